@@ -1,0 +1,3 @@
+from cfkit.cli import main
+
+main()

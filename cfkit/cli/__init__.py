@@ -1,0 +1,100 @@
+"""The ``cfkit`` command line.
+
+Commands are thin: parse options, call one library function, render the result.
+Each command group lives in its own module and is imported only when used, so
+``cfkit --help`` stays fast and never loads torch, diffusers, transformers,
+openai or lpips.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+
+import click
+
+from cfkit import __version__
+from cfkit.errors import CfkitError
+
+# name -> (module, attribute). A module that is not there yet is left out of --help.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("cfkit.cli.init", "init"),
+    "specs": ("cfkit.cli.specs", "specs"),
+    "edit": ("cfkit.cli.edit", "edit"),
+    "edits": ("cfkit.cli.edit", "edits"),
+    "check": ("cfkit.cli.check", "check"),
+    "review": ("cfkit.cli.review", "review"),
+    "sheet": ("cfkit.cli.review", "sheet"),
+    "captions": ("cfkit.cli.captions", "captions"),
+    "probe": ("cfkit.cli.probe", "probe"),
+    "runs": ("cfkit.cli.probe", "runs"),
+    "report": ("cfkit.cli.report", "report"),
+    "demo": ("cfkit.cli.demo", "demo"),
+}
+
+
+class CfkitGroup(click.Group):
+    """A group that imports each command's module on first use and renders cfkit errors."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name, (module, _) in COMMANDS.items() if importlib.util.find_spec(module) is not None]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attr = COMMANDS[name]
+        if importlib.util.find_spec(module) is None:
+            return None
+        return getattr(importlib.import_module(module), attr)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except CfkitError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            from cfkit.cli.console import error
+
+            error(str(exc))
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            from cfkit.cli.console import error
+
+            error("interrupted; everything saved before the interruption is kept. Run the command again to resume.")
+            ctx.exit(130)
+
+
+@click.group(cls=CfkitGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="cfkit")
+@click.option("-w", "--workspace", "workspace", metavar="DIR", default=None,
+              help="Workspace folder (default: $CFKIT_WORKSPACE, or the nearest folder with cfkit.toml).")
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.pass_context
+def cli(ctx: click.Context, workspace: str | None, debug: bool) -> None:
+    """Counterfactual and diagnostic probes for contextual aesthetic suitability.
+
+    Does a vision-language model's suitability judgment follow the decisive
+    visual cue, or only the image's surface appeal? cfkit makes counterfactual
+    edit pairs, checks and reviews them, asks models under Text / Neutral /
+    Evidence / Image conditions, and reports the paper's metrics.
+
+    \b
+    Start here:
+      cfkit demo                      the whole workflow offline, in a minute
+      cfkit specs list                the counterfactual pairs of this workspace
+      cfkit edit CF18                 make an edit, then 'cfkit review CF18'
+      cfkit probe run --model openai:gpt-5.5 --suite counterfactual
+      cfkit report --reference
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["workspace"] = workspace
+    ctx.obj["debug"] = debug
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=argv, prog_name="cfkit")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(sys.argv[1:])

@@ -1,0 +1,93 @@
+"""The one error tree of cfkit.
+
+Library code raises these; only the CLI turns them into messages. A message
+names what failed, the bad value, what is allowed and what to do next.
+
+    CfkitError
+    ├── InputError            bad input from the user (exit status 2)
+    │   ├── ConfigError       cfkit.toml or workspace discovery
+    │   ├── CaseError         cases.jsonl records
+    │   ├── SpecError         edit specs, masks, regions
+    │   ├── ImageError        an image that cannot be read or is unsafe
+    │   ├── CaptionError      caption files
+    │   └── PredictionError   predictions JSONL
+    ├── CheckFailed           a check ran and did not pass (exit status 1)
+    ├── StoreError            the SQLite store
+    ├── EditorError           an image editor failed or cannot run here
+    │   └── EditorUnavailable the editor cannot run on this machine
+    ├── BackendError          a model backend failed or cannot run here
+    │   └── BackendUnavailable
+    └── ParseError            a model reply that cannot be read (internal)
+"""
+
+from __future__ import annotations
+
+
+class CfkitError(Exception):
+    """Base of every error cfkit raises on purpose."""
+
+    exit_code = 1
+
+
+class InputError(CfkitError):
+    """The user's input is wrong; the message says where and how to fix it."""
+
+    exit_code = 2
+
+
+class ConfigError(InputError):
+    """cfkit.toml is missing, malformed or names something that does not exist."""
+
+
+class CaseError(InputError):
+    """A case record is malformed or inconsistent."""
+
+
+class SpecError(InputError):
+    """An edit spec, its mask or its regions are malformed or inconsistent."""
+
+
+class ImageError(InputError):
+    """An image is missing, unreadable, or refused as unsafe."""
+
+
+class CaptionError(InputError):
+    """A caption file is malformed."""
+
+
+class PredictionError(InputError):
+    """A predictions file is malformed."""
+
+
+class CheckFailed(CfkitError):
+    """A check ran to completion and found problems."""
+
+    exit_code = 1
+
+
+class StoreError(CfkitError):
+    """The SQLite store cannot be opened or written."""
+
+
+class EditorError(CfkitError):
+    """An image editor failed."""
+
+
+class EditorUnavailable(EditorError):
+    """An image editor cannot run here (no key, no package, no weights)."""
+
+    exit_code = 2
+
+
+class BackendError(CfkitError):
+    """A model backend failed."""
+
+
+class BackendUnavailable(BackendError):
+    """A model backend cannot run here (no key, no package, no weights)."""
+
+    exit_code = 2
+
+
+class ParseError(CfkitError):
+    """A model reply could not be read as one valid option."""

@@ -1,0 +1,35 @@
+"""Atomic file writes: write to a temporary name in the same folder, then rename.
+
+A crash or a full disk mid-write leaves the previous file intact.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool = True) -> None:
+    """Write ``data`` to ``path`` atomically; with ``overwrite=False`` refuse an existing file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            # link() fails if the target exists, so two writers cannot both win.
+            os.link(tmp, path)
+            os.unlink(tmp)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_text_atomic(path: Path, text: str, *, overwrite: bool = True) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"), overwrite=overwrite)

@@ -1,0 +1,53 @@
+"""Editors and backends, found through entry points.
+
+Built-in engines and backends register through the same entry-point groups a
+third-party package uses (``cfkit.editors`` and ``cfkit.backends``), so there is
+one way in. Loading a name imports only that plug-in's module; heavy libraries
+are imported later still, when the plug-in is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+
+from cfkit.errors import InputError
+
+EDITORS = "cfkit.editors"
+BACKENDS = "cfkit.backends"
+
+_KIND = {EDITORS: ("editor", "engine", "cfkit edit --help"), BACKENDS: ("backend", "backend", "cfkit probe backends")}
+
+
+@dataclass(frozen=True)
+class Plugin:
+    name: str
+    value: str  # "module:attr"
+    package: str  # the distribution that registered it
+
+
+def plugins(group: str) -> dict[str, Plugin]:
+    """Every plug-in registered in ``group``, by name; two packages claiming one name is an error."""
+    found: dict[str, Plugin] = {}
+    for ep in entry_points(group=group):
+        package = ep.dist.name if ep.dist is not None else "?"
+        plugin = Plugin(ep.name, ep.value, package)
+        previous = found.get(ep.name)
+        if previous is not None and previous.value != plugin.value:
+            raise InputError(
+                f"{_KIND[group][0]} name '{ep.name}' is registered twice: by {previous.package} "
+                f"({previous.value}) and by {package} ({ep.value}). Uninstall one of them."
+            )
+        found[ep.name] = plugin
+    return found
+
+
+def load(group: str, name: str):
+    """Import and return the object registered as ``name`` in ``group``."""
+    available = plugins(group)
+    kind, flag, see = _KIND[group]
+    if name not in available:
+        names = ", ".join(sorted(available)) or "none"
+        raise InputError(f"Unknown {kind} '{name}'. Installed: {names}. See '{see}'.")
+    plugin = available[name]
+    return EntryPoint(name=name, value=plugin.value, group=group).load()

@@ -1,0 +1,207 @@
+"""Workspace discovery, ``cfkit.toml`` and the paths derived from it.
+
+A workspace is a folder holding ``cfkit.toml``. It is found, in order, from an
+explicit ``--workspace/-w`` option, the ``CFKIT_WORKSPACE`` variable, or by
+walking up from the current directory.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cfkit.errors import ConfigError, InputError
+
+CONFIG_NAME = "cfkit.toml"
+ENV_VAR = "CFKIT_WORKSPACE"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DatasetConfig(_Section):
+    cases: str = "data/cases.jsonl"
+    images: str = "data/images"
+
+
+class WorkspaceSection(_Section):
+    store: str = ".cfkit"
+    pairs: int = Field(36, ge=1)
+    interventions: str = "interventions"
+    captions: str = "captions"
+    probes: str = "probes"
+
+
+class EditConfig(_Section):
+    engine: str = "auto"
+    openai_model: str = "gpt-image-2"
+    diffusers_model: str = "stable-diffusion-v1-5/stable-diffusion-inpainting"
+    quality: str = "high"
+    candidates: int = Field(1, ge=1, le=10)
+
+
+class ProbeConfig(_Section):
+    model: str | None = None
+    concurrency: int = Field(4, ge=1)
+    modality_subset: str = "modality-100.txt"
+
+
+class Config(_Section):
+    dataset: DatasetConfig = DatasetConfig()
+    workspace: WorkspaceSection = WorkspaceSection()
+    edit: EditConfig = EditConfig()
+    probe: ProbeConfig = ProbeConfig()
+
+
+DEFAULT_TOML = """\
+# cfkit workspace. Paths are relative to this file's folder.
+
+[dataset]
+cases = "{cases}"          # ContextCanvas cases, one JSON record a line
+images = "{images}"        # folder the cases' image paths are relative to
+
+[workspace]
+store = ".cfkit"           # edits, checks, reviews, runs and the SQLite store
+pairs = {pairs}                 # how many counterfactual pairs the study expects
+interventions = "interventions"
+captions = "captions"
+probes = "probes"
+
+[edit]
+engine = "auto"            # auto | openai | diffusers | classical | file
+openai_model = "gpt-image-2"
+diffusers_model = "stable-diffusion-v1-5/stable-diffusion-inpainting"
+
+[probe]
+concurrency = 4
+modality_subset = "modality-100.txt"
+"""
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A workspace folder and its parsed configuration."""
+
+    root: Path
+    config: Config
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / CONFIG_NAME
+
+    @property
+    def cases_path(self) -> Path:
+        return self._path(self.config.dataset.cases)
+
+    @property
+    def image_root(self) -> Path:
+        return self._path(self.config.dataset.images)
+
+    @property
+    def store_dir(self) -> Path:
+        return self._path(self.config.workspace.store)
+
+    @property
+    def db_path(self) -> Path:
+        return self.store_dir / "cfkit.db"
+
+    @property
+    def edits_dir(self) -> Path:
+        return self.store_dir / "edits"
+
+    @property
+    def interventions_dir(self) -> Path:
+        return self._path(self.config.workspace.interventions)
+
+    @property
+    def captions_dir(self) -> Path:
+        return self._path(self.config.workspace.captions)
+
+    @property
+    def probes_dir(self) -> Path:
+        return self._path(self.config.workspace.probes)
+
+    @property
+    def pairs(self) -> int:
+        return self.config.workspace.pairs
+
+    def _path(self, value: str) -> Path:
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else self.root / path
+
+    def confined(self, value: str, *, base: Path | None = None, what: str = "path") -> Path:
+        """Resolve ``value`` against ``base`` (default: the root) and refuse escapes.
+
+        Spec files name masks and assets; a path that leaves the workspace is
+        refused so that a shared spec cannot read or write outside it.
+        """
+        base = base or self.root
+        candidate = (base / value).resolve()
+        root = self.root.resolve()
+        if not candidate.is_relative_to(root):
+            raise InputError(
+                f"{what} '{value}' points outside the workspace {root}; "
+                "keep masks and assets inside the workspace folder."
+            )
+        return candidate
+
+
+def load_workspace(root: Path) -> Workspace:
+    """Read ``root/cfkit.toml``."""
+    path = root / CONFIG_NAME
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: not found. Run 'cfkit init {root}' to make a workspace.") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}). Fix the file or re-create it with 'cfkit init'.") from exc
+    try:
+        config = Config.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"{path}: field '{where}': {err['msg']}. See 'cfkit init --help' for the format.") from exc
+    return Workspace(root=root.resolve(), config=config)
+
+
+def find_workspace(explicit: str | os.PathLike[str] | None = None, start: Path | None = None) -> Workspace:
+    """Find the workspace from an explicit folder, ``CFKIT_WORKSPACE`` or the current directory."""
+    given = explicit or os.environ.get(ENV_VAR)
+    if given:
+        root = Path(given).expanduser()
+        if not root.is_dir():
+            source = "--workspace" if explicit else ENV_VAR
+            raise ConfigError(f"{source} '{given}' is not a folder. Give a folder holding {CONFIG_NAME}.")
+        return load_workspace(root)
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / CONFIG_NAME).is_file():
+            return load_workspace(folder)
+    raise ConfigError(
+        f"No {CONFIG_NAME} in {here} or any folder above it. "
+        "Pass -w DIR, set CFKIT_WORKSPACE, or run 'cfkit init DIR'."
+    )
+
+
+def init_workspace(root: Path, *, cases: str, images: str, pairs: int) -> Workspace:
+    """Create a workspace folder with ``cfkit.toml`` and its standard sub-folders.
+
+    Refuses to overwrite an existing ``cfkit.toml``.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / CONFIG_NAME
+    if path.exists():
+        raise ConfigError(f"{path} already exists; edit it, or choose another folder.")
+    text = DEFAULT_TOML.format(cases=cases, images=images, pairs=pairs)
+    from cfkit.files import write_text_atomic
+
+    write_text_atomic(path, text)
+    ws = load_workspace(root)
+    for folder in (ws.interventions_dir / "masks", ws.captions_dir, ws.probes_dir):
+        folder.mkdir(parents=True, exist_ok=True)
+    return ws
