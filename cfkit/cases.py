@@ -47,7 +47,6 @@ class Case(BaseModel):
     rationale: str | None = None
     domain: str | None = None
     provenance: Provenance | None = None
-    identity_terms: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> "Case":
