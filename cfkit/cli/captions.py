@@ -1,0 +1,138 @@
+"""``cfkit captions``: the Text / Neutral / Evidence / Image conditions and the leakage lint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.markup import escape
+
+from cfkit.cli.console import err, out, print_json, status, workspace_option
+
+CONDITION_CHOICE = click.Choice(["text", "neutral", "evidence", "image"])
+
+
+@click.group()
+def captions() -> None:
+    """Captions for the modality probe: build, lint, show and draft.
+
+    A caption file captions/CASE.yaml holds 'neutral' (what is visible, with no
+    names and no verdict), 'evidence' (the decisive visible cue), 'author' and
+    'reviewed'. Templates: cfkit's defaults, replaced file by file from
+    probes/templates/.
+    """
+
+
+@captions.command()
+@click.argument("case_ids", nargs=-1)
+@click.option("--subset", metavar="FILE", default=None,
+              help="Case ids, one a line (default: probes/<modality_subset> if present, else every case).")
+@click.option("--condition", "conditions", type=CONDITION_CHOICE, multiple=True,
+              help="Only these conditions (repeatable; default: all four).")
+@click.option("--out", "out_path", metavar="FILE.jsonl", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Write JSONL here instead of stdout.")
+@click.option("--force", is_flag=True, help="Replace an existing --out file.")
+@workspace_option
+def build(ws, case_ids: tuple[str, ...], subset: str | None, conditions: tuple[str, ...],
+          out_path: Path | None, force: bool) -> None:
+    """Render the four conditions of each case as JSONL, for inspection.
+
+    One line per case and condition: case, condition, system, user, images.
+
+    \b
+    Example:
+      cfkit captions build --subset modality-100.txt --out conditions.jsonl
+    """
+    import sys
+
+    from cfkit.captions import CONDITIONS, build_conditions, conditions_jsonl
+    from cfkit.errors import InputError
+    from cfkit.files import write_text_atomic
+
+    rendered = build_conditions(ws, case_ids, subset=subset, conditions=conditions or CONDITIONS)
+    text = conditions_jsonl(rendered, ws.root)
+    if out_path is None:
+        sys.stdout.write(text)
+        return
+    if out_path.exists() and not force:
+        raise InputError(f"{out_path} already exists; choose another --out file or pass --force to replace it.")
+    write_text_atomic(out_path, text)
+    n_cases = len({r.case for r in rendered})
+    status(f"Wrote {len(rendered)} prompts for {n_cases} cases to {out_path}")
+
+
+@captions.command()
+@click.argument("case_ids", nargs=-1)
+@click.option("--subset", metavar="FILE", default=None,
+              help="Case ids, one a line (default: probes/<modality_subset> if present, else every case).")
+@click.option("--json", "as_json", is_flag=True, help="Print findings as JSON.")
+@workspace_option
+def lint(ws, case_ids: tuple[str, ...], subset: str | None, as_json: bool) -> None:
+    """Check captions for names, verdict words, missing evidence and unreviewed drafts.
+
+    Exits 1 when any finding is an error; warnings (unreviewed drafts) do not
+    fail. Extend the verdict words with probes/verdict-words.txt.
+
+    \b
+    Example:
+      cfkit captions lint HB084 HB120
+    """
+    from cfkit.captions import lint_captions
+    from cfkit.errors import CheckFailed
+
+    report = lint_captions(ws, case_ids, subset=subset)
+    if as_json:
+        print_json({"ok": report.ok, "cases": len(report.cases), "files": report.files,
+                    "errors": len(report.errors), "warnings": len(report.warnings),
+                    "findings": [f.as_dict(ws.root) for f in report.findings]})
+    else:
+        for f in report.findings:
+            style = "red" if f.level == "error" else "yellow"
+            out.print(f"[{style}]{f.level}[/] {escape(f.describe(ws.root))}")
+        err.print(f"{len(report.cases)} cases, {report.files} caption files: "
+                  f"{len(report.errors)} errors, {len(report.warnings)} warnings.")
+    if not report.ok:
+        raise CheckFailed(f"caption lint found {len(report.errors)} errors; fix the files named above.")
+
+
+@captions.command()
+@click.argument("case_id")
+@click.option("--condition", "conditions", type=CONDITION_CHOICE, multiple=True,
+              help="Only these conditions (repeatable; default: all four).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@workspace_option
+def show(ws, case_id: str, conditions: tuple[str, ...], as_json: bool) -> None:
+    """Print the conditions of a case exactly as a model receives them.
+
+    \b
+    Example:
+      cfkit captions show HB084 --condition neutral
+    """
+    from cfkit.captions import CONDITIONS, load_templates, render_prompt, workspace_cases
+    from cfkit.errors import CaptionError
+
+    case = workspace_cases(ws).get(case_id)
+    templates = load_templates(ws)
+    records, problems = [], []
+    for condition in conditions or CONDITIONS:
+        try:
+            prompt = render_prompt(ws, case, condition, templates=templates)
+        except CaptionError as exc:
+            problems.append(exc)
+            continue
+        records.append((condition, prompt))
+    if as_json:
+        print_json([{"case": case_id, "condition": c, "system": p.system, "user": p.user,
+                     "images": [str(i) for i in p.images]} for c, p in records])
+    else:
+        for condition, prompt in records:
+            out.print(f"[bold cyan]══ {case_id} · {condition} ══[/]")
+            out.print("[bold]system[/]")
+            out.print(prompt.system, markup=False, emoji=False)
+            out.print("[bold]user[/]")
+            out.print(prompt.user, markup=False, emoji=False)
+            if prompt.images:
+                out.print("[bold]images[/] " + escape(", ".join(p.name for p in prompt.images)))
+            out.print()
+    if problems:
+        raise problems[0]
