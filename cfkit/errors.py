@@ -14,7 +14,9 @@ names what failed, the bad value, what is allowed and what to do next.
     ├── CheckFailed           a check ran and did not pass (exit status 1)
     ├── StoreError            the SQLite store
     ├── EditorError           an image editor failed or cannot run here
-    │   └── EditorUnavailable the editor cannot run on this machine
+    │   ├── EditorUnavailable the editor cannot run on this machine
+    │   ├── EditorTransport   the editor's service stayed unreachable after retries
+    │   └── EditRefused       the editor declined the request (content policy)
     ├── BackendError          a model backend failed or cannot run here
     │   └── BackendUnavailable
     └── ParseError            a model reply that cannot be read (internal)
@@ -77,6 +79,14 @@ class EditorUnavailable(EditorError):
     """An image editor cannot run here (no key, no package, no weights)."""
 
     exit_code = 2
+
+
+class EditorTransport(EditorError):
+    """An image editor's service could not be reached or kept failing after its retries."""
+
+
+class EditRefused(EditorError):
+    """An image editor declined the request under its content policy; never retried."""
 
 
 class BackendError(CfkitError):
