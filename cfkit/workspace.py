@@ -51,11 +51,17 @@ class ProbeConfig(_Section):
     modality_subset: str = "modality-100.txt"
 
 
+class CheckConfig(_Section):
+    margin: int = Field(4, ge=0)  # pixels between the edit mask and the keep region
+    lpips_backbone: str | None = None  # AlexNet ImageNet weights (.pth); default: torch's hub cache
+
+
 class Config(_Section):
     dataset: DatasetConfig = DatasetConfig()
     workspace: WorkspaceSection = WorkspaceSection()
     edit: EditConfig = EditConfig()
     probe: ProbeConfig = ProbeConfig()
+    check: CheckConfig = CheckConfig()
 
 
 DEFAULT_TOML = """\
