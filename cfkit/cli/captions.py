@@ -136,3 +136,46 @@ def show(ws, case_id: str, conditions: tuple[str, ...], as_json: bool) -> None:
             out.print()
     if problems:
         raise problems[0]
+
+
+@captions.command()
+@click.argument("case_ids", nargs=-1)
+@click.option("--model", "model_spec", metavar="KIND:NAME", default=None,
+              help="Vision-language backend, e.g. openai:gpt-5.5 (default: [probe] model in cfkit.toml).")
+@click.option("-o", "--option", "options", metavar="KEY=VALUE", multiple=True,
+              help="Backend option (repeatable), e.g. -o base_url=http://localhost:8000/v1.")
+@click.option("--subset", metavar="FILE", default=None,
+              help="Case ids, one a line (default: probes/<modality_subset> if present, else every case).")
+@click.option("--redraft", is_flag=True, help="Replace unreviewed model drafts (never human or reviewed captions).")
+@workspace_option
+def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[str, ...], subset: str | None,
+          redraft: bool) -> None:
+    """Draft neutral captions with a vision-language model, for a person to review.
+
+    The model sees only the image(s) and instructions that forbid names and
+    verdicts. Drafts are saved with author = the model and reviewed: false, and
+    linted; the evidence text is left to the reviewer. Existing captions are kept.
+
+    \b
+    Example:
+      cfkit captions draft --model openai:gpt-5.5 HB084 HB120
+    """
+    from cfkit.backends import load_backend, parse_option_pairs
+    from cfkit.captions import draft_captions
+    from cfkit.errors import CheckFailed, InputError
+
+    model_spec = model_spec or ws.config.probe.model
+    if not model_spec:
+        raise InputError("no model given; pass --model KIND:NAME (e.g. openai:gpt-5.5) or set [probe] model in cfkit.toml.")
+    backend = load_backend(model_spec, parse_option_pairs(options))
+    results = draft_captions(ws, backend, case_ids, subset=subset, redraft=redraft)
+    style = {"written": "green", "kept": "dim", "failed": "red"}
+    for r in results:
+        out.print(f"{r.case}: [{style[r.status]}]{escape(r.message)}[/]")
+        for f in r.findings:
+            out.print(f"  [yellow]{f.level}[/] {escape(f.describe(ws.root))}")
+    counts = {s: sum(r.status == s for r in results) for s in style}
+    err.print(f"{counts['written']} drafted, {counts['kept']} kept, {counts['failed']} failed. "
+              "Next: read each draft, add its evidence, set 'reviewed: true', run 'cfkit captions lint'.")
+    if counts["failed"]:
+        raise CheckFailed(f"{counts['failed']} drafts failed; run the command again to retry them.")
