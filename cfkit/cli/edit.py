@@ -1,0 +1,209 @@
+"""``cfkit edit`` and ``cfkit edits``: make counterfactual edits and read their provenance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from cfkit.cli.console import err, out, print_json, warn, workspace_option
+
+
+def _rel(ws, path: Path | None) -> str:
+    if path is None:
+        return "—"
+    try:
+        return str(path.relative_to(ws.root))
+    except ValueError:
+        return str(path)
+
+
+@click.command()
+@click.argument("spec_id")
+@click.option("--engine", default=None, metavar="NAME",
+              help="auto (openai, then diffusers), openai, diffusers, classical or file. Default: cfkit.toml [edit].")
+@click.option("--model", default=None, help="Model of the chosen engine, e.g. gpt-image-2 or a diffusers model id/folder.")
+@click.option("-n", "--candidates", "n", type=click.IntRange(min=1), default=None,
+              help="Candidates to make in this call (default: cfkit.toml [edit] candidates).")
+@click.option("--seed", type=int, default=None, help="Seed for engines that take one (candidate i uses seed + i).")
+@click.option("--input", "input_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --engine file: an edited image made elsewhere.")
+@click.option("--again", is_flag=True, help="Make more candidates even though an edit was accepted (it stays selected).")
+@click.option("--dry-run", is_flag=True, help="Print what would be sent (prompt, sizes, mask coverage); call and write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@workspace_option
+def edit(ws, spec_id: str, engine: str | None, model: str | None, n: int | None, seed: int | None,
+         input_path: Path | None, again: bool, dry_run: bool, as_json: bool) -> None:
+    """Make a counterfactual edit of SPEC_ID's source image, save it, record it, check it.
+
+    Each candidate is saved twice at the source's size: the engine's raw output
+    and a composite with the source's own pixels outside the (slightly dilated)
+    mask. Provenance goes to the workspace store; the API key never does.
+
+    \b
+    Examples:
+      cfkit edit CF18                       auto: GPT Image 2, else local diffusers
+      cfkit edit CF18 --dry-run             show the prompt, sizes and mask coverage
+      cfkit edit EX01 --engine classical    offline, deterministic
+      cfkit edit CF18 --engine file --input edited.png
+    """
+    from cfkit.edit import make_edit, plan_edit
+
+    kwargs = dict(engine=engine, n=n, seed=seed, model=model, input_path=input_path)
+    if dry_run:
+        plan = plan_edit(ws, spec_id, **kwargs)
+        if as_json:
+            print_json({"dry_run": True, **plan.__dict__, "source_path": str(plan.source_path),
+                        "mask_coverage": round(100 * plan.mask_coverage, 2)})
+            return
+        _print_plan(ws, plan)
+        return
+    outcome = make_edit(ws, spec_id, again=again, **kwargs)
+    for attempt in outcome.attempts:
+        if attempt.outcome != "used":
+            warn(f"{attempt.engine} {attempt.outcome}: {attempt.reason}")
+    if len(outcome.attempts) > 1:
+        err.print(f"made with {outcome.engine} after falling back", style="dim")
+    for note in outcome.notes:
+        err.print(f"note: {escape(note)}", style="dim")
+    if outcome.check_error:
+        warn(outcome.check_error)
+    if as_json:
+        print_json({"engine": outcome.engine, "attempts": [a.__dict__ for a in outcome.attempts],
+                    "edits": [r.as_dict() | {"check": outcome.verdicts.get(r.id)} for r in outcome.records],
+                    "notes": outcome.notes})
+        return
+    for record in outcome.records:
+        verdict = outcome.verdicts.get(record.id)
+        check = "not checked" if verdict is None else verdict
+        out.print(f"{record.spec_id} #{record.id}  {record.engine} {escape(record.model or '')}  "
+                  f"composite {_rel(ws, record.composite_path)}  raw {_rel(ws, record.raw_path)}  check: {check}")
+    err.print(f"labelled: {outcome.records[0].label}. Next: cfkit review {outcome.plan.spec_id}", style="dim")
+
+
+def _print_plan(ws, plan) -> None:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column()
+    table.add_row("spec", f"{plan.spec_id} (case {plan.case_id})")
+    table.add_row("prompt", escape(plan.prompt))
+    table.add_row("source", f"{_rel(ws, plan.source_path)} ({plan.source_size[0]}x{plan.source_size[1]})")
+    table.add_row("mask", f"{escape(plan.mask_source)}, coverage {100 * plan.mask_coverage:.1f}%")
+    table.add_row("engines", " then ".join(plan.engines))
+    for name, preview in plan.previews.items():
+        table.add_row(name, escape(", ".join(f"{k} {v}" for k, v in preview.items())) or "—")
+    table.add_row("candidates", str(plan.n))
+    table.add_row("seed", "none" if plan.seed is None else str(plan.seed))
+    for note in plan.notes:
+        table.add_row("note", escape(note))
+    out.print(table)
+    err.print("dry run: nothing was sent and nothing was written.", style="dim")
+
+
+@click.group()
+def edits() -> None:
+    """Recorded edits and their provenance."""
+
+
+def _store_or_none(ws):
+    from cfkit.store import Store
+
+    # Reading must not create a store where none exists.
+    return Store(ws.db_path) if ws.db_path.is_file() else None
+
+
+@edits.command("list")
+@click.argument("spec_ids", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@workspace_option
+def list_(ws, spec_ids: tuple[str, ...], as_json: bool) -> None:
+    """List recorded edits, all or of the given specs, with engine, status and check verdict.
+
+    \b
+    Example:
+      cfkit edits list CF18 CF20
+    """
+    from cfkit.edit import latest_check, list_edits
+
+    store = _store_or_none(ws)
+    records, verdicts = [], {}
+    if store is not None:
+        with store:
+            records = list_edits(ws, store, list(spec_ids))
+            verdicts = {r.id: c["verdict"] for r in records if (c := latest_check(store, r.id))}
+    if as_json:
+        print_json([r.as_dict() | {"check": verdicts.get(r.id)} for r in records])
+        return
+    if not records:
+        err.print("no edits recorded yet. Make one with 'cfkit edit SPEC_ID'.")
+        return
+    table = Table(title=f"Edits in {ws.db_path}", title_justify="left")
+    for name in ("id", "spec", "cand", "engine", "model", "status", "check", "finished"):
+        table.add_column(name)
+    for r in records:
+        status = r.status if r.status == "ok" else f"[red]{r.status}[/]"
+        table.add_row(str(r.id), r.spec_id, str(r.candidate), r.engine, escape(r.model or ""), status,
+                      verdicts.get(r.id, "—"), r.finished_at or "")
+    out.print(table)
+
+
+@edits.command()
+@click.argument("target")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@workspace_option
+def show(ws, target: str, as_json: bool) -> None:
+    """Show the full provenance of a spec's edits (CF18) or of one edit (its number).
+
+    \b
+    Examples:
+      cfkit edits show CF18
+      cfkit edits show 12 --json
+    """
+    from cfkit.edit import get_edit, latest_check, list_edits, select_edit
+    from cfkit.errors import InputError
+
+    store = _store_or_none(ws)
+    if store is None:
+        raise InputError(f"no edits recorded yet in {ws.db_path}. Make one with 'cfkit edit SPEC_ID'.")
+    with store:
+        if target.isdigit():
+            records = [get_edit(ws, store, int(target))]
+            selected = select_edit(ws, store, records[0].spec_id)
+        else:
+            records = list_edits(ws, store, [target])
+            if not records:
+                raise InputError(f"no edits recorded for '{target}'. Make one with 'cfkit edit {target}'.")
+            selected = select_edit(ws, store, target)
+        checks = {r.id: latest_check(store, r.id) for r in records}
+    selected_id = None if selected is None else selected.id
+    if as_json:
+        print_json([r.as_dict() | {"check": checks[r.id], "selected": r.id == selected_id} for r in records])
+        return
+    for r in records:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold cyan", no_wrap=True)
+        table.add_column()
+        title = f"{r.spec_id} edit #{r.id}" + ("  [green](selected)[/]" if r.id == selected_id else "")
+        check = checks[r.id]
+        rows = [
+            ("status", r.status + (f": {r.error}" if r.error else "")),
+            ("engine", f"{r.engine}" + (f" ({r.model})" if r.model else "")),
+            ("candidate", str(r.candidate)), ("seed", "—" if r.seed is None else str(r.seed)),
+            ("prompt", r.prompt or ""), ("params", ", ".join(f"{k}={v}" for k, v in r.params.items())),
+            ("fallback", r.fallback or "—"), ("spec sha256", r.spec_sha256 or ""),
+            ("source sha256", r.source_sha256 or ""), ("mask sha256", r.mask_sha256 or ""),
+            ("raw", f"{_rel(ws, r.raw_path)} ({r.raw_sha256 or ''})"),
+            ("composite", f"{_rel(ws, r.composite_path)} ({r.composite_sha256 or ''})"),
+            ("usage", "—" if r.usage is None else ", ".join(f"{k}={v}" for k, v in r.usage.items() if v is not None)),
+            ("cost", "not reported" if r.cost_usd is None else f"${r.cost_usd:.4f}"),
+            ("time", f"{r.started_at} → {r.finished_at or '—'}"),
+            ("check", "—" if check is None else check["verdict"] + ("" if check["lpips"] else " (without LPIPS)")),
+            ("label", r.label),
+        ]
+        for key, value in rows:
+            table.add_row(key, escape(str(value)))
+        out.print(f"[bold]{title}[/]")
+        out.print(table)
+        out.print()

@@ -1,0 +1,48 @@
+"""The file engine: import an edit made elsewhere (``cfkit edit CF18 --engine file --input edited.png``).
+
+The imported image is treated like any engine's raw output: it must have the
+source's size, or the same aspect ratio (then it is resized and a note says
+so); any other shape is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from cfkit.editors import EditRequest, EditResult, resize_rgb
+from cfkit.errors import ImageError, InputError
+from cfkit.images import open_image
+
+#: Largest relative difference of aspect ratios accepted for a resized import.
+ASPECT_TOLERANCE = 0.01
+
+
+class FileEditor:
+    """Reads ``request.import_path`` and aligns it to the source image."""
+
+    name = "file"
+
+    def edit(self, request: EditRequest) -> EditResult:
+        path = request.import_path
+        if path is None:
+            raise InputError("the file engine imports an edit made elsewhere; give it with --input PATH.")
+        if request.n != 1:
+            raise InputError(f"the file engine imports one image; -n {request.n} is not possible. Use -n 1.")
+        image = np.asarray(open_image(path, what="--input"))
+        width, height = request.size
+        got = (image.shape[1], image.shape[0])
+        notes: tuple[str, ...] = ()
+        if got != (width, height):
+            if abs((got[0] / got[1]) / (width / height) - 1.0) > ASPECT_TOLERANCE:
+                raise ImageError(
+                    f"--input {path} is {got[0]}x{got[1]} but the source image is {width}x{height} "
+                    "(another aspect ratio). Export the edit at the source's size."
+                )
+            image = resize_rgb(image, (width, height))
+            notes = (f"--input resized from {got[0]}x{got[1]} to {width}x{height}",)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        return EditResult(images=(image,), model=None,
+                          params={"input": path.name, "input_sha256": digest, "input_size": f"{got[0]}x{got[1]}"},
+                          notes=notes)

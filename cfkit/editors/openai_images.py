@@ -1,0 +1,302 @@
+"""The openai engine: GPT Image 2 (or another GPT image model) through ``images.edit``.
+
+What is sent, and why:
+
+- the source and the mask as named PNG uploads (``("image.png", bytes,
+  "image/png")``) — the API rejects nameless raw bytes;
+- the mask as RGBA at exactly the sent image's size, alpha 0 where the image
+  may change (the API's convention; cfkit's own is 255 = edit), under 4 MB;
+- a ``size`` the model accepts: for the gpt-image-2 family any ``WxH`` with both
+  sides multiples of 16 and an aspect ratio between 1:3 and 3:1, for other GPT
+  image models one of 1024x1024, 1536x1024, 1024x1536. The source is padded
+  (edge pixels repeated, marked "keep" in the mask) to a valid aspect ratio and
+  resized to a valid size; the reply is mapped back to the source's exact size;
+- no ``input_fidelity`` for gpt-image-2, which rejects it.
+
+The key and base URL come from ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` and are
+never recorded. The SDK's own retries are off; this module retries 408, 409,
+429, 5xx, timeouts and connection errors ``max_retries`` times with exponential
+backoff, and raises :class:`~cfkit.errors.EditorTransport` after that. A
+``moderation_blocked`` refusal raises :class:`~cfkit.errors.EditRefused` at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import os
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from cfkit.editors import EditRequest, EditResult, resize_mask, resize_rgb
+from cfkit.errors import EditorError, EditorTransport, EditorUnavailable, EditRefused, ImageError, InputError
+from cfkit.images import decode_image, png_bytes
+
+#: The API's limit for the mask upload (bytes).
+MASK_MAX_BYTES = 4 * 1024 * 1024
+#: The API's limit for each image upload (bytes).
+IMAGE_MAX_BYTES = 50 * 1024 * 1024
+#: Sizes every GPT image model accepts; used for models without free sizing.
+STANDARD_SIZES = ((1024, 1024), (1536, 1024), (1024, 1536))
+
+
+@dataclass(frozen=True)
+class SizePlan:
+    """How a source of ``source`` size is sent and how the reply comes back.
+
+    The source is padded at the right and bottom to ``padded`` (a valid aspect
+    ratio), then resized to ``sent``. A reply is resized to ``padded`` and
+    cropped to ``source``.
+    """
+
+    source: tuple[int, int]
+    padded: tuple[int, int]
+    sent: tuple[int, int]
+
+    @property
+    def size_param(self) -> str:
+        return f"{self.sent[0]}x{self.sent[1]}"
+
+    def image_to_send(self, image: np.ndarray) -> np.ndarray:
+        pad = ((0, self.padded[1] - self.source[1]), (0, self.padded[0] - self.source[0]), (0, 0))
+        return resize_rgb(np.pad(image, pad, mode="edge"), self.sent)
+
+    def mask_to_send(self, mask: np.ndarray) -> np.ndarray:
+        """cfkit mask (255 = edit) → RGBA at the sent size, alpha 0 where the image may change."""
+        pad = ((0, self.padded[1] - self.source[1]), (0, self.padded[0] - self.source[0]))
+        edit = resize_mask(np.pad(mask, pad, constant_values=0), self.sent) > 127
+        rgba = np.full(edit.shape + (4,), 255, dtype=np.uint8)
+        rgba[..., 3] = np.where(edit, 0, 255)
+        return rgba
+
+    def reply_to_source(self, image: np.ndarray) -> np.ndarray:
+        return resize_rgb(image, self.padded)[: self.source[1], : self.source[0]]
+
+
+def flexible_sizes(model: str) -> bool:
+    """Whether ``model`` takes any ``WxH`` (gpt-image-2 and its successors)."""
+    return model.startswith("gpt-image-2")
+
+
+def plan_size(source: tuple[int, int], model: str, *, min_pixels: int, max_pixels: int) -> SizePlan:
+    """Choose the padded and sent sizes for ``source = (width, height)``."""
+    width, height = source
+    if not flexible_sizes(model):
+        target = min(STANDARD_SIZES, key=lambda s: abs(math.log((s[0] / s[1]) / (width / height))))
+        if width / height > target[0] / target[1]:
+            padded = (width, max(height, round(width * target[1] / target[0])))
+        else:
+            padded = (max(width, round(height * target[0] / target[1])), height)
+        return SizePlan(source, padded, target)
+    pw, ph = width, height
+    if pw > 3 * ph:
+        ph = math.ceil(pw / 3)
+    elif ph > 3 * pw:
+        pw = math.ceil(ph / 3)
+    scale = 1.0
+    if pw * ph > max_pixels:
+        scale = math.sqrt(max_pixels / (pw * ph))
+    elif pw * ph < min_pixels:
+        scale = math.sqrt(min_pixels / (pw * ph))
+    sw = max(16, round(pw * scale / 16) * 16)
+    sh = max(16, round(ph * scale / 16) * 16)
+    # Rounding to multiples of 16 can step just outside a limit; step back in.
+    for _ in range(1000):
+        if sw * sh > max_pixels:
+            if sw >= sh:
+                sw -= 16
+            else:
+                sh -= 16
+        elif sw * sh < min_pixels:
+            if sw <= sh:
+                sw += 16
+            else:
+                sh += 16
+        elif sw > 3 * sh:
+            sh += 16
+        elif sh > 3 * sw:
+            sw += 16
+        else:
+            break
+    return SizePlan(source, (pw, ph), (sw, sh))
+
+
+class OpenAIEditor:
+    """GPT image editing through the OpenAI images API (or a compatible server).
+
+    ``timeout`` is per attempt in seconds; ``max_retries`` counts retries after
+    the first attempt; ``backoff`` is the first wait in seconds, doubled each
+    retry (a ``Retry-After`` header, when sent, is honoured up to 60 s).
+    Small sources are upscaled to at least ``min_pixels`` (about 0.65 MP, the
+    smallest size gpt-image-2 renders) and large ones downscaled to
+    ``max_pixels`` (2560x1440; the API calls larger sizes experimental).
+    """
+
+    name = "openai"
+
+    def __init__(self, *, model: str = "gpt-image-2", quality: str | None = "high", output_format: str = "png",
+                 input_fidelity: str | None = None, timeout: float = 180.0, max_retries: int = 3,
+                 backoff: float = 2.0, min_pixels: int = 655_360, max_pixels: int = 2560 * 1440):
+        if max_retries < 0 or timeout <= 0 or backoff < 0:
+            raise InputError("openai engine: timeout must be > 0, max_retries and backoff >= 0.")
+        self.model = model
+        self.quality = quality
+        self.output_format = output_format
+        self.input_fidelity = input_fidelity
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.min_pixels = min_pixels
+        self.max_pixels = max_pixels
+
+    def plan(self, size: tuple[int, int]) -> SizePlan:
+        return plan_size(size, self.model, min_pixels=self.min_pixels, max_pixels=self.max_pixels)
+
+    def edit(self, request: EditRequest) -> EditResult:
+        # 1. Can it run here? (cheap checks before importing the SDK)
+        key = os.environ.get("OPENAI_API_KEY", "").strip()
+        if not key:
+            raise EditorUnavailable(
+                "openai: OPENAI_API_KEY is not set. Export your key (it is read from the environment and "
+                "never saved), or choose --engine diffusers or classical."
+            )
+        try:
+            import openai
+        except ImportError as exc:
+            raise EditorUnavailable("openai: the 'openai' package is not installed. Run: pip install 'cfkit[openai]'.") from exc
+        if not 1 <= request.n <= 10:
+            raise InputError(f"openai: -n {request.n} is out of range; the images API makes 1 to 10 images per call.")
+
+        # 2. Build and check the uploads.
+        plan = self.plan(request.size)
+        image_png = png_bytes(plan.image_to_send(request.image))
+        mask_rgba = plan.mask_to_send(request.mask)
+        mask_png = png_bytes(mask_rgba)
+        self._check_uploads(plan, image_png, mask_rgba, mask_png)
+        params = self._params(request, plan)
+
+        # 3. Call, with retries for transient failures only.
+        client = openai.OpenAI(api_key=key, timeout=self.timeout, max_retries=0)
+        response = self._call_with_retries(openai, client, request, plan, image_png, mask_png)
+
+        # 4. Decode and map each reply back to the source's exact size.
+        images = []
+        for item in response.data or []:
+            if not item.b64_json:
+                raise EditorError("openai: the reply carried no b64_json image; the server may not speak the images API.")
+            try:
+                data = base64.b64decode(item.b64_json, validate=True)
+            except ValueError as exc:
+                raise EditorError("openai: the reply's b64_json is not valid base64.") from exc
+            decoded = np.asarray(decode_image(data, source="openai reply", what="edited image"))
+            images.append(plan.reply_to_source(decoded))
+        if not images:
+            raise EditorError("openai: the reply held no images.")
+        usage = response.usage.model_dump(mode="json") if getattr(response, "usage", None) else None
+        notes = []
+        if plan.sent != plan.source:
+            notes.append(f"sent as {plan.size_param} (source {plan.source[0]}x{plan.source[1]}"
+                         f"{', padded to ' + str(plan.padded[0]) + 'x' + str(plan.padded[1]) if plan.padded != plan.source else ''}"
+                         "); mapped back to the source size")
+        if self.input_fidelity and flexible_sizes(self.model):
+            notes.append(f"input_fidelity not sent: {self.model} rejects it")
+        if request.seed is not None:
+            notes.append("the images API takes no seed; --seed was not used")
+        return EditResult(images=tuple(images), model=self.model, params=params, seed=None, usage=usage,
+                          notes=tuple(notes))
+
+    def _params(self, request: EditRequest, plan: SizePlan) -> dict:
+        params = {"size": plan.size_param, "padded": f"{plan.padded[0]}x{plan.padded[1]}", "n": request.n,
+                  "quality": self.quality, "output_format": self.output_format, "timeout_s": self.timeout,
+                  "max_retries": self.max_retries}
+        if self.input_fidelity and not flexible_sizes(self.model):
+            params["input_fidelity"] = self.input_fidelity
+        base = os.environ.get("OPENAI_BASE_URL")
+        if base:
+            parts = urlsplit(base)
+            # Host and path only: userinfo or query strings could carry credentials.
+            params["base_url"] = f"{parts.scheme}://{parts.hostname}{':' + str(parts.port) if parts.port else ''}{parts.path}"
+        return params
+
+    def _check_uploads(self, plan: SizePlan, image_png: bytes, mask_rgba: np.ndarray, mask_png: bytes) -> None:
+        if (mask_rgba.shape[1], mask_rgba.shape[0]) != plan.sent:
+            raise EditorError(f"openai: internal size mismatch, mask {mask_rgba.shape[1]}x{mask_rgba.shape[0]} "
+                              f"vs image {plan.size_param}.")
+        if not (mask_rgba[..., 3] == 0).any():
+            raise InputError(
+                f"openai: the mask has no editable pixel at the sent size {plan.size_param}; "
+                "the masked region is too small. Enlarge it in the spec's mask."
+            )
+        if len(mask_png) >= MASK_MAX_BYTES:
+            raise ImageError(f"openai: the mask PNG is {len(mask_png):,} bytes; the API takes under 4 MB. "
+                             "Lower max_pixels or simplify the mask.")
+        if len(image_png) >= IMAGE_MAX_BYTES:
+            raise ImageError(f"openai: the image PNG is {len(image_png):,} bytes; the API takes under 50 MB. "
+                             "Lower max_pixels.")
+
+    def _call_with_retries(self, openai, client, request: EditRequest, plan: SizePlan, image_png: bytes,
+                           mask_png: bytes):
+        kwargs = {"model": self.model, "prompt": request.prompt, "n": request.n, "size": plan.size_param,
+                  "output_format": self.output_format,
+                  "image": ("image.png", image_png, "image/png"), "mask": ("mask.png", mask_png, "image/png")}
+        if self.quality:
+            kwargs["quality"] = self.quality
+        if self.input_fidelity and not flexible_sizes(self.model):
+            kwargs["input_fidelity"] = self.input_fidelity
+        attempts = self.max_retries + 1
+        last = "no attempt made"
+        for attempt in range(attempts):
+            try:
+                return client.images.edit(**kwargs)
+            except openai.BadRequestError as exc:
+                if _is_moderation_block(exc):
+                    raise EditRefused(f"openai refused the edit (moderation_blocked): {_api_message(exc)}") from exc
+                raise EditorError(f"openai: request rejected (400 {exc.code or ''}): {_api_message(exc)}") from exc
+            except openai.AuthenticationError as exc:
+                raise EditorError("openai: the API key was rejected (401). Check OPENAI_API_KEY and OPENAI_BASE_URL.") from exc
+            except openai.APITimeoutError as exc:
+                last = f"timed out after {self.timeout:g} s"
+                wait = self._wait(attempt, None)
+                cause = exc
+            except openai.APIConnectionError as exc:
+                last = f"could not connect ({exc.__cause__ or exc})"
+                wait = self._wait(attempt, None)
+                cause = exc
+            except openai.APIStatusError as exc:
+                if exc.status_code not in (408, 409, 429) and exc.status_code < 500:
+                    raise EditorError(f"openai: request failed ({exc.status_code} {exc.code or ''}): "
+                                      f"{_api_message(exc)}") from exc
+                last = f"HTTP {exc.status_code}: {_api_message(exc)}"
+                wait = self._wait(attempt, exc.response.headers.get("retry-after"))
+                cause = exc
+            if attempt + 1 < attempts:
+                time.sleep(wait)
+        raise EditorTransport(
+            f"openai: gave up after {attempts} attempts; last: {last}. Check the network and OPENAI_BASE_URL, "
+            "or try again later."
+        ) from cause
+
+    def _wait(self, attempt: int, retry_after: str | None) -> float:
+        wait = self.backoff * (2 ** attempt)
+        if retry_after:
+            try:
+                wait = max(wait, min(float(retry_after), 60.0))
+            except ValueError:
+                pass
+        return wait
+
+
+def _api_message(exc) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and body.get("message"):
+        return str(body["message"])
+    return str(getattr(exc, "message", exc))
+
+
+def _is_moderation_block(exc) -> bool:
+    body = getattr(exc, "body", None)
+    code = getattr(exc, "code", None) or (body.get("code") if isinstance(body, dict) else None)
+    return code == "moderation_blocked"

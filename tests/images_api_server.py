@@ -1,0 +1,105 @@
+"""A real HTTP server on 127.0.0.1 that speaks the OpenAI images API's edit endpoint.
+
+It parses each multipart request, records its fields and files, and answers
+from a script: by default a solid-colour PNG of the requested ``size`` for each
+of ``n`` images, as ``b64_json``, with a ``usage`` block.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.parser
+import email.policy
+import io
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+from PIL import Image
+
+REPLY_COLOUR = (200, 30, 160)
+
+
+@dataclass
+class Upload:
+    filename: str | None
+    content_type: str
+    data: bytes
+
+    def image(self) -> Image.Image:
+        return Image.open(io.BytesIO(self.data))
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    fields: dict[str, str]
+    files: dict[str, Upload]
+    raw: bytes
+
+
+@dataclass
+class ImagesAPI:
+    """Scripted replies: each entry is ``(status, json_body)`` or None for the default success."""
+
+    script: list[tuple[int, dict] | None] = field(default_factory=list)
+    requests: list[Recorded] = field(default_factory=list)
+
+    def reply(self, rec: Recorded) -> tuple[int, dict]:
+        if self.script:
+            entry = self.script.pop(0)
+            if entry is not None:
+                return entry
+        width, height = (int(v) for v in rec.fields.get("size", "1024x1024").split("x"))
+        n = int(rec.fields.get("n", "1"))
+        png = io.BytesIO()
+        Image.fromarray(np.full((height, width, 3), REPLY_COLOUR, np.uint8)).save(png, format="PNG")
+        b64 = base64.b64encode(png.getvalue()).decode()
+        return 200, {"created": 1_700_000_000, "data": [{"b64_json": b64} for _ in range(n)],
+                     "usage": {"input_tokens": 50, "output_tokens": 4000, "total_tokens": 4050,
+                               "input_tokens_details": {"image_tokens": 40, "text_tokens": 10}}}
+
+
+def parse_multipart(content_type: str, body: bytes) -> tuple[dict[str, str], dict[str, Upload]]:
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + body
+    )
+    fields: dict[str, str] = {}
+    files: dict[str, Upload] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        filename = part.get_filename()
+        payload = part.get_payload(decode=True)
+        if filename is not None:
+            files[name] = Upload(filename, part.get_content_type(), payload)
+        else:
+            fields[name] = payload.decode()
+    return fields, files
+
+
+def serve(api: ImagesAPI):
+    """Start the server in a thread; returns ``(base_url, server)``. Call ``server.shutdown()`` when done."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's naming)
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            fields, files = parse_multipart(self.headers.get("Content-Type", ""), body)
+            rec = Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, fields, files, body)
+            api.requests.append(rec)
+            status, payload = api.reply(rec)
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):  # keep test output quiet
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/v1", server

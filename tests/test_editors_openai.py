@@ -1,0 +1,213 @@
+"""The openai engine against a real HTTP server on 127.0.0.1 speaking the images API."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cfkit.editors import EditRequest
+from cfkit.editors.openai_images import OpenAIEditor, plan_size
+from cfkit.errors import EditorTransport, EditorUnavailable, EditRefused
+from conftest import gradient_image, run_cli, tree_snapshot
+from images_api_server import REPLY_COLOUR, ImagesAPI, serve
+
+SECRET = "sk-cfkit-test-9f3a1c7e5b2d4a6f8e0c"
+MODERATION = (400, {"error": {"message": "Your request was rejected by the safety system.",
+                              "type": "image_generation_user_error", "param": None, "code": "moderation_blocked"}})
+RATE_LIMIT = (429, {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}})
+SERVER_ERROR = (500, {"error": {"message": "The server had an error", "type": "server_error", "code": None}})
+
+
+@pytest.fixture
+def api(monkeypatch):
+    state = ImagesAPI()
+    url, server = serve(state)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+def _request(width=200, height=64, n=1, box=(10, 30, 20, 60)) -> EditRequest:
+    top, bottom, left, right = box
+    mask = np.zeros((height, width), np.uint8)
+    mask[top:bottom, left:right] = 255
+    return EditRequest(spec_id="TX01", prompt="Make the block green.", image=gradient_image(width, height, 0),
+                       mask=mask, n=n)
+
+
+# ── size selection ─────────────────────────────────────────────────────────
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(8, 5000), st.integers(8, 5000))
+def test_gpt_image_2_sizes_are_always_valid(width, height):
+    plan = plan_size((width, height), "gpt-image-2", min_pixels=655_360, max_pixels=2560 * 1440)
+    sw, sh = plan.sent
+    assert sw % 16 == 0 and sh % 16 == 0
+    assert 1 / 3 <= sw / sh <= 3
+    assert 655_360 <= sw * sh <= 2560 * 1440
+    pw, ph = plan.padded
+    assert pw >= width and ph >= height and 1 / 3 <= pw / ph <= 3
+
+
+def test_a_valid_size_is_sent_unchanged():
+    plan = plan_size((1024, 768), "gpt-image-2", min_pixels=655_360, max_pixels=2560 * 1440)
+    assert plan.sent == plan.padded == (1024, 768)
+
+
+def test_older_models_get_a_standard_size():
+    plan = plan_size((1600, 900), "gpt-image-1.5", min_pixels=655_360, max_pixels=2560 * 1440)
+    assert plan.sent == (1536, 1024)
+    assert plan.padded == (1600, round(1600 * 1024 / 1536))
+
+
+def test_a_wide_source_is_padded_to_3_to_1_and_mapped_back():
+    plan = plan_size((1000, 100), "gpt-image-2", min_pixels=655_360, max_pixels=2560 * 1440)
+    assert plan.padded == (1000, 334)
+    reply = np.zeros((plan.sent[1], plan.sent[0], 3), np.uint8)
+    assert plan.reply_to_source(reply).shape == (100, 1000, 3)
+
+
+# ── the wire ───────────────────────────────────────────────────────────────
+
+
+def test_multipart_upload_names_types_mask_size_and_alpha(api):
+    request = _request()
+    result = OpenAIEditor(backoff=0).edit(request)
+    assert len(api.requests) == 1
+    sent = api.requests[0]
+    assert sent.path == "/v1/images/edits"
+    assert sent.headers["authorization"] == f"Bearer {SECRET}"
+    assert sent.fields["model"] == "gpt-image-2"
+    assert sent.fields["prompt"] == "Make the block green."
+    assert sent.fields["quality"] == "high" and sent.fields["output_format"] == "png"
+    assert "input_fidelity" not in sent.fields
+    image, mask = sent.files["image"], sent.files["mask"]
+    assert (image.filename, image.content_type) == ("image.png", "image/png")
+    assert (mask.filename, mask.content_type) == ("mask.png", "image/png")
+    width, height = (int(v) for v in sent.fields["size"].split("x"))
+    assert image.image().size == mask.image().size == (width, height)
+    assert mask.image().mode == "RGBA" and len(mask.data) < 4 * 1024 * 1024
+    # Alpha 0 exactly where the (mapped) cfkit mask says "edit", 255 elsewhere.
+    plan = OpenAIEditor().plan(request.size)
+    expected = plan.mask_to_send(request.mask)[..., 3]
+    alpha = np.asarray(mask.image())[..., 3]
+    assert set(np.unique(alpha)) == {0, 255}
+    assert np.array_equal(alpha, expected)
+    # The mask's edit box lands where the source box lands after scaling (rows 10..30 of 64+pad).
+    scale_y = height / plan.padded[1]
+    rows = np.flatnonzero((alpha == 0).any(axis=1))
+    assert abs(rows[0] - 10 * scale_y) <= 1 and abs(rows[-1] + 1 - 30 * scale_y) <= 1
+    assert result.usage["total_tokens"] == 4050
+
+
+def test_non_square_source_is_sent_at_a_valid_size_and_mapped_back(api):
+    result = OpenAIEditor(backoff=0).edit(_request(width=200, height=64, n=2))
+    assert api.requests[0].fields["size"] == "1392x480"  # padded 200x67 (3:1), scaled to ≥ 0.65 MP
+    assert api.requests[0].fields["n"] == "2"
+    assert len(result.images) == 2
+    for image in result.images:
+        assert image.shape == (64, 200, 3)
+        assert (image == REPLY_COLOUR).all()
+    assert result.params["size"] == "1392x480" and result.params["padded"] == "200x67"
+
+
+def test_input_fidelity_only_for_models_that_take_it(api):
+    OpenAIEditor(model="gpt-image-1.5", input_fidelity="high", backoff=0).edit(_request())
+    OpenAIEditor(model="gpt-image-2", input_fidelity="high", backoff=0).edit(_request())
+    assert api.requests[0].fields["input_fidelity"] == "high"
+    assert api.requests[0].fields["size"] == "1536x1024"
+    assert "input_fidelity" not in api.requests[1].fields
+
+
+def test_429_and_500_are_retried(api):
+    api.script = [RATE_LIMIT, SERVER_ERROR, None]
+    result = OpenAIEditor(backoff=0).edit(_request())
+    assert len(api.requests) == 3
+    assert result.images[0].shape == (64, 200, 3)
+
+
+def test_transport_failure_after_the_retry_limit(api):
+    api.script = [SERVER_ERROR] * 3
+    with pytest.raises(EditorTransport, match=r"gave up after 3 attempts; last: HTTP 500"):
+        OpenAIEditor(backoff=0, max_retries=2).edit(_request())
+    assert len(api.requests) == 3
+
+
+def test_moderation_block_is_a_refusal_and_not_retried(api):
+    api.script = [MODERATION, None]
+    with pytest.raises(EditRefused, match="moderation_blocked"):
+        OpenAIEditor(backoff=0, max_retries=3).edit(_request())
+    assert len(api.requests) == 1
+
+
+def test_no_key_means_unavailable_and_nothing_is_sent(api, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(EditorUnavailable, match="OPENAI_API_KEY is not set"):
+        OpenAIEditor().edit(_request())
+    assert api.requests == []
+
+
+def test_unreachable_server_is_a_transport_failure(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # discard port: nothing listens
+    with pytest.raises(EditorTransport, match="could not connect"):
+        OpenAIEditor(backoff=0, max_retries=1, timeout=5).edit(_request())
+
+
+# ── through `cfkit edit` ───────────────────────────────────────────────────
+
+
+def _scan_for_secret(root: Path) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+
+
+def test_cfkit_edit_openai_records_provenance_and_never_the_key(api, tiny_ws):
+    result = run_cli(["edit", "TX01", "-w", str(tiny_ws), "--engine", "openai", "-n", "2", "--seed", "7"])
+    assert result.exit_code == 0, result.output
+    assert "the images API takes no seed" in result.stderr
+    db = tiny_ws / ".cfkit" / "cfkit.db"
+    with sqlite3.connect(db) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute("SELECT * FROM edits ORDER BY id").fetchall()
+    assert [(r["engine"], r["model"], r["status"], r["candidate"]) for r in rows] == [
+        ("openai", "gpt-image-2", "ok", 0), ("openai", "gpt-image-2", "ok", 1)]
+    assert rows[0]["seed"] is None  # the API takes none, so none is claimed
+    assert json.loads(rows[0]["usage"])["total_tokens"] == 4050
+    assert json.loads(rows[0]["params"])["size"] == "992x672"  # 96x64 scaled up to ≥ 0.65 MP
+    assert rows[0]["label"] == "synthetic counterfactual diagnostic"
+    assert _scan_for_secret(tiny_ws) == []
+
+
+def test_cfkit_edit_refusal_is_recorded_shown_and_not_replaced(api, tiny_ws):
+    api.script = [MODERATION]
+    before = len(api.requests)
+    result = run_cli(["edit", "TX01", "-w", str(tiny_ws), "--engine", "auto"])
+    assert result.exit_code == 1
+    assert "moderation_blocked" in result.stderr and "no other engine was tried" in result.stderr
+    assert "Traceback" not in result.output
+    assert len(api.requests) == before + 1
+    with sqlite3.connect(tiny_ws / ".cfkit" / "cfkit.db") as conn:
+        rows = conn.execute("SELECT engine, status, error, raw_path FROM edits").fetchall()
+    assert len(rows) == 1
+    assert rows[0][:2] == ("openai", "refused") and "moderation_blocked" in rows[0][2] and rows[0][3] is None
+    assert not (tiny_ws / ".cfkit" / "edits").exists()
+    assert _scan_for_secret(tiny_ws) == []
+
+
+def test_dry_run_sends_nothing(api, tiny_ws):
+    before = tree_snapshot(tiny_ws)
+    result = run_cli(["edit", "TX01", "-w", str(tiny_ws), "--engine", "openai", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "size 992x672" in result.stdout and "Make the block green." in result.stdout
+    assert "coverage 6.2%" in result.stdout
+    assert api.requests == []
+    assert tree_snapshot(tiny_ws) == before
