@@ -1,0 +1,300 @@
+"""Model backends: one seam, ``Backend.answer(request) -> Reply``.
+
+A backend is named ``KIND:NAME`` on the command line (``openai:gpt-5.5``,
+``hf:/models/qwen``, ``replay:preds.jsonl``, ``baseline:always-no``). The kind
+is looked up in the ``cfkit.backends`` entry-point group, through which the
+built-ins register exactly as a third-party package would; the name is handed
+to the backend class. Options arrive as ``-o key=value`` strings and are checked
+against the backend's ``Options`` model, so an unknown or malformed key is
+refused with the allowed list before anything runs.
+
+Exceptions a backend raises (all from :mod:`cfkit.errors`):
+
+    BackendError
+    ├── BackendUnavailable   cannot run here: no key, no package, no weights (stops the run)
+    └── TransportError       one request failed after its retries (recorded, retried next run)
+
+Any other ``BackendError`` stops the run: it means every request would fail
+the same way (a wrong model name, a rejected key).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from cfkit import registry
+from cfkit.errors import BackendError, InputError
+
+
+class TransportError(BackendError):
+    """One request got no usable reply after its retries; the runner records it and retries it next run."""
+
+
+class ImageData(NamedTuple):
+    """One image as sent to a model: the exact file bytes and their MIME type."""
+
+    data: bytes
+    mime: str
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Decoding settings of a request. The protocol is greedy: temperature 0."""
+
+    temperature: float = 0.0
+    max_tokens: int = 512
+
+
+@dataclass(frozen=True)
+class RequestMeta:
+    """Where a request comes from. Used by the runner, replay and baselines; never sent to a model.
+
+    It holds no gold label: a baseline that needs the suite's label
+    distribution gets it once, at construction (:class:`BackendContext`).
+    """
+
+    suite: str
+    case_id: str
+    pair_id: str  # '' when the request is not part of a counterfactual pair
+    condition: str
+    yes_option: str | None = None
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    """One question to a model: exactly what it receives, plus the metadata that stays here."""
+
+    system: str
+    user: str
+    images: tuple[ImageData, ...]
+    option_ids: tuple[str, ...]
+    schema: dict[str, Any] | None
+    generation: Generation
+    meta: RequestMeta
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The request's content for the cache key: texts, image bytes (hashed), options, schema, decoding.
+
+        ``meta`` is left out on purpose: two cases that send identical content
+        get the identical (deterministic) answer.
+        """
+        return {
+            "system": self.system,
+            "user": self.user,
+            "images": [[img.mime, hashlib.sha256(img.data).hexdigest()] for img in self.images],
+            "option_ids": list(self.option_ids),
+            "schema": self.schema,
+            "generation": {"temperature": self.generation.temperature, "max_tokens": self.generation.max_tokens},
+        }
+
+
+@dataclass(frozen=True)
+class KnownAnswer:
+    """An answer a backend already knows in parsed form (replay, baselines); the runner stores it as is."""
+
+    answer: str | None
+    parse: str | None
+    error: str | None
+    reason: str | None = None
+    confidence: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What came back for one request."""
+
+    raw: str | None
+    usage: dict[str, Any] = field(default_factory=dict)  # token counts as the server reported them
+    latency_s: float = 0.0  # wall time of the call, retries included
+    cost_usd: float | None = None  # None when the backend has no prices
+    notes: tuple[str, ...] = ()  # anything the user should know, e.g. a structured-output fallback
+    refused: bool = False  # the model declined (an explicit refusal, not an unreadable reply)
+    known: KnownAnswer | None = None
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can take and how the runner should treat it."""
+
+    images: bool  # accepts images at all
+    multi_image: bool  # accepts two images in one request; otherwise pairs go as one labelled sheet
+    json_schema: bool  # can constrain its output to a JSON schema
+    remote: bool  # an API (default concurrency 4) rather than a local model (default 1)
+    cacheable: bool = True  # replies are worth caching by request content (false for replay/baselines)
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """What the runner tells a backend at construction: the suite and its gold-label distribution.
+
+    ``gold_labels`` counts "yes"/"no" for two-option cases and the option id
+    for the others; only ``baseline:majority`` reads it.
+    """
+
+    suite: str | None = None
+    gold_labels: Counter = field(default_factory=Counter)
+    root: Path | None = None  # folder relative names (replay files) are resolved against
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model that answers probe requests.
+
+    ``answer`` may be ``async def`` (API clients) or a plain function (local
+    models); the runner runs a plain one in a worker thread.
+    """
+
+    kind: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+    Options: ClassVar[type[BaseModel]]
+
+    model: str  # "KIND:NAME", as recorded in runs and predictions
+    priced: bool  # True when replies carry cost_usd
+    cache_identity: dict[str, Any]  # settings that change answers (e.g. the server URL); part of the cache key
+
+    def answer(self, request: ProbeRequest) -> Reply: ...
+
+
+class BackendOptions(BaseModel):
+    """Base of every backend's ``Options``: unknown keys are refused.
+
+    Mark a field ``json_schema_extra={"cache": False}`` when it cannot change an
+    answer (timeouts, retries, prices); the others enter the cache key.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def option_fields(options_cls: type[BaseModel]) -> list[tuple[str, str, Any, str]]:
+    """(name, type, default, help) of each option, for ``cfkit probe backends``."""
+    rows = []
+    for name, info in options_cls.model_fields.items():
+        annotation = info.annotation
+        type_name = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+        rows.append((name, type_name, info.default, info.description or ""))
+    return rows
+
+
+def cache_options(options: BaseModel) -> dict[str, Any]:
+    """The options that can change an answer (see :class:`BackendOptions`)."""
+    keep = {}
+    for name, info in type(options).model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        if extra.get("cache", True):
+            keep[name] = getattr(options, name)
+    return json.loads(json.dumps(keep, default=str))
+
+
+def parse_option_pairs(pairs: Iterable[str]) -> dict[str, str]:
+    """``["key=value", …]`` from repeated ``-o`` flags as a dict; a malformed or repeated key is refused."""
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InputError(f"option '{pair}' is not key=value; write it as -o key=value (e.g. -o timeout=30).")
+        if key in options:
+            raise InputError(f"option '{key}' is given twice (-o {key}={options[key]} and -o {pair}); keep one.")
+        options[key] = value
+    return options
+
+
+def split_model(spec: str) -> tuple[str, str]:
+    """``"openai:gpt-5.5"`` -> ``("openai", "gpt-5.5")``; the name may itself contain colons."""
+    kind, sep, name = spec.partition(":")
+    if not sep or not kind or not name:
+        kinds = ", ".join(sorted(registry.plugins(registry.BACKENDS))) or "none"
+        raise InputError(
+            f"model '{spec}' is not KIND:NAME (e.g. openai:gpt-5.5, hf:Qwen/Qwen3-VL-8B-Instruct, "
+            f"baseline:always-no). Installed kinds: {kinds}."
+        )
+    return kind, name
+
+
+def backend_class(kind: str) -> type:
+    """The class registered as ``kind`` in the ``cfkit.backends`` entry-point group."""
+    return registry.load(registry.BACKENDS, kind)
+
+
+def validate_options(cls: type, kind: str, options: Mapping[str, Any]) -> BaseModel:
+    """Check ``options`` against ``cls.Options``; errors name the key, the allowed keys and the fix."""
+    options_cls: type[BaseModel] = cls.Options
+    allowed = ", ".join(options_cls.model_fields) or "none"
+    unknown = sorted(set(options) - set(options_cls.model_fields))
+    if unknown:
+        raise InputError(
+            f"backend '{kind}' has no option '{unknown[0]}'. Allowed: {allowed}. "
+            "See 'cfkit probe backends' for what each one does."
+        )
+    try:
+        return options_cls.model_validate(dict(options))
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        key = ".".join(str(p) for p in problem["loc"]) or "?"
+        value = options.get(key, "")
+        raise InputError(
+            f"backend '{kind}' option {key}={value!s}: {problem['msg'].removeprefix('Value error, ')}. "
+            "See 'cfkit probe backends'."
+        ) from exc
+
+
+def load_backend(spec: str, options: Mapping[str, Any] | None = None, *,
+                 context: BackendContext | None = None) -> Backend:
+    """Build the backend named by ``spec`` ("KIND:NAME") with validated ``options``.
+
+    Example::
+
+        backend = load_backend("openai:gpt-5.5", {"base_url": "http://localhost:8000/v1"})
+    """
+    kind, name = split_model(spec)
+    cls = backend_class(kind)
+    validated = validate_options(cls, kind, options or {})
+    return cls(name, validated, context or BackendContext())
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """One installed backend, as ``cfkit probe backends`` lists it."""
+
+    kind: str
+    package: str
+    target: str
+    capabilities: Capabilities | None
+    options: list[tuple[str, str, Any, str]]
+    problem: str | None = None  # why the class could not be loaded
+
+
+def describe_backends() -> list[BackendInfo]:
+    """Every backend in the entry-point group, with its capabilities and options.
+
+    Loading a backend class imports only its own module, never the heavy
+    library it wraps.
+    """
+    infos = []
+    for kind, plugin in sorted(registry.plugins(registry.BACKENDS).items()):
+        try:
+            cls = backend_class(kind)
+            infos.append(BackendInfo(kind, plugin.package, plugin.value, cls.capabilities, option_fields(cls.Options)))
+        except Exception as exc:  # a broken third-party plug-in must not hide the others
+            infos.append(BackendInfo(kind, plugin.package, plugin.value, None, [], f"{type(exc).__name__}: {exc}"))
+    return infos
+
+
+def is_async(backend: Backend) -> bool:
+    return inspect.iscoroutinefunction(backend.answer)
+
+
+__all__ = [
+    "Backend", "BackendContext", "BackendInfo", "BackendOptions", "Capabilities", "Generation", "ImageData",
+    "KnownAnswer", "ProbeRequest", "Reply", "RequestMeta", "TransportError", "backend_class", "cache_options",
+    "describe_backends", "load_backend", "parse_option_pairs", "split_model", "validate_options",
+]

@@ -1,0 +1,71 @@
+"""``replay:FILE.jsonl`` — answer from a predictions file instead of a model.
+
+Each request is answered with the prediction of the same suite, case, pair and
+condition, exactly as recorded (answer, parse rule, error, reason, raw text),
+so replaying an exported run reproduces its report. A file holding several
+models needs ``-o model=NAME``. A request the file has no prediction for fails
+as a transport error naming the case, so the gap shows in the run's counts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import Field
+
+from cfkit.backends import (
+    BackendContext, BackendOptions, Capabilities, KnownAnswer, ProbeRequest, Reply, TransportError,
+)
+from cfkit.errors import InputError
+
+
+class ReplayOptions(BackendOptions):
+    model: str | None = Field(None, description="which model's predictions to use when the file holds several")
+
+
+class ReplayBackend:
+    """Recorded predictions, served back by (suite, case, pair, condition)."""
+
+    kind: ClassVar[str] = "replay"
+    capabilities: ClassVar[Capabilities] = Capabilities(images=False, multi_image=True, json_schema=False,
+                                                        remote=False, cacheable=False)
+    Options: ClassVar[type[ReplayOptions]] = ReplayOptions
+
+    def __init__(self, name: str, options: ReplayOptions, context: BackendContext | None = None):
+        from cfkit.predictions import load_predictions
+
+        context = context or BackendContext()
+        path = Path(name).expanduser()
+        if not path.is_absolute() and not path.exists() and context.root is not None:
+            path = context.root / path
+        if not path.is_file():
+            raise InputError(f"replay file {name} not found. Give a predictions JSONL, e.g. from 'cfkit runs export'.")
+        predictions = load_predictions([path])
+        models = sorted({p.model for p in predictions})
+        if options.model is not None:
+            if options.model not in models:
+                raise InputError(f"replay file {path} has no predictions of model '{options.model}'. "
+                                 f"Models there: {', '.join(models) or 'none'}.")
+            predictions = [p for p in predictions if p.model == options.model]
+        elif len(models) > 1:
+            raise InputError(f"replay file {path} holds {len(models)} models ({', '.join(models)}); "
+                             "choose one with -o model=NAME.")
+        self.name = name
+        self.model = f"{self.kind}:{name}"
+        self.path = path
+        self.options = options
+        self.priced = False
+        self.cache_identity = {"model": options.model}
+        self._by_key = {(p.suite, p.case, p.pair or "", p.condition): p for p in predictions}
+
+    async def answer(self, request: ProbeRequest) -> Reply:
+        meta = request.meta
+        prediction = self._by_key.get((meta.suite, meta.case_id, meta.pair_id, meta.condition))
+        if prediction is None:
+            pair = f" pair {meta.pair_id}" if meta.pair_id else ""
+            raise TransportError(f"replay: {self.path} has no {meta.suite} prediction for case {meta.case_id}"
+                                 f"{pair} condition {meta.condition}.")
+        known = KnownAnswer(answer=prediction.answer, parse=prediction.parse, error=prediction.error,
+                            reason=prediction.reason, confidence=prediction.confidence)
+        return Reply(raw=prediction.raw, known=known)

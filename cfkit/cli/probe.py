@@ -1,0 +1,262 @@
+"""``cfkit probe`` (run, backends) and ``cfkit runs`` (list, show, export)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
+
+SUITE_CHOICE = click.Choice(["contextcanvas", "counterfactual", "modality"])
+
+
+@click.group()
+def probe() -> None:
+    """Ask a model every question of a suite and store every reply."""
+
+
+@probe.command("run")
+@click.option("-m", "--model", metavar="KIND:NAME", default=None,
+              help="Backend and model, e.g. openai:gpt-5.5, hf:/models/qwen, baseline:always-no "
+                   "(default: [probe] model in cfkit.toml).")
+@click.option("-s", "--suite", type=SUITE_CHOICE, required=True, help="Which questions to ask.")
+@click.option("-o", "--option", "pairs", multiple=True, metavar="KEY=VALUE",
+              help="Backend option, repeatable; 'cfkit probe backends' lists them.")
+@click.option("--base-url", default=None, metavar="URL", help="OpenAI-compatible server (openai backend).")
+@click.option("--api-key-env", default=None, metavar="NAME",
+              help="Environment variable holding the key for --base-url (openai backend).")
+@click.option("-j", "--concurrency", type=int, default=None,
+              help="Requests in flight (default: [probe] concurrency for APIs, 1 for local models).")
+@click.option("--max-cost", type=float, default=None, metavar="USD",
+              help="Stop before spending more than this (needs -o price_in=… -o price_out=…).")
+@click.option("--max-tokens", type=click.IntRange(1, 65536), default=512, show_default=True,
+              help="Longest reply, in tokens.")
+@click.option("--accepted-only", is_flag=True, help="Counterfactual: use only edits a person accepted.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
+@workspace_option
+def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, max_tokens, accepted_only,
+        as_json) -> None:
+    """Run MODEL on SUITE; a rerun sends only what is missing.
+
+    \b
+    Examples:
+      cfkit probe run -m openai:gpt-5.5 -s counterfactual
+      cfkit probe run -m openai:Qwen/Qwen3-VL-8B-Instruct --base-url http://localhost:8000/v1 -s modality
+      cfkit probe run -m baseline:majority -s contextcanvas
+    """
+    from cfkit.backends import parse_option_pairs
+    from cfkit.errors import InputError
+    from cfkit.probe import probe_suite
+    from cfkit.store import open_store
+
+    model = model or ws.config.probe.model
+    if not model:
+        raise InputError("no model given. Pass --model KIND:NAME (e.g. openai:gpt-5.5) or set [probe] model "
+                         "in cfkit.toml.")
+    options = parse_option_pairs(pairs)
+    for flag, key, value in (("--base-url", "base_url", base_url), ("--api-key-env", "api_key_env", api_key_env)):
+        if value is not None:
+            if not model.startswith("openai:"):
+                raise InputError(f"{flag} is for openai: models; {model} does not take it.")
+            if key in options:
+                raise InputError(f"{flag} and -o {key}=… both given; keep one.")
+            options[key] = value
+    with open_store(ws.db_path) as store, _ProgressBar(suite) as bar:
+        summary = probe_suite(ws, store, model, suite, options=options, concurrency=concurrency,
+                              max_cost=max_cost, max_tokens=max_tokens, accepted_only=accepted_only,
+                              on_progress=bar.update)
+    _render_summary(summary, as_json)
+
+
+class _ProgressBar:
+    """A Rich progress bar on stderr: done/total, rate, ETA, errors and cost so far."""
+
+    def __init__(self, suite: str):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(
+            TextColumn(f"[bold]{suite}[/]"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), TextColumn("{task.fields[extra]}"),
+            console=err, transient=False,
+        )
+        self.task = None
+        self.started = time.perf_counter()
+
+    def __enter__(self) -> "_ProgressBar":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def update(self, p) -> None:
+        if self.task is None:
+            self.task = self.progress.add_task("run", total=p.total, completed=p.done, rate="", extra="")
+        elapsed = max(time.perf_counter() - self.started, 1e-9)
+        rate = f"{p.sent / elapsed:.1f} req/s" if p.sent else ""
+        extra = f"errors {p.errors}" if p.errors else ""
+        if p.priced:
+            extra += f"  ${p.cost_usd:.4f}"
+        self.progress.update(self.task, completed=p.done + p.errors, rate=rate, extra=extra.strip())
+
+
+def _render_summary(summary, as_json: bool) -> None:
+    from dataclasses import asdict
+
+    if as_json:
+        print_json(asdict(summary))
+    else:
+        out.print(summary.run_id)
+        cost = "" if summary.cost_usd is None else f", ${summary.cost_usd:.4f}"
+        status(f"{summary.status}: {summary.total} requests; {summary.kept} already stored, "
+               f"{summary.from_cache} from cache, {summary.sent} sent ({summary.errors} failed{cost}); "
+               f"{summary.invalid} without a valid answer.")
+    for note in summary.notes:
+        warn(note)
+    if summary.skipped:
+        warn(f"{len(summary.skipped)} pair(s) skipped:")
+        for skip in summary.skipped:
+            err.print(f"  {escape(skip.pair_id)}: {escape(skip.reason)}")
+    if summary.stopped:
+        warn(f"stopped early: {summary.stopped}")
+    if summary.errors:
+        warn(f"{summary.errors} request(s) failed after retries; run the same command again to retry them "
+             f"('cfkit runs show {summary.run_id}' has the messages).")
+
+
+@probe.command("backends")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def backends(as_json: bool) -> None:
+    """List installed backends with their capabilities, package and options."""
+    from dataclasses import asdict
+
+    from cfkit.backends import describe_backends
+
+    infos = describe_backends()
+    if as_json:
+        print_json([{"kind": i.kind, "package": i.package, "target": i.target, "problem": i.problem,
+                     "capabilities": asdict(i.capabilities) if i.capabilities else None,
+                     "options": [{"name": n, "type": t, "default": d, "help": h} for n, t, d, h in i.options]}
+                    for i in infos])
+        return
+    table = Table(title="Backends (cfkit.backends entry points)", title_justify="left")
+    for column in ("kind", "images", "pairs", "json schema", "where", "package", "options"):
+        table.add_column(column)
+    for i in infos:
+        if i.capabilities is None:
+            table.add_row(i.kind, "", "", "", "", i.package, f"[red]cannot load:[/] {escape(i.problem or '')}")
+            continue
+        c = i.capabilities
+        yes = lambda flag: "yes" if flag else "no"  # noqa: E731
+        pairs = "2 images" if c.multi_image else "sheet"
+        table.add_row(i.kind, yes(c.images), pairs if c.images else "", yes(c.json_schema),
+                      "API" if c.remote else "local", i.package, escape(", ".join(n for n, *_ in i.options)))
+    out.print(table)
+
+
+@click.group()
+def runs() -> None:
+    """Stored probe runs: list, show, export."""
+
+
+@runs.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@workspace_option
+def list_(ws, as_json: bool) -> None:
+    """List runs, newest first."""
+    from dataclasses import asdict
+
+    from cfkit.probe import list_runs
+    from cfkit.store import open_store
+
+    with open_store(ws.db_path) as store:
+        records = list_runs(store)
+    if as_json:
+        print_json([asdict(r) for r in records])
+        return
+    table = Table(title=f"Runs in {ws.db_path}", title_justify="left")
+    for column, justify in (("run", "left"), ("model", "left"), ("suite", "left"), ("status", "left"),
+                            ("done", "right"), ("errors", "right"), ("cost", "right"), ("started", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for r in records:
+        table.add_row(r.id, escape(r.model), r.suite, r.status, f"{r.n_done}/{r.n_requests}", str(r.n_errors),
+                      "—" if r.cost_usd is None else f"${r.cost_usd:.4f}", r.started_at)
+    out.print(table)
+
+
+@runs.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@workspace_option
+def show(ws, run_ref: str, as_json: bool) -> None:
+    """Show a run: settings, counts per condition, answers and failures.
+
+    RUN is a run id or a unique start of one.
+    """
+    from dataclasses import asdict
+
+    from cfkit.probe import find_run, run_breakdown, run_failures
+    from cfkit.store import open_store
+
+    with open_store(ws.db_path) as store:
+        record = find_run(store, run_ref)
+        breakdown = run_breakdown(store, record.id)
+        failures = run_failures(store, record.id)
+    if as_json:
+        print_json({"run": asdict(record), "conditions": [asdict(c) for c in breakdown], "failures": failures})
+        return
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold cyan")
+    grid.add_column()
+    for name, value in (("run", record.id), ("model", record.model), ("suite", record.suite),
+                        ("status", record.status), ("replies", f"{record.n_done}/{record.n_requests}"),
+                        ("errors", str(record.n_errors)),
+                        ("cost", "—" if record.cost_usd is None else f"${record.cost_usd:.4f}"),
+                        ("started", record.started_at), ("finished", record.finished_at or "—"),
+                        ("cfkit", record.cfkit_version), ("templates", (record.templates_sha256 or "")[:16]),
+                        ("options", json.dumps(record.options.get("options", {}), sort_keys=True))):
+        grid.add_row(name, escape(str(value)))
+    out.print(grid)
+    table = Table(title="Replies by condition", title_justify="left")
+    for column in ("condition", "replies", "answered", "invalid", "failed", "answers"):
+        table.add_column(column)
+    for c in breakdown:
+        table.add_row(c.condition, str(c.replies), str(c.answered), str(c.invalid), str(c.transport),
+                      ", ".join(f"{k}: {v}" for k, v in c.answers.items()))
+    out.print(table)
+    for f in failures[:10]:
+        pair = f" {f['pair']}" if f["pair"] else ""
+        out.print(f"[red]{escape(f['error'])}[/] {escape(f['case'])}{escape(pair)} {escape(f['condition'])}: "
+                  f"{escape(f['detail'] or '')}")
+    if len(failures) > 10:
+        out.print(f"… and {len(failures) - 10} more (--json lists all)")
+
+
+@runs.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write to this file (refused if it exists) instead of stdout.")
+@workspace_option
+def export(ws, run_ref: str, output: str | None) -> None:
+    """Export a run as predictions JSONL (the input of replay: and 'cfkit report --predictions')."""
+    from pathlib import Path
+
+    from cfkit.errors import InputError
+    from cfkit.files import write_text_atomic
+    from cfkit.probe import export_run, find_run
+    from cfkit.store import open_store
+
+    with open_store(ws.db_path) as store:
+        text = export_run(store, find_run(store, run_ref).id)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        write_text_atomic(Path(output), text, overwrite=False)
+    except FileExistsError:
+        raise InputError(f"{output} already exists; choose another file name.") from None
+    status(f"wrote {output}")
