@@ -91,7 +91,9 @@ CREATE TABLE IF NOT EXISTS runs (
     status          TEXT NOT NULL DEFAULT 'running',
     n_requests      INTEGER NOT NULL DEFAULT 0,
     n_done          INTEGER NOT NULL DEFAULT 0,
-    n_errors        INTEGER NOT NULL DEFAULT 0
+    n_errors        INTEGER NOT NULL DEFAULT 0,
+    cost_usd        REAL,                          -- sum over the run's replies, when prices are known
+    notes           TEXT NOT NULL DEFAULT '{}'     -- JSON: skipped pairs, backend fallbacks, why it stopped
 );
 
 -- responses: raw model responses, cached by a hash of backend, model, options and request
@@ -102,6 +104,8 @@ CREATE TABLE IF NOT EXISTS responses (
     raw         TEXT,
     usage       TEXT,                              -- JSON
     latency_s   REAL,
+    cost_usd    REAL,
+    refused     INTEGER NOT NULL DEFAULT 0,        -- 1 when the model explicitly declined
     created_at  TEXT NOT NULL
 );
 
@@ -118,6 +122,7 @@ CREATE TABLE IF NOT EXISTS replies (
     reason      TEXT,
     confidence  TEXT,
     raw         TEXT,
+    detail      TEXT,                              -- why: a transport failure's message, the parser's note
     created_at  TEXT NOT NULL,
     PRIMARY KEY (run_id, case_id, pair_id, condition)
 );
