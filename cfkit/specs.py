@@ -503,7 +503,7 @@ def _attach_status(ws: Workspace, rows: list[SpecRow]) -> None:
 
 def authored_summary(ws: Workspace, ids: list[str]) -> str:
     """``5 of 36 authored; not in this workspace: CF02–CF17, …``."""
-    expected = expected_ids(ws.pairs)
+    expected = expected_ids(ws.pairs, ws.config.workspace.pair_prefix)
     have = set(ids)
     missing = [i for i in expected if i not in have]
     extra = sorted(have - set(expected))

@@ -32,6 +32,7 @@ class DatasetConfig(_Section):
 class WorkspaceSection(_Section):
     store: str = ".cfkit"
     pairs: int = Field(36, ge=1)
+    pair_prefix: str = Field("CF", pattern=r"^[A-Za-z][A-Za-z_-]*$")  # pair ids are PREFIX01, PREFIX02, …
     interventions: str = "interventions"
     captions: str = "captions"
     probes: str = "probes"
