@@ -38,6 +38,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Iterable, Literal
@@ -70,6 +71,9 @@ PROBE_TEMPLATES: tuple[str, ...] = (
 #: Matching is whole-word and case-insensitive, and a phrase matches across
 #: spaces, hyphens or apostrophes ("well-suited", "well suited"). Inflections are
 #: listed one by one on purpose: stemming would make "fitted" match "fits".
+#: Left out on purpose, because they describe things far more often than they
+#: judge: "suits" (clothing), "fitting"/"fitted" (garments, fixtures), "matches"
+#: (matchsticks, sport), "proper", "tasteful", "beautiful" (appeal is not fit).
 #: Extend it per workspace with ``probes/verdict-words.txt`` (one term a line).
 VERDICT_TERMS: tuple[str, ...] = (
     # suitability
@@ -104,6 +108,9 @@ _WORD = re.compile(r"[^\W_]+")
 # ---------------------------------------------------------------------------
 # Caption files
 
+# libyaml's safe loader when PyYAML was built with it: the same documents, ten times faster.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 class Caption(BaseModel):
     """One ``captions/CASE.yaml`` file."""
@@ -132,7 +139,7 @@ def caption_path(ws: Workspace, case_id: str) -> Path:
 def parse_caption(text: str, path: Path) -> Caption:
     """Parse caption YAML; errors name the file and the field."""
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
@@ -443,6 +450,7 @@ def _short_list(items: list[str], limit: int = 8) -> str:
 # Term matching
 
 
+@lru_cache(maxsize=65536)
 def _fold(word: str) -> str:
     """Case- and accent-insensitive form of one word ("Dürer" -> "durer")."""
     decomposed = unicodedata.normalize("NFKD", word.casefold())
@@ -454,6 +462,28 @@ def _tokens(text: str) -> list[tuple[str, int, int]]:
     return [(_fold(m.group(0)), m.start(), m.end()) for m in _WORD.finditer(text)]
 
 
+@lru_cache(maxsize=4096)
+def _needle(term: str) -> tuple[str, ...]:
+    return tuple(t[0] for t in _tokens(unicodedata.normalize("NFC", term)))
+
+
+def _term_spans(tokens: list[tuple[str, int, int]], terms: Iterable[str]) -> set[tuple[int, int]]:
+    """Character spans of ``tokens`` where a term's words occur in sequence."""
+    by_first: dict[str, list[tuple[str, ...]]] = {}
+    for term in terms:
+        needle = _needle(term)
+        if needle:
+            by_first.setdefault(needle[0], []).append(needle)
+    words = [t[0] for t in tokens]
+    spans: set[tuple[int, int]] = set()
+    for i, word in enumerate(words):
+        for needle in by_first.get(word, ()):
+            n = len(needle)
+            if tuple(words[i:i + n]) == needle:
+                spans.add((tokens[i][1], tokens[i + n - 1][2]))
+    return spans
+
+
 def find_terms(text: str, terms: Iterable[str]) -> list[str]:
     """The terms found in ``text`` as whole words, each as written in the text.
 
@@ -462,17 +492,7 @@ def find_terms(text: str, terms: Iterable[str]) -> list[str]:
     "well-suited") matches its words in sequence across any separators.
     """
     text = unicodedata.normalize("NFC", text)
-    tokens = _tokens(text)
-    words = [t[0] for t in tokens]
-    spans: set[tuple[int, int]] = set()
-    for term in terms:
-        needle = [t[0] for t in _tokens(unicodedata.normalize("NFC", term))]
-        n = len(needle)
-        if not n:
-            continue
-        for i in range(len(words) - n + 1):
-            if words[i:i + n] == needle:
-                spans.add((tokens[i][1], tokens[i + n - 1][2]))
+    spans = _term_spans(_tokens(text), terms)
     # A hit inside a longer hit ("Hokusai" in "Katsushika Hokusai") is reported once, as the longer one.
     outer = [s for s in spans if not any(o != s and o[0] <= s[0] and s[1] <= o[1] for o in spans)]
     found: list[str] = []
@@ -485,18 +505,9 @@ def find_terms(text: str, terms: Iterable[str]) -> list[str]:
 def _mask_allowed(text: str, allowed: Iterable[str]) -> str:
     """``text`` with allowed phrases blanked, so their words are not matched."""
     text = unicodedata.normalize("NFC", text)
-    tokens = _tokens(text)
-    words = [t[0] for t in tokens]
     chars = list(text)
-    for phrase in allowed:
-        needle = [t[0] for t in _tokens(phrase)]
-        n = len(needle)
-        if not n:
-            continue
-        for i in range(len(words) - n + 1):
-            if words[i:i + n] == needle:
-                for j in range(tokens[i][1], tokens[i + n - 1][2]):
-                    chars[j] = " "
+    for start, end in _term_spans(_tokens(text), allowed):
+        chars[start:end] = " " * (end - start)
     return "".join(chars)
 
 
