@@ -110,7 +110,7 @@ class _Reader:
         )
         words = r"(?i:answer|option|choice)"
         self.declarations = [
-            re.compile(rf"\b{words}\**(?:\s*[:=]\s*|\s+(?i:is|would\s+be|will\s+be)\s+)\**(?i:option\s+)?"
+            re.compile(rf"\b{words}\**(?:\s*[:=]\s*|\s+(?i:is|would\s+be|will\s+be)(?:\s*:\s*|\s+))\**(?i:option\s+)?"
                        + self.label),
             re.compile(rf"\b(?i:I\s+(?:would\s+)?(?:choose|select|pick|go\s+with))\s+(?i:option\s+)?" + self.label),
             re.compile(r"[\"']" + words + r"[\"']\s*:\s*[\"']?" + self.label),

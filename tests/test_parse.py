@@ -64,6 +64,8 @@ CASES = [
     ("the answer is B because the mood is grim", YES_NO, "B", "field"),
     ("After weighing the scene, my answer is (A).", YES_NO, "A", "field"),
     ("I choose option C.", THREE, "C", "field"),
+    ("The answer is: **A**", YES_NO, "A", "field"),
+    ("Reasoning first.\n\nAnswer: B", YES_NO, "B", "field"),
     ("Option A would suit a wedding, but the correct option is B.", THREE, "B", "field"),
     ("The answer is A. Actually, the answer is B.", YES_NO, None, "conflicting"),
     ("The answer is not A", YES_NO, None, "unparseable"),
