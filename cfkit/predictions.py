@@ -1,0 +1,216 @@
+"""Predictions: one model answer a line, the export of every probe run.
+
+The format is DESIGN.md's "Predictions" record: the input of ``replay:`` and
+``cfkit report --predictions`` and the output of ``cfkit runs export``.
+Loading checks every line and names the file and line of the first problem.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from cfkit.cases import CaseSet, describe_validation
+from cfkit.errors import PredictionError
+
+Suite = Literal["contextcanvas", "counterfactual", "modality"]
+Condition = Literal["image", "original", "edit", "text", "neutral", "evidence"]
+
+#: The conditions each suite asks under, in report order.
+SUITE_CONDITIONS: dict[str, tuple[str, ...]] = {
+    "contextcanvas": ("image",),
+    "counterfactual": ("original", "edit"),
+    "modality": ("text", "neutral", "evidence", "image"),
+}
+
+
+class Prediction(BaseModel):
+    """One model's answer to one case under one condition."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
+
+    model: str = Field(min_length=1)
+    suite: Suite
+    case: str = Field(min_length=1)
+    pair: str | None = None  # counterfactual pairs only
+    condition: Condition
+    answer: str | None = None  # an option id; null when no unique valid option was read
+    parse: Literal["json", "field", "leading-id", "yes-no"] | None = None
+    error: Literal["missing", "ambiguous", "conflicting", "unparseable", "refused", "transport"] | None = None
+    raw: str | None = None
+    reason: str | None = None
+    confidence: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Prediction":
+        allowed = SUITE_CONDITIONS[self.suite]
+        if self.condition not in allowed:
+            raise ValueError(
+                f"condition '{self.condition}' is not one of suite {self.suite}'s conditions ({', '.join(allowed)})"
+            )
+        if self.suite == "counterfactual" and not self.pair:
+            raise ValueError("a counterfactual prediction needs 'pair' (the spec id, e.g. CF18)")
+        if self.suite != "counterfactual" and self.pair:
+            raise ValueError(f"'pair' is only for the counterfactual suite; remove it from this {self.suite} line")
+        if self.answer is not None and self.error is not None:
+            raise ValueError(f"answer '{self.answer}' comes with error '{self.error}'; an answer has no error")
+        return self
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        """What may occur once: model, suite, case, pair and condition."""
+        return (self.model, self.suite, self.case, self.pair or "", self.condition)
+
+
+def parse_predictions(
+    text: str,
+    path: Path | str,
+    *,
+    cases: CaseSet | None = None,
+    pairs: Mapping[str, str] | None = None,
+    seen: dict[tuple, str] | None = None,
+) -> list[Prediction]:
+    """Parse predictions JSONL text; every error names ``path`` and the line.
+
+    ``cases`` (when given) must hold every case and every answer must be one of
+    its options; ``pairs`` maps each known pair id to its case id. ``seen``
+    carries the lines already read from other files, to catch an answer given
+    twice across files.
+    """
+    seen = {} if seen is None else seen
+    out: list[Prediction] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise PredictionError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}). "
+                                  "Each line must be one JSON object.") from exc
+        if not isinstance(raw, dict):
+            raise PredictionError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
+        try:
+            pred = Prediction.model_validate(raw)
+        except ValidationError as exc:
+            raise PredictionError(f"{where}: {describe_validation(exc)}") from exc
+        _check_known(pred, where, cases, pairs)
+        if pred.key in seen:
+            raise PredictionError(
+                f"{where}: a second answer from model '{pred.model}' for case {pred.case}"
+                f"{f', pair {pred.pair}' if pred.pair else ''}, condition {pred.condition} "
+                f"(the first is at {seen[pred.key]}). Keep one of them."
+            )
+        seen[pred.key] = where
+        out.append(pred)
+    return out
+
+
+def _check_known(pred: Prediction, where: str, cases: CaseSet | None, pairs: Mapping[str, str] | None) -> None:
+    if pairs is not None and pred.pair is not None:
+        if pred.pair not in pairs:
+            known = ", ".join(sorted(pairs)[:6]) + (" …" if len(pairs) > 6 else "")
+            raise PredictionError(f"{where}: unknown pair '{pred.pair}' (specs in this workspace: {known or 'none'}). "
+                                  "Fix the pair id or add its spec.")
+        if pairs[pred.pair] != pred.case:
+            raise PredictionError(f"{where}: pair {pred.pair} is made from case {pairs[pred.pair]}, "
+                                  f"but the line names case {pred.case}. Fix one of them.")
+    if cases is None:
+        return
+    if pred.case not in cases:
+        raise PredictionError(f"{where}: unknown case '{pred.case}'; it is not in {cases.path}. Fix the case id.")
+    options = cases.get(pred.case).option_ids
+    if pred.answer is not None and pred.answer not in options:
+        raise PredictionError(f"{where}: answer '{pred.answer}' is not an option of case {pred.case} "
+                              f"({', '.join(options)}); write null when no valid option was given.")
+
+
+def check_predictions(
+    preds: Sequence[Prediction],
+    source: str,
+    *,
+    cases: CaseSet | None = None,
+    pairs: Mapping[str, str] | None = None,
+) -> None:
+    """Apply the checks of :func:`parse_predictions` to records from elsewhere (e.g. the store)."""
+    seen: dict[tuple, str] = {}
+    for number, pred in enumerate(preds, start=1):
+        where = f"{source}, record {number} (model {pred.model}, {pred.suite})"
+        _check_known(pred, where, cases, pairs)
+        if pred.key in seen:
+            raise PredictionError(f"{where}: a second answer for case {pred.case}, condition {pred.condition} "
+                                  f"(the first is {seen[pred.key]}).")
+        seen[pred.key] = where
+
+
+def load_predictions(
+    paths: Sequence[Path | str],
+    *,
+    cases: CaseSet | None = None,
+    pairs: Mapping[str, str] | None = None,
+) -> list[Prediction]:
+    """Read and check predictions JSONL files (any mix of models and suites), in order."""
+    seen: dict[tuple, str] = {}
+    out: list[Prediction] = []
+    for path in paths:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise PredictionError(f"predictions file {path} not found. Check the path given to --predictions.") from None
+        except UnicodeDecodeError as exc:
+            raise PredictionError(f"{path}: not UTF-8 text ({exc.reason}); predictions are JSONL.") from exc
+        except OSError as exc:
+            raise PredictionError(f"{path}: cannot be read ({exc.strerror}).") from exc
+        out += parse_predictions(text, path, cases=cases, pairs=pairs, seen=seen)
+    return out
+
+
+def dump_predictions(preds: Iterable[Prediction]) -> str:
+    """JSONL text, one record a line, fields in the documented order, nulls kept."""
+    return "".join(json.dumps(p.model_dump(mode="json"), ensure_ascii=False) + "\n" for p in preds)
+
+
+def latest_run_ids(store) -> list[str]:
+    """The newest run of each model and suite in the store."""
+    rows = store.query(
+        "SELECT id, model, suite FROM runs ORDER BY started_at DESC, rowid DESC"
+    )
+    latest: dict[tuple[str, str], str] = {}
+    for row in rows:
+        latest.setdefault((row["model"], row["suite"]), row["id"])
+    return list(latest.values())
+
+
+def predictions_from_store(store, run_ids: Sequence[str] | None = None) -> list[Prediction]:
+    """The parsed replies of stored runs as predictions.
+
+    With ``run_ids`` None, the newest run of each model and suite is read.
+    Replies are returned run by run, in the order they were stored.
+    """
+    ids = latest_run_ids(store) if run_ids is None else list(run_ids)
+    out: list[Prediction] = []
+    for run_id in ids:
+        run = store.query("SELECT model, suite FROM runs WHERE id = ?", (run_id,))
+        if not run:
+            raise PredictionError(f"no run '{run_id}' in store {store.path}. See 'cfkit runs list'.")
+        replies = store.query(
+            "SELECT case_id, pair_id, condition, answer, parse, error, raw, reason, confidence "
+            "FROM replies WHERE run_id = ? ORDER BY rowid", (run_id,)
+        )
+        for r in replies:
+            try:
+                out.append(Prediction(
+                    model=run[0]["model"], suite=run[0]["suite"], case=r["case_id"], pair=r["pair_id"] or None,
+                    condition=r["condition"], answer=r["answer"], parse=r["parse"], error=r["error"],
+                    raw=r["raw"], reason=r["reason"], confidence=r["confidence"],
+                ))
+            except ValidationError as exc:
+                raise PredictionError(
+                    f"store {store.path}: run {run_id}, case {r['case_id']}: {describe_validation(exc)}"
+                ) from exc
+    return out
