@@ -132,6 +132,16 @@ class Caption(BaseModel):
         return self.author != HUMAN
 
 
+def read_text(path: Path, what: str, error: type[InputError] = InputError) -> str:
+    """A UTF-8 text file, or ``error`` saying why it cannot be read (``FileNotFoundError`` passes through)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {path} is not UTF-8 text (byte {exc.start}: {exc.reason}). Save it as UTF-8.") from exc
+    except IsADirectoryError:
+        raise error(f"{what} {path} is a folder; give a file.") from None
+
+
 def caption_path(ws: Workspace, case_id: str) -> Path:
     return ws.captions_dir / f"{case_id}.yaml"
 
@@ -156,7 +166,7 @@ def load_caption(ws: Workspace, case_id: str) -> Caption:
     """The caption of ``case_id``; :class:`CaptionError` when it is missing or malformed."""
     path = caption_path(ws, case_id)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, "caption file", CaptionError)
     except FileNotFoundError:
         raise CaptionError(
             f"{path}: no caption for case {case_id}. Write one (neutral, evidence, author, reviewed) "
@@ -190,7 +200,7 @@ def caption_files(ws: Workspace) -> list[Path]:
 def read_subset(path: Path, cases: CaseSet) -> list[str]:
     """Case ids of a subset file: one id a line, ``#`` comments and blank lines ignored."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_text(path, "subset file").splitlines()
     except FileNotFoundError:
         raise InputError(f"subset file {path} not found. Give a file with one case id a line.") from None
     ids: list[str] = []
@@ -223,6 +233,8 @@ def select_cases(ws: Workspace, cases: CaseSet, case_ids: Iterable[str] = (), su
     (``[probe] modality_subset``) when that file exists; otherwise every case.
     """
     ids = list(case_ids)
+    if ids and subset is not None:
+        raise InputError(f"give case ids or --subset {subset}, not both.")
     if ids:
         for case_id in ids:
             cases.get(case_id)  # raises a CaseError naming the cases file
@@ -276,10 +288,7 @@ def load_templates(ws: Workspace, names: Iterable[str] = PROBE_TEMPLATES) -> Tem
     for name in names:
         local = override_dir / name
         if local.is_file():
-            try:
-                texts[name] = local.read_text(encoding="utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"template {local} is not UTF-8 text ({exc.reason}). Save it as UTF-8.") from exc
+            texts[name] = read_text(local, "template")
             sources[name] = local
         else:
             texts[name], sources[name] = _packaged_template(name)
@@ -578,7 +587,7 @@ def verdict_terms(ws: Workspace | None = None) -> tuple[str, ...]:
     if ws is not None:
         path = ws.probes_dir / "verdict-words.txt"
         if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
+            for line in read_text(path, "verdict word list").splitlines():
                 term = line.split("#", 1)[0].strip()
                 if term and term not in terms:
                     terms.append(term)
@@ -702,7 +711,7 @@ def lint_captions(ws: Workspace, case_ids: Iterable[str] = (), *, subset: str | 
             continue
         read += 1
         try:
-            caption = parse_caption(path.read_text(encoding="utf-8"), path)
+            caption = parse_caption(read_text(path, "caption file", CaptionError), path)
         except CaptionError as exc:
             findings.append(Finding(case_id, path, "file", "malformed", "error", (), str(exc)))
             continue
@@ -818,7 +827,7 @@ def draft_captions(ws: Workspace, backend, case_ids: Iterable[str] = (), *, subs
         if path.exists():
             existing = None
             try:
-                existing = parse_caption(path.read_text(encoding="utf-8"), path)
+                existing = parse_caption(read_text(path, "caption file", CaptionError), path)
             except CaptionError:
                 pass
             if not (redraft and existing is not None and existing.drafted and not existing.reviewed):

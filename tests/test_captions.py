@@ -629,3 +629,18 @@ def test_draft_refuses_a_backend_without_images(cws):
     assert "cannot see images" in result.stderr
     no_model = run_cli(["-w", str(cws), "captions", "draft", "T001"])
     assert no_model.exit_code == 2 and "no model given" in no_model.stderr
+
+
+def test_unreadable_files_become_one_line_errors(cws):
+    ws = load_workspace(cws)
+    (cws / "captions" / "T001.yaml").write_bytes(b"neutral: caf\xe9 au lait\n")
+    (cws / "captions" / "T002.yaml").write_text("neutral: [unclosed\n")
+    report = lint_captions(ws, ["T001", "T002"])
+    messages = {f.case: f.message for f in report.findings if f.rule == "malformed"}
+    assert "T001.yaml is not UTF-8 text" in messages["T001"]
+    assert "T002.yaml:2: not valid YAML (did not find expected ',' or ']')" in messages["T002"]
+    result = run_cli(["-w", str(cws), "captions", "show", "T001", "--condition", "neutral"])
+    assert result.exit_code == 2 and "is not UTF-8 text" in result.stderr and "Traceback" not in result.output
+    (cws / "probes" / "sub.txt").write_text("T003\n")
+    both = run_cli(["-w", str(cws), "captions", "lint", "T001", "--subset", "sub.txt"])
+    assert both.exit_code == 2 and "not both" in both.stderr
