@@ -1,0 +1,75 @@
+"""An RGB image drawn in the terminal with Unicode upper half blocks.
+
+Each character cell shows two pixels: the upper one as the foreground colour
+of ``▀`` and the lower one as its background. Colours are 24-bit; on a
+256-colour terminal Rich downgrades them to the nearest palette entry, so the
+same renderable works over any SSH session.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+from rich.color import Color
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment
+from rich.style import Style
+
+UPPER_HALF = "▀"
+
+
+def fit_cells(width: int, height: int, max_cols: int, max_rows: int | None = None) -> tuple[int, int]:
+    """Columns and rows of cells that show a ``width × height`` image within the limits, keeping its aspect."""
+    cols = max(1, max_cols)
+    rows = max(1, round(cols * height / width / 2))
+    if max_rows is not None and rows > max_rows:
+        rows = max(1, max_rows)
+        cols = max(1, min(max_cols, round(rows * 2 * width / height)))
+    return cols, rows
+
+
+def to_cells(image: np.ndarray, cols: int, rows: int) -> np.ndarray:
+    """The image resampled to ``(2·rows, cols)`` pixels (area averaging), uint8 RGB."""
+    if image.shape[1] == cols and image.shape[0] == 2 * rows:
+        return image
+    return np.asarray(Image.fromarray(image).resize((cols, 2 * rows), Image.Resampling.BOX))
+
+
+class HalfBlockImage:
+    """A uint8 ``(H, W, 3)`` image at most ``max_cols`` cells wide (and ``max_rows`` high).
+
+    The image is already at cell resolution when ``H == 2·rows`` and
+    ``W == cols``; otherwise it is resampled when rendered.
+    """
+
+    def __init__(self, image: np.ndarray, *, max_cols: int | None = None, max_rows: int | None = None):
+        self.image = image
+        self.max_cols = max_cols
+        self.max_rows = max_rows
+
+    def _size(self, available: int) -> tuple[int, int]:
+        height, width = self.image.shape[:2]
+        limit = min(available, self.max_cols or width)
+        return fit_cells(width, height, limit, self.max_rows)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        cols, _ = self._size(options.max_width)
+        return Measurement(cols, cols)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        cols, rows = self._size(options.max_width)
+        pixels = to_cells(self.image, cols, rows)
+        styles: dict[bytes, Style] = {}
+        newline = Segment.line()
+        for r in range(rows):
+            top, bottom = pixels[2 * r], pixels[2 * r + 1]
+            pairs = np.concatenate([top, bottom], axis=1)  # (cols, 6)
+            for pair in pairs:
+                key = pair.tobytes()
+                style = styles.get(key)
+                if style is None:
+                    style = Style(color=Color.from_rgb(*pair[:3]), bgcolor=Color.from_rgb(*pair[3:]))
+                    styles[key] = style
+                yield Segment(UPPER_HALF, style)
+            yield newline

@@ -1,0 +1,317 @@
+"""The terminal review: the view in colour at fixed widths, the key loop, decisions that survive a kill."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from conftest import run_cli
+from test_preserve import add_edit, inside_change, tiny_original
+from cfkit.review.loop import (
+    ScriptedKeys,
+    load_view_data,
+    pending_specs,
+    record_decision,
+    review_loop,
+    terminal_problem,
+)
+from cfkit.review.view import OUTLINE_RGB, EditView, ViewData
+from cfkit.store import Store
+from cfkit.workspace import load_workspace
+
+RED, BLUE, GREEN = (200, 0, 0), (0, 0, 200), (0, 180, 0)
+ANSI = re.compile(r"\x1b\[([0-9;]*)m")
+
+
+def synthetic_view() -> ViewData:
+    """96x64: red top half, blue bottom half; the edit paints the mask (rows 16..31, cols 24..47) green."""
+    original = np.zeros((64, 96, 3), np.uint8)
+    original[:32] = RED
+    original[32:] = BLUE
+    mask = np.zeros((64, 96), np.uint8)
+    mask[16:32, 24:48] = 255
+    edited = original.copy()
+    edited[mask > 0] = GREEN
+    leaks = np.zeros((64, 96), bool)
+    check = {"metrics": {"ssim_out": 1.0, "mse_out": 0.0, "psnr_out": None, "lpips_out": None, "lpips_in": None,
+                         "mad_in": 0.4, "leak_share": 0.0, "leak_count": 0},
+             "verdict": "pass", "reasons": [], "lpips_measured": False}
+    return ViewData(spec_id="CF18", title="Isolation to inclusion", cue="a <b>distressing</b> letter",
+                    replacement="an open lesson book", edit_id=7, engine="classical", variant="composite",
+                    original=original, edited=edited, mask=mask, leaks=leaks, check=check)
+
+
+def render(view, width: int, color_system: str = "truecolor") -> str:
+    console = Console(record=True, width=width, color_system=color_system, force_terminal=True)
+    console.print(view)
+    return console.export_text(styles=True)
+
+
+def cells(line: str) -> list[tuple[str, tuple | None, tuple | None]]:
+    """Each printed character of an ANSI line with its 24-bit foreground and background."""
+    fg = bg = None
+    out = []
+    pos = 0
+    for match in ANSI.finditer(line + "\x1b[m"):
+        for ch in line[pos:match.start()]:
+            out.append((ch, fg, bg))
+        codes = [int(c) for c in match.group(1).split(";") if c] or [0]
+        i = 0
+        while i < len(codes):
+            if codes[i] == 0:
+                fg = bg = None
+            elif codes[i] in (38, 48) and codes[i + 1] == 2:
+                rgb = tuple(codes[i + 2: i + 5])
+                fg, bg = (rgb, bg) if codes[i] == 38 else (fg, rgb)
+                i += 4
+            i += 1
+        pos = match.end()
+    return out
+
+
+def image_rows(text: str) -> list[list[tuple]]:
+    return [c for c in (cells(line) for line in text.splitlines()) if c and c[0][0] == "▀"]
+
+
+def test_wide_view_puts_three_panels_side_by_side_in_truecolor():
+    view = EditView(synthetic_view())
+    text = render(view, 160)
+    side, cols, rows = view.layout(160)
+    assert side and cols == 52 and rows == 17
+    lines = image_rows(text)
+    assert len(lines) == rows
+    for line in lines:
+        assert sum(ch == "▀" for ch, _, _ in line) == 3 * cols
+    # Row 2 (pixels 4-5) is above the mask: every panel is red there, the difference black.
+    row = [c for c in lines[2] if c[0] == "▀"]
+    assert row[10][1] == row[10][2] == RED  # original
+    assert row[cols + 10][1] == RED  # edited
+    assert row[2 * cols + 10][1] == (0, 0, 0)  # difference: no change
+    # Row 6 (pixels 12-13; the mask spans pixel rows 16..31 → 11..21 at this scale): inside the mask.
+    row = [c for c in lines[6] if c[0] == "▀"]
+    x = 20  # pixel column 20 · 96/52 ≈ 37, inside the mask's columns 24..47
+    assert row[x][1] == RED and row[cols + x][1] == GREEN
+    assert row[2 * cols + x][1] not in ((0, 0, 0), None)  # the heat map lights up where the edit is
+    # The mask outline is drawn on the original only.
+    outlined = [i for i, c in enumerate(row[:cols]) if c[1] == OUTLINE_RGB]
+    assert outlined and min(outlined) > 5 and max(outlined) < 30
+    assert all(c[1] != OUTLINE_RGB for c in row[cols: 2 * cols])
+    # The cue is printed as text, markup-free.
+    assert "a <b>distressing</b> letter" in text
+    assert "verdict: pass (without LPIPS)" in re.sub(ANSI, "", text)
+
+
+def test_narrow_view_stacks_panels_and_fits_80_columns():
+    view = EditView(synthetic_view())
+    text = render(view, 80)
+    side, cols, rows = view.layout(80)
+    assert not side and cols == 80 and rows == 27
+    lines = image_rows(text)
+    assert len(lines) == 3 * rows
+    for line in lines:
+        assert sum(ch == "▀" for ch, _, _ in line) == cols
+    plain = re.sub(ANSI, "", text)
+    assert all(len(line) <= 80 for line in plain.splitlines())
+    # First stacked picture is the original (red on top), the second the edit (green inside the mask).
+    top_of_edit = [c for c in lines[rows + 12] if c[0] == "▀"]
+    assert top_of_edit[30][1] == GREEN  # cell column 30 ≈ image column 36, inside the mask
+    assert lines[2 * rows + 2][40][1] == (0, 0, 0)  # the difference's untouched top
+
+
+def test_leak_mode_and_256_colour_fallback():
+    data = synthetic_view()
+    leaks = np.zeros((64, 96), bool)
+    leaks[50:56, 70:80] = True
+    data = ViewData(**{**data.__dict__, "leaks": leaks})
+    text = render(EditView(data, diff_mode="leaks"), 160)
+    assert "leaks over faded original" in text
+    lines = image_rows(text)
+    _, cols, _ = EditView(data).layout(160)
+    leak_row = [c for c in lines[13] if c[0] == "▀"]  # pixels 26-27 at scale → rows 48..55 of the image
+    reds = [i - 2 * cols for i, c in enumerate(leak_row) if i >= 2 * cols and (c[1] == (255, 32, 32) or c[2] == (255, 32, 32))]
+    assert reds and min(reds) >= 36 and max(reds) <= 44  # columns 70..79 · 52/96
+    fallback = render(EditView(data), 160, color_system="256")
+    assert "38;5;" in fallback and "38;2;" not in fallback
+
+
+def test_view_renders_inside_a_table():
+    from rich.table import Table
+
+    table = Table.grid()
+    table.add_row(EditView(synthetic_view()))
+    assert "▀" in render(table, 100)
+
+
+# ── the key loop ───────────────────────────────────────────────────────────
+
+
+def add_second_spec(ws_root: Path) -> None:
+    (ws_root / "interventions" / "TX02.yaml").write_text(
+        "id: TX02\ncase: T001\ntitle: Second test edit\ncue: a corner\nreplacement: another corner\n"
+        "prompt: Change the corner.\nregions: [{box: [0.5, 0.5, 0.75, 0.75]}]\n"
+    )
+
+
+@pytest.fixture
+def two_edits(tiny_ws):
+    add_second_spec(tiny_ws)
+    original = tiny_original(tiny_ws)
+    add_edit(tiny_ws, "TX01", inside_change(original), raw=original)
+    edited = original.copy()
+    edited[32:48, 48:72] = 255 - edited[32:48, 48:72]
+    add_edit(tiny_ws, "TX02", edited)
+    return tiny_ws
+
+
+def test_scripted_keys_decide_toggle_and_help(two_edits):
+    ws = load_workspace(two_edits)
+    console = Console(record=True, width=120, color_system="truecolor", force_terminal=True)
+    keys = ScriptedKeys(["?", "d", "v", "x", "r", "the wall changed", "a"])
+    with Store(ws.db_path) as store:
+        summary = review_loop(ws, store, ["TX01", "TX02"], keys, console)
+        rows = store.query("SELECT spec_id, edit_id, decision, note FROM reviews ORDER BY id")
+    text = console.export_text()
+    assert "regenerate (runs the edit again" in text  # help
+    assert "leaks over faded original" in text  # d
+    assert "edited (raw)" in text  # v
+    assert "unknown key 'x'" in text
+    assert [(r["spec_id"], r["decision"], r["note"]) for r in rows] == [
+        ("TX01", "reject", "the wall changed"), ("TX02", "accept", None)]
+    assert [r["edit_id"] for r in rows] == [1, 2]
+    assert not summary.quit_early and len(summary.decisions) == 2
+
+
+def test_quit_and_resume_pending(two_edits):
+    ws = load_workspace(two_edits)
+    console = Console(record=True, width=100)
+    with Store(ws.db_path) as store:
+        assert pending_specs(store) == ["TX01", "TX02"]
+        summary = review_loop(ws, store, ["TX01", "TX02"], ScriptedKeys(["s", "q"]), console)
+        assert summary.quit_early and [d.decision for d in summary.decisions] == ["skip"]
+        assert pending_specs(store) == ["TX01", "TX02"]  # a skip stays pending
+        review_loop(ws, store, pending_specs(store), ScriptedKeys(["a"]), console)
+        assert pending_specs(store) == ["TX02"]
+        # A newer edit of an accepted spec is pending again.
+        add_edit(two_edits, "TX01", inside_change(tiny_original(two_edits), seed=3))
+        assert pending_specs(store) == ["TX01", "TX02"]
+
+
+def test_regenerate_makes_a_new_edit_and_shows_it(two_edits):
+    ws = load_workspace(two_edits)
+    console = Console(record=True, width=100)
+    made = []
+
+    def regenerate(spec_id: str) -> None:
+        made.append(add_edit(two_edits, spec_id, inside_change(tiny_original(two_edits), seed=11)))
+
+    with Store(ws.db_path) as store:
+        review_loop(ws, store, ["TX01"], ScriptedKeys(["g", "a"]), console, regenerate=regenerate)
+        rows = store.query("SELECT edit_id, decision FROM reviews")
+    assert made == [3]
+    assert [(r["edit_id"], r["decision"]) for r in rows] == [(3, "accept")]
+    assert "edit #3" in console.export_text()
+    without = Console(record=True, width=100)
+    with Store(ws.db_path) as store:
+        review_loop(ws, store, ["TX02"], ScriptedKeys(["g", "q"]), without)
+    assert "regenerate is not available here" in without.export_text()
+
+
+KILL_SCRIPT = """
+import sys, time
+from pathlib import Path
+from rich.console import Console
+from cfkit.review.loop import review_loop
+from cfkit.store import Store
+from cfkit.workspace import load_workspace
+
+class KeysThenHang:
+    calls = 0
+    def key(self):
+        self.calls += 1
+        if self.calls == 1:
+            return "a"
+        Path(sys.argv[2]).write_text("waiting")
+        time.sleep(120)
+    def line(self, prompt):
+        return ""
+
+ws = load_workspace(Path(sys.argv[1]))
+with Store(ws.db_path) as store:
+    review_loop(ws, store, ["TX01", "TX02"], KeysThenHang(), Console(file=open("/dev/null", "w")))
+"""
+
+
+def test_a_decision_survives_a_kill_between_two_decisions(two_edits, tmp_path):
+    marker = tmp_path / "waiting"
+    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(two_edits), str(marker)],
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "the review loop never reached its second key"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    ws = load_workspace(two_edits)
+    with Store(ws.db_path) as store:
+        assert store.integrity_ok()
+        rows = store.query("SELECT spec_id, decision FROM reviews")
+        assert [(r["spec_id"], r["decision"]) for r in rows] == [("TX01", "accept")]
+        assert pending_specs(store) == ["TX02"]
+
+
+# ── the command ────────────────────────────────────────────────────────────
+
+
+def test_review_without_a_terminal_refuses_and_points_to_flags(two_edits):
+    result = run_cli(["review", "TX01", "-w", str(two_edits)])
+    assert result.exit_code == 2
+    assert "--accept" in result.stderr and "--reject --note" in result.stderr and "--json" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert terminal_problem({"TERM": "dumb"}) == "TERM is 'dumb'"
+
+
+def test_review_flags_record_and_json_reports(two_edits):
+    ws = str(two_edits)
+    assert run_cli(["review", "TX01", "--reject", "-w", ws]).exit_code == 2  # a reject needs a note
+    result = run_cli(["review", "TX01", "--reject", "--note", "faces changed", "-w", ws])
+    assert result.exit_code == 0, result.stderr
+    assert run_cli(["review", "TX02", "--accept", "-w", ws]).exit_code == 0
+    report = json.loads(run_cli(["review", "TX01", "TX02", "--json", "-w", ws]).stdout)
+    assert [r["review"]["decision"] for r in report] == ["reject", "accept"]
+    assert report[0]["review"]["note"] == "faces changed"
+    assert "Nothing pending" in run_cli(["review", "--pending", "--json", "-w", ws]).stderr  # both decided
+    listing = json.loads(run_cli(["specs", "list", "--json", "-w", ws]).stdout)["specs"]
+    assert {r["id"]: r["review"] for r in listing} == {"TX01": "reject", "TX02": "accept"}
+    shown = run_cli(["review", "TX02", "--show", "-w", ws])
+    assert shown.exit_code == 0 and "▀" in shown.stdout and "another corner" in shown.stdout
+
+
+def test_view_data_reads_check_and_decision(two_edits, tmp_path, monkeypatch):
+    from cfkit.preserve import check_edit
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "no-cache"))
+    monkeypatch.delenv("CFKIT_LPIPS_BACKBONE", raising=False)
+    ws = load_workspace(two_edits)
+    with Store(ws.db_path) as store:
+        record_decision(store, "TX01", 1, "skip")
+        assert load_view_data(ws, store, "TX01").check is None
+        check_edit(ws, store, 1)
+        data = load_view_data(ws, store, "TX01", "raw")
+    assert data.variant == "raw" and data.decision == "skip"
+    assert data.check["variant"] == "raw" and data.check["verdict"] == "fail"  # the raw output is a no-op
+    assert data.original.shape == data.edited.shape == (64, 96, 3)
