@@ -7,6 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from cfkit.captions import (
@@ -644,3 +646,20 @@ def test_unreadable_files_become_one_line_errors(cws):
     (cws / "probes" / "sub.txt").write_text("T003\n")
     both = run_cli(["-w", str(cws), "captions", "lint", "T001", "--subset", "sub.txt"])
     assert both.exit_code == 2 and "not both" in both.stderr
+
+
+_TERMS = ["Hokusai", "should", "fits", "well-suited", "fit for", "Mid-Autumn festival", "Dürer"]
+_SEPARATORS = st.sampled_from([" ", ", ", ". ", " (", ") ", "; ", " - ", "-", " \u2014 ", "\n", "'s ", '"', ": "])
+
+
+@settings(max_examples=150, deadline=None)
+@given(term=st.sampled_from(_TERMS), before=_SEPARATORS, after=_SEPARATORS,
+       upper=st.booleans(), glued=st.sampled_from(["", "ing", "er", "x"]))
+def test_term_matching_is_whole_word_whatever_the_punctuation(term, before, after, upper, glued):
+    written = term.upper() if upper else term
+    text = f"Boats on a grey sea{before}{written}{glued}{after}under a pale sky."
+    found = find_terms(text, [term])
+    if glued:  # letters stuck to the end make another word: never a match
+        assert found == []
+    else:
+        assert found == [written]
