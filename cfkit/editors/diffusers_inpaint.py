@@ -18,6 +18,7 @@ to the source's exact size. Candidate ``i`` uses seed ``seed + i``.
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,26 +124,29 @@ class DiffusersEditor:
         seed = 0 if request.seed is None else request.seed
         # mps generators are unreliable; seed on the cpu there, as diffusers' docs advise.
         gen_device = "cpu" if device == "mps" else device
-        generators = [torch.Generator(device=gen_device).manual_seed(seed + i) for i in range(request.n)]
 
-        # 3. Run.
+        # 3. Run one candidate per call: batching changes the arithmetic slightly, and
+        #    candidate i should be reproducible from its own recorded seed alone.
         call = {"prompt": request.prompt, "image": image, "mask_image": mask, "height": height, "width": width,
                 "num_inference_steps": self.steps, "guidance_scale": self.guidance, "strength": self.strength,
-                "num_images_per_prompt": request.n, "generator": generators, "output_type": "np"}
+                "output_type": "np"}
         if self.negative_prompt and self.family.name != "flux-fill":
             call["negative_prompt"] = self.negative_prompt
-        try:
-            with torch.inference_mode():
-                output = pipe(**call)
-        except torch.cuda.OutOfMemoryError as exc:
-            raise EditorError(f"diffusers: out of GPU memory at {width}x{height}; lower 'resolution' "
-                              "or free the GPU.") from exc
-        except (RuntimeError, ValueError) as exc:
-            raise EditorError(f"diffusers: the pipeline failed ({type(exc).__name__}: {exc}).") from exc
+        outputs = []
+        for i in range(request.n):
+            generator = torch.Generator(device=gen_device).manual_seed(seed + i)
+            try:
+                with torch.inference_mode():
+                    outputs.append(np.asarray(pipe(**call, generator=generator).images)[0])
+            except torch.cuda.OutOfMemoryError as exc:
+                raise EditorError(f"diffusers: out of GPU memory at {width}x{height}; lower 'resolution' "
+                                  "or free the GPU.") from exc
+            except (RuntimeError, ValueError) as exc:
+                raise EditorError(f"diffusers: the pipeline failed ({type(exc).__name__}: {exc}).") from exc
 
         # 4. Back to uint8 at the source's exact size.
         images = tuple(resize_rgb(np.clip(np.rint(arr * 255.0), 0, 255).astype(np.uint8), request.size)
-                       for arr in np.asarray(output.images))
+                       for arr in outputs)
         params = {"pipeline": type(pipe).__name__, "family": self.family.name, "steps": self.steps,
                   "guidance": self.guidance, "strength": self.strength, "height": height, "width": width,
                   "device": device, "dtype": str(dtype).removeprefix("torch."),
@@ -189,10 +193,14 @@ class DiffusersEditor:
             dtype = torch.float16
         if self._pipeline is None:
             cls = diffusers.FluxFillPipeline if self.family.name == "flux-fill" else diffusers.AutoPipelineForInpainting
+            local = Path(self.model).expanduser()
             try:
-                pipe = cls.from_pretrained(str(Path(self.model).expanduser()) if Path(self.model).expanduser().is_dir()
-                                           else self.model, torch_dtype=dtype, local_files_only=True)
-            except (OSError, ValueError, EnvironmentError) as exc:
+                with warnings.catch_warnings():
+                    # Newer diffusers rename torch_dtype to dtype; the old name works in every supported version.
+                    warnings.filterwarnings("ignore", message=".*torch_dtype.*", category=FutureWarning)
+                    pipe = cls.from_pretrained(str(local) if local.is_dir() else self.model, torch_dtype=dtype,
+                                               local_files_only=True)
+            except Exception as exc:  # a missing file, a malformed index or config: diffusers raises many types
                 raise EditorUnavailable(f"diffusers: cannot load model '{self.model}' from local files "
                                         f"({str(exc).splitlines()[0][:200]}). {fetch_hint(self.model)}") from exc
             pipe.set_progress_bar_config(disable=True)
