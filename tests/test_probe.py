@@ -1,0 +1,433 @@
+"""Probe runs end to end: requests, the runner, the cache, resuming, runs commands, baselines, replay.
+
+Model calls go to a real Chat Completions server on 127.0.0.1 (tests/chat_api_server.py).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from chat_api_server import ChatServer, Scripted, answer_json, completion, error_body, user_text
+from conftest import REPO, gradient_image, run_cli, write_workspace
+from cfkit.backends import Capabilities, load_backend
+from cfkit.errors import InputError
+from cfkit.store import Store, now
+from cfkit.workspace import load_workspace
+
+SECRET = "sk-live-DO-NOT-LEAK-0123456789abcdef"
+LOCAL_SECRET = "local-server-key-DO-NOT-LEAK-42"
+FAST = ["-o", "backoff=0.01", "-o", "max_retries=2"]
+
+# The scripted model: T001 (gold B, "No") answered A, T002 (gold A) answered A, T003 (gold C) answered C.
+SCRIPTED = {"spring fair poster": "A", "winter card": "A", "Which event": "C"}
+
+
+def scripted_answer(body, n) -> Scripted:
+    text = user_text(body)
+    for needle, answer in SCRIPTED.items():
+        if needle in text:
+            return Scripted(body=completion(answer_json(answer)))
+    found = re.search(r"Is picture (\d+)", text)
+    if found:  # the synthetic many-case workspace: odd pictures A, even B
+        return Scripted(body=completion(answer_json("A" if int(found.group(1)) % 2 else "B")))
+    return Scripted(body=completion("no idea"))
+
+
+def openai_run(ws: Path, url: str, suite: str = "contextcanvas", *extra: str, model: str = "openai:test-model"):
+    return run_cli(["-w", str(ws), "probe", "run", "-m", model, "-s", suite, "--base-url", url, *FAST, *extra])
+
+
+def report(ws: Path, *extra: str) -> dict:
+    result = run_cli(["-w", str(ws), "report", "--format", "json", "--resamples", "200", *extra])
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def replies(ws: Path, run_id: str | None = None) -> list[dict]:
+    with Store(ws / ".cfkit" / "cfkit.db") as store:
+        sql = "SELECT * FROM replies" + (" WHERE run_id = ?" if run_id else "") + " ORDER BY case_id, condition"
+        return [dict(r) for r in store.query(sql, (run_id,) if run_id else ())]
+
+
+def run_ids(ws: Path) -> list[str]:
+    with Store(ws / ".cfkit" / "cfkit.db") as store:
+        return [r["id"] for r in store.query("SELECT id FROM runs ORDER BY started_at, id")]
+
+
+def many_cases(root: Path, n: int) -> Path:
+    """A workspace with n distinct two-option cases (odd ones gold A)."""
+    write_workspace(root)
+    image = root / "data" / "images" / "T001.png"
+    lines = []
+    for i in range(1, n + 1):
+        lines.append(json.dumps({
+            "id": f"M{i:03d}", "images": [image.name], "question": f"Is picture {i} suitable for event {i}?",
+            "options": [{"id": "A", "text": "Yes"}, {"id": "B", "text": "No"}], "gold": "A" if i % 3 else "B",
+            "yes_option": "A"}))
+    (root / "data" / "cases.jsonl").write_text("\n".join(lines) + "\n")
+    return root
+
+
+# -- requests ------------------------------------------------------------------
+
+
+def with_secrets_in_cases(root: Path) -> None:
+    path = root / "data" / "cases.jsonl"
+    cases = [json.loads(line) for line in path.read_text().splitlines()]
+    for case in cases:
+        case["rationale"] = f"RATIONALE-{case['id']} explains the gold"
+        case["provenance"] = {"title": f"TITLE-{case['id']}", "creator": "CREATOR-NAME", "url": "https://x.test/p"}
+    path.write_text("".join(json.dumps(c) + "\n" for c in cases))
+
+
+def add_modality(root: Path, ids=("T001", "T002")) -> None:
+    (root / "probes" / "modality-100.txt").write_text("".join(f"{i}\n" for i in ids))
+    for case_id in ids:
+        (root / "captions" / f"{case_id}.yaml").write_text(
+            f"neutral: A painted scene with a grey block in a field ({case_id}).\n"
+            "evidence: The grey block sits in the middle of the path.\nauthor: human\nreviewed: true\n")
+
+
+def test_requests_never_carry_gold_rationale_or_provenance(tiny_ws):
+    from cfkit.probe import plan_suite
+
+    with_secrets_in_cases(tiny_ws)
+    add_modality(tiny_ws)
+    ws = load_workspace(tiny_ws)
+    caps = Capabilities(images=True, multi_image=True, json_schema=True, remote=True)
+    for suite in ("contextcanvas", "modality"):
+        plan = plan_suite(ws, suite, caps)
+        for item in plan.items:
+            sent = json.dumps(item.request.fingerprint())
+            for secret in ("RATIONALE", "TITLE-", "CREATOR-NAME", "x.test", '"gold"'):
+                assert secret not in sent
+            assert "gold" not in {f.name for f in item.request.meta.__dataclass_fields__.values()}
+
+
+def test_modality_plan_has_four_conditions_and_images_only_for_image(tiny_ws):
+    from cfkit.probe import plan_suite
+
+    add_modality(tiny_ws)
+    ws = load_workspace(tiny_ws)
+    plan = plan_suite(ws, "modality", Capabilities(images=True, multi_image=True, json_schema=True, remote=True))
+    assert [(i.case.id, i.condition) for i in plan.items] == [
+        (c, cond) for c in ("T001", "T002") for cond in ("text", "neutral", "evidence", "image")]
+    images = {i.condition: i.request.images for i in plan.items if i.case.id == "T001"}
+    assert images["text"] == images["neutral"] == images["evidence"] == ()
+    assert images["image"][0].data == (tiny_ws / "data" / "images" / "T001.png").read_bytes()
+    texts = {i.condition: i.request.user for i in plan.items if i.case.id == "T001"}
+    assert "grey block sits in the middle" in texts["evidence"] and "grey block sits" not in texts["neutral"]
+    assert plan.gold_labels == {"no": 1, "yes": 1}
+
+
+def test_two_image_case_goes_as_one_labelled_sheet_to_single_image_backends(tiny_ws):
+    from cfkit.probe import plan_suite
+
+    images = tiny_ws / "data" / "images"
+    Image.fromarray(gradient_image(40, 30, 5)).save(images / "P1.png")
+    Image.fromarray(gradient_image(60, 30, 6)).save(images / "P2.png")
+    with (tiny_ws / "data" / "cases.jsonl").open("a") as fh:
+        fh.write(json.dumps({"id": "T004", "images": ["P1.png", "P2.png"], "question": "Does the pair fit?",
+                             "options": [{"id": "A", "text": "Yes"}, {"id": "B", "text": "No"}], "gold": "A",
+                             "yes_option": "A"}) + "\n")
+    ws = load_workspace(tiny_ws)
+    multi = plan_suite(ws, "contextcanvas", Capabilities(True, True, True, True)).items[-1].request
+    single = plan_suite(ws, "contextcanvas", Capabilities(True, False, False, False)).items[-1].request
+    assert [i.data for i in multi.images] == [(images / "P1.png").read_bytes(), (images / "P2.png").read_bytes()]
+    assert len(single.images) == 1 and single.images[0].mime == "image/png"
+    sheet = np.asarray(Image.open(io.BytesIO(single.images[0].data)).convert("RGB"))
+    assert sheet.shape[1] > 100  # both panels side by side at a common height
+    # The label band above the panels holds dark text pixels; the panels hold the images' own pixels.
+    assert (sheet[:35] < 100).any()
+    assert single.user == multi.user  # the same words; only the image packaging differs
+
+
+# -- end to end against the loopback server --------------------------------------
+
+
+def test_suite_end_to_end_with_flaky_server_then_rerun_sends_nothing(tiny_ws, monkeypatch):
+    # The server refuses response_format, rate-limits once and fails once: every reply still arrives.
+    def script(body, n):
+        if "response_format" in body:
+            return Scripted(400, error_body("response_format is not supported by this server",
+                                            param="response_format"))
+        if n == 2:
+            return Scripted(429, error_body("rate limited", kind="rate_limit_error"), {"retry-after": "0"})
+        if n == 4:
+            return Scripted(500, error_body("internal", kind="server_error"))
+        return scripted_answer(body, n)
+
+    with ChatServer(script) as server:
+        first = openai_run(tiny_ws, server.url)
+        assert first.exit_code == 0, first.stderr
+        sent = server.count
+        again = openai_run(tiny_ws, server.url)
+        assert again.exit_code == 0, again.stderr
+        assert server.count == sent  # the rerun sent nothing
+    assert "response_format" in first.stderr  # the fallback is reported
+    assert "3 already stored" in again.stderr and "0 sent" in again.stderr
+    rows = report(tiny_ws)["contextcanvas"]
+    assert len(rows) == 1
+    row = rows[0]
+    # Scripted answers: T001 A (gold B), T002 A (gold A), T003 C (gold C).
+    assert row["model"] == "openai:test-model"
+    assert row["n"] == 3 and row["n_binary"] == 2 and row["invalid"] == 0
+    assert row["accuracy"] == pytest.approx(200 / 3)
+    assert row["yes_rate"] == pytest.approx(100.0) and row["gold_yes_rate"] == pytest.approx(50.0)
+    assert {r["case_id"]: r["parse"] for r in replies(tiny_ws)} == {"T001": "json", "T002": "json", "T003": "json"}
+
+
+def test_api_key_never_reaches_store_exports_or_output(tiny_ws, monkeypatch, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("LOCAL_KEY", LOCAL_SECRET)
+    with ChatServer(scripted_answer) as server:
+        result = openai_run(tiny_ws, server.url, "contextcanvas", "--api-key-env", "LOCAL_KEY", "--json")
+        assert result.exit_code == 0, result.stderr
+    assert {h["authorization"] for h in server.headers} == {f"Bearer {LOCAL_SECRET}"}
+    run_id = json.loads(result.stdout)["run_id"]
+    exported = run_cli(["-w", str(tiny_ws), "runs", "export", run_id])
+    shown = run_cli(["-w", str(tiny_ws), "runs", "show", run_id, "--json"])
+    listed = run_cli(["-w", str(tiny_ws), "runs", "list", "--json"])
+    blobs = [result.stdout, result.stderr, exported.stdout, shown.stdout, listed.stdout]
+    blobs += [p.read_bytes().decode("latin-1") for p in (tiny_ws / ".cfkit").glob("cfkit.db*")]
+    for secret in (SECRET, LOCAL_SECRET):
+        assert not any(secret in blob for blob in blobs)
+    assert json.loads(shown.stdout)["run"]["options"]["options"]["api_key_env"] == "LOCAL_KEY"
+
+
+def test_transport_failures_are_recorded_and_retried_on_the_next_run(tiny_ws):
+    overloaded = [True]
+
+    def broken_for_t002(body, n):
+        if overloaded[0] and "winter card" in user_text(body):
+            return Scripted(503, error_body("overloaded", kind="server_error"))
+        return scripted_answer(body, n)
+
+    with ChatServer(broken_for_t002) as server:
+        first = openai_run(tiny_ws, server.url)
+        assert first.exit_code == 0
+        assert "1 request(s) failed after retries" in first.stderr
+        assert server.count == 2 + 3  # T001, T003 once; T002 three times (two retries)
+        failed = [r for r in replies(tiny_ws) if r["case_id"] == "T002"][0]
+        assert failed["answer"] is None and failed["error"] == "transport" and "HTTP 503" in failed["detail"]
+        shown = run_cli(["-w", str(tiny_ws), "runs", "show", run_ids(tiny_ws)[0]])
+        assert "incomplete" in shown.stdout and "HTTP 503" in shown.stdout
+        overloaded[0] = False
+        second = openai_run(tiny_ws, server.url)
+        assert second.exit_code == 0 and server.count == 5 + 1  # only the failed request again
+    assert {r["case_id"]: r["answer"] for r in replies(tiny_ws)} == {"T001": "A", "T002": "A", "T003": "C"}
+    listed = json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout)
+    assert listed[0]["status"] == "done" and listed[0]["n_done"] == 3 and listed[0]["n_errors"] == 0
+
+
+def _cli_process(ws: Path, url: str, *extra: str) -> subprocess.Popen:
+    env = os.environ | {"PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "cfkit", "-w", str(ws), "probe", "run", "-m", "openai:test-model",
+         "-s", "contextcanvas", "--base-url", url, *FAST, *extra],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_killed_run_resumes_with_only_the_missing_requests(tmp_path):
+    n = 24
+    killed_ws, clean_ws = many_cases(tmp_path / "killed", n), many_cases(tmp_path / "clean", n)
+    with ChatServer(scripted_answer, latency=0.1) as server:
+        proc = _cli_process(killed_ws, server.url, "--concurrency", "2")
+        deadline = time.monotonic() + 60
+        while server.count < 8 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        stored = len(replies(killed_ws))
+        assert 4 <= stored < n
+        before = server.count
+        resumed = openai_run(killed_ws, server.url, "contextcanvas", "--concurrency", "4")
+        assert resumed.exit_code == 0, resumed.stderr
+        assert server.count - before == n - stored  # only the missing ones
+        clean = openai_run(clean_ws, server.url, "contextcanvas", "--concurrency", "4")
+        assert clean.exit_code == 0
+    def answers(ws):
+        return [(r["case_id"], r["answer"], r["parse"], r["raw"]) for r in replies(ws)]
+    assert answers(killed_ws) == answers(clean_ws)
+    assert len(answers(killed_ws)) == n
+
+
+def test_two_processes_on_one_store_do_not_corrupt_it(tmp_path):
+    ws = many_cases(tmp_path / "ws", 40)
+    with ChatServer(scripted_answer, latency=0.01) as server:
+        procs = [_cli_process(ws, server.url, "--concurrency", "4"),
+                 subprocess.Popen([sys.executable, "-m", "cfkit", "-w", str(ws), "probe", "run", "-m",
+                                   "baseline:random", "-s", "contextcanvas"],
+                                  env=os.environ | {"PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)]
+        results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], results
+    with Store(ws / ".cfkit" / "cfkit.db") as store:
+        assert store.integrity_ok()
+        counts = {r["run_id"].split("-")[1]: r["n"] for r in
+                  store.query("SELECT run_id, COUNT(*) AS n FROM replies GROUP BY run_id")}
+    assert counts == {"openai": 40, "baseline": 40}
+
+
+def test_replay_of_an_exported_run_reproduces_its_report(tiny_ws, tmp_path):
+    add_modality(tiny_ws)
+
+    def mixed(body, n):
+        text = user_text(body)
+        if "Visual information: none" in text:
+            return Scripted(body=completion("Maybe A or B, hard to say."))  # ambiguous: null answer
+        return scripted_answer(body, n)
+
+    with ChatServer(mixed) as server:
+        assert openai_run(tiny_ws, server.url, "modality").exit_code == 0
+        assert openai_run(tiny_ws, server.url, "contextcanvas").exit_code == 0
+    original = report(tiny_ws)
+    exported = []
+    for run_id in run_ids(tiny_ws):
+        path = tmp_path / f"{run_id}.jsonl"
+        assert run_cli(["-w", str(tiny_ws), "runs", "export", run_id, "-o", str(path)]).exit_code == 0
+        exported.append(path)
+        again = run_cli(["-w", str(tiny_ws), "runs", "export", run_id, "-o", str(path)])
+        assert again.exit_code == 2 and "already exists" in again.stderr
+    replay_ws = tmp_path / "replay"
+    write_workspace(replay_ws)
+    add_modality(replay_ws)
+    for path in exported:
+        suite = path.name.split("-")[0]
+        result = run_cli(["-w", str(replay_ws), "probe", "run", "-m", f"replay:{path}", "-s", suite])
+        assert result.exit_code == 0, result.stderr
+    replayed = report(replay_ws)
+    strip = lambda rows: [{k: v for k, v in row.items() if k != "model"} for row in rows]  # noqa: E731
+    for section in ("contextcanvas", "modality"):
+        assert strip(replayed[section]) == strip(original[section])
+    assert original["modality"][0]["accuracy"]["text"] == 0.0  # the ambiguous replies count as wrong
+    assert {r["error"] for r in replies(replay_ws) if r["condition"] == "text"} == {"ambiguous"}
+
+
+# -- baselines, budget, counterfactual, CLI ----------------------------------------
+
+
+def test_baselines(tiny_ws):
+    def answers(model, *extra):
+        result = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", model, "-s", "contextcanvas", "--json", *extra])
+        assert result.exit_code == 0, result.stderr
+        run_id = json.loads(result.stdout)["run_id"]
+        return {r["case_id"]: (r["answer"], r["error"]) for r in replies(tiny_ws, run_id)}
+
+    assert answers("baseline:always-no") == {"T001": ("B", None), "T002": ("B", None), "T003": (None, "refused")}
+    assert answers("baseline:always-yes") == {"T001": ("A", None), "T002": ("A", None), "T003": (None, "refused")}
+    # Gold labels: one No, one Yes (a tie goes to No) and C for the three-option case.
+    assert answers("baseline:majority") == {"T001": ("B", None), "T002": ("B", None), "T003": ("C", None)}
+    first = answers("baseline:random", "-o", "seed=7")
+    assert first == answers("baseline:random", "-o", "seed=7")
+    assert all(a in ("A", "B", "C") and e is None for a, e in first.values())
+    seeds = {tuple(sorted(answers("baseline:random", "-o", f"seed={s}").items())) for s in range(8)}
+    assert len(seeds) > 1  # the seed matters
+
+
+def test_max_cost_stops_before_the_budget_is_exceeded(tiny_ws):
+    with ChatServer(scripted_answer) as server:
+        no_prices = openai_run(tiny_ws, server.url, "contextcanvas", "--max-cost", "1")
+        assert no_prices.exit_code == 2 and "--max-cost needs prices" in no_prices.stderr
+        # 100 prompt tokens at 1000 USD per million: 0.10 USD a request.
+        priced = openai_run(tiny_ws, server.url, "contextcanvas", "--max-cost", "0.25", "--json",
+                            "-o", "price_in=1000", "-o", "price_out=0")
+    assert priced.exit_code == 0, priced.stderr
+    summary = json.loads(priced.stdout)
+    assert server.count == 2 and summary["cost_usd"] == pytest.approx(0.2)
+    assert summary["status"] == "incomplete" and "--max-cost 0.25" in summary["stopped"]
+
+
+def _accepted_edit(ws_root: Path) -> Path:
+    """Record an accepted edit of TX01 the way the editors task stores one."""
+    edited = gradient_image(96, 64, 9)
+    path = ws_root / ".cfkit" / "edits" / "TX01" / "1-composite.png"
+    path.parent.mkdir(parents=True)
+    Image.fromarray(edited).save(path)
+    Image.fromarray(edited).save(path.with_name("1-raw.png"))
+    with Store(ws_root / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
+        conn.execute("INSERT INTO edits (id, spec_id, engine, raw_path, composite_path, status, started_at) "
+                     "VALUES (1, 'TX01', 'file', 'edits/TX01/1-raw.png', 'edits/TX01/1-composite.png', 'ok', ?)",
+                     (now(),))
+        conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, created_at) VALUES ('TX01', 1, 'accept', ?)",
+                     (now(),))
+    return path
+
+
+def test_counterfactual_pairs_without_edits_are_reported_then_run_with_the_edit(tiny_ws):
+    with ChatServer(scripted_answer) as server:
+        none = openai_run(tiny_ws, server.url, "counterfactual")
+        assert none.exit_code == 2 and "every pair was skipped" in none.stderr and "TX01" in none.stderr
+        assert server.count == 0
+        edited = _accepted_edit(tiny_ws)
+        done = openai_run(tiny_ws, server.url, "counterfactual")
+    assert done.exit_code == 0, done.stderr
+    sent = {}
+    for body in server.requests:
+        url = body["messages"][1]["content"][1]["image_url"]["url"]
+        sent[len(sent)] = __import__("base64").b64decode(url.split(",", 1)[1])
+    assert sorted(sent.values()) == sorted([edited.read_bytes(), (tiny_ws / "data/images/T001.png").read_bytes()])
+    assert {(r["pair_id"], r["condition"]) for r in replies(tiny_ws)} == {("TX01", "original"), ("TX01", "edit")}
+    row = report(tiny_ws)["counterfactual"][0]
+    # Both sides answered A (Yes): the original (gold No) is wrong, the edit (gold Yes) right: stuck on the edit.
+    assert (row["n_pairs"], row["orig_acc"], row["edit_acc"], row["stuck_edit"]) == (1, 0.0, 100.0, 1)
+
+
+def test_cli_errors_are_one_line_with_exit_2(tiny_ws):
+    bad_option = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:random", "-s", "contextcanvas",
+                          "-o", "temperature=1"])
+    assert bad_option.exit_code == 2
+    assert "backend 'baseline' has no option 'temperature'. Allowed: seed" in bad_option.stderr
+    bad_kind = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "sdxl:x", "-s", "contextcanvas"])
+    assert bad_kind.exit_code == 2 and "Unknown backend 'sdxl'" in bad_kind.stderr
+    base_url = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:random", "-s", "contextcanvas",
+                        "--base-url", "http://x"])
+    assert base_url.exit_code == 2 and "--base-url is for openai: models" in base_url.stderr
+    no_run = run_cli(["-w", str(tiny_ws), "runs", "show", "nope"])
+    assert no_run.exit_code == 2 and "no run 'nope'" in no_run.stderr
+    assert "Traceback" not in bad_option.stderr + bad_kind.stderr + no_run.stderr
+
+
+def test_rejected_key_marks_the_run_failed(tiny_ws):
+    with ChatServer(lambda body, n: Scripted(401, error_body("bad key", kind="invalid_api_key"))) as server:
+        result = openai_run(tiny_ws, server.url)
+    assert result.exit_code == 2 and "refused the key" in result.stderr
+    listed = json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout)
+    assert listed[0]["status"] == "failed"
+
+
+def test_backends_lists_the_built_ins_with_capabilities():
+    result = run_cli(["probe", "backends", "--json"])
+    assert result.exit_code == 0
+    infos = {i["kind"]: i for i in json.loads(result.stdout)}
+    assert set(infos) >= {"openai", "hf", "replay", "baseline"}
+    assert infos["openai"]["capabilities"]["json_schema"] and infos["openai"]["package"] == "cfkit"
+    assert not infos["hf"]["capabilities"]["multi_image"]
+    assert "base_url" in [o["name"] for o in infos["openai"]["options"]]
+    table = run_cli(["probe", "backends"])
+    assert table.exit_code == 0 and "sheet" in table.stdout
+
+
+def test_runs_show_accepts_a_unique_prefix(tiny_ws):
+    assert run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-no", "-s", "contextcanvas"]
+                   ).exit_code == 0
+    shown = run_cli(["-w", str(tiny_ws), "runs", "show", "contextcanvas-baseline-always"])
+    assert shown.exit_code == 0
+    assert "baseline:always-no" in shown.stdout and "B: 2" in shown.stdout
+
+
+def test_load_backend_refuses_unknown_baseline():
+    with pytest.raises(InputError, match="unknown baseline 'always-maybe'"):
+        load_backend("baseline:always-maybe")
