@@ -286,3 +286,15 @@ def test_validate_in_the_checkout_itself_reports_missing_masks():
     assert result.exit_code == 2
     for spec_id in DOCUMENTED:
         assert f"interventions/masks/{spec_id}.png is missing" in result.stderr
+
+
+def test_pair_prefix_is_checked_and_drives_the_authored_count(mini_ws: Path):
+    config = mini_ws / "cfkit.toml"
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace('pair_prefix = "EX"', 'pair_prefix = "CF"'), encoding="utf-8")
+    result = run_cli(["specs", "list", "-w", str(mini_ws)])
+    assert "0 of 3 authored; not in this workspace: CF01–CF03; also here: EX01–EX03" in result.stdout
+    config.write_text(text.replace('pair_prefix = "EX"', 'pair_prefix = "1X"'), encoding="utf-8")
+    result = run_cli(["specs", "list", "-w", str(mini_ws)])
+    assert result.exit_code == 2
+    assert "field 'workspace.pair_prefix'" in result.stderr and "Traceback" not in result.output
