@@ -1,0 +1,457 @@
+"""``cfkit report`` end to end: the paper's tables rebuilt from prediction files, formats, errors.
+
+A synthetic workspace mirrors ContextCanvas's shape (301 cases: 111 gold Yes,
+180 gold No, 10 three-option; 36 No→Yes pairs; a 100-case modality subset).
+Prediction files are constructed to match the published counts (see
+tests/test_stats.py for how the counts were derived), then the report must give
+back the published figures.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from rich.console import Console
+from test_stats import TABLE_2, TABLE_S7, TABLE_S9, TABLE_S10
+
+from cfkit import report as lib
+from cfkit.store import Store, now
+from cfkit.workspace import load_workspace
+
+GRID_36 = 100 / 36
+GRID_301 = 100 / 301
+YES_NO = [{"id": "A", "text": "Yes"}, {"id": "B", "text": "No"}]
+THREE = [{"id": "A", "text": "A wedding"}, {"id": "B", "text": "A funeral"}, {"id": "C", "text": "A race"}]
+YES_IDS = [f"Y{i:03d}" for i in range(111)]
+NO_IDS = [f"N{i:03d}" for i in range(180)]
+THREE_IDS = [f"T{i:02d}" for i in range(10)]
+PAIR_CASES = NO_IDS[:36]
+SUBSET = YES_IDS[:50] + NO_IDS[100:150]  # 100 modality cases: gold A for the first 50, B for the rest
+COUNTS = {row[0]: row[4:7] for row in TABLE_2}  # model -> (tp_yes, fp_yes, three-option correct)
+S10_NAMES = {"InternVL3-8B": "InternVL3", "ArtQuant": "ArtQuant-APDD", "LLaVA-OV": "LLaVA-OneVision"}
+
+
+def s10_rows():
+    """Table S10 rows with model names as in Table 2."""
+    return [(S10_NAMES.get(base, base), S10_NAMES.get(other, other), *rest) for base, other, *rest in TABLE_S10]
+
+
+def build_workspace(root: Path) -> Path:
+    root.mkdir(parents=True)
+    cases = (
+        [{"id": c, "images": [f"{c}.png"], "question": "Suitable?", "options": YES_NO, "gold": "A", "yes_option": "A"}
+         for c in YES_IDS]
+        + [{"id": c, "images": [f"{c}.png"], "question": "Suitable?", "options": YES_NO, "gold": "B", "yes_option": "A"}
+           for c in NO_IDS]
+        + [{"id": c, "images": [f"{c}.png"], "question": "Which event?", "options": THREE, "gold": "C"}
+           for c in THREE_IDS]
+    )
+    (root / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    (root / "cfkit.toml").write_text('[dataset]\ncases = "cases.jsonl"\nimages = "images"\n\n[workspace]\npairs = 36\n'
+                                     '\n[probe]\nmodality_subset = "subset.txt"\n')
+    (root / "interventions").mkdir()
+    for i, case in enumerate(PAIR_CASES, start=1):
+        (root / "interventions" / f"CF{i:02d}.yaml").write_text(
+            f"id: CF{i:02d}\ncase: {case}\ntitle: Pair {i}\ncue: a cue\nreplacement: another cue\nprompt: Replace it.\n"
+            "regions: [{box: [0.2, 0.2, 0.6, 0.6]}]\nlabels: {original: 'No', edit: 'Yes'}\n")
+    (root / "probes").mkdir()
+    (root / "probes" / "subset.txt").write_text("# modality subset\n" + "\n".join(SUBSET) + "\n")
+    return root
+
+
+def record(model: str, suite: str, case: str, condition: str, answer: str | None, pair: str | None = None) -> str:
+    return json.dumps({"model": model, "suite": suite, "case": case, "pair": pair, "condition": condition,
+                       "answer": answer, "parse": None if answer is None else "json",
+                       "error": "unparseable" if answer is None else None, "raw": "", "reason": None,
+                       "confidence": None})
+
+
+def contextcanvas_answers(tp_yes: int, fp_yes: int, three: int, correct_order: dict[str, list[str]] | None = None):
+    """Answers per case id for Table 2 counts; ``correct_order`` says which cases of each group are answered right."""
+    order = correct_order or {"yes": YES_IDS, "no": NO_IDS, "three": THREE_IDS}
+    answers = {}
+    for i, c in enumerate(order["yes"]):
+        answers[c] = "A" if i < tp_yes else "B"
+    for i, c in enumerate(order["no"]):
+        answers[c] = "B" if i < 180 - fp_yes else "A"
+    for i, c in enumerate(order["three"]):
+        answers[c] = "C" if i < three else "A"
+    return answers
+
+
+def other_order(base: tuple[int, int, int], other: tuple[int, int, int], both: int) -> dict[str, list[str]]:
+    """A case order for the second model so that exactly ``both`` cases are right for both models."""
+    groups = {"yes": (YES_IDS, base[0], other[0]), "no": (NO_IDS, 180 - base[1], 180 - other[1]),
+              "three": (THREE_IDS, base[2], other[2])}
+    overlap = {g: min(b, o) for g, (_, b, o) in groups.items()}
+    excess = sum(overlap.values()) - both
+    for g, (ids, b, o) in groups.items():
+        # Lowering the overlap needs room among the cases the base got wrong.
+        room = min(overlap[g], len(ids) - b - (o - overlap[g]))
+        take = max(0, min(excess, room))
+        overlap[g] -= take
+        excess -= take
+    assert excess == 0, "no arrangement found"
+    order = {}
+    for g, (ids, b, o) in groups.items():
+        right, wrong = ids[:b], ids[b:]
+        k = overlap[g]
+        chosen = right[:k] + wrong[:o - k]
+        order[g] = chosen + [c for c in ids if c not in chosen]
+    return order
+
+
+def write_predictions(folder: Path) -> list[Path]:
+    cc_lines, cf_lines, md_lines = [], [], []
+    answers = {m: contextcanvas_answers(*COUNTS[m]) for m in COUNTS}
+    for base, other, _, _, _, b, c, *_ in s10_rows():
+        base_counts, other_counts = COUNTS[base], COUNTS[other]
+        base_right = sum(base_counts[0:1]) + (180 - base_counts[1]) + base_counts[2]
+        order = other_order(base_counts, other_counts, base_right - b)
+        answers[other] = contextcanvas_answers(*other_counts, correct_order=order)
+    for model, got in answers.items():
+        cc_lines += [record(model, "contextcanvas", case, "image", answer) for case, answer in got.items()]
+    for model, orig, edit, _, correct, reverse, *_ in TABLE_S7:
+        stuck_o = round(orig * 36 / 100) - correct
+        stuck_e = round(edit * 36 / 100) - correct
+        pattern = [("B", "A")] * correct + [("A", "B")] * reverse + [("B", "B")] * stuck_o + [("A", "A")] * stuck_e
+        for i, (case, (o, e)) in enumerate(zip(PAIR_CASES, pattern), start=1):
+            cf_lines.append(record(model, "counterfactual", case, "original", o, pair=f"CF{i:02d}"))
+            cf_lines.append(record(model, "counterfactual", case, "edit", e, pair=f"CF{i:02d}"))
+    for model, *counts in TABLE_S9:
+        for condition, count in zip(("text", "neutral", "evidence", "image"), counts):
+            # The first `count` subset cases answered right; a shifted window makes conditions differ per case.
+            shift = {"text": 0, "neutral": 10, "evidence": 20, "image": 30}[condition]
+            for i, case in enumerate(SUBSET):
+                gold = "A" if case.startswith("Y") else "B"
+                right = (i - shift) % 100 < count
+                md_lines.append(record(model, "modality", case, condition, gold if right else ("B" if gold == "A" else "A")))
+    paths = []
+    for name, lines in (("cc.jsonl", cc_lines), ("cf.jsonl", cf_lines), ("modality.jsonl", md_lines)):
+        path = folder / name
+        path.write_text("\n".join(lines) + "\n")
+        paths.append(path)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def paper(tmp_path_factory):
+    root = tmp_path_factory.mktemp("paper")
+    ws = build_workspace(root / "ws")
+    paths = write_predictions(root)
+    return ws, paths
+
+
+def compare_args():
+    return [arg for base, other, *_ in s10_rows() for arg in ("--compare", f"{base}={other}")]
+
+
+def cli_args(ws: Path, paths: list[Path], *extra: str) -> list[str]:
+    args = ["report", "-w", str(ws)]
+    for p in paths:
+        args += ["--predictions", str(p)]
+    return args + list(extra)
+
+
+@pytest.fixture(scope="module")
+def paper_json(paper):
+    ws, paths = paper
+    result = run_cli(cli_args(ws, paths, *compare_args(), "--format", "json"))
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+# ── the paper's tables ─────────────────────────────────────────────────────
+
+
+def test_json_follows_design_schema(paper_json):
+    assert list(paper_json) == ["contextcanvas", "counterfactual", "modality", "compare", "missing"]
+    assert list(paper_json["contextcanvas"][0]) == ["model", "n", "n_binary", "accuracy", "macro_f1", "yes_f1", "no_f1",
+                                                    "yes_rate", "gold_yes_rate", "invalid"]
+    assert list(paper_json["counterfactual"][0]) == ["model", "n_pairs", "orig_acc", "edit_acc", "pair_acc", "correct",
+                                                     "reverse", "stuck_original", "stuck_edit", "invalid", "ncu", "ncu_ci"]
+    modality = paper_json["modality"][0]
+    assert list(modality) == ["model", "n", "accuracy", "accuracy_ci", "deltas"]
+    assert list(modality["accuracy"]) == ["text", "neutral", "evidence", "image"]
+    assert [(d["from"], d["to"]) for d in modality["deltas"]] == [
+        ("text", "neutral"), ("neutral", "evidence"), ("evidence", "image"), ("neutral", "image")]
+    assert list(modality["deltas"][0]) == ["from", "to", "delta", "ci", "b", "c", "p", "p_adj"]
+    assert list(paper_json["compare"][0]) == ["base", "other", "n", "base_acc", "other_acc", "delta", "ci", "b", "c",
+                                              "p", "p_adj"]
+    assert paper_json["missing"] == []
+    # Full precision, percent units: not rounded to two decimals.
+    gpt = next(r for r in paper_json["contextcanvas"] if r["model"] == "GPT-5.2")
+    assert gpt["accuracy"] == pytest.approx(100 * 215 / 301, abs=1e-12)
+
+
+def test_table_2_rebuilt(paper_json):
+    rows = {r["model"]: r for r in paper_json["contextcanvas"]}
+    assert len(rows) == len(TABLE_2)
+    for model, acc, macro_f1, yes_rate, *_ in TABLE_2:
+        row = rows[model]
+        assert (row["n"], row["n_binary"], round(row["gold_yes_rate"], 2)) == (301, 291, 38.14)
+        assert (round(row["accuracy"], 2), round(row["macro_f1"], 2), round(row["yes_rate"], 2)) == (acc, macro_f1, yes_rate), model
+
+
+def test_table_s7_rebuilt(paper_json):
+    rows = {r["model"]: r for r in paper_json["counterfactual"]}
+    for model, orig, edit, pair, correct, reverse, ncu, (low, high) in TABLE_S7:
+        row = rows[model]
+        assert row["n_pairs"] == 36
+        assert (round(row["orig_acc"], 2), round(row["edit_acc"], 2), round(row["pair_acc"], 2)) == (orig, edit, pair)
+        assert (row["correct"], row["reverse"], round(row["ncu"], 2)) == (correct, reverse, ncu)
+        assert abs(row["ncu_ci"][0] - low) <= GRID_36 and abs(row["ncu_ci"][1] - high) <= GRID_36
+
+
+def test_table_s9_rebuilt(paper_json):
+    rows = {r["model"]: r for r in paper_json["modality"]}
+    for model, *counts in TABLE_S9:
+        row = rows[model]
+        assert row["n"] == 100
+        assert [row["accuracy"][c] for c in ("text", "neutral", "evidence", "image")] == pytest.approx(counts)
+        for delta in row["deltas"]:
+            # Each delta is the accuracy difference, with b - c consistent with it.
+            assert delta["delta"] == pytest.approx(row["accuracy"][delta["to"]] - row["accuracy"][delta["from"]])
+            assert delta["c"] - delta["b"] == round(delta["delta"])
+            assert delta["p_adj"] == pytest.approx(min(1.0, 4 * delta["p"]))
+            assert delta["ci"][0] <= delta["delta"] <= delta["ci"][1]
+
+
+def test_table_s10_rebuilt(paper_json):
+    rows = {(r["base"], r["other"]): r for r in paper_json["compare"]}
+    for base, other, base_acc, other_acc, delta, b, c, (low, high), p, p_adj in s10_rows():
+        row = rows[(base, other)]
+        assert row["n"] == 301
+        assert (round(row["base_acc"], 2), round(row["other_acc"], 2), round(row["delta"], 2)) == (base_acc, other_acc, delta)
+        assert (row["b"], row["c"]) == (b, c)
+        assert (round(row["p"], 4), round(row["p_adj"], 4)) == (p, p_adj)
+        assert abs(row["ci"][0] - low) <= GRID_301 + 0.005 and abs(row["ci"][1] - high) <= GRID_301 + 0.005
+
+
+# ── formats ────────────────────────────────────────────────────────────────
+
+
+@pytest.fixture(scope="module")
+def outputs(paper):
+    ws, paths = paper
+    texts = {}
+    for fmt in ("json", "csv", "md", "latex", "table"):
+        result = run_cli(cli_args(ws, paths, *compare_args()[:4], "--resamples", "300", "--format", fmt),
+                         env={"COLUMNS": "220"})
+        assert result.exit_code == 0, result.output
+        texts[fmt] = result.stdout
+    return texts
+
+
+def test_csv_round_trips_every_number_exactly(outputs):
+    data = json.loads(outputs["json"])
+    rows = list(csv.DictReader(io.StringIO(outputs["csv"])))
+    assert rows and set(rows[0]) == {"section", "model", "metric", "value"}
+    rebuilt: dict[tuple[str, str, str], str] = {(r["section"], r["model"], r["metric"]): r["value"] for r in rows}
+    expected = {}
+    for section in ("contextcanvas", "counterfactual", "modality", "compare"):
+        for rec in data[section]:
+            name = f"{rec['base']}={rec['other']}" if section == "compare" else rec["model"]
+            for metric, value in lib._flatten(rec):
+                if metric not in ("model", "base", "other"):
+                    expected[(section, name, metric)] = value
+    assert set(rebuilt) == set(expected)
+    for key, value in expected.items():
+        assert float(rebuilt[key]) == value, key  # exact: repr round-trips a float
+
+
+def display_cells(data: dict) -> dict[str, list[str]]:
+    """What each display format must show per model row, formatted from the JSON numbers."""
+    f = lib.fmt
+    cells = {}
+    for r in data["contextcanvas"]:
+        cells[r["model"]] = [f(r["accuracy"]), f(r["macro_f1"]), f(r["yes_rate"]), f(r["yes_f1"]), f(r["no_f1"])]
+    for r in data["counterfactual"]:
+        cells[r["model"] + " cf"] = [f(r["orig_acc"]), f(r["edit_acc"]), f(r["pair_acc"]), f"{r['correct']}/{r['reverse']}",
+                                    f(r["ncu"]), lib.fmt_ci(r["ncu_ci"])]
+    for r in data["modality"]:
+        cells[r["model"] + " md"] = [f(v) for v in r["accuracy"].values()]
+        for d in r["deltas"]:
+            cells[r["model"] + " " + d["from"] + d["to"]] = [f(d["delta"]), lib.fmt_ci(d["ci"]), lib.fmt_p(d["p"]),
+                                                              lib.fmt_p(d["p_adj"]), f"{d['b']}/{d['c']}"]
+    for r in data["compare"]:
+        cells[r["base"] + r["other"]] = [f(r["base_acc"]), f(r["other_acc"]), f"{r['delta']:+.2f}",
+                                         f"{r['b']}/{r['c']}", lib.fmt_ci(r["ci"]), lib.fmt_p(r["p"]), lib.fmt_p(r["p_adj"])]
+    return cells
+
+
+def row_cells(text: str, fmt: str) -> list[list[str]]:
+    """Split a rendered table format into rows of cells."""
+    rows = []
+    for raw in text.splitlines():
+        if fmt == "md" and raw.startswith("|") and not raw.startswith("|---"):
+            rows.append([c.strip() for c in raw.strip("|").split(" | ")])
+        elif fmt == "latex" and raw.endswith(r"\\"):
+            cells = [c.strip() for c in raw[:-2].split(" & ")]
+            cells = [c.replace(r"$\rightarrow$", "→").replace(r"$\Delta$", "Δ").replace(r"\_", "_") for c in cells]
+            rows.append(cells)
+        elif fmt == "table" and "│" in raw:
+            rows.append([c.strip() for c in raw.strip().strip("│").split("│")])
+    return rows
+
+
+@pytest.mark.parametrize("fmt", ["md", "latex", "table"])
+def test_display_formats_show_the_json_numbers(outputs, fmt):
+    data = json.loads(outputs["json"])
+    rows = row_cells(outputs[fmt], fmt)
+    assert rows, outputs[fmt][:500]
+    for key, expected in display_cells(data).items():
+        # The row that names the model (and, for deltas and comparisons, the change) holds exactly these cells.
+        candidates = [r for r in rows if all(e in r for e in expected)]
+        assert candidates, (fmt, key, expected)
+
+
+def test_table_view_is_laid_out_like_the_paper(outputs):
+    text = outputs["table"]
+    for title in ("as in Table 2", "as in Table S7", "as in Table S9", "as in Table S10"):
+        assert title in text
+    assert "Macro-F1" in text and "C/R" in text and "NCU" in text and "b/c" in text
+
+
+def test_rich_view_dims_published_rows(paper):
+    ws, paths = paper
+    report = lib.make_report(load_workspace(ws), paths[1:2], n_resamples=200)
+    console = Console(width=160, record=True, color_system="truecolor", force_terminal=True)
+    console.print(lib.ReportView(report, reference=True))
+    styled = console.export_text(styles=True)
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", styled)
+    assert "published" in plain and "Table S7, arXiv 2608.26713, p. 25" in plain
+    published_line = next(line for line in styled.splitlines() if "Gemini 3.1 Pro" in line and "published" in line)
+    assert "\x1b[2;3m" in published_line or "\x1b[2m" in published_line  # dim (italic)
+    own_line = next(line for line in styled.splitlines() if "Gemini 3.1 Pro" in line and "published" not in line)
+    assert "\x1b[2" not in own_line
+
+
+# ── reference figures ──────────────────────────────────────────────────────
+
+
+def test_reference_file_matches_the_transcribed_tables():
+    ref = lib.load_reference()
+    assert ref["citation"]["arxiv"] == "2608.26713"
+    t2 = {r["model"]: r for r in ref["tables"]["table2"]["rows"]}
+    assert [(m, t2[m]["accuracy"], t2[m]["macro_f1"], t2[m]["yes_rate"]) for m, *_ in TABLE_2] == [r[:4] for r in TABLE_2]
+    s7 = [(r["model"], r["orig_acc"], r["edit_acc"], r["pair_acc"], r["correct"], r["reverse"], r["ncu"],
+           tuple(r["ncu_ci"])) for r in ref["tables"]["tableS7"]["rows"]]
+    assert s7 == TABLE_S7
+    s9 = [(r["model"], *r["accuracy"].values()) for r in ref["tables"]["tableS9"]["rows"]]
+    assert s9 == TABLE_S9
+    s10 = [(r["base"], r["other"], r["base_acc"], r["other_acc"], r["delta"], r["b"], r["c"], tuple(r["ci"]), r["p"],
+            r["p_adj"]) for r in ref["tables"]["tableS10"]["rows"]]
+    assert s10 == TABLE_S10
+    assert {t["page"] for t in ref["tables"].values()} == {None, 25, 27, 28}
+
+
+def test_reference_rows_beside_a_new_model(paper):
+    ws, paths = paper
+    result = run_cli(cli_args(ws, paths[:1], "--reference", "--format", "md"))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("| Claude Opus 5 | 301 | 91.69 | 90.45 |") and line.endswith("| published |")
+               for line in lines)
+    assert "Table 2, arXiv 2608.26713" in result.stdout
+    as_json = json.loads(run_cli(cli_args(ws, paths[:1], "--reference", "--format", "json")).stdout)
+    assert as_json["reference"]["tables"]["tableS10"]["rows"][0]["p"] == 0.0034
+
+
+# ── missing predictions, the store, errors ─────────────────────────────────
+
+
+def test_missing_predictions_count_wrong_and_are_listed(paper, tmp_path):
+    ws, paths = paper
+    lines = paths[1].read_text().splitlines()
+    gpt = [line for line in lines if '"GPT-5.2"' in line]
+    # Drop GPT-5.2's first pair (a correct update) on both sides.
+    kept = [line for line in gpt if '"CF01"' not in line]
+    src = tmp_path / "partial.jsonl"
+    src.write_text("\n".join(kept) + "\n")
+    result = run_cli(cli_args(ws, [src], "--format", "json", "--resamples", "200"))
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    row = data["counterfactual"][0]
+    assert (row["n_pairs"], row["correct"], row["invalid"]) == (36, 12, 1)
+    assert row["pair_acc"] == pytest.approx(100 * 12 / 36)
+    assert data["missing"] == [
+        {"model": "GPT-5.2", "suite": "counterfactual", "case": PAIR_CASES[0], "pair": "CF01", "condition": "original"},
+        {"model": "GPT-5.2", "suite": "counterfactual", "case": PAIR_CASES[0], "pair": "CF01", "condition": "edit"},
+    ]
+    assert "2 unanswered unit(s) counted wrong" in result.stderr
+    table = run_cli(cli_args(ws, [src], "--resamples", "200"), env={"COLUMNS": "200"})
+    assert f"GPT-5.2 counterfactual: case {PAIR_CASES[0]} pair CF01, condition original" in table.stderr
+    assert "CF01" not in table.stdout  # the listing goes to stderr only
+
+
+def test_report_reads_latest_stored_runs(tiny_ws):
+    ws = load_workspace(tiny_ws)
+    with Store(ws.db_path) as store, store.transaction() as conn:
+        for run_id, started, answers in (("old", "2026-01-01T00:00:00+00:00", ("A", "B", "A")),
+                                         ("new", "2026-01-02T00:00:00+00:00", ("B", "A", "C"))):
+            conn.execute("INSERT INTO runs (id, model, suite, cfkit_version, started_at) VALUES (?, ?, ?, ?, ?)",
+                         (run_id, "baseline:x", "contextcanvas", "0.1.0", started))
+            for case, answer in zip(("T001", "T002", "T003"), answers):
+                conn.execute("INSERT INTO replies (run_id, case_id, condition, answer, created_at) VALUES (?, ?, ?, ?, ?)",
+                             (run_id, case, "image", answer, now()))
+    result = run_cli(["report", "-w", str(tiny_ws), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.stdout)["contextcanvas"][0]
+    assert (row["model"], row["accuracy"], row["n_binary"]) == ("baseline:x", 100.0, 2)
+
+
+@pytest.mark.parametrize(
+    "setup, args, message",
+    [
+        (lambda d: d / "nope.jsonl", [], r"predictions file .*nope\.jsonl not found"),
+        (lambda d: _file(d, '{"model": "m", "suite": "contextcanvas", "case": "T001", "condition": "image"}\n{oops\n'),
+         [], r"bad\.jsonl:2: not valid JSON"),
+        (lambda d: _file(d, '{"model": "m", "suite": "contextcanvas", "case": "ZZZ", "condition": "image"}\n'),
+         [], r"bad\.jsonl:1: unknown case 'ZZZ'"),
+        (lambda d: _file(d, '{"model": "m", "suite": "counterfactual", "case": "T001", "pair": "CF77", '
+                            '"condition": "edit"}\n'), [], r"bad\.jsonl:1: unknown pair 'CF77'"),
+        (lambda d: _file(d, '{"model": "m", "suite": "contextcanvas", "case": "T001", "condition": "image"}\n'),
+         ["--compare", "m"], r"--compare 'm' is not BASE=OTHER"),
+        (lambda d: _file(d, '{"model": "m", "suite": "contextcanvas", "case": "T001", "condition": "image"}\n'),
+         ["--compare", "m=x"], r"--compare: model 'x' has no contextcanvas predictions \(models with them: m\)"),
+        (lambda d: _file(d, '{"model": "m", "suite": "modality", "case": "T001", "condition": "text"}\n'),
+         [], r"no subset file"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tiny_ws, tmp_path, setup, args, message):
+    path = setup(tmp_path)
+    result = run_cli(["report", "-w", str(tiny_ws), "--predictions", str(path), *args])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    error_lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(error_lines) == 1 and error_lines[0].startswith("error:")
+    assert re.search(message, result.stderr.replace("\n", "")), result.stderr
+
+
+def _file(folder: Path, text: str) -> Path:
+    path = folder / "bad.jsonl"
+    path.write_text(text)
+    return path
+
+
+def test_no_runs_and_no_files_is_a_clear_error(tiny_ws):
+    result = run_cli(["report", "-w", str(tiny_ws)])
+    assert result.exit_code == 2
+    assert "Run 'cfkit probe run' first, or pass --predictions FILE" in result.stderr.replace("\n", "")
+
+
+def test_report_command_module_stays_light():
+    code = ("import sys, cfkit.cli.report; "
+            "heavy = [m for m in ('torch', 'diffusers', 'transformers', 'openai', 'lpips', 'numpy', 'scipy') "
+            "if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
