@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -155,7 +156,7 @@ def test_auto_falls_back_to_diffusers_when_the_api_stays_unreachable(tiny_pipeli
         server.server_close()
     assert len(api.requests) == 2
     assert [(a.engine, a.outcome) for a in outcome.attempts] == [("openai", "unreachable"), ("diffusers", "used")]
-    with sqlite3.connect(tiny_ws / ".cfkit" / "cfkit.db") as conn:
+    with closing(sqlite3.connect(tiny_ws / ".cfkit" / "cfkit.db")) as conn:
         engine, fallback = conn.execute("SELECT engine, fallback FROM edits").fetchone()
     assert engine == "diffusers"
     assert fallback.startswith("openai unreachable: openai: gave up after 2 attempts; last: HTTP 503")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -175,7 +176,7 @@ def test_cfkit_edit_openai_records_provenance_and_never_the_key(api, tiny_ws):
     assert result.exit_code == 0, result.output
     assert "the images API takes no seed" in result.stderr
     db = tiny_ws / ".cfkit" / "cfkit.db"
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn:
         conn.row_factory = sqlite3.Row
         rows = conn.execute("SELECT * FROM edits ORDER BY id").fetchall()
     assert [(r["engine"], r["model"], r["status"], r["candidate"]) for r in rows] == [
@@ -195,7 +196,7 @@ def test_cfkit_edit_refusal_is_recorded_shown_and_not_replaced(api, tiny_ws):
     assert "moderation_blocked" in result.stderr and "no other engine was tried" in result.stderr
     assert "Traceback" not in result.output
     assert len(api.requests) == before + 1
-    with sqlite3.connect(tiny_ws / ".cfkit" / "cfkit.db") as conn:
+    with closing(sqlite3.connect(tiny_ws / ".cfkit" / "cfkit.db")) as conn:
         rows = conn.execute("SELECT engine, status, error, raw_path FROM edits").fetchall()
     assert len(rows) == 1
     assert rows[0][:2] == ("openai", "refused") and "moderation_blocked" in rows[0][2] and rows[0][3] is None
