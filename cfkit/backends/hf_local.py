@@ -100,6 +100,11 @@ class HFBackend:
                 f"hf backend: transformers or torch is not installed ({exc.name}). Run: pip install 'cfkit[hf]'"
             ) from exc
         local = Path(self.name).expanduser()
+        if local.is_dir() and not (local / "config.json").is_file():
+            raise BackendUnavailable(
+                f"hf backend: folder {local} has no config.json, so it holds no saved model. Point hf: at the "
+                f"folder save_pretrained wrote, or fetch one: huggingface-cli download MODEL_ID --local-dir {local}"
+            )
         local_only = local.is_dir() or _offline()
         source = str(local) if local.is_dir() else self.name
         device, dtype = self._device_and_dtype(torch)

@@ -1,0 +1,150 @@
+"""The hf backend end to end on a tiny randomly initialised LLaVA built here from a config (no hub access)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from conftest import gradient_image, run_cli
+from cfkit.backends import Generation, ImageData, ProbeRequest, RequestMeta, load_backend
+from cfkit.backends.hf_local import fit_square
+from cfkit.errors import BackendUnavailable
+from cfkit.images import png_bytes
+
+pytest.importorskip("transformers")
+pytest.importorskip("torch")
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: "
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for c in m['content'] %}"
+    "{% if c['type'] == 'image' %}<image> {% else %}{{ c['text'] }}{% endif %}{% endfor %}{% endif %}\n"
+    "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_vlm(tmp_path_factory) -> Path:
+    """A two-layer LLaVA (CLIP vision tower + Llama text model) with a word-level tokenizer, saved locally."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import (
+        CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration,
+        LlavaProcessor, PreTrainedTokenizerFast,
+    )
+
+    folder = tmp_path_factory.mktemp("tiny-llava")
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "<image>": 4}
+    for word in ['{"answer":', '"A",', '"B",', '"reason":', '"confidence":', '"low"}', "A", "B", "Yes", "No",
+                 "system:", "user:", "assistant:", "Question:", "Options:"]:
+        vocab.setdefault(word, len(vocab))
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                   pad_token="<pad>", extra_special_tokens={"image_token": "<image>"})
+    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                              image_size=28, patch_size=14)
+    text = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
+                       bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    torch.manual_seed(0)
+    LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=text, image_token_index=4)
+                                  ).save_pretrained(folder)
+    processor = LlavaProcessor(
+        image_processor=CLIPImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}),
+        tokenizer=fast, patch_size=14, vision_feature_select_strategy="default", chat_template=CHAT_TEMPLATE,
+        num_additional_image_tokens=1)
+    processor.save_pretrained(folder)
+    return folder
+
+
+def request(images: tuple[ImageData, ...]) -> ProbeRequest:
+    return ProbeRequest(
+        system="Answer from the supplied content only.", user="Question: Is this fit? Options: A Yes B No",
+        images=images, option_ids=("A", "B"), schema=None, generation=Generation(max_tokens=6),
+        meta=RequestMeta(suite="contextcanvas", case_id="T001", pair_id="", condition="image", yes_option="A"),
+    )
+
+
+def test_answers_greedily_from_a_local_folder(tiny_vlm):
+    backend = load_backend(f"hf:{tiny_vlm}", {"device": "cpu", "image_size": "64"})
+    image = ImageData(png_bytes(gradient_image(96, 64)), "image/png")
+    first = backend.answer(request((image,)))
+    second = backend.answer(request((image,)))
+    assert first.raw == second.raw  # greedy decoding is deterministic
+    assert 1 <= first.usage["completion_tokens"] <= 6
+    # The image reached the model: its placeholder became 2 x 2 = 4 patch tokens (the class token is dropped).
+    text_only = backend.answer(request(()))
+    assert first.usage["prompt_tokens"] - text_only.usage["prompt_tokens"] == 4
+    assert first.latency_s > 0 and first.cost_usd is None
+
+
+def test_probe_run_end_to_end_and_a_cached_rerun_does_not_load_the_model(tiny_vlm, tiny_ws, monkeypatch):
+    args = ["-w", str(tiny_ws), "probe", "run", "-m", f"hf:{tiny_vlm}", "-s", "contextcanvas", "--max-tokens", "8",
+            "--json"]
+    first = run_cli(args)
+    assert first.exit_code == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert (summary["total"], summary["sent"], summary["errors"]) == (3, 3, 0)
+    from cfkit.backends.hf_local import HFBackend
+
+    def no_loading(self):
+        raise AssertionError("a cached rerun loaded the model")
+
+    monkeypatch.setattr(HFBackend, "_load", no_loading)
+    again = json.loads(run_cli(args).stdout)
+    assert (again["kept"], again["sent"]) == (3, 0)
+    exported = run_cli(["-w", str(tiny_ws), "runs", "export", summary["run_id"]]).stdout.splitlines()
+    records = [json.loads(line) for line in exported]
+    assert [r["model"] for r in records] == [f"hf:{tiny_vlm}"] * 3
+    # A random model's words rarely name an option; whatever came back is stored, parsed or not.
+    assert all(r["raw"] is not None and (r["answer"] is None) == (r["error"] is not None) for r in records)
+
+
+def test_missing_weights_give_backend_unavailable(tiny_vlm, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    missing = load_backend("hf:nobody/no-such-vlm", {"device": "cpu"})
+    with pytest.raises(BackendUnavailable, match="cannot load 'nobody/no-such-vlm' from the local cache"):
+        missing.answer(request(()))
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    with pytest.raises(BackendUnavailable, match="has no config.json"):
+        load_backend(f"hf:{empty}", {"device": "cpu"}).answer(request(()))
+    no_weights = tmp_path / "no-weights"
+    no_weights.mkdir()
+    for path in tiny_vlm.iterdir():
+        if not path.name.endswith(".safetensors"):
+            (no_weights / path.name).write_bytes(path.read_bytes())
+    with pytest.raises(BackendUnavailable, match="cannot load .* from the folder"):
+        load_backend(f"hf:{no_weights}", {"device": "cpu"}).answer(request(()))
+
+
+def test_missing_weights_through_the_cli_is_one_line(tiny_ws, tmp_path):
+    result = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", f"hf:{tmp_path / 'nothing'}", "-s", "contextcanvas"])
+    assert result.exit_code == 2
+    assert "hf backend: cannot load" in result.stderr and "Traceback" not in result.stderr
+    listed = json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout)
+    assert listed[0]["status"] == "failed"
+
+
+def test_fit_square_pads_keeping_aspect_or_resizes():
+    wide = Image.new("RGB", (200, 100), (255, 0, 0))
+    padded = fit_square(wide, 448, "pad")
+    assert padded.size == (448, 448)
+    assert padded.getpixel((224, 224)) == (255, 0, 0)  # the image, centred
+    assert padded.getpixel((224, 10)) == (0, 0, 0)  # padding above it (448 x 224 band in the middle)
+    assert padded.getpixel((224, 448 - 113)) == (255, 0, 0) and padded.getpixel((224, 448 - 111)) == (0, 0, 0)
+    stretched = fit_square(wide, 448, "resize")
+    assert stretched.size == (448, 448) and stretched.getpixel((224, 10)) == (255, 0, 0)
+
+
+def test_options_are_checked():
+    from cfkit.errors import InputError
+
+    with pytest.raises(InputError, match="option image_fit=crop"):
+        load_backend("hf:x", {"image_fit": "crop"})
+    with pytest.raises(InputError, match="no option 'max_new_tokens'"):
+        load_backend("hf:x", {"max_new_tokens": "5"})
