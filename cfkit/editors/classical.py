@@ -15,6 +15,8 @@ The same inputs always give the same output bytes.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from PIL import Image
 
@@ -94,7 +96,10 @@ def recolor(image: np.ndarray, mask: np.ndarray, target: tuple[int, int, int], *
     shifted = lab.copy()
     shifted[..., 0] = np.clip(lab[..., 0] + strength * (target_lab[0] - lab[..., 0][mask].mean()), 0.0, 100.0)
     shifted[..., 1:] = (1.0 - strength) * lab[..., 1:] + strength * target_lab[1:]
-    moved = lab2rgb(shifted) * 255.0
+    with warnings.catch_warnings():
+        # Colours pushed out of the sRGB gamut are clipped, which is what we want here.
+        warnings.filterwarnings("ignore", message=".*negative Z values.*", category=UserWarning)
+        moved = lab2rgb(shifted) * 255.0
     weight = feathered(mask, feather)[..., None]
     return _to_uint8(weight * moved + (1.0 - weight) * image.astype(np.float64))
 
