@@ -383,6 +383,10 @@ class DisplayTable:
     caption: str = ""
 
 
+#: Appended to the first cell of a published reference row.
+PAPER_MARK = " (paper)"
+
+
 def fmt(value: float | None) -> str:
     """A percentage or difference for display: two decimals."""
     return "—" if value is None else f"{value:.2f}"
@@ -404,34 +408,36 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
     full = {r["model"]: r["accuracy"] for r in data["contextcanvas"]}
     tables: list[DisplayTable] = []
     if data["contextcanvas"]:
-        rows = [[r["model"], str(r["n"]), fmt(r["accuracy"]), fmt(r["macro_f1"]), fmt(r["yes_f1"]), fmt(r["no_f1"]),
-                 fmt(r["yes_rate"]), fmt(r["gold_yes_rate"]), str(r["invalid"])] for r in data["contextcanvas"]]
+        # The paper's columns plus n, the gold Yes rate and invalid answers; Yes-F1 / No-F1 are in JSON and CSV.
+        rows = [[r["model"], str(r["n"]), fmt(r["accuracy"]), fmt(r["macro_f1"]), fmt(r["yes_rate"]),
+                 fmt(r["gold_yes_rate"]), str(r["invalid"])] for r in data["contextcanvas"]]
         published = [False] * len(rows)
         if ref:
             t = ref["table2"]
             for r in t["rows"]:
-                rows.append([r["model"], str(t["n"]), fmt(r["accuracy"]), fmt(r["macro_f1"]), "—", "—",
-                             fmt(r["yes_rate"]), fmt(t["gold_yes_rate"]), "—"])
+                rows.append([r["model"] + PAPER_MARK, str(t["n"]), fmt(r["accuracy"]), fmt(r["macro_f1"]), fmt(r["yes_rate"]),
+                             fmt(t["gold_yes_rate"]), "—"])
                 published.append(True)
         tables.append(DisplayTable(
             "contextcanvas", "ContextCanvas (as in Table 2)",
-            ["Model", "n", "Acc.", "Macro-F1", "Yes-F1", "No-F1", "Yes (%)", "Gold Yes (%)", "Invalid"],
+            ["Model", "n", "Acc.", "Macro-F1", "Yes (%)", "Gold Yes", "Inv."],
             rows, published, _caption("table2", reference)))
     if data["counterfactual"]:
+        # The paper's columns plus invalid pairs; the stuck counts are in JSON and CSV.
         rows = [[r["model"], fmt(full.get(r["model"])), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
-                 f"{r['correct']}/{r['reverse']}", f"{r['stuck_original']}/{r['stuck_edit']}", str(r["invalid"]),
-                 fmt(r["ncu"]), fmt_ci(r["ncu_ci"])] for r in data["counterfactual"]]
+                 f"{r['correct']}/{r['reverse']}", str(r["invalid"]), fmt(r["ncu"]), fmt_ci(r["ncu_ci"])]
+                for r in data["counterfactual"]]
         published = [False] * len(rows)
         if ref:
             for r in ref["tableS7"]["rows"]:
-                rows.append([r["model"], fmt(r["full"]), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
-                             f"{r['correct']}/{r['reverse']}", "—", "—", fmt(r["ncu"]), fmt_ci(r["ncu_ci"])])
+                rows.append([r["model"] + PAPER_MARK, fmt(r["full"]), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
+                             f"{r['correct']}/{r['reverse']}", "—", fmt(r["ncu"]), fmt_ci(r["ncu_ci"])])
                 published.append(True)
         n_pairs = {r["n_pairs"] for r in data["counterfactual"]}
-        title = f"Counterfactual pairs (as in Table S7; {', '.join(map(str, sorted(n_pairs))) or 36} pairs)"
+        title = f"Counterfactual pairs (as in Table S7; {', '.join(map(str, sorted(n_pairs)))} pairs)"
         tables.append(DisplayTable(
             "counterfactual", title,
-            ["Model", "Full", "Orig.", "Edit", "Pair", "C/R", "Stuck O/E", "Invalid", "NCU", "95% CI"],
+            ["Model", "Full", "Orig.", "Edit", "Pair", "C/R", "Inv.", "NCU", "95% CI"],
             rows, published, _caption("tableS7", reference)))
     if data["modality"]:
         conditions = SUITE_CONDITIONS["modality"]
@@ -440,7 +446,7 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
         if ref:
             t = ref["tableS9"]
             for r in t["rows"]:
-                rows.append([r["model"], str(t["n"]), *(fmt(r["accuracy"][c]) for c in conditions)])
+                rows.append([r["model"] + PAPER_MARK, str(t["n"]), *(fmt(r["accuracy"][c]) for c in conditions)])
                 published.append(True)
         tables.append(DisplayTable("modality", "Modality conditions (as in Table S9)",
                                    ["Model", "n", "Text", "Neutral", "Evidence", "Image"], rows, published,
@@ -457,7 +463,7 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
         published = [False] * len(rows)
         if ref:
             for r in ref["tableS10"]["rows"]:
-                rows.append([f"{r['base']} → {r['other']}", fmt(r["base_acc"]), fmt(r["other_acc"]),
+                rows.append([f"{r['base']} → {r['other']}{PAPER_MARK}", fmt(r["base_acc"]), fmt(r["other_acc"]),
                              f"{r['delta']:+.2f}", f"{r['b']}/{r['c']}", fmt_ci(r["ci"]), fmt_p(r["p"]),
                              fmt_p(r["p_adj"])])
                 published.append(True)
@@ -469,7 +475,7 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
 
 
 def _caption(table: str, reference: bool) -> str:
-    return f"Rows marked 'published' are from {reference_label(table)}." if reference else ""
+    return f"Rows marked{PAPER_MARK} are the published figures of {reference_label(table)}." if reference else ""
 
 
 class ReportView:
@@ -487,16 +493,13 @@ class ReportView:
             view = Table(title=table.title, title_justify="left", caption=table.caption or None,
                          caption_justify="left")
             for i, name in enumerate(table.columns):
+                # Numbers never wrap; names and the change label fold onto a second line when narrow.
                 text_column = i == 0 or name == "Change"
-                view.add_column(name, justify="left" if text_column else "right", no_wrap=text_column)
-            if any(table.published):
-                view.add_column("")
+                longest = max([len(name)] + [len(row[i]) for row in table.rows])
+                view.add_column(name, justify="left" if text_column else "right", no_wrap=not text_column,
+                                overflow="fold", min_width=min(longest, 14) if text_column else None)
             for row, published in zip(table.rows, table.published):
-                style = "dim italic" if published else None
-                cells = [Text(cell) for cell in row]
-                if any(table.published):
-                    cells.append(Text("published" if published else ""))
-                view.add_row(*cells, style=style)
+                view.add_row(*(Text(cell) for cell in row), style="dim italic" if published else None)
             yield view
             yield Text("")
 
@@ -552,13 +555,11 @@ def _flatten(record: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 def to_markdown(report: Report, *, reference: bool = False) -> str:
     parts = []
     for table in display_tables(report, reference=reference):
-        marked = any(table.published)
-        columns = table.columns + ([""] if marked else [])
+        columns = table.columns
         lines = [f"### {table.title}", "", "| " + " | ".join(columns) + " |",
                  "|" + "|".join(["---"] + ["---:"] * (len(columns) - 1)) + "|"]
-        for row, published in zip(table.rows, table.published):
-            cells = [c.replace("|", "\\|") for c in row] + (["published" if published else ""] if marked else [])
-            lines.append("| " + " | ".join(cells) + " |")
+        for row in table.rows:
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
         if table.caption:
             lines += ["", table.caption]
         parts.append("\n".join(lines))

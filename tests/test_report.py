@@ -273,7 +273,7 @@ def display_cells(data: dict) -> dict[str, list[str]]:
     f = lib.fmt
     cells = {}
     for r in data["contextcanvas"]:
-        cells[r["model"]] = [f(r["accuracy"]), f(r["macro_f1"]), f(r["yes_rate"]), f(r["yes_f1"]), f(r["no_f1"])]
+        cells[r["model"]] = [f(r["accuracy"]), f(r["macro_f1"]), f(r["yes_rate"]), f(r["gold_yes_rate"]), str(r["invalid"])]
     for r in data["counterfactual"]:
         cells[r["model"] + " cf"] = [f(r["orig_acc"]), f(r["edit_acc"]), f(r["pair_acc"]), f"{r['correct']}/{r['reverse']}",
                                     f(r["ncu"]), lib.fmt_ci(r["ncu_ci"])]
@@ -321,6 +321,16 @@ def test_table_view_is_laid_out_like_the_paper(outputs):
     assert "Macro-F1" in text and "C/R" in text and "NCU" in text and "b/c" in text
 
 
+def test_table_view_fits_a_100_column_terminal(paper):
+    ws, paths = paper
+    result = run_cli(cli_args(ws, paths, *compare_args()[:4], "--resamples", "200"), env={"COLUMNS": "100"})
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert "…" not in result.stdout  # nothing truncated
+    assert "│ Claude Opus 5     │ 301 │ 91.69 │    90.45 │   30.24 │    38.14 │    0 │" in lines
+
+
 def test_rich_view_dims_published_rows(paper):
     ws, paths = paper
     report = lib.make_report(load_workspace(ws), paths[1:2], n_resamples=200)
@@ -328,10 +338,10 @@ def test_rich_view_dims_published_rows(paper):
     console.print(lib.ReportView(report, reference=True))
     styled = console.export_text(styles=True)
     plain = re.sub(r"\x1b\[[0-9;]*m", "", styled)
-    assert "published" in plain and "Table S7, arXiv 2608.26713, p. 25" in plain
-    published_line = next(line for line in styled.splitlines() if "Gemini 3.1 Pro" in line and "published" in line)
+    assert "Gemini 3.1 Pro (paper)" in plain and "Table S7, arXiv 2608.26713, p. 25" in plain
+    published_line = next(line for line in styled.splitlines() if "Gemini 3.1 Pro (paper)" in line)
     assert "\x1b[2;3m" in published_line or "\x1b[2m" in published_line  # dim (italic)
-    own_line = next(line for line in styled.splitlines() if "Gemini 3.1 Pro" in line and "published" not in line)
+    own_line = next(line for line in styled.splitlines() if "Gemini 3.1 Pro " in line and "(paper)" not in line)
     assert "\x1b[2" not in own_line
 
 
@@ -359,8 +369,7 @@ def test_reference_rows_beside_a_new_model(paper):
     result = run_cli(cli_args(ws, paths[:1], "--reference", "--format", "md"))
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert any(line.startswith("| Claude Opus 5 | 301 | 91.69 | 90.45 |") and line.endswith("| published |")
-               for line in lines)
+    assert "| Claude Opus 5 (paper) | 301 | 91.69 | 90.45 | 30.24 | 38.14 | — |" in lines
     assert "Table 2, arXiv 2608.26713" in result.stdout
     as_json = json.loads(run_cli(cli_args(ws, paths[:1], "--reference", "--format", "json")).stdout)
     assert as_json["reference"]["tables"]["tableS10"]["rows"][0]["p"] == 0.0034
