@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cfkit.cases import CaseSet, describe_validation
 from cfkit.errors import PredictionError
+
+if TYPE_CHECKING:
+    from cfkit.store import Store
 
 Suite = Literal["contextcanvas", "counterfactual", "modality"]
 Condition = Literal["image", "original", "edit", "text", "neutral", "evidence"]
@@ -175,7 +178,7 @@ def dump_predictions(preds: Iterable[Prediction]) -> str:
     return "".join(json.dumps(p.model_dump(mode="json"), ensure_ascii=False) + "\n" for p in preds)
 
 
-def latest_run_ids(store) -> list[str]:
+def latest_run_ids(store: Store) -> list[str]:
     """The newest run of each model and suite in the store."""
     rows = store.query(
         "SELECT id, model, suite FROM runs ORDER BY started_at DESC, rowid DESC"
@@ -186,7 +189,7 @@ def latest_run_ids(store) -> list[str]:
     return list(latest.values())
 
 
-def predictions_from_store(store, run_ids: Sequence[str] | None = None) -> list[Prediction]:
+def predictions_from_store(store: Store, run_ids: Sequence[str] | None = None) -> list[Prediction]:
     """The parsed replies of stored runs as predictions.
 
     With ``run_ids`` None, the newest run of each model and suite is read.
