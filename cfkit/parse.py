@@ -1,6 +1,6 @@
 """Read one answer from a model's raw reply, given the case's options.
 
-The rules, in order (the first that reads anything decides which rule is recorded):
+The rules (``rule`` records which one read the answer):
 
 ``json``
     The whole reply is a JSON object whose ``answer`` is one of the option ids.
@@ -15,6 +15,11 @@ The rules, in order (the first that reads anything decides which rule is recorde
 ``yes-no``
     The reply is exactly Yes or No (or a JSON answer is), mapped to the one
     option whose text is that word.
+
+A strict JSON reply is read by ``json`` alone. Otherwise every fallback is
+applied and all must agree: an embedded JSON field is recorded as ``field``,
+else a leading label as ``leading-id``, else a declaration as ``field``; the
+exact Yes/No rule applies only when nothing else read an answer.
 
 Anything else yields no answer and an error: ``missing`` (empty, or JSON
 without an answer), ``ambiguous`` (several options named and none declared:
