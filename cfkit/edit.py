@@ -24,6 +24,7 @@ labelled a "synthetic counterfactual diagnostic". No secret is recorded.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,7 @@ from cfkit.editors import AUTO_CHAIN, EditRequest, EditResult, Editor, load_edit
 from cfkit.errors import (CfkitError, EditorError, EditorTransport, EditorUnavailable, EditRefused, ImageError,
                           InputError, SpecError)
 from cfkit.files import write_bytes_atomic
-from cfkit.images import open_image, png_bytes
+from cfkit.images import open_image
 from cfkit.specs import load_mask, load_spec
 from cfkit.store import Store, now, to_json
 from cfkit.workspace import Workspace
@@ -191,6 +192,20 @@ def composite(source: np.ndarray, raw: np.ndarray, mask: np.ndarray, *, dilate: 
     return np.where(weight > 0, np.clip(blended, 0, 255), source).astype(np.uint8)
 
 
+def labelled_png(array: np.ndarray, description: str) -> bytes:
+    """PNG bytes carrying ``description`` in a tEXt chunk, so a shared file still says what it is."""
+    from PIL import Image, PngImagePlugin
+
+    from cfkit import __version__
+
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Description", description)
+    info.add_text("Software", f"cfkit {__version__}")
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG", pnginfo=info)
+    return buffer.getvalue()
+
+
 # ── step 1: inputs ─────────────────────────────────────────────────────────
 
 
@@ -282,21 +297,9 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
 
 
 def _preview(editor: Editor, request: EditRequest) -> dict[str, Any]:
-    """What the engine would send, for --dry-run; computed without calling anything."""
-    name = getattr(editor, "name", type(editor).__name__)
-    if name == "openai":
-        sizes = editor.plan(request.size)  # type: ignore[attr-defined]
-        return {"model": editor.model, "size": sizes.size_param, "quality": editor.quality,  # type: ignore[attr-defined]
-                "mask": "RGBA, alpha 0 where the image may change"}
-    if name == "diffusers":
-        width, height = editor.size_for(request.size)  # type: ignore[attr-defined]
-        return {"model": editor.model, "size": f"{width}x{height}", "steps": editor.steps,  # type: ignore[attr-defined]
-                "guidance": editor.guidance, "strength": editor.strength}  # type: ignore[attr-defined]
-    if name == "classical" and request.classical is not None:
-        return {"op": request.classical.op}
-    if name == "file" and request.import_path is not None:
-        return {"input": str(request.import_path)}
-    return {}
+    """What the engine would send, for --dry-run; engines may offer ``describe(request)`` for this."""
+    describe = getattr(editor, "describe", None)
+    return dict(describe(request)) if callable(describe) else {}
 
 
 def plan_edit(ws: Workspace, spec_id: str, **kwargs: Any) -> EditPlan:
@@ -369,8 +372,6 @@ def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int 
                 f"{exc} Recorded as edit #{edit_id} (refused); no other engine was tried. "
                 f"Rephrase the prompt in interventions/{plan.spec_id}.yaml or choose another --engine."
             ) from exc
-        except InputError:
-            raise
         except EditorError as exc:
             attempts.append(Attempt(name, "failed", str(exc)))
             with Store(ws.db_path) as store:
@@ -452,8 +453,9 @@ def _save_candidate(ws: Workspace, store: Store, prep: _Prepared, engine: str, r
     folder = Path("edits") / plan.spec_id
     raw_rel = folder / f"{edit_id}-raw.png"
     comp_rel = folder / f"{edit_id}-composite.png"
-    raw_png = png_bytes(raw)
-    comp_png = png_bytes(composite(prep.request.image, raw, prep.mask))
+    about = f"{LABEL}: cfkit edit #{edit_id} of spec {plan.spec_id}, engine {engine}"
+    raw_png = labelled_png(raw, f"{about}, raw output")
+    comp_png = labelled_png(composite(prep.request.image, raw, prep.mask), f"{about}, composite")
     try:
         write_bytes_atomic(ws.store_dir / raw_rel, raw_png, overwrite=False)
         write_bytes_atomic(ws.store_dir / comp_rel, comp_png, overwrite=False)

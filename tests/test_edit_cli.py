@@ -47,6 +47,8 @@ def test_classical_edit_writes_raw_and_composite_with_provenance(tiny_ws: Path):
     outside = ~composite_region(mask)
     assert np.array_equal(comp[outside], source[outside])
     assert not np.array_equal(comp[mask > 0], source[mask > 0])  # the block was recoloured
+    assert Image.open(comp_path).text["Description"] == (
+        "synthetic counterfactual diagnostic: cfkit edit #1 of spec TX01, engine classical, composite")
 
     (row,) = _rows(tiny_ws)
     assert row["spec_id"] == "TX01" and row["engine"] == "classical" and row["status"] == "ok"

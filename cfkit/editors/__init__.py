@@ -85,7 +85,11 @@ class EditResult:
 
 @runtime_checkable
 class Editor(Protocol):
-    """An image editing engine; the one method is the whole seam."""
+    """An image editing engine; the one method is the whole seam.
+
+    An engine may also offer ``describe(request) -> dict``, what it would send,
+    which ``--dry-run`` prints; it must call nothing and write nothing.
+    """
 
     name: str
 

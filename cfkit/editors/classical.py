@@ -29,6 +29,10 @@ class ClassicalEditor:
 
     name = "classical"
 
+    def describe(self, request: EditRequest) -> dict:
+        """The operation :meth:`edit` would apply (for --dry-run)."""
+        return {} if request.classical is None else {"op": request.classical.op}
+
     def edit(self, request: EditRequest) -> EditResult:
         op = request.classical
         if op is None:

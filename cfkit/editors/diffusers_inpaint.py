@@ -110,6 +110,12 @@ class DiffusersEditor:
     def size_for(self, source: tuple[int, int]) -> tuple[int, int]:
         return pipeline_size(source, self.resolution, self.family.multiple)
 
+    def describe(self, request: EditRequest) -> dict:
+        """What :meth:`edit` would run, computed without loading anything (for --dry-run)."""
+        width, height = self.size_for(request.size)
+        return {"model": self.model, "size": f"{width}x{height}", "steps": self.steps, "guidance": self.guidance,
+                "strength": self.strength}
+
     def edit(self, request: EditRequest) -> EditResult:
         # 1. Can it run here? Weights first: that check needs no torch import.
         self._check_weights_present()

@@ -24,6 +24,10 @@ class FileEditor:
 
     name = "file"
 
+    def describe(self, request: EditRequest) -> dict:
+        """The file :meth:`edit` would import (for --dry-run)."""
+        return {} if request.import_path is None else {"input": str(request.import_path)}
+
     def edit(self, request: EditRequest) -> EditResult:
         path = request.import_path
         if path is None:

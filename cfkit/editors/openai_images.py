@@ -155,6 +155,11 @@ class OpenAIEditor:
     def plan(self, size: tuple[int, int]) -> SizePlan:
         return plan_size(size, self.model, min_pixels=self.min_pixels, max_pixels=self.max_pixels)
 
+    def describe(self, request: EditRequest) -> dict:
+        """What :meth:`edit` would send, computed without sending anything (for --dry-run)."""
+        return {"model": self.model, "size": self.plan(request.size).size_param, "quality": self.quality,
+                "mask": "RGBA, alpha 0 where the image may change"}
+
     def edit(self, request: EditRequest) -> EditResult:
         # 1. Can it run here? (cheap checks before importing the SDK)
         key = os.environ.get("OPENAI_API_KEY", "").strip()
