@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from cfkit.editors import AUTO_CHAIN, EditRequest, EditResult, Editor, load_editor
-from cfkit.errors import (CfkitError, EditorError, EditorTransport, EditorUnavailable, EditRefused, ImageError,
-                          InputError, SpecError)
+from cfkit.errors import (CaseError, CfkitError, EditorError, EditorTransport, EditorUnavailable, EditRefused,
+                          ImageError, InputError, SpecError)
 from cfkit.files import write_bytes_atomic
 from cfkit.images import open_image
 from cfkit.specs import load_mask, load_spec
@@ -227,33 +227,20 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
                  seed: int | None = None, model: str | None = None,
                  options: dict[str, dict[str, Any]] | None = None, input_path: Path | None = None) -> _Prepared:
     """Check every input and build the request; reads files, writes nothing, calls no engine."""
+    # a. The arguments, and the engines they name (unknown names and options fail here).
     engine = engine or ws.config.edit.engine
     n = ws.config.edit.candidates if n is None else n
-    if n < 1:
-        raise InputError(f"-n {n}: the number of candidates must be at least 1.")
     chain = AUTO_CHAIN if engine == "auto" else (engine,)
-    if model is not None and engine not in MODEL_ENGINES:
-        raise InputError(f"--model sets the model of one engine ({', '.join(MODEL_ENGINES)}); "
-                         f"with --engine {engine} name the engine explicitly, e.g. --engine openai --model NAME.")
-    if input_path is not None and engine != "file":
-        raise InputError("--input imports an edit made elsewhere and needs --engine file.")
-    if engine == "file" and input_path is None:
-        raise InputError("--engine file imports an edit made elsewhere; give the image with --input PATH.")
+    _check_arguments(engine, chain, n, model, input_path)
+    editors = {name: load_editor(name, _engine_options(ws, name, model, options)) for name in chain}
 
+    # b. The spec, its case, the source image and the mask.
     spec_file = load_spec(ws, spec_id)
     spec = spec_file.spec
-    from cfkit.specs import try_load_cases
-
-    cases = try_load_cases(ws)
-    if cases is None:
-        raise InputError(f"cases file {ws.cases_path} is missing; set [dataset] cases in {ws.config_path}.")
-    if spec.case not in cases:
-        raise SpecError(f"{spec_file.path}: field 'case': '{spec.case}' is not in {cases.path}. Fix the id.")
-    case = cases.get(spec.case)
+    case, source_path = _source_of(ws, spec_file)
     notes: list[str] = []
     if len(case.images) > 1:
         notes.append(f"case {case.id} has {len(case.images)} images; the first, {case.images[0]}, is edited")
-    source_path = cases.image_paths(case)[0]
     source = np.asarray(open_image(source_path, what=f"case {case.id} image"))
     size = (source.shape[1], source.shape[0])
     mask = load_mask(ws, spec, size)
@@ -264,16 +251,10 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
     if mask.coverage == 1.0:
         raise SpecError(f"spec {spec.id}: the mask covers the whole image; leave the non-target content black.")
 
+    # c. What particular engines need: the classical field and its asset, the imported file.
     asset = None
     if spec.classical and spec.classical.asset:
         asset = ws.confined(spec.classical.asset, base=ws.interventions_dir, what=f"spec {spec.id} field 'classical.asset'")
-    if input_path is not None:
-        input_path = Path(input_path)
-        open_image(input_path, what="--input")  # readable now, not after the store is touched
-    request = EditRequest(spec_id=spec.id, prompt=spec.prompt, image=source, mask=mask.array, n=n, seed=seed,
-                          classical=spec.classical, asset=asset, import_path=input_path)
-
-    editors = {name: load_editor(name, _engine_options(ws, name, model, options)) for name in chain}
     if "classical" in chain:
         if spec.classical is None:
             raise SpecError(f"spec {spec.id} has no 'classical:' field, so the classical engine does not know what "
@@ -282,11 +263,12 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
             from cfkit.editors.classical import read_png_asset
 
             read_png_asset(asset, spec_id=spec.id)
-    if engine in ("classical", "file") and n != 1:
-        raise InputError(f"--engine {engine} makes one image per call; -n {n} would repeat it. Use -n 1.")
-    if "openai" in chain and n > 10:
-        raise InputError(f"-n {n}: the openai images API makes at most 10 images per call.")
+    if input_path is not None:
+        input_path = Path(input_path)
+        open_image(input_path, what="--input")  # fail now, before the store is touched
 
+    request = EditRequest(spec_id=spec.id, prompt=spec.prompt, image=source, mask=mask.array, n=n, seed=seed,
+                          classical=spec.classical, asset=asset, import_path=input_path)
     previews = {name: _preview(ed, request) for name, ed in editors.items()}
     plan = EditPlan(spec_id=spec.id, spec_sha256=spec_file.sha256, case_id=case.id, prompt=spec.prompt,
                     source_path=source_path, source_size=size, mask_source=mask.source, mask_coverage=mask.coverage,
@@ -294,6 +276,37 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
     return _Prepared(plan=plan, request=request, editors=editors,
                      source_sha256=hashlib.sha256(source_path.read_bytes()).hexdigest(), mask_sha256=mask.sha256,
                      mask=mask.array)
+
+
+def _check_arguments(engine: str, chain: tuple[str, ...], n: int, model: str | None,
+                     input_path: Path | None) -> None:
+    if n < 1:
+        raise InputError(f"-n {n}: the number of candidates must be at least 1.")
+    if engine in ("classical", "file") and n != 1:
+        raise InputError(f"--engine {engine} makes one image per call; -n {n} would repeat it. Use -n 1.")
+    if "openai" in chain and n > 10:
+        raise InputError(f"-n {n}: the openai images API makes at most 10 images per call.")
+    if model is not None and engine not in MODEL_ENGINES:
+        raise InputError(f"--model sets the model of one engine ({', '.join(MODEL_ENGINES)}); "
+                         f"with --engine {engine} name the engine explicitly, e.g. --engine openai --model NAME.")
+    if input_path is not None and engine != "file":
+        raise InputError("--input imports an edit made elsewhere and needs --engine file.")
+    if engine == "file" and input_path is None:
+        raise InputError("--engine file imports an edit made elsewhere; give the image with --input PATH.")
+
+
+def _source_of(ws: Workspace, spec_file) -> tuple[Any, Path]:
+    """The spec's case and the path of the image to edit (the case's first)."""
+    from cfkit.specs import try_load_cases
+
+    spec = spec_file.spec
+    cases = try_load_cases(ws)
+    if cases is None:
+        raise CaseError(f"cases file {ws.cases_path} is missing; set [dataset] cases in {ws.config_path}.")
+    if spec.case not in cases:
+        raise SpecError(f"{spec_file.path}: field 'case': '{spec.case}' is not in {cases.path}. Fix the id.")
+    case = cases.get(spec.case)
+    return case, cases.image_paths(case)[0]
 
 
 def _preview(editor: Editor, request: EditRequest) -> dict[str, Any]:
