@@ -13,6 +13,7 @@ import email.policy
 import io
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -43,15 +44,18 @@ class Recorded:
 
 @dataclass
 class ImagesAPI:
-    """Scripted replies: each entry is ``(status, json_body)`` or None for the default success."""
+    """Scripted replies: each entry is ``(status, json_body)``, None for the default success,
+    or a float: wait that many seconds, then the default success (to provoke client timeouts)."""
 
-    script: list[tuple[int, dict] | None] = field(default_factory=list)
+    script: list[tuple[int, dict] | float | None] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
 
     def reply(self, rec: Recorded) -> tuple[int, dict]:
         if self.script:
             entry = self.script.pop(0)
-            if entry is not None:
+            if isinstance(entry, float):
+                time.sleep(entry)
+            elif entry is not None:
                 return entry
         width, height = (int(v) for v in rec.fields.get("size", "1024x1024").split("x"))
         n = int(rec.fields.get("n", "1"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -122,6 +123,12 @@ def test_a_broken_local_pipeline_is_a_clear_unavailable(tmp_path, index):
     (folder / "model_index.json").write_text(json.dumps(index))
     with pytest.raises(EditorUnavailable, match=r"cannot load model '.*broken' from local files"):
         DiffusersEditor(model=str(folder)).edit(_request())
+
+
+def test_missing_diffusers_package_is_unavailable(tiny_pipeline, monkeypatch):
+    monkeypatch.setitem(sys.modules, "diffusers", None)  # makes `import diffusers` raise ImportError
+    with pytest.raises(EditorUnavailable, match=r"pip install 'cfkit\[diffusers\]'"):
+        DiffusersEditor(model=str(tiny_pipeline)).edit(_request())
 
 
 def test_cfkit_edit_with_diffusers_composite_keeps_the_source_outside_the_dilated_mask(tiny_pipeline, tiny_ws):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from cfkit.editors import EditRequest
 from cfkit.editors.openai_images import OpenAIEditor, plan_size
-from cfkit.errors import EditorTransport, EditorUnavailable, EditRefused
+from cfkit.errors import EditorError, EditorTransport, EditorUnavailable, EditRefused
 from conftest import gradient_image, run_cli, tree_snapshot
 from images_api_server import REPLY_COLOUR, ImagesAPI, serve
 
@@ -148,6 +149,37 @@ def test_moderation_block_is_a_refusal_and_not_retried(api):
     with pytest.raises(EditRefused, match="moderation_blocked"):
         OpenAIEditor(backoff=0, max_retries=3).edit(_request())
     assert len(api.requests) == 1
+
+
+def test_timeouts_are_retried_then_a_transport_failure(api):
+    api.script = [1.0, 1.0]
+    with pytest.raises(EditorTransport, match=r"gave up after 2 attempts; last: timed out after 0.3 s"):
+        OpenAIEditor(backoff=0, max_retries=1, timeout=0.3).edit(_request())
+    assert len(api.requests) == 2
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ((401, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}),
+     "the API key was rejected (401)"),
+    ((400, {"error": {"message": "Invalid size '7x7'", "code": "invalid_value"}}),
+     "request rejected (400 invalid_value): Invalid size '7x7'"),
+    ((404, {"error": {"message": "The model 'gpt-image-9' does not exist", "code": "model_not_found"}}),
+     "request failed (404 model_not_found): The model 'gpt-image-9' does not exist"),
+], ids=["401", "400", "404"])
+def test_client_errors_fail_at_once_with_the_reason(api, reply, expected):
+    api.script = [reply, None]
+    with pytest.raises(EditorError) as info:
+        OpenAIEditor(backoff=0).edit(_request())
+    assert expected in str(info.value)
+    assert type(info.value) is EditorError  # neither retried nor treated as "cannot run here"
+    assert len(api.requests) == 1
+    assert SECRET not in str(info.value)
+
+
+def test_missing_openai_package_is_unavailable(api, monkeypatch):
+    monkeypatch.setitem(sys.modules, "openai", None)  # makes `import openai` raise ImportError
+    with pytest.raises(EditorUnavailable, match=r"pip install 'cfkit\[openai\]'"):
+        OpenAIEditor().edit(_request())
 
 
 def test_no_key_means_unavailable_and_nothing_is_sent(api, monkeypatch):
