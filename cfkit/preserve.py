@@ -22,8 +22,10 @@ Measured for each output of an edit (the editor's ``raw`` image and the
 ``lpips_out`` / ``lpips_in``
     LPIPS (Zhang et al. 2018, the ``lpips`` package, AlexNet, ``spatial=True``,
     inputs scaled to [-1, 1]) averaged over K eroded by ``lpips_erode`` more
-    pixels (the spatial map spreads around a change) and over M. Null when the
-    AlexNet ImageNet weights are not on this machine; see :func:`load_lpips`.
+    pixels (the spatial map spreads around a change) and over M. Images whose
+    longest side exceeds ``LPIPS_WORKING_SIZE`` (512) are scaled down for the
+    network and the map is scaled back. Null when the AlexNet ImageNet weights
+    are not on this machine; see :func:`load_lpips`.
 ``mad_in``
     Mean absolute difference inside M, as a fraction of full scale (0..1).
 ``leak_share`` / ``leak_boxes``
@@ -111,17 +113,34 @@ class Thresholds:
 # ── regions ────────────────────────────────────────────────────────────────
 
 
+def grow(region: np.ndarray, radius: float) -> np.ndarray:
+    """Pixels within Euclidean distance ``radius`` of a boolean region (the region included).
+
+    Only the region's bounding box, padded by the radius, is transformed: no
+    pixel outside it can be that close, and a small mask on a large image costs little.
+    """
+    rows = np.flatnonzero(region.any(axis=1))
+    if rows.size == 0:
+        return np.zeros_like(region)
+    cols = np.flatnonzero(region.any(axis=0))
+    pad = int(np.ceil(radius)) + 1
+    y0, y1 = max(0, rows[0] - pad), min(region.shape[0], rows[-1] + pad + 1)
+    x0, x1 = max(0, cols[0] - pad), min(region.shape[1], cols[-1] + pad + 1)
+    out = np.zeros_like(region)
+    out[y0:y1, x0:x1] = ndimage.distance_transform_edt(~region[y0:y1, x0:x1]) <= radius
+    return out
+
+
+def _clear_border(region: np.ndarray, width: int) -> np.ndarray:
+    if width > 0:
+        region[:width, :] = region[-width:, :] = False
+        region[:, :width] = region[:, -width:] = False
+    return region
+
+
 def keep_region(mask: np.ndarray, margin: int, border: int) -> np.ndarray:
     """K: pixels farther than ``margin`` from the mask, minus ``border`` pixels at the edges."""
-    edit = mask > 0
-    if edit.any():
-        keep = ndimage.distance_transform_edt(~edit) > margin
-    else:
-        keep = np.ones(edit.shape, bool)
-    if border > 0:
-        keep[:border, :] = keep[-border:, :] = False
-        keep[:, :border] = keep[:, -border:] = False
-    return keep
+    return _clear_border(~grow(mask > 0, margin), border)
 
 
 def _dilate_square(region: np.ndarray, radius: int) -> np.ndarray:
@@ -220,6 +239,28 @@ def _to_tensor(image: np.ndarray):
     return torch.from_numpy(np.ascontiguousarray(array.transpose(2, 0, 1)))[None]
 
 
+#: LPIPS runs on both images scaled (area averaging) to this longest side when they are larger,
+#: and its map is scaled back. AlexNet's receptive fields are fixed in pixels, so a fixed working
+#: size keeps LPIPS comparable across image sizes, and a 1024² check stays within its time budget.
+LPIPS_WORKING_SIZE = 512
+
+
+def working_shape(height: int, width: int, longest: int) -> tuple[int, int]:
+    """``(height, width)`` scaled so the longest side is at most ``longest``; 0 keeps the size."""
+    if longest <= 0 or max(height, width) <= longest:
+        return height, width
+    scale = longest / max(height, width)
+    return max(1, round(height * scale)), max(1, round(width * scale))
+
+
+def working_image(image: np.ndarray, longest: int) -> np.ndarray:
+    """``image`` scaled down (box filter) to :func:`working_shape`."""
+    height, width = working_shape(*image.shape[:2], longest)
+    if (height, width) == image.shape[:2]:
+        return image
+    return np.asarray(Image.fromarray(image).resize((width, height), Image.Resampling.BOX))
+
+
 class LpipsScorer:
     """Spatial LPIPS distance maps from an ``lpips.LPIPS`` module built with ``spatial=True``.
 
@@ -227,9 +268,10 @@ class LpipsScorer:
     composite output of one edit runs the network three times, not four.
     """
 
-    def __init__(self, module: Any, *, description: str):
+    def __init__(self, module: Any, *, description: str, working_size: int = LPIPS_WORKING_SIZE):
         self.module = module
         self.description = description  # e.g. "AlexNet weights from ~/.cache/torch/hub/…"
+        self.working_size = working_size
         self._reference: np.ndarray | None = None  # held, so identity cannot be reused
         self._reference_feats: list | None = None
 
@@ -237,7 +279,7 @@ class LpipsScorer:
         import lpips
 
         net = self.module
-        outs = net.net.forward(net.scaling_layer(_to_tensor(image)))
+        outs = net.net.forward(net.scaling_layer(_to_tensor(working_image(image, self.working_size))))
         return [lpips.normalize_tensor(o) for o in outs]
 
     def distance_map(self, reference: np.ndarray, other: np.ndarray) -> np.ndarray:
@@ -250,10 +292,14 @@ class LpipsScorer:
                 self._reference_feats = self._features(reference)
                 self._reference = reference
             feats = self._features(other)
+            work = working_shape(*reference.shape[:2], self.working_size)
             total = None
             for k, (a, b) in enumerate(zip(self._reference_feats, feats)):
-                layer = lpips.upsample(self.module.lins[k]((a - b) ** 2), out_HW=reference.shape[:2])
+                layer = lpips.upsample(self.module.lins[k]((a - b) ** 2), out_HW=work)
                 total = layer if total is None else total + layer
+            if work != reference.shape[:2]:
+                total = torch.nn.functional.interpolate(total, size=reference.shape[:2], mode="bilinear",
+                                                        align_corners=False)
         return total[0, 0].numpy().astype(np.float64)
 
 
@@ -394,7 +440,7 @@ def measure(original: np.ndarray, edited: np.ndarray, mask: np.ndarray, threshol
         raise SpecError(f"the mask plus a {thresholds.margin}px margin covers the whole image; nothing is left "
                         "to check. Tighten the mask or lower checks.margin.")
     ssim_keep = ssim_region(mask, keep)
-    lp_keep = lpips_region(keep, thresholds.lpips_erode)
+    lp_keep = lpips_region(keep, thresholds.lpips_erode) if scorer is not None else np.zeros_like(keep)
     mse = masked_mse(original, edited, keep)
     leaks = find_leaks(original, edited, keep, thresholds.leak_delta)
     lpips_out = lpips_in = None

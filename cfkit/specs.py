@@ -487,9 +487,10 @@ def _attach_status(ws: Workspace, rows: list[SpecRow]) -> None:
             )
             if edit:
                 row.edit = "made" if edit[0]["status"] == "ok" else edit[0]["status"]
+                # The composite decides; an edit with only a raw output is shown by that.
                 check = store.query(
-                    "SELECT verdict, lpips FROM checks WHERE edit_id = ? AND variant = 'composite' "
-                    "ORDER BY id DESC LIMIT 1",
+                    "SELECT verdict, lpips FROM checks WHERE edit_id = ? "
+                    "ORDER BY variant = 'composite' DESC, id DESC LIMIT 1",
                     (edit[0]["id"],),
                 )
                 if check:

@@ -226,6 +226,22 @@ def test_lpips_map_equals_the_package_forward(random_lpips):
     np.testing.assert_allclose(scorer.distance_map(original, other), expected, rtol=1e-4, atol=1e-6)
 
 
+def test_lpips_on_large_images_runs_at_the_working_size(random_lpips):
+    import torch
+
+    original = gradient_image(W, H, 0)
+    edited = outside_noise(original, sigma=20)
+    scorer = LpipsScorer(random_lpips, description="random backbone (test)", working_size=48)
+    ours = scorer.distance_map(original, edited)
+    small = lambda im: np.asarray(Image.fromarray(im).resize((48, 32), Image.Resampling.BOX))  # noqa: E731
+    to_t = lambda im: torch.tensor(im, dtype=torch.float32).permute(2, 0, 1)[None] / 127.5 - 1  # noqa: E731
+    with torch.no_grad():
+        at_work = random_lpips(to_t(small(original)), to_t(small(edited)))
+        expected = torch.nn.functional.interpolate(at_work, size=(H, W), mode="bilinear", align_corners=False)
+    assert ours.shape == (H, W)
+    np.testing.assert_allclose(ours, expected[0, 0].numpy(), rtol=1e-4, atol=1e-6)
+
+
 def test_lpips_grows_with_noise_and_is_zero_for_identical(random_lpips):
     original = gradient_image(W, H, 0)
     scorer = LpipsScorer(random_lpips, description="random backbone (test)")

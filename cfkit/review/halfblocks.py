@@ -60,16 +60,23 @@ class HalfBlockImage:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         cols, rows = self._size(options.max_width)
         pixels = to_cells(self.image, cols, rows)
-        styles: dict[bytes, Style] = {}
+        colours: dict[tuple[int, int, int], Color] = {}
+        styles: dict[tuple, Style] = {}
+
+        def colour(rgb: tuple[int, int, int]) -> Color:
+            found = colours.get(rgb)
+            if found is None:
+                found = colours[rgb] = Color.from_rgb(*rgb)
+            return found
+
         newline = Segment.line()
         for r in range(rows):
-            top, bottom = pixels[2 * r], pixels[2 * r + 1]
-            pairs = np.concatenate([top, bottom], axis=1)  # (cols, 6)
+            # Plain Python ints: far faster to hash and compare than numpy scalars.
+            pairs = np.concatenate([pixels[2 * r], pixels[2 * r + 1]], axis=1).tolist()  # cols × 6
             for pair in pairs:
-                key = pair.tobytes()
+                key = tuple(pair)
                 style = styles.get(key)
                 if style is None:
-                    style = Style(color=Color.from_rgb(*pair[:3]), bgcolor=Color.from_rgb(*pair[3:]))
-                    styles[key] = style
+                    style = styles[key] = Style.from_color(colour(key[:3]), colour(key[3:]))
                 yield Segment(UPPER_HALF, style)
             yield newline

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from cfkit.errors import CfkitError, InputError
 from cfkit.preserve import Thresholds, find_leaks, keep_region, latest_checks, load_edit_images, newest_edit_id
-from cfkit.review.view import DIFF_MODES, EditView, ViewData, keys_help
+from cfkit.review.view import DIFF_MODES, EditView, ViewData, keys_help, largest_change
 from cfkit.store import Store, now
 from cfkit.workspace import Workspace
 
@@ -92,7 +92,8 @@ def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "co
                     original=images.original, edited=edited, mask=images.mask, leaks=leaks,
                     check=None if check is None else check.to_dict(),
                     decision=None if decision is None else decision.decision,
-                    note=None if decision is None else decision.note, position=position)
+                    note=None if decision is None else decision.note, position=position,
+                    difference=largest_change(images.original, edited))
 
 
 # ── keys ───────────────────────────────────────────────────────────────────

@@ -23,7 +23,7 @@ from PIL import Image, ImageDraw, ImageFont
 from cfkit.errors import CfkitError, InputError
 from cfkit.files import write_bytes_atomic
 from cfkit.preserve import latest_checks, load_edit_images, newest_edit_id
-from cfkit.review.view import heat_colours
+from cfkit.review.view import heat_colours, largest_change
 from cfkit.specs import load_spec, spec_files, try_load_cases
 from cfkit.store import Store
 from cfkit.workspace import Workspace
@@ -150,7 +150,7 @@ def collect_pairs(ws: Workspace, store: Store, spec_ids: list[str]) -> tuple[lis
             continue
         variant = "composite" if "composite" in images.outputs else next(iter(images.outputs))
         edited = images.outputs[variant]
-        diff = np.abs(images.original.astype(np.int16) - edited.astype(np.int16)).max(axis=-1).astype(np.uint8)
+        diff = largest_change(images.original, edited)
         check = latest_checks(store, edit_id).get(variant)
         pairs.append(SheetPair(
             **base, edit_id=edit_id,

@@ -51,6 +51,12 @@ class ViewData:
     decision: str | None = None  # the spec's newest review decision
     note: str | None = None
     position: str | None = None  # "2 of 5" in a review session
+    difference: np.ndarray | None = None  # largest channel change per pixel (uint8); computed when None
+
+
+def largest_change(original: np.ndarray, edited: np.ndarray) -> np.ndarray:
+    """Per pixel, the largest absolute channel difference (0..255, uint8)."""
+    return np.abs(original.astype(np.int16) - edited.astype(np.int16)).max(axis=-1).astype(np.uint8)
 
 
 def heat_colours(values: np.ndarray) -> np.ndarray:
@@ -92,7 +98,7 @@ def original_panel(data: ViewData, cols: int, rows: int) -> np.ndarray:
 
 def difference_panel(data: ViewData, mode: str, cols: int, rows: int) -> np.ndarray:
     if mode == "heat":
-        diff = np.abs(data.original.astype(np.int16) - data.edited.astype(np.int16)).max(axis=-1).astype(np.uint8)
+        diff = data.difference if data.difference is not None else largest_change(data.original, data.edited)
         return heat_colours(block_max(diff, cols, rows))
     faded = (to_cells(data.original, cols, rows).astype(np.float64) * 0.35 + 255 * 0.65).astype(np.uint8)
     leaks = block_max(data.leaks.astype(np.uint8), cols, rows) > 0
