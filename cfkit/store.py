@@ -152,9 +152,14 @@ class Store:
             self.conn.execute("PRAGMA foreign_keys=ON")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self._migrate()
+        except sqlite3.OperationalError as exc:
+            raise StoreError(
+                f"store {path}: cannot be opened or written ({exc}). Check free disk space and the folder's "
+                "permissions, then run the command again; nothing saved before was lost."
+            ) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(
-                f"store {path}: cannot be opened ({exc}). If the file is damaged, move it aside; "
+                f"store {path}: not a readable SQLite store ({exc}). If the file is damaged, move it aside; "
                 "cfkit will start a new one."
             ) from exc
         except OSError as exc:
@@ -172,22 +177,32 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A short write transaction; rolled back if the block raises."""
+        """A short write transaction; rolled back if the block raises.
+
+        SQLite failures inside the block or at commit (a full disk, a
+        read-only folder) become one :class:`StoreError`; what earlier
+        transactions saved is untouched.
+        """
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            raise StoreError(f"store {self.path}: busy or read-only ({exc}).") from exc
+            raise StoreError(f"store {self.path}: cannot start a write ({exc}). Another process may hold it "
+                             "for long, or the disk is full or read-only; run the command again.") from exc
         try:
             yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
+            self.conn.execute("COMMIT")
+        except BaseException as exc:
+            if self.conn.in_transaction:
+                try:
+                    self.conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # SQLite may already have rolled back on an I/O error
+            if isinstance(exc, sqlite3.OperationalError):
+                raise StoreError(
+                    f"store {self.path}: write failed ({exc}). Check free disk space and the folder's "
+                    "permissions, then run the command again; nothing saved before was lost."
+                ) from exc
             raise
-        else:
-            try:
-                self.conn.execute("COMMIT")
-            except sqlite3.OperationalError as exc:
-                self.conn.execute("ROLLBACK")
-                raise StoreError(f"store {self.path}: commit failed ({exc}).") from exc
 
     def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
         try:
