@@ -163,12 +163,15 @@ class _RequestBuilder:
         self.capabilities = capabilities
         self.generation = Generation(temperature=0.0, max_tokens=max_tokens)
         self.templates = load_templates(ws)
+        self._image_cache: dict[Path, ImageData] = {}  # cases often share an image file
 
-    def item(self, case: Case, condition: str, *, pair_id: str = "", images: list[Path] | None = None) -> ProbeItem:
+    def item(self, case: Case, condition: str, *, pair_id: str = "", images: list[Path] | None = None,
+             caption=None) -> ProbeItem:
         from cfkit.captions import render_prompt
 
         prompt_condition = "image" if condition in ("original", "edit") else condition
-        prompt = render_prompt(self.ws, case, prompt_condition, images=images, templates=self.templates)
+        prompt = render_prompt(self.ws, case, prompt_condition, images=images, templates=self.templates,
+                               caption=caption if condition in ("neutral", "evidence") else None)
         request = ProbeRequest(
             system=prompt.system,
             user=prompt.user,
@@ -187,7 +190,12 @@ class _RequestBuilder:
         if len(paths) > 1 and not self.capabilities.multi_image:
             labels = ["First image", "Second image"][: len(paths)]
             return (side_by_side(paths, labels),)
-        return tuple(image_data(p) for p in paths)
+        return tuple(self._image(p) for p in paths)
+
+    def _image(self, path: Path) -> ImageData:
+        if path not in self._image_cache:
+            self._image_cache[path] = image_data(path)
+        return self._image_cache[path]
 
 
 def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: Store | None = None,
@@ -198,7 +206,7 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
     Errors in the inputs (a missing caption, an unknown case in the subset
     file) stop here, before any request is sent.
     """
-    from cfkit.captions import read_subset, templates_sha256
+    from cfkit.captions import load_caption, read_subset, templates_sha256
 
     if suite not in SUITES:
         raise InputError(f"suite '{suite}' is not one of {', '.join(SUITES)}.")
@@ -219,8 +227,9 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
         for case_id in read_subset(subset, cases):
             case = cases.get(case_id)
             gold[gold_label(case, case.gold)] += 1
+            caption = load_caption(ws, case.id)  # read once for the neutral and evidence conditions
             for condition in SUITES["modality"]:
-                items.append(builder.item(case, condition))
+                items.append(builder.item(case, condition, caption=caption))
     else:
         if store is None:
             raise InputError("the counterfactual suite needs the store, to find each pair's edit.")
@@ -371,8 +380,12 @@ class _Budget:
 
 
 def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: int | None = None,
-              max_cost: float | None = None, on_progress: Callable[[RunProgress], None] | None = None) -> RunSummary:
+              max_cost: float | None = None, on_progress: Callable[[RunProgress], None] | None = None,
+              inputs_sha256: str | None = None) -> RunSummary:
     """Ask ``backend`` every request of ``plan`` that has no stored reply; see the module docstring.
+
+    ``inputs_sha256`` (from :func:`inputs_sha256`) is recorded when the run
+    ends complete, so the next identical command can skip planning.
 
     Raises :class:`BackendError` (after recording the run as failed) when the
     backend cannot go on, e.g. a rejected key.
@@ -423,7 +436,7 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
         status = "interrupted"
         raise
     finally:
-        counts = _close_run(store, run_id, status, sender.stopped, plan, sorted(sender.notes))
+        counts = _close_run(store, run_id, status, sender.stopped, plan, sorted(sender.notes), inputs_sha256)
     return RunSummary(
         run_id=run_id, model=backend.model, suite=plan.suite, status=counts["status"], total=len(plan.items),
         kept=kept, from_cache=from_cache, sent=progress.sent, errors=progress.errors, invalid=counts["invalid"],
@@ -531,7 +544,7 @@ def _open_run(store: Store, run_id: str, backend: Backend, plan: ProbePlan) -> N
 
 
 def _close_run(store: Store, run_id: str, status: str, stopped: str | None, plan: ProbePlan,
-               notes: list[str]) -> dict[str, Any]:
+               notes: list[str], inputs_digest: str | None = None) -> dict[str, Any]:
     """Recount the run's replies and record how this invocation ended."""
     wanted = {item.key for item in plan.items}
     rows = store.query("SELECT case_id, pair_id, condition, answer, error FROM replies WHERE run_id = ?", (run_id,))
@@ -547,6 +560,7 @@ def _close_run(store: Store, run_id: str, status: str, stopped: str | None, plan
     record = json.loads(previous[0]["notes"] or "{}") if previous else {}
     record["backend_notes"] = notes
     record["stopped"] = stopped
+    record["inputs_sha256"] = inputs_digest if status == "done" else None
     with store.transaction() as conn:
         conn.execute("UPDATE runs SET status = ?, finished_at = ?, n_done = ?, n_errors = ?, cost_usd = ?, "
                      "notes = ? WHERE id = ?", (status, now(), done, errors, cost, to_json(record), run_id))
@@ -709,30 +723,109 @@ def export_run(store: Store, run_id: str) -> str:
 # One call for the command line
 
 
+def inputs_sha256(ws: Workspace, suite: str, capabilities: Capabilities, max_tokens: int,
+                  cases: CaseSet) -> str | None:
+    """A digest of everything the contextcanvas or modality requests are rendered from.
+
+    That is: the cfkit version, the suite, the backend's capabilities, the
+    token limit, the templates, cfkit.toml, the cases file, the subset file,
+    and the bytes of each case's caption file and images. Equal digests mean
+    identical requests, so a run that ended complete with this digest needs no
+    planning at all. Counterfactual requests also depend on review decisions
+    in the store; they get None and are always planned.
+    """
+    if suite == "counterfactual":
+        return None
+    from cfkit.captions import caption_path, read_subset, templates_sha256
+
+    digest = hashlib.sha256()
+
+    def add(label: str, data: bytes) -> None:
+        digest.update(label.encode() + b"\0" + len(data).to_bytes(8, "big") + data)
+
+    settings = {"version": __version__, "suite": suite, "capabilities": asdict(capabilities),
+                "max_tokens": max_tokens, "config": ws.config.model_dump(mode="json"), "root": str(ws.root)}
+    add("settings", json.dumps(settings, sort_keys=True).encode())
+    add("templates", templates_sha256(ws).encode())
+    add("cases", ws.cases_path.read_bytes())
+    case_ids = list(cases.ids)
+    if suite == "modality":
+        subset = ws.probes_dir / ws.config.probe.modality_subset
+        if not subset.is_file():
+            return None  # plan_suite reports it
+        add("subset", subset.read_bytes())
+        case_ids = read_subset(subset, cases)
+        for case_id in case_ids:
+            path = caption_path(ws, case_id)
+            add(f"caption {case_id}", path.read_bytes() if path.is_file() else b"\0missing")
+    seen: set[Path] = set()
+    for case_id in case_ids:
+        for path in cases.image_paths(cases.get(case_id)):
+            if path not in seen:
+                seen.add(path)
+                add(f"image {path}", hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"\0missing")
+    return digest.hexdigest()
+
+
+def _finished(store: Store, backend: Backend, suite: str, templates: str, digest: str) -> RunRecord | None:
+    """The run of ``backend`` on ``suite`` when it ended complete from inputs with ``digest``."""
+    rows = store.query("SELECT * FROM runs WHERE id = ?", (run_id_for(backend, suite, templates),))
+    if not rows:
+        return None
+    record = _run_record(rows[0])
+    complete = record.status == "done" and record.n_done == record.n_requests and record.n_errors == 0
+    return record if complete and record.notes.get("inputs_sha256") == digest else None
+
+
 def probe_suite(ws: Workspace, store: Store, model: str, suite: str, *, options: dict[str, Any] | None = None,
                 concurrency: int | None = None, max_cost: float | None = None,
                 max_tokens: int = DEFAULT_MAX_TOKENS, accepted_only: bool = False,
                 on_progress: Callable[[RunProgress], None] | None = None) -> RunSummary:
     """``cfkit probe run``: plan ``suite`` for ``model`` ("KIND:NAME"), build the backend, run.
 
-    The plan comes first, so bad inputs stop the run before a backend is
-    built or a request is sent; the backend then gets the suite's gold-label
-    distribution (only ``baseline:majority`` reads it).
+    Steps: 1. when the same run already ended complete from identical inputs
+    (:func:`inputs_sha256`), report it and stop; 2. plan, so bad inputs stop
+    the run before a request is sent; 3. build the backend, giving it the
+    suite's gold-label distribution (only ``baseline:majority`` reads it);
+    4. run.
     """
     from cfkit.backends import BackendContext, backend_class, load_backend, split_model
+    from cfkit.captions import templates_sha256
 
     kind, _ = split_model(model)
     capabilities = backend_class(kind).capabilities
-    plan = plan_suite(ws, suite, capabilities, store=store, max_tokens=max_tokens, accepted_only=accepted_only)
+    cases = load_cases(ws.cases_path, ws.image_root)
+
+    # 1. Nothing to do?
+    digest = inputs_sha256(ws, suite, capabilities, max_tokens, cases) if capabilities.cacheable else None
+    if digest is not None:
+        backend = load_backend(model, options or {}, context=BackendContext(suite=suite, root=ws.root))
+        finished = _finished(store, backend, suite, templates_sha256(ws), digest)
+        if finished is not None:
+            invalid = store.query("SELECT COUNT(*) FROM replies WHERE run_id = ? AND answer IS NULL",
+                                  (finished.id,))[0][0]
+            progress = RunProgress(total=finished.n_requests, done=finished.n_requests, priced=backend.priced)
+            if on_progress:
+                on_progress(progress)
+            return RunSummary(run_id=finished.id, model=finished.model, suite=suite, status="done",
+                              total=finished.n_requests, kept=finished.n_requests, from_cache=0, sent=0, errors=0,
+                              invalid=invalid, cost_usd=0.0 if backend.priced else None, skipped=())
+
+    # 2. Plan.
+    plan = plan_suite(ws, suite, capabilities, store=store, max_tokens=max_tokens, accepted_only=accepted_only,
+                      cases=cases)
     if not plan.items:
         skipped = "; ".join(f"{s.pair_id}: {s.reason}" for s in plan.skipped[:3])
         raise InputError(f"the {suite} suite has no requests in {ws.root}"
                          + (f" (every pair was skipped: {skipped})." if skipped else "."))
+
+    # 3. The backend, then 4. the run.
     context = BackendContext(suite=suite, gold_labels=plan.gold_labels, root=ws.root)
     backend = load_backend(model, options or {}, context=context)
     if concurrency is None and backend.capabilities.remote:
         concurrency = ws.config.probe.concurrency
-    return run_probe(store, backend, plan, concurrency=concurrency, max_cost=max_cost, on_progress=on_progress)
+    return run_probe(store, backend, plan, concurrency=concurrency, max_cost=max_cost, on_progress=on_progress,
+                     inputs_sha256=digest)
 
 
 def run_failures(store: Store, run_id: str) -> list[dict[str, Any]]:

@@ -431,3 +431,27 @@ def test_runs_show_accepts_a_unique_prefix(tiny_ws):
 def test_load_backend_refuses_unknown_baseline():
     with pytest.raises(InputError, match="unknown baseline 'always-maybe'"):
         load_backend("baseline:always-maybe")
+
+
+def test_rerun_notices_changed_inputs_and_shares_the_response_cache(tiny_ws):
+    add_modality(tiny_ws)
+    with ChatServer(scripted_answer) as server:
+        assert openai_run(tiny_ws, server.url, "contextcanvas").exit_code == 0
+        assert server.count == 3
+        # The modality image condition asks exactly what contextcanvas asked: answered from the cache.
+        modality = json.loads(openai_run(tiny_ws, server.url, "modality", "--json").stdout)
+        assert (modality["sent"], modality["from_cache"]) == (6, 2) and server.count == 9
+        # Change one caption: only that case's neutral and evidence questions are asked again.
+        caption = tiny_ws / "captions" / "T002.yaml"
+        caption.write_text(caption.read_text().replace("grey block in a field", "grey block on a lawn"))
+        changed = json.loads(openai_run(tiny_ws, server.url, "modality", "--json").stdout)
+        assert (changed["sent"], changed["kept"]) == (2, 6) and server.count == 11
+        asked = [user_text(body) for body in server.requests[-2:]]
+        assert all("grey block on a lawn" in text for text in asked)
+        # Change an image: only the requests that show it.
+        Image.fromarray(gradient_image(96, 64, 42)).save(tiny_ws / "data" / "images" / "T001.png")
+        images = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", "--json").stdout)
+        assert (images["sent"], images["kept"]) == (1, 2) and server.count == 12
+        # And with nothing changed, nothing is sent.
+        same = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", "--json").stdout)
+        assert (same["sent"], same["kept"], same["status"]) == (0, 3, "done") and server.count == 12

@@ -142,6 +142,9 @@ class OpenAIBackend:
                 raise BackendUnavailable(
                     "openai backend: the 'openai' package is not installed. Run: pip install 'cfkit[openai]'"
                 ) from exc
+            from openai.types.chat import ChatCompletion
+
+            self._completion_type = ChatCompletion
             self._client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url,
                                               timeout=self.options.timeout, max_retries=0)
             self._client_loop = loop
@@ -191,7 +194,11 @@ class OpenAIBackend:
         while True:
             with_schema = not self._schema_refused
             try:
-                completion = await client.chat.completions.create(**self._body(request, with_schema=with_schema))
+                # client.post is the client's public call for raw bodies. chat.completions.create would
+                # send the same JSON, but first walks every nested dict of the body against its typed
+                # parameters (for renamed keys; chat has none), which costs milliseconds of CPU a request.
+                completion = await client.post("/chat/completions", cast_to=self._completion_type,
+                                               body=self._body(request, with_schema=with_schema))
                 break
             except openai.BadRequestError as exc:
                 if with_schema and request.schema is not None and _mentions(exc, "response_format"):
