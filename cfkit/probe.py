@@ -26,10 +26,9 @@ import asyncio
 import hashlib
 import json
 import re
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ from cfkit.backends import (
     Backend, Capabilities, Generation, ImageData, ProbeRequest, Reply, RequestMeta, TransportError, is_async,
 )
 from cfkit.cases import Case, CaseSet, load_cases
-from cfkit.errors import BackendError, CfkitError, ImageError, InputError, SpecError, StoreError
+from cfkit.errors import CfkitError, ImageError, InputError, SpecError
 from cfkit.store import Store, now, to_json
 from cfkit.workspace import Workspace
 
@@ -410,6 +409,17 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
                                    "WHERE run_id = ?", (run_id,))}
     pending = [item for item in plan.items
                if stored.get(item.key, (None, "transport"))[1] == "transport" or stored[item.key][0] != keys[item.key]]
+    notes: set[str] = set()
+    stale = sorted(set(stored) - set(keys))
+    if stale:
+        # E.g. a pair whose edit was rejected since: its old replies would be reported as if current.
+        # The raw responses stay in the cache.
+        with store.transaction() as conn:
+            conn.executemany("DELETE FROM replies WHERE run_id = ? AND case_id = ? AND pair_id = ? AND condition = ?",
+                             [(run_id, *key) for key in stale])
+        names = ", ".join(" ".join(part for part in key if part) for key in stale[:5])
+        notes.add(f"removed {len(stale)} stored replies no longer in the suite ({names}"
+                  f"{', …' if len(stale) > 5 else ''})")
     kept = len(plan.items) - len(pending)
     from_cache = 0
     to_send: list[ProbeItem] = []
@@ -428,6 +438,7 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
         on_progress(progress)
     sender = _Sender(store, run_id, backend, keys, progress, on_progress,
                      _Budget(max_cost) if max_cost is not None else None)
+    sender.notes.update(notes)
     status = "failed"
     try:
         asyncio.run(sender.send_all(to_send, concurrency))

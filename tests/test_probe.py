@@ -350,19 +350,20 @@ def test_max_cost_stops_before_the_budget_is_exceeded(tiny_ws):
     assert summary["status"] == "incomplete" and "--max-cost 0.25" in summary["stopped"]
 
 
-def _accepted_edit(ws_root: Path) -> Path:
-    """Record an accepted edit of TX01 the way the editors task stores one."""
-    edited = gradient_image(96, 64, 9)
-    path = ws_root / ".cfkit" / "edits" / "TX01" / "1-composite.png"
+def _accepted_edit(ws_root: Path, spec_id: str = "TX01", edit_id: int = 1) -> Path:
+    """Record an accepted edit the way the editors task stores one (files under edits/, rows in the store)."""
+    edited = gradient_image(96, 64, 8 + edit_id)
+    path = ws_root / ".cfkit" / "edits" / spec_id / f"{edit_id}-composite.png"
     path.parent.mkdir(parents=True)
     Image.fromarray(edited).save(path)
-    Image.fromarray(edited).save(path.with_name("1-raw.png"))
+    Image.fromarray(edited).save(path.with_name(f"{edit_id}-raw.png"))
     with Store(ws_root / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
         conn.execute("INSERT INTO edits (id, spec_id, engine, raw_path, composite_path, status, started_at) "
-                     "VALUES (1, 'TX01', 'file', 'edits/TX01/1-raw.png', 'edits/TX01/1-composite.png', 'ok', ?)",
-                     (now(),))
-        conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, created_at) VALUES ('TX01', 1, 'accept', ?)",
-                     (now(),))
+                     "VALUES (?, ?, 'file', ?, ?, 'ok', ?)",
+                     (edit_id, spec_id, f"edits/{spec_id}/{edit_id}-raw.png",
+                      f"edits/{spec_id}/{edit_id}-composite.png", now()))
+        conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, created_at) VALUES (?, ?, 'accept', ?)",
+                     (spec_id, edit_id, now()))
     return path
 
 
@@ -455,3 +456,24 @@ def test_rerun_notices_changed_inputs_and_shares_the_response_cache(tiny_ws):
         # And with nothing changed, nothing is sent.
         same = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", "--json").stdout)
         assert (same["sent"], same["kept"], same["status"]) == (0, 3, "done") and server.count == 12
+
+
+def test_replies_of_a_pair_no_longer_in_the_suite_are_removed_from_the_run(tiny_ws):
+    spec = (tiny_ws / "interventions" / "TX01.yaml").read_text()
+    (tiny_ws / "interventions" / "TX02.yaml").write_text(spec.replace("id: TX01", "id: TX02"))
+    _accepted_edit(tiny_ws, "TX01", 1)
+    _accepted_edit(tiny_ws, "TX02", 2)
+    with ChatServer(scripted_answer) as server:
+        assert openai_run(tiny_ws, server.url, "counterfactual").exit_code == 0
+        assert {r["pair_id"] for r in replies(tiny_ws)} == {"TX01", "TX02"}
+        with Store(tiny_ws / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
+            conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, created_at) VALUES ('TX02', 2, 'reject', ?)",
+                         (now(),))
+        result = openai_run(tiny_ws, server.url, "counterfactual")
+    assert result.exit_code == 0, result.stderr
+    assert "TX02: no usable edit" in result.stderr
+    assert "removed 2 stored replies no longer in the suite (T001 TX02 edit, T001 TX02 original)" in result.stderr
+    assert {r["pair_id"] for r in replies(tiny_ws)} == {"TX01"}
+    # The report now sees no answer for TX02 (counted as missing), not the answers given to the rejected edit.
+    missing = report(tiny_ws)["missing"]
+    assert {(m["pair"], m["condition"]) for m in missing} == {("TX02", "original"), ("TX02", "edit")}
