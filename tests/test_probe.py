@@ -477,3 +477,51 @@ def test_replies_of_a_pair_no_longer_in_the_suite_are_removed_from_the_run(tiny_
     # The report now sees no answer for TX02 (counted as missing), not the answers given to the rejected edit.
     missing = report(tiny_ws)["missing"]
     assert {(m["pair"], m["condition"]) for m in missing} == {("TX02", "original"), ("TX02", "edit")}
+
+
+def test_ctrl_c_keeps_what_arrived_and_marks_the_run_interrupted(tmp_path):
+    ws = many_cases(tmp_path / "ws", 20)
+    with ChatServer(scripted_answer, latency=0.1) as server:
+        proc = _cli_process(ws, server.url, "--concurrency", "1")
+        deadline = time.monotonic() + 60
+        while server.count < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "interrupted; everything saved before the interruption is kept" in stderr and "Traceback" not in stderr
+    listed = json.loads(run_cli(["-w", str(ws), "runs", "list", "--json"]).stdout)
+    assert listed[0]["status"] == "interrupted" and 3 <= listed[0]["n_done"] < 20
+
+
+def test_probe_commands_import_no_heavy_library():
+    code = ("import sys\nfrom cfkit.cli import main\n"
+            "try:\n    main(['probe', 'backends', '--json'])\nexcept SystemExit:\n    pass\n"
+            "heavy = [m for m in ('torch', 'transformers', 'openai', 'diffusers', 'lpips', 'skimage') "
+            "if m in sys.modules]\nprint('HEAVY', heavy)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert "HEAVY []" in result.stdout, result.stdout + result.stderr
+
+
+def test_replay_refuses_ambiguous_files_and_reports_gaps(tiny_ws, tmp_path):
+    line = {"suite": "contextcanvas", "case": "T001", "condition": "image", "answer": "B", "parse": "json",
+            "error": None, "raw": "B", "reason": None, "confidence": None, "pair": None}
+    two_models = tmp_path / "two.jsonl"
+    two_models.write_text(json.dumps(line | {"model": "m1"}) + "\n" + json.dumps(line | {"model": "m2"}) + "\n")
+    refused = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", f"replay:{two_models}", "-s", "contextcanvas"])
+    assert refused.exit_code == 2 and "holds 2 models (m1, m2); choose one with -o model=NAME" in refused.stderr
+    partial = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", f"replay:{two_models}", "-s", "contextcanvas",
+                       "-o", "model=m2", "--json"])
+    assert partial.exit_code == 0, partial.stderr
+    summary = json.loads(partial.stdout)
+    assert (summary["sent"], summary["errors"], summary["status"]) == (3, 2, "incomplete")
+    stored = {r["case_id"]: r for r in replies(tiny_ws, summary["run_id"])}
+    assert stored["T001"]["answer"] == "B"
+    assert stored["T002"]["error"] == "transport" and "no contextcanvas prediction for case T002" in stored["T002"]["detail"]
+    missing = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "replay:nowhere.jsonl", "-s", "contextcanvas"])
+    assert missing.exit_code == 2 and "replay file nowhere.jsonl not found" in missing.stderr
+
+
+def test_majority_baseline_needs_the_suite():
+    with pytest.raises(InputError, match="baseline:majority needs the suite's gold labels"):
+        load_backend("baseline:majority")

@@ -179,12 +179,13 @@ def list_(ws, as_json: bool) -> None:
         print_json([asdict(r) for r in records])
         return
     table = Table(title=f"Runs in {ws.db_path}", title_justify="left")
-    for column, justify in (("run", "left"), ("model", "left"), ("suite", "left"), ("status", "left"),
-                            ("done", "right"), ("errors", "right"), ("cost", "right"), ("started", "left")):
+    table.add_column("run", no_wrap=True)
+    for column, justify in (("model", "left"), ("suite", "left"), ("status", "left"), ("done", "right"),
+                            ("errors", "right"), ("cost", "right"), ("started (UTC)", "left")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for r in records:
         table.add_row(r.id, escape(r.model), r.suite, r.status, f"{r.n_done}/{r.n_requests}", str(r.n_errors),
-                      "—" if r.cost_usd is None else f"${r.cost_usd:.4f}", r.started_at)
+                      "—" if r.cost_usd is None else f"${r.cost_usd:.4f}", r.started_at[:16].replace("T", " "))
     out.print(table)
 
 
