@@ -166,7 +166,7 @@ def run(repeats: int = 3) -> list[dict]:
             ws = load_workspace(_workspace(Path(tmp) / "ws"))
             backend = load_backend("openai:bench-model", {"base_url": url})
             plan = plan_suite(ws, "modality", backend.capabilities)
-            bodies = [backend._body(item.request, with_schema=True) for item in plan.items]
+            bodies = [backend._body(item.request) for item in plan.items]
             for _ in range(repeats):
                 first_s, rerun_s = _runner_once(ws, url)
                 firsts.append(first_s)

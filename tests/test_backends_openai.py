@@ -82,6 +82,27 @@ def test_server_rejecting_response_format_falls_back_to_text_once():
     assert second.notes == ()
 
 
+def test_reasoning_model_style_refusals_of_temperature_and_max_tokens():
+    # Some models take neither temperature=0 nor max_tokens: drop the one, rename the other, note both.
+    def script(body, n):
+        if "temperature" in body:
+            return Scripted(400, error_body("Unsupported value: 'temperature' does not support 0 with this model.",
+                                            param="temperature"))
+        if "max_tokens" in body:
+            return Scripted(400, error_body("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                            "Use 'max_completion_tokens' instead.", param="max_tokens"))
+        return Scripted(body=completion(answer_json("A")))
+
+    with ChatServer(script) as server:
+        b = backend(server.url)
+        reply = ask(b)
+        ask(b)
+    assert server.count == 3 + 1  # two refusals once, then straight through
+    assert reply.notes == ("server refused temperature=0; it used its default temperature",
+                           "server refused max_tokens; sent max_completion_tokens instead")
+    assert server.requests[-1]["max_completion_tokens"] == 64 and "temperature" not in server.requests[-1]
+
+
 def test_429_then_200_honours_retry_after():
     def script(body, n):
         if n == 1:

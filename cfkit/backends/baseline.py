@@ -59,8 +59,10 @@ class BaselineBackend:
         self.model = f"{self.kind}:{name}"
         self.options = options
         self.priced = False
-        self.cache_identity = {"seed": options.seed} if name == "random" else {}
         self._majority = majority_choice(context.gold_labels)
+        # What decides the answers: the seed, or the majority labels (which change with the cases).
+        self.cache_identity = {"seed": options.seed} if name == "random" else (
+            {"majority": list(self._majority)} if name == "majority" else {})
 
     def _choose(self, request: ProbeRequest) -> str | None:
         meta = request.meta

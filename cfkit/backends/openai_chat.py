@@ -126,7 +126,8 @@ class OpenAIBackend:
         self.token_param = options.token_param or ("max_completion_tokens" if self.official else "max_tokens")
         self.cache_identity = cache_options(options) | {"base_url": self.base_url, "token_param": self.token_param}
         self.priced = options.price_in is not None and options.price_out is not None
-        self._schema_refused = options.json_schema == "off"
+        # Parameters this server refused; later requests leave them out (or use the other token limit).
+        self._refused: set[str] = {"response_format"} if options.json_schema == "off" else set()
         self._client: Any = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
 
@@ -157,7 +158,7 @@ class OpenAIBackend:
 
     # -- one request ---------------------------------------------------------
 
-    def _body(self, request: ProbeRequest, *, with_schema: bool) -> dict[str, Any]:
+    def _body(self, request: ProbeRequest) -> dict[str, Any]:
         content: list[dict[str, Any]] = [{"type": "text", "text": request.user}]
         for image in request.images:
             url = f"data:{image.mime};base64,{base64.b64encode(image.data).decode('ascii')}"
@@ -171,7 +172,9 @@ class OpenAIBackend:
             "temperature": request.generation.temperature,
             self.token_param: request.generation.max_tokens,
         }
-        if with_schema and request.schema is not None:
+        if "temperature" in self._refused:
+            del body["temperature"]
+        if "response_format" not in self._refused and request.schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "probe_answer", "schema": request.schema, "strict": True},
@@ -184,6 +187,22 @@ class OpenAIBackend:
             return wait
         return self.options.backoff * (2.0 ** retry) * random.uniform(0.5, 1.0)
 
+    def _drop_refused(self, exc: Exception, body: dict[str, Any]) -> str | None:
+        """When a 400 names a parameter we can do without, stop sending it; returns the note to record."""
+        if "response_format" in body and _mentions(exc, "response_format"):
+            self._refused.add("response_format")
+            return "server refused response_format; asked for plain text"
+        if "temperature" in body and _mentions(exc, "temperature"):
+            self._refused.add("temperature")
+            return "server refused temperature=0; it used its default temperature"
+        other = "max_tokens" if self.token_param == "max_completion_tokens" else "max_completion_tokens"
+        if self.token_param in body and _mentions(exc, self.token_param) and other not in self._refused:
+            self._refused.add(self.token_param)
+            note = f"server refused {self.token_param}; sent {other} instead"
+            self.token_param = other
+            return note
+        return None
+
     async def answer(self, request: ProbeRequest) -> Reply:
         import openai
 
@@ -192,21 +211,19 @@ class OpenAIBackend:
         started = time.perf_counter()
         retry = 0
         while True:
-            with_schema = not self._schema_refused
+            body = self._body(request)
             try:
                 # client.post is the client's public call for raw bodies. chat.completions.create would
                 # send the same JSON, but first walks every nested dict of the body against its typed
                 # parameters (for renamed keys; chat has none), which costs milliseconds of CPU a request.
-                completion = await client.post("/chat/completions", cast_to=self._completion_type,
-                                               body=self._body(request, with_schema=with_schema))
+                completion = await client.post("/chat/completions", cast_to=self._completion_type, body=body)
                 break
-            except openai.BadRequestError as exc:
-                if with_schema and request.schema is not None and _mentions(exc, "response_format"):
-                    # The server does not do structured output: ask for plain text from now on.
-                    self._schema_refused = True
-                    notes.append("server refused response_format; asked for plain text")
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+                note = self._drop_refused(exc, body)
+                if note is not None:
+                    notes.append(note)
                     continue
-                raise TransportError(f"HTTP 400 from {self.base_url}: {exc.message}") from exc
+                raise TransportError(f"HTTP {exc.status_code} from {self.base_url}: {exc.message}") from exc
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 raise BackendUnavailable(
                     f"openai backend: {self.base_url} refused the key (HTTP {exc.status_code}: {exc.message}). "

@@ -9,6 +9,7 @@ as a transport error naming the case, so the gap shows in the run's counts.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import ClassVar
 
@@ -56,7 +57,8 @@ class ReplayBackend:
         self.path = path
         self.options = options
         self.priced = False
-        self.cache_identity = {"model": options.model}
+        # The file's content, not only its name: replaying an edited file must not reuse the old replies.
+        self.cache_identity = {"model": options.model, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
         self._by_key = {(p.suite, p.case, p.pair or "", p.condition): p for p in predictions}
 
     async def answer(self, request: ProbeRequest) -> Reply:
