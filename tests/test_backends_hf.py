@@ -81,6 +81,15 @@ def test_answers_greedily_from_a_local_folder(tiny_vlm):
     assert first.latency_s > 0 and first.cost_usd is None
 
 
+def test_bfloat16_weights_get_bfloat16_pixels(tiny_vlm):
+    # The dtype auto picks on a GPU: a bfloat16 model answers with the float32 pixels the processor makes.
+    backend = load_backend(f"hf:{tiny_vlm}", {"device": "cpu", "dtype": "bfloat16"})
+    reply = backend.answer(request((ImageData(png_bytes(gradient_image(64, 64)), "image/png"),)))
+    assert reply.usage["completion_tokens"] >= 1
+    model, _, _ = backend._load()
+    assert str(model.dtype) == "torch.bfloat16"
+
+
 def test_probe_run_end_to_end_and_a_cached_rerun_does_not_load_the_model(tiny_vlm, tiny_ws, monkeypatch):
     args = ["-w", str(tiny_ws), "probe", "run", "-m", f"hf:{tiny_vlm}", "-s", "contextcanvas", "--max-tokens", "8",
             "--json"]
