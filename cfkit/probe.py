@@ -15,7 +15,9 @@ For each request the runner, in order:
    commits the reply as soon as it arrives.
 
 So a rerun makes no model call, and a run stopped by Ctrl-C, a crash or a
-``kill -9`` resumes with only the missing requests. Replies are parsed with
+``kill -9`` resumes with only the missing requests. A run that ended complete
+also records a digest of its inputs (:func:`inputs_sha256`); running the same
+command on unchanged inputs then returns at once, without rendering a prompt. Replies are parsed with
 :func:`cfkit.parse.parse_answer`; transport failures are stored as error
 ``transport`` with a null answer and retried on the next run.
 """
@@ -37,7 +39,7 @@ from cfkit.backends import (
     Backend, Capabilities, Generation, ImageData, ProbeRequest, Reply, RequestMeta, TransportError, is_async,
 )
 from cfkit.cases import Case, CaseSet, load_cases
-from cfkit.errors import CfkitError, ImageError, InputError, SpecError
+from cfkit.errors import ImageError, InputError, SpecError
 from cfkit.store import Store, now, to_json
 from cfkit.workspace import Workspace
 
@@ -209,7 +211,8 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
 
     if suite not in SUITES:
         raise InputError(f"suite '{suite}' is not one of {', '.join(SUITES)}.")
-    cases = cases or load_cases(ws.cases_path, ws.image_root)
+    if cases is None:
+        cases = load_cases(ws.cases_path, ws.image_root)
     builder = _RequestBuilder(ws, suite, capabilities, max_tokens)
     items: list[ProbeItem] = []
     skipped: list[SkippedPair] = []
@@ -252,12 +255,9 @@ def _pair_gold(ws: Workspace, item: ProbeItem) -> str:
 
 def _counterfactual(ws: Workspace, store: Store, cases: CaseSet, builder: _RequestBuilder, accepted_only: bool):
     """(items, skipped-or-None) per spec file, in spec order."""
+    from cfkit.edit import select_edit
     from cfkit.specs import load_spec_file, spec_files
 
-    try:
-        from cfkit.edit import select_edit
-    except ImportError as exc:
-        raise CfkitError("the counterfactual suite needs cfkit.edit, which is not installed with this cfkit.") from exc
     for path in spec_files(ws):
         try:
             spec = load_spec_file(path).spec
