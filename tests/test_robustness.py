@@ -149,3 +149,213 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(tmp_path: Path, name, 
     # Opening the store may create it (empty); every file that existed is byte-for-byte unchanged.
     assert {k: v for k, v in after.items() if k in before} == before
     assert all(k.startswith("ws/.cfkit/cfkit.db") for k in set(after) - set(before)), set(after) - set(before)
+
+
+# ── faults ─────────────────────────────────────────────────────────────────
+
+import shutil  # noqa: E402
+import socket  # noqa: E402
+import threading  # noqa: E402
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
+
+from conftest import MINI  # noqa: E402
+
+
+def _cli(args: list[str], *, env: dict[str, str] | None = None, limit_bytes: int | None = None,
+         wait: bool = True) -> subprocess.CompletedProcess | subprocess.Popen:
+    """cfkit in its own process (so it can be killed or starved of disk)."""
+
+    def starve() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+    full_env = dict(os.environ, **(env or {}))
+    kwargs = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env, cwd=REPO,
+                  preexec_fn=starve if limit_bytes else None)
+    if not wait:
+        return subprocess.Popen([sys.executable, "-m", "cfkit", *args], **kwargs)
+    return subprocess.run([sys.executable, "-m", "cfkit", *args], timeout=120, **kwargs)
+
+
+def _db(ws: Path) -> sqlite3.Connection:
+    return sqlite3.connect(ws / ".cfkit" / "cfkit.db")
+
+
+def _consistent(ws: Path) -> None:
+    """The store passes integrity_check and every recorded output file exists with its hash."""
+    import hashlib
+
+    with _db(ws) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rows = db.execute("SELECT raw_path, raw_sha256, composite_path, composite_sha256 FROM edits "
+                          "WHERE status = 'ok'").fetchall()
+    for raw, raw_sha, comp, comp_sha in rows:
+        for rel, sha in ((raw, raw_sha), (comp, comp_sha)):
+            data = (ws / ".cfkit" / rel).read_bytes()
+            assert hashlib.sha256(data).hexdigest() == sha
+
+
+@pytest.fixture
+def mini(tmp_path: Path) -> Path:
+    dest = tmp_path / "mini"
+    shutil.copytree(MINI, dest, ignore=shutil.ignore_patterns(".cfkit"))
+    return dest
+
+
+def test_disk_full_during_an_edit_loses_nothing(mini: Path):
+    first = _cli(["edit", "EX01", "--engine", "classical", "-w", str(mini)])
+    assert first.returncode == 0, first.stderr
+    saved = tree_snapshot(mini / ".cfkit" / "edits")
+    # The next edit's PNGs are larger than the limit: the write fails mid-way.
+    starved = _cli(["edit", "EX02", "--engine", "classical", "-w", str(mini)], limit_bytes=150_000)
+    assert starved.returncode in (1, 2), starved.stderr
+    lines = [l for l in starved.stderr.strip().splitlines() if l.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in starved.stderr, starved.stderr
+    after = tree_snapshot(mini / ".cfkit" / "edits")
+    assert {k: v for k, v in after.items() if k in saved} == saved  # the first edit is intact
+    assert not [k for k in after if ".tmp" in k]  # no half-written files left behind
+    _consistent(mini)
+    # Starved harder, the store itself cannot be written: one line that points at disk space, not at damage.
+    store_starved = _cli(["edit", "EX02", "--engine", "classical", "-w", str(mini)], limit_bytes=4_000)
+    assert store_starved.returncode == 1
+    assert "Check free disk space" in store_starved.stderr and "move it aside" not in store_starved.stderr
+    _consistent(mini)
+    again = _cli(["edit", "EX02", "--engine", "classical", "-w", str(mini)])
+    assert again.returncode == 0, again.stderr
+    _consistent(mini)
+    modes = {p.stat().st_mode & 0o777 for p in (mini / ".cfkit" / "edits").rglob("*.png")}
+    assert modes == {0o666 & ~_umask()}  # written atomically, yet with ordinary permissions
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_kill_during_an_edit_leaves_the_store_consistent(mini: Path):
+    proc = _cli(["edit", "EX03", "--engine", "classical", "-n", "3", "-w", str(mini)], wait=False)
+    time.sleep(1.5)  # inside the biharmonic inpainting or the writes
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    if (mini / ".cfkit" / "cfkit.db").is_file():
+        _consistent(mini)
+    again = _cli(["edit", "EX03", "--engine", "classical", "-w", str(mini)])
+    assert again.returncode == 0, again.stderr
+    _consistent(mini)
+
+
+def test_two_runs_on_one_store_at_once(mini: Path):
+    procs = [_cli(["probe", "run", "-m", model, "-s", "modality", "-w", str(mini)], wait=False)
+             for model in ("baseline:always-no", "baseline:random")]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    with _db(mini) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        done = db.execute("SELECT model, n_done, n_requests FROM runs WHERE status = 'done' ORDER BY model").fetchall()
+    assert [d[0] for d in done] == ["baseline:always-no", "baseline:random"]
+    assert all(d[1] == d[2] > 0 for d in done)
+
+
+class FaultyChat:
+    """A Chat Completions server; its k-th request meets ``faults[k-1]``, later ones are answered normally."""
+
+    def __init__(self, faults: list[str], slow_s: float):
+        self.faults = faults
+        self.count = 0
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):  # noqa: N802
+                self.rfile.read(int(self.headers["content-length"]))
+                with server.lock:
+                    server.count += 1
+                    n = server.count
+                fault = server.faults[n - 1] if n <= len(server.faults) else None
+                if fault == "reset":  # close with RST and no response at all
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
+                    self.connection.close()
+                    self.close_connection = True
+                    return
+                if fault == "timeout":
+                    time.sleep(slow_s)
+                content = json.dumps({"answer": "A", "reason": "ok", "confidence": "high"})
+                if fault == "junk":  # a reply that must be stored as text, never run
+                    content = "__import__('os').remove('canary')  # or {{7*7}} ${7*7}"
+                status, payload = 200, {
+                    "id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+                if fault == "429":
+                    status, payload = 429, {"error": {"message": "slow down", "type": "rate_limit"}}
+                elif fault == "500":
+                    status, payload = 500, {"error": {"message": "boom", "type": "server_error"}}
+                data = b"<html>this is not JSON" if fault == "not-json" else json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+SECRET = "sk-test-NEVER-WRITE-THIS-0123456789"
+
+
+def test_server_faults_lose_nothing_and_replies_are_never_run(mini: Path):
+    """429, 500, a timeout, a reset connection, a non-JSON body and a hostile reply in one run."""
+    canary = mini / "canary"
+    canary.write_text("still here")
+    faults = ["429", "500", "timeout", "reset", "not-json", "500", "500", "500", "500", "junk"]
+    server = FaultyChat(faults, slow_s=3.0)
+    env = {"MY_SERVER_KEY": SECRET, "OPENAI_API_KEY": SECRET + "-openai"}
+    args = ["probe", "run", "-m", "openai:test-model", "--base-url", server.url, "--api-key-env", "MY_SERVER_KEY",
+            "-o", "timeout=1", "-o", "max_retries=1", "-o", "backoff=0.01", "-j", "1",
+            "-s", "contextcanvas", "-w", str(mini)]
+    runs = []
+    try:
+        while len(runs) < 3 and not (runs and runs[-1].stderr.lstrip().splitlines()[-1:] and "done:" in runs[-1].stderr):
+            runs.append(_cli(args, env=env))
+            assert runs[-1].returncode == 0 and "Traceback" not in runs[-1].stderr, runs[-1].stderr
+    finally:
+        server.close()
+    assert "failed after retries" in runs[0].stderr  # some faults outlasted the retries and were kept for later
+    assert "done:" in runs[-1].stderr, [r.stderr for r in runs]
+    cases = [json.loads(line)["id"] for line in (mini / "cases.jsonl").read_text().splitlines() if line.strip()]
+    with _db(mini) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        replies = db.execute("SELECT case_id, answer, error, raw FROM replies").fetchall()
+    by_case = {r[0]: r for r in replies}
+    assert sorted(by_case) == sorted(cases)  # every case answered in the end
+    assert not [r for r in replies if r[2] == "transport"]  # transport failures were retried away
+    hostile = [r for r in replies if r[3] and "__import__" in r[3]]
+    assert len(hostile) == 1 and hostile[0][1] is None and hostile[0][2] == "unparseable"
+    assert canary.read_text() == "still here"
+    # No key in any file cfkit wrote: the store, its WAL, edits, exports.
+    export = _cli(["runs", "list", "--json", "-w", str(mini)])
+    assert export.returncode == 0
+    for path in (mini / ".cfkit").rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert SECRET.encode() not in data, path

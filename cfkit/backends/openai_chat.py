@@ -249,6 +249,15 @@ class OpenAIBackend:
                     ) from exc
                 retry += 1
                 await asyncio.sleep(delay)
+            except (ValueError, openai.APIResponseValidationError) as exc:
+                # A 200 whose body is not a Chat Completions object (a proxy's HTML page, a cut-off
+                # body): retried like a transport failure, then left for the next run.
+                if retry >= self.options.max_retries:
+                    raise TransportError(
+                        f"malformed response body from {self.base_url} after {retry + 1} attempts: {exc}"
+                    ) from exc
+                await asyncio.sleep(self._delay(retry, None))
+                retry += 1
         latency = time.perf_counter() - started
         if retry:
             notes.append(f"succeeded after {retry} retries")
