@@ -411,3 +411,33 @@ def test_failed_edit_row_is_refused(tiny_ws, no_lpips):
     assert result.exit_code == 2 and "nothing to check" in result.stderr
     with sqlite3.connect(load_workspace(tiny_ws).db_path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM checks").fetchone()[0] == 0
+
+
+def test_backbone_path_comes_from_option_env_then_config(tiny_ws, tmp_path, monkeypatch):
+    from cfkit.preserve import backbone_candidates
+
+    config = tiny_ws / "cfkit.toml"
+    config.write_text(config.read_text() + '\n[check]\nlpips_backbone = "weights/alexnet.pth"\nmargin = 6\n')
+    ws = load_workspace(tiny_ws)
+    monkeypatch.delenv("CFKIT_LPIPS_BACKBONE", raising=False)
+    assert backbone_candidates(ws, None) == (tiny_ws.resolve() / "weights" / "alexnet.pth",
+                                             "[check] lpips_backbone in cfkit.toml")
+    monkeypatch.setenv("CFKIT_LPIPS_BACKBONE", str(tmp_path / "env.pth"))
+    assert backbone_candidates(ws, None) == (tmp_path / "env.pth", "CFKIT_LPIPS_BACKBONE")
+    assert backbone_candidates(ws, tmp_path / "opt.pth") == (tmp_path / "opt.pth", "--lpips-weights")
+    # A named file that is missing is an error, not a silent "unavailable".
+    with pytest.raises(ConfigError, match="CFKIT_LPIPS_BACKBONE: LPIPS backbone weights .* not found"):
+        load_lpips(ws, None)
+    assert Thresholds.for_spec(None, margin=ws.config.check.margin).margin == 6
+
+
+def test_backbone_from_env_reaches_the_stored_check(tiny_ws, tmp_path, monkeypatch):
+    weights = tmp_path / "alexnet-random.pth"
+    _save_random_backbone(weights)
+    monkeypatch.setenv("CFKIT_LPIPS_BACKBONE", str(weights))
+    add_edit(tiny_ws, "TX01", inside_change(tiny_original(tiny_ws)))
+    result = run_cli(["check", "TX01", "--json", "-w", str(tiny_ws)])
+    assert result.exit_code == 0, result.stderr
+    [row] = json.loads(result.stdout)
+    assert row["lpips_measured"] is True and row["metrics"]["lpips_in"] > 0
+    assert row["metrics"]["lpips_note"] == f"LPIPS: AlexNet weights from {weights}"

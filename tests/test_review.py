@@ -315,3 +315,93 @@ def test_view_data_reads_check_and_decision(two_edits, tmp_path, monkeypatch):
     assert data.variant == "raw" and data.decision == "skip"
     assert data.check["variant"] == "raw" and data.check["verdict"] == "fail"  # the raw output is a no-op
     assert data.original.shape == data.edited.shape == (64, 96, 3)
+
+
+def test_regenerate_through_cfkit_edit(two_edits, tmp_path, monkeypatch):
+    """The 'g' key of the real command path runs cfkit.edit's make_edit (classical engine, offline) and its check."""
+    from cfkit.cli.review import _regenerate
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "no-cache"))
+    config = two_edits / "cfkit.toml"
+    config.write_text(config.read_text() + '\n[edit]\nengine = "classical"\n')
+    ws = load_workspace(two_edits)
+    console = Console(record=True, width=100)
+    with Store(ws.db_path) as store:
+        review_loop(ws, store, ["TX01"], ScriptedKeys(["g", "a"]), console, regenerate=_regenerate(ws))
+        edits = store.query("SELECT id, engine FROM edits WHERE spec_id = 'TX01' ORDER BY id")
+        checks = store.query("SELECT variant FROM checks WHERE edit_id = ?", (edits[-1]["id"],))
+        [review] = store.query("SELECT edit_id, decision FROM reviews")
+    assert edits[-1]["engine"] == "classical" and len(edits) == 2
+    assert {c["variant"] for c in checks} == {"raw", "composite"}
+    assert (review["edit_id"], review["decision"]) == (edits[-1]["id"], "accept")
+    assert f"edit #{edits[-1]['id']} composite · classical" in console.export_text()
+
+
+def test_interactive_review_in_a_pseudo_terminal(two_edits):
+    """The command itself, on a real pty: draws the view, takes single key presses, saves decisions."""
+    import os
+    import pty
+    import select
+    import termios
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: cfkit review on the pty
+        os.environ.update({"TERM": "xterm-256color", "COLUMNS": "120", "LINES": "60"})
+        os.execv(sys.executable, [sys.executable, "-m", "cfkit", "review", "TX01", "TX02", "-w", str(two_edits)])
+    output = b""
+    seen = 0  # tokens are looked for only in output that arrived after the previous match
+
+    def read_more(timeout: float) -> bool:
+        nonlocal output
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            return True
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            return False
+        output += chunk
+        return bool(chunk)
+
+    def expect(token: bytes, timeout: float = 60) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while token not in output[seen:]:
+            assert time.monotonic() < deadline, output[-300:]
+            assert read_more(0.2), f"the command ended before printing {token!r}: {output[-300:]!r}"
+        seen = output.index(token, seen) + len(token)
+
+    def press(key: bytes, timeout: float = 60) -> None:
+        """Send a key once the command waits for one: click switches the terminal to raw mode
+        and flushes pending input as it does, so a key sent earlier would be lost."""
+        deadline = time.monotonic() + timeout
+        while termios.tcgetattr(fd)[3] & termios.ICANON:
+            assert time.monotonic() < deadline, output[-300:]
+            read_more(0.05)
+        os.write(fd, key)
+
+    try:
+        expect(b"Test edit")
+        press(b"r")
+        expect(b"note (why rejected)")
+        os.write(fd, b"colours drifted\r")
+        expect(b"Second test edit")
+        press(b"a")
+        expect(b"2 decisions saved")
+        deadline = time.monotonic() + 30
+        while read_more(0.2) and time.monotonic() < deadline:  # drain until the child closes the pty
+            pass
+        _, status = os.waitpid(pid, 0)
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert b"\x1b[38;2;" in output or b"\x1b[38;5;" in output  # drawn in colour
+    ws = load_workspace(two_edits)
+    with Store(ws.db_path) as store:
+        rows = store.query("SELECT spec_id, decision, note FROM reviews ORDER BY id")
+    assert [(r["spec_id"], r["decision"], r["note"]) for r in rows] == [
+        ("TX01", "reject", "colours drifted"), ("TX02", "accept", None)]

@@ -116,7 +116,10 @@ class TerminalKeys:
     def key(self) -> str:
         import click
 
-        return click.getchar()
+        try:
+            return click.getchar()
+        except EOFError:  # Ctrl-D
+            return "q"
 
     def line(self, prompt: str) -> str:
         return self.console.input(prompt)
