@@ -405,3 +405,12 @@ def test_interactive_review_in_a_pseudo_terminal(two_edits):
         rows = store.query("SELECT spec_id, decision, note FROM reviews ORDER BY id")
     assert [(r["spec_id"], r["decision"], r["note"]) for r in rows] == [
         ("TX01", "reject", "colours drifted"), ("TX02", "accept", None)]
+
+
+def test_toggle_to_raw_says_when_there_is_none(two_edits):
+    ws = load_workspace(two_edits)
+    console = Console(record=True, width=100)
+    with Store(ws.db_path) as store:
+        review_loop(ws, store, ["TX02"], ScriptedKeys(["v", "q"]), console)
+    text = console.export_text()
+    assert "edit #2 has only its composite image." in text and "edited (raw)" not in text

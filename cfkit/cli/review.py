@@ -33,7 +33,7 @@ def review(ws, spec_ids: tuple[str, ...], pending: bool, decision: str | None, n
       cfkit review CF18 --reject --note "the children's faces changed"
     """
     from cfkit.errors import InputError
-    from cfkit.review.loop import pending_specs, record_decision, review_loop
+    from cfkit.review.loop import pending_specs, review_loop
     from cfkit.store import Store
 
     if decision == "reject" and not note:

@@ -96,6 +96,12 @@ def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "co
                     difference=largest_change(images.original, edited))
 
 
+def recorded_variants(store: Store, edit_id: int) -> list[str]:
+    """Which outputs (raw, composite) an edit recorded."""
+    row = store.query("SELECT raw_path, composite_path FROM edits WHERE id = ?", (edit_id,))[0]
+    return [v for v in ("raw", "composite") if row[f"{v}_path"]]
+
+
 # ── keys ───────────────────────────────────────────────────────────────────
 
 
@@ -222,6 +228,8 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
             diff_mode = DIFF_MODES[(DIFF_MODES.index(diff_mode) + 1) % len(DIFF_MODES)]
         elif key == "v":
             variant = "raw" if data.variant == "composite" else "composite"
+            if len(recorded_variants(store, data.edit_id)) < 2:
+                message = Text(f"edit #{data.edit_id} has only its {data.variant} image.", style="yellow")
         elif key == "?":
             message = Text(HELP)
         elif key in ("q", "\x03", "\x04"):
