@@ -104,6 +104,9 @@ def test_output_is_at_the_source_size_and_seeded(tiny_pipeline):
     assert np.array_equal(first.images[0], again.images[0])  # same seed, same image
     assert np.array_equal(first.images[1], other.images[0])  # candidate 1 used seed 3 + 1
     assert not np.array_equal(first.images[0], other.images[0])
+    unseeded = [editor.edit(_request(seed=None)) for _ in range(2)]
+    assert unseeded[0].seed != unseeded[1].seed  # drawn, recorded, and reproducing:
+    assert np.array_equal(editor.edit(_request(seed=unseeded[0].seed)).images[0], unseeded[0].images[0])
 
 
 def test_missing_weights_name_the_model_and_how_to_fetch_them():

@@ -12,12 +12,14 @@ that fetches it. Device and dtype are chosen automatically (cuda → float16,
 bfloat16 for FLUX; mps → float16; cpu → float32). The source is resized so its
 longer side is ``resolution`` (default 512 for SD, 1024 for SDXL and FLUX),
 both sides rounded to the pipeline's multiple, and the output is resized back
-to the source's exact size. Candidate ``i`` uses seed ``seed + i``.
+to the source's exact size. Candidate ``i`` uses seed ``seed + i``; without a
+seed one is drawn at random and recorded.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,8 +129,10 @@ class DiffusersEditor:
 
         image = Image.fromarray(resize_rgb(request.image, (width, height)))
         mask = Image.fromarray(np.where(resize_mask(request.mask, (width, height)) > 127, 255, 0).astype(np.uint8))
-        seed = 0 if request.seed is None else request.seed
-        # mps generators are unreliable; seed on the cpu there, as diffusers' docs advise.
+        # Without --seed, draw one: repeated calls then give new candidates, and the
+        # recorded seed still reproduces each of them.
+        seed = secrets.randbelow(2**31) if request.seed is None else request.seed
+        # On mps, seed a cpu generator: the portable choice diffusers' reproducibility guide suggests.
         gen_device = "cpu" if device == "mps" else device
 
         # 3. Run one candidate per call: batching changes the arithmetic slightly, and
