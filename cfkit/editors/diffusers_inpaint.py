@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from cfkit.editors import EditRequest, EditResult, resize_mask, resize_rgb
-from cfkit.errors import EditorError, EditorUnavailable, InputError
+from cfkit.errors import EditorError, EditorUnavailable, EditRefused, InputError
 
 
 @dataclass(frozen=True)
@@ -147,12 +147,16 @@ class DiffusersEditor:
             generator = torch.Generator(device=gen_device).manual_seed(seed + i)
             try:
                 with torch.inference_mode():
-                    outputs.append(np.asarray(pipe(**call, generator=generator).images)[0])
+                    output = pipe(**call, generator=generator)
             except torch.cuda.OutOfMemoryError as exc:
                 raise EditorError(f"diffusers: out of GPU memory at {width}x{height}; lower 'resolution' "
                                   "or free the GPU.") from exc
             except (RuntimeError, ValueError) as exc:
                 raise EditorError(f"diffusers: the pipeline failed ({type(exc).__name__}: {exc}).") from exc
+            # SD checkpoints ship a safety checker that blacks out what it flags: that is a refusal.
+            if any(getattr(output, "nsfw_content_detected", None) or ()):
+                raise EditRefused(f"diffusers: the pipeline's safety checker blanked candidate {i} (seed {seed + i}).")
+            outputs.append(np.asarray(output.images)[0])
 
         # 4. Back to uint8 at the source's exact size.
         images = tuple(resize_rgb(np.clip(np.rint(arr * 255.0), 0, 255).astype(np.uint8), request.size)
