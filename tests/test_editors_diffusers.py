@@ -21,7 +21,7 @@ from PIL import Image
 from cfkit.edit import composite_region, make_edit
 from cfkit.editors import EditRequest
 from cfkit.editors.diffusers_inpaint import DiffusersEditor, model_family, pipeline_size
-from cfkit.errors import EditorUnavailable
+from cfkit.errors import EditorUnavailable, EditRefused
 from cfkit.workspace import load_workspace
 from conftest import gradient_image
 from images_api_server import ImagesAPI, serve
@@ -150,6 +150,42 @@ def test_cfkit_edit_with_diffusers_composite_keeps_the_source_outside_the_dilate
     assert not np.array_equal(raw[~region], source[~region])  # the raw output did change things outside
     assert record.engine == "diffusers" and record.seed == 11 and record.model == str(tiny_pipeline)
     assert record.params["steps"] == 2 and record.params["pipeline"] == "StableDiffusionInpaintPipeline"
+
+
+@pytest.fixture(scope="module")
+def flagging_pipeline(tiny_pipeline, tmp_path_factory) -> Path:
+    """The tiny pipeline plus a tiny safety checker whose thresholds flag every image."""
+    from diffusers import StableDiffusionInpaintPipeline
+    from diffusers.pipelines.stable_diffusion.safety_checker import StableDiffusionSafetyChecker
+    from transformers import CLIPConfig, CLIPImageProcessor
+
+    pipe = StableDiffusionInpaintPipeline.from_pretrained(str(tiny_pipeline), local_files_only=True)
+    config = CLIPConfig(
+        text_config={"hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 2, "num_hidden_layers": 1,
+                     "vocab_size": 60},
+        vision_config={"hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 2, "num_hidden_layers": 1,
+                       "image_size": 32, "patch_size": 8},
+        projection_dim=8)
+    checker = StableDiffusionSafetyChecker(config)
+    with torch.no_grad():
+        checker.concept_embeds_weights.fill_(-10.0)  # every image scores above every threshold
+    extractor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    pipe.register_modules(safety_checker=checker, feature_extractor=extractor)
+    pipe.register_to_config(requires_safety_checker=True)
+    folder = tmp_path_factory.mktemp("flagging") / "pipeline"
+    pipe.save_pretrained(folder)
+    return folder
+
+
+def test_a_safety_checker_blackout_is_recorded_as_a_refusal(flagging_pipeline, tiny_ws):
+    ws = load_workspace(tiny_ws)
+    with pytest.raises(EditRefused, match="safety checker blanked candidate 0"):
+        make_edit(ws, "TX01", engine="diffusers", seed=5,
+                  options={"diffusers": {"model": str(flagging_pipeline), "steps": 1, "resolution": 64}})
+    with closing(sqlite3.connect(ws.db_path)) as conn:
+        rows = conn.execute("SELECT engine, status, raw_path FROM edits").fetchall()
+    assert rows == [("diffusers", "refused", None)]
+    assert not ws.edits_dir.exists()
 
 
 def test_auto_falls_back_to_diffusers_when_the_api_stays_unreachable(tiny_pipeline, tiny_ws, monkeypatch):
