@@ -447,7 +447,7 @@ def _save_candidate(ws: Workspace, store: Store, prep: _Prepared, engine: str, r
                           f"expected ({height}, {width}, 3) uint8. This is a bug in the engine.")
     params = dict(result.params)
     params.update({"n": plan.n, "case": plan.case_id, "source_image": plan.source_path.name,
-                   "mask_source": plan.mask_source, "mask_coverage": round(plan.mask_coverage, 6),
+                   "mask_source": plan.mask_source, "mask_coverage_pct": round(100 * plan.mask_coverage, 4),
                    "composite": {"dilate_px": COMPOSITE_DILATE_PX, "feather_px": COMPOSITE_FEATHER_PX}})
     if notes:
         params["notes"] = notes
