@@ -102,6 +102,8 @@ def run_demo(out: Path | None = None, *, on_step: Callable[[DemoStep], None] | N
         result.notes.extend(outcome.notes)
         if outcome.check_error:
             result.notes.append(outcome.check_error)
+        result.notes.extend(r.metrics["lpips_note"] for results in (outcome.checks or {}).values() for r in results
+                            if r.metrics.get("lpips_note"))
     step("edit + check", ", ".join(verdicts) or "no verdicts", t)
 
     # 3. Captions must be clean for the modality conditions to mean anything.

@@ -140,7 +140,7 @@ class EditOutcome:
     notes: list[str]
     checks: dict[int, list] | None = None  # edit id -> CheckResults; None when the check module is absent
     check_error: str | None = None
-    verdicts: dict[int, str] = field(default_factory=dict)  # edit id -> composite verdict, as stored
+    verdicts: dict[int, str] = field(default_factory=dict)  # edit id -> composite verdict: "pass", "fail (without LPIPS)" …
 
     @property
     def engine(self) -> str | None:
@@ -411,7 +411,8 @@ def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int 
 
         # 5. Check each new edit, when the check exists.
         checks, check_error = _run_checks(ws, store, [r.id for r in records])
-        verdicts = {r.id: c["verdict"] for r in records if (c := latest_check(store, r.id)) is not None}
+        verdicts = {r.id: c["verdict"] + ("" if c["lpips"] else " (without LPIPS)")
+                    for r in records if (c := latest_check(store, r.id)) is not None}
     return EditOutcome(plan=plan, records=records, attempts=attempts, notes=self_notes, checks=checks,
                        check_error=check_error, verdicts=verdicts)
 

@@ -70,6 +70,10 @@ def edit(ws, spec_id: str, engine: str | None, model: str | None, n: int | None,
         err.print(f"note: {escape(note)}", style="dim")
     if outcome.check_error:
         warn(outcome.check_error)
+    lpips_note = next((r.metrics.get("lpips_note") for results in (outcome.checks or {}).values() for r in results
+                       if r.metrics.get("lpips_note")), None)
+    if lpips_note and lpips_note.startswith("LPIPS unavailable"):
+        warn(lpips_note)
     if as_json:
         print_json({"engine": outcome.engine, "attempts": [a.__dict__ for a in outcome.attempts],
                     "edits": [r.as_dict() | {"check": outcome.verdicts.get(r.id)} for r in outcome.records],
