@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import statistics
 import tempfile
-import time
 from pathlib import Path
+
+from timing import median_seconds
 
 N_CASES = 301  # the size of ContextCanvas
 RUNS = 5
@@ -34,13 +34,6 @@ def _workspace(root: Path) -> Path:
     return root
 
 
-def _median(fn) -> float:
-    times = []
-    for _ in range(RUNS):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def run() -> list[dict]:
@@ -51,8 +44,8 @@ def run() -> list[dict]:
         ws = load_workspace(_workspace(Path(tmp) / "ws"))
         report = lint_captions(ws)
         assert report.ok and len(report.cases) == N_CASES, report.findings[:3]
-        lint_s = _median(lambda: lint_captions(ws))
-        build_s = _median(lambda: build_conditions(ws))
+        lint_s = median_seconds(lambda: lint_captions(ws), RUNS)
+        build_s = median_seconds(lambda: build_conditions(ws), RUNS)
     return [
         {"name": f"cfkit captions lint, {N_CASES} captions", "value": lint_s, "unit": "s", "target": "≤ 1 s",
          "met": lint_s <= 1.0, "note": f"median of {RUNS}, library call, {len(report.verdict_terms)} verdict terms"},

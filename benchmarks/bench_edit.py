@@ -6,9 +6,7 @@ benchmark's paintings; each timing is the median of a few runs.
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,8 @@ from cfkit.editors import EditRequest  # noqa: E402
 from cfkit.editors.classical import recolor, remove  # noqa: E402
 from cfkit.editors.openai_images import OpenAIEditor  # noqa: E402
 from cfkit.images import png_bytes  # noqa: E402
+
+from timing import median_seconds
 
 
 def _image(width: int, height: int) -> np.ndarray:
@@ -37,27 +37,20 @@ def _box(width: int, height: int, fraction: float) -> np.ndarray:
     return mask
 
 
-def _median(func, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def run() -> list[dict]:
     rows = []
     big = _image(1536, 1024)
     mask10 = _box(1536, 1024, 0.10)
-    t = _median(lambda: recolor(big, mask10 > 0, (32, 160, 64), strength=1.0, feather=3.0), 3)
+    t = median_seconds(lambda: recolor(big, mask10 > 0, (32, 160, 64), strength=1.0, feather=3.0), 3)
     rows.append({"name": "classical recolor, 1536x1024, 10% mask", "value": t, "unit": "s", "target": "≤ 2 s",
                  "met": t <= 2.0, "note": "median of 3"})
-    t = _median(lambda: remove(big, mask10 > 0), 1)
+    t = median_seconds(lambda: remove(big, mask10 > 0), 1)
     rows.append({"name": "classical remove (biharmonic), 1536x1024, 10% mask", "value": t, "unit": "s",
                  "target": "≤ 20 s", "met": t <= 20.0, "note": "one run (a sparse solve over ~157k pixels)"})
     raw = _image(1536, 1024)[::-1].copy()
-    t = _median(lambda: composite(big, raw, mask10), 3)
+    t = median_seconds(lambda: composite(big, raw, mask10), 3)
     rows.append({"name": "composite, 1536x1024", "value": t, "unit": "s", "target": "≤ 0.5 s", "met": t <= 0.5,
                  "note": "median of 3"})
     editor = OpenAIEditor()
@@ -68,7 +61,7 @@ def run() -> list[dict]:
         png_bytes(plan.image_to_send(request.image))
         png_bytes(plan.mask_to_send(request.mask))
 
-    t = _median(prepare, 3)
+    t = median_seconds(prepare, 3)
     rows.append({"name": "openai upload preparation, 1536x1024", "value": t, "unit": "s", "target": "≤ 1 s",
                  "met": t <= 1.0, "note": "size plan + image and mask PNGs, median of 3"})
     return rows

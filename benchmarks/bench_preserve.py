@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -18,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
+
+from timing import median_seconds
 
 SIZE = 1024
 RUNS = 3
@@ -62,13 +63,6 @@ def _workspace(root: Path, *, raw: bool) -> Path:
     return root
 
 
-def _median(func, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def run() -> list[dict]:
@@ -97,16 +91,16 @@ def run() -> list[dict]:
         scorer = LpipsScorer(module, description="random backbone, timing only")
         threads = torch.get_num_threads()
         with Store(one.db_path) as store:
-            without = _median(lambda: check_edit(one, store, 1), RUNS)
-            with_lpips = _median(lambda: check_edit(one, store, 1, scorer=scorer), RUNS)
+            without = median_seconds(lambda: check_edit(one, store, 1), RUNS)
+            with_lpips = median_seconds(lambda: check_edit(one, store, 1, scorer=scorer), RUNS)
         with Store(two.db_path) as store:
-            both = _median(lambda: check_edit(two, store, 1, scorer=scorer), RUNS)
-            load_s = _median(lambda: load_view_data(two, store, "BX01"), RUNS)
+            both = median_seconds(lambda: check_edit(two, store, 1, scorer=scorer), RUNS)
+            load_s = median_seconds(lambda: load_view_data(two, store, "BX01"), RUNS)
             data = load_view_data(two, store, "BX01")
         timings = {}
         for width in (80, 160):
             console = Console(file=io.StringIO(), width=width, color_system="truecolor", force_terminal=True)
-            timings[width] = _median(lambda: console.print(EditView(data)), RENDER_RUNS)
+            timings[width] = median_seconds(lambda: console.print(EditView(data)), RENDER_RUNS)
     load = f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     rows.append({"name": "check, 1024² pair, without LPIPS", "value": without, "unit": "s", "target": None,
                  "met": None, "note": f"SSIM, PSNR/MSE, inside change, leaks; median of {RUNS}; {load}"})

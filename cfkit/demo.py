@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import cfkit
-from cfkit.errors import CfkitError, CheckFailed, InputError
+from cfkit.errors import CheckFailed, InputError
 from cfkit.workspace import Workspace, load_workspace
 
 #: The baseline backends the demo probes with; they need nothing installed.

@@ -117,7 +117,7 @@ class _Reader:
         self.declarations = [
             re.compile(rf"\b{words}\**(?:\s*[:=]\s*|\s+(?i:is|would\s+be|will\s+be)(?:\s*:\s*|\s+))\**(?i:option\s+)?"
                        + self.label),
-            re.compile(rf"\b(?i:I\s+(?:would\s+)?(?:choose|select|pick|go\s+with))\s+(?i:option\s+)?" + self.label),
+            re.compile(r"\b(?i:I\s+(?:would\s+)?(?:choose|select|pick|go\s+with))\s+(?i:option\s+)?" + self.label),
             re.compile(r"[\"']" + words + r"[\"']\s*:\s*[\"']?" + self.label),
         ]
         self.standalone = re.compile(rf"(?<![A-Za-z0-9_])(?:{alternatives})(?![A-Za-z0-9_])")
