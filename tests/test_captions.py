@@ -27,6 +27,7 @@ from cfkit.captions import (
 from cfkit.cases import Case
 from cfkit.errors import CaptionError, InputError
 from cfkit.workspace import load_workspace
+from chat_api_server import ChatServer, Scripted, completion, error_body
 from conftest import gradient_image, run_cli, tree_snapshot, write_workspace
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "cfkit" / "templates"
@@ -485,61 +486,30 @@ def test_examples_mini_with_one_leaky_caption_fails(mini_ws):
 # Drafting, against a real HTTP server speaking the Chat Completions wire format
 
 
-class ChatServer:
-    """A Chat Completions endpoint on 127.0.0.1: records each request body, answers from a script."""
+def scripted(replies: list[tuple[int, str]]):
+    """A script for the loopback server: each (status, text) answers one request, then a plain description."""
+    replies = list(replies)
 
-    def __init__(self, replies: list[tuple[int, str]]):
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    def script(body: dict, n: int) -> Scripted:
+        status, content = replies.pop(0) if replies else (200, "A plain grey picture.")
+        if status == 200:
+            return Scripted(body=completion(content, model=body["model"]))
+        return Scripted(status, error_body(content, kind="server_error"))
 
-        self.replies = list(replies)
-        self.bodies: list[dict] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server's naming)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.bodies.append(body)
-                status, content = server.replies.pop(0) if server.replies else (200, "A plain grey picture.")
-                if status == 200:
-                    payload = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
-                               "choices": [{"index": 0, "finish_reason": "stop",
-                                            "message": {"role": "assistant", "content": content}}],
-                               "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70}}
-                else:
-                    payload = {"error": {"message": content, "type": "server_error", "code": None}}
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    return script
 
 
 @pytest.fixture
 def chat():
-    pytest.importorskip("cfkit.backends.openai_chat", reason="the backends are not in this checkout")
     servers: list[ChatServer] = []
 
     def start(replies):
-        servers.append(ChatServer(replies))
+        servers.append(ChatServer(scripted(replies)).__enter__())
         return servers[-1]
 
     yield start
     for s in servers:
-        s.close()
+        s.__exit__(None, None, None)
 
 
 def draft_cli(ws_root: Path, server: ChatServer, *args: str):
@@ -557,14 +527,14 @@ def test_draft_writes_an_unreviewed_model_caption_and_keeps_human_ones(cws, chat
     server = chat([(200, '"Description: A blue wave curls over three small boats under a pale sky."')])
     result = draft_cli(cws, server, "T001", "T002")
     assert result.exit_code == 0, result.output
-    assert len(server.bodies) == 1  # T002 has a human caption: no request, file untouched
+    assert len(server.requests) == 1  # T002 has a human caption: no request, file untouched
     assert (cws / "captions" / "T002.yaml").read_bytes() == human
     assert "T002: kept the human caption." in result.stdout
     saved = yaml.safe_load((cws / "captions" / "T001.yaml").read_text())
     assert saved == {"neutral": "A blue wave curls over three small boats under a pale sky.",
                      "author": "openai:tiny-vlm", "reviewed": False}
     # The model saw the image and instructions against names and verdicts, and nothing of the case.
-    body = server.bodies[0]
+    body = server.requests[0]
     system, user = body["messages"][0]["content"], body["messages"][1]["content"]
     assert "Never identify" in system and "Never judge" in system
     image_url = user[1]["image_url"]["url"]
@@ -595,9 +565,9 @@ def test_redraft_replaces_only_unreviewed_drafts(cws, chat):
     assert draft_cli(cws, server, "T001").exit_code == 0
     kept = draft_cli(cws, server, "T001")
     assert "kept the unreviewed draft by openai:tiny-vlm; pass --redraft" in kept.stdout
-    assert len(server.bodies) == 1
+    assert len(server.requests) == 1
     assert draft_cli(cws, server, "T001", "T002", "--redraft").exit_code == 0
-    assert len(server.bodies) == 2  # T002 is human: never asked about, even with --redraft
+    assert len(server.requests) == 2  # T002 is human: never asked about, even with --redraft
     assert yaml.safe_load((cws / "captions" / "T001.yaml").read_text())["neutral"] == "Second draft of a wave."
 
 
@@ -605,7 +575,7 @@ def test_draft_sends_both_images_of_a_paired_case(cws, chat):
     (cws / "captions" / "T004.yaml").unlink()
     server = chat([(200, "Two rooms: one lit by neon, the other by lamps.")])
     assert draft_cli(cws, server, "T004").exit_code == 0
-    user = server.bodies[0]["messages"][1]["content"]
+    user = server.requests[0]["messages"][1]["content"]
     assert [part["type"] for part in user] == ["text", "image_url", "image_url"]
     assert "first image" in user[0]["text"] and "second image" in user[0]["text"]
 
