@@ -31,11 +31,11 @@ def run() -> list[dict]:
          "note": f"median of {RUNS}"},
         {"name": "cfkit --help", "value": help_s, "unit": "s", "target": "≤ 3× the baseline",
          "met": help_s <= 3 * base, "note": f"{help_s / base:.2f}× the baseline"},
-        # specs list reads every spec, mask and source image, so it needs numpy, Pillow and pydantic:
-        # its target is absolute, the ratio is reported as the issue asks.
-        {"name": "cfkit specs list (examples/mini)", "value": list_s, "unit": "s", "target": "≤ 0.5 s",
-         "met": list_s <= 0.5, "note": f"{list_s / base:.2f}× the baseline (imports numpy, Pillow, pydantic; "
-                                       "opens every mask and image)"},
+        # specs list reads every spec, mask and source image, so it needs numpy, Pillow and pydantic,
+        # whose imports are most of its time. No issue sets a target for it; the ratio is reported.
+        {"name": "cfkit specs list (examples/mini)", "value": list_s, "unit": "s", "target": None,
+         "met": None, "note": f"{list_s / base:.2f}× the baseline; mostly the imports of numpy, Pillow and "
+                              "pydantic, then every mask and image is opened"},
     ]
 
 
