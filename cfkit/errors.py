@@ -17,9 +17,12 @@ names what failed, the bad value, what is allowed and what to do next.
     │   ├── EditorUnavailable the editor cannot run on this machine
     │   ├── EditorTransport   the editor's service stayed unreachable after retries
     │   └── EditRefused       the editor declined the request (content policy)
-    ├── BackendError          a model backend failed or cannot run here
-    │   └── BackendUnavailable
-    └── ParseError            a model reply that cannot be read (internal)
+    └── BackendError          a model backend failed or cannot run here
+        ├── BackendUnavailable
+        └── TransportError    one request failed after retries (cfkit.backends; retried next run)
+
+An unreadable model reply is not an exception: cfkit.parse returns no answer
+and says why (missing, ambiguous, conflicting, unparseable, refused).
 """
 
 from __future__ import annotations
@@ -97,7 +100,3 @@ class BackendUnavailable(BackendError):
     """A model backend cannot run here (no key, no package, no weights)."""
 
     exit_code = 2
-
-
-class ParseError(CfkitError):
-    """A model reply could not be read as one valid option."""
