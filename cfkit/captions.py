@@ -728,7 +728,6 @@ def lint_captions(ws: Workspace, case_ids: Iterable[str] = (), *, subset: str | 
 
 DRAFT_TEMPLATES: tuple[str, ...] = ("draft-system.txt", "draft-user.txt")
 _IMAGES_PHRASE = {1: "the attached image", 2: "the two attached images, the first image and then the second image,"}
-_SENDABLE_MIME = {"image/png", "image/jpeg", "image/webp", "image/gif"}
 
 
 @dataclass(frozen=True)
@@ -742,23 +741,6 @@ class DraftResult:
     findings: tuple[Finding, ...] = ()
 
 
-def _image_for_model(path: Path):
-    """The file's bytes and MIME type, re-encoded as PNG when the format is not one models take."""
-    import io
-
-    from PIL import Image
-
-    from cfkit.backends import ImageData
-    from cfkit.images import open_image, png_bytes
-
-    image = open_image(path)  # refuses unreadable files and decompression bombs with an ImageError
-    data = path.read_bytes()
-    mime = Image.open(io.BytesIO(data)).get_format_mimetype()
-    if mime not in _SENDABLE_MIME:
-        data, mime = png_bytes(image), "image/png"
-    return ImageData(data, mime)
-
-
 def draft_request(ws: Workspace, case: Case, templates: Templates | None = None):
     """The :class:`~cfkit.backends.ProbeRequest` asking for a neutral description of ``case``'s image(s).
 
@@ -766,9 +748,10 @@ def draft_request(ws: Workspace, case: Case, templates: Templates | None = None)
     so the draft cannot borrow a name or a verdict from them.
     """
     from cfkit.backends import Generation, ProbeRequest, RequestMeta
+    from cfkit.probe import image_data
 
     templates = templates or load_templates(ws, DRAFT_TEMPLATES)
-    images = tuple(_image_for_model(p) for p in (ws.image_root / name for name in case.images))
+    images = tuple(image_data(ws.image_root / name) for name in case.images)
     user = _fill(templates["draft-user.txt"], {"images": _IMAGES_PHRASE[len(images)]})
     return ProbeRequest(
         system=templates["draft-system.txt"].strip(), user=user.strip(), images=images, option_ids=(),

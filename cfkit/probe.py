@@ -50,7 +50,8 @@ SUITES: dict[str, tuple[str, ...]] = {
 }
 CONFIDENCE = ("low", "medium", "high")
 DEFAULT_MAX_TOKENS = 512
-_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp", ".gif": "image/gif"}
+#: Image types sent to models as they are; others are re-encoded as PNG.
+SENDABLE_MIME = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"})
 
 
 # ---------------------------------------------------------------------------
@@ -72,18 +73,32 @@ def answer_schema(option_ids: Iterable[str]) -> dict[str, Any]:
 
 
 def image_data(path: Path) -> ImageData:
-    """An image file's exact bytes with its MIME type; other formats are re-encoded as PNG."""
-    mime = _MIME.get(path.suffix.lower())
-    if mime is not None:
-        try:
-            return ImageData(path.read_bytes(), mime)
-        except FileNotFoundError:
-            raise ImageError(f"image {path}: not found. Put the file there or fix the path.") from None
-        except OSError as exc:
-            raise ImageError(f"image {path}: cannot be read ({exc.strerror}).") from exc
-    from cfkit.images import open_image, png_bytes
+    """An image file as sent to a model: its exact bytes and MIME type, read from the content.
 
-    return ImageData(png_bytes(open_image(path)), "image/png")
+    PNG, JPEG, WebP and GIF go as they are (so the cache key covers the very
+    bytes sent); other formats are decoded by :func:`cfkit.images.open_image`
+    and re-encoded as PNG. A file that is not an image is an :class:`ImageError`.
+    """
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    from cfkit.images import decode_image, png_bytes
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ImageError(f"image {path}: not found. Put the file there or fix the path.") from None
+    except OSError as exc:
+        raise ImageError(f"image {path}: cannot be read ({exc.strerror}).") from exc
+    try:
+        with Image.open(io.BytesIO(data)) as header:  # reads the header only
+            mime = header.get_format_mimetype()
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise ImageError(f"image {path}: not a readable image file (corrupt or unknown format).") from exc
+    if mime in SENDABLE_MIME:
+        return ImageData(data, mime)
+    return ImageData(png_bytes(decode_image(data, source=str(path))), "image/png")
 
 
 def side_by_side(paths: list[Path], labels: list[str]) -> ImageData:

@@ -525,3 +525,27 @@ def test_replay_refuses_ambiguous_files_and_reports_gaps(tiny_ws, tmp_path):
 def test_majority_baseline_needs_the_suite():
     with pytest.raises(InputError, match="baseline:majority needs the suite's gold labels"):
         load_backend("baseline:majority")
+
+
+def test_image_data_reads_the_type_from_the_content(tmp_path):
+    import io
+
+    from PIL import Image
+
+    from cfkit.errors import ImageError
+    from cfkit.probe import image_data
+
+    png_named_jpg = tmp_path / "really-a-png.jpg"
+    Image.new("RGB", (4, 3), "red").save(png_named_jpg, format="PNG")
+    sent = image_data(png_named_jpg)
+    assert sent.mime == "image/png" and sent.data == png_named_jpg.read_bytes()  # the exact bytes, rightly typed
+    tiff = tmp_path / "scan.tif"
+    Image.new("RGB", (4, 3), "blue").save(tiff)
+    converted = image_data(tiff)
+    assert converted.mime == "image/png"
+    with Image.open(io.BytesIO(converted.data)) as back:
+        assert back.format == "PNG" and back.size == (4, 3) and back.getpixel((0, 0)) == (0, 0, 255)
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"not an image at all")
+    with pytest.raises(ImageError, match="not a readable image"):
+        image_data(broken)
