@@ -46,8 +46,8 @@ from typing import Iterable, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cfkit.cases import Case, CaseSet, describe_validation, load_cases
-from cfkit.errors import CaptionError, CaseError, InputError
+from cfkit.cases import Case, CaseSet, load_cases
+from cfkit.errors import CaptionError, CaseError, InputError, describe_validation
 from cfkit.workspace import Workspace
 
 CONDITIONS: tuple[str, ...] = ("text", "neutral", "evidence", "image")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from cfkit.errors import CaseError
+from cfkit.errors import CaseError, describe_validation
 
 
 class Option(BaseModel):
@@ -158,16 +158,3 @@ def load_cases(path: Path, image_root: Path) -> CaseSet:
             f"cases file {path} not found. Set [dataset] cases in cfkit.toml to your ContextCanvas cases.jsonl."
         ) from None
     return CaseSet(parse_cases(text, path), path, image_root)
-
-
-def describe_validation(exc: ValidationError) -> str:
-    """One line for the first problem pydantic found: field, problem, fix."""
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "record"
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        return f"unknown field '{where}'; remove it or check its spelling."
-    if kind == "missing":
-        return f"field '{where}' is required; add it."
-    msg = err["msg"].removeprefix("Value error, ")
-    return f"field '{where}': {msg}."

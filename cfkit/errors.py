@@ -27,6 +27,11 @@ and says why (missing, ambiguous, conflicting, unparseable, refused).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class CfkitError(Exception):
     """Base of every error cfkit raises on purpose."""
@@ -100,3 +105,16 @@ class BackendUnavailable(BackendError):
     """A model backend cannot run here (no key, no package, no weights)."""
 
     exit_code = 2
+
+
+def describe_validation(exc: ValidationError) -> str:
+    """One line for the first problem pydantic found in a record: field, problem, fix."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "record"
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return f"unknown field '{where}'; remove it or check its spelling."
+    if kind == "missing":
+        return f"field '{where}' is required; add it."
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"field '{where}': {msg}."

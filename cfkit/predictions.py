@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from cfkit.cases import CaseSet, describe_validation
-from cfkit.errors import PredictionError
+from cfkit.cases import CaseSet
+from cfkit.errors import PredictionError, describe_validation
 
 if TYPE_CHECKING:
     from cfkit.store import Store

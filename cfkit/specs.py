@@ -19,8 +19,8 @@ import yaml
 from PIL import Image, ImageDraw
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from cfkit.cases import CaseSet, describe_validation
-from cfkit.errors import CfkitError, ImageError, InputError, SpecError
+from cfkit.cases import CaseSet
+from cfkit.errors import CfkitError, ImageError, InputError, SpecError, describe_validation
 from cfkit.images import open_image
 from cfkit.workspace import Workspace
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cfkit.errors import ConfigError, InputError
+from cfkit.errors import ConfigError, InputError, describe_validation
 
 CONFIG_NAME = "cfkit.toml"
 ENV_VAR = "CFKIT_WORKSPACE"
@@ -170,9 +170,7 @@ def load_workspace(root: Path) -> Workspace:
     try:
         config = Config.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(f"{path}: field '{where}': {err['msg']}. See 'cfkit init --help' for the format.") from exc
+        raise ConfigError(f"{path}: {describe_validation(exc)} See 'cfkit init --help' for the format.") from exc
     return Workspace(root=root.resolve(), config=config)
 
 
