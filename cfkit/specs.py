@@ -402,17 +402,10 @@ def try_load_cases(ws: Workspace) -> CaseSet | None:
     return load_cases(ws.cases_path, ws.image_root)
 
 
-SPEC_TEMPLATE_ORDER = (
-    "id", "case", "title", "cue", "replacement", "prompt", "preserve", "mask", "regions",
-    "labels", "checks", "classical", "source", "notes",
-)
-
-
 def dump_spec(spec: Spec) -> str:
-    """YAML text for a spec, fields in the documented order, empty ones left out."""
-    data = spec.model_dump(mode="json", exclude_none=True)
-    ordered = {key: data[key] for key in SPEC_TEMPLATE_ORDER if key in data}
-    return yaml.safe_dump(ordered, sort_keys=False, allow_unicode=True, width=100)
+    """YAML text for a spec: fields in the schema's (documented) order, empty ones left out."""
+    return yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False, allow_unicode=True,
+                          width=100)
 
 
 # ── listing ────────────────────────────────────────────────────────────────
