@@ -17,7 +17,6 @@ from rich.console import Console
 from conftest import run_cli
 from test_preserve import add_edit, inside_change, tiny_original
 from cfkit.review.loop import (
-    ScriptedKeys,
     load_view_data,
     pending_specs,
     record_decision,
@@ -30,6 +29,21 @@ from cfkit.workspace import load_workspace
 
 RED, BLUE, GREEN = (200, 0, 0), (0, 0, 200), (0, 180, 0)
 ANSI = re.compile(r"\x1b\[([0-9;]*)m")
+
+
+class ScriptedKeys:
+    """Keys from a list; the item after a key that asks for a line is that line."""
+
+    def __init__(self, keys: list[str]):
+        self._keys = list(keys)
+
+    def key(self) -> str:
+        if not self._keys:
+            return "q"
+        return self._keys.pop(0)
+
+    def line(self, prompt: str) -> str:
+        return self._keys.pop(0) if self._keys else ""
 
 
 def synthetic_view() -> ViewData:

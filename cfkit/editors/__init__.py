@@ -32,7 +32,7 @@ import numpy as np
 from PIL import Image
 
 from cfkit.errors import InputError
-from cfkit.registry import EDITORS, load, plugins
+from cfkit.registry import EDITORS, load
 from cfkit.specs import Classical
 
 #: The engines ``--engine auto`` tries, in order.
@@ -94,11 +94,6 @@ class Editor(Protocol):
     name: str
 
     def edit(self, request: EditRequest) -> EditResult: ...
-
-
-def installed_editors() -> list[str]:
-    """Names of every registered engine."""
-    return sorted(plugins(EDITORS))
 
 
 def editor_class(name: str) -> type:

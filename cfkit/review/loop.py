@@ -131,21 +131,6 @@ class TerminalKeys:
         return self.console.input(prompt)
 
 
-class ScriptedKeys:
-    """Keys from a list; the item after a key that asks for a line is that line."""
-
-    def __init__(self, keys: list[str]):
-        self._keys = list(keys)
-
-    def key(self) -> str:
-        if not self._keys:
-            return "q"
-        return self._keys.pop(0)
-
-    def line(self, prompt: str) -> str:
-        return self._keys.pop(0) if self._keys else ""
-
-
 def terminal_problem(env: dict[str, str] | None = None) -> str | None:
     """Why the interactive loop cannot run here, or None when it can."""
     env = os.environ if env is None else env
