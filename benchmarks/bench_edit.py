@@ -53,7 +53,7 @@ def run() -> list[dict]:
     t = median_seconds(lambda: composite(big, raw, mask10), 3)
     rows.append({"name": "composite, 1536x1024", "value": t, "unit": "s", "target": "≤ 0.5 s", "met": t <= 0.5,
                  "note": "median of 3"})
-    editor = OpenAIEditor()
+    editor = OpenAIEditor(OpenAIEditor.Options())
     request = EditRequest(spec_id="B", prompt="p", image=big, mask=mask10)
 
     def prepare() -> None:

@@ -68,12 +68,12 @@ def copy_mini(out: Path | None) -> Path:
 
 def run_demo(out: Path | None = None, *, on_step: Callable[[DemoStep], None] | None = None) -> DemoResult:
     """Run every step of the demo; raises at the first step that fails."""
-    from cfkit.captions import lint_captions
+    from cfkit.lint import lint_captions
     from cfkit.edit import make_edit
     from cfkit.probe import probe_suite
     from cfkit.report import make_report
     from cfkit.review.sheet import write_sheet
-    from cfkit.specs import validate_specs
+    from cfkit.spec_status import validate_specs
     from cfkit.store import Store
 
     result = DemoResult(workspace=load_workspace(copy_mini(out)))

@@ -3,103 +3,54 @@
 :func:`make_edit` reads as numbered steps:
 
 1. check every input before anything runs or is written (spec, case, image,
-   mask, engine names and options, classical field, asset, ``--input``);
+   mask, engine names and each engine's options, whatever the engine itself
+   checks — an asset, an imported file);
 2. refuse to add candidates to a spec whose edit a person has accepted, unless
    asked to (``again``) — the accepted edit stays selected either way;
-3. run the engine, or the ``auto`` chain (openai, then diffusers), falling back
-   only when an engine cannot run here or its service stayed unreachable, never
-   after a refusal;
+3. run the engine, or the ``auto`` chain (:func:`cfkit.editors.auto_chain`),
+   falling back only when an engine cannot run here or its service stayed
+   unreachable, never after a refusal;
 4. for every candidate, write the raw output and a composite (the source's own
-   pixels outside a slightly dilated mask) atomically under
-   ``<store>/edits/SPEC/<id>-raw.png`` / ``<id>-composite.png``, both at the
-   source's exact size, and record the provenance in the store's ``edits`` table;
-5. run the preservation check on each new edit, when ``cfkit.preserve`` exists.
+   pixels outside a slightly dilated mask, :mod:`cfkit.composite`) atomically
+   under ``<store>/edits/SPEC/<id>-raw.png`` / ``<id>-composite.png``, both at
+   the source's exact size, and record the provenance (:mod:`cfkit.store.edits`);
+5. run the preservation check on each new edit.
 
-Files are never overwritten: each candidate gets a new edit id. Every edit is
-labelled a "synthetic counterfactual diagnostic". No secret is recorded.
-
-:func:`select_edit` picks the edit that stands for a spec in probes and reports.
+An engine's options come from ``cfkit.toml [edit.engines.NAME]``, then the
+spec's ``engines: {NAME: …}``, then ``-o KEY=VALUE`` (``--model`` and
+``--input`` set the ``model`` and ``input`` options); each engine's ``Options``
+model checks them. Files are never overwritten: each candidate gets a new edit
+id. Every edit is labelled a "synthetic counterfactual diagnostic". No secret
+is recorded.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cfkit.editors import AUTO_CHAIN, EditRequest, EditResult, Editor, load_editor
+from cfkit.composite import COMPOSITE_DILATE_PX, COMPOSITE_FEATHER_PX, composite, labelled_png
+from cfkit.editors import EditRequest, EditResult, Editor, auto_chain, editor_class, load_editor
 from cfkit.errors import (CaseError, CfkitError, EditorError, EditorTransport, EditorUnavailable, EditRefused,
                           ImageError, InputError, SpecError)
 from cfkit.files import write_bytes_atomic
 from cfkit.images import open_image
-from cfkit.specs import load_mask, load_spec
-from cfkit.store import Store, now, to_json
+from cfkit.masks import load_mask
+from cfkit.options import OptionValues
+from cfkit.preserve import check_edit
+from cfkit.specs import Spec, SpecFile, load_spec, try_load_cases
+from cfkit.store import Store, checks, edits, now, reviews
+from cfkit.store.checks import CheckResult
+from cfkit.store.edits import LABEL, EditRecord, NewEdit
 from cfkit.workspace import Workspace
-
-LABEL = "synthetic counterfactual diagnostic"
-#: Composite: pixels this far (px) or farther from the mask keep the source's exact values …
-COMPOSITE_DILATE_PX = 4
-#: … and over the last this-many px inside that band the edit fades out.
-COMPOSITE_FEATHER_PX = 2
-#: Engines whose model --model may set.
-MODEL_ENGINES = ("openai", "diffusers")
 
 
 # ── records ────────────────────────────────────────────────────────────────
-
-
-@dataclass(frozen=True)
-class EditRecord:
-    """One row of the ``edits`` table, with output paths made absolute."""
-
-    id: int
-    spec_id: str
-    candidate: int
-    engine: str
-    model: str | None
-    status: str  # ok | refused | failed
-    raw_path: Path | None
-    composite_path: Path | None
-    params: dict[str, Any]
-    seed: int | None
-    prompt: str | None
-    spec_sha256: str | None
-    source_sha256: str | None
-    mask_sha256: str | None
-    raw_sha256: str | None
-    composite_sha256: str | None
-    error: str | None
-    fallback: str | None
-    usage: dict[str, Any] | None
-    cost_usd: float | None
-    started_at: str
-    finished_at: str | None
-    label: str
-
-    @classmethod
-    def from_row(cls, ws: Workspace, row) -> "EditRecord":
-        def path(value: str | None) -> Path | None:
-            return None if not value else ws.store_dir / value
-
-        return cls(id=row["id"], spec_id=row["spec_id"], candidate=row["candidate"], engine=row["engine"],
-                   model=row["model"], status=row["status"], raw_path=path(row["raw_path"]),
-                   composite_path=path(row["composite_path"]), params=json.loads(row["params"] or "{}"),
-                   seed=row["seed"], prompt=row["prompt"], spec_sha256=row["spec_sha256"],
-                   source_sha256=row["source_sha256"], mask_sha256=row["mask_sha256"], raw_sha256=row["raw_sha256"],
-                   composite_sha256=row["composite_sha256"], error=row["error"], fallback=row["fallback"],
-                   usage=json.loads(row["usage"]) if row["usage"] else None, cost_usd=row["cost_usd"],
-                   started_at=row["started_at"], finished_at=row["finished_at"], label=row["label"])
-
-    def as_dict(self) -> dict[str, Any]:
-        data = dict(self.__dict__)
-        data["raw_path"] = None if self.raw_path is None else str(self.raw_path)
-        data["composite_path"] = None if self.composite_path is None else str(self.composite_path)
-        return data
 
 
 @dataclass(frozen=True)
@@ -138,7 +89,7 @@ class EditOutcome:
     records: list[EditRecord]
     attempts: list[Attempt]
     notes: list[str]
-    checks: dict[int, list] | None = None  # edit id -> CheckResults; None when the check module is absent
+    checks: dict[int, list[CheckResult]] = field(default_factory=dict)  # edit id -> its checks
     check_error: str | None = None
     verdicts: dict[int, str] = field(default_factory=dict)  # edit id -> composite verdict: "pass", "fail (without LPIPS)" …
 
@@ -155,84 +106,71 @@ class _Prepared:
     source_sha256: str
     mask_sha256: str
     mask: np.ndarray
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-# ── composite ──────────────────────────────────────────────────────────────
-
-
-def _distance_from_mask(mask: np.ndarray) -> np.ndarray:
-    from scipy.ndimage import distance_transform_edt
-
-    edit = mask > 127
-    if not edit.any():
-        return np.full(mask.shape, np.inf)
-    return distance_transform_edt(~edit)
-
-
-def composite_region(mask: np.ndarray, dilate: int = COMPOSITE_DILATE_PX) -> np.ndarray:
-    """Pixels (bool) where a composite may differ from the source: closer than ``dilate`` px to the mask."""
-    return _distance_from_mask(mask) < dilate
-
-
-def composite_weight(mask: np.ndarray, dilate: int = COMPOSITE_DILATE_PX,
-                     feather: int = COMPOSITE_FEATHER_PX) -> np.ndarray:
-    """Weight of the edit (0..1): 1 on and near the mask, fading to 0 at ``dilate`` px from it."""
-    distance = _distance_from_mask(mask)
-    if feather <= 0:
-        return (distance < dilate).astype(np.float64)
-    return np.clip((dilate - distance) / feather, 0.0, 1.0)
-
-
-def composite(source: np.ndarray, raw: np.ndarray, mask: np.ndarray, *, dilate: int = COMPOSITE_DILATE_PX,
-              feather: int = COMPOSITE_FEATHER_PX) -> np.ndarray:
-    """The raw edit inside the dilated mask, the source's exact pixels everywhere else."""
-    weight = composite_weight(mask, dilate, feather)[..., None]
-    blended = np.rint(weight * raw.astype(np.float64) + (1.0 - weight) * source.astype(np.float64))
-    return np.where(weight > 0, np.clip(blended, 0, 255), source).astype(np.uint8)
-
-
-def labelled_png(array: np.ndarray, description: str) -> bytes:
-    """PNG bytes carrying ``description`` in a tEXt chunk, so a shared file still says what it is."""
-    from PIL import Image, PngImagePlugin
-
-    from cfkit import __version__
-
-    info = PngImagePlugin.PngInfo()
-    info.add_text("Description", description)
-    info.add_text("Software", f"cfkit {__version__}")
-    buffer = io.BytesIO()
-    Image.fromarray(array).save(buffer, format="PNG", pnginfo=info)
-    return buffer.getvalue()
 
 
 # ── step 1: inputs ─────────────────────────────────────────────────────────
 
 
-def _engine_options(ws: Workspace, engine: str, model: str | None,
-                    options: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
-    cfg = ws.config.edit
-    base: dict[str, Any] = {}
-    if engine == "openai":
-        base = {"model": cfg.openai_model, "quality": cfg.quality}
-    elif engine == "diffusers":
-        base = {"model": cfg.diffusers_model}
-    base.update((options or {}).get(engine, {}))
-    if model is not None:
-        base["model"] = model
-    return base
+def engine_options(ws: Workspace, spec: Spec, engine: str, given: OptionValues) -> OptionValues:
+    """An engine's options: ``cfkit.toml [edit.engines.NAME]``, then the spec's ``engines:``, then ``given``."""
+    configured = OptionValues.of(ws.config.edit.engines.get(engine), f"cfkit.toml [edit.engines.{engine}]")
+    from_spec = OptionValues.of((spec.engines or {}).get(engine), f"spec {spec.id} engines.{engine}")
+    return given.over(from_spec.over(configured))
+
+
+def _given_options(chain: tuple[str, ...], options: Mapping[str, Any], model: str | None,
+                   input_path: Path | None) -> dict[str, OptionValues]:
+    """``-o`` values (and ``--model`` / ``--input``) for each engine of the chain.
+
+    With one engine every key is its own; with a chain a key names its engine
+    (``-o diffusers.steps=40``), and ``--model`` / ``--input`` are refused.
+    Library callers may also pass ``{ENGINE: {KEY: VALUE}}``.
+    """
+    given: dict[str, OptionValues] = {name: OptionValues() for name in chain}
+
+    def put(engine: str, key: str, value: Any, origin: str) -> None:
+        given[engine] = OptionValues.of({key: value}, origin).over(given[engine])
+
+    for key, value in options.items():
+        if key in given and isinstance(value, Mapping):  # a library caller's {ENGINE: {KEY: VALUE}}
+            for name, item in value.items():
+                put(key, name, item, "options")
+            continue
+        engine, dot, name = key.partition(".")
+        if dot:
+            if engine not in given:
+                raise InputError(f"-o {key}={value}: '{engine}' is not an engine of this edit ({', '.join(chain)}).")
+            put(engine, name, value, "-o")
+        elif len(chain) == 1:
+            put(chain[0], key, value, "-o")
+        else:
+            raise InputError(f"-o {key}={value}: --engine auto tries {', '.join(chain)}; name the engine the option "
+                             f"is for, e.g. -o {chain[0]}.{key}={value}.")
+    for flag, key, value in (("--model", "model", model), ("--input", "input", input_path)):
+        if value is None:
+            continue
+        if len(chain) != 1:
+            raise InputError(f"{flag} sets an option of one engine; with --engine auto ({', '.join(chain)}) name "
+                             f"the engine, e.g. --engine {chain[0]} {flag} …, or use -o ENGINE.{key}=….")
+        put(chain[0], key, value, flag)
+    return given
 
 
 def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int | None = None,
-                 seed: int | None = None, model: str | None = None,
-                 options: dict[str, dict[str, Any]] | None = None, input_path: Path | None = None) -> _Prepared:
+                 seed: int | None = None, model: str | None = None, options: Mapping[str, Any] | None = None,
+                 input_path: Path | None = None) -> _Prepared:
     """Check every input and build the request; reads files, writes nothing, calls no engine."""
-    # a. The arguments, and the engines they name (unknown names and options fail here).
+    # a. The engines the arguments name (unknown names fail here).
     engine = engine or ws.config.edit.engine
     n = ws.config.edit.candidates if n is None else n
-    chain = AUTO_CHAIN if engine == "auto" else (engine,)
-    _check_arguments(engine, chain, n, model, input_path)
-    editors = {name: load_editor(name, _engine_options(ws, name, model, options)) for name in chain}
+    if n < 1:
+        raise InputError(f"-n {n}: the number of candidates must be at least 1.")
+    chain = auto_chain(ws.config.edit.auto) if engine == "auto" else (engine,)
+    if not chain:
+        raise InputError("--engine auto: no installed engine takes part in auto; name one with --engine NAME.")
+    for name in chain:
+        _check_candidates(name, n)
+    given = _given_options(chain, options or {}, model, input_path)
 
     # b. The spec, its case, the source image and the mask.
     spec_file = load_spec(ws, spec_id)
@@ -251,24 +189,15 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
     if mask.coverage == 1.0:
         raise SpecError(f"spec {spec.id}: the mask covers the whole image; leave the non-target content black.")
 
-    # c. What particular engines need: the classical field and its asset, the imported file.
-    asset = None
-    if spec.classical and spec.classical.asset:
-        asset = ws.confined(spec.classical.asset, base=ws.interventions_dir, what=f"spec {spec.id} field 'classical.asset'")
-    if "classical" in chain:
-        if spec.classical is None:
-            raise SpecError(f"spec {spec.id} has no 'classical:' field, so the classical engine does not know what "
-                            "to do. Add e.g. 'classical: {op: recolor, color: \"#2a7d3c\"}', or use another --engine.")
-        if asset is not None:
-            from cfkit.editors.classical import read_png_asset
-
-            read_png_asset(asset, spec_id=spec.id)
-    if input_path is not None:
-        input_path = Path(input_path)
-        open_image(input_path, what="--input")  # fail now, before the store is touched
-
+    # c. Each engine with its options, and whatever it checks itself before anything is written.
+    editors = {name: load_editor(name, engine_options(ws, spec, name, given[name])) for name in chain}
     request = EditRequest(spec_id=spec.id, prompt=spec.prompt, image=source, mask=mask.array, n=n, seed=seed,
-                          classical=spec.classical, asset=asset, import_path=input_path)
+                          files=ws.interventions_dir, root=ws.root)
+    for editor in editors.values():
+        check = getattr(editor, "check", None)
+        if callable(check):
+            check(request)
+
     previews = {name: _preview(ed, request) for name, ed in editors.items()}
     plan = EditPlan(spec_id=spec.id, spec_sha256=spec_file.sha256, case_id=case.id, prompt=spec.prompt,
                     source_path=source_path, source_size=size, mask_source=mask.source, mask_coverage=mask.coverage,
@@ -278,27 +207,17 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
                      mask=mask.array)
 
 
-def _check_arguments(engine: str, chain: tuple[str, ...], n: int, model: str | None,
-                     input_path: Path | None) -> None:
-    if n < 1:
-        raise InputError(f"-n {n}: the number of candidates must be at least 1.")
-    if engine in ("classical", "file") and n != 1:
-        raise InputError(f"--engine {engine} makes one image per call; -n {n} would repeat it. Use -n 1.")
-    if "openai" in chain and n > 10:
-        raise InputError(f"-n {n}: the openai images API makes at most 10 images per call.")
-    if model is not None and engine not in MODEL_ENGINES:
-        raise InputError(f"--model sets the model of one engine ({', '.join(MODEL_ENGINES)}); "
-                         f"with --engine {engine} name the engine explicitly, e.g. --engine openai --model NAME.")
-    if input_path is not None and engine != "file":
-        raise InputError("--input imports an edit made elsewhere and needs --engine file.")
-    if engine == "file" and input_path is None:
-        raise InputError("--engine file imports an edit made elsewhere; give the image with --input PATH.")
+def _check_candidates(name: str, n: int) -> None:
+    most = getattr(editor_class(name), "max_candidates", 1)
+    if n <= most:
+        return
+    if most == 1:
+        raise InputError(f"engine '{name}' makes one image per call; -n {n} is not possible. Use -n 1.")
+    raise InputError(f"engine '{name}' makes at most {most} images per call; -n {n} is too many.")
 
 
-def _source_of(ws: Workspace, spec_file) -> tuple[Any, Path]:
+def _source_of(ws: Workspace, spec_file: SpecFile) -> tuple[Any, Path]:
     """The spec's case and the path of the image to edit (the case's first)."""
-    from cfkit.specs import try_load_cases
-
     spec = spec_file.spec
     cases = try_load_cases(ws)
     if cases is None:
@@ -323,23 +242,14 @@ def plan_edit(ws: Workspace, spec_id: str, **kwargs: Any) -> EditPlan:
 # ── steps 2-5 ──────────────────────────────────────────────────────────────
 
 
-def accepted_edit_id(store: Store, spec_id: str) -> int | None:
-    """The edit id a person accepted for ``spec_id`` (newest review row wins), or None."""
-    rows = store.query("SELECT decision, edit_id FROM reviews WHERE spec_id = ? ORDER BY id DESC LIMIT 1", (spec_id,))
-    if rows and rows[0]["decision"] == "accept":
-        return rows[0]["edit_id"]
-    return None
-
-
 def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int | None = None,
-              seed: int | None = None, model: str | None = None,
-              options: dict[str, dict[str, Any]] | None = None, input_path: Path | None = None,
-              again: bool = False) -> EditOutcome:
+              seed: int | None = None, model: str | None = None, options: Mapping[str, Any] | None = None,
+              input_path: Path | None = None, again: bool = False) -> EditOutcome:
     """Make, save, record and check ``n`` candidate edits of spec ``spec_id``.
 
     ``engine`` is a registered engine name or "auto" (default: cfkit.toml);
-    ``options`` maps an engine name to its keyword options (model, quality,
-    steps …) over cfkit.toml's defaults; ``model`` overrides the named engine's model.
+    ``options`` are ``-o`` values (``ENGINE.KEY`` with a chain); ``model`` and
+    ``input_path`` set the engine's ``model`` and ``input`` options.
     Raises :class:`EditRefused` (after recording it) on a refusal, and
     :class:`EditorUnavailable` naming every engine tried when none could run.
     """
@@ -351,7 +261,7 @@ def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int 
     # 2. An accepted edit stays; more candidates only when asked for.
     if ws.db_path.is_file() and not again:
         with Store(ws.db_path) as store:
-            accepted = accepted_edit_id(store, plan.spec_id)
+            accepted = reviews.accepted_edit_id(store, plan.spec_id)
         if accepted is not None:
             raise InputError(
                 f"spec {plan.spec_id} already has an accepted edit (#{accepted}); it is kept and stays selected. "
@@ -395,9 +305,10 @@ def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int 
     if result is None:
         tried = " ".join(f"({i}) {a.reason.rstrip('.')}." for i, a in enumerate(attempts, start=1))
         if len(plan.engines) > 1:
-            offline = (f" or run 'cfkit edit {plan.spec_id} --engine classical' (offline)"
-                       if prep.request.classical is not None else "")
-            raise EditorUnavailable(f"auto: no engine could run here. Tried {tried} Fix one of them{offline}.")
+            configured = [name for name in _spec_engines(ws, plan.spec_id) if name not in plan.engines]
+            other = (f" or use an engine the spec configures: 'cfkit edit {plan.spec_id} --engine {configured[0]}'"
+                     if configured else "")
+            raise EditorUnavailable(f"auto: no engine could run here. Tried {tried} Fix one of them{other}.")
         raise EditorUnavailable(attempts[0].reason or "the engine cannot run here")
     used = attempts[-1].engine
 
@@ -409,12 +320,15 @@ def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int 
             records.append(_save_candidate(ws, store, prep, used, result, raw, candidate, attempts, started,
                                            self_notes))
 
-        # 5. Check each new edit, when the check exists.
-        checks, check_error = _run_checks(ws, store, [r.id for r in records])
-        verdicts = {r.id: c["verdict"] + ("" if c["lpips"] else " (without LPIPS)")
-                    for r in records if (c := latest_check(store, r.id)) is not None}
-    return EditOutcome(plan=plan, records=records, attempts=attempts, notes=self_notes, checks=checks,
+        # 5. Check each new edit.
+        results, check_error = _run_checks(ws, store, [r.id for r in records])
+        verdicts = {r.id: c.label for r in records if (c := checks.latest(store, r.id)) is not None}
+    return EditOutcome(plan=plan, records=records, attempts=attempts, notes=self_notes, checks=results,
                        check_error=check_error, verdicts=verdicts)
+
+
+def _spec_engines(ws: Workspace, spec_id: str) -> list[str]:
+    return list(load_spec(ws, spec_id).spec.engines or {})
 
 
 def _fallback_text(attempts: list[Attempt]) -> str | None:
@@ -422,20 +336,21 @@ def _fallback_text(attempts: list[Attempt]) -> str | None:
     return "; ".join(skipped) or None
 
 
+def _new_edit(prep: _Prepared, engine: str, model: str | None, params: dict[str, Any], attempts: list[Attempt],
+              started: str, *, seed: int | None, candidate: int = 0, result: EditResult | None = None) -> NewEdit:
+    plan = prep.plan
+    return NewEdit(spec_id=plan.spec_id, spec_sha256=plan.spec_sha256, engine=engine, model=model, params=params,
+                   seed=seed, prompt=plan.prompt, source_sha256=prep.source_sha256, mask_sha256=prep.mask_sha256,
+                   started_at=started, candidate=candidate, fallback=_fallback_text(attempts),
+                   usage=None if result is None else result.usage, cost_usd=None if result is None else result.cost_usd)
+
+
 def _record_without_output(store: Store, prep: _Prepared, engine: str, status: str, error: str,
                            attempts: list[Attempt], started: str) -> int:
-    editor = prep.editors[engine]
-    with store.transaction() as conn:
-        cursor = conn.execute(
-            "INSERT INTO edits (spec_id, spec_sha256, candidate, engine, model, params, seed, prompt, source_sha256, "
-            "mask_sha256, status, error, fallback, started_at, finished_at, label) "
-            "VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (prep.plan.spec_id, prep.plan.spec_sha256, engine, getattr(editor, "model", None),
-             to_json({"preview": prep.plan.previews.get(engine, {}), "n": prep.plan.n}), prep.plan.seed,
-             prep.plan.prompt, prep.source_sha256, prep.mask_sha256, status, error, _fallback_text(attempts),
-             started, now(), LABEL),
-        )
-        return int(cursor.lastrowid)
+    model = getattr(prep.editors[engine], "model", None)
+    params = {"preview": prep.plan.previews.get(engine, {}), "n": prep.plan.n}
+    new = _new_edit(prep, engine, model, params, attempts, started, seed=prep.plan.seed)
+    return edits.insert_without_output(store, new, status, error)
 
 
 def _save_candidate(ws: Workspace, store: Store, prep: _Prepared, engine: str, result: EditResult,
@@ -453,17 +368,9 @@ def _save_candidate(ws: Workspace, store: Store, prep: _Prepared, engine: str, r
     if notes:
         params["notes"] = notes
     # The row comes first, so the id names the files; it says "failed" until the files exist.
-    with store.transaction() as conn:
-        cursor = conn.execute(
-            "INSERT INTO edits (spec_id, spec_sha256, candidate, engine, model, params, seed, prompt, source_sha256, "
-            "mask_sha256, status, error, fallback, usage, cost_usd, started_at, label) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'failed', 'interrupted before its files were written', ?, ?, ?, ?, ?)",
-            (plan.spec_id, plan.spec_sha256, candidate, engine, result.model, to_json(params),
-             None if result.seed is None else result.seed + candidate,
-             plan.prompt, prep.source_sha256, prep.mask_sha256, _fallback_text(attempts),
-             None if result.usage is None else to_json(result.usage), result.cost_usd, started, LABEL),
-        )
-        edit_id = int(cursor.lastrowid)
+    new = _new_edit(prep, engine, result.model, params, attempts, started, candidate=candidate,
+                    seed=None if result.seed is None else result.seed + candidate, result=result)
+    edit_id = edits.insert_pending(store, new)
     folder = Path("edits") / plan.spec_id
     raw_rel = folder / f"{edit_id}-raw.png"
     comp_rel = folder / f"{edit_id}-composite.png"
@@ -478,84 +385,17 @@ def _save_candidate(ws: Workspace, store: Store, prep: _Prepared, engine: str, r
                           "(the store may have been reset while edit files were kept).") from exc
     except OSError as exc:
         raise ImageError(f"cannot write edit files under {ws.edits_dir} ({exc.strerror}).") from exc
-    with store.transaction() as conn:
-        conn.execute(
-            "UPDATE edits SET status = 'ok', error = NULL, raw_path = ?, raw_sha256 = ?, composite_path = ?, "
-            "composite_sha256 = ?, finished_at = ? WHERE id = ?",
-            (raw_rel.as_posix(), hashlib.sha256(raw_png).hexdigest(), comp_rel.as_posix(),
-             hashlib.sha256(comp_png).hexdigest(), now(), edit_id),
-        )
-    return get_edit(ws, store, edit_id)
+    edits.mark_written(store, edit_id, raw_path=raw_rel.as_posix(), raw_sha256=hashlib.sha256(raw_png).hexdigest(),
+                       composite_path=comp_rel.as_posix(), composite_sha256=hashlib.sha256(comp_png).hexdigest())
+    return edits.get(store, edit_id)
 
 
-def _run_checks(ws: Workspace, store: Store, edit_ids: list[int]) -> tuple[dict[int, list] | None, str | None]:
-    try:
-        from cfkit.preserve import check_edit
-    except ModuleNotFoundError as exc:
-        if exc.name == "cfkit.preserve":
-            return None, None
-        raise
-    checks: dict[int, list] = {}
+def _run_checks(ws: Workspace, store: Store, edit_ids: list[int]) -> tuple[dict[int, list[CheckResult]], str | None]:
+    results: dict[int, list[CheckResult]] = {}
     for edit_id in edit_ids:
         try:
-            checks[edit_id] = check_edit(ws, store, edit_id)
+            results[edit_id] = check_edit(ws, store, edit_id)
         except CfkitError as exc:
             # The edit is saved; a check that cannot run is reported, not fatal.
-            return checks, f"the preservation check could not run on edit #{edit_id}: {exc}"
-    return checks, None
-
-
-# ── reading edits back ─────────────────────────────────────────────────────
-
-
-def get_edit(ws: Workspace, store: Store, edit_id: int) -> EditRecord:
-    rows = store.query("SELECT * FROM edits WHERE id = ?", (edit_id,))
-    if not rows:
-        raise InputError(f"no edit #{edit_id} in {ws.db_path}. See 'cfkit edits list'.")
-    return EditRecord.from_row(ws, rows[0])
-
-
-def list_edits(ws: Workspace, store: Store, spec_ids: list[str] | None = None) -> list[EditRecord]:
-    """Every recorded edit, oldest first, optionally only of ``spec_ids``."""
-    if spec_ids:
-        marks = ",".join("?" * len(spec_ids))
-        rows = store.query(f"SELECT * FROM edits WHERE spec_id IN ({marks}) ORDER BY id", tuple(spec_ids))
-    else:
-        rows = store.query("SELECT * FROM edits ORDER BY id")
-    return [EditRecord.from_row(ws, row) for row in rows]
-
-
-def latest_check(store: Store, edit_id: int, variant: str = "composite") -> dict[str, Any] | None:
-    rows = store.query("SELECT verdict, lpips, metrics, reasons FROM checks WHERE edit_id = ? AND variant = ? "
-                       "ORDER BY id DESC LIMIT 1", (edit_id, variant))
-    if not rows:
-        return None
-    row = rows[0]
-    return {"verdict": row["verdict"], "lpips": bool(row["lpips"]), "metrics": json.loads(row["metrics"]),
-            "reasons": json.loads(row["reasons"])}
-
-
-def select_edit(ws: Workspace, store: Store, spec_id: str, *, require_accepted: bool = False) -> EditRecord | None:
-    """The edit that stands for ``spec_id``.
-
-    The edit a person accepted, when the spec's newest review is an accept;
-    otherwise (unless ``require_accepted``) the newest successful edit whose
-    composite passed its check and that no review rejected; otherwise None.
-    """
-    accepted = accepted_edit_id(store, spec_id)
-    if accepted is not None:
-        rows = store.query("SELECT * FROM edits WHERE id = ? AND status = 'ok'", (accepted,))
-        if rows:
-            return EditRecord.from_row(ws, rows[0])
-    if require_accepted:
-        return None
-    rejected = {row["edit_id"] for row in store.query(
-        "SELECT edit_id, decision FROM reviews r WHERE spec_id = ? AND edit_id IS NOT NULL AND id = "
-        "(SELECT MAX(id) FROM reviews WHERE edit_id = r.edit_id)", (spec_id,)) if row["decision"] == "reject"}
-    for row in store.query("SELECT * FROM edits WHERE spec_id = ? AND status = 'ok' ORDER BY id DESC", (spec_id,)):
-        if row["id"] in rejected:
-            continue
-        check = latest_check(store, row["id"])
-        if check is not None and check["verdict"] == "pass":
-            return EditRecord.from_row(ws, row)
-    return None
+            return results, f"the preservation check could not run on edit #{edit_id}: {exc}"
+    return results, None

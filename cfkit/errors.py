@@ -19,7 +19,7 @@ names what failed, the bad value, what is allowed and what to do next.
     │   └── EditRefused       the editor declined the request (content policy)
     └── BackendError          a model backend failed or cannot run here
         ├── BackendUnavailable
-        └── TransportError    one request failed after retries (cfkit.backends; retried next run)
+        └── TransportError    one request failed after retries (recorded; retried next run)
 
 An unreadable model reply is not an exception: cfkit.parse returns no answer
 and says why (missing, ambiguous, conflicting, unparseable, refused).
@@ -105,6 +105,10 @@ class BackendUnavailable(BackendError):
     """A model backend cannot run here (no key, no package, no weights)."""
 
     exit_code = 2
+
+
+class TransportError(BackendError):
+    """One request got no usable reply after its retries; the runner records it and retries it next run."""
 
 
 def describe_validation(exc: ValidationError) -> str:

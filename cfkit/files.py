@@ -9,6 +9,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from cfkit.errors import InputError
+
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -44,3 +46,13 @@ def write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool = True) -> No
 
 def write_text_atomic(path: Path, text: str, *, overwrite: bool = True) -> None:
     write_bytes_atomic(path, text.encode("utf-8"), overwrite=overwrite)
+
+
+def read_text(path: Path, what: str, error: type[InputError] = InputError) -> str:
+    """A UTF-8 text file, or ``error`` saying why it cannot be read (``FileNotFoundError`` passes through)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {path} is not UTF-8 text (byte {exc.start}: {exc.reason}). Save it as UTF-8.") from exc
+    except IsADirectoryError:
+        raise error(f"{what} {path} is a folder; give a file.") from None

@@ -1,8 +1,9 @@
-"""The one way cfkit opens an image.
+"""The one way cfkit opens an image, and the one way it hands an image to a model.
 
 Every image a user supplies goes through :func:`open_image`: it applies the EXIF
 orientation, converts palette, alpha, CMYK and 16-bit modes to 8-bit RGB, and
-refuses images so large they look like decompression bombs.
+refuses images so large they look like decompression bombs. :func:`image_data`
+is what a model receives: the file's exact bytes and MIME type.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import io
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -18,6 +20,15 @@ from cfkit.errors import ImageError
 
 #: Largest image, in pixels, cfkit will decode (about 16k x 10k).
 MAX_PIXELS = 178_956_970 // 2
+#: Image types sent to models as they are; others are re-encoded as PNG.
+SENDABLE_MIME = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"})
+
+
+class ImageData(NamedTuple):
+    """One image as sent to a model: the exact file bytes and their MIME type."""
+
+    data: bytes
+    mime: str
 
 
 def open_image(path: Path, *, what: str = "image") -> Image.Image:
@@ -86,3 +97,54 @@ def png_bytes(image: Image.Image | np.ndarray) -> bytes:
     buf = io.BytesIO()
     image.save(buf, format="PNG")
     return buf.getvalue()
+
+
+# ── images as a model receives them ────────────────────────────────────────
+
+
+def image_data(path: Path) -> ImageData:
+    """An image file as sent to a model: its exact bytes and MIME type, read from the content.
+
+    PNG, JPEG, WebP and GIF go as they are (so the cache key covers the very
+    bytes sent); other formats are decoded by :func:`cfkit.images.open_image`
+    and re-encoded as PNG. A file that is not an image is an :class:`ImageError`.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ImageError(f"image {path}: not found. Put the file there or fix the path.") from None
+    except OSError as exc:
+        raise ImageError(f"image {path}: cannot be read ({exc.strerror}).") from exc
+    try:
+        with Image.open(io.BytesIO(data)) as header:  # reads the header only
+            mime = header.get_format_mimetype()
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise ImageError(f"image {path}: not a readable image file (corrupt or unknown format).") from exc
+    if mime in SENDABLE_MIME:
+        return ImageData(data, mime)
+    return ImageData(png_bytes(decode_image(data, source=str(path))), "image/png")
+
+
+def side_by_side(paths: list[Path], labels: list[str]) -> ImageData:
+    """Two images as one labelled PNG sheet, for backends that take a single image.
+
+    Each panel keeps its aspect ratio at a common height, with its label in a
+    white band above it, in the order the prompt names them.
+    """
+    from PIL import ImageDraw, ImageFont
+
+    images = [open_image(p) for p in paths]
+    height = min(max(im.height for im in images), 1024)
+    panels = [im.resize((max(1, round(im.width * height / im.height)), height), Image.Resampling.BICUBIC)
+              for im in images]
+    gap, band = 16, 40
+    sheet = Image.new("RGB", (sum(p.width for p in panels) + gap * (len(panels) + 1), height + band + gap),
+                      (255, 255, 255))
+    draw = ImageDraw.Draw(sheet)
+    font = ImageFont.load_default(size=24)
+    x = gap
+    for panel, label in zip(panels, labels, strict=True):
+        draw.text((x, 8), label, fill=(0, 0, 0), font=font)
+        sheet.paste(panel, (x, band))
+        x += panel.width + gap
+    return ImageData(png_bytes(sheet), "image/png")

@@ -1,6 +1,6 @@
 """Predictions: one model answer a line, the export of every probe run.
 
-The format is DESIGN.md's "Predictions" record: the input of ``replay:`` and
+The format is the "Predictions" record of docs/formats.md: the input of ``replay:`` and
 ``cfkit report --predictions`` and the output of ``cfkit runs export``.
 Loading checks every line and names the file and line of the first problem.
 """
@@ -10,25 +10,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cfkit.cases import CaseSet
 from cfkit.errors import PredictionError, describe_validation
+from cfkit.store import Store, runs
+from cfkit.suites import SUITE_CONDITIONS, Condition, Suite
 
-if TYPE_CHECKING:
-    from cfkit.store import Store
-
-Suite = Literal["contextcanvas", "counterfactual", "modality"]
-Condition = Literal["image", "original", "edit", "text", "neutral", "evidence"]
-
-#: The conditions each suite asks under, in report order.
-SUITE_CONDITIONS: dict[str, tuple[str, ...]] = {
-    "contextcanvas": ("image",),
-    "counterfactual": ("original", "edit"),
-    "modality": ("text", "neutral", "evidence", "image"),
-}
 
 
 class Prediction(BaseModel):
@@ -178,42 +168,32 @@ def dump_predictions(preds: Iterable[Prediction]) -> str:
     return "".join(json.dumps(p.model_dump(mode="json"), ensure_ascii=False) + "\n" for p in preds)
 
 
-def latest_run_ids(store: Store) -> list[str]:
-    """The newest run of each model and suite in the store."""
-    rows = store.query(
-        "SELECT id, model, suite FROM runs ORDER BY started_at DESC, rowid DESC"
-    )
-    latest: dict[tuple[str, str], str] = {}
-    for row in rows:
-        latest.setdefault((row["model"], row["suite"]), row["id"])
-    return list(latest.values())
-
-
 def predictions_from_store(store: Store, run_ids: Sequence[str] | None = None) -> list[Prediction]:
     """The parsed replies of stored runs as predictions.
 
     With ``run_ids`` None, the newest run of each model and suite is read.
     Replies are returned run by run, in the order they were stored.
     """
-    ids = latest_run_ids(store) if run_ids is None else list(run_ids)
+    ids = runs.latest_run_ids(store) if run_ids is None else list(run_ids)
     out: list[Prediction] = []
     for run_id in ids:
-        run = store.query("SELECT model, suite FROM runs WHERE id = ?", (run_id,))
-        if not run:
+        run = runs.get_run(store, run_id)
+        if run is None:
             raise PredictionError(f"no run '{run_id}' in store {store.path}. See 'cfkit runs list'.")
-        replies = store.query(
-            "SELECT case_id, pair_id, condition, answer, parse, error, raw, reason, confidence "
-            "FROM replies WHERE run_id = ? ORDER BY rowid", (run_id,)
-        )
-        for r in replies:
+        for r in runs.replies(store, run_id):
             try:
                 out.append(Prediction(
-                    model=run[0]["model"], suite=run[0]["suite"], case=r["case_id"], pair=r["pair_id"] or None,
-                    condition=r["condition"], answer=r["answer"], parse=r["parse"], error=r["error"],
-                    raw=r["raw"], reason=r["reason"], confidence=r["confidence"],
+                    model=run.model, suite=run.suite, case=r.case_id, pair=r.pair_id or None,
+                    condition=r.condition, answer=r.answer, parse=r.parse, error=r.error,
+                    raw=r.raw, reason=r.reason, confidence=r.confidence,
                 ))
             except ValidationError as exc:
                 raise PredictionError(
-                    f"store {store.path}: run {run_id}, case {r['case_id']}: {describe_validation(exc)}"
+                    f"store {store.path}: run {run_id}, case {r.case_id}: {describe_validation(exc)}"
                 ) from exc
     return out
+
+
+def export_run(store: Store, run_id: str) -> str:
+    """A stored run's replies as predictions JSONL (docs/formats.md, "Predictions")."""
+    return dump_predictions(predictions_from_store(store, [run_id]))

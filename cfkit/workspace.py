@@ -11,6 +11,7 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -39,11 +40,10 @@ class WorkspaceSection(_Section):
 
 
 class EditConfig(_Section):
-    engine: str = "auto"
-    openai_model: str = "gpt-image-2"
-    diffusers_model: str = "stable-diffusion-v1-5/stable-diffusion-inpainting"
-    quality: str = "high"
-    candidates: int = Field(1, ge=1, le=10)
+    engine: str = "auto"  # an engine name, or auto
+    candidates: int = Field(1, ge=1, le=100)
+    auto: list[str] | None = None  # the engines auto tries, in order (default: each engine's auto_rank)
+    engines: dict[str, dict[str, Any]] = Field(default_factory=dict)  # [edit.engines.NAME]: that engine's options
 
 
 class ProbeConfig(_Section):
@@ -80,9 +80,13 @@ captions = "captions"
 probes = "probes"
 
 [edit]
-engine = "auto"            # auto | openai | diffusers | classical | file
-openai_model = "gpt-image-2"
-diffusers_model = "stable-diffusion-v1-5/stable-diffusion-inpainting"
+engine = "auto"            # an engine name (see 'cfkit edits engines'), or auto
+
+[edit.engines.openai]      # options of one engine, as -o KEY=VALUE would give them
+model = "gpt-image-2"
+
+[edit.engines.diffusers]
+model = "stable-diffusion-v1-5/stable-diffusion-inpainting"
 
 [probe]
 concurrency = 4
@@ -167,11 +171,26 @@ def load_workspace(root: Path) -> Workspace:
         raise ConfigError(f"{path}: not found. Run 'cfkit init {root}' to make a workspace.") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}). Fix the file or re-create it with 'cfkit init'.") from exc
+    _refuse_first_version_edit_keys(path, raw)
     try:
         config = Config.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe_validation(exc)} See 'cfkit init --help' for the format.") from exc
     return Workspace(root=root.resolve(), config=config)
+
+
+def _refuse_first_version_edit_keys(path: Path, raw: dict[str, Any]) -> None:
+    """The first version kept engine options as flat [edit] keys; say where they go now."""
+    edit = raw.get("edit")
+    if not isinstance(edit, dict):
+        return
+    for key in edit:
+        engine, sep, option = key.rpartition("_")
+        if key == "quality" or (sep and option == "model" and engine):
+            target = "ENGINE" if key == "quality" else engine
+            name = "quality" if key == "quality" else "model"
+            raise ConfigError(f"{path}: [edit] {key} is the first version's spelling; engine options now live in "
+                              f"their own table: write it as [edit.engines.{target}] {name} = {edit[key]!r}.")
 
 
 def find_workspace(explicit: str | os.PathLike[str] | None = None, start: Path | None = None) -> Workspace:

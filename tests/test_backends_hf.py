@@ -152,7 +152,7 @@ def test_fit_square_pads_keeping_aspect_or_resizes():
 def test_options_are_checked():
     from cfkit.errors import InputError
 
-    with pytest.raises(InputError, match="option image_fit=crop"):
+    with pytest.raises(InputError, match="-o image_fit=crop"):
         load_backend("hf:x", {"image_fit": "crop"})
     with pytest.raises(InputError, match="no option 'max_new_tokens'"):
         load_backend("hf:x", {"max_new_tokens": "5"})

@@ -211,14 +211,14 @@ def test_official_endpoint_uses_max_completion_tokens(monkeypatch):
 
 
 def test_options_are_validated():
-    with pytest.raises(InputError, match="no option 'temperature'. Allowed: base_url, api_key_env, timeout"):
+    with pytest.raises(InputError, match=r"no option 'temperature' \(-o temperature=1\). Allowed: base_url, api_key_env, timeout"):
         load_backend("openai:m", {"base_url": "http://x/v1", "temperature": "1"})
-    with pytest.raises(InputError, match="option timeout=soon"):
+    with pytest.raises(InputError, match="-o timeout=soon"):
         load_backend("openai:m", {"base_url": "http://x/v1", "timeout": "soon"})
-    with pytest.raises(InputError, match="option detail=medium"):
+    with pytest.raises(InputError, match="-o detail=medium"):
         load_backend("openai:m", {"base_url": "http://x/v1", "detail": "medium"})
     assert load_backend("openai:m", {"base_url": "http://x/v1", "timeout": "2.5"}).options.timeout == 2.5
-    with pytest.raises(InputError, match="not key=value"):
+    with pytest.raises(InputError, match="not KEY=VALUE"):
         parse_option_pairs(["timeout"])
     with pytest.raises(InputError, match="given twice"):
         parse_option_pairs(["a=1", "a=2"])

@@ -11,19 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from cfkit.captions import (
-    CONDITIONS,
-    VERDICT_TERMS,
-    Caption,
-    Prompt,
-    find_terms,
-    lint_caption,
-    lint_captions,
-    load_templates,
-    render_prompt,
-    templates_sha256,
-    workspace_cases,
-)
+from cfkit.captions import Caption
+from cfkit.lint import VERDICT_TERMS, find_terms, lint_caption, lint_captions
+from cfkit.prompts import CONDITIONS, Prompt, load_templates, render_prompt, templates_sha256
+from cfkit.subsets import workspace_cases
 from cfkit.cases import Case
 from cfkit.errors import CaptionError, InputError
 from cfkit.workspace import load_workspace

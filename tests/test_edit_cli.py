@@ -14,7 +14,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cfkit.edit import EditRecord, composite_region, select_edit
+from cfkit.composite import composite_region
+from cfkit.store.edits import EditRecord
+from cfkit.store.edits import selected as _selected
+
+
+def select_edit(ws, store, spec_id, *, require_accepted=False):
+    return _selected(store, spec_id, require_accepted=require_accepted)
 from cfkit.store import Store, now
 from cfkit.workspace import load_workspace
 from conftest import REPO, gradient_image, run_cli, tree_snapshot
@@ -87,7 +93,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tiny_ws: Path):
 
 def test_auto_without_key_or_weights_says_what_it_tried(tiny_ws: Path):
     with open(tiny_ws / "cfkit.toml", "a") as handle:
-        handle.write('\n[edit]\ndiffusers_model = "cfkit-tests/absent-inpainting-model"\n')
+        handle.write('\n[edit.engines.diffusers]\nmodel = "cfkit-tests/absent-inpainting-model"\n')
     before = tree_snapshot(tiny_ws)
     result = _edit(tiny_ws, "--engine", "auto")
     assert result.exit_code == 2

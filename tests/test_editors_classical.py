@@ -8,9 +8,8 @@ from PIL import Image
 from skimage.color import rgb2lab
 
 from cfkit.editors import EditRequest, load_editor
-from cfkit.editors.classical import ClassicalEditor
+from cfkit.editors.classical import ClassicalEditor, ClassicalOptions
 from cfkit.errors import InputError, SpecError
-from cfkit.specs import Classical
 from conftest import gradient_image
 
 
@@ -21,8 +20,12 @@ def _box_mask(height=64, width=96, box=(16, 32, 24, 48)) -> np.ndarray:
     return mask
 
 
-def _request(image, mask, classical, **kw) -> EditRequest:
-    return EditRequest(spec_id="TX01", prompt="p", image=image, mask=mask, classical=classical, **kw)
+def _request(image, mask, files=None) -> EditRequest:
+    return EditRequest(spec_id="TX01", prompt="p", image=image, mask=mask, files=files, root=files)
+
+
+def Classical(**options) -> ClassicalEditor:  # noqa: N802 - reads like the spec's `classical:` table
+    return ClassicalEditor(ClassicalOptions(**options))
 
 
 def _far_from(mask: np.ndarray, px: int) -> np.ndarray:
@@ -31,8 +34,22 @@ def _far_from(mask: np.ndarray, px: int) -> np.ndarray:
     return distance_transform_edt(mask == 0) > px
 
 
-def test_registered_under_its_name():
-    assert isinstance(load_editor("classical"), ClassicalEditor)
+def test_registered_under_its_name_and_configured_through_its_options():
+    editor = load_editor("classical", {"op": "recolor", "color": "#102030", "feather": "2.5"})
+    assert isinstance(editor, ClassicalEditor)
+    assert editor.options == ClassicalOptions(op="recolor", color="#102030", feather=2.5)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"op": "recolor"}, "recolor needs 'color'"),
+    ({"op": "paste"}, "paste needs 'asset'"),
+    ({"op": "blur"}, "op=blur"),
+    ({"op": "remove", "feather": "1e7"}, "feather=1e7"),  # an unbounded feather would hang the blur
+    ({"op": "remove", "radius": "3"}, "no option 'radius'"),
+])
+def test_bad_options_are_refused_naming_the_value(options, message):
+    with pytest.raises(InputError, match=message):
+        load_editor("classical", options)
 
 
 def test_remove_continues_a_smooth_gradient_into_the_hole():
@@ -42,7 +59,7 @@ def test_remove_continues_a_smooth_gradient_into_the_hole():
     image = ramp.copy()
     mask = _box_mask()
     image[mask > 0] = (255, 0, 255)  # the "cue" to remove
-    out = ClassicalEditor().edit(_request(image, mask, Classical(op="remove"))).images[0]
+    out = Classical(op="remove").edit(_request(image, mask)).images[0]
     inside = mask > 0
     assert np.abs(out[inside].astype(int) - ramp[inside].astype(int)).max() <= 2
     assert np.array_equal(out[~inside], image[~inside])
@@ -52,7 +69,7 @@ def test_recolor_moves_chroma_to_the_target_and_keeps_shading():
     image = gradient_image(96, 64, 3)
     mask = _box_mask()
     target = "#3060c0"
-    out = ClassicalEditor().edit(_request(image, mask, Classical(op="recolor", color=target, feather=2))).images[0]
+    out = Classical(op="recolor", color=target, feather=2).edit(_request(image, mask)).images[0]
     lab_in, lab_out = rgb2lab(image / 255.0), rgb2lab(out / 255.0)
     target_lab = rgb2lab(np.array([[[0x30, 0x60, 0xC0]]]) / 255.0)[0, 0]
     inside = mask > 0
@@ -67,8 +84,7 @@ def test_recolor_moves_chroma_to_the_target_and_keeps_shading():
 
 def test_recolor_strength_zero_keeps_the_image():
     image = gradient_image(96, 64, 4)
-    out = ClassicalEditor().edit(_request(image, _box_mask(), Classical(op="recolor", color="#ff0000",
-                                                                         strength=0.0))).images[0]
+    out = Classical(op="recolor", color="#ff0000", strength=0.0).edit(_request(image, _box_mask())).images[0]
     assert np.abs(out.astype(int) - image.astype(int)).max() <= 1
 
 
@@ -81,8 +97,7 @@ def test_paste_places_the_asset_over_the_mask_box(tmp_path):
     Image.fromarray(asset, "RGBA").save(path)
     image = gradient_image(96, 64, 5)
     mask = _box_mask()  # rows 16..32, cols 24..48
-    out = ClassicalEditor().edit(_request(image, mask, Classical(op="paste", asset="flower.png", feather=0),
-                                          asset=path)).images[0]
+    out = Classical(op="paste", asset="flower.png", feather=0).edit(_request(image, mask, tmp_path)).images[0]
     assert (out[18:30, 34:46] == (10, 200, 30)).all()
     # The alpha-0 strip (5 of 20 px → 6 of 24) keeps the source, away from resampling at its edge.
     assert np.array_equal(out[16:32, 24:27], image[16:32, 24:27])
@@ -92,19 +107,27 @@ def test_paste_places_the_asset_over_the_mask_box(tmp_path):
 def test_paste_refuses_a_non_png_asset(tmp_path):
     path = tmp_path / "flower.jpg"
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(path, format="JPEG")
-    request = _request(gradient_image(), _box_mask(), Classical(op="paste", asset="flower.jpg"), asset=path)
+    request = _request(gradient_image(), _box_mask(), tmp_path)
     with pytest.raises(SpecError, match=r"JPEG file; paste assets must be PNG"):
-        ClassicalEditor().edit(request)
+        Classical(op="paste", asset="flower.jpg").edit(request)
+
+
+def test_paste_refuses_an_asset_outside_the_workspace(tmp_path):
+    inside = tmp_path / "ws"
+    inside.mkdir()
+    Image.fromarray(np.zeros((8, 8, 4), np.uint8), "RGBA").save(tmp_path / "outside.png")
+    with pytest.raises(SpecError, match="points outside the workspace"):
+        Classical(op="paste", asset="../outside.png").edit(_request(gradient_image(), _box_mask(), inside))
 
 
 def test_the_same_inputs_give_the_same_output():
     image, mask = gradient_image(96, 64, 6), _box_mask()
-    for op in (Classical(op="remove"), Classical(op="recolor", color="#20a040")):
-        first = ClassicalEditor().edit(_request(image, mask, op)).images[0]
-        second = ClassicalEditor().edit(_request(image, mask, op)).images[0]
+    for options in ({"op": "remove"}, {"op": "recolor", "color": "#20a040"}):
+        first = Classical(**options).edit(_request(image, mask)).images[0]
+        second = Classical(**options).edit(_request(image, mask)).images[0]
         assert first.tobytes() == second.tobytes()
 
 
-def test_a_spec_without_a_classical_field_is_refused():
-    with pytest.raises(InputError, match="has no 'classical:' field"):
-        ClassicalEditor().edit(_request(gradient_image(), _box_mask(), None))
+def test_without_an_operation_it_is_refused():
+    with pytest.raises(SpecError, match="gives the classical engine no operation"):
+        Classical().edit(_request(gradient_image(), _box_mask()))

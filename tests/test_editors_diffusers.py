@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cfkit.edit import composite_region, make_edit
+from cfkit.composite import composite_region
+from cfkit.edit import make_edit
 from cfkit.editors import EditRequest
 from cfkit.editors.diffusers_inpaint import DiffusersEditor, model_family, pipeline_size
 from cfkit.errors import EditorUnavailable, EditRefused
@@ -92,7 +93,7 @@ def test_local_folder_is_read_by_its_model_index(tiny_pipeline):
 
 
 def test_output_is_at_the_source_size_and_seeded(tiny_pipeline):
-    editor = DiffusersEditor(model=str(tiny_pipeline), steps=2, resolution=64)
+    editor = DiffusersEditor(DiffusersEditor.Options(model=str(tiny_pipeline), steps=2, resolution=64))
     first = editor.edit(_request(seed=3, n=2))
     again = editor.edit(_request(seed=3, n=1))
     other = editor.edit(_request(seed=4, n=1))
@@ -110,7 +111,7 @@ def test_output_is_at_the_source_size_and_seeded(tiny_pipeline):
 
 
 def test_missing_weights_name_the_model_and_how_to_fetch_them():
-    editor = DiffusersEditor(model="cfkit-tests/absent-inpainting-model")
+    editor = DiffusersEditor(DiffusersEditor.Options(model="cfkit-tests/absent-inpainting-model"))
     with pytest.raises(EditorUnavailable, match=r"huggingface-cli download cfkit-tests/absent-inpainting-model"):
         editor.edit(_request())
 
@@ -125,13 +126,13 @@ def test_a_broken_local_pipeline_is_a_clear_unavailable(tmp_path, index):
     folder.mkdir()
     (folder / "model_index.json").write_text(json.dumps(index))
     with pytest.raises(EditorUnavailable, match=r"cannot load model '.*broken' from local files"):
-        DiffusersEditor(model=str(folder)).edit(_request())
+        DiffusersEditor(DiffusersEditor.Options(model=str(folder))).edit(_request())
 
 
 def test_missing_diffusers_package_is_unavailable(tiny_pipeline, monkeypatch):
     monkeypatch.setitem(sys.modules, "diffusers", None)  # makes `import diffusers` raise ImportError
     with pytest.raises(EditorUnavailable, match=r"pip install 'cfkit\[diffusers\]'"):
-        DiffusersEditor(model=str(tiny_pipeline)).edit(_request())
+        DiffusersEditor(DiffusersEditor.Options(model=str(tiny_pipeline))).edit(_request())
 
 
 def test_cfkit_edit_with_diffusers_composite_keeps_the_source_outside_the_dilated_mask(tiny_pipeline, tiny_ws):

@@ -83,7 +83,7 @@ def test_a_wide_source_is_padded_to_3_to_1_and_mapped_back():
 
 def test_multipart_upload_names_types_mask_size_and_alpha(api):
     request = _request()
-    result = OpenAIEditor(backoff=0).edit(request)
+    result = OpenAIEditor(OpenAIEditor.Options(backoff=0)).edit(request)
     assert len(api.requests) == 1
     sent = api.requests[0]
     assert sent.path == "/v1/images/edits"
@@ -99,7 +99,7 @@ def test_multipart_upload_names_types_mask_size_and_alpha(api):
     assert image.image().size == mask.image().size == (width, height)
     assert mask.image().mode == "RGBA" and len(mask.data) < 4 * 1024 * 1024
     # Alpha 0 exactly where the (mapped) cfkit mask says "edit", 255 elsewhere.
-    plan = OpenAIEditor().plan(request.size)
+    plan = OpenAIEditor(OpenAIEditor.Options()).plan(request.size)
     expected = plan.mask_to_send(request.mask)[..., 3]
     alpha = np.asarray(mask.image())[..., 3]
     assert set(np.unique(alpha)) == {0, 255}
@@ -112,7 +112,7 @@ def test_multipart_upload_names_types_mask_size_and_alpha(api):
 
 
 def test_non_square_source_is_sent_at_a_valid_size_and_mapped_back(api):
-    result = OpenAIEditor(backoff=0).edit(_request(width=200, height=64, n=2))
+    result = OpenAIEditor(OpenAIEditor.Options(backoff=0)).edit(_request(width=200, height=64, n=2))
     assert api.requests[0].fields["size"] == "1392x480"  # padded 200x67 (3:1), scaled to ≥ 0.65 MP
     assert api.requests[0].fields["n"] == "2"
     assert len(result.images) == 2
@@ -123,8 +123,8 @@ def test_non_square_source_is_sent_at_a_valid_size_and_mapped_back(api):
 
 
 def test_input_fidelity_only_for_models_that_take_it(api):
-    OpenAIEditor(model="gpt-image-1.5", input_fidelity="high", backoff=0).edit(_request())
-    OpenAIEditor(model="gpt-image-2", input_fidelity="high", backoff=0).edit(_request())
+    OpenAIEditor(OpenAIEditor.Options(model="gpt-image-1.5", input_fidelity="high", backoff=0)).edit(_request())
+    OpenAIEditor(OpenAIEditor.Options(model="gpt-image-2", input_fidelity="high", backoff=0)).edit(_request())
     assert api.requests[0].fields["input_fidelity"] == "high"
     assert api.requests[0].fields["size"] == "1536x1024"
     assert "input_fidelity" not in api.requests[1].fields
@@ -132,7 +132,7 @@ def test_input_fidelity_only_for_models_that_take_it(api):
 
 def test_429_and_500_are_retried(api):
     api.script = [RATE_LIMIT, SERVER_ERROR, None]
-    result = OpenAIEditor(backoff=0).edit(_request())
+    result = OpenAIEditor(OpenAIEditor.Options(backoff=0)).edit(_request())
     assert len(api.requests) == 3
     assert result.images[0].shape == (64, 200, 3)
 
@@ -140,21 +140,21 @@ def test_429_and_500_are_retried(api):
 def test_transport_failure_after_the_retry_limit(api):
     api.script = [SERVER_ERROR] * 3
     with pytest.raises(EditorTransport, match=r"gave up after 3 attempts; last: HTTP 500"):
-        OpenAIEditor(backoff=0, max_retries=2).edit(_request())
+        OpenAIEditor(OpenAIEditor.Options(backoff=0, max_retries=2)).edit(_request())
     assert len(api.requests) == 3
 
 
 def test_moderation_block_is_a_refusal_and_not_retried(api):
     api.script = [MODERATION, None]
     with pytest.raises(EditRefused, match="moderation_blocked"):
-        OpenAIEditor(backoff=0, max_retries=3).edit(_request())
+        OpenAIEditor(OpenAIEditor.Options(backoff=0, max_retries=3)).edit(_request())
     assert len(api.requests) == 1
 
 
 def test_timeouts_are_retried_then_a_transport_failure(api):
     api.script = [1.0, 1.0]
     with pytest.raises(EditorTransport, match=r"gave up after 2 attempts; last: timed out after 0.3 s"):
-        OpenAIEditor(backoff=0, max_retries=1, timeout=0.3).edit(_request())
+        OpenAIEditor(OpenAIEditor.Options(backoff=0, max_retries=1, timeout=0.3)).edit(_request())
     assert len(api.requests) == 2
 
 
@@ -169,7 +169,7 @@ def test_timeouts_are_retried_then_a_transport_failure(api):
 def test_client_errors_fail_at_once_with_the_reason(api, reply, expected):
     api.script = [reply, None]
     with pytest.raises(EditorError) as info:
-        OpenAIEditor(backoff=0).edit(_request())
+        OpenAIEditor(OpenAIEditor.Options(backoff=0)).edit(_request())
     assert expected in str(info.value)
     assert type(info.value) is EditorError  # neither retried nor treated as "cannot run here"
     assert len(api.requests) == 1
@@ -179,13 +179,13 @@ def test_client_errors_fail_at_once_with_the_reason(api, reply, expected):
 def test_missing_openai_package_is_unavailable(api, monkeypatch):
     monkeypatch.setitem(sys.modules, "openai", None)  # makes `import openai` raise ImportError
     with pytest.raises(EditorUnavailable, match=r"pip install 'cfkit\[openai\]'"):
-        OpenAIEditor().edit(_request())
+        OpenAIEditor(OpenAIEditor.Options()).edit(_request())
 
 
 def test_no_key_means_unavailable_and_nothing_is_sent(api, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY")
     with pytest.raises(EditorUnavailable, match="OPENAI_API_KEY is not set"):
-        OpenAIEditor().edit(_request())
+        OpenAIEditor(OpenAIEditor.Options()).edit(_request())
     assert api.requests == []
 
 
@@ -193,7 +193,7 @@ def test_unreachable_server_is_a_transport_failure(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # discard port: nothing listens
     with pytest.raises(EditorTransport, match="could not connect"):
-        OpenAIEditor(backoff=0, max_retries=1, timeout=5).edit(_request())
+        OpenAIEditor(OpenAIEditor.Options(backoff=0, max_retries=1, timeout=5)).edit(_request())
 
 
 # ── through `cfkit edit` ───────────────────────────────────────────────────

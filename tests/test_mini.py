@@ -126,7 +126,7 @@ def test_mini_specs_flip_a_no_case_with_an_offline_operation():
         case = cases.get(spec.case)
         assert spec.case == case_id
         assert case.gold == case.option_for_label("No") and spec.labels.edit == "Yes"
-        assert spec.classical is not None and spec.classical.op == op
+        assert spec.engines["classical"]["op"] == op
         ops.add(op)
         with Image.open(cases.image_paths(case)[0]) as image, Image.open(ws.interventions_dir / spec.mask) as mask:
             assert mask.size == image.size, spec_id  # exact size: no rescaling note
@@ -142,7 +142,7 @@ def test_every_mini_case_has_a_reviewed_human_caption():
 
 
 def test_mini_captions_pass_the_leakage_lint():
-    from cfkit.captions import lint_captions
+    from cfkit.lint import lint_captions
     from cfkit.workspace import load_workspace
 
     report = lint_captions(load_workspace(MINI))
@@ -195,11 +195,11 @@ def test_classical_operations_change_the_cue_and_keep_the_rest():
         image = np.asarray(Image.open(cases.image_paths(cases.get(case_id))[0]).convert("RGB"))
         mask = _mask(ws.interventions_dir / spec.mask)
         if op == "recolor":
-            target = classical.hex_to_rgb(spec.classical.color)
+            recipe = classical.ClassicalOptions(**spec.engines["classical"])
+            target = classical.hex_to_rgb(recipe.color)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # skimage notes clipped out-of-gamut Lab values
-                out = classical.recolor(image, mask, target, strength=spec.classical.strength,
-                                        feather=spec.classical.feather)
+                out = classical.recolor(image, mask, target, strength=recipe.strength, feather=recipe.feather)
             # Distance of the region's chroma (a*, b* in CIE Lab) from the target colour's.
             target_ab = rgb2lab(np.array([[target]], dtype=np.uint8))[0, 0, 1:]
             before = np.median(np.linalg.norm(rgb2lab(image)[mask][:, 1:] - target_ab, axis=1))

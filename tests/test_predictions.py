@@ -13,11 +13,11 @@ from cfkit.predictions import (
     Prediction,
     check_predictions,
     dump_predictions,
-    latest_run_ids,
     load_predictions,
     predictions_from_store,
 )
 from cfkit.store import Store, now
+from cfkit.store.runs import latest_run_ids
 
 PAIRS = {"TX01": "T001"}
 

@@ -390,7 +390,7 @@ def test_cli_errors_are_one_line_with_exit_2(tiny_ws):
     bad_option = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:random", "-s", "contextcanvas",
                           "-o", "temperature=1"])
     assert bad_option.exit_code == 2
-    assert "backend 'baseline' has no option 'temperature'. Allowed: seed" in bad_option.stderr
+    assert "backend 'baseline' has no option 'temperature' (-o temperature=1). Allowed: seed" in bad_option.stderr
     bad_kind = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "sdxl:x", "-s", "contextcanvas"])
     assert bad_kind.exit_code == 2 and "Unknown backend 'sdxl'" in bad_kind.stderr
     base_url = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:random", "-s", "contextcanvas",
@@ -533,7 +533,7 @@ def test_image_data_reads_the_type_from_the_content(tmp_path):
     from PIL import Image
 
     from cfkit.errors import ImageError
-    from cfkit.probe import image_data
+    from cfkit.images import image_data
 
     png_named_jpg = tmp_path / "really-a-png.jpg"
     Image.new("RGB", (4, 3), "red").save(png_named_jpg, format="PNG")

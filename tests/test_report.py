@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from cfkit.report.exports import _flatten as flatten_record
 from rich.console import Console
 from test_stats import TABLE_2, TABLE_S7, TABLE_S9, TABLE_S10
 
@@ -260,7 +261,7 @@ def test_csv_round_trips_every_number_exactly(outputs):
     for section in ("contextcanvas", "counterfactual", "modality", "compare"):
         for rec in data[section]:
             name = f"{rec['base']}={rec['other']}" if section == "compare" else rec["model"]
-            for metric, value in lib._flatten(rec):
+            for metric, value in flatten_record(rec):
                 if metric not in ("model", "base", "other"):
                     expected[(section, name, metric)] = value
     assert set(rebuilt) == set(expected)

@@ -108,7 +108,7 @@ CASES = [
     ("backend-unknown-option", ["probe", "run", "-m", "baseline:always-no", "-o", "temp=1", "-s", "contextcanvas"], None,
      ["no option 'temp'", "Allowed: seed"]),
     ("backend-malformed-option", ["probe", "run", "-m", "baseline:random", "-o", "seed", "-s", "contextcanvas"], None,
-     ["'seed' is not key=value"]),
+     ["'seed' is not KEY=VALUE"]),
     ("replay-file-missing", ["probe", "run", "-m", "replay:{tmp}/none.jsonl", "-s", "contextcanvas"], None,
      ["none.jsonl", "not found"]),
     ("modality-subset-missing", ["probe", "run", "-m", "baseline:always-no", "-s", "modality"], None,

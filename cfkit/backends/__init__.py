@@ -22,28 +22,18 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel
 
 from cfkit import registry
-from cfkit.errors import BackendError, InputError
-
-
-class TransportError(BackendError):
-    """One request got no usable reply after its retries; the runner records it and retries it next run."""
-
-
-class ImageData(NamedTuple):
-    """One image as sent to a model: the exact file bytes and their MIME type."""
-
-    data: bytes
-    mime: str
+from cfkit.errors import InputError, TransportError
+from cfkit.images import ImageData
+from cfkit.options import OptionField, PluginOptions, identity_options, option_fields, parse_option_pairs, validate_options
 
 
 @dataclass(frozen=True)
@@ -164,48 +154,16 @@ class Backend(Protocol):
     def answer(self, request: ProbeRequest) -> Reply: ...
 
 
-class BackendOptions(BaseModel):
-    """Base of every backend's ``Options``: unknown keys are refused.
+class BackendOptions(PluginOptions):
+    """Base of every backend's ``Options`` (see :class:`cfkit.options.PluginOptions`).
 
-    Mark a field ``json_schema_extra={"cache": False}`` when it cannot change an
+    Fields marked ``json_schema_extra={"cache": False}`` cannot change an
     answer (timeouts, retries, prices); the others enter the cache key.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-def option_fields(options_cls: type[BaseModel]) -> list[tuple[str, str, Any, str]]:
-    """(name, type, default, help) of each option, for ``cfkit probe backends``."""
-    rows = []
-    for name, info in options_cls.model_fields.items():
-        annotation = info.annotation
-        type_name = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
-        rows.append((name, type_name, info.default, info.description or ""))
-    return rows
-
-
-def cache_options(options: BaseModel) -> dict[str, Any]:
-    """The options that can change an answer (see :class:`BackendOptions`)."""
-    keep = {}
-    for name, info in type(options).model_fields.items():
-        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        if extra.get("cache", True):
-            keep[name] = getattr(options, name)
-    return json.loads(json.dumps(keep, default=str))
-
-
-def parse_option_pairs(pairs: Iterable[str]) -> dict[str, str]:
-    """``["key=value", …]`` from repeated ``-o`` flags as a dict; a malformed or repeated key is refused."""
-    options: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise InputError(f"option '{pair}' is not key=value; write it as -o key=value (e.g. -o timeout=30).")
-        if key in options:
-            raise InputError(f"option '{key}' is given twice (-o {key}={options[key]} and -o {pair}); keep one.")
-        options[key] = value
-    return options
+#: The options that can change an answer: part of a backend's cache identity.
+cache_options = identity_options
 
 
 def split_model(spec: str) -> tuple[str, str]:
@@ -225,28 +183,6 @@ def backend_class(kind: str) -> type:
     return registry.load(registry.BACKENDS, kind)
 
 
-def validate_options(cls: type, kind: str, options: Mapping[str, Any]) -> BaseModel:
-    """Check ``options`` against ``cls.Options``; errors name the key, the allowed keys and the fix."""
-    options_cls: type[BaseModel] = cls.Options
-    allowed = ", ".join(options_cls.model_fields) or "none"
-    unknown = sorted(set(options) - set(options_cls.model_fields))
-    if unknown:
-        raise InputError(
-            f"backend '{kind}' has no option '{unknown[0]}'. Allowed: {allowed}. "
-            "See 'cfkit probe backends' for what each one does."
-        )
-    try:
-        return options_cls.model_validate(dict(options))
-    except ValidationError as exc:
-        problem = exc.errors()[0]
-        key = ".".join(str(p) for p in problem["loc"]) or "?"
-        value = options.get(key, "")
-        raise InputError(
-            f"backend '{kind}' option {key}={value!s}: {problem['msg'].removeprefix('Value error, ')}. "
-            "See 'cfkit probe backends'."
-        ) from exc
-
-
 def load_backend(spec: str, options: Mapping[str, Any] | None = None, *,
                  context: BackendContext | None = None) -> Backend:
     """Build the backend named by ``spec`` ("KIND:NAME") with validated ``options``.
@@ -257,7 +193,7 @@ def load_backend(spec: str, options: Mapping[str, Any] | None = None, *,
     """
     kind, name = split_model(spec)
     cls = backend_class(kind)
-    validated = validate_options(cls, kind, options or {})
+    validated = validate_options(cls.Options, options or {}, what=f"backend '{kind}'", see="cfkit probe backends")
     return cls(name, validated, context or BackendContext())
 
 
@@ -269,7 +205,7 @@ class BackendInfo:
     package: str
     target: str
     capabilities: Capabilities | None
-    options: list[tuple[str, str, Any, str]]
+    options: list[OptionField]
     problem: str | None = None  # why the class could not be loaded
 
 
@@ -296,5 +232,5 @@ def is_async(backend: Backend) -> bool:
 __all__ = [
     "Backend", "BackendContext", "BackendInfo", "BackendOptions", "Capabilities", "Generation", "ImageData",
     "KnownAnswer", "ProbeRequest", "Reply", "RequestMeta", "TransportError", "backend_class", "cache_options",
-    "describe_backends", "load_backend", "parse_option_pairs", "split_model", "validate_options",
+    "describe_backends", "load_backend", "parse_option_pairs", "split_model",
 ]

@@ -45,7 +45,7 @@ def build(ws, case_ids: tuple[str, ...], subset: str | None, conditions: tuple[s
     """
     import sys
 
-    from cfkit.captions import CONDITIONS, build_conditions, conditions_jsonl
+    from cfkit.prompts import CONDITIONS, build_conditions, conditions_jsonl
     from cfkit.errors import InputError
     from cfkit.files import write_text_atomic
 
@@ -77,7 +77,7 @@ def lint(ws, case_ids: tuple[str, ...], subset: str | None, as_json: bool) -> No
     Example:
       cfkit captions lint HB084 HB120
     """
-    from cfkit.captions import lint_captions
+    from cfkit.lint import lint_captions
     from cfkit.errors import CheckFailed
 
     report = lint_captions(ws, case_ids, subset=subset)
@@ -108,7 +108,8 @@ def show(ws, case_id: str, conditions: tuple[str, ...], as_json: bool) -> None:
     Example:
       cfkit captions show HB084 --condition neutral
     """
-    from cfkit.captions import CONDITIONS, load_templates, render_prompt, workspace_cases
+    from cfkit.prompts import CONDITIONS, load_templates, render_prompt
+    from cfkit.subsets import workspace_cases
     from cfkit.errors import CaptionError
 
     case = workspace_cases(ws).get(case_id)
@@ -160,8 +161,9 @@ def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[
     Example:
       cfkit captions draft --model openai:gpt-5.5 HB084 HB120
     """
-    from cfkit.backends import load_backend, parse_option_pairs
-    from cfkit.captions import draft_captions
+    from cfkit.backends import load_backend
+    from cfkit.options import parse_option_pairs
+    from cfkit.drafts import draft_captions
     from cfkit.errors import CheckFailed, InputError
 
     model_spec = model_spec or ws.config.probe.model

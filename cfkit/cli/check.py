@@ -39,8 +39,8 @@ def check(ws, spec_ids: tuple[str, ...], all_specs: bool, edit_id: int | None, l
       cfkit check --all --lpips-weights ~/weights/alexnet-owt-7be5be79.pth
     """
     from cfkit.errors import CheckFailed, InputError
-    from cfkit.preserve import check_edit, check_spec, specs_with_edits
-    from cfkit.store import Store
+    from cfkit.preserve import check_edit, check_spec
+    from cfkit.store import Store, edits
 
     if sum([bool(spec_ids), all_specs, edit_id is not None]) != 1:
         raise InputError("give spec ids, --all or --edit ID (exactly one of them). Example: 'cfkit check CF18'.")
@@ -48,7 +48,7 @@ def check(ws, spec_ids: tuple[str, ...], all_specs: bool, edit_id: int | None, l
         if edit_id is not None:
             groups = [check_edit(ws, store, edit_id, lpips_weights=lpips_weights)]
         else:
-            ids = specs_with_edits(store) if all_specs else list(spec_ids)
+            ids = edits.specs_with_edits(store) if all_specs else list(spec_ids)
             if not ids:
                 raise InputError(f"no spec in {ws.root} has an edit yet; make one with 'cfkit edit CF01'.")
             groups = [check_spec(ws, store, spec_id, lpips_weights=lpips_weights) for spec_id in ids]

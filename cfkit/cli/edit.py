@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, warn, workspace_option
+from cfkit.store import edits as edits_table
 
 
 def _rel(ws, path: Path | None) -> str:
@@ -23,19 +24,21 @@ def _rel(ws, path: Path | None) -> str:
 @click.command()
 @click.argument("spec_id")
 @click.option("--engine", default=None, metavar="NAME",
-              help="auto (openai, then diffusers), openai, diffusers, classical or file. Default: cfkit.toml [edit].")
-@click.option("--model", default=None, help="Model of the chosen engine, e.g. gpt-image-2 or a diffusers model id/folder.")
+              help="An engine ('cfkit edits engines' lists them) or auto. Default: cfkit.toml [edit] engine.")
+@click.option("-o", "--option", "pairs", multiple=True, metavar="KEY=VALUE",
+              help="An engine option (repeatable); with --engine auto write ENGINE.KEY=VALUE.")
+@click.option("--model", default=None, help="The engine's model (sets -o model=…), e.g. gpt-image-2 or a diffusers folder.")
 @click.option("-n", "--candidates", "n", type=click.IntRange(min=1), default=None,
               help="Candidates to make in this call (default: cfkit.toml [edit] candidates).")
 @click.option("--seed", type=int, default=None, help="Seed for engines that take one (candidate i uses seed + i).")
 @click.option("--input", "input_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="With --engine file: an edited image made elsewhere.")
+              help="An edited image made elsewhere, for engines that import one (sets -o input=…).")
 @click.option("--again", is_flag=True, help="Make more candidates even though an edit was accepted (it stays selected).")
 @click.option("--dry-run", is_flag=True, help="Print what would be sent (prompt, sizes, mask coverage); call and write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @workspace_option
-def edit(ws, spec_id: str, engine: str | None, model: str | None, n: int | None, seed: int | None,
-         input_path: Path | None, again: bool, dry_run: bool, as_json: bool) -> None:
+def edit(ws, spec_id: str, engine: str | None, pairs: tuple[str, ...], model: str | None, n: int | None,
+         seed: int | None, input_path: Path | None, again: bool, dry_run: bool, as_json: bool) -> None:
     """Make a counterfactual edit of SPEC_ID's source image, save it, record it, check it.
 
     Each candidate is saved twice at the source's size: the engine's raw output
@@ -47,11 +50,14 @@ def edit(ws, spec_id: str, engine: str | None, model: str | None, n: int | None,
       cfkit edit CF18                       auto: GPT Image 2, else local diffusers
       cfkit edit CF18 --dry-run             show the prompt, sizes and mask coverage
       cfkit edit EX01 --engine classical    offline, deterministic
+      cfkit edit CF18 --engine diffusers -o steps=40 -o guidance=6
       cfkit edit CF18 --engine file --input edited.png
     """
     from cfkit.edit import make_edit, plan_edit
+    from cfkit.options import parse_option_pairs
 
-    kwargs = dict(engine=engine, n=n, seed=seed, model=model, input_path=input_path)
+    kwargs = dict(engine=engine, n=n, seed=seed, model=model, input_path=input_path,
+                  options=parse_option_pairs(pairs))
     if dry_run:
         plan = plan_edit(ws, spec_id, **kwargs)
         if as_json:
@@ -129,28 +135,39 @@ def list_(ws, spec_ids: tuple[str, ...], as_json: bool) -> None:
     Example:
       cfkit edits list CF18 CF20
     """
-    from cfkit.edit import latest_check, list_edits
-
     store = _store_or_none(ws)
-    records, verdicts = [], {}
+    records, states = [], {}
     if store is not None:
         with store:
-            records = list_edits(ws, store, list(spec_ids))
-            verdicts = {r.id: c["verdict"] for r in records if (c := latest_check(store, r.id))}
+            records = edits_table.list_edits(store, list(spec_ids))
+            states = {r.id: _state(store, r) for r in records}
     if as_json:
-        print_json([r.as_dict() | {"check": verdicts.get(r.id)} for r in records])
+        print_json([r.as_dict() | states[r.id] for r in records])
         return
     if not records:
         err.print("no edits recorded yet. Make one with 'cfkit edit SPEC_ID'.")
         return
     table = Table(title=f"Edits in {ws.db_path}", title_justify="left")
-    for name in ("id", "spec", "cand", "engine", "model", "status", "check", "finished"):
+    for name in ("id", "spec", "cand", "engine", "model", "status", "check", "review", "finished"):
         table.add_column(name)
     for r in records:
+        state = states[r.id]
         status = r.status if r.status == "ok" else f"[red]{r.status}[/]"
-        table.add_row(str(r.id), r.spec_id, str(r.candidate), r.engine, escape(r.model or ""), status,
-                      verdicts.get(r.id, "—"), r.finished_at or "")
+        mark = " [green]selected[/]" if state["selected"] else ""
+        table.add_row(f"{r.id}{mark}", r.spec_id, str(r.candidate), r.engine, escape(r.model or ""), status,
+                      state["check"] or "—", state["review"] or "—", r.finished_at or "")
     out.print(table)
+
+
+def _state(store, record) -> dict:
+    """An edit's own check verdict and review decision, and whether it is the spec's selected edit."""
+    from cfkit.store import checks, edits, reviews
+
+    check = checks.latest(store, record.id, variant=None)
+    decision = reviews.on_edit(store, record.id)
+    selected = edits.selected(store, record.spec_id)
+    return {"check": None if check is None else check.label, "review": None if decision is None else decision.decision,
+            "selected": selected is not None and selected.id == record.id}
 
 
 @edits.command()
@@ -165,7 +182,6 @@ def show(ws, target: str, as_json: bool) -> None:
       cfkit edits show CF18
       cfkit edits show 12 --json
     """
-    from cfkit.edit import get_edit, latest_check, list_edits, select_edit
     from cfkit.errors import InputError
 
     store = _store_or_none(ws)
@@ -173,24 +189,21 @@ def show(ws, target: str, as_json: bool) -> None:
         raise InputError(f"no edits recorded yet in {ws.db_path}. Make one with 'cfkit edit SPEC_ID'.")
     with store:
         if target.isdigit():
-            records = [get_edit(ws, store, int(target))]
-            selected = select_edit(ws, store, records[0].spec_id)
+            records = [edits_table.get(store, int(target))]
         else:
-            records = list_edits(ws, store, [target])
+            records = edits_table.list_edits(store, [target])
             if not records:
                 raise InputError(f"no edits recorded for '{target}'. Make one with 'cfkit edit {target}'.")
-            selected = select_edit(ws, store, target)
-        checks = {r.id: latest_check(store, r.id) for r in records}
-    selected_id = None if selected is None else selected.id
+        states = {r.id: _state(store, r) for r in records}
     if as_json:
-        print_json([r.as_dict() | {"check": checks[r.id], "selected": r.id == selected_id} for r in records])
+        print_json([r.as_dict() | states[r.id] for r in records])
         return
     for r in records:
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold cyan", no_wrap=True)
         table.add_column()
-        title = f"{r.spec_id} edit #{r.id}" + ("  [green](selected)[/]" if r.id == selected_id else "")
-        check = checks[r.id]
+        state = states[r.id]
+        title = f"{r.spec_id} edit #{r.id}" + ("  [green](selected)[/]" if state["selected"] else "")
         rows = [
             ("status", r.status + (f": {r.error}" if r.error else "")),
             ("engine", f"{r.engine}" + (f" ({r.model})" if r.model else "")),
@@ -203,7 +216,7 @@ def show(ws, target: str, as_json: bool) -> None:
             ("usage", "—" if r.usage is None else ", ".join(f"{k}={v}" for k, v in r.usage.items() if v is not None)),
             ("cost", "not reported" if r.cost_usd is None else f"${r.cost_usd:.4f}"),
             ("time", f"{r.started_at} → {r.finished_at or '—'}"),
-            ("check", "—" if check is None else check["verdict"] + ("" if check["lpips"] else " (without LPIPS)")),
+            ("check", state["check"] or "—"), ("review", state["review"] or "—"),
             ("label", r.label),
         ]
         for key, value in rows:
@@ -211,3 +224,30 @@ def show(ws, target: str, as_json: bool) -> None:
         out.print(f"[bold]{title}[/]")
         out.print(table)
         out.print()
+
+
+@edits.command("engines")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def engines(as_json: bool) -> None:
+    """List installed image-editing engines with their options (give them as -o KEY=VALUE)."""
+    from dataclasses import asdict
+
+    from cfkit.editors import describe_editors
+
+    infos = describe_editors()
+    if as_json:
+        print_json([{"name": i.name, "package": i.package, "target": i.target, "auto_rank": i.auto_rank,
+                     "max_candidates": i.max_candidates, "problem": i.problem,
+                     "options": [asdict(o) for o in i.options]} for i in infos])
+        return
+    table = Table(title="Engines (cfkit.editors entry points)", title_justify="left")
+    for column in ("engine", "auto", "candidates", "package", "options"):
+        table.add_column(column)
+    for i in infos:
+        if i.problem:
+            table.add_row(i.name, "", "", i.package, f"[red]cannot load:[/] {escape(i.problem)}")
+            continue
+        options = ", ".join(f"{o.name}={o.default}" if o.default is not None else o.name for o in i.options)
+        table.add_row(i.name, "—" if i.auto_rank is None else str(i.auto_rank), str(i.max_candidates), i.package,
+                      escape(options))
+    out.print(table)

@@ -48,7 +48,7 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
       cfkit probe run -m openai:Qwen/Qwen3-VL-8B-Instruct --base-url http://localhost:8000/v1 -s modality
       cfkit probe run -m baseline:majority -s contextcanvas
     """
-    from cfkit.backends import parse_option_pairs
+    from cfkit.options import parse_option_pairs
     from cfkit.errors import InputError
     from cfkit.probe import probe_suite
     from cfkit.store import open_store
@@ -140,7 +140,7 @@ def backends(as_json: bool) -> None:
     if as_json:
         print_json([{"kind": i.kind, "package": i.package, "target": i.target, "problem": i.problem,
                      "capabilities": asdict(i.capabilities) if i.capabilities else None,
-                     "options": [{"name": n, "type": t, "default": d, "help": h} for n, t, d, h in i.options]}
+                     "options": [asdict(o) for o in i.options]}
                     for i in infos])
         return
     table = Table(title="Backends (cfkit.backends entry points)", title_justify="left")
@@ -154,7 +154,7 @@ def backends(as_json: bool) -> None:
         yes = lambda flag: "yes" if flag else "no"  # noqa: E731
         pairs = "2 images" if c.multi_image else "sheet"
         table.add_row(i.kind, yes(c.images), pairs if c.images else "", yes(c.json_schema),
-                      "API" if c.remote else "local", i.package, escape(", ".join(n for n, *_ in i.options)))
+                      "API" if c.remote else "local", i.package, escape(", ".join(o.name for o in i.options)))
     out.print(table)
 
 
@@ -170,7 +170,7 @@ def list_(ws, as_json: bool) -> None:
     """List runs, newest first."""
     from dataclasses import asdict
 
-    from cfkit.probe import list_runs
+    from cfkit.store.runs import list_runs
     from cfkit.store import open_store
 
     with open_store(ws.db_path) as store:
@@ -200,15 +200,16 @@ def show(ws, run_ref: str, as_json: bool) -> None:
     """
     from dataclasses import asdict
 
-    from cfkit.probe import find_run, run_breakdown, run_failures
+    from cfkit.store.runs import breakdown, find_run, unanswered
     from cfkit.store import open_store
 
     with open_store(ws.db_path) as store:
         record = find_run(store, run_ref)
-        breakdown = run_breakdown(store, record.id)
-        failures = run_failures(store, record.id)
+        counts = breakdown(store, record.id)
+        failures = [{"case": r.case_id, "pair": r.pair_id, "condition": r.condition, "error": r.error or "?",
+                     "detail": r.detail} for r in unanswered(store, record.id)]
     if as_json:
-        print_json({"run": asdict(record), "conditions": [asdict(c) for c in breakdown], "failures": failures})
+        print_json({"run": asdict(record), "conditions": [asdict(c) for c in counts], "failures": failures})
         return
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold cyan")
@@ -225,7 +226,7 @@ def show(ws, run_ref: str, as_json: bool) -> None:
     table = Table(title="Replies by condition", title_justify="left")
     for column in ("condition", "replies", "answered", "invalid", "failed", "answers"):
         table.add_column(column)
-    for c in breakdown:
+    for c in counts:
         table.add_row(c.condition, str(c.replies), str(c.answered), str(c.invalid), str(c.transport),
                       ", ".join(f"{k}: {v}" for k, v in c.answers.items()))
     out.print(table)
@@ -248,7 +249,8 @@ def export(ws, run_ref: str, output: str | None) -> None:
 
     from cfkit.errors import InputError
     from cfkit.files import write_text_atomic
-    from cfkit.probe import export_run, find_run
+    from cfkit.predictions import export_run
+    from cfkit.store.runs import find_run
     from cfkit.store import open_store
 
     with open_store(ws.db_path) as store:

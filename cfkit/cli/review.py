@@ -58,9 +58,9 @@ def review(ws, spec_ids: tuple[str, ...], pending: bool, decision: str | None, n
 
 
 def _once(ws, store, ids: list[str], decision: str | None, note: str | None, show: bool, as_json: bool) -> None:
-    from cfkit.preserve import latest_checks, newest_edit_id
-    from cfkit.review.loop import latest_decision, load_view_data, record_decision
+    from cfkit.review.loop import load_view_data, record_decision
     from cfkit.review.view import EditView
+    from cfkit.store import checks, reviews
 
     records = []
     for spec_id in ids:
@@ -71,11 +71,10 @@ def _once(ws, store, ids: list[str], decision: str | None, note: str | None, sho
         if show:
             out.print(EditView(data))
         if as_json:
-            edit_id = newest_edit_id(store, spec_id)
-            latest = latest_decision(store, spec_id)
-            records.append({"spec": spec_id, "edit_id": edit_id,
-                            "checks": {k: v.to_dict() for k, v in latest_checks(store, edit_id).items()},
-                            "review": None if latest is None else latest.__dict__})
+            decided = reviews.on_edit(store, data.edit_id)
+            records.append({"spec": spec_id, "edit_id": data.edit_id,
+                            "checks": {k: v.to_dict() for k, v in checks.latest_by_variant(store, data.edit_id).items()},
+                            "review": None if decided is None else decided.__dict__})
     if as_json:
         print_json(records)
 

@@ -23,7 +23,7 @@ def _pct(value: float | None) -> str:
 @workspace_option
 def list_(ws, as_json: bool) -> None:
     """List the specs with mask coverage and edit, check and review status."""
-    from cfkit.specs import authored_summary, list_spec_rows
+    from cfkit.spec_status import authored_summary, list_spec_rows
 
     rows, _ = list_spec_rows(ws)
     summary = authored_summary(ws, [r.id for r in rows if r.problem is None])
@@ -42,9 +42,21 @@ def list_(ws, as_json: bool) -> None:
         if r.problem:
             table.add_row(r.id, "", f"[red]invalid:[/] {escape(r.problem)}", "", "", "", "")
         else:
-            table.add_row(r.id, r.case or "", escape(r.title or ""), _pct(r.coverage), r.edit, r.check, r.review)
+            table.add_row(r.id, r.case or "", escape(r.title or ""), _pct(r.coverage), _edit_cell(r), r.check, r.review)
     out.print(table)
     out.print(summary)
+
+
+def _edit_cell(row) -> str:
+    """``#12 selected`` / ``#14 (of 3)``: which edit the row's check and review belong to."""
+    if row.edit_id is None:
+        return row.edit
+    text = f"#{row.edit_id}" if row.edit == "made" else f"#{row.edit_id} {row.edit}"
+    if row.selected:
+        text += " [green]selected[/]"
+    if row.candidates > 1:
+        text += f" (of {row.candidates})"
+    return text
 
 
 @specs.command()
@@ -58,7 +70,8 @@ def show(ws, spec_id: str, as_json: bool) -> None:
     Example:
       cfkit specs show CF18
     """
-    from cfkit.specs import load_spec, mask_coverage_standalone, try_load_cases
+    from cfkit.masks import mask_coverage_standalone
+    from cfkit.specs import load_spec, try_load_cases
 
     spec_file = load_spec(ws, spec_id)
     spec = spec_file.spec
@@ -137,7 +150,7 @@ def validate(ws, spec_ids: tuple[str, ...], as_json: bool) -> None:
 
     Exits 2 when any spec has an error; notes and warnings do not fail.
     """
-    from cfkit.specs import validate_specs
+    from cfkit.spec_status import validate_specs
 
     reports = validate_specs(ws, list(spec_ids))
     if as_json:

@@ -5,9 +5,11 @@ An editor turns an :class:`EditRequest` (source image, mask, prompt) into an
 Inside cfkit a mask is an 8-bit array with 255 where the image may change; each
 engine converts it to the convention of the service or library it calls.
 
-Engines register in the ``cfkit.editors`` entry-point group, built-ins included
-(``openai``, ``diffusers``, ``classical``, ``file``); :func:`load_editor` imports
-only the chosen one, and the engine imports its heavy libraries only in ``edit``.
+Engines register in the ``cfkit.editors`` entry-point group, built-ins
+included, and are configured the same way: an ``Options`` model fed from
+``-o KEY=VALUE``, ``cfkit.toml [edit.engines.NAME]`` and a spec's
+``engines: {NAME: …}``. :func:`load_editor` imports only the chosen one, and the
+engine imports its heavy libraries only in ``edit``.
 
 Failures an engine raises, and what ``auto`` does with them:
 
@@ -22,30 +24,31 @@ Failures an engine raises, and what ``auto`` does with them:
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from PIL import Image
 
-from cfkit.errors import InputError
-from cfkit.registry import EDITORS, load
-from cfkit.specs import Classical
+from cfkit.errors import InputError, SpecError
+from cfkit.options import OptionField, OptionValues, PluginOptions, option_fields, validate_options
+from cfkit.registry import EDITORS, load, plugins
 
-#: The engines ``--engine auto`` tries, in order.
-AUTO_CHAIN = ("openai", "diffusers")
+
+class EditorOptions(PluginOptions):
+    """Base of every engine's ``Options`` (see :class:`cfkit.options.PluginOptions`)."""
 
 
 @dataclass(frozen=True)
 class EditRequest:
-    """Everything an engine needs for one call.
+    """Everything an engine needs for one call, the same for every engine.
 
     ``image`` is the source, ``(H, W, 3)`` uint8; ``mask`` is ``(H, W)`` uint8 with
-    255 where the image may change. ``classical`` and ``asset`` serve the
-    classical engine, ``import_path`` the file engine; others ignore them.
+    255 where the image may change. Engine-specific data (an operation, an
+    asset, a file to import) reaches the engine through its own ``Options``.
+    Relative paths in options are resolved with :meth:`path`.
     """
 
     spec_id: str
@@ -54,14 +57,22 @@ class EditRequest:
     mask: np.ndarray
     n: int = 1
     seed: int | None = None
-    classical: Classical | None = None
-    asset: Path | None = None
-    import_path: Path | None = None
+    files: Path | None = None  # the folder spec-relative paths (masks, assets) are relative to
+    root: Path | None = None  # the workspace: a file outside it is never read
 
     @property
     def size(self) -> tuple[int, int]:
         """``(width, height)`` of the source image."""
         return int(self.image.shape[1]), int(self.image.shape[0])
+
+    def path(self, value: str | Path, *, what: str) -> Path:
+        """``value`` resolved against :attr:`files`; a path that leaves the workspace is refused."""
+        base = self.files or Path.cwd()
+        candidate = (base / Path(value).expanduser()).resolve()
+        if self.root is not None and not candidate.is_relative_to(self.root.resolve()):
+            raise SpecError(f"spec {self.spec_id}: {what} '{value}' points outside the workspace {self.root}; "
+                            "keep masks and assets inside the workspace folder.")
+        return candidate
 
 
 @dataclass(frozen=True)
@@ -85,13 +96,24 @@ class EditResult:
 
 @runtime_checkable
 class Editor(Protocol):
-    """An image editing engine; the one method is the whole seam.
+    """An image editing engine; :meth:`edit` is the whole seam.
 
-    An engine may also offer ``describe(request) -> dict``, what it would send,
-    which ``--dry-run`` prints; it must call nothing and write nothing.
+    Class attributes: ``name``; ``Options``, the pydantic model of its
+    options (the constructor takes one validated instance);
+    ``max_candidates``, how many images one call may make (1 for a
+    deterministic engine); ``auto_rank``, its place in ``--engine auto``
+    (lower first; None keeps it out). An engine may also offer
+    ``describe(request) -> dict`` (what it would send, for ``--dry-run``) and
+    ``check(request)`` (input checks that must fail before anything is
+    written); neither may call a service or write a file. ``model`` names
+    the model it uses, or is None.
     """
 
-    name: str
+    name: ClassVar[str]
+    Options: ClassVar[type[EditorOptions]]
+    max_candidates: ClassVar[int]
+    auto_rank: ClassVar[int | None]
+    model: str | None
 
     def edit(self, request: EditRequest) -> EditResult: ...
 
@@ -99,25 +121,58 @@ class Editor(Protocol):
 def editor_class(name: str) -> type:
     """The class registered as ``name``; unknown names list what is installed."""
     if name == "auto":
-        raise InputError("'auto' is a chain of engines (openai, then diffusers), not one engine; name one.")
+        raise InputError("'auto' is a chain of engines, not one engine; name one.")
     return load(EDITORS, name)
 
 
-def load_editor(name: str, options: Mapping[str, Any] | None = None) -> Editor:
-    """Construct engine ``name`` with its keyword ``options`` (model, quality, steps …).
+def load_editor(name: str, options: OptionValues | Mapping[str, Any] | None = None) -> Editor:
+    """Construct engine ``name`` with its options, checked against its ``Options`` model.
 
-    An option the engine does not take is refused with the list it accepts.
+    An unknown key is refused with the list the engine accepts; a bad value
+    with the rule it broke and where it came from.
     """
     cls = editor_class(name)
-    options = dict(options or {})
-    accepted = [p for p in inspect.signature(cls).parameters if p != "self"]
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise InputError(
-            f"engine '{name}' has no option {', '.join(repr(u) for u in unknown)}; "
-            f"it accepts: {', '.join(accepted) or 'none'}."
-        )
-    return cls(**options)
+    values = options if isinstance(options, OptionValues) else OptionValues.of(options, "-o")
+    validated = validate_options(cls.Options, values, what=f"engine '{name}'", see="cfkit edits engines")
+    return cls(validated)
+
+
+@dataclass(frozen=True)
+class EditorInfo:
+    """One installed engine, as ``cfkit edits engines`` lists it."""
+
+    name: str
+    package: str
+    target: str
+    auto_rank: int | None
+    max_candidates: int
+    options: list[OptionField]
+    problem: str | None = None  # why the class could not be loaded
+
+
+def describe_editors() -> list[EditorInfo]:
+    """Every engine in the entry-point group, with its options; loading one imports no heavy library."""
+    infos = []
+    for name, plugin in sorted(plugins(EDITORS).items()):
+        try:
+            cls = editor_class(name)
+            infos.append(EditorInfo(name, plugin.package, plugin.value, getattr(cls, "auto_rank", None),
+                                    getattr(cls, "max_candidates", 1), option_fields(cls.Options)))
+        except Exception as exc:  # a broken third-party plug-in must not hide the others
+            infos.append(EditorInfo(name, plugin.package, plugin.value, None, 0, [], f"{type(exc).__name__}: {exc}"))
+    return infos
+
+
+def auto_chain(configured: tuple[str, ...] | list[str] | None = None) -> tuple[str, ...]:
+    """The engines ``--engine auto`` tries, in order: ``[edit] auto`` when set, else by each engine's ``auto_rank``."""
+    if configured:
+        return tuple(configured)
+    ranked = []
+    for name in plugins(EDITORS):
+        rank = getattr(editor_class(name), "auto_rank", None)
+        if rank is not None:
+            ranked.append((rank, name))
+    return tuple(name for _, name in sorted(ranked))
 
 
 # ── shared image helpers for engines ────────────────────────────────────────

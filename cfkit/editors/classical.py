@@ -1,6 +1,7 @@
 """The classical engine: offline, deterministic edits for cues simple operations can change.
 
-A spec opts in with ``classical: {op: …}``:
+A spec opts in with ``engines: {classical: {op: …}}`` (the first version's
+``classical: {op: …}`` is read the same way); ``-o op=…`` works too:
 
 - ``remove`` fills the masked region by biharmonic inpainting (scikit-image),
   which continues the surrounding colours smoothly into the hole;
@@ -15,34 +16,73 @@ The same inputs always give the same output bytes.
 
 from __future__ import annotations
 
+import re
 import warnings
+from pathlib import Path
+from typing import ClassVar, Literal
 
 import numpy as np
 from PIL import Image
+from pydantic import Field, model_validator
 
-from cfkit.editors import EditRequest, EditResult
-from cfkit.errors import InputError, SpecError
+from cfkit.editors import EditorOptions, EditRequest, EditResult
+from cfkit.errors import SpecError
+
+#: Largest edge softening the engine accepts, in pixels (a blur wider than this only costs time).
+MAX_FEATHER_PX = 100.0
+
+
+class ClassicalOptions(EditorOptions):
+    """What the classical engine does; usually given by the spec (``engines: {classical: {op: …}}``)."""
+
+    op: Literal["remove", "recolor", "paste"] | None = Field(None, description="remove, recolor or paste")
+    color: str | None = Field(None, description="recolor: the target colour, #rrggbb")
+    strength: float = Field(1.0, ge=0, le=1, description="recolor: how far toward the target (0..1)")
+    asset: str | None = Field(None, description="paste: a PNG, relative to the interventions folder")
+    feather: float = Field(3.0, ge=0, le=MAX_FEATHER_PX, description=f"edge softening in px (0..{MAX_FEATHER_PX})")
+
+    @model_validator(mode="after")
+    def _needs(self) -> "ClassicalOptions":
+        if self.op == "recolor" and (not self.color or not re.fullmatch(r"#[0-9a-fA-F]{6}", self.color)):
+            raise ValueError("recolor needs 'color' as '#rrggbb'")
+        if self.op == "paste" and not self.asset:
+            raise ValueError("paste needs 'asset', a PNG path relative to the interventions folder")
+        return self
 
 
 class ClassicalEditor:
-    """Offline remove / recolor / paste, chosen by the spec's ``classical.op``."""
+    """Offline remove / recolor / paste, chosen by the ``op`` option."""
 
-    name = "classical"
+    name: ClassVar[str] = "classical"
+    max_candidates: ClassVar[int] = 1  # deterministic: more candidates would repeat one image
+    auto_rank: ClassVar[int | None] = None
+    Options: ClassVar[type[ClassicalOptions]] = ClassicalOptions
+
+    def __init__(self, options: ClassicalOptions):
+        self.options = options
+        self.model = None if options.op is None else f"classical-{options.op}"
 
     def describe(self, request: EditRequest) -> dict:
         """The operation :meth:`edit` would apply (for --dry-run)."""
-        return {} if request.classical is None else {"op": request.classical.op}
+        return {} if self.options.op is None else {"op": self.options.op}
+
+    def check(self, request: EditRequest) -> None:
+        """Refuse before anything is written: no operation, or an asset that is not a readable PNG."""
+        if self.options.op is None:
+            raise SpecError(
+                f"spec {request.spec_id} gives the classical engine no operation, so it does not know what to do. "
+                "Add e.g. 'engines: {classical: {op: recolor, color: \"#2a7d3c\"}}' to the spec, pass -o op=remove, "
+                "or choose another --engine."
+            )
+        if self.options.op == "paste":
+            read_png_asset(self._asset(request), spec_id=request.spec_id)
+
+    def _asset(self, request: EditRequest) -> Path:
+        return request.path(self.options.asset or "", what="classical asset")
 
     def edit(self, request: EditRequest) -> EditResult:
-        op = request.classical
-        if op is None:
-            raise InputError(
-                f"spec {request.spec_id} has no 'classical:' field, so the classical engine does not know what "
-                "to do. Add e.g. 'classical: {op: recolor, color: \"#2a7d3c\"}', or choose another --engine."
-            )
-        if request.n != 1:
-            # Deterministic: n candidates would be n identical files.
-            raise InputError(f"the classical engine is deterministic; -n {request.n} would repeat one image. Use -n 1.")
+        self.check(request)
+        op = self.options
         mask = request.mask > 127
         if op.op == "remove":
             image = remove(request.image, mask)
@@ -52,12 +92,10 @@ class ClassicalEditor:
             params = {"op": "recolor", "color": op.color, "strength": op.strength, "feather": op.feather,
                       "space": "CIE Lab"}
         else:
-            if request.asset is None:
-                raise SpecError(f"spec {request.spec_id}: classical paste needs 'asset', a PNG inside the workspace.")
-            asset = read_png_asset(request.asset, spec_id=request.spec_id)
-            image = paste(request.image, mask, asset, feather=op.feather)
-            params = {"op": "paste", "asset": request.asset.name, "feather": op.feather}
-        return EditResult(images=(image,), model=f"classical-{op.op}", params=params)
+            path = self._asset(request)
+            image = paste(request.image, mask, read_png_asset(path, spec_id=request.spec_id), feather=op.feather)
+            params = {"op": "paste", "asset": path.name, "feather": op.feather}
+        return EditResult(images=(image,), model=self.model, params=params)
 
 
 def hex_to_rgb(color: str) -> tuple[int, int, int]:
@@ -116,12 +154,12 @@ def read_png_asset(path, *, spec_id: str) -> np.ndarray:
             fmt = im.format
             rgba = np.asarray(im.convert("RGBA"))
     except FileNotFoundError:
-        raise SpecError(f"spec {spec_id}: classical.asset {path} not found. Put the PNG there or fix the path.") from None
+        raise SpecError(f"spec {spec_id}: classical asset {path} not found. Put the PNG there or fix the path.") from None
     except Exception as exc:  # PIL raises several unrelated types for bad files
-        raise SpecError(f"spec {spec_id}: classical.asset {path} is not a readable image ({exc}).") from exc
+        raise SpecError(f"spec {spec_id}: classical asset {path} is not a readable image ({exc}).") from exc
     if fmt != "PNG":
         raise SpecError(
-            f"spec {spec_id}: classical.asset {path} is a {fmt or 'non-PNG'} file; paste assets must be PNG "
+            f"spec {spec_id}: classical asset {path} is a {fmt or 'non-PNG'} file; paste assets must be PNG "
             "(with transparency where the asset should not cover). Convert it to PNG."
         )
     return rgba

@@ -22,12 +22,14 @@ import json
 import secrets
 import warnings
 from dataclasses import dataclass
+from typing import ClassVar, Literal
 from pathlib import Path
 
 import numpy as np
+from pydantic import Field
 
-from cfkit.editors import EditRequest, EditResult, resize_mask, resize_rgb
-from cfkit.errors import EditorError, EditorUnavailable, EditRefused, InputError
+from cfkit.editors import EditorOptions, EditRequest, EditResult, resize_mask, resize_rgb
+from cfkit.errors import EditorError, EditorUnavailable, EditRefused
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ def pipeline_size(source: tuple[int, int], resolution: int, multiple: int) -> tu
 
 def fetch_hint(model: str) -> str:
     return (f"Fetch it on a machine with network: 'huggingface-cli download {model}' (then copy the cache), "
-            "or set [edit] diffusers_model in cfkit.toml to a local pipeline folder.")
+            "or pass -o model=FOLDER (or set model under [edit.engines.diffusers] in cfkit.toml) for a local pipeline folder.")
 
 
 class DiffusersEditor:
@@ -90,23 +92,30 @@ class DiffusersEditor:
     at, ``device`` "auto", "cuda", "mps" or "cpu".
     """
 
-    name = "diffusers"
+    name: ClassVar[str] = "diffusers"
+    max_candidates: ClassVar[int] = 16
+    auto_rank: ClassVar[int | None] = 20  # tried after openai by --engine auto
 
-    def __init__(self, *, model: str = "stable-diffusion-v1-5/stable-diffusion-inpainting", steps: int = 30,
-                 guidance: float | None = None, strength: float = 1.0, resolution: int | None = None,
-                 device: str = "auto", negative_prompt: str | None = None):
-        if steps < 1 or not 0.0 < strength <= 1.0:
-            raise InputError(f"diffusers engine: steps must be >= 1 (got {steps}) and strength in (0, 1] (got {strength}).")
-        if device not in ("auto", "cuda", "mps", "cpu"):
-            raise InputError(f"diffusers engine: device '{device}' is not one of auto, cuda, mps, cpu.")
-        self.model = model
-        self.family = model_family(model)
-        self.steps = steps
-        self.guidance = self.family.guidance if guidance is None else guidance
-        self.strength = strength
-        self.resolution = resolution or self.family.resolution
-        self.device = device
-        self.negative_prompt = negative_prompt
+    class Options(EditorOptions):
+        model: str = Field("stable-diffusion-v1-5/stable-diffusion-inpainting",
+                           description="hub id (from the local cache) or a local pipeline folder")
+        steps: int = Field(30, ge=1, le=1000, description="denoising steps")
+        guidance: float | None = Field(None, ge=0, le=100, description="guidance scale (default per family)")
+        strength: float = Field(1.0, gt=0, le=1, description="how far the masked region is re-noised")
+        resolution: int | None = Field(None, ge=64, le=4096, description="longer side the pipeline works at")
+        device: Literal["auto", "cuda", "mps", "cpu"] = Field("auto", description="where the pipeline runs")
+        negative_prompt: str | None = Field(None, description="what the pipeline should avoid")
+
+    def __init__(self, options: "DiffusersEditor.Options"):
+        self.options = options
+        self.model = options.model
+        self.family = model_family(options.model)
+        self.steps = options.steps
+        self.guidance = self.family.guidance if options.guidance is None else options.guidance
+        self.strength = options.strength
+        self.resolution = options.resolution or self.family.resolution
+        self.device = options.device
+        self.negative_prompt = options.negative_prompt
         self._pipeline = None
 
     def size_for(self, source: tuple[int, int]) -> tuple[int, int]:
@@ -186,7 +195,7 @@ class DiffusersEditor:
             found = try_to_load_from_cache(self.model, "model_index.json")
         except ValueError as exc:  # not a valid repo id
             raise EditorUnavailable(f"diffusers: model '{self.model}' is neither a local folder nor a "
-                                    f"Hugging Face model id ({exc}). Fix [edit] diffusers_model.") from exc
+                                    f"Hugging Face model id ({exc}). Fix the diffusers model (-o model=… or [edit.engines.diffusers] model).") from exc
         if not isinstance(found, str):
             raise EditorUnavailable(f"diffusers: model '{self.model}' is not in the local Hugging Face cache "
                                     f"and cfkit never downloads weights implicitly. {fetch_hint(self.model)}")

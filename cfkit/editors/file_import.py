@@ -8,10 +8,13 @@ so); any other shape is refused.
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
+from pydantic import Field
 
-from cfkit.editors import EditRequest, EditResult, resize_rgb
+from cfkit.editors import EditorOptions, EditRequest, EditResult, resize_rgb
 from cfkit.errors import ImageError, InputError
 from cfkit.images import open_image
 
@@ -20,20 +23,32 @@ ASPECT_TOLERANCE = 0.01
 
 
 class FileEditor:
-    """Reads ``request.import_path`` and aligns it to the source image."""
+    """Reads the ``input`` image and aligns it to the source image."""
 
-    name = "file"
+    name: ClassVar[str] = "file"
+    max_candidates: ClassVar[int] = 1  # one file, one image
+    auto_rank: ClassVar[int | None] = None
+
+    class Options(EditorOptions):
+        input: Path | None = Field(None, description="the edited image made elsewhere (--input sets it)")
+
+    def __init__(self, options: "FileEditor.Options"):
+        self.options = options
+        self.model = None
 
     def describe(self, request: EditRequest) -> dict:
         """The file :meth:`edit` would import (for --dry-run)."""
-        return {} if request.import_path is None else {"input": str(request.import_path)}
+        return {} if self.options.input is None else {"input": str(self.options.input)}
+
+    def check(self, request: EditRequest) -> None:
+        """The input must be given and be a readable image, before anything is written."""
+        if self.options.input is None:
+            raise InputError("the file engine imports an edit made elsewhere; give the image with --input PATH.")
+        open_image(self.options.input, what="--input")
 
     def edit(self, request: EditRequest) -> EditResult:
-        path = request.import_path
-        if path is None:
-            raise InputError("the file engine imports an edit made elsewhere; give it with --input PATH.")
-        if request.n != 1:
-            raise InputError(f"the file engine imports one image; -n {request.n} is not possible. Use -n 1.")
+        self.check(request)
+        path = self.options.input
         image = np.asarray(open_image(path, what="--input"))
         width, height = request.size
         got = (image.shape[1], image.shape[0])

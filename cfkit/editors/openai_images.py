@@ -27,11 +27,13 @@ import math
 import os
 import time
 from dataclasses import dataclass
+from typing import ClassVar, Literal
 from urllib.parse import urlsplit
 
 import numpy as np
+from pydantic import Field
 
-from cfkit.editors import EditRequest, EditResult, resize_mask, resize_rgb
+from cfkit.editors import EditorOptions, EditRequest, EditResult, resize_mask, resize_rgb
 from cfkit.errors import EditorError, EditorTransport, EditorUnavailable, EditRefused, ImageError, InputError
 from cfkit.images import decode_image, png_bytes
 
@@ -135,22 +137,32 @@ class OpenAIEditor:
     ``max_pixels`` (2560x1440; the API calls larger sizes experimental).
     """
 
-    name = "openai"
+    name: ClassVar[str] = "openai"
+    max_candidates: ClassVar[int] = 10  # the images API makes at most 10 images per call
+    auto_rank: ClassVar[int | None] = 10  # tried first by --engine auto
 
-    def __init__(self, *, model: str = "gpt-image-2", quality: str | None = "high", output_format: str = "png",
-                 input_fidelity: str | None = None, timeout: float = 180.0, max_retries: int = 3,
-                 backoff: float = 2.0, min_pixels: int = 655_360, max_pixels: int = 2560 * 1440):
-        if max_retries < 0 or timeout <= 0 or backoff < 0:
-            raise InputError("openai engine: timeout must be > 0, max_retries and backoff >= 0.")
-        self.model = model
-        self.quality = quality
-        self.output_format = output_format
-        self.input_fidelity = input_fidelity
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff = backoff
-        self.min_pixels = min_pixels
-        self.max_pixels = max_pixels
+    class Options(EditorOptions):
+        model: str = Field("gpt-image-2", description="image model")
+        quality: Literal["low", "medium", "high", "auto"] | None = Field("high", description="rendering quality")
+        output_format: Literal["png", "jpeg", "webp"] = Field("png", description="format the API returns")
+        input_fidelity: Literal["low", "high"] | None = Field(None, description="how closely to keep the input")
+        timeout: float = Field(180.0, gt=0, le=3600, description="seconds per attempt")
+        max_retries: int = Field(3, ge=0, le=20, description="retries after the first attempt")
+        backoff: float = Field(2.0, ge=0, le=600, description="first wait between retries, seconds (doubles)")
+        min_pixels: int = Field(655_360, ge=1, le=100_000_000, description="smaller sources are upscaled to this")
+        max_pixels: int = Field(2560 * 1440, ge=1, le=100_000_000, description="larger sources are downscaled to this")
+
+    def __init__(self, options: "OpenAIEditor.Options"):
+        self.options = options
+        self.model = options.model
+        self.quality = options.quality
+        self.output_format = options.output_format
+        self.input_fidelity = options.input_fidelity
+        self.timeout = options.timeout
+        self.max_retries = options.max_retries
+        self.backoff = options.backoff
+        self.min_pixels = options.min_pixels
+        self.max_pixels = options.max_pixels
 
     def plan(self, size: tuple[int, int]) -> SizePlan:
         return plan_size(size, self.model, min_pixels=self.min_pixels, max_pixels=self.max_pixels)

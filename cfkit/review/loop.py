@@ -1,8 +1,9 @@
 """Review decisions and the interactive key loop.
 
 Every decision is written to the store's ``reviews`` table the moment it is
-made (one short transaction), so a review can stop — or be killed — at any
-point and resume with ``cfkit review --pending``. The newest row of a spec wins.
+made (:mod:`cfkit.store.reviews`), so a review can stop — or be killed — at
+any point and resume with ``cfkit review --pending``. A decision belongs to the
+edit it was made on.
 """
 
 from __future__ import annotations
@@ -16,55 +17,28 @@ from rich.console import Console
 from rich.text import Text
 
 from cfkit.errors import CfkitError, InputError
-from cfkit.preserve import Thresholds, find_leaks, keep_region, latest_checks, load_edit_images, newest_edit_id
+from cfkit.preserve import Thresholds, find_leaks, keep_region, load_edit_images
 from cfkit.review.view import DIFF_MODES, EditView, ViewData, keys_help, largest_change
-from cfkit.store import Store, now
+from cfkit.store import Store, checks, edits, reviews
+from cfkit.store.reviews import Decision
 from cfkit.workspace import Workspace
-
-DECISIONS = ("accept", "reject", "skip")
-
 
 # ── decisions ──────────────────────────────────────────────────────────────
 
 
-@dataclass(frozen=True)
-class Decision:
-    spec_id: str
-    edit_id: int | None
-    decision: str  # accept | reject | skip
-    note: str | None
-    created_at: str
-
-
 def record_decision(store: Store, spec_id: str, edit_id: int | None, decision: str, note: str | None = None) -> Decision:
-    """Save a person's decision on an edit at once; the newest decision of a spec wins."""
-    if decision not in DECISIONS:
-        raise InputError(f"decision '{decision}' is not one of {', '.join(DECISIONS)}.")
-    created = now()
-    with store.transaction() as conn:
-        conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, note, created_at) VALUES (?, ?, ?, ?, ?)",
-                     (spec_id, edit_id, decision, note or None, created))
-    return Decision(spec_id, edit_id, decision, note or None, created)
-
-
-def latest_decision(store: Store, spec_id: str) -> Decision | None:
-    rows = store.query("SELECT * FROM reviews WHERE spec_id = ? ORDER BY id DESC LIMIT 1", (spec_id,))
-    if not rows:
-        return None
-    row = rows[0]
-    return Decision(row["spec_id"], row["edit_id"], row["decision"], row["note"], row["created_at"])
+    """Save a person's decision on an edit at once."""
+    return reviews.record(store, spec_id, edit_id, decision, note)
 
 
 def pending_specs(store: Store) -> list[str]:
-    """Specs whose newest successful edit has no accept or reject yet (skipped ones come back)."""
+    """Specs whose newest successful edit has no accept or reject of its own yet (skipped ones come back)."""
     pending = []
-    for row in store.query("SELECT spec_id, MAX(id) AS edit_id FROM edits WHERE status = 'ok' "
-                           "GROUP BY spec_id ORDER BY spec_id"):
-        decided = store.query("SELECT 1 FROM reviews WHERE edit_id = ? AND decision IN ('accept', 'reject') "
-                              "AND id = (SELECT MAX(id) FROM reviews WHERE spec_id = ?)",
-                              (row["edit_id"], row["spec_id"]))
-        if not decided:
-            pending.append(row["spec_id"])
+    for spec_id in edits.specs_with_edits(store):
+        newest = edits.newest_ok(store, spec_id)
+        decision = reviews.on_edit(store, newest.id) if newest is not None else None
+        if decision is None or decision.decision not in ("accept", "reject"):
+            pending.append(spec_id)
     return pending
 
 
@@ -72,11 +46,16 @@ def pending_specs(store: Store) -> list[str]:
 
 
 def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "composite", *,
-                   position: str | None = None) -> ViewData:
-    """The newest successful edit of ``spec_id`` with its check and review, ready to draw."""
-    edit_id = newest_edit_id(store, spec_id)
+                   position: str | None = None, edit_id: int | None = None) -> ViewData:
+    """An edit of ``spec_id`` (default: its newest successful one) with its own check and decision, ready to draw."""
     if edit_id is None:
-        raise InputError(f"{spec_id} has no successful edit to review; make one with 'cfkit edit {spec_id}'.")
+        newest = edits.newest_ok(store, spec_id)
+        if newest is None:
+            raise InputError(f"{spec_id} has no successful edit to review; make one with 'cfkit edit {spec_id}'.")
+        edit_id = newest.id
+    record = edits.get(store, edit_id)
+    if record.spec_id != spec_id:
+        raise InputError(f"edit #{edit_id} belongs to {record.spec_id}, not {spec_id}. See 'cfkit edits list {spec_id}'.")
     images = load_edit_images(ws, store, edit_id)
     if variant not in images.outputs:
         variant = next(iter(images.outputs))
@@ -84,22 +63,15 @@ def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "co
     thresholds = Thresholds.for_spec(images.spec.checks, margin=ws.config.check.margin)
     keep = keep_region(images.mask, thresholds.margin, thresholds.border)
     leaks = find_leaks(images.original, edited, keep, thresholds.leak_delta).pixels
-    check = latest_checks(store, edit_id).get(variant)
-    decision = latest_decision(store, spec_id)
-    engine = store.query("SELECT engine FROM edits WHERE id = ?", (edit_id,))[0]["engine"]
+    check = checks.latest(store, edit_id, variant)
+    decision = reviews.on_edit(store, edit_id)
     return ViewData(spec_id=spec_id, title=images.spec.title, cue=images.spec.cue,
-                    replacement=images.spec.replacement, edit_id=edit_id, engine=engine, variant=variant,
+                    replacement=images.spec.replacement, edit_id=edit_id, engine=record.engine, variant=variant,
                     original=images.original, edited=edited, mask=images.mask, leaks=leaks,
                     check=None if check is None else check.to_dict(),
                     decision=None if decision is None else decision.decision,
                     note=None if decision is None else decision.note, position=position,
                     difference=largest_change(images.original, edited))
-
-
-def recorded_variants(store: Store, edit_id: int) -> list[str]:
-    """Which outputs (raw, composite) an edit recorded."""
-    row = store.query("SELECT raw_path, composite_path FROM edits WHERE id = ?", (edit_id,))[0]
-    return [v for v in ("raw", "composite") if row[f"{v}_path"]]
 
 
 # ── keys ───────────────────────────────────────────────────────────────────
@@ -213,7 +185,7 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
             diff_mode = DIFF_MODES[(DIFF_MODES.index(diff_mode) + 1) % len(DIFF_MODES)]
         elif key == "v":
             variant = "raw" if data.variant == "composite" else "composite"
-            if len(recorded_variants(store, data.edit_id)) < 2:
+            if len(edits.get(store, data.edit_id).variants) < 2:
                 message = Text(f"edit #{data.edit_id} has only its {data.variant} image.", style="yellow")
         elif key == "?":
             message = Text(HELP)

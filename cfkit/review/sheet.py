@@ -22,10 +22,10 @@ from PIL import Image, ImageDraw, ImageFont
 
 from cfkit.errors import CfkitError, InputError
 from cfkit.files import write_bytes_atomic
-from cfkit.preserve import latest_checks, load_edit_images, newest_edit_id
+from cfkit.preserve import load_edit_images
 from cfkit.review.view import heat_colours, largest_change
 from cfkit.specs import load_spec, spec_files, try_load_cases
-from cfkit.store import Store
+from cfkit.store import Store, checks, edits, reviews
 from cfkit.workspace import Workspace
 
 #: Longest side of each picture on the sheet, in pixels.
@@ -75,19 +75,6 @@ def _thumb(image: np.ndarray) -> np.ndarray:
     return np.asarray(Image.fromarray(image).resize(size, Image.Resampling.LANCZOS))
 
 
-def _chosen_edit(ws: Workspace, store: Store, spec_id: str) -> int | None:
-    """The edit that stands for the spec (accepted, else passed), else its newest successful one."""
-    try:
-        from cfkit.edit import select_edit
-    except ModuleNotFoundError:
-        select_edit = None
-    if select_edit is not None:
-        record = select_edit(ws, store, spec_id)
-        if record is not None:
-            return record.id
-    return newest_edit_id(store, spec_id)
-
-
 def _answers(store: Store, notes: list[str]) -> dict[str, dict[str, dict[str, str | None]]]:
     """pair -> model -> {condition: answer id} from the newest stored counterfactual runs."""
     try:
@@ -119,11 +106,11 @@ def collect_pairs(ws: Workspace, store: Store, spec_ids: list[str]) -> tuple[lis
         base = dict(spec_id=spec_id, title=spec.title, case_id=spec.case, question=case.question if case else "",
                     cue=spec.cue, replacement=spec.replacement, gold_before=spec.labels.original,
                     gold_after=spec.labels.edit)
-        review = store.query("SELECT decision, note FROM reviews WHERE spec_id = ? ORDER BY id DESC LIMIT 1",
-                             (spec_id,))
-        decision = review[0]["decision"] if review else None
-        note = review[0]["note"] if review else None
-        edit_id = _chosen_edit(ws, store, spec_id)
+        shown = edits.shown(store, spec_id)
+        edit_id = None if shown is None else shown.id
+        review = None if edit_id is None else reviews.on_edit(store, edit_id)
+        decision = None if review is None else review.decision
+        note = None if review is None else review.note
         model_answers = []
         for model, by_condition in sorted(answers.get(spec_id, {}).items()):
             def text(condition: str) -> str | None:
@@ -151,7 +138,7 @@ def collect_pairs(ws: Workspace, store: Store, spec_ids: list[str]) -> tuple[lis
         variant = "composite" if "composite" in images.outputs else next(iter(images.outputs))
         edited = images.outputs[variant]
         diff = largest_change(images.original, edited)
-        check = latest_checks(store, edit_id).get(variant)
+        check = checks.latest(store, edit_id, variant)
         pairs.append(SheetPair(
             **base, edit_id=edit_id,
             pictures={"original": _thumb(images.original), "edit": _thumb(edited), "difference": _thumb(heat_colours(diff))},

@@ -15,7 +15,7 @@ from PIL import Image, ImageFilter
 from pydantic import Field
 
 from cfkit.backends import BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply
-from cfkit.editors import EditRequest, EditResult
+from cfkit.editors import EditorOptions, EditRequest, EditResult
 from cfkit.errors import InputError
 
 
@@ -52,16 +52,24 @@ class KeywordBackend:
         return Reply(raw=json.dumps({"answer": answer, "reason": reason, "confidence": "low"}))
 
 
+class BlurOptions(EditorOptions):
+    radius: float = Field(8.0, gt=0, le=200, description="Gaussian blur radius in pixels")
+
+
 class BlurEditor:
-    """Blurs the masked region with a Gaussian of the given radius."""
+    """Blurs the masked region with a Gaussian of the given radius (``-o radius=12``)."""
 
-    name = "blur"
+    name: ClassVar[str] = "blur"
+    Options: ClassVar[type[BlurOptions]] = BlurOptions
+    max_candidates: ClassVar[int] = 1  # deterministic
+    auto_rank: ClassVar[int | None] = None  # never tried by --engine auto
 
-    def __init__(self, radius: float = 8.0):
-        self.radius = radius
+    def __init__(self, options: BlurOptions):
+        self.radius = options.radius
+        self.model = None
 
     def edit(self, request: EditRequest) -> EditResult:
         blurred = np.asarray(Image.fromarray(request.image).filter(ImageFilter.GaussianBlur(self.radius)))
         inside = (request.mask > 127)[..., None]
         out = np.where(inside, blurred, request.image).astype(np.uint8)
-        return EditResult(images=(out,) * request.n, model=None, params={"radius": self.radius})
+        return EditResult(images=(out,), model=None, params={"radius": self.radius})

@@ -1,0 +1,160 @@
+"""Drafting Neutral captions with a vision-language model.
+
+Only the images go to the model: no question, options, title or creator, so
+the draft cannot borrow a name or a verdict from them. A draft is saved
+unreviewed and linted; the evidence text is left for the reviewer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Literal
+
+from cfkit.captions import Caption, caption_path, dump_caption, parse_caption
+from cfkit.cases import Case
+from cfkit.errors import CaptionError, InputError
+from cfkit.files import read_text
+from cfkit.lint import Finding, lint_caption, verdict_terms
+from cfkit.prompts import Templates, fill_slots, load_templates
+from cfkit.subsets import select_cases, workspace_cases
+from cfkit.workspace import Workspace
+
+DRAFT_TEMPLATES: tuple[str, ...] = ("draft-system.txt", "draft-user.txt")
+_IMAGES_PHRASE = {1: "the attached image", 2: "the two attached images, the first image and then the second image,"}
+
+
+@dataclass(frozen=True)
+class DraftResult:
+    """What happened to one case: ``written``, ``kept`` (a caption is already there) or ``failed``."""
+
+    case: str
+    path: Path
+    status: Literal["written", "kept", "failed"]
+    message: str = ""
+    findings: tuple[Finding, ...] = ()
+
+
+def draft_request(ws: Workspace, case: Case, templates: Templates | None = None):
+    """The :class:`~cfkit.backends.ProbeRequest` asking for a neutral description of ``case``'s image(s).
+
+    Only the images go to the model: no question, options, title or creator,
+    so the draft cannot borrow a name or a verdict from them.
+    """
+    from cfkit.backends import Generation, ProbeRequest, RequestMeta
+    from cfkit.images import image_data
+
+    templates = templates or load_templates(ws, DRAFT_TEMPLATES)
+    images = tuple(image_data(ws.image_root / name) for name in case.images)
+    user = fill_slots(templates["draft-user.txt"], {"images": _IMAGES_PHRASE[len(images)]})
+    return ProbeRequest(
+        system=templates["draft-system.txt"].strip(), user=user.strip(), images=images, option_ids=(),
+        schema=None, generation=Generation(temperature=0.0, max_tokens=400),
+        meta=RequestMeta(suite="captions", case_id=case.id, pair_id="", condition="draft"),
+    )
+
+
+def clean_draft(raw: str) -> str:
+    """The description in a reply: code fences, a leading label and wrapping quotes removed, spaces tidied."""
+    text = re.sub(r"^```[a-zA-Z]*\s*|\s*```$", "", raw.strip()).strip()
+    for _ in range(2):  # a label inside quotes, or quotes after a label
+        text = re.sub(r"^(description|caption)\s*:\s*", "", text, flags=re.IGNORECASE)
+        if len(text) >= 2 and (text[0], text[-1]) in (('"', '"'), ("'", "'"), ("“", "”")):
+            text = text[1:-1].strip()
+    return " ".join(text.split())
+
+
+def _kept_message(existing: Caption | None) -> str:
+    if existing is None:
+        return "kept the existing file (it does not parse; fix or delete it to draft anew)."
+    if not existing.drafted:
+        return "kept the human caption."
+    if existing.reviewed:
+        return f"kept the reviewed draft by {existing.author}."
+    return f"kept the unreviewed draft by {existing.author}; pass --redraft to replace it."
+
+
+def draft_captions(ws: Workspace, backend, case_ids: Iterable[str] = (), *, subset: str | Path | None = None,
+                   redraft: bool = False) -> list[DraftResult]:
+    """Ask ``backend`` for a neutral description of each selected case and save it as an unreviewed draft.
+
+    A caption already on disk is kept, except an unreviewed model draft when
+    ``redraft`` is set; a human caption is never replaced. Each draft is linted
+    and its findings returned; the evidence text is left for the reviewer, who
+    knows the decisive cue. A request that fails is reported and the others go on.
+    """
+    from cfkit.backends import TransportError, is_async
+    from cfkit.files import write_text_atomic
+
+    # 1. Check the inputs.
+    capabilities = getattr(backend, "capabilities", None)
+    if capabilities is not None and not capabilities.images:
+        raise InputError(f"backend {backend.model} cannot see images; draft with a vision-language model "
+                         "(e.g. --model openai:gpt-5.5 or hf:Qwen/Qwen3-VL-8B-Instruct).")
+    cases = workspace_cases(ws)
+    ids = select_cases(ws, cases, case_ids, subset)
+    templates = load_templates(ws, DRAFT_TEMPLATES)
+    terms = verdict_terms(ws)
+
+    # 2. Decide which cases to ask about.
+    results: dict[str, DraftResult] = {}
+    todo: list[Case] = []
+    for case_id in ids:
+        path = caption_path(ws, case_id)
+        if path.exists():
+            existing = None
+            try:
+                existing = parse_caption(read_text(path, "caption file", CaptionError), path)
+            except CaptionError:
+                pass
+            if not (redraft and existing is not None and existing.drafted and not existing.reviewed):
+                results[case_id] = DraftResult(case_id, path, "kept", _kept_message(existing))
+                continue
+        case = cases.get(case_id)
+        if len(case.images) > 1 and capabilities is not None and not capabilities.multi_image:
+            results[case_id] = DraftResult(case_id, path, "failed",
+                                           f"not drafted: {backend.model} takes one image per request; case {case_id} has two.")
+            continue
+        todo.append(case)
+
+    # 3. Ask, clean, lint, save.
+    def save(case: Case, reply) -> DraftResult:
+        path = caption_path(ws, case.id)
+        text = clean_draft(reply.raw or "")
+        if reply.refused or not text:
+            why = "refused" if reply.refused else "returned an empty reply"
+            return DraftResult(case.id, path, "failed", f"not drafted: {backend.model} {why}.")
+        caption = Caption(neutral=text, author=backend.model, reviewed=False)
+        write_text_atomic(path, dump_caption(caption), overwrite=redraft)
+        findings = tuple(f for f in lint_caption(caption, case, path, verdict=terms)
+                         if f.rule not in ("evidence-missing", "unreviewed-draft"))
+        message = "drafted; review it, add the evidence text, then set 'reviewed: true'."
+        return DraftResult(case.id, path, "written", message, findings)
+
+    def failed(case: Case, exc: Exception) -> DraftResult:
+        return DraftResult(case.id, caption_path(ws, case.id), "failed", f"not drafted: the request failed: {exc}")
+
+    if is_async(backend):
+        import asyncio
+
+        async def ask_all() -> None:
+            try:
+                for case in todo:
+                    try:
+                        results[case.id] = save(case, await backend.answer(draft_request(ws, case, templates)))
+                    except TransportError as exc:
+                        results[case.id] = failed(case, exc)
+            finally:
+                close = getattr(backend, "aclose", None)
+                if close is not None:
+                    await close()
+
+        asyncio.run(ask_all())
+    else:
+        for case in todo:
+            try:
+                results[case.id] = save(case, backend.answer(draft_request(ws, case, templates)))
+            except TransportError as exc:
+                results[case.id] = failed(case, exc)
+    return [results[i] for i in ids]

@@ -1,0 +1,130 @@
+"""Edit masks: a spec's mask file or regions as an array at the source image's size.
+
+Inside cfkit a mask is always an 8-bit array, 255 = edit, 0 = keep. A spec
+names a mask PNG (white = edit; a transparent-where-edit RGBA mask, the
+OpenAI convention, is read the same way) or ``regions`` (boxes and polygons
+in 0..1 image coordinates), rasterised at the source image's size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from cfkit.cases import CaseSet
+from cfkit.errors import CfkitError, SpecError
+from cfkit.specs import Region, Spec
+from cfkit.workspace import Workspace
+
+#: A rescaled mask may differ from the image's aspect ratio by at most this much.
+ASPECT_TOLERANCE = 0.01
+
+
+@dataclass(frozen=True)
+class Mask:
+    """An edit mask at the source image's size: uint8, 255 = edit, 0 = keep."""
+
+    array: np.ndarray
+    source: str  # "file:masks/CF18.png" or "regions"
+    note: str | None = None
+
+    @property
+    def coverage(self) -> float:
+        """Fraction of pixels to edit, 0..1."""
+        return float(np.count_nonzero(self.array)) / self.array.size
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.array.tobytes() + repr(self.array.shape).encode()).hexdigest()
+
+
+def mask_file(ws: Workspace, spec: Spec) -> Path | None:
+    if not spec.mask:
+        return None
+    return ws.confined(spec.mask, base=ws.interventions_dir, what=f"spec {spec.id} field 'mask'")
+
+
+def rasterize_regions(regions: list[Region], size: tuple[int, int]) -> np.ndarray:
+    """Draw regions at ``size = (width, height)``; 255 inside any region."""
+    width, height = size
+    canvas = Image.new("L", size, 0)
+    draw = ImageDraw.Draw(canvas)
+    for region in regions:
+        if region.box is not None:
+            x0, y0, x1, y1 = region.box
+            draw.rectangle([x0 * width, y0 * height, x1 * width - 1, y1 * height - 1], fill=255)
+        else:
+            draw.polygon([(x * width, y * height) for x, y in region.polygon], fill=255)
+    return np.asarray(canvas, dtype=np.uint8).copy()
+
+
+def load_mask(ws: Workspace, spec: Spec, size: tuple[int, int]) -> Mask:
+    """The spec's mask at ``size = (width, height)`` of its source image.
+
+    A mask file of another size but the same aspect ratio is rescaled (nearest
+    neighbour) and the returned note says so; any other mismatch is an error.
+    """
+    if spec.regions:
+        return Mask(rasterize_regions(spec.regions, size), source="regions")
+    path = mask_file(ws, spec)
+    if path is None:
+        raise SpecError(
+            f"spec {spec.id}: no mask; add 'mask: masks/{spec.id}.png' (white = edit) or 'regions:' boxes/polygons."
+        )
+    if not path.is_file():
+        raise SpecError(
+            f"spec {spec.id}: mask file {path} is missing. Draw it at the source image's size "
+            f"({size[0]}x{size[1]}), white where the edit goes, and save it there."
+        )
+    try:
+        image = Image.open(path)
+        image.load()
+    except Exception as exc:  # PIL raises several unrelated types for bad files
+        raise SpecError(f"spec {spec.id}: mask {path} is not a readable image ({exc}).") from exc
+    if image.mode in ("RGBA", "LA") and image.getextrema()[-1][0] < 255:
+        # Transparent-where-edit masks (the OpenAI convention) are read the same way.
+        gray = 255 - np.asarray(image.getchannel("A"), dtype=np.uint8)
+    else:
+        gray = np.asarray(image.convert("L"), dtype=np.uint8)
+    note = None
+    if image.size != size:
+        mask_ratio = image.size[0] / image.size[1]
+        image_ratio = size[0] / size[1]
+        if abs(mask_ratio / image_ratio - 1) > ASPECT_TOLERANCE:
+            raise SpecError(
+                f"spec {spec.id}: mask {path} is {image.size[0]}x{image.size[1]} but the image is "
+                f"{size[0]}x{size[1]} (another aspect ratio). Redraw the mask at the image's size."
+            )
+        gray = np.asarray(Image.fromarray(gray).resize(size, Image.Resampling.NEAREST))
+        note = f"mask rescaled from {image.size[0]}x{image.size[1]} to {size[0]}x{size[1]}"
+    return Mask(np.where(gray > 127, 255, 0).astype(np.uint8), source=f"file:{spec.mask}", note=note)
+
+
+def mask_coverage_standalone(ws: Workspace, spec: Spec, cases: CaseSet | None) -> float | None:
+    """Coverage of the mask at the source image's size, or of the mask file alone when the image is absent."""
+    size = None
+    if cases is not None and spec.case in cases:
+        case = cases.get(spec.case)
+        path = cases.image_paths(case)[0]
+        if path.is_file():
+            try:
+                with Image.open(path) as im:
+                    size = im.size if (im.getexif().get(0x0112, 1) not in (5, 6, 7, 8)) else im.size[::-1]
+            except Exception:
+                size = None
+    try:
+        if size is not None:
+            return load_mask(ws, spec, size).coverage
+        if spec.regions:
+            return load_mask(ws, spec, (1000, 1000)).coverage
+        path = mask_file(ws, spec)
+        if path is not None and path.is_file():
+            with Image.open(path) as im:
+                return load_mask(ws, spec, im.size).coverage
+    except CfkitError:
+        return None
+    return None

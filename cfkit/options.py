@@ -1,0 +1,138 @@
+"""Plug-in options: one mechanism for engines and backends, built-in or third-party.
+
+Every engine and backend declares an ``Options`` pydantic model (a subclass of
+:class:`PluginOptions`). Values reach it from three places, each recorded so a
+refusal names where the bad value came from:
+
+- ``-o/--option KEY=VALUE`` on the command line (strings, parsed by pydantic),
+- ``cfkit.toml`` (``[edit.engines.NAME]``, backends' own sections),
+- a spec's ``engines: {NAME: {…}}`` (edits only).
+
+:func:`validate_options` is the one place they are checked: an unknown key is
+refused with the allowed ones, a bad value with the field's own rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from cfkit.errors import InputError
+
+
+class PluginOptions(BaseModel):
+    """Base of every engine's and backend's ``Options``: unknown keys are refused, values are frozen.
+
+    Mark a field ``json_schema_extra={"cache": False}`` when it cannot change
+    a result (timeouts, retries, prices); the others identify the result.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class OptionValues:
+    """Option values with where each came from (``-o timeout=30``, ``cfkit.toml [edit.engines.openai]`` …)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any] | None, origin: str) -> "OptionValues":
+        values = dict(values or {})
+        return cls(values, {key: origin for key in values})
+
+    def over(self, base: "OptionValues") -> "OptionValues":
+        """These values laid over ``base`` (these win)."""
+        return OptionValues(base.values | self.values, base.origins | self.origins)
+
+    def origin(self, key: str) -> str:
+        return self.origins.get(key, "options")
+
+
+def parse_option_pairs(pairs: Iterable[str]) -> dict[str, str]:
+    """``["key=value", …]`` from repeated ``-o`` flags as a dict; a malformed or repeated key is refused."""
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InputError(f"option '{pair}' is not KEY=VALUE; write it as -o KEY=VALUE (e.g. -o timeout=30).")
+        if key in options:
+            raise InputError(f"option '{key}' is given twice (-o {key}={options[key]} and -o {pair}); keep one.")
+        options[key] = value
+    return options
+
+
+def describe_origin(origin: str, key: str, value: Any) -> str:
+    """How a refusal names a value: ``-o steps=abc`` or ``cfkit.toml [edit.engines.x] steps = 'abc'``."""
+    if origin == "-o":
+        return f"-o {key}={value}"
+    return f"{origin} {key} = {value!r}"
+
+
+def validate_options(options_cls: type[BaseModel], values: OptionValues | Mapping[str, Any], *, what: str,
+                     see: str) -> BaseModel:
+    """``values`` checked against ``options_cls``.
+
+    ``what`` names the plug-in ("engine 'classical'", "backend 'openai'"),
+    ``see`` the command that lists its options. An unknown key is refused
+    with the allowed ones; a bad value with the field's rule and the value's origin.
+    """
+    if not isinstance(values, OptionValues):
+        values = OptionValues.of(values, "-o")
+    allowed = ", ".join(options_cls.model_fields) or "none"
+    unknown = sorted(set(values.values) - set(options_cls.model_fields))
+    if unknown:
+        key = unknown[0]
+        raise InputError(f"{what} has no option '{key}' ({describe_origin(values.origin(key), key, values.values[key])})."
+                         f" Allowed: {allowed}. See '{see}'.")
+    try:
+        return options_cls.model_validate(values.values)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        key = ".".join(str(p) for p in problem["loc"]) or "?"
+        message = problem["msg"].removeprefix("Value error, ")
+        if key in values.values:
+            where = describe_origin(values.origin(key), key, values.values[key])
+        elif key == "?" or not problem["loc"]:
+            where = ", ".join(describe_origin(values.origin(k), k, v) for k, v in values.values.items()) or "defaults"
+        else:
+            where = f"option '{key}'"
+        raise InputError(f"{what} {where}: {message}. See '{see}'.") from exc
+
+
+@dataclass(frozen=True)
+class OptionField:
+    """One option, as the listing commands show it."""
+
+    name: str
+    type: str
+    default: Any
+    help: str
+
+
+def option_fields(options_cls: type[BaseModel]) -> list[OptionField]:
+    """Name, type, default and help of each option of an ``Options`` model."""
+    rows = []
+    for name, info in options_cls.model_fields.items():
+        annotation = info.annotation
+        type_name = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+        default = None if info.is_required() else info.default
+        rows.append(OptionField(name, type_name, default, info.description or ""))
+    return rows
+
+
+def identity_options(options: BaseModel) -> dict[str, Any]:
+    """The options that can change a result (see :class:`PluginOptions`), JSON-ready."""
+    import json
+
+    keep = {}
+    for name, info in type(options).model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        if extra.get("cache", True):
+            keep[name] = getattr(options, name)
+    return json.loads(json.dumps(keep, default=str))

@@ -1,0 +1,260 @@
+"""Probe prompts: the templates and the four conditions rendered from them.
+
+The modality probe asks one question four ways (paper, Table S9):
+
+* ``text``     question and options only;
+* ``neutral``  a description of the visible content, with no names and no verdict;
+* ``evidence`` the same description followed by the decisive visible cue, stated plainly;
+* ``image``    the image itself (two images for the paired-image case).
+
+All four are rendered from the same templates and differ only in the visual
+slot, so a change in accuracy between two conditions is a change in the visual
+information and nothing else. Gold, rationale and provenance never reach a model.
+
+Templates live in ``cfkit/templates/`` and may be replaced file by file from
+``<workspace>/probes/templates/``:
+
+``system.txt``         the system message
+``user.txt``           the user message; ``{visual}``, ``{question}`` and ``{options}`` once each
+``visual-text.txt``    the visual slot of the text condition
+``visual-neutral.txt`` … of the neutral condition; ``{neutral}``
+``visual-evidence.txt``… of the evidence condition; ``{neutral}`` and ``{evidence}``
+``visual-image.txt``   … of the image condition with one image
+``visual-images.txt``  … with two images (names them the first and the second image)
+
+``draft-system.txt`` and ``draft-user.txt`` (``{images}``) instruct a model
+drafting a caption (:mod:`cfkit.drafts`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Iterable
+
+from cfkit.captions import Caption, caption_path, load_caption
+from cfkit.cases import Case
+from cfkit.errors import CaptionError, InputError
+from cfkit.files import read_text
+from cfkit.subsets import select_cases, workspace_cases
+from cfkit.suites import MODALITY_CONDITIONS
+from cfkit.workspace import Workspace
+
+CONDITIONS: tuple[str, ...] = MODALITY_CONDITIONS
+
+#: The probe templates, in the order they are hashed.
+PROBE_TEMPLATES: tuple[str, ...] = (
+    "system.txt",
+    "user.txt",
+    "visual-text.txt",
+    "visual-neutral.txt",
+    "visual-evidence.txt",
+    "visual-image.txt",
+    "visual-images.txt",
+)
+
+_SLOT = re.compile(r"\{(visual|question|options|neutral|evidence|images)\}")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Exactly what a model receives: a system message, a user text and the images, in order."""
+
+    system: str
+    user: str
+    images: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class Templates:
+    """The probe templates in force for a workspace, with where each one came from."""
+
+    texts: dict[str, str]
+    sources: dict[str, Path]
+
+    def __getitem__(self, name: str) -> str:
+        return self.texts[name]
+
+
+def _packaged_template(name: str) -> tuple[str, Path]:
+    ref = resources.files("cfkit") / "templates" / name
+    return ref.read_text(encoding="utf-8"), Path(str(ref))
+
+
+def load_templates(ws: Workspace, names: Iterable[str] = PROBE_TEMPLATES) -> Templates:
+    """Each template from ``<workspace>/probes/templates/`` when present there, else the packaged default."""
+    override_dir = ws.probes_dir / "templates"
+    texts: dict[str, str] = {}
+    sources: dict[str, Path] = {}
+    for name in names:
+        local = override_dir / name
+        if local.is_file():
+            texts[name] = read_text(local, "template")
+            sources[name] = local
+        else:
+            texts[name], sources[name] = _packaged_template(name)
+    _check_templates(texts, sources)
+    return Templates(texts, sources)
+
+
+_REQUIRED_SLOTS = {
+    "user.txt": {"visual": 1, "question": 1, "options": 1, "neutral": 0, "evidence": 0},
+    "visual-text.txt": {"neutral": 0, "evidence": 0, "visual": 0},
+    "visual-neutral.txt": {"neutral": 1, "evidence": 0, "visual": 0},
+    "visual-evidence.txt": {"neutral": 1, "evidence": 1, "visual": 0},
+    "visual-image.txt": {"neutral": 0, "evidence": 0, "visual": 0},
+    "visual-images.txt": {"neutral": 0, "evidence": 0, "visual": 0},
+    "draft-user.txt": {"images": 1},
+}
+
+
+def _check_templates(texts: dict[str, str], sources: dict[str, Path]) -> None:
+    for name, wanted in _REQUIRED_SLOTS.items():
+        if name not in texts:
+            continue
+        found = [m.group(1) for m in _SLOT.finditer(texts[name])]
+        for slot, count in wanted.items():
+            have = found.count(slot)
+            if have != count:
+                need = "must not contain" if count == 0 else f"must contain exactly {count} of"
+                raise InputError(
+                    f"template {sources[name]}: {need} '{{{slot}}}' (found {have}). "
+                    "Fix it, or delete it to use cfkit's default."
+                )
+
+
+def templates_sha256(ws: Workspace) -> str:
+    """SHA-256 over the names and bytes of the probe templates in force for ``ws``.
+
+    A run records it, so results made with different prompts are never mixed.
+    """
+    templates = load_templates(ws)
+    digest = hashlib.sha256()
+    for name in PROBE_TEMPLATES:
+        data = templates[name].encode("utf-8")
+        digest.update(name.encode("utf-8") + b"\0" + str(len(data)).encode("ascii") + b"\0" + data)
+    return digest.hexdigest()
+
+
+def fill_slots(template: str, values: dict[str, str]) -> str:
+    # One pass, so a question that happens to contain "{options}" is not expanded again.
+    return _SLOT.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+def format_options(case: Case) -> str:
+    """Options as lines "A. Yes"."""
+    return "\n".join(f"{option.id}. {option.text}" for option in case.options)
+
+
+def visual_slot(templates: Templates, condition: str, *, caption: Caption | None, n_images: int) -> str:
+    """The text that fills ``{visual}`` for ``condition``."""
+    if condition == "text":
+        return templates["visual-text.txt"].strip()
+    if condition in ("neutral", "evidence"):
+        assert caption is not None
+        neutral = caption.neutral.strip()
+        evidence = (caption.evidence or "").strip()
+        return fill_slots(templates[f"visual-{condition}.txt"], {"neutral": neutral, "evidence": evidence}).strip()
+    if condition == "image":
+        return templates["visual-image.txt" if n_images == 1 else "visual-images.txt"].strip()
+    raise InputError(f"condition '{condition}' is not one of {', '.join(CONDITIONS)}.")
+
+
+def render_prompt(ws: Workspace, case: Case, condition: str, *, images: list[Path] | None = None,
+                  templates: Templates | None = None, caption: Caption | None = None) -> Prompt:
+    """The prompt for ``case`` under ``condition`` (text | neutral | evidence | image).
+
+    For ``image``, ``images`` replaces the case's own image files (e.g. with an
+    edited image); the count must be 1 or 2. ``templates`` and ``caption`` may be
+    passed to avoid re-reading them for every case. Only the question, the
+    options, the caption texts and the images are used: gold, rationale and
+    provenance never reach the prompt.
+    """
+    # 1. Check the inputs.
+    if condition not in CONDITIONS:
+        raise InputError(f"condition '{condition}' is not one of {', '.join(CONDITIONS)}.")
+    if images is not None and condition != "image":
+        raise InputError(f"images are given only to the image condition, not to '{condition}'.")
+    templates = templates or load_templates(ws)
+    image_paths: tuple[Path, ...] = ()
+    if condition == "image":
+        image_paths = tuple(Path(p) for p in images) if images is not None else tuple(
+            ws.image_root / name for name in case.images)
+        if len(image_paths) not in (1, 2):
+            raise InputError(f"case {case.id}: the image condition takes 1 or 2 images, got {len(image_paths)}.")
+    if condition in ("neutral", "evidence"):
+        caption = caption or load_caption(ws, case.id)
+        path = caption_path(ws, case.id)
+        if not caption.neutral.strip():
+            raise CaptionError(f"{path}: field 'neutral' is empty; the {condition} condition needs a description.")
+        if condition == "evidence" and not (caption.evidence or "").strip():
+            raise CaptionError(f"{path}: field 'evidence' is missing or empty; write the decisive visible cue.")
+
+    # 2. Fill the visual slot, then the user message.
+    slot = visual_slot(templates, condition, caption=caption, n_images=len(image_paths))
+    user = fill_slots(templates["user.txt"], {"visual": slot, "question": case.question.strip(),
+                                         "options": format_options(case)})
+    return Prompt(system=templates["system.txt"].strip(), user=user.strip(), images=image_paths)
+
+
+@dataclass(frozen=True)
+class RenderedCondition:
+    case: str
+    condition: str
+    prompt: Prompt
+
+    def as_record(self, root: Path) -> dict:
+        return {"case": self.case, "condition": self.condition, "system": self.prompt.system,
+                "user": self.prompt.user, "images": [display_path(p, root) for p in self.prompt.images]}
+
+
+def display_path(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def build_conditions(ws: Workspace, case_ids: Iterable[str] = (), *, subset: str | Path | None = None,
+                     conditions: Iterable[str] = CONDITIONS) -> list[RenderedCondition]:
+    """Render every requested condition of every selected case.
+
+    Refuses, naming them, when selected cases have no usable caption, rather
+    than leaving their caption conditions out.
+    """
+    cases = workspace_cases(ws)
+    ids = select_cases(ws, cases, case_ids, subset)
+    wanted = list(conditions)
+    for condition in wanted:
+        if condition not in CONDITIONS:
+            raise InputError(f"condition '{condition}' is not one of {', '.join(CONDITIONS)}.")
+    templates = load_templates(ws)
+    captions: dict[str, Caption] = {}
+    if {"neutral", "evidence"} & set(wanted):
+        missing = [i for i in ids if not caption_path(ws, i).is_file()]
+        if missing:
+            raise CaptionError(
+                f"{len(missing)} of {len(ids)} selected cases have no caption in {ws.captions_dir} "
+                f"({_short_list(missing)}). Write them or run 'cfkit captions draft'; 'cfkit captions lint' lists them."
+            )
+        captions = {i: load_caption(ws, i) for i in ids}
+    rendered = []
+    for case_id in ids:
+        case = cases.get(case_id)
+        for condition in wanted:
+            prompt = render_prompt(ws, case, condition, templates=templates, caption=captions.get(case_id))
+            rendered.append(RenderedCondition(case_id, condition, prompt))
+    return rendered
+
+
+def conditions_jsonl(rendered: list[RenderedCondition], root: Path) -> str:
+    return "".join(json.dumps(r.as_record(root), ensure_ascii=False) + "\n" for r in rendered)
+
+
+def _short_list(items: list[str], limit: int = 8) -> str:
+    head = ", ".join(items[:limit])
+    return head + (f", … ({len(items)} in all)" if len(items) > limit else "")

@@ -1,0 +1,32 @@
+"""Reports: the paper's tables computed from predictions, and their exports.
+
+:func:`make_report` reads gold answers from the workspace (cases, and for the
+counterfactual pairs the specs' labels mapped through each case's Yes option;
+:mod:`~cfkit.report.gold`), reads predictions from files or from the store, and
+computes four sections (:mod:`~cfkit.report.build`):
+
+``contextcanvas``   accuracy, per-class F1, Macro-F1 and Yes rate (the paper's Table 2)
+``counterfactual``  pair accuracy, directional updates and NCU (Table S7)
+``modality``        accuracy per condition and the four paired deltas (Table S9)
+``compare``         paired base-vs-other accuracy tests (Table S10)
+
+A case or pair a model did not answer is counted wrong and listed in
+``Report.missing``. Display formats print the same cells, produced once by
+:func:`~cfkit.report.tables.display_tables`; JSON follows docs/report-schema.md.
+"""
+
+from __future__ import annotations
+
+from cfkit.report.build import MODALITY_DELTAS, build_report, make_report, parse_compare
+from cfkit.report.exports import FORMATS, latex_escape, to_csv, to_json, to_latex, to_markdown
+from cfkit.report.gold import Gold, PairGold, load_gold
+from cfkit.report.reference import load_reference, reference_label
+from cfkit.report.rows import CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
+from cfkit.report.tables import PAPER_MARK, DisplayTable, ReportView, display_tables, fmt, fmt_ci, fmt_p
+
+__all__ = [
+    "FORMATS", "MODALITY_DELTAS", "PAPER_MARK", "CompareRow", "ContextCanvasRow", "CounterfactualRow", "Delta",
+    "DisplayTable", "Gold", "Missing", "ModalityRow", "PairGold", "Report", "ReportView", "build_report",
+    "display_tables", "fmt", "fmt_ci", "fmt_p", "latex_escape", "load_gold", "load_reference", "make_report",
+    "parse_compare", "reference_label", "to_csv", "to_json", "to_latex", "to_markdown",
+]

@@ -1,0 +1,51 @@
+"""What predictions are scored against: the cases' gold options, each pair's golds, the modality subset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cfkit.cases import CaseSet, load_cases
+from cfkit.errors import InputError
+from cfkit.specs import load_spec_file, spec_files
+from cfkit.subsets import modality_subset_path, read_subset
+from cfkit.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class PairGold:
+    pair: str
+    case: str
+    original: str
+    edit: str
+
+
+@dataclass(frozen=True)
+class Gold:
+    """What the predictions are scored against."""
+
+    cases: CaseSet
+    pairs: dict[str, PairGold]
+    modality_cases: list[str] | None  # None when the workspace has no subset file
+
+    @property
+    def pair_cases(self) -> dict[str, str]:
+        return {p.pair: p.case for p in self.pairs.values()}
+
+
+def load_gold(ws: Workspace) -> Gold:
+    """Cases, pair golds from the specs, and the modality subset of a workspace."""
+    cases = load_cases(ws.cases_path, ws.image_root)
+    pairs: dict[str, PairGold] = {}
+    for path in spec_files(ws):
+        spec = load_spec_file(path).spec
+        if spec.case not in cases:
+            raise InputError(f"{path}: field 'case': '{spec.case}' is not in {cases.path}. Fix the id.")
+        case = cases.get(spec.case)
+        original, edit = case.option_for_label(spec.labels.original), case.option_for_label(spec.labels.edit)
+        if original is None or edit is None:
+            raise InputError(f"{path}: case {case.id} has no yes_option, so its labels cannot be mapped to options; "
+                             "counterfactual pairs need a Yes/No case.")
+        pairs[spec.id] = PairGold(spec.id, case.id, original, edit)
+    subset_path = modality_subset_path(ws)
+    modality = read_subset(subset_path, cases) if subset_path.is_file() else None
+    return Gold(cases=cases, pairs=pairs, modality_cases=modality)

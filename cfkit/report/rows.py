@@ -1,0 +1,104 @@
+"""The report's records: one row type per section, and the JSON object they make together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cfkit import stats
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A unit a model gave no answer for; it is counted wrong."""
+
+    model: str
+    suite: str
+    case: str
+    pair: str | None
+    condition: str
+
+
+@dataclass(frozen=True)
+class ContextCanvasRow:
+    model: str
+    scores: stats.ContextCanvasScores
+
+
+@dataclass(frozen=True)
+class CounterfactualRow:
+    model: str
+    scores: stats.CounterfactualScores
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One modality change, e.g. text → neutral, with its McNemar p and Bonferroni adjustment."""
+
+    first: str
+    second: str
+    comparison: stats.PairedComparison
+    p_adj: float
+
+
+@dataclass(frozen=True)
+class ModalityRow:
+    model: str
+    n: int
+    accuracy: dict[str, float]
+    accuracy_ci: dict[str, stats.Interval]
+    deltas: list[Delta]
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    base: str
+    other: str
+    comparison: stats.PairedComparison
+    p_adj: float
+
+
+@dataclass(frozen=True)
+class Report:
+    contextcanvas: list[ContextCanvasRow] = field(default_factory=list)
+    counterfactual: list[CounterfactualRow] = field(default_factory=list)
+    modality: list[ModalityRow] = field(default_factory=list)
+    compare: list[CompareRow] = field(default_factory=list)
+    missing: list[Missing] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """DESIGN.md's report object, plus ``missing`` (the units counted wrong for want of an answer)."""
+        return {
+            "contextcanvas": [{"model": r.model, **_fields(r.scores)} for r in self.contextcanvas],
+            "counterfactual": [
+                {"model": r.model, **_fields(r.scores, skip=("ncu_ci",)), "ncu_ci": r.scores.ncu_ci.as_list()}
+                for r in self.counterfactual
+            ],
+            "modality": [
+                {
+                    "model": r.model,
+                    "n": r.n,
+                    "accuracy": dict(r.accuracy),
+                    "accuracy_ci": {c: ci.as_list() for c, ci in r.accuracy_ci.items()},
+                    "deltas": [
+                        {"from": d.first, "to": d.second, "delta": d.comparison.delta, "ci": d.comparison.ci.as_list(),
+                         "b": d.comparison.mcnemar.b, "c": d.comparison.mcnemar.c,
+                         "p": d.comparison.mcnemar.p_value, "p_adj": d.p_adj}
+                        for d in r.deltas
+                    ],
+                }
+                for r in self.modality
+            ],
+            "compare": [
+                {"base": r.base, "other": r.other, "n": r.comparison.n, "base_acc": r.comparison.first_acc,
+                 "other_acc": r.comparison.second_acc, "delta": r.comparison.delta, "ci": r.comparison.ci.as_list(),
+                 "b": r.comparison.mcnemar.b, "c": r.comparison.mcnemar.c, "p": r.comparison.mcnemar.p_value,
+                 "p_adj": r.p_adj}
+                for r in self.compare
+            ],
+            "missing": [m.__dict__.copy() for m in self.missing],
+        }
+
+
+def _fields(obj: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {k: v for k, v in obj.__dict__.items() if k not in skip}

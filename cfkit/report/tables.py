@@ -1,0 +1,143 @@
+"""The report as tables: the same cells for the terminal, Markdown and LaTeX, laid out like the paper's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cfkit.report.reference import load_reference, reference_label
+from cfkit.report.rows import Report
+from cfkit.suites import SUITE_CONDITIONS
+
+
+@dataclass(frozen=True)
+class DisplayTable:
+    """A table as shown in the terminal, Markdown and LaTeX: the same cells in each."""
+
+    key: str
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    published: list[bool]  # per row: a published reference row (not measured here)
+    caption: str = ""
+
+
+#: Appended to the first cell of a published reference row.
+PAPER_MARK = " (paper)"
+
+
+def fmt(value: float | None) -> str:
+    """A percentage or difference for display: two decimals."""
+    return "—" if value is None else f"{value:.2f}"
+
+
+def fmt_p(value: float) -> str:
+    """A p-value for display: four decimals, or two significant digits below 0.0001."""
+    return f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}"
+
+
+def fmt_ci(values: Sequence[float]) -> str:
+    return f"[{values[0]:.2f}, {values[1]:.2f}]"
+
+
+def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTable]:
+    """The report's tables, laid out like the paper's Tables 2, S7, S9 and S10."""
+    data = report.to_dict()
+    ref = load_reference()["tables"] if reference else None
+    full = {r["model"]: r["accuracy"] for r in data["contextcanvas"]}
+    tables: list[DisplayTable] = []
+    if data["contextcanvas"]:
+        # The paper's columns plus n, the gold Yes rate and invalid answers; Yes-F1 / No-F1 are in JSON and CSV.
+        rows = [[r["model"], str(r["n"]), fmt(r["accuracy"]), fmt(r["macro_f1"]), fmt(r["yes_rate"]),
+                 fmt(r["gold_yes_rate"]), str(r["invalid"])] for r in data["contextcanvas"]]
+        published = [False] * len(rows)
+        if ref:
+            t = ref["table2"]
+            for r in t["rows"]:
+                rows.append([r["model"] + PAPER_MARK, str(t["n"]), fmt(r["accuracy"]), fmt(r["macro_f1"]), fmt(r["yes_rate"]),
+                             fmt(t["gold_yes_rate"]), "—"])
+                published.append(True)
+        tables.append(DisplayTable(
+            "contextcanvas", "ContextCanvas (as in Table 2)",
+            ["Model", "n", "Acc.", "Macro-F1", "Yes (%)", "Gold Yes", "Inv."],
+            rows, published, _caption("table2", reference)))
+    if data["counterfactual"]:
+        # The paper's columns plus invalid pairs; the stuck counts are in JSON and CSV.
+        rows = [[r["model"], fmt(full.get(r["model"])), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
+                 f"{r['correct']}/{r['reverse']}", str(r["invalid"]), fmt(r["ncu"]), fmt_ci(r["ncu_ci"])]
+                for r in data["counterfactual"]]
+        published = [False] * len(rows)
+        if ref:
+            for r in ref["tableS7"]["rows"]:
+                rows.append([r["model"] + PAPER_MARK, fmt(r["full"]), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
+                             f"{r['correct']}/{r['reverse']}", "—", fmt(r["ncu"]), fmt_ci(r["ncu_ci"])])
+                published.append(True)
+        n_pairs = {r["n_pairs"] for r in data["counterfactual"]}
+        title = f"Counterfactual pairs (as in Table S7; {', '.join(map(str, sorted(n_pairs)))} pairs)"
+        tables.append(DisplayTable(
+            "counterfactual", title,
+            ["Model", "Full", "Orig.", "Edit", "Pair", "C/R", "Inv.", "NCU", "95% CI"],
+            rows, published, _caption("tableS7", reference)))
+    if data["modality"]:
+        conditions = SUITE_CONDITIONS["modality"]
+        rows = [[r["model"], str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions)] for r in data["modality"]]
+        published = [False] * len(rows)
+        if ref:
+            t = ref["tableS9"]
+            for r in t["rows"]:
+                rows.append([r["model"] + PAPER_MARK, str(t["n"]), *(fmt(r["accuracy"][c]) for c in conditions)])
+                published.append(True)
+        tables.append(DisplayTable("modality", "Modality conditions (as in Table S9)",
+                                   ["Model", "n", "Text", "Neutral", "Evidence", "Image"], rows, published,
+                                   _caption("tableS9", reference)))
+        if data["modality"]:
+            rows = [[r["model"], f"{d['from']} → {d['to']}", fmt(d["delta"]), fmt_ci(d["ci"]), f"{d['b']}/{d['c']}",
+                     fmt_p(d["p"]), fmt_p(d["p_adj"])] for r in data["modality"] for d in r["deltas"]]
+            tables.append(DisplayTable("modality_deltas", "Modality changes (paired, exact McNemar, Bonferroni over 4)",
+                                       ["Model", "Change", "Δ", "95% CI", "b/c", "p", "p adj"], rows,
+                                       [False] * len(rows)))
+    if data["compare"]:
+        rows = [[f"{r['base']} → {r['other']}", fmt(r["base_acc"]), fmt(r["other_acc"]), f"{r['delta']:+.2f}",
+                 f"{r['b']}/{r['c']}", fmt_ci(r["ci"]), fmt_p(r["p"]), fmt_p(r["p_adj"])] for r in data["compare"]]
+        published = [False] * len(rows)
+        if ref:
+            for r in ref["tableS10"]["rows"]:
+                rows.append([f"{r['base']} → {r['other']}{PAPER_MARK}", fmt(r["base_acc"]), fmt(r["other_acc"]),
+                             f"{r['delta']:+.2f}", f"{r['b']}/{r['c']}", fmt_ci(r["ci"]), fmt_p(r["p"]),
+                             fmt_p(r["p_adj"])])
+                published.append(True)
+        tables.append(DisplayTable(
+            "compare", f"Paired comparisons (as in Table S10; Bonferroni over {len(data['compare'])})",
+            ["Base → other", "Base", "Other", "Δ", "b/c", "95% CI", "p", "p adj"], rows, published,
+            _caption("tableS10", reference)))
+    return tables
+
+
+def _caption(table: str, reference: bool) -> str:
+    return f"Rows marked{PAPER_MARK} are the published figures of {reference_label(table)}." if reference else ""
+
+
+class ReportView:
+    """The terminal view: one Rich table per section; published reference rows dimmed and marked."""
+
+    def __init__(self, report: Report, *, reference: bool = False):
+        self.report = report
+        self.reference = reference
+
+    def __rich_console__(self, console, options):
+        from rich.table import Table
+        from rich.text import Text
+
+        for table in display_tables(self.report, reference=self.reference):
+            view = Table(title=table.title, title_justify="left", caption=table.caption or None,
+                         caption_justify="left")
+            for i, name in enumerate(table.columns):
+                # Numbers never wrap; names and the change label fold onto a second line when narrow.
+                text_column = i == 0 or name == "Change"
+                longest = max([len(name)] + [len(row[i]) for row in table.rows])
+                view.add_column(name, justify="left" if text_column else "right", no_wrap=not text_column,
+                                overflow="fold", min_width=min(longest, 14) if text_column else None)
+            for row, published in zip(table.rows, table.published):
+                view.add_row(*(Text(cell) for cell in row), style="dim italic" if published else None)
+            yield view
+            yield Text("")

@@ -1,0 +1,62 @@
+"""The workspace's SQLite store (``.cfkit/cfkit.db``).
+
+One file holds edits and their provenance, preservation checks, review
+decisions, probe runs, parsed replies and cached model responses. It runs in
+WAL mode with a busy timeout so two cfkit processes can share it; every write
+happens in a short ``BEGIN IMMEDIATE`` transaction, so a killed process loses at
+most the write it was making. Secrets never enter the store.
+
+Each table has exactly one owner module, which holds all of its SQL and returns
+typed, frozen records; every other module goes through it:
+
+=====================  ==========================================
+table                  owner
+=====================  ==========================================
+``edits``              :mod:`cfkit.store.edits`
+``checks``             :mod:`cfkit.store.checks`
+``reviews``            :mod:`cfkit.store.reviews`
+``runs``, ``replies``  :mod:`cfkit.store.runs`
+``responses``          :mod:`cfkit.store.responses`
+=====================  ==========================================
+
+:mod:`cfkit.store.db` is the connection underneath and knows no table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cfkit.store import checks, edits, responses, reviews, runs
+from cfkit.store.db import Database, from_json, now, to_json
+
+#: Bumped whenever an owner adds a migration step.
+SCHEMA_VERSION = 2
+
+_OWNERS = (edits, checks, reviews, runs, responses)
+SCHEMA = "\n".join(owner.DDL for owner in _OWNERS)
+
+
+def _migrations() -> dict[int, list[str]]:
+    steps: dict[int, list[str]] = {}
+    for owner in _OWNERS:
+        for version, statements in owner.MIGRATIONS.items():
+            steps.setdefault(version, []).extend(statements)
+    return steps
+
+
+class Store(Database):
+    """A connection to one workspace's store, with every owner's schema applied."""
+
+    def __init__(self, path: Path, *, timeout: float = 30.0):
+        super().__init__(path, schema=SCHEMA, version=SCHEMA_VERSION, migrations=_migrations(), timeout=timeout)
+
+    def __enter__(self) -> "Store":
+        return self
+
+
+def open_store(db_path: Path) -> Store:
+    return Store(db_path)
+
+
+__all__ = ["SCHEMA_VERSION", "Store", "checks", "edits", "from_json", "now", "open_store", "responses", "reviews",
+           "runs", "to_json"]

@@ -1,0 +1,163 @@
+"""The SQLite connection under the store: WAL mode, short write transactions, errors translated.
+
+This module knows no table. :class:`Database` opens a file, applies a schema
+that the caller assembles (:mod:`cfkit.store` collects it from the table
+owners) and turns every ``sqlite3`` failure into one :class:`StoreError` line.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from cfkit.errors import StoreError
+
+
+def now() -> str:
+    """The current UTC time as ISO 8601 with seconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def to_json(value: Any) -> str:
+    """JSON text as stored: sorted keys, UTF-8 kept."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def from_json(text: str | None, default: Any = None) -> Any:
+    """The value of a stored JSON column; ``default`` for NULL or empty."""
+    return default if not text else json.loads(text)
+
+
+_DISK_HINT = "Check free disk space and the folder's permissions, then run the command again; nothing saved before was lost."
+
+
+class Database:
+    """A connection to one SQLite file holding a versioned schema.
+
+    ``schema`` is the DDL of every table (idempotent ``CREATE … IF NOT
+    EXISTS``); ``migrations`` maps a version to the statements that bring a
+    store of the previous version to it. A store written by a newer cfkit is
+    refused rather than read.
+    """
+
+    def __init__(self, path: Path, *, schema: str, version: int,
+                 migrations: Mapping[int, Sequence[str]] | None = None, timeout: float = 30.0):
+        self.path = path
+        self.conn: sqlite3.Connection | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+            self.conn.row_factory = sqlite3.Row
+            # The busy timeout first: two processes opening a new store at once both switch it to WAL.
+            self.conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self._migrate(schema, version, migrations or {})
+        except StoreError:
+            self.close()
+            raise
+        except sqlite3.OperationalError as exc:
+            self.close()
+            raise StoreError(f"store {path}: cannot be opened or written ({exc}). {_DISK_HINT}") from exc
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise StoreError(
+                f"store {path}: not a readable SQLite store ({exc}). If the file is damaged, move it aside; "
+                "cfkit will start a new one."
+            ) from exc
+        except OSError as exc:
+            self.close()
+            raise StoreError(f"store {path}: cannot be created ({exc.strerror}). Check the folder's permissions.") from exc
+
+    def _migrate(self, schema: str, version: int, migrations: Mapping[int, Sequence[str]]) -> None:
+        current = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if current > version:
+            raise StoreError(f"store {self.path} was written by a newer cfkit (schema {current} > {version}); "
+                             "upgrade cfkit to read it.")
+        if current == version:
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have migrated while this one waited for the lock.
+            current = self.conn.execute("PRAGMA user_version").fetchone()[0]
+            if current < version:
+                if current > 0:
+                    for step in range(current + 1, version + 1):
+                        for statement in migrations.get(step, ()):
+                            self.conn.execute(statement)
+                for statement in _statements(schema):
+                    self.conn.execute(statement)
+                self.conn.execute(f"PRAGMA user_version={int(version)}")
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A short write transaction; rolled back if the block raises.
+
+        SQLite failures inside the block or at commit (a full disk, a
+        read-only folder) become one :class:`StoreError`; what earlier
+        transactions saved is untouched.
+        """
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"store {self.path}: cannot start a write ({exc}). Another process may hold it "
+                             "for long, or the disk is full or read-only; run the command again.") from exc
+        try:
+            yield self.conn
+            self.conn.execute("COMMIT")
+        except BaseException as exc:
+            if self.conn.in_transaction:
+                try:
+                    self.conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # SQLite may already have rolled back on an I/O error
+            if isinstance(exc, sqlite3.OperationalError):
+                raise StoreError(f"store {self.path}: write failed ({exc}). {_DISK_HINT}") from exc
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise StoreError(f"store {self.path}: damaged or unreadable ({exc}). Move the file aside; "
+                                 "cfkit will start a new one.") from exc
+            raise
+
+    def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+        """Rows of one read statement; SQLite errors become a :class:`StoreError`."""
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"store {self.path}: read failed ({exc}). If the file is damaged, move it aside; "
+                             "cfkit will start a new one.") from exc
+
+    def integrity_ok(self) -> bool:
+        return self.query("PRAGMA integrity_check")[0][0] == "ok"
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _statements(script: str) -> list[str]:
+    """Split DDL text into statements (the DDL holds no semicolons inside strings)."""
+    lines = [line.split("--", 1)[0] for line in script.splitlines()]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+def placeholders(values: Sequence[Any]) -> str:
+    """``?, ?, ?`` for an ``IN (…)`` list."""
+    return ",".join("?" * len(values))

@@ -1,0 +1,72 @@
+"""The ``responses`` table: raw model responses, cached by request.
+
+Its SQL lives here and nowhere else. A response is keyed by a SHA-256 over
+backend, model, answer-changing options and the exact request (see
+:mod:`cfkit.probe.identity`); a rerun that finds the key sends nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cfkit.store.db import Database, from_json, now, placeholders, to_json
+
+DDL = """
+CREATE TABLE IF NOT EXISTS responses (
+    cache_key   TEXT PRIMARY KEY,
+    backend     TEXT NOT NULL,
+    model       TEXT NOT NULL,
+    raw         TEXT,
+    usage       TEXT,                              -- JSON
+    latency_s   REAL,
+    cost_usd    REAL,
+    refused     INTEGER NOT NULL DEFAULT 0,        -- 1 when the model explicitly declined
+    created_at  TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: dict[int, list[str]] = {}
+
+#: SQLite's default limit on host parameters is 999 in old builds; stay under it.
+_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class CachedResponse:
+    """One cached response."""
+
+    cache_key: str
+    raw: str | None
+    usage: dict[str, Any] = field(default_factory=dict)
+    latency_s: float = 0.0
+    cost_usd: float | None = None
+    refused: bool = False
+
+
+def _response(row: sqlite3.Row) -> CachedResponse:
+    return CachedResponse(cache_key=row["cache_key"], raw=row["raw"], usage=from_json(row["usage"], {}),
+                          latency_s=row["latency_s"] or 0.0, cost_usd=row["cost_usd"], refused=bool(row["refused"]))
+
+
+def cached(store: Database, keys: Sequence[str]) -> dict[str, CachedResponse]:
+    """The cached responses among ``keys``, by key."""
+    found: dict[str, CachedResponse] = {}
+    keys = list(keys)
+    for start in range(0, len(keys), _CHUNK):
+        chunk = keys[start:start + _CHUNK]
+        for row in store.query(f"SELECT * FROM responses WHERE cache_key IN ({placeholders(chunk)})", tuple(chunk)):
+            found[row["cache_key"]] = _response(row)
+    return found
+
+
+def put(tx: sqlite3.Connection, response: CachedResponse, *, backend: str, model: str) -> None:
+    """Cache a response inside the caller's transaction; an existing key is kept as it is."""
+    tx.execute(
+        "INSERT OR IGNORE INTO responses (cache_key, backend, model, raw, usage, latency_s, cost_usd, refused, "
+        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (response.cache_key, backend, model, response.raw, to_json(response.usage), response.latency_s,
+         response.cost_usd, int(response.refused), now()),
+    )

@@ -1,0 +1,76 @@
+"""Case subsets: a text file of case ids, one a line (``#`` comments and blank lines ignored).
+
+The modality probe runs on a subset (``[probe] modality_subset``, the paper's
+100 cases); :func:`read_subset` is the one reader every command uses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from cfkit.cases import CaseSet, load_cases
+from cfkit.errors import CaseError, InputError
+from cfkit.files import read_text
+from cfkit.workspace import Workspace
+
+
+def read_subset(path: Path, cases: CaseSet) -> list[str]:
+    """Case ids of a subset file: one id a line, ``#`` comments and blank lines ignored."""
+    try:
+        lines = read_text(path, "subset file").splitlines()
+    except FileNotFoundError:
+        raise InputError(f"subset file {path} not found. Give a file with one case id a line.") from None
+    ids: list[str] = []
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(lines, start=1):
+        case_id = line.split("#", 1)[0].strip()
+        if not case_id:
+            continue
+        if case_id not in cases:
+            raise CaseError(f"{path}:{lineno}: case '{case_id}' is not in {cases.path}. Fix or remove the line.")
+        if case_id in seen:
+            raise InputError(f"{path}:{lineno}: case '{case_id}' repeats line {seen[case_id]}. Remove one.")
+        seen[case_id] = lineno
+        ids.append(case_id)
+    if not ids:
+        raise InputError(f"subset file {path} lists no case ids. Write one case id a line there.")
+    return ids
+
+
+def modality_subset_path(ws: Workspace) -> Path:
+    """Where the workspace's modality subset file is configured (``[probe] modality_subset``)."""
+    return ws.probes_dir / ws.config.probe.modality_subset
+
+
+def resolve_subset(ws: Workspace, value: str | Path) -> Path:
+    """A subset path as given, or relative to the workspace's probes folder."""
+    path = Path(value).expanduser()
+    if path.exists() or path.is_absolute():
+        return path
+    return ws.probes_dir / path
+
+
+def select_cases(ws: Workspace, cases: CaseSet, case_ids: Iterable[str] = (), subset: str | Path | None = None) -> list[str]:
+    """Which cases a captions command covers.
+
+    Explicit ids win; then ``subset``; then the workspace's modality subset
+    (``[probe] modality_subset``) when that file exists; otherwise every case.
+    """
+    ids = list(case_ids)
+    if ids and subset is not None:
+        raise InputError(f"give case ids or --subset {subset}, not both.")
+    if ids:
+        for case_id in ids:
+            cases.get(case_id)  # raises a CaseError naming the cases file
+        return ids
+    if subset is not None:
+        return read_subset(resolve_subset(ws, subset), cases)
+    default = modality_subset_path(ws)
+    if default.is_file():
+        return read_subset(default, cases)
+    return list(cases.ids)
+
+
+def workspace_cases(ws: Workspace) -> CaseSet:
+    return load_cases(ws.cases_path, ws.image_root)
