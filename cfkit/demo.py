@@ -60,7 +60,7 @@ def copy_mini(out: Path | None) -> Path:
         target = Path(tempfile.mkdtemp(prefix="cfkit-demo-")) / "mini"
     else:
         if out.exists() and any(out.iterdir()):
-            raise InputError(f"--out {out} is not empty; give a new or empty folder so nothing there is overwritten.")
+            raise InputError(f"--output {out} is not empty; give a new or empty folder so nothing there is overwritten.")
         target = out
     shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".cfkit", "__pycache__"))
     return target

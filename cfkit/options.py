@@ -71,16 +71,19 @@ def describe_origin(origin: str, key: str, value: Any) -> str:
     """How a refusal names a value: ``-o steps=abc`` or ``cfkit.toml [edit.engines.x] steps = 'abc'``."""
     if origin == "-o":
         return f"-o {key}={value}"
+    if origin.startswith("--"):  # a flag that sets the option, e.g. --model NAME
+        return f"{origin} {value}"
     return f"{origin} {key} = {value!r}"
 
 
 def validate_options(options_cls: type[BaseModel], values: OptionValues | Mapping[str, Any], *, what: str,
-                     see: str) -> BaseModel:
+                     see: str, elsewhere: Mapping[str, type[BaseModel]] | None = None) -> BaseModel:
     """``values`` checked against ``options_cls``.
 
     ``what`` names the plug-in ("engine 'classical'", "backend 'openai'"),
     ``see`` the command that lists its options. An unknown key is refused
-    with the allowed ones; a bad value with the field's rule and the value's origin.
+    with the allowed ones (and, from ``elsewhere``, the other plug-ins that
+    take it); a bad value with the field's rule and the value's origin.
     """
     if not isinstance(values, OptionValues):
         values = OptionValues.of(values, "-o")
@@ -88,8 +91,10 @@ def validate_options(options_cls: type[BaseModel], values: OptionValues | Mappin
     unknown = sorted(set(values.values) - set(options_cls.model_fields))
     if unknown:
         key = unknown[0]
+        takers = sorted(name for name, cls in (elsewhere or {}).items() if key in cls.model_fields)
+        hint = f" Taken by: {', '.join(takers)}." if takers else ""
         raise InputError(f"{what} has no option '{key}' ({describe_origin(values.origin(key), key, values.values[key])})."
-                         f" Allowed: {allowed}. See '{see}'.")
+                         f" Allowed: {allowed}.{hint} See '{see}'.")
     try:
         return options_cls.model_validate(values.values)
     except ValidationError as exc:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from cfkit.cases import CaseSet
 from cfkit.errors import PredictionError, describe_validation
 from cfkit.store import Store, runs
-from cfkit.suites import SUITE_CONDITIONS, Condition, Suite
+from cfkit.vocabulary import SUITE_CONDITIONS, Condition, Suite
 
 
 

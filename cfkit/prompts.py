@@ -41,7 +41,7 @@ from cfkit.cases import Case
 from cfkit.errors import CaptionError, InputError
 from cfkit.files import read_text
 from cfkit.subsets import select_cases, workspace_cases
-from cfkit.suites import MODALITY_CONDITIONS
+from cfkit.vocabulary import MODALITY_CONDITIONS
 from cfkit.workspace import Workspace
 
 CONDITIONS: tuple[str, ...] = MODALITY_CONDITIONS

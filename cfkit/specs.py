@@ -231,13 +231,14 @@ def dump_spec(spec: Spec) -> str:
 
 
 def create_spec(ws: Workspace, *, spec_id: str, case: str, title: str, cue: str, replacement: str,
-                prompt: str | None = None, mask: str | None = None, source: str | None = None) -> Path:
-    """Write a new spec file; refuses to overwrite one that exists."""
+                prompt: str | None = None, mask: str | None = None, source: str | None = None,
+                overwrite: bool = False) -> Path:
+    """Write a new spec file; one that exists is refused unless ``overwrite``."""
     from cfkit.files import write_text_atomic
 
     path = spec_path(ws, spec_id)
-    if path.exists():
-        raise SpecError(f"{path} already exists; edit it by hand or choose another --id.")
+    if path.exists() and not overwrite:
+        raise SpecError(f"{path} already exists; edit it by hand, choose another --id, or pass --force to replace it.")
     prompt = prompt or (
         f"Replace {cue} with {replacement}. Keep the medium, composition, palette, lighting, viewpoint "
         "and every other part of the image unchanged."
@@ -248,5 +249,5 @@ def create_spec(ws: Workspace, *, spec_id: str, case: str, title: str, cue: str,
     except ValidationError as exc:
         raise SpecError(f"specs new: {describe_validation(exc)}") from exc
     ws.confined(spec.mask or "", base=ws.interventions_dir, what="--mask")
-    write_text_atomic(path, dump_spec(spec), overwrite=False)
+    write_text_atomic(path, dump_spec(spec), overwrite=overwrite)
     return path

@@ -33,7 +33,7 @@ def run_cli(args: list[str], *, env: dict[str, str] | None = None, input: str | 
     """Invoke the CLI in-process; returns click's Result (exit_code, stdout, stderr)."""
     from cfkit.cli import cli
 
-    return CliRunner().invoke(cli, args, env=env, input=input, catch_exceptions=False)
+    return CliRunner().invoke(cli, args, env=env, input=input, catch_exceptions=False, prog_name="cfkit")
 
 
 def gradient_image(width: int = 96, height: int = 64, seed: int = 0) -> np.ndarray:

@@ -11,7 +11,7 @@ from conftest import MINI, run_cli, tree_snapshot
 def test_demo_runs_offline_and_prints_the_tables(tmp_path: Path):
     before = tree_snapshot(MINI)
     out = tmp_path / "demo"
-    result = run_cli(["demo", "--out", str(out)])
+    result = run_cli(["demo", "--output", str(out)])
     assert result.exit_code == 0, result.output
     for title in ("Counterfactual pairs", "Modality conditions", "Modality changes", "ContextCanvas"):
         assert title in result.stdout
@@ -30,7 +30,7 @@ def test_demo_runs_offline_and_prints_the_tables(tmp_path: Path):
 
 def test_demo_refuses_a_non_empty_out(tmp_path: Path):
     (tmp_path / "keep.txt").write_text("mine")
-    result = run_cli(["demo", "--out", str(tmp_path)])
+    result = run_cli(["demo", "--output", str(tmp_path)])
     assert result.exit_code == 2
     assert "is not empty" in result.stderr
     assert (tmp_path / "keep.txt").read_text() == "mine"

@@ -33,10 +33,15 @@ def test_plugin_backend_and_editor_are_used(plugin_path: Path, mini_ws: Path):
     assert listed.returncode == 0, listed.stderr
     assert "keyword" in listed.stdout and "cfkit-plugin-example" in listed.stdout
 
-    edit = _cfkit(["edit", "EX01", "--engine", "blur", "--json"], plugin_path, mini_ws)
+    edit = _cfkit(["edit", "EX01", "--engine", "blur", "-o", "radius=12.5", "--json"], plugin_path, mini_ws)
     assert edit.returncode == 0, edit.stderr
-    made = _cfkit(["edits", "list", "--json"], plugin_path, mini_ws)
-    assert '"blur"' in made.stdout
+    made = json.loads(_cfkit(["edits", "list", "--json"], plugin_path, mini_ws).stdout)
+    assert [(e["engine"], e["params"]["radius"]) for e in made] == [("blur", 12.5)]  # the option reached the engine
+    engines = _cfkit(["edits", "engines", "--json"], plugin_path, mini_ws)
+    blur = next(e for e in json.loads(engines.stdout) if e["name"] == "blur")
+    assert blur["package"] == "cfkit-plugin-example" and [o["name"] for o in blur["options"]] == ["radius"]
+    bad = _cfkit(["edit", "EX01", "--engine", "blur", "-o", "radius=-1"], plugin_path, mini_ws)
+    assert bad.returncode == 2 and "-o radius=-1" in bad.stderr and bad.stderr.count("\n") == 1
 
     run = _cfkit(["probe", "run", "-m", "keyword:matcha", "-o", "words=green,matcha", "-s", "modality"],
                  plugin_path, mini_ws)

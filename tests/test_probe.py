@@ -297,9 +297,9 @@ def test_replay_of_an_exported_run_reproduces_its_report(tiny_ws, tmp_path):
     exported = []
     for run_id in run_ids(tiny_ws):
         path = tmp_path / f"{run_id}.jsonl"
-        assert run_cli(["-w", str(tiny_ws), "runs", "export", run_id, "-o", str(path)]).exit_code == 0
+        assert run_cli(["-w", str(tiny_ws), "runs", "export", run_id, "--output", str(path)]).exit_code == 0
         exported.append(path)
-        again = run_cli(["-w", str(tiny_ws), "runs", "export", run_id, "-o", str(path)])
+        again = run_cli(["-w", str(tiny_ws), "runs", "export", run_id, "--output", str(path)])
         assert again.exit_code == 2 and "already exists" in again.stderr
     replay_ws = tmp_path / "replay"
     write_workspace(replay_ws)

@@ -46,7 +46,7 @@ def add_runs(ws_root: Path) -> None:
 
 def test_html_escapes_case_and_spec_text(sheet_ws, tmp_path):
     out = tmp_path / "sheet.html"
-    result = run_cli(["sheet", "-o", str(out), "-w", str(sheet_ws)])
+    result = run_cli(["sheet", "--output", str(out), "-w", str(sheet_ws)])
     assert result.exit_code == 0, result.stderr
     page = out.read_text()
     assert "<script" not in page.lower() and "<img src=x" not in page and "onerror=alert(1)>" not in page
@@ -63,7 +63,7 @@ def test_html_escapes_case_and_spec_text(sheet_ws, tmp_path):
 
 def test_png_grid_holds_the_pictures(sheet_ws, tmp_path):
     out = tmp_path / "s.html"
-    assert run_cli(["sheet", "-o", str(out), "-w", str(sheet_ws)]).exit_code == 0
+    assert run_cli(["sheet", "--output", str(out), "-w", str(sheet_ws)]).exit_code == 0
     png = np.asarray(Image.open(out.with_suffix(".png")).convert("RGB")).astype(float)
     original = np.asarray(Image.open(sheet_ws / "data" / "images" / "T001.png").convert("RGB")).astype(float)
     h = round(THUMB * 64 / 96)
@@ -97,17 +97,17 @@ def test_answers_before_and_after_come_from_stored_runs(sheet_ws):
 def test_existing_sheet_is_kept_unless_forced(sheet_ws, tmp_path):
     out = tmp_path / "keep.html"
     out.write_text("mine")
-    result = run_cli(["sheet", "-o", str(out), "-w", str(sheet_ws)])
+    result = run_cli(["sheet", "--output", str(out), "-w", str(sheet_ws)])
     assert result.exit_code == 2 and "already exists" in result.stderr
     assert out.read_text() == "mine"
-    assert run_cli(["sheet", "-o", str(out), "--force", "-w", str(sheet_ws)]).exit_code == 0
+    assert run_cli(["sheet", "--output", str(out), "--force", "-w", str(sheet_ws)]).exit_code == 0
     assert out.read_text().startswith("<!DOCTYPE html>")
-    assert run_cli(["sheet", "-o", str(tmp_path / "x.png"), "-w", str(sheet_ws)]).exit_code == 2
+    assert run_cli(["sheet", "--output", str(tmp_path / "x.png"), "-w", str(sheet_ws)]).exit_code == 2
 
 
 def test_spec_without_edit_is_listed_without_pictures(tiny_ws, tmp_path):
     out = tmp_path / "empty.html"
-    result = run_cli(["sheet", "-o", str(out), "-w", str(tiny_ws)])
+    result = run_cli(["sheet", "--output", str(out), "-w", str(tiny_ws)])
     assert result.exit_code == 0, result.stderr
     page = out.read_text()
     assert "no edit yet" in page and "data:image" not in page

@@ -34,6 +34,24 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        root = ctx.find_root()
+        root.ensure_object(dict)
+        root.obj["debug"] = True
+
+
+def _accept_debug_everywhere(command: click.Command) -> click.Command:
+    """Give ``command`` (and, for a group, its subcommands) a ``--debug`` flag, so it may follow the subcommand."""
+    if not any(p.name == "debug" for p in command.params):
+        command.params.append(click.Option(["--debug"], is_flag=True, expose_value=False, is_eager=True,
+                                           callback=_set_debug, help="Show tracebacks instead of one-line errors."))
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _accept_debug_everywhere(sub)
+    return command
+
+
 class CfkitGroup(click.Group):
     """A group that imports each command's module on first use and renders cfkit errors."""
 
@@ -46,7 +64,35 @@ class CfkitGroup(click.Group):
         module, attr = COMMANDS[name]
         if importlib.util.find_spec(module) is None:
             return None
-        return getattr(importlib.import_module(module), attr)
+        return _accept_debug_everywhere(getattr(importlib.import_module(module), attr))
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Click's usage errors become one line in cfkit's style (exit status 2), like cfkit's own errors."""
+        prog_name = prog_name or "cfkit"
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            # Not standalone, Click returns the status of ctx.exit() instead of exiting; commands return None.
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            from cfkit.cli.console import error
+
+            error("aborted; nothing was changed by the question that was declined.")
+            sys.exit(1)
+        except click.UsageError as exc:
+            from cfkit.cli.console import error
+
+            command = exc.ctx.command_path if exc.ctx is not None else "cfkit"
+            error(f"{exc.format_message()} See '{command} --help'.")
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            from cfkit.cli.console import error
+
+            error(exc.format_message())
+            sys.exit(exc.exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context):
         try:

@@ -29,9 +29,9 @@ def captions() -> None:
               help="Case ids, one a line (default: probes/<modality_subset> if present, else every case).")
 @click.option("--condition", "conditions", type=CONDITION_CHOICE, multiple=True,
               help="Only these conditions (repeatable; default: all four).")
-@click.option("--out", "out_path", metavar="FILE.jsonl", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--output", "out_path", metavar="FILE.jsonl", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write JSONL here instead of stdout.")
-@click.option("--force", is_flag=True, help="Replace an existing --out file.")
+@click.option("--force", is_flag=True, help="Replace an existing --output file.")
 @workspace_option
 def build(ws, case_ids: tuple[str, ...], subset: str | None, conditions: tuple[str, ...],
           out_path: Path | None, force: bool) -> None:
@@ -41,7 +41,7 @@ def build(ws, case_ids: tuple[str, ...], subset: str | None, conditions: tuple[s
 
     \b
     Example:
-      cfkit captions build --subset modality-100.txt --out conditions.jsonl
+      cfkit captions build --subset modality-100.txt --output conditions.jsonl
     """
     import sys
 
@@ -55,7 +55,7 @@ def build(ws, case_ids: tuple[str, ...], subset: str | None, conditions: tuple[s
         sys.stdout.write(text)
         return
     if out_path.exists() and not force:
-        raise InputError(f"{out_path} already exists; choose another --out file or pass --force to replace it.")
+        raise InputError(f"{out_path} already exists; choose another --output file or pass --force to replace it.")
     write_text_atomic(out_path, text)
     n_cases = len({r.case for r in rendered})
     status(f"Wrote {len(rendered)} prompts for {n_cases} cases to {out_path}")

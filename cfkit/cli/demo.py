@@ -12,7 +12,7 @@ from cfkit.cli.console import err, out
 
 
 @click.command()
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--output", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for the demo workspace (new or empty; default: a temporary folder).")
 def demo(out_dir: Path | None) -> None:
     """Run the whole workflow offline on examples/mini, in about a minute.

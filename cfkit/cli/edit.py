@@ -148,15 +148,16 @@ def list_(ws, spec_ids: tuple[str, ...], as_json: bool) -> None:
         err.print("no edits recorded yet. Make one with 'cfkit edit SPEC_ID'.")
         return
     table = Table(title=f"Edits in {ws.db_path}", title_justify="left")
-    for name in ("id", "spec", "cand", "engine", "model", "status", "check", "review", "finished"):
-        table.add_column(name)
+    for name in ("id", "spec", "sel", "engine", "model", "status", "check", "review", "finished"):
+        table.add_column(name, no_wrap=name in ("id", "spec", "sel", "status"), overflow="fold")
     for r in records:
         state = states[r.id]
         status = r.status if r.status == "ok" else f"[red]{r.status}[/]"
-        mark = " [green]selected[/]" if state["selected"] else ""
-        table.add_row(f"{r.id}{mark}", r.spec_id, str(r.candidate), r.engine, escape(r.model or ""), status,
-                      state["check"] or "—", state["review"] or "—", r.finished_at or "")
+        table.add_row(str(r.id), r.spec_id, "[green]✓[/]" if state["selected"] else "", r.engine,
+                      escape(r.model or ""), status, state["check"] or "—", state["review"] or "—",
+                      (r.finished_at or "")[:16].replace("T", " "))
     out.print(table)
+    err.print("sel ✓: the edit that stands for its spec in probes, reports and sheets.", style="dim")
 
 
 def _state(store, record) -> dict:

@@ -240,10 +240,11 @@ def show(ws, run_ref: str, as_json: bool) -> None:
 
 @runs.command()
 @click.argument("run_ref", metavar="RUN")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Write to this file (refused if it exists) instead of stdout.")
+@click.option("--output", type=click.Path(dir_okay=False), default=None,
+              help="Write to this file instead of stdout (an existing file is refused without --force).")
+@click.option("--force", is_flag=True, help="Replace an existing --output file.")
 @workspace_option
-def export(ws, run_ref: str, output: str | None) -> None:
+def export(ws, run_ref: str, output: str | None, force: bool) -> None:
     """Export a run as predictions JSONL (the input of replay: and 'cfkit report --predictions')."""
     from pathlib import Path
 
@@ -259,7 +260,7 @@ def export(ws, run_ref: str, output: str | None) -> None:
         click.echo(text, nl=False)
         return
     try:
-        write_text_atomic(Path(output), text, overwrite=False)
+        write_text_atomic(Path(output), text, overwrite=force)
     except FileExistsError:
-        raise InputError(f"{output} already exists; choose another file name.") from None
+        raise InputError(f"{output} already exists; choose another file name or pass --force to replace it.") from None
     status(f"wrote {output}")

@@ -7,8 +7,7 @@ import sys
 import click
 
 from cfkit.cli.console import out, warn, workspace_option
-
-FORMATS = ("table", "json", "csv", "md", "latex")
+from cfkit.vocabulary import REPORT_FORMATS as FORMATS
 MISSING_SHOWN = 20
 
 
@@ -19,7 +18,7 @@ MISSING_SHOWN = 20
 @click.option("--compare", "compare_specs", multiple=True, metavar="BASE=OTHER",
               help="Paired ContextCanvas test of two models (repeatable; Bonferroni over all given).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="table: Rich tables laid out like the paper; json: DESIGN.md's schema plus 'missing'; "
+              help="table: Rich tables laid out like the paper; json: the object of docs/report-schema.md; "
                    "csv: one number a row; md / latex: the table cells.")
 @click.option("--reference", is_flag=True, help="Show the paper's published rows beside yours (arXiv 2608.26713).")
 @click.option("--resamples", default=10_000, show_default=True, type=click.IntRange(min=1),

@@ -96,7 +96,7 @@ def _regenerate(ws):
 
 @click.command()
 @click.argument("spec_ids", nargs=-1)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="HTML file to write (default: <store>/sheets/sheet-<time>.html); the PNG goes beside it.")
 @click.option("--force", is_flag=True, help="Replace existing sheet files.")
 @workspace_option
@@ -108,7 +108,7 @@ def sheet(ws, spec_ids: tuple[str, ...], output: Path | None, force: bool) -> No
 
     \b
     Example:
-      cfkit sheet -o pairs.html
+      cfkit sheet --output pairs.html
     """
     from cfkit.review.sheet import write_sheet
 

@@ -123,10 +123,11 @@ def show(ws, spec_id: str, as_json: bool) -> None:
 @click.option("--prompt", default=None, help="Instruction for the image editor (default: built from cue and replacement).")
 @click.option("--mask", default=None, help="Mask PNG relative to interventions/ (default: masks/ID.png).")
 @click.option("--source", default=None, help="Where the intervention is described.")
+@click.option("--force", is_flag=True, help="Replace an existing spec file of that id.")
 @workspace_option
 def new(ws, spec_id: str, case: str, title: str, cue: str, replacement: str, prompt: str | None,
-        mask: str | None, source: str | None) -> None:
-    """Scaffold a new spec file; never overwrites an existing one.
+        mask: str | None, source: str | None, force: bool) -> None:
+    """Scaffold a new spec file; an existing one is kept unless --force.
 
     \b
     Example:
@@ -136,7 +137,7 @@ def new(ws, spec_id: str, case: str, title: str, cue: str, replacement: str, pro
     from cfkit.specs import create_spec
 
     path = create_spec(ws, spec_id=spec_id, case=case, title=title, cue=cue, replacement=replacement,
-                       prompt=prompt, mask=mask, source=source)
+                       prompt=prompt, mask=mask, source=source, overwrite=force)
     out.print(f"Wrote {path}")
     out.print(f"Next: draw the mask (white = edit) and run 'cfkit specs validate {spec_id}'.")
 

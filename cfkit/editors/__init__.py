@@ -133,7 +133,12 @@ def load_editor(name: str, options: OptionValues | Mapping[str, Any] | None = No
     """
     cls = editor_class(name)
     values = options if isinstance(options, OptionValues) else OptionValues.of(options, "-o")
-    validated = validate_options(cls.Options, values, what=f"engine '{name}'", see="cfkit edits engines")
+    if set(values.values) - set(cls.Options.model_fields):
+        others = {other: editor_class(other).Options for other in plugins(EDITORS) if other != name}
+    else:
+        others = None
+    validated = validate_options(cls.Options, values, what=f"engine '{name}'", see="cfkit edits engines",
+                                 elsewhere=others)
     return cls(validated)
 
 

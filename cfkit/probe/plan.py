@@ -22,7 +22,7 @@ from cfkit.prompts import load_templates, render_prompt, templates_sha256
 from cfkit.specs import load_spec, load_spec_file, spec_files
 from cfkit.store import Store, edits
 from cfkit.subsets import modality_subset_path, read_subset
-from cfkit.suites import SUITE_CONDITIONS
+from cfkit.vocabulary import SUITE_CONDITIONS
 from cfkit.workspace import Workspace
 
 CONFIDENCE = ("low", "medium", "high")

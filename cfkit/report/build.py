@@ -18,7 +18,7 @@ from cfkit.predictions import Prediction, check_predictions, load_predictions, p
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.rows import CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
 from cfkit.store import Store
-from cfkit.suites import SUITE_CONDITIONS
+from cfkit.vocabulary import SUITE_CONDITIONS
 from cfkit.workspace import Workspace
 
 #: The modality deltas of the paper (Table S9's text), in report order.

@@ -10,8 +10,9 @@ from typing import Any
 from cfkit.report.reference import load_reference
 from cfkit.report.rows import Report
 from cfkit.report.tables import display_tables
+from cfkit.vocabulary import REPORT_FORMATS
 
-FORMATS = ("table", "json", "csv", "md", "latex")
+FORMATS = REPORT_FORMATS
 
 
 def to_json(report: Report, *, reference: bool = False) -> str:

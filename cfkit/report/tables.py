@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from cfkit.report.reference import load_reference, reference_label
 from cfkit.report.rows import Report
-from cfkit.suites import SUITE_CONDITIONS
+from cfkit.vocabulary import SUITE_CONDITIONS
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from cfkit.errors import InputError
 from cfkit.store.db import Database, from_json, now, to_json
-from cfkit.suites import condition_rank
+from cfkit.vocabulary import condition_rank
 
 DDL = """
 CREATE TABLE IF NOT EXISTS runs (

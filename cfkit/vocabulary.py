@@ -1,7 +1,7 @@
-"""Suite and condition names: the vocabulary of the predictions contract.
+"""The names the record formats and the commands share: suites, conditions, report formats.
 
-Every module that names a suite or a condition takes it from here (see
-docs/formats.md, "Predictions").
+Every module that names a suite, a condition or an output format takes it from
+here (see docs/formats.md, "Predictions", and docs/report-schema.md).
 """
 
 from __future__ import annotations
@@ -31,3 +31,7 @@ def condition_rank(condition: str) -> tuple[int, str]:
     """A sort key putting conditions in report order, unknown ones last."""
     order = CONDITION_ORDER
     return (order.index(condition) if condition in order else len(order), condition)
+
+
+#: ``cfkit report --format`` values: Rich tables, the JSON object, long CSV, Markdown, LaTeX.
+REPORT_FORMATS: tuple[str, ...] = ("table", "json", "csv", "md", "latex")
