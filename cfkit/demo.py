@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import cfkit
-from cfkit.errors import CheckFailed, InputError
+from cfkit.errors import CheckFailed, NotFoundError, OutputError
 from cfkit.workspace import Workspace, load_workspace
 
 #: The baseline backends the demo probes with; they need nothing installed.
@@ -47,7 +47,7 @@ def find_mini() -> Path:
         candidate = base / "examples" / "mini"
         if (candidate / "cfkit.toml").is_file():
             return candidate
-    raise InputError(
+    raise NotFoundError(
         "the demo needs examples/mini, which is not next to this cfkit installation or in the current folder. "
         "Run it from a clone of the cfkit repository after 'pip install -e .'."
     )
@@ -60,7 +60,7 @@ def copy_mini(out: Path | None) -> Path:
         target = Path(tempfile.mkdtemp(prefix="cfkit-demo-")) / "mini"
     else:
         if out.exists() and any(out.iterdir()):
-            raise InputError(f"--output {out} is not empty; give a new or empty folder so nothing there is overwritten.")
+            raise OutputError(f"--output {out} is not empty; give a new or empty folder so nothing there is overwritten.")
         target = out
     shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".cfkit", "__pycache__"))
     return target
@@ -100,8 +100,8 @@ def run_demo(out: Path | None = None, *, on_step: Callable[[DemoStep], None] | N
         outcome = make_edit(ws, r.spec_id, engine="classical")
         verdicts.extend(f"{r.spec_id} {v}" for v in outcome.verdicts.values())
         result.notes.extend(outcome.notes)
-        if outcome.check_error:
-            result.notes.append(outcome.check_error)
+        if outcome.check_error is not None:
+            result.notes.append(f"the preservation check could not run on {outcome.plan.spec_id}: {outcome.check_error}")
         result.notes.extend(r.metrics["lpips_note"] for results in (outcome.checks or {}).values() for r in results
                             if r.metrics.get("lpips_note"))
     step("edit + check", ", ".join(verdicts) or "no verdicts", t)

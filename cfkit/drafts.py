@@ -14,7 +14,7 @@ from typing import Iterable, Literal
 
 from cfkit.captions import Caption, caption_path, dump_caption, parse_caption
 from cfkit.cases import Case
-from cfkit.errors import CaptionError, InputError
+from cfkit.errors import CaptionError, UsageError
 from cfkit.files import read_text
 from cfkit.lint import Finding, lint_caption, verdict_terms
 from cfkit.prompts import Templates, fill_slots, load_templates
@@ -90,7 +90,7 @@ def draft_captions(ws: Workspace, backend, case_ids: Iterable[str] = (), *, subs
     # 1. Check the inputs.
     capabilities = getattr(backend, "capabilities", None)
     if capabilities is not None and not capabilities.images:
-        raise InputError(f"backend {backend.model} cannot see images; draft with a vision-language model "
+        raise UsageError(f"backend {backend.model} cannot see images; draft with a vision-language model "
                          "(e.g. --model openai:gpt-5.5 or hf:Qwen/Qwen3-VL-8B-Instruct).")
     cases = workspace_cases(ws)
     ids = select_cases(ws, cases, case_ids, subset)

@@ -36,8 +36,7 @@ import numpy as np
 
 from cfkit.composite import COMPOSITE_DILATE_PX, COMPOSITE_FEATHER_PX, composite, labelled_png
 from cfkit.editors import EditRequest, EditResult, Editor, auto_chain, editor_class, load_editor
-from cfkit.errors import (CaseError, CfkitError, EditorError, EditorTransport, EditorUnavailable, EditRefused,
-                          ImageError, InputError, SpecError)
+from cfkit.errors import (CaseError, CfkitError, EditRefused, EditorError, EditorTransport, EditorUnavailable, ImageError, OptionError, SpecError, UsageError)
 from cfkit.files import write_bytes_atomic
 from cfkit.images import open_image
 from cfkit.masks import load_mask
@@ -90,7 +89,7 @@ class EditOutcome:
     attempts: list[Attempt]
     notes: list[str]
     checks: dict[int, list[CheckResult]] = field(default_factory=dict)  # edit id -> its checks
-    check_error: str | None = None
+    check_error: CfkitError | None = None  # why the check could not run (the edit is saved all the same)
     verdicts: dict[int, str] = field(default_factory=dict)  # edit id -> composite verdict: "pass", "fail (without LPIPS)" …
 
     @property
@@ -139,18 +138,18 @@ def _given_options(chain: tuple[str, ...], options: Mapping[str, Any], model: st
         engine, dot, name = key.partition(".")
         if dot:
             if engine not in given:
-                raise InputError(f"-o {key}={value}: '{engine}' is not an engine of this edit ({', '.join(chain)}).")
+                raise OptionError(f"-o {key}={value}: '{engine}' is not an engine of this edit ({', '.join(chain)}).")
             put(engine, name, value, "-o")
         elif len(chain) == 1:
             put(chain[0], key, value, "-o")
         else:
-            raise InputError(f"-o {key}={value}: --engine auto tries {', '.join(chain)}; name the engine the option "
+            raise OptionError(f"-o {key}={value}: --engine auto tries {', '.join(chain)}; name the engine the option "
                              f"is for, e.g. -o {chain[0]}.{key}={value}.")
     for flag, key, value in (("--model", "model", model), ("--input", "input", input_path)):
         if value is None:
             continue
         if len(chain) != 1:
-            raise InputError(f"{flag} sets an option of one engine; with --engine auto ({', '.join(chain)}) name "
+            raise UsageError(f"{flag} sets an option of one engine; with --engine auto ({', '.join(chain)}) name "
                              f"the engine, e.g. --engine {chain[0]} {flag} …, or use -o ENGINE.{key}=….")
         put(chain[0], key, value, flag)
     return given
@@ -164,10 +163,10 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
     engine = engine or ws.config.edit.engine
     n = ws.config.edit.candidates if n is None else n
     if n < 1:
-        raise InputError(f"-n {n}: the number of candidates must be at least 1.")
+        raise UsageError(f"-n {n}: the number of candidates must be at least 1.")
     chain = auto_chain(ws.config.edit.auto) if engine == "auto" else (engine,)
     if not chain:
-        raise InputError("--engine auto: no installed engine takes part in auto; name one with --engine NAME.")
+        raise UsageError("--engine auto: no installed engine takes part in auto; name one with --engine NAME.")
     for name in chain:
         _check_candidates(name, n)
     given = _given_options(chain, options or {}, model, input_path)
@@ -212,8 +211,8 @@ def _check_candidates(name: str, n: int) -> None:
     if n <= most:
         return
     if most == 1:
-        raise InputError(f"engine '{name}' makes one image per call; -n {n} is not possible. Use -n 1.")
-    raise InputError(f"engine '{name}' makes at most {most} images per call; -n {n} is too many.")
+        raise UsageError(f"engine '{name}' makes one image per call; -n {n} is not possible. Use -n 1.")
+    raise UsageError(f"engine '{name}' makes at most {most} images per call; -n {n} is too many.")
 
 
 def _source_of(ws: Workspace, spec_file: SpecFile) -> tuple[Any, Path]:
@@ -263,7 +262,7 @@ def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int 
         with Store(ws.db_path) as store:
             accepted = reviews.accepted_edit_id(store, plan.spec_id)
         if accepted is not None:
-            raise InputError(
+            raise UsageError(
                 f"spec {plan.spec_id} already has an accepted edit (#{accepted}); it is kept and stays selected. "
                 "Pass --again to make more candidates anyway."
             )
@@ -390,12 +389,13 @@ def _save_candidate(ws: Workspace, store: Store, prep: _Prepared, engine: str, r
     return edits.get(store, edit_id)
 
 
-def _run_checks(ws: Workspace, store: Store, edit_ids: list[int]) -> tuple[dict[int, list[CheckResult]], str | None]:
+def _run_checks(ws: Workspace, store: Store,
+                edit_ids: list[int]) -> tuple[dict[int, list[CheckResult]], CfkitError | None]:
     results: dict[int, list[CheckResult]] = {}
     for edit_id in edit_ids:
         try:
             results[edit_id] = check_edit(ws, store, edit_id)
         except CfkitError as exc:
-            # The edit is saved; a check that cannot run is reported, not fatal.
-            return results, f"the preservation check could not run on edit #{edit_id}: {exc}"
+            # The edit is saved; a check that cannot run is reported with the edit, not fatal.
+            return results, exc
     return results, None

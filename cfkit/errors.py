@@ -4,12 +4,18 @@ Library code raises these; only the CLI turns them into messages. A message
 names what failed, the bad value, what is allowed and what to do next.
 
     CfkitError
-    ├── InputError            bad input from the user (exit status 2)
+    ├── InputError            bad input from the user (exit status 2); always one of:
+    │   ├── UsageError        a command's arguments are wrong or do not go together
+    │   ├── OptionError       an engine's or backend's option is unknown or has a bad value
+    │   ├── PluginError       an engine or backend name is unknown or registered twice
+    │   ├── NotFoundError     what the command needs is not there (a run, an edit, predictions)
+    │   ├── OutputError       a file cannot be written where asked (it exists, the folder refuses)
     │   ├── ConfigError       cfkit.toml or workspace discovery
-    │   ├── CaseError         cases.jsonl records
+    │   ├── CaseError         cases.jsonl records and case subsets
     │   ├── SpecError         edit specs, masks, regions
     │   ├── ImageError        an image that cannot be read or is unsafe
     │   ├── CaptionError      caption files
+    │   ├── TemplateError     probe templates
     │   └── PredictionError   predictions JSONL
     ├── CheckFailed           a check ran and did not pass (exit status 1)
     ├── StoreError            the SQLite store
@@ -45,6 +51,26 @@ class InputError(CfkitError):
     exit_code = 2
 
 
+class UsageError(InputError):
+    """A command's arguments are wrong or do not go together (a flag's value, a combination, a count)."""
+
+
+class OptionError(InputError):
+    """An engine's or backend's option (``-o KEY=VALUE``, cfkit.toml, a spec) is unknown or has a bad value."""
+
+
+class PluginError(InputError):
+    """An engine or backend name is not installed, or two packages register the same name."""
+
+
+class NotFoundError(InputError):
+    """Something the command needs is not there: a run, an edit, predictions, requests to send."""
+
+
+class OutputError(InputError):
+    """A file cannot be written where the user asked: it exists (and --force was not given), or the folder refuses it."""
+
+
 class ConfigError(InputError):
     """cfkit.toml is missing, malformed or names something that does not exist."""
 
@@ -63,6 +89,10 @@ class ImageError(InputError):
 
 class CaptionError(InputError):
     """A caption file is malformed."""
+
+
+class TemplateError(InputError):
+    """A probe template is malformed (a slot missing or repeated)."""
 
 
 class PredictionError(InputError):

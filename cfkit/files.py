@@ -48,7 +48,7 @@ def write_text_atomic(path: Path, text: str, *, overwrite: bool = True) -> None:
     write_bytes_atomic(path, text.encode("utf-8"), overwrite=overwrite)
 
 
-def read_text(path: Path, what: str, error: type[InputError] = InputError) -> str:
+def read_text(path: Path, what: str, error: type[InputError]) -> str:
     """A UTF-8 text file, or ``error`` saying why it cannot be read (``FileNotFoundError`` passes through)."""
     try:
         return path.read_text(encoding="utf-8")

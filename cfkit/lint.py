@@ -17,7 +17,7 @@ from typing import Iterable, Literal
 
 from cfkit.captions import Caption, caption_files, caption_path, parse_caption
 from cfkit.cases import Case
-from cfkit.errors import CaptionError
+from cfkit.errors import CaptionError, ConfigError
 from cfkit.files import read_text
 from cfkit.prompts import display_path
 from cfkit.subsets import select_cases, workspace_cases
@@ -191,7 +191,7 @@ def verdict_terms(ws: Workspace | None = None) -> tuple[str, ...]:
     if ws is not None:
         path = ws.probes_dir / "verdict-words.txt"
         if path.is_file():
-            for line in read_text(path, "verdict word list").splitlines():
+            for line in read_text(path, "verdict word list", ConfigError).splitlines():
                 term = line.split("#", 1)[0].strip()
                 if term and term not in terms:
                     terms.append(term)

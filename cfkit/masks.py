@@ -114,8 +114,8 @@ def mask_coverage_standalone(ws: Workspace, spec: Spec, cases: CaseSet | None) -
             try:
                 with Image.open(path) as im:
                     size = im.size if (im.getexif().get(0x0112, 1) not in (5, 6, 7, 8)) else im.size[::-1]
-            except Exception:
-                size = None
+            except (OSError, ValueError, Image.DecompressionBombError):
+                size = None  # an unreadable image: the listing shows no coverage; 'specs validate' says why
     try:
         if size is not None:
             return load_mask(ws, spec, size).coverage

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from cfkit.errors import InputError
+from cfkit.errors import OptionError
 
 
 class PluginOptions(BaseModel):
@@ -60,9 +60,9 @@ def parse_option_pairs(pairs: Iterable[str]) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise InputError(f"option '{pair}' is not KEY=VALUE; write it as -o KEY=VALUE (e.g. -o timeout=30).")
+            raise OptionError(f"option '{pair}' is not KEY=VALUE; write it as -o KEY=VALUE (e.g. -o timeout=30).")
         if key in options:
-            raise InputError(f"option '{key}' is given twice (-o {key}={options[key]} and -o {pair}); keep one.")
+            raise OptionError(f"option '{key}' is given twice (-o {key}={options[key]} and -o {pair}); keep one.")
         options[key] = value
     return options
 
@@ -93,7 +93,7 @@ def validate_options(options_cls: type[BaseModel], values: OptionValues | Mappin
         key = unknown[0]
         takers = sorted(name for name, cls in (elsewhere or {}).items() if key in cls.model_fields)
         hint = f" Taken by: {', '.join(takers)}." if takers else ""
-        raise InputError(f"{what} has no option '{key}' ({describe_origin(values.origin(key), key, values.values[key])})."
+        raise OptionError(f"{what} has no option '{key}' ({describe_origin(values.origin(key), key, values.values[key])})."
                          f" Allowed: {allowed}.{hint} See '{see}'.")
     try:
         return options_cls.model_validate(values.values)
@@ -107,7 +107,7 @@ def validate_options(options_cls: type[BaseModel], values: OptionValues | Mappin
             where = ", ".join(describe_origin(values.origin(k), k, v) for k, v in values.values.items()) or "defaults"
         else:
             where = f"option '{key}'"
-        raise InputError(f"{what} {where}: {message}. See '{see}'.") from exc
+        raise OptionError(f"{what} {where}: {message}. See '{see}'.") from exc
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from typing import Iterable
 
 from cfkit.captions import Caption, caption_path, load_caption
 from cfkit.cases import Case
-from cfkit.errors import CaptionError, InputError
+from cfkit.errors import CaptionError, CaseError, TemplateError, UsageError
 from cfkit.files import read_text
 from cfkit.subsets import select_cases, workspace_cases
 from cfkit.vocabulary import MODALITY_CONDITIONS
@@ -93,7 +93,7 @@ def load_templates(ws: Workspace, names: Iterable[str] = PROBE_TEMPLATES) -> Tem
     for name in names:
         local = override_dir / name
         if local.is_file():
-            texts[name] = read_text(local, "template")
+            texts[name] = read_text(local, "template", TemplateError)
             sources[name] = local
         else:
             texts[name], sources[name] = _packaged_template(name)
@@ -121,7 +121,7 @@ def _check_templates(texts: dict[str, str], sources: dict[str, Path]) -> None:
             have = found.count(slot)
             if have != count:
                 need = "must not contain" if count == 0 else f"must contain exactly {count} of"
-                raise InputError(
+                raise TemplateError(
                     f"template {sources[name]}: {need} '{{{slot}}}' (found {have}). "
                     "Fix it, or delete it to use cfkit's default."
                 )
@@ -161,7 +161,7 @@ def visual_slot(templates: Templates, condition: str, *, caption: Caption | None
         return fill_slots(templates[f"visual-{condition}.txt"], {"neutral": neutral, "evidence": evidence}).strip()
     if condition == "image":
         return templates["visual-image.txt" if n_images == 1 else "visual-images.txt"].strip()
-    raise InputError(f"condition '{condition}' is not one of {', '.join(CONDITIONS)}.")
+    raise UsageError(f"condition '{condition}' is not one of {', '.join(CONDITIONS)}.")
 
 
 def render_prompt(ws: Workspace, case: Case, condition: str, *, images: list[Path] | None = None,
@@ -176,16 +176,16 @@ def render_prompt(ws: Workspace, case: Case, condition: str, *, images: list[Pat
     """
     # 1. Check the inputs.
     if condition not in CONDITIONS:
-        raise InputError(f"condition '{condition}' is not one of {', '.join(CONDITIONS)}.")
+        raise UsageError(f"condition '{condition}' is not one of {', '.join(CONDITIONS)}.")
     if images is not None and condition != "image":
-        raise InputError(f"images are given only to the image condition, not to '{condition}'.")
+        raise UsageError(f"images are given only to the image condition, not to '{condition}'.")
     templates = templates or load_templates(ws)
     image_paths: tuple[Path, ...] = ()
     if condition == "image":
         image_paths = tuple(Path(p) for p in images) if images is not None else tuple(
             ws.image_root / name for name in case.images)
         if len(image_paths) not in (1, 2):
-            raise InputError(f"case {case.id}: the image condition takes 1 or 2 images, got {len(image_paths)}.")
+            raise CaseError(f"case {case.id}: the image condition takes 1 or 2 images, got {len(image_paths)}.")
     if condition in ("neutral", "evidence"):
         caption = caption or load_caption(ws, case.id)
         path = caption_path(ws, case.id)
@@ -231,7 +231,7 @@ def build_conditions(ws: Workspace, case_ids: Iterable[str] = (), *, subset: str
     wanted = list(conditions)
     for condition in wanted:
         if condition not in CONDITIONS:
-            raise InputError(f"condition '{condition}' is not one of {', '.join(CONDITIONS)}.")
+            raise UsageError(f"condition '{condition}' is not one of {', '.join(CONDITIONS)}.")
     templates = load_templates(ws)
     captions: dict[str, Caption] = {}
     if {"neutral", "evidence"} & set(wanted):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 
-from cfkit.errors import InputError
+from cfkit.errors import PluginError
 
 EDITORS = "cfkit.editors"
 BACKENDS = "cfkit.backends"
@@ -34,7 +34,7 @@ def plugins(group: str) -> dict[str, Plugin]:
         plugin = Plugin(ep.name, ep.value, package)
         previous = found.get(ep.name)
         if previous is not None and previous.value != plugin.value:
-            raise InputError(
+            raise PluginError(
                 f"{_KIND[group][0]} name '{ep.name}' is registered twice: by {previous.package} "
                 f"({previous.value}) and by {package} ({ep.value}). Uninstall one of them."
             )
@@ -48,6 +48,6 @@ def load(group: str, name: str):
     kind, flag, see = _KIND[group]
     if name not in available:
         names = ", ".join(sorted(available)) or "none"
-        raise InputError(f"Unknown {kind} '{name}'. Installed: {names}. See '{see}'.")
+        raise PluginError(f"Unknown {kind} '{name}'. Installed: {names}. See '{see}'.")
     plugin = available[name]
     return EntryPoint(name=name, value=plugin.value, group=group).load()

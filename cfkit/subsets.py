@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Iterable
 
 from cfkit.cases import CaseSet, load_cases
-from cfkit.errors import CaseError, InputError
+from cfkit.errors import CaseError, UsageError
 from cfkit.files import read_text
 from cfkit.workspace import Workspace
 
@@ -18,9 +18,9 @@ from cfkit.workspace import Workspace
 def read_subset(path: Path, cases: CaseSet) -> list[str]:
     """Case ids of a subset file: one id a line, ``#`` comments and blank lines ignored."""
     try:
-        lines = read_text(path, "subset file").splitlines()
+        lines = read_text(path, "subset file", CaseError).splitlines()
     except FileNotFoundError:
-        raise InputError(f"subset file {path} not found. Give a file with one case id a line.") from None
+        raise CaseError(f"subset file {path} not found. Give a file with one case id a line.") from None
     ids: list[str] = []
     seen: dict[str, int] = {}
     for lineno, line in enumerate(lines, start=1):
@@ -30,11 +30,11 @@ def read_subset(path: Path, cases: CaseSet) -> list[str]:
         if case_id not in cases:
             raise CaseError(f"{path}:{lineno}: case '{case_id}' is not in {cases.path}. Fix or remove the line.")
         if case_id in seen:
-            raise InputError(f"{path}:{lineno}: case '{case_id}' repeats line {seen[case_id]}. Remove one.")
+            raise CaseError(f"{path}:{lineno}: case '{case_id}' repeats line {seen[case_id]}. Remove one.")
         seen[case_id] = lineno
         ids.append(case_id)
     if not ids:
-        raise InputError(f"subset file {path} lists no case ids. Write one case id a line there.")
+        raise CaseError(f"subset file {path} lists no case ids. Write one case id a line there.")
     return ids
 
 
@@ -59,7 +59,7 @@ def select_cases(ws: Workspace, cases: CaseSet, case_ids: Iterable[str] = (), su
     """
     ids = list(case_ids)
     if ids and subset is not None:
-        raise InputError(f"give case ids or --subset {subset}, not both.")
+        raise UsageError(f"give case ids or --subset {subset}, not both.")
     if ids:
         for case_id in ids:
             cases.get(case_id)  # raises a CaseError naming the cases file

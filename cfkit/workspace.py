@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cfkit.errors import ConfigError, InputError, describe_validation
+from cfkit.errors import ConfigError, SpecError, describe_validation
 
 CONFIG_NAME = "cfkit.toml"
 ENV_VAR = "CFKIT_WORKSPACE"
@@ -155,7 +155,7 @@ class Workspace:
         candidate = (base / value).resolve()
         root = self.root.resolve()
         if not candidate.is_relative_to(root):
-            raise InputError(
+            raise SpecError(
                 f"{what} '{value}' points outside the workspace {root}; "
                 "keep masks and assets inside the workspace folder."
             )

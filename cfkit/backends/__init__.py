@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from cfkit import registry
-from cfkit.errors import InputError, TransportError
+from cfkit.errors import TransportError, UsageError
 from cfkit.images import ImageData
 from cfkit.options import OptionField, PluginOptions, identity_options, option_fields, parse_option_pairs, validate_options
 
@@ -171,7 +171,7 @@ def split_model(spec: str) -> tuple[str, str]:
     kind, sep, name = spec.partition(":")
     if not sep or not kind or not name:
         kinds = ", ".join(sorted(registry.plugins(registry.BACKENDS))) or "none"
-        raise InputError(
+        raise UsageError(
             f"model '{spec}' is not KIND:NAME (e.g. openai:gpt-5.5, hf:Qwen/Qwen3-VL-8B-Instruct, "
             f"baseline:always-no). Installed kinds: {kinds}."
         )

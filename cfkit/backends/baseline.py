@@ -23,7 +23,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from cfkit.backends import BackendContext, BackendOptions, Capabilities, KnownAnswer, ProbeRequest, Reply
-from cfkit.errors import InputError
+from cfkit.errors import UsageError
 
 RULES = ("always-no", "always-yes", "majority", "random")
 
@@ -51,10 +51,10 @@ class BaselineBackend:
 
     def __init__(self, name: str, options: BaselineOptions, context: BackendContext | None = None):
         if name not in RULES:
-            raise InputError(f"unknown baseline '{name}'. Choose one of: {', '.join(RULES)} (e.g. baseline:always-no).")
+            raise UsageError(f"unknown baseline '{name}'. Choose one of: {', '.join(RULES)} (e.g. baseline:always-no).")
         context = context or BackendContext()
         if name == "majority" and not context.gold_labels:
-            raise InputError("baseline:majority needs the suite's gold labels; run it through 'cfkit probe run'.")
+            raise UsageError("baseline:majority needs the suite's gold labels; run it through 'cfkit probe run'.")
         self.name = name
         self.model = f"{self.kind}:{name}"
         self.options = options

@@ -144,15 +144,22 @@ class HFBackend:
             images.append(fit_square(decoded, self.options.image_size, self.options.image_fit))
         return images
 
-    def _prompt(self, processor, request: ProbeRequest, n_images: int) -> str:
+    def _prompt(self, processor, request: ProbeRequest, n_images: int) -> tuple[str, tuple[str, ...]]:
+        """The rendered chat prompt, and a note when the system message had to move into the user turn."""
+        from jinja2.exceptions import TemplateError
+
         user = [{"type": "image"} for _ in range(n_images)] + [{"type": "text", "text": request.user}]
         with_system = [{"role": "system", "content": [{"type": "text", "text": request.system}]},
                        {"role": "user", "content": user}]
         try:
-            return processor.apply_chat_template(with_system, add_generation_prompt=True, tokenize=False)
-        except Exception:  # noqa: BLE001 - some templates refuse a system turn; fold it into the user turn
+            return processor.apply_chat_template(with_system, add_generation_prompt=True, tokenize=False), ()
+        except TemplateError as exc:
+            # Some chat templates raise on a system turn ("System role not supported"): the system text then
+            # opens the user turn, and the run records that the model saw it there.
             merged = [{"role": "user", "content": [{"type": "text", "text": request.system + "\n\n"}] + user}]
-            return processor.apply_chat_template(merged, add_generation_prompt=True, tokenize=False)
+            note = (f"{self.model}: the chat template takes no system turn ({exc}); the system message was "
+                    "sent at the start of the user turn")
+            return processor.apply_chat_template(merged, add_generation_prompt=True, tokenize=False), (note,)
 
     def answer(self, request: ProbeRequest) -> Reply:
         import torch
@@ -161,7 +168,7 @@ class HFBackend:
         with self._lock:
             model, processor, device = self._load()
             images = self._images(request)
-            prompt = self._prompt(processor, request, len(images))
+            prompt, notes = self._prompt(processor, request, len(images))
             try:
                 inputs = processor(text=prompt, images=images or None, return_tensors="pt")
                 inputs = inputs.to(device, dtype=model.dtype)  # casts only the floating tensors (pixel values)
@@ -173,4 +180,4 @@ class HFBackend:
             new_tokens = output[0, prompt_tokens:]
             text = processor.decode(new_tokens, skip_special_tokens=True).strip()
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": int(new_tokens.shape[0])}
-        return Reply(raw=text, usage=usage, latency_s=time.perf_counter() - started)
+        return Reply(raw=text, usage=usage, latency_s=time.perf_counter() - started, notes=notes)

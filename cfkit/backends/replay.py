@@ -18,7 +18,7 @@ from pydantic import Field
 from cfkit.backends import (
     BackendContext, BackendOptions, Capabilities, KnownAnswer, ProbeRequest, Reply, TransportError,
 )
-from cfkit.errors import InputError
+from cfkit.errors import OptionError, PredictionError
 
 
 class ReplayOptions(BackendOptions):
@@ -41,16 +41,16 @@ class ReplayBackend:
         if not path.is_absolute() and not path.exists() and context.root is not None:
             path = context.root / path
         if not path.is_file():
-            raise InputError(f"replay file {name} not found. Give a predictions JSONL, e.g. from 'cfkit runs export'.")
+            raise PredictionError(f"replay file {name} not found. Give a predictions JSONL, e.g. from 'cfkit runs export'.")
         predictions = load_predictions([path])
         models = sorted({p.model for p in predictions})
         if options.model is not None:
             if options.model not in models:
-                raise InputError(f"replay file {path} has no predictions of model '{options.model}'. "
+                raise PredictionError(f"replay file {path} has no predictions of model '{options.model}'. "
                                  f"Models there: {', '.join(models) or 'none'}.")
             predictions = [p for p in predictions if p.model == options.model]
         elif len(models) > 1:
-            raise InputError(f"replay file {path} holds {len(models)} models ({', '.join(models)}); "
+            raise OptionError(f"replay file {path} holds {len(models)} models ({', '.join(models)}); "
                              "choose one with -o model=NAME.")
         self.name = name
         self.model = f"{self.kind}:{name}"

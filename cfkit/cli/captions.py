@@ -8,6 +8,7 @@ import click
 from rich.markup import escape
 
 from cfkit.cli.console import err, out, print_json, status, workspace_option
+from cfkit.errors import OutputError, UsageError
 
 CONDITION_CHOICE = click.Choice(["text", "neutral", "evidence", "image"])
 
@@ -46,7 +47,6 @@ def build(ws, case_ids: tuple[str, ...], subset: str | None, conditions: tuple[s
     import sys
 
     from cfkit.prompts import CONDITIONS, build_conditions, conditions_jsonl
-    from cfkit.errors import InputError
     from cfkit.files import write_text_atomic
 
     rendered = build_conditions(ws, case_ids, subset=subset, conditions=conditions or CONDITIONS)
@@ -55,7 +55,7 @@ def build(ws, case_ids: tuple[str, ...], subset: str | None, conditions: tuple[s
         sys.stdout.write(text)
         return
     if out_path.exists() and not force:
-        raise InputError(f"{out_path} already exists; choose another --output file or pass --force to replace it.")
+        raise OutputError(f"{out_path} already exists; choose another --output file or pass --force to replace it.")
     write_text_atomic(out_path, text)
     n_cases = len({r.case for r in rendered})
     status(f"Wrote {len(rendered)} prompts for {n_cases} cases to {out_path}")
@@ -164,11 +164,11 @@ def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[
     from cfkit.backends import load_backend
     from cfkit.options import parse_option_pairs
     from cfkit.drafts import draft_captions
-    from cfkit.errors import CheckFailed, InputError
+    from cfkit.errors import CheckFailed
 
     model_spec = model_spec or ws.config.probe.model
     if not model_spec:
-        raise InputError("no model given; pass --model KIND:NAME (e.g. openai:gpt-5.5) or set [probe] model in cfkit.toml.")
+        raise UsageError("no model given; pass --model KIND:NAME (e.g. openai:gpt-5.5) or set [probe] model in cfkit.toml.")
     backend = load_backend(model_spec, parse_option_pairs(options))
     results = draft_captions(ws, backend, case_ids, subset=subset, redraft=redraft)
     style = {"written": "green", "kept": "dim", "failed": "red"}

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
+from cfkit.errors import NotFoundError, UsageError
 
 
 def _num(value: float | None, fmt: str, none: str = "—") -> str:
@@ -38,19 +39,19 @@ def check(ws, spec_ids: tuple[str, ...], all_specs: bool, edit_id: int | None, l
       cfkit check CF18
       cfkit check --all --lpips-weights ~/weights/alexnet-owt-7be5be79.pth
     """
-    from cfkit.errors import CheckFailed, InputError
+    from cfkit.errors import CheckFailed
     from cfkit.preserve import check_edit, check_spec
     from cfkit.store import Store, edits
 
     if sum([bool(spec_ids), all_specs, edit_id is not None]) != 1:
-        raise InputError("give spec ids, --all or --edit ID (exactly one of them). Example: 'cfkit check CF18'.")
+        raise UsageError("give spec ids, --all or --edit ID (exactly one of them). Example: 'cfkit check CF18'.")
     with Store(ws.db_path) as store:
         if edit_id is not None:
             groups = [check_edit(ws, store, edit_id, lpips_weights=lpips_weights)]
         else:
             ids = edits.specs_with_edits(store) if all_specs else list(spec_ids)
             if not ids:
-                raise InputError(f"no spec in {ws.root} has an edit yet; make one with 'cfkit edit CF01'.")
+                raise NotFoundError(f"no spec in {ws.root} has an edit yet; make one with 'cfkit edit CF01'.")
             groups = [check_spec(ws, store, spec_id, lpips_weights=lpips_weights) for spec_id in ids]
     results = [r for group in groups for r in group]
     note = results[0].metrics.get("lpips_note") if results else None

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, warn, workspace_option
 from cfkit.store import edits as edits_table
+from cfkit.errors import NotFoundError
 
 
 def _rel(ws, path: Path | None) -> str:
@@ -74,8 +75,8 @@ def edit(ws, spec_id: str, engine: str | None, pairs: tuple[str, ...], model: st
         err.print(f"made with {outcome.engine} after falling back", style="dim")
     for note in outcome.notes:
         err.print(f"note: {escape(note)}", style="dim")
-    if outcome.check_error:
-        warn(outcome.check_error)
+    if outcome.check_error is not None:
+        warn(f"the preservation check could not run: {outcome.check_error}")
     lpips_note = next((r.metrics.get("lpips_note") for results in (outcome.checks or {}).values() for r in results
                        if r.metrics.get("lpips_note")), None)
     if lpips_note and lpips_note.startswith("LPIPS unavailable"):
@@ -183,18 +184,17 @@ def show(ws, target: str, as_json: bool) -> None:
       cfkit edits show CF18
       cfkit edits show 12 --json
     """
-    from cfkit.errors import InputError
 
     store = _store_or_none(ws)
     if store is None:
-        raise InputError(f"no edits recorded yet in {ws.db_path}. Make one with 'cfkit edit SPEC_ID'.")
+        raise NotFoundError(f"no edits recorded yet in {ws.db_path}. Make one with 'cfkit edit SPEC_ID'.")
     with store:
         if target.isdigit():
             records = [edits_table.get(store, int(target))]
         else:
             records = edits_table.list_edits(store, [target])
             if not records:
-                raise InputError(f"no edits recorded for '{target}'. Make one with 'cfkit edit {target}'.")
+                raise NotFoundError(f"no edits recorded for '{target}'. Make one with 'cfkit edit {target}'.")
         states = {r.id: _state(store, r) for r in records}
     if as_json:
         print_json([r.as_dict() | states[r.id] for r in records])

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
+from cfkit.errors import OutputError, UsageError
 
 SUITE_CHOICE = click.Choice(["contextcanvas", "counterfactual", "modality"])
 
@@ -49,21 +50,20 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
       cfkit probe run -m baseline:majority -s contextcanvas
     """
     from cfkit.options import parse_option_pairs
-    from cfkit.errors import InputError
     from cfkit.probe import probe_suite
     from cfkit.store import open_store
 
     model = model or ws.config.probe.model
     if not model:
-        raise InputError("no model given. Pass --model KIND:NAME (e.g. openai:gpt-5.5) or set [probe] model "
+        raise UsageError("no model given. Pass --model KIND:NAME (e.g. openai:gpt-5.5) or set [probe] model "
                          "in cfkit.toml.")
     options = parse_option_pairs(pairs)
     for flag, key, value in (("--base-url", "base_url", base_url), ("--api-key-env", "api_key_env", api_key_env)):
         if value is not None:
             if not model.startswith("openai:"):
-                raise InputError(f"{flag} is for openai: models; {model} does not take it.")
+                raise UsageError(f"{flag} is for openai: models; {model} does not take it.")
             if key in options:
-                raise InputError(f"{flag} and -o {key}=… both given; keep one.")
+                raise UsageError(f"{flag} and -o {key}=… both given; keep one.")
             options[key] = value
     with open_store(ws.db_path) as store, _ProgressBar(suite) as bar:
         summary = probe_suite(ws, store, model, suite, options=options, concurrency=concurrency,
@@ -248,7 +248,6 @@ def export(ws, run_ref: str, output: str | None, force: bool) -> None:
     """Export a run as predictions JSONL (the input of replay: and 'cfkit report --predictions')."""
     from pathlib import Path
 
-    from cfkit.errors import InputError
     from cfkit.files import write_text_atomic
     from cfkit.predictions import export_run
     from cfkit.store.runs import find_run
@@ -262,5 +261,5 @@ def export(ws, run_ref: str, output: str | None, force: bool) -> None:
     try:
         write_text_atomic(Path(output), text, overwrite=force)
     except FileExistsError:
-        raise InputError(f"{output} already exists; choose another file name or pass --force to replace it.") from None
+        raise OutputError(f"{output} already exists; choose another file name or pass --force to replace it.") from None
     status(f"wrote {output}")

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from cfkit.cli.console import err, out, print_json, workspace_option
+from cfkit.errors import UsageError
 
 
 @click.command()
@@ -32,14 +33,13 @@ def review(ws, spec_ids: tuple[str, ...], pending: bool, decision: str | None, n
       cfkit review --pending
       cfkit review CF18 --reject --note "the children's faces changed"
     """
-    from cfkit.errors import InputError
     from cfkit.review.loop import pending_specs, review_loop
     from cfkit.store import Store
 
     if decision == "reject" and not note:
-        raise InputError("--reject needs --note saying why, e.g. --note \"the background changed\".")
+        raise UsageError("--reject needs --note saying why, e.g. --note \"the background changed\".")
     if bool(spec_ids) == pending:
-        raise InputError("give spec ids or --pending (one of them). Example: 'cfkit review CF18'.")
+        raise UsageError("give spec ids or --pending (one of them). Example: 'cfkit review CF18'.")
     with Store(ws.db_path) as store:
         ids = pending_specs(store) if pending else list(spec_ids)
         if not ids:

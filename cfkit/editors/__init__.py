@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 from PIL import Image
 
-from cfkit.errors import InputError, SpecError
+from cfkit.errors import SpecError, UsageError
 from cfkit.options import OptionField, OptionValues, PluginOptions, option_fields, validate_options
 from cfkit.registry import EDITORS, load, plugins
 
@@ -121,7 +121,7 @@ class Editor(Protocol):
 def editor_class(name: str) -> type:
     """The class registered as ``name``; unknown names list what is installed."""
     if name == "auto":
-        raise InputError("'auto' is a chain of engines, not one engine; name one.")
+        raise UsageError("'auto' is a chain of engines, not one engine; name one.")
     return load(EDITORS, name)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import Field
 
 from cfkit.editors import EditorOptions, EditRequest, EditResult, resize_rgb
-from cfkit.errors import ImageError, InputError
+from cfkit.errors import ImageError, OptionError
 from cfkit.images import open_image
 
 #: Largest relative difference of aspect ratios accepted for a resized import.
@@ -43,7 +43,7 @@ class FileEditor:
     def check(self, request: EditRequest) -> None:
         """The input must be given and be a readable image, before anything is written."""
         if self.options.input is None:
-            raise InputError("the file engine imports an edit made elsewhere; give the image with --input PATH.")
+            raise OptionError("the file engine imports an edit made elsewhere; give the image with --input PATH.")
         open_image(self.options.input, what="--input")
 
     def edit(self, request: EditRequest) -> EditResult:

@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import Field
 
 from cfkit.editors import EditorOptions, EditRequest, EditResult, resize_mask, resize_rgb
-from cfkit.errors import EditorError, EditorTransport, EditorUnavailable, EditRefused, ImageError, InputError
+from cfkit.errors import (EditRefused, EditorError, EditorTransport, EditorUnavailable, ImageError, SpecError, UsageError)
 from cfkit.images import decode_image, png_bytes
 
 #: The API's limit for the mask upload (bytes).
@@ -185,7 +185,7 @@ class OpenAIEditor:
         except ImportError as exc:
             raise EditorUnavailable("openai: the 'openai' package is not installed. Run: pip install 'cfkit[openai]'.") from exc
         if not 1 <= request.n <= 10:
-            raise InputError(f"openai: -n {request.n} is out of range; the images API makes 1 to 10 images per call.")
+            raise UsageError(f"openai: -n {request.n} is out of range; the images API makes 1 to 10 images per call.")
 
         # 2. Build and check the uploads.
         plan = self.plan(request.size)
@@ -243,7 +243,7 @@ class OpenAIEditor:
             raise EditorError(f"openai: internal size mismatch, mask {mask_rgba.shape[1]}x{mask_rgba.shape[0]} "
                               f"vs image {plan.size_param}.")
         if not (mask_rgba[..., 3] == 0).any():
-            raise InputError(
+            raise SpecError(
                 f"openai: the mask has no editable pixel at the sent size {plan.size_param}; "
                 "the masked region is too small. Enlarge it in the spec's mask."
             )

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from cfkit.errors import ImageError, InputError
+from cfkit.errors import ConfigError, ImageError, NotFoundError
 from cfkit.images import image_array
 from cfkit.preserve.metrics import measure
 from cfkit.preserve.perceptual import LpipsScorer, load_lpips
@@ -42,12 +42,12 @@ def load_edit_images(ws: Workspace, store: Store, edit_id: int) -> EditImages:
     record = edits.get(store, edit_id)
     spec_id = record.spec_id
     if record.status != "ok":
-        raise InputError(f"edit {edit_id} of {spec_id} is '{record.status}' ({record.error or 'no image'}); "
+        raise NotFoundError(f"edit {edit_id} of {spec_id} is '{record.status}' ({record.error or 'no image'}); "
                          f"nothing to check. Make a new one with 'cfkit edit {spec_id}'.")
     spec = load_spec(ws, spec_id).spec
     cases = try_load_cases(ws)
     if cases is None:
-        raise InputError(f"cases file {ws.cases_path} is missing, so {spec_id}'s original image cannot be found. "
+        raise ConfigError(f"cases file {ws.cases_path} is missing, so {spec_id}'s original image cannot be found. "
                          "Set [dataset] cases in cfkit.toml.")
     case = cases.get(spec.case)
     original = image_array(cases.image_paths(case)[0], what=f"case {case.id} image")
@@ -69,7 +69,7 @@ def load_edit_images(ws: Workspace, store: Store, edit_id: int) -> EditImages:
             resized[variant] = [w, h]
         outputs[variant] = image
     if not outputs:
-        raise InputError(f"edit {edit_id} of {spec_id} records no image file; nothing to check.")
+        raise NotFoundError(f"edit {edit_id} of {spec_id} records no image file; nothing to check.")
     return EditImages(spec_id, edit_id, original, mask, outputs, resized, spec)
 
 
@@ -107,5 +107,5 @@ def check_spec(ws: Workspace, store: Store, spec_id: str, *, lpips_weights: Path
     load_spec(ws, spec_id)  # a helpful error for an unknown id
     newest = edits.newest_ok(store, spec_id)
     if newest is None:
-        raise InputError(f"{spec_id} has no successful edit yet; make one with 'cfkit edit {spec_id}'.")
+        raise NotFoundError(f"{spec_id} has no successful edit yet; make one with 'cfkit edit {spec_id}'.")
     return check_edit(ws, store, newest.id, lpips_weights=lpips_weights, scorer=scorer)

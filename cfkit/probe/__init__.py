@@ -19,7 +19,7 @@ from typing import Any
 
 from cfkit.backends import Backend, BackendContext, backend_class, load_backend, split_model
 from cfkit.cases import load_cases
-from cfkit.errors import InputError
+from cfkit.errors import NotFoundError
 from cfkit.probe.identity import cache_key, inputs_sha256, run_id_for
 from cfkit.probe.plan import DEFAULT_MAX_TOKENS, ProbeItem, ProbePlan, SkippedPair, answer_schema, plan_suite
 from cfkit.probe.runner import RunProgress, RunSummary, read_reply, run_probe
@@ -76,7 +76,7 @@ def probe_suite(ws: Workspace, store: Store, model: str, suite: str, *, options:
                       cases=cases)
     if not plan.items:
         skipped = "; ".join(f"{s.pair_id}: {s.reason}" for s in plan.skipped[:3])
-        raise InputError(f"the {suite} suite has no requests in {ws.root}"
+        raise NotFoundError(f"the {suite} suite has no requests in {ws.root}"
                          + (f" (every pair was skipped: {skipped})." if skipped else "."))
 
     # 3. The backend, then 4. the run.

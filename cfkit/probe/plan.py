@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from cfkit.backends import Capabilities, Generation, ImageData, ProbeRequest, RequestMeta
 from cfkit.cases import Case, CaseSet, load_cases
 from cfkit.captions import load_caption
-from cfkit.errors import InputError, SpecError
+from cfkit.errors import CaseError, SpecError, UsageError
 from cfkit.images import image_data, side_by_side
 from cfkit.prompts import load_templates, render_prompt, templates_sha256
 from cfkit.specs import load_spec, load_spec_file, spec_files
@@ -134,7 +134,7 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
     file) stop here, before any request is sent.
     """
     if suite not in SUITE_CONDITIONS:
-        raise InputError(f"suite '{suite}' is not one of {', '.join(SUITE_CONDITIONS)}.")
+        raise UsageError(f"suite '{suite}' is not one of {', '.join(SUITE_CONDITIONS)}.")
     if cases is None:
         cases = load_cases(ws.cases_path, ws.image_root)
     builder = _RequestBuilder(ws, suite, capabilities, max_tokens)
@@ -148,7 +148,7 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
     elif suite == "modality":
         subset = modality_subset_path(ws)
         if not subset.is_file():
-            raise InputError(f"modality subset {subset} not found. Write one case id a line there, "
+            raise CaseError(f"modality subset {subset} not found. Write one case id a line there, "
                              "or set [probe] modality_subset in cfkit.toml.")
         for case_id in read_subset(subset, cases):
             case = cases.get(case_id)
@@ -158,7 +158,7 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
                 items.append(builder.item(case, condition, caption=caption))
     else:
         if store is None:
-            raise InputError("the counterfactual suite needs the store, to find each pair's edit.")
+            raise UsageError("the counterfactual suite needs the store, to find each pair's edit.")
         for pair_items, pair_skip in _counterfactual(ws, store, cases, builder, accepted_only):
             items.extend(pair_items)
             if pair_skip is not None:

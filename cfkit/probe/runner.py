@@ -26,7 +26,7 @@ from typing import Any
 from cfkit import __version__
 from cfkit.backends import Backend, Reply, is_async
 from cfkit.cases import Case
-from cfkit.errors import InputError, TransportError
+from cfkit.errors import TransportError, UsageError
 from cfkit.parse import parse_answer
 from cfkit.probe.identity import cache_key, run_id_for
 from cfkit.probe.plan import ProbeItem, ProbePlan, SkippedPair
@@ -108,9 +108,9 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
     if concurrency is None:
         concurrency = 4 if backend.capabilities.remote else 1
     if concurrency < 1:
-        raise InputError(f"--concurrency {concurrency}: must be at least 1.")
+        raise UsageError(f"--concurrency {concurrency}: must be at least 1.")
     if max_cost is not None and not backend.priced:
-        raise InputError(f"--max-cost needs prices, and {backend.model} has none. Give them as "
+        raise UsageError(f"--max-cost needs prices, and {backend.model} has none. Give them as "
                          "-o price_in=USD_PER_M_INPUT_TOKENS -o price_out=USD_PER_M_OUTPUT_TOKENS.")
 
     # 2. Open (or continue) the run.

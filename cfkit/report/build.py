@@ -13,7 +13,7 @@ import numpy as np
 
 from cfkit import stats
 from cfkit.cases import Case
-from cfkit.errors import InputError, PredictionError
+from cfkit.errors import ConfigError, NotFoundError, PredictionError, SpecError, UsageError
 from cfkit.predictions import Prediction, check_predictions, load_predictions, predictions_from_store
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.rows import CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
@@ -31,7 +31,7 @@ def parse_compare(text: str) -> tuple[str, str]:
     """``"BASE=OTHER"`` → ``(BASE, OTHER)``."""
     base, sep, other = text.partition("=")
     if not sep or not base.strip() or not other.strip():
-        raise InputError(f"--compare '{text}' is not BASE=OTHER; give two model names as they appear in the "
+        raise UsageError(f"--compare '{text}' is not BASE=OTHER; give two model names as they appear in the "
                          "predictions, e.g. --compare hf:mplug-owl2=hf:artquant.")
     return base.strip(), other.strip()
 
@@ -50,13 +50,13 @@ def make_report(
         preds = load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases)
     else:
         if not ws.db_path.is_file():
-            raise InputError(f"no stored runs ({ws.db_path} does not exist). Run 'cfkit probe run' first, "
+            raise NotFoundError(f"no stored runs ({ws.db_path} does not exist). Run 'cfkit probe run' first, "
                              "or pass --predictions FILE.")
         with Store(ws.db_path) as store:
             preds = predictions_from_store(store)
             check_predictions(preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
     if not preds:
-        raise InputError("no predictions to report. Run 'cfkit probe run', or pass --predictions FILE.")
+        raise NotFoundError("no predictions to report. Run 'cfkit probe run', or pass --predictions FILE.")
     return build_report(gold, preds, compare=compare, n_resamples=n_resamples, seed=seed)
 
 
@@ -83,11 +83,11 @@ def build_report(
         for name in (base, other):
             if name not in cc_models:
                 known = ", ".join(cc_models) or "none"
-                raise InputError(f"--compare: model '{name}' has no contextcanvas predictions "
+                raise UsageError(f"--compare: model '{name}' has no contextcanvas predictions "
                                  f"(models with them: {known}). Use the names as they appear in the predictions.")
     if answers.get("modality"):
         if gold.modality_cases is None:
-            raise InputError("modality predictions were given, but the workspace has no subset file "
+            raise ConfigError("modality predictions were given, but the workspace has no subset file "
                              "(probe.modality_subset in cfkit.toml, under probes/). Add it: one case id a line.")
         subset = set(gold.modality_cases)
         for model, got in answers["modality"].items():
@@ -144,7 +144,7 @@ def _contextcanvas(model: str, got: dict, cases: list[Case], missing: list[Missi
 def _counterfactual(model: str, got: dict, pairs: list[PairGold], missing: list[Missing],
                     n_resamples: int, seed: int | None) -> stats.CounterfactualScores:
     if not pairs:
-        raise InputError("counterfactual predictions were given, but the workspace has no edit specs in interventions/.")
+        raise SpecError("counterfactual predictions were given, but the workspace has no edit specs in interventions/.")
     original = [_answer(got, p.case, p.pair, "original", model, "counterfactual", missing) for p in pairs]
     edit = [_answer(got, p.case, p.pair, "edit", model, "counterfactual", missing) for p in pairs]
     return stats.counterfactual_scores(original, edit, [p.original for p in pairs], [p.edit for p in pairs],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cfkit.cases import CaseSet, load_cases
-from cfkit.errors import InputError
+from cfkit.errors import SpecError
 from cfkit.specs import load_spec_file, spec_files
 from cfkit.subsets import modality_subset_path, read_subset
 from cfkit.workspace import Workspace
@@ -39,11 +39,11 @@ def load_gold(ws: Workspace) -> Gold:
     for path in spec_files(ws):
         spec = load_spec_file(path).spec
         if spec.case not in cases:
-            raise InputError(f"{path}: field 'case': '{spec.case}' is not in {cases.path}. Fix the id.")
+            raise SpecError(f"{path}: field 'case': '{spec.case}' is not in {cases.path}. Fix the id.")
         case = cases.get(spec.case)
         original, edit = case.option_for_label(spec.labels.original), case.option_for_label(spec.labels.edit)
         if original is None or edit is None:
-            raise InputError(f"{path}: case {case.id} has no yes_option, so its labels cannot be mapped to options; "
+            raise SpecError(f"{path}: case {case.id} has no yes_option, so its labels cannot be mapped to options; "
                              "counterfactual pairs need a Yes/No case.")
         pairs[spec.id] = PairGold(spec.id, case.id, original, edit)
     subset_path = modality_subset_path(ws)

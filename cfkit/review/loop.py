@@ -16,7 +16,7 @@ from typing import Callable, Protocol
 from rich.console import Console
 from rich.text import Text
 
-from cfkit.errors import CfkitError, InputError
+from cfkit.errors import CfkitError, NotFoundError, UsageError
 from cfkit.preserve import Thresholds, find_leaks, keep_region, load_edit_images
 from cfkit.review.view import DIFF_MODES, EditView, ViewData, keys_help, largest_change
 from cfkit.store import Store, checks, edits, reviews
@@ -51,11 +51,11 @@ def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "co
     if edit_id is None:
         newest = edits.newest_ok(store, spec_id)
         if newest is None:
-            raise InputError(f"{spec_id} has no successful edit to review; make one with 'cfkit edit {spec_id}'.")
+            raise NotFoundError(f"{spec_id} has no successful edit to review; make one with 'cfkit edit {spec_id}'.")
         edit_id = newest.id
     record = edits.get(store, edit_id)
     if record.spec_id != spec_id:
-        raise InputError(f"edit #{edit_id} belongs to {record.spec_id}, not {spec_id}. See 'cfkit edits list {spec_id}'.")
+        raise UsageError(f"edit #{edit_id} belongs to {record.spec_id}, not {spec_id}. See 'cfkit edits list {spec_id}'.")
     images = load_edit_images(ws, store, edit_id)
     if variant not in images.outputs:
         variant = next(iter(images.outputs))
@@ -116,7 +116,7 @@ def terminal_problem(env: dict[str, str] | None = None) -> str | None:
 def require_terminal(spec_hint: str) -> None:
     problem = terminal_problem()
     if problem:
-        raise InputError(
+        raise UsageError(
             f"the interactive review needs a terminal ({problem}). Decide without one: "
             f"'cfkit review {spec_hint} --accept' or '--reject --note \"why\"'; see the edit and its check "
             f"with 'cfkit review {spec_hint} --json'."

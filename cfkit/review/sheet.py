@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from cfkit.errors import CfkitError, InputError
+from cfkit.errors import CfkitError, OutputError, SpecError, UsageError
 from cfkit.files import write_bytes_atomic
 from cfkit.preserve import load_edit_images
 from cfkit.review.view import heat_colours, largest_change
@@ -96,7 +96,7 @@ def collect_pairs(ws: Workspace, store: Store, spec_ids: list[str]) -> tuple[lis
     notes: list[str] = []
     ids = spec_ids or [p.stem for p in spec_files(ws)]
     if not ids:
-        raise InputError(f"no spec files in {ws.interventions_dir}; nothing to put on a sheet.")
+        raise SpecError(f"no spec files in {ws.interventions_dir}; nothing to put on a sheet.")
     cases = try_load_cases(ws)
     answers = _answers(store, notes)
     pairs = []
@@ -270,12 +270,12 @@ def write_sheet(ws: Workspace, spec_ids: list[str], output: Path | None = None, 
     """Write the HTML sheet and the PNG beside it (same name, ``.png``); existing files are kept unless ``overwrite``."""
     html_path = output or default_sheet_path(ws)
     if html_path.suffix.lower() not in (".html", ".htm"):
-        raise InputError(f"--output {html_path}: give a file name ending in .html; the PNG is written beside it.")
+        raise UsageError(f"--output {html_path}: give a file name ending in .html; the PNG is written beside it.")
     png_path = html_path.with_suffix(".png")
     if not overwrite:
         for path in (html_path, png_path):
             if path.exists():
-                raise InputError(f"{path} already exists; choose another --output or pass --force to replace it.")
+                raise OutputError(f"{path} already exists; choose another --output or pass --force to replace it.")
     with Store(ws.db_path) as store:
         pairs, notes = collect_pairs(ws, store, spec_ids)
     page = render_html(pairs, title=f"Counterfactual pairs · {ws.root.name}")
@@ -285,7 +285,7 @@ def write_sheet(ws: Workspace, spec_ids: list[str], output: Path | None = None, 
         write_bytes_atomic(html_path, page.encode("utf-8"), overwrite=overwrite)
         write_bytes_atomic(png_path, buf.getvalue(), overwrite=overwrite)
     except FileExistsError as exc:
-        raise InputError(f"{exc.filename or html_path} appeared while writing; choose another --output.") from exc
+        raise OutputError(f"{exc.filename or html_path} appeared while writing; choose another --output.") from exc
     except OSError as exc:
-        raise InputError(f"cannot write the sheet to {html_path.parent} ({exc.strerror}); choose another --output.") from exc
+        raise OutputError(f"cannot write the sheet to {html_path.parent} ({exc.strerror}); choose another --output.") from exc
     return SheetFiles(html=html_path, png=png_path, pairs=len(pairs), notes=notes)

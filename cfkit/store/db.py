@@ -116,7 +116,7 @@ class Database:
         try:
             yield self.conn
             self.conn.execute("COMMIT")
-        except BaseException as exc:
+        except BaseException as exc:  # roll back, then translate or re-raise
             if self.conn.in_transaction:
                 try:
                     self.conn.execute("ROLLBACK")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cfkit.errors import InputError
+from cfkit.errors import NotFoundError
 from cfkit.store import checks, reviews
 from cfkit.store.db import Database, from_json, now, placeholders, to_json
 
@@ -185,7 +185,7 @@ def get(store: Database, edit_id: int) -> EditRecord:
     """Edit ``edit_id``; an unknown id is an :class:`InputError` saying where to look."""
     record = find(store, edit_id)
     if record is None:
-        raise InputError(f"no edit #{edit_id} in {store.path}. See 'cfkit edits list'.")
+        raise NotFoundError(f"no edit #{edit_id} in {store.path}. See 'cfkit edits list'.")
     return record
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from cfkit.errors import InputError
+from cfkit.errors import UsageError
 from cfkit.store.db import Database, now
 
 DDL = """
@@ -49,7 +49,7 @@ def _decision(row: sqlite3.Row) -> Decision:
 def record(store: Database, spec_id: str, edit_id: int | None, decision: str, note: str | None = None) -> Decision:
     """Save a person's decision on an edit at once (one short transaction)."""
     if decision not in DECISIONS:
-        raise InputError(f"decision '{decision}' is not one of {', '.join(DECISIONS)}.")
+        raise UsageError(f"decision '{decision}' is not one of {', '.join(DECISIONS)}.")
     created = now()
     with store.transaction() as tx:
         cursor = tx.execute("INSERT INTO reviews (spec_id, edit_id, decision, note, created_at) VALUES (?, ?, ?, ?, ?)",

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from cfkit.errors import InputError
+from cfkit.errors import NotFoundError, UsageError
 from cfkit.store.db import Database, from_json, now, to_json
 from cfkit.vocabulary import condition_rank
 
@@ -178,7 +178,7 @@ def list_runs(store: Database) -> list[RunRecord]:
 def find_run(store: Database, ref: str) -> RunRecord:
     """The run whose id is ``ref`` or starts with it (when only one does)."""
     if not ref.strip():
-        raise InputError("run id is empty; give a run id or its start. See 'cfkit runs list'.")
+        raise UsageError("run id is empty; give a run id or its start. See 'cfkit runs list'.")
     rows = store.query("SELECT * FROM runs WHERE id = ?", (ref,))
     if not rows:
         rows = store.query("SELECT * FROM runs WHERE substr(id, 1, ?) = ? ORDER BY id", (len(ref), ref))
@@ -187,9 +187,9 @@ def find_run(store: Database, ref: str) -> RunRecord:
     if not rows:
         known = [r["id"] for r in store.query("SELECT id FROM runs ORDER BY started_at DESC LIMIT 5")]
         listing = ", ".join(known) if known else "none yet; start one with 'cfkit probe run'"
-        raise InputError(f"no run '{ref}' in {store.path} (recent runs: {listing}). See 'cfkit runs list'.")
+        raise NotFoundError(f"no run '{ref}' in {store.path} (recent runs: {listing}). See 'cfkit runs list'.")
     shown = ", ".join(r["id"] for r in rows[:5]) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
-    raise InputError(f"run '{ref}' matches {len(rows)} runs ({shown}); give more of the id.")
+    raise UsageError(f"run '{ref}' matches {len(rows)} runs ({shown}); give more of the id.")
 
 
 def latest_run_ids(store: Database) -> list[str]:
