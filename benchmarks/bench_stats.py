@@ -109,6 +109,18 @@ def run() -> list[dict]:
     as_report_s = median_seconds(lambda: [_modality_as_report(c) for c in models], RUNS)
     first_report, report_s = _report_seconds()
 
+    # ContextCanvas intervals for 17 models on 301 cases (Table 2's shape), one Resamples for all of them.
+    gold = ["A"] * 111 + ["B"] * 180 + ["C"] * 10
+    yes, no = ["A"] * 291 + [None] * 10, ["B"] * 291 + [None] * 10
+    answers = [[random.Random(m).choice("AB") for _ in gold] for m in range(17)]
+
+    def contextcanvas() -> None:
+        resamples = stats.Resamples(len(gold))
+        for predicted in answers:
+            stats.contextcanvas_intervals(predicted, gold, yes, no, resamples=resamples)
+
+    cc_s = median_seconds(contextcanvas, 3)
+
     # Memory: 2,000 units, two statistics, B = 10,000.
     big = (rng.random((2, 2000)) < 0.5).astype(float) * 100.0
     old_mib = _peak_mib(lambda: _gathered(big, np.random.default_rng(0).integers(0, 2000, size=(10_000, 2000))))
@@ -130,6 +142,8 @@ def run() -> list[dict]:
          "value": report_s, "unit": "s", "target": f"≤ {REPORT_TARGET_S:g} s", "met": report_s <= REPORT_TARGET_S,
          "note": f"median of {RUNS}; make_report + JSON as report.py stands; first run {first_report:.2f} s "
                  "(imports scipy.stats)"},
+        {"name": "ContextCanvas intervals, 17 models × 301 cases (5 figures each, B=10,000)", "value": cc_s,
+         "unit": "s", "target": None, "met": None, "note": "median of 3; one Resamples shared by the models"},
         {"name": "peak memory, 2,000 units × 2 statistics (B=10,000): gathering / counts",
          "value": old_mib / new_mib, "unit": "×", "target": None, "met": None,
          "note": f"tracemalloc peaks {old_mib:.0f} MiB / {new_mib:.0f} MiB; counts are drawn in blocks of "

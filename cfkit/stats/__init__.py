@@ -11,7 +11,8 @@ Modules, one concept each (every public name is re-exported here):
     bootstrap       Interval, Resamples, bootstrap_indices, bootstrap_mean_intervals,
                     percentile_intervals, sum_statistic_intervals
     answers         correct_mask
-    contextcanvas   ContextCanvasScores, contextcanvas_scores, f1_score
+    contextcanvas   ContextCanvasScores, contextcanvas_scores, f1_score,
+                    ContextCanvasIntervals, contextcanvas_intervals
     counterfactual  CounterfactualScores, counterfactual_scores (NCU)
     comparison      McNemarResult, mcnemar_exact, mcnemar_p, bonferroni,
                     PairedComparison, paired_comparison
@@ -41,13 +42,20 @@ from cfkit.stats.comparison import (
     mcnemar_p,
     paired_comparison,
 )
-from cfkit.stats.contextcanvas import ContextCanvasScores, contextcanvas_scores, f1_score
+from cfkit.stats.contextcanvas import (
+    ContextCanvasIntervals,
+    ContextCanvasScores,
+    contextcanvas_intervals,
+    contextcanvas_scores,
+    f1_score,
+)
 from cfkit.stats.counterfactual import CounterfactualScores, counterfactual_scores
 
 __all__ = [
     "LEVEL", "N_RESAMPLES", "SEED",
-    "ContextCanvasScores", "CounterfactualScores", "Interval", "McNemarResult", "PairedComparison", "Resamples",
-    "bonferroni", "bootstrap_indices", "bootstrap_mean_intervals", "contextcanvas_scores", "correct_mask",
-    "counterfactual_scores", "f1_score", "mcnemar_exact", "mcnemar_p", "paired_comparison", "percentile_intervals",
-    "sum_statistic_intervals",
+    "ContextCanvasIntervals", "ContextCanvasScores", "CounterfactualScores", "Interval", "McNemarResult",
+    "PairedComparison", "Resamples",
+    "bonferroni", "bootstrap_indices", "bootstrap_mean_intervals", "contextcanvas_intervals", "contextcanvas_scores",
+    "correct_mask", "counterfactual_scores", "f1_score", "mcnemar_exact", "mcnemar_p", "paired_comparison",
+    "percentile_intervals", "sum_statistic_intervals",
 ]
