@@ -16,12 +16,16 @@ Modules, one concept each (every public name is re-exported here):
     counterfactual  CounterfactualScores, counterfactual_scores (NCU)
     comparison      McNemarResult, mcnemar_exact, mcnemar_p, bonferroni,
                     PairedComparison, paired_comparison
+    agreement       Agreement, AgreementTable, agreement, agreement_table,
+                    cohen_kappa, gwet_ac1
+    grounding       EgaScores, ega_scores, unsupported_rate (Table S8)
 
 Bootstrap rules everywhere: percentile intervals, B = 10,000 resamples,
 seed 0, units resampled whole (paired). Build one ``Resamples`` per list of
 units and pass it to every statistic over them.
 """
 
+from cfkit.stats.agreement import Agreement, AgreementTable, agreement, agreement_table, cohen_kappa, gwet_ac1
 from cfkit.stats.answers import correct_mask
 from cfkit.stats.bootstrap import (
     LEVEL,
@@ -50,12 +54,14 @@ from cfkit.stats.contextcanvas import (
     f1_score,
 )
 from cfkit.stats.counterfactual import CounterfactualScores, counterfactual_scores
+from cfkit.stats.grounding import EgaScores, ega_scores, unsupported_rate
 
 __all__ = [
     "LEVEL", "N_RESAMPLES", "SEED",
-    "ContextCanvasIntervals", "ContextCanvasScores", "CounterfactualScores", "Interval", "McNemarResult",
-    "PairedComparison", "Resamples",
-    "bonferroni", "bootstrap_indices", "bootstrap_mean_intervals", "contextcanvas_intervals", "contextcanvas_scores",
-    "correct_mask", "counterfactual_scores", "f1_score", "mcnemar_exact", "mcnemar_p", "paired_comparison",
-    "percentile_intervals", "sum_statistic_intervals",
+    "Agreement", "AgreementTable", "ContextCanvasIntervals", "ContextCanvasScores", "CounterfactualScores",
+    "EgaScores", "Interval", "McNemarResult", "PairedComparison", "Resamples",
+    "agreement", "agreement_table", "bonferroni", "bootstrap_indices", "bootstrap_mean_intervals", "cohen_kappa",
+    "contextcanvas_intervals", "contextcanvas_scores", "correct_mask", "counterfactual_scores", "ega_scores",
+    "f1_score", "gwet_ac1", "mcnemar_exact", "mcnemar_p", "paired_comparison", "percentile_intervals",
+    "sum_statistic_intervals", "unsupported_rate",
 ]

@@ -25,3 +25,14 @@ def percent(mask: np.ndarray) -> float:
     """Share of True entries in percent (0 for an empty mask)."""
     return 100.0 * float(mask.mean()) if mask.size else 0.0
 
+
+def as_flags(values: Sequence[bool] | np.ndarray, name: str) -> np.ndarray:
+    """Yes/no labels (bool, or 0/1) as a 1-D bool array; anything else is refused with its position."""
+    if isinstance(values, np.ndarray) and values.dtype == bool:
+        return values.reshape(-1)
+    items = values.reshape(-1).tolist() if isinstance(values, np.ndarray) else list(values)
+    for i, value in enumerate(items):
+        if not (isinstance(value, (bool, int, float, np.bool_, np.number)) and value in (0, 1)):
+            raise ValueError(f"{name}[{i}] is {value!r}; labels must be yes/no (True/False or 1/0). "
+                             "Leave out units without a label before computing.")
+    return np.array(items, dtype=bool)
