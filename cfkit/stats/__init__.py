@@ -19,6 +19,7 @@ Modules, one concept each (every public name is re-exported here):
     agreement       Agreement, AgreementTable, agreement, agreement_table,
                     cohen_kappa, gwet_ac1
     grounding       EgaScores, ega_scores, unsupported_rate (Table S8)
+    position        SwapScores, swap_scores (option-order bias)
 
 Bootstrap rules everywhere: percentile intervals, B = 10,000 resamples,
 seed 0, units resampled whole (paired). Build one ``Resamples`` per list of
@@ -55,13 +56,14 @@ from cfkit.stats.contextcanvas import (
 )
 from cfkit.stats.counterfactual import CounterfactualScores, counterfactual_scores
 from cfkit.stats.grounding import EgaScores, ega_scores, unsupported_rate
+from cfkit.stats.position import SwapScores, swap_scores
 
 __all__ = [
     "LEVEL", "N_RESAMPLES", "SEED",
     "Agreement", "AgreementTable", "ContextCanvasIntervals", "ContextCanvasScores", "CounterfactualScores",
-    "EgaScores", "Interval", "McNemarResult", "PairedComparison", "Resamples",
+    "EgaScores", "Interval", "McNemarResult", "PairedComparison", "Resamples", "SwapScores",
     "agreement", "agreement_table", "bonferroni", "bootstrap_indices", "bootstrap_mean_intervals", "cohen_kappa",
     "contextcanvas_intervals", "contextcanvas_scores", "correct_mask", "counterfactual_scores", "ega_scores",
     "f1_score", "gwet_ac1", "mcnemar_exact", "mcnemar_p", "paired_comparison", "percentile_intervals",
-    "sum_statistic_intervals", "unsupported_rate",
+    "sum_statistic_intervals", "swap_scores", "unsupported_rate",
 ]
