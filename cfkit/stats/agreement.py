@@ -11,8 +11,8 @@ two annotators' yes shares:
   e ≤ 1/2, so AC1 is always defined, and it does not collapse when one label
   dominates as κ does (Wongpakaran et al. 2013, BMC Med Res Methodol 13:61).
 
-Both are computed from integer counts, multiplied through by n² so that the
-only rounding is the final division.
+Both are computed from integer counts, multiplied through by n² (2n² for
+AC1) so that the only rounding is the final division.
 """
 
 from __future__ import annotations

@@ -255,7 +255,8 @@ def sum_statistic_intervals(
 
     ``columns`` is ``(k, n)`` (one per-unit column per sum); ``statistic`` maps
     sums of shape ``(k, ...)`` to statistics of shape ``(m, ...)``, NaN where
-    undefined. The point estimate is ``statistic(columns.sum(axis=1))``.
+    undefined; the point estimates to report beside the intervals are
+    ``statistic(columns.sum(axis=1))``.
     """
     return percentile_intervals(np.asarray(statistic(resamples.sums(columns)), dtype=float),
                                 level=level, seed=resamples.seed)
