@@ -1,0 +1,99 @@
+"""Two conditions (or models) on the same units: exact McNemar test, Bonferroni, paired accuracy change."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from cfkit.stats.answers import percent
+from cfkit.stats.bootstrap import N_RESAMPLES, SEED, Interval, Resamples, bootstrap_mean_intervals
+
+
+@dataclass(frozen=True)
+class McNemarResult:
+    """Exact McNemar test: ``b`` units right only in the first condition, ``c`` only in the second."""
+
+    b: int
+    c: int
+    p_value: float
+    method: str = "exact two-sided binomial test of min(b, c) of b + c at 0.5"
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Accuracy of a first and a second condition (or model) on the same units, and their difference."""
+
+    n: int
+    first_acc: float
+    second_acc: float
+    delta: float  # second − first, percentage points
+    ci: Interval
+    mcnemar: McNemarResult
+
+
+def mcnemar_exact(first_correct: np.ndarray, second_correct: np.ndarray) -> McNemarResult:
+    """Exact two-sided McNemar test on paired right/wrong outcomes.
+
+    b = units right only in the first, c = right only in the second; the
+    p-value is the two-sided binomial test of min(b, c) successes in b + c
+    trials at 0.5 (McNemar 1947; scipy.stats.binomtest), and 1 when b + c = 0.
+    """
+    first = np.asarray(first_correct, dtype=bool)
+    second = np.asarray(second_correct, dtype=bool)
+    if first.shape != second.shape:
+        raise ValueError("both outcome arrays need one entry per unit")
+    b = int((first & ~second).sum())
+    c = int((~first & second).sum())
+    return McNemarResult(b=b, c=c, p_value=mcnemar_p(b, c))
+
+
+def mcnemar_p(b: int, c: int) -> float:
+    """The exact two-sided McNemar p-value for discordant counts ``b`` and ``c``."""
+    if b < 0 or c < 0:
+        raise ValueError(f"discordant counts must be non-negative, got b={b}, c={c}")
+    if b + c == 0:
+        return 1.0
+    from scipy.stats import binomtest  # scipy.stats is slow to import; only tests need it
+
+    return float(min(1.0, binomtest(min(b, c), b + c, 0.5, alternative="two-sided").pvalue))
+
+
+def bonferroni(p_values: Sequence[float]) -> list[float]:
+    """Bonferroni adjustment: min(1, p × m) over the m comparisons reported together (Dunn 1961)."""
+    m = len(p_values)
+    return [min(1.0, float(p) * m) for p in p_values]
+
+
+def paired_comparison(
+    first_correct: np.ndarray,
+    second_correct: np.ndarray,
+    *,
+    n_resamples: int = N_RESAMPLES,
+    seed: int | None = SEED,
+    indices: np.ndarray | None = None,
+    resamples: Resamples | None = None,
+) -> PairedComparison:
+    """Accuracy change from a first to a second condition on the same units, with interval and McNemar test.
+
+    The interval is the paired percentile bootstrap of mean(second − first) in
+    percentage points; p is the exact McNemar test (not yet adjusted). Give
+    ``resamples`` (or a legacy ``indices`` matrix) to share resamples with
+    other statistics over the same units.
+    """
+    first = np.asarray(first_correct, dtype=bool)
+    second = np.asarray(second_correct, dtype=bool)
+    if first.shape != second.shape or first.ndim != 1:
+        raise ValueError("both outcome arrays need one entry per unit")
+    diff = 100.0 * (second.astype(float) - first.astype(float))
+    ci = bootstrap_mean_intervals(diff[None, :], n_resamples=n_resamples, seed=seed, indices=indices,
+                                  resamples=resamples)[0]
+    return PairedComparison(
+        n=int(first.size),
+        first_acc=percent(first),
+        second_acc=percent(second),
+        delta=float(diff.mean()),
+        ci=ci,
+        mcnemar=mcnemar_exact(first, second),
+    )
