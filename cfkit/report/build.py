@@ -159,10 +159,10 @@ def _modality(model: str, got: dict, cases: list[Case], missing: list[Missing],
         answered = [_answer(got, c.id, "", condition, model, "modality", missing) for c in cases]
         correct[condition] = stats.correct_mask(answered, [c.gold for c in cases])
     # One set of resampling indices for every statistic keeps all of them paired by case.
-    indices = stats.bootstrap_indices(len(cases), n_resamples=n_resamples, seed=seed)
+    resamples = stats.Resamples(len(cases), n_resamples=n_resamples, seed=seed)
     matrix = 100.0 * np.stack([correct[c] for c in conditions]).astype(float)
-    intervals = stats.bootstrap_mean_intervals(matrix, indices=indices, seed=seed)
-    comparisons = [stats.paired_comparison(correct[a], correct[b], indices=indices, seed=seed)
+    intervals = stats.bootstrap_mean_intervals(matrix, resamples=resamples, seed=seed)
+    comparisons = [stats.paired_comparison(correct[a], correct[b], resamples=resamples, seed=seed)
                    for a, b in MODALITY_DELTAS]
     adjusted = stats.bonferroni([c.mcnemar.p_value for c in comparisons])
     return ModalityRow(
