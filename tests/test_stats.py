@@ -74,7 +74,7 @@ def test_table_2_rows_reproduced(model, acc, macro_f1, yes_rate, tp_yes, fp_yes,
 
 
 def test_per_class_f1_against_hand_count():
-    # Claude Opus 5: Yes: TP 87, FP 1, FN 24 → 174/199; No: TP 179, FP 24, FN 1 → 358/383 (DESIGN.md example).
+    # Claude Opus 5: Yes: TP 87, FP 1, FN 24 → 174/199; No: TP 179, FP 24, FN 1 → 358/383 (docs/metrics.md's rule).
     scores = stats.contextcanvas_scores(*table2_arrays(87, 1, 10))
     assert scores.yes_f1 == pytest.approx(100 * 174 / 199, abs=1e-12)
     assert scores.no_f1 == pytest.approx(100 * 358 / 383, abs=1e-12)

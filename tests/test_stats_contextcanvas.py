@@ -1,7 +1,7 @@
 """ContextCanvas intervals (issue 18 item 3) against a plain loop over the same resamples, scipy and scikit-learn.
 
 The loop recomputes every resample's confusion counts case by case in plain
-Python, by DESIGN.md's rule (a null answer is a false negative of its gold
+Python, by the rule of docs/metrics.md (a null answer is a false negative of its gold
 class and a false positive of neither). Its per-resample figures come from the
 same integer counts through the same IEEE operations, so the intervals must be
 equal to the last bit; scipy.stats.bootstrap handed ``default_rng(seed)`` draws

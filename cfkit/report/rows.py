@@ -67,7 +67,7 @@ class Report:
     missing: list[Missing] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """DESIGN.md's report object, plus ``missing`` (the units counted wrong for want of an answer)."""
+        """The report object of docs/report-schema.md, ``missing`` included (the units counted wrong for want of an answer)."""
         return {
             "contextcanvas": [{"model": r.model, **_fields(r.scores)} for r in self.contextcanvas],
             "counterfactual": [

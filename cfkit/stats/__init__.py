@@ -3,7 +3,7 @@
 Inputs are per-unit arrays (one entry per case, pair or audited item);
 outputs are small frozen result objects. Percentages are in percent units
 (0..100) at full precision; rounding is for display only. Definitions follow
-DESIGN.md's "Metric definitions", which restate the AesCanvas supplement
+docs/metrics.md, which restate the AesCanvas supplement
 (arXiv 2608.26713, Section S2.3.3, equations S17-S22).
 
 Modules, one concept each (every public name is re-exported here):

@@ -33,7 +33,7 @@ from typing import cast
 
 import numpy as np
 
-#: Bootstrap defaults of DESIGN.md: B = 10,000 resamples, seed 0, 95 % level.
+#: Bootstrap defaults of docs/metrics.md: B = 10,000 resamples, seed 0, 95 % level.
 N_RESAMPLES = 10_000
 SEED = 0
 LEVEL = 0.95

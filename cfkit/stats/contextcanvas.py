@@ -3,7 +3,7 @@
 Supplement eqs. S17-S19: accuracy over all cases; on the two-option cases,
 per-class F1, Macro-F1 and the Yes rate. A null answer stays in the Yes-rate
 denominator and is a false negative of its gold class and a false positive of
-neither (DESIGN.md, "Metric definitions").
+neither (docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def contextcanvas_scores(
     F1_k = 2 P_k R_k / (P_k + R_k); Macro-F1 = (F1_Yes + F1_No) / 2;
     Yes rate = share of binary cases predicted Yes. A null answer stays in the
     Yes-rate denominator and is a false negative of its gold class and a false
-    positive of neither (DESIGN.md).
+    positive of neither (docs/metrics.md).
     """
     c = _columns(predicted, gold, yes_option, no_option)
     y, gy, no, gn = c.said_yes, c.gold_yes, c.said_no, c.gold_no
@@ -170,7 +170,7 @@ def contextcanvas_intervals(
 
     Each resample draws cases (two- and three-option alike) with replacement
     and recomputes every figure from its own confusion counts: accuracy over
-    all drawn cases, F1 and Macro-F1 by eq. S18 with DESIGN.md's rule for
+    all drawn cases, F1 and Macro-F1 by eq. S18 with docs/metrics.md's rule for
     null answers, the Yes rate over the drawn two-option cases (undefined,
     and counted in ``Interval.undefined``, in a resample without any). Pass
     one ``resamples`` for every model answering the same cases in the same

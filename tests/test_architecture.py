@@ -1,0 +1,97 @@
+"""The layout docs/architecture.md promises: small rooms, no import cycle, no reference to a missing document."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+PACKAGE = REPO / "cfkit"
+MAX_LINES = 450
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Every cfkit module ``name`` imports, at module level or inside functions."""
+    found: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            # `from cfkit.store import edits` imports the submodule, not only the package.
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+        else:
+            continue
+        found.update(t for t in targets if t in MODULES and t != name)
+    return found
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_is_a_warehouse(name):
+    lines = MODULES[name].read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_LINES, f"{name} has {lines} lines; split it by concept"
+
+
+def test_there_is_no_import_cycle():
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(GRAPH[node]):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for module in sorted(GRAPH):
+        if module not in state:
+            visit(module)
+
+
+def test_pure_rooms_import_no_other_room():
+    for name, deps in GRAPH.items():
+        if name.startswith(("cfkit.stats", "cfkit.parse")):
+            assert all(d.startswith(("cfkit.stats", "cfkit.parse")) for d in deps), (name, deps)
+        if name.startswith("cfkit.store"):
+            assert all(d.startswith("cfkit.store") or d in ("cfkit.errors", "cfkit.vocabulary") for d in deps), (name, deps)
+
+
+DOC_REFERENCE = re.compile(r"(?<![\w/.-])((?:docs/|examples/[\w-]+/|probes/|benchmarks/)?[\w-]+\.md)\b")
+
+
+def test_every_referenced_document_is_in_the_repository():
+    texts = [p for p in REPO.rglob("*") if p.suffix in (".py", ".md", ".toml", ".txt", ".yaml")
+             and ".venv" not in p.parts and ".git" not in p.parts and "build" not in p.parts]
+    missing = []
+    for path in texts:
+        for match in DOC_REFERENCE.finditer(path.read_text(encoding="utf-8", errors="replace")):
+            ref = match.group(1)
+            candidates = [REPO / ref, path.parent / ref, REPO / "docs" / ref]
+            if not any(c.is_file() for c in candidates):
+                missing.append(f"{path.relative_to(REPO)}: {ref}")
+    assert not missing, missing

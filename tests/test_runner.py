@@ -1,0 +1,112 @@
+"""The probe runner without the CLI: bounded concurrency, what is stored, what a rerun sends, failures."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from cfkit.backends import BackendOptions, Capabilities, ProbeRequest, Reply
+from cfkit.errors import BackendError, TransportError
+from cfkit.probe import plan_suite, run_probe
+from cfkit.store import Store, runs
+from cfkit.workspace import load_workspace
+from test_probe import many_cases
+
+
+class Counting:
+    """A backend double: answers A after a short wait, counts calls and the most requests in flight."""
+
+    kind: ClassVar[str] = "counting"
+    capabilities: ClassVar[Capabilities] = Capabilities(images=True, multi_image=True, json_schema=True,
+                                                        remote=True)
+    Options: ClassVar[type[BackendOptions]] = BackendOptions
+
+    def __init__(self, fail: set[str] = frozenset(), price: float | None = None):
+        self.model = "counting:test"
+        self.priced = price is not None
+        self.price = price
+        self.cache_identity = {}
+        self.fail = set(fail)
+        self.calls: list[str] = []
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def answer(self, request: ProbeRequest) -> Reply:
+        self.calls.append(request.meta.case_id)
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.005)
+            if request.meta.case_id in self.fail:
+                raise TransportError(f"503 from the server for {request.meta.case_id}")
+            return Reply(raw='{"answer": "A", "reason": "r", "confidence": "low"}', cost_usd=self.price)
+        finally:
+            self.in_flight -= 1
+
+
+@pytest.fixture
+def setup(tmp_path: Path):
+    ws = load_workspace(many_cases(tmp_path / "ws", 24))
+    store = Store(ws.db_path)
+    yield ws, store, plan_suite(ws, "contextcanvas", Counting.capabilities)
+    store.close()
+
+
+def test_every_request_is_answered_within_the_concurrency_bound(setup):
+    ws, store, plan = setup
+    backend = Counting()
+    summary = run_probe(store, backend, plan, concurrency=3)
+    assert (summary.status, summary.total, summary.sent, summary.errors) == ("done", 24, 24, 0)
+    assert 1 < backend.most_in_flight <= 3
+    stored = runs.replies(store, summary.run_id)
+    assert len(stored) == 24 and {r.answer for r in stored} == {"A"} and {r.parse for r in stored} == {"json"}
+    assert runs.get_run(store, summary.run_id).complete
+
+
+def test_a_rerun_sends_nothing_and_a_new_run_answers_from_the_cache(setup):
+    ws, store, plan = setup
+    first = run_probe(store, Counting(), plan, concurrency=4)
+    again = Counting()
+    summary = run_probe(store, again, plan, concurrency=4)
+    assert again.calls == [] and summary.kept == 24 and summary.sent == 0 and summary.run_id == first.run_id
+
+
+def test_transport_failures_are_stored_and_only_they_are_sent_again(setup):
+    ws, store, plan = setup
+    flaky = Counting(fail={"M002", "M005"})
+    summary = run_probe(store, flaky, plan, concurrency=4)
+    assert summary.status == "incomplete" and summary.errors == 2
+    failed = [r for r in runs.replies(store, summary.run_id) if r.error == "transport"]
+    assert {r.case_id for r in failed} == {"M002", "M005"} and all("503" in r.detail for r in failed)
+    healed = Counting()
+    second = run_probe(store, healed, plan, concurrency=4)
+    assert sorted(healed.calls) == ["M002", "M005"] and second.status == "done"
+
+
+def test_a_budget_stops_sending_before_it_would_be_passed(setup):
+    ws, store, plan = setup
+    backend = Counting(price=0.01)
+    summary = run_probe(store, backend, plan, concurrency=4, max_cost=0.055)
+    assert summary.status == "incomplete" and summary.stopped and "--max-cost" in summary.stopped
+    assert summary.cost_usd <= 0.055 and len(backend.calls) == 5
+
+
+def test_a_backend_that_cannot_go_on_fails_the_run_and_keeps_what_arrived(setup, monkeypatch):
+    # Ctrl-C is tested through a real process in test_probe.py; a fatal backend error ends the run the same way.
+    ws, store, plan = setup
+    backend = Counting()
+    original = backend.answer
+
+    async def rejected_key(request):
+        if len(backend.calls) >= 6:
+            raise BackendError("401 from the server: the key was rejected")
+        return await original(request)
+
+    monkeypatch.setattr(backend, "answer", rejected_key)
+    with pytest.raises(BackendError, match="401"):
+        run_probe(store, backend, plan, concurrency=2)
+    [record] = runs.list_runs(store)
+    assert record.status == "failed" and 0 < len(runs.replies(store, record.id)) < 24

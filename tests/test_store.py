@@ -1,0 +1,242 @@
+"""The store and its table owners, without the CLI: records, selection rules, migrations, concurrency."""
+
+from __future__ import annotations
+
+import multiprocessing
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from cfkit.errors import NotFoundError, StoreError, UsageError
+from cfkit.store import SCHEMA_VERSION, Store, checks, edits, responses, reviews, runs
+from cfkit.store.checks import NewCheck
+from cfkit.store.edits import NewEdit
+from cfkit.store.responses import CachedResponse
+from cfkit.store.runs import ReplyFields
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    with Store(tmp_path / ".cfkit" / "cfkit.db") as opened:
+        yield opened
+
+
+def _new(spec_id: str = "CF01", **more) -> NewEdit:
+    return NewEdit(spec_id=spec_id, spec_sha256="s", engine="classical", model="m", params={"op": "remove"},
+                   seed=None, prompt="p", source_sha256="a", mask_sha256="b", started_at="2026-01-01T00:00:00+00:00",
+                   **more)
+
+
+def _ok_edit(store: Store, spec_id: str = "CF01", verdict: str | None = "pass") -> int:
+    edit_id = edits.insert_pending(store, _new(spec_id))
+    edits.mark_written(store, edit_id, raw_path=f"edits/{spec_id}/{edit_id}-raw.png", raw_sha256="r",
+                       composite_path=f"edits/{spec_id}/{edit_id}-composite.png", composite_sha256="c")
+    if verdict is not None:
+        checks.insert(store, edit_id, spec_id, [NewCheck("composite", {}, verdict, [], False)])
+    return edit_id
+
+
+# ── edits ──────────────────────────────────────────────────────────────────
+
+
+def test_an_edit_reads_failed_until_its_files_are_recorded(store):
+    edit_id = edits.insert_pending(store, _new())
+    pending = edits.get(store, edit_id)
+    assert pending.status == "failed" and pending.error == "interrupted before its files were written"
+    assert pending.label == "synthetic counterfactual diagnostic"
+    edits.mark_written(store, edit_id, raw_path="edits/CF01/1-raw.png", raw_sha256="r",
+                       composite_path="edits/CF01/1-composite.png", composite_sha256="c")
+    done = edits.get(store, edit_id)
+    assert done.status == "ok" and done.error is None
+    assert done.composite_path == store.path.parent / "edits" / "CF01" / "1-composite.png"
+    assert done.variants == ["raw", "composite"]
+
+
+def test_unknown_edit_is_not_found(store):
+    with pytest.raises(NotFoundError, match="no edit #7"):
+        edits.get(store, 7)
+    assert edits.find(store, 7) is None
+
+
+def test_selected_edit_prefers_an_accept_then_the_newest_passing_unrejected_one(store):
+    first, second, third = (_ok_edit(store, verdict=v) for v in ("pass", "pass", "fail"))
+    assert edits.selected(store, "CF01").id == second  # the newest that passed
+    assert edits.selected(store, "CF01", require_accepted=True) is None
+    reviews.record(store, "CF01", second, "reject", "blurry")
+    assert edits.selected(store, "CF01").id == first
+    reviews.record(store, "CF01", third, "accept")
+    assert edits.selected(store, "CF01", require_accepted=True).id == third  # a person's accept wins
+    reviews.record(store, "CF01", first, "accept")
+    assert edits.selected(store, "CF01").id == first  # the most recent accept
+    reviews.record(store, "CF01", first, "reject", "changed my mind")
+    assert edits.selected(store, "CF01").id == third  # third's own decision is still an accept
+    assert edits.selected(store, "NOPE") is None
+
+
+def test_a_decision_belongs_to_its_edit(store):
+    older, newer = _ok_edit(store), _ok_edit(store)
+    reviews.record(store, "CF01", older, "accept", "good")
+    assert reviews.on_edit(store, older).decision == "accept"
+    assert reviews.on_edit(store, newer) is None  # the spec's newest decision is not the newer edit's
+    assert reviews.latest_for_spec(store, "CF01").edit_id == older
+    with pytest.raises(UsageError, match="not one of accept, reject, skip"):
+        reviews.record(store, "CF01", older, "maybe")
+
+
+# ── checks ─────────────────────────────────────────────────────────────────
+
+
+def test_the_latest_check_comes_back_in_one_shape(store):
+    edit_id = _ok_edit(store, verdict=None)
+    assert checks.latest(store, edit_id) is None
+    checks.insert(store, edit_id, "CF01", [NewCheck("raw", {"ssim_out": 0.9}, "fail", ["SSIM"], True)])
+    assert checks.latest(store, edit_id) is None  # no composite check yet
+    assert checks.latest(store, edit_id, variant=None).variant == "raw"
+    checks.insert(store, edit_id, "CF01", [NewCheck("composite", {"ssim_out": 0.99}, "pass", [], False)])
+    latest = checks.latest(store, edit_id, variant=None)
+    assert (latest.variant, latest.verdict, latest.label) == ("composite", "pass", "pass (without LPIPS)")
+    assert set(checks.latest_by_variant(store, edit_id)) == {"raw", "composite"}
+
+
+# ── runs, replies, responses ──────────────────────────────────────────────
+
+
+def _open(store: Store, run_id: str = "counterfactual-m-1") -> str:
+    runs.open_run(store, run_id, model="baseline:x", suite="counterfactual", options={}, cfkit_version="0",
+                  templates_sha256="t", n_requests=2, notes={})
+    return run_id
+
+
+FIELDS = ReplyFields(answer="A", parse="json", error=None, reason="r", confidence="high", detail=None)
+
+
+def test_replies_are_stored_replaced_and_removed(store):
+    run_id = _open(store)
+    with store.transaction() as tx:
+        runs.write_reply(tx, run_id, ("T1", "CF01", "original"), cache_key="k1", raw="{}", fields=FIELDS, cost_usd=0.5)
+        runs.write_reply(tx, run_id, ("T1", "CF01", "edit"), cache_key="k2", raw="{}", fields=FIELDS)
+    with store.transaction() as tx:
+        runs.write_reply(tx, run_id, ("T1", "CF01", "edit"), cache_key="k3", raw="{}", fields=FIELDS)
+    index = runs.reply_index(store, run_id)
+    assert set(index) == {("T1", "CF01", "original"), ("T1", "CF01", "edit")} and index[("T1", "CF01", "edit")].cache_key == "k3"
+    runs.finish_run(store, run_id, status="done", n_done=2, n_errors=0, notes={})
+    assert runs.get_run(store, run_id).cost_usd == 0.5
+    runs.delete_replies(store, run_id, [("T1", "CF01", "edit")])
+    assert [r.condition for r in runs.replies(store, run_id)] == ["original"]
+
+
+def test_a_rerun_without_prices_keeps_the_recorded_cost(store):
+    run_id = _open(store)
+    with store.transaction() as tx:
+        runs.write_reply(tx, run_id, ("T1", "", "image"), cache_key="k", raw="x", fields=FIELDS, cost_usd=0.25)
+    runs.finish_run(store, run_id, status="done", n_done=1, n_errors=0, notes={})
+    with store.transaction() as tx:  # the same reply stored again by a rerun that has no prices
+        runs.write_reply(tx, run_id, ("T1", "", "image"), cache_key="k", raw="x", fields=FIELDS)
+    runs.finish_run(store, run_id, status="done", n_done=1, n_errors=0, notes={})
+    assert runs.get_run(store, run_id).cost_usd == 0.25
+
+
+def test_runs_are_found_by_id_or_unique_start(store):
+    for run_id in ("modality-a-1", "modality-b-2", "contextcanvas-a-3"):
+        _open(store, run_id)
+    assert runs.find_run(store, "contextcanvas").id == "contextcanvas-a-3"
+    with pytest.raises(UsageError, match="matches 2 runs"):
+        runs.find_run(store, "modality")
+    with pytest.raises(NotFoundError, match="no run 'zzz'"):
+        runs.find_run(store, "zzz")
+    with pytest.raises(UsageError, match="empty"):
+        runs.find_run(store, " ")
+
+
+def test_the_response_cache_keeps_the_first_response_of_a_key(store):
+    with store.transaction() as tx:
+        responses.put(tx, CachedResponse("k", "first", {"prompt_tokens": 3}, 0.1, 0.01), backend="b", model="m")
+        responses.put(tx, CachedResponse("k", "second"), backend="b", model="m")
+    found = responses.cached(store, ["k", "absent"])
+    assert set(found) == {"k"} and found["k"].raw == "first" and found["k"].usage == {"prompt_tokens": 3}
+    many = [f"key{i}" for i in range(1200)]  # more than one parameter chunk
+    assert responses.cached(store, many) == {}
+
+
+# ── the store itself ───────────────────────────────────────────────────────
+
+
+def test_a_store_from_a_newer_cfkit_is_refused(tmp_path: Path):
+    path = tmp_path / "cfkit.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="written by a newer cfkit"):
+        Store(path)
+
+
+def test_a_first_version_store_is_migrated_and_keeps_its_rows(tmp_path: Path):
+    path = tmp_path / "cfkit.db"
+    conn = sqlite3.connect(path)
+    conn.executescript("""
+        CREATE TABLE runs (id TEXT PRIMARY KEY, model TEXT NOT NULL, suite TEXT NOT NULL,
+            options TEXT NOT NULL DEFAULT '{}', cfkit_version TEXT NOT NULL, templates_sha256 TEXT,
+            started_at TEXT NOT NULL, finished_at TEXT, status TEXT NOT NULL DEFAULT 'running',
+            n_requests INTEGER NOT NULL DEFAULT 0, n_done INTEGER NOT NULL DEFAULT 0,
+            n_errors INTEGER NOT NULL DEFAULT 0, cost_usd REAL, notes TEXT NOT NULL DEFAULT '{}');
+        CREATE TABLE replies (run_id TEXT NOT NULL REFERENCES runs(id), case_id TEXT NOT NULL,
+            pair_id TEXT NOT NULL DEFAULT '', condition TEXT NOT NULL, cache_key TEXT, answer TEXT, parse TEXT,
+            error TEXT, reason TEXT, confidence TEXT, raw TEXT, detail TEXT, created_at TEXT NOT NULL,
+            PRIMARY KEY (run_id, case_id, pair_id, condition));
+        INSERT INTO runs (id, model, suite, cfkit_version, started_at, cost_usd) VALUES ('r1', 'm', 'modality', '0.1', 't', 1.5);
+        INSERT INTO replies (run_id, case_id, condition, answer, created_at) VALUES ('r1', 'T1', 'text', 'A', 't');
+        PRAGMA user_version=1;
+    """)
+    conn.close()
+    with Store(path) as store:
+        assert store.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION
+        [reply] = runs.replies(store, "r1")
+        assert (reply.answer, reply.cost_usd) == ("A", None)
+        runs.finish_run(store, "r1", status="done", n_done=1, n_errors=0, notes={})
+        assert runs.get_run(store, "r1").cost_usd == 1.5  # the cost recorded before the migration stays
+
+
+def test_a_damaged_store_is_one_store_error(tmp_path: Path):
+    path = tmp_path / "cfkit.db"
+    path.write_bytes(b"not a database" * 512)
+    with pytest.raises(StoreError, match="not a readable SQLite store"):
+        Store(path)
+
+
+def _writer(path: str, run_id: str, count: int) -> None:
+    with Store(Path(path)) as store:
+        _open(store, run_id)
+        for i in range(count):
+            with store.transaction() as tx:
+                runs.write_reply(tx, run_id, (f"T{i}", "", "image"), cache_key=None, raw=None, fields=FIELDS)
+
+
+def test_concurrent_writers_on_a_new_store_lose_nothing(tmp_path: Path):
+    path = str(tmp_path / "fresh" / "cfkit.db")  # neither process finds a store: both create and migrate it
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_writer, args=(path, f"run-{k}", 60)) for k in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    with Store(Path(path)) as store:
+        assert [len(runs.replies(store, f"run-{k}")) for k in range(3)] == [60, 60, 60]
+        assert store.integrity_ok()
+
+
+# ── ownership ──────────────────────────────────────────────────────────────
+
+
+OWNERS = {"edits": "edits.py", "checks": "checks.py", "reviews": "reviews.py", "runs": "runs.py",
+          "replies": "runs.py", "responses": "responses.py"}
+
+
+@pytest.mark.parametrize("table", sorted(OWNERS))
+def test_each_tables_sql_lives_in_its_owner_only(table):
+    sql = re.compile(rf"\b(FROM|INTO|UPDATE|JOIN|TABLE(?: IF NOT EXISTS)?)\s+{table}\b", re.IGNORECASE)
+    holders = {p.relative_to(REPO).as_posix() for p in (REPO / "cfkit").rglob("*.py") if sql.search(p.read_text())}
+    assert holders == {f"cfkit/store/{OWNERS[table]}"}
