@@ -9,7 +9,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from cfkit.cli.console import err, error, out, print_json
+from cfkit.cli.console import err, error, out, print_json, status, warn
 
 if TYPE_CHECKING:
     from cfkit.cases import CaseCheck, CaseProblem, DatasetSummary
@@ -79,9 +79,9 @@ def render_check(check: CaseCheck) -> None:
     render_summary(check)
 
 
-@click.group(short_help="Validate the dataset's case records.")
+@click.group(short_help="Validate or import the dataset's case records.")
 def cases() -> None:
-    """The dataset's cases: validate cases.jsonl."""
+    """The dataset's cases: validate cases.jsonl, or import it from CSV, JSON, Parquet or datasets."""
 
 
 @cases.command(short_help="Check every case in one pass and summarise the dataset.")
@@ -119,4 +119,75 @@ def validate(cases_file: Path | None, image_root: Path | None, as_json: bool, wo
     else:
         render_check(check)
     if not check.ok:
+        raise SystemExit(2)
+
+
+@cases.command("import", short_help="Convert CSV, JSON, Parquet or a datasets folder to cases.jsonl.")
+@click.argument("source", type=click.Path(path_type=Path))
+@click.option("--to", "target", required=True, type=click.Path(path_type=Path),
+              help="The cases.jsonl to write (refused if it exists, unless --force).")
+@click.option("--map", "mapping", multiple=True, metavar="FIELD=COLUMN",
+              help="Fill FIELD from COLUMN (repeatable); FIELD=COL1,COL2 for options or images spread over "
+                   "columns; FIELD= leaves a field out. Default mapping: docs/formats.md.")
+@click.option("--images", "image_root", type=click.Path(path_type=Path), default=None,
+              help="Image root: embedded images are written here (named by case id), image paths must be here.")
+@click.option("--format", "kind", type=click.Choice(["csv", "tsv", "json", "jsonl", "parquet", "datasets"]),
+              default=None, help="Source format (default: from the file ending; a folder is a datasets folder).")
+@click.option("--split", default=None, help="Split of a datasets folder holding several.")
+@click.option("--force", is_flag=True, help="Replace an existing --to file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def import_(source: Path, target: Path, mapping: tuple[str, ...], image_root: Path | None, kind: str | None,
+            split: str | None, force: bool, as_json: bool) -> None:
+    """Convert SOURCE (CSV, JSON, JSON Lines, Parquet or a datasets folder) to a cases file.
+
+    Columns are matched to case fields by name (the supplement's record fields
+    and cfkit's own); a field that several columns could fill is refused with
+    the candidates. Yes/No options set yes_option. The result is validated
+    exactly as 'cfkit cases validate' does; nothing is written when any row
+    has a problem.
+
+    \b
+    Examples:
+      cfkit cases import release.csv --to data/cases.jsonl --images data/images
+      cfkit cases import hf-export/ --split test --to data/cases.jsonl --images data/images
+      cfkit cases import table.parquet --to cases.jsonl --map id=eval_id --map options=opt1,opt2,opt3
+    """
+    from cfkit.cases_import import import_cases
+
+    result = import_cases(source, target, mapping=mapping, image_root=image_root, kind=kind, split=split,
+                          force=force)
+    if as_json:
+        print_json({"source": str(result.source), "format": result.kind, "to": str(result.target),
+                    "ok": result.ok, "written": result.check is not None,
+                    "mapping": {f: list(cols) for f, cols in result.mapping},
+                    "ignored_columns": list(result.ignored_columns),
+                    "images_written": [str(p) for p in result.images_written],
+                    "images_kept": [str(p) for p in result.images_kept],
+                    "problems": [{"line": p.line, "unit": p.unit, "field": p.field, "case": p.case_id,
+                                  "message": p.message} for p in result.problems],
+                    "check": None if result.check is None else result.check.to_dict()})
+    else:
+        if result.check is None:
+            if len(result.problems) == 1:
+                error(f"{result.problems[0]} Nothing was written.")
+            else:
+                render_problems(result.problems)
+                error(f"{_plural(len(result.problems), 'problem')} in {result.source}; nothing was written. "
+                      "Fix the source, or map columns with --map FIELD=COLUMN.")
+        else:
+            status(f"Read {result.source} ({result.kind}): " + "; ".join(
+                f"{f} <- {', '.join(cols)}" for f, cols in result.mapping))
+            if result.ignored_columns:
+                warn(f"columns not imported: {', '.join(result.ignored_columns)} (map them with --map FIELD=COLUMN).")
+            render_check(result.check)
+            written = f"Wrote {_plural(len(result.check.cases), 'case')} to {result.target}"
+            if result.images_written or result.images_kept:
+                written += (f" and {_plural(len(result.images_written), 'image')} under {image_root}"
+                            + (f" ({len(result.images_kept)} already there)" if result.images_kept else ""))
+            status(written + ".")
+            if result.ok:
+                images = image_root.resolve() if image_root else "IMAGES"
+                status(f"Next: 'cfkit init DIR --cases {result.target.resolve()} --images {images}', "
+                       "or point [dataset] in cfkit.toml at it.")
+    if not result.ok:
         raise SystemExit(2)
