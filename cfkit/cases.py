@@ -1,18 +1,71 @@
-"""ContextCanvas case records (``cases.jsonl``) and their loading.
+"""ContextCanvas case records (``cases.jsonl``): the schema and the rules for ids and image paths.
 
 Only a case's images, question and options ever reach a model; ``gold``,
-``rationale`` and ``provenance`` stay on this side.
+``rationale`` and ``provenance`` stay on this side. Reading a cases file is
+:mod:`cfkit.dataset`.
+
+Case ids name files (``captions/ID.yaml``, imported images), so they must match
+:data:`CASE_ID_PATTERN`. Image paths are relative to the image root, use ``/``,
+never contain ``..`` and must not resolve (after symlinks) outside the root.
 """
 
 from __future__ import annotations
 
-import json
+import re
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from cfkit.errors import CaseError, describe_validation
+from cfkit.errors import CaseError
+
+#: A case id: 1 to 64 ASCII letters, digits, ``.``, ``_`` or ``-``, starting with a letter or digit.
+CASE_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+_CASE_ID = re.compile(CASE_ID_PATTERN)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def check_case_id(value: str) -> str:
+    """Return ``value`` if it is a valid case id, else raise :class:`CaseError` (for ids typed by a user)."""
+    problem = case_id_problem(value)
+    if problem:
+        raise CaseError(problem)
+    return value
+
+
+def case_id_problem(value: str) -> str | None:
+    """Why ``value`` is not an acceptable case id (see :data:`CASE_ID_PATTERN`), or None."""
+    if _CASE_ID.fullmatch(value):
+        return None
+    return (f"case id {value!r} is not allowed: ids are 1-64 ASCII letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit, because they name files; rename the case")
+
+
+def image_path_problem(value: str) -> str | None:
+    """Why ``value`` is not an acceptable image path (relative to the image root), or None.
+
+    This is the lexical rule; :func:`check_cases` also resolves symlinks against the root.
+    """
+    if not value.strip():
+        return "is empty; give the image's path relative to the image root"
+    if _CONTROL.search(value):
+        return "contains a control character; rename the file"
+    if "\\" in value:
+        return "contains '\\'; write paths with '/' relative to the image root"
+    if value.startswith("/") or re.match(r"[A-Za-z]:", value):
+        return "is absolute; give the path relative to the image root ([dataset] images)"
+    if ".." in value.split("/"):
+        return "contains '..'; keep every image inside the image root"
+    return None
 
 
 class Option(BaseModel):
@@ -23,6 +76,8 @@ class Option(BaseModel):
 
 
 class Provenance(BaseModel):
+    """Where a case's image comes from and under which rights; other keys are kept as given."""
+
     model_config = ConfigDict(extra="allow", frozen=True)
 
     title: str | None = None
@@ -48,8 +103,27 @@ class Case(BaseModel):
     domain: str | None = None
     provenance: Provenance | None = None
 
+    @field_validator("id")
+    @classmethod
+    def _id_names_a_file(cls, value: str) -> str:
+        problem = case_id_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("images")
+    @classmethod
+    def _images_inside_root(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        owner = info.data.get("id")
+        for name in value:
+            problem = image_path_problem(name)
+            if problem:
+                case = f"case '{owner}': " if owner else ""
+                raise ValueError(f"{case}image path {name!r} {problem}")
+        return value
+
     @model_validator(mode="after")
-    def _consistent(self) -> "Case":
+    def _consistent(self) -> Case:
         ids = [o.id for o in self.options]
         if len(set(ids)) != len(ids):
             raise ValueError(f"option ids repeat ({', '.join(ids)}); give each option its own id")
@@ -95,7 +169,7 @@ class CaseSet:
     def __len__(self) -> int:
         return len(self._by_id)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Case]:
         return iter(self._by_id.values())
 
     def __contains__(self, case_id: object) -> bool:
@@ -121,40 +195,3 @@ def _sample(ids) -> str:
     ids = list(ids)
     head = ", ".join(ids[:5])
     return head + (f", … ({len(ids)} in all)" if len(ids) > 5 else "")
-
-
-def parse_cases(text: str, path: Path) -> list[Case]:
-    """Parse ``cases.jsonl`` text; errors name the file and line."""
-    cases: list[Case] = []
-    seen: dict[str, int] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CaseError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno}).") from exc
-        if not isinstance(raw, dict):
-            raise CaseError(f"{path}:{lineno}: expected a JSON object per line.")
-        try:
-            case = Case.model_validate(raw)
-        except ValidationError as exc:
-            raise CaseError(f"{path}:{lineno}: {describe_validation(exc)}") from exc
-        if case.id in seen:
-            raise CaseError(
-                f"{path}:{lineno}: duplicate case id '{case.id}' (first on line {seen[case.id]}); ids must be unique."
-            )
-        seen[case.id] = lineno
-        cases.append(case)
-    return cases
-
-
-def load_cases(path: Path, image_root: Path) -> CaseSet:
-    """Load and validate a cases file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CaseError(
-            f"cases file {path} not found. Set [dataset] cases in cfkit.toml to your ContextCanvas cases.jsonl."
-        ) from None
-    return CaseSet(parse_cases(text, path), path, image_root)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
+    from pydantic_core import ErrorDetails
 
 
 class CfkitError(Exception):
@@ -143,7 +144,11 @@ class TransportError(BackendError):
 
 def describe_validation(exc: ValidationError) -> str:
     """One line for the first problem pydantic found in a record: field, problem, fix."""
-    err = exc.errors()[0]
+    return describe_error(exc.errors()[0])
+
+
+def describe_error(err: ErrorDetails) -> str:
+    """One line for one of the problems pydantic found (an item of ``ValidationError.errors()``)."""
     where = ".".join(str(p) for p in err["loc"]) or "record"
     kind = err["type"]
     if kind == "extra_forbidden":

@@ -217,9 +217,9 @@ def compress_ids(ids: list[str]) -> str:
 
 def try_load_cases(ws: Workspace) -> CaseSet | None:
     """The workspace's cases, or None when the cases file is absent (bad files still raise)."""
-    from cfkit.cases import load_cases
+    from cfkit.dataset import load_cases
 
-    if not ws.cases_path.is_file():
+    if not ws.cases_path.exists():  # a folder there is an error load_cases names, not an absent file
         return None
     return load_cases(ws.cases_path, ws.image_root)
 

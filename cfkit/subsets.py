@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from cfkit.cases import CaseSet, load_cases
+from cfkit.cases import CaseSet
+from cfkit.dataset import load_cases
 from cfkit.errors import CaseError, UsageError
 from cfkit.files import read_text
 from cfkit.workspace import Workspace

@@ -69,8 +69,8 @@ DEFAULT_TOML = """\
 # cfkit workspace. Paths are relative to this file's folder.
 
 [dataset]
-cases = "{cases}"          # ContextCanvas cases, one JSON record a line
-images = "{images}"        # folder the cases' image paths are relative to
+cases = {cases}          # ContextCanvas cases, one JSON record a line
+images = {images}        # folder the cases' image paths are relative to
 
 [workspace]
 store = ".cfkit"           # edits, checks, reviews, runs and the SQLite store
@@ -212,20 +212,98 @@ def find_workspace(explicit: str | os.PathLike[str] | None = None, start: Path |
     )
 
 
+def toml_string(value: str) -> str:
+    """``value`` as a TOML string that reads back exactly (TOML 1.0, section 2.4).
+
+    A literal string ('...') when it needs no escape, so Windows paths stay
+    readable (``'C:\\data\\cases.jsonl'``); otherwise a basic string with ``\\``,
+    ``"`` and every control character escaped.
+    """
+    if "'" not in value and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        return f"'{value}'"
+    out = []
+    for char in value:
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\u{ord(char):04X}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+@dataclass(frozen=True)
+class WorkspacePlan:
+    """A workspace checked in memory and not yet written: its ``cfkit.toml`` text and parsed form."""
+
+    workspace: Workspace
+    text: str
+
+
+def plan_workspace(root: Path, *, cases: str, images: str, pairs: int) -> WorkspacePlan:
+    """Build and validate ``cfkit.toml`` for a new workspace without touching the disk.
+
+    Raises :class:`ConfigError` when ``root/cfkit.toml`` exists, when ``root`` is
+    not a folder, or when a value cannot be written so that it reads back the same.
+    """
+    path = root / CONFIG_NAME
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"{root} is a file, not a folder; choose a folder for the workspace.")
+    if path.exists() or path.is_symlink():
+        raise ConfigError(f"{path} already exists; edit it, or choose another folder.")
+    for flag, value in (("--cases", cases), ("--images", images)):
+        if not value.strip():
+            raise ConfigError(f"{flag} is empty; give a path relative to the workspace folder or absolute.")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"{flag} {value!r} is not valid Unicode; rename the path or give another.") from None
+    text = DEFAULT_TOML.format(cases=toml_string(cases), images=toml_string(images), pairs=pairs)
+    # Read back what would be written: a value that does not survive the round trip is refused here.
+    try:
+        config = Config.model_validate(tomllib.loads(text))
+    except tomllib.TOMLDecodeError as exc:  # a writer bug; refuse rather than leave a broken file
+        raise ConfigError(f"{path}: the configuration would not be valid TOML ({exc}); nothing was written.") from exc
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {describe_validation(exc)} Nothing was written.") from exc
+    if (config.dataset.cases, config.dataset.images, config.workspace.pairs) != (cases, images, pairs):
+        raise ConfigError(f"{path}: the paths given do not read back unchanged from TOML; give simpler paths.")
+    return WorkspacePlan(Workspace(root=root.resolve(), config=config), text)
+
+
+def write_workspace(plan: WorkspacePlan) -> Workspace:
+    """Create the planned folder, ``cfkit.toml`` and its sub-folders; on failure remove what it created."""
+    from cfkit.files import write_text_atomic
+
+    ws = plan.workspace
+    created: list[Path] = []
+    try:
+        for folder in (ws.root, ws.interventions_dir, ws.interventions_dir / "masks", ws.captions_dir, ws.probes_dir):
+            missing = [p for p in (folder, *folder.parents) if not p.exists()]
+            folder.mkdir(parents=True, exist_ok=True)
+            created.extend(reversed(missing))
+        write_text_atomic(ws.config_path, plan.text, overwrite=False)
+    except FileExistsError:
+        _remove_folders(created)
+        raise ConfigError(f"{ws.config_path} already exists; edit it, or choose another folder.") from None
+    except OSError as exc:
+        _remove_folders(created)
+        raise ConfigError(f"cannot make the workspace {ws.root} ({exc.strerror}); "
+                          "check the folder's permissions and free space.") from exc
+    return ws
+
+
+def _remove_folders(folders: list[Path]) -> None:
+    for folder in reversed(folders):
+        try:
+            folder.rmdir()  # only ever empty folders this call made
+        except OSError:
+            pass
+
+
 def init_workspace(root: Path, *, cases: str, images: str, pairs: int) -> Workspace:
-    """Create a workspace folder with ``cfkit.toml`` and its standard sub-folders.
+    """Create a workspace folder with ``cfkit.toml`` and its standard sub-folders (the dataset is not checked).
 
     Refuses to overwrite an existing ``cfkit.toml``.
     """
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / CONFIG_NAME
-    if path.exists():
-        raise ConfigError(f"{path} already exists; edit it, or choose another folder.")
-    text = DEFAULT_TOML.format(cases=cases, images=images, pairs=pairs)
-    from cfkit.files import write_text_atomic
-
-    write_text_atomic(path, text)
-    ws = load_workspace(root)
-    for folder in (ws.interventions_dir / "masks", ws.captions_dir, ws.probes_dir):
-        folder.mkdir(parents=True, exist_ok=True)
-    return ws
+    return write_workspace(plan_workspace(root, cases=cases, images=images, pairs=pairs))

@@ -26,7 +26,7 @@ MINI_SPECS = {"EX01": ("MX01", "recolor"), "EX02": ("MX02", "recolor"), "EX03": 
 
 
 def _mini(path: Path):
-    from cfkit.cases import load_cases
+    from cfkit.dataset import load_cases
     from cfkit.workspace import load_workspace
 
     ws = load_workspace(path)

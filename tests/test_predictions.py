@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cfkit.cases import load_cases
+from cfkit.dataset import load_cases
 from cfkit.errors import PredictionError
 from cfkit.predictions import (
     Prediction,

@@ -14,22 +14,22 @@ HEAVY = ("torch", "diffusers", "transformers", "openai", "lpips", "skimage")
 
 def test_init_makes_a_workspace_and_refuses_to_overwrite(tmp_path: Path):
     target = tmp_path / "study"
-    result = run_cli(["init", str(target), "--pairs", "12"])
+    result = run_cli(["init", str(target), "--pairs", "12", "--no-check"])
     assert result.exit_code == 0, result.output
     for folder in ("interventions/masks", "captions", "probes"):
         assert (target / folder).is_dir()
     ws = find_workspace(target)
     assert ws.pairs == 12 and ws.store_dir == target.resolve() / ".cfkit"
     before = (target / "cfkit.toml").read_bytes()
-    again = run_cli(["init", str(target)])
+    again = run_cli(["init", str(target), "--no-check"])
     assert again.exit_code == 2 and "already exists" in again.stderr
     assert (target / "cfkit.toml").read_bytes() == before
 
 
 def test_discovery_order(tmp_path: Path, monkeypatch):
     a, b = tmp_path / "a", tmp_path / "b"
-    run_cli(["init", str(a)])
-    run_cli(["init", str(b)])
+    run_cli(["init", str(a), "--no-check"])
+    run_cli(["init", str(b), "--no-check"])
     deep = a / "interventions" / "masks"
     monkeypatch.chdir(deep)
     assert find_workspace().root == a.resolve()  # walking up

@@ -20,6 +20,7 @@ from cfkit.errors import CfkitError
 # name -> (module, attribute). A module that is not there yet is left out of --help.
 COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("cfkit.cli.init", "init"),
+    "cases": ("cfkit.cli.cases", "cases"),
     "specs": ("cfkit.cli.specs", "specs"),
     "edit": ("cfkit.cli.edit", "edit"),
     "edits": ("cfkit.cli.edit", "edits"),

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cfkit.backends import Backend, BackendContext, backend_class, load_backend, split_model
-from cfkit.cases import load_cases
+from cfkit.dataset import load_cases
 from cfkit.errors import NotFoundError
 from cfkit.probe.identity import cache_key, inputs_sha256, run_id_for
 from cfkit.probe.plan import DEFAULT_MAX_TOKENS, ProbeItem, ProbePlan, SkippedPair, answer_schema, plan_suite

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from cfkit.backends import Capabilities, Generation, ImageData, ProbeRequest, RequestMeta
-from cfkit.cases import Case, CaseSet, load_cases
+from cfkit.cases import Case, CaseSet
+from cfkit.dataset import load_cases
 from cfkit.captions import load_caption
 from cfkit.errors import CaseError, SpecError, UsageError
 from cfkit.images import image_data, side_by_side

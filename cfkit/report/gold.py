@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cfkit.cases import CaseSet, load_cases
+from cfkit.cases import CaseSet
+from cfkit.dataset import load_cases
 from cfkit.errors import SpecError
 from cfkit.specs import load_spec_file, spec_files
 from cfkit.subsets import modality_subset_path, read_subset

@@ -1,0 +1,193 @@
+"""``cfkit cases``: validate and import the dataset's case records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from cfkit.cli.console import err, error, out, print_json, status, warn
+
+if TYPE_CHECKING:
+    from cfkit.dataset import CaseCheck, CaseProblem, DatasetSummary
+
+
+def _plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def render_problems(problems: tuple[CaseProblem, ...] | list[CaseProblem]) -> None:
+    """Every problem on stderr: a table on a terminal, otherwise one ``error:`` line each."""
+    if not err.is_terminal:
+        for problem in problems:
+            error(str(problem))
+        return
+    table = Table(title=f"{_plural(len(problems), 'problem')}", title_justify="left", title_style="bold red")
+    for name in ("where", "case", "field", "problem and fix"):
+        table.add_column(name, overflow="fold")
+    for p in problems:
+        table.add_row(escape(p.where), escape(p.case_id or ""), escape(p.field or ""), escape(p.message))
+    err.print(table)
+
+
+def summary_rows(summary: DatasetSummary, check: CaseCheck) -> list[tuple[str, str]]:
+    """The dataset summary shown by ``cases validate``, ``cases import`` and ``init``, as (label, markup) rows."""
+    s = summary
+    options = [_plural(s.two_option, "two-option case"), _plural(s.three_option, "three-option case")]
+    if s.more_options:
+        options.append(f"{s.more_options} with four or more options")
+    rate = "—" if s.gold_yes_rate is None else f"{s.gold_yes_rate:.2f}%"
+    if check.images_checked:
+        images = f"{s.images_found} of {s.images} found in {escape(str(check.image_root))}"
+        if s.images_missing:
+            images += f", [red]{s.images_missing} missing[/]"
+    else:
+        images = f"{s.images} named, not checked (give --images DIR)"
+    return [
+        ("cases", f"{s.cases} in {escape(str(check.path))}"),
+        ("options", ", ".join(options)),
+        ("gold Yes", f"{rate} ({s.gold_yes} of {_plural(s.binary, 'Yes/No case')})"),
+        ("paired images", _plural(s.paired_image, "case") + " with two images"),
+        ("images", images),
+        ("domains", escape(", ".join(f"{d} {n}" for d, n in s.domains)) or "—"),
+        ("result", "[green]ok[/]" if check.ok else f"[red]{_plural(len(check.problems), 'problem')}[/]"),
+    ]
+
+
+def render_summary(check: CaseCheck) -> None:
+    """The summary on stdout: a table on a terminal, otherwise one ``label  value`` line each."""
+    rows = summary_rows(check.summary, check)
+    if not out.is_terminal:
+        for label, value in rows:
+            out.print(f"{label:<14} {value}")
+        return
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column()
+    for label, value in rows:
+        table.add_row(label, value)
+    out.print(table)
+
+
+def render_check(check: CaseCheck) -> None:
+    """Problems on stderr, then the summary on stdout."""
+    if check.problems:
+        render_problems(check.problems)
+    render_summary(check)
+
+
+@click.group(short_help="Validate or import the dataset's case records.")
+def cases() -> None:
+    """The dataset's cases: validate cases.jsonl, or import it from CSV, JSON, Parquet or datasets."""
+
+
+@cases.command(short_help="Check every case in one pass and summarise the dataset.")
+@click.option("--cases", "cases_file", type=click.Path(path_type=Path), default=None,
+              help="Cases file to check instead of the workspace's [dataset] cases (no workspace needed).")
+@click.option("--images", "image_root", type=click.Path(path_type=Path), default=None,
+              help="Image folder instead of the workspace's [dataset] images.")
+@click.option("--json", "as_json", is_flag=True, help="Print the problems and summary as JSON.")
+@click.option("-w", "--workspace", "workspace_dir", metavar="DIR", default=None,
+              help="Workspace folder (default: $CFKIT_WORKSPACE, or the nearest folder with cfkit.toml).")
+def validate(cases_file: Path | None, image_root: Path | None, as_json: bool, workspace_dir: str | None) -> None:
+    """Check every case in one pass and summarise the dataset; exit 2 on any problem.
+
+    Each problem is reported with its file:line, field and fix: JSON, UTF-8,
+    schema, duplicate ids, the case id pattern, image paths (relative, inside
+    the image root) and image files that are missing. With --cases and no
+    --images, image files are not checked.
+
+    \b
+    Examples:
+      cfkit cases validate
+      cfkit cases validate --cases export/cases.jsonl --images export/images --json
+    """
+    from cfkit.dataset import check_cases
+
+    if cases_file is None:
+        from cfkit.workspace import find_workspace
+
+        root = click.get_current_context().find_root().obj or {}
+        ws = find_workspace(workspace_dir or root.get("workspace"))
+        cases_file, image_root = ws.cases_path, image_root or ws.image_root
+    check = check_cases(cases_file, image_root, images=image_root is not None)
+    if as_json:
+        print_json(check.to_dict())
+    else:
+        render_check(check)
+    if not check.ok:
+        raise SystemExit(2)
+
+
+@cases.command("import", short_help="Convert CSV, JSON, Parquet or a datasets folder to cases.jsonl.")
+@click.argument("source", type=click.Path(path_type=Path))
+@click.option("--to", "target", required=True, type=click.Path(path_type=Path),
+              help="The cases.jsonl to write (refused if it exists, unless --force).")
+@click.option("--map", "mapping", multiple=True, metavar="FIELD=COLUMN",
+              help="Fill FIELD from COLUMN (repeatable); FIELD=COL1,COL2 for options or images spread over "
+                   "columns; FIELD= leaves a field out. Default mapping: docs/formats.md.")
+@click.option("--images", "image_root", type=click.Path(path_type=Path), default=None,
+              help="Image root: embedded images are written here (named by case id), image paths must be here.")
+@click.option("--format", "kind", type=click.Choice(["csv", "tsv", "json", "jsonl", "parquet", "datasets"]),
+              default=None, help="Source format (default: from the file ending; a folder is a datasets folder).")
+@click.option("--split", default=None, help="Split of a datasets folder holding several.")
+@click.option("--force", is_flag=True, help="Replace an existing --to file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def import_(source: Path, target: Path, mapping: tuple[str, ...], image_root: Path | None, kind: str | None,
+            split: str | None, force: bool, as_json: bool) -> None:
+    """Convert SOURCE (CSV, JSON, JSON Lines, Parquet or a datasets folder) to a cases file.
+
+    Columns are matched to case fields by name (the supplement's record fields
+    and cfkit's own); a field that several columns could fill is refused with
+    the candidates. Yes/No options set yes_option. The result is validated
+    exactly as 'cfkit cases validate' does; nothing is written when any row
+    has a problem.
+
+    \b
+    Examples:
+      cfkit cases import release.csv --to data/cases.jsonl --images data/images
+      cfkit cases import hf-export/ --split test --to data/cases.jsonl --images data/images
+      cfkit cases import table.parquet --to cases.jsonl --map id=eval_id --map options=opt1,opt2,opt3
+    """
+    from cfkit.cases_import import import_cases
+
+    result = import_cases(source, target, mapping=mapping, image_root=image_root, kind=kind, split=split,
+                          force=force)
+    if as_json:
+        print_json({"source": str(result.source), "format": result.kind, "to": str(result.target),
+                    "ok": result.ok, "written": result.check is not None,
+                    "mapping": {f: list(cols) for f, cols in result.mapping},
+                    "ignored_columns": list(result.ignored_columns),
+                    "images_written": [str(p) for p in result.images_written],
+                    "images_kept": [str(p) for p in result.images_kept],
+                    "problems": [{"line": p.line, "unit": p.unit, "field": p.field, "case": p.case_id,
+                                  "message": p.message} for p in result.problems],
+                    "check": None if result.check is None else result.check.to_dict()})
+    else:
+        if result.check is None:
+            if len(result.problems) == 1:
+                error(f"{result.problems[0]} Nothing was written.")
+            else:
+                render_problems(result.problems)
+                error(f"{_plural(len(result.problems), 'problem')} in {result.source}; nothing was written. "
+                      "Fix the source, or map columns with --map FIELD=COLUMN.")
+        else:
+            status(f"Read {result.source} ({result.kind}): " + "; ".join(
+                f"{f} <- {', '.join(cols)}" for f, cols in result.mapping))
+            if result.ignored_columns:
+                warn(f"columns not imported: {', '.join(result.ignored_columns)} (map them with --map FIELD=COLUMN).")
+            render_check(result.check)
+            written = f"Wrote {_plural(len(result.check.cases), 'case')} to {result.target}"
+            if result.images_written or result.images_kept:
+                written += (f" and {_plural(len(result.images_written), 'image')} under {image_root}"
+                            + (f" ({len(result.images_kept)} already there)" if result.images_kept else ""))
+            status(written + ".")
+            if result.ok:
+                images = image_root.resolve() if image_root else "IMAGES"
+                status(f"Next: 'cfkit init DIR --cases {result.target.resolve()} --images {images}', "
+                       "or point [dataset] in cfkit.toml at it.")
+    if not result.ok:
+        raise SystemExit(2)

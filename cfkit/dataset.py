@@ -1,0 +1,295 @@
+"""Reading a cases file: every record checked in one pass, and a summary of the dataset.
+
+Two entry points:
+
+- :func:`check_cases` reads the file in one pass and returns every problem
+  (file, line, field, fix) with a :class:`DatasetSummary`; ``cfkit cases
+  validate`` and ``cfkit init`` show it.
+- :func:`load_cases` is what every other command uses: the same checks, but the
+  first problem is raised as a :class:`CaseError`.
+
+The record schema and the id and image-path rules are :mod:`cfkit.cases`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from cfkit.cases import Case, CaseSet
+from cfkit.errors import CaseError, describe_error
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True)
+class CaseProblem:
+    """One thing wrong with a cases file, at one line (or data row, for an imported table)."""
+
+    path: str
+    line: int | None  # 1-based; None for the file as a whole
+    message: str  # what is wrong and how to fix it
+    field: str | None = None  # e.g. "gold", "images.0"; None when the whole record is wrong
+    case_id: str | None = None
+    unit: str = "line"  # "line" for JSONL, "row" for the data rows of an imported table
+
+    @property
+    def where(self) -> str:
+        if self.line is None:
+            return self.path
+        return f"{self.path}:{self.line}" if self.unit == "line" else f"{self.path} row {self.line}"
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class DatasetSummary:
+    """What a cases file holds. ``images_found``/``images_missing`` are None when images were not checked."""
+
+    cases: int
+    two_option: int
+    three_option: int
+    more_options: int  # four or more options
+    paired_image: int  # cases with two images
+    binary: int  # two-option cases with a yes_option (the Yes-rate denominator)
+    gold_yes: int  # of those, gold is the Yes option
+    images: int  # distinct image paths the cases name
+    images_found: int | None
+    images_missing: int | None
+    domains: tuple[tuple[str, int], ...]  # (domain, cases), most frequent first; "(none)" for no domain
+
+    @property
+    def gold_yes_rate(self) -> float | None:
+        """Percent of the binary cases whose gold answer is Yes (the paper reports 38.14 on ContextCanvas)."""
+        return None if self.binary == 0 else 100.0 * self.gold_yes / self.binary
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cases": self.cases, "two_option": self.two_option, "three_option": self.three_option,
+            "more_options": self.more_options, "paired_image": self.paired_image, "binary": self.binary,
+            "gold_yes": self.gold_yes, "gold_yes_rate": self.gold_yes_rate, "images": self.images,
+            "images_found": self.images_found, "images_missing": self.images_missing,
+            "domains": dict(self.domains),
+        }
+
+
+@dataclass(frozen=True)
+class CaseCheck:
+    """The outcome of reading a cases file: its valid cases, every problem, and a summary of the valid cases."""
+
+    path: Path
+    image_root: Path | None
+    images_checked: bool
+    cases: tuple[Case, ...]
+    problems: tuple[CaseProblem, ...]
+    summary: DatasetSummary
+    missing_images: tuple[str, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "image_root": None if self.image_root is None else str(self.image_root),
+            "ok": self.ok,
+            "problems": [{"line": p.line, "field": p.field, "case": p.case_id, "message": p.message}
+                         for p in self.problems],
+            "summary": self.summary.to_dict(),
+            "missing_images": list(self.missing_images),
+        }
+
+
+def summarize_cases(cases: Sequence[Case], image_root: Path | None = None) -> DatasetSummary:
+    """Count options, paired images, the gold Yes rate, domains and (with ``image_root``) images on disk."""
+    option_counts = Counter(len(c.options) for c in cases)
+    binary = [c for c in cases if c.yes_option is not None]
+    names = list(dict.fromkeys(name for c in cases for name in c.images))
+    found = missing = None
+    if image_root is not None:
+        found = sum((image_root / name).is_file() for name in names)
+        missing = len(names) - found
+    domains = Counter(c.domain or "(none)" for c in cases)
+    return DatasetSummary(
+        cases=len(cases),
+        two_option=option_counts[2],
+        three_option=option_counts[3],
+        more_options=sum(n for k, n in option_counts.items() if k > 3),
+        paired_image=sum(len(c.images) == 2 for c in cases),
+        binary=len(binary),
+        gold_yes=sum(c.gold == c.yes_option for c in binary),
+        images=len(names),
+        images_found=found,
+        images_missing=missing,
+        domains=tuple(sorted(domains.items(), key=lambda kv: (-kv[1], kv[0]))),
+    )
+
+
+def read_cases_bytes(path: Path) -> bytes:
+    """The bytes of a cases file; :class:`CaseError` when it is missing, a folder or unreadable."""
+    if path.is_dir():
+        raise CaseError(f"cases file {path} is a folder; give the cases.jsonl file itself ([dataset] cases).")
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise CaseError(
+            f"cases file {path} not found. Set [dataset] cases in cfkit.toml to your ContextCanvas cases.jsonl, "
+            "or make one with 'cfkit cases import'."
+        ) from None
+    except OSError as exc:
+        raise CaseError(f"cases file {path} cannot be read ({exc.strerror}); check its permissions.") from exc
+
+
+def check_cases(path: Path, image_root: Path | None, *, images: bool = True) -> CaseCheck:
+    """Read and validate a cases file in one pass.
+
+    Every line is checked (JSON, UTF-8, schema, duplicate ids, image paths); with
+    ``image_root`` given, image paths must not resolve outside it, and with
+    ``images`` every named image must exist there as a file. Raises
+    :class:`CaseError` only when the file itself cannot be read.
+    """
+    return check_cases_data(read_cases_bytes(path), path, image_root, images=images)
+
+
+def check_cases_data(data: bytes, path: Path, image_root: Path | None, *, images: bool = True,
+                     unit: str = "line") -> CaseCheck:
+    """:func:`check_cases` on bytes that are (or are about to be) the content of ``path``.
+
+    ``unit`` names what a line number counts in messages: "line", or "row" when
+    the lines stand for the data rows of an imported table.
+    """
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise CaseError(f"{path}: the file is UTF-16 (it starts with a UTF-16 byte-order mark); re-save it as UTF-8.")
+    # A UTF-8 byte-order mark (Windows editors, Excel) is accepted and ignored.
+    data = data.removeprefix(_UTF8_BOM)
+    cases: list[Case] = []
+    problems: list[CaseProblem] = []
+    first_line: dict[str, int] = {}
+    case_lines: list[int] = []
+    for lineno, raw_line in enumerate(data.split(b"\n"), start=1):
+        record, problem = _decode_line(raw_line, str(path), lineno)
+        if problem:
+            problems.append(dataclasses.replace(problem, unit=unit))
+            continue
+        if record is None:
+            continue  # blank line
+        hint = record.get("id") if isinstance(record.get("id"), str) else None
+        try:
+            case = Case.model_validate(record)
+        except ValidationError as exc:
+            problems.extend(CaseProblem(str(path), lineno, describe_error(e), ".".join(map(str, e["loc"])) or None,
+                                        hint, unit) for e in exc.errors())
+            continue
+        if case.id in first_line:
+            problems.append(CaseProblem(
+                str(path), lineno,
+                f"duplicate case id '{case.id}' (first on {unit} {first_line[case.id]}); ids must be unique.",
+                "id", case.id, unit))
+            continue
+        first_line[case.id] = lineno
+        cases.append(case)
+        case_lines.append(lineno)
+    if not cases and not problems:
+        problems.append(CaseProblem(str(path), None, "holds no cases; write one JSON case record a line."))
+    missing: list[str] = []
+    if image_root is not None:
+        problems.extend(dataclasses.replace(p, unit=unit)
+                        for p in _image_problems(path, cases, case_lines, image_root, images, missing))
+    problems.sort(key=lambda p: (p.line is not None, p.line or 0))
+    return CaseCheck(path=path, image_root=image_root, images_checked=images and image_root is not None,
+                     cases=tuple(cases), problems=tuple(problems),
+                     summary=summarize_cases(cases, image_root if images else None),
+                     missing_images=tuple(missing))
+
+
+def _decode_line(raw: bytes, path: str, lineno: int) -> tuple[dict | None, CaseProblem | None]:
+    raw = raw.removesuffix(b"\r")
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, CaseProblem(path, lineno, f"not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                                               "re-save the file as UTF-8.")
+    if not line.strip():
+        return None, None
+    try:
+        record = json.loads(line, object_pairs_hook=_refuse_duplicate_keys)
+    except json.JSONDecodeError as exc:
+        return None, CaseProblem(path, lineno, f"not valid JSON ({exc.msg} at column {exc.colno}); "
+                                               "write one JSON object a line.")
+    except _DuplicateKey as exc:
+        return None, CaseProblem(path, lineno, f"key '{exc}' appears twice in one record; keep one.", str(exc))
+    except RecursionError:
+        return None, CaseProblem(path, lineno, "JSON nested too deeply to read; a case record is flat.")
+    if not isinstance(record, dict):
+        return None, CaseProblem(path, lineno, "expected a JSON object per line.")
+    return record, None
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json.loads would silently keep the last of two equal keys.
+    record: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in record:
+            raise _DuplicateKey(key)
+        record[key] = value
+    return record
+
+
+def _image_problems(path: Path, cases: list[Case], lines: list[int], image_root: Path, existence: bool,
+                    missing: list[str]) -> list[CaseProblem]:
+    """Images that resolve outside the root (symlinks followed), and, with ``existence``, ones not there."""
+    problems: list[CaseProblem] = []
+    root = image_root.resolve()
+    if existence and not image_root.is_dir():
+        what = "is not a folder" if image_root.exists() else "not found"
+        problems.append(CaseProblem(str(path), None, f"image folder {image_root} {what}; set [dataset] images "
+                                                     "to the folder the cases' image paths are relative to."))
+        missing.extend(dict.fromkeys(name for c in cases for name in c.images))
+    seen: set[str] = set()
+    for case, lineno in zip(cases, lines):
+        for i, name in enumerate(case.images):
+            target = (image_root / name).resolve()
+            where = f"images.{i}"
+            if not target.is_relative_to(root):
+                problems.append(CaseProblem(str(path), lineno, f"case '{case.id}': image {name!r} resolves to "
+                                            f"{target}, outside the image root {root}; keep images inside it "
+                                            "(or set [dataset] images to the folder the link leads to).",
+                                            where, case.id))
+            elif existence and image_root.is_dir() and name not in seen:
+                seen.add(name)
+                if target.is_dir():
+                    problems.append(CaseProblem(str(path), lineno, f"case '{case.id}': image {name!r} is a folder; "
+                                                "name the image file.", where, case.id))
+                elif not target.is_file():
+                    missing.append(name)
+                    problems.append(CaseProblem(str(path), lineno, f"case '{case.id}': image {name!r} not found "
+                                                f"in {image_root}; put the file there or fix the path.",
+                                                where, case.id))
+    return problems
+
+
+def load_cases(path: Path, image_root: Path) -> CaseSet:
+    """Load and validate a cases file; the first problem is raised as a :class:`CaseError`.
+
+    Images are not required to exist here (a command that opens one says so), but
+    an image path that resolves outside ``image_root`` is refused.
+    """
+    check = check_cases(path, image_root, images=False)
+    if check.problems:
+        more = len(check.problems) - 1
+        tail = f" ({more} more problem{'s' if more > 1 else ''}; 'cfkit cases validate' lists them all.)" if more else ""
+        raise CaseError(f"{check.problems[0]}{tail}")
+    return CaseSet(list(check.cases), path, image_root)
