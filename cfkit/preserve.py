@@ -68,6 +68,7 @@ from PIL import Image
 from scipy import ndimage
 
 from cfkit.errors import ConfigError, ImageError, InputError, SpecError
+from cfkit.hints import install_hint
 from cfkit.images import image_array
 from cfkit.specs import Checks, load_mask, load_spec
 from cfkit.store import Store, now, to_json
@@ -346,7 +347,7 @@ def load_lpips(ws: Workspace | None = None, explicit: Path | None = None) -> Lpi
         import torch  # noqa: F401
     except ImportError as exc:
         return LpipsLoad(None, f"LPIPS unavailable: the 'lpips' package is not installed ({exc.name}); "
-                               "run 'pip install cfkit[lpips]'.")
+                               f"run {install_hint('lpips')}.")
     if path is None:
         path = hub_cache_file()
         if not path.is_file():
