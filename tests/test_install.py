@@ -1,5 +1,5 @@
-"""The install and download hints name commands that really exist: the published distribution, quoted,
-and the Hugging Face CLI that huggingface_hub ships."""
+"""Install etiquette: torch as ranges that keep a user's supported torch, CI's exact pair inside them,
+and install and download hints that name commands that really exist."""
 
 from __future__ import annotations
 
@@ -10,11 +10,53 @@ import sys
 import tomllib
 from importlib.metadata import entry_points
 
+import pytest
+from packaging.requirements import Requirement
+
 from cfkit.hints import DISTRIBUTION, download_hint, install_hint
 from conftest import REPO
 
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 EXTRAS: dict[str, list[str]] = PROJECT["optional-dependencies"]
+CONSTRAINTS = REPO / ".ci" / "constraints.txt"
+
+# Releases a user may already have: PyPI's builds and the PyTorch index's local-version builds.
+SUPPORTED = {"torch": ["2.10.0", "2.13.0", "2.13.0+cpu", "2.14.1", "2.14.1+cu130"],
+             "torchvision": ["0.25.0", "0.28.0", "0.28.0+cpu", "0.29.1"]}
+# Below the floor torch.load(weights_only=True) can be made to run code; the next major is untested.
+UNSUPPORTED = {"torch": ["2.9.1", "3.0.0"], "torchvision": ["0.24.1", "1.0.0"]}
+
+
+def _requirements(name: str) -> list[tuple[str, Requirement]]:
+    found = [(extra, Requirement(text)) for extra, texts in EXTRAS.items() for text in texts]
+    return [(extra, req) for extra, req in found if req.name == name]
+
+
+@pytest.mark.parametrize("name", ["torch", "torchvision"])
+def test_torch_requirements_are_ranges_that_admit_every_supported_release(name: str):
+    requirements = _requirements(name)
+    assert {extra for extra, _ in requirements} >= ({"diffusers", "hf", "lpips"} if name == "torch"
+                                                    else {"hf", "lpips"})
+    for extra, req in requirements:
+        assert not any(spec.operator in ("==", "===") for spec in req.specifier), f"[{extra}] pins {req}"
+        for version in SUPPORTED[name]:
+            assert req.specifier.contains(version), f"[{extra}] {req} refuses {version}"
+        for version in UNSUPPORTED[name]:
+            assert not req.specifier.contains(version), f"[{extra}] {req} admits {version}"
+
+
+def test_ci_constraints_pin_one_pair_that_the_metadata_admits():
+    pins = {}
+    for line in CONSTRAINTS.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            req = Requirement(line)
+            assert [spec.operator for spec in req.specifier] == ["=="], f"{CONSTRAINTS.name}: {line} is not a pin"
+            pins[req.name.lower()] = next(iter(req.specifier)).version
+    assert pins["torch"] == "2.14.1" and pins["torchvision"] == "0.29.1"
+    for name in ("torch", "torchvision"):
+        for extra, req in _requirements(name):
+            assert req.specifier.contains(pins[name]), f"CI's {name}=={pins[name]} is outside [{extra}] {req}"
 
 
 def test_install_hint_names_this_distribution_quoted_for_any_shell():
