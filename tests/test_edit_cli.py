@@ -102,7 +102,7 @@ def test_auto_without_key_or_weights_says_what_it_tried(tiny_ws: Path):
     assert "auto: no engine could run here" in message
     assert "(1) openai: OPENAI_API_KEY is not set" in message
     assert "(2) diffusers: model 'cfkit-tests/absent-inpainting-model' is not in the local Hugging Face cache" in message
-    assert "huggingface-cli download cfkit-tests/absent-inpainting-model" in message
+    assert "hf download cfkit-tests/absent-inpainting-model" in message
     assert tree_snapshot(tiny_ws) == before
 
 

@@ -112,7 +112,7 @@ def test_output_is_at_the_source_size_and_seeded(tiny_pipeline):
 
 def test_missing_weights_name_the_model_and_how_to_fetch_them():
     editor = DiffusersEditor(DiffusersEditor.Options(model="cfkit-tests/absent-inpainting-model"))
-    with pytest.raises(EditorUnavailable, match=r"huggingface-cli download cfkit-tests/absent-inpainting-model"):
+    with pytest.raises(EditorUnavailable, match=r"'hf download cfkit-tests/absent-inpainting-model'"):
         editor.edit(_request())
 
 
@@ -131,7 +131,7 @@ def test_a_broken_local_pipeline_is_a_clear_unavailable(tmp_path, index):
 
 def test_missing_diffusers_package_is_unavailable(tiny_pipeline, monkeypatch):
     monkeypatch.setitem(sys.modules, "diffusers", None)  # makes `import diffusers` raise ImportError
-    with pytest.raises(EditorUnavailable, match=r"pip install 'cfkit\[diffusers\]'"):
+    with pytest.raises(EditorUnavailable, match=r"pip install 'cfkit-probes\[diffusers\]'"):
         DiffusersEditor(DiffusersEditor.Options(model=str(tiny_pipeline))).edit(_request())
 
 

@@ -178,7 +178,7 @@ def test_client_errors_fail_at_once_with_the_reason(api, reply, expected):
 
 def test_missing_openai_package_is_unavailable(api, monkeypatch):
     monkeypatch.setitem(sys.modules, "openai", None)  # makes `import openai` raise ImportError
-    with pytest.raises(EditorUnavailable, match=r"pip install 'cfkit\[openai\]'"):
+    with pytest.raises(EditorUnavailable, match=r"pip install 'cfkit-probes\[openai\]'"):
         OpenAIEditor(OpenAIEditor.Options()).edit(_request())
 
 

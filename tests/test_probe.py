@@ -414,7 +414,7 @@ def test_backends_lists_the_built_ins_with_capabilities():
     assert result.exit_code == 0
     infos = {i["kind"]: i for i in json.loads(result.stdout)}
     assert set(infos) >= {"openai", "hf", "replay", "baseline"}
-    assert infos["openai"]["capabilities"]["json_schema"] and infos["openai"]["package"] == "cfkit"
+    assert infos["openai"]["capabilities"]["json_schema"] and infos["openai"]["package"] == "cfkit-probes"
     assert not infos["hf"]["capabilities"]["multi_image"]
     assert "base_url" in [o["name"] for o in infos["openai"]["options"]]
     table = run_cli(["probe", "backends"])

@@ -23,6 +23,7 @@ from pydantic import Field
 
 from cfkit.backends import BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, cache_options
 from cfkit.errors import BackendError, BackendUnavailable, ImageError
+from cfkit.hints import download_hint, install_hint
 
 _NO_CACHE = {"cache": False}
 
@@ -97,13 +98,13 @@ class HFBackend:
             from transformers import AutoModelForImageTextToText, AutoProcessor
         except ImportError as exc:
             raise BackendUnavailable(
-                f"hf backend: transformers or torch is not installed ({exc.name}). Run: pip install 'cfkit[hf]'"
+                f"hf backend: transformers or torch is not installed ({exc.name}). Run: {install_hint('hf')}"
             ) from exc
         local = Path(self.name).expanduser()
         if local.is_dir() and not (local / "config.json").is_file():
             raise BackendUnavailable(
                 f"hf backend: folder {local} has no config.json, so it holds no saved model. Point hf: at the "
-                f"folder save_pretrained wrote, or fetch one: huggingface-cli download MODEL_ID --local-dir {local}"
+                f"folder save_pretrained wrote, or fetch one: {download_hint('MODEL_ID', local)}"
             )
         local_only = local.is_dir() or _offline()
         source = str(local) if local.is_dir() else self.name
@@ -118,7 +119,7 @@ class HFBackend:
                                                          if local_only else "the hub or the local cache")
             raise BackendUnavailable(
                 f"hf backend: cannot load '{self.name}' from {where} ({str(exc).splitlines()[0]}). "
-                f"Download it first (huggingface-cli download {self.name}) or pass a local folder: hf:/path/to/model."
+                f"Download it first ({download_hint(self.name)}) or pass a local folder: hf:/path/to/model."
             ) from exc
         except ValueError as exc:
             raise BackendUnavailable(

@@ -35,6 +35,7 @@ from cfkit.backends import (
     BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, TransportError, cache_options,
 )
 from cfkit.errors import BackendError, BackendUnavailable
+from cfkit.hints import install_hint
 
 OFFICIAL_URL = "https://api.openai.com/v1"
 OFFICIAL_KEY_ENV = "OPENAI_API_KEY"
@@ -141,7 +142,7 @@ class OpenAIBackend:
                 import openai
             except ImportError as exc:
                 raise BackendUnavailable(
-                    "openai backend: the 'openai' package is not installed. Run: pip install 'cfkit[openai]'"
+                    f"openai backend: the 'openai' package is not installed. Run: {install_hint('openai')}"
                 ) from exc
             from openai.types.chat import ChatCompletion
 

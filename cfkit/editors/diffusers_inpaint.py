@@ -30,6 +30,7 @@ from pydantic import Field
 
 from cfkit.editors import EditorOptions, EditRequest, EditResult, resize_mask, resize_rgb
 from cfkit.errors import EditorError, EditorUnavailable, EditRefused
+from cfkit.hints import download_hint, install_hint
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def pipeline_size(source: tuple[int, int], resolution: int, multiple: int) -> tu
 
 
 def fetch_hint(model: str) -> str:
-    return (f"Fetch it on a machine with network: 'huggingface-cli download {model}' (then copy the cache), "
+    return (f"Fetch it on a machine with network: '{download_hint(model)}' (then copy the cache), "
             "or pass -o model=FOLDER (or set model under [edit.engines.diffusers] in cfkit.toml) for a local pipeline folder.")
 
 
@@ -190,7 +191,7 @@ class DiffusersEditor:
             from huggingface_hub import try_to_load_from_cache
         except ImportError as exc:
             raise EditorUnavailable("diffusers: the 'diffusers' extra is not installed. "
-                                    "Run: pip install 'cfkit[diffusers]'.") from exc
+                                    f"Run: {install_hint('diffusers')}.") from exc
         try:
             found = try_to_load_from_cache(self.model, "model_index.json")
         except ValueError as exc:  # not a valid repo id
@@ -206,7 +207,7 @@ class DiffusersEditor:
             import diffusers
         except ImportError as exc:
             raise EditorUnavailable("diffusers: torch and diffusers are not installed. "
-                                    "Run: pip install 'cfkit[diffusers]'.") from exc
+                                    f"Run: {install_hint('diffusers')}.") from exc
         device = self._device(torch)
         if device == "cpu":
             dtype = torch.float32

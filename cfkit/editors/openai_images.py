@@ -35,6 +35,7 @@ from pydantic import Field
 
 from cfkit.editors import EditorOptions, EditRequest, EditResult, resize_mask, resize_rgb
 from cfkit.errors import (EditRefused, EditorError, EditorTransport, EditorUnavailable, ImageError, SpecError, UsageError)
+from cfkit.hints import install_hint
 from cfkit.images import decode_image, png_bytes
 
 #: The API's limit for the mask upload (bytes).
@@ -183,7 +184,7 @@ class OpenAIEditor:
         try:
             import openai
         except ImportError as exc:
-            raise EditorUnavailable("openai: the 'openai' package is not installed. Run: pip install 'cfkit[openai]'.") from exc
+            raise EditorUnavailable(f"openai: the 'openai' package is not installed. Run: {install_hint('openai')}.") from exc
         if not 1 <= request.n <= 10:
             raise UsageError(f"openai: -n {request.n} is out of range; the images API makes 1 to 10 images per call.")
 

@@ -17,6 +17,7 @@ import numpy as np
 from PIL import Image
 
 from cfkit.errors import ConfigError
+from cfkit.hints import install_hint
 from cfkit.workspace import Workspace
 
 #: File name torchvision gives AlexNet's ImageNet weights in torch's hub cache.
@@ -140,7 +141,7 @@ def load_lpips(ws: Workspace | None = None, explicit: Path | None = None) -> Lpi
         import torch  # noqa: F401
     except ImportError as exc:
         return LpipsLoad(None, f"LPIPS unavailable: the 'lpips' package is not installed ({exc.name}); "
-                               "run 'pip install cfkit[lpips]'.")
+                               f"run {install_hint('lpips')}.")
     if path is None:
         path = hub_cache_file()
         if not path.is_file():
