@@ -30,6 +30,7 @@ _missing = serving_missing()
 if _missing is not None:
     pytest.skip(_missing, allow_module_level=True)
 pytest.importorskip("openai")
+pytest.importorskip("torch")
 
 from cfkit.store import Store  # noqa: E402
 

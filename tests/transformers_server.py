@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -53,10 +54,12 @@ _ANSWERED = re.compile(r'"POST /v1/chat/completions HTTP/1\.1" 200')
 def serving_missing() -> str | None:
     """Why ``transformers serve`` cannot run with this interpreter, or None when it can."""
     try:
-        from transformers.utils.import_utils import is_serve_available
+        from transformers.utils.import_utils import is_accelerate_available, is_serve_available
     except ImportError:
         return "transformers is not installed"
-    if not is_serve_available():
+    # is_serve_available checks fastapi, uvicorn, pydantic and openai; loading a model on a device also
+    # needs accelerate, the extra's other part.
+    if not (is_serve_available() and is_accelerate_available()):
         return "transformers serve needs its serving extra: pip install 'transformers[serving]'"
     return None
 
@@ -96,6 +99,14 @@ def save_tiny_llava(folder: Path) -> Path:
     return folder
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec (Linux): SIGTERM when the process that started it dies, even by SIGKILL."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -130,8 +141,10 @@ class TransformersServe:
                             "HF_HOME": str(self.cwd / "hf-home")}  # an empty cache: the folder is all it has
         started = time.monotonic()
         with self.log.open("wb") as out:
+            # Stopped by PID on exit; and should the test process be killed, the server goes with it.
             self.proc = subprocess.Popen(self.argv, cwd=self.cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
+                                         stdin=subprocess.DEVNULL,
+                                         preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         try:
             self._wait_until_healthy(started)
         except BaseException:
@@ -145,12 +158,13 @@ class TransformersServe:
 
     def _wait_until_healthy(self, started: float) -> None:
         health = f"http://127.0.0.1:{self.port}/health"
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
         while time.monotonic() - started < self.ready_within_s:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"transformers serve exited with status {self.proc.returncode} before it "
                                    f"was ready:\n{self.log_tail()}")
             try:
-                with urllib.request.urlopen(health, timeout=2) as response:
+                with direct.open(health, timeout=2) as response:
                     if response.status == 200:
                         return
             except (urllib.error.URLError, OSError):
