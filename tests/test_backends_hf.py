@@ -14,8 +14,8 @@ from cfkit.backends.hf_local import fit_square
 from cfkit.errors import BackendUnavailable
 from cfkit.images import png_bytes
 
-pytest.importorskip("transformers")
-pytest.importorskip("torch")
+pytest.importorskip("transformers", reason="the hf extra is not installed: pip install 'cfkit-probes[hf]'")
+pytest.importorskip("torch", reason="the hf extra is not installed: pip install 'cfkit-probes[hf]'")
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] }}: "

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+pytest.importorskip("openai", reason="the openai extra is not installed: pip install 'cfkit-probes[openai]'")
+
 from chat_api_server import ChatServer, Scripted, answer_json, completion, error_body
 from cfkit.backends import (
     Generation, ImageData, ProbeRequest, RequestMeta, TransportError, load_backend, parse_option_pairs,

@@ -27,8 +27,8 @@ from cfkit.workspace import load_workspace
 from conftest import gradient_image
 from images_api_server import ImagesAPI, serve
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("diffusers")
+torch = pytest.importorskip("torch", reason="the diffusers extra is not installed: pip install 'cfkit-probes[diffusers]'")
+pytest.importorskip("diffusers", reason="the diffusers extra is not installed: pip install 'cfkit-probes[diffusers]'")
 
 
 def _write_tokenizer(folder: Path) -> None:

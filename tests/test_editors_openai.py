@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+pytest.importorskip("openai", reason="the openai extra is not installed: pip install 'cfkit-probes[openai]'")
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

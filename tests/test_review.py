@@ -428,3 +428,26 @@ def test_toggle_to_raw_says_when_there_is_none(two_edits):
         review_loop(ws, store, ["TX02"], ScriptedKeys(["v", "q"]), console)
     text = console.export_text()
     assert "edit #2 has only its composite image." in text and "edited (raw)" not in text
+
+
+def test_every_view_shows_the_decision_of_the_edit_it_displays(tiny_ws: Path):
+    # Edit #1 is accepted; edit #2 is made later and nobody has decided it yet.
+    import json
+
+    assert run_cli(["edit", "TX01", "--engine", "classical", "-w", str(tiny_ws)]).exit_code == 0
+    assert run_cli(["review", "TX01", "--accept", "-w", str(tiny_ws)]).exit_code == 0
+    assert run_cli(["edit", "TX01", "--engine", "classical", "--again", "-w", str(tiny_ws)]).exit_code == 0
+
+    shown = json.loads(run_cli(["review", "TX01", "--json", "-w", str(tiny_ws)]).stdout)[0]
+    assert shown["edit_id"] == 2 and shown["review"] is None  # not edit #1's accept
+
+    [row] = json.loads(run_cli(["specs", "list", "--json", "-w", str(tiny_ws)]).stdout)["specs"]
+    assert (row["edit_id"], row["selected"], row["review"], row["candidates"]) == (1, True, "accept", 2)
+
+    listed = {e["id"]: e for e in json.loads(run_cli(["edits", "list", "--json", "-w", str(tiny_ws)]).stdout)}
+    assert (listed[1]["review"], listed[1]["selected"]) == ("accept", True)
+    assert (listed[2]["review"], listed[2]["selected"]) == (None, False)
+
+    with Store(tiny_ws / ".cfkit" / "cfkit.db") as store:
+        view = load_view_data(load_workspace(tiny_ws), store, "TX01")
+    assert (view.edit_id, view.decision) == (2, None)
