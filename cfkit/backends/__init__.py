@@ -109,6 +109,10 @@ class Reply:
     notes: tuple[str, ...] = ()  # anything the user should know, e.g. a structured-output fallback
     refused: bool = False  # the model declined (an explicit refusal, not an unreadable reply)
     known: KnownAnswer | None = None
+    reasoning: str | None = None  # a reasoning text the server returned beside the content; never graded
+    server_model: str | None = None  # the model id the server says answered, when it says
+    system_fingerprint: str | None = None  # the server's build fingerprint, when it reports one
+    raw_chars: int | None = None  # the reply's full length when ``raw`` was cut to the storage cap
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,8 @@ class Backend(Protocol):
     model: str  # "KIND:NAME", as recorded in runs and predictions
     priced: bool  # True when replies carry cost_usd
     cache_identity: dict[str, Any]  # settings that change answers (e.g. the server URL); part of the cache key
+    # Optional: ``endpoint`` (the resolved server URL, credentials redacted) and ``versions``
+    # (library name -> version of what answers: openai, transformers, torch …) are recorded with a run.
 
     def answer(self, request: ProbeRequest) -> Reply: ...
 
