@@ -166,9 +166,16 @@ def load_workspace(root: Path) -> Workspace:
     """Read ``root/cfkit.toml``."""
     path = root / CONFIG_NAME
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        # utf-8-sig: a byte-order mark (as Windows editors write it) is read past, not reported as a TOML error.
+        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: not found. Run 'cfkit init {root}' to make a workspace.") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a folder; cfkit.toml must be a file. Move the folder aside.") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8.") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror}); check its permissions.") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}). Fix the file or re-create it with 'cfkit init'.") from exc
     _refuse_first_version_edit_keys(path, raw)

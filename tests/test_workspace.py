@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, run_cli
 from cfkit.workspace import find_workspace
 
@@ -69,3 +71,20 @@ def test_importtime_flag_agrees():
                          capture_output=True, text=True, cwd=REPO, check=True)
     imported = {line.split("|")[-1].strip().split(".")[0] for line in out.stderr.splitlines() if "|" in line}
     assert not [m for m in HEAVY if m in imported]
+
+
+def test_a_byte_order_mark_non_utf8_text_or_a_folder_as_cfkit_toml(tmp_path):
+    from cfkit.errors import ConfigError
+    from cfkit.workspace import load_workspace
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "cfkit.toml").write_bytes(b"\xef\xbb\xbf[workspace]\npairs = 5\n")
+    assert load_workspace(root).pairs == 5  # a BOM, as Windows editors write it, is read past
+    (root / "cfkit.toml").write_bytes(b"[workspace]\nstore = \"caf\xe9\"\n")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_workspace(root)
+    (root / "cfkit.toml").unlink()
+    (root / "cfkit.toml").mkdir()
+    with pytest.raises(ConfigError, match="is a folder"):
+        load_workspace(root)

@@ -1,4 +1,10 @@
-"""Shared terminal output: data to stdout, status and errors to stderr."""
+"""Shared terminal output: data to stdout, status and errors to stderr.
+
+Both consoles show control characters in anything they print as visible
+symbols (:func:`cfkit.visible.visible`): external text never reaches the
+terminal as an escape sequence, whichever command prints it. Rich's own
+styling and cursor control are untouched.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +14,42 @@ import sys
 from typing import Any, Callable
 
 import click
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType, RenderHook, RenderResult
 from rich.markup import escape
+from rich.segment import Segment
 
-out = Console(soft_wrap=True, highlight=False)
-err = Console(stderr=True, soft_wrap=True, highlight=False)
+from cfkit.visible import is_visible, visible
+
+
+class _Visible:
+    """A renderable drawn with the control characters of its text made visible."""
+
+    def __init__(self, renderable: RenderableType):
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for segment in console.render(self.renderable, options):
+            if segment.control or is_visible(segment.text):
+                yield segment  # Rich's own cursor moves and clears pass as they are
+            else:
+                yield Segment(visible(segment.text), segment.style)
+
+
+class ShowControls(RenderHook):
+    """Every renderable a console prints goes through :class:`_Visible`."""
+
+    def process_renderables(self, renderables: list) -> list:
+        return [_Visible(r) for r in renderables]
+
+
+def _console(**options: Any) -> Console:
+    console = Console(soft_wrap=True, highlight=False, **options)
+    console.push_render_hook(ShowControls())
+    return console
+
+
+out = _console()
+err = _console(stderr=True)
 
 
 def error(message: str) -> None:
@@ -28,7 +65,7 @@ def status(message: str) -> None:
 
 
 def print_json(data: Any) -> None:
-    """JSON to stdout, plain (no colour), one document."""
+    """JSON to stdout, plain (no colour), one document (JSON escapes every control character itself)."""
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
