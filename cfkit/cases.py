@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from cfkit.errors import CaseError
+from cfkit.suggest import did_you_mean
 
 #: A case id: 1 to 64 ASCII letters, digits, ``.``, ``_`` or ``-``, starting with a letter or digit.
 CASE_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
@@ -180,7 +181,8 @@ class CaseSet:
             return self._by_id[case_id]
         except KeyError:
             raise CaseError(
-                f"case '{case_id}' is not in {self.path}. Check the id (cases there: {_sample(self._by_id)})."
+                f"case '{case_id}' is not in {self.path}.{did_you_mean(case_id, self._by_id)} "
+                f"Check the id (cases there: {_sample(self._by_id)})."
             ) from None
 
     def image_paths(self, case: Case) -> list[Path]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 
 from cfkit.errors import PluginError
+from cfkit.suggest import did_you_mean
 
 EDITORS = "cfkit.editors"
 BACKENDS = "cfkit.backends"
@@ -48,6 +49,6 @@ def load(group: str, name: str):
     kind, flag, see = _KIND[group]
     if name not in available:
         names = ", ".join(sorted(available)) or "none"
-        raise PluginError(f"Unknown {kind} '{name}'. Installed: {names}. See '{see}'.")
+        raise PluginError(f"Unknown {kind} '{name}'.{did_you_mean(name, available)} Installed: {names}. See '{see}'.")
     plugin = available[name]
     return EntryPoint(name=name, value=plugin.value, group=group).load()
