@@ -24,6 +24,7 @@ YES_NO = [Option(id="A", text="Yes"), Option(id="B", text="No")]
 NO_YES = [Option(id="A", text="No"), Option(id="B", text="Yes")]
 THREE = [Option(id="A", text="A wedding"), Option(id="B", text="A funeral"), Option(id="C", text="A race")]
 CONTEXT = [Option(id="A", text="Suitable for the classroom"), Option(id="B", text="Not suitable")]
+NUMBERED = [Option(id="1", text="Yes"), Option(id="2", text="No")]
 
 GRIM = "The mourners in dark clothing and the condolence letter make the mood funereal."
 
@@ -56,9 +57,13 @@ CASES = [
     ('{"answer": "not B"}', YES_NO, None, "unparseable"),
     ('{"answer": true}', CONTEXT, None, "unparseable"),  # no option's text is Yes
     ('{"answer": ["A", "B"]}', YES_NO, None, "conflicting"),
+    ('{"answer": ["B", "B"]}', YES_NO, "B", "json"),
+    ('{"answer": ["B", "maybe"]}', YES_NO, None, "unparseable"),
+    ("[1, 2]", YES_NO, None, "unparseable"),
     ('{"answer": "A or B"}', YES_NO, None, "conflicting"),
     ('{"answer": "A. No"}', YES_NO, None, "conflicting"),  # label and text disagree
     ('{"answer": "A", "final_answer": "B"}', YES_NO, None, "conflicting"),
+    ('{"answer": "B", "answer": "A"}', YES_NO, None, "conflicting"),  # a repeated key is not "the last wins"
     ('{"answer": null, "reason": "unclear"}', YES_NO, None, "missing"),
     ('{"answer": ""}', YES_NO, None, "missing"),
     ('{"reason": "the poster needs a calm image"}', YES_NO, None, "missing"),
@@ -70,6 +75,7 @@ CASES = [
     ('```json\n{"answer": "No", "confidence": 0.9}\n```', YES_NO, "B", "field"),
     ('{"answer": "B"} Hope this helps!', YES_NO, "B", "field"),
     ('Here is my verdict: {"answer": "B", "reason": "too somber"}', YES_NO, "B", "field"),
+    ('Output: {"answer": "B"}', YES_NO, "B", "field"),
     ('Sure! {"answer": "B"}\n\nExplanation: the letter is a condolence note, so A is wrong.', YES_NO, "B", "field"),
     ('{"answer": "B", "reason": "the figures look distressed and the let', YES_NO, "B", "field"),
     ("{'answer': 'A', 'reason': 'cheerful',}", YES_NO, "A", "field"),
@@ -100,6 +106,10 @@ CASES = [
     ("B\n\nA would require a festive mood.", YES_NO, "B", "leading-id"),
     ("B.\nA. A wedding would need brighter colours.", THREE, "B", "leading-id"),
     ("C - the runners and the finish tape", THREE, "C", "leading-id"),
+    ("C, not B.", THREE, "C", "leading-id"),
+    ("(C) A race, not (B) a funeral.", THREE, "C", "leading-id"),
+    ("Option B.\nExplanation: Option A would require a festive mood.", YES_NO, "B", "leading-id"),
+    ("B\n\nA. Yes\nB. No", YES_NO, "B", "leading-id"),
     ("C) A race - runners at the finish line.", THREE, "C", "leading-id"),
     ("(B) A funeral", THREE, "B", "leading-id"),
     ("A: the bride and the flowers.", THREE, "A", "leading-id"),
@@ -155,6 +165,18 @@ CASES = [
     ("I would say no.", YES_NO, "B", "field"),
     ("I'd say a race.", THREE, "C", "field"),
     ("I'm sorry, but the answer is B.", YES_NO, "B", "field"),
+    ('Based on the visual evidence, I would answer "No".', YES_NO, "B", "field"),
+    ("Response: B", YES_NO, "B", "field"),
+    ("Correct answer: B", YES_NO, "B", "field"),
+    ("Therefore, the final answer is $\\boxed{B}$.", YES_NO, "B", "field"),
+    ("A is incorrect because the mood is grim. B is correct.", YES_NO, "B", "field"),
+    ("A wedding and a funeral are both wrong; a race is right.", THREE, "C", "field"),
+    ("B or C, I think C.", THREE, "C", "field"),
+    ("Option A is tempting, but I'll pick B.", YES_NO, "B", "field"),
+    ("**Analysis**\n\n1. The scene: mourners around a coffin.\n2. The context: a festive poster.\n\n"
+     "**Conclusion:** The image is **not suitable**.\n\n**Answer: B**", YES_NO, "B", "field"),
+    ("Let's think step by step. The poster is for a wedding fair. The image shows a funeral. A funeral image "
+     "would not suit a wedding fair. So the answer is B.", YES_NO, "B", "field"),
     ("B is correct.", YES_NO, "B", "field"),
     ("Option B is the best fit.", YES_NO, "B", "field"),
     ("答案：B", YES_NO, "B", "field"),
@@ -174,6 +196,7 @@ CASES = [
     ("I would not choose A.", YES_NO, None, "unparseable"),
     ("I would choose A if it were a wedding.", YES_NO, None, "unparseable"),
     ("The answer is yes or no depending on the audience.", YES_NO, None, "ambiguous"),
+    ("I think C, or maybe B.", THREE, None, "ambiguous"),
     # ── Yes / No and option texts ──
     ("Yes", YES_NO, "A", "yes-no"),
     ("no.", YES_NO, "B", "yes-no"),
@@ -211,6 +234,7 @@ CASES = [
     ("a funeral.", THREE, "B", "option-text"),
     ("A wedding — the bride and the flowers.", THREE, "A", "option-text"),
     ("A race (C)", THREE, "C", "option-text"),
+    ("A race, not a funeral.", THREE, "C", "option-text"),
     ("Not suitable", CONTEXT, "B", "option-text"),
     ("Suitable for the classroom.", CONTEXT, "A", "option-text"),
     ("A wedding, a funeral or a race — the image is too dark to tell.", THREE, None, "ambiguous"),
@@ -225,6 +249,12 @@ CASES = [
     ("The runners are crossing the finish line, so it is a race (C).", THREE, "C", "closing"),
     ("Suitable for the classroom? Not really. Not suitable.", CONTEXT, "B", "closing"),
     (f"{GRIM} Therefore (B).", YES_NO, "B", "closing"),
+    ("The mood is grim, so B.", YES_NO, "B", "closing"),
+    ("The mood is grim, therefore no.", YES_NO, "B", "closing"),
+    ("Step 1: Identify the scene. It is a funeral.\nStep 2: Compare with the use.\nConclusion: B", YES_NO, "B",
+     "closing"),
+    ("The image is best described by option (B).", YES_NO, "B", "closing"),
+    ("A is incorrect. B.", YES_NO, "B", "closing"),
     # ── echoed option lists: not an answer unless one option is singled out afterwards ──
     ("A. Yes\nB. No", YES_NO, None, "ambiguous"),
     ("A) Yes B) No", YES_NO, None, "ambiguous"),
@@ -245,6 +275,15 @@ CASES = [
     ("Question: Is the image suitable?\nOptions:\nA. Yes\nB. No\nAnswer: B", YES_NO, "B", "field"),
     ("A. A wedding\nB. A funeral\nC. A race\n\nThe answer is C.", THREE, "C", "field"),
     ("A. Yes\nB. No\n\nNo, it is a funeral.", YES_NO, "B", "leading-yes-no"),
+    ("The options are A (Yes) and B (No). The image shows a funeral, so B.", YES_NO, "B", "closing"),
+    ("A (Yes) or B (No)? B.", YES_NO, "B", "closing"),
+    ("1. Yes\n2. No", NUMBERED, None, "ambiguous"),
+    ("1. Yes\n2. No\n\n2", NUMBERED, "2", "leading-id"),
+    ("There are 2 people in the image. Answer: 1", NUMBERED, "1", "field"),
+    ("1. The scene is a funeral.\n2. The poster is festive.\nAnswer: 2", NUMBERED, "2", "field"),
+    ("The 2 figures are mourning.", NUMBERED, None, "unparseable"),
+    ("1.5", NUMBERED, None, "unparseable"),
+    ('{"answer": 2}', NUMBERED, "2", "json"),
     # ── reasoning blocks ──
     ("<think>The letter suggests grief.</think>B", YES_NO, "B", "leading-id"),
     ("The letter suggests grief, so the answer is A?</think>\n\nB", YES_NO, "B", "leading-id"),
@@ -282,6 +321,12 @@ CASES = [
 # Replies a human could read, which the parser may leave unanswered (it never reads them as another option):
 # an answer stated only as a claim ("It is a funeral"), a rejection followed by a choice, self-corrections.
 CONSERVATIVE = [
+    ("Q: Is the image suitable?\nA: No", YES_NO, "B"),  # "A:" read as a label, so conflicting
+    ("The image is suitable: yes.", YES_NO, "A"),
+    ("Definitely yes.", YES_NO, "A"),
+    ("Answer: A, B, or C? C.", THREE, "C"),
+    ("B? No, C.", THREE, "C"),
+    ("This is a race (C), not a funeral (B).", THREE, "C"),
     ("It is a funeral.", THREE, "B"),
     ("This is clearly a funeral.", THREE, "B"),
     ("It is not suitable.", CONTEXT, "B"),

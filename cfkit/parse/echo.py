@@ -1,7 +1,7 @@
 """Echoed option lists: a reply that repeats the options ("A. Yes\\nB. No") has not answered yet.
 
 An **item** is an option's label with its own text ("A) Yes", "(B) No", "Option
-C: A race"), a line that opens with a label and a delimiter ("- B: grim
+C: A race", "A (Yes)"), a line that opens with a label and a delimiter ("- B: grim
 colours"), a line that is only a label, or a line that is only an option's text
 ("Yes"). Items form a **list** when each follows the previous one directly —
 only spaces, commas, slashes or "or" between them, or the next item opening the

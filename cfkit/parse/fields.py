@@ -52,7 +52,7 @@ def read_value(value: Any, vocab: Vocabulary, *, rule: Rule, key: str = "answer"
         if not value:
             return Reading(None, rule, f"'{key}' is an empty list", error="missing")
         if len(value) > 1:
-            return Reading(None, rule, f"'{key}' lists several answers ({_short(value)})", error="conflicting")
+            return _read_several(value, vocab, rule=rule, key=key)
         value = value[0]
         if isinstance(value, (list, dict)):  # never walked: it may be deep
             return Reading(None, rule, f"'{key}' holds a nested value", error="unparseable")
@@ -71,6 +71,19 @@ def read_value(value: Any, vocab: Vocabulary, *, rule: Rule, key: str = "answer"
         return Reading(None, rule, f"'{key}' is {_short(value)}; expected one of {', '.join(vocab.ids)}",
                        error="unparseable")
     return _read_string(value, vocab, rule=rule, key=key)
+
+
+def _read_several(values: list, vocab: Vocabulary, *, rule: Rule, key: str) -> Reading:
+    """A list of values: one option when every item names it, conflicting when items name two options."""
+    items = [read_value(v, vocab, rule=rule, key=key) if not isinstance(v, (list, dict)) else None
+             for v in values[:20]]  # nested items are never walked; twenty are plenty to see a conflict
+    answers = list(dict.fromkeys(r.answer for r in items if r is not None and r.answer is not None))
+    if len(answers) > 1:
+        return Reading(None, rule, f"'{key}' lists several answers: {', '.join(answers[:3])}", error="conflicting")
+    if answers and len(values) <= 20 and all(r is not None and r.answer == answers[0] for r in items):
+        return Reading(answers[0], rule, f"'{key}' lists {answers[0]} {len(values)} times")
+    return Reading(None, rule, f"'{key}' is {_short(values)}, not one of the options {', '.join(vocab.ids)}",
+                   error="unparseable")
 
 
 def _read_string(value: str, vocab: Vocabulary, *, rule: Rule, key: str) -> Reading:

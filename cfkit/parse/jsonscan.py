@@ -33,11 +33,33 @@ _TRAILING_COMMA_TEST = re.compile(r",\s*[}\]]")
 
 
 def loads(text: str) -> Any:
-    """``text`` decoded as JSON, or :data:`NOTHING`; never raises (deep nesting is simply not JSON here)."""
+    """``text`` decoded as JSON, or :data:`NOTHING`; never raises (deep nesting is simply not JSON here).
+
+    A key given twice with different values keeps both, as a list, so that
+    ``{"answer": "B", "answer": "A"}`` reads as two answers rather than the last.
+    """
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_keep_repeated_keys)
     except (ValueError, RecursionError):  # ValueError also covers integers too long to convert
         return NOTHING
+
+
+def _keep_repeated_keys(pairs: list[tuple[str, Any]]) -> dict:
+    obj: dict = {}
+    for key, value in pairs:
+        if key in obj and obj[key] != value:
+            previous = obj[key]
+            obj[key] = (previous if isinstance(previous, _Repeated) else _Repeated([previous])) + [value]
+        else:
+            obj[key] = value
+    return obj
+
+
+class _Repeated(list):
+    """The values of a key repeated in one object."""
+
+    def __add__(self, other: list) -> "_Repeated":
+        return _Repeated(list(self) + other)
 
 
 def unfence(text: str) -> str:

@@ -37,13 +37,13 @@ _CONCLUDE = (r"(?i:so|thus|hence|therefore|overall|ultimately|finally|actually|i
 _CUES = (
     # "Answer: B", "Final answer - (B)", "the answer is B", "the correct option is B", '"answer": "B"',
     # "the answer to this question is B"
-    r"(?<![A-Za-z0-9])(?i:final[ \t_]+answer|answer|option|choice|verdict|selection)[\"']?"
+    r"(?<![A-Za-z0-9])(?i:final[ \t_]+answer|answer|option|choice|verdict|selection|response)[\"']?"
     r"(?:[ \t]+(?i:to|for)[ \t]+(?i:this|the)[ \t]+question)?"
     r"(?:\s*[:=\-–]\s*|[ \t]+(?i:is|would[ \t]+be|will[ \t]+be|should[ \t]+be|must[ \t]+be)(?:[ \t]*:)?\s+)"
     r"[\"']?",
     # "I choose C", "I'd go with C", "I would say B", "I think B", "we pick A"
     r"(?<![A-Za-z0-9])(?i:i(?:'d|'ll|[ \t]+would|[ \t]+will)?|we(?:'d|'ll|[ \t]+would|[ \t]+will)?)[ \t]+"
-    r"(?i:choose|select|pick|go[ \t]+with|opt[ \t]+for|say|think|believe)[ \t]*:?[ \t]*",
+    r"(?i:choose|select|pick|go[ \t]+with|opt[ \t]+for|say|think|believe|answer)[ \t]*:?[ \t]*[\"']?",
     r"(?<![A-Za-z0-9])(?i:going[ \t]+with)[ \t]+",
     r"<(?i:answer|final_answer)>\s*",
     # 答案：B, 最终答案是B, 我选择B (full-width colons are ASCII by now)
@@ -137,9 +137,10 @@ class Vocabulary:
             i = re.escape(option_id)
             own = (rf"[ \t]*(?i:{_words(self.text_of[option_id])})(?![{WORD}])"
                    if option_id in self.text_of else None)
-            if own:  # "A. Yes", "(A) Yes", "Option A: Yes", anywhere in a line
+            if own:  # "A. Yes", "(A) Yes", "Option A: Yes", "A (Yes)", anywhere in a line
                 items.append(rf"(?P<o{n}>(?:(?<![{WORD}])(?i:option)[ \t]+)?"
-                             rf"(?:\({i}\)|\[{i}\]|(?<![{WORD}]){i}[ \t]*[.):\-–—=]){own})")
+                             rf"(?:(?:\({i}\)|\[{i}\]|(?<![{WORD}]){i}[ \t]*[.):\-–—=]){own}"
+                             rf"|(?<![{WORD}]){i}[ \t]*\({own}[ \t]*\)))")
         #: An option item with its own text, anywhere.
         self.text_item = re.compile("|".join(items)) if items else None
         #: A line that opens with a label and a delimiter ("- B: grim"), or is only a label.
