@@ -29,6 +29,8 @@ def read_object(obj: dict, vocab: Vocabulary, *, rule: Rule) -> Findings:
 
 def _fields(obj: dict, vocab: Vocabulary, *, rule: Rule) -> Findings:
     found = Findings()
+    if not obj:  # a reply of many "{}" must stay cheap
+        return found
     lowered = {str(k).strip().lower(): v for k, v in obj.items()}
     for key in ANSWER_KEYS:
         if key in lowered:
@@ -37,7 +39,10 @@ def _fields(obj: dict, vocab: Vocabulary, *, rule: Rule) -> Findings:
                 found.blocks.append(("conflicting", reading.detail))
             else:
                 found.readings.append(reading)
-    found.reason = next((lowered[k] for k in REASON_KEYS if isinstance(lowered.get(k), str)), None)
+    for key in REASON_KEYS:
+        if isinstance(lowered.get(key), str):
+            found.reason = lowered[key]
+            break
     confidence = lowered.get("confidence")
     if confidence is not None and not isinstance(confidence, (dict, list)):
         found.confidence = str(confidence)

@@ -39,7 +39,7 @@ def loads(text: str) -> Any:
     ``{"answer": "B", "answer": "A"}`` reads as two answers rather than the last.
     """
     try:
-        return json.loads(text, object_pairs_hook=_keep_repeated_keys)
+        return _DECODER.decode(text)
     except (ValueError, RecursionError):  # ValueError also covers integers too long to convert
         return NOTHING
 
@@ -60,6 +60,10 @@ class _Repeated(list):
 
     def __add__(self, other: list) -> "_Repeated":
         return _Repeated(list(self) + other)
+
+
+# One decoder for every call: json.loads with a hook would build a new one each time.
+_DECODER = json.JSONDecoder(object_pairs_hook=_keep_repeated_keys)
 
 
 def unfence(text: str) -> str:
