@@ -617,3 +617,31 @@ def test_docstring_examples_hold():
         module = importlib.import_module(f"cfkit.parse.{name}")
         result = doctest.testmod(module)
         assert result.attempted and not result.failed, name
+
+
+def _doc_rows(heading: str) -> list[list[str]]:
+    """The rows of the table under ``heading`` in docs/parsing.md, cells stripped, the reply unquoted."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "parsing.md").read_text(encoding="utf-8")
+    section = text.split(f"\n{heading}\n", 1)[1].split("\n#", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]  # no documented reply holds a "|"
+        if line.startswith("| `"):
+            rows.append([cells[0].strip("`").replace("\\n", "\n"), *cells[1:]])
+    return rows
+
+
+DOC_OPTIONS = {"": YES_NO, "three": THREE, "context": CONTEXT}
+
+
+def test_the_documented_examples_hold():
+    read, unread = _doc_rows("### Read"), _doc_rows("### Not read")
+    assert len(read) >= 25 and len(unread) >= 20
+    for reply, options, answer, rule in read:
+        parsed = parse_answer(reply, DOC_OPTIONS[options])
+        assert (parsed.answer, parsed.rule) == (answer, rule), reply
+    for reply, options, error in unread:
+        parsed = parse_answer(reply, DOC_OPTIONS[options])
+        assert (parsed.answer, parsed.error) == (None, error), reply
