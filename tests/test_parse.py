@@ -142,8 +142,8 @@ CASES = [
     ("The answer is a funeral.", THREE, "B", "field"),
     ("Answer: Not suitable", CONTEXT, "B", "field"),
     (f"{GRIM}\n\nAnswer: B", YES_NO, "B", "field"),
-    ("Looking at the image, the bright colours might suggest a celebration, but the letter in her hand is "
-     "a condolence note. Therefore, the image is not suitable.\n\nFinal answer: No", YES_NO, "B", "field"),
+    (("Looking at the image, the bright colours might suggest a celebration, but the letter in her hand is "
+      "a condolence note. Therefore, the image is not suitable.\n\nFinal answer: No"), YES_NO, "B", "field"),
     ("**Reasoning:** The cup holds espresso, not tea.\n**Answer:** B (No)", YES_NO, "B", "field"),
     ("The mourners and the coffin make this a funeral. Answer: (B) A funeral", THREE, "B", "field"),
     ("The image depicts a funeral procession; hence the answer must be B.", YES_NO, "B", "field"),
@@ -173,10 +173,10 @@ CASES = [
     ("A wedding and a funeral are both wrong; a race is right.", THREE, "C", "field"),
     ("B or C, I think C.", THREE, "C", "field"),
     ("Option A is tempting, but I'll pick B.", YES_NO, "B", "field"),
-    ("**Analysis**\n\n1. The scene: mourners around a coffin.\n2. The context: a festive poster.\n\n"
-     "**Conclusion:** The image is **not suitable**.\n\n**Answer: B**", YES_NO, "B", "field"),
-    ("Let's think step by step. The poster is for a wedding fair. The image shows a funeral. A funeral image "
-     "would not suit a wedding fair. So the answer is B.", YES_NO, "B", "field"),
+    (("**Analysis**\n\n1. The scene: mourners around a coffin.\n2. The context: a festive poster.\n\n"
+      "**Conclusion:** The image is **not suitable**.\n\n**Answer: B**"), YES_NO, "B", "field"),
+    (("Let's think step by step. The poster is for a wedding fair. The image shows a funeral. A funeral image "
+      "would not suit a wedding fair. So the answer is B."), YES_NO, "B", "field"),
     ("B is correct.", YES_NO, "B", "field"),
     ("Option B is the best fit.", YES_NO, "B", "field"),
     ("答案：B", YES_NO, "B", "field"),
@@ -218,7 +218,7 @@ CASES = [
     ("Yes, no doubt.", YES_NO, "A", "leading-yes-no"),
     ("No, the drink is espresso. Yes, it could work.", YES_NO, None, "conflicting"),
     ("No, wait — yes.", YES_NO, None, "conflicting"),
-    ("No; the figures are in mourning.\nYes, the colours are bright, but that does not matter.", YES_NO, None,
+    ("No; the figures are in mourning.\nYes, the colours are bright, but it does not matter.", YES_NO, None,
      "conflicting"),
     ("No, I can't tell from this image.", YES_NO, None, "unparseable"),
     ("Yes, no.", YES_NO, None, "ambiguous"),
@@ -251,8 +251,8 @@ CASES = [
     (f"{GRIM} Therefore (B).", YES_NO, "B", "closing"),
     ("The mood is grim, so B.", YES_NO, "B", "closing"),
     ("The mood is grim, therefore no.", YES_NO, "B", "closing"),
-    ("Step 1: Identify the scene. It is a funeral.\nStep 2: Compare with the use.\nConclusion: B", YES_NO, "B",
-     "closing"),
+    ("Step 1: Identify the scene. It is a funeral.\nStep 2: Compare with the use.\nConclusion: B", YES_NO,
+     "B", "closing"),
     ("The image is best described by option (B).", YES_NO, "B", "closing"),
     ("A is incorrect. B.", YES_NO, "B", "closing"),
     # ── echoed option lists: not an answer unless one option is singled out afterwards ──

@@ -26,7 +26,7 @@ from cfkit.parse import jsonscan
 from cfkit.parse.fields import read_object, read_value
 from cfkit.parse.prose import read_prose
 from cfkit.parse.reasoning import split_reasoning
-from cfkit.parse.result import RULES, Findings, ParseFailure, ParsedAnswer
+from cfkit.parse.result import RULES, Findings, ParsedAnswer, ParseFailure
 from cfkit.parse.text import GRADED_CAP, normalize, window
 from cfkit.parse.vocabulary import Vocabulary, vocabulary
 
@@ -70,7 +70,8 @@ def parse_answer(raw: str | None, options: Sequence[OptionLike], *, reasoning: s
     kept = "\n\n".join(p.strip() for p in (reasoning, inline) if p and p.strip()) or None
     text = graded.strip()
     if not text:
-        detail = "the reply holds only reasoning, with no answer after it" if inline is not None else "the reply is empty"
+        detail = ("the reply holds only reasoning, with no answer after it" if inline is not None
+                  else "the reply is empty")
         return ParsedAnswer(None, error="missing", detail=detail, reasoning=kept)
     strict = jsonscan.loads(text) if text[:1] in "{[" or text == "null" else jsonscan.NOTHING
     if strict is not jsonscan.NOTHING:
@@ -133,13 +134,16 @@ def _nothing(text: str, found: Findings, vocab: Vocabulary, *, had_json: bool, *
     if found.echoed:
         return failure("ambiguous", f"the reply lists the options ({', '.join(found.echoed)}) "
                                     "without singling one out")
-    named = _named(text, vocab)
+    mentioned = _named(text, vocab)
+    named = list(mentioned)
     if len(named) > 1:
         return failure("ambiguous", f"the reply names {', '.join(named)} without declaring one the answer")
     if had_json:
         return failure("missing", "the JSON object has no answer field")
     if named:
-        return failure("unparseable", f"'{named[0]}' appears but is not given as the answer")
+        option_id, words = named[0], mentioned[named[0]]
+        shown = f"'{option_id}'" if words is None else f"the text of option {option_id} ('{words}')"
+        return failure("unparseable", f"{shown} appears but is not given as the answer")
     word = _YES_OR_NO.match(text)
     if word:
         said = word.group(1).lower()
@@ -147,19 +151,19 @@ def _nothing(text: str, found: Findings, vocab: Vocabulary, *, had_json: bool, *
     return failure("unparseable", "no option id, option text, answer field or Yes/No found")
 
 
-def _named(text: str, vocab: Vocabulary) -> list[str]:
-    """Options the text names by id or by exact text, in order of first mention (stops once all are seen)."""
-    named: dict[str, None] = {}
+def _named(text: str, vocab: Vocabulary) -> dict[str, str | None]:
+    """Options the text names, by id (value None) or by text (the words), ids first; stops once all are seen."""
+    named: dict[str, str | None] = {}
     for match in vocab.mention.finditer(text):
-        named.setdefault(match.group(0))
+        named.setdefault(match.group(0), None)
         if len(named) == len(vocab.ids):
-            return list(named)
+            return named
     if vocab.text_mention is not None:
         for match in vocab.text_mention.finditer(text):
-            named.setdefault(vocab.option_of_text(match.group("text")))
+            named.setdefault(vocab.option_of_text(match.group("text")), match.group("text"))
             if len(named) == len(vocab.ids):
                 break
-    return list(named)
+    return named
 
 
 def _with(result: ParsedAnswer, **changes: Any) -> ParsedAnswer:

@@ -25,7 +25,8 @@ _DESCENT = 3
 _STRUCTURE = re.compile(r"[{}\"'\\]")
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?|```")
 # A truncated object's complete answer pair; the value is bounded so a missing close quote costs little.
-_TRUNCATED = re.compile(r"[\"'](answer|final_answer|choice|option)[\"']\s*:\s*(\"[^\"\n]{0,200}\"|'[^'\n]{0,200}'|null)",
+_TRUNCATED = re.compile(r"[\"'](answer|final_answer|choice|option)[\"']\s*:\s*"
+                        r"(\"[^\"\n]{0,200}\"|'[^'\n]{0,200}'|null)",
                         re.IGNORECASE)
 _SINGLE_QUOTED = re.compile(r"'([^'\"\\]*)'")
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
@@ -58,7 +59,7 @@ def _keep_repeated_keys(pairs: list[tuple[str, Any]]) -> dict:
 class _Repeated(list):
     """The values of a key repeated in one object."""
 
-    def __add__(self, other: list) -> "_Repeated":
+    def __add__(self, other: list) -> _Repeated:
         return _Repeated(list(self) + other)
 
 
@@ -75,7 +76,7 @@ def unfence(text: str) -> str:
 class _Braces:
     start: int
     end: int
-    children: list["_Braces"] = field(default_factory=list)
+    children: list[_Braces] = field(default_factory=list)
 
 
 def _brace_forest(text: str) -> tuple[list[_Braces], int | None]:

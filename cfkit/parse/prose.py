@@ -41,7 +41,8 @@ _CONDITION = re.compile(r"(?i)\b(?:if|whether|unless|suppose|supposing|assuming|
 _TURN = re.compile(r"(?i)\b(?:but|however|yet|still|otherwise)\b")
 # A leading Yes/No that then declines to commit: "No, I can't tell from the image".
 _UNSURE = re.compile(r"(?i)\b(?:can(?:'t|not)|unable[ \t]+to|hard[ \t]+to|difficult[ \t]+to|impossible[ \t]+to)"
-                     r"[ \t]+(?:tell|say|determine|know|judge|decide)\b|\bnot[ \t]+sure\b|\bunsure\b|\bit[ \t]+depends\b")
+                     r"[ \t]+(?:tell|say|determine|know|judge|decide)\b"
+                     r"|\bnot[ \t]+sure\b|\bunsure\b|\bit[ \t]+depends\b")
 _REACH = 80  # characters looked at around a declaration for negation and conditions
 
 
@@ -80,20 +81,20 @@ def leading(text: str, position: int, vocab: Vocabulary, found: Findings) -> Non
 def _check_label(text: str, match: re.Match, answer: str, vocab: Vocabulary, found: Findings) -> None:
     following = vocab.follow_label.match(text, match.end())
     if following and following.group("id") != answer:
-        found.blocks.append(("ambiguous", f"the reply names {answer} and {following.group('id')}: "
-                                          f"'{_snippet(text, match.start(), following.end())}'"))
+        found.blocks.append(("ambiguous", (f"the reply names {answer} and {following.group('id')}: "
+                                           f"'{_snippet(text, match.start(), following.end())}'")))
     text_after = vocab.text_after_label.match(text, match.end())
     if text_after and vocab.option_of_text(text_after.group("text")) != answer:
         other = vocab.option_of_text(text_after.group("text"))
-        found.blocks.append(("conflicting", f"the reply gives {answer} with the text of option {other}: "
-                                            f"'{_snippet(text, match.start(), text_after.end())}'"))
+        found.blocks.append(("conflicting", (f"the reply gives {answer} with the text of option {other}: "
+                                             f"'{_snippet(text, match.start(), text_after.end())}'")))
 
 
 def _check_text(text: str, match: re.Match, answer: str, vocab: Vocabulary, found: Findings) -> None:
     following = vocab.follow_value.match(text, match.end())
     if following and vocab.option_of(following) != answer:
-        found.blocks.append(("ambiguous", f"the reply names {answer} and {vocab.option_of(following)}: "
-                                          f"'{_snippet(text, match.start(), following.end())}'"))
+        found.blocks.append(("ambiguous", (f"the reply names {answer} and {vocab.option_of(following)}: "
+                                           f"'{_snippet(text, match.start(), following.end())}'")))
 
 
 def _check_later_clauses(text: str, match: re.Match, answer: str, vocab: Vocabulary, kind: str,
@@ -111,8 +112,8 @@ def _check_later_clauses(text: str, match: re.Match, answer: str, vocab: Vocabul
         concludes = later.group("turn") is not None or later.group("alone") is not None
         by_text = later.group("text") is not None and kind != "label"
         if (concludes or by_text) and vocab.option_of(later) != answer:
-            found.blocks.append(("conflicting", f"the reply opens with '{said}' but later says "
-                                                f"'{_snippet(text, later.start() + 1, later.end())}'"))
+            found.blocks.append(("conflicting", (f"the reply opens with '{said}' but later says "
+                                                 f"'{_snippet(text, later.start() + 1, later.end())}'")))
             return
 
 
@@ -126,8 +127,8 @@ def _declarations(text: str, vocab: Vocabulary, found: Findings) -> None:
             if pattern is vocab.verdict:
                 other = _listed_before(text, match.start(), answer, vocab)
                 if other:
-                    found.blocks.append(("ambiguous", f"the reply names {other} and {answer}: "
-                                                      f"'{_snippet(text, max(0, match.start() - 20), match.end())}'"))
+                    found.blocks.append(("ambiguous", (f"the reply names {other} and {answer}: "
+                                                       f"'{_snippet(text, max(0, match.start() - 20), match.end())}'")))
                     continue
             elif vocab.kind_of(match) == "label":
                 _check_label(text, match, answer, vocab, found)
@@ -152,9 +153,10 @@ def _closing(text: str, vocab: Vocabulary, found: Findings) -> None:
             return
     answer = vocab.option_of(match)
     said = _snippet(text, match.start(), match.end())
-    if "after" in match.re.groupindex and match.group("after") is not None and vocab.option_of_text(match.group("after")) != answer:
-        found.blocks.append(("conflicting", f"the reply ends with '{said}', giving {answer} with the text of "
-                                            f"option {vocab.option_of_text(match.group('after'))}"))
+    after = match.group("after") if "after" in match.re.groupindex else None  # closing_clause has none
+    if after is not None and vocab.option_of_text(after) != answer:
+        found.blocks.append(("conflicting", (f"the reply ends with '{said}', giving {answer} with the text of "
+                                             f"option {vocab.option_of_text(after)}")))
         return
     mapped = "" if vocab.kind_of(match) == "label" else f" (the text of option {answer})"
     found.readings.append(Reading(answer, "closing", f"the reply ends with '{said}'{mapped}"))

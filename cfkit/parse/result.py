@@ -69,7 +69,7 @@ class Findings:
     reason: str | None = None
     confidence: str | None = None
 
-    def add(self, other: "Findings") -> None:
+    def add(self, other: Findings) -> None:
         self.readings += other.readings
         self.blocks += other.blocks
         self.reason = self.reason or other.reason

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from cfkit.parse.text import MASK, WORD, normalize
 
@@ -37,13 +37,13 @@ _CONCLUDE = (r"(?i:so|thus|hence|therefore|overall|ultimately|finally|actually|i
 _CUES = (
     # "Answer: B", "Final answer - (B)", "the answer is B", "the correct option is B", '"answer": "B"',
     # "the answer to this question is B"
-    r"(?<![A-Za-z0-9])(?i:final[ \t_]+answer|answer|option|choice|verdict|selection|response)[\"']?"
-    r"(?:[ \t]+(?i:to|for)[ \t]+(?i:this|the)[ \t]+question)?"
-    r"(?:\s*[:=\-–]\s*|[ \t]+(?i:is|would[ \t]+be|will[ \t]+be|should[ \t]+be|must[ \t]+be)(?:[ \t]*:)?\s+)"
-    r"[\"']?",
+    (r"(?<![A-Za-z0-9])(?i:final[ \t_]+answer|answer|option|choice|verdict|selection|response)[\"']?"
+     r"(?:[ \t]+(?i:to|for)[ \t]+(?i:this|the)[ \t]+question)?"
+     r"(?:\s*[:=\-–]\s*|[ \t]+(?i:is|would[ \t]+be|will[ \t]+be|should[ \t]+be|must[ \t]+be)(?:[ \t]*:)?\s+)"
+     r"[\"']?"),
     # "I choose C", "I'd go with C", "I would say B", "I think B", "we pick A"
-    r"(?<![A-Za-z0-9])(?i:i(?:'d|'ll|[ \t]+would|[ \t]+will)?|we(?:'d|'ll|[ \t]+would|[ \t]+will)?)[ \t]+"
-    r"(?i:choose|select|pick|go[ \t]+with|opt[ \t]+for|say|think|believe|answer)[ \t]*:?[ \t]*[\"']?",
+    (r"(?<![A-Za-z0-9])(?i:i(?:'d|'ll|[ \t]+would|[ \t]+will)?|we(?:'d|'ll|[ \t]+would|[ \t]+will)?)[ \t]+"
+     r"(?i:choose|select|pick|go[ \t]+with|opt[ \t]+for|say|think|believe|answer)[ \t]*:?[ \t]*[\"']?"),
     r"(?<![A-Za-z0-9])(?i:going[ \t]+with)[ \t]+",
     r"<(?i:answer|final_answer)>\s*",
     # 答案：B, 最终答案是B, 我选择B (full-width colons are ASCII by now)
@@ -69,7 +69,11 @@ def text_key(text: str) -> str:
 
 
 class Vocabulary:
-    """The compiled patterns for one option set; :func:`vocabulary` caches them per set."""
+    """The patterns for one option set; :func:`vocabulary` caches them per set.
+
+    Each pattern is compiled when first used: a run meets many option sets, and a
+    JSON reply needs only a few of the patterns.
+    """
 
     def __init__(self, ids: Sequence[str], texts: Sequence[str]):
         if not ids or len(set(ids)) != len(ids) or any(not i.strip() for i in ids):
@@ -78,8 +82,8 @@ class Vocabulary:
         self.index = {option_id: n for n, option_id in enumerate(ids)}
         self.longest_id = max(len(i) for i in ids)
         # Option texts a reply can give instead of the id: unique in the set, holding a letter or digit,
-        # and not an id themselves (a text "B" would make the label B ambiguous).
-        # Option texts are normalised like replies, so markup in an option reads the same.
+        # and not an id themselves (a text "B" would make the label B ambiguous). They are normalised
+        # like replies, so markup in an option reads the same.
         keys: dict[str, list[str]] = {}
         for option_id, text in zip(ids, texts):
             key = text_key(normalize(text))
@@ -87,70 +91,112 @@ class Vocabulary:
                 keys.setdefault(key, []).append(option_id)
         self.text_of = {found[0]: key for key, found in keys.items() if len(found) == 1}
         self._own_text = {i: re.compile(rf"(?i:{_words(key)})") for i, key in self.text_of.items()}
-
         alternatives = "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True))
         self._ids = f"(?:{alternatives})"
         # A label: the id alone, perhaps bracketed. A closing bracket ends it by itself ("(B) No").
-        label = rf"[(\[]?(?<![{WORD}])(?P<id>{self._ids})(?![{WORD}])(?:[)\]]|{_DELIM})"
-        value = rf"{_PREFIX}(?:{self._texts('text')}{_DELIM}|{label})"
-
-        #: A value at a given position (the start of the reply, or just after an echoed list).
-        self.leading = re.compile(_OPENING + value)
-        #: A JSON string value that is only a label: "B", "(B)", "Option B.", " B: ".
-        self.bare_label = re.compile(rf"[\s\"']*{_PREFIX}[(\[]?(?P<id>{self._ids})[)\]]?[ \t]*[.:]?[\s\"']*")
-        #: Another label right after one: "A, B", "A/B", "A or B", "A and option B".
+        self._label = rf"[(\[]?(?<![{WORD}])(?P<id>{self._ids})(?![{WORD}])(?:[)\]]|{_DELIM})"
+        self._value = rf"{_PREFIX}(?:{self._texts('text')}{_DELIM}|{self._label})"
         # The second name of a list may end in "?" or go on with "or" ("A, B or C?").
         listed_end = rf"(?:{_DELIM}|(?=[ \t]*\?)|(?=[ \t]+(?i:or|and|nor)\b))"
-        listed_label = rf"[(\[]?(?<![{WORD}])(?P<id>{self._ids})(?![{WORD}])(?:[)\]]|{listed_end})"
-        self.follow_label = re.compile(rf"{_JOIN}{_PREFIX}{listed_label}")
-        #: Another value right after an option text: "Yes, No", "a wedding or a funeral".
-        self.follow_value = re.compile(rf"{_JOIN}{_PREFIX}(?:{self._texts('text')}{listed_end}|{listed_label})")
-        #: An option's text right after a label: "B) No", "A. a wedding" — the text must be the label's own.
-        self.text_after_label = re.compile(rf"[ \t]*[.:)\]\-–—,=(]*[ \t]*{self._texts('text')}{_DELIM}")
-        #: A later clause that opens with an option's name: "No, … — yes." contradicts a leading No,
-        #: "A. Yes would need colour, so B." a leading A.
-        self.clause_value = re.compile(
-            rf"[\n.!?;,:–—{MASK}][ \t\"']*(?:(?P<turn>{_TURNING})[ \t]*[,:]?[ \t]*)?{value}"
-            rf"(?P<alone>(?=[ \t\"'.!]*(?:[\n{MASK}]|\Z)))?")
-        #: A whole last sentence that is an answer by itself: "B", "So, no.", "Therefore (C)", "B. No".
-        self.closing = re.compile(
-            rf"{_OPENING}(?:{_CONCLUDE}[ \t]*[,:\-–—]?\s*)?{value}"
-            rf"(?:[ \t]*[.:)\]\-–—,=]*[ \t]*{self._texts('after')}{_DELIM})?[\s.!\"'{MASK}]*")
-        #: A last clause that concludes with a value: "The mood is grim, so B." (after a comma or colon).
-        self.closing_clause = re.compile(
-            rf"[ \t]*{_CONCLUDE}[ \t]*[,:\-–—]?\s*{value}[ \t]*[.!]*[\s\"'{MASK}]*")
-        #: A declared answer anywhere: a cue phrase, perhaps an adverb, then a value.
-        self.declaration = re.compile(f"(?:{'|'.join(_CUES)}){_ADVERB}{value}")
-        #: A value followed by a verdict: "B is correct", "a funeral is the best".
-        self.verdict = re.compile(
-            rf"{_PREFIX}(?:{self._texts('text')}|[(\[]?(?<![{WORD}])(?P<id>{self._ids})(?![{WORD}])[)\]]?)"
-            rf"{_VERDICT_TAIL}")
-        #: Any stand-alone id, and any option text: what a reply mentions.
-        self.mention = re.compile(rf"(?<![{WORD}]){self._ids}(?![{WORD}])")
-        self.text_mention = re.compile(self._texts("text") + rf"(?![{WORD}])") if self.text_of else None
-        #: Just before a full stop: is it a label's ("B.") rather than a sentence's end?
-        self.id_at_end = re.compile(rf"(?<![{WORD}]){self._ids}\Z")
+        self._listed_end = listed_end
+        self._listed_label = rf"[(\[]?(?<![{WORD}])(?P<id>{self._ids})(?![{WORD}])(?:[)\]]|{listed_end})"
 
-        # Echoed option lists (see cfkit.parse.echo). Named groups o0, o1, … say which option an item is.
+    @cached_property
+    def leading(self) -> re.Pattern:
+        """A value at a given position (the start of the reply, or just after an echoed list)."""
+        return re.compile(_OPENING + self._value)
+
+    @cached_property
+    def bare_label(self) -> re.Pattern:
+        """A JSON string value that is only a label: "B", "(B)", "Option B.", " B: "."""
+        return re.compile(rf"[\s\"']*{_PREFIX}[(\[]?(?P<id>{self._ids})[)\]]?[ \t]*[.:]?[\s\"']*")
+
+    @cached_property
+    def follow_label(self) -> re.Pattern:
+        """Another label right after one: "A, B", "A/B", "A or B", "A and option B"."""
+        return re.compile(rf"{_JOIN}{_PREFIX}{self._listed_label}")
+
+    @cached_property
+    def follow_value(self) -> re.Pattern:
+        """Another value right after an option text: "Yes, No", "a wedding or a funeral"."""
+        return re.compile(rf"{_JOIN}{_PREFIX}(?:{self._texts('text')}{self._listed_end}|{self._listed_label})")
+
+    @cached_property
+    def text_after_label(self) -> re.Pattern:
+        """An option's text right after a label: "B) No", "A. a wedding" (it must be the label's own)."""
+        return re.compile(rf"[ \t]*[.:)\]\-–—,=(]*[ \t]*{self._texts('text')}{_DELIM}")
+
+    @cached_property
+    def clause_value(self) -> re.Pattern:
+        """A later clause that opens with an option's name: "No, … — yes." contradicts a leading No,
+        "A. Yes would need colour, so B." a leading A."""
+        return re.compile(rf"[\n.!?;,:–—{MASK}][ \t\"']*(?:(?P<turn>{_TURNING})[ \t]*[,:]?[ \t]*)?{self._value}"
+                          rf"(?P<alone>(?=[ \t\"'.!]*(?:[\n{MASK}]|\Z)))?")
+
+    @cached_property
+    def closing(self) -> re.Pattern:
+        """A whole last sentence that is an answer by itself: "B", "So, no.", "Therefore (C)", "B. No"."""
+        return re.compile(rf"{_OPENING}(?:{_CONCLUDE}[ \t]*[,:\-–—]?\s*)?{self._value}"
+                          rf"(?:[ \t]*[.:)\]\-–—,=]*[ \t]*{self._texts('after')}{_DELIM})?[\s.!\"'{MASK}]*")
+
+    @cached_property
+    def closing_clause(self) -> re.Pattern:
+        """A last clause that concludes with a value: "The mood is grim, so B." (after a comma or colon)."""
+        return re.compile(rf"[ \t]*{_CONCLUDE}[ \t]*[,:\-–—]?\s*{self._value}[ \t]*[.!]*[\s\"'{MASK}]*")
+
+    @cached_property
+    def declaration(self) -> re.Pattern:
+        """A declared answer anywhere: a cue phrase, perhaps an adverb, then a value."""
+        return re.compile(f"(?:{'|'.join(_CUES)}){_ADVERB}{self._value}")
+
+    @cached_property
+    def verdict(self) -> re.Pattern:
+        """A value followed by a verdict: "B is correct", "a funeral is the best"."""
+        return re.compile(rf"{_PREFIX}(?:{self._texts('text')}|[(\[]?(?<![{WORD}])(?P<id>{self._ids})(?![{WORD}])"
+                          rf"[)\]]?){_VERDICT_TAIL}")
+
+    @cached_property
+    def mention(self) -> re.Pattern:
+        """Any stand-alone id."""
+        return re.compile(rf"(?<![{WORD}]){self._ids}(?![{WORD}])")
+
+    @cached_property
+    def text_mention(self) -> re.Pattern | None:
+        """Any option text, or None when no text is usable."""
+        return re.compile(self._texts("text") + rf"(?![{WORD}])") if self.text_of else None
+
+    @cached_property
+    def id_at_end(self) -> re.Pattern:
+        """Just before a full stop: is it a label's ("B.") rather than a sentence's end?"""
+        return re.compile(rf"(?<![{WORD}]){self._ids}\Z")
+
+    # Echoed option lists (see cfkit.parse.echo). Named groups o0, o1, … say which option an item is.
+
+    @cached_property
+    def text_item(self) -> re.Pattern | None:
+        """An option item with its own text, anywhere: "A. Yes", "(A) Yes", "Option A: Yes", "A (Yes)"."""
         items = []
-        for n, option_id in enumerate(ids):
+        for n, option_id in enumerate(self.ids):
+            if option_id not in self.text_of:
+                continue
             i = re.escape(option_id)
-            own = (rf"[ \t]*(?i:{_words(self.text_of[option_id])})(?![{WORD}])"
-                   if option_id in self.text_of else None)
-            if own:  # "A. Yes", "(A) Yes", "Option A: Yes", "A (Yes)", anywhere in a line
-                items.append(rf"(?P<o{n}>(?:(?<![{WORD}])(?i:option)[ \t]+)?"
-                             rf"(?:(?:\({i}\)|\[{i}\]|(?<![{WORD}]){i}[ \t]*[.):\-–—=]){own}"
-                             rf"|(?<![{WORD}]){i}[ \t]*\({own}[ \t]*\)))")
-        #: An option item with its own text, anywhere.
-        self.text_item = re.compile("|".join(items)) if items else None
-        #: A line that opens with a label and a delimiter ("- B: grim"), or is only a label.
-        self.line_item = re.compile(
-            rf"(?m)^[ \t]*{_BULLET}(?:(?i:option)[ \t]+)?[(\[]?(?P<id>{self._ids})(?![{WORD}])[)\]]?"
-            r"[ \t]*(?:[.):\-–—]|$)")
-        text_lines = [rf"(?P<o{self.index[i]}>(?i:{_words(key)}))" for i, key in self.text_of.items()]
-        #: A line that is only an option's text ("Yes", "- A funeral").
-        self.text_line = (re.compile(rf"(?m)^[ \t]*{_BULLET}(?:{'|'.join(text_lines)})[ \t]*[.,;]?[ \t]*$")
-                          if text_lines else None)
+            own = rf"[ \t]*(?i:{_words(self.text_of[option_id])})(?![{WORD}])"
+            items.append(rf"(?P<o{n}>(?:(?<![{WORD}])(?i:option)[ \t]+)?"
+                         rf"(?:(?:\({i}\)|\[{i}\]|(?<![{WORD}]){i}[ \t]*[.):\-–—=]){own}"
+                         rf"|(?<![{WORD}]){i}[ \t]*\({own}[ \t]*\)))")
+        return re.compile("|".join(items)) if items else None
+
+    @cached_property
+    def line_item(self) -> re.Pattern:
+        """A line that opens with a label and a delimiter ("- B: grim"), or is only a label."""
+        return re.compile(rf"(?m)^[ \t]*{_BULLET}(?:(?i:option)[ \t]+)?[(\[]?(?P<id>{self._ids})(?![{WORD}])[)\]]?"
+                          r"[ \t]*(?:[.):\-–—]|$)")
+
+    @cached_property
+    def text_line(self) -> re.Pattern | None:
+        """A line that is only an option's text ("Yes", "- A funeral")."""
+        lines = [rf"(?P<o{self.index[i]}>(?i:{_words(key)}))" for i, key in self.text_of.items()]
+        return re.compile(rf"(?m)^[ \t]*{_BULLET}(?:{'|'.join(lines)})[ \t]*[.,;]?[ \t]*$") if lines else None
 
     def _texts(self, group: str) -> str:
         """A named group matching any option's text (longest first), or nothing when no text is usable."""
@@ -184,7 +230,7 @@ def _words(key: str) -> str:
     return (rf"(?<![{WORD}])" if re.match(rf"[{WORD}]", key) else "") + words
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=1024)
 def vocabulary(ids: tuple[str, ...], texts: tuple[str, ...]) -> Vocabulary:
     """The :class:`Vocabulary` of an option set (cached: a run asks the same options many times)."""
     return Vocabulary(ids, texts)
