@@ -12,10 +12,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cfkit.cases import CaseSet
 from cfkit.errors import PredictionError, describe_validation
+from cfkit.parse import RULES
 from cfkit.store import Store, runs
 from cfkit.vocabulary import SUITE_CONDITIONS, Condition, Suite
 
@@ -32,11 +33,18 @@ class Prediction(BaseModel):
     pair: str | None = None  # counterfactual pairs only
     condition: Condition
     answer: str | None = None  # an option id; null when no unique valid option was read
-    parse: Literal["json", "field", "leading-id", "yes-no"] | None = None
+    parse: str | None = None  # the rule that read the answer: one of cfkit.parse.RULES
     error: Literal["missing", "ambiguous", "conflicting", "unparseable", "refused", "transport"] | None = None
     raw: str | None = None
     reason: str | None = None
     confidence: str | None = None
+
+    @field_validator("parse")
+    @classmethod
+    def _known_rule(cls, value: str | None) -> str | None:
+        if value is not None and value not in RULES:
+            raise ValueError(f"'{value}' is not a parser rule ({', '.join(RULES)})")
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> "Prediction":
