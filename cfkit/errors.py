@@ -19,6 +19,7 @@ names what failed, the bad value, what is allowed and what to do next.
     │   └── PredictionError   predictions JSONL
     ├── CheckFailed           a check ran and did not pass (exit status 1)
     ├── StoreError            the SQLite store
+    ├── WeightsError          model weights could not be downloaded or did not verify
     ├── EditorError           an image editor failed or cannot run here
     │   ├── EditorUnavailable the editor cannot run on this machine
     │   ├── EditorTransport   the editor's service stayed unreachable after retries
@@ -108,6 +109,10 @@ class CheckFailed(CfkitError):
 
 class StoreError(CfkitError):
     """The SQLite store cannot be opened or written."""
+
+
+class WeightsError(CfkitError):
+    """Model weights could not be downloaded here, or the download was not the file it named."""
 
 
 class EditorError(CfkitError):

@@ -14,6 +14,11 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.pop("OPENAI_API_KEY", None)
 os.environ.pop("OPENAI_BASE_URL", None)
 os.environ.pop("CFKIT_WORKSPACE", None)
+os.environ.pop("CFKIT_LPIPS_BACKBONE", None)
+# A developer's own weights (cfkit's cache, torch's hub) must not change what the tests see.
+_ISOLATED = __import__("tempfile").mkdtemp(prefix="cfkit-tests-")
+os.environ["CFKIT_WEIGHTS_DIR"] = os.path.join(_ISOLATED, "cfkit-weights")
+os.environ["TORCH_HOME"] = os.path.join(_ISOLATED, "torch-home")
 
 import numpy as np
 import pytest

@@ -267,16 +267,18 @@ def _save_random_backbone(path: Path) -> dict:
     return state
 
 
-def test_backbone_file_is_loaded_into_lpips_without_download(tmp_path, monkeypatch):
+def test_backbone_layers_reach_lpips_without_download(tmp_path, monkeypatch):
     import torch
     import torchvision
+
+    from cfkit.preserve.scorer import scorer_from_features
+    from cfkit.weights.reading import read_alexnet_features
 
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch-home"))
     weights = tmp_path / "alexnet.pth"
     state = _save_random_backbone(weights)
-    loaded = load_lpips(None, weights)
-    assert loaded.scorer is not None and str(weights) in loaded.note
-    net = loaded.scorer.module.net
+    scorer = scorer_from_features(read_alexnet_features(weights, source="test"), description="random (test)")
+    net = scorer.module.net
     reference = torchvision.models.alexnet(weights=None)
     reference.load_state_dict(state)
     x = torch.rand(1, 3, 64, 64)
@@ -289,10 +291,12 @@ def test_backbone_file_is_loaded_into_lpips_without_download(tmp_path, monkeypat
 
 def test_missing_cache_makes_lpips_unavailable(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "empty"))
+    monkeypatch.setenv("CFKIT_WEIGHTS_DIR", str(tmp_path / "empty-cfkit"))
     monkeypatch.delenv("CFKIT_LPIPS_BACKBONE", raising=False)
     loaded = load_lpips(None, None)
     assert loaded.scorer is None
     assert loaded.note.startswith("LPIPS unavailable") and "--lpips-weights" in loaded.note
+    assert "cfkit weights import lpips" in loaded.note and "cfkit weights fetch lpips" in loaded.note
 
 
 def test_bad_backbone_files_are_input_errors(tmp_path):
@@ -300,7 +304,7 @@ def test_bad_backbone_files_are_input_errors(tmp_path):
 
     garbage = tmp_path / "garbage.pth"
     garbage.write_bytes(b"not a checkpoint")
-    with pytest.raises(ConfigError, match="not a readable PyTorch weights file"):
+    with pytest.raises(ConfigError, match="not a readable weights file"):
         load_lpips(None, garbage)
     wrong = tmp_path / "wrong.pth"
     torch.save({"features.0.weight": torch.zeros(2, 2)}, wrong)
@@ -343,6 +347,7 @@ def tiny_original(ws_root: Path) -> np.ndarray:
 @pytest.fixture
 def no_lpips(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "no-torch-cache"))
+    monkeypatch.setenv("CFKIT_WEIGHTS_DIR", str(tmp_path / "no-cfkit-weights"))
     monkeypatch.delenv("CFKIT_LPIPS_BACKBONE", raising=False)
 
 
@@ -399,7 +404,7 @@ def test_cli_user_errors_exit_2_in_one_line(tiny_ws, tmp_path, no_lpips):
     garbage = tmp_path / "bad.pth"
     garbage.write_bytes(b"\x00" * 10)
     bad = run_cli(["check", "TX01", "-w", ws, "--lpips-weights", str(garbage)])
-    assert bad.exit_code == 2 and "not a readable PyTorch weights file" in bad.stderr
+    assert bad.exit_code == 2 and "not a readable weights file" in bad.stderr
     assert run_cli(["check", "-w", ws]).exit_code == 2
     for result in (missing, bad):
         assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
@@ -415,29 +420,44 @@ def test_failed_edit_row_is_refused(tiny_ws, no_lpips):
 
 def test_backbone_path_comes_from_option_env_then_config(tiny_ws, tmp_path, monkeypatch):
     from cfkit.preserve import backbone_candidates
+    from cfkit.preserve.perceptual import find_backbone
 
+    monkeypatch.setenv("CFKIT_WEIGHTS_DIR", str(tmp_path / "cfkit-weights"))
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch-home"))
     config = tiny_ws / "cfkit.toml"
     config.write_text(config.read_text() + '\n[check]\nlpips_backbone = "weights/alexnet.pth"\nmargin = 6\n')
     ws = load_workspace(tiny_ws)
     monkeypatch.delenv("CFKIT_LPIPS_BACKBONE", raising=False)
-    assert backbone_candidates(ws, None) == (tiny_ws.resolve() / "weights" / "alexnet.pth",
-                                             "[check] lpips_backbone in cfkit.toml")
+    defaults = [(tmp_path / "cfkit-weights" / "alexnet-owt-7be5be79.pth", "cfkit weights cache"),
+                (tmp_path / "cfkit-weights" / "lpips-alexnet-features.pth", "cfkit weights cache"),
+                (tmp_path / "torch-home" / "hub" / "checkpoints" / "alexnet-owt-7be5be79.pth", "torch hub cache")]
+    places = lambda explicit=None: [(c.path, c.source) for c in backbone_candidates(ws, explicit)]  # noqa: E731
+    assert places() == [(tiny_ws.resolve() / "weights" / "alexnet.pth", "[check] lpips_backbone in cfkit.toml"),
+                        *defaults]
     monkeypatch.setenv("CFKIT_LPIPS_BACKBONE", str(tmp_path / "env.pth"))
-    assert backbone_candidates(ws, None) == (tmp_path / "env.pth", "CFKIT_LPIPS_BACKBONE")
-    assert backbone_candidates(ws, tmp_path / "opt.pth") == (tmp_path / "opt.pth", "--lpips-weights")
-    # A named file that is missing is an error, not a silent "unavailable".
+    assert places() == [(tmp_path / "env.pth", "CFKIT_LPIPS_BACKBONE"), *defaults]
+    assert places(tmp_path / "opt.pth") == [(tmp_path / "opt.pth", "--lpips-weights"), *defaults]
+    # A named file that is missing is an error, not a silent "unavailable" nor a fall-through.
     with pytest.raises(ConfigError, match="CFKIT_LPIPS_BACKBONE: LPIPS backbone weights .* not found"):
         load_lpips(ws, None)
+    # Unnamed places are taken in order: cfkit's cache before torch's.
+    monkeypatch.delenv("CFKIT_LPIPS_BACKBONE")
+    for path, _ in defaults:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+    assert find_backbone(None, None).path == defaults[0][0]
+    defaults[0][0].unlink()
+    assert find_backbone(None, None).path == defaults[1][0]
     assert Thresholds.for_spec(None, margin=ws.config.check.margin).margin == 6
 
 
-def test_backbone_from_env_reaches_the_stored_check(tiny_ws, tmp_path, monkeypatch):
+def test_a_random_backbone_from_env_is_refused_by_check(tiny_ws, tmp_path, monkeypatch):
     weights = tmp_path / "alexnet-random.pth"
     _save_random_backbone(weights)
+    monkeypatch.setenv("CFKIT_WEIGHTS_DIR", str(tmp_path / "cfkit-weights"))
     monkeypatch.setenv("CFKIT_LPIPS_BACKBONE", str(weights))
     add_edit(tiny_ws, "TX01", inside_change(tiny_original(tiny_ws)))
     result = run_cli(["check", "TX01", "--json", "-w", str(tiny_ws)])
-    assert result.exit_code == 0, result.stderr
-    [row] = json.loads(result.stdout)
-    assert row["lpips_measured"] is True and row["metrics"]["lpips_in"] > 0
-    assert row["metrics"]["lpips_note"] == f"LPIPS: AlexNet weights from {weights}"
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "CFKIT_LPIPS_BACKBONE: " in result.stderr and "is not AlexNet's ImageNet backbone" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

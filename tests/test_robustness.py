@@ -238,7 +238,7 @@ def test_kill_during_an_edit_leaves_the_store_consistent(mini: Path):
     mask_path = mini / "interventions" / "masks" / "EX03.png"
     with Image.open(mask_path) as m:
         big = np.zeros((m.size[1], m.size[0]), np.uint8)
-    big[: big.shape[0] // 3, : big.shape[1] // 3] = 255
+    big[: big.shape[0] // 2, : big.shape[1] // 2] = 255
     Image.fromarray(big).save(mask_path)
     started = time.perf_counter()
     done = _cli(["edit", "EX03", "--engine", "classical", "-w", str(mini)])
@@ -246,7 +246,9 @@ def test_kill_during_an_edit_leaves_the_store_consistent(mini: Path):
     took = time.perf_counter() - started
     saved = tree_snapshot(mini / ".cfkit" / "edits")
     proc = _cli(["edit", "EX03", "--engine", "classical", "-w", str(mini)], wait=False)
-    time.sleep(min(took * 0.6, took - 0.3))  # past start-up, inside the inpainting
+    # Past start-up (about a quarter of an edit), inside the inpainting (until about three quarters);
+    # the check after it is short now that a machine without LPIPS weights imports no torch for it.
+    time.sleep(took * 0.5)
     assert proc.poll() is None, "the edit finished before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
@@ -254,9 +256,12 @@ def test_kill_during_an_edit_leaves_the_store_consistent(mini: Path):
     after = tree_snapshot(mini / ".cfkit" / "edits")
     assert {k: v for k, v in after.items() if k in saved} == saved
     with _db(mini) as db:
-        statuses = [r[0] for r in db.execute("SELECT status FROM edits WHERE spec_id = 'EX03'")]
-    # The killed attempt is either absent or complete (killed during its check); never half-recorded.
-    assert statuses in (["ok"], ["ok", "ok"])
+        rows = [tuple(r) for r in db.execute("SELECT status, error, composite_path IS NULL FROM edits "
+                                             "WHERE spec_id = 'EX03'")]
+    # The killed attempt is absent, complete (killed during its check), or, killed while writing its
+    # files, recorded as interrupted with no files; never half-recorded.
+    done, interrupted = ("ok", None, 0), ("failed", "interrupted before its files were written", 1)
+    assert rows in ([done], [done, done], [done, interrupted])
     recheck = _cli(["check", "--all", "-w", str(mini)])
     assert recheck.returncode in (0, 1) and "Traceback" not in recheck.stderr, recheck.stderr
     again = _cli(["edit", "EX03", "--engine", "classical", "-w", str(mini)])

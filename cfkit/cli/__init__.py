@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("cfkit.cli.probe", "runs"),
     "report": ("cfkit.cli.report", "report"),
     "demo": ("cfkit.cli.demo", "demo"),
+    "weights": ("cfkit.cli.weights", "weights"),
 }
 
 

@@ -12,7 +12,8 @@ from PIL import Image
 from cfkit.errors import ConfigError, ImageError, NotFoundError
 from cfkit.images import image_array
 from cfkit.preserve.metrics import measure
-from cfkit.preserve.perceptual import LpipsScorer, load_lpips
+from cfkit.preserve.perceptual import load_lpips
+from cfkit.preserve.scorer import LpipsScorer
 from cfkit.preserve.thresholds import Thresholds
 from cfkit.preserve.verdict import judge
 from cfkit.masks import load_mask

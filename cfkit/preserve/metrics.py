@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from cfkit.errors import ImageError, SpecError
-from cfkit.preserve.perceptual import LpipsScorer
+from cfkit.preserve.scorer import LpipsScorer
 from cfkit.preserve.regions import SSIM_WINDOW, keep_region, lpips_region, ssim_region
 from cfkit.preserve.thresholds import Thresholds
 

@@ -1,0 +1,129 @@
+"""What this machine has: LPIPS backbones and where they were found, models in the local Hugging Face cache."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+
+from cfkit.errors import ConfigError
+from cfkit.weights.locations import hf_hub_cache_dir, weights_dir
+from cfkit.weights.verify import Verification, refusal, verify_backbone
+
+if TYPE_CHECKING:
+    from cfkit.workspace import Workspace
+
+
+
+@dataclass(frozen=True)
+class BackboneEntry:
+    """One place LPIPS weights are looked for, and what is there."""
+
+    source: str  # "--lpips-weights", "CFKIT_LPIPS_BACKBONE", "[check] lpips_backbone in cfkit.toml", ...
+    path: str
+    exists: bool
+    used: bool  # the one cfkit check would use
+    verification: Verification | None = None
+    problem: str | None = None  # why it cannot be used or verified
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["verification"] = self.verification.to_dict() if self.verification else None
+        return data
+
+
+@dataclass(frozen=True)
+class CachedRevision:
+    commit: str
+    refs: list[str]
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class CachedModel:
+    """A model repository in the local Hugging Face cache."""
+
+    repo_id: str
+    kind: str  # "diffusers" (has model_index.json), "hf" (has config.json) or "other"
+    revisions: list[CachedRevision]
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class WeightsListing:
+    """What cfkit can use on this machine (see :func:`list_weights`)."""
+
+    weights_dir: str
+    lpips: list[BackboneEntry]
+    hf_cache: str
+    models: list[CachedModel] = field(default_factory=list)
+    hf_note: str | None = None  # why the Hugging Face cache could not be read
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"weights_dir": self.weights_dir, "lpips": [e.to_dict() for e in self.lpips],
+                "hf_cache": self.hf_cache, "hf_note": self.hf_note, "models": [asdict(m) for m in self.models]}
+
+
+def list_weights(ws: Workspace | None = None, *, verify: bool = True) -> WeightsListing:
+    """The LPIPS backbone candidates (verified, when ``verify``) and the Hugging Face cache's models.
+
+    Reads local files only; never touches the network.
+    """
+    from cfkit.preserve.perceptual import backbone_candidates
+
+    entries: list[BackboneEntry] = []
+    used_found = False
+    for candidate in backbone_candidates(ws, None):
+        exists = candidate.path.is_file()
+        used = exists and not used_found
+        if candidate.named and not used_found and not exists:
+            problem = "not found (cfkit check stops here with an error)"
+            used_found = True  # a named file that is missing ends the search
+            entries.append(BackboneEntry(candidate.source, str(candidate.path), False, False, None, problem))
+            continue
+        used_found = used_found or used
+        verification, problem = None, None
+        if exists and verify:
+            verification, problem = _verify_for_listing(candidate.path, candidate.source)
+        entries.append(BackboneEntry(candidate.source, str(candidate.path), exists, used, verification, problem))
+    models, note = _hf_models(hf_hub_cache_dir())
+    return WeightsListing(str(weights_dir()), entries, str(hf_hub_cache_dir()), models, note)
+
+
+def _verify_for_listing(path: Path, source: str) -> tuple[Verification | None, str | None]:
+    import importlib.util
+
+    if importlib.util.find_spec("lpips") is None or importlib.util.find_spec("torch") is None:
+        return None, "cannot verify: the 'lpips' package (and torch) are not installed"
+    try:
+        verification = verify_backbone(path, source=source)
+    except ConfigError as exc:
+        return None, str(exc)
+    return verification, None if verification.ok else "refused: " + refusal(verification, path, source)
+
+
+def _hf_models(cache: Path) -> tuple[list[CachedModel], str | None]:
+    if not cache.is_dir():
+        return [], None
+    try:
+        from huggingface_hub import scan_cache_dir
+    except ImportError:
+        return [], "huggingface_hub is not installed, so its cache was not read"
+    try:
+        info = scan_cache_dir(cache)
+    except Exception as exc:  # huggingface_hub raises CorruptedCacheException and OSError subclasses
+        return [], f"cannot read {cache} ({exc})"
+    models = []
+    for repo in sorted(info.repos, key=lambda r: r.repo_id):
+        if repo.repo_type != "model":
+            continue
+        # Top-level files only: a diffusers pipeline's unet/config.json does not make it a transformers model.
+        names = {f.file_name for revision in repo.revisions for f in revision.files
+                 if f.file_path.parent == revision.snapshot_path}
+        kind = "diffusers" if "model_index.json" in names else "hf" if "config.json" in names else "other"
+        revisions = [CachedRevision(r.commit_hash, sorted(r.refs), r.size_on_disk)
+                     for r in sorted(repo.revisions, key=lambda r: r.commit_hash)]
+        models.append(CachedModel(repo.repo_id, kind, revisions, repo.size_on_disk))
+    note = f"{len(info.warnings)} unreadable entries skipped ({info.warnings[0]})" if info.warnings else None
+    return models, note
