@@ -6,10 +6,12 @@ URLs; the answer is constrained with a JSON-schema ``response_format`` when the
 server accepts it, and asked for as plain text when the server rejects that
 parameter (the reply records the fallback).
 
-Keys: for the official endpoint the key comes from ``OPENAI_API_KEY`` (or
-``api_key_env``). For any other server the key comes only from the variable
-named by ``api_key_env``; without it a placeholder is sent, so an OpenAI key is
-never handed to a third-party server by accident.
+Base URL and key follow the one endpoint policy of :mod:`cfkit.endpoints`:
+``OPENAI_API_KEY`` goes only to the official host over https, any other server
+gets only the variable named by ``api_key_env`` (a placeholder otherwise), no
+key travels over plain http except to loopback, and credentials in the URL are
+redacted wherever the URL is recorded (``endpoint``, ``options``, the cache
+identity, messages).
 
 Retries are our own loop rather than the client's: the client's backoff
 cannot be shortened without touching its private methods, and we need the
@@ -23,24 +25,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import email.utils
-import os
 import random
 import time
 from typing import Any, ClassVar, Literal
-from urllib.parse import urlparse
-
 from pydantic import Field
 
 from cfkit.backends import (
     BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, TransportError, cache_options,
 )
+from cfkit.endpoints import resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable
 from cfkit.hints import install_hint
 
-OFFICIAL_URL = "https://api.openai.com/v1"
-OFFICIAL_KEY_ENV = "OPENAI_API_KEY"
-#: Sent as the key to a custom server when no ``api_key_env`` is given; most local servers ignore it.
-PLACEHOLDER_KEY = "cfkit-no-key"
 #: A server asking to wait longer than this is treated as a failure, not waited for.
 MAX_RETRY_AFTER_S = 120.0
 
@@ -105,27 +101,23 @@ class OpenAIBackend:
     Options: ClassVar[type[OpenAIOptions]] = OpenAIOptions
 
     def __init__(self, name: str, options: OpenAIOptions, context: BackendContext | None = None):
-        # 1. Where requests go, and which key they carry.
+        # 1. Where requests go, and which key they carry (cfkit.endpoints decides).
+        endpoint = resolve_endpoint(options.base_url, options.api_key_env, who="openai backend",
+                                    url_flag="--base-url", key_flag="--api-key-env")
+        if endpoint.key_problem is not None:
+            raise BackendUnavailable(f"openai backend: {endpoint.key_problem}")
         self.name = name
         self.model = f"{self.kind}:{name}"
-        self.options = options
-        self.base_url = (options.base_url or os.environ.get("OPENAI_BASE_URL") or OFFICIAL_URL).rstrip("/")
-        self.official = urlparse(self.base_url).hostname == urlparse(OFFICIAL_URL).hostname
-        key_env = options.api_key_env or (OFFICIAL_KEY_ENV if self.official else None)
-        if key_env is None:
-            self._api_key = PLACEHOLDER_KEY
-        else:
-            key = os.environ.get(key_env, "")
-            if not key:
-                hint = "" if options.api_key_env else " or name another variable with --api-key-env"
-                raise BackendUnavailable(
-                    f"openai backend: ${key_env} is not set; export your key in it{hint} "
-                    f"(server {self.base_url})."
-                )
-            self._api_key = key
+        # Recorded with the run: the base URL as given, with any credentials redacted.
+        self.options = options.model_copy(update={"base_url": endpoint.shown}) if options.base_url else options
+        self.endpoint = endpoint.shown
+        self.base_url = endpoint.shown
+        self.official = endpoint.official
+        self.notes = endpoint.notes
+        self._endpoint = endpoint
         # 2. What changes answers (the cache key), and prices.
         self.token_param = options.token_param or ("max_completion_tokens" if self.official else "max_tokens")
-        self.cache_identity = cache_options(options) | {"base_url": self.base_url, "token_param": self.token_param}
+        self.cache_identity = cache_options(self.options) | {"base_url": self.endpoint, "token_param": self.token_param}
         self.priced = options.price_in is not None and options.price_out is not None
         # Parameters this server refused; later requests leave them out (or use the other token limit).
         self._refused: set[str] = {"response_format"} if options.json_schema == "off" else set()
@@ -147,7 +139,8 @@ class OpenAIBackend:
             from openai.types.chat import ChatCompletion
 
             self._completion_type = ChatCompletion
-            self._client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url,
+            self._client = openai.AsyncOpenAI(api_key=self._endpoint.key or "-", base_url=self._endpoint.url,
+                                              default_headers={"Authorization": self._endpoint.authorization},
                                               timeout=self.options.timeout, max_retries=0)
             self._client_loop = loop
         return self._client
@@ -208,7 +201,7 @@ class OpenAIBackend:
         import openai
 
         client = self._client_for_this_loop()
-        notes: list[str] = []
+        notes: list[str] = list(self.notes)
         started = time.perf_counter()
         retry = 0
         while True:
