@@ -7,11 +7,11 @@ method, :meth:`JSONClient.post`, makes one attempt and says what came back
 - **Pool.** One ``aiohttp`` session per event loop, with HTTP keep-alive and
   no limit of its own: it holds one connection per request in flight, so its
   size follows the runner's concurrency. aiohttp rather than httpx2 (the
-  client the openai SDK uses): sending the same 1,204 requests with ~200 KB
-  images to a 50 ms loopback server, httpx2 spent about twice aiohttp's CPU
-  per request, which made it about 2.7 times slower than aiohttp at 64
-  requests in flight on a 2-core machine (benchmarks/bench_probe.py measures
-  the transport beside a bare aiohttp client).
+  client the openai SDK uses): sending ~200 KB requests to a loopback
+  server one at a time, httpx2 spent about twice aiohttp's time per request
+  (3.6 ms against 1.7 ms on a 2-core machine), which made it two to three
+  times slower at 64 requests in flight; benchmarks/bench_probe.py measures
+  both, and this transport, beside a bare aiohttp client.
 - **Deadline.** Each attempt has one deadline covering connecting, sending
   the body and reading the whole response, not only the gap between reads:
   a server that drips a byte every few seconds, or never ends its body,
@@ -110,7 +110,9 @@ class JSONClient:
 
         loop = asyncio.get_running_loop()
         if self._session is None or self._loop is not loop or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
+            # keepalive_timeout below the 5 s after which common servers (uvicorn) drop an idle
+            # connection, so a connection the server is about to close is not reused.
+            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=4.0)
             self._session = aiohttp.ClientSession(
                 connector=connector, headers=self._headers, auto_decompress=False,
                 # The deadline is ours (asyncio.timeout in post); aiohttp's own default of 5 minutes is off.
