@@ -254,7 +254,7 @@ def test_reply_carries_reasoning_server_model_and_fingerprint():
 
 def test_reasoning_under_its_other_name_and_absent_fields():
     body = completion("A")
-    body["choices"][0]["message"]["reasoning"] = "short trace"
+    body["choices"][0]["message"] |= {"reasoning_content": None, "reasoning": "short trace"}
     del body["model"]
     with ChatServer(lambda b, n: Scripted(body=body)) as server:
         reply = ask(backend(server.url))

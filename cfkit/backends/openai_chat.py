@@ -338,7 +338,7 @@ class OpenAIBackend:
         raw, raw_chars = _capped(refusal if refused else text)
         if raw_chars is not None:
             notes.append(f"replies longer than {MAX_STORED_CHARS:,} characters were stored cut to that length")
-        reasoning = message.get("reasoning_content", message.get("reasoning"))
+        reasoning = message.get("reasoning_content") or message.get("reasoning")  # vLLM / SGLang, OpenRouter
         reasoning = _capped(reasoning)[0] if isinstance(reasoning, str) and reasoning else None
         server_model = completion.get("model")
         fingerprint = completion.get("system_fingerprint")
