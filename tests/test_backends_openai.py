@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-pytest.importorskip("openai", reason="the openai extra is not installed: pip install 'cfkit-probes[openai]'")
+pytest.importorskip("aiohttp", reason="the openai extra is not installed: pip install 'cfkit-probes[openai]'")
 
 from chat_api_server import ChatServer, Scripted, answer_json, completion, error_body
 from cfkit.backends import (
@@ -239,3 +239,75 @@ def test_cache_identity_excludes_transport_settings():
     c = backend("http://127.0.0.1:2/v1")
     assert a.cache_identity == b.cache_identity
     assert a.cache_identity != c.cache_identity
+
+
+def test_reply_carries_reasoning_server_model_and_fingerprint():
+    body = completion(answer_json("B"), model="served-as-this") | {"system_fingerprint": "fp_abc123"}
+    body["choices"][0]["message"]["reasoning_content"] = "The sign faces away from the road, so…"
+    with ChatServer(lambda b, n: Scripted(body=body)) as server:
+        reply = ask(backend(server.url))
+    assert json.loads(reply.raw)["answer"] == "B"  # the reasoning never enters the graded text
+    assert reply.reasoning == "The sign faces away from the road, so…"
+    assert reply.server_model == "served-as-this" and reply.system_fingerprint == "fp_abc123"
+    assert reply.raw_chars is None
+
+
+def test_reasoning_under_its_other_name_and_absent_fields():
+    body = completion("A")
+    body["choices"][0]["message"] |= {"reasoning_content": None, "reasoning": "short trace"}
+    del body["model"]
+    with ChatServer(lambda b, n: Scripted(body=body)) as server:
+        reply = ask(backend(server.url))
+    assert reply.reasoning == "short trace" and reply.server_model is None and reply.system_fingerprint is None
+
+
+def test_backend_says_where_it_sends_and_with_what():
+    with ChatServer() as server:
+        b = backend(server.url.replace("http://", "http://bob:hunter2@"))
+        ask(b)
+    assert b.endpoint == server.url.replace("http://", "http://***@")
+    assert "hunter2" not in json.dumps(b.cache_identity) + json.dumps(b.options.model_dump(mode="json"))
+    assert set(b.versions) == {"aiohttp", "orjson"} and all(b.versions.values())
+
+
+def test_redirects_are_not_followed():
+    def script(body, n):
+        return Scripted(307, {}, {"location": "http://elsewhere.example:8000/v1/chat/completions"})
+
+    with ChatServer(script) as server:
+        with pytest.raises(TransportError, match=r"HTTP 307 .* redirects are not followed; give the address it "
+                                                 r"points to \(http://elsewhere.example:8000/v1/chat/completions\)"):
+            ask(backend(server.url))
+    assert server.count == 1
+
+
+def test_error_messages_are_the_servers_own_text_on_one_line():
+    def script(body, n):
+        return Scripted(422, {"detail": "image\nis too large"})
+
+    with ChatServer(script) as server:
+        with pytest.raises(TransportError) as info:
+            ask(backend(server.url))
+    assert str(info.value) == f"HTTP 422 from {server.url}: image is too large"
+
+
+def test_malformed_body_is_retried_then_reported():
+    with ChatServer(lambda b, n: Scripted(body=None) if n == 1 else Scripted(body=completion("A"))) as server:
+        # Scripted(body=None) sends "{}": a JSON object without choices, which no retry would mend.
+        with pytest.raises(TransportError, match="completion without choices"):
+            ask(backend(server.url))
+    assert server.count == 1
+
+
+def test_answering_does_not_import_the_openai_sdk():
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    code = ("import asyncio, sys\nsys.path.insert(0, 'tests')\nfrom chat_api_server import ChatServer\n"
+            "from cfkit.backends import load_backend\nfrom test_backends_openai import ask\n"
+            "with ChatServer() as server:\n    reply = ask(load_backend('openai:m', {'base_url': server.url}))\n"
+            "print('OPENAI' if 'openai' in sys.modules else 'NO-OPENAI', reply.raw[:1])\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert "NO-OPENAI {" in result.stdout, result.stdout + result.stderr

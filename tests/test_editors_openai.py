@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import sqlite3
 import sys
@@ -17,11 +18,12 @@ from hypothesis import strategies as st
 
 from cfkit.editors import EditRequest
 from cfkit.editors.openai_images import OpenAIEditor, plan_size
-from cfkit.errors import EditorError, EditorTransport, EditorUnavailable, EditRefused
+from cfkit.errors import EditorError, EditorTransport, EditorUnavailable, EditRefused, OptionError
 from conftest import gradient_image, run_cli, tree_snapshot
 from images_api_server import REPLY_COLOUR, ImagesAPI, serve
 
-SECRET = "sk-cfkit-test-9f3a1c7e5b2d4a6f8e0c"
+SECRET = "sk-cfkit-test-9f3a1c7e5b2d4a6f8e0c"  # the loopback server's own key, in $IMAGES_SERVER_KEY
+OFFICIAL_SECRET = "sk-official-test-1b2c3d4e5f60718293a4"  # $OPENAI_API_KEY: must never reach the loopback server
 MODERATION = (400, {"error": {"message": "Your request was rejected by the safety system.",
                               "type": "image_generation_user_error", "param": None, "code": "moderation_blocked"}})
 RATE_LIMIT = (429, {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}})
@@ -32,7 +34,9 @@ SERVER_ERROR = (500, {"error": {"message": "The server had an error", "type": "s
 def api(monkeypatch):
     state = ImagesAPI()
     url, server = serve(state)
-    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    state.url = url  # where the tests may point base_url
+    monkeypatch.setenv("OPENAI_API_KEY", OFFICIAL_SECRET)
+    monkeypatch.setenv("IMAGES_SERVER_KEY", SECRET)
     monkeypatch.setenv("OPENAI_BASE_URL", url)
     yield state
     server.shutdown()
@@ -85,7 +89,7 @@ def test_a_wide_source_is_padded_to_3_to_1_and_mapped_back():
 
 def test_multipart_upload_names_types_mask_size_and_alpha(api):
     request = _request()
-    result = OpenAIEditor(OpenAIEditor.Options(backoff=0)).edit(request)
+    result = OpenAIEditor(OpenAIEditor.Options(backoff=0, api_key_env="IMAGES_SERVER_KEY")).edit(request)
     assert len(api.requests) == 1
     sent = api.requests[0]
     assert sent.path == "/v1/images/edits"
@@ -162,7 +166,7 @@ def test_timeouts_are_retried_then_a_transport_failure(api):
 
 @pytest.mark.parametrize("reply, expected", [
     ((401, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}),
-     "the API key was rejected (401)"),
+     "rejected the key (401)"),
     ((400, {"error": {"message": "Invalid size '7x7'", "code": "invalid_value"}}),
      "request rejected (400 invalid_value): Invalid size '7x7'"),
     ((404, {"error": {"message": "The model 'gpt-image-9' does not exist", "code": "model_not_found"}}),
@@ -175,7 +179,7 @@ def test_client_errors_fail_at_once_with_the_reason(api, reply, expected):
     assert expected in str(info.value)
     assert type(info.value) is EditorError  # neither retried nor treated as "cannot run here"
     assert len(api.requests) == 1
-    assert SECRET not in str(info.value)
+    assert SECRET not in str(info.value) and OFFICIAL_SECRET not in str(info.value)
 
 
 def test_missing_openai_package_is_unavailable(api, monkeypatch):
@@ -184,11 +188,57 @@ def test_missing_openai_package_is_unavailable(api, monkeypatch):
         OpenAIEditor(OpenAIEditor.Options()).edit(_request())
 
 
-def test_no_key_means_unavailable_and_nothing_is_sent(api, monkeypatch):
+def test_no_key_for_the_official_api_means_unavailable_and_nothing_is_sent(api, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.delenv("OPENAI_BASE_URL")
     with pytest.raises(EditorUnavailable, match="OPENAI_API_KEY is not set"):
         OpenAIEditor(OpenAIEditor.Options()).edit(_request())
+    with pytest.raises(EditorUnavailable, match="IMAGES_KEY_UNSET is not set. Export your key;"):
+        OpenAIEditor(OpenAIEditor.Options(base_url=api.url, api_key_env="IMAGES_KEY_UNSET")).edit(_request())
     assert api.requests == []
+
+
+def test_a_custom_server_never_receives_openai_api_key_and_the_withholding_is_noted(api):
+    # $OPENAI_BASE_URL points at the loopback server while $OPENAI_API_KEY holds the official key.
+    result = OpenAIEditor(OpenAIEditor.Options(backoff=0)).edit(_request())
+    with_key = OpenAIEditor(OpenAIEditor.Options(backoff=0, api_key_env="IMAGES_SERVER_KEY")).edit(_request())
+    headers = [r.headers["authorization"] for r in api.requests]
+    assert headers == ["Bearer cfkit-no-key", f"Bearer {SECRET}"]
+    assert all(OFFICIAL_SECRET not in json.dumps(r.headers) for r in api.requests)
+    (note,) = [n for n in result.notes if "OPENAI_API_KEY" in n]
+    assert note.startswith(f"$OPENAI_API_KEY was not sent to {api.url}") and "-o api_key_env" in note
+    assert not [n for n in with_key.notes if "OPENAI_API_KEY" in n]
+
+
+def test_the_base_url_option_overrides_the_environment_and_its_credentials_are_redacted(api, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens there
+    with_credentials = api.url.replace("http://", "http://alice:s3cret-pass@")
+    result = OpenAIEditor(OpenAIEditor.Options(backoff=0, base_url=with_credentials)).edit(_request())
+    (sent,) = api.requests
+    assert sent.headers["authorization"] == "Basic " + base64.b64encode(b"alice:s3cret-pass").decode()
+    assert result.params["base_url"] == api.url.replace("http://", "http://***@")
+    assert "s3cret-pass" not in json.dumps(result.params) + json.dumps(result.notes)
+
+
+@pytest.mark.parametrize("base_url, message", [
+    ("http://example.com\t/v1", "contains a tab"),
+    ("http://[::1/v1", "is not a valid URL"),
+    ("not a url", "is not a URL"),
+    ("file:///etc/passwd", "is a file:// URL"),
+])
+def test_a_bad_base_url_is_refused_before_anything_is_sent(api, base_url, message):
+    editor = OpenAIEditor(OpenAIEditor.Options(base_url=base_url))
+    with pytest.raises(OptionError, match=message):
+        editor.check(_request())
+    with pytest.raises(OptionError, match=message):
+        editor.edit(_request())
+    assert api.requests == []
+
+
+def test_no_key_over_plain_http_except_to_loopback(api, monkeypatch):
+    editor = OpenAIEditor(OpenAIEditor.Options(base_url="http://images.example.com/v1", api_key_env="IMAGES_SERVER_KEY"))
+    with pytest.raises(OptionError, match="refusing to send the key in \\$IMAGES_SERVER_KEY over plain http"):
+        editor.check(_request())
 
 
 def test_unreachable_server_is_a_transport_failure(monkeypatch):
@@ -202,7 +252,8 @@ def test_unreachable_server_is_a_transport_failure(monkeypatch):
 
 
 def _scan_for_secret(root: Path) -> list[str]:
-    return [str(p) for p in root.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    return [str(p) for p in root.rglob("*")
+            if p.is_file() and (SECRET.encode() in p.read_bytes() or OFFICIAL_SECRET.encode() in p.read_bytes())]
 
 
 def test_cfkit_edit_openai_records_provenance_and_never_the_key(api, tiny_ws):
@@ -219,6 +270,18 @@ def test_cfkit_edit_openai_records_provenance_and_never_the_key(api, tiny_ws):
     assert json.loads(rows[0]["usage"])["total_tokens"] == 4050
     assert json.loads(rows[0]["params"])["size"] == "992x672"  # 96x64 scaled up to ≥ 0.65 MP
     assert rows[0]["label"] == "synthetic counterfactual diagnostic"
+    assert _scan_for_secret(tiny_ws) == []
+    # $OPENAI_BASE_URL names the loopback server: $OPENAI_API_KEY stays home, and the edit and stderr say so.
+    assert {r.headers["authorization"] for r in api.requests} == {"Bearer cfkit-no-key"}
+    assert f"$OPENAI_API_KEY was not sent to {api.url}" in result.stderr
+    assert any(n.startswith("$OPENAI_API_KEY was not sent") for n in json.loads(rows[0]["params"])["notes"])
+
+
+def test_cfkit_edit_sends_the_key_named_by_api_key_env(api, tiny_ws):
+    result = run_cli(["edit", "TX01", "-w", str(tiny_ws), "--engine", "openai", "-o", "api_key_env=IMAGES_SERVER_KEY"])
+    assert result.exit_code == 0, result.output
+    assert {r.headers["authorization"] for r in api.requests} == {f"Bearer {SECRET}"}
+    assert "OPENAI_API_KEY" not in result.stderr
     assert _scan_for_secret(tiny_ws) == []
 
 

@@ -1,21 +1,36 @@
 """``openai:MODEL`` — any server speaking the OpenAI Chat Completions API.
 
 The official API, or an OpenAI-compatible server (vLLM, Ollama, SGLang, LM
-Studio) through ``base_url`` / ``OPENAI_BASE_URL``. Images go as base64 data
-URLs; the answer is constrained with a JSON-schema ``response_format`` when the
-server accepts it, and asked for as plain text when the server rejects that
-parameter (the reply records the fallback).
+Studio, ``transformers serve``) through ``base_url`` / ``OPENAI_BASE_URL``.
+Images go as base64 data URLs; the answer is constrained with a JSON-schema
+``response_format`` when the server accepts it, and asked for as plain text
+when the server rejects that parameter (the reply records the fallback).
 
-Keys: for the official endpoint the key comes from ``OPENAI_API_KEY`` (or
-``api_key_env``). For any other server the key comes only from the variable
-named by ``api_key_env``; without it a placeholder is sent, so an OpenAI key is
-never handed to a third-party server by accident.
+Base URL and key follow the one endpoint policy of :mod:`cfkit.endpoints`:
+``OPENAI_API_KEY`` goes only to the official host over https, any other server
+gets only the variable named by ``api_key_env`` (a placeholder otherwise), no
+key travels over plain http except to loopback, and credentials in the URL are
+redacted wherever the URL is recorded (``endpoint``, ``options``, the cache
+identity, messages).
 
-Retries are our own loop rather than the client's: the client's backoff
-cannot be shortened without touching its private methods, and we need the
-number of attempts for the record. 429, 408, 5xx, timeouts and connection
-errors are retried with jittered exponential backoff, honouring
-``Retry-After``; other 4xx are not retried.
+Requests go straight over HTTP (:mod:`cfkit.backends.http`: one pooled
+aiohttp session, keep-alive, a total deadline per attempt, a 4 MiB cap on the
+response); each JSON body is encoded once with orjson, and the reply is read
+from the decoded JSON without building SDK models. The ``openai`` package is
+not used here (the image editor still uses it).
+
+Retries: 429, 408, 409, 5xx, timeouts, connection errors and malformed bodies
+are retried ``max_retries`` times with jittered exponential backoff, honouring
+``Retry-After`` (up to :data:`MAX_RETRY_AFTER_S`); a 400 or 422 naming a
+parameter the request can do without (``response_format``, ``temperature``, the
+output-token limit's name) is answered by dropping or renaming it, once per
+backend, and noted; 401/403 stop the run (the key), 404 stops it (the model);
+other 4xx, redirects and bodies over the cap fail the request without a retry.
+
+A reply's text longer than :data:`MAX_STORED_CHARS` is cut to that length;
+``Reply.raw_chars`` keeps its full length. A reasoning text the server returns
+beside the answer (``reasoning_content``, or ``reasoning``) goes to
+``Reply.reasoning`` (cut the same way), never into the graded text.
 """
 
 from __future__ import annotations
@@ -23,26 +38,28 @@ from __future__ import annotations
 import asyncio
 import base64
 import email.utils
-import os
 import random
 import time
 from typing import Any, ClassVar, Literal
-from urllib.parse import urlparse
 
 from pydantic import Field
 
+from cfkit import __version__
 from cfkit.backends import (
     BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, TransportError, cache_options,
 )
+from cfkit.backends.http import Exchange, JSONClient, package_versions
+from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable
 from cfkit.hints import install_hint
 
-OFFICIAL_URL = "https://api.openai.com/v1"
-OFFICIAL_KEY_ENV = "OPENAI_API_KEY"
-#: Sent as the key to a custom server when no ``api_key_env`` is given; most local servers ignore it.
-PLACEHOLDER_KEY = "cfkit-no-key"
 #: A server asking to wait longer than this is treated as a failure, not waited for.
 MAX_RETRY_AFTER_S = 120.0
+#: The longest reply text stored (characters); a longer one is cut, its full length kept in ``raw_chars``.
+MAX_STORED_CHARS = 256 * 1024
+#: How much of an error body is searched for a refused parameter's name, and shown (characters).
+_ERROR_TEXT_CHARS = 64 * 1024
+_ERROR_SHOWN_CHARS = 300
 
 _NO_CACHE = {"cache": False}
 
@@ -53,7 +70,9 @@ class OpenAIOptions(BackendOptions):
     api_key_env: str | None = Field(None, description="environment variable holding the key (default "
                                                       "OPENAI_API_KEY, for the official API only)",
                                     json_schema_extra=_NO_CACHE)
-    timeout: float = Field(120.0, gt=0, description="seconds per attempt", json_schema_extra=_NO_CACHE)
+    timeout: float = Field(120.0, gt=0, le=3600, description="deadline of each attempt in seconds: connecting, "
+                                                             "sending and reading the whole reply",
+                           json_schema_extra=_NO_CACHE)
     max_retries: int = Field(4, ge=0, le=20, description="retries after 429, 5xx, timeouts",
                              json_schema_extra=_NO_CACHE)
     backoff: float = Field(1.0, ge=0, description="first retry delay in seconds; doubles each retry, jittered",
@@ -92,9 +111,42 @@ def retry_after_seconds(headers: Any) -> float | None:
     return None
 
 
-def _mentions(exc: Exception, word: str) -> bool:
-    text = str(getattr(exc, "message", "")) + " " + str(getattr(exc, "body", "")) + " " + str(exc)
-    return word in text
+def _error_text(body: bytes) -> tuple[str, str]:
+    """(the error body as text, the server's message in one short line) of a failed response."""
+    import orjson
+
+    text = body[:_ERROR_TEXT_CHARS].decode("utf-8", "replace")
+    message = text
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error", data)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            message = error["message"]
+        elif isinstance(error, str):  # {"error": "…"} (Ollama)
+            message = error
+        elif isinstance(data.get("detail"), str):  # {"detail": "…"} (FastAPI servers)
+            message = data["detail"]
+    message = " ".join(message.split())
+    if len(message) > _ERROR_SHOWN_CHARS:
+        message = message[:_ERROR_SHOWN_CHARS] + "…"
+    return text, message or "(empty body)"
+
+
+def _without_none(value: Any) -> Any:
+    """``value`` with every None-valued key of every nested dict removed (the usage record as the SDK kept it)."""
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def _capped(text: str) -> tuple[str, int | None]:
+    """``text`` cut to :data:`MAX_STORED_CHARS`, and its full length when it was cut."""
+    if len(text) <= MAX_STORED_CHARS:
+        return text, None
+    return text[:MAX_STORED_CHARS], len(text)
 
 
 class OpenAIBackend:
@@ -105,68 +157,54 @@ class OpenAIBackend:
     Options: ClassVar[type[OpenAIOptions]] = OpenAIOptions
 
     def __init__(self, name: str, options: OpenAIOptions, context: BackendContext | None = None):
-        # 1. Where requests go, and which key they carry.
+        # 1. Where requests go, and which key they carry (cfkit.endpoints decides).
+        endpoint = resolve_endpoint(options.base_url, options.api_key_env, who="openai backend",
+                                    url_flag="--base-url", key_flag="--api-key-env")
+        if endpoint.key_problem is not None:
+            raise BackendUnavailable(f"openai backend: {endpoint.key_problem}")
+        self.versions = package_versions()
+        missing = [name for name in ("aiohttp", "orjson") if name not in self.versions]
+        if missing:
+            raise BackendUnavailable(f"openai backend: {' and '.join(missing)} not installed. "
+                                     f"Run: {install_hint('openai')}")
         self.name = name
         self.model = f"{self.kind}:{name}"
-        self.options = options
-        self.base_url = (options.base_url or os.environ.get("OPENAI_BASE_URL") or OFFICIAL_URL).rstrip("/")
-        self.official = urlparse(self.base_url).hostname == urlparse(OFFICIAL_URL).hostname
-        key_env = options.api_key_env or (OFFICIAL_KEY_ENV if self.official else None)
-        if key_env is None:
-            self._api_key = PLACEHOLDER_KEY
-        else:
-            key = os.environ.get(key_env, "")
-            if not key:
-                hint = "" if options.api_key_env else " or name another variable with --api-key-env"
-                raise BackendUnavailable(
-                    f"openai backend: ${key_env} is not set; export your key in it{hint} "
-                    f"(server {self.base_url})."
-                )
-            self._api_key = key
+        # Recorded with the run: the base URL as given, with any credentials redacted.
+        self.options = options.model_copy(update={"base_url": redact_url(options.base_url)}) if options.base_url \
+            else options
+        self.endpoint = endpoint.shown
+        self.base_url = endpoint.shown
+        self.official = endpoint.official
+        self.notes = endpoint.notes  # e.g. that $OPENAI_API_KEY was withheld; added to every reply's notes
+
         # 2. What changes answers (the cache key), and prices.
         self.token_param = options.token_param or ("max_completion_tokens" if self.official else "max_tokens")
-        self.cache_identity = cache_options(options) | {"base_url": self.base_url, "token_param": self.token_param}
+        self.cache_identity = cache_options(self.options) | {"base_url": self.endpoint, "token_param": self.token_param}
         self.priced = options.price_in is not None and options.price_out is not None
         # Parameters this server refused; later requests leave them out (or use the other token limit).
         self._refused: set[str] = {"response_format"} if options.json_schema == "off" else set()
-        self._client: Any = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
 
-    # -- the client ---------------------------------------------------------
-
-    def _client_for_this_loop(self):
-        """An AsyncOpenAI client bound to the running event loop (its connection pool cannot cross loops)."""
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            try:
-                import openai
-            except ImportError as exc:
-                raise BackendUnavailable(
-                    f"openai backend: the 'openai' package is not installed. Run: {install_hint('openai')}"
-                ) from exc
-            from openai.types.chat import ChatCompletion
-
-            self._completion_type = ChatCompletion
-            self._client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url,
-                                              timeout=self.options.timeout, max_retries=0)
-            self._client_loop = loop
-        return self._client
+        # 3. The HTTP client (it opens its connections on the first request).
+        self._client = JSONClient(endpoint.url, {"Authorization": endpoint.authorization,
+                                                 "User-Agent": f"cfkit/{__version__}"},
+                                  deadline=options.timeout)
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        await self._client.aclose()
 
     # -- one request ---------------------------------------------------------
 
-    def _body(self, request: ProbeRequest) -> dict[str, Any]:
+    def _content(self, request: ProbeRequest) -> list[dict[str, Any]]:
+        """The user message's parts: the text, then each image as a base64 data URL (encoded once)."""
         content: list[dict[str, Any]] = [{"type": "text", "text": request.user}]
         for image in request.images:
-            url = f"data:{image.mime};base64,{base64.b64encode(image.data).decode('ascii')}"
-            part: dict[str, Any] = {"url": url}
+            part: dict[str, Any] = {"url": f"data:{image.mime};base64,{base64.b64encode(image.data).decode('ascii')}"}
             if self.options.detail != "auto":
                 part["detail"] = self.options.detail
             content.append({"type": "image_url", "image_url": part})
+        return content
+
+    def _body(self, request: ProbeRequest, content: list[dict[str, Any]]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.name,
             "messages": [{"role": "system", "content": request.system}, {"role": "user", "content": content}],
@@ -188,16 +226,16 @@ class OpenAIBackend:
             return wait
         return self.options.backoff * (2.0 ** retry) * random.uniform(0.5, 1.0)
 
-    def _drop_refused(self, exc: Exception, body: dict[str, Any]) -> str | None:
+    def _drop_refused(self, error: str, body: dict[str, Any]) -> str | None:
         """When a 400 names a parameter we can do without, stop sending it; returns the note to record."""
-        if "response_format" in body and _mentions(exc, "response_format"):
+        if "response_format" in body and "response_format" in error:
             self._refused.add("response_format")
             return "server refused response_format; asked for plain text"
-        if "temperature" in body and _mentions(exc, "temperature"):
+        if "temperature" in body and "temperature" in error:
             self._refused.add("temperature")
             return "server refused temperature=0; it used its default temperature"
         other = "max_tokens" if self.token_param == "max_completion_tokens" else "max_completion_tokens"
-        if self.token_param in body and _mentions(exc, self.token_param) and other not in self._refused:
+        if self.token_param in body and self.token_param in error and other not in self._refused:
             self._refused.add(self.token_param)
             note = f"server refused {self.token_param}; sent {other} instead"
             self.token_param = other
@@ -205,75 +243,105 @@ class OpenAIBackend:
         return None
 
     async def answer(self, request: ProbeRequest) -> Reply:
-        import openai
+        import orjson
 
-        client = self._client_for_this_loop()
-        notes: list[str] = []
+        content = self._content(request)
+        notes: list[str] = list(self.notes)
         started = time.perf_counter()
         retry = 0
+        encoded_for: tuple | None = None
         while True:
-            body = self._body(request)
-            try:
-                # client.post is the client's public call for raw bodies. chat.completions.create would
-                # send the same JSON, but first walks every nested dict of the body against its typed
-                # parameters (for renamed keys; chat has none), which costs milliseconds of CPU a request.
-                completion = await client.post("/chat/completions", cast_to=self._completion_type, body=body)
-                break
-            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-                note = self._drop_refused(exc, body)
-                if note is not None:
-                    notes.append(note)
+            # The body is encoded once, and again only after the server refused a parameter.
+            state = (frozenset(self._refused), self.token_param)
+            if state != encoded_for:
+                body = self._body(request, content)
+                data = orjson.dumps(body)
+                encoded_for = state
+            exchange = await self._client.post("/chat/completions", data)
+            if exchange.failure is not None:
+                if not exchange.retriable:
+                    raise TransportError(f"{exchange.failure} from {self.endpoint}: {exchange.detail}")
+                retry = await self._wait_or_give_up(retry, exchange.failure, exchange.detail, None)
+                continue
+            if 200 <= exchange.status < 300:
+                try:
+                    completion = orjson.loads(exchange.body)
+                    if not isinstance(completion, dict):
+                        raise ValueError(f"a JSON {type(completion).__name__}, not an object")
+                except ValueError as exc:  # a proxy's HTML page, a cut-off body: retried, then left for the next run
+                    retry = await self._wait_or_give_up(retry, "malformed response body", str(exc), None)
                     continue
-                raise TransportError(f"HTTP {exc.status_code} from {self.base_url}: {exc.message}") from exc
-            except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-                raise BackendUnavailable(
-                    f"openai backend: {self.base_url} refused the key (HTTP {exc.status_code}: {exc.message}). "
-                    "Check the key in the environment variable, or --api-key-env."
-                ) from exc
-            except openai.NotFoundError as exc:
-                raise BackendError(
-                    f"openai backend: {self.base_url} has no model '{self.name}' (HTTP 404: {exc.message}). "
-                    "Check the model name the server lists."
-                ) from exc
-            except (openai.APIConnectionError, openai.APIStatusError) as exc:
-                # APITimeoutError is an APIConnectionError.
-                status = getattr(exc, "status_code", None)
-                retriable = status is None or status in (408, 409, 429) or status >= 500
-                headers = getattr(getattr(exc, "response", None), "headers", None)
-                what = f"HTTP {status}" if status is not None else type(exc).__name__
-                if not retriable:
-                    raise TransportError(f"{what} from {self.base_url}: {getattr(exc, 'message', exc)}") from exc
-                delay = self._delay(retry, headers)
-                if retry >= self.options.max_retries or delay > MAX_RETRY_AFTER_S:
-                    raise TransportError(
-                        f"{what} from {self.base_url} after {retry + 1} attempts: {getattr(exc, 'message', exc)}"
-                    ) from exc
-                retry += 1
-                await asyncio.sleep(delay)
-            except (ValueError, openai.APIResponseValidationError) as exc:
-                # A 200 whose body is not a Chat Completions object (a proxy's HTML page, a cut-off
-                # body): retried like a transport failure, then left for the next run.
-                if retry >= self.options.max_retries:
-                    raise TransportError(
-                        f"malformed response body from {self.base_url} after {retry + 1} attempts: {exc}"
-                    ) from exc
-                await asyncio.sleep(self._delay(retry, None))
-                retry += 1
-        latency = time.perf_counter() - started
+                break
+            note = self._refusal_answered(exchange, body)
+            if note is not None:
+                notes.append(note)
+                continue
+            retry = await self._after_error(exchange, retry)
         if retry:
             notes.append(f"succeeded after {retry} retries")
-        return self._reply(completion, latency, notes)
+        return self._reply(completion, time.perf_counter() - started, notes)
 
-    def _reply(self, completion: Any, latency: float, notes: list[str]) -> Reply:
-        if not completion.choices:
-            raise TransportError(f"{self.base_url} returned a completion without choices.")
-        message = completion.choices[0].message
-        usage = completion.usage.model_dump(exclude_none=True) if completion.usage is not None else {}
+    def _refusal_answered(self, exchange: Exchange, body: dict[str, Any]) -> str | None:
+        """For a 400/422 that names a parameter we can do without, the note of dropping it; else None."""
+        if exchange.status not in (400, 422):
+            return None
+        return self._drop_refused(_error_text(exchange.body)[0], body)
+
+    async def _after_error(self, exchange: Exchange, retry: int) -> int:
+        """Raise for an error status that retrying cannot mend; otherwise wait and return the retry count."""
+        status = exchange.status
+        message = _error_text(exchange.body)[1]
+        if status in (401, 403):
+            raise BackendUnavailable(
+                f"openai backend: {self.endpoint} refused the key (HTTP {status}: {message}). "
+                "Check the key in the environment variable, or --api-key-env."
+            )
+        if status == 404:
+            raise BackendError(
+                f"openai backend: {self.endpoint} has no model '{self.name}' (HTTP 404: {message}). "
+                "Check the model name the server lists."
+            )
+        if 300 <= status < 400:
+            location = redact_url(exchange.headers.get("location", "?"))
+            raise TransportError(f"HTTP {status} from {self.endpoint}: redirects are not followed; give the "
+                                 f"address it points to ({location}) as --base-url.")
+        if not (status in (408, 409, 429) or status >= 500):
+            raise TransportError(f"HTTP {status} from {self.endpoint}: {message}")
+        return await self._wait_or_give_up(retry, f"HTTP {status}", message, exchange.headers)
+
+    async def _wait_or_give_up(self, retry: int, what: str, detail: str, headers: Any) -> int:
+        """Sleep before the next attempt and return the new retry count, or raise when none is left."""
+        delay = self._delay(retry, headers)
+        if retry >= self.options.max_retries or delay > MAX_RETRY_AFTER_S:
+            raise TransportError(f"{what} from {self.endpoint} after {retry + 1} attempts: {detail}")
+        await asyncio.sleep(delay)
+        return retry + 1
+
+    def _reply(self, completion: dict[str, Any], latency: float, notes: list[str]) -> Reply:
+        choices = completion.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise TransportError(f"{self.endpoint} returned a completion without choices.")
+        message = choices[0].get("message") if isinstance(choices[0], dict) else None
+        if not isinstance(message, dict):
+            raise TransportError(f"{self.endpoint} returned a choice without a message.")
+        usage = completion.get("usage")
+        usage = _without_none(usage) if isinstance(usage, dict) else {}
         cost = None
         if self.priced and usage:
-            cost = (usage.get("prompt_tokens", 0) * self.options.price_in
-                    + usage.get("completion_tokens", 0) * self.options.price_out) / 1e6
-        refusal = getattr(message, "refusal", None)
-        if refusal and not message.content:
-            return Reply(raw=refusal, usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes), refused=True)
-        return Reply(raw=message.content or "", usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes))
+            tokens_in, tokens_out = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+            if isinstance(tokens_in, (int, float)) and isinstance(tokens_out, (int, float)):
+                cost = (tokens_in * self.options.price_in + tokens_out * self.options.price_out) / 1e6
+        content = message.get("content")
+        text = content if isinstance(content, str) else ""
+        refusal = message.get("refusal")
+        refused = isinstance(refusal, str) and bool(refusal) and not text
+        raw, raw_chars = _capped(refusal if refused else text)
+        if raw_chars is not None:
+            notes.append(f"replies longer than {MAX_STORED_CHARS:,} characters were stored cut to that length")
+        reasoning = message.get("reasoning_content") or message.get("reasoning")  # vLLM / SGLang, OpenRouter
+        reasoning = _capped(reasoning)[0] if isinstance(reasoning, str) and reasoning else None
+        server_model = completion.get("model")
+        fingerprint = completion.get("system_fingerprint")
+        return Reply(raw=raw, usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes), refused=refused,
+                     reasoning=reasoning, server_model=server_model if isinstance(server_model, str) else None,
+                     system_fingerprint=fingerprint if isinstance(fingerprint, str) else None, raw_chars=raw_chars)

@@ -13,10 +13,16 @@ What is sent, and why:
   resized to a valid size; the reply is mapped back to the source's exact size;
 - no ``input_fidelity`` for gpt-image-2, which rejects it.
 
-The key and base URL come from ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` and are
-never recorded. The SDK's own retries are off; this module retries 408, 409,
-429, 5xx, timeouts and connection errors ``max_retries`` times with exponential
-backoff, and raises :class:`~cfkit.errors.EditorTransport` after that. A
+The server and the key follow the one endpoint policy of :mod:`cfkit.endpoints`
+(options ``base_url`` and ``api_key_env``, else ``OPENAI_BASE_URL``, else the
+official API): ``OPENAI_API_KEY`` goes only to the official host over https, a
+custom server gets only the variable named by ``api_key_env`` (a note says when
+``OPENAI_API_KEY`` was withheld), and no key travels over plain http except to
+loopback. The key is never recorded; the base URL is, with credentials redacted.
+
+The SDK's own retries are off; this module retries 408, 409, 429, 5xx,
+timeouts and connection errors ``max_retries`` times with exponential backoff,
+and raises :class:`~cfkit.errors.EditorTransport` after that. A
 ``moderation_blocked`` refusal raises :class:`~cfkit.errors.EditRefused` at once.
 """
 
@@ -24,16 +30,15 @@ from __future__ import annotations
 
 import base64
 import math
-import os
 import time
 from dataclasses import dataclass
 from typing import ClassVar, Literal
-from urllib.parse import urlsplit
 
 import numpy as np
 from pydantic import Field
 
 from cfkit.editors import EditorOptions, EditRequest, EditResult, resize_mask, resize_rgb
+from cfkit.endpoints import Endpoint, resolve_endpoint
 from cfkit.errors import (EditRefused, EditorError, EditorTransport, EditorUnavailable, ImageError, SpecError, UsageError)
 from cfkit.hints import install_hint
 from cfkit.images import decode_image, png_bytes
@@ -152,6 +157,10 @@ class OpenAIEditor:
         backoff: float = Field(2.0, ge=0, le=600, description="first wait between retries, seconds (doubles)")
         min_pixels: int = Field(655_360, ge=1, le=100_000_000, description="smaller sources are upscaled to this")
         max_pixels: int = Field(2560 * 1440, ge=1, le=100_000_000, description="larger sources are downscaled to this")
+        base_url: str | None = Field(None, description="images API server, e.g. http://localhost:8000/v1 "
+                                                       "(default: $OPENAI_BASE_URL, else the official API)")
+        api_key_env: str | None = Field(None, description="environment variable holding the key (default "
+                                                          "OPENAI_API_KEY, for the official API only)")
 
     def __init__(self, options: "OpenAIEditor.Options"):
         self.options = options
@@ -168,18 +177,28 @@ class OpenAIEditor:
     def plan(self, size: tuple[int, int]) -> SizePlan:
         return plan_size(size, self.model, min_pixels=self.min_pixels, max_pixels=self.max_pixels)
 
+    def endpoint(self) -> Endpoint:
+        """Where the edit goes and which key it carries; raises OptionError for a refused configuration."""
+        return resolve_endpoint(self.options.base_url, self.options.api_key_env, who="openai",
+                                url_flag="-o base_url", key_flag="-o api_key_env")
+
+    def check(self, request: EditRequest) -> None:
+        """Refuse a bad base URL, or a key bound for plain http, before anything is written."""
+        self.endpoint()
+
     def describe(self, request: EditRequest) -> dict:
         """What :meth:`edit` would send, computed without sending anything (for --dry-run)."""
         return {"model": self.model, "size": self.plan(request.size).size_param, "quality": self.quality,
-                "mask": "RGBA, alpha 0 where the image may change"}
+                "mask": "RGBA, alpha 0 where the image may change", "endpoint": self.endpoint().shown}
 
     def edit(self, request: EditRequest) -> EditResult:
         # 1. Can it run here? (cheap checks before importing the SDK)
-        key = os.environ.get("OPENAI_API_KEY", "").strip()
-        if not key:
+        endpoint = self.endpoint()
+        if endpoint.key_problem is not None:
+            hint = "" if self.options.api_key_env else " (or name another variable with -o api_key_env)"
             raise EditorUnavailable(
-                "openai: OPENAI_API_KEY is not set. Export your key (it is read from the environment and "
-                "never saved), or choose --engine diffusers or classical."
+                f"openai: {endpoint.key_env} is not set. Export your key{hint}; it is read from the environment "
+                "and never saved. Or choose --engine diffusers or classical."
             )
         try:
             import openai
@@ -194,10 +213,11 @@ class OpenAIEditor:
         mask_rgba = plan.mask_to_send(request.mask)
         mask_png = png_bytes(mask_rgba)
         self._check_uploads(plan, image_png, mask_rgba, mask_png)
-        params = self._params(request, plan)
+        params = self._params(request, plan, endpoint)
 
         # 3. Call, with retries for transient failures only.
-        client = openai.OpenAI(api_key=key, timeout=self.timeout, max_retries=0)
+        client = openai.OpenAI(api_key=endpoint.key or "-", base_url=endpoint.url, timeout=self.timeout,
+                               max_retries=0, default_headers={"Authorization": endpoint.authorization})
         response = self._call_with_retries(openai, client, request, plan, image_png, mask_png)
 
         # 4. Decode and map each reply back to the source's exact size.
@@ -214,7 +234,7 @@ class OpenAIEditor:
         if not images:
             raise EditorError("openai: the reply held no images.")
         usage = response.usage.model_dump(mode="json") if getattr(response, "usage", None) else None
-        notes = []
+        notes = list(endpoint.notes)
         if plan.sent != plan.source:
             notes.append(f"sent as {plan.size_param} (source {plan.source[0]}x{plan.source[1]}"
                          f"{', padded to ' + str(plan.padded[0]) + 'x' + str(plan.padded[1]) if plan.padded != plan.source else ''}"
@@ -226,17 +246,14 @@ class OpenAIEditor:
         return EditResult(images=tuple(images), model=self.model, params=params, seed=None, usage=usage,
                           notes=tuple(notes))
 
-    def _params(self, request: EditRequest, plan: SizePlan) -> dict:
+    def _params(self, request: EditRequest, plan: SizePlan, endpoint: Endpoint) -> dict:
         params = {"size": plan.size_param, "padded": f"{plan.padded[0]}x{plan.padded[1]}", "n": request.n,
                   "quality": self.quality, "output_format": self.output_format, "timeout_s": self.timeout,
                   "max_retries": self.max_retries}
         if self.input_fidelity and not flexible_sizes(self.model):
             params["input_fidelity"] = self.input_fidelity
-        base = os.environ.get("OPENAI_BASE_URL")
-        if base:
-            parts = urlsplit(base)
-            # Host and path only: userinfo or query strings could carry credentials.
-            params["base_url"] = f"{parts.scheme}://{parts.hostname}{':' + str(parts.port) if parts.port else ''}{parts.path}"
+        if not endpoint.official:
+            params["base_url"] = endpoint.shown  # credentials redacted
         return params
 
     def _check_uploads(self, plan: SizePlan, image_png: bytes, mask_rgba: np.ndarray, mask_png: bytes) -> None:
@@ -274,7 +291,9 @@ class OpenAIEditor:
                     raise EditRefused(f"openai refused the edit (moderation_blocked): {_api_message(exc)}") from exc
                 raise EditorError(f"openai: request rejected (400 {exc.code or ''}): {_api_message(exc)}") from exc
             except openai.AuthenticationError as exc:
-                raise EditorError("openai: the API key was rejected (401). Check OPENAI_API_KEY and OPENAI_BASE_URL.") from exc
+                raise EditorError(f"openai: {self.endpoint().shown} rejected the key (401). Check the variable that "
+                                  "holds it (OPENAI_API_KEY for the official API, -o api_key_env for any other "
+                                  "server) and the base URL.") from exc
             except openai.APITimeoutError as exc:
                 last = f"timed out after {self.timeout:g} s"
                 wait = self._wait(attempt, None)

@@ -1,0 +1,170 @@
+"""One pooled HTTP client for a JSON API: keep-alive, a total deadline per attempt, a cap on the response.
+
+The openai backend sends every request through :class:`JSONClient`, whose one
+method, :meth:`JSONClient.post`, makes one attempt and says what came back
+(:class:`Exchange`); retrying and reading the API's meaning are the caller's.
+
+- **Pool.** One ``aiohttp`` session per event loop, with HTTP keep-alive and
+  no limit of its own: it holds one connection per request in flight, so its
+  size follows the runner's concurrency. aiohttp rather than httpx2 (the
+  client the openai SDK uses): sending ~200 KB requests to a loopback
+  server one at a time, httpx2 spent about twice aiohttp's time per request
+  (3.6 ms against 1.7 ms on a 2-core machine), which made it two to three
+  times slower at 64 requests in flight; benchmarks/bench_probe.py measures
+  both, and this transport, beside a bare aiohttp client.
+- **Deadline.** Each attempt has one deadline covering connecting, sending
+  the body and reading the whole response, not only the gap between reads:
+  a server that drips a byte every few seconds, or never ends its body,
+  holds a request no longer than the deadline.
+- **Cap.** A response body over ``max_bytes`` (:data:`MAX_RESPONSE_BYTES`
+  unless told otherwise) is cut off: refused at once when its declared
+  length is over, dropped as soon as the bytes read pass it otherwise.
+- **Nothing implicit.** Redirects are not followed (one could lead a key to
+  another host); the body is asked for uncompressed and never decompressed
+  (a small compressed body can expand without bound); HTTP(S)_PROXY and
+  NO_PROXY are read once from the environment, as the openai SDK does, and
+  a loopback server is never reached through a proxy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+from urllib.parse import urlsplit
+
+from cfkit.endpoints import is_loopback
+
+#: The largest response body read (bytes). A chat completion for a probe
+#: question is a few KiB; even a long reasoning trace stays far below this.
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+#: The packages the client is built on (for the run's record and install checks).
+PACKAGES = ("aiohttp", "orjson")
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """What one attempt got back.
+
+    A complete response has ``status`` and ``body``; an attempt that got none
+    has ``failure`` (a short kind: ``Timeout``, ``ConnectionError``,
+    ``response too large``…) and ``detail``, and says whether trying again
+    could help.
+    """
+
+    status: int | None
+    headers: Mapping[str, str]  # case-insensitive
+    body: bytes
+    failure: str | None = None
+    detail: str = ""
+    retriable: bool = True
+
+
+def package_versions() -> dict[str, str]:
+    """Installed version of each package the client needs; a missing one is absent."""
+    found = {}
+    for name in PACKAGES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return found
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (HTTP_PROXY, HTTPS_PROXY, NO_PROXY), or None."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if is_loopback(host):
+        return None
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    return proxy
+
+
+class JSONClient:
+    """POSTs JSON bodies to ``base_url`` + path with fixed headers; see the module docstring.
+
+    ``deadline`` is the whole attempt in seconds; ``max_bytes`` the largest
+    response body read.
+    """
+
+    def __init__(self, base_url: str, headers: Mapping[str, str], *, deadline: float,
+                 max_bytes: int = MAX_RESPONSE_BYTES):
+        self.base_url = base_url.rstrip("/")
+        self.deadline = deadline
+        self.max_bytes = max_bytes
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json",
+                         "Accept-Encoding": "identity", **headers}
+        self._proxy = env_proxy(self.base_url)
+        self._session: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _session_for_this_loop(self) -> Any:
+        """The session of the running event loop (a connection pool cannot cross loops)."""
+        import aiohttp
+
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._loop is not loop or self._session.closed:
+            # keepalive_timeout below the 5 s after which common servers (uvicorn) drop an idle
+            # connection, so a connection the server is about to close is not reused.
+            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=4.0)
+            self._session = aiohttp.ClientSession(
+                connector=connector, headers=self._headers, auto_decompress=False,
+                # The deadline is ours (asyncio.timeout in post); aiohttp's own default of 5 minutes is off.
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=None, sock_read=None),
+            )
+            self._loop = loop
+        return self._session
+
+    async def post(self, path: str, body: bytes) -> Exchange:
+        """One attempt: send ``body``, read the whole response within the deadline and the cap."""
+        import aiohttp
+
+        session = self._session_for_this_loop()
+        try:
+            async with asyncio.timeout(self.deadline):
+                async with session.post(self.base_url + path, data=body, proxy=self._proxy,
+                                        allow_redirects=False) as response:
+                    return await self._read(response)
+        except TimeoutError:  # also aiohttp's own timeouts, which subclass it
+            return Exchange(None, {}, b"", "Timeout", f"no complete response within {self.deadline:g} s")
+        except aiohttp.ClientPayloadError as exc:
+            return Exchange(None, {}, b"", "ConnectionError", f"the response body was cut off ({exc})")
+        except (aiohttp.ClientError, OSError) as exc:
+            return Exchange(None, {}, b"", "ConnectionError", str(exc) or type(exc).__name__)
+
+    async def _read(self, response: Any) -> Exchange:
+        status, headers = response.status, response.headers
+        encoding = headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            response.close()
+            return Exchange(status, headers, b"", "compressed response",
+                            f"the server sent a {encoding} body although asked for an uncompressed one",
+                            retriable=False)
+        cap = f"{self.max_bytes:,}-byte cap"
+        declared = response.content_length
+        if declared is not None and declared > self.max_bytes:
+            response.close()  # drop the connection rather than read what will be thrown away
+            return Exchange(status, headers, b"", "response too large",
+                            f"the body declares {declared:,} bytes, over the {cap}", retriable=False)
+        if declared is not None:
+            return Exchange(status, headers, await response.read())
+        chunks, size = [], 0
+        async for chunk in response.content.iter_any():
+            size += len(chunk)
+            if size > self.max_bytes:
+                response.close()
+                return Exchange(status, headers, b"", "response too large",
+                                f"the body was cut off after {size:,} bytes, over the {cap}", retriable=False)
+            chunks.append(chunk)
+        return Exchange(status, headers, b"".join(chunks))
+
+    async def aclose(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
