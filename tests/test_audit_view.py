@@ -241,3 +241,19 @@ def test_a_third_annotator_is_refused_before_the_session_draws(audited):
             update_label(store, audit, audit.items[0], name, cue=True)
         with pytest.raises(UsageError, match="already has its 2 annotators and 'carol' is not one of them"):
             annotate(ws, store, audit, "carol", ScriptedKeys([]), _console(), height=24)
+
+
+def test_a_session_opens_at_a_chosen_item_to_change_its_label(audited):
+    ws, _ = audited
+    with Store(ws.db_path) as store:
+        audit = load_audit(store)
+        from cfkit.audit.items import annotator_order
+
+        target = annotator_order(audit, "alice")[5]
+        update_label(store, audit, target, "alice", cue=True, link=True)
+        console = _console()
+        annotate(ws, store, audit, "alice", ScriptedKeys(["n", "n"]), console, start=target, height=24)
+        changed = audit_labels.labels_by(store, audit.id, "alice")[target.id]
+    frames = console.export_text()
+    assert f"item {target.id} · case {target.case_id} · 6 of 18" in frames
+    assert (changed.judgement.cue, changed.judgement.link) == (False, False)

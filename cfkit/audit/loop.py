@@ -268,14 +268,17 @@ def _act(mode: _Mode, item: AuditItem, key: str, focus: str, keys: KeySource) ->
     """What one key does to the item on screen."""
     state = mode.state(item)
     if key in ("y", "n"):
+        revising = mode.done(item)
         mode.change(item, **{focus: key == "y"})
+        after = mode.state(item)
+        other = "link" if focus == "cue" else "cue"
+        # The other criterion next while it is open, or, when changing a finished label, the link after the cue.
+        if getattr(after.judgement, other) is None or (revising and focus == "cue"):
+            return _Step(focus=other)
         if mode.done(item):
             return _Step(move="next-open", message=Text(f"item {item.id} saved.", style="green"))
-        after = mode.state(item)
-        if after.judgement.complete:  # adjudication: everything but the note
-            message = _ask_note(mode, item, keys)
-            return _Step(move="next-open" if mode.done(item) else None, message=message)
-        return _Step(focus="link" if after.judgement.link is None else "cue")
+        message = _ask_note(mode, item, keys)  # adjudication: everything but the note is given
+        return _Step(move="next-open" if mode.done(item) else None, message=message)
     if key in ("\t", "c", "l"):
         return _Step(focus={"c": "cue", "l": "link"}.get(key, "link" if focus == "cue" else "cue"))
     if key == "a":

@@ -222,7 +222,8 @@ class AuditView:
             return [Segment.adjust_line_length(left[i] if i < len(left) else [], frame.left) + gap + right[i]
                     for i in range(frame.body)]
         options_height = len(console.render_lines(options_text(s.item), _at(options, frame.right)))
-        pictures = self._pictures(console, options, frame.right, max(3, frame.body // 3) + options_height + 1)
+        pictures = self._pictures(console, options, frame.right,
+                                  min(frame.body - 1, max(3, frame.body // 3) + options_height + 1))
         rest = frame.body - len(pictures)
         text = console.render_lines(document(s), _at(options, frame.right), pad=True)
         return pictures + _scrolled(console, options, text, rest, s.scroll, frame.right)
@@ -241,8 +242,8 @@ class AuditView:
             else:
                 cols, rows = fit_cells(image.shape[1], image.shape[0], width, per_image)
                 lines += console.render_lines(HalfBlockImage(image, max_cols=cols, max_rows=rows), opts, pad=True)
-            if len(s.images) > 1 and n < len(s.images) - 1:
-                lines += console.render_lines(Text(f"image {n + 2}", style="dim"), opts, pad=True)
+            if len(s.images) > 1:
+                lines += console.render_lines(Text(f"image {n + 1} of {len(s.images)}", style="dim"), opts, pad=True)
         lines += [[]] + option_lines
         return lines[:height]
 
@@ -250,6 +251,8 @@ class AuditView:
 def _scrolled(console: Console, options: ConsoleOptions, lines: list[list[Segment]], height: int, scroll: int,
               width: int) -> list[list[Segment]]:
     """``height`` lines from ``scroll`` on; the last one says where the reader is when not everything fits."""
+    if height < 2:
+        return lines[:max(0, height)]
     if len(lines) <= height:
         return lines + [[] for _ in range(height - len(lines))]
     shown = height - 1

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
-from cfkit.errors import Incomplete, OutputError
+from cfkit.errors import OutputError
 
 YES_NO = click.Choice(["yes", "no"], case_sensitive=False)
 FORMAT = click.Choice(["jsonl", "csv"])
@@ -174,7 +174,8 @@ def items(ws, name, reveal, force, as_json, audit_ref) -> None:
         else:
             label = row["label"]
             extra = "—" if label is None else ("cue " + _yn(label["cue"]) + " · link " + _yn(label["link"]))
-        table.add_row(str(row.get("order", n)), row["item"], escape(row["case"]), escape(str(row["answer"])), extra)
+        answer = "—" if row["answer"] is None else escape(row["answer"])
+        table.add_row(str(row.get("order", n)), row["item"], escape(row["case"]), answer, extra)
     out.print(table)
 
 
@@ -312,10 +313,12 @@ def adjudicate(ws, name, audit_ref) -> None:
         require_terminal("adjudicate", name)
         with TerminalKeys(out) as keys:
             summary = session(ws, store, current, name, keys, out)
-    err.print(f"{summary.finished} item(s) resolved; {summary.remaining} still to resolve.")
-    if summary.remaining:
-        raise Incomplete(f"{summary.remaining} disagreement(s) still open; run 'cfkit audit adjudicate --as {name}' "
-                         "again to go on.")
+    if summary.finished == summary.remaining == 0:
+        err.print("Nothing to resolve: no item labelled by both annotators differs or was marked unsure "
+                  "(see 'cfkit audit status').")
+        return
+    err.print(f"{summary.finished} item(s) resolved; {summary.remaining} still to resolve"
+              + (f": run 'cfkit audit adjudicate --as {name}' again to go on." if summary.remaining else "."))
 
 
 @audit.command()
