@@ -170,6 +170,9 @@ def test_the_whole_audit_through_the_cli(ws):
                       "| ArtQuant-APDD (paper) | 100 | 27.00 | — | 0.00 | — | 100.00 | — |"):
         assert published in md.splitlines()
     assert "Table S8, arXiv 2608.26713, p. 26" in md and "### Agreement on the EGA judgement" in md
+    latex = cli(ws, "report", "--ega", "--format", "latex", "--resamples", "200").stdout
+    assert r"\caption{Agreement on the EGA judgement, before adjudication}" in latex and r"$\kappa$" in latex
+    assert "κ" not in latex
     csv_text = cli(ws, "report", "--ega", "--format", "csv", "--resamples", "500").stdout
     gpt = rows[aw.GPT]
     assert f"ega,{aw.GPT},ega,{gpt['ega']!r}" in csv_text and f"ega,{aw.GPT},agreement.kappa," in csv_text

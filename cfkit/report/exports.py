@@ -77,7 +77,7 @@ def to_markdown(report: Report, *, reference: bool = False) -> str:
 
 _LATEX_ESCAPES = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
                   "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
-                  "→": r"$\rightarrow$", "Δ": r"$\Delta$", "—": "--"}
+                  "→": r"$\rightarrow$", "Δ": r"$\Delta$", "—": "--", "κ": r"$\kappa$"}
 
 
 def latex_escape(text: str) -> str:
