@@ -237,7 +237,7 @@ def _session(ws: Workspace, mode: _Mode, keys: KeySource, console: Console, summ
         if step.scroll:
             scroll = max(0, min(view.scroll_limit(console, console.width), scroll + step.scroll))
         if step.move:
-            target = _first_open(mode, index) if step.move == "next-open" else index + step_offset(step.move)
+            target = _first_open(mode, index) if step.move == "next-open" else index + _step_offset(step.move)
             if target is None:
                 break  # every item is done
             if not 0 <= target < len(mode.items):
@@ -250,7 +250,7 @@ def _session(ws: Workspace, mode: _Mode, keys: KeySource, console: Console, summ
     return summary
 
 
-def step_offset(move: str) -> int:
+def _step_offset(move: str) -> int:
     return {"back": -1, "skip": 1}[move]
 
 
