@@ -16,8 +16,10 @@ names what failed, the bad value, what is allowed and what to do next.
     │   ├── ImageError        an image that cannot be read or is unsafe
     │   ├── CaptionError      caption files
     │   ├── TemplateError     probe templates
-    │   └── PredictionError   predictions JSONL
+    │   ├── PredictionError   predictions JSONL
+    │   └── LabelError        audit labels files (JSONL, CSV) given to 'cfkit audit import'
     ├── CheckFailed           a check ran and did not pass (exit status 1)
+    ├── Incomplete            the work a command needs is not finished yet (exit status 1)
     ├── StoreError            the SQLite store
     ├── WeightsError          model weights could not be downloaded or did not verify
     ├── EditorError           an image editor failed or cannot run here
@@ -101,8 +103,18 @@ class PredictionError(InputError):
     """A predictions file is malformed."""
 
 
+class LabelError(InputError):
+    """An audit labels file is malformed: a row names an unknown item, or a judgement is not yes/no."""
+
+
 class CheckFailed(CfkitError):
     """A check ran to completion and found problems."""
+
+    exit_code = 1
+
+
+class Incomplete(CfkitError):
+    """What the command needs is not finished yet (labels still to give, disagreements to resolve); nothing was lost."""
 
     exit_code = 1
 

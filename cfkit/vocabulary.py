@@ -1,4 +1,4 @@
-"""The names the record formats and the commands share: suites, conditions, report formats.
+"""The names the record formats and the commands share: suites, conditions, report formats, audit criteria.
 
 Every module that names a suite, a condition or an output format takes it from
 here (see docs/formats.md, "Predictions", and docs/report-schema.md).
@@ -35,3 +35,10 @@ def condition_rank(condition: str) -> tuple[int, str]:
 
 #: ``cfkit report --format`` values: Rich tables, the JSON object, long CSV, Markdown, LaTeX.
 REPORT_FORMATS: tuple[str, ...] = ("table", "json", "csv", "md", "latex")
+
+#: The criteria of the evidence-grounding audit (docs/metrics.md): the answer is correct, the decisive cue is
+#: identified, the cue is linked to the stated use, and all three together (the EGA judgement).
+AUDIT_CRITERIA: tuple[str, ...] = ("answer", "cue", "link", "ega")
+
+#: ``cfkit audit export`` / ``import`` formats: JSON Lines, and CSV for spreadsheets.
+AUDIT_FORMATS: tuple[str, ...] = ("jsonl", "csv")

@@ -232,7 +232,8 @@ def test_concurrent_writers_on_a_new_store_lose_nothing(tmp_path: Path):
 
 
 OWNERS = {"edits": "edits.py", "checks": "checks.py", "reviews": "reviews.py", "runs": "runs.py",
-          "replies": "runs.py", "responses": "responses.py"}
+          "replies": "runs.py", "responses": "responses.py", "audit_plans": "audits.py", "audit_items": "audits.py",
+          "audit_annotators": "audit_labels.py", "audit_labels": "audit_labels.py", "audit_finals": "audit_labels.py"}
 
 
 @pytest.mark.parametrize("table", sorted(OWNERS))

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("cfkit.cli.probe", "probe"),
     "runs": ("cfkit.cli.probe", "runs"),
     "report": ("cfkit.cli.report", "report"),
+    "audit": ("cfkit.cli.audit", "audit"),
     "demo": ("cfkit.cli.demo", "demo"),
     "weights": ("cfkit.cli.weights", "weights"),
 }

@@ -6,6 +6,7 @@ A case or pair a model did not answer is counted wrong and listed in
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -43,8 +44,14 @@ def make_report(
     compare: Sequence[tuple[str, str]] = (),
     n_resamples: int = stats.N_RESAMPLES,
     seed: int | None = stats.SEED,
+    ega: bool = False,
+    audit: str | None = None,
 ) -> Report:
-    """Load gold and predictions (files, or the latest stored run per model and suite) and build the report."""
+    """Load gold and predictions (files, or the latest stored run per model and suite) and build the report.
+
+    With ``ega``, the report also holds the evidence-grounded accuracy section
+    of audit ``audit`` (default: the newest audit in the store).
+    """
     gold = load_gold(ws)
     if prediction_paths:
         preds = load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases)
@@ -57,7 +64,19 @@ def make_report(
             check_predictions(preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
     if not preds:
         raise NotFoundError("no predictions to report. Run 'cfkit probe run', or pass --predictions FILE.")
-    return build_report(gold, preds, compare=compare, n_resamples=n_resamples, seed=seed)
+    report = build_report(gold, preds, compare=compare, n_resamples=n_resamples, seed=seed)
+    if ega:
+        report = dataclasses.replace(report, ega=_ega(ws, audit, n_resamples, seed))
+    return report
+
+
+def _ega(ws: Workspace, audit: str | None, n_resamples: int, seed: int | None):
+    from cfkit.report.grounding import ega_section
+
+    if not ws.db_path.is_file():
+        raise NotFoundError(f"--ega: no store at {ws.db_path}, so no audit; plan one with 'cfkit audit plan --run RUN'.")
+    with Store(ws.db_path) as store:
+        return ega_section(store, audit, n_resamples=n_resamples, seed=seed)
 
 
 def build_report(

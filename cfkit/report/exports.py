@@ -27,15 +27,16 @@ def to_csv(report: Report) -> str:
 
     ``model`` is ``BASE=OTHER`` in the compare section; ``metric`` is a dotted
     path into the JSON record (``accuracy.text``, ``ncu_ci.0``,
-    ``deltas.text>neutral.p``). Missing units are not in the CSV; the command
-    reports them on stderr.
+    ``deltas.text>neutral.p``, ``agreement.kappa``). Missing units and audit
+    items still without a final label are not in the CSV; the command reports
+    them on stderr.
     """
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["section", "model", "metric", "value"])
     data = report.to_dict()
-    for section in ("contextcanvas", "counterfactual", "modality", "compare"):
-        for record in data[section]:
+    for section in ("contextcanvas", "counterfactual", "modality", "compare", "ega"):
+        for record in data.get(section, []):
             name = f"{record['base']}={record['other']}" if section == "compare" else record["model"]
             for metric, value in _flatten(record):
                 if metric in ("model", "base", "other"):
@@ -76,7 +77,7 @@ def to_markdown(report: Report, *, reference: bool = False) -> str:
 
 _LATEX_ESCAPES = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
                   "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
-                  "→": r"$\rightarrow$", "Δ": r"$\Delta$", "—": "--"}
+                  "→": r"$\rightarrow$", "Δ": r"$\Delta$", "—": "--", "κ": r"$\kappa$"}
 
 
 def latex_escape(text: str) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 @cache
 def load_reference() -> dict[str, Any]:
-    """The published figures of Tables 2, S7, S9 and S10 (arXiv 2608.26713), with their citation."""
+    """The published figures of Tables 2, 6, S7, S8, S9 and S10 (arXiv 2608.26713), with their citation."""
     text = resources.files("cfkit").joinpath("data/reference.json").read_text(encoding="utf-8")
     return json.loads(text)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cfkit import stats
+from cfkit.report.grounding import EgaSection
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,11 @@ class Report:
     modality: list[ModalityRow] = field(default_factory=list)
     compare: list[CompareRow] = field(default_factory=list)
     missing: list[Missing] = field(default_factory=list)
+    ega: EgaSection | None = None  # only when asked for (report --ega)
 
     def to_dict(self) -> dict[str, Any]:
         """The report object of docs/report-schema.md, ``missing`` included (the units counted wrong for want of an answer)."""
-        return {
+        data = {
             "contextcanvas": [{"model": r.model, **_fields(r.scores)} for r in self.contextcanvas],
             "counterfactual": [
                 {"model": r.model, **_fields(r.scores, skip=("ncu_ci",)), "ncu_ci": r.scores.ncu_ci.as_list()}
@@ -98,6 +100,11 @@ class Report:
             ],
             "missing": [m.__dict__.copy() for m in self.missing],
         }
+        if self.ega is not None:
+            data["ega"] = [row.to_dict() for row in self.ega.rows]
+            data["ega_audit"] = self.ega.summary()
+            data["ega_pending"] = [p.__dict__.copy() for p in self.ega.pending]
+        return data
 
 
 def _fields(obj: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -110,7 +110,52 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
             "compare", f"Paired comparisons (as in Table S10; Bonferroni over {len(data['compare'])})",
             ["Base → other", "Base", "Other", "Δ", "b/c", "95% CI", "p", "p adj"], rows, published,
             _caption("tableS10", reference)))
+    if "ega" in data:
+        tables += _ega_tables(data, ref)
     return tables
+
+
+def _ega_tables(data: dict, ref: dict | None) -> list[DisplayTable]:
+    """Table S8's columns, each with its paired interval; then the annotators' agreement before adjudication."""
+    def ci(values: list[float] | None) -> str:  # one decimal, so the eight columns fit 100 (exact in JSON)
+        return "—" if values is None else f"[{values[0]:.1f}, {values[1]:.1f}]"
+
+    rows, published = [], []
+    for r in data["ega"]:
+        rows.append([r["model"], str(r["n"]) if not r["pending"] else f"{r['n']} of {r['planned']}",
+                     fmt(r["accuracy"]), ci(r["accuracy_ci"]), fmt(r["ega"]), ci(r["ega_ci"]), fmt(r["unsupported"]),
+                     ci(r["unsupported_ci"])])
+        published.append(False)
+    if ref:
+        t = ref["tableS8"]
+        for r in t["rows"]:
+            rows.append([r["model"] + PAPER_MARK, str(t["n"]), fmt(r["accuracy"]), "—", fmt(r["ega"]), "—",
+                         fmt(r["unsupported"]), "—"])
+            published.append(True)
+    audit = data["ega_audit"]
+    caption = (f"Audit {audit['audit']}: {audit['cases']} of {audit['planned_cases']} cases have a final label for "
+               f"every model; {audit['pending']} item(s) pending.")
+    if ref:
+        caption += (f" Rows marked{PAPER_MARK} are the published figures of {reference_label('tableS8')}; "
+                    "Table 6 of the main text shows the first four.")
+    scores = DisplayTable("ega", "Evidence-grounded accuracy (as in Table S8)",
+                          ["Model", "n", "Acc.", "95% CI", "EGA", "95% CI", "Unsup.", "95% CI"], rows, published,
+                          caption)
+    agreement_rows = []
+    for r in data["ega"]:
+        a = r["agreement"]
+        if a is None:
+            agreement_rows.append([r["model"], "0", "—", "—", "—", "—", "—"])
+            continue
+        kappa = "undefined" if a["kappa"] is None else f"{a['kappa']:.3f}"
+        kappa_ci = "—" if a["kappa_ci"] is None else f"[{a['kappa_ci'][0]:.3f}, {a['kappa_ci'][1]:.3f}]"
+        agreement_rows.append([r["model"], str(a["n"]), fmt(a["raw"]), kappa, kappa_ci, f"{a['ac1']:.3f}",
+                               f"[{a['ac1_ci'][0]:.3f}, {a['ac1_ci'][1]:.3f}]"])
+    agreement = DisplayTable("ega_agreement", "Agreement on the EGA judgement, before adjudication",
+                             ["Model", "n", "Agree %", "κ", "95% CI", "AC1", "95% CI"], agreement_rows,
+                             [False] * len(agreement_rows),
+                             "Two annotators, items both labelled; Cohen's κ, Gwet's AC1, bootstrap over items.")
+    return [scores, agreement] if agreement_rows else [scores]
 
 
 def _caption(table: str, reference: bool) -> str:

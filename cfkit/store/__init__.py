@@ -1,7 +1,8 @@
 """The workspace's SQLite store (``.cfkit/cfkit.db``).
 
 One file holds edits and their provenance, preservation checks, review
-decisions, probe runs, parsed replies and cached model responses. It runs in
+decisions, probe runs, parsed replies, cached model responses and the
+evidence-grounding audits (plans, items, labels, final labels). It runs in
 WAL mode with a busy timeout so two cfkit processes can share it; every write
 happens in a short ``BEGIN IMMEDIATE`` transaction, so a killed process loses at
 most the write it was making. Secrets never enter the store.
@@ -17,6 +18,11 @@ table                  owner
 ``reviews``            :mod:`cfkit.store.reviews`
 ``runs``, ``replies``  :mod:`cfkit.store.runs`
 ``responses``          :mod:`cfkit.store.responses`
+``audit_plans``,       :mod:`cfkit.store.audits`
+``audit_items``
+``audit_annotators``,  :mod:`cfkit.store.audit_labels`
+``audit_labels``,
+``audit_finals``
 =====================  ==========================================
 
 :mod:`cfkit.store.db` is the connection underneath and knows no table.
@@ -26,13 +32,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cfkit.store import checks, edits, responses, reviews, runs
+from cfkit.store import audit_labels, audits, checks, edits, responses, reviews, runs
 from cfkit.store.db import Database, from_json, now, to_json
 
 #: Bumped whenever an owner adds a migration step.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: the audit tables
 
-_OWNERS = (edits, checks, reviews, runs, responses)
+_OWNERS = (edits, checks, reviews, runs, responses, audits, audit_labels)
 SCHEMA = "\n".join(owner.DDL for owner in _OWNERS)
 
 
@@ -58,5 +64,5 @@ def open_store(db_path: Path) -> Store:
     return Store(db_path)
 
 
-__all__ = ["SCHEMA_VERSION", "Store", "checks", "edits", "from_json", "now", "open_store", "responses", "reviews",
+__all__ = ["SCHEMA_VERSION", "Store", "audit_labels", "audits", "checks", "edits", "from_json", "now", "open_store", "responses", "reviews",
            "runs", "to_json"]

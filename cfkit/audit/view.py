@@ -1,0 +1,262 @@
+"""The annotation view of one audited item: image, scenario, options, gold, expert rationale, the masked response.
+
+:class:`AuditView` is a Rich renderable drawn to an exact frame (``width`` ×
+``height`` cells): a header line, a body with the image(s) and the options on
+the left and the scenario, the expert rationale and the response on the right
+(scrolled when longer than the body), and a footer with the label being given,
+a message line and the keys. At 80×24 everything fits; wider and taller
+frames give the image and the text more room. It shows a
+:class:`~cfkit.audit.items.BlindItem` only: no run, no model, and no label
+but the viewer's own (adjudication shows the two labels as "Annotator 1/2").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.segment import Segment
+from rich.text import Text
+
+from cfkit.audit.items import BlindItem
+from cfkit.audit.labelling import LabelState
+from cfkit.review.halfblocks import HalfBlockImage, fit_cells
+
+#: Narrowest frame that puts the pictures beside the text.
+SIDE_BY_SIDE = 60
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+ANNOTATE_KEYS = ("[bold]y[/]/[bold]n[/] answer ▶  [bold]tab[/] cue/link  [bold]a[/] answer correct  "
+                 "[bold]u[/] unsure  [bold]m[/] note  [bold]b[/] back  [bold]s[/] skip  [bold]j[/]/[bold]k[/] scroll  "
+                 "[bold]g[/] guideline  [bold]?[/] help  [bold]q[/] quit")
+ADJUDICATE_KEYS = ("[bold]y[/]/[bold]n[/] final ▶  [bold]tab[/] cue/link  [bold]a[/] answer correct  "
+                   "[bold]m[/] note  [bold]b[/] back  [bold]s[/] skip  [bold]j[/]/[bold]k[/] scroll  "
+                   "[bold]g[/] guideline  [bold]?[/] help  [bold]q[/] quit")
+
+
+def visible(text: str | None) -> str:
+    """External text made safe to draw: tabs as spaces, every other control character shown as ``\\xNN``.
+
+    Rich never reads markup from a ``Text``, but it would pass an ESC byte to
+    the terminal; a reply must not be able to move the cursor or recolour it.
+    """
+    if not text:
+        return ""
+    text = text.replace("\r\n", "\n").replace("\t", "    ")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+@dataclass(frozen=True)
+class Screen:
+    """Everything one frame shows."""
+
+    item: BlindItem
+    images: tuple[np.ndarray | str, ...]  # an RGB array, or why the image cannot be shown
+    position: str  # "3 of 40"
+    person: str  # "you: alice" or "adjudicator: carol"
+    progress: str  # "12 of 40 labelled"
+    state: LabelState
+    focus: str | None = "cue"  # the criterion y/n answer: cue | link
+    others: tuple[tuple[str, LabelState], ...] = ()  # adjudication: ("Annotator 1", label), …
+    scroll: int = 0  # first line of the text column shown
+    message: Text | None = None
+    overlay: str | None = None  # the guideline or the help, shown in place of the body
+    keys: str = ANNOTATE_KEYS
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where things go in a frame."""
+
+    left: int  # width of the picture column (0: stacked above the text)
+    right: int  # width of the text column
+    body: int  # lines between header and footer
+
+
+def _at(options: ConsoleOptions, width: int) -> ConsoleOptions:
+    """Options that wrap at ``width`` (a soft-wrapping console would otherwise hand down no_wrap)."""
+    return options.update(width=width, height=None, no_wrap=False, overflow="fold")
+
+
+def layout(width: int, height: int, footer: int) -> Layout:
+    body = max(3, height - 1 - footer)
+    if width < SIDE_BY_SIDE:
+        return Layout(0, width, body)
+    # A tall frame has room for a taller picture, so the picture column may take more of the width.
+    left = max(20, min(80, int(width * (0.4 if body >= 36 else 0.3))))
+    return Layout(left, width - left - 2, body)
+
+
+def _flag(value: bool | None) -> tuple[str, str]:
+    if value is None:
+        return "?", "bold yellow"
+    return ("yes", "bold green") if value else ("no", "bold red")
+
+
+def label_line(state: LabelState, *, focus: str | None, parser_correct: bool | None = None) -> Text:
+    """``answer correct: yes (parser)  ▶ cue: ?  link: ?  unsure  note: …``"""
+    judgement = state.judgement
+    text = Text("answer correct: ", style="bold")
+    text.append(*_flag(judgement.answer_ok))
+    if parser_correct is not None:
+        text.append(" (as parsed)" if judgement.answer_ok == parser_correct else " (overridden)", style="dim")
+    for name, value in (("cue", judgement.cue), ("link", judgement.link)):
+        marker = "▶ " if focus == name else "  "
+        text.append(f"  {marker}{name}: ", style="bold reverse" if focus == name else "bold")
+        text.append(*_flag(value))
+    if state.unsure:
+        text.append("  unsure", style="bold yellow")
+    if state.note:
+        text.append("  note: ", style="bold")
+        text.append(visible(state.note).replace("\n", " "))
+    return text
+
+
+def document(screen: Screen) -> Group:
+    """The text column: the other labels (adjudication), scenario, expert rationale, response."""
+    item = screen.item
+    parts: list[RenderableType] = []
+    differs = {name for name in ("answer_ok", "cue", "link")
+               if len({getattr(state.judgement, name) for _, state in screen.others}) > 1}
+    for who, state in screen.others:
+        line = Text(f"{who}:", style="bold magenta")
+        for name, shown in (("answer_ok", "answer"), ("cue", "cue"), ("link", "link")):
+            value, style = _flag(getattr(state.judgement, name))
+            line.append(f"  {shown} ")
+            line.append(value, style=style + (" reverse" if name in differs else ""))
+        if state.unsure:
+            line.append("  unsure", style="bold yellow")
+        if state.note:
+            line.append(f"  — {visible(state.note)}", style="italic")
+        parts.append(line)
+    if screen.others:
+        parts.append(Text(""))
+    parts += [Text("Scenario", style="bold underline"), Text(visible(item.question)), Text(""),
+              Text("Expert rationale (the decisive cue)", style="bold underline"),
+              Text(visible(item.rationale)) if item.rationale else Text("(the cases file gives no rationale)",
+                                                                        style="dim italic"),
+              Text(""), Text("Response", style="bold underline")]
+    if item.answer is None:
+        parts.append(Text("no answer could be read from the reply", style="yellow"))
+    else:
+        chosen = item.option_text(item.answer)
+        parts.append(Text.assemble(("answer read: ", "dim"), (visible(item.answer), "bold"),
+                                   f" ({visible(chosen)})" if chosen else ""))
+    parts.append(Text(visible(item.response)) if item.response.strip() else Text("(empty reply)", style="dim italic"))
+    return Group(*parts)
+
+
+def options_text(item: BlindItem) -> Text:
+    text = Text()
+    text.append("Options\n", style="bold underline")
+    for option_id, option in item.options:
+        gold = option_id == item.gold
+        text.append(f"{visible(option_id)}  ", style="bold green" if gold else "bold")
+        text.append(visible(option), style="green" if gold else "")
+        if gold:
+            text.append("  ← gold", style="bold green")
+        text.append("\n")
+    text.rstrip()
+    return text
+
+
+class AuditView:
+    """One frame of the annotation (or adjudication) session, exactly ``height`` lines at most."""
+
+    def __init__(self, screen: Screen, *, height: int = 23):
+        self.screen = screen
+        self.height = max(8, height)
+
+    def footer(self, console: Console, width: int) -> list[list[Segment]]:
+        s = self.screen
+        options = _at(console.options, width)
+        status = console.render_lines(label_line(s.state, focus=s.focus,
+                                                 parser_correct=None if s.others else s.item.parser_correct),
+                                      options, pad=True)[:2]
+        message = console.render_lines(s.message or Text(""), options, pad=True)[:2]
+        keys = console.render_lines(Text.from_markup(s.keys, style="dim"), options, pad=True)[:2]
+        return status + message + keys
+
+    def scroll_limit(self, console: Console, width: int) -> int:
+        """The largest useful ``scroll`` at ``width``: the session clamps its scrolling with it."""
+        frame = layout(width, self.height, len(self.footer(console, width)))
+        if self.screen.overlay is not None:
+            full = frame.left + frame.right + (2 if frame.left else 0)
+            total = len(console.render_lines(Text(self.screen.overlay), _at(console.options, full)))
+            room = frame.body
+        else:
+            total = len(console.render_lines(document(self.screen), _at(console.options, frame.right)))
+            options_height = len(console.render_lines(options_text(self.screen.item),
+                                                      _at(console.options, frame.right)))
+            room = frame.body if frame.left else frame.body - max(3, frame.body // 3) - options_height - 1
+        return max(0, total - (room - 1)) if total > room else 0
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        s = self.screen
+        width = options.max_width
+        footer = self.footer(console, width)
+        frame = layout(width, self.height, len(footer))
+        header = Text.assemble(("item ", "dim"), (s.item.id, "bold cyan"), (f" · case {visible(s.item.case_id)}", ""),
+                               (f" · {s.position}", ""), (f"   {s.person} · {s.progress}", "dim"),
+                               no_wrap=True, overflow="ellipsis")
+        lines = console.render_lines(header, _at(options, width), pad=True)[:1]
+        lines += self._body(console, options, frame)
+        lines += footer
+        for line in lines[:self.height]:
+            yield from Segment.adjust_line_length(line, width)
+            yield Segment.line()
+
+    def _body(self, console: Console, options: ConsoleOptions, frame: Layout) -> list[list[Segment]]:
+        s = self.screen
+        if s.overlay is not None:
+            full = frame.left + frame.right + (2 if frame.left else 0)
+            text = console.render_lines(Text(s.overlay), _at(options, full), pad=True)
+            return _scrolled(console, options, text, frame.body, s.scroll, full)
+        if frame.left:
+            left = self._pictures(console, options, frame.left, frame.body)
+            right = console.render_lines(document(s), _at(options, frame.right), pad=True)
+            right = _scrolled(console, options, right, frame.body, s.scroll, frame.right)
+            gap = [Segment("  ")]
+            return [Segment.adjust_line_length(left[i] if i < len(left) else [], frame.left) + gap + right[i]
+                    for i in range(frame.body)]
+        options_height = len(console.render_lines(options_text(s.item), _at(options, frame.right)))
+        pictures = self._pictures(console, options, frame.right,
+                                  min(frame.body - 1, max(3, frame.body // 3) + options_height + 1))
+        rest = frame.body - len(pictures)
+        text = console.render_lines(document(s), _at(options, frame.right), pad=True)
+        return pictures + _scrolled(console, options, text, rest, s.scroll, frame.right)
+
+    def _pictures(self, console: Console, options: ConsoleOptions, width: int, height: int) -> list[list[Segment]]:
+        """The image(s) and, below them, the options (gold marked), at most ``height`` lines."""
+        s = self.screen
+        opts = _at(console.options, width)
+        option_lines = console.render_lines(options_text(s.item), opts, pad=True)
+        room = max(2, height - len(option_lines) - 1)
+        per_image = max(2, room // max(1, len(s.images)) - (1 if len(s.images) > 1 else 0))
+        lines: list[list[Segment]] = []
+        for n, image in enumerate(s.images):
+            if isinstance(image, str):
+                lines += console.render_lines(Text(image, style="yellow"), opts, pad=True)
+            else:
+                cols, rows = fit_cells(image.shape[1], image.shape[0], width, per_image)
+                lines += console.render_lines(HalfBlockImage(image, max_cols=cols, max_rows=rows), opts, pad=True)
+            if len(s.images) > 1:
+                lines += console.render_lines(Text(f"image {n + 1} of {len(s.images)}", style="dim"), opts, pad=True)
+        lines += [[]] + option_lines
+        return lines[:height]
+
+
+def _scrolled(console: Console, options: ConsoleOptions, lines: list[list[Segment]], height: int, scroll: int,
+              width: int) -> list[list[Segment]]:
+    """``height`` lines from ``scroll`` on; the last one says where the reader is when not everything fits."""
+    if height < 2:
+        return lines[:max(0, height)]
+    if len(lines) <= height:
+        return lines + [[] for _ in range(height - len(lines))]
+    shown = height - 1
+    start = max(0, min(scroll, len(lines) - shown))
+    end = start + shown
+    note = Text(f"lines {start + 1}-{end} of {len(lines)} · j/k or ↓/↑ to scroll", style="dim italic")
+    return lines[start:end] + console.render_lines(note, _at(options, width), pad=True)[:1]

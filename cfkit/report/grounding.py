@@ -1,0 +1,102 @@
+"""The evidence-grounded accuracy section (``cfkit report --ega``), laid out like the paper's Table S8.
+
+Per audited model, from the audit's final labels: accuracy (the answer is
+correct), EGA (correct, decisive cue identified and linked to the use) and
+Unsupported (the share of correct answers that are not grounded), each with a
+paired bootstrap interval over the audited cases — one set of resamples for
+every model, so the intervals are paired across models as well — and the
+annotators' agreement on the composite judgement before adjudication.
+
+An item without a final label yet is never dropped silently: it is listed in
+``pending``, and the rows are computed over the cases whose items are final
+for every model (so the models stay paired), with ``n`` saying how many.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from cfkit import stats
+from cfkit.audit.agreement import agreement_dict, label_pairs, pair_agreement
+from cfkit.audit.items import load_audit
+from cfkit.store import Store, audit_labels
+
+
+@dataclass(frozen=True)
+class EgaRow:
+    """One model's row: its scores over the section's cases, and agreement before adjudication."""
+
+    model: str
+    planned: int  # the model's items in the audit
+    pending: int  # of those, without a final label
+    scores: stats.EgaScores
+    agreement: stats.Agreement | None  # on the EGA judgement, over the model's items both annotators labelled
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.scores
+        return {"model": self.model, "n": s.n, "accuracy": s.accuracy, "ega": s.ega, "unsupported": s.unsupported,
+                "accuracy_ci": s.accuracy_ci.as_list(), "ega_ci": s.ega_ci.as_list(),
+                "unsupported_ci": None if s.unsupported_ci is None else s.unsupported_ci.as_list(),
+                "planned": self.planned, "pending": self.pending, "correct": s.correct, "grounded": s.grounded,
+                "agreement": None if self.agreement is None else agreement_dict(self.agreement)}
+
+
+@dataclass(frozen=True)
+class PendingItem:
+    """An audited item without a final label: left out of the section, and said."""
+
+    model: str
+    case: str
+    item: str
+
+
+@dataclass(frozen=True)
+class EgaSection:
+    audit: str
+    cases: int  # cases every model's item of which has a final label: the rows' n
+    planned_cases: int
+    rows: list[EgaRow]
+    pending: list[PendingItem]
+
+    def summary(self) -> dict[str, Any]:
+        return {"audit": self.audit, "cases": self.cases, "planned_cases": self.planned_cases,
+                "pending": len(self.pending)}
+
+
+def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int = stats.N_RESAMPLES,
+                seed: int | None = stats.SEED) -> EgaSection:
+    """The section for audit ``audit_ref`` (default: the newest audit in the store).
+
+    Steps: 1. the audit, its models (plan order) and final labels; 2. the
+    cases final for every model; 3. per model, scores over those cases (one
+    shared set of resamples) and agreement before adjudication.
+    """
+    # 1. the audit
+    audit = load_audit(store, audit_ref)
+    models = [r["model"] for r in audit.plan.inputs["runs"]]  # the order the runs were given
+    final = audit_labels.finals(store, audit.id)
+    by_key = {(i.model, i.case_id): i for i in audit.items}
+    cases = sorted({i.case_id for i in audit.items})
+    # 2. the cases final for every model
+    complete = [c for c in cases if all((m, c) in by_key and by_key[m, c].id in final for m in models)]
+    pending = [PendingItem(i.model, i.case_id, i.id) for i in sorted(audit.items, key=lambda i: (i.model, i.case_id))
+               if i.id not in final]
+    # 3. the rows
+    pairs = defaultdict(list)
+    for pair in label_pairs(store, audit):
+        pairs[pair.item.model].append(pair)
+    rows: list[EgaRow] = []
+    if complete:
+        resamples = stats.Resamples(len(complete), n_resamples=n_resamples, seed=seed)
+        for model in models:
+            judgements = [final[by_key[model, c].id].judgement for c in complete]
+            scores = stats.ega_scores([j.answer_ok for j in judgements], [bool(j.cue) for j in judgements],
+                                      [bool(j.link) for j in judgements], resamples=resamples)
+            own = pairs.get(model, [])
+            agreement = (pair_agreement(own, "ega", resamples=stats.Resamples(len(own), n_resamples=n_resamples,
+                                                                              seed=seed)) if own else None)
+            planned = sum(1 for i in audit.items if i.model == model)
+            rows.append(EgaRow(model, planned, sum(1 for p in pending if p.model == model), scores, agreement))
+    return EgaSection(audit.id, len(complete), len(cases), rows, pending)
