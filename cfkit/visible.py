@@ -1,4 +1,4 @@
-"""External text made safe to show: control characters become visible symbols.
+"""External text made safe where it is shown: terminals and spreadsheets.
 
 Model replies, server messages, case text, model names and file names are data;
 printed raw, an ESC or OSC sequence in them would drive the user's terminal
@@ -8,6 +8,10 @@ bidirectional overrides with a visible stand-in, so the text is still
 readable and nothing in it is obeyed. The CLI applies it to everything it
 prints (:mod:`cfkit.cli.console`); other renderers (the contact sheet's HTML
 and PNG) call it where they draw text.
+
+:func:`spreadsheet_cell` does the same for CSV exports: a cell a spreadsheet
+would run as a formula (``=HYPERLINK(…)`` in a model name) gets a leading
+``'`` and is shown as text; :func:`from_spreadsheet_cell` undoes it on import.
 """
 
 from __future__ import annotations
@@ -38,3 +42,17 @@ def visible(text: str) -> str:
 def is_visible(text: str) -> bool:
     """Whether ``text`` would print unchanged through :func:`visible`."""
     return _UNSAFE.search(text) is None
+
+
+#: What a spreadsheet reads as the start of a formula (or a DDE command) in a cell.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_cell(text: str) -> str:
+    """A CSV cell a spreadsheet shows as text: a leading ``'`` before anything it would run as a formula."""
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
+def from_spreadsheet_cell(text: str) -> str:
+    """Undo :func:`spreadsheet_cell`."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_START) else text

@@ -19,7 +19,9 @@ from sklearn.metrics import cohen_kappa_score
 import audit_workspace as aw
 from cfkit.audit.adjudication import needs_resolution, resolve_item
 from cfkit.audit.agreement import audit_agreement
-from cfkit.audit.exchange import export_worksheet, import_worksheet, neutralise, restore
+from cfkit.audit.exchange import export_worksheet, import_worksheet
+from cfkit.visible import from_spreadsheet_cell as restore
+from cfkit.visible import spreadsheet_cell as neutralise
 from cfkit.audit.items import annotator_order, blinded_items, check_annotator, load_audit, revealed_items
 from cfkit.audit.labelling import update_label
 from cfkit.audit.plan import input_drift, plan_audit

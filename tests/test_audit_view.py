@@ -87,7 +87,7 @@ def test_control_characters_from_a_reply_are_shown_not_sent():
     evil = "Fine.\x1b[2J\x1b]0;pwned\x07 The end\x9b31m."
     text = _render(AuditView(_screen(item=_item(evil)), height=23), 80, 24)
     plain = ANSI.sub("", text)
-    assert "\\x1b[2J" in plain and "\\x07" in plain and "\\x9b" in plain
+    assert "␛[2J" in plain and "␇" in plain and "<U+009B>" in plain  # shown the way cfkit.visible shows them
     assert "\x1b[2J" not in text and "\x07" not in text and "\x1b]0" not in text
     assert visible("a\tb\r\nc") == "a    b\nc"
 

@@ -241,3 +241,13 @@ def test_each_tables_sql_lives_in_its_owner_only(table):
     sql = re.compile(rf"\b(FROM|INTO|UPDATE|JOIN|TABLE(?: IF NOT EXISTS)?)\s+{table}\b", re.IGNORECASE)
     holders = {p.relative_to(REPO).as_posix() for p in (REPO / "cfkit").rglob("*.py") if sql.search(p.read_text())}
     assert holders == {f"cfkit/store/{OWNERS[table]}"}
+
+
+def test_a_broken_constraint_is_not_reported_as_a_damaged_file(store):
+    edit_id = _ok_edit(store)
+    with pytest.raises(StoreError, match="broke a rule of the schema") as info:
+        with store.transaction() as tx:
+            tx.execute("INSERT INTO edits (id, spec_id, engine, status, started_at) VALUES (?, 'CF01', 'x', 'ok', 't')",
+                       (edit_id,))
+    assert "damaged" not in str(info.value)
+    assert edits.get(store, edit_id).status == "ok"  # rolled back, nothing lost

@@ -26,23 +26,13 @@ from cfkit.audit.labelling import NO_WORDS, YES_WORDS, update_label
 from cfkit.errors import LabelError
 from cfkit.store import Store
 from cfkit.store.audits import AuditItem
+from cfkit.visible import from_spreadsheet_cell, spreadsheet_cell
 from cfkit.vocabulary import AUDIT_FORMATS
 
 #: Worksheet columns, in order; the last five are the ones an annotator fills in.
 COLUMNS = ("order", "item", "case", "question", "options", "gold", "rationale", "images", "answer", "response",
            "answer_ok", "cue", "link", "unsure", "note")
 LABEL_COLUMNS = COLUMNS[-5:]
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def neutralise(cell: str) -> str:
-    """A CSV cell a spreadsheet shows as text: a leading ``'`` before anything it would run as a formula."""
-    return "'" + cell if cell.startswith(_FORMULA_START) else cell
-
-
-def restore(cell: str) -> str:
-    """Undo :func:`neutralise`."""
-    return cell[1:] if cell.startswith("'") and cell[1:].startswith(_FORMULA_START) else cell
 
 
 def format_for(path: Path | None, given: str | None) -> str:
@@ -86,7 +76,7 @@ def export_worksheet(store: Store, audit: Audit, annotator: str, fmt: str) -> st
                 value = "; ".join(value)
             elif isinstance(value, bool):
                 value = "yes" if value else "no"
-            cells.append(neutralise("" if value is None else str(value)))
+            cells.append(spreadsheet_cell("" if value is None else str(value)))
         writer.writerow(cells)
     return buffer.getvalue()
 
@@ -128,7 +118,7 @@ def _records(text: str, path: Path, fmt: str) -> list[tuple[str, dict[str, Any]]
         if missing:
             raise LabelError(f"{path}: the header lacks {', '.join(missing)}; start from 'cfkit audit export "
                              "--format csv'.")
-        return [(f"{path}:{n}", {k: restore(v) if isinstance(v, str) else v for k, v in row.items()})
+        return [(f"{path}:{n}", {k: from_spreadsheet_cell(v) if isinstance(v, str) else v for k, v in row.items()})
                 for n, row in enumerate(reader, start=2)]
     records = []
     for n, line in enumerate(text.splitlines(), start=1):

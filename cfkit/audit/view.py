@@ -12,7 +12,6 @@ but the viewer's own (adjudication shows the two labels as "Annotator 1/2").
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,10 +22,10 @@ from rich.text import Text
 from cfkit.audit.items import BlindItem
 from cfkit.audit.labelling import LabelState
 from cfkit.review.halfblocks import HalfBlockImage, fit_cells
+from cfkit.visible import visible as visible_controls
 
 #: Narrowest frame that puts the pictures beside the text.
 SIDE_BY_SIDE = 60
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 ANNOTATE_KEYS = ("[bold]y[/]/[bold]n[/] answer ▶  [bold]tab[/] cue/link  [bold]a[/] answer correct  "
                  "[bold]u[/] unsure  [bold]m[/] note  [bold]b[/] back  [bold]s[/] skip  [bold]j[/]/[bold]k[/] scroll  "
@@ -37,15 +36,10 @@ ADJUDICATE_KEYS = ("[bold]y[/]/[bold]n[/] final ▶  [bold]tab[/] cue/link  [bol
 
 
 def visible(text: str | None) -> str:
-    """External text made safe to draw: tabs as spaces, every other control character shown as ``\\xNN``.
-
-    Rich never reads markup from a ``Text``, but it would pass an ESC byte to
-    the terminal; a reply must not be able to move the cursor or recolour it.
-    """
+    """External text made safe to draw before it is measured: tabs as spaces, controls shown (:mod:`cfkit.visible`)."""
     if not text:
         return ""
-    text = text.replace("\r\n", "\n").replace("\t", "    ")
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return visible_controls(text.replace("\r\n", "\n").replace("\t", "    "))
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,9 @@ class Database:
                     pass  # SQLite may already have rolled back on an I/O error
             if isinstance(exc, sqlite3.OperationalError):
                 raise StoreError(f"store {self.path}: write failed ({exc}). {_DISK_HINT}") from exc
+            if isinstance(exc, sqlite3.IntegrityError):
+                raise StoreError(f"store {self.path}: a write broke a rule of the schema ({exc}); nothing was "
+                                 "changed. This is a bug in cfkit; please report it with the command you ran.") from exc
             if isinstance(exc, sqlite3.DatabaseError):
                 raise StoreError(f"store {self.path}: damaged or unreadable ({exc}). Move the file aside; "
                                  "cfkit will start a new one.") from exc
