@@ -409,6 +409,25 @@ def test_rejected_key_marks_the_run_failed(tiny_ws):
     assert listed[0]["status"] == "failed"
 
 
+@pytest.mark.parametrize("model, module, extra", [("openai:gpt-5.5", "openai", "openai"),
+                                                  ("hf:Qwen/Qwen3-VL-8B-Instruct", "transformers", "hf")])
+def test_a_backend_whose_extra_is_not_installed_is_one_line_exit_2_and_records_no_run(tiny_ws, monkeypatch, model,
+                                                                                     module, extra):
+    # A core-only install, simulated at the import boundary: the module cannot be found or imported.
+    monkeypatch.setitem(sys.modules, module, None)
+    result = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", model, "-s", "contextcanvas"])
+    assert result.exit_code == 2
+    kind = model.split(":")[0]
+    assert result.stderr == (f"error: the {kind} backend needs '{module}', which is not installed; install cfkit's "
+                             f"{extra} extra: pip install 'cfkit-probes[{extra}]'\n")
+    assert json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout) == []
+    listed = {i["kind"]: i for i in json.loads(run_cli(["probe", "backends", "--json"]).stdout)}
+    assert listed[kind]["install"] == f"pip install 'cfkit-probes[{extra}]'"
+    assert listed["baseline"]["missing"] is None
+    table = run_cli(["probe", "backends"], env={"COLUMNS": "200"})
+    assert f"not installed: pip install 'cfkit-probes[{extra}]'" in table.stdout
+
+
 def test_backends_lists_the_built_ins_with_capabilities():
     result = run_cli(["probe", "backends", "--json"])
     assert result.exit_code == 0

@@ -32,7 +32,7 @@ from urllib.parse import urlparse
 from pydantic import Field
 
 from cfkit.backends import (
-    BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, TransportError, cache_options,
+    BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, TransportError, cache_options, redact_url,
 )
 from cfkit.errors import BackendError, BackendUnavailable
 from cfkit.hints import install_hint
@@ -103,6 +103,8 @@ class OpenAIBackend:
     kind: ClassVar[str] = "openai"
     capabilities: ClassVar[Capabilities] = Capabilities(images=True, multi_image=True, json_schema=True, remote=True)
     Options: ClassVar[type[OpenAIOptions]] = OpenAIOptions
+    requires: ClassVar[tuple[str, ...]] = ("openai",)  # checked before a run opens (cfkit.backends.check_installed)
+    extra: ClassVar[str] = "openai"
 
     def __init__(self, name: str, options: OpenAIOptions, context: BackendContext | None = None):
         # 1. Where requests go, and which key they carry.
@@ -110,6 +112,7 @@ class OpenAIBackend:
         self.model = f"{self.kind}:{name}"
         self.options = options
         self.base_url = (options.base_url or os.environ.get("OPENAI_BASE_URL") or OFFICIAL_URL).rstrip("/")
+        self.endpoint = redact_url(self.base_url)  # recorded with the run
         self.official = urlparse(self.base_url).hostname == urlparse(OFFICIAL_URL).hostname
         key_env = options.api_key_env or (OFFICIAL_KEY_ENV if self.official else None)
         if key_env is None:

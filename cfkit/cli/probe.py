@@ -87,14 +87,16 @@ class _ProgressBar:
         self.started = time.perf_counter()
 
     def __enter__(self) -> "_ProgressBar":
-        self.progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self.task is not None:
+            self.progress.stop()
 
     def update(self, p) -> None:
         if self.task is None:
+            # Started on the first report, so a run refused at start-up prints its one error line only.
+            self.progress.start()
             self.task = self.progress.add_task("run", total=p.total, completed=p.done, rate="", extra="")
         elapsed = max(time.perf_counter() - self.started, 1e-9)
         rate = f"{p.sent / elapsed:.1f} req/s" if p.sent else ""
@@ -139,6 +141,7 @@ def backends(as_json: bool) -> None:
     infos = describe_backends()
     if as_json:
         print_json([{"kind": i.kind, "package": i.package, "target": i.target, "problem": i.problem,
+                     "missing": i.missing, "install": i.install,
                      "capabilities": asdict(i.capabilities) if i.capabilities else None,
                      "options": [asdict(o) for o in i.options]}
                     for i in infos])
@@ -153,8 +156,11 @@ def backends(as_json: bool) -> None:
         c = i.capabilities
         yes = lambda flag: "yes" if flag else "no"  # noqa: E731
         pairs = "2 images" if c.multi_image else "sheet"
+        options = escape(", ".join(o.name for o in i.options))
+        if i.missing:
+            options = f"[yellow]not installed:[/] {escape(i.install or i.missing)}"
         table.add_row(i.kind, yes(c.images), pairs if c.images else "", yes(c.json_schema),
-                      "API" if c.remote else "local", i.package, escape(", ".join(o.name for o in i.options)))
+                      "API" if c.remote else "local", i.package, options)
     out.print(table)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cfkit.backends import Backend, BackendContext, backend_class, load_backend, split_model
+from cfkit.backends import Backend, BackendContext, check_installed, load_backend, split_model
 from cfkit.dataset import load_cases
 from cfkit.errors import NotFoundError
 from cfkit.probe.identity import cache_key, inputs_sha256, run_id_for
@@ -54,13 +54,14 @@ def probe_suite(ws: Workspace, store: Store, model: str, suite: str, *, options:
     4. run.
     """
     kind, _ = split_model(model)
-    capabilities = backend_class(kind).capabilities
+    capabilities = check_installed(kind).capabilities  # a missing extra stops here, before anything is recorded
     cases = load_cases(ws.cases_path, ws.image_root)
 
     # 1. Nothing to do?
     digest = inputs_sha256(ws, suite, capabilities, max_tokens, cases) if capabilities.cacheable else None
     if digest is not None:
-        backend = load_backend(model, options or {}, context=BackendContext(suite=suite, root=ws.root))
+        backend = load_backend(model, options or {}, context=BackendContext(suite=suite, root=ws.root,
+                                                                               store_dir=ws.store_dir))
         finished = _finished(store, backend, suite, templates_sha256(ws), digest)
         if finished is not None:
             invalid = runs.count_unanswered(store, finished.id)
@@ -80,7 +81,7 @@ def probe_suite(ws: Workspace, store: Store, model: str, suite: str, *, options:
                          + (f" (every pair was skipped: {skipped})." if skipped else "."))
 
     # 3. The backend, then 4. the run.
-    context = BackendContext(suite=suite, gold_labels=plan.gold_labels, root=ws.root)
+    context = BackendContext(suite=suite, gold_labels=plan.gold_labels, root=ws.root, store_dir=ws.store_dir)
     backend = load_backend(model, options or {}, context=context)
     if concurrency is None and backend.capabilities.remote:
         concurrency = ws.config.probe.concurrency
