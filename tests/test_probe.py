@@ -232,6 +232,71 @@ def test_transport_failures_are_recorded_and_retried_on_the_next_run(tiny_ws):
     assert listed[0]["status"] == "done" and listed[0]["n_done"] == 3 and listed[0]["n_errors"] == 0
 
 
+def test_a_run_is_identified_by_everything_that_changes_an_answer(tiny_ws):
+    def fingerprinted(body, n):
+        reply = scripted_answer(body, n)
+        reply.body |= {"model": "test-model-2026-11-30", "system_fingerprint": "fp_abc123"}
+        return reply
+
+    with ChatServer(fingerprinted) as one, ChatServer(fingerprinted) as two:
+        first = json.loads(openai_run(tiny_ws, one.url, "contextcanvas", "--json").stdout)
+        before = replies(tiny_ws, first["run_id"])
+        # Only --max-tokens differs: another run, asked again; the first run's answers are untouched.
+        shorter = json.loads(openai_run(tiny_ws, one.url, "contextcanvas", "--json", "--max-tokens", "100").stdout)
+        assert shorter["run_id"] != first["run_id"] and shorter["sent"] == 3
+        assert replies(tiny_ws, first["run_id"]) == before
+        # Only the endpoint differs, given through OPENAI_BASE_URL: another run, which records where it went.
+        env = {"OPENAI_BASE_URL": two.url}
+        moved = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",
+                         *FAST, "--json"], env=env)
+        moved = json.loads(moved.stdout)
+        assert moved["run_id"] not in (first["run_id"], shorter["run_id"]) and two.count == 3
+    shown = json.loads(run_cli(["-w", str(tiny_ws), "runs", "show", moved["run_id"], "--json"]).stdout)["run"]
+    assert shown["endpoint"] == two.url and shown["settings"]["endpoint"] == two.url
+    assert shown["settings"]["generation"] == {"temperature": 0.0, "max_tokens": 512}
+    assert shown["versions"]["cfkit"] and "openai" in shown["versions"]
+    short = json.loads(run_cli(["-w", str(tiny_ws), "runs", "show", shorter["run_id"], "--json"]).stdout)["run"]
+    assert short["settings"]["generation"]["max_tokens"] == 100
+    assert {(r["server_model"], r["system_fingerprint"]) for r in replies(tiny_ws, moved["run_id"])} == {
+        ("test-model-2026-11-30", "fp_abc123")}
+    # A reply answered from the response cache keeps what the server said about itself.
+    with Store(tiny_ws / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
+        conn.execute("DELETE FROM replies WHERE run_id = ?", (first["run_id"],))
+        conn.execute("UPDATE runs SET status = 'incomplete' WHERE id = ?", (first["run_id"],))
+    with ChatServer(fingerprinted) as three:
+        again = json.loads(openai_run(tiny_ws, one.url, "contextcanvas", "--json").stdout)
+    assert again["run_id"] == first["run_id"] and again["from_cache"] == 3 and three.count == 0
+    assert {r["server_model"] for r in replies(tiny_ws, first["run_id"])} == {"test-model-2026-11-30"}
+
+
+def test_runs_show_gives_each_failure_its_reason_and_runs_rm_removes_a_run_but_not_the_cache(tiny_ws):
+    def t002_overloaded(body, n):
+        if "winter card" in user_text(body):
+            return Scripted(503, error_body("the engine is overloaded, try later", kind="server_error"))
+        if "Which event" in user_text(body):
+            return Scripted(429, error_body("rate limit reached for requests", kind="rate_limit_error"))
+        return scripted_answer(body, n)
+
+    with ChatServer(t002_overloaded) as server:
+        run_id = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", "--json").stdout)["run_id"]
+    shown = run_cli(["-w", str(tiny_ws), "runs", "show", run_id])
+    assert shown.exit_code == 0
+    text = " ".join(shown.stdout.split())
+    assert "transport × 1: HTTP 503" in text and "the engine is overloaded, try later" in text and "T002 image" in text
+    assert "transport × 1: HTTP 429" in text and "rate limit reached" in text and "T003 image" in text
+    assert f"endpoint {server.url}" in text
+    as_json = json.loads(run_cli(["-w", str(tiny_ws), "runs", "show", run_id, "--json"]).stdout)
+    assert {f["case"]: f["error"] for f in as_json["failures"]} == {"T002": "transport", "T003": "transport"}
+    removed = run_cli(["-w", str(tiny_ws), "runs", "rm", run_id])
+    assert removed.exit_code == 0 and removed.stdout.strip() == run_id
+    assert "and its 3 replies; cached responses stay" in removed.stderr
+    assert json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout) == []
+    with Store(tiny_ws / ".cfkit" / "cfkit.db") as store:
+        assert store.query("SELECT COUNT(*) FROM responses")[0][0] == 1  # T001's answer stays cached
+    unknown = run_cli(["-w", str(tiny_ws), "runs", "rm", "nope"])
+    assert unknown.exit_code == 2 and "no run 'nope'" in unknown.stderr
+
+
 def _cli_process(ws: Path, url: str, *extra: str) -> subprocess.Popen:
     env = os.environ | {"PYTHONPATH": str(REPO)}
     return subprocess.Popen(
@@ -453,47 +518,54 @@ def test_load_backend_refuses_unknown_baseline():
         load_backend("baseline:always-maybe")
 
 
-def test_rerun_notices_changed_inputs_and_shares_the_response_cache(tiny_ws):
+def test_changed_inputs_make_a_new_run_that_shares_the_response_cache(tiny_ws):
     add_modality(tiny_ws)
     with ChatServer(scripted_answer) as server:
-        assert openai_run(tiny_ws, server.url, "contextcanvas").exit_code == 0
+        first_cc = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", "--json").stdout)
         assert server.count == 3
         # The modality image condition asks exactly what contextcanvas asked: answered from the cache.
         modality = json.loads(openai_run(tiny_ws, server.url, "modality", "--json").stdout)
         assert (modality["sent"], modality["from_cache"]) == (6, 2) and server.count == 9
-        # Change one caption: only that case's neutral and evidence questions are asked again.
+        # Change one caption: a new run; only that case's neutral and evidence questions go to the model.
         caption = tiny_ws / "captions" / "T002.yaml"
         caption.write_text(caption.read_text().replace("grey block in a field", "grey block on a lawn"))
         changed = json.loads(openai_run(tiny_ws, server.url, "modality", "--json").stdout)
-        assert (changed["sent"], changed["kept"]) == (2, 6) and server.count == 11
+        assert changed["run_id"] != modality["run_id"]
+        assert (changed["sent"], changed["from_cache"], changed["kept"]) == (2, 6, 0) and server.count == 11
         asked = [user_text(body) for body in server.requests[-2:]]
         assert all("grey block on a lawn" in text for text in asked)
-        # Change an image: only the requests that show it.
+        # The earlier run keeps the answers it got to the earlier questions: nothing stored was replaced.
+        assert len(replies(tiny_ws, modality["run_id"])) == 8
+        # Change an image: a new contextcanvas run; only the request that shows it is sent.
         Image.fromarray(gradient_image(96, 64, 42)).save(tiny_ws / "data" / "images" / "T001.png")
         images = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", "--json").stdout)
-        assert (images["sent"], images["kept"]) == (1, 2) and server.count == 12
-        # And with nothing changed, nothing is sent.
+        assert images["run_id"] != first_cc["run_id"]
+        assert (images["sent"], images["from_cache"]) == (1, 2) and server.count == 12
+        # And with nothing changed, nothing is sent: the same run, found complete.
         same = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", "--json").stdout)
-        assert (same["sent"], same["kept"], same["status"]) == (0, 3, "done") and server.count == 12
+        assert (same["run_id"], same["sent"], same["kept"], same["status"]) == (images["run_id"], 0, 3, "done")
+        assert server.count == 12
 
 
-def test_replies_of_a_pair_no_longer_in_the_suite_are_removed_from_the_run(tiny_ws):
+def test_a_pair_leaving_the_suite_makes_a_new_run_and_the_old_one_keeps_its_answers(tiny_ws):
     spec = (tiny_ws / "interventions" / "TX01.yaml").read_text()
     (tiny_ws / "interventions" / "TX02.yaml").write_text(spec.replace("id: TX01", "id: TX02"))
     _accepted_edit(tiny_ws, "TX01", 1)
     _accepted_edit(tiny_ws, "TX02", 2)
     with ChatServer(scripted_answer) as server:
-        assert openai_run(tiny_ws, server.url, "counterfactual").exit_code == 0
+        first = json.loads(openai_run(tiny_ws, server.url, "counterfactual", "--json").stdout)
         assert {r["pair_id"] for r in replies(tiny_ws)} == {"TX01", "TX02"}
         with Store(tiny_ws / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
             conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, created_at) VALUES ('TX02', 2, 'reject', ?)",
                          (now(),))
-        result = openai_run(tiny_ws, server.url, "counterfactual")
+        result = openai_run(tiny_ws, server.url, "counterfactual", "--json")
     assert result.exit_code == 0, result.stderr
     assert "TX02: no usable edit" in result.stderr
-    assert "removed 2 stored replies no longer in the suite (T001 TX02 edit, T001 TX02 original)" in result.stderr
-    assert {r["pair_id"] for r in replies(tiny_ws)} == {"TX01"}
-    # The report now sees no answer for TX02 (counted as missing), not the answers given to the rejected edit.
+    second = json.loads(result.stdout)
+    assert second["run_id"] != first["run_id"] and (second["sent"], second["from_cache"]) == (0, 2)
+    assert {r["pair_id"] for r in replies(tiny_ws, second["run_id"])} == {"TX01"}
+    assert {r["pair_id"] for r in replies(tiny_ws, first["run_id"])} == {"TX01", "TX02"}
+    # The report reads the newer run: no answer for TX02 (counted as missing), not the answers to the rejected edit.
     missing = report(tiny_ws)["missing"]
     assert {(m["pair"], m["condition"]) for m in missing} == {("TX02", "original"), ("TX02", "edit")}
 

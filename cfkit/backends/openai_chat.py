@@ -277,6 +277,10 @@ class OpenAIBackend:
             cost = (usage.get("prompt_tokens", 0) * self.options.price_in
                     + usage.get("completion_tokens", 0) * self.options.price_out) / 1e6
         refusal = getattr(message, "refusal", None)
+        served = {"server_model": getattr(completion, "model", None),
+                  "system_fingerprint": getattr(completion, "system_fingerprint", None)}
         if refusal and not message.content:
-            return Reply(raw=refusal, usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes), refused=True)
-        return Reply(raw=message.content or "", usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes))
+            return Reply(raw=refusal, usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes), refused=True,
+                         **served)
+        return Reply(raw=message.content or "", usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes),
+                     **served)

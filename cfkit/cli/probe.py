@@ -1,8 +1,7 @@
-"""``cfkit probe`` (run, backends) and ``cfkit runs`` (list, show, export)."""
+"""``cfkit probe`` (run, backends); the stored runs are ``cfkit runs`` (:mod:`cfkit.cli.runs`)."""
 
 from __future__ import annotations
 
-import json
 import time
 
 import click
@@ -10,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
-from cfkit.errors import OutputError, UsageError
+from cfkit.errors import UsageError
 
 SUITE_CHOICE = click.Choice(["contextcanvas", "counterfactual", "modality"])
 
@@ -162,110 +161,3 @@ def backends(as_json: bool) -> None:
         table.add_row(i.kind, yes(c.images), pairs if c.images else "", yes(c.json_schema),
                       "API" if c.remote else "local", i.package, options)
     out.print(table)
-
-
-@click.group()
-def runs() -> None:
-    """Stored probe runs: list, show, export."""
-
-
-@runs.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@workspace_option
-def list_(ws, as_json: bool) -> None:
-    """List runs, newest first."""
-    from dataclasses import asdict
-
-    from cfkit.store.runs import list_runs
-    from cfkit.store import open_store
-
-    with open_store(ws.db_path) as store:
-        records = list_runs(store)
-    if as_json:
-        print_json([asdict(r) for r in records])
-        return
-    table = Table(title=f"Runs in {ws.db_path}", title_justify="left")
-    table.add_column("run", no_wrap=True)
-    for column, justify in (("model", "left"), ("suite", "left"), ("status", "left"), ("done", "right"),
-                            ("errors", "right"), ("cost", "right"), ("started (UTC)", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for r in records:
-        table.add_row(r.id, escape(r.model), r.suite, r.status, f"{r.n_done}/{r.n_requests}", str(r.n_errors),
-                      "—" if r.cost_usd is None else f"${r.cost_usd:.4f}", r.started_at[:16].replace("T", " "))
-    out.print(table)
-
-
-@runs.command()
-@click.argument("run_ref", metavar="RUN")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-@workspace_option
-def show(ws, run_ref: str, as_json: bool) -> None:
-    """Show a run: settings, counts per condition, answers and failures.
-
-    RUN is a run id or a unique start of one.
-    """
-    from dataclasses import asdict
-
-    from cfkit.store.runs import breakdown, find_run, unanswered
-    from cfkit.store import open_store
-
-    with open_store(ws.db_path) as store:
-        record = find_run(store, run_ref)
-        counts = breakdown(store, record.id)
-        failures = [{"case": r.case_id, "pair": r.pair_id, "condition": r.condition, "error": r.error or "?",
-                     "detail": r.detail} for r in unanswered(store, record.id)]
-    if as_json:
-        print_json({"run": asdict(record), "conditions": [asdict(c) for c in counts], "failures": failures})
-        return
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold cyan")
-    grid.add_column()
-    for name, value in (("run", record.id), ("model", record.model), ("suite", record.suite),
-                        ("status", record.status), ("replies", f"{record.n_done}/{record.n_requests}"),
-                        ("errors", str(record.n_errors)),
-                        ("cost", "—" if record.cost_usd is None else f"${record.cost_usd:.4f}"),
-                        ("started", record.started_at), ("finished", record.finished_at or "—"),
-                        ("cfkit", record.cfkit_version), ("templates", (record.templates_sha256 or "")[:16]),
-                        ("options", json.dumps(record.options.get("options", {}), sort_keys=True))):
-        grid.add_row(name, escape(str(value)))
-    out.print(grid)
-    table = Table(title="Replies by condition", title_justify="left")
-    for column in ("condition", "replies", "answered", "invalid", "failed", "answers"):
-        table.add_column(column)
-    for c in counts:
-        table.add_row(c.condition, str(c.replies), str(c.answered), str(c.invalid), str(c.transport),
-                      ", ".join(f"{k}: {v}" for k, v in c.answers.items()))
-    out.print(table)
-    for f in failures[:10]:
-        pair = f" {f['pair']}" if f["pair"] else ""
-        out.print(f"[red]{escape(f['error'])}[/] {escape(f['case'])}{escape(pair)} {escape(f['condition'])}: "
-                  f"{escape(f['detail'] or '')}")
-    if len(failures) > 10:
-        out.print(f"… and {len(failures) - 10} more (--json lists all)")
-
-
-@runs.command()
-@click.argument("run_ref", metavar="RUN")
-@click.option("--output", type=click.Path(dir_okay=False), default=None,
-              help="Write to this file instead of stdout (an existing file is refused without --force).")
-@click.option("--force", is_flag=True, help="Replace an existing --output file.")
-@workspace_option
-def export(ws, run_ref: str, output: str | None, force: bool) -> None:
-    """Export a run as predictions JSONL (the input of replay: and 'cfkit report --predictions')."""
-    from pathlib import Path
-
-    from cfkit.files import write_text_atomic
-    from cfkit.predictions import export_run
-    from cfkit.store.runs import find_run
-    from cfkit.store import open_store
-
-    with open_store(ws.db_path) as store:
-        text = export_run(store, find_run(store, run_ref).id)
-    if output is None:
-        click.echo(text, nl=False)
-        return
-    try:
-        write_text_atomic(Path(output), text, overwrite=force)
-    except FileExistsError:
-        raise OutputError(f"{output} already exists; choose another file name or pass --force to replace it.") from None
-    status(f"wrote {output}")

@@ -30,7 +30,7 @@ from cfkit.store import checks, edits, responses, reviews, runs
 from cfkit.store.db import Database, from_json, now, to_json
 
 #: Bumped whenever an owner adds a migration step.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _OWNERS = (edits, checks, reviews, runs, responses)
 SCHEMA = "\n".join(owner.DDL for owner in _OWNERS)
