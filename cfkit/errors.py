@@ -18,6 +18,7 @@ names what failed, the bad value, what is allowed and what to do next.
     │   ├── TemplateError     probe templates
     │   └── PredictionError   predictions JSONL
     ├── CheckFailed           a check ran and did not pass (exit status 1)
+    ├── RunIncomplete         a probe run ended without a reply to every planned request (exit status 1)
     ├── StoreError            the SQLite store
     ├── EditorError           an image editor failed or cannot run here
     │   ├── EditorUnavailable the editor cannot run on this machine
@@ -102,6 +103,12 @@ class PredictionError(InputError):
 
 class CheckFailed(CfkitError):
     """A check ran to completion and found problems."""
+
+    exit_code = 1
+
+
+class RunIncomplete(CfkitError):
+    """A probe run ended with planned requests that have no stored reply (failures, a budget stop, replay gaps)."""
 
     exit_code = 1
 

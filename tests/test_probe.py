@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -217,8 +218,8 @@ def test_transport_failures_are_recorded_and_retried_on_the_next_run(tiny_ws):
 
     with ChatServer(broken_for_t002) as server:
         first = openai_run(tiny_ws, server.url)
-        assert first.exit_code == 0
-        assert "1 request(s) failed after retries" in first.stderr
+        assert first.exit_code == 1
+        assert "1 of 3 planned requests have no reply: 1 failed (HTTP 503" in first.stderr
         assert server.count == 2 + 3  # T001, T003 once; T002 three times (two retries)
         failed = [r for r in replies(tiny_ws) if r["case_id"] == "T002"][0]
         assert failed["answer"] is None and failed["error"] == "transport" and "HTTP 503" in failed["detail"]
@@ -230,6 +231,50 @@ def test_transport_failures_are_recorded_and_retried_on_the_next_run(tiny_ws):
     assert {r["case_id"]: r["answer"] for r in replies(tiny_ws)} == {"T001": "A", "T002": "A", "T003": "C"}
     listed = json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout)
     assert listed[0]["status"] == "done" and listed[0]["n_done"] == 3 and listed[0]["n_errors"] == 0
+
+
+def _dead_url() -> str:
+    """A loopback address nothing listens on."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def _incomplete_runs(ws: Path, tmp_path: Path) -> dict[str, Any]:
+    """A dead endpoint, a budget stop and a replay gap, each run through the CLI: name -> (result, summary)."""
+    results = {"dead": openai_run(ws, _dead_url(), "contextcanvas", "--json", model="openai:dead-model")}
+    with ChatServer(scripted_answer) as server:
+        # 100 prompt tokens at 1000 USD per million: 0.10 USD a request; 0.15 lets one through.
+        results["budget"] = openai_run(ws, server.url, "contextcanvas", "--json", "--max-cost", "0.15",
+                                       "-o", "price_in=1000", "-o", "price_out=0", model="openai:budget-model")
+    partial = tmp_path / "partial.jsonl"
+    partial.write_text(json.dumps({"model": "m", "suite": "contextcanvas", "case": "T003", "condition": "image",
+                                   "answer": "C", "parse": "json"}) + "\n")
+    results["replay"] = run_cli(["-w", str(ws), "probe", "run", "-m", f"replay:{partial}", "-s", "contextcanvas",
+                                 "--json"])
+    return {name: (result, json.loads(result.stdout)) for name, result in results.items()}
+
+
+def test_a_dead_endpoint_a_budget_stop_and_a_replay_gap_each_exit_1_and_say_what_is_missing(tiny_ws, tmp_path):
+    runs_ = _incomplete_runs(tiny_ws, tmp_path)
+    for name, (result, summary) in runs_.items():
+        assert result.exit_code == 1, (name, result.stderr)
+        assert summary["status"] == "incomplete" and summary["missing"] == {"dead": 3, "budget": 2, "replay": 2}[name]
+        error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert len(error) == 1 and "Traceback" not in result.stderr
+        assert f"run {summary['run_id']} is incomplete: {summary['missing']} of 3 planned requests have no reply" \
+            in error[0]
+        assert f"resume with: cfkit -w {tiny_ws} probe run -m " in error[0]
+    dead = runs_["dead"][0].stderr
+    assert "3 failed (APIConnectionError from http://127.0.0.1:" in dead and "after 3 attempts" in dead
+    budget = runs_["budget"][0].stderr
+    assert "2 not sent (--max-cost 0.15 USD would be exceeded" in budget
+    assert budget.rstrip().endswith("--max-cost 0.25")  # 0.10 a request x 2 left x 1.25
+    replay = runs_["replay"][0].stderr
+    assert "2 failed (replay:" in replay and "has no contextcanvas prediction for case T001" in replay
 
 
 def test_a_run_is_identified_by_everything_that_changes_an_answer(tiny_ws):
@@ -409,7 +454,7 @@ def test_max_cost_stops_before_the_budget_is_exceeded(tiny_ws):
         # 100 prompt tokens at 1000 USD per million: 0.10 USD a request.
         priced = openai_run(tiny_ws, server.url, "contextcanvas", "--max-cost", "0.25", "--json",
                             "-o", "price_in=1000", "-o", "price_out=0")
-    assert priced.exit_code == 0, priced.stderr
+    assert priced.exit_code == 1, priced.stderr
     summary = json.loads(priced.stdout)
     assert server.count == 2 and summary["cost_usd"] == pytest.approx(0.2)
     assert summary["status"] == "incomplete" and "--max-cost 0.25" in summary["stopped"]
@@ -603,7 +648,7 @@ def test_replay_refuses_ambiguous_files_and_reports_gaps(tiny_ws, tmp_path):
     assert refused.exit_code == 2 and "holds 2 models (m1, m2); choose one with -o model=NAME" in refused.stderr
     partial = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", f"replay:{two_models}", "-s", "contextcanvas",
                        "-o", "model=m2", "--json"])
-    assert partial.exit_code == 0, partial.stderr
+    assert partial.exit_code == 1, partial.stderr
     summary = json.loads(partial.stdout)
     assert (summary["sent"], summary["errors"], summary["status"]) == (3, 2, "incomplete")
     stored = {r["case_id"]: r for r in replies(tiny_ws, summary["run_id"])}

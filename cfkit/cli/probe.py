@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
-from cfkit.errors import UsageError
+from cfkit.errors import RunIncomplete, UsageError
 
 SUITE_CHOICE = click.Choice(["contextcanvas", "counterfactual", "modality"])
 
@@ -69,6 +69,47 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
                               max_cost=max_cost, max_tokens=max_tokens, accepted_only=accepted_only,
                               on_progress=bar.update)
     _render_summary(summary, as_json)
+    if summary.missing:
+        again = [("-m", model), ("-s", suite), *(("-o", pair) for pair in pairs), ("--base-url", base_url),
+                 ("--api-key-env", api_key_env), ("-j", concurrency), ("--max-tokens", max_tokens),
+                 ("--accepted-only", accepted_only), ("--max-cost", _resume_budget(summary, max_cost))]
+        raise RunIncomplete(_incomplete_line(summary, _command_line(ws, again)))
+
+
+def _command_line(ws, flags: list[tuple[str, object]]) -> str:
+    """The ``cfkit probe run`` command with these flags (None and False left out), quoted for a POSIX shell."""
+    import shlex
+
+    words = ["cfkit", "-w", str(ws.root), "probe", "run"]
+    for flag, value in flags:
+        if value is None or value is False:
+            continue
+        words += [flag] if value is True else [flag, str(value)]
+    return shlex.join(words)
+
+
+def _resume_budget(summary, max_cost: float | None) -> float | None:
+    """A --max-cost for the rest of a run a budget stopped: the mean cost of this invocation's requests, times
+    those not sent, plus a quarter; the same limit when nothing was spent to learn from."""
+    if max_cost is None or not summary.stopped or not summary.sent or not summary.cost_usd:
+        return max_cost
+    import math
+
+    per_request = summary.cost_usd / summary.sent
+    cents = math.ceil(round(per_request * summary.missing * 1.25 * 100, 6))  # up to the next cent
+    return max(cents / 100, max_cost)
+
+
+def _incomplete_line(summary, command: str) -> str:
+    """One line: how many planned requests have no reply, why, and the command that resumes the run."""
+    why = []
+    if summary.failed:
+        why.append(f"{summary.failed} failed ({(summary.first_failure or 'no detail').rstrip('.')})")
+    if summary.not_sent:
+        why.append(f"{summary.not_sent} not sent ({summary.stopped or 'the run stopped before sending them'})")
+    return (f"run {summary.run_id} is incomplete: {summary.missing} of {summary.total} planned requests have no "
+            f"reply: {'; '.join(why)}. Reports count them wrong and list them. 'cfkit runs show {summary.run_id}' "
+            f"lists each one; resume with: {command}")
 
 
 class _ProgressBar:
@@ -109,7 +150,7 @@ def _render_summary(summary, as_json: bool) -> None:
     from dataclasses import asdict
 
     if as_json:
-        print_json(asdict(summary))
+        print_json(asdict(summary) | {"missing": summary.missing})
     else:
         out.print(summary.run_id)
         cost = "" if summary.cost_usd is None else f", ${summary.cost_usd:.4f}"
@@ -122,11 +163,6 @@ def _render_summary(summary, as_json: bool) -> None:
         warn(f"{len(summary.skipped)} pair(s) skipped:")
         for skip in summary.skipped:
             err.print(f"  {escape(skip.pair_id)}: {escape(skip.reason)}")
-    if summary.stopped:
-        warn(f"stopped early: {summary.stopped}")
-    if summary.errors:
-        warn(f"{summary.errors} request(s) failed after retries; run the same command again to retry them "
-             f"('cfkit runs show {summary.run_id}' has the messages).")
 
 
 @probe.command("backends")
