@@ -419,7 +419,7 @@ def test_replay_of_an_exported_run_reproduces_its_report(tiny_ws, tmp_path):
         result = run_cli(["-w", str(replay_ws), "probe", "run", "-m", f"replay:{path}", "-s", suite])
         assert result.exit_code == 0, result.stderr
     replayed = report(replay_ws)
-    strip = lambda rows: [{k: v for k, v in row.items() if k != "model"} for row in rows]  # noqa: E731
+    strip = lambda rows: [{k: v for k, v in row.items() if k not in ("model", "runs")} for row in rows]  # noqa: E731
     for section in ("contextcanvas", "modality"):
         assert strip(replayed[section]) == strip(original[section])
     assert original["modality"][0]["accuracy"]["text"] == 0.0  # the ambiguous replies count as wrong
@@ -464,7 +464,7 @@ def _accepted_edit(ws_root: Path, spec_id: str = "TX01", edit_id: int = 1) -> Pa
     """Record an accepted edit the way the editors task stores one (files under edits/, rows in the store)."""
     edited = gradient_image(96, 64, 8 + edit_id)
     path = ws_root / ".cfkit" / "edits" / spec_id / f"{edit_id}-composite.png"
-    path.parent.mkdir(parents=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(edited).save(path)
     Image.fromarray(edited).save(path.with_name(f"{edit_id}-raw.png"))
     with Store(ws_root / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
@@ -494,6 +494,37 @@ def test_counterfactual_pairs_without_edits_are_reported_then_run_with_the_edit(
     row = report(tiny_ws)["counterfactual"][0]
     # Both sides answered A (Yes): the original (gold No) is wrong, the edit (gold Yes) right: stuck on the edit.
     assert (row["n_pairs"], row["orig_acc"], row["edit_acc"], row["stuck_edit"]) == (1, 0.0, 100.0, 1)
+
+
+def test_exported_edit_answers_carry_the_edit_id_and_image_hash_and_a_re_edit_makes_them_stale(tiny_ws, tmp_path):
+    import hashlib
+
+    edited = _accepted_edit(tiny_ws, "TX01", 1)
+    result = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s", "counterfactual",
+                      "--json"])
+    run_id = json.loads(result.stdout)["run_id"]
+    exported = [json.loads(x) for x in run_cli(["-w", str(tiny_ws), "runs", "export", run_id]).stdout.splitlines()]
+    by_condition = {r["condition"]: r for r in exported}
+    assert by_condition["edit"]["edit_id"] == 1
+    assert by_condition["edit"]["image_sha256"] == hashlib.sha256(edited.read_bytes()).hexdigest()
+    assert "edit_id" not in by_condition["original"]
+    assert report(tiny_ws)["counterfactual"][0]["edit_acc"] == 100.0
+    # A re-edit that a person accepts becomes the pair's edit: the stored answer was about edit #1.
+    _accepted_edit(tiny_ws, "TX01", 2)
+    data = report(tiny_ws)
+    [stale] = data["missing"]
+    assert (stale["condition"], stale["reason"]) == ("edit", "stale")
+    assert "answered about edit #1; the pair's selected edit is now #2" in stale["detail"]
+    row = data["counterfactual"][0]
+    assert row["edit_acc"] == 0.0 and row["incomplete"] is True  # counted wrong, never credited to edit #2
+    # The exported file, reported in this workspace, is checked the same way.
+    path = tmp_path / "preds.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in exported))
+    assert [m["reason"] for m in report(tiny_ws, "--predictions", str(path))["missing"]] == ["stale"]
+    # Asking again answers about edit #2: a new run, nothing stale.
+    again = json.loads(run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s",
+                                "counterfactual", "--json"]).stdout)
+    assert again["run_id"] != run_id and report(tiny_ws)["missing"] == []
 
 
 def test_cli_errors_are_one_line_with_exit_2(tiny_ws):

@@ -167,8 +167,10 @@ class Backend(Protocol):
     cache_identity: dict[str, Any]  # settings that change answers (e.g. the server URL); part of the cache key
     # Optional: ``endpoint`` (the resolved server URL, credentials redacted) and ``versions``
     # (library name -> version of what answers: openai, transformers, torch …) are recorded with a run.
-    # Optional class attributes: ``requires`` (modules the backend imports, checked before a run opens)
-    # and ``extra`` (the cfkit extra that installs them, named in the install command).
+    # Optional class attributes: ``requires`` (modules the backend imports, checked before a run opens),
+    # ``extra`` (the cfkit extra that installs them, named in the install command) and ``derived_identity``
+    # (keys of cache_identity that follow from the suite's cases, not from a setting; a run's settings leave
+    # them out, its cache keys keep them).
 
     def answer(self, request: ProbeRequest) -> Reply: ...
 

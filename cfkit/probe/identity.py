@@ -57,21 +57,31 @@ def run_settings(backend: Backend, generation: Generation, protocol: str | None 
     """The settings a run records and that decide whether two runs may be reported as one model.
 
     Backend kind, model, the resolved endpoint (``backend.endpoint`` when the
-    backend has one), the generation settings, the answer-changing options and
-    the protocol preset. Inputs (cases, captions, edits) are not settings: a
-    newer run with the same settings supersedes an older one.
+    backend has one), the generation settings, the answer-changing options (less
+    the entries a backend marks ``derived_identity``: they follow from the
+    suite's cases) and the protocol preset. Inputs (cases, captions, edits) are
+    not settings: a newer run with the same settings supersedes an older one.
     """
+    derived = set(getattr(backend, "derived_identity", ()))
+    identity = {k: v for k, v in backend.cache_identity.items() if k not in derived}
     return {"backend": backend.kind, "model": backend.model, "endpoint": getattr(backend, "endpoint", None),
-            "generation": asdict(generation), "identity": backend.cache_identity, "protocol": protocol}
+            "generation": asdict(generation), "identity": identity, "protocol": protocol}
 
 
 def settings_sha256(settings: Mapping[str, Any]) -> str:
     return _sha256(dict(settings))
 
 
-def requests_sha256(keys: Mapping[tuple[str, str, str], str]) -> str:
-    """A digest over every planned request: its place in the suite and its cache key."""
-    return _sha256(sorted([list(place), key] for place, key in keys.items()))
+def requests_sha256(keys: Mapping[tuple[str, str, str], str],
+                    shown: Mapping[tuple[str, str, str], tuple[int | None, str | None]] | None = None) -> str:
+    """A digest over every planned request: its place in the suite, its cache key, and what it is about.
+
+    ``shown`` maps a place to (edit id, image SHA-256) of the question: a
+    backend that takes no images sends the same request for a new edit, yet
+    its answers are about that edit, so a new edit still makes a new run.
+    """
+    shown = shown or {}
+    return _sha256(sorted([list(place), key, list(shown.get(place, (None, None)))] for place, key in keys.items()))
 
 
 def run_id_for(backend: Backend, suite: str, settings_digest: str, requests_digest: str) -> str:

@@ -12,6 +12,7 @@ read).
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,8 +70,6 @@ class Selection:
         recorded: dict[str, Any] = {"limit": self.limit, "accepted_only": self.accepted_only,
                                     "reviewed_only": self.reviewed_only, "cases": None}
         if self.cases is not None:
-            import hashlib
-
             data = self.cases.read_bytes() if self.cases.is_file() else b""
             recorded["cases"] = {"path": str(self.cases), "sha256": hashlib.sha256(data).hexdigest()}
         return recorded
@@ -85,6 +84,7 @@ class ProbeItem:
     condition: str
     request: ProbeRequest
     edit_id: int | None = None
+    image_sha256: str | None = None  # of the one image file the question shows (sent or not: the backend decides)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -132,6 +132,7 @@ class _RequestBuilder:
         self.generation = generation
         self.templates = load_templates(ws)
         self._image_cache: dict[Path, ImageData] = {}  # cases often share an image file
+        self._sha_cache: dict[Path, str] = {}
 
     def item(self, case: Case, condition: str, *, pair_id: str = "", images: list[Path] | None = None,
              caption=None, edit_id: int | None = None) -> ProbeItem:
@@ -148,7 +149,14 @@ class _RequestBuilder:
             meta=RequestMeta(suite=self.suite, case_id=case.id, pair_id=pair_id, condition=condition,
                              yes_option=case.yes_option),
         )
-        return ProbeItem(case=case, pair_id=pair_id, condition=condition, request=request, edit_id=edit_id)
+        shown = list(prompt.images)
+        return ProbeItem(case=case, pair_id=pair_id, condition=condition, request=request, edit_id=edit_id,
+                         image_sha256=self._file_sha256(shown[0]) if len(shown) == 1 else None)
+
+    def _file_sha256(self, path: Path) -> str:
+        if path not in self._sha_cache:
+            self._sha_cache[path] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return self._sha_cache[path]
 
     def _images(self, paths: list[Path]) -> tuple[ImageData, ...]:
         if not paths or not self.capabilities.images:

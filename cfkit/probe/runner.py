@@ -26,7 +26,6 @@ and image it was about and the model id and build the server reported.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -140,7 +139,9 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
     keys = {item.key: cache_key(backend, item.request) for item in plan.items}
     settings = run_settings(backend, plan.generation, protocol)
     recorded = RunSettings(settings=settings, settings_sha256=settings_sha256(settings),
-                           requests_sha256=requests_sha256(keys), endpoint=getattr(backend, "endpoint", None),
+                           requests_sha256=requests_sha256(keys, {i.key: (i.edit_id, i.image_sha256)
+                                                                  for i in plan.items}),
+                           endpoint=getattr(backend, "endpoint", None),
                            versions=library_versions(backend), protocol=protocol,
                            selection=plan.selection.as_dict())
     run_id = run_id_for(backend, plan.suite, recorded.settings_sha256, recorded.requests_sha256)
@@ -334,10 +335,9 @@ def read_reply(reply: Reply, case: Case) -> ReplyFields:
 
 
 def _provenance(item: ProbeItem, reply: Reply | None) -> ReplyProvenance:
-    images = item.request.images
     return ReplyProvenance(
         edit_id=item.edit_id,
-        image_sha256=hashlib.sha256(images[0].data).hexdigest() if len(images) == 1 else None,
+        image_sha256=item.image_sha256,
         server_model=reply.server_model if reply is not None else None,
         system_fingerprint=reply.system_fingerprint if reply is not None else None,
     )

@@ -65,7 +65,7 @@ CREATE TABLE IF NOT EXISTS replies (
     created_at  TEXT NOT NULL,
     cost_usd    REAL,                              -- what this reply cost, when prices are known
     edit_id     INTEGER,                           -- the edit an 'edit' question showed
-    image_sha256 TEXT,                             -- SHA-256 of the one image sent, as sent
+    image_sha256 TEXT,                             -- SHA-256 of the one image file the question shows
     server_model TEXT,                             -- the model id the server said answered
     system_fingerprint TEXT,                       -- the server's build fingerprint, when it gives one
     PRIMARY KEY (run_id, case_id, pair_id, condition)
@@ -118,6 +118,11 @@ class RunRecord:
     def complete(self) -> bool:
         """Every planned request has a stored reply (the run ended 'done', with no transport failure left)."""
         return self.status == "done" and self.n_done == self.n_requests and self.n_errors == 0
+
+    @property
+    def last_active(self) -> str:
+        """When an invocation of the run last ended (or, while one runs, when the run began)."""
+        return self.finished_at or self.started_at
 
     @property
     def subset(self) -> bool:
@@ -272,8 +277,8 @@ def get_run(store: Database, run_id: str) -> RunRecord | None:
 
 
 def list_runs(store: Database) -> list[RunRecord]:
-    """Every run, newest first."""
-    return [_run(r) for r in store.query("SELECT * FROM runs ORDER BY started_at DESC, id")]
+    """Every run, newest first (runs started in the same second: the one recorded last first)."""
+    return [_run(r) for r in store.query("SELECT * FROM runs ORDER BY started_at DESC, rowid DESC")]
 
 
 def find_run(store: Database, ref: str) -> RunRecord:
