@@ -254,3 +254,17 @@ def test_options_are_checked():
         load_backend("hf:x", {"image_fit": "crop"})
     with pytest.raises(InputError, match="no option 'max_new_tokens'"):
         load_backend("hf:x", {"max_new_tokens": "5"})
+
+
+def test_the_paper_protocol_on_a_local_model_decodes_256_tokens_at_448_pixels(tiny_vlm, tiny_ws):
+    result = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", f"hf:{tiny_vlm}", "-s", "contextcanvas", "--limit",
+                      "1", "--protocol", "paper", "-o", "device=cpu", "--json"])
+    assert result.exit_code == 0, result.stderr
+    run_id = json.loads(result.stdout)["run_id"]
+    run = json.loads(run_cli(["-w", str(tiny_ws), "runs", "show", run_id, "--json"]).stdout)["run"]
+    assert run["settings"]["generation"] == {"temperature": 0.0, "max_tokens": 256}
+    assert run["options"]["options"]["image_size"] == 448 and run["protocol"] == "paper"
+    assert run["notes"]["protocol"]["not_applicable"] == []  # the local preset's one option, image_size, applies
+    conflict = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", f"hf:{tiny_vlm}", "-s", "contextcanvas",
+                        "--protocol", "paper", "--max-tokens", "64"])
+    assert conflict.exit_code == 2 and "sets --max-tokens 256" in conflict.stderr

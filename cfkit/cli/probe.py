@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import click
 from rich.markup import escape
@@ -29,27 +30,48 @@ def probe() -> None:
 @click.option("--base-url", default=None, metavar="URL", help="OpenAI-compatible server (openai backend).")
 @click.option("--api-key-env", default=None, metavar="NAME",
               help="Environment variable holding the key for --base-url (openai backend).")
-@click.option("-j", "--concurrency", type=int, default=None,
+@click.option("-j", "--concurrency", type=click.IntRange(min=1), default=None,
               help="Requests in flight (default: [probe] concurrency for APIs, 1 for local models).")
 @click.option("--max-cost", type=float, default=None, metavar="USD",
-              help="Stop before spending more than this (needs -o price_in=… -o price_out=…).")
-@click.option("--max-tokens", type=click.IntRange(1, 65536), default=512, show_default=True,
-              help="Longest reply, in tokens.")
+              help="Stop before spending more than this (prices: -o price_in=… -o price_out=…, cfkit.toml "
+                   "[probe.prices], or cfkit's built-in estimate for OpenAI's own API).")
+@click.option("--max-tokens", type=click.IntRange(1, 65536), default=None,
+              help="Longest reply, in tokens (default 512; the preset's with --protocol paper).")
+@click.option("--protocol", type=click.Choice(["default", "paper"]), default=None,
+              help="Settings preset (default: [probe] protocol). paper: the AesCanvas supplement's: temperature 0, "
+                   "180 s timeout, 3 retries, 4 at once and its token limits for APIs; greedy, 256 tokens, 448 px "
+                   "for local models.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="A smoke test: only the first N cases (pairs for counterfactual), as a run of its own.")
+@click.option("--cases", "cases_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="FILE", help="Only these cases (one id a line; a pair is kept when its case is listed), as a "
+                                   "run of its own.")
 @click.option("--accepted-only", is_flag=True, help="Counterfactual: use only edits a person accepted.")
-@click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
+@click.option("--reviewed-only", is_flag=True,
+              help="Modality: leave out cases whose caption is a model's draft no person has reviewed.")
+@click.option("--dry-run", is_flag=True,
+              help="Check everything and print the plan: requests, images, approximate tokens, estimated cost. "
+                   "Nothing is sent or written.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run summary (or the plan) as JSON.")
 @workspace_option
-def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, max_tokens, accepted_only,
-        as_json) -> None:
+def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, max_tokens, protocol, limit,
+        cases_file, accepted_only, reviewed_only, dry_run, as_json) -> None:
     """Run MODEL on SUITE; a rerun sends only what is missing.
+
+    Exit status: 0 when every planned request has a stored reply, 1 when the
+    run ended incomplete (the last line says what is missing and how to
+    resume), 2 for bad input or a backend that cannot run here.
 
     \b
     Examples:
-      cfkit probe run -m openai:gpt-5.5 -s counterfactual
+      cfkit probe run -m openai:gpt-5.5 -s counterfactual --dry-run
+      cfkit probe run -m openai:gpt-5.5 -s contextcanvas --limit 5          a smoke test first
+      cfkit probe run -m openai:gpt-5.5 -s contextcanvas --protocol paper --max-tokens 800 --max-cost 20
       cfkit probe run -m openai:Qwen/Qwen3-VL-8B-Instruct --base-url http://localhost:8000/v1 -s modality
       cfkit probe run -m baseline:majority -s contextcanvas
     """
     from cfkit.options import parse_option_pairs
-    from cfkit.probe import probe_suite
+    from cfkit.probe import Selection, preview_run, probe_suite
     from cfkit.store import open_store
 
     model = model or ws.config.probe.model
@@ -64,16 +86,42 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
             if key in options:
                 raise UsageError(f"{flag} and -o {key}=… both given; keep one.")
             options[key] = value
+    for flag, value, wanted in (("--accepted-only", accepted_only, "counterfactual"),
+                                ("--reviewed-only", reviewed_only, "modality")):
+        if value and suite != wanted:
+            raise UsageError(f"{flag} is for the {wanted} suite, not {suite}.")
+    selection = Selection(limit=limit, cases=cases_file, accepted_only=accepted_only, reviewed_only=reviewed_only)
+    settings = dict(options=options, concurrency=concurrency, max_tokens=max_tokens, protocol=protocol,
+                    selection=selection)
+    if dry_run:
+        if ws.db_path.is_file():
+            with open_store(ws.db_path) as store:
+                preview = preview_run(ws, store, model, suite, **settings)
+        else:  # a dry run never creates the store
+            preview = preview_run(ws, None, model, suite, **settings)
+        from cfkit.cli.probe_plan import render_preview
+
+        render_preview(preview, max_cost, as_json)
+        return
     with open_store(ws.db_path) as store, _ProgressBar(suite) as bar:
-        summary = probe_suite(ws, store, model, suite, options=options, concurrency=concurrency,
-                              max_cost=max_cost, max_tokens=max_tokens, accepted_only=accepted_only,
-                              on_progress=bar.update)
+        summary = probe_suite(ws, store, model, suite, max_cost=max_cost, on_progress=bar.update,
+                              on_plan=_warn_unreviewed, **settings)
     _render_summary(summary, as_json)
     if summary.missing:
         again = [("-m", model), ("-s", suite), *(("-o", pair) for pair in pairs), ("--base-url", base_url),
                  ("--api-key-env", api_key_env), ("-j", concurrency), ("--max-tokens", max_tokens),
-                 ("--accepted-only", accepted_only), ("--max-cost", _resume_budget(summary, max_cost))]
+                 ("--protocol", protocol), ("--limit", limit), ("--cases", cases_file),
+                 ("--accepted-only", accepted_only), ("--reviewed-only", reviewed_only),
+                 ("--max-cost", _resume_budget(summary, max_cost))]
         raise RunIncomplete(_incomplete_line(summary, _command_line(ws, again)))
+
+
+def _warn_unreviewed(plan) -> None:
+    """Before anything is sent: how many questions rest on inputs no person has reviewed."""
+    from cfkit.cli.probe_plan import unreviewed_lines
+
+    for line in unreviewed_lines(plan):
+        warn(line)
 
 
 def _command_line(ws, flags: list[tuple[str, object]]) -> str:

@@ -57,7 +57,7 @@ class Selection:
     other filters; ``cases``: a subset file of case ids (a counterfactual pair
     is kept when its case is listed); ``accepted_only``: counterfactual pairs
     whose edit a person accepted; ``reviewed_only``: modality cases whose
-    caption a person has reviewed.
+    caption is not an unreviewed draft (a person wrote or reviewed it).
     """
 
     limit: int | None = None
@@ -110,8 +110,8 @@ class ProbePlan:
     gold_labels: Counter  # for baseline:majority; "yes"/"no" for two-option cases, else the option id
     generation: Generation = Generation()
     selection: Selection = Selection()
-    unreviewed: tuple[str, ...] = ()  # pairs asked with an edit no person accepted; cases asked with a drafted,
-    #                                   unreviewed caption
+    unreviewed: tuple[str, ...] = ()  # pairs asked with an edit no person accepted; cases asked with a caption a
+    #                                   model drafted and no person reviewed
     left_out: tuple[str, ...] = field(default=())  # units of the suite the selection left out
 
 
@@ -172,6 +172,11 @@ class _RequestBuilder:
         return self._image_cache[path]
 
 
+def unreviewed_draft(caption) -> bool:
+    """A caption a model drafted and no person has reviewed yet (what the caption lint warns about)."""
+    return caption.drafted and not caption.reviewed
+
+
 def suite_case_ids(ws: Workspace, suite: str, cases: CaseSet) -> list[str]:
     """The cases a contextcanvas or modality run asks about, before any selection, in order."""
     if suite == "modality":
@@ -199,7 +204,7 @@ def select_case_ids(ws: Workspace, suite: str, cases: CaseSet, selection: Select
         keep = set(wanted)
         ids = [c for c in ids if c in keep]
     if selection.reviewed_only and suite == "modality":
-        ids = [c for c in ids if load_caption(ws, c).reviewed]
+        ids = [c for c in ids if not unreviewed_draft(load_caption(ws, c))]
     if selection.limit is not None:
         ids = ids[: selection.limit]
     chosen = set(ids)
@@ -237,7 +242,7 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
         for case in (cases.get(c) for c in case_ids):
             gold[gold_label(case, case.gold)] += 1
             caption = load_caption(ws, case.id)  # read once for the neutral and evidence conditions
-            if not caption.reviewed:
+            if unreviewed_draft(caption):
                 unreviewed.append(case.id)
             for condition in SUITE_CONDITIONS["modality"]:
                 items.append(builder.item(case, condition, caption=caption))

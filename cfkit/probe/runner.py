@@ -136,15 +136,7 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
                          "cfkit.toml [probe.prices].")
 
     # 2. Open (or continue) the run: its id covers the settings and every request.
-    keys = {item.key: cache_key(backend, item.request) for item in plan.items}
-    settings = run_settings(backend, plan.generation, protocol)
-    recorded = RunSettings(settings=settings, settings_sha256=settings_sha256(settings),
-                           requests_sha256=requests_sha256(keys, {i.key: (i.edit_id, i.image_sha256)
-                                                                  for i in plan.items}),
-                           endpoint=getattr(backend, "endpoint", None),
-                           versions=library_versions(backend), protocol=protocol,
-                           selection=plan.selection.as_dict())
-    run_id = run_id_for(backend, plan.suite, recorded.settings_sha256, recorded.requests_sha256)
+    run_id, keys, recorded = run_identity(backend, plan, protocol)
     previous = runs.get_run(store, run_id)
     _open_run(store, run_id, backend, plan, recorded, notes or {})
     run_notes: set[str] = set()
@@ -205,6 +197,18 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
         first_failure=counts["first_failure"], unreviewed=plan.unreviewed, endpoint=recorded.endpoint,
         protocol=protocol,
     )
+
+
+def run_identity(backend: Backend, plan: ProbePlan,
+                 protocol: str | None = None) -> tuple[str, dict[tuple[str, str, str], str], RunSettings]:
+    """(run id, cache key of each request, what the run records) of ``plan`` on ``backend``."""
+    keys = {item.key: cache_key(backend, item.request) for item in plan.items}
+    settings = run_settings(backend, plan.generation, protocol)
+    shown = {item.key: (item.edit_id, item.image_sha256) for item in plan.items}
+    recorded = RunSettings(settings=settings, settings_sha256=settings_sha256(settings),
+                           requests_sha256=requests_sha256(keys, shown), endpoint=getattr(backend, "endpoint", None),
+                           versions=library_versions(backend), protocol=protocol, selection=plan.selection.as_dict())
+    return run_id_for(backend, plan.suite, recorded.settings_sha256, recorded.requests_sha256), keys, recorded
 
 
 class _Sender:
