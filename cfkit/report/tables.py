@@ -140,7 +140,8 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
 def _notes(report: Report, suite: str) -> str:
     """The report's coverage notes about ``suite``, for the caption beside the published rows."""
     rests = [n[len(suite) + 2:] for n in report.notes if n.startswith(f"{suite}: ")]
-    return "".join(f" {rest[:1].upper()}{rest[1:]}" for rest in rests)
+    # A sentence that opens with a model name keeps the name as it is written.
+    return "".join(" " + ("T" + rest[1:] if rest.startswith("the ") else rest) for rest in rests)
 
 
 def _caption(table: str, reference: bool) -> str:
