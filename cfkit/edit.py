@@ -96,6 +96,23 @@ class EditOutcome:
     def engine(self) -> str | None:
         return next((a.engine for a in self.attempts if a.outcome == "used"), None)
 
+    def check_failures(self) -> dict[int, list[str]]:
+        """Edit id -> why its own check did not pass, for every new edit whose composite failed or went unchecked.
+
+        The composite's check is the one that decides whether an edit can stand
+        for its spec (:func:`cfkit.store.edits.selected`); an edit with no check
+        at all (the check could not run) is listed with the reason it could not.
+        """
+        failures: dict[int, list[str]] = {}
+        for record in self.records:
+            results = self.checks.get(record.id, [])
+            result = next((r for r in results if r.variant == "composite"), results[0] if results else None)
+            if result is None:
+                failures[record.id] = [f"not checked ({self.check_error})" if self.check_error else "not checked"]
+            elif result.verdict != "pass":
+                failures[record.id] = list(result.reasons) or [f"verdict {result.label}"]
+        return failures
+
 
 @dataclass
 class _Prepared:

@@ -20,6 +20,7 @@ names what failed, the bad value, what is allowed and what to do next.
     │   └── LabelError        audit labels files (JSONL, CSV) given to 'cfkit audit import'
     ├── CheckFailed           a check ran and did not pass (exit status 1)
     ├── Incomplete            the work a command needs is not finished yet (exit status 1)
+    ├── RunIncomplete         a probe run ended without a reply to every planned request (exit status 1)
     ├── StoreError            the SQLite store
     ├── WeightsError          model weights could not be downloaded or did not verify
     ├── EditorError           an image editor failed or cannot run here
@@ -115,6 +116,10 @@ class CheckFailed(CfkitError):
 
 class Incomplete(CfkitError):
     """What the command needs is not finished yet (labels still to give, disagreements to resolve); nothing was lost."""
+
+
+class RunIncomplete(CfkitError):
+    """A probe run ended with planned requests that have no stored reply (failures, a budget stop, replay gaps)."""
 
     exit_code = 1
 

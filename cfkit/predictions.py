@@ -3,6 +3,10 @@
 The format is the "Predictions" record of docs/formats.md: the input of ``replay:`` and
 ``cfkit report --predictions`` and the output of ``cfkit runs export``.
 Loading checks every line and names the file and line of the first problem.
+An ``edit`` answer carries the id of the edit it was given on and the SHA-256
+of the image sent (an addition of the second version; older files without
+them still load), so an answer about an edit that is no longer the pair's
+selected one can be told apart.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+#: Fields written only where they have a value (so lines of other conditions are unchanged).
+OPTIONAL_FIELDS = ("edit_id", "image_sha256")
 
 from cfkit.cases import CaseSet
 from cfkit.errors import PredictionError, describe_validation
@@ -38,6 +45,8 @@ class Prediction(BaseModel):
     raw: str | None = None
     reason: str | None = None
     confidence: str | None = None
+    edit_id: int | None = Field(None, ge=1)  # counterfactual 'edit' answers: the edit the model was shown
+    image_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")  # … and the SHA-256 of the image sent
 
     @field_validator("parse")
     @classmethod
@@ -59,6 +68,11 @@ class Prediction(BaseModel):
             raise ValueError(f"'pair' is only for the counterfactual suite; remove it from this {self.suite} line")
         if self.answer is not None and self.error is not None:
             raise ValueError(f"answer '{self.answer}' comes with error '{self.error}'; an answer has no error")
+        if self.condition != "edit" or self.suite != "counterfactual":
+            for name in OPTIONAL_FIELDS:
+                if getattr(self, name) is not None:
+                    raise ValueError(f"'{name}' is only for counterfactual 'edit' answers; remove it from this "
+                                     f"{self.suite} {self.condition} line")
         return self
 
     @property
@@ -171,9 +185,18 @@ def load_predictions(
     return out
 
 
+def _record(pred: Prediction) -> dict:
+    record = pred.model_dump(mode="json")
+    for name in OPTIONAL_FIELDS:
+        if record[name] is None:
+            del record[name]
+    return record
+
+
 def dump_predictions(preds: Iterable[Prediction]) -> str:
-    """JSONL text, one record a line, fields in the documented order, nulls kept."""
-    return "".join(json.dumps(p.model_dump(mode="json"), ensure_ascii=False) + "\n" for p in preds)
+    """JSONL text, one record a line, fields in the documented order, nulls kept (``edit_id`` and
+    ``image_sha256`` only where they have a value)."""
+    return "".join(json.dumps(_record(p), ensure_ascii=False) + "\n" for p in preds)
 
 
 def predictions_from_store(store: Store, run_ids: Sequence[str] | None = None) -> list[Prediction]:
@@ -190,10 +213,12 @@ def predictions_from_store(store: Store, run_ids: Sequence[str] | None = None) -
             raise PredictionError(f"no run '{run_id}' in store {store.path}. See 'cfkit runs list'.")
         for r in runs.replies(store, run_id):
             try:
+                is_edit = run.suite == "counterfactual" and r.condition == "edit"
                 out.append(Prediction(
                     model=run.model, suite=run.suite, case=r.case_id, pair=r.pair_id or None,
                     condition=r.condition, answer=r.answer, parse=r.parse, error=r.error,
                     raw=r.raw, reason=r.reason, confidence=r.confidence,
+                    edit_id=r.edit_id if is_edit else None, image_sha256=r.image_sha256 if is_edit else None,
                 ))
             except ValidationError as exc:
                 raise PredictionError(

@@ -11,7 +11,7 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -46,10 +46,17 @@ class EditConfig(_Section):
     engines: dict[str, dict[str, Any]] = Field(default_factory=dict)  # [edit.engines.NAME]: that engine's options
 
 
+class PriceConfig(_Section):
+    input: float = Field(ge=0, description="USD per million input tokens")
+    output: float = Field(ge=0, description="USD per million output tokens")
+
+
 class ProbeConfig(_Section):
     model: str | None = None
     concurrency: int = Field(4, ge=1)
     modality_subset: str = "modality-100.txt"
+    protocol: Literal["default", "paper"] = "default"  # the preset 'probe run' uses without --protocol
+    prices: dict[str, PriceConfig] = Field(default_factory=dict)  # [probe.prices."KIND:NAME"]: for cost estimates
 
 
 class CheckConfig(_Section):

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
-from conftest import gradient_image, run_cli
+from conftest import REPO, gradient_image, run_cli
 from cfkit.backends import Generation, ImageData, ProbeRequest, RequestMeta, load_backend
 from cfkit.backends.hf_local import fit_square
 from cfkit.errors import BackendUnavailable
@@ -28,6 +33,11 @@ CHAT_TEMPLATE = (
 @pytest.fixture(scope="module")
 def tiny_vlm(tmp_path_factory) -> Path:
     """A two-layer LLaVA (CLIP vision tower + Llama text model) with a word-level tokenizer, saved locally."""
+    return build_tiny_vlm(tmp_path_factory.mktemp("tiny-llava"), seed=0)
+
+
+def build_tiny_vlm(folder: Path, seed: int) -> Path:
+    """The tiny LLaVA of :func:`tiny_vlm`, its weights drawn with ``seed``, saved in ``folder``."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import (
@@ -35,7 +45,6 @@ def tiny_vlm(tmp_path_factory) -> Path:
         LlavaProcessor, PreTrainedTokenizerFast,
     )
 
-    folder = tmp_path_factory.mktemp("tiny-llava")
     vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "<image>": 4}
     for word in ['{"answer":', '"A",', '"B",', '"reason":', '"confidence":', '"low"}', "A", "B", "Yes", "No",
                  "system:", "user:", "assistant:", "Question:", "Options:"]:
@@ -49,7 +58,7 @@ def tiny_vlm(tmp_path_factory) -> Path:
     text = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
                        bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=text, image_token_index=4)
                                   ).save_pretrained(folder)
     processor = LlavaProcessor(
@@ -112,30 +121,119 @@ def test_probe_run_end_to_end_and_a_cached_rerun_does_not_load_the_model(tiny_vl
     assert all(r["raw"] is not None and (r["answer"] is None) == (r["error"] is not None) for r in records)
 
 
-def test_missing_weights_give_backend_unavailable(tiny_vlm, tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    missing = load_backend("hf:nobody/no-such-vlm", {"device": "cpu"})
-    with pytest.raises(BackendUnavailable, match="cannot load 'nobody/no-such-vlm' from the local cache"):
-        missing.answer(request(()))
+def test_missing_weights_give_backend_unavailable_at_construction(tiny_vlm, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # offline or not, nothing is looked up on the hub
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(BackendUnavailable, match=r"'nobody/no-such-vlm' is not in the local Hugging Face cache .*"
+                                                 r"Fetch it first: hf download nobody/no-such-vlm"):
+        load_backend("hf:nobody/no-such-vlm", {"device": "cpu"})
+    with pytest.raises(BackendUnavailable, match="--revision v2"):
+        load_backend("hf:nobody/no-such-vlm", {"revision": "v2"})
+    with pytest.raises(BackendUnavailable, match="folder .* does not exist"):
+        load_backend(f"hf:{tmp_path / 'nowhere'}")
     empty = tmp_path / "empty-model"
     empty.mkdir()
     with pytest.raises(BackendUnavailable, match="has no config.json"):
-        load_backend(f"hf:{empty}", {"device": "cpu"}).answer(request(()))
+        load_backend(f"hf:{empty}", {"device": "cpu"})
     no_weights = tmp_path / "no-weights"
     no_weights.mkdir()
     for path in tiny_vlm.iterdir():
         if not path.name.endswith(".safetensors"):
             (no_weights / path.name).write_bytes(path.read_bytes())
-    with pytest.raises(BackendUnavailable, match="cannot load .* from the folder"):
-        load_backend(f"hf:{no_weights}", {"device": "cpu"}).answer(request(()))
+    with pytest.raises(BackendUnavailable, match="has a config.json but no weight files"):
+        load_backend(f"hf:{no_weights}", {"device": "cpu"})
 
 
-def test_missing_weights_through_the_cli_is_one_line(tiny_ws, tmp_path):
+def test_missing_weights_through_the_cli_is_one_line_and_records_no_run(tiny_ws, tmp_path):
     result = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", f"hf:{tmp_path / 'nothing'}", "-s", "contextcanvas"])
     assert result.exit_code == 2
-    assert "hf backend: cannot load" in result.stderr and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: hf backend: folder") and result.stderr.count("\n") == 1
     listed = json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout)
-    assert listed[0]["status"] == "failed"
+    assert listed == []
+
+
+def test_an_uncached_hub_model_fails_within_seconds_with_no_hub_retries(tiny_ws, tmp_path):
+    # A fresh process without HF_HUB_OFFLINE: before, transformers spent minutes retrying the hub here.
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env["HF_HOME"] = str(tmp_path / "hf-home")
+    env["PYTHONPATH"] = str(REPO)
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "cfkit", "-w", str(tiny_ws), "probe", "run",
+                             "-m", "hf:some/uncached-model", "-s", "contextcanvas"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 2, result.stderr
+    assert elapsed < 20, f"took {elapsed:.1f} s"
+    assert "Retrying" not in result.stderr and "huggingface.co" not in result.stderr
+    assert "'some/uncached-model' is not in the local Hugging Face cache" in result.stderr
+    assert "hf download some/uncached-model" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    listed = run_cli(["-w", str(tiny_ws), "runs", "list", "--json"])
+    assert json.loads(listed.stdout) == []
+
+
+def hub_cache(cache: Path, repo_id: str, folder: Path, commit: str) -> None:
+    """Put ``folder`` into a Hugging Face cache as ``repo_id`` at ``commit`` (blobs, snapshot links, refs/main)."""
+    repo = cache / f"models--{repo_id.replace('/', '--')}"
+    for path in folder.iterdir():
+        data = path.read_bytes()
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)
+        link = repo / "snapshots" / commit / path.name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+
+
+def test_a_hub_id_runs_from_the_local_cache_and_new_weights_under_its_name_are_asked_again(
+        tiny_vlm, tiny_ws, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hub"
+    hub_cache(cache, "org/tiny-vlm", tiny_vlm, "a" * 40)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    args = ["-w", str(tiny_ws), "probe", "run", "-m", "hf:org/tiny-vlm", "-s", "contextcanvas", "--max-tokens",
+            "4", "--json", "-o", "device=cpu"]
+    first = json.loads(run_cli(args).stdout)
+    assert first["sent"] == 3
+    run = json.loads(run_cli(["-w", str(tiny_ws), "runs", "show", first["run_id"], "--json"]).stdout)["run"]
+    identity = run["options"]["identity"]
+    weights = next(p for p in tiny_vlm.iterdir() if p.name.endswith(".safetensors"))
+    assert identity["revision"] == "a" * 40
+    assert identity["weights_sha256"] == {weights.name: hashlib.sha256(weights.read_bytes()).hexdigest()}
+    # Same name, new weights (a new commit on main): a new run, every question asked again, nothing reused.
+    hub_cache(cache, "org/tiny-vlm", build_tiny_vlm(tmp_path / "retrained", seed=1), "b" * 40)
+    second = json.loads(run_cli(args).stdout)
+    assert second["run_id"] != first["run_id"] and (second["sent"], second["from_cache"]) == (3, 0)
+    assert json.loads(run_cli(args).stdout)["sent"] == 0  # and that run is then complete
+
+
+def test_folder_hashes_are_remembered_by_size_and_time(tiny_vlm, tmp_path, monkeypatch):
+    from cfkit.backends import hf_snapshot
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for path in tiny_vlm.iterdir():
+        (folder / path.name).write_bytes(path.read_bytes())
+    memo = tmp_path / "store"
+    memo.mkdir()
+    first = hf_snapshot.find_snapshot(str(folder), memo_dir=memo)
+    assert first.files["config.json"] == hashlib.sha256((folder / "config.json").read_bytes()).hexdigest()
+
+    def no_reading(path):
+        raise AssertionError(f"{path} was hashed again")
+
+    monkeypatch.setattr(hf_snapshot, "_sha256", no_reading)
+    assert hf_snapshot.find_snapshot(str(folder), memo_dir=memo) == first
+    monkeypatch.undo()
+    (folder / "config.json").write_text((folder / "config.json").read_text() + "\n")
+    changed = hf_snapshot.find_snapshot(str(folder), memo_dir=memo)
+    assert changed.files["config.json"] != first.files["config.json"]
+    assert changed.identity()["files_sha256"] != first.identity()["files_sha256"]
 
 
 def test_fit_square_pads_keeping_aspect_or_resizes():
@@ -156,3 +254,17 @@ def test_options_are_checked():
         load_backend("hf:x", {"image_fit": "crop"})
     with pytest.raises(InputError, match="no option 'max_new_tokens'"):
         load_backend("hf:x", {"max_new_tokens": "5"})
+
+
+def test_the_paper_protocol_on_a_local_model_decodes_256_tokens_at_448_pixels(tiny_vlm, tiny_ws):
+    result = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", f"hf:{tiny_vlm}", "-s", "contextcanvas", "--limit",
+                      "1", "--protocol", "paper", "-o", "device=cpu", "--json"])
+    assert result.exit_code == 0, result.stderr
+    run_id = json.loads(result.stdout)["run_id"]
+    run = json.loads(run_cli(["-w", str(tiny_ws), "runs", "show", run_id, "--json"]).stdout)["run"]
+    assert run["settings"]["generation"] == {"temperature": 0.0, "max_tokens": 256}
+    assert run["options"]["options"]["image_size"] == 448 and run["protocol"] == "paper"
+    assert run["notes"]["protocol"]["not_applicable"] == []  # the local preset's one option, image_size, applies
+    conflict = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", f"hf:{tiny_vlm}", "-s", "contextcanvas",
+                        "--protocol", "paper", "--max-tokens", "64"])
+    assert conflict.exit_code == 2 and "sets --max-tokens 256" in conflict.stderr

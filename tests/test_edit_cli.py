@@ -153,11 +153,12 @@ def test_bad_input_is_one_clear_line_and_writes_nothing(tiny_ws: Path, setup, ar
 
 
 def test_file_engine_imports_same_size_and_same_aspect(tiny_ws: Path, tmp_path: Path):
+    # Inverted pictures: a change inside the mask large enough for the edit's own check to pass.
     same = tmp_path / "same.png"
-    Image.fromarray(gradient_image(96, 64, 9)).save(same)
+    Image.fromarray(255 - gradient_image(96, 64, 9)).save(same)
     assert _edit(tiny_ws, "--engine", "file", "--input", str(same)).exit_code == 0
     half = tmp_path / "half.png"
-    Image.fromarray(gradient_image(48, 32, 9)).save(half)
+    Image.fromarray(255 - gradient_image(48, 32, 9)).save(half)
     result = _edit(tiny_ws, "--engine", "file", "--input", str(half))
     assert result.exit_code == 0, result.output
     assert "--input resized from 48x32 to 96x64" in result.stderr
@@ -172,6 +173,34 @@ def test_file_engine_imports_same_size_and_same_aspect(tiny_ws: Path, tmp_path: 
     bad = _edit(tiny_ws, "--engine", "file", "--input", str(square))
     assert bad.exit_code == 2 and "is 64x64 but the source image is 96x64" in bad.stderr
     assert tree_snapshot(tiny_ws) == before
+
+
+def test_an_edit_that_fails_its_own_check_exits_1_without_pointing_to_review_as_if_all_were_well(tiny_ws: Path):
+    # A no-op edit: the file engine given the source image itself changes nothing inside the mask.
+    source = tiny_ws / "data" / "images" / "T001.png"
+    result = _edit(tiny_ws, "--engine", "file", "--input", str(source))
+    assert result.exit_code == 1, result.output
+    assert "TX01 #1  file" in result.stdout and "check: fail" in result.stdout  # the edit is saved and shown
+    assert "did not pass the preservation check (#1: too little change inside the mask" in result.stderr
+    assert "Next: cfkit review" not in result.stderr and "Traceback" not in result.stderr
+    (row,) = _rows(tiny_ws)
+    assert row["status"] == "ok"  # nothing is lost: the edit stays recorded for a person to look at
+    as_json = _edit(tiny_ws, "--engine", "file", "--input", str(source), "--json")
+    assert as_json.exit_code == 1
+    (edit,) = json.loads(as_json.stdout)["edits"]
+    assert edit["check_failed"] is True and "too little change" in edit["check_reasons"][0]
+    # An edit that passes still exits 0 and names the next step.
+    passed = _edit(tiny_ws, "--engine", "classical")
+    assert passed.exit_code == 0 and "Next: cfkit review TX01" in passed.stderr
+
+
+def test_an_edit_whose_check_cannot_run_exits_1(tiny_ws: Path):
+    result = run_cli(["edit", "TX01", "-w", str(tiny_ws), "--engine", "classical"],
+                     env={"CFKIT_LPIPS_BACKBONE": str(tiny_ws / "missing-alexnet.pth")})
+    assert result.exit_code == 1, result.output
+    assert "check: not checked" in result.stdout
+    assert "saved but not checked" in result.stderr and "cfkit check TX01" in result.stderr
+    assert result.stderr.count("error:") == 1
 
 
 def _review(ws: Path, edit_id: int, decision: str) -> None:

@@ -149,3 +149,21 @@ def test_check_predictions_names_the_source(cases):
     preds = [Prediction(model="m", suite="contextcanvas", case="NOPE", condition="image", answer="A")]
     with pytest.raises(PredictionError, match=r"store x, record 1 \(model m, contextcanvas\): unknown case 'NOPE'"):
         check_predictions(preds, "store x", cases=cases)
+
+
+def test_edit_answers_carry_their_edit_and_image_and_other_lines_are_unchanged(tmp_path, cases):
+    sha = "ab" * 32
+    src = write(tmp_path / "p.jsonl",
+                line(suite="counterfactual", pair="TX01", condition="edit", answer="A", edit_id=3, image_sha256=sha),
+                line(suite="counterfactual", pair="TX01", condition="original"))
+    edit, original = load_predictions([src], cases=cases, pairs=PAIRS)
+    assert (edit.edit_id, edit.image_sha256) == (3, sha) and original.edit_id is None
+    first, second = (json.loads(x) for x in dump_predictions([edit, original]).splitlines())
+    assert list(first)[-2:] == ["edit_id", "image_sha256"]
+    assert "edit_id" not in second and "image_sha256" not in second  # only where they have a value
+    with pytest.raises(PredictionError, match=r"p2.jsonl:1: field 'record': 'edit_id' is only for counterfactual "
+                                              r"'edit' answers"):
+        load_predictions([write(tmp_path / "p2.jsonl", line(edit_id=3))], cases=cases)
+    with pytest.raises(PredictionError, match=r"p3.jsonl:1: field 'image_sha256'"):
+        load_predictions([write(tmp_path / "p3.jsonl", line(suite="counterfactual", pair="TX01", condition="edit",
+                                                             image_sha256="not-a-hash"))], cases=cases, pairs=PAIRS)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -217,8 +218,8 @@ def test_transport_failures_are_recorded_and_retried_on_the_next_run(tiny_ws):
 
     with ChatServer(broken_for_t002) as server:
         first = openai_run(tiny_ws, server.url)
-        assert first.exit_code == 0
-        assert "1 request(s) failed after retries" in first.stderr
+        assert first.exit_code == 1
+        assert "1 of 3 planned requests have no reply: 1 failed (HTTP 503" in first.stderr
         assert server.count == 2 + 3  # T001, T003 once; T002 three times (two retries)
         failed = [r for r in replies(tiny_ws) if r["case_id"] == "T002"][0]
         assert failed["answer"] is None and failed["error"] == "transport" and "HTTP 503" in failed["detail"]
@@ -230,6 +231,115 @@ def test_transport_failures_are_recorded_and_retried_on_the_next_run(tiny_ws):
     assert {r["case_id"]: r["answer"] for r in replies(tiny_ws)} == {"T001": "A", "T002": "A", "T003": "C"}
     listed = json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout)
     assert listed[0]["status"] == "done" and listed[0]["n_done"] == 3 and listed[0]["n_errors"] == 0
+
+
+def _dead_url() -> str:
+    """A loopback address nothing listens on."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def _incomplete_runs(ws: Path, tmp_path: Path) -> dict[str, Any]:
+    """A dead endpoint, a budget stop and a replay gap, each run through the CLI: name -> (result, summary)."""
+    results = {"dead": openai_run(ws, _dead_url(), "contextcanvas", "--json", model="openai:dead-model")}
+    with ChatServer(scripted_answer) as server:
+        # 100 prompt tokens at 1000 USD per million: 0.10 USD a request; 0.15 lets one through.
+        results["budget"] = openai_run(ws, server.url, "contextcanvas", "--json", "--max-cost", "0.15",
+                                       "-o", "price_in=1000", "-o", "price_out=0", model="openai:budget-model")
+    partial = tmp_path / "partial.jsonl"
+    partial.write_text(json.dumps({"model": "m", "suite": "contextcanvas", "case": "T003", "condition": "image",
+                                   "answer": "C", "parse": "json"}) + "\n")
+    results["replay"] = run_cli(["-w", str(ws), "probe", "run", "-m", f"replay:{partial}", "-s", "contextcanvas",
+                                 "--json"])
+    return {name: (result, json.loads(result.stdout)) for name, result in results.items()}
+
+
+def test_a_dead_endpoint_a_budget_stop_and_a_replay_gap_each_exit_1_and_say_what_is_missing(tiny_ws, tmp_path):
+    runs_ = _incomplete_runs(tiny_ws, tmp_path)
+    for name, (result, summary) in runs_.items():
+        assert result.exit_code == 1, (name, result.stderr)
+        assert summary["status"] == "incomplete" and summary["missing"] == {"dead": 3, "budget": 2, "replay": 2}[name]
+        error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert len(error) == 1 and "Traceback" not in result.stderr
+        assert f"run {summary['run_id']} is incomplete: {summary['missing']} of 3 planned requests have no reply" \
+            in error[0]
+        assert f"resume with: cfkit -w {tiny_ws} probe run -m " in error[0]
+    dead = runs_["dead"][0].stderr
+    assert "3 failed (ConnectionError from http://127.0.0.1:" in dead and "after 3 attempts" in dead
+    budget = runs_["budget"][0].stderr
+    assert "2 not sent (--max-cost 0.15 USD would be exceeded" in budget
+    assert budget.rstrip().endswith("--max-cost 0.25")  # 0.10 a request x 2 left x 1.25
+    replay = runs_["replay"][0].stderr
+    assert "2 failed (replay:" in replay and "has no contextcanvas prediction for case T001" in replay
+
+
+def test_a_run_is_identified_by_everything_that_changes_an_answer(tiny_ws):
+    def fingerprinted(body, n):
+        reply = scripted_answer(body, n)
+        reply.body |= {"model": "test-model-2026-11-30", "system_fingerprint": "fp_abc123"}
+        return reply
+
+    with ChatServer(fingerprinted) as one, ChatServer(fingerprinted) as two:
+        first = json.loads(openai_run(tiny_ws, one.url, "contextcanvas", "--json").stdout)
+        before = replies(tiny_ws, first["run_id"])
+        # Only --max-tokens differs: another run, asked again; the first run's answers are untouched.
+        shorter = json.loads(openai_run(tiny_ws, one.url, "contextcanvas", "--json", "--max-tokens", "100").stdout)
+        assert shorter["run_id"] != first["run_id"] and shorter["sent"] == 3
+        assert replies(tiny_ws, first["run_id"]) == before
+        # Only the endpoint differs, given through OPENAI_BASE_URL: another run, which records where it went.
+        env = {"OPENAI_BASE_URL": two.url}
+        moved = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",
+                         *FAST, "--json"], env=env)
+        moved = json.loads(moved.stdout)
+        assert moved["run_id"] not in (first["run_id"], shorter["run_id"]) and two.count == 3
+    shown = json.loads(run_cli(["-w", str(tiny_ws), "runs", "show", moved["run_id"], "--json"]).stdout)["run"]
+    assert shown["endpoint"] == two.url and shown["settings"]["endpoint"] == two.url
+    assert shown["settings"]["generation"] == {"temperature": 0.0, "max_tokens": 512}
+    assert shown["versions"]["cfkit"] and "openai" in shown["versions"]
+    short = json.loads(run_cli(["-w", str(tiny_ws), "runs", "show", shorter["run_id"], "--json"]).stdout)["run"]
+    assert short["settings"]["generation"]["max_tokens"] == 100
+    assert {(r["server_model"], r["system_fingerprint"]) for r in replies(tiny_ws, moved["run_id"])} == {
+        ("test-model-2026-11-30", "fp_abc123")}
+    # A reply answered from the response cache keeps what the server said about itself.
+    with Store(tiny_ws / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
+        conn.execute("DELETE FROM replies WHERE run_id = ?", (first["run_id"],))
+        conn.execute("UPDATE runs SET status = 'incomplete' WHERE id = ?", (first["run_id"],))
+    with ChatServer(fingerprinted) as three:
+        again = json.loads(openai_run(tiny_ws, one.url, "contextcanvas", "--json").stdout)
+    assert again["run_id"] == first["run_id"] and again["from_cache"] == 3 and three.count == 0
+    assert {r["server_model"] for r in replies(tiny_ws, first["run_id"])} == {"test-model-2026-11-30"}
+
+
+def test_runs_show_gives_each_failure_its_reason_and_runs_rm_removes_a_run_but_not_the_cache(tiny_ws):
+    def t002_overloaded(body, n):
+        if "winter card" in user_text(body):
+            return Scripted(503, error_body("the engine is overloaded, try later", kind="server_error"))
+        if "Which event" in user_text(body):
+            return Scripted(429, error_body("rate limit reached for requests", kind="rate_limit_error"))
+        return scripted_answer(body, n)
+
+    with ChatServer(t002_overloaded) as server:
+        run_id = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", "--json").stdout)["run_id"]
+    shown = run_cli(["-w", str(tiny_ws), "runs", "show", run_id])
+    assert shown.exit_code == 0
+    text = " ".join(shown.stdout.split())
+    assert "transport × 1: HTTP 503" in text and "the engine is overloaded, try later" in text and "T002 image" in text
+    assert "transport × 1: HTTP 429" in text and "rate limit reached" in text and "T003 image" in text
+    assert f"endpoint {server.url}" in text
+    as_json = json.loads(run_cli(["-w", str(tiny_ws), "runs", "show", run_id, "--json"]).stdout)
+    assert {f["case"]: f["error"] for f in as_json["failures"]} == {"T002": "transport", "T003": "transport"}
+    removed = run_cli(["-w", str(tiny_ws), "runs", "rm", run_id])
+    assert removed.exit_code == 0 and removed.stdout.strip() == run_id
+    assert "and its 3 replies; cached responses stay" in removed.stderr
+    assert json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout) == []
+    with Store(tiny_ws / ".cfkit" / "cfkit.db") as store:
+        assert store.query("SELECT COUNT(*) FROM responses")[0][0] == 1  # T001's answer stays cached
+    unknown = run_cli(["-w", str(tiny_ws), "runs", "rm", "nope"])
+    assert unknown.exit_code == 2 and "no run 'nope'" in unknown.stderr
 
 
 def _cli_process(ws: Path, url: str, *extra: str) -> subprocess.Popen:
@@ -309,7 +419,7 @@ def test_replay_of_an_exported_run_reproduces_its_report(tiny_ws, tmp_path):
         result = run_cli(["-w", str(replay_ws), "probe", "run", "-m", f"replay:{path}", "-s", suite])
         assert result.exit_code == 0, result.stderr
     replayed = report(replay_ws)
-    strip = lambda rows: [{k: v for k, v in row.items() if k != "model"} for row in rows]  # noqa: E731
+    strip = lambda rows: [{k: v for k, v in row.items() if k not in ("model", "runs")} for row in rows]  # noqa: E731
     for section in ("contextcanvas", "modality"):
         assert strip(replayed[section]) == strip(original[section])
     assert original["modality"][0]["accuracy"]["text"] == 0.0  # the ambiguous replies count as wrong
@@ -344,7 +454,7 @@ def test_max_cost_stops_before_the_budget_is_exceeded(tiny_ws):
         # 100 prompt tokens at 1000 USD per million: 0.10 USD a request.
         priced = openai_run(tiny_ws, server.url, "contextcanvas", "--max-cost", "0.25", "--json",
                             "-o", "price_in=1000", "-o", "price_out=0")
-    assert priced.exit_code == 0, priced.stderr
+    assert priced.exit_code == 1, priced.stderr
     summary = json.loads(priced.stdout)
     assert server.count == 2 and summary["cost_usd"] == pytest.approx(0.2)
     assert summary["status"] == "incomplete" and "--max-cost 0.25" in summary["stopped"]
@@ -354,7 +464,7 @@ def _accepted_edit(ws_root: Path, spec_id: str = "TX01", edit_id: int = 1) -> Pa
     """Record an accepted edit the way the editors task stores one (files under edits/, rows in the store)."""
     edited = gradient_image(96, 64, 8 + edit_id)
     path = ws_root / ".cfkit" / "edits" / spec_id / f"{edit_id}-composite.png"
-    path.parent.mkdir(parents=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(edited).save(path)
     Image.fromarray(edited).save(path.with_name(f"{edit_id}-raw.png"))
     with Store(ws_root / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
@@ -386,6 +496,37 @@ def test_counterfactual_pairs_without_edits_are_reported_then_run_with_the_edit(
     assert (row["n_pairs"], row["orig_acc"], row["edit_acc"], row["stuck_edit"]) == (1, 0.0, 100.0, 1)
 
 
+def test_exported_edit_answers_carry_the_edit_id_and_image_hash_and_a_re_edit_makes_them_stale(tiny_ws, tmp_path):
+    import hashlib
+
+    edited = _accepted_edit(tiny_ws, "TX01", 1)
+    result = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s", "counterfactual",
+                      "--json"])
+    run_id = json.loads(result.stdout)["run_id"]
+    exported = [json.loads(x) for x in run_cli(["-w", str(tiny_ws), "runs", "export", run_id]).stdout.splitlines()]
+    by_condition = {r["condition"]: r for r in exported}
+    assert by_condition["edit"]["edit_id"] == 1
+    assert by_condition["edit"]["image_sha256"] == hashlib.sha256(edited.read_bytes()).hexdigest()
+    assert "edit_id" not in by_condition["original"]
+    assert report(tiny_ws)["counterfactual"][0]["edit_acc"] == 100.0
+    # A re-edit that a person accepts becomes the pair's edit: the stored answer was about edit #1.
+    _accepted_edit(tiny_ws, "TX01", 2)
+    data = report(tiny_ws)
+    [stale] = data["missing"]
+    assert (stale["condition"], stale["reason"]) == ("edit", "stale")
+    assert "answered about edit #1; the pair's selected edit is now #2" in stale["detail"]
+    row = data["counterfactual"][0]
+    assert row["edit_acc"] == 0.0 and row["incomplete"] is True  # counted wrong, never credited to edit #2
+    # The exported file, reported in this workspace, is checked the same way.
+    path = tmp_path / "preds.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in exported))
+    assert [m["reason"] for m in report(tiny_ws, "--predictions", str(path))["missing"]] == ["stale"]
+    # Asking again answers about edit #2: a new run, nothing stale.
+    again = json.loads(run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s",
+                                "counterfactual", "--json"]).stdout)
+    assert again["run_id"] != run_id and report(tiny_ws)["missing"] == []
+
+
 def test_cli_errors_are_one_line_with_exit_2(tiny_ws):
     bad_option = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:random", "-s", "contextcanvas",
                           "-o", "temperature=1"])
@@ -407,6 +548,25 @@ def test_rejected_key_marks_the_run_failed(tiny_ws):
     assert result.exit_code == 2 and "refused the key" in result.stderr
     listed = json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout)
     assert listed[0]["status"] == "failed"
+
+
+@pytest.mark.parametrize("model, module, extra", [("openai:gpt-5.5", "aiohttp", "openai"),
+                                                  ("hf:Qwen/Qwen3-VL-8B-Instruct", "transformers", "hf")])
+def test_a_backend_whose_extra_is_not_installed_is_one_line_exit_2_and_records_no_run(tiny_ws, monkeypatch, model,
+                                                                                     module, extra):
+    # A core-only install, simulated at the import boundary: the module cannot be found or imported.
+    monkeypatch.setitem(sys.modules, module, None)
+    result = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", model, "-s", "contextcanvas"])
+    assert result.exit_code == 2
+    kind = model.split(":")[0]
+    assert result.stderr == (f"error: the {kind} backend needs '{module}', which is not installed; install cfkit's "
+                             f"{extra} extra: pip install 'cfkit-probes[{extra}]'\n")
+    assert json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout) == []
+    listed = {i["kind"]: i for i in json.loads(run_cli(["probe", "backends", "--json"]).stdout)}
+    assert listed[kind]["install"] == f"pip install 'cfkit-probes[{extra}]'"
+    assert listed["baseline"]["missing"] is None
+    table = run_cli(["probe", "backends"], env={"COLUMNS": "200"})
+    assert f"not installed: pip install 'cfkit-probes[{extra}]'" in table.stdout
 
 
 def test_backends_lists_the_built_ins_with_capabilities():
@@ -434,47 +594,54 @@ def test_load_backend_refuses_unknown_baseline():
         load_backend("baseline:always-maybe")
 
 
-def test_rerun_notices_changed_inputs_and_shares_the_response_cache(tiny_ws):
+def test_changed_inputs_make_a_new_run_that_shares_the_response_cache(tiny_ws):
     add_modality(tiny_ws)
     with ChatServer(scripted_answer) as server:
-        assert openai_run(tiny_ws, server.url, "contextcanvas").exit_code == 0
+        first_cc = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", "--json").stdout)
         assert server.count == 3
         # The modality image condition asks exactly what contextcanvas asked: answered from the cache.
         modality = json.loads(openai_run(tiny_ws, server.url, "modality", "--json").stdout)
         assert (modality["sent"], modality["from_cache"]) == (6, 2) and server.count == 9
-        # Change one caption: only that case's neutral and evidence questions are asked again.
+        # Change one caption: a new run; only that case's neutral and evidence questions go to the model.
         caption = tiny_ws / "captions" / "T002.yaml"
         caption.write_text(caption.read_text().replace("grey block in a field", "grey block on a lawn"))
         changed = json.loads(openai_run(tiny_ws, server.url, "modality", "--json").stdout)
-        assert (changed["sent"], changed["kept"]) == (2, 6) and server.count == 11
+        assert changed["run_id"] != modality["run_id"]
+        assert (changed["sent"], changed["from_cache"], changed["kept"]) == (2, 6, 0) and server.count == 11
         asked = [user_text(body) for body in server.requests[-2:]]
         assert all("grey block on a lawn" in text for text in asked)
-        # Change an image: only the requests that show it.
+        # The earlier run keeps the answers it got to the earlier questions: nothing stored was replaced.
+        assert len(replies(tiny_ws, modality["run_id"])) == 8
+        # Change an image: a new contextcanvas run; only the request that shows it is sent.
         Image.fromarray(gradient_image(96, 64, 42)).save(tiny_ws / "data" / "images" / "T001.png")
         images = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", "--json").stdout)
-        assert (images["sent"], images["kept"]) == (1, 2) and server.count == 12
-        # And with nothing changed, nothing is sent.
+        assert images["run_id"] != first_cc["run_id"]
+        assert (images["sent"], images["from_cache"]) == (1, 2) and server.count == 12
+        # And with nothing changed, nothing is sent: the same run, found complete.
         same = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", "--json").stdout)
-        assert (same["sent"], same["kept"], same["status"]) == (0, 3, "done") and server.count == 12
+        assert (same["run_id"], same["sent"], same["kept"], same["status"]) == (images["run_id"], 0, 3, "done")
+        assert server.count == 12
 
 
-def test_replies_of_a_pair_no_longer_in_the_suite_are_removed_from_the_run(tiny_ws):
+def test_a_pair_leaving_the_suite_makes_a_new_run_and_the_old_one_keeps_its_answers(tiny_ws):
     spec = (tiny_ws / "interventions" / "TX01.yaml").read_text()
     (tiny_ws / "interventions" / "TX02.yaml").write_text(spec.replace("id: TX01", "id: TX02"))
     _accepted_edit(tiny_ws, "TX01", 1)
     _accepted_edit(tiny_ws, "TX02", 2)
     with ChatServer(scripted_answer) as server:
-        assert openai_run(tiny_ws, server.url, "counterfactual").exit_code == 0
+        first = json.loads(openai_run(tiny_ws, server.url, "counterfactual", "--json").stdout)
         assert {r["pair_id"] for r in replies(tiny_ws)} == {"TX01", "TX02"}
         with Store(tiny_ws / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
             conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, created_at) VALUES ('TX02', 2, 'reject', ?)",
                          (now(),))
-        result = openai_run(tiny_ws, server.url, "counterfactual")
+        result = openai_run(tiny_ws, server.url, "counterfactual", "--json")
     assert result.exit_code == 0, result.stderr
     assert "TX02: no usable edit" in result.stderr
-    assert "removed 2 stored replies no longer in the suite (T001 TX02 edit, T001 TX02 original)" in result.stderr
-    assert {r["pair_id"] for r in replies(tiny_ws)} == {"TX01"}
-    # The report now sees no answer for TX02 (counted as missing), not the answers given to the rejected edit.
+    second = json.loads(result.stdout)
+    assert second["run_id"] != first["run_id"] and (second["sent"], second["from_cache"]) == (0, 2)
+    assert {r["pair_id"] for r in replies(tiny_ws, second["run_id"])} == {"TX01"}
+    assert {r["pair_id"] for r in replies(tiny_ws, first["run_id"])} == {"TX01", "TX02"}
+    # The report reads the newer run: no answer for TX02 (counted as missing), not the answers to the rejected edit.
     missing = report(tiny_ws)["missing"]
     assert {(m["pair"], m["condition"]) for m in missing} == {("TX02", "original"), ("TX02", "edit")}
 
@@ -512,7 +679,7 @@ def test_replay_refuses_ambiguous_files_and_reports_gaps(tiny_ws, tmp_path):
     assert refused.exit_code == 2 and "holds 2 models (m1, m2); choose one with -o model=NAME" in refused.stderr
     partial = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", f"replay:{two_models}", "-s", "contextcanvas",
                        "-o", "model=m2", "--json"])
-    assert partial.exit_code == 0, partial.stderr
+    assert partial.exit_code == 1, partial.stderr
     summary = json.loads(partial.stdout)
     assert (summary["sent"], summary["errors"], summary["status"]) == (3, 2, "incomplete")
     stored = {r["case_id"]: r for r in replies(tiny_ws, summary["run_id"])}

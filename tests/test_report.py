@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from chat_api_server import ChatServer
 from conftest import run_cli
 from cfkit.report.exports import _flatten as flatten_record
 from rich.console import Console
@@ -174,20 +175,23 @@ def paper_json(paper):
 
 
 def test_json_follows_design_schema(paper_json):
-    assert list(paper_json) == ["contextcanvas", "counterfactual", "modality", "compare", "missing"]
+    assert list(paper_json) == ["contextcanvas", "counterfactual", "modality", "compare", "missing", "notes"]
     assert list(paper_json["contextcanvas"][0]) == ["model", "n", "n_binary", "accuracy", "macro_f1", "yes_f1", "no_f1",
-                                                    "yes_rate", "gold_yes_rate", "invalid"]
+                                                    "yes_rate", "gold_yes_rate", "invalid", "incomplete", "runs"]
     assert list(paper_json["counterfactual"][0]) == ["model", "n_pairs", "orig_acc", "edit_acc", "pair_acc", "correct",
-                                                     "reverse", "stuck_original", "stuck_edit", "invalid", "ncu", "ncu_ci"]
+                                                     "reverse", "stuck_original", "stuck_edit", "invalid", "ncu", "ncu_ci",
+                                                     "incomplete", "runs"]
     modality = paper_json["modality"][0]
-    assert list(modality) == ["model", "n", "accuracy", "accuracy_ci", "deltas"]
+    assert list(modality) == ["model", "n", "accuracy", "accuracy_ci", "deltas", "incomplete", "runs"]
     assert list(modality["accuracy"]) == ["text", "neutral", "evidence", "image"]
     assert [(d["from"], d["to"]) for d in modality["deltas"]] == [
         ("text", "neutral"), ("neutral", "evidence"), ("evidence", "image"), ("neutral", "image")]
     assert list(modality["deltas"][0]) == ["from", "to", "delta", "ci", "b", "c", "p", "p_adj"]
     assert list(paper_json["compare"][0]) == ["base", "other", "n", "base_acc", "other_acc", "delta", "ci", "b", "c",
                                               "p", "p_adj"]
-    assert paper_json["missing"] == []
+    assert paper_json["missing"] == [] and paper_json["notes"] == []
+    assert not any(r["incomplete"] for section in ("contextcanvas", "counterfactual", "modality")
+                   for r in paper_json[section])
     # Full precision, percent units: not rounded to two decimals.
     gpt = next(r for r in paper_json["contextcanvas"] if r["model"] == "GPT-5.2")
     assert gpt["accuracy"] == pytest.approx(100 * 215 / 301, abs=1e-12)
@@ -262,7 +266,8 @@ def test_csv_round_trips_every_number_exactly(outputs):
         for rec in data[section]:
             name = f"{rec['base']}={rec['other']}" if section == "compare" else rec["model"]
             for metric, value in flatten_record(rec):
-                if metric not in ("model", "base", "other"):
+                # The CSV holds numbers: the rows' incomplete marks and run ids are in the JSON only.
+                if metric not in ("model", "base", "other", "incomplete") and not metric.startswith("runs."):
                     expected[(section, name, metric)] = value
     assert set(rebuilt) == set(expected)
     for key, value in expected.items():
@@ -393,13 +398,14 @@ def test_missing_predictions_count_wrong_and_are_listed(paper, tmp_path):
     row = data["counterfactual"][0]
     assert (row["n_pairs"], row["correct"], row["invalid"]) == (36, 12, 1)
     assert row["pair_acc"] == pytest.approx(100 * 12 / 36)
-    assert data["missing"] == [
-        {"model": "GPT-5.2", "suite": "counterfactual", "case": PAIR_CASES[0], "pair": "CF01", "condition": "original"},
-        {"model": "GPT-5.2", "suite": "counterfactual", "case": PAIR_CASES[0], "pair": "CF01", "condition": "edit"},
-    ]
-    assert "2 unanswered unit(s) counted wrong" in result.stderr
+    unit = {"model": "GPT-5.2", "suite": "counterfactual", "case": PAIR_CASES[0], "pair": "CF01",
+            "reason": "absent", "detail": "no prediction for this unit", "run": None}
+    assert data["missing"] == [unit | {"condition": "original"}, unit | {"condition": "edit"}]
+    assert row["incomplete"] is True
+    assert "GPT-5.2 counterfactual: 2 unit(s) without a usable answer, counted wrong (2 absent)" in result.stderr
     table = run_cli(cli_args(ws, [src], "--resamples", "200"), env={"COLUMNS": "200"})
-    assert f"GPT-5.2 counterfactual: case {PAIR_CASES[0]} pair CF01, condition original" in table.stderr
+    assert f"GPT-5.2 counterfactual: case {PAIR_CASES[0]} pair CF01, condition original: absent" in table.stderr
+    assert "GPT-5.2 (incomplete)" in table.stdout
     assert "CF01" not in table.stdout  # the listing goes to stderr only
 
 
@@ -465,3 +471,84 @@ def test_report_command_module_stays_light():
             "if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# ── stored runs: what is missing and why, which runs, how much they cover ──
+
+
+def _report(ws: Path, *extra: str):
+    return run_cli(["report", "-w", str(ws), "--format", "json", "--resamples", "100", *extra])
+
+
+def test_units_of_a_dead_endpoint_a_budget_stop_and_a_replay_gap_are_listed_with_reasons_and_warned(tiny_ws, tmp_path):
+    from test_probe import _incomplete_runs
+
+    runs = _incomplete_runs(tiny_ws, tmp_path)
+    result = _report(tiny_ws)
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    missing: dict[str, list[dict]] = {}
+    for m in data["missing"]:
+        missing.setdefault(m["model"], []).append(m)
+    dead = missing["openai:dead-model"]
+    assert [m["case"] for m in dead] == ["T001", "T002", "T003"] and {m["reason"] for m in dead} == {"transport"}
+    assert all("ConnectionError" in m["detail"] and m["run"] == runs["dead"][1]["run_id"] for m in dead)
+    budget = missing["openai:budget-model"]
+    assert len(budget) == 2 and {m["reason"] for m in budget} == {"absent"}
+    assert all("is incomplete (1 of 3 replies; --max-cost 0.15 USD would be exceeded" in m["detail"] for m in budget)
+    replay = [m for model, ms in missing.items() if model.startswith("replay:") for m in ms]
+    assert [m["case"] for m in replay] == ["T001", "T002"] and {m["reason"] for m in replay} == {"transport"}
+    assert all("has no contextcanvas prediction" in m["detail"] for m in replay)
+    rows = {r["model"]: r for r in data["contextcanvas"]}
+    assert all(r["incomplete"] for r in rows.values()) and rows["openai:dead-model"]["accuracy"] == 0.0
+    assert rows["openai:dead-model"]["runs"] == [runs["dead"][1]["run_id"]]
+    # The table view names each model and how many of its units are counted wrong, on stderr.
+    table = run_cli(["report", "-w", str(tiny_ws)], env={"COLUMNS": "200"})
+    assert table.exit_code == 0
+    warned = " ".join(table.stderr.split())
+    assert "openai:dead-model contextcanvas: 3 unit(s) without a usable answer, counted wrong (3 transport)" in warned
+    assert "openai:budget-model contextcanvas: 2 unit(s) without a usable answer, counted wrong (2 absent)" in warned
+    assert "openai:dead-model (incomplete)" in table.stdout
+
+
+def test_runs_of_one_model_that_differ_only_in_max_tokens_or_endpoint_are_not_merged(tiny_ws):
+    from test_probe import openai_run, scripted_answer
+
+    with ChatServer(scripted_answer) as one, ChatServer(scripted_answer) as two:
+        first = json.loads(openai_run(tiny_ws, one.url, "contextcanvas", "--json").stdout)["run_id"]
+        shorter = json.loads(openai_run(tiny_ws, one.url, "contextcanvas", "--json", "--max-tokens", "64").stdout)
+        moved = json.loads(openai_run(tiny_ws, two.url, "contextcanvas", "--json").stdout)["run_id"]
+    assert len({first, shorter["run_id"], moved}) == 3
+    refused = _report(tiny_ws)
+    assert refused.exit_code == 2 and refused.stdout == ""
+    text = " ".join(refused.stderr.split())
+    assert "model openai:test-model has runs with different settings" in text
+    assert f"{shorter['run_id']} (endpoint {one.url}, max_tokens 64" in text and "max_tokens 512" in text
+    assert f"endpoint {two.url}" in text
+    assert "Choose with --run RUN" in text and "cfkit runs rm RUN" in text
+    chosen = _report(tiny_ws, "--run", shorter["run_id"])
+    assert chosen.exit_code == 0, chosen.stderr
+    assert json.loads(chosen.stdout)["contextcanvas"][0]["runs"] == [shorter["run_id"]]
+    both = _report(tiny_ws, "--run", first, "--run", moved)
+    assert both.exit_code == 2 and "a report shows one run per model and suite" in both.stderr
+    # Removing the runs one does not want lets the default report read the rest.
+    assert run_cli(["-w", str(tiny_ws), "runs", "rm", shorter["run_id"], moved]).exit_code == 0
+    assert json.loads(_report(tiny_ws).stdout)["contextcanvas"][0]["runs"] == [first]
+
+
+def test_reference_rows_say_when_the_rows_cover_fewer_pairs_or_cases_than_the_paper(tiny_ws):
+    from test_probe import _accepted_edit
+
+    _accepted_edit(tiny_ws)
+    for suite in ("contextcanvas", "counterfactual"):
+        assert run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s", suite]).exit_code == 0
+    table = run_cli(["report", "-w", str(tiny_ws), "--reference", "--resamples", "100"], env={"COLUMNS": "250"})
+    assert table.exit_code == 0, table.stderr
+    text = " ".join(table.stdout.split())
+    assert ("Not comparable as they stand: the rows measured here are over 1 pair (this workspace expects 3); "
+            "the paper's are over 36.") in text
+    assert "The workspace has 1 of the 3 pairs it expects ([workspace] pairs = 3)" in text
+    assert "the rows measured here are over 3 cases; the paper's are over 301." in text
+    assert "counterfactual: the workspace has 1 of the 3 pairs it expects" in " ".join(table.stderr.split())
+    data = json.loads(_report(tiny_ws, "--reference").stdout)
+    assert any("1 of the 3 pairs" in note for note in data["notes"])

@@ -79,6 +79,7 @@ def test_transport_failures_are_stored_and_only_they_are_sent_again(setup):
     flaky = Counting(fail={"M002", "M005"})
     summary = run_probe(store, flaky, plan, concurrency=4)
     assert summary.status == "incomplete" and summary.errors == 2
+    assert (summary.failed, summary.not_sent, summary.missing) == (2, 0, 2) and "503" in summary.first_failure
     failed = [r for r in runs.replies(store, summary.run_id) if r.error == "transport"]
     assert {r.case_id for r in failed} == {"M002", "M005"} and all("503" in r.detail for r in failed)
     healed = Counting()
@@ -92,6 +93,7 @@ def test_a_budget_stops_sending_before_it_would_be_passed(setup):
     summary = run_probe(store, backend, plan, concurrency=4, max_cost=0.055)
     assert summary.status == "incomplete" and summary.stopped and "--max-cost" in summary.stopped
     assert summary.cost_usd <= 0.055 and len(backend.calls) == 5
+    assert (summary.failed, summary.not_sent) == (0, 19)
 
 
 def test_a_backend_that_cannot_go_on_fails_the_run_and_keeps_what_arrived(setup, monkeypatch):
@@ -110,3 +112,35 @@ def test_a_backend_that_cannot_go_on_fails_the_run_and_keeps_what_arrived(setup,
         run_probe(store, backend, plan, concurrency=2)
     [record] = runs.list_runs(store)
     assert record.status == "failed" and 0 < len(runs.replies(store, record.id)) < 24
+    assert record.error == "BackendError: 401 from the server: the key was rejected"  # why it stopped, recorded
+
+
+def test_a_crash_inside_a_backend_is_recorded_with_the_run(setup, monkeypatch):
+    ws, store, plan = setup
+    backend = Counting()
+
+    async def broken(request):
+        raise ModuleNotFoundError("No module named 'tokenizers'")
+
+    monkeypatch.setattr(backend, "answer", broken)
+    with pytest.raises(ModuleNotFoundError):
+        run_probe(store, backend, plan, concurrency=1)
+    [record] = runs.list_runs(store)
+    assert record.status == "failed" and record.error == "ModuleNotFoundError: No module named 'tokenizers'"
+
+
+def test_a_run_records_its_settings_versions_and_what_each_reply_was(setup):
+    from importlib.metadata import version
+
+    ws, store, plan = setup
+    summary = run_probe(store, Counting(), plan, concurrency=2, protocol="paper")
+    record = runs.get_run(store, summary.run_id)
+    assert record.settings["generation"] == {"temperature": 0.0, "max_tokens": 512}
+    assert record.settings["protocol"] == record.protocol == "paper"
+    assert record.versions["cfkit"] == record.cfkit_version
+    assert record.versions["openai"] == version("openai") and record.versions["torch"] == version("torch")
+    assert record.requests_sha256 and record.settings_sha256
+    reply = runs.replies(store, summary.run_id)[0]
+    image = plan.items[0].request.images[0].data
+    assert reply.image_sha256 == __import__("hashlib").sha256(image).hexdigest()
+    assert reply.edit_id is None  # only an 'edit' question shows an edit

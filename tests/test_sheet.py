@@ -94,6 +94,34 @@ def test_answers_before_and_after_come_from_stored_runs(sheet_ws):
     assert "a &lt;wall&gt; moved" in page
 
 
+def _accept(ws_root: Path, edit_id: int) -> None:
+    with Store(ws_root / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
+        conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, created_at) VALUES ('TX01', ?, 'accept', ?)",
+                     (edit_id, now()))
+
+
+def test_a_re_edit_marks_the_answers_given_on_the_earlier_edit_stale(sheet_ws, tmp_path):
+    _accept(sheet_ws, 1)
+    probed = run_cli(["-w", str(sheet_ws), "probe", "run", "-m", "baseline:always-yes", "-s", "counterfactual"])
+    assert probed.exit_code == 0, probed.stderr
+    ws = load_workspace(sheet_ws)
+    with Store(ws.db_path) as store:
+        [pair], _ = collect_pairs(ws, store, [])
+    [answer] = pair.answers
+    assert pair.edit_id == 1 and (answer.after, answer.after_ok, answer.stale) == ("Yes", True, False)
+    # A new edit, accepted: the sheet shows edit #2, and the stored answer is about edit #1.
+    second = add_edit(sheet_ws, "TX01", inside_change(tiny_original(sheet_ws), seed=6))
+    _accept(sheet_ws, second)
+    with Store(ws.db_path) as store:
+        [pair], _ = collect_pairs(ws, store, [])
+    [answer] = pair.answers
+    assert pair.edit_id == second == 2
+    assert (answer.after_edit_id, answer.stale, answer.after_ok) == (1, True, False)  # neither right nor wrong
+    assert answer.before == "Yes"  # the original did not change: its answer is shown and judged as before
+    page = render_html([pair])
+    assert "<td class='stale'>Yes (stale: about edit #1, not this one)</td>" in page
+
+
 def test_existing_sheet_is_kept_unless_forced(sheet_ws, tmp_path):
     out = tmp_path / "keep.html"
     out.write_text("mine")

@@ -113,7 +113,7 @@ def _open(store: Store, run_id: str = "counterfactual-m-1") -> str:
 FIELDS = ReplyFields(answer="A", parse="json", error=None, reason="r", confidence="high", detail=None)
 
 
-def test_replies_are_stored_replaced_and_removed(store):
+def test_replies_are_stored_and_replaced_and_a_run_is_removed_with_its_replies_but_not_the_cache(store):
     run_id = _open(store)
     with store.transaction() as tx:
         runs.write_reply(tx, run_id, ("T1", "CF01", "original"), cache_key="k1", raw="{}", fields=FIELDS, cost_usd=0.5)
@@ -124,8 +124,15 @@ def test_replies_are_stored_replaced_and_removed(store):
     assert set(index) == {("T1", "CF01", "original"), ("T1", "CF01", "edit")} and index[("T1", "CF01", "edit")].cache_key == "k3"
     runs.finish_run(store, run_id, status="done", n_done=2, n_errors=0, notes={})
     assert runs.get_run(store, run_id).cost_usd == 0.5
-    runs.delete_replies(store, run_id, [("T1", "CF01", "edit")])
-    assert [r.condition for r in runs.replies(store, run_id)] == ["original"]
+    with store.transaction() as tx:
+        responses.put(tx, CachedResponse("k1", "{}"), backend="baseline", model="baseline:x")
+    other = _open(store, "counterfactual-m-2")
+    with store.transaction() as tx:
+        runs.write_reply(tx, other, ("T1", "CF01", "edit"), cache_key="k9", raw="{}", fields=FIELDS)
+    assert runs.delete_run(store, run_id) == 2
+    assert runs.get_run(store, run_id) is None and runs.replies(store, run_id) == []
+    assert [r.run_id for r in runs.replies(store, other)] == [other]  # another run's replies stay
+    assert set(responses.cached(store, ["k1"])) == {"k1"}  # and so does the response cache
 
 
 def test_a_rerun_without_prices_keeps_the_recorded_cost(store):
@@ -186,6 +193,9 @@ def test_a_first_version_store_is_migrated_and_keeps_its_rows(tmp_path: Path):
             pair_id TEXT NOT NULL DEFAULT '', condition TEXT NOT NULL, cache_key TEXT, answer TEXT, parse TEXT,
             error TEXT, reason TEXT, confidence TEXT, raw TEXT, detail TEXT, created_at TEXT NOT NULL,
             PRIMARY KEY (run_id, case_id, pair_id, condition));
+        CREATE TABLE responses (cache_key TEXT PRIMARY KEY, backend TEXT NOT NULL, model TEXT NOT NULL, raw TEXT,
+            usage TEXT, latency_s REAL, cost_usd REAL, refused INTEGER NOT NULL DEFAULT 0, created_at TEXT NOT NULL);
+        INSERT INTO responses (cache_key, backend, model, raw, created_at) VALUES ('k', 'openai', 'openai:m', 'x', 't');
         INSERT INTO runs (id, model, suite, cfkit_version, started_at, cost_usd) VALUES ('r1', 'm', 'modality', '0.1', 't', 1.5);
         INSERT INTO replies (run_id, case_id, condition, answer, created_at) VALUES ('r1', 'T1', 'text', 'A', 't');
         PRAGMA user_version=1;
@@ -196,7 +206,12 @@ def test_a_first_version_store_is_migrated_and_keeps_its_rows(tmp_path: Path):
         [reply] = runs.replies(store, "r1")
         assert (reply.answer, reply.cost_usd) == ("A", None)
         runs.finish_run(store, "r1", status="done", n_done=1, n_errors=0, notes={})
-        assert runs.get_run(store, "r1").cost_usd == 1.5  # the cost recorded before the migration stays
+        old = runs.get_run(store, "r1")
+        assert old.cost_usd == 1.5  # the cost recorded before the migration stays
+        # What later versions record reads as not recorded on an old run, not as made up.
+        assert (old.settings, old.settings_sha256, old.versions, old.endpoint) == ({}, None, {}, None)
+        assert (reply.edit_id, reply.server_model) == (None, None)
+        assert responses.cached(store, ["k"])["k"].server_model is None
 
 
 def test_a_damaged_store_is_one_store_error(tmp_path: Path):

@@ -16,11 +16,19 @@ Exceptions a backend raises (all from :mod:`cfkit.errors`):
 
 Any other ``BackendError`` stops the run: it means every request would fail
 the same way (a wrong model name, a rejected key).
+
+Start-up checks come first: a backend class may name the modules it imports
+(``requires``) and the cfkit extra that installs them (``extra``);
+:func:`load_backend` looks them up without importing them and, when one is
+missing, raises :class:`BackendUnavailable` with the exact ``pip install``
+command, before a run is opened. The constructor then checks whatever else it
+can without sending a request (a key, local weights).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import inspect
 from collections import Counter
 from collections.abc import Mapping
@@ -31,7 +39,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from cfkit import registry
-from cfkit.errors import TransportError, UsageError
+from cfkit.errors import BackendUnavailable, TransportError, UsageError
+from cfkit.hints import install_hint
 from cfkit.images import ImageData
 from cfkit.options import OptionField, PluginOptions, identity_options, option_fields, parse_option_pairs, validate_options
 
@@ -137,6 +146,7 @@ class BackendContext:
     suite: str | None = None
     gold_labels: Counter = field(default_factory=Counter)
     root: Path | None = None  # folder relative names (replay files) are resolved against
+    store_dir: Path | None = None  # the workspace's store folder, for a backend's own small caches (file hashes)
 
 
 @runtime_checkable
@@ -156,6 +166,10 @@ class Backend(Protocol):
     cache_identity: dict[str, Any]  # settings that change answers (e.g. the server URL); part of the cache key
     # Optional: ``endpoint`` (the resolved server URL, credentials redacted) and ``versions``
     # (library name -> version of what answers: openai, transformers, torch …) are recorded with a run.
+    # Optional class attributes: ``requires`` (modules the backend imports, checked before a run opens),
+    # ``extra`` (the cfkit extra that installs them, named in the install command) and ``derived_identity``
+    # (keys of cache_identity that follow from the suite's cases, not from a setting; a run's settings leave
+    # them out, its cache keys keep them).
 
     def answer(self, request: ProbeRequest) -> Reply: ...
 
@@ -189,6 +203,41 @@ def backend_class(kind: str) -> type:
     return registry.load(registry.BACKENDS, kind)
 
 
+def _importable(module: str) -> bool:
+    """Whether ``module`` can be found, without importing it (a module set to None in sys.modules cannot)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a missing parent package; a module whose spec is None
+        return False
+
+
+def missing_requirement(cls: type) -> str | None:
+    """One line naming what ``cls`` needs that is not installed and the command that installs it; None when all is there."""
+    absent = [m for m in getattr(cls, "requires", ()) if not _importable(m)]
+    if not absent:
+        return None
+    kind = getattr(cls, "kind", cls.__name__)
+    names = ", ".join(f"'{m}'" for m in absent)
+    extra = getattr(cls, "extra", None)
+    if extra:
+        return (f"the {kind} backend needs {names}, which is not installed; install cfkit's {extra} extra: "
+                f"{install_hint(extra)}")
+    return f"the {kind} backend needs {names}, which is not installed; install the package that provides it."
+
+
+def check_installed(kind: str) -> type:
+    """The class of backend ``kind``, after checking that what it imports is installed.
+
+    Raises :class:`BackendUnavailable` (exit status 2) with the install command
+    when a required module is missing; nothing has been recorded at that point.
+    """
+    cls = backend_class(kind)
+    problem = missing_requirement(cls)
+    if problem is not None:
+        raise BackendUnavailable(problem)
+    return cls
+
+
 def load_backend(spec: str, options: Mapping[str, Any] | None = None, *,
                  context: BackendContext | None = None) -> Backend:
     """Build the backend named by ``spec`` ("KIND:NAME") with validated ``options``.
@@ -198,7 +247,7 @@ def load_backend(spec: str, options: Mapping[str, Any] | None = None, *,
         backend = load_backend("openai:gpt-5.5", {"base_url": "http://localhost:8000/v1"})
     """
     kind, name = split_model(spec)
-    cls = backend_class(kind)
+    cls = check_installed(kind)
     validated = validate_options(cls.Options, options or {}, what=f"backend '{kind}'", see="cfkit probe backends")
     return cls(name, validated, context or BackendContext())
 
@@ -213,6 +262,8 @@ class BackendInfo:
     capabilities: Capabilities | None
     options: list[OptionField]
     problem: str | None = None  # why the class could not be loaded
+    missing: str | None = None  # what it needs that is not installed, with the install command
+    install: str | None = None  # the command alone, when the backend names its cfkit extra
 
 
 def describe_backends() -> list[BackendInfo]:
@@ -225,7 +276,10 @@ def describe_backends() -> list[BackendInfo]:
     for kind, plugin in sorted(registry.plugins(registry.BACKENDS).items()):
         try:
             cls = backend_class(kind)
-            infos.append(BackendInfo(kind, plugin.package, plugin.value, cls.capabilities, option_fields(cls.Options)))
+            missing = missing_requirement(cls)
+            extra = getattr(cls, "extra", None)
+            infos.append(BackendInfo(kind, plugin.package, plugin.value, cls.capabilities, option_fields(cls.Options),
+                                     missing=missing, install=install_hint(extra) if missing and extra else None))
         except Exception as exc:  # a broken third-party plug-in must not hide the others
             infos.append(BackendInfo(kind, plugin.package, plugin.value, None, [], f"{type(exc).__name__}: {exc}"))
     return infos
@@ -238,5 +292,6 @@ def is_async(backend: Backend) -> bool:
 __all__ = [
     "Backend", "BackendContext", "BackendInfo", "BackendOptions", "Capabilities", "Generation", "ImageData",
     "KnownAnswer", "ProbeRequest", "Reply", "RequestMeta", "TransportError", "backend_class", "cache_options",
-    "describe_backends", "load_backend", "parse_option_pairs", "split_model",
+    "check_installed", "describe_backends", "load_backend", "missing_requirement", "parse_option_pairs",
+    "split_model",
 ]

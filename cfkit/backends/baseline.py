@@ -48,6 +48,8 @@ class BaselineBackend:
     capabilities: ClassVar[Capabilities] = Capabilities(images=False, multi_image=True, json_schema=False,
                                                         remote=False, cacheable=False)
     Options: ClassVar[type[BaselineOptions]] = BaselineOptions
+    #: Entries of cache_identity that follow from the suite's cases rather than from a setting.
+    derived_identity: ClassVar[tuple[str, ...]] = ("majority",)
 
     def __init__(self, name: str, options: BaselineOptions, context: BackendContext | None = None):
         if name not in RULES:

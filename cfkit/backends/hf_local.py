@@ -5,25 +5,28 @@ chat template; greedy decoding; device and dtype chosen automatically. Each
 image is converted to RGB and fitted to a square (``image_size``, 448 by
 default) by padding or resizing before the processor sees it.
 
-Loading is offline-safe: a local folder is read with ``local_files_only``, and
-so is a hub id when ``HF_HUB_OFFLINE`` is set; weights that are not on this
-machine give a :class:`BackendUnavailable` saying how to get them. The model
-is loaded on the first request, so a fully cached rerun never loads it.
+Nothing is downloaded: at construction the checkpoint is found on this
+machine — a folder as given, a hub id in the local Hugging Face cache only
+(:mod:`cfkit.backends.hf_snapshot`) — and a model that is not here fails within
+moments with the command that fetches it, before a run is opened. Its
+snapshot commit and file hashes are part of the cache identity and are
+recorded with the run. The model itself is loaded (always with
+``local_files_only``) on the first request, so a fully cached rerun never
+loads it.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from cfkit.backends import BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, cache_options
+from cfkit.backends.hf_snapshot import find_snapshot
 from cfkit.errors import BackendError, BackendUnavailable, ImageError
-from cfkit.hints import download_hint, install_hint
+from cfkit.hints import install_hint
 
 _NO_CACHE = {"cache": False}
 
@@ -52,10 +55,6 @@ def fit_square(image, size: int, mode: str):
     return canvas
 
 
-def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
 class HFBackend:
     """A transformers image-text-to-text model on this machine."""
 
@@ -63,13 +62,19 @@ class HFBackend:
     capabilities: ClassVar[Capabilities] = Capabilities(images=True, multi_image=False, json_schema=False,
                                                         remote=False)
     Options: ClassVar[type[HFOptions]] = HFOptions
+    requires: ClassVar[tuple[str, ...]] = ("transformers", "torch")
+    extra: ClassVar[str] = "hf"
 
     def __init__(self, name: str, options: HFOptions, context: BackendContext | None = None):
+        context = context or BackendContext()
         self.name = name
         self.model = f"{self.kind}:{name}"
         self.options = options
         self.priced = False
-        self.cache_identity = cache_options(options)
+        # Where the weights are, and what they are: fails now, offline-safe, when they are not on this machine.
+        self.snapshot = find_snapshot(name, options.revision, memo_dir=context.store_dir)
+        self.cache_identity = cache_options(options) | self.snapshot.identity()
+        self.endpoint = None  # a local model; its files are identified by the snapshot above
         self._loaded: tuple[Any, Any, Any] | None = None  # (model, processor, device)
         self._lock = threading.Lock()  # one generate() at a time, whatever the runner's concurrency
 
@@ -100,26 +105,17 @@ class HFBackend:
             raise BackendUnavailable(
                 f"hf backend: transformers or torch is not installed ({exc.name}). Run: {install_hint('hf')}"
             ) from exc
-        local = Path(self.name).expanduser()
-        if local.is_dir() and not (local / "config.json").is_file():
-            raise BackendUnavailable(
-                f"hf backend: folder {local} has no config.json, so it holds no saved model. Point hf: at the "
-                f"folder save_pretrained wrote, or fetch one: {download_hint('MODEL_ID', local)}"
-            )
-        local_only = local.is_dir() or _offline()
-        source = str(local) if local.is_dir() else self.name
+        source = str(self.snapshot.folder)
         device, dtype = self._device_and_dtype(torch)
-        common = {"local_files_only": local_only, "revision": self.options.revision,
-                  "trust_remote_code": self.options.trust_remote_code}
+        # The snapshot folder was found at construction: nothing is fetched, whatever HF_HUB_OFFLINE says.
+        common = {"local_files_only": True, "trust_remote_code": self.options.trust_remote_code}
         try:
             processor = AutoProcessor.from_pretrained(source, **common)
             model = AutoModelForImageTextToText.from_pretrained(source, dtype=dtype, **common)
         except OSError as exc:
-            where = "the folder" if local.is_dir() else ("the local cache (HF_HUB_OFFLINE is set)"
-                                                         if local_only else "the hub or the local cache")
             raise BackendUnavailable(
-                f"hf backend: cannot load '{self.name}' from {where} ({str(exc).splitlines()[0]}). "
-                f"Download it first ({download_hint(self.name)}) or pass a local folder: hf:/path/to/model."
+                f"hf backend: cannot load '{self.name}' from {source} ({str(exc).splitlines()[0]}). "
+                "Fetch the complete checkpoint again, or pass a local folder: hf:/path/to/model."
             ) from exc
         except ValueError as exc:
             raise BackendUnavailable(

@@ -155,6 +155,8 @@ class OpenAIBackend:
     kind: ClassVar[str] = "openai"
     capabilities: ClassVar[Capabilities] = Capabilities(images=True, multi_image=True, json_schema=True, remote=True)
     Options: ClassVar[type[OpenAIOptions]] = OpenAIOptions
+    requires: ClassVar[tuple[str, ...]] = ("aiohttp", "orjson")  # checked before a run opens (check_installed)
+    extra: ClassVar[str] = "openai"
 
     def __init__(self, name: str, options: OpenAIOptions, context: BackendContext | None = None):
         # 1. Where requests go, and which key they carry (cfkit.endpoints decides).

@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sheet": ("cfkit.cli.review", "sheet"),
     "captions": ("cfkit.cli.captions", "captions"),
     "probe": ("cfkit.cli.probe", "probe"),
-    "runs": ("cfkit.cli.probe", "runs"),
+    "runs": ("cfkit.cli.runs", "runs"),
     "report": ("cfkit.cli.report", "report"),
     "audit": ("cfkit.cli.audit", "audit"),
     "demo": ("cfkit.cli.demo", "demo"),

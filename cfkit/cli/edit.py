@@ -10,7 +10,7 @@ from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, warn, workspace_option
 from cfkit.store import edits as edits_table
-from cfkit.errors import NotFoundError
+from cfkit.errors import CheckFailed, NotFoundError
 
 
 def _rel(ws, path: Path | None) -> str:
@@ -75,23 +75,36 @@ def edit(ws, spec_id: str, engine: str | None, pairs: tuple[str, ...], model: st
         err.print(f"made with {outcome.engine} after falling back", style="dim")
     for note in outcome.notes:
         err.print(f"note: {escape(note)}", style="dim")
-    if outcome.check_error is not None:
-        warn(f"the preservation check could not run: {outcome.check_error}")
     lpips_note = next((r.metrics.get("lpips_note") for results in (outcome.checks or {}).values() for r in results
                        if r.metrics.get("lpips_note")), None)
     if lpips_note and lpips_note.startswith("LPIPS unavailable"):
         warn(lpips_note)
+    failures = outcome.check_failures()
     if as_json:
         print_json({"engine": outcome.engine, "attempts": [a.__dict__ for a in outcome.attempts],
-                    "edits": [r.as_dict() | {"check": outcome.verdicts.get(r.id)} for r in outcome.records],
+                    "edits": [r.as_dict() | {"check": outcome.verdicts.get(r.id), "check_failed": r.id in failures,
+                                             "check_reasons": failures.get(r.id, [])} for r in outcome.records],
                     "notes": outcome.notes})
-        return
-    for record in outcome.records:
-        verdict = outcome.verdicts.get(record.id)
-        check = "not checked" if verdict is None else verdict
-        out.print(f"{record.spec_id} #{record.id}  {record.engine} {escape(record.model or '')}  "
-                  f"composite {_rel(ws, record.composite_path)}  raw {_rel(ws, record.raw_path)}  check: {check}")
-    err.print(f"labelled: {outcome.records[0].label}. Next: cfkit review {outcome.plan.spec_id}", style="dim")
+    else:
+        for record in outcome.records:
+            verdict = outcome.verdicts.get(record.id)
+            check = "not checked" if verdict is None else verdict
+            out.print(f"{record.spec_id} #{record.id}  {record.engine} {escape(record.model or '')}  "
+                      f"composite {_rel(ws, record.composite_path)}  raw {_rel(ws, record.raw_path)}  check: {check}")
+    spec_id = outcome.plan.spec_id
+    if outcome.check_error is not None:
+        raise CheckFailed(f"the new edit(s) of {spec_id} are saved but not checked ({outcome.check_error}); fix "
+                          f"that, then run 'cfkit check {spec_id}'. An unchecked edit does not stand for the pair.")
+    if failures:
+        # The edit is saved (a person may still look at it and accept it), but the command did not make what
+        # was asked for: an edit that changes the target and keeps everything else.
+        why = "; ".join(f"#{edit_id}: {', '.join(reasons)}" for edit_id, reasons in failures.items())
+        raise CheckFailed(f"{len(failures)} of {len(outcome.records)} new edit(s) of {spec_id} did not pass the "
+                          f"preservation check ({why}). They are saved but do not stand for the pair unless a "
+                          f"person accepts one in 'cfkit review {spec_id}'; or make another with "
+                          f"'cfkit edit {spec_id}' (another engine, input, seed or prompt).")
+    if not as_json:
+        err.print(f"labelled: {outcome.records[0].label}. Next: cfkit review {spec_id}", style="dim")
 
 
 def _print_plan(ws, plan) -> None:

@@ -1,16 +1,16 @@
-"""``cfkit probe`` (run, backends) and ``cfkit runs`` (list, show, export)."""
+"""``cfkit probe`` (run, backends); the stored runs are ``cfkit runs`` (:mod:`cfkit.cli.runs`)."""
 
 from __future__ import annotations
 
-import json
 import time
+from pathlib import Path
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
-from cfkit.errors import OutputError, UsageError
+from cfkit.errors import RunIncomplete, UsageError
 
 SUITE_CHOICE = click.Choice(["contextcanvas", "counterfactual", "modality"])
 
@@ -30,27 +30,48 @@ def probe() -> None:
 @click.option("--base-url", default=None, metavar="URL", help="OpenAI-compatible server (openai backend).")
 @click.option("--api-key-env", default=None, metavar="NAME",
               help="Environment variable holding the key for --base-url (openai backend).")
-@click.option("-j", "--concurrency", type=int, default=None,
+@click.option("-j", "--concurrency", type=click.IntRange(min=1), default=None,
               help="Requests in flight (default: [probe] concurrency for APIs, 1 for local models).")
 @click.option("--max-cost", type=float, default=None, metavar="USD",
-              help="Stop before spending more than this (needs -o price_in=… -o price_out=…).")
-@click.option("--max-tokens", type=click.IntRange(1, 65536), default=512, show_default=True,
-              help="Longest reply, in tokens.")
+              help="Stop before spending more than this (prices: -o price_in=… -o price_out=…, cfkit.toml "
+                   "[probe.prices], or cfkit's built-in estimate for OpenAI's own API).")
+@click.option("--max-tokens", type=click.IntRange(1, 65536), default=None,
+              help="Longest reply, in tokens (default 512; the preset's with --protocol paper).")
+@click.option("--protocol", type=click.Choice(["default", "paper"]), default=None,
+              help="Settings preset (default: [probe] protocol). paper: the AesCanvas supplement's: temperature 0, "
+                   "180 s timeout, 3 retries, 4 at once and its token limits for APIs; greedy, 256 tokens, 448 px "
+                   "for local models.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="A smoke test: only the first N cases (pairs for counterfactual), as a run of its own.")
+@click.option("--cases", "cases_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="FILE", help="Only these cases (one id a line; a pair is kept when its case is listed), as a "
+                                   "run of its own.")
 @click.option("--accepted-only", is_flag=True, help="Counterfactual: use only edits a person accepted.")
-@click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
+@click.option("--reviewed-only", is_flag=True,
+              help="Modality: leave out cases whose caption is a model's draft no person has reviewed.")
+@click.option("--dry-run", is_flag=True,
+              help="Check everything and print the plan: requests, images, approximate tokens, estimated cost. "
+                   "Nothing is sent or written.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run summary (or the plan) as JSON.")
 @workspace_option
-def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, max_tokens, accepted_only,
-        as_json) -> None:
+def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, max_tokens, protocol, limit,
+        cases_file, accepted_only, reviewed_only, dry_run, as_json) -> None:
     """Run MODEL on SUITE; a rerun sends only what is missing.
+
+    Exit status: 0 when every planned request has a stored reply, 1 when the
+    run ended incomplete (the last line says what is missing and how to
+    resume), 2 for bad input or a backend that cannot run here.
 
     \b
     Examples:
-      cfkit probe run -m openai:gpt-5.5 -s counterfactual
+      cfkit probe run -m openai:gpt-5.5 -s counterfactual --dry-run
+      cfkit probe run -m openai:gpt-5.5 -s contextcanvas --limit 5          a smoke test first
+      cfkit probe run -m openai:gpt-5.5 -s contextcanvas --protocol paper --max-tokens 800 --max-cost 20
       cfkit probe run -m openai:Qwen/Qwen3-VL-8B-Instruct --base-url http://localhost:8000/v1 -s modality
       cfkit probe run -m baseline:majority -s contextcanvas
     """
     from cfkit.options import parse_option_pairs
-    from cfkit.probe import probe_suite
+    from cfkit.probe import Selection, preview_run, probe_suite
     from cfkit.store import open_store
 
     model = model or ws.config.probe.model
@@ -65,11 +86,78 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
             if key in options:
                 raise UsageError(f"{flag} and -o {key}=… both given; keep one.")
             options[key] = value
+    for flag, value, wanted in (("--accepted-only", accepted_only, "counterfactual"),
+                                ("--reviewed-only", reviewed_only, "modality")):
+        if value and suite != wanted:
+            raise UsageError(f"{flag} is for the {wanted} suite, not {suite}.")
+    selection = Selection(limit=limit, cases=cases_file, accepted_only=accepted_only, reviewed_only=reviewed_only)
+    settings = dict(options=options, concurrency=concurrency, max_tokens=max_tokens, protocol=protocol,
+                    selection=selection)
+    if dry_run:
+        if ws.db_path.is_file():
+            with open_store(ws.db_path) as store:
+                preview = preview_run(ws, store, model, suite, **settings)
+        else:  # a dry run never creates the store
+            preview = preview_run(ws, None, model, suite, **settings)
+        from cfkit.cli.probe_plan import render_preview
+
+        render_preview(preview, max_cost, as_json)
+        return
     with open_store(ws.db_path) as store, _ProgressBar(suite) as bar:
-        summary = probe_suite(ws, store, model, suite, options=options, concurrency=concurrency,
-                              max_cost=max_cost, max_tokens=max_tokens, accepted_only=accepted_only,
-                              on_progress=bar.update)
+        summary = probe_suite(ws, store, model, suite, max_cost=max_cost, on_progress=bar.update,
+                              on_plan=_warn_unreviewed, **settings)
     _render_summary(summary, as_json)
+    if summary.missing:
+        again = [("-m", model), ("-s", suite), *(("-o", pair) for pair in pairs), ("--base-url", base_url),
+                 ("--api-key-env", api_key_env), ("-j", concurrency), ("--max-tokens", max_tokens),
+                 ("--protocol", protocol), ("--limit", limit), ("--cases", cases_file),
+                 ("--accepted-only", accepted_only), ("--reviewed-only", reviewed_only),
+                 ("--max-cost", _resume_budget(summary, max_cost))]
+        raise RunIncomplete(_incomplete_line(summary, _command_line(ws, again)))
+
+
+def _warn_unreviewed(plan) -> None:
+    """Before anything is sent: how many questions rest on inputs no person has reviewed."""
+    from cfkit.cli.probe_plan import unreviewed_lines
+
+    for line in unreviewed_lines(plan):
+        warn(line)
+
+
+def _command_line(ws, flags: list[tuple[str, object]]) -> str:
+    """The ``cfkit probe run`` command with these flags (None and False left out), quoted for a POSIX shell."""
+    import shlex
+
+    words = ["cfkit", "-w", str(ws.root), "probe", "run"]
+    for flag, value in flags:
+        if value is None or value is False:
+            continue
+        words += [flag] if value is True else [flag, str(value)]
+    return shlex.join(words)
+
+
+def _resume_budget(summary, max_cost: float | None) -> float | None:
+    """A --max-cost for the rest of a run a budget stopped: the mean cost of this invocation's requests, times
+    those not sent, plus a quarter; the same limit when nothing was spent to learn from."""
+    if max_cost is None or not summary.stopped or not summary.sent or not summary.cost_usd:
+        return max_cost
+    import math
+
+    per_request = summary.cost_usd / summary.sent
+    cents = math.ceil(round(per_request * summary.missing * 1.25 * 100, 6))  # up to the next cent
+    return max(cents / 100, max_cost)
+
+
+def _incomplete_line(summary, command: str) -> str:
+    """One line: how many planned requests have no reply, why, and the command that resumes the run."""
+    why = []
+    if summary.failed:
+        why.append(f"{summary.failed} failed ({(summary.first_failure or 'no detail').rstrip('.')})")
+    if summary.not_sent:
+        why.append(f"{summary.not_sent} not sent ({summary.stopped or 'the run stopped before sending them'})")
+    return (f"run {summary.run_id} is incomplete: {summary.missing} of {summary.total} planned requests have no "
+            f"reply: {'; '.join(why)}. Reports count them wrong and list them. 'cfkit runs show {summary.run_id}' "
+            f"lists each one; resume with: {command}")
 
 
 class _ProgressBar:
@@ -87,14 +175,16 @@ class _ProgressBar:
         self.started = time.perf_counter()
 
     def __enter__(self) -> "_ProgressBar":
-        self.progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self.task is not None:
+            self.progress.stop()
 
     def update(self, p) -> None:
         if self.task is None:
+            # Started on the first report, so a run refused at start-up prints its one error line only.
+            self.progress.start()
             self.task = self.progress.add_task("run", total=p.total, completed=p.done, rate="", extra="")
         elapsed = max(time.perf_counter() - self.started, 1e-9)
         rate = f"{p.sent / elapsed:.1f} req/s" if p.sent else ""
@@ -108,7 +198,7 @@ def _render_summary(summary, as_json: bool) -> None:
     from dataclasses import asdict
 
     if as_json:
-        print_json(asdict(summary))
+        print_json(asdict(summary) | {"missing": summary.missing})
     else:
         out.print(summary.run_id)
         cost = "" if summary.cost_usd is None else f", ${summary.cost_usd:.4f}"
@@ -121,11 +211,6 @@ def _render_summary(summary, as_json: bool) -> None:
         warn(f"{len(summary.skipped)} pair(s) skipped:")
         for skip in summary.skipped:
             err.print(f"  {escape(skip.pair_id)}: {escape(skip.reason)}")
-    if summary.stopped:
-        warn(f"stopped early: {summary.stopped}")
-    if summary.errors:
-        warn(f"{summary.errors} request(s) failed after retries; run the same command again to retry them "
-             f"('cfkit runs show {summary.run_id}' has the messages).")
 
 
 @probe.command("backends")
@@ -139,6 +224,7 @@ def backends(as_json: bool) -> None:
     infos = describe_backends()
     if as_json:
         print_json([{"kind": i.kind, "package": i.package, "target": i.target, "problem": i.problem,
+                     "missing": i.missing, "install": i.install,
                      "capabilities": asdict(i.capabilities) if i.capabilities else None,
                      "options": [asdict(o) for o in i.options]}
                     for i in infos])
@@ -153,113 +239,9 @@ def backends(as_json: bool) -> None:
         c = i.capabilities
         yes = lambda flag: "yes" if flag else "no"  # noqa: E731
         pairs = "2 images" if c.multi_image else "sheet"
+        options = escape(", ".join(o.name for o in i.options))
+        if i.missing:
+            options = f"[yellow]not installed:[/] {escape(i.install or i.missing)}"
         table.add_row(i.kind, yes(c.images), pairs if c.images else "", yes(c.json_schema),
-                      "API" if c.remote else "local", i.package, escape(", ".join(o.name for o in i.options)))
+                      "API" if c.remote else "local", i.package, options)
     out.print(table)
-
-
-@click.group()
-def runs() -> None:
-    """Stored probe runs: list, show, export."""
-
-
-@runs.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@workspace_option
-def list_(ws, as_json: bool) -> None:
-    """List runs, newest first."""
-    from dataclasses import asdict
-
-    from cfkit.store.runs import list_runs
-    from cfkit.store import open_store
-
-    with open_store(ws.db_path) as store:
-        records = list_runs(store)
-    if as_json:
-        print_json([asdict(r) for r in records])
-        return
-    table = Table(title=f"Runs in {ws.db_path}", title_justify="left")
-    table.add_column("run", no_wrap=True)
-    for column, justify in (("model", "left"), ("suite", "left"), ("status", "left"), ("done", "right"),
-                            ("errors", "right"), ("cost", "right"), ("started (UTC)", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for r in records:
-        table.add_row(r.id, escape(r.model), r.suite, r.status, f"{r.n_done}/{r.n_requests}", str(r.n_errors),
-                      "—" if r.cost_usd is None else f"${r.cost_usd:.4f}", r.started_at[:16].replace("T", " "))
-    out.print(table)
-
-
-@runs.command()
-@click.argument("run_ref", metavar="RUN")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-@workspace_option
-def show(ws, run_ref: str, as_json: bool) -> None:
-    """Show a run: settings, counts per condition, answers and failures.
-
-    RUN is a run id or a unique start of one.
-    """
-    from dataclasses import asdict
-
-    from cfkit.store.runs import breakdown, find_run, unanswered
-    from cfkit.store import open_store
-
-    with open_store(ws.db_path) as store:
-        record = find_run(store, run_ref)
-        counts = breakdown(store, record.id)
-        failures = [{"case": r.case_id, "pair": r.pair_id, "condition": r.condition, "error": r.error or "?",
-                     "detail": r.detail} for r in unanswered(store, record.id)]
-    if as_json:
-        print_json({"run": asdict(record), "conditions": [asdict(c) for c in counts], "failures": failures})
-        return
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold cyan")
-    grid.add_column()
-    for name, value in (("run", record.id), ("model", record.model), ("suite", record.suite),
-                        ("status", record.status), ("replies", f"{record.n_done}/{record.n_requests}"),
-                        ("errors", str(record.n_errors)),
-                        ("cost", "—" if record.cost_usd is None else f"${record.cost_usd:.4f}"),
-                        ("started", record.started_at), ("finished", record.finished_at or "—"),
-                        ("cfkit", record.cfkit_version), ("templates", (record.templates_sha256 or "")[:16]),
-                        ("options", json.dumps(record.options.get("options", {}), sort_keys=True))):
-        grid.add_row(name, escape(str(value)))
-    out.print(grid)
-    table = Table(title="Replies by condition", title_justify="left")
-    for column in ("condition", "replies", "answered", "invalid", "failed", "answers"):
-        table.add_column(column)
-    for c in counts:
-        table.add_row(c.condition, str(c.replies), str(c.answered), str(c.invalid), str(c.transport),
-                      ", ".join(f"{k}: {v}" for k, v in c.answers.items()))
-    out.print(table)
-    for f in failures[:10]:
-        pair = f" {f['pair']}" if f["pair"] else ""
-        out.print(f"[red]{escape(f['error'])}[/] {escape(f['case'])}{escape(pair)} {escape(f['condition'])}: "
-                  f"{escape(f['detail'] or '')}")
-    if len(failures) > 10:
-        out.print(f"… and {len(failures) - 10} more (--json lists all)")
-
-
-@runs.command()
-@click.argument("run_ref", metavar="RUN")
-@click.option("--output", type=click.Path(dir_okay=False), default=None,
-              help="Write to this file instead of stdout (an existing file is refused without --force).")
-@click.option("--force", is_flag=True, help="Replace an existing --output file.")
-@workspace_option
-def export(ws, run_ref: str, output: str | None, force: bool) -> None:
-    """Export a run as predictions JSONL (the input of replay: and 'cfkit report --predictions')."""
-    from pathlib import Path
-
-    from cfkit.files import write_text_atomic
-    from cfkit.predictions import export_run
-    from cfkit.store.runs import find_run
-    from cfkit.store import open_store
-
-    with open_store(ws.db_path) as store:
-        text = export_run(store, find_run(store, run_ref).id)
-    if output is None:
-        click.echo(text, nl=False)
-        return
-    try:
-        write_text_atomic(Path(output), text, overwrite=force)
-    except FileExistsError:
-        raise OutputError(f"{output} already exists; choose another file name or pass --force to replace it.") from None
-    status(f"wrote {output}")

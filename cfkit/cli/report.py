@@ -13,8 +13,11 @@ MISSING_SHOWN = 20
 
 @click.command()
 @click.option("--predictions", "prediction_paths", multiple=True, metavar="FILE",
-              help="Predictions JSONL (repeatable; any mix of models and suites). Default: the latest stored "
+              help="Predictions JSONL (repeatable; any mix of models and suites). Default: the newest stored "
                    "run of each model and suite.")
+@click.option("--run", "run_refs", multiple=True, metavar="RUN",
+              help="A stored run to report (repeatable; an id or a unique start of one, see 'cfkit runs list'). "
+                   "Needed when one model has runs with different settings.")
 @click.option("--compare", "compare_specs", multiple=True, metavar="BASE=OTHER",
               help="Paired ContextCanvas test of two models (repeatable; Bonferroni over all given).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
@@ -27,16 +30,22 @@ MISSING_SHOWN = 20
 @click.option("--ega", is_flag=True, help="Add evidence-grounded accuracy from the audit's final labels (Table S8).")
 @click.option("--audit", "audit_ref", metavar="ID", default=None, help="With --ega: which audit (default: the newest).")
 @workspace_option
-def report(ws, prediction_paths: tuple[str, ...], compare_specs: tuple[str, ...], fmt: str, reference: bool,
-           resamples: int, seed: int, ega: bool, audit_ref: str | None) -> None:
+def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], compare_specs: tuple[str, ...],
+           fmt: str, reference: bool, resamples: int, seed: int, ega: bool, audit_ref: str | None) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas and paired tests.
 
-    A case or pair a model did not answer is counted wrong and listed on stderr
-    (and under "missing" in JSON).
+    A unit a model gave no usable answer for (no reply, a failed request, a
+    refusal, an answer about an edit that is no longer selected) is counted
+    wrong and listed on stderr with the reason (and under "missing" in JSON);
+    a row from an incomplete run is marked. By default the newest stored run
+    of each model and suite is read; a model with runs of different settings
+    (endpoint, --max-tokens, options, protocol) is refused until --run says
+    which.
 
     \b
     Examples:
       cfkit report --reference
+      cfkit report --run contextcanvas-openai-gpt-5.5-1a2b3c4d --run counterfactual-openai-gpt-5.5-5e6f7a8b
       cfkit report --predictions gpt.jsonl --predictions qwen.jsonl --format json
       cfkit report --predictions all.jsonl --compare hf:base=hf:specialist --format latex
       cfkit report --ega --reference
@@ -48,8 +57,8 @@ def report(ws, prediction_paths: tuple[str, ...], compare_specs: tuple[str, ...]
         from cfkit.errors import UsageError
 
         raise UsageError("--audit chooses the audit of --ega; give --ega too.")
-    result = lib.make_report(ws, list(prediction_paths), compare=compare, n_resamples=resamples, seed=seed, ega=ega,
-                             audit=audit_ref)
+    result = lib.make_report(ws, list(prediction_paths), run_refs=list(run_refs), compare=compare,
+                             n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref)
     if fmt == "table":
         out.print(lib.ReportView(result, reference=reference))
     else:
@@ -57,13 +66,9 @@ def report(ws, prediction_paths: tuple[str, ...], compare_specs: tuple[str, ...]
                 "md": lambda: lib.to_markdown(result, reference=reference),
                 "latex": lambda: lib.to_latex(result, reference=reference)}[fmt]()
         sys.stdout.write(text)
-    if result.missing:
-        warn(f"{len(result.missing)} unanswered unit(s) counted wrong:")
-        for m in result.missing[:MISSING_SHOWN]:
-            pair = f" pair {m.pair}" if m.pair else ""
-            warn(f"  {m.model} {m.suite}: case {m.case}{pair}, condition {m.condition}")
-        if len(result.missing) > MISSING_SHOWN:
-            warn(f"  … and {len(result.missing) - MISSING_SHOWN} more (see 'missing' in --format json).")
+    _warn_missing(result.missing)
+    for note in result.notes:
+        warn(note)
     if result.ega is not None and result.ega.pending:
         from cfkit.errors import Incomplete
 
@@ -75,3 +80,22 @@ def report(ws, prediction_paths: tuple[str, ...], compare_specs: tuple[str, ...]
             warn(f"  … and {len(pending) - MISSING_SHOWN} more (see 'ega_pending' in --format json).")
         raise Incomplete(f"the EGA section covers {result.ega.cases} of {result.ega.planned_cases} audited cases; "
                          "finish with 'cfkit audit status' and 'cfkit audit adjudicate --as NAME'.")
+
+
+def _warn_missing(missing) -> None:
+    """Per model and suite: how many units are counted wrong and why; then the first units with their reasons."""
+    if not missing:
+        return
+    groups: dict[tuple[str, str], dict[str, int]] = {}
+    for m in missing:
+        counts = groups.setdefault((m.model, m.suite), {})
+        counts[m.reason] = counts.get(m.reason, 0) + 1
+    for (model, suite), counts in groups.items():
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda item: -item[1]))
+        warn(f"{model} {suite}: {sum(counts.values())} unit(s) without a usable answer, counted wrong ({why}).")
+    for m in missing[:MISSING_SHOWN]:
+        pair = f" pair {m.pair}" if m.pair else ""
+        warn(f"  {m.model} {m.suite}: case {m.case}{pair}, condition {m.condition}: {m.reason}"
+             + (f" ({m.detail})" if m.detail else ""))
+    if len(missing) > MISSING_SHOWN:
+        warn(f"  … and {len(missing) - MISSING_SHOWN} more (see 'missing' in --format json).")

@@ -1,11 +1,16 @@
 """Probe runs: build a suite's requests, send only what is missing, store every reply.
 
-A run is one model on one suite. Its id is derived from the model, the suite,
-the backend settings that can change answers and the templates' hash, so
-running the same command again continues (or re-checks) the same run. The
-rooms: :mod:`~cfkit.probe.plan` (requests), :mod:`~cfkit.probe.identity`
+A run is one model on one suite with one set of settings and inputs. Its id is
+derived from everything that can change an answer (the backend, the model, the
+resolved endpoint, the generation settings, the answer-changing options, the
+protocol preset and every request; :mod:`~cfkit.probe.identity`), so running
+the same command again continues (or re-checks) the same run, and changing any
+of them makes a new run instead of replacing stored answers. The rooms:
+:mod:`~cfkit.probe.plan` (requests, selections), :mod:`~cfkit.probe.identity`
 (cache keys, run ids, input digests), :mod:`~cfkit.probe.runner` (sending and
-storing); runs and replies are read back through :mod:`cfkit.store.runs`.
+storing), :mod:`~cfkit.probe.protocol` (presets), :mod:`~cfkit.probe.prices`
+and :mod:`~cfkit.probe.estimate` (what a run would cost); runs and replies are
+read back through :mod:`cfkit.store.runs`.
 
 A run that ended complete records a digest of its inputs
 (:func:`~cfkit.probe.identity.inputs_sha256`); running the same command on
@@ -14,75 +19,180 @@ unchanged inputs then returns at once, without rendering a prompt.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from cfkit.backends import Backend, BackendContext, backend_class, load_backend, split_model
+from cfkit.backends import Backend, BackendContext, check_installed, load_backend, split_model
 from cfkit.dataset import load_cases
 from cfkit.errors import NotFoundError
-from cfkit.probe.identity import cache_key, inputs_sha256, run_id_for
-from cfkit.probe.plan import DEFAULT_MAX_TOKENS, ProbeItem, ProbePlan, SkippedPair, answer_schema, plan_suite
-from cfkit.probe.runner import RunProgress, RunSummary, read_reply, run_probe
-from cfkit.prompts import templates_sha256
-from cfkit.store import Store, runs
-from cfkit.store.runs import RunRecord
+from cfkit.probe.estimate import Estimate, estimate
+from cfkit.probe.identity import cache_key, inputs_sha256, run_id_for, run_settings, settings_sha256
+from cfkit.probe.plan import (DEFAULT_MAX_TOKENS, ProbeItem, ProbePlan, Selection, SkippedPair, answer_schema,
+                              plan_suite, select_case_ids)
+from cfkit.probe.prices import Prices, resolve_prices
+from cfkit.probe.protocol import Protocol, resolve_protocol
+from cfkit.probe.runner import RunProgress, RunSummary, read_reply, run_identity, run_probe
+from cfkit.store import Store, responses, runs
 from cfkit.workspace import Workspace
 
-__all__ = ["DEFAULT_MAX_TOKENS", "ProbeItem", "ProbePlan", "RunProgress", "RunSummary", "SkippedPair",
-           "answer_schema", "cache_key", "inputs_sha256", "plan_suite", "probe_suite", "read_reply", "run_id_for",
-           "run_probe"]
+__all__ = ["DEFAULT_MAX_TOKENS", "Estimate", "ProbeItem", "ProbePlan", "Prices", "Protocol", "RunPreview",
+           "RunProgress", "RunSummary", "Selection", "SkippedPair", "answer_schema", "cache_key", "inputs_sha256",
+           "plan_suite", "preview_run", "probe_suite", "read_reply", "run_id_for", "run_probe"]
 
 
-def _finished(store: Store, backend: Backend, suite: str, templates: str, digest: str) -> RunRecord | None:
-    """The run of ``backend`` on ``suite`` when it ended complete from inputs with ``digest``."""
-    record = runs.get_run(store, run_id_for(backend, suite, templates))
-    if record is None:
-        return None
-    return record if record.complete and record.notes.get("inputs_sha256") == digest else None
+@dataclass(frozen=True)
+class _Setup:
+    """A run's backend settings, resolved before anything is planned or recorded."""
+
+    model: str
+    options: dict[str, Any]  # as given, plus the protocol's and the prices
+    protocol: Protocol
+    prices: Prices | None
+    cacheable: bool
+    capabilities: Any
+
+    def context(self, ws: Workspace, suite: str, plan: ProbePlan | None = None) -> BackendContext:
+        return BackendContext(suite=suite, gold_labels=plan.gold_labels if plan is not None else Counter(),
+                              root=ws.root, store_dir=ws.store_dir)
+
+    def notes(self) -> dict[str, Any]:
+        return {"protocol": self.protocol.record(), "prices": self.prices.record() if self.prices else None}
 
 
-def probe_suite(ws: Workspace, store: Store, model: str, suite: str, *, options: dict[str, Any] | None = None,
-                concurrency: int | None = None, max_cost: float | None = None,
-                max_tokens: int = DEFAULT_MAX_TOKENS, accepted_only: bool = False,
-                on_progress: Callable[[RunProgress], None] | None = None) -> RunSummary:
-    """``cfkit probe run``: plan ``suite`` for ``model`` ("KIND:NAME"), build the backend, run.
+def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], protocol: str | None,
+           max_tokens: int | None, concurrency: int | None) -> tuple[_Setup, Backend | None]:
+    """Start-up checks and settings: the extra is installed, the preset resolves, the backend can be built
+    (a key, local weights), and prices are known where the backend takes them. Nothing is recorded."""
+    kind, name = split_model(model)
+    cls = check_installed(kind)  # a missing extra stops here, before anything is recorded
+    fields = set(cls.Options.model_fields)
+    preset = resolve_protocol(protocol or ws.config.probe.protocol, remote=cls.capabilities.remote,
+                              model_name=name, option_names=fields, max_tokens=max_tokens, concurrency=concurrency,
+                              options=options)
+    options = {**options, **preset.options}
+    setup = _Setup(model, options, preset, None, cls.capabilities.cacheable, cls.capabilities)
+    backend = None
+    # Backends that need the plan's gold labels (a majority baseline) are built after planning, still before
+    # a run is opened; the others now, so their checks (a key, local weights) come before any planning.
+    if cls.capabilities.cacheable or {"price_in", "price_out"} <= fields:
+        backend = load_backend(model, options, context=setup.context(ws, suite))
+    if backend is not None and {"price_in", "price_out"} <= fields:
+        prices = resolve_prices(model, name, getattr(backend, "endpoint", None), options, ws.config.probe.prices)
+        if prices is not None and options.get("price_in") is None:
+            options = {**options, "price_in": prices.price_in, "price_out": prices.price_out}
+            backend = load_backend(model, options, context=setup.context(ws, suite))
+        setup = _Setup(model, options, preset, prices, setup.cacheable, setup.capabilities)
+    return setup, backend
 
-    Steps: 1. when the same run already ended complete from identical inputs
-    (:func:`inputs_sha256`), report it and stop; 2. plan, so bad inputs stop
-    the run before a request is sent; 3. build the backend, giving it the
-    suite's gold-label distribution (only ``baseline:majority`` reads it);
-    4. run.
-    """
-    kind, _ = split_model(model)
-    capabilities = backend_class(kind).capabilities
-    cases = load_cases(ws.cases_path, ws.image_root)
 
-    # 1. Nothing to do?
-    digest = inputs_sha256(ws, suite, capabilities, max_tokens, cases) if capabilities.cacheable else None
-    if digest is not None:
-        backend = load_backend(model, options or {}, context=BackendContext(suite=suite, root=ws.root))
-        finished = _finished(store, backend, suite, templates_sha256(ws), digest)
-        if finished is not None:
-            invalid = runs.count_unanswered(store, finished.id)
-            progress = RunProgress(total=finished.n_requests, done=finished.n_requests, priced=backend.priced)
-            if on_progress:
-                on_progress(progress)
-            return RunSummary(run_id=finished.id, model=finished.model, suite=suite, status="done",
-                              total=finished.n_requests, kept=finished.n_requests, from_cache=0, sent=0, errors=0,
-                              invalid=invalid, cost_usd=0.0 if backend.priced else None, skipped=())
-
-    # 2. Plan.
-    plan = plan_suite(ws, suite, capabilities, store=store, max_tokens=max_tokens, accepted_only=accepted_only,
-                      cases=cases)
+def _plan(ws: Workspace, store: Store | None, setup: _Setup, suite: str, selection: Selection) -> ProbePlan:
+    plan = plan_suite(ws, suite, setup.capabilities, store=store, generation=setup.protocol.generation,
+                      selection=selection, cases=load_cases(ws.cases_path, ws.image_root))
     if not plan.items:
         skipped = "; ".join(f"{s.pair_id}: {s.reason}" for s in plan.skipped[:3])
         raise NotFoundError(f"the {suite} suite has no requests in {ws.root}"
-                         + (f" (every pair was skipped: {skipped})." if skipped else "."))
+                            + (f" (every pair was skipped: {skipped})." if skipped else
+                               " (the selection left nothing)." if plan.left_out else "."))
+    return plan
 
-    # 3. The backend, then 4. the run.
-    context = BackendContext(suite=suite, gold_labels=plan.gold_labels, root=ws.root)
-    backend = load_backend(model, options or {}, context=context)
+
+def _finished_summary(store: Store, backend: Backend, suite: str, setup: _Setup, digest: str,
+                      on_progress: Callable[[RunProgress], None] | None) -> RunSummary | None:
+    """The summary of a run with these settings that ended complete from inputs with ``digest``, if there is one."""
+    settings = run_settings(backend, setup.protocol.generation, setup.protocol.name)
+    finished = runs.finished_run(store, suite, settings_sha256(settings), digest)
+    if finished is None:
+        return None
+    progress = RunProgress(total=finished.n_requests, done=finished.n_requests, priced=backend.priced)
+    if on_progress:
+        on_progress(progress)
+    return RunSummary(run_id=finished.id, model=finished.model, suite=suite, status="done",
+                      total=finished.n_requests, kept=finished.n_requests, from_cache=0, sent=0, errors=0,
+                      invalid=runs.count_unanswered(store, finished.id), cost_usd=0.0 if backend.priced else None,
+                      skipped=(), endpoint=finished.endpoint, protocol=setup.protocol.name,
+                      unreviewed=tuple(finished.notes.get("unreviewed", ())))
+
+
+def probe_suite(ws: Workspace, store: Store, model: str, suite: str, *, options: dict[str, Any] | None = None,
+                concurrency: int | None = None, max_cost: float | None = None, max_tokens: int | None = None,
+                protocol: str | None = None, accepted_only: bool = False, selection: Selection | None = None,
+                on_progress: Callable[[RunProgress], None] | None = None,
+                on_plan: Callable[[ProbePlan], None] | None = None) -> RunSummary:
+    """``cfkit probe run``: check, plan ``suite`` for ``model`` ("KIND:NAME"), run.
+
+    Steps: 1. start-up checks and settings (:func:`_setup`: the backend's
+    extra, the protocol preset, the backend itself, prices), before anything
+    is recorded; 2. when a run with the same settings already ended complete
+    from identical inputs (:func:`inputs_sha256`), report it and stop; 3. plan,
+    so bad inputs stop the run before a request is sent; 4. build the backend
+    with the suite's gold-label distribution (only ``baseline:majority`` reads
+    it) and run. ``on_plan`` sees the plan before anything is sent (to warn
+    about unreviewed inputs).
+    """
+    selection = selection or Selection(accepted_only=accepted_only)
+    setup, backend = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency)
+
+    # 2. Nothing to do?
+    digest = None
+    if setup.cacheable and backend is not None and suite != "counterfactual":
+        cases = load_cases(ws.cases_path, ws.image_root)
+        case_ids, _ = select_case_ids(ws, suite, cases, selection)
+        digest = inputs_sha256(ws, suite, setup.capabilities, setup.protocol.generation, cases, case_ids,
+                               selection.as_dict())
+        finished = digest and _finished_summary(store, backend, suite, setup, digest, on_progress)
+        if finished:
+            return finished
+
+    # 3. Plan; 4. the backend with the suite's gold labels, then the run.
+    plan = _plan(ws, store, setup, suite, selection)
+    if on_plan:
+        on_plan(plan)
+    backend = load_backend(model, setup.options, context=setup.context(ws, suite, plan))
+    concurrency = setup.protocol.concurrency or concurrency
     if concurrency is None and backend.capabilities.remote:
         concurrency = ws.config.probe.concurrency
     return run_probe(store, backend, plan, concurrency=concurrency, max_cost=max_cost, on_progress=on_progress,
-                     inputs_sha256=digest)
+                     inputs_sha256=digest, protocol=setup.protocol.name, notes=setup.notes())
+
+
+@dataclass(frozen=True)
+class RunPreview:
+    """What ``probe run --dry-run`` prints: the run a command would make or continue, and what it would send."""
+
+    run_id: str
+    model: str
+    suite: str
+    endpoint: str | None
+    protocol: Protocol
+    prices: Prices | None
+    plan: ProbePlan
+    stored: int  # requests of the run that already have a reply
+    cached: int  # … that the response cache would answer
+    to_send: Estimate  # what would go to the model
+    all_requests: Estimate  # the whole plan, as if nothing were stored
+
+
+def preview_run(ws: Workspace, store: Store | None, model: str, suite: str, *,
+                options: dict[str, Any] | None = None, concurrency: int | None = None,
+                max_tokens: int | None = None, protocol: str | None = None,
+                selection: Selection | None = None) -> RunPreview:
+    """The dry run: the same checks and plan as :func:`probe_suite`, and what would be sent; nothing is sent or
+    written. ``store`` may be None when the workspace has none yet."""
+    selection = selection or Selection()
+    setup, _ = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency)
+    plan = _plan(ws, store, setup, suite, selection)
+    backend = load_backend(model, setup.options, context=setup.context(ws, suite, plan))
+    run_id, keys, recorded = run_identity(backend, plan, setup.protocol.name)
+    stored_replies = runs.reply_index(store, run_id) if store is not None else {}
+    kept = {k for k, r in stored_replies.items() if r.error != "transport" and r.cache_key == keys.get(k)}
+    pending = [item for item in plan.items if item.key not in kept]
+    hits = (responses.cached(store, [keys[i.key] for i in pending])
+            if store is not None and backend.capabilities.cacheable else {})
+    to_send = [item.request for item in pending if keys[item.key] not in hits]
+    detail = str(getattr(getattr(backend, "options", None), "detail", "auto"))
+    return RunPreview(run_id=run_id, model=backend.model, suite=suite, endpoint=recorded.endpoint,
+                      protocol=setup.protocol, prices=setup.prices, plan=plan, stored=len(kept),
+                      cached=len(pending) - len(to_send), to_send=estimate(to_send, setup.prices, detail),
+                      all_requests=estimate([i.request for i in plan.items], setup.prices, detail))

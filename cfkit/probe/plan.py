@@ -3,13 +3,18 @@
 Errors in the inputs (a missing caption, an unknown case in the subset file, an
 unreadable image) stop here, before any request is sent. Counterfactual pairs
 that cannot be asked (no usable edit, a spec that does not load) are listed as
-skipped, with why.
+skipped, with why. A :class:`Selection` narrows a suite to part of it (a smoke
+test: ``--limit N``, ``--cases FILE``; ``--accepted-only``,
+``--reviewed-only``); the plan also lists what it asks about that no person
+has reviewed (pairs whose edit was never accepted, drafted captions not yet
+read).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -21,7 +26,7 @@ from cfkit.errors import CaseError, SpecError, UsageError
 from cfkit.images import image_data, side_by_side
 from cfkit.prompts import load_templates, render_prompt, templates_sha256
 from cfkit.specs import load_spec, load_spec_file, spec_files
-from cfkit.store import Store, edits
+from cfkit.store import Store, edits, reviews
 from cfkit.subsets import modality_subset_path, read_subset
 from cfkit.vocabulary import SUITE_CONDITIONS
 from cfkit.workspace import Workspace
@@ -45,13 +50,41 @@ def answer_schema(option_ids: Iterable[str]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class Selection:
+    """Which part of a suite a run asks.
+
+    ``limit``: the first N units (cases; pairs for counterfactual) after the
+    other filters; ``cases``: a subset file of case ids (a counterfactual pair
+    is kept when its case is listed); ``accepted_only``: counterfactual pairs
+    whose edit a person accepted; ``reviewed_only``: modality cases whose
+    caption is not an unreviewed draft (a person wrote or reviewed it).
+    """
+
+    limit: int | None = None
+    cases: Path | None = None
+    accepted_only: bool = False
+    reviewed_only: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """What a run records (the cases file by path and content digest)."""
+        recorded: dict[str, Any] = {"limit": self.limit, "accepted_only": self.accepted_only,
+                                    "reviewed_only": self.reviewed_only, "cases": None}
+        if self.cases is not None:
+            data = self.cases.read_bytes() if self.cases.is_file() else b""
+            recorded["cases"] = {"path": str(self.cases), "sha256": hashlib.sha256(data).hexdigest()}
+        return recorded
+
+
+@dataclass(frozen=True)
 class ProbeItem:
-    """One request of a suite, with the case it asks about."""
+    """One request of a suite, with the case it asks about (and, for an 'edit' question, the edit shown)."""
 
     case: Case
     pair_id: str
     condition: str
     request: ProbeRequest
+    edit_id: int | None = None
+    image_sha256: str | None = None  # of the one image file the question shows (sent or not: the backend decides)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -75,6 +108,11 @@ class ProbePlan:
     skipped: tuple[SkippedPair, ...]
     templates_sha256: str
     gold_labels: Counter  # for baseline:majority; "yes"/"no" for two-option cases, else the option id
+    generation: Generation = Generation()
+    selection: Selection = Selection()
+    unreviewed: tuple[str, ...] = ()  # pairs asked with an edit no person accepted; cases asked with a caption a
+    #                                   model drafted and no person reviewed
+    left_out: tuple[str, ...] = field(default=())  # units of the suite the selection left out
 
 
 def gold_label(case: Case, option_id: str) -> str:
@@ -87,16 +125,17 @@ def gold_label(case: Case, option_id: str) -> str:
 class _RequestBuilder:
     """Renders prompts and images into requests for one backend."""
 
-    def __init__(self, ws: Workspace, suite: str, capabilities: Capabilities, max_tokens: int):
+    def __init__(self, ws: Workspace, suite: str, capabilities: Capabilities, generation: Generation):
         self.ws = ws
         self.suite = suite
         self.capabilities = capabilities
-        self.generation = Generation(temperature=0.0, max_tokens=max_tokens)
+        self.generation = generation
         self.templates = load_templates(ws)
         self._image_cache: dict[Path, ImageData] = {}  # cases often share an image file
+        self._sha_cache: dict[Path, str] = {}
 
     def item(self, case: Case, condition: str, *, pair_id: str = "", images: list[Path] | None = None,
-             caption=None) -> ProbeItem:
+             caption=None, edit_id: int | None = None) -> ProbeItem:
         prompt_condition = "image" if condition in ("original", "edit") else condition
         prompt = render_prompt(self.ws, case, prompt_condition, images=images, templates=self.templates,
                                caption=caption if condition in ("neutral", "evidence") else None)
@@ -110,7 +149,14 @@ class _RequestBuilder:
             meta=RequestMeta(suite=self.suite, case_id=case.id, pair_id=pair_id, condition=condition,
                              yes_option=case.yes_option),
         )
-        return ProbeItem(case=case, pair_id=pair_id, condition=condition, request=request)
+        shown = list(prompt.images)
+        return ProbeItem(case=case, pair_id=pair_id, condition=condition, request=request, edit_id=edit_id,
+                         image_sha256=self._file_sha256(shown[0]) if len(shown) == 1 else None)
+
+    def _file_sha256(self, path: Path) -> str:
+        if path not in self._sha_cache:
+            self._sha_cache[path] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return self._sha_cache[path]
 
     def _images(self, paths: list[Path]) -> tuple[ImageData, ...]:
         if not paths or not self.capabilities.images:
@@ -126,48 +172,103 @@ class _RequestBuilder:
         return self._image_cache[path]
 
 
-def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: Store | None = None,
-               max_tokens: int = DEFAULT_MAX_TOKENS, accepted_only: bool = False,
-               cases: CaseSet | None = None) -> ProbePlan:
-    """Every request of ``suite`` for a backend with ``capabilities``.
+def unreviewed_draft(caption) -> bool:
+    """A caption a model drafted and no person has reviewed yet (what the caption lint warns about)."""
+    return caption.drafted and not caption.reviewed
 
-    Errors in the inputs (a missing caption, an unknown case in the subset
-    file) stop here, before any request is sent.
-    """
-    if suite not in SUITE_CONDITIONS:
-        raise UsageError(f"suite '{suite}' is not one of {', '.join(SUITE_CONDITIONS)}.")
-    if cases is None:
-        cases = load_cases(ws.cases_path, ws.image_root)
-    builder = _RequestBuilder(ws, suite, capabilities, max_tokens)
-    items: list[ProbeItem] = []
-    skipped: list[SkippedPair] = []
-    gold: Counter = Counter()
-    if suite == "contextcanvas":
-        for case in cases:
-            items.append(builder.item(case, "image"))
-            gold[gold_label(case, case.gold)] += 1
-    elif suite == "modality":
+
+def suite_case_ids(ws: Workspace, suite: str, cases: CaseSet) -> list[str]:
+    """The cases a contextcanvas or modality run asks about, before any selection, in order."""
+    if suite == "modality":
         subset = modality_subset_path(ws)
         if not subset.is_file():
             raise CaseError(f"modality subset {subset} not found. Write one case id a line there, "
-                             "or set [probe] modality_subset in cfkit.toml.")
-        for case_id in read_subset(subset, cases):
-            case = cases.get(case_id)
+                            "or set [probe] modality_subset in cfkit.toml.")
+        return read_subset(subset, cases)
+    return list(cases.ids)
+
+
+def select_case_ids(ws: Workspace, suite: str, cases: CaseSet, selection: Selection) -> tuple[list[str], list[str]]:
+    """(the cases a contextcanvas or modality run asks, the cases its selection leaves out).
+
+    ``--cases`` first (every listed case must belong to the suite), then
+    ``--reviewed-only`` (modality), then ``--limit``.
+    """
+    ids = suite_case_ids(ws, suite, cases)
+    if selection.cases is not None:
+        wanted = read_subset(selection.cases, cases)
+        outside = [c for c in wanted if c not in set(ids)]
+        if outside:
+            raise CaseError(f"--cases {selection.cases}: case {outside[0]} is not part of the {suite} suite "
+                            f"({'the modality subset' if suite == 'modality' else 'the cases file'}); remove it.")
+        keep = set(wanted)
+        ids = [c for c in ids if c in keep]
+    if selection.reviewed_only and suite == "modality":
+        ids = [c for c in ids if not unreviewed_draft(load_caption(ws, c))]
+    if selection.limit is not None:
+        ids = ids[: selection.limit]
+    chosen = set(ids)
+    return ids, [c for c in suite_case_ids(ws, suite, cases) if c not in chosen]
+
+
+def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: Store | None = None,
+               generation: Generation | None = None, selection: Selection = Selection(),
+               cases: CaseSet | None = None, max_tokens: int | None = None) -> ProbePlan:
+    """Every request of ``suite`` for a backend with ``capabilities``, narrowed by ``selection``.
+
+    Errors in the inputs (a missing caption, an unknown case in the subset
+    file) stop here, before any request is sent. ``max_tokens`` is a shortcut
+    for ``generation=Generation(max_tokens=…)``.
+    """
+    if suite not in SUITE_CONDITIONS:
+        raise UsageError(f"suite '{suite}' is not one of {', '.join(SUITE_CONDITIONS)}.")
+    if generation is None:
+        generation = Generation(max_tokens=max_tokens or DEFAULT_MAX_TOKENS)
+    if cases is None:
+        cases = load_cases(ws.cases_path, ws.image_root)
+    builder = _RequestBuilder(ws, suite, capabilities, generation)
+    items: list[ProbeItem] = []
+    skipped: list[SkippedPair] = []
+    unreviewed: list[str] = []
+    left_out: list[str] = []
+    gold: Counter = Counter()
+    if suite == "contextcanvas":
+        case_ids, left_out = select_case_ids(ws, suite, cases, selection)
+        for case in (cases.get(c) for c in case_ids):
+            items.append(builder.item(case, "image"))
+            gold[gold_label(case, case.gold)] += 1
+    elif suite == "modality":
+        case_ids, left_out = select_case_ids(ws, suite, cases, selection)
+        for case in (cases.get(c) for c in case_ids):
             gold[gold_label(case, case.gold)] += 1
             caption = load_caption(ws, case.id)  # read once for the neutral and evidence conditions
+            if unreviewed_draft(caption):
+                unreviewed.append(case.id)
             for condition in SUITE_CONDITIONS["modality"]:
                 items.append(builder.item(case, condition, caption=caption))
     else:
         if store is None:
             raise UsageError("the counterfactual suite needs the store, to find each pair's edit.")
-        for pair_items, pair_skip in _counterfactual(ws, store, cases, builder, accepted_only):
-            items.extend(pair_items)
+        wanted = set(read_subset(selection.cases, cases)) if selection.cases is not None else None
+        asked = 0
+        for pair_id, pair_items, pair_skip, accepted in _counterfactual(ws, store, cases, builder,
+                                                                       selection.accepted_only):
             if pair_skip is not None:
                 skipped.append(pair_skip)
+                continue
+            if (wanted is not None and pair_items[0].case.id not in wanted) or (
+                    selection.limit is not None and asked >= selection.limit):
+                left_out.append(pair_id)
+                continue
+            asked += 1
+            items.extend(pair_items)
+            if not accepted:
+                unreviewed.append(pair_id)
         for item in items:
             gold[gold_label(item.case, _pair_gold(ws, item))] += 1
     return ProbePlan(suite=suite, items=tuple(items), skipped=tuple(skipped),
-                     templates_sha256=templates_sha256(ws), gold_labels=gold)
+                     templates_sha256=templates_sha256(ws), gold_labels=gold, generation=generation,
+                     selection=selection, unreviewed=tuple(unreviewed), left_out=tuple(left_out))
 
 
 def _pair_gold(ws: Workspace, item: ProbeItem) -> str:
@@ -177,30 +278,33 @@ def _pair_gold(ws: Workspace, item: ProbeItem) -> str:
 
 
 def _counterfactual(ws: Workspace, store: Store, cases: CaseSet, builder: _RequestBuilder, accepted_only: bool):
-    """(items, skipped-or-None) per spec file, in spec order."""
+    """(pair id, items, skipped-or-None, accepted by a person) per spec file, in spec order."""
     for path in spec_files(ws):
         try:
             spec = load_spec_file(path).spec
         except SpecError as exc:
-            yield [], SkippedPair(path.stem, f"invalid spec ({exc})")
+            yield path.stem, [], SkippedPair(path.stem, f"invalid spec ({exc})"), False
             continue
         if spec.case not in cases:
-            yield [], SkippedPair(spec.id, f"case '{spec.case}' is not in {cases.path}")
+            yield spec.id, [], SkippedPair(spec.id, f"case '{spec.case}' is not in {cases.path}"), False
             continue
         case = cases.get(spec.case)
         if len(case.images) != 1:
-            yield [], SkippedPair(spec.id, f"case {case.id} has {len(case.images)} images; pairs edit one image")
+            yield spec.id, [], SkippedPair(spec.id, f"case {case.id} has {len(case.images)} images; pairs edit one "
+                                                    "image"), False
             continue
         edit = edits.selected(store, spec.id, require_accepted=accepted_only)
         if edit is None:
             need = "an accepted edit" if accepted_only else "an accepted edit or one whose check passed"
-            yield [], SkippedPair(spec.id, f"no usable edit ({need}); run 'cfkit edit {spec.id}' and "
-                                           f"'cfkit review {spec.id}'")
+            yield spec.id, [], SkippedPair(spec.id, f"no usable edit ({need}); run 'cfkit edit {spec.id}' and "
+                                                    f"'cfkit review {spec.id}'"), False
             continue
         edited = edit.composite_path
         if edited is None or not Path(edited).is_file():
-            yield [], SkippedPair(spec.id, f"edit {edit.id}'s composite image {edited} is missing; "
-                                           f"run 'cfkit edit {spec.id}' again")
+            yield spec.id, [], SkippedPair(spec.id, f"edit {edit.id}'s composite image {edited} is missing; "
+                                                    f"run 'cfkit edit {spec.id}' again"), False
             continue
-        yield [builder.item(case, "original", pair_id=spec.id),
-               builder.item(case, "edit", pair_id=spec.id, images=[edited])], None
+        decision = reviews.on_edit(store, edit.id)
+        accepted = decision is not None and decision.decision == "accept"
+        yield spec.id, [builder.item(case, "original", pair_id=spec.id),
+                        builder.item(case, "edit", pair_id=spec.id, images=[edited], edit_id=edit.id)], None, accepted

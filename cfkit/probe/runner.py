@@ -13,7 +13,14 @@ For each request the runner, in order:
 So a rerun makes no model call, and a run stopped by Ctrl-C, a crash or a
 ``kill -9`` resumes with only the missing requests. Replies are parsed with
 :func:`cfkit.parse.parse_answer`; transport failures are stored as error
-``transport`` with a null answer and retried on the next run.
+``transport`` with a null answer, the server's last word as the detail, and
+retried on the next run.
+
+The run id covers the settings and every request
+(:mod:`cfkit.probe.identity`), so a stored reply is only ever completed, never
+replaced by an answer to another question. The run records its settings, the
+library versions, and why it failed if it did; each reply records the edit
+and image it was about and the model id and build the server reported.
 """
 
 from __future__ import annotations
@@ -28,11 +35,11 @@ from cfkit.backends import Backend, Reply, is_async
 from cfkit.cases import Case
 from cfkit.errors import TransportError, UsageError
 from cfkit.parse import parse_answer
-from cfkit.probe.identity import cache_key, run_id_for
+from cfkit.probe.identity import cache_key, library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
 from cfkit.probe.plan import ProbeItem, ProbePlan, SkippedPair
 from cfkit.store import Store, responses, runs
 from cfkit.store.responses import CachedResponse
-from cfkit.store.runs import ReplyFields
+from cfkit.store.runs import ReplyFields, ReplyProvenance, RunSettings
 
 
 @dataclass
@@ -59,12 +66,23 @@ class RunSummary:
     kept: int  # replies already stored for identical requests
     from_cache: int  # answered from the response cache
     sent: int
-    errors: int  # transport failures left for the next run
+    errors: int  # transport failures in this invocation
     invalid: int  # replies without a valid answer (parse errors, refusals), in the whole run
     cost_usd: float | None
     skipped: tuple[SkippedPair, ...]
     stopped: str | None = None  # why sending stopped early (budget)
     notes: tuple[str, ...] = ()
+    failed: int = 0  # planned requests whose stored reply is a transport failure, in the whole run
+    not_sent: int = 0  # planned requests with no stored reply at all (a budget stop, an interruption)
+    first_failure: str | None = None  # what one failed request's server said, for the summary line
+    unreviewed: tuple[str, ...] = ()  # pairs or cases asked with inputs no person reviewed (see ProbePlan)
+    endpoint: str | None = None
+    protocol: str | None = None
+
+    @property
+    def missing(self) -> int:
+        """Planned requests without a stored reply: what keeps the run from being complete."""
+        return self.failed + self.not_sent
 
 
 class _Budget:
@@ -95,14 +113,17 @@ class _Budget:
 
 def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: int | None = None,
               max_cost: float | None = None, on_progress: Callable[[RunProgress], None] | None = None,
-              inputs_sha256: str | None = None) -> RunSummary:
+              inputs_sha256: str | None = None, protocol: str | None = None,
+              notes: dict[str, Any] | None = None) -> RunSummary:
     """Ask ``backend`` every request of ``plan`` that has no stored reply; see the module docstring.
 
     ``inputs_sha256`` (from :func:`inputs_sha256`) is recorded when the run
-    ends complete, so the next identical command can skip planning.
+    ends complete, so the next identical command can skip planning;
+    ``protocol`` names the preset the settings came from; ``notes`` are
+    recorded with the run (e.g. where prices came from).
 
-    Raises :class:`BackendError` (after recording the run as failed) when the
-    backend cannot go on, e.g. a rejected key.
+    Raises :class:`BackendError` (after recording the run as failed, with why)
+    when the backend cannot go on, e.g. a rejected key.
     """
     # 1. Check the inputs.
     if concurrency is None:
@@ -111,12 +132,18 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
         raise UsageError(f"--concurrency {concurrency}: must be at least 1.")
     if max_cost is not None and not backend.priced:
         raise UsageError(f"--max-cost needs prices, and {backend.model} has none. Give them as "
-                         "-o price_in=USD_PER_M_INPUT_TOKENS -o price_out=USD_PER_M_OUTPUT_TOKENS.")
+                         "-o price_in=USD_PER_M_INPUT_TOKENS -o price_out=USD_PER_M_OUTPUT_TOKENS, or in "
+                         "cfkit.toml [probe.prices].")
 
-    # 2. Open (or continue) the run.
-    run_id = run_id_for(backend, plan.suite, plan.templates_sha256)
-    _open_run(store, run_id, backend, plan)
-    keys = {item.key: cache_key(backend, item.request) for item in plan.items}
+    # 2. Open (or continue) the run: its id covers the settings and every request.
+    run_id, keys, recorded = run_identity(backend, plan, protocol)
+    previous = runs.get_run(store, run_id)
+    _open_run(store, run_id, backend, plan, recorded, notes or {})
+    run_notes: set[str] = set()
+    if previous is not None and previous.versions and previous.versions != recorded.versions:
+        changed = sorted(k for k in set(previous.versions) | set(recorded.versions)
+                         if previous.versions.get(k) != recorded.versions.get(k))
+        run_notes.add(f"resumed with other library versions than before ({', '.join(changed)})")
 
     # 3. Keep what is stored; answer from the cache what can be.
     stored = runs.reply_index(store, run_id)
@@ -126,15 +153,6 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
         return reply is None or reply.error == "transport" or reply.cache_key != keys[item.key]
 
     pending = [item for item in plan.items if needed(item)]
-    notes: set[str] = set()
-    stale = sorted(set(stored) - set(keys))
-    if stale:
-        # E.g. a pair whose edit was rejected since: its old replies would be reported as if current.
-        # The raw responses stay in the cache.
-        runs.delete_replies(store, run_id, stale)
-        names = ", ".join(" ".join(part for part in key if part) for key in stale[:5])
-        notes.add(f"removed {len(stale)} stored replies no longer in the suite ({names}"
-                  f"{', …' if len(stale) > 5 else ''})")
     kept = len(plan.items) - len(pending)
     from_cache = 0
     to_send: list[ProbeItem] = []
@@ -145,7 +163,8 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
             to_send.append(item)
         else:
             reply = Reply(raw=hit.raw, usage=hit.usage, latency_s=hit.latency_s, cost_usd=hit.cost_usd,
-                          refused=hit.refused)
+                          refused=hit.refused, server_model=hit.server_model,
+                          system_fingerprint=hit.system_fingerprint)
             _record(store, run_id, item, keys[item.key], reply, cache_as=None)
             from_cache += 1
 
@@ -155,22 +174,41 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
         on_progress(progress)
     sender = _Sender(store, run_id, backend, keys, progress, on_progress,
                      _Budget(max_cost) if max_cost is not None else None)
-    sender.notes.update(notes)
+    sender.notes.update(run_notes)
     status = "failed"
+    failure: str | None = None
     try:
         asyncio.run(sender.send_all(to_send, concurrency))
         status = "done"
     except KeyboardInterrupt:
         status = "interrupted"
         raise
+    except BaseException as exc:
+        # Recorded with the run, so 'cfkit runs show' says why it stopped.
+        failure = f"{type(exc).__name__}: {exc}"
+        raise
     finally:
-        counts = _close_run(store, run_id, status, sender.stopped, plan, sorted(sender.notes), inputs_sha256)
+        counts = _close_run(store, run_id, status, sender.stopped, plan, sorted(sender.notes), inputs_sha256, failure)
     return RunSummary(
         run_id=run_id, model=backend.model, suite=plan.suite, status=counts["status"], total=len(plan.items),
         kept=kept, from_cache=from_cache, sent=progress.sent, errors=progress.errors, invalid=counts["invalid"],
         cost_usd=progress.cost_usd if backend.priced else None, skipped=plan.skipped, stopped=sender.stopped,
-        notes=tuple(sorted(sender.notes)),
+        notes=tuple(sorted(sender.notes)), failed=counts["errors"], not_sent=counts["absent"],
+        first_failure=counts["first_failure"], unreviewed=plan.unreviewed, endpoint=recorded.endpoint,
+        protocol=protocol,
     )
+
+
+def run_identity(backend: Backend, plan: ProbePlan,
+                 protocol: str | None = None) -> tuple[str, dict[tuple[str, str, str], str], RunSettings]:
+    """(run id, cache key of each request, what the run records) of ``plan`` on ``backend``."""
+    keys = {item.key: cache_key(backend, item.request) for item in plan.items}
+    settings = run_settings(backend, plan.generation, protocol)
+    shown = {item.key: (item.edit_id, item.image_sha256) for item in plan.items}
+    recorded = RunSettings(settings=settings, settings_sha256=settings_sha256(settings),
+                           requests_sha256=requests_sha256(keys, shown), endpoint=getattr(backend, "endpoint", None),
+                           versions=library_versions(backend), protocol=protocol, selection=plan.selection.as_dict())
+    return run_id_for(backend, plan.suite, recorded.settings_sha256, recorded.requests_sha256), keys, recorded
 
 
 class _Sender:
@@ -255,31 +293,35 @@ class _Sender:
 # ── storing replies (through the runs, replies and responses owners) ──────
 
 
-def _open_run(store: Store, run_id: str, backend: Backend, plan: ProbePlan) -> None:
+def _open_run(store: Store, run_id: str, backend: Backend, plan: ProbePlan, recorded: RunSettings,
+              notes: dict[str, Any]) -> None:
     options = {"options": backend.options.model_dump(mode="json") if hasattr(backend, "options") else {},
                "identity": backend.cache_identity}
+    notes = {**notes, "skipped": [asdict(s) for s in plan.skipped], "unreviewed": list(plan.unreviewed),
+             "left_out": list(plan.left_out)}
     runs.open_run(store, run_id, model=backend.model, suite=plan.suite, options=options, cfkit_version=__version__,
-                  templates_sha256=plan.templates_sha256, n_requests=len(plan.items),
-                  notes={"skipped": [asdict(s) for s in plan.skipped]})
+                  templates_sha256=plan.templates_sha256, n_requests=len(plan.items), notes=notes,
+                  recorded=recorded)
 
 
 def _close_run(store: Store, run_id: str, status: str, stopped: str | None, plan: ProbePlan,
-               notes: list[str], inputs_digest: str | None = None) -> dict[str, Any]:
+               notes: list[str], inputs_digest: str | None = None, failure: str | None = None) -> dict[str, Any]:
     """Recount the run's replies and record how this invocation ended."""
     wanted = {item.key for item in plan.items}
     present = [r for r in runs.replies(store, run_id) if r.key in wanted]
-    errors = sum(1 for r in present if r.error == "transport")
+    failed = [r for r in present if r.error == "transport"]
     invalid = sum(1 for r in present if r.answer is None and r.error != "transport")
-    done = len(present) - errors
-    if status == "done" and (errors or done < len(plan.items) or stopped):
+    done = len(present) - len(failed)
+    if status == "done" and (failed or done < len(plan.items) or stopped):
         status = "incomplete"
     previous = runs.get_run(store, run_id)
     record = dict(previous.notes) if previous is not None else {}
     record["backend_notes"] = notes
     record["stopped"] = stopped
-    record["inputs_sha256"] = inputs_digest if status == "done" else None
-    runs.finish_run(store, run_id, status=status, n_done=done, n_errors=errors, notes=record)
-    return {"status": status, "done": done, "errors": errors, "invalid": invalid}
+    runs.finish_run(store, run_id, status=status, n_done=done, n_errors=len(failed), notes=record,
+                    inputs_sha256=inputs_digest if status == "done" else None, error=failure)
+    return {"status": status, "done": done, "errors": len(failed), "invalid": invalid,
+            "absent": len(plan.items) - len(present), "first_failure": failed[0].detail if failed else None}
 
 
 def read_reply(reply: Reply, case: Case) -> ReplyFields:
@@ -296,6 +338,15 @@ def read_reply(reply: Reply, case: Case) -> ReplyFields:
                        confidence=parsed.confidence, detail=parsed.detail or None)
 
 
+def _provenance(item: ProbeItem, reply: Reply | None) -> ReplyProvenance:
+    return ReplyProvenance(
+        edit_id=item.edit_id,
+        image_sha256=item.image_sha256,
+        server_model=reply.server_model if reply is not None else None,
+        system_fingerprint=reply.system_fingerprint if reply is not None else None,
+    )
+
+
 def _record(store: Store, run_id: str, item: ProbeItem, key: str, reply: Reply, *,
             cache_as: Backend | None) -> None:
     """Store one reply of the run (and, for a fresh response of a cacheable backend, the response)."""
@@ -304,11 +355,15 @@ def _record(store: Store, run_id: str, item: ProbeItem, key: str, reply: Reply, 
         if cache_as is not None:
             responses.put(tx, CachedResponse(cache_key=key, raw=reply.raw, usage=reply.usage,
                                              latency_s=reply.latency_s, cost_usd=reply.cost_usd,
-                                             refused=reply.refused), backend=cache_as.kind, model=cache_as.model)
-        runs.write_reply(tx, run_id, item.key, cache_key=key, raw=reply.raw, fields=fields, cost_usd=reply.cost_usd)
+                                             refused=reply.refused, server_model=reply.server_model,
+                                             system_fingerprint=reply.system_fingerprint),
+                          backend=cache_as.kind, model=cache_as.model)
+        runs.write_reply(tx, run_id, item.key, cache_key=key, raw=reply.raw, fields=fields, cost_usd=reply.cost_usd,
+                         provenance=_provenance(item, reply))
 
 
 def _record_transport(store: Store, run_id: str, item: ProbeItem, key: str, message: str) -> None:
     fields = ReplyFields(answer=None, parse=None, error="transport", reason=None, confidence=None, detail=message)
     with store.transaction() as tx:
-        runs.write_reply(tx, run_id, item.key, cache_key=key, raw=None, fields=fields)
+        runs.write_reply(tx, run_id, item.key, cache_key=key, raw=None, fields=fields,
+                         provenance=_provenance(item, None))

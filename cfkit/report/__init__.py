@@ -10,8 +10,10 @@ computes four sections (:mod:`~cfkit.report.build`):
 ``modality``        accuracy per condition and the four paired deltas (Table S9)
 ``compare``         paired base-vs-other accuracy tests (Table S10)
 
-A case or pair a model did not answer is counted wrong and listed in
-``Report.missing``. Display formats print the same cells, produced once by
+A case or pair a model gave no usable answer for is counted wrong and listed
+in ``Report.missing`` with the reason; rows from incomplete runs are marked;
+stored runs are chosen by :mod:`~cfkit.report.sources`, which refuses to merge
+runs of one model with different settings. Display formats print the same cells, produced once by
 :func:`~cfkit.report.tables.display_tables`; JSON follows docs/report-schema.md.
 """
 
@@ -21,11 +23,13 @@ from cfkit.report.build import MODALITY_DELTAS, build_report, make_report, parse
 from cfkit.report.exports import FORMATS, latex_escape, to_csv, to_json, to_latex, to_markdown
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.reference import load_reference, reference_label
-from cfkit.report.rows import CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
-from cfkit.report.tables import PAPER_MARK, DisplayTable, ReportView, display_tables, fmt, fmt_ci, fmt_p
+from cfkit.report.rows import (MISSING_REASONS, CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing,
+                               ModalityRow, Report)
+from cfkit.report.sources import Sources, choose_runs
+from cfkit.report.tables import INCOMPLETE_MARK, PAPER_MARK, DisplayTable, ReportView, display_tables, fmt, fmt_ci, fmt_p
 
 __all__ = [
-    "FORMATS", "MODALITY_DELTAS", "PAPER_MARK", "CompareRow", "ContextCanvasRow", "CounterfactualRow", "Delta",
+    "FORMATS", "INCOMPLETE_MARK", "MISSING_REASONS", "MODALITY_DELTAS", "PAPER_MARK", "Sources", "choose_runs", "CompareRow", "ContextCanvasRow", "CounterfactualRow", "Delta",
     "DisplayTable", "Gold", "Missing", "ModalityRow", "PairGold", "Report", "ReportView", "build_report",
     "display_tables", "fmt", "fmt_ci", "fmt_p", "latex_escape", "load_gold", "load_reference", "make_report",
     "parse_compare", "reference_label", "to_csv", "to_json", "to_latex", "to_markdown",

@@ -1,7 +1,11 @@
 """Building a report: every section for every model, from predictions files or the store.
 
-A case or pair a model did not answer is counted wrong and listed in
-``Report.missing``; nothing is dropped.
+A unit a model gave no usable answer for is counted wrong and listed in
+``Report.missing`` with the reason (absent, transport, refused, stale) and what
+is known about it; nothing is dropped. A row built from an incomplete run, or
+with units absent or failed, is marked ``incomplete``; ``Report.notes`` says
+where the figures cover fewer pairs or cases than the workspace expects.
+Stored runs are chosen by :mod:`~cfkit.report.sources`.
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ import numpy as np
 from cfkit import stats
 from cfkit.cases import Case
 from cfkit.errors import ConfigError, NotFoundError, PredictionError, SpecError, UsageError
-from cfkit.predictions import Prediction, check_predictions, load_predictions, predictions_from_store
+from cfkit.predictions import Prediction, check_predictions, load_predictions
+from cfkit.report import sources as sources_
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.rows import CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
-from cfkit.store import Store
+from cfkit.report.sources import Sources
+from cfkit.store import Store, edits
 from cfkit.vocabulary import SUITE_CONDITIONS
 from cfkit.workspace import Workspace
 
@@ -41,30 +47,40 @@ def make_report(
     ws: Workspace,
     prediction_paths: Sequence[Path | str] = (),
     *,
+    run_refs: Sequence[str] = (),
     compare: Sequence[tuple[str, str]] = (),
     n_resamples: int = stats.N_RESAMPLES,
     seed: int | None = stats.SEED,
     ega: bool = False,
     audit: str | None = None,
 ) -> Report:
-    """Load gold and predictions (files, or the latest stored run per model and suite) and build the report.
+    """Load gold and predictions (files, the runs named in ``run_refs``, or by default one stored run per model
+    and suite, see :func:`cfkit.report.sources.choose_runs`) and build the report.
 
     With ``ega``, the report also holds the evidence-grounded accuracy section
     of audit ``audit`` (default: the newest audit in the store).
     """
     gold = load_gold(ws)
+    if prediction_paths and run_refs:
+        raise UsageError("--predictions reads files and --run reads stored runs; give one or the other.")
     if prediction_paths:
-        preds = load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases)
+        source = Sources(preds=load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases))
+        if ws.db_path.is_file():  # answers about edits can still be checked against the pairs' selected edits
+            with Store(ws.db_path) as store:
+                source.selected_edits = {
+                    pair: None if (e := edits.selected(store, pair)) is None else e.id
+                    for pair in {p.pair for p in source.preds if p.pair}}
     else:
         if not ws.db_path.is_file():
             raise NotFoundError(f"no stored runs ({ws.db_path} does not exist). Run 'cfkit probe run' first, "
-                             "or pass --predictions FILE.")
+                                "or pass --predictions FILE.")
         with Store(ws.db_path) as store:
-            preds = predictions_from_store(store)
-            check_predictions(preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
-    if not preds:
+            source = sources_.from_store(store, run_refs)
+            check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
+    if not source.preds:
         raise NotFoundError("no predictions to report. Run 'cfkit probe run', or pass --predictions FILE.")
-    report = build_report(gold, preds, compare=compare, n_resamples=n_resamples, seed=seed)
+    report = build_report(gold, source.preds, compare=compare, n_resamples=n_resamples, seed=seed, sources=source,
+                          expected_pairs=ws.pairs)
     if ega:
         report = dataclasses.replace(report, ega=_ega(ws, audit, n_resamples, seed))
     return report
@@ -86,16 +102,21 @@ def build_report(
     compare: Sequence[tuple[str, str]] = (),
     n_resamples: int = stats.N_RESAMPLES,
     seed: int | None = stats.SEED,
+    sources: Sources | None = None,
+    expected_pairs: int | None = None,
 ) -> Report:
     """Compute every section for every model found in ``preds``.
 
-    Steps: 1. index answers by model and suite; 2. check the compare requests
-    and the modality subset; 3. score each suite; 4. the paired comparisons.
+    Steps: 1. index predictions by suite and model; 2. check the compare
+    requests and the modality subset; 3. score each suite, every unit without
+    a usable answer counted wrong and listed; 4. the paired comparisons;
+    5. marks and notes on what the rows cover.
     """
+    sources = sources or Sources(preds=list(preds))
     # 1. index
-    answers: dict[str, dict[str, dict[tuple[str, str, str], str | None]]] = {}
+    answers: dict[str, dict[str, dict[tuple[str, str, str], Prediction]]] = {}
     for p in preds:
-        answers.setdefault(p.suite, {}).setdefault(p.model, {})[(p.case, p.pair or "", p.condition)] = p.answer
+        answers.setdefault(p.suite, {}).setdefault(p.model, {})[(p.case, p.pair or "", p.condition)] = p
     # 2. checks
     cc_models = answers.get("contextcanvas", {})
     for base, other in compare:
@@ -114,68 +135,127 @@ def build_report(
             if outside:
                 raise PredictionError(f"model '{model}' answered modality case {outside[0]}, which is not in the "
                                       "modality subset file; add it there or remove those lines.")
-    missing: list[Missing] = []
+    units = _Units(sources)
     # 3. the suites
     all_cases = list(gold.cases)
+    cc_usable = {model: units.usable(model, "contextcanvas", got) for model, got in cc_models.items()}
     cc_rows = [
-        ContextCanvasRow(model, _contextcanvas(model, got, all_cases, missing))
+        ContextCanvasRow(model, _contextcanvas(units, model, got, all_cases), *units.marks(model, "contextcanvas"))
         for model, got in cc_models.items()
     ]
     pairs = list(gold.pairs.values())
     cf_rows = [
-        CounterfactualRow(model, _counterfactual(model, got, pairs, missing, n_resamples, seed))
+        CounterfactualRow(model, _counterfactual(units, model, got, pairs, n_resamples, seed),
+                          *units.marks(model, "counterfactual"))
         for model, got in answers.get("counterfactual", {}).items()
     ]
     md_rows = [
-        _modality(model, got, [gold.cases.get(c) for c in gold.modality_cases or []], missing, n_resamples, seed)
+        _modality(units, model, got, [gold.cases.get(c) for c in gold.modality_cases or []], n_resamples, seed)
         for model, got in answers.get("modality", {}).items()
     ]
     # 4. comparisons, adjusted over the ones asked for together
     comparisons = []
     for base, other in compare:
-        first = _correct(cc_models[base], all_cases, "image")
-        second = _correct(cc_models[other], all_cases, "image")
+        first = _correct(cc_usable[base], all_cases, "image")
+        second = _correct(cc_usable[other], all_cases, "image")
         comparisons.append(stats.paired_comparison(first, second, n_resamples=n_resamples, seed=seed))
     adjusted = stats.bonferroni([c.mcnemar.p_value for c in comparisons])
     cmp_rows = [CompareRow(b, o, c, p) for (b, o), c, p in zip(compare, comparisons, adjusted)]
-    return Report(cc_rows, cf_rows, md_rows, cmp_rows, missing)
+    # 5. what the figures cover
+    expected = {}
+    if expected_pairs is not None:
+        expected["counterfactual"] = expected_pairs
+    if gold.modality_cases is not None:
+        expected["modality"] = len(gold.modality_cases)
+    notes = _coverage_notes(units, gold, cc_rows, cf_rows, md_rows, expected_pairs)
+    return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected)
 
 
-def _answer(got: dict, case: str, pair: str, condition: str, model: str, suite: str,
-            missing: list[Missing]) -> str | None:
-    key = (case, pair, condition)
-    if key not in got:
-        missing.append(Missing(model, suite, case, pair or None, condition))
-        return None
-    return got[key]
+class _Units:
+    """A model's usable answer to each unit; every unit without one is recorded in ``missing`` with why."""
+
+    def __init__(self, sources: Sources):
+        self.sources = sources
+        self.missing: list[Missing] = []
+
+    def usable(self, model: str, suite: str, got: dict) -> dict[tuple[str, str, str], str | None]:
+        """Answers by unit, with stale answers (about an edit no longer selected) left out."""
+        return {key: (None if self._stale(p) else p.answer) for key, p in got.items()}
+
+    def _stale(self, p: Prediction) -> str | None:
+        selected = self.sources.selected_edits
+        if p.edit_id is None or selected is None or p.pair not in selected or selected[p.pair] == p.edit_id:
+            return None
+        now = selected[p.pair]
+        return (f"answered about edit #{p.edit_id}; the pair's selected edit is now "
+                + (f"#{now}" if now is not None else "none") + " (run the counterfactual suite again)")
+
+    def answer(self, model: str, suite: str, got: dict, case: str, pair: str, condition: str) -> str | None:
+        run = self.sources.runs.get((model, suite))
+        run_id = run.id if run is not None else None
+
+        def listed(reason: str, detail: str | None) -> None:
+            self.missing.append(Missing(model, suite, case, pair or None, condition, reason, detail, run_id))
+
+        p = got.get((case, pair, condition))
+        if p is None:
+            if run is None:
+                detail = "no prediction for this unit"
+            elif run.subset:
+                detail = f"not asked: run {run.id} asked only part of the suite"
+            elif not run.complete:
+                detail = (f"not answered: run {run.id} is {run.status} ({run.n_done} of {run.n_requests} replies"
+                          + (f"; {run.stopped}" if run.stopped else "") + ")")
+            else:
+                detail = f"not part of run {run.id} (the suite has changed since; run it again)"
+            listed("absent", detail)
+            return None
+        if p.error == "transport":
+            listed("transport", self.sources.details.get((model, suite, case, pair, condition))
+                   or "the request failed and has no reply")
+            return None
+        if p.error == "refused":
+            listed("refused", (p.raw or p.reason or "the model declined")[:200])
+            return None
+        stale = self._stale(p)
+        if stale:
+            listed("stale", stale)
+            return None
+        return p.answer
+
+    def marks(self, model: str, suite: str) -> tuple[bool, tuple[str, ...]]:
+        """(incomplete, run ids) of a row: its run is not complete, or units are absent, failed or stale."""
+        run = self.sources.runs.get((model, suite))
+        gaps = any(m.model == model and m.suite == suite and m.reason != "refused" for m in self.missing)
+        return bool(gaps or (run is not None and not run.complete)), ((run.id,) if run is not None else ())
 
 
 def _correct(got: dict, cases: Sequence[Case], condition: str) -> np.ndarray:
     return np.array([got.get((c.id, "", condition)) == c.gold for c in cases], dtype=bool)
 
 
-def _contextcanvas(model: str, got: dict, cases: list[Case], missing: list[Missing]) -> stats.ContextCanvasScores:
-    predicted = [_answer(got, c.id, "", "image", model, "contextcanvas", missing) for c in cases]
+def _contextcanvas(units: _Units, model: str, got: dict, cases: list[Case]) -> stats.ContextCanvasScores:
+    predicted = [units.answer(model, "contextcanvas", got, c.id, "", "image") for c in cases]
     return stats.contextcanvas_scores(predicted, [c.gold for c in cases], [c.yes_option for c in cases],
                                       [c.no_option for c in cases])
 
 
-def _counterfactual(model: str, got: dict, pairs: list[PairGold], missing: list[Missing],
-                    n_resamples: int, seed: int | None) -> stats.CounterfactualScores:
+def _counterfactual(units: _Units, model: str, got: dict, pairs: list[PairGold], n_resamples: int,
+                    seed: int | None) -> stats.CounterfactualScores:
     if not pairs:
         raise SpecError("counterfactual predictions were given, but the workspace has no edit specs in interventions/.")
-    original = [_answer(got, p.case, p.pair, "original", model, "counterfactual", missing) for p in pairs]
-    edit = [_answer(got, p.case, p.pair, "edit", model, "counterfactual", missing) for p in pairs]
+    original = [units.answer(model, "counterfactual", got, p.case, p.pair, "original") for p in pairs]
+    edit = [units.answer(model, "counterfactual", got, p.case, p.pair, "edit") for p in pairs]
     return stats.counterfactual_scores(original, edit, [p.original for p in pairs], [p.edit for p in pairs],
                                        n_resamples=n_resamples, seed=seed)
 
 
-def _modality(model: str, got: dict, cases: list[Case], missing: list[Missing],
-              n_resamples: int, seed: int | None) -> ModalityRow:
+def _modality(units: _Units, model: str, got: dict, cases: list[Case], n_resamples: int,
+              seed: int | None) -> ModalityRow:
     conditions = SUITE_CONDITIONS["modality"]
     correct = {}
     for condition in conditions:
-        answered = [_answer(got, c.id, "", condition, model, "modality", missing) for c in cases]
+        answered = [units.answer(model, "modality", got, c.id, "", condition) for c in cases]
         correct[condition] = stats.correct_mask(answered, [c.gold for c in cases])
     # One set of resampling indices for every statistic keeps all of them paired by case.
     resamples = stats.Resamples(len(cases), n_resamples=n_resamples, seed=seed)
@@ -190,4 +270,30 @@ def _modality(model: str, got: dict, cases: list[Case], missing: list[Missing],
         accuracy={c: float(matrix[i].mean()) for i, c in enumerate(conditions)},
         accuracy_ci=dict(zip(conditions, intervals)),
         deltas=[Delta(a, b, c, p) for (a, b), c, p in zip(MODALITY_DELTAS, comparisons, adjusted)],
+        incomplete=units.marks(model, "modality")[0],
+        runs=units.marks(model, "modality")[1],
     )
+
+
+def _coverage_notes(units: _Units, gold: Gold, cc_rows: list, cf_rows: list, md_rows: list,
+                    expected_pairs: int | None) -> list[str]:
+    """Sentences saying where the figures cover fewer pairs or cases than asked for."""
+    notes = []
+    n_pairs = len(gold.pairs)
+    if cf_rows and expected_pairs is not None and n_pairs < expected_pairs:
+        notes.append(f"counterfactual: the workspace has {n_pairs} of the {expected_pairs} pairs it expects "
+                     f"([workspace] pairs = {expected_pairs}); every counterfactual figure is over "
+                     f"{n_pairs} pair{'s' if n_pairs != 1 else ''}.")
+    gaps: dict[tuple[str, str], set] = {}
+    for m in units.missing:
+        gaps.setdefault((m.model, m.suite), set()).add(m.pair if m.suite == "counterfactual" else m.case)
+    sizes = {"contextcanvas": (len(gold.cases), "cases"), "counterfactual": (n_pairs, "pairs"),
+             "modality": (len(gold.modality_cases or []), "subset cases (all four conditions)")}
+    for suite, rows in (("contextcanvas", cc_rows), ("counterfactual", cf_rows), ("modality", md_rows)):
+        total, what = sizes[suite]
+        for row in rows:
+            lacking = len(gaps.get((row.model, suite), ()))
+            if lacking:
+                notes.append(f"{suite}: {row.model} has usable answers for {total - lacking} of the {total} {what}; "
+                             f"the rest are counted wrong and listed under missing.")
+    return notes

@@ -27,9 +27,10 @@ def to_csv(report: Report) -> str:
 
     ``model`` is ``BASE=OTHER`` in the compare section; ``metric`` is a dotted
     path into the JSON record (``accuracy.text``, ``ncu_ci.0``,
-    ``deltas.text>neutral.p``, ``agreement.kappa``). Missing units and audit
-    items still without a final label are not in the CSV; the command reports
-    them on stderr.
+    ``deltas.text>neutral.p``, ``agreement.kappa``). Missing units, the rows'
+    ``incomplete`` marks and run ids, and audit items still without a final
+    label are not in the CSV (it holds numbers); the command reports them on
+    stderr.
     """
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -39,7 +40,7 @@ def to_csv(report: Report) -> str:
         for record in data.get(section, []):
             name = f"{record['base']}={record['other']}" if section == "compare" else record["model"]
             for metric, value in _flatten(record):
-                if metric in ("model", "base", "other"):
+                if metric in ("model", "base", "other", "incomplete") or metric.startswith("runs."):
                     continue
                 writer.writerow([section, name, metric, repr(float(value)) if isinstance(value, float) else value])
     return buffer.getvalue()

@@ -9,27 +9,39 @@ from cfkit import stats
 from cfkit.report.grounding import EgaSection
 
 
+#: Why a unit is listed in ``missing``: no prediction at all, a request that failed, the model declined, or an
+#: answer given about an edit that is no longer the pair's selected one.
+MISSING_REASONS = ("absent", "transport", "refused", "stale")
+
+
 @dataclass(frozen=True)
 class Missing:
-    """A unit a model gave no answer for; it is counted wrong."""
+    """A unit a model gave no usable answer for; it is counted wrong."""
 
     model: str
     suite: str
     case: str
     pair: str | None
     condition: str
+    reason: str = "absent"  # one of MISSING_REASONS
+    detail: str | None = None  # what the server said, the run's state, the edit it was about
+    run: str | None = None  # the stored run the model's answers came from
 
 
 @dataclass(frozen=True)
 class ContextCanvasRow:
     model: str
     scores: stats.ContextCanvasScores
+    incomplete: bool = False  # built from an incomplete run, or with units absent or failed
+    runs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class CounterfactualRow:
     model: str
     scores: stats.CounterfactualScores
+    incomplete: bool = False
+    runs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,6 +61,8 @@ class ModalityRow:
     accuracy: dict[str, float]
     accuracy_ci: dict[str, stats.Interval]
     deltas: list[Delta]
+    incomplete: bool = False
+    runs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,13 +81,16 @@ class Report:
     compare: list[CompareRow] = field(default_factory=list)
     missing: list[Missing] = field(default_factory=list)
     ega: EgaSection | None = None  # only when asked for (report --ega)
+    notes: list[str] = field(default_factory=list)  # what the numbers cover, where it is less than asked for
+    expected: dict[str, int] = field(default_factory=dict)  # suite -> units the workspace expects (pairs, subset)
 
     def to_dict(self) -> dict[str, Any]:
         """The report object of docs/report-schema.md, ``missing`` included (the units counted wrong for want of an answer)."""
         data = {
-            "contextcanvas": [{"model": r.model, **_fields(r.scores)} for r in self.contextcanvas],
+            "contextcanvas": [{"model": r.model, **_fields(r.scores), **_marks(r)} for r in self.contextcanvas],
             "counterfactual": [
-                {"model": r.model, **_fields(r.scores, skip=("ncu_ci",)), "ncu_ci": r.scores.ncu_ci.as_list()}
+                {"model": r.model, **_fields(r.scores, skip=("ncu_ci",)), "ncu_ci": r.scores.ncu_ci.as_list(),
+                 **_marks(r)}
                 for r in self.counterfactual
             ],
             "modality": [
@@ -88,6 +105,7 @@ class Report:
                          "p": d.comparison.mcnemar.p_value, "p_adj": d.p_adj}
                         for d in r.deltas
                     ],
+                    **_marks(r),
                 }
                 for r in self.modality
             ],
@@ -99,12 +117,17 @@ class Report:
                 for r in self.compare
             ],
             "missing": [m.__dict__.copy() for m in self.missing],
+            "notes": list(self.notes),
         }
         if self.ega is not None:
             data["ega"] = [row.to_dict() for row in self.ega.rows]
             data["ega_audit"] = self.ega.summary()
             data["ega_pending"] = [p.__dict__.copy() for p in self.ega.pending]
         return data
+
+
+def _marks(row: Any) -> dict[str, Any]:
+    return {"incomplete": row.incomplete, "runs": list(row.runs)}
 
 
 def _fields(obj: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:

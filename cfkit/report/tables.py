@@ -24,6 +24,23 @@ class DisplayTable:
 
 #: Appended to the first cell of a published reference row.
 PAPER_MARK = " (paper)"
+#: Appended to the first cell of a row built from an incomplete run or with units absent or failed.
+INCOMPLETE_MARK = " (incomplete)"
+
+
+def _name(row: dict) -> str:
+    return row["model"] + (INCOMPLETE_MARK if row.get("incomplete") else "")
+
+
+def _comparable(unit: str, ours: set[int], theirs: int, expected: int | None = None) -> str:
+    """A caption sentence when our rows cover another number of units than the paper's; '' when they match."""
+    if ours == {theirs}:
+        return ""
+    counted = " or ".join(map(str, sorted(ours)))
+    units = unit if ours != {1} else unit.removesuffix("s")
+    of = f" (this workspace expects {expected})" if expected is not None and expected != max(ours) else ""
+    return (f" Not comparable as they stand: the rows measured here are over {counted} {units}{of}; "
+            f"the paper's are over {theirs}.")
 
 
 def fmt(value: float | None) -> str:
@@ -48,11 +65,13 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
     tables: list[DisplayTable] = []
     if data["contextcanvas"]:
         # The paper's columns plus n, the gold Yes rate and invalid answers; Yes-F1 / No-F1 are in JSON and CSV.
-        rows = [[r["model"], str(r["n"]), fmt(r["accuracy"]), fmt(r["macro_f1"]), fmt(r["yes_rate"]),
+        rows = [[_name(r), str(r["n"]), fmt(r["accuracy"]), fmt(r["macro_f1"]), fmt(r["yes_rate"]),
                  fmt(r["gold_yes_rate"]), str(r["invalid"])] for r in data["contextcanvas"]]
         published = [False] * len(rows)
+        caption = _caption("table2", reference)
         if ref:
             t = ref["table2"]
+            caption += _comparable("cases", {r["n"] for r in data["contextcanvas"]}, t["n"]) + _notes(report, "contextcanvas")
             for r in t["rows"]:
                 rows.append([r["model"] + PAPER_MARK, str(t["n"]), fmt(r["accuracy"]), fmt(r["macro_f1"]), fmt(r["yes_rate"]),
                              fmt(t["gold_yes_rate"]), "—"])
@@ -60,14 +79,17 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
         tables.append(DisplayTable(
             "contextcanvas", "ContextCanvas (as in Table 2)",
             ["Model", "n", "Acc.", "Macro-F1", "Yes (%)", "Gold Yes", "Inv."],
-            rows, published, _caption("table2", reference)))
+            rows, published, caption))
     if data["counterfactual"]:
         # The paper's columns plus invalid pairs; the stuck counts are in JSON and CSV.
-        rows = [[r["model"], fmt(full.get(r["model"])), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
+        rows = [[_name(r), fmt(full.get(r["model"])), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
                  f"{r['correct']}/{r['reverse']}", str(r["invalid"]), fmt(r["ncu"]), fmt_ci(r["ncu_ci"])]
                 for r in data["counterfactual"]]
         published = [False] * len(rows)
+        caption = _caption("tableS7", reference)
         if ref:
+            caption += _comparable("pairs", {r["n_pairs"] for r in data["counterfactual"]}, ref["tableS7"]["n_pairs"],
+                                   report.expected.get("counterfactual")) + _notes(report, "counterfactual")
             for r in ref["tableS7"]["rows"]:
                 rows.append([r["model"] + PAPER_MARK, fmt(r["full"]), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
                              f"{r['correct']}/{r['reverse']}", "—", fmt(r["ncu"]), fmt_ci(r["ncu_ci"])])
@@ -77,19 +99,21 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
         tables.append(DisplayTable(
             "counterfactual", title,
             ["Model", "Full", "Orig.", "Edit", "Pair", "C/R", "Inv.", "NCU", "95% CI"],
-            rows, published, _caption("tableS7", reference)))
+            rows, published, caption))
     if data["modality"]:
         conditions = SUITE_CONDITIONS["modality"]
-        rows = [[r["model"], str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions)] for r in data["modality"]]
+        rows = [[_name(r), str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions)] for r in data["modality"]]
         published = [False] * len(rows)
+        caption = _caption("tableS9", reference)
         if ref:
             t = ref["tableS9"]
+            caption += _comparable("cases", {r["n"] for r in data["modality"]}, t["n"]) + _notes(report, "modality")
             for r in t["rows"]:
                 rows.append([r["model"] + PAPER_MARK, str(t["n"]), *(fmt(r["accuracy"][c]) for c in conditions)])
                 published.append(True)
         tables.append(DisplayTable("modality", "Modality conditions (as in Table S9)",
                                    ["Model", "n", "Text", "Neutral", "Evidence", "Image"], rows, published,
-                                   _caption("tableS9", reference)))
+                                   caption))
         if data["modality"]:
             rows = [[r["model"], f"{d['from']} → {d['to']}", fmt(d["delta"]), fmt_ci(d["ci"]), f"{d['b']}/{d['c']}",
                      fmt_p(d["p"]), fmt_p(d["p_adj"])] for r in data["modality"] for d in r["deltas"]]
@@ -158,6 +182,13 @@ def _ega_tables(data: dict, ref: dict | None) -> list[DisplayTable]:
     return [scores, agreement] if agreement_rows else [scores]
 
 
+def _notes(report: Report, suite: str) -> str:
+    """The report's coverage notes about ``suite``, for the caption beside the published rows."""
+    rests = [n[len(suite) + 2:] for n in report.notes if n.startswith(f"{suite}: ")]
+    # A sentence that opens with a model name keeps the name as it is written.
+    return "".join(" " + ("T" + rest[1:] if rest.startswith("the ") else rest) for rest in rests)
+
+
 def _caption(table: str, reference: bool) -> str:
     return f"Rows marked{PAPER_MARK} are the published figures of {reference_label(table)}." if reference else ""
 
@@ -174,8 +205,8 @@ class ReportView:
         from rich.text import Text
 
         for table in display_tables(self.report, reference=self.reference):
-            view = Table(title=table.title, title_justify="left", caption=table.caption or None,
-                         caption_justify="left")
+            view = Table(title=table.title, title_justify="left", caption_justify="left",
+                         caption=Text(table.caption) if table.caption else None)  # plain text: no markup
             for i, name in enumerate(table.columns):
                 # Numbers never wrap; names and the change label fold onto a second line when narrow.
                 text_column = i == 0 or name == "Change"

@@ -3,7 +3,8 @@
 For each pair: the original, the edit, their difference (heat map), the
 check's verdict, the review decision, and — once probe runs are stored — each
 model's answer on the original and on the edit, marked right or wrong against
-the spec's labels. Written twice: a self-contained HTML file (images inlined as
+the spec's labels. An answer about another edit than the one shown (given
+before a re-edit) is marked stale and judged neither right nor wrong. Written twice: a self-contained HTML file (images inlined as
 base64, every piece of text escaped) and a PNG grid.
 """
 
@@ -16,6 +17,7 @@ import textwrap
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
@@ -39,6 +41,8 @@ class ModelAnswer:
     after: str | None
     before_ok: bool
     after_ok: bool
+    after_edit_id: int | None = None  # the edit the 'after' answer was given on, when recorded
+    stale: bool = False  # the 'after' answer is about another edit than the one the sheet shows
 
 
 @dataclass(frozen=True)
@@ -75,17 +79,17 @@ def _thumb(image: np.ndarray) -> np.ndarray:
     return np.asarray(Image.fromarray(image).resize(size, Image.Resampling.LANCZOS))
 
 
-def _answers(store: Store, notes: list[str]) -> dict[str, dict[str, dict[str, str | None]]]:
-    """pair -> model -> {condition: answer id} from the newest stored counterfactual runs."""
+def _answers(store: Store, notes: list[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """pair -> model -> {condition: its prediction} from the newest stored counterfactual runs."""
     try:
         from cfkit.predictions import predictions_from_store
     except ModuleNotFoundError:
         notes.append("model answers left out: cfkit.predictions is not installed.")
         return {}
-    table: dict[str, dict[str, dict[str, str | None]]] = {}
+    table: dict[str, dict[str, dict[str, Any]]] = {}
     for p in predictions_from_store(store):
         if p.suite == "counterfactual" and p.pair:
-            table.setdefault(p.pair, {}).setdefault(p.model, {})[p.condition] = p.answer
+            table.setdefault(p.pair, {}).setdefault(p.model, {})[p.condition] = p
     if not table:
         notes.append("no stored counterfactual probe runs yet; the sheet has no model answers.")
     return table
@@ -111,20 +115,8 @@ def collect_pairs(ws: Workspace, store: Store, spec_ids: list[str]) -> tuple[lis
         review = None if edit_id is None else reviews.on_edit(store, edit_id)
         decision = None if review is None else review.decision
         note = None if review is None else review.note
-        model_answers = []
-        for model, by_condition in sorted(answers.get(spec_id, {}).items()):
-            def text(condition: str) -> str | None:
-                answer = by_condition.get(condition)
-                if answer is None or case is None:
-                    return answer
-                return next((o.text for o in case.options if o.id == answer), answer)
-
-            def correct(condition: str, label: str) -> bool:
-                return case is not None and by_condition.get(condition) == case.option_for_label(label)
-
-            model_answers.append(ModelAnswer(model, text("original"), text("edit"),
-                                             correct("original", spec.labels.original),
-                                             correct("edit", spec.labels.edit)))
+        model_answers = [_model_answer(model, by_condition, case, spec, edit_id)
+                         for model, by_condition in sorted(answers.get(spec_id, {}).items())]
         if edit_id is None:
             pairs.append(SheetPair(**base, edit_id=None, pictures={}, verdict=None, decision=decision, note=note,
                                    answers=model_answers, problem="no edit yet"))
@@ -147,6 +139,34 @@ def collect_pairs(ws: Workspace, store: Store, spec_ids: list[str]) -> tuple[lis
     return pairs, notes
 
 
+def _model_answer(model: str, by_condition: dict[str, Any], case, spec, shown_edit: int | None) -> ModelAnswer:
+    """One model's before/after answers on a pair, the 'after' one marked stale when it is about another edit."""
+    def answer(condition: str) -> str | None:
+        p = by_condition.get(condition)
+        return None if p is None else p.answer
+
+    def text(condition: str) -> str | None:
+        value = answer(condition)
+        if value is None or case is None:
+            return value
+        return next((o.text for o in case.options if o.id == value), value)
+
+    def correct(condition: str, label: str) -> bool:
+        return case is not None and answer(condition) == case.option_for_label(label)
+
+    after = by_condition.get("edit")
+    after_edit = None if after is None else after.edit_id
+    stale = after_edit is not None and after_edit != shown_edit
+    return ModelAnswer(model, text("original"), text("edit"), correct("original", spec.labels.original),
+                       correct("edit", spec.labels.edit) and not stale, after_edit_id=after_edit, stale=stale)
+
+
+def _after_cell(a: ModelAnswer) -> str:
+    if a.stale:
+        return f"{a.after or 'no answer'} (stale: about edit #{a.after_edit_id}, not this one)"
+    return a.after or "no answer"
+
+
 # ── HTML ───────────────────────────────────────────────────────────────────
 
 _CSS = """
@@ -155,7 +175,7 @@ body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
 .pics{display:flex;gap:.5em}.pics figure{margin:0}.pics img{max-width:256px;display:block}
 figcaption{font-size:.8em;color:#666}.ok{background:#d8f5d8}.bad{background:#f8d8d8}
 table{border-collapse:collapse;margin-top:.5em}td,th{border:1px solid #ddd;padding:.2em .5em;font-size:.9em}
-.pass{color:#1a7f1a}.fail{color:#b00}.muted{color:#888}
+.pass{color:#1a7f1a}.fail{color:#b00}.muted{color:#888}.stale{background:#eee;color:#777;font-style:italic}
 """
 
 
@@ -197,7 +217,8 @@ def render_html(pairs: list[SheetPair], *, title: str = "cfkit contact sheet") -
             for a in p.answers:
                 parts.append(f"<tr><td>{e(a.model)}</td>"
                              f"<td class='{'ok' if a.before_ok else 'bad'}'>{e(a.before or 'no answer')}</td>"
-                             f"<td class='{'ok' if a.after_ok else 'bad'}'>{e(a.after or 'no answer')}</td></tr>")
+                             f"<td class='{'stale' if a.stale else 'ok' if a.after_ok else 'bad'}'>"
+                             f"{e(_after_cell(a))}</td></tr>")
             parts.append("</table>")
         parts.append("</section>")
     parts.append("</body></html>\n")
@@ -223,10 +244,12 @@ def _text_lines(p: SheetPair, width_chars: int) -> list[tuple[str, tuple[int, in
         lines.append((textwrap.shorten(p.problem, width_chars), red))
     for a in p.answers:
         # Plain ASCII marks: the default font has no arrows or check marks.
-        marks = (f"{a.before or 'none'}{'' if a.before_ok else ' (wrong)'} -> "
-                 f"{a.after or 'none'}{'' if a.after_ok else ' (wrong)'}")
+        after = (f"{a.after or 'none'} (stale: edit #{a.after_edit_id})" if a.stale
+                 else f"{a.after or 'none'}{'' if a.after_ok else ' (wrong)'}")
+        marks = f"{a.before or 'none'}{'' if a.before_ok else ' (wrong)'} -> {after}"
         ok = a.before_ok and a.after_ok
-        lines.append((textwrap.shorten(f"{a.model}: {marks}", width_chars), green if ok else red))
+        lines.append((textwrap.shorten(f"{a.model}: {marks}", width_chars),
+                      grey if a.stale else green if ok else red))
     return lines
 
 

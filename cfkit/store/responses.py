@@ -24,11 +24,16 @@ CREATE TABLE IF NOT EXISTS responses (
     latency_s   REAL,
     cost_usd    REAL,
     refused     INTEGER NOT NULL DEFAULT 0,        -- 1 when the model explicitly declined
-    created_at  TEXT NOT NULL
+    created_at  TEXT NOT NULL,
+    server_model TEXT,                             -- the model id the server said answered
+    system_fingerprint TEXT                        -- the server's build fingerprint, when it gives one
 );
 """
 
-MIGRATIONS: dict[int, list[str]] = {}
+MIGRATIONS: dict[int, list[str]] = {
+    3: ["ALTER TABLE responses ADD COLUMN server_model TEXT",
+        "ALTER TABLE responses ADD COLUMN system_fingerprint TEXT"],
+}
 
 #: SQLite's default limit on host parameters is 999 in old builds; stay under it.
 _CHUNK = 500
@@ -44,11 +49,14 @@ class CachedResponse:
     latency_s: float = 0.0
     cost_usd: float | None = None
     refused: bool = False
+    server_model: str | None = None
+    system_fingerprint: str | None = None
 
 
 def _response(row: sqlite3.Row) -> CachedResponse:
     return CachedResponse(cache_key=row["cache_key"], raw=row["raw"], usage=from_json(row["usage"], {}),
-                          latency_s=row["latency_s"] or 0.0, cost_usd=row["cost_usd"], refused=bool(row["refused"]))
+                          latency_s=row["latency_s"] or 0.0, cost_usd=row["cost_usd"], refused=bool(row["refused"]),
+                          server_model=row["server_model"], system_fingerprint=row["system_fingerprint"])
 
 
 def cached(store: Database, keys: Sequence[str]) -> dict[str, CachedResponse]:
@@ -66,7 +74,7 @@ def put(tx: sqlite3.Connection, response: CachedResponse, *, backend: str, model
     """Cache a response inside the caller's transaction; an existing key is kept as it is."""
     tx.execute(
         "INSERT OR IGNORE INTO responses (cache_key, backend, model, raw, usage, latency_s, cost_usd, refused, "
-        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "created_at, server_model, system_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (response.cache_key, backend, model, response.raw, to_json(response.usage), response.latency_s,
-         response.cost_usd, int(response.refused), now()),
+         response.cost_usd, int(response.refused), now(), response.server_model, response.system_fingerprint),
     )

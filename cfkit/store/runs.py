@@ -1,16 +1,21 @@
 """The ``runs`` and ``replies`` tables: probe runs and the parsed answer of each of their requests.
 
-Their SQL lives here and nowhere else. A run is one model on one suite; a
-reply is keyed by (run, case, pair, condition). Writes that must land
-together with a cached response take the caller's transaction (``tx``).
+Their SQL lives here and nowhere else. A run is one model on one suite with
+one set of settings and inputs (its id is derived from them, see
+:mod:`cfkit.probe.identity`); a reply is keyed by (run, case, pair, condition).
+A run records what it was asked with (``settings``: backend, model, endpoint,
+generation settings, answer-changing options; ``selection``; ``protocol``),
+the library versions it ran with, and why it failed if it did; a reply records
+the edit and image it was about and the model id and build the server
+reported. Writes that must land together with a cached response take the
+caller's transaction (``tx``).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cfkit.errors import NotFoundError, UsageError
@@ -32,7 +37,16 @@ CREATE TABLE IF NOT EXISTS runs (
     n_done          INTEGER NOT NULL DEFAULT 0,
     n_errors        INTEGER NOT NULL DEFAULT 0,
     cost_usd        REAL,                          -- sum over the run's replies, when prices are known
-    notes           TEXT NOT NULL DEFAULT '{}'     -- JSON: skipped pairs, backend fallbacks, why it stopped
+    notes           TEXT NOT NULL DEFAULT '{}',    -- JSON: skipped pairs, backend fallbacks, why it stopped
+    settings        TEXT NOT NULL DEFAULT '{}',    -- JSON: backend, model, endpoint, generation, identity, protocol
+    settings_sha256 TEXT,                          -- over settings: runs that may be reported together share it
+    requests_sha256 TEXT,                          -- over every planned request's cache key
+    inputs_sha256   TEXT,                          -- over the files the requests come from, once complete
+    endpoint        TEXT,                          -- the resolved server URL (credentials removed), if remote
+    versions        TEXT NOT NULL DEFAULT '{}',    -- JSON: cfkit's and the key libraries' versions
+    protocol        TEXT,                          -- the preset the settings came from (default, paper)
+    selection       TEXT NOT NULL DEFAULT '{}',    -- JSON: --limit, --cases, --accepted-only, --reviewed-only
+    error           TEXT                           -- why the run stopped with a failure
 );
 
 CREATE TABLE IF NOT EXISTS replies (
@@ -50,12 +64,22 @@ CREATE TABLE IF NOT EXISTS replies (
     detail      TEXT,                              -- why: a transport failure's message, the parser's note
     created_at  TEXT NOT NULL,
     cost_usd    REAL,                              -- what this reply cost, when prices are known
+    edit_id     INTEGER,                           -- the edit an 'edit' question showed
+    image_sha256 TEXT,                             -- SHA-256 of the one image file the question shows
+    server_model TEXT,                             -- the model id the server said answered
+    system_fingerprint TEXT,                       -- the server's build fingerprint, when it gives one
     PRIMARY KEY (run_id, case_id, pair_id, condition)
 );
 """
 
 MIGRATIONS: dict[int, list[str]] = {
     2: ["ALTER TABLE replies ADD COLUMN cost_usd REAL"],
+    3: [*(f"ALTER TABLE runs ADD COLUMN {column}" for column in (
+            "settings TEXT NOT NULL DEFAULT '{}'", "settings_sha256 TEXT", "requests_sha256 TEXT",
+            "inputs_sha256 TEXT", "endpoint TEXT", "versions TEXT NOT NULL DEFAULT '{}'", "protocol TEXT",
+            "selection TEXT NOT NULL DEFAULT '{}'", "error TEXT")),
+        *(f"ALTER TABLE replies ADD COLUMN {column}" for column in (
+            "edit_id INTEGER", "image_sha256 TEXT", "server_model TEXT", "system_fingerprint TEXT"))],
 }
 
 #: A reply's place in its run: (case id, pair id or '', condition).
@@ -80,10 +104,30 @@ class RunRecord:
     templates_sha256: str | None
     options: dict[str, Any]
     notes: dict[str, Any]
+    settings: dict[str, Any] = field(default_factory=dict)
+    settings_sha256: str | None = None  # None for runs recorded before cfkit recorded settings
+    requests_sha256: str | None = None
+    inputs_sha256: str | None = None
+    endpoint: str | None = None
+    versions: dict[str, Any] = field(default_factory=dict)
+    protocol: str | None = None
+    selection: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
 
     @property
     def complete(self) -> bool:
+        """Every planned request has a stored reply (the run ended 'done', with no transport failure left)."""
         return self.status == "done" and self.n_done == self.n_requests and self.n_errors == 0
+
+    @property
+    def last_active(self) -> str:
+        """When an invocation of the run last ended (or, while one runs, when the run began)."""
+        return self.finished_at or self.started_at
+
+    @property
+    def subset(self) -> bool:
+        """Asked only part of its suite (``--limit``, ``--cases``, ``--reviewed-only``)."""
+        return any(self.selection.get(k) for k in ("limit", "cases", "reviewed_only"))
 
 
 @dataclass(frozen=True)
@@ -104,6 +148,10 @@ class ReplyRecord:
     detail: str | None
     created_at: str
     cost_usd: float | None
+    edit_id: int | None = None
+    image_sha256: str | None = None
+    server_model: str | None = None
+    system_fingerprint: str | None = None
 
     @property
     def key(self) -> ReplyKey:
@@ -122,13 +170,39 @@ class ReplyFields:
     detail: str | None
 
 
+@dataclass(frozen=True)
+class ReplyProvenance:
+    """What a reply was about and who gave it: the edit and image shown, the server's model id and build."""
+
+    edit_id: int | None = None
+    image_sha256: str | None = None
+    server_model: str | None = None
+    system_fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a run records when it opens, besides its id, model and suite."""
+
+    settings: dict[str, Any]
+    settings_sha256: str
+    requests_sha256: str
+    endpoint: str | None
+    versions: dict[str, Any]
+    protocol: str | None
+    selection: dict[str, Any]
+
+
 def _run(row: sqlite3.Row) -> RunRecord:
     return RunRecord(
         id=row["id"], model=row["model"], suite=row["suite"], status=row["status"], started_at=row["started_at"],
         finished_at=row["finished_at"], n_requests=row["n_requests"], n_done=row["n_done"],
         n_errors=row["n_errors"], cost_usd=row["cost_usd"], cfkit_version=row["cfkit_version"],
         templates_sha256=row["templates_sha256"], options=from_json(row["options"], {}),
-        notes=from_json(row["notes"], {}),
+        notes=from_json(row["notes"], {}), settings=from_json(row["settings"], {}),
+        settings_sha256=row["settings_sha256"], requests_sha256=row["requests_sha256"],
+        inputs_sha256=row["inputs_sha256"], endpoint=row["endpoint"], versions=from_json(row["versions"], {}),
+        protocol=row["protocol"], selection=from_json(row["selection"], {}), error=row["error"],
     )
 
 
@@ -140,29 +214,61 @@ def _reply(row: sqlite3.Row) -> ReplyRecord:
 
 
 def open_run(store: Database, run_id: str, *, model: str, suite: str, options: dict[str, Any], cfkit_version: str,
-             templates_sha256: str, n_requests: int, notes: dict[str, Any]) -> None:
-    """Create the run, or mark an existing one running again (its replies stay)."""
+             templates_sha256: str, n_requests: int, notes: dict[str, Any],
+             recorded: RunSettings | None = None) -> None:
+    """Create the run, or mark an existing one running again (its replies stay).
+
+    ``recorded`` is what the run was asked with; a resumed run keeps what it
+    first recorded, except the versions, which are those of the newest
+    invocation (the runner notes a change).
+    """
+    r = recorded
     with store.transaction() as tx:
         tx.execute(
             "INSERT INTO runs (id, model, suite, options, cfkit_version, templates_sha256, started_at, status, "
-            "n_requests, notes) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?) "
+            "n_requests, notes, settings, settings_sha256, requests_sha256, endpoint, versions, protocol, selection) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(id) DO UPDATE SET status = 'running', finished_at = NULL, n_requests = excluded.n_requests, "
-            "cfkit_version = excluded.cfkit_version, notes = excluded.notes",
+            "cfkit_version = excluded.cfkit_version, notes = excluded.notes, versions = excluded.versions, "
+            "error = NULL",
             (run_id, model, suite, to_json(options), cfkit_version, templates_sha256, now(), n_requests,
-             to_json(notes)),
+             to_json(notes), to_json(r.settings if r else {}), r.settings_sha256 if r else None,
+             r.requests_sha256 if r else None, r.endpoint if r else None, to_json(r.versions if r else {}),
+             r.protocol if r else None, to_json(r.selection if r else {})),
         )
 
 
 def finish_run(store: Database, run_id: str, *, status: str, n_done: int, n_errors: int,
-               notes: dict[str, Any]) -> None:
-    """Record how an invocation of the run ended; the cost is summed from the replies that carry one."""
+               notes: dict[str, Any], inputs_sha256: str | None = None, error: str | None = None) -> None:
+    """Record how an invocation of the run ended; the cost is summed from the replies that carry one.
+
+    ``inputs_sha256`` is kept only on a run that ended complete; ``error`` says
+    why a failed run stopped.
+    """
     with store.transaction() as tx:
         total = tx.execute("SELECT SUM(cost_usd), COUNT(cost_usd) FROM replies WHERE run_id = ?", (run_id,)).fetchone()
         # Replies stored without prices keep the cost recorded before.
         cost_sql = "?" if total[1] else "cost_usd"
-        params = (status, now(), n_done, n_errors, *((total[0],) if total[1] else ()), to_json(notes), run_id)
+        params = (status, now(), n_done, n_errors, *((total[0],) if total[1] else ()), to_json(notes),
+                  inputs_sha256, error, run_id)
         tx.execute(f"UPDATE runs SET status = ?, finished_at = ?, n_done = ?, n_errors = ?, cost_usd = {cost_sql}, "
-                   "notes = ? WHERE id = ?", params)
+                   "notes = ?, inputs_sha256 = ?, error = ? WHERE id = ?", params)
+
+
+def delete_run(store: Database, run_id: str) -> int:
+    """Remove a run and its replies (cached responses stay); returns how many replies went with it."""
+    with store.transaction() as tx:
+        removed = tx.execute("DELETE FROM replies WHERE run_id = ?", (run_id,)).rowcount
+        tx.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+    return removed
+
+
+def finished_run(store: Database, suite: str, settings_sha256: str, inputs_sha256: str) -> RunRecord | None:
+    """The newest run of ``suite`` with these settings that ended complete from inputs with this digest."""
+    rows = store.query("SELECT * FROM runs WHERE suite = ? AND settings_sha256 = ? AND inputs_sha256 = ? "
+                       "ORDER BY started_at DESC, rowid DESC", (suite, settings_sha256, inputs_sha256))
+    found = [_run(r) for r in rows]
+    return next((r for r in found if r.complete), None)
 
 
 def get_run(store: Database, run_id: str) -> RunRecord | None:
@@ -171,8 +277,8 @@ def get_run(store: Database, run_id: str) -> RunRecord | None:
 
 
 def list_runs(store: Database) -> list[RunRecord]:
-    """Every run, newest first."""
-    return [_run(r) for r in store.query("SELECT * FROM runs ORDER BY started_at DESC, id")]
+    """Every run, newest first (runs started in the same second: the one recorded last first)."""
+    return [_run(r) for r in store.query("SELECT * FROM runs ORDER BY started_at DESC, rowid DESC")]
 
 
 def find_run(store: Database, ref: str) -> RunRecord:
@@ -204,22 +310,19 @@ def latest_run_ids(store: Database) -> list[str]:
 
 
 def write_reply(tx: sqlite3.Connection, run_id: str, key: ReplyKey, *, cache_key: str | None, raw: str | None,
-                fields: ReplyFields, cost_usd: float | None = None) -> None:
+                fields: ReplyFields, cost_usd: float | None = None,
+                provenance: ReplyProvenance = ReplyProvenance()) -> None:
     """Store (or replace) one reply of a run inside the caller's transaction."""
     case_id, pair_id, condition = key
+    p = provenance
     tx.execute(
         "INSERT OR REPLACE INTO replies (run_id, case_id, pair_id, condition, cache_key, answer, parse, error, "
-        "reason, confidence, raw, detail, created_at, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "reason, confidence, raw, detail, created_at, cost_usd, edit_id, image_sha256, server_model, "
+        "system_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (run_id, case_id, pair_id, condition, cache_key, fields.answer, fields.parse, fields.error, fields.reason,
-         fields.confidence, raw, fields.detail, now(), cost_usd),
+         fields.confidence, raw, fields.detail, now(), cost_usd, p.edit_id, p.image_sha256, p.server_model,
+         p.system_fingerprint),
     )
-
-
-def delete_replies(store: Database, run_id: str, keys: Iterable[ReplyKey]) -> None:
-    """Remove replies of a run (e.g. of pairs that left the suite); cached responses stay."""
-    with store.transaction() as tx:
-        tx.executemany("DELETE FROM replies WHERE run_id = ? AND case_id = ? AND pair_id = ? AND condition = ?",
-                       [(run_id, *key) for key in keys])
 
 
 def replies(store: Database, run_id: str) -> list[ReplyRecord]:

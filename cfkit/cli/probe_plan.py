@@ -1,0 +1,90 @@
+"""What ``cfkit probe run`` says before it sends: the dry-run plan and the warnings about unreviewed inputs."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from cfkit.cli.console import err, out, print_json, status, warn
+
+#: Ids named in a warning before '… and N more'.
+NAMES_SHOWN = 8
+
+
+def _names(ids) -> str:
+    ids = list(ids)
+    more = f" and {len(ids) - NAMES_SHOWN} more" if len(ids) > NAMES_SHOWN else ""
+    return ", ".join(ids[:NAMES_SHOWN]) + more
+
+
+def unreviewed_lines(plan) -> list[str]:
+    """Warnings for a plan that asks about inputs no person has reviewed (pairs' edits, drafted captions)."""
+    if not plan.unreviewed:
+        return []
+    if plan.suite == "counterfactual":
+        asked = len({i.pair_id for i in plan.items})
+        return [f"{len(plan.unreviewed)} of {asked} pairs use an edit no person has accepted (it passed its own "
+                f"check only): {_names(plan.unreviewed)}. Review them with 'cfkit review', or ask only accepted "
+                "edits with --accepted-only."]
+    asked = len({i.case.id for i in plan.items})
+    return [f"{len(plan.unreviewed)} of {asked} cases have a caption a model drafted and no person has reviewed: "
+            f"{_names(plan.unreviewed)}. Read them and set 'reviewed: true', or leave them out with --reviewed-only."]
+
+
+def _usd(value: float | None) -> str:
+    return "unknown (no prices)" if value is None else f"${value:,.4f}"
+
+
+def render_preview(preview, max_cost: float | None, as_json: bool) -> None:
+    """Print the plan of a dry run: what would be asked, sent and spent; nothing was sent or written."""
+    plan, send, whole = preview.plan, preview.to_send, preview.all_requests
+    if as_json:
+        print_json({"dry_run": True, "run_id": preview.run_id, "model": preview.model, "suite": preview.suite,
+                    "endpoint": preview.endpoint, "protocol": preview.protocol.record(),
+                    "prices": preview.prices.record() if preview.prices else None,
+                    "requests": whole.requests, "stored": preview.stored, "cached": preview.cached,
+                    "to_send": {"requests": send.requests, "images": send.images,
+                                "input_tokens_approx": send.input_tokens, "max_output_tokens": send.max_output_tokens,
+                                "cost_in_usd_approx": send.cost_in, "cost_max_usd_approx": send.cost_max},
+                    "selection": plan.selection.as_dict(), "left_out": list(plan.left_out),
+                    "skipped": [{"pair": s.pair_id, "reason": s.reason} for s in plan.skipped],
+                    "unreviewed": list(plan.unreviewed)})
+        return
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold cyan", no_wrap=True)
+    grid.add_column()
+    protocol = preview.protocol
+    generation = f"temperature {protocol.generation.temperature:g}, max tokens {protocol.generation.max_tokens}"
+    rows = [("run", preview.run_id), ("model", preview.model), ("suite", preview.suite),
+            ("endpoint", preview.endpoint or "local"),
+            ("protocol", protocol.name + (f" ({', '.join(f'{k} {v:g}' for k, v in protocol.options.items())})"
+                                          if protocol.options else "")),
+            ("generation", generation),
+            ("requests", f"{whole.requests} planned: {preview.stored} already stored, {preview.cached} in the "
+                         f"response cache, {send.requests} to send"),
+            ("images", f"{send.images} in the requests to send"),
+            ("input tokens", f"about {send.input_tokens:,} (text at ~4 characters a token, images by OpenAI's "
+                             "512-px tile rule; an approximation)"),
+            ("output tokens", f"at most {send.max_output_tokens:,}"),
+            ("prices", "none known: give -o price_in=… -o price_out=… or cfkit.toml [probe.prices]"
+             if preview.prices is None else f"${preview.prices.price_in:g} in / ${preview.prices.price_out:g} out "
+                                            f"per million tokens ({preview.prices.source})"),
+            ("cost", f"about {_usd(send.cost_in)} for the input; at most {_usd(send.cost_max)} if every reply used "
+                     "all its tokens (an estimate)")]
+    if plan.left_out:
+        rows.append(("left out", f"{len(plan.left_out)} by the selection ({_names(plan.left_out)})"))
+    for name, value in rows:
+        grid.add_row(name, escape(str(value)))
+    out.print(grid)
+    for line in unreviewed_lines(plan):
+        warn(line)
+    if plan.skipped:
+        warn(f"{len(plan.skipped)} pair(s) skipped:")
+        for skip in plan.skipped:
+            err.print(f"  {escape(skip.pair_id)}: {escape(skip.reason)}")
+    if max_cost is not None and send.cost_max is not None and send.cost_max > max_cost:
+        warn(f"--max-cost {max_cost:g} is below the most this could cost ({_usd(send.cost_max)}); the run would stop "
+             "when it reaches the limit and could be resumed.")
+    if protocol.not_applicable:
+        status(f"protocol {protocol.name}: {', '.join(protocol.not_applicable)} do not apply to this backend.")
+    status("dry run: nothing was sent and nothing was written.")

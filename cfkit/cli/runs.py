@@ -1,0 +1,189 @@
+"""``cfkit runs`` (list, show, rm, export): the probe runs stored in the workspace."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from cfkit.cli.console import out, print_json, status, warn, workspace_option
+from cfkit.errors import OutputError
+
+#: Failures listed by 'runs show' before '… and N more' (all of them with --all or --json).
+FAILURES_SHOWN = 20
+
+
+@click.group()
+def runs() -> None:
+    """Stored probe runs: list, show, rm, export."""
+
+
+@runs.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@workspace_option
+def list_(ws, as_json: bool) -> None:
+    """List runs, newest first."""
+    from dataclasses import asdict
+
+    from cfkit.store import open_store
+    from cfkit.store.runs import list_runs
+
+    if not ws.db_path.is_file():
+        records = []  # listing must not create a store
+    else:
+        with open_store(ws.db_path) as store:
+            records = list_runs(store)
+    if as_json:
+        print_json([asdict(r) for r in records])
+        return
+    table = Table(title=f"Runs in {ws.db_path}", title_justify="left")
+    table.add_column("run", no_wrap=True)
+    for column, justify in (("model", "left"), ("suite", "left"), ("status", "left"), ("done", "right"),
+                            ("errors", "right"), ("cost", "right"), ("started (UTC)", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for r in records:
+        state = r.status + (" (subset)" if r.subset else "")
+        table.add_row(r.id, escape(r.model), r.suite, state, f"{r.n_done}/{r.n_requests}", str(r.n_errors),
+                      "—" if r.cost_usd is None else f"${r.cost_usd:.4f}", r.started_at[:16].replace("T", " "))
+    out.print(table)
+
+
+def _failure_groups(failures: list[dict]) -> list[tuple[str, str, list[dict]]]:
+    """Failures grouped by (error, what was said), most frequent first."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for f in failures:
+        groups.setdefault((f["error"], f["detail"] or ""), []).append(f)
+    return sorted(((e, d, g) for (e, d), g in groups.items()), key=lambda item: -len(item[2]))
+
+
+def _unit(f: dict) -> str:
+    return " ".join(part for part in (f["case"], f["pair"], f["condition"]) if part)
+
+
+@runs.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--all", "show_all", is_flag=True, help="List every failed unit, not only the first ones.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@workspace_option
+def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
+    """Show a run: settings, versions, counts per condition, and every failure with its reason.
+
+    RUN is a run id or a unique start of one. A failure's reason is what the
+    server said after the retries (or why nothing was sent); a run that
+    stopped on an error says which.
+    """
+    from dataclasses import asdict
+
+    from cfkit.store import open_store
+    from cfkit.store.runs import breakdown, find_run, unanswered
+
+    with open_store(ws.db_path) as store:
+        record = find_run(store, run_ref)
+        counts = breakdown(store, record.id)
+        failures = [{"case": r.case_id, "pair": r.pair_id, "condition": r.condition, "error": r.error or "?",
+                     "detail": r.detail} for r in unanswered(store, record.id)]
+        n_stored = sum(c.replies for c in counts)
+    not_sent = max(record.n_requests - n_stored, 0)
+    if as_json:
+        print_json({"run": asdict(record), "conditions": [asdict(c) for c in counts], "failures": failures,
+                    "not_sent": not_sent})
+        return
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold cyan", no_wrap=True)
+    grid.add_column()
+    generation = record.settings.get("generation") or {}
+    rows = [("run", record.id), ("model", record.model), ("suite", record.suite),
+            ("status", record.status + (" (a subset of the suite)" if record.subset else "")),
+            ("replies", f"{record.n_done}/{record.n_requests}"), ("errors", str(record.n_errors)),
+            ("cost", "—" if record.cost_usd is None else f"${record.cost_usd:.4f}"),
+            ("started", record.started_at), ("finished", record.finished_at or "—"),
+            ("endpoint", record.endpoint or "—"), ("protocol", record.protocol or "default"),
+            ("generation", ", ".join(f"{k} {v}" for k, v in generation.items()) or "not recorded"),
+            ("selection", ", ".join(f"{k} {v}" for k, v in record.selection.items() if v) or "the whole suite"),
+            ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items()) or record.cfkit_version),
+            ("templates", (record.templates_sha256 or "")[:16]),
+            ("options", json.dumps(record.options.get("options", {}), sort_keys=True))]
+    if record.notes.get("prices"):
+        rows.append(("prices", str(record.notes["prices"])))
+    if record.error:
+        rows.append(("failed", record.error))
+    if record.notes.get("stopped"):
+        rows.append(("stopped", record.notes["stopped"]))
+    for name, value in rows:
+        grid.add_row(name, escape(str(value)))
+    out.print(grid)
+    table = Table(title="Replies by condition", title_justify="left")
+    for column in ("condition", "replies", "answered", "invalid", "failed", "answers"):
+        table.add_column(column)
+    for c in counts:
+        table.add_row(c.condition, str(c.replies), str(c.answered), str(c.invalid), str(c.transport),
+                      ", ".join(f"{k}: {v}" for k, v in c.answers.items()))
+    out.print(table)
+    if not_sent:
+        out.print(f"[red]not sent[/] {not_sent} planned request(s) have no reply at all "
+                  f"({escape(record.notes.get('stopped') or 'the run stopped before sending them')}).")
+    shown = 0
+    for error, detail, group in _failure_groups(failures):
+        units = group if show_all else group[: max(FAILURES_SHOWN - shown, 1)]
+        shown += len(units)
+        more = f" and {len(group) - len(units)} more" if len(units) < len(group) else ""
+        out.print(f"[red]{escape(error)}[/] × {len(group)}: {escape(detail or 'no detail recorded')}")
+        out.print(f"  {escape(', '.join(_unit(f) for f in units))}{more}")
+    if not show_all and len(failures) > shown:
+        out.print("(--all or --json lists every failed unit)")
+
+
+@runs.command("rm")
+@click.argument("run_refs", metavar="RUN…", nargs=-1, required=True)
+@workspace_option
+def rm(ws, run_refs: tuple[str, ...]) -> None:
+    """Remove runs and their replies; the response cache stays.
+
+    RUN is a run id or a unique start of one. Because cached responses stay,
+    running the same 'cfkit probe run' command again rebuilds a removed run
+    without asking the model again.
+    """
+    from cfkit.store import open_store
+    from cfkit.store.runs import delete_run, find_run
+
+    with open_store(ws.db_path) as store:
+        records = [find_run(store, ref) for ref in run_refs]  # every id is checked before anything is removed
+        for record in {r.id: r for r in records}.values():
+            removed = delete_run(store, record.id)
+            out.print(record.id)
+            status(f"removed run {record.id} ({record.model}, {record.suite}) and its {removed} replies; "
+                   "cached responses stay.")
+
+
+@runs.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--output", type=click.Path(dir_okay=False), default=None,
+              help="Write to this file instead of stdout (an existing file is refused without --force).")
+@click.option("--force", is_flag=True, help="Replace an existing --output file.")
+@workspace_option
+def export(ws, run_ref: str, output: str | None, force: bool) -> None:
+    """Export a run as predictions JSONL (the input of replay: and 'cfkit report --predictions')."""
+    from pathlib import Path
+
+    from cfkit.files import write_text_atomic
+    from cfkit.predictions import export_run
+    from cfkit.store import open_store
+    from cfkit.store.runs import find_run
+
+    with open_store(ws.db_path) as store:
+        record = find_run(store, run_ref)
+        text = export_run(store, record.id)
+    if not record.complete:
+        warn(f"run {record.id} is {record.status} ({record.n_done}/{record.n_requests} replies, "
+             f"{record.n_errors} failed); the export holds what it has.")
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        write_text_atomic(Path(output), text, overwrite=force)
+    except FileExistsError:
+        raise OutputError(f"{output} already exists; choose another file name or pass --force to replace it.") from None
+    status(f"wrote {output}")
+

@@ -1,0 +1,113 @@
+"""Protocol presets: the decoding and transport settings a run is asked with, by name.
+
+``default`` is cfkit's own: temperature 0, ``--max-tokens`` (512 unless given),
+each backend's own timeouts and retries. ``paper`` is what the AesCanvas
+supplement states for its evaluation (Section S2.4.1, arXiv 2608.26713):
+
+- API models: temperature 0, four concurrent requests, a 180-second timeout,
+  at most three transport retries (four attempts), and the output-token limit
+  the paper gives for that model: 800 for GPT-5.2 and Gemini 3.1 Pro, 500 for
+  Qwen3.7-Plus. For any other API model the paper states none, so
+  ``--max-tokens`` must be given.
+- Local models: greedy decoding, at most 256 new tokens, images fitted to
+  448 x 448 (RGB, padded or resized).
+
+A preset's backend options are applied where the backend has them (a local
+model has no timeout); what could not be applied is recorded with the run.
+A value given on the command line that contradicts the preset is refused
+rather than silently winning or losing. The run records the preset's name,
+which is part of its settings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from cfkit.backends import Generation
+from cfkit.errors import UsageError
+
+PROTOCOLS = ("default", "paper")
+PAPER_SOURCE = "AesCanvas supplement, Section S2.4.1 (arXiv 2608.26713)"
+DEFAULT_MAX_TOKENS = 512
+
+#: Output-token limits the paper states for its API models (ContextCanvas evaluator), by model name.
+PAPER_API_MAX_TOKENS = {"gpt-5.2": 800, "gemini-3.1-pro": 800, "qwen3.7-plus": 500}
+PAPER_API_OPTIONS = {"timeout": 180.0, "max_retries": 3}
+PAPER_API_CONCURRENCY = 4
+PAPER_LOCAL_MAX_TOKENS = 256
+PAPER_LOCAL_OPTIONS = {"image_size": 448}
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The resolved settings of a preset for one backend and model."""
+
+    name: str
+    generation: Generation
+    options: dict[str, Any] = field(default_factory=dict)  # backend options the preset sets (and the backend has)
+    concurrency: int | None = None  # None: the backend's default, or -j
+    not_applicable: tuple[str, ...] = ()  # preset options this backend does not take
+
+    def record(self) -> dict[str, Any]:
+        """What the run records about the preset."""
+        return {"name": self.name, "source": PAPER_SOURCE if self.name == "paper" else "cfkit defaults",
+                "generation": {"temperature": self.generation.temperature,
+                               "max_tokens": self.generation.max_tokens},
+                "options": self.options, "concurrency": self.concurrency,
+                "not_applicable": list(self.not_applicable)}
+
+
+def paper_max_tokens(model_name: str) -> int | None:
+    """The output-token limit the paper states for an API model name (a provider prefix, ``-preview`` or a date
+    snapshot suffix allowed), or None."""
+    last = model_name.rsplit("/", 1)[-1].lower()
+    for name, limit in PAPER_API_MAX_TOKENS.items():
+        if re.fullmatch(re.escape(name) + r"(-preview|-\d{4}-\d{2}-\d{2})?", last):
+            return limit
+    return None
+
+
+def resolve_protocol(name: str, *, remote: bool, model_name: str, option_names: set[str],
+                     max_tokens: int | None, concurrency: int | None, options: dict[str, Any]) -> Protocol:
+    """The settings of preset ``name`` for a backend (``remote``: an API) and model; ``max_tokens``,
+    ``concurrency`` and ``options`` are what the command line gave (None or absent: not given)."""
+    if name not in PROTOCOLS:
+        raise UsageError(f"--protocol {name}: choose one of {', '.join(PROTOCOLS)}.")
+    if name == "default":
+        return Protocol("default", Generation(max_tokens=max_tokens or DEFAULT_MAX_TOKENS), concurrency=concurrency)
+    if remote:
+        stated = paper_max_tokens(model_name)
+        wanted_options, wanted_concurrency = PAPER_API_OPTIONS, PAPER_API_CONCURRENCY
+        if stated is None and max_tokens is None:
+            known = ", ".join(f"{m} {n}" for m, n in PAPER_API_MAX_TOKENS.items())
+            raise UsageError(f"--protocol paper: the paper states output-token limits only for {known}; give "
+                             f"--max-tokens for {model_name}.")
+        limit = stated if stated is not None else max_tokens
+    else:
+        wanted_options, wanted_concurrency, limit = PAPER_LOCAL_OPTIONS, None, PAPER_LOCAL_MAX_TOKENS
+    assert limit is not None
+    if max_tokens is not None and max_tokens != limit:
+        raise UsageError(f"--protocol paper sets --max-tokens {limit} for {model_name}; drop --max-tokens "
+                         f"{max_tokens} or the preset.")
+    if concurrency is not None and wanted_concurrency is not None and concurrency != wanted_concurrency:
+        raise UsageError(f"--protocol paper sends {wanted_concurrency} requests at once; drop -j {concurrency} "
+                         "or the preset.")
+    applied: dict[str, Any] = {}
+    for key, value in wanted_options.items():
+        if key not in option_names:
+            continue
+        if key in options and str(options[key]) != str(value) and _number(options[key]) != value:
+            raise UsageError(f"--protocol paper sets -o {key}={value:g}; drop -o {key}={options[key]} or the preset.")
+        applied[key] = value
+    skipped = tuple(sorted(k for k in wanted_options if k not in option_names))
+    return Protocol("paper", Generation(temperature=0.0, max_tokens=limit), applied,
+                    wanted_concurrency if wanted_concurrency is not None else concurrency, skipped)
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
