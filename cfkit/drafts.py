@@ -76,7 +76,7 @@ def _kept_message(existing: Caption | None) -> str:
 
 
 def draft_captions(ws: Workspace, backend, case_ids: Iterable[str] = (), *, subset: str | Path | None = None,
-                   redraft: bool = False) -> list[DraftResult]:
+                   redraft: bool = False, all_cases: bool = False) -> list[DraftResult]:
     """Ask ``backend`` for a neutral description of each selected case and save it as an unreviewed draft.
 
     A caption already on disk is kept, except an unreviewed model draft when
@@ -93,7 +93,7 @@ def draft_captions(ws: Workspace, backend, case_ids: Iterable[str] = (), *, subs
         raise UsageError(f"backend {backend.model} cannot see images; draft with a vision-language model "
                          "(e.g. --model openai:gpt-5.5 or hf:Qwen/Qwen3-VL-8B-Instruct).")
     cases = workspace_cases(ws)
-    ids = select_cases(ws, cases, case_ids, subset)
+    ids = select_cases(ws, cases, case_ids, subset, all_cases=all_cases)
     templates = load_templates(ws, DRAFT_TEMPLATES)
     terms = verdict_terms(ws)
 

@@ -287,19 +287,20 @@ def _squash(text: str) -> str:
     return " ".join(t[0] for t in _tokens(text))
 
 
-def lint_captions(ws: Workspace, case_ids: Iterable[str] = (), *, subset: str | Path | None = None) -> LintReport:
-    """Lint the captions of the selected cases (see :func:`select_cases`).
+def lint_captions(ws: Workspace, case_ids: Iterable[str] = (), *, subset: str | Path | None = None,
+                  all_cases: bool = False) -> LintReport:
+    """Lint the captions of the selected cases (see :func:`cfkit.subsets.select_cases`).
 
-    Without explicit ids or a subset, every caption file in the workspace is
-    linted as well, and captions of unknown cases are reported.
+    With ``all_cases``, every caption file in the workspace is linted as well,
+    and captions of unknown cases are reported.
     """
     # 1. Decide what to check.
     cases = workspace_cases(ws)
     explicit = list(case_ids)
-    ids = select_cases(ws, cases, explicit, subset)
+    ids = select_cases(ws, cases, explicit, subset, all_cases=all_cases)
     files = {p.stem: p for p in caption_files(ws)}
     to_lint = list(ids)
-    if not explicit and subset is None:
+    if all_cases:
         to_lint += [stem for stem in files if stem not in ids]
     terms = verdict_terms(ws)
 

@@ -220,14 +220,14 @@ def display_path(path: Path, root: Path) -> str:
 
 
 def build_conditions(ws: Workspace, case_ids: Iterable[str] = (), *, subset: str | Path | None = None,
-                     conditions: Iterable[str] = CONDITIONS) -> list[RenderedCondition]:
+                     all_cases: bool = False, conditions: Iterable[str] = CONDITIONS) -> list[RenderedCondition]:
     """Render every requested condition of every selected case.
 
     Refuses, naming them, when selected cases have no usable caption, rather
     than leaving their caption conditions out.
     """
     cases = workspace_cases(ws)
-    ids = select_cases(ws, cases, case_ids, subset)
+    ids = select_cases(ws, cases, case_ids, subset, all_cases=all_cases)
     wanted = list(conditions)
     for condition in wanted:
         if condition not in CONDITIONS:

@@ -52,25 +52,46 @@ def resolve_subset(ws: Workspace, value: str | Path) -> Path:
     return ws.probes_dir / path
 
 
-def select_cases(ws: Workspace, cases: CaseSet, case_ids: Iterable[str] = (), subset: str | Path | None = None) -> list[str]:
-    """Which cases a captions command covers.
+def modality_cases(ws: Workspace, cases: CaseSet, *, subset: str | Path | None = None,
+                   all_cases: bool = False) -> list[str]:
+    """The cases of the modality probe, the same way for every command.
 
-    Explicit ids win; then ``subset``; then the workspace's modality subset
-    (``[probe] modality_subset``) when that file exists; otherwise every case.
+    ``--subset FILE`` when given; every case with ``--all-cases``; else the
+    configured subset (``[probe] modality_subset``). A configured subset file
+    that does not exist is refused in one line, never replaced by every case.
     """
+    if subset is not None and all_cases:
+        raise UsageError(f"give --subset {subset} or --all-cases, not both.")
+    if all_cases:
+        return list(cases.ids)
+    if subset is not None:
+        return read_subset(resolve_subset(ws, subset), cases)
+    configured = modality_subset_path(ws)
+    if not configured.exists():
+        raise CaseError(missing_subset_message(ws))
+    return read_subset(configured, cases)
+
+
+def missing_subset_message(ws: Workspace) -> str:
+    """Why the configured modality subset cannot be used, and the three ways on."""
+    return (f"[probe] modality_subset = '{ws.config.probe.modality_subset}' is configured, but "
+            f"{modality_subset_path(ws)} does not exist. Write the subset there (one case id a line; the paper's "
+            "100-case subset comes with the ContextCanvas release, not with cfkit), or pass --subset FILE or "
+            "--all-cases.")
+
+
+def select_cases(ws: Workspace, cases: CaseSet, case_ids: Iterable[str] = (), subset: str | Path | None = None,
+                 *, all_cases: bool = False) -> list[str]:
+    """Which cases a captions command covers: explicit ids, else :func:`modality_cases`."""
     ids = list(case_ids)
-    if ids and subset is not None:
-        raise UsageError(f"give case ids or --subset {subset}, not both.")
+    if ids and (subset is not None or all_cases):
+        raise UsageError(f"give case ids or {'--subset ' + str(subset) if subset is not None else '--all-cases'}, "
+                         "not both.")
     if ids:
         for case_id in ids:
             cases.get(case_id)  # raises a CaseError naming the cases file
         return ids
-    if subset is not None:
-        return read_subset(resolve_subset(ws, subset), cases)
-    default = modality_subset_path(ws)
-    if default.is_file():
-        return read_subset(default, cases)
-    return list(cases.ids)
+    return modality_cases(ws, cases, subset=subset, all_cases=all_cases)
 
 
 def workspace_cases(ws: Workspace) -> CaseSet:

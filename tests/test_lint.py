@@ -132,9 +132,9 @@ def test_verdict_list_is_documented_and_extendable_from_the_workspace(cws):
     assert {"suitable", "unsuitable", "appropriate", "ideal", "recommend", "should", "fits", "mismatch"} <= set(VERDICT_TERMS)
     ws = load_workspace(cws)
     write_caption(cws, "T002", neutral="A corridor with a gloomy figure at the end.", evidence="The face is hidden.")
-    assert lint_captions(ws).ok
+    assert lint_captions(ws, all_cases=True).ok
     (cws / "probes" / "verdict-words.txt").write_text("# house list\ngloomy  # judgmental here\n")
-    report = lint_captions(ws)
+    report = lint_captions(ws, all_cases=True)
     assert [(f.case, f.rule, f.words) for f in report.errors] == [("T002", "verdict", ("gloomy",))]
 
 # ---------------------------------------------------------------------------
@@ -146,7 +146,7 @@ def test_workspace_lint_subset_missing_malformed_and_unknown(cws):
     (cws / "captions" / "T003.yaml").unlink()
     (cws / "captions" / "T004.yaml").write_text("neutral: [unclosed\n")
     (cws / "captions" / "ZZ9.yaml").write_text("neutral: A plain grey field.\nevidence: It is grey.\n")
-    report = lint_captions(ws)
+    report = lint_captions(ws, all_cases=True)
     got = {(f.case, f.rule, f.level) for f in report.findings}
     assert got == {("T003", "caption-missing", "error"), ("T004", "malformed", "error"),
                    ("ZZ9", "unknown-case", "warning")}
@@ -157,7 +157,7 @@ def test_workspace_lint_subset_missing_malformed_and_unknown(cws):
     assert [(f.case, f.rule) for f in report.findings] == [("T003", "caption-missing")]
 
 def test_cli_lint_passes_on_clean_workspace(cws):
-    result = run_cli(["-w", str(cws), "captions", "lint"])
+    result = run_cli(["-w", str(cws), "captions", "lint", "--all-cases"])
     assert result.exit_code == 0, result.output
     assert "4 cases, 4 caption files: 0 errors, 0 warnings" in result.stderr
 
@@ -167,14 +167,14 @@ def test_cli_lint_fails_on_a_leaky_copy_naming_the_file(cws, tmp_path):
     shutil.copytree(cws, copy)
     write_caption(copy, "T002", neutral="A corridor scene that would be ideal for a ward.", evidence="The face is hidden.")
     before = tree_snapshot(copy)
-    result = run_cli(["-w", str(copy), "captions", "lint"])
+    result = run_cli(["-w", str(copy), "captions", "lint", "--all-cases"])
     assert result.exit_code == 1
     assert "captions/T002.yaml: neutral: verdict: 'ideal'" in result.stdout
     assert "caption lint found 1 errors" in result.stderr
     assert "Traceback" not in result.output
     assert tree_snapshot(copy) == before  # the lint changes nothing
 
-    as_json = run_cli(["-w", str(copy), "captions", "lint", "--json"])
+    as_json = run_cli(["-w", str(copy), "captions", "lint", "--all-cases", "--json"])
     assert as_json.exit_code == 1
     data = json.loads(as_json.stdout)
     assert data["ok"] is False and data["errors"] == 1

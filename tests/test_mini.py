@@ -145,7 +145,7 @@ def test_mini_captions_pass_the_leakage_lint():
     from cfkit.lint import lint_captions
     from cfkit.workspace import load_workspace
 
-    report = lint_captions(load_workspace(MINI))
+    report = lint_captions(load_workspace(MINI), all_cases=True)
     assert report.files == len(_mini(MINI)[1])
     assert report.ok, [f.describe() for f in report.findings]
     assert report.findings == []

@@ -146,14 +146,14 @@ def test_question_text_with_braces_is_not_expanded(cws):
 
 def test_cli_build_writes_four_conditions_per_case(cws, tmp_path):
     out = tmp_path / "conditions.jsonl"
-    result = run_cli(["-w", str(cws), "captions", "build", "--output", str(out)])
+    result = run_cli(["-w", str(cws), "captions", "build", "--all-cases", "--output", str(out)])
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["case"], r["condition"]) for r in rows] == [(c, k) for c in ("T001", "T002", "T003", "T004") for k in CONDITIONS]
     assert set(rows[0]) == {"case", "condition", "system", "user", "images"}
     pair = next(r for r in rows if r["case"] == "T004" and r["condition"] == "image")
     assert pair["images"] == ["data/images/T004a.png", "data/images/T004b.png"]
-    again = run_cli(["-w", str(cws), "captions", "build", "--output", str(out)])
+    again = run_cli(["-w", str(cws), "captions", "build", "--all-cases", "--output", str(out)])
     assert again.exit_code == 2 and "already exists" in again.stderr
     to_stdout = run_cli(["-w", str(cws), "captions", "build", "T002", "--condition", "text"])
     assert [json.loads(line)["condition"] for line in to_stdout.stdout.splitlines()] == ["text"]
@@ -161,10 +161,10 @@ def test_cli_build_writes_four_conditions_per_case(cws, tmp_path):
 
 def test_cli_build_refuses_when_captions_are_missing(cws):
     (cws / "captions" / "T003.yaml").unlink()
-    result = run_cli(["-w", str(cws), "captions", "build"])
+    result = run_cli(["-w", str(cws), "captions", "build", "--all-cases"])
     assert result.exit_code == 2
     assert "1 of 4 selected cases have no caption" in result.stderr and "T003" in result.stderr
-    assert run_cli(["-w", str(cws), "captions", "build", "--condition", "image"]).exit_code == 0
+    assert run_cli(["-w", str(cws), "captions", "build", "--all-cases", "--condition", "image"]).exit_code == 0
 
 
 def test_cli_show_prints_the_prompt_as_sent(cws):

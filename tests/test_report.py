@@ -440,7 +440,7 @@ def test_report_reads_latest_stored_runs(tiny_ws):
         (lambda d: _file(d, '{"model": "m", "suite": "contextcanvas", "case": "T001", "condition": "image"}\n'),
          ["--compare", "m=x"], r"--compare: model 'x' has no contextcanvas predictions \(models with them: m\)"),
         (lambda d: _file(d, '{"model": "m", "suite": "modality", "case": "T001", "condition": "text"}\n'),
-         [], r"no subset file"),
+         [], r"modality predictions were given, but \[probe\] modality_subset = .modality-100.txt. is configured, but .* does not exist"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tiny_ws, tmp_path, setup, args, message):

@@ -27,14 +27,15 @@ def captions() -> None:
 @captions.command()
 @click.argument("case_ids", nargs=-1)
 @click.option("--subset", metavar="FILE", default=None,
-              help="Case ids, one a line (default: probes/<modality_subset> if present, else every case).")
+              help="Case ids, one a line (default: the configured [probe] modality_subset).")
+@click.option("--all-cases", is_flag=True, help="Every case of the cases file instead of the subset.")
 @click.option("--condition", "conditions", type=CONDITION_CHOICE, multiple=True,
               help="Only these conditions (repeatable; default: all four).")
 @click.option("--output", "out_path", metavar="FILE.jsonl", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write JSONL here instead of stdout.")
 @click.option("--force", is_flag=True, help="Replace an existing --output file.")
 @workspace_option
-def build(ws, case_ids: tuple[str, ...], subset: str | None, conditions: tuple[str, ...],
+def build(ws, case_ids: tuple[str, ...], subset: str | None, all_cases: bool, conditions: tuple[str, ...],
           out_path: Path | None, force: bool) -> None:
     """Render the four conditions of each case as JSONL, for inspection.
 
@@ -49,7 +50,7 @@ def build(ws, case_ids: tuple[str, ...], subset: str | None, conditions: tuple[s
     from cfkit.prompts import CONDITIONS, build_conditions, conditions_jsonl
     from cfkit.files import write_text_atomic
 
-    rendered = build_conditions(ws, case_ids, subset=subset, conditions=conditions or CONDITIONS)
+    rendered = build_conditions(ws, case_ids, subset=subset, all_cases=all_cases, conditions=conditions or CONDITIONS)
     text = conditions_jsonl(rendered, ws.root)
     if out_path is None:
         sys.stdout.write(text)
@@ -64,10 +65,11 @@ def build(ws, case_ids: tuple[str, ...], subset: str | None, conditions: tuple[s
 @captions.command()
 @click.argument("case_ids", nargs=-1)
 @click.option("--subset", metavar="FILE", default=None,
-              help="Case ids, one a line (default: probes/<modality_subset> if present, else every case).")
+              help="Case ids, one a line (default: the configured [probe] modality_subset).")
+@click.option("--all-cases", is_flag=True, help="Every case of the cases file instead of the subset.")
 @click.option("--json", "as_json", is_flag=True, help="Print findings as JSON.")
 @workspace_option
-def lint(ws, case_ids: tuple[str, ...], subset: str | None, as_json: bool) -> None:
+def lint(ws, case_ids: tuple[str, ...], subset: str | None, all_cases: bool, as_json: bool) -> None:
     """Check captions for names, verdict words, missing evidence and unreviewed drafts.
 
     Exits 1 when any finding is an error; warnings (unreviewed drafts) do not
@@ -80,7 +82,7 @@ def lint(ws, case_ids: tuple[str, ...], subset: str | None, as_json: bool) -> No
     from cfkit.lint import lint_captions
     from cfkit.errors import CheckFailed
 
-    report = lint_captions(ws, case_ids, subset=subset)
+    report = lint_captions(ws, case_ids, subset=subset, all_cases=all_cases)
     if as_json:
         print_json({"ok": report.ok, "cases": len(report.cases), "files": report.files,
                     "errors": len(report.errors), "warnings": len(report.warnings),
@@ -141,15 +143,17 @@ def show(ws, case_id: str, conditions: tuple[str, ...], as_json: bool) -> None:
 
 @captions.command()
 @click.argument("case_ids", nargs=-1)
-@click.option("--model", "model_spec", metavar="KIND:NAME", default=None,
+@click.option("-m", "--model", "model_spec", metavar="KIND:NAME", default=None,
               help="Vision-language backend, e.g. openai:gpt-5.5 (default: [probe] model in cfkit.toml).")
 @click.option("-o", "--option", "options", metavar="KEY=VALUE", multiple=True,
               help="Backend option (repeatable), e.g. -o base_url=http://localhost:8000/v1.")
 @click.option("--subset", metavar="FILE", default=None,
-              help="Case ids, one a line (default: probes/<modality_subset> if present, else every case).")
+              help="Case ids, one a line (default: the configured [probe] modality_subset).")
+@click.option("--all-cases", is_flag=True, help="Every case of the cases file instead of the subset.")
 @click.option("--redraft", is_flag=True, help="Replace unreviewed model drafts (never human or reviewed captions).")
 @workspace_option
 def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[str, ...], subset: str | None,
+          all_cases: bool,
           redraft: bool) -> None:
     """Draft neutral captions with a vision-language model, for a person to review.
 
@@ -170,7 +174,7 @@ def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[
     if not model_spec:
         raise UsageError("no model given; pass --model KIND:NAME (e.g. openai:gpt-5.5) or set [probe] model in cfkit.toml.")
     backend = load_backend(model_spec, parse_option_pairs(options))
-    results = draft_captions(ws, backend, case_ids, subset=subset, redraft=redraft)
+    results = draft_captions(ws, backend, case_ids, subset=subset, redraft=redraft, all_cases=all_cases)
     style = {"written": "green", "kept": "dim", "failed": "red"}
     for r in results:
         out.print(f"{r.case}: [{style[r.status]}]{escape(r.message)}[/]")

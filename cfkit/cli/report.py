@@ -27,11 +27,15 @@ MISSING_SHOWN = 20
 @click.option("--resamples", default=10_000, show_default=True, type=click.IntRange(min=1),
               help="Bootstrap resamples for the intervals.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
+@click.option("--subset", metavar="FILE", default=None,
+              help="The modality cases (default: the configured [probe] modality_subset).")
+@click.option("--all-cases", is_flag=True, help="Every case as the modality cases, instead of the subset.")
 @click.option("--ega", is_flag=True, help="Add evidence-grounded accuracy from the audit's final labels (Table S8).")
 @click.option("--audit", "audit_ref", metavar="ID", default=None, help="With --ega: which audit (default: the newest).")
 @workspace_option
 def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], compare_specs: tuple[str, ...],
-           fmt: str, reference: bool, resamples: int, seed: int, ega: bool, audit_ref: str | None) -> None:
+           fmt: str, reference: bool, resamples: int, seed: int, subset: str | None, all_cases: bool, ega: bool,
+           audit_ref: str | None) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas and paired tests.
 
     A unit a model gave no usable answer for (no reply, a failed request, a
@@ -58,7 +62,8 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
 
         raise UsageError("--audit chooses the audit of --ega; give --ega too.")
     result = lib.make_report(ws, list(prediction_paths), run_refs=list(run_refs), compare=compare,
-                             n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref)
+                             n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, subset=subset,
+                             all_cases=all_cases)
     if fmt == "table":
         out.print(lib.ReportView(result, reference=reference))
     else:

@@ -18,7 +18,7 @@ import numpy as np
 
 from cfkit import stats
 from cfkit.cases import Case
-from cfkit.errors import ConfigError, NotFoundError, PredictionError, SpecError, UsageError
+from cfkit.errors import CaseError, NotFoundError, PredictionError, SpecError, UsageError
 from cfkit.predictions import Prediction, check_predictions, load_predictions
 from cfkit.report import sources as sources_
 from cfkit.report.gold import Gold, PairGold, load_gold
@@ -53,6 +53,8 @@ def make_report(
     seed: int | None = stats.SEED,
     ega: bool = False,
     audit: str | None = None,
+    subset: str | Path | None = None,
+    all_cases: bool = False,
 ) -> Report:
     """Load gold and predictions (files, the runs named in ``run_refs``, or by default one stored run per model
     and suite, see :func:`cfkit.report.sources.choose_runs`) and build the report.
@@ -60,7 +62,7 @@ def make_report(
     With ``ega``, the report also holds the evidence-grounded accuracy section
     of audit ``audit`` (default: the newest audit in the store).
     """
-    gold = load_gold(ws)
+    gold = load_gold(ws, subset=subset, all_cases=all_cases)
     if prediction_paths and run_refs:
         raise UsageError("--predictions reads files and --run reads stored runs; give one or the other.")
     if prediction_paths:
@@ -127,8 +129,7 @@ def build_report(
                                  f"(models with them: {known}). Use the names as they appear in the predictions.")
     if answers.get("modality"):
         if gold.modality_cases is None:
-            raise ConfigError("modality predictions were given, but the workspace has no subset file "
-                             "(probe.modality_subset in cfkit.toml, under probes/). Add it: one case id a line.")
+            raise CaseError(f"modality predictions were given, but {gold.modality_problem}")
         subset = set(gold.modality_cases)
         for model, got in answers["modality"].items():
             outside = sorted({case for case, _, _ in got if case not in subset})

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from cfkit.cases import CaseSet
 from cfkit.dataset import load_cases
 from cfkit.errors import SpecError
 from cfkit.specs import load_spec_file, spec_files
-from cfkit.subsets import modality_subset_path, read_subset
+from cfkit.subsets import missing_subset_message, modality_cases, modality_subset_path
 from cfkit.workspace import Workspace
 
 
@@ -26,15 +27,16 @@ class Gold:
 
     cases: CaseSet
     pairs: dict[str, PairGold]
-    modality_cases: list[str] | None  # None when the workspace has no subset file
+    modality_cases: list[str] | None  # None when the modality subset cannot be used
+    modality_problem: str | None = None  # why not (said only when modality predictions are given)
 
     @property
     def pair_cases(self) -> dict[str, str]:
         return {p.pair: p.case for p in self.pairs.values()}
 
 
-def load_gold(ws: Workspace) -> Gold:
-    """Cases, pair golds from the specs, and the modality subset of a workspace."""
+def load_gold(ws: Workspace, *, subset: str | Path | None = None, all_cases: bool = False) -> Gold:
+    """Cases, pair golds from the specs, and the modality cases (:func:`cfkit.subsets.modality_cases`)."""
     cases = load_cases(ws.cases_path, ws.image_root)
     pairs: dict[str, PairGold] = {}
     for path in spec_files(ws):
@@ -47,6 +49,9 @@ def load_gold(ws: Workspace) -> Gold:
             raise SpecError(f"{path}: case {case.id} has no yes_option, so its labels cannot be mapped to options; "
                              "counterfactual pairs need a Yes/No case.")
         pairs[spec.id] = PairGold(spec.id, case.id, original, edit)
-    subset_path = modality_subset_path(ws)
-    modality = read_subset(subset_path, cases) if subset_path.is_file() else None
-    return Gold(cases=cases, pairs=pairs, modality_cases=modality)
+    modality, problem = None, None
+    if subset is None and not all_cases and not modality_subset_path(ws).exists():
+        problem = missing_subset_message(ws)
+    else:
+        modality = modality_cases(ws, cases, subset=subset, all_cases=all_cases)
+    return Gold(cases=cases, pairs=pairs, modality_cases=modality, modality_problem=problem)
