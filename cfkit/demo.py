@@ -17,6 +17,7 @@ from pathlib import Path
 
 import cfkit
 from cfkit.errors import CheckFailed, NotFoundError, OutputError
+from cfkit.plural import plural
 from cfkit.workspace import Workspace, load_workspace
 
 #: The baseline backends the demo probes with; they need nothing installed.
@@ -91,7 +92,7 @@ def run_demo(out: Path | None = None, *, on_step: Callable[[DemoStep], None] | N
     bad = [r for r in reports if not r.ok]
     if bad:
         raise CheckFailed(f"spec {bad[0].spec_id} is invalid: {bad[0].findings[0].message}")
-    step("validate specs", f"{len(reports)} specs valid", t)
+    step("validate specs", f"{plural(len(reports), 'spec')} valid", t)
 
     # 2. Edits with the offline classical engine; each is checked as it is made.
     t = time.perf_counter()
@@ -111,7 +112,7 @@ def run_demo(out: Path | None = None, *, on_step: Callable[[DemoStep], None] | N
     lint = lint_captions(ws)
     if not lint.ok:
         raise CheckFailed(f"caption lint failed: {lint.errors[0].message}")
-    step("lint captions", f"{lint.files} caption files clean, {len(lint.warnings)} warnings", t)
+    step("lint captions", f"{plural(lint.files, 'caption file')} clean, {plural(len(lint.warnings), 'warning')}", t)
 
     # 4. Probe runs: every suite with every baseline backend.
     t = time.perf_counter()

@@ -101,3 +101,20 @@ def test_files_written_take_output_and_existing_ones_need_force(mini_ws: Path, t
     refused = run_cli(spec)
     assert refused.exit_code == 2 and "--force" in refused.stderr
     assert "-o" not in run_cli(["runs", "export", "--help"]).stdout.split("--output")[0]
+
+
+@pytest.mark.parametrize("group", [[], ["specs"], ["edits"], ["captions"], ["probe"], ["runs"], ["cases"], ["audit"],
+                                   ["weights"]])
+def test_help_listings_never_cut_a_summary_mid_sentence(group):
+    for width in ("80", "100"):
+        result = run_cli([*group, "--help"], env={"COLUMNS": width})
+        assert result.exit_code == 0
+        listing = result.stdout.split("Commands:", 1)[1]
+        assert "..." not in listing, listing
+
+
+def test_counts_are_in_the_right_number():
+    from cfkit.plural import plural
+
+    assert (plural(1, "pair"), plural(0, "pair"), plural(3, "case file"), plural(2, "query", "queries")) == (
+        "1 pair", "0 pairs", "3 case files", "2 queries")

@@ -170,7 +170,7 @@ def test_cli_lint_fails_on_a_leaky_copy_naming_the_file(cws, tmp_path):
     result = run_cli(["-w", str(copy), "captions", "lint", "--all-cases"])
     assert result.exit_code == 1
     assert "captions/T002.yaml: neutral: verdict: 'ideal'" in result.stdout
-    assert "caption lint found 1 errors" in result.stderr
+    assert "caption lint found 1 error;" in result.stderr
     assert "Traceback" not in result.output
     assert tree_snapshot(copy) == before  # the lint changes nothing
 

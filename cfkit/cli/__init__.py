@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
 
 import click
@@ -44,8 +45,20 @@ def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None
         root.obj["debug"] = True
 
 
+def _first_sentence(text: str) -> str:
+    paragraph = inspect.cleandoc(text).split("\n\n", 1)[0].replace("\n", " ")
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[:end + 1]
+
+
 def _accept_debug_everywhere(command: click.Command) -> click.Command:
-    """Give ``command`` (and, for a group, its subcommands) a ``--debug`` flag, so it may follow the subcommand."""
+    """Give ``command`` (and, for a group, its subcommands) a ``--debug`` flag, so it may follow the subcommand.
+
+    A command without a short help gets its help's first sentence as one, so
+    listings never cut a summary mid-sentence (Click shortens it to fit).
+    """
+    if command.short_help is None and command.help:
+        command.short_help = _first_sentence(command.help)
     if not any(p.name == "debug" for p in command.params):
         command.params.append(click.Option(["--debug"], is_flag=True, expose_value=False, is_eager=True,
                                            callback=_set_debug, help="Show tracebacks instead of one-line errors."))

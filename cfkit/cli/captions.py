@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from cfkit.cli.console import err, out, print_json, status, workspace_option
 from cfkit.errors import OutputError, UsageError
+from cfkit.plural import plural
 
 CONDITION_CHOICE = click.Choice(["text", "neutral", "evidence", "image"])
 
@@ -59,7 +60,7 @@ def build(ws, case_ids: tuple[str, ...], subset: str | None, all_cases: bool, co
         raise OutputError(f"{out_path} already exists; choose another --output file or pass --force to replace it.")
     write_text_atomic(out_path, text)
     n_cases = len({r.case for r in rendered})
-    status(f"Wrote {len(rendered)} prompts for {n_cases} cases to {out_path}")
+    status(f"Wrote {plural(len(rendered), 'prompt')} for {plural(n_cases, 'case')} to {out_path}")
 
 
 @captions.command()
@@ -91,10 +92,10 @@ def lint(ws, case_ids: tuple[str, ...], subset: str | None, all_cases: bool, as_
         for f in report.findings:
             style = "red" if f.level == "error" else "yellow"
             out.print(f"[{style}]{f.level}[/] {escape(f.describe(ws.root))}")
-        err.print(f"{len(report.cases)} cases, {report.files} caption files: "
-                  f"{len(report.errors)} errors, {len(report.warnings)} warnings.")
+        err.print(f"{plural(len(report.cases), 'case')}, {plural(report.files, 'caption file')}: "
+                  f"{plural(len(report.errors), 'error')}, {plural(len(report.warnings), 'warning')}.")
     if not report.ok:
-        raise CheckFailed(f"caption lint found {len(report.errors)} errors; fix the files named above.")
+        raise CheckFailed(f"caption lint found {plural(len(report.errors), 'error')}; fix the files named above.")
 
 
 @captions.command()

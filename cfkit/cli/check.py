@@ -11,6 +11,7 @@ from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
 from cfkit.errors import NotFoundError, UsageError
+from cfkit.plural import plural
 
 
 def _num(value: float | None, fmt: str, none: str = "—") -> str:
@@ -63,7 +64,7 @@ def check(ws, spec_ids: tuple[str, ...], all_specs: bool, edit_id: int | None, l
         _render(results)
     failed = [g[-1].spec_id for g in groups if _decisive(g).verdict != "pass"]
     if failed:
-        raise CheckFailed(f"{len(failed)} of {len(groups)} edits failed the preservation check "
+        raise CheckFailed(f"{len(failed)} of {plural(len(groups), 'edit')} failed the preservation check "
                           f"({', '.join(failed)}); see the reasons above, then re-edit or review them.")
 
 
