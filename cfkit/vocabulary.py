@@ -8,20 +8,26 @@ from __future__ import annotations
 
 from typing import Literal
 
-Suite = Literal["contextcanvas", "counterfactual", "modality"]
-Condition = Literal["image", "original", "edit", "text", "neutral", "evidence"]
+Suite = Literal["contextcanvas", "counterfactual", "modality", "swap"]
+Condition = Literal["image", "original", "edit", "text", "neutral", "evidence", "original-order", "swapped-order"]
 
 #: The conditions each suite asks under, in report order.
 SUITE_CONDITIONS: dict[str, tuple[str, ...]] = {
     "contextcanvas": ("image",),
     "counterfactual": ("original", "edit"),
     "modality": ("text", "neutral", "evidence", "image"),
+    # The position-bias probe: each two-option case with its options as given, then with their texts exchanged.
+    "swap": ("original-order", "swapped-order"),
 }
 
 SUITES: tuple[str, ...] = tuple(SUITE_CONDITIONS)
 
 #: The modality conditions, in the order the paper's Table S9 lists them.
 MODALITY_CONDITIONS: tuple[str, ...] = SUITE_CONDITIONS["modality"]
+
+#: The swap suite's two option orders: as the cases file lists them, and with the two option texts exchanged.
+SWAP_CONDITIONS: tuple[str, ...] = SUITE_CONDITIONS["swap"]
+ORIGINAL_ORDER, SWAPPED_ORDER = SWAP_CONDITIONS
 
 #: Every condition in report order (a condition shared by two suites appears once).
 CONDITION_ORDER: tuple[str, ...] = tuple(dict.fromkeys(c for cs in SUITE_CONDITIONS.values() for c in cs))

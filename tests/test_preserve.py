@@ -389,7 +389,7 @@ def test_cli_failed_check_exits_1_and_lists_reasons(tiny_ws, no_lpips):
     result = run_cli(["check", "--all", "-w", str(tiny_ws)])
     assert result.exit_code == 1
     assert "too little change inside the mask" in result.stderr
-    assert "1 of 1 edits failed" in result.stderr
+    assert "1 of 1 edit failed" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -175,7 +175,7 @@ def paper_json(paper):
 
 
 def test_json_follows_design_schema(paper_json):
-    assert list(paper_json) == ["contextcanvas", "counterfactual", "modality", "compare", "missing", "notes"]
+    assert list(paper_json) == ["contextcanvas", "counterfactual", "modality", "compare", "swap", "missing", "notes"]
     assert list(paper_json["contextcanvas"][0]) == ["model", "n", "n_binary", "accuracy", "macro_f1", "yes_f1", "no_f1",
                                                     "yes_rate", "gold_yes_rate", "invalid", "incomplete", "runs"]
     assert list(paper_json["counterfactual"][0]) == ["model", "n_pairs", "orig_acc", "edit_acc", "pair_acc", "correct",

@@ -1,7 +1,10 @@
 """``baseline:always-no | always-yes | majority | random`` — reference answerers that read no content.
 
 They show what a model would score without looking: ``always-no`` and
-``always-yes`` answer the case's No / Yes option, ``majority`` answers the
+``always-yes`` answer the case's No / Yes option as the request lists it
+(``meta.yes_option``; in the swap suite's ``swapped-order`` that is the other
+id, so they answer the option whose text is No / Yes in either order),
+``majority`` answers the
 suite's most frequent gold label (given once by the runner, never per
 request), ``random`` picks an option uniformly with a seeded generator that
 depends only on the seed and the request's case, pair and condition, so the

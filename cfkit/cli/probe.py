@@ -11,8 +11,9 @@ from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
 from cfkit.errors import RunIncomplete, UsageError
+from cfkit.vocabulary import SUITES
 
-SUITE_CHOICE = click.Choice(["contextcanvas", "counterfactual", "modality"])
+SUITE_CHOICE = click.Choice(SUITES)
 
 
 @click.group()
@@ -24,7 +25,8 @@ def probe() -> None:
 @click.option("-m", "--model", metavar="KIND:NAME", default=None,
               help="Backend and model, e.g. openai:gpt-5.5, hf:/models/qwen, baseline:always-no "
                    "(default: [probe] model in cfkit.toml).")
-@click.option("-s", "--suite", type=SUITE_CHOICE, required=True, help="Which questions to ask.")
+@click.option("-s", "--suite", type=SUITE_CHOICE, required=True,
+              help="Which questions to ask (swap: each two-option case in both option orders, for position bias).")
 @click.option("-o", "--option", "pairs", multiple=True, metavar="KEY=VALUE",
               help="Backend option, repeatable; 'cfkit probe backends' lists them.")
 @click.option("--base-url", default=None, metavar="URL", help="OpenAI-compatible server (openai backend).")
@@ -69,6 +71,7 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
       cfkit probe run -m openai:gpt-5.5 -s contextcanvas --protocol paper --max-tokens 800 --max-cost 20
       cfkit probe run -m openai:Qwen/Qwen3-VL-8B-Instruct --base-url http://localhost:8000/v1 -s modality
       cfkit probe run -m baseline:majority -s contextcanvas
+      cfkit probe run -m openai:gpt-5.5 -s swap                             position bias: both option orders
     """
     from cfkit.options import parse_option_pairs
     from cfkit.probe import Selection, preview_run, probe_suite
@@ -208,7 +211,7 @@ def _render_summary(summary, as_json: bool) -> None:
     for note in summary.notes:
         warn(note)
     if summary.skipped:
-        warn(f"{len(summary.skipped)} pair(s) skipped:")
+        warn(f"{len(summary.skipped)} {summary.skipped[0].unit}(s) skipped:")
         for skip in summary.skipped:
             err.print(f"  {escape(skip.pair_id)}: {escape(skip.reason)}")
 

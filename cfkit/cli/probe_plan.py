@@ -47,7 +47,7 @@ def render_preview(preview, max_cost: float | None, as_json: bool) -> None:
                                 "input_tokens_approx": send.input_tokens, "max_output_tokens": send.max_output_tokens,
                                 "cost_in_usd_approx": send.cost_in, "cost_max_usd_approx": send.cost_max},
                     "selection": plan.selection.as_dict(), "left_out": list(plan.left_out),
-                    "skipped": [{"pair": s.pair_id, "reason": s.reason} for s in plan.skipped],
+                    "skipped": [{s.unit: s.pair_id, "reason": s.reason} for s in plan.skipped],
                     "unreviewed": list(plan.unreviewed)})
         return
     grid = Table.grid(padding=(0, 2))
@@ -79,7 +79,7 @@ def render_preview(preview, max_cost: float | None, as_json: bool) -> None:
     for line in unreviewed_lines(plan):
         warn(line)
     if plan.skipped:
-        warn(f"{len(plan.skipped)} pair(s) skipped:")
+        warn(f"{len(plan.skipped)} {plan.skipped[0].unit}(s) skipped:")
         for skip in plan.skipped:
             err.print(f"  {escape(skip.pair_id)}: {escape(skip.reason)}")
     if max_cost is not None and send.cost_max is not None and send.cost_max > max_cost:

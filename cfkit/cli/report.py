@@ -36,7 +36,7 @@ MISSING_SHOWN = 20
 def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], compare_specs: tuple[str, ...],
            fmt: str, reference: bool, resamples: int, seed: int, subset: str | None, all_cases: bool, ega: bool,
            audit_ref: str | None) -> None:
-    """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas and paired tests.
+    """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas, paired tests and position bias (swap).
 
     A unit a model gave no usable answer for (no reply, a failed request, a
     refusal, an answer about an edit that is no longer selected) is counted

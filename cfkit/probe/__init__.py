@@ -93,7 +93,7 @@ def _plan(ws: Workspace, store: Store | None, setup: _Setup, suite: str, selecti
     if not plan.items:
         skipped = "; ".join(f"{s.pair_id}: {s.reason}" for s in plan.skipped[:3])
         raise NotFoundError(f"the {suite} suite has no requests in {ws.root}"
-                            + (f" (every pair was skipped: {skipped})." if skipped else
+                            + (f" (every {plan.skipped[0].unit} was skipped: {skipped})." if skipped else
                                " (the selection left nothing)." if plan.left_out else "."))
     return plan
 

@@ -2,8 +2,9 @@
 
 Errors in the inputs (a missing caption, an unknown case in the subset file, an
 unreadable image) stop here, before any request is sent. Counterfactual pairs
-that cannot be asked (no usable edit, a spec that does not load) are listed as
-skipped, with why. A :class:`Selection` narrows a suite to part of it (a smoke
+that cannot be asked (no usable edit, a spec that does not load), and cases the
+swap suite does not ask (:mod:`~cfkit.probe.swap`), are listed as skipped, with
+why. A :class:`Selection` narrows a suite to part of it (a smoke
 test: ``--limit N``, ``--cases FILE``; ``--accepted-only``,
 ``--reviewed-only``); the plan also lists what it asks about that no person
 has reviewed (pairs whose edit was never accepted, drafted captions not yet
@@ -24,11 +25,12 @@ from cfkit.dataset import load_cases
 from cfkit.captions import load_caption
 from cfkit.errors import CaseError, SpecError, UsageError
 from cfkit.images import image_data, side_by_side
+from cfkit.probe import swap
 from cfkit.prompts import load_templates, render_prompt, templates_sha256
 from cfkit.specs import load_spec, load_spec_file, spec_files
 from cfkit.store import Store, edits, reviews
 from cfkit.subsets import modality_subset_path, read_subset
-from cfkit.vocabulary import SUITE_CONDITIONS
+from cfkit.vocabulary import MODALITY_CONDITIONS, SUITE_CONDITIONS, SWAP_CONDITIONS
 from cfkit.workspace import Workspace
 
 CONFIDENCE = ("low", "medium", "high")
@@ -93,10 +95,14 @@ class ProbeItem:
 
 @dataclass(frozen=True)
 class SkippedPair:
-    """A counterfactual pair left out of a run, and why."""
+    """A counterfactual pair (or a case the swap suite does not ask) left out of a run, and why.
+
+    ``pair_id`` is the pair's id, or the case's id when ``unit`` is "case".
+    """
 
     pair_id: str
     reason: str
+    unit: str = "pair"
 
 
 @dataclass(frozen=True)
@@ -105,7 +111,7 @@ class ProbePlan:
 
     suite: str
     items: tuple[ProbeItem, ...]
-    skipped: tuple[SkippedPair, ...]
+    skipped: tuple[SkippedPair, ...]  # pairs (counterfactual) or cases (swap) that could not be asked
     templates_sha256: str
     gold_labels: Counter  # for baseline:majority; "yes"/"no" for two-option cases, else the option id
     generation: Generation = Generation()
@@ -136,7 +142,8 @@ class _RequestBuilder:
 
     def item(self, case: Case, condition: str, *, pair_id: str = "", images: list[Path] | None = None,
              caption=None, edit_id: int | None = None) -> ProbeItem:
-        prompt_condition = "image" if condition in ("original", "edit") else condition
+        # Only the modality conditions change the visual slot; every other suite shows the image.
+        prompt_condition = condition if condition in MODALITY_CONDITIONS else "image"
         prompt = render_prompt(self.ws, case, prompt_condition, images=images, templates=self.templates,
                                caption=caption if condition in ("neutral", "evidence") else None)
         request = ProbeRequest(
@@ -178,7 +185,9 @@ def unreviewed_draft(caption) -> bool:
 
 
 def suite_case_ids(ws: Workspace, suite: str, cases: CaseSet) -> list[str]:
-    """The cases a contextcanvas or modality run asks about, before any selection, in order."""
+    """The cases a contextcanvas, modality or swap run asks about, before any selection, in order."""
+    if suite == "swap":
+        return swap.swap_case_ids(cases)
     if suite == "modality":
         subset = modality_subset_path(ws)
         if not subset.is_file():
@@ -188,8 +197,12 @@ def suite_case_ids(ws: Workspace, suite: str, cases: CaseSet) -> list[str]:
     return list(cases.ids)
 
 
+#: Where a suite's cases come from, for a --cases message.
+_SUITE_CASES = {"modality": "the modality subset", "contextcanvas": "the cases file"}
+
+
 def select_case_ids(ws: Workspace, suite: str, cases: CaseSet, selection: Selection) -> tuple[list[str], list[str]]:
-    """(the cases a contextcanvas or modality run asks, the cases its selection leaves out).
+    """(the cases a contextcanvas, modality or swap run asks, the cases its selection leaves out).
 
     ``--cases`` first (every listed case must belong to the suite), then
     ``--reviewed-only`` (modality), then ``--limit``.
@@ -199,8 +212,10 @@ def select_case_ids(ws: Workspace, suite: str, cases: CaseSet, selection: Select
         wanted = read_subset(selection.cases, cases)
         outside = [c for c in wanted if c not in set(ids)]
         if outside:
-            raise CaseError(f"--cases {selection.cases}: case {outside[0]} is not part of the {suite} suite "
-                            f"({'the modality subset' if suite == 'modality' else 'the cases file'}); remove it.")
+            why = (f"it has {swap.swap_problem(cases.get(outside[0]))}" if suite == "swap"
+                   else f"it is not in {_SUITE_CASES[suite]}")
+            raise CaseError(f"--cases {selection.cases}: case {outside[0]} is not part of the {suite} suite: {why}. "
+                            "Remove it from the file.")
         keep = set(wanted)
         ids = [c for c in ids if c in keep]
     if selection.reviewed_only and suite == "modality":
@@ -246,6 +261,15 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
                 unreviewed.append(case.id)
             for condition in SUITE_CONDITIONS["modality"]:
                 items.append(builder.item(case, condition, caption=caption))
+    elif suite == "swap":
+        case_ids, left_out = select_case_ids(ws, suite, cases, selection)
+        skipped = [SkippedPair(c.id, problem, unit="case") for c in cases
+                   if (problem := swap.swap_problem(c)) is not None]
+        for case in (cases.get(c) for c in case_ids):
+            gold[gold_label(case, case.gold)] += 1  # the same Yes/No label in both orders
+            for condition in SWAP_CONDITIONS:
+                # The item carries the case as its prompt lists it, so the reply is read against those options.
+                items.append(builder.item(swap.as_listed(case, condition), condition))
     else:
         if store is None:
             raise UsageError("the counterfactual suite needs the store, to find each pair's edit.")

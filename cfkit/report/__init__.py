@@ -3,12 +3,13 @@
 :func:`make_report` reads gold answers from the workspace (cases, and for the
 counterfactual pairs the specs' labels mapped through each case's Yes option;
 :mod:`~cfkit.report.gold`), reads predictions from files or from the store, and
-computes four sections (:mod:`~cfkit.report.build`):
+computes these sections (:mod:`~cfkit.report.build`):
 
 ``contextcanvas``   accuracy, per-class F1, Macro-F1 and Yes rate (the paper's Table 2)
 ``counterfactual``  pair accuracy, directional updates and NCU (Table S7)
 ``modality``        accuracy per condition and the four paired deltas (Table S9)
 ``compare``         paired base-vs-other accuracy tests (Table S10)
+``swap``            position bias: both option orders of each two-option case (:mod:`~cfkit.report.swap`)
 
 A case or pair a model gave no usable answer for is counted wrong and listed
 in ``Report.missing`` with the reason; rows from incomplete runs are marked;
@@ -26,11 +27,12 @@ from cfkit.report.reference import load_reference, reference_label
 from cfkit.report.rows import (MISSING_REASONS, CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing,
                                ModalityRow, Report)
 from cfkit.report.sources import Sources, choose_runs
+from cfkit.report.swap import SwapRow, swap_rows
 from cfkit.report.tables import INCOMPLETE_MARK, PAPER_MARK, DisplayTable, ReportView, display_tables, fmt, fmt_ci, fmt_p
 
 __all__ = [
     "FORMATS", "INCOMPLETE_MARK", "MISSING_REASONS", "MODALITY_DELTAS", "PAPER_MARK", "Sources", "choose_runs", "CompareRow", "ContextCanvasRow", "CounterfactualRow", "Delta",
-    "DisplayTable", "Gold", "Missing", "ModalityRow", "PairGold", "Report", "ReportView", "build_report",
+    "DisplayTable", "Gold", "Missing", "ModalityRow", "PairGold", "Report", "ReportView", "SwapRow", "build_report",
     "display_tables", "fmt", "fmt_ci", "fmt_p", "latex_escape", "load_gold", "load_reference", "make_report",
-    "parse_compare", "reference_label", "to_csv", "to_json", "to_latex", "to_markdown",
+    "parse_compare", "reference_label", "swap_rows", "to_csv", "to_json", "to_latex", "to_markdown",
 ]

@@ -24,6 +24,7 @@ from cfkit.report import sources as sources_
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.rows import CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
 from cfkit.report.sources import Sources
+from cfkit.report.swap import swap_notes, swap_rows
 from cfkit.store import Store, edits
 from cfkit.vocabulary import SUITE_CONDITIONS
 from cfkit.workspace import Workspace
@@ -154,6 +155,7 @@ def build_report(
         _modality(units, model, got, [gold.cases.get(c) for c in gold.modality_cases or []], n_resamples, seed)
         for model, got in answers.get("modality", {}).items()
     ]
+    sw_rows = swap_rows(units, gold.cases, answers.get("swap", {}), n_resamples=n_resamples, seed=seed)
     # 4. comparisons, adjusted over the ones asked for together
     comparisons = []
     for base, other in compare:
@@ -168,8 +170,8 @@ def build_report(
         expected["counterfactual"] = expected_pairs
     if gold.modality_cases is not None:
         expected["modality"] = len(gold.modality_cases)
-    notes = _coverage_notes(units, gold, cc_rows, cf_rows, md_rows, expected_pairs)
-    return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected)
+    notes = _coverage_notes(units, gold, cc_rows, cf_rows, md_rows, expected_pairs) + swap_notes(units.missing, sw_rows)
+    return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected, swap=sw_rows)
 
 
 class _Units:

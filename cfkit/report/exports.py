@@ -36,7 +36,7 @@ def to_csv(report: Report) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["section", "model", "metric", "value"])
     data = report.to_dict()
-    for section in ("contextcanvas", "counterfactual", "modality", "compare", "ega"):
+    for section in ("contextcanvas", "counterfactual", "modality", "compare", "swap", "ega"):
         for record in data.get(section, []):
             name = f"{record['base']}={record['other']}" if section == "compare" else record["model"]
             for metric, value in _flatten(record):

@@ -7,6 +7,7 @@ from typing import Any
 
 from cfkit import stats
 from cfkit.report.grounding import EgaSection
+from cfkit.report.swap import SwapRow
 
 
 #: Why a unit is listed in ``missing``: no prediction at all, a request that failed, the model declined, or an
@@ -83,6 +84,7 @@ class Report:
     ega: EgaSection | None = None  # only when asked for (report --ega)
     notes: list[str] = field(default_factory=list)  # what the numbers cover, where it is less than asked for
     expected: dict[str, int] = field(default_factory=dict)  # suite -> units the workspace expects (pairs, subset)
+    swap: list[SwapRow] = field(default_factory=list)  # the position-bias section (cfkit.report.swap)
 
     def to_dict(self) -> dict[str, Any]:
         """The report object of docs/report-schema.md, ``missing`` included (the units counted wrong for want of an answer)."""
@@ -116,6 +118,7 @@ class Report:
                  "p_adj": r.p_adj}
                 for r in self.compare
             ],
+            "swap": [r.to_dict() for r in self.swap],
             "missing": [m.__dict__.copy() for m in self.missing],
             "notes": list(self.notes),
         }

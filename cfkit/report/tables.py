@@ -134,9 +134,34 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
             "compare", f"Paired comparisons (as in Table S10; Bonferroni over {len(data['compare'])})",
             ["Base → other", "Base", "Other", "Δ", "b/c", "95% CI", "p", "p adj"], rows, published,
             _caption("tableS10", reference)))
+    if data["swap"]:
+        tables += _swap_tables(data)
     if "ega" in data:
         tables += _ega_tables(data, ref)
     return tables
+
+
+def _swap_tables(data: dict) -> list[DisplayTable]:
+    """The position-bias probe: accuracy in each option order with McNemar; then what the answers follow."""
+    rows = [[_name(r), str(r["n"]), fmt(r["accuracy_original"]), fmt(r["accuracy_swapped"]),
+             f"{r['accuracy_delta']:+.2f}", fmt_ci(r["accuracy_delta_ci"]), f"{r['b']}/{r['c']}", fmt_p(r["p"])]
+            for r in data["swap"]]
+    accuracy = DisplayTable(
+        "swap", "Option order: accuracy as listed and with the two options swapped (paired, exact McNemar)",
+        ["Model", "n", "Original", "Swapped", "Δ", "95% CI", "b/c", "p"], rows, [False] * len(rows),
+        "b: right only in the original order; c: right only in the swapped order.")
+    def ci(values: list[float]) -> str:  # one decimal, so the seven columns fit 100 (exact in JSON)
+        return f"[{values[0]:.1f}, {values[1]:.1f}]"
+
+    rows = [[_name(r), fmt(r["consistency"]), ci(r["consistency_ci"]), fmt(r["first_position_rate"]),
+             ci(r["first_position_rate_ci"]), fmt(r["yes_rate_original"]), fmt(r["yes_rate_swapped"])]
+            for r in data["swap"]]
+    bias = DisplayTable(
+        "swap_bias", "Option order: content or position?",
+        ["Model", "Consist.", "95% CI", "First pos.", "95% CI", "Yes orig.", "Yes swap."], rows, [False] * len(rows),
+        # One short line (the terminal does not wrap captions); the README says how to read the figures.
+        "Consist.: the same option text in both orders. First pos.: answers picking the first listed option.")
+    return [accuracy, bias]
 
 
 def _ega_tables(data: dict, ref: dict | None) -> list[DisplayTable]:
