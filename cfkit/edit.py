@@ -27,7 +27,8 @@ is recorded.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,9 @@ from cfkit.store.checks import CheckResult
 from cfkit.store.edits import LABEL, EditRecord, NewEdit
 from cfkit.workspace import Workspace
 
+
+#: Entered around each engine call with the spec id, the engine's name and its model (a spinner, a timer).
+EngineCall = Callable[[str, str, "str | None"], AbstractContextManager[Any]]
 
 # ── records ────────────────────────────────────────────────────────────────
 
@@ -105,6 +109,7 @@ class _Prepared:
     source_sha256: str
     mask_sha256: str
     mask: np.ndarray
+    given: dict[str, dict[str, Any]] = field(default_factory=dict)  # engine -> options given for this edit
 
 
 # ── step 1: inputs ─────────────────────────────────────────────────────────
@@ -155,11 +160,18 @@ def _given_options(chain: tuple[str, ...], options: Mapping[str, Any], model: st
     return given
 
 
-def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int | None = None,
-                 seed: int | None = None, model: str | None = None, options: Mapping[str, Any] | None = None,
-                 input_path: Path | None = None) -> _Prepared:
-    """Check every input and build the request; reads files, writes nothing, calls no engine."""
-    # a. The engines the arguments name (unknown names fail here).
+@dataclass(frozen=True)
+class EditArguments:
+    """The engine chain, candidate count and ``-o`` values of an edit, checked (they hold for any spec)."""
+
+    chain: tuple[str, ...]
+    n: int
+    given: dict[str, OptionValues]
+
+
+def edit_arguments(ws: Workspace, *, engine: str | None = None, n: int | None = None, model: str | None = None,
+                   options: Mapping[str, Any] | None = None, input_path: Path | None = None) -> EditArguments:
+    """Check what an edit's arguments name (engines, candidates, option keys) before any spec is read."""
     engine = engine or ws.config.edit.engine
     n = ws.config.edit.candidates if n is None else n
     if n < 1:
@@ -168,8 +180,21 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
     if not chain:
         raise UsageError("--engine auto: no installed engine takes part in auto; name one with --engine NAME.")
     for name in chain:
-        _check_candidates(name, n)
+        _check_candidates(name, n)  # unknown engine names fail here
     given = _given_options(chain, options or {}, model, input_path)
+    for name in chain:
+        if set(given[name].values) - set(editor_class(name).Options.model_fields):
+            load_editor(name, given[name])  # refuses the unknown key, listing the engine's options
+    return EditArguments(tuple(chain), n, given)
+
+
+def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int | None = None,
+                 seed: int | None = None, model: str | None = None, options: Mapping[str, Any] | None = None,
+                 input_path: Path | None = None) -> _Prepared:
+    """Check every input and build the request; reads files, writes nothing, calls no engine."""
+    # a. The engines the arguments name (unknown names fail here).
+    arguments = edit_arguments(ws, engine=engine, n=n, model=model, options=options, input_path=input_path)
+    chain, n, given = arguments.chain, arguments.n, arguments.given
 
     # b. The spec, its case, the source image and the mask.
     spec_file = load_spec(ws, spec_id)
@@ -203,7 +228,12 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
                     engines=tuple(chain), n=n, seed=seed, previews=previews, notes=tuple(notes))
     return _Prepared(plan=plan, request=request, editors=editors,
                      source_sha256=hashlib.sha256(source_path.read_bytes()).hexdigest(), mask_sha256=mask.sha256,
-                     mask=mask.array)
+                     mask=mask.array, given={name: _plain(given[name].values) for name in chain})
+
+
+def _plain(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Option values as JSON keeps them (paths as text)."""
+    return {key: str(value) if isinstance(value, Path) else value for key, value in values.items()}
 
 
 def _check_candidates(name: str, n: int) -> None:
@@ -243,12 +273,15 @@ def plan_edit(ws: Workspace, spec_id: str, **kwargs: Any) -> EditPlan:
 
 def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int | None = None,
               seed: int | None = None, model: str | None = None, options: Mapping[str, Any] | None = None,
-              input_path: Path | None = None, again: bool = False) -> EditOutcome:
+              input_path: Path | None = None, again: bool = False,
+              engine_call: EngineCall | None = None) -> EditOutcome:
     """Make, save, record and check ``n`` candidate edits of spec ``spec_id``.
 
     ``engine`` is a registered engine name or "auto" (default: cfkit.toml);
     ``options`` are ``-o`` values (``ENGINE.KEY`` with a chain); ``model`` and
     ``input_path`` set the engine's ``model`` and ``input`` options.
+    ``engine_call(spec_id, engine, model)``, when given, is entered around each engine
+    call (the CLI shows a spinner with it while a remote call runs).
     Raises :class:`EditRefused` (after recording it) on a refusal, and
     :class:`EditorUnavailable` naming every engine tried when none could run.
     """
@@ -275,7 +308,8 @@ def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int 
         last = index == len(plan.engines) - 1
         started = now()
         try:
-            result = prep.editors[name].edit(prep.request)
+            with engine_call(plan.spec_id, name, prep.editors[name].model) if engine_call else nullcontext():
+                result = prep.editors[name].edit(prep.request)
         except EditorUnavailable as exc:
             attempts.append(Attempt(name, "unavailable", str(exc)))
             continue
@@ -361,6 +395,8 @@ def _save_candidate(ws: Workspace, store: Store, prep: _Prepared, engine: str, r
         raise EditorError(f"engine {engine} returned an image of shape {raw.shape} ({raw.dtype}); "
                           f"expected ({height}, {width}, 3) uint8. This is a bug in the engine.")
     params = dict(result.params)
+    if prep.given.get(engine):
+        params["requested_options"] = prep.given[engine]  # what this edit was asked for, so it can be made again
     params.update({"n": plan.n, "case": plan.case_id, "source_image": plan.source_path.name,
                    "mask_source": plan.mask_source, "mask_coverage_pct": round(100 * plan.mask_coverage, 4),
                    "composite": {"dilate_px": COMPOSITE_DILATE_PX, "feather_px": COMPOSITE_FEATHER_PX}})

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, warn, workspace_option
 from cfkit.store import edits as edits_table
-from cfkit.errors import NotFoundError
+from cfkit.errors import NotFoundError, UsageError
 
 
 def _rel(ws, path: Path | None) -> str:
@@ -23,7 +23,9 @@ def _rel(ws, path: Path | None) -> str:
 
 
 @click.command()
-@click.argument("spec_id")
+@click.argument("spec_ids", nargs=-1)
+@click.option("--all", "all_specs", is_flag=True, help="Edit every spec (those with an accepted edit are kept).")
+@click.option("--pending", is_flag=True, help="Edit every spec without a usable edit (none yet, or all rejected).")
 @click.option("--engine", default=None, metavar="NAME",
               help="An engine ('cfkit edits engines' lists them) or auto. Default: cfkit.toml [edit] engine.")
 @click.option("-o", "--option", "pairs", multiple=True, metavar="KEY=VALUE",
@@ -38,13 +40,16 @@ def _rel(ws, path: Path | None) -> str:
 @click.option("--dry-run", is_flag=True, help="Print what would be sent (prompt, sizes, mask coverage); call and write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @workspace_option
-def edit(ws, spec_id: str, engine: str | None, pairs: tuple[str, ...], model: str | None, n: int | None,
-         seed: int | None, input_path: Path | None, again: bool, dry_run: bool, as_json: bool) -> None:
-    """Make a counterfactual edit of SPEC_ID's source image, save it, record it, check it.
+def edit(ws, spec_ids: tuple[str, ...], all_specs: bool, pending: bool, engine: str | None, pairs: tuple[str, ...],
+         model: str | None, n: int | None, seed: int | None, input_path: Path | None, again: bool, dry_run: bool,
+         as_json: bool) -> None:
+    """Make counterfactual edits of specs' source images, save them, record them, check them.
 
     Each candidate is saved twice at the source's size: the engine's raw output
     and a composite with the source's own pixels outside the (slightly dilated)
     mask. Provenance goes to the workspace store; the API key never does.
+    Several specs run in one process, each on its own progress line, with a
+    summary at the end; a spec that fails does not stop the others (exit 1).
 
     \b
     Examples:
@@ -53,12 +58,32 @@ def edit(ws, spec_id: str, engine: str | None, pairs: tuple[str, ...], model: st
       cfkit edit EX01 --engine classical    offline, deterministic
       cfkit edit CF18 --engine diffusers -o steps=40 -o guidance=6
       cfkit edit CF18 --engine file --input edited.png
+      cfkit edit CF01 CF02 CF03             several specs, one process
+      cfkit edit --pending                  every spec without a usable edit
     """
-    from cfkit.edit import make_edit, plan_edit
     from cfkit.options import parse_option_pairs
 
-    kwargs = dict(engine=engine, n=n, seed=seed, model=model, input_path=input_path,
-                  options=parse_option_pairs(pairs))
+    options = parse_option_pairs(pairs)
+    if len(spec_ids) == 1 and not (all_specs or pending):
+        _edit_one(ws, spec_ids[0], engine=engine, n=n, seed=seed, model=model, input_path=input_path,
+                  options=options, again=again, dry_run=dry_run, as_json=as_json)
+        return
+    from cfkit.cli.edit_batch import edit_batch
+
+    if input_path is not None:
+        raise UsageError("--input names one edited image, for one spec; import a folder of edits named by spec id "
+                         "with 'cfkit edits import DIR'.")
+    edit_batch(ws, list(spec_ids), all_specs=all_specs, pending=pending, engine=engine, n=n, seed=seed, model=model,
+               options=options, again=again, dry_run=dry_run, as_json=as_json)
+
+
+def _edit_one(ws, spec_id: str, *, engine: str | None, n: int | None, seed: int | None, model: str | None,
+              input_path: Path | None, options: dict, again: bool, dry_run: bool, as_json: bool) -> None:
+    """One spec: the plan or the outcome in full."""
+    from cfkit.cli.progress import engine_spinner
+    from cfkit.edit import make_edit, plan_edit
+
+    kwargs = dict(engine=engine, n=n, seed=seed, model=model, input_path=input_path, options=options)
     if dry_run:
         plan = plan_edit(ws, spec_id, **kwargs)
         if as_json:
@@ -67,7 +92,7 @@ def edit(ws, spec_id: str, engine: str | None, pairs: tuple[str, ...], model: st
             return
         _print_plan(ws, plan)
         return
-    outcome = make_edit(ws, spec_id, again=again, **kwargs)
+    outcome = make_edit(ws, spec_id, again=again, engine_call=engine_spinner, **kwargs)
     for attempt in outcome.attempts:
         if attempt.outcome != "used":
             warn(f"{attempt.engine} {attempt.outcome}: {attempt.reason}")
