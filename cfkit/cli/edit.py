@@ -277,3 +277,34 @@ def engines(as_json: bool) -> None:
         table.add_row(i.name, "—" if i.auto_rank is None else str(i.auto_rank), str(i.max_candidates), i.package,
                       escape(options))
     out.print(table)
+
+
+@edits.command("import")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--derive-masks", is_flag=True,
+              help="Derive a mask from the edits for each spec that has none (flagged for review).")
+@click.option("--force", is_flag=True, help="With --derive-masks, replace existing mask files too.")
+@click.option("--again", is_flag=True, help="Import edits of specs whose edit was accepted too (it stays selected).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@workspace_option
+def import_(ws, folder: Path, derive_masks: bool, force: bool, again: bool, as_json: bool) -> None:
+    """Import a folder of edits made elsewhere, named by spec id: CF18.png, CF18-2.png for a second candidate.
+
+    Each file is checked against its source image (same size, or the same
+    aspect ratio: then resized), saved raw and composited, recorded and
+    checked, as 'cfkit edit CF18 --engine file --input CF18.png' would.
+    Nothing is imported unless every file matches a spec and can be aligned;
+    a file imported before is not imported twice.
+
+    \b
+    Examples:
+      cfkit edits import ~/photoshop-edits
+      cfkit edits import edits/ --derive-masks
+    """
+    from cfkit.cli.edit_batch import render_import
+    from cfkit.edit_import import import_edits
+
+    if force and not derive_masks:
+        raise UsageError("--force replaces mask files, so it goes with --derive-masks.")
+    render_import(lambda progress: import_edits(ws, folder, derive_masks=derive_masks, overwrite_masks=force,
+                                                again=again, progress=progress), as_json=as_json)

@@ -151,3 +151,62 @@ def _dry_run(ws, ids: list[str], **kwargs) -> None:
         first = problems[0][1]
         raise type(first)(f"{len(problems)} of {len(ids)} specs cannot be edited as asked "
                           f"({', '.join(s for s, _ in problems)}); see above.") if len(problems) > 1 else first
+
+
+# ── edits import ───────────────────────────────────────────────────────────
+
+IMPORT_STYLE = {"imported": "green", "check failed": "red", "failed": "red", "kept": "cyan",
+                "already imported": "cyan"}
+
+
+def render_import(run, *, as_json: bool) -> None:
+    """Run an import (``run(progress)``), a line per file on stderr, then the summary."""
+
+    def progress(index: int, total: int, result) -> None:
+        err.print(f"[dim][{index}/{total}][/] {_import_line(result)}")
+
+    outcome = run(progress)
+    for written in outcome.masks:
+        m = written.mask
+        err.print(f"mask {escape(str(written.path))}: derived from {escape(written.source)} "
+                  f"({100 * m.coverage:.2f}% of the image, {m.regions} region{'s' if m.regions != 1 else ''}); "
+                  f"[yellow]flagged for review[/]")
+    for path in outcome.ignored:
+        err.print(f"left alone (not an image): {escape(path.name)}", style="dim")
+    if as_json:
+        print_json({"files": [r.as_dict() for r in outcome.results], "masks": [m.as_dict() for m in outcome.masks],
+                    "ignored": [p.name for p in outcome.ignored]})
+    else:
+        table = Table(title="Edits imported", title_justify="left")
+        for name in ("file", "spec", "result", "edit", "check"):
+            table.add_column(name, no_wrap=name != "check")
+        for r in outcome.results:
+            made = r.outcome
+            edit = (" ".join(f"#{e.id}" for e in made.records) if made is not None
+                    else ("" if r.existing is None else f"#{r.existing}"))
+            check = (escape(str(r.error)) if r.error is not None else
+                     "" if made is None else ", ".join(made.verdicts.get(e.id) or "not checked" for e in made.records))
+            table.add_row(escape(r.file.path.name), r.file.spec_id, f"[{IMPORT_STYLE[r.status]}]{r.status}[/]", edit,
+                          check)
+        out.print(table)
+    counts = ", ".join(f"{outcome.count(s)} {s}" for s in IMPORT_STYLE if outcome.count(s))
+    err.print(f"{len(outcome.results)} file{'s' if len(outcome.results) != 1 else ''}: {counts}.", style="dim")
+    if outcome.failed:
+        names = ", ".join(r.file.path.name for r in outcome.failed)
+        raise CheckFailed(f"{len(outcome.failed)} of {len(outcome.results)} files did not become an edit that "
+                          f"passed its check ({names}); see above.")
+    if outcome.count("imported"):
+        err.print("Next: cfkit review --pending", style="dim")
+
+
+def _import_line(result) -> str:
+    head = f"{escape(result.file.path.name)} → {result.file.spec_id} [{IMPORT_STYLE[result.status]}]{result.status}[/]"
+    if result.status == "kept":
+        return f"{head}: accepted edit #{result.existing} stays (pass --again to import it as a candidate)"
+    if result.status == "already imported":
+        return f"{head} as #{result.existing}"
+    if result.error is not None:
+        return f"{head}: {escape(str(result.error))}"
+    made = result.outcome
+    checks = ", ".join(made.verdicts.get(e.id) or "not checked" for e in made.records)
+    return f"{head} #{' #'.join(str(e.id) for e in made.records)} · check {escape(checks)}"
