@@ -156,6 +156,24 @@ def test_specs_mask_from_a_file_writes_the_mask_and_flags_it(tiny_ws: Path, tmp_
     assert run_cli(["specs", "mask", "TX03", "--from-edit", str(edited), "--force", "-w", str(tiny_ws)]).exit_code == 0
 
 
+def test_a_derived_mask_counts_as_reviewed_once_an_edit_made_with_it_is_accepted(tiny_ws: Path, tmp_path: Path):
+    add_maskless_spec(tiny_ws)
+    edited = tmp_path / "TX03.png"
+    edited_copy(tiny_ws, edited)
+    ws = str(tiny_ws)
+    assert run_cli(["specs", "mask", "TX03", "--from-edit", str(edited), "-w", ws]).exit_code == 0
+    assert run_cli(["edit", "TX03", "--engine", "file", "--input", str(edited), "-w", ws]).exit_code in (0, 1)
+    # The edit can also give a mask: derived again from the recorded edit, over the first one.
+    from_edit = run_cli(["specs", "mask", "TX03", "--from-edit", "1", "--force", "-w", ws])
+    assert from_edit.exit_code == 0, from_edit.stderr
+    assert "derived from edit #1" in from_edit.stdout
+    assert run_cli(["edit", "TX03", "--engine", "file", "--input", str(edited), "-w", ws]).exit_code in (0, 1)
+    assert run_cli(["review", "TX03", "--edit", "2", "--accept", "-w", ws]).exit_code == 0
+    row = next(r for r in json.loads(run_cli(["specs", "list", "--json", "-w", ws]).stdout)["specs"]
+               if r["id"] == "TX03")
+    assert row["mask_derived"] == "derived from edit #1"
+
+
 def test_specs_mask_refuses_a_spec_with_regions_and_an_edit_of_another_spec(tiny_ws: Path, tmp_path: Path):
     (tiny_ws / "interventions" / "TX02.yaml").write_text(
         "id: TX02\ncase: T001\ntitle: Boxes\ncue: a corner\nreplacement: another\nprompt: p\n"

@@ -173,17 +173,30 @@ def list_(ws, spec_ids: tuple[str, ...], as_json: bool) -> None:
     if not records:
         err.print("no edits recorded yet. Make one with 'cfkit edit SPEC_ID'.")
         return
-    table = Table(title=f"Edits in {ws.db_path}", title_justify="left")
-    for name in ("id", "spec", "sel", "engine", "model", "status", "check", "review", "finished"):
-        table.add_column(name, no_wrap=name in ("id", "spec", "sel", "status"), overflow="fold")
+    table = Table(title=f"Edits in {ws.db_path}", title_justify="left", box=None, pad_edge=False, padding=(0, 1),
+                  header_style="bold underline")
+    spec_width = max(len(r.spec_id) for r in records)
+    for name, width in (("id", max(2, len(str(records[-1].id)))), ("spec", spec_width), ("selected", 10),
+                        ("engine / model", 10), ("status", 6), ("check", 5), ("review", 6), ("finished", 11)):
+        # Every column keeps its width but the engine's, which gives way with an ellipsis.
+        table.add_column(name, no_wrap=True, overflow="ellipsis", min_width=width,
+                         max_width=max(10, out.width - 63) if name == "engine / model" else None)
+    starred = False
     for r in records:
         state = states[r.id]
         status = r.status if r.status == "ok" else f"[red]{r.status}[/]"
-        table.add_row(str(r.id), r.spec_id, "[green]✓[/]" if state["selected"] else "", r.engine,
-                      escape(r.model or ""), status, state["check"] or "—", state["review"] or "—",
-                      (r.finished_at or "")[:16].replace("T", " "))
-    out.print(table)
-    err.print("sel ✓: the edit that stands for its spec in probes, reports and sheets.", style="dim")
+        check = state["check"] or "—"
+        if check.endswith(" (without LPIPS)"):
+            check, starred = check.removesuffix(" (without LPIPS)") + "*", True
+        table.add_row(str(r.id), r.spec_id, "[green]✓ selected[/]" if state["selected"] else "",
+                      escape(f"{r.engine} {r.model or ''}".strip()), status, check, state["review"] or "—",
+                      (r.finished_at or "")[5:16].replace("T", " "))
+    if starred:
+        table.caption = "* checked without LPIPS"
+        table.caption_justify = "left"
+    out.print(table, soft_wrap=False)  # cells shortened with an ellipsis rather than the table overflowing
+    err.print("selected: the edit that stands for its spec in probes, reports and sheets "
+              "(accepted, else the newest that passed its check and was not rejected).", style="dim")
 
 
 def _state(store, record) -> dict:
