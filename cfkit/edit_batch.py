@@ -172,7 +172,8 @@ def settings_of(record: EditRecord) -> EditSettings:
     The model is passed only to an engine that takes a ``model`` option; the
     options are those the edit was asked for (``-o``, ``--model``, ``--input``),
     recorded in its params; cfkit.toml and the spec add theirs again as for any
-    edit. An engine that is no longer installed is refused.
+    edit. An engine that is no longer installed is refused, and so is an edit
+    imported from a file (it would come back the same).
     """
     try:
         fields = editor_class(record.engine).Options.model_fields
@@ -182,5 +183,8 @@ def settings_of(record: EditRecord) -> EditSettings:
     options = dict(record.params.get("requested_options") or {})
     model = options.pop("model", None) or (record.model if "model" in fields else None)
     if "input" in options:
-        options["input"] = Path(options["input"])
+        # An edit imported from a file (--input): the same settings would import the same file again.
+        raise UsageError(f"edit #{record.id} was imported from {Path(options['input']).name}; made again it would be "
+                         "the same image. Choose an engine that makes a new one (G in the review, or "
+                         f"'cfkit edit {record.spec_id} --engine NAME --again').")
     return EditSettings(record.engine, model, options)

@@ -140,3 +140,38 @@ def no_torch(tmp_path, monkeypatch):
     """No LPIPS weights: the checks run without LPIPS, as on a fresh machine."""
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "no-torch-cache"))
     monkeypatch.delenv("CFKIT_LPIPS_BACKBONE", raising=False)
+
+
+def test_an_imported_edit_is_not_made_again_from_the_same_file(three_specs: Path, tmp_path: Path, no_torch):
+    from PIL import Image
+
+    from cfkit.errors import UsageError
+
+    edited = tmp_path / "TX01.png"
+    Image.open(three_specs / "data" / "images" / "T001.png").save(edited)
+    run_cli(["edit", "TX01", "--engine", "file", "--input", str(edited), "-w", str(three_specs)])
+    with Store(load_workspace(three_specs).db_path) as store:
+        record = edits.get(store, 1)
+    with pytest.raises(UsageError, match="imported from TX01.png; made again it would be the same image"):
+        settings_of(record)
+
+
+def test_the_spinner_names_engine_and_model_with_the_time_on_a_terminal_only(monkeypatch):
+    import io
+    import time
+
+    from rich.console import Console
+
+    from cfkit.cli import progress
+
+    screen = io.StringIO()
+    monkeypatch.setattr(progress, "err", Console(file=screen, force_terminal=True, width=100))
+    with progress.engine_spinner("CF18", "openai", "gpt-image-2"):
+        time.sleep(0.4)
+    drawn = screen.getvalue()
+    assert "CF18 openai gpt-image-2 working" in drawn and "0:00:0" in drawn
+    pipe = io.StringIO()
+    monkeypatch.setattr(progress, "err", Console(file=pipe, width=100))  # not a terminal: nothing drawn
+    with progress.engine_spinner("CF18", "openai", "gpt-image-2"):
+        pass
+    assert pipe.getvalue() == ""

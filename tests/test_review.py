@@ -195,7 +195,7 @@ def two_edits(tiny_ws):
 def test_scripted_keys_decide_toggle_and_help(two_edits):
     ws = load_workspace(two_edits)
     console = Console(record=True, width=120, color_system="truecolor", force_terminal=True)
-    keys = ScriptedKeys(["?", "d", "v", "x", "r", "the wall changed", "a"])
+    keys = ScriptedKeys(["?", "a", "d", "v", "x", "r", "the wall changed", "a"])  # the a closing the help does nothing
     with Store(ws.db_path) as store:
         summary = review_loop(ws, store, ["TX01", "TX02"], keys, console)
         rows = store.query("SELECT spec_id, edit_id, decision, note FROM reviews ORDER BY id")

@@ -68,6 +68,20 @@ def _lpips_note(outcome) -> str | None:
     return None
 
 
+def engine_text(engine: str | None, model: str | None) -> str:
+    """``classical-recolor``, ``openai gpt-image-2``: the engine and its model, without saying the engine twice."""
+    if not model:
+        return engine or ""
+    return model if engine and model.startswith(engine) else f"{engine} {model}"
+
+
+def short_verdict(label: str | None) -> str:
+    """``pass*`` for ``pass (without LPIPS)``: the table's caption says what the star means."""
+    if label is None:
+        return "not checked"
+    return label.removesuffix(" (without LPIPS)") + ("*" if label.endswith(" (without LPIPS)") else "")
+
+
 def _edits_text(result) -> str:
     outcome = result.outcome
     if outcome is None:
@@ -81,7 +95,7 @@ def _checks_text(result) -> str:
         return ""
     if outcome.check_error is not None:
         return "not checked"
-    return ", ".join(outcome.verdicts.get(r.id) or "not checked" for r in outcome.records)
+    return ", ".join(short_verdict(outcome.verdicts.get(r.id)) for r in outcome.records)
 
 
 def _why(result) -> str:
@@ -101,9 +115,8 @@ def _line(result) -> str:
     if result.status == "failed":
         return f"{head}: {escape(str(result.error))}"
     outcome = result.outcome
-    engine = f"{outcome.engine} {outcome.records[0].model or ''}".strip()
-    return (f"{head} {_edits_text(result)} {escape(engine)} · check {escape(_checks_text(result))} "
-            f"· {result.seconds:.1f} s")
+    engine = engine_text(outcome.engine, outcome.records[0].model)
+    return f"{head} {_edits_text(result)} {escape(engine)} · {escape(_checks_text(result))} · {result.seconds:.1f} s"
 
 
 def _summary(batch) -> Table:
@@ -113,11 +126,13 @@ def _summary(batch) -> Table:
                          no_wrap=name in ("spec", "result", "time"))
     for result in batch.results:
         outcome = result.outcome
-        engine = "" if outcome is None else f"{outcome.engine} {outcome.records[0].model or ''}".strip()
+        engine = "" if outcome is None else engine_text(outcome.engine, outcome.records[0].model)
         check = _checks_text(result) if result.status != "failed" else escape(str(result.error))
         table.add_row(result.spec_id, f"[{STATUS_STYLE[result.status]}]{result.status}[/]", _edits_text(result),
                       escape(engine), escape(check) if result.status != "failed" else check,
                       f"{result.seconds:.1f} s" if result.status != "kept" else "")
+    if any("*" in _checks_text(r) for r in batch.results):
+        table.caption, table.caption_justify = "* checked without LPIPS", "left"
     return table
 
 
@@ -185,9 +200,11 @@ def render_import(run, *, as_json: bool) -> None:
             edit = (" ".join(f"#{e.id}" for e in made.records) if made is not None
                     else ("" if r.existing is None else f"#{r.existing}"))
             check = (escape(str(r.error)) if r.error is not None else
-                     "" if made is None else ", ".join(made.verdicts.get(e.id) or "not checked" for e in made.records))
+                     "" if made is None else ", ".join(short_verdict(made.verdicts.get(e.id)) for e in made.records))
             table.add_row(escape(r.file.path.name), r.file.spec_id, f"[{IMPORT_STYLE[r.status]}]{r.status}[/]", edit,
                           check)
+        if any("*" in short_verdict(v) for r in outcome.results if r.outcome for v in r.outcome.verdicts.values()):
+            table.caption, table.caption_justify = "* checked without LPIPS", "left"
         out.print(table)
     counts = ", ".join(f"{outcome.count(s)} {s}" for s in IMPORT_STYLE if outcome.count(s))
     err.print(f"{len(outcome.results)} file{'s' if len(outcome.results) != 1 else ''}: {counts}.", style="dim")
@@ -208,5 +225,5 @@ def _import_line(result) -> str:
     if result.error is not None:
         return f"{head}: {escape(str(result.error))}"
     made = result.outcome
-    checks = ", ".join(made.verdicts.get(e.id) or "not checked" for e in made.records)
-    return f"{head} #{' #'.join(str(e.id) for e in made.records)} · check {escape(checks)}"
+    checks = ", ".join(short_verdict(made.verdicts.get(e.id)) for e in made.records)
+    return f"{head} #{' #'.join(str(e.id) for e in made.records)} · {escape(checks)}"

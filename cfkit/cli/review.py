@@ -55,8 +55,9 @@ def review(ws, spec_ids: tuple[str, ...], pending: bool, edit_id: int | None, de
     if bool(spec_ids) == pending:
         raise UsageError("give spec ids or --pending (one of them). Example: 'cfkit review CF18'.")
     if edit_id is not None and len(spec_ids) != 1:
-        raise UsageError(f"--edit {edit_id} names one edit; give its spec alone, e.g. 'cfkit review CF18 --edit "
-                         f"{edit_id}'.")
+        example = spec_ids[0] if spec_ids else "CF18"
+        raise UsageError(f"--edit {edit_id} names one edit; give its spec alone, e.g. 'cfkit review {example} "
+                         f"--edit {edit_id}'.")
     if (output is not None or zoom) and not show:
         raise UsageError("--output and --zoom go with --show, e.g. 'cfkit review CF18 --show --output view.png'.")
     if output is not None and len(spec_ids) != 1:

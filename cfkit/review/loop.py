@@ -171,9 +171,8 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
         if key == RESIZE:
             continue
         if state.help:
-            state.help = False
-            if key in ("?", "\x1b"):
-                continue
+            state.help = False  # the key that closes the help does nothing else: 'a' must not accept unseen
+            continue
         if key not in ("G",):
             key = key.lower() if len(key) == 1 else key
         if key in ("a", "s"):

@@ -17,17 +17,22 @@ from rich.text import Text
 from cfkit.review.view import EditView, ViewData
 
 HELP = """\
-a      accept this edit (it becomes the spec's selected edit)
-r      reject it (you are asked for a note); the next undecided candidate follows
-s      skip for now (it stays pending)
-[  ]   previous / next candidate of this spec (← → too)
-g      regenerate: another candidate with this edit's engine, model and options
-G      regenerate with another engine (you are asked which; Enter: cfkit.toml's)
-z      zoom to the mask's bounding box (then to each of its regions), and back
-f      flip the panel beside the original when only two fit
-d      difference view: heat map / leaks over a faded original
-v      edited image: composite / raw
-?      this help (any key closes it)            q  quit (decisions so far are saved)"""
+a     accept this edit: it becomes the spec's selected edit
+r     reject it (you are asked why); the next undecided candidate follows
+s     skip for now: the spec stays pending
+[ ]   previous / next candidate of this spec (the arrow keys too)
+g     regenerate: another candidate with this edit's engine, model, options
+G     regenerate with another engine (asked; Enter takes cfkit.toml's)
+z     zoom to the mask's bounding box, then to each region, then back
+f     flip the panel beside the original when only two fit
+d     difference view: heat map / leaks over a faded original
+v     edited image: composite / raw
+?     this help; any key closes it (and does nothing else)
+q     quit; every decision so far is saved"""
+
+
+#: The most lines a message (a failed regenerate, a hint) takes above the key bar.
+MESSAGE_LINES = 3
 
 
 @dataclass
@@ -102,19 +107,19 @@ class ReviewScreen:
         width = options.max_width
         height = options.height or options.max_height or console.height
         frame = max(8, height - 1)
-        message = None
+        message: list[Text] = []
         if self.message is not None:
-            message = self.message.copy()
-            message.no_wrap = True
-            message.truncate(width, overflow="ellipsis")
-        view_height = frame - 1 - (message is not None)
-        view = self.view(view_height)
+            # Up to MESSAGE_LINES lines (an error's fix is worth reading whole); the pictures give way first.
+            message = self.message.wrap(console, width, overflow="ellipsis")[:MESSAGE_LINES]
+            if len(self.message.wrap(console, width)) > MESSAGE_LINES:
+                message[-1].truncate(width - 1)
+                message[-1].append("…")
+        view = self.view(frame - 1 - len(message))
         if self.state.help:
-            yield from _help_lines(self.data, width, view_height)
+            yield from _help_lines(self.data, width, frame - 1 - len(message))
         else:
             yield view
-        if message is not None:
-            yield message
+        yield from message
         shown = view.layout(width).panels
         yield KeyBar(key_items(candidates=len(self.data.candidates) > 1, flip=len(shown) < 3)).text(width)
 

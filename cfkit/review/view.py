@@ -101,8 +101,8 @@ def metrics_line(check: dict[str, Any] | None) -> Text:
     return text
 
 
-def check_line(data: ViewData) -> Text:
-    """``check: pass (without LPIPS) · review: accept — note``; a failed check's reasons follow on this line."""
+def check_line(data: ViewData, *, reasons: bool = True) -> Text:
+    """``check: pass (without LPIPS) · review: accept — note``; a failed check's reasons follow (``reasons``)."""
     check = data.check
     text = Text.assemble(("check: ", "bold"))
     if check is None:
@@ -115,7 +115,7 @@ def check_line(data: ViewData) -> Text:
     text.append(data.decision or "not decided", style=None if data.decision else "dim")
     if data.note:
         text.append(f" — {data.note}")
-    if check is not None and check["reasons"]:
+    if reasons and check is not None and check["reasons"]:
         text.append("  " + "; ".join(check["reasons"]), style="red")
     return text
 
@@ -255,22 +255,25 @@ class EditView:
         grid.add_row(*cells)
         grid.add_row(*labels)
         yield grid
-        if d.mask_note:
-            cue = Text.assemble(("mask: ", "bold"), (d.mask_note, "yellow"), "   ", ("cue: ", "bold"), d.cue)
-        else:
-            cue = Text.assemble(("cue: ", "bold"), d.cue)
+        cue = Text.assemble(("cue: ", "bold"), d.cue)
         replacement = Text.assemble(("replacement: ", "bold"), d.replacement)
-        several = len(d.candidate_states) > 1 and len(d.candidate_states) == len(d.candidates)
+        # Lines shown where the terminal has room for them, most useful first.
+        reasons = [Text(f"  • {reason}", style="red") for reason in (d.check or {}).get("reasons", [])]
+        extra = list(reasons)
+        if d.mask_note:
+            extra.append(Text.assemble(("mask: ", "bold"), (d.mask_note, "yellow")))
+        if len(d.candidate_states) > 1 and len(d.candidate_states) == len(d.candidates):
+            extra.append(candidates_line(d))
         if fitted:
+            room = max(0, self.max_height - self.height(width))
             yield _line(cue, width)
             yield _line(replacement, width)
             yield _line(metrics_line(d.check), width)
-            yield _line(check_line(d), width)
-            if several and self.max_height - self.height(width) >= 1:
-                yield _line(candidates_line(d), width)  # where the terminal has a line to spare
+            yield _line(check_line(d, reasons=room < len(reasons)), width)  # the reasons inline when no room
+            for line in extra[:room] if room >= len(reasons) else extra[len(reasons):][:room]:
+                yield _line(line, width)
         else:
-            yield Group(cue, replacement, metrics_line(d.check), check_line(d),
-                        *([candidates_line(d)] if several else []))
+            yield Group(cue, replacement, metrics_line(d.check), check_line(d, reasons=False), *extra)
 
     def height(self, width: int) -> int:
         """Lines the view takes at ``width`` when fitted (``max_height`` given)."""
