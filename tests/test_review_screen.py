@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -25,7 +26,8 @@ SIZES = [(80, 24), (160, 50)]
 
 
 def console(width: int, height: int) -> Console:
-    return Console(record=True, width=width, height=height, color_system="truecolor", force_terminal=True)
+    return Console(file=io.StringIO(), record=True, width=width, height=height, color_system="truecolor",
+                   force_terminal=True)
 
 
 CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -81,6 +83,19 @@ def test_the_screen_keeps_header_pictures_and_key_bar_on_screen(width, height):
     assert layout.panels == expected
     assert all(sum(c[0] == "▀" for c in row) == len(expected) * layout.cols for row in pictures)
     assert "candidates: #12 pass, accept (selected) · ▸#14 pass · #17 fail" in plain(styled)
+
+
+@pytest.mark.parametrize("width, height", [(40, 12), (60, 15), (100, 30), (200, 60)])
+def test_the_screen_fits_other_sizes_with_a_long_message(width, height):
+    from rich.text import Text
+
+    out = console(width, height)
+    message = Text("regenerate failed: " + "the service said something long. " * 30, style="red")
+    out.print(ReviewScreen(view_data(box_mask()), ViewState(), message), soft_wrap=False)
+    lines = plain(out.export_text()).splitlines()
+    assert len(lines) <= height - 1 and all(len(line) <= width for line in lines)
+    assert lines[0].startswith("CF18") and any(line.startswith("regenerate failed") for line in lines)
+    assert lines[-2].endswith("…")  # the message, cut short above the key bar
 
 
 def test_the_key_bar_never_wraps_and_keeps_every_key():

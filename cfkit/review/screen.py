@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
-from cfkit.review.view import EditView, ViewData
+from cfkit.review.view import TEXT_LINES, EditView, ViewData
 
 HELP = """\
 a     accept this edit: it becomes the spec's selected edit
@@ -110,8 +110,9 @@ class ReviewScreen:
         message: list[Text] = []
         if self.message is not None:
             # Up to MESSAGE_LINES lines (an error's fix is worth reading whole); the pictures give way first.
-            message = self.message.wrap(console, width, overflow="ellipsis")[:MESSAGE_LINES]
-            if len(self.message.wrap(console, width)) > MESSAGE_LINES:
+            most = max(1, min(MESSAGE_LINES, frame - 1 - (TEXT_LINES + 2)))  # the view keeps its smallest size
+            message = self.message.wrap(console, width, overflow="ellipsis")[:most]
+            if len(self.message.wrap(console, width)) > most:
                 message[-1].truncate(width - 1)
                 message[-1].append("…")
         view = self.view(frame - 1 - len(message))
