@@ -15,7 +15,8 @@ from cfkit.errors import NotFoundError, UsageError
 @click.option("--pending", is_flag=True, help="Review every spec with a candidate that has no accept or reject yet.")
 @click.option("--edit", "edit_id", type=int, default=None, metavar="ID",
               help="The edit to decide or show (one spec); default: the spec's first undecided candidate.")
-@click.option("--accept", "decision", flag_value="accept", help="Accept the edit without the interactive view.")
+@click.option("--accept", "decision", flag_value="accept",
+              help="Accept the edit without the interactive view: --edit ID, else the one --show shows.")
 @click.option("--reject", "decision", flag_value="reject", help="Reject the edit (give --note).")
 @click.option("--skip", "decision", flag_value="skip", help="Record a skip (the spec stays pending).")
 @click.option("--note", default=None, help="Why; stored with the decision.")
