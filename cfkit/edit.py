@@ -27,7 +27,8 @@ is recorded.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,19 +36,22 @@ from typing import Any
 import numpy as np
 
 from cfkit.composite import COMPOSITE_DILATE_PX, COMPOSITE_FEATHER_PX, composite, labelled_png
-from cfkit.editors import EditRequest, EditResult, Editor, auto_chain, editor_class, load_editor
-from cfkit.errors import (CaseError, CfkitError, EditRefused, EditorError, EditorTransport, EditorUnavailable, ImageError, OptionError, SpecError, UsageError)
+from cfkit.edit_arguments import edit_arguments, engine_options, plain_values
+from cfkit.editors import EditRequest, EditResult, Editor, load_editor
+from cfkit.errors import (CaseError, CfkitError, EditRefused, EditorError, EditorTransport, EditorUnavailable, ImageError, SpecError, UsageError)
 from cfkit.files import write_bytes_atomic
 from cfkit.images import open_image
 from cfkit.masks import load_mask
-from cfkit.options import OptionValues
 from cfkit.preserve import check_edit
-from cfkit.specs import Spec, SpecFile, load_spec, try_load_cases
+from cfkit.specs import SpecFile, load_spec, try_load_cases
 from cfkit.store import Store, checks, edits, now, reviews
 from cfkit.store.checks import CheckResult
 from cfkit.store.edits import LABEL, EditRecord, NewEdit
 from cfkit.workspace import Workspace
 
+
+#: Entered around each engine call with the spec id, the engine's name and its model (a spinner, a timer).
+EngineCall = Callable[[str, str, "str | None"], AbstractContextManager[Any]]
 
 # ── records ────────────────────────────────────────────────────────────────
 
@@ -122,54 +126,10 @@ class _Prepared:
     source_sha256: str
     mask_sha256: str
     mask: np.ndarray
+    given: dict[str, dict[str, Any]] = field(default_factory=dict)  # engine -> options given for this edit
 
 
 # ── step 1: inputs ─────────────────────────────────────────────────────────
-
-
-def engine_options(ws: Workspace, spec: Spec, engine: str, given: OptionValues) -> OptionValues:
-    """An engine's options: ``cfkit.toml [edit.engines.NAME]``, then the spec's ``engines:``, then ``given``."""
-    configured = OptionValues.of(ws.config.edit.engines.get(engine), f"cfkit.toml [edit.engines.{engine}]")
-    from_spec = OptionValues.of((spec.engines or {}).get(engine), f"spec {spec.id} engines.{engine}")
-    return given.over(from_spec.over(configured))
-
-
-def _given_options(chain: tuple[str, ...], options: Mapping[str, Any], model: str | None,
-                   input_path: Path | None) -> dict[str, OptionValues]:
-    """``-o`` values (and ``--model`` / ``--input``) for each engine of the chain.
-
-    With one engine every key is its own; with a chain a key names its engine
-    (``-o diffusers.steps=40``), and ``--model`` / ``--input`` are refused.
-    Library callers may also pass ``{ENGINE: {KEY: VALUE}}``.
-    """
-    given: dict[str, OptionValues] = {name: OptionValues() for name in chain}
-
-    def put(engine: str, key: str, value: Any, origin: str) -> None:
-        given[engine] = OptionValues.of({key: value}, origin).over(given[engine])
-
-    for key, value in options.items():
-        if key in given and isinstance(value, Mapping):  # a library caller's {ENGINE: {KEY: VALUE}}
-            for name, item in value.items():
-                put(key, name, item, "options")
-            continue
-        engine, dot, name = key.partition(".")
-        if dot:
-            if engine not in given:
-                raise OptionError(f"-o {key}={value}: '{engine}' is not an engine of this edit ({', '.join(chain)}).")
-            put(engine, name, value, "-o")
-        elif len(chain) == 1:
-            put(chain[0], key, value, "-o")
-        else:
-            raise OptionError(f"-o {key}={value}: --engine auto tries {', '.join(chain)}; name the engine the option "
-                             f"is for, e.g. -o {chain[0]}.{key}={value}.")
-    for flag, key, value in (("--model", "model", model), ("--input", "input", input_path)):
-        if value is None:
-            continue
-        if len(chain) != 1:
-            raise UsageError(f"{flag} sets an option of one engine; with --engine auto ({', '.join(chain)}) name "
-                             f"the engine, e.g. --engine {chain[0]} {flag} …, or use -o ENGINE.{key}=….")
-        put(chain[0], key, value, flag)
-    return given
 
 
 def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int | None = None,
@@ -177,16 +137,8 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
                  input_path: Path | None = None) -> _Prepared:
     """Check every input and build the request; reads files, writes nothing, calls no engine."""
     # a. The engines the arguments name (unknown names fail here).
-    engine = engine or ws.config.edit.engine
-    n = ws.config.edit.candidates if n is None else n
-    if n < 1:
-        raise UsageError(f"-n {n}: the number of candidates must be at least 1.")
-    chain = auto_chain(ws.config.edit.auto) if engine == "auto" else (engine,)
-    if not chain:
-        raise UsageError("--engine auto: no installed engine takes part in auto; name one with --engine NAME.")
-    for name in chain:
-        _check_candidates(name, n)
-    given = _given_options(chain, options or {}, model, input_path)
+    arguments = edit_arguments(ws, engine=engine, n=n, model=model, options=options, input_path=input_path)
+    chain, n, given = arguments.chain, arguments.n, arguments.given
 
     # b. The spec, its case, the source image and the mask.
     spec_file = load_spec(ws, spec_id)
@@ -220,16 +172,7 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
                     engines=tuple(chain), n=n, seed=seed, previews=previews, notes=tuple(notes))
     return _Prepared(plan=plan, request=request, editors=editors,
                      source_sha256=hashlib.sha256(source_path.read_bytes()).hexdigest(), mask_sha256=mask.sha256,
-                     mask=mask.array)
-
-
-def _check_candidates(name: str, n: int) -> None:
-    most = getattr(editor_class(name), "max_candidates", 1)
-    if n <= most:
-        return
-    if most == 1:
-        raise UsageError(f"engine '{name}' makes one image per call; -n {n} is not possible. Use -n 1.")
-    raise UsageError(f"engine '{name}' makes at most {most} images per call; -n {n} is too many.")
+                     mask=mask.array, given={name: plain_values(given[name].values) for name in chain})
 
 
 def _source_of(ws: Workspace, spec_file: SpecFile) -> tuple[Any, Path]:
@@ -260,12 +203,15 @@ def plan_edit(ws: Workspace, spec_id: str, **kwargs: Any) -> EditPlan:
 
 def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int | None = None,
               seed: int | None = None, model: str | None = None, options: Mapping[str, Any] | None = None,
-              input_path: Path | None = None, again: bool = False) -> EditOutcome:
+              input_path: Path | None = None, again: bool = False,
+              engine_call: EngineCall | None = None) -> EditOutcome:
     """Make, save, record and check ``n`` candidate edits of spec ``spec_id``.
 
     ``engine`` is a registered engine name or "auto" (default: cfkit.toml);
     ``options`` are ``-o`` values (``ENGINE.KEY`` with a chain); ``model`` and
     ``input_path`` set the engine's ``model`` and ``input`` options.
+    ``engine_call(spec_id, engine, model)``, when given, is entered around each engine
+    call (the CLI shows a spinner with it while a remote call runs).
     Raises :class:`EditRefused` (after recording it) on a refusal, and
     :class:`EditorUnavailable` naming every engine tried when none could run.
     """
@@ -292,7 +238,8 @@ def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int 
         last = index == len(plan.engines) - 1
         started = now()
         try:
-            result = prep.editors[name].edit(prep.request)
+            with engine_call(plan.spec_id, name, prep.editors[name].model) if engine_call else nullcontext():
+                result = prep.editors[name].edit(prep.request)
         except EditorUnavailable as exc:
             attempts.append(Attempt(name, "unavailable", str(exc)))
             continue
@@ -378,6 +325,8 @@ def _save_candidate(ws: Workspace, store: Store, prep: _Prepared, engine: str, r
         raise EditorError(f"engine {engine} returned an image of shape {raw.shape} ({raw.dtype}); "
                           f"expected ({height}, {width}, 3) uint8. This is a bug in the engine.")
     params = dict(result.params)
+    if prep.given.get(engine):
+        params["requested_options"] = prep.given[engine]  # what this edit was asked for, so it can be made again
     params.update({"n": plan.n, "case": plan.case_id, "source_image": plan.source_path.name,
                    "mask_source": plan.mask_source, "mask_coverage_pct": round(100 * plan.mask_coverage, 4),
                    "composite": {"dilate_px": COMPOSITE_DILATE_PX, "feather_px": COMPOSITE_FEATHER_PX}})

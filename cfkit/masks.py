@@ -22,6 +22,10 @@ from cfkit.workspace import Workspace
 
 #: A rescaled mask may differ from the image's aspect ratio by at most this much.
 ASPECT_TOLERANCE = 0.01
+#: A mask covering more than this share of the image draws a warning: the decisive cue should be local.
+LOCAL_MASK_MAX = 0.25
+#: tEXt key of a mask PNG derived from an edit (:mod:`cfkit.mask_derive`); its value is JSON provenance.
+DERIVED_KEY = "cfkit-derived-mask"
 
 
 @dataclass(frozen=True)
@@ -73,12 +77,14 @@ def load_mask(ws: Workspace, spec: Spec, size: tuple[int, int]) -> Mask:
     path = mask_file(ws, spec)
     if path is None:
         raise SpecError(
-            f"spec {spec.id}: no mask; add 'mask: masks/{spec.id}.png' (white = edit) or 'regions:' boxes/polygons."
+            f"spec {spec.id}: no mask; add 'mask: masks/{spec.id}.png' (white = edit) or 'regions:' boxes/polygons, "
+            f"or derive one from an edit made elsewhere: 'cfkit specs mask {spec.id} --from-edit EDITED.png'."
         )
     if not path.is_file():
         raise SpecError(
             f"spec {spec.id}: mask file {path} is missing. Draw it at the source image's size "
-            f"({size[0]}x{size[1]}), white where the edit goes, and save it there."
+            f"({size[0]}x{size[1]}), white where the edit goes, and save it there, or derive it from an edit "
+            f"made elsewhere: 'cfkit specs mask {spec.id} --from-edit EDITED.png'."
         )
     try:
         image = Image.open(path)
@@ -128,3 +134,79 @@ def mask_coverage_standalone(ws: Workspace, spec: Spec, cases: CaseSet | None) -
     except CfkitError:
         return None
     return None
+
+
+@dataclass(frozen=True)
+class DerivedState:
+    """A spec's mask derived from an edit, and whether a person has accepted an edit made with it."""
+
+    provenance: dict
+    sha256: str  # of the mask as an array (:attr:`Mask.sha256`), to match edits made with it
+    reviewed: bool
+
+    @property
+    def source(self) -> str:
+        return str(self.provenance.get("source", "an edit"))
+
+    @property
+    def label(self) -> str:
+        """``derived from edit #12, not reviewed`` — for listings and the review view."""
+        return f"derived from {self.source}" + ("" if self.reviewed else ", not reviewed")
+
+
+def derived_provenance(path: Path) -> dict | None:
+    """The provenance a derived mask PNG carries, or None for a mask drawn by hand (or unreadable)."""
+    import json
+
+    try:
+        with Image.open(path) as image:
+            text = getattr(image, "text", {}) or {}
+    except (OSError, ValueError, Image.DecompressionBombError):
+        return None
+    value = text.get(DERIVED_KEY)
+    if value is None:
+        return None
+    try:
+        found = json.loads(value)
+    except ValueError:
+        return {"source": "an edit"}
+    return found if isinstance(found, dict) else {"source": "an edit"}
+
+
+def derived_mask_state(ws: Workspace, spec: Spec, size: tuple[int, int] | None = None) -> DerivedState | None:
+    """Whether the spec's mask file was derived from an edit, and if so whether it has been reviewed.
+
+    A derived mask counts as reviewed once a person accepted an edit of the
+    spec made with this very mask (the edit's recorded mask hash matches).
+    ``size`` is the source image's; without it the mask file's own size is used.
+    """
+    if spec.regions:
+        return None
+    try:
+        path = mask_file(ws, spec)
+    except CfkitError:
+        return None
+    if path is None or not path.is_file():
+        return None
+    provenance = derived_provenance(path)
+    if provenance is None:
+        return None
+    try:
+        if size is None:
+            with Image.open(path) as image:
+                size = image.size
+        digest = load_mask(ws, spec, size).sha256
+    except (CfkitError, OSError):
+        return DerivedState(provenance, "", reviewed=False)
+    return DerivedState(provenance, digest, reviewed=_accepted_with_mask(ws, spec.id, digest))
+
+
+def _accepted_with_mask(ws: Workspace, spec_id: str, mask_sha256: str) -> bool:
+    if not ws.db_path.is_file():
+        return False
+    from cfkit.store import Store, edits, reviews
+
+    with Store(ws.db_path) as store:
+        decisions = reviews.decisions_by_edit(store, spec_id)
+        return any(record.mask_sha256 == mask_sha256 and decisions.get(record.id) is not None
+                   and decisions[record.id].decision == "accept" for record in edits.ok_edits(store, spec_id))

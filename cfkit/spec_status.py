@@ -14,7 +14,7 @@ from typing import Literal
 from cfkit.cases import CaseSet
 from cfkit.errors import CfkitError, ImageError, InputError, SpecError
 from cfkit.images import open_image
-from cfkit.masks import load_mask, mask_coverage_standalone, mask_file
+from cfkit.masks import LOCAL_MASK_MAX, derived_mask_state, load_mask, mask_coverage_standalone, mask_file
 from cfkit.specs import (Spec, compress_ids, expected_ids, load_spec, load_spec_file, spec_files, spec_path,
                          try_load_cases)
 from cfkit.workspace import Workspace
@@ -120,12 +120,20 @@ def validate_spec(ws: Workspace, path: Path, cases: CaseSet | None) -> SpecRepor
         report.add("error", f"{path}: {exc}")
         return report
     if mask.note:
-        report.add("note", f"{path}: {mask.note}")
+        report.add("warning", f"{path}: {mask.note} (the image is {image.size[0]}x{image.size[1]}); "
+                              "redraw the mask at the image's size so its edges fall where you drew them.")
     report.coverage = mask.coverage
     if mask.coverage == 0.0:
         report.add("error", f"{path}: the mask is empty (no white pixels); paint the region to edit in white.")
     elif mask.coverage == 1.0:
         report.add("error", f"{path}: the mask covers the whole image; leave the non-target content black.")
+    elif mask.coverage > LOCAL_MASK_MAX:
+        report.add("warning", f"{path}: the mask covers {100 * mask.coverage:.1f}% of the image, more than "
+                              f"{100 * LOCAL_MASK_MAX:.0f}%; the decisive cue should be local. Tighten it to the cue.")
+    derived = derived_mask_state(ws, spec, image.size)
+    if derived is not None and not derived.reviewed:
+        report.add("warning", f"{path}: the mask was {derived.label}; look at it in 'cfkit review {spec.id}' and "
+                              "accept an edit made with it, or redraw it.")
     return report
 
 
@@ -144,6 +152,8 @@ class SpecRow:
     edit_id: int | None = None  # the edit the row shows: the selected one, else the newest
     selected: bool = False  # whether that edit stands for the spec in probes and reports
     candidates: int = 0  # successful edits of the spec
+    mask: str = "file"  # file | regions | missing (no file where the spec says) | none (no mask field)
+    mask_derived: str | None = None  # "derived from edit #12, not reviewed" for a mask derived from an edit
 
 
 def list_spec_rows(ws: Workspace) -> tuple[list[SpecRow], CaseSet | None]:
@@ -156,10 +166,25 @@ def list_spec_rows(ws: Workspace) -> tuple[list[SpecRow], CaseSet | None]:
         except SpecError as exc:
             rows.append(SpecRow(id=path.stem, case=None, title=None, coverage=None, problem=str(exc)))
             continue
-        rows.append(SpecRow(id=spec.id, case=spec.case, title=spec.title,
-                            coverage=mask_coverage_standalone(ws, spec, cases)))
+        row = SpecRow(id=spec.id, case=spec.case, title=spec.title, coverage=mask_coverage_standalone(ws, spec, cases),
+                      mask=_mask_kind(ws, spec))
+        derived = derived_mask_state(ws, spec) if row.mask == "file" else None
+        row.mask_derived = None if derived is None else derived.label
+        rows.append(row)
     _attach_status(ws, rows)
     return rows, cases
+
+
+def _mask_kind(ws: Workspace, spec: Spec) -> str:
+    if spec.regions:
+        return "regions"
+    try:
+        path = mask_file(ws, spec)
+    except InputError:
+        return "missing"  # a path outside the workspace: 'specs validate' says why
+    if path is None:
+        return "none"
+    return "file" if path.is_file() else "missing"
 
 
 def _attach_status(ws: Workspace, rows: list[SpecRow]) -> None:

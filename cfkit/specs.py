@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -230,24 +231,36 @@ def dump_spec(spec: Spec) -> str:
                           width=100)
 
 
-def create_spec(ws: Workspace, *, spec_id: str, case: str, title: str, cue: str, replacement: str,
-                prompt: str | None = None, mask: str | None = None, source: str | None = None,
-                overwrite: bool = False) -> Path:
-    """Write a new spec file; one that exists is refused unless ``overwrite``."""
+def default_prompt(cue: str, replacement: str) -> str:
+    """The editor instruction ``specs new`` writes when none is given."""
+    return (f"Replace {cue} with {replacement}. Keep the medium, composition, palette, lighting, viewpoint "
+            "and every other part of the image unchanged.")
+
+
+def build_spec(fields: Mapping[str, Any], *, where: str) -> Spec:
+    """A new spec from its fields, with the defaults ``specs new`` fills in: a prompt built from the cue
+    and the replacement, and ``mask: masks/ID.png`` unless ``regions`` are given. ``where`` names the
+    input in errors (``specs new``, ``specs.csv row 3``)."""
+    data = {key: value for key, value in fields.items() if value is not None}
+    if not data.get("prompt") and data.get("cue") and data.get("replacement"):
+        data["prompt"] = default_prompt(str(data["cue"]), str(data["replacement"]))
+    if not data.get("mask") and not data.get("regions") and data.get("id"):
+        data["mask"] = f"masks/{data['id']}.png"
+    try:
+        return Spec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{where}: {describe_validation(exc)}") from exc
+
+
+def set_spec_mask(spec_file: SpecFile, mask: str) -> SpecFile:
+    """Give a spec without a mask the field ``mask: MASK``, keeping the rest of its file (comments included)."""
     from cfkit.files import write_text_atomic
 
-    path = spec_path(ws, spec_id)
-    if path.exists() and not overwrite:
-        raise SpecError(f"{path} already exists; edit it by hand, choose another --id, or pass --force to replace it.")
-    prompt = prompt or (
-        f"Replace {cue} with {replacement}. Keep the medium, composition, palette, lighting, viewpoint "
-        "and every other part of the image unchanged."
-    )
-    try:
-        spec = Spec(id=spec_id, case=case, title=title, cue=cue, replacement=replacement, prompt=prompt,
-                    mask=mask or f"masks/{spec_id}.png", source=source)
-    except ValidationError as exc:
-        raise SpecError(f"specs new: {describe_validation(exc)}") from exc
-    ws.confined(spec.mask or "", base=ws.interventions_dir, what="--mask")
-    write_text_atomic(path, dump_spec(spec), overwrite=overwrite)
-    return path
+    spec = spec_file.spec
+    if spec.mask or spec.regions:
+        raise SpecError(f"{spec_file.path}: the spec already has a mask ('{spec.mask or 'regions'}'); it is kept.")
+    text = spec_file.path.read_text(encoding="utf-8")
+    text = text + ("" if text.endswith("\n") or not text else "\n") + yaml.safe_dump({"mask": mask}, width=1000)
+    parse_spec(text, spec_file.path)  # still a valid spec before it replaces the file
+    write_text_atomic(spec_file.path, text)
+    return load_spec_file(spec_file.path)

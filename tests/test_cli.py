@@ -18,7 +18,8 @@ def _cfkit(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProc
 
 @pytest.mark.parametrize("args, says", [
     (["specs", "list", "--bogus"], "No such option '--bogus'. See 'cfkit specs list --help'."),
-    (["edit"], "Missing argument 'SPEC_ID'. See 'cfkit edit --help'."),
+    (["specs", "show"], "Missing argument 'SPEC_ID'. See 'cfkit specs show --help'."),
+    (["edit"], "give spec ids, --all or --pending (one of them)."),
     (["probe", "run", "-m", "baseline:always-no", "-s", "nope"], "'nope' is not one of"),
     (["nosuchcommand"], "No such command 'nosuchcommand'."),
 ])

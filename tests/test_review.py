@@ -99,8 +99,9 @@ def image_rows(text: str) -> list[list[tuple]]:
 def test_wide_view_puts_three_panels_side_by_side_in_truecolor():
     view = EditView(synthetic_view())
     text = render(view, 160)
-    side, cols, rows = view.layout(160)
-    assert side and cols == 52 and rows == 17
+    layout = view.layout(160)
+    cols, rows = layout.cols, layout.rows
+    assert layout.panels == ("original", "edited", "difference") and cols == 52 and rows == 17
     lines = image_rows(text)
     assert len(lines) == rows
     for line in lines:
@@ -115,30 +116,35 @@ def test_wide_view_puts_three_panels_side_by_side_in_truecolor():
     x = 20  # pixel column 20 · 96/52 ≈ 37, inside the mask's columns 24..47
     assert row[x][1] == RED and row[cols + x][1] == GREEN
     assert row[2 * cols + x][1] not in ((0, 0, 0), None)  # the heat map lights up where the edit is
-    # The mask outline is drawn on the original only.
+    # The mask outline is drawn on the original only, beside the mask (cell columns 13..25 hold it).
     outlined = [i for i, c in enumerate(row[:cols]) if c[1] == OUTLINE_RGB]
-    assert outlined and min(outlined) > 5 and max(outlined) < 30
+    assert outlined == [12, 26]
     assert all(c[1] != OUTLINE_RGB for c in row[cols: 2 * cols])
     # The cue is printed as text, markup-free.
     assert "a <b>distressing</b> letter" in text
-    assert "verdict: pass (without LPIPS)" in re.sub(ANSI, "", text)
+    assert "check: pass (without LPIPS)" in re.sub(ANSI, "", text)
 
 
-def test_narrow_view_stacks_panels_and_fits_80_columns():
+def test_at_80_columns_two_panels_sit_side_by_side_and_f_flips_the_second():
     view = EditView(synthetic_view())
     text = render(view, 80)
-    side, cols, rows = view.layout(80)
-    assert not side and cols == 80 and rows == 27
+    layout = view.layout(80)
+    assert layout.panels == ("original", "edited") and layout.cols == 39
     lines = image_rows(text)
-    assert len(lines) == 3 * rows
-    for line in lines:
-        assert sum(ch == "▀" for ch, _, _ in line) == cols
+    assert len(lines) == layout.rows
+    assert all(sum(ch == "▀" for ch, _, _ in line) == 2 * layout.cols for line in lines)
     plain = re.sub(ANSI, "", text)
     assert all(len(line) <= 80 for line in plain.splitlines())
-    # First stacked picture is the original (red on top), the second the edit (green inside the mask).
-    top_of_edit = [c for c in lines[rows + 12] if c[0] == "▀"]
-    assert top_of_edit[30][1] == GREEN  # cell column 30 ≈ image column 36, inside the mask
-    assert lines[2 * rows + 2][40][1] == (0, 0, 0)  # the difference's untouched top
+    # The second panel is the edit (green inside the mask) …
+    inside = [c for c in lines[6] if c[0] == "▀"]
+    assert inside[layout.cols + 15][1] == GREEN
+    # … and flipped, the difference (its untouched top is black).
+    flipped = EditView(synthetic_view(), flip=1)
+    assert flipped.layout(80).panels == ("original", "difference")
+    assert image_rows(render(flipped, 80))[1][layout.cols + 10][1] == (0, 0, 0)
+    # Narrower than two panels of 16 columns: one, and f cycles through the three.
+    assert [EditView(synthetic_view(), flip=k).layout(32).panels for k in range(3)] == [
+        ("original",), ("edited",), ("difference",)]
 
 
 def test_leak_mode_and_256_colour_fallback():
@@ -149,7 +155,7 @@ def test_leak_mode_and_256_colour_fallback():
     text = render(EditView(data, diff_mode="leaks"), 160)
     assert "leaks over faded original" in text
     lines = image_rows(text)
-    _, cols, _ = EditView(data).layout(160)
+    cols = EditView(data).layout(160).cols
     leak_row = [c for c in lines[13] if c[0] == "▀"]  # pixels 26-27 at scale → rows 48..55 of the image
     reds = [i - 2 * cols for i, c in enumerate(leak_row) if i >= 2 * cols and (c[1] == (255, 32, 32) or c[2] == (255, 32, 32))]
     assert reds and min(reds) >= 36 and max(reds) <= 44  # columns 70..79 · 52/96
@@ -189,12 +195,12 @@ def two_edits(tiny_ws):
 def test_scripted_keys_decide_toggle_and_help(two_edits):
     ws = load_workspace(two_edits)
     console = Console(record=True, width=120, color_system="truecolor", force_terminal=True)
-    keys = ScriptedKeys(["?", "d", "v", "x", "r", "the wall changed", "a"])
+    keys = ScriptedKeys(["?", "a", "d", "v", "x", "r", "the wall changed", "a"])  # the a closing the help does nothing
     with Store(ws.db_path) as store:
         summary = review_loop(ws, store, ["TX01", "TX02"], keys, console)
         rows = store.query("SELECT spec_id, edit_id, decision, note FROM reviews ORDER BY id")
     text = console.export_text()
-    assert "regenerate (runs the edit again" in text  # help
+    assert "regenerate: another candidate with this edit's engine" in text  # help
     assert "leaks over faded original" in text  # d
     assert "edited (raw)" in text  # v
     assert "unknown key 'x'" in text
@@ -224,15 +230,16 @@ def test_regenerate_makes_a_new_edit_and_shows_it(two_edits):
     console = Console(record=True, width=100)
     made = []
 
-    def regenerate(spec_id: str) -> None:
-        made.append(add_edit(two_edits, spec_id, inside_change(tiny_original(two_edits), seed=11)))
+    def regenerate(record, engine) -> None:
+        assert engine is None  # g: like the edit on screen
+        made.append(add_edit(two_edits, record.spec_id, inside_change(tiny_original(two_edits), seed=11)))
 
     with Store(ws.db_path) as store:
         review_loop(ws, store, ["TX01"], ScriptedKeys(["g", "a"]), console, regenerate=regenerate)
         rows = store.query("SELECT edit_id, decision FROM reviews")
     assert made == [3]
     assert [(r["edit_id"], r["decision"]) for r in rows] == [(3, "accept")]
-    assert "edit #3" in console.export_text()
+    assert "#3 composite" in console.export_text()
     without = Console(record=True, width=100)
     with Store(ws.db_path) as store:
         review_loop(ws, store, ["TX02"], ScriptedKeys(["g", "q"]), without)
@@ -331,24 +338,33 @@ def test_view_data_reads_check_and_decision(two_edits, tmp_path, monkeypatch):
     assert data.original.shape == data.edited.shape == (64, 96, 3)
 
 
-def test_regenerate_through_cfkit_edit(two_edits, tmp_path, monkeypatch):
-    """The 'g' key of the real command path runs cfkit.edit's make_edit (classical engine, offline) and its check."""
+def test_regenerate_through_cfkit_edit_uses_the_engine_and_options_of_the_edit_on_screen(tiny_ws, tmp_path,
+                                                                                          monkeypatch):
+    """g makes another candidate like the edit shown (engine, options); G asks, and Enter means cfkit.toml's engine."""
     from cfkit.cli.review import _regenerate
 
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "no-cache"))
-    config = two_edits / "cfkit.toml"
-    config.write_text(config.read_text() + '\n[edit]\nengine = "classical"\n')
-    ws = load_workspace(two_edits)
-    console = Console(record=True, width=100)
+    ws_root = tiny_ws
+    assert run_cli(["edit", "TX01", "--engine", "classical", "-o", "color=#203040", "-w", str(ws_root)]).exit_code == 0
+    config = ws_root / "cfkit.toml"
+    config.write_text(config.read_text() + '\n[edit]\nengine = "classical"\n[edit.engines.classical]\n'
+                                           'color = "#ff0000"\n')
+    ws = load_workspace(ws_root)
+    console = Console(record=True, width=100, height=40)
     with Store(ws.db_path) as store:
-        review_loop(ws, store, ["TX01"], ScriptedKeys(["g", "a"]), console, regenerate=_regenerate(ws))
-        edits = store.query("SELECT id, engine FROM edits WHERE spec_id = 'TX01' ORDER BY id")
-        checks = store.query("SELECT variant FROM checks WHERE edit_id = ?", (edits[-1]["id"],))
+        review_loop(ws, store, ["TX01"], ScriptedKeys(["g", "G", "", "a"]), console, regenerate=_regenerate(ws))
+        made = store.query("SELECT id, engine, params FROM edits WHERE spec_id = 'TX01' ORDER BY id")
+        checks = store.query("SELECT variant FROM checks WHERE edit_id = ?", (made[1]["id"],))
         [review] = store.query("SELECT edit_id, decision FROM reviews")
-    assert edits[-1]["engine"] == "classical" and len(edits) == 2
+    assert [m["engine"] for m in made] == ["classical"] * 3
+    colours = [json.loads(m["params"])["color"] for m in made]
+    # g kept #1's -o colour; G + Enter made an edit as 'cfkit edit' would: the spec's colour over cfkit.toml's.
+    assert colours == ["#203040", "#203040", "#20a040"]
     assert {c["variant"] for c in checks} == {"raw", "composite"}
-    assert (review["edit_id"], review["decision"]) == (edits[-1]["id"], "accept")
-    assert f"edit #{edits[-1]['id']} composite · classical" in console.export_text()
+    assert (review["edit_id"], review["decision"]) == (3, "accept")
+    text = console.export_text()
+    assert "regenerating TX01 like #1 (classical classical-recolor)" in text and "made #2" in text
+    assert "#3 composite · classical" in text
 
 
 def test_interactive_review_in_a_pseudo_terminal(two_edits):

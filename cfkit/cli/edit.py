@@ -10,7 +10,7 @@ from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, warn, workspace_option
 from cfkit.store import edits as edits_table
-from cfkit.errors import CheckFailed, NotFoundError
+from cfkit.errors import CheckFailed, NotFoundError, UsageError
 
 
 def _rel(ws, path: Path | None) -> str:
@@ -23,7 +23,9 @@ def _rel(ws, path: Path | None) -> str:
 
 
 @click.command()
-@click.argument("spec_id")
+@click.argument("spec_ids", nargs=-1)
+@click.option("--all", "all_specs", is_flag=True, help="Edit every spec (those with an accepted edit are kept).")
+@click.option("--pending", is_flag=True, help="Edit every spec without a usable edit (none yet, or all rejected).")
 @click.option("--engine", default=None, metavar="NAME",
               help="An engine ('cfkit edits engines' lists them) or auto. Default: cfkit.toml [edit] engine.")
 @click.option("-o", "--option", "pairs", multiple=True, metavar="KEY=VALUE",
@@ -38,13 +40,16 @@ def _rel(ws, path: Path | None) -> str:
 @click.option("--dry-run", is_flag=True, help="Print what would be sent (prompt, sizes, mask coverage); call and write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @workspace_option
-def edit(ws, spec_id: str, engine: str | None, pairs: tuple[str, ...], model: str | None, n: int | None,
-         seed: int | None, input_path: Path | None, again: bool, dry_run: bool, as_json: bool) -> None:
-    """Make a counterfactual edit of SPEC_ID's source image, save it, record it, check it.
+def edit(ws, spec_ids: tuple[str, ...], all_specs: bool, pending: bool, engine: str | None, pairs: tuple[str, ...],
+         model: str | None, n: int | None, seed: int | None, input_path: Path | None, again: bool, dry_run: bool,
+         as_json: bool) -> None:
+    """Make counterfactual edits of specs' source images, save them, record them, check them.
 
     Each candidate is saved twice at the source's size: the engine's raw output
     and a composite with the source's own pixels outside the (slightly dilated)
     mask. Provenance goes to the workspace store; the API key never does.
+    Several specs run in one process, each on its own progress line, with a
+    summary at the end; a spec that fails does not stop the others (exit 1).
 
     \b
     Examples:
@@ -53,12 +58,32 @@ def edit(ws, spec_id: str, engine: str | None, pairs: tuple[str, ...], model: st
       cfkit edit EX01 --engine classical    offline, deterministic
       cfkit edit CF18 --engine diffusers -o steps=40 -o guidance=6
       cfkit edit CF18 --engine file --input edited.png
+      cfkit edit CF01 CF02 CF03             several specs, one process
+      cfkit edit --pending                  every spec without a usable edit
     """
-    from cfkit.edit import make_edit, plan_edit
     from cfkit.options import parse_option_pairs
 
-    kwargs = dict(engine=engine, n=n, seed=seed, model=model, input_path=input_path,
-                  options=parse_option_pairs(pairs))
+    options = parse_option_pairs(pairs)
+    if len(spec_ids) == 1 and not (all_specs or pending):
+        _edit_one(ws, spec_ids[0], engine=engine, n=n, seed=seed, model=model, input_path=input_path,
+                  options=options, again=again, dry_run=dry_run, as_json=as_json)
+        return
+    from cfkit.cli.edit_batch import edit_batch
+
+    if input_path is not None:
+        raise UsageError("--input names one edited image, for one spec; import a folder of edits named by spec id "
+                         "with 'cfkit edits import DIR'.")
+    edit_batch(ws, list(spec_ids), all_specs=all_specs, pending=pending, engine=engine, n=n, seed=seed, model=model,
+               options=options, again=again, dry_run=dry_run, as_json=as_json)
+
+
+def _edit_one(ws, spec_id: str, *, engine: str | None, n: int | None, seed: int | None, model: str | None,
+              input_path: Path | None, options: dict, again: bool, dry_run: bool, as_json: bool) -> None:
+    """One spec: the plan or the outcome in full."""
+    from cfkit.cli.progress import engine_spinner
+    from cfkit.edit import make_edit, plan_edit
+
+    kwargs = dict(engine=engine, n=n, seed=seed, model=model, input_path=input_path, options=options)
     if dry_run:
         plan = plan_edit(ws, spec_id, **kwargs)
         if as_json:
@@ -67,7 +92,7 @@ def edit(ws, spec_id: str, engine: str | None, pairs: tuple[str, ...], model: st
             return
         _print_plan(ws, plan)
         return
-    outcome = make_edit(ws, spec_id, again=again, **kwargs)
+    outcome = make_edit(ws, spec_id, again=again, engine_call=engine_spinner, **kwargs)
     for attempt in outcome.attempts:
         if attempt.outcome != "used":
             warn(f"{attempt.engine} {attempt.outcome}: {attempt.reason}")
@@ -161,17 +186,30 @@ def list_(ws, spec_ids: tuple[str, ...], as_json: bool) -> None:
     if not records:
         err.print("no edits recorded yet. Make one with 'cfkit edit SPEC_ID'.")
         return
-    table = Table(title=f"Edits in {ws.db_path}", title_justify="left")
-    for name in ("id", "spec", "sel", "engine", "model", "status", "check", "review", "finished"):
-        table.add_column(name, no_wrap=name in ("id", "spec", "sel", "status"), overflow="fold")
+    table = Table(title=f"Edits in {ws.db_path}", title_justify="left", box=None, pad_edge=False, padding=(0, 1),
+                  header_style="bold underline")
+    spec_width = max(len(r.spec_id) for r in records)
+    for name, width in (("id", max(2, len(str(records[-1].id)))), ("spec", spec_width), ("selected", 10),
+                        ("engine / model", 10), ("status", 6), ("check", 5), ("review", 6), ("finished", 11)):
+        # Every column keeps its width but the engine's, which gives way with an ellipsis.
+        table.add_column(name, no_wrap=True, overflow="ellipsis", min_width=width,
+                         max_width=max(10, out.width - 63) if name == "engine / model" else None)
+    starred = False
     for r in records:
         state = states[r.id]
         status = r.status if r.status == "ok" else f"[red]{r.status}[/]"
-        table.add_row(str(r.id), r.spec_id, "[green]✓[/]" if state["selected"] else "", r.engine,
-                      escape(r.model or ""), status, state["check"] or "—", state["review"] or "—",
-                      (r.finished_at or "")[:16].replace("T", " "))
-    out.print(table)
-    err.print("sel ✓: the edit that stands for its spec in probes, reports and sheets.", style="dim")
+        check = state["check"] or "—"
+        if check.endswith(" (without LPIPS)"):
+            check, starred = check.removesuffix(" (without LPIPS)") + "*", True
+        table.add_row(str(r.id), r.spec_id, "[green]✓ selected[/]" if state["selected"] else "",
+                      escape(f"{r.engine} {r.model or ''}".strip()), status, check, state["review"] or "—",
+                      (r.finished_at or "")[5:16].replace("T", " "))
+    if starred:
+        table.caption = "* checked without LPIPS"
+        table.caption_justify = "left"
+    out.print(table, soft_wrap=False)  # cells shortened with an ellipsis rather than the table overflowing
+    err.print("selected: the edit that stands for its spec in probes, reports and sheets "
+              "(accepted, else the newest that passed its check and was not rejected).", style="dim")
 
 
 def _state(store, record) -> dict:
@@ -265,3 +303,34 @@ def engines(as_json: bool) -> None:
         table.add_row(i.name, "—" if i.auto_rank is None else str(i.auto_rank), str(i.max_candidates), i.package,
                       escape(options))
     out.print(table)
+
+
+@edits.command("import")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--derive-masks", is_flag=True,
+              help="Derive a mask from the edits for each spec that has none (flagged for review).")
+@click.option("--force", is_flag=True, help="With --derive-masks, replace existing mask files too.")
+@click.option("--again", is_flag=True, help="Import edits of specs whose edit was accepted too (it stays selected).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@workspace_option
+def import_(ws, folder: Path, derive_masks: bool, force: bool, again: bool, as_json: bool) -> None:
+    """Import a folder of edits made elsewhere, named by spec id: CF18.png, CF18-2.png for a second candidate.
+
+    Each file is checked against its source image (same size, or the same
+    aspect ratio: then resized), saved raw and composited, recorded and
+    checked, as 'cfkit edit CF18 --engine file --input CF18.png' would.
+    Nothing is imported unless every file matches a spec and can be aligned;
+    a file imported before is not imported twice.
+
+    \b
+    Examples:
+      cfkit edits import ~/photoshop-edits
+      cfkit edits import edits/ --derive-masks
+    """
+    from cfkit.cli.edit_batch import render_import
+    from cfkit.edit_import import import_edits
+
+    if force and not derive_masks:
+        raise UsageError("--force replaces mask files, so it goes with --derive-masks.")
+    render_import(lambda progress: import_edits(ws, folder, derive_masks=derive_masks, overwrite_masks=force,
+                                                again=again, progress=progress), as_json=as_json)

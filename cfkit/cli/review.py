@@ -7,31 +7,46 @@ from pathlib import Path
 import click
 
 from cfkit.cli.console import err, out, print_json, workspace_option
-from cfkit.errors import UsageError
+from cfkit.errors import NotFoundError, UsageError
 
 
 @click.command()
 @click.argument("spec_ids", nargs=-1)
-@click.option("--pending", is_flag=True, help="Review every spec whose newest edit has no accept or reject yet.")
-@click.option("--accept", "decision", flag_value="accept", help="Accept the newest edit without the interactive view.")
-@click.option("--reject", "decision", flag_value="reject", help="Reject the newest edit (give --note).")
+@click.option("--pending", is_flag=True, help="Review every spec with a candidate that has no accept or reject yet.")
+@click.option("--edit", "edit_id", type=int, default=None, metavar="ID",
+              help="The edit to decide or show (one spec); default: the spec's first undecided candidate.")
+@click.option("--accept", "decision", flag_value="accept",
+              help="Accept the edit without the interactive view: --edit ID, else the one --show shows.")
+@click.option("--reject", "decision", flag_value="reject", help="Reject the edit (give --note).")
 @click.option("--skip", "decision", flag_value="skip", help="Record a skip (the spec stays pending).")
 @click.option("--note", default=None, help="Why; stored with the decision.")
 @click.option("--show", is_flag=True, help="Draw the view once and exit (works without a TTY).")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --show: write the view as a PNG (original | edited | difference) instead.")
+@click.option("--zoom", is_flag=True, help="With --show: zoom to the mask's bounding box.")
+@click.option("--color", "color", type=click.Choice(["auto", "always", "never"]), default="auto",
+              help="Colour in --show: always keeps it in a pipe or a file.")
+@click.option("--force", is_flag=True, help="Replace an existing --output file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the edit, its checks and its review as JSON.")
 @workspace_option
-def review(ws, spec_ids: tuple[str, ...], pending: bool, decision: str | None, note: str | None, show: bool,
+def review(ws, spec_ids: tuple[str, ...], pending: bool, edit_id: int | None, decision: str | None,
+           note: str | None, show: bool, output: Path | None, zoom: bool, color: str, force: bool,
            as_json: bool) -> None:
     """Review edits in the terminal: original | edited | difference, metrics and verdict.
 
-    Keys: a accept, r reject (asks a note), g regenerate, s skip, d diff/leaks,
-    v raw/composite, ? help, q quit. Decisions are saved as they are made.
+    Keys: a accept, r reject (asks a note), s skip, [ ] candidates, g
+    regenerate (like the edit on screen), G regenerate with another engine,
+    z zoom, f flip panel, d diff/leaks, v raw/composite, ? help, q quit.
+    Decisions are saved as they are made. The view fits the terminal and
+    redraws when it is resized.
 
     \b
     Examples:
       cfkit review CF18
       cfkit review --pending
+      cfkit review CF18 --edit 12 --accept
       cfkit review CF18 --reject --note "the children's faces changed"
+      cfkit review CF18 --show --output view.png
     """
     from cfkit.review.loop import pending_specs, review_loop
     from cfkit.store import Store
@@ -40,56 +55,93 @@ def review(ws, spec_ids: tuple[str, ...], pending: bool, decision: str | None, n
         raise UsageError("--reject needs --note saying why, e.g. --note \"the background changed\".")
     if bool(spec_ids) == pending:
         raise UsageError("give spec ids or --pending (one of them). Example: 'cfkit review CF18'.")
+    if edit_id is not None and len(spec_ids) != 1:
+        example = spec_ids[0] if spec_ids else "CF18"
+        raise UsageError(f"--edit {edit_id} names one edit; give its spec alone, e.g. 'cfkit review {example} "
+                         f"--edit {edit_id}'.")
+    if (output is not None or zoom) and not show:
+        raise UsageError("--output and --zoom go with --show, e.g. 'cfkit review CF18 --show --output view.png'.")
+    if output is not None and len(spec_ids) != 1:
+        raise UsageError("--output writes one view; give one spec id.")
+    if not ws.db_path.is_file():
+        first = spec_ids[0] if spec_ids else "SPEC_ID"
+        raise NotFoundError(f"{first} has no edit yet (no edits are recorded in {ws.db_path}); make one with "
+                            f"'cfkit edit {first}'.")
     with Store(ws.db_path) as store:
         ids = pending_specs(store) if pending else list(spec_ids)
         if not ids:
-            err.print("Nothing pending: every newest edit has an accept or reject.")
+            err.print("Nothing pending: every candidate has an accept or reject.")
             return
         if decision or as_json or show:
-            _once(ws, store, ids, decision, note, show, as_json)
+            _once(ws, store, ids, edit_id, decision, note, show=show, output=output, zoom=zoom, color=color,
+                  force=force, as_json=as_json)
             return
-        from cfkit.review.loop import TerminalKeys, require_terminal
+        from cfkit.review.terminal import TerminalKeys, require_terminal
 
         require_terminal(ids[0])
-        summary = review_loop(ws, store, ids, TerminalKeys(out), out, regenerate=_regenerate(ws))
+        with TerminalKeys(out) as keys:
+            summary = review_loop(ws, store, ids, keys, out, regenerate=_regenerate(ws), start_edit=edit_id)
     done = len(summary.decisions)
     err.print(f"{done} decision{'s' if done != 1 else ''} saved"
               + ("; run 'cfkit review --pending' to go on." if summary.quit_early else "."))
 
 
-def _once(ws, store, ids: list[str], decision: str | None, note: str | None, show: bool, as_json: bool) -> None:
+def _once(ws, store, ids: list[str], edit_id: int | None, decision: str | None, note: str | None, *, show: bool,
+          output: Path | None, zoom: bool, color: str, force: bool, as_json: bool) -> None:
     from cfkit.review.loop import load_view_data, record_decision
     from cfkit.review.view import EditView
-    from cfkit.store import checks, reviews
+    from cfkit.store import checks, edits, reviews
 
     records = []
+    console = _view_console(color)
     for spec_id in ids:
-        data = load_view_data(ws, store, spec_id)
+        data = load_view_data(ws, store, spec_id, edit_id=edit_id)
         if decision:
             record_decision(store, spec_id, data.edit_id, decision, note)
             err.print(f"{spec_id}: edit #{data.edit_id} {decision}ed" if decision != "skip" else f"{spec_id}: skipped")
-        if show:
-            out.print(EditView(data))
+            data = load_view_data(ws, store, spec_id, edit_id=data.edit_id)  # the decision and selection as now
+        if show and output is not None:
+            from cfkit.review.picture import write_view_png
+
+            write_view_png(data, output, zoom=int(zoom), overwrite=force)
+            out.print(f"Wrote {output}")
+        elif show:
+            console.print(EditView(data, zoom=int(zoom)), soft_wrap=False)
         if as_json:
             decided = reviews.on_edit(store, data.edit_id)
-            records.append({"spec": spec_id, "edit_id": data.edit_id,
+            selected = edits.selected(store, spec_id)
+            records.append({"spec": spec_id, "edit_id": data.edit_id, "selected": data.selected,
+                            "selected_edit": None if selected is None else selected.id,
+                            "candidates": list(data.candidates), "mask": data.mask_note,
                             "checks": {k: v.to_dict() for k, v in checks.latest_by_variant(store, data.edit_id).items()},
                             "review": None if decided is None else decided.__dict__})
     if as_json:
         print_json(records)
 
 
+def _view_console(color: str):
+    """The console --show draws on: stdout, with colour as --color asks."""
+    if color == "auto":
+        return out
+    from rich.console import Console
+
+    if color == "always":
+        return Console(force_terminal=True, color_system="truecolor", highlight=False)
+    return Console(no_color=True, color_system=None, highlight=False)
+
+
 def _regenerate(ws):
-    """A regenerate action through cfkit.edit's make_edit, or None where that module is absent."""
-    import importlib.util
+    """The g / G keys: another candidate through cfkit.edit's make_edit, like the edit on screen unless told."""
+    from cfkit.cli.progress import engine_spinner
 
-    if importlib.util.find_spec("cfkit.edit") is None:
-        return None
-
-    def run(spec_id: str) -> None:
+    def run(record, engine: str | None) -> None:
         from cfkit.edit import make_edit
+        from cfkit.edit_batch import settings_of
 
-        make_edit(ws, spec_id, again=True)
+        if engine is None:
+            make_edit(ws, record.spec_id, again=True, engine_call=engine_spinner, **settings_of(record).as_kwargs())
+        else:
+            make_edit(ws, record.spec_id, again=True, engine_call=engine_spinner, engine=engine or None)
 
     return run
 
@@ -103,8 +155,9 @@ def _regenerate(ws):
 def sheet(ws, spec_ids: tuple[str, ...], output: Path | None, force: bool) -> None:
     """A contact sheet of all pairs (or the given ones): HTML with inlined images, and a PNG grid.
 
-    Each pair shows the original, the edit, the difference, the verdict, the
-    review decision and, once probe runs exist, each model's answer before and after.
+    Each pair shows its selected edit (or, with none selected, the newest, said
+    so), the original, the difference, the verdict, the review decision and,
+    once probe runs exist, each model's answer before and after.
 
     \b
     Example:

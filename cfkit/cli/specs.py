@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 from rich.markup import escape
 from rich.table import Table
@@ -24,14 +26,19 @@ def _pct(value: float | None) -> str:
 def list_(ws, as_json: bool) -> None:
     """List the specs with mask coverage and edit, check and review status."""
     from cfkit.spec_status import authored_summary, list_spec_rows
+    from cfkit.specs import compress_ids
 
     rows, _ = list_spec_rows(ws)
     summary = authored_summary(ws, [r.id for r in rows if r.problem is None])
+    without = [r.id for r in rows if r.problem is None and r.mask in ("missing", "none")]
+    unreviewed = [r.id for r in rows if r.mask_derived and r.mask_derived.endswith("not reviewed")]
     if as_json:
         print_json({
             "specs": [r.__dict__ | {"coverage": None if r.coverage is None else round(100 * r.coverage, 2)} for r in rows],
             "pairs": ws.pairs,
             "summary": summary,
+            "without_mask": without,
+            "derived_mask_unreviewed": unreviewed,
         })
         return
     table = Table(title=f"Edit specs in {ws.interventions_dir}", title_justify="left")
@@ -42,18 +49,35 @@ def list_(ws, as_json: bool) -> None:
         if r.problem:
             table.add_row(r.id, "", f"[red]invalid:[/] {escape(r.problem)}", "", "", "", "")
         else:
-            table.add_row(r.id, r.case or "", escape(r.title or ""), _pct(r.coverage), _edit_cell(r), r.check, r.review)
+            table.add_row(r.id, r.case or "", escape(r.title or ""), _mask_cell(r), _edit_cell(r), r.check, r.review)
     out.print(table)
     out.print(summary)
+    if without:
+        out.print(f"[yellow]{len(without)} spec{'s' if len(without) != 1 else ''} without a mask:[/] "
+                  f"{compress_ids(without)}. Draw interventions/masks/ID.png (white = edit), or derive one from an "
+                  f"edit made elsewhere: 'cfkit specs mask {without[0]} --from-edit EDITED.png', or for a folder "
+                  "of edits named by spec id: 'cfkit edits import DIR --derive-masks'.")
+    if unreviewed:
+        out.print(f"[yellow]derived masks not reviewed yet:[/] {compress_ids(unreviewed)}; look at them with "
+                  f"'cfkit review {unreviewed[0]}' and accept an edit made with them.")
+
+
+def _mask_cell(row) -> str:
+    """``5.2%``, ``missing``, ``3.1% derived*``: the mask's coverage and whether a person still has to look at it."""
+    if row.mask in ("missing", "none"):
+        return "[yellow]missing[/]"
+    text = _pct(row.coverage)
+    if row.mask_derived:
+        text += " derived" + ("[yellow]*[/]" if row.mask_derived.endswith("not reviewed") else "")
+    return text
 
 
 def _edit_cell(row) -> str:
-    """``#12 selected`` / ``#14 (of 3)``: which edit the row's check and review belong to."""
+    """``#12 selected (of 3)`` / ``#14 none selected``: which edit the row's check and review belong to."""
     if row.edit_id is None:
         return row.edit
     text = f"#{row.edit_id}" if row.edit == "made" else f"#{row.edit_id} {row.edit}"
-    if row.selected:
-        text += " [green]selected[/]"
+    text += " [green]selected[/]" if row.selected else " [yellow]none selected[/]"
     if row.candidates > 1:
         text += f" (of {row.candidates})"
     return text
@@ -115,31 +139,99 @@ def show(ws, spec_id: str, as_json: bool) -> None:
 
 
 @specs.command()
-@click.option("--id", "spec_id", required=True, help="Pair id, e.g. CF07.")
-@click.option("--case", required=True, help="Source case id (its gold answer should be No).")
-@click.option("--title", required=True, help="Short name of the intervention.")
-@click.option("--cue", required=True, help="The decisive incompatible cue to replace.")
-@click.option("--replacement", required=True, help="What replaces it.")
+@click.option("--id", "spec_id", default=None, help="Pair id, e.g. CF07.")
+@click.option("--case", default=None, help="Source case id (its gold answer must be the spec's original label, No).")
+@click.option("--title", default=None, help="Short name of the intervention.")
+@click.option("--cue", default=None, help="The decisive incompatible cue to replace.")
+@click.option("--replacement", default=None, help="What replaces it.")
 @click.option("--prompt", default=None, help="Instruction for the image editor (default: built from cue and replacement).")
 @click.option("--mask", default=None, help="Mask PNG relative to interventions/ (default: masks/ID.png).")
 @click.option("--source", default=None, help="Where the intervention is described.")
-@click.option("--force", is_flag=True, help="Replace an existing spec file of that id.")
+@click.option("--from", "from_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Several specs at once: a YAML list of specs, or a CSV with the spec format's fields as columns.")
+@click.option("--force", is_flag=True, help="Replace existing spec files of those ids.")
 @workspace_option
-def new(ws, spec_id: str, case: str, title: str, cue: str, replacement: str, prompt: str | None,
-        mask: str | None, source: str | None, force: bool) -> None:
-    """Scaffold a new spec file; an existing one is kept unless --force.
+def new(ws, spec_id: str | None, case: str | None, title: str | None, cue: str | None, replacement: str | None,
+        prompt: str | None, mask: str | None, source: str | None, from_file: Path | None, force: bool) -> None:
+    """Write new spec files, checked against their cases; existing ones are kept unless --force.
+
+    Each spec's case must exist and be answered No (its labels.original).
+    Nothing is written unless every spec is valid.
 
     \b
-    Example:
+    Examples:
       cfkit specs new --id CF07 --case HB120 --title "Winter to summer" \\
         --cue "snow on the roofs" --replacement "green summer foliage"
+      cfkit specs new --from pairs.yaml        a YAML list of specs
+      cfkit specs new --from pairs.csv         columns id, case, title, cue, replacement, …
     """
-    from cfkit.specs import create_spec
+    from cfkit.errors import UsageError
+    from cfkit.spec_authoring import new_specs, read_spec_rows
 
-    path = create_spec(ws, spec_id=spec_id, case=case, title=title, cue=cue, replacement=replacement,
-                       prompt=prompt, mask=mask, source=source, overwrite=force)
-    out.print(f"Wrote {path}")
-    out.print(f"Next: draw the mask (white = edit) and run 'cfkit specs validate {spec_id}'.")
+    flags = {"--id": spec_id, "--case": case, "--title": title, "--cue": cue, "--replacement": replacement}
+    optional = {"--prompt": prompt, "--mask": mask, "--source": source}
+    if from_file is not None:
+        given = [name for name, value in (flags | optional).items() if value is not None]
+        if given:
+            raise UsageError(f"--from reads every field from {from_file}; leave out {', '.join(given)}.")
+        rows = read_spec_rows(from_file)
+    else:
+        missing = [name for name, value in flags.items() if value is None]
+        if missing:
+            raise UsageError(f"specs new needs {', '.join(missing)} (or --from FILE for several specs). "
+                             "See 'cfkit specs new --help'.")
+        rows = [("specs new", {"id": spec_id, "case": case, "title": title, "cue": cue, "replacement": replacement,
+                               "prompt": prompt, "mask": mask, "source": source})]
+    written = new_specs(ws, rows, overwrite=force)
+    for note in written.notes:
+        err.print(f"[yellow]note:[/] {escape(note)}")
+    for path in written.paths:
+        out.print(f"Wrote {escape(str(path))}" + (" (replaced)" if path in written.replaced else ""))
+    first = written.paths[0].stem
+    out.print(f"Next: draw the masks (white = edit) or derive them from edited images made elsewhere "
+              f"('cfkit edits import DIR --derive-masks'), then 'cfkit specs validate"
+              f"{'' if len(written.paths) > 1 else ' ' + first}'.")
+
+
+@specs.command()
+@click.argument("spec_id")
+@click.option("--from-edit", "from_edit", required=True, metavar="EDIT",
+              help="A recorded edit's id (its raw output is compared) or an edited image file.")
+@click.option("--threshold", type=click.FloatRange(min=0.5), default=None,
+              help="CIE76 ΔE that counts as a change (default: above the image's own noise, at least 6).")
+@click.option("--margin", "margin_px", type=click.IntRange(min=0), default=None,
+              help="Pixels added around every changed region (default: 0.6% of the shorter side, at least 2).")
+@click.option("--force", is_flag=True, help="Replace an existing mask file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@workspace_option
+def mask(ws, spec_id: str, from_edit: str, threshold: float | None, margin_px: int | None, force: bool,
+         as_json: bool) -> None:
+    """Derive SPEC_ID's mask from where an edit changed the source image.
+
+    The mask (white = changed, with a small margin) is written as the spec's
+    mask PNG and flagged for review until you accept an edit made with it.
+    An existing mask is kept unless --force.
+
+    \b
+    Examples:
+      cfkit specs mask CF18 --from-edit 12
+      cfkit specs mask CF18 --from-edit ~/edits/CF18.png
+    """
+    from cfkit.mask_derive import derive_spec_mask
+
+    source: int | Path = int(from_edit) if from_edit.isdigit() else Path(from_edit).expanduser()
+    written = derive_spec_mask(ws, spec_id, source, overwrite=force, threshold=threshold, margin_px=margin_px)
+    if as_json:
+        print_json(written.as_dict())
+        return
+    m = written.mask
+    out.print(f"Wrote {escape(str(written.path))} ({'replaced; ' if written.replaced else ''}derived from "
+              f"{escape(written.source)}: {100 * m.coverage:.2f}% of the image, {m.regions} region"
+              f"{'s' if m.regions != 1 else ''}, ΔE ≥ {m.threshold:.1f}, margin {m.margin_px} px).")
+    nxt = (f"cfkit review {spec_id}" if isinstance(source, int)
+           else f"cfkit edit {spec_id} --engine file --input {source}")
+    err.print(f"The mask is flagged for review until you accept an edit made with it. Next: {escape(nxt)}",
+              style="dim")
 
 
 @specs.command()

@@ -1,7 +1,11 @@
 """Looking at edits: the terminal review and the contact sheet.
 
 * :mod:`cfkit.review.halfblocks` — an image drawn with Unicode half blocks (Rich renderable)
-* :mod:`cfkit.review.view` — original | edited | difference with the spec and the check (Rich renderable)
-* :mod:`cfkit.review.loop` — review decisions in the store and the interactive key loop
+* :mod:`cfkit.review.panels` — the view's pictures as pixels: outline beside the mask, zoom, heat map, leaks
+* :mod:`cfkit.review.view` — one edit's header, panels side by side and check, fitted to the console (Rich renderable)
+* :mod:`cfkit.review.screen` — the interactive screen: view, message and a key bar that always fits
+* :mod:`cfkit.review.terminal` — single key presses and resizes from a terminal
+* :mod:`cfkit.review.loop` — review decisions, pending specs, candidates and the interactive key loop
+* :mod:`cfkit.review.picture` — the view as a PNG
 * :mod:`cfkit.review.sheet` — the HTML and PNG contact sheet of all pairs
 """

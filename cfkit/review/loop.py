@@ -3,25 +3,42 @@
 Every decision is written to the store's ``reviews`` table the moment it is
 made (:mod:`cfkit.store.reviews`), so a review can stop — or be killed — at
 any point and resume with ``cfkit review --pending``. A decision belongs to the
-edit it was made on.
+edit it was made on, and a view always shows that edit's own check and
+decision. A spec's candidates (its successful edits) are stepped through with
+``[`` and ``]``.
+
+A spec is *pending* while one of its candidates has no accept or reject of its
+own — counting, once an edit of the spec is accepted, only candidates made
+since that accept (the others were there to compare when the person chose).
 """
 
 from __future__ import annotations
 
 import os
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
 
 from rich.console import Console
 from rich.text import Text
 
 from cfkit.errors import CfkitError, NotFoundError, UsageError
+from cfkit.masks import derived_mask_state
 from cfkit.preserve import Thresholds, find_leaks, keep_region, load_edit_images
-from cfkit.review.view import DIFF_MODES, EditView, ViewData, keys_help, largest_change
+from cfkit.review.panels import zoom_boxes
+from cfkit.review.screen import HELP, ReviewScreen, ViewState
+from cfkit.review.terminal import RESIZE, KeySource, TerminalKeys, require_terminal, terminal_problem
+from cfkit.review.view import DIFF_MODES, ViewData, largest_change
 from cfkit.store import Store, checks, edits, reviews
+from cfkit.store.edits import EditRecord
 from cfkit.store.reviews import Decision
 from cfkit.workspace import Workspace
+
+__all__ = ["HELP", "KeySource", "ReviewSummary", "TerminalKeys", "edit_to_review", "load_view_data",
+           "pending_specs", "record_decision", "require_terminal", "review_loop", "terminal_problem"]
+
+#: ``regenerate(edit, engine)``: another candidate like ``edit``; ``engine`` None keeps its engine, model and
+#: options, "" uses cfkit.toml's engine, a name that engine.
+Regenerate = Callable[[EditRecord, "str | None"], None]
 
 # ── decisions ──────────────────────────────────────────────────────────────
 
@@ -31,15 +48,33 @@ def record_decision(store: Store, spec_id: str, edit_id: int | None, decision: s
     return reviews.record(store, spec_id, edit_id, decision, note)
 
 
+def undecided(store: Store, spec_id: str) -> list[EditRecord]:
+    """The spec's candidates still waiting for an accept or reject, oldest first (see the module docstring)."""
+    accepted = reviews.accepted_edit_id(store, spec_id)
+    since = None if accepted is None else reviews.on_edit(store, accepted).created_at
+    waiting = []
+    for record in edits.ok_edits(store, spec_id):
+        decision = reviews.on_edit(store, record.id)
+        if decision is not None and decision.decision in ("accept", "reject"):
+            continue
+        if since is not None and record.started_at < since:
+            continue  # there to compare when a person chose another
+        waiting.append(record)
+    return waiting
+
+
 def pending_specs(store: Store) -> list[str]:
-    """Specs whose newest successful edit has no accept or reject of its own yet (skipped ones come back)."""
-    pending = []
-    for spec_id in edits.specs_with_edits(store):
-        newest = edits.newest_ok(store, spec_id)
-        decision = reviews.on_edit(store, newest.id) if newest is not None else None
-        if decision is None or decision.decision not in ("accept", "reject"):
-            pending.append(spec_id)
-    return pending
+    """Specs with a candidate still waiting for an accept or reject (skipped ones come back)."""
+    return [spec_id for spec_id in edits.specs_with_edits(store) if undecided(store, spec_id)]
+
+
+def edit_to_review(store: Store, spec_id: str) -> EditRecord:
+    """The edit a review of the spec opens on: its first waiting candidate, else the selected, else the newest."""
+    waiting = undecided(store, spec_id)
+    record = waiting[0] if waiting else edits.shown(store, spec_id)
+    if record is None:
+        raise NotFoundError(f"{spec_id} has no successful edit to review; make one with 'cfkit edit {spec_id}'.")
+    return record
 
 
 # ── what the view shows ────────────────────────────────────────────────────
@@ -47,12 +82,9 @@ def pending_specs(store: Store) -> list[str]:
 
 def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "composite", *,
                    position: str | None = None, edit_id: int | None = None) -> ViewData:
-    """An edit of ``spec_id`` (default: its newest successful one) with its own check and decision, ready to draw."""
+    """An edit of ``spec_id`` (default: :func:`edit_to_review`) with its own check and decision, ready to draw."""
     if edit_id is None:
-        newest = edits.newest_ok(store, spec_id)
-        if newest is None:
-            raise NotFoundError(f"{spec_id} has no successful edit to review; make one with 'cfkit edit {spec_id}'.")
-        edit_id = newest.id
+        edit_id = edit_to_review(store, spec_id).id
     record = edits.get(store, edit_id)
     if record.spec_id != spec_id:
         raise UsageError(f"edit #{edit_id} belongs to {record.spec_id}, not {spec_id}. See 'cfkit edits list {spec_id}'.")
@@ -65,62 +97,28 @@ def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "co
     leaks = find_leaks(images.original, edited, keep, thresholds.leak_delta).pixels
     check = checks.latest(store, edit_id, variant)
     decision = reviews.on_edit(store, edit_id)
+    selected = edits.selected(store, spec_id)
+    derived = derived_mask_state(ws, images.spec, (images.original.shape[1], images.original.shape[0]))
+    candidates = edits.ok_edits(store, spec_id)
     return ViewData(spec_id=spec_id, title=images.spec.title, cue=images.spec.cue,
                     replacement=images.spec.replacement, edit_id=edit_id, engine=record.engine, variant=variant,
                     original=images.original, edited=edited, mask=images.mask, leaks=leaks,
                     check=None if check is None else check.to_dict(),
                     decision=None if decision is None else decision.decision,
                     note=None if decision is None else decision.note, position=position,
-                    difference=largest_change(images.original, edited))
+                    difference=largest_change(images.original, edited), model=record.model,
+                    candidates=tuple(r.id for r in candidates),
+                    candidate_states=tuple(_state(store, r.id) for r in candidates),
+                    selected_id=None if selected is None else selected.id,
+                    mask_note=None if derived is None else derived.label)
 
 
-# ── keys ───────────────────────────────────────────────────────────────────
-
-
-class KeySource(Protocol):
-    """Where the loop's keys come from: a terminal, or a script in tests."""
-
-    def key(self) -> str: ...
-
-    def line(self, prompt: str) -> str: ...
-
-
-class TerminalKeys:
-    """Single key presses from the terminal (no Enter needed); a note is typed as a line."""
-
-    def __init__(self, console: Console):
-        self.console = console
-
-    def key(self) -> str:
-        import click
-
-        try:
-            return click.getchar()
-        except EOFError:  # Ctrl-D
-            return "q"
-
-    def line(self, prompt: str) -> str:
-        return self.console.input(prompt)
-
-
-def terminal_problem(env: dict[str, str] | None = None) -> str | None:
-    """Why the interactive loop cannot run here, or None when it can."""
-    env = os.environ if env is None else env
-    if env.get("TERM", "") == "dumb":
-        return "TERM is 'dumb'"
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return "stdin or stdout is not a terminal"
-    return None
-
-
-def require_terminal(spec_hint: str) -> None:
-    problem = terminal_problem()
-    if problem:
-        raise UsageError(
-            f"the interactive review needs a terminal ({problem}). Decide without one: "
-            f"'cfkit review {spec_hint} --accept' or '--reject --note \"why\"'; see the edit and its check "
-            f"with 'cfkit review {spec_hint} --json'."
-        )
+def _state(store: Store, edit_id: int) -> str:
+    """``pass, accept`` / ``not checked``: an edit's own check and decision, for the candidates line."""
+    check = checks.latest(store, edit_id, variant=None)
+    decision = reviews.on_edit(store, edit_id)
+    text = "not checked" if check is None else check.verdict
+    return text + (f", {decision.decision}" if decision is not None else "")
 
 
 # ── the loop ───────────────────────────────────────────────────────────────
@@ -132,66 +130,110 @@ class ReviewSummary:
     quit_early: bool = False
 
 
-HELP = """\
-a  accept this edit          r  reject it (you are asked for a note)
-g  regenerate (runs the edit again for this spec, then checks it)
-s  skip for now (it stays pending)
-d  toggle the difference view: heat map / leaks over a faded original
-v  toggle the edited image: composite / raw
-?  this help                 q  quit (decisions so far are saved)"""
+def _draw(console: Console, screen: ReviewScreen) -> None:
+    if console.is_terminal:
+        _follow_terminal_size(console)
+        console.clear()
+    console.print(screen, soft_wrap=False, crop=True)
+
+
+def _follow_terminal_size(console: Console) -> None:
+    """Draw at the terminal's size now, even where COLUMNS / LINES were exported at another size."""
+    try:
+        size = os.get_terminal_size(console.file.fileno())
+    except (AttributeError, ValueError, OSError):
+        return  # not a real terminal (a test's recording console): keep its size
+    if size.columns and size.lines:
+        console.size = (size.columns, size.lines)
 
 
 def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySource, console: Console, *,
-                regenerate: Callable[[str], None] | None = None) -> ReviewSummary:
-    """Show each spec's newest edit and act on keys until every spec is decided or the reviewer quits.
+                regenerate: Regenerate | None = None, start_edit: int | None = None) -> ReviewSummary:
+    """Show each spec's edit to review and act on keys until every spec is decided or the reviewer quits.
 
-    ``regenerate(spec_id)`` makes a new edit of the spec (and checks it); when
-    it is None the key says that regeneration is not available.
+    ``start_edit`` opens the first spec on that edit. ``regenerate`` makes a
+    new candidate (and checks it); when it is None the key says that
+    regeneration is not available.
     """
     summary = ReviewSummary()
-    diff_mode, variant = DIFF_MODES[0], "composite"
+    state = ViewState()
     index = 0
+    current: int | None = start_edit
     message: Text | None = None
     while index < len(spec_ids):
         spec_id = spec_ids[index]
-        data = load_view_data(ws, store, spec_id, variant, position=f"{index + 1} of {len(spec_ids)}")
-        if console.is_terminal:
-            console.clear()
-        console.print(EditView(data, diff_mode=diff_mode))
-        console.print(keys_help())
-        if message is not None:
-            console.print(message)
-            message = None
-        key = keys.key().lower()
+        data = load_view_data(ws, store, spec_id, state.variant, position=f"{index + 1} of {len(spec_ids)}",
+                              edit_id=current)
+        current = data.edit_id
+        _draw(console, ReviewScreen(data, state, message))
+        message = None
+        key = keys.key()
+        if key == RESIZE:
+            continue
+        if state.help:
+            state.help = False  # the key that closes the help does nothing else: 'a' must not accept unseen
+            continue
+        if key not in ("G",):
+            key = key.lower() if len(key) == 1 else key
         if key in ("a", "s"):
             decision = "accept" if key == "a" else "skip"
             summary.decisions.append(record_decision(store, spec_id, data.edit_id, decision))
-            index += 1
+            index, current = index + 1, None
         elif key == "r":
             note = keys.line("note (why rejected): ").strip()
             summary.decisions.append(record_decision(store, spec_id, data.edit_id, "reject", note))
-            index += 1
-        elif key == "g":
-            if regenerate is None:
-                message = Text("regenerate is not available here; run 'cfkit edit "
-                               f"{spec_id} --again' in another shell, then press any key.", style="yellow")
-                continue
-            console.print(Text(f"regenerating {spec_id} …", style="dim"))
-            try:
-                regenerate(spec_id)
-            except CfkitError as exc:
-                message = Text(f"regenerate failed: {exc}", style="red")
+            waiting = [r.id for r in undecided(store, spec_id)]
+            if waiting:
+                current = waiting[0]
+                message = Text(f"#{data.edit_id} rejected; candidate #{current} of {spec_id} is next.", style="dim")
+            else:
+                index, current = index + 1, None
+        elif key in ("[", "]"):
+            position = data.candidates.index(data.edit_id)
+            step = position + (1 if key == "]" else -1)
+            if 0 <= step < len(data.candidates):
+                current = data.candidates[step]
+            else:
+                message = Text(f"{spec_id} has {len(data.candidates)} candidate"
+                               f"{'s' if len(data.candidates) != 1 else ''}; this is the "
+                               f"{'last' if key == ']' else 'first'}.", style="yellow")
+        elif key in ("g", "G"):
+            current, message = _regenerate(store, console, keys, data, key == "G", regenerate)
+        elif key == "z":
+            boxes = len(zoom_boxes(data.mask))
+            state.zoom = (state.zoom + 1) % (boxes + 1) if boxes else 0
+        elif key == "f":
+            state.flip += 1
         elif key == "d":
-            diff_mode = DIFF_MODES[(DIFF_MODES.index(diff_mode) + 1) % len(DIFF_MODES)]
+            state.diff_mode = DIFF_MODES[(DIFF_MODES.index(state.diff_mode) + 1) % len(DIFF_MODES)]
         elif key == "v":
-            variant = "raw" if data.variant == "composite" else "composite"
+            state.variant = "raw" if data.variant == "composite" else "composite"
             if len(edits.get(store, data.edit_id).variants) < 2:
                 message = Text(f"edit #{data.edit_id} has only its {data.variant} image.", style="yellow")
         elif key == "?":
-            message = Text(HELP)
+            state.help = True
         elif key in ("q", "\x03", "\x04"):
             summary.quit_early = True
             break
         else:
             message = Text(f"unknown key {key!r}; press ? for help.", style="yellow")
     return summary
+
+
+def _regenerate(store: Store, console: Console, keys: KeySource, data: ViewData, ask: bool,
+                regenerate: Regenerate | None) -> tuple[int, Text | None]:
+    """Another candidate like the edit on screen (or with the engine asked for); the edit to show next."""
+    if regenerate is None:
+        return data.edit_id, Text("regenerate is not available here; run 'cfkit edit "
+                                  f"{data.spec_id} --again' in another shell, then press any key.", style="yellow")
+    engine = keys.line("engine (Enter: cfkit.toml's): ").strip() if ask else None
+    how = f"with {engine}" if engine else ("with cfkit.toml's engine" if ask else
+                                          f"like #{data.edit_id} ({data.engine}{' ' + data.model if data.model else ''})")
+    console.print(Text(f"regenerating {data.spec_id} {how} …", style="dim"))
+    try:
+        regenerate(edits.get(store, data.edit_id), engine)
+    except CfkitError as exc:
+        return data.edit_id, Text(f"regenerate failed: {exc}", style="red")
+    newest = edits.newest_ok(store, data.spec_id)
+    made = newest.id if newest is not None else data.edit_id
+    return made, Text(f"made #{made} {how}.", style="dim")

@@ -25,7 +25,7 @@ from PIL import Image, ImageDraw, ImageFont
 from cfkit.errors import CfkitError, OutputError, SpecError, UsageError
 from cfkit.files import write_bytes_atomic
 from cfkit.preserve import load_edit_images
-from cfkit.review.view import heat_colours, largest_change
+from cfkit.review.panels import heat_colours, largest_change
 from cfkit.specs import load_spec, spec_files, try_load_cases
 from cfkit.store import Store, checks, edits, reviews
 from cfkit.workspace import Workspace
@@ -62,6 +62,14 @@ class SheetPair:
     note: str | None
     answers: list[ModelAnswer] = field(default_factory=list)
     problem: str | None = None  # why the pair could not be drawn
+    selected: bool = False  # the edit shown is the spec's selected edit (else no edit is selected: the newest is shown)
+
+    @property
+    def edit_label(self) -> str:
+        """``edit #12 (selected)`` / ``edit #14 (none selected; the newest)`` / ``no edit``."""
+        if self.edit_id is None:
+            return "no edit"
+        return f"edit #{self.edit_id} " + ("(selected)" if self.selected else "(none selected; the newest)")
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,8 @@ def collect_pairs(ws: Workspace, store: Store, spec_ids: list[str]) -> tuple[lis
                     gold_after=spec.labels.edit)
         shown = edits.shown(store, spec_id)
         edit_id = None if shown is None else shown.id
+        chosen = edits.selected(store, spec_id)
+        base["selected"] = chosen is not None and chosen.id == edit_id
         review = None if edit_id is None else reviews.on_edit(store, edit_id)
         decision = None if review is None else review.decision
         note = None if review is None else review.note
@@ -195,7 +205,7 @@ def render_html(pairs: list[SheetPair], *, title: str = "cfkit contact sheet") -
     for p in pairs:
         parts.append(f"<section class='pair' id='{e(p.spec_id)}'>")
         parts.append(f"<h2>{e(p.spec_id)} · {e(p.title)} <span class='muted'>(case {e(p.case_id)}"
-                     + (f", edit #{p.edit_id}" if p.edit_id is not None else "") + ")</span></h2>")
+                     + (f", {e(p.edit_label)}" if p.edit_id is not None else "") + ")</span></h2>")
         if p.question:
             parts.append(f"<p><b>Question:</b> {e(p.question)}</p>")
         parts.append(f"<p><b>Intervention:</b> replace {e(p.cue)} with {e(p.replacement)} "
@@ -235,7 +245,7 @@ _LINE = 16
 
 def _text_lines(p: SheetPair, width_chars: int) -> list[tuple[str, tuple[int, int, int]]]:
     black, green, red, grey = (20, 20, 20), (20, 120, 20), (180, 20, 20), (110, 110, 110)
-    lines = [(f"{p.spec_id} · {p.title} (case {p.case_id})", black)]
+    lines = [(f"{p.spec_id} · {p.title} (case {p.case_id}, {p.edit_label})", black)]
     lines += [(line, grey) for line in textwrap.wrap(f"replace {p.cue} with {p.replacement}", width_chars)[:2]]
     verdict = p.verdict or "not checked"
     lines.append((f"check: {verdict} · review: {p.decision or 'not reviewed'}",

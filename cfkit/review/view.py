@@ -1,10 +1,11 @@
-"""The review view of one edit: original | edited | difference, with the spec and the check.
+"""The review view of one edit: its header, its pictures side by side, and a compact account of its check.
 
-:class:`EditView` is a Rich renderable. The three pictures sit side by side
-when the terminal is wide enough and are stacked otherwise. The original
-carries the mask's outline; the difference is either a heat map of the
-largest channel change per pixel or, toggled, the leaks (changes in the keep
-region above the leak threshold) in red over a faded original.
+:class:`EditView` is a Rich renderable fitted to the console: as many panels
+side by side as the width allows (three from :data:`MIN_PANEL_COLS`\\[3] columns a
+panel, else two — original and one other, flipped with a key — else one), as
+tall as ``max_height`` lets them be beside the text lines. Every line is one
+terminal line (long text ends in an ellipsis), so a view of ``max_height``
+lines never scrolls. Pixels come from :mod:`cfkit.review.panels`.
 """
 
 from __future__ import annotations
@@ -13,23 +14,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from PIL import Image
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from cfkit.review.halfblocks import HalfBlockImage, fit_cells, to_cells
+from cfkit.review.halfblocks import HalfBlockImage, fit_cells
+from cfkit.review.panels import DIFF_MODES, OUTLINE_RGB, PANELS, Pictures, largest_change, panel
 
-#: Colour of the mask outline drawn on the original (bright magenta, rare in photographs and paintings).
-OUTLINE_RGB = (255, 0, 255)
-#: Colour of leak pixels in the leak view.
-LEAK_RGB = (255, 32, 32)
-#: Narrowest picture, in cells, before the three are stacked.
-MIN_PANEL = 30
-#: Tallest picture, in cells, so that a view fits a terminal screen with its text.
+__all__ = ["DIFF_MODES", "OUTLINE_RGB", "EditView", "Layout", "ViewData", "largest_change"]
+
+#: The narrowest panel, in columns, for three (or two) panels side by side.
+MIN_PANEL_COLS = {3: 30, 2: 16}
+#: Tallest picture, in cells, when the view has no height limit (``--show`` in a pipe).
 MAX_PANEL_ROWS = 28
-DIFF_MODES = ("heat", "leaks")
+#: Lines of text around the pictures: header, labels, cue, replacement, metrics, check.
+TEXT_LINES = 6
 
 
 @dataclass(frozen=True)
@@ -48,158 +48,233 @@ class ViewData:
     mask: np.ndarray  # 255 = edit
     leaks: np.ndarray  # bool, changed pixels of the keep region
     check: dict[str, Any] | None  # CheckResult.to_dict() of this variant, or None when not checked
-    decision: str | None = None  # the spec's newest review decision
+    decision: str | None = None  # the decision on this edit
     note: str | None = None
     position: str | None = None  # "2 of 5" in a review session
     difference: np.ndarray | None = None  # largest channel change per pixel (uint8); computed when None
+    model: str | None = None
+    candidates: tuple[int, ...] = ()  # the spec's successful edits, oldest first
+    selected_id: int | None = None  # the edit that stands for the spec (store.edits.selected)
+    mask_note: str | None = None  # "derived from edit #12, not reviewed" for a derived mask
+    candidate_states: tuple[str, ...] = ()  # per candidate, its check and decision: "pass, accept"
+
+    @property
+    def selected(self) -> bool:
+        return self.selected_id == self.edit_id
+
+    @property
+    def candidate(self) -> str | None:
+        """``2/3`` when the spec has several candidates."""
+        if len(self.candidates) < 2 or self.edit_id not in self.candidates:
+            return None
+        return f"{self.candidates.index(self.edit_id) + 1}/{len(self.candidates)}"
 
 
-def largest_change(original: np.ndarray, edited: np.ndarray) -> np.ndarray:
-    """Per pixel, the largest absolute channel difference (0..255, uint8)."""
-    return np.abs(original.astype(np.int16) - edited.astype(np.int16)).max(axis=-1).astype(np.uint8)
+@dataclass(frozen=True)
+class Layout:
+    """Which panels, and how many cells each picture takes."""
 
-
-def heat_colours(values: np.ndarray) -> np.ndarray:
-    """Map 0..255 to black → red → yellow → white (a "hot" scale), uint8 RGB."""
-    v = values.astype(np.float64) / 255.0
-    r = np.clip(3 * v, 0, 1)
-    g = np.clip(3 * v - 1, 0, 1)
-    b = np.clip(3 * v - 2, 0, 1)
-    return (np.stack([r, g, b], axis=-1) * 255 + 0.5).astype(np.uint8)
-
-
-def block_max(values: np.ndarray, cols: int, rows: int) -> np.ndarray:
-    """Shrink a 2-D map to ``(2·rows, cols)`` keeping each block's maximum, so small changes stay visible."""
-    height, width = values.shape
-    ys = np.linspace(0, height, 2 * rows + 1).astype(int)
-    xs = np.linspace(0, width, cols + 1).astype(int)
-    ys[1:] = np.maximum(ys[1:], ys[:-1] + 1)
-    xs[1:] = np.maximum(xs[1:], xs[:-1] + 1)
-    rowmax = np.maximum.reduceat(values, np.minimum(ys[:-1], height - 1), axis=0)
-    return np.maximum.reduceat(rowmax, np.minimum(xs[:-1], width - 1), axis=1)
-
-
-def outline(mask_cells: np.ndarray) -> np.ndarray:
-    """Boolean outline of a boolean cell mask: mask pixels with a 4-neighbour outside it."""
-    padded = np.pad(mask_cells, 1, constant_values=False)
-    interior = padded[:-2, 1:-1] & padded[2:, 1:-1] & padded[1:-1, :-2] & padded[1:-1, 2:]
-    return mask_cells & ~interior
-
-
-def mask_cells(mask: np.ndarray, cols: int, rows: int) -> np.ndarray:
-    return np.asarray(Image.fromarray(mask).resize((cols, 2 * rows), Image.Resampling.NEAREST)) > 127
-
-
-def original_panel(data: ViewData, cols: int, rows: int) -> np.ndarray:
-    pixels = to_cells(data.original, cols, rows).copy()
-    pixels[outline(mask_cells(data.mask, cols, rows))] = OUTLINE_RGB
-    return pixels
-
-
-def difference_panel(data: ViewData, mode: str, cols: int, rows: int) -> np.ndarray:
-    if mode == "heat":
-        diff = data.difference if data.difference is not None else largest_change(data.original, data.edited)
-        return heat_colours(block_max(diff, cols, rows))
-    faded = (to_cells(data.original, cols, rows).astype(np.float64) * 0.35 + 255 * 0.65).astype(np.uint8)
-    leaks = block_max(data.leaks.astype(np.uint8), cols, rows) > 0
-    faded[leaks] = LEAK_RGB
-    faded[outline(mask_cells(data.mask, cols, rows))] = OUTLINE_RGB
-    return faded
+    panels: tuple[str, ...]
+    cols: int
+    rows: int
 
 
 def _fmt(value: float | None, fmt: str, none: str = "n/a") -> str:
     return none if value is None else format(value, fmt)
 
 
-def metrics_table(check: dict[str, Any] | None) -> Table | Text:
+def metrics_line(check: dict[str, Any] | None) -> Text:
+    """``SSIM 0.9871  PSNR 38.2 dB  LPIPS out 0.031 in 0.412  leaks 0.12% (40)  Δ in 0.183`` on one line."""
     if check is None:
         return Text("not checked yet: run 'cfkit check' (or press g to regenerate)", style="yellow")
     m = check["metrics"]
-    table = Table.grid(padding=(0, 2))
-    table.add_column(style="bold")
-    table.add_column(justify="right")
-    table.add_column(style="bold")
-    table.add_column(justify="right")
     psnr = "∞" if m.get("psnr_out") is None and m.get("mse_out") == 0 else _fmt(m.get("psnr_out"), ".1f")
-    table.add_row("SSIM out", _fmt(m.get("ssim_out"), ".4f"), "LPIPS out", _fmt(m.get("lpips_out"), ".3f"))
-    table.add_row("PSNR out", f"{psnr} dB", "LPIPS in", _fmt(m.get("lpips_in"), ".3f"))
-    table.add_row("leaks", f"{100 * m.get('leak_share', 0):.2f}% ({m.get('leak_count', 0)})",
-                  "Δ in", _fmt(m.get("mad_in"), ".3f"))
-    return table
-
-
-def verdict_text(check: dict[str, Any] | None) -> Text:
-    if check is None:
-        return Text("")
-    colour = "bold green" if check["verdict"] == "pass" else "bold red"
-    text = Text.assemble(("verdict: ", "bold"), (check["verdict"], colour))
-    if not check["lpips_measured"]:
-        text.append(" (without LPIPS)", style="yellow")
-    for reason in check["reasons"]:
-        text.append(f"\n  • {reason}", style="red")
+    text = Text()
+    for label, value in (("SSIM", _fmt(m.get("ssim_out"), ".4f")), ("PSNR", f"{psnr} dB"),
+                         ("LPIPS out", _fmt(m.get("lpips_out"), ".3f")), ("in", _fmt(m.get("lpips_in"), ".3f")),
+                         ("leaks", f"{100 * m.get('leak_share', 0):.2f}% ({m.get('leak_count', 0)})"),
+                         ("Δ in", _fmt(m.get("mad_in"), ".3f"))):
+        if text:
+            text.append("  " if label != "in" else " ")
+        text.append(f"{label} ", style="bold")
+        text.append(value)
     return text
 
 
-class EditView:
-    """One edit for review, fitted to the console's width (stacked when narrower than three panels)."""
+def check_line(data: ViewData, *, reasons: bool = True) -> Text:
+    """``check: pass (without LPIPS) · review: accept — note``; a failed check's reasons follow (``reasons``)."""
+    check = data.check
+    text = Text.assemble(("check: ", "bold"))
+    if check is None:
+        text.append("—", style="yellow")
+    else:
+        text.append(check["verdict"], style="bold green" if check["verdict"] == "pass" else "bold red")
+        if not check["lpips_measured"]:
+            text.append(" (without LPIPS)", style="yellow")
+    text.append("  review: ", style="bold")
+    text.append(data.decision or "not decided", style=None if data.decision else "dim")
+    if data.note:
+        text.append(f" — {data.note}")
+    if reasons and check is not None and check["reasons"]:
+        text.append("  " + "; ".join(check["reasons"]), style="red")
+    return text
 
-    def __init__(self, data: ViewData, *, diff_mode: str = "heat", max_rows: int = MAX_PANEL_ROWS):
+
+def candidates_line(data: ViewData) -> Text:
+    """``candidates: #1 pass · #4 fail, reject · ▸#6 pass`` — each with its own check and decision."""
+    text = Text.assemble(("candidates: ", "bold"))
+    for k, (edit_id, state) in enumerate(zip(data.candidates, data.candidate_states)):
+        if k:
+            text.append(" · ", style="dim")
+        current = edit_id == data.edit_id
+        text.append(("▸" if current else "") + f"#{edit_id}", style="bold" if current else "")
+        text.append(f" {state}" + (" (selected)" if edit_id == data.selected_id else ""),
+                    style="bold" if current else "dim")
+    return text
+
+
+def header_line(data: ViewData, width: int) -> Text:
+    """``EX03 · Foreground stars removed  #3 composite · classical  cand 1/2  selected  [1 of 3]``, fitted to ``width``.
+
+    The spec id, the edit, its candidate number, whether it is selected and the
+    position always show; the title comes next (shortened when it must be), the
+    engine only where there is room for both.
+    """
+    edit = Text(f"  #{data.edit_id} {data.variant}", style="bold")
+    engine = Text(f" · {data.engine}" + (f" {data.model}" if data.model else ""), style="dim")
+    status = Text()
+    if data.candidate:
+        status.append(f"  cand {data.candidate}", style="bold")
+    if data.selected:
+        status.append("  selected", style="green")
+    elif data.selected_id is not None:
+        status.append(f"  not selected (#{data.selected_id} is)", style="yellow")
+    else:
+        status.append("  none selected", style="yellow")
+    if data.position:
+        status.append(f"  [{data.position}]", style="dim")
+    line = Text(data.spec_id, style="bold cyan")
+    title = Text(f" · {data.title}")
+    room = width - line.cell_len - edit.cell_len - status.cell_len
+    show_engine = room >= title.cell_len + engine.cell_len
+    if room >= 6:
+        title.truncate(room, overflow="ellipsis")
+        line.append_text(title)
+    line.append_text(edit)
+    if show_engine:
+        line.append_text(engine)
+    line.append_text(status)
+    line.truncate(width, overflow="ellipsis")
+    return line
+
+
+def _line(text: Text | str, width: int, style: str | None = None) -> Text:
+    line = text if isinstance(text, Text) else Text(text, style=style or "")
+    line = line.copy()
+    line.no_wrap = True
+    line.overflow = "ellipsis"
+    line.truncate(width, overflow="ellipsis")
+    return line
+
+
+class EditView:
+    """One edit for review, fitted to the console's width and, when ``max_height`` is given, to that many lines.
+
+    ``panels`` forces a count (1-3; default: what the width allows); with
+    fewer than three, ``flip`` chooses the other panel shown (see
+    :meth:`layout`). ``zoom`` (1, 2 …) crops every panel to one of the mask's
+    boxes (:func:`cfkit.review.panels.zoom_boxes`); 0 shows the whole image.
+    """
+
+    def __init__(self, data: ViewData, *, diff_mode: str = "heat", zoom: int = 0, flip: int = 0,
+                 panels: int | None = None, max_height: int | None = None):
         if diff_mode not in DIFF_MODES:
             raise ValueError(f"diff_mode must be one of {DIFF_MODES}, not {diff_mode!r}")
         self.data = data
         self.diff_mode = diff_mode
-        self.max_rows = max_rows
+        self.zoom = zoom
+        self.flip = flip
+        self.panels = panels
+        self.max_height = max_height
 
-    def layout(self, width: int) -> tuple[bool, int, int]:
-        """(side by side?, columns, rows) of each picture at a console ``width``."""
+    def panel_count(self, width: int) -> int:
+        if self.panels is not None:
+            return max(1, min(3, self.panels))
+        for count in (3, 2):
+            if (width - (count - 1)) // count >= MIN_PANEL_COLS[count]:
+                return count
+        return 1
+
+    def layout(self, width: int) -> Layout:
+        """The panels and their size at a console ``width`` (and this view's ``max_height``).
+
+        Three panels: original, edited, difference. Two: the original and
+        ``(edited, difference)[flip % 2]``. One: ``PANELS[flip % 3]``.
+        """
+        count = self.panel_count(width)
+        if count == 3:
+            names = PANELS
+        elif count == 2:
+            names = ("original", ("edited", "difference")[self.flip % 2])
+        else:
+            names = (PANELS[self.flip % 3],)
+        max_rows = MAX_PANEL_ROWS if self.max_height is None else max(2, self.max_height - TEXT_LINES)
         height, img_width = self.data.original.shape[:2]
-        side = width >= 3 * MIN_PANEL + 2
-        limit = (width - 2) // 3 if side else width
-        cols, rows = fit_cells(img_width, height, limit, self.max_rows)
-        return side, cols, rows
+        cols, rows = fit_cells(img_width, height, (width - (count - 1)) // count, max_rows)
+        return Layout(names, cols, rows)
+
+    def _label(self, name: str, pictures: Pictures, last: bool) -> str:
+        """A panel's caption; the last one also says how far the view is zoomed."""
+        if name == "original":
+            text = f"original · {'derived mask' if self.data.mask_note else 'mask'} outlined"
+        elif name == "edited":
+            text = f"edited ({self.data.variant})"
+        else:
+            text = "difference (heat)" if self.diff_mode == "heat" else "leaks over faded original"
+        if last and pictures.zoom:
+            text += f" · zoom ×{pictures.zoom:.1f}" + (f" ({pictures.region})" if pictures.region else "")
+        return text
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        return Measurement(min(options.max_width, MIN_PANEL), options.max_width)
+        return Measurement(min(options.max_width, MIN_PANEL_COLS[2]), options.max_width)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         d = self.data
-        side, cols, rows = self.layout(options.max_width)
-        head = Text.assemble((d.spec_id, "bold cyan"), " · ", d.title,
-                             (f"   edit #{d.edit_id} {d.variant} · {d.engine}", "dim"))
-        if d.position:
-            head.append(f"   [{d.position}]", style="dim")
-        yield head
-        panels = [
-            (original_panel(d, cols, rows), "original (mask outlined)"),
-            (to_cells(d.edited, cols, rows), f"edited ({d.variant})"),
-            (difference_panel(d, self.diff_mode, cols, rows),
-             "difference (heat)" if self.diff_mode == "heat" else "leaks over faded original"),
-        ]
-        pictures = [Group(HalfBlockImage(p, max_cols=cols), Text(label, style="dim", overflow="ellipsis",
-                                                                 no_wrap=True))
-                    for p, label in panels]
-        if side:
-            grid = Table.grid(padding=(0, 1))
-            for _ in pictures:
-                grid.add_column(width=cols, no_wrap=True)
-            grid.add_row(*pictures)
-            yield grid
+        width = options.max_width
+        fitted = self.max_height is not None
+        layout = self.layout(width)
+        pictures = Pictures.of(d.original, d.edited, d.mask, d.leaks, d.difference, zoom=self.zoom)
+        yield header_line(d, width)
+        cells = [HalfBlockImage(panel(pictures, name, layout.cols, 2 * layout.rows, diff_mode=self.diff_mode),
+                                max_cols=layout.cols) for name in layout.panels]
+        labels = [_line(self._label(name, pictures, k == len(layout.panels) - 1), layout.cols, "dim")
+                  for k, name in enumerate(layout.panels)]
+        grid = Table.grid(padding=(0, 1))
+        for _ in layout.panels:
+            grid.add_column(width=layout.cols, no_wrap=True)
+        grid.add_row(*cells)
+        grid.add_row(*labels)
+        yield grid
+        cue = Text.assemble(("cue: ", "bold"), d.cue)
+        replacement = Text.assemble(("replacement: ", "bold"), d.replacement)
+        # Lines shown where the terminal has room for them, most useful first.
+        reasons = [Text(f"  • {reason}", style="red") for reason in (d.check or {}).get("reasons", [])]
+        extra = list(reasons)
+        if d.mask_note:
+            extra.append(Text.assemble(("mask: ", "bold"), (d.mask_note, "yellow")))
+        if len(d.candidate_states) > 1 and len(d.candidate_states) == len(d.candidates):
+            extra.append(candidates_line(d))
+        if fitted:
+            room = max(0, self.max_height - self.height(width))
+            yield _line(cue, width)
+            yield _line(replacement, width)
+            yield _line(metrics_line(d.check), width)
+            yield _line(check_line(d, reasons=room < len(reasons)), width)  # the reasons inline when no room
+            for line in extra[:room] if room >= len(reasons) else extra[len(reasons):][:room]:
+                yield _line(line, width)
         else:
-            yield from pictures
-        yield Text.assemble(("cue: ", "bold"), d.cue)
-        yield Text.assemble(("replacement: ", "bold"), d.replacement)
-        yield metrics_table(d.check)
-        yield verdict_text(d.check)
-        if d.decision:
-            review = Text.assemble(("review: ", "bold"), d.decision)
-            if d.note:
-                review.append(f" — {d.note}")
-            yield review
+            yield Group(cue, replacement, metrics_line(d.check), check_line(d, reasons=False), *extra)
 
-
-def keys_help() -> Text:
-    return Text.from_markup(
-        "[bold]a[/] accept  [bold]r[/] reject (asks a note)  [bold]g[/] regenerate  [bold]s[/] skip  "
-        "[bold]d[/] diff/leaks  [bold]v[/] raw/composite  [bold]?[/] help  [bold]q[/] quit"
-    )
-
+    def height(self, width: int) -> int:
+        """Lines the view takes at ``width`` when fitted (``max_height`` given)."""
+        return self.layout(width).rows + TEXT_LINES

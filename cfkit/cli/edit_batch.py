@@ -1,0 +1,229 @@
+"""Rendering a batch of edits: one progress line per spec on stderr, a summary table on stdout."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from cfkit.cli.console import err, out, print_json, warn
+from cfkit.cli.progress import engine_spinner
+from cfkit.errors import CheckFailed, CfkitError
+
+STATUS_STYLE = {"made": "green", "check failed": "red", "failed": "red", "kept": "cyan"}
+
+
+def edit_batch(ws, spec_ids: list[str], *, all_specs: bool, pending: bool, engine: str | None, n: int | None,
+               seed: int | None, model: str | None, options: dict, again: bool, dry_run: bool,
+               as_json: bool) -> None:
+    """``cfkit edit`` with several specs, ``--all`` or ``--pending``."""
+    from cfkit.edit_batch import batch_ids, make_edits
+
+    ids = batch_ids(ws, spec_ids, all_specs=all_specs, pending=pending)
+    if not ids:
+        err.print("Nothing pending: every spec has an edit that no review rejected. "
+                  "Use --all (or name the specs) to edit them anyway.")
+        return
+    if dry_run:
+        _dry_run(ws, ids, engine=engine, n=n, seed=seed, model=model, options=options, as_json=as_json)
+        return
+    lpips_notes: list[str] = []
+
+    def progress(index: int, total: int, result) -> None:
+        outcome = result.outcome
+        if outcome is not None:
+            for attempt in outcome.attempts:
+                if attempt.outcome != "used":
+                    warn(f"{result.spec_id}: {attempt.engine} {attempt.outcome}: {attempt.reason}")
+            note = _lpips_note(outcome)
+            if note and not lpips_notes:
+                lpips_notes.append(note)
+                warn(note)
+        err.print(f"[dim][{index}/{total}][/] {_line(result)}")
+
+    batch = make_edits(ws, ids, engine=engine, n=n, seed=seed, model=model, options=options, again=again,
+                       engine_call=engine_spinner, progress=progress)
+    if as_json:
+        print_json([r.as_dict() for r in batch.results])
+    else:
+        out.print(_summary(batch))
+    counts = ", ".join(f"{batch.count(s)} {s}" for s in ("made", "check failed", "failed", "kept") if batch.count(s))
+    err.print(f"{len(batch.results)} spec{'s' if len(batch.results) != 1 else ''}: {counts}.", style="dim")
+    if batch.failed:
+        for result in batch.failed:
+            err.print(f"  [red]{result.spec_id}[/]: {escape(_why(result))}")
+        names = ", ".join(r.spec_id for r in batch.failed)
+        raise CheckFailed(f"{len(batch.failed)} of {len(batch.results)} specs did not end with an edit that passed "
+                          f"its check ({names}); see above. Fix them and run 'cfkit edit --pending', or review "
+                          "the failed checks with 'cfkit review SPEC'.")
+    if batch.count("made"):
+        err.print("Next: cfkit review --pending", style="dim")
+
+
+def _lpips_note(outcome) -> str | None:
+    for results in (outcome.checks or {}).values():
+        for r in results:
+            note = r.metrics.get("lpips_note")
+            if note and note.startswith("LPIPS unavailable"):
+                return note
+    return None
+
+
+def engine_text(engine: str | None, model: str | None) -> str:
+    """``classical-recolor``, ``openai gpt-image-2``: the engine and its model, without saying the engine twice."""
+    if not model:
+        return engine or ""
+    return model if engine and model.startswith(engine) else f"{engine} {model}"
+
+
+def short_verdict(label: str | None) -> str:
+    """``pass*`` for ``pass (without LPIPS)``: the table's caption says what the star means."""
+    if label is None:
+        return "not checked"
+    return label.removesuffix(" (without LPIPS)") + ("*" if label.endswith(" (without LPIPS)") else "")
+
+
+def _edits_text(result) -> str:
+    outcome = result.outcome
+    if outcome is None:
+        return "" if result.kept is None else f"#{result.kept} accepted"
+    return " ".join(f"#{r.id}" for r in outcome.records)
+
+
+def _checks_text(result) -> str:
+    outcome = result.outcome
+    if outcome is None:
+        return ""
+    if outcome.check_error is not None:
+        return "not checked"
+    return ", ".join(short_verdict(outcome.verdicts.get(r.id)) for r in outcome.records)
+
+
+def _why(result) -> str:
+    if result.error is not None:
+        return str(result.error)
+    if result.outcome is not None and result.outcome.check_error is not None:
+        return f"the check could not run: {result.outcome.check_error}"
+    return f"check: {_checks_text(result)}"
+
+
+def _line(result) -> str:
+    """``EX01 made #4 classical classical-recolor · check pass · 0.8 s``."""
+    style = STATUS_STYLE[result.status]
+    head = f"{result.spec_id} [{style}]{result.status}[/]"
+    if result.status == "kept":
+        return f"{head}: accepted edit #{result.kept} stays (pass --again to add candidates)"
+    if result.status == "failed":
+        return f"{head}: {escape(str(result.error))}"
+    outcome = result.outcome
+    engine = engine_text(outcome.engine, outcome.records[0].model)
+    return f"{head} {_edits_text(result)} {escape(engine)} · {escape(_checks_text(result))} · {result.seconds:.1f} s"
+
+
+def _summary(batch) -> Table:
+    table = Table(title="Edits made", title_justify="left")
+    for name in ("spec", "result", "edits", "engine", "check", "time"):
+        table.add_column(name, justify="right" if name == "time" else "left",
+                         no_wrap=name in ("spec", "result", "time"))
+    for result in batch.results:
+        outcome = result.outcome
+        engine = "" if outcome is None else engine_text(outcome.engine, outcome.records[0].model)
+        check = _checks_text(result) if result.status != "failed" else escape(str(result.error))
+        table.add_row(result.spec_id, f"[{STATUS_STYLE[result.status]}]{result.status}[/]", _edits_text(result),
+                      escape(engine), escape(check) if result.status != "failed" else check,
+                      f"{result.seconds:.1f} s" if result.status != "kept" else "")
+    if any("*" in _checks_text(r) for r in batch.results):
+        table.caption, table.caption_justify = "* checked without LPIPS", "left"
+    return table
+
+
+def _dry_run(ws, ids: list[str], **kwargs) -> None:
+    from cfkit.edit import plan_edit
+
+    as_json = kwargs.pop("as_json")
+    rows, problems = [], []
+    for spec_id in ids:
+        try:
+            rows.append(plan_edit(ws, spec_id, **kwargs))
+        except CfkitError as exc:
+            problems.append((spec_id, exc))
+    if as_json:
+        print_json({"dry_run": True, "plans": [{"spec": p.spec_id, "engines": p.engines, "n": p.n,
+                                                "mask_coverage": round(100 * p.mask_coverage, 2),
+                                                "source_size": p.source_size, "notes": p.notes} for p in rows],
+                    "problems": [{"spec": s, "error": str(e)} for s, e in problems]})
+    else:
+        table = Table(title="Dry run: what each edit would send", title_justify="left")
+        for name in ("spec", "case", "engines", "source", "mask", "candidates"):
+            table.add_column(name)
+        for p in rows:
+            table.add_row(p.spec_id, p.case_id, " then ".join(p.engines), f"{p.source_size[0]}x{p.source_size[1]}",
+                          f"{100 * p.mask_coverage:.1f}%", str(p.n))
+        out.print(table)
+        for spec_id, exc in problems:
+            err.print(f"  [red]{spec_id}[/]: {escape(str(exc))}")
+        err.print("dry run: nothing was sent and nothing was written.", style="dim")
+    if problems:
+        first = problems[0][1]
+        raise type(first)(f"{len(problems)} of {len(ids)} specs cannot be edited as asked "
+                          f"({', '.join(s for s, _ in problems)}); see above.") if len(problems) > 1 else first
+
+
+# ── edits import ───────────────────────────────────────────────────────────
+
+IMPORT_STYLE = {"imported": "green", "check failed": "red", "failed": "red", "kept": "cyan",
+                "already imported": "cyan"}
+
+
+def render_import(run, *, as_json: bool) -> None:
+    """Run an import (``run(progress)``), a line per file on stderr, then the summary."""
+
+    def progress(index: int, total: int, result) -> None:
+        err.print(f"[dim][{index}/{total}][/] {_import_line(result)}")
+
+    outcome = run(progress)
+    for written in outcome.masks:
+        m = written.mask
+        err.print(f"mask {escape(str(written.path))}: derived from {escape(written.source)} "
+                  f"({100 * m.coverage:.2f}% of the image, {m.regions} region{'s' if m.regions != 1 else ''}); "
+                  f"[yellow]flagged for review[/]")
+    for path in outcome.ignored:
+        err.print(f"left alone (not an image): {escape(path.name)}", style="dim")
+    if as_json:
+        print_json({"files": [r.as_dict() for r in outcome.results], "masks": [m.as_dict() for m in outcome.masks],
+                    "ignored": [p.name for p in outcome.ignored]})
+    else:
+        table = Table(title="Edits imported", title_justify="left")
+        for name in ("file", "spec", "result", "edit", "check"):
+            table.add_column(name, no_wrap=name != "check")
+        for r in outcome.results:
+            made = r.outcome
+            edit = (" ".join(f"#{e.id}" for e in made.records) if made is not None
+                    else ("" if r.existing is None else f"#{r.existing}"))
+            check = (escape(str(r.error)) if r.error is not None else
+                     "" if made is None else ", ".join(short_verdict(made.verdicts.get(e.id)) for e in made.records))
+            table.add_row(escape(r.file.path.name), r.file.spec_id, f"[{IMPORT_STYLE[r.status]}]{r.status}[/]", edit,
+                          check)
+        if any("*" in short_verdict(v) for r in outcome.results if r.outcome for v in r.outcome.verdicts.values()):
+            table.caption, table.caption_justify = "* checked without LPIPS", "left"
+        out.print(table)
+    counts = ", ".join(f"{outcome.count(s)} {s}" for s in IMPORT_STYLE if outcome.count(s))
+    err.print(f"{len(outcome.results)} file{'s' if len(outcome.results) != 1 else ''}: {counts}.", style="dim")
+    if outcome.failed:
+        names = ", ".join(r.file.path.name for r in outcome.failed)
+        raise CheckFailed(f"{len(outcome.failed)} of {len(outcome.results)} files did not become an edit that "
+                          f"passed its check ({names}); see above.")
+    if outcome.count("imported"):
+        err.print("Next: cfkit review --pending", style="dim")
+
+
+def _import_line(result) -> str:
+    head = f"{escape(result.file.path.name)} → {result.file.spec_id} [{IMPORT_STYLE[result.status]}]{result.status}[/]"
+    if result.status == "kept":
+        return f"{head}: accepted edit #{result.existing} stays (pass --again to import it as a candidate)"
+    if result.status == "already imported":
+        return f"{head} as #{result.existing}"
+    if result.error is not None:
+        return f"{head}: {escape(str(result.error))}"
+    made = result.outcome
+    checks = ", ".join(short_verdict(made.verdicts.get(e.id)) for e in made.records)
+    return f"{head} #{' #'.join(str(e.id) for e in made.records)} · {escape(checks)}"

@@ -1,0 +1,191 @@
+"""Several edits in one process: ``cfkit edit CF01 CF02 …``, ``--all``, ``--pending``; and one more like an edit.
+
+:func:`make_edits` runs :func:`cfkit.edit.make_edit` for each spec in turn and
+keeps going when one fails: each spec ends as one :class:`SpecEdit` — made
+(and its check passed), check failed, failed (with the error), or kept (an
+accepted edit stays, unless ``again``). The arguments that hold for every spec
+(engines, candidates, option keys) are checked once, before the first spec.
+
+:func:`settings_of` reads back how an edit was made — engine, model, the
+options it was asked for — so that "regenerate" in the review makes another
+candidate the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cfkit.edit import EditOutcome, EngineCall, make_edit
+from cfkit.edit_arguments import edit_arguments
+from cfkit.editors import editor_class
+from cfkit.errors import CfkitError, PluginError, SpecError, UsageError
+from cfkit.specs import load_spec, spec_files, spec_path
+from cfkit.store import Store, edits, reviews
+from cfkit.store.edits import EditRecord
+from cfkit.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class SpecEdit:
+    """How one spec of a batch ended."""
+
+    spec_id: str
+    status: str  # made | check failed | failed | kept
+    outcome: EditOutcome | None = None
+    error: CfkitError | None = None
+    kept: int | None = None  # the accepted edit that was kept
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("failed", "check failed")
+
+    def as_dict(self) -> dict[str, Any]:
+        outcome = self.outcome
+        return {"spec": self.spec_id, "status": self.status, "seconds": round(self.seconds, 3),
+                "engine": None if outcome is None else outcome.engine,
+                "edits": [] if outcome is None else [{"id": r.id, "model": r.model, "check": outcome.verdicts.get(r.id)}
+                                                     for r in outcome.records],
+                "error": None if self.error is None else str(self.error), "kept": self.kept}
+
+
+@dataclass
+class BatchOutcome:
+    """Every spec of a batch, in the order they ran."""
+
+    results: list[SpecEdit] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[SpecEdit]:
+        return [r for r in self.results if r.failed]
+
+    def count(self, status: str) -> int:
+        return sum(r.status == status for r in self.results)
+
+
+# ── which specs ────────────────────────────────────────────────────────────
+
+
+def needs_edit(store: Store, spec_id: str) -> bool:
+    """Whether a spec has no usable edit: none made, or every one failed, was refused or was rejected."""
+    for record in edits.ok_edits(store, spec_id):
+        decision = reviews.on_edit(store, record.id)
+        if decision is None or decision.decision != "reject":
+            return False
+    return True
+
+
+def batch_ids(ws: Workspace, spec_ids: list[str], *, all_specs: bool = False, pending: bool = False) -> list[str]:
+    """The specs a batch edits: the ids given, every spec (``all_specs``), or those without a usable edit."""
+    if sum([bool(spec_ids), all_specs, pending]) != 1:
+        raise UsageError("give spec ids, --all or --pending (one of them). Example: 'cfkit edit CF01 CF02'.")
+    if spec_ids:
+        unknown = [spec_id for spec_id in spec_ids if not spec_path(ws, spec_id).is_file()]
+        if unknown:
+            load_spec(ws, unknown[0])  # raises the "no spec, these are there" error
+        return list(dict.fromkeys(spec_ids))
+    ids = [path.stem for path in spec_files(ws)]
+    if not ids:
+        raise SpecError(f"no spec files in {ws.interventions_dir}. Create them with 'cfkit specs new'.")
+    if all_specs or not ws.db_path.is_file():
+        return ids
+    with Store(ws.db_path) as store:
+        return [spec_id for spec_id in ids if needs_edit(store, spec_id)]
+
+
+# ── the batch ──────────────────────────────────────────────────────────────
+
+
+def make_edits(ws: Workspace, spec_ids: list[str], *, engine: str | None = None, n: int | None = None,
+               seed: int | None = None, model: str | None = None, options: Mapping[str, Any] | None = None,
+               again: bool = False, engine_call: EngineCall | None = None,
+               progress: Callable[[int, int, SpecEdit], None] | None = None) -> BatchOutcome:
+    """Edit each spec of ``spec_ids`` in turn; a failure is recorded and the next spec runs.
+
+    The arguments are those of :func:`cfkit.edit.make_edit` (``--input`` names
+    one file, so it has no place in a batch). ``progress(i, total, result)`` is
+    called after each spec.
+    """
+    # 1. What holds for every spec, checked once (a bad engine name must not fail 36 times).
+    edit_arguments(ws, engine=engine, n=n, model=model, options=options)
+    batch = BatchOutcome()
+    total = len(spec_ids)
+    for index, spec_id in enumerate(spec_ids, start=1):
+        started = time.monotonic()
+        # 2. An accepted edit stays unless more candidates are asked for.
+        kept = _accepted(ws, spec_id) if not again else None
+        if kept is not None:
+            result = SpecEdit(spec_id, "kept", kept=kept)
+        else:
+            # 3. The edit, its files and its check; any cfkit error ends this spec only.
+            try:
+                outcome = make_edit(ws, spec_id, engine=engine, n=n, seed=seed, model=model, options=options,
+                                    again=again, engine_call=engine_call)
+            except CfkitError as exc:
+                result = SpecEdit(spec_id, "failed", error=exc, seconds=time.monotonic() - started)
+            else:
+                passed = outcome.check_error is None and all(
+                    (outcome.verdicts.get(r.id) or "").startswith("pass") for r in outcome.records)
+                result = SpecEdit(spec_id, "made" if passed else "check failed", outcome=outcome,
+                                  seconds=time.monotonic() - started)
+        batch.results.append(result)
+        if progress is not None:
+            progress(index, total, result)
+    return batch
+
+
+def _accepted(ws: Workspace, spec_id: str) -> int | None:
+    if not ws.db_path.is_file():
+        return None
+    with Store(ws.db_path) as store:
+        return reviews.accepted_edit_id(store, spec_id)
+
+
+# ── one more like an edit ──────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class EditSettings:
+    """How an edit was made, as :func:`cfkit.edit.make_edit` takes it."""
+
+    engine: str
+    model: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return {"engine": self.engine, "model": self.model, "options": dict(self.options)}
+
+    def describe(self) -> str:
+        """``classical`` / ``openai gpt-image-2, quality=high``."""
+        text = self.engine + (f" {self.model}" if self.model else "")
+        if self.options:
+            text += ", " + ", ".join(f"{key}={value}" for key, value in self.options.items())
+        return text
+
+
+def settings_of(record: EditRecord) -> EditSettings:
+    """The engine, model and options an edit was made with, to make another candidate like it.
+
+    The model is passed only to an engine that takes a ``model`` option; the
+    options are those the edit was asked for (``-o``, ``--model``, ``--input``),
+    recorded in its params; cfkit.toml and the spec add theirs again as for any
+    edit. An engine that is no longer installed is refused, and so is an edit
+    imported from a file (it would come back the same).
+    """
+    try:
+        fields = editor_class(record.engine).Options.model_fields
+    except PluginError as exc:
+        raise PluginError(f"edit #{record.id} was made with engine '{record.engine}', which is not installed here "
+                          f"({exc}). Regenerate with another engine.") from exc
+    options = dict(record.params.get("requested_options") or {})
+    model = options.pop("model", None) or (record.model if "model" in fields else None)
+    if "input" in options:
+        # An edit imported from a file (--input): the same settings would import the same file again.
+        raise UsageError(f"edit #{record.id} was imported from {Path(options['input']).name}; made again it would be "
+                         "the same image. Choose an engine that makes a new one (G in the review, or "
+                         f"'cfkit edit {record.spec_id} --engine NAME --again').")
+    return EditSettings(record.engine, model, options)
