@@ -15,14 +15,14 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cfkit.cases import check_case_id
 from cfkit.errors import CaptionError, describe_validation
 from cfkit.files import read_text
 from cfkit.workspace import Workspace
+from cfkit.yamlfile import load_yaml
 
 HUMAN = "human"
 
-# libyaml's safe loader when PyYAML was built with it: the same documents, ten times faster.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class Caption(BaseModel):
@@ -46,17 +46,13 @@ class Caption(BaseModel):
 
 
 def caption_path(ws: Workspace, case_id: str) -> Path:
-    return ws.captions_dir / f"{case_id}.yaml"
+    """The caption file of ``case_id``; an id that is not a case id (``../../x``) never becomes a path."""
+    return ws.captions_dir / f"{check_case_id(case_id)}.yaml"
 
 
 def parse_caption(text: str, path: Path) -> Caption:
     """Parse caption YAML; errors name the file and the field."""
-    try:
-        raw = yaml.load(text, Loader=_YAML_LOADER)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise CaptionError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)}). Fix the file.") from exc
+    raw = load_yaml(text, path, CaptionError)
     if not isinstance(raw, dict):
         raise CaptionError(f"{path}: expected a mapping with 'neutral', 'evidence', 'author', 'reviewed'.")
     try:

@@ -9,6 +9,7 @@ in 0..1 image coordinates), rasterised at the source image's size.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,7 +61,11 @@ def rasterize_regions(regions: list[Region], size: tuple[int, int]) -> np.ndarra
     for region in regions:
         if region.box is not None:
             x0, y0, x1, y1 = region.box
-            draw.rectangle([x0 * width, y0 * height, x1 * width - 1, y1 * height - 1], fill=255)
+            # Whole pixels the box touches: a box narrower than a pixel still marks the one it lies in.
+            left, top = min(int(x0 * width), width - 1), min(int(y0 * height), height - 1)
+            right = max(left, min(math.ceil(x1 * width), width) - 1)
+            bottom = max(top, min(math.ceil(y1 * height), height) - 1)
+            draw.rectangle([left, top, right, bottom], fill=255)
         else:
             draw.polygon([(x * width, y * height) for x, y in region.polygon], fill=255)
     return np.asarray(canvas, dtype=np.uint8).copy()
@@ -80,6 +85,8 @@ def load_mask(ws: Workspace, spec: Spec, size: tuple[int, int]) -> Mask:
             f"spec {spec.id}: no mask; add 'mask: masks/{spec.id}.png' (white = edit) or 'regions:' boxes/polygons, "
             f"or derive one from an edit made elsewhere: 'cfkit specs mask {spec.id} --from-edit EDITED.png'."
         )
+    if path.is_dir():
+        raise SpecError(f"spec {spec.id}: mask {path} is a folder, not an image; point 'mask:' at the PNG.")
     if not path.is_file():
         raise SpecError(
             f"spec {spec.id}: mask file {path} is missing. Draw it at the source image's size "
@@ -94,6 +101,11 @@ def load_mask(ws: Workspace, spec: Spec, size: tuple[int, int]) -> Mask:
     if image.mode in ("RGBA", "LA") and image.getextrema()[-1][0] < 255:
         # Transparent-where-edit masks (the OpenAI convention) are read the same way.
         gray = 255 - np.asarray(image.getchannel("A"), dtype=np.uint8)
+    elif image.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+        # 16-bit and float masks are scaled to 8 bits, not clipped (a 16-bit white is 65535, not 255).
+        values = np.asarray(image, dtype=np.float64)
+        top = 1.0 if image.mode == "F" and values.max() <= 1.0 else (65535.0 if values.max() > 255 else 255.0)
+        gray = np.clip(values / top * 255.0 + 0.5, 0, 255).astype(np.uint8)
     else:
         gray = np.asarray(image.convert("L"), dtype=np.uint8)
     note = None

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from cfkit.cases import CaseSet
 from cfkit.errors import CaseError, InputError, OutputError, SpecError
 from cfkit.files import read_text, write_text_atomic
 from cfkit.specs import Spec, build_spec, dump_spec, spec_path, try_load_cases
 from cfkit.workspace import Workspace
+from cfkit.yamlfile import load_yaml
 
 #: Columns of a CSV that hold lists, and the separator between their items.
 LIST_COLUMNS = {"preserve": ";"}
@@ -144,12 +144,7 @@ def read_spec_rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _yaml_rows(text: str, path: Path) -> list[tuple[str, dict[str, Any]]]:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise SpecError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', None) or 'malformed'}).") from exc
+    data = load_yaml(text, path, SpecError)
     if isinstance(data, Mapping):
         data = data.get("specs", [data]) if set(data) == {"specs"} else [data]
     if not isinstance(data, list):

@@ -20,13 +20,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cfkit.cases import CaseSet
 from cfkit.errors import SpecError, describe_validation
+from cfkit.suggest import did_you_mean
 from cfkit.workspace import Workspace
+from cfkit.yamlfile import load_yaml
 
 SPEC_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _shoelace_area(points: list[tuple[float, float]]) -> float:
+    return abs(sum(x0 * y1 - x1 * y0 for (x0, y0), (x1, y1) in zip(points, points[1:] + points[:1]))) / 2
 
 
 class Region(_Strict):
@@ -47,6 +53,8 @@ class Region(_Strict):
             points = [(x0, y0), (x1, y1)]
         elif len(points) < 3:
             raise ValueError("a polygon needs at least 3 points")
+        elif _shoelace_area(points) == 0:
+            raise ValueError("the polygon has no area (its points lie on one line); give at least three corners")
         for x, y in points:
             if not (0.0 <= x <= 1.0 and 0.0 <= y <= 1.0):
                 raise ValueError(f"point ({x}, {y}) is outside 0..1; regions use fractions of the image size")
@@ -133,18 +141,16 @@ class SpecFile:
 
 
 def spec_path(ws: Workspace, spec_id: str) -> Path:
+    """The file of spec ``spec_id``; an id that is not a spec id (``../../x``) never becomes a path."""
+    if not SPEC_ID.fullmatch(spec_id):
+        raise SpecError(f"{spec_id!r} is not a spec id: one starts with a letter and uses only letters, digits, "
+                        "'-' and '_' (e.g. CF18). See 'cfkit specs list'.")
     return ws.interventions_dir / f"{spec_id}.yaml"
 
 
 def parse_spec(text: str, path: Path) -> Spec:
     """Parse spec YAML; every error names the file and the field."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "malformed YAML"
-        raise SpecError(f"{path}{where}: not valid YAML ({problem}). Fix the syntax.") from exc
+    raw = load_yaml(text, path, SpecError)
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: expected a mapping of fields (id, case, title, …), got {type(raw).__name__}.")
     try:
@@ -161,16 +167,25 @@ def load_spec_file(path: Path) -> SpecFile:
         data = path.read_bytes()
     except FileNotFoundError:
         raise SpecError(f"spec {path} not found.") from None
-    spec = parse_spec(data.decode("utf-8", errors="replace"), path)
+    except IsADirectoryError:
+        raise SpecError(f"{path} is a folder, not a spec file; move it aside.") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8.") from exc
+    spec = parse_spec(text, path)
     return SpecFile(spec=spec, path=path, sha256=hashlib.sha256(data).hexdigest())
 
 
 def load_spec(ws: Workspace, spec_id: str) -> SpecFile:
     path = spec_path(ws, spec_id)
     if not path.is_file():
-        known = ", ".join(p.stem for p in spec_files(ws)) or "none"
+        if path.is_dir():
+            raise SpecError(f"{path} is a folder, not a spec file; move it aside.")
+        stems = [p.stem for p in spec_files(ws)]
+        known = ", ".join(stems) or "none"
         raise SpecError(
-            f"no spec '{spec_id}' in {ws.interventions_dir} (specs there: {known}). "
+            f"no spec '{spec_id}' in {ws.interventions_dir}.{did_you_mean(spec_id, stems)} (specs there: {known}). "
             "Create one with 'cfkit specs new'."
         )
     return load_spec_file(path)

@@ -76,7 +76,66 @@ def _setup_no_mask(ws: Path, tmp: Path) -> None:
     spec.write_text(spec.read_text().replace("mask: masks/TX01.png\n", ""))
 
 
+def _spec_text(ws: Path) -> str:
+    return (ws / "interventions" / "TX01.yaml").read_text()
+
+
+def _setup_spec_duplicate_key(ws: Path, tmp: Path) -> None:
+    (ws / "interventions" / "TX01.yaml").write_text(_spec_text(ws) + "title: A second title\n")
+
+
+def _setup_spec_deep_nesting(ws: Path, tmp: Path) -> None:
+    (ws / "interventions" / "TX01.yaml").write_text(_spec_text(ws) + "notes: " + "[" * 20000 + "\n")
+
+
+def _setup_spec_not_utf8(ws: Path, tmp: Path) -> None:
+    (ws / "interventions" / "TX01.yaml").write_bytes(_spec_text(ws).encode() + b"notes: caf\xe9\n")
+
+
+def _setup_spec_folder(ws: Path, tmp: Path) -> None:
+    (ws / "interventions" / "TX02.yaml").mkdir()
+
+
+def _setup_mask_folder(ws: Path, tmp: Path) -> None:
+    (ws / "interventions" / "masks" / "TX01.png").unlink()
+    (ws / "interventions" / "masks" / "TX01.png").mkdir()
+
+
+def _setup_flat_polygon(ws: Path, tmp: Path) -> None:
+    (ws / "interventions" / "TX01.yaml").write_text(_spec_text(ws).replace(
+        "mask: masks/TX01.png\n", "regions: [{polygon: [[0.1, 0.1], [0.5, 0.5], [0.9, 0.9]]}]\n"))
+
+
+def _setup_caption_duplicate_key(ws: Path, tmp: Path) -> None:
+    (ws / "captions" / "T001.yaml").write_text("neutral: A field.\nneutral: Another field.\nevidence: Grey.\n")
+
+
+def _setup_config_not_utf8(ws: Path, tmp: Path) -> None:
+    (ws / "cfkit.toml").write_bytes((ws / "cfkit.toml").read_bytes() + b"# caf\xe9\n")
+
+
+def _setup_config_folder(ws: Path, tmp: Path) -> None:
+    (ws / "cfkit.toml").unlink()
+    (ws / "cfkit.toml").mkdir()
+
+
 CASES = [
+    ("spec-id-traversal", ["specs", "show", "../../evil"], None, ["'../../evil' is not a spec id"]),
+    ("spec-id-traversal-edit", ["edit", "../x", "--engine", "classical"], None, ["is not a spec id"]),
+    ("case-id-traversal-caption", ["captions", "show", "../../x"], None, ["../../x"]),
+    ("spec-duplicate-key", ["specs", "show", "TX01"], _setup_spec_duplicate_key,
+     ["TX01.yaml:", "key 'title' is given twice"]),
+    ("spec-deep-nesting", ["specs", "show", "TX01"], _setup_spec_deep_nesting, ["TX01.yaml"]),
+    ("spec-not-utf8", ["specs", "show", "TX01"], _setup_spec_not_utf8, ["TX01.yaml", "not UTF-8"]),
+    ("spec-file-is-folder", ["specs", "show", "TX02"], _setup_spec_folder, ["TX02.yaml is a folder"]),
+    ("mask-is-folder", ["edit", "TX01", "--engine", "classical"], _setup_mask_folder, ["TX01.png is a folder"]),
+    ("polygon-without-area", ["specs", "show", "TX01"], _setup_flat_polygon, ["the polygon has no area"]),
+    ("caption-duplicate-key", ["captions", "show", "T001"], _setup_caption_duplicate_key,
+     ["T001.yaml:", "key 'neutral' is given twice"]),
+    ("config-not-utf8", ["specs", "list"], _setup_config_not_utf8, ["cfkit.toml", "not UTF-8"]),
+    ("config-is-folder", ["specs", "list"], _setup_config_folder, ["cfkit.toml is a folder"]),
+    ("edit-id-too-large", ["check", "--edit", "99999999999999999999"], None, ["no edit #99999999999999999999"]),
+    ("edit-id-too-large-show", ["edits", "show", "99999999999999999999"], None, ["no edits recorded"]),
     ("config-not-toml", ["specs", "list"], _setup_bad_toml, ["cfkit.toml", "not valid TOML"]),
     ("config-unknown-key", ["probe", "run", "-m", "baseline:always-no", "-s", "contextcanvas"], _setup_unknown_key,
      ["cfkit.toml", "probe.concurency"]),

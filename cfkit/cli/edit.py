@@ -240,7 +240,7 @@ def show(ws, target: str, as_json: bool) -> None:
     if store is None:
         raise NotFoundError(f"no edits recorded yet in {ws.db_path}. Make one with 'cfkit edit SPEC_ID'.")
     with store:
-        if target.isdigit():
+        if target.isascii() and target.isdigit():
             records = [edits_table.get(store, int(target))]
         else:
             records = edits_table.list_edits(store, [target])

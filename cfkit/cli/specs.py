@@ -219,7 +219,7 @@ def mask(ws, spec_id: str, from_edit: str, threshold: float | None, margin_px: i
     """
     from cfkit.mask_derive import derive_spec_mask
 
-    source: int | Path = int(from_edit) if from_edit.isdigit() else Path(from_edit).expanduser()
+    source: int | Path = int(from_edit) if from_edit.isascii() and from_edit.isdigit() else Path(from_edit).expanduser()
     written = derive_spec_mask(ws, spec_id, source, overwrite=force, threshold=threshold, margin_px=margin_px)
     if as_json:
         print_json(written.as_dict())

@@ -176,7 +176,13 @@ def mark_written(store: Database, edit_id: int, *, raw_path: str, raw_sha256: st
 # ── reading ────────────────────────────────────────────────────────────────
 
 
+#: SQLite's largest integer; an edit id beyond it cannot exist (and cannot even be asked about).
+_MAX_ID = 2**63 - 1
+
+
 def find(store: Database, edit_id: int) -> EditRecord | None:
+    if not 0 < edit_id <= _MAX_ID:
+        return None
     rows = store.query("SELECT * FROM edits WHERE id = ?", (edit_id,))
     return _record(store, rows[0]) if rows else None
 
