@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
-from cfkit.cli.console import out, warn, workspace_option
+from cfkit.cli.console import data_console, out, warn, workspace_option
 from cfkit.vocabulary import REPORT_FORMATS as FORMATS
 MISSING_SHOWN = 20
 
@@ -29,9 +30,13 @@ MISSING_SHOWN = 20
 @click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
 @click.option("--ega", is_flag=True, help="Add evidence-grounded accuracy from the audit's final labels (Table S8).")
 @click.option("--audit", "audit_ref", metavar="ID", default=None, help="With --ega: which audit (default: the newest).")
+@click.option("--groups", "groups_path", metavar="FILE", default=None,
+              help="YAML mapping each model to its group (closed, open, aesthetic as in Table 2, or any name); "
+                   "rows are shown under their groups. The paper's model names get Table 2's groups without it.")
 @workspace_option
 def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], compare_specs: tuple[str, ...],
-           fmt: str, reference: bool, resamples: int, seed: int, ega: bool, audit_ref: str | None) -> None:
+           fmt: str, reference: bool, resamples: int, seed: int, ega: bool, audit_ref: str | None,
+           groups_path: str | None) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas and paired tests.
 
     A unit a model gave no usable answer for (no reply, a failed request, a
@@ -49,6 +54,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
       cfkit report --predictions gpt.jsonl --predictions qwen.jsonl --format json
       cfkit report --predictions all.jsonl --compare hf:base=hf:specialist --format latex
       cfkit report --ega --reference
+      cfkit report --groups groups.yaml --format md
     """
     from cfkit import report as lib
 
@@ -57,12 +63,13 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
         from cfkit.errors import UsageError
 
         raise UsageError("--audit chooses the audit of --ega; give --ega too.")
+    groups = lib.load_groups(groups_path) if groups_path else None
     result = lib.make_report(ws, list(prediction_paths), run_refs=list(run_refs), compare=compare,
-                             n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref)
+                             n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups)
     if fmt == "table":
-        out.print(lib.ReportView(result, reference=reference))
+        data_console(_table_width()).print(lib.ReportView(result, reference=reference))
     else:
-        text = {"json": lambda: lib.to_json(result, reference=reference), "csv": lambda: lib.to_csv(result),
+        text = {"json": lambda: lib.to_json(result, reference=reference), "csv": lambda: lib.to_csv(result, reference=reference),
                 "md": lambda: lib.to_markdown(result, reference=reference),
                 "latex": lambda: lib.to_latex(result, reference=reference)}[fmt]()
         sys.stdout.write(text)
@@ -80,6 +87,18 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
             warn(f"  … and {len(pending) - MISSING_SHOWN} more (see 'ega_pending' in --format json).")
         raise Incomplete(f"the EGA section covers {result.ega.cases} of {result.ega.planned_cases} audited cases; "
                          "finish with 'cfkit audit status' and 'cfkit audit adjudicate --as NAME'.")
+
+
+#: Width of the tables when stdout is not a terminal and COLUMNS is unset: each table is as wide as its cells.
+PIPE_WIDTH = 1000
+
+
+def _table_width() -> int | None:
+    """None (the terminal's width, or COLUMNS) on a terminal; in a pipe or a file, room for every table to lay out
+    at its natural width rather than Rich's 80 columns, which would break names and intervals."""
+    if out.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return None
+    return PIPE_WIDTH
 
 
 def _warn_missing(missing) -> None:
