@@ -30,13 +30,17 @@ MISSING_SHOWN = 20
 @click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
 @click.option("--ega", is_flag=True, help="Add evidence-grounded accuracy from the audit's final labels (Table S8).")
 @click.option("--audit", "audit_ref", metavar="ID", default=None, help="With --ega: which audit (default: the newest).")
+@click.option("--units", is_flag=True,
+              help="Print the per-unit outcomes instead of the tables: each case or pair, each model's answer "
+                   "under every condition, right or wrong, a pair's category (csv: flat, one row per unit and "
+                   "condition; json: the report's 'units').")
 @click.option("--groups", "groups_path", metavar="FILE", default=None,
               help="YAML mapping each model to its group (closed, open, aesthetic as in Table 2, or any name); "
                    "rows are shown under their groups. The paper's model names get Table 2's groups without it.")
 @workspace_option
 def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], compare_specs: tuple[str, ...],
            fmt: str, reference: bool, resamples: int, seed: int, ega: bool, audit_ref: str | None,
-           groups_path: str | None) -> None:
+           units: bool, groups_path: str | None) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas and paired tests.
 
     A unit a model gave no usable answer for (no reply, a failed request, a
@@ -55,24 +59,24 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
       cfkit report --predictions all.jsonl --compare hf:base=hf:specialist --format latex
       cfkit report --ega --reference
       cfkit report --groups groups.yaml --format md
+      cfkit report --units --format csv > units.csv
     """
     from cfkit import report as lib
+    from cfkit.errors import UsageError
 
     compare = [lib.parse_compare(spec) for spec in compare_specs]
     if audit_ref is not None and not ega:
-        from cfkit.errors import UsageError
-
         raise UsageError("--audit chooses the audit of --ega; give --ega too.")
+    if units and reference:
+        raise UsageError("--units lists the units measured here; the paper publishes none. Drop --reference.")
     groups = lib.load_groups(groups_path) if groups_path else None
     result = lib.make_report(ws, list(prediction_paths), run_refs=list(run_refs), compare=compare,
                              n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups)
-    if fmt == "table":
-        data_console(_table_width()).print(lib.ReportView(result, reference=reference))
+    if units:
+        _print(fmt, lambda: [lib.units_table(result)], lambda: lib.units_json(result), lambda: lib.units_csv(result))
     else:
-        text = {"json": lambda: lib.to_json(result, reference=reference), "csv": lambda: lib.to_csv(result, reference=reference),
-                "md": lambda: lib.to_markdown(result, reference=reference),
-                "latex": lambda: lib.to_latex(result, reference=reference)}[fmt]()
-        sys.stdout.write(text)
+        _print(fmt, lambda: lib.display_tables(result, reference=reference),
+               lambda: lib.to_json(result, reference=reference), lambda: lib.to_csv(result, reference=reference))
     _warn_missing(result.missing)
     for note in result.notes:
         warn(note)
@@ -87,6 +91,18 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
             warn(f"  … and {len(pending) - MISSING_SHOWN} more (see 'ega_pending' in --format json).")
         raise Incomplete(f"the EGA section covers {result.ega.cases} of {result.ega.planned_cases} audited cases; "
                          "finish with 'cfkit audit status' and 'cfkit audit adjudicate --as NAME'.")
+
+
+def _print(fmt: str, tables, as_json, as_csv) -> None:
+    """Write the tables (or the JSON, or the CSV) in the format asked for."""
+    from cfkit import report as lib
+
+    if fmt == "table":
+        data_console(_table_width()).print(lib.TablesView(tables()))
+        return
+    writers = {"json": as_json, "csv": as_csv, "md": lambda: lib.markdown_tables(tables()),
+               "latex": lambda: lib.latex_tables(tables())}
+    sys.stdout.write(writers[fmt]())
 
 
 #: Width of the tables when stdout is not a terminal and COLUMNS is unset: each table is as wide as its cells.

@@ -25,6 +25,7 @@ from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.groups import resolve_groups
 from cfkit.report.rows import CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
 from cfkit.report.sources import Sources
+from cfkit.report.units import AnswerKey, collect_units
 from cfkit.store import Store, edits
 from cfkit.vocabulary import SUITE_CONDITIONS
 from cfkit.workspace import Workspace
@@ -184,8 +185,11 @@ def build_report(
     if gold.modality_cases is not None:
         expected["modality"] = len(gold.modality_cases)
     notes = _coverage_notes(units, gold, cc_rows, cf_rows, md_rows, expected_pairs)
+    golds = {(c.id, "", condition): c.gold for c in all_cases for condition in ("image", *SUITE_CONDITIONS["modality"])}
+    golds |= {(p.case, p.pair, "original"): p.original for p in pairs} | {(p.case, p.pair, "edit"): p.edit for p in pairs}
     return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected,
-                  bootstrap={"resamples": n_resamples, "seed": seed, "level": stats.LEVEL})
+                  bootstrap={"resamples": n_resamples, "seed": seed, "level": stats.LEVEL},
+                  units=collect_units(units.asked, golds, units.reasons))
 
 
 class _Units:
@@ -194,6 +198,17 @@ class _Units:
     def __init__(self, sources: Sources):
         self.sources = sources
         self.missing: list[Missing] = []
+        self.asked: dict[AnswerKey, str | None] = {}  # every answer the sections counted, None where unusable
+        self.reasons: dict[AnswerKey, str] = {}  # why an answer asked for is not usable
+
+    def answer(self, model: str, suite: str, got: dict, case: str, pair: str, condition: str) -> str | None:
+        """The usable answer to one unit and condition (None, listed in ``missing``, when there is none)."""
+        key = (model, suite, case, pair, condition)
+        listed = len(self.missing)
+        self.asked[key] = found = self._answer(model, suite, got, case, pair, condition)
+        if len(self.missing) > listed:
+            self.reasons[key] = self.missing[-1].reason
+        return found
 
     def usable(self, model: str, suite: str, got: dict) -> dict[tuple[str, str, str], str | None]:
         """Answers by unit, with stale answers (about an edit no longer selected) left out."""
@@ -207,7 +222,7 @@ class _Units:
         return (f"answered about edit #{p.edit_id}; the pair's selected edit is now "
                 + (f"#{now}" if now is not None else "none") + " (run the counterfactual suite again)")
 
-    def answer(self, model: str, suite: str, got: dict, case: str, pair: str, condition: str) -> str | None:
+    def _answer(self, model: str, suite: str, got: dict, case: str, pair: str, condition: str) -> str | None:
         run = self.sources.runs.get((model, suite))
         run_id = run.id if run is not None else None
 

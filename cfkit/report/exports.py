@@ -12,6 +12,7 @@ from typing import Any
 from cfkit.report.reference import load_reference
 from cfkit.report.rows import Report
 from cfkit.report.tables import DisplayTable, display_tables
+from cfkit.report.units import FLAT_COLUMNS, flat_rows
 from cfkit.visible import spreadsheet_cell, visible
 from cfkit.vocabulary import REPORT_FORMATS
 
@@ -30,6 +31,27 @@ PAPER_TABLES = {"contextcanvas": ("table2", "tableS4"), "counterfactual": ("tabl
                 "compare": ("tableS10",), "ega": ("tableS8",)}
 #: Table-wide figures of a published table, repeated on each of its rows in the CSV.
 _TABLE_FIELDS = ("n", "n_binary", "gold_yes_rate", "n_pairs")
+
+
+def units_csv(report: Report) -> str:
+    """The per-unit outcomes flat (``report --units --format csv``): one row per unit and condition.
+
+    Columns: ``model,suite,case,pair,condition,answer,gold,correct,category,missing``
+    (``correct`` as ``true`` / ``false``; an empty cell is null; ``category``
+    only for counterfactual pairs, on both of a pair's rows; ``missing`` the
+    reason the unit has no usable answer, as in the JSON's ``missing``).
+    """
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(FLAT_COLUMNS)
+    for row in flat_rows(report.units):
+        writer.writerow([_csv_value(row[column]) for column in FLAT_COLUMNS])
+    return buffer.getvalue()
+
+
+def units_json(report: Report) -> str:
+    """``{"units": …}``: the report's per-unit outcomes alone (``report --units --format json``)."""
+    return json.dumps({"units": [u.to_dict() for u in report.units]}, indent=2, ensure_ascii=False) + "\n"
 
 
 def to_csv(report: Report, *, reference: bool = False) -> str:
@@ -124,8 +146,13 @@ def _grouped(table: DisplayTable) -> list[tuple[str | None, list[str], bool]]:
 
 
 def to_markdown(report: Report, *, reference: bool = False) -> str:
+    """The report's tables in Markdown, each with its legend."""
+    return markdown_tables(display_tables(report, reference=reference))
+
+
+def markdown_tables(tables: list[DisplayTable]) -> str:
     parts = []
-    for table in display_tables(report, reference=reference):
+    for table in tables:
         columns = table.columns
         lines = [f"### {markdown_escape(table.title)}", "", "| " + " | ".join(map(markdown_escape, columns)) + " |",
                  "|" + "|".join(["---"] + ["---:"] * (len(columns) - 1)) + "|"]
@@ -153,8 +180,12 @@ def latex_escape(text: str) -> str:
 
 def to_latex(report: Report, *, reference: bool = False) -> str:
     """One ``table`` environment per section (booktabs rules); published rows in italics."""
+    return latex_tables(display_tables(report, reference=reference))
+
+
+def latex_tables(tables: list[DisplayTable]) -> str:
     parts = []
-    for table in display_tables(report, reference=reference):
+    for table in tables:
         spec = "l" + "r" * (len(table.columns) - 1)
         lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{latex_escape(table.title)}}}",
                  rf"\begin{{tabular}}{{{spec}}}", r"\toprule",

@@ -7,6 +7,7 @@ from typing import Any
 
 from cfkit import stats
 from cfkit.report.grounding import EgaSection
+from cfkit.report.units import ModelUnits
 
 
 #: Why a unit is listed in ``missing``: no prediction at all, a request that failed, the model declined, or an
@@ -88,6 +89,7 @@ class Report:
     notes: list[str] = field(default_factory=list)  # what the numbers cover, where it is less than asked for
     expected: dict[str, int] = field(default_factory=dict)  # suite -> units the workspace expects (pairs, subset)
     bootstrap: dict[str, Any] = field(default_factory=dict)  # resamples, seed, level of every interval
+    units: list[ModelUnits] = field(default_factory=list)  # per model and suite, every unit the rows count
 
     def to_dict(self) -> dict[str, Any]:
         """The report object of docs/report-schema.md, ``missing`` included (the units counted wrong for want of an answer)."""
@@ -127,6 +129,7 @@ class Report:
             "missing": [m.__dict__.copy() for m in self.missing],
             "notes": list(self.notes),
             "bootstrap": dict(self.bootstrap),
+            "units": [u.to_dict() for u in self.units],
         }
         if self.ega is not None:
             data["ega"] = [row.to_dict() for row in self.ega.rows]

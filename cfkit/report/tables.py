@@ -9,6 +9,7 @@ from cfkit.report import legends
 from cfkit.report.groups import group_label, group_rank, paper_groups
 from cfkit.report.reference import load_reference, reference_label
 from cfkit.report.rows import Report
+from cfkit.report.units import flat_rows
 from cfkit.vocabulary import SUITE_CONDITIONS
 
 
@@ -269,23 +270,35 @@ def _caption(table: str) -> str:
 _WRAPPING = ("95% CI",)
 
 
-class ReportView:
-    """The terminal view: one Rich table per section; published reference rows dimmed and marked.
+def units_table(report: Report) -> DisplayTable:
+    """The per-unit outcomes as one table (``report --units``): a row per unit and condition."""
+    rows = [[r["model"], r["suite"], r["case"], r["pair"] or "—", r["condition"], r["answer"] or "—", r["gold"],
+             "yes" if r["correct"] else "no", (r["category"] or "—").replace("_", " "), r["missing"] or "—"]
+            for r in flat_rows(report.units)]
+    return DisplayTable("units", "Per-unit outcomes",
+                        ["Model", "Suite", "Case", "Pair", "Condition", "Answer", "Gold", "Right", "Category",
+                         "Missing"], rows, [False] * len(rows),
+                        "Answer: the option the model chose, '—' without a usable one (Missing says why: absent, "
+                        "transport, refused, stale). Right: the answer is the gold option. Category of a pair: "
+                        "correct (No→Yes update), reverse, stuck original, stuck edit, or invalid.")
+
+
+class TablesView:
+    """Display tables in the terminal: published reference rows dimmed and marked.
 
     The model column never wraps (a name is never broken), nor do numbers;
     on a narrow terminal only an interval breaks, at its space. Rows of one
     model group sit under the group's heading, sections ruled apart.
     """
 
-    def __init__(self, report: Report, *, reference: bool = False):
-        self.report = report
-        self.reference = reference
+    def __init__(self, tables: Sequence[DisplayTable]):
+        self.tables = tables
 
     def __rich_console__(self, console, options):
         from rich.table import Table
         from rich.text import Text
 
-        for table in display_tables(self.report, reference=self.reference):
+        for table in self.tables:
             view = Table(title=table.title, title_justify="left", caption_justify="left",
                          caption=Text(table.caption, no_wrap=False, overflow="fold") if table.caption else None)  # no markup; wraps in a pipe too
             for i, name in enumerate(table.columns):
@@ -304,3 +317,12 @@ class ReportView:
                 view.add_row(*(Text(cell) for cell in row), style="dim italic" if published else None)
             yield view
             yield Text("")
+
+
+class ReportView(TablesView):
+    """The terminal view of a report: one Rich table per section, each with its legend."""
+
+    def __init__(self, report: Report, *, reference: bool = False):
+        super().__init__(display_tables(report, reference=reference))
+        self.report = report
+        self.reference = reference
