@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from cfkit.cli.console import data_console, out, warn, workspace_option
+from cfkit.cli.console import data_console, out, status, warn, workspace_option
 from cfkit.vocabulary import REPORT_FORMATS as FORMATS
 MISSING_SHOWN = 20
 
@@ -34,13 +34,19 @@ MISSING_SHOWN = 20
               help="Print the per-unit outcomes instead of the tables: each case or pair, each model's answer "
                    "under every condition, right or wrong, a pair's category (csv: flat, one row per unit and "
                    "condition; json: the report's 'units').")
+@click.option("--plot", "plot_dir", metavar="DIR", default=None, type=click.Path(file_okay=False),
+              help="Also draw the paper's figures into DIR (made if needed), each with its data as CSV beside it: "
+                   "comparisons (Fig. 4a), NCU, modality conditions, ContextCanvas. Needs the 'plots' extra.")
+@click.option("--plot-format", type=click.Choice(("png", "svg", "pdf")), default="png", show_default=True,
+              help="Image format of the --plot figures.")
+@click.option("--force", is_flag=True, help="With --plot: replace figure files already in DIR.")
 @click.option("--groups", "groups_path", metavar="FILE", default=None,
               help="YAML mapping each model to its group (closed, open, aesthetic as in Table 2, or any name); "
                    "rows are shown under their groups. The paper's model names get Table 2's groups without it.")
 @workspace_option
 def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], compare_specs: tuple[str, ...],
            fmt: str, reference: bool, resamples: int, seed: int, ega: bool, audit_ref: str | None,
-           units: bool, groups_path: str | None) -> None:
+           units: bool, plot_dir: str | None, plot_format: str, force: bool, groups_path: str | None) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas and paired tests.
 
     A unit a model gave no usable answer for (no reply, a failed request, a
@@ -60,6 +66,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
       cfkit report --ega --reference
       cfkit report --groups groups.yaml --format md
       cfkit report --units --format csv > units.csv
+      cfkit report --compare hf:base=hf:specialist --plot figures/ --plot-format pdf
     """
     from cfkit import report as lib
     from cfkit.errors import UsageError
@@ -69,6 +76,8 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
         raise UsageError("--audit chooses the audit of --ega; give --ega too.")
     if units and reference:
         raise UsageError("--units lists the units measured here; the paper publishes none. Drop --reference.")
+    if plot_dir is None and (force or plot_format != "png"):
+        raise UsageError("--plot-format and --force are options of --plot; give --plot DIR too.")
     groups = lib.load_groups(groups_path) if groups_path else None
     result = lib.make_report(ws, list(prediction_paths), run_refs=list(run_refs), compare=compare,
                              n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups)
@@ -77,6 +86,12 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     else:
         _print(fmt, lambda: lib.display_tables(result, reference=reference),
                lambda: lib.to_json(result, reference=reference), lambda: lib.to_csv(result, reference=reference))
+    if plot_dir is not None:
+        from cfkit.report.plots import write_plots
+
+        written = write_plots(result, plot_dir, fmt=plot_format, overwrite=force)
+        status(f"Wrote {len(written)} figure(s) to {plot_dir}: "
+               + ", ".join(f"{w.image.name} (+ {w.data.name})" for w in written) + ".")
     _warn_missing(result.missing)
     for note in result.notes:
         warn(note)
