@@ -27,7 +27,7 @@ from cfkit.report.rows import CompareRow, ContextCanvasRow, CounterfactualRow, D
 from cfkit.report.sources import Sources
 from cfkit.report.units import AnswerKey, collect_units
 from cfkit.store import Store, edits
-from cfkit.vocabulary import SUITE_CONDITIONS
+from cfkit.vocabulary import CONDITION_ORDER, SUITE_CONDITIONS
 from cfkit.workspace import Workspace
 
 #: The modality deltas of the paper (Table S9's text), in report order.
@@ -185,7 +185,9 @@ def build_report(
     if gold.modality_cases is not None:
         expected["modality"] = len(gold.modality_cases)
     notes = _coverage_notes(units, gold, cc_rows, cf_rows, md_rows, expected_pairs)
-    golds = {(c.id, "", condition): c.gold for c in all_cases for condition in ("image", *SUITE_CONDITIONS["modality"])}
+    # A case's gold under every condition a suite asks it in; a pair's two golds from its spec.
+    golds = {(c.id, "", condition): c.gold for c in all_cases for condition in CONDITION_ORDER
+             if condition not in SUITE_CONDITIONS["counterfactual"]}
     golds |= {(p.case, p.pair, "original"): p.original for p in pairs} | {(p.case, p.pair, "edit"): p.edit for p in pairs}
     return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected,
                   bootstrap={"resamples": n_resamples, "seed": seed, "level": stats.LEVEL},

@@ -89,7 +89,7 @@ def to_csv(report: Report, *, reference: bool = False) -> str:
         for section in sections:
             if not data.get(section):
                 continue
-            for key in PAPER_TABLES[section]:
+            for key in PAPER_TABLES.get(section, ()):
                 table = tables[key]
                 shared = {k: table[k] for k in _TABLE_FIELDS if k in table}
                 for row in table["rows"]:

@@ -50,7 +50,7 @@ class UnitOutcome:
     case: str
     pair: str | None
     answers: dict[str, str | None]  # condition -> the usable answer; None without one
-    gold: dict[str, str]  # condition -> the gold option id
+    gold: dict[str, str | None]  # condition -> the gold option id (None: a suite whose gold the report lacks)
     missing: dict[str, str] = field(default_factory=dict)  # condition -> why it has no usable answer (see 'missing')
 
     @property
@@ -102,7 +102,8 @@ def collect_units(asked: Mapping[AnswerKey, str | None], gold: Mapping[tuple[str
 
     ``asked`` holds every answer the sections counted (None where there was no
     usable one), in the order they were asked; ``gold`` the gold option by
-    (case, pair or "", condition); ``reasons`` why an answer is not usable.
+    (case, pair or "", condition), a unit it lacks getting None; ``reasons``
+    why an answer is not usable.
     """
     grouped: dict[tuple[str, str], dict[tuple[str, str], dict[str, str | None]]] = {}
     for (model, suite, case, pair, condition), answer in asked.items():
@@ -114,7 +115,7 @@ def collect_units(asked: Mapping[AnswerKey, str | None], gold: Mapping[tuple[str
             missing = {c: reasons[(model, suite, case, pair, c)] for c in answers
                        if (model, suite, case, pair, c) in reasons}
             outcomes.append(UnitOutcome(case, pair or None, dict(answers),
-                                        {c: gold[(case, pair, c)] for c in answers}, missing))
+                                        {c: gold.get((case, pair, c)) for c in answers}, missing))
         out.append(ModelUnits(model, suite, outcomes))
     return out
 
