@@ -17,7 +17,8 @@ names what failed, the bad value, what is allowed and what to do next.
     │   ├── CaptionError      caption files
     │   ├── TemplateError     probe templates
     │   ├── PredictionError   predictions JSONL
-    │   └── LabelError        audit labels files (JSONL, CSV) given to 'cfkit audit import'
+    │   ├── LabelError        audit labels files (JSONL, CSV) given to 'cfkit audit import'
+    │   └── MissingExtra      an option needs an optional dependency group (an extra) that is not installed
     ├── CheckFailed           a check ran and did not pass (exit status 1)
     ├── Incomplete            the work a command needs is not finished yet (exit status 1)
     ├── RunIncomplete         a probe run ended without a reply to every planned request (exit status 1)
@@ -106,6 +107,10 @@ class PredictionError(InputError):
 
 class LabelError(InputError):
     """An audit labels file is malformed: a row names an unknown item, or a judgement is not yes/no."""
+
+
+class MissingExtra(InputError):
+    """An option asked for needs a package of an optional group (e.g. matplotlib for --plot) that is not installed."""
 
 
 class CheckFailed(CfkitError):

@@ -39,6 +39,16 @@ PAIR_CASES = NO_IDS[:36]
 SUBSET = YES_IDS[:50] + NO_IDS[100:150]  # 100 modality cases: gold A for the first 50, B for the rest
 COUNTS = {row[0]: row[4:7] for row in TABLE_2}  # model -> (tp_yes, fp_yes, three-option correct)
 S10_NAMES = {"InternVL3-8B": "InternVL3", "ArtQuant": "ArtQuant-APDD", "LLaVA-OV": "LLaVA-OneVision"}
+S4_NAMES = {"InternVL3": "InternVL3-8B"}  # Table S4 spells one name as Table S10 does
+#: Table S4 (supplement p. 21): Yes F1, No F1 and predicted Yes rate, by Table 2's model names.
+TABLE_S4 = {
+    "Claude Opus 5": (87.44, 93.47, 30.24), "Gemini 3.1 Pro": (77.01, 89.11, 26.12), "GPT-5.5": (73.30, 86.96, 27.49),
+    "Claude Opus 4.6": (56.84, 79.08, 27.15), "GPT-5.2": (50.00, 79.02, 20.96), "GLM-5V-Turbo": (47.06, 63.37, 43.64),
+    "Qwen3.7-Plus": (37.93, 58.86, 41.58), "Grok 4.20": (24.43, 53.74, 37.80),
+    "Qwen3-VL-Instruct": (28.22, 49.27, 44.67), "InternVL3": (21.92, 21.38, 62.20), "mPLUG-Owl2": (7.78, 27.08, 50.17),
+    "LLaVA-OneVision": (25.79, 10.61, 71.13), "LLaVA-v1.5": (9.06, 11.53, 60.48), "ArtQuant-APDD": (27.56, 31.44, 59.11),
+    "ArtiMuse": (18.43, 17.30, 62.54), "Q-SiT": (29.25, 4.05, 76.98), "AesExpert": (20.33, 12.27, 66.67),
+}
 
 
 def s10_rows():
@@ -175,14 +185,18 @@ def paper_json(paper):
 
 
 def test_json_follows_design_schema(paper_json):
-    assert list(paper_json) == ["contextcanvas", "counterfactual", "modality", "compare", "swap", "missing", "notes"]
-    assert list(paper_json["contextcanvas"][0]) == ["model", "n", "n_binary", "accuracy", "macro_f1", "yes_f1", "no_f1",
-                                                    "yes_rate", "gold_yes_rate", "invalid", "incomplete", "runs"]
-    assert list(paper_json["counterfactual"][0]) == ["model", "n_pairs", "orig_acc", "edit_acc", "pair_acc", "correct",
-                                                     "reverse", "stuck_original", "stuck_edit", "invalid", "ncu", "ncu_ci",
-                                                     "incomplete", "runs"]
+    assert list(paper_json) == ["contextcanvas", "counterfactual", "modality", "compare", "swap", "missing",
+                                "notes", "bootstrap", "units"]
+    assert list(paper_json["contextcanvas"][0]) == ["model", "group", "n", "n_binary", "accuracy", "macro_f1", "yes_f1",
+                                                    "no_f1", "yes_rate", "gold_yes_rate", "invalid", "accuracy_ci",
+                                                    "macro_f1_ci", "yes_f1_ci", "no_f1_ci", "yes_rate_ci",
+                                                    "incomplete", "runs"]
+    assert list(paper_json["counterfactual"][0]) == ["model", "group", "n_pairs", "orig_acc", "edit_acc", "pair_acc",
+                                                     "correct", "reverse", "stuck_original", "stuck_edit", "invalid",
+                                                     "ncu", "ncu_ci", "incomplete", "runs"]
+    assert paper_json["bootstrap"] == {"resamples": 10_000, "seed": 0, "level": 0.95}
     modality = paper_json["modality"][0]
-    assert list(modality) == ["model", "n", "accuracy", "accuracy_ci", "deltas", "incomplete", "runs"]
+    assert list(modality) == ["model", "group", "n", "accuracy", "accuracy_ci", "deltas", "incomplete", "runs"]
     assert list(modality["accuracy"]) == ["text", "neutral", "evidence", "image"]
     assert [(d["from"], d["to"]) for d in modality["deltas"]] == [
         ("text", "neutral"), ("neutral", "evidence"), ("evidence", "image"), ("neutral", "image")]
@@ -204,6 +218,14 @@ def test_table_2_rebuilt(paper_json):
         row = rows[model]
         assert (row["n"], row["n_binary"], round(row["gold_yes_rate"], 2)) == (301, 291, 38.14)
         assert (round(row["accuracy"], 2), round(row["macro_f1"], 2), round(row["yes_rate"], 2)) == (acc, macro_f1, yes_rate), model
+
+
+def test_table_s4_rebuilt(paper_json):
+    # The per-class F1 of Table S4 (supplement p. 21), from the same predictions as Table 2.
+    rows = {r["model"]: r for r in paper_json["contextcanvas"]}
+    for model, (yes_f1, no_f1, yes_rate) in TABLE_S4.items():
+        row = rows[model]
+        assert (round(row["yes_f1"], 2), round(row["no_f1"], 2), round(row["yes_rate"], 2)) == (yes_f1, no_f1, yes_rate)
 
 
 def test_table_s7_rebuilt(paper_json):
@@ -256,22 +278,80 @@ def outputs(paper):
     return texts
 
 
-def test_csv_round_trips_every_number_exactly(outputs):
+def csv_value(text: str):
+    """A CSV value read back as the JSON holds it."""
+    if text in ("true", "false"):
+        return text == "true"
+    if text == "":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def test_csv_round_trips_every_field_exactly(outputs):
     data = json.loads(outputs["json"])
     rows = list(csv.DictReader(io.StringIO(outputs["csv"])))
-    assert rows and set(rows[0]) == {"section", "model", "metric", "value"}
-    rebuilt: dict[tuple[str, str, str], str] = {(r["section"], r["model"], r["metric"]): r["value"] for r in rows}
+    assert rows and list(rows[0]) == ["section", "model", "metric", "value", "source"]
+    assert {r["source"] for r in rows} == {"measured"}  # no published rows without --reference
+    rebuilt = {(r["section"], r["model"], r["metric"]): r["value"] for r in rows}
     expected = {}
     for section in ("contextcanvas", "counterfactual", "modality", "compare"):
         for rec in data[section]:
             name = f"{rec['base']}={rec['other']}" if section == "compare" else rec["model"]
             for metric, value in flatten_record(rec):
-                # The CSV holds numbers: the rows' incomplete marks and run ids are in the JSON only.
-                if metric not in ("model", "base", "other", "incomplete") and not metric.startswith("runs."):
+                if metric not in ("model", "base", "other"):
                     expected[(section, name, metric)] = value
     assert set(rebuilt) == set(expected)
     for key, value in expected.items():
-        assert float(rebuilt[key]) == value, key  # exact: repr round-trips a float
+        assert csv_value(rebuilt[key]) == value, key  # exact: repr round-trips a float
+    assert rebuilt[("contextcanvas", "Q-SiT", "group")] == "aesthetic"
+
+
+def test_csv_with_reference_holds_the_papers_rows(paper):
+    ws, paths = paper
+    result = run_cli(cli_args(ws, paths, *compare_args(), "--resamples", "100", "--reference", "--format", "csv"))
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    paper_rows = {(r["source"], r["section"], r["model"], r["metric"]): r["value"] for r in rows
+                  if r["source"] != "measured"}
+    assert {source for source, *_ in paper_rows} == {"paper:table2", "paper:tableS4", "paper:tableS7",
+                                                     "paper:tableS9", "paper:tableS10"}
+    for model, acc, macro_f1, yes_rate, *_ in TABLE_2:
+        got = [float(paper_rows[("paper:table2", "contextcanvas", model, m)]) for m in ("accuracy", "macro_f1", "yes_rate")]
+        assert got == [acc, macro_f1, yes_rate], model
+        assert paper_rows[("paper:table2", "contextcanvas", model, "n")] == "301"
+    assert paper_rows[("paper:tableS4", "contextcanvas", "Q-SiT", "no_f1")] == "4.05"
+    for model, orig, edit, pair, correct, reverse, ncu, (low, high) in TABLE_S7:
+        key = ("paper:tableS7", "counterfactual", model)
+        assert [paper_rows[key + (m,)] for m in ("correct", "reverse", "ncu_ci.0", "ncu_ci.1")] == [
+            str(correct), str(reverse), repr(low), repr(high)]
+    for model, *counts in TABLE_S9:
+        assert [float(paper_rows[("paper:tableS9", "modality", model, f"accuracy.{c}")])
+                for c in ("text", "neutral", "evidence", "image")] == counts
+    for base, other, *_, p, p_adj in TABLE_S10:
+        assert float(paper_rows[("paper:tableS10", "compare", f"{base}={other}", "p_adj")]) == p_adj
+
+
+def test_csv_and_markdown_keep_hostile_model_names_inert(tiny_ws, tmp_path):
+    path = tmp_path / "evil.jsonl"
+    names = ["=HYPERLINK(\"http://x\",\"y\")", "<img src=x onerror=alert(1)>\n| pwned |"]
+    path.write_text("".join(record(name, "contextcanvas", case, "image", "A") + "\n"
+                            for name in names for case in ("T001", "T002", "T003")))
+    table = run_cli(["report", "-w", str(tiny_ws), "--predictions", str(path), "--resamples", "50", "--format", "csv"])
+    assert table.exit_code == 0, table.stderr
+    models = {r["model"] for r in csv.DictReader(io.StringIO(table.stdout))}
+    assert models == {"'" + names[0], names[1]}
+    md = run_cli(["report", "-w", str(tiny_ws), "--predictions", str(path), "--resamples", "50", "--format", "md"])
+    assert "<img" not in md.stdout and "&lt;img src=x onerror=alert(1)&gt;\\n\\| pwned \\|" in md.stdout
+    # Every table row still has its columns: the name's newline and pipes did not split it.
+    widths = {line.count(" | ") for line in md.stdout.splitlines() if line.startswith("| &lt;img")}
+    assert widths == {7, 5}  # the Table 2 row (8 cells) and the Table S4 row (6 cells)
 
 
 def display_cells(data: dict) -> dict[str, list[str]]:
@@ -279,17 +359,20 @@ def display_cells(data: dict) -> dict[str, list[str]]:
     f = lib.fmt
     cells = {}
     for r in data["contextcanvas"]:
-        cells[r["model"]] = [f(r["accuracy"]), f(r["macro_f1"]), f(r["yes_rate"]), f(r["gold_yes_rate"]), str(r["invalid"])]
+        cells[r["model"]] = [f(r["accuracy"]), lib.fmt_ci(r["accuracy_ci"]), f(r["macro_f1"]),
+                             lib.fmt_ci(r["macro_f1_ci"]), f(r["yes_rate"]), str(r["invalid"])]
+        cells[r["model"] + " s4"] = [f(r["yes_f1"]), f(r["no_f1"]), f(r["yes_rate"]), lib.fmt_ci(r["yes_rate_ci"]),
+                                     f(r["gold_yes_rate"])]
     for r in data["counterfactual"]:
         cells[r["model"] + " cf"] = [f(r["orig_acc"]), f(r["edit_acc"]), f(r["pair_acc"]), f"{r['correct']}/{r['reverse']}",
                                     f(r["ncu"]), lib.fmt_ci(r["ncu_ci"])]
     for r in data["modality"]:
         cells[r["model"] + " md"] = [f(v) for v in r["accuracy"].values()]
         for d in r["deltas"]:
-            cells[r["model"] + " " + d["from"] + d["to"]] = [f(d["delta"]), lib.fmt_ci(d["ci"]), lib.fmt_p(d["p"]),
+            cells[r["model"] + " " + d["from"] + d["to"]] = [lib.fmt_delta(d["delta"]), lib.fmt_ci(d["ci"]), lib.fmt_p(d["p"]),
                                                               lib.fmt_p(d["p_adj"]), f"{d['b']}/{d['c']}"]
     for r in data["compare"]:
-        cells[r["base"] + r["other"]] = [f(r["base_acc"]), f(r["other_acc"]), f"{r['delta']:+.2f}",
+        cells[r["base"] + r["other"]] = [f(r["base_acc"]), f(r["other_acc"]), lib.fmt_delta(r["delta"]),
                                          f"{r['b']}/{r['c']}", lib.fmt_ci(r["ci"]), lib.fmt_p(r["p"]), lib.fmt_p(r["p_adj"])]
     return cells
 
@@ -334,7 +417,22 @@ def test_table_view_fits_a_100_column_terminal(paper):
     lines = result.stdout.splitlines()
     assert max(len(line) for line in lines) <= 100
     assert "…" not in result.stdout  # nothing truncated
-    assert "│ Claude Opus 5     │ 301 │ 91.69 │    90.45 │   30.24 │    38.14 │    0 │" in lines
+    assert "│ Claude Opus 5      │ 301 │ 91.69 │ [88.37, 94.69] │    90.45 │ [86.57, 94.00] │   30.24 │    0 │" in lines
+    assert "│ Aesthetic-specific │     │       │                │          │                │         │      │" in lines
+
+
+def test_in_a_pipe_tables_keep_their_natural_width_and_names_never_break(paper):
+    ws, paths = paper
+    result = run_cli(cli_args(ws, paths[:1], "--resamples", "200", "--reference"))  # no COLUMNS, not a terminal
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert max(map(len, lines)) > 100  # wider than Rich's 80-column default
+    assert any(line.startswith("│ Qwen3-VL-Instruct (paper) │") for line in lines)
+    assert any(line.startswith("│ Claude Opus 5 ") and "│ 301 │ 91.69 │ [88.37, 94.69] │" in line for line in lines)
+    narrow = run_cli(cli_args(ws, paths[:1], "--resamples", "200", "--reference"), env={"COLUMNS": "90"})
+    # On a narrow terminal an interval breaks at its space; a model name never does.
+    assert any(line.startswith("│ Qwen3-VL-Instruct (paper) │") for line in narrow.stdout.splitlines())
+    assert "…" not in narrow.stdout
 
 
 def test_rich_view_dims_published_rows(paper):
@@ -367,7 +465,14 @@ def test_reference_file_matches_the_transcribed_tables():
     s10 = [(r["base"], r["other"], r["base_acc"], r["other_acc"], r["delta"], r["b"], r["c"], tuple(r["ci"]), r["p"],
             r["p_adj"]) for r in ref["tables"]["tableS10"]["rows"]]
     assert s10 == TABLE_S10
-    assert {t["page"] for t in ref["tables"].values()} == {None, 25, 26, 27, 28}
+    s4 = {r["model"]: (r["yes_f1"], r["no_f1"], r["yes_rate"]) for r in ref["tables"]["tableS4"]["rows"]}
+    assert s4 == {S4_NAMES.get(m, m): v for m, v in TABLE_S4.items()}
+    assert {t["page"] for t in ref["tables"].values()} == {None, 21, 25, 26, 27, 28}
+    # Table 2's groups, and the short names of the other tables mapped to them.
+    assert ref["groups"]["labels"] == {"closed": "Closed-source", "open": "Open-weight", "aesthetic": "Aesthetic-specific"}
+    assert [t2[m]["group"] for m, *_ in TABLE_2] == ["closed"] * 8 + ["open"] * 5 + ["aesthetic"] * 4
+    assert {m: lib.paper_groups()[m] for m in ("InternVL3-8B", "ArtQuant", "LLaVA-OV")} == {
+        "InternVL3-8B": "open", "ArtQuant": "aesthetic", "LLaVA-OV": "open"}
 
 
 def test_reference_rows_beside_a_new_model(paper):
@@ -375,7 +480,9 @@ def test_reference_rows_beside_a_new_model(paper):
     result = run_cli(cli_args(ws, paths[:1], "--reference", "--format", "md"))
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert "| Claude Opus 5 (paper) | 301 | 91.69 | 90.45 | 30.24 | 38.14 | — |" in lines
+    assert "| Claude Opus 5 (paper) | 301 | 91.69 | — | 90.45 | — | 30.24 | — |" in lines
+    assert "| Q-SiT (paper) | 29.25 | 4.05 | 76.98 | — | 38.14 |" in lines
+    assert "| **Aesthetic-specific** | | | | | | | |" in lines
     assert "Table 2, arXiv 2608.26713" in result.stdout
     as_json = json.loads(run_cli(cli_args(ws, paths[:1], "--reference", "--format", "json")).stdout)
     assert as_json["reference"]["tables"]["tableS10"]["rows"][0]["p"] == 0.0034

@@ -14,6 +14,7 @@ from PIL import Image
 from conftest import run_cli
 from test_preserve import add_edit, inside_change, tiny_original
 from cfkit.review.sheet import THUMB, collect_pairs, render_html
+from cfkit.review.sheet_png import BOX_COLOURS, BOX_H, plan
 from cfkit.store import Store, now
 from cfkit.workspace import load_workspace
 
@@ -61,18 +62,24 @@ def test_html_escapes_case_and_spec_text(sheet_ws, tmp_path):
     assert "no stored counterfactual probe runs yet" in result.stderr
 
 
-def test_png_grid_holds_the_pictures(sheet_ws, tmp_path):
+def test_png_holds_the_pictures_where_the_layout_puts_them(sheet_ws, tmp_path):
     out = tmp_path / "s.html"
     assert run_cli(["sheet", "--output", str(out), "-w", str(sheet_ws)]).exit_code == 0
     png = np.asarray(Image.open(out.with_suffix(".png")).convert("RGB")).astype(float)
     original = np.asarray(Image.open(sheet_ws / "data" / "images" / "T001.png").convert("RGB")).astype(float)
+    ws = load_workspace(sheet_ws)
+    with Store(ws.db_path) as store:
+        pairs, _ = collect_pairs(ws, store, [])
+    [tile] = plan(pairs).tiles
     h = round(THUMB * 64 / 96)
-    # The first picture sits at (2·gap, gap) = (16, 8); its mean colour is the original's (resampling tolerance 2).
-    tile = png[8: 8 + h, 16: 16 + THUMB]
-    np.testing.assert_allclose(tile.reshape(-1, 3).mean(0), original.reshape(-1, 3).mean(0), atol=2)
-    # The difference picture (third) is black where nothing changed: its top-left corner.
-    diff = png[8: 8 + 20, 16 + 2 * (THUMB + 8): 16 + 2 * (THUMB + 8) + 20]
-    assert diff.max() == 0
+    # The original sits where the layout says; its mean colour is the original's (resampling tolerance 2).
+    x, y = tile.pictures["original"]
+    np.testing.assert_allclose(png[y: y + h, x: x + THUMB].reshape(-1, 3).mean(0), original.reshape(-1, 3).mean(0),
+                               atol=2)
+    # The edit beside it differs only inside the edited box: its top-left corner is the original's.
+    ex, ey = tile.pictures["edit"]
+    assert (ex, ey) == (x + THUMB + 8, y)
+    np.testing.assert_allclose(png[ey: ey + 20, ex: ex + 20], png[y: y + 20, x: x + 20], atol=0)
 
 
 def test_answers_before_and_after_come_from_stored_runs(sheet_ws):
@@ -139,3 +146,137 @@ def test_spec_without_edit_is_listed_without_pictures(tiny_ws, tmp_path):
     assert result.exit_code == 0, result.stderr
     page = out.read_text()
     assert "no edit yet" in page and "data:image" not in page
+
+
+# ── Figure S8 from predictions files ───────────────────────────────────────
+
+HOSTILE_MODEL = "<script>alert('m')</script>"
+S8_MODELS = ["GPT-5.2", "Gemini 3.1 Pro", "Qwen3.7-Plus", "ArtiMuse", HOSTILE_MODEL]
+#: Per pair: each model's answer on the original and on the edit (A = Yes, B = No; gold No → Yes).
+S8_ANSWERS = {
+    "CF20": ["BA", "AA", "BA", "BB", "AA"],
+    "CF18": ["BA", "BA", "BA", "BA", "AA"],
+    "CF28": ["BB", "BB", "BB", "BB", "AB"],
+    "CF35": ["BA", "BA", "BA", "BA", "AA"],
+}
+SHAPES = {"CF20": (64, 128), "CF18": (80, 120), "CF28": (96, 64), "CF35": (90, 90)}  # height, width
+
+
+def s8_workspace(root: Path) -> tuple[Path, Path]:
+    """Four No→Yes pairs on pictures of different shapes, with accepted edits, and a predictions file."""
+    from conftest import gradient_image
+
+    (root / "data" / "images").mkdir(parents=True)
+    (root / "interventions").mkdir()
+    yes_no = [{"id": "A", "text": "Yes"}, {"id": "B", "text": "No"}]
+    cases = []
+    for k, (spec, (h, w)) in enumerate(SHAPES.items()):
+        case = f"HB{k:03d}"
+        Image.fromarray(gradient_image(w, h, k)).save(root / "data" / "images" / f"{case}.png")
+        question = (EVIL if spec == "CF18" else
+                    "Is this image suitable for a children's book page about kindness and helping one another?")
+        cases.append({"id": case, "images": [f"{case}.png"], "question": question, "options": yes_no, "gold": "B",
+                      "yes_option": "A"})
+        (root / "interventions" / f"{spec}.yaml").write_text(
+            f"id: {spec}\ncase: {case}\ntitle: Pair {spec}\ncue: the distressing letter in her hand\n"
+            "replacement: an open lesson book shared with the children, who lean in and smile\n"
+            "prompt: Replace it.\nregions: [{box: [0.2, 0.2, 0.6, 0.6]}]\nlabels: {original: 'No', edit: 'Yes'}\n")
+    (root / "data" / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    (root / "cfkit.toml").write_text('[dataset]\ncases = "data/cases.jsonl"\nimages = "data/images"\n')
+    lines = []
+    for k, spec in enumerate(SHAPES):
+        original = np.asarray(Image.open(root / "data" / "images" / f"HB{k:03d}.png").convert("RGB"))
+        edited = original.copy()
+        h, w = original.shape[:2]
+        edited[h // 5: 3 * h // 5, w // 5: 3 * w // 5] = (40, 160, 60)
+        edit_id = add_edit(root, spec, edited)
+        _accept_edit(root, spec, edit_id)
+        for model, (before, after) in zip(S8_MODELS, S8_ANSWERS[spec]):
+            # ArtiMuse answered CF35's edit on an earlier edit than the one now shown: stale.
+            shown_on = edit_id + 100 if (spec, model) == ("CF35", "ArtiMuse") else edit_id
+            for condition, answer in (("original", before), ("edit", after)):
+                record = {"model": model, "suite": "counterfactual", "case": f"HB{k:03d}", "pair": spec,
+                          "condition": condition, "answer": answer}
+                if condition == "edit":
+                    record["edit_id"] = shown_on
+                lines.append(json.dumps(record))
+    predictions = root / "published.jsonl"
+    predictions.write_text("\n".join(lines) + "\n")
+    return root, predictions
+
+
+def _accept_edit(ws_root: Path, spec: str, edit_id: int) -> None:
+    with Store(ws_root / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
+        conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, created_at) VALUES (?, ?, 'accept', ?)",
+                     (spec, edit_id, now()))
+
+
+@pytest.fixture
+def s8(tmp_path):
+    return s8_workspace(tmp_path / "s8")
+
+
+def test_a_sheet_from_predictions_files_for_chosen_models(s8, tmp_path):
+    root, predictions = s8
+    out = tmp_path / "figure-s8.html"
+    chosen = ["Gemini 3.1 Pro", "GPT-5.2", "ArtiMuse", HOSTILE_MODEL]
+    args = ["sheet", "CF20", "CF18", "CF28", "CF35", "-w", str(root), "--predictions", str(predictions),
+            "--output", str(out)]
+    for model in chosen:
+        args += ["--models", model]
+    result = run_cli(args)
+    assert result.exit_code == 0, result.stderr
+    ws = load_workspace(root)
+    from cfkit.predictions import load_predictions
+
+    with Store(ws.db_path) as store:
+        pairs, notes = collect_pairs(ws, store, ["CF20", "CF18", "CF28", "CF35"], models=chosen,
+                                     predictions=load_predictions([predictions]))
+    assert notes == []
+    assert [[a.model for a in p.answers] for p in pairs] == [chosen] * 4  # the models chosen, in that order
+    cf20 = {a.model: a for a in pairs[0].answers}
+    # Each image judged against its own gold: Gemini is right on the edit though wrong on the original.
+    assert (cf20["Gemini 3.1 Pro"].before_state, cf20["Gemini 3.1 Pro"].after_state) == ("bad", "ok")
+    assert (cf20["GPT-5.2"].before_state, cf20["GPT-5.2"].after_state) == ("ok", "ok")
+    assert (cf20["ArtiMuse"].before_state, cf20["ArtiMuse"].after_state) == ("ok", "bad")
+    cf35 = {a.model: a for a in pairs[3].answers}
+    assert cf35["ArtiMuse"].stale and cf35["ArtiMuse"].after_state == "stale"  # about another edit: neither way
+
+    page = out.read_text()
+    assert "<script" not in page.lower()
+    assert "&lt;script&gt;alert(&#x27;m&#x27;)&lt;/script&gt;" in page  # the model's name, escaped
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page  # the question, escaped
+    assert page.count("<td class='bad'>Yes</td>") >= 1 and "<td class='ok'>Yes</td>" in page
+    assert "original · gold No" in page and "edit · gold Yes" in page
+
+    png = np.asarray(Image.open(out.with_suffix(".png")).convert("RGB"))
+    layout = plan(pairs)
+    assert png.shape[:2] == (layout.size[1], layout.size[0])
+    # Rows sized to their pictures: the row of two landscape pictures is shorter than the one with a portrait.
+    assert [t.picture_h for t in layout.tiles] == [128, round(THUMB * 80 / 120), THUMB, THUMB]
+    first_row_h = layout.tiles[2].y - layout.tiles[0].y
+    assert first_row_h == max(t.height for t in layout.tiles[:2]) + 16
+    assert first_row_h < layout.tiles[2].height
+    # Gemini's CF20 boxes: the original's in the disagree colour, the edit's in the agree colour.
+    colours = {state: fill for state, (fill, _) in BOX_COLOURS.items()}
+    tile = layout.tiles[0]
+    fills = _box_fills(png, tile, row=0)
+    assert fills == (colours["bad"], colours["ok"])
+    assert _box_fills(png, layout.tiles[3], row=2)[1] == colours["stale"]
+
+
+def _box_fills(png: np.ndarray, tile, row: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The fill colours of a tile's two answer boxes on answer line ``row`` (read just inside each box)."""
+    from cfkit.review.sheet_png import BOX_W, GAP, ROW, TILE_W
+
+    name_w = TILE_W - 2 * BOX_W - 2 * GAP
+    bottom = tile.y + tile.height - 16 - ROW * (len(tile.pair.answers) - row)  # the check line is last
+    xs = (tile.x + name_w + GAP + 4, tile.x + name_w + BOX_W + 2 * GAP + 4)
+    return tuple(tuple(int(v) for v in png[bottom + BOX_H // 2, x]) for x in xs)
+
+
+def test_an_unknown_model_is_one_line_naming_those_with_answers(s8):
+    root, predictions = s8
+    result = run_cli(["sheet", "-w", str(root), "--predictions", str(predictions), "--models", "GPT-5.3"])
+    assert result.exit_code == 2
+    assert "no counterfactual answers from 'GPT-5.3'" in result.stderr and "Gemini 3.1 Pro" in result.stderr

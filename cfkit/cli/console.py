@@ -52,6 +52,11 @@ out = _console()
 err = _console(stderr=True)
 
 
+def data_console(width: int | None = None) -> Console:
+    """The console for data on stdout; with ``width``, one of that width (wider than Rich's 80 for a pipe)."""
+    return out if width is None else _console(width=width)
+
+
 def error(message: str) -> None:
     err.print(f"[bold red]error:[/] {escape(message)}")
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
-from cfkit.cli.console import out, warn, workspace_option
+from cfkit.cli.console import data_console, out, status, warn, workspace_option
 from cfkit.vocabulary import REPORT_FORMATS as FORMATS
 MISSING_SHOWN = 20
 
@@ -32,10 +33,24 @@ MISSING_SHOWN = 20
 @click.option("--all-cases", is_flag=True, help="Every case as the modality cases, instead of the subset.")
 @click.option("--ega", is_flag=True, help="Add evidence-grounded accuracy from the audit's final labels (Table S8).")
 @click.option("--audit", "audit_ref", metavar="ID", default=None, help="With --ega: which audit (default: the newest).")
+@click.option("--units", is_flag=True,
+              help="Print the per-unit outcomes instead of the tables: each case or pair, each model's answer "
+                   "under every condition, right or wrong, a pair's category (csv: flat, one row per unit and "
+                   "condition; json: the report's 'units').")
+@click.option("--plot", "plot_dir", metavar="DIR", default=None, type=click.Path(file_okay=False),
+              help="Also draw the paper's figures into DIR (made if needed), each with its data as CSV beside it: "
+                   "comparisons (Fig. 4a), NCU, modality conditions, ContextCanvas. Needs the 'plots' extra.")
+@click.option("--plot-format", type=click.Choice(("png", "svg", "pdf")), default="png", show_default=True,
+              help="Image format of the --plot figures.")
+@click.option("--force", is_flag=True, help="With --plot: replace figure files already in DIR.")
+@click.option("--groups", "groups_path", metavar="FILE", default=None,
+              help="YAML mapping each model to its group (closed, open, aesthetic as in Table 2, or any name); "
+                   "rows are shown under their groups. The paper's model names get Table 2's groups without it.")
 @workspace_option
 def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], compare_specs: tuple[str, ...],
            fmt: str, reference: bool, resamples: int, seed: int, subset: str | None, all_cases: bool, ega: bool,
-           audit_ref: str | None) -> None:
+           audit_ref: str | None, units: bool, plot_dir: str | None, plot_format: str, force: bool,
+           groups_path: str | None) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas, paired tests and position bias (swap).
 
     A unit a model gave no usable answer for (no reply, a failed request, a
@@ -53,24 +68,35 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
       cfkit report --predictions gpt.jsonl --predictions qwen.jsonl --format json
       cfkit report --predictions all.jsonl --compare hf:base=hf:specialist --format latex
       cfkit report --ega --reference
+      cfkit report --groups groups.yaml --format md
+      cfkit report --units --format csv > units.csv
+      cfkit report --compare hf:base=hf:specialist --plot figures/ --plot-format pdf
     """
     from cfkit import report as lib
+    from cfkit.errors import UsageError
 
     compare = [lib.parse_compare(spec) for spec in compare_specs]
     if audit_ref is not None and not ega:
-        from cfkit.errors import UsageError
-
         raise UsageError("--audit chooses the audit of --ega; give --ega too.")
+    if units and reference:
+        raise UsageError("--units lists the units measured here; the paper publishes none. Drop --reference.")
+    if plot_dir is None and (force or plot_format != "png"):
+        raise UsageError("--plot-format and --force are options of --plot; give --plot DIR too.")
+    groups = lib.load_groups(groups_path) if groups_path else None
     result = lib.make_report(ws, list(prediction_paths), run_refs=list(run_refs), compare=compare,
-                             n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, subset=subset,
-                             all_cases=all_cases)
-    if fmt == "table":
-        out.print(lib.ReportView(result, reference=reference))
+                             n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups,
+                             subset=subset, all_cases=all_cases)
+    if units:
+        _print(fmt, lambda: [lib.units_table(result)], lambda: lib.units_json(result), lambda: lib.units_csv(result))
     else:
-        text = {"json": lambda: lib.to_json(result, reference=reference), "csv": lambda: lib.to_csv(result),
-                "md": lambda: lib.to_markdown(result, reference=reference),
-                "latex": lambda: lib.to_latex(result, reference=reference)}[fmt]()
-        sys.stdout.write(text)
+        _print(fmt, lambda: lib.display_tables(result, reference=reference),
+               lambda: lib.to_json(result, reference=reference), lambda: lib.to_csv(result, reference=reference))
+    if plot_dir is not None:
+        from cfkit.report.plots import write_plots
+
+        written = write_plots(result, plot_dir, fmt=plot_format, overwrite=force)
+        status(f"Wrote {len(written)} figure(s) to {plot_dir}: "
+               + ", ".join(f"{w.image.name} (+ {w.data.name})" for w in written) + ".")
     _warn_missing(result.missing)
     for note in result.notes:
         warn(note)
@@ -85,6 +111,30 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
             warn(f"  … and {len(pending) - MISSING_SHOWN} more (see 'ega_pending' in --format json).")
         raise Incomplete(f"the EGA section covers {result.ega.cases} of {result.ega.planned_cases} audited cases; "
                          "finish with 'cfkit audit status' and 'cfkit audit adjudicate --as NAME'.")
+
+
+def _print(fmt: str, tables, as_json, as_csv) -> None:
+    """Write the tables (or the JSON, or the CSV) in the format asked for."""
+    from cfkit import report as lib
+
+    if fmt == "table":
+        data_console(_table_width()).print(lib.TablesView(tables()))
+        return
+    writers = {"json": as_json, "csv": as_csv, "md": lambda: lib.markdown_tables(tables()),
+               "latex": lambda: lib.latex_tables(tables())}
+    sys.stdout.write(writers[fmt]())
+
+
+#: Width of the tables when stdout is not a terminal and COLUMNS is unset: each table is as wide as its cells.
+PIPE_WIDTH = 1000
+
+
+def _table_width() -> int | None:
+    """None (the terminal's width, or COLUMNS) on a terminal; in a pipe or a file, room for every table to lay out
+    at its natural width rather than Rich's 80 columns, which would break names and intervals."""
+    if out.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return None
+    return PIPE_WIDTH
 
 
 def _warn_missing(missing) -> None:

@@ -150,22 +150,34 @@ def _regenerate(ws):
 @click.argument("spec_ids", nargs=-1)
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="HTML file to write (default: <store>/sheets/sheet-<time>.html); the PNG goes beside it.")
+@click.option("--models", "models", multiple=True, metavar="MODEL",
+              help="A model whose answers to show (repeatable; in the order given). Default: every model with "
+                   "counterfactual answers.")
+@click.option("--predictions", "prediction_paths", multiple=True, metavar="FILE",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Predictions JSONL to take the answers from instead of the stored runs (repeatable), e.g. the "
+                   "published models' answers.")
 @click.option("--force", is_flag=True, help="Replace existing sheet files.")
 @workspace_option
-def sheet(ws, spec_ids: tuple[str, ...], output: Path | None, force: bool) -> None:
-    """A contact sheet of all pairs (or the given ones): HTML with inlined images, and a PNG grid.
+def sheet(ws, spec_ids: tuple[str, ...], output: Path | None, models: tuple[str, ...],
+          prediction_paths: tuple[Path, ...], force: bool) -> None:
+    """A contact sheet of all pairs (or the given ones), laid out like Figure S8: HTML and a PNG.
 
-    Each pair shows its selected edit (or, with none selected, the newest, said
-    so), the original, the difference, the verdict, the review decision and,
-    once probe runs exist, each model's answer before and after.
+    Each pair shows the question, its selected edit (or, with none selected,
+    the newest, said so) beside the original, the intervention, the check's
+    verdict and review decision and, per model, the answer before and after in
+    a box coloured by its agreement with that image's gold label. The HTML
+    also shows the difference image.
 
     \b
-    Example:
+    Examples:
       cfkit sheet --output pairs.html
+      cfkit sheet CF20 CF18 CF28 CF35 --predictions published.jsonl --models GPT-5.2 --models ArtiMuse
     """
     from cfkit.review.sheet import write_sheet
 
-    written = write_sheet(ws, list(spec_ids), output, overwrite=force)
+    written = write_sheet(ws, list(spec_ids), output, overwrite=force, models=list(models),
+                          prediction_paths=list(prediction_paths))
     out.print(f"Wrote {written.html} and {written.png} ({written.pairs} pairs).")
     for note in written.notes:
         err.print(note, style="dim")

@@ -11,7 +11,7 @@ Stored runs are chosen by :mod:`~cfkit.report.sources`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +22,14 @@ from cfkit.errors import CaseError, NotFoundError, PredictionError, SpecError, U
 from cfkit.predictions import Prediction, check_predictions, load_predictions
 from cfkit.report import sources as sources_
 from cfkit.report.gold import Gold, PairGold, load_gold
+from cfkit.report.groups import resolve_groups
 from cfkit.report.rows import CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
 from cfkit.report.sources import Sources
+from cfkit.probe.swap import as_listed, swap_problem
 from cfkit.report.swap import swap_notes, swap_rows
+from cfkit.report.units import AnswerKey, collect_units
 from cfkit.store import Store, edits
-from cfkit.vocabulary import SUITE_CONDITIONS
+from cfkit.vocabulary import CONDITION_ORDER, SUITE_CONDITIONS, SWAP_CONDITIONS
 from cfkit.workspace import Workspace
 
 #: The modality deltas of the paper (Table S9's text), in report order.
@@ -56,12 +59,15 @@ def make_report(
     audit: str | None = None,
     subset: str | Path | None = None,
     all_cases: bool = False,
+    groups: Mapping[str, str] | None = None,
 ) -> Report:
     """Load gold and predictions (files, the runs named in ``run_refs``, or by default one stored run per model
     and suite, see :func:`cfkit.report.sources.choose_runs`) and build the report.
 
     With ``ega``, the report also holds the evidence-grounded accuracy section
-    of audit ``audit`` (default: the newest audit in the store).
+    of audit ``audit`` (default: the newest audit in the store). ``groups``
+    maps model labels to groups (a ``--groups`` file); the paper's models get
+    Table 2's groups without it.
     """
     gold = load_gold(ws, subset=subset, all_cases=all_cases)
     if prediction_paths and run_refs:
@@ -83,7 +89,7 @@ def make_report(
     if not source.preds:
         raise NotFoundError("no predictions to report. Run 'cfkit probe run', or pass --predictions FILE.")
     report = build_report(gold, source.preds, compare=compare, n_resamples=n_resamples, seed=seed, sources=source,
-                          expected_pairs=ws.pairs)
+                          expected_pairs=ws.pairs, groups=groups)
     if ega:
         report = dataclasses.replace(report, ega=_ega(ws, audit, n_resamples, seed))
     return report
@@ -107,6 +113,7 @@ def build_report(
     seed: int | None = stats.SEED,
     sources: Sources | None = None,
     expected_pairs: int | None = None,
+    groups: Mapping[str, str] | None = None,
 ) -> Report:
     """Compute every section for every model found in ``preds``.
 
@@ -114,6 +121,10 @@ def build_report(
     requests and the modality subset; 3. score each suite, every unit without
     a usable answer counted wrong and listed; 4. the paired comparisons;
     5. marks and notes on what the rows cover.
+
+    Every statistic over the ContextCanvas cases (each model's intervals and
+    every comparison) uses one set of resamples, so they stay paired by case;
+    so does every statistic over the pairs.
     """
     sources = sources or Sources(preds=list(preds))
     # 1. index
@@ -138,21 +149,28 @@ def build_report(
                 raise PredictionError(f"model '{model}' answered modality case {outside[0]}, which is not in the "
                                       "modality subset file; add it there or remove those lines.")
     units = _Units(sources)
+    group_of = resolve_groups([p.model for p in preds], groups)
     # 3. the suites
     all_cases = list(gold.cases)
+    by_case = stats.Resamples(len(all_cases), n_resamples=n_resamples, seed=seed) if cc_models else None
     cc_usable = {model: units.usable(model, "contextcanvas", got) for model, got in cc_models.items()}
-    cc_rows = [
-        ContextCanvasRow(model, _contextcanvas(units, model, got, all_cases), *units.marks(model, "contextcanvas"))
-        for model, got in cc_models.items()
-    ]
+    cc_rows = []
+    for model, got in cc_models.items():
+        intervals = _contextcanvas(units, model, got, all_cases, by_case)
+        cc_rows.append(ContextCanvasRow(model, intervals.scores, *units.marks(model, "contextcanvas"),
+                                        intervals=intervals, group=group_of[model]))
     pairs = list(gold.pairs.values())
+    cf_models = answers.get("counterfactual", {})
+    by_pair = stats.Resamples(len(pairs), n_resamples=n_resamples, seed=seed) if cf_models and pairs else None
     cf_rows = [
-        CounterfactualRow(model, _counterfactual(units, model, got, pairs, n_resamples, seed),
-                          *units.marks(model, "counterfactual"))
-        for model, got in answers.get("counterfactual", {}).items()
+        CounterfactualRow(model, _counterfactual(units, model, got, pairs, by_pair),
+                          *units.marks(model, "counterfactual"), group=group_of[model])
+        for model, got in cf_models.items()
     ]
     md_rows = [
-        _modality(units, model, got, [gold.cases.get(c) for c in gold.modality_cases or []], n_resamples, seed)
+        dataclasses.replace(
+            _modality(units, model, got, [gold.cases.get(c) for c in gold.modality_cases or []], n_resamples, seed),
+            group=group_of[model])
         for model, got in answers.get("modality", {}).items()
     ]
     sw_rows = swap_rows(units, gold.cases, answers.get("swap", {}), n_resamples=n_resamples, seed=seed)
@@ -161,7 +179,7 @@ def build_report(
     for base, other in compare:
         first = _correct(cc_usable[base], all_cases, "image")
         second = _correct(cc_usable[other], all_cases, "image")
-        comparisons.append(stats.paired_comparison(first, second, n_resamples=n_resamples, seed=seed))
+        comparisons.append(stats.paired_comparison(first, second, resamples=by_case, seed=seed))
     adjusted = stats.bonferroni([c.mcnemar.p_value for c in comparisons])
     cmp_rows = [CompareRow(b, o, c, p) for (b, o), c, p in zip(compare, comparisons, adjusted)]
     # 5. what the figures cover
@@ -171,7 +189,16 @@ def build_report(
     if gold.modality_cases is not None:
         expected["modality"] = len(gold.modality_cases)
     notes = _coverage_notes(units, gold, cc_rows, cf_rows, md_rows, expected_pairs) + swap_notes(units.missing, sw_rows)
-    return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected, swap=sw_rows)
+    # A case's gold under every condition a suite asks it in; a pair's two golds from its spec.
+    golds = {(c.id, "", condition): c.gold for c in all_cases for condition in CONDITION_ORDER
+             if condition not in SUITE_CONDITIONS["counterfactual"] + SWAP_CONDITIONS}
+    # In the swapped order the gold is the id its text moved to.
+    golds |= {(c.id, "", condition): as_listed(c, condition).gold for c in all_cases if swap_problem(c) is None
+              for condition in SWAP_CONDITIONS}
+    golds |= {(p.case, p.pair, "original"): p.original for p in pairs} | {(p.case, p.pair, "edit"): p.edit for p in pairs}
+    return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected,
+                  bootstrap={"resamples": n_resamples, "seed": seed, "level": stats.LEVEL},
+                  units=collect_units(units.asked, golds, units.reasons), swap=sw_rows)
 
 
 class _Units:
@@ -180,6 +207,17 @@ class _Units:
     def __init__(self, sources: Sources):
         self.sources = sources
         self.missing: list[Missing] = []
+        self.asked: dict[AnswerKey, str | None] = {}  # every answer the sections counted, None where unusable
+        self.reasons: dict[AnswerKey, str] = {}  # why an answer asked for is not usable
+
+    def answer(self, model: str, suite: str, got: dict, case: str, pair: str, condition: str) -> str | None:
+        """The usable answer to one unit and condition (None, listed in ``missing``, when there is none)."""
+        key = (model, suite, case, pair, condition)
+        listed = len(self.missing)
+        self.asked[key] = found = self._answer(model, suite, got, case, pair, condition)
+        if len(self.missing) > listed:
+            self.reasons[key] = self.missing[-1].reason
+        return found
 
     def usable(self, model: str, suite: str, got: dict) -> dict[tuple[str, str, str], str | None]:
         """Answers by unit, with stale answers (about an edit no longer selected) left out."""
@@ -193,7 +231,7 @@ class _Units:
         return (f"answered about edit #{p.edit_id}; the pair's selected edit is now "
                 + (f"#{now}" if now is not None else "none") + " (run the counterfactual suite again)")
 
-    def answer(self, model: str, suite: str, got: dict, case: str, pair: str, condition: str) -> str | None:
+    def _answer(self, model: str, suite: str, got: dict, case: str, pair: str, condition: str) -> str | None:
         run = self.sources.runs.get((model, suite))
         run_id = run.id if run is not None else None
 
@@ -237,20 +275,21 @@ def _correct(got: dict, cases: Sequence[Case], condition: str) -> np.ndarray:
     return np.array([got.get((c.id, "", condition)) == c.gold for c in cases], dtype=bool)
 
 
-def _contextcanvas(units: _Units, model: str, got: dict, cases: list[Case]) -> stats.ContextCanvasScores:
+def _contextcanvas(units: _Units, model: str, got: dict, cases: list[Case],
+                   resamples: stats.Resamples | None) -> stats.ContextCanvasIntervals:
     predicted = [units.answer(model, "contextcanvas", got, c.id, "", "image") for c in cases]
-    return stats.contextcanvas_scores(predicted, [c.gold for c in cases], [c.yes_option for c in cases],
-                                      [c.no_option for c in cases])
+    return stats.contextcanvas_intervals(predicted, [c.gold for c in cases], [c.yes_option for c in cases],
+                                         [c.no_option for c in cases], resamples=resamples)
 
 
-def _counterfactual(units: _Units, model: str, got: dict, pairs: list[PairGold], n_resamples: int,
-                    seed: int | None) -> stats.CounterfactualScores:
+def _counterfactual(units: _Units, model: str, got: dict, pairs: list[PairGold],
+                    resamples: stats.Resamples | None) -> stats.CounterfactualScores:
     if not pairs:
         raise SpecError("counterfactual predictions were given, but the workspace has no edit specs in interventions/.")
     original = [units.answer(model, "counterfactual", got, p.case, p.pair, "original") for p in pairs]
     edit = [units.answer(model, "counterfactual", got, p.case, p.pair, "edit") for p in pairs]
     return stats.counterfactual_scores(original, edit, [p.original for p in pairs], [p.edit for p in pairs],
-                                       n_resamples=n_resamples, seed=seed)
+                                       resamples=resamples)
 
 
 def _modality(units: _Units, model: str, got: dict, cases: list[Case], n_resamples: int,

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
+import re
 from typing import Any
 
 from cfkit.report.reference import load_reference
 from cfkit.report.rows import Report
-from cfkit.report.tables import display_tables
+from cfkit.report.tables import DisplayTable, display_tables
+from cfkit.report.units import FLAT_COLUMNS, flat_rows
+from cfkit.visible import spreadsheet_cell, visible
 from cfkit.vocabulary import REPORT_FORMATS
 
 FORMATS = REPORT_FORMATS
@@ -22,28 +26,88 @@ def to_json(report: Report, *, reference: bool = False) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def to_csv(report: Report) -> str:
-    """Long form: ``section,model,metric,value``, one number a row at full precision.
+#: The published table shown beside each section with ``--reference`` (Table 6 is the first four rows of S8).
+PAPER_TABLES = {"contextcanvas": ("table2", "tableS4"), "counterfactual": ("tableS7",), "modality": ("tableS9",),
+                "compare": ("tableS10",), "ega": ("tableS8",)}
+#: Table-wide figures of a published table, repeated on each of its rows in the CSV.
+_TABLE_FIELDS = ("n", "n_binary", "gold_yes_rate", "n_pairs")
 
-    ``model`` is ``BASE=OTHER`` in the compare section; ``metric`` is a dotted
-    path into the JSON record (``accuracy.text``, ``ncu_ci.0``,
-    ``deltas.text>neutral.p``, ``agreement.kappa``). Missing units, the rows'
-    ``incomplete`` marks and run ids, and audit items still without a final
-    label are not in the CSV (it holds numbers); the command reports them on
-    stderr.
+
+def units_csv(report: Report) -> str:
+    """The per-unit outcomes flat (``report --units --format csv``): one row per unit and condition.
+
+    Columns: ``model,suite,case,pair,condition,answer,gold,correct,category,missing``
+    (``correct`` as ``true`` / ``false``; an empty cell is null; ``category``
+    only for counterfactual pairs, on both of a pair's rows; ``missing`` the
+    reason the unit has no usable answer, as in the JSON's ``missing``).
     """
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["section", "model", "metric", "value"])
-    data = report.to_dict()
-    for section in ("contextcanvas", "counterfactual", "modality", "compare", "swap", "ega"):
-        for record in data.get(section, []):
-            name = f"{record['base']}={record['other']}" if section == "compare" else record["model"]
-            for metric, value in _flatten(record):
-                if metric in ("model", "base", "other", "incomplete") or metric.startswith("runs."):
-                    continue
-                writer.writerow([section, name, metric, repr(float(value)) if isinstance(value, float) else value])
+    writer.writerow(FLAT_COLUMNS)
+    for row in flat_rows(report.units):
+        writer.writerow([_csv_value(row[column]) for column in FLAT_COLUMNS])
     return buffer.getvalue()
+
+
+def units_json(report: Report) -> str:
+    """``{"units": …}``: the report's per-unit outcomes alone (``report --units --format json``)."""
+    return json.dumps({"units": [u.to_dict() for u in report.units]}, indent=2, ensure_ascii=False) + "\n"
+
+
+def to_csv(report: Report, *, reference: bool = False) -> str:
+    """Long form: ``section,model,metric,value,source``, one figure a row at full precision.
+
+    ``model`` is ``BASE=OTHER`` in the compare section; ``metric`` is a dotted
+    path into the JSON record (``accuracy.text``, ``ncu_ci.0``,
+    ``deltas.text>neutral.p``, ``agreement.kappa``); every field of a row is
+    there, ``group``, ``incomplete`` (``true`` / ``false``) and the ``runs``
+    included; an empty value is a JSON null. ``source`` is ``measured``, or
+    for the published rows ``--reference`` adds, ``paper:`` and the table's
+    key in ``cfkit/data/reference.json`` (``paper:table2``), their table-wide
+    figures (``n``, ``gold_yes_rate``) repeated on each row. Text cells are
+    written so that a spreadsheet never runs them as a formula. The units
+    counted wrong for want of an answer are in the JSON's ``missing`` (and on
+    stderr).
+    """
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["section", "model", "metric", "value", "source"])
+
+    def write(section: str, record: dict[str, Any], source: str) -> None:
+        name = f"{record['base']}={record['other']}" if "base" in record else record["model"]
+        for metric, value in _flatten(record):
+            if metric not in ("model", "base", "other"):
+                writer.writerow([section, spreadsheet_cell(name), metric, _csv_value(value), source])
+
+    data = report.to_dict()
+    sections = ("contextcanvas", "counterfactual", "modality", "compare", "swap", "ega")
+    for section in sections:
+        for record in data.get(section, []):
+            write(section, record, "measured")
+    if reference:
+        tables = load_reference()["tables"]
+        for section in sections:
+            if not data.get(section):
+                continue
+            for key in PAPER_TABLES.get(section, ()):
+                table = tables[key]
+                shared = {k: table[k] for k in _TABLE_FIELDS if k in table}
+                for row in table["rows"]:
+                    write(section, {**row, **shared}, f"paper:{key}")
+    return buffer.getvalue()
+
+
+def _csv_value(value: Any) -> str:
+    """A value as the CSV holds it: floats exactly (``repr``), JSON's spelling of booleans and null, safe text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(float(value))  # numpy floats too, whose repr names their type
+    if isinstance(value, str):
+        return spreadsheet_cell(value)
+    return str(value)
 
 
 def _flatten(record: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -62,38 +126,76 @@ def _flatten(record: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     return out
 
 
+def markdown_escape(text: str) -> str:
+    """A cell's text for a Markdown table: control characters made visible, raw HTML and the characters that
+    would end the cell or start emphasis or code escaped, a line break written as ``\\n``."""
+    text = html.escape(visible(text), quote=False)
+    text = re.sub(r"([\\|*`])", r"\\\1", text)
+    return text.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n")
+
+
+def _grouped(table: DisplayTable) -> list[tuple[str | None, list[str], bool]]:
+    """The rows with, before the first row of each model group, that group's heading."""
+    out, heading = [], None
+    for k, (row, published) in enumerate(zip(table.rows, table.published)):
+        if table.groups is not None and table.groups[k] != heading:
+            heading = table.groups[k]
+            out.append((heading, [], False))
+        out.append((None, row, published))
+    return out
+
+
 def to_markdown(report: Report, *, reference: bool = False) -> str:
+    """The report's tables in Markdown, each with its legend."""
+    return markdown_tables(display_tables(report, reference=reference))
+
+
+def markdown_tables(tables: list[DisplayTable]) -> str:
     parts = []
-    for table in display_tables(report, reference=reference):
+    for table in tables:
         columns = table.columns
-        lines = [f"### {table.title}", "", "| " + " | ".join(columns) + " |",
+        lines = [f"### {markdown_escape(table.title)}", "", "| " + " | ".join(map(markdown_escape, columns)) + " |",
                  "|" + "|".join(["---"] + ["---:"] * (len(columns) - 1)) + "|"]
-        for row in table.rows:
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+        for heading, row, _ in _grouped(table):
+            if heading is not None:
+                lines.append(f"| **{markdown_escape(heading)}** |" + " |" * (len(columns) - 1))
+            else:
+                lines.append("| " + " | ".join(markdown_escape(c) for c in row) + " |")
         if table.caption:
-            lines += ["", table.caption]
+            lines += ["", markdown_escape(table.caption)]
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"
 
 
 _LATEX_ESCAPES = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
                   "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
-                  "→": r"$\rightarrow$", "Δ": r"$\Delta$", "—": "--", "κ": r"$\kappa$"}
+                  "→": r"$\rightarrow$", "Δ": r"$\Delta$", "—": "--", "κ": r"$\kappa$", "−": "$-$", "×": r"$\times$",
+                  "\n": " ", "\r": " "}
 
 
 def latex_escape(text: str) -> str:
-    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
+    """Text for a LaTeX document: special characters escaped, a line break a space (a blank line would end a cell)."""
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in visible(text))
 
 
 def to_latex(report: Report, *, reference: bool = False) -> str:
     """One ``table`` environment per section (booktabs rules); published rows in italics."""
+    return latex_tables(display_tables(report, reference=reference))
+
+
+def latex_tables(tables: list[DisplayTable]) -> str:
     parts = []
-    for table in display_tables(report, reference=reference):
+    for table in tables:
         spec = "l" + "r" * (len(table.columns) - 1)
         lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{latex_escape(table.title)}}}",
                  rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
                  " & ".join(latex_escape(c) for c in table.columns) + r" \\", r"\midrule"]
-        for row, published in zip(table.rows, table.published):
+        for heading, row, published in _grouped(table):
+            if heading is not None:
+                if lines[-1] != r"\midrule":
+                    lines.append(r"\midrule")
+                lines.append(rf"\multicolumn{{{len(table.columns)}}}{{l}}{{\textbf{{{latex_escape(heading)}}}}} \\")
+                continue
             cells = [latex_escape(c) for c in row]
             if published:
                 cells = [rf"\textit{{{c}}}" for c in cells]

@@ -8,6 +8,7 @@ from typing import Any
 from cfkit import stats
 from cfkit.report.grounding import EgaSection
 from cfkit.report.swap import SwapRow
+from cfkit.report.units import ModelUnits
 
 
 #: Why a unit is listed in ``missing``: no prediction at all, a request that failed, the model declined, or an
@@ -35,6 +36,8 @@ class ContextCanvasRow:
     scores: stats.ContextCanvasScores
     incomplete: bool = False  # built from an incomplete run, or with units absent or failed
     runs: tuple[str, ...] = ()
+    intervals: stats.ContextCanvasIntervals | None = None  # paired bootstrap over cases, shared by every model
+    group: str | None = None  # closed / open / aesthetic (Table 2), a --groups name, or None
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class CounterfactualRow:
     scores: stats.CounterfactualScores
     incomplete: bool = False
     runs: tuple[str, ...] = ()
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class ModalityRow:
     deltas: list[Delta]
     incomplete: bool = False
     runs: tuple[str, ...] = ()
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,19 +90,24 @@ class Report:
     notes: list[str] = field(default_factory=list)  # what the numbers cover, where it is less than asked for
     expected: dict[str, int] = field(default_factory=dict)  # suite -> units the workspace expects (pairs, subset)
     swap: list[SwapRow] = field(default_factory=list)  # the position-bias section (cfkit.report.swap)
+    bootstrap: dict[str, Any] = field(default_factory=dict)  # resamples, seed, level of every interval
+    units: list[ModelUnits] = field(default_factory=list)  # per model and suite, every unit the rows count
 
     def to_dict(self) -> dict[str, Any]:
         """The report object of docs/report-schema.md, ``missing`` included (the units counted wrong for want of an answer)."""
         data = {
-            "contextcanvas": [{"model": r.model, **_fields(r.scores), **_marks(r)} for r in self.contextcanvas],
+            "contextcanvas": [{"model": r.model, "group": r.group, **_fields(r.scores), **_intervals(r.intervals),
+                               **_marks(r)} for r in self.contextcanvas],
             "counterfactual": [
-                {"model": r.model, **_fields(r.scores, skip=("ncu_ci",)), "ncu_ci": r.scores.ncu_ci.as_list(),
+                {"model": r.model, "group": r.group, **_fields(r.scores, skip=("ncu_ci",)),
+                 "ncu_ci": r.scores.ncu_ci.as_list(),
                  **_marks(r)}
                 for r in self.counterfactual
             ],
             "modality": [
                 {
                     "model": r.model,
+                    "group": r.group,
                     "n": r.n,
                     "accuracy": dict(r.accuracy),
                     "accuracy_ci": {c: ci.as_list() for c, ci in r.accuracy_ci.items()},
@@ -121,12 +131,22 @@ class Report:
             "swap": [r.to_dict() for r in self.swap],
             "missing": [m.__dict__.copy() for m in self.missing],
             "notes": list(self.notes),
+            "bootstrap": dict(self.bootstrap),
+            "units": [u.to_dict() for u in self.units],
         }
         if self.ega is not None:
             data["ega"] = [row.to_dict() for row in self.ega.rows]
             data["ega_audit"] = self.ega.summary()
             data["ega_pending"] = [p.__dict__.copy() for p in self.ega.pending]
         return data
+
+
+def _intervals(found: stats.ContextCanvasIntervals | None) -> dict[str, list[float] | None]:
+    """The ContextCanvas intervals as ``[low, high]`` (None where a figure has none: no two-option case)."""
+    names = ("accuracy_ci", "macro_f1_ci", "yes_f1_ci", "no_f1_ci", "yes_rate_ci")
+    if found is None:
+        return dict.fromkeys(names)
+    return {name: None if (ci := getattr(found, name)) is None else ci.as_list() for name in names}
 
 
 def _marks(row: Any) -> dict[str, Any]:

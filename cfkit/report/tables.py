@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cfkit.report import legends
+from cfkit.report.groups import group_label, group_rank, paper_groups
 from cfkit.report.reference import load_reference, reference_label
 from cfkit.report.rows import Report
+from cfkit.report.units import flat_rows
 from cfkit.vocabulary import SUITE_CONDITIONS
 
 
@@ -19,7 +22,8 @@ class DisplayTable:
     columns: list[str]
     rows: list[list[str]]
     published: list[bool]  # per row: a published reference row (not measured here)
-    caption: str = ""
+    caption: str = ""  # what the columns and marks mean, then where published rows come from
+    groups: list[str] | None = None  # per row: the heading of its model group; None when the table is not grouped
 
 
 #: Appended to the first cell of a published reference row.
@@ -57,83 +61,136 @@ def fmt_ci(values: Sequence[float]) -> str:
     return f"[{values[0]:.2f}, {values[1]:.2f}]"
 
 
+def fmt_delta(value: float | None) -> str:
+    """A difference in points for display: two decimals, the sign always shown (``+28.57``, ``-3.10``)."""
+    return "—" if value is None else f"{value + 0.0:+.2f}"  # + 0.0 turns -0.0 into 0.0
+
+
+def fmt_opt_ci(values: Sequence[float] | None) -> str:
+    """An interval, or a dash where there is none (a published row, a figure with no two-option case)."""
+    return "—" if values is None else fmt_ci(values)
+
+
+class _Rows:
+    """A table's rows as they are built: cells, whether published, and the model's group."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[list[str], bool, str | None]] = []
+
+    def add(self, cells: list[str], published: bool, group: str | None) -> None:
+        self.items.append((cells, published, group))
+
+    def table(self, key: str, title: str, columns: list[str], caption: str) -> DisplayTable:
+        """The table; when a measured row has a group, rows go under their groups' headings in the paper's order."""
+        items = self.items
+        grouped = any(group is not None for _, published, group in items if not published)
+        if grouped:
+            rank = group_rank(group for _, _, group in items)
+            items = sorted(items, key=lambda item: rank[item[2]])  # stable: measured rows stay before published
+        return DisplayTable(key, title, columns, [c for c, _, _ in items], [p for _, p, _ in items], caption,
+                            [group_label(g) for _, _, g in items] if grouped else None)
+
+
+def _join(*parts: str) -> str:
+    return " ".join(p.strip() for p in parts if p and p.strip())
+
+
 def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTable]:
-    """The report's tables, laid out like the paper's Tables 2, S7, S9 and S10."""
+    """The report's tables, laid out like the paper's Tables 2, S4, S7, S9 and S10, each with its legend."""
     data = report.to_dict()
     ref = load_reference()["tables"] if reference else None
+    paper = paper_groups()
+    boot = data.get("bootstrap", {})
     full = {r["model"]: r["accuracy"] for r in data["contextcanvas"]}
     tables: list[DisplayTable] = []
     if data["contextcanvas"]:
-        # The paper's columns plus n, the gold Yes rate and invalid answers; Yes-F1 / No-F1 are in JSON and CSV.
-        rows = [[_name(r), str(r["n"]), fmt(r["accuracy"]), fmt(r["macro_f1"]), fmt(r["yes_rate"]),
-                 fmt(r["gold_yes_rate"]), str(r["invalid"])] for r in data["contextcanvas"]]
-        published = [False] * len(rows)
-        caption = _caption("table2", reference)
+        rows, classes = _Rows(), _Rows()
+        for r in data["contextcanvas"]:
+            rows.add([_name(r), str(r["n"]), fmt(r["accuracy"]), fmt_opt_ci(r["accuracy_ci"]), fmt(r["macro_f1"]),
+                      fmt_opt_ci(r["macro_f1_ci"]), fmt(r["yes_rate"]), str(r["invalid"])], False, r["group"])
+            classes.add([_name(r), fmt(r["yes_f1"]), fmt(r["no_f1"]), fmt(r["yes_rate"]), fmt_opt_ci(r["yes_rate_ci"]),
+                         fmt(r["gold_yes_rate"])], False, r["group"])
+        caption = legends.contextcanvas(data["contextcanvas"][0], boot)
+        caption_s4 = legends.classes(data["contextcanvas"][0], boot)
         if ref:
-            t = ref["table2"]
-            caption += _comparable("cases", {r["n"] for r in data["contextcanvas"]}, t["n"]) + _notes(report, "contextcanvas")
+            t, s4 = ref["table2"], ref["tableS4"]
             for r in t["rows"]:
-                rows.append([r["model"] + PAPER_MARK, str(t["n"]), fmt(r["accuracy"]), fmt(r["macro_f1"]), fmt(r["yes_rate"]),
-                             fmt(t["gold_yes_rate"]), "—"])
-                published.append(True)
-        tables.append(DisplayTable(
-            "contextcanvas", "ContextCanvas (as in Table 2)",
-            ["Model", "n", "Acc.", "Macro-F1", "Yes (%)", "Gold Yes", "Inv."],
-            rows, published, caption))
+                rows.add([r["model"] + PAPER_MARK, str(t["n"]), fmt(r["accuracy"]), "—", fmt(r["macro_f1"]), "—",
+                          fmt(r["yes_rate"]), "—"], True, r["group"])
+            for r in s4["rows"]:
+                classes.add([r["model"] + PAPER_MARK, fmt(r["yes_f1"]), fmt(r["no_f1"]), fmt(r["yes_rate"]), "—",
+                             fmt(s4["gold_yes_rate"])], True, paper.get(r["model"]))
+            comparable = (_comparable("cases", {r["n"] for r in data["contextcanvas"]}, t["n"])
+                          + _notes(report, "contextcanvas"))
+            caption = _join(caption, _caption("table2"), comparable)
+            caption_s4 = _join(caption_s4, _caption("tableS4"), comparable)
+        marks = _marks(data["contextcanvas"], reference)
+        tables.append(rows.table("contextcanvas", "ContextCanvas (as in Table 2)",
+                                 ["Model", "n", "Acc.", "95% CI", "Macro-F1", "95% CI", "Yes (%)", "Inv."],
+                                 _join(caption, marks)))
+        if any(r["n_binary"] for r in data["contextcanvas"]):  # without a two-option case there are no classes
+            tables.append(classes.table("contextcanvas_classes", "ContextCanvas by class (as in Table S4)",
+                                        ["Model", "Yes F1", "No F1", "Pred. Yes", "95% CI", "Gold Yes"],
+                                        _join(caption_s4, marks)))
     if data["counterfactual"]:
-        # The paper's columns plus invalid pairs; the stuck counts are in JSON and CSV.
-        rows = [[_name(r), fmt(full.get(r["model"])), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
-                 f"{r['correct']}/{r['reverse']}", str(r["invalid"]), fmt(r["ncu"]), fmt_ci(r["ncu_ci"])]
-                for r in data["counterfactual"]]
-        published = [False] * len(rows)
-        caption = _caption("tableS7", reference)
+        rows = _Rows()
+        for r in data["counterfactual"]:
+            rows.add([_name(r), fmt(full.get(r["model"])), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
+                      f"{r['correct']}/{r['reverse']}", str(r["invalid"]), fmt(r["ncu"]), fmt_ci(r["ncu_ci"])],
+                     False, r["group"])
+        caption = legends.counterfactual(boot)
         if ref:
-            caption += _comparable("pairs", {r["n_pairs"] for r in data["counterfactual"]}, ref["tableS7"]["n_pairs"],
-                                   report.expected.get("counterfactual")) + _notes(report, "counterfactual")
             for r in ref["tableS7"]["rows"]:
-                rows.append([r["model"] + PAPER_MARK, fmt(r["full"]), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
-                             f"{r['correct']}/{r['reverse']}", "—", fmt(r["ncu"]), fmt_ci(r["ncu_ci"])])
-                published.append(True)
+                rows.add([r["model"] + PAPER_MARK, fmt(r["full"]), fmt(r["orig_acc"]), fmt(r["edit_acc"]),
+                          fmt(r["pair_acc"]), f"{r['correct']}/{r['reverse']}", "—", fmt(r["ncu"]),
+                          fmt_ci(r["ncu_ci"])], True, paper.get(r["model"]))
+            caption = _join(caption, _caption("tableS7"),
+                            _comparable("pairs", {r["n_pairs"] for r in data["counterfactual"]},
+                                        ref["tableS7"]["n_pairs"], report.expected.get("counterfactual")),
+                            _notes(report, "counterfactual"))
         n_pairs = {r["n_pairs"] for r in data["counterfactual"]}
         title = f"Counterfactual pairs (as in Table S7; {', '.join(map(str, sorted(n_pairs)))} pairs)"
-        tables.append(DisplayTable(
-            "counterfactual", title,
-            ["Model", "Full", "Orig.", "Edit", "Pair", "C/R", "Inv.", "NCU", "95% CI"],
-            rows, published, caption))
+        tables.append(rows.table("counterfactual", title,
+                                 ["Model", "Full", "Orig.", "Edit", "Pair", "C/R", "Inv.", "NCU", "95% CI"],
+                                 _join(caption, _marks(data["counterfactual"], reference))))
     if data["modality"]:
         conditions = SUITE_CONDITIONS["modality"]
-        rows = [[_name(r), str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions)] for r in data["modality"]]
-        published = [False] * len(rows)
-        caption = _caption("tableS9", reference)
+        rows, deltas = _Rows(), _Rows()
+        for r in data["modality"]:
+            rows.add([_name(r), str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions)], False, r["group"])
+            for d in r["deltas"]:
+                deltas.add([_name(r), f"{d['from']} → {d['to']}", fmt_delta(d["delta"]), fmt_ci(d["ci"]),
+                            f"{d['b']}/{d['c']}", fmt_p(d["p"]), fmt_p(d["p_adj"])], False, r["group"])
+        caption = legends.modality(data["modality"][0]["n"])
         if ref:
             t = ref["tableS9"]
-            caption += _comparable("cases", {r["n"] for r in data["modality"]}, t["n"]) + _notes(report, "modality")
             for r in t["rows"]:
-                rows.append([r["model"] + PAPER_MARK, str(t["n"]), *(fmt(r["accuracy"][c]) for c in conditions)])
-                published.append(True)
-        tables.append(DisplayTable("modality", "Modality conditions (as in Table S9)",
-                                   ["Model", "n", "Text", "Neutral", "Evidence", "Image"], rows, published,
-                                   caption))
-        if data["modality"]:
-            rows = [[r["model"], f"{d['from']} → {d['to']}", fmt(d["delta"]), fmt_ci(d["ci"]), f"{d['b']}/{d['c']}",
-                     fmt_p(d["p"]), fmt_p(d["p_adj"])] for r in data["modality"] for d in r["deltas"]]
-            tables.append(DisplayTable("modality_deltas", "Modality changes (paired, exact McNemar, Bonferroni over 4)",
-                                       ["Model", "Change", "Δ", "95% CI", "b/c", "p", "p adj"], rows,
-                                       [False] * len(rows)))
+                rows.add([r["model"] + PAPER_MARK, str(t["n"]), *(fmt(r["accuracy"][c]) for c in conditions)], True,
+                         paper.get(r["model"]))
+            caption = _join(caption, _caption("tableS9"),
+                            _comparable("cases", {r["n"] for r in data["modality"]}, t["n"]),
+                            _notes(report, "modality"))
+        marks = _marks(data["modality"], reference)
+        tables.append(rows.table("modality", "Modality conditions (as in Table S9)",
+                                 ["Model", "n", "Text", "Neutral", "Evidence", "Image"], _join(caption, marks)))
+        tables.append(deltas.table("modality_deltas", "Modality changes (paired, exact McNemar, Bonferroni over 4)",
+                                   ["Model", "Change", "Δ", "95% CI", "b/c", "p", "p adj"],
+                                   _join(legends.modality_deltas(boot), _marks(data["modality"], False))))
     if data["compare"]:
-        rows = [[f"{r['base']} → {r['other']}", fmt(r["base_acc"]), fmt(r["other_acc"]), f"{r['delta']:+.2f}",
-                 f"{r['b']}/{r['c']}", fmt_ci(r["ci"]), fmt_p(r["p"]), fmt_p(r["p_adj"])] for r in data["compare"]]
-        published = [False] * len(rows)
+        rows = _Rows()
+        for r in data["compare"]:
+            rows.add([f"{r['base']} → {r['other']}", fmt(r["base_acc"]), fmt(r["other_acc"]), fmt_delta(r["delta"]),
+                      f"{r['b']}/{r['c']}", fmt_ci(r["ci"]), fmt_p(r["p"]), fmt_p(r["p_adj"])], False, None)
+        caption = legends.compare(data["compare"][0]["n"], len(data["compare"]), boot)
         if ref:
             for r in ref["tableS10"]["rows"]:
-                rows.append([f"{r['base']} → {r['other']}{PAPER_MARK}", fmt(r["base_acc"]), fmt(r["other_acc"]),
-                             f"{r['delta']:+.2f}", f"{r['b']}/{r['c']}", fmt_ci(r["ci"]), fmt_p(r["p"]),
-                             fmt_p(r["p_adj"])])
-                published.append(True)
-        tables.append(DisplayTable(
+                rows.add([f"{r['base']} → {r['other']}{PAPER_MARK}", fmt(r["base_acc"]), fmt(r["other_acc"]),
+                          fmt_delta(r["delta"]), f"{r['b']}/{r['c']}", fmt_ci(r["ci"]), fmt_p(r["p"]),
+                          fmt_p(r["p_adj"])], True, None)
+            caption = _join(caption, _caption("tableS10"), legends_marks(published=True, incomplete=False))
+        tables.append(rows.table(
             "compare", f"Paired comparisons (as in Table S10; Bonferroni over {len(data['compare'])})",
-            ["Base → other", "Base", "Other", "Δ", "b/c", "95% CI", "p", "p adj"], rows, published,
-            _caption("tableS10", reference)))
+            ["Base → other", "Base", "Other", "Δ", "b/c", "95% CI", "p", "p adj"], caption))
     if data["swap"]:
         tables += _swap_tables(data)
     if "ega" in data:
@@ -158,10 +215,25 @@ def _swap_tables(data: dict) -> list[DisplayTable]:
             for r in data["swap"]]
     bias = DisplayTable(
         "swap_bias", "Option order: content or position?",
-        ["Model", "Consist.", "95% CI", "First pos.", "95% CI", "Yes orig.", "Yes swap."], rows, [False] * len(rows),
+        ["Model", "Consist.", "95% CI", "1st pos.", "95% CI", "Yes as is", "Yes swap"], rows, [False] * len(rows),
         # One short line (the terminal does not wrap captions); the README says how to read the figures.
-        "Consist.: the same option text in both orders. First pos.: answers picking the first listed option.")
+        "Consist.: the same option text in both orders. 1st pos.: answers picking the first listed option.")
     return [accuracy, bias]
+
+
+def _marks(rows: list[dict], reference: bool) -> str:
+    return legends_marks(published=reference, incomplete=any(r.get("incomplete") for r in rows))
+
+
+def legends_marks(*, published: bool, incomplete: bool) -> str:
+    """What the marks appended to a model name mean, for a table that carries them."""
+    parts = []
+    if incomplete:
+        parts.append(f"Rows marked{INCOMPLETE_MARK} come from a run that did not finish, or lack a usable answer "
+                     "for some units, which are counted wrong (listed under 'missing').")
+    if published:
+        parts.append("'—': a figure the paper does not give.")
+    return " ".join(parts)
 
 
 def _ega_tables(data: dict, ref: dict | None) -> list[DisplayTable]:
@@ -182,11 +254,11 @@ def _ega_tables(data: dict, ref: dict | None) -> list[DisplayTable]:
                          fmt(r["unsupported"]), "—"])
             published.append(True)
     audit = data["ega_audit"]
-    caption = (f"Audit {audit['audit']}: {audit['cases']} of {audit['planned_cases']} cases have a final label for "
-               f"every model; {audit['pending']} item(s) pending.")
+    caption = (f"{legends.ega()} Audit {audit['audit']}: {audit['cases']} of {audit['planned_cases']} cases have a "
+               f"final label for every model; {audit['pending']} item(s) pending.")
     if ref:
         caption += (f" Rows marked{PAPER_MARK} are the published figures of {reference_label('tableS8')}; "
-                    "Table 6 of the main text shows the first four.")
+                    "Table 6 of the main text shows the first four. " + legends_marks(published=True, incomplete=False))
     scores = DisplayTable("ega", "Evidence-grounded accuracy (as in Table S8)",
                           ["Model", "n", "Acc.", "95% CI", "EGA", "95% CI", "Unsup.", "95% CI"], rows, published,
                           caption)
@@ -203,7 +275,8 @@ def _ega_tables(data: dict, ref: dict | None) -> list[DisplayTable]:
     agreement = DisplayTable("ega_agreement", "Agreement on the EGA judgement, before adjudication",
                              ["Model", "n", "Agree %", "κ", "95% CI", "AC1", "95% CI"], agreement_rows,
                              [False] * len(agreement_rows),
-                             "Two annotators, items both labelled; Cohen's κ, Gwet's AC1, bootstrap over items.")
+                             "Two annotators, items both labelled. Agree %: the share of items they judged alike; "
+                             "κ: Cohen's kappa; AC1: Gwet's AC1; 95% CI: bootstrap over items.")
     return [scores, agreement] if agreement_rows else [scores]
 
 
@@ -214,31 +287,67 @@ def _notes(report: Report, suite: str) -> str:
     return "".join(" " + ("T" + rest[1:] if rest.startswith("the ") else rest) for rest in rests)
 
 
-def _caption(table: str, reference: bool) -> str:
-    return f"Rows marked{PAPER_MARK} are the published figures of {reference_label(table)}." if reference else ""
+def _caption(table: str) -> str:
+    return f"Rows marked{PAPER_MARK} are the published figures of {reference_label(table)}."
 
 
-class ReportView:
-    """The terminal view: one Rich table per section; published reference rows dimmed and marked."""
+#: Columns whose cells may wrap at a space when the terminal is narrow: intervals ("[88.04," / "94.68]").
+_WRAPPING = ("95% CI",)
 
-    def __init__(self, report: Report, *, reference: bool = False):
-        self.report = report
-        self.reference = reference
+
+def units_table(report: Report) -> DisplayTable:
+    """The per-unit outcomes as one table (``report --units``): a row per unit and condition."""
+    rows = [[r["model"], r["suite"], r["case"], r["pair"] or "—", r["condition"], r["answer"] or "—", r["gold"],
+             "yes" if r["correct"] else "no", (r["category"] or "—").replace("_", " "), r["missing"] or "—"]
+            for r in flat_rows(report.units)]
+    return DisplayTable("units", "Per-unit outcomes",
+                        ["Model", "Suite", "Case", "Pair", "Condition", "Answer", "Gold", "Right", "Category",
+                         "Missing"], rows, [False] * len(rows),
+                        "Answer: the option the model chose, '—' without a usable one (Missing says why: absent, "
+                        "transport, refused, stale). Right: the answer is the gold option. Category of a pair: "
+                        "correct (No→Yes update), reverse, stuck original, stuck edit, or invalid.")
+
+
+class TablesView:
+    """Display tables in the terminal: published reference rows dimmed and marked.
+
+    The model column never wraps (a name is never broken), nor do numbers;
+    on a narrow terminal only an interval breaks, at its space. Rows of one
+    model group sit under the group's heading, sections ruled apart.
+    """
+
+    def __init__(self, tables: Sequence[DisplayTable]):
+        self.tables = tables
 
     def __rich_console__(self, console, options):
         from rich.table import Table
         from rich.text import Text
 
-        for table in display_tables(self.report, reference=self.reference):
+        for table in self.tables:
             view = Table(title=table.title, title_justify="left", caption_justify="left",
-                         caption=Text(table.caption) if table.caption else None)  # plain text: no markup
+                         caption=Text(table.caption, no_wrap=False, overflow="fold") if table.caption else None)  # no markup; wraps in a pipe too
             for i, name in enumerate(table.columns):
-                # Numbers never wrap; names and the change label fold onto a second line when narrow.
                 text_column = i == 0 or name == "Change"
-                longest = max([len(name)] + [len(row[i]) for row in table.rows])
-                view.add_column(name, justify="left" if text_column else "right", no_wrap=not text_column,
-                                overflow="fold", min_width=min(longest, 14) if text_column else None)
-            for row, published in zip(table.rows, table.published):
+                wraps = name in _WRAPPING
+                longest_word = max([len(name)] + [len(w) for row in table.rows for w in row[i].split()])
+                view.add_column(name, justify="left" if text_column else "right", no_wrap=not wraps,
+                                overflow="fold", min_width=longest_word if wraps else None)
+            heading = None
+            for k, (row, published) in enumerate(zip(table.rows, table.published)):
+                if table.groups is not None and table.groups[k] != heading:
+                    heading = table.groups[k]
+                    if k:
+                        view.add_section()
+                    view.add_row(Text(heading, style="bold"), *([""] * (len(row) - 1)))
                 view.add_row(*(Text(cell) for cell in row), style="dim italic" if published else None)
             yield view
             yield Text("")
+
+
+class ReportView(TablesView):
+    """The terminal view of a report: one Rich table per section, each with its legend."""
+
+    def __init__(self, report: Report, *, reference: bool = False):
+        super().__init__(display_tables(report, reference=reference))
+        self.report = report
+        self.reference = reference

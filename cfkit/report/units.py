@@ -1,0 +1,134 @@
+"""Per-unit outcomes: which case or pair each model got right, and how a pair's answers moved.
+
+The sections of a report are sums over units — a ContextCanvas or modality
+case, a counterfactual pair. This module keeps the units themselves: each
+model's usable answer under every condition of the unit (null when it had
+none, with the reason when the unit is listed under ``missing``), the gold
+option, right or wrong, and for a pair its category (docs/metrics.md):
+
+``correct``         original answered with its gold and edit with its gold (the No→Yes update)
+``reverse``         each answered with the other's gold
+``stuck_original``  the same answer on both, the original's gold
+``stuck_edit``      the same answer on both, the edit's gold
+``invalid``         a null or third-option answer on either side
+
+Counting the units of a model gives back its row's figures exactly (the
+tests check it for every model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The categories of a counterfactual pair, in the order Table S7's counts are given.
+PAIR_CATEGORIES: tuple[str, ...] = ("correct", "reverse", "stuck_original", "stuck_edit", "invalid")
+
+#: Columns of the flat form (``report --units --format csv``): one row per unit and condition.
+FLAT_COLUMNS: tuple[str, ...] = ("model", "suite", "case", "pair", "condition", "answer", "gold", "correct",
+                                 "category", "missing")
+
+
+def pair_category(original: str | None, edit: str | None, original_gold: str, edit_gold: str) -> str:
+    """The category of one pair from its two answers and their golds (one of :data:`PAIR_CATEGORIES`)."""
+    if original == original_gold and edit == edit_gold:
+        return "correct"
+    if original == edit_gold and edit == original_gold:
+        return "reverse"
+    if original == edit == original_gold:
+        return "stuck_original"
+    if original == edit == edit_gold:
+        return "stuck_edit"
+    return "invalid"
+
+
+@dataclass(frozen=True)
+class UnitOutcome:
+    """One model's answers to one unit (a case, or a pair's two images) and how they score."""
+
+    case: str
+    pair: str | None
+    answers: dict[str, str | None]  # condition -> the usable answer; None without one
+    gold: dict[str, str | None]  # condition -> the gold option id (None: a suite whose gold the report lacks)
+    missing: dict[str, str] = field(default_factory=dict)  # condition -> why it has no usable answer (see 'missing')
+
+    @property
+    def correct(self) -> dict[str, bool]:
+        return {c: self.answers[c] is not None and self.answers[c] == self.gold[c] for c in self.gold}
+
+    @property
+    def category(self) -> str | None:
+        """A pair's category; None for a case."""
+        if self.pair is None:
+            return None
+        return pair_category(self.answers["original"], self.answers["edit"], self.gold["original"],
+                             self.gold["edit"])
+
+    def to_dict(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"case": self.case}
+        if self.pair is not None:
+            record |= {"pair": self.pair, "category": self.category}
+        return record | {"answers": dict(self.answers), "gold": dict(self.gold), "correct": self.correct,
+                         "missing": dict(self.missing)}
+
+
+@dataclass(frozen=True)
+class ModelUnits:
+    """A model's units on one suite, in the order of the workspace (cases file, specs, subset file)."""
+
+    model: str
+    suite: str
+    units: list[UnitOutcome]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "suite": self.suite, "units": [u.to_dict() for u in self.units]}
+
+    def counts(self) -> dict[str, int]:
+        """How many pairs fall in each category (a counterfactual suite), or cases are right per condition."""
+        if self.suite == "counterfactual":
+            return {c: sum(u.category == c for u in self.units) for c in PAIR_CATEGORIES}
+        conditions = self.units[0].gold if self.units else {}
+        return {c: sum(u.correct[c] for u in self.units) for c in conditions}
+
+
+#: A unit's answer as the report asked for it: (model, suite, case, pair or "", condition).
+AnswerKey = tuple[str, str, str, str, str]
+
+
+def collect_units(asked: Mapping[AnswerKey, str | None], gold: Mapping[tuple[str, str, str], str],
+                  reasons: Mapping[AnswerKey, str]) -> list[ModelUnits]:
+    """Group the answers the report scored into units, per model and suite.
+
+    ``asked`` holds every answer the sections counted (None where there was no
+    usable one), in the order they were asked; ``gold`` the gold option by
+    (case, pair or "", condition), a unit it lacks getting None; ``reasons``
+    why an answer is not usable.
+    """
+    grouped: dict[tuple[str, str], dict[tuple[str, str], dict[str, str | None]]] = {}
+    for (model, suite, case, pair, condition), answer in asked.items():
+        grouped.setdefault((model, suite), {}).setdefault((case, pair), {})[condition] = answer
+    out = []
+    for (model, suite), units in grouped.items():
+        outcomes = []
+        for (case, pair), answers in units.items():
+            missing = {c: reasons[(model, suite, case, pair, c)] for c in answers
+                       if (model, suite, case, pair, c) in reasons}
+            outcomes.append(UnitOutcome(case, pair or None, dict(answers),
+                                        {c: gold.get((case, pair, c)) for c in answers}, missing))
+        out.append(ModelUnits(model, suite, outcomes))
+    return out
+
+
+def flat_rows(groups: Iterable[ModelUnits]) -> list[dict[str, Any]]:
+    """One record per unit and condition, with :data:`FLAT_COLUMNS` as keys (a pair's category on both rows)."""
+    rows = []
+    for group in groups:
+        for unit in group.units:
+            correct = unit.correct
+            for condition, answer in unit.answers.items():
+                rows.append({"model": group.model, "suite": group.suite, "case": unit.case, "pair": unit.pair,
+                             "condition": condition, "answer": answer, "gold": unit.gold[condition],
+                             "correct": correct[condition], "category": unit.category,
+                             "missing": unit.missing.get(condition)})
+    return rows
