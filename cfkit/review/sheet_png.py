@@ -111,7 +111,8 @@ def _text_blocks(p: SheetPair) -> tuple[list[str], list[str], list[str]]:
     edit = f", {p.edit_label}" if p.edit_id is not None else ""
     title = _wrap(f"{p.spec_id} · {p.title} (case {p.case_id}{edit})", font(14), TILE_W, 2)
     question = _wrap(f"Q: {p.question}", font(12), TILE_W, 3) if p.question else []
-    intervention = _wrap(f"Intervention: replace {p.cue} with {p.replacement}", font(12), TILE_W, 3)
+    # The cue and its replacement are descriptions (often clauses), so they are shown as they are written.
+    intervention = _wrap(f"Cue: {p.cue.rstrip('.')}. Replacement: {p.replacement.rstrip('.')}.", font(12), TILE_W, 3)
     return title, question, intervention
 
 
