@@ -28,7 +28,7 @@ HUMAN = "human"
 class Caption(BaseModel):
     """One ``captions/CASE.yaml`` file."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
     neutral: str = Field(description="visible content only: no names, no verdict")
     evidence: str | None = Field(None, description="the decisive visible cue, stated plainly")

@@ -56,3 +56,12 @@ def read_text(path: Path, what: str, error: type[InputError]) -> str:
         raise error(f"{what} {path} is not UTF-8 text (byte {exc.start}: {exc.reason}). Save it as UTF-8.") from exc
     except IsADirectoryError:
         raise error(f"{what} {path} is a folder; give a file.") from None
+
+
+def csv_problem(exc: Exception) -> str:
+    """What a ``csv.Error`` means for the person who wrote the file, in words they can act on."""
+    text = str(exc)
+    if "field larger than field limit" in text:
+        # Almost always a quote opened and never closed: the rest of the file became one cell.
+        return "a cell is longer than 131,072 characters; look for a quote (\") that is opened and never closed"
+    return text

@@ -180,7 +180,7 @@ def derived_provenance(path: Path) -> dict | None:
         return None
     try:
         found = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {"source": "an edit"}
     return found if isinstance(found, dict) else {"source": "an edit"}
 

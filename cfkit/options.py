@@ -30,7 +30,7 @@ class PluginOptions(BaseModel):
     a result (timeouts, retries, prices); the others identify the result.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
 
 @dataclass(frozen=True)

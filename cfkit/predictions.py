@@ -32,7 +32,7 @@ from cfkit.vocabulary import SUITE_CONDITIONS, Condition, Suite
 class Prediction(BaseModel):
     """One model's answer to one case under one condition."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, protected_namespaces=())
 
     model: str = Field(min_length=1)
     suite: Suite
@@ -107,6 +107,9 @@ def parse_predictions(
         except json.JSONDecodeError as exc:
             raise PredictionError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}). "
                                   "Each line must be one JSON object.") from exc
+        except RecursionError:
+            raise PredictionError(f"{where}: JSON nested too deeply to read; a prediction is one flat object "
+                                  "whose 'raw' is the reply text.") from None
         if not isinstance(raw, dict):
             raise PredictionError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
         try:

@@ -27,7 +27,7 @@ from typing import Any
 
 from cfkit.cases import CaseSet
 from cfkit.errors import CaseError, InputError, OutputError, SpecError
-from cfkit.files import read_text, write_text_atomic
+from cfkit.files import csv_problem, read_text, write_text_atomic
 from cfkit.specs import Spec, build_spec, dump_spec, spec_path, try_load_cases
 from cfkit.workspace import Workspace
 from cfkit.yamlfile import load_yaml
@@ -162,7 +162,11 @@ def _csv_rows(text: str, path: Path) -> list[tuple[str, dict[str, Any]]]:
     if not reader.fieldnames:
         raise SpecError(f"{path}: the CSV has no header row; its columns are the spec's field names.")
     rows = []
-    for line, record in enumerate(reader, start=2):
+    try:
+        records = list(reader)
+    except csv.Error as exc:
+        raise SpecError(f"{path}:{reader.line_num}: not valid CSV ({csv_problem(exc)}).") from exc
+    for line, record in enumerate(records, start=2):
         where = f"{path.name} row {line}" + (f" ({record['id']})" if record.get("id") else "")
         if None in record:
             raise SpecError(f"{where}: more cells than columns; quote cells that hold a comma.")
@@ -186,6 +190,9 @@ def _cell(column: str, cell: str, where: str) -> Any:
         except ValueError as exc:
             raise SpecError(f"{where}: column '{column}' must be JSON, e.g. [{{\"box\": [0.1, 0.2, 0.4, 0.6]}}] "
                             f"({exc.msg}).") from exc
+        except RecursionError:
+            raise SpecError(f"{where}: column '{column}' is nested too deeply to read; give a list of regions, "
+                            "e.g. [{\"box\": [0.1, 0.2, 0.4, 0.6]}].") from None
     return cell
 
 

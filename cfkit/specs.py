@@ -21,14 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cfkit.cases import CaseSet
 from cfkit.errors import SpecError, describe_validation
 from cfkit.suggest import did_you_mean
-from cfkit.workspace import Workspace
+from cfkit.workspace import MAX_MARGIN_PX, Workspace
 from cfkit.yamlfile import load_yaml
 
 SPEC_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
 
 def _shoelace_area(points: list[tuple[float, float]]) -> float:
@@ -69,12 +69,12 @@ class Labels(_Strict):
 class Checks(_Strict):
     """Per-spec overrides of the preservation thresholds."""
 
-    lpips_out_max: float | None = Field(None, ge=0)
-    ssim_out_min: float | None = Field(None, le=1)
-    psnr_out_min: float | None = None
-    change_in_min: float | None = Field(None, ge=0)
+    lpips_out_max: float | None = Field(None, ge=0, le=2)
+    ssim_out_min: float | None = Field(None, ge=-1, le=1)
+    psnr_out_min: float | None = Field(None, ge=0, le=100)
+    change_in_min: float | None = Field(None, ge=0, le=1)
     leak_max: float | None = Field(None, ge=0, le=1)
-    margin: int | None = Field(None, ge=0)
+    margin: int | None = Field(None, ge=0, le=MAX_MARGIN_PX)
 
 
 class Spec(_Strict):

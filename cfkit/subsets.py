@@ -13,6 +13,7 @@ from cfkit.cases import CaseSet
 from cfkit.dataset import load_cases
 from cfkit.errors import CaseError, UsageError
 from cfkit.files import read_text
+from cfkit.suggest import did_you_mean
 from cfkit.workspace import Workspace
 
 
@@ -29,7 +30,8 @@ def read_subset(path: Path, cases: CaseSet) -> list[str]:
         if not case_id:
             continue
         if case_id not in cases:
-            raise CaseError(f"{path}:{lineno}: case '{case_id}' is not in {cases.path}. Fix or remove the line.")
+            raise CaseError(f"{path}:{lineno}: case '{case_id}' is not in {cases.path}."
+                            f"{did_you_mean(case_id, cases.ids)} Fix or remove the line.")
         if case_id in seen:
             raise CaseError(f"{path}:{lineno}: case '{case_id}' repeats line {seen[case_id]}. Remove one.")
         seen[case_id] = lineno

@@ -6,6 +6,8 @@ import difflib
 import re
 from collections.abc import Iterable
 
+from cfkit.visible import invisible_in
+
 #: How alike two spellings must be (difflib's ratio) before one is offered for the other.
 CUTOFF = 0.75
 
@@ -28,6 +30,14 @@ def closest(value: str, choices: Iterable[str]) -> str | None:
 
 
 def did_you_mean(value: str, choices: Iterable[str]) -> str:
-    """`` Did you mean 'EX01'?`` for an error message, or an empty string when nothing is clearly meant."""
+    """`` Did you mean 'EX01'?`` for an error message, or an empty string when nothing is clearly meant.
+
+    A value holding characters nobody can see (a zero-width space pasted with an id) is told so: the id
+    would otherwise look exactly like the one it fails to match.
+    """
+    hidden = invisible_in(value)
+    if hidden:
+        what = "an invisible character" if len(hidden) == 1 else "invisible characters"
+        return f" It holds {what} ({', '.join(hidden)})."
     match = closest(value, choices)
     return f" Did you mean '{match}'?" if match is not None else ""

@@ -18,11 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cfkit.errors import ConfigError, SpecError, describe_validation
 
 CONFIG_NAME = "cfkit.toml"
+#: The widest gap (pixels) between an edit mask and the region whose preservation is checked.
+MAX_MARGIN_PX = 512
 ENV_VAR = "CFKIT_WORKSPACE"
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class DatasetConfig(_Section):
@@ -32,7 +34,7 @@ class DatasetConfig(_Section):
 
 class WorkspaceSection(_Section):
     store: str = ".cfkit"
-    pairs: int = Field(36, ge=1)
+    pairs: int = Field(36, ge=1, le=10_000)
     pair_prefix: str = Field("CF", pattern=r"^[A-Za-z][A-Za-z_-]*$")  # pair ids are PREFIX01, PREFIX02, …
     interventions: str = "interventions"
     captions: str = "captions"
@@ -53,14 +55,14 @@ class PriceConfig(_Section):
 
 class ProbeConfig(_Section):
     model: str | None = None
-    concurrency: int = Field(4, ge=1)
+    concurrency: int = Field(4, ge=1, le=256)
     modality_subset: str = "modality-100.txt"
     protocol: Literal["default", "paper"] = "default"  # the preset 'probe run' uses without --protocol
     prices: dict[str, PriceConfig] = Field(default_factory=dict)  # [probe.prices."KIND:NAME"]: for cost estimates
 
 
 class CheckConfig(_Section):
-    margin: int = Field(4, ge=0)  # pixels between the edit mask and the keep region
+    margin: int = Field(4, ge=0, le=MAX_MARGIN_PX)  # pixels between the edit mask and the keep region
     lpips_backbone: str | None = None  # AlexNet ImageNet weights (.pth); default: torch's hub cache
 
 
@@ -185,6 +187,9 @@ def load_workspace(root: Path) -> Workspace:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror}); check its permissions.") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}). Fix the file or re-create it with 'cfkit init'.") from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: a value is nested too deeply to read; cfkit.toml holds flat tables of "
+                          "settings.") from None
     _refuse_first_version_edit_keys(path, raw)
     try:
         config = Config.model_validate(raw)

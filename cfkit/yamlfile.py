@@ -38,14 +38,20 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, d
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
 
 
-def load_yaml(text: str, path: Path, error: type[InputError]) -> Any:
-    """The document in ``text`` (read from ``path``); ``error`` names the file, the line and the problem."""
+def load_yaml(text: str, path: Path | str, error: type[InputError],
+              shape: str = "a spec or caption is a flat mapping of fields") -> Any:
+    """The document in ``text`` (read from ``path``); ``error`` names the file, the line and the problem.
+
+    ``shape`` says what the file should look like, for a document nested too deeply to read.
+    """
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a safe loader, only refusing duplicates
     except yaml.YAMLError as exc:
+        if "nesting depth" in str(getattr(exc, "problem", "")):  # libyaml's own limit
+            raise error(f"{path}: nested too deeply to read; {shape}.") from None
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "malformed YAML"
         raise error(f"{path}{where}: not valid YAML ({problem}). Fix the file.") from exc
     except RecursionError:
-        raise error(f"{path}: nested too deeply to read; a spec or caption is a flat mapping of fields.") from None
+        raise error(f"{path}: nested too deeply to read; {shape}.") from None

@@ -350,6 +350,7 @@ def test_a_worksheet_goes_out_blind_and_comes_back_as_labels(ws):
     ('{"item": "ITEM", "cue": "yes", "link": "no"}\n{"item": "ITEM", "cue": "no", "link": "no"}', "labelled again"),
     ("[1, 2]", "expected a JSON object"),
     ("{oops", "not valid JSON"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
 ])
 def test_a_bad_worksheet_saves_nothing_and_names_the_line(ws, line, message):
     ws, run_ids = ws
@@ -360,4 +361,15 @@ def test_a_bad_worksheet_saves_nothing_and_names_the_line(ws, line, message):
         text = good + line.replace("ITEM", audit.items[0].id) + "\n"
         with pytest.raises(LabelError, match=re.escape(message) if "'" not in message else message.replace("'", ".")):
             import_worksheet(store, audit, "alice", Path("sheet.jsonl"), text)
+        assert audit_labels.labels(store, audit.id) == []
+
+
+def test_a_worksheet_csv_with_an_unclosed_quote_names_the_problem(ws):
+    ws, run_ids = ws
+    _plan(ws, run_ids)
+    with Store(ws.db_path) as store:
+        audit = load_audit(store)
+        text = f'item,cue,link\n{audit.items[0].id},"yes,no\n' + "x" * 140_000 + "\n"
+        with pytest.raises(LabelError, match="sheet.csv:.*never closed"):
+            import_worksheet(store, audit, "alice", Path("sheet.csv"), text, "csv")
         assert audit_labels.labels(store, audit.id) == []

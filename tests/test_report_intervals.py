@@ -156,7 +156,8 @@ def test_without_groups_for_measured_rows_the_tables_are_not_grouped(paper, tmp_
 @pytest.mark.parametrize("text, message", [
     ("[a, b]\n", "holds a list, not a mapping"),
     ("m: [closed]\n", "is not 'model: group'"),
-    ("m: closed\n  x: : :\n", "is not valid YAML at line 2"),
+    ("m: closed\n  x: : :\n", "g.yaml:2: not valid YAML"),
+    ("m: closed\nm: open\n", "key 'm' is given twice (lines 1 and 2)"),
 ])
 def test_a_bad_groups_file_is_one_line_and_exit_2(paper, tmp_path, text, message):
     ws, paths = paper

@@ -34,6 +34,43 @@ def _pred(**fields) -> dict:
     return {"model": "m", "suite": "contextcanvas", "case": "T001", "condition": "image", "answer": "A"} | fields
 
 
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+def _setup_deep_toml(ws: Path, tmp: Path) -> None:
+    (ws / "cfkit.toml").write_text((ws / "cfkit.toml").read_text() + "\n[check]\nmargin = " + DEEP_JSON + "\n")
+
+
+def _setup_deep_files(ws: Path, tmp: Path) -> None:
+    (tmp / "deep.jsonl").write_text(json.dumps(_pred())[:-1] + ', "raw": ' + DEEP_JSON + "}\n")
+    (tmp / "deep-groups.yaml").write_text("m: " + "[" * 20_000 + "]" * 20_000 + "\n")
+    (tmp / "deep-specs.yaml").write_text("- id: CF09\n  regions: " + "[" * 20_000 + "]" * 20_000 + "\n")
+    (tmp / "deep-specs.csv").write_text("id,case,title,cue,replacement,regions\n"
+                                         "CF09,T001,t,c,r,\"" + "[" * 50_000 + "]" * 50_000 + "\"\n")
+    (tmp / "unclosed.csv").write_text("id,case,title,cue,replacement\nCF09,T001,\"t,c,r\n" + "x" * 140_000 + "\n")
+
+
+def _add_toml(text: str):
+    def setup(ws: Path, tmp: Path) -> None:
+        (ws / "cfkit.toml").write_text((ws / "cfkit.toml").read_text() + "\n" + text + "\n")
+    return setup
+
+
+def _edit_toml(old: str, new: str):
+    def setup(ws: Path, tmp: Path) -> None:
+        assert old in (ws / "cfkit.toml").read_text()
+        (ws / "cfkit.toml").write_text((ws / "cfkit.toml").read_text().replace(old, new))
+    return setup
+
+
+def _edit_spec(old: str, new: str):
+    def setup(ws: Path, tmp: Path) -> None:
+        spec = ws / "interventions" / "TX01.yaml"
+        assert old in spec.read_text()
+        spec.write_text(spec.read_text().replace(old, new))
+    return setup
+
+
 # Each case: (id, args (with {ws} and {tmp} placeholders), a setup(ws, tmp) or None, expected stderr fragments)
 def _setup_bad_toml(ws: Path, tmp: Path) -> None:
     (ws / "cfkit.toml").write_text("[dataset\ncases = 1\n")
@@ -179,6 +216,41 @@ CASES = [
     ("spec-mask-escapes", ["specs", "new", "--id", "CF09", "--case", "T001", "--title", "t", "--cue", "c",
                            "--replacement", "r", "--mask", "../../x.png"], None, ["outside the workspace"]),
     ("run-unknown", ["runs", "show", "nope"], None, ["no run 'nope'"]),
+    ("toml-nested-too-deeply", ["cases", "validate"], _setup_deep_toml, ["cfkit.toml", "nested too deeply"]),
+    ("predictions-nested-too-deeply", ["report", "--predictions", "{tmp}/deep.jsonl"], _setup_deep_files,
+     ["deep.jsonl:1", "nested too deeply"]),
+    ("groups-nested-too-deeply", ["report", "--predictions", "{tmp}/good.jsonl", "--groups", "{tmp}/deep-groups.yaml"],
+     _setup_deep_files, ["deep-groups.yaml", "nested too deeply"]),
+    ("spec-list-nested-too-deeply", ["specs", "new", "--from", "{tmp}/deep-specs.yaml"], _setup_deep_files,
+     ["deep-specs.yaml", "nested too deeply"]),
+    ("spec-csv-cell-nested-too-deeply", ["specs", "new", "--from", "{tmp}/deep-specs.csv"], _setup_deep_files,
+     ["deep-specs.csv", "regions", "nested too deeply"]),
+    ("spec-csv-unclosed-quote", ["specs", "new", "--from", "{tmp}/unclosed.csv"], _setup_deep_files,
+     ["unclosed.csv", "never closed"]),
+    ("toml-margin-nan", ["cases", "validate"], _add_toml("[check]\nmargin = nan"), ["check.margin", "finite"]),
+    ("toml-concurrency-unbounded", ["cases", "validate"], _add_toml("[probe]\nconcurrency = 100000"),
+     ["probe.concurrency", "256"]),
+    ("toml-pairs-unbounded", ["cases", "validate"], _edit_toml("pairs = 3", "pairs = 100000000000000"),
+     ["workspace.pairs", "10000"]),
+    ("spec-checks-margin-unbounded", ["edit", "TX01", "--engine", "classical"],
+     _edit_spec("labels:", "checks: {margin: 100000000}\nlabels:"), ["TX01.yaml", "checks.margin", "512"]),
+    ("spec-checks-threshold-nan", ["edit", "TX01", "--engine", "classical"],
+     _edit_spec("labels:", "checks: {ssim_out_min: .nan}\nlabels:"), ["TX01.yaml", "checks.ssim_out_min", "finite"]),
+    ("spec-region-nan", ["edit", "TX01", "--engine", "classical"],
+     _edit_spec("mask: masks/TX01.png", "regions: [{box: [.nan, 0.1, 0.5, 0.5]}]"), ["TX01.yaml", "regions.0.box"]),
+    ("engine-option-nan", ["edit", "TX01", "--engine", "classical", "-o", "feather=nan"], None,
+     ["feather=nan", "finite"]),
+    ("flag-seed-negative", ["report", "--predictions", "{tmp}/good.jsonl", "--seed", "-1"], None,
+     ["--seed", "4294967295"]),
+    ("flag-resamples-unbounded", ["report", "--predictions", "{tmp}/good.jsonl", "--resamples", "100000000000"], None,
+     ["--resamples", "1000000"]),
+    ("flag-non-ascii-digits", ["check", "--edit", "\u0661\u0662"], None, ["--edit", "digits 0-9"]),
+    ("flag-candidates-unbounded", ["edit", "TX01", "--engine", "classical", "-n", "1000"], None, ["--candidates", "100"]),
+    ("flag-threshold-nan", ["specs", "mask", "TX01", "--from-edit", "1", "--threshold", "nan"], None,
+     ["--threshold", "'nan'"]),
+    ("subset-invisible-character", ["captions", "lint"],
+     lambda ws, tmp: (ws / "probes" / "modality-100.txt").write_text("T001\u200b\nT002\n"),
+     ["modality-100.txt:1", "'T001<U+200B>'", "invisible character (U+200B)"]),
 ]
 
 
@@ -208,6 +280,15 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(tmp_path: Path, name, 
     # Opening the store may create it (empty); every file that existed is byte-for-byte unchanged.
     assert {k: v for k, v in after.items() if k in before} == before
     assert all(k.startswith("ws/.cfkit/cfkit.db") for k in set(after) - set(before)), set(after) - set(before)
+
+
+def test_a_csv_with_an_unclosed_quote_is_one_line_wherever_it_is_read(tmp_path: Path):
+    # Python's csv module stops at a 131,072-character cell, which is what an unclosed quote makes of a file.
+    _setup_deep_files(tmp_path, tmp_path)
+    result = run_cli(["cases", "import", str(tmp_path / "unclosed.csv"), "--to", str(tmp_path / "cases.jsonl")])
+    assert result.exit_code == 2, result.output
+    assert "unclosed.csv" in result.stderr and "never closed" in result.stderr and "Traceback" not in result.output
+    assert not (tmp_path / "cases.jsonl").exists()
 
 
 # ── faults ─────────────────────────────────────────────────────────────────

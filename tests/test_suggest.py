@@ -29,3 +29,8 @@ def test_unknown_names_and_ids_suggest_the_likely_one(mini_ws):
     with pytest.raises(CaseError, match="Did you mean 'MX01'"):
         cases.get("mx01")
     assert did_you_mean("qqq", ["MX01"]) == ""
+
+
+def test_an_id_that_looks_right_but_holds_an_invisible_character_is_told_so(mini_ws):
+    assert did_you_mean("MX01\u200b", ["MX01"]) == " It holds an invisible character (U+200B)."
+    assert "U+00A0, U+200D" in did_you_mean("M\u00a0X\u200d01", ["MX01"])

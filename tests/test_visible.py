@@ -39,3 +39,17 @@ def test_a_console_with_the_hook_prints_data_visibly_but_keeps_its_own_colour():
     assert "PWNED\x07" not in output and "\x1b]0;" not in output and "\x1b[2J" not in output
     assert "␛]0;PWNED" in output
     assert "\x1b[1;31merror:" in output  # Rich's own styling still reaches the terminal
+
+
+def test_zero_width_characters_are_shown_but_joiners_that_scripts_need_are_kept():
+    assert visible("T001\u200b") == "T001<U+200B>"
+    assert visible("\ufeffid\u2060x\u200fy") == "<U+FEFF>id<U+2060>x<U+200F>y"
+    family = "\U0001F468\u200d\U0001F469\u200d\U0001F467"  # an emoji sequence held together by ZWJ
+    assert visible(family) == family
+
+
+def test_invisible_in_names_what_a_reader_cannot_see_once_each():
+    from cfkit.visible import invisible_in
+
+    assert invisible_in("T001\u200d\u200d\u00a0") == ["U+200D", "U+00A0"]
+    assert invisible_in("CF01 and Ünïcode") == []

@@ -24,6 +24,7 @@ from typing import Any
 from cfkit.audit.items import Audit, blinded_items
 from cfkit.audit.labelling import NO_WORDS, YES_WORDS, update_label
 from cfkit.errors import LabelError
+from cfkit.files import csv_problem
 from cfkit.store import Store
 from cfkit.store.audits import AuditItem
 from cfkit.visible import from_spreadsheet_cell, spreadsheet_cell
@@ -118,8 +119,12 @@ def _records(text: str, path: Path, fmt: str) -> list[tuple[str, dict[str, Any]]
         if missing:
             raise LabelError(f"{path}: the header lacks {', '.join(missing)}; start from 'cfkit audit export "
                              "--format csv'.")
+        try:
+            rows = list(reader)
+        except csv.Error as exc:
+            raise LabelError(f"{path}:{reader.line_num}: not valid CSV ({csv_problem(exc)}).") from exc
         return [(f"{path}:{n}", {k: from_spreadsheet_cell(v) if isinstance(v, str) else v for k, v in row.items()})
-                for n, row in enumerate(reader, start=2)]
+                for n, row in enumerate(rows, start=2)]
     records = []
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -128,6 +133,8 @@ def _records(text: str, path: Path, fmt: str) -> list[tuple[str, dict[str, Any]]
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise LabelError(f"{path}:{n}: not valid JSON ({exc.msg} at column {exc.colno}).") from exc
+        except RecursionError:
+            raise LabelError(f"{path}:{n}: JSON nested too deeply to read; a label is one flat object.") from None
         if not isinstance(record, dict):
             raise LabelError(f"{path}:{n}: expected a JSON object, got {type(record).__name__}.")
         records.append((f"{path}:{n}", record))

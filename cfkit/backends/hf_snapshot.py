@@ -154,6 +154,6 @@ def _read_memo(path: Path | None) -> dict[str, dict]:
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}  # a damaged memo is rebuilt
     return data if isinstance(data, dict) else {}

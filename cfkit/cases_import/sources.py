@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cfkit.errors import CaseError
+from cfkit.files import csv_problem
 
 #: Source kinds and the file endings that select them (a folder is a ``datasets`` folder).
 KINDS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl",
@@ -106,7 +107,7 @@ def _read_csv(source: Path, text: str, delimiter: str, kind: str) -> SourceTable
                                 "quote cells that contain the delimiter.")
             records.append({h: (c if c.strip() else None) for h, c in zip(header, cells)})
     except csv.Error as exc:
-        raise CaseError(f"{source}:{reader.line_num}: not valid {kind.upper()} ({exc}).") from exc
+        raise CaseError(f"{source}:{reader.line_num}: not valid {kind.upper()} ({csv_problem(exc)}).") from exc
     return _table(source, kind, records, list(range(1, len(records) + 1)), "row")
 
 

@@ -8,6 +8,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
 from cfkit.errors import OutputError
 
@@ -48,9 +49,9 @@ def audit() -> None:
 @click.option("--run", "run_refs", multiple=True, metavar="RUN", required=True,
               help="A contextcanvas run to audit (repeatable; an id or its start; see 'cfkit runs list').")
 @click.option("--cases", "cases_file", metavar="FILE", default=None, help="Audit these cases (one id a line).")
-@click.option("--balanced", type=int, metavar="N", default=None,
+@click.option("--balanced", type=params.positive(), metavar="N", default=None,
               help="Sample N two-option cases, half gold Yes and half gold No.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampling and of each order.")
+@click.option("--seed", type=params.seed(), default=0, show_default=True, help="Seed of the sampling and of each order.")
 @click.option("--mask", multiple=True, metavar="TEXT", help="Another string to mask in the replies (repeatable).")
 @click.option("--force", is_flag=True, help="Plan a new audit although the newest one is not finished.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
@@ -271,9 +272,9 @@ def import_(ws, path, name, fmt, audit_ref) -> None:
 @audit.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the object of docs/report-schema.md's audit section.")
 @click.option("--force", is_flag=True, help="Compute over the items labelled so far, before every label is in.")
-@click.option("--resamples", default=10_000, show_default=True, type=click.IntRange(min=1),
+@click.option("--resamples", default=10_000, show_default=True, type=params.resamples(),
               help="Bootstrap resamples for the intervals.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
+@click.option("--seed", default=0, show_default=True, type=params.seed(), help="Bootstrap seed.")
 @_audit_option
 @workspace_option
 def agreement(ws, as_json, force, resamples, seed, audit_ref) -> None:

@@ -9,6 +9,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
 from cfkit.errors import NotFoundError, UsageError
 from cfkit.plural import plural
@@ -21,7 +22,7 @@ def _num(value: float | None, fmt: str, none: str = "—") -> str:
 @click.command()
 @click.argument("spec_ids", nargs=-1)
 @click.option("--all", "all_specs", is_flag=True, help="Check the newest edit of every spec that has one.")
-@click.option("--edit", "edit_id", type=int, default=None, help="Check this edit id instead of a spec's newest.")
+@click.option("--edit", "edit_id", type=params.positive(), default=None, help="Check this edit id instead of a spec's newest.")
 @click.option("--lpips-weights", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="torchvision's alexnet-owt-7be5be79.pth (default: $CFKIT_LPIPS_BACKBONE, "
                    "[check] lpips_backbone, or torch's hub cache).")

@@ -8,6 +8,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, warn, workspace_option
 from cfkit.store import edits as edits_table
 from cfkit.errors import CheckFailed, NotFoundError, UsageError
@@ -31,9 +32,9 @@ def _rel(ws, path: Path | None) -> str:
 @click.option("-o", "--option", "pairs", multiple=True, metavar="KEY=VALUE",
               help="An engine option (repeatable); with --engine auto write ENGINE.KEY=VALUE.")
 @click.option("--model", default=None, help="The engine's model (sets -o model=…), e.g. gpt-image-2 or a diffusers folder.")
-@click.option("-n", "--candidates", "n", type=click.IntRange(min=1), default=None,
+@click.option("-n", "--candidates", "n", type=params.positive(100), default=None,
               help="Candidates to make in this call (default: cfkit.toml [edit] candidates).")
-@click.option("--seed", type=int, default=None, help="Seed for engines that take one (candidate i uses seed + i).")
+@click.option("--seed", type=params.seed(), default=None, help="Seed for engines that take one (candidate i uses seed + i).")
 @click.option("--input", "input_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="An edited image made elsewhere, for engines that import one (sets -o input=…).")
 @click.option("--again", is_flag=True, help="Make more candidates even though an edit was accepted (it stays selected).")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from cfkit.cli import params
 from cfkit.cli.console import error, out, status
 
 
@@ -13,7 +14,7 @@ from cfkit.cli.console import error, out, status
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--cases", default="data/cases.jsonl", show_default=True, help="ContextCanvas cases file, relative to DIR or absolute.")
 @click.option("--images", default="data/images", show_default=True, help="Folder the cases' image paths are relative to.")
-@click.option("--pairs", default=36, show_default=True, type=click.IntRange(min=1), help="How many counterfactual pairs the study expects.")
+@click.option("--pairs", default=36, show_default=True, type=params.positive(10_000), help="How many counterfactual pairs the study expects.")
 @click.option("--no-check", "no_check", is_flag=True,
               help="Make the workspace without checking the dataset (e.g. before the data is copied).")
 def init(directory: Path, cases: str, images: str, pairs: int, no_check: bool) -> None:

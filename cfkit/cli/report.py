@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from cfkit.cli import params
 from cfkit.cli.console import data_console, out, status, warn, workspace_option
 from cfkit.vocabulary import REPORT_FORMATS as FORMATS
 MISSING_SHOWN = 20
@@ -25,9 +26,9 @@ MISSING_SHOWN = 20
               help="table: Rich tables laid out like the paper; json: the object of docs/report-schema.md; "
                    "csv: one number a row; md / latex: the table cells.")
 @click.option("--reference", is_flag=True, help="Show the paper's published rows beside yours (arXiv 2608.26713).")
-@click.option("--resamples", default=10_000, show_default=True, type=click.IntRange(min=1),
+@click.option("--resamples", default=10_000, show_default=True, type=params.resamples(),
               help="Bootstrap resamples for the intervals.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
+@click.option("--seed", default=0, show_default=True, type=params.seed(), help="Bootstrap seed.")
 @click.option("--subset", metavar="FILE", default=None,
               help="The modality cases (default: the configured [probe] modality_subset).")
 @click.option("--all-cases", is_flag=True, help="Every case as the modality cases, instead of the subset.")

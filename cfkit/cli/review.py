@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, workspace_option
 from cfkit.errors import NotFoundError, UsageError
 
@@ -13,7 +14,7 @@ from cfkit.errors import NotFoundError, UsageError
 @click.command()
 @click.argument("spec_ids", nargs=-1)
 @click.option("--pending", is_flag=True, help="Review every spec with a candidate that has no accept or reject yet.")
-@click.option("--edit", "edit_id", type=int, default=None, metavar="ID",
+@click.option("--edit", "edit_id", type=params.positive(), default=None, metavar="ID",
               help="The edit to decide or show (one spec); default: the spec's first undecided candidate.")
 @click.option("--accept", "decision", flag_value="accept",
               help="Accept the edit without the interactive view: --edit ID, else the one --show shows.")

@@ -8,6 +8,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, workspace_option
 
 
@@ -197,9 +198,9 @@ def new(ws, spec_id: str | None, case: str | None, title: str | None, cue: str |
 @click.argument("spec_id")
 @click.option("--from-edit", "from_edit", required=True, metavar="EDIT",
               help="A recorded edit's id (its raw output is compared) or an edited image file.")
-@click.option("--threshold", type=click.FloatRange(min=0.5), default=None,
+@click.option("--threshold", type=params.Decimal(min=0.5, max=100), default=None,
               help="CIE76 ΔE that counts as a change (default: above the image's own noise, at least 6).")
-@click.option("--margin", "margin_px", type=click.IntRange(min=0), default=None,
+@click.option("--margin", "margin_px", type=params.Integer(min=0, max=512), default=None,
               help="Pixels added around every changed region (default: 0.6% of the shorter side, at least 2).")
 @click.option("--force", is_flag=True, help="Replace an existing mask file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")

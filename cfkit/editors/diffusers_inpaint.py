@@ -55,9 +55,10 @@ def model_family(model: str) -> Family:
     index = Path(model).expanduser() / "model_index.json"
     if index.is_file():
         try:
-            class_name = json.loads(index.read_text(encoding="utf-8")).get("_class_name", "")
-        except (OSError, ValueError):
-            class_name = ""
+            found = json.loads(index.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            found = {}
+        class_name = str(found.get("_class_name", "")) if isinstance(found, dict) else ""
         if class_name.startswith("Flux"):
             return FAMILIES["flux-fill"]
         if "XL" in class_name:

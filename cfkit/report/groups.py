@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import yaml
 
 from cfkit.errors import NotFoundError, UsageError
 from cfkit.files import read_text
 from cfkit.report.reference import load_reference
+from cfkit.yamlfile import load_yaml
 
 #: The heading of models without a group, where other rows have one.
 UNGROUPED = "Other models"
@@ -50,12 +50,7 @@ def load_groups(path: Path | str) -> dict[str, str]:
     except FileNotFoundError:
         raise NotFoundError(f"--groups file {path} not found; give a YAML file mapping each model to its group, "
                             "e.g. 'openai:gpt-5.5: closed'.") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"--groups file {path} is not valid YAML{where}; write one 'model: group' a line.") from exc
+    data = load_yaml(text, f"--groups file {path}", UsageError, shape="write one 'model: group' a line")
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -99,7 +99,7 @@ class _VerificationCache:
         self.path = weights_dir() / "verified.json"
         try:
             self.entries: dict[str, dict[str, Any]] = json.loads(self.path.read_text())["files"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             self.entries = {}  # absent or unreadable: verify again (it is only a cache)
 
     def by_stat(self, path: Path, stat: os.stat_result) -> Verification | None:
