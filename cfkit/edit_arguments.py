@@ -16,7 +16,7 @@ from typing import Any
 
 from cfkit.editors import auto_chain, editor_class, load_editor
 from cfkit.errors import OptionError, UsageError
-from cfkit.options import OptionValues
+from cfkit.options import OptionValues, Setting, blamed
 from cfkit.specs import Spec
 from cfkit.workspace import Workspace
 
@@ -78,15 +78,17 @@ class EditArguments:
 def edit_arguments(ws: Workspace, *, engine: str | None = None, n: int | None = None, model: str | None = None,
                    options: Mapping[str, Any] | None = None, input_path: Path | None = None) -> EditArguments:
     """Check what an edit's arguments name (engines, candidates, option keys) before any spec is read."""
-    engine = engine or ws.config.edit.engine
-    n = ws.config.edit.candidates if n is None else n
-    if n < 1:
-        raise UsageError(f"-n {n}: the number of candidates must be at least 1.")
+    chosen = Setting.of(engine, "--engine", ws.config.edit.engine, "[edit] engine")
+    count = Setting.of(n, "-n", ws.config.edit.candidates, "[edit] candidates")
+    engine, n = chosen.value, count.value
     chain = auto_chain(ws.config.edit.auto) if engine == "auto" else (engine,)
     if not chain:
-        raise UsageError("--engine auto: no installed engine takes part in auto; name one with --engine NAME.")
+        raise UsageError(f"{chosen.where} auto: no installed engine takes part in auto; name one with --engine NAME.")
     for name in chain:
-        check_candidates(name, n)  # unknown engine names fail here
+        with blamed(chosen):
+            editor_class(name)  # an unknown engine name is refused here
+        with blamed(count):
+            check_candidates(name, n)
     given = given_options(chain, options or {}, model, input_path)
     for name in chain:
         if set(given[name].values) - set(editor_class(name).Options.model_fields):
@@ -104,5 +106,5 @@ def check_candidates(name: str, n: int) -> None:
     if n <= most:
         return
     if most == 1:
-        raise UsageError(f"engine '{name}' makes one image per call; -n {n} is not possible. Use -n 1.")
-    raise UsageError(f"engine '{name}' makes at most {most} images per call; -n {n} is too many.")
+        raise UsageError(f"engine '{name}' makes one image per call; give 1.")
+    raise UsageError(f"engine '{name}' makes at most {most} images per call; give {most} or fewer.")

@@ -14,13 +14,14 @@ refused with the allowed ones, a bad value with the field's own rule.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from cfkit.errors import OptionError
+from cfkit.errors import InputError, OptionError
 
 
 class PluginOptions(BaseModel):
@@ -51,6 +52,32 @@ class OptionValues:
 
     def origin(self, key: str) -> str:
         return self.origins.get(key, "options")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A value a flag gives or, without the flag, the workspace's configuration; ``where`` names the one used."""
+
+    value: Any
+    where: str
+
+    @classmethod
+    def of(cls, given: Any, flag: str, configured: Any, key: str) -> "Setting":
+        """``given`` (from ``flag``) unless it is None, else ``configured`` (cfkit.toml's ``key``, e.g.
+        ``[edit] engine``)."""
+        if given is not None:
+            return cls(given, flag)
+        return cls(configured, f"cfkit.toml {key}")
+
+
+@contextmanager
+def blamed(setting: Setting) -> Iterator[None]:
+    """A refusal of ``setting``'s value raised inside names where the value came from: the flag the user typed,
+    or the configuration key it was read from when no flag was given."""
+    try:
+        yield
+    except InputError as exc:
+        raise type(exc)(f"{setting.where} {setting.value}: {exc}") from exc
 
 
 def parse_option_pairs(pairs: Iterable[str]) -> dict[str, str]:

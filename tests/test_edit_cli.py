@@ -136,7 +136,7 @@ def _jpeg_asset(ws: Path) -> None:
     (_unreadable_image, ["edit", "TX01", "--engine", "classical"], "T001.png: not a readable image file"),
     (_jpeg_asset, ["edit", "TX01", "--engine", "classical"], "flower.jpg is a JPEG file; paste assets must be PNG"),
     (None, ["edit", "TX01", "--engine", "sdxl"], "Unknown editor 'sdxl'. Installed: classical, diffusers, file, openai"),
-    (None, ["edit", "TX01", "--engine", "classical", "-n", "2"], "makes one image per call; -n 2"),
+    (None, ["edit", "TX01", "--engine", "classical", "-n", "2"], "-n 2: engine 'classical' makes one image per call"),
     (None, ["edit", "TX01", "--engine", "file"], "give the image with --input PATH"),
 ], ids=["unknown-spec", "no-mask", "mask-size", "unreadable-image", "non-png-asset", "unknown-engine",
         "classical-n", "file-without-input"])

@@ -322,6 +322,56 @@ def test_review_flags_record_and_json_reports(two_edits):
     assert shown.exit_code == 0 and "▀" in shown.stdout and "another corner" in shown.stdout
 
 
+def test_two_decisions_at_once_conflict_and_nothing_is_recorded(two_edits):
+    result = run_cli(["review", "TX01", "--accept", "--reject", "--note", "x", "-w", str(two_edits)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: --accept and --reject conflict; give one decision."
+    with Store(load_workspace(two_edits).db_path) as store:
+        assert store.query("SELECT COUNT(*) AS n FROM reviews")[0]["n"] == 0
+
+
+def test_deciding_every_pending_edit_unseen_needs_yes_or_a_confirmation(two_edits):
+    ws = str(two_edits)
+    refused = run_cli(["review", "--pending", "--accept", "-w", ws])
+    assert refused.exit_code == 2 and "add --yes" in refused.stderr and "TX01, TX02" in refused.stderr
+    with Store(load_workspace(two_edits).db_path) as store:
+        assert pending_specs(store) == ["TX01", "TX02"]
+    done = run_cli(["review", "--pending", "--accept", "--yes", "-w", ws])
+    assert done.exit_code == 0, done.stderr
+    with Store(load_workspace(two_edits).db_path) as store:
+        assert pending_specs(store) == []
+
+
+def test_at_a_terminal_the_pending_decision_is_asked_and_no_keeps_everything_pending(two_edits):
+    import os
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: cfkit at a terminal, answering nothing but what the parent types
+        os.execvp(sys.executable, [sys.executable, "-m", "cfkit", "review", "--pending", "--skip",
+                                   "-w", str(two_edits)])
+    import select
+
+    seen, deadline = b"", time.monotonic() + 60
+    while b"[y/N]" not in seen:
+        assert time.monotonic() < deadline, seen
+        if select.select([fd], [], [], 1)[0]:
+            seen += os.read(fd, 1024)
+    os.write(fd, b"n\n")
+    rest = b""
+    try:
+        while chunk := os.read(fd, 1024):
+            rest += chunk
+    except OSError:  # the child closed the terminal
+        pass
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 1
+    assert b"Skip the pending edit of 2 specs (TX01, TX02) without looking at them?" in seen
+    assert b"nothing decided" in rest
+    with Store(load_workspace(two_edits).db_path) as store:
+        assert store.query("SELECT COUNT(*) AS n FROM reviews")[0]["n"] == 0
+
+
 def test_view_data_reads_check_and_decision(two_edits, tmp_path, monkeypatch):
     from cfkit.preserve import check_edit
 

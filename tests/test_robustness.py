@@ -179,7 +179,7 @@ CASES = [
     ("no-cases-file", ["probe", "run", "-m", "baseline:always-no", "-s", "contextcanvas"], _setup_no_cases,
      ["cases.jsonl", "not found"]),
     ("edit-unknown-spec", ["edit", "NOPE", "--engine", "classical"], None, ["no spec 'NOPE'", "cfkit specs new"]),
-    ("edit-unknown-engine", ["edit", "TX01", "--engine", "sdxl"], None, ["Unknown editor 'sdxl'", "classical"]),
+    ("edit-unknown-engine", ["edit", "TX01", "--engine", "sdxl"], None, ["--engine sdxl", "Unknown editor 'sdxl'", "classical"]),
     ("edit-file-without-input", ["edit", "TX01", "--engine", "file"], None, ["--input PATH"]),
     ("edit-input-missing", ["edit", "TX01", "--engine", "file", "--input", "{tmp}/none.png"], None, ["none.png", "not found"]),
     ("edit-no-mask", ["edit", "TX01", "--engine", "classical"], _setup_no_mask, ["TX01", "no mask"]),
@@ -251,6 +251,14 @@ CASES = [
     ("subset-invisible-character", ["captions", "lint"],
      lambda ws, tmp: (ws / "probes" / "modality-100.txt").write_text("T001\u200b\nT002\n"),
      ["modality-100.txt:1", "'T001<U+200B>'", "invisible character (U+200B)"]),
+    ("config-engine-unknown", ["edit", "TX01"], _add_toml('[edit]\nengine = "sdxl"'),
+     ["cfkit.toml [edit] engine sdxl", "Unknown editor 'sdxl'"]),
+    ("config-candidates-too-many", ["edit", "TX01", "--engine", "classical"], _add_toml("[edit]\ncandidates = 3"),
+     ["cfkit.toml [edit] candidates 3", "one image per call"]),
+    ("flag-candidates-too-many", ["edit", "TX01", "--engine", "classical", "-n", "3"],
+     _add_toml("[edit]\ncandidates = 1"), ["-n 3", "one image per call"]),
+    ("rich-emoji-code-in-a-name", ["captions", "draft", "-m", "zzz:x:", "T001"], None,
+     ["--model zzz:x:", "Unknown backend 'zzz'"]),
 ]
 
 

@@ -167,14 +167,15 @@ def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[
       cfkit captions draft --model openai:gpt-5.5 HB084 HB120
     """
     from cfkit.backends import load_backend
-    from cfkit.options import parse_option_pairs
+    from cfkit.options import Setting, blamed, parse_option_pairs
     from cfkit.drafts import draft_captions
     from cfkit.errors import CheckFailed
 
-    model_spec = model_spec or ws.config.probe.model
-    if not model_spec:
+    model = Setting.of(model_spec, "--model", ws.config.probe.model, "[probe] model")
+    if not model.value:
         raise UsageError("no model given; pass --model KIND:NAME (e.g. openai:gpt-5.5) or set [probe] model in cfkit.toml.")
-    backend = load_backend(model_spec, parse_option_pairs(options))
+    with blamed(model):
+        backend = load_backend(model.value, parse_option_pairs(options))
     results = draft_captions(ws, backend, case_ids, subset=subset, redraft=redraft, all_cases=all_cases)
     style = {"written": "green", "kept": "dim", "failed": "red"}
     for r in results:

@@ -43,7 +43,7 @@ class ShowControls(RenderHook):
 
 
 def _console(**options: Any) -> Console:
-    console = Console(soft_wrap=True, highlight=False, **options)
+    console = Console(soft_wrap=True, highlight=False, emoji=False, **options)
     console.push_render_hook(ShowControls())
     return console
 

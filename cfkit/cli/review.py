@@ -8,7 +8,7 @@ import click
 
 from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, workspace_option
-from cfkit.errors import NotFoundError, UsageError
+from cfkit.errors import Incomplete, NotFoundError, UsageError
 
 
 @click.command()
@@ -16,11 +16,12 @@ from cfkit.errors import NotFoundError, UsageError
 @click.option("--pending", is_flag=True, help="Review every spec with a candidate that has no accept or reject yet.")
 @click.option("--edit", "edit_id", type=params.positive(), default=None, metavar="ID",
               help="The edit to decide or show (one spec); default: the spec's first undecided candidate.")
-@click.option("--accept", "decision", flag_value="accept",
+@click.option("--accept", is_flag=True,
               help="Accept the edit without the interactive view: --edit ID, else the one --show shows.")
-@click.option("--reject", "decision", flag_value="reject", help="Reject the edit (give --note).")
-@click.option("--skip", "decision", flag_value="skip", help="Record a skip (the spec stays pending).")
+@click.option("--reject", is_flag=True, help="Reject the edit (give --note).")
+@click.option("--skip", is_flag=True, help="Record a skip (the spec stays pending).")
 @click.option("--note", default=None, help="Why; stored with the decision.")
+@click.option("--yes", is_flag=True, help="With --pending: decide every pending edit without being asked.")
 @click.option("--show", is_flag=True, help="Draw the view once and exit (works without a TTY).")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="With --show: write the view as a PNG (original | edited | difference) instead.")
@@ -30,9 +31,9 @@ from cfkit.errors import NotFoundError, UsageError
 @click.option("--force", is_flag=True, help="Replace an existing --output file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the edit, its checks and its review as JSON.")
 @workspace_option
-def review(ws, spec_ids: tuple[str, ...], pending: bool, edit_id: int | None, decision: str | None,
-           note: str | None, show: bool, output: Path | None, zoom: bool, color: str, force: bool,
-           as_json: bool) -> None:
+def review(ws, spec_ids: tuple[str, ...], pending: bool, edit_id: int | None, accept: bool, reject: bool,
+           skip: bool, note: str | None, yes: bool, show: bool, output: Path | None, zoom: bool, color: str,
+           force: bool, as_json: bool) -> None:
     """Review edits in the terminal: original | edited | difference, metrics and verdict.
 
     Keys: a accept, r reject (asks a note), s skip, [ ] candidates, g
@@ -52,6 +53,7 @@ def review(ws, spec_ids: tuple[str, ...], pending: bool, edit_id: int | None, de
     from cfkit.review.loop import pending_specs, review_loop
     from cfkit.store import Store
 
+    decision = _decision(accept=accept, reject=reject, skip=skip)
     if decision == "reject" and not note:
         raise UsageError("--reject needs --note saying why, e.g. --note \"the background changed\".")
     if bool(spec_ids) == pending:
@@ -73,6 +75,8 @@ def review(ws, spec_ids: tuple[str, ...], pending: bool, edit_id: int | None, de
         if not ids:
             err.print("Nothing pending: every candidate has an accept or reject.")
             return
+        if decision and pending:
+            _confirm_unseen(ids, decision, yes)
         if decision or as_json or show:
             _once(ws, store, ids, edit_id, decision, note, show=show, output=output, zoom=zoom, color=color,
                   force=force, as_json=as_json)
@@ -85,6 +89,27 @@ def review(ws, spec_ids: tuple[str, ...], pending: bool, edit_id: int | None, de
     done = len(summary.decisions)
     err.print(f"{done} decision{'s' if done != 1 else ''} saved"
               + ("; run 'cfkit review --pending' to go on." if summary.quit_early else "."))
+
+
+def _decision(*, accept: bool, reject: bool, skip: bool) -> str | None:
+    given = [name for name, on in (("accept", accept), ("reject", reject), ("skip", skip)) if on]
+    if len(given) > 1:
+        raise UsageError(f"{' and '.join('--' + g for g in given)} conflict; give one decision.")
+    return given[0] if given else None
+
+
+def _confirm_unseen(ids: list[str], decision: str, yes: bool) -> None:
+    """Deciding every pending edit at once decides edits nobody has looked at: ask, or need --yes."""
+    import sys
+
+    what = f"{decision} the pending edit of {len(ids)} spec{'s' if len(ids) != 1 else ''} ({', '.join(ids)})"
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(f"--pending --{decision} would {what} without showing them; add --yes to do so, "
+                         "or look first with 'cfkit review --pending'.")
+    if not click.confirm(f"{what[0].upper()}{what[1:]} without looking at them?", default=False, err=True):
+        raise Incomplete("nothing decided; the edits stay pending.")
 
 
 def _once(ws, store, ids: list[str], edit_id: int | None, decision: str | None, note: str | None, *, show: bool,
@@ -127,8 +152,8 @@ def _view_console(color: str):
     from rich.console import Console
 
     if color == "always":
-        return Console(force_terminal=True, color_system="truecolor", highlight=False)
-    return Console(no_color=True, color_system=None, highlight=False)
+        return Console(force_terminal=True, color_system="truecolor", highlight=False, emoji=False)
+    return Console(no_color=True, color_system=None, highlight=False, emoji=False)
 
 
 def _regenerate(ws):
