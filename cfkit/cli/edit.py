@@ -10,6 +10,7 @@ from rich.table import Table
 
 from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, warn, workspace_option
+from cfkit.money import usd
 from cfkit.store import edits as edits_table
 from cfkit.errors import CheckFailed, NotFoundError, UsageError
 
@@ -267,7 +268,7 @@ def show(ws, target: str, as_json: bool) -> None:
             ("raw", f"{_rel(ws, r.raw_path)} ({r.raw_sha256 or ''})"),
             ("composite", f"{_rel(ws, r.composite_path)} ({r.composite_sha256 or ''})"),
             ("usage", "—" if r.usage is None else ", ".join(f"{k}={v}" for k, v in r.usage.items() if v is not None)),
-            ("cost", "not reported" if r.cost_usd is None else f"${r.cost_usd:.4f}"),
+            ("cost", "not reported" if r.cost_usd is None else usd(r.cost_usd)),
             ("time", f"{r.started_at} → {r.finished_at or '—'}"),
             ("check", state["check"] or "—"), ("review", state["review"] or "—"),
             ("label", r.label),

@@ -6,6 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, status, warn
+from cfkit.money import usd
 
 #: Ids named in a warning before '… and N more'.
 NAMES_SHOWN = 8
@@ -32,7 +33,7 @@ def unreviewed_lines(plan) -> list[str]:
 
 
 def _usd(value: float | None) -> str:
-    return "unknown (no prices)" if value is None else f"${value:,.4f}"
+    return "unknown (no prices)" if value is None else usd(value)
 
 
 def render_preview(preview, max_cost: float | None, as_json: bool) -> None:

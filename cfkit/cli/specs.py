@@ -248,7 +248,7 @@ def validate(ws, spec_ids: tuple[str, ...], as_json: bool) -> None:
 
     reports = validate_specs(ws, list(spec_ids))
     if as_json:
-        print_json([{"spec": r.spec_id, "ok": r.ok, "coverage": r.coverage,
+        print_json([{"spec": r.spec_id, "ok": r.ok, "coverage": None if r.coverage is None else round(100 * r.coverage, 2),
                      "findings": [{"level": f.level, "message": f.message} for f in r.findings]} for r in reports])
     else:
         for r in reports:
