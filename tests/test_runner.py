@@ -144,3 +144,28 @@ def test_a_run_records_its_settings_versions_and_what_each_reply_was(setup):
     image = plan.items[0].request.images[0].data
     assert reply.image_sha256 == __import__("hashlib").sha256(image).hexdigest()
     assert reply.edit_id is None  # only an 'edit' question shows an edit
+
+
+class Thinking(Counting):
+    """Replies with a reasoning block, a reasoning text beside it, and a length past the storage cap."""
+
+    async def answer(self, request: ProbeRequest) -> Reply:
+        self.calls.append(request.meta.case_id)
+        return Reply(raw="<think>the letter is a sad one</think>B", reasoning="server trace", raw_chars=70_000)
+
+
+def test_a_reply_stores_its_full_length_reasoning_and_parser_version_and_a_cache_hit_rebuilds_them(setup):
+    from cfkit.parse import PARSER_VERSION
+
+    ws, store, plan = setup
+    first = run_probe(store, Thinking(), plan, concurrency=4)
+    stored = runs.replies(store, first.run_id)
+    expected = {("B", "leading-id", 70_000, "server trace\n\nthe letter is a sad one", PARSER_VERSION)}
+    assert {(r.answer, r.parse, r.raw_chars, r.reasoning, r.parser) for r in stored} == expected
+    assert {r.raw for r in stored} == {"<think>the letter is a sad one</think>B"}  # raw as the model wrote it
+    runs.delete_run(store, first.run_id)
+    again = Counting()  # would answer A: every answer must come from the cache instead
+    second = run_probe(store, again, plan, concurrency=4)
+    assert again.calls == [] and second.from_cache == 24
+    rebuilt = runs.replies(store, second.run_id)
+    assert {(r.answer, r.parse, r.raw_chars, r.reasoning, r.parser) for r in rebuilt} == expected

@@ -211,7 +211,9 @@ def test_a_first_version_store_is_migrated_and_keeps_its_rows(tmp_path: Path):
         # What later versions record reads as not recorded on an old run, not as made up.
         assert (old.settings, old.settings_sha256, old.versions, old.endpoint) == ({}, None, {}, None)
         assert (reply.edit_id, reply.server_model) == (None, None)
-        assert responses.cached(store, ["k"])["k"].server_model is None
+        assert (reply.raw_chars, reply.reasoning, reply.parser) == (None, None, None)  # read before versions were kept
+        cached = responses.cached(store, ["k"])["k"]
+        assert (cached.server_model, cached.raw_chars, cached.reasoning) == (None, None, None)
 
 
 def test_a_damaged_store_is_one_store_error(tmp_path: Path):

@@ -71,7 +71,7 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
       cfkit probe run -m baseline:majority -s contextcanvas
     """
     from cfkit.options import parse_option_pairs
-    from cfkit.probe import Selection, preview_run, probe_suite
+    from cfkit.probe import Selection, prepare_probe, preview_run
     from cfkit.store import open_store
 
     model = model or ws.config.probe.model
@@ -103,10 +103,13 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
 
         render_preview(preview, max_cost, as_json)
         return
+    # The backend is built before the store is opened: a bad --base-url or a missing key writes nothing.
+    job = prepare_probe(ws, model, suite, max_cost=max_cost, **settings)
+    for note in job.notes:
+        warn(note)
     with open_store(ws.db_path) as store, _ProgressBar(suite) as bar:
-        summary = probe_suite(ws, store, model, suite, max_cost=max_cost, on_progress=bar.update,
-                              on_plan=_warn_unreviewed, **settings)
-    _render_summary(summary, as_json)
+        summary = job.run(store, on_progress=bar.update, on_plan=_warn_unreviewed)
+    _render_summary(summary, as_json, said=job.notes)
     if summary.missing:
         again = [("-m", model), ("-s", suite), *(("-o", pair) for pair in pairs), ("--base-url", base_url),
                  ("--api-key-env", api_key_env), ("-j", concurrency), ("--max-tokens", max_tokens),
@@ -194,7 +197,8 @@ class _ProgressBar:
         self.progress.update(self.task, completed=p.done + p.errors, rate=rate, extra=extra.strip())
 
 
-def _render_summary(summary, as_json: bool) -> None:
+def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
+    """The summary line and the notes not already said at the start of the run."""
     from dataclasses import asdict
 
     if as_json:
@@ -206,7 +210,8 @@ def _render_summary(summary, as_json: bool) -> None:
                f"{summary.from_cache} from cache, {summary.sent} sent ({summary.errors} failed{cost}); "
                f"{summary.invalid} without a valid answer.")
     for note in summary.notes:
-        warn(note)
+        if note not in said:
+            warn(note)
     if summary.skipped:
         warn(f"{len(summary.skipped)} pair(s) skipped:")
         for skip in summary.skipped:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cfkit.backends import Backend, BackendContext, check_installed, load_backend, split_model
+from cfkit.cases import CaseSet
 from cfkit.dataset import load_cases
 from cfkit.errors import NotFoundError
 from cfkit.probe.estimate import Estimate, estimate
@@ -37,9 +38,9 @@ from cfkit.probe.runner import RunProgress, RunSummary, read_reply, run_identity
 from cfkit.store import Store, responses, runs
 from cfkit.workspace import Workspace
 
-__all__ = ["DEFAULT_MAX_TOKENS", "Estimate", "ProbeItem", "ProbePlan", "Prices", "Protocol", "RunPreview",
+__all__ = ["DEFAULT_MAX_TOKENS", "Estimate", "ProbeItem", "ProbeJob", "ProbePlan", "Prices", "Protocol", "RunPreview",
            "RunProgress", "RunSummary", "Selection", "SkippedPair", "answer_schema", "cache_key", "inputs_sha256",
-           "plan_suite", "preview_run", "probe_suite", "read_reply", "run_id_for", "run_probe"]
+           "plan_suite", "prepare_probe", "preview_run", "probe_suite", "read_reply", "run_id_for", "run_probe"]
 
 
 @dataclass(frozen=True)
@@ -87,9 +88,10 @@ def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], proto
     return setup, backend
 
 
-def _plan(ws: Workspace, store: Store | None, setup: _Setup, suite: str, selection: Selection) -> ProbePlan:
+def _plan(ws: Workspace, store: Store | None, setup: _Setup, suite: str, selection: Selection,
+          cases: CaseSet | None = None) -> ProbePlan:
     plan = plan_suite(ws, suite, setup.capabilities, store=store, generation=setup.protocol.generation,
-                      selection=selection, cases=load_cases(ws.cases_path, ws.image_root))
+                      selection=selection, cases=cases or load_cases(ws.cases_path, ws.image_root))
     if not plan.items:
         skipped = "; ".join(f"{s.pair_id}: {s.reason}" for s in plan.skipped[:3])
         raise NotFoundError(f"the {suite} suite has no requests in {ws.root}"
@@ -112,7 +114,76 @@ def _finished_summary(store: Store, backend: Backend, suite: str, setup: _Setup,
                       total=finished.n_requests, kept=finished.n_requests, from_cache=0, sent=0, errors=0,
                       invalid=runs.count_unanswered(store, finished.id), cost_usd=0.0 if backend.priced else None,
                       skipped=(), endpoint=finished.endpoint, protocol=setup.protocol.name,
-                      unreviewed=tuple(finished.notes.get("unreviewed", ())))
+                      unreviewed=tuple(finished.notes.get("unreviewed", ())),
+                      notes=tuple(getattr(backend, "notes", ())))
+
+
+@dataclass(frozen=True)
+class ProbeJob:
+    """A probe run ready to go: checked, its settings resolved and (where it can be) its backend built.
+
+    Nothing has been recorded yet; :meth:`run` opens (or continues) the run in
+    a store. ``notes`` are what the backend wants the user to know before
+    anything is sent (e.g. that ``$OPENAI_API_KEY`` was withheld from a
+    custom server); they are recorded with the run as well.
+    """
+
+    ws: Workspace
+    model: str
+    suite: str
+    setup: _Setup
+    backend: Backend | None  # None for backends built from the plan (baseline:majority)
+    selection: Selection
+    concurrency: int | None
+    max_cost: float | None
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return tuple(getattr(self.backend, "notes", ()) or ())
+
+    def run(self, store: Store, *, on_progress: Callable[[RunProgress], None] | None = None,
+            on_plan: Callable[[ProbePlan], None] | None = None) -> RunSummary:
+        """Steps 2–4 of :func:`probe_suite` in ``store``."""
+        ws, suite, setup, backend = self.ws, self.suite, self.setup, self.backend
+        # 2. Nothing to do?
+        digest = None
+        cases = None
+        if setup.cacheable and backend is not None and suite != "counterfactual":
+            cases = load_cases(ws.cases_path, ws.image_root)
+            case_ids, _ = select_case_ids(ws, suite, cases, self.selection)
+            digest = inputs_sha256(ws, suite, setup.capabilities, setup.protocol.generation, cases, case_ids,
+                                   self.selection.as_dict())
+            finished = digest and _finished_summary(store, backend, suite, setup, digest, on_progress)
+            if finished:
+                return finished
+
+        # 3. Plan; 4. the backend with the suite's gold labels, then the run.
+        plan = _plan(ws, store, setup, suite, self.selection, cases)
+        if on_plan:
+            on_plan(plan)
+        if backend is None or not setup.cacheable:
+            backend = load_backend(self.model, setup.options, context=setup.context(ws, suite, plan))
+        concurrency = setup.protocol.concurrency or self.concurrency
+        if concurrency is None and backend.capabilities.remote:
+            concurrency = ws.config.probe.concurrency
+        return run_probe(store, backend, plan, concurrency=concurrency, max_cost=self.max_cost,
+                         on_progress=on_progress, inputs_sha256=digest, protocol=setup.protocol.name,
+                         notes=setup.notes())
+
+
+def prepare_probe(ws: Workspace, model: str, suite: str, *, options: dict[str, Any] | None = None,
+                  concurrency: int | None = None, max_cost: float | None = None, max_tokens: int | None = None,
+                  protocol: str | None = None, accepted_only: bool = False,
+                  selection: Selection | None = None) -> ProbeJob:
+    """Step 1 of :func:`probe_suite`: the start-up checks and settings, the backend built; nothing written.
+
+    A bad option, a missing extra, a bad ``--base-url`` or a missing key stops
+    here, before a store is opened or a progress bar drawn.
+    """
+    selection = selection or Selection(accepted_only=accepted_only)
+    setup, backend = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency)
+    return ProbeJob(ws=ws, model=model, suite=suite, setup=setup, backend=backend, selection=selection,
+                    concurrency=concurrency, max_cost=max_cost)
 
 
 def probe_suite(ws: Workspace, store: Store, model: str, suite: str, *, options: dict[str, Any] | None = None,
@@ -122,39 +193,18 @@ def probe_suite(ws: Workspace, store: Store, model: str, suite: str, *, options:
                 on_plan: Callable[[ProbePlan], None] | None = None) -> RunSummary:
     """``cfkit probe run``: check, plan ``suite`` for ``model`` ("KIND:NAME"), run.
 
-    Steps: 1. start-up checks and settings (:func:`_setup`: the backend's
-    extra, the protocol preset, the backend itself, prices), before anything
-    is recorded; 2. when a run with the same settings already ended complete
-    from identical inputs (:func:`inputs_sha256`), report it and stop; 3. plan,
-    so bad inputs stop the run before a request is sent; 4. build the backend
-    with the suite's gold-label distribution (only ``baseline:majority`` reads
-    it) and run. ``on_plan`` sees the plan before anything is sent (to warn
-    about unreviewed inputs).
+    Steps: 1. start-up checks and settings (:func:`prepare_probe`: the
+    backend's extra, the protocol preset, the backend itself, prices), before
+    anything is recorded; 2. when a run with the same settings already ended
+    complete from identical inputs (:func:`inputs_sha256`), report it and
+    stop; 3. plan, so bad inputs stop the run before a request is sent; 4.
+    build the backend with the suite's gold-label distribution (only
+    ``baseline:majority`` reads it) and run. ``on_plan`` sees the plan before
+    anything is sent (to warn about unreviewed inputs).
     """
-    selection = selection or Selection(accepted_only=accepted_only)
-    setup, backend = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency)
-
-    # 2. Nothing to do?
-    digest = None
-    if setup.cacheable and backend is not None and suite != "counterfactual":
-        cases = load_cases(ws.cases_path, ws.image_root)
-        case_ids, _ = select_case_ids(ws, suite, cases, selection)
-        digest = inputs_sha256(ws, suite, setup.capabilities, setup.protocol.generation, cases, case_ids,
-                               selection.as_dict())
-        finished = digest and _finished_summary(store, backend, suite, setup, digest, on_progress)
-        if finished:
-            return finished
-
-    # 3. Plan; 4. the backend with the suite's gold labels, then the run.
-    plan = _plan(ws, store, setup, suite, selection)
-    if on_plan:
-        on_plan(plan)
-    backend = load_backend(model, setup.options, context=setup.context(ws, suite, plan))
-    concurrency = setup.protocol.concurrency or concurrency
-    if concurrency is None and backend.capabilities.remote:
-        concurrency = ws.config.probe.concurrency
-    return run_probe(store, backend, plan, concurrency=concurrency, max_cost=max_cost, on_progress=on_progress,
-                     inputs_sha256=digest, protocol=setup.protocol.name, notes=setup.notes())
+    job = prepare_probe(ws, model, suite, options=options, concurrency=concurrency, max_cost=max_cost,
+                        max_tokens=max_tokens, protocol=protocol, accepted_only=accepted_only, selection=selection)
+    return job.run(store, on_progress=on_progress, on_plan=on_plan)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from cfkit import __version__
 from cfkit.backends import Backend, Reply, is_async
 from cfkit.cases import Case
 from cfkit.errors import TransportError, UsageError
-from cfkit.parse import parse_answer
+from cfkit.parse import PARSER_VERSION, parse_answer
 from cfkit.probe.identity import cache_key, library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
 from cfkit.probe.plan import ProbeItem, ProbePlan, SkippedPair
 from cfkit.store import Store, responses, runs
@@ -164,7 +164,8 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
         else:
             reply = Reply(raw=hit.raw, usage=hit.usage, latency_s=hit.latency_s, cost_usd=hit.cost_usd,
                           refused=hit.refused, server_model=hit.server_model,
-                          system_fingerprint=hit.system_fingerprint)
+                          system_fingerprint=hit.system_fingerprint, raw_chars=hit.raw_chars,
+                          reasoning=hit.reasoning)
             _record(store, run_id, item, keys[item.key], reply, cache_as=None)
             from_cache += 1
 
@@ -175,6 +176,7 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
     sender = _Sender(store, run_id, backend, keys, progress, on_progress,
                      _Budget(max_cost) if max_cost is not None else None)
     sender.notes.update(run_notes)
+    sender.notes.update(getattr(backend, "notes", ()) or ())  # said at the start, and kept with the run
     status = "failed"
     failure: str | None = None
     try:
@@ -298,7 +300,7 @@ def _open_run(store: Store, run_id: str, backend: Backend, plan: ProbePlan, reco
     options = {"options": backend.options.model_dump(mode="json") if hasattr(backend, "options") else {},
                "identity": backend.cache_identity}
     notes = {**notes, "skipped": [asdict(s) for s in plan.skipped], "unreviewed": list(plan.unreviewed),
-             "left_out": list(plan.left_out)}
+             "left_out": list(plan.left_out), "backend_notes": sorted(getattr(backend, "notes", ()) or ())}
     runs.open_run(store, run_id, model=backend.model, suite=plan.suite, options=options, cfkit_version=__version__,
                   templates_sha256=plan.templates_sha256, n_requests=len(plan.items), notes=notes,
                   recorded=recorded)
@@ -325,17 +327,26 @@ def _close_run(store: Store, run_id: str, status: str, stopped: str | None, plan
 
 
 def read_reply(reply: Reply, case: Case) -> ReplyFields:
-    """The stored reading of a reply: answer, parse rule, error, reason, confidence, detail."""
+    """The stored reading of a reply: answer, parse rule, error, reason, confidence, detail, reasoning, parser.
+
+    A known answer (replay, baselines) is stored as the backend gave it; one
+    without an answer keeps its reason as the detail too, so 'cfkit runs show'
+    says why. Any other reply is read by :func:`cfkit.parse.parse_answer`, with
+    the reasoning the server returned beside it; the reading records
+    :data:`cfkit.parse.PARSER_VERSION`.
+    """
     if reply.known is not None:
         k = reply.known
+        detail = k.reason if k.answer is None and k.error is not None else None
         return ReplyFields(answer=k.answer, parse=k.parse, error=k.error, reason=k.reason, confidence=k.confidence,
-                           detail=None)
+                           detail=detail, reasoning=reply.reasoning)
     if reply.refused:
         return ReplyFields(answer=None, parse=None, error="refused", reason=reply.raw, confidence=None,
-                           detail="the model declined to answer")
-    parsed = parse_answer(reply.raw, case.options)
+                           detail="the model declined to answer", reasoning=reply.reasoning)
+    parsed = parse_answer(reply.raw, case.options, reasoning=reply.reasoning)
     return ReplyFields(answer=parsed.answer, parse=parsed.rule, error=parsed.error, reason=parsed.reason,
-                       confidence=parsed.confidence, detail=parsed.detail or None)
+                       confidence=parsed.confidence, detail=parsed.detail or None, reasoning=parsed.reasoning,
+                       parser=PARSER_VERSION)
 
 
 def _provenance(item: ProbeItem, reply: Reply | None) -> ReplyProvenance:
@@ -356,10 +367,11 @@ def _record(store: Store, run_id: str, item: ProbeItem, key: str, reply: Reply, 
             responses.put(tx, CachedResponse(cache_key=key, raw=reply.raw, usage=reply.usage,
                                              latency_s=reply.latency_s, cost_usd=reply.cost_usd,
                                              refused=reply.refused, server_model=reply.server_model,
-                                             system_fingerprint=reply.system_fingerprint),
+                                             system_fingerprint=reply.system_fingerprint,
+                                             raw_chars=reply.raw_chars, reasoning=reply.reasoning),
                           backend=cache_as.kind, model=cache_as.model)
         runs.write_reply(tx, run_id, item.key, cache_key=key, raw=reply.raw, fields=fields, cost_usd=reply.cost_usd,
-                         provenance=_provenance(item, reply))
+                         provenance=_provenance(item, reply), raw_chars=reply.raw_chars)
 
 
 def _record_transport(store: Store, run_id: str, item: ProbeItem, key: str, message: str) -> None:

@@ -36,7 +36,7 @@ from cfkit.store import audit_labels, audits, checks, edits, responses, reviews,
 from cfkit.store.db import Database, from_json, now, to_json
 
 #: Bumped whenever an owner adds a migration step.
-SCHEMA_VERSION = 4  # 3: run identity and provenance; 4: the audit tables
+SCHEMA_VERSION = 5  # 3: run identity and provenance; 4: the audit tables; 5: replies' length, reasoning, parser
 
 _OWNERS = (edits, checks, reviews, runs, responses, audits, audit_labels)
 SCHEMA = "\n".join(owner.DDL for owner in _OWNERS)

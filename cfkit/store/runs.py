@@ -68,6 +68,9 @@ CREATE TABLE IF NOT EXISTS replies (
     image_sha256 TEXT,                             -- SHA-256 of the one image file the question shows
     server_model TEXT,                             -- the model id the server said answered
     system_fingerprint TEXT,                       -- the server's build fingerprint, when it gives one
+    raw_chars   INTEGER,                           -- the reply's full length when raw was cut to the storage cap
+    reasoning   TEXT,                              -- reasoning split off the reply or returned beside it; never graded
+    parser      TEXT,                              -- cfkit.parse.PARSER_VERSION of the reading (NULL: not parsed)
     PRIMARY KEY (run_id, case_id, pair_id, condition)
 );
 """
@@ -80,6 +83,7 @@ MIGRATIONS: dict[int, list[str]] = {
             "selection TEXT NOT NULL DEFAULT '{}'", "error TEXT")),
         *(f"ALTER TABLE replies ADD COLUMN {column}" for column in (
             "edit_id INTEGER", "image_sha256 TEXT", "server_model TEXT", "system_fingerprint TEXT"))],
+    5: [f"ALTER TABLE replies ADD COLUMN {column}" for column in ("raw_chars INTEGER", "reasoning TEXT", "parser TEXT")],
 }
 
 #: A reply's place in its run: (case id, pair id or '', condition).
@@ -152,6 +156,9 @@ class ReplyRecord:
     image_sha256: str | None = None
     server_model: str | None = None
     system_fingerprint: str | None = None
+    raw_chars: int | None = None  # the reply's full length when ``raw`` was cut to the storage cap
+    reasoning: str | None = None  # never graded
+    parser: str | None = None  # the parser version of the reading; None for known answers and older stores
 
     @property
     def key(self) -> ReplyKey:
@@ -168,6 +175,8 @@ class ReplyFields:
     reason: str | None
     confidence: str | None
     detail: str | None
+    reasoning: str | None = None  # split off the reply or returned beside it; never graded
+    parser: str | None = None  # cfkit.parse.PARSER_VERSION when the parser read it
 
 
 @dataclass(frozen=True)
@@ -309,20 +318,36 @@ def latest_run_ids(store: Database) -> list[str]:
 # ── replies ────────────────────────────────────────────────────────────────
 
 
+_REPLY_COLUMNS = ("run_id", "case_id", "pair_id", "condition", "cache_key", "answer", "parse", "error", "reason",
+                  "confidence", "raw", "detail", "created_at", "cost_usd", "edit_id", "image_sha256", "server_model",
+                  "system_fingerprint", "raw_chars", "reasoning", "parser")
+_WRITE_REPLY = (f"INSERT OR REPLACE INTO replies ({', '.join(_REPLY_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(_REPLY_COLUMNS))})")
+
+
 def write_reply(tx: sqlite3.Connection, run_id: str, key: ReplyKey, *, cache_key: str | None, raw: str | None,
                 fields: ReplyFields, cost_usd: float | None = None,
-                provenance: ReplyProvenance = ReplyProvenance()) -> None:
-    """Store (or replace) one reply of a run inside the caller's transaction."""
+                provenance: ReplyProvenance = ReplyProvenance(), raw_chars: int | None = None) -> None:
+    """Store (or replace) one reply of a run inside the caller's transaction.
+
+    ``raw_chars`` is the reply's full length when ``raw`` was cut to the storage cap.
+    """
     case_id, pair_id, condition = key
     p = provenance
-    tx.execute(
-        "INSERT OR REPLACE INTO replies (run_id, case_id, pair_id, condition, cache_key, answer, parse, error, "
-        "reason, confidence, raw, detail, created_at, cost_usd, edit_id, image_sha256, server_model, "
-        "system_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (run_id, case_id, pair_id, condition, cache_key, fields.answer, fields.parse, fields.error, fields.reason,
-         fields.confidence, raw, fields.detail, now(), cost_usd, p.edit_id, p.image_sha256, p.server_model,
-         p.system_fingerprint),
-    )
+    tx.execute(_WRITE_REPLY, (run_id, case_id, pair_id, condition, cache_key, fields.answer, fields.parse,
+                              fields.error, fields.reason, fields.confidence, raw, fields.detail, now(), cost_usd,
+                              p.edit_id, p.image_sha256, p.server_model, p.system_fingerprint, raw_chars,
+                              fields.reasoning, fields.parser))
+
+
+def reread_reply(tx: sqlite3.Connection, run_id: str, key: ReplyKey, fields: ReplyFields) -> None:
+    """Replace the reading of one stored reply (answer, rule, error, reason, confidence, detail, reasoning,
+    parser version); its raw text and provenance stay."""
+    case_id, pair_id, condition = key
+    tx.execute("UPDATE replies SET answer = ?, parse = ?, error = ?, reason = ?, confidence = ?, detail = ?, "
+               "reasoning = ?, parser = ? WHERE run_id = ? AND case_id = ? AND pair_id = ? AND condition = ?",
+               (fields.answer, fields.parse, fields.error, fields.reason, fields.confidence, fields.detail,
+                fields.reasoning, fields.parser, run_id, case_id, pair_id, condition))
 
 
 def replies(store: Database, run_id: str) -> list[ReplyRecord]:
