@@ -8,6 +8,7 @@ is what a model receives: the file's exact bytes and MIME type.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import warnings
 from pathlib import Path
@@ -29,6 +30,11 @@ class ImageData(NamedTuple):
 
     data: bytes
     mime: str
+
+    @property
+    def sha256(self) -> str:
+        """The SHA-256 of the bytes, in hex (what a request's cache key covers)."""
+        return hashlib.sha256(self.data).hexdigest()
 
 
 def open_image(path: Path, *, what: str = "image") -> Image.Image:

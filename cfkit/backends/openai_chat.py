@@ -21,7 +21,8 @@ not used here (the image editor still uses it).
 
 Retries: 429, 408, 409, 5xx, timeouts, connection errors and malformed bodies
 are retried ``max_retries`` times with jittered exponential backoff, honouring
-``Retry-After`` (up to :data:`MAX_RETRY_AFTER_S`); a 400 or 422 naming a
+``Retry-After`` (up to :data:`MAX_RETRY_AFTER_S`), and a 429 or 503 is told to
+``on_overload`` first (the runner lowers its concurrency); a 400 or 422 naming a
 parameter the request can do without (``response_format``, ``temperature``, the
 output-token limit's name) is answered by dropping or renaming it, once per
 backend, and noted; 401/403 stop the run (the key), 404 stops it (the model);
@@ -40,6 +41,7 @@ import base64
 import email.utils
 import random
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -178,6 +180,8 @@ class OpenAIBackend:
         self.base_url = endpoint.shown
         self.official = endpoint.official
         self.notes = endpoint.notes  # e.g. that $OPENAI_API_KEY was withheld; added to every reply's notes
+        # Told of every 429/503 before the retry, with the Retry-After (the runner lowers its concurrency).
+        self.on_overload: Callable[[float | None], None] | None = None
 
         # 2. What changes answers (the cache key), and prices.
         self.token_param = options.token_param or ("max_completion_tokens" if self.official else "max_tokens")
@@ -309,6 +313,8 @@ class OpenAIBackend:
                                  f"address it points to ({location}) as --base-url.")
         if not (status in (408, 409, 429) or status >= 500):
             raise TransportError(f"HTTP {status} from {self.endpoint}: {message}")
+        if status in (429, 503) and self.on_overload is not None:
+            self.on_overload(retry_after_seconds(exchange.headers))
         return await self._wait_or_give_up(retry, f"HTTP {status}", message, exchange.headers)
 
     async def _wait_or_give_up(self, retry: int, what: str, detail: str, headers: Any) -> int:

@@ -164,7 +164,7 @@ def _incomplete_line(summary, command: str) -> str:
 
 
 class _ProgressBar:
-    """A Rich progress bar on stderr: done/total, rate, ETA, errors and cost so far."""
+    """A Rich progress bar on stderr: done/total, rate, ETA, requests in flight, errors and cost so far."""
 
     def __init__(self, suite: str):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -191,7 +191,11 @@ class _ProgressBar:
             self.task = self.progress.add_task("run", total=p.total, completed=p.done, rate="", extra="")
         elapsed = max(time.perf_counter() - self.started, 1e-9)
         rate = f"{p.sent / elapsed:.1f} req/s" if p.sent else ""
-        extra = f"errors {p.errors}" if p.errors else ""
+        extra = f"{p.concurrency} at once" if p.concurrency else ""  # lower while the server is overloaded
+        if p.errors:
+            extra += f"  errors {p.errors}"
+        if p.elsewhere:
+            extra += f"  {p.elsewhere} by another process"
         if p.priced:
             extra += f"  ${p.cost_usd:.4f}"
         self.progress.update(self.task, completed=p.done + p.errors, rate=rate, extra=extra.strip())
@@ -206,8 +210,9 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
     else:
         out.print(summary.run_id)
         cost = "" if summary.cost_usd is None else f", ${summary.cost_usd:.4f}"
+        shared = f", {summary.elsewhere} answered by another process" if summary.elsewhere else ""
         status(f"{summary.status}: {summary.total} requests; {summary.kept} already stored, "
-               f"{summary.from_cache} from cache, {summary.sent} sent ({summary.errors} failed{cost}); "
+               f"{summary.from_cache} from cache, {summary.sent} sent ({summary.errors} failed{cost}){shared}; "
                f"{summary.invalid} without a valid answer.")
     for note in summary.notes:
         if note not in said:

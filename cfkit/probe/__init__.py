@@ -29,6 +29,7 @@ from cfkit.cases import CaseSet
 from cfkit.dataset import load_cases
 from cfkit.errors import NotFoundError
 from cfkit.probe.estimate import Estimate, estimate
+from cfkit.probe.image_refs import Digests
 from cfkit.probe.identity import cache_key, inputs_sha256, run_id_for, run_settings, settings_sha256
 from cfkit.probe.plan import (DEFAULT_MAX_TOKENS, ProbeItem, ProbePlan, Selection, SkippedPair, answer_schema,
                               plan_suite, select_case_ids)
@@ -89,9 +90,10 @@ def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], proto
 
 
 def _plan(ws: Workspace, store: Store | None, setup: _Setup, suite: str, selection: Selection,
-          cases: CaseSet | None = None) -> ProbePlan:
+          cases: CaseSet | None = None, digests: Digests | None = None) -> ProbePlan:
     plan = plan_suite(ws, suite, setup.capabilities, store=store, generation=setup.protocol.generation,
-                      selection=selection, cases=cases or load_cases(ws.cases_path, ws.image_root))
+                      selection=selection, cases=cases or load_cases(ws.cases_path, ws.image_root),
+                      digests=digests)
     if not plan.items:
         skipped = "; ".join(f"{s.pair_id}: {s.reason}" for s in plan.skipped[:3])
         raise NotFoundError(f"the {suite} suite has no requests in {ws.root}"
@@ -148,17 +150,19 @@ class ProbeJob:
         # 2. Nothing to do?
         digest = None
         cases = None
+        digests = Digests(store)  # what each image file holds, known once for the digest and the plan
         if setup.cacheable and backend is not None and suite != "counterfactual":
             cases = load_cases(ws.cases_path, ws.image_root)
             case_ids, _ = select_case_ids(ws, suite, cases, self.selection)
             digest = inputs_sha256(ws, suite, setup.capabilities, setup.protocol.generation, cases, case_ids,
-                                   self.selection.as_dict())
+                                   self.selection.as_dict(), digests)
             finished = digest and _finished_summary(store, backend, suite, setup, digest, on_progress)
             if finished:
+                digests.save()
                 return finished
 
         # 3. Plan; 4. the backend with the suite's gold labels, then the run.
-        plan = _plan(ws, store, setup, suite, self.selection, cases)
+        plan = _plan(ws, store, setup, suite, self.selection, cases, digests)
         if on_plan:
             on_plan(plan)
         if backend is None or not setup.cacheable:
@@ -232,7 +236,7 @@ def preview_run(ws: Workspace, store: Store | None, model: str, suite: str, *,
     written. ``store`` may be None when the workspace has none yet."""
     selection = selection or Selection()
     setup, _ = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency)
-    plan = _plan(ws, store, setup, suite, selection)
+    plan = _plan(ws, store, setup, suite, selection, digests=Digests(store, remember=False))
     backend = load_backend(model, setup.options, context=setup.context(ws, suite, plan))
     run_id, keys, recorded = run_identity(backend, plan, setup.protocol.name)
     stored_replies = runs.reply_index(store, run_id) if store is not None else {}

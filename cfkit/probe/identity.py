@@ -17,13 +17,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 from cfkit import __version__
 from cfkit.backends import Backend, Capabilities, Generation, ProbeRequest
 from cfkit.captions import caption_path
 from cfkit.cases import CaseSet
+from cfkit.probe.image_refs import Digests
 from cfkit.prompts import templates_sha256
 from cfkit.workspace import Workspace
 
@@ -104,7 +104,7 @@ def library_versions(backend: Backend | None = None) -> dict[str, str]:
 
 
 def inputs_sha256(ws: Workspace, suite: str, capabilities: Capabilities, generation: Generation, cases: CaseSet,
-                  case_ids: list[str], selection: Mapping[str, Any]) -> str | None:
+                  case_ids: list[str], selection: Mapping[str, Any], digests: Digests | None = None) -> str | None:
     """A digest of everything the contextcanvas or modality requests are rendered from.
 
     That is: the cfkit version, the suite, the backend's capabilities, the
@@ -113,7 +113,9 @@ def inputs_sha256(ws: Workspace, suite: str, capabilities: Capabilities, generat
     file and images. Equal digests mean identical requests, so a run with the
     same settings that ended complete with this digest needs no planning at all.
     Counterfactual requests also depend on review decisions in the store; they
-    get None and are always planned.
+    get None and are always planned. Image files are known through
+    ``digests`` (:class:`~cfkit.probe.image_refs.Digests`): an unchanged file
+    is not read again.
     """
     if suite == "counterfactual":
         return None
@@ -132,10 +134,10 @@ def inputs_sha256(ws: Workspace, suite: str, capabilities: Capabilities, generat
         for case_id in case_ids:
             path = caption_path(ws, case_id)
             add(f"caption {case_id}", path.read_bytes() if path.is_file() else b"\0missing")
-    seen: set[Path] = set()
-    for case_id in case_ids:
-        for path in cases.image_paths(cases.get(case_id)):
-            if path not in seen:
-                seen.add(path)
-                add(f"image {path}", hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"\0missing")
+    paths = list(dict.fromkeys(p for case_id in case_ids for p in cases.image_paths(cases.get(case_id))))
+    present = {p for p in paths if p.is_file()}
+    digests = digests or Digests(None)
+    digests.prefetch([p for p in paths if p in present])
+    for path in paths:
+        add(f"image {path}", bytes.fromhex(digests.sha256(path)) if path in present else b"\0missing")
     return digest.hexdigest()
