@@ -170,3 +170,36 @@ def test_a_rerun_reads_no_image_and_a_dry_run_remembers_nothing(tiny_ws, hashes)
         assert preview.exit_code == 0 and json.loads(preview.stdout)["stored"] == 3
     with Store(ws.db_path) as store:
         assert store.query("SELECT COUNT(*) FROM file_digests")[0][0] == before  # the dry run wrote nothing
+
+
+def test_a_rerun_on_unchanged_files_decides_by_stat_alone_and_any_changed_input_is_noticed(tiny_ws, monkeypatch):
+    import cfkit.probe as probe
+
+    for path in tiny_ws.rglob("*"):
+        if path.is_file():
+            os.utime(path, (HOUR_AGO, HOUR_AGO))
+    ws = load_workspace(tiny_ws)
+    real_load = probe.load_cases
+    loads = []
+    monkeypatch.setattr(probe, "load_cases", lambda *a: loads.append(1) or real_load(*a))
+    with ChatServer(scripted_answer) as server, Store(ws.db_path) as store:
+        def again():
+            loads.clear()
+            return probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
+
+        first = again()
+        assert first.sent == 3 and loads
+        rerun = again()
+        assert (rerun.run_id, rerun.sent, rerun.kept, loads) == (first.run_id, 0, 3, [])  # no file read or parsed
+        # The same bytes with a new mtime: read again, found unchanged by content, still nothing sent.
+        os.utime(ws.cases_path, (HOUR_AGO + 5, HOUR_AGO + 5))
+        touched = again()
+        assert (touched.run_id, touched.sent, len(loads)) == (first.run_id, 0, 1)
+        assert again().sent == 0 and loads == []  # the new mtimes are remembered
+        # A template override that was absent: the requests change, a new run answers them.
+        override = ws.probes_dir / "templates" / "system.txt"
+        override.parent.mkdir(parents=True, exist_ok=True)
+        override.write_text("You judge pictures. Answer with JSON.\n")
+        os.utime(override, (HOUR_AGO + 9, HOUR_AGO + 9))
+        changed = again()
+        assert changed.run_id != first.run_id and changed.sent == 3 and len(loads) == 1

@@ -30,18 +30,20 @@ from cfkit.dataset import load_cases
 from cfkit.errors import NotFoundError
 from cfkit.probe.estimate import Estimate, estimate
 from cfkit.probe.image_refs import Digests
-from cfkit.probe.identity import cache_key, inputs_sha256, run_id_for, run_settings, settings_sha256
+from cfkit.probe.identity import (cache_key, inputs_digest, inputs_sha256, inputs_unchanged, run_id_for, run_settings,
+                                  settings_sha256)
 from cfkit.probe.plan import (DEFAULT_MAX_TOKENS, ProbeItem, ProbePlan, Selection, SkippedPair, answer_schema,
-                              plan_suite, select_case_ids)
+                              plan_suite, select_case_ids, suite_case_ids)
 from cfkit.probe.prices import Prices, resolve_prices
 from cfkit.probe.protocol import Protocol, resolve_protocol
-from cfkit.probe.runner import RunProgress, RunSummary, read_reply, run_identity, run_probe
+from cfkit.probe.runner import RunProgress, RunSummary, run_identity, run_probe
 from cfkit.store import Store, responses, runs
+from cfkit.store.runs import RunRecord
 from cfkit.workspace import Workspace
 
 __all__ = ["DEFAULT_MAX_TOKENS", "Estimate", "ProbeItem", "ProbeJob", "ProbePlan", "Prices", "Protocol", "RunPreview",
            "RunProgress", "RunSummary", "Selection", "SkippedPair", "answer_schema", "cache_key", "inputs_sha256",
-           "plan_suite", "prepare_probe", "preview_run", "probe_suite", "read_reply", "run_id_for", "run_probe"]
+           "plan_suite", "prepare_probe", "preview_run", "probe_suite", "run_id_for", "run_probe"]
 
 
 @dataclass(frozen=True)
@@ -102,13 +104,9 @@ def _plan(ws: Workspace, store: Store | None, setup: _Setup, suite: str, selecti
     return plan
 
 
-def _finished_summary(store: Store, backend: Backend, suite: str, setup: _Setup, digest: str,
-                      on_progress: Callable[[RunProgress], None] | None) -> RunSummary | None:
-    """The summary of a run with these settings that ended complete from inputs with ``digest``, if there is one."""
-    settings = run_settings(backend, setup.protocol.generation, setup.protocol.name)
-    finished = runs.finished_run(store, suite, settings_sha256(settings), digest)
-    if finished is None:
-        return None
+def _finished_summary(store: Store, backend: Backend, suite: str, setup: _Setup, finished: RunRecord,
+                      on_progress: Callable[[RunProgress], None] | None) -> RunSummary:
+    """The summary of ``finished``, a run with these settings that ended complete from the same inputs."""
     progress = RunProgress(total=finished.n_requests, done=finished.n_requests, priced=backend.priced)
     if on_progress:
         on_progress(progress)
@@ -118,6 +116,24 @@ def _finished_summary(store: Store, backend: Backend, suite: str, setup: _Setup,
                       skipped=(), endpoint=finished.endpoint, protocol=setup.protocol.name,
                       unreviewed=tuple(finished.notes.get("unreviewed", ())),
                       notes=tuple(getattr(backend, "notes", ())))
+
+
+def _already_finished(ws: Workspace, store: Store, backend: Backend, suite: str, setup: _Setup,
+                      selection: Selection, digest: str | None = None) -> RunRecord | None:
+    """A run with these settings that ended complete from the same inputs, if there is one.
+
+    Without ``digest``, by its inputs manifest alone (one ``stat`` per input
+    file, nothing read: :func:`~cfkit.probe.identity.inputs_unchanged`); with
+    it, by the digest of the inputs' content.
+    """
+    settings = settings_sha256(run_settings(backend, setup.protocol.generation, setup.protocol.name))
+    if digest is not None:
+        return runs.finished_run(store, suite, settings, digest)
+    recorded = selection.as_dict()
+    for record, manifest in runs.complete_with_manifest(store, suite, settings):
+        if inputs_unchanged(ws, suite, setup.capabilities, setup.protocol.generation, recorded, manifest):
+            return record
+    return None
 
 
 @dataclass(frozen=True)
@@ -148,18 +164,22 @@ class ProbeJob:
         """Steps 2–4 of :func:`probe_suite` in ``store``."""
         ws, suite, setup, backend = self.ws, self.suite, self.setup, self.backend
         # 2. Nothing to do?
-        digest = None
+        inputs = None
         cases = None
         digests = Digests(store)  # what each image file holds, known once for the digest and the plan
         if setup.cacheable and backend is not None and suite != "counterfactual":
-            cases = load_cases(ws.cases_path, ws.image_root)
-            case_ids, _ = select_case_ids(ws, suite, cases, self.selection)
-            digest = inputs_sha256(ws, suite, setup.capabilities, setup.protocol.generation, cases, case_ids,
-                                   self.selection.as_dict(), digests)
-            finished = digest and _finished_summary(store, backend, suite, setup, digest, on_progress)
-            if finished:
+            finished = _already_finished(ws, store, backend, suite, setup, self.selection)
+            if finished is None:
+                cases = load_cases(ws.cases_path, ws.image_root)
+                case_ids, _ = select_case_ids(ws, suite, cases, self.selection)
+                inputs = inputs_digest(ws, suite, setup.capabilities, setup.protocol.generation, cases, case_ids,
+                                       self.selection.as_dict(), digests, suite_case_ids(ws, suite, cases))
+                finished = _already_finished(ws, store, backend, suite, setup, self.selection, inputs.sha256)
                 digests.save()
-                return finished
+                if finished is not None:  # the same content under new mtimes: the next rerun needs no read
+                    runs.record_manifest(store, finished.id, inputs.manifest)
+            if finished is not None:
+                return _finished_summary(store, backend, suite, setup, finished, on_progress)
 
         # 3. Plan; 4. the backend with the suite's gold labels, then the run.
         plan = _plan(ws, store, setup, suite, self.selection, cases, digests)
@@ -171,7 +191,8 @@ class ProbeJob:
         if concurrency is None and backend.capabilities.remote:
             concurrency = ws.config.probe.concurrency
         return run_probe(store, backend, plan, concurrency=concurrency, max_cost=self.max_cost,
-                         on_progress=on_progress, inputs_sha256=digest, protocol=setup.protocol.name,
+                         on_progress=on_progress, inputs_sha256=inputs.sha256 if inputs else None,
+                         inputs_manifest=inputs.manifest if inputs else None, protocol=setup.protocol.name,
                          notes=setup.notes())
 
 

@@ -26,7 +26,6 @@ import hashlib
 import io
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -197,6 +196,8 @@ class Digests:
         if len(missing) == 1 or HASH_THREADS == 1:
             found = [_hash_file(p, states[p]) for p in missing]
         else:
+            from concurrent.futures import ThreadPoolExecutor
+
             with ThreadPoolExecutor(HASH_THREADS) as pool:
                 found = list(pool.map(lambda p: _hash_file(p, states[p]), missing))
         for path, digest in zip(missing, found):

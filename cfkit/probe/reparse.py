@@ -22,7 +22,7 @@ from cfkit.backends import Reply, backend_class, split_model
 from cfkit.cases import CaseSet
 from cfkit.errors import PluginError
 from cfkit.parse import PARSER_VERSION
-from cfkit.probe.runner import read_reply
+from cfkit.probe.recording import read_reply
 from cfkit.store import Store, responses, runs
 from cfkit.store.runs import ReplyFields, ReplyKey, ReplyRecord, RunRecord
 

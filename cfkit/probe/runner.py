@@ -30,7 +30,6 @@ server reported.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -40,12 +39,11 @@ from cfkit.backends import Backend
 from cfkit.errors import UsageError
 from cfkit.probe.identity import cache_key, library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
 from cfkit.probe.plan import ProbeItem, ProbePlan, SkippedPair
-from cfkit.probe.recording import Recorder, cached_reply, read_reply
-from cfkit.probe.sending import Budget, RunProgress, Sender
+from cfkit.probe.progress import Budget, RunProgress
 from cfkit.store import Store, responses, runs
 from cfkit.store.runs import RunSettings
 
-__all__ = ["RunProgress", "RunSummary", "read_reply", "run_identity", "run_probe"]
+__all__ = ["RunProgress", "RunSummary", "run_identity", "run_probe"]
 
 
 @dataclass(frozen=True)
@@ -83,10 +81,11 @@ class RunSummary:
 def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: int | None = None,
               max_cost: float | None = None, on_progress: Callable[[RunProgress], None] | None = None,
               inputs_sha256: str | None = None, protocol: str | None = None,
-              notes: dict[str, Any] | None = None) -> RunSummary:
+              notes: dict[str, Any] | None = None, inputs_manifest: dict[str, Any] | None = None) -> RunSummary:
     """Ask ``backend`` every request of ``plan`` that has no stored reply; see the module docstring.
 
-    ``inputs_sha256`` (from :func:`inputs_sha256`) is recorded when the run
+    ``inputs_sha256`` and ``inputs_manifest`` (from
+    :func:`~cfkit.probe.identity.inputs_digest`) are recorded when the run
     ends complete, so the next identical command can skip planning;
     ``protocol`` names the preset the settings came from; ``notes`` are
     recorded with the run (e.g. where prices came from).
@@ -103,6 +102,12 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
         raise UsageError(f"--max-cost needs prices, and {backend.model} has none. Give them as "
                          "-o price_in=USD_PER_M_INPUT_TOKENS -o price_out=USD_PER_M_OUTPUT_TOKENS, or in "
                          "cfkit.toml [probe.prices].")
+
+    # Imported here: a run found finished before planning needs neither the parser nor the event loop.
+    import asyncio
+
+    from cfkit.probe.recording import Recorder, cached_reply
+    from cfkit.probe.sending import Sender
 
     # 2. Open (or continue) the run: its id covers the settings and every request.
     run_id, keys, recorded = run_identity(backend, plan, protocol)
@@ -159,7 +164,8 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
         failure = f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        counts = _close_run(store, run_id, status, sender.stopped, plan, sorted(sender.notes), inputs_sha256, failure)
+        counts = _close_run(store, run_id, status, sender.stopped, plan, sorted(sender.notes), inputs_sha256, failure,
+                            inputs_manifest)
     return RunSummary(
         run_id=run_id, model=backend.model, suite=plan.suite, status=counts["status"], total=len(plan.items),
         kept=kept, from_cache=from_cache, sent=progress.sent, errors=progress.errors, invalid=counts["invalid"],
@@ -197,7 +203,8 @@ def _open_run(store: Store, run_id: str, backend: Backend, plan: ProbePlan, reco
 
 
 def _close_run(store: Store, run_id: str, status: str, stopped: str | None, plan: ProbePlan,
-               notes: list[str], inputs_digest: str | None = None, failure: str | None = None) -> dict[str, Any]:
+               notes: list[str], inputs_digest: str | None = None, failure: str | None = None,
+               inputs_manifest: dict[str, Any] | None = None) -> dict[str, Any]:
     """Recount the run's replies and record how this invocation ended."""
     wanted = {item.key for item in plan.items}
     present = [r for r in runs.replies(store, run_id) if r.key in wanted]
@@ -211,6 +218,7 @@ def _close_run(store: Store, run_id: str, status: str, stopped: str | None, plan
     record["backend_notes"] = notes
     record["stopped"] = stopped
     runs.finish_run(store, run_id, status=status, n_done=done, n_errors=len(failed), notes=record,
-                    inputs_sha256=inputs_digest if status == "done" else None, error=failure)
+                    inputs_sha256=inputs_digest if status == "done" else None, error=failure,
+                    inputs_manifest=inputs_manifest if status == "done" else None)
     return {"status": status, "done": done, "errors": len(failed), "invalid": invalid,
             "absent": len(plan.items) - len(present), "first_failure": failed[0].detail if failed else None}

@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS runs (
     versions        TEXT NOT NULL DEFAULT '{}',    -- JSON: cfkit's and the key libraries' versions
     protocol        TEXT,                          -- the preset the settings came from (default, paper)
     selection       TEXT NOT NULL DEFAULT '{}',    -- JSON: --limit, --cases, --accepted-only, --reviewed-only
-    error           TEXT                           -- why the run stopped with a failure
+    error           TEXT,                          -- why the run stopped with a failure
+    inputs_manifest TEXT                           -- JSON: the input files' sizes and mtimes, once complete
 );
 
 CREATE TABLE IF NOT EXISTS replies (
@@ -83,7 +84,9 @@ MIGRATIONS: dict[int, list[str]] = {
             "selection TEXT NOT NULL DEFAULT '{}'", "error TEXT")),
         *(f"ALTER TABLE replies ADD COLUMN {column}" for column in (
             "edit_id INTEGER", "image_sha256 TEXT", "server_model TEXT", "system_fingerprint TEXT"))],
-    5: [f"ALTER TABLE replies ADD COLUMN {column}" for column in ("raw_chars INTEGER", "reasoning TEXT", "parser TEXT")],
+    5: [*(f"ALTER TABLE replies ADD COLUMN {column}" for column in ("raw_chars INTEGER", "reasoning TEXT",
+                                                                   "parser TEXT")),
+        "ALTER TABLE runs ADD COLUMN inputs_manifest TEXT"],
 }
 
 #: A reply's place in its run: (case id, pair id or '', condition).
@@ -248,20 +251,21 @@ def open_run(store: Database, run_id: str, *, model: str, suite: str, options: d
 
 
 def finish_run(store: Database, run_id: str, *, status: str, n_done: int, n_errors: int,
-               notes: dict[str, Any], inputs_sha256: str | None = None, error: str | None = None) -> None:
+               notes: dict[str, Any], inputs_sha256: str | None = None, error: str | None = None,
+               inputs_manifest: dict[str, Any] | None = None) -> None:
     """Record how an invocation of the run ended; the cost is summed from the replies that carry one.
 
-    ``inputs_sha256`` is kept only on a run that ended complete; ``error`` says
-    why a failed run stopped.
+    ``inputs_sha256`` and ``inputs_manifest`` are kept only on a run that ended
+    complete; ``error`` says why a failed run stopped.
     """
     with store.transaction() as tx:
         total = tx.execute("SELECT SUM(cost_usd), COUNT(cost_usd) FROM replies WHERE run_id = ?", (run_id,)).fetchone()
         # Replies stored without prices keep the cost recorded before.
         cost_sql = "?" if total[1] else "cost_usd"
         params = (status, now(), n_done, n_errors, *((total[0],) if total[1] else ()), to_json(notes),
-                  inputs_sha256, error, run_id)
+                  inputs_sha256, error, to_json(inputs_manifest) if inputs_manifest else None, run_id)
         tx.execute(f"UPDATE runs SET status = ?, finished_at = ?, n_done = ?, n_errors = ?, cost_usd = {cost_sql}, "
-                   "notes = ?, inputs_sha256 = ?, error = ? WHERE id = ?", params)
+                   "notes = ?, inputs_sha256 = ?, error = ?, inputs_manifest = ? WHERE id = ?", params)
 
 
 def delete_run(store: Database, run_id: str) -> int:
@@ -278,6 +282,20 @@ def finished_run(store: Database, suite: str, settings_sha256: str, inputs_sha25
                        "ORDER BY started_at DESC, rowid DESC", (suite, settings_sha256, inputs_sha256))
     found = [_run(r) for r in rows]
     return next((r for r in found if r.complete), None)
+
+
+def complete_with_manifest(store: Database, suite: str, settings_sha256: str,
+                           limit: int = 5) -> list[tuple[RunRecord, dict[str, Any]]]:
+    """The newest complete runs of ``suite`` with these settings that recorded an inputs manifest."""
+    rows = store.query("SELECT * FROM runs WHERE suite = ? AND settings_sha256 = ? AND inputs_manifest IS NOT NULL "
+                       "ORDER BY started_at DESC, rowid DESC LIMIT ?", (suite, settings_sha256, limit))
+    return [(run, from_json(row["inputs_manifest"], {})) for row in rows if (run := _run(row)).complete]
+
+
+def record_manifest(store: Database, run_id: str, manifest: dict[str, Any]) -> None:
+    """Replace a complete run's inputs manifest (its inputs were found unchanged by content, with new mtimes)."""
+    with store.transaction() as tx:
+        tx.execute("UPDATE runs SET inputs_manifest = ? WHERE id = ?", (to_json(manifest), run_id))
 
 
 def get_run(store: Database, run_id: str) -> RunRecord | None:
