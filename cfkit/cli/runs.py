@@ -76,11 +76,13 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     """
     from dataclasses import asdict
 
-    from cfkit.store import open_store
+    from cfkit.store import batches, open_store
     from cfkit.store.runs import breakdown, find_run, unanswered
 
     with open_store(ws.db_path) as store:
         record = find_run(store, run_ref)
+        sent_in = [{"id": b.id, "status": b.status, "counts": b.counts, "collected_at": b.collected_at,
+                    "requests": len(b.requests), "errors": list(b.errors)} for b in batches.for_run(store, record.id)]
         counts = breakdown(store, record.id)
         failures = [{"case": r.case_id, "pair": r.pair_id, "condition": r.condition, "error": r.error or "?",
                      "detail": r.detail} for r in unanswered(store, record.id)]
@@ -88,7 +90,7 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     not_sent = max(record.n_requests - n_stored, 0)
     if as_json:
         print_json({"run": asdict(record), "conditions": [asdict(c) for c in counts], "failures": failures,
-                    "not_sent": not_sent})
+                    "not_sent": not_sent, "batches": sent_in})
         return
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold cyan", no_wrap=True)
@@ -111,6 +113,10 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
         rows.append(("failed", record.error))
     if record.notes.get("stopped"):
         rows.append(("stopped", record.notes["stopped"]))
+    for b in sent_in:
+        done = f", {b['counts'].get('completed', 0)}/{b['counts'].get('total', b['requests'])} done" if b["counts"] else ""
+        rows.append(("batch", f"{b['id']}: {b['status']}{done}, "
+                              + (f"collected {b['collected_at']}" if b["collected_at"] else "not collected yet")))
     for name, value in rows:
         grid.add_row(name, escape(str(value)))
     out.print(grid)

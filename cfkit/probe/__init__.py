@@ -30,11 +30,11 @@ from cfkit.dataset import load_cases
 from cfkit.errors import NotFoundError
 from cfkit.probe.estimate import Estimate, estimate
 from cfkit.probe.image_refs import Digests
-from cfkit.probe.identity import (cache_key, inputs_digest, inputs_sha256, inputs_unchanged, run_id_for, run_settings,
-                                  settings_sha256)
+from cfkit.probe.identity import (InputsDigest, cache_key, inputs_digest, inputs_sha256, inputs_unchanged, run_id_for,
+                                  run_settings, settings_sha256)
 from cfkit.probe.plan import (DEFAULT_MAX_TOKENS, ProbeItem, ProbePlan, Selection, SkippedPair, answer_schema,
                               plan_suite, select_case_ids, suite_case_ids)
-from cfkit.probe.prices import Prices, resolve_prices
+from cfkit.probe.prices import BATCH_PRICE_FACTOR, Prices, resolve_prices
 from cfkit.probe.protocol import Protocol, resolve_protocol
 from cfkit.probe.runner import RunProgress, RunSummary, run_identity, run_probe
 from cfkit.store import Store, responses, runs
@@ -159,9 +159,10 @@ class ProbeJob:
     def notes(self) -> tuple[str, ...]:
         return tuple(getattr(self.backend, "notes", ()) or ())
 
-    def run(self, store: Store, *, on_progress: Callable[[RunProgress], None] | None = None,
-            on_plan: Callable[[ProbePlan], None] | None = None) -> RunSummary:
-        """Steps 2–4 of :func:`probe_suite` in ``store``."""
+    def planned(self, store: Store, *, on_progress: Callable[[RunProgress], None] | None = None,
+                on_plan: Callable[[ProbePlan], None] | None = None) -> RunSummary | PlannedRun:
+        """Steps 2 and 3 of :func:`probe_suite`: the summary of a run already finished from the same inputs,
+        or the plan with the backend that will answer it."""
         ws, suite, setup, backend = self.ws, self.suite, self.setup, self.backend
         # 2. Nothing to do?
         inputs = None
@@ -181,7 +182,7 @@ class ProbeJob:
             if finished is not None:
                 return _finished_summary(store, backend, suite, setup, finished, on_progress)
 
-        # 3. Plan; 4. the backend with the suite's gold labels, then the run.
+        # 3. Plan; then the backend with the suite's gold labels.
         plan = _plan(ws, store, setup, suite, self.selection, cases, digests)
         if on_plan:
             on_plan(plan)
@@ -190,10 +191,31 @@ class ProbeJob:
         concurrency = setup.protocol.concurrency or self.concurrency
         if concurrency is None and backend.capabilities.remote:
             concurrency = ws.config.probe.concurrency
-        return run_probe(store, backend, plan, concurrency=concurrency, max_cost=self.max_cost,
-                         on_progress=on_progress, inputs_sha256=inputs.sha256 if inputs else None,
-                         inputs_manifest=inputs.manifest if inputs else None, protocol=setup.protocol.name,
-                         notes=setup.notes())
+        return PlannedRun(plan, backend, inputs, concurrency)
+
+    def run(self, store: Store, *, on_progress: Callable[[RunProgress], None] | None = None,
+            on_plan: Callable[[ProbePlan], None] | None = None) -> RunSummary:
+        """Steps 2–4 of :func:`probe_suite` in ``store``."""
+        planned = self.planned(store, on_progress=on_progress, on_plan=on_plan)
+        if isinstance(planned, RunSummary):
+            return planned
+        inputs = planned.inputs
+        # 4. Send what is missing.
+        return run_probe(store, planned.backend, planned.plan, concurrency=planned.concurrency,
+                         max_cost=self.max_cost, on_progress=on_progress,
+                         inputs_sha256=inputs.sha256 if inputs else None,
+                         inputs_manifest=inputs.manifest if inputs else None, protocol=self.setup.protocol.name,
+                         notes=self.setup.notes())
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """A run's plan and the backend that answers it (what :meth:`ProbeJob.planned` returns to run or batch)."""
+
+    plan: ProbePlan
+    backend: Backend
+    inputs: InputsDigest | None
+    concurrency: int | None
 
 
 def prepare_probe(ws: Workspace, model: str, suite: str, *, options: dict[str, Any] | None = None,
@@ -252,9 +274,10 @@ class RunPreview:
 def preview_run(ws: Workspace, store: Store | None, model: str, suite: str, *,
                 options: dict[str, Any] | None = None, concurrency: int | None = None,
                 max_tokens: int | None = None, protocol: str | None = None,
-                selection: Selection | None = None) -> RunPreview:
+                selection: Selection | None = None, batch: bool = False) -> RunPreview:
     """The dry run: the same checks and plan as :func:`probe_suite`, and what would be sent; nothing is sent or
-    written. ``store`` may be None when the workspace has none yet."""
+    written. ``store`` may be None when the workspace has none yet. With ``batch`` the cost is at batch
+    prices (:data:`~cfkit.probe.prices.BATCH_PRICE_FACTOR`)."""
     selection = selection or Selection()
     setup, _ = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency)
     plan = _plan(ws, store, setup, suite, selection, digests=Digests(store, remember=False))
@@ -267,7 +290,8 @@ def preview_run(ws: Workspace, store: Store | None, model: str, suite: str, *,
             if store is not None and backend.capabilities.cacheable else {})
     to_send = [item.request for item in pending if keys[item.key] not in hits]
     detail = str(getattr(getattr(backend, "options", None), "detail", "auto"))
+    prices = setup.prices.scaled(BATCH_PRICE_FACTOR) if batch and setup.prices else setup.prices
     return RunPreview(run_id=run_id, model=backend.model, suite=suite, endpoint=recorded.endpoint,
-                      protocol=setup.protocol, prices=setup.prices, plan=plan, stored=len(kept),
-                      cached=len(pending) - len(to_send), to_send=estimate(to_send, setup.prices, detail),
-                      all_requests=estimate([i.request for i in plan.items], setup.prices, detail))
+                      protocol=setup.protocol, prices=prices, plan=plan, stored=len(kept),
+                      cached=len(pending) - len(to_send), to_send=estimate(to_send, prices, detail),
+                      all_requests=estimate([i.request for i in plan.items], prices, detail))

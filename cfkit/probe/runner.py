@@ -36,14 +36,14 @@ from typing import Any
 
 from cfkit import __version__
 from cfkit.backends import Backend
-from cfkit.errors import UsageError
+from cfkit.errors import Incomplete, UsageError
 from cfkit.probe.identity import cache_key, library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
 from cfkit.probe.plan import ProbeItem, ProbePlan, SkippedPair
 from cfkit.probe.progress import Budget, RunProgress
-from cfkit.store import Store, responses, runs
+from cfkit.store import Store, batches, responses, runs
 from cfkit.store.runs import RunSettings
 
-__all__ = ["RunProgress", "RunSummary", "run_identity", "run_probe"]
+__all__ = ["OpenedRun", "RunProgress", "RunSummary", "close_run", "open_and_settle", "run_identity", "run_probe"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class RunSummary:
     run_id: str
     model: str
     suite: str
-    status: str  # done | incomplete | interrupted | failed
+    status: str  # done | incomplete | interrupted | failed | waiting (batches in flight)
     total: int
     kept: int  # replies already stored for identical requests
     from_cache: int  # answered from the response cache
@@ -76,6 +76,66 @@ class RunSummary:
     def missing(self) -> int:
         """Planned requests without a stored reply: what keeps the run from being complete."""
         return self.failed + self.not_sent
+
+
+@dataclass
+class OpenedRun:
+    """A run opened (or continued) in the store, with what is already answered set apart (steps 2 and 3)."""
+
+    run_id: str
+    keys: dict[tuple[str, str, str], str]  # each planned request's cache key
+    recorded: RunSettings
+    kept: int  # replies already stored for identical requests
+    from_cache: int  # answered from the response cache just now
+    to_send: list[ProbeItem]  # what neither answers
+    recorder: Any  # the Recorder the run's replies go through
+    notes: set[str]
+
+
+def open_and_settle(store: Store, backend: Backend, plan: ProbePlan, *, protocol: str | None = None,
+                    notes: dict[str, Any] | None = None) -> OpenedRun:
+    """Open (or continue) the run of ``plan`` on ``backend``, keep what is stored, answer what the cache can.
+
+    Raises :class:`~cfkit.errors.Incomplete` when the run has batches in
+    flight (``probe run --batch``): their requests must not be paid for twice.
+    """
+    from cfkit.probe.recording import Recorder, cached_reply
+
+    # 2. Open (or continue) the run: its id covers the settings and every request.
+    run_id, keys, recorded = run_identity(backend, plan, protocol)
+    waiting = batches.uncollected(store, run_id)
+    if waiting:
+        raise Incomplete(f"run {run_id} has {len(waiting)} batch(es) in flight ({waiting[0].status}); collect their "
+                         f"results with 'cfkit probe collect {run_id}' before running it again.")
+    previous = runs.get_run(store, run_id)
+    _open_run(store, run_id, backend, plan, recorded, notes or {})
+    run_notes: set[str] = set(getattr(backend, "notes", ()) or ())  # said at the start, and kept with the run
+    if previous is not None and previous.versions and previous.versions != recorded.versions:
+        changed = sorted(k for k in set(previous.versions) | set(recorded.versions)
+                         if previous.versions.get(k) != recorded.versions.get(k))
+        run_notes.add(f"resumed with other library versions than before ({', '.join(changed)})")
+
+    # 3. Keep what is stored; answer from the cache what can be.
+    stored = runs.reply_index(store, run_id)
+
+    def needed(item: ProbeItem) -> bool:
+        reply = stored.get(item.key)
+        return reply is None or reply.error == "transport" or reply.cache_key != keys[item.key]
+
+    pending = [item for item in plan.items if needed(item)]
+    del stored  # the run's stored replies are not needed again; a large run's raw texts need not stay in memory
+    recorder = Recorder(store, run_id, cache_as=backend if backend.capabilities.cacheable else None)
+    to_send: list[ProbeItem] = []
+    cached = responses.cached(store, [keys[i.key] for i in pending]) if backend.capabilities.cacheable else {}
+    for item in pending:
+        hit = cached.get(keys[item.key])
+        if hit is None:
+            to_send.append(item)
+        else:
+            recorder.reply(item, keys[item.key], cached_reply(hit), fresh=False)
+    recorder.flush()
+    return OpenedRun(run_id, keys, recorded, len(plan.items) - len(pending), len(pending) - len(to_send), to_send,
+                     recorder, run_notes)
 
 
 def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: int | None = None,
@@ -106,55 +166,24 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
     # Imported here: a run found finished before planning needs neither the parser nor the event loop.
     import asyncio
 
-    from cfkit.probe.recording import Recorder, cached_reply
     from cfkit.probe.sending import Sender
 
-    # 2. Open (or continue) the run: its id covers the settings and every request.
-    run_id, keys, recorded = run_identity(backend, plan, protocol)
-    previous = runs.get_run(store, run_id)
-    _open_run(store, run_id, backend, plan, recorded, notes or {})
-    run_notes: set[str] = set()
-    if previous is not None and previous.versions and previous.versions != recorded.versions:
-        changed = sorted(k for k in set(previous.versions) | set(recorded.versions)
-                         if previous.versions.get(k) != recorded.versions.get(k))
-        run_notes.add(f"resumed with other library versions than before ({', '.join(changed)})")
-
-    # 3. Keep what is stored; answer from the cache what can be.
-    stored = runs.reply_index(store, run_id)
-
-    def needed(item: ProbeItem) -> bool:
-        reply = stored.get(item.key)
-        return reply is None or reply.error == "transport" or reply.cache_key != keys[item.key]
-
-    pending = [item for item in plan.items if needed(item)]
-    del stored  # the run's stored replies are not needed again; a large run's raw texts need not stay in memory
-    kept = len(plan.items) - len(pending)
-    recorder = Recorder(store, run_id, cache_as=backend if backend.capabilities.cacheable else None)
-    to_send: list[ProbeItem] = []
-    cached = responses.cached(store, [keys[i.key] for i in pending]) if backend.capabilities.cacheable else {}
-    for item in pending:
-        hit = cached.get(keys[item.key])
-        if hit is None:
-            to_send.append(item)
-        else:
-            recorder.reply(item, keys[item.key], cached_reply(hit), fresh=False)
-    from_cache = len(pending) - len(to_send)
-    del cached
-    recorder.flush()
+    # 2–3. Open the run; keep what is stored; answer from the cache what can be.
+    opened = open_and_settle(store, backend, plan, protocol=protocol, notes=notes)
+    run_id = opened.run_id
 
     # 4. Send the rest.
-    progress = RunProgress(total=len(plan.items), done=kept + from_cache, priced=backend.priced)
+    progress = RunProgress(total=len(plan.items), done=opened.kept + opened.from_cache, priced=backend.priced)
     if on_progress:
         on_progress(progress)
-    sender = Sender(store, run_id, backend, keys, progress, on_progress,
-                    Budget(max_cost) if max_cost is not None else None, recorder)
-    sender.notes.update(run_notes)
-    sender.notes.update(getattr(backend, "notes", ()) or ())  # said at the start, and kept with the run
+    sender = Sender(store, run_id, backend, opened.keys, progress, on_progress,
+                    Budget(max_cost) if max_cost is not None else None, opened.recorder)
+    sender.notes.update(opened.notes)
     status = "failed"
     failure: str | None = None
     try:
-        if to_send:
-            asyncio.run(sender.send_all(to_send, concurrency))
+        if opened.to_send:
+            asyncio.run(sender.send_all(opened.to_send, concurrency))
         status = "done"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -164,15 +193,15 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
         failure = f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        counts = _close_run(store, run_id, status, sender.stopped, plan, sorted(sender.notes), inputs_sha256, failure,
-                            inputs_manifest)
+        counts = close_run(store, run_id, status, sender.stopped, {i.key for i in plan.items}, sorted(sender.notes),
+                           inputs_sha256, failure, inputs_manifest)
     return RunSummary(
         run_id=run_id, model=backend.model, suite=plan.suite, status=counts["status"], total=len(plan.items),
-        kept=kept, from_cache=from_cache, sent=progress.sent, errors=progress.errors, invalid=counts["invalid"],
-        cost_usd=progress.cost_usd if backend.priced else None, skipped=plan.skipped, stopped=sender.stopped,
-        notes=tuple(sorted(sender.notes)), failed=counts["errors"], not_sent=counts["absent"],
-        first_failure=counts["first_failure"], unreviewed=plan.unreviewed, endpoint=recorded.endpoint,
-        protocol=protocol, elsewhere=progress.elsewhere,
+        kept=opened.kept, from_cache=opened.from_cache, sent=progress.sent, errors=progress.errors,
+        invalid=counts["invalid"], cost_usd=progress.cost_usd if backend.priced else None, skipped=plan.skipped,
+        stopped=sender.stopped, notes=tuple(sorted(sender.notes)), failed=counts["errors"],
+        not_sent=counts["absent"], first_failure=counts["first_failure"], unreviewed=plan.unreviewed,
+        endpoint=opened.recorded.endpoint, protocol=protocol, elsewhere=progress.elsewhere,
     )
 
 
@@ -202,16 +231,19 @@ def _open_run(store: Store, run_id: str, backend: Backend, plan: ProbePlan, reco
                   recorded=recorded)
 
 
-def _close_run(store: Store, run_id: str, status: str, stopped: str | None, plan: ProbePlan,
-               notes: list[str], inputs_digest: str | None = None, failure: str | None = None,
-               inputs_manifest: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Recount the run's replies and record how this invocation ended."""
-    wanted = {item.key for item in plan.items}
+def close_run(store: Store, run_id: str, status: str, stopped: str | None, wanted: set[tuple[str, str, str]],
+              notes: list[str], inputs_digest: str | None = None, failure: str | None = None,
+              inputs_manifest: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Recount the replies to the ``wanted`` requests and record how this invocation ended.
+
+    ``status`` "done" becomes "incomplete" when a wanted request has no reply
+    or a transport failure; "waiting" (batches in flight) is kept as it is.
+    """
     present = [r for r in runs.replies(store, run_id) if r.key in wanted]
     failed = [r for r in present if r.error == "transport"]
     invalid = sum(1 for r in present if r.answer is None and r.error != "transport")
     done = len(present) - len(failed)
-    if status == "done" and (failed or done < len(plan.items) or stopped):
+    if status == "done" and (failed or done < len(wanted) or stopped):
         status = "incomplete"
     previous = runs.get_run(store, run_id)
     record = dict(previous.notes) if previous is not None else {}
@@ -221,4 +253,4 @@ def _close_run(store: Store, run_id: str, status: str, stopped: str | None, plan
                     inputs_sha256=inputs_digest if status == "done" else None, error=failure,
                     inputs_manifest=inputs_manifest if status == "done" else None)
     return {"status": status, "done": done, "errors": len(failed), "invalid": invalid,
-            "absent": len(plan.items) - len(present), "first_failure": failed[0].detail if failed else None}
+            "absent": len(wanted) - len(present), "first_failure": failed[0].detail if failed else None}

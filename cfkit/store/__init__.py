@@ -20,6 +20,7 @@ table                  owner
 ``responses``          :mod:`cfkit.store.responses`
 ``file_digests``       :mod:`cfkit.store.digests`
 ``leases``             :mod:`cfkit.store.leases`
+``batches``            :mod:`cfkit.store.batches`
 ``audit_plans``,       :mod:`cfkit.store.audits`
 ``audit_items``
 ``audit_annotators``,  :mod:`cfkit.store.audit_labels`
@@ -34,13 +35,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cfkit.store import audit_labels, audits, checks, digests, edits, leases, responses, reviews, runs
+from cfkit.store import audit_labels, audits, batches, checks, digests, edits, leases, responses, reviews, runs
 from cfkit.store.db import Database, from_json, now, to_json
 
 #: Bumped whenever an owner adds a migration step.
-SCHEMA_VERSION = 5  # 3: run identity and provenance; 4: the audit tables; 5: replies' length, reasoning, parser; file digests, leases
+SCHEMA_VERSION = 5  # 3: run identity and provenance; 4: the audit tables; 5: replies' length, reasoning, parser; file digests, leases, batches
 
-_OWNERS = (edits, checks, reviews, runs, responses, digests, leases, audits, audit_labels)
+_OWNERS = (edits, checks, reviews, runs, responses, digests, leases, batches, audits, audit_labels)
 SCHEMA = "\n".join(owner.DDL for owner in _OWNERS)
 
 
@@ -66,5 +67,5 @@ def open_store(db_path: Path) -> Store:
     return Store(db_path)
 
 
-__all__ = ["SCHEMA_VERSION", "Store", "audit_labels", "audits", "checks", "digests", "edits", "leases", "from_json", "now", "open_store", "responses", "reviews",
+__all__ = ["SCHEMA_VERSION", "Store", "audit_labels", "audits", "batches", "checks", "digests", "edits", "leases", "from_json", "now", "open_store", "responses", "reviews",
            "runs", "to_json"]
