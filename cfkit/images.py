@@ -8,15 +8,16 @@ is what a model receives: the file's exact bytes and MIME type.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import warnings
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
-from PIL import Image, ImageOps, UnidentifiedImageError
-
 from cfkit.errors import ImageError
+
+# numpy and Pillow are imported inside the functions that use them: a command that only needs ImageData
+# (a cached rerun of a probe run) need not pay for them.
 
 #: Largest image, in pixels, cfkit will decode (about 16k x 10k).
 MAX_PIXELS = 178_956_970 // 2
@@ -30,8 +31,13 @@ class ImageData(NamedTuple):
     data: bytes
     mime: str
 
+    @property
+    def sha256(self) -> str:
+        """The SHA-256 of the bytes, in hex (what a request's cache key covers)."""
+        return hashlib.sha256(self.data).hexdigest()
 
-def open_image(path: Path, *, what: str = "image") -> Image.Image:
+
+def open_image(path: Path, *, what: str = "image") -> "Image.Image":
     """Open ``path`` as an upright 8-bit RGB image, or raise :class:`ImageError`."""
     try:
         data = path.read_bytes()
@@ -44,6 +50,8 @@ def open_image(path: Path, *, what: str = "image") -> Image.Image:
 
 def decode_image(data: bytes, *, source: str = "<bytes>", what: str = "image") -> Image.Image:
     """Decode image bytes the same way :func:`open_image` does."""
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
     previous = Image.MAX_IMAGE_PIXELS
     Image.MAX_IMAGE_PIXELS = MAX_PIXELS
     try:
@@ -67,6 +75,9 @@ def decode_image(data: bytes, *, source: str = "<bytes>", what: str = "image") -
 
 def to_rgb(image: Image.Image) -> Image.Image:
     """Convert any PIL mode to 8-bit RGB; transparency is flattened onto white."""
+    import numpy as np
+    from PIL import Image
+
     if image.mode in ("I;16", "I;16B", "I;16L", "I"):
         arr = np.asarray(image, dtype=np.float64)
         top = 65535.0 if arr.max() > 255 else 255.0
@@ -87,11 +98,16 @@ def to_rgb(image: Image.Image) -> Image.Image:
 
 def image_array(path: Path, *, what: str = "image") -> np.ndarray:
     """``open_image`` as an ``(H, W, 3)`` uint8 array."""
+    import numpy as np
+
     return np.asarray(open_image(path, what=what))
 
 
 def png_bytes(image: Image.Image | np.ndarray) -> bytes:
     """Encode an image or array as PNG bytes."""
+    import numpy as np
+    from PIL import Image
+
     if isinstance(image, np.ndarray):
         image = Image.fromarray(image)
     buf = io.BytesIO()
@@ -109,6 +125,8 @@ def image_data(path: Path) -> ImageData:
     bytes sent); other formats are decoded by :func:`cfkit.images.open_image`
     and re-encoded as PNG. A file that is not an image is an :class:`ImageError`.
     """
+    from PIL import Image, UnidentifiedImageError
+
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -131,7 +149,7 @@ def side_by_side(paths: list[Path], labels: list[str]) -> ImageData:
     Each panel keeps its aspect ratio at a common height, with its label in a
     white band above it, in the order the prompt names them.
     """
-    from PIL import ImageDraw, ImageFont
+    from PIL import Image, ImageDraw, ImageFont
 
     images = [open_image(p) for p in paths]
     height = min(max(im.height for im in images), 1024)

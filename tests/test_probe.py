@@ -437,6 +437,10 @@ def test_baselines(tiny_ws):
         return {r["case_id"]: (r["answer"], r["error"]) for r in replies(tiny_ws, run_id)}
 
     assert answers("baseline:always-no") == {"T001": ("B", None), "T002": ("B", None), "T003": (None, "refused")}
+    # A declined case keeps its reason as the detail, so 'runs show' says why.
+    run_id = run_ids(tiny_ws)[-1]
+    shown = run_cli(["-w", str(tiny_ws), "runs", "show", run_id])
+    assert "refused × 1: baseline always-no has no answer for a case without a Yes/No option" in shown.stdout
     assert answers("baseline:always-yes") == {"T001": ("A", None), "T002": ("A", None), "T003": (None, "refused")}
     # Gold labels: one No, one Yes (a tie goes to No) and C for the three-option case.
     assert answers("baseline:majority") == {"T001": ("B", None), "T002": ("B", None), "T003": ("C", None)}

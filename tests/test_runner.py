@@ -144,3 +144,71 @@ def test_a_run_records_its_settings_versions_and_what_each_reply_was(setup):
     image = plan.items[0].request.images[0].data
     assert reply.image_sha256 == __import__("hashlib").sha256(image).hexdigest()
     assert reply.edit_id is None  # only an 'edit' question shows an edit
+
+
+class Thinking(Counting):
+    """Replies with a reasoning block, a reasoning text beside it, and a length past the storage cap."""
+
+    async def answer(self, request: ProbeRequest) -> Reply:
+        self.calls.append(request.meta.case_id)
+        return Reply(raw="<think>the letter is a sad one</think>B", reasoning="server trace", raw_chars=70_000)
+
+
+def test_a_reply_stores_its_full_length_reasoning_and_parser_version_and_a_cache_hit_rebuilds_them(setup):
+    from cfkit.parse import PARSER_VERSION
+
+    ws, store, plan = setup
+    first = run_probe(store, Thinking(), plan, concurrency=4)
+    stored = runs.replies(store, first.run_id)
+    expected = {("B", "leading-id", 70_000, "server trace\n\nthe letter is a sad one", PARSER_VERSION)}
+    assert {(r.answer, r.parse, r.raw_chars, r.reasoning, r.parser) for r in stored} == expected
+    assert {r.raw for r in stored} == {"<think>the letter is a sad one</think>B"}  # raw as the model wrote it
+    runs.delete_run(store, first.run_id)
+    again = Counting()  # would answer A: every answer must come from the cache instead
+    second = run_probe(store, again, plan, concurrency=4)
+    assert again.calls == [] and second.from_cache == 24
+    rebuilt = runs.replies(store, second.run_id)
+    assert {(r.answer, r.parse, r.raw_chars, r.reasoning, r.parser) for r in rebuilt} == expected
+
+
+def test_replies_are_committed_in_batches_and_a_crash_loses_at_most_the_open_batch(setup):
+    import sqlite3
+
+    from cfkit.probe.recording import Recorder
+
+    ws, store, plan = setup
+    runs.open_run(store, "r1", model="counting:test", suite="contextcanvas", options={}, cfkit_version="0",
+                  templates_sha256="", n_requests=24, notes={})
+    recorder = Recorder(store, "r1", cache_as=None, batch=10, seconds=60.0)
+    elsewhere = sqlite3.connect(ws.db_path)  # what another process (or a rerun after kill -9) would see
+
+    def visible() -> int:
+        return elsewhere.execute("SELECT COUNT(*) FROM replies WHERE run_id = 'r1'").fetchone()[0]
+
+    answer = Reply(raw='{"answer": "A", "reason": "r", "confidence": "low"}')
+    for item in plan.items[:9]:
+        recorder.reply(item, "k", answer)
+    assert visible() == 0 and not recorder.due()  # queued, not committed
+    recorder.reply(plan.items[9], "k", answer)
+    assert visible() == 10 and recorder.commits == 1  # the tenth reply commits the batch
+    for item in plan.items[10:13]:
+        recorder.transport(item, "k", "503 from the server")
+    assert visible() == 10
+    recorder.flush()
+    assert visible() == 13 and recorder.commits == 2
+    elsewhere.close()
+
+
+def test_a_run_commits_far_fewer_times_than_it_stores_replies(setup, monkeypatch):
+    ws, store, plan = setup
+    real = store.transaction
+    opened = []
+
+    def counting():
+        opened.append(1)
+        return real()
+
+    monkeypatch.setattr(store, "transaction", counting)
+    summary = run_probe(store, Counting(), plan, concurrency=4)
+    assert summary.sent == 24 and len(runs.replies(store, summary.run_id)) == 24
+    assert len(opened) < 24 / 2  # every write of the run: opening, leases, replies, closing

@@ -211,7 +211,9 @@ def test_a_first_version_store_is_migrated_and_keeps_its_rows(tmp_path: Path):
         # What later versions record reads as not recorded on an old run, not as made up.
         assert (old.settings, old.settings_sha256, old.versions, old.endpoint) == ({}, None, {}, None)
         assert (reply.edit_id, reply.server_model) == (None, None)
-        assert responses.cached(store, ["k"])["k"].server_model is None
+        assert (reply.raw_chars, reply.reasoning, reply.parser) == (None, None, None)  # read before versions were kept
+        cached = responses.cached(store, ["k"])["k"]
+        assert (cached.server_model, cached.raw_chars, cached.reasoning) == (None, None, None)
 
 
 def test_a_damaged_store_is_one_store_error(tmp_path: Path):
@@ -266,3 +268,18 @@ def test_a_broken_constraint_is_not_reported_as_a_damaged_file(store):
                        (edit_id,))
     assert "damaged" not in str(info.value)
     assert edits.get(store, edit_id).status == "ok"  # rolled back, nothing lost
+
+
+def test_processes_opening_a_new_store_at_once_all_get_it(tmp_path: Path):
+    # The second of two connections switching a new file to WAL at the same moment is told "locked" at once;
+    # the store retries rather than fail the command. Ten new stores, two processes each.
+    import subprocess
+    import sys
+
+    code = "import sys; from pathlib import Path; from cfkit.store import Store; Store(Path(sys.argv[1])).close()"
+    for n in range(10):
+        path = tmp_path / f"new-{n}.db"
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(path)], stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+        errors = [p.communicate(timeout=60)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], errors

@@ -27,7 +27,6 @@ can without sending a request (a key, local weights).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import inspect
 from collections import Counter
@@ -70,7 +69,12 @@ class RequestMeta:
 
 @dataclass(frozen=True)
 class ProbeRequest:
-    """One question to a model: exactly what it receives, plus the metadata that stays here."""
+    """One question to a model: exactly what it receives, plus the metadata that stays here.
+
+    ``images`` are :class:`ImageData` when a backend receives the request; a
+    planned request may hold them by reference instead (anything with
+    ``mime``, ``sha256`` and ``data``; the runner reads them when it sends).
+    """
 
     system: str
     user: str
@@ -89,7 +93,8 @@ class ProbeRequest:
         return {
             "system": self.system,
             "user": self.user,
-            "images": [[img.mime, hashlib.sha256(img.data).hexdigest()] for img in self.images],
+            # ``sha256`` of the bytes sent: an image held by reference knows it without reading the file.
+            "images": [[img.mime, img.sha256] for img in self.images],
             "option_ids": list(self.option_ids),
             "schema": self.schema,
             "generation": {"temperature": self.generation.temperature, "max_tokens": self.generation.max_tokens},
@@ -169,7 +174,9 @@ class Backend(Protocol):
     # Optional class attributes: ``requires`` (modules the backend imports, checked before a run opens),
     # ``extra`` (the cfkit extra that installs them, named in the install command) and ``derived_identity``
     # (keys of cache_identity that follow from the suite's cases, not from a setting; a run's settings leave
-    # them out, its cache keys keep them).
+    # them out, its cache keys keep them). An attribute ``on_overload`` (None until set) is set by the runner
+    # to a function the backend calls with the Retry-After seconds (or None) when the server answers 429/503,
+    # before it retries: the runner then keeps fewer requests in flight.
 
     def answer(self, request: ProbeRequest) -> Reply: ...
 

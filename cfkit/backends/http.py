@@ -29,6 +29,8 @@ method, :meth:`JSONClient.post`, makes one attempt and says what came back
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import time
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -86,6 +88,57 @@ def env_proxy(url: str) -> str | None:
     return proxy
 
 
+#: How much of an error body is searched for a refused parameter's name, and shown (characters).
+_ERROR_TEXT_CHARS = 64 * 1024
+_ERROR_SHOWN_CHARS = 300
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Seconds a response asks us to wait (``retry-after-ms``, ``retry-after`` as seconds or a date)."""
+    if headers is None:
+        return None
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) / divisor)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value:
+        try:
+            parsed = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, parsed.timestamp() - time.time())
+    return None
+
+
+def error_text(body: bytes) -> tuple[str, str]:
+    """(the error body as text, the server's message in one short line) of a failed response."""
+    import orjson
+
+    text = body[:_ERROR_TEXT_CHARS].decode("utf-8", "replace")
+    message = text
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error", data)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            message = error["message"]
+        elif isinstance(error, str):  # {"error": "…"} (Ollama)
+            message = error
+        elif isinstance(data.get("detail"), str):  # {"detail": "…"} (FastAPI servers)
+            message = data["detail"]
+    message = " ".join(message.split())
+    if len(message) > _ERROR_SHOWN_CHARS:
+        message = message[:_ERROR_SHOWN_CHARS] + "…"
+    return text, message or "(empty body)"
+
+
 class JSONClient:
     """POSTs JSON bodies to ``base_url`` + path with fixed headers; see the module docstring.
 
@@ -123,22 +176,30 @@ class JSONClient:
 
     async def post(self, path: str, body: bytes) -> Exchange:
         """One attempt: send ``body``, read the whole response within the deadline and the cap."""
+        return await self.request("POST", path, body)
+
+    async def request(self, method: str, path: str, body: Any = None, *, headers: Mapping[str, str] | None = None,
+                      max_bytes: int | None = None, deadline: float | None = None) -> Exchange:
+        """One attempt of any method: ``body`` is bytes or an aiohttp payload (a multipart upload, streamed);
+        ``headers`` add to or replace the client's; ``max_bytes`` and ``deadline`` replace its cap and deadline
+        for this attempt (a batch's output file is larger than any reply)."""
         import aiohttp
 
         session = self._session_for_this_loop()
+        deadline = self.deadline if deadline is None else deadline
         try:
-            async with asyncio.timeout(self.deadline):
-                async with session.post(self.base_url + path, data=body, proxy=self._proxy,
-                                        allow_redirects=False) as response:
-                    return await self._read(response)
+            async with asyncio.timeout(deadline):
+                async with session.request(method, self.base_url + path, data=body, headers=headers,
+                                           proxy=self._proxy, allow_redirects=False) as response:
+                    return await self._read(response, self.max_bytes if max_bytes is None else max_bytes)
         except TimeoutError:  # also aiohttp's own timeouts, which subclass it
-            return Exchange(None, {}, b"", "Timeout", f"no complete response within {self.deadline:g} s")
+            return Exchange(None, {}, b"", "Timeout", f"no complete response within {deadline:g} s")
         except aiohttp.ClientPayloadError as exc:
             return Exchange(None, {}, b"", "ConnectionError", f"the response body was cut off ({exc})")
         except (aiohttp.ClientError, OSError) as exc:
             return Exchange(None, {}, b"", "ConnectionError", str(exc) or type(exc).__name__)
 
-    async def _read(self, response: Any) -> Exchange:
+    async def _read(self, response: Any, max_bytes: int) -> Exchange:
         status, headers = response.status, response.headers
         encoding = headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
@@ -146,9 +207,9 @@ class JSONClient:
             return Exchange(status, headers, b"", "compressed response",
                             f"the server sent a {encoding} body although asked for an uncompressed one",
                             retriable=False)
-        cap = f"{self.max_bytes:,}-byte cap"
+        cap = f"{max_bytes:,}-byte cap"
         declared = response.content_length
-        if declared is not None and declared > self.max_bytes:
+        if declared is not None and declared > max_bytes:
             response.close()  # drop the connection rather than read what will be thrown away
             return Exchange(status, headers, b"", "response too large",
                             f"the body declares {declared:,} bytes, over the {cap}", retriable=False)
@@ -157,7 +218,7 @@ class JSONClient:
         chunks, size = [], 0
         async for chunk in response.content.iter_any():
             size += len(chunk)
-            if size > self.max_bytes:
+            if size > max_bytes:
                 response.close()
                 return Exchange(status, headers, b"", "response too large",
                                 f"the body was cut off after {size:,} bytes, over the {cap}", retriable=False)

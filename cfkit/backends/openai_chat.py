@@ -21,7 +21,8 @@ not used here (the image editor still uses it).
 
 Retries: 429, 408, 409, 5xx, timeouts, connection errors and malformed bodies
 are retried ``max_retries`` times with jittered exponential backoff, honouring
-``Retry-After`` (up to :data:`MAX_RETRY_AFTER_S`); a 400 or 422 naming a
+``Retry-After`` (up to :data:`MAX_RETRY_AFTER_S`), and a 429 or 503 is told to
+``on_overload`` first (the runner lowers its concurrency); a 400 or 422 naming a
 parameter the request can do without (``response_format``, ``temperature``, the
 output-token limit's name) is answered by dropping or renaming it, once per
 backend, and noted; 401/403 stop the run (the key), 404 stops it (the model);
@@ -37,9 +38,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import email.utils
 import random
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -48,7 +49,7 @@ from cfkit import __version__
 from cfkit.backends import (
     BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, TransportError, cache_options,
 )
-from cfkit.backends.http import Exchange, JSONClient, package_versions
+from cfkit.backends.http import Exchange, JSONClient, error_text, package_versions, retry_after_seconds
 from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable
 from cfkit.hints import install_hint
@@ -57,9 +58,6 @@ from cfkit.hints import install_hint
 MAX_RETRY_AFTER_S = 120.0
 #: The longest reply text stored (characters); a longer one is cut, its full length kept in ``raw_chars``.
 MAX_STORED_CHARS = 256 * 1024
-#: How much of an error body is searched for a refused parameter's name, and shown (characters).
-_ERROR_TEXT_CHARS = 64 * 1024
-_ERROR_SHOWN_CHARS = 300
 
 _NO_CACHE = {"cache": False}
 
@@ -87,52 +85,6 @@ class OpenAIOptions(BackendOptions):
                                    json_schema_extra=_NO_CACHE)
     price_out: float | None = Field(None, ge=0, description="USD per million output tokens",
                                     json_schema_extra=_NO_CACHE)
-
-
-def retry_after_seconds(headers: Any) -> float | None:
-    """Seconds a response asks us to wait (``retry-after-ms``, ``retry-after`` as seconds or a date)."""
-    if headers is None:
-        return None
-    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) / divisor)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value:
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, parsed.timestamp() - time.time())
-    return None
-
-
-def _error_text(body: bytes) -> tuple[str, str]:
-    """(the error body as text, the server's message in one short line) of a failed response."""
-    import orjson
-
-    text = body[:_ERROR_TEXT_CHARS].decode("utf-8", "replace")
-    message = text
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        data = None
-    if isinstance(data, dict):
-        error = data.get("error", data)
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            message = error["message"]
-        elif isinstance(error, str):  # {"error": "…"} (Ollama)
-            message = error
-        elif isinstance(data.get("detail"), str):  # {"detail": "…"} (FastAPI servers)
-            message = data["detail"]
-    message = " ".join(message.split())
-    if len(message) > _ERROR_SHOWN_CHARS:
-        message = message[:_ERROR_SHOWN_CHARS] + "…"
-    return text, message or "(empty body)"
 
 
 def _without_none(value: Any) -> Any:
@@ -178,6 +130,8 @@ class OpenAIBackend:
         self.base_url = endpoint.shown
         self.official = endpoint.official
         self.notes = endpoint.notes  # e.g. that $OPENAI_API_KEY was withheld; added to every reply's notes
+        # Told of every 429/503 before the retry, with the Retry-After (the runner lowers its concurrency).
+        self.on_overload: Callable[[float | None], None] | None = None
 
         # 2. What changes answers (the cache key), and prices.
         self.token_param = options.token_param or ("max_completion_tokens" if self.official else "max_tokens")
@@ -283,16 +237,33 @@ class OpenAIBackend:
             notes.append(f"succeeded after {retry} retries")
         return self._reply(completion, time.perf_counter() - started, notes)
 
+    # -- the Batch API (cfkit.backends.openai_batch) ----------------------------
+
+    def batch_body(self, request: ProbeRequest) -> dict[str, Any]:
+        """The body a batch line carries for ``request``: what :meth:`answer` would send first."""
+        return self._body(request, self._content(request))
+
+    def reply_from_completion(self, completion: dict[str, Any], *, price_factor: float = 1.0) -> Reply:
+        """A completion a batch returned, read as :meth:`answer` reads a live one; the cost is
+        ``price_factor`` times the live prices (batches are billed at a discount)."""
+        return self._reply(completion, 0.0, list(self.notes), price_factor=price_factor)
+
+    def batch_api(self) -> Any:
+        """The files and batches endpoints of this backend's server, with its key (:mod:`cfkit.backends.openai_batch`)."""
+        from cfkit.backends.openai_batch import BatchAPI
+
+        return BatchAPI(self._client, self.endpoint)
+
     def _refusal_answered(self, exchange: Exchange, body: dict[str, Any]) -> str | None:
         """For a 400/422 that names a parameter we can do without, the note of dropping it; else None."""
         if exchange.status not in (400, 422):
             return None
-        return self._drop_refused(_error_text(exchange.body)[0], body)
+        return self._drop_refused(error_text(exchange.body)[0], body)
 
     async def _after_error(self, exchange: Exchange, retry: int) -> int:
         """Raise for an error status that retrying cannot mend; otherwise wait and return the retry count."""
         status = exchange.status
-        message = _error_text(exchange.body)[1]
+        message = error_text(exchange.body)[1]
         if status in (401, 403):
             raise BackendUnavailable(
                 f"openai backend: {self.endpoint} refused the key (HTTP {status}: {message}). "
@@ -309,6 +280,8 @@ class OpenAIBackend:
                                  f"address it points to ({location}) as --base-url.")
         if not (status in (408, 409, 429) or status >= 500):
             raise TransportError(f"HTTP {status} from {self.endpoint}: {message}")
+        if status in (429, 503) and self.on_overload is not None:
+            self.on_overload(retry_after_seconds(exchange.headers))
         return await self._wait_or_give_up(retry, f"HTTP {status}", message, exchange.headers)
 
     async def _wait_or_give_up(self, retry: int, what: str, detail: str, headers: Any) -> int:
@@ -319,7 +292,8 @@ class OpenAIBackend:
         await asyncio.sleep(delay)
         return retry + 1
 
-    def _reply(self, completion: dict[str, Any], latency: float, notes: list[str]) -> Reply:
+    def _reply(self, completion: dict[str, Any], latency: float, notes: list[str], *,
+               price_factor: float = 1.0) -> Reply:
         choices = completion.get("choices")
         if not isinstance(choices, list) or not choices:
             raise TransportError(f"{self.endpoint} returned a completion without choices.")
@@ -332,7 +306,7 @@ class OpenAIBackend:
         if self.priced and usage:
             tokens_in, tokens_out = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
             if isinstance(tokens_in, (int, float)) and isinstance(tokens_out, (int, float)):
-                cost = (tokens_in * self.options.price_in + tokens_out * self.options.price_out) / 1e6
+                cost = price_factor * (tokens_in * self.options.price_in + tokens_out * self.options.price_out) / 1e6
         content = message.get("content")
         text = content if isinstance(content, str) else ""
         refusal = message.get("refusal")

@@ -54,10 +54,13 @@ def probe() -> None:
 @click.option("--dry-run", is_flag=True,
               help="Check everything and print the plan: requests, images, approximate tokens, estimated cost. "
                    "Nothing is sent or written.")
+@click.option("--batch", is_flag=True,
+              help="Send what is missing through the provider's Batch API (half price, answers within 24 h); "
+                   "'cfkit probe collect RUN' stores the results.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary (or the plan) as JSON.")
 @workspace_option
 def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, max_tokens, protocol, limit,
-        cases_file, accepted_only, reviewed_only, dry_run, as_json) -> None:
+        cases_file, accepted_only, reviewed_only, dry_run, batch, as_json) -> None:
     """Run MODEL on SUITE; a rerun sends only what is missing.
 
     Exit status: 0 when every planned request has a stored reply, 1 when the
@@ -72,9 +75,10 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
       cfkit probe run -m openai:Qwen/Qwen3-VL-8B-Instruct --base-url http://localhost:8000/v1 -s modality
       cfkit probe run -m baseline:majority -s contextcanvas
       cfkit probe run -m openai:gpt-5.5 -s swap                             position bias: both option orders
+      cfkit probe run -m openai:gpt-5.5 -s contextcanvas --batch            then: cfkit probe collect RUN
     """
     from cfkit.options import parse_option_pairs
-    from cfkit.probe import Selection, preview_run, probe_suite
+    from cfkit.probe import Selection, prepare_probe, preview_run
     from cfkit.store import open_store
 
     model = model or ws.config.probe.model
@@ -99,17 +103,28 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
     if dry_run:
         if ws.db_path.is_file():
             with open_store(ws.db_path) as store:
-                preview = preview_run(ws, store, model, suite, **settings)
+                preview = preview_run(ws, store, model, suite, batch=batch, **settings)
         else:  # a dry run never creates the store
-            preview = preview_run(ws, None, model, suite, **settings)
+            preview = preview_run(ws, None, model, suite, batch=batch, **settings)
         from cfkit.cli.probe_plan import render_preview
 
         render_preview(preview, max_cost, as_json)
         return
+    # The backend is built before the store is opened: a bad --base-url or a missing key writes nothing.
+    job = prepare_probe(ws, model, suite, max_cost=max_cost, **settings)
+    for note in job.notes:
+        warn(note)
+    if batch:
+        from cfkit.cli.probe_batch import render_submission
+        from cfkit.probe.batch import submit_batch
+
+        with open_store(ws.db_path) as store:
+            submission = submit_batch(job, store, on_plan=_warn_unreviewed, max_cost=max_cost)
+        render_submission(submission, as_json)
+        return
     with open_store(ws.db_path) as store, _ProgressBar(suite) as bar:
-        summary = probe_suite(ws, store, model, suite, max_cost=max_cost, on_progress=bar.update,
-                              on_plan=_warn_unreviewed, **settings)
-    _render_summary(summary, as_json)
+        summary = job.run(store, on_progress=bar.update, on_plan=_warn_unreviewed)
+    _render_summary(summary, as_json, said=job.notes)
     if summary.missing:
         again = [("-m", model), ("-s", suite), *(("-o", pair) for pair in pairs), ("--base-url", base_url),
                  ("--api-key-env", api_key_env), ("-j", concurrency), ("--max-tokens", max_tokens),
@@ -164,7 +179,7 @@ def _incomplete_line(summary, command: str) -> str:
 
 
 class _ProgressBar:
-    """A Rich progress bar on stderr: done/total, rate, ETA, errors and cost so far."""
+    """A Rich progress bar on stderr: done/total, rate, ETA, requests in flight, errors and cost so far."""
 
     def __init__(self, suite: str):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -191,13 +206,18 @@ class _ProgressBar:
             self.task = self.progress.add_task("run", total=p.total, completed=p.done, rate="", extra="")
         elapsed = max(time.perf_counter() - self.started, 1e-9)
         rate = f"{p.sent / elapsed:.1f} req/s" if p.sent else ""
-        extra = f"errors {p.errors}" if p.errors else ""
+        extra = f"{p.concurrency} at once" if p.concurrency else ""  # lower while the server is overloaded
+        if p.errors:
+            extra += f"  errors {p.errors}"
+        if p.elsewhere:
+            extra += f"  {p.elsewhere} by another process"
         if p.priced:
             extra += f"  ${p.cost_usd:.4f}"
         self.progress.update(self.task, completed=p.done + p.errors, rate=rate, extra=extra.strip())
 
 
-def _render_summary(summary, as_json: bool) -> None:
+def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
+    """The summary line and the notes not already said at the start of the run."""
     from dataclasses import asdict
 
     if as_json:
@@ -205,15 +225,58 @@ def _render_summary(summary, as_json: bool) -> None:
     else:
         out.print(summary.run_id)
         cost = "" if summary.cost_usd is None else f", ${summary.cost_usd:.4f}"
+        shared = f", {summary.elsewhere} answered by another process" if summary.elsewhere else ""
         status(f"{summary.status}: {summary.total} requests; {summary.kept} already stored, "
-               f"{summary.from_cache} from cache, {summary.sent} sent ({summary.errors} failed{cost}); "
+               f"{summary.from_cache} from cache, {summary.sent} sent ({summary.errors} failed{cost}){shared}; "
                f"{summary.invalid} without a valid answer.")
     for note in summary.notes:
-        warn(note)
+        if note not in said:
+            warn(note)
     if summary.skipped:
         warn(f"{len(summary.skipped)} {summary.skipped[0].unit}(s) skipped:")
         for skip in summary.skipped:
             err.print(f"  {escape(skip.pair_id)}: {escape(skip.reason)}")
+
+
+@probe.command("collect")
+@click.argument("run_ref", metavar="RUN")
+@click.option("--wait", is_flag=True, help="Keep asking until every batch has ended (Ctrl-C stops; run again later).")
+@click.option("--poll", "poll_s", type=click.FloatRange(min=1.0), default=60.0, show_default=True, metavar="SECONDS",
+              help="With --wait: seconds between two looks.")
+@click.option("--base-url", default=None, metavar="URL",
+              help="The server, when the run's recorded one had credentials (cfkit did not keep them).")
+@click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the key.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was collected as JSON.")
+@workspace_option
+def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, as_json: bool) -> None:
+    """Store the results of a run sent with 'probe run --batch', as far as its batches have ended.
+
+    Each batch is read once; a request a batch did not answer is stored as a
+    failure with the provider's words and sent again by the next 'probe run'.
+    Exit status: 0 once every batch is collected and every request has a
+    reply, 1 while batches are still running or requests are left without one.
+
+    \b
+    Examples:
+      cfkit probe collect contextcanvas-gpt-5.5-1a2b3c4d
+      cfkit probe collect contextcanvas-gpt-5.5 --wait --poll 300
+    """
+    from cfkit.cli.probe_batch import collection_line, render_collection
+    from cfkit.dataset import load_cases
+    from cfkit.probe.batch import collect_run
+    from cfkit.store import open_store
+    from cfkit.store.runs import find_run
+
+    if not ws.db_path.is_file():
+        raise UsageError(f"no store in {ws.root} yet; nothing was sent in batches here.")
+    cases = load_cases(ws.cases_path, ws.image_root)
+    with open_store(ws.db_path) as store:
+        result = collect_run(store, cases, find_run(store, run_ref), wait=wait, poll_s=poll_s,
+                             overrides={"base_url": base_url, "api_key_env": api_key_env},
+                             on_check=None if as_json else lambda r: status(collection_line(r)))
+    render_collection(result, as_json)
+    if result.waiting or result.missing:
+        raise RunIncomplete(collection_line(result, final=True))
 
 
 @probe.command("backends")

@@ -1,4 +1,4 @@
-"""``cfkit runs`` (list, show, rm, export): the probe runs stored in the workspace."""
+"""``cfkit runs`` (list, show, rm, export, reparse, unparsed): the probe runs stored in the workspace."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ FAILURES_SHOWN = 20
 
 @click.group()
 def runs() -> None:
-    """Stored probe runs: list, show, rm, export."""
+    """Stored probe runs: list, show, rm, export, reparse, unparsed."""
 
 
 @runs.command("list")
@@ -76,11 +76,13 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     """
     from dataclasses import asdict
 
-    from cfkit.store import open_store
+    from cfkit.store import batches, open_store
     from cfkit.store.runs import breakdown, find_run, unanswered
 
     with open_store(ws.db_path) as store:
         record = find_run(store, run_ref)
+        sent_in = [{"id": b.id, "status": b.status, "counts": b.counts, "collected_at": b.collected_at,
+                    "requests": len(b.requests), "errors": list(b.errors)} for b in batches.for_run(store, record.id)]
         counts = breakdown(store, record.id)
         failures = [{"case": r.case_id, "pair": r.pair_id, "condition": r.condition, "error": r.error or "?",
                      "detail": r.detail} for r in unanswered(store, record.id)]
@@ -88,7 +90,7 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     not_sent = max(record.n_requests - n_stored, 0)
     if as_json:
         print_json({"run": asdict(record), "conditions": [asdict(c) for c in counts], "failures": failures,
-                    "not_sent": not_sent})
+                    "not_sent": not_sent, "batches": sent_in})
         return
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold cyan", no_wrap=True)
@@ -111,6 +113,10 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
         rows.append(("failed", record.error))
     if record.notes.get("stopped"):
         rows.append(("stopped", record.notes["stopped"]))
+    for b in sent_in:
+        done = f", {b['counts'].get('completed', 0)}/{b['counts'].get('total', b['requests'])} done" if b["counts"] else ""
+        rows.append(("batch", f"{b['id']}: {b['status']}{done}, "
+                              + (f"collected {b['collected_at']}" if b["collected_at"] else "not collected yet")))
     for name, value in rows:
         grid.add_row(name, escape(str(value)))
     out.print(grid)
@@ -187,3 +193,88 @@ def export(ws, run_ref: str, output: str | None, force: bool) -> None:
         raise OutputError(f"{output} already exists; choose another file name or pass --force to replace it.") from None
     status(f"wrote {output}")
 
+
+
+#: Characters of a reply's text 'runs unparsed' shows before '… (N more characters)' (all of it with --json).
+TEXT_SHOWN = 2000
+
+
+@runs.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--all", "everything", is_flag=True,
+              help="Re-read every reply the parser reads, not only those an older parser version read.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@workspace_option
+def reparse(ws, run_ref: str, everything: bool, as_json: bool) -> None:
+    """Read a run's stored replies again with the current parser; no model is asked.
+
+    Prints how many answers changed and how (old → new, with the rule or the
+    reason), and stores the new readings with the parser's version, so
+    'cfkit report' reflects them. Answers a backend gave already read (replay,
+    baselines) and transport failures are left as they are.
+
+    \b
+    Examples:
+      cfkit runs reparse contextcanvas-gpt-5.5-1a2b3c4d
+      cfkit runs reparse contextcanvas-gpt-5.5 --all
+    """
+    from dataclasses import asdict
+
+    from cfkit.dataset import load_cases
+    from cfkit.probe.reparse import reparse_run
+    from cfkit.store import open_store
+    from cfkit.store.runs import find_run
+
+    cases = load_cases(ws.cases_path, ws.image_root)
+    with open_store(ws.db_path) as store:
+        result = reparse_run(store, cases, find_run(store, run_ref), everything=everything)
+    if as_json:
+        print_json(asdict(result) | {"why": [{"change": change, "count": n} for change, n in result.why()]})
+        return
+    out.print(result.run_id)
+    status(f"re-read {result.reread} replies with parser version {result.parser}: {len(result.changed)} "
+           f"answers changed; {result.current} already read by this version"
+           f"{' (--all reads them again)' if result.current else ''}, {result.not_parsed} not the parser's "
+           "(known answers, refusals, transport failures).")
+    for change, n in result.why():
+        out.print(f"{n} × {escape(change)}")
+    for c in result.changed:
+        out.print(f"  {escape(c.unit)}: {escape(c.old.describe())} → {escape(c.new.describe())}"
+                  + (f": {escape(c.detail)}" if c.detail else ""))
+    if result.missing_case:
+        warn(f"{len(result.missing_case)} case(s) are no longer in {ws.cases_path} and kept their readings: "
+             f"{', '.join(result.missing_case[:8])}{' …' if len(result.missing_case) > 8 else ''}")
+
+
+@runs.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (with each reply's whole text).")
+@workspace_option
+def unparsed(ws, run_ref: str, as_json: bool) -> None:
+    """List the replies of a run that gave no answer, with their text.
+
+    Each one shows why no answer was read (ambiguous, conflicting, missing,
+    unparseable, refused) and the reply as stored; control characters in it
+    are shown as visible symbols. Transport failures have no text; 'cfkit
+    runs show' lists them.
+    """
+    from dataclasses import asdict
+
+    from cfkit.probe.reparse import unparsed as unparsed_replies
+    from cfkit.store import open_store
+    from cfkit.store.runs import find_run
+
+    with open_store(ws.db_path) as store:
+        record = find_run(store, run_ref)
+        found = unparsed_replies(store, record)
+    if as_json:
+        print_json([asdict(r) for r in found])
+        return
+    status(f"{len(found)} replies of {record.id} gave no answer.")
+    for r in found:
+        unit = " ".join(part for part in (r.case_id, r.pair_id, r.condition) if part)
+        out.print(f"[bold]{escape(unit)}[/]  [red]{escape(r.error or '?')}[/]"
+                  + (f": {escape(r.detail)}" if r.detail else ""))
+        text = r.raw or ""
+        more = f"\n  … ({len(text) - TEXT_SHOWN:,} more characters; --json shows all)" if len(text) > TEXT_SHOWN else ""
+        out.print("  " + escape(text[:TEXT_SHOWN]).replace("\n", "\n  ") + more)

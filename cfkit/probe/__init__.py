@@ -25,21 +25,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from cfkit.backends import Backend, BackendContext, check_installed, load_backend, split_model
+from cfkit.cases import CaseSet
 from cfkit.dataset import load_cases
 from cfkit.errors import NotFoundError
 from cfkit.probe.estimate import Estimate, estimate
-from cfkit.probe.identity import cache_key, inputs_sha256, run_id_for, run_settings, settings_sha256
+from cfkit.probe.image_refs import Digests
+from cfkit.probe.identity import (InputsDigest, cache_key, inputs_digest, inputs_sha256, inputs_unchanged, run_id_for,
+                                  run_settings, settings_sha256)
 from cfkit.probe.plan import (DEFAULT_MAX_TOKENS, ProbeItem, ProbePlan, Selection, SkippedPair, answer_schema,
-                              plan_suite, select_case_ids)
-from cfkit.probe.prices import Prices, resolve_prices
+                              plan_suite, select_case_ids, suite_case_ids)
+from cfkit.probe.prices import BATCH_PRICE_FACTOR, Prices, resolve_prices
 from cfkit.probe.protocol import Protocol, resolve_protocol
-from cfkit.probe.runner import RunProgress, RunSummary, read_reply, run_identity, run_probe
+from cfkit.probe.runner import RunProgress, RunSummary, run_identity, run_probe
 from cfkit.store import Store, responses, runs
+from cfkit.store.runs import RunRecord
 from cfkit.workspace import Workspace
 
-__all__ = ["DEFAULT_MAX_TOKENS", "Estimate", "ProbeItem", "ProbePlan", "Prices", "Protocol", "RunPreview",
+__all__ = ["DEFAULT_MAX_TOKENS", "Estimate", "ProbeItem", "ProbeJob", "ProbePlan", "Prices", "Protocol", "RunPreview",
            "RunProgress", "RunSummary", "Selection", "SkippedPair", "answer_schema", "cache_key", "inputs_sha256",
-           "plan_suite", "preview_run", "probe_suite", "read_reply", "run_id_for", "run_probe"]
+           "plan_suite", "prepare_probe", "preview_run", "probe_suite", "run_id_for", "run_probe"]
 
 
 @dataclass(frozen=True)
@@ -87,9 +91,11 @@ def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], proto
     return setup, backend
 
 
-def _plan(ws: Workspace, store: Store | None, setup: _Setup, suite: str, selection: Selection) -> ProbePlan:
+def _plan(ws: Workspace, store: Store | None, setup: _Setup, suite: str, selection: Selection,
+          cases: CaseSet | None = None, digests: Digests | None = None) -> ProbePlan:
     plan = plan_suite(ws, suite, setup.capabilities, store=store, generation=setup.protocol.generation,
-                      selection=selection, cases=load_cases(ws.cases_path, ws.image_root))
+                      selection=selection, cases=cases or load_cases(ws.cases_path, ws.image_root),
+                      digests=digests)
     if not plan.items:
         skipped = "; ".join(f"{s.pair_id}: {s.reason}" for s in plan.skipped[:3])
         raise NotFoundError(f"the {suite} suite has no requests in {ws.root}"
@@ -98,13 +104,9 @@ def _plan(ws: Workspace, store: Store | None, setup: _Setup, suite: str, selecti
     return plan
 
 
-def _finished_summary(store: Store, backend: Backend, suite: str, setup: _Setup, digest: str,
-                      on_progress: Callable[[RunProgress], None] | None) -> RunSummary | None:
-    """The summary of a run with these settings that ended complete from inputs with ``digest``, if there is one."""
-    settings = run_settings(backend, setup.protocol.generation, setup.protocol.name)
-    finished = runs.finished_run(store, suite, settings_sha256(settings), digest)
-    if finished is None:
-        return None
+def _finished_summary(store: Store, backend: Backend, suite: str, setup: _Setup, finished: RunRecord,
+                      on_progress: Callable[[RunProgress], None] | None) -> RunSummary:
+    """The summary of ``finished``, a run with these settings that ended complete from the same inputs."""
     progress = RunProgress(total=finished.n_requests, done=finished.n_requests, priced=backend.priced)
     if on_progress:
         on_progress(progress)
@@ -112,7 +114,123 @@ def _finished_summary(store: Store, backend: Backend, suite: str, setup: _Setup,
                       total=finished.n_requests, kept=finished.n_requests, from_cache=0, sent=0, errors=0,
                       invalid=runs.count_unanswered(store, finished.id), cost_usd=0.0 if backend.priced else None,
                       skipped=(), endpoint=finished.endpoint, protocol=setup.protocol.name,
-                      unreviewed=tuple(finished.notes.get("unreviewed", ())))
+                      unreviewed=tuple(finished.notes.get("unreviewed", ())),
+                      notes=tuple(getattr(backend, "notes", ())))
+
+
+def _already_finished(ws: Workspace, store: Store, backend: Backend, suite: str, setup: _Setup,
+                      selection: Selection, digest: str | None = None) -> RunRecord | None:
+    """A run with these settings that ended complete from the same inputs, if there is one.
+
+    Without ``digest``, by its inputs manifest alone (one ``stat`` per input
+    file, nothing read: :func:`~cfkit.probe.identity.inputs_unchanged`); with
+    it, by the digest of the inputs' content.
+    """
+    settings = settings_sha256(run_settings(backend, setup.protocol.generation, setup.protocol.name))
+    if digest is not None:
+        return runs.finished_run(store, suite, settings, digest)
+    recorded = selection.as_dict()
+    for record, manifest in runs.complete_with_manifest(store, suite, settings):
+        if inputs_unchanged(ws, suite, setup.capabilities, setup.protocol.generation, recorded, manifest):
+            return record
+    return None
+
+
+@dataclass(frozen=True)
+class ProbeJob:
+    """A probe run ready to go: checked, its settings resolved and (where it can be) its backend built.
+
+    Nothing has been recorded yet; :meth:`run` opens (or continues) the run in
+    a store. ``notes`` are what the backend wants the user to know before
+    anything is sent (e.g. that ``$OPENAI_API_KEY`` was withheld from a
+    custom server); they are recorded with the run as well.
+    """
+
+    ws: Workspace
+    model: str
+    suite: str
+    setup: _Setup
+    backend: Backend | None  # None for backends built from the plan (baseline:majority)
+    selection: Selection
+    concurrency: int | None
+    max_cost: float | None
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return tuple(getattr(self.backend, "notes", ()) or ())
+
+    def planned(self, store: Store, *, on_progress: Callable[[RunProgress], None] | None = None,
+                on_plan: Callable[[ProbePlan], None] | None = None) -> RunSummary | PlannedRun:
+        """Steps 2 and 3 of :func:`probe_suite`: the summary of a run already finished from the same inputs,
+        or the plan with the backend that will answer it."""
+        ws, suite, setup, backend = self.ws, self.suite, self.setup, self.backend
+        # 2. Nothing to do?
+        inputs = None
+        cases = None
+        digests = Digests(store)  # what each image file holds, known once for the digest and the plan
+        if setup.cacheable and backend is not None and suite != "counterfactual":
+            finished = _already_finished(ws, store, backend, suite, setup, self.selection)
+            if finished is None:
+                cases = load_cases(ws.cases_path, ws.image_root)
+                case_ids, _ = select_case_ids(ws, suite, cases, self.selection)
+                inputs = inputs_digest(ws, suite, setup.capabilities, setup.protocol.generation, cases, case_ids,
+                                       self.selection.as_dict(), digests, suite_case_ids(ws, suite, cases))
+                finished = _already_finished(ws, store, backend, suite, setup, self.selection, inputs.sha256)
+                digests.save()
+                if finished is not None:  # the same content under new mtimes: the next rerun needs no read
+                    runs.record_manifest(store, finished.id, inputs.manifest)
+            if finished is not None:
+                return _finished_summary(store, backend, suite, setup, finished, on_progress)
+
+        # 3. Plan; then the backend with the suite's gold labels.
+        plan = _plan(ws, store, setup, suite, self.selection, cases, digests)
+        if on_plan:
+            on_plan(plan)
+        if backend is None or not setup.cacheable:
+            backend = load_backend(self.model, setup.options, context=setup.context(ws, suite, plan))
+        concurrency = setup.protocol.concurrency or self.concurrency
+        if concurrency is None and backend.capabilities.remote:
+            concurrency = ws.config.probe.concurrency
+        return PlannedRun(plan, backend, inputs, concurrency)
+
+    def run(self, store: Store, *, on_progress: Callable[[RunProgress], None] | None = None,
+            on_plan: Callable[[ProbePlan], None] | None = None) -> RunSummary:
+        """Steps 2–4 of :func:`probe_suite` in ``store``."""
+        planned = self.planned(store, on_progress=on_progress, on_plan=on_plan)
+        if isinstance(planned, RunSummary):
+            return planned
+        inputs = planned.inputs
+        # 4. Send what is missing.
+        return run_probe(store, planned.backend, planned.plan, concurrency=planned.concurrency,
+                         max_cost=self.max_cost, on_progress=on_progress,
+                         inputs_sha256=inputs.sha256 if inputs else None,
+                         inputs_manifest=inputs.manifest if inputs else None, protocol=self.setup.protocol.name,
+                         notes=self.setup.notes())
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """A run's plan and the backend that answers it (what :meth:`ProbeJob.planned` returns to run or batch)."""
+
+    plan: ProbePlan
+    backend: Backend
+    inputs: InputsDigest | None
+    concurrency: int | None
+
+
+def prepare_probe(ws: Workspace, model: str, suite: str, *, options: dict[str, Any] | None = None,
+                  concurrency: int | None = None, max_cost: float | None = None, max_tokens: int | None = None,
+                  protocol: str | None = None, accepted_only: bool = False,
+                  selection: Selection | None = None) -> ProbeJob:
+    """Step 1 of :func:`probe_suite`: the start-up checks and settings, the backend built; nothing written.
+
+    A bad option, a missing extra, a bad ``--base-url`` or a missing key stops
+    here, before a store is opened or a progress bar drawn.
+    """
+    selection = selection or Selection(accepted_only=accepted_only)
+    setup, backend = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency)
+    return ProbeJob(ws=ws, model=model, suite=suite, setup=setup, backend=backend, selection=selection,
+                    concurrency=concurrency, max_cost=max_cost)
 
 
 def probe_suite(ws: Workspace, store: Store, model: str, suite: str, *, options: dict[str, Any] | None = None,
@@ -122,39 +240,18 @@ def probe_suite(ws: Workspace, store: Store, model: str, suite: str, *, options:
                 on_plan: Callable[[ProbePlan], None] | None = None) -> RunSummary:
     """``cfkit probe run``: check, plan ``suite`` for ``model`` ("KIND:NAME"), run.
 
-    Steps: 1. start-up checks and settings (:func:`_setup`: the backend's
-    extra, the protocol preset, the backend itself, prices), before anything
-    is recorded; 2. when a run with the same settings already ended complete
-    from identical inputs (:func:`inputs_sha256`), report it and stop; 3. plan,
-    so bad inputs stop the run before a request is sent; 4. build the backend
-    with the suite's gold-label distribution (only ``baseline:majority`` reads
-    it) and run. ``on_plan`` sees the plan before anything is sent (to warn
-    about unreviewed inputs).
+    Steps: 1. start-up checks and settings (:func:`prepare_probe`: the
+    backend's extra, the protocol preset, the backend itself, prices), before
+    anything is recorded; 2. when a run with the same settings already ended
+    complete from identical inputs (:func:`inputs_sha256`), report it and
+    stop; 3. plan, so bad inputs stop the run before a request is sent; 4.
+    build the backend with the suite's gold-label distribution (only
+    ``baseline:majority`` reads it) and run. ``on_plan`` sees the plan before
+    anything is sent (to warn about unreviewed inputs).
     """
-    selection = selection or Selection(accepted_only=accepted_only)
-    setup, backend = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency)
-
-    # 2. Nothing to do?
-    digest = None
-    if setup.cacheable and backend is not None and suite != "counterfactual":
-        cases = load_cases(ws.cases_path, ws.image_root)
-        case_ids, _ = select_case_ids(ws, suite, cases, selection)
-        digest = inputs_sha256(ws, suite, setup.capabilities, setup.protocol.generation, cases, case_ids,
-                               selection.as_dict())
-        finished = digest and _finished_summary(store, backend, suite, setup, digest, on_progress)
-        if finished:
-            return finished
-
-    # 3. Plan; 4. the backend with the suite's gold labels, then the run.
-    plan = _plan(ws, store, setup, suite, selection)
-    if on_plan:
-        on_plan(plan)
-    backend = load_backend(model, setup.options, context=setup.context(ws, suite, plan))
-    concurrency = setup.protocol.concurrency or concurrency
-    if concurrency is None and backend.capabilities.remote:
-        concurrency = ws.config.probe.concurrency
-    return run_probe(store, backend, plan, concurrency=concurrency, max_cost=max_cost, on_progress=on_progress,
-                     inputs_sha256=digest, protocol=setup.protocol.name, notes=setup.notes())
+    job = prepare_probe(ws, model, suite, options=options, concurrency=concurrency, max_cost=max_cost,
+                        max_tokens=max_tokens, protocol=protocol, accepted_only=accepted_only, selection=selection)
+    return job.run(store, on_progress=on_progress, on_plan=on_plan)
 
 
 @dataclass(frozen=True)
@@ -177,12 +274,13 @@ class RunPreview:
 def preview_run(ws: Workspace, store: Store | None, model: str, suite: str, *,
                 options: dict[str, Any] | None = None, concurrency: int | None = None,
                 max_tokens: int | None = None, protocol: str | None = None,
-                selection: Selection | None = None) -> RunPreview:
+                selection: Selection | None = None, batch: bool = False) -> RunPreview:
     """The dry run: the same checks and plan as :func:`probe_suite`, and what would be sent; nothing is sent or
-    written. ``store`` may be None when the workspace has none yet."""
+    written. ``store`` may be None when the workspace has none yet. With ``batch`` the cost is at batch
+    prices (:data:`~cfkit.probe.prices.BATCH_PRICE_FACTOR`)."""
     selection = selection or Selection()
     setup, _ = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency)
-    plan = _plan(ws, store, setup, suite, selection)
+    plan = _plan(ws, store, setup, suite, selection, digests=Digests(store, remember=False))
     backend = load_backend(model, setup.options, context=setup.context(ws, suite, plan))
     run_id, keys, recorded = run_identity(backend, plan, setup.protocol.name)
     stored_replies = runs.reply_index(store, run_id) if store is not None else {}
@@ -192,7 +290,8 @@ def preview_run(ws: Workspace, store: Store | None, model: str, suite: str, *,
             if store is not None and backend.capabilities.cacheable else {})
     to_send = [item.request for item in pending if keys[item.key] not in hits]
     detail = str(getattr(getattr(backend, "options", None), "detail", "auto"))
+    prices = setup.prices.scaled(BATCH_PRICE_FACTOR) if batch and setup.prices else setup.prices
     return RunPreview(run_id=run_id, model=backend.model, suite=suite, endpoint=recorded.endpoint,
-                      protocol=setup.protocol, prices=setup.prices, plan=plan, stored=len(kept),
-                      cached=len(pending) - len(to_send), to_send=estimate(to_send, setup.prices, detail),
-                      all_requests=estimate([i.request for i in plan.items], setup.prices, detail))
+                      protocol=setup.protocol, prices=prices, plan=plan, stored=len(kept),
+                      cached=len(pending) - len(to_send), to_send=estimate(to_send, prices, detail),
+                      all_requests=estimate([i.request for i in plan.items], prices, detail))

@@ -39,6 +39,10 @@ def image_tokens(width: int, height: int, detail: str = "auto") -> int:
 
 
 def _size(image: ImageData) -> tuple[int, int]:
+    """(width, height): known for an image held by reference, else read from the bytes' header."""
+    known = getattr(image, "size", None)
+    if known is not None:
+        return known
     from PIL import Image
 
     with Image.open(io.BytesIO(image.data)) as header:  # reads the header only
@@ -68,15 +72,15 @@ class Estimate:
 def estimate(requests: Iterable[ProbeRequest], prices: Prices | None, detail: str = "auto") -> Estimate:
     """The size and approximate cost of ``requests``."""
     n = images = tokens = output = 0
-    sizes: dict[int, int] = {}  # an image object shared by requests is measured once
+    sizes: dict[str, int] = {}  # an image sent by several requests is measured once
     for request in requests:
         n += 1
         tokens += text_tokens(request.system) + text_tokens(request.user)
         for image in request.images:
             images += 1
-            if id(image) not in sizes:
-                sizes[id(image)] = image_tokens(*_size(image), detail=detail)
-            tokens += sizes[id(image)]
+            if image.sha256 not in sizes:
+                sizes[image.sha256] = image_tokens(*_size(image), detail=detail)
+            tokens += sizes[image.sha256]
         output += request.generation.max_tokens
     if prices is None:
         return Estimate(n, images, tokens, output, None, None)

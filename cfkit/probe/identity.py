@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import time
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,9 @@ from cfkit import __version__
 from cfkit.backends import Backend, Capabilities, Generation, ProbeRequest
 from cfkit.captions import caption_path
 from cfkit.cases import CaseSet
-from cfkit.prompts import templates_sha256
+from cfkit.probe.image_refs import RACY_S, Digests
+from cfkit.prompts import PROBE_TEMPLATES, templates_sha256
+from cfkit.subsets import modality_subset_path
 from cfkit.workspace import Workspace
 
 #: The distributions whose versions every run records (those not installed are left out).
@@ -103,9 +107,49 @@ def library_versions(backend: Backend | None = None) -> dict[str, str]:
     return found
 
 
-def inputs_sha256(ws: Workspace, suite: str, capabilities: Capabilities, generation: Generation, cases: CaseSet,
-                  case_ids: list[str], selection: Mapping[str, Any]) -> str | None:
-    """A digest of everything the contextcanvas or modality requests are rendered from.
+@dataclass(frozen=True)
+class InputsDigest:
+    """What a run's requests are rendered from: a content digest, and the files it was taken from.
+
+    ``manifest`` lets a rerun tell, with one ``stat`` per file and without
+    reading or parsing any of them, that nothing changed
+    (:func:`inputs_unchanged`): the digest of the settings that are not files,
+    and each file's path, size and mtime (None for a file that was absent).
+    """
+
+    sha256: str
+    manifest: dict[str, Any]
+
+
+def _file_state(path: Path) -> list[Any]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return [str(path), None, None]
+    return [str(path), st.st_size, st.st_mtime_ns]
+
+
+def _input_settings(ws: Workspace, suite: str, capabilities: Capabilities, generation: Generation,
+                    selection: Mapping[str, Any]) -> dict[str, Any]:
+    return {"version": __version__, "suite": suite, "capabilities": asdict(capabilities),
+            "generation": asdict(generation), "selection": dict(selection),
+            "config": ws.config.model_dump(mode="json"), "root": str(ws.root)}
+
+
+def _input_files(ws: Workspace, suite: str, selection: Mapping[str, Any]) -> list[Path]:
+    """The files other than captions and images that decide which requests a run makes."""
+    files = [ws.config_path, ws.cases_path, *(ws.probes_dir / "templates" / name for name in PROBE_TEMPLATES)]
+    if suite == "modality":
+        files.append(modality_subset_path(ws))
+    if selection.get("cases"):
+        files.append(Path(selection["cases"]["path"]))
+    return files
+
+
+def inputs_digest(ws: Workspace, suite: str, capabilities: Capabilities, generation: Generation, cases: CaseSet,
+                  case_ids: list[str], selection: Mapping[str, Any], digests: Digests | None = None,
+                  suite_case_ids: list[str] | None = None) -> InputsDigest | None:
+    """A digest of everything the contextcanvas or modality requests are rendered from, and its manifest.
 
     That is: the cfkit version, the suite, the backend's capabilities, the
     generation settings, the selection, the templates, cfkit.toml, the cases
@@ -113,29 +157,64 @@ def inputs_sha256(ws: Workspace, suite: str, capabilities: Capabilities, generat
     file and images. Equal digests mean identical requests, so a run with the
     same settings that ended complete with this digest needs no planning at all.
     Counterfactual requests also depend on review decisions in the store; they
-    get None and are always planned.
+    get None and are always planned. Image files are known through
+    ``digests`` (:class:`~cfkit.probe.image_refs.Digests`): an unchanged file
+    is not read again. ``suite_case_ids`` are the suite's cases before the
+    selection (their captions decide ``--reviewed-only``).
     """
     if suite == "counterfactual":
         return None
     digest = hashlib.sha256()
+    started = time.time_ns()
 
     def add(label: str, data: bytes) -> None:
         digest.update(label.encode() + b"\0" + len(data).to_bytes(8, "big") + data)
 
-    settings = {"version": __version__, "suite": suite, "capabilities": asdict(capabilities),
-                "generation": asdict(generation), "selection": dict(selection),
-                "config": ws.config.model_dump(mode="json"), "root": str(ws.root), "cases": case_ids}
-    add("settings", json.dumps(settings, sort_keys=True, default=str).encode())
+    settings = _input_settings(ws, suite, capabilities, generation, selection)
+    add("settings", json.dumps(settings | {"cases": case_ids}, sort_keys=True, default=str).encode())
     add("templates", templates_sha256(ws).encode())
     add("cases", ws.cases_path.read_bytes())
+    files = _input_files(ws, suite, selection)
     if suite == "modality":
         for case_id in case_ids:
             path = caption_path(ws, case_id)
             add(f"caption {case_id}", path.read_bytes() if path.is_file() else b"\0missing")
-    seen: set[Path] = set()
-    for case_id in case_ids:
-        for path in cases.image_paths(cases.get(case_id)):
-            if path not in seen:
-                seen.add(path)
-                add(f"image {path}", hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"\0missing")
-    return digest.hexdigest()
+        files += [caption_path(ws, c) for c in dict.fromkeys([*(suite_case_ids or ()), *case_ids])]
+    paths = list(dict.fromkeys(p for case_id in case_ids for p in cases.image_paths(cases.get(case_id))))
+    present = {p for p in paths if p.is_file()}
+    digests = digests or Digests(None)
+    digests.prefetch([p for p in paths if p in present])
+    for path in paths:
+        add(f"image {path}", bytes.fromhex(digests.sha256(path)) if path in present else b"\0missing")
+    manifest = {"settings": _sha256(settings), "at_ns": started,
+                "files": [_file_state(p) for p in dict.fromkeys([*files, *paths])]}
+    return InputsDigest(digest.hexdigest(), manifest)
+
+
+def inputs_unchanged(ws: Workspace, suite: str, capabilities: Capabilities, generation: Generation,
+                     selection: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:
+    """Whether the inputs recorded in ``manifest`` (:class:`InputsDigest`) are as they were, by ``stat`` alone.
+
+    True only when the settings that are not files are the same and every
+    file has its recorded size and mtime (an absent one is still absent),
+    with no mtime so close to when the manifest was taken that a rewrite in
+    the same clock tick could hide. Then the inputs digest would be the same,
+    and nothing needs to be read or parsed.
+    """
+    if manifest.get("settings") != _sha256(_input_settings(ws, suite, capabilities, generation, selection)):
+        return False
+    recorded_at = manifest.get("at_ns") or 0
+    for path, size, mtime_ns in manifest.get("files", ()):
+        now = _file_state(Path(path))
+        if now[1:] != [size, mtime_ns]:
+            return False
+        if mtime_ns is not None and recorded_at - mtime_ns < RACY_S * 1e9 + (1e9 if mtime_ns % 10**9 == 0 else 0):
+            return False
+    return bool(manifest.get("files"))
+
+
+def inputs_sha256(ws: Workspace, suite: str, capabilities: Capabilities, generation: Generation, cases: CaseSet,
+                  case_ids: list[str], selection: Mapping[str, Any], digests: Digests | None = None) -> str | None:
+    """The content digest of :func:`inputs_digest` alone."""
+    found = inputs_digest(ws, suite, capabilities, generation, cases, case_ids, selection, digests)
+    return found.sha256 if found is not None else None

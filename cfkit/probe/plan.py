@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from cfkit.backends import Capabilities, Generation, ImageData, ProbeRequest, RequestMeta
+from cfkit.backends import Capabilities, Generation, ProbeRequest, RequestMeta
 from cfkit.cases import Case, CaseSet
 from cfkit.dataset import load_cases
 from cfkit.captions import load_caption
 from cfkit.errors import CaseError, SpecError, UsageError
-from cfkit.images import image_data, side_by_side
 from cfkit.probe import swap
+from cfkit.probe.image_refs import Digests, ImageRef
 from cfkit.prompts import load_templates, render_prompt, templates_sha256
 from cfkit.specs import load_spec, load_spec_file, spec_files
 from cfkit.store import Store, edits, reviews
@@ -129,16 +129,17 @@ def gold_label(case: Case, option_id: str) -> str:
 
 
 class _RequestBuilder:
-    """Renders prompts and images into requests for one backend."""
+    """Renders prompts into requests for one backend; images go by reference (:mod:`~cfkit.probe.image_refs`)."""
 
-    def __init__(self, ws: Workspace, suite: str, capabilities: Capabilities, generation: Generation):
+    def __init__(self, ws: Workspace, suite: str, capabilities: Capabilities, generation: Generation,
+                 digests: Digests):
         self.ws = ws
         self.suite = suite
         self.capabilities = capabilities
         self.generation = generation
+        self.digests = digests
         self.templates = load_templates(ws)
-        self._image_cache: dict[Path, ImageData] = {}  # cases often share an image file
-        self._sha_cache: dict[Path, str] = {}
+        self._schemas: dict[tuple[str, ...], dict[str, Any]] = {}  # one (read-only) schema per option set
 
     def item(self, case: Case, condition: str, *, pair_id: str = "", images: list[Path] | None = None,
              caption=None, edit_id: int | None = None) -> ProbeItem:
@@ -146,37 +147,27 @@ class _RequestBuilder:
         prompt_condition = condition if condition in MODALITY_CONDITIONS else "image"
         prompt = render_prompt(self.ws, case, prompt_condition, images=images, templates=self.templates,
                                caption=caption if condition in ("neutral", "evidence") else None)
+        option_ids = tuple(case.option_ids)
+        if option_ids not in self._schemas:
+            self._schemas[option_ids] = answer_schema(option_ids)
         request = ProbeRequest(
             system=prompt.system,
             user=prompt.user,
             images=self._images(list(prompt.images)),
-            option_ids=tuple(case.option_ids),
-            schema=answer_schema(case.option_ids),
+            option_ids=option_ids,
+            schema=self._schemas[option_ids],
             generation=self.generation,
             meta=RequestMeta(suite=self.suite, case_id=case.id, pair_id=pair_id, condition=condition,
                              yes_option=case.yes_option),
         )
         shown = list(prompt.images)
         return ProbeItem(case=case, pair_id=pair_id, condition=condition, request=request, edit_id=edit_id,
-                         image_sha256=self._file_sha256(shown[0]) if len(shown) == 1 else None)
+                         image_sha256=self.digests.sha256(shown[0]) if len(shown) == 1 else None)
 
-    def _file_sha256(self, path: Path) -> str:
-        if path not in self._sha_cache:
-            self._sha_cache[path] = hashlib.sha256(path.read_bytes()).hexdigest()
-        return self._sha_cache[path]
-
-    def _images(self, paths: list[Path]) -> tuple[ImageData, ...]:
+    def _images(self, paths: list[Path]) -> tuple[ImageRef, ...]:
         if not paths or not self.capabilities.images:
             return ()
-        if len(paths) > 1 and not self.capabilities.multi_image:
-            labels = ["First image", "Second image"][: len(paths)]
-            return (side_by_side(paths, labels),)
-        return tuple(self._image(p) for p in paths)
-
-    def _image(self, path: Path) -> ImageData:
-        if path not in self._image_cache:
-            self._image_cache[path] = image_data(path)
-        return self._image_cache[path]
+        return self.digests.refs(paths, as_sheet=not self.capabilities.multi_image)
 
 
 def unreviewed_draft(caption) -> bool:
@@ -228,12 +219,15 @@ def select_case_ids(ws: Workspace, suite: str, cases: CaseSet, selection: Select
 
 def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: Store | None = None,
                generation: Generation | None = None, selection: Selection = Selection(),
-               cases: CaseSet | None = None, max_tokens: int | None = None) -> ProbePlan:
+               cases: CaseSet | None = None, max_tokens: int | None = None,
+               digests: Digests | None = None) -> ProbePlan:
     """Every request of ``suite`` for a backend with ``capabilities``, narrowed by ``selection``.
 
     Errors in the inputs (a missing caption, an unknown case in the subset
-    file) stop here, before any request is sent. ``max_tokens`` is a shortcut
-    for ``generation=Generation(max_tokens=…)``.
+    file, an unreadable image) stop here, before any request is sent.
+    ``max_tokens`` is a shortcut for ``generation=Generation(max_tokens=…)``.
+    Images are held by reference: ``digests`` (by default one over ``store``)
+    knows what each file holds, and what it learns is remembered in the store.
     """
     if suite not in SUITE_CONDITIONS:
         raise UsageError(f"suite '{suite}' is not one of {', '.join(SUITE_CONDITIONS)}.")
@@ -241,7 +235,9 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
         generation = Generation(max_tokens=max_tokens or DEFAULT_MAX_TOKENS)
     if cases is None:
         cases = load_cases(ws.cases_path, ws.image_root)
-    builder = _RequestBuilder(ws, suite, capabilities, generation)
+    if digests is None:
+        digests = Digests(store)
+    builder = _RequestBuilder(ws, suite, capabilities, generation, digests)
     items: list[ProbeItem] = []
     skipped: list[SkippedPair] = []
     unreviewed: list[str] = []
@@ -249,11 +245,13 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
     gold: Counter = Counter()
     if suite == "contextcanvas":
         case_ids, left_out = select_case_ids(ws, suite, cases, selection)
+        digests.prefetch([p for c in case_ids for p in cases.image_paths(cases.get(c))])
         for case in (cases.get(c) for c in case_ids):
             items.append(builder.item(case, "image"))
             gold[gold_label(case, case.gold)] += 1
     elif suite == "modality":
         case_ids, left_out = select_case_ids(ws, suite, cases, selection)
+        digests.prefetch([p for c in case_ids for p in cases.image_paths(cases.get(c))])
         for case in (cases.get(c) for c in case_ids):
             gold[gold_label(case, case.gold)] += 1
             caption = load_caption(ws, case.id)  # read once for the neutral and evidence conditions
@@ -290,6 +288,7 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
                 unreviewed.append(pair_id)
         for item in items:
             gold[gold_label(item.case, _pair_gold(ws, item))] += 1
+    digests.save()
     return ProbePlan(suite=suite, items=tuple(items), skipped=tuple(skipped),
                      templates_sha256=templates_sha256(ws), gold_labels=gold, generation=generation,
                      selection=selection, unreviewed=tuple(unreviewed), left_out=tuple(left_out))

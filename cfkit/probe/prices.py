@@ -32,6 +32,9 @@ BUILT_IN_AS_OF = "2026-12-01"
 BUILT_IN_SOURCE = ("OpenAI's published API price list (https://openai.com/api/pricing), as quoted by several "
                    "independent price summaries of May-June 2026; cfkit could not read OpenAI's page itself")
 OFFICIAL_HOST = "api.openai.com"
+#: What a request sent through a provider's Batch API costs, as a share of the live price (OpenAI bills
+#: batches at half price: its Batch API guide, "50% lower costs").
+BATCH_PRICE_FACTOR = 0.5
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,10 @@ class Prices:
 
     def record(self) -> dict[str, Any]:
         return {"price_in": self.price_in, "price_out": self.price_out, "source": self.source}
+
+    def scaled(self, factor: float) -> "Prices":
+        """These prices times ``factor`` (batch prices: :data:`BATCH_PRICE_FACTOR`)."""
+        return Prices(self.price_in * factor, self.price_out * factor, f"{self.source}, × {factor:g} for a batch")
 
 
 def resolve_prices(model: str, model_name: str, endpoint: str | None, options: dict[str, Any],

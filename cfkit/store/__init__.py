@@ -18,6 +18,9 @@ table                  owner
 ``reviews``            :mod:`cfkit.store.reviews`
 ``runs``, ``replies``  :mod:`cfkit.store.runs`
 ``responses``          :mod:`cfkit.store.responses`
+``file_digests``       :mod:`cfkit.store.digests`
+``leases``             :mod:`cfkit.store.leases`
+``batches``            :mod:`cfkit.store.batches`
 ``audit_plans``,       :mod:`cfkit.store.audits`
 ``audit_items``
 ``audit_annotators``,  :mod:`cfkit.store.audit_labels`
@@ -32,13 +35,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cfkit.store import audit_labels, audits, checks, edits, responses, reviews, runs
+from cfkit.store import audit_labels, audits, batches, checks, digests, edits, leases, responses, reviews, runs
 from cfkit.store.db import Database, from_json, now, to_json
 
 #: Bumped whenever an owner adds a migration step.
-SCHEMA_VERSION = 4  # 3: run identity and provenance; 4: the audit tables
+SCHEMA_VERSION = 5  # 3: run identity and provenance; 4: the audit tables; 5: replies' length, reasoning, parser; file digests, leases, batches
 
-_OWNERS = (edits, checks, reviews, runs, responses, audits, audit_labels)
+_OWNERS = (edits, checks, reviews, runs, responses, digests, leases, batches, audits, audit_labels)
 SCHEMA = "\n".join(owner.DDL for owner in _OWNERS)
 
 
@@ -64,5 +67,5 @@ def open_store(db_path: Path) -> Store:
     return Store(db_path)
 
 
-__all__ = ["SCHEMA_VERSION", "Store", "audit_labels", "audits", "checks", "edits", "from_json", "now", "open_store", "responses", "reviews",
+__all__ = ["SCHEMA_VERSION", "Store", "audit_labels", "audits", "batches", "checks", "digests", "edits", "leases", "from_json", "now", "open_store", "responses", "reviews",
            "runs", "to_json"]

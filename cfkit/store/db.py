@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -55,7 +56,7 @@ class Database:
             self.conn.row_factory = sqlite3.Row
             # The busy timeout first: two processes opening a new store at once both switch it to WAL.
             self.conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-            self.conn.execute("PRAGMA journal_mode=WAL")
+            _switch_to_wal(self.conn, timeout)
             self.conn.execute("PRAGMA foreign_keys=ON")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self._migrate(schema, version, migrations or {})
@@ -153,6 +154,24 @@ class Database:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _switch_to_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """``PRAGMA journal_mode=WAL``, retried while another connection switches the same new file.
+
+    SQLite answers "database is locked" at once, without waiting on the busy
+    timeout, to the second of two connections changing a new file's journal
+    mode at the same moment; the first one's switch takes milliseconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _statements(script: str) -> list[str]:

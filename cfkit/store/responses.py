@@ -26,13 +26,16 @@ CREATE TABLE IF NOT EXISTS responses (
     refused     INTEGER NOT NULL DEFAULT 0,        -- 1 when the model explicitly declined
     created_at  TEXT NOT NULL,
     server_model TEXT,                             -- the model id the server said answered
-    system_fingerprint TEXT                        -- the server's build fingerprint, when it gives one
+    system_fingerprint TEXT,                       -- the server's build fingerprint, when it gives one
+    raw_chars   INTEGER,                           -- the reply's full length when raw was cut to the storage cap
+    reasoning   TEXT                               -- a reasoning text the server returned beside the reply
 );
 """
 
 MIGRATIONS: dict[int, list[str]] = {
     3: ["ALTER TABLE responses ADD COLUMN server_model TEXT",
         "ALTER TABLE responses ADD COLUMN system_fingerprint TEXT"],
+    5: ["ALTER TABLE responses ADD COLUMN raw_chars INTEGER", "ALTER TABLE responses ADD COLUMN reasoning TEXT"],
 }
 
 #: SQLite's default limit on host parameters is 999 in old builds; stay under it.
@@ -51,12 +54,15 @@ class CachedResponse:
     refused: bool = False
     server_model: str | None = None
     system_fingerprint: str | None = None
+    raw_chars: int | None = None  # the reply's full length when ``raw`` was cut to the storage cap
+    reasoning: str | None = None  # what the server returned beside the reply (not what was split off it)
 
 
 def _response(row: sqlite3.Row) -> CachedResponse:
     return CachedResponse(cache_key=row["cache_key"], raw=row["raw"], usage=from_json(row["usage"], {}),
                           latency_s=row["latency_s"] or 0.0, cost_usd=row["cost_usd"], refused=bool(row["refused"]),
-                          server_model=row["server_model"], system_fingerprint=row["system_fingerprint"])
+                          server_model=row["server_model"], system_fingerprint=row["system_fingerprint"],
+                          raw_chars=row["raw_chars"], reasoning=row["reasoning"])
 
 
 def cached(store: Database, keys: Sequence[str]) -> dict[str, CachedResponse]:
@@ -74,7 +80,9 @@ def put(tx: sqlite3.Connection, response: CachedResponse, *, backend: str, model
     """Cache a response inside the caller's transaction; an existing key is kept as it is."""
     tx.execute(
         "INSERT OR IGNORE INTO responses (cache_key, backend, model, raw, usage, latency_s, cost_usd, refused, "
-        "created_at, server_model, system_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "created_at, server_model, system_fingerprint, raw_chars, reasoning) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (response.cache_key, backend, model, response.raw, to_json(response.usage), response.latency_s,
-         response.cost_usd, int(response.refused), now(), response.server_model, response.system_fingerprint),
+         response.cost_usd, int(response.refused), now(), response.server_model, response.system_fingerprint,
+         response.raw_chars, response.reasoning),
     )

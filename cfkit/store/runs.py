@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS runs (
     versions        TEXT NOT NULL DEFAULT '{}',    -- JSON: cfkit's and the key libraries' versions
     protocol        TEXT,                          -- the preset the settings came from (default, paper)
     selection       TEXT NOT NULL DEFAULT '{}',    -- JSON: --limit, --cases, --accepted-only, --reviewed-only
-    error           TEXT                           -- why the run stopped with a failure
+    error           TEXT,                          -- why the run stopped with a failure
+    inputs_manifest TEXT                           -- JSON: the input files' sizes and mtimes, once complete
 );
 
 CREATE TABLE IF NOT EXISTS replies (
@@ -68,6 +69,9 @@ CREATE TABLE IF NOT EXISTS replies (
     image_sha256 TEXT,                             -- SHA-256 of the one image file the question shows
     server_model TEXT,                             -- the model id the server said answered
     system_fingerprint TEXT,                       -- the server's build fingerprint, when it gives one
+    raw_chars   INTEGER,                           -- the reply's full length when raw was cut to the storage cap
+    reasoning   TEXT,                              -- reasoning split off the reply or returned beside it; never graded
+    parser      TEXT,                              -- cfkit.parse.PARSER_VERSION of the reading (NULL: not parsed)
     PRIMARY KEY (run_id, case_id, pair_id, condition)
 );
 """
@@ -80,6 +84,9 @@ MIGRATIONS: dict[int, list[str]] = {
             "selection TEXT NOT NULL DEFAULT '{}'", "error TEXT")),
         *(f"ALTER TABLE replies ADD COLUMN {column}" for column in (
             "edit_id INTEGER", "image_sha256 TEXT", "server_model TEXT", "system_fingerprint TEXT"))],
+    5: [*(f"ALTER TABLE replies ADD COLUMN {column}" for column in ("raw_chars INTEGER", "reasoning TEXT",
+                                                                   "parser TEXT")),
+        "ALTER TABLE runs ADD COLUMN inputs_manifest TEXT"],
 }
 
 #: A reply's place in its run: (case id, pair id or '', condition).
@@ -152,6 +159,9 @@ class ReplyRecord:
     image_sha256: str | None = None
     server_model: str | None = None
     system_fingerprint: str | None = None
+    raw_chars: int | None = None  # the reply's full length when ``raw`` was cut to the storage cap
+    reasoning: str | None = None  # never graded
+    parser: str | None = None  # the parser version of the reading; None for known answers and older stores
 
     @property
     def key(self) -> ReplyKey:
@@ -168,6 +178,8 @@ class ReplyFields:
     reason: str | None
     confidence: str | None
     detail: str | None
+    reasoning: str | None = None  # split off the reply or returned beside it; never graded
+    parser: str | None = None  # cfkit.parse.PARSER_VERSION when the parser read it
 
 
 @dataclass(frozen=True)
@@ -239,20 +251,21 @@ def open_run(store: Database, run_id: str, *, model: str, suite: str, options: d
 
 
 def finish_run(store: Database, run_id: str, *, status: str, n_done: int, n_errors: int,
-               notes: dict[str, Any], inputs_sha256: str | None = None, error: str | None = None) -> None:
+               notes: dict[str, Any], inputs_sha256: str | None = None, error: str | None = None,
+               inputs_manifest: dict[str, Any] | None = None) -> None:
     """Record how an invocation of the run ended; the cost is summed from the replies that carry one.
 
-    ``inputs_sha256`` is kept only on a run that ended complete; ``error`` says
-    why a failed run stopped.
+    ``inputs_sha256`` and ``inputs_manifest`` are kept only on a run that ended
+    complete; ``error`` says why a failed run stopped.
     """
     with store.transaction() as tx:
         total = tx.execute("SELECT SUM(cost_usd), COUNT(cost_usd) FROM replies WHERE run_id = ?", (run_id,)).fetchone()
         # Replies stored without prices keep the cost recorded before.
         cost_sql = "?" if total[1] else "cost_usd"
         params = (status, now(), n_done, n_errors, *((total[0],) if total[1] else ()), to_json(notes),
-                  inputs_sha256, error, run_id)
+                  inputs_sha256, error, to_json(inputs_manifest) if inputs_manifest else None, run_id)
         tx.execute(f"UPDATE runs SET status = ?, finished_at = ?, n_done = ?, n_errors = ?, cost_usd = {cost_sql}, "
-                   "notes = ?, inputs_sha256 = ?, error = ? WHERE id = ?", params)
+                   "notes = ?, inputs_sha256 = ?, error = ?, inputs_manifest = ? WHERE id = ?", params)
 
 
 def delete_run(store: Database, run_id: str) -> int:
@@ -269,6 +282,20 @@ def finished_run(store: Database, suite: str, settings_sha256: str, inputs_sha25
                        "ORDER BY started_at DESC, rowid DESC", (suite, settings_sha256, inputs_sha256))
     found = [_run(r) for r in rows]
     return next((r for r in found if r.complete), None)
+
+
+def complete_with_manifest(store: Database, suite: str, settings_sha256: str,
+                           limit: int = 5) -> list[tuple[RunRecord, dict[str, Any]]]:
+    """The newest complete runs of ``suite`` with these settings that recorded an inputs manifest."""
+    rows = store.query("SELECT * FROM runs WHERE suite = ? AND settings_sha256 = ? AND inputs_manifest IS NOT NULL "
+                       "ORDER BY started_at DESC, rowid DESC LIMIT ?", (suite, settings_sha256, limit))
+    return [(run, from_json(row["inputs_manifest"], {})) for row in rows if (run := _run(row)).complete]
+
+
+def record_manifest(store: Database, run_id: str, manifest: dict[str, Any]) -> None:
+    """Replace a complete run's inputs manifest (its inputs were found unchanged by content, with new mtimes)."""
+    with store.transaction() as tx:
+        tx.execute("UPDATE runs SET inputs_manifest = ? WHERE id = ?", (to_json(manifest), run_id))
 
 
 def get_run(store: Database, run_id: str) -> RunRecord | None:
@@ -309,20 +336,51 @@ def latest_run_ids(store: Database) -> list[str]:
 # ── replies ────────────────────────────────────────────────────────────────
 
 
+_REPLY_COLUMNS = ("run_id", "case_id", "pair_id", "condition", "cache_key", "answer", "parse", "error", "reason",
+                  "confidence", "raw", "detail", "created_at", "cost_usd", "edit_id", "image_sha256", "server_model",
+                  "system_fingerprint", "raw_chars", "reasoning", "parser")
+_WRITE_REPLY = (f"INSERT OR REPLACE INTO replies ({', '.join(_REPLY_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(_REPLY_COLUMNS))})")
+
+
 def write_reply(tx: sqlite3.Connection, run_id: str, key: ReplyKey, *, cache_key: str | None, raw: str | None,
                 fields: ReplyFields, cost_usd: float | None = None,
-                provenance: ReplyProvenance = ReplyProvenance()) -> None:
-    """Store (or replace) one reply of a run inside the caller's transaction."""
+                provenance: ReplyProvenance = ReplyProvenance(), raw_chars: int | None = None) -> None:
+    """Store (or replace) one reply of a run inside the caller's transaction.
+
+    ``raw_chars`` is the reply's full length when ``raw`` was cut to the storage cap.
+    """
     case_id, pair_id, condition = key
     p = provenance
-    tx.execute(
-        "INSERT OR REPLACE INTO replies (run_id, case_id, pair_id, condition, cache_key, answer, parse, error, "
-        "reason, confidence, raw, detail, created_at, cost_usd, edit_id, image_sha256, server_model, "
-        "system_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (run_id, case_id, pair_id, condition, cache_key, fields.answer, fields.parse, fields.error, fields.reason,
-         fields.confidence, raw, fields.detail, now(), cost_usd, p.edit_id, p.image_sha256, p.server_model,
-         p.system_fingerprint),
-    )
+    tx.execute(_WRITE_REPLY, (run_id, case_id, pair_id, condition, cache_key, fields.answer, fields.parse,
+                              fields.error, fields.reason, fields.confidence, raw, fields.detail, now(), cost_usd,
+                              p.edit_id, p.image_sha256, p.server_model, p.system_fingerprint, raw_chars,
+                              fields.reasoning, fields.parser))
+
+
+def reread_reply(tx: sqlite3.Connection, run_id: str, key: ReplyKey, fields: ReplyFields) -> None:
+    """Replace the reading of one stored reply (answer, rule, error, reason, confidence, detail, reasoning,
+    parser version); its raw text and provenance stay."""
+    case_id, pair_id, condition = key
+    tx.execute("UPDATE replies SET answer = ?, parse = ?, error = ?, reason = ?, confidence = ?, detail = ?, "
+               "reasoning = ?, parser = ? WHERE run_id = ? AND case_id = ? AND pair_id = ? AND condition = ?",
+               (fields.answer, fields.parse, fields.error, fields.reason, fields.confidence, fields.detail,
+                fields.reasoning, fields.parser, run_id, case_id, pair_id, condition))
+
+
+def answered(tx: sqlite3.Connection, run_id: str, wanted: dict[ReplyKey, str]) -> set[ReplyKey]:
+    """Which of ``wanted`` (key -> the cache key its reply must have) have a stored reply made from that very
+    request that is not a transport failure. Read inside the caller's transaction."""
+    found: set[ReplyKey] = set()
+    keys = list(wanted)
+    for start in range(0, len(keys), 300):
+        chunk = keys[start:start + 300]
+        where = " OR ".join(["(case_id = ? AND pair_id = ? AND condition = ?)"] * len(chunk))
+        rows = tx.execute(f"SELECT case_id, pair_id, condition, cache_key FROM replies WHERE run_id = ? "
+                          f"AND error IS NOT 'transport' AND ({where})",
+                          (run_id, *(part for k in chunk for part in k))).fetchall()
+        found.update((c, p, k) for c, p, k, cache_key in rows if cache_key == wanted[(c, p, k)])
+    return found
 
 
 def replies(store: Database, run_id: str) -> list[ReplyRecord]:

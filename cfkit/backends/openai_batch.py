@@ -1,0 +1,161 @@
+"""The OpenAI Batch API, for ``cfkit probe run --batch`` and ``cfkit probe collect``: files and batches.
+
+The wire format is OpenAI's documented one, on the same server, key and
+endpoint policy as the Chat Completions backend (:mod:`cfkit.endpoints`):
+
+- ``POST /files`` (``multipart/form-data``: ``purpose=batch`` and ``file``, a
+  JSONL file with one request a line: ``{"custom_id", "method": "POST", "url":
+  "/v1/chat/completions", "body": {…}}``; at most 50,000 lines and 200 MB)
+  answers a file object (``id``);
+- ``POST /batches`` (``input_file_id``, ``endpoint``, ``completion_window``
+  ``"24h"``, ``metadata``) answers a batch object;
+- ``GET /batches/{id}`` answers it again: ``status`` (``validating``,
+  ``in_progress``, ``finalizing``, ``completed``, or ``failed``, ``expired``,
+  ``cancelling``, ``cancelled``), ``output_file_id``, ``error_file_id``,
+  ``request_counts`` and ``errors``;
+- ``GET /files/{id}/content`` answers the output or error file: one line a
+  request, ``{"id", "custom_id", "response": {"status_code", "request_id",
+  "body"}, "error": {"code", "message"} | null}``.
+
+Each call is retried (a connection error, a timeout, 429, 5xx) up to
+:data:`ATTEMPTS` times, honouring ``Retry-After``; 401/403 means the key
+(:class:`BackendUnavailable`), anything else that fails is a
+:class:`TransportError` (nothing is lost: the batch ids are in the store and
+``cfkit probe collect`` can be run again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cfkit.backends.http import Exchange, JSONClient, error_text, retry_after_seconds
+from cfkit.errors import BackendUnavailable, TransportError
+
+#: Statuses after which a batch changes no more.
+FINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+#: The documented limits of one batch input file.
+MAX_LINES = 50_000
+MAX_FILE_BYTES = 200 * 1024 * 1024
+#: The endpoint every line of a cfkit batch asks.
+ENDPOINT = "/v1/chat/completions"
+#: Attempts per call, and the largest output file read (bytes).
+ATTEMPTS = 4
+MAX_OUTPUT_BYTES = 2 * 1024 ** 3
+#: Seconds an upload or a download of a whole file may take.
+FILE_DEADLINE_S = 3600.0
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """A batch as the server describes it."""
+
+    id: str
+    status: str
+    input_file_id: str | None = None
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)  # total, completed, failed
+    errors: tuple[str, ...] = ()  # why the batch itself failed (validation errors), in the server's words
+
+    @property
+    def final(self) -> bool:
+        return self.status in FINAL
+
+
+def _info(data: Any, endpoint: str) -> BatchInfo:
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not isinstance(data.get("status"), str):
+        raise TransportError(f"{endpoint} answered a batch request with something that is not a batch object.")
+    counts = data.get("request_counts") if isinstance(data.get("request_counts"), dict) else {}
+    errors = data.get("errors") if isinstance(data.get("errors"), dict) else {}
+    messages = tuple(f"{e.get('code') or 'error'}: {e.get('message') or ''}".strip()
+                     + (f" (line {e['line']})" if e.get("line") is not None else "")
+                     for e in errors.get("data") or () if isinstance(e, dict))
+    return BatchInfo(id=data["id"], status=data["status"], input_file_id=data.get("input_file_id"),
+                     output_file_id=data.get("output_file_id"), error_file_id=data.get("error_file_id"),
+                     counts={k: int(v) for k, v in counts.items() if isinstance(v, int)}, errors=messages)
+
+
+class BatchAPI:
+    """The files and batches endpoints of one server, through the backend's pooled client."""
+
+    def __init__(self, client: JSONClient, endpoint: str):
+        self.client = client
+        self.endpoint = endpoint  # as shown to people (credentials redacted)
+
+    async def _call(self, what: str, method: str, path: str, prepare: Callable[[], tuple[Any, dict]] | None = None,
+                    **options: Any) -> Exchange:
+        """One call, retried while retrying can help; raises for an answer that is not a success.
+
+        ``prepare`` makes the body and its headers afresh for each attempt (an upload streams its file once).
+        """
+        last = ""
+        extra = options.pop("headers", {})
+        for attempt in range(ATTEMPTS):
+            body, headers = prepare() if prepare is not None else (None, {})
+            exchange = await self.client.request(method, path, body, headers=headers | extra, **options)
+            if exchange.failure is None and 200 <= exchange.status < 300:
+                return exchange
+            if exchange.failure is not None:
+                last = f"{exchange.failure}: {exchange.detail}"
+                if not exchange.retriable:
+                    break
+                wait = 2.0 ** attempt
+            else:
+                message = error_text(exchange.body)[1]
+                if exchange.status in (401, 403):
+                    raise BackendUnavailable(f"openai batch: {self.endpoint} refused the key (HTTP {exchange.status}: "
+                                             f"{message}). Check the key, or --api-key-env.")
+                last = f"HTTP {exchange.status}: {message}"
+                if not (exchange.status in (408, 409, 429) or exchange.status >= 500):
+                    break
+                wait = retry_after_seconds(exchange.headers) or 2.0 ** attempt
+            if attempt + 1 < ATTEMPTS:
+                await asyncio.sleep(min(wait, 60.0))
+        raise TransportError(f"{what} at {self.endpoint} failed ({last}).")
+
+    async def upload(self, path: Path) -> str:
+        """Upload a batch input file (streamed from disk); returns its file id."""
+        import aiohttp
+        import orjson
+
+        def form() -> tuple[Any, dict]:
+            writer = aiohttp.MultipartWriter("form-data")
+            writer.append("batch").set_content_disposition("form-data", name="purpose")
+            writer.append(path.open("rb")).set_content_disposition("form-data", name="file", filename=path.name)
+            return writer, {"Content-Type": writer.headers["Content-Type"]}
+
+        exchange = await self._call(f"uploading {path.name}", "POST", "/files", form, deadline=FILE_DEADLINE_S)
+        data = orjson.loads(exchange.body)
+        if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+            raise TransportError(f"{self.endpoint} answered the upload of {path.name} without a file id.")
+        return data["id"]
+
+    async def create(self, file_id: str, *, metadata: dict[str, str]) -> BatchInfo:
+        """Start a batch over an uploaded file, to be done within 24 hours."""
+        import orjson
+
+        data = orjson.dumps({"input_file_id": file_id, "endpoint": ENDPOINT, "completion_window": "24h",
+                             "metadata": metadata})
+        exchange = await self._call("creating a batch", "POST", "/batches", lambda: (data, {}))
+        return _info(orjson.loads(exchange.body), self.endpoint)
+
+    async def get(self, batch_id: str) -> BatchInfo:
+        """Where a batch stands now."""
+        import orjson
+
+        exchange = await self._call(f"asking about batch {batch_id}", "GET", f"/batches/{batch_id}")
+        return _info(orjson.loads(exchange.body), self.endpoint)
+
+    async def content(self, file_id: str) -> bytes:
+        """A file's bytes (a batch's output or error file)."""
+        exchange = await self._call(f"downloading file {file_id}", "GET", f"/files/{file_id}/content",
+                                    headers={"Accept": "application/jsonl, application/octet-stream"},
+                                    max_bytes=MAX_OUTPUT_BYTES, deadline=FILE_DEADLINE_S)
+        return exchange.body
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

@@ -1,0 +1,60 @@
+"""What ``cfkit probe run --batch`` and ``cfkit probe collect`` print."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from cfkit.cli.console import out, print_json, status
+
+
+def render_submission(submission, as_json: bool) -> None:
+    """The run id on stdout, then what was submitted and the command that collects it."""
+    if submission.finished is not None:  # nothing was missing
+        summary = submission.finished
+        if as_json:
+            print_json({"run_id": summary.run_id, "status": summary.status, "submitted": 0, "batches": []})
+        else:
+            out.print(summary.run_id)
+            status(f"{summary.status}: every one of {summary.total} requests already has a reply; nothing to send.")
+        return
+    if as_json:
+        print_json(asdict(submission) | {"status": "waiting" if submission.batch_ids else "done"})
+        return
+    out.print(submission.run_id)
+    if not submission.batch_ids:
+        status(f"done: {submission.total} requests; {submission.kept} already stored, {submission.from_cache} "
+               "from cache; nothing left to send.")
+        return
+    status(f"waiting: {submission.total} requests; {submission.kept} already stored, {submission.from_cache} from "
+           f"cache, {submission.submitted} sent in {len(submission.batch_ids)} batch(es) "
+           f"({', '.join(submission.batch_ids)}), answered within 24 hours at batch prices. Collect the results "
+           f"with: cfkit probe collect {submission.run_id}")
+
+
+def collection_line(result, *, final: bool = False) -> str:
+    """One line: what was stored, what is still running, what is missing."""
+    parts = [f"{result.stored} results stored now" + (f" ({result.failed} not answered by the batch)"
+                                                       if result.failed else "")]
+    if result.waiting:
+        states = ", ".join(f"{b.id} {b.status}" + (f" {b.counts.get('completed', 0)}/{b.counts.get('total', '?')}"
+                                                   if b.counts else "") for b in result.waiting)
+        parts.append(f"{len(result.waiting)} batch(es) still running ({states})")
+    elif result.missing:
+        parts.append(f"{result.missing} planned requests have no reply (run the same 'cfkit probe run' again to "
+                     "send them)")
+    line = f"run {result.run_id}: " + "; ".join(parts)
+    if final and result.waiting:
+        line += f". Run 'cfkit probe collect {result.run_id}' again later, or add --wait."
+    return line + ("" if line.endswith(".") else ".")
+
+
+def render_collection(result, as_json: bool) -> None:
+    if as_json:
+        print_json(asdict(result) | {"waiting": [b.id for b in result.waiting]})
+        return
+    out.print(result.run_id)
+    cost = "" if result.cost_usd is None else f", ${result.cost_usd:.4f} at batch prices"
+    status(f"{result.status}: {collection_line(result)[len(f'run {result.run_id}: '):].rstrip('.')}{cost}.")
+    for batch in result.batches:
+        if batch.errors:
+            status(f"batch {batch.id} {batch.status}: {'; '.join(batch.errors)}")

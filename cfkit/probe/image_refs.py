@@ -1,0 +1,288 @@
+"""The images a planned request sends, held by reference: paths and digests, read only when sent.
+
+A plan of 12,000 requests must not hold 12,000 images' bytes. Each image of
+a planned request is an :class:`ImageRef`: what it is made from (one file, or
+two files drawn as one labelled sheet for a backend that takes one image),
+the MIME type and SHA-256 of the bytes the model will receive (what the cache
+key covers) and its size in pixels (what the cost estimate needs). The bytes
+are produced by :meth:`ImageRef.load` when the request is sent; the runner
+shares one load between requests in flight that send the same image.
+
+:class:`Digests` finds what each file holds. A file whose path, size and
+modification time match a row of the store's digest table
+(:mod:`cfkit.store.digests`) is not read at all; any other file is read and
+hashed once (its type and size read from its header on the way), in worker
+threads (hashing and reading release the interpreter lock), and remembered.
+A row written less than :data:`RACY_S` after the file's own mtime is not
+trusted (a rewrite within one tick of the filesystem clock keeps the mtime);
+it is checked again, then trusted. A file that changed between planning and
+sending (its size or mtime moved) is refused when it is loaded, rather than
+sent under another image's cache key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+from cfkit.backends import ProbeRequest
+from cfkit.errors import ImageError
+from cfkit.images import SENDABLE_MIME, ImageData, decode_image, png_bytes, side_by_side
+from cfkit.store import Store, digests as digest_table
+from cfkit.store.digests import FileDigest
+
+#: A digest written within this many seconds of the file's mtime is checked again before it is trusted
+#: (filesystems with whole-second timestamps get a whole second more).
+RACY_S = 0.05
+#: Threads reading and hashing files not yet known.
+HASH_THREADS = min(4, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class FileState:
+    """A file as it was when planned: where, how large, when last modified."""
+
+    path: Path
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """One image of a request by reference (see the module docstring).
+
+    ``kind``: ``file`` (the file's exact bytes), ``png`` (a file of another
+    type, re-encoded as PNG) or ``sheet`` (two files side by side with their
+    ``labels``). ``sha256`` and ``mime`` are those of the bytes sent.
+    """
+
+    kind: Literal["file", "png", "sheet"]
+    files: tuple[FileState, ...]
+    mime: str
+    sha256: str
+    width: int
+    height: int
+    labels: tuple[str, ...] = ()
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height) in pixels, as the model receives it."""
+        return (self.width, self.height)
+
+    @property
+    def data(self) -> bytes:
+        """The bytes sent (read now; the runner calls :meth:`load` once per request instead)."""
+        return self.load().data
+
+    def load(self) -> ImageData:
+        """The image as sent: read from its files now; refused when a file changed since planning."""
+        if self.kind == "file":
+            data = _read_unchanged(self.files[0])
+            return ImageData(data, self.mime)
+        if self.kind == "png":
+            data = png_bytes(decode_image(_read_unchanged(self.files[0]), source=str(self.files[0].path)))
+        else:
+            for state in self.files:
+                _check_unchanged(state)
+            data = side_by_side([s.path for s in self.files], list(self.labels)).data
+        if hashlib.sha256(data).hexdigest() != self.sha256:  # the encoder made other bytes than when planned
+            raise ImageError(f"image {self.files[0].path}: its re-encoded form differs from the one planned; "
+                             "run the command again.")
+        return ImageData(data, self.mime)
+
+
+def _changed(state: FileState) -> ImageError:
+    return ImageError(f"image {state.path} changed after the run was planned (size or modification time); "
+                      "run the command again to send the new image as a new request.")
+
+
+def _check_unchanged(state: FileState) -> None:
+    try:
+        now = os.stat(state.path)
+    except OSError as exc:
+        raise ImageError(f"image {state.path}: cannot be read any more ({exc.strerror}).") from exc
+    if (now.st_size, now.st_mtime_ns) != (state.size, state.mtime_ns):
+        raise _changed(state)
+
+
+def _read_unchanged(state: FileState) -> bytes:
+    try:
+        with open(state.path, "rb") as fh:
+            now = os.fstat(fh.fileno())
+            if (now.st_size, now.st_mtime_ns) != (state.size, state.mtime_ns):
+                raise _changed(state)
+            return fh.read()
+    except OSError as exc:
+        raise ImageError(f"image {state.path}: cannot be read any more ({exc.strerror}).") from exc
+
+
+def _stat(path: Path) -> os.stat_result:
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        raise ImageError(f"image {path}: not found. Put the file there or fix the path.") from None
+    except OSError as exc:
+        raise ImageError(f"image {path}: cannot be read ({exc.strerror}).") from exc
+
+
+def _trusted(row: FileDigest, st: os.stat_result) -> bool:
+    if (row.size, row.mtime_ns) != (st.st_size, st.st_mtime_ns):
+        return False
+    window = RACY_S + (1.0 if st.st_mtime_ns % 1_000_000_000 == 0 else 0.0)
+    return row.hashed_at_ns - row.mtime_ns >= window * 1e9
+
+
+def _hash_file(path: Path, st: os.stat_result) -> FileDigest:
+    """Read ``path`` once: its SHA-256, its type and size from the header, and what a model receives."""
+    from PIL import Image, UnidentifiedImageError
+
+    started = time.time_ns()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ImageError(f"image {path}: cannot be read ({exc.strerror}).") from exc
+    sha = hashlib.sha256(data).hexdigest()
+    try:
+        with Image.open(io.BytesIO(data)) as header:  # reads the header only
+            mime, (width, height) = header.get_format_mimetype(), header.size
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise ImageError(f"image {path}: not a readable image file (corrupt or unknown format).") from exc
+    sent_sha = sha
+    if mime not in SENDABLE_MIME:
+        image = decode_image(data, source=str(path))
+        mime, sent_sha, (width, height) = "image/png", hashlib.sha256(png_bytes(image)).hexdigest(), image.size
+    # The file's state when it was read; a file rewritten while it was read is caught at the next stat.
+    return FileDigest(path=str(path), size=st.st_size, mtime_ns=st.st_mtime_ns, sha256=sha, mime=mime,
+                      sent_sha256=sent_sha, width=width, height=height, hashed_at_ns=started)
+
+
+class Digests:
+    """What each image file holds, for one planning pass (see the module docstring).
+
+    ``store`` may be None (a dry run in a workspace without a store): then
+    nothing is remembered across runs; with ``remember`` False the store is
+    read but not written. Call :meth:`save` once planning is done.
+    """
+
+    def __init__(self, store: Store | None, *, remember: bool = True):
+        self.store = store
+        self.remember = remember  # False for a dry run, which writes nothing
+        self._files: dict[Path, tuple[FileDigest, FileState]] = {}
+        self._new: list[FileDigest] = []
+        self._sheets: dict[tuple[tuple[Path, ...], tuple[str, ...]], ImageRef] = {}
+        self.hashed = 0  # files read and hashed in this pass
+
+    def prefetch(self, paths: list[Path]) -> None:
+        """Find the digests of ``paths`` at once: known rows in one query, the other files hashed in threads."""
+        wanted = list(dict.fromkeys(p for p in paths if p not in self._files))
+        if not wanted:
+            return
+        states = {p: _stat(p) for p in wanted}
+        rows = digest_table.known(self.store, [str(p) for p in wanted]) if self.store is not None else {}
+        missing = []
+        for path, st in states.items():
+            row = rows.get(str(path))
+            if row is not None and _trusted(row, st):
+                self._files[path] = (row, FileState(path, st.st_size, st.st_mtime_ns))
+            else:
+                missing.append(path)
+        if not missing:
+            return
+        if len(missing) == 1 or HASH_THREADS == 1:
+            found = [_hash_file(p, states[p]) for p in missing]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(HASH_THREADS) as pool:
+                found = list(pool.map(lambda p: _hash_file(p, states[p]), missing))
+        for path, digest in zip(missing, found):
+            self._files[path] = (digest, FileState(path, digest.size, digest.mtime_ns))
+        self._new.extend(found)
+        self.hashed += len(found)
+
+    def file(self, path: Path) -> FileDigest:
+        """The digest of one file (read and hashed now when it is not known)."""
+        if path not in self._files:
+            self.prefetch([path])
+        return self._files[path][0]
+
+    def sha256(self, path: Path) -> str:
+        """The SHA-256 of the file's bytes."""
+        return self.file(path).sha256
+
+    def refs(self, paths: list[Path], *, as_sheet: bool) -> tuple[ImageRef, ...]:
+        """The images a request sends for ``paths``: each file, or (``as_sheet``) two files as one sheet."""
+        if as_sheet and len(paths) > 1:
+            labels = tuple(["First image", "Second image"][: len(paths)])
+            return (self._sheet(tuple(paths), labels),)
+        refs = []
+        for path in paths:
+            digest = self.file(path)
+            state = self._files[path][1]
+            kind = "file" if digest.sent_sha256 == digest.sha256 else "png"
+            refs.append(ImageRef(kind, (state,), digest.mime, digest.sent_sha256, digest.width, digest.height))
+        return tuple(refs)
+
+    def _sheet(self, paths: tuple[Path, ...], labels: tuple[str, ...]) -> ImageRef:
+        """A sheet is drawn once here for its digest and size, and drawn again when sent."""
+        if (paths, labels) not in self._sheets:
+            self.prefetch(list(paths))
+            data = side_by_side(list(paths), list(labels)).data
+            from PIL import Image
+
+            with Image.open(io.BytesIO(data)) as header:
+                width, height = header.size
+            self._sheets[(paths, labels)] = ImageRef(
+                "sheet", tuple(self._files[p][1] for p in paths), "image/png", hashlib.sha256(data).hexdigest(),
+                width, height, labels)
+        return self._sheets[(paths, labels)]
+
+    def save(self) -> None:
+        """Remember the digests found in this pass (one transaction), so the next run reads no file again."""
+        if self.store is not None and self.remember and self._new:
+            digest_table.remember(self.store, self._new)
+        self._new = []
+
+
+class SendingImages:
+    """The images of the requests being sent, each loaded once while requests that send it are in flight."""
+
+    def __init__(self) -> None:
+        self._held: dict[ImageRef, list] = {}  # ref -> [ImageData, requests holding it]
+
+    def acquire(self, request: ProbeRequest) -> ProbeRequest:
+        """``request`` with its images as bytes (read now, or shared with a request in flight)."""
+        if not any(isinstance(image, ImageRef) for image in request.images):
+            return request
+        loaded = []
+        try:
+            for image in request.images:
+                if not isinstance(image, ImageRef):
+                    loaded.append(image)
+                    continue
+                held = self._held.get(image)
+                if held is None:
+                    held = self._held[image] = [image.load(), 0]
+                held[1] += 1
+                loaded.append(held[0])
+        except BaseException:
+            self._release(request.images[: len(loaded)])
+            raise
+        return replace(request, images=tuple(loaded))
+
+    def release(self, request: ProbeRequest) -> None:
+        """The request is answered: drop the images no other request in flight holds."""
+        self._release(request.images)
+
+    def _release(self, images) -> None:
+        for image in images:
+            held = self._held.get(image) if isinstance(image, ImageRef) else None
+            if held is not None:
+                held[1] -= 1
+                if held[1] <= 0:
+                    del self._held[image]

@@ -1,0 +1,79 @@
+"""Adaptive concurrency: how many requests a run keeps in flight, as the server allows.
+
+A run starts at ``--concurrency``. When the server says it is overloaded (HTTP
+429 or 503; the backend reports it through its ``on_overload`` hook before it
+retries), the level is halved — at most once per :data:`COOLDOWN_S`, so one
+burst of refusals counts once — and no new request starts before the
+``Retry-After`` the server named. Each run of successes as long as the
+current level raises it by one, back up to ``--concurrency`` (additive
+increase, multiplicative decrease, as TCP does). The level is shown in the
+progress bar and recorded in the run's notes when it ever dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+#: Seconds after a decrease during which further overload signals do not decrease again.
+COOLDOWN_S = 1.0
+#: The longest pause honoured for one Retry-After (longer ones are the backend's to give up on).
+MAX_PAUSE_S = 120.0
+
+
+class Pacer:
+    """The number of requests allowed in flight, between 1 and ``limit`` (see the module docstring)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.level = limit
+        self.lowest = limit  # the lowest level reached, for the run's record
+        self.overloads = 0  # overload signals received
+        self.in_flight = 0
+        self._successes = 0
+        self._decreased_at = float("-inf")
+        self._paused_until = 0.0
+        self._changed = asyncio.Condition()
+
+    async def acquire(self) -> None:
+        """Wait for a free slot under the current level and past any pause the server asked for."""
+        async with self._changed:
+            while True:
+                pause = self._paused_until - time.monotonic()
+                if pause > 0:
+                    try:
+                        await asyncio.wait_for(self._changed.wait(), pause)
+                    except TimeoutError:
+                        pass
+                    continue
+                if self.in_flight < self.level:
+                    self.in_flight += 1
+                    return
+                await self._changed.wait()
+
+    async def release(self, *, ok: bool) -> None:
+        """A request ended; ``ok`` when it was answered without an overload signal."""
+        async with self._changed:
+            self.in_flight -= 1
+            if ok:
+                self._successes += 1
+                if self._successes >= self.level and self.level < self.limit:
+                    self.level += 1
+                    self._successes = 0
+            self._changed.notify_all()
+
+    def overloaded(self, retry_after: float | None = None) -> None:
+        """The server refused a request as overloaded, asking (maybe) to wait ``retry_after`` seconds.
+
+        Called from the backend (inside the event loop, without awaiting);
+        the waiting workers see the change at their next wake-up.
+        """
+        at = time.monotonic()
+        self.overloads += 1
+        if retry_after:
+            self._paused_until = max(self._paused_until, at + min(retry_after, MAX_PAUSE_S))
+        if at - self._decreased_at >= COOLDOWN_S:
+            self.level = max(1, self.level // 2)
+            self.lowest = min(self.lowest, self.level)
+            self._decreased_at = at
+            self._successes = 0

@@ -1,0 +1,145 @@
+"""Storing replies: each reply read once, and written with others in small transactions.
+
+One SQLite commit per reply was a few percent of a fast run; a
+:class:`Recorder` keeps the replies that arrived and commits them together
+every :data:`BATCH_REPLIES` replies or :data:`BATCH_S` seconds, whichever comes
+first (and when the run ends, fails or is interrupted). A crash or ``kill -9``
+loses at most the replies of the batch not yet committed; they are sent again
+on the next run. Each commit stores the replies, their cached responses and
+gives up their leases (:mod:`cfkit.probe.sharing`; a transport failure's is
+kept, marked failed) at once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from cfkit.backends import Backend, Reply
+from cfkit.cases import Case
+from cfkit.parse import PARSER_VERSION, parse_answer
+from cfkit.probe.plan import ProbeItem
+from cfkit.store import Store, leases, responses, runs
+from cfkit.store.responses import CachedResponse
+from cfkit.store.runs import ReplyFields, ReplyProvenance
+
+#: Replies committed together at most …
+BATCH_REPLIES = 64
+#: … and the longest a reply waits for its commit (seconds).
+BATCH_S = 0.1
+
+
+def read_reply(reply: Reply, case: Case) -> ReplyFields:
+    """The stored reading of a reply: answer, parse rule, error, reason, confidence, detail, reasoning, parser.
+
+    A known answer (replay, baselines) is stored as the backend gave it; one
+    without an answer keeps its reason as the detail too, so 'cfkit runs show'
+    says why. Any other reply is read by :func:`cfkit.parse.parse_answer`, with
+    the reasoning the server returned beside it; the reading records
+    :data:`cfkit.parse.PARSER_VERSION`.
+    """
+    if reply.known is not None:
+        k = reply.known
+        detail = k.reason if k.answer is None and k.error is not None else None
+        return ReplyFields(answer=k.answer, parse=k.parse, error=k.error, reason=k.reason, confidence=k.confidence,
+                           detail=detail, reasoning=reply.reasoning)
+    if reply.refused:
+        return ReplyFields(answer=None, parse=None, error="refused", reason=reply.raw, confidence=None,
+                           detail="the model declined to answer", reasoning=reply.reasoning)
+    parsed = parse_answer(reply.raw, case.options, reasoning=reply.reasoning)
+    return ReplyFields(answer=parsed.answer, parse=parsed.rule, error=parsed.error, reason=parsed.reason,
+                       confidence=parsed.confidence, detail=parsed.detail or None, reasoning=parsed.reasoning,
+                       parser=PARSER_VERSION)
+
+
+def cached_reply(hit: CachedResponse) -> Reply:
+    """A cached response as the reply it was."""
+    return Reply(raw=hit.raw, usage=hit.usage, latency_s=hit.latency_s, cost_usd=hit.cost_usd, refused=hit.refused,
+                 server_model=hit.server_model, system_fingerprint=hit.system_fingerprint, raw_chars=hit.raw_chars,
+                 reasoning=hit.reasoning)
+
+
+def provenance(item: ProbeItem, reply: Reply | None) -> ReplyProvenance:
+    """What a reply was about (the edit and image shown) and who gave it (the server's model id and build)."""
+    return ReplyProvenance(
+        edit_id=item.edit_id,
+        image_sha256=item.image_sha256,
+        server_model=reply.server_model if reply is not None else None,
+        system_fingerprint=reply.system_fingerprint if reply is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class _Pending:
+    item: ProbeItem
+    cache_key: str
+    reply: Reply | None  # None: a transport failure
+    fields: ReplyFields
+    cache: bool  # also store the response in the cache
+
+
+class Recorder:
+    """Writes a run's replies in small transactions (see the module docstring).
+
+    ``cache_as`` is the backend whose fresh responses go to the response cache
+    (None for backends whose replies are not cached); ``lease_owner`` the
+    owner whose leases each stored reply gives up.
+    """
+
+    def __init__(self, store: Store, run_id: str, *, cache_as: Backend | None, lease_owner: str | None = None,
+                 batch: int = BATCH_REPLIES, seconds: float = BATCH_S):
+        self.store = store
+        self.run_id = run_id
+        self.cache_as = cache_as
+        self.lease_owner = lease_owner
+        self.batch = batch
+        self.seconds = seconds
+        self._pending: list[_Pending] = []
+        self._oldest = 0.0
+        self.commits = 0
+
+    def reply(self, item: ProbeItem, cache_key: str, reply: Reply, *, fresh: bool = True) -> ReplyFields:
+        """Read ``reply`` and queue it; ``fresh`` when it came from the model (not from the cache)."""
+        fields = read_reply(reply, item.case)
+        self._add(_Pending(item, cache_key, reply, fields, fresh and self.cache_as is not None))
+        return fields
+
+    def transport(self, item: ProbeItem, cache_key: str, message: str) -> None:
+        """Queue a transport failure (no reply; retried on the next run) with what the server said."""
+        fields = ReplyFields(answer=None, parse=None, error="transport", reason=None, confidence=None, detail=message)
+        self._add(_Pending(item, cache_key, None, fields, False))
+
+    def _add(self, pending: _Pending) -> None:
+        if not self._pending:
+            self._oldest = time.monotonic()
+        self._pending.append(pending)
+        if len(self._pending) >= self.batch:
+            self.flush()
+
+    def due(self) -> bool:
+        """Whether the oldest queued reply has waited :data:`BATCH_S`."""
+        return bool(self._pending) and time.monotonic() - self._oldest >= self.seconds
+
+    def flush(self) -> None:
+        """Commit every queued reply in one transaction (with their cached responses and lease releases)."""
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        with self.store.transaction() as tx:
+            for p in batch:
+                reply = p.reply
+                if p.cache and reply is not None:
+                    responses.put(tx, CachedResponse(
+                        cache_key=p.cache_key, raw=reply.raw, usage=reply.usage, latency_s=reply.latency_s,
+                        cost_usd=reply.cost_usd, refused=reply.refused, server_model=reply.server_model,
+                        system_fingerprint=reply.system_fingerprint, raw_chars=reply.raw_chars,
+                        reasoning=reply.reasoning), backend=self.cache_as.kind, model=self.cache_as.model)
+                runs.write_reply(tx, self.run_id, p.item.key, cache_key=p.cache_key,
+                                 raw=reply.raw if reply is not None else None, fields=p.fields,
+                                 cost_usd=reply.cost_usd if reply is not None else None,
+                                 provenance=provenance(p.item, reply),
+                                 raw_chars=reply.raw_chars if reply is not None else None)
+            if self.lease_owner is not None:
+                leases.release(tx, self.run_id, [p.item.key for p in batch if p.reply is not None], self.lease_owner)
+                leases.mark_failed(tx, self.run_id, [p.item.key for p in batch if p.reply is None], self.lease_owner)
+        self.commits += 1

@@ -1,0 +1,152 @@
+"""Sending a run's requests: workers under an adaptive limit, images read as sent, replies stored in batches.
+
+:class:`Sender` runs as many workers as ``--concurrency`` allows; each takes
+the next request this process holds the lease of (:mod:`~cfkit.probe.sharing`),
+waits for a slot under the current level (:mod:`~cfkit.probe.pacing`), reads
+its images (:class:`~cfkit.probe.image_refs.SendingImages`: once while
+requests sharing an image are in flight), asks the backend, and queues the
+reply for the next commit (:mod:`~cfkit.probe.recording`). A budget, when
+given (:class:`~cfkit.probe.progress.Budget`), stops sending before it could be passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+from cfkit.backends import Backend, is_async
+from cfkit.errors import ImageError, TransportError
+from cfkit.probe.image_refs import SendingImages
+from cfkit.probe.pacing import Pacer
+from cfkit.probe.plan import ProbeItem
+from cfkit.probe.progress import Budget, RunProgress
+from cfkit.probe.recording import Recorder
+from cfkit.probe.sharing import CLAIM, SharedQueue
+
+
+class Sender:
+    """Sends one run's requests and stores each reply (see the module docstring)."""
+
+    def __init__(self, store, run_id: str, backend: Backend, keys: dict, progress: RunProgress,
+                 on_progress: Callable[[RunProgress], None] | None, budget: Budget | None, recorder: Recorder):
+        self.store = store
+        self.run_id = run_id
+        self.backend = backend
+        self.keys = keys
+        self.progress = progress
+        self.on_progress = on_progress
+        self.budget = budget
+        self.recorder = recorder
+        self.stopped: str | None = None
+        self.notes: set[str] = set()
+        self.pacer: Pacer | None = None
+        self._async = is_async(backend)
+        self._images = SendingImages()
+
+    async def send_all(self, items: list[ProbeItem], concurrency: int) -> None:
+        """Send ``items`` (those of them no other process takes), ``concurrency`` at most at once."""
+        self.pacer = pacer = Pacer(concurrency)
+        self.progress.concurrency = concurrency
+        if hasattr(self.backend, "on_overload"):
+            self.backend.on_overload = pacer.overloaded  # the backend says when the server is overloaded
+        queue = SharedQueue(self.store, self.run_id, items, self.keys, claim=concurrency * CLAIM,
+                            on_elsewhere=self._elsewhere)
+        self.recorder.lease_owner = queue.owner
+        helpers = [asyncio.create_task(queue.keep_alive()), asyncio.create_task(self._commit_when_due())]
+        try:
+            if self.budget is not None:
+                # Learn what one request costs before sending several at once.
+                first = await queue.next()
+                if first is not None:
+                    await self._one(first)
+            workers = [asyncio.create_task(self._worker(queue)) for _ in range(concurrency)]
+            try:
+                await asyncio.gather(*workers)
+            except BaseException:
+                for task in workers:
+                    task.cancel()
+                await asyncio.gather(*workers, return_exceptions=True)
+                raise
+        finally:
+            for task in helpers:
+                task.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            try:
+                self.recorder.flush()
+            finally:
+                with contextlib.suppress(Exception):  # a store that cannot be written has said so already
+                    queue.close()
+                closer = getattr(self.backend, "aclose", None)
+                if closer is not None:
+                    await closer()
+                self.progress.elsewhere = queue.elsewhere
+                if pacer.lowest < pacer.limit:
+                    self.notes.add(f"the server said it was overloaded {pacer.overloads} time(s); requests in "
+                                   f"flight went down to {pacer.lowest} of {pacer.limit} and back up as it recovered")
+
+    def _elsewhere(self, item: ProbeItem) -> None:
+        self.progress.done += 1
+        self.progress.elsewhere += 1
+        if self.on_progress:
+            self.on_progress(self.progress)
+
+    async def _commit_when_due(self) -> None:
+        """Commit queued replies once the oldest has waited long enough, even when no new reply comes."""
+        while True:
+            await asyncio.sleep(self.recorder.seconds / 2)
+            if self.recorder.due():
+                self.recorder.flush()
+
+    async def _worker(self, queue: SharedQueue) -> None:
+        pacer = self.pacer
+        while self.stopped is None:
+            await pacer.acquire()
+            answered = False
+            try:
+                item = await queue.next()
+                if item is None:
+                    return
+                answered = await self._one(item)
+            finally:
+                await pacer.release(ok=answered)
+            self.progress.concurrency = pacer.level
+
+    async def _one(self, item: ProbeItem) -> bool:
+        """Send one request and queue what came back; True when a reply came."""
+        budget = self.budget
+        if budget is not None:
+            if not budget.admit():
+                self.stopped = (f"--max-cost {budget.limit:g} USD would be exceeded (spent {budget.spent:.4f} USD "
+                                "in this invocation); raise it and run again to continue")
+                return False
+            budget.in_flight += 1
+        key = self.keys[item.key]
+        reply = None
+        try:
+            request = self._images.acquire(item.request)
+            try:
+                if self._async:
+                    reply = await self.backend.answer(request)
+                else:
+                    reply = await asyncio.to_thread(self.backend.answer, request)
+            finally:
+                self._images.release(item.request)
+        except (TransportError, ImageError) as exc:  # recorded, and sent again on the next run
+            self.recorder.transport(item, key, str(exc))
+            self.progress.errors += 1
+        finally:
+            if budget is not None:
+                budget.in_flight -= 1
+        self.progress.sent += 1
+        if reply is not None:
+            self.recorder.reply(item, key, reply)
+            self.progress.done += 1
+            self.notes.update(reply.notes)
+            if reply.cost_usd is not None:
+                self.progress.cost_usd += reply.cost_usd
+            if budget is not None:
+                budget.record(reply.cost_usd)
+        if self.on_progress:
+            self.on_progress(self.progress)
+        return reply is not None

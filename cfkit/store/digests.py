@@ -1,0 +1,77 @@
+"""The ``file_digests`` table: what cfkit already knows about an input file, keyed by path, size and mtime.
+
+Its SQL lives here and nowhere else. A probe run needs the SHA-256 of every
+image it sends before it sends anything (the cache keys and the run id cover
+them); reading and hashing every image again on each run is most of what a
+fully cached rerun would cost. A file whose path, size and modification time
+(in nanoseconds) match a row is taken to have that row's content; the caller
+decides how recent a row may be to be trusted (a file rewritten within one
+tick of the filesystem's clock keeps its mtime).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from cfkit.store.db import Database, placeholders
+
+DDL = """
+CREATE TABLE IF NOT EXISTS file_digests (
+    path         TEXT PRIMARY KEY,                 -- as the run names it (absolute)
+    size         INTEGER NOT NULL,                 -- bytes
+    mtime_ns     INTEGER NOT NULL,                 -- modification time, nanoseconds since the epoch
+    sha256       TEXT NOT NULL,                    -- of the file's bytes
+    mime         TEXT NOT NULL,                    -- the image type read from the content
+    sent_sha256  TEXT NOT NULL,                    -- of the bytes a model receives (a re-encoded PNG for other types)
+    width        INTEGER NOT NULL,                 -- pixels, as the model receives it
+    height       INTEGER NOT NULL,
+    hashed_at_ns INTEGER NOT NULL                  -- when the file was read (nanoseconds since the epoch)
+);
+"""
+
+MIGRATIONS: dict[int, list[str]] = {}  # new in schema 5: created by its DDL
+
+#: SQLite's default limit on host parameters is 999 in old builds; stay under it.
+_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    """What one image file holds, as of one size and mtime."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    mime: str  # as sent (image/png for a file re-encoded as PNG)
+    sent_sha256: str
+    width: int
+    height: int
+    hashed_at_ns: int
+
+
+def _digest(row: sqlite3.Row) -> FileDigest:
+    return FileDigest(**{name: row[name] for name in FileDigest.__dataclass_fields__})
+
+
+def known(store: Database, paths: Sequence[str]) -> dict[str, FileDigest]:
+    """The stored digests among ``paths``, by path (whatever their size and mtime; the caller compares)."""
+    found: dict[str, FileDigest] = {}
+    paths = list(paths)
+    for start in range(0, len(paths), _CHUNK):
+        chunk = paths[start:start + _CHUNK]
+        for row in store.query(f"SELECT * FROM file_digests WHERE path IN ({placeholders(chunk)})", tuple(chunk)):
+            found[row["path"]] = _digest(row)
+    return found
+
+
+def remember(store: Database, digests: Iterable[FileDigest]) -> None:
+    """Store ``digests`` in one transaction, replacing what was known of those paths."""
+    rows = [tuple(getattr(d, name) for name in FileDigest.__dataclass_fields__) for d in digests]
+    if not rows:
+        return
+    columns = ", ".join(FileDigest.__dataclass_fields__)
+    with store.transaction() as tx:
+        tx.executemany(f"INSERT OR REPLACE INTO file_digests ({columns}) VALUES ({placeholders(rows[0])})", rows)

@@ -1,0 +1,89 @@
+"""The ``leases`` table: which process is sending which request of a run, until when.
+
+Its SQL lives here and nowhere else. Two ``cfkit probe run`` processes on the
+same run (the same command started twice, or a resume while the first still
+runs) share the work through it: a process sends a request only while it
+holds the request's lease, and gives the lease up when the reply is stored.
+A lease names its owner (host, process id and a random token) and expires,
+so the requests of a killed process are taken over by another one; the
+caller decides when a lease may be taken (:mod:`cfkit.probe.sharing`). Every
+function takes the caller's transaction, so a claim and the check that the
+request has no reply yet happen at once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+DDL = """
+CREATE TABLE IF NOT EXISTS leases (
+    run_id      TEXT NOT NULL,
+    case_id     TEXT NOT NULL,
+    pair_id     TEXT NOT NULL DEFAULT '',
+    condition   TEXT NOT NULL,
+    owner       TEXT NOT NULL,                     -- host:pid:token of the process sending the request
+    expires_at  REAL NOT NULL,                     -- seconds since the epoch; renewed while the owner runs
+    state       TEXT NOT NULL DEFAULT 'sending',   -- sending | failed (its transport failure is stored)
+    PRIMARY KEY (run_id, case_id, pair_id, condition)
+);
+"""
+
+MIGRATIONS: dict[int, list[str]] = {}  # new in schema 5: created by its DDL
+
+#: A request's place in its run: (case id, pair id or '', condition).
+Key = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who is sending one request, and until when (seconds since the epoch)."""
+
+    key: Key
+    owner: str
+    expires_at: float
+    state: str = "sending"  # "failed": the owner stored a transport failure for it in this invocation
+
+
+def held(tx: sqlite3.Connection, run_id: str, keys: Iterable[Key]) -> dict[Key, Lease]:
+    """The leases on ``keys`` of run ``run_id`` (expired ones too), by key.
+
+    A run's leases are few (the requests in flight, or about to be, in each
+    process), so they are read whole and filtered here.
+    """
+    wanted = set(keys)
+    rows = tx.execute("SELECT case_id, pair_id, condition, owner, expires_at, state FROM leases WHERE run_id = ?",
+                      (run_id,)).fetchall()
+    return {key: Lease(key, owner, expires_at, state) for case_id, pair_id, condition, owner, expires_at, state
+            in rows if (key := (case_id, pair_id, condition)) in wanted}
+
+
+def take(tx: sqlite3.Connection, run_id: str, keys: Iterable[Key], owner: str, expires_at: float) -> None:
+    """Give ``owner`` the leases on ``keys`` until ``expires_at``, whoever held them before."""
+    tx.executemany("INSERT OR REPLACE INTO leases (run_id, case_id, pair_id, condition, owner, expires_at, state) "
+                   "VALUES (?, ?, ?, ?, ?, ?, 'sending')", [(run_id, *key, owner, expires_at) for key in keys])
+
+
+def release(tx: sqlite3.Connection, run_id: str, keys: Iterable[Key], owner: str) -> None:
+    """Give up ``owner``'s leases on ``keys`` (a lease another process took over stays its own)."""
+    tx.executemany("DELETE FROM leases WHERE run_id = ? AND case_id = ? AND pair_id = ? AND condition = ? "
+                   "AND owner = ?", [(run_id, *key, owner) for key in keys])
+
+
+def mark_failed(tx: sqlite3.Connection, run_id: str, keys: Iterable[Key], owner: str) -> None:
+    """Keep ``owner``'s leases on ``keys`` as failed: tried in this invocation, not to be sent again by another."""
+    tx.executemany("UPDATE leases SET state = 'failed' WHERE run_id = ? AND case_id = ? AND pair_id = ? "
+                   "AND condition = ? AND owner = ?", [(run_id, *key, owner) for key in keys])
+
+
+def release_all(tx: sqlite3.Connection, run_id: str, owner: str) -> int:
+    """Give up every lease ``owner`` holds on the run; returns how many."""
+    return tx.execute("DELETE FROM leases WHERE run_id = ? AND owner = ?", (run_id, owner)).rowcount
+
+
+def renew(tx: sqlite3.Connection, run_id: str, owner: str, expires_at: float) -> int:
+    """Extend every lease ``owner`` holds on the run to ``expires_at``; returns how many."""
+    return tx.execute("UPDATE leases SET expires_at = ? WHERE run_id = ? AND owner = ?",
+                      (expires_at, run_id, owner)).rowcount
