@@ -1,4 +1,5 @@
-"""The names the record formats and the commands share: suites, conditions, report formats, audit criteria.
+"""The names the record formats and the commands share: suites, conditions, report formats, audit criteria
+(and the one bound cfkit.toml and a flag both check: requests in flight).
 
 Every module that names a suite, a condition or an output format takes it from
 here (see docs/formats.md, "Predictions", and docs/report-schema.md).
@@ -7,6 +8,9 @@ here (see docs/formats.md, "Predictions", and docs/report-schema.md).
 from __future__ import annotations
 
 from typing import Literal
+
+#: The most requests a probe run keeps in flight ([probe] concurrency, probe run -j).
+MAX_CONCURRENCY = 256
 
 Suite = Literal["contextcanvas", "counterfactual", "modality", "swap"]
 Condition = Literal["image", "original", "edit", "text", "neutral", "evidence", "original-order", "swapped-order"]

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cfkit.errors import ConfigError, SpecError, describe_validation
+from cfkit.vocabulary import MAX_CONCURRENCY
 
 CONFIG_NAME = "cfkit.toml"
 #: The widest gap (pixels) between an edit mask and the region whose preservation is checked.
@@ -55,7 +56,7 @@ class PriceConfig(_Section):
 
 class ProbeConfig(_Section):
     model: str | None = None
-    concurrency: int = Field(4, ge=1, le=256)
+    concurrency: int = Field(4, ge=1, le=MAX_CONCURRENCY)
     modality_subset: str = "modality-100.txt"
     protocol: Literal["default", "paper"] = "default"  # the preset 'probe run' uses without --protocol
     prices: dict[str, PriceConfig] = Field(default_factory=dict)  # [probe.prices."KIND:NAME"]: for cost estimates

@@ -720,3 +720,18 @@ def test_image_data_reads_the_type_from_the_content(tmp_path):
     broken.write_bytes(b"not an image at all")
     with pytest.raises(ImageError, match="not a readable image"):
         image_data(broken)
+
+
+@pytest.mark.parametrize("columns", [80, 220])
+def test_runs_list_keeps_every_run_id_whole_on_one_line_at_any_width(tiny_ws, columns):
+    for model in ("baseline:majority", "baseline:always-no"):
+        assert run_cli(["-w", str(tiny_ws), "probe", "run", "-m", model, "-s", "contextcanvas"]).exit_code == 0
+    ids = [r["id"] for r in json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout)]
+    listed = run_cli(["-w", str(tiny_ws), "runs", "list"], env={"COLUMNS": str(columns)}).stdout
+    lines = listed.splitlines()[1:]  # under the title, which names the store
+    if columns == 220:  # a table when it fits, drawn within the width ...
+        assert "┃ model" in listed and all(len(line) <= columns for line in lines), listed
+        assert all(any(f"│ {run_id} " in line for line in lines) for run_id in ids), listed
+    else:  # ... and when it does not, each run id alone on its line, whole, to be copied into 'runs show'
+        assert "┃" not in listed and set(ids) <= {line.strip() for line in lines}, listed
+    assert listed.count("3/3") == 2

@@ -259,6 +259,19 @@ CASES = [
      _add_toml("[edit]\ncandidates = 1"), ["-n 3", "one image per call"]),
     ("rich-emoji-code-in-a-name", ["captions", "draft", "-m", "zzz:x:", "T001"], None,
      ["--model zzz:x:", "Unknown backend 'zzz'"]),
+    ("flag-concurrency-unbounded", ["probe", "run", "-m", "baseline:majority", "-s", "contextcanvas", "-j", "257"],
+     None, ["--concurrency", "1<=x<=256"]),
+    ("flag-max-cost-negative", ["probe", "run", "-m", "baseline:majority", "-s", "contextcanvas", "--max-cost", "-5"],
+     None, ["--max-cost", "x>=0"]),
+    ("flag-max-cost-nan", ["probe", "run", "-m", "baseline:majority", "-s", "contextcanvas", "--max-cost", "nan"],
+     None, ["--max-cost", "'nan'"]),
+    ("config-probe-model-unknown", ["probe", "run", "-s", "contextcanvas"], _add_toml('[probe]\nmodel = "zzz:x"'),
+     ["cfkit.toml [probe] model zzz:x", "Unknown backend 'zzz'"]),
+    ("flag-model-unknown", ["probe", "run", "-s", "contextcanvas", "-m", "zzz:x"], None,
+     ["--model zzz:x", "Unknown backend 'zzz'"]),
+    ("run-id-misspelt", ["runs", "show", "contextcanvas-baselin-majority"],
+     lambda ws, tmp: run_cli(["probe", "run", "-m", "baseline:majority", "-s", "contextcanvas", "-w", str(ws)]),
+     ["no run 'contextcanvas-baselin-majority'", "Did you mean 'contextcanvas-baseline-majority-"]),
 ]
 
 

@@ -9,9 +9,11 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
 from cfkit.errors import RunIncomplete, UsageError
-from cfkit.vocabulary import SUITES
+from cfkit.money import usd
+from cfkit.vocabulary import MAX_CONCURRENCY, SUITES
 
 SUITE_CHOICE = click.Choice(SUITES)
 
@@ -32,18 +34,18 @@ def probe() -> None:
 @click.option("--base-url", default=None, metavar="URL", help="OpenAI-compatible server (openai backend).")
 @click.option("--api-key-env", default=None, metavar="NAME",
               help="Environment variable holding the key for --base-url (openai backend).")
-@click.option("-j", "--concurrency", type=click.IntRange(min=1), default=None,
+@click.option("-j", "--concurrency", type=params.positive(MAX_CONCURRENCY), default=None,
               help="Requests in flight (default: [probe] concurrency for APIs, 1 for local models).")
-@click.option("--max-cost", type=float, default=None, metavar="USD",
+@click.option("--max-cost", type=params.Decimal(min=0), default=None, metavar="USD",
               help="Stop before spending more than this (prices: -o price_in=… -o price_out=…, cfkit.toml "
                    "[probe.prices], or cfkit's built-in estimate for OpenAI's own API).")
-@click.option("--max-tokens", type=click.IntRange(1, 65536), default=None,
+@click.option("--max-tokens", type=params.Integer(1, 65536), default=None,
               help="Longest reply, in tokens (default 512; the preset's with --protocol paper).")
 @click.option("--protocol", type=click.Choice(["default", "paper"]), default=None,
               help="Settings preset (default: [probe] protocol). paper: the AesCanvas supplement's: temperature 0, "
                    "180 s timeout, 3 retries, 4 at once and its token limits for APIs; greedy, 256 tokens, 448 px "
                    "for local models.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
+@click.option("--limit", type=params.positive(), default=None, metavar="N",
               help="A smoke test: only the first N cases (pairs for counterfactual), as a run of its own.")
 @click.option("--cases", "cases_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               metavar="FILE", help="Only these cases (one id a line; a pair is kept when its case is listed), as a "
@@ -77,14 +79,18 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
       cfkit probe run -m openai:gpt-5.5 -s swap                             position bias: both option orders
       cfkit probe run -m openai:gpt-5.5 -s contextcanvas --batch            then: cfkit probe collect RUN
     """
-    from cfkit.options import parse_option_pairs
+    from cfkit.backends import check_installed, split_model
+    from cfkit.options import Setting, blamed, parse_option_pairs
     from cfkit.probe import Selection, prepare_probe, preview_run
     from cfkit.store import open_store
 
-    model = model or ws.config.probe.model
-    if not model:
+    given = Setting.of(model, "--model", ws.config.probe.model, "[probe] model")
+    if not given.value:
         raise UsageError("no model given. Pass --model KIND:NAME (e.g. openai:gpt-5.5) or set [probe] model "
                          "in cfkit.toml.")
+    with blamed(given):  # an unknown kind or a missing extra names the flag or the key it came from
+        check_installed(split_model(given.value)[0])
+    model = given.value
     options = parse_option_pairs(pairs)
     for flag, key, value in (("--base-url", "base_url", base_url), ("--api-key-env", "api_key_env", api_key_env)):
         if value is not None:
@@ -182,7 +188,13 @@ class _ProgressBar:
     """A Rich progress bar on stderr: done/total, rate, ETA, requests in flight, errors and cost so far."""
 
     def __init__(self, suite: str):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
 
         self.progress = Progress(
             TextColumn(f"[bold]{suite}[/]"), BarColumn(), MofNCompleteColumn(),
@@ -212,7 +224,7 @@ class _ProgressBar:
         if p.elsewhere:
             extra += f"  {p.elsewhere} by another process"
         if p.priced:
-            extra += f"  ${p.cost_usd:.4f}"
+            extra += f"  {usd(p.cost_usd)}"
         self.progress.update(self.task, completed=p.done + p.errors, rate=rate, extra=extra.strip())
 
 
@@ -224,7 +236,7 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
         print_json(asdict(summary) | {"missing": summary.missing})
     else:
         out.print(summary.run_id)
-        cost = "" if summary.cost_usd is None else f", ${summary.cost_usd:.4f}"
+        cost = "" if summary.cost_usd is None else f", {usd(summary.cost_usd)}"
         shared = f", {summary.elsewhere} answered by another process" if summary.elsewhere else ""
         status(f"{summary.status}: {summary.total} requests; {summary.kept} already stored, "
                f"{summary.from_cache} from cache, {summary.sent} sent ({summary.errors} failed{cost}){shared}; "
@@ -241,7 +253,7 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
 @probe.command("collect")
 @click.argument("run_ref", metavar="RUN")
 @click.option("--wait", is_flag=True, help="Keep asking until every batch has ended (Ctrl-C stops; run again later).")
-@click.option("--poll", "poll_s", type=click.FloatRange(min=1.0), default=60.0, show_default=True, metavar="SECONDS",
+@click.option("--poll", "poll_s", type=params.Decimal(min=1.0), default=60.0, show_default=True, metavar="SECONDS",
               help="With --wait: seconds between two looks.")
 @click.option("--base-url", default=None, metavar="URL",
               help="The server, when the run's recorded one had credentials (cfkit did not keep them).")

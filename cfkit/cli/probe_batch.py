@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from cfkit.cli.console import out, print_json, status
+from cfkit.money import usd
 
 
 def render_submission(submission, as_json: bool) -> None:
@@ -53,7 +54,7 @@ def render_collection(result, as_json: bool) -> None:
         print_json(asdict(result) | {"waiting": [b.id for b in result.waiting]})
         return
     out.print(result.run_id)
-    cost = "" if result.cost_usd is None else f", ${result.cost_usd:.4f} at batch prices"
+    cost = "" if result.cost_usd is None else f", {usd(result.cost_usd)} at batch prices"
     status(f"{result.status}: {collection_line(result)[len(f'run {result.run_id}: '):].rstrip('.')}{cost}.")
     for batch in result.batches:
         if batch.errors:

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from cfkit.cli.console import out, print_json, status, warn, workspace_option
 from cfkit.errors import OutputError
+from cfkit.money import usd
 
 #: Failures listed by 'runs show' before '… and N more' (all of them with --all or --json).
 FAILURES_SHOWN = 20
@@ -38,16 +39,26 @@ def list_(ws, as_json: bool) -> None:
     if as_json:
         print_json([asdict(r) for r in records])
         return
-    table = Table(title=f"Runs in {ws.db_path}", title_justify="left")
-    table.add_column("run", no_wrap=True)
-    for column, justify in (("model", "left"), ("suite", "left"), ("status", "left"), ("done", "right"),
-                            ("errors", "right"), ("cost", "right"), ("started (UTC)", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    title = f"Runs in {escape(str(ws.db_path))}"
+    table = Table(title=title, title_justify="left")
+    for column, justify in (("run", "left"), ("model", "left"), ("suite", "left"), ("status", "left"),
+                            ("done", "right"), ("errors", "right"), ("cost", "right"), ("started (UTC)", "left")):
+        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    rows = []
     for r in records:
-        state = r.status + (" (subset)" if r.subset else "")
-        table.add_row(r.id, escape(r.model), r.suite, state, f"{r.n_done}/{r.n_requests}", str(r.n_errors),
-                      "—" if r.cost_usd is None else f"${r.cost_usd:.4f}", r.started_at[:16].replace("T", " "))
-    out.print(table)
+        rows.append((r.id, escape(r.model), r.suite, r.status + (" (subset)" if r.subset else ""),
+                     f"{r.n_done}/{r.n_requests}", str(r.n_errors), "—" if r.cost_usd is None else usd(r.cost_usd),
+                     r.started_at[:16].replace("T", " ")))
+        table.add_row(*rows[-1])
+    if out.measure(table, options=out.options.update_width(10_000)).maximum <= out.width:
+        out.print(table)
+        return
+    # Too narrow for the table without folding run ids (which are then hard to copy): one run is its
+    # id on a line of its own, whole, and what it holds on the next (the id names its suite and model).
+    out.print(title)
+    for run_id, model, _suite, state, done, errors, cost, started in rows:
+        out.print(run_id, style="bold", soft_wrap=True)
+        out.print(f"  {model}: {state}, {done} replies, {errors} failed, cost {cost}, started {started} UTC")
 
 
 def _failure_groups(failures: list[dict]) -> list[tuple[str, str, list[dict]]]:
@@ -99,7 +110,7 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     rows = [("run", record.id), ("model", record.model), ("suite", record.suite),
             ("status", record.status + (" (a subset of the suite)" if record.subset else "")),
             ("replies", f"{record.n_done}/{record.n_requests}"), ("errors", str(record.n_errors)),
-            ("cost", "—" if record.cost_usd is None else f"${record.cost_usd:.4f}"),
+            ("cost", "—" if record.cost_usd is None else usd(record.cost_usd)),
             ("started", record.started_at), ("finished", record.finished_at or "—"),
             ("endpoint", record.endpoint or "—"), ("protocol", record.protocol or "default"),
             ("generation", ", ".join(f"{k} {v}" for k, v in generation.items()) or "not recorded"),

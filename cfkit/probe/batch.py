@@ -32,6 +32,7 @@ from typing import Any
 from cfkit.backends import Backend, load_backend
 from cfkit.cases import Case, CaseSet
 from cfkit.errors import NotFoundError, OutputError, TransportError, UsageError
+from cfkit.money import usd
 from cfkit.probe.image_refs import SendingImages
 from cfkit.probe.plan import ProbeItem
 from cfkit.probe.prices import BATCH_PRICE_FACTOR
@@ -184,7 +185,7 @@ def submit_batch(job: Any, store: Store, *, on_plan: Callable | None = None,
     if max_cost is not None:
         most = estimate([i.request for i in opened.to_send], prices.scaled(BATCH_PRICE_FACTOR)).cost_max
         if most is not None and most > max_cost:
-            why = (f"--max-cost {max_cost:g}: the batch could cost up to ${most:,.4f} at batch prices (if every "
+            why = (f"--max-cost {max_cost:g}: the batch could cost up to {usd(most)} at batch prices (if every "
                    "reply used all its tokens), and a batch cannot be stopped part way")
             close_run(store, opened.run_id, "done", why, wanted, sorted(opened.notes))
             raise UsageError(f"{why}. Nothing was sent. Raise --max-cost, or ask part of the suite (--limit, "

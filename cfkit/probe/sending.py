@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from cfkit.backends import Backend, is_async
 from cfkit.errors import ImageError, TransportError
+from cfkit.money import usd
 from cfkit.probe.image_refs import SendingImages
 from cfkit.probe.pacing import Pacer
 from cfkit.probe.plan import ProbeItem
@@ -117,7 +118,7 @@ class Sender:
         budget = self.budget
         if budget is not None:
             if not budget.admit():
-                self.stopped = (f"--max-cost {budget.limit:g} USD would be exceeded (spent {budget.spent:.4f} USD "
+                self.stopped = (f"--max-cost {budget.limit:g} USD would be exceeded (spent {usd(budget.spent)} "
                                 "in this invocation); raise it and run again to continue")
                 return False
             budget.in_flight += 1

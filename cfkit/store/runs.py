@@ -20,6 +20,7 @@ from typing import Any
 
 from cfkit.errors import NotFoundError, UsageError
 from cfkit.store.db import Database, from_json, now, to_json
+from cfkit.suggest import did_you_mean
 from cfkit.vocabulary import condition_rank
 
 DDL = """
@@ -318,9 +319,11 @@ def find_run(store: Database, ref: str) -> RunRecord:
     if len(rows) == 1:
         return _run(rows[0])
     if not rows:
-        known = [r["id"] for r in store.query("SELECT id FROM runs ORDER BY started_at DESC LIMIT 5")]
-        listing = ", ".join(known) if known else "none yet; start one with 'cfkit probe run'"
-        raise NotFoundError(f"no run '{ref}' in {store.path} (recent runs: {listing}). See 'cfkit runs list'.")
+        every = [r["id"] for r in store.query("SELECT id FROM runs ORDER BY started_at DESC")]
+        hint = did_you_mean(ref, every)
+        listing = ", ".join(every[:5]) if every else "none yet; start one with 'cfkit probe run'"
+        raise NotFoundError(f"no run '{ref}' in {store.path}.{hint or f' Recent runs: {listing}.'} "
+                            "See 'cfkit runs list'.")
     shown = ", ".join(r["id"] for r in rows[:5]) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
     raise UsageError(f"run '{ref}' matches {len(rows)} runs ({shown}); give more of the id.")
 
