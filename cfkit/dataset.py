@@ -24,7 +24,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from cfkit.cases import Case, CaseSet
-from cfkit.errors import CaseError, describe_error
+from cfkit.errors import CaseError, ImageError, describe_error
+from cfkit.images import image_data
 
 _UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -278,6 +279,11 @@ def _image_problems(path: Path, cases: list[Case], lines: list[int], image_root:
                     problems.append(CaseProblem(str(path), lineno, f"case '{case.id}': image {name!r} not found "
                                                 f"in {image_root}; put the file there or fix the path.",
                                                 where, case.id))
+                else:  # what a probe run would send: refused here when it would be refused there
+                    try:
+                        image_data(image_root / name)
+                    except ImageError as exc:
+                        problems.append(CaseProblem(str(path), lineno, f"case '{case.id}': {exc}", where, case.id))
     return problems
 
 

@@ -3,7 +3,11 @@
 Every image a user supplies goes through :func:`open_image`: it applies the EXIF
 orientation, converts palette, alpha, CMYK and 16-bit modes to 8-bit RGB, and
 refuses images so large they look like decompression bombs. :func:`image_data`
-is what a model receives: the file's exact bytes and MIME type.
+is what a model receives: the file's exact bytes and MIME type. Files sent as
+they are, without decoding them, pass :func:`check_sendable` first: the same
+pixel limit, and a file cut short (no end marker after its image data) is
+refused as it is when decoding, so a probe run never sends an image that
+``cases validate`` or ``cfkit edit`` would refuse.
 """
 
 from __future__ import annotations
@@ -60,10 +64,7 @@ def decode_image(data: bytes, *, source: str = "<bytes>", what: str = "image") -
             image = Image.open(io.BytesIO(data))
             image.load()
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise ImageError(
-            f"{what} {source}: refused, more than {MAX_PIXELS:,} pixels (a possible decompression bomb). "
-            "Downscale it before use."
-        ) from exc
+        raise _too_large(source, what) from exc
     except UnidentifiedImageError as exc:
         raise ImageError(f"{what} {source}: not a readable image file (corrupt or unknown format).") from exc
     except (OSError, SyntaxError, ValueError) as exc:
@@ -118,6 +119,54 @@ def png_bytes(image: Image.Image | np.ndarray) -> bytes:
 # ── images as a model receives them ────────────────────────────────────────
 
 
+def read_header(data: bytes, *, source: str, what: str = "image") -> tuple[str, tuple[int, int]]:
+    """(MIME type, (width, height)) from an image file's header, without decoding it."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with warnings.catch_warnings():  # the size is checked against MAX_PIXELS by the callers, in one message
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as header:
+                return header.get_format_mimetype(), header.size
+    except Image.DecompressionBombError as exc:
+        raise _too_large(source, what) from exc
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        raise ImageError(f"{what} {source}: not a readable image file (corrupt or unknown format).") from exc
+
+
+def _too_large(source: str, what: str) -> ImageError:
+    return ImageError(f"{what} {source}: refused, more than {MAX_PIXELS:,} pixels (a possible decompression bomb). "
+                      "Downscale it before use.")
+
+
+def _complete(data: bytes, mime: str) -> bool:
+    """Whether an image file's bytes run to its format's end marker (a cheap test for a file cut short).
+
+    JPEG: an end-of-image marker after the last start-of-scan (entropy-coded data cannot hold either
+    marker, so a file cut inside its image data has none after it); PNG: an IEND chunk after the last
+    IDAT; GIF: its trailer byte; WebP: as many bytes as its RIFF header declares.
+    """
+    if mime == "image/jpeg":
+        return data.rfind(b"\xff\xd9") > data.rfind(b"\xff\xda")
+    if mime == "image/png":
+        return data.rfind(b"IEND") > data.rfind(b"IDAT")
+    if mime == "image/gif":
+        return data.rstrip(b"\x00").endswith(b";")
+    if mime == "image/webp":
+        return len(data) >= 8 + int.from_bytes(data[4:8], "little")
+    return True
+
+
+def check_sendable(data: bytes, mime: str, size: tuple[int, int], *, source: str, what: str = "image") -> None:
+    """Refuse, as decoding would, an image sent without being decoded: over :data:`MAX_PIXELS` pixels or cut
+    short. ``size`` is (width, height) from its header."""
+    if size[0] * size[1] > MAX_PIXELS:
+        raise _too_large(source, what)
+    if not _complete(data, mime):
+        raise ImageError(f"{what} {source}: the file is cut short (no end marker after its image data); "
+                         "copy or export it again.")
+
+
 def image_data(path: Path) -> ImageData:
     """An image file as sent to a model: its exact bytes and MIME type, read from the content.
 
@@ -125,20 +174,15 @@ def image_data(path: Path) -> ImageData:
     bytes sent); other formats are decoded by :func:`cfkit.images.open_image`
     and re-encoded as PNG. A file that is not an image is an :class:`ImageError`.
     """
-    from PIL import Image, UnidentifiedImageError
-
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise ImageError(f"image {path}: not found. Put the file there or fix the path.") from None
     except OSError as exc:
         raise ImageError(f"image {path}: cannot be read ({exc.strerror}).") from exc
-    try:
-        with Image.open(io.BytesIO(data)) as header:  # reads the header only
-            mime = header.get_format_mimetype()
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise ImageError(f"image {path}: not a readable image file (corrupt or unknown format).") from exc
+    mime, size = read_header(data, source=str(path))
     if mime in SENDABLE_MIME:
+        check_sendable(data, mime, size, source=str(path))
         return ImageData(data, mime)
     return ImageData(png_bytes(decode_image(data, source=str(path))), "image/png")
 

@@ -74,3 +74,45 @@ def test_corrupt_and_missing(tmp_path: Path):
         open_image(truncated)
     with pytest.raises(ImageError, match="not found"):
         open_image(tmp_path / "absent.png")
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG", "GIF", "WEBP"])
+def test_an_image_sent_as_it_is_is_refused_where_decoding_refuses_it(tmp_path: Path, fmt: str):
+    """probe run sends PNG/JPEG/GIF/WebP without decoding them; a file cut short is refused all the same."""
+    from cfkit.images import image_data
+
+    rng = np.random.default_rng(0)
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 255, (96, 96, 3), dtype=np.uint8)).save(buf, format=fmt)
+    whole = tmp_path / f"whole.{fmt.lower()}"
+    whole.write_bytes(buf.getvalue())
+    assert image_data(whole).data == buf.getvalue()  # a whole file goes as it is
+    cut = tmp_path / f"cut.{fmt.lower()}"
+    cut.write_bytes(buf.getvalue()[: len(buf.getvalue()) * 2 // 3])
+    with pytest.raises(ImageError):  # the decoder refuses it ...
+        open_image(cut)
+    # ... and so does sending (a WebP cut short does not even pass its header)
+    with pytest.raises(ImageError, match=f"cut.{fmt.lower()}: (the file is cut short|not a readable image)"):
+        image_data(cut)
+
+
+def test_an_image_over_the_pixel_limit_is_not_sent_undecoded(tmp_path: Path):
+    from cfkit.images import image_data
+
+    side = int(MAX_PIXELS ** 0.5) + 100
+    path = tmp_path / "bomb.png"
+    Image.new("1", (side, side)).save(path)
+    with pytest.raises(ImageError, match="bomb.png: refused, more than .* pixels"):
+        image_data(path)
+
+
+def test_a_header_beyond_pillows_own_limit_is_the_same_one_line(tmp_path: Path):
+    """Past twice its limit Pillow raises on the header alone; that is the pixel-limit message too."""
+    from cfkit.images import image_data
+
+    path = tmp_path / "huge.png"
+    Image.new("1", (14_000, 14_000)).save(path)  # 196 M pixels: past Pillow's 179 M error threshold
+    with pytest.raises(ImageError, match="huge.png: refused, more than"):
+        image_data(path)
+    with pytest.raises(ImageError, match="huge.png: refused, more than"):
+        open_image(path)

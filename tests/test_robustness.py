@@ -97,6 +97,17 @@ def _setup_truncated_image(ws: Path, tmp: Path) -> None:
     path.write_bytes(path.read_bytes()[:80])
 
 
+def _setup_image_cut_in_its_data(ws: Path, tmp: Path) -> None:
+    """T001's image as a photo-like PNG cut two thirds of the way through its image data."""
+    path = ws / "data" / "images" / "T001.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(path)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size * 2 // 3])
+
+
+def _setup_image_over_the_pixel_limit(ws: Path, tmp: Path) -> None:
+    Image.new("1", (9_600, 9_600)).save(ws / "data" / "images" / "T001.png")  # 92 M pixels in a small file
+
+
 def _setup_rgba_mask_wrong_aspect(ws: Path, tmp: Path) -> None:
     Image.fromarray(np.full((64, 64), 255, np.uint8)).save(ws / "interventions" / "masks" / "TX01.png")
 
@@ -269,6 +280,12 @@ CASES = [
      ["cfkit.toml [probe] model zzz:x", "Unknown backend 'zzz'"]),
     ("flag-model-unknown", ["probe", "run", "-s", "contextcanvas", "-m", "zzz:x"], None,
      ["--model zzz:x", "Unknown backend 'zzz'"]),
+    ("probe-image-cut-short", ["probe", "run", "-m", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "-s",
+                               "contextcanvas"], _setup_image_cut_in_its_data, ["T001.png", "cut short"]),
+    ("probe-image-over-pixel-limit", ["probe", "run", "-m", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "-s",
+                                      "contextcanvas"], _setup_image_over_the_pixel_limit,
+     ["T001.png", "more than 89,478,485 pixels"]),
+    ("validate-image-cut-short", ["cases", "validate"], _setup_image_cut_in_its_data, ["T001.png"]),
     ("run-id-misspelt", ["runs", "show", "contextcanvas-baselin-majority"],
      lambda ws, tmp: run_cli(["probe", "run", "-m", "baseline:majority", "-s", "contextcanvas", "-w", str(ws)]),
      ["no run 'contextcanvas-baselin-majority'", "Did you mean 'contextcanvas-baseline-majority-"]),

@@ -97,8 +97,9 @@ def validate(cases_file: Path | None, image_root: Path | None, as_json: bool, wo
 
     Each problem is reported with its file:line, field and fix: JSON, UTF-8,
     schema, duplicate ids, the case id pattern, image paths (relative, inside
-    the image root) and image files that are missing. With --cases and no
-    --images, image files are not checked.
+    the image root) and image files that are missing, unreadable, cut short
+    or over the pixel limit (what a probe run would refuse to send). With
+    --cases and no --images, image files are not checked.
 
     \b
     Examples:

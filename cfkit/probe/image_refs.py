@@ -23,7 +23,6 @@ sent under another image's cache key.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import time
 from dataclasses import dataclass, replace
@@ -32,7 +31,7 @@ from typing import Literal
 
 from cfkit.backends import ProbeRequest
 from cfkit.errors import ImageError
-from cfkit.images import SENDABLE_MIME, ImageData, decode_image, png_bytes, side_by_side
+from cfkit.images import SENDABLE_MIME, ImageData, check_sendable, decode_image, png_bytes, read_header, side_by_side
 from cfkit.store import Store, digests as digest_table
 from cfkit.store.digests import FileDigest
 
@@ -139,21 +138,17 @@ def _trusted(row: FileDigest, st: os.stat_result) -> bool:
 
 def _hash_file(path: Path, st: os.stat_result) -> FileDigest:
     """Read ``path`` once: its SHA-256, its type and size from the header, and what a model receives."""
-    from PIL import Image, UnidentifiedImageError
-
     started = time.time_ns()
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ImageError(f"image {path}: cannot be read ({exc.strerror}).") from exc
     sha = hashlib.sha256(data).hexdigest()
-    try:
-        with Image.open(io.BytesIO(data)) as header:  # reads the header only
-            mime, (width, height) = header.get_format_mimetype(), header.size
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise ImageError(f"image {path}: not a readable image file (corrupt or unknown format).") from exc
+    mime, (width, height) = read_header(data, source=str(path))
     sent_sha = sha
-    if mime not in SENDABLE_MIME:
+    if mime in SENDABLE_MIME:  # sent as it is: refused here when decoding it would be (pixel limit, cut short)
+        check_sendable(data, mime, (width, height), source=str(path))
+    else:
         image = decode_image(data, source=str(path))
         mime, sent_sha, (width, height) = "image/png", hashlib.sha256(png_bytes(image)).hexdigest(), image.size
     # The file's state when it was read; a file rewritten while it was read is caught at the next stat.
@@ -233,10 +228,7 @@ class Digests:
         if (paths, labels) not in self._sheets:
             self.prefetch(list(paths))
             data = side_by_side(list(paths), list(labels)).data
-            from PIL import Image
-
-            with Image.open(io.BytesIO(data)) as header:
-                width, height = header.size
+            _, (width, height) = read_header(data, source="the side-by-side sheet")
             self._sheets[(paths, labels)] = ImageRef(
                 "sheet", tuple(self._files[p][1] for p in paths), "image/png", hashlib.sha256(data).hexdigest(),
                 width, height, labels)
