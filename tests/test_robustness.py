@@ -219,7 +219,7 @@ CASES = [
     ("replay-file-missing", ["probe", "run", "-m", "replay:{tmp}/none.jsonl", "-s", "contextcanvas"], None,
      ["none.jsonl", "not found"]),
     ("modality-subset-missing", ["probe", "run", "-m", "baseline:always-no", "-s", "modality"], None,
-     ["modality-100.txt", "not found"]),
+     ["modality-100.txt", "does not exist", "--subset FILE or --all-cases"]),
     ("caption-missing", ["captions", "show", "T001"], None, ["T001.yaml", "no caption"]),
     ("caption-malformed", ["captions", "show", "T001"], _setup_bad_caption, ["T001.yaml"]),
     ("caption-unknown-field", ["captions", "show", "T001"], _setup_caption_unknown_field, ["T001.yaml", "mood"]),

@@ -39,7 +39,8 @@ def test_every_command_treats_a_configured_but_missing_subset_the_same_way(cws, 
     pred = tmp_path / "p.jsonl"
     pred.write_text('{"model": "m", "suite": "modality", "case": "T001", "condition": "text", "answer": "A"}\n')
     commands = [["captions", "build"], ["captions", "lint"], ["captions", "draft", "-m", "openai:test", "-o", "base_url=http://127.0.0.1:9/v1"],
-                ["report", "--predictions", str(pred)]]
+                ["report", "--predictions", str(pred)], ["probe", "run", "-m", "baseline:majority", "-s", "modality"],
+                ["probe", "run", "-m", "baseline:majority", "-s", "modality", "--dry-run"]]
     for args in commands:
         result = run_cli(["-w", str(cws), *args])
         assert result.exit_code == 2, (args, result.output)
@@ -56,3 +57,20 @@ def test_every_command_treats_a_configured_but_missing_subset_the_same_way(cws, 
     assert everything.exit_code == 0 and len(everything.stdout.splitlines()) == len(CASES)
     both = run_cli(["-w", str(cws), "captions", "build", "--subset", "two.txt", "--all-cases"])
     assert both.exit_code == 2 and "not both" in both.stderr
+    # probe run takes the same two overrides; each case set is a run of its own, and recorded.
+    runs = {}
+    for flags, n in ((["--subset", "two.txt"], 2 * 4), (["--all-cases"], len(CASES) * 4)):
+        ran = run_cli(["-w", str(cws), "probe", "run", "-m", "baseline:majority", "-s", "modality", *flags, "--json"])
+        assert ran.exit_code == 0, ran.output
+        summary = json.loads(ran.stdout)
+        assert summary["total"] == n, summary
+        runs[flags[0]] = summary["run_id"]
+    assert runs["--subset"] != runs["--all-cases"]
+    shown = json.loads(run_cli(["-w", str(cws), "runs", "show", runs["--subset"], "--json"]).stdout)
+    assert shown["run"]["selection"]["subset"]["path"].endswith("two.txt")
+    both = run_cli(["-w", str(cws), "probe", "run", "-m", "baseline:majority", "-s", "modality", "--subset", "two.txt",
+                    "--all-cases"])
+    assert both.exit_code == 2 and "not both" in both.stderr
+    other_suite = run_cli(["-w", str(cws), "probe", "run", "-m", "baseline:majority", "-s", "contextcanvas",
+                           "--all-cases"])
+    assert other_suite.exit_code == 2 and "--all-cases is for the modality suite" in other_suite.stderr

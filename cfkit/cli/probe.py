@@ -51,6 +51,9 @@ def probe() -> None:
               metavar="FILE", help="Only these cases (one id a line; a pair is kept when its case is listed), as a "
                                    "run of its own.")
 @click.option("--accepted-only", is_flag=True, help="Counterfactual: use only edits a person accepted.")
+@click.option("--subset", metavar="FILE", default=None,
+              help="Modality: the cases of this subset file (default: the configured [probe] modality_subset).")
+@click.option("--all-cases", is_flag=True, help="Modality: every case of the cases file instead of the subset.")
 @click.option("--reviewed-only", is_flag=True,
               help="Modality: leave out cases whose caption is a model's draft no person has reviewed.")
 @click.option("--dry-run", is_flag=True,
@@ -62,7 +65,7 @@ def probe() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary (or the plan) as JSON.")
 @workspace_option
 def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, max_tokens, protocol, limit,
-        cases_file, accepted_only, reviewed_only, dry_run, batch, as_json) -> None:
+        cases_file, subset, all_cases, accepted_only, reviewed_only, dry_run, batch, as_json) -> None:
     """Run MODEL on SUITE; a rerun sends only what is missing.
 
     Exit status: 0 when every planned request has a stored reply, 1 when the
@@ -83,6 +86,7 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
     from cfkit.options import Setting, blamed, parse_option_pairs
     from cfkit.probe import Selection, prepare_probe, preview_run
     from cfkit.store import open_store
+    from cfkit.subsets import resolve_subset
 
     given = Setting.of(model, "--model", ws.config.probe.model, "[probe] model")
     if not given.value:
@@ -100,10 +104,14 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
                 raise UsageError(f"{flag} and -o {key}=… both given; keep one.")
             options[key] = value
     for flag, value, wanted in (("--accepted-only", accepted_only, "counterfactual"),
-                                ("--reviewed-only", reviewed_only, "modality")):
+                                ("--reviewed-only", reviewed_only, "modality"),
+                                ("--subset", subset is not None, "modality"), ("--all-cases", all_cases, "modality")):
         if value and suite != wanted:
             raise UsageError(f"{flag} is for the {wanted} suite, not {suite}.")
-    selection = Selection(limit=limit, cases=cases_file, accepted_only=accepted_only, reviewed_only=reviewed_only)
+    if subset is not None and all_cases:
+        raise UsageError(f"give --subset {subset} or --all-cases, not both.")
+    selection = Selection(limit=limit, cases=cases_file, accepted_only=accepted_only, reviewed_only=reviewed_only,
+                          subset=None if subset is None else resolve_subset(ws, subset), all_cases=all_cases)
     settings = dict(options=options, concurrency=concurrency, max_tokens=max_tokens, protocol=protocol,
                     selection=selection)
     if dry_run:

@@ -174,7 +174,7 @@ class ProbeJob:
                 cases = load_cases(ws.cases_path, ws.image_root)
                 case_ids, _ = select_case_ids(ws, suite, cases, self.selection)
                 inputs = inputs_digest(ws, suite, setup.capabilities, setup.protocol.generation, cases, case_ids,
-                                       self.selection.as_dict(), digests, suite_case_ids(ws, suite, cases))
+                                       self.selection.as_dict(), digests, suite_case_ids(ws, suite, cases, self.selection))
                 finished = _already_finished(ws, store, backend, suite, setup, self.selection, inputs.sha256)
                 digests.save()
                 if finished is not None:  # the same content under new mtimes: the next rerun needs no read

@@ -139,10 +139,11 @@ def _input_settings(ws: Workspace, suite: str, capabilities: Capabilities, gener
 def _input_files(ws: Workspace, suite: str, selection: Mapping[str, Any]) -> list[Path]:
     """The files other than captions and images that decide which requests a run makes."""
     files = [ws.config_path, ws.cases_path, *(ws.probes_dir / "templates" / name for name in PROBE_TEMPLATES)]
-    if suite == "modality":
+    if suite == "modality" and not selection.get("all_cases") and not selection.get("subset"):
         files.append(modality_subset_path(ws))
-    if selection.get("cases"):
-        files.append(Path(selection["cases"]["path"]))
+    for key in ("cases", "subset"):
+        if selection.get(key):
+            files.append(Path(selection[key]["path"]))
     return files
 
 

@@ -29,7 +29,7 @@ from cfkit.probe.image_refs import Digests, ImageRef
 from cfkit.prompts import load_templates, render_prompt, templates_sha256
 from cfkit.specs import load_spec, load_spec_file, spec_files
 from cfkit.store import Store, edits, reviews
-from cfkit.subsets import modality_subset_path, read_subset
+from cfkit.subsets import modality_cases, read_subset
 from cfkit.vocabulary import MODALITY_CONDITIONS, SUITE_CONDITIONS, SWAP_CONDITIONS
 from cfkit.workspace import Workspace
 
@@ -66,14 +66,21 @@ class Selection:
     cases: Path | None = None
     accepted_only: bool = False
     reviewed_only: bool = False
+    #: Modality: the suite's cases from this subset file instead of the configured one, or every case.
+    subset: str | Path | None = None
+    all_cases: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        """What a run records (the cases file by path and content digest)."""
+        """What a run records (the cases and subset files by path and content digest)."""
         recorded: dict[str, Any] = {"limit": self.limit, "accepted_only": self.accepted_only,
                                     "reviewed_only": self.reviewed_only, "cases": None}
-        if self.cases is not None:
-            data = self.cases.read_bytes() if self.cases.is_file() else b""
-            recorded["cases"] = {"path": str(self.cases), "sha256": hashlib.sha256(data).hexdigest()}
+        for key, path in (("cases", self.cases), ("subset", self.subset)):
+            if path is not None:
+                path = Path(path)
+                data = path.read_bytes() if path.is_file() else b""
+                recorded[key] = {"path": str(path), "sha256": hashlib.sha256(data).hexdigest()}
+        if self.all_cases:
+            recorded["all_cases"] = True
         return recorded
 
 
@@ -175,16 +182,17 @@ def unreviewed_draft(caption) -> bool:
     return caption.drafted and not caption.reviewed
 
 
-def suite_case_ids(ws: Workspace, suite: str, cases: CaseSet) -> list[str]:
-    """The cases a contextcanvas, modality or swap run asks about, before any selection, in order."""
+def suite_case_ids(ws: Workspace, suite: str, cases: CaseSet, selection: Selection | None = None) -> list[str]:
+    """The cases a contextcanvas, modality or swap run asks about, before any selection, in order.
+
+    Modality: the subset as every command reads it (:func:`cfkit.subsets.modality_cases`): ``--subset``,
+    ``--all-cases`` or the configured file, which must exist.
+    """
     if suite == "swap":
         return swap.swap_case_ids(cases)
     if suite == "modality":
-        subset = modality_subset_path(ws)
-        if not subset.is_file():
-            raise CaseError(f"modality subset {subset} not found. Write one case id a line there, "
-                            "or set [probe] modality_subset in cfkit.toml.")
-        return read_subset(subset, cases)
+        selection = selection or Selection()
+        return modality_cases(ws, cases, subset=selection.subset, all_cases=selection.all_cases)
     return list(cases.ids)
 
 
@@ -198,7 +206,7 @@ def select_case_ids(ws: Workspace, suite: str, cases: CaseSet, selection: Select
     ``--cases`` first (every listed case must belong to the suite), then
     ``--reviewed-only`` (modality), then ``--limit``.
     """
-    ids = suite_case_ids(ws, suite, cases)
+    ids = suite_case_ids(ws, suite, cases, selection)
     if selection.cases is not None:
         wanted = read_subset(selection.cases, cases)
         outside = [c for c in wanted if c not in set(ids)]
@@ -214,7 +222,7 @@ def select_case_ids(ws: Workspace, suite: str, cases: CaseSet, selection: Select
     if selection.limit is not None:
         ids = ids[: selection.limit]
     chosen = set(ids)
-    return ids, [c for c in suite_case_ids(ws, suite, cases) if c not in chosen]
+    return ids, [c for c in suite_case_ids(ws, suite, cases, selection) if c not in chosen]
 
 
 def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: Store | None = None,
