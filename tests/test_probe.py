@@ -735,3 +735,17 @@ def test_runs_list_keeps_every_run_id_whole_on_one_line_at_any_width(tiny_ws, co
     else:  # ... and when it does not, each run id alone on its line, whole, to be copied into 'runs show'
         assert "┃" not in listed and set(ids) <= {line.strip() for line in lines}, listed
     assert listed.count("3/3") == 2
+
+
+def test_a_rerun_without_prices_keeps_the_cost_the_run_recorded(tiny_ws):
+    with ChatServer(scripted_answer) as server:
+        first = openai_run(tiny_ws, server.url, "contextcanvas", "--json", "-o", "price_in=1000", "-o", "price_out=0")
+        assert first.exit_code == 0, first.stderr
+        paid = json.loads(first.stdout)
+        assert paid["cost_usd"] == pytest.approx(0.30)  # 100 prompt tokens at 1000 USD a million, 3 requests
+        again = openai_run(tiny_ws, server.url, "contextcanvas", "--json")  # the same run: nothing left to send
+        assert again.exit_code == 0 and json.loads(again.stdout)["run_id"] == paid["run_id"]
+    shown = json.loads(run_cli(["-w", str(tiny_ws), "runs", "show", paid["run_id"], "--json"]).stdout)
+    assert shown["run"]["cost_usd"] == pytest.approx(0.30)
+    listed = run_cli(["-w", str(tiny_ws), "runs", "list"], env={"COLUMNS": "200"}).stdout
+    assert "$0.30" in listed
