@@ -564,3 +564,26 @@ def test_server_faults_lose_nothing_and_replies_are_never_run(mini: Path):
         if path.is_file():
             data = path.read_bytes()
             assert SECRET.encode() not in data, path
+
+
+def test_rich_markup_in_data_is_shown_as_written_and_never_breaks_a_command(tmp_path):
+    """'[/]' closes a style that is not open and '[bold' is half a tag: Rich raises MarkupError on both when
+    they reach it as markup. In a question, an option, a spec title, a model name and a typed id they are data."""
+    ws = write_workspace(tmp_path / "ws")
+    markup = "[/] [bold]x[/bold] [link=http://e.invalid]y"
+    cases_file = ws / "data" / "cases.jsonl"
+    cases = [json.loads(line) for line in cases_file.read_text().splitlines()]
+    cases[0]["question"] = f"Fit {markup}?"
+    cases[0]["options"][0]["text"] = f"Yes {markup}"
+    cases_file.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    spec = ws / "interventions" / "TX01.yaml"
+    spec.write_text(spec.read_text().replace("title: Test edit", f"title: {json.dumps('Edit ' + markup)}"))
+    predictions = ws / "p.jsonl"
+    predictions.write_text(json.dumps({"model": f"m{markup}", "suite": "contextcanvas", "case": "T001",
+                                       "condition": "image", "answer": "A"}) + "\n")
+    for args, shown in ((["specs", "show", "TX01"], "Edit [/] [bold]x[/bold]"), (["specs", "list"], "Edit [/]"),
+                        (["report", "--predictions", str(predictions), "--resamples", "20"], "m[/] [bold]x"),
+                        (["cases", "validate"], "cases"), (["runs", "show", f"no{markup}"], f"no{markup}")):
+        result = run_cli(["-w", str(ws), *args], env={"COLUMNS": "200"})
+        assert "Traceback" not in result.output and "MarkupError" not in result.output, (args, result.output)
+        assert result.exit_code in (0, 1, 2) and shown in result.output, (args, result.output)
