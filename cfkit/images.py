@@ -163,8 +163,13 @@ def check_sendable(data: bytes, mime: str, size: tuple[int, int], *, source: str
     if size[0] * size[1] > MAX_PIXELS:
         raise _too_large(source, what)
     if not _complete(data, mime):
-        raise ImageError(f"{what} {source}: the file is cut short (no end marker after its image data); "
-                         "copy or export it again.")
+        # Data after the image (a motion photo's video, a camera's trailer) can hold marker bytes too:
+        # only the decoder can tell such a file from one cut short, so it decides the rare doubtful file.
+        try:
+            decode_image(data, source=source, what=what)
+        except ImageError as exc:
+            raise ImageError(f"{what} {source}: the file is cut short (no end marker after its image data); "
+                             "copy or export it again.") from exc
 
 
 def image_data(path: Path) -> ImageData:

@@ -116,3 +116,14 @@ def test_a_header_beyond_pillows_own_limit_is_the_same_one_line(tmp_path: Path):
         image_data(path)
     with pytest.raises(ImageError, match="huge.png: refused, more than"):
         open_image(path)
+
+
+def test_data_after_the_image_that_holds_marker_bytes_is_not_taken_for_a_cut_file(tmp_path: Path):
+    """A motion photo carries a video after the JPEG's end marker; its bytes may hold a start-of-scan marker."""
+    from cfkit.images import image_data
+
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(1).integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(buf, format="JPEG")
+    path = tmp_path / "motion.jpg"
+    path.write_bytes(buf.getvalue() + b"ftypmp42" + b"\xff\xda\x00\x08" + bytes(range(256)) * 4)
+    assert image_data(path).data == path.read_bytes()  # decodes whole, so it goes as it is
