@@ -156,7 +156,10 @@ def process_rows(url: str, tmp: Path, ws_root: Path, jobs: list[tuple[str, str, 
         {"name": f"peak RSS of cfkit probe run, {MEMORY_CASES:,} requests", "value": round(rss_big, 1), "unit": "MiB",
          "target": f"≤ {RSS_GROWTH_TARGET:g}× the {n:,}-request figure", "met": growth <= RSS_GROWTH_TARGET,
          "note": f"{growth:.2f}× the {n:,}-request figure; {MEMORY_CASES:,} distinct images ({gigabytes:.2f} GB), "
-                 f"{where}, one run ({big_s:.1f} s)"},
+                 f"{where}, one run ({big_s:.1f} s). It grows {(rss_big - rss_small) * 1024 / (MEMORY_CASES - n):.1f} KiB "
+                 f"per request (the plan's records of every request; no image bytes are held), the floor "
+                 f"{(floor_big - floor_small) * 1024 / (MEMORY_CASES - n):.1f} KiB (its job list and one waiting "
+                 f"task per request), {floor_big / floor_small:.2f}× its own {n:,}-request figure"},
         {"name": f"peak RSS of the lean floor client as a process, {n:,} requests", "value": round(floor_small, 1),
          "unit": "MiB", "target": None, "met": None, "note": f"reference; {MEMORY_CONCURRENCY} in flight"},
         {"name": f"peak RSS of the lean floor client as a process, {MEMORY_CASES:,} requests",
