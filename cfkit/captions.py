@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cfkit.cases import check_case_id
@@ -82,6 +81,8 @@ def dump_caption(caption: Caption) -> str:
             del data[key]
     if data["evidence"] is None:
         del data["evidence"]
+    import yaml
+
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 

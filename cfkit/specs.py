@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cfkit.cases import CaseSet
@@ -242,6 +241,8 @@ def try_load_cases(ws: Workspace) -> CaseSet | None:
 
 def dump_spec(spec: Spec) -> str:
     """YAML text for a spec: fields in the schema's (documented) order, empty ones left out."""
+    import yaml
+
     return yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False, allow_unicode=True,
                           width=100)
 
@@ -275,6 +276,8 @@ def set_spec_mask(spec_file: SpecFile, mask: str) -> SpecFile:
     if spec.mask or spec.regions:
         raise SpecError(f"{spec_file.path}: the spec already has a mask ('{spec.mask or 'regions'}'); it is kept.")
     text = spec_file.path.read_text(encoding="utf-8")
+    import yaml
+
     text = text + ("" if text.endswith("\n") or not text else "\n") + yaml.safe_dump({"mask": mask}, width=1000)
     parse_spec(text, spec_file.path)  # still a valid spec before it replaces the file
     write_text_atomic(spec_file.path, text)
