@@ -260,9 +260,10 @@ def _image_problems(path: Path, cases: list[Case], lines: list[int], image_root:
                                                      "to the folder the cases' image paths are relative to."))
         missing.extend(dict.fromkeys(name for c in cases for name in c.images))
     seen: set[str] = set()
+    folders: dict[Path, Path] = {}  # each folder resolved once: thousands of images share a few folders
     for case, lineno in zip(cases, lines):
         for i, name in enumerate(case.images):
-            target = (image_root / name).resolve()
+            target = _resolved(image_root / name, folders)
             where = f"images.{i}"
             if not target.is_relative_to(root):
                 problems.append(CaseProblem(str(path), lineno, f"case '{case.id}': image {name!r} resolves to "
@@ -285,6 +286,16 @@ def _image_problems(path: Path, cases: list[Case], lines: list[int], image_root:
                     except ImageError as exc:
                         problems.append(CaseProblem(str(path), lineno, f"case '{case.id}': {exc}", where, case.id))
     return problems
+
+
+def _resolved(path: Path, folders: dict[Path, Path]) -> Path:
+    """``path.resolve()``, with the folder's resolution taken from ``folders`` (and kept there)."""
+    if path.name in ("", ".", "..") or path.is_symlink():
+        return path.resolve()
+    folder = folders.get(path.parent)
+    if folder is None:
+        folder = folders[path.parent] = path.parent.resolve()
+    return folder / path.name
 
 
 def load_cases(path: Path, image_root: Path) -> CaseSet:
