@@ -3,12 +3,14 @@ and install and download hints that name commands that really exist."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
 import sys
 import tomllib
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
@@ -111,3 +113,40 @@ def test_download_hint_is_a_command_the_installed_huggingface_hub_provides():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "REPO_ID" in result.stdout and "--local-dir" in result.stdout
+
+
+def _metadata_only_wheel(folder: Path, name: str, version: str) -> Path:
+    """A wheel holding nothing but the metadata of ``name`` ``version``: what pip sees of an installed torch."""
+    import base64
+    import hashlib
+    import zipfile
+
+    dist_info = f"{name}-{version}.dist-info"
+    files = {f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: cfkit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+                     f"{len(text.encode())}\n" for path, text in files.items()) + f"{dist_info}/RECORD,,\n"
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in {**files, f"{dist_info}/RECORD": record}.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+def test_installing_an_extra_keeps_the_supported_torch_a_user_already_has(tmp_path: Path):
+    """A fresh venv holding torch 2.13.0 and torchvision 0.28.0 (not CI's pair): pip's plan for
+    cfkit-probes[lpips] installs the rest and replaces neither."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    wheels = [_metadata_only_wheel(tmp_path, "torch", "2.13.0"), _metadata_only_wheel(tmp_path, "torchvision", "0.28.0")]
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", *map(str, wheels)],
+                   check=True, timeout=300)
+    report = tmp_path / "plan.json"
+    result = subprocess.run([python, "-m", "pip", "install", "--dry-run", "--quiet", "--report", str(report),
+                             f"{REPO}[lpips]"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    planned = {item["metadata"]["name"].lower(): item["metadata"]["version"]
+               for item in json.loads(report.read_text())["install"]}
+    assert "cfkit-probes" in planned and "lpips" in planned  # the extra is really resolved ...
+    assert "torch" not in planned and "torchvision" not in planned, planned  # ... around the user's torch
