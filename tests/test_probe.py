@@ -351,13 +351,14 @@ def _cli_process(ws: Path, url: str, *extra: str) -> subprocess.Popen:
 
 
 def test_killed_run_resumes_with_only_the_missing_requests(tmp_path):
-    n = 24
+    n = 60  # 3 s of sending two at a time: room for a loaded machine to be slow to send the signal
     killed_ws, clean_ws = many_cases(tmp_path / "killed", n), many_cases(tmp_path / "clean", n)
     with ChatServer(scripted_answer, latency=0.1) as server:
         proc = _cli_process(killed_ws, server.url, "--concurrency", "2")
         deadline = time.monotonic() + 60
         while server.count < 8 and time.monotonic() < deadline:
             time.sleep(0.02)
+        assert proc.poll() is None, "the run ended before it could be killed"
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         stored = len(replies(killed_ws))
@@ -651,18 +652,20 @@ def test_a_pair_leaving_the_suite_makes_a_new_run_and_the_old_one_keeps_its_answ
 
 
 def test_ctrl_c_keeps_what_arrived_and_marks_the_run_interrupted(tmp_path):
-    ws = many_cases(tmp_path / "ws", 20)
+    # 100 requests one at a time take 10 s: room for a loaded machine to be slow to send the signal.
+    ws = many_cases(tmp_path / "ws", 100)
     with ChatServer(scripted_answer, latency=0.1) as server:
         proc = _cli_process(ws, server.url, "--concurrency", "1")
         deadline = time.monotonic() + 60
         while server.count < 4 and time.monotonic() < deadline:
             time.sleep(0.02)
+        assert proc.poll() is None, "the run ended before it could be interrupted"
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert "interrupted; everything saved before the interruption is kept" in stderr and "Traceback" not in stderr
     listed = json.loads(run_cli(["-w", str(ws), "runs", "list", "--json"]).stdout)
-    assert listed[0]["status"] == "interrupted" and 3 <= listed[0]["n_done"] < 20
+    assert listed[0]["status"] == "interrupted" and 3 <= listed[0]["n_done"] < 100
 
 
 def test_probe_commands_import_no_heavy_library():
@@ -749,3 +752,15 @@ def test_a_rerun_without_prices_keeps_the_cost_the_run_recorded(tiny_ws):
     assert shown["run"]["cost_usd"] == pytest.approx(0.30)
     listed = run_cli(["-w", str(tiny_ws), "runs", "list"], env={"COLUMNS": "200"}).stdout
     assert "$0.30" in listed
+
+
+def test_a_backend_missing_two_modules_names_both_in_one_grammatical_line(tiny_ws):
+    from cfkit.backends import missing_requirement
+
+    class Needy:
+        kind, extra, requires = "needy", "openai", ("cfkit_no_such_a", "cfkit_no_such_b")
+
+    line = missing_requirement(Needy)
+    assert line.startswith("the needy backend needs 'cfkit_no_such_a' and 'cfkit_no_such_b', which are not installed")
+    empty = run_cli(["-w", str(tiny_ws), "runs", "list"])
+    assert empty.exit_code == 0 and empty.stdout == "" and "no runs in" in empty.stderr

@@ -224,12 +224,13 @@ def missing_requirement(cls: type) -> str | None:
     if not absent:
         return None
     kind = getattr(cls, "kind", cls.__name__)
-    names = ", ".join(f"'{m}'" for m in absent)
+    names = " and ".join(f"'{m}'" for m in absent)
+    verb = "is" if len(absent) == 1 else "are"
     extra = getattr(cls, "extra", None)
     if extra:
-        return (f"the {kind} backend needs {names}, which is not installed; install cfkit's {extra} extra: "
+        return (f"the {kind} backend needs {names}, which {verb} not installed; install cfkit's {extra} extra: "
                 f"{install_hint(extra)}")
-    return f"the {kind} backend needs {names}, which is not installed; install the package that provides it."
+    return f"the {kind} backend needs {names}, which {verb} not installed; install the package that provides it."
 
 
 def check_installed(kind: str) -> type:

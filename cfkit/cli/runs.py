@@ -39,6 +39,9 @@ def list_(ws, as_json: bool) -> None:
     if as_json:
         print_json([asdict(r) for r in records])
         return
+    if not records:
+        status(f"no runs in {ws.root} yet; start one with 'cfkit probe run'.")
+        return
     title = f"Runs in {escape(str(ws.db_path))}"
     table = Table(title=title, title_justify="left")
     for column, justify in (("run", "left"), ("model", "left"), ("suite", "left"), ("status", "left"),
