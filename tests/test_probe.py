@@ -347,7 +347,13 @@ def _cli_process(ws: Path, url: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "cfkit", "-w", str(ws), "probe", "run", "-m", "openai:test-model",
          "-s", "contextcanvas", "--base-url", url, *FAST, *extra],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_as_in_a_terminal)
+
+
+def _as_in_a_terminal() -> None:
+    """Ctrl-C reaches the process as at a terminal: a shell starts background jobs with SIGINT ignored, and
+    a test suite started that way would hand the ignoring on to every child (Python keeps an ignored SIGINT)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_killed_run_resumes_with_only_the_missing_requests(tmp_path):
