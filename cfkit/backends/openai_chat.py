@@ -40,6 +40,7 @@ import asyncio
 import base64
 import random
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
@@ -47,9 +48,21 @@ from pydantic import Field
 
 from cfkit import __version__
 from cfkit.backends import (
-    BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, TransportError, cache_options,
+    BackendContext,
+    BackendOptions,
+    Capabilities,
+    ProbeRequest,
+    Reply,
+    TransportError,
+    cache_options,
 )
-from cfkit.backends.http import Exchange, JSONClient, error_text, package_versions, retry_after_seconds
+from cfkit.backends.http import (
+    Exchange,
+    JSONClient,
+    error_text,
+    package_versions,
+    retry_after_seconds,
+)
 from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable
 from cfkit.hints import install_hint
@@ -150,11 +163,18 @@ class OpenAIBackend:
 
     # -- one request ---------------------------------------------------------
 
-    def _content(self, request: ProbeRequest) -> list[dict[str, Any]]:
-        """The user message's parts: the text, then each image as a base64 data URL (encoded once)."""
+    def _content(self, request: ProbeRequest, *, slots: bool = False) -> list[dict[str, Any]]:
+        """The user message's parts: the text, then each image as a base64 data URL (encoded once).
+
+        With ``slots``, each URL is a marker that :func:`_encoded` replaces with the image's bytes once the
+        rest of the body is JSON: the image is then never held as a Python string, nor copied through the
+        JSON encoder (whose buffer for a 200 KB body is about 2 MB).
+        """
         content: list[dict[str, Any]] = [{"type": "text", "text": request.user}]
-        for image in request.images:
-            part: dict[str, Any] = {"url": f"data:{image.mime};base64,{base64.b64encode(image.data).decode('ascii')}"}
+        for i, image in enumerate(request.images):
+            url = _slot(i).decode("ascii") if slots else \
+                f"data:{image.mime};base64,{base64.b64encode(image.data).decode('ascii')}"
+            part: dict[str, Any] = {"url": url}
             if self.options.detail != "auto":
                 part["detail"] = self.options.detail
             content.append({"type": "image_url", "image_url": part})
@@ -201,7 +221,7 @@ class OpenAIBackend:
     async def answer(self, request: ProbeRequest) -> Reply:
         import orjson
 
-        content = self._content(request)
+        content = self._content(request, slots=True)
         notes: list[str] = list(self.notes)
         started = time.perf_counter()
         retry = 0
@@ -211,7 +231,7 @@ class OpenAIBackend:
             state = (frozenset(self._refused), self.token_param)
             if state != encoded_for:
                 body = self._body(request, content)
-                data = orjson.dumps(body)
+                data = _encoded(orjson.dumps(body), request.images)
                 encoded_for = state
             exchange = await self._client.post("/chat/completions", data)
             if exchange.failure is not None:
@@ -321,3 +341,28 @@ class OpenAIBackend:
         return Reply(raw=raw, usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes), refused=refused,
                      reasoning=reasoning, server_model=server_model if isinstance(server_model, str) else None,
                      system_fingerprint=fingerprint if isinstance(fingerprint, str) else None, raw_chars=raw_chars)
+
+
+#: Marks where an image's data URL goes in an encoded body; random, so that no prompt can hold it.
+_SLOT_MARK = f"cfkit-image-{uuid.uuid4().hex}-"
+
+
+def _slot(i: int) -> bytes:
+    return f"{_SLOT_MARK}{i}.".encode("ascii")
+
+
+def _encoded(body: bytes, images) -> bytes:
+    """``body`` (JSON with each image's URL a :func:`_slot` marker) with the markers replaced by the data URLs.
+
+    Base64 uses only characters JSON carries as they are, so the bytes are the JSON of the full body.
+    """
+    if not images:
+        return body
+    parts, rest = [], body
+    for i, image in enumerate(images):
+        head, found, rest = rest.partition(_slot(i))
+        if not found:
+            raise AssertionError(f"image slot {i} missing from the encoded body")
+        parts += [head, f"data:{image.mime};base64,".encode("ascii"), base64.b64encode(image.data)]
+    parts.append(rest)
+    return b"".join(parts)
