@@ -14,6 +14,7 @@ read).
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,7 +159,7 @@ class _RequestBuilder:
         if option_ids not in self._schemas:
             self._schemas[option_ids] = answer_schema(option_ids)
         request = ProbeRequest(
-            system=prompt.system,
+            system=sys.intern(prompt.system),  # the same text for every request of a run: held once
             user=prompt.user,
             images=self._images(list(prompt.images)),
             option_ids=option_ids,
