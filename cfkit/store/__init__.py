@@ -35,29 +35,49 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cfkit.store import audit_labels, audits, batches, checks, digests, edits, leases, responses, reviews, runs
+import importlib
+from types import ModuleType
+
 from cfkit.store.db import Database, from_json, now, to_json
 
 #: Bumped whenever an owner adds a migration step.
 SCHEMA_VERSION = 5  # 3: run identity and provenance; 4: the audit tables; 5: replies' length, reasoning, parser; file digests, leases, batches
 
-_OWNERS = (edits, checks, reviews, runs, responses, digests, leases, batches, audits, audit_labels)
-SCHEMA = "\n".join(owner.DDL for owner in _OWNERS)
+#: The owner modules, in the order their tables are created. They are imported when first used (or when a
+#: store is created or migrated): a command that opens a current store to read a run need not define
+#: every other table's records.
+OWNER_NAMES = ("edits", "checks", "reviews", "runs", "responses", "digests", "leases", "batches", "audits",
+               "audit_labels")
+
+
+def _owners() -> list[ModuleType]:
+    return [importlib.import_module(f"cfkit.store.{name}") for name in OWNER_NAMES]
+
+
+def schema() -> str:
+    """The DDL of every table (idempotent ``CREATE … IF NOT EXISTS``)."""
+    return "\n".join(owner.DDL for owner in _owners())
 
 
 def _migrations() -> dict[int, list[str]]:
     steps: dict[int, list[str]] = {}
-    for owner in _OWNERS:
+    for owner in _owners():
         for version, statements in owner.MIGRATIONS.items():
             steps.setdefault(version, []).extend(statements)
     return steps
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in OWNER_NAMES:  # ``cfkit.store.runs`` without an import of it
+        return importlib.import_module(f"cfkit.store.{name}")
+    raise AttributeError(f"module 'cfkit.store' has no attribute {name!r}")
 
 
 class Store(Database):
     """A connection to one workspace's store, with every owner's schema applied."""
 
     def __init__(self, path: Path, *, timeout: float = 30.0):
-        super().__init__(path, schema=SCHEMA, version=SCHEMA_VERSION, migrations=_migrations(), timeout=timeout)
+        super().__init__(path, schema=schema, version=SCHEMA_VERSION, migrations=_migrations, timeout=timeout)
 
     def __enter__(self) -> "Store":
         return self

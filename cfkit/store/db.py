@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,8 +46,9 @@ class Database:
     refused rather than read.
     """
 
-    def __init__(self, path: Path, *, schema: str, version: int,
-                 migrations: Mapping[int, Sequence[str]] | None = None, timeout: float = 30.0):
+    def __init__(self, path: Path, *, schema: str | Callable[[], str], version: int,
+                 migrations: Mapping[int, Sequence[str]] | Callable[[], Mapping[int, Sequence[str]]] | None = None,
+                 timeout: float = 30.0):
         self.path = path
         self.conn: sqlite3.Connection | None = None
         try:
@@ -59,7 +60,7 @@ class Database:
             _switch_to_wal(self.conn, timeout)
             self.conn.execute("PRAGMA foreign_keys=ON")
             self.conn.execute("PRAGMA synchronous=NORMAL")
-            self._migrate(schema, version, migrations or {})
+            self._migrate(schema, version, migrations)
         except StoreError:
             self.close()
             raise
@@ -76,7 +77,9 @@ class Database:
             self.close()
             raise StoreError(f"store {path}: cannot be created ({exc.strerror}). Check the folder's permissions.") from exc
 
-    def _migrate(self, schema: str, version: int, migrations: Mapping[int, Sequence[str]]) -> None:
+    def _migrate(self, schema, version: int, migrations) -> None:
+        """Bring the file to ``version``. ``schema`` and ``migrations`` may be given as callables: they are
+        read only when the file is new or older, not each time a current store is opened."""
         current = self.conn.execute("PRAGMA user_version").fetchone()[0]
         if current > version:
             raise StoreError(f"store {self.path} was written by a newer cfkit (schema {current} > {version}); "
@@ -88,6 +91,8 @@ class Database:
             # Another process may have migrated while this one waited for the lock.
             current = self.conn.execute("PRAGMA user_version").fetchone()[0]
             if current < version:
+                schema = schema() if callable(schema) else schema
+                migrations = (migrations() if callable(migrations) else migrations) or {}
                 if current > 0:
                     for step in range(current + 1, version + 1):
                         for statement in migrations.get(step, ()):
