@@ -283,3 +283,14 @@ def test_processes_opening_a_new_store_at_once_all_get_it(tmp_path: Path):
                  for _ in range(2)]
         errors = [p.communicate(timeout=60)[1] for p in procs]
         assert [p.returncode for p in procs] == [0, 0], errors
+
+
+def test_every_owner_module_is_named_so_its_tables_are_created():
+    """The owners are imported lazily, by name: an owner missing from OWNER_NAMES would get no tables."""
+    from pathlib import Path
+
+    import cfkit.store as store_package
+
+    folder = Path(store_package.__file__).parent
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "db"}
+    assert set(store_package.OWNER_NAMES) == modules
