@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 from conftest import REPO, gradient_image, run_cli
+from tiny_llava import save_tiny_llava
 from cfkit.backends import Generation, ImageData, ProbeRequest, RequestMeta, load_backend
 from cfkit.backends.hf_local import fit_square
 from cfkit.errors import BackendUnavailable
@@ -38,35 +39,7 @@ def tiny_vlm(tmp_path_factory) -> Path:
 
 def build_tiny_vlm(folder: Path, seed: int) -> Path:
     """The tiny LLaVA of :func:`tiny_vlm`, its weights drawn with ``seed``, saved in ``folder``."""
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import (
-        CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration,
-        LlavaProcessor, PreTrainedTokenizerFast,
-    )
-
-    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "<image>": 4}
-    for word in ['{"answer":', '"A",', '"B",', '"reason":', '"confidence":', '"low"}', "A", "B", "Yes", "No",
-                 "system:", "user:", "assistant:", "Question:", "Options:"]:
-        vocab.setdefault(word, len(vocab))
-    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-                                   pad_token="<pad>", extra_special_tokens={"image_token": "<image>"})
-    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                              image_size=28, patch_size=14)
-    text = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
-                       bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    torch.manual_seed(seed)
-    LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=text, image_token_index=4)
-                                  ).save_pretrained(folder)
-    processor = LlavaProcessor(
-        image_processor=CLIPImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}),
-        tokenizer=fast, patch_size=14, vision_feature_select_strategy="default", chat_template=CHAT_TEMPLATE,
-        num_additional_image_tokens=1)
-    processor.save_pretrained(folder)
-    return folder
+    return save_tiny_llava(folder, chat_template=CHAT_TEMPLATE, seed=seed)
 
 
 def request(images: tuple[ImageData, ...]) -> ProbeRequest:

@@ -33,6 +33,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import tiny_llava
+
 #: Whitespace between every part; ``{{ '\n' }}`` because transformers renders templates with trim_blocks.
 CHAT_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] + ':' }}"
@@ -41,8 +43,7 @@ CHAT_TEMPLATE = (
     "{% endfor %}{% endif %}{{ '\n' }}{% endfor %}"
     "{% if add_generation_prompt %}{{ 'assistant:' }}{% endif %}"
 )
-IMAGE_SIZE = 28
-PATCH_SIZE = 14
+IMAGE_SIZE, PATCH_SIZE = tiny_llava.IMAGE_SIZE, tiny_llava.PATCH_SIZE
 #: Tokens one image becomes: one per patch of the 28-px crop (the class token is dropped, strategy "default").
 TOKENS_PER_IMAGE = (IMAGE_SIZE // PATCH_SIZE) ** 2
 
@@ -66,37 +67,7 @@ def serving_missing() -> str | None:
 
 def save_tiny_llava(folder: Path) -> Path:
     """Save the tiny random LLaVA (weights, processor, tokenizer, chat template) to ``folder``."""
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import (
-        CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration,
-        LlavaProcessor, PreTrainedTokenizerFast,
-    )
-
-    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "<image>": 4}
-    for word in ['{"answer":', '"A",', '"B",', '"reason":', '"confidence":', '"low"}', "A", "B", "Yes", "No",
-                 "system:", "user:", "assistant:", "Question:", "Options:"]:
-        vocab.setdefault(word, len(vocab))
-    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-                                   pad_token="<pad>", extra_special_tokens={"image_token": "<image>"})
-    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                              image_size=IMAGE_SIZE, patch_size=PATCH_SIZE)
-    text = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
-                       bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    torch.manual_seed(0)
-    model = LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=text, image_token_index=4))
-    model.generation_config.suppress_tokens = [vocab[t] for t in ("<pad>", "<s>", "</s>", "<unk>", "<image>")]
-    model.save_pretrained(folder)
-    LlavaProcessor(
-        image_processor=CLIPImageProcessor(size={"shortest_edge": IMAGE_SIZE},
-                                           crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}),
-        tokenizer=fast, patch_size=PATCH_SIZE, vision_feature_select_strategy="default",
-        chat_template=CHAT_TEMPLATE, num_additional_image_tokens=1,
-    ).save_pretrained(folder)
-    return folder
+    return tiny_llava.save_tiny_llava(folder, chat_template=CHAT_TEMPLATE, seed=0, suppress_special=True)
 
 
 def _die_with_parent() -> None:
