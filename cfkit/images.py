@@ -188,11 +188,21 @@ def image_data(path: Path) -> ImageData:
         raise ImageError(f"image {path}: not found. Put the file there or fix the path.") from None
     except OSError as exc:
         raise ImageError(f"image {path}: cannot be read ({exc.strerror}).") from exc
-    mime, size = read_header(data, source=str(path))
+    return as_sent(data, source=str(path))[0]
+
+
+def as_sent(data: bytes, *, source: str) -> tuple[ImageData, tuple[int, int]]:
+    """An image file's bytes as a model receives them, and (width, height) of what it receives.
+
+    A sendable type goes as it is, after :func:`check_sendable` (``data`` itself is returned); any other
+    is decoded and re-encoded as PNG.
+    """
+    mime, size = read_header(data, source=source)
     if mime in SENDABLE_MIME:
-        check_sendable(data, mime, size, source=str(path))
-        return ImageData(data, mime)
-    return ImageData(png_bytes(decode_image(data, source=str(path))), "image/png")
+        check_sendable(data, mime, size, source=source)
+        return ImageData(data, mime), size
+    image = decode_image(data, source=source)
+    return ImageData(png_bytes(image), "image/png"), image.size
 
 
 def side_by_side(paths: list[Path], labels: list[str]) -> ImageData:

@@ -31,7 +31,7 @@ from typing import Literal
 
 from cfkit.backends import ProbeRequest
 from cfkit.errors import ImageError
-from cfkit.images import SENDABLE_MIME, ImageData, check_sendable, decode_image, png_bytes, read_header, side_by_side
+from cfkit.images import ImageData, as_sent, read_header, side_by_side
 from cfkit.store import Store, digests as digest_table
 from cfkit.store.digests import FileDigest
 
@@ -84,7 +84,7 @@ class ImageRef:
             data = _read_unchanged(self.files[0])
             return ImageData(data, self.mime)
         if self.kind == "png":
-            data = png_bytes(decode_image(_read_unchanged(self.files[0]), source=str(self.files[0].path)))
+            data = as_sent(_read_unchanged(self.files[0]), source=str(self.files[0].path))[0].data
         else:
             for state in self.files:
                 _check_unchanged(state)
@@ -144,13 +144,9 @@ def _hash_file(path: Path, st: os.stat_result) -> FileDigest:
     except OSError as exc:
         raise ImageError(f"image {path}: cannot be read ({exc.strerror}).") from exc
     sha = hashlib.sha256(data).hexdigest()
-    mime, (width, height) = read_header(data, source=str(path))
-    sent_sha = sha
-    if mime in SENDABLE_MIME:  # sent as it is: refused here when decoding it would be (pixel limit, cut short)
-        check_sendable(data, mime, (width, height), source=str(path))
-    else:
-        image = decode_image(data, source=str(path))
-        mime, sent_sha, (width, height) = "image/png", hashlib.sha256(png_bytes(image)).hexdigest(), image.size
+    sent, (width, height) = as_sent(data, source=str(path))  # refused here when sending it would be
+    sent_sha = sha if sent.data is data else sent.sha256
+    mime = sent.mime
     # The file's state when it was read; a file rewritten while it was read is caught at the next stat.
     return FileDigest(path=str(path), size=st.st_size, mtime_ns=st.st_mtime_ns, sha256=sha, mime=mime,
                       sent_sha256=sent_sha, width=width, height=height, hashed_at_ns=started)
