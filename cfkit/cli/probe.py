@@ -82,8 +82,7 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
       cfkit probe run -m openai:gpt-5.5 -s swap                             position bias: both option orders
       cfkit probe run -m openai:gpt-5.5 -s contextcanvas --batch            then: cfkit probe collect RUN
     """
-    from cfkit.backends import check_installed, split_model
-    from cfkit.options import Setting, blamed, parse_option_pairs
+    from cfkit.options import Setting, parse_option_pairs
     from cfkit.probe import Selection, prepare_probe, preview_run
     from cfkit.store import open_store
     from cfkit.subsets import resolve_subset
@@ -92,8 +91,6 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
     if not given.value:
         raise UsageError("no model given. Pass --model KIND:NAME (e.g. openai:gpt-5.5) or set [probe] model "
                          "in cfkit.toml.")
-    with blamed(given):  # an unknown kind or a missing extra names the flag or the key it came from
-        check_installed(split_model(given.value)[0])
     model = given.value
     options = parse_option_pairs(pairs)
     for flag, key, value in (("--base-url", "base_url", base_url), ("--api-key-env", "api_key_env", api_key_env)):
@@ -117,15 +114,15 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
     if dry_run:
         if ws.db_path.is_file():
             with open_store(ws.db_path) as store:
-                preview = preview_run(ws, store, model, suite, batch=batch, **settings)
+                preview = preview_run(ws, store, given, suite, batch=batch, **settings)
         else:  # a dry run never creates the store
-            preview = preview_run(ws, None, model, suite, batch=batch, **settings)
+            preview = preview_run(ws, None, given, suite, batch=batch, **settings)
         from cfkit.cli.probe_plan import render_preview
 
         render_preview(preview, max_cost, as_json)
         return
     # The backend is built before the store is opened: a bad --base-url or a missing key writes nothing.
-    job = prepare_probe(ws, model, suite, max_cost=max_cost, **settings)
+    job = prepare_probe(ws, given, suite, max_cost=max_cost, **settings)  # a refused kind names its source
     for note in job.notes:
         warn(note)
     if batch:

@@ -19,6 +19,7 @@ unchanged inputs then returns at once, without rendering a prompt.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from cfkit.backends import Backend, BackendContext, check_installed, load_backen
 from cfkit.cases import CaseSet
 from cfkit.dataset import load_cases
 from cfkit.errors import NotFoundError
+from cfkit.options import Setting, blamed
 from cfkit.probe.estimate import Estimate, estimate
 from cfkit.probe.image_refs import Digests
 from cfkit.probe.identity import (InputsDigest, cache_key, inputs_digest, inputs_sha256, inputs_unchanged, run_id_for,
@@ -65,12 +67,20 @@ class _Setup:
         return {"protocol": self.protocol.record(), "prices": self.prices.record() if self.prices else None}
 
 
+def _model(model: str | Setting) -> tuple[str, Setting | None]:
+    """``(KIND:NAME, where it came from)``; a plain string came from the caller."""
+    return (model.value, model) if isinstance(model, Setting) else (model, None)
+
+
 def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], protocol: str | None,
-           max_tokens: int | None, concurrency: int | None) -> tuple[_Setup, Backend | None]:
+           max_tokens: int | None, concurrency: int | None,
+           where: Setting | None = None) -> tuple[_Setup, Backend | None]:
     """Start-up checks and settings: the extra is installed, the preset resolves, the backend can be built
-    (a key, local weights), and prices are known where the backend takes them. Nothing is recorded."""
-    kind, name = split_model(model)
-    cls = check_installed(kind)  # a missing extra stops here, before anything is recorded
+    (a key, local weights), and prices are known where the backend takes them. Nothing is recorded.
+    ``where`` says where ``model`` came from (a flag or cfkit.toml), for a refusal of its kind."""
+    with blamed(where) if where is not None else contextlib.nullcontext():
+        kind, name = split_model(model)
+        cls = check_installed(kind)  # a missing extra stops here, before anything is recorded
     fields = set(cls.Options.model_fields)
     preset = resolve_protocol(protocol or ws.config.probe.protocol, remote=cls.capabilities.remote,
                               model_name=name, option_names=fields, max_tokens=max_tokens, concurrency=concurrency,
@@ -218,7 +228,7 @@ class PlannedRun:
     concurrency: int | None
 
 
-def prepare_probe(ws: Workspace, model: str, suite: str, *, options: dict[str, Any] | None = None,
+def prepare_probe(ws: Workspace, model: str | Setting, suite: str, *, options: dict[str, Any] | None = None,
                   concurrency: int | None = None, max_cost: float | None = None, max_tokens: int | None = None,
                   protocol: str | None = None, accepted_only: bool = False,
                   selection: Selection | None = None) -> ProbeJob:
@@ -228,7 +238,8 @@ def prepare_probe(ws: Workspace, model: str, suite: str, *, options: dict[str, A
     here, before a store is opened or a progress bar drawn.
     """
     selection = selection or Selection(accepted_only=accepted_only)
-    setup, backend = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency)
+    model, where = _model(model)
+    setup, backend = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency, where)
     return ProbeJob(ws=ws, model=model, suite=suite, setup=setup, backend=backend, selection=selection,
                     concurrency=concurrency, max_cost=max_cost)
 
@@ -271,7 +282,7 @@ class RunPreview:
     all_requests: Estimate  # the whole plan, as if nothing were stored
 
 
-def preview_run(ws: Workspace, store: Store | None, model: str, suite: str, *,
+def preview_run(ws: Workspace, store: Store | None, model: str | Setting, suite: str, *,
                 options: dict[str, Any] | None = None, concurrency: int | None = None,
                 max_tokens: int | None = None, protocol: str | None = None,
                 selection: Selection | None = None, batch: bool = False) -> RunPreview:
@@ -279,7 +290,8 @@ def preview_run(ws: Workspace, store: Store | None, model: str, suite: str, *,
     written. ``store`` may be None when the workspace has none yet. With ``batch`` the cost is at batch
     prices (:data:`~cfkit.probe.prices.BATCH_PRICE_FACTOR`)."""
     selection = selection or Selection()
-    setup, _ = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency)
+    model, where = _model(model)
+    setup, _ = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency, where)
     plan = _plan(ws, store, setup, suite, selection, digests=Digests(store, remember=False))
     backend = load_backend(model, setup.options, context=setup.context(ws, suite, plan))
     run_id, keys, recorded = run_identity(backend, plan, setup.protocol.name)
