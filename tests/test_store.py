@@ -294,3 +294,16 @@ def test_every_owner_module_is_named_so_its_tables_are_created():
     folder = Path(store_package.__file__).parent
     modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "db"}
     assert set(store_package.OWNER_NAMES) == modules
+
+
+def test_query_in_asks_any_number_of_values(tmp_path: Path):
+    """Past SQLite's old 999-parameter limit too: the values are asked in chunks and every match comes back."""
+    from cfkit.store.db import Database
+
+    db = Database(tmp_path / "t.db", schema="CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY)", version=1)
+    with db.transaction() as tx:
+        tx.executemany("INSERT INTO t (k) VALUES (?)", [(i,) for i in range(3000)])
+    wanted = list(range(0, 6000, 2))  # 3,000 values, half of them absent
+    assert sorted(r["k"] for r in db.query_in("SELECT k FROM t WHERE k IN ({})", wanted)) == list(range(0, 3000, 2))
+    assert db.query_in("SELECT k FROM t WHERE k IN ({})", []) == []
+    db.close()

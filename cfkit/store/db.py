@@ -146,6 +146,16 @@ class Database:
             raise StoreError(f"store {self.path}: read failed ({exc}). If the file is damaged, move it aside; "
                              "cfkit will start a new one.") from exc
 
+    def query_in(self, sql: str, values: Sequence[Any], *, chunk: int = 500) -> list[sqlite3.Row]:
+        """Rows of ``sql``, whose one ``{}`` is an ``IN (…)`` list of ``values``, asked ``chunk`` values at a
+        time (SQLite's parameter limit is 999 in old builds). Rows come chunk by chunk, unordered across."""
+        values = list(values)
+        rows: list[sqlite3.Row] = []
+        for start in range(0, len(values), chunk):
+            part = tuple(values[start:start + chunk])
+            rows += self.query(sql.format(placeholders(part)), part)
+        return rows
+
     def integrity_ok(self) -> bool:
         return self.query("PRAGMA integrity_check")[0][0] == "ok"
 

@@ -33,9 +33,6 @@ CREATE TABLE IF NOT EXISTS file_digests (
 
 MIGRATIONS: dict[int, list[str]] = {}  # new in schema 5: created by its DDL
 
-#: SQLite's default limit on host parameters is 999 in old builds; stay under it.
-_CHUNK = 500
-
 
 @dataclass(frozen=True)
 class FileDigest:
@@ -58,13 +55,7 @@ def _digest(row: sqlite3.Row) -> FileDigest:
 
 def known(store: Database, paths: Sequence[str]) -> dict[str, FileDigest]:
     """The stored digests among ``paths``, by path (whatever their size and mtime; the caller compares)."""
-    found: dict[str, FileDigest] = {}
-    paths = list(paths)
-    for start in range(0, len(paths), _CHUNK):
-        chunk = paths[start:start + _CHUNK]
-        for row in store.query(f"SELECT * FROM file_digests WHERE path IN ({placeholders(chunk)})", tuple(chunk)):
-            found[row["path"]] = _digest(row)
-    return found
+    return {row["path"]: _digest(row) for row in store.query_in("SELECT * FROM file_digests WHERE path IN ({})", paths)}
 
 
 def remember(store: Database, digests: Iterable[FileDigest]) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cfkit.store.db import Database, from_json, now, placeholders, to_json
+from cfkit.store.db import Database, from_json, now, to_json
 
 DDL = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -37,9 +37,6 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE responses ADD COLUMN system_fingerprint TEXT"],
     5: ["ALTER TABLE responses ADD COLUMN raw_chars INTEGER", "ALTER TABLE responses ADD COLUMN reasoning TEXT"],
 }
-
-#: SQLite's default limit on host parameters is 999 in old builds; stay under it.
-_CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -67,13 +64,8 @@ def _response(row: sqlite3.Row) -> CachedResponse:
 
 def cached(store: Database, keys: Sequence[str]) -> dict[str, CachedResponse]:
     """The cached responses among ``keys``, by key."""
-    found: dict[str, CachedResponse] = {}
-    keys = list(keys)
-    for start in range(0, len(keys), _CHUNK):
-        chunk = keys[start:start + _CHUNK]
-        for row in store.query(f"SELECT * FROM responses WHERE cache_key IN ({placeholders(chunk)})", tuple(chunk)):
-            found[row["cache_key"]] = _response(row)
-    return found
+    return {row["cache_key"]: _response(row)
+            for row in store.query_in("SELECT * FROM responses WHERE cache_key IN ({})", keys)}
 
 
 def put(tx: sqlite3.Connection, response: CachedResponse, *, backend: str, model: str) -> None:
