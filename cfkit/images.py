@@ -43,13 +43,17 @@ class ImageData(NamedTuple):
 
 def open_image(path: Path, *, what: str = "image") -> "Image.Image":
     """Open ``path`` as an upright 8-bit RGB image, or raise :class:`ImageError`."""
+    return decode_image(_read(path, what), source=str(path), what=what)
+
+
+def _read(path: Path, what: str) -> bytes:
+    """The bytes of an image file, or an :class:`ImageError` saying why they cannot be read."""
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise ImageError(f"{what} {path}: not found. Put the file there or fix the path.") from None
     except OSError as exc:
         raise ImageError(f"{what} {path}: cannot be read ({exc.strerror}).") from exc
-    return decode_image(data, source=str(path), what=what)
 
 
 def decode_image(data: bytes, *, source: str = "<bytes>", what: str = "image") -> Image.Image:
@@ -182,13 +186,7 @@ def image_data(path: Path) -> ImageData:
     bytes sent); other formats are decoded by :func:`cfkit.images.open_image`
     and re-encoded as PNG. A file that is not an image is an :class:`ImageError`.
     """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ImageError(f"image {path}: not found. Put the file there or fix the path.") from None
-    except OSError as exc:
-        raise ImageError(f"image {path}: cannot be read ({exc.strerror}).") from exc
-    return as_sent(data, source=str(path))[0]
+    return as_sent(_read(path, "image"), source=str(path))[0]
 
 
 def as_sent(data: bytes, *, source: str) -> tuple[ImageData, tuple[int, int]]:
