@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cfkit.cases import Case, CaseSet
+from cfkit.cases import Case, CaseSet, parse_case
 from cfkit.errors import CaseError, ImageError, describe_error
 from cfkit.images import image_data
 
@@ -185,7 +185,7 @@ def check_cases_data(data: bytes, path: Path, image_root: Path | None, *, images
             continue  # blank line
         hint = record.get("id") if isinstance(record.get("id"), str) else None
         try:
-            case = Case.model_validate(record)
+            case = parse_case(record)
         except ValidationError as exc:
             problems.extend(CaseProblem(str(path), lineno, describe_error(e), ".".join(map(str, e["loc"])) or None,
                                         hint, unit) for e in exc.errors())

@@ -178,9 +178,9 @@ def describe_error(err: ErrorDetails) -> str:
     """One line for one of the problems pydantic found (an item of ``ValidationError.errors()``)."""
     where = ".".join(str(p) for p in err["loc"]) or "record"
     kind = err["type"]
-    if kind == "extra_forbidden":
+    if kind in ("extra_forbidden", "unexpected_keyword_argument"):
         return f"unknown field '{where}'; remove it or check its spelling."
-    if kind == "missing":
+    if kind in ("missing", "missing_argument"):
         return f"field '{where}' is required; add it."
     msg = err["msg"].removeprefix("Value error, ")
     return f"field '{where}': {msg}."

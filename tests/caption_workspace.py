@@ -8,7 +8,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from cfkit.cases import Case
+from cfkit.cases import Case, parse_case
 from conftest import gradient_image, write_workspace
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "cfkit" / "templates"
@@ -66,4 +66,4 @@ def make_caption_ws(root: Path) -> Path:
 
 
 def case_by_id(case_id: str) -> Case:
-    return Case.model_validate(next(c for c in CASES if c["id"] == case_id))
+    return parse_case(next(c for c in CASES if c["id"] == case_id))

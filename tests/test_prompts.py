@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-
 from caption_workspace import CASES, CLEAN, TEMPLATES, make_caption_ws, write_caption
-from cfkit.cases import Case
+from conftest import run_cli
+
+from cfkit.cases import parse_case
 from cfkit.errors import CaptionError, InputError
 from cfkit.prompts import CONDITIONS, Prompt, load_templates, render_prompt, templates_sha256
 from cfkit.subsets import workspace_cases
 from cfkit.workspace import load_workspace
-from conftest import run_cli
 
 
 @pytest.fixture
@@ -61,8 +61,8 @@ def test_four_conditions_differ_only_in_the_visual_slot(cws):
 def test_gold_rationale_and_provenance_never_reach_the_prompt(cws):
     ws = load_workspace(cws)
     raw = dict(CASES[0])
-    case = Case.model_validate(raw)
-    flipped = Case.model_validate(raw | {"gold": "A", "rationale": "other", "provenance": None})
+    case = parse_case(raw)
+    flipped = parse_case(raw | {"gold": "A", "rationale": "other", "provenance": None})
     for condition in CONDITIONS:
         prompt = render_prompt(ws, case, condition)
         text = prompt.system + "\n" + prompt.user
@@ -140,7 +140,7 @@ def test_a_template_without_its_slot_is_refused(cws):
 
 def test_question_text_with_braces_is_not_expanded(cws):
     ws = load_workspace(cws)
-    case = Case.model_validate(CASES[0] | {"question": "Does {options} or {visual} appear here?"})
+    case = parse_case(CASES[0] | {"question": "Does {options} or {visual} appear here?"})
     user = render_prompt(ws, case, "text").user
     assert "Question: Does {options} or {visual} appear here?" in user
 

@@ -52,7 +52,7 @@ class Generation:
     max_tokens: int = 512
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RequestMeta:
     """Where a request comes from. Used by the runner, replay and baselines; never sent to a model.
 
@@ -67,7 +67,7 @@ class RequestMeta:
     yes_option: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProbeRequest:
     """One question to a model: exactly what it receives, plus the metadata that stays here.
 

@@ -295,8 +295,8 @@ def preview_run(ws: Workspace, store: Store | None, model: str | Setting, suite:
     plan = _plan(ws, store, setup, suite, selection, digests=Digests(store, remember=False))
     backend = load_backend(model, setup.options, context=setup.context(ws, suite, plan))
     run_id, keys, recorded = run_identity(backend, plan, setup.protocol.name)
-    stored_replies = runs.reply_index(store, run_id) if store is not None else {}
-    kept = {k for k, r in stored_replies.items() if r.error != "transport" and r.cache_key == keys.get(k)}
+    settled = runs.settled_keys(store, run_id) if store is not None else {}
+    kept = {k for k, cache_key in settled.items() if cache_key == keys.get(k)}
     pending = [item for item in plan.items if item.key not in kept]
     hits = (responses.cached(store, [keys[i.key] for i in pending])
             if store is not None and backend.capabilities.cacheable else {})

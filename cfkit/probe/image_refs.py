@@ -42,7 +42,7 @@ RACY_S = 0.05
 HASH_THREADS = min(4, os.cpu_count() or 1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileState:
     """A file as it was when planned: where, how large, when last modified."""
 
@@ -51,7 +51,7 @@ class FileState:
     mtime_ns: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ImageRef:
     """One image of a request by reference (see the module docstring).
 

@@ -85,7 +85,7 @@ class Selection:
         return recorded
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProbeItem:
     """One request of a suite, with the case it asks about (and, for an 'edit' question, the edit shown)."""
 

@@ -116,14 +116,9 @@ def open_and_settle(store: Store, backend: Backend, plan: ProbePlan, *, protocol
         run_notes.add(f"resumed with other library versions than before ({', '.join(changed)})")
 
     # 3. Keep what is stored; answer from the cache what can be.
-    stored = runs.reply_index(store, run_id)
-
-    def needed(item: ProbeItem) -> bool:
-        reply = stored.get(item.key)
-        return reply is None or reply.error == "transport" or reply.cache_key != keys[item.key]
-
-    pending = [item for item in plan.items if needed(item)]
-    del stored  # the run's stored replies are not needed again; a large run's raw texts need not stay in memory
+    settled = runs.settled_keys(store, run_id)  # keys alone: a large run's raw texts are not read here
+    pending = [item for item in plan.items if settled.get(item.key) != keys[item.key]]
+    del settled
     recorder = Recorder(store, run_id, cache_as=backend if backend.capabilities.cacheable else None)
     to_send: list[ProbeItem] = []
     cached = responses.cached(store, [keys[i.key] for i in pending]) if backend.capabilities.cacheable else {}
@@ -239,9 +234,10 @@ def close_run(store: Store, run_id: str, status: str, stopped: str | None, wante
     ``status`` "done" becomes "incomplete" when a wanted request has no reply
     or a transport failure; "waiting" (batches in flight) is kept as it is.
     """
-    present = [r for r in runs.replies(store, run_id) if r.key in wanted]
-    failed = [r for r in present if r.error == "transport"]
-    invalid = sum(1 for r in present if r.answer is None and r.error != "transport")
+    present = [(error, detail, answered) for key, answered, error, detail in runs.reply_states(store, run_id)
+               if key in wanted]
+    failed = [detail for error, detail, _ in present if error == "transport"]
+    invalid = sum(1 for error, _, answered in present if not answered and error != "transport")
     done = len(present) - len(failed)
     if status == "done" and (failed or done < len(wanted) or stopped):
         status = "incomplete"
@@ -253,4 +249,4 @@ def close_run(store: Store, run_id: str, status: str, stopped: str | None, wante
                     inputs_sha256=inputs_digest if status == "done" else None, error=failure,
                     inputs_manifest=inputs_manifest if status == "done" else None)
     return {"status": status, "done": done, "errors": len(failed), "invalid": invalid,
-            "absent": len(wanted) - len(present), "first_failure": failed[0].detail if failed else None}
+            "absent": len(wanted) - len(present), "first_failure": failed[0] if failed else None}

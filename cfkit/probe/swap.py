@@ -26,6 +26,8 @@ measures of their own; they are not asked), a two-option case without a
 
 from __future__ import annotations
 
+import dataclasses
+
 from cfkit.cases import Case, CaseSet, Option
 from cfkit.vocabulary import ORIGINAL_ORDER, SWAP_CONDITIONS, SWAPPED_ORDER
 
@@ -64,12 +66,8 @@ def swapped(case: Case) -> Case:
     first, second = case.options
     other = {first.id: second.id, second.id: first.id}
     options = [Option(id=first.id, text=second.text), Option(id=second.id, text=first.text)]
-    return Case.model_validate({
-        **case.model_dump(),
-        "options": [option.model_dump() for option in options],
-        "gold": other[case.gold],
-        "yes_option": other[case.yes_option] if case.yes_option is not None else None,
-    })
+    return dataclasses.replace(case, options=options, gold=other[case.gold],
+                               yes_option=other[case.yes_option] if case.yes_option is not None else None)
 
 
 def as_listed(case: Case, condition: str) -> Case:

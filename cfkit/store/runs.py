@@ -391,9 +391,19 @@ def replies(store: Database, run_id: str) -> list[ReplyRecord]:
     return [_reply(r) for r in store.query("SELECT * FROM replies WHERE run_id = ? ORDER BY rowid", (run_id,))]
 
 
-def reply_index(store: Database, run_id: str) -> dict[ReplyKey, ReplyRecord]:
-    """A run's replies by key."""
-    return {r.key: r for r in replies(store, run_id)}
+def reply_states(store: Database, run_id: str) -> list[tuple[ReplyKey, bool, str | None, str | None]]:
+    """(key, has an answer, error, a transport failure's detail) of a run's replies in the order they were
+    stored: what closing a run counts, without holding every raw reply of a large run."""
+    rows = store.query("SELECT case_id, pair_id, condition, answer IS NOT NULL, error, CASE WHEN error = "
+                       "'transport' THEN detail END FROM replies WHERE run_id = ? ORDER BY rowid", (run_id,))
+    return [((c, p, k), bool(answered), error, detail) for c, p, k, answered, error, detail in rows]
+
+
+def settled_keys(store: Database, run_id: str) -> dict[ReplyKey, str]:
+    """The cache key of each of a run's replies that is not a transport failure, by the reply's key."""
+    rows = store.query("SELECT case_id, pair_id, condition, cache_key FROM replies WHERE run_id = ? "
+                       "AND error IS NOT 'transport'", (run_id,))
+    return {(c, p, k): cache_key for c, p, k, cache_key in rows}
 
 
 def count_unanswered(store: Database, run_id: str) -> int:
