@@ -20,6 +20,7 @@ from conftest import gradient_image, run_cli
 from test_probe import openai_run, scripted_answer
 from test_runner import Counting
 from cfkit.backends import Capabilities, ImageData
+from cfkit.errors import ImageError
 from cfkit.images import png_bytes, side_by_side
 from cfkit.probe import plan_suite, probe_suite, run_probe
 from cfkit.probe import image_refs
@@ -47,13 +48,13 @@ def ws(tiny_ws):
 def hashes(monkeypatch) -> list[str]:
     """The files read and hashed, in order."""
     seen: list[str] = []
-    real = image_refs._hash_file
+    real = image_refs._read_hashed
 
-    def counting(path, st):
+    def counting(path):
         seen.append(path.name)
-        return real(path, st)
+        return real(path)
 
-    monkeypatch.setattr(image_refs, "_hash_file", counting)
+    monkeypatch.setattr(image_refs, "_read_hashed", counting)
     return seen
 
 
@@ -102,6 +103,28 @@ def test_a_digest_taken_just_after_a_write_is_checked_again_then_trusted(ws, has
             read.append(len(hashes))
             time.sleep(image_refs.RACY_S * 1.5)
     assert read == [1, 1, 0]
+
+
+def test_files_hashed_in_threads_get_the_digests_one_thread_gives_and_the_first_bad_file_is_named(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(image_refs, "HASH_THREADS", 2)
+    monkeypatch.setattr(image_refs, "HASH_RUN_BYTES", 3000)  # a few files a run: many runs, several ahead
+    paths = []
+    for i in range(40):
+        path = tmp_path / f"img{i:02d}.png"
+        path.write_bytes(png_bytes(gradient_image(24 + i, 16)))
+        paths.append(path)
+    threaded = Digests(None)
+    threaded.prefetch(paths)
+    assert threaded.hashed == 40
+    for path in paths:
+        serial = image_refs._hash_file(path, os.stat(path))
+        assert dataclasses.replace(threaded.file(path), hashed_at_ns=0) == dataclasses.replace(serial, hashed_at_ns=0)
+        assert threaded.sha256(path) == hashlib.sha256(path.read_bytes()).hexdigest()
+    (tmp_path / "img07.png").write_bytes(b"not an image")
+    (tmp_path / "img30.png").write_bytes(b"not one either")
+    with pytest.raises(ImageError, match="img07.png: not a readable image"):
+        Digests(None).prefetch(paths)
 
 
 def test_other_image_types_are_sent_as_png_and_keyed_by_the_bytes_sent(ws):

@@ -28,10 +28,7 @@ method, :meth:`JSONClient.post`, makes one attempt and says what came back
 
 from __future__ import annotations
 
-import asyncio
-import email.utils
 import time
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -82,6 +79,8 @@ def env_proxy(url: str) -> str | None:
     host = parts.hostname or ""
     if is_loopback(host):
         return None
+    import urllib.request
+
     proxy = urllib.request.getproxies().get(parts.scheme)
     if not proxy or urllib.request.proxy_bypass(host):
         return None
@@ -107,6 +106,8 @@ def retry_after_seconds(headers: Any) -> float | None:
             pass
     value = headers.get("retry-after")
     if value:
+        import email.utils
+
         try:
             parsed = email.utils.parsedate_to_datetime(value)
         except (TypeError, ValueError):
@@ -155,10 +156,12 @@ class JSONClient:
                          "Accept-Encoding": "identity", **headers}
         self._proxy = env_proxy(self.base_url)
         self._session: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop: Any = None  # the asyncio loop the session belongs to
 
     def _session_for_this_loop(self) -> Any:
         """The session of the running event loop (a connection pool cannot cross loops)."""
+        import asyncio
+
         import aiohttp
 
         loop = asyncio.get_running_loop()
@@ -183,6 +186,8 @@ class JSONClient:
         """One attempt of any method: ``body`` is bytes or an aiohttp payload (a multipart upload, streamed);
         ``headers`` add to or replace the client's; ``max_bytes`` and ``deadline`` replace its cap and deadline
         for this attempt (a batch's output file is larger than any reply)."""
+        import asyncio
+
         import aiohttp
 
         session = self._session_for_this_loop()

@@ -36,7 +36,6 @@ beside the answer (``reasoning_content``, or ``reasoning``) goes to
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import random
 import time
@@ -309,6 +308,8 @@ class OpenAIBackend:
         delay = self._delay(retry, headers)
         if retry >= self.options.max_retries or delay > MAX_RETRY_AFTER_S:
             raise TransportError(f"{what} from {self.endpoint} after {retry + 1} attempts: {detail}")
+        import asyncio
+
         await asyncio.sleep(delay)
         return retry + 1
 

@@ -11,8 +11,9 @@ shares one load between requests in flight that send the same image.
 :class:`Digests` finds what each file holds. A file whose path, size and
 modification time match a row of the store's digest table
 (:mod:`cfkit.store.digests`) is not read at all; any other file is read and
-hashed once (its type and size read from its header on the way), in worker
-threads (hashing and reading release the interpreter lock), and remembered.
+hashed once, and remembered: worker threads read and hash runs of files
+(reading and hashing release the interpreter lock) while the planning thread
+reads each file's type and size from its header (:func:`_hash_in_threads`).
 A row written less than :data:`RACY_S` after the file's own mtime is not
 trusted (a rewrite within one tick of the filesystem clock keeps the mtime);
 it is checked again, then trusted. A file that changed between planning and
@@ -40,6 +41,9 @@ from cfkit.store.digests import FileDigest
 RACY_S = 0.05
 #: Threads reading and hashing files not yet known.
 HASH_THREADS = min(4, os.cpu_count() or 1)
+#: Files go to the hashing threads in runs of about this many bytes (at least one file each), at most
+#: ``HASH_THREADS + 1`` runs ahead of the one being checked: the bytes held at once stay bounded.
+HASH_RUN_BYTES = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,20 +140,67 @@ def _trusted(row: FileDigest, st: os.stat_result) -> bool:
     return row.hashed_at_ns - row.mtime_ns >= window * 1e9
 
 
-def _hash_file(path: Path, st: os.stat_result) -> FileDigest:
-    """Read ``path`` once: its SHA-256, its type and size from the header, and what a model receives."""
+def _read_hashed(path: Path) -> tuple[bytes, str, int]:
+    """(the bytes of ``path``, their SHA-256, when the read began in nanoseconds since the epoch)."""
     started = time.time_ns()
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ImageError(f"image {path}: cannot be read ({exc.strerror}).") from exc
-    sha = hashlib.sha256(data).hexdigest()
+    return data, hashlib.sha256(data).hexdigest(), started
+
+
+def _read_run(paths: list[Path]) -> list[tuple[bytes, str, int]]:
+    return [_read_hashed(p) for p in paths]
+
+
+def _hash_file(path: Path, st: os.stat_result) -> FileDigest:
+    """Read ``path`` once: its SHA-256, its type and size from the header, and what a model receives."""
+    return _described(path, st, *_read_hashed(path))
+
+
+def _described(path: Path, st: os.stat_result, data: bytes, sha: str, started: int) -> FileDigest:
     sent, (width, height) = as_sent(data, source=str(path))  # refused here when sending it would be
     sent_sha = sha if sent.data is data else sent.sha256
     mime = sent.mime
     # The file's state when it was read; a file rewritten while it was read is caught at the next stat.
     return FileDigest(path=str(path), size=st.st_size, mtime_ns=st.st_mtime_ns, sha256=sha, mime=mime,
                       sent_sha256=sent_sha, width=width, height=height, hashed_at_ns=started)
+
+
+def _hash_in_threads(paths: list[Path], states: dict[Path, os.stat_result]) -> list[FileDigest]:
+    """:func:`_hash_file` of each of ``paths``, in order: threads read and hash runs of files (which needs the
+    interpreter lock only between files) while this thread reads each header (which needs it throughout).
+
+    Checking the headers in the threads too was no faster than one thread on two cores: each thread
+    waited for the lock the other held. The first file that cannot be read or sent raises, as in one thread.
+    """
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    batches: list[list[Path]] = [[]]
+    size = 0
+    for path in paths:
+        if batches[-1] and size + states[path].st_size > HASH_RUN_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(path)
+        size += states[path].st_size
+    found: list[FileDigest] = []
+    with ThreadPoolExecutor(HASH_THREADS) as pool:
+        ahead = deque(pool.submit(_read_run, batch) for batch in batches[:HASH_THREADS + 1])
+        queued = len(ahead)
+        try:
+            for batch in batches:
+                read = ahead.popleft().result()
+                if queued < len(batches):
+                    ahead.append(pool.submit(_read_run, batches[queued]))
+                    queued += 1
+                found.extend(_described(path, states[path], *each) for path, each in zip(batch, read))
+        finally:
+            for pending in ahead:
+                pending.cancel()
+    return found
 
 
 class Digests:
@@ -187,10 +238,7 @@ class Digests:
         if len(missing) == 1 or HASH_THREADS == 1:
             found = [_hash_file(p, states[p]) for p in missing]
         else:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(HASH_THREADS) as pool:
-                found = list(pool.map(lambda p: _hash_file(p, states[p]), missing))
+            found = _hash_in_threads(missing, states)
         for path, digest in zip(missing, found):
             self._files[path] = (digest, FileState(path, digest.size, digest.mtime_ns))
         self._new.extend(found)
