@@ -147,7 +147,7 @@ class _RequestBuilder:
         self.generation = generation
         self.digests = digests
         self.templates = load_templates(ws)
-        self._schemas: dict[tuple[str, ...], dict[str, Any]] = {}  # one (read-only) schema per option set
+        self._schemas: dict[tuple[str, ...], tuple[tuple[str, ...], dict[str, Any]]] = {}  # per option set
 
     def item(self, case: Case, condition: str, *, pair_id: str = "", images: list[Path] | None = None,
              caption=None, edit_id: int | None = None) -> ProbeItem:
@@ -157,13 +157,14 @@ class _RequestBuilder:
                                caption=caption if condition in ("neutral", "evidence") else None)
         option_ids = tuple(case.option_ids)
         if option_ids not in self._schemas:
-            self._schemas[option_ids] = answer_schema(option_ids)
+            self._schemas[option_ids] = (option_ids, answer_schema(option_ids))
+        option_ids, schema = self._schemas[option_ids]  # one tuple and one schema per option set, not per request
         request = ProbeRequest(
             system=sys.intern(prompt.system),  # the same text for every request of a run: held once
             user=prompt.user,
             images=self._images(list(prompt.images)),
             option_ids=option_ids,
-            schema=self._schemas[option_ids],
+            schema=schema,
             generation=self.generation,
             meta=RequestMeta(suite=self.suite, case_id=case.id, pair_id=pair_id, condition=condition,
                              yes_option=case.yes_option),
