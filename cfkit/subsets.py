@@ -7,14 +7,15 @@ The modality probe runs on a subset (``[probe] modality_subset``, the paper's
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from cfkit.cases import CaseSet
-from cfkit.dataset import load_cases
 from cfkit.errors import CaseError, UsageError
 from cfkit.files import read_text
 from cfkit.suggest import did_you_mean
 from cfkit.workspace import Workspace
+
+if TYPE_CHECKING:  # the cases are read by whoever asks for them (a rerun that needs no case imports neither)
+    from cfkit.cases import CaseSet
 
 
 def read_subset(path: Path, cases: CaseSet) -> list[str]:
@@ -97,4 +98,6 @@ def select_cases(ws: Workspace, cases: CaseSet, case_ids: Iterable[str] = (), su
 
 
 def workspace_cases(ws: Workspace) -> CaseSet:
+    from cfkit.dataset import load_cases
+
     return load_cases(ws.cases_path, ws.image_root)

@@ -196,15 +196,15 @@ def test_a_rerun_reads_no_image_and_a_dry_run_remembers_nothing(tiny_ws, hashes)
 
 
 def test_a_rerun_on_unchanged_files_decides_by_stat_alone_and_any_changed_input_is_noticed(tiny_ws, monkeypatch):
-    import cfkit.probe as probe
+    import cfkit.dataset as dataset
 
     for path in tiny_ws.rglob("*"):
         if path.is_file():
             os.utime(path, (HOUR_AGO, HOUR_AGO))
     ws = load_workspace(tiny_ws)
-    real_load = probe.load_cases
+    real_load = dataset.load_cases
     loads = []
-    monkeypatch.setattr(probe, "load_cases", lambda *a: loads.append(1) or real_load(*a))
+    monkeypatch.setattr(dataset, "load_cases", lambda *a: loads.append(1) or real_load(*a))
     with ChatServer(scripted_answer) as server, Store(ws.db_path) as store:
         def again():
             loads.clear()

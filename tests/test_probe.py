@@ -683,6 +683,24 @@ def test_probe_commands_import_no_heavy_library():
     assert "HEAVY []" in result.stdout, result.stdout + result.stderr
 
 
+def test_a_rerun_of_a_finished_run_reads_no_case_and_starts_no_planner_or_http_client(tmp_path):
+    # What keeps the second 'cfkit probe run' of a finished run fast: it decides by stat alone.
+    ws = many_cases(tmp_path / "ws", 3)
+    args = ["-w", str(ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas", *FAST]
+    with ChatServer(scripted_answer) as server:
+        first = run_cli([*args, "--base-url", server.url, "--json"])
+        assert first.exit_code == 0, first.stderr
+        code = ("import json, sys\nfrom cfkit.cli import main\n"
+                f"try:\n    main({[*args, '--base-url', server.url, '--json']!r})\nexcept SystemExit as exc:\n"
+                "    code = exc.code\n"
+                "loaded = [m for m in ('cfkit.dataset', 'cfkit.probe.plan', 'cfkit.probe.runner', 'cfkit.probe.sending', "
+                "'asyncio', 'aiohttp', 'PIL') if m in sys.modules]\nprint('LOADED', json.dumps(loaded), code)\n")
+        again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+        assert server.count == 3  # the rerun sent nothing
+    assert 'LOADED [] 0' in again.stdout, again.stdout + again.stderr
+    assert json.loads(again.stdout.split("LOADED")[0])["kept"] == 3
+
+
 def test_replay_refuses_ambiguous_files_and_reports_gaps(tiny_ws, tmp_path):
     line = {"suite": "contextcanvas", "case": "T001", "condition": "image", "answer": "B", "parse": "json",
             "error": None, "raw": "B", "reason": None, "confidence": None, "pair": None}

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
@@ -312,6 +311,8 @@ def backends(as_json: bool) -> None:
                      "options": [asdict(o) for o in i.options]}
                     for i in infos])
         return
+    from rich.table import Table
+
     table = Table(title="Backends (cfkit.backends entry points)", title_justify="left")
     for column in ("kind", "images", "pairs", "json schema", "where", "package", "options"):
         table.add_column(column)

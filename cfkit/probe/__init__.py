@@ -25,23 +25,39 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from cfkit.backends import Backend, BackendContext, check_installed, load_backend, split_model
-from cfkit.cases import CaseSet
-from cfkit.dataset import load_cases
 from cfkit.errors import NotFoundError
 from cfkit.options import Setting, blamed
-from cfkit.probe.estimate import Estimate, estimate
-from cfkit.probe.image_refs import Digests
-from cfkit.probe.identity import (InputsDigest, cache_key, inputs_digest, inputs_sha256, inputs_unchanged, run_id_for,
-                                  run_settings, settings_sha256)
-from cfkit.probe.plan import (DEFAULT_MAX_TOKENS, ProbeItem, ProbePlan, Selection, SkippedPair, answer_schema,
-                              plan_suite, select_case_ids, suite_case_ids)
+from cfkit.probe.identity import InputsDigest, inputs_unchanged, run_settings, settings_sha256
 from cfkit.probe.prices import BATCH_PRICE_FACTOR, Prices, resolve_prices
+from cfkit.probe.progress import RunProgress, RunSummary
 from cfkit.probe.protocol import Protocol, resolve_protocol
-from cfkit.probe.runner import RunProgress, RunSummary, run_identity, run_probe
+from cfkit.probe.selection import Selection
 from cfkit.store import Store, responses, runs
 from cfkit.store.runs import RunRecord
 from cfkit.workspace import Workspace
+
+if TYPE_CHECKING:
+    from cfkit.cases import CaseSet
+    from cfkit.probe.estimate import Estimate
+    from cfkit.probe.image_refs import Digests
+    from cfkit.probe.plan import ProbePlan
+
+#: Names this package offers from its rooms, imported when first asked for: a rerun that finds its run
+#: finished (most of what ``cfkit probe run`` does the second time) needs neither planning nor sending.
+_LAZY = {"DEFAULT_MAX_TOKENS": "plan", "ProbeItem": "plan", "ProbePlan": "plan", "SkippedPair": "plan",
+         "answer_schema": "plan", "plan_suite": "plan", "Estimate": "estimate", "cache_key": "identity",
+         "inputs_sha256": "identity", "run_id_for": "identity", "run_probe": "runner"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"cfkit.probe.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'cfkit.probe' has no attribute {name!r}")
 
 __all__ = ["DEFAULT_MAX_TOKENS", "Estimate", "ProbeItem", "ProbeJob", "ProbePlan", "Prices", "Protocol", "RunPreview",
            "RunProgress", "RunSummary", "Selection", "SkippedPair", "answer_schema", "cache_key", "inputs_sha256",
@@ -103,6 +119,9 @@ def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], proto
 
 def _plan(ws: Workspace, store: Store | None, setup: _Setup, suite: str, selection: Selection,
           cases: CaseSet | None = None, digests: Digests | None = None) -> ProbePlan:
+    from cfkit.dataset import load_cases
+    from cfkit.probe.plan import plan_suite
+
     plan = plan_suite(ws, suite, setup.capabilities, store=store, generation=setup.protocol.generation,
                       selection=selection, cases=cases or load_cases(ws.cases_path, ws.image_root),
                       digests=digests)
@@ -174,22 +193,30 @@ class ProbeJob:
         """Steps 2 and 3 of :func:`probe_suite`: the summary of a run already finished from the same inputs,
         or the plan with the backend that will answer it."""
         ws, suite, setup, backend = self.ws, self.suite, self.setup, self.backend
-        # 2. Nothing to do?
+        # 2. Nothing to do? (Decided by stat alone when the inputs are as a finished run recorded them.)
+        finished = None
+        if setup.cacheable and backend is not None and suite != "counterfactual":
+            finished = _already_finished(ws, store, backend, suite, setup, self.selection)
+        if finished is not None:
+            return _finished_summary(store, backend, suite, setup, finished, on_progress)
+        from cfkit.dataset import load_cases
+        from cfkit.probe.identity import inputs_digest
+        from cfkit.probe.image_refs import Digests
+        from cfkit.probe.plan import select_case_ids, suite_case_ids
+
         inputs = None
         cases = None
         digests = Digests(store)  # what each image file holds, known once for the digest and the plan
         if setup.cacheable and backend is not None and suite != "counterfactual":
-            finished = _already_finished(ws, store, backend, suite, setup, self.selection)
-            if finished is None:
-                cases = load_cases(ws.cases_path, ws.image_root)
-                case_ids, _ = select_case_ids(ws, suite, cases, self.selection)
-                inputs = inputs_digest(ws, suite, setup.capabilities, setup.protocol.generation, cases, case_ids,
-                                       self.selection.as_dict(), digests, suite_case_ids(ws, suite, cases, self.selection))
-                finished = _already_finished(ws, store, backend, suite, setup, self.selection, inputs.sha256)
-                digests.save()
-                if finished is not None:  # the same content under new mtimes: the next rerun needs no read
-                    runs.record_manifest(store, finished.id, inputs.manifest)
+            # … or by the inputs' content (the same content under new mtimes).
+            cases = load_cases(ws.cases_path, ws.image_root)
+            case_ids, _ = select_case_ids(ws, suite, cases, self.selection)
+            inputs = inputs_digest(ws, suite, setup.capabilities, setup.protocol.generation, cases, case_ids,
+                                   self.selection.as_dict(), digests, suite_case_ids(ws, suite, cases, self.selection))
+            finished = _already_finished(ws, store, backend, suite, setup, self.selection, inputs.sha256)
+            digests.save()
             if finished is not None:
+                runs.record_manifest(store, finished.id, inputs.manifest)  # the next rerun needs no read
                 return _finished_summary(store, backend, suite, setup, finished, on_progress)
 
         # 3. Plan; then the backend with the suite's gold labels.
@@ -211,6 +238,8 @@ class ProbeJob:
             return planned
         inputs = planned.inputs
         # 4. Send what is missing.
+        from cfkit.probe.runner import run_probe
+
         return run_probe(store, planned.backend, planned.plan, concurrency=planned.concurrency,
                          max_cost=self.max_cost, on_progress=on_progress,
                          inputs_sha256=inputs.sha256 if inputs else None,
@@ -289,6 +318,10 @@ def preview_run(ws: Workspace, store: Store | None, model: str | Setting, suite:
     """The dry run: the same checks and plan as :func:`probe_suite`, and what would be sent; nothing is sent or
     written. ``store`` may be None when the workspace has none yet. With ``batch`` the cost is at batch
     prices (:data:`~cfkit.probe.prices.BATCH_PRICE_FACTOR`)."""
+    from cfkit.probe.estimate import estimate
+    from cfkit.probe.image_refs import Digests
+    from cfkit.probe.runner import run_identity
+
     selection = selection or Selection()
     model, where = _model(model)
     setup, _ = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency, where)

@@ -20,16 +20,18 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cfkit import __version__
 from cfkit.backends import Backend, Capabilities, Generation, ProbeRequest
-from cfkit.captions import caption_path
-from cfkit.cases import CaseSet
-from cfkit.probe.image_refs import RACY_S, Digests
-from cfkit.prompts import PROBE_TEMPLATES, templates_sha256
-from cfkit.subsets import modality_subset_path
 from cfkit.workspace import Workspace
+
+if TYPE_CHECKING:
+    from cfkit.cases import CaseSet
+    from cfkit.probe.image_refs import Digests
+
+# What renders requests (captions, prompts, images) is imported where an inputs digest is taken: a rerun that
+# finds its run finished decides by stat alone (inputs_unchanged) and needs none of it.
 
 #: The distributions whose versions every run records (those not installed are left out).
 RECORDED_LIBRARIES = ("openai", "httpx", "transformers", "torch", "diffusers", "huggingface_hub")
@@ -138,6 +140,9 @@ def _input_settings(ws: Workspace, suite: str, capabilities: Capabilities, gener
 
 def _input_files(ws: Workspace, suite: str, selection: Mapping[str, Any]) -> list[Path]:
     """The files other than captions and images that decide which requests a run makes."""
+    from cfkit.prompts import PROBE_TEMPLATES
+    from cfkit.subsets import modality_subset_path
+
     files = [ws.config_path, ws.cases_path, *(ws.probes_dir / "templates" / name for name in PROBE_TEMPLATES)]
     if suite == "modality" and not selection.get("all_cases") and not selection.get("subset"):
         files.append(modality_subset_path(ws))
@@ -165,6 +170,10 @@ def inputs_digest(ws: Workspace, suite: str, capabilities: Capabilities, generat
     """
     if suite == "counterfactual":
         return None
+    from cfkit.captions import caption_path
+    from cfkit.probe.image_refs import Digests
+    from cfkit.prompts import templates_sha256
+
     digest = hashlib.sha256()
     started = time.time_ns()
 
@@ -202,6 +211,8 @@ def inputs_unchanged(ws: Workspace, suite: str, capabilities: Capabilities, gene
     the same clock tick could hide. Then the inputs digest would be the same,
     and nothing needs to be read or parsed.
     """
+    from cfkit.store.digests import RACY_S
+
     if manifest.get("settings") != _sha256(_input_settings(ws, suite, capabilities, generation, selection)):
         return False
     recorded_at = manifest.get("at_ns") or 0

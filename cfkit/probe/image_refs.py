@@ -34,11 +34,8 @@ from cfkit.backends import ProbeRequest
 from cfkit.errors import ImageError
 from cfkit.images import ImageData, as_sent, read_header, side_by_side
 from cfkit.store import Store, digests as digest_table
-from cfkit.store.digests import FileDigest
+from cfkit.store.digests import RACY_S, FileDigest
 
-#: A digest written within this many seconds of the file's mtime is checked again before it is trusted
-#: (filesystems with whole-second timestamps get a whole second more).
-RACY_S = 0.05
 #: Threads reading and hashing files not yet known.
 HASH_THREADS = min(4, os.cpu_count() or 1)
 #: Files go to the hashing threads in runs of about this many bytes (at least one file each), at most

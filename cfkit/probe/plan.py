@@ -13,7 +13,6 @@ read).
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from cfkit.captions import load_caption
 from cfkit.errors import CaseError, SpecError, UsageError
 from cfkit.probe import swap
 from cfkit.probe.image_refs import Digests, ImageRef
+from cfkit.probe.selection import Selection
 from cfkit.prompts import load_templates, render_prompt, templates_sha256
 from cfkit.specs import load_spec, load_spec_file, spec_files
 from cfkit.store import Store, edits, reviews
@@ -50,39 +50,6 @@ def answer_schema(option_ids: Iterable[str]) -> dict[str, Any]:
         "required": ["answer", "reason", "confidence"],
         "additionalProperties": False,
     }
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Which part of a suite a run asks.
-
-    ``limit``: the first N units (cases; pairs for counterfactual) after the
-    other filters; ``cases``: a subset file of case ids (a counterfactual pair
-    is kept when its case is listed); ``accepted_only``: counterfactual pairs
-    whose edit a person accepted; ``reviewed_only``: modality cases whose
-    caption is not an unreviewed draft (a person wrote or reviewed it).
-    """
-
-    limit: int | None = None
-    cases: Path | None = None
-    accepted_only: bool = False
-    reviewed_only: bool = False
-    #: Modality: the suite's cases from this subset file instead of the configured one, or every case.
-    subset: str | Path | None = None
-    all_cases: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        """What a run records (the cases and subset files by path and content digest)."""
-        recorded: dict[str, Any] = {"limit": self.limit, "accepted_only": self.accepted_only,
-                                    "reviewed_only": self.reviewed_only, "cases": None}
-        for key, path in (("cases", self.cases), ("subset", self.subset)):
-            if path is not None:
-                path = Path(path)
-                data = path.read_bytes() if path.is_file() else b""
-                recorded[key] = {"path": str(path), "sha256": hashlib.sha256(data).hexdigest()}
-        if self.all_cases:
-            recorded["all_cases"] = True
-        return recorded
 
 
 @dataclass(frozen=True, slots=True)

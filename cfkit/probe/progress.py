@@ -1,8 +1,13 @@
-"""Where a run stands while it sends (the progress bar reads it), and the budget that may stop it."""
+"""Where a run stands while it sends (the progress bar reads it), the budget that may stop it, and what one
+invocation of a run did (its summary)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cfkit.probe.plan import SkippedPair
 
 
 @dataclass
@@ -43,3 +48,35 @@ class Budget:
         if cost is not None:
             self.spent += cost
             self.largest = max(self.largest, cost)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What one invocation of a run did."""
+
+    run_id: str
+    model: str
+    suite: str
+    status: str  # done | incomplete | interrupted | failed | waiting (batches in flight)
+    total: int
+    kept: int  # replies already stored for identical requests
+    from_cache: int  # answered from the response cache
+    sent: int
+    errors: int  # transport failures in this invocation
+    invalid: int  # replies without a valid answer (parse errors, refusals), in the whole run
+    cost_usd: float | None
+    skipped: tuple[SkippedPair, ...]
+    stopped: str | None = None  # why sending stopped early (budget)
+    notes: tuple[str, ...] = ()
+    failed: int = 0  # planned requests whose stored reply is a transport failure, in the whole run
+    not_sent: int = 0  # planned requests with no stored reply at all (a budget stop, an interruption)
+    first_failure: str | None = None  # what one failed request's server said, for the summary line
+    unreviewed: tuple[str, ...] = ()  # pairs or cases asked with inputs no person reviewed (see ProbePlan)
+    endpoint: str | None = None
+    protocol: str | None = None
+    elsewhere: int = 0  # requests another process running the same run answered while this one ran
+
+    @property
+    def missing(self) -> int:
+        """Planned requests without a stored reply: what keeps the run from being complete."""
+        return self.failed + self.not_sent

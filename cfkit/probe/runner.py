@@ -38,44 +38,12 @@ from cfkit import __version__
 from cfkit.backends import Backend
 from cfkit.errors import Incomplete, UsageError
 from cfkit.probe.identity import cache_key, library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
-from cfkit.probe.plan import ProbeItem, ProbePlan, SkippedPair
-from cfkit.probe.progress import Budget, RunProgress
+from cfkit.probe.plan import ProbeItem, ProbePlan
+from cfkit.probe.progress import Budget, RunProgress, RunSummary
 from cfkit.store import Store, batches, responses, runs
 from cfkit.store.runs import RunSettings
 
 __all__ = ["OpenedRun", "RunProgress", "RunSummary", "close_run", "open_and_settle", "run_identity", "run_probe"]
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """What one invocation of a run did."""
-
-    run_id: str
-    model: str
-    suite: str
-    status: str  # done | incomplete | interrupted | failed | waiting (batches in flight)
-    total: int
-    kept: int  # replies already stored for identical requests
-    from_cache: int  # answered from the response cache
-    sent: int
-    errors: int  # transport failures in this invocation
-    invalid: int  # replies without a valid answer (parse errors, refusals), in the whole run
-    cost_usd: float | None
-    skipped: tuple[SkippedPair, ...]
-    stopped: str | None = None  # why sending stopped early (budget)
-    notes: tuple[str, ...] = ()
-    failed: int = 0  # planned requests whose stored reply is a transport failure, in the whole run
-    not_sent: int = 0  # planned requests with no stored reply at all (a budget stop, an interruption)
-    first_failure: str | None = None  # what one failed request's server said, for the summary line
-    unreviewed: tuple[str, ...] = ()  # pairs or cases asked with inputs no person reviewed (see ProbePlan)
-    endpoint: str | None = None
-    protocol: str | None = None
-    elsewhere: int = 0  # requests another process running the same run answered while this one ran
-
-    @property
-    def missing(self) -> int:
-        """Planned requests without a stored reply: what keeps the run from being complete."""
-        return self.failed + self.not_sent
 
 
 @dataclass

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 
 from cfkit.store.db import Database, placeholders
 
+#: A digest written within this many seconds of the file's mtime is checked again before it is trusted
+#: (filesystems with whole-second timestamps get a whole second more).
+RACY_S = 0.05
+
 DDL = """
 CREATE TABLE IF NOT EXISTS file_digests (
     path         TEXT PRIMARY KEY,                 -- as the run names it (absolute)
