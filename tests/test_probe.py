@@ -686,6 +686,10 @@ def test_probe_commands_import_no_heavy_library():
 def test_a_rerun_of_a_finished_run_reads_no_case_and_starts_no_planner_or_http_client(tmp_path):
     # What keeps the second 'cfkit probe run' of a finished run fast: it decides by stat alone.
     ws = many_cases(tmp_path / "ws", 3)
+    hour_ago = time.time() - 3600
+    for path in ws.rglob("*"):  # files as a user's are, written long before (a just-written one is re-read)
+        if path.is_file():
+            os.utime(path, (hour_ago, hour_ago))
     args = ["-w", str(ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas", *FAST]
     with ChatServer(scripted_answer) as server:
         first = run_cli([*args, "--base-url", server.url, "--json"])
