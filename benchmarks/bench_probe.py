@@ -31,8 +31,9 @@ compete for the interpreter lock.
 Then whole processes (probe_processes.py): ``python -m cfkit probe run`` as
 a user runs it, first in a fresh store and then the identical command again
 (the fully cached rerun), and the peak RSS of a whole run (``ru_maxrss`` of
-the child, from ``os.wait4``) at 1,204 and at 12,040 requests, with the
-floor's peak RSS as a process of its own for reference.
+the child, from ``os.wait4``) at 1,204 and at 12,040 requests, in three
+rounds (the ratio taken within each), with the floor's peak RSS as a process
+of its own for reference.
 """
 
 from __future__ import annotations
