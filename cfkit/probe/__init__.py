@@ -23,9 +23,7 @@ import contextlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cfkit.backends import Backend, BackendContext, check_installed, load_backend, split_model
 from cfkit.errors import NotFoundError
