@@ -4,14 +4,12 @@ recovers. Unit checks of the controller, then a real server on 127.0.0.1 that ad
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from chat_api_server import answer_json, completion
+from chat_api_server import ChatServer, Scripted, answer_json, completion
 from test_probe import many_cases
 from cfkit.probe import probe_suite
 from cfkit.probe.pacing import COOLDOWN_S, Pacer
@@ -73,69 +71,38 @@ def test_the_level_bounds_the_requests_in_flight():
 
 
 class Crowded:
-    """A Chat Completions server that serves ``capacity`` requests at once and answers 429 to the rest."""
+    """A script for :class:`ChatServer`: ``capacity`` requests are served at once, the rest answered 429."""
 
     def __init__(self, capacity: int, retry_after: float, latency: float):
-        self.capacity, self.lock = capacity, threading.Lock()
+        self.capacity, self.retry_after, self.latency = capacity, retry_after, latency
+        self.lock = threading.Lock()
         self.in_flight = self.most = self.refused = self.served = 0
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):  # noqa: N802
-                self.rfile.read(int(self.headers["content-length"]))
-                with server.lock:
-                    admitted = server.in_flight < server.capacity
-                    server.in_flight += admitted
-                    server.most = max(server.most, server.in_flight)
-                    server.refused += not admitted
-                if admitted:
-                    time.sleep(latency)
-                    status, body, headers = 200, completion(answer_json("A")), {}
-                    with server.lock:
-                        server.in_flight -= 1
-                        server.served += 1
-                else:
-                    status, body = 429, {"error": {"message": "slow down", "type": "rate_limit_error"}}
-                    headers = {"retry-after": str(retry_after)}
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def __call__(self, body, n) -> Scripted:
+        with self.lock:
+            admitted = self.in_flight < self.capacity
+            self.in_flight += admitted
+            self.most = max(self.most, self.in_flight)
+            self.refused += not admitted
+        if not admitted:
+            return Scripted(429, {"error": {"message": "slow down", "type": "rate_limit_error"}},
+                            {"retry-after": str(self.retry_after)})
+        time.sleep(self.latency)  # held while it is served: the next request sees it in flight
+        with self.lock:
+            self.in_flight -= 1
+            self.served += 1
+        return Scripted(body=completion(answer_json("A")))
 
 
 def test_a_run_against_an_overloaded_server_backs_off_and_every_request_is_answered(tmp_path):
     ws = load_workspace(many_cases(tmp_path / "ws", 48))
     server = Crowded(capacity=3, retry_after=0.2, latency=0.05)
     levels = []
-    try:
-        with Store(ws.db_path) as store:
-            summary = probe_suite(ws, store, "openai:test-model", "contextcanvas", concurrency=12,
-                                  options={"base_url": server.url, "max_retries": 12, "backoff": 0.01},
-                                  on_progress=lambda p: levels.append(p.concurrency))
-            notes = runs.get_run(store, summary.run_id).notes["backend_notes"]
-    finally:
-        server.close()
+    with ChatServer(server) as chat, Store(ws.db_path) as store:
+        summary = probe_suite(ws, store, "openai:test-model", "contextcanvas", concurrency=12,
+                              options={"base_url": chat.url, "max_retries": 12, "backoff": 0.01},
+                              on_progress=lambda p: levels.append(p.concurrency))
+        notes = runs.get_run(store, summary.run_id).notes["backend_notes"]
     assert summary.status == "done" and server.served == 48
     assert levels[1] == 12 and min(l for l in levels if l) <= 6  # shown as it changed: the progress bar reads it
     # Twelve at once against room for three would be refused about three times in four for the whole run
