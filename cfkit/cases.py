@@ -165,10 +165,6 @@ class Case:
             return self.no_option
         return None
 
-    def as_record(self) -> dict[str, Any]:
-        """The case as a JSON-ready record, the form :func:`parse_case` reads."""
-        return _CASE.dump_python(self, mode="json")
-
 
 _CASE = TypeAdapter(Case)
 

@@ -13,7 +13,9 @@ def test_specs_list_shows_coverage_and_authored_count(tiny_ws: Path):
     assert data["specs"][0]["coverage"] == 6.25  # a quarter of each side → 1/16 of the image
     # One unit in every --json output: percent of the image.
     assert json.loads(run_cli(["specs", "validate", "--json", "-w", str(tiny_ws)]).stdout)[0]["coverage"] == 6.25
-    assert json.loads(run_cli(["specs", "show", "TX01", "--json", "-w", str(tiny_ws)]).stdout)["mask_coverage"] == 6.25
+    shown = json.loads(run_cli(["specs", "show", "TX01", "--json", "-w", str(tiny_ws)]).stdout)
+    assert shown["mask_coverage"] == 6.25
+    assert all(set(o) == {"id", "text"} for o in shown["case"]["options"]) and shown["case"]["options"]
     assert json.loads(run_cli(["edit", "TX01", "--engine", "classical", "--dry-run", "--json",
                                "-w", str(tiny_ws)]).stdout)["mask_coverage"] == 6.25
     assert "0 of 3 authored; not in this workspace: CF01–CF03; also here: TX01" in result.stdout

@@ -109,7 +109,7 @@ def show(ws, spec_id: str, as_json: bool) -> None:
             "path": str(spec_file.path),
             "sha256": spec_file.sha256,
             "mask_coverage": None if coverage is None else round(100 * coverage, 2),
-            "case": None if case is None else {"question": case.question, "options": case.as_record()["options"],
+            "case": None if case is None else {"question": case.question, "options": [{"id": o.id, "text": o.text} for o in case.options],
                                                "gold": case.gold, "images": case.images},
         })
         return
