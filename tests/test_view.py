@@ -259,3 +259,16 @@ def test_a_hostile_reply_shows_as_text_in_the_dom(browser, served):
     page.locator("nav.filters a", has_text="wrong").click()
     assert "answered wrong" in page.locator("p.filter-meaning").inner_text()
     page.close()
+
+
+def test_pairs_show_the_mask_outline_and_the_check_figures(site_dir):
+    import numpy as np
+    from PIL import Image
+
+    page = (site_dir / "pairs.html").read_text()
+    assert "SSIM outside" in page and "change inside" in page
+    for spec in ("EX01", "EX02", "EX03"):
+        assert f"img-pair-{spec}-difference.png" in page
+        with Image.open(site_dir / f"img-pair-{spec}-difference.png") as picture:
+            pixels = np.asarray(picture.convert("RGB")).reshape(-1, 3)
+        assert (pixels == (240, 228, 66)).all(axis=1).sum() > 20, spec  # the mask drawn round in yellow

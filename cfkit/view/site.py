@@ -198,10 +198,57 @@ class Site:
         self.data.notes.extend(notes)
         return pairs
 
+    @cached_property
+    def checks(self) -> dict[str, dict[str, Any]]:
+        """The figures of each shown edit's latest check, by spec id (what the check line of the page prints)."""
+        from cfkit.store import checks, open_store
+
+        found = {}
+        if not self.pairs:
+            return found
+        with open_store(self.data.ws.db_path) as store:
+            for pair in self.pairs:
+                if pair.edit_id is None:
+                    continue
+                check = checks.latest(store, pair.edit_id, "composite") or checks.latest(store, pair.edit_id, "raw")
+                if check is not None:
+                    m = check.metrics
+                    found[pair.spec_id] = {"SSIM outside": m.get("ssim_out"), "PSNR outside (dB)": m.get("psnr_out"),
+                                           "LPIPS outside": m.get("lpips_out"), "change inside": m.get("mad_in"),
+                                           "leaks": m.get("leak_count"), "reasons": check.reasons}
+        return found
+
     def _pairs(self) -> Page:
         from cfkit.review.sheet_records import answer_text
 
-        return self._html("pairs.html", "pairs.html", pairs=self.pairs, answer_text=answer_text)
+        return self._html("pairs.html", "pairs.html", pairs=self.pairs, answer_text=answer_text, checks=self.checks)
+
+    def _outlined(self, pair) -> Any:
+        """The pair's difference picture with the spec's mask drawn round in yellow (the picture alone if no mask)."""
+        import numpy as np
+
+        picture = pair.pictures["difference"]
+        try:
+            from PIL import Image
+            from scipy import ndimage
+
+            from cfkit.masks import load_mask
+            from cfkit.specs import load_spec
+
+            spec = load_spec(self.data.ws, pair.spec_id).spec
+            case = self.data.case(spec.case)
+            if case is None:
+                return picture
+            with Image.open(self.data.cases.image_paths(case)[0]) as source:
+                size = source.size
+            mask = load_mask(self.data.ws, spec, size).array
+        except (CfkitError, OSError):
+            return picture
+        small = np.asarray(Image.fromarray(mask).resize((picture.shape[1], picture.shape[0]), Image.NEAREST)) > 0
+        edge = small & ~ndimage.binary_erosion(small, iterations=2)
+        outlined = picture.copy()
+        outlined[edge] = (240, 228, 66)  # Okabe-Ito yellow
+        return outlined
 
     def _audit(self) -> Page:
         from cfkit.view.audit import completed_audits
@@ -227,7 +274,8 @@ class Site:
             spec_id, _, which = name.rpartition("-")
             for pair in self.pairs:
                 if pair.spec_id == spec_id and which in pair.pictures:
-                    return Page(f"img-{rest}.png", "image/png", _png(pair.pictures[which]))
+                    picture = self._outlined(pair) if which == "difference" else pair.pictures[which]
+                    return Page(f"img-{rest}.png", "image/png", _png(picture))
         return None
 
 
