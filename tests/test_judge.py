@@ -199,3 +199,14 @@ def test_the_report_names_the_pairs_whose_edit_the_judge_doubts(screened):
     doubt = [n for n in notes if "doubts the edit" in n]
     assert doubt and "EX02" in doubt[0] and "EX03" in doubt[0] and "EX01" not in doubt[0]
     assert "openai:judge-model" in doubt[0]
+
+
+def test_the_view_shows_the_judges_doubts_on_the_pairs_page(screened, tmp_path):
+    ws = screened[0]
+    out = tmp_path / "site"
+    assert run_cli(["view", "-w", str(ws), "--export", str(out)]).exit_code == 0
+    page = (out / "pairs.html").read_text()
+    ex02 = page[page.index('id="EX02"'):page.index('id="EX03"')]
+    ex01 = page[page.index('id="EX01"'):page.index('id="EX02"')]
+    assert "judge model doubts this edit" in ex02 and "edit-looks-natural" in ex02
+    assert "judge model doubts" not in ex01

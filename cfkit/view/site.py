@@ -201,7 +201,7 @@ class Site:
     @cached_property
     def checks(self) -> dict[str, dict[str, Any]]:
         """The figures of each shown edit's latest check, by spec id (what the check line of the page prints)."""
-        from cfkit.store import checks, open_store
+        from cfkit.store import checks, open_store, screens
 
         found = {}
         if not self.pairs:
@@ -211,11 +211,16 @@ class Site:
                 if pair.edit_id is None:
                     continue
                 check = checks.latest(store, pair.edit_id, "composite") or checks.latest(store, pair.edit_id, "raw")
+                doubts = [a for a in screens.answers(store, [pair.edit_id]) if a.doubts]
+                if doubts:
+                    found.setdefault(pair.spec_id, {"reasons": []})["judge"] = [
+                        f"{a.judge}: {a.question} ({a.answer or 'no valid answer'}, expected {a.expected})"
+                        for a in doubts]
                 if check is not None:
                     m = check.metrics
-                    found[pair.spec_id] = {"SSIM outside": m.get("ssim_out"), "PSNR outside (dB)": m.get("psnr_out"),
+                    found.setdefault(pair.spec_id, {}).update({"SSIM outside": m.get("ssim_out"), "PSNR outside (dB)": m.get("psnr_out"),
                                            "LPIPS outside": m.get("lpips_out"), "change inside": m.get("mad_in"),
-                                           "leaks": m.get("leak_count"), "reasons": check.reasons}
+                                           "leaks": m.get("leak_count"), "reasons": check.reasons})
         return found
 
     def _pairs(self) -> Page:
