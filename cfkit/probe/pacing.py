@@ -8,6 +8,11 @@ burst of refusals counts once — and no new request starts before the
 current level raises it by one, back up to ``--concurrency`` (additive
 increase, multiplicative decrease, as TCP does). The level is shown in the
 progress bar and recorded in the run's notes when it ever dropped.
+
+A pacer may also hold a rate: at most ``rate`` requests started per second,
+evenly spaced. One pacer can serve several runs at once (``cfkit study run``
+gives every run behind one endpoint the same pacer), so the endpoint's
+concurrency, rate and overload back-off hold for all of them together.
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ MAX_PAUSE_S = 120.0
 class Pacer:
     """The number of requests allowed in flight, between 1 and ``limit`` (see the module docstring)."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, rate: float | None = None):
         self.limit = limit
+        self.rate = rate  # requests started per second at most; None: no limit
+        self._next_start = 0.0
         self.level = limit
         self.lowest = limit  # the lowest level reached, for the run's record
         self.overloads = 0  # overload signals received
@@ -36,10 +43,12 @@ class Pacer:
         self._changed = asyncio.Condition()
 
     async def acquire(self) -> None:
-        """Wait for a free slot under the current level and past any pause the server asked for."""
+        """Wait for a free slot under the current level, past any pause the server asked for and the rate's next
+        start."""
         async with self._changed:
             while True:
-                pause = self._paused_until - time.monotonic()
+                at = time.monotonic()
+                pause = max(self._paused_until, self._next_start if self.in_flight < self.level else 0.0) - at
                 if pause > 0:
                     try:
                         await asyncio.wait_for(self._changed.wait(), pause)
@@ -48,6 +57,8 @@ class Pacer:
                     continue
                 if self.in_flight < self.level:
                     self.in_flight += 1
+                    if self.rate:
+                        self._next_start = max(at, self._next_start) + 1.0 / self.rate
                     return
                 await self._changed.wait()
 
