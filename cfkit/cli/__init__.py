@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("cfkit.cli.audit", "audit"),
     "demo": ("cfkit.cli.demo", "demo"),
     "weights": ("cfkit.cli.weights", "weights"),
+    "study": ("cfkit.cli.study", "study"),
 }
 
 
