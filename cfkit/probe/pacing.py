@@ -41,26 +41,49 @@ class Pacer:
         self._decreased_at = float("-inf")
         self._paused_until = 0.0
         self._changed = asyncio.Condition()
+        self._next_ticket = 0  # the line of waiting workers: each takes a ticket …
+        self._serving = 0  # … and the one holding this one goes next
+        self._abandoned: set[int] = set()
 
     async def acquire(self) -> None:
         """Wait for a free slot under the current level, past any pause the server asked for and the rate's next
-        start."""
+        start. Slots go first come, first served, so the runs sharing a pacer take turns."""
         async with self._changed:
-            while True:
-                at = time.monotonic()
-                pause = max(self._paused_until, self._next_start if self.in_flight < self.level else 0.0) - at
-                if pause > 0:
-                    try:
-                        await asyncio.wait_for(self._changed.wait(), pause)
-                    except TimeoutError:
-                        pass
-                    continue
-                if self.in_flight < self.level:
-                    self.in_flight += 1
-                    if self.rate:
-                        self._next_start = max(at, self._next_start) + 1.0 / self.rate
-                    return
-                await self._changed.wait()
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            try:
+                while True:
+                    at = time.monotonic()
+                    turn = ticket == self._serving
+                    pause = max(self._paused_until,
+                                self._next_start if turn and self.in_flight < self.level else 0.0) - at
+                    if pause > 0:
+                        try:
+                            await asyncio.wait_for(self._changed.wait(), pause)
+                        except TimeoutError:
+                            pass
+                        continue
+                    if turn and self.in_flight < self.level:
+                        self.in_flight += 1
+                        self._advance()
+                        if self.rate:
+                            self._next_start = max(at, self._next_start) + 1.0 / self.rate
+                        self._changed.notify_all()
+                        return
+                    await self._changed.wait()
+            except BaseException:
+                if ticket >= self._serving:  # a cancelled waiter gives up its place in the line
+                    self._abandoned.add(ticket)
+                    self._advance(skip_only=True)
+                    self._changed.notify_all()
+                raise
+
+    def _advance(self, *, skip_only: bool = False) -> None:
+        if not skip_only:
+            self._serving += 1
+        while self._serving in self._abandoned:
+            self._abandoned.discard(self._serving)
+            self._serving += 1
 
     async def release(self, *, ok: bool) -> None:
         """A request ended; ``ok`` when it was answered without an overload signal."""

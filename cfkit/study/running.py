@@ -4,10 +4,14 @@
    fails them is marked failed and the others go on.
 2. Each run is planned in turn; a run already finished from the same inputs
    is done at once (as ``probe run`` finds it), nothing asked.
-3. The rest send at the same time through
+3. The rest send through
    :func:`cfkit.probe.runner.send_plan`, the runs behind one endpoint sharing
    one :class:`~cfkit.probe.pacing.Pacer`: the endpoint's concurrency, rate
-   and overload back-off hold for all of them together. A run that fails
+   and overload back-off hold for all of them together. The models go at the
+   same time, each model's suites one after the other: the swap suite's
+   original-order questions are the contextcanvas suite's, and asked in turn
+   the second run finds them in the response cache instead of paying for them
+   twice. A run that fails
    (a rejected key, a dead server) is recorded as failed and the others go on.
 
 Ctrl-C or SIGTERM cancels the sending; every run records what it received
@@ -64,10 +68,15 @@ def run_study(ws: Workspace, study: Study, store: Store, *, batch: bool = False,
             update(runs)
             got = _plan(store, run, batch)
             if got is not None:
+                run.state = "waiting"
                 planned.append((run, got))
             update(runs)
         if planned:
             result.interrupted = _send(study, store, planned, runs, update)
+        if result.interrupted:
+            for run in runs:
+                if run.state in ("waiting", "sending"):
+                    run.state = "interrupted"
     except KeyboardInterrupt:
         result.interrupted = True
         for run in runs:
@@ -146,7 +155,15 @@ def _send(study: Study, store: Store, planned, runs: list[StudyRun], update: Upd
 
     async def main() -> bool:
         loop = asyncio.get_running_loop()
-        tasks = [asyncio.create_task(one(run, p)) for run, p in planned]
+        by_model: dict[str, list] = {}
+        for run, p in planned:
+            by_model.setdefault(run.model, []).append((run, p))
+
+        async def in_turn(model_runs) -> None:
+            for run, p in model_runs:
+                await one(run, p)
+
+        tasks = [asyncio.create_task(in_turn(model_runs)) for model_runs in by_model.values()]
         stopped = asyncio.Event()
 
         def stop() -> None:
