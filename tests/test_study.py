@@ -236,3 +236,43 @@ def test_the_live_display_fits_80_by_24_with_forty_runs():
     assert lines[0].startswith("study: 10/40 runs done")
     assert any("sending" in line and "/1204" in line and "failed" in line for line in lines)
     assert lines[-1].startswith("… ") or "run(s) done" in lines[-1]
+
+
+def test_batch_submits_where_the_backend_has_a_batch_api_and_a_rerun_collects(tmp_path):
+    from batch_api_server import BatchServer
+
+    ws = many_cases(tmp_path / "ws", 5)
+    with BatchServer(first_option, polls=1) as server:
+        path = write(ws / "study.toml", f"[models.api]\nmodel = 'openai:test-model'\nendpoint = '{server.url}'\n"
+                                        "[models.no]\nmodel = 'baseline:always-no'\n[suites.contextcanvas]\n")
+        submitted = run_cli(["-w", str(ws), "study", "run", str(path), "--batch", "--json"])
+        assert submitted.exit_code == 0, submitted.output
+        states = {r["model"]: r["state"] for r in json.loads(submitted.stdout)}
+        assert states == {"api": "submitted", "no": "done"}
+        assert server.calls("POST", "/chat/completions") == 0
+        status = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])
+        assert {s["model"]: s["state"] for s in json.loads(status.stdout)}["api"] == "waiting"
+        collected = run_cli(["-w", str(ws), "study", "run", str(path), "--json"])
+        assert collected.exit_code == 0, collected.output
+        assert {r["state"] for r in json.loads(collected.stdout)} == {"done"}
+        assert server.calls("POST", "/chat/completions") == 0  # every answer came from the batch
+
+
+def test_status_says_stale_when_the_inputs_changed_and_a_rerun_asks_the_new_questions(tmp_path):
+    ws = many_cases(tmp_path / "ws", 4)
+    script = Counting(0.0)
+    with ChatServer(script) as chat:
+        path = two_behind_one(ws, chat.url, concurrency=2)
+        assert run_cli(["-w", str(ws), "study", "run", str(path)]).exit_code == 0
+        assert len(script.bodies) == 8
+        cases = ws / "data" / "cases.jsonl"
+        cases.write_text(cases.read_text().replace("Is picture 1 suitable", "Is picture one suitable"))
+        status = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])
+        assert status.exit_code == 1
+        states = {s["model"]: (s["state"], s["detail"]) for s in json.loads(status.stdout)}
+        assert states["a"][0] == states["b"][0] == states["no"][0] == "stale"
+        assert "inputs changed" in states["a"][1]
+        assert run_cli(["-w", str(ws), "study", "run", str(path)]).exit_code == 0
+        assert len(script.bodies) == 10  # the one changed question, for each served model; the rest from the cache
+        status = run_cli(["-w", str(ws), "study", "status", str(path)])
+        assert status.exit_code == 0 and status.stdout.count(" done ") == 3

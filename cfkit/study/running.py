@@ -28,7 +28,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cfkit.errors import CfkitError
+from cfkit.errors import CfkitError, Incomplete
 from cfkit.probe import RunSummary
 from cfkit.store import Store
 from cfkit.study.file import Study
@@ -91,7 +91,10 @@ def _plan(store: Store, run: StudyRun, batch: bool):
     job = run.job
     try:
         if batch and job.backend is not None and hasattr(job.backend, "batch_api"):
-            return _submit(store, run)
+            try:
+                return _submit(store, run)
+            except Incomplete:  # its batches are in flight: planned below, collected before anything is sent
+                pass
         planned = job.planned(store, on_progress=lambda p: setattr(run, "progress", p))
     except CfkitError as exc:
         run.state, run.error = "failed", str(exc)
@@ -122,6 +125,26 @@ def _finish(run: StudyRun, summary: RunSummary) -> None:
         run.state = "incomplete"
 
 
+def _collect(store: Store, run: StudyRun, p) -> bool:
+    """Collect the run's batches as far as they have ended; True when none is left in flight."""
+    from cfkit.dataset import load_cases
+    from cfkit.probe.batch import collect_run
+    from cfkit.probe.runner import run_identity
+    from cfkit.store import runs as stored_runs
+
+    run.run_id = run_identity(p.backend, p.plan, run.job.setup.protocol.name)[0]
+    record = stored_runs.get_run(store, run.run_id)
+    ws = run.job.ws
+    with Store(store.path) as own:  # this thread's own connection; the event loop's stays with the loop
+        collected = collect_run(own, load_cases(ws.cases_path, ws.image_root), record)
+    if collected.waiting:
+        run.state = "waiting"
+        run.notes.append(f"{len(collected.waiting)} batch(es) still running; 'cfkit study run' again later "
+                         f"collects them (or 'cfkit probe collect {run.run_id} --wait')")
+        return False
+    return True
+
+
 def _send(study: Study, store: Store, planned, runs: list[StudyRun], update: Update) -> bool:
     """Send every planned run at once (one pacer per endpoint); True when a signal stopped them."""
     pacers = make_pacers(study, [r for r, _ in planned])
@@ -136,12 +159,21 @@ def _send(study: Study, store: Store, planned, runs: list[StudyRun], update: Upd
             update(runs)
 
         job = run.job
+
+        async def send() -> RunSummary:
+            return await send_plan(store, p.backend, p.plan, concurrency=pacers[run.pacing].limit,
+                                   on_progress=progress, inputs_sha256=p.inputs.sha256 if p.inputs else None,
+                                   inputs_manifest=p.inputs.manifest if p.inputs else None,
+                                   protocol=job.setup.protocol.name, notes=job.setup.notes(),
+                                   pacer=pacers[run.pacing])
         try:
-            summary = await send_plan(store, p.backend, p.plan, concurrency=pacers[run.pacing].limit,
-                                      on_progress=progress, inputs_sha256=p.inputs.sha256 if p.inputs else None,
-                                      inputs_manifest=p.inputs.manifest if p.inputs else None,
-                                      protocol=job.setup.protocol.name, notes=job.setup.notes(),
-                                      pacer=pacers[run.pacing])
+            try:
+                summary = await send()
+            except Incomplete:  # batches in flight: collect what has ended, then send what they left
+                if not await asyncio.to_thread(_collect, store, run, p):
+                    update(runs)
+                    return
+                summary = await send()
         except asyncio.CancelledError:
             run.state = "interrupted"
             raise
