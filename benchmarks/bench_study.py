@@ -45,6 +45,8 @@ def run() -> list[dict]:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             ws = load_workspace(write_workspace(Path(tmp) / "ws", CASES))
+            for spec in (ws.root / "interventions").glob("*.yaml"):
+                spec.unlink()  # the template's one spec names a case this workload replaced
             study = load_study(_study(ws.root / "study.toml", url))
             started = time.perf_counter()
             with open_store(ws.db_path) as store:

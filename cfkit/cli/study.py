@@ -134,7 +134,7 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
 
 
 def _summary(runs, as_json: bool) -> None:
-    from cfkit.cli.study_display import run_line
+    from cfkit.cli.study_display import columns, run_line
 
     if as_json:
         print_json([{"model": r.model, "display": r.display, "suite": r.suite, "state": r.state, "run_id": r.run_id,
@@ -143,8 +143,11 @@ def _summary(runs, as_json: bool) -> None:
                      "missing": r.summary.missing if r.summary else None,
                      "cost_usd": r.summary.cost_usd if r.summary else None} for r in runs])
         return
+    shown = columns(runs)
     for r in runs:
-        out.print(escape(run_line(r, 200)), highlight=False, soft_wrap=True)
+        out.print(escape(run_line(r, 200, error=False, **shown)), highlight=False, soft_wrap=True)
+        if r.error:
+            warn(f"{r.display} {r.suite}: {r.error}")
         for note in r.notes:
             warn(f"{r.display} {r.suite}: {note}")
 

@@ -17,25 +17,36 @@ def _cell(text: str, width: int) -> str:
     return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
 
 
-def run_line(run, width: int) -> str:
-    """``display suite  done/total  N failed  $cost  state`` in ``width`` columns."""
-    p = run.progress
-    summary = run.summary
+def _numbers(run) -> tuple[str, int, str]:
+    """(done/total, failed requests, cost) of a run as far as known."""
+    p, summary = run.progress, run.summary
     if p is not None:
-        counts = f"{p.done}/{p.total}"
-        failed = p.errors
-        cost = usd(p.cost_usd) if p.priced else ""
-    elif summary is not None:
-        counts = f"{summary.total - summary.missing}/{summary.total}"
-        failed = summary.failed
+        return f"{p.done}/{p.total}", p.errors, usd(p.cost_usd) if p.priced else ""
+    if summary is not None:
         cost = usd(summary.cost_usd) if summary.cost_usd is not None else ""
-    else:
-        counts, failed, cost = "", 0, ""
-    state = run.state if not run.error else f"{run.state}: {run.error}"
-    tail = f"{counts:>11}  {(str(failed) + ' failed') if failed else '':>9}  {cost:>7}  "
-    name_w = max(12, min(34, width - len(tail) - 12))
-    head = f"{_cell(run.display, name_w - 15):<{name_w - 15}} {_cell(run.suite, 14):<14}"
-    return _cell(head + tail + state, width)
+        return f"{summary.total - summary.missing}/{summary.total}", summary.failed, cost
+    return "", 0, ""
+
+
+def run_line(run, width: int, *, failures: bool = True, costs: bool = True, error: bool = True) -> str:
+    """``display suite  done/total  N failed  $cost  state`` in ``width`` columns; the failures and cost
+    columns only when asked (when some run has them), the error after the state only with ``error``."""
+    counts, failed, cost = _numbers(run)
+    tail = f"{counts:>11}"
+    if failures:
+        tail += f"  {(str(failed) + ' failed') if failed else '':>10}"
+    if costs:
+        tail += f"  {cost:>8}"
+    state = f"{run.state}: {run.error}" if run.error and error else run.state
+    name_w = max(8, min(30, width - len(tail) - 15 - 2 - 12))
+    head = f"{_cell(run.display, name_w):<{name_w}} {_cell(run.suite, 14):<14}"
+    return _cell(f"{head}{tail}  {state}", width)
+
+
+def columns(runs) -> dict[str, bool]:
+    """Which optional columns the runs need: failures where some run has one, cost where some run is priced."""
+    numbers = [_numbers(r) for r in runs]
+    return {"failures": any(n[1] for n in numbers), "costs": any(n[2] for n in numbers)}
 
 
 def display_lines(runs, width: int = 80, height: int = 24) -> list[str]:
@@ -43,9 +54,10 @@ def display_lines(runs, width: int = 80, height: int = 24) -> list[str]:
     rows = max(height - 2, 3)
     ordered = sorted(runs, key=lambda r: ORDER.get(r.state, 9))
     done = [r for r in ordered if r.state == "done"]
-    lines = [run_line(r, width) for r in ordered]
+    shown = columns(runs)
+    lines = [run_line(r, width, **shown) for r in ordered]
     if len(lines) > rows and done:
-        others = [run_line(r, width) for r in ordered if r.state != "done"]
+        others = [run_line(r, width, **shown) for r in ordered if r.state != "done"]
         lines = others + [f"{len(done)} run(s) done"]
     if len(lines) > rows:
         lines = lines[:rows - 1] + [f"… {len(lines) - rows + 1} more"]

@@ -18,7 +18,9 @@ concurrency, rate and overload back-off hold for all of them together.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections import deque
 
 #: Seconds after a decrease during which further overload signals do not decrease again.
 COOLDOWN_S = 1.0
@@ -27,12 +29,16 @@ MAX_PAUSE_S = 120.0
 
 
 class Pacer:
-    """The number of requests allowed in flight, between 1 and ``limit`` (see the module docstring)."""
+    """The number of requests allowed in flight, between 1 and ``limit`` (see the module docstring).
+
+    Waiting workers queue first come, first served, so the runs sharing a
+    pacer take turns; a freed slot is handed to the first of them directly
+    (one wake-up per slot, however many workers wait).
+    """
 
     def __init__(self, limit: int, rate: float | None = None):
         self.limit = limit
         self.rate = rate  # requests started per second at most; None: no limit
-        self._next_start = 0.0
         self.level = limit
         self.lowest = limit  # the lowest level reached, for the run's record
         self.overloads = 0  # overload signals received
@@ -40,61 +46,70 @@ class Pacer:
         self._successes = 0
         self._decreased_at = float("-inf")
         self._paused_until = 0.0
-        self._changed = asyncio.Condition()
-        self._next_ticket = 0  # the line of waiting workers: each takes a ticket …
-        self._serving = 0  # … and the one holding this one goes next
-        self._abandoned: set[int] = set()
+        self._next_start = 0.0  # with a rate: the earliest time the next request may start
+        self._waiters: deque[asyncio.Future] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def _ready_at(self) -> float:
+        """When the next request may start, as far as pauses and the rate go (slots aside)."""
+        return max(self._paused_until, self._next_start)
+
+    def _take(self, at: float) -> None:
+        self.in_flight += 1
+        if self.rate:
+            self._next_start = max(at, self._next_start) + 1.0 / self.rate
 
     async def acquire(self) -> None:
         """Wait for a free slot under the current level, past any pause the server asked for and the rate's next
-        start. Slots go first come, first served, so the runs sharing a pacer take turns."""
-        async with self._changed:
-            ticket = self._next_ticket
-            self._next_ticket += 1
-            try:
-                while True:
-                    at = time.monotonic()
-                    turn = ticket == self._serving
-                    pause = max(self._paused_until,
-                                self._next_start if turn and self.in_flight < self.level else 0.0) - at
-                    if pause > 0:
-                        try:
-                            await asyncio.wait_for(self._changed.wait(), pause)
-                        except TimeoutError:
-                            pass
-                        continue
-                    if turn and self.in_flight < self.level:
-                        self.in_flight += 1
-                        self._advance()
-                        if self.rate:
-                            self._next_start = max(at, self._next_start) + 1.0 / self.rate
-                        self._changed.notify_all()
-                        return
-                    await self._changed.wait()
-            except BaseException:
-                if ticket >= self._serving:  # a cancelled waiter gives up its place in the line
-                    self._abandoned.add(ticket)
-                    self._advance(skip_only=True)
-                    self._changed.notify_all()
-                raise
+        start."""
+        at = time.monotonic()
+        if not self._waiters and self.in_flight < self.level and self._ready_at() <= at:
+            self._take(at)
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._wake()
+        try:
+            await waiter  # resolved by _wake, which has taken the slot on this worker's behalf
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self.in_flight -= 1  # granted just as it was cancelled: give the slot back
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+            self._wake()
+            raise
 
-    def _advance(self, *, skip_only: bool = False) -> None:
-        if not skip_only:
-            self._serving += 1
-        while self._serving in self._abandoned:
-            self._abandoned.discard(self._serving)
-            self._serving += 1
+    def _wake(self) -> None:
+        """Hand free slots to the first waiters; when a pause or the rate holds them, look again then."""
+        while self._waiters and self._waiters[0].done():
+            self._waiters.popleft()  # cancelled meanwhile
+        while self._waiters and self.in_flight < self.level:
+            at = time.monotonic()
+            ready = self._ready_at()
+            if ready > at:
+                if self._timer is None:
+                    def again() -> None:
+                        self._timer = None
+                        self._wake()
+
+                    self._timer = asyncio.get_running_loop().call_later(ready - at, again)
+                return
+            waiter = self._waiters.popleft()
+            if waiter.done():
+                continue
+            self._take(at)
+            waiter.set_result(None)
 
     async def release(self, *, ok: bool) -> None:
         """A request ended; ``ok`` when it was answered without an overload signal."""
-        async with self._changed:
-            self.in_flight -= 1
-            if ok:
-                self._successes += 1
-                if self._successes >= self.level and self.level < self.limit:
-                    self.level += 1
-                    self._successes = 0
-            self._changed.notify_all()
+        self.in_flight -= 1
+        if ok:
+            self._successes += 1
+            if self._successes >= self.level and self.level < self.limit:
+                self.level += 1
+                self._successes = 0
+        self._wake()
 
     def overloaded(self, retry_after: float | None = None) -> None:
         """The server refused a request as overloaded, asking (maybe) to wait ``retry_after`` seconds.

@@ -49,7 +49,13 @@ def study_report(ws: Workspace, study: Study) -> StudyReport:
     groups = {labels[name]: m.group for name, m in study.models.items() if m.group and name in labels}
     compare = [(labels[a], labels[b]) for a, b in study.data.report.compare if a in labels and b in labels]
     settings = study.data.report
+    modality = {}
+    if "modality" in study.suites:  # the report reads the modality cases the study asked
+        from cfkit.study.jobs import selection_of
+
+        chosen = selection_of(ws, study, "modality")
+        modality = {"subset": chosen.subset, "all_cases": chosen.all_cases}
     result = make_report(ws, run_refs=[s.run_id for s in reported], compare=compare, n_resamples=settings.resamples,
-                         seed=settings.seed, groups=groups or None)
+                         seed=settings.seed, groups=groups or None, **modality)
     left = [s for s in states if s not in reported]
     return StudyReport(result, [s.run_id for s in reported], left, labels)

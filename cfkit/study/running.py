@@ -24,6 +24,7 @@ flight is collected as far as they have ended.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +54,28 @@ class StudyResult:
 def run_study(ws: Workspace, study: Study, store: Store, *, batch: bool = False,
               on_update: Update | None = None) -> StudyResult:
     """Run every (model, suite) of ``study`` that is not finished; see the module docstring."""
+    with _term_interrupts():
+        return _run_study(ws, study, store, batch, on_update)
+
+
+@contextlib.contextmanager
+def _term_interrupts():
+    """SIGTERM stops the checks and the planning as Ctrl-C does (while sending, the event loop takes both)."""
+    def interrupt(_sig, _frame):
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_study(ws: Workspace, study: Study, store: Store, batch: bool, on_update: Update | None) -> StudyResult:
     runs = study_runs(study)
     update = on_update or (lambda _runs: None)
     for run in runs:
