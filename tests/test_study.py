@@ -276,3 +276,16 @@ def test_status_says_stale_when_the_inputs_changed_and_a_rerun_asks_the_new_ques
         assert len(script.bodies) == 10  # the one changed question, for each served model; the rest from the cache
         status = run_cli(["-w", str(ws), "study", "status", str(path)])
         assert status.exit_code == 0 and status.stdout.count(" done ") == 3
+
+
+def test_a_paper_protocol_model_behind_an_endpoint_takes_the_endpoints_concurrency(tmp_path):
+    ws = many_cases(tmp_path / "ws", 12)
+    script = Counting(0.05)
+    with ChatServer(script) as chat:
+        path = write(ws / "study.toml", f"[endpoints.e]\nurl = '{chat.url}'\nconcurrency = 6\n"
+                                        "[models.p]\nmodel = 'openai:paper-model'\nendpoint = 'e'\n"
+                                        "protocol = 'paper'\nmax_tokens = 64\n[suites.contextcanvas]\n")
+        result = run_cli(["-w", str(ws), "study", "run", str(path)])
+        assert result.exit_code == 0, result.output
+    assert len(script.bodies) == 12 and script.most == 6
+    assert {json.loads(b)["temperature"] for b in script.bodies} == {0}  # the paper's settings reached the wire

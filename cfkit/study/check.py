@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from cfkit.errors import CfkitError
 from cfkit.study.file import Study
-from cfkit.study.jobs import model_options, pacer_limit, selection_of, study_runs
+from cfkit.study.jobs import model_options, selection_of, study_runs
 from cfkit.workspace import Workspace
 
 #: Seconds to wait for an endpoint's answer.
@@ -79,7 +79,7 @@ def check_study(ws: Workspace, study: Study, store=None, *, batch: bool = False)
             continue
         try:
             preview = preview_run(ws, store, m.model, run.suite, options=model_options(study, run.model),
-                                  concurrency=pacer_limit(study, run.model), max_tokens=m.max_tokens,
+                                  concurrency=m.concurrency, max_tokens=m.max_tokens,
                                   protocol=m.protocol, selection=selection_of(ws, study, run.suite), batch=batch)
         except CfkitError as exc:
             result.runs.append(RunCheck(run.model, run.display, run.suite, str(exc)))

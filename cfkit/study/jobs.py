@@ -89,16 +89,12 @@ def prepare(ws: Workspace, study: Study, run: StudyRun) -> None:
     """The run's start-up checks (see the module docstring); a refusal is kept as the run's error."""
     m = study.models[run.model]
     try:
+        # The concurrency of a model behind an endpoint is the endpoint's pacer's (shared), not the run's.
         run.job = prepare_probe(ws, m.model, run.suite, options=model_options(study, run.model),
-                                concurrency=pacer_limit(study, run.model), max_tokens=m.max_tokens,
+                                concurrency=m.concurrency, max_tokens=m.max_tokens,
                                 protocol=m.protocol, selection=selection_of(ws, study, run.suite))
     except CfkitError as exc:
         run.state, run.error = "failed", str(exc)
-
-
-def pacer_limit(study: Study, model: str) -> int | None:
-    endpoint = study.endpoint_of(model)
-    return endpoint[1].concurrency if endpoint is not None else study.models[model].concurrency
 
 
 def make_pacers(study: Study, runs: list[StudyRun]) -> dict[str, Pacer]:
