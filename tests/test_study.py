@@ -188,6 +188,9 @@ def test_a_study_stopped_in_the_middle_resumes_asking_only_what_is_missing(tmp_p
         while len(script.models) < 40 and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.02)
         assert process.poll() is None, process.communicate()
+        if how == "kill":  # while it runs, status says so
+            running = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])
+            assert "running" in {s["state"] for s in json.loads(running.stdout)}, running.output
         process.send_signal(signal.SIGKILL if how == "kill" else signal.SIGTERM)
         _, stderr = process.communicate(timeout=60)
         if how == "term":

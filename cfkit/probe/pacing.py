@@ -71,7 +71,7 @@ class Pacer:
         self._wake()
         try:
             await waiter  # resolved by _wake, which has taken the slot on this worker's behalf
-        except BaseException:
+        except BaseException:  # cancelled (or failed) while waiting: undo, then raise it again
             if waiter.done() and not waiter.cancelled():
                 self.in_flight -= 1  # granted just as it was cancelled: give the slot back
             else:
