@@ -68,7 +68,8 @@ def display_lines(runs, width: int = 80, height: int = 24) -> list[str]:
 
 
 class LiveDisplay:
-    """A Rich Live view of :func:`display_lines` on stderr, refreshed a few times a second; nothing in a pipe."""
+    """A Rich Live view of :func:`display_lines` on stderr, refreshed a few times a second; nothing in a pipe.
+    It goes when the study ends, and the summary (the same lines, every run) takes its place."""
 
     def __init__(self, console):
         self.console = console
@@ -80,7 +81,7 @@ class LiveDisplay:
             from rich.live import Live
 
             self.live = Live(get_renderable=self._render, console=self.console, refresh_per_second=4,
-                             transient=False, redirect_stdout=False, redirect_stderr=False)
+                             transient=True, redirect_stdout=False, redirect_stderr=False)
             self.live.start()
         return self
 
