@@ -292,3 +292,26 @@ def test_a_paper_protocol_model_behind_an_endpoint_takes_the_endpoints_concurren
         assert result.exit_code == 0, result.output
     assert len(script.bodies) == 12 and script.most == 6
     assert {json.loads(b)["temperature"] for b in script.bodies} == {0}  # the paper's settings reached the wire
+
+
+def test_a_model_with_replicas_passes_every_url_and_is_paced_as_one_endpoint(tmp_path):
+    from cfkit.study.jobs import model_options, replicas_refused
+
+    ws = many_cases(tmp_path / "ws", 3)
+    path = write(ws / "study.toml", "[endpoints.one]\nurl = 'http://127.0.0.1:9/v1'\nconcurrency = 3\nrate = 5\n"
+                                    "[endpoints.two]\nurl = 'http://127.0.0.1:10/v1'\nconcurrency = 4\nrate = 2\n"
+                                    "[models.r]\nmodel = 'openai:m'\nendpoints = ['one', 'two']\n[suites.swap]\n")
+    study = load_study(path)
+    assert model_options(study, "r")["base_url"] == ["http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"]
+    name, paced = study.endpoint_of("r")
+    assert (name, paced.concurrency, paced.rate) == ("one+two", 7, 7)
+    from cfkit.backends import check_installed
+
+    takes_lists = "list" in str(check_installed("openai").Options.model_fields["base_url"].annotation)
+    refused = replicas_refused(study, "r")
+    if takes_lists:  # a cfkit whose openai backend spreads requests over replicas
+        assert refused is None
+    else:
+        assert "lists 2 endpoints (replicas)" in refused and "takes one base URL" in refused
+        result = run_cli(["-w", str(ws), "study", "run", str(path)])
+        assert result.exit_code == 1 and "takes one base URL" in result.output

@@ -90,12 +90,12 @@ def validate(ws, file: Path, batch: bool, as_json: bool) -> None:
             out.print(f"{escape(r.display)}  {r.suite}: {escape(what)}", highlight=False, soft_wrap=True)
         known = [r.cost_max for r in result.runs if r.cost_max is not None]
         total = sum(r.to_send for r in result.runs)
-        status(f"study {s.name}: {len(result.runs)} runs, {total} requests to send"
+        status(f"study '{s.name}': {len(result.runs)} runs, {total} requests to send"
                + (f", at most {usd(sum(known))} for the {len(known)} priced run(s)" if known else "") + ".")
     if result.problems:
         for problem in result.problems:
             warn(problem)
-        raise CheckFailed(f"study {s.name}: {len(result.problems)} problem(s); fix them and validate again.")
+        raise CheckFailed(f"study '{s.name}': {len(result.problems)} problem(s); fix them and validate again.")
 
 
 @study.command("run")
@@ -129,7 +129,7 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     incomplete = [r for r in result.incomplete if r.state != "submitted"]
     if incomplete:
         names = ", ".join(f"{r.display} {r.suite} ({r.state})" for r in incomplete)
-        raise RunIncomplete(f"study {s.name}: {len(incomplete)} of {len(result.runs)} run(s) incomplete: {names}. "
+        raise RunIncomplete(f"study '{s.name}': {len(incomplete)} of {len(result.runs)} run(s) incomplete: {names}. "
                             f"'cfkit study status {file}' says why; resume with: {again}")
 
 
@@ -183,7 +183,7 @@ def status_(ws, file: Path, as_json: bool) -> None:
                              f"{detail}"), highlight=False, soft_wrap=True)
     left = [x for x in states if x.state != "done"]
     if left:
-        raise RunIncomplete(f"study {s.name}: {len(states) - len(left)} of {len(states)} run(s) done; "
+        raise RunIncomplete(f"study '{s.name}': {len(states) - len(left)} of {len(states)} run(s) done; "
                             f"continue with: {_again(ws, file, 'run')}")
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from cfkit.errors import CfkitError
 from cfkit.study.file import Study
-from cfkit.study.jobs import model_options, selection_of, study_runs
+from cfkit.study.jobs import model_options, replicas_refused, selection_of, study_runs
 from cfkit.workspace import Workspace
 
 #: Seconds to wait for an endpoint's answer.
@@ -61,9 +61,9 @@ def check_study(ws: Workspace, study: Study, store=None, *, batch: bool = False)
 
     result = StudyCheck([])
     for name in study.models:
-        endpoint = study.endpoint_of(name)
-        if endpoint is not None and endpoint[0] not in result.endpoints:
-            result.endpoints[endpoint[0]] = reach(endpoint[1].url)
+        for endpoint, settings in study.endpoints_of(name):
+            if endpoint not in result.endpoints:
+                result.endpoints[endpoint] = reach(settings.url)
     for suite, s in study.suites.items():
         for key in ("cases", "subset"):
             value = getattr(s, key)
@@ -73,9 +73,12 @@ def check_study(ws: Workspace, study: Study, store=None, *, batch: bool = False)
                     result.endpoints.setdefault(f"[suites.{suite}] {key}", f"file {value} not found")
     for run in study_runs(study):
         m = study.models[run.model]
-        endpoint = study.endpoint_of(run.model)
-        if endpoint is not None and result.endpoints.get(endpoint[0]):
+        if any(result.endpoints.get(e) for e, _ in study.endpoints_of(run.model)):
             result.runs.append(RunCheck(run.model, run.display, run.suite, "its endpoint is not reachable"))
+            continue
+        refused = replicas_refused(study, run.model)
+        if refused is not None:
+            result.runs.append(RunCheck(run.model, run.display, run.suite, refused))
             continue
         try:
             preview = preview_run(ws, store, m.model, run.suite, options=model_options(study, run.model),

@@ -7,7 +7,9 @@ A TOML file in the workspace (docs/formats.md, "Study file"). Tables:
                       ``rate`` (requests started per second, optional),
                       ``api_key_env``
 ``[models.NAME]``     ``model`` (KIND:NAME), ``endpoint`` (a name above or a
-                      URL) or ``endpoints`` (a list), ``options``,
+                      URL) or ``endpoints`` (a list: replicas of the model,
+                      where the backend spreads requests over several
+                      servers), ``options``,
                       ``protocol``, ``max_tokens``, ``display``, ``group``
 ``[suites.NAME]``     one table per suite asked; ``limit``, ``cases``,
                       ``subset``, ``all_cases``, ``reviewed_only``,
@@ -108,15 +110,25 @@ class Study:
     def display(self, name: str) -> str:
         return self.models[name].display or name
 
-    def endpoint_of(self, name: str) -> tuple[str, Endpoint] | None:
-        """``(endpoint name, its settings)`` of model ``name``; None for a model with no endpoint."""
+    def endpoints_of(self, name: str) -> list[tuple[str, Endpoint]]:
+        """``(endpoint name, its settings)`` for each endpoint of model ``name`` (none for a local model)."""
         model = self.models[name]
-        given = model.endpoint or (model.endpoints[0] if model.endpoints else None)
-        if given is None:
+        given = [model.endpoint] if model.endpoint else list(model.endpoints or [])
+        return [(g, self.data.endpoints[g]) if g in self.data.endpoints
+                else (g, Endpoint(url=g, concurrency=model.concurrency or 4)) for g in given]
+
+    def endpoint_of(self, name: str) -> tuple[str, Endpoint] | None:
+        """The endpoint model ``name`` is paced by: its one endpoint, or its replicas as one (their names joined
+        by '+', their concurrencies and rates added); None for a model with no endpoint."""
+        found = self.endpoints_of(name)
+        if not found:
             return None
-        if given in self.data.endpoints:
-            return given, self.data.endpoints[given]
-        return given, Endpoint(url=given, concurrency=model.concurrency or 4)
+        if len(found) == 1:
+            return found[0]
+        rates = [e.rate for _, e in found]
+        return "+".join(n for n, _ in found), Endpoint(
+            url=found[0][1].url, concurrency=min(sum(e.concurrency for _, e in found), MAX_CONCURRENCY),
+            rate=None if None in rates else sum(rates), api_key_env=found[0][1].api_key_env)
 
     def pairs(self) -> list[tuple[str, str]]:
         """Every (model name, suite) the study runs, models in file order, suites in file order within each."""
@@ -133,9 +145,12 @@ def _check(path: Path, data: StudyFile) -> None:
         named = [model.endpoint] if model.endpoint else list(model.endpoints or [])
         if model.endpoints is not None and not named:
             raise ConfigError(f"{where}: model '{name}' has an empty 'endpoints' list; name one or drop it.")
-        if len(named) > 1:
-            raise ConfigError(f"{where}: model '{name}' lists {len(named)} endpoints; spreading one model over "
-                              "replicas is not supported by this cfkit yet. Give one endpoint.")
+        if len(set(named)) < len(named):
+            raise ConfigError(f"{where}: model '{name}' lists an endpoint twice; list each once.")
+        keys = {data.endpoints[e].api_key_env if e in data.endpoints else None for e in named}
+        if len(keys) > 1:
+            raise ConfigError(f"{where}: model '{name}' lists endpoints with different api_key_env; replicas of "
+                              "one model take one key variable.")
         for endpoint in named:
             if endpoint not in data.endpoints and "://" not in endpoint:
                 known = ", ".join(data.endpoints) or "none"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cfkit.errors import CfkitError
+from cfkit.errors import CfkitError, UsageError
 from cfkit.probe import ProbeJob, RunProgress, RunSummary, Selection, prepare_probe
 from cfkit.study.file import Study
 from cfkit.workspace import Workspace
@@ -65,14 +65,29 @@ def selection_of(ws: Workspace, study: Study, suite: str) -> Selection:
 
 
 def model_options(study: Study, name: str) -> dict[str, Any]:
-    """The model's backend options, with its endpoint's URL and key variable."""
+    """The model's backend options, with its endpoint's URL (a list for replicas) and key variable."""
     options = dict(study.models[name].options)
-    endpoint = study.endpoint_of(name)
-    if endpoint is not None:
-        options["base_url"] = endpoint[1].url
-        if endpoint[1].api_key_env:
-            options["api_key_env"] = endpoint[1].api_key_env
+    endpoints = study.endpoints_of(name)
+    if endpoints:
+        urls = [e.url for _, e in endpoints]
+        options["base_url"] = urls[0] if len(urls) == 1 else urls
+        if endpoints[0][1].api_key_env:
+            options["api_key_env"] = endpoints[0][1].api_key_env
     return options
+
+
+def replicas_refused(study: Study, name: str) -> str | None:
+    """Why model ``name``'s several endpoints cannot be used here (its backend takes one base URL), or None."""
+    endpoints = study.endpoints_of(name)
+    if len(endpoints) < 2:
+        return None
+    from cfkit.backends import check_installed, split_model
+
+    field = check_installed(split_model(study.models[name].model)[0]).Options.model_fields.get("base_url")
+    if field is not None and "list" in str(field.annotation):
+        return None
+    return (f"model '{name}' lists {len(endpoints)} endpoints (replicas), and this cfkit's "
+            f"{study.models[name].model.split(':', 1)[0]} backend takes one base URL; give one endpoint.")
 
 
 def study_runs(study: Study) -> list[StudyRun]:
@@ -89,6 +104,9 @@ def prepare(ws: Workspace, study: Study, run: StudyRun) -> None:
     """The run's start-up checks (see the module docstring); a refusal is kept as the run's error."""
     m = study.models[run.model]
     try:
+        refused = replicas_refused(study, run.model)
+        if refused is not None:
+            raise UsageError(refused)
         # The concurrency of a model behind an endpoint is the endpoint's pacer's (shared), not the run's.
         run.job = prepare_probe(ws, m.model, run.suite, options=model_options(study, run.model),
                                 concurrency=m.concurrency, max_tokens=m.max_tokens,
