@@ -195,37 +195,43 @@ def status_(ws, file: Path, as_json: bool) -> None:
               help="Show the paper's published rows beside the study's (default: [report] reference in FILE).")
 @click.option("--plot", "plot_dir", metavar="DIR", default=None, type=click.Path(file_okay=False),
               help="Also draw the paper's figures into DIR, as 'cfkit report --plot'.")
-@click.option("--plot-format", type=click.Choice(("png", "svg", "pdf")), default="png", show_default=True)
+@click.option("--plot-format", type=click.Choice(("png", "svg", "pdf")), default="png", show_default=True,
+              help="Image format of the --plot figures.")
 @click.option("--force", is_flag=True, help="With --plot: replace figure files already in DIR.")
 @workspace_option
-def report(ws, file: Path, fmt: str, reference: bool | None, plot_dir: str | None, plot_format: str,
+@click.pass_context
+def report(ctx, ws, file: Path, fmt: str, reference: bool | None, plot_dir: str | None, plot_format: str,
            force: bool) -> None:
     """The paper's tables for the study's runs in one report: groups, compare pairs, reference rows.
 
-    Reads the runs 'cfkit study status' finds for the study's current inputs;
-    a run not started or stale is left out and named on stderr.
+    It is 'cfkit report' on the runs 'cfkit study status' finds for the
+    study's current inputs, with the study's groups, compare pairs (base
+    first, Table S10), resamples, seed and modality subset; a run not started
+    or stale is left out and named on stderr.
     """
-    from cfkit import report as lib
-    from cfkit.cli.report import _print, _warn_missing
-    from cfkit.study.reporting import study_report
+    import json
+    import tempfile
+
+    from cfkit.cli.report import report as report_command
+    from cfkit.study.reporting import report_inputs
 
     s = _load(ws, file)
-    made = study_report(ws, s)
-    result = made.report
-    show_reference = s.data.report.reference if reference is None else reference
-    _print(fmt, lambda: lib.display_tables(result, reference=show_reference),
-           lambda: lib.to_json(result, reference=show_reference), lambda: lib.to_csv(result, reference=show_reference))
-    if plot_dir is not None:
-        from cfkit.report.plots import write_plots
-
-        written = write_plots(result, plot_dir, fmt=plot_format, overwrite=force)
-        status(f"Wrote {len(written)} figure(s) to {plot_dir}.")
-    _warn_missing(result.missing)
-    for note in result.notes:
-        warn(note)
+    made = report_inputs(ws, s)
     for x in made.left_out:
         warn(f"{x.display} {x.suite}: {x.state}{f' ({x.detail})' if x.detail else ''}; left out of the report.")
     shown = {name: label for name, label in made.labels.items() if label != s.display(name)}
     if shown:
         err.print(escape("rows are labelled by model: " + ", ".join(f"{s.display(n)} = {lab}"
                                                                    for n, lab in shown.items())), highlight=False)
+    settings = s.data.report
+    with tempfile.TemporaryDirectory() as tmp:
+        groups = None
+        if made.groups:
+            groups = Path(tmp) / "groups.json"  # a --groups file is YAML, and JSON is YAML
+            groups.write_text(json.dumps(made.groups), encoding="utf-8")
+        ctx.invoke(report_command, run_refs=tuple(made.run_ids),
+                   compare_specs=tuple(f"{a}={b}" for a, b in made.compare), fmt=fmt,
+                   reference=settings.reference if reference is None else reference, resamples=settings.resamples,
+                   seed=settings.seed, subset=None if made.subset is None else str(made.subset),
+                   all_cases=made.all_cases, plot_dir=plot_dir, plot_format=plot_format, force=force,
+                   groups_path=None if groups is None else str(groups), workspace_dir=str(ws.root))
