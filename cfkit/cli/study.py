@@ -122,7 +122,7 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     with open_store(ws.db_path) as store, LiveDisplay(err) as display:
         result = run_study(ws, s, store, batch=batch, on_update=display.update)
     _summary(result.runs, as_json)
-    again = _again(ws, file, "run")
+    again = _again(ws, s.path.resolve(), "run")
     if result.interrupted:
         warn(f"interrupted; every reply received is saved. Resume with: {again}")
         sys.exit(130)
@@ -184,7 +184,7 @@ def status_(ws, file: Path, as_json: bool) -> None:
     left = [x for x in states if x.state != "done"]
     if left:
         raise RunIncomplete(f"study '{s.name}': {len(states) - len(left)} of {len(states)} run(s) done; "
-                            f"continue with: {_again(ws, file, 'run')}")
+                            f"continue with: {_again(ws, s.path.resolve(), 'run')}")
 
 
 @study.command("report")
