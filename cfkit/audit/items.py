@@ -135,6 +135,25 @@ def labels_in(store: Store, audit: Audit) -> int:
     return sum(1 for label in audit_labels.labels(store, audit.id) if label.complete)
 
 
+def labelling_complete(store: Store, audit: Audit) -> bool:
+    """Whether every planned label is in: until then the audit is blind."""
+    return labels_in(store, audit) >= audit.planned_labels
+
+
+def check_blind(store: Store, audit: Audit, what: str, *, unblind: bool) -> bool:
+    """Refuse ``what`` (something that names models, runs or another annotator's labels) while labelling is
+    under way, unless ``unblind``; True when it goes ahead un-blinded (the caller says so).
+    """
+    done = labels_in(store, audit)
+    if done >= audit.planned_labels:
+        return False
+    if not unblind:
+        raise Incomplete(f"audit {audit.id}: {done} of {audit.planned_labels} planned labels are in, so {what} would "
+                         "un-blind annotators still at work; see 'cfkit audit status' for progress, or pass "
+                         "--unblind to un-blind now.")
+    return True
+
+
 def revealed_items(store: Store, audit: Audit, *, force: bool = False) -> list[dict[str, Any]]:
     """Every item un-blinded (model, run, the parser's correctness, every label, the final label), plan order.
 
