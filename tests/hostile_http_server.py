@@ -47,6 +47,16 @@ def drip(wfile, deadline: float) -> None:
         time.sleep(2.0)
 
 
+def drip_head(wfile, deadline: float) -> None:
+    """Sends its status line and headers one byte a second (the body would follow, if ever they ended)."""
+    for byte in _head("200 OK", {"Content-Length": "10"}) + b"0123456789":
+        if time.monotonic() > deadline:
+            return
+        wfile.write(bytes([byte]))
+        wfile.flush()
+        time.sleep(1.0)
+
+
 def endless(wfile, deadline: float) -> None:
     """A chunked body that never ends: a chunk every 50 ms, never the closing zero-length chunk."""
     wfile.write(_head("200 OK", {"Transfer-Encoding": "chunked"}))
