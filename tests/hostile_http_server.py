@@ -105,6 +105,24 @@ def html(wfile, deadline: float) -> None:
     wfile.write(_head("200 OK", {"Content-Length": str(len(body)), "Content-Type": "text/html"}) + body)
 
 
+def storm(wfile, deadline: float) -> None:
+    """HTTP 429, come back in an hour."""
+    body = b'{"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}'
+    wfile.write(_head("429 Too Many Requests", {"Content-Length": str(len(body)), "Retry-After": "3600"}) + body)
+
+
+def busy(wfile, deadline: float) -> None:
+    """HTTP 429, come back in a second (for ever)."""
+    body = b'{"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}'
+    wfile.write(_head("429 Too Many Requests", {"Content-Length": str(len(body)), "Retry-After": "1"}) + body)
+
+
+def refused(wfile, deadline: float) -> None:
+    """HTTP 429 without a Retry-After."""
+    body = b'{"error": {"message": "Too many requests"}}'
+    wfile.write(_head("429 Too Many Requests", {"Content-Length": str(len(body))}) + body)
+
+
 def answer(wfile, deadline: float) -> None:
     """A well-formed completion answering A."""
     body = completion_bytes('{"answer": "A", "reason": "fine", "confidence": "high"}')
