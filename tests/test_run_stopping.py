@@ -123,3 +123,36 @@ def test_the_policy_counts_what_comes_in_a_row_and_a_reply_resets_it():
     assert other.waited_s == pytest.approx(60, abs=0.5)
     other.overloaded(121)
     assert "asked to wait 121 s" in other.reason
+
+
+def test_sigterm_keeps_what_arrived_and_marks_the_run_interrupted_as_ctrl_c_does(tmp_path):
+    import signal
+
+    from chat_api_server import ChatServer
+    from test_probe import _cli_process, scripted_answer
+
+    ws = many_cases(tmp_path / "ws", 100)
+    with ChatServer(scripted_answer, latency=0.1) as server:
+        proc = _cli_process(ws, server.url, "--concurrency", "1")
+        deadline = time.monotonic() + 60
+        while server.count < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, "the run ended before it could be stopped"
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 143
+    assert "interrupted; everything saved before the interruption is kept" in stderr and "Traceback" not in stderr
+    listed = json.loads(run_cli(["-w", str(ws), "runs", "list", "--json"]).stdout)
+    assert listed[0]["status"] == "interrupted" and 3 <= listed[0]["n_done"] < 100
+
+
+def test_max_cost_without_prices_is_refused_even_when_the_run_is_complete_already(tmp_path):
+    from chat_api_server import ChatServer
+    from test_probe import scripted_answer
+
+    ws = many_cases(tmp_path / "ws", 3)
+    with ChatServer(scripted_answer) as server:
+        first, _ = probe(ws, server.url, "--json")
+        assert first.exit_code == 0, first.stderr
+        again, _ = probe(ws, server.url, "--max-cost", "1")  # complete: before, accepted without a word
+    assert again.exit_code == 2 and "--max-cost needs prices" in again.stderr
