@@ -126,9 +126,10 @@ class BatchAPI:
         self.file_deadline_s = file_deadline_s  # a whole download, every attempt together
 
     async def _call(self, what: str, method: str, path: str, prepare: Callable[[], tuple[Any, dict]] | None = None,
-                    *, deadline: float = CALL_DEADLINE_S, **options: Any) -> Exchange:
+                    *, deadline: float = CALL_DEADLINE_S, whole: bool = False, **options: Any) -> Exchange:
         """One call, retried while retrying can help, within ``deadline`` seconds in all; raises for an answer
-        that is not a success.
+        that is not a success. Each attempt also keeps to the backend's own deadline (``-o timeout``), unless
+        ``whole`` (a file, which may take all the time there is).
 
         ``prepare`` makes the body and its headers afresh for each attempt (an upload streams its file once).
         """
@@ -141,7 +142,8 @@ class BatchAPI:
                 last += f"; {deadline:g} s in all were spent" if last else f"nothing within {deadline:g} s"
                 break
             body, headers = prepare() if prepare is not None else (None, {})
-            exchange = await self.client.request(method, path, body, headers=headers | extra, deadline=left,
+            exchange = await self.client.request(method, path, body, headers=headers | extra,
+                                                 deadline=left if whole else min(left, self.client.deadline),
                                                  **options)
             if exchange.failure is None and 200 <= exchange.status < 300:
                 return exchange
@@ -174,7 +176,8 @@ class BatchAPI:
             writer.append(path.open("rb")).set_content_disposition("form-data", name="file", filename=path.name)
             return writer, {"Content-Type": writer.headers["Content-Type"]}
 
-        exchange = await self._call(f"uploading {path.name}", "POST", "/files", form, deadline=FILE_DEADLINE_S)
+        exchange = await self._call(f"uploading {path.name}", "POST", "/files", form, deadline=FILE_DEADLINE_S,
+                                    whole=True)
         data = _json(exchange, f"the upload of {path.name}", self.endpoint)
         if not isinstance(data, dict) or not isinstance(data.get("id"), str):
             raise TransportError(f"{self.endpoint} answered the upload of {path.name} without a file id.")
@@ -198,7 +201,7 @@ class BatchAPI:
         """A file's bytes (a batch's output or error file)."""
         exchange = await self._call(f"downloading file {file_id}", "GET", f"/files/{_quoted(file_id)}/content",
                                     headers={"Accept": "application/jsonl, application/octet-stream"},
-                                    max_bytes=MAX_OUTPUT_BYTES, deadline=self.file_deadline_s)
+                                    max_bytes=MAX_OUTPUT_BYTES, deadline=self.file_deadline_s, whole=True)
         return exchange.body
 
     async def aclose(self) -> None:
