@@ -47,8 +47,10 @@ INVOCATIONS: dict[str, list[list[str]] | None] = {
 EXEMPT = {"audit plan": "prints only the runs its caller names to plan a new audit"}
 #: The flags that un-blind, and an invocation each that must then show what the others hide.
 UNBLINDING = [("audit agreement", ["--unblind", "--json"], BOB_NOTE),
-              ("audit items", ["--reveal", "--force", "--json"], "contextcanvas-"),
-              ("report", ["--ega", "--unblind", "--format", "json"], "gpt")]
+              ("audit items", ["--reveal", "--unblind", "--json"], "contextcanvas-"),
+              ("report", ["--ega", "--unblind", "--format", "json"], "gpt"),
+              ("report", ["--ega", "--unblind", "--format", "csv"], "gpt"),
+              ("report", ["--ega", "--unblind"], "gpt")]
 
 
 def _leaves(command: click.Command, path: str = "") -> dict[str, click.Command]:
@@ -70,6 +72,18 @@ def _format_variants(command: click.Command) -> list[list[str]]:
         elif param.name == "fmt" and isinstance(param.type, click.Choice):
             variants = [v + extra for v in variants for extra in [[]] + [["--format", c] for c in param.type.choices]]
     return variants
+
+
+#: Flags whose name says they un-blind: the only ones allowed to.
+UNBLINDING_FLAGS = {"--unblind", "--reveal"}
+
+
+def _flag_variants(command: click.Command) -> list[list[str]]:
+    """No extra flag, then each boolean flag of the command on its own (but those that say they un-blind):
+    a flag like '--force' must not un-blind, whatever else it does."""
+    flags = [[p.opts[0]] for p in command.params if isinstance(p, click.Option) and p.is_flag
+             and p.name not in ("as_json", "debug") and p.opts[0] not in UNBLINDING_FLAGS]
+    return [[]] + flags
 
 
 def _mentions_audit(command: click.Command) -> bool:
@@ -113,20 +127,22 @@ def _ega_rows(text: str) -> list[str]:
         data = None
     if isinstance(data, dict):
         return [r["model"] for r in data.get("ega", [])] + [p["model"] for p in data.get("ega_pending", [])]
-    return [m for m in aw.MODELS if f"ega,{m}" in text or any(
+    return [m for m in aw.MODELS if f"ega,{m}" in text or f"{m}: case " in text or any(
         line.lstrip("│| ").startswith(m) and ("Evidence-grounded" in text or "tableS8" in text)
         for line in text.split("Evidence-grounded", 1)[-1].splitlines()[1:])]
 
 
-def _leaks(text: str, *, audit_view: bool, annotator: str | None, run_ids: dict[str, str], items: list[str]) -> list[str]:
-    """What ``text`` gives away. An audit view names no model or run at all; any other (the report, which names
-    models in its own tables) names no audited item and shows no EGA row."""
+def _leaks(result, *, audit_view: bool, annotator: str | None, run_ids: dict[str, str], items: list[str]) -> list[str]:
+    """What a command's output gives away. An audit view names no model or run at all; any other (the report,
+    which names models in its own tables) names no audited item and shows no EGA row."""
+    text = result.stdout + result.stderr
     lowered = text.lower()
     found = []
     if audit_view:
         found += [w for w in FORBIDDEN if w in lowered] + [r for r in run_ids.values() if r.lower() in lowered]
     else:
-        found += [f"item {i}" for i in items if i in text] + [f"EGA row of {m}" for m in _ega_rows(text)]
+        found += [f"item {i}" for i in items if i in text]
+        found += [f"EGA row of {m}" for m in set(_ega_rows(result.stdout) + _ega_rows(result.stderr))]
     for name, note in (("alice", ALICE_NOTE), ("bob", BOB_NOTE)):
         if note in text and annotator != name:
             found.append(f"{name}'s note")
@@ -151,19 +167,20 @@ def test_no_command_or_format_names_a_model_run_or_other_label_while_labelling_i
     checked, leaks = 0, []
     for path, invocations in INVOCATIONS.items():
         for args in invocations or []:
-            for variant in _format_variants(leaves[path]):
+            variants = [f + v for f in _flag_variants(leaves[path]) for v in _format_variants(leaves[path])]
+            for variant in variants:
                 argv = [*path.split(), *[values.get(a, a) for a in args], *variant]
                 result = cli(ws, *argv)
                 annotator = args[args.index("--as") + 1] if "--as" in args else None
                 audit_view = path.startswith("audit")
-                found = _leaks(result.stdout + result.stderr, audit_view=audit_view, annotator=annotator,
+                found = _leaks(result, audit_view=audit_view, annotator=annotator,
                                run_ids=run_ids, items=items)
                 if found:
                     leaks.append((" ".join(argv), found))
                 assert "Traceback" not in result.stderr, argv
                 checked += 1
     assert not leaks, leaks
-    assert checked >= 40  # every format of every invocation ran
+    assert checked >= 150  # every flag and format of every invocation ran (170 when written)
 
 
 def test_the_refusals_say_how_to_follow_progress_and_how_to_un_blind(audit_under_way):
@@ -182,7 +199,9 @@ def test_the_un_blinding_flags_show_what_is_otherwise_held_back(audit_under_way,
     result = cli(ws, *path.split(), *args)
     assert result.exit_code in (0, 1), result.stderr
     assert shows in (result.stdout + result.stderr).lower()
-    assert _leaks(result.stdout + result.stderr, audit_view=path.startswith("audit"), annotator=None,
+    assert _leaks(result, audit_view=path.startswith("audit"), annotator=None,
                   run_ids=run_ids, items=items)
-    if "--unblind" in args:
+    if "--unblind" in args and path != "audit items":  # --reveal says so itself
         assert "un-blinded" in result.stderr
+    if path == "report":  # the EGA rows themselves are seen, in every format
+        assert set(_ega_rows(result.stdout) + _ega_rows(result.stderr)) == set(aw.MODELS), result.stdout

@@ -150,11 +150,11 @@ def annotate(ws, name, item_ref, audit_ref) -> None:
 @audit.command()
 @_as_option(required=False)
 @click.option("--reveal", is_flag=True, help="Un-blind: each item's model, run, correctness and every label.")
-@click.option("--force", is_flag=True, help="With --reveal: un-blind before every planned label is in.")
+@click.option("--unblind", is_flag=True, help="With --reveal: un-blind before every planned label is in.")
 @click.option("--json", "as_json", is_flag=True, help="Print the items as JSON.")
 @_audit_option
 @workspace_option
-def items(ws, name, reveal, force, as_json, audit_ref) -> None:
+def items(ws, name, reveal, unblind, as_json, audit_ref) -> None:
     """Your items, blinded and in your order (--as NAME), or every item un-blinded (--reveal)."""
     from cfkit.audit.items import blinded_items, check_annotator, load_audit, revealed_items
     from cfkit.errors import UsageError
@@ -163,7 +163,7 @@ def items(ws, name, reveal, force, as_json, audit_ref) -> None:
         raise UsageError("give --as NAME (your blinded items) or --reveal (every item un-blinded), one of them.")
     with _open(ws) as store:
         current = load_audit(store, audit_ref)
-        rows = revealed_items(store, current, force=force) if reveal else blinded_items(store, current,
+        rows = revealed_items(store, current, unblind=unblind) if reveal else blinded_items(store, current,
                                                                                          check_annotator(name))
     if as_json:
         print_json(rows)
