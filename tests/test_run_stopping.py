@@ -156,3 +156,25 @@ def test_max_cost_without_prices_is_refused_even_when_the_run_is_complete_alread
         assert first.exit_code == 0, first.stderr
         again, _ = probe(ws, server.url, "--max-cost", "1")  # complete: before, accepted without a word
     assert again.exit_code == 2 and "--max-cost needs prices" in again.stderr
+
+
+def test_a_server_that_dies_mid_run_stops_it_after_a_few_failures_in_a_row(tmp_path):
+    import threading
+
+    ws = many_cases(tmp_path / "ws", 40)
+    holder = {}
+
+    def choose(body):
+        server = holder["server"]
+        if server.count == 4:  # the endpoint check's connection, then three answers: the server goes away
+            threading.Thread(target=lambda: (server.tcp.shutdown(), server.tcp.server_close())).start()
+        return answer
+
+    with HostileServer(choose) as server:
+        holder["server"] = server
+        result, elapsed = probe(ws, server.url, "-j", "1", "-o", "max_retries=1", "-o", "backoff=0.01", "--json")
+    assert result.exit_code == 1
+    assert f"{CONNECTION_LIMIT} requests in a row could not reach" in result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["sent"] <= 3 + CONNECTION_LIMIT + 1 and summary["missing"] >= 40 - 3 - 1
+    assert elapsed < 10 + SLACK_S
