@@ -105,6 +105,10 @@ def html(wfile, deadline: float) -> None:
     wfile.write(_head("200 OK", {"Content-Length": str(len(body)), "Content-Type": "text/html"}) + body)
 
 
+def hang_up(wfile, deadline: float) -> None:
+    """Reads the request and closes the connection without a word (a server that is there but broken)."""
+
+
 def storm(wfile, deadline: float) -> None:
     """HTTP 429, come back in an hour."""
     body = b'{"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}'

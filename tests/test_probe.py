@@ -233,19 +233,12 @@ def test_transport_failures_are_recorded_and_retried_on_the_next_run(tiny_ws):
     assert listed[0]["status"] == "done" and listed[0]["n_done"] == 3 and listed[0]["n_errors"] == 0
 
 
-def _dead_url() -> str:
-    """A loopback address nothing listens on."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
-
-
 def _incomplete_runs(ws: Path, tmp_path: Path) -> dict[str, Any]:
     """A dead endpoint, a budget stop and a replay gap, each run through the CLI: name -> (result, summary)."""
-    results = {"dead": openai_run(ws, _dead_url(), "contextcanvas", "--json", model="openai:dead-model")}
+    from hostile_http_server import HostileServer, hang_up
+
+    with HostileServer(lambda body: hang_up) as broken:  # listening (nothing would be sent to a dead port at all)
+        results = {"dead": openai_run(ws, broken.url, "contextcanvas", "--json", model="openai:dead-model")}
     with ChatServer(scripted_answer) as server:
         # 100 prompt tokens at 1000 USD per million: 0.10 USD a request; 0.15 lets one through.
         results["budget"] = openai_run(ws, server.url, "contextcanvas", "--json", "--max-cost", "0.15",
@@ -269,7 +262,7 @@ def test_a_dead_endpoint_a_budget_stop_and_a_replay_gap_each_exit_1_and_say_what
             in error[0]
         assert f"resume with: cfkit -w {tiny_ws} probe run -m " in error[0]
     dead = runs_["dead"][0].stderr
-    assert "3 not sent (nothing is listening at http://127.0.0.1:" in dead  # checked before sending
+    assert "3 failed (ConnectionError from http://127.0.0.1:" in dead and "after 3 attempts" in dead
     budget = runs_["budget"][0].stderr
     assert "2 not sent (--max-cost 0.15 USD would be exceeded" in budget
     assert budget.rstrip().endswith("--max-cost 0.25")  # 0.10 a request x 2 left x 1.25
