@@ -183,8 +183,10 @@ def _incomplete_line(summary, command: str) -> str:
         why.append(f"{summary.failed} failed ({(summary.first_failure or 'no detail').rstrip('.')})")
     if summary.not_sent:
         why.append(f"{summary.not_sent} not sent ({summary.stopped or 'the run stopped before sending them'})")
+    counted = ("Reports count them wrong and list them" if summary.missing < summary.total
+               else "Reports leave the run out until it has a reply")  # nothing of it to read yet
     return (f"run {summary.run_id} is incomplete: {summary.missing} of {summary.total} planned requests have no "
-            f"reply: {'; '.join(why)}. Reports count them wrong and list them. 'cfkit runs show {summary.run_id}' "
+            f"reply: {'; '.join(why)}. {counted}. 'cfkit runs show {summary.run_id}' "
             f"lists each one; resume with: {command}")
 
 
