@@ -179,3 +179,19 @@ def test_a_server_that_dies_mid_run_stops_it_after_a_few_failures_in_a_row(tmp_p
     summary = json.loads(result.stdout)
     assert summary["sent"] <= 3 + CONNECTION_LIMIT + 1 and summary["missing"] >= 40 - 3 - 1
     assert elapsed < 10 + SLACK_S
+
+
+def test_a_name_whose_every_address_refuses_is_a_dead_port_too(monkeypatch):
+    """'localhost' may resolve to ::1 and 127.0.0.1; when both refuse, asyncio raises one plain OSError."""
+    import asyncio
+
+    from cfkit.backends.http import JSONClient
+
+    async def both_refuse(*args, **kwargs):
+        raise OSError("Multiple exceptions: [Errno 111] Connect call failed ('::1', 8000, 0, 0), "
+                      "[Errno 111] Connect call failed ('127.0.0.1', 8000)")
+
+    monkeypatch.setattr(asyncio, "open_connection", both_refuse)
+    client = JSONClient("http://localhost:8000/v1", {}, deadline=5)
+    assert asyncio.run(client.endpoint_problem("http://localhost:8000/v1")).startswith(
+        "nothing is listening at http://localhost:8000/v1 (connection refused)")

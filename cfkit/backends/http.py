@@ -190,6 +190,7 @@ class JSONClient:
         host is not known; None when a connection opens, or when the check cannot tell (through a proxy, or
         a slow network, which the requests' own deadlines handle)."""
         import asyncio
+        import errno
         import socket
 
         parts = urlsplit(self.base_url)
@@ -200,7 +201,12 @@ class JSONClient:
         except ValueError:
             return None
         try:
-            _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
+            except OSError as exc:  # several addresses (::1 and 127.0.0.1), each refused: one OSError for all
+                if type(exc) is OSError and f"[Errno {errno.ECONNREFUSED}]" in str(exc):
+                    raise ConnectionRefusedError(errno.ECONNREFUSED, str(exc)) from exc
+                raise
         except ConnectionRefusedError:
             return (f"nothing is listening at {shown} (connection refused): start the server (e.g. 'transformers "
                     "serve' or 'vllm serve'), or give the right --base-url")
