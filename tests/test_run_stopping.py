@@ -187,9 +187,12 @@ def test_a_name_whose_every_address_refuses_is_a_dead_port_too(monkeypatch):
 
     from cfkit.backends.http import JSONClient
 
+    import errno
+
     async def both_refuse(*args, **kwargs):
-        raise OSError("Multiple exceptions: [Errno 111] Connect call failed ('::1', 8000, 0, 0), "
-                      "[Errno 111] Connect call failed ('127.0.0.1', 8000)")
+        code = errno.ECONNREFUSED
+        raise OSError(f"Multiple exceptions: [Errno {code}] Connect call failed ('::1', 8000, 0, 0), "
+                      f"[Errno {code}] Connect call failed ('127.0.0.1', 8000)")
 
     monkeypatch.setattr(asyncio, "open_connection", both_refuse)
     client = JSONClient("http://localhost:8000/v1", {}, deadline=5)
