@@ -30,7 +30,8 @@ server reported.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,36 @@ from cfkit.store.runs import RunSettings
 if TYPE_CHECKING:
     from cfkit.probe.pacing import Pacer
 
-__all__ = ["OpenedRun", "RunProgress", "RunSummary", "close_run", "open_and_settle", "run_identity", "run_probe", "send_plan"]
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a job scheduler's stop) while a run sends: handled as Ctrl-C is, the run marked
+    interrupted; the command exits 143, as a process ended by SIGTERM does."""
+
+    exit_code = 143
+
+
+@contextmanager
+def stopped_by_sigterm_as_by_ctrl_c() -> Iterator[None]:
+    """While inside, SIGTERM raises :class:`Terminated` (only the main thread can set a signal handler)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+__all__ = ["OpenedRun", "RunProgress", "RunSummary", "Terminated", "close_run", "open_and_settle", "run_identity",
+           "run_probe", "send_plan", "stopped_by_sigterm_as_by_ctrl_c"]
 
 
 @dataclass
@@ -131,9 +161,10 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
 
     import asyncio
 
-    return asyncio.run(send_plan(store, backend, plan, concurrency=concurrency, max_cost=max_cost,
-                                 on_progress=on_progress, inputs_sha256=inputs_sha256, protocol=protocol, notes=notes,
-                                 inputs_manifest=inputs_manifest))
+    with stopped_by_sigterm_as_by_ctrl_c():
+        return asyncio.run(send_plan(store, backend, plan, concurrency=concurrency, max_cost=max_cost,
+                                     on_progress=on_progress, inputs_sha256=inputs_sha256, protocol=protocol,
+                                     notes=notes, inputs_manifest=inputs_manifest))
 
 
 async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: int,
