@@ -319,7 +319,7 @@ def test_the_blinded_listing_names_no_model_run_or_other_annotator(ws):
     for args in (["--json"], []):
         shown = cli(ws, "audit", "items", "--as", "alice", *args).stdout
         assert blind(shown, run_ids) and "bob" not in shown.lower() and first in shown
-    assert json.loads(cli(ws, "audit", "items", "--reveal", "--force", "--json").stdout)[0]["model"] in aw.MODELS
+    assert json.loads(cli(ws, "audit", "items", "--reveal", "--unblind", "--json").stdout)[0]["model"] in aw.MODELS
 
 
 def test_worksheets_through_the_cli(ws, tmp_path):

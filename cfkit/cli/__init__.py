@@ -121,11 +121,11 @@ class CfkitGroup(click.Group):
 
             error(str(exc))
             ctx.exit(exc.exit_code)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             from cfkit.cli.console import error
 
             error("interrupted; everything saved before the interruption is kept. Run the command again to resume.")
-            ctx.exit(130)
+            ctx.exit(getattr(exc, "exit_code", 130))  # 143 after SIGTERM (cfkit.probe.runner.Terminated)
 
 
 @click.group(cls=CfkitGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

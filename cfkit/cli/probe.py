@@ -262,9 +262,12 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
 @click.option("--base-url", default=None, metavar="URL",
               help="The server, when the run's recorded one had credentials (cfkit did not keep them).")
 @click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the key.")
+@click.option("--timeout", "timeout_s", type=params.Decimal(min=1.0), default=1800.0, show_default=True,
+              metavar="SECONDS", help="Seconds one result file's download may take, every attempt together.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was collected as JSON.")
 @workspace_option
-def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, as_json: bool) -> None:
+def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, timeout_s: float,
+            as_json: bool) -> None:
     """Store the results of a run sent with 'probe run --batch', as far as its batches have ended.
 
     Each batch is read once; a request a batch did not answer is stored as a
@@ -287,7 +290,7 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
         raise UsageError(f"no store in {ws.root} yet; nothing was sent in batches here.")
     cases = load_cases(ws.cases_path, ws.image_root)
     with open_store(ws.db_path) as store:
-        result = collect_run(store, cases, find_run(store, run_ref), wait=wait, poll_s=poll_s,
+        result = collect_run(store, cases, find_run(store, run_ref), wait=wait, poll_s=poll_s, file_deadline_s=timeout_s,
                              overrides={"base_url": base_url, "api_key_env": api_key_env},
                              on_check=None if as_json else lambda r: status(collection_line(r)))
     render_collection(result, as_json)

@@ -30,7 +30,8 @@ server reported.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -42,6 +43,33 @@ from cfkit.probe.plan import ProbeItem, ProbePlan
 from cfkit.probe.progress import Budget, RunProgress, RunSummary
 from cfkit.store import Store, batches, responses, runs
 from cfkit.store.runs import RunSettings
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a job scheduler's stop) while a run sends: handled as Ctrl-C is, the run marked
+    interrupted; the command exits 143, as a process ended by SIGTERM does."""
+
+    exit_code = 143
+
+
+@contextmanager
+def stopped_by_sigterm_as_by_ctrl_c() -> Iterator[None]:
+    """While inside, SIGTERM raises :class:`Terminated` (only the main thread can set a signal handler)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
 
 __all__ = ["OpenedRun", "RunProgress", "RunSummary", "close_run", "open_and_settle", "run_identity", "run_probe"]
 
@@ -146,7 +174,8 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
     failure: str | None = None
     try:
         if opened.to_send:
-            asyncio.run(sender.send_all(opened.to_send, concurrency))
+            with stopped_by_sigterm_as_by_ctrl_c():
+                asyncio.run(sender.send_all(opened.to_send, concurrency))
         status = "done"
     except KeyboardInterrupt:
         status = "interrupted"

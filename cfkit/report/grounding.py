@@ -10,6 +10,9 @@ annotators' agreement on the composite judgement before adjudication.
 An item without a final label yet is never dropped silently: it is listed in
 ``pending``, and the rows are computed over the cases whose items are final
 for every model (so the models stay paired), with ``n`` saying how many.
+
+While the annotators are still labelling, the section is withheld (no rows,
+no pending list: either would tie items to models) unless ``unblind``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 from cfkit import stats
 from cfkit.audit.agreement import agreement_dict, label_pairs, pair_agreement
-from cfkit.audit.items import load_audit
+from cfkit.audit.items import labels_in, load_audit
 from cfkit.store import Store, audit_labels
 
 
@@ -59,14 +62,19 @@ class EgaSection:
     planned_cases: int
     rows: list[EgaRow]
     pending: list[PendingItem]
+    withheld: str | None = None  # why the rows and the pending list are left out (labelling under way)
+    unblinded: bool = False  # shown while labelling is under way, as asked (--unblind)
 
     def summary(self) -> dict[str, Any]:
-        return {"audit": self.audit, "cases": self.cases, "planned_cases": self.planned_cases,
+        data = {"audit": self.audit, "cases": self.cases, "planned_cases": self.planned_cases,
                 "pending": len(self.pending)}
+        if self.withheld is not None:
+            data["withheld"] = self.withheld
+        return data
 
 
 def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int = stats.N_RESAMPLES,
-                seed: int | None = stats.SEED) -> EgaSection:
+                seed: int | None = stats.SEED, unblind: bool = False) -> EgaSection:
     """The section for audit ``audit_ref`` (default: the newest audit in the store).
 
     Steps: 1. the audit, its models (plan order) and final labels; 2. the
@@ -75,6 +83,13 @@ def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int 
     """
     # 1. the audit
     audit = load_audit(store, audit_ref)
+    done = labels_in(store, audit)
+    if done < audit.planned_labels and not unblind:
+        cases_n = len({i.case_id for i in audit.items})
+        return EgaSection(audit.id, 0, cases_n, [], [], withheld=(
+            f"audit {audit.id}: {done} of {audit.planned_labels} planned labels are in, so the EGA section is "
+            "withheld (it would tie items to models while annotators are still labelling); see 'cfkit audit "
+            "status' for progress, or pass --unblind to show it now."))
     models = [r["model"] for r in audit.plan.inputs["runs"]]  # the order the runs were given
     final = audit_labels.finals(store, audit.id)
     by_key = {(i.model, i.case_id): i for i in audit.items}
@@ -99,4 +114,4 @@ def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int 
                                                                               seed=seed)) if own else None)
             planned = sum(1 for i in audit.items if i.model == model)
             rows.append(EgaRow(model, planned, sum(1 for p in pending if p.model == model), scores, agreement))
-    return EgaSection(audit.id, len(complete), len(cases), rows, pending)
+    return EgaSection(audit.id, len(complete), len(cases), rows, pending, unblinded=done < audit.planned_labels)

@@ -254,8 +254,12 @@ def _ega_tables(data: dict, ref: dict | None) -> list[DisplayTable]:
                          fmt(r["unsupported"]), "—"])
             published.append(True)
     audit = data["ega_audit"]
+    if "withheld" in audit and not ref:
+        return []
     caption = (f"{legends.ega()} Audit {audit['audit']}: {audit['cases']} of {audit['planned_cases']} cases have a "
                f"final label for every model; {audit['pending']} item(s) pending.")
+    if "withheld" in audit:
+        caption = f"{legends.ega()} {audit['withheld']}"
     if ref:
         caption += (f" Rows marked{PAPER_MARK} are the published figures of {reference_label('tableS8')}; "
                     "Table 6 of the main text shows the first four. " + legends_marks(published=True, incomplete=False))
