@@ -43,6 +43,7 @@ INVOCATIONS: dict[str, list[list[str]] | None] = {
                       ["ITEM", "--as", "carol", "--cue", "yes", "--link", "no", "--note", "n", "--force"]],
     "audit guideline": [[]],
     "report": [[], ["--ega"], ["--ega", "--units"], ["--ega", "--reference"]],
+    "view": [["--export", "SITE"]],
 }
 EXEMPT = {"audit plan": "prints only the runs its caller names to plan a new audit"}
 #: The flags that un-blind, and an invocation each that must then show what the others hide.
@@ -116,7 +117,8 @@ def audit_under_way(source, tmp_path_factory):
                        "--note", BOB_NOTE).exit_code == 0
     sheet = ws / "alice.jsonl"
     sheet.write_text(cli(ws, "audit", "export", "--as", "alice").stdout)
-    return ws, run_ids, [r["item"] for r in rows], {"ITEM": rows[0]["item"], "SHEET": str(sheet)}
+    return ws, run_ids, [r["item"] for r in rows], {"ITEM": rows[0]["item"], "SHEET": str(sheet),
+                                                    "SITE": str(ws.parent / "site")}
 
 
 def _ega_rows(text: str) -> list[str]:
@@ -205,3 +207,17 @@ def test_the_un_blinding_flags_show_what_is_otherwise_held_back(audit_under_way,
         assert "un-blinded" in result.stderr
     if path == "report":  # the EGA rows themselves are seen, in every format
         assert set(_ega_rows(result.stdout) + _ega_rows(result.stderr)) == set(aw.MODELS), result.stdout
+
+
+def test_the_views_pages_hold_no_audit_item_and_its_audit_page_only_progress(audit_under_way, tmp_path):
+    """cfkit view shows runs and replies (not blinded), but nothing of an audit under way beyond its progress."""
+    ws, run_ids, items, _ = audit_under_way
+    site = tmp_path / "site"
+    assert cli(ws, "view", "--export", str(site)).exit_code == 0
+    audit_page = (site / "audit.html").read_text().lower()
+    assert "still being labelled" in audit_page
+    assert not [w for w in FORBIDDEN if w in audit_page] and not [r for r in run_ids.values() if r.lower() in audit_page]
+    for page in site.iterdir():
+        text = page.read_text(errors="replace")
+        assert not [i for i in items if i in text], page.name
+        assert ALICE_NOTE not in text and BOB_NOTE not in text, page.name
