@@ -42,6 +42,7 @@ INVOCATIONS: dict[str, list[list[str]] | None] = {
     "audit resolve": [["ITEM", "--as", "carol", "--cue", "yes", "--link", "no", "--note", "n"],
                       ["ITEM", "--as", "carol", "--cue", "yes", "--link", "no", "--note", "n", "--force"]],
     "audit guideline": [[]],
+    "audit prelabel": [["--judge", "baseline:always-yes"]],  # refused (cannot see images): says nothing of the items
     "report": [[], ["--ega"], ["--ega", "--units"], ["--ega", "--reference"]],
     "view": [["--export", "SITE"]],
 }

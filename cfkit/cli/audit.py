@@ -277,24 +277,34 @@ def import_(ws, path, name, fmt, audit_ref) -> None:
 @click.option("--resamples", default=10_000, show_default=True, type=params.resamples(),
               help="Bootstrap resamples for the intervals.")
 @click.option("--seed", default=0, show_default=True, type=params.seed(), help="Bootstrap seed.")
+@click.option("--judge", "judge", metavar="KIND:NAME", default=None,
+              help="Also the judge model's pre-labels ('cfkit audit prelabel') against each annotator.")
 @_audit_option
 @workspace_option
-def agreement(ws, as_json, unblind, resamples, seed, audit_ref) -> None:
+def agreement(ws, as_json, unblind, resamples, seed, judge, audit_ref) -> None:
     """Agreement before adjudication: raw %, Cohen's κ and Gwet's AC1 per criterion, and the disagreements."""
     from cfkit.audit.agreement import audit_agreement
     from cfkit.audit.items import load_audit
+    from cfkit.cli.audit_judge import show_judge_agreement
     from cfkit.cli.audit_tables import agreement_view
 
     with _open(ws) as store:
-        result = audit_agreement(store, load_audit(store, audit_ref), unblind=unblind, n_resamples=resamples,
-                                 seed=seed)
-    if len(result.pairs) < len(result.audit.items):
-        warn(f"un-blinded (--unblind): both annotators' labels over {len(result.pairs)} of {len(result.audit.items)} "
-             "items, shown while labelling is under way; keep this from anyone still labelling.")
-    if as_json:
-        print_json(result.to_dict())
-    else:
+        current = load_audit(store, audit_ref)
+        result = audit_agreement(store, current, unblind=unblind, n_resamples=resamples, seed=seed)
+        if len(result.pairs) < len(result.audit.items):
+            warn(f"un-blinded (--unblind): both annotators' labels over {len(result.pairs)} of "
+                 f"{len(result.audit.items)} items, shown while labelling is under way; keep this from anyone still "
+                 "labelling.")
+        if as_json:
+            data = result.to_dict()
+            if judge is not None:
+                data["judge"] = show_judge_agreement(store, current, judge, as_json=True, n_resamples=resamples,
+                                                     seed=seed)
+            print_json(data)
+            return
         out.print(agreement_view(result))
+        if judge is not None:
+            show_judge_agreement(store, current, judge, as_json=False, n_resamples=resamples, seed=seed)
 
 
 @audit.command()
@@ -366,3 +376,8 @@ def guideline() -> None:
     from cfkit.audit.guideline import GUIDELINE
 
     click.echo(GUIDELINE)
+
+
+from cfkit.cli.audit_judge import prelabel  # noqa: E402  (a command of the audit group, kept in its own module)
+
+audit.add_command(prelabel)

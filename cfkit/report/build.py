@@ -61,6 +61,8 @@ def make_report(
     all_cases: bool = False,
     groups: Mapping[str, str] | None = None,
     unblind: bool = False,
+    ega_labels: str = "people",
+    judge: str | None = None,
 ) -> Report:
     """Load gold and predictions (files, the runs named in ``run_refs``, or by default one stored run per model
     and suite, see :func:`cfkit.report.sources.choose_runs`) and build the report.
@@ -92,7 +94,7 @@ def make_report(
     report = build_report(gold, source.preds, compare=compare, n_resamples=n_resamples, seed=seed, sources=source,
                           expected_pairs=ws.pairs, groups=groups)
     if ega:
-        report = dataclasses.replace(report, ega=_ega(ws, audit, n_resamples, seed, unblind))
+        report = dataclasses.replace(report, ega=_ega(ws, audit, n_resamples, seed, unblind, ega_labels, judge))
     if report.counterfactual and ws.db_path.is_file():
         report.notes.extend(_judge_doubts(ws, {p.pair for p in source.preds if p.pair}))
     return report
@@ -114,13 +116,15 @@ def _judge_doubts(ws: Workspace, pairs: set[str]) -> list[str]:
             "show them (a flag for a person, not a verdict)"]
 
 
-def _ega(ws: Workspace, audit: str | None, n_resamples: int, seed: int | None, unblind: bool):
+def _ega(ws: Workspace, audit: str | None, n_resamples: int, seed: int | None, unblind: bool,
+         labels: str = "people", judge: str | None = None):
     from cfkit.report.grounding import ega_section
 
     if not ws.db_path.is_file():
         raise NotFoundError(f"--ega: no store at {ws.db_path}, so no audit; plan one with 'cfkit audit plan --run RUN'.")
     with Store(ws.db_path) as store:
-        return ega_section(store, audit, n_resamples=n_resamples, seed=seed, unblind=unblind)
+        return ega_section(store, audit, n_resamples=n_resamples, seed=seed, unblind=unblind, labels=labels,
+                           judge=judge)
 
 
 def build_report(

@@ -258,6 +258,9 @@ def _ega_tables(data: dict, ref: dict | None) -> list[DisplayTable]:
         return []
     caption = (f"{legends.ega()} Audit {audit['audit']}: {audit['cases']} of {audit['planned_cases']} cases have a "
                f"final label for every model; {audit['pending']} item(s) pending.")
+    if audit.get("labels", "people") != "people":
+        caption += (f" Counted with {audit['labels']} labels: {audit['judge_labelled']} item(s) carry the judge "
+                    f"model {audit['judge']}'s labels, not a person's.")
     if "withheld" in audit:
         caption = f"{legends.ega()} {audit['withheld']}"
     if ref:
