@@ -210,3 +210,25 @@ def test_the_view_shows_the_judges_doubts_on_the_pairs_page(screened, tmp_path):
     ex01 = page[page.index('id="EX01"'):page.index('id="EX02"')]
     assert "judge model doubts this edit" in ex02 and "edit-looks-natural" in ex02
     assert "judge model doubts" not in ex01
+
+
+def test_the_contact_sheet_shows_the_judges_doubts(screened, tmp_path):
+    ws = screened[0]
+    html_path = tmp_path / "sheet.html"
+    assert run_cli(["-w", str(ws), "sheet", "--output", str(html_path)]).exit_code == 0
+    page = html_path.read_text()
+    ex02 = page[page.index("id='EX02'"):page.index("id='EX03'")]
+    assert "openai:judge-model doubts this edit" in ex02 and "edit-looks-natural (No)" in ex02
+    assert "doubts this edit" not in page[page.index("id='EX01'"):page.index("id='EX02'")]
+    assert html_path.with_suffix(".png").is_file()  # the PNG is written beside the page
+    from cfkit.review.sheet import collect_pairs
+    from cfkit.review.sheet_png import plan
+    from cfkit.store import open_store
+    from cfkit.workspace import load_workspace
+
+    with open_store(ws / ".cfkit" / "cfkit.db") as store:
+        pairs, _ = collect_pairs(load_workspace(ws), store, [])
+    doubted = {p.spec_id: p.judge for p in pairs}
+    assert doubted["EX01"] is None and doubted["EX02"] and doubted["EX03"]
+    heights = {t.pair.spec_id: t.height for t in plan(pairs).tiles}
+    assert heights["EX02"] > heights["EX01"] - 1  # the doubt line has its room in the tile

@@ -32,7 +32,7 @@ from cfkit.preserve import load_edit_images
 from cfkit.review.sheet_records import THUMB, ModelAnswer, SheetPair, answer_text
 from cfkit.review.panels import heat_colours, largest_change
 from cfkit.specs import load_spec, spec_files, try_load_cases
-from cfkit.store import Store, checks, edits, reviews
+from cfkit.store import Store, checks, edits, reviews, screens
 from cfkit.workspace import Workspace
 
 @dataclass(frozen=True)
@@ -123,10 +123,16 @@ def collect_pairs(ws: Workspace, store: Store, spec_ids: list[str], *, models: S
         edited = images.outputs[variant]
         diff = largest_change(images.original, edited)
         check = checks.latest(store, edit_id, variant)
+        doubts = [a for a in screens.answers(store, [edit_id]) if a.doubts]
+        judge = "; ".join(
+            f"{j} doubts this edit: " + ", ".join(f"{a.question} ({a.answer or 'no valid answer'})"
+                                                  for a in doubts if a.judge == j)
+            for j in sorted({a.judge for a in doubts})) or None
         pairs.append(SheetPair(
             **base, edit_id=edit_id,
             pictures={"original": _thumb(images.original), "edit": _thumb(edited), "difference": _thumb(heat_colours(diff))},
             verdict=None if check is None else check.label, decision=decision, note=note, answers=model_answers,
+            judge=judge,
         ))
     return pairs, notes
 
@@ -204,6 +210,8 @@ def render_html(pairs: list[SheetPair], *, title: str = "cfkit contact sheet") -
                      f"(gold {e(p.gold_before)} → {e(p.gold_after)})</p>")
         if p.problem:
             parts.append(f"<p class='fail'>{e(p.problem)}</p>")
+        if p.judge:
+            parts.append(f"<p class='fail'>{e(p.judge)} (a flag for you, not a verdict)</p>")
         verdict_class = "pass" if (p.verdict or "").startswith("pass") else "fail"
         parts.append(f"<p><b>Check:</b> <span class='{verdict_class}'>{e(p.verdict or 'not checked')}</span> · "
                      f"<b>Review:</b> {e(p.decision or 'not reviewed')}"

@@ -123,7 +123,8 @@ def _tile_height(p: SheetPair) -> tuple[int, int]:
     shown = [p.pictures[n] for n in ("original", "edit") if n in p.pictures]
     picture_h = max((im.shape[0] for im in shown), default=NO_PICTURE_H)
     height = (18 * len(title) + 16 * len(question) + GAP + 16 + picture_h + GAP + 16 * len(intervention) + GAP
-              + (16 + ROW * len(p.answers) if p.answers else 0) + (16 * 2 if p.problem else 0) + 16)
+              + (16 + ROW * len(p.answers) if p.answers else 0) + (16 * 2 if p.problem else 0) + 16
+              + 16 * len(_wrap(p.judge, font(12), TILE_W, 2) if p.judge else []))
     return height, picture_h
 
 
@@ -224,6 +225,10 @@ def _draw_tile(sheet: Image.Image, draw: ImageDraw.ImageDraw, tile: TileLayout) 
         draw.text((x0, y), line, fill=GREY, font=font(12))
         y += 16
     y += GAP
+    if p.judge:
+        for line in _wrap(p.judge, font(12), TILE_W, 2):
+            draw.text((x0, y), line, fill=WARN, font=font(12))
+            y += 16
     name_w = TILE_W - 2 * BOX_W - 2 * GAP
     if p.answers:
         for text, x in (("model", x0), ("original", x0 + name_w + GAP), ("edit", x0 + name_w + BOX_W + 2 * GAP)):

@@ -55,6 +55,7 @@ class SheetPair:
     answers: list[ModelAnswer] = field(default_factory=list)
     problem: str | None = None  # why the pair could not be drawn
     selected: bool = False  # the edit shown is the spec's selected edit (else no edit is selected: the newest is shown)
+    judge: str | None = None  # which judge models doubt the edit shown, on which questions ('cfkit edits screen')
 
     @property
     def edit_label(self) -> str:
