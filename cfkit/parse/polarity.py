@@ -39,7 +39,7 @@ _SUBJECT_NOT = (r"(?:(?:it|this|that|the[ \t]+image|the[ \t]+picture|the[ \t]+ph
                 r"[ \t]+wouldn't[ \t]+be)[ \t]+)")
 # What may follow the predicate in the same sentence: "Not suitable for a children's book."
 _COMPLEMENT = r"(?:[ \t]+(?:for|as|in|to|with)[ \t][^.!?;,\n" + MASK + r"]{0,120})?"
-_END = rf"[ \t]*(?:[.!;,:\n{MASK}]|\Z)"
+_END = rf"(?:[ \t]*(?:[.!;,:\n{MASK}]|\Z)|[ \t]+[-–—])"
 
 # Yes and No in other languages (and informal English). A word in a Latin or Cyrillic script counts when
 # punctuation or the end follows it ("Nein.", "Oui, …"); a CJK word only when the sentence is that word.

@@ -44,6 +44,9 @@ _TURN = re.compile(r"(?i)\b(?:but|however|yet|still|otherwise)\b")
 _UNSURE = re.compile(r"(?i)\b(?:can(?:'t|not)|unable[ \t]+to|hard[ \t]+to|difficult[ \t]+to|impossible[ \t]+to)"
                      r"[ \t]+(?:tell|say|determine|know|judge|decide)\b"
                      r"|\bnot[ \t]+sure\b|\bunsure\b|\bit[ \t]+depends\b")
+# A closing clause that corrects what came before ("…, but actually B", "Actually, B.").
+_CORRECTION = re.compile(r"[\s\"'>•\-+,]*(?i:but|actually|wait|rather|correction|in[ \t]+fact|"
+                         r"on[ \t]+second[ \t]+thought)\b")
 _REACH = 80  # characters looked at around a declaration for negation and conditions
 
 
@@ -190,6 +193,9 @@ def _declarations(text: str, vocab: Vocabulary, found: Findings) -> None:
                 _check_label(text, match, answer, vocab, found)
             else:
                 _check_text(text, match, answer, vocab, found)
+            if pattern is vocab.declaration:  # "The answer is A, but actually B. …": a self-correction
+                _check_later_clauses(text, _snippet(text, match.start(), match.end()), match.end(), answer, vocab,
+                                     "label", found)
             mapped = "" if vocab.kind_of(match) == "label" else f" (the text of option {answer})"
             found.readings.append(Reading(answer, "field", f"the reply declares "
                                                            f"'{_snippet(text, match.start(), match.end())}'{mapped}"))
@@ -209,6 +215,11 @@ def _closing(text: str, vocab: Vocabulary, found: Findings) -> None:
             return
     answer = vocab.option_of(match)
     said = _snippet(text, match.start(), match.end())
+    if _CORRECTION.match(text, match.start()):  # "…\n\nA, but actually B": a self-correction, not a conclusion
+        earlier = _other_named(text, match.start(), answer, vocab)
+        if earlier is not None:
+            found.blocks.append(("conflicting", f"the reply names {earlier}, then corrects itself: '{said}'"))
+            return
     after = match.group("after") if "after" in match.re.groupindex else None  # closing_clause has none
     if after is not None and vocab.option_of_text(after) != answer:
         found.blocks.append(("conflicting", (f"the reply ends with '{said}', giving {answer} with the text of "
@@ -216,6 +227,18 @@ def _closing(text: str, vocab: Vocabulary, found: Findings) -> None:
         return
     mapped = "" if vocab.kind_of(match) == "label" else f" (the text of option {answer})"
     found.readings.append(Reading(answer, "closing", f"the reply ends with '{said}'{mapped}"))
+
+
+def _other_named(text: str, end: int, answer: str, vocab: Vocabulary) -> str | None:
+    """An option other than ``answer`` that ``text[:end]`` names, by id or by text."""
+    for match in vocab.mention.finditer(text, 0, end):
+        if match.group(0) != answer:
+            return match.group(0)
+    if vocab.text_mention is not None:
+        for match in vocab.text_mention.finditer(text, 0, end):
+            if vocab.option_of_text(match.group("text")) != answer:
+                return vocab.option_of_text(match.group("text"))
+    return None
 
 
 def _bracketed_end(text: str, vocab: Vocabulary, found: Findings) -> None:

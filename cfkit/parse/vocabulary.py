@@ -151,8 +151,8 @@ class Vocabulary:
     def clause_value(self) -> re.Pattern:
         """A later clause that opens with an option's name: "No, … — yes." contradicts a leading No,
         "A. Yes would need colour, so B." a leading A."""
-        # A turn may also follow a plain space: "Yes but actually no".
-        return re.compile(rf"(?:[\n.!?;,:–—{MASK}]|[ \t](?=(?i:but|and)[ \t]))[ \t\"']*"
+        # A turn may also follow a plain space or a hyphen: "Yes but actually no", "Yes - actually no".
+        return re.compile(rf"(?:[\n.!?;,:–—{MASK}]|[ \t]-|[ \t](?=(?i:but|and)[ \t]))[ \t\"']*"
                           rf"(?:(?P<turn>{_TURNING})[ \t]*[,:\-–—]?[ \t]*)?{self._value}"
                           rf"(?P<alone>(?=[ \t\"'.!]*(?:[\n{MASK}]|\Z)))?")
 
