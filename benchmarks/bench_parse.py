@@ -1,4 +1,5 @@
-"""Answer parsing speed: 1 MB pathological replies, linear growth, and a table of realistic replies.
+"""Answer parsing speed: 1 MB pathological replies (version 3 adds six shapes its new rules scan), linear growth,
+and a table of realistic replies.
 
 Each figure is the median wall time of several calls of ``cfkit.parse.parse_answer``
 on replies built here. A 1 MB reply is graded on a window of ``GRADED_CAP``
@@ -47,6 +48,15 @@ PATHOLOGICAL = {
     "unclosed \\boxed{": lambda n: _repeat("\\boxed{", n),
     "think tags": lambda n: _repeat("<think>", n),
     "Yes, No.": lambda n: _repeat("Yes, No. ", n),
+    # Shapes the rules of version 3 (issue 26) look at: a label with another option beside it, self-corrections,
+    # rejections, polarity words, a contradiction scan over one endless sentence, declarations each followed
+    # by a turn.
+    "label beside another (A \"B\")": lambda n: _repeat('A "B", ', n),
+    "self-corrections": lambda n: _repeat("Yes, but actually No. ", n),
+    "rejections (Not A.)": lambda n: _repeat("Not A. ", n),
+    "polarity words": lambda n: _repeat("Not suitable, definitely not, nein ", n),
+    "one long contradiction": lambda n: "Yes, " + _repeat("it is not suitable and ", n - 5),
+    "declarations with turns": lambda n: _repeat("The answer is A, but actually A. ", n),
 }
 
 
@@ -66,6 +76,11 @@ def _realistic(rng: random.Random, count: int) -> list[tuple[str, list[Option]]]
         lambda a, t: f"The answer is **{a}**.",
         lambda a, t: "A. Yes\nB. No\n\n" + a,
         lambda a, t: f"{reason * 20}Therefore, the final answer is $\\boxed{{{a}}}$.",
+        lambda a, t: f'{a} "{t}"',  # forms version 3 reads (issue 26)
+        lambda a, t: f"{t}, but actually {t}.",
+        lambda a, t: f"- **Scene:** {reason}\n- **Decision: {a}**",
+        lambda a, t: f"Not {a}. {reason}",
+        lambda a, t: "Definitely not. " + reason,
     ]
     replies = []
     for _ in range(count):

@@ -21,6 +21,7 @@ no two adjacent quantifiers share characters, so each scan is linear.
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from cfkit.parse.text import MASK, WORD
@@ -147,6 +148,8 @@ class Rejections:
                 option_id = match.group("id")
                 self.spans.setdefault(option_id, []).append(match.span())
                 self.words.setdefault(option_id, " ".join(match.group(0).split()))
+        for spans in self.spans.values():
+            spans.sort()
 
     def alternative(self, text: str, vocab: Vocabulary) -> tuple[str, str] | None:
         """On two options, (the other option, the rejected one) when exactly one option is rejected and it is
@@ -158,8 +161,11 @@ class Rejections:
         if vocab.text_mention is not None:
             mentions += [m.span() for m in vocab.text_mention.finditer(text)
                          if vocab.option_of_text(m.group("text")) == rejected]
-        if any(not any(s <= m0 and m1 <= e for s, e in where) for m0, m1 in mentions):
-            return None
+        starts = [span[0] for span in where]  # in order: each pattern's matches are, and they are merged
+        for m0, m1 in mentions:
+            n = bisect.bisect_right(starts, m0) - 1
+            if n < 0 or where[n][1] < m1:  # named outside every rejection
+                return None
         return next(i for i in vocab.ids if i != rejected), rejected
 
 

@@ -179,6 +179,7 @@ def _check_later_clauses(text: str, said: str, end: int, answer: str, vocab: Voc
 
 def _declarations(text: str, vocab: Vocabulary, found: Findings) -> None:
     """Rule 2: cue + value ("the answer is B") and value + verdict ("B is correct")."""
+    checked = False
     for pattern in (vocab.declaration, vocab.verdict):
         for match in pattern.finditer(text):
             if _qualified(text, match.start(), match.end()):
@@ -194,7 +195,10 @@ def _declarations(text: str, vocab: Vocabulary, found: Findings) -> None:
                 _check_label(text, match, answer, vocab, found)
             else:
                 _check_text(text, match, answer, vocab, found)
-            if pattern is vocab.declaration:  # "The answer is A, but actually B. …": a self-correction
+            # "The answer is A, but actually B. …": a self-correction. Checked after the first declaration
+            # only: its scan covers every later clause, so the whole check stays linear.
+            if pattern is vocab.declaration and not checked:
+                checked = True
                 _check_later_clauses(text, _snippet(text, match.start(), match.end()), match.end(), answer, vocab,
                                      "label", found)
             mapped = "" if vocab.kind_of(match) == "label" else f" (the text of option {answer})"
