@@ -14,10 +14,16 @@ agrees and nothing blocks. In the order they are tried:
 3. **closing** — the last sentence is a value by itself (``…\\n\\nB``, ``So,
    no.``, ``Therefore (C)``) or ends in a bracketed id (``… a race (C).``).
 
+4. **polarity** and **rejection** (:mod:`cfkit.parse.polarity`) — ``Not
+   suitable.``/``Nein.`` on a Yes/No question; ``Not A.`` on two options.
+
 Checks that block any answer: a second option right after a value (``A, B``:
-ambiguous), a label followed by another option's text (``A. No``: conflicting),
-and a leading Yes/No or option text contradicted by a later clause that opens
-with another option's text (``No, wait — yes``: conflicting).
+ambiguous), another option beside a name whatever the quotes or brackets
+(``A "B"``: ambiguous; ``A "No"``, ``A. No``: conflicting), a self-correction
+(``Yes, but actually No``, ``The answer is A, but actually B``: conflicting), a
+leading Yes/No whose own sentence says the opposite (``Yes, it is not
+suitable``: conflicting), and a leading Yes/No or option text contradicted by a
+later clause that opens with another option's text (``No, … Yes, it works``).
 """
 
 from __future__ import annotations
