@@ -80,7 +80,7 @@ _STATEMENT = re.compile(
     rf"|(?P<short>(?<![{WORD}])(?:it|this|that)[ \t]+(?:is|does|would|will|can)(?:[ \t]+not|n't)?"
     rf"|(?<![{WORD}])(?:it|this|that)[ \t]+(?:isn't|doesn't|won't|wouldn't|can't|cannot))(?=[ \t]*(?:[.!;,\n]|\Z))"
     r")")
-_NEGATED = re.compile(r"(?i)\b(?:not|never|hardly|barely|nor|neither|no[ \t]+longer)\b|n't\b|\bcannot\b")
+_NEGATED = re.compile(r"(?i)\b(?:not|never|hardly|barely|nor|neither|nothing|no[ \t]+longer)\b|n't\b|\bcannot\b")
 _CONDITION = re.compile(r"(?i)\b(?:if|unless|whether|suppose|assuming|only[ \t]+(?:if|when|for|as))\b")
 _CONDITION_AFTER = re.compile(r"[ \t]*(?i:if|unless|only[ \t]+(?:if|when|for|as))\b")
 _SENTENCE_END = re.compile(rf"[.!?;\n{MASK}]")
@@ -129,8 +129,9 @@ def contradiction(text: str, start: int, word: str) -> str | None:
 class Rejections:
     """Rejected labels in a text: ``Not A.``, ``The answer is not A``, ``It's not (A)``, ``A is wrong``.
 
-    A rejection inside a question or a condition ("Is it not A?", "If it is not A, …"), or one that
-    covers two options ("not A or B", "A or B is wrong"), is not one.
+    A rejection inside a question or a condition ("Is it not A?", "If it is not A, …"), one that is
+    itself negated ("Nothing about A is wrong", "I don't think A is wrong"), or one that covers two
+    options ("not A or B", "A or B is wrong"), is not one.
     """
 
     def __init__(self, text: str, vocab: Vocabulary):
@@ -142,7 +143,9 @@ class Rejections:
             for match in pattern.finditer(text):
                 joined = (vocab.follow_label.match(text, match.end()) is not None if pattern is not_label
                           else _JOINED_BEFORE.search(text, max(0, match.start() - 12), match.start()) is not None)
-                if joined or _questioned_or_conditional(text, match.start(), match.end()):
+                clause = max(text.rfind(ch, max(0, match.start() - 60), match.start()) for ch in ",;:.!?\n") + 1
+                negated = _NEGATED.search(text, max(clause, match.start() - 60), match.start()) is not None
+                if joined or negated or _questioned_or_conditional(text, match.start(), match.end()):
                     self.vague = True
                     continue
                 option_id = match.group("id")
