@@ -12,6 +12,7 @@ kind: 1.0 is linear (the parser of version 1, quadratic on braces, gave about 4)
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
 
@@ -102,6 +103,12 @@ def _growth(small: str, large: str) -> float:
     return statistics.median(ratios)
 
 
+def _load() -> str:
+    """The machine's load while a row was measured: absolute times on a shared machine scale with it; the
+    growth ratios, timed pair by pair, do not."""
+    return f"; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+
+
 def run() -> list[dict]:
     rows = []
     for name, build in PATHOLOGICAL.items():
@@ -114,7 +121,7 @@ def run() -> list[dict]:
                      "target": f"< {TARGET_MB_S:g} s; growth ≤ {TARGET_GROWTH:g}", "met": met,
                      "note": f"median of {RUNS}; growth {growth:.2f} (one 64k reply / four 16k replies, median of "
                              f"{GROWTH_RUNS} pairs; "
-                             "1.0 is linear)"})
+                             f"1.0 is linear){_load()}"})
     issue_reply = "{" * 20_000  # issue 20's measurement: about 9 s with parser version 1
     rows.append({"name": "20,000 '{' (issue 20's case)", "value": median_seconds(
         lambda: parse_answer(issue_reply, YES_NO), RUNS), "unit": "s", "target": None, "met": None,
@@ -125,7 +132,7 @@ def run() -> list[dict]:
     rows.append({"name": f"realistic replies ({len(table):,}, mean {mean_length:,.0f} characters)",
                  "value": per_reply, "unit": "s", "target": None, "met": None,
                  "note": f"per reply, median of {RUNS} passes over the table "
-                         "(two option sets, their patterns compiled once)"})
+                         f"(two option sets, their patterns compiled once){_load()}"})
     return rows
 
 

@@ -139,8 +139,13 @@ class Rejections:
         self.words: dict[str, str] = {}
         self.vague = False  # a rejection that covers several options, or sits in a question or condition
         not_label, label_wrong = _rejection_patterns(vocab)
+        seen = 0
         for pattern in (not_label, label_wrong):
             for match in pattern.finditer(text):
+                seen += 1
+                if seen > _MOST:  # a reply of endless rejections singles nothing out; stop looking
+                    self.vague = True
+                    break
                 joined = (vocab.follow_label.match(text, match.end()) is not None if pattern is not_label
                           else _JOINED_BEFORE.search(text, max(0, match.start() - 12), match.start()) is not None)
                 clause = max(text.rfind(ch, max(0, match.start() - 60), match.start()) for ch in ",;:.!?\n") + 1
@@ -172,6 +177,8 @@ class Rejections:
         return next(i for i in vocab.ids if i != rejected), rejected
 
 
+#: Rejections looked at in one reply; more make it vague (a grader would not pick an answer out of them).
+_MOST = 20
 _JOINED_BEFORE = re.compile(r"(?i:[,/&+]|\band|\bor|\bnor)[ \t]*\Z")
 _PATTERNS: dict[tuple[str, ...], tuple[re.Pattern, re.Pattern]] = {}
 

@@ -149,7 +149,7 @@ def _check_beside(text: str, match: re.Match, answer: str, vocab: Vocabulary, fo
     by_text = beside.group("id") is None
     error = "conflicting" if by_text and vocab.kind_of(match) == "label" else "ambiguous"
     named = f"the text of option {other}" if by_text else other
-    end = beside.end() + (text[beside.end():beside.end() + 1] in "\"')]")  # show the closing quote
+    end = beside.end() + (text[beside.end():beside.end() + 1] in tuple("\"')]"))  # show a closing quote
     found.blocks.append((error, f"the reply gives {answer} with {named} beside it: "
                                 f"'{_snippet(text, match.start(), end)}'"))
     return True
