@@ -134,6 +134,20 @@ ISSUE_EXAMPLES: list[tuple[str, str, str | None]] = [
     ("Nein.", "yes-no", "B"), ("Oui", "yes-no", "A"), ("いいえ", "yes-no", "B"), ("答案是B。", "yes-no", "B"),
 ]
 
+#: Replies written out whole, by class: (class, reply, option set name, a grader's label).
+LITERAL: list[tuple[str, str, str, str | None]] = [
+    *[("echo with quoted or dashed texts", reply, name, None) for name, reply in [
+        ("yes-no", 'A) "Yes"\nB) "No"'), ("yes-no", "A) - Yes\nB) - No"), ("yes-no", "A. 'Yes', B. 'No'"),
+        ("no-yes", 'A) "No"\nB) "Yes"'), ("no-yes", "A) - No\nB) - Yes"), ("notice", 'A) "Wedding announcement"\n'
+                                                                                 'B) "Funeral notice"'),
+        ("three", 'A) "A wedding"\nB) "A funeral"\nC) "A race"'), ("three", "A) — A wedding\nB) — A funeral\nC) — A race"),
+        ("harbour", "(A) 'Calm harbour'\n(B) 'Stormy sea'\n(C) 'Busy market'")]],
+    *[("echo with quoted or dashed texts, then an answer", reply, name, label) for name, reply, label in [
+        ("yes-no", 'A) "Yes"\nB) "No"\n\nB', "B"), ("yes-no", "A) - Yes\nB) - No\n\nAnswer: A", "A"),
+        ("no-yes", 'A) "No"\nB) "Yes"\n\nThe answer is B.', "B"),
+        ("three", 'A) "A wedding"\nB) "A funeral"\nC) "A race"\n\nC', "C")]],
+]
+
 YES_NO = [Option(id="A", text="Yes"), Option(id="B", text="No")]
 NO_YES = [Option(id="A", text="No"), Option(id="B", text="Yes")]
 NOTICE = [Option(id="A", text="Wedding announcement"), Option(id="B", text="Funeral notice")]
@@ -196,6 +210,9 @@ def table() -> list[tuple[str, str, str, list[Option], str | None, bool]]:
                     continue
                 seen.add((reply, name))
                 rows.append((template.cls, reply, name, options, answer, may_abstain))
+    for cls, reply, name, answer in LITERAL:
+        seen.add((reply, name))
+        rows.append((cls, reply, name, OPTION_SETS[name], answer, False))
     for reply, name, answer in ISSUE_EXAMPLES:
         if (reply, name) not in seen:
             seen.add((reply, name))

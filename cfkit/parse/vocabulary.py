@@ -204,7 +204,7 @@ class Vocabulary:
             if option_id not in self.text_of:
                 continue
             i = re.escape(option_id)
-            own = rf"[ \t]*(?i:{_words(self.text_of[option_id])})(?![{WORD}])"
+            own = rf"[ \t]*[\"']?(?i:{_words(self.text_of[option_id])})(?![{WORD}])[\"']?"  # "A) \"Yes\""
             items.append(rf"(?P<o{n}>(?:(?<![{WORD}])(?i:option)[ \t]+)?"
                          rf"(?:(?:\({i}\)|\[{i}\]|(?<![{WORD}]){i}[ \t]*[.):\-–—=]){own}"
                          rf"|(?<![{WORD}]){i}[ \t]*\({own}[ \t]*\)))")
@@ -215,6 +215,13 @@ class Vocabulary:
         """A line that opens with a label and a delimiter ("- B: grim"), or is only a label."""
         return re.compile(rf"(?m)^[ \t]*{_BULLET}(?:(?i:option)[ \t]+)?[(\[]?(?P<id>{self._ids})(?![{WORD}])[)\]]?"
                           r"[ \t]*(?:[.):\-–—]|$)")
+
+    @cached_property
+    def own_rest(self) -> dict[int, re.Pattern]:
+        """By option index: the rest of a line item's line when it is only that option's own text, however
+        quoted or dashed ("B) - No", "B) \"No\""), so an echo ends after it, not before it."""
+        return {self.index[i]: re.compile(rf"[ \t\"'(\-–—:.=]*(?i:{_words(key)})(?![{WORD}])[ \t\"').!]*(?=\n|\Z)")
+                for i, key in self.text_of.items()}
 
     @cached_property
     def text_line(self) -> re.Pattern | None:
