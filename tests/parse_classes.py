@@ -73,7 +73,8 @@ TEMPLATES: list[Template] = [
         "Not {X}. The answer is {X}.", "The answer is not {X}. Answer: {X}", "Is it not {X}?",
         "If it is not {X}, the poster fails.", "It's not {X} or {Y}.", "Nothing about option {X} is wrong.",
         "I don't think {X} is wrong.", "If {X} is wrong, the poster fails.", "Why would {X} be wrong?",
-        "Is the answer not {X}?"),
+        "Is the answer not {X}?", "Not {X}, not {Y}.", "Not {X}, neither {Y}.", "The answer is not {X}; also not {Y}.",
+        "Not {X} nor {Y}.", "Not {X} and not {Y} either."),
     # ── Yes/No questions answered in other words ──
     *_t("polarity", "no",
         "Not suitable.", "Definitely not.", "Not at all.", "Absolutely not - the mood is grim.",

@@ -174,7 +174,17 @@ class Rejections:
             n = bisect.bisect_right(starts, m0) - 1
             if n < 0 or where[n][1] < m1:  # named outside every rejection
                 return None
-        return next(i for i in vocab.ids if i != rejected), rejected
+        other = next(i for i in vocab.ids if i != rejected)
+        # "Not A, not B", "Not A, neither B": the other option is rejected too, in words the patterns miss.
+        others = [m.start() for m in vocab.mention.finditer(text) if m.group(0) == other]
+        if vocab.text_mention is not None:
+            others += [m.start() for m in vocab.text_mention.finditer(text)
+                       if vocab.option_of_text(m.group("text")) == other]
+        for start in others:
+            clause = max(text.rfind(ch, max(0, start - 40), start) for ch in ",;:.!?\n") + 1
+            if _NEGATED.search(text, max(clause, start - 40), start):
+                return None
+        return other, rejected
 
 
 #: Rejections looked at in one reply; more make it vague (a grader would not pick an answer out of them).

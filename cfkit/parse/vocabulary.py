@@ -204,7 +204,7 @@ class Vocabulary:
             if option_id not in self.text_of:
                 continue
             i = re.escape(option_id)
-            own = rf"[ \t]*[\"']?(?i:{_words(self.text_of[option_id])})(?![{WORD}])[\"']?"  # "A) \"Yes\""
+            own = rf"[ \t]*(?:[\-–—][ \t]*)?[\"']?(?i:{_words(self.text_of[option_id])})(?![{WORD}])[\"']?"  # "A) \"Yes\""
             items.append(rf"(?P<o{n}>(?:(?<![{WORD}])(?i:option)[ \t]+)?"
                          rf"(?:(?:\({i}\)|\[{i}\]|(?<![{WORD}]){i}[ \t]*[.):\-–—=]){own}"
                          rf"|(?<![{WORD}]){i}[ \t]*\({own}[ \t]*\)))")
