@@ -57,6 +57,7 @@ PATHOLOGICAL = {
     "rejections (Not A.)": lambda n: _repeat("Not A. ", n),
     "polarity words": lambda n: _repeat("Not suitable, definitely not, nein ", n),
     "one long contradiction": lambda n: "Yes, " + _repeat("it is not suitable and ", n - 5),
+    "one long consistent sentence": lambda n: "No, " + _repeat("it is not suitable and ", n - 4),
     "declarations with turns": lambda n: _repeat("The answer is A, but actually A. ", n),
 }
 

@@ -84,6 +84,7 @@ _NEGATED = re.compile(r"(?i)\b(?:not|never|hardly|barely|nor|neither|nothing|no[
 _CONDITION = re.compile(r"(?i)\b(?:if|unless|whether|suppose|assuming|only[ \t]+(?:if|when|for|as))\b")
 _CONDITION_AFTER = re.compile(r"[ \t]*(?i:if|unless|only[ \t]+(?:if|when|for|as))\b")
 _SENTENCE_END = re.compile(rf"[.!?;\n{MASK}]")
+_REACH = 80  # characters looked back from a statement for its negation
 
 
 def read_polarity(text: str, position: int, vocab: Vocabulary) -> tuple[str, str, int] | None:
@@ -112,8 +113,8 @@ def contradiction(text: str, start: int, word: str) -> str | None:
     stop = _SENTENCE_END.search(text, start)
     end = stop.start() if stop else len(text)
     for match in _STATEMENT.finditer(text, start, end):
-        clause = max(text.rfind(ch, start, match.start()) for ch in ",:–—(") + 1
-        clause = max(clause, start)
+        low = max(start, match.start() - _REACH)  # bounded, so an endless sentence stays linear
+        clause = max(low, max(text.rfind(ch, low, match.start()) for ch in ",:–—(") + 1)
         before = text[clause:match.start()]
         if _CONDITION.search(before) or _CONDITION_AFTER.match(text, match.end()):
             continue
