@@ -65,7 +65,8 @@ TEMPLATES: list[Template] = [
         "{no}, it does not fit the poster.", "{no}, the image is hardly suitable.", yes_no=True),
     # ── a negated label: the alternative on two options, nothing on more ──
     *_t("negated label", "y",
-        "Not {X}. It's {Y}.", "The answer is not {X}.", "Not {X}.", "It's not {X}.", "The answer is definitely not {X}.",
+        "Not {X}. It's {Y}.", "The answer is not {X}.", "Not {X}.", "It's not {X}.",
+        "The answer is definitely not {X}.",
         "{X} is wrong.", "Option {X} is not correct.", "{X} is incorrect.", two_only=True),
     *_t("negated label, then a reason", "y",
         "Not {X}: the mood is grim.", "The answer is not {X}, because the mood is grim.", two_only=True),
@@ -89,7 +90,8 @@ TEMPLATES: list[Template] = [
         "Not sure.", "Certainly! Let me look at the image.", "Not A serene scene.", "Definitely a hard one.",
         yes_no=True),
     # ── yes/no in other languages ──
-    *_t("other languages", "no", "Nein.", "Non.", "いいえ", "いいえ。", "Нет.", "不是。", "否", "Nein, es ist eine Trauerfeier.",
+    *_t("other languages", "no", "Nein.", "Non.", "いいえ", "いいえ。", "Нет.", "不是。", "否",
+        "Nein, es ist eine Trauerfeier.",
         "Nope.", yes_no=True),
     *_t("other languages", "yes", "Oui", "Ja.", "はい。", "Sí.", "是的。", "Oui, c'est une fête.", yes_no=True),
     *_t("other languages, declared", "x", "答案是{X}。", "答案：{X}", "我选择{X}。"),
@@ -141,7 +143,8 @@ LITERAL: list[tuple[str, str, str, str | None]] = [
         ("yes-no", 'A) "Yes"\nB) "No"'), ("yes-no", "A) - Yes\nB) - No"), ("yes-no", "A. 'Yes', B. 'No'"),
         ("no-yes", 'A) "No"\nB) "Yes"'), ("no-yes", "A) - No\nB) - Yes"), ("notice", 'A) "Wedding announcement"\n'
                                                                                  'B) "Funeral notice"'),
-        ("three", 'A) "A wedding"\nB) "A funeral"\nC) "A race"'), ("three", "A) — A wedding\nB) — A funeral\nC) — A race"),
+        ("three", 'A) "A wedding"\nB) "A funeral"\nC) "A race"'),
+        ("three", "A) — A wedding\nB) — A funeral\nC) — A race"),
         ("harbour", "(A) 'Calm harbour'\n(B) 'Stormy sea'\n(C) 'Busy market'")]],
     *[("echo with quoted or dashed texts, then an answer", reply, name, label) for name, reply, label in [
         ("yes-no", 'A) "Yes"\nB) "No"\n\nB', "B"), ("yes-no", "A) - Yes\nB) - No\n\nAnswer: A", "A"),

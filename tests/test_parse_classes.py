@@ -62,7 +62,7 @@ def test_no_wrong_option_over_the_whole_table():
     assert abstained <= len(TABLE) // 20  # conservative misses stay rare
 
 
-# ── the generated property ────────────────────────────────────────────────
+# ── the generated property ──────────────────────────────────────────────
 
 TEXTS = ["Calm harbour", "Stormy sea", "Busy market", "Wedding announcement", "Funeral notice", "A wedding",
          "A funeral", "A race", "Quiet library", "Crowded stadium", "Mountain village", "Desert road",

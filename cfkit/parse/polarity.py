@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from functools import lru_cache
 
 from cfkit.parse.text import MASK, WORD
 from cfkit.parse.vocabulary import Vocabulary
@@ -34,7 +35,8 @@ _GOOD = (r"(?:suitable|appropriate|fitting|suited|acceptable|compatible|consiste
          r"a[ \t]+(?:good[ \t]+|great[ \t]+)?(?:fit|match|choice))")
 _BAD = (r"(?:unsuitable|inappropriate|unfitting|unsuited|ill-suited|unacceptable|incompatible|inconsistent|"
         r"a[ \t]+(?:poor|bad)[ \t]+(?:fit|match|choice)|a[ \t]+mismatch)")
-_SUBJECT = r"(?:(?:it|this|that|the[ \t]+image|the[ \t]+picture|the[ \t]+photo)(?:[ \t]+is|'s|[ \t]+would[ \t]+be)[ \t]+)"
+_SUBJECT = (r"(?:(?:it|this|that|the[ \t]+image|the[ \t]+picture|the[ \t]+photo)"
+            r"(?:[ \t]+is|'s|[ \t]+would[ \t]+be)[ \t]+)")
 _SUBJECT_NOT = (r"(?:(?:it|this|that|the[ \t]+image|the[ \t]+picture|the[ \t]+photo)"
                 r"(?:[ \t]+is[ \t]+not|[ \t]+isn't|'s[ \t]+not|[ \t]+would[ \t]+not[ \t]+be|"
                 r"[ \t]+wouldn't[ \t]+be)[ \t]+)")
@@ -58,28 +60,34 @@ def _alternatives(words: tuple[str, ...]) -> str:
     return "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
 
 
-_POLARITY = re.compile(
-    r"[\s\"'>•\-+]*(?i:"
-    rf"(?P<no>{_SUBJECT_NOT}{_ADVERB}?{_GOOD}{_COMPLEMENT}"
-    rf"|{_SUBJECT}?{_ADVERB}?{_BAD}{_COMPLEMENT}"
-    rf"|{_SUBJECT}?{_ADVERB}?not(?:[ \t]+(?:at[ \t]+all|really|{_ADVERB}?{_GOOD}{_COMPLEMENT}))?"
-    r"|no[ \t]+way|by[ \t]+no[ \t]+means|of[ \t]+course[ \t]+not"
-    rf"|(?<![{WORD}])(?:{_alternatives(_FOREIGN['no'])})(?![{WORD}])"
-    rf"|(?:{_alternatives(_CJK['no'])})(?=[ \t]*(?:[.!,\n{MASK}]|\Z)))"
-    rf"|(?P<yes>{_SUBJECT}?{_ADVERB}?{_GOOD}{_COMPLEMENT}"
-    rf"|(?<![{WORD}])(?:{_alternatives(_FOREIGN['yes'])})(?![{WORD}])"
-    rf"|(?:{_alternatives(_CJK['yes'])})(?=[ \t]*(?:[.!,\n{MASK}]|\Z)))"
-    r")" + _END)
+@lru_cache(maxsize=None)
+def _polarity() -> re.Pattern:
+    """The polarity pattern, compiled when first needed (it is large; ``import cfkit.parse`` stays quick)."""
+    return re.compile(
+        r"[\s\"'>•\-+]*(?i:"
+        rf"(?P<no>{_SUBJECT_NOT}{_ADVERB}?{_GOOD}{_COMPLEMENT}"
+        rf"|{_SUBJECT}?{_ADVERB}?{_BAD}{_COMPLEMENT}"
+        rf"|{_SUBJECT}?{_ADVERB}?not(?:[ \t]+(?:at[ \t]+all|really|{_ADVERB}?{_GOOD}{_COMPLEMENT}))?"
+        r"|no[ \t]+way|by[ \t]+no[ \t]+means|of[ \t]+course[ \t]+not"
+        rf"|(?<![{WORD}])(?:{_alternatives(_FOREIGN['no'])})(?![{WORD}])"
+        rf"|(?:{_alternatives(_CJK['no'])})(?=[ \t]*(?:[.!,\n{MASK}]|\Z)))"
+        rf"|(?P<yes>{_SUBJECT}?{_ADVERB}?{_GOOD}{_COMPLEMENT}"
+        rf"|(?<![{WORD}])(?:{_alternatives(_FOREIGN['yes'])})(?![{WORD}])"
+        rf"|(?:{_alternatives(_CJK['yes'])})(?=[ \t]*(?:[.!,\n{MASK}]|\Z)))"
+        r")" + _END)
+
 
 # A statement about the question's predicate inside a leading Yes/No's sentence.
-_STATEMENT = re.compile(
-    r"(?i:"
-    rf"(?P<bad>(?<![{WORD}]){_BAD}(?![{WORD}]))"
-    rf"|(?P<good>(?<![{WORD}]){_GOOD}(?![{WORD}]))"
-    rf"|(?P<verb>(?<![{WORD}])(?:fits?|suits?|matches)(?![{WORD}]))"
-    rf"|(?P<short>(?<![{WORD}])(?:it|this|that)[ \t]+(?:is|does|would|will|can)(?:[ \t]+not|n't)?"
-    rf"|(?<![{WORD}])(?:it|this|that)[ \t]+(?:isn't|doesn't|won't|wouldn't|can't|cannot))(?=[ \t]*(?:[.!;,\n]|\Z))"
-    r")")
+@lru_cache(maxsize=None)
+def _statement() -> re.Pattern:
+    return re.compile(
+        r"(?i:"
+        rf"(?P<bad>(?<![{WORD}]){_BAD}(?![{WORD}]))"
+        rf"|(?P<good>(?<![{WORD}]){_GOOD}(?![{WORD}]))"
+        rf"|(?P<verb>(?<![{WORD}])(?:fits?|suits?|matches)(?![{WORD}]))"
+        rf"|(?P<short>(?<![{WORD}])(?:it|this|that)[ \t]+(?:is|does|would|will|can)(?:[ \t]+not|n't)?"
+        rf"|(?<![{WORD}])(?:it|this|that)[ \t]+(?:isn't|doesn't|won't|wouldn't|can't|cannot))(?=[ \t]*(?:[.!;,\n]|\Z))"
+        r")")
 _NEGATED = re.compile(r"(?i)\b(?:not|never|hardly|barely|nor|neither|nothing|no[ \t]+longer)\b|n't\b|\bcannot\b")
 _CONDITION = re.compile(r"(?i)\b(?:if|unless|whether|suppose|assuming|only[ \t]+(?:if|when|for|as))\b")
 _CONDITION_AFTER = re.compile(r"[ \t]*(?i:if|unless|only[ \t]+(?:if|when|for|as))\b")
@@ -93,7 +101,7 @@ def read_polarity(text: str, position: int, vocab: Vocabulary) -> tuple[str, str
     words = yes_no_options(vocab)
     if not words:
         return None
-    match = _POLARITY.match(text, position)
+    match = _polarity().match(text, position)
     if not match:
         return None
     word = "no" if match.group("no") is not None else "yes"
@@ -112,7 +120,7 @@ def contradiction(text: str, start: int, word: str) -> str | None:
     ("Yes, it is not suitable"); returns what it says, else None. Conditions ("only if …") are not read."""
     stop = _SENTENCE_END.search(text, start)
     end = stop.start() if stop else len(text)
-    for match in _STATEMENT.finditer(text, start, end):
+    for match in _statement().finditer(text, start, end):
         low = max(start, match.start() - _REACH)  # bounded, so an endless sentence stays linear
         clause = max(low, max(text.rfind(ch, low, match.start()) for ch in ",:–—(") + 1)
         before = text[clause:match.start()]

@@ -204,7 +204,8 @@ class Vocabulary:
             if option_id not in self.text_of:
                 continue
             i = re.escape(option_id)
-            own = rf"[ \t]*(?:[\-–—][ \t]*)?[\"']?(?i:{_words(self.text_of[option_id])})(?![{WORD}])[\"']?"  # "A) \"Yes\""
+            # The text may be quoted or follow a dash: "A) \"Yes\"", "A) — A wedding".
+            own = rf"[ \t]*(?:[\-–—][ \t]*)?[\"']?(?i:{_words(self.text_of[option_id])})(?![{WORD}])[\"']?"
             items.append(rf"(?P<o{n}>(?:(?<![{WORD}])(?i:option)[ \t]+)?"
                          rf"(?:(?:\({i}\)|\[{i}\]|(?<![{WORD}]){i}[ \t]*[.):\-–—=]){own}"
                          rf"|(?<![{WORD}]){i}[ \t]*\({own}[ \t]*\)))")
