@@ -1,4 +1,5 @@
-"""Answer parsing speed: 1 MB pathological replies, linear growth, and a table of realistic replies.
+"""Answer parsing speed: 1 MB pathological replies (version 3 adds six shapes its new rules scan), linear growth,
+and a table of realistic replies.
 
 Each figure is the median wall time of several calls of ``cfkit.parse.parse_answer``
 on replies built here. A 1 MB reply is graded on a window of ``GRADED_CAP``
@@ -11,6 +12,7 @@ kind: 1.0 is linear (the parser of version 1, quadratic on braces, gave about 4)
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
 
@@ -47,6 +49,16 @@ PATHOLOGICAL = {
     "unclosed \\boxed{": lambda n: _repeat("\\boxed{", n),
     "think tags": lambda n: _repeat("<think>", n),
     "Yes, No.": lambda n: _repeat("Yes, No. ", n),
+    # Shapes the rules of version 3 (issue 26) look at: a label with another option beside it, self-corrections,
+    # rejections, polarity words, a contradiction scan over one endless sentence, declarations each followed
+    # by a turn.
+    "label beside another (A \"B\")": lambda n: _repeat('A "B", ', n),
+    "self-corrections": lambda n: _repeat("Yes, but actually No. ", n),
+    "rejections (Not A.)": lambda n: _repeat("Not A. ", n),
+    "polarity words": lambda n: _repeat("Not suitable, definitely not, nein ", n),
+    "one long contradiction": lambda n: "Yes, " + _repeat("it is not suitable and ", n - 5),
+    "one long consistent sentence": lambda n: "No, " + _repeat("it is not suitable and ", n - 4),
+    "declarations with turns": lambda n: _repeat("The answer is A, but actually A. ", n),
 }
 
 
@@ -66,6 +78,11 @@ def _realistic(rng: random.Random, count: int) -> list[tuple[str, list[Option]]]
         lambda a, t: f"The answer is **{a}**.",
         lambda a, t: "A. Yes\nB. No\n\n" + a,
         lambda a, t: f"{reason * 20}Therefore, the final answer is $\\boxed{{{a}}}$.",
+        lambda a, t: f'{a} "{t}"',  # forms version 3 reads (issue 26)
+        lambda a, t: f"{t}, but actually {t}.",
+        lambda a, t: f"- **Scene:** {reason}\n- **Decision: {a}**",
+        lambda a, t: f"Not {a}. {reason}",
+        lambda a, t: "Definitely not. " + reason,
     ]
     replies = []
     for _ in range(count):
@@ -87,6 +104,12 @@ def _growth(small: str, large: str) -> float:
     return statistics.median(ratios)
 
 
+def _load() -> str:
+    """The machine's load while a row was measured: absolute times on a shared machine scale with it; the
+    growth ratios, timed pair by pair, do not."""
+    return f"; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+
+
 def run() -> list[dict]:
     rows = []
     for name, build in PATHOLOGICAL.items():
@@ -99,7 +122,7 @@ def run() -> list[dict]:
                      "target": f"< {TARGET_MB_S:g} s; growth ≤ {TARGET_GROWTH:g}", "met": met,
                      "note": f"median of {RUNS}; growth {growth:.2f} (one 64k reply / four 16k replies, median of "
                              f"{GROWTH_RUNS} pairs; "
-                             "1.0 is linear)"})
+                             f"1.0 is linear){_load()}"})
     issue_reply = "{" * 20_000  # issue 20's measurement: about 9 s with parser version 1
     rows.append({"name": "20,000 '{' (issue 20's case)", "value": median_seconds(
         lambda: parse_answer(issue_reply, YES_NO), RUNS), "unit": "s", "target": None, "met": None,
@@ -110,7 +133,7 @@ def run() -> list[dict]:
     rows.append({"name": f"realistic replies ({len(table):,}, mean {mean_length:,.0f} characters)",
                  "value": per_reply, "unit": "s", "target": None, "met": None,
                  "note": f"per reply, median of {RUNS} passes over the table "
-                         "(two option sets, their patterns compiled once)"})
+                         f"(two option sets, their patterns compiled once){_load()}"})
     return rows
 
 

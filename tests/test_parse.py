@@ -186,12 +186,14 @@ CASES = [
     ("我选择B。", YES_NO, "B", "field"),
     ("The answer is A. Actually, the answer is B.", YES_NO, None, "conflicting"),
     ("Answer: B. Final answer: A.", YES_NO, None, "conflicting"),
-    ("The answer is not A", YES_NO, None, "unparseable"),
-    ("The answer is definitely not A.", YES_NO, None, "unparseable"),
+    ("The answer is not A", YES_NO, "B", "rejection"),  # two options: rejecting one gives the other
+    ("The answer is definitely not A.", YES_NO, "B", "rejection"),
+    ("The answer is not A", THREE, None, "unparseable"),  # three options: rejecting one gives none
     ("Answer: A Serene Moment in a Chinese Landscape", YES_NO, None, "unparseable"),
     ("A or B is correct.", YES_NO, None, "ambiguous"),
     ("Neither A nor B is correct.", YES_NO, None, "ambiguous"),
-    ("B is not correct.", YES_NO, None, "unparseable"),
+    ("B is not correct.", YES_NO, "A", "rejection"),
+    ("B is not correct.", THREE, None, "unparseable"),
     ("Is B correct?", YES_NO, None, "unparseable"),
     ("I would not choose A.", YES_NO, None, "unparseable"),
     ("I would choose A if it were a wedding.", YES_NO, None, "unparseable"),
@@ -306,8 +308,13 @@ CASES = [
     ("Both A and B could work here.", THREE, None, "ambiguous"),
     ("It is neither (A) nor (B).", YES_NO, None, "ambiguous"),
     ("I'm not sure. It could be A or B.", YES_NO, None, "ambiguous"),
-    ("Not A", YES_NO, None, "unparseable"),
-    ("Not B.", YES_NO, None, "unparseable"),
+    ("Not A", YES_NO, "B", "rejection"),
+    ("Not B.", YES_NO, "A", "rejection"),
+    ("Not B.", THREE, None, "unparseable"),
+    ("Not A. The answer is A.", YES_NO, None, "conflicting"),  # a rejected option is never the answer
+    ("Not suitable.", YES_NO, "B", "polarity"),
+    ("Definitely not.", NO_YES, "A", "polarity"),
+    ("Nein.", YES_NO, "B", "polarity"),
     ("", YES_NO, None, "missing"),
     ("   \n\t ", YES_NO, None, "missing"),
     ("I'm sorry, but I can't help with that request.", YES_NO, None, "refused"),
@@ -377,7 +384,7 @@ def test_table_is_large_and_covers_every_rule_and_error():
 
 
 def test_names_match_the_predictions_format():
-    assert PARSER_VERSION == "2"
+    assert PARSER_VERSION == "3"
     assert RULES[:1] == ("json",) and {"json", "field", "leading-id", "yes-no"} <= set(RULES)
     for rule in ("json", "field", "leading-id", "yes-no"):  # today's predictions accept these
         Prediction(model="m", suite="contextcanvas", case="C1", condition="image", answer="A", parse=rule)
@@ -532,6 +539,14 @@ def test_never_reads_an_option_the_reply_does_not_name(tokens, options, noise):
     if parsed.answer is not None:
         chosen = next(o for o in options if o.id == parsed.answer)
         graded, _ = split_reasoning(reply)
+        if parsed.rule == "rejection":  # "Not A" on two options gives B: the reply names the other one
+            chosen = next(o for o in options if o.id != parsed.answer)
+        elif parsed.rule == "polarity":  # "Definitely not" gives the option whose text is No, whatever its id
+            swapped = [Option(id=o.id, text=t.text) for o, t in zip(options, reversed(options))]
+            again = parse_answer(reply, swapped)
+            assert chosen.text.lower() in ("yes", "no"), (reply, parsed)
+            assert next(o.text for o in swapped if o.id == again.answer) == chosen.text, (reply, parsed, again)
+            return
         assert names(graded, chosen), (reply, parsed)
     else:
         assert parsed.error in FAILURES

@@ -14,7 +14,8 @@ version: docs/parsing.md. The modules: :mod:`~cfkit.parse.reasoning` (the
 split), :mod:`~cfkit.parse.jsonscan` (JSON in linear time),
 :mod:`~cfkit.parse.fields` (JSON answer values), :mod:`~cfkit.parse.vocabulary`
 (how a reply names an option), :mod:`~cfkit.parse.echo` (echoed option lists),
-:mod:`~cfkit.parse.prose` (the rules on text), :mod:`~cfkit.parse.decision`.
+:mod:`~cfkit.parse.prose` (the rules on text), :mod:`~cfkit.parse.polarity` (yes/no in other words,
+rejected labels, one-sentence contradictions), :mod:`~cfkit.parse.decision`.
 """
 
 from cfkit.parse.decision import parse_answer

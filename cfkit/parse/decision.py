@@ -116,6 +116,10 @@ def _decide(found: Findings, text: str, vocab: Vocabulary, *, had_json: bool) ->
         said = "; ".join(f"{a}: {next(r.detail for r in valid if r.answer == a)}" for a in distinct[:3])
         return ParsedAnswer(None, error="conflicting", detail=f"the reply gives {' and '.join(distinct)} "
                                                               f"as its answer ({said})", **meta)
+    if distinct and distinct[0] in found.rejected:
+        return ParsedAnswer(None, error="conflicting", detail=f"the reply rejects {distinct[0]} "
+                                                              f"('{found.rejected[distinct[0]]}') and also gives it "
+                                                              "as its answer", **meta)
     if distinct:
         best = min(valid, key=lambda r: RULES.index(r.rule))
         return ParsedAnswer(best.answer, rule=best.rule, detail=best.detail, **meta)

@@ -59,7 +59,10 @@ def _items(text: str, vocab: Vocabulary) -> list[_Item]:
     for pattern in (vocab.text_item, vocab.text_line):
         if pattern is not None:
             found += [(m.start(), m.end(), int(m.lastgroup[1:])) for m in pattern.finditer(text)]
-    found += [(m.start(), m.end(), vocab.index[m.group("id")]) for m in vocab.line_item.finditer(text)]
+    for m in vocab.line_item.finditer(text):
+        n = vocab.index[m.group("id")]
+        rest = vocab.own_rest[n].match(text, m.end()) if n in vocab.own_rest else None  # "B) - No": all of it
+        found.append((m.start(), rest.end() if rest else m.end(), n))
     found.sort(key=lambda item: (item[0], -item[1]))
     items: list[_Item] = []
     for item in found:

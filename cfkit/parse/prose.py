@@ -14,10 +14,16 @@ agrees and nothing blocks. In the order they are tried:
 3. **closing** — the last sentence is a value by itself (``…\\n\\nB``, ``So,
    no.``, ``Therefore (C)``) or ends in a bracketed id (``… a race (C).``).
 
+4. **polarity** and **rejection** (:mod:`cfkit.parse.polarity`) — ``Not
+   suitable.``/``Nein.`` on a Yes/No question; ``Not A.`` on two options.
+
 Checks that block any answer: a second option right after a value (``A, B``:
-ambiguous), a label followed by another option's text (``A. No``: conflicting),
-and a leading Yes/No or option text contradicted by a later clause that opens
-with another option's text (``No, wait — yes``: conflicting).
+ambiguous), another option beside a name whatever the quotes or brackets
+(``A "B"``: ambiguous; ``A "No"``, ``A. No``: conflicting), a self-correction
+(``Yes, but actually No``, ``The answer is A, but actually B``: conflicting), a
+leading Yes/No whose own sentence says the opposite (``Yes, it is not
+suitable``: conflicting), and a leading Yes/No or option text contradicted by a
+later clause that opens with another option's text (``No, … Yes, it works``).
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ from __future__ import annotations
 import re
 
 from cfkit.parse.echo import cut_echoes
+from cfkit.parse.polarity import Rejections, contradiction, read_polarity
 from cfkit.parse.result import Findings, Reading, Rule
 from cfkit.parse.text import MASK
-from cfkit.parse.vocabulary import Vocabulary
+from cfkit.parse.vocabulary import Vocabulary, text_key
 
 _TRAILER = re.compile(rf"[\s.!\"'{MASK}]*")
 _SENTENCE_END = re.compile(r"[.!?;]")
@@ -43,6 +50,9 @@ _TURN = re.compile(r"(?i)\b(?:but|however|yet|still|otherwise)\b")
 _UNSURE = re.compile(r"(?i)\b(?:can(?:'t|not)|unable[ \t]+to|hard[ \t]+to|difficult[ \t]+to|impossible[ \t]+to)"
                      r"[ \t]+(?:tell|say|determine|know|judge|decide)\b"
                      r"|\bnot[ \t]+sure\b|\bunsure\b|\bit[ \t]+depends\b")
+# A closing clause that corrects what came before ("…, but actually B", "Actually, B.").
+_CORRECTION = re.compile(r"[\s\"'>•\-+,]*(?i:but|actually|wait|rather|correction|in[ \t]+fact|"
+                         r"on[ \t]+second[ \t]+thought)\b")
 _REACH = 80  # characters looked at around a declaration for negation and conditions
 
 
@@ -56,12 +66,26 @@ def read_prose(text: str, vocab: Vocabulary, found: Findings) -> None:
     _declarations(text, vocab, found)
     _closing(text, vocab, found)
     _bracketed_end(text, vocab, found)
+    _rejections(text, vocab, found)
+
+
+def _rejections(text: str, vocab: Vocabulary, found: Findings) -> None:
+    """A rejected label ("Not A.", "The answer is not A") is never the answer; on two options, when nothing
+    else names it, the reply gives the other one."""
+    rejections = Rejections(text, vocab)
+    found.rejected.update(rejections.words)
+    alternative = rejections.alternative(text, vocab)
+    if alternative is not None:
+        other, rejected = alternative
+        found.readings.append(Reading(other, "rejection", f"the reply rejects {rejected} "
+                                                          f"('{rejections.words[rejected]}'), leaving {other}"))
 
 
 def leading(text: str, position: int, vocab: Vocabulary, found: Findings) -> None:
     """Rule 1 at ``position``: a value that opens the text there."""
     match = vocab.leading.match(text, position)
     if not match:
+        _leading_polarity(text, position, vocab, found)
         return
     answer, kind = vocab.option_of(match), vocab.kind_of(match)
     exact = _TRAILER.fullmatch(text, match.end()) is not None
@@ -73,12 +97,37 @@ def leading(text: str, position: int, vocab: Vocabulary, found: Findings) -> Non
         _check_text(text, match, answer, vocab, found)
         rule = ("yes-no" if exact else "leading-yes-no") if kind == "yes-no" else "option-text"
     if not exact:
-        _check_later_clauses(text, match, answer, vocab, kind, found)
+        if kind == "yes-no":
+            _check_contradiction(text, match.end(), text_key(match.group("text")), said, found)
+        _check_later_clauses(text, said, match.end(), answer, vocab, kind, found)
     mapped = "" if kind == "label" else f" (the text of option {answer})"
     found.readings.append(Reading(answer, rule, f"the reply {'is' if exact else 'opens with'} '{said}'{mapped}"))
 
 
+def _leading_polarity(text: str, position: int, vocab: Vocabulary, found: Findings) -> None:
+    """Rule ``polarity``: on a Yes/No question, a reply opening with "Not suitable.", "Definitely not.",
+    "Nein." reads the option whose text is that word (docs/parsing.md)."""
+    read = read_polarity(text, position, vocab)
+    if read is None:
+        return
+    answer, word, end = read
+    said = _snippet(text, position, end)
+    _check_contradiction(text, end, word, said, found)
+    _check_later_clauses(text, said, end, answer, vocab, "yes-no", found)
+    found.readings.append(Reading(answer, "polarity", f"the reply opens with '{said}', which says {word} "
+                                                      f"(option {answer} is '{word.capitalize()}')"))
+
+
+def _check_contradiction(text: str, end: int, word: str, said: str, found: Findings) -> None:
+    """"Yes, it is not suitable.": a leading yes or no whose own sentence says the opposite."""
+    opposite = contradiction(text, end, word)
+    if opposite is not None:
+        found.blocks.append(("conflicting", f"the reply opens with '{said}' but its sentence says '{opposite}'"))
+
+
 def _check_label(text: str, match: re.Match, answer: str, vocab: Vocabulary, found: Findings) -> None:
+    if _check_beside(text, match, answer, vocab, found):
+        return
     following = vocab.follow_label.match(text, match.end())
     if following and following.group("id") != answer:
         found.blocks.append(("ambiguous", (f"the reply names {answer} and {following.group('id')}: "
@@ -90,22 +139,39 @@ def _check_label(text: str, match: re.Match, answer: str, vocab: Vocabulary, fou
                                              f"'{_snippet(text, match.start(), text_after.end())}'")))
 
 
+def _check_beside(text: str, match: re.Match, answer: str, vocab: Vocabulary, found: Findings) -> bool:
+    """A name right beside another one, whatever the quotes or brackets: 'A "B"', "A (B)", 'A "No"',
+    "Yes 'No'". Beside a label, another label is ambiguous and another option's text conflicting."""
+    beside = vocab.beside.match(text, match.end())
+    if not beside or vocab.option_of(beside) == answer:
+        return False
+    other = vocab.option_of(beside)
+    by_text = beside.group("id") is None
+    error = "conflicting" if by_text and vocab.kind_of(match) == "label" else "ambiguous"
+    named = f"the text of option {other}" if by_text else other
+    end = beside.end() + (text[beside.end():beside.end() + 1] in tuple("\"')]"))  # show a closing quote
+    found.blocks.append((error, f"the reply gives {answer} with {named} beside it: "
+                                f"'{_snippet(text, match.start(), end)}'"))
+    return True
+
+
 def _check_text(text: str, match: re.Match, answer: str, vocab: Vocabulary, found: Findings) -> None:
+    if _check_beside(text, match, answer, vocab, found):
+        return
     following = vocab.follow_value.match(text, match.end())
     if following and vocab.option_of(following) != answer:
         found.blocks.append(("ambiguous", (f"the reply names {answer} and {vocab.option_of(following)}: "
                                            f"'{_snippet(text, match.start(), following.end())}'")))
 
 
-def _check_later_clauses(text: str, match: re.Match, answer: str, vocab: Vocabulary, kind: str,
+def _check_later_clauses(text: str, said: str, end: int, answer: str, vocab: Vocabulary, kind: str,
                          found: Findings) -> None:
-    """A leading answer holds unless a later clause opens with another option ("No, wait — yes"), or,
-    for Yes/No, the reply goes on to say it cannot tell ("No, I can't tell")."""
-    said = _snippet(text, _value_start(match), match.end())
-    first_sentence = text[match.end():match.end() + 200]
+    """A leading answer holds unless a later clause opens with another option ("No, wait — yes", "Yes, but
+    actually no"), or, for Yes/No, the reply goes on to say it cannot tell ("No, I can't tell")."""
+    first_sentence = text[end:end + 200]
     if kind == "yes-no" and _UNSURE.search(first_sentence.split(".")[0]):
         found.blocks.append(("unparseable", f"the reply opens with '{said}' but then says it cannot tell"))
-    for later in vocab.clause_value.finditer(text, match.end()):
+    for later in vocab.clause_value.finditer(text, end):
         # A clause that only discusses another option ("B.\nA. A wedding would need colour") does not
         # contradict a label; one that concludes ("so A", "Actually, A.") does. After a leading Yes/No
         # or option text, any clause opening with another option's text does ("No, … Yes, it works").
@@ -119,6 +185,7 @@ def _check_later_clauses(text: str, match: re.Match, answer: str, vocab: Vocabul
 
 def _declarations(text: str, vocab: Vocabulary, found: Findings) -> None:
     """Rule 2: cue + value ("the answer is B") and value + verdict ("B is correct")."""
+    checked = False
     for pattern in (vocab.declaration, vocab.verdict):
         for match in pattern.finditer(text):
             if _qualified(text, match.start(), match.end()):
@@ -134,6 +201,12 @@ def _declarations(text: str, vocab: Vocabulary, found: Findings) -> None:
                 _check_label(text, match, answer, vocab, found)
             else:
                 _check_text(text, match, answer, vocab, found)
+            # "The answer is A, but actually B. …": a self-correction. Checked after the first declaration
+            # only: its scan covers every later clause, so the whole check stays linear.
+            if pattern is vocab.declaration and not checked:
+                checked = True
+                _check_later_clauses(text, _snippet(text, match.start(), match.end()), match.end(), answer, vocab,
+                                     "label", found)
             mapped = "" if vocab.kind_of(match) == "label" else f" (the text of option {answer})"
             found.readings.append(Reading(answer, "field", f"the reply declares "
                                                            f"'{_snippet(text, match.start(), match.end())}'{mapped}"))
@@ -153,6 +226,11 @@ def _closing(text: str, vocab: Vocabulary, found: Findings) -> None:
             return
     answer = vocab.option_of(match)
     said = _snippet(text, match.start(), match.end())
+    if _CORRECTION.match(text, match.start()):  # "…\n\nA, but actually B": a self-correction, not a conclusion
+        earlier = _other_named(text, match.start(), answer, vocab)
+        if earlier is not None:
+            found.blocks.append(("conflicting", f"the reply names {earlier}, then corrects itself: '{said}'"))
+            return
     after = match.group("after") if "after" in match.re.groupindex else None  # closing_clause has none
     if after is not None and vocab.option_of_text(after) != answer:
         found.blocks.append(("conflicting", (f"the reply ends with '{said}', giving {answer} with the text of "
@@ -160,6 +238,18 @@ def _closing(text: str, vocab: Vocabulary, found: Findings) -> None:
         return
     mapped = "" if vocab.kind_of(match) == "label" else f" (the text of option {answer})"
     found.readings.append(Reading(answer, "closing", f"the reply ends with '{said}'{mapped}"))
+
+
+def _other_named(text: str, end: int, answer: str, vocab: Vocabulary) -> str | None:
+    """An option other than ``answer`` that ``text[:end]`` names, by id or by text."""
+    for match in vocab.mention.finditer(text, 0, end):
+        if match.group(0) != answer:
+            return match.group(0)
+    if vocab.text_mention is not None:
+        for match in vocab.text_mention.finditer(text, 0, end):
+            if vocab.option_of_text(match.group("text")) != answer:
+                return vocab.option_of_text(match.group("text"))
+    return None
 
 
 def _bracketed_end(text: str, vocab: Vocabulary, found: Findings) -> None:

@@ -12,9 +12,13 @@ from typing import Literal, get_args
 
 #: Changes whenever some reply may be read differently; store it with every reading.
 #: Version 1 was the single-module parser (rules json, field, leading-id, yes-no).
-PARSER_VERSION = "2"
+#: Version 2 (issue 20) added reasoning blocks, echoes, option texts and closing sentences; version 3
+#: (issue 26) reads self-corrections, a label with another option beside it and one-sentence
+#: contradictions as conflicting, and adds the rules ``polarity`` and ``rejection``.
+PARSER_VERSION = "3"
 
-Rule = Literal["json", "field", "leading-id", "yes-no", "option-text", "leading-yes-no", "closing"]
+Rule = Literal["json", "field", "leading-id", "yes-no", "option-text", "leading-yes-no", "closing", "polarity",
+               "rejection"]
 ParseFailure = Literal["missing", "ambiguous", "conflicting", "unparseable", "refused"]
 
 #: Every ``rule`` value, strongest first: when several rules read the same answer,
@@ -66,6 +70,8 @@ class Findings:
     blocks: list[tuple[ParseFailure, str]] = field(default_factory=list)
     #: Option ids seen in an echoed option list that was cut out.
     echoed: list[str] = field(default_factory=list)
+    #: Options the reply rejects ("Not A.", "A is wrong"), with the words: never its answer.
+    rejected: dict[str, str] = field(default_factory=dict)
     reason: str | None = None
     confidence: str | None = None
 
@@ -74,3 +80,4 @@ class Findings:
         self.blocks += other.blocks
         self.reason = self.reason or other.reason
         self.confidence = self.confidence or other.confidence
+        self.rejected.update(other.rejected)

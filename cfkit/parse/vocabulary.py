@@ -37,7 +37,8 @@ _CONCLUDE = (r"(?i:so|thus|hence|therefore|overall|ultimately|finally|actually|i
 _CUES = (
     # "Answer: B", "Final answer - (B)", "the answer is B", "the correct option is B", '"answer": "B"',
     # "the answer to this question is B"
-    (r"(?<![A-Za-z0-9])(?i:final[ \t_]+answer|answer|option|choice|verdict|selection|response)[\"']?"
+    (r"(?<![A-Za-z0-9])(?i:final[ \t_]+answer|answer|option|choice|verdict|selection|response|"
+     r"(?:final[ \t]+)?decision)[\"']?"
      r"(?:[ \t]+(?i:to|for)[ \t]+(?i:this|the)[ \t]+question)?"
      r"(?:\s*[:=\-–]\s*|[ \t]+(?i:is|would[ \t]+be|will[ \t]+be|should[ \t]+be|must[ \t]+be)(?:[ \t]*:)?\s+)"
      r"[\"']?"),
@@ -49,14 +50,17 @@ _CUES = (
     # 答案：B, 最终答案是B, 我选择B (full-width colons are ASCII by now)
     r"(?:最终答案|正确答案|答案|我选择|我选|选择|答|选)[ \t]*(?:是|为)?[ \t]*[:=]?[ \t]*",
 )
-# Words that turn a clause to a (new) conclusion: "…, so B", "Actually, yes".
-_TURNING = r"(?i:actually|wait|so|then|rather|therefore|thus|hence)"
+# Words that turn a clause to a (new) conclusion: "…, so B", "Actually, yes", "but actually no", "but no".
+_TURNING = (r"(?i:(?:but|and)[ \t]+(?:actually|wait|rather|really|in[ \t]+fact|then|on[ \t]+second[ \t]+thought|"
+            r"on[ \t]+reflection)|but|actually|wait|so|then|rather|therefore|thus|hence|in[ \t]+fact|"
+            r"on[ \t]+second[ \t]+thought|correction)")
 _ADVERB = r"(?:(?i:clearly|definitely|probably|likely|obviously|simply|most[ \t]+likely)[ \t]+)?"
 # "B is correct", "Option C is the best", "No is the right answer" (not "B is correct?").
 # "A would be right for a wedding" is hypothetical, not a verdict.
 _VERDICT_TAIL = (r"[ \t]+(?:(?i:is|seems)[ \t]+|(?i:would[ \t]+be)[ \t]+(?!\S+[ \t]+(?i:for|if|in|when)\b))"
-                 r"(?:(?i:the|most)[ \t]+)?"
-                 r"(?i:correct|right|best|suitable|appropriate|fitting|answer)\b(?![ \t]*\?)")
+                 r"(?:(?i:the|most|more|the[ \t]+better)[ \t]+)?"
+                 r"(?i:correct|right|best|better|preferable|suitable|appropriate|fitting|answer|choice)\b"
+                 r"(?![ \t]*\?)")
 _PREFIX = r"(?:(?i:option|choice)[ \t]+)?"
 # What joins two names in a list: "A, B", "A/B", "A and B", "A, or maybe B", "A vs B".
 _JOIN = r"[ \t]*(?:[,/&+]|(?i:and|or|vs)\b)(?:[ \t]+(?i:and|or|maybe|perhaps|possibly|even|also)\b)*[ \t]*"
@@ -101,6 +105,16 @@ class Vocabulary:
         self._listed_end = listed_end
         self._listed_label = rf"[(\[]?(?<![{WORD}])(?P<id>{self._ids})(?![{WORD}])(?:[)\]]|{listed_end})"
 
+    @property
+    def label_pattern(self) -> str:
+        """The source of a label pattern (group ``id``) that something ends: "B.", "(B)", "B because …"."""
+        return self._label
+
+    @property
+    def id_alternatives(self) -> str:
+        """The source of a pattern matching any id, longest first."""
+        return self._ids
+
     @cached_property
     def leading(self) -> re.Pattern:
         """A value at a given position (the start of the reply, or just after an echoed list)."""
@@ -127,10 +141,19 @@ class Vocabulary:
         return re.compile(rf"[ \t]*[.:)\]\-–—,=(]*[ \t]*{self._texts('text')}{_DELIM}")
 
     @cached_property
+    def beside(self) -> re.Pattern:
+        """Another name right beside one, past quotes, brackets and punctuation on the same line:
+        'A "B"', "A (B)", "A 'No'", "A [B]", "A. No" (version 3: whatever the quotes or brackets)."""
+        return re.compile(rf"[ \t\"'(\[{{.:,;=\-–—/]*{_PREFIX}(?:{self._texts('text')}{self._listed_end}"
+                          rf"|{self._listed_label})")
+
+    @cached_property
     def clause_value(self) -> re.Pattern:
         """A later clause that opens with an option's name: "No, … — yes." contradicts a leading No,
         "A. Yes would need colour, so B." a leading A."""
-        return re.compile(rf"[\n.!?;,:–—{MASK}][ \t\"']*(?:(?P<turn>{_TURNING})[ \t]*[,:]?[ \t]*)?{self._value}"
+        # A turn may also follow a plain space or a hyphen: "Yes but actually no", "Yes - actually no".
+        return re.compile(rf"(?:[\n.!?;,:–—{MASK}]|[ \t]-|[ \t](?=(?i:but|and)[ \t]))[ \t\"']*"
+                          rf"(?:(?P<turn>{_TURNING})[ \t]*[,:\-–—]?[ \t]*)?{self._value}"
                           rf"(?P<alone>(?=[ \t\"'.!]*(?:[\n{MASK}]|\Z)))?")
 
     @cached_property
@@ -142,7 +165,8 @@ class Vocabulary:
     @cached_property
     def closing_clause(self) -> re.Pattern:
         """A last clause that concludes with a value: "The mood is grim, so B." (after a comma or colon)."""
-        return re.compile(rf"[ \t]*{_CONCLUDE}[ \t]*[,:\-–—]?\s*{self._value}[ \t]*[.!]*[\s\"'{MASK}]*")
+        return re.compile(rf"[ \t]*(?:(?i:but)[ \t]+)?{_CONCLUDE}[ \t]*[,:\-–—]?\s*{self._value}"
+                          rf"[ \t]*[.!]*[\s\"'{MASK}]*")
 
     @cached_property
     def declaration(self) -> re.Pattern:
@@ -180,7 +204,8 @@ class Vocabulary:
             if option_id not in self.text_of:
                 continue
             i = re.escape(option_id)
-            own = rf"[ \t]*(?i:{_words(self.text_of[option_id])})(?![{WORD}])"
+            # The text may be quoted or follow a dash: "A) \"Yes\"", "A) — A wedding".
+            own = rf"[ \t]*(?:[\-–—][ \t]*)?[\"']?(?i:{_words(self.text_of[option_id])})(?![{WORD}])[\"']?"
             items.append(rf"(?P<o{n}>(?:(?<![{WORD}])(?i:option)[ \t]+)?"
                          rf"(?:(?:\({i}\)|\[{i}\]|(?<![{WORD}]){i}[ \t]*[.):\-–—=]){own}"
                          rf"|(?<![{WORD}]){i}[ \t]*\({own}[ \t]*\)))")
@@ -191,6 +216,13 @@ class Vocabulary:
         """A line that opens with a label and a delimiter ("- B: grim"), or is only a label."""
         return re.compile(rf"(?m)^[ \t]*{_BULLET}(?:(?i:option)[ \t]+)?[(\[]?(?P<id>{self._ids})(?![{WORD}])[)\]]?"
                           r"[ \t]*(?:[.):\-–—]|$)")
+
+    @cached_property
+    def own_rest(self) -> dict[int, re.Pattern]:
+        """By option index: the rest of a line item's line when it is only that option's own text, however
+        quoted or dashed ("B) - No", "B) \"No\""), so an echo ends after it, not before it."""
+        return {self.index[i]: re.compile(rf"[ \t\"'(\-–—:.=]*(?i:{_words(key)})(?![{WORD}])[ \t\"').!]*(?=\n|\Z)")
+                for i, key in self.text_of.items()}
 
     @cached_property
     def text_line(self) -> re.Pattern | None:
