@@ -272,3 +272,58 @@ def test_pairs_show_the_mask_outline_and_the_check_figures(site_dir):
         with Image.open(site_dir / f"img-pair-{spec}-difference.png") as picture:
             pixels = np.asarray(picture.convert("RGB")).reshape(-1, 3)
         assert (pixels == (240, 228, 66)).all(axis=1).sum() > 20, spec  # the mask drawn round in yellow
+
+
+@pytest.fixture(scope="module")
+def finished_audit(tmp_path_factory):
+    """The audit workspace with both annotators' labels in and every disagreement resolved, plus a swap run."""
+    import audit_workspace as aw
+
+    ws = aw.build(tmp_path_factory.mktemp("view-audit") / "ws")
+    run_ids = aw.run_models(ws)
+    assert run_cli(["-w", str(ws), "audit", "plan", "--run", run_ids[aw.GPT], "--run", run_ids[aw.QWEN]]).exit_code == 0
+    rows = json.loads(run_cli(["-w", str(ws), "audit", "items", "--as", "alice", "--json"]).stdout)
+    for n, row in enumerate(rows):
+        for name, link in (("alice", "yes"), ("bob", "no" if n % 3 == 0 else "yes")):
+            assert run_cli(["-w", str(ws), "audit", "label", row["item"], "--as", name, "--cue", "yes",
+                            "--link", link]).exit_code == 0
+    for n, row in enumerate(rows):
+        if n % 3 == 0:
+            assert run_cli(["-w", str(ws), "audit", "resolve", row["item"], "--as", "carol", "--cue", "yes",
+                            "--link", "yes", "--note", "alice's reading holds"]).exit_code == 0
+    assert run_cli(["-w", str(ws), "probe", "run", "-m", "baseline:always-yes", "-s", "swap"]).exit_code == 0
+    return ws, run_ids
+
+
+def test_a_complete_audit_shows_its_results_and_a_swap_run_its_inconsistent_cases(finished_audit, tmp_path):
+    import audit_workspace as aw
+
+    ws, _ = finished_audit
+    out = tmp_path / "site"
+    result = run_cli(["view", "-w", str(ws), "--export", str(out)])
+    assert result.exit_code == 0, result.stderr
+    audit_page = (out / "audit.html").read_text()
+    assert "still being labelled" not in audit_page
+    for model in aw.MODELS:
+        assert model in audit_page  # the EGA rows, now that every item has its final label
+    report_page = (out / "report.html").read_text()
+    assert "Option order" in report_page or "swap" in report_page.lower()
+    assert (out / "cases-swap-inconsistent-1.html").is_file()
+
+
+def test_the_audit_workspace_in_a_browser(browser, finished_audit, tmp_path):
+    ws, _ = finished_audit
+    out = tmp_path / "site"
+    assert run_cli(["view", "-w", str(ws), "--export", str(out)]).exit_code == 0
+    shots = _shots(tmp_path / "audit")
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    for name in ("audit.html", "report.html", "index.html", "cases-all-1.html"):
+        page.goto(out.as_uri() + "/" + name)
+        page.screenshot(path=str(shots / f"audit-ws-{name}.png"), full_page=True)
+    assert page.locator("table").count() >= 1
+    page.goto(out.as_uri() + "/audit.html")
+    assert page.locator("table tbody tr").count() == 2  # one EGA row per audited model
+    assert errors == []
+    page.close()
