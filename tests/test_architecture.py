@@ -83,6 +83,21 @@ def test_pure_rooms_import_no_other_room():
             assert all(d.startswith("cfkit.store") or d in leaves for d in deps), (name, deps)
 
 
+def test_the_preservation_check_is_pure():
+    """preserve/ measures arrays: it reads no store, workspace, spec, mask or weights file."""
+    allowed = ("cfkit.preserve", "cfkit.errors", "cfkit.vocabulary")
+    for name, deps in GRAPH.items():
+        if name.startswith("cfkit.preserve"):
+            assert all(d.startswith(allowed) for d in deps), (name, sorted(deps))
+
+
+def test_weights_and_preserve_point_one_way():
+    """Finding LPIPS's weights (weights/) builds the scorer (preserve/); the scorer never looks for weights."""
+    upward = [(name, d) for name, deps in GRAPH.items() if name.startswith("cfkit.preserve")
+              for d in deps if d.startswith("cfkit.weights")]
+    assert not upward, upward
+
+
 DOC_REFERENCE = re.compile(r"(?<![\w/.-])((?:docs/|examples/[\w-]+/|probes/|benchmarks/)?[\w-]+\.md)\b")
 
 

@@ -54,27 +54,27 @@ on the other figures and marked "without LPIPS".
 
 The package's rooms: :mod:`~cfkit.preserve.regions` (M, K and the regions each
 metric averages over), :mod:`~cfkit.preserve.metrics` (pixel metrics, leaks,
-:func:`measure`), :mod:`~cfkit.preserve.perceptual` (LPIPS: finding and verifying
-weights), :mod:`~cfkit.preserve.scorer` (the LPIPS scorer), :mod:`~cfkit.preserve.thresholds` and
-:mod:`~cfkit.preserve.verdict` (:func:`judge`) and
-:mod:`~cfkit.preserve.check` (checking a stored edit). Checks are stored
-through :mod:`cfkit.store.checks`.
+:func:`measure`), :mod:`~cfkit.preserve.scorer` (the LPIPS scorer),
+:mod:`~cfkit.preserve.thresholds` and :mod:`~cfkit.preserve.verdict` (:func:`judge`)
+and :mod:`~cfkit.preserve.check` (:func:`check_images`: every output of an edit).
+The package is pure: arrays in, figures out. It imports no store, workspace, spec
+or mask module (a test keeps it so). Finding LPIPS's weights is
+:mod:`cfkit.weights.lpips`; reading a stored edit's files and storing its checks
+is :mod:`cfkit.edit_files`.
 """
 
 from __future__ import annotations
 
-from cfkit.preserve.check import EditImages, check_edit, check_spec, load_edit_images
+from cfkit.preserve.check import EditImages, OutputCheck, check_images, fit_output
 from cfkit.preserve.metrics import Leaks, Metrics, find_leaks, masked_mse, masked_ssim, mean_abs_change, measure, psnr
-from cfkit.preserve.perceptual import (ALEXNET_FILE, BACKBONE_ENV, LpipsLoad, backbone_candidates, hub_cache_file, load_lpips)
 from cfkit.preserve.scorer import LPIPS_WORKING_SIZE, LpipsScorer, scorer_from_features, working_image, working_shape
 from cfkit.preserve.regions import SSIM_WINDOW, grow, keep_region, lpips_region, ssim_region
 from cfkit.preserve.thresholds import Thresholds
 from cfkit.preserve.verdict import Verdict, judge
 
 __all__ = [
-    "ALEXNET_FILE", "BACKBONE_ENV", "EditImages", "LPIPS_WORKING_SIZE", "Leaks", "LpipsLoad", "LpipsScorer", "Metrics",
-    "SSIM_WINDOW", "Thresholds", "Verdict", "backbone_candidates", "check_edit", "check_spec", "find_leaks", "grow",
-    "scorer_from_features",
-    "hub_cache_file", "judge", "keep_region", "load_edit_images", "load_lpips", "lpips_region", "masked_mse",
-    "masked_ssim", "mean_abs_change", "measure", "psnr", "ssim_region", "working_image", "working_shape",
+    "EditImages", "LPIPS_WORKING_SIZE", "Leaks", "LpipsScorer", "Metrics", "OutputCheck", "SSIM_WINDOW", "Thresholds",
+    "Verdict", "check_images", "find_leaks", "fit_output", "grow", "judge", "keep_region", "lpips_region",
+    "masked_mse", "masked_ssim", "mean_abs_change", "measure", "psnr", "scorer_from_features", "ssim_region",
+    "working_image", "working_shape",
 ]

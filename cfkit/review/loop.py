@@ -23,7 +23,8 @@ from rich.text import Text
 
 from cfkit.errors import CfkitError, NotFoundError, UsageError
 from cfkit.masks import derived_mask_state
-from cfkit.preserve import Thresholds, find_leaks, keep_region, load_edit_images
+from cfkit.edit_files import load_edit_images, spec_thresholds
+from cfkit.preserve import find_leaks, keep_region
 from cfkit.review.panels import zoom_boxes
 from cfkit.review.screen import HELP, ReviewScreen, ViewState
 from cfkit.review.terminal import RESIZE, KeySource, TerminalKeys, require_terminal, terminal_problem
@@ -92,7 +93,7 @@ def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "co
     if variant not in images.outputs:
         variant = next(iter(images.outputs))
     edited = images.outputs[variant]
-    thresholds = Thresholds.for_spec(images.spec.checks, margin=ws.config.check.margin)
+    thresholds = spec_thresholds(ws, images.spec)
     keep = keep_region(images.mask, thresholds.margin, thresholds.border)
     leaks = find_leaks(images.original, edited, keep, thresholds.leak_delta).pixels
     check = checks.latest(store, edit_id, variant)
