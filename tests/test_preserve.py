@@ -245,7 +245,7 @@ def test_lpips_on_large_images_runs_at_the_working_size(random_lpips):
 def test_lpips_grows_with_noise_and_is_zero_for_identical(random_lpips):
     original = gradient_image(W, H, 0)
     scorer = LpipsScorer(random_lpips, description="random backbone (test)")
-    t = Thresholds(lpips_erode=0)
+    t = Thresholds()
     same, _ = measure(original, original.copy(), box_mask(), t, scorer)
     assert same.lpips_out == pytest.approx(0.0, abs=1e-7) and same.lpips_in == pytest.approx(0.0, abs=1e-7)
     values = []

@@ -634,7 +634,7 @@ def test_real_weights_check_examples_mini(mini_ws, jax_ckpt, weights_home, monke
     import torch
 
     from cfkit.edit_files import load_edit_images, spec_thresholds
-    from cfkit.preserve import keep_region, lpips_region
+    from cfkit.preserve import keep_region
     from cfkit.store import Store, edits
 
     assert run_cli(["weights", "import", "lpips", str(jax_ckpt)]).exit_code == 0
@@ -659,10 +659,12 @@ def test_real_weights_check_examples_mini(mini_ws, jax_ckpt, weights_home, monke
         m = row["metrics"]
         assert row["lpips_measured"] is True and "verified by fingerprint" in m["lpips_note"]
         with torch.no_grad():
-            distance = official(as_lpips_input(images.original),
-                                as_lpips_input(images.outputs[row["variant"]]))[0, 0].numpy()
-        assert m["lpips_out"] == pytest.approx(float(distance[lpips_region(keep, thresholds.lpips_erode)].mean()),
-                                               rel=1e-4, abs=1e-6)
+            output = images.outputs[row["variant"]]
+            distance = official(as_lpips_input(images.original), as_lpips_input(output))[0, 0].numpy()
+            # Outside: the output against itself with the keep region's pixels put back from the original.
+            in_mask_only = np.where(keep[..., None], images.original, output)
+            outside = official(as_lpips_input(in_mask_only), as_lpips_input(output))[0, 0].numpy()
+        assert m["lpips_out"] == pytest.approx(float(outside[keep].mean()), rel=1e-4, abs=1e-6)
         assert m["lpips_in"] == pytest.approx(float(distance[images.mask > 0].mean()), rel=1e-4, abs=1e-6)
         # Plausible: a recoloured drink changes a lot inside, little outside the mask.
         assert 0 <= m["lpips_out"] < thresholds.lpips_out_max and thresholds.change_in_min < m["lpips_in"] < 1

@@ -13,7 +13,6 @@ class Thresholds:
 
     margin: int = 4
     border: int = 4
-    lpips_erode: int = 16
     ssim_out_min: float = 0.95
     psnr_out_min: float = 30.0
     lpips_out_max: float = 0.05
