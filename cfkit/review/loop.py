@@ -18,12 +18,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 from rich.console import Console
 from rich.text import Text
 
 from cfkit.errors import CfkitError, NotFoundError, UsageError
 from cfkit.masks import derived_mask_state
-from cfkit.edit_files import load_edit_images, spec_thresholds
+from cfkit.edit_files import EditFiles, load_edit_images, spec_thresholds
 from cfkit.preserve import find_leaks, keep_region
 from cfkit.review.panels import zoom_boxes
 from cfkit.review.screen import HELP, ReviewScreen, ViewState
@@ -81,25 +82,57 @@ def edit_to_review(store: Store, spec_id: str) -> EditRecord:
 # ── what the view shows ────────────────────────────────────────────────────
 
 
+@dataclass
+class EditPictures:
+    """What a view draws of one edit, read from its files once: its images and mask, and per output the
+    leaks and the largest change (computed when that output is first shown)."""
+
+    files: EditFiles
+    mask_note: str | None
+    leaks: dict[str, np.ndarray] = field(default_factory=dict)
+    differences: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, ws: Workspace, store: Store, edit_id: int) -> "EditPictures":
+        files = load_edit_images(ws, store, edit_id)
+        derived = derived_mask_state(ws, files.spec, (files.original.shape[1], files.original.shape[0]))
+        return cls(files, None if derived is None else derived.label)
+
+    def of(self, ws: Workspace, variant: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(edited image, leak pixels, largest change) of one output."""
+        edited = self.files.outputs[variant]
+        if variant not in self.leaks:
+            thresholds = spec_thresholds(ws, self.files.spec)
+            keep = keep_region(self.files.mask, thresholds.margin, thresholds.border)
+            self.leaks[variant] = find_leaks(self.files.original, edited, keep, thresholds.leak_delta).pixels
+            self.differences[variant] = largest_change(self.files.original, edited)
+        return edited, self.leaks[variant], self.differences[variant]
+
+
 def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "composite", *,
-                   position: str | None = None, edit_id: int | None = None) -> ViewData:
-    """An edit of ``spec_id`` (default: :func:`edit_to_review`) with its own check and decision, ready to draw."""
+                   position: str | None = None, edit_id: int | None = None,
+                   pictures: dict[int, EditPictures] | None = None) -> ViewData:
+    """An edit of ``spec_id`` (default: :func:`edit_to_review`) with its own check and decision, ready to draw.
+
+    ``pictures`` keeps each edit's images between calls (the review loop passes one per session), so an
+    edit's files are read once however often it is shown; its check and decision are read afresh.
+    """
     if edit_id is None:
         edit_id = edit_to_review(store, spec_id).id
     record = edits.get(store, edit_id)
     if record.spec_id != spec_id:
         raise UsageError(f"edit #{edit_id} belongs to {record.spec_id}, not {spec_id}. See 'cfkit edits list {spec_id}'.")
-    images = load_edit_images(ws, store, edit_id)
+    held = {} if pictures is None else pictures
+    if edit_id not in held:
+        held[edit_id] = EditPictures.read(ws, store, edit_id)
+    shown = held[edit_id]
+    images = shown.files
     if variant not in images.outputs:
         variant = next(iter(images.outputs))
-    edited = images.outputs[variant]
-    thresholds = spec_thresholds(ws, images.spec)
-    keep = keep_region(images.mask, thresholds.margin, thresholds.border)
-    leaks = find_leaks(images.original, edited, keep, thresholds.leak_delta).pixels
+    edited, leaks, difference = shown.of(ws, variant)
     check = checks.latest(store, edit_id, variant)
     decision = reviews.on_edit(store, edit_id)
     selected = edits.selected(store, spec_id)
-    derived = derived_mask_state(ws, images.spec, (images.original.shape[1], images.original.shape[0]))
     candidates = edits.ok_edits(store, spec_id)
     return ViewData(spec_id=spec_id, title=images.spec.title, cue=images.spec.cue,
                     replacement=images.spec.replacement, edit_id=edit_id, engine=record.engine, variant=variant,
@@ -107,11 +140,11 @@ def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "co
                     check=None if check is None else check.to_dict(),
                     decision=None if decision is None else decision.decision,
                     note=None if decision is None else decision.note, position=position,
-                    difference=largest_change(images.original, edited), model=record.model,
+                    difference=difference, model=record.model,
                     candidates=tuple(r.id for r in candidates),
                     candidate_states=tuple(_state(store, r.id) for r in candidates),
                     selected_id=None if selected is None else selected.id,
-                    mask_note=None if derived is None else derived.label)
+                    mask_note=shown.mask_note)
 
 
 def _state(store: Store, edit_id: int) -> str:
@@ -123,6 +156,10 @@ def _state(store: Store, edit_id: int) -> str:
 
 
 # ── the loop ───────────────────────────────────────────────────────────────
+
+#: Keys that change only how the view is drawn (zoom, flip, difference mode, help) or say something;
+#: after them the screen is rebuilt from the data in hand. (A resize, and the key closing the help, too.)
+VIEW_KEYS = frozenset({"z", "f", "d", "?"})
 
 
 @dataclass
@@ -161,11 +198,16 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
     index = 0
     current: int | None = start_edit
     message: Text | None = None
+    pictures: dict[int, EditPictures] = {}  # each edit's images, read once this session
+    data: ViewData | None = None
+    stale = True  # read the view again: another edit, output or decision
     while index < len(spec_ids):
         spec_id = spec_ids[index]
-        data = load_view_data(ws, store, spec_id, state.variant, position=f"{index + 1} of {len(spec_ids)}",
-                              edit_id=current)
-        current = data.edit_id
+        if stale or data is None:
+            stale = False
+            data = load_view_data(ws, store, spec_id, state.variant, position=f"{index + 1} of {len(spec_ids)}",
+                                  edit_id=current, pictures=pictures)
+            current = data.edit_id
         _draw(console, ReviewScreen(data, state, message))
         message = None
         key = keys.key()
@@ -176,6 +218,7 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
             continue
         if key not in ("G",):
             key = key.lower() if len(key) == 1 else key
+        stale = key not in VIEW_KEYS
         if key in ("a", "s"):
             decision = "accept" if key == "a" else "skip"
             summary.decisions.append(record_decision(store, spec_id, data.edit_id, decision))
