@@ -169,9 +169,7 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
     request = EditRequest(spec_id=spec.id, prompt=spec.prompt, image=source, mask=mask.array, n=n, seed=seed,
                           files=ws.interventions_dir, root=ws.root)
     for editor in editors.values():
-        check = getattr(editor, "check", None)
-        if callable(check):
-            check(request)
+        editor.check(request)
 
     previews = {name: _preview(ed, request) for name, ed in editors.items()}
     plan = EditPlan(spec_id=spec.id, spec_sha256=spec_file.sha256, case_id=case.id, prompt=spec.prompt,
@@ -195,9 +193,8 @@ def _source_of(ws: Workspace, spec_file: SpecFile) -> tuple[Any, Path]:
 
 
 def _preview(editor: Editor, request: EditRequest) -> dict[str, Any]:
-    """What the engine would send, for --dry-run; engines may offer ``describe(request)`` for this."""
-    describe = getattr(editor, "describe", None)
-    return dict(describe(request)) if callable(describe) else {}
+    """What the engine would send, for --dry-run (its ``describe(request)``; nothing by default)."""
+    return dict(editor.describe(request))
 
 
 def plan_edit(ws: Workspace, spec_id: str, **kwargs: Any) -> EditPlan:
@@ -345,7 +342,7 @@ def _new_edit(prep: _Prepared, engine: str, model: str | None, params: dict[str,
 
 def _record_without_output(store: Store, prep: _Prepared, engine: str, status: str, error: str,
                            attempts: list[Attempt], started: str) -> int:
-    model = getattr(prep.editors[engine], "model", None)
+    model = prep.editors[engine].model
     params = {"preview": prep.plan.previews.get(engine, {}), "n": prep.plan.n}
     new = _new_edit(prep, engine, model, params, attempts, started, seed=prep.plan.seed)
     return edits.insert_without_output(store, new, status, error)

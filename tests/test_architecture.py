@@ -98,6 +98,40 @@ def test_weights_and_preserve_point_one_way():
     assert not upward, upward
 
 
+def _calls(path: Path, names: tuple[str, ...]) -> list[ast.Call]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names]
+
+
+PLUGIN_OBJECT = re.compile(r"\b(backend|editor|engine|cls)\b|editor_class\(|backend_class\(|editors\[", re.IGNORECASE)
+
+
+def test_plugin_members_are_read_as_attributes():
+    """Backends and editors have base classes with defaults; nothing probes them with getattr/hasattr."""
+    probes = []
+    for name, path in MODULES.items():
+        for call in _calls(path, ("getattr", "hasattr")):
+            target = ast.unparse(call.args[0]) if call.args else ""
+            if PLUGIN_OBJECT.search(target):
+                probes.append(f"{path.relative_to(REPO)}:{call.lineno}: {ast.unparse(call)}")
+    assert not probes, probes
+
+
+def test_only_the_cli_ends_the_process():
+    """Library code raises from the error tree; only cli/ turns it into an exit status."""
+    direct = []
+    for name, path in MODULES.items():
+        if name.startswith("cfkit.cli") or name == "cfkit.__main__":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Raise) and node.exc is not None and "SystemExit" in ast.unparse(node.exc):
+                direct.append(f"{path.relative_to(REPO)}:{node.lineno}")
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("sys.exit", "exit", "quit", "os._exit"):
+                direct.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not direct, direct
+
+
 DOC_REFERENCE = re.compile(r"(?<![\w/.-])((?:docs/|examples/[\w-]+/|probes/|benchmarks/)?[\w-]+\.md)\b")
 
 

@@ -90,7 +90,7 @@ class Collection:
 
 
 def _batch_capable(backend: Backend) -> None:
-    if not hasattr(backend, "batch_api"):
+    if type(backend).batch_api is Backend.batch_api:
         raise UsageError(f"--batch needs a backend with a batch API (openai:…); {backend.model} has none. "
                          "Run it without --batch.")
 

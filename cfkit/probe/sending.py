@@ -49,8 +49,7 @@ class Sender:
         """Send ``items`` (those of them no other process takes), ``concurrency`` at most at once."""
         self.pacer = pacer = Pacer(concurrency)
         self.progress.concurrency = concurrency
-        if hasattr(self.backend, "on_overload"):
-            self.backend.on_overload = pacer.overloaded  # the backend says when the server is overloaded
+        self.backend.on_overload = pacer.overloaded  # the backend says when the server is overloaded
         queue = SharedQueue(self.store, self.run_id, items, self.keys, claim=concurrency * CLAIM,
                             on_elsewhere=self._elsewhere)
         self.recorder.lease_owner = queue.owner
@@ -78,9 +77,7 @@ class Sender:
             finally:
                 with contextlib.suppress(Exception):  # a store that cannot be written has said so already
                     queue.close()
-                closer = getattr(self.backend, "aclose", None)
-                if closer is not None:
-                    await closer()
+                await self.backend.aclose()
                 self.progress.elsewhere = queue.elsewhere
                 if pacer.lowest < pacer.limit:
                     self.notes.add(f"the server said it was overloaded {pacer.overloads} time(s); requests in "
