@@ -117,19 +117,35 @@ def test_plugin_members_are_read_as_attributes():
     assert not probes, probes
 
 
-def test_only_the_cli_ends_the_process():
-    """Library code raises from the error tree; only cli/ turns it into an exit status."""
+def test_one_place_ends_the_process():
+    """Code raises from the error tree; the CLI's entry point (cli/__init__.py) alone turns it into an exit status."""
     direct = []
     for name, path in MODULES.items():
-        if name.startswith("cfkit.cli") or name == "cfkit.__main__":
-            continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Raise) and node.exc is not None and "SystemExit" in ast.unparse(node.exc):
                 direct.append(f"{path.relative_to(REPO)}:{node.lineno}")
-            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("sys.exit", "exit", "quit", "os._exit"):
+            exits = isinstance(node, ast.Call) and ast.unparse(node.func) in ("sys.exit", "exit", "quit", "os._exit")
+            if exits and name != "cfkit.cli":
                 direct.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert not direct, direct
+
+
+def test_library_code_makes_no_message_of_an_exception():
+    """A caught exception is raised again (or translated into the error tree), never drawn as text for a person
+    outside cli/: the interactive loops take the CLI's words for it (``failed``, ``refused``)."""
+    drawn = []
+    for name, path in MODULES.items():
+        if name.startswith("cfkit.cli"):
+            continue
+        for handler in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(handler, ast.ExceptHandler) or handler.name is None:
+                continue
+            for node in (n for stmt in handler.body for n in ast.walk(stmt)):
+                if (isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("Text", "print", "echo")
+                        and re.search(rf"\b{handler.name}\b", ast.unparse(node))):
+                    drawn.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
+    assert not drawn, drawn
 
 
 DOC_REFERENCE = re.compile(r"(?<![\w/.-])((?:docs/|examples/[\w-]+/|probes/|benchmarks/)?[\w-]+\.md)\b")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.text import Text
 from rich.markup import escape
 from rich.table import Table
 
@@ -138,7 +139,7 @@ def annotate(ws, name, item_ref, audit_ref) -> None:
         start = audits.find_item(store, current.id, item_ref) if item_ref else None
         require_terminal("annotate", name)
         with TerminalKeys(out) as keys:
-            summary = session(ws, store, current, name, keys, out, start=start)
+            summary = session(ws, store, current, name, keys, out, start=start, refused=_refused)
     if summary.remaining == 0:
         err.print(f"All {len(current.items)} items are labelled by {name}; change one with "
                   f"'cfkit audit annotate --as {name} --item ITEM'.")
@@ -313,7 +314,7 @@ def adjudicate(ws, name, audit_ref) -> None:
         current = load_audit(store, audit_ref)
         require_terminal("adjudicate", name)
         with TerminalKeys(out) as keys:
-            summary = session(ws, store, current, name, keys, out)
+            summary = session(ws, store, current, name, keys, out, refused=_refused)
     if summary.finished == summary.remaining == 0:
         err.print("Nothing to resolve: no item labelled by both annotators differs or was marked unsure "
                   "(see 'cfkit audit status').")
@@ -355,3 +356,8 @@ def guideline() -> None:
     from cfkit.audit.guideline import GUIDELINE
 
     click.echo(GUIDELINE)
+
+
+def _refused(exc) -> Text:
+    """The line an interactive audit session shows when a save is refused; the session goes on."""
+    return Text(str(exc), style="red")

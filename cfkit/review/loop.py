@@ -41,6 +41,8 @@ __all__ = ["HELP", "KeySource", "ReviewSummary", "TerminalKeys", "edit_to_review
 #: ``regenerate(edit, engine)``: another candidate like ``edit``; ``engine`` None keeps its engine, model and
 #: options, "" uses cfkit.toml's engine, a name that engine.
 Regenerate = Callable[[EditRecord, "str | None"], None]
+#: ``failed(exc)``: the line the view shows when a regeneration fails (the CLI's words for the error).
+Failed = Callable[[CfkitError], Text]
 
 # ── decisions ──────────────────────────────────────────────────────────────
 
@@ -186,12 +188,14 @@ def _follow_terminal_size(console: Console) -> None:
 
 
 def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySource, console: Console, *,
-                regenerate: Regenerate | None = None, start_edit: int | None = None) -> ReviewSummary:
+                regenerate: Regenerate | None = None, start_edit: int | None = None,
+                failed: Failed | None = None) -> ReviewSummary:
     """Show each spec's edit to review and act on keys until every spec is decided or the reviewer quits.
 
     ``start_edit`` opens the first spec on that edit. ``regenerate`` makes a
     new candidate (and checks it); when it is None the key says that
-    regeneration is not available.
+    regeneration is not available. ``failed(exc)`` is the line shown when a
+    regeneration fails (the review goes on); without it the error is raised.
     """
     summary = ReviewSummary()
     state = ViewState()
@@ -242,7 +246,7 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
                                f"{'s' if len(data.candidates) != 1 else ''}; this is the "
                                f"{'last' if key == ']' else 'first'}.", style="yellow")
         elif key in ("g", "G"):
-            current, message = _regenerate(store, console, keys, data, key == "G", regenerate)
+            current, message = _regenerate(store, console, keys, data, key == "G", regenerate, failed)
         elif key == "z":
             boxes = len(zoom_boxes(data.mask))
             state.zoom = (state.zoom + 1) % (boxes + 1) if boxes else 0
@@ -265,7 +269,7 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
 
 
 def _regenerate(store: Store, console: Console, keys: KeySource, data: ViewData, ask: bool,
-                regenerate: Regenerate | None) -> tuple[int, Text | None]:
+                regenerate: Regenerate | None, failed: Failed | None) -> tuple[int, Text | None]:
     """Another candidate like the edit on screen (or with the engine asked for); the edit to show next."""
     if regenerate is None:
         return data.edit_id, Text("regenerate is not available here; run 'cfkit edit "
@@ -277,7 +281,9 @@ def _regenerate(store: Store, console: Console, keys: KeySource, data: ViewData,
     try:
         regenerate(edits.get(store, data.edit_id), engine)
     except CfkitError as exc:
-        return data.edit_id, Text(f"regenerate failed: {exc}", style="red")
+        if failed is None:
+            raise
+        return data.edit_id, failed(exc)
     newest = edits.newest_ok(store, data.spec_id)
     made = newest.id if newest is not None else data.edit_id
     return made, Text(f"made #{made} {how}.", style="dim")
