@@ -91,6 +91,12 @@ def test_the_preservation_check_is_pure():
             assert all(d.startswith(allowed) for d in deps), (name, sorted(deps))
 
 
+def test_the_terminal_room_imports_nothing_of_cfkit():
+    for name, deps in GRAPH.items():
+        if name.startswith("cfkit.terminal"):
+            assert all(d.startswith("cfkit.terminal") for d in deps), (name, sorted(deps))
+
+
 def test_weights_and_preserve_point_one_way():
     """Finding LPIPS's weights (weights/) builds the scorer (preserve/); the scorer never looks for weights."""
     upward = [(name, d) for name, deps in GRAPH.items() if name.startswith("cfkit.preserve")

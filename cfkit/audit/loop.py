@@ -22,7 +22,7 @@ from cfkit.audit.adjudication import agreed_answer, needs_resolution, resolve_it
 from cfkit.audit.agreement import LabelPair
 from cfkit.audit.guideline import GUIDELINE, HELP
 from cfkit.audit.items import Audit, annotator_order, blind, check_annotator
-from cfkit.audit.keys import KeySource
+from cfkit.terminal.keys import RESIZE, KeySource, follow_terminal_size, terminal_problem
 from cfkit.audit.labelling import LabelState, state_of, update_label
 from cfkit.audit.view import ADJUDICATE_KEYS, ANNOTATE_KEYS, AuditView, Screen
 from cfkit.errors import CfkitError, ImageError, UsageError
@@ -225,10 +225,13 @@ def _session(ws: Workspace, mode: _Mode, keys: KeySource, console: Console, summ
                         overlay=overlay, keys=mode.keys)
         view = AuditView(screen, height=frame_height)
         if console.is_terminal:
+            follow_terminal_size(console)
             console.clear()
         console.print(view, crop=True)
         message = None
         key = keys.key()
+        if key == RESIZE:
+            continue  # drawn again at the new size
         key = key if key.startswith("\x1b") or key == "\t" else key.lower()
         if overlay is not None:  # the guideline or the help: scroll keys scroll it, any other key closes it
             move = _scroll_step(key)
@@ -335,3 +338,14 @@ def _ask_note(mode: _Mode, item: AuditItem, keys: KeySource, *, required: bool =
     if required:
         return Text("a resolution needs a note; press m to add one (nothing was saved yet).", style="yellow")
     return None
+
+
+def require_terminal(command: str, annotator: str) -> None:
+    """Refuse an interactive session without a terminal, pointing to the commands that need none."""
+    problem = terminal_problem()
+    if problem:
+        other = ("'cfkit audit items --as {0} --json' lists your items and 'cfkit audit label ITEM --as {0} --cue "
+                 "yes|no --link yes|no' labels one" if command == "annotate" else
+                 "'cfkit audit agreement' lists the disagreements and 'cfkit audit resolve ITEM --as {0} --cue yes|no "
+                 "--link yes|no --note …' resolves one").format(annotator)
+        raise UsageError(f"'cfkit audit {command}' needs a terminal ({problem}); without one, {other}.")

@@ -129,7 +129,8 @@ def annotate(ws, name, item_ref, audit_ref) -> None:
     s skip, j/k scroll, g guideline, ? help, q quit. Run it again to resume.
     """
     from cfkit.audit.items import check_annotator, load_audit
-    from cfkit.audit.keys import TerminalKeys, require_terminal
+    from cfkit.audit.loop import require_terminal
+    from cfkit.terminal.keys import TerminalKeys
     from cfkit.audit.loop import annotate as session
     from cfkit.store import audits
 
@@ -306,7 +307,8 @@ def adjudicate(ws, name, audit_ref) -> None:
     b back, s skip, g guideline, q quit.
     """
     from cfkit.audit.items import check_annotator, load_audit
-    from cfkit.audit.keys import TerminalKeys, require_terminal
+    from cfkit.audit.loop import require_terminal
+    from cfkit.terminal.keys import TerminalKeys
     from cfkit.audit.loop import adjudicate as session
 
     name = check_annotator(name)

@@ -14,7 +14,6 @@ since that accept (the others were there to compare when the person chose).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,7 +27,8 @@ from cfkit.edit_files import EditFiles, load_edit_images, spec_thresholds
 from cfkit.preserve import find_leaks, keep_region
 from cfkit.review.panels import zoom_boxes
 from cfkit.review.screen import HELP, ReviewScreen, ViewState
-from cfkit.review.terminal import RESIZE, KeySource, TerminalKeys, require_terminal, terminal_problem
+from cfkit.review.terminal import ALIASES, RESIZE, KeySource, TerminalKeys, require_terminal, terminal_problem
+from cfkit.terminal.keys import follow_terminal_size
 from cfkit.review.view import DIFF_MODES, ViewData, largest_change
 from cfkit.store import Store, checks, edits, reviews
 from cfkit.store.edits import EditRecord
@@ -172,19 +172,9 @@ class ReviewSummary:
 
 def _draw(console: Console, screen: ReviewScreen) -> None:
     if console.is_terminal:
-        _follow_terminal_size(console)
+        follow_terminal_size(console)
         console.clear()
     console.print(screen, soft_wrap=False, crop=True)
-
-
-def _follow_terminal_size(console: Console) -> None:
-    """Draw at the terminal's size now, even where COLUMNS / LINES were exported at another size."""
-    try:
-        size = os.get_terminal_size(console.file.fileno())
-    except (AttributeError, ValueError, OSError):
-        return  # not a real terminal (a test's recording console): keep its size
-    if size.columns and size.lines:
-        console.size = (size.columns, size.lines)
 
 
 def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySource, console: Console, *,
@@ -214,7 +204,8 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
             current = data.edit_id
         _draw(console, ReviewScreen(data, state, message))
         message = None
-        key = keys.key()
+        pressed = keys.key()
+        key = ALIASES.get(pressed, pressed)
         if key == RESIZE:
             continue
         if state.help:
