@@ -154,6 +154,50 @@ def test_library_code_makes_no_message_of_an_exception():
     assert not drawn, drawn
 
 
+ARCHITECTURE = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+ROOM_NAME = re.compile(r"^(?:\w+/|\w+\.py)$")
+
+
+def _room(module: str) -> str | None:
+    """``cfkit.probe.runner`` -> ``probe/``, ``cfkit.edit`` -> ``edit.py``; None for the package itself."""
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] == "__main__":
+        return None
+    return parts[1] + "/" if (PACKAGE / parts[1]).is_dir() else parts[1] + ".py"
+
+
+ROOMS_ON_DISK = {_room(name) for name in MODULES} - {None}
+
+
+def _floors() -> dict[str, int]:
+    """Each room of the layer picture with its floor (0 = the top line); a line's rooms come before its comment."""
+    start = ARCHITECTURE.index("```", ARCHITECTURE.index("## Layers")) + 3
+    picture = ARCHITECTURE[start:ARCHITECTURE.index("```", start)].strip("\n").splitlines()
+    floors: dict[str, int] = {}
+    for number, line in enumerate(picture):
+        for token in line.split():
+            if not ROOM_NAME.match(token):
+                break
+            assert token not in floors, f"{token} is drawn twice in the layer picture"
+            floors[token] = number
+    return floors
+
+
+def test_the_rooms_table_names_exactly_the_rooms_on_disk():
+    table = ARCHITECTURE[ARCHITECTURE.index("## Rooms"):ARCHITECTURE.index("## Layers")]
+    named = set(re.findall(r"^\| `([^`]+)` \|", table, re.MULTILINE))
+    assert ROOMS_ON_DISK - named == set(), "rooms on disk that docs/architecture.md does not name"
+    assert named - ROOMS_ON_DISK == set(), "rooms docs/architecture.md names that are not on disk"
+
+
+def test_the_layer_picture_holds_every_room_and_no_import_runs_up():
+    floors = _floors()
+    assert set(floors) == ROOMS_ON_DISK, (sorted(ROOMS_ON_DISK - set(floors)), sorted(set(floors) - ROOMS_ON_DISK))
+    upward = sorted({f"{_room(a)} -> {_room(b)}" for a, deps in GRAPH.items() for b in deps
+                     if _room(a) and _room(b) and _room(a) != _room(b) and floors[_room(b)] < floors[_room(a)]})
+    assert not upward, f"imports that run up the layer picture of docs/architecture.md: {upward}"
+
+
 DOC_REFERENCE = re.compile(r"(?<![\w/.-])((?:docs/|examples/[\w-]+/|probes/|benchmarks/)?[\w-]+\.md)\b")
 
 
