@@ -192,6 +192,10 @@ class Backend:
         """The provider's batch API (``probe run --batch``); None when it has none."""
         return None
 
+    async def check_endpoint(self) -> str | None:
+        """Whether the server can be reached, asked once before a run sends: why not, in one line, or None."""
+        return None
+
     async def aclose(self) -> None:
         """Release connections at the end of a run."""
 
@@ -319,6 +323,11 @@ def as_backend(backend: Any) -> Backend:
     return backend
 
 
+def has_batch_api(backend: Any) -> bool:
+    """Whether ``backend`` offers a provider batch API (``probe run --batch``): its class overrides ``batch_api``."""
+    return type(as_backend(backend)).batch_api is not Backend.batch_api
+
+
 def is_async(backend: Backend) -> bool:
     return inspect.iscoroutinefunction(backend.answer)
 
@@ -326,6 +335,7 @@ def is_async(backend: Backend) -> bool:
 __all__ = [
     "Backend", "BackendContext", "BackendInfo", "BackendOptions", "Capabilities", "Generation", "ImageData",
     "KnownAnswer", "ProbeRequest", "Reply", "RequestMeta", "TransportError", "as_backend", "backend_class",
+    "has_batch_api",
     "cache_options",
     "check_installed", "describe_backends", "load_backend", "missing_requirement", "parse_option_pairs",
     "split_model",
