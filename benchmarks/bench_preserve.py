@@ -69,7 +69,8 @@ def run() -> list[dict]:
     import lpips
     import torch
 
-    from cfkit.preserve import LpipsScorer, check_edit
+    from cfkit.edit_files import check_edit
+    from cfkit.preserve import LpipsScorer
     from cfkit.review.loop import load_view_data
     from cfkit.review.view import EditView
     from cfkit.store import Store

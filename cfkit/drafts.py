@@ -84,11 +84,14 @@ def draft_captions(ws: Workspace, backend, case_ids: Iterable[str] = (), *, subs
     and its findings returned; the evidence text is left for the reviewer, who
     knows the decisive cue. A request that fails is reported and the others go on.
     """
+    from cfkit.backends import as_backend
+
+    backend = as_backend(backend)
     from cfkit.backends import TransportError, is_async
     from cfkit.files import write_text_atomic
 
     # 1. Check the inputs.
-    capabilities = getattr(backend, "capabilities", None)
+    capabilities = backend.capabilities
     if capabilities is not None and not capabilities.images:
         raise UsageError(f"backend {backend.model} cannot see images; draft with a vision-language model "
                          "(e.g. --model openai:gpt-5.5 or hf:Qwen/Qwen3-VL-8B-Instruct).")
@@ -146,9 +149,7 @@ def draft_captions(ws: Workspace, backend, case_ids: Iterable[str] = (), *, subs
                     except TransportError as exc:
                         results[case.id] = failed(case, exc)
             finally:
-                close = getattr(backend, "aclose", None)
-                if close is not None:
-                    await close()
+                await backend.aclose()
 
         asyncio.run(ask_all())
     else:

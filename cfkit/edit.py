@@ -14,7 +14,11 @@
    pixels outside a slightly dilated mask, :mod:`cfkit.composite`) atomically
    under ``<store>/edits/SPEC/<id>-raw.png`` / ``<id>-composite.png``, both at
    the source's exact size, and record the provenance (:mod:`cfkit.store.edits`);
-5. run the preservation check on each new edit.
+5. check each new edit from the arrays just made (:func:`cfkit.preserve.check_images`;
+   nothing is read back from disk) and store its checks.
+
+One store connection serves the whole edit; it is opened when the first thing is
+read from or written to the store.
 
 An engine's options come from ``cfkit.toml [edit.engines.NAME]``, then the
 spec's ``engines: {NAME: …}``, then ``-o KEY=VALUE`` (``--model`` and
@@ -41,10 +45,11 @@ from cfkit.editors import EditRequest, EditResult, Editor, load_editor
 from cfkit.errors import (CaseError, CfkitError, EditRefused, EditorError, EditorTransport, EditorUnavailable, ImageError, SpecError, UsageError)
 from cfkit.files import write_bytes_atomic
 from cfkit.images import open_image
+from cfkit.edit_files import lpips_scorer, spec_thresholds, store_checks
 from cfkit.masks import load_mask
-from cfkit.preserve import check_edit
+from cfkit.preserve import EditImages, Thresholds, check_images
 from cfkit.specs import SpecFile, load_spec, try_load_cases
-from cfkit.store import Store, checks, edits, now, reviews
+from cfkit.store import Store, edits, now, reviews
 from cfkit.store.checks import CheckResult
 from cfkit.store.edits import LABEL, EditRecord, NewEdit
 from cfkit.workspace import Workspace
@@ -126,6 +131,7 @@ class _Prepared:
     source_sha256: str
     mask_sha256: str
     mask: np.ndarray
+    thresholds: Thresholds  # the preservation check's limits for this spec
     given: dict[str, dict[str, Any]] = field(default_factory=dict)  # engine -> options given for this edit
 
 
@@ -157,14 +163,13 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
     if mask.coverage == 1.0:
         raise SpecError(f"spec {spec.id}: the mask covers the whole image; leave the non-target content black.")
 
+    mask.array.setflags(write=False)  # the check measures these very arrays after the engine ran
     # c. Each engine with its options, and whatever it checks itself before anything is written.
     editors = {name: load_editor(name, engine_options(ws, spec, name, given[name])) for name in chain}
     request = EditRequest(spec_id=spec.id, prompt=spec.prompt, image=source, mask=mask.array, n=n, seed=seed,
                           files=ws.interventions_dir, root=ws.root)
     for editor in editors.values():
-        check = getattr(editor, "check", None)
-        if callable(check):
-            check(request)
+        editor.check(request)
 
     previews = {name: _preview(ed, request) for name, ed in editors.items()}
     plan = EditPlan(spec_id=spec.id, spec_sha256=spec_file.sha256, case_id=case.id, prompt=spec.prompt,
@@ -172,7 +177,7 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
                     engines=tuple(chain), n=n, seed=seed, previews=previews, notes=tuple(notes))
     return _Prepared(plan=plan, request=request, editors=editors,
                      source_sha256=hashlib.sha256(source_path.read_bytes()).hexdigest(), mask_sha256=mask.sha256,
-                     mask=mask.array, given={name: plain_values(given[name].values) for name in chain})
+                     mask=mask.array, thresholds=spec_thresholds(ws, spec), given={name: plain_values(given[name].values) for name in chain})
 
 
 def _source_of(ws: Workspace, spec_file: SpecFile) -> tuple[Any, Path]:
@@ -188,9 +193,8 @@ def _source_of(ws: Workspace, spec_file: SpecFile) -> tuple[Any, Path]:
 
 
 def _preview(editor: Editor, request: EditRequest) -> dict[str, Any]:
-    """What the engine would send, for --dry-run; engines may offer ``describe(request)`` for this."""
-    describe = getattr(editor, "describe", None)
-    return dict(describe(request)) if callable(describe) else {}
+    """What the engine would send, for --dry-run (its ``describe(request)``; nothing by default)."""
+    return dict(editor.describe(request))
 
 
 def plan_edit(ws: Workspace, spec_id: str, **kwargs: Any) -> EditPlan:
@@ -220,10 +224,43 @@ def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int 
                         input_path=input_path)
     plan = prep.plan
 
+    with _StoreSpan(ws) as span:
+        return _edit_with(ws, prep, span, again=again, engine_call=engine_call)
+
+
+class _StoreSpan:
+    """The one store connection of an edit, opened when first needed (a dry run or an edit refused before
+    anything is recorded creates no store)."""
+
+    def __init__(self, ws: Workspace):
+        self._path = ws.db_path
+        self._store: Store | None = None
+
+    def existing(self) -> Store | None:
+        """The store when it is already there, else None."""
+        return self.store if self._store is not None or self._path.is_file() else None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store(self._path)
+        return self._store
+
+    def __enter__(self) -> "_StoreSpan":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+def _edit_with(ws: Workspace, prep: _Prepared, span: _StoreSpan, *, again: bool,
+               engine_call: EngineCall | None) -> EditOutcome:
+    plan = prep.plan
     # 2. An accepted edit stays; more candidates only when asked for.
-    if ws.db_path.is_file() and not again:
-        with Store(ws.db_path) as store:
-            accepted = reviews.accepted_edit_id(store, plan.spec_id)
+    existing = None if again else span.existing()
+    if existing is not None:
+        accepted = reviews.accepted_edit_id(existing, plan.spec_id)
         if accepted is not None:
             raise UsageError(
                 f"spec {plan.spec_id} already has an accepted edit (#{accepted}); it is kept and stays selected. "
@@ -246,22 +283,19 @@ def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int 
         except EditorTransport as exc:
             attempts.append(Attempt(name, "unreachable", str(exc)))
             if last:
-                with Store(ws.db_path) as store:
-                    edit_id = _record_without_output(store, prep, name, "failed", str(exc), attempts, started)
+                edit_id = _record_without_output(span.store, prep, name, "failed", str(exc), attempts, started)
                 raise EditorTransport(f"{exc} (recorded as edit #{edit_id}, failed)") from exc
             continue
         except EditRefused as exc:
             attempts.append(Attempt(name, "refused", str(exc)))
-            with Store(ws.db_path) as store:
-                edit_id = _record_without_output(store, prep, name, "refused", str(exc), attempts, started)
+            edit_id = _record_without_output(span.store, prep, name, "refused", str(exc), attempts, started)
             raise EditRefused(
                 f"{exc} Recorded as edit #{edit_id} (refused); no other engine was tried. "
                 f"Rephrase the prompt in interventions/{plan.spec_id}.yaml or choose another --engine."
             ) from exc
         except EditorError as exc:
             attempts.append(Attempt(name, "failed", str(exc)))
-            with Store(ws.db_path) as store:
-                edit_id = _record_without_output(store, prep, name, "failed", str(exc), attempts, started)
+            edit_id = _record_without_output(span.store, prep, name, "failed", str(exc), attempts, started)
             raise EditorError(f"{exc} (recorded as edit #{edit_id}, failed)") from exc
         attempts.append(Attempt(name, "used"))
         break
@@ -277,17 +311,15 @@ def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int 
 
     # 4. Save each candidate with its provenance.
     self_notes = list(plan.notes) + list(result.notes)
-    records: list[EditRecord] = []
-    with Store(ws.db_path) as store:
-        for candidate, raw in enumerate(result.images):
-            records.append(_save_candidate(ws, store, prep, used, result, raw, candidate, attempts, started,
-                                           self_notes))
+    saved = [_save_candidate(ws, span.store, prep, used, result, raw, candidate, attempts, started, self_notes)
+             for candidate, raw in enumerate(result.images)]
 
-        # 5. Check each new edit.
-        results, check_error = _run_checks(ws, store, [r.id for r in records])
-        verdicts = {r.id: c.label for r in records if (c := checks.latest(store, r.id)) is not None}
-    return EditOutcome(plan=plan, records=records, attempts=attempts, notes=self_notes, checks=results,
-                       check_error=check_error, verdicts=verdicts)
+    # 5. Check each new edit from the arrays in hand, and store the checks.
+    results, check_error = _run_checks(ws, span.store, prep, saved)
+    verdicts = {edit_id: r.label for edit_id, rows in results.items()
+                if (r := next((c for c in rows if c.variant == "composite"), None)) is not None}
+    return EditOutcome(plan=plan, records=[record for record, _ in saved], attempts=attempts, notes=self_notes,
+                       checks=results, check_error=check_error, verdicts=verdicts)
 
 
 def _spec_engines(ws: Workspace, spec_id: str) -> list[str]:
@@ -310,7 +342,7 @@ def _new_edit(prep: _Prepared, engine: str, model: str | None, params: dict[str,
 
 def _record_without_output(store: Store, prep: _Prepared, engine: str, status: str, error: str,
                            attempts: list[Attempt], started: str) -> int:
-    model = getattr(prep.editors[engine], "model", None)
+    model = prep.editors[engine].model
     params = {"preview": prep.plan.previews.get(engine, {}), "n": prep.plan.n}
     new = _new_edit(prep, engine, model, params, attempts, started, seed=prep.plan.seed)
     return edits.insert_without_output(store, new, status, error)
@@ -318,7 +350,8 @@ def _record_without_output(store: Store, prep: _Prepared, engine: str, status: s
 
 def _save_candidate(ws: Workspace, store: Store, prep: _Prepared, engine: str, result: EditResult,
                     raw: np.ndarray, candidate: int, attempts: list[Attempt], started: str,
-                    notes: list[str]) -> EditRecord:
+                    notes: list[str]) -> tuple[EditRecord, dict[str, np.ndarray]]:
+    """Write one candidate's raw output and composite and record them; returns the record and both arrays."""
     plan = prep.plan
     width, height = plan.source_size
     if raw.shape != (height, width, 3) or raw.dtype != np.uint8:
@@ -341,7 +374,8 @@ def _save_candidate(ws: Workspace, store: Store, prep: _Prepared, engine: str, r
     comp_rel = folder / f"{edit_id}-composite.png"
     about = f"{LABEL}: cfkit edit #{edit_id} of spec {plan.spec_id}, engine {engine}"
     raw_png = labelled_png(raw, f"{about}, raw output")
-    comp_png = labelled_png(composite(prep.request.image, raw, prep.mask), f"{about}, composite")
+    pasted = composite(prep.request.image, raw, prep.mask)
+    comp_png = labelled_png(pasted, f"{about}, composite")
     try:
         write_bytes_atomic(ws.store_dir / raw_rel, raw_png, overwrite=False)
         write_bytes_atomic(ws.store_dir / comp_rel, comp_png, overwrite=False)
@@ -352,16 +386,20 @@ def _save_candidate(ws: Workspace, store: Store, prep: _Prepared, engine: str, r
         raise ImageError(f"cannot write edit files under {ws.edits_dir} ({exc.strerror}).") from exc
     edits.mark_written(store, edit_id, raw_path=raw_rel.as_posix(), raw_sha256=hashlib.sha256(raw_png).hexdigest(),
                        composite_path=comp_rel.as_posix(), composite_sha256=hashlib.sha256(comp_png).hexdigest())
-    return edits.get(store, edit_id)
+    return edits.get(store, edit_id), {"raw": raw, "composite": pasted}
 
 
-def _run_checks(ws: Workspace, store: Store,
-                edit_ids: list[int]) -> tuple[dict[int, list[CheckResult]], CfkitError | None]:
+def _run_checks(ws: Workspace, store: Store, prep: _Prepared, saved: list[tuple[EditRecord, dict[str, np.ndarray]]]
+                ) -> tuple[dict[int, list[CheckResult]], CfkitError | None]:
+    """Check each saved candidate from its arrays (the PNGs hold the same pixels) and store the results."""
     results: dict[int, list[CheckResult]] = {}
-    for edit_id in edit_ids:
-        try:
-            results[edit_id] = check_edit(ws, store, edit_id)
-        except CfkitError as exc:
-            # The edit is saved; a check that cannot run is reported with the edit, not fatal.
-            return results, exc
+    try:
+        scorer, note = lpips_scorer(ws)
+        for record, outputs in saved:
+            images = EditImages(original=prep.request.image, mask=prep.mask, outputs=outputs)
+            measured = check_images(images, prep.thresholds, scorer, lpips_note=note)
+            results[record.id] = store_checks(store, record.id, record.spec_id, measured)
+    except CfkitError as exc:
+        # The edits are saved; a check that cannot run is reported with them, not fatal.
+        return results, exc
     return results, None

@@ -102,7 +102,7 @@ def plain_values(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def check_candidates(name: str, n: int) -> None:
-    most = getattr(editor_class(name), "max_candidates", 1)
+    most = editor_class(name).max_candidates
     if n <= most:
         return
     if most == 1:

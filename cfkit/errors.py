@@ -18,7 +18,8 @@ names what failed, the bad value, what is allowed and what to do next.
     │   ├── TemplateError     probe templates
     │   ├── PredictionError   predictions JSONL
     │   ├── LabelError        audit labels files (JSONL, CSV) given to 'cfkit audit import'
-    │   └── MissingExtra      an option needs an optional dependency group (an extra) that is not installed
+    │   ├── MissingExtra      an option needs an optional dependency group (an extra) that is not installed
+    │   └── InputRejected     the command has listed every problem of its input itself; nothing is added
     ├── CheckFailed           a check ran and did not pass (exit status 1)
     ├── Incomplete            the work a command needs is not finished yet (exit status 1)
     ├── RunIncomplete         a probe run ended without a reply to every planned request (exit status 1)
@@ -111,6 +112,14 @@ class LabelError(InputError):
 
 class MissingExtra(InputError):
     """An option asked for needs a package of an optional group (e.g. matplotlib for --plot) that is not installed."""
+
+
+class InputRejected(InputError):
+    """The input has problems the command has already listed, one per line (a validation report).
+
+    Raised with an empty message, it ends the command with exit status 2 and the
+    CLI adds no line of its own; with a message, that message is shown like any other.
+    """
 
 
 class CheckFailed(CfkitError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Any
 from functools import lru_cache
 from importlib.metadata import EntryPoint, entry_points
 
@@ -61,3 +62,21 @@ def load(group: str, name: str):
         raise PluginError(f"Unknown {kind} '{name}'.{did_you_mean(name, available)} Installed: {names}. See '{see}'.")
     plugin = available[name]
     return EntryPoint(name=name, value=plugin.value, group=group).load()
+
+
+def with_defaults(plugin: Any, base: type) -> Any:
+    """``plugin`` (a class) as a subclass of ``base``, so ``base``'s defaults fill the members it leaves out.
+
+    A class that already subclasses ``base`` (every built-in) comes back as it is;
+    another gets a subclass of both, in which everything it defines itself comes
+    first. Anything that is not a class is returned unchanged.
+    """
+    if not isinstance(plugin, type) or issubclass(plugin, base):
+        return plugin
+    return _adopted(plugin, base)
+
+
+@lru_cache(maxsize=64)
+def _adopted(plugin: type, base: type) -> type:
+    return type(plugin.__name__, (plugin, base), {"__module__": plugin.__module__, "__qualname__": plugin.__qualname__,
+                                                  "__doc__": plugin.__doc__})

@@ -52,3 +52,8 @@ AUDIT_CRITERIA: tuple[str, ...] = ("answer", "cue", "link", "ega")
 
 #: ``cfkit audit export`` / ``import`` formats: JSON Lines, and CSV for spreadsheets.
 AUDIT_FORMATS: tuple[str, ...] = ("jsonl", "csv")
+
+
+def verdict_label(verdict: str, lpips_measured: bool) -> str:
+    """``pass``, ``fail``, ``pass (without LPIPS)`` …: the one way a verdict is written for people."""
+    return verdict + ("" if lpips_measured else " (without LPIPS)")

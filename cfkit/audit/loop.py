@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -21,7 +22,7 @@ from cfkit.audit.adjudication import agreed_answer, needs_resolution, resolve_it
 from cfkit.audit.agreement import LabelPair
 from cfkit.audit.guideline import GUIDELINE, HELP
 from cfkit.audit.items import Audit, annotator_order, blind, check_annotator
-from cfkit.audit.keys import KeySource
+from cfkit.terminal.keys import RESIZE, KeySource, follow_terminal_size, terminal_problem
 from cfkit.audit.labelling import LabelState, state_of, update_label
 from cfkit.audit.view import ADJUDICATE_KEYS, ANNOTATE_KEYS, AuditView, Screen
 from cfkit.errors import CfkitError, ImageError, UsageError
@@ -157,9 +158,17 @@ class _Adjudicating:
         return f"{len(self.resolved)} of {len(self.items)} resolved"
 
 
+#: What a session shows when a save is refused: the CLI's line for the error (the session then goes on).
+Refused = Callable[[CfkitError], Text]
+
+
 def annotate(ws: Workspace, store: Store, audit: Audit, name: str, keys: KeySource, console: Console, *,
-             start: AuditItem | None = None, height: int | None = None) -> SessionSummary:
-    """Label items in ``name``'s own order, from ``start`` or the first one without a complete label."""
+             start: AuditItem | None = None, height: int | None = None,
+             refused: Refused | None = None) -> SessionSummary:
+    """Label items in ``name``'s own order, from ``start`` or the first one without a complete label.
+
+    ``refused(exc)`` is the line shown when a save is refused (the session goes on); without it the
+    error is raised."""
     name = check_annotator(name)
     people = [a.name for a in audit_labels.annotators(store, audit.id)]
     if name not in people and len(people) >= audit.plan.annotators:
@@ -167,15 +176,17 @@ def annotate(ws: Workspace, store: Store, audit: Audit, name: str, keys: KeySour
                          "of them; annotate under your own name, or adjudicate with 'cfkit audit adjudicate'.")
     summary = SessionSummary()
     mode = _Annotating(store, audit, name, summary)
-    return _session(ws, mode, keys, console, summary, start=start, height=height)
+    return _session(ws, mode, keys, console, summary, start=start, height=height, refused=refused)
 
 
 def adjudicate(ws: Workspace, store: Store, audit: Audit, name: str, keys: KeySource, console: Console, *,
-               height: int | None = None) -> SessionSummary:
-    """Walk the items that need a resolution (disagreements and unsure marks), saving each with its note."""
+               height: int | None = None, refused: Refused | None = None) -> SessionSummary:
+    """Walk the items that need a resolution (disagreements and unsure marks), saving each with its note.
+
+    ``refused`` as for :func:`annotate`."""
     summary = SessionSummary()
     mode = _Adjudicating(store, audit, check_annotator(name), summary, needs_resolution(store, audit))
-    return _session(ws, mode, keys, console, summary, height=height)
+    return _session(ws, mode, keys, console, summary, height=height, refused=refused)
 
 
 def _first_open(mode: _Mode, after: int = -1) -> int | None:
@@ -192,7 +203,8 @@ def _focus(state: LabelState) -> str:
 
 
 def _session(ws: Workspace, mode: _Mode, keys: KeySource, console: Console, summary: SessionSummary, *,
-             start: AuditItem | None = None, height: int | None = None) -> SessionSummary:
+             start: AuditItem | None = None, height: int | None = None,
+             refused: Refused | None = None) -> SessionSummary:
     """Draw, read a key, act, until every item is done or the person quits."""
     if not mode.items:
         return summary
@@ -213,10 +225,13 @@ def _session(ws: Workspace, mode: _Mode, keys: KeySource, console: Console, summ
                         overlay=overlay, keys=mode.keys)
         view = AuditView(screen, height=frame_height)
         if console.is_terminal:
+            follow_terminal_size(console)
             console.clear()
         console.print(view, crop=True)
         message = None
         key = keys.key()
+        if key == RESIZE:
+            continue  # drawn again at the new size
         key = key if key.startswith("\x1b") or key == "\t" else key.lower()
         if overlay is not None:  # the guideline or the help: scroll keys scroll it, any other key closes it
             move = _scroll_step(key)
@@ -226,7 +241,9 @@ def _session(ws: Workspace, mode: _Mode, keys: KeySource, console: Console, summ
         try:
             step = _act(mode, item, key, focus, keys)
         except CfkitError as exc:  # a refused save (e.g. the item was adjudicated meanwhile): say it, keep going
-            message = Text(str(exc), style="red")
+            if refused is None:
+                raise
+            message = refused(exc)
             continue
         if step.quit:
             summary.quit_early = True
@@ -321,3 +338,14 @@ def _ask_note(mode: _Mode, item: AuditItem, keys: KeySource, *, required: bool =
     if required:
         return Text("a resolution needs a note; press m to add one (nothing was saved yet).", style="yellow")
     return None
+
+
+def require_terminal(command: str, annotator: str) -> None:
+    """Refuse an interactive session without a terminal, pointing to the commands that need none."""
+    problem = terminal_problem()
+    if problem:
+        other = ("'cfkit audit items --as {0} --json' lists your items and 'cfkit audit label ITEM --as {0} --cue "
+                 "yes|no --link yes|no' labels one" if command == "annotate" else
+                 "'cfkit audit agreement' lists the disagreements and 'cfkit audit resolve ITEM --as {0} --cue yes|no "
+                 "--link yes|no --note …' resolves one").format(annotator)
+        raise UsageError(f"'cfkit audit {command}' needs a terminal ({problem}); without one, {other}.")

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from cfkit.audit.items import BlindItem
 from cfkit.audit.labelling import LabelState
-from cfkit.review.halfblocks import HalfBlockImage, fit_cells
+from cfkit.terminal.halfblocks import HalfBlockImage, fit_cells
 from cfkit.visible import visible as visible_controls
 
 #: Narrowest frame that puts the pictures beside the text.

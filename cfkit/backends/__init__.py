@@ -30,10 +30,10 @@ from __future__ import annotations
 import importlib.util
 import inspect
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -154,31 +154,50 @@ class BackendContext:
     store_dir: Path | None = None  # the workspace's store folder, for a backend's own small caches (file hashes)
 
 
-@runtime_checkable
-class Backend(Protocol):
-    """A model that answers probe requests.
+class Backend:
+    """A model that answers probe requests: the base class, with a default for every optional member.
 
     ``answer`` may be ``async def`` (API clients) or a plain function (local
-    models); the runner runs a plain one in a worker thread.
+    models); the runner runs a plain one in a worker thread. A backend class that
+    does not subclass this one still works: :func:`backend_class` gives it these
+    defaults (:func:`cfkit.registry.with_defaults`), so cfkit reads every member
+    as a plain attribute.
     """
 
-    kind: ClassVar[str]
-    capabilities: ClassVar[Capabilities]
+    kind: ClassVar[str] = ""
+    capabilities: ClassVar[Capabilities | None] = None  # required in practice; None only for a broken plug-in
     Options: ClassVar[type[BaseModel]]
+    #: Modules the backend imports, checked before a run opens, and the cfkit extra that installs them.
+    requires: ClassVar[tuple[str, ...]] = ()
+    extra: ClassVar[str | None] = None
+    #: Keys of ``cache_identity`` that follow from the suite's cases, not from a setting: a run's settings
+    #: leave them out, its cache keys keep them.
+    derived_identity: ClassVar[tuple[str, ...]] = ()
 
     model: str  # "KIND:NAME", as recorded in runs and predictions
-    priced: bool  # True when replies carry cost_usd
+    priced: bool = False  # True when replies carry cost_usd
     cache_identity: dict[str, Any]  # settings that change answers (e.g. the server URL); part of the cache key
-    # Optional: ``endpoint`` (the resolved server URL, credentials redacted) and ``versions``
-    # (library name -> version of what answers: openai, transformers, torch …) are recorded with a run.
-    # Optional class attributes: ``requires`` (modules the backend imports, checked before a run opens),
-    # ``extra`` (the cfkit extra that installs them, named in the install command) and ``derived_identity``
-    # (keys of cache_identity that follow from the suite's cases, not from a setting; a run's settings leave
-    # them out, its cache keys keep them). An attribute ``on_overload`` (None until set) is set by the runner
-    # to a function the backend calls with the Retry-After seconds (or None) when the server answers 429/503,
-    # before it retries: the runner then keeps fewer requests in flight.
+    options: BaseModel | None = None  # the validated options it was built with
+    endpoint: str | None = None  # the resolved server URL, credentials redacted; recorded with a run
+    versions: dict[str, str] | None = None  # library -> version of what answers (openai, transformers, torch …)
+    notes: tuple[str, ...] = ()  # said when a run starts, and kept with the run
+    #: Set by the runner to a function the backend calls with the Retry-After seconds (or None) when the
+    #: server answers 429/503, before it retries: the runner then keeps fewer requests in flight.
+    on_overload: Callable[[float | None], None] | None = None
 
-    def answer(self, request: ProbeRequest) -> Reply: ...
+    def answer(self, request: ProbeRequest) -> Reply:
+        raise NotImplementedError(f"{type(self).__name__} defines no answer(request)")
+
+    def batch_api(self) -> Any:
+        """The provider's batch API (``probe run --batch``); None when it has none."""
+        return None
+
+    async def check_endpoint(self) -> str | None:
+        """Whether the server can be reached, asked once before a run sends: why not, in one line, or None."""
+        return None
+
+    async def aclose(self) -> None:
+        """Release connections at the end of a run."""
 
 
 class BackendOptions(PluginOptions):
@@ -207,7 +226,7 @@ def split_model(spec: str) -> tuple[str, str]:
 
 def backend_class(kind: str) -> type:
     """The class registered as ``kind`` in the ``cfkit.backends`` entry-point group."""
-    return registry.load(registry.BACKENDS, kind)
+    return registry.with_defaults(registry.load(registry.BACKENDS, kind), Backend)
 
 
 def _importable(module: str) -> bool:
@@ -220,13 +239,13 @@ def _importable(module: str) -> bool:
 
 def missing_requirement(cls: type) -> str | None:
     """One line naming what ``cls`` needs that is not installed and the command that installs it; None when all is there."""
-    absent = [m for m in getattr(cls, "requires", ()) if not _importable(m)]
+    absent = [m for m in cls.requires if not _importable(m)]
     if not absent:
         return None
-    kind = getattr(cls, "kind", cls.__name__)
+    kind = cls.kind or cls.__name__
     names = " and ".join(f"'{m}'" for m in absent)
     verb = "is" if len(absent) == 1 else "are"
-    extra = getattr(cls, "extra", None)
+    extra = cls.extra
     if extra:
         return (f"the {kind} backend needs {names}, which {verb} not installed; install cfkit's {extra} extra: "
                 f"{install_hint(extra)}")
@@ -285,12 +304,28 @@ def describe_backends() -> list[BackendInfo]:
         try:
             cls = backend_class(kind)
             missing = missing_requirement(cls)
-            extra = getattr(cls, "extra", None)
             infos.append(BackendInfo(kind, plugin.package, plugin.value, cls.capabilities, option_fields(cls.Options),
-                                     missing=missing, install=install_hint(extra) if missing and extra else None))
+                                     missing=missing, install=install_hint(cls.extra) if missing and cls.extra else None))
         except Exception as exc:  # a broken third-party plug-in must not hide the others
             infos.append(BackendInfo(kind, plugin.package, plugin.value, None, [], f"{type(exc).__name__}: {exc}"))
     return infos
+
+
+def as_backend(backend: Any) -> Backend:
+    """``backend`` with :class:`Backend`'s defaults for what it leaves out: a backend object built by hand
+    from a class that does not subclass :class:`Backend` is given the class :func:`backend_class` would give."""
+    if isinstance(backend, Backend):
+        return backend
+    try:
+        backend.__class__ = registry.with_defaults(type(backend), Backend)
+    except TypeError:  # a class whose layout cannot change (__slots__): used as it is
+        pass
+    return backend
+
+
+def has_batch_api(backend: Any) -> bool:
+    """Whether ``backend`` offers a provider batch API (``probe run --batch``): its class overrides ``batch_api``."""
+    return type(as_backend(backend)).batch_api is not Backend.batch_api
 
 
 def is_async(backend: Backend) -> bool:
@@ -299,7 +334,9 @@ def is_async(backend: Backend) -> bool:
 
 __all__ = [
     "Backend", "BackendContext", "BackendInfo", "BackendOptions", "Capabilities", "Generation", "ImageData",
-    "KnownAnswer", "ProbeRequest", "Reply", "RequestMeta", "TransportError", "backend_class", "cache_options",
+    "KnownAnswer", "ProbeRequest", "Reply", "RequestMeta", "TransportError", "as_backend", "backend_class",
+    "has_batch_api",
+    "cache_options",
     "check_installed", "describe_backends", "load_backend", "missing_requirement", "parse_option_pairs",
     "split_model",
 ]

@@ -25,7 +25,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from cfkit.backends import BackendContext, BackendOptions, Capabilities, KnownAnswer, ProbeRequest, Reply
+from cfkit.backends import Backend, BackendContext, BackendOptions, Capabilities, KnownAnswer, ProbeRequest, Reply
 from cfkit.errors import UsageError
 
 RULES = ("always-no", "always-yes", "majority", "random")
@@ -44,7 +44,7 @@ def majority_choice(gold_labels: Counter) -> tuple[str | None, str | None]:
     return label, other
 
 
-class BaselineBackend:
+class BaselineBackend(Backend):
     """Answers without reading the question or the image."""
 
     kind: ClassVar[str] = "baseline"

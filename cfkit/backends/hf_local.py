@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from cfkit.backends import BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, cache_options
+from cfkit.backends import Backend, BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, cache_options
 from cfkit.backends.hf_snapshot import find_snapshot
 from cfkit.errors import BackendError, BackendUnavailable, ImageError
 from cfkit.hints import install_hint
@@ -55,7 +55,7 @@ def fit_square(image, size: int, mode: str):
     return canvas
 
 
-class HFBackend:
+class HFBackend(Backend):
     """A transformers image-text-to-text model on this machine."""
 
     kind: ClassVar[str] = "hf"

@@ -46,6 +46,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from cfkit import __version__
+from cfkit.backends import Backend
 from cfkit.backends import (
     BackendContext,
     BackendOptions,
@@ -113,7 +114,7 @@ def _capped(text: str) -> tuple[str, int | None]:
     return text[:MAX_STORED_CHARS], len(text)
 
 
-class OpenAIBackend:
+class OpenAIBackend(Backend):
     """Chat Completions over HTTP, one request per probe question."""
 
     kind: ClassVar[str] = "openai"

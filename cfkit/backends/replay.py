@@ -15,6 +15,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from cfkit.backends import Backend
 from cfkit.backends import (
     BackendContext, BackendOptions, Capabilities, KnownAnswer, ProbeRequest, Reply, TransportError,
 )
@@ -25,7 +26,7 @@ class ReplayOptions(BackendOptions):
     model: str | None = Field(None, description="which model's predictions to use when the file holds several")
 
 
-class ReplayBackend:
+class ReplayBackend(Backend):
     """Recorded predictions, served back by (suite, case, pair, condition)."""
 
     kind: ClassVar[str] = "replay"

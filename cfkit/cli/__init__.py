@@ -131,7 +131,8 @@ class CfkitGroup(click.Group):
                 raise
             from cfkit.cli.console import error
 
-            error(str(exc))
+            if str(exc):  # an InputRejected without a message: the command listed the problems itself
+                error(str(exc))
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt as exc:
             from cfkit.cli.console import error

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.text import Text
 from rich.markup import escape
 from rich.table import Table
 
@@ -128,7 +129,8 @@ def annotate(ws, name, item_ref, audit_ref) -> None:
     s skip, j/k scroll, g guideline, ? help, q quit. Run it again to resume.
     """
     from cfkit.audit.items import check_annotator, load_audit
-    from cfkit.audit.keys import TerminalKeys, require_terminal
+    from cfkit.audit.loop import require_terminal
+    from cfkit.terminal.keys import TerminalKeys
     from cfkit.audit.loop import annotate as session
     from cfkit.store import audits
 
@@ -138,7 +140,7 @@ def annotate(ws, name, item_ref, audit_ref) -> None:
         start = audits.find_item(store, current.id, item_ref) if item_ref else None
         require_terminal("annotate", name)
         with TerminalKeys(out) as keys:
-            summary = session(ws, store, current, name, keys, out, start=start)
+            summary = session(ws, store, current, name, keys, out, start=start, refused=_refused)
     if summary.remaining == 0:
         err.print(f"All {len(current.items)} items are labelled by {name}; change one with "
                   f"'cfkit audit annotate --as {name} --item ITEM'.")
@@ -321,7 +323,8 @@ def adjudicate(ws, name, unblind, audit_ref) -> None:
     b back, s skip, g guideline, q quit.
     """
     from cfkit.audit.items import check_annotator, check_blind, load_audit
-    from cfkit.audit.keys import TerminalKeys, require_terminal
+    from cfkit.audit.loop import require_terminal
+    from cfkit.terminal.keys import TerminalKeys
     from cfkit.audit.loop import adjudicate as session
 
     name = check_annotator(name)
@@ -331,7 +334,7 @@ def adjudicate(ws, name, unblind, audit_ref) -> None:
         if check_blind(store, current, "adjudicating", unblind=unblind):
             warn("un-blinded (--unblind): both annotators' labels are shown while labelling is under way.")
         with TerminalKeys(out) as keys:
-            summary = session(ws, store, current, name, keys, out)
+            summary = session(ws, store, current, name, keys, out, refused=_refused)
     if summary.finished == summary.remaining == 0:
         err.print("Nothing to resolve: no item labelled by both annotators differs or was marked unsure "
                   "(see 'cfkit audit status').")
@@ -376,6 +379,11 @@ def guideline() -> None:
     from cfkit.audit.guideline import GUIDELINE
 
     click.echo(GUIDELINE)
+
+
+def _refused(exc) -> Text:
+    """The line an interactive audit session shows when a save is refused; the session goes on."""
+    return Text(str(exc), style="red")
 
 
 from cfkit.cli.audit_judge import prelabel  # noqa: E402  (a command of the audit group, kept in its own module)

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cfkit.cli.console import err, error, out, print_json, status, warn
+from cfkit.errors import InputRejected
 
 if TYPE_CHECKING:
     from cfkit.dataset import CaseCheck, CaseProblem, DatasetSummary
@@ -120,7 +121,7 @@ def validate(cases_file: Path | None, image_root: Path | None, as_json: bool, wo
     else:
         render_check(check)
     if not check.ok:
-        raise SystemExit(2)
+        raise InputRejected("")  # each problem is listed above
 
 
 @cases.command("import", short_help="Convert CSV, JSON, Parquet or a datasets folder to cases.jsonl.")
@@ -191,4 +192,4 @@ def import_(source: Path, target: Path, mapping: tuple[str, ...], image_root: Pa
                 status(f"Next: 'cfkit init DIR --cases {result.target.resolve()} --images {images}', "
                        "or point [dataset] in cfkit.toml at it.")
     if not result.ok:
-        raise SystemExit(2)
+        raise InputRejected("")  # each problem is listed above

@@ -42,7 +42,7 @@ def check(ws, spec_ids: tuple[str, ...], all_specs: bool, edit_id: int | None, l
       cfkit check --all --lpips-weights ~/weights/alexnet-owt-7be5be79.pth
     """
     from cfkit.errors import CheckFailed
-    from cfkit.preserve import check_edit, check_spec
+    from cfkit.edit_files import check_edit, check_spec
     from cfkit.store import Store, edits
 
     if sum([bool(spec_ids), all_specs, edit_id is not None]) != 1:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from cfkit.cli import params
-from cfkit.cli.console import error, out, status
+from cfkit.cli.console import out, status
 
 
 @click.command(short_help="Make a workspace and check the dataset it points at.")
@@ -49,9 +49,8 @@ def init(directory: Path, cases: str, images: str, pairs: int, no_check: bool) -
                             "workspace now and check the data later.") from exc
         render_check(check)
         if not check.ok:
-            error(f"the dataset has problems; nothing was written. Fix them, or pass --no-check to make the "
-                  f"workspace now and run 'cfkit cases validate -w {directory}' later.")
-            raise SystemExit(2)
+            raise CaseError(f"the dataset has problems; nothing was written. Fix them, or pass --no-check to make "
+                            f"the workspace now and run 'cfkit cases validate -w {directory}' later.")
     write_workspace(plan)
     if no_check:
         out.print(f"Workspace made (dataset not checked): {ws.config_path}")

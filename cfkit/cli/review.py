@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.text import Text
 
 from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, workspace_option
@@ -85,7 +86,8 @@ def review(ws, spec_ids: tuple[str, ...], pending: bool, edit_id: int | None, ac
 
         require_terminal(ids[0])
         with TerminalKeys(out) as keys:
-            summary = review_loop(ws, store, ids, keys, out, regenerate=_regenerate(ws), start_edit=edit_id)
+            summary = review_loop(ws, store, ids, keys, out, regenerate=_regenerate(ws), start_edit=edit_id,
+                                  failed=_regenerate_failed)
     done = len(summary.decisions)
     err.print(f"{done} decision{'s' if done != 1 else ''} saved"
               + ("; run 'cfkit review --pending' to go on." if summary.quit_early else "."))
@@ -207,3 +209,8 @@ def sheet(ws, spec_ids: tuple[str, ...], output: Path | None, models: tuple[str,
     out.print(f"Wrote {written.html} and {written.png} ({written.pairs} pairs).")
     for note in written.notes:
         err.print(note, style="dim")
+
+
+def _regenerate_failed(exc) -> Text:
+    """The line the review shows when a regeneration fails; the review goes on."""
+    return Text(f"regenerate failed: {exc}", style="red")

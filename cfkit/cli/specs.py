@@ -10,6 +10,7 @@ from rich.table import Table
 
 from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, workspace_option
+from cfkit.errors import InputRejected
 
 
 @click.group()
@@ -261,4 +262,4 @@ def validate(ws, spec_ids: tuple[str, ...], as_json: bool) -> None:
         bad = sum(not r.ok for r in reports)
         out.print(f"{len(reports) - bad} of {len(reports)} specs valid.")
     if any(not r.ok for r in reports):
-        raise SystemExit(2)
+        raise InputRejected("")  # each problem is listed above

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
 import click
@@ -125,7 +124,7 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     again = _again(ws, s.path.resolve(), "run")
     if result.interrupted:
         warn(f"interrupted; every reply received is saved. Resume with: {again}")
-        sys.exit(130)
+        raise click.exceptions.Exit(130)  # ended by the CLI's entry point, like every exit status
     incomplete = [r for r in result.incomplete if r.state != "submitted"]
     if incomplete:
         names = ", ".join(f"{r.display} {r.suite} ({r.state})" for r in incomplete)

@@ -27,14 +27,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar
 
 import numpy as np
 from PIL import Image
 
 from cfkit.errors import SpecError, UsageError
 from cfkit.options import OptionField, OptionValues, PluginOptions, option_fields, validate_options
-from cfkit.registry import EDITORS, load, plugins
+from cfkit.registry import EDITORS, load, plugins, with_defaults
 
 
 class EditorOptions(PluginOptions):
@@ -94,9 +94,8 @@ class EditResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-@runtime_checkable
-class Editor(Protocol):
-    """An image editing engine; :meth:`edit` is the whole seam.
+class Editor:
+    """An image editing engine, :meth:`edit` being the whole seam: the base class, with defaults.
 
     Class attributes: ``name``; ``Options``, the pydantic model of its
     options (the constructor takes one validated instance);
@@ -106,23 +105,32 @@ class Editor(Protocol):
     ``describe(request) -> dict`` (what it would send, for ``--dry-run``) and
     ``check(request)`` (input checks that must fail before anything is
     written); neither may call a service or write a file. ``model`` names
-    the model it uses, or is None.
+    the model it uses, or is None. An engine class that does not subclass this
+    one still works: :func:`editor_class` gives it these defaults.
     """
 
-    name: ClassVar[str]
+    name: ClassVar[str] = ""
     Options: ClassVar[type[EditorOptions]]
-    max_candidates: ClassVar[int]
-    auto_rank: ClassVar[int | None]
-    model: str | None
+    max_candidates: ClassVar[int] = 1
+    auto_rank: ClassVar[int | None] = None
+    model: str | None = None
 
-    def edit(self, request: EditRequest) -> EditResult: ...
+    def edit(self, request: EditRequest) -> EditResult:
+        raise NotImplementedError(f"{type(self).__name__} defines no edit(request)")
+
+    def describe(self, request: EditRequest) -> Mapping[str, Any]:
+        """What the engine would send for ``request`` (``--dry-run``); nothing by default."""
+        return {}
+
+    def check(self, request: EditRequest) -> None:
+        """Checks of ``request`` that must fail before anything is written; none by default."""
 
 
 def editor_class(name: str) -> type:
     """The class registered as ``name``; unknown names list what is installed."""
     if name == "auto":
         raise UsageError("'auto' is a chain of engines, not one engine; name one.")
-    return load(EDITORS, name)
+    return with_defaults(load(EDITORS, name), Editor)
 
 
 def load_editor(name: str, options: OptionValues | Mapping[str, Any] | None = None) -> Editor:
@@ -161,8 +169,8 @@ def describe_editors() -> list[EditorInfo]:
     for name, plugin in sorted(plugins(EDITORS).items()):
         try:
             cls = editor_class(name)
-            infos.append(EditorInfo(name, plugin.package, plugin.value, getattr(cls, "auto_rank", None),
-                                    getattr(cls, "max_candidates", 1), option_fields(cls.Options)))
+            infos.append(EditorInfo(name, plugin.package, plugin.value, cls.auto_rank,
+                                    cls.max_candidates, option_fields(cls.Options)))
         except Exception as exc:  # a broken third-party plug-in must not hide the others
             infos.append(EditorInfo(name, plugin.package, plugin.value, None, 0, [], f"{type(exc).__name__}: {exc}"))
     return infos
@@ -174,7 +182,7 @@ def auto_chain(configured: tuple[str, ...] | list[str] | None = None) -> tuple[s
         return tuple(configured)
     ranked = []
     for name in plugins(EDITORS):
-        rank = getattr(editor_class(name), "auto_rank", None)
+        rank = editor_class(name).auto_rank
         if rank is not None:
             ranked.append((rank, name))
     return tuple(name for _, name in sorted(ranked))

@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image
 from pydantic import Field, model_validator
 
-from cfkit.editors import EditorOptions, EditRequest, EditResult
+from cfkit.editors import Editor, EditorOptions, EditRequest, EditResult
 from cfkit.errors import SpecError
 
 #: Largest edge softening the engine accepts, in pixels (a blur wider than this only costs time).
@@ -50,7 +50,7 @@ class ClassicalOptions(EditorOptions):
         return self
 
 
-class ClassicalEditor:
+class ClassicalEditor(Editor):
     """Offline remove / recolor / paste, chosen by the ``op`` option."""
 
     name: ClassVar[str] = "classical"

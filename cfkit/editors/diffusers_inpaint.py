@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field
 
-from cfkit.editors import EditorOptions, EditRequest, EditResult, resize_mask, resize_rgb
+from cfkit.editors import Editor, EditorOptions, EditRequest, EditResult, resize_mask, resize_rgb
 from cfkit.errors import EditorError, EditorUnavailable, EditRefused
 from cfkit.hints import download_hint, install_hint
 
@@ -85,7 +85,7 @@ def fetch_hint(model: str) -> str:
             "or pass -o model=FOLDER (or set model under [edit.engines.diffusers] in cfkit.toml) for a local pipeline folder.")
 
 
-class DiffusersEditor:
+class DiffusersEditor(Editor):
     """Local inpainting with a diffusers pipeline.
 
     ``steps`` is the number of denoising steps, ``guidance`` the classifier-free

@@ -14,7 +14,7 @@ from typing import ClassVar
 import numpy as np
 from pydantic import Field
 
-from cfkit.editors import EditorOptions, EditRequest, EditResult, resize_rgb
+from cfkit.editors import Editor, EditorOptions, EditRequest, EditResult, resize_rgb
 from cfkit.errors import ImageError, OptionError
 from cfkit.images import open_image
 
@@ -22,7 +22,7 @@ from cfkit.images import open_image
 ASPECT_TOLERANCE = 0.01
 
 
-class FileEditor:
+class FileEditor(Editor):
     """Reads the ``input`` image and aligns it to the source image."""
 
     name: ClassVar[str] = "file"

@@ -37,7 +37,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from cfkit.editors import EditorOptions, EditRequest, EditResult, resize_mask, resize_rgb
+from cfkit.editors import Editor, EditorOptions, EditRequest, EditResult, resize_mask, resize_rgb
 from cfkit.endpoints import Endpoint, resolve_endpoint
 from cfkit.errors import (EditRefused, EditorError, EditorTransport, EditorUnavailable, ImageError, SpecError, UsageError)
 from cfkit.hints import install_hint
@@ -132,7 +132,7 @@ def plan_size(source: tuple[int, int], model: str, *, min_pixels: int, max_pixel
     return SizePlan(source, (pw, ph), (sw, sh))
 
 
-class OpenAIEditor:
+class OpenAIEditor(Editor):
     """GPT image editing through the OpenAI images API (or a compatible server).
 
     ``timeout`` is per attempt in seconds; ``max_retries`` counts retries after

@@ -78,12 +78,13 @@ def _fill(text: str, values: dict[str, str]) -> str:
 
 def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: str) -> PrelabelResult:
     """Ask ``backend`` the cue and link question of every item not yet labelled by this judge and prompt version."""
-    from cfkit.backends import Generation, ProbeRequest, RequestMeta, TransportError, is_async
+    from cfkit.backends import Generation, ProbeRequest, RequestMeta, TransportError, as_backend, is_async
     from cfkit.images import image_data
     from cfkit.parse import parse_answer
 
     questions = load_audit_questions(ws)
-    capabilities = getattr(backend, "capabilities", None)
+    backend = as_backend(backend)  # a backend built by hand gets the base class's defaults
+    capabilities = backend.capabilities
     if capabilities is not None and not capabilities.images:
         raise UsageError(f"judge {judge} cannot see images; pre-label with a vision-language model.")
     result = PrelabelResult(audit.id, judge, questions.version)
@@ -127,9 +128,7 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
                     except TransportError as exc:
                         result.failed.append(f"{item_id} {criterion}: {exc}")
             finally:
-                close = getattr(backend, "aclose", None)
-                if close is not None:
-                    await close()
+                await backend.aclose()
 
         asyncio.run(ask_all())
     else:

@@ -98,13 +98,14 @@ def screen_request(questions: QuestionSet, question: Question, spec, picture: np
 
 def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Sequence[str] = ()) -> list[EditScreen]:
     """Screen the shown edit of each spec (every spec when none are given) with ``backend``; see the module."""
-    from cfkit.backends import TransportError, is_async
+    from cfkit.backends import TransportError, as_backend, is_async
     from cfkit.parse import parse_answer
-    from cfkit.preserve.check import load_edit_images
+    from cfkit.edit_files import load_edit_images
     from cfkit.specs import spec_files
 
     questions = load_questions(ws)
-    capabilities = getattr(backend, "capabilities", None)
+    backend = as_backend(backend)  # a backend built by hand gets the base class's defaults
+    capabilities = backend.capabilities
     if capabilities is not None and not capabilities.images:
         raise UsageError(f"judge {judge} cannot see images; screen with a vision-language model.")
     ids = list(spec_ids) or [p.stem for p in spec_files(ws)]
@@ -160,9 +161,7 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
                     except TransportError as exc:
                         result.failed.append(f"{question.id}: {exc}")
             finally:
-                close = getattr(backend, "aclose", None)
-                if close is not None:
-                    await close()
+                await backend.aclose()
 
         asyncio.run(ask_all())
     else:

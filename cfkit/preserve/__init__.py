@@ -19,13 +19,21 @@ Measured for each output of an edit (the editor's ``raw`` image and the
     Mean squared error over K's pixels only (0..255 scale, all channels), and
     PSNR = 10·log10(255² / MSE) in dB. ``psnr_out`` is null when the MSE is 0
     (identical over K: PSNR is infinite).
-``lpips_out`` / ``lpips_in``
+``lpips_in``
     LPIPS (Zhang et al. 2018, the ``lpips`` package, AlexNet, ``spatial=True``,
-    inputs scaled to [-1, 1]) averaged over K eroded by ``lpips_erode`` more
-    pixels (the spatial map spreads around a change) and over M. Images whose
-    longest side exceeds ``LPIPS_WORKING_SIZE`` (512) are scaled down for the
-    network and the map is scaled back. Null when the AlexNet ImageNet weights
-    are not on this machine; see :func:`load_lpips`.
+    inputs scaled to [-1, 1]) between the original and the edit, averaged over M.
+``lpips_out``
+    LPIPS of what the edit changed in K alone: the edit against the *in-mask-only
+    composite* (the edit with K's pixels put back from the original), averaged
+    over K. Both images hold the same change inside M and its margin, so the
+    network's receptive field (which carries an in-mask change tens of pixels
+    into K) cancels; an edit that changed no pixel of K scores exactly 0, and any
+    change in K is measured in full. (Comparing with the original over K would
+    count the mask's own change as a change outside it.)
+
+For both, images whose longest side exceeds ``LPIPS_WORKING_SIZE`` (512) are
+scaled down for the network and the map is scaled back. Null when the AlexNet
+ImageNet weights are not on this machine; see :func:`cfkit.weights.lpips.load_lpips`.
 ``mad_in``
     Mean absolute difference inside M, as a fraction of full scale (0..1).
 ``leak_share`` / ``leak_boxes``
@@ -43,7 +51,7 @@ threshold          default   fails when
 =================  ========  ===================================================
 ``ssim_out_min``   0.95      SSIM over K is lower
 ``psnr_out_min``   30 dB     PSNR over K is lower
-``lpips_out_max``  0.05      LPIPS over eroded K is higher (when measured)
+``lpips_out_max``  0.05      LPIPS of K's change is higher (when measured)
 ``leak_max``       0.01      more than 1 % of K changed by more than 24/255
 ``mad_in_min``     0.02      the mean absolute change inside M is smaller
 ``change_in_min``  0.05      LPIPS inside M is smaller (when measured)
@@ -54,27 +62,28 @@ on the other figures and marked "without LPIPS".
 
 The package's rooms: :mod:`~cfkit.preserve.regions` (M, K and the regions each
 metric averages over), :mod:`~cfkit.preserve.metrics` (pixel metrics, leaks,
-:func:`measure`), :mod:`~cfkit.preserve.perceptual` (LPIPS: finding and verifying
-weights), :mod:`~cfkit.preserve.scorer` (the LPIPS scorer), :mod:`~cfkit.preserve.thresholds` and
-:mod:`~cfkit.preserve.verdict` (:func:`judge`) and
-:mod:`~cfkit.preserve.check` (checking a stored edit). Checks are stored
-through :mod:`cfkit.store.checks`.
+:func:`measure`), :mod:`~cfkit.preserve.scorer` (the LPIPS scorer),
+:mod:`~cfkit.preserve.thresholds` and :mod:`~cfkit.preserve.verdict` (:func:`judge`)
+and :mod:`~cfkit.preserve.check` (:func:`check_images`: every output of an edit).
+The package is pure: arrays in, figures out. It imports no store, workspace, spec
+or mask module (a test keeps it so). Finding LPIPS's weights is
+:mod:`cfkit.weights.lpips`; reading a stored edit's files and storing its checks
+is :mod:`cfkit.edit_files`.
 """
 
 from __future__ import annotations
 
-from cfkit.preserve.check import EditImages, check_edit, check_spec, load_edit_images
-from cfkit.preserve.metrics import Leaks, Metrics, find_leaks, masked_mse, masked_ssim, mean_abs_change, measure, psnr
-from cfkit.preserve.perceptual import (ALEXNET_FILE, BACKBONE_ENV, LpipsLoad, backbone_candidates, hub_cache_file, load_lpips)
+from cfkit.preserve.check import EditImages, OutputCheck, check_images, fit_output
+from cfkit.preserve.metrics import (Leaks, Metrics, find_leaks, masked_mse, masked_ssim, mean_abs_change, measure,
+                                    outside_lpips, psnr)
 from cfkit.preserve.scorer import LPIPS_WORKING_SIZE, LpipsScorer, scorer_from_features, working_image, working_shape
-from cfkit.preserve.regions import SSIM_WINDOW, grow, keep_region, lpips_region, ssim_region
+from cfkit.preserve.regions import SSIM_WINDOW, grow, keep_region, ssim_region
 from cfkit.preserve.thresholds import Thresholds
 from cfkit.preserve.verdict import Verdict, judge
 
 __all__ = [
-    "ALEXNET_FILE", "BACKBONE_ENV", "EditImages", "LPIPS_WORKING_SIZE", "Leaks", "LpipsLoad", "LpipsScorer", "Metrics",
-    "SSIM_WINDOW", "Thresholds", "Verdict", "backbone_candidates", "check_edit", "check_spec", "find_leaks", "grow",
-    "scorer_from_features",
-    "hub_cache_file", "judge", "keep_region", "load_edit_images", "load_lpips", "lpips_region", "masked_mse",
-    "masked_ssim", "mean_abs_change", "measure", "psnr", "ssim_region", "working_image", "working_shape",
+    "EditImages", "LPIPS_WORKING_SIZE", "Leaks", "LpipsScorer", "Metrics", "OutputCheck", "SSIM_WINDOW", "Thresholds",
+    "Verdict", "check_images", "find_leaks", "fit_output", "grow", "judge", "keep_region",
+    "masked_mse", "masked_ssim", "mean_abs_change", "measure", "outside_lpips", "psnr", "scorer_from_features", "ssim_region",
+    "working_image", "working_shape",
 ]

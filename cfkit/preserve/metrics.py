@@ -10,7 +10,7 @@ import numpy as np
 
 from cfkit.errors import ImageError, SpecError
 from cfkit.preserve.scorer import LpipsScorer
-from cfkit.preserve.regions import SSIM_WINDOW, keep_region, lpips_region, ssim_region
+from cfkit.preserve.regions import SSIM_WINDOW, keep_region, ssim_region
 from cfkit.preserve.thresholds import Thresholds
 
 
@@ -104,6 +104,22 @@ class Metrics:
         return asdict(self)
 
 
+def outside_lpips(original: np.ndarray, edited: np.ndarray, keep: np.ndarray, scorer: LpipsScorer) -> float:
+    """LPIPS of what the edit changed in the keep region K, and of nothing else.
+
+    ``edited`` is compared with itself with K's pixels put back from ``original``
+    (the in-mask-only composite): both hold the same change inside the mask and
+    its margin, so the network's receptive field, which carries that change tens
+    of pixels into K, gives them the same features there. What remains, averaged
+    over K, is the effect of the pixels the edit changed in K. An edit that changed
+    no pixel of K scores exactly 0 (without running the network).
+    """
+    reference = np.where(keep[..., None], original, edited)
+    if np.array_equal(reference, edited):
+        return 0.0
+    return float(scorer.distance_map(reference, edited)[keep].mean())
+
+
 def measure(original: np.ndarray, edited: np.ndarray, mask: np.ndarray, thresholds: Thresholds,
             scorer: LpipsScorer | None = None, *, lpips_note: str | None = None) -> tuple[Metrics, Leaks]:
     """Every preservation figure of ``edited`` against ``original`` (uint8 RGB, one size)."""
@@ -120,14 +136,12 @@ def measure(original: np.ndarray, edited: np.ndarray, mask: np.ndarray, threshol
         raise SpecError(f"the mask plus a {thresholds.margin}px margin covers the whole image; nothing is left "
                         "to check. Tighten the mask or lower checks.margin.")
     ssim_keep = ssim_region(mask, keep)
-    lp_keep = lpips_region(keep, thresholds.lpips_erode) if scorer is not None else np.zeros_like(keep)
     mse = masked_mse(original, edited, keep)
     leaks = find_leaks(original, edited, keep, thresholds.leak_delta)
     lpips_out = lpips_in = None
     if scorer is not None:
-        distance = scorer.distance_map(original, edited)
-        lpips_out = float(distance[lp_keep].mean()) if lp_keep.any() else None
-        lpips_in = float(distance[inside].mean())
+        lpips_in = float(scorer.distance_map(original, edited)[inside].mean())
+        lpips_out = outside_lpips(original, edited, keep, scorer)
     metrics = Metrics(
         ssim_out=masked_ssim(original, edited, ssim_keep),
         mse_out=mse,
@@ -141,7 +155,7 @@ def measure(original: np.ndarray, edited: np.ndarray, mask: np.ndarray, threshol
         keep_pixels=int(keep.sum()),
         mask_pixels=int(inside.sum()),
         ssim_pixels=int(ssim_keep.sum()),
-        lpips_pixels=int(lp_keep.sum()),
+        lpips_pixels=int(keep.sum()) if scorer is not None else 0,
         width=int(original.shape[1]),
         height=int(original.shape[0]),
         margin=thresholds.margin,

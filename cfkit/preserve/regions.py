@@ -53,10 +53,3 @@ def _dilate_square(region: np.ndarray, radius: int) -> np.ndarray:
 def ssim_region(mask: np.ndarray, keep: np.ndarray, window: int = SSIM_WINDOW) -> np.ndarray:
     """K minus the mask dilated by the SSIM window, so that no window centred there touches M."""
     return keep & ~_dilate_square(mask > 0, window // 2)
-
-
-def lpips_region(keep: np.ndarray, erode: int) -> np.ndarray:
-    """K eroded by ``erode`` more pixels (Euclidean)."""
-    if erode <= 0:
-        return keep.copy()
-    return ndimage.distance_transform_edt(keep) > erode

@@ -1,7 +1,7 @@
 """The LPIPS scorer (Zhang et al. 2018): spatial distance maps from an ``lpips.LPIPS`` module.
 
 Built from AlexNet's five convolution layers (:func:`scorer_from_features`);
-which weights may be used, and where they are found, is :mod:`cfkit.preserve.perceptual`.
+which weights may be used, and where they are found, is :mod:`cfkit.weights.lpips`.
 torch and lpips are imported only when a scorer is built or used.
 """
 

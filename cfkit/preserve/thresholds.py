@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-
-from cfkit.specs import Checks
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -13,7 +13,6 @@ class Thresholds:
 
     margin: int = 4
     border: int = 4
-    lpips_erode: int = 16
     ssim_out_min: float = 0.95
     psnr_out_min: float = 30.0
     lpips_out_max: float = 0.05
@@ -23,10 +22,9 @@ class Thresholds:
     change_in_min: float = 0.05
 
     @classmethod
-    def for_spec(cls, checks: Checks | None, *, margin: int | None = None) -> "Thresholds":
-        """Defaults, then the workspace's margin, then the spec's own overrides."""
+    def for_spec(cls, checks: Mapping[str, Any] | None, *, margin: int | None = None) -> "Thresholds":
+        """Defaults, then the workspace's margin, then the spec's own overrides (its ``checks:`` as a mapping)."""
         base = cls() if margin is None else cls(margin=margin)
-        if checks is None:
+        if not checks:
             return base
-        overrides = {k: v for k, v in checks.model_dump().items() if v is not None}
-        return replace(base, **overrides)
+        return replace(base, **{k: v for k, v in checks.items() if v is not None})

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from cfkit.preserve.metrics import Metrics
 from cfkit.preserve.thresholds import Thresholds
-from cfkit.store.checks import verdict_label
+from cfkit.vocabulary import verdict_label
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], proto
     if cls.capabilities.cacheable or {"price_in", "price_out"} <= fields:
         backend = load_backend(model, options, context=setup.context(ws, suite))
     if backend is not None and {"price_in", "price_out"} <= fields:
-        prices = resolve_prices(model, name, getattr(backend, "endpoint", None), options, ws.config.probe.prices)
+        prices = resolve_prices(model, name, backend.endpoint, options, ws.config.probe.prices)
         if prices is not None and options.get("price_in") is None:
             options = {**options, "price_in": prices.price_in, "price_out": prices.price_out}
             backend = load_backend(model, options, context=setup.context(ws, suite))
@@ -142,7 +142,7 @@ def _finished_summary(store: Store, backend: Backend, suite: str, setup: _Setup,
                       invalid=runs.count_unanswered(store, finished.id), cost_usd=0.0 if backend.priced else None,
                       skipped=(), endpoint=finished.endpoint, protocol=setup.protocol.name,
                       unreviewed=tuple(finished.notes.get("unreviewed", ())),
-                      notes=tuple(getattr(backend, "notes", ())))
+                      notes=tuple(backend.notes or ()))
 
 
 def _already_finished(ws: Workspace, store: Store, backend: Backend, suite: str, setup: _Setup,
@@ -184,7 +184,7 @@ class ProbeJob:
 
     @property
     def notes(self) -> tuple[str, ...]:
-        return tuple(getattr(self.backend, "notes", ()) or ())
+        return () if self.backend is None else tuple(self.backend.notes or ())
 
     def planned(self, store: Store, *, on_progress: Callable[[RunProgress], None] | None = None,
                 on_plan: Callable[[ProbePlan], None] | None = None) -> RunSummary | PlannedRun:
@@ -337,7 +337,7 @@ def preview_run(ws: Workspace, store: Store | None, model: str | Setting, suite:
     hits = (responses.cached(store, [keys[i.key] for i in pending])
             if store is not None and backend.capabilities.cacheable else {})
     to_send = [item.request for item in pending if keys[item.key] not in hits]
-    detail = str(getattr(getattr(backend, "options", None), "detail", "auto"))
+    detail = str((backend.options.model_dump() if backend.options is not None else {}).get("detail", "auto"))
     prices = setup.prices.scaled(BATCH_PRICE_FACTOR) if batch and setup.prices else setup.prices
     return RunPreview(run_id=run_id, model=backend.model, suite=suite, endpoint=recorded.endpoint,
                       protocol=setup.protocol, prices=prices, plan=plan, stored=len(kept),

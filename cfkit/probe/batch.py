@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cfkit.backends import Backend, load_backend
+from cfkit.backends import Backend, has_batch_api, load_backend
 from cfkit.cases import Case, CaseSet
 from cfkit.errors import NotFoundError, OutputError, TransportError, UsageError
 from cfkit.money import usd
@@ -92,7 +92,7 @@ class Collection:
 
 
 def _batch_capable(backend: Backend) -> None:
-    if not hasattr(backend, "batch_api"):
+    if not has_batch_api(backend):
         raise UsageError(f"--batch needs a backend with a batch API (openai:…); {backend.model} has none. "
                          "Run it without --batch.")
 

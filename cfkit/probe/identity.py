@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cfkit import __version__
-from cfkit.backends import Backend, Capabilities, Generation, ProbeRequest
+from cfkit.backends import Backend, Capabilities, Generation, ProbeRequest, as_backend
 from cfkit.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ def cache_key(backend: Backend, request: ProbeRequest) -> str:
     Backends whose answers depend on where a request comes from rather than on
     its content (replay, baselines) have ``meta`` included as well.
     """
+    backend = as_backend(backend)
     material: dict[str, Any] = {
         "backend": backend.kind,
         "model": backend.model,
@@ -68,9 +69,10 @@ def run_settings(backend: Backend, generation: Generation, protocol: str | None 
     suite's cases) and the protocol preset. Inputs (cases, captions, edits) are
     not settings: a newer run with the same settings supersedes an older one.
     """
-    derived = set(getattr(backend, "derived_identity", ()))
+    backend = as_backend(backend)
+    derived = set(backend.derived_identity)
     identity = {k: v for k, v in backend.cache_identity.items() if k not in derived}
-    return {"backend": backend.kind, "model": backend.model, "endpoint": getattr(backend, "endpoint", None),
+    return {"backend": backend.kind, "model": backend.model, "endpoint": backend.endpoint,
             "generation": asdict(generation), "identity": identity, "protocol": protocol}
 
 
@@ -105,7 +107,7 @@ def library_versions(backend: Backend | None = None) -> dict[str, str]:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
-    found.update(getattr(backend, "versions", None) or {})
+    found.update((backend.versions if backend is not None else None) or {})
     return found
 
 

@@ -83,7 +83,7 @@ def _parsed_by_backend(run: RunRecord) -> bool:
         cls = backend_class(split_model(run.model)[0])
     except PluginError:
         return True  # an uninstalled plug-in: judge by the replies alone
-    return bool(getattr(cls, "capabilities", None) is None or cls.capabilities.cacheable)
+    return bool(cls.capabilities is None or cls.capabilities.cacheable)
 
 
 def reparse_run(store: Store, cases: CaseSet, run: RunRecord, *, everything: bool = False) -> ReparseResult:

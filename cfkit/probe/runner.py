@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from cfkit import __version__
-from cfkit.backends import Backend
+from cfkit.backends import Backend, as_backend
 from cfkit.errors import Incomplete, UsageError
 from cfkit.probe.identity import cache_key, library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
 from cfkit.probe.plan import ProbeItem, ProbePlan
@@ -100,6 +100,7 @@ def open_and_settle(store: Store, backend: Backend, plan: ProbePlan, *, protocol
     Raises :class:`~cfkit.errors.Incomplete` when the run has batches in
     flight (``probe run --batch``): their requests must not be paid for twice.
     """
+    backend = as_backend(backend)
     from cfkit.probe.recording import Recorder, cached_reply
 
     # 2. Open (or continue) the run: its id covers the settings and every request.
@@ -110,7 +111,7 @@ def open_and_settle(store: Store, backend: Backend, plan: ProbePlan, *, protocol
                          f"results with 'cfkit probe collect {run_id}' before running it again.")
     previous = runs.get_run(store, run_id)
     _open_run(store, run_id, backend, plan, recorded, notes or {})
-    run_notes: set[str] = set(getattr(backend, "notes", ()) or ())  # said at the start, and kept with the run
+    run_notes: set[str] = set(backend.notes or ())  # said at the start, and kept with the run
     if previous is not None and previous.versions and previous.versions != recorded.versions:
         changed = sorted(k for k in set(previous.versions) | set(recorded.versions)
                          if previous.versions.get(k) != recorded.versions.get(k))
@@ -149,6 +150,7 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
     Raises :class:`BackendError` (after recording the run as failed, with why)
     when the backend cannot go on, e.g. a rejected key.
     """
+    backend = as_backend(backend)
     # 1. Check the inputs.
     if concurrency is None:
         concurrency = 4 if backend.capabilities.remote else 1
@@ -222,11 +224,12 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
 def run_identity(backend: Backend, plan: ProbePlan,
                  protocol: str | None = None) -> tuple[str, dict[tuple[str, str, str], str], RunSettings]:
     """(run id, cache key of each request, what the run records) of ``plan`` on ``backend``."""
+    backend = as_backend(backend)
     keys = {item.key: cache_key(backend, item.request) for item in plan.items}
     settings = run_settings(backend, plan.generation, protocol)
     shown = {item.key: (item.edit_id, item.image_sha256) for item in plan.items}
     recorded = RunSettings(settings=settings, settings_sha256=settings_sha256(settings),
-                           requests_sha256=requests_sha256(keys, shown), endpoint=getattr(backend, "endpoint", None),
+                           requests_sha256=requests_sha256(keys, shown), endpoint=backend.endpoint,
                            versions=library_versions(backend), protocol=protocol, selection=plan.selection.as_dict())
     return run_id_for(backend, plan.suite, recorded.settings_sha256, recorded.requests_sha256), keys, recorded
 
@@ -236,10 +239,10 @@ def run_identity(backend: Backend, plan: ProbePlan,
 
 def _open_run(store: Store, run_id: str, backend: Backend, plan: ProbePlan, recorded: RunSettings,
               notes: dict[str, Any]) -> None:
-    options = {"options": backend.options.model_dump(mode="json") if hasattr(backend, "options") else {},
+    options = {"options": backend.options.model_dump(mode="json") if backend.options is not None else {},
                "identity": backend.cache_identity}
     notes = {**notes, "skipped": [asdict(s) for s in plan.skipped], "unreviewed": list(plan.unreviewed),
-             "left_out": list(plan.left_out), "backend_notes": sorted(getattr(backend, "notes", ()) or ())}
+             "left_out": list(plan.left_out), "backend_notes": sorted(backend.notes or ())}
     runs.open_run(store, run_id, model=backend.model, suite=plan.suite, options=options, cfkit_version=__version__,
                   templates_sha256=plan.templates_sha256, n_requests=len(plan.items), notes=notes,
                   recorded=recorded)

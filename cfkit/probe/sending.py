@@ -44,7 +44,7 @@ class Sender:
         self.stopped: str | None = None
         self.notes: set[str] = set()
         self.pacer: Pacer | None = None
-        self.policy = StopPolicy(getattr(backend, "endpoint", None) or backend.model)
+        self.policy = StopPolicy(backend.endpoint or backend.model)
         self._stopping: asyncio.Event | None = None
         self._async = is_async(backend)
         self._images = SendingImages()
@@ -62,8 +62,7 @@ class Sender:
         self._stopping = asyncio.Event()
         if await self._unreachable():
             return
-        if hasattr(self.backend, "on_overload"):
-            self.backend.on_overload = self._overloaded  # the backend says when the server is overloaded
+        self.backend.on_overload = self._overloaded  # the backend says when the server is overloaded
         queue = SharedQueue(self.store, self.run_id, items, self.keys, claim=concurrency * CLAIM,
                             on_elsewhere=self._elsewhere)
         self.recorder.lease_owner = queue.owner
@@ -91,9 +90,7 @@ class Sender:
             finally:
                 with contextlib.suppress(Exception):  # a store that cannot be written has said so already
                     queue.close()
-                closer = getattr(self.backend, "aclose", None)
-                if closer is not None:
-                    await closer()
+                await self.backend.aclose()
                 self.progress.elsewhere = queue.elsewhere
                 if pacer.lowest < pacer.limit:
                     self.notes.add(f"the server said it was overloaded {pacer.overloads} time(s); requests in "
@@ -103,14 +100,11 @@ class Sender:
 
     async def _unreachable(self) -> bool:
         """Ask the backend once whether its server can be reached; when not, stop before sending."""
-        check = getattr(self.backend, "check_endpoint", None)
-        problem = await check() if check is not None else None
+        problem = await self.backend.check_endpoint()
         if problem is None:
             return False
         self.stopped = problem
-        closer = getattr(self.backend, "aclose", None)
-        if closer is not None:
-            await closer()
+        await self.backend.aclose()
         return True
 
     def _overloaded(self, retry_after: float | None = None) -> None:

@@ -14,19 +14,21 @@ since that accept (the others were there to compare when the person chose).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 from rich.console import Console
 from rich.text import Text
 
 from cfkit.errors import CfkitError, NotFoundError, UsageError
 from cfkit.masks import derived_mask_state
-from cfkit.preserve import Thresholds, find_leaks, keep_region, load_edit_images
+from cfkit.edit_files import EditFiles, load_edit_images, spec_thresholds
+from cfkit.preserve import find_leaks, keep_region
 from cfkit.review.panels import zoom_boxes
 from cfkit.review.screen import HELP, ReviewScreen, ViewState
-from cfkit.review.terminal import RESIZE, KeySource, TerminalKeys, require_terminal, terminal_problem
+from cfkit.review.terminal import ALIASES, RESIZE, KeySource, TerminalKeys, require_terminal, terminal_problem
+from cfkit.terminal.keys import follow_terminal_size
 from cfkit.review.view import DIFF_MODES, ViewData, largest_change
 from cfkit.store import Store, checks, edits, reviews
 from cfkit.store.edits import EditRecord
@@ -39,6 +41,8 @@ __all__ = ["HELP", "KeySource", "ReviewSummary", "TerminalKeys", "edit_to_review
 #: ``regenerate(edit, engine)``: another candidate like ``edit``; ``engine`` None keeps its engine, model and
 #: options, "" uses cfkit.toml's engine, a name that engine.
 Regenerate = Callable[[EditRecord, "str | None"], None]
+#: ``failed(exc)``: the line the view shows when a regeneration fails (the CLI's words for the error).
+Failed = Callable[[CfkitError], Text]
 
 # ── decisions ──────────────────────────────────────────────────────────────
 
@@ -80,25 +84,57 @@ def edit_to_review(store: Store, spec_id: str) -> EditRecord:
 # ── what the view shows ────────────────────────────────────────────────────
 
 
+@dataclass
+class EditPictures:
+    """What a view draws of one edit, read from its files once: its images and mask, and per output the
+    leaks and the largest change (computed when that output is first shown)."""
+
+    files: EditFiles
+    mask_note: str | None
+    leaks: dict[str, np.ndarray] = field(default_factory=dict)
+    differences: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, ws: Workspace, store: Store, edit_id: int) -> "EditPictures":
+        files = load_edit_images(ws, store, edit_id)
+        derived = derived_mask_state(ws, files.spec, (files.original.shape[1], files.original.shape[0]))
+        return cls(files, None if derived is None else derived.label)
+
+    def of(self, ws: Workspace, variant: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(edited image, leak pixels, largest change) of one output."""
+        edited = self.files.outputs[variant]
+        if variant not in self.leaks:
+            thresholds = spec_thresholds(ws, self.files.spec)
+            keep = keep_region(self.files.mask, thresholds.margin, thresholds.border)
+            self.leaks[variant] = find_leaks(self.files.original, edited, keep, thresholds.leak_delta).pixels
+            self.differences[variant] = largest_change(self.files.original, edited)
+        return edited, self.leaks[variant], self.differences[variant]
+
+
 def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "composite", *,
-                   position: str | None = None, edit_id: int | None = None) -> ViewData:
-    """An edit of ``spec_id`` (default: :func:`edit_to_review`) with its own check and decision, ready to draw."""
+                   position: str | None = None, edit_id: int | None = None,
+                   pictures: dict[int, EditPictures] | None = None) -> ViewData:
+    """An edit of ``spec_id`` (default: :func:`edit_to_review`) with its own check and decision, ready to draw.
+
+    ``pictures`` keeps each edit's images between calls (the review loop passes one per session), so an
+    edit's files are read once however often it is shown; its check and decision are read afresh.
+    """
     if edit_id is None:
         edit_id = edit_to_review(store, spec_id).id
     record = edits.get(store, edit_id)
     if record.spec_id != spec_id:
         raise UsageError(f"edit #{edit_id} belongs to {record.spec_id}, not {spec_id}. See 'cfkit edits list {spec_id}'.")
-    images = load_edit_images(ws, store, edit_id)
+    held = {} if pictures is None else pictures
+    if edit_id not in held:
+        held[edit_id] = EditPictures.read(ws, store, edit_id)
+    shown = held[edit_id]
+    images = shown.files
     if variant not in images.outputs:
         variant = next(iter(images.outputs))
-    edited = images.outputs[variant]
-    thresholds = Thresholds.for_spec(images.spec.checks, margin=ws.config.check.margin)
-    keep = keep_region(images.mask, thresholds.margin, thresholds.border)
-    leaks = find_leaks(images.original, edited, keep, thresholds.leak_delta).pixels
+    edited, leaks, difference = shown.of(ws, variant)
     check = checks.latest(store, edit_id, variant)
     decision = reviews.on_edit(store, edit_id)
     selected = edits.selected(store, spec_id)
-    derived = derived_mask_state(ws, images.spec, (images.original.shape[1], images.original.shape[0]))
     candidates = edits.ok_edits(store, spec_id)
     return ViewData(spec_id=spec_id, title=images.spec.title, cue=images.spec.cue,
                     replacement=images.spec.replacement, edit_id=edit_id, engine=record.engine, variant=variant,
@@ -106,11 +142,11 @@ def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "co
                     check=None if check is None else check.to_dict(),
                     decision=None if decision is None else decision.decision,
                     note=None if decision is None else decision.note, position=position,
-                    difference=largest_change(images.original, edited), model=record.model,
+                    difference=difference, model=record.model,
                     candidates=tuple(r.id for r in candidates),
                     candidate_states=tuple(_state(store, r.id) for r in candidates),
                     selected_id=None if selected is None else selected.id,
-                    mask_note=None if derived is None else derived.label)
+                    mask_note=shown.mask_note)
 
 
 def _state(store: Store, edit_id: int) -> str:
@@ -123,6 +159,10 @@ def _state(store: Store, edit_id: int) -> str:
 
 # ── the loop ───────────────────────────────────────────────────────────────
 
+#: Keys that change only how the view is drawn (zoom, flip, difference mode, help) or say something;
+#: after them the screen is rebuilt from the data in hand. (A resize, and the key closing the help, too.)
+VIEW_KEYS = frozenset({"z", "f", "d", "?"})
+
 
 @dataclass
 class ReviewSummary:
@@ -132,42 +172,40 @@ class ReviewSummary:
 
 def _draw(console: Console, screen: ReviewScreen) -> None:
     if console.is_terminal:
-        _follow_terminal_size(console)
+        follow_terminal_size(console)
         console.clear()
     console.print(screen, soft_wrap=False, crop=True)
 
 
-def _follow_terminal_size(console: Console) -> None:
-    """Draw at the terminal's size now, even where COLUMNS / LINES were exported at another size."""
-    try:
-        size = os.get_terminal_size(console.file.fileno())
-    except (AttributeError, ValueError, OSError):
-        return  # not a real terminal (a test's recording console): keep its size
-    if size.columns and size.lines:
-        console.size = (size.columns, size.lines)
-
-
 def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySource, console: Console, *,
-                regenerate: Regenerate | None = None, start_edit: int | None = None) -> ReviewSummary:
+                regenerate: Regenerate | None = None, start_edit: int | None = None,
+                failed: Failed | None = None) -> ReviewSummary:
     """Show each spec's edit to review and act on keys until every spec is decided or the reviewer quits.
 
     ``start_edit`` opens the first spec on that edit. ``regenerate`` makes a
     new candidate (and checks it); when it is None the key says that
-    regeneration is not available.
+    regeneration is not available. ``failed(exc)`` is the line shown when a
+    regeneration fails (the review goes on); without it the error is raised.
     """
     summary = ReviewSummary()
     state = ViewState()
     index = 0
     current: int | None = start_edit
     message: Text | None = None
+    pictures: dict[int, EditPictures] = {}  # each edit's images, read once this session
+    data: ViewData | None = None
+    stale = True  # read the view again: another edit, output or decision
     while index < len(spec_ids):
         spec_id = spec_ids[index]
-        data = load_view_data(ws, store, spec_id, state.variant, position=f"{index + 1} of {len(spec_ids)}",
-                              edit_id=current)
-        current = data.edit_id
+        if stale or data is None:
+            stale = False
+            data = load_view_data(ws, store, spec_id, state.variant, position=f"{index + 1} of {len(spec_ids)}",
+                                  edit_id=current, pictures=pictures)
+            current = data.edit_id
         _draw(console, ReviewScreen(data, state, message))
         message = None
-        key = keys.key()
+        pressed = keys.key()
+        key = ALIASES.get(pressed, pressed)
         if key == RESIZE:
             continue
         if state.help:
@@ -175,6 +213,7 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
             continue
         if key not in ("G",):
             key = key.lower() if len(key) == 1 else key
+        stale = key not in VIEW_KEYS
         if key in ("a", "s"):
             decision = "accept" if key == "a" else "skip"
             summary.decisions.append(record_decision(store, spec_id, data.edit_id, decision))
@@ -198,7 +237,7 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
                                f"{'s' if len(data.candidates) != 1 else ''}; this is the "
                                f"{'last' if key == ']' else 'first'}.", style="yellow")
         elif key in ("g", "G"):
-            current, message = _regenerate(store, console, keys, data, key == "G", regenerate)
+            current, message = _regenerate(store, console, keys, data, key == "G", regenerate, failed)
         elif key == "z":
             boxes = len(zoom_boxes(data.mask))
             state.zoom = (state.zoom + 1) % (boxes + 1) if boxes else 0
@@ -221,7 +260,7 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
 
 
 def _regenerate(store: Store, console: Console, keys: KeySource, data: ViewData, ask: bool,
-                regenerate: Regenerate | None) -> tuple[int, Text | None]:
+                regenerate: Regenerate | None, failed: Failed | None) -> tuple[int, Text | None]:
     """Another candidate like the edit on screen (or with the engine asked for); the edit to show next."""
     if regenerate is None:
         return data.edit_id, Text("regenerate is not available here; run 'cfkit edit "
@@ -233,7 +272,9 @@ def _regenerate(store: Store, console: Console, keys: KeySource, data: ViewData,
     try:
         regenerate(edits.get(store, data.edit_id), engine)
     except CfkitError as exc:
-        return data.edit_id, Text(f"regenerate failed: {exc}", style="red")
+        if failed is None:
+            raise
+        return data.edit_id, failed(exc)
     newest = edits.newest_ok(store, data.spec_id)
     made = newest.id if newest is not None else data.edit_id
     return made, Text(f"made #{made} {how}.", style="dim")

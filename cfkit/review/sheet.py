@@ -28,7 +28,7 @@ from PIL import Image
 
 from cfkit.errors import CfkitError, OutputError, SpecError, UsageError
 from cfkit.files import write_bytes_atomic
-from cfkit.preserve import load_edit_images
+from cfkit.edit_files import load_edit_images
 from cfkit.review.sheet_records import THUMB, ModelAnswer, SheetPair, answer_text
 from cfkit.review.panels import heat_colours, largest_change
 from cfkit.specs import load_spec, spec_files, try_load_cases

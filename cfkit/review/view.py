@@ -19,7 +19,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from cfkit.review.halfblocks import HalfBlockImage, fit_cells
+from cfkit.terminal.halfblocks import HalfBlockImage, fit_cells
 from cfkit.review.panels import DIFF_MODES, OUTLINE_RGB, PANELS, Pictures, largest_change, panel
 
 __all__ = ["DIFF_MODES", "OUTLINE_RGB", "EditView", "Layout", "ViewData", "largest_change"]

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from cfkit.store.db import Database, from_json, now, to_json
+from cfkit.vocabulary import verdict_label
 
 DDL = """
 CREATE TABLE IF NOT EXISTS checks (
@@ -32,11 +33,6 @@ MIGRATIONS: dict[int, list[str]] = {}
 
 #: The outputs of an edit a check measures, in the order they are shown.
 VARIANTS = ("raw", "composite")
-
-
-def verdict_label(verdict: str, lpips_measured: bool) -> str:
-    """``pass``, ``fail``, ``pass (without LPIPS)`` …: the one way a verdict is written for people."""
-    return verdict + ("" if lpips_measured else " (without LPIPS)")
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cfkit.backends import has_batch_api
 from cfkit.errors import CfkitError, Incomplete
 from cfkit.probe import RunSummary
 from cfkit.store import Store
@@ -113,7 +114,7 @@ def _plan(store: Store, run: StudyRun, batch: bool):
     """The run's :class:`~cfkit.probe.PlannedRun`, or None when it ended here (finished, failed, submitted)."""
     job = run.job
     try:
-        if batch and job.backend is not None and hasattr(job.backend, "batch_api"):
+        if batch and job.backend is not None and has_batch_api(job.backend):
             try:
                 return _submit(store, run)
             except Incomplete:  # its batches are in flight: planned below, collected before anything is sent

@@ -70,7 +70,7 @@ def list_weights(ws: Workspace | None = None, *, verify: bool = True) -> Weights
 
     Reads local files only; never touches the network.
     """
-    from cfkit.preserve.perceptual import backbone_candidates
+    from cfkit.weights.lpips import backbone_candidates
 
     entries: list[BackboneEntry] = []
     used_found = False

@@ -1,4 +1,4 @@
-"""LPIPS (Zhang et al. 2018): finding AlexNet's ImageNet weights on this machine, and the scorer.
+"""LPIPS (Zhang et al. 2018): finding AlexNet's ImageNet weights on this machine, and building the scorer from them.
 
 Nothing is downloaded: the backbone is built without weights and its state dict
 is read from a file the user named, cfkit's weights cache or torch's local hub

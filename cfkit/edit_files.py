@@ -1,0 +1,125 @@
+"""A stored edit's files as arrays, and checking a stored edit.
+
+``cfkit check``, the review and the contact sheet read an edit back from its
+files here: the case's source image, the spec's mask at the source's size and
+each output (resized when only its scale differs). The check itself is pure
+(:func:`cfkit.preserve.check_images`); :func:`store_checks` writes its results,
+one ``checks`` row per output. ``cfkit edit`` checks the arrays it has just made
+without reading them back (:mod:`cfkit.edit`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cfkit.errors import ConfigError, NotFoundError
+from cfkit.images import image_array
+from cfkit.masks import load_mask
+from cfkit.preserve import EditImages, LpipsScorer, OutputCheck, Thresholds, check_images, fit_output
+from cfkit.specs import Spec, load_spec, try_load_cases
+from cfkit.store import Store, checks, edits
+from cfkit.store.checks import VARIANTS, CheckResult, NewCheck
+from cfkit.weights.lpips import load_lpips
+from cfkit.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class EditFiles:
+    """A stored edit read back: its spec and its images at the source's size."""
+
+    spec_id: str
+    edit_id: int
+    spec: Spec
+    images: EditImages
+
+    @property
+    def original(self) -> np.ndarray:
+        return self.images.original
+
+    @property
+    def mask(self) -> np.ndarray:
+        return self.images.mask
+
+    @property
+    def outputs(self) -> dict[str, np.ndarray]:
+        return self.images.outputs
+
+
+def spec_thresholds(ws: Workspace, spec: Spec) -> Thresholds:
+    """The check's limits for ``spec``: defaults, then ``[check] margin``, then the spec's ``checks:``."""
+    overrides: dict[str, Any] | None = None if spec.checks is None else spec.checks.model_dump()
+    return Thresholds.for_spec(overrides, margin=ws.config.check.margin)
+
+
+def load_edit_images(ws: Workspace, store: Store, edit_id: int) -> EditFiles:
+    """Read an edit's files and its spec's mask; outputs of another size are resized (same aspect only)."""
+    record = edits.get(store, edit_id)
+    spec_id = record.spec_id
+    if record.status != "ok":
+        raise NotFoundError(f"edit {edit_id} of {spec_id} is '{record.status}' ({record.error or 'no image'}); "
+                            f"nothing to check. Make a new one with 'cfkit edit {spec_id}'.")
+    spec = load_spec(ws, spec_id).spec
+    cases = try_load_cases(ws)
+    if cases is None:
+        raise ConfigError(f"cases file {ws.cases_path} is missing, so {spec_id}'s original image cannot be found. "
+                          "Set [dataset] cases in cfkit.toml.")
+    case = cases.get(spec.case)
+    original = image_array(cases.image_paths(case)[0], what=f"case {case.id} image")
+    size = (original.shape[1], original.shape[0])
+    mask = load_mask(ws, spec, size).array
+    outputs: dict[str, np.ndarray] = {}
+    resized: dict[str, list[int]] = {}
+    for variant in VARIANTS:
+        path = record.image_path(variant)
+        if path is None:
+            continue
+        image = image_array(path, what=f"edit {edit_id} {variant} image")
+        outputs[variant], was = fit_output(image, size, what=f"edit {edit_id} {variant} image {path}")
+        if was is not None:
+            resized[variant] = was
+    if not outputs:
+        raise NotFoundError(f"edit {edit_id} of {spec_id} records no image file; nothing to check.")
+    return EditFiles(spec_id, edit_id, spec, EditImages(original, mask, outputs, resized))
+
+
+def lpips_scorer(ws: Workspace | None, lpips_weights: Path | None = None,
+                 scorer: LpipsScorer | None = None) -> tuple[LpipsScorer | None, str]:
+    """The scorer to use and the note stored with each check: ``scorer`` when given, else :func:`load_lpips`."""
+    if scorer is not None:
+        return scorer, f"LPIPS: {scorer.description}"
+    loaded = load_lpips(ws, lpips_weights)
+    return loaded.scorer, loaded.note
+
+
+def store_checks(store: Store, edit_id: int, spec_id: str, results: list[OutputCheck]) -> list[CheckResult]:
+    """One ``checks`` row per output, written together."""
+    new = [NewCheck(variant=r.variant, metrics=r.metrics.to_dict(), verdict=r.verdict.verdict,
+                    reasons=r.verdict.reasons, lpips_measured=r.verdict.lpips_measured) for r in results]
+    return checks.insert(store, edit_id, spec_id, new)
+
+
+def check_edit(ws: Workspace, store: Store, edit_id: int, *, lpips_weights: Path | None = None,
+               scorer: LpipsScorer | None = None) -> list[CheckResult]:
+    """Measure every output of a stored edit, judge it and store one ``checks`` row per variant.
+
+    LPIPS uses ``scorer`` when given, else :func:`load_lpips` (``lpips_weights``,
+    ``$CFKIT_LPIPS_BACKBONE``, ``[check] lpips_backbone``, torch's hub cache).
+    """
+    files = load_edit_images(ws, store, edit_id)
+    scorer, note = lpips_scorer(ws, lpips_weights, scorer)
+    results = check_images(files.images, spec_thresholds(ws, files.spec), scorer, lpips_note=note)
+    return store_checks(store, edit_id, files.spec_id, results)
+
+
+def check_spec(ws: Workspace, store: Store, spec_id: str, *, lpips_weights: Path | None = None,
+               scorer: LpipsScorer | None = None) -> list[CheckResult]:
+    """:func:`check_edit` on the newest successful edit of a spec."""
+    load_spec(ws, spec_id)  # a helpful error for an unknown id
+    newest = edits.newest_ok(store, spec_id)
+    if newest is None:
+        raise NotFoundError(f"{spec_id} has no successful edit yet; make one with 'cfkit edit {spec_id}'.")
+    return check_edit(ws, store, newest.id, lpips_weights=lpips_weights, scorer=scorer)

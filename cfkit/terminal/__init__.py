@@ -1,0 +1,9 @@
+"""The terminal, for the interactive review and audit sessions.
+
+* :mod:`cfkit.terminal.keys` — single key presses (escape sequences and UTF-8
+  characters whole), a line typed in ordinary mode, resizes as the key
+  :data:`~cfkit.terminal.keys.RESIZE`, and whether a terminal is there at all;
+* :mod:`cfkit.terminal.halfblocks` — an image drawn with Unicode half blocks.
+
+Nothing here imports anything of cfkit but the error tree.
+"""
