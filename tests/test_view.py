@@ -276,10 +276,20 @@ def test_pairs_show_the_mask_outline_and_the_check_figures(site_dir):
 
 @pytest.fixture(scope="module")
 def finished_audit(tmp_path_factory):
-    """The audit workspace with both annotators' labels in and every disagreement resolved, plus a swap run."""
+    """The audit workspace with both annotators' labels in and every disagreement resolved, plus a swap run.
+
+    Built on a thread of its own: the module's Playwright browser may already hold this thread's
+    event loop, and the probe engine starts one of its own with asyncio.run."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(_finish_an_audit, tmp_path_factory.mktemp("view-audit") / "ws").result()
+
+
+def _finish_an_audit(ws_path):
     import audit_workspace as aw
 
-    ws = aw.build(tmp_path_factory.mktemp("view-audit") / "ws")
+    ws = aw.build(ws_path)
     run_ids = aw.run_models(ws)
     assert run_cli(["-w", str(ws), "audit", "plan", "--run", run_ids[aw.GPT], "--run", run_ids[aw.QWEN]]).exit_code == 0
     rows = json.loads(run_cli(["-w", str(ws), "audit", "items", "--as", "alice", "--json"]).stdout)
