@@ -186,7 +186,7 @@ def paper_json(paper):
 
 def test_json_follows_design_schema(paper_json):
     assert list(paper_json) == ["contextcanvas", "counterfactual", "modality", "compare", "swap", "missing",
-                                "notes", "bootstrap", "units"]
+                                "notes", "bootstrap", "units", "reply_problems"]
     assert list(paper_json["contextcanvas"][0]) == ["model", "group", "n", "n_binary", "accuracy", "macro_f1", "yes_f1",
                                                     "no_f1", "yes_rate", "gold_yes_rate", "invalid", "accuracy_ci",
                                                     "macro_f1_ci", "yes_f1_ci", "no_f1_ci", "yes_rate_ci",
@@ -196,13 +196,15 @@ def test_json_follows_design_schema(paper_json):
                                                      "ncu", "ncu_ci", "incomplete", "runs"]
     assert paper_json["bootstrap"] == {"resamples": 10_000, "seed": 0, "level": 0.95}
     modality = paper_json["modality"][0]
-    assert list(modality) == ["model", "group", "n", "accuracy", "accuracy_ci", "deltas", "incomplete", "runs"]
+    assert list(modality) == ["model", "group", "n", "accuracy", "accuracy_ci", "invalid", "deltas", "incomplete",
+                              "runs"]
+    assert list(modality["invalid"]) == ["text", "neutral", "evidence", "image"]
     assert list(modality["accuracy"]) == ["text", "neutral", "evidence", "image"]
     assert [(d["from"], d["to"]) for d in modality["deltas"]] == [
         ("text", "neutral"), ("neutral", "evidence"), ("evidence", "image"), ("neutral", "image")]
     assert list(modality["deltas"][0]) == ["from", "to", "delta", "ci", "b", "c", "p", "p_adj"]
     assert list(paper_json["compare"][0]) == ["base", "other", "n", "base_acc", "other_acc", "delta", "ci", "b", "c",
-                                              "p", "p_adj"]
+                                              "p", "p_adj", "base_invalid", "other_invalid"]
     assert paper_json["missing"] == [] and paper_json["notes"] == []
     assert not any(r["incomplete"] for section in ("contextcanvas", "counterfactual", "modality")
                    for r in paper_json[section])

@@ -69,7 +69,9 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
 
     Exit status: 0 when every planned request has a stored reply, 1 when the
     run ended incomplete (the last line says what is missing and how to
-    resume), 2 for bad input or a backend that cannot run here.
+    resume) or when it is complete but not clean: replies cut off at the
+    token limit (raise --max-tokens), or most replies empty; 2 for bad input
+    or a backend that cannot run here.
 
     \b
     Examples:
@@ -135,6 +137,10 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
     with open_store(ws.db_path) as store, _ProgressBar(suite) as bar:
         summary = job.run(store, on_progress=bar.update, on_plan=_warn_unreviewed)
     _render_summary(summary, as_json, said=job.notes)
+    trouble = _reply_trouble(ws, summary)
+    unclean = trouble is not None and (summary.truncated > 0 or summary.empty * 2 > summary.total)
+    if trouble and (summary.missing or not unclean):
+        warn(trouble)
     if summary.missing:
         again = [("-m", model), ("-s", suite), *(("-o", pair) for pair in pairs), ("--base-url", base_url),
                  ("--api-key-env", api_key_env), ("-j", concurrency), ("--max-tokens", max_tokens),
@@ -142,6 +148,20 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
                  ("--accepted-only", accepted_only), ("--reviewed-only", reviewed_only),
                  ("--max-cost", _resume_budget(summary, max_cost))]
         raise RunIncomplete(_incomplete_line(summary, _command_line(ws, again)))
+    if unclean:  # every reply is stored, but they are not answers: exit 1 with the line that says why
+        from cfkit.errors import CheckFailed
+
+        raise CheckFailed(trouble)
+
+
+def _reply_trouble(ws, summary) -> str | None:
+    """One line when replies were cut off at the token limit or most have no valid answer (the likely cause and
+    the command that shows them); None when neither."""
+    from cfkit.probe.progress import reply_trouble
+
+    command = f"cfkit -w {ws.root} runs unparsed {summary.run_id}" if summary.invalid else ""
+    return reply_trouble(f"{summary.model} {summary.suite}", summary.total - summary.missing, summary.invalid,
+                         summary.empty, summary.truncated, summary.max_tokens, command)
 
 
 def _warn_unreviewed(plan) -> None:

@@ -99,6 +99,8 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
         status(f"Wrote {len(written)} figure(s) to {plot_dir}: "
                + ", ".join(f"{w.image.name} (+ {w.data.name})" for w in written) + ".")
     _warn_missing(result.missing)
+    for trouble in result.troubles:
+        warn(trouble.message)
     for note in result.notes:
         warn(note)
     if result.ega is not None and result.ega.pending:

@@ -27,6 +27,7 @@ from cfkit.report.rows import CompareRow, ContextCanvasRow, CounterfactualRow, D
 from cfkit.report.sources import Sources
 from cfkit.probe.swap import as_listed, swap_problem
 from cfkit.report.swap import swap_notes, swap_rows
+from cfkit.report.trouble import reply_troubles
 from cfkit.report.units import AnswerKey, collect_units
 from cfkit.store import Store, edits
 from cfkit.vocabulary import CONDITION_ORDER, SUITE_CONDITIONS, SWAP_CONDITIONS
@@ -181,7 +182,8 @@ def build_report(
         second = _correct(cc_usable[other], all_cases, "image")
         comparisons.append(stats.paired_comparison(first, second, resamples=by_case, seed=seed))
     adjusted = stats.bonferroni([c.mcnemar.p_value for c in comparisons])
-    cmp_rows = [CompareRow(b, o, c, p) for (b, o), c, p in zip(compare, comparisons, adjusted)]
+    invalid = {row.model: row.scores.invalid for row in cc_rows}
+    cmp_rows = [CompareRow(b, o, c, p, invalid[b], invalid[o]) for (b, o), c, p in zip(compare, comparisons, adjusted)]
     # 5. what the figures cover
     expected = {}
     if expected_pairs is not None:
@@ -196,9 +198,10 @@ def build_report(
     golds |= {(c.id, "", condition): as_listed(c, condition).gold for c in all_cases if swap_problem(c) is None
               for condition in SWAP_CONDITIONS}
     golds |= {(p.case, p.pair, "original"): p.original for p in pairs} | {(p.case, p.pair, "edit"): p.edit for p in pairs}
+    troubles = reply_troubles(answers, sources.runs, {key: run.max_tokens for key, run in sources.runs.items()})
     return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected,
                   bootstrap={"resamples": n_resamples, "seed": seed, "level": stats.LEVEL},
-                  units=collect_units(units.asked, golds, units.reasons), swap=sw_rows)
+                  units=collect_units(units.asked, golds, units.reasons), swap=sw_rows, troubles=troubles)
 
 
 class _Units:
@@ -295,10 +298,11 @@ def _counterfactual(units: _Units, model: str, got: dict, pairs: list[PairGold],
 def _modality(units: _Units, model: str, got: dict, cases: list[Case], n_resamples: int,
               seed: int | None) -> ModalityRow:
     conditions = SUITE_CONDITIONS["modality"]
-    correct = {}
+    correct, invalid = {}, {}
     for condition in conditions:
         answered = [units.answer(model, "modality", got, c.id, "", condition) for c in cases]
         correct[condition] = stats.correct_mask(answered, [c.gold for c in cases])
+        invalid[condition] = sum(a is None for a in answered)
     # One set of resampling indices for every statistic keeps all of them paired by case.
     resamples = stats.Resamples(len(cases), n_resamples=n_resamples, seed=seed)
     matrix = 100.0 * np.stack([correct[c] for c in conditions]).astype(float)
@@ -312,6 +316,7 @@ def _modality(units: _Units, model: str, got: dict, cases: list[Case], n_resampl
         accuracy={c: float(matrix[i].mean()) for i, c in enumerate(conditions)},
         accuracy_ci=dict(zip(conditions, intervals)),
         deltas=[Delta(a, b, c, p) for (a, b), c, p in zip(MODALITY_DELTAS, comparisons, adjusted)],
+        invalid=invalid,
         incomplete=units.marks(model, "modality")[0],
         runs=units.marks(model, "modality")[1],
     )

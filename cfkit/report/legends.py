@@ -44,7 +44,8 @@ def modality(n: int) -> str:
     """Table S9's columns."""
     return (f"Accuracy (%) on the {n} subset cases when the model is given the question and options only (Text), "
             "a description of the visible content (Neutral), the same description with the decisive cue stated "
-            "(Evidence), or the image (Image).")
+            "(Evidence), or the image (Image). Inv.: cases with no valid option under Text/Neutral/Evidence/Image, "
+            "counted wrong.")
 
 
 def modality_deltas(boot: dict[str, Any]) -> str:
@@ -58,7 +59,7 @@ def compare(n: int, m: int, boot: dict[str, Any]) -> str:
     return (f"Base and Other: accuracy (%) of each model on the {n} cases; Δ = Other − Base in points (sign always "
             f"shown); b/c: cases right only for the base / only for the other model. {_bootstrap(boot, 'cases')} "
             f"p: exact two-sided McNemar test; p adj: Bonferroni over the {m} comparison{'s' if m != 1 else ''} "
-            "asked for together.")
+            "asked for together. Inv.: cases with no valid option from the base / the other model, counted wrong.")
 
 
 def ega() -> str:

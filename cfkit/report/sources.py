@@ -39,11 +39,16 @@ class RunInfo:
     n_requests: int
     n_done: int
     stopped: str | None
+    max_tokens: int | None = None  # the run's token limit
+    skipped: tuple[tuple[str, str], ...] = ()  # (pair or case, why the run did not ask it)
 
     @classmethod
     def of(cls, record: RunRecord) -> "RunInfo":
+        skipped = tuple((s.get("pair_id", ""), s.get("reason", "")) for s in record.notes.get("skipped") or ()
+                        if isinstance(s, dict))
         return cls(record.id, record.model, record.suite, record.status, record.complete, record.subset,
-                   record.n_requests, record.n_done, record.notes.get("stopped"))
+                   record.n_requests, record.n_done, record.notes.get("stopped"),
+                   (record.settings.get("generation") or {}).get("max_tokens"), skipped)
 
 
 @dataclass

@@ -157,7 +157,8 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
         conditions = SUITE_CONDITIONS["modality"]
         rows, deltas = _Rows(), _Rows()
         for r in data["modality"]:
-            rows.add([_name(r), str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions)], False, r["group"])
+            rows.add([_name(r), str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions),
+                      "/".join(str(r["invalid"].get(c, 0)) for c in conditions)], False, r["group"])
             for d in r["deltas"]:
                 deltas.add([_name(r), f"{d['from']} → {d['to']}", fmt_delta(d["delta"]), fmt_ci(d["ci"]),
                             f"{d['b']}/{d['c']}", fmt_p(d["p"]), fmt_p(d["p_adj"])], False, r["group"])
@@ -165,14 +166,14 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
         if ref:
             t = ref["tableS9"]
             for r in t["rows"]:
-                rows.add([r["model"] + PAPER_MARK, str(t["n"]), *(fmt(r["accuracy"][c]) for c in conditions)], True,
-                         paper.get(r["model"]))
+                rows.add([r["model"] + PAPER_MARK, str(t["n"]), *(fmt(r["accuracy"][c]) for c in conditions), "—"],
+                         True, paper.get(r["model"]))
             caption = _join(caption, _caption("tableS9"),
                             _comparable("cases", {r["n"] for r in data["modality"]}, t["n"]),
                             _notes(report, "modality"))
         marks = _marks(data["modality"], reference)
         tables.append(rows.table("modality", "Modality conditions (as in Table S9)",
-                                 ["Model", "n", "Text", "Neutral", "Evidence", "Image"], _join(caption, marks)))
+                                 ["Model", "n", "Text", "Neutral", "Evidence", "Image", "Inv."], _join(caption, marks)))
         tables.append(deltas.table("modality_deltas", "Modality changes (paired, exact McNemar, Bonferroni over 4)",
                                    ["Model", "Change", "Δ", "95% CI", "b/c", "p", "p adj"],
                                    _join(legends.modality_deltas(boot), _marks(data["modality"], False))))
@@ -180,17 +181,18 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
         rows = _Rows()
         for r in data["compare"]:
             rows.add([f"{r['base']} → {r['other']}", fmt(r["base_acc"]), fmt(r["other_acc"]), fmt_delta(r["delta"]),
-                      f"{r['b']}/{r['c']}", fmt_ci(r["ci"]), fmt_p(r["p"]), fmt_p(r["p_adj"])], False, None)
+                      f"{r['b']}/{r['c']}", fmt_ci(r["ci"]), fmt_p(r["p"]), fmt_p(r["p_adj"]),
+                      f"{r['base_invalid']}/{r['other_invalid']}"], False, None)
         caption = legends.compare(data["compare"][0]["n"], len(data["compare"]), boot)
         if ref:
             for r in ref["tableS10"]["rows"]:
                 rows.add([f"{r['base']} → {r['other']}{PAPER_MARK}", fmt(r["base_acc"]), fmt(r["other_acc"]),
                           fmt_delta(r["delta"]), f"{r['b']}/{r['c']}", fmt_ci(r["ci"]), fmt_p(r["p"]),
-                          fmt_p(r["p_adj"])], True, None)
+                          fmt_p(r["p_adj"]), "—"], True, None)
             caption = _join(caption, _caption("tableS10"), legends_marks(published=True, incomplete=False))
         tables.append(rows.table(
             "compare", f"Paired comparisons (as in Table S10; Bonferroni over {len(data['compare'])})",
-            ["Base → other", "Base", "Other", "Δ", "b/c", "95% CI", "p", "p adj"], caption))
+            ["Base → other", "Base", "Other", "Δ", "b/c", "95% CI", "p", "p adj", "Inv."], caption))
     if data["swap"]:
         tables += _swap_tables(data)
     if "ega" in data:
@@ -201,12 +203,13 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
 def _swap_tables(data: dict) -> list[DisplayTable]:
     """The position-bias probe: accuracy in each option order with McNemar; then what the answers follow."""
     rows = [[_name(r), str(r["n"]), fmt(r["accuracy_original"]), fmt(r["accuracy_swapped"]),
-             f"{r['accuracy_delta']:+.2f}", fmt_ci(r["accuracy_delta_ci"]), f"{r['b']}/{r['c']}", fmt_p(r["p"])]
-            for r in data["swap"]]
+             f"{r['accuracy_delta']:+.2f}", fmt_ci(r["accuracy_delta_ci"]), f"{r['b']}/{r['c']}", fmt_p(r["p"]),
+             f"{r['invalid_original']}/{r['invalid_swapped']}"] for r in data["swap"]]
     accuracy = DisplayTable(
         "swap", "Option order: accuracy as listed and with the two options swapped (paired, exact McNemar)",
-        ["Model", "n", "Original", "Swapped", "Δ", "95% CI", "b/c", "p"], rows, [False] * len(rows),
-        "b: right only in the original order; c: right only in the swapped order.")
+        ["Model", "n", "Original", "Swapped", "Δ", "95% CI", "b/c", "p", "Inv."], rows, [False] * len(rows),
+        "b: right only in the original order; c: right only in the swapped order. Inv.: answers with no valid "
+        "option in the original / swapped order, counted wrong.")
     def ci(values: list[float]) -> str:  # one decimal, so the seven columns fit 100 (exact in JSON)
         return f"[{values[0]:.1f}, {values[1]:.1f}]"
 

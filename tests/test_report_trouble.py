@@ -1,0 +1,129 @@
+"""Replies that are not answers, end to end against a real loopback server: empty replies (a broken chat
+template) and replies cut off at the token limit each get one loud, specific line from ``probe run`` (which
+exits 1) and from ``report``, and an ``Inv.`` count in every table the model appears in."""
+
+from __future__ import annotations
+
+import json
+
+from chat_api_server import ChatServer, Scripted, answer_json, completion
+from conftest import run_cli
+from test_probe import FAST
+
+from cfkit.probe.progress import reply_trouble
+
+
+def _empty(body, n) -> Scripted:
+    return Scripted(body=completion(""))
+
+
+def _cut(body, n) -> Scripted:
+    return Scripted(body=completion("Looking at the picture, the", finish_reason="length", completion_tokens=8))
+
+
+def _cut_but_answered(body, n) -> Scripted:
+    return Scripted(body=completion(answer_json("A"), finish_reason="length"))
+
+
+def _run(ws, url, model, suite="contextcanvas", *extra):
+    return run_cli(["-w", str(ws), "probe", "run", "-m", model, "-s", suite, "--base-url", url, *FAST, *extra])
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_empty_and_cut_off_replies_are_loud_in_probe_run_and_report_and_counted_in_every_table(tiny_ws):
+    with ChatServer(_empty) as empty, ChatServer(_cut) as cut:
+        runs = {}
+        for model, server in (("openai:empty-model", empty), ("openai:cut-model", cut)):
+            for suite in ("contextcanvas", "swap"):
+                result = _run(tiny_ws, server.url, model, suite, "--max-tokens", "8", "--json")
+                # Every request has a stored reply, but the run is not clean: exit 1, one line saying why.
+                assert result.exit_code == 1, result.output
+                runs[(model, suite)] = json.loads(result.stdout)["run_id"]
+                said = _flat(result.stderr)
+                assert "Traceback" not in result.output
+                if model == "openai:empty-model":
+                    n = 3 if suite == "contextcanvas" else 4
+                    assert f"openai:empty-model {suite}: {n} of {n} replies have no valid answer, {n} of them empty" \
+                           in said
+                    assert "chat template" in said and f"runs unparsed {runs[(model, suite)]}' shows them" in said
+                else:
+                    n = 3 if suite == "contextcanvas" else 4
+                    assert f"openai:cut-model {suite}: {n} of {n} replies were cut off at the token limit (8 tokens)" \
+                           in said
+                    assert "Raise --max-tokens and run again" in said
+                summary = json.loads(result.stdout)
+                assert summary["status"] == "done" and summary["missing"] == 0
+    data = json.loads(run_cli(["-w", str(tiny_ws), "report", "--format", "json", "--resamples", "50"]).stdout)
+    rows = {r["model"]: r for r in data["contextcanvas"]}
+    assert rows["openai:empty-model"]["invalid"] == 3 and rows["openai:cut-model"]["invalid"] == 3
+    swaps = {r["model"]: r for r in data["swap"]}
+    assert (swaps["openai:cut-model"]["invalid_original"], swaps["openai:cut-model"]["invalid_swapped"]) == (2, 2)
+    problems = {(p["model"], p["suite"]): p for p in data["reply_problems"]}
+    assert set(problems) == set(runs)
+    assert problems[("openai:cut-model", "contextcanvas")] | {"message": ""} == {
+        "model": "openai:cut-model", "suite": "contextcanvas", "condition": None, "replies": 3, "invalid": 3,
+        "empty": 0, "truncated": 3, "run": runs[("openai:cut-model", "contextcanvas")], "message": ""}
+    assert problems[("openai:empty-model", "swap")]["empty"] == 4
+    table = run_cli(["-w", str(tiny_ws), "report", "--resamples", "50"], env={"COLUMNS": "250"})
+    assert table.exit_code == 0, table.stderr
+    said = _flat(table.stderr)
+    for (model, suite), problem in problems.items():
+        assert _flat(problem["message"]) in said
+        assert said.count(f"{model} {suite}:") >= 1
+    assert "openai:cut-model contextcanvas: 3 of 3 replies were cut off at the token limit (8 tokens)" in said
+    # The Inv. column: 3 in the ContextCanvas table, 2/2 in the option-order table, for both models.
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in table.stdout.splitlines() if "openai:" in line]
+    cc = [cells for cells in rows if cells[-1] == "3"]
+    swap = [cells for cells in rows if cells[-1] == "2/2"]
+    assert len(cc) == 2 and len(swap) == 2, table.stdout
+
+
+def test_a_reply_cut_off_after_its_answer_still_counts_and_is_still_said(tiny_ws):
+    server = ChatServer(_cut_but_answered).__enter__()
+    result = _run(tiny_ws, server.url, "openai:long-model", "contextcanvas", "--json")
+    assert result.exit_code == 1
+    assert "3 of 3 replies were cut off at the token limit (512 tokens). Raise --max-tokens" in _flat(result.stderr)
+    assert json.loads(result.stdout)["truncated"] == 3 and json.loads(result.stdout)["invalid"] == 0
+    data = json.loads(run_cli(["-w", str(tiny_ws), "report", "--format", "json", "--resamples", "50"]).stdout)
+    assert data["contextcanvas"][0]["invalid"] == 0
+    assert [p["truncated"] for p in data["reply_problems"]] == [3]
+    # A rerun finds the run finished and still says it (and still exits 1).
+    try:
+        again = _run(tiny_ws, server.url, "openai:long-model", "contextcanvas")
+        assert server.count == 3  # nothing sent again
+    finally:
+        server.__exit__(None, None, None)
+    assert again.exit_code == 1 and "cut off at the token limit" in again.stderr
+    # The exported predictions carry the mark, and a report from the file says the same.
+    exported = run_cli(["-w", str(tiny_ws), "runs", "export", json.loads(result.stdout)["run_id"]])
+    assert all(json.loads(line)["truncated"] is True for line in exported.stdout.splitlines())
+
+
+def test_the_likely_cause_is_the_one_most_replies_share():
+    assert reply_trouble("m s", 10, 2, 1, 0, 512, "cmd") is None  # mostly fine: nothing to say
+    assert "cut off" in reply_trouble("m s", 10, 0, 0, 1, 512, "cmd")  # any cut-off reply is said
+    assert "empty" in reply_trouble("m s", 10, 9, 8, 0, 512, "cmd")
+    unparsed = reply_trouble("m s", 10, 9, 1, 0, 512, "cmd")
+    assert "found no option" in unparsed and "'cmd' shows them" in unparsed
+    # Empty replies that stopped at the token limit (a model that spent them all on reasoning): the limit.
+    assert "cut off at the token limit (64 tokens)" in reply_trouble("m s", 10, 10, 10, 10, 64, "cmd")
+
+
+def test_a_model_with_empty_replies_gets_an_invalid_count_per_modality_condition(tiny_ws):
+    for case in ("T001", "T002", "T003"):
+        (tiny_ws / "captions" / f"{case}.yaml").write_text("neutral: A plain grey field.\nevidence: It is grey.\n")
+    with ChatServer(_empty) as server:
+        result = _run(tiny_ws, server.url, "openai:empty-model", "modality", "--all-cases")
+    assert result.exit_code == 1
+    lines = [line for line in result.stderr.splitlines() if "12 of 12 replies have no valid answer" in line]
+    assert len(lines) == 1 and lines[0].startswith("error:")  # said once, as the reason for the exit status
+    data = json.loads(run_cli(["-w", str(tiny_ws), "report", "--all-cases", "--format", "json",
+                               "--resamples", "50"]).stdout)
+    assert data["modality"][0]["invalid"] == {"text": 3, "neutral": 3, "evidence": 3, "image": 3}
+    assert data["modality"][0]["accuracy"]["image"] == 0.0
+    assert [(p["suite"], p["empty"]) for p in data["reply_problems"]] == [("modality", 12)]
+    md = run_cli(["-w", str(tiny_ws), "report", "--all-cases", "--format", "md", "--resamples", "50"])
+    assert "| Inv. |" in md.stdout and "| 3/3/3/3 |" in md.stdout
