@@ -127,3 +127,57 @@ def test_a_model_with_empty_replies_gets_an_invalid_count_per_modality_condition
     assert [(p["suite"], p["empty"]) for p in data["reply_problems"]] == [("modality", 12)]
     md = run_cli(["-w", str(tiny_ws), "report", "--all-cases", "--format", "md", "--resamples", "50"])
     assert "| Inv. |" in md.stdout and "| 3/3/3/3 |" in md.stdout
+
+
+# ── runs of one model with different settings: that model alone is set aside, with one line ──
+
+
+def _report_json(ws, *extra):
+    return run_cli(["-w", str(ws), "report", "--format", "json", "--resamples", "50", *extra])
+
+
+def test_a_smoke_test_with_other_settings_is_left_out_with_one_line_and_every_model_is_reported(tiny_ws):
+    from test_probe import scripted_answer
+
+    assert run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s", "contextcanvas"]).exit_code == 0
+    with ChatServer(scripted_answer) as server:
+        smoke = _run(tiny_ws, server.url, "openai:test-model", "contextcanvas", "--limit", "2", "--max-tokens", "8",
+                     "--json")
+        full = _run(tiny_ws, server.url, "openai:test-model", "swap", "--json")
+        smoke_id, full_id = (json.loads(r.stdout)["run_id"] for r in (smoke, full))
+        report = _report_json(tiny_ws)
+        assert report.exit_code == 0, report.stderr
+        data = json.loads(report.stdout)
+        assert {r["model"] for r in data["contextcanvas"]} == {"baseline:always-yes"}
+        assert [r["model"] for r in data["swap"]] == ["openai:test-model"] and data["swap"][0]["runs"] == [full_id]
+        assert [(a["model"], a["runs"], a["refused"]) for a in data["set_aside"]] == [
+            ("openai:test-model", [smoke_id], False)]
+        said = [line for line in report.stderr.splitlines() if "openai:test-model" in line]
+        assert len(said) == 1 and smoke_id in said[0] and "max_tokens 8" in said[0] and "max_tokens 512" in said[0]
+        # A second full run with other settings: now that model alone is refused (exit 1), the other stays.
+        other = _run(tiny_ws, server.url, "openai:test-model", "contextcanvas", "--max-tokens", "64", "--json")
+        other_id = json.loads(other.stdout)["run_id"]
+    refused = _report_json(tiny_ws)
+    assert refused.exit_code == 1, refused.stderr
+    data = json.loads(refused.stdout)
+    assert [r["model"] for r in data["contextcanvas"]] == ["baseline:always-yes"] and data["swap"] == []
+    assert [(a["model"], a["refused"]) for a in data["set_aside"]] == [("openai:test-model", True)]
+    lines = [line for line in _flat(refused.stderr).split("warning: ") if "openai:test-model has runs" in line]
+    assert len(lines) == 1 and other_id in lines[0] and full_id in lines[0] and "--mixed-settings" in lines[0]
+    assert "1 model(s) left out for runs with different settings (openai:test-model)" in _flat(refused.stderr)
+    # --run chooses for its model and suite; the other model stays, the swap run of other settings is named.
+    chosen = _report_json(tiny_ws, "--run", other_id)
+    assert chosen.exit_code == 0, chosen.stderr
+    data = json.loads(chosen.stdout)
+    rows = {r["model"]: r["runs"] for r in data["contextcanvas"]}
+    assert set(rows) == {"baseline:always-yes", "openai:test-model"} and rows["openai:test-model"] == [other_id]
+    assert data["swap"] == [] and full_id in data["set_aside"][0]["message"]
+    both = _report_json(tiny_ws, "--run", other_id, "--run", full_id)
+    assert both.exit_code == 0 and json.loads(both.stdout)["set_aside"] == []
+    # --mixed-settings reports the model anyway, from the newest run of each suite, and says so.
+    mixed = _report_json(tiny_ws, "--mixed-settings")
+    assert mixed.exit_code == 0, mixed.stderr
+    data = json.loads(mixed.stdout)
+    assert {r["model"] for r in data["contextcanvas"]} == {"baseline:always-yes", "openai:test-model"}
+    assert data["swap"][0]["runs"] == [full_id]
+    assert "its rows come from runs with different settings (--mixed-settings)" in data["set_aside"][0]["message"]

@@ -264,7 +264,8 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
         shared = f", {summary.elsewhere} answered by another process" if summary.elsewhere else ""
         status(f"{summary.status}: {summary.total} requests; {summary.kept} already stored, "
                f"{summary.from_cache} from cache, {summary.sent} sent ({summary.errors} failed{cost}){shared}; "
-               f"{summary.invalid} without a valid answer.")
+               f"{summary.invalid} without a valid answer"
+               + (f", {summary.truncated} cut off at the token limit." if summary.truncated else "."))
     for note in summary.notes:
         if note not in said:
             warn(note)

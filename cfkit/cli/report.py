@@ -20,6 +20,9 @@ MISSING_SHOWN = 20
 @click.option("--run", "run_refs", multiple=True, metavar="RUN",
               help="A stored run to report (repeatable; an id or a unique start of one, see 'cfkit runs list'). "
                    "Needed when one model has runs with different settings.")
+@click.option("--mixed-settings", is_flag=True,
+              help="Report a model whose full runs differ in settings anyway: each suite from its newest run (a "
+                   "line names the runs and what differs). Without it such a model is left out, alone.")
 @click.option("--compare", "compare_specs", multiple=True, metavar="BASE=OTHER",
               help="Paired ContextCanvas test of two models (repeatable; Bonferroni over all given).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
@@ -51,16 +54,18 @@ MISSING_SHOWN = 20
 def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], compare_specs: tuple[str, ...],
            fmt: str, reference: bool, resamples: int, seed: int, subset: str | None, all_cases: bool, ega: bool,
            audit_ref: str | None, units: bool, plot_dir: str | None, plot_format: str, force: bool,
-           groups_path: str | None) -> None:
+           groups_path: str | None, mixed_settings: bool) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas, paired tests and position bias (swap).
 
     A unit a model gave no usable answer for (no reply, a failed request, a
     refusal, an answer about an edit that is no longer selected) is counted
     wrong and listed on stderr with the reason (and under "missing" in JSON);
     a row from an incomplete run is marked. By default the newest stored run
-    of each model and suite is read; a model with runs of different settings
-    (endpoint, --max-tokens, options, protocol) is refused until --run says
-    which.
+    of each model and suite is read; a smoke test (--limit) whose settings
+    (endpoint, --max-tokens, options, protocol) differ from the model's full
+    runs is left out, and a model whose full runs differ is left out alone
+    (exit 1) until --run says which or --mixed-settings reports it anyway;
+    --run chooses for its model and suite only, every other model stays.
 
     \b
     Examples:
@@ -86,7 +91,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     groups = lib.load_groups(groups_path) if groups_path else None
     result = lib.make_report(ws, list(prediction_paths), run_refs=list(run_refs), compare=compare,
                              n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups,
-                             subset=subset, all_cases=all_cases)
+                             subset=subset, all_cases=all_cases, mixed_settings=mixed_settings)
     if units:
         _print(fmt, lambda: [lib.units_table(result)], lambda: lib.units_json(result), lambda: lib.units_csv(result))
     else:
@@ -98,11 +103,14 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
         written = write_plots(result, plot_dir, fmt=plot_format, overwrite=force)
         status(f"Wrote {len(written)} figure(s) to {plot_dir}: "
                + ", ".join(f"{w.image.name} (+ {w.data.name})" for w in written) + ".")
+    for aside in result.set_aside:
+        warn(aside.message)
     _warn_missing(result.missing)
     for trouble in result.troubles:
         warn(trouble.message)
     for note in result.notes:
         warn(note)
+    refused = [a for a in result.set_aside if a.refused]
     if result.ega is not None and result.ega.pending:
         from cfkit.errors import Incomplete
 
@@ -114,6 +122,11 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
             warn(f"  … and {len(pending) - MISSING_SHOWN} more (see 'ega_pending' in --format json).")
         raise Incomplete(f"the EGA section covers {result.ega.cases} of {result.ega.planned_cases} audited cases; "
                          "finish with 'cfkit audit status' and 'cfkit audit adjudicate --as NAME'.")
+    if refused:
+        from cfkit.errors import Incomplete
+
+        raise Incomplete(f"{len(refused)} model(s) left out for runs with different settings "
+                         f"({', '.join(a.model for a in refused)}); the lines above say which runs and how to choose.")
 
 
 def _print(fmt: str, tables, as_json, as_csv) -> None:

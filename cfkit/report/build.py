@@ -61,6 +61,7 @@ def make_report(
     subset: str | Path | None = None,
     all_cases: bool = False,
     groups: Mapping[str, str] | None = None,
+    mixed_settings: bool = False,
 ) -> Report:
     """Load gold and predictions (files, the runs named in ``run_refs``, or by default one stored run per model
     and suite, see :func:`cfkit.report.sources.choose_runs`) and build the report.
@@ -85,7 +86,7 @@ def make_report(
             raise NotFoundError(f"no stored runs ({ws.db_path} does not exist). Run 'cfkit probe run' first, "
                                 "or pass --predictions FILE.")
         with Store(ws.db_path) as store:
-            source = sources_.from_store(store, run_refs)
+            source = sources_.from_store(store, run_refs, mixed=mixed_settings)
             check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
     if not source.preds:
         raise NotFoundError("no predictions to report. Run 'cfkit probe run', or pass --predictions FILE.")
@@ -201,7 +202,8 @@ def build_report(
     troubles = reply_troubles(answers, sources.runs, {key: run.max_tokens for key, run in sources.runs.items()})
     return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected,
                   bootstrap={"resamples": n_resamples, "seed": seed, "level": stats.LEVEL},
-                  units=collect_units(units.asked, golds, units.reasons), swap=sw_rows, troubles=troubles)
+                  units=collect_units(units.asked, golds, units.reasons), swap=sw_rows, troubles=troubles,
+                  set_aside=list(sources.set_aside))
 
 
 class _Units:

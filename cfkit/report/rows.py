@@ -97,6 +97,7 @@ class Report:
     bootstrap: dict[str, Any] = field(default_factory=dict)  # resamples, seed, level of every interval
     units: list[ModelUnits] = field(default_factory=list)  # per model and suite, every unit the rows count
     troubles: list[ReplyTrouble] = field(default_factory=list)  # replies cut off, or mostly not answers
+    set_aside: list[Any] = field(default_factory=list)  # cfkit.report.sources.SetAside: runs left out, models refused
 
     def to_dict(self) -> dict[str, Any]:
         """The report object of docs/report-schema.md, ``missing`` included (the units counted wrong for want of an answer)."""
@@ -140,6 +141,7 @@ class Report:
             "bootstrap": dict(self.bootstrap),
             "units": [u.to_dict() for u in self.units],
             "reply_problems": [t.to_dict() for t in self.troubles],
+            "set_aside": [a.to_dict() for a in self.set_aside],
         }
         if self.ega is not None:
             data["ega"] = [row.to_dict() for row in self.ega.rows]
