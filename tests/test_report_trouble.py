@@ -181,3 +181,46 @@ def test_a_smoke_test_with_other_settings_is_left_out_with_one_line_and_every_mo
     assert {r["model"] for r in data["contextcanvas"]} == {"baseline:always-yes", "openai:test-model"}
     assert data["swap"][0]["runs"] == [full_id]
     assert "its rows come from runs with different settings (--mixed-settings)" in data["set_aside"][0]["message"]
+
+
+# ── why a pair has no answer: the reason the run recorded when it skipped it ──
+
+
+def test_a_pair_skipped_for_a_rejected_edit_a_failed_check_or_no_edit_says_so_in_the_report(tiny_ws):
+    from test_probe import _accepted_edit
+
+    from cfkit.store import Store, checks, now
+
+    spec = (tiny_ws / "interventions" / "TX01.yaml").read_text()
+    for pair in ("TX02", "TX03", "TX04"):
+        (tiny_ws / "interventions" / f"{pair}.yaml").write_text(spec.replace("id: TX01", f"id: {pair}"))
+    _accepted_edit(tiny_ws, "TX01", 1)
+    _accepted_edit(tiny_ws, "TX02", 2)
+    _accepted_edit(tiny_ws, "TX03", 3)
+    with Store(tiny_ws / ".cfkit" / "cfkit.db") as store:
+        with store.transaction() as conn:
+            conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, created_at) VALUES ('TX02', 2, 'reject', ?)",
+                         (now(),))
+            conn.execute("DELETE FROM reviews WHERE edit_id = 3")
+        checks.insert(store, 3, "TX03", [checks.NewCheck("composite", {}, "fail", ["SSIM outside 0.71 < 0.95"], True)])
+    run = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s", "counterfactual", "--json"])
+    assert run.exit_code == 0, run.stderr
+    run_id = json.loads(run.stdout)["run_id"]
+    result = _report_json(tiny_ws)
+    missing = {(m["pair"], m["condition"]): m for m in json.loads(result.stdout)["missing"]}
+    assert {pair for pair, _ in missing} == {"TX02", "TX03", "TX04"} and len(missing) == 6
+    assert {m["reason"] for m in missing.values()} == {"skipped"}
+    assert missing[("TX02", "edit")]["detail"].startswith(f"not asked by run {run_id}: rejected edit: edit #2 was "
+                                                          "rejected in review")
+    assert missing[("TX03", "original")]["detail"] == (
+        f"not asked by run {run_id}: failed check: edit #3 failed its preservation check (SSIM outside 0.71 < "
+        "0.95); accept it in 'cfkit review TX03', or run 'cfkit edit TX03' again")
+    assert missing[("TX04", "edit")]["detail"] == f"not asked by run {run_id}: no edit yet; run 'cfkit edit TX04'"
+    assert not any("suite has changed" in m["detail"] for m in missing.values())
+    # On stderr: one line for the model and reason, not one per unit; each unit under -v.
+    table = run_cli(["-w", str(tiny_ws), "report", "--resamples", "50"], env={"COLUMNS": "250"})
+    warned = [line for line in table.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warned) == 1 and "baseline:always-yes: 6 unit(s) without a usable answer" in warned[0]
+    assert "(skipped; counterfactual 6)" in warned[0]
+    verbose = run_cli(["-w", str(tiny_ws), "report", "--resamples", "50", "-v"], env={"COLUMNS": "250"})
+    assert "pair TX03, condition edit: skipped (not asked by run" in " ".join(verbose.stderr.split())

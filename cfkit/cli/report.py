@@ -50,11 +50,14 @@ MISSING_SHOWN = 20
 @click.option("--groups", "groups_path", metavar="FILE", default=None,
               help="YAML mapping each model to its group (closed, open, aesthetic as in Table 2, or any name); "
                    "rows are shown under their groups. The paper's model names get Table 2's groups without it.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="List on stderr every unit counted wrong for want of an answer, with why (by default one line "
+                   "per model and reason).")
 @workspace_option
 def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], compare_specs: tuple[str, ...],
            fmt: str, reference: bool, resamples: int, seed: int, subset: str | None, all_cases: bool, ega: bool,
            audit_ref: str | None, units: bool, plot_dir: str | None, plot_format: str, force: bool,
-           groups_path: str | None, mixed_settings: bool) -> None:
+           groups_path: str | None, mixed_settings: bool, verbose: bool) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas, paired tests and position bias (swap).
 
     A unit a model gave no usable answer for (no reply, a failed request, a
@@ -105,11 +108,12 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
                + ", ".join(f"{w.image.name} (+ {w.data.name})" for w in written) + ".")
     for aside in result.set_aside:
         warn(aside.message)
-    _warn_missing(result.missing)
+    _warn_missing(result.missing, verbose)
     for trouble in result.troubles:
         warn(trouble.message)
     for note in result.notes:
-        warn(note)
+        if verbose or not note.endswith(lib.COVERAGE_END):  # the lines above already say it per model
+            warn(note)
     refused = [a for a in result.set_aside if a.refused]
     if result.ega is not None and result.ega.pending:
         from cfkit.errors import Incomplete
@@ -153,20 +157,29 @@ def _table_width() -> int | None:
     return PIPE_WIDTH
 
 
-def _warn_missing(missing) -> None:
-    """Per model and suite: how many units are counted wrong and why; then the first units with their reasons."""
+def _warn_missing(missing, verbose: bool) -> None:
+    """One line per model and reason: how many units are counted wrong, in which suites, and one example; each
+    unit with its detail under -v."""
     if not missing:
         return
-    groups: dict[tuple[str, str], dict[str, int]] = {}
+    groups: dict[tuple[str, str], list] = {}
     for m in missing:
-        counts = groups.setdefault((m.model, m.suite), {})
-        counts[m.reason] = counts.get(m.reason, 0) + 1
-    for (model, suite), counts in groups.items():
-        why = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda item: -item[1]))
-        warn(f"{model} {suite}: {sum(counts.values())} unit(s) without a usable answer, counted wrong ({why}).")
-    for m in missing[:MISSING_SHOWN]:
-        pair = f" pair {m.pair}" if m.pair else ""
-        warn(f"  {m.model} {m.suite}: case {m.case}{pair}, condition {m.condition}: {m.reason}"
-             + (f" ({m.detail})" if m.detail else ""))
-    if len(missing) > MISSING_SHOWN:
-        warn(f"  … and {len(missing) - MISSING_SHOWN} more (see 'missing' in --format json).")
+        groups.setdefault((m.model, m.reason), []).append(m)
+    for (model, reason), units in groups.items():
+        suites: dict[str, int] = {}
+        for m in units:
+            suites[m.suite] = suites.get(m.suite, 0) + 1
+        where = ", ".join(f"{suite} {n}" for suite, n in suites.items())
+        first = units[0]
+        example = f"; e.g. {_unit(first)}: {first.detail}" if first.detail else ""
+        warn(f"{model}: {len(units)} unit(s) without a usable answer, counted wrong ({reason}; {where}){example}.")
+    if verbose:
+        for m in missing:
+            warn(f"  {m.model} {m.suite}: {_unit(m)}, condition {m.condition}: {m.reason}"
+                 + (f" ({m.detail})" if m.detail else ""))
+    else:
+        status("Each unit with its reason: add -v, or see 'missing' in --format json.")
+
+
+def _unit(m) -> str:
+    return f"case {m.case}" + (f" pair {m.pair}" if m.pair else "")

@@ -23,7 +23,7 @@ from cfkit.predictions import Prediction, check_predictions, load_predictions
 from cfkit.report import sources as sources_
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.groups import resolve_groups
-from cfkit.report.rows import CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
+from cfkit.report.rows import COVERAGE_END, CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
 from cfkit.report.sources import Sources
 from cfkit.probe.swap import as_listed, swap_problem
 from cfkit.report.swap import swap_notes, swap_rows
@@ -252,8 +252,12 @@ class _Units:
             elif not run.complete:
                 detail = (f"not answered: run {run.id} is {run.status} ({run.n_done} of {run.n_requests} replies"
                           + (f"; {run.stopped}" if run.stopped else "") + ")")
+            elif (skip := dict(run.skipped).get(pair or case)) is not None:
+                listed("skipped", f"not asked by run {run.id}: {skip}")
+                return None
             else:
-                detail = f"not part of run {run.id} (the suite has changed since; run it again)"
+                detail = (f"not asked by run {run.id}: the {'pair' if pair else 'case'} was not part of the suite "
+                          "then (added since); run the suite again")
             listed("absent", detail)
             return None
         if p.error == "transport":
@@ -344,5 +348,5 @@ def _coverage_notes(units: _Units, gold: Gold, cc_rows: list, cf_rows: list, md_
             lacking = len(gaps.get((row.model, suite), ()))
             if lacking:
                 notes.append(f"{suite}: {row.model} has usable answers for {total - lacking} of the {total} {what}; "
-                             f"the rest are counted wrong and listed under missing.")
+                             + COVERAGE_END)
     return notes

@@ -7,14 +7,16 @@ from typing import Any
 
 from cfkit import stats
 from cfkit.report.grounding import EgaSection
-from cfkit.report.swap import SwapRow
+from cfkit.report.swap import COVERAGE_END, SwapRow
 from cfkit.report.trouble import ReplyTrouble
 from cfkit.report.units import ModelUnits
 
 
-#: Why a unit is listed in ``missing``: no prediction at all, a request that failed, the model declined, or an
-#: answer given about an edit that is no longer the pair's selected one.
-MISSING_REASONS = ("absent", "transport", "refused", "stale")
+#: Why a unit is listed in ``missing``: no prediction at all, a request that failed, the model declined, an
+#: answer given about an edit that is no longer the pair's selected one, or a unit the run did not ask for a
+#: reason it recorded (a pair with no usable edit: rejected, failed check, none made; a case the swap suite
+#: cannot ask).
+MISSING_REASONS = ("absent", "transport", "refused", "stale", "skipped")
 
 
 @dataclass(frozen=True)

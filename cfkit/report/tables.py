@@ -307,7 +307,7 @@ def units_table(report: Report) -> DisplayTable:
                         ["Model", "Suite", "Case", "Pair", "Condition", "Answer", "Gold", "Right", "Category",
                          "Missing"], rows, [False] * len(rows),
                         "Answer: the option the model chose, '—' without a usable one (Missing says why: absent, "
-                        "transport, refused, stale). Right: the answer is the gold option. Category of a pair: "
+                        "transport, refused, stale, skipped). Right: the answer is the gold option. Category of a pair: "
                         "correct (No→Yes update), reverse, stuck original, stuck edit, or invalid.")
 
 
