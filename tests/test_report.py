@@ -608,7 +608,7 @@ def test_units_of_a_dead_endpoint_a_budget_stop_and_a_replay_gap_are_listed_with
     budget = missing["openai:budget-model"]
     assert len(budget) == 2 and {m["reason"] for m in budget} == {"absent"}
     assert all("is incomplete (1 of 3 replies; --max-cost 0.15 USD would be exceeded" in m["detail"] for m in budget)
-    replay = [m for model, ms in missing.items() if model.startswith("replay:") for m in ms]
+    replay = missing["m"]  # labelled by the model the replayed file names
     assert [m["case"] for m in replay] == ["T001", "T002"] and {m["reason"] for m in replay} == {"transport"}
     assert all("has no contextcanvas prediction" in m["detail"] for m in replay)
     rows = {r["model"]: r for r in data["contextcanvas"]}

@@ -224,3 +224,24 @@ def test_a_pair_skipped_for_a_rejected_edit_a_failed_check_or_no_edit_says_so_in
     assert "(skipped; counterfactual 6)" in warned[0]
     verbose = run_cli(["-w", str(tiny_ws), "report", "--resamples", "50", "-v"], env={"COLUMNS": "250"})
     assert "pair TX03, condition edit: skipped (not asked by run" in " ".join(verbose.stderr.split())
+
+
+# ── a replayed predictions file is labelled by the model it names, or by -o label=NAME ──
+
+
+def test_a_replayed_file_is_labelled_by_its_model_in_tables_and_by_label_when_asked(tiny_ws, tmp_path):
+    lines = [{"model": "openai:gpt-5.5", "suite": "contextcanvas", "case": case, "condition": "image",
+              "answer": answer, "parse": "json"} for case, answer in (("T001", "B"), ("T002", "A"), ("T003", "C"))]
+    path = tmp_path / "pred-x.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    run = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", f"replay:{path}", "-s", "contextcanvas", "--json"])
+    assert run.exit_code == 0, run.stderr
+    assert json.loads(run.stdout)["model"] == "openai:gpt-5.5"
+    table = run_cli(["-w", str(tiny_ws), "report", "--resamples", "50"], env={"COLUMNS": "250"})
+    assert table.exit_code == 0 and "openai:gpt-5.5" in table.stdout and str(path) not in table.output
+    labelled = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", f"replay:{path}", "-o", "label=GPT-5.5 (replayed)",
+                        "-s", "contextcanvas"])
+    assert labelled.exit_code == 0, labelled.stderr
+    data = json.loads(_report_json(tiny_ws).stdout)
+    assert {r["model"]: r["accuracy"] for r in data["contextcanvas"]} == {
+        "openai:gpt-5.5": 100.0, "GPT-5.5 (replayed)": 100.0}
