@@ -245,3 +245,20 @@ def test_a_replayed_file_is_labelled_by_its_model_in_tables_and_by_label_when_as
     data = json.loads(_report_json(tiny_ws).stdout)
     assert {r["model"]: r["accuracy"] for r in data["contextcanvas"]} == {
         "openai:gpt-5.5": 100.0, "GPT-5.5 (replayed)": 100.0}
+
+
+def test_replies_a_batch_returns_cut_off_are_recorded_and_said_by_collect(tiny_ws):
+    from batch_api_server import BatchServer
+
+    with BatchServer(_cut) as server:
+        sent = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",
+                        "--base-url", server.url, *FAST, "--batch", "--max-tokens", "8", "--json"])
+        assert sent.exit_code == 0, sent.stderr
+        run_id = json.loads(sent.stdout)["run_id"]
+        done = run_cli(["-w", str(tiny_ws), "probe", "collect", run_id, "--wait", "--poll", "1", "--json"])
+    assert done.exit_code == 1, done.output
+    assert json.loads(done.stdout)["truncated"] == 3
+    assert "openai:test-model contextcanvas: 3 of 3 replies were cut off at the token limit (8 tokens)" in \
+        _flat(done.stderr)
+    data = json.loads(_report_json(tiny_ws).stdout)
+    assert [(p["run"], p["truncated"]) for p in data["reply_problems"]] == [(run_id, 3)]

@@ -137,8 +137,7 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
     with open_store(ws.db_path) as store, _ProgressBar(suite) as bar:
         summary = job.run(store, on_progress=bar.update, on_plan=_warn_unreviewed)
     _render_summary(summary, as_json, said=job.notes)
-    trouble = _reply_trouble(ws, summary)
-    unclean = trouble is not None and (summary.truncated > 0 or summary.empty * 2 > summary.total)
+    trouble, unclean = _reply_trouble(ws, summary)
     if trouble and (summary.missing or not unclean):
         warn(trouble)
     if summary.missing:
@@ -154,14 +153,22 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
         raise CheckFailed(trouble)
 
 
-def _reply_trouble(ws, summary) -> str | None:
-    """One line when replies were cut off at the token limit or most have no valid answer (the likely cause and
-    the command that shows them); None when neither."""
+def _reply_trouble(ws, summary) -> tuple[str | None, bool]:
+    """One line when a run's replies were cut off at the token limit or most have no valid answer (the likely
+    cause and the command that shows them), None when neither; and whether the run is not clean (replies cut
+    off, or most of them empty): then the command exits 1."""
     from cfkit.probe.progress import reply_trouble
 
+    from cfkit.store import open_store
+    from cfkit.store.runs import get_run
+
     command = f"cfkit -w {ws.root} runs unparsed {summary.run_id}" if summary.invalid else ""
-    return reply_trouble(f"{summary.model} {summary.suite}", summary.total - summary.missing, summary.invalid,
-                         summary.empty, summary.truncated, summary.max_tokens, command)
+    with open_store(ws.db_path) as store:
+        run = get_run(store, summary.run_id)
+    replies = run.n_done if run is not None else 0  # the replies that came back
+    line = reply_trouble(f"{summary.model} {summary.suite}", replies, summary.invalid, summary.empty,
+                         summary.truncated, summary.max_tokens, command)
+    return line, line is not None and (summary.truncated > 0 or summary.empty * 2 > replies)
 
 
 def _warn_unreviewed(plan) -> None:
@@ -312,8 +319,15 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
                              overrides={"base_url": base_url, "api_key_env": api_key_env},
                              on_check=None if as_json else lambda r: status(collection_line(r)))
     render_collection(result, as_json)
+    trouble, unclean = (None, False) if result.waiting else _reply_trouble(ws, result)
+    if trouble and (result.waiting or result.missing or not unclean):
+        warn(trouble)
     if result.waiting or result.missing:
         raise RunIncomplete(collection_line(result, final=True))
+    if unclean:
+        from cfkit.errors import CheckFailed
+
+        raise CheckFailed(trouble)
 
 
 @probe.command("backends")
