@@ -353,7 +353,7 @@ def test_csv_and_markdown_keep_hostile_model_names_inert(tiny_ws, tmp_path):
     assert "<img" not in md.stdout and "&lt;img src=x onerror=alert(1)&gt;\\n\\| pwned \\|" in md.stdout
     # Every table row still has its columns: the name's newline and pipes did not split it.
     widths = {line.count(" | ") for line in md.stdout.splitlines() if line.startswith("| &lt;img")}
-    assert widths == {7, 5}  # the Table 2 row (8 cells) and the Table S4 row (6 cells)
+    assert widths == {7, 6}  # the Table 2 row (8 cells) and the Table S4 row (7 cells)
 
 
 def display_cells(data: dict) -> dict[str, list[str]]:
@@ -483,7 +483,7 @@ def test_reference_rows_beside_a_new_model(paper):
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert "| Claude Opus 5 (paper) | 301 | 91.69 | — | 90.45 | — | 30.24 | — |" in lines
-    assert "| Q-SiT (paper) | 29.25 | 4.05 | 76.98 | — | 38.14 |" in lines
+    assert "| Q-SiT (paper) | 29.25 | 4.05 | 76.98 | — | 38.14 | — |" in lines
     assert "| **Aesthetic-specific** | | | | | | | |" in lines
     assert "Table 2, arXiv 2608.26713" in result.stdout
     as_json = json.loads(run_cli(cli_args(ws, paths[:1], "--reference", "--format", "json")).stdout)

@@ -29,7 +29,8 @@ def classes(row: dict[str, Any], boot: dict[str, Any]) -> str:
     """Table S4's columns."""
     return (f"On the {row['n_binary']} two-option cases: Yes F1 and No F1 are each class's F1 (an answer with no "
             "valid option is a false negative of its gold class); Pred. Yes is the share answered Yes and Gold Yes "
-            f"the share whose gold answer is Yes. {_bootstrap(boot, 'cases')}")
+            f"the share whose gold answer is Yes. {_bootstrap(boot, 'cases')} Inv.: answers with no valid option, "
+            "counted wrong (over all cases).")
 
 
 def counterfactual(boot: dict[str, Any]) -> str:
@@ -51,7 +52,8 @@ def modality(n: int) -> str:
 def modality_deltas(boot: dict[str, Any]) -> str:
     return ("Δ: accuracy under the second condition minus the first, in points (sign always shown). "
             f"{_bootstrap(boot, 'cases')} b/c: cases right only under the first / only under the second condition; "
-            "p: exact two-sided McNemar test; p adj: Bonferroni over the four changes of the model.")
+            "p: exact two-sided McNemar test; p adj: Bonferroni over the four changes of the model. Inv.: cases "
+            "with no valid option under the first / the second condition, counted wrong.")
 
 
 def compare(n: int, m: int, boot: dict[str, Any]) -> str:
