@@ -263,3 +263,29 @@ def test_replies_a_batch_returns_cut_off_are_recorded_and_said_by_collect(tiny_w
         _flat(done.stderr)
     data = json.loads(_report_json(tiny_ws).stdout)
     assert [(p["run"], p["truncated"]) for p in data["reply_problems"]] == [(run_id, 3)]
+
+
+def test_a_local_model_that_generated_its_whole_budget_without_ending_is_cut_off():
+    from cfkit.backends.hf_local import _hit_limit
+
+    assert _hit_limit([5, 6, 7], 3, 2)  # three of three tokens, the last no end-of-sequence: cut off
+    assert not _hit_limit([5, 6, 2], 3, 2)  # it ended on its last allowed token
+    assert not _hit_limit([5, 6, 2], 3, [9, 2])  # several end tokens
+    assert not _hit_limit([5, 2], 3, 2)  # ended early
+    assert _hit_limit([5, 6, 7], 3, None)  # no end token known: the budget used up is all we can tell
+
+
+def test_a_modality_condition_that_is_mostly_not_answered_is_named_when_the_suite_as_a_whole_is_fine():
+    from cfkit.predictions import Prediction
+    from cfkit.report.trouble import reply_troubles
+
+    preds = {}
+    for i in range(10):
+        for condition in ("text", "neutral", "evidence", "image"):
+            empty = condition == "text" and i < 8
+            p = Prediction(model="m", suite="modality", case=f"C{i}", condition=condition,
+                           answer=None if empty else "A", error="missing" if empty else None, raw="" if empty else "A")
+            preds[(p.case, "", condition)] = p
+    [found] = reply_troubles({"modality": {"m": preds}}, {}, {})
+    assert (found.condition, found.replies, found.invalid, found.empty, found.run) == ("text", 10, 8, 8, None)
+    assert found.message.startswith("m modality (text): 8 of 10 replies have no valid answer, 8 of them empty")
