@@ -263,6 +263,10 @@ def test_replies_a_batch_returns_cut_off_are_recorded_and_said_by_collect(tiny_w
         _flat(done.stderr)
     data = json.loads(_report_json(tiny_ws).stdout)
     assert [(p["run"], p["truncated"]) for p in data["reply_problems"]] == [(run_id, 3)]
+    shown = json.loads(run_cli(["-w", str(tiny_ws), "runs", "show", run_id, "--json"]).stdout)
+    assert [(c["condition"], c["truncated"]) for c in shown["conditions"]] == [("image", 3)]
+    unparsed = run_cli(["-w", str(tiny_ws), "runs", "unparsed", run_id], env={"COLUMNS": "200"})
+    assert unparsed.stdout.count("(cut off at the token limit)") == 3
 
 
 def test_a_local_model_that_generated_its_whole_budget_without_ending_is_cut_off():
