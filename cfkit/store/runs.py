@@ -393,7 +393,7 @@ def reply_states(store: Database, run_id: str) -> list[tuple[ReplyKey, bool, str
     """(key, has an answer, error, a transport failure's detail, stopped at the token limit, no text at all) of
     a run's replies in the order they were stored: what closing a run counts, without every raw reply."""
     rows = store.query("SELECT case_id, pair_id, condition, answer IS NOT NULL, error, CASE WHEN error = 'transport' "
-                       "THEN detail END, truncated, (raw IS NULL OR trim(raw) = '') AND error IS NOT 'transport' "
+                       "THEN detail END, truncated, (raw IS NULL OR trim(raw) = '') AND parser IS NOT NULL "
                        "FROM replies WHERE run_id = ? ORDER BY rowid", (run_id,))
     return [((c, p, k), bool(answered), error, detail, bool(cut), bool(empty))
             for c, p, k, answered, error, detail, cut, empty in rows]
@@ -408,9 +408,9 @@ def settled_keys(store: Database, run_id: str) -> dict[ReplyKey, str]:
 
 def count_unanswered(store: Database, run_id: str) -> tuple[int, int, int]:
     """(replies without an answer: parse errors, refusals, transport failures; replies cut at the token limit;
-    replies with no text at all)."""
-    row = store.query("SELECT SUM(answer IS NULL), SUM(truncated), SUM((raw IS NULL OR trim(raw) = '') AND error IS "
-                      "NOT 'transport') FROM replies WHERE run_id = ?", (run_id,))[0]
+    replies the parser read with no text at all)."""
+    row = store.query("SELECT SUM(answer IS NULL), SUM(truncated), SUM((raw IS NULL OR trim(raw) = '') AND parser "
+                      "IS NOT NULL) FROM replies WHERE run_id = ?", (run_id,))[0]
     return row[0] or 0, row[1] or 0, row[2] or 0
 
 
