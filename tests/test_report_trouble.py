@@ -181,7 +181,7 @@ def test_a_smoke_test_with_other_settings_is_left_out_with_one_line_and_every_mo
     data = json.loads(mixed.stdout)
     assert {r["model"] for r in data["contextcanvas"]} == {"baseline:always-yes", "openai:test-model"}
     assert data["swap"][0]["runs"] == [full_id]
-    assert "its rows come from runs with different settings (--mixed-settings)" in data["set_aside"][0]["message"]
+    assert "its rows mix runs of different settings (--mixed-settings)" in data["set_aside"][0]["message"]
 
 
 # ── why a pair has no answer: the reason the run recorded when it skipped it ──

@@ -171,7 +171,7 @@ def choose_runs(store: Store, refs: Sequence[str] = (), *,
             picked = _per_suite(records)
             chosen += picked
             aside.append(SetAside(model, tuple(r.id for r in picked), False, (
-                f"{model}: its rows come from runs with different settings (--mixed-settings): {listing}.")))
+                f"{model}: its rows mix runs of different settings (--mixed-settings): {listing}.")))
             continue
         aside.append(SetAside(model, tuple(r.id for r in _newest_of_each_settings(records)), True, (
             f"model {model} has runs with different settings in {store.path}: {listing}. A report shows one set "
