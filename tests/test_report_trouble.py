@@ -86,7 +86,8 @@ def test_a_reply_cut_off_after_its_answer_still_counts_and_is_still_said(tiny_ws
     server = ChatServer(_cut_but_answered).__enter__()
     result = _run(tiny_ws, server.url, "openai:long-model", "contextcanvas", "--json")
     assert result.exit_code == 1
-    assert "3 of 3 replies were cut off at the token limit (512 tokens). Raise --max-tokens" in _flat(result.stderr)
+    assert ("3 of 3 replies were cut off at the token limit (512 tokens); each still gave a valid answer. Raise "
+            "--max-tokens and run again.") in _flat(result.stderr)
     assert json.loads(result.stdout)["truncated"] == 3 and json.loads(result.stdout)["invalid"] == 0
     data = json.loads(run_cli(["-w", str(tiny_ws), "report", "--format", "json", "--resamples", "50"]).stdout)
     assert data["contextcanvas"][0]["invalid"] == 0

@@ -95,14 +95,14 @@ def reply_trouble(what: str, n: int, invalid: int, empty: int, truncated: int, m
     """
     if not n or (not truncated and invalid * 2 <= n):
         return None
-    see = f"'{command}' shows them" if command else "the replies show why"
+    see = f"; '{command}' shows them" if command else ""
     if truncated and truncated * 2 >= invalid - empty or not invalid:
         limit = f" ({max_tokens} tokens)" if max_tokens else ""
-        lacking = f"; {invalid} of {n} have no valid answer" if invalid else ""
+        lacking = f"; {invalid} of {n} have no valid answer" if invalid else "; each still gave a valid answer"
         return (f"{what}: {truncated} of {n} replies were cut off at the token limit{limit}{lacking}. Raise "
-                f"--max-tokens and run again; {see}.")
+                f"--max-tokens and run again{see}.")
     if empty * 2 >= invalid:
         return (f"{what}: {invalid} of {n} replies have no valid answer, {empty} of them empty: no text came back "
-                f"(check the server's chat template, or whether the model answers only in its reasoning); {see}.")
+                f"(check the server's chat template, or whether the model answers only in its reasoning){see}.")
     return (f"{what}: {invalid} of {n} replies have no valid answer; the parser found no option in most of them "
-            f"({empty} empty, {truncated} cut off at the token limit); {see}.")
+            f"({empty} empty, {truncated} cut off at the token limit){see}.")
