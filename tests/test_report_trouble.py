@@ -247,6 +247,18 @@ def test_a_replayed_file_is_labelled_by_its_model_in_tables_and_by_label_when_as
     data = json.loads(_report_json(tiny_ws).stdout)
     assert {r["model"]: r["accuracy"] for r in data["contextcanvas"]} == {
         "openai:gpt-5.5": 100.0, "GPT-5.5 (replayed)": 100.0}
+    # --label shows a model under another name everywhere; --compare and the groups then use that name.
+    shown = _report_json(tiny_ws, "--label", "openai:gpt-5.5=GPT-5.5", "--compare", "GPT-5.5=GPT-5.5 (replayed)")
+    assert shown.exit_code == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    assert {(r["model"], r["group"]) for r in data["contextcanvas"]} == {("GPT-5.5", "closed"),
+                                                                         ("GPT-5.5 (replayed)", None)}
+    assert (data["compare"][0]["base"], data["compare"][0]["other"]) == ("GPT-5.5", "GPT-5.5 (replayed)")
+    assert {u["model"] for u in data["units"]} == {"GPT-5.5", "GPT-5.5 (replayed)"}
+    unknown = _report_json(tiny_ws, "--label", "openai:gpt-9=X")
+    assert unknown.exit_code == 2 and "the report has no model 'openai:gpt-9'" in _flat(unknown.stderr)
+    clash = _report_json(tiny_ws, "--label", "openai:gpt-5.5=GPT-5.5 (replayed)")
+    assert clash.exit_code == 2 and "would both be shown as 'GPT-5.5 (replayed)'" in _flat(clash.stderr)
 
 
 def test_replies_a_batch_returns_cut_off_are_recorded_and_said_by_collect(tiny_ws):

@@ -20,6 +20,9 @@ MISSING_SHOWN = 20
 @click.option("--run", "run_refs", multiple=True, metavar="RUN",
               help="A stored run to report (repeatable; an id or a unique start of one, see 'cfkit runs list'). "
                    "Needed when one model has runs with different settings.")
+@click.option("--label", "label_specs", multiple=True, metavar="MODEL=NAME",
+              help="Show MODEL under NAME in every table, plot, the JSON and the EGA section (repeatable); "
+                   "--compare and --groups then use NAME.")
 @click.option("--mixed-settings", is_flag=True,
               help="Report a model whose full runs differ in settings anyway: each suite from its newest run (a "
                    "line names the runs and what differs). Without it such a model is left out, alone.")
@@ -57,7 +60,7 @@ MISSING_SHOWN = 20
 def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], compare_specs: tuple[str, ...],
            fmt: str, reference: bool, resamples: int, seed: int, subset: str | None, all_cases: bool, ega: bool,
            audit_ref: str | None, units: bool, plot_dir: str | None, plot_format: str, force: bool,
-           groups_path: str | None, mixed_settings: bool, verbose: bool) -> None:
+           groups_path: str | None, mixed_settings: bool, verbose: bool, label_specs: tuple[str, ...]) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas, paired tests and position bias (swap).
 
     A unit a model gave no usable answer for (no reply, a failed request, a
@@ -78,11 +81,13 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
       cfkit report --predictions all.jsonl --compare hf:base=hf:specialist --format latex
       cfkit report --ega --reference
       cfkit report --groups groups.yaml --format md
+      cfkit report --label 'openai:Qwen/Qwen3-VL-8B-Instruct=Qwen3-VL-8B'
       cfkit report --units --format csv > units.csv
       cfkit report --compare hf:base=hf:specialist --plot figures/ --plot-format pdf
     """
     from cfkit import report as lib
     from cfkit.errors import UsageError
+    from cfkit.report.labels import labels_from
 
     compare = [lib.parse_compare(spec) for spec in compare_specs]
     if audit_ref is not None and not ega:
@@ -94,7 +99,8 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     groups = lib.load_groups(groups_path) if groups_path else None
     result = lib.make_report(ws, list(prediction_paths), run_refs=list(run_refs), compare=compare,
                              n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups,
-                             subset=subset, all_cases=all_cases, mixed_settings=mixed_settings)
+                             subset=subset, all_cases=all_cases, mixed_settings=mixed_settings,
+                             labels=labels_from(label_specs))
     if units:
         _print(fmt, lambda: [lib.units_table(result)], lambda: lib.units_json(result), lambda: lib.units_csv(result))
     else:

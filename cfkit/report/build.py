@@ -23,6 +23,7 @@ from cfkit.predictions import Prediction, check_predictions, load_predictions
 from cfkit.report import sources as sources_
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.groups import resolve_groups
+from cfkit.report.labels import check_labels, relabel_ega, relabel_sources
 from cfkit.report.rows import COVERAGE_END, CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
 from cfkit.report.sources import Sources
 from cfkit.probe.swap import as_listed, swap_problem
@@ -62,6 +63,7 @@ def make_report(
     all_cases: bool = False,
     groups: Mapping[str, str] | None = None,
     mixed_settings: bool = False,
+    labels: Mapping[str, str] | None = None,
 ) -> Report:
     """Load gold and predictions (files, the runs named in ``run_refs``, or by default one stored run per model
     and suite, see :func:`cfkit.report.sources.choose_runs`) and build the report.
@@ -69,7 +71,9 @@ def make_report(
     With ``ega``, the report also holds the evidence-grounded accuracy section
     of audit ``audit`` (default: the newest audit in the store). ``groups``
     maps model labels to groups (a ``--groups`` file); the paper's models get
-    Table 2's groups without it.
+    Table 2's groups without it. ``labels`` shows models under other names
+    (``--label MODEL=NAME``, :mod:`cfkit.report.labels`); ``compare`` and
+    ``groups`` name the models by those.
     """
     gold = load_gold(ws, subset=subset, all_cases=all_cases)
     if prediction_paths and run_refs:
@@ -90,10 +94,14 @@ def make_report(
             check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
     if not source.preds:
         raise NotFoundError("no predictions to report. Run 'cfkit probe run', or pass --predictions FILE.")
+    section = _ega(ws, audit, n_resamples, seed) if ega else None
+    if labels:
+        check_labels(labels, [p.model for p in source.preds] + [r.model for r in (section.rows if section else [])])
+        source, section = relabel_sources(source, labels), section and relabel_ega(section, labels)
     report = build_report(gold, source.preds, compare=compare, n_resamples=n_resamples, seed=seed, sources=source,
                           expected_pairs=ws.pairs, groups=groups)
-    if ega:
-        report = dataclasses.replace(report, ega=_ega(ws, audit, n_resamples, seed))
+    if section is not None:
+        report = dataclasses.replace(report, ega=section)
     return report
 
 
