@@ -171,6 +171,13 @@ def _reply_trouble(ws, summary) -> tuple[str | None, bool]:
     return line, line is not None and (summary.truncated > 0 or summary.empty * 2 > replies)
 
 
+_STUDY_HINT = ("a probe run is one model on one suite. For several, write a study file ('cfkit study new "
+               "study.toml') and run them all with 'cfkit study run study.toml'.")
+for _param in run.params:
+    if _param.name in ("model", "suite"):
+        _param.repeat_hint = _STUDY_HINT  # type: ignore[attr-defined]  # read by cfkit.cli.once
+
+
 def _warn_unreviewed(plan) -> None:
     """Before anything is sent: how many questions rest on inputs no person has reviewed."""
     from cfkit.cli.probe_plan import unreviewed_lines

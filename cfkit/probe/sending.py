@@ -45,9 +45,15 @@ class Sender:
         self._async = is_async(backend)
         self._images = SendingImages()
 
-    async def send_all(self, items: list[ProbeItem], concurrency: int) -> None:
-        """Send ``items`` (those of them no other process takes), ``concurrency`` at most at once."""
-        self.pacer = pacer = Pacer(concurrency)
+    async def send_all(self, items: list[ProbeItem], concurrency: int, pacer: Pacer | None = None) -> None:
+        """Send ``items`` (those of them no other process takes), ``concurrency`` at most at once.
+
+        ``pacer`` is shared with other runs sending to the same endpoint (``cfkit study run``); it then
+        bounds the requests in flight of them all together, and ``concurrency`` is its limit.
+        """
+        if pacer is not None:
+            concurrency = pacer.limit
+        self.pacer = pacer = pacer or Pacer(concurrency)
         self.progress.concurrency = concurrency
         if hasattr(self.backend, "on_overload"):
             self.backend.on_overload = pacer.overloaded  # the backend says when the server is overloaded

@@ -296,10 +296,6 @@ def _caption(table: str) -> str:
     return f"Rows marked{PAPER_MARK} are the published figures of {reference_label(table)}."
 
 
-#: Columns whose cells may wrap at a space when the terminal is narrow: intervals ("[88.04," / "94.68]").
-_WRAPPING = ("95% CI",)
-
-
 def units_table(report: Report) -> DisplayTable:
     """The per-unit outcomes as one table (``report --units``): a row per unit and condition."""
     rows = [[r["model"], r["suite"], r["case"], r["pair"] or "—", r["condition"], r["answer"] or "—", r["gold"],
@@ -316,15 +312,17 @@ def units_table(report: Report) -> DisplayTable:
 class TablesView:
     """Display tables in the terminal: published reference rows dimmed and marked.
 
-    The model column never wraps (a name is never broken), nor do numbers;
-    on a narrow terminal only an interval breaks, at its space. Rows of one
-    model group sit under the group's heading, sections ruled apart.
+    No cell ever wraps: a model name, a number and an interval each stay on
+    one line. A table wider than the terminal is printed at the width its
+    cells need (the terminal may fold those lines; a pipe keeps them). Rows
+    of one model group sit under the group's heading, sections ruled apart.
     """
 
     def __init__(self, tables: Sequence[DisplayTable]):
         self.tables = tables
 
     def __rich_console__(self, console, options):
+        from rich.measure import Measurement
         from rich.table import Table
         from rich.text import Text
 
@@ -333,10 +331,7 @@ class TablesView:
                          caption=Text(table.caption, no_wrap=False, overflow="fold") if table.caption else None)  # no markup; wraps in a pipe too
             for i, name in enumerate(table.columns):
                 text_column = i == 0 or name == "Change"
-                wraps = name in _WRAPPING
-                longest_word = max([len(name)] + [len(w) for row in table.rows for w in row[i].split()])
-                view.add_column(name, justify="left" if text_column else "right", no_wrap=not wraps,
-                                overflow="fold", min_width=longest_word if wraps else None)
+                view.add_column(name, justify="left" if text_column else "right", no_wrap=True, overflow="fold")
             heading = None
             for k, (row, published) in enumerate(zip(table.rows, table.published)):
                 if table.groups is not None and table.groups[k] != heading:
@@ -345,7 +340,9 @@ class TablesView:
                         view.add_section()
                     view.add_row(Text(heading, style="bold"), *([""] * (len(row) - 1)))
                 view.add_row(*(Text(cell) for cell in row), style="dim italic" if published else None)
-            yield view
+            # Rich would squeeze a table wider than the console, cutting cells; give it the width its cells need.
+            needed = Measurement.get(console, options.update_width(10_000), view).maximum
+            yield from console.render(view, options.update_width(max(options.max_width, needed)))
             yield Text("")
 
 

@@ -89,7 +89,7 @@ MIGRATIONS: dict[int, list[str]] = {
     5: [*(f"ALTER TABLE replies ADD COLUMN {column}" for column in ("raw_chars INTEGER", "reasoning TEXT",
                                                                    "parser TEXT")),
         "ALTER TABLE runs ADD COLUMN inputs_manifest TEXT"],
-    6: ["ALTER TABLE replies ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0"],
+    7: ["ALTER TABLE replies ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0"],
 }
 
 #: A reply's place in its run: (case id, pair id or '', condition).
