@@ -306,3 +306,14 @@ def test_a_modality_condition_that_is_mostly_not_answered_is_named_when_the_suit
     [found] = reply_troubles({"modality": {"m": preds}}, {}, {})
     assert (found.condition, found.replies, found.invalid, found.empty, found.run) == ("text", 10, 8, 8, None)
     assert found.message.startswith("m modality (text): 8 of 10 replies have no valid answer, 8 of them empty")
+
+
+def test_only_named_reports_the_named_runs_alone(tiny_ws):
+    for model in ("baseline:always-yes", "baseline:always-no"):
+        assert run_cli(["-w", str(tiny_ws), "probe", "run", "-m", model, "-s", "contextcanvas"]).exit_code == 0
+    listed = json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout)
+    yes = next(r["id"] for r in listed if r["model"] == "baseline:always-yes")
+    both = json.loads(_report_json(tiny_ws, "--run", yes).stdout)
+    assert {r["model"] for r in both["contextcanvas"]} == {"baseline:always-yes", "baseline:always-no"}
+    alone = json.loads(_report_json(tiny_ws, "--run", yes, "--only-named").stdout)
+    assert [r["model"] for r in alone["contextcanvas"]] == ["baseline:always-yes"]

@@ -20,6 +20,9 @@ MISSING_SHOWN = 20
 @click.option("--run", "run_refs", multiple=True, metavar="RUN",
               help="A stored run to report (repeatable; an id or a unique start of one, see 'cfkit runs list'). "
                    "Needed when one model has runs with different settings.")
+@click.option("--only-named", is_flag=True,
+              help="With --run: report only the runs named (by default --run chooses for its model and suite, and "
+                   "every other model is reported too).")
 @click.option("--label", "label_specs", multiple=True, metavar="MODEL=NAME",
               help="Show MODEL under NAME in every table, plot, the JSON and the EGA section (repeatable); "
                    "--compare and --groups then use NAME.")
@@ -60,7 +63,8 @@ MISSING_SHOWN = 20
 def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], compare_specs: tuple[str, ...],
            fmt: str, reference: bool, resamples: int, seed: int, subset: str | None, all_cases: bool, ega: bool,
            audit_ref: str | None, units: bool, plot_dir: str | None, plot_format: str, force: bool,
-           groups_path: str | None, mixed_settings: bool, verbose: bool, label_specs: tuple[str, ...]) -> None:
+           groups_path: str | None, mixed_settings: bool, verbose: bool, label_specs: tuple[str, ...],
+           only_named: bool) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas, paired tests and position bias (swap).
 
     A unit a model gave no usable answer for (no reply, a failed request, a
@@ -100,7 +104,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     result = lib.make_report(ws, list(prediction_paths), run_refs=list(run_refs), compare=compare,
                              n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups,
                              subset=subset, all_cases=all_cases, mixed_settings=mixed_settings,
-                             labels=labels_from(label_specs))
+                             labels=labels_from(label_specs), only_named=only_named)
     if units:
         _print(fmt, lambda: [lib.units_table(result)], lambda: lib.units_json(result), lambda: lib.units_csv(result))
     else:

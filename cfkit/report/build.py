@@ -64,6 +64,7 @@ def make_report(
     groups: Mapping[str, str] | None = None,
     mixed_settings: bool = False,
     labels: Mapping[str, str] | None = None,
+    only_named: bool = False,
 ) -> Report:
     """Load gold and predictions (files, the runs named in ``run_refs``, or by default one stored run per model
     and suite, see :func:`cfkit.report.sources.choose_runs`) and build the report.
@@ -73,7 +74,8 @@ def make_report(
     maps model labels to groups (a ``--groups`` file); the paper's models get
     Table 2's groups without it. ``labels`` shows models under other names
     (``--label MODEL=NAME``, :mod:`cfkit.report.labels`); ``compare`` and
-    ``groups`` name the models by those.
+    ``groups`` name the models by those. ``run_refs`` choose a model's run
+    per suite, every other model is reported too, unless ``only_named``.
     """
     gold = load_gold(ws, subset=subset, all_cases=all_cases)
     if prediction_paths and run_refs:
@@ -90,7 +92,7 @@ def make_report(
             raise NotFoundError(f"no stored runs ({ws.db_path} does not exist). Run 'cfkit probe run' first, "
                                 "or pass --predictions FILE.")
         with Store(ws.db_path) as store:
-            source = sources_.from_store(store, run_refs, mixed=mixed_settings)
+            source = sources_.from_store(store, run_refs, mixed=mixed_settings, only_named=only_named)
             check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
     if not source.preds:
         raise NotFoundError("no predictions to report. Run 'cfkit probe run', or pass --predictions FILE.")

@@ -52,8 +52,7 @@ def modality(n: int) -> str:
 def modality_deltas(boot: dict[str, Any]) -> str:
     return ("Δ: accuracy under the second condition minus the first, in points (sign always shown). "
             f"{_bootstrap(boot, 'cases')} b/c: cases right only under the first / only under the second condition; "
-            "p: exact two-sided McNemar test; p adj: Bonferroni over the four changes of the model. Inv.: cases "
-            "with no valid option under the first / the second condition, counted wrong.")
+            "p: exact two-sided McNemar test; p adj: Bonferroni over the four changes of the model.")
 
 
 def compare(n: int, m: int, boot: dict[str, Any]) -> str:
@@ -61,7 +60,7 @@ def compare(n: int, m: int, boot: dict[str, Any]) -> str:
     return (f"Base and Other: accuracy (%) of each model on the {n} cases; Δ = Other − Base in points (sign always "
             f"shown); b/c: cases right only for the base / only for the other model. {_bootstrap(boot, 'cases')} "
             f"p: exact two-sided McNemar test; p adj: Bonferroni over the {m} comparison{'s' if m != 1 else ''} "
-            "asked for together. Inv.: cases with no valid option from the base / the other model, counted wrong.")
+            "asked for together.")
 
 
 def ega() -> str:

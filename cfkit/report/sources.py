@@ -112,8 +112,8 @@ def _newest_of_each_settings(records: Sequence[RunRecord]) -> list[RunRecord]:
     return list(newest.values())
 
 
-def choose_runs(store: Store, refs: Sequence[str] = (), *,
-                mixed: bool = False) -> tuple[list[RunRecord], list[SetAside]]:
+def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False,
+                only_named: bool = False) -> tuple[list[RunRecord], list[SetAside]]:
     """The runs a report reads, one per model and suite, and the runs it leaves out with why.
 
     Per model: the runs named in ``refs`` stand for their suites (two of one
@@ -123,7 +123,9 @@ def choose_runs(store: Store, refs: Sequence[str] = (), *,
     run (``--limit``, ``--cases``: a smoke test) whose settings differ from the
     model's full runs is left out with a line; a model whose full runs differ
     is refused alone (or, with ``mixed``, reported from the newest run of each
-    suite, with a line). Other models are never dropped.
+    suite, with a line). Other models are never dropped, unless
+    ``only_named``: then the runs named in ``refs`` are all there is (a
+    study's report).
     """
     pinned: dict[tuple[str, str], RunRecord] = {}
     for record in (runs.find_run(store, ref) for ref in refs):
@@ -132,6 +134,8 @@ def choose_runs(store: Store, refs: Sequence[str] = (), *,
             raise UsageError(f"--run {pinned[key].id} and --run {record.id} are both {record.model} on the "
                              f"{record.suite} suite; a report shows one run per model and suite. Keep one.")
         pinned[key] = record
+    if only_named and pinned:
+        return list(pinned.values()), []
     # The run used last first: a run resumed after a newer one stands for its settings again.
     every = sorted(runs.list_runs(store), key=lambda r: r.last_active, reverse=True)
     by_model: dict[str, list[RunRecord]] = {}
@@ -181,10 +185,10 @@ def choose_runs(store: Store, refs: Sequence[str] = (), *,
     return chosen, aside
 
 
-def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False) -> Sources:
+def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_named: bool = False) -> Sources:
     """The predictions of the chosen runs, with their run records, failure details, the selected edits and the
     runs set aside (:func:`choose_runs`)."""
-    chosen, aside = choose_runs(store, refs, mixed=mixed)
+    chosen, aside = choose_runs(store, refs, mixed=mixed, only_named=only_named)
     if not chosen and aside:  # every model refused: nothing to show
         raise UsageError(" ".join(a.message for a in aside))
     if not chosen:

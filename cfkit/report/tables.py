@@ -160,9 +160,9 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
             rows.add([_name(r), str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions),
                       "/".join(str(r["invalid"].get(c, 0)) for c in conditions)], False, r["group"])
             for d in r["deltas"]:
+                # No Inv. here: the modality table above gives it per condition, and 100 columns have no room.
                 deltas.add([_name(r), f"{d['from']} → {d['to']}", fmt_delta(d["delta"]), fmt_ci(d["ci"]),
-                            f"{d['b']}/{d['c']}", fmt_p(d["p"]), fmt_p(d["p_adj"]),
-                            f"{r['invalid'].get(d['from'], 0)}/{r['invalid'].get(d['to'], 0)}"], False, r["group"])
+                            f"{d['b']}/{d['c']}", fmt_p(d["p"]), fmt_p(d["p_adj"])], False, r["group"])
         caption = legends.modality(data["modality"][0]["n"])
         if ref:
             t = ref["tableS9"]
@@ -176,24 +176,23 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
         tables.append(rows.table("modality", "Modality conditions (as in Table S9)",
                                  ["Model", "n", "Text", "Neutral", "Evidence", "Image", "Inv."], _join(caption, marks)))
         tables.append(deltas.table("modality_deltas", "Modality changes (paired, exact McNemar, Bonferroni over 4)",
-                                   ["Model", "Change", "Δ", "95% CI", "b/c", "p", "p adj", "Inv."],
+                                   ["Model", "Change", "Δ", "95% CI", "b/c", "p", "p adj"],
                                    _join(legends.modality_deltas(boot), _marks(data["modality"], False))))
-    if data["compare"]:
+    if data["compare"]:  # each model's Inv. is in the ContextCanvas table (and base_invalid, other_invalid in JSON)
         rows = _Rows()
         for r in data["compare"]:
             rows.add([f"{r['base']} → {r['other']}", fmt(r["base_acc"]), fmt(r["other_acc"]), fmt_delta(r["delta"]),
-                      f"{r['b']}/{r['c']}", fmt_ci(r["ci"]), fmt_p(r["p"]), fmt_p(r["p_adj"]),
-                      f"{r['base_invalid']}/{r['other_invalid']}"], False, None)
+                      f"{r['b']}/{r['c']}", fmt_ci(r["ci"]), fmt_p(r["p"]), fmt_p(r["p_adj"])], False, None)
         caption = legends.compare(data["compare"][0]["n"], len(data["compare"]), boot)
         if ref:
             for r in ref["tableS10"]["rows"]:
                 rows.add([f"{r['base']} → {r['other']}{PAPER_MARK}", fmt(r["base_acc"]), fmt(r["other_acc"]),
                           fmt_delta(r["delta"]), f"{r['b']}/{r['c']}", fmt_ci(r["ci"]), fmt_p(r["p"]),
-                          fmt_p(r["p_adj"]), "—"], True, None)
+                          fmt_p(r["p_adj"])], True, None)
             caption = _join(caption, _caption("tableS10"), legends_marks(published=True, incomplete=False))
         tables.append(rows.table(
             "compare", f"Paired comparisons (as in Table S10; Bonferroni over {len(data['compare'])})",
-            ["Base → other", "Base", "Other", "Δ", "b/c", "95% CI", "p", "p adj", "Inv."], caption))
+            ["Base → other", "Base", "Other", "Δ", "b/c", "95% CI", "p", "p adj"], caption))
     if data["swap"]:
         tables += _swap_tables(data)
     if "ega" in data:
