@@ -47,6 +47,7 @@ class Prediction(BaseModel):
     confidence: str | None = None
     edit_id: int | None = Field(None, ge=1)  # counterfactual 'edit' answers: the edit the model was shown
     image_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")  # … and the SHA-256 of the image sent
+    truncated: bool | None = None  # true: the reply stopped at the token limit (written only then)
 
     @field_validator("parse")
     @classmethod
@@ -193,6 +194,8 @@ def _record(pred: Prediction) -> dict:
     for name in OPTIONAL_FIELDS:
         if record[name] is None:
             del record[name]
+    if not record["truncated"]:
+        del record["truncated"]
     return record
 
 
@@ -222,6 +225,7 @@ def predictions_from_store(store: Store, run_ids: Sequence[str] | None = None) -
                     condition=r.condition, answer=r.answer, parse=r.parse, error=r.error,
                     raw=r.raw, reason=r.reason, confidence=r.confidence,
                     edit_id=r.edit_id if is_edit else None, image_sha256=r.image_sha256 if is_edit else None,
+                    truncated=True if r.truncated else None,
                 ))
             except ValidationError as exc:
                 raise PredictionError(

@@ -28,11 +28,11 @@ class Scripted:
 
 
 def completion(content: str | None, *, model: str = "test-model", refusal: str | None = None,
-               prompt_tokens: int = 100, completion_tokens: int = 20) -> dict[str, Any]:
-    """A Chat Completions response body."""
+               prompt_tokens: int = 100, completion_tokens: int = 20, finish_reason: str = "stop") -> dict[str, Any]:
+    """A Chat Completions response body (``finish_reason`` "length": cut off at max_tokens)."""
     return {
         "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "finish_reason": "stop",
+        "choices": [{"index": 0, "finish_reason": finish_reason,
                      "message": {"role": "assistant", "content": content, "refusal": refusal}}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens},

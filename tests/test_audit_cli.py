@@ -148,6 +148,12 @@ def test_the_whole_audit_through_the_cli(ws):
     assert data["ega_pending"] == [] and data["ega_audit"]["cases"] == 9
     rows = {r["model"]: r for r in data["ega"]}
     assert list(rows) == list(aw.MODELS)
+    # --label renames a model in the EGA section too, figures unchanged.
+    first = aw.MODELS[0]
+    shown = json.loads(cli(ws, "report", "--ega", "--format", "json", "--resamples", "500", "--label",
+                           f"{first}=Renamed").stdout)
+    assert [r["model"] for r in shown["ega"]] == ["Renamed", *aw.MODELS[1:]]
+    assert shown["ega"][0]["ega"] == rows[first]["ega"]
     for model in aw.MODELS:
         mine = [i for i in order if truth[i][0] == model]
         n_correct = sum(correct[i] for i in mine)

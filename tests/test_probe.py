@@ -640,7 +640,7 @@ def test_a_pair_leaving_the_suite_makes_a_new_run_and_the_old_one_keeps_its_answ
                          (now(),))
         result = openai_run(tiny_ws, server.url, "counterfactual", "--json")
     assert result.exit_code == 0, result.stderr
-    assert "TX02: no usable edit" in result.stderr
+    assert "TX02: rejected edit: edit #2 was rejected in review" in result.stderr
     second = json.loads(result.stdout)
     assert second["run_id"] != first["run_id"] and (second["sent"], second["from_cache"]) == (0, 2)
     assert {r["pair_id"] for r in replies(tiny_ws, second["run_id"])} == {"TX01"}

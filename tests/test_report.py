@@ -186,7 +186,7 @@ def paper_json(paper):
 
 def test_json_follows_design_schema(paper_json):
     assert list(paper_json) == ["contextcanvas", "counterfactual", "modality", "compare", "swap", "missing",
-                                "notes", "bootstrap", "units"]
+                                "notes", "bootstrap", "units", "reply_problems", "set_aside"]
     assert list(paper_json["contextcanvas"][0]) == ["model", "group", "n", "n_binary", "accuracy", "macro_f1", "yes_f1",
                                                     "no_f1", "yes_rate", "gold_yes_rate", "invalid", "accuracy_ci",
                                                     "macro_f1_ci", "yes_f1_ci", "no_f1_ci", "yes_rate_ci",
@@ -196,13 +196,15 @@ def test_json_follows_design_schema(paper_json):
                                                      "ncu", "ncu_ci", "incomplete", "runs"]
     assert paper_json["bootstrap"] == {"resamples": 10_000, "seed": 0, "level": 0.95}
     modality = paper_json["modality"][0]
-    assert list(modality) == ["model", "group", "n", "accuracy", "accuracy_ci", "deltas", "incomplete", "runs"]
+    assert list(modality) == ["model", "group", "n", "accuracy", "accuracy_ci", "invalid", "deltas", "incomplete",
+                              "runs"]
+    assert list(modality["invalid"]) == ["text", "neutral", "evidence", "image"]
     assert list(modality["accuracy"]) == ["text", "neutral", "evidence", "image"]
     assert [(d["from"], d["to"]) for d in modality["deltas"]] == [
         ("text", "neutral"), ("neutral", "evidence"), ("evidence", "image"), ("neutral", "image")]
     assert list(modality["deltas"][0]) == ["from", "to", "delta", "ci", "b", "c", "p", "p_adj"]
     assert list(paper_json["compare"][0]) == ["base", "other", "n", "base_acc", "other_acc", "delta", "ci", "b", "c",
-                                              "p", "p_adj"]
+                                              "p", "p_adj", "base_invalid", "other_invalid"]
     assert paper_json["missing"] == [] and paper_json["notes"] == []
     assert not any(r["incomplete"] for section in ("contextcanvas", "counterfactual", "modality")
                    for r in paper_json[section])
@@ -351,7 +353,7 @@ def test_csv_and_markdown_keep_hostile_model_names_inert(tiny_ws, tmp_path):
     assert "<img" not in md.stdout and "&lt;img src=x onerror=alert(1)&gt;\\n\\| pwned \\|" in md.stdout
     # Every table row still has its columns: the name's newline and pipes did not split it.
     widths = {line.count(" | ") for line in md.stdout.splitlines() if line.startswith("| &lt;img")}
-    assert widths == {7, 5}  # the Table 2 row (8 cells) and the Table S4 row (6 cells)
+    assert widths == {7, 6}  # the Table 2 row (8 cells) and the Table S4 row (7 cells)
 
 
 def display_cells(data: dict) -> dict[str, list[str]]:
@@ -499,7 +501,7 @@ def test_reference_rows_beside_a_new_model(paper):
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert "| Claude Opus 5 (paper) | 301 | 91.69 | — | 90.45 | — | 30.24 | — |" in lines
-    assert "| Q-SiT (paper) | 29.25 | 4.05 | 76.98 | — | 38.14 |" in lines
+    assert "| Q-SiT (paper) | 29.25 | 4.05 | 76.98 | — | 38.14 | — |" in lines
     assert "| **Aesthetic-specific** | | | | | | | |" in lines
     assert "Table 2, arXiv 2608.26713" in result.stdout
     as_json = json.loads(run_cli(cli_args(ws, paths[:1], "--reference", "--format", "json")).stdout)
@@ -527,8 +529,11 @@ def test_missing_predictions_count_wrong_and_are_listed(paper, tmp_path):
             "reason": "absent", "detail": "no prediction for this unit", "run": None}
     assert data["missing"] == [unit | {"condition": "original"}, unit | {"condition": "edit"}]
     assert row["incomplete"] is True
-    assert "GPT-5.2 counterfactual: 2 unit(s) without a usable answer, counted wrong (2 absent)" in result.stderr
-    table = run_cli(cli_args(ws, [src], "--resamples", "200"), env={"COLUMNS": "200"})
+    said = " ".join(result.stderr.split())
+    assert ("GPT-5.2: 2 unit(s) without a usable answer, counted wrong (absent; counterfactual 2); e.g. case "
+            f"{PAIR_CASES[0]} pair CF01: no prediction for this unit.") in said
+    assert "condition original" not in said  # each unit only under -v
+    table = run_cli(cli_args(ws, [src], "--resamples", "200", "-v"), env={"COLUMNS": "200"})
     assert f"GPT-5.2 counterfactual: case {PAIR_CASES[0]} pair CF01, condition original: absent" in table.stderr
     assert "GPT-5.2 (incomplete)" in table.stdout
     assert "CF01" not in table.stdout  # the listing goes to stderr only
@@ -621,7 +626,7 @@ def test_units_of_a_dead_endpoint_a_budget_stop_and_a_replay_gap_are_listed_with
     budget = missing["openai:budget-model"]
     assert len(budget) == 2 and {m["reason"] for m in budget} == {"absent"}
     assert all("is incomplete (1 of 3 replies; --max-cost 0.15 USD would be exceeded" in m["detail"] for m in budget)
-    replay = [m for model, ms in missing.items() if model.startswith("replay:") for m in ms]
+    replay = missing["m"]  # labelled by the model the replayed file names
     assert [m["case"] for m in replay] == ["T001", "T002"] and {m["reason"] for m in replay} == {"transport"}
     assert all("has no contextcanvas prediction" in m["detail"] for m in replay)
     rows = {r["model"]: r for r in data["contextcanvas"]}
@@ -631,8 +636,10 @@ def test_units_of_a_dead_endpoint_a_budget_stop_and_a_replay_gap_are_listed_with
     table = run_cli(["report", "-w", str(tiny_ws)], env={"COLUMNS": "200"})
     assert table.exit_code == 0
     warned = " ".join(table.stderr.split())
-    assert "openai:dead-model contextcanvas: 3 unit(s) without a usable answer, counted wrong (3 transport)" in warned
-    assert "openai:budget-model contextcanvas: 2 unit(s) without a usable answer, counted wrong (2 absent)" in warned
+    assert "openai:dead-model: 3 unit(s) without a usable answer, counted wrong (transport; contextcanvas 3)" in warned
+    assert "openai:budget-model: 2 unit(s) without a usable answer, counted wrong (absent; contextcanvas 2)" in warned
+    # One line per model and reason, and no per-unit lines without -v.
+    assert len([line for line in table.stderr.splitlines() if line.startswith("warning:")]) == 3
     assert "openai:dead-model (incomplete)" in table.stdout
 
 

@@ -87,11 +87,11 @@ def test_as_a_user_on_the_mini_example_every_format_shows_the_section(mini_ws):
     bias_row = next(line for line in table.stdout.splitlines() if "[100.0, 100.0]" in line)
     assert re.search(r"100\.00 │ \[100\.0, 100\.0\] │ +50\.00 │ \[50\.0, 50\.0\] │ +100\.00 │ +100\.00 │", bias_row)
     md = cli(mini_ws, "report", "--format", "md", "--resamples", "200").stdout
-    assert "| baseline:always-yes | 5 | 40.00 | 40.00 | +0.00 | [0.00, 0.00] | 0/0 | 1.0000 |" in md
+    assert "| baseline:always-yes | 5 | 40.00 | 40.00 | +0.00 | [0.00, 0.00] | 0/0 | 1.0000 | 0/0 |" in md
     assert "| baseline:always-yes | 100.00 | [100.0, 100.0] | 50.00 | [50.0, 50.0] | 100.00 | 100.00 |" in md
     latex = cli(mini_ws, "report", "--format", "latex", "--resamples", "200").stdout
     assert r"baseline:always-yes & 100.00 & [100.0, 100.0] & 50.00 & [50.0, 50.0] & 100.00 & 100.00 \\" in latex
-    assert r"Model & n & Original & Swapped & $\Delta$ & 95\% CI & b/c & p \\" in latex
+    assert r"Model & n & Original & Swapped & $\Delta$ & 95\% CI & b/c & p & Inv. \\" in latex
     rows = list(csv.DictReader(io.StringIO(cli(mini_ws, "report", "--format", "csv", "--resamples", "200").stdout)))
     figures = {r["metric"]: r["value"] for r in rows if r["section"] == "swap"}
     assert figures["consistency"] == "100.0" and figures["first_position_rate"] == "50.0"
@@ -195,7 +195,7 @@ def test_a_failed_request_is_listed_under_missing_and_marks_the_row(mini_ws):
         ("swap", "MX02", "swapped-order", "transport")]
     assert "overloaded" in data["missing"][0]["detail"]
     assert row["consistency"] == 0.0 and row["first_position_rate"] == 90.0  # 9 of 10 answers, all first-listed
-    assert "openai:test-model swap: 1 unit(s) without a usable answer" in result.stderr
+    assert "openai:test-model: 1 unit(s) without a usable answer, counted wrong" in " ".join(result.stderr.split())
 
 
 def test_predictions_about_a_case_the_suite_does_not_ask_are_refused(mini_ws, tmp_path):

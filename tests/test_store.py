@@ -123,8 +123,8 @@ def test_replies_are_stored_and_replaced_and_a_run_is_removed_with_its_replies_b
     index = {r.key: r for r in runs.replies(store, run_id)}
     assert set(index) == {("T1", "CF01", "original"), ("T1", "CF01", "edit")} and index[("T1", "CF01", "edit")].cache_key == "k3"
     assert runs.settled_keys(store, run_id) == {("T1", "CF01", "original"): "k1", ("T1", "CF01", "edit"): "k3"}
-    assert runs.reply_states(store, run_id) == [(("T1", "CF01", "original"), FIELDS.answer is not None, FIELDS.error, None),
-                                                (("T1", "CF01", "edit"), FIELDS.answer is not None, FIELDS.error, None)]
+    assert runs.reply_states(store, run_id) == [(("T1", "CF01", "original"), FIELDS.answer is not None, FIELDS.error, None, False, False),
+                                                (("T1", "CF01", "edit"), FIELDS.answer is not None, FIELDS.error, None, False, False)]
     runs.finish_run(store, run_id, status="done", n_done=2, n_errors=0, notes={})
     assert runs.get_run(store, run_id).cost_usd == 0.5
     with store.transaction() as tx:

@@ -87,7 +87,8 @@ def test_four_models_four_suites_kill_resume_and_report(tmp_path):
         "openai:tiny-llava": "served"}
     assert [(c["base"], c["other"]) for c in joint["compare"]] == [("baseline:always-no", "openai:loop-model")]
     for run_id in run_ids:
-        alone = run_cli(["-w", str(ws), "report", "--run", run_id, "--format", "json", "--resamples", "200"])
+        alone = run_cli(["-w", str(ws), "report", "--run", run_id, "--only-named", "--format", "json",
+                         "--resamples", "200"])
         assert alone.exit_code == 0, alone.output
         single = json.loads(alone.stdout)
         for section in ("contextcanvas", "counterfactual", "modality", "swap"):

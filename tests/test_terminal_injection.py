@@ -77,7 +77,7 @@ def hostile_ws(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("args", [
     ["report", "--predictions", "predictions.jsonl", "--resamples", "50"],
-    ["runs", "show", "contextcanvas-replay"],
+    ["runs", "show", "contextcanvas-m"],  # the replayed run is labelled by the model its file names
     ["review", "TX01", "--show"],
     ["captions", "show", "T001"],
     ["specs", "show", "TX01"],

@@ -79,8 +79,11 @@ def test_a_run_stores_a_reply_for_every_case_and_every_image_reaches_the_model(s
 
     received_before = served.received()
     result = run_cli(probe_args(mini_ws, served, "--max-tokens", "8"))
-    assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
+    # The server says every reply stopped at the limit (finish_reason "length"): stored, counted, and the run
+    # is not clean (exit 1), with the line that says to raise --max-tokens.
+    assert result.exit_code == 1 and summary["truncated"] == N_CASES, result.stderr
+    assert f"{N_CASES} of {N_CASES} replies were cut off at the token limit (8 tokens)" in " ".join(result.stderr.split())
     assert (summary["status"], summary["total"], summary["sent"], summary["errors"]) == ("done", N_CASES, N_CASES, 0)
     assert served.received() - received_before == N_CASES  # the server's own log agrees
 
@@ -134,15 +137,15 @@ def test_a_killed_run_resumes_with_only_the_missing_requests_and_a_complete_reru
 
     received_before = served.received()
     resumed = run_cli(args)
-    assert resumed.exit_code == 0, resumed.stderr
     summary = json.loads(resumed.stdout)
+    assert resumed.exit_code == (1 if summary["truncated"] else 0), resumed.stderr  # 256 words: cut off
     assert (summary["kept"], summary["from_cache"], summary["sent"], summary["errors"]) == (
         kept, 0, N_CASES - kept, 0)
     assert served.received() - received_before == N_CASES - kept  # only the missing ones reached the server
     assert [len(r["raw"].split()) for r in stored(mini_ws)] == [256] * N_CASES
 
     again = run_cli(args)
-    assert again.exit_code == 0, again.stderr
     rerun = json.loads(again.stdout)
+    assert again.exit_code == (1 if rerun["truncated"] else 0), again.stderr
     assert (rerun["kept"], rerun["sent"]) == (N_CASES, 0)
     assert served.received() - received_before == N_CASES - kept  # the complete rerun sent nothing

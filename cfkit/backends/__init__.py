@@ -127,6 +127,7 @@ class Reply:
     server_model: str | None = None  # the model id the server says answered, when it says
     system_fingerprint: str | None = None  # the server's build fingerprint, when it reports one
     raw_chars: int | None = None  # the reply's full length when ``raw`` was cut to the storage cap
+    truncated: bool = False  # generation stopped at the token limit (finish_reason "length"), not at its end
 
 
 @dataclass(frozen=True)

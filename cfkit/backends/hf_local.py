@@ -177,4 +177,14 @@ class HFBackend(Backend):
             new_tokens = output[0, prompt_tokens:]
             text = processor.decode(new_tokens, skip_special_tokens=True).strip()
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": int(new_tokens.shape[0])}
-        return Reply(raw=text, usage=usage, latency_s=time.perf_counter() - started, notes=notes)
+        return Reply(raw=text, usage=usage, latency_s=time.perf_counter() - started, notes=notes,
+                     truncated=_hit_limit(new_tokens.tolist(), request.generation.max_tokens,
+                                          getattr(model.generation_config, "eos_token_id", None)))
+
+
+def _hit_limit(tokens: list[int], max_tokens: int, eos: int | list[int] | None) -> bool:
+    """Whether generation stopped at ``max_tokens`` rather than at an end-of-sequence token (a cut reply)."""
+    if len(tokens) < max_tokens:
+        return False
+    ends = set(eos) if isinstance(eos, (list, tuple)) else ({eos} if eos is not None else set())
+    return not tokens or tokens[-1] not in ends

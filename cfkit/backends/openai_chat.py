@@ -345,9 +345,11 @@ class OpenAIBackend(Backend):
         reasoning = _capped(reasoning)[0] if isinstance(reasoning, str) and reasoning else None
         server_model = completion.get("model")
         fingerprint = completion.get("system_fingerprint")
+        truncated = choices[0].get("finish_reason") == "length"  # stopped at max_tokens, not at its end
         return Reply(raw=raw, usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes), refused=refused,
                      reasoning=reasoning, server_model=server_model if isinstance(server_model, str) else None,
-                     system_fingerprint=fingerprint if isinstance(fingerprint, str) else None, raw_chars=raw_chars)
+                     system_fingerprint=fingerprint if isinstance(fingerprint, str) else None, raw_chars=raw_chars,
+                     truncated=truncated)
 
 
 #: Marks where an image's data URL goes in an encoded body; random, so that no prompt can hold it.

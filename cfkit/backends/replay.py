@@ -3,8 +3,12 @@
 Each request is answered with the prediction of the same suite, case, pair and
 condition, exactly as recorded (answer, parse rule, error, reason, raw text),
 so replaying an exported run reproduces its report. A file holding several
-models needs ``-o model=NAME``. A request the file has no prediction for fails
-as a transport error naming the case, so the gap shows in the run's counts.
+models needs ``-o model=NAME``. The run is labelled by the model the file
+names (in tables, plots and the EGA section), not by the file's path;
+``-o label=NAME`` gives it another label (e.g. when the workspace also holds
+live runs of that model with other settings). A request the file has no
+prediction for fails as a transport error naming the case, so the gap shows
+in the run's counts.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from cfkit.errors import OptionError, PredictionError
 
 class ReplayOptions(BackendOptions):
     model: str | None = Field(None, description="which model's predictions to use when the file holds several")
+    label: str | None = Field(None, min_length=1, description="the run's model label in reports (default: the "
+                                                              "model the file names)")
 
 
 class ReplayBackend(Backend):
@@ -33,6 +39,8 @@ class ReplayBackend(Backend):
     capabilities: ClassVar[Capabilities] = Capabilities(images=False, multi_image=True, json_schema=False,
                                                         remote=False, cacheable=False)
     Options: ClassVar[type[ReplayOptions]] = ReplayOptions
+    # The file's digest is an input, not a setting: a model's files of several suites are reported together.
+    derived_identity: ClassVar[tuple[str, ...]] = ("sha256",)
 
     def __init__(self, name: str, options: ReplayOptions, context: BackendContext | None = None):
         from cfkit.predictions import load_predictions
@@ -54,7 +62,7 @@ class ReplayBackend(Backend):
             raise OptionError(f"replay file {path} holds {len(models)} models ({', '.join(models)}); "
                              "choose one with -o model=NAME.")
         self.name = name
-        self.model = f"{self.kind}:{name}"
+        self.model = options.label or options.model or (models[0] if models else f"{self.kind}:{name}")
         self.path = path
         self.options = options
         self.priced = False

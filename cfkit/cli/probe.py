@@ -69,7 +69,9 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
 
     Exit status: 0 when every planned request has a stored reply, 1 when the
     run ended incomplete (the last line says what is missing and how to
-    resume), 2 for bad input or a backend that cannot run here.
+    resume) or when it is complete but not clean: replies cut off at the
+    token limit (raise --max-tokens), or most replies empty; 2 for bad input
+    or a backend that cannot run here.
 
     \b
     Examples:
@@ -135,6 +137,9 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
     with open_store(ws.db_path) as store, _ProgressBar(suite) as bar:
         summary = job.run(store, on_progress=bar.update, on_plan=_warn_unreviewed)
     _render_summary(summary, as_json, said=job.notes)
+    trouble, unclean = _reply_trouble(ws, summary)
+    if trouble and (summary.missing or not unclean):
+        warn(trouble)
     if summary.missing:
         again = [("-m", model), ("-s", suite), *(("-o", pair) for pair in pairs), ("--base-url", base_url),
                  ("--api-key-env", api_key_env), ("-j", concurrency), ("--max-tokens", max_tokens),
@@ -142,6 +147,28 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
                  ("--accepted-only", accepted_only), ("--reviewed-only", reviewed_only),
                  ("--max-cost", _resume_budget(summary, max_cost))]
         raise RunIncomplete(_incomplete_line(summary, _command_line(ws, again)))
+    if unclean:  # every reply is stored, but they are not answers: exit 1 with the line that says why
+        from cfkit.errors import CheckFailed
+
+        raise CheckFailed(trouble)
+
+
+def _reply_trouble(ws, summary) -> tuple[str | None, bool]:
+    """One line when a run's replies were cut off at the token limit or most have no valid answer (the likely
+    cause and the command that shows them), None when neither; and whether the run is not clean (replies cut
+    off, or most of them empty): then the command exits 1."""
+    from cfkit.probe.progress import reply_trouble
+
+    from cfkit.store import open_store
+    from cfkit.store.runs import get_run
+
+    command = f"cfkit -w {ws.root} runs unparsed {summary.run_id}" if summary.invalid else ""
+    with open_store(ws.db_path) as store:
+        run = get_run(store, summary.run_id)
+    replies = run.n_done if run is not None else 0  # the replies that came back
+    line = reply_trouble(f"{summary.model} {summary.suite}", replies, summary.invalid, summary.empty,
+                         summary.truncated, summary.max_tokens, command)
+    return line, line is not None and (summary.truncated > 0 or summary.empty * 2 > replies)
 
 
 _STUDY_HINT = ("a probe run is one model on one suite. For several, write a study file ('cfkit study new "
@@ -253,7 +280,8 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
         shared = f", {summary.elsewhere} answered by another process" if summary.elsewhere else ""
         status(f"{summary.status}: {summary.total} requests; {summary.kept} already stored, "
                f"{summary.from_cache} from cache, {summary.sent} sent ({summary.errors} failed{cost}){shared}; "
-               f"{summary.invalid} without a valid answer.")
+               f"{summary.invalid} without a valid answer"
+               + (f", {summary.truncated} cut off at the token limit." if summary.truncated else "."))
     for note in summary.notes:
         if note not in said:
             warn(note)
@@ -303,8 +331,15 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
                              overrides={"base_url": base_url, "api_key_env": api_key_env},
                              on_check=None if as_json else lambda r: status(collection_line(r)))
     render_collection(result, as_json)
+    trouble, unclean = (None, False) if result.waiting else _reply_trouble(ws, result)
+    if trouble and (result.waiting or result.missing or not unclean):
+        warn(trouble)
     if result.waiting or result.missing:
         raise RunIncomplete(collection_line(result, final=True))
+    if unclean:
+        from cfkit.errors import CheckFailed
+
+        raise CheckFailed(trouble)
 
 
 @probe.command("backends")

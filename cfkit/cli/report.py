@@ -20,6 +20,15 @@ MISSING_SHOWN = 20
 @click.option("--run", "run_refs", multiple=True, metavar="RUN",
               help="A stored run to report (repeatable; an id or a unique start of one, see 'cfkit runs list'). "
                    "Needed when one model has runs with different settings.")
+@click.option("--only-named", is_flag=True,
+              help="With --run: report only the runs named (by default --run chooses for its model and suite, and "
+                   "every other model is reported too).")
+@click.option("--label", "label_specs", multiple=True, metavar="MODEL=NAME",
+              help="Show MODEL under NAME in every table, plot, the JSON and the EGA section (repeatable); "
+                   "--compare and --groups then use NAME.")
+@click.option("--mixed-settings", is_flag=True,
+              help="Report a model whose full runs differ in settings anyway: each suite from its newest run (a "
+                   "line names the runs and what differs). Without it such a model is left out, alone.")
 @click.option("--compare", "compare_specs", multiple=True, metavar="BASE=OTHER",
               help="Paired ContextCanvas test of two models (repeatable; Bonferroni over all given).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
@@ -56,20 +65,26 @@ MISSING_SHOWN = 20
 @click.option("--groups", "groups_path", metavar="FILE", default=None,
               help="YAML mapping each model to its group (closed, open, aesthetic as in Table 2, or any name); "
                    "rows are shown under their groups. The paper's model names get Table 2's groups without it.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="List on stderr every unit counted wrong for want of an answer, with why (by default one line "
+                   "per model and reason).")
 @workspace_option
 def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], compare_specs: tuple[str, ...],
            fmt: str, reference: bool, resamples: int, seed: int, subset: str | None, all_cases: bool, ega: bool,
-           audit_ref: str | None, unblind: bool, ega_labels: str, judge: str | None, units: bool, plot_dir: str | None, plot_format: str, force: bool,
-           groups_path: str | None) -> None:
+           audit_ref: str | None, unblind: bool, ega_labels: str, judge: str | None, units: bool, plot_dir: str | None,
+           plot_format: str, force: bool, groups_path: str | None, mixed_settings: bool, verbose: bool,
+           label_specs: tuple[str, ...], only_named: bool) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas, paired tests and position bias (swap).
 
     A unit a model gave no usable answer for (no reply, a failed request, a
     refusal, an answer about an edit that is no longer selected) is counted
     wrong and listed on stderr with the reason (and under "missing" in JSON);
     a row from an incomplete run is marked. By default the newest stored run
-    of each model and suite is read; a model with runs of different settings
-    (endpoint, --max-tokens, options, protocol) is refused until --run says
-    which.
+    of each model and suite is read; a smoke test (--limit) whose settings
+    (endpoint, --max-tokens, options, protocol) differ from the model's full
+    runs is left out, and a model whose full runs differ is left out alone
+    (exit 1) until --run says which or --mixed-settings reports it anyway;
+    --run chooses for its model and suite only, every other model stays.
 
     \b
     Examples:
@@ -79,11 +94,13 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
       cfkit report --predictions all.jsonl --compare hf:base=hf:specialist --format latex
       cfkit report --ega --reference
       cfkit report --groups groups.yaml --format md
+      cfkit report --label 'openai:Qwen/Qwen3-VL-8B-Instruct=Qwen3-VL-8B'
       cfkit report --units --format csv > units.csv
       cfkit report --compare hf:base=hf:specialist --plot figures/ --plot-format pdf
     """
     from cfkit import report as lib
     from cfkit.errors import UsageError
+    from cfkit.report.labels import labels_from
 
     compare = [lib.parse_compare(spec) for spec in compare_specs]
     if audit_ref is not None and not ega:
@@ -99,7 +116,8 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     groups = lib.load_groups(groups_path) if groups_path else None
     result = lib.make_report(ws, list(prediction_paths), run_refs=list(run_refs), compare=compare,
                              n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups, unblind=unblind,
-                             subset=subset, all_cases=all_cases, ega_labels=ega_labels, judge=judge)
+                             subset=subset, all_cases=all_cases, ega_labels=ega_labels, judge=judge,
+                             mixed_settings=mixed_settings, labels=labels_from(label_specs), only_named=only_named)
     if units:
         _print(fmt, lambda: [lib.units_table(result)], lambda: lib.units_json(result), lambda: lib.units_csv(result))
     else:
@@ -111,9 +129,15 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
         written = write_plots(result, plot_dir, fmt=plot_format, overwrite=force)
         status(f"Wrote {len(written)} figure(s) to {plot_dir}: "
                + ", ".join(f"{w.image.name} (+ {w.data.name})" for w in written) + ".")
-    _warn_missing(result.missing)
+    for aside in result.set_aside:
+        warn(aside.message)
+    _warn_missing(result.missing, verbose)
+    for trouble in result.troubles:
+        warn(trouble.message)
     for note in result.notes:
-        warn(note)
+        if verbose or not note.endswith(lib.COVERAGE_END):  # the lines above already say it per model
+            warn(note)
+    refused = [a for a in result.set_aside if a.refused]
     if result.ega is not None and result.ega.withheld:
         from cfkit.errors import Incomplete
 
@@ -131,6 +155,11 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
             warn(f"  … and {len(pending) - MISSING_SHOWN} more (see 'ega_pending' in --format json).")
         raise Incomplete(f"the EGA section covers {result.ega.cases} of {result.ega.planned_cases} audited cases; "
                          "finish with 'cfkit audit status' and 'cfkit audit adjudicate --as NAME'.")
+    if refused:
+        from cfkit.errors import Incomplete
+
+        raise Incomplete(f"{len(refused)} model(s) left out for runs with different settings "
+                         f"({', '.join(a.model for a in refused)}); the lines above say which runs and how to choose.")
 
 
 def _print(fmt: str, tables, as_json, as_csv) -> None:
@@ -157,20 +186,29 @@ def _table_width() -> int | None:
     return PIPE_WIDTH
 
 
-def _warn_missing(missing) -> None:
-    """Per model and suite: how many units are counted wrong and why; then the first units with their reasons."""
+def _warn_missing(missing, verbose: bool) -> None:
+    """One line per model and reason: how many units are counted wrong, in which suites, and one example; each
+    unit with its detail under -v."""
     if not missing:
         return
-    groups: dict[tuple[str, str], dict[str, int]] = {}
+    groups: dict[tuple[str, str], list] = {}
     for m in missing:
-        counts = groups.setdefault((m.model, m.suite), {})
-        counts[m.reason] = counts.get(m.reason, 0) + 1
-    for (model, suite), counts in groups.items():
-        why = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda item: -item[1]))
-        warn(f"{model} {suite}: {sum(counts.values())} unit(s) without a usable answer, counted wrong ({why}).")
-    for m in missing[:MISSING_SHOWN]:
-        pair = f" pair {m.pair}" if m.pair else ""
-        warn(f"  {m.model} {m.suite}: case {m.case}{pair}, condition {m.condition}: {m.reason}"
-             + (f" ({m.detail})" if m.detail else ""))
-    if len(missing) > MISSING_SHOWN:
-        warn(f"  … and {len(missing) - MISSING_SHOWN} more (see 'missing' in --format json).")
+        groups.setdefault((m.model, m.reason), []).append(m)
+    for (model, reason), units in groups.items():
+        suites: dict[str, int] = {}
+        for m in units:
+            suites[m.suite] = suites.get(m.suite, 0) + 1
+        where = ", ".join(f"{suite} {n}" for suite, n in suites.items())
+        first = units[0]
+        example = f"; e.g. {_unit(first)}: {first.detail}" if first.detail else ""
+        warn(f"{model}: {len(units)} unit(s) without a usable answer, counted wrong ({reason}; {where}){example}.")
+    if verbose:
+        for m in missing:
+            warn(f"  {m.model} {m.suite}: {_unit(m)}, condition {m.condition}: {m.reason}"
+                 + (f" ({m.detail})" if m.detail else ""))
+    else:
+        status("Each unit with its reason: add -v, or see 'missing' in --format json.")
+
+
+def _unit(m) -> str:
+    return f"case {m.case}" + (f" pair {m.pair}" if m.pair else "")

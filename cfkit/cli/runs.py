@@ -135,11 +135,11 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
         grid.add_row(name, escape(str(value)))
     out.print(grid)
     table = Table(title="Replies by condition", title_justify="left")
-    for column in ("condition", "replies", "answered", "invalid", "failed", "answers"):
+    for column in ("condition", "replies", "answered", "invalid", "cut off", "failed", "answers"):
         table.add_column(column)
     for c in counts:
-        table.add_row(escape(c.condition), str(c.replies), str(c.answered), str(c.invalid), str(c.transport),
-                      escape(", ".join(f"{k}: {v}" for k, v in c.answers.items())))  # option ids are data
+        table.add_row(escape(c.condition), str(c.replies), str(c.answered), str(c.invalid), str(c.truncated),
+                      str(c.transport), escape(", ".join(f"{k}: {v}" for k, v in c.answers.items())))  # option ids are data
     out.print(table)
     if not_sent:
         out.print(f"[red]not sent[/] {not_sent} planned request(s) have no reply at all "
@@ -288,7 +288,8 @@ def unparsed(ws, run_ref: str, as_json: bool) -> None:
     for r in found:
         unit = " ".join(part for part in (r.case_id, r.pair_id, r.condition) if part)
         out.print(f"[bold]{escape(unit)}[/]  [red]{escape(r.error or '?')}[/]"
-                  + (f": {escape(r.detail)}" if r.detail else ""))
+                  + (f": {escape(r.detail)}" if r.detail else "")
+                  + (" [yellow](cut off at the token limit)[/]" if r.truncated else ""))
         text = r.raw or ""
         more = f"\n  … ({len(text) - TEXT_SHOWN:,} more characters; --json shows all)" if len(text) > TEXT_SHOWN else ""
         out.print("  " + escape(text[:TEXT_SHOWN]).replace("\n", "\n  ") + more)

@@ -228,7 +228,7 @@ def report(ctx, ws, file: Path, fmt: str, reference: bool | None, plot_dir: str 
         if made.groups:
             groups = Path(tmp) / "groups.json"  # a --groups file is YAML, and JSON is YAML
             groups.write_text(json.dumps(made.groups), encoding="utf-8")
-        ctx.invoke(report_command, run_refs=tuple(made.run_ids),
+        ctx.invoke(report_command, run_refs=tuple(made.run_ids), only_named=True,
                    compare_specs=tuple(f"{a}={b}" for a, b in made.compare), fmt=fmt,
                    reference=settings.reference if reference is None else reference, resamples=settings.resamples,
                    seed=settings.seed, subset=None if made.subset is None else str(made.subset),

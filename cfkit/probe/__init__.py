@@ -137,9 +137,11 @@ def _finished_summary(store: Store, backend: Backend, suite: str, setup: _Setup,
     progress = RunProgress(total=finished.n_requests, done=finished.n_requests, priced=backend.priced)
     if on_progress:
         on_progress(progress)
+    invalid, truncated, empty = runs.count_unanswered(store, finished.id)
     return RunSummary(run_id=finished.id, model=finished.model, suite=suite, status="done",
                       total=finished.n_requests, kept=finished.n_requests, from_cache=0, sent=0, errors=0,
-                      invalid=runs.count_unanswered(store, finished.id), cost_usd=0.0 if backend.priced else None,
+                      invalid=invalid, truncated=truncated, empty=empty,
+                      max_tokens=(finished.settings.get("generation") or {}).get("max_tokens"), cost_usd=0.0 if backend.priced else None,
                       skipped=(), endpoint=finished.endpoint, protocol=setup.protocol.name,
                       unreviewed=tuple(finished.notes.get("unreviewed", ())),
                       notes=tuple(backend.notes or ()))

@@ -82,6 +82,12 @@ class Collection:
     missing: int  # planned requests without a reply, once every batch is collected
     cost_usd: float | None = None
     problems: tuple[str, ...] = ()  # lines of result files left out (not JSON, repeated, not asked), each said
+    invalid: int = 0  # replies of the run without a valid answer
+    truncated: int = 0  # replies of the run cut off at the token limit (finish_reason "length")
+    empty: int = 0  # replies of the run with no text at all
+    max_tokens: int | None = None  # the run's token limit
+    model: str = ""
+    suite: str = ""
 
     @property
     def waiting(self) -> tuple[BatchState, ...]:
@@ -275,7 +281,8 @@ def collect_batches(store: Store, cases: CaseSet, run: RunRecord, backend: Backe
                        list(previous.notes.get("backend_notes", [])) if previous else [])
     missing = 0 if still else max(run.n_requests - counts["done"], 0)
     return Collection(run.id, states, stored, failed, counts["status"], missing,
-                      cost if backend.priced else None, tuple(problems))
+                      cost if backend.priced else None, tuple(problems), counts["invalid"], counts["truncated"],
+                      counts["empty"], (run.settings.get("generation") or {}).get("max_tokens"), run.model, run.suite)
 
 
 async def _collect(store: Store, cases: CaseSet, waiting: list[BatchRecord], backend: Backend,

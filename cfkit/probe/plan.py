@@ -29,7 +29,7 @@ from cfkit.probe.image_refs import Digests, ImageRef
 from cfkit.probe.selection import Selection
 from cfkit.prompts import load_templates, render_prompt, templates_sha256
 from cfkit.specs import load_spec, load_spec_file, spec_files
-from cfkit.store import Store, edits, reviews
+from cfkit.store import Store, checks, edits, reviews
 from cfkit.subsets import modality_cases, read_subset
 from cfkit.vocabulary import MODALITY_CONDITIONS, SUITE_CONDITIONS, SWAP_CONDITIONS
 from cfkit.workspace import Workspace
@@ -295,9 +295,7 @@ def _counterfactual(ws: Workspace, store: Store, cases: CaseSet, builder: _Reque
             continue
         edit = edits.selected(store, spec.id, require_accepted=accepted_only)
         if edit is None:
-            need = "an accepted edit" if accepted_only else "an accepted edit or one whose check passed"
-            yield spec.id, [], SkippedPair(spec.id, f"no usable edit ({need}); run 'cfkit edit {spec.id}' and "
-                                                    f"'cfkit review {spec.id}'"), False
+            yield spec.id, [], SkippedPair(spec.id, why_no_edit(store, spec.id, accepted_only)), False
             continue
         edited = edit.composite_path
         if edited is None or not Path(edited).is_file():
@@ -308,3 +306,28 @@ def _counterfactual(ws: Workspace, store: Store, cases: CaseSet, builder: _Reque
         accepted = decision is not None and decision.decision == "accept"
         yield spec.id, [builder.item(case, "original", pair_id=spec.id),
                         builder.item(case, "edit", pair_id=spec.id, images=[edited], edit_id=edit.id)], None, accepted
+
+
+def why_no_edit(store: Store, spec_id: str, accepted_only: bool = False) -> str:
+    """Why pair ``spec_id`` has no edit a probe can use, as its newest edit stands: none made, the edit failed,
+    rejected in review, its preservation check failed or has not run, or (``--accepted-only``) not accepted."""
+    newest = edits.newest(store, spec_id)
+    if newest is None:
+        return f"no edit yet; run 'cfkit edit {spec_id}'"
+    ok = edits.ok_edits(store, spec_id)
+    if not ok:
+        why = f": {newest.error}" if newest.error else ""
+        return f"no usable edit: edit #{newest.id} {newest.status}{why}; run 'cfkit edit {spec_id}' again"
+    last = ok[-1]
+    decision = reviews.on_edit(store, last.id)
+    if decision is not None and decision.decision == "reject":
+        return f"rejected edit: edit #{last.id} was rejected in review; run 'cfkit edit {spec_id}' for another"
+    if accepted_only:
+        return f"no accepted edit (--accepted-only): edit #{last.id} is not accepted; run 'cfkit review {spec_id}'"
+    check = checks.latest(store, last.id)
+    if check is None:
+        return (f"no usable edit: edit #{last.id} has no preservation check yet; run 'cfkit check {spec_id}' or "
+                f"'cfkit review {spec_id}'")
+    why = "; ".join(check.reasons) or check.verdict
+    return (f"failed check: edit #{last.id} failed its preservation check ({why}); accept it in 'cfkit review "
+            f"{spec_id}', or run 'cfkit edit {spec_id}' again")

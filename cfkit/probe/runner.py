@@ -214,7 +214,8 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
     return RunSummary(
         run_id=run_id, model=backend.model, suite=plan.suite, status=counts["status"], total=len(plan.items),
         kept=opened.kept, from_cache=opened.from_cache, sent=progress.sent, errors=progress.errors,
-        invalid=counts["invalid"], cost_usd=progress.cost_usd if backend.priced else None, skipped=plan.skipped,
+        invalid=counts["invalid"], truncated=counts["truncated"], empty=counts["empty"],
+        max_tokens=plan.generation.max_tokens, cost_usd=progress.cost_usd if backend.priced else None, skipped=plan.skipped,
         stopped=sender.stopped, notes=tuple(sorted(sender.notes)), failed=counts["errors"],
         not_sent=counts["absent"], first_failure=counts["first_failure"], unreviewed=plan.unreviewed,
         endpoint=opened.recorded.endpoint, protocol=protocol, elsewhere=progress.elsewhere,
@@ -256,10 +257,12 @@ def close_run(store: Store, run_id: str, status: str, stopped: str | None, wante
     ``status`` "done" becomes "incomplete" when a wanted request has no reply
     or a transport failure; "waiting" (batches in flight) is kept as it is.
     """
-    present = [(error, detail, answered) for key, answered, error, detail in runs.reply_states(store, run_id)
-               if key in wanted]
+    states = [state for state in runs.reply_states(store, run_id) if state[0] in wanted]
+    present = [(error, detail, answered) for _, answered, error, detail, _, _ in states]
     failed = [detail for error, detail, _ in present if error == "transport"]
     invalid = sum(1 for error, _, answered in present if not answered and error != "transport")
+    cut = sum(truncated for *_, truncated, _ in states)  # stopped at the token limit
+    empty = sum(blank for *_, blank in states)  # no text at all
     done = len(present) - len(failed)
     if status == "done" and (failed or done < len(wanted) or stopped):
         status = "incomplete"
@@ -270,5 +273,5 @@ def close_run(store: Store, run_id: str, status: str, stopped: str | None, wante
     runs.finish_run(store, run_id, status=status, n_done=done, n_errors=len(failed), notes=record,
                     inputs_sha256=inputs_digest if status == "done" else None, error=failure,
                     inputs_manifest=inputs_manifest if status == "done" else None)
-    return {"status": status, "done": done, "errors": len(failed), "invalid": invalid,
+    return {"status": status, "done": done, "errors": len(failed), "invalid": invalid, "truncated": cut, "empty": empty,
             "absent": len(wanted) - len(present), "first_failure": failed[0] if failed else None}

@@ -25,7 +25,7 @@ from cfkit.report.exports import (FORMATS, latex_escape, latex_tables, markdown_
                                   to_latex, to_markdown, units_csv, units_json)
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.reference import load_reference, reference_label
-from cfkit.report.rows import (MISSING_REASONS, CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing,
+from cfkit.report.rows import (COVERAGE_END, MISSING_REASONS, CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing,
                                ModalityRow, Report)
 from cfkit.report.sources import Sources, choose_runs
 from cfkit.report.swap import SwapRow, swap_rows
@@ -35,7 +35,7 @@ from cfkit.report.tables import (INCOMPLETE_MARK, PAPER_MARK, DisplayTable, Repo
 from cfkit.report.units import PAIR_CATEGORIES, ModelUnits, UnitOutcome, flat_rows, pair_category
 
 __all__ = [
-    "FORMATS", "INCOMPLETE_MARK", "MISSING_REASONS", "MODALITY_DELTAS", "PAPER_MARK", "Sources", "choose_runs", "CompareRow", "ContextCanvasRow", "CounterfactualRow", "Delta",
+    "COVERAGE_END", "FORMATS", "INCOMPLETE_MARK", "MISSING_REASONS", "MODALITY_DELTAS", "PAPER_MARK", "Sources", "choose_runs", "CompareRow", "ContextCanvasRow", "CounterfactualRow", "Delta",
     "DisplayTable", "Gold", "Missing", "ModalityRow", "PairGold", "Report", "ReportView", "build_report",
     "display_tables", "fmt", "fmt_ci", "fmt_delta", "fmt_opt_ci", "fmt_p", "group_label", "latex_escape",
     "load_groups", "markdown_escape", "paper_groups", "resolve_groups", "load_gold", "load_reference", "make_report",

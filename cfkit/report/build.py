@@ -23,10 +23,12 @@ from cfkit.predictions import Prediction, check_predictions, load_predictions
 from cfkit.report import sources as sources_
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.groups import resolve_groups
-from cfkit.report.rows import CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
+from cfkit.report.labels import check_labels, relabel_ega, relabel_sources
+from cfkit.report.rows import COVERAGE_END, CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
 from cfkit.report.sources import Sources
 from cfkit.probe.swap import as_listed, swap_problem
 from cfkit.report.swap import swap_notes, swap_rows
+from cfkit.report.trouble import reply_troubles
 from cfkit.report.units import AnswerKey, collect_units
 from cfkit.store import Store, edits
 from cfkit.vocabulary import CONDITION_ORDER, SUITE_CONDITIONS, SWAP_CONDITIONS
@@ -63,6 +65,9 @@ def make_report(
     unblind: bool = False,
     ega_labels: str = "people",
     judge: str | None = None,
+    mixed_settings: bool = False,
+    labels: Mapping[str, str] | None = None,
+    only_named: bool = False,
 ) -> Report:
     """Load gold and predictions (files, the runs named in ``run_refs``, or by default one stored run per model
     and suite, see :func:`cfkit.report.sources.choose_runs`) and build the report.
@@ -70,7 +75,10 @@ def make_report(
     With ``ega``, the report also holds the evidence-grounded accuracy section
     of audit ``audit`` (default: the newest audit in the store). ``groups``
     maps model labels to groups (a ``--groups`` file); the paper's models get
-    Table 2's groups without it.
+    Table 2's groups without it. ``labels`` shows models under other names
+    (``--label MODEL=NAME``, :mod:`cfkit.report.labels`); ``compare`` and
+    ``groups`` name the models by those. ``run_refs`` choose a model's run
+    per suite, every other model is reported too, unless ``only_named``.
     """
     gold = load_gold(ws, subset=subset, all_cases=all_cases)
     if prediction_paths and run_refs:
@@ -87,14 +95,18 @@ def make_report(
             raise NotFoundError(f"no stored runs ({ws.db_path} does not exist). Run 'cfkit probe run' first, "
                                 "or pass --predictions FILE.")
         with Store(ws.db_path) as store:
-            source = sources_.from_store(store, run_refs)
+            source = sources_.from_store(store, run_refs, mixed=mixed_settings, only_named=only_named)
             check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
     if not source.preds:
         raise NotFoundError("no predictions to report. Run 'cfkit probe run', or pass --predictions FILE.")
+    section = _ega(ws, audit, n_resamples, seed, unblind, ega_labels, judge) if ega else None
+    if labels:
+        check_labels(labels, [p.model for p in source.preds] + [r.model for r in (section.rows if section else [])])
+        source, section = relabel_sources(source, labels), section and relabel_ega(section, labels)
     report = build_report(gold, source.preds, compare=compare, n_resamples=n_resamples, seed=seed, sources=source,
                           expected_pairs=ws.pairs, groups=groups)
-    if ega:
-        report = dataclasses.replace(report, ega=_ega(ws, audit, n_resamples, seed, unblind, ega_labels, judge))
+    if section is not None:
+        report = dataclasses.replace(report, ega=section)
     if report.counterfactual and ws.db_path.is_file():
         report.notes.extend(_judge_doubts(ws, {p.pair for p in source.preds if p.pair}))
     return report
@@ -204,7 +216,8 @@ def build_report(
         second = _correct(cc_usable[other], all_cases, "image")
         comparisons.append(stats.paired_comparison(first, second, resamples=by_case, seed=seed))
     adjusted = stats.bonferroni([c.mcnemar.p_value for c in comparisons])
-    cmp_rows = [CompareRow(b, o, c, p) for (b, o), c, p in zip(compare, comparisons, adjusted)]
+    invalid = {row.model: row.scores.invalid for row in cc_rows}
+    cmp_rows = [CompareRow(b, o, c, p, invalid[b], invalid[o]) for (b, o), c, p in zip(compare, comparisons, adjusted)]
     # 5. what the figures cover
     expected = {}
     if expected_pairs is not None:
@@ -219,9 +232,11 @@ def build_report(
     golds |= {(c.id, "", condition): as_listed(c, condition).gold for c in all_cases if swap_problem(c) is None
               for condition in SWAP_CONDITIONS}
     golds |= {(p.case, p.pair, "original"): p.original for p in pairs} | {(p.case, p.pair, "edit"): p.edit for p in pairs}
+    troubles = reply_troubles(answers, sources.runs, {key: run.max_tokens for key, run in sources.runs.items()})
     return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected,
                   bootstrap={"resamples": n_resamples, "seed": seed, "level": stats.LEVEL},
-                  units=collect_units(units.asked, golds, units.reasons), swap=sw_rows)
+                  units=collect_units(units.asked, golds, units.reasons), swap=sw_rows, troubles=troubles,
+                  set_aside=list(sources.set_aside))
 
 
 class _Units:
@@ -270,8 +285,12 @@ class _Units:
             elif not run.complete:
                 detail = (f"not answered: run {run.id} is {run.status} ({run.n_done} of {run.n_requests} replies"
                           + (f"; {run.stopped}" if run.stopped else "") + ")")
+            elif (skip := dict(run.skipped).get(pair or case)) is not None:
+                listed("skipped", f"not asked by run {run.id}: {skip}")
+                return None
             else:
-                detail = f"not part of run {run.id} (the suite has changed since; run it again)"
+                detail = (f"not asked by run {run.id}: the {'pair' if pair else 'case'} was not part of the suite "
+                          "then (added since); run the suite again")
             listed("absent", detail)
             return None
         if p.error == "transport":
@@ -318,10 +337,11 @@ def _counterfactual(units: _Units, model: str, got: dict, pairs: list[PairGold],
 def _modality(units: _Units, model: str, got: dict, cases: list[Case], n_resamples: int,
               seed: int | None) -> ModalityRow:
     conditions = SUITE_CONDITIONS["modality"]
-    correct = {}
+    correct, invalid = {}, {}
     for condition in conditions:
         answered = [units.answer(model, "modality", got, c.id, "", condition) for c in cases]
         correct[condition] = stats.correct_mask(answered, [c.gold for c in cases])
+        invalid[condition] = sum(a is None for a in answered)
     # One set of resampling indices for every statistic keeps all of them paired by case.
     resamples = stats.Resamples(len(cases), n_resamples=n_resamples, seed=seed)
     matrix = 100.0 * np.stack([correct[c] for c in conditions]).astype(float)
@@ -335,6 +355,7 @@ def _modality(units: _Units, model: str, got: dict, cases: list[Case], n_resampl
         accuracy={c: float(matrix[i].mean()) for i, c in enumerate(conditions)},
         accuracy_ci=dict(zip(conditions, intervals)),
         deltas=[Delta(a, b, c, p) for (a, b), c, p in zip(MODALITY_DELTAS, comparisons, adjusted)],
+        invalid=invalid,
         incomplete=units.marks(model, "modality")[0],
         runs=units.marks(model, "modality")[1],
     )
@@ -360,5 +381,5 @@ def _coverage_notes(units: _Units, gold: Gold, cc_rows: list, cf_rows: list, md_
             lacking = len(gaps.get((row.model, suite), ()))
             if lacking:
                 notes.append(f"{suite}: {row.model} has usable answers for {total - lacking} of the {total} {what}; "
-                             f"the rest are counted wrong and listed under missing.")
+                             + COVERAGE_END)
     return notes

@@ -29,7 +29,8 @@ def classes(row: dict[str, Any], boot: dict[str, Any]) -> str:
     """Table S4's columns."""
     return (f"On the {row['n_binary']} two-option cases: Yes F1 and No F1 are each class's F1 (an answer with no "
             "valid option is a false negative of its gold class); Pred. Yes is the share answered Yes and Gold Yes "
-            f"the share whose gold answer is Yes. {_bootstrap(boot, 'cases')}")
+            f"the share whose gold answer is Yes. {_bootstrap(boot, 'cases')} Inv.: answers with no valid option, "
+            "counted wrong (over all cases).")
 
 
 def counterfactual(boot: dict[str, Any]) -> str:
@@ -44,7 +45,8 @@ def modality(n: int) -> str:
     """Table S9's columns."""
     return (f"Accuracy (%) on the {n} subset cases when the model is given the question and options only (Text), "
             "a description of the visible content (Neutral), the same description with the decisive cue stated "
-            "(Evidence), or the image (Image).")
+            "(Evidence), or the image (Image). Inv.: cases with no valid option under Text/Neutral/Evidence/Image, "
+            "counted wrong.")
 
 
 def modality_deltas(boot: dict[str, Any]) -> str:

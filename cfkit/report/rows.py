@@ -7,13 +7,16 @@ from typing import Any
 
 from cfkit import stats
 from cfkit.report.grounding import EgaSection
-from cfkit.report.swap import SwapRow
+from cfkit.report.swap import COVERAGE_END, SwapRow
+from cfkit.report.trouble import ReplyTrouble
 from cfkit.report.units import ModelUnits
 
 
-#: Why a unit is listed in ``missing``: no prediction at all, a request that failed, the model declined, or an
-#: answer given about an edit that is no longer the pair's selected one.
-MISSING_REASONS = ("absent", "transport", "refused", "stale")
+#: Why a unit is listed in ``missing``: no prediction at all, a request that failed, the model declined, an
+#: answer given about an edit that is no longer the pair's selected one, or a unit the run did not ask for a
+#: reason it recorded (a pair with no usable edit: rejected, failed check, none made; a case the swap suite
+#: cannot ask).
+MISSING_REASONS = ("absent", "transport", "refused", "stale", "skipped")
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class ModalityRow:
     accuracy: dict[str, float]
     accuracy_ci: dict[str, stats.Interval]
     deltas: list[Delta]
+    invalid: dict[str, int] = field(default_factory=dict)  # condition -> cases with no valid option, counted wrong
     incomplete: bool = False
     runs: tuple[str, ...] = ()
     group: str | None = None
@@ -77,6 +81,8 @@ class CompareRow:
     other: str
     comparison: stats.PairedComparison
     p_adj: float
+    base_invalid: int = 0  # cases with no valid option from the base model, counted wrong
+    other_invalid: int = 0
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,8 @@ class Report:
     swap: list[SwapRow] = field(default_factory=list)  # the position-bias section (cfkit.report.swap)
     bootstrap: dict[str, Any] = field(default_factory=dict)  # resamples, seed, level of every interval
     units: list[ModelUnits] = field(default_factory=list)  # per model and suite, every unit the rows count
+    troubles: list[ReplyTrouble] = field(default_factory=list)  # replies cut off, or mostly not answers
+    set_aside: list[Any] = field(default_factory=list)  # cfkit.report.sources.SetAside: runs left out, models refused
 
     def to_dict(self) -> dict[str, Any]:
         """The report object of docs/report-schema.md, ``missing`` included (the units counted wrong for want of an answer)."""
@@ -111,6 +119,7 @@ class Report:
                     "n": r.n,
                     "accuracy": dict(r.accuracy),
                     "accuracy_ci": {c: ci.as_list() for c, ci in r.accuracy_ci.items()},
+                    "invalid": dict(r.invalid),
                     "deltas": [
                         {"from": d.first, "to": d.second, "delta": d.comparison.delta, "ci": d.comparison.ci.as_list(),
                          "b": d.comparison.mcnemar.b, "c": d.comparison.mcnemar.c,
@@ -125,7 +134,7 @@ class Report:
                 {"base": r.base, "other": r.other, "n": r.comparison.n, "base_acc": r.comparison.first_acc,
                  "other_acc": r.comparison.second_acc, "delta": r.comparison.delta, "ci": r.comparison.ci.as_list(),
                  "b": r.comparison.mcnemar.b, "c": r.comparison.mcnemar.c, "p": r.comparison.mcnemar.p_value,
-                 "p_adj": r.p_adj}
+                 "p_adj": r.p_adj, "base_invalid": r.base_invalid, "other_invalid": r.other_invalid}
                 for r in self.compare
             ],
             "swap": [r.to_dict() for r in self.swap],
@@ -133,6 +142,8 @@ class Report:
             "notes": list(self.notes),
             "bootstrap": dict(self.bootstrap),
             "units": [u.to_dict() for u in self.units],
+            "reply_problems": [t.to_dict() for t in self.troubles],
+            "set_aside": [a.to_dict() for a in self.set_aside],
         }
         if self.ega is not None:
             data["ega"] = [row.to_dict() for row in self.ega.rows]

@@ -1,19 +1,22 @@
 """Where a report's predictions come from: files, or stored runs chosen so that nothing is merged silently.
 
-From the store, :func:`choose_runs` takes the runs named with ``--run``, or by
-default the newest run of each model and suite, and refuses when one model
-label has runs with different settings (endpoint, generation settings,
-options, protocol): rows of one label must come from one set of settings, and
-only the user can say which. Among runs with the same settings the newest run
-of the whole suite stands for it (a ``--limit`` smoke test only when there is
-no other). With the predictions come what the report needs to say why a unit
-has no answer: the run it came from and whether that run was complete, what
-the server said for a failed request, and each pair's selected edit now.
+From the store, :func:`choose_runs` takes one run per model and suite: the
+runs named with ``--run`` for their model and suite, and by default the newest
+run of each model and suite. Rows of one model label must come from one set
+of settings (endpoint, generation settings, options, protocol), so a smoke
+test (a ``--limit`` or ``--cases`` run) whose settings differ from the
+model's full runs is left out, and a model whose full runs differ is refused
+alone until ``--run`` says which (or ``--mixed-settings`` reports it anyway);
+either way one line says which runs and what differs, and every other model
+is reported. Among runs with the same settings the newest run of the whole
+suite stands for it (a smoke test only when there is no other). With the
+predictions come what the report needs to say why a unit has no answer: the
+run it came from and whether that run was complete, what it skipped and why,
+what the server said for a failed request, and each pair's selected edit now.
 """
-
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,11 +42,16 @@ class RunInfo:
     n_requests: int
     n_done: int
     stopped: str | None
+    max_tokens: int | None = None  # the run's token limit
+    skipped: tuple[tuple[str, str], ...] = ()  # (pair or case, why the run did not ask it)
 
     @classmethod
     def of(cls, record: RunRecord) -> "RunInfo":
+        skipped = tuple((s.get("pair_id", ""), s.get("reason", "")) for s in record.notes.get("skipped") or ()
+                        if isinstance(s, dict))
         return cls(record.id, record.model, record.suite, record.status, record.complete, record.subset,
-                   record.n_requests, record.n_done, record.notes.get("stopped"))
+                   record.n_requests, record.n_done, record.notes.get("stopped"),
+                   (record.settings.get("generation") or {}).get("max_tokens"), skipped)
 
 
 @dataclass
@@ -54,6 +62,7 @@ class Sources:
     runs: dict[tuple[str, str], RunInfo] = field(default_factory=dict)  # (model, suite) -> its run
     details: dict[UnitKey, str] = field(default_factory=dict)  # why a stored reply has no answer
     selected_edits: dict[str, int | None] | None = None  # pair -> its selected edit now; None without a store
+    set_aside: list["SetAside"] = field(default_factory=list)  # runs left out, and models refused, with why
 
 
 def _differences(records: Sequence[RunRecord]) -> list[str]:
@@ -73,50 +82,118 @@ def _differences(records: Sequence[RunRecord]) -> list[str]:
     return [f"{r.id} ({', '.join(f'{k} {f.get(k)}' for k in differing)})" for r, f in zip(records, flats)]
 
 
-def choose_runs(store: Store, refs: Sequence[str] = ()) -> list[RunRecord]:
-    """The runs a report reads: those named in ``refs``, or by default one per model and suite.
+@dataclass(frozen=True)
+class SetAside:
+    """Runs of one model that the report leaves out, and why, in one line."""
 
-    Raises :class:`UsageError` when two named runs are of the same model and
-    suite, or (by default) when a model label has runs with different settings.
+    model: str
+    runs: tuple[str, ...]
+    refused: bool  # True: the model has no row at all (its full runs differ); False: only these runs are left out
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "runs": list(self.runs), "refused": self.refused, "message": self.message}
+
+
+def _per_suite(records: Sequence[RunRecord], pinned: Mapping[str, RunRecord] | None = None) -> list[RunRecord]:
+    """One run per suite: the pinned one, else the newest run of the whole suite, else the newest run."""
+    chosen = dict(pinned or {})
+    for suite in dict.fromkeys(r.suite for r in records):
+        if suite not in chosen:
+            of_suite = [r for r in records if r.suite == suite]
+            chosen[suite] = next((r for r in of_suite if not r.subset), of_suite[0])
+    return list(chosen.values())
+
+
+def _newest_of_each_settings(records: Sequence[RunRecord]) -> list[RunRecord]:
+    newest: dict[str | None, RunRecord] = {}
+    for r in records:
+        newest.setdefault(r.settings_sha256, r)
+    return list(newest.values())
+
+
+def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False,
+                only_named: bool = False) -> tuple[list[RunRecord], list[SetAside]]:
+    """The runs a report reads, one per model and suite, and the runs it leaves out with why.
+
+    Per model: the runs named in ``refs`` stand for their suites (two of one
+    model and suite are refused), its other suites take runs with the same
+    settings; a model none names takes, by default, the newest run of each
+    suite when all its runs share their settings. When they do not, a subset
+    run (``--limit``, ``--cases``: a smoke test) whose settings differ from the
+    model's full runs is left out with a line; a model whose full runs differ
+    is refused alone (or, with ``mixed``, reported from the newest run of each
+    suite, with a line). Other models are never dropped, unless
+    ``only_named``: then the runs named in ``refs`` are all there is (a
+    study's report).
     """
-    if refs:
-        chosen = list({r.id: r for r in (runs.find_run(store, ref) for ref in refs)}.values())
-        seen: dict[tuple[str, str], str] = {}
-        for record in chosen:
-            key = (record.model, record.suite)
-            if key in seen:
-                raise UsageError(f"--run {seen[key]} and --run {record.id} are both {record.model} on the "
-                                 f"{record.suite} suite; a report shows one run per model and suite. Keep one.")
-            seen[key] = record.id
-        return chosen
+    pinned: dict[tuple[str, str], RunRecord] = {}
+    for record in (runs.find_run(store, ref) for ref in refs):
+        key = (record.model, record.suite)
+        if key in pinned and pinned[key].id != record.id:
+            raise UsageError(f"--run {pinned[key].id} and --run {record.id} are both {record.model} on the "
+                             f"{record.suite} suite; a report shows one run per model and suite. Keep one.")
+        pinned[key] = record
+    if only_named and pinned:
+        return list(pinned.values()), []
     # The run used last first: a run resumed after a newer one stands for its settings again.
     every = sorted(runs.list_runs(store), key=lambda r: r.last_active, reverse=True)
     by_model: dict[str, list[RunRecord]] = {}
     for record in every:
         by_model.setdefault(record.model, []).append(record)
-    chosen = []
+    chosen: list[RunRecord] = []
+    aside: list[SetAside] = []
     for model, records in by_model.items():
-        if len({r.settings_sha256 for r in records}) > 1:
-            newest = {}
-            for r in records:  # the newest run of each set of settings, to keep the message short
-                newest.setdefault(r.settings_sha256, r)
-            listing = "; ".join(_differences(list(newest.values())))
-            raise UsageError(
-                f"model {model} has runs with different settings in {store.path}: {listing}. A report shows one set "
-                f"of settings per model, so it will not merge them. Choose with --run RUN (repeatable; 'cfkit runs "
-                f"list' shows them), or remove the runs you do not want with 'cfkit runs rm RUN'.")
-        for suite in dict.fromkeys(r.suite for r in records):
-            of_suite = [r for r in records if r.suite == suite]
-            chosen.append(next((r for r in of_suite if not r.subset), of_suite[0]))
-    return chosen
+        pins = {suite: r for (m, suite), r in pinned.items() if m == model}
+        if pins:
+            same = {r.settings_sha256 for r in pins.values()}
+            picked = _per_suite([r for r in records if r.settings_sha256 in same], pins)
+            chosen += picked
+            left = [r for r in records if r.suite not in {p.suite for p in picked}]
+            if left:
+                shown = _newest_of_each_settings(left)
+                aside.append(SetAside(model, tuple(r.id for r in shown), False, (
+                    f"{model}: left out its {', '.join(dict.fromkeys(r.suite for r in left))} run(s), whose settings "
+                    f"differ from the --run one(s): {'; '.join(_differences([*pins.values(), *shown]))}. Name one "
+                    "with --run to report it.")))
+            continue
+        if len({r.settings_sha256 for r in records}) == 1:
+            chosen += _per_suite(records)
+            continue
+        full = [r for r in records if not r.subset]
+        if full and len({r.settings_sha256 for r in full}) == 1:
+            keep = full[0].settings_sha256
+            chosen += _per_suite([r for r in records if r.settings_sha256 == keep])
+            left = _newest_of_each_settings([r for r in records if r.settings_sha256 != keep])
+            aside.append(SetAside(model, tuple(r.id for r in left), False, (
+                f"{model}: left out smoke-test run(s) of part of a suite whose settings differ from its full runs: "
+                f"{'; '.join(_differences([full[0], *left]))}. Report one with --run RUN, or remove it with "
+                "'cfkit runs rm RUN'.")))
+            continue
+        listing = "; ".join(_differences(_newest_of_each_settings(records)))
+        if mixed:
+            picked = _per_suite(records)
+            chosen += picked
+            aside.append(SetAside(model, tuple(r.id for r in picked), False, (
+                f"{model}: its rows mix runs of different settings (--mixed-settings): {listing}.")))
+            continue
+        aside.append(SetAside(model, tuple(r.id for r in _newest_of_each_settings(records)), True, (
+            f"model {model} has runs with different settings in {store.path}: {listing}. A report shows one set "
+            f"of settings per model, so it leaves this model out. Choose with --run RUN (repeatable; 'cfkit runs "
+            f"list' shows them), report it anyway with --mixed-settings, or remove the runs you do not want with "
+            f"'cfkit runs rm RUN'.")))
+    return chosen, aside
 
 
-def from_store(store: Store, refs: Sequence[str] = ()) -> Sources:
-    """The predictions of the chosen runs, with their run records, failure details and the selected edits."""
-    chosen = choose_runs(store, refs)
+def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_named: bool = False) -> Sources:
+    """The predictions of the chosen runs, with their run records, failure details, the selected edits and the
+    runs set aside (:func:`choose_runs`)."""
+    chosen, aside = choose_runs(store, refs, mixed=mixed, only_named=only_named)
+    if not chosen and aside:  # every model refused: nothing to show
+        raise UsageError(" ".join(a.message for a in aside))
     if not chosen:
         raise NotFoundError(f"no stored runs in {store.path}. Run 'cfkit probe run' first, or pass --predictions FILE.")
-    sources = Sources(preds=predictions_from_store(store, [r.id for r in chosen]))
+    sources = Sources(preds=predictions_from_store(store, [r.id for r in chosen]), set_aside=aside)
     for record in chosen:
         sources.runs[(record.model, record.suite)] = RunInfo.of(record)
         for reply in runs.unanswered(store, record.id):

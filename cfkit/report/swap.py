@@ -26,6 +26,10 @@ from cfkit.errors import CaseError, PredictionError
 from cfkit.probe.swap import answer_text, swap_case_ids, swap_problem
 from cfkit.vocabulary import ORIGINAL_ORDER, SWAPPED_ORDER
 
+#: How a note saying that a model lacks usable answers for some units ends (the CLI's one line per model and
+#: reason already says it, so it prints these notes only under -v).
+COVERAGE_END = "the rest are counted wrong and listed under missing."
+
 SUITE = "swap"
 
 #: The figures of a row that are percentages with an interval, in JSON order.
@@ -105,7 +109,7 @@ def swap_notes(missing: list, rows: list[SwapRow]) -> list[str]:
         lacking = len({m.case for m in missing if m.model == row.model and m.suite == SUITE})
         if lacking:
             notes.append(f"{SUITE}: {row.model} has usable answers in both orders for {row.scores.n - lacking} of "
-                         f"the {row.scores.n} cases; the rest are counted wrong and listed under missing.")
+                         f"the {row.scores.n} cases; " + COVERAGE_END)
     return notes
 
 

@@ -109,7 +109,7 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
             rows.add([_name(r), str(r["n"]), fmt(r["accuracy"]), fmt_opt_ci(r["accuracy_ci"]), fmt(r["macro_f1"]),
                       fmt_opt_ci(r["macro_f1_ci"]), fmt(r["yes_rate"]), str(r["invalid"])], False, r["group"])
             classes.add([_name(r), fmt(r["yes_f1"]), fmt(r["no_f1"]), fmt(r["yes_rate"]), fmt_opt_ci(r["yes_rate_ci"]),
-                         fmt(r["gold_yes_rate"])], False, r["group"])
+                         fmt(r["gold_yes_rate"]), str(r["invalid"])], False, r["group"])
         caption = legends.contextcanvas(data["contextcanvas"][0], boot)
         caption_s4 = legends.classes(data["contextcanvas"][0], boot)
         if ref:
@@ -119,7 +119,7 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
                           fmt(r["yes_rate"]), "—"], True, r["group"])
             for r in s4["rows"]:
                 classes.add([r["model"] + PAPER_MARK, fmt(r["yes_f1"]), fmt(r["no_f1"]), fmt(r["yes_rate"]), "—",
-                             fmt(s4["gold_yes_rate"])], True, paper.get(r["model"]))
+                             fmt(s4["gold_yes_rate"]), "—"], True, paper.get(r["model"]))
             comparable = (_comparable("cases", {r["n"] for r in data["contextcanvas"]}, t["n"])
                           + _notes(report, "contextcanvas"))
             caption = _join(caption, _caption("table2"), comparable)
@@ -130,7 +130,7 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
                                  _join(caption, marks)))
         if any(r["n_binary"] for r in data["contextcanvas"]):  # without a two-option case there are no classes
             tables.append(classes.table("contextcanvas_classes", "ContextCanvas by class (as in Table S4)",
-                                        ["Model", "Yes F1", "No F1", "Pred. Yes", "95% CI", "Gold Yes"],
+                                        ["Model", "Yes F1", "No F1", "Pred. Yes", "95% CI", "Gold Yes", "Inv."],
                                         _join(caption_s4, marks)))
     if data["counterfactual"]:
         rows = _Rows()
@@ -157,26 +157,28 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
         conditions = SUITE_CONDITIONS["modality"]
         rows, deltas = _Rows(), _Rows()
         for r in data["modality"]:
-            rows.add([_name(r), str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions)], False, r["group"])
+            rows.add([_name(r), str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions),
+                      "/".join(str(r["invalid"].get(c, 0)) for c in conditions)], False, r["group"])
             for d in r["deltas"]:
+                # No Inv. here: the modality table above gives it per condition, and 100 columns have no room.
                 deltas.add([_name(r), f"{d['from']} → {d['to']}", fmt_delta(d["delta"]), fmt_ci(d["ci"]),
                             f"{d['b']}/{d['c']}", fmt_p(d["p"]), fmt_p(d["p_adj"])], False, r["group"])
         caption = legends.modality(data["modality"][0]["n"])
         if ref:
             t = ref["tableS9"]
             for r in t["rows"]:
-                rows.add([r["model"] + PAPER_MARK, str(t["n"]), *(fmt(r["accuracy"][c]) for c in conditions)], True,
-                         paper.get(r["model"]))
+                rows.add([r["model"] + PAPER_MARK, str(t["n"]), *(fmt(r["accuracy"][c]) for c in conditions), "—"],
+                         True, paper.get(r["model"]))
             caption = _join(caption, _caption("tableS9"),
                             _comparable("cases", {r["n"] for r in data["modality"]}, t["n"]),
                             _notes(report, "modality"))
         marks = _marks(data["modality"], reference)
         tables.append(rows.table("modality", "Modality conditions (as in Table S9)",
-                                 ["Model", "n", "Text", "Neutral", "Evidence", "Image"], _join(caption, marks)))
+                                 ["Model", "n", "Text", "Neutral", "Evidence", "Image", "Inv."], _join(caption, marks)))
         tables.append(deltas.table("modality_deltas", "Modality changes (paired, exact McNemar, Bonferroni over 4)",
                                    ["Model", "Change", "Δ", "95% CI", "b/c", "p", "p adj"],
                                    _join(legends.modality_deltas(boot), _marks(data["modality"], False))))
-    if data["compare"]:
+    if data["compare"]:  # each model's Inv. is in the ContextCanvas table (and base_invalid, other_invalid in JSON)
         rows = _Rows()
         for r in data["compare"]:
             rows.add([f"{r['base']} → {r['other']}", fmt(r["base_acc"]), fmt(r["other_acc"]), fmt_delta(r["delta"]),
@@ -199,14 +201,16 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
 
 
 def _swap_tables(data: dict) -> list[DisplayTable]:
-    """The position-bias probe: accuracy in each option order with McNemar; then what the answers follow."""
+    """The position-bias probe: accuracy in each option order with McNemar and the invalid answers; then what the
+    answers follow (no room for another column in 100: the first table's Inv. is about the same rows)."""
     rows = [[_name(r), str(r["n"]), fmt(r["accuracy_original"]), fmt(r["accuracy_swapped"]),
-             f"{r['accuracy_delta']:+.2f}", fmt_ci(r["accuracy_delta_ci"]), f"{r['b']}/{r['c']}", fmt_p(r["p"])]
-            for r in data["swap"]]
+             f"{r['accuracy_delta']:+.2f}", fmt_ci(r["accuracy_delta_ci"]), f"{r['b']}/{r['c']}", fmt_p(r["p"]),
+             f"{r['invalid_original']}/{r['invalid_swapped']}"] for r in data["swap"]]
     accuracy = DisplayTable(
         "swap", "Option order: accuracy as listed and with the two options swapped (paired, exact McNemar)",
-        ["Model", "n", "Original", "Swapped", "Δ", "95% CI", "b/c", "p"], rows, [False] * len(rows),
-        "b: right only in the original order; c: right only in the swapped order.")
+        ["Model", "n", "Original", "Swapped", "Δ", "95% CI", "b/c", "p", "Inv."], rows, [False] * len(rows),
+        "b: right only in the original order; c: right only in the swapped order. Inv.: answers with no valid "
+        "option in the original / swapped order, counted wrong.")
     def ci(values: list[float]) -> str:  # one decimal, so the seven columns fit 100 (exact in JSON)
         return f"[{values[0]:.1f}, {values[1]:.1f}]"
 
@@ -307,7 +311,7 @@ def units_table(report: Report) -> DisplayTable:
                         ["Model", "Suite", "Case", "Pair", "Condition", "Answer", "Gold", "Right", "Category",
                          "Missing"], rows, [False] * len(rows),
                         "Answer: the option the model chose, '—' without a usable one (Missing says why: absent, "
-                        "transport, refused, stale). Right: the answer is the gold option. Category of a pair: "
+                        "transport, refused, stale, skipped). Right: the answer is the gold option. Category of a pair: "
                         "correct (No→Yes update), reverse, stuck original, stuck edit, or invalid.")
 
 

@@ -73,6 +73,7 @@ CREATE TABLE IF NOT EXISTS replies (
     raw_chars   INTEGER,                           -- the reply's full length when raw was cut to the storage cap
     reasoning   TEXT,                              -- reasoning split off the reply or returned beside it; never graded
     parser      TEXT,                              -- cfkit.parse.PARSER_VERSION of the reading (NULL: not parsed)
+    truncated   INTEGER NOT NULL DEFAULT 0,        -- 1 when the reply stopped at the token limit (finish_reason length)
     PRIMARY KEY (run_id, case_id, pair_id, condition)
 );
 """
@@ -88,6 +89,7 @@ MIGRATIONS: dict[int, list[str]] = {
     5: [*(f"ALTER TABLE replies ADD COLUMN {column}" for column in ("raw_chars INTEGER", "reasoning TEXT",
                                                                    "parser TEXT")),
         "ALTER TABLE runs ADD COLUMN inputs_manifest TEXT"],
+    7: ["ALTER TABLE replies ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0"],
 }
 
 #: A reply's place in its run: (case id, pair id or '', condition).
@@ -163,6 +165,7 @@ class ReplyRecord:
     raw_chars: int | None = None  # the reply's full length when ``raw`` was cut to the storage cap
     reasoning: str | None = None  # never graded
     parser: str | None = None  # the parser version of the reading; None for known answers and older stores
+    truncated: bool = False  # the reply stopped at the token limit, not at its end
 
     @property
     def key(self) -> ReplyKey:
@@ -185,12 +188,14 @@ class ReplyFields:
 
 @dataclass(frozen=True)
 class ReplyProvenance:
-    """What a reply was about and who gave it: the edit and image shown, the server's model id and build."""
+    """What a reply was about and who gave it: the edit and image shown, the server's model id and build, and
+    whether it stopped at the token limit."""
 
     edit_id: int | None = None
     image_sha256: str | None = None
     server_model: str | None = None
     system_fingerprint: str | None = None
+    truncated: bool = False
 
 
 @dataclass(frozen=True)
@@ -207,20 +212,14 @@ class RunSettings:
 
 
 def _run(row: sqlite3.Row) -> RunRecord:
-    return RunRecord(
-        id=row["id"], model=row["model"], suite=row["suite"], status=row["status"], started_at=row["started_at"],
-        finished_at=row["finished_at"], n_requests=row["n_requests"], n_done=row["n_done"],
-        n_errors=row["n_errors"], cost_usd=row["cost_usd"], cfkit_version=row["cfkit_version"],
-        templates_sha256=row["templates_sha256"], options=from_json(row["options"], {}),
-        notes=from_json(row["notes"], {}), settings=from_json(row["settings"], {}),
-        settings_sha256=row["settings_sha256"], requests_sha256=row["requests_sha256"],
-        inputs_sha256=row["inputs_sha256"], endpoint=row["endpoint"], versions=from_json(row["versions"], {}),
-        protocol=row["protocol"], selection=from_json(row["selection"], {}), error=row["error"],
-    )
+    parsed = ("options", "notes", "settings", "versions", "selection")  # JSON columns
+    return RunRecord(**{name: from_json(row[name], {}) if name in parsed else row[name]
+                        for name in RunRecord.__dataclass_fields__})
 
 
 def _reply(row: sqlite3.Row) -> ReplyRecord:
-    return ReplyRecord(**{name: row[name] for name in ReplyRecord.__dataclass_fields__})
+    fields = ReplyRecord.__dataclass_fields__
+    return ReplyRecord(**{name: bool(row[name]) if name == "truncated" else row[name] for name in fields})
 
 
 # ── runs ───────────────────────────────────────────────────────────────────
@@ -300,8 +299,7 @@ def record_manifest(store: Database, run_id: str, manifest: dict[str, Any]) -> N
 
 
 def get_run(store: Database, run_id: str) -> RunRecord | None:
-    rows = store.query("SELECT * FROM runs WHERE id = ?", (run_id,))
-    return _run(rows[0]) if rows else None
+    return _run(rows[0]) if (rows := store.query("SELECT * FROM runs WHERE id = ?", (run_id,))) else None
 
 
 def list_runs(store: Database) -> list[RunRecord]:
@@ -341,7 +339,7 @@ def latest_run_ids(store: Database) -> list[str]:
 
 _REPLY_COLUMNS = ("run_id", "case_id", "pair_id", "condition", "cache_key", "answer", "parse", "error", "reason",
                   "confidence", "raw", "detail", "created_at", "cost_usd", "edit_id", "image_sha256", "server_model",
-                  "system_fingerprint", "raw_chars", "reasoning", "parser")
+                  "system_fingerprint", "raw_chars", "reasoning", "parser", "truncated")
 _WRITE_REPLY = (f"INSERT OR REPLACE INTO replies ({', '.join(_REPLY_COLUMNS)}) "
                 f"VALUES ({', '.join('?' * len(_REPLY_COLUMNS))})")
 
@@ -358,7 +356,7 @@ def write_reply(tx: sqlite3.Connection, run_id: str, key: ReplyKey, *, cache_key
     tx.execute(_WRITE_REPLY, (run_id, case_id, pair_id, condition, cache_key, fields.answer, fields.parse,
                               fields.error, fields.reason, fields.confidence, raw, fields.detail, now(), cost_usd,
                               p.edit_id, p.image_sha256, p.server_model, p.system_fingerprint, raw_chars,
-                              fields.reasoning, fields.parser))
+                              fields.reasoning, fields.parser, int(p.truncated)))
 
 
 def reread_reply(tx: sqlite3.Connection, run_id: str, key: ReplyKey, fields: ReplyFields) -> None:
@@ -391,12 +389,14 @@ def replies(store: Database, run_id: str) -> list[ReplyRecord]:
     return [_reply(r) for r in store.query("SELECT * FROM replies WHERE run_id = ? ORDER BY rowid", (run_id,))]
 
 
-def reply_states(store: Database, run_id: str) -> list[tuple[ReplyKey, bool, str | None, str | None]]:
-    """(key, has an answer, error, a transport failure's detail) of a run's replies in the order they were
-    stored: what closing a run counts, without holding every raw reply of a large run."""
-    rows = store.query("SELECT case_id, pair_id, condition, answer IS NOT NULL, error, CASE WHEN error = "
-                       "'transport' THEN detail END FROM replies WHERE run_id = ? ORDER BY rowid", (run_id,))
-    return [((c, p, k), bool(answered), error, detail) for c, p, k, answered, error, detail in rows]
+def reply_states(store: Database, run_id: str) -> list[tuple[ReplyKey, bool, str | None, str | None, bool, bool]]:
+    """(key, has an answer, error, a transport failure's detail, stopped at the token limit, no text at all) of
+    a run's replies in the order they were stored: what closing a run counts, without every raw reply."""
+    rows = store.query("SELECT case_id, pair_id, condition, answer IS NOT NULL, error, CASE WHEN error = 'transport' "
+                       "THEN detail END, truncated, (raw IS NULL OR trim(raw) = '') AND parser IS NOT NULL "
+                       "FROM replies WHERE run_id = ? ORDER BY rowid", (run_id,))
+    return [((c, p, k), bool(answered), error, detail, bool(cut), bool(empty))
+            for c, p, k, answered, error, detail, cut, empty in rows]
 
 
 def settled_keys(store: Database, run_id: str) -> dict[ReplyKey, str]:
@@ -406,9 +406,12 @@ def settled_keys(store: Database, run_id: str) -> dict[ReplyKey, str]:
     return {(c, p, k): cache_key for c, p, k, cache_key in rows}
 
 
-def count_unanswered(store: Database, run_id: str) -> int:
-    """Replies of a run without an answer (parse errors, refusals and transport failures)."""
-    return store.query("SELECT COUNT(*) FROM replies WHERE run_id = ? AND answer IS NULL", (run_id,))[0][0]
+def count_unanswered(store: Database, run_id: str) -> tuple[int, int, int]:
+    """(replies without an answer: parse errors, refusals, transport failures; replies cut at the token limit;
+    replies the parser read with no text at all)."""
+    row = store.query("SELECT SUM(answer IS NULL), SUM(truncated), SUM((raw IS NULL OR trim(raw) = '') AND parser "
+                      "IS NOT NULL) FROM replies WHERE run_id = ?", (run_id,))[0]
+    return row[0] or 0, row[1] or 0, row[2] or 0
 
 
 @dataclass(frozen=True)
@@ -421,6 +424,7 @@ class ConditionCounts:
     invalid: int  # no valid answer read (parse errors, refusals)
     transport: int  # no reply yet
     answers: dict[str, int]  # option id -> count
+    truncated: int = 0  # replies that stopped at the token limit
 
 
 def breakdown(store: Database, run_id: str) -> list[ConditionCounts]:
@@ -433,15 +437,13 @@ def breakdown(store: Database, run_id: str) -> list[ConditionCounts]:
         group = by_condition[condition]
         answers = Counter(r.answer for r in group if r.answer is not None)
         result.append(ConditionCounts(
-            condition=condition, replies=len(group), answered=sum(answers.values()),
-            invalid=sum(1 for r in group if r.answer is None and r.error != "transport"),
-            transport=sum(1 for r in group if r.error == "transport"), answers=dict(sorted(answers.items())),
-        ))
+            condition, len(group), sum(answers.values()),
+            sum(r.answer is None and r.error != "transport" for r in group), sum(r.error == "transport" for r in group),
+            dict(sorted(answers.items())), sum(r.truncated for r in group)))
     return result
 
 
 def unanswered(store: Database, run_id: str) -> list[ReplyRecord]:
     """Replies without a valid answer, by case, pair and condition."""
-    rows = store.query("SELECT * FROM replies WHERE run_id = ? AND answer IS NULL "
-                       "ORDER BY case_id, pair_id, condition", (run_id,))
-    return [_reply(r) for r in rows]
+    return [_reply(r) for r in store.query("SELECT * FROM replies WHERE run_id = ? AND answer IS NULL "
+                                           "ORDER BY case_id, pair_id, condition", (run_id,))]

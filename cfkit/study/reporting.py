@@ -77,5 +77,5 @@ def study_report(ws: Workspace, study: Study) -> StudyReport:
     settings = study.data.report
     result = make_report(ws, run_refs=made.run_ids, compare=made.compare, n_resamples=settings.resamples,
                          seed=settings.seed, groups=made.groups or None, subset=made.subset,
-                         all_cases=made.all_cases)
+                         all_cases=made.all_cases, only_named=True)
     return StudyReport(result, made)

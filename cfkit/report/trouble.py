@@ -1,0 +1,78 @@
+"""Replies that are not answers: per model and suite, how many came back empty, cut off at the token limit, or
+with no option the parser could read, and one sentence naming the likely cause.
+
+A broken chat template reads as a model that is always wrong; a token limit set
+too low, as one that cannot decide. Both leave the figures looking clean, so
+the report says so, once per model and suite (or per modality condition when
+only some conditions are affected), whenever replies were cut off at the token
+limit or most replies have no valid option. Units with no reply at all (failed
+requests, runs that stopped) are counted under ``missing`` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from cfkit.predictions import Prediction
+from cfkit.probe.progress import reply_trouble
+
+
+@dataclass(frozen=True)
+class ReplyTrouble:
+    """Replies of one model on one suite (one condition of it, or all: ``condition`` None) that are not answers."""
+
+    model: str
+    suite: str
+    condition: str | None
+    replies: int  # replies that came back (failed requests left out)
+    invalid: int  # of them, with no valid option
+    empty: int  # of them, with no text at all
+    truncated: int  # of them, cut off at the token limit
+    run: str | None  # the stored run they belong to; None for a predictions file
+    message: str  # the one line the report prints
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _counts(preds: list[Prediction]) -> tuple[int, int, int, int]:
+    """(replies, with no valid option, empty, cut off) among predictions that came back (no transport failure)."""
+    came = [p for p in preds if p.error != "transport"]
+    invalid = [p for p in came if p.answer is None]
+    empty = sum(1 for p in invalid if p.error != "refused" and not (p.raw or "").strip())
+    return len(came), len(invalid), empty, sum(1 for p in came if p.truncated)
+
+
+def reply_troubles(answers: Mapping[str, Mapping[str, Mapping[Any, Prediction]]],
+                   runs: Mapping[tuple[str, str], Any], max_tokens: Mapping[tuple[str, str], int | None]
+                   ) -> list[ReplyTrouble]:
+    """One record per model and suite whose replies were cut off or are mostly not answers.
+
+    ``answers`` is suite → model → predictions; ``runs`` (model, suite) → the
+    run (with an ``id``) they came from; ``max_tokens`` the run's token limit.
+    When a suite's replies as a whole are fine, each of its conditions is
+    looked at alone (a modality model that answers every condition but one).
+    """
+    found = []
+    for suite, models in answers.items():
+        for model, got in models.items():
+            run = runs.get((model, suite))
+            run_id = run.id if run is not None else None
+            command = f"cfkit runs unparsed {run_id}" if run_id else ""
+            limit = max_tokens.get((model, suite))
+            preds = list(got.values())
+            groups: list[tuple[str | None, list[Prediction]]] = [(None, preds)]
+            conditions = sorted({p.condition for p in preds})
+            if len(conditions) > 1:
+                groups += [(c, [p for p in preds if p.condition == c]) for c in conditions]
+            for condition, group in groups:
+                n, invalid, empty, truncated = _counts(group)
+                what = f"{model} {suite}" + (f" ({condition})" if condition else "")
+                line = reply_trouble(what, n, invalid, empty, truncated, limit, command if invalid else "")
+                if line:
+                    found.append(ReplyTrouble(model, suite, condition, n, invalid, empty, truncated, run_id, line))
+                    if condition is None:
+                        break  # the whole suite's line stands for its conditions
+    return found
