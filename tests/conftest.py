@@ -103,3 +103,25 @@ def mini_ws(tmp_path: Path) -> Path:
 def tree_snapshot(root: Path) -> dict[str, bytes]:
     """Every file under root with its bytes, to assert that nothing changed."""
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def store_as_of(path: Path, version: int) -> None:
+    """Turn a store just made at the current schema into one as an older cfkit left it at ``version``: the
+    columns that later migration steps add are dropped again and ``user_version`` is set back, so that the
+    next open runs those steps, as it would on a user's old workspace."""
+    import re
+    import sqlite3
+
+    from cfkit.store import _migrations
+
+    conn = sqlite3.connect(path)
+    for step, statements in sorted(_migrations().items(), reverse=True):
+        if step <= version:
+            continue
+        for sql in statements:
+            added = re.match(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", sql)
+            if added:
+                conn.execute(f"ALTER TABLE {added[1]} DROP COLUMN {added[2]}")
+    conn.execute(f"PRAGMA user_version={version}")
+    conn.commit()
+    conn.close()

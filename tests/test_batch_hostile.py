@@ -17,7 +17,7 @@ import time
 import pytest
 
 from batch_api_server import HOSTILE, BatchServer
-from conftest import run_cli
+from conftest import run_cli, store_as_of
 from test_probe import FAST, replies, scripted_answer
 from cfkit.store import Store, batches
 
@@ -180,11 +180,10 @@ def test_a_schema_5_store_with_batches_keeps_them_readable(tmp_path):
     path = tmp_path / "cfkit.db"
     with Store(path):
         pass
+    store_as_of(path, 5)
     conn = sqlite3.connect(path)
-    conn.execute("ALTER TABLE batches DROP COLUMN server_id")
     conn.execute("INSERT INTO batches (id, run_id, input_file_id, requests, status, created_at) "
                  "VALUES ('batch_old', 'r1', 'file-1', '[]', 'completed', 't')")
-    conn.execute("PRAGMA user_version=5")
     conn.commit()
     conn.close()
     with Store(path) as store:

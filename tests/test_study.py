@@ -283,7 +283,7 @@ def test_status_says_stale_when_the_inputs_changed_and_a_rerun_asks_the_new_ques
 
 def test_a_paper_protocol_model_behind_an_endpoint_takes_the_endpoints_concurrency(tmp_path):
     ws = many_cases(tmp_path / "ws", 12)
-    script = Counting(0.05)
+    script = Counting(0.5)  # long enough for all six to be in flight at once on a loaded machine
     with ChatServer(script) as chat:
         path = write(ws / "study.toml", f"[endpoints.e]\nurl = '{chat.url}'\nconcurrency = 6\n"
                                         "[models.p]\nmodel = 'openai:paper-model'\nendpoint = 'e'\n"
