@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 #: Fields written only where they have a value (so lines of other conditions are unchanged).
 OPTIONAL_FIELDS = ("edit_id", "image_sha256")
+#: What the server said about a reply, on any line, written only where known (never read by a report).
+PROVENANCE_FIELDS = ("server_model", "system_fingerprint", "reasoning")
 
 from cfkit.cases import CaseSet
 from cfkit.errors import PredictionError, describe_validation
@@ -47,6 +49,9 @@ class Prediction(BaseModel):
     confidence: str | None = None
     edit_id: int | None = Field(None, ge=1)  # counterfactual 'edit' answers: the edit the model was shown
     image_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")  # … and the SHA-256 of the image sent
+    server_model: str | None = None  # the model id the server said answered
+    system_fingerprint: str | None = None  # the server's build fingerprint
+    reasoning: str | None = None  # a reasoning text returned beside the reply or split off it; never graded
 
     @field_validator("parse")
     @classmethod
@@ -190,15 +195,15 @@ def load_predictions(
 
 def _record(pred: Prediction) -> dict:
     record = pred.model_dump(mode="json")
-    for name in OPTIONAL_FIELDS:
+    for name in (*OPTIONAL_FIELDS, *PROVENANCE_FIELDS):
         if record[name] is None:
             del record[name]
     return record
 
 
 def dump_predictions(preds: Iterable[Prediction]) -> str:
-    """JSONL text, one record a line, fields in the documented order, nulls kept (``edit_id`` and
-    ``image_sha256`` only where they have a value)."""
+    """JSONL text, one record a line, fields in the documented order, nulls kept (``edit_id``,
+    ``image_sha256`` and the server's provenance only where they have a value)."""
     return "".join(json.dumps(_record(p), ensure_ascii=False) + "\n" for p in preds)
 
 
@@ -222,6 +227,7 @@ def predictions_from_store(store: Store, run_ids: Sequence[str] | None = None) -
                     condition=r.condition, answer=r.answer, parse=r.parse, error=r.error,
                     raw=r.raw, reason=r.reason, confidence=r.confidence,
                     edit_id=r.edit_id if is_edit else None, image_sha256=r.image_sha256 if is_edit else None,
+                    server_model=r.server_model, system_fingerprint=r.system_fingerprint, reasoning=r.reasoning,
                 ))
             except ValidationError as exc:
                 raise PredictionError(

@@ -46,10 +46,29 @@ from cfkit.options import OptionField, PluginOptions, identity_options, option_f
 
 @dataclass(frozen=True)
 class Generation:
-    """Decoding settings of a request. The protocol is greedy: temperature 0."""
+    """Decoding settings of a request. The protocol is greedy: temperature 0.
+
+    The fields after ``max_tokens`` are model controls a user may set
+    (:mod:`cfkit.backends.controls`); None means not given, and a setting not
+    given is left out of :meth:`record`, so requests and runs that set none
+    keep the keys and ids they always had.
+    """
 
     temperature: float = 0.0
     max_tokens: int = 512
+    top_p: float | None = None
+    seed: int | None = None
+    reasoning_effort: str | None = None
+    extra_body: str | None = None  # a JSON object (canonical text) laid over the request body
+
+    def record(self) -> dict[str, Any]:
+        """The settings as a run records them and a cache key covers them: those given, and always the first two."""
+        found: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
+        for key in ("top_p", "seed", "reasoning_effort", "extra_body"):
+            value = getattr(self, key)
+            if value is not None:
+                found[key] = value
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +116,7 @@ class ProbeRequest:
             "images": [[img.mime, img.sha256] for img in self.images],
             "option_ids": list(self.option_ids),
             "schema": self.schema,
-            "generation": {"temperature": self.generation.temperature, "max_tokens": self.generation.max_tokens},
+            "generation": self.generation.record(),
         }
 
 
@@ -174,7 +193,8 @@ class Backend(Protocol):
     # Optional class attributes: ``requires`` (modules the backend imports, checked before a run opens),
     # ``extra`` (the cfkit extra that installs them, named in the install command) and ``derived_identity``
     # (keys of cache_identity that follow from the suite's cases, not from a setting; a run's settings leave
-    # them out, its cache keys keep them). An attribute ``on_overload`` (None until set) is set by the runner
+    # them out, its cache keys keep them) and ``controls`` (the model controls of :mod:`cfkit.backends.controls`
+    # it honours; none when absent). An attribute ``on_overload`` (None until set) is set by the runner
     # to a function the backend calls with the Retry-After seconds (or None) when the server answers 429/503,
     # before it retries: the runner then keeps fewer requests in flight.
 
@@ -286,11 +306,20 @@ def describe_backends() -> list[BackendInfo]:
             cls = backend_class(kind)
             missing = missing_requirement(cls)
             extra = getattr(cls, "extra", None)
-            infos.append(BackendInfo(kind, plugin.package, plugin.value, cls.capabilities, option_fields(cls.Options),
+            infos.append(BackendInfo(kind, plugin.package, plugin.value, cls.capabilities, _listed_options(cls),
                                      missing=missing, install=install_hint(extra) if missing and extra else None))
         except Exception as exc:  # a broken third-party plug-in must not hide the others
             infos.append(BackendInfo(kind, plugin.package, plugin.value, None, [], f"{type(exc).__name__}: {exc}"))
     return infos
+
+
+def _listed_options(cls: type) -> list[OptionField]:
+    """A backend's own options, then the model controls it takes (:mod:`cfkit.backends.controls`)."""
+    from cfkit.backends.controls import ModelControls
+
+    own = option_fields(cls.Options)
+    taken = set(getattr(cls, "controls", ())) - {o.name for o in own}
+    return own + [o for o in option_fields(ModelControls) if o.name in taken]
 
 
 def is_async(backend: Backend) -> bool:

@@ -64,6 +64,7 @@ class HFBackend:
     Options: ClassVar[type[HFOptions]] = HFOptions
     requires: ClassVar[tuple[str, ...]] = ("transformers", "torch")
     extra: ClassVar[str] = "hf"
+    controls: ClassVar[tuple[str, ...]] = ("max_completion_tokens",)  # decoding is greedy; the limit is --max-tokens
 
     def __init__(self, name: str, options: HFOptions, context: BackendContext | None = None):
         context = context or BackendContext()

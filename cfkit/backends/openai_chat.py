@@ -28,6 +28,12 @@ output-token limit's name) is answered by dropping or renaming it, once per
 backend, and noted; 401/403 stop the run (the key), 404 stops it (the model);
 other 4xx, redirects and bodies over the cap fail the request without a retry.
 
+Model controls (``-o temperature``, ``top_p``, ``seed``, ``reasoning_effort``,
+``max_completion_tokens``, ``extra_body``; :mod:`cfkit.backends.controls`)
+arrive in the request's ``Generation``: each is sent only when given,
+``extra_body`` laid over the body last; a 400/422 naming one of them stops
+the run (it is never dropped).
+
 A reply's text longer than :data:`MAX_STORED_CHARS` is cut to that length;
 ``Reply.raw_chars`` keeps its full length. A reasoning text the server returns
 beside the answer (``reasoning_content``, or ``reasoning``) goes to
@@ -55,6 +61,7 @@ from cfkit.backends import (
     TransportError,
     cache_options,
 )
+from cfkit.backends.controls import CONTROL_KEYS, extra_body
 from cfkit.backends.http import (
     Exchange,
     JSONClient,
@@ -121,6 +128,7 @@ class OpenAIBackend:
     Options: ClassVar[type[OpenAIOptions]] = OpenAIOptions
     requires: ClassVar[tuple[str, ...]] = ("aiohttp", "orjson")  # checked before a run opens (check_installed)
     extra: ClassVar[str] = "openai"
+    controls: ClassVar[tuple[str, ...]] = CONTROL_KEYS  # every model control (cfkit.backends.controls)
 
     def __init__(self, name: str, options: OpenAIOptions, context: BackendContext | None = None):
         # 1. Where requests go, and which key they carry (cfkit.endpoints decides).
@@ -188,6 +196,11 @@ class OpenAIBackend:
         }
         if "temperature" in self._refused:
             del body["temperature"]
+        generation = request.generation
+        for key in ("top_p", "seed", "reasoning_effort"):  # model controls, sent only when given
+            if getattr(generation, key) is not None:
+                body[key] = getattr(generation, key)
+        body.update(extra_body(generation))
         if "response_format" not in self._refused and request.schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -208,7 +221,7 @@ class OpenAIBackend:
             return "server refused response_format; asked for plain text"
         if "temperature" in body and "temperature" in error:
             self._refused.add("temperature")
-            return "server refused temperature=0; it used its default temperature"
+            return f"server refused temperature={body['temperature']:g}; it used its default temperature"
         other = "max_tokens" if self.token_param == "max_completion_tokens" else "max_completion_tokens"
         if self.token_param in body and self.token_param in error and other not in self._refused:
             self._refused.add(self.token_param)
@@ -274,10 +287,27 @@ class OpenAIBackend:
         return BatchAPI(self._client, self.endpoint)
 
     def _refusal_answered(self, exchange: Exchange, body: dict[str, Any]) -> str | None:
-        """For a 400/422 that names a parameter we can do without, the note of dropping it; else None."""
+        """For a 400/422 that names a parameter we can do without, the note of dropping it; else None.
+
+        A model control the user set (``-o top_p``, ``seed``, ``reasoning_effort``, an ``extra_body`` key) is
+        never dropped: the server refusing it stops the run, since every request would carry it.
+        """
         if exchange.status not in (400, 422):
             return None
-        return self._drop_refused(error_text(exchange.body)[0], body)
+        error, message = error_text(exchange.body)
+        note = self._drop_refused(error, body)
+        if note is None:
+            for key in self._user_controls(body):
+                if key in error:
+                    raise BackendError(f"openai backend: {self.endpoint} refused the model control '{key}' "
+                                       f"(HTTP {exchange.status}: {message}). Drop -o {key} (or that key of "
+                                       "extra_body), or use a server that takes it.")
+        return note
+
+    @staticmethod
+    def _user_controls(body: dict[str, Any]) -> list[str]:
+        builtin = {"model", "messages", "temperature", "max_tokens", "max_completion_tokens", "response_format"}
+        return [key for key in body if key not in builtin]
 
     async def _after_error(self, exchange: Exchange, retry: int) -> int:
         """Raise for an error status that retrying cannot mend; otherwise wait and return the retry count."""

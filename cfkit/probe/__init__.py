@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cfkit.backends import Backend, BackendContext, check_installed, load_backend, split_model
+from cfkit.backends.controls import split_controls
 from cfkit.errors import NotFoundError
 from cfkit.options import Setting, blamed
 from cfkit.probe.identity import InputsDigest, inputs_unchanged, run_settings, settings_sha256
@@ -96,9 +97,10 @@ def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], proto
         kind, name = split_model(model)
         cls = check_installed(kind)  # a missing extra stops here, before anything is recorded
     fields = set(cls.Options.model_fields)
+    controls, options = split_controls(options, getattr(cls, "controls", ()), kind=kind, own=fields)
     preset = resolve_protocol(protocol or ws.config.probe.protocol, remote=cls.capabilities.remote,
                               model_name=name, option_names=fields, max_tokens=max_tokens, concurrency=concurrency,
-                              options=options)
+                              options=options, controls=controls)
     options = {**options, **preset.options}
     setup = _Setup(model, options, preset, None, cls.capabilities.cacheable, cls.capabilities)
     backend = None
