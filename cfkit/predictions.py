@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 #: Fields written only where they have a value (so lines of other conditions are unchanged).
 OPTIONAL_FIELDS = ("edit_id", "image_sha256")
 #: What the server said about a reply, on any line, written only where known (never read by a report).
-PROVENANCE_FIELDS = ("server_model", "system_fingerprint", "reasoning")
+PROVENANCE_FIELDS = ("server_model", "system_fingerprint", "reasoning", "endpoint")
 
 from cfkit.cases import CaseSet
 from cfkit.errors import PredictionError, describe_validation
@@ -52,6 +52,7 @@ class Prediction(BaseModel):
     server_model: str | None = None  # the model id the server said answered
     system_fingerprint: str | None = None  # the server's build fingerprint
     reasoning: str | None = None  # a reasoning text returned beside the reply or split off it; never graded
+    endpoint: str | None = None  # the server that answered, when the model had several
 
     @field_validator("parse")
     @classmethod
@@ -228,6 +229,7 @@ def predictions_from_store(store: Store, run_ids: Sequence[str] | None = None) -
                     raw=r.raw, reason=r.reason, confidence=r.confidence,
                     edit_id=r.edit_id if is_edit else None, image_sha256=r.image_sha256 if is_edit else None,
                     server_model=r.server_model, system_fingerprint=r.system_fingerprint, reasoning=r.reasoning,
+                    endpoint=r.endpoint,
                 ))
             except ValidationError as exc:
                 raise PredictionError(

@@ -146,6 +146,7 @@ class Reply:
     server_model: str | None = None  # the model id the server says answered, when it says
     system_fingerprint: str | None = None  # the server's build fingerprint, when it reports one
     raw_chars: int | None = None  # the reply's full length when ``raw`` was cut to the storage cap
+    endpoint: str | None = None  # which server answered, when the model has several (provenance, not identity)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,9 @@ def probe() -> None:
               help="Which questions to ask (swap: each two-option case in both option orders, for position bias).")
 @click.option("-o", "--option", "pairs", multiple=True, metavar="KEY=VALUE",
               help="Backend option, repeatable; 'cfkit probe backends' lists them.")
-@click.option("--base-url", default=None, metavar="URL", help="OpenAI-compatible server (openai backend).")
+@click.option("--base-url", "url_flags", multiple=True, metavar="URL",
+              help="OpenAI-compatible server (openai backend); repeat it for replicas of one model: requests are "
+                   "spread over them, -j requests at each (default: [probe] base_urls).")
 @click.option("--api-key-env", default=None, metavar="NAME",
               help="Environment variable holding the key for --base-url (openai backend).")
 @click.option("-j", "--concurrency", type=params.positive(MAX_CONCURRENCY), default=None,
@@ -63,7 +65,7 @@ def probe() -> None:
                    "'cfkit probe collect RUN' stores the results.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary (or the plan) as JSON.")
 @workspace_option
-def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, max_tokens, protocol, limit,
+def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, max_tokens, protocol, limit,
         cases_file, subset, all_cases, accepted_only, reviewed_only, dry_run, batch, as_json) -> None:
     """Run MODEL on SUITE; a rerun sends only what is missing.
 
@@ -92,6 +94,9 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
                          "in cfkit.toml.")
     model = given.value
     options = parse_option_pairs(pairs)
+    base_urls = list(url_flags) or (list(ws.config.probe.base_urls) if model.startswith("openai:") and
+                                    "base_url" not in options else [])
+    base_url = (base_urls[0] if len(base_urls) == 1 else base_urls) if base_urls else None
     for flag, key, value in (("--base-url", "base_url", base_url), ("--api-key-env", "api_key_env", api_key_env)):
         if value is not None:
             if not model.startswith("openai:"):
@@ -136,8 +141,8 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
         summary = job.run(store, on_progress=bar.update, on_plan=_warn_unreviewed)
     _render_summary(summary, as_json, said=job.notes)
     if summary.missing:
-        again = [("-m", model), ("-s", suite), *(("-o", pair) for pair in pairs), ("--base-url", base_url),
-                 ("--api-key-env", api_key_env), ("-j", concurrency), ("--max-tokens", max_tokens),
+        again = [("-m", model), ("-s", suite), *(("-o", pair) for pair in pairs),
+                 *(("--base-url", url) for url in url_flags), ("--api-key-env", api_key_env), ("-j", concurrency), ("--max-tokens", max_tokens),
                  ("--protocol", protocol), ("--limit", limit), ("--cases", cases_file),
                  ("--accepted-only", accepted_only), ("--reviewed-only", reviewed_only),
                  ("--max-cost", _resume_budget(summary, max_cost))]

@@ -228,6 +228,9 @@ class ProbeJob:
         concurrency = setup.protocol.concurrency or self.concurrency
         if concurrency is None and backend.capabilities.remote:
             concurrency = ws.config.probe.concurrency
+        if getattr(backend, "replicas", 1) > 1 and concurrency:  # -j at each replica (cfkit.backends.replicas)
+            backend.set_concurrency(concurrency)
+            concurrency *= backend.replicas
         return PlannedRun(plan, backend, inputs, concurrency)
 
     def run(self, store: Store, *, on_progress: Callable[[RunProgress], None] | None = None,

@@ -56,7 +56,7 @@ def cached_reply(hit: CachedResponse) -> Reply:
     """A cached response as the reply it was."""
     return Reply(raw=hit.raw, usage=hit.usage, latency_s=hit.latency_s, cost_usd=hit.cost_usd, refused=hit.refused,
                  server_model=hit.server_model, system_fingerprint=hit.system_fingerprint, raw_chars=hit.raw_chars,
-                 reasoning=hit.reasoning)
+                 reasoning=hit.reasoning, endpoint=hit.endpoint)
 
 
 def provenance(item: ProbeItem, reply: Reply | None) -> ReplyProvenance:
@@ -66,6 +66,7 @@ def provenance(item: ProbeItem, reply: Reply | None) -> ReplyProvenance:
         image_sha256=item.image_sha256,
         server_model=reply.server_model if reply is not None else None,
         system_fingerprint=reply.system_fingerprint if reply is not None else None,
+        endpoint=reply.endpoint if reply is not None else None,
     )
 
 
@@ -133,7 +134,8 @@ class Recorder:
                         cache_key=p.cache_key, raw=reply.raw, usage=reply.usage, latency_s=reply.latency_s,
                         cost_usd=reply.cost_usd, refused=reply.refused, server_model=reply.server_model,
                         system_fingerprint=reply.system_fingerprint, raw_chars=reply.raw_chars,
-                        reasoning=reply.reasoning), backend=self.cache_as.kind, model=self.cache_as.model)
+                        reasoning=reply.reasoning, endpoint=reply.endpoint), backend=self.cache_as.kind,
+                        model=self.cache_as.model)
                 runs.write_reply(tx, self.run_id, p.item.key, cache_key=p.cache_key,
                                  raw=reply.raw if reply is not None else None, fields=p.fields,
                                  cost_usd=reply.cost_usd if reply is not None else None,

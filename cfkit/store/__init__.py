@@ -41,7 +41,7 @@ from types import ModuleType
 from cfkit.store.db import Database, from_json, now, to_json
 
 #: Bumped whenever an owner adds a migration step.
-SCHEMA_VERSION = 5  # 3: run identity and provenance; 4: the audit tables; 5: replies' length, reasoning, parser; file digests, leases, batches
+SCHEMA_VERSION = 6  # 3: run identity and provenance; 4: the audit tables; 5: replies' length, reasoning, parser; file digests, leases, batches; 6: the answering endpoint of replies and responses
 
 #: The owner modules, in the order their tables are created. They are imported when first used (or when a
 #: store is created or migrated): a command that opens a current store to read a run need not define
