@@ -63,10 +63,13 @@ def probe() -> None:
 @click.option("--batch", is_flag=True,
               help="Send what is missing through the provider's Batch API (half price, answers within 24 h); "
                    "'cfkit probe collect RUN' stores the results.")
+@click.option("--batch-file", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="OUT.jsonl",
+              help="Write what is missing to OUT.jsonl in the OpenAI batch format for an offline runner (vllm "
+                   "run-batch); 'cfkit probe collect RUN --from-file RESULTS.jsonl' stores the results.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary (or the plan) as JSON.")
 @workspace_option
 def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, max_tokens, protocol, limit,
-        cases_file, subset, all_cases, accepted_only, reviewed_only, dry_run, batch, as_json) -> None:
+        cases_file, subset, all_cases, accepted_only, reviewed_only, dry_run, batch, batch_file, as_json) -> None:
     """Run MODEL on SUITE; a rerun sends only what is missing.
 
     Exit status: 0 when every planned request has a stored reply, 1 when the
@@ -129,6 +132,16 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
     job = prepare_probe(ws, given, suite, max_cost=max_cost, **settings)  # a refused kind names its source
     for note in job.notes:
         warn(note)
+    if batch_file is not None:
+        if batch or max_cost is not None:
+            raise UsageError(f"--batch-file writes a file for you to run; drop {'--batch' if batch else '--max-cost'}.")
+        from cfkit.cli.probe_batch import render_written
+        from cfkit.probe.batch_file import write_batch_file
+
+        with open_store(ws.db_path) as store:
+            written = write_batch_file(job, store, batch_file, on_plan=_warn_unreviewed)
+        render_written(written, as_json)
+        return
     if batch:
         from cfkit.cli.probe_batch import render_submission
         from cfkit.probe.batch import submit_batch
@@ -267,9 +280,12 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
 @click.option("--base-url", default=None, metavar="URL",
               help="The server, when the run's recorded one had credentials (cfkit did not keep them).")
 @click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the key.")
+@click.option("--from-file", "from_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              metavar="RESULTS.jsonl", help="Results of a run written with --batch-file (batch output format, e.g. "
+                                            "from vllm run-batch); repeatable, e.g. one per part of a split file.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was collected as JSON.")
 @workspace_option
-def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, as_json: bool) -> None:
+def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, from_files, as_json: bool) -> None:
     """Store the results of a run sent with 'probe run --batch', as far as its batches have ended.
 
     Each batch is read once; a request a batch did not answer is stored as a
@@ -291,8 +307,31 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
     if not ws.db_path.is_file():
         raise UsageError(f"no store in {ws.root} yet; nothing was sent in batches here.")
     cases = load_cases(ws.cases_path, ws.image_root)
+    if from_files:
+        from cfkit.cli.probe_batch import render_file_collection
+        from cfkit.probe.batch import collect_backend
+        from cfkit.probe.batch_file import collect_from_files
+
+        with open_store(ws.db_path) as store:
+            record = find_run(store, run_ref)
+            backend = collect_backend(record, {"base_url": base_url, "api_key_env": api_key_env})
+            result = collect_from_files(store, cases, record, backend, list(from_files))
+        render_file_collection(result, as_json)
+        if result.missing or result.status != "done":
+            raise RunIncomplete(f"run {result.run_id}: {result.missing} requests of its batch file(s) have no "
+                                "result yet; collect the remaining result files, or run the same 'cfkit probe "
+                                "run' again for the failures." if result.missing else
+                                f"run {result.run_id} ended {result.status}; 'cfkit runs show {result.run_id}' "
+                                "lists the failures, and the same 'cfkit probe run' sends them again.")
+        return
     with open_store(ws.db_path) as store:
-        result = collect_run(store, cases, find_run(store, run_ref), wait=wait, poll_s=poll_s,
+        from cfkit.probe.batch_file import file_batches_pending
+
+        record = find_run(store, run_ref)
+        if file_batches_pending(store, record.id):
+            raise UsageError(f"run {record.id} was written to a batch file; give its results with --from-file "
+                             "RESULTS.jsonl.")
+        result = collect_run(store, cases, record, wait=wait, poll_s=poll_s,
                              overrides={"base_url": base_url, "api_key_env": api_key_env},
                              on_check=None if as_json else lambda r: status(collection_line(r)))
     render_collection(result, as_json)
