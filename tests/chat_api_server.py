@@ -73,6 +73,7 @@ class ChatServer:
         self.models: list[dict[str, Any]] = [{"id": "test-model", "object": "model"}]  # what GET /models lists
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.paths: list[str] = []  # the path of each POST to …/chat/completions
         self._lock = threading.Lock()
         server = self
 
@@ -97,6 +98,7 @@ class ChatServer:
                 with server._lock:
                     server.requests.append(body)
                     server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    server.paths.append(self.path)
                     number = len(server.requests)
                 reply = server.script(body, number)
                 time.sleep(server.latency + reply.delay)
