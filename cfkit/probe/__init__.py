@@ -228,6 +228,8 @@ class ProbeJob:
         concurrency = setup.protocol.concurrency or self.concurrency
         if concurrency is None and backend.capabilities.remote:
             concurrency = ws.config.probe.concurrency
+        if concurrency is None and getattr(backend, "batch_size", 1) > 1:  # hf batches: one gathers, one runs
+            concurrency = 2 * backend.batch_size
         if getattr(backend, "replicas", 1) > 1 and concurrency:  # -j at each replica (cfkit.backends.replicas)
             backend.set_concurrency(concurrency)
             concurrency *= backend.replicas
