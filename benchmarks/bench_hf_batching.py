@@ -19,7 +19,7 @@ torch thread (no spinning threads on a shared machine), and every
 generate() in a worker thread, as in a run (torch's CPU threading differs
 in the main thread and would enter the comparison). A model this small is
 cheap per token, so the figures mostly show per-call overhead shared by a
-batch; on a GPU with a real model, the gain of batching is larger still.
+batch. It measures a CPU only; nothing here is measured on a GPU.
 No target: issue 30 asks for the figures.
 """
 
