@@ -328,6 +328,15 @@ class OpenAIBackend:
         return replica is not None and self._pool is not None and failovers < 2 * len(self._pool.replicas) \
             and self._pool.another_is_up(replica)
 
+    async def check_endpoint(self) -> str | None:
+        """Why no request can reach the server (nothing listening, unknown host), or None; asked once before a
+        run sends (cfkit.probe.stopping)."""
+        if self._pool is None:
+            return await self._client.endpoint_problem(self.endpoint)
+        # Replicas: the run can go on while one of them answers (the pool backs off those that do not).
+        problems = [await r.client.endpoint_problem(r.shown) for r in self._pool.replicas]
+        return None if any(p is None for p in problems) else "; ".join(p for p in problems if p)
+
     # -- the Batch API (cfkit.backends.openai_batch) ----------------------------
 
     def batch_body(self, request: ProbeRequest) -> dict[str, Any]:

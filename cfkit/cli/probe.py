@@ -155,11 +155,19 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
     _render_summary(summary, as_json, said=job.notes)
     if summary.missing:
         again = [("-m", model), ("-s", suite), *(("-o", pair) for pair in pairs),
-                 *(("--base-url", url) for url in url_flags), ("--api-key-env", api_key_env), ("-j", concurrency), ("--max-tokens", max_tokens),
+                 *(("--base-url", url) for url in url_flags), ("--api-key-env", api_key_env), ("-j", concurrency),
+                 ("--max-tokens", max_tokens),
                  ("--protocol", protocol), ("--limit", limit), ("--cases", cases_file),
                  ("--accepted-only", accepted_only), ("--reviewed-only", reviewed_only),
                  ("--max-cost", _resume_budget(summary, max_cost))]
         raise RunIncomplete(_incomplete_line(summary, _command_line(ws, again)))
+
+
+_STUDY_HINT = ("a probe run is one model on one suite. For several, write a study file ('cfkit study new "
+               "study.toml') and run them all with 'cfkit study run study.toml'.")
+for _param in run.params:
+    if _param.name in ("model", "suite"):
+        _param.repeat_hint = _STUDY_HINT  # type: ignore[attr-defined]  # read by cfkit.cli.once
 
 
 def _warn_unreviewed(plan) -> None:
@@ -201,8 +209,10 @@ def _incomplete_line(summary, command: str) -> str:
         why.append(f"{summary.failed} failed ({(summary.first_failure or 'no detail').rstrip('.')})")
     if summary.not_sent:
         why.append(f"{summary.not_sent} not sent ({summary.stopped or 'the run stopped before sending them'})")
+    counted = ("Reports count them wrong and list them" if summary.missing < summary.total
+               else "Reports leave the run out until it has a reply")  # nothing of it to read yet
     return (f"run {summary.run_id} is incomplete: {summary.missing} of {summary.total} planned requests have no "
-            f"reply: {'; '.join(why)}. Reports count them wrong and list them. 'cfkit runs show {summary.run_id}' "
+            f"reply: {'; '.join(why)}. {counted}. 'cfkit runs show {summary.run_id}' "
             f"lists each one; resume with: {command}")
 
 
@@ -280,12 +290,15 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
 @click.option("--base-url", default=None, metavar="URL",
               help="The server, when the run's recorded one had credentials (cfkit did not keep them).")
 @click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the key.")
+@click.option("--timeout", "timeout_s", type=params.Decimal(min=1.0), default=1800.0, show_default=True,
+              metavar="SECONDS", help="Seconds one result file's download may take, every attempt together.")
 @click.option("--from-file", "from_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               metavar="RESULTS.jsonl", help="Results of a run written with --batch-file (batch output format, e.g. "
                                             "from vllm run-batch); repeatable, e.g. one per part of a split file.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was collected as JSON.")
 @workspace_option
-def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, from_files, as_json: bool) -> None:
+def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, timeout_s: float, from_files,
+            as_json: bool) -> None:
     """Store the results of a run sent with 'probe run --batch', as far as its batches have ended.
 
     Each batch is read once; a request a batch did not answer is stored as a
@@ -331,7 +344,7 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
         if file_batches_pending(store, record.id):
             raise UsageError(f"run {record.id} was written to a batch file; give its results with --from-file "
                              "RESULTS.jsonl.")
-        result = collect_run(store, cases, record, wait=wait, poll_s=poll_s,
+        result = collect_run(store, cases, record, wait=wait, poll_s=poll_s, file_deadline_s=timeout_s,
                              overrides={"base_url": base_url, "api_key_env": api_key_env},
                              on_check=None if as_json else lambda r: status(collection_line(r)))
     render_collection(result, as_json)

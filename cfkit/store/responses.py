@@ -37,7 +37,7 @@ MIGRATIONS: dict[int, list[str]] = {
     3: ["ALTER TABLE responses ADD COLUMN server_model TEXT",
         "ALTER TABLE responses ADD COLUMN system_fingerprint TEXT"],
     5: ["ALTER TABLE responses ADD COLUMN raw_chars INTEGER", "ALTER TABLE responses ADD COLUMN reasoning TEXT"],
-    6: ["ALTER TABLE responses ADD COLUMN endpoint TEXT"],
+    7: ["ALTER TABLE responses ADD COLUMN endpoint TEXT"],
 }
 
 

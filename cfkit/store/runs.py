@@ -89,7 +89,7 @@ MIGRATIONS: dict[int, list[str]] = {
     5: [*(f"ALTER TABLE replies ADD COLUMN {column}" for column in ("raw_chars INTEGER", "reasoning TEXT",
                                                                    "parser TEXT")),
         "ALTER TABLE runs ADD COLUMN inputs_manifest TEXT"],
-    6: ["ALTER TABLE replies ADD COLUMN endpoint TEXT"]}
+    7: ["ALTER TABLE replies ADD COLUMN endpoint TEXT"]}
 
 #: A reply's place in its run: (case id, pair id or '', condition).
 ReplyKey = tuple[str, str, str]
