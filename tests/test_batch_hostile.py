@@ -182,6 +182,8 @@ def test_a_schema_5_store_with_batches_keeps_them_readable(tmp_path):
         pass
     conn = sqlite3.connect(path)
     conn.execute("ALTER TABLE batches DROP COLUMN server_id")
+    for table in ("replies", "responses"):  # added after schema 6 (the answering endpoint)
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN endpoint")
     conn.execute("INSERT INTO batches (id, run_id, input_file_id, requests, status, created_at) "
                  "VALUES ('batch_old', 'r1', 'file-1', '[]', 'completed', 't')")
     conn.execute("PRAGMA user_version=5")
