@@ -34,7 +34,7 @@ from typing import Any
 
 from cfkit.backends import Backend
 from cfkit.cases import CaseSet
-from cfkit.errors import InputError, NotFoundError, TransportError, UsageError
+from cfkit.errors import NotFoundError, TransportError, UsageError
 from cfkit.probe.recording import Recorder
 from cfkit.probe.runner import close_run, open_and_settle
 from cfkit.store import Store, batches, runs
@@ -137,8 +137,10 @@ def _read_lines(path: Path) -> list[tuple[int, bytes]]:
     try:
         with path.open("rb") as fh:
             return [(number, line) for number, line in enumerate(fh, 1) if line.strip()]
+    except FileNotFoundError as exc:
+        raise NotFoundError(f"--from-file {path}: cannot be read ({exc.strerror}).") from exc
     except OSError as exc:
-        raise InputError(f"--from-file {path}: cannot be read ({exc.strerror}).") from exc
+        raise UsageError(f"--from-file {path}: cannot be read ({exc.strerror}).") from exc
 
 
 def collect_from_files(store: Store, cases: CaseSet, run: RunRecord, backend: Backend,
