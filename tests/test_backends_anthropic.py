@@ -174,3 +174,19 @@ def test_gemini_through_its_openai_compatible_endpoint(tiny_ws, monkeypatch):
     # The paper's settings for Gemini 3.1 Pro: temperature 0 and 800 output tokens.
     assert all(b["temperature"] == 0 and b["max_tokens"] == 800 for b in server.requests)
     assert len(replies(tiny_ws, json.loads(result.stdout)["run_id"])) == 3
+
+
+def test_a_model_that_refuses_temperature_answers_at_its_default_and_says_so(tiny_ws):
+    def no_sampling_settings(params, n):
+        if "temperature" in params:
+            return Scripted(400, "temperature is not supported for this model", error_type="invalid_request_error")
+        return scripted(params, n)
+
+    with AnthropicServer(no_sampling_settings) as server:
+        result = claude(tiny_ws, server.url, "contextcanvas", "--json", "-j", "1")
+        assert result.exit_code == 0, result.stderr
+    stored = replies(tiny_ws, json.loads(result.stdout)["run_id"])
+    assert len(stored) == 3 and all(r["error"] is None for r in stored)
+    assert len(server.messages) == 4  # one refusal, then every request without temperature
+    shown = run_cli(["-w", str(tiny_ws), "runs", "show", json.loads(result.stdout)["run_id"]])
+    assert "refused temperature=0" in result.stderr + shown.stdout
