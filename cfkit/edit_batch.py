@@ -1,4 +1,5 @@
-"""Several edits in one process: ``cfkit edit CF01 CF02 …``, ``--all``, ``--pending``; and one more like an edit.
+"""Several edits in one process: ``cfkit edit CF01 CF02 …``, ``--all``, ``--pending`` (``--shard i/N``: one of
+N disjoint parts, for N processes or nodes); and one more like an edit.
 
 :func:`make_edits` runs :func:`cfkit.edit.make_edit` for each spec in turn and
 keeps going when one fails: each spec ends as one :class:`SpecEdit` — made
@@ -79,17 +80,29 @@ def needs_edit(store: Store, spec_id: str) -> bool:
     return True
 
 
-def batch_ids(ws: Workspace, spec_ids: list[str], *, all_specs: bool = False, pending: bool = False) -> list[str]:
-    """The specs a batch edits: the ids given, every spec (``all_specs``), or those without a usable edit."""
+def in_shard(position: int, shard: tuple[int, int] | None) -> bool:
+    """Whether the spec at ``position`` (0-based, in the full list) belongs to shard ``(i, n)`` (1-based i)."""
+    return shard is None or position % shard[1] == shard[0] - 1
+
+
+def batch_ids(ws: Workspace, spec_ids: list[str], *, all_specs: bool = False, pending: bool = False,
+              shard: tuple[int, int] | None = None) -> list[str]:
+    """The specs a batch edits: the ids given, every spec (``all_specs``), or those without a usable edit.
+
+    With ``shard`` ``(i, n)`` only the i-th of n disjoint parts: the specs at positions i-1, i-1+n, … of the
+    ids given, or of every spec file (sorted) for ``all_specs`` and ``pending``. A spec's shard depends on the
+    spec files alone, never on which edits exist, so n processes (or nodes) started with 1/n … n/n never make
+    the same edit, even as ``pending`` shrinks while they run.
+    """
     if sum([bool(spec_ids), all_specs, pending]) != 1:
         raise UsageError("give spec ids, --all or --pending (one of them). Example: 'cfkit edit CF01 CF02'.")
     if spec_ids:
         unknown = [spec_id for spec_id in spec_ids if not spec_path(ws, spec_id).is_file()]
         if unknown:
             load_spec(ws, unknown[0])  # raises the "no spec, these are there" error
-        return list(dict.fromkeys(spec_ids))
-    ids = [path.stem for path in spec_files(ws)]
-    if not ids:
+        return [s for k, s in enumerate(dict.fromkeys(spec_ids)) if in_shard(k, shard)]
+    ids = [path.stem for k, path in enumerate(sorted(spec_files(ws), key=lambda p: p.stem)) if in_shard(k, shard)]
+    if not spec_files(ws):
         raise SpecError(f"no spec files in {ws.interventions_dir}. Create them with 'cfkit specs new'.")
     if all_specs or not ws.db_path.is_file():
         return ids

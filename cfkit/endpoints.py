@@ -45,6 +45,21 @@ BASE_URL_ENV = "OPENAI_BASE_URL"
 #: Sent as the key when there is none; servers that need no key ignore it.
 PLACEHOLDER_KEY = "cfkit-no-key"
 
+
+@dataclass(frozen=True)
+class Provider:
+    """Whose official API a policy guards: its URL and host, the variable of its key and of its base URL."""
+
+    official_url: str
+    official_host: str
+    key_env: str
+    base_url_env: str
+
+
+#: The default provider; the native Anthropic backend resolves its server with :data:`ANTHROPIC`.
+OPENAI = Provider(OFFICIAL_URL, OFFICIAL_HOST, OFFICIAL_KEY_ENV, BASE_URL_ENV)
+ANTHROPIC = Provider("https://api.anthropic.com", "api.anthropic.com", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
+
 _USERINFO = re.compile(r"(//)[^/?#]*@")
 
 
@@ -116,7 +131,7 @@ class Endpoint:
 
 
 def resolve_endpoint(base_url: str | None, api_key_env: str | None, *, who: str, url_flag: str, key_flag: str,
-                     environ: Mapping[str, str] | None = None) -> Endpoint:
+                     environ: Mapping[str, str] | None = None, provider: Provider = OPENAI) -> Endpoint:
     """The endpoint for a ``base_url`` option and an ``api_key_env`` option (either may be None).
 
     ``who`` starts every message ("openai backend"); ``url_flag`` and
@@ -126,28 +141,31 @@ def resolve_endpoint(base_url: str | None, api_key_env: str | None, *, who: str,
     credentials) that would travel over plain http to a host that is not
     loopback. A key variable that is named but empty is not an error here: it
     is reported in :attr:`Endpoint.key_problem`, for the caller to raise as its
-    own "cannot run here" error.
+    own "cannot run here" error. ``provider`` names the official API, its key
+    and base-URL variables (OpenAI's unless told).
     """
     env = os.environ if environ is None else environ
+    official_url, official_host = provider.official_url, provider.official_host
+    key_var, url_var = provider.key_env, provider.base_url_env
     # 1. The base URL, and where it came from (for the message if it is bad).
     if base_url:
         raw, origin = base_url, "base URL"
-    elif env.get(BASE_URL_ENV):
-        raw, origin = env[BASE_URL_ENV], f"${BASE_URL_ENV}"
+    elif env.get(url_var):
+        raw, origin = env[url_var], f"${url_var}"
     else:
-        raw, origin = OFFICIAL_URL, "base URL"
+        raw, origin = official_url, "base URL"
     problem = base_url_problem(raw)
     if problem is not None:
-        fix = f"fix or unset ${BASE_URL_ENV}" if origin.startswith("$") else f"fix {url_flag}"
+        fix = f"fix or unset ${url_var}" if origin.startswith("$") else f"fix {url_flag}"
         raise OptionError(f"{who}: {origin} {redact_url(raw)!r} {problem}; {fix}.")
     parts = urlsplit(raw)
     host = parts.hostname or ""
     secure = parts.scheme == "https"
     shown = redact_url(raw).rstrip("/")
-    official = host == OFFICIAL_HOST
+    official = host == official_host
     if official and (not secure or parts.port not in (None, 443)):
         raise OptionError(f"{who}: {origin} {shown!r}: the official API is reached over https only; "
-                          f"write {OFFICIAL_URL}.")
+                          f"write {official_url}.")
     credentials = None
     netloc = parts.netloc
     if "@" in netloc:
@@ -160,11 +178,11 @@ def resolve_endpoint(base_url: str | None, api_key_env: str | None, *, who: str,
     if api_key_env:
         key_env: str | None = api_key_env
     elif official:
-        key_env = OFFICIAL_KEY_ENV
+        key_env = key_var
     else:
         key_env = None
-        if env.get(OFFICIAL_KEY_ENV, "").strip():
-            notes.append(f"${OFFICIAL_KEY_ENV} was not sent to {shown}: it goes only to {OFFICIAL_URL}; "
+        if env.get(key_var, "").strip():
+            notes.append(f"${key_var} was not sent to {shown}: it goes only to {official_url}; "
                          f"name the variable holding this server's key with {key_flag}")
     if (key_env is not None or credentials is not None) and not secure and not is_loopback(host):
         what = f"the key in ${key_env}" if key_env is not None else "the credentials in the URL"

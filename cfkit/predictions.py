@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 #: Fields written only where they have a value (so lines of other conditions are unchanged).
 OPTIONAL_FIELDS = ("edit_id", "image_sha256")
+#: What the server said about a reply, on any line, written only where known (never read by a report).
+PROVENANCE_FIELDS = ("server_model", "system_fingerprint", "reasoning", "endpoint")
 
 from cfkit.cases import CaseSet
 from cfkit.errors import PredictionError, describe_validation
@@ -48,6 +50,10 @@ class Prediction(BaseModel):
     edit_id: int | None = Field(None, ge=1)  # counterfactual 'edit' answers: the edit the model was shown
     image_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")  # … and the SHA-256 of the image sent
     truncated: bool | None = None  # true: the reply stopped at the token limit (written only then)
+    server_model: str | None = None  # the model id the server said answered
+    system_fingerprint: str | None = None  # the server's build fingerprint
+    reasoning: str | None = None  # a reasoning text returned beside the reply or split off it; never graded
+    endpoint: str | None = None  # the server that answered, when the model had several
 
     @field_validator("parse")
     @classmethod
@@ -191,7 +197,7 @@ def load_predictions(
 
 def _record(pred: Prediction) -> dict:
     record = pred.model_dump(mode="json")
-    for name in OPTIONAL_FIELDS:
+    for name in (*OPTIONAL_FIELDS, *PROVENANCE_FIELDS):
         if record[name] is None:
             del record[name]
     if not record["truncated"]:
@@ -200,8 +206,8 @@ def _record(pred: Prediction) -> dict:
 
 
 def dump_predictions(preds: Iterable[Prediction]) -> str:
-    """JSONL text, one record a line, fields in the documented order, nulls kept (``edit_id`` and
-    ``image_sha256`` only where they have a value)."""
+    """JSONL text, one record a line, fields in the documented order, nulls kept (``edit_id``,
+    ``image_sha256`` and the server's provenance only where they have a value)."""
     return "".join(json.dumps(_record(p), ensure_ascii=False) + "\n" for p in preds)
 
 
@@ -226,6 +232,8 @@ def predictions_from_store(store: Store, run_ids: Sequence[str] | None = None) -
                     raw=r.raw, reason=r.reason, confidence=r.confidence,
                     edit_id=r.edit_id if is_edit else None, image_sha256=r.image_sha256 if is_edit else None,
                     truncated=True if r.truncated else None,
+                    server_model=r.server_model, system_fingerprint=r.system_fingerprint, reasoning=r.reasoning,
+                    endpoint=r.endpoint,
                 ))
             except ValidationError as exc:
                 raise PredictionError(

@@ -60,6 +60,7 @@ class ProbeConfig(_Section):
     modality_subset: str = "modality-100.txt"
     protocol: Literal["default", "paper"] = "default"  # the preset 'probe run' uses without --protocol
     prices: dict[str, PriceConfig] = Field(default_factory=dict)  # [probe.prices."KIND:NAME"]: for cost estimates
+    base_urls: list[str] = Field(default_factory=list)  # replicas of the openai: model when no --base-url is given
 
 
 class CheckConfig(_Section):

@@ -70,8 +70,10 @@ class ChatServer:
     def __init__(self, script: Callable[[dict[str, Any], int], Scripted] = first_option, *, latency: float = 0.0):
         self.script = script
         self.latency = latency
+        self.models: list[dict[str, Any]] = [{"id": "test-model", "object": "model"}]  # what GET /models lists
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.paths: list[str] = []  # the path of each POST to …/chat/completions
         self._lock = threading.Lock()
         server = self
 
@@ -80,6 +82,12 @@ class ChatServer:
 
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(Scripted(body={"object": "list", "data": server.models}))
+                else:
+                    self._send(Scripted(404, error_body(f"no route {self.path}")))
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 length = int(self.headers.get("content-length", 0))
@@ -90,6 +98,7 @@ class ChatServer:
                 with server._lock:
                     server.requests.append(body)
                     server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    server.paths.append(self.path)
                     number = len(server.requests)
                 reply = server.script(body, number)
                 time.sleep(server.latency + reply.delay)

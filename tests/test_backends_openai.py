@@ -227,7 +227,7 @@ def test_options_are_validated():
 
 
 def test_unknown_kind_and_malformed_model():
-    with pytest.raises(InputError, match="Unknown backend 'sdxl'. Installed: baseline, hf, openai, replay"):
+    with pytest.raises(InputError, match="Unknown backend 'sdxl'. Installed: anthropic, baseline, hf, openai, replay"):
         load_backend("sdxl:v1")
     with pytest.raises(InputError, match="not KIND:NAME"):
         load_backend("gpt-5.5")

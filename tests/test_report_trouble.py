@@ -285,11 +285,11 @@ def test_replies_a_batch_returns_cut_off_are_recorded_and_said_by_collect(tiny_w
 def test_a_local_model_that_generated_its_whole_budget_without_ending_is_cut_off():
     from cfkit.backends.hf_local import _hit_limit
 
-    assert _hit_limit([5, 6, 7], 3, 2)  # three of three tokens, the last no end-of-sequence: cut off
-    assert not _hit_limit([5, 6, 2], 3, 2)  # it ended on its last allowed token
-    assert not _hit_limit([5, 6, 2], 3, [9, 2])  # several end tokens
-    assert not _hit_limit([5, 2], 3, 2)  # ended early
-    assert _hit_limit([5, 6, 7], 3, None)  # no end token known: the budget used up is all we can tell
+    assert _hit_limit([5, 6, 7], 3, {2})  # three of three tokens, the last no end-of-sequence: cut off
+    assert not _hit_limit([5, 6, 2], 3, {2})  # it ended on its last allowed token
+    assert not _hit_limit([5, 6, 2], 3, {9, 2})  # several end tokens
+    assert not _hit_limit([5, 2], 3, {2})  # ended early
+    assert _hit_limit([5, 6, 7], 3, set())  # no end token known: the budget used up is all we can tell
 
 
 def test_a_modality_condition_that_is_mostly_not_answered_is_named_when_the_suite_as_a_whole_is_fine():

@@ -46,10 +46,29 @@ from cfkit.options import OptionField, PluginOptions, identity_options, option_f
 
 @dataclass(frozen=True)
 class Generation:
-    """Decoding settings of a request. The protocol is greedy: temperature 0."""
+    """Decoding settings of a request. The protocol is greedy: temperature 0.
+
+    The fields after ``max_tokens`` are model controls a user may set
+    (:mod:`cfkit.backends.controls`); None means not given, and a setting not
+    given is left out of :meth:`record`, so requests and runs that set none
+    keep the keys and ids they always had.
+    """
 
     temperature: float = 0.0
     max_tokens: int = 512
+    top_p: float | None = None
+    seed: int | None = None
+    reasoning_effort: str | None = None
+    extra_body: str | None = None  # a JSON object (canonical text) laid over the request body
+
+    def record(self) -> dict[str, Any]:
+        """The settings as a run records them and a cache key covers them: those given, and always the first two."""
+        found: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
+        for key in ("top_p", "seed", "reasoning_effort", "extra_body"):
+            value = getattr(self, key)
+            if value is not None:
+                found[key] = value
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +116,7 @@ class ProbeRequest:
             "images": [[img.mime, img.sha256] for img in self.images],
             "option_ids": list(self.option_ids),
             "schema": self.schema,
-            "generation": {"temperature": self.generation.temperature, "max_tokens": self.generation.max_tokens},
+            "generation": self.generation.record(),
         }
 
 
@@ -128,6 +147,7 @@ class Reply:
     system_fingerprint: str | None = None  # the server's build fingerprint, when it reports one
     raw_chars: int | None = None  # the reply's full length when ``raw`` was cut to the storage cap
     truncated: bool = False  # generation stopped at the token limit (finish_reason "length"), not at its end
+    endpoint: str | None = None  # which server answered, when the model has several (provenance, not identity)
 
 
 @dataclass(frozen=True)
@@ -185,6 +205,8 @@ class Backend:
     #: Set by the runner to a function the backend calls with the Retry-After seconds (or None) when the
     #: server answers 429/503, before it retries: the runner then keeps fewer requests in flight.
     on_overload: Callable[[float | None], None] | None = None
+    #: The model controls of :mod:`cfkit.backends.controls` it honours (none by default).
+    controls: ClassVar[tuple[str, ...]] = ()
 
     def answer(self, request: ProbeRequest) -> Reply:
         raise NotImplementedError(f"{type(self).__name__} defines no answer(request)")
@@ -305,7 +327,7 @@ def describe_backends() -> list[BackendInfo]:
         try:
             cls = backend_class(kind)
             missing = missing_requirement(cls)
-            infos.append(BackendInfo(kind, plugin.package, plugin.value, cls.capabilities, option_fields(cls.Options),
+            infos.append(BackendInfo(kind, plugin.package, plugin.value, cls.capabilities, _listed_options(cls),
                                      missing=missing, install=install_hint(cls.extra) if missing and cls.extra else None))
         except Exception as exc:  # a broken third-party plug-in must not hide the others
             infos.append(BackendInfo(kind, plugin.package, plugin.value, None, [], f"{type(exc).__name__}: {exc}"))
@@ -327,6 +349,15 @@ def as_backend(backend: Any) -> Backend:
 def has_batch_api(backend: Any) -> bool:
     """Whether ``backend`` offers a provider batch API (``probe run --batch``): its class overrides ``batch_api``."""
     return type(as_backend(backend)).batch_api is not Backend.batch_api
+
+
+def _listed_options(cls: type) -> list[OptionField]:
+    """A backend's own options, then the model controls it takes (:mod:`cfkit.backends.controls`)."""
+    from cfkit.backends.controls import ModelControls
+
+    own = option_fields(cls.Options)
+    taken = set(getattr(cls, "controls", ())) - {o.name for o in own}
+    return own + [o for o in option_fields(ModelControls) if o.name in taken]
 
 
 def is_async(backend: Backend) -> bool:

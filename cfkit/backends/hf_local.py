@@ -1,7 +1,11 @@
 """``hf:MODEL_ID_OR_PATH`` — a local vision-language checkpoint through transformers.
 
 ``AutoModelForImageTextToText`` and ``AutoProcessor`` with the checkpoint's own
-chat template; greedy decoding; device and dtype chosen automatically. Each
+chat template; greedy decoding; device and dtype chosen automatically, or
+``device_map`` to spread a large model over every visible GPU (accelerate's
+placement). ``batch_size`` > 1 answers that many requests with one
+``generate()`` (:mod:`cfkit.backends.hf_batching`; prompts left-padded; the
+same answers as one at a time, so it is not part of the cache identity). Each
 image is converted to RGB and fitted to a square (``image_size``, 448 by
 default) by padding or resizing before the processor sees it.
 
@@ -40,6 +44,12 @@ class HFOptions(BackendOptions):
                                                                   "resize: stretch to the square")
     revision: str | None = Field(None, description="hub revision (branch, tag or commit)")
     trust_remote_code: bool = Field(False, description="allow the checkpoint's own Python code to run")
+    batch_size: int = Field(1, ge=1, le=256, description="requests answered by one generate() call (prompts "
+                                                         "left-padded); -j defaults to twice this",
+                            json_schema_extra=_NO_CACHE)
+    device_map: Literal["auto", "balanced", "balanced_low_0", "sequential"] | None = Field(
+        None, description="spread the model over every visible GPU (accelerate's placement); replaces device",
+        json_schema_extra=_NO_CACHE)
 
 
 def fit_square(image, size: int, mode: str):
@@ -64,6 +74,7 @@ class HFBackend(Backend):
     Options: ClassVar[type[HFOptions]] = HFOptions
     requires: ClassVar[tuple[str, ...]] = ("transformers", "torch")
     extra: ClassVar[str] = "hf"
+    controls: ClassVar[tuple[str, ...]] = ("max_completion_tokens",)  # decoding is greedy; the limit is --max-tokens
 
     def __init__(self, name: str, options: HFOptions, context: BackendContext | None = None):
         context = context or BackendContext()
@@ -77,6 +88,12 @@ class HFBackend(Backend):
         self.endpoint = None  # a local model; its files are identified by the snapshot above
         self._loaded: tuple[Any, Any, Any] | None = None  # (model, processor, device)
         self._lock = threading.Lock()  # one generate() at a time, whatever the runner's concurrency
+        self.batch_size = options.batch_size
+        if options.batch_size > 1:  # requests wait, briefly, to be answered together (cfkit.backends.hf_batching)
+            from cfkit.backends.hf_batching import Batcher
+
+            self._batcher = Batcher(self._generate, options.batch_size)
+            self.answer = self._batcher.answer  # type: ignore[method-assign]  # async: the runner awaits it
 
     # -- loading -------------------------------------------------------------
 
@@ -109,9 +126,10 @@ class HFBackend(Backend):
         device, dtype = self._device_and_dtype(torch)
         # The snapshot folder was found at construction: nothing is fetched, whatever HF_HUB_OFFLINE says.
         common = {"local_files_only": True, "trust_remote_code": self.options.trust_remote_code}
+        placement = {"device_map": self.options.device_map} if self.options.device_map else {}
         try:
             processor = AutoProcessor.from_pretrained(source, **common)
-            model = AutoModelForImageTextToText.from_pretrained(source, dtype=dtype, **common)
+            model = AutoModelForImageTextToText.from_pretrained(source, dtype=dtype, **placement, **common)
         except OSError as exc:
             raise BackendUnavailable(
                 f"hf backend: cannot load '{self.name}' from {source} ({str(exc).splitlines()[0]}). "
@@ -122,8 +140,14 @@ class HFBackend(Backend):
                 f"hf backend: '{self.name}' is not an image-text-to-text model transformers can load "
                 f"({str(exc).splitlines()[0]}). Choose a vision-language checkpoint."
             ) from exc
-        model.to(device)
+        if placement:
+            device = model.device  # inputs go where the first layers are; accelerate moves them on
+        else:
+            model.to(device)
         model.eval()
+        tokenizer = getattr(processor, "tokenizer", None)
+        if tokenizer is not None:
+            tokenizer.padding_side = "left"  # a batch's prompts end together, where generation starts
         self._loaded = (model, processor, device)
         return self._loaded
 
@@ -159,32 +183,73 @@ class HFBackend(Backend):
             return processor.apply_chat_template(merged, add_generation_prompt=True, tokenize=False), (note,)
 
     def answer(self, request: ProbeRequest) -> Reply:
+        result = self._generate([request])[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def _generate(self, requests: list[ProbeRequest]) -> list[Reply | BackendError]:
+        """One ``generate()`` over ``requests`` (the same token limit), greedy: each one's reply, or the error
+        of a request that could not be prepared (its image) or of a batch that failed."""
         import torch
 
         started = time.perf_counter()
+        results: list[Reply | BackendError | None] = [None] * len(requests)
         with self._lock:
             model, processor, device = self._load()
-            images = self._images(request)
-            prompt, notes = self._prompt(processor, request, len(images))
-            try:
-                inputs = processor(text=prompt, images=images or None, return_tensors="pt")
-                inputs = inputs.to(device, dtype=model.dtype)  # casts only the floating tensors (pixel values)
-                with torch.inference_mode():
-                    output = model.generate(**inputs, do_sample=False, max_new_tokens=request.generation.max_tokens)
-            except (RuntimeError, ValueError) as exc:
-                raise BackendError(f"hf backend: generation failed for case {request.meta.case_id} ({exc}).") from exc
-            prompt_tokens = int(inputs["input_ids"].shape[1])
-            new_tokens = output[0, prompt_tokens:]
-            text = processor.decode(new_tokens, skip_special_tokens=True).strip()
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": int(new_tokens.shape[0])}
-        return Reply(raw=text, usage=usage, latency_s=time.perf_counter() - started, notes=notes,
-                     truncated=_hit_limit(new_tokens.tolist(), request.generation.max_tokens,
-                                          getattr(model.generation_config, "eos_token_id", None)))
+            prepared = []
+            for i, request in enumerate(requests):
+                try:
+                    images = self._images(request)
+                    prompt, notes = self._prompt(processor, request, len(images))
+                except BackendError as exc:
+                    results[i] = exc
+                    continue
+                prepared.append((i, images, prompt, notes))
+            if prepared:
+                texts = [p[2] for p in prepared]
+                images = [image for p in prepared for image in p[1]]
+                cases = ", ".join(requests[p[0]].meta.case_id for p in prepared)
+                try:
+                    inputs = processor(text=texts if len(texts) > 1 else texts[0], images=images or None,
+                                       padding=len(texts) > 1, return_tensors="pt")
+                    inputs = inputs.to(device, dtype=model.dtype)  # casts only the floating tensors (pixel values)
+                    with torch.inference_mode():
+                        output = model.generate(**inputs, do_sample=False,
+                                                max_new_tokens=requests[prepared[0][0]].generation.max_tokens)
+                except (RuntimeError, ValueError) as exc:
+                    failure = BackendError(f"hf backend: generation failed for case {cases} ({exc}).")
+                    for p in prepared:
+                        results[p[0]] = failure
+                else:
+                    width = int(inputs["input_ids"].shape[1])
+                    mask = inputs.get("attention_mask")
+                    ends = _end_ids(model)
+                    for row, (i, _, _, notes) in enumerate(prepared):
+                        new_tokens = _until_end(output[row, width:].tolist(), ends)
+                        text = processor.decode(new_tokens, skip_special_tokens=True).strip()
+                        prompt_tokens = int(mask[row].sum()) if mask is not None else width
+                        limit = requests[i].generation.max_tokens
+                        results[i] = Reply(raw=text, usage={"prompt_tokens": prompt_tokens,
+                                                            "completion_tokens": len(new_tokens)},
+                                           latency_s=time.perf_counter() - started, notes=notes,
+                                           truncated=_hit_limit(new_tokens, limit, ends))
+        return results  # type: ignore[return-value]
 
 
-def _hit_limit(tokens: list[int], max_tokens: int, eos: int | list[int] | None) -> bool:
+def _end_ids(model) -> set[int]:
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    return set(eos) if isinstance(eos, (list, tuple)) else {eos} if isinstance(eos, int) else set()
+
+
+def _until_end(tokens: list[int], ends: set[int]) -> list[int]:
+    """A row's new tokens up to its first end token (kept); a batch pads the rows that ended early after it."""
+    for n, token in enumerate(tokens):
+        if token in ends:
+            return tokens[:n + 1]
+    return tokens
+
+
+def _hit_limit(tokens: list[int], max_tokens: int, ends: set[int]) -> bool:
     """Whether generation stopped at ``max_tokens`` rather than at an end-of-sequence token (a cut reply)."""
-    if len(tokens) < max_tokens:
-        return False
-    ends = set(eos) if isinstance(eos, (list, tuple)) else ({eos} if eos is not None else set())
-    return not tokens or tokens[-1] not in ends
+    return len(tokens) >= max_tokens and (not tokens or tokens[-1] not in ends)

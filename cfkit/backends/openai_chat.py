@@ -19,6 +19,13 @@ response); each JSON body is encoded once with orjson, and the reply is read
 from the decoded JSON without building SDK models. The ``openai`` package is
 not used here (the image editor still uses it).
 
+Replicas: ``base_url`` may name several servers of one model (``--base-url``
+repeated, ``[probe] base_urls``); :mod:`cfkit.backends.replicas` checks at
+start-up that they serve the same model, which then keys the cache and the run
+instead of the URL, and spreads requests over them (``-j`` at each). A failed
+attempt there backs its server off and goes to another at once, without a
+wait; each reply records the server that answered.
+
 Retries: 429, 408, 409, 5xx, timeouts, connection errors and malformed bodies
 are retried ``max_retries`` times with jittered exponential backoff, honouring
 ``Retry-After`` (up to :data:`MAX_RETRY_AFTER_S`), and a 429 or 503 is told to
@@ -27,6 +34,12 @@ parameter the request can do without (``response_format``, ``temperature``, the
 output-token limit's name) is answered by dropping or renaming it, once per
 backend, and noted; 401/403 stop the run (the key), 404 stops it (the model);
 other 4xx, redirects and bodies over the cap fail the request without a retry.
+
+Model controls (``-o temperature``, ``top_p``, ``seed``, ``reasoning_effort``,
+``max_completion_tokens``, ``extra_body``; :mod:`cfkit.backends.controls`)
+arrive in the request's ``Generation``: each is sent only when given,
+``extra_body`` laid over the body last; a 400/422 naming one of them stops
+the run (it is never dropped).
 
 A reply's text longer than :data:`MAX_STORED_CHARS` is cut to that length;
 ``Reply.raw_chars`` keeps its full length. A reasoning text the server returns
@@ -39,8 +52,8 @@ from __future__ import annotations
 import base64
 import random
 import time
-import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -56,6 +69,7 @@ from cfkit.backends import (
     TransportError,
     cache_options,
 )
+from cfkit.backends.controls import CONTROL_KEYS, extra_body
 from cfkit.backends.http import (
     Exchange,
     JSONClient,
@@ -63,21 +77,24 @@ from cfkit.backends.http import (
     package_versions,
     retry_after_seconds,
 )
+from cfkit.backends.openai_wire import MAX_STORED_CHARS, encoded_body, reply_from_completion, slot
+from cfkit.backends.replicas import Replica, ReplicaPool, served_model
 from cfkit.endpoints import redact_url, resolve_endpoint
-from cfkit.errors import BackendError, BackendUnavailable
+from cfkit.errors import BackendError, BackendUnavailable, UsageError
 from cfkit.hints import install_hint
 
 #: A server asking to wait longer than this is treated as a failure, not waited for.
 MAX_RETRY_AFTER_S = 120.0
-#: The longest reply text stored (characters); a longer one is cut, its full length kept in ``raw_chars``.
-MAX_STORED_CHARS = 256 * 1024
 
 _NO_CACHE = {"cache": False}
+#: A run's endpoint when its model has several (they are provenance; each reply records the one that answered).
+REPLICAS_ENDPOINT = "replicas"
 
 
 class OpenAIOptions(BackendOptions):
-    base_url: str | None = Field(None, description="server URL, e.g. http://localhost:8000/v1 "
-                                                   "(default: $OPENAI_BASE_URL, else the official API)")
+    base_url: str | list[str] | None = Field(
+        None, description="server URL, e.g. http://localhost:8000/v1 (default: $OPENAI_BASE_URL, else the official "
+                          "API); several (--base-url repeated): replicas of one model")
     api_key_env: str | None = Field(None, description="environment variable holding the key (default "
                                                       "OPENAI_API_KEY, for the official API only)",
                                     json_schema_extra=_NO_CACHE)
@@ -100,20 +117,6 @@ class OpenAIOptions(BackendOptions):
                                     json_schema_extra=_NO_CACHE)
 
 
-def _without_none(value: Any) -> Any:
-    """``value`` with every None-valued key of every nested dict removed (the usage record as the SDK kept it)."""
-    if isinstance(value, dict):
-        return {k: _without_none(v) for k, v in value.items() if v is not None}
-    return value
-
-
-def _capped(text: str) -> tuple[str, int | None]:
-    """``text`` cut to :data:`MAX_STORED_CHARS`, and its full length when it was cut."""
-    if len(text) <= MAX_STORED_CHARS:
-        return text, None
-    return text[:MAX_STORED_CHARS], len(text)
-
-
 class OpenAIBackend(Backend):
     """Chat Completions over HTTP, one request per probe question."""
 
@@ -122,13 +125,19 @@ class OpenAIBackend(Backend):
     Options: ClassVar[type[OpenAIOptions]] = OpenAIOptions
     requires: ClassVar[tuple[str, ...]] = ("aiohttp", "orjson")  # checked before a run opens (check_installed)
     extra: ClassVar[str] = "openai"
+    controls: ClassVar[tuple[str, ...]] = CONTROL_KEYS  # every model control (cfkit.backends.controls)
 
     def __init__(self, name: str, options: OpenAIOptions, context: BackendContext | None = None):
-        # 1. Where requests go, and which key they carry (cfkit.endpoints decides).
-        endpoint = resolve_endpoint(options.base_url, options.api_key_env, who="openai backend",
-                                    url_flag="--base-url", key_flag="--api-key-env")
-        if endpoint.key_problem is not None:
-            raise BackendUnavailable(f"openai backend: {endpoint.key_problem}")
+        # 1. Where requests go, and which key they carry (cfkit.endpoints decides, for each replica).
+        urls = list(dict.fromkeys(options.base_url)) if isinstance(options.base_url, list) else [options.base_url]
+        if not urls or len(urls) == 1:
+            options = options.model_copy(update={"base_url": urls[0] if urls else None})
+        endpoints = [resolve_endpoint(url, options.api_key_env, who="openai backend", url_flag="--base-url",
+                                      key_flag="--api-key-env") for url in urls or [None]]
+        for endpoint in endpoints:
+            if endpoint.key_problem is not None:
+                raise BackendUnavailable(f"openai backend: {endpoint.key_problem}")
+        endpoint = endpoints[0]
         self.versions = package_versions()
         missing = [name for name in ("aiohttp", "orjson") if name not in self.versions]
         if missing:
@@ -136,43 +145,65 @@ class OpenAIBackend(Backend):
                                      f"Run: {install_hint('openai')}")
         self.name = name
         self.model = f"{self.kind}:{name}"
-        # Recorded with the run: the base URL as given, with any credentials redacted.
-        self.options = options.model_copy(update={"base_url": redact_url(options.base_url)}) if options.base_url \
-            else options
-        self.endpoint = endpoint.shown
+        # Recorded with the run: the base URL(s) as given, with any credentials redacted.
+        shown = [e.shown for e in endpoints]
+        self.options = options.model_copy(update={"base_url": shown if len(shown) > 1 else
+                                                  redact_url(options.base_url) if options.base_url else None})
+        # With replicas the endpoint is not identity (the served model is): they are provenance.
+        self.endpoint = endpoint.shown if len(endpoints) == 1 else REPLICAS_ENDPOINT
+        self.endpoints = tuple(shown)
         self.base_url = endpoint.shown
         self.official = endpoint.official
-        self.notes = endpoint.notes  # e.g. that $OPENAI_API_KEY was withheld; added to every reply's notes
+        self.notes = tuple(dict.fromkeys(n for e in endpoints for n in e.notes))  # e.g. a withheld $OPENAI_API_KEY
         # Told of every 429/503 before the retry, with the Retry-After (the runner lowers its concurrency).
         self.on_overload: Callable[[float | None], None] | None = None
 
         # 2. What changes answers (the cache key), and prices.
         self.token_param = options.token_param or ("max_completion_tokens" if self.official else "max_tokens")
         self.cache_identity = cache_options(self.options) | {"base_url": self.endpoint, "token_param": self.token_param}
+        headers = {"User-Agent": f"cfkit/{__version__}"}
+        self._pool: ReplicaPool | None = None
+        if len(endpoints) > 1:
+            self._pool = ReplicaPool([Replica(e.shown, JSONClient(e.url, headers | {"Authorization": e.authorization},
+                                                                  deadline=options.timeout)) for e in endpoints])
+            # One run, one cache: keyed on the model the servers serve, not on where they are.
+            self.cache_identity = {k: v for k, v in self.cache_identity.items() if k != "base_url"} | \
+                served_model(self._pool.replicas, name, who="openai backend")
         self.priced = options.price_in is not None and options.price_out is not None
         # Parameters this server refused; later requests leave them out (or use the other token limit).
         self._refused: set[str] = {"response_format"} if options.json_schema == "off" else set()
 
         # 3. The HTTP client (it opens its connections on the first request).
-        self._client = JSONClient(endpoint.url, {"Authorization": endpoint.authorization,
-                                                 "User-Agent": f"cfkit/{__version__}"},
+        self._client = JSONClient(endpoint.url, headers | {"Authorization": endpoint.authorization},
                                   deadline=options.timeout)
+
+    @property
+    def replicas(self) -> int:
+        """How many endpoints answer (the runner keeps ``-j`` requests in flight at each)."""
+        return len(self.endpoints)
+
+    def set_concurrency(self, per_endpoint: int) -> None:
+        """Requests each replica may have in flight."""
+        if self._pool is not None:
+            self._pool.set_limit(per_endpoint)
 
     async def aclose(self) -> None:
         await self._client.aclose()
+        for replica in self._pool.replicas if self._pool is not None else ():
+            await replica.client.aclose()
 
     # -- one request ---------------------------------------------------------
 
     def _content(self, request: ProbeRequest, *, slots: bool = False) -> list[dict[str, Any]]:
         """The user message's parts: the text, then each image as a base64 data URL (encoded once).
 
-        With ``slots``, each URL is a marker that :func:`_encoded` replaces with the image's bytes once the
+        With ``slots``, each URL is a marker that :func:`~cfkit.backends.openai_wire.encoded_body` replaces with the image's bytes once the
         rest of the body is JSON: the image is then never held as a Python string, nor copied through the
         JSON encoder (whose buffer for a 200 KB body is about 2 MB).
         """
         content: list[dict[str, Any]] = [{"type": "text", "text": request.user}]
         for i, image in enumerate(request.images):
-            url = _slot(i).decode("ascii") if slots else \
+            url = slot(i).decode("ascii") if slots else \
                 f"data:{image.mime};base64,{base64.b64encode(image.data).decode('ascii')}"
             part: dict[str, Any] = {"url": url}
             if self.options.detail != "auto":
@@ -189,6 +220,11 @@ class OpenAIBackend(Backend):
         }
         if "temperature" in self._refused:
             del body["temperature"]
+        generation = request.generation
+        for key in ("top_p", "seed", "reasoning_effort"):  # model controls, sent only when given
+            if getattr(generation, key) is not None:
+                body[key] = getattr(generation, key)
+        body.update(extra_body(generation))
         if "response_format" not in self._refused and request.schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -209,7 +245,7 @@ class OpenAIBackend(Backend):
             return "server refused response_format; asked for plain text"
         if "temperature" in body and "temperature" in error:
             self._refused.add("temperature")
-            return "server refused temperature=0; it used its default temperature"
+            return f"server refused temperature={body['temperature']:g}; it used its default temperature"
         other = "max_tokens" if self.token_param == "max_completion_tokens" else "max_completion_tokens"
         if self.token_param in body and self.token_param in error and other not in self._refused:
             self._refused.add(self.token_param)
@@ -224,20 +260,24 @@ class OpenAIBackend(Backend):
         content = self._content(request, slots=True)
         notes: list[str] = list(self.notes)
         started = time.perf_counter()
-        retry = 0
+        retry = failovers = 0
         encoded_for: tuple | None = None
         while True:
             # The body is encoded once, and again only after the server refused a parameter.
             state = (frozenset(self._refused), self.token_param)
             if state != encoded_for:
                 body = self._body(request, content)
-                data = _encoded(orjson.dumps(body), request.images)
+                data = encoded_body(orjson.dumps(body), request.images)
                 encoded_for = state
-            exchange = await self._client.post("/chat/completions", data)
+            exchange, replica = await self._post(data)
+            where = replica.shown if replica is not None else self.endpoint
             if exchange.failure is not None:
                 if not exchange.retriable:
-                    raise TransportError(f"{exchange.failure} from {self.endpoint}: {exchange.detail}")
-                retry = await self._wait_or_give_up(retry, exchange.failure, exchange.detail, None)
+                    raise TransportError(f"{exchange.failure} from {where}: {exchange.detail}")
+                if self._fail_over(replica, failovers):
+                    failovers += 1
+                    continue
+                retry = await self._wait_or_give_up(retry, exchange.failure, exchange.detail, None, where)
                 continue
             if 200 <= exchange.status < 300:
                 try:
@@ -245,22 +285,58 @@ class OpenAIBackend(Backend):
                     if not isinstance(completion, dict):
                         raise ValueError(f"a JSON {type(completion).__name__}, not an object")
                 except ValueError as exc:  # a proxy's HTML page, a cut-off body: retried, then left for the next run
-                    retry = await self._wait_or_give_up(retry, "malformed response body", str(exc), None)
+                    retry = await self._wait_or_give_up(retry, "malformed response body", str(exc), None, where)
                     continue
                 break
             note = self._refusal_answered(exchange, body)
             if note is not None:
                 notes.append(note)
                 continue
-            retry = await self._after_error(exchange, retry)
+            self._raise_unless_retriable(exchange, where)
+            if self._fail_over(replica, failovers):
+                failovers += 1
+                continue
+            retry = await self._wait_or_give_up(retry, f"HTTP {exchange.status}", error_text(exchange.body)[1],
+                                                exchange.headers, where)
         if retry:
             notes.append(f"succeeded after {retry} retries")
-        return self._reply(completion, time.perf_counter() - started, notes)
+        if failovers:
+            notes.append(f"answered by another replica after {failovers} failed")
+        reply = self._reply(completion, time.perf_counter() - started, notes)
+        return replace(reply, endpoint=where) if replica is not None else reply
+
+    async def _post(self, data: bytes) -> tuple[Exchange, Replica | None]:
+        """One attempt: at the one endpoint, or at the replica the pool picks (which it then tells the outcome)."""
+        if self._pool is None:
+            return await self._client.post("/chat/completions", data), None
+        replica = await self._pool.acquire()
+        try:
+            exchange = await replica.client.post("/chat/completions", data)
+        except BaseException:
+            await self._pool.release(replica, healthy=None)
+            raise
+        status = exchange.status
+        failing = (exchange.failure is not None and exchange.retriable) or \
+            (status is not None and (status in (408, 429) or status >= 500))
+        healthy = False if failing else None if exchange.failure is not None else True
+        await self._pool.release(replica, healthy=healthy,
+                                 retry_after=retry_after_seconds(exchange.headers) if failing else None)
+        return exchange, replica
+
+    def _fail_over(self, replica: Replica | None, failovers: int) -> bool:
+        """Whether a failed attempt goes straight to another replica (no wait, no retry counted): there is one
+        up, and this request has not yet failed over twice per replica."""
+        return replica is not None and self._pool is not None and failovers < 2 * len(self._pool.replicas) \
+            and self._pool.another_is_up(replica)
 
     async def check_endpoint(self) -> str | None:
         """Why no request can reach the server (nothing listening, unknown host), or None; asked once before a
         run sends (cfkit.probe.stopping)."""
-        return await self._client.endpoint_problem(self.endpoint)
+        if self._pool is None:
+            return await self._client.endpoint_problem(self.endpoint)
+        # Replicas: the run can go on while one of them answers (the pool backs off those that do not).
+        problems = [await r.client.endpoint_problem(r.shown) for r in self._pool.replicas]
+        return None if any(p is None for p in problems) else "; ".join(p for p in problems if p)
 
     # -- the Batch API (cfkit.backends.openai_batch) ----------------------------
 
@@ -277,43 +353,63 @@ class OpenAIBackend(Backend):
         """The files and batches endpoints of this backend's server, with its key (:mod:`cfkit.backends.openai_batch`)."""
         from cfkit.backends.openai_batch import BatchAPI
 
+        if self._pool is not None:
+            raise UsageError("--batch goes to one server's Batch API; give one --base-url (replicas answer live "
+                             "runs).")
+
         return BatchAPI(self._client, self.endpoint)
 
     def _refusal_answered(self, exchange: Exchange, body: dict[str, Any]) -> str | None:
-        """For a 400/422 that names a parameter we can do without, the note of dropping it; else None."""
+        """For a 400/422 that names a parameter we can do without, the note of dropping it; else None.
+
+        A model control the user set (``-o top_p``, ``seed``, ``reasoning_effort``, an ``extra_body`` key) is
+        never dropped: the server refusing it stops the run, since every request would carry it.
+        """
         if exchange.status not in (400, 422):
             return None
-        return self._drop_refused(error_text(exchange.body)[0], body)
+        error, message = error_text(exchange.body)
+        note = self._drop_refused(error, body)
+        if note is None:
+            for key in self._user_controls(body):
+                if key in error:
+                    raise BackendError(f"openai backend: {self.endpoint} refused the model control '{key}' "
+                                       f"(HTTP {exchange.status}: {message}). Drop -o {key} (or that key of "
+                                       "extra_body), or use a server that takes it.")
+        return note
 
-    async def _after_error(self, exchange: Exchange, retry: int) -> int:
-        """Raise for an error status that retrying cannot mend; otherwise wait and return the retry count."""
+    @staticmethod
+    def _user_controls(body: dict[str, Any]) -> list[str]:
+        builtin = {"model", "messages", "temperature", "max_tokens", "max_completion_tokens", "response_format"}
+        return [key for key in body if key not in builtin]
+
+    def _raise_unless_retriable(self, exchange: Exchange, where: str) -> None:
+        """Raise for an error status that retrying cannot mend; tell ``on_overload`` of a 429/503."""
         status = exchange.status
         message = error_text(exchange.body)[1]
         if status in (401, 403):
             raise BackendUnavailable(
-                f"openai backend: {self.endpoint} refused the key (HTTP {status}: {message}). "
+                f"openai backend: {where} refused the key (HTTP {status}: {message}). "
                 "Check the key in the environment variable, or --api-key-env."
             )
         if status == 404:
             raise BackendError(
-                f"openai backend: {self.endpoint} has no model '{self.name}' (HTTP 404: {message}). "
+                f"openai backend: {where} has no model '{self.name}' (HTTP 404: {message}). "
                 "Check the model name the server lists."
             )
         if 300 <= status < 400:
             location = redact_url(exchange.headers.get("location", "?"))
-            raise TransportError(f"HTTP {status} from {self.endpoint}: redirects are not followed; give the "
+            raise TransportError(f"HTTP {status} from {where}: redirects are not followed; give the "
                                  f"address it points to ({location}) as --base-url.")
         if not (status in (408, 409, 429) or status >= 500):
-            raise TransportError(f"HTTP {status} from {self.endpoint}: {message}")
+            raise TransportError(f"HTTP {status} from {where}: {message}")
         if status in (429, 503) and self.on_overload is not None:
             self.on_overload(retry_after_seconds(exchange.headers))
-        return await self._wait_or_give_up(retry, f"HTTP {status}", message, exchange.headers)
 
-    async def _wait_or_give_up(self, retry: int, what: str, detail: str, headers: Any) -> int:
+    async def _wait_or_give_up(self, retry: int, what: str, detail: str, headers: Any, where: str) -> int:
         """Sleep before the next attempt and return the new retry count, or raise when none is left."""
         delay = self._delay(retry, headers)
         if retry >= self.options.max_retries or delay > MAX_RETRY_AFTER_S:
-            raise TransportError(f"{what} from {self.endpoint} after {retry + 1} attempts: {detail}")
+            raise TransportError(f"{what} from {where} after {retry + 1} attempts: {detail}")
         import asyncio
 
         await asyncio.sleep(delay)
@@ -321,57 +417,5 @@ class OpenAIBackend(Backend):
 
     def _reply(self, completion: dict[str, Any], latency: float, notes: list[str], *,
                price_factor: float = 1.0) -> Reply:
-        choices = completion.get("choices")
-        if not isinstance(choices, list) or not choices:
-            raise TransportError(f"{self.endpoint} returned a completion without choices.")
-        message = choices[0].get("message") if isinstance(choices[0], dict) else None
-        if not isinstance(message, dict):
-            raise TransportError(f"{self.endpoint} returned a choice without a message.")
-        usage = completion.get("usage")
-        usage = _without_none(usage) if isinstance(usage, dict) else {}
-        cost = None
-        if self.priced and usage:
-            tokens_in, tokens_out = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-            if isinstance(tokens_in, (int, float)) and isinstance(tokens_out, (int, float)):
-                cost = price_factor * (tokens_in * self.options.price_in + tokens_out * self.options.price_out) / 1e6
-        content = message.get("content")
-        text = content if isinstance(content, str) else ""
-        refusal = message.get("refusal")
-        refused = isinstance(refusal, str) and bool(refusal) and not text
-        raw, raw_chars = _capped(refusal if refused else text)
-        if raw_chars is not None:
-            notes.append(f"replies longer than {MAX_STORED_CHARS:,} characters were stored cut to that length")
-        reasoning = message.get("reasoning_content") or message.get("reasoning")  # vLLM / SGLang, OpenRouter
-        reasoning = _capped(reasoning)[0] if isinstance(reasoning, str) and reasoning else None
-        server_model = completion.get("model")
-        fingerprint = completion.get("system_fingerprint")
-        truncated = choices[0].get("finish_reason") == "length"  # stopped at max_tokens, not at its end
-        return Reply(raw=raw, usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes), refused=refused,
-                     reasoning=reasoning, server_model=server_model if isinstance(server_model, str) else None,
-                     system_fingerprint=fingerprint if isinstance(fingerprint, str) else None, raw_chars=raw_chars,
-                     truncated=truncated)
-
-
-#: Marks where an image's data URL goes in an encoded body; random, so that no prompt can hold it.
-_SLOT_MARK = f"cfkit-image-{uuid.uuid4().hex}-"
-
-
-def _slot(i: int) -> bytes:
-    return f"{_SLOT_MARK}{i}.".encode("ascii")
-
-
-def _encoded(body: bytes, images) -> bytes:
-    """``body`` (JSON with each image's URL a :func:`_slot` marker) with the markers replaced by the data URLs.
-
-    Base64 uses only characters JSON carries as they are, so the bytes are the JSON of the full body.
-    """
-    if not images:
-        return body
-    parts, rest = [], body
-    for i, image in enumerate(images):
-        head, found, rest = rest.partition(_slot(i))
-        if not found:
-            raise AssertionError(f"image slot {i} missing from the encoded body")
-        parts += [head, f"data:{image.mime};base64,".encode("ascii"), base64.b64encode(image.data)]
-    parts.append(rest)
-    return b"".join(parts)
+        prices = (price_factor * self.options.price_in, price_factor * self.options.price_out) if self.priced else None
+        return reply_from_completion(completion, latency, notes, prices=prices, where=self.endpoint)

@@ -28,6 +28,9 @@ def _rel(ws, path: Path | None) -> str:
 @click.argument("spec_ids", nargs=-1)
 @click.option("--all", "all_specs", is_flag=True, help="Edit every spec (those with an accepted edit are kept).")
 @click.option("--pending", is_flag=True, help="Edit every spec without a usable edit (none yet, or all rejected).")
+@click.option("--shard", default=None, metavar="I/N",
+              help="With --all, --pending or several ids: only the I-th of N disjoint parts (one process per GPU or "
+                   "node: 1/N … N/N never make the same edit).")
 @click.option("--engine", default=None, metavar="NAME",
               help="An engine ('cfkit edits engines' lists them) or auto. Default: cfkit.toml [edit] engine.")
 @click.option("-o", "--option", "pairs", multiple=True, metavar="KEY=VALUE",
@@ -42,7 +45,8 @@ def _rel(ws, path: Path | None) -> str:
 @click.option("--dry-run", is_flag=True, help="Print what would be sent (prompt, sizes, mask coverage); call and write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @workspace_option
-def edit(ws, spec_ids: tuple[str, ...], all_specs: bool, pending: bool, engine: str | None, pairs: tuple[str, ...],
+def edit(ws, spec_ids: tuple[str, ...], all_specs: bool, pending: bool, shard: str | None, engine: str | None,
+         pairs: tuple[str, ...],
          model: str | None, n: int | None, seed: int | None, input_path: Path | None, again: bool, dry_run: bool,
          as_json: bool) -> None:
     """Make counterfactual edits of specs' source images, save them, record them, check them.
@@ -66,6 +70,9 @@ def edit(ws, spec_ids: tuple[str, ...], all_specs: bool, pending: bool, engine: 
     from cfkit.options import parse_option_pairs
 
     options = parse_option_pairs(pairs)
+    parts = _shard(shard) if shard is not None else None
+    if parts is not None and len(spec_ids) == 1 and not (all_specs or pending):
+        raise UsageError(f"--shard {shard} splits a batch; give --all, --pending or several spec ids.")
     if len(spec_ids) == 1 and not (all_specs or pending):
         _edit_one(ws, spec_ids[0], engine=engine, n=n, seed=seed, model=model, input_path=input_path,
                   options=options, again=again, dry_run=dry_run, as_json=as_json)
@@ -76,7 +83,15 @@ def edit(ws, spec_ids: tuple[str, ...], all_specs: bool, pending: bool, engine: 
         raise UsageError("--input names one edited image, for one spec; import a folder of edits named by spec id "
                          "with 'cfkit edits import DIR'.")
     edit_batch(ws, list(spec_ids), all_specs=all_specs, pending=pending, engine=engine, n=n, seed=seed, model=model,
-               options=options, again=again, dry_run=dry_run, as_json=as_json)
+               options=options, again=again, dry_run=dry_run, as_json=as_json, shard=parts)
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """``"2/4"`` -> ``(2, 4)``; anything else is refused with the form it takes."""
+    i, sep, n = text.partition("/")
+    if not (sep and i.strip().isdigit() and n.strip().isdigit() and 1 <= int(i) <= int(n) <= 4096):
+        raise UsageError(f"--shard {text}: write I/N with 1 <= I <= N, e.g. --shard 2/4 (the second of four parts).")
+    return int(i), int(n)
 
 
 def _edit_one(ws, spec_id: str, *, engine: str | None, n: int | None, seed: int | None, model: str | None,

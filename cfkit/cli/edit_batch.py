@@ -14,14 +14,17 @@ STATUS_STYLE = {"made": "green", "check failed": "red", "failed": "red", "kept":
 
 def edit_batch(ws, spec_ids: list[str], *, all_specs: bool, pending: bool, engine: str | None, n: int | None,
                seed: int | None, model: str | None, options: dict, again: bool, dry_run: bool,
-               as_json: bool) -> None:
-    """``cfkit edit`` with several specs, ``--all`` or ``--pending``."""
+               as_json: bool, shard: tuple[int, int] | None = None) -> None:
+    """``cfkit edit`` with several specs, ``--all`` or ``--pending`` (``shard``: the part of them to edit)."""
     from cfkit.edit_batch import batch_ids, make_edits
 
-    ids = batch_ids(ws, spec_ids, all_specs=all_specs, pending=pending)
+    ids = batch_ids(ws, spec_ids, all_specs=all_specs, pending=pending, shard=shard)
+    if not ids and shard is not None and not pending:
+        err.print(f"Shard {shard[0]}/{shard[1]} holds no spec (there are fewer specs than shards).")
+        return
     if not ids:
-        err.print("Nothing pending: every spec has an edit that no review rejected. "
-                  "Use --all (or name the specs) to edit them anyway.")
+        err.print("Nothing pending" + (f" in shard {shard[0]}/{shard[1]}" if shard else "") + ": every spec has an "
+                  "edit that no review rejected. Use --all (or name the specs) to edit them anyway.")
         return
     if dry_run:
         _dry_run(ws, ids, engine=engine, n=n, seed=seed, model=model, options=options, as_json=as_json)

@@ -30,7 +30,9 @@ def probe() -> None:
               help="Which questions to ask (swap: each two-option case in both option orders, for position bias).")
 @click.option("-o", "--option", "pairs", multiple=True, metavar="KEY=VALUE",
               help="Backend option, repeatable; 'cfkit probe backends' lists them.")
-@click.option("--base-url", default=None, metavar="URL", help="OpenAI-compatible server (openai backend).")
+@click.option("--base-url", "url_flags", multiple=True, metavar="URL",
+              help="OpenAI-compatible server (openai backend); repeat it for replicas of one model: requests are "
+                   "spread over them, -j requests at each (default: [probe] base_urls).")
 @click.option("--api-key-env", default=None, metavar="NAME",
               help="Environment variable holding the key for --base-url (openai backend).")
 @click.option("-j", "--concurrency", type=params.positive(MAX_CONCURRENCY), default=None,
@@ -61,10 +63,13 @@ def probe() -> None:
 @click.option("--batch", is_flag=True,
               help="Send what is missing through the provider's Batch API (half price, answers within 24 h); "
                    "'cfkit probe collect RUN' stores the results.")
+@click.option("--batch-file", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="OUT.jsonl",
+              help="Write what is missing to OUT.jsonl in the OpenAI batch format for an offline runner (vllm "
+                   "run-batch); 'cfkit probe collect RUN --from-file RESULTS.jsonl' stores the results.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary (or the plan) as JSON.")
 @workspace_option
-def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, max_tokens, protocol, limit,
-        cases_file, subset, all_cases, accepted_only, reviewed_only, dry_run, batch, as_json) -> None:
+def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, max_tokens, protocol, limit,
+        cases_file, subset, all_cases, accepted_only, reviewed_only, dry_run, batch, batch_file, as_json) -> None:
     """Run MODEL on SUITE; a rerun sends only what is missing.
 
     Exit status: 0 when every planned request has a stored reply, 1 when the
@@ -94,6 +99,9 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
                          "in cfkit.toml.")
     model = given.value
     options = parse_option_pairs(pairs)
+    base_urls = list(url_flags) or (list(ws.config.probe.base_urls) if model.startswith("openai:") and
+                                    "base_url" not in options else [])
+    base_url = (base_urls[0] if len(base_urls) == 1 else base_urls) if base_urls else None
     for flag, key, value in (("--base-url", "base_url", base_url), ("--api-key-env", "api_key_env", api_key_env)):
         if value is not None:
             if not model.startswith("openai:"):
@@ -126,6 +134,16 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
     job = prepare_probe(ws, given, suite, max_cost=max_cost, **settings)  # a refused kind names its source
     for note in job.notes:
         warn(note)
+    if batch_file is not None:
+        if batch or max_cost is not None:
+            raise UsageError(f"--batch-file writes a file for you to run; drop {'--batch' if batch else '--max-cost'}.")
+        from cfkit.cli.probe_batch import render_written
+        from cfkit.probe.batch_file import write_batch_file
+
+        with open_store(ws.db_path) as store:
+            written = write_batch_file(job, store, batch_file, on_plan=_warn_unreviewed)
+        render_written(written, as_json)
+        return
     if batch:
         from cfkit.cli.probe_batch import render_submission
         from cfkit.probe.batch import submit_batch
@@ -141,8 +159,9 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
     if trouble and (summary.missing or not unclean):
         warn(trouble)
     if summary.missing:
-        again = [("-m", model), ("-s", suite), *(("-o", pair) for pair in pairs), ("--base-url", base_url),
-                 ("--api-key-env", api_key_env), ("-j", concurrency), ("--max-tokens", max_tokens),
+        again = [("-m", model), ("-s", suite), *(("-o", pair) for pair in pairs),
+                 *(("--base-url", url) for url in url_flags), ("--api-key-env", api_key_env), ("-j", concurrency),
+                 ("--max-tokens", max_tokens),
                  ("--protocol", protocol), ("--limit", limit), ("--cases", cases_file),
                  ("--accepted-only", accepted_only), ("--reviewed-only", reviewed_only),
                  ("--max-cost", _resume_budget(summary, max_cost))]
@@ -301,9 +320,12 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
 @click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the key.")
 @click.option("--timeout", "timeout_s", type=params.Decimal(min=1.0), default=1800.0, show_default=True,
               metavar="SECONDS", help="Seconds one result file's download may take, every attempt together.")
+@click.option("--from-file", "from_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              metavar="RESULTS.jsonl", help="Results of a run written with --batch-file (batch output format, e.g. "
+                                            "from vllm run-batch); repeatable, e.g. one per part of a split file.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was collected as JSON.")
 @workspace_option
-def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, timeout_s: float,
+def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, timeout_s: float, from_files,
             as_json: bool) -> None:
     """Store the results of a run sent with 'probe run --batch', as far as its batches have ended.
 
@@ -326,8 +348,31 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
     if not ws.db_path.is_file():
         raise UsageError(f"no store in {ws.root} yet; nothing was sent in batches here.")
     cases = load_cases(ws.cases_path, ws.image_root)
+    if from_files:
+        from cfkit.cli.probe_batch import render_file_collection
+        from cfkit.probe.batch import collect_backend
+        from cfkit.probe.batch_file import collect_from_files
+
+        with open_store(ws.db_path) as store:
+            record = find_run(store, run_ref)
+            backend = collect_backend(record, {"base_url": base_url, "api_key_env": api_key_env})
+            result = collect_from_files(store, cases, record, backend, list(from_files))
+        render_file_collection(result, as_json)
+        if result.missing or result.status != "done":
+            raise RunIncomplete(f"run {result.run_id}: {result.missing} requests of its batch file(s) have no "
+                                "result yet; collect the remaining result files, or run the same 'cfkit probe "
+                                "run' again for the failures." if result.missing else
+                                f"run {result.run_id} ended {result.status}; 'cfkit runs show {result.run_id}' "
+                                "lists the failures, and the same 'cfkit probe run' sends them again.")
+        return
     with open_store(ws.db_path) as store:
-        result = collect_run(store, cases, find_run(store, run_ref), wait=wait, poll_s=poll_s, file_deadline_s=timeout_s,
+        from cfkit.probe.batch_file import file_batches_pending
+
+        record = find_run(store, run_ref)
+        if file_batches_pending(store, record.id):
+            raise UsageError(f"run {record.id} was written to a batch file; give its results with --from-file "
+                             "RESULTS.jsonl.")
+        result = collect_run(store, cases, record, wait=wait, poll_s=poll_s, file_deadline_s=timeout_s,
                              overrides={"base_url": base_url, "api_key_env": api_key_env},
                              on_check=None if as_json else lambda r: status(collection_line(r)))
     render_collection(result, as_json)

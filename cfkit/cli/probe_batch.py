@@ -61,3 +61,37 @@ def render_collection(result, as_json: bool) -> None:
             status(f"batch {batch.id} {batch.status}: {'; '.join(batch.errors)}")
     for problem in result.problems:
         warn(problem)
+
+
+def render_written(written, as_json: bool) -> None:
+    """``probe run --batch-file``: the run id on stdout, then the file and how to run and collect it."""
+    if as_json:
+        print_json(asdict(written) | {"path": str(written.path) if written.path else None,
+                                      "status": "waiting" if written.path else "done"})
+        return
+    out.print(written.run_id)
+    if written.path is None:
+        status(f"done: {written.total} requests; {written.kept} already stored, {written.from_cache} from cache; "
+               "nothing left to write.")
+        return
+    status(f"waiting: {written.total} requests; {written.kept} already stored, {written.from_cache} from cache, "
+           f"{written.lines} written to {written.path}. Run it (e.g. vllm run-batch -i {written.path.name} -o "
+           f"results.jsonl --model NAME), then: cfkit probe collect {written.run_id} --from-file results.jsonl")
+
+
+def render_file_collection(result, as_json: bool) -> None:
+    """``probe collect --from-file``: the run id, then one line of counts and the first bad lines."""
+    if as_json:
+        print_json(asdict(result))
+        return
+    out.print(result.run_id)
+    parts = [f"{result.lines} lines read", f"{result.stored} results stored"]
+    for count, what in ((result.failed, "error lines stored as failures"), (result.already, "already stored"),
+                        (result.malformed, "malformed lines skipped"), (result.unknown, "lines of another run "
+                                                                                       "skipped"),
+                        (result.missing, "requests still without a result")):
+        if count:
+            parts.append(f"{count} {what}")
+    status(f"{result.status}: {', '.join(parts)}.")
+    for problem in result.first_problems:
+        status(f"  {problem}")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cfkit.backends import Backend, BackendContext, check_installed, load_backend, split_model
+from cfkit.backends.controls import split_controls
 from cfkit.errors import NotFoundError, UsageError
 from cfkit.options import Setting, blamed
 from cfkit.probe.identity import InputsDigest, inputs_unchanged, run_settings, settings_sha256
@@ -96,9 +97,10 @@ def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], proto
         kind, name = split_model(model)
         cls = check_installed(kind)  # a missing extra stops here, before anything is recorded
     fields = set(cls.Options.model_fields)
+    controls, options = split_controls(options, getattr(cls, "controls", ()), kind=kind, own=fields)
     preset = resolve_protocol(protocol or ws.config.probe.protocol, remote=cls.capabilities.remote,
                               model_name=name, option_names=fields, max_tokens=max_tokens, concurrency=concurrency,
-                              options=options)
+                              options=options, controls=controls)
     options = {**options, **preset.options}
     setup = _Setup(model, options, preset, None, cls.capabilities.cacheable, cls.capabilities)
     backend = None
@@ -228,6 +230,11 @@ class ProbeJob:
         concurrency = setup.protocol.concurrency or self.concurrency
         if concurrency is None and backend.capabilities.remote:
             concurrency = ws.config.probe.concurrency
+        if concurrency is None and getattr(backend, "batch_size", 1) > 1:  # hf batches: one gathers, one runs
+            concurrency = 2 * backend.batch_size
+        if getattr(backend, "replicas", 1) > 1 and concurrency:  # -j at each replica (cfkit.backends.replicas)
+            backend.set_concurrency(concurrency)
+            concurrency *= backend.replicas
         return PlannedRun(plan, backend, inputs, concurrency)
 
     def run(self, store: Store, *, on_progress: Callable[[RunProgress], None] | None = None,

@@ -73,7 +73,7 @@ def run_settings(backend: Backend, generation: Generation, protocol: str | None 
     derived = set(backend.derived_identity)
     identity = {k: v for k, v in backend.cache_identity.items() if k not in derived}
     return {"backend": backend.kind, "model": backend.model, "endpoint": backend.endpoint,
-            "generation": asdict(generation), "identity": identity, "protocol": protocol}
+            "generation": generation.record(), "identity": identity, "protocol": protocol}
 
 
 def settings_sha256(settings: Mapping[str, Any]) -> str:
@@ -136,7 +136,7 @@ def _file_state(path: Path) -> list[Any]:
 def _input_settings(ws: Workspace, suite: str, capabilities: Capabilities, generation: Generation,
                     selection: Mapping[str, Any]) -> dict[str, Any]:
     return {"version": __version__, "suite": suite, "capabilities": asdict(capabilities),
-            "generation": asdict(generation), "selection": dict(selection),
+            "generation": generation.record(), "selection": dict(selection),
             "config": ws.config.model_dump(mode="json"), "root": str(ws.root)}
 
 

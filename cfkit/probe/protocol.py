@@ -12,6 +12,14 @@ supplement states for its evaluation (Section S2.4.1, arXiv 2608.26713):
 - Local models: greedy decoding, at most 256 new tokens, images fitted to
   448 x 448 (RGB, padded or resized).
 
+Model controls (``-o temperature``, ``top_p``, ``seed``, ``reasoning_effort``,
+``max_completion_tokens``, ``extra_body``; :mod:`cfkit.backends.controls`) are
+laid over a preset's generation settings. ``paper`` fixes temperature 0 and
+the token limit, so a control that contradicts them is refused; the
+supplement states no top_p, seed or reasoning effort for the ContextCanvas
+evaluator (its notes on reasoning concern the CritiqueCanvas runs), so those
+are the user's, and the run records them as given.
+
 A preset's backend options are applied where the backend has them (a local
 model has no timeout); what could not be applied is recorded with the run.
 A value given on the command line that contradicts the preset is refused
@@ -26,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cfkit.backends import Generation
+from cfkit.backends.controls import ModelControls, applied
 from cfkit.errors import UsageError
 
 PROTOCOLS = ("default", "paper")
@@ -53,8 +62,7 @@ class Protocol:
     def record(self) -> dict[str, Any]:
         """What the run records about the preset."""
         return {"name": self.name, "source": PAPER_SOURCE if self.name == "paper" else "cfkit defaults",
-                "generation": {"temperature": self.generation.temperature,
-                               "max_tokens": self.generation.max_tokens},
+                "generation": self.generation.record(),
                 "options": self.options, "concurrency": self.concurrency,
                 "not_applicable": list(self.not_applicable)}
 
@@ -70,13 +78,24 @@ def paper_max_tokens(model_name: str) -> int | None:
 
 
 def resolve_protocol(name: str, *, remote: bool, model_name: str, option_names: set[str],
-                     max_tokens: int | None, concurrency: int | None, options: dict[str, Any]) -> Protocol:
+                     max_tokens: int | None, concurrency: int | None, options: dict[str, Any],
+                     controls: ModelControls | None = None) -> Protocol:
     """The settings of preset ``name`` for a backend (``remote``: an API) and model; ``max_tokens``,
-    ``concurrency`` and ``options`` are what the command line gave (None or absent: not given)."""
+    ``concurrency``, ``options`` and ``controls`` are what the command line gave (None or absent: not given)."""
     if name not in PROTOCOLS:
         raise UsageError(f"--protocol {name}: choose one of {', '.join(PROTOCOLS)}.")
+    controls = controls or ModelControls()
+    if controls.max_completion_tokens is not None:
+        if max_tokens is not None and max_tokens != controls.max_completion_tokens:
+            raise UsageError(f"--max-tokens {max_tokens} and -o max_completion_tokens="
+                             f"{controls.max_completion_tokens} disagree; keep one.")
+        max_tokens = controls.max_completion_tokens
     if name == "default":
-        return Protocol("default", Generation(max_tokens=max_tokens or DEFAULT_MAX_TOKENS), concurrency=concurrency)
+        return Protocol("default", applied(Generation(max_tokens=max_tokens or DEFAULT_MAX_TOKENS), controls),
+                        concurrency=concurrency)
+    if controls.temperature is not None and controls.temperature != 0:
+        raise UsageError(f"--protocol paper decodes at temperature 0; drop -o temperature={controls.temperature:g} "
+                         "or the preset.")
     if remote:
         stated = paper_max_tokens(model_name)
         wanted_options, wanted_concurrency = PAPER_API_OPTIONS, PAPER_API_CONCURRENCY
@@ -94,15 +113,15 @@ def resolve_protocol(name: str, *, remote: bool, model_name: str, option_names: 
     if concurrency is not None and wanted_concurrency is not None and concurrency != wanted_concurrency:
         raise UsageError(f"--protocol paper sends {wanted_concurrency} requests at once; drop -j {concurrency} "
                          "or the preset.")
-    applied: dict[str, Any] = {}
+    chosen: dict[str, Any] = {}
     for key, value in wanted_options.items():
         if key not in option_names:
             continue
         if key in options and str(options[key]) != str(value) and _number(options[key]) != value:
             raise UsageError(f"--protocol paper sets -o {key}={value:g}; drop -o {key}={options[key]} or the preset.")
-        applied[key] = value
+        chosen[key] = value
     skipped = tuple(sorted(k for k in wanted_options if k not in option_names))
-    return Protocol("paper", Generation(temperature=0.0, max_tokens=limit), applied,
+    return Protocol("paper", applied(Generation(temperature=0.0, max_tokens=limit), controls), chosen,
                     wanted_concurrency if wanted_concurrency is not None else concurrency, skipped)
 
 

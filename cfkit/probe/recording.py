@@ -56,7 +56,7 @@ def cached_reply(hit: CachedResponse) -> Reply:
     """A cached response as the reply it was."""
     return Reply(raw=hit.raw, usage=hit.usage, latency_s=hit.latency_s, cost_usd=hit.cost_usd, refused=hit.refused,
                  server_model=hit.server_model, system_fingerprint=hit.system_fingerprint, raw_chars=hit.raw_chars,
-                 reasoning=hit.reasoning, truncated=hit.truncated)
+                 reasoning=hit.reasoning, truncated=hit.truncated, endpoint=hit.endpoint)
 
 
 def provenance(item: ProbeItem, reply: Reply | None) -> ReplyProvenance:
@@ -67,6 +67,7 @@ def provenance(item: ProbeItem, reply: Reply | None) -> ReplyProvenance:
         server_model=reply.server_model if reply is not None else None,
         system_fingerprint=reply.system_fingerprint if reply is not None else None,
         truncated=reply is not None and reply.truncated,
+        endpoint=reply.endpoint if reply is not None else None,
     )
 
 
@@ -134,7 +135,8 @@ class Recorder:
                         cache_key=p.cache_key, raw=reply.raw, usage=reply.usage, latency_s=reply.latency_s,
                         cost_usd=reply.cost_usd, refused=reply.refused, server_model=reply.server_model,
                         system_fingerprint=reply.system_fingerprint, raw_chars=reply.raw_chars,
-                        reasoning=reply.reasoning, truncated=reply.truncated), backend=self.cache_as.kind,
+                        reasoning=reply.reasoning, truncated=reply.truncated, endpoint=reply.endpoint),
+                        backend=self.cache_as.kind,
                         model=self.cache_as.model)
                 runs.write_reply(tx, self.run_id, p.item.key, cache_key=p.cache_key,
                                  raw=reply.raw if reply is not None else None, fields=p.fields,

@@ -41,7 +41,7 @@ from types import ModuleType
 from cfkit.store.db import Database, from_json, now, to_json
 
 #: Bumped whenever an owner adds a migration step.
-SCHEMA_VERSION = 7  # 3: run identity and provenance; 4: the audit tables; 5: replies' length, reasoning, parser; file digests, leases, batches; 6: batches' server_id, screens, prelabels; 7: truncated replies and responses
+SCHEMA_VERSION = 7  # 3: run identity and provenance; 4: the audit tables; 5: replies' length, reasoning, parser; file digests, leases, batches; 6: batches' server_id, screens, prelabels; 7: truncated replies and responses, and the endpoint that answered them
 
 #: The owner modules, in the order their tables are created. They are imported when first used (or when a
 #: store is created or migrated): a command that opens a current store to read a run need not define

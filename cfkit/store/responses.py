@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS responses (
     system_fingerprint TEXT,                       -- the server's build fingerprint, when it gives one
     raw_chars   INTEGER,                           -- the reply's full length when raw was cut to the storage cap
     reasoning   TEXT,                              -- a reasoning text the server returned beside the reply
-    truncated   INTEGER NOT NULL DEFAULT 0         -- 1 when generation stopped at the token limit
+    truncated   INTEGER NOT NULL DEFAULT 0,        -- 1 when generation stopped at the token limit
+    endpoint    TEXT                               -- the server that answered (redacted), when a model has several
 );
 """
 
@@ -37,7 +38,8 @@ MIGRATIONS: dict[int, list[str]] = {
     3: ["ALTER TABLE responses ADD COLUMN server_model TEXT",
         "ALTER TABLE responses ADD COLUMN system_fingerprint TEXT"],
     5: ["ALTER TABLE responses ADD COLUMN raw_chars INTEGER", "ALTER TABLE responses ADD COLUMN reasoning TEXT"],
-    7: ["ALTER TABLE responses ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0"],
+    7: ["ALTER TABLE responses ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE responses ADD COLUMN endpoint TEXT"],
 }
 
 
@@ -56,13 +58,15 @@ class CachedResponse:
     raw_chars: int | None = None  # the reply's full length when ``raw`` was cut to the storage cap
     reasoning: str | None = None  # what the server returned beside the reply (not what was split off it)
     truncated: bool = False  # generation stopped at the token limit
+    endpoint: str | None = None  # the server that answered, when the model had several (provenance)
 
 
 def _response(row: sqlite3.Row) -> CachedResponse:
     return CachedResponse(cache_key=row["cache_key"], raw=row["raw"], usage=from_json(row["usage"], {}),
                           latency_s=row["latency_s"] or 0.0, cost_usd=row["cost_usd"], refused=bool(row["refused"]),
                           server_model=row["server_model"], system_fingerprint=row["system_fingerprint"],
-                          raw_chars=row["raw_chars"], reasoning=row["reasoning"], truncated=bool(row["truncated"]))
+                          raw_chars=row["raw_chars"], reasoning=row["reasoning"], truncated=bool(row["truncated"]),
+                          endpoint=row["endpoint"])
 
 
 def cached(store: Database, keys: Sequence[str]) -> dict[str, CachedResponse]:
@@ -75,9 +79,9 @@ def put(tx: sqlite3.Connection, response: CachedResponse, *, backend: str, model
     """Cache a response inside the caller's transaction; an existing key is kept as it is."""
     tx.execute(
         "INSERT OR IGNORE INTO responses (cache_key, backend, model, raw, usage, latency_s, cost_usd, refused, "
-        "created_at, server_model, system_fingerprint, raw_chars, reasoning, truncated) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "created_at, server_model, system_fingerprint, raw_chars, reasoning, truncated, endpoint) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (response.cache_key, backend, model, response.raw, to_json(response.usage), response.latency_s,
          response.cost_usd, int(response.refused), now(), response.server_model, response.system_fingerprint,
-         response.raw_chars, response.reasoning, int(response.truncated)),
+         response.raw_chars, response.reasoning, int(response.truncated), response.endpoint),
     )

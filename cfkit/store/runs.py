@@ -74,6 +74,7 @@ CREATE TABLE IF NOT EXISTS replies (
     reasoning   TEXT,                              -- reasoning split off the reply or returned beside it; never graded
     parser      TEXT,                              -- cfkit.parse.PARSER_VERSION of the reading (NULL: not parsed)
     truncated   INTEGER NOT NULL DEFAULT 0,        -- 1 when the reply stopped at the token limit (finish_reason length)
+    endpoint    TEXT,                              -- the server that answered (redacted), when a model has several
     PRIMARY KEY (run_id, case_id, pair_id, condition)
 );
 """
@@ -89,7 +90,8 @@ MIGRATIONS: dict[int, list[str]] = {
     5: [*(f"ALTER TABLE replies ADD COLUMN {column}" for column in ("raw_chars INTEGER", "reasoning TEXT",
                                                                    "parser TEXT")),
         "ALTER TABLE runs ADD COLUMN inputs_manifest TEXT"],
-    7: ["ALTER TABLE replies ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0"],
+    7: ["ALTER TABLE replies ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE replies ADD COLUMN endpoint TEXT"],
 }
 
 #: A reply's place in its run: (case id, pair id or '', condition).
@@ -166,6 +168,7 @@ class ReplyRecord:
     reasoning: str | None = None  # never graded
     parser: str | None = None  # the parser version of the reading; None for known answers and older stores
     truncated: bool = False  # the reply stopped at the token limit, not at its end
+    endpoint: str | None = None  # the server that answered, when the model had several (provenance)
 
     @property
     def key(self) -> ReplyKey:
@@ -196,6 +199,7 @@ class ReplyProvenance:
     server_model: str | None = None
     system_fingerprint: str | None = None
     truncated: bool = False
+    endpoint: str | None = None  # the server that answered, when the model had several
 
 
 @dataclass(frozen=True)
@@ -339,7 +343,7 @@ def latest_run_ids(store: Database) -> list[str]:
 
 _REPLY_COLUMNS = ("run_id", "case_id", "pair_id", "condition", "cache_key", "answer", "parse", "error", "reason",
                   "confidence", "raw", "detail", "created_at", "cost_usd", "edit_id", "image_sha256", "server_model",
-                  "system_fingerprint", "raw_chars", "reasoning", "parser", "truncated")
+                  "system_fingerprint", "raw_chars", "reasoning", "parser", "truncated", "endpoint")
 _WRITE_REPLY = (f"INSERT OR REPLACE INTO replies ({', '.join(_REPLY_COLUMNS)}) "
                 f"VALUES ({', '.join('?' * len(_REPLY_COLUMNS))})")
 
@@ -356,7 +360,7 @@ def write_reply(tx: sqlite3.Connection, run_id: str, key: ReplyKey, *, cache_key
     tx.execute(_WRITE_REPLY, (run_id, case_id, pair_id, condition, cache_key, fields.answer, fields.parse,
                               fields.error, fields.reason, fields.confidence, raw, fields.detail, now(), cost_usd,
                               p.edit_id, p.image_sha256, p.server_model, p.system_fingerprint, raw_chars,
-                              fields.reasoning, fields.parser, int(p.truncated)))
+                              fields.reasoning, fields.parser, int(p.truncated), p.endpoint))
 
 
 def reread_reply(tx: sqlite3.Connection, run_id: str, key: ReplyKey, fields: ReplyFields) -> None:

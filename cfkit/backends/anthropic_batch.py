@@ -1,0 +1,132 @@
+"""Anthropic's Message Batches in the shape ``probe run --batch`` and ``probe collect`` drive (:mod:`cfkit.probe.batch`).
+
+That machinery writes batch input files (one line a request: ``custom_id``
+the cache key, ``body`` the request's parameters), uploads each and starts a
+batch, then asks where each batch stands and reads its results as batch
+output lines. :class:`MessageBatches` gives it the same five calls over the
+Message Batches API:
+
+- ``upload(path)`` reads the file back (a Message Batch is created with its
+  requests in the body; there is no file to upload) and returns the path as
+  the file's id;
+- ``create(file_id)`` creates the batch with each line's ``custom_id`` and
+  ``params``;
+- ``get(id)`` describes it: ``in_progress``, ``cancelling`` or, once it has
+  ``ended``, ``completed``, with its counts (completed: succeeded; failed:
+  errored, canceled and expired);
+- ``content(id)`` streams its results and writes each as an output line:
+  a succeeded message as a 200 response whose body is the message, an
+  errored, canceled or expired request as an error with Anthropic's words.
+
+The results come from the batch's ``results_url``; one on another host than
+the backend's server is refused rather than followed (it would carry the key
+there). Each call is tried up to :data:`ATTEMPTS` times on a connection
+error, 429 or 5xx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from cfkit.backends.openai_batch import BatchInfo
+from cfkit.errors import BackendUnavailable, TransportError
+
+ATTEMPTS = 4
+_STATUS = {"in_progress": "in_progress", "canceling": "cancelling", "ended": "completed"}
+
+
+def _info(batch: Any) -> BatchInfo:
+    counts = batch.request_counts
+    failed = counts.errored + counts.canceled + counts.expired
+    total = counts.processing + counts.succeeded + failed
+    ended = batch.processing_status == "ended"
+    return BatchInfo(id=batch.id, status=_STATUS.get(batch.processing_status, batch.processing_status),
+                     output_file_id=batch.id if ended else None,
+                     counts={"total": total, "completed": counts.succeeded, "failed": failed})
+
+
+def _line(entry: Any) -> dict[str, Any]:
+    """One result as a batch output line."""
+    result = entry.result
+    if result.type == "succeeded":
+        return {"custom_id": entry.custom_id,
+                "response": {"status_code": 200, "body": result.message.model_dump(mode="json")}}
+    if result.type == "errored":
+        error = getattr(result.error, "error", None)
+        return {"custom_id": entry.custom_id, "error": {"code": getattr(error, "type", "errored"),
+                                                        "message": getattr(error, "message", "") or ""}}
+    return {"custom_id": entry.custom_id, "error": {"code": result.type,
+                                                    "message": f"the request was {result.type} before it was answered"}}
+
+
+class MessageBatches:
+    """The Message Batches of an :class:`~cfkit.backends.anthropic_messages.AnthropicBackend`'s server."""
+
+    def __init__(self, backend: Any):
+        self.backend = backend
+        self.endpoint = backend.endpoint
+        self._requests: dict[str, list[dict[str, Any]]] = {}
+
+    async def _call(self, what: str, call: Any) -> Any:
+        import anthropic
+
+        for attempt in range(ATTEMPTS):
+            try:
+                return await call()
+            except anthropic.APIStatusError as exc:
+                if exc.status_code in (401, 403):
+                    raise BackendUnavailable(f"anthropic backend: {self.endpoint} refused the key while {what} "
+                                             f"(HTTP {exc.status_code}).") from exc
+                if not (exc.status_code in (408, 409, 429) or exc.status_code >= 500) or attempt == ATTEMPTS - 1:
+                    raise TransportError(f"{self.endpoint} while {what}: HTTP {exc.status_code}: "
+                                         f"{' '.join(str(exc.message).split())[:300]}") from exc
+            except anthropic.APIConnectionError as exc:
+                if attempt == ATTEMPTS - 1:
+                    raise TransportError(f"{self.endpoint} while {what}: {exc}") from exc
+            await asyncio.sleep(min(8.0, 0.5 * 2 ** attempt))
+        raise AssertionError("unreachable")
+
+    async def upload(self, path: Path) -> str:
+        import orjson
+
+        requests = []
+        with path.open("rb") as fh:
+            for line in fh:
+                entry = orjson.loads(line)
+                requests.append({"custom_id": entry["custom_id"], "params": entry["body"]})
+        self._requests[str(path)] = requests
+        return str(path)
+
+    async def create(self, file_id: str, *, metadata: dict[str, str]) -> BatchInfo:
+        client = self.backend.client()
+        requests = self._requests.pop(file_id)
+        batch = await self._call("creating a message batch",
+                                 lambda: client.messages.batches.create(requests=requests))
+        return _info(batch)
+
+    async def get(self, batch_id: str) -> BatchInfo:
+        client = self.backend.client()
+        return _info(await self._call(f"asking about batch {batch_id}",
+                                      lambda: client.messages.batches.retrieve(batch_id)))
+
+    async def content(self, file_id: str) -> bytes:
+        import orjson
+
+        client = self.backend.client()
+        batch = await self._call(f"asking about batch {file_id}", lambda: client.messages.batches.retrieve(file_id))
+        where = urlsplit(batch.results_url or "")
+        if where.netloc and where.netloc != urlsplit(self.backend._url).netloc:
+            raise TransportError(f"{self.endpoint}: batch {file_id} names its results at {where.scheme}://"
+                                 f"{where.netloc}, another host; cfkit does not send the key there.")
+
+        async def read() -> bytes:
+            lines = [orjson.dumps(_line(entry)) async for entry in await client.messages.batches.results(file_id)]
+            return b"\n".join(lines) + b"\n"
+
+        return await self._call(f"reading the results of batch {file_id}", read)
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()

@@ -1,0 +1,251 @@
+"""``anthropic:MODEL`` — Anthropic's Messages API, natively, through the ``anthropic`` SDK (the ``anthropic`` extra).
+
+Each image goes as a base64 ``image`` block before the question's text; the
+system prompt as ``system``. The answer is read from the reply's text blocks;
+``thinking`` blocks (extended thinking) go to ``Reply.reasoning``, never into
+the graded text; a reply that stopped with ``refusal`` is marked refused.
+
+The same policy as the openai backend (:mod:`cfkit.endpoints`, with the
+Anthropic provider): ``$ANTHROPIC_API_KEY`` goes only to
+``https://api.anthropic.com``; any other server (``base_url``,
+``$ANTHROPIC_BASE_URL``: a proxy, a gateway, a test server) gets only the key
+in the variable named by ``api_key_env``, a placeholder otherwise, and no key
+travels over plain http except to loopback. The SDK is always handed the key
+cfkit chose, so it reads no credential of its own from the environment, and
+it does not retry: cfkit retries 408, 409, 429, 5xx (529 "overloaded"
+included), timeouts and connection errors ``max_retries`` times with jittered
+exponential backoff, honouring ``Retry-After`` (and telling ``on_overload``
+of a 429/529), within one deadline per attempt (``timeout``); 401/403 stop the
+run (the key), 404 stops it (the model), other 4xx fail the request.
+
+Model controls: temperature, top_p, the token limit and ``extra_body`` (the
+Messages API has no seed, and its reasoning is set through ``extra_body``'s
+``thinking``). Prices (``price_in``, ``price_out``) give each reply's cost;
+Message Batches (:mod:`cfkit.backends.anthropic_batch`) serve ``--batch`` and
+``probe collect`` at half price.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import time
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from cfkit.backends import BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, TransportError, cache_options
+from cfkit.backends.controls import extra_body
+from cfkit.backends.openai_wire import MAX_STORED_CHARS, capped
+from cfkit.endpoints import ANTHROPIC, PLACEHOLDER_KEY, redact_url, resolve_endpoint
+from cfkit.errors import BackendError, BackendUnavailable, OptionError
+from cfkit.hints import install_hint
+
+#: A server asking to wait longer than this is treated as a failure, not waited for.
+MAX_RETRY_AFTER_S = 120.0
+_NO_CACHE = {"cache": False}
+
+
+class AnthropicOptions(BackendOptions):
+    base_url: str | None = Field(None, description="server URL (default: $ANTHROPIC_BASE_URL, else "
+                                                   "https://api.anthropic.com)")
+    api_key_env: str | None = Field(None, description="environment variable holding the key (default "
+                                                      "ANTHROPIC_API_KEY, for the official API only)",
+                                    json_schema_extra=_NO_CACHE)
+    timeout: float = Field(120.0, gt=0, le=3600, description="deadline of each attempt in seconds",
+                           json_schema_extra=_NO_CACHE)
+    max_retries: int = Field(4, ge=0, le=20, description="retries after 429, 5xx, timeouts",
+                             json_schema_extra=_NO_CACHE)
+    backoff: float = Field(1.0, ge=0, description="first retry delay in seconds; doubles each retry, jittered",
+                           json_schema_extra=_NO_CACHE)
+    price_in: float | None = Field(None, ge=0, description="USD per million input tokens (enables --max-cost)",
+                                   json_schema_extra=_NO_CACHE)
+    price_out: float | None = Field(None, ge=0, description="USD per million output tokens",
+                                    json_schema_extra=_NO_CACHE)
+
+
+def reply_from_message(message: dict[str, Any], latency: float, notes: list[str], *,
+                       prices: tuple[float, float] | None, where: str) -> Reply:
+    """A Messages API ``message`` (as JSON) read into a reply; ``prices`` (USD per million tokens) give its cost."""
+    blocks = message.get("content")
+    if not isinstance(blocks, list):
+        raise TransportError(f"{where} returned a message without content.")
+    texts = [b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+             and isinstance(b.get("text"), str)]
+    thoughts = [b["thinking"] for b in blocks if isinstance(b, dict) and b.get("type") == "thinking"
+                and isinstance(b.get("thinking"), str)]
+    raw, raw_chars = capped("".join(texts))
+    if raw_chars is not None:
+        notes.append(f"replies longer than {MAX_STORED_CHARS:,} characters were stored cut to that length")
+    usage = {k: v for k, v in (message.get("usage") or {}).items() if isinstance(v, (int, float))}
+    cost = None
+    if prices is not None and usage:
+        cost = (usage.get("input_tokens", 0) * prices[0] + usage.get("output_tokens", 0) * prices[1]) / 1e6
+    model = message.get("model")
+    return Reply(raw=raw, usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes),
+                 refused=message.get("stop_reason") == "refusal", reasoning=capped("\n".join(thoughts))[0] or None,
+                 server_model=model if isinstance(model, str) else None, raw_chars=raw_chars,
+                 truncated=message.get("stop_reason") == "max_tokens")  # stopped at the token limit
+
+
+def _sdk_version() -> str | None:
+    try:
+        return version("anthropic")
+    except PackageNotFoundError:
+        return None
+
+
+class AnthropicBackend:
+    """The Messages API, one request per probe question, through ``anthropic.AsyncAnthropic``."""
+
+    kind: ClassVar[str] = "anthropic"
+    capabilities: ClassVar[Capabilities] = Capabilities(images=True, multi_image=True, json_schema=False, remote=True)
+    Options: ClassVar[type[AnthropicOptions]] = AnthropicOptions
+    requires: ClassVar[tuple[str, ...]] = ("anthropic",)
+    extra: ClassVar[str] = "anthropic"
+    controls: ClassVar[tuple[str, ...]] = ("temperature", "top_p", "max_completion_tokens", "extra_body")
+
+    def __init__(self, name: str, options: AnthropicOptions, context: BackendContext | None = None):
+        endpoint = resolve_endpoint(options.base_url, options.api_key_env, who="anthropic backend",
+                                    url_flag="-o base_url", key_flag="-o api_key_env", provider=ANTHROPIC)
+        if endpoint.key_problem is not None:
+            raise BackendUnavailable(f"anthropic backend: {endpoint.key_problem}")
+        if endpoint.credentials is not None:
+            raise OptionError(f"anthropic backend: {endpoint.shown} carries credentials in the URL; give the key "
+                              "in a variable named with -o api_key_env instead.")
+        sdk = _sdk_version()
+        if sdk is None:
+            raise BackendUnavailable(f"anthropic backend: the anthropic SDK is not installed. Run: "
+                                     f"{install_hint('anthropic')}")
+        self.name = name
+        self.model = f"{self.kind}:{name}"
+        self.options = options.model_copy(update={"base_url": redact_url(options.base_url)}) if options.base_url \
+            else options
+        self.endpoint = endpoint.shown
+        self.official = endpoint.official
+        self.notes = endpoint.notes
+        self.versions = {"anthropic": sdk}
+        self.on_overload: Callable[[float | None], None] | None = None
+        self.cache_identity = cache_options(self.options) | {"base_url": self.endpoint}
+        self.priced = options.price_in is not None and options.price_out is not None
+        self._url = endpoint.url
+        self._key = endpoint.key or PLACEHOLDER_KEY  # always given: the SDK then reads no key of its own
+        self._client: Any = None
+        self._loop: Any = None
+        self._temperature_refused = False
+
+    def client(self) -> Any:
+        """The SDK client of the running event loop (its connection pool cannot cross loops)."""
+        import asyncio
+
+        import anthropic
+
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = anthropic.AsyncAnthropic(api_key=self._key, base_url=self._url, max_retries=0,
+                                                    timeout=self.options.timeout)
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    # -- one request ---------------------------------------------------------
+
+    def batch_body(self, request: ProbeRequest) -> dict[str, Any]:
+        """The Messages API parameters of ``request`` (what :meth:`answer` sends; a batch line's ``params``)."""
+        content: list[dict[str, Any]] = [
+            {"type": "image", "source": {"type": "base64", "media_type": image.mime,
+                                         "data": base64.b64encode(image.data).decode("ascii")}}
+            for image in request.images]
+        content.append({"type": "text", "text": request.user})
+        generation = request.generation
+        params: dict[str, Any] = {"model": self.name, "max_tokens": generation.max_tokens, "system": request.system,
+                                  "messages": [{"role": "user", "content": content}],
+                                  "temperature": generation.temperature}
+        if generation.top_p is not None:
+            params["top_p"] = generation.top_p
+        params.update(extra_body(generation))
+        return params
+
+    async def answer(self, request: ProbeRequest) -> Reply:
+        import anthropic
+
+        params = self.batch_body(request)
+        # The SDK's own arguments; the rest (temperature and top_p among them: recent SDKs dropped them as
+        # arguments, the API still reads them) travel as extra body fields.
+        known = {k: params[k] for k in ("model", "max_tokens", "system", "messages")}
+        extra = {k: v for k, v in params.items() if k not in known}
+        notes: list[str] = list(self.notes)
+        started = time.perf_counter()
+        retry = 0
+        client = self.client()
+        while True:
+            if self._temperature_refused:
+                extra.pop("temperature", None)
+            try:
+                message = await client.messages.create(**known, extra_body=extra or None)
+                break
+            except anthropic.APIStatusError as exc:
+                if exc.status_code == 400 and "temperature" in extra and "temperature" in str(exc.message) \
+                        and not self._temperature_refused:
+                    self._temperature_refused = True  # a model that takes no sampling settings: its default
+                    notes.append(f"server refused temperature={extra['temperature']:g}; it used its default")
+                    continue
+                retry = await self._after_status(exc, retry)
+            except anthropic.APIConnectionError as exc:  # timeouts included
+                what = "Timeout" if isinstance(exc, anthropic.APITimeoutError) else "ConnectionError"
+                retry = await self._wait_or_give_up(retry, what, str(exc), None)
+        if retry:
+            notes.append(f"succeeded after {retry} retries")
+        return reply_from_message(message.model_dump(mode="json"), time.perf_counter() - started, notes,
+                                  prices=self._prices(), where=self.endpoint)
+
+    def _prices(self, factor: float = 1.0) -> tuple[float, float] | None:
+        return (factor * self.options.price_in, factor * self.options.price_out) if self.priced else None
+
+    async def _after_status(self, exc: Any, retry: int) -> int:
+        status = exc.status_code
+        message = " ".join(str(getattr(exc, "message", exc)).split())[:300]
+        if status in (401, 403):
+            raise BackendUnavailable(f"anthropic backend: {self.endpoint} refused the key (HTTP {status}: {message}). "
+                                     "Check the key in the environment variable, or -o api_key_env.")
+        if status == 404:
+            raise BackendError(f"anthropic backend: {self.endpoint} has no model '{self.name}' (HTTP 404: {message}).")
+        if not (status in (408, 409, 429) or status >= 500):
+            raise TransportError(f"HTTP {status} from {self.endpoint}: {message}")
+        headers = exc.response.headers if getattr(exc, "response", None) is not None else None
+        if status in (429, 529) and self.on_overload is not None:
+            from cfkit.backends.http import retry_after_seconds
+
+            self.on_overload(retry_after_seconds(headers))
+        return await self._wait_or_give_up(retry, f"HTTP {status}", message, headers)
+
+    async def _wait_or_give_up(self, retry: int, what: str, detail: str, headers: Any) -> int:
+        import asyncio
+
+        from cfkit.backends.http import retry_after_seconds
+
+        wait = retry_after_seconds(headers)
+        delay = wait if wait is not None else self.options.backoff * (2.0 ** retry) * random.uniform(0.5, 1.0)
+        if retry >= self.options.max_retries or delay > MAX_RETRY_AFTER_S:
+            raise TransportError(f"{what} from {self.endpoint} after {retry + 1} attempts: {detail}")
+        await asyncio.sleep(delay)
+        return retry + 1
+
+    # -- Message Batches (cfkit.backends.anthropic_batch) ----------------------
+
+    def reply_from_completion(self, message: dict[str, Any], *, price_factor: float = 1.0) -> Reply:
+        """A message a batch returned, read as :meth:`answer` reads a live one, at ``price_factor`` of the prices."""
+        return reply_from_message(message, 0.0, list(self.notes), prices=self._prices(price_factor),
+                                  where=self.endpoint)
+
+    def batch_api(self) -> Any:
+        """The Message Batches of this backend's server, in the shape ``probe run --batch`` drives."""
+        from cfkit.backends.anthropic_batch import MessageBatches
+
+        return MessageBatches(self)

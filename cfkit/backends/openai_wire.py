@@ -1,0 +1,91 @@
+"""The Chat Completions wire format as the openai backend writes and reads it: image slots in an encoded body,
+and a completion read into a :class:`~cfkit.backends.Reply`.
+
+A reply's text longer than :data:`MAX_STORED_CHARS` is cut to that length;
+``Reply.raw_chars`` keeps its full length. A reasoning text the server returns
+beside the answer (``reasoning_content``, or ``reasoning``) goes to
+``Reply.reasoning`` (cut the same way), never into the graded text.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+from cfkit.backends import Reply, TransportError
+
+#: The longest reply text stored (characters); a longer one is cut, its full length kept in ``raw_chars``.
+MAX_STORED_CHARS = 256 * 1024
+
+#: Marks where an image's data URL goes in an encoded body; random, so that no prompt can hold it.
+_SLOT_MARK = f"cfkit-image-{uuid.uuid4().hex}-"
+
+
+def without_none(value: Any) -> Any:
+    """``value`` with every None-valued key of every nested dict removed (the usage record as the SDK kept it)."""
+    if isinstance(value, dict):
+        return {k: without_none(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def capped(text: str) -> tuple[str, int | None]:
+    """``text`` cut to :data:`MAX_STORED_CHARS`, and its full length when it was cut."""
+    if len(text) <= MAX_STORED_CHARS:
+        return text, None
+    return text[:MAX_STORED_CHARS], len(text)
+
+
+def slot(i: int) -> bytes:
+    return f"{_SLOT_MARK}{i}.".encode("ascii")
+
+
+def encoded_body(body: bytes, images) -> bytes:
+    """``body`` (JSON with each image's URL a :func:`slot` marker) with the markers replaced by the data URLs.
+
+    Base64 uses only characters JSON carries as they are, so the bytes are the JSON of the full body.
+    """
+    if not images:
+        return body
+    parts, rest = [], body
+    for i, image in enumerate(images):
+        head, found, rest = rest.partition(slot(i))
+        if not found:
+            raise AssertionError(f"image slot {i} missing from the encoded body")
+        parts += [head, f"data:{image.mime};base64,".encode("ascii"), base64.b64encode(image.data)]
+    parts.append(rest)
+    return b"".join(parts)
+
+
+def reply_from_completion(completion: dict[str, Any], latency: float, notes: list[str], *,
+                          prices: tuple[float, float] | None, where: str) -> Reply:
+    """A completion read into a reply; ``prices`` (USD per million input and output tokens) give its cost."""
+    choices = completion.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise TransportError(f"{where} returned a completion without choices.")
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    if not isinstance(message, dict):
+        raise TransportError(f"{where} returned a choice without a message.")
+    usage = completion.get("usage")
+    usage = without_none(usage) if isinstance(usage, dict) else {}
+    cost = None
+    if prices is not None and usage:
+        tokens_in, tokens_out = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+        if isinstance(tokens_in, (int, float)) and isinstance(tokens_out, (int, float)):
+            cost = (tokens_in * prices[0] + tokens_out * prices[1]) / 1e6
+    content = message.get("content")
+    text = content if isinstance(content, str) else ""
+    refusal = message.get("refusal")
+    refused = isinstance(refusal, str) and bool(refusal) and not text
+    raw, raw_chars = capped(refusal if refused else text)
+    if raw_chars is not None:
+        notes.append(f"replies longer than {MAX_STORED_CHARS:,} characters were stored cut to that length")
+    reasoning = message.get("reasoning_content") or message.get("reasoning")  # vLLM / SGLang, OpenRouter
+    reasoning = capped(reasoning)[0] if isinstance(reasoning, str) and reasoning else None
+    server_model = completion.get("model")
+    fingerprint = completion.get("system_fingerprint")
+    truncated = choices[0].get("finish_reason") == "length"  # stopped at max_tokens, not at its end
+    return Reply(raw=raw, usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes), refused=refused,
+                 reasoning=reasoning, server_model=server_model if isinstance(server_model, str) else None,
+                 system_fingerprint=fingerprint if isinstance(fingerprint, str) else None, raw_chars=raw_chars,
+                 truncated=truncated)

@@ -1,0 +1,176 @@
+"""A loopback HTTP server speaking Anthropic's Messages and Message Batches wire formats, for tests.
+
+``POST /v1/messages`` is recorded (body and headers) and answered by a
+``script`` (the parsed body and its 1-based number -> a :class:`Scripted`
+status and message text). ``POST /v1/messages/batches`` creates a batch of
+``{"custom_id", "params"}`` requests; ``GET /v1/messages/batches/ID`` says
+``in_progress`` for the first ``polls_before_end`` looks, then ``ended`` with
+a ``results_url``; ``GET …/results`` streams one JSON line a request, each
+answered by the same script (``succeeded`` with a message, or ``errored``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+TIMESTAMP = "2026-12-02T12:00:00Z"
+
+
+@dataclass
+class Scripted:
+    status: int = 200
+    text: str = ""
+    stop_reason: str = "end_turn"
+    thinking: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    error_type: str = "invalid_request_error"
+
+
+def user_text(params: dict[str, Any]) -> str:
+    parts = []
+    for message in params.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        else:
+            parts += [b.get("text", "") for b in content if b.get("type") == "text"]
+    return "\n".join(parts)
+
+
+def first_option(params: dict[str, Any], n: int) -> Scripted:
+    found = re.search(r"^([A-Z])\. ", user_text(params), re.MULTILINE)
+    return Scripted(text=json.dumps({"answer": found.group(1) if found else "A", "reason": "scripted",
+                                     "confidence": "high"}))
+
+
+def message(params: dict[str, Any], reply: Scripted) -> dict[str, Any]:
+    content = [{"type": "thinking", "thinking": reply.thinking, "signature": "sig"}] if reply.thinking else []
+    content.append({"type": "text", "text": reply.text})
+    return {"id": f"msg_{uuid.uuid4().hex[:20]}", "type": "message", "role": "assistant",
+            "model": params.get("model", "claude-test"), "content": content, "stop_reason": reply.stop_reason,
+            "stop_sequence": None, "usage": {"input_tokens": 100, "output_tokens": 20}}
+
+
+def error_body(kind: str, text: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": text}}
+
+
+class AnthropicServer:
+    """The server, what it received, and its script."""
+
+    def __init__(self, script: Callable[[dict[str, Any], int], Scripted] = first_option, *,
+                 polls_before_end: int = 1, results_host: str | None = None):
+        self.script = script
+        self.polls_before_end = polls_before_end
+        self.results_host = results_host  # where results_url points (default: this server)
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.batches: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _record(self, body: Any) -> int:
+                with server._lock:
+                    server.requests.append({"path": self.path, "body": body})
+                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    return len(server.requests)
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                n = self._record(body)
+                path = self.path.split("?")[0].rstrip("/")
+                if path == "/v1/messages":
+                    reply = server.script(body, n)
+                    if reply.status != 200:
+                        return self._send(reply.status, error_body(reply.error_type, reply.text), reply.headers)
+                    return self._send(200, message(body, reply))
+                if path == "/v1/messages/batches":
+                    batch_id = f"msgbatch_{uuid.uuid4().hex[:16]}"
+                    with server._lock:
+                        server.batches[batch_id] = {"requests": body["requests"], "polls": 0}
+                    return self._send(200, server.batch_object(batch_id))
+                self._send(404, error_body("not_found_error", f"no route {self.path}"))
+
+            def do_GET(self) -> None:  # noqa: N802
+                n = self._record(None)
+                found = re.fullmatch(r"/v1/messages/batches/([^/?]+)(/results)?", self.path.split("?")[0])
+                if not found or found.group(1) not in server.batches:
+                    return self._send(404, error_body("not_found_error", f"no route {self.path}"))
+                batch_id = found.group(1)
+                if found.group(2):
+                    lines = [json.dumps(server.result(entry, n)) for entry in server.batches[batch_id]["requests"]]
+                    data = ("\n".join(lines) + "\n").encode()
+                    self.send_response(200)
+                    self.send_header("content-type", "application/binary")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                with server._lock:
+                    server.batches[batch_id]["polls"] += 1
+                self._send(200, server.batch_object(batch_id))
+
+            def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+
+    def batch_object(self, batch_id: str) -> dict[str, Any]:
+        batch = self.batches[batch_id]
+        ended = batch["polls"] > self.polls_before_end - 1 and batch["polls"] > 0
+        total = len(batch["requests"])
+        errored = sum(1 for r in batch["requests"] if self.script(r["params"], 0).status != 200) if ended else 0
+        host = self.results_host or self.url
+        return {"id": batch_id, "type": "message_batch", "processing_status": "ended" if ended else "in_progress",
+                "request_counts": {"processing": 0 if ended else total, "succeeded": total - errored if ended else 0,
+                                   "errored": errored, "canceled": 0, "expired": 0},
+                "created_at": TIMESTAMP, "expires_at": "2026-12-03T12:00:00Z", "ended_at": TIMESTAMP if ended else None,
+                "cancel_initiated_at": None, "archived_at": None,
+                "results_url": f"{host}/v1/messages/batches/{batch_id}/results" if ended else None}
+
+    def result(self, entry: dict[str, Any], n: int) -> dict[str, Any]:
+        reply = self.script(entry["params"], n)
+        if reply.status != 200:
+            return {"custom_id": entry["custom_id"], "result": {"type": "errored", "error": error_body(
+                reply.error_type, reply.text)}}
+        return {"custom_id": entry["custom_id"], "result": {"type": "succeeded",
+                                                            "message": message(entry["params"], reply)}}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> "AnthropicServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [r["body"] for r in self.requests if r["path"].split("?")[0].rstrip("/") == "/v1/messages"]
