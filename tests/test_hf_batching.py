@@ -68,12 +68,13 @@ def test_probe_run_with_batches_and_placement(tiny_vlm, tiny_ws):
     args = ["-w", str(tiny_ws), "probe", "run", "-m", f"hf:{tiny_vlm}", "-s", "contextcanvas", "--max-tokens", "5",
             "--json", "-o", "device=cpu"]
     batched = run_cli([*args, "-o", "batch_size=3"])
-    assert batched.exit_code == 0, batched.stderr
     summary = json.loads(batched.stdout)
+    # Five tokens of a random model are usually cut off: stored whole, but not a clean run (exit 1).
+    assert batched.exit_code == (1 if summary["truncated"] else 0), batched.stderr
     assert (summary["sent"], summary["errors"]) == (3, 0)
     # Batching does not change answers, so it is not part of the run's identity: the same run, nothing sent.
     again = run_cli([*args, "-o", "device_map=auto"])
-    assert again.exit_code == 0, again.stderr
+    assert again.exit_code == batched.exit_code, again.stderr
     assert json.loads(again.stdout)["run_id"] == summary["run_id"] and json.loads(again.stdout)["sent"] == 0
     placed = load_backend(f"hf:{tiny_vlm}", {"device_map": "auto"})
     alone = load_backend(f"hf:{tiny_vlm}", {"device": "cpu"})

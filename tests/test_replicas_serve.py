@@ -37,7 +37,7 @@ def two_servers(tmp_path_factory) -> Iterator[tuple[TransformersServe, Transform
 
 def endpoints(ws) -> list[str | None]:
     with Store(ws / ".cfkit" / "cfkit.db") as store:
-        return [r["endpoint"] for r in store.query("SELECT endpoint FROM replies WHERE error IS NULL")]
+        return [r["endpoint"] for r in store.query("SELECT endpoint FROM replies WHERE error IS NOT 'transport'")]
 
 
 def test_one_replica_killed_mid_run_the_other_answers_the_rest_once(two_servers, tmp_path):
@@ -59,8 +59,9 @@ def test_one_replica_killed_mid_run_the_other_answers_the_rest_once(two_servers,
                       "--base-url", a.url, "--base-url", b.url, "-j", "1", "--max-tokens", "128",
                       "-o", "backoff=0.05"])
     killer.join(timeout=60)
-    assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
+    # The tiny random model often talks until the token limit: such a run is stored whole but not clean (exit 1).
+    assert result.exit_code == (1 if summary["truncated"] else 0), result.stderr
     assert (summary["total"], summary["errors"]) == (N, 0)
     assert killed_at and killed_at[0] < N  # the replica died while requests were still to be answered
     answered_by = endpoints(ws)

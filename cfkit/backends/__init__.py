@@ -207,6 +207,10 @@ class Backend:
     on_overload: Callable[[float | None], None] | None = None
     #: The model controls of :mod:`cfkit.backends.controls` it honours (none by default).
     controls: ClassVar[tuple[str, ...]] = ()
+    #: The batch-file line format its :meth:`batch_body` writes (``probe run --batch-file``): "openai", or None.
+    batch_file_format: ClassVar[str | None] = None
+    batch_size: int = 1  # requests one call answers together (a local model's batches)
+    replicas: int = 1  # servers that answer it (cfkit.backends.replicas); -j applies at each
 
     def answer(self, request: ProbeRequest) -> Reply:
         raise NotImplementedError(f"{type(self).__name__} defines no answer(request)")
@@ -221,6 +225,13 @@ class Backend:
 
     async def aclose(self) -> None:
         """Release connections at the end of a run."""
+
+    def set_concurrency(self, per_endpoint: int) -> None:
+        """With several :attr:`replicas`: the requests each may have in flight (one server: the runner's limit)."""
+
+    def batch_body(self, request: ProbeRequest) -> dict[str, Any]:
+        """The request body of ``request`` as a line of a batch file or job carries it."""
+        raise NotImplementedError(f"{type(self).__name__} writes no batch lines")
 
 
 class BackendOptions(PluginOptions):
@@ -356,7 +367,7 @@ def _listed_options(cls: type) -> list[OptionField]:
     from cfkit.backends.controls import ModelControls
 
     own = option_fields(cls.Options)
-    taken = set(getattr(cls, "controls", ())) - {o.name for o in own}
+    taken = set(cls.controls) - {o.name for o in own}
     return own + [o for o in option_fields(ModelControls) if o.name in taken]
 
 

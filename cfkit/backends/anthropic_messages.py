@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from cfkit.backends import BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, TransportError, cache_options
+from cfkit.backends import Backend, BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, TransportError, cache_options
 from cfkit.backends.controls import extra_body
 from cfkit.backends.openai_wire import MAX_STORED_CHARS, capped
 from cfkit.endpoints import ANTHROPIC, PLACEHOLDER_KEY, redact_url, resolve_endpoint
@@ -97,7 +97,7 @@ def _sdk_version() -> str | None:
         return None
 
 
-class AnthropicBackend:
+class AnthropicBackend(Backend):
     """The Messages API, one request per probe question, through ``anthropic.AsyncAnthropic``."""
 
     kind: ClassVar[str] = "anthropic"

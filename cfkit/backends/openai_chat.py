@@ -124,6 +124,7 @@ class OpenAIBackend(Backend):
     capabilities: ClassVar[Capabilities] = Capabilities(images=True, multi_image=True, json_schema=True, remote=True)
     Options: ClassVar[type[OpenAIOptions]] = OpenAIOptions
     requires: ClassVar[tuple[str, ...]] = ("aiohttp", "orjson")  # checked before a run opens (check_installed)
+    batch_file_format: ClassVar[str | None] = "openai"  # probe run --batch-file (vllm run-batch, OpenAI's files)
     extra: ClassVar[str] = "openai"
     controls: ClassVar[tuple[str, ...]] = CONTROL_KEYS  # every model control (cfkit.backends.controls)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import click
 from rich.markup import escape
@@ -91,7 +92,7 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     from dataclasses import asdict
 
     from cfkit.store import batches, open_store
-    from cfkit.store.runs import breakdown, find_run, unanswered
+    from cfkit.store.runs import find_run, unanswered
 
     with open_store(ws.db_path) as store:
         record = find_run(store, run_ref)
@@ -293,3 +294,37 @@ def unparsed(ws, run_ref: str, as_json: bool) -> None:
         text = r.raw or ""
         more = f"\n  … ({len(text) - TEXT_SHOWN:,} more characters; --json shows all)" if len(text) > TEXT_SHOWN else ""
         out.print("  " + escape(text[:TEXT_SHOWN]).replace("\n", "\n  ") + more)
+
+
+@dataclass(frozen=True)
+class ConditionCounts:
+    """Replies of one condition of a run."""
+
+    condition: str
+    replies: int
+    answered: int
+    invalid: int  # no valid answer read (parse errors, refusals)
+    transport: int  # no reply yet
+    answers: dict[str, int]  # option id -> count
+    truncated: int = 0  # replies that stopped at the token limit
+
+
+def breakdown(store, run_id: str) -> list[ConditionCounts]:
+    """Per condition: how many replies, answered, invalid, failed, and the answer distribution."""
+    from collections import Counter
+
+    from cfkit.store.runs import replies
+    from cfkit.vocabulary import condition_rank
+
+    by_condition: dict[str, list] = {}
+    for r in replies(store, run_id):
+        by_condition.setdefault(r.condition, []).append(r)
+    result = []
+    for condition in sorted(by_condition, key=condition_rank):
+        group = by_condition[condition]
+        answers = Counter(r.answer for r in group if r.answer is not None)
+        result.append(ConditionCounts(
+            condition, len(group), sum(answers.values()),
+            sum(r.answer is None and r.error != "transport" for r in group), sum(r.error == "transport" for r in group),
+            dict(sorted(answers.items())), sum(r.truncated for r in group)))
+    return result

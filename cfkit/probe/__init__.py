@@ -97,7 +97,7 @@ def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], proto
         kind, name = split_model(model)
         cls = check_installed(kind)  # a missing extra stops here, before anything is recorded
     fields = set(cls.Options.model_fields)
-    controls, options = split_controls(options, getattr(cls, "controls", ()), kind=kind, own=fields)
+    controls, options = split_controls(options, cls.controls, kind=kind, own=fields)
     preset = resolve_protocol(protocol or ws.config.probe.protocol, remote=cls.capabilities.remote,
                               model_name=name, option_names=fields, max_tokens=max_tokens, concurrency=concurrency,
                               options=options, controls=controls)
@@ -230,9 +230,9 @@ class ProbeJob:
         concurrency = setup.protocol.concurrency or self.concurrency
         if concurrency is None and backend.capabilities.remote:
             concurrency = ws.config.probe.concurrency
-        if concurrency is None and getattr(backend, "batch_size", 1) > 1:  # hf batches: one gathers, one runs
+        if concurrency is None and backend.batch_size > 1:  # hf batches: one gathers, one runs
             concurrency = 2 * backend.batch_size
-        if getattr(backend, "replicas", 1) > 1 and concurrency:  # -j at each replica (cfkit.backends.replicas)
+        if backend.replicas > 1 and concurrency:  # -j at each replica (cfkit.backends.replicas)
             backend.set_concurrency(concurrency)
             concurrency *= backend.replicas
         return PlannedRun(plan, backend, inputs, concurrency)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cfkit.backends import Backend
+from cfkit.backends import Backend, as_backend
 from cfkit.cases import CaseSet
 from cfkit.errors import NotFoundError, TransportError, UsageError
 from cfkit.probe.recording import Recorder
@@ -75,7 +75,7 @@ class FileCollection:
 
 
 def _batch_body_capable(backend: Backend) -> None:
-    if not hasattr(backend, "batch_body"):
+    if as_backend(backend).batch_file_format != "openai":
         raise UsageError(f"--batch-file writes OpenAI batch lines, which {backend.model} cannot make; use an "
                          "openai: model (any OpenAI-compatible server, vLLM included).")
 
@@ -204,7 +204,7 @@ def collect_from_files(store: Store, cases: CaseSet, run: RunRecord, backend: Ba
                     stored += 1
     finally:
         recorder.flush()
-    answered = {key for key, _, _, _ in runs.reply_states(store, run.id)}
+    answered = {key for key, *_ in runs.reply_states(store, run.id)}
     for b in written:
         if b.collected_at is None and all(r.key in answered for r in b.requests):
             batches.collected(store, b.id)

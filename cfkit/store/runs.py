@@ -14,14 +14,12 @@ caller's transaction (``tx``).
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from cfkit.errors import NotFoundError, UsageError
 from cfkit.store.db import Database, from_json, now, to_json
 from cfkit.suggest import did_you_mean
-from cfkit.vocabulary import condition_rank
 
 DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -416,35 +414,6 @@ def count_unanswered(store: Database, run_id: str) -> tuple[int, int, int]:
     row = store.query("SELECT SUM(answer IS NULL), SUM(truncated), SUM((raw IS NULL OR trim(raw) = '') AND parser "
                       "IS NOT NULL) FROM replies WHERE run_id = ?", (run_id,))[0]
     return row[0] or 0, row[1] or 0, row[2] or 0
-
-
-@dataclass(frozen=True)
-class ConditionCounts:
-    """Replies of one condition of a run."""
-
-    condition: str
-    replies: int
-    answered: int
-    invalid: int  # no valid answer read (parse errors, refusals)
-    transport: int  # no reply yet
-    answers: dict[str, int]  # option id -> count
-    truncated: int = 0  # replies that stopped at the token limit
-
-
-def breakdown(store: Database, run_id: str) -> list[ConditionCounts]:
-    """Per condition: how many replies, answered, invalid, failed, and the answer distribution."""
-    by_condition: dict[str, list[ReplyRecord]] = {}
-    for r in replies(store, run_id):
-        by_condition.setdefault(r.condition, []).append(r)
-    result = []
-    for condition in sorted(by_condition, key=condition_rank):
-        group = by_condition[condition]
-        answers = Counter(r.answer for r in group if r.answer is not None)
-        result.append(ConditionCounts(
-            condition, len(group), sum(answers.values()),
-            sum(r.answer is None and r.error != "transport" for r in group), sum(r.error == "transport" for r in group),
-            dict(sorted(answers.items())), sum(r.truncated for r in group)))
-    return result
 
 
 def unanswered(store: Database, run_id: str) -> list[ReplyRecord]:
