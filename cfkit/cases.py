@@ -78,10 +78,36 @@ def image_path_problem(value: str) -> str | None:
 _STRICT = ConfigDict(extra="forbid")
 
 
+#: Control characters a model is never sent: everything below U+0020 but tab, line feed and carriage return, and
+#: DEL. A NUL in a question ends the string early in many servers' C code, or is refused by their JSON parser.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def control_character_problem(value: str) -> str | None:
+    """Why ``value`` cannot be sent to a model as it is (a control character such as NUL), or None."""
+    found = _CONTROL.search(value)
+    if found is None:
+        return None
+    return (f"holds the control character U+{ord(found.group()):04X} at position {found.start() + 1}; "
+            "remove it (it is invisible, often left by a conversion or a copy from a PDF)")
+
+
+def _sendable(value: str) -> str:
+    problem = control_character_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 @dataclass(frozen=True, slots=True, config=_STRICT)
 class Option:
     id: Annotated[str, Field(min_length=1)]
     text: str
+
+    @field_validator("text")
+    @classmethod
+    def _text_sendable(cls, value: str) -> str:
+        return _sendable(value)
 
 
 class Provenance(BaseModel):
@@ -118,6 +144,11 @@ class Case:
         if problem:
             raise ValueError(problem)
         return value
+
+    @field_validator("question")
+    @classmethod
+    def _question_sendable(cls, value: str) -> str:
+        return _sendable(value)
 
     @field_validator("images")
     @classmethod
