@@ -320,3 +320,64 @@ def test_a_torch_file_naming_a_global_is_refused_in_cfkits_own_line(tmp_path: Pa
     assert "was refused: it names" in text and "system" in text and "nothing in it was run" in text
     assert "weights_only" not in text and "trusted" not in text and "pytorch.org" not in text
     assert not (tmp_path / "pwned").exists()
+
+
+# ── a store with damaged pages ───────────────────────────────────────────────
+
+
+def _damage_a_page(db: Path, table: str = "checks") -> None:
+    """Overwrite the header of ``table``'s root page with nonsense: SQLite still opens the file."""
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+    conn.close()
+    with db.open("r+b") as handle:
+        handle.seek((root - 1) * page_size)
+        handle.write(b"\x0d\x00\x00\x00\x05\xff\xff" + b"\xee" * 100)
+
+
+@pytest.mark.parametrize("args", [
+    ["probe", "run", "-m", "baseline:random", "-s", "contextcanvas"],
+    ["runs", "list"],
+    ["report"],
+    ["edits", "list"],
+])
+def test_a_store_with_a_damaged_page_is_refused_with_the_recovery_command(tmp_path: Path, args: list[str]):
+    ws = write_workspace(tmp_path / "ws")
+    first = _cli(["probe", "run", "-m", "baseline:majority", "-s", "contextcanvas", "-w", str(ws)])
+    assert first.returncode == 0, first.stderr
+    db = ws / ".cfkit" / "cfkit.db"
+    _damage_a_page(db)
+    before = tree_snapshot(ws / ".cfkit")
+    result = _cli([*args, "-w", str(ws)])  # its own process: a process checks each store once
+    line = _one_error_line(result)
+    assert result.returncode != 0 and "is damaged" in line and f"sqlite3 {db} .recover" in line
+    assert tree_snapshot(ws / ".cfkit") == before  # nothing was written into it
+
+
+def test_a_sound_store_is_checked_once_per_process(tmp_path: Path, monkeypatch):
+    """The check reads the whole file, so one process pays for it once, however often it opens the store."""
+    import sqlite3
+
+    from cfkit.store import Store
+
+    calls = []
+    real, connect = sqlite3.Connection.execute, sqlite3.connect
+    db = tmp_path / "cfkit.db"
+    Store(db).close()
+    Store(db).close()
+
+    class Counting(sqlite3.Connection):
+        def execute(self, sql, *args):
+            if "quick_check" in sql:
+                calls.append(sql)
+            return real(self, sql, *args)
+
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: connect(*a, factory=Counting, **k))
+    other = tmp_path / "other.db"
+    for _ in range(3):
+        Store(other).close()
+        Store(db).close()
+    assert len(calls) == 1  # other.db's first open; cfkit.db was checked before the counting began
