@@ -208,8 +208,11 @@ class CaseChecker:
     """The checks of :func:`check_cases`, fed one line (or one record) at a time."""
 
     def __init__(self, path: Path, image_root: Path | None, *, images: bool = True, unit: str = "line",
-                 keep: bool = True):
+                 keep: bool = True, unique_ids: bool = True):
+        """``unique_ids=False`` leaves the duplicate-id check to a caller that makes it already (saving a
+        second table of every id)."""
         self.path, self.image_root, self.images, self.unit, self.keep = path, image_root, images, unit, keep
+        self.unique_ids = unique_ids
         self.cases: list[Case] = []
         self.problems: list[CaseProblem] = []
         self.first_line: dict[str, int] = {}
@@ -246,12 +249,13 @@ class CaseChecker:
             self.problems.extend(CaseProblem(path, lineno, describe_error(e), ".".join(map(str, e["loc"])) or None,
                                              hint, unit) for e in exc.errors())
             return None
-        if case.id in self.first_line:
-            self.problems.append(CaseProblem(
-                path, lineno, f"duplicate case id '{case.id}' (first on {unit} {self.first_line[case.id]}); ids "
-                "must be unique.", "id", case.id, unit))
-            return None
-        self.first_line[case.id] = lineno
+        if self.unique_ids:
+            if case.id in self.first_line:
+                self.problems.append(CaseProblem(
+                    path, lineno, f"duplicate case id '{case.id}' (first on {unit} {self.first_line[case.id]}); "
+                    "ids must be unique.", "id", case.id, unit))
+                return None
+            self.first_line[case.id] = lineno
         self.counts.add(case)
         if self.keep:
             self.cases.append(case)

@@ -96,7 +96,8 @@ def import_cases(source: Path, target: Path, *, mapping: Iterable[str] = (), ima
     mapping_used = tuple((f, cols) for f, cols in fields.items() if cols)
     # 4-5. convert, validate as 'cfkit cases validate' would (with source positions), and write to a temporary file
     converter = RowConverter(table, fields, image_root, max_cell=max_cell)
-    checker = CaseChecker(source, image_root, images=False, unit=table.unit, keep=False)
+    # (the converter refuses a repeated id, so the checker need not keep a second table of ids)
+    checker = CaseChecker(source, image_root, images=False, unit=table.unit, keep=False, unique_ids=False)
     problems = _Problems()
     root_existed = image_root is None or image_root.exists()
     from cfkit.files import atomic_writer
