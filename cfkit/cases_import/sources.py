@@ -87,8 +87,17 @@ def _not_utf8(source: Path, line: int, exc: UnicodeDecodeError) -> CaseError:
     return CaseError(f"{source}:{line}: not UTF-8 (byte 0x{exc.object[exc.start]:02x}); re-save the file as UTF-8.")
 
 
+#: The largest JSON file read (a JSON list is read whole; JSON Lines and CSV are streamed and have no such bound).
+MAX_WHOLE_FILE = 512 << 20
+
+
 def _read_text(source: Path) -> str:
     try:
+        size = source.stat().st_size
+        if size > MAX_WHOLE_FILE:
+            raise CaseError(f"{source}: {size / (1 << 20):,.0f} MiB of JSON, more than the {MAX_WHOLE_FILE >> 20} MiB "
+                            "read whole; write it as JSON Lines (one record a line, e.g. with jq -c '.[]'), which "
+                            "is read a line at a time.")
         data = source.read_bytes()
     except OSError as exc:
         raise CaseError(f"{source}: cannot be read ({exc.strerror}).") from exc
