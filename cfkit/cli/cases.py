@@ -114,7 +114,7 @@ def validate(cases_file: Path | None, image_root: Path | None, as_json: bool, wo
         root = click.get_current_context().find_root().obj or {}
         ws = find_workspace(workspace_dir or root.get("workspace"))
         cases_file, image_root = ws.cases_path, image_root or ws.image_root
-    check = check_cases(cases_file, image_root, images=image_root is not None)
+    check = check_cases(cases_file, image_root, images=image_root is not None, keep=False)  # counted, not kept
     if as_json:
         print_json(check.to_dict())
     else:
