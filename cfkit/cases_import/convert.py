@@ -41,6 +41,7 @@ class RowConverter:
         self.positions: dict[str, int] = {}  # case id -> its first source position
         self.kept: list[Path] = []
         self.written: list[Path] = []
+        self.provenance_fields = [n for n in DEFAULT_COLUMNS if n.startswith("provenance.") and fields.get(n)]
 
     def convert(self, row: dict[str, Any], position: int) -> tuple[dict[str, Any] | None, list[CaseProblem]]:
         case_id = None
@@ -77,12 +78,14 @@ class RowConverter:
     # Reading one field of a row
 
     def _values(self, row: dict[str, Any], name: str) -> list[Any]:
-        values = [_missing_to_none(row.get(c)) for c in self.fields.get(name, ())]
-        for column, value in zip(self.fields.get(name, ()), values):
-            if isinstance(value, str) and len(value) > self.max_cell:
+        values = []
+        for column in self.fields.get(name, ()):
+            value = _missing_to_none(row.get(column))
+            if value.__class__ is str and len(value) > self.max_cell:
                 raise _RowProblem(f"field '{name}' (column '{column}') holds {len(value):,} characters, more than "
                                   f"the {self.max_cell:,} one value may hold; shorten it, or pass --max-cell "
                                   f"{len(value)} if it really is that long.", name)
+            values.append(value)
         return values
 
     def _text(self, row: dict[str, Any], name: str) -> str | None:
@@ -213,9 +216,7 @@ class RowConverter:
         if base is not None and not isinstance(base, dict):
             raise _RowProblem(f"provenance must be an object, got {type(base).__name__}.", "provenance")
         provenance = {k: v for k, v in (base or {}).items() if v is not None}
-        for name in DEFAULT_COLUMNS:
-            if not name.startswith("provenance.") or not self.fields.get(name):
-                continue
+        for name in self.provenance_fields:
             key = name.removeprefix("provenance.")
             value = self._text(row, name)
             if value is None:
@@ -278,6 +279,10 @@ class RowConverter:
 
 
 def _missing_to_none(value: Any) -> Any:
+    if value is None:
+        return None
+    if value.__class__ is str:
+        return value if value[:1].strip() or value.strip() else None  # (the first character decides most cells)
     if isinstance(value, float) and math.isnan(value):
         return None  # pandas writes missing cells as NaN
     if isinstance(value, str) and not value.strip():
