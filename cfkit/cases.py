@@ -78,18 +78,18 @@ def image_path_problem(value: str) -> str | None:
 _STRICT = ConfigDict(extra="forbid")
 
 
-#: Control characters a model is never sent: everything below U+0020 but tab, line feed and carriage return, and
-#: DEL. A NUL in a question ends the string early in many servers' C code, or is refused by their JSON parser.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: A NUL is never sent to a model: it ends the string early in many servers' C code, or is refused by their JSON
+#: parser. (Other control characters, terminal escapes included, are kept as data; every view escapes them.)
+_NUL = re.compile(r"\x00")
 
 
 def control_character_problem(value: str) -> str | None:
     """Why ``value`` cannot be sent to a model as it is (a control character such as NUL), or None."""
-    found = _CONTROL.search(value)
+    found = _NUL.search(value)
     if found is None:
         return None
-    return (f"holds the control character U+{ord(found.group()):04X} at position {found.start() + 1}; "
-            "remove it (it is invisible, often left by a conversion or a copy from a PDF)")
+    return (f"holds the control character U+{ord(found.group()):04X} (NUL) at position {found.start() + 1}; "
+            "remove it (it is invisible, often left by a conversion from UTF-16 or a copy from a PDF)")
 
 
 def _sendable(value: str) -> str:
