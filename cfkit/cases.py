@@ -78,10 +78,36 @@ def image_path_problem(value: str) -> str | None:
 _STRICT = ConfigDict(extra="forbid")
 
 
+#: A NUL is never sent to a model: it ends the string early in many servers' C code, or is refused by their JSON
+#: parser. (Other control characters, terminal escapes included, are kept as data; every view escapes them.)
+_NUL = re.compile(r"\x00")
+
+
+def control_character_problem(value: str) -> str | None:
+    """Why ``value`` cannot be sent to a model as it is (a control character such as NUL), or None."""
+    found = _NUL.search(value)
+    if found is None:
+        return None
+    return (f"holds the control character U+{ord(found.group()):04X} (NUL) at position {found.start() + 1}; "
+            "remove it (it is invisible, often left by a conversion from UTF-16 or a copy from a PDF)")
+
+
+def _sendable(value: str) -> str:
+    problem = control_character_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 @dataclass(frozen=True, slots=True, config=_STRICT)
 class Option:
     id: Annotated[str, Field(min_length=1)]
     text: str
+
+    @field_validator("text")
+    @classmethod
+    def _text_sendable(cls, value: str) -> str:
+        return _sendable(value)
 
 
 class Provenance(BaseModel):
@@ -118,6 +144,11 @@ class Case:
         if problem:
             raise ValueError(problem)
         return value
+
+    @field_validator("question")
+    @classmethod
+    def _question_sendable(cls, value: str) -> str:
+        return _sendable(value)
 
     @field_validator("images")
     @classmethod

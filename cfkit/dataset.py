@@ -110,29 +110,43 @@ class CaseCheck:
         }
 
 
+class _Counts:
+    """The :class:`DatasetSummary` of cases seen one at a time (none of them kept)."""
+
+    def __init__(self) -> None:
+        self.cases = self.binary = self.gold_yes = self.paired = 0
+        self.options: Counter[int] = Counter()
+        self.domains: Counter[str] = Counter()
+        self.names: dict[str, None] = {}
+
+    def add(self, case: Case) -> None:
+        self.cases += 1
+        self.options[len(case.options)] += 1
+        if case.yes_option is not None:
+            self.binary += 1
+            self.gold_yes += case.gold == case.yes_option
+        self.paired += len(case.images) == 2
+        self.names.update(dict.fromkeys(case.images))
+        self.domains[case.domain or "(none)"] += 1
+
+    def summary(self, image_root: Path | None) -> DatasetSummary:
+        found = missing = None
+        if image_root is not None:
+            found = sum((image_root / name).is_file() for name in self.names)
+            missing = len(self.names) - found
+        return DatasetSummary(
+            cases=self.cases, two_option=self.options[2], three_option=self.options[3],
+            more_options=sum(n for k, n in self.options.items() if k > 3), paired_image=self.paired,
+            binary=self.binary, gold_yes=self.gold_yes, images=len(self.names), images_found=found,
+            images_missing=missing, domains=tuple(sorted(self.domains.items(), key=lambda kv: (-kv[1], kv[0]))))
+
+
 def summarize_cases(cases: Sequence[Case], image_root: Path | None = None) -> DatasetSummary:
     """Count options, paired images, the gold Yes rate, domains and (with ``image_root``) images on disk."""
-    option_counts = Counter(len(c.options) for c in cases)
-    binary = [c for c in cases if c.yes_option is not None]
-    names = list(dict.fromkeys(name for c in cases for name in c.images))
-    found = missing = None
-    if image_root is not None:
-        found = sum((image_root / name).is_file() for name in names)
-        missing = len(names) - found
-    domains = Counter(c.domain or "(none)" for c in cases)
-    return DatasetSummary(
-        cases=len(cases),
-        two_option=option_counts[2],
-        three_option=option_counts[3],
-        more_options=sum(n for k, n in option_counts.items() if k > 3),
-        paired_image=sum(len(c.images) == 2 for c in cases),
-        binary=len(binary),
-        gold_yes=sum(c.gold == c.yes_option for c in binary),
-        images=len(names),
-        images_found=found,
-        images_missing=missing,
-        domains=tuple(sorted(domains.items(), key=lambda kv: (-kv[1], kv[0]))),
-    )
+    counts = _Counts()
+    for case in cases:
+        counts.add(case)
+    return counts.summary(image_root)
 
 
 def read_cases_bytes(path: Path) -> bytes:
@@ -150,15 +164,30 @@ def read_cases_bytes(path: Path) -> bytes:
         raise CaseError(f"cases file {path} cannot be read ({exc.strerror}); check its permissions.") from exc
 
 
-def check_cases(path: Path, image_root: Path | None, *, images: bool = True) -> CaseCheck:
-    """Read and validate a cases file in one pass.
+def check_cases(path: Path, image_root: Path | None, *, images: bool = True, keep: bool = True) -> CaseCheck:
+    """Read and validate a cases file in one pass, a line at a time.
 
     Every line is checked (JSON, UTF-8, schema, duplicate ids, image paths); with
     ``image_root`` given, image paths must not resolve outside it, and with
-    ``images`` every named image must exist there as a file. Raises
-    :class:`CaseError` only when the file itself cannot be read.
+    ``images`` every named image must exist there as a file. Without ``keep``
+    the cases are counted but not kept (``CaseCheck.cases`` is empty), so a file
+    of any length is checked in little memory. Raises :class:`CaseError` only
+    when the file itself cannot be read.
     """
-    return check_cases_data(read_cases_bytes(path), path, image_root, images=images)
+    if path.is_dir():
+        read_cases_bytes(path)  # says it is a folder
+    try:
+        handle = open(path, "rb")
+    except OSError:
+        read_cases_bytes(path)  # says why, in the words every cases-file reader uses
+        raise
+    checker = CaseChecker(path, image_root, images=images, keep=keep)
+    with handle:
+        for lineno, raw in enumerate(handle, start=1):
+            if lineno == 1:
+                checker.start(raw)
+            checker.add_line(raw.removesuffix(b"\n"), lineno)
+    return checker.finish()
 
 
 def check_cases_data(data: bytes, path: Path, image_root: Path | None, *, images: bool = True,
@@ -168,48 +197,82 @@ def check_cases_data(data: bytes, path: Path, image_root: Path | None, *, images
     ``unit`` names what a line number counts in messages: "line", or "row" when
     the lines stand for the data rows of an imported table.
     """
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise CaseError(f"{path}: the file is UTF-16 (it starts with a UTF-16 byte-order mark); re-save it as UTF-8.")
-    # A UTF-8 byte-order mark (Windows editors, Excel) is accepted and ignored.
-    data = data.removeprefix(_UTF8_BOM)
-    cases: list[Case] = []
-    problems: list[CaseProblem] = []
-    first_line: dict[str, int] = {}
-    case_lines: list[int] = []
+    checker = CaseChecker(path, image_root, images=images, unit=unit)
+    checker.start(data[:4])
     for lineno, raw_line in enumerate(data.split(b"\n"), start=1):
-        record, problem = _decode_line(raw_line, str(path), lineno)
+        checker.add_line(raw_line, lineno)
+    return checker.finish()
+
+
+class CaseChecker:
+    """The checks of :func:`check_cases`, fed one line (or one record) at a time."""
+
+    def __init__(self, path: Path, image_root: Path | None, *, images: bool = True, unit: str = "line",
+                 keep: bool = True, unique_ids: bool = True):
+        """``unique_ids=False`` leaves the duplicate-id check to a caller that makes it already (saving a
+        second table of every id)."""
+        self.path, self.image_root, self.images, self.unit, self.keep = path, image_root, images, unit, keep
+        self.unique_ids = unique_ids
+        self.cases: list[Case] = []
+        self.problems: list[CaseProblem] = []
+        self.first_line: dict[str, int] = {}
+        self.counts = _Counts()
+        self.missing: list[str] = []
+        self._images = None if image_root is None else _ImageChecker(path, image_root, images, self.missing)
+        if self._images is not None:
+            self.problems.extend(self._images.folder_problem())
+
+    def start(self, head: bytes) -> None:
+        """Refuse a file that begins with a UTF-16 byte-order mark (give its first bytes)."""
+        if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+            raise CaseError(f"{self.path}: the file is UTF-16 (it starts with a UTF-16 byte-order mark); re-save "
+                            "it as UTF-8.")
+
+    def add_line(self, raw_line: bytes, lineno: int) -> Case | None:
+        if lineno == 1:
+            raw_line = raw_line.removeprefix(_UTF8_BOM)  # (Windows editors, Excel) accepted and ignored
+        record, problem = _decode_line(raw_line, str(self.path), lineno)
         if problem:
-            problems.append(dataclasses.replace(problem, unit=unit))
-            continue
+            self.problems.append(dataclasses.replace(problem, unit=self.unit))
+            return None
         if record is None:
-            continue  # blank line
+            return None  # blank line
+        return self.add_record(record, lineno)
+
+    def add_record(self, record: dict[str, Any], lineno: int) -> Case | None:
+        """Check one record at ``lineno``; the case, or None when it has a problem (kept in ``problems``)."""
+        path, unit = str(self.path), self.unit
         hint = record.get("id") if isinstance(record.get("id"), str) else None
         try:
             case = parse_case(record)
         except ValidationError as exc:
-            problems.extend(CaseProblem(str(path), lineno, describe_error(e), ".".join(map(str, e["loc"])) or None,
-                                        hint, unit) for e in exc.errors())
-            continue
-        if case.id in first_line:
-            problems.append(CaseProblem(
-                str(path), lineno,
-                f"duplicate case id '{case.id}' (first on {unit} {first_line[case.id]}); ids must be unique.",
-                "id", case.id, unit))
-            continue
-        first_line[case.id] = lineno
-        cases.append(case)
-        case_lines.append(lineno)
-    if not cases and not problems:
-        problems.append(CaseProblem(str(path), None, "holds no cases; write one JSON case record a line."))
-    missing: list[str] = []
-    if image_root is not None:
-        problems.extend(dataclasses.replace(p, unit=unit)
-                        for p in _image_problems(path, cases, case_lines, image_root, images, missing))
-    problems.sort(key=lambda p: (p.line is not None, p.line or 0))
-    return CaseCheck(path=path, image_root=image_root, images_checked=images and image_root is not None,
-                     cases=tuple(cases), problems=tuple(problems),
-                     summary=summarize_cases(cases, image_root if images else None),
-                     missing_images=tuple(missing))
+            self.problems.extend(CaseProblem(path, lineno, describe_error(e), ".".join(map(str, e["loc"])) or None,
+                                             hint, unit) for e in exc.errors())
+            return None
+        if self.unique_ids:
+            if case.id in self.first_line:
+                self.problems.append(CaseProblem(
+                    path, lineno, f"duplicate case id '{case.id}' (first on {unit} {self.first_line[case.id]}); "
+                    "ids must be unique.", "id", case.id, unit))
+                return None
+            self.first_line[case.id] = lineno
+        self.counts.add(case)
+        if self.keep:
+            self.cases.append(case)
+        if self._images is not None:
+            self.problems.extend(dataclasses.replace(p, unit=unit) for p in self._images.check(case, lineno))
+        return case
+
+    def finish(self) -> CaseCheck:
+        problems = self.problems
+        if not self.counts.cases and not problems:
+            problems.append(CaseProblem(str(self.path), None, "holds no cases; write one JSON case record a line."))
+        problems.sort(key=lambda p: (p.line is not None, p.line or 0))
+        return CaseCheck(path=self.path, image_root=self.image_root,
+                         images_checked=self.images and self.image_root is not None, cases=tuple(self.cases),
+                         problems=tuple(problems),
+                         summary=self.counts.summary(self.image_root if self.images else None),
+                         missing_images=tuple(self.missing))
 
 
 def _decode_line(raw: bytes, path: str, lineno: int) -> tuple[dict | None, CaseProblem | None]:
@@ -249,43 +312,53 @@ def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return record
 
 
-def _image_problems(path: Path, cases: list[Case], lines: list[int], image_root: Path, existence: bool,
-                    missing: list[str]) -> list[CaseProblem]:
+class _ImageChecker:
     """Images that resolve outside the root (symlinks followed), and, with ``existence``, ones not there."""
-    problems: list[CaseProblem] = []
-    root = image_root.resolve()
-    if existence and not image_root.is_dir():
-        what = "is not a folder" if image_root.exists() else "not found"
-        problems.append(CaseProblem(str(path), None, f"image folder {image_root} {what}; set [dataset] images "
-                                                     "to the folder the cases' image paths are relative to."))
-        missing.extend(dict.fromkeys(name for c in cases for name in c.images))
-    seen: set[str] = set()
-    folders: dict[Path, Path] = {}  # each folder resolved once: thousands of images share a few folders
-    for case, lineno in zip(cases, lines):
+
+    def __init__(self, path: Path, image_root: Path, existence: bool, missing: list[str]):
+        self.path, self.image_root, self.existence, self.missing = str(path), image_root, existence, missing
+        self.root = image_root.resolve()
+        self.root_is_dir = image_root.is_dir()
+        self.seen: set[str] = set()
+        self.folders: dict[Path, Path] = {}  # each folder resolved once: thousands of images share a few folders
+
+    def folder_problem(self) -> list[CaseProblem]:
+        if self.existence and not self.root_is_dir:
+            what = "is not a folder" if self.image_root.exists() else "not found"
+            return [CaseProblem(self.path, None, f"image folder {self.image_root} {what}; set [dataset] images "
+                                                 "to the folder the cases' image paths are relative to.")]
+        return []
+
+    def check(self, case: Case, lineno: int) -> list[CaseProblem]:
+        problems: list[CaseProblem] = []
+        path, image_root = self.path, self.image_root
+        if self.existence and not self.root_is_dir:
+            self.missing.extend(n for n in case.images if n not in self.seen)
+            self.seen.update(case.images)
         for i, name in enumerate(case.images):
-            target = _resolved(image_root / name, folders)
+            target = _resolved(image_root / name, self.folders)
             where = f"images.{i}"
-            if not target.is_relative_to(root):
-                problems.append(CaseProblem(str(path), lineno, f"case '{case.id}': image {name!r} resolves to "
-                                            f"{target}, outside the image root {root}; keep images inside it "
+            if not target.is_relative_to(self.root):
+                problems.append(CaseProblem(path, lineno, f"case '{case.id}': image {name!r} resolves to "
+                                            f"{target}, outside the image root {self.root}; keep images inside it "
                                             "(or set [dataset] images to the folder the link leads to).",
                                             where, case.id))
-            elif existence and image_root.is_dir() and name not in seen:
-                seen.add(name)
+            elif self.existence and self.root_is_dir and name not in self.seen:
+                self.seen.add(name)
                 if target.is_dir():
-                    problems.append(CaseProblem(str(path), lineno, f"case '{case.id}': image {name!r} is a folder; "
+                    problems.append(CaseProblem(path, lineno, f"case '{case.id}': image {name!r} is a folder; "
                                                 "name the image file.", where, case.id))
                 elif not target.is_file():
-                    missing.append(name)
-                    problems.append(CaseProblem(str(path), lineno, f"case '{case.id}': image {name!r} not found "
+                    self.missing.append(name)
+                    problems.append(CaseProblem(path, lineno, f"case '{case.id}': image {name!r} not found "
                                                 f"in {image_root}; put the file there or fix the path.",
                                                 where, case.id))
                 else:  # what a probe run would send: refused here when it would be refused there
                     try:
                         image_data(image_root / name)
                     except ImageError as exc:
-                        problems.append(CaseProblem(str(path), lineno, f"case '{case.id}': {exc}", where, case.id))
-    return problems
+                        problems.append(CaseProblem(path, lineno, f"case '{case.id}': {exc}", where, case.id))
+        return problems
 
 
 def _resolved(path: Path, folders: dict[Path, Path]) -> Path:

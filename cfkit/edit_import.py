@@ -12,7 +12,10 @@ the scale differs, saved raw and composited, recorded and checked.
    ratio checked against the source; a spec without a mask needs
    ``derive_masks``; nothing is written unless every file passes;
 2. a spec whose edit a person accepted is kept (unless ``again``), and a file
-   already imported for its spec (same SHA-256) is not imported twice;
+   already imported for its spec (same SHA-256) is not imported twice; files of
+   one spec with the same bytes are imported once (the others are listed as the
+   same file), and a spec with more than :data:`MAX_CANDIDATES` different files
+   refuses the import; files are hashed in blocks and decoded one at a time;
 3. with ``derive_masks``, a spec without a mask (or, with ``overwrite_masks``,
    any spec with a mask file) gets one derived from its files — the union of
    each file's changed region (:mod:`cfkit.mask_derive`), computed in step 1
@@ -41,6 +44,8 @@ from cfkit.workspace import Workspace
 
 #: The engine that imports an edit made elsewhere; an import is exactly its ``--input``.
 IMPORT_ENGINE = "file"
+#: The most different files of one spec an import takes, as 'cfkit edit -n' makes at most.
+MAX_CANDIDATES = 100
 #: File types read as edited images; other files in the folder are left alone.
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff")
 CANDIDATE = re.compile(r"^(?P<spec>.+)-(?P<n>\d+)$")
@@ -65,6 +70,7 @@ class ImportResult:
     outcome: EditOutcome | None = None
     error: CfkitError | None = None
     existing: int | None = None  # the edit that was kept, or that already holds this file
+    copy_of: str | None = None  # the file of the same spec with the same bytes, imported in its place
 
     @property
     def failed(self) -> bool:
@@ -73,7 +79,7 @@ class ImportResult:
     def as_dict(self) -> dict[str, Any]:
         outcome = self.outcome
         return {"file": self.file.path.name, "spec": self.file.spec_id, "candidate": self.file.candidate,
-                "status": self.status, "existing": self.existing,
+                "status": self.status, "existing": self.existing, "copy_of": self.copy_of,
                 "edits": [] if outcome is None else [{"id": r.id, "check": outcome.verdicts.get(r.id)}
                                                      for r in outcome.records],
                 "error": None if self.error is None else str(self.error)}
@@ -124,7 +130,13 @@ def scan_folder(ws: Workspace, folder: Path) -> tuple[list[ImportFile], list[Pat
             problems.append(SpecError(f"{path.name}: no spec '{path.stem}' in {ws.interventions_dir}; name each "
                                       "file by its spec id (CF18.png, CF18-2.png for a second candidate)."))
             continue
-        files.append(ImportFile(path, found[0], found[1], hashlib.sha256(path.read_bytes()).hexdigest()))
+        try:
+            with path.open("rb") as handle:
+                digest = hashlib.file_digest(handle, "sha256").hexdigest()  # read in blocks, never whole
+        except OSError as exc:
+            problems.append(InputError(f"{path.name}: cannot be read ({exc.strerror or exc})."))
+            continue
+        files.append(ImportFile(path, found[0], found[1], digest))
     files.sort(key=lambda f: (f.spec_id, f.candidate))
     return files, ignored, problems
 
@@ -146,31 +158,52 @@ def import_edits(ws: Workspace, folder: Path, *, derive_masks: bool = False, ove
     files, ignored, problems = scan_folder(ws, folder)
     if not files and not problems:
         raise NotFoundError(f"{folder} holds no edited images ({', '.join(IMAGE_SUFFIXES)}) named by spec id.")
+    # Identical files of one spec are one candidate: the first is imported, the others are named as its copies.
     by_spec: dict[str, list[ImportFile]] = {}
+    copies: dict[Path, ImportFile] = {}
+    first_of: dict[tuple[str, str], ImportFile] = {}
     for f in files:
-        by_spec.setdefault(f.spec_id, []).append(f)
-    aligned: dict[Path, np.ndarray] = {}
+        original = first_of.setdefault((f.spec_id, f.sha256), f)
+        if original is f:
+            by_spec.setdefault(f.spec_id, []).append(f)
+        else:
+            copies[f.path] = original
+    for spec_id, group in by_spec.items():
+        if len(group) > MAX_CANDIDATES:
+            problems.append(InputError(f"spec {spec_id} has {len(group)} different files in {folder.name}; at most "
+                                       f"{MAX_CANDIDATES} candidates a spec are imported at once (as with 'cfkit edit "
+                                       "-n'). Import them in smaller folders."))
     to_derive: dict[str, DerivedMask] = {}
     for spec_id, group in by_spec.items():
+        if len(group) > MAX_CANDIDATES:
+            continue
         try:
             spec = load_spec(ws, spec_id).spec
             source = source_image(ws, spec)
         except InputError as exc:
             problems.append(exc)
             continue
+        has_mask = _has_mask(ws, spec)
+        derive = derive_masks and (not has_mask or (overwrite_masks and not spec.regions))
         size = (source.shape[1], source.shape[0])
-        for f in group:
+        union = _Union(source) if derive else None
+        for f in group:  # one image in memory at a time: each is checked, added to the union, let go
             try:
-                aligned[f.path] = aligned_edit(f.path, size, what=f"{folder.name}/{f.path.name}")
+                edited = aligned_edit(f.path, size, what=f"{folder.name}/{f.path.name}")
             except InputError as exc:
                 problems.append(exc)
-        has_mask = _has_mask(ws, spec)
-        if derive_masks and (not has_mask or (overwrite_masks and not spec.regions)):
-            try:
-                to_derive[spec_id] = _union_mask(source, [aligned[f.path] for f in group if f.path in aligned])
-            except InputError as exc:
-                problems.append(SpecError(f"spec {spec_id}: {exc}"))
-        elif not has_mask:
+                continue
+            if union is not None:
+                try:
+                    union.add(edited)
+                except InputError as exc:
+                    problems.append(SpecError(f"spec {spec_id}: {exc}"))
+                    union = None
+        if derive and union is not None and union.derived:
+            to_derive[spec_id] = union.mask()
+        elif derive and union is not None:
+            problems.append(SpecError(f"spec {spec_id}: none of its files could be read"))
+        elif not has_mask and not derive:
             problems.append(SpecError(f"spec {spec_id} has no mask yet; pass --derive-masks to derive it from "
                                       f"{group[0].path.name}, or draw interventions/masks/{spec_id}.png."))
     if problems:
@@ -178,7 +211,7 @@ def import_edits(ws: Workspace, folder: Path, *, derive_masks: bool = False, ove
 
     # 2. What is kept: accepted specs, files imported before.
     outcome = ImportOutcome(ignored=ignored)
-    skipped = _already_there(ws, files, again)
+    skipped = _already_there(ws, [f for f in files if f.path not in copies], again)
 
     # 3. The masks derived from the spec's files.
     for spec_id, mask in to_derive.items():
@@ -187,7 +220,9 @@ def import_edits(ws: Workspace, folder: Path, *, derive_masks: bool = False, ove
 
     # 4. Each file an edit.
     for index, f in enumerate(files, start=1):
-        if f.path in skipped:
+        if f.path in copies:
+            result = ImportResult(f, "same file", copy_of=copies[f.path].path.name)
+        elif f.path in skipped:
             result = skipped[f.path]
         else:
             try:
@@ -230,15 +265,33 @@ def _already_there(ws: Workspace, files: list[ImportFile], again: bool) -> dict[
     return skipped
 
 
-def _union_mask(original: np.ndarray, images: list[np.ndarray]) -> DerivedMask:
-    """The union of the regions each candidate changed, so the mask holds every candidate's edit."""
-    if not images:
-        raise SpecError("none of its files could be read")
-    derived = [derive_mask(original, image) for image in images]
-    if len(derived) == 1:
-        return derived[0]
-    union = np.maximum.reduce([d.array for d in derived])
-    from scipy import ndimage
+class _Union:
+    """The union of the regions each candidate changed, so the mask holds every candidate's edit; built one
+    candidate at a time."""
 
-    _, regions = ndimage.label(union > 0)
-    return DerivedMask(union, min(d.threshold for d in derived), max(d.margin_px for d in derived), int(regions))
+    def __init__(self, original: np.ndarray):
+        self.original = original
+        self.array: np.ndarray | None = None
+        self.derived = 0
+        self.threshold = 0.0
+        self.margin_px = 0
+        self.first: DerivedMask | None = None
+
+    def add(self, image: np.ndarray) -> None:
+        derived = derive_mask(self.original, image)
+        if self.first is None:
+            self.first, self.array, self.threshold, self.margin_px = (derived, derived.array.copy(),
+                                                                      derived.threshold, derived.margin_px)
+        else:
+            np.maximum(self.array, derived.array, out=self.array)
+            self.threshold = min(self.threshold, derived.threshold)
+            self.margin_px = max(self.margin_px, derived.margin_px)
+        self.derived += 1
+
+    def mask(self) -> DerivedMask:
+        if self.derived == 1:
+            return self.first
+        from scipy import ndimage
+
+        _, regions = ndimage.label(self.array > 0)
+        return DerivedMask(self.array, self.threshold, self.margin_px, int(regions))

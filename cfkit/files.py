@@ -5,9 +5,13 @@ A crash or a full disk mid-write leaves the previous file intact.
 
 from __future__ import annotations
 
+import csv
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from cfkit.errors import InputError
 
@@ -22,14 +26,20 @@ def _umask() -> int:
 FILE_MODE = 0o666 & ~_umask()
 
 
-def write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool = True) -> None:
-    """Write ``data`` to ``path`` atomically; with ``overwrite=False`` refuse an existing file."""
+@contextmanager
+def atomic_writer(path: Path, *, overwrite: bool = True) -> Iterator[BinaryIO]:
+    """A binary handle whose bytes become ``path`` atomically when the block ends without an error.
+
+    For content too large to hold in memory (a streamed import); with
+    ``overwrite=False`` an existing file is refused (``FileExistsError``). If the
+    block raises, nothing is left behind.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         if overwrite:
@@ -42,6 +52,12 @@ def write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool = True) -> No
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool = True) -> None:
+    """Write ``data`` to ``path`` atomically; with ``overwrite=False`` refuse an existing file."""
+    with atomic_writer(path, overwrite=overwrite) as handle:
+        handle.write(data)
 
 
 def write_text_atomic(path: Path, text: str, *, overwrite: bool = True) -> None:
@@ -58,10 +74,34 @@ def read_text(path: Path, what: str, error: type[InputError]) -> str:
         raise error(f"{what} {path} is a folder; give a file.") from None
 
 
+#: The longest CSV cell read by default, in characters (Python's csv module alone stops at 131,072).
+CSV_CELL_LIMIT = 10_000_000
+
+
+def csv_reader(lines: Iterable[str], *, delimiter: str = ",", limit: int = CSV_CELL_LIMIT) -> Iterator[list[str]]:
+    """``csv.reader`` over ``lines`` that reads cells up to ``limit`` characters and notices an unclosed quote.
+
+    ``strict`` makes a quote left open at the end of the file an error (the
+    lenient reader would return the rest of the file as one cell).
+    """
+    csv.field_size_limit(max(limit, 131_072))
+    return csv.reader(lines, delimiter=delimiter, strict=True)
+
+
+def csv_dict_reader(stream: Iterable[str], *, limit: int = CSV_CELL_LIMIT) -> csv.DictReader:
+    """``csv.DictReader`` with the bound and strictness of :func:`csv_reader`."""
+    csv.field_size_limit(max(limit, 131_072))
+    return csv.DictReader(stream, strict=True)
+
+
 def csv_problem(exc: Exception) -> str:
     """What a ``csv.Error`` means for the person who wrote the file, in words they can act on."""
     text = str(exc)
     if "field larger than field limit" in text:
-        # Almost always a quote opened and never closed: the rest of the file became one cell.
-        return "a cell is longer than 131,072 characters; look for a quote (\") that is opened and never closed"
+        return (f"a cell is longer than {csv.field_size_limit():,} characters, the most cfkit reads in one cell; "
+                "if the file has a quote (\") that is opened and never closed, close it")
+    if "unexpected end of data" in text:
+        return "a quote (\") is opened and never closed before the end of the file; close it"
+    if "expected after" in text:
+        return f"{text}: a quoted cell must end at its closing quote; double a quote inside a cell (\"\")"
     return text

@@ -1,4 +1,4 @@
-"""Authoring specs: ``cfkit specs new``, one spec from flags or many from a YAML list or a CSV table.
+"""Authoring specs: ``cfkit specs new``, one spec from flags or many from a YAML or JSON list, JSON Lines or a CSV table.
 
 Every new spec is checked before anything is written: its fields against the
 schema (:func:`cfkit.specs.build_spec` fills in the default prompt and mask
@@ -27,7 +27,7 @@ from typing import Any
 
 from cfkit.cases import CaseSet
 from cfkit.errors import CaseError, InputError, OutputError, SpecError
-from cfkit.files import csv_problem, read_text, write_text_atomic
+from cfkit.files import csv_dict_reader, csv_problem, read_text, write_text_atomic
 from cfkit.specs import Spec, build_spec, dump_spec, spec_path, try_load_cases
 from cfkit.workspace import Workspace
 from cfkit.yamlfile import load_yaml
@@ -106,12 +106,26 @@ def new_specs(ws: Workspace, rows: list[tuple[str, Mapping[str, Any]]], *, overw
     if problems:
         _raise_all(problems)
     # 4. Write.
-    paths = []
+    paths: list[Path] = []
     for _, spec in specs:
         path = spec_path(ws, spec.id)
-        write_text_atomic(path, dump_spec(spec), overwrite=overwrite)
+        try:
+            write_text_atomic(path, dump_spec(spec), overwrite=overwrite)
+        except FileExistsError:
+            raise OutputError(f"{path} appeared while writing; {_written(paths)} Run the command again with other "
+                              "ids, or --force to replace it.") from None
+        except OSError as exc:
+            raise OutputError(f"cannot write {path} ({exc.strerror or exc}); {_written(paths)} Check that "
+                              f"{ws.interventions_dir} is writable and the disk has room, then run the command "
+                              "again.") from exc
         paths.append(path)
     return NewSpecs(paths=paths, replaced=existing, notes=notes)
+
+
+def _written(paths: list[Path]) -> str:
+    if not paths:
+        return "no spec was written."
+    return f"{len(paths)} spec{'s were' if len(paths) > 1 else ' was'} written before it ({', '.join(p.name for p in paths)})."
 
 
 def _raise_all(problems: list[InputError]) -> None:
@@ -136,15 +150,45 @@ def read_spec_rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
         rows = _csv_rows(text, path)
     elif suffix in (".yaml", ".yml"):
         rows = _yaml_rows(text, path)
+    elif suffix == ".json":
+        rows = _mapping_rows(_json_value(text.lstrip("\ufeff"), str(path)), path)
+    elif suffix in (".jsonl", ".ndjson"):
+        rows = _jsonl_rows(text.lstrip("\ufeff"), path)
     else:
-        raise SpecError(f"--from {path}: give a .yaml file (a list of specs) or a .csv table (one spec a row).")
+        raise SpecError(f"--from {path}: give a .yaml or .json file (a list of specs), a .jsonl file (one spec a "
+                        "line) or a .csv table (one spec a row).")
     if not rows:
         raise SpecError(f"--from {path}: holds no specs.")
     return rows
 
 
+def _json_value(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}).") from exc
+    except RecursionError:
+        raise SpecError(f"{where}: JSON nested too deeply to read; a spec is a flat mapping.") from None
+
+
+def _jsonl_rows(text: str, path: Path) -> list[tuple[str, dict[str, Any]]]:
+    rows = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        item = _json_value(line, f"{path}:{lineno}")
+        if not isinstance(item, Mapping):
+            raise SpecError(f"{path}:{lineno}: expected a JSON object of spec fields, got {type(item).__name__}.")
+        rows.append((f"{path.name}:{lineno}" + (f" ({item['id']})" if item.get("id") else ""), dict(item)))
+    return rows
+
+
 def _yaml_rows(text: str, path: Path) -> list[tuple[str, dict[str, Any]]]:
-    data = load_yaml(text, path, SpecError)
+    return _mapping_rows(load_yaml(text, path, SpecError), path)
+
+
+def _mapping_rows(data: Any, path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """The specs of a list of mappings (or one mapping, or ``{specs: [...]}``) read from YAML or JSON."""
     if isinstance(data, Mapping):
         data = data.get("specs", [data]) if set(data) == {"specs"} else [data]
     if not isinstance(data, list):
@@ -158,14 +202,14 @@ def _yaml_rows(text: str, path: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _csv_rows(text: str, path: Path) -> list[tuple[str, dict[str, Any]]]:
-    reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff")))
-    if not reader.fieldnames:
-        raise SpecError(f"{path}: the CSV has no header row; its columns are the spec's field names.")
-    rows = []
+    reader = csv_dict_reader(io.StringIO(text.lstrip("\ufeff"), newline=""))
     try:
+        if not reader.fieldnames:
+            raise SpecError(f"{path}: the CSV has no header row; its columns are the spec's field names.")
         records = list(reader)
     except csv.Error as exc:
         raise SpecError(f"{path}:{reader.line_num}: not valid CSV ({csv_problem(exc)}).") from exc
+    rows = []
     for line, record in enumerate(records, start=2):
         where = f"{path.name} row {line}" + (f" ({record['id']})" if record.get("id") else "")
         if None in record:

@@ -141,3 +141,34 @@ def test_an_empty_or_missing_folder_says_so(tiny_ws: Path, tmp_path: Path):
 def no_torch(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "no-torch-cache"))
     monkeypatch.delenv("CFKIT_LPIPS_BACKBONE", raising=False)
+
+
+def test_identical_files_of_a_spec_are_imported_once(tiny_ws: Path, tmp_path: Path, no_torch):
+    """A folder of 2,000 copies of one edit (hard links: no disk, but each read and hashed) makes one edit."""
+    import os
+
+    edits = tmp_path / "copies"
+    first = save(painted(tiny_ws, (16, 32, 24, 48), (30, 160, 60)), edits / "TX01.png")
+    for n in range(2, 2_001):
+        os.link(first, edits / f"TX01-{n}.png")
+    save(painted(tiny_ws, (16, 32, 24, 48), (40, 90, 200)), edits / "TX01-2001.png")
+    result = run_cli(["edits", "import", str(edits), "--json", "-w", str(tiny_ws)])
+    assert result.exit_code == 0, result.stderr
+    files = json.loads(result.stdout)["files"]
+    assert [(f["file"], f["status"]) for f in files if f["status"] != "same file"] == [
+        ("TX01.png", "imported"), ("TX01-2001.png", "imported")]
+    copies = [f for f in files if f["status"] == "same file"]
+    assert len(copies) == 1_999 and {f["copy_of"] for f in copies} == {"TX01.png"}
+    assert [json.loads(r["params"])["input"] for r in rows(tiny_ws)] == ["TX01.png", "TX01-2001.png"]
+    assert "TX01-7.png → TX01 same file: the same bytes as TX01.png, imported once" in result.stderr
+
+
+def test_more_different_files_of_a_spec_than_candidates_refuse_the_import(tiny_ws: Path, tmp_path: Path):
+    edits = tmp_path / "many"
+    for n in range(1, 102):
+        save(painted(tiny_ws, (16, 32, 24, 48), (n, 160, 60)), edits / (f"TX01-{n}.png" if n > 1 else "TX01.png"))
+    before = tree_snapshot(tiny_ws)
+    result = run_cli(["edits", "import", str(edits), "-w", str(tiny_ws)])
+    assert result.exit_code == 2
+    assert "spec TX01 has 101 different files" in result.stderr and "at most 100" in result.stderr
+    assert tree_snapshot(tiny_ws) == before

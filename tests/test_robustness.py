@@ -167,6 +167,20 @@ def _setup_config_folder(ws: Path, tmp: Path) -> None:
     (ws / "cfkit.toml").mkdir()
 
 
+def _setup_huge_imports(ws: Path, tmp: Path) -> None:
+    """Import sources that are too large or oddly made, written in pieces (none is built in memory)."""
+    header = "id,image,question,option_A,option_B,gold\n"
+    with (tmp / "huge-cell.csv").open("w") as handle:  # one cell of 12 million characters
+        handle.write(header + 'T1,a.png,"')
+        for _ in range(12):
+            handle.write("x" * 1_000_000)
+        handle.write('",Yes,No,A\n')
+    (tmp / "utf16.csv").write_bytes((header + "T1,a.png,Fit?,Yes,No,A\n").encode("utf-16"))
+    (tmp / "nul.csv").write_text(header + "T1,a.png,Fit\x00?,Yes,No,A\n")
+    long_json = {"id": "T1", "images": ["a.png"], "question": "Q" * 2_000, "options": ["Yes", "No"], "gold": "A"}
+    (tmp / "long.jsonl").write_text(json.dumps(long_json) + "\n")
+
+
 CASES = [
     ("spec-id-traversal", ["specs", "show", "../../evil"], None, ["'../../evil' is not a spec id"]),
     ("spec-id-traversal-edit", ["edit", "../x", "--engine", "classical"], None, ["is not a spec id"]),
@@ -286,6 +300,14 @@ CASES = [
                                       "contextcanvas"], _setup_image_over_the_pixel_limit,
      ["T001.png", "more than 89,478,485 pixels"]),
     ("validate-image-cut-short", ["cases", "validate"], _setup_image_cut_in_its_data, ["T001.png"]),
+    ("import-cell-over-the-bound", ["cases", "import", "{tmp}/huge-cell.csv", "--to", "{tmp}/out.jsonl"],
+     _setup_huge_imports, ["huge-cell.csv:2", "longer than 10,000,000 characters", "--max-cell"]),
+    ("import-value-over-max-cell", ["cases", "import", "{tmp}/long.jsonl", "--to", "{tmp}/out.jsonl", "--max-cell",
+                                    "1000"], _setup_huge_imports, ["long.jsonl:1", "2,000 characters", "--max-cell 2000"]),
+    ("import-utf16", ["cases", "import", "{tmp}/utf16.csv", "--to", "{tmp}/out.jsonl"], _setup_huge_imports,
+     ["utf16.csv", "is UTF-16", "iconv -f UTF-16 -t UTF-8"]),
+    ("import-nul-in-question", ["cases", "import", "{tmp}/nul.csv", "--to", "{tmp}/out.jsonl"], _setup_huge_imports,
+     ["nul.csv row 1", "'question'", "U+0000"]),
     ("run-id-misspelt", ["runs", "show", "contextcanvas-baselin-majority"],
      lambda ws, tmp: run_cli(["probe", "run", "-m", "baseline:majority", "-s", "contextcanvas", "-w", str(ws)]),
      ["no run 'contextcanvas-baselin-majority'", "Did you mean 'contextcanvas-baseline-majority-"]),

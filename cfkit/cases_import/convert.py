@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from cfkit.cases import case_id_problem
-from cfkit.dataset import CaseCheck, CaseProblem
+from cfkit.cases import Case
+from cfkit.dataset import CaseProblem
+from cfkit.files import CSV_CELL_LIMIT
 from cfkit.errors import CaseError, ImageError
 from cfkit.cases_import.mapping import DEFAULT_COLUMNS, NUMBERED, column_suffix
 from cfkit.cases_import.sources import SourceTable, normalize_column
@@ -28,14 +30,18 @@ class _RowProblem(Exception):
 class RowConverter:
     """Turns source rows into case records and keeps the embedded images to write."""
 
-    def __init__(self, table: SourceTable, fields: dict[str, tuple[str, ...]], image_root: Path | None):
+    def __init__(self, table: SourceTable, fields: dict[str, tuple[str, ...]], image_root: Path | None, *,
+                 max_cell: int = CSV_CELL_LIMIT):
         self.table = table
+        self.max_cell = max_cell
         self.fields = fields
         self.image_root = image_root
         self.embedded: dict[str, bytes] = {}  # image name (relative to the root) -> bytes to write
         self.by_path: set[str] = set()  # image names given by path
         self.positions: dict[str, int] = {}  # case id -> its first source position
         self.kept: list[Path] = []
+        self.written: list[Path] = []
+        self.provenance_fields = [n for n in DEFAULT_COLUMNS if n.startswith("provenance.") and fields.get(n)]
 
     def convert(self, row: dict[str, Any], position: int) -> tuple[dict[str, Any] | None, list[CaseProblem]]:
         case_id = None
@@ -72,7 +78,15 @@ class RowConverter:
     # Reading one field of a row
 
     def _values(self, row: dict[str, Any], name: str) -> list[Any]:
-        return [_missing_to_none(row.get(c)) for c in self.fields.get(name, ())]
+        values = []
+        for column in self.fields.get(name, ()):
+            value = _missing_to_none(row.get(column))
+            if value.__class__ is str and len(value) > self.max_cell:
+                raise _RowProblem(f"field '{name}' (column '{column}') holds {len(value):,} characters, more than "
+                                  f"the {self.max_cell:,} one value may hold; shorten it, or pass --max-cell "
+                                  f"{len(value)} if it really is that long.", name)
+            values.append(value)
+        return values
 
     def _text(self, row: dict[str, Any], name: str) -> str | None:
         values = self._values(row, name)
@@ -175,6 +189,8 @@ class RowConverter:
         gold = self._text(row, "gold")
         gold_text = self._text(row, "gold_text")
         ids = [o["id"] for o in options]
+        if gold is not None and gold not in ids and gold.strip().rstrip(".").strip() in ids:
+            gold = gold.strip().rstrip(".").strip()  # "B." as many answer keys write it: option B
         if gold is not None and gold not in ids:
             # A gold given as the option's text ("No") becomes that option's id.
             matches = [o["id"] for o in options if _same_text(o["text"], gold)]
@@ -200,9 +216,7 @@ class RowConverter:
         if base is not None and not isinstance(base, dict):
             raise _RowProblem(f"provenance must be an object, got {type(base).__name__}.", "provenance")
         provenance = {k: v for k, v in (base or {}).items() if v is not None}
-        for name in DEFAULT_COLUMNS:
-            if not name.startswith("provenance.") or not self.fields.get(name):
-                continue
+        for name in self.provenance_fields:
             key = name.removeprefix("provenance.")
             value = self._text(row, name)
             if value is None:
@@ -215,35 +229,34 @@ class RowConverter:
 
     # Images on disk
 
-    def image_problems(self, check: CaseCheck) -> list[CaseProblem]:
-        """Images named by path that are not in the image root; embedded images that would overwrite a file."""
+    def image_problems(self, case: Case, position: int) -> list[CaseProblem]:
+        """The case's images named by path that are not in the image root, and its embedded images that would
+        overwrite a different file."""
         if self.image_root is None:
             return []
         problems = []
         unit, path = self.table.unit, str(self.table.path)
-        lines = self.positions
-        for case in check.cases:
-            for name in case.images:
-                target = self.image_root / name
-                if name in self.embedded:
-                    if target.exists() and (not target.is_file() or target.read_bytes() != self.embedded[name]):
-                        problems.append(CaseProblem(path, lines[case.id], f"case '{case.id}': {target} already "
-                                                    "exists with other content; cfkit never overwrites it. Move it "
-                                                    "away or choose another --images folder.", "images", case.id, unit))
-                elif target.is_dir():
-                    problems.append(CaseProblem(path, lines[case.id], f"case '{case.id}': image {name!r} is a "
-                                                "folder; name the image file.", "images", case.id, unit))
-                elif not target.is_file():
-                    problems.append(CaseProblem(path, lines[case.id], f"case '{case.id}': image {name!r} not found "
-                                                f"in {self.image_root}; copy the images there, or leave out --images "
-                                                "to import without checking them.", "images", case.id, unit))
+        for name in case.images:
+            target = self.image_root / name
+            if name in self.embedded:
+                if target.exists() and (not target.is_file() or target.read_bytes() != self.embedded[name]):
+                    problems.append(CaseProblem(path, position, f"case '{case.id}': {target} already exists with "
+                                                "other content; cfkit never overwrites it. Move it away or choose "
+                                                "another --images folder.", "images", case.id, unit))
+            elif target.is_dir():
+                problems.append(CaseProblem(path, position, f"case '{case.id}': image {name!r} is a folder; name "
+                                            "the image file.", "images", case.id, unit))
+            elif not target.is_file():
+                problems.append(CaseProblem(path, position, f"case '{case.id}': image {name!r} not found in "
+                                            f"{self.image_root}; copy the images there, or leave out --images to "
+                                            "import without checking them.", "images", case.id, unit))
         return problems
 
     def write_images(self) -> list[Path]:
         """Write every embedded image not already there (identical files are kept); all or none."""
         from cfkit.files import write_bytes_atomic
 
-        written: list[Path] = []
+        written = self.written
         if self.image_root is None:
             return written  # nothing embedded: _embed refuses bytes without an image root
         try:
@@ -266,6 +279,10 @@ class RowConverter:
 
 
 def _missing_to_none(value: Any) -> Any:
+    if value is None:
+        return None
+    if value.__class__ is str:
+        return value if value[:1].strip() or value.strip() else None  # (the first character decides most cells)
     if isinstance(value, float) and math.isnan(value):
         return None  # pandas writes missing cells as NaN
     if isinstance(value, str) and not value.strip():

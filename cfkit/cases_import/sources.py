@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
-import io
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cfkit.errors import CaseError
-from cfkit.files import csv_problem
+from cfkit.files import CSV_CELL_LIMIT, csv_problem, csv_reader
 
 #: Source kinds and the file endings that select them (a folder is a ``datasets`` folder).
 KINDS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl",
@@ -26,19 +26,25 @@ def normalize_column(name: str) -> str:
 
 @dataclass(frozen=True)
 class SourceTable:
-    """A source read into rows; ``positions`` are the 1-based line (JSON Lines) or row numbers of the rows."""
+    """A source's columns and its rows as ``(position, record)``; a position is the 1-based line (JSON Lines) or
+    data row number. CSV, TSV and JSON Lines files are read as the rows are taken, once per pass, so an import
+    holds one row at a time."""
 
     path: Path
     kind: str
     columns: tuple[str, ...]
-    rows: tuple[dict[str, Any], ...]
-    positions: tuple[int, ...]
+    rows: Iterable[tuple[int, dict[str, Any]]]
     unit: str  # "line" or "row"
     labels: Mapping[str, tuple[str, ...]] | None = None  # class names of ``datasets`` ClassLabel columns
 
 
-def read_source(source: Path, *, kind: str | None = None, split: str | None = None) -> SourceTable:
-    """Read a CSV, JSON, JSON Lines, Parquet file or ``datasets`` folder into rows."""
+def read_source(source: Path, *, kind: str | None = None, split: str | None = None,
+                max_cell: int = CSV_CELL_LIMIT) -> SourceTable:
+    """Read a CSV, JSON, JSON Lines, Parquet file or ``datasets`` folder: its columns, and its rows to take.
+
+    ``max_cell`` bounds a CSV cell and a JSON Lines line (in characters), so no
+    single value can take the memory of the machine.
+    """
     if not source.exists():
         raise CaseError(f"{source}: not found; give the file (or datasets folder) to import.")
     if kind is None:
@@ -57,58 +63,133 @@ def read_source(source: Path, *, kind: str | None = None, split: str | None = No
         raise CaseError(f"--split is for a datasets folder; {source} is a {kind} file.")
     if kind == "parquet":
         return _read_parquet(source)
-    text = _read_text(source)
     if kind in ("csv", "tsv"):
-        return _read_csv(source, text, "\t" if kind == "tsv" else ",", kind)
+        return _read_csv(source, "\t" if kind == "tsv" else ",", kind, max_cell)
     if kind == "jsonl":
-        return _read_jsonl(source, text)
-    return _read_json(source, text)
+        return _read_jsonl(source, max_cell)
+    return _read_json(source, _read_text(source))
+
+
+#: Byte-order marks of encodings other than UTF-8, and how to convert a file from them.
+_OTHER_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
+               (codecs.BOM_UTF16_BE, "UTF-16"))
+
+
+def _refuse_other_encoding(source: Path, head: bytes) -> None:
+    for bom, name in _OTHER_BOMS:
+        if head.startswith(bom):
+            raise CaseError(f"{source}: the file is {name} (it starts with a {name} byte-order mark), not UTF-8; "
+                            f"convert it with 'iconv -f {name} -t UTF-8 {source.name} > {source.stem}-utf8"
+                            f"{source.suffix}' (or save it from Excel as 'CSV UTF-8').")
+
+
+def _not_utf8(source: Path, line: int, exc: UnicodeDecodeError) -> CaseError:
+    return CaseError(f"{source}:{line}: not UTF-8 (byte 0x{exc.object[exc.start]:02x}); re-save the file as UTF-8.")
+
+
+#: The largest JSON file read (a JSON list is read whole; JSON Lines and CSV are streamed and have no such bound).
+MAX_WHOLE_FILE = 512 << 20
 
 
 def _read_text(source: Path) -> str:
     try:
+        size = source.stat().st_size
+        if size > MAX_WHOLE_FILE:
+            raise CaseError(f"{source}: {size / (1 << 20):,.0f} MiB of JSON, more than the {MAX_WHOLE_FILE >> 20} MiB "
+                            "read whole; write it as JSON Lines (one record a line, e.g. with jq -c '.[]'), which "
+                            "is read a line at a time.")
         data = source.read_bytes()
     except OSError as exc:
         raise CaseError(f"{source}: cannot be read ({exc.strerror}).") from exc
+    _refuse_other_encoding(source, data[:4])
     try:
         return data.decode("utf-8-sig")  # a UTF-8 byte-order mark (Excel's "CSV UTF-8") is accepted
     except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise CaseError(f"{source}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x}); re-save the file as UTF-8.") from None
+        raise _not_utf8(source, data[:exc.start].count(b"\n") + 1, exc) from None
 
 
-def _table(source: Path, kind: str, records: list[dict[str, Any]], positions: list[int], unit: str,
-           labels: Mapping[str, tuple[str, ...]] | None = None) -> SourceTable:
-    if not records:
-        raise CaseError(f"{source}: holds no records; nothing to import.")
-    columns = tuple(dict.fromkeys(k for r in records for k in r))
-    return SourceTable(source, kind, columns, tuple(records), tuple(positions), unit, labels)
-
-
-def _read_csv(source: Path, text: str, delimiter: str, kind: str) -> SourceTable:
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+def _lines(source: Path, max_line: int) -> Iterator[str]:
+    """The file's lines as text, one at a time, with their line endings; a line over ``max_line`` bytes is refused."""
     try:
-        header = next(reader, None)
+        handle = open(source, "rb")
+    except OSError as exc:
+        raise CaseError(f"{source}: cannot be read ({exc.strerror}).") from exc
+    with handle:
+        _refuse_other_encoding(source, handle.read(4))
+        handle.seek(0)
+        if handle.read(3) != codecs.BOM_UTF8:  # a UTF-8 byte-order mark (Excel's "CSV UTF-8") is read past
+            handle.seek(0)
+        number = 0
+        while True:
+            raw = handle.readline(max_line + 1)
+            if not raw:
+                return
+            number += 1
+            if len(raw) > max_line and not raw.endswith(b"\n"):
+                raise CaseError(f"{source}:{number}: the line is longer than {max_line:,} bytes, more than a case "
+                                "can hold; is the file a table of cases? (--max-cell raises the bound.)")
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise _not_utf8(source, number, exc) from None
+
+
+def _line_bound(max_cell: int) -> int:
+    return 4 * max_cell + (1 << 20)  # a UTF-8 character is at most four bytes; room for the other cells
+
+
+class _CsvRows:
+    """The data rows of a CSV/TSV file, read from disk each time they are iterated."""
+
+    def __init__(self, source: Path, delimiter: str, kind: str, max_cell: int):
+        self.source, self.delimiter, self.kind, self.max_cell = source, delimiter, kind, max_cell
+
+    def reader(self) -> Iterator[list[str]]:
+        reader = csv_reader(_lines(self.source, _line_bound(self.max_cell)), delimiter=self.delimiter,
+                            limit=self.max_cell)
+        try:
+            yield from reader
+        except csv.Error as exc:
+            problem = csv_problem(exc)
+            if "field larger than field limit" in str(exc):
+                problem += f"; or, if the cell really is that long, pass --max-cell with a larger number"
+            raise CaseError(f"{self.source}:{reader.line_num}: not valid {self.kind.upper()} ({problem}).") from exc
+
+    def header(self) -> list[str]:
+        header = next(self.reader(), None)
         if not header:
-            raise CaseError(f"{source}: empty; the first row must name the columns.")
-        repeated = sorted({h for h in header if header.count(h) > 1})
-        if repeated:
-            raise CaseError(f"{source}: column {', '.join(map(repr, repeated))} appears more than once in the "
-                            "header; give each column its own name.")
-        if any(not h.strip() for h in header):
-            raise CaseError(f"{source}: column {[h.strip() for h in header].index('') + 1} of the header has no "
-                            "name; name it or remove the column.")
-        records: list[dict[str, Any]] = []
-        for number, cells in enumerate(reader, start=1):
+            raise CaseError(f"{self.source}: empty; the first row must name the columns.")
+        return header
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        rows = self.reader()
+        header = next(rows, None) or []
+        number = 0
+        for cells in rows:
             if not any(c.strip() for c in cells):
                 continue
+            number += 1
             if len(cells) != len(header):
-                raise CaseError(f"{source} row {number}: {len(cells)} cells but the header has {len(header)}; "
+                raise CaseError(f"{self.source} row {number}: {len(cells)} cells but the header has {len(header)}; "
                                 "quote cells that contain the delimiter.")
-            records.append({h: (c if c.strip() else None) for h, c in zip(header, cells)})
-    except csv.Error as exc:
-        raise CaseError(f"{source}:{reader.line_num}: not valid {kind.upper()} ({csv_problem(exc)}).") from exc
-    return _table(source, kind, records, list(range(1, len(records) + 1)), "row")
+            yield number, {h: (c if c.strip() else None) for h, c in zip(header, cells)}
+
+
+def _read_csv(source: Path, delimiter: str, kind: str, max_cell: int) -> SourceTable:
+    rows = _CsvRows(source, delimiter, kind, max_cell)
+    header = rows.header()
+    repeated = sorted({h for h in header if header.count(h) > 1})
+    if repeated:
+        raise CaseError(f"{source}: column {', '.join(map(repr, repeated))} appears more than once in the "
+                        "header; give each column its own name.")
+    if any(not h.strip() for h in header):
+        raise CaseError(f"{source}: column {[h.strip() for h in header].index('') + 1} of the header has no "
+                        "name; name it or remove the column.")
+    # A first pass finds what is wrong with the file as a table (encoding, quotes, cell counts, a cell over the
+    # bound) before the mapping is judged; the import reads the rows again, one at a time.
+    if not sum(1 for _ in rows):
+        raise CaseError(f"{source}: holds no records; nothing to import.")
+    return SourceTable(source, kind, tuple(header), rows, "row")
 
 
 def _loads(text: str, where: str) -> Any:
@@ -120,17 +201,39 @@ def _loads(text: str, where: str) -> Any:
         raise CaseError(f"{where}: JSON nested too deeply to read.") from None
 
 
-def _read_jsonl(source: Path, text: str) -> SourceTable:
-    records, positions = [], []
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        value = _loads(line, f"{source}:{lineno}")
-        if not isinstance(value, dict):
-            raise CaseError(f"{source}:{lineno}: expected a JSON object per line.")
-        records.append(value)
-        positions.append(lineno)
-    return _table(source, "jsonl", records, positions, "line")
+class _JsonlRows:
+    """The records of a JSON Lines file, read from disk each time they are iterated."""
+
+    def __init__(self, source: Path, max_cell: int):
+        self.source, self.max_cell = source, max_cell
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        for lineno, line in enumerate(_lines(self.source, _line_bound(self.max_cell)), start=1):
+            if not line.strip():
+                continue
+            value = _loads(line, f"{self.source}:{lineno}")
+            if not isinstance(value, dict):
+                raise CaseError(f"{self.source}:{lineno}: expected a JSON object per line.")
+            yield lineno, value
+
+
+def _read_jsonl(source: Path, max_cell: int) -> SourceTable:
+    rows = _JsonlRows(source, max_cell)
+    columns: dict[str, None] = {}
+    for _, record in rows:  # a first pass for the column names; the import reads the rows again
+        columns.update(dict.fromkeys(record))
+    if not columns:
+        raise CaseError(f"{source}: holds no records; nothing to import.")
+    return SourceTable(source, "jsonl", tuple(columns), rows, "line")
+
+
+def _table(source: Path, kind: str, records: list[dict[str, Any]],
+           labels: Mapping[str, tuple[str, ...]] | None = None) -> SourceTable:
+    """A source read whole (JSON, Parquet, datasets) as a table."""
+    if not records:
+        raise CaseError(f"{source}: holds no records; nothing to import.")
+    columns = tuple(dict.fromkeys(k for r in records for k in r))
+    return SourceTable(source, kind, columns, tuple(enumerate(records, start=1)), "row", labels)
 
 
 def _read_json(source: Path, text: str) -> SourceTable:
@@ -146,7 +249,7 @@ def _read_json(source: Path, text: str) -> SourceTable:
     for i, item in enumerate(value, start=1):
         if not isinstance(item, dict):
             raise CaseError(f"{source} row {i}: expected a JSON object, got {type(item).__name__}.")
-    return _table(source, "json", value, list(range(1, len(value) + 1)), "row")
+    return _table(source, "json", value)
 
 
 def _read_parquet(source: Path) -> SourceTable:
@@ -159,7 +262,12 @@ def _read_parquet(source: Path) -> SourceTable:
         records = pyarrow.parquet.read_table(source).to_pylist()
     except (pyarrow.ArrowException, OSError) as exc:
         raise CaseError(f"{source}: not a readable Parquet file ({exc}).") from exc
-    return _table(source, "parquet", records, list(range(1, len(records) + 1)), "row")
+    return _table(source, "parquet", records)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _read_datasets(source: Path, split: str | None) -> SourceTable:
@@ -177,7 +285,13 @@ def _read_datasets(source: Path, split: str | None) -> SourceTable:
     try:
         loaded = datasets.load_from_disk(str(source))
     except (FileNotFoundError, ValueError, OSError, pyarrow.ArrowException, json.JSONDecodeError) as exc:
-        raise CaseError(f"{source}: the datasets folder cannot be loaded ({exc}).") from exc
+        raise CaseError(f"{source}: the datasets folder cannot be loaded ({_first_line(exc)}).") from exc
+    except RecursionError:  # its metadata (dataset_info.json, state.json) nested past what Python can read
+        raise CaseError(f"{source}: the datasets folder's metadata is nested too deeply to read; it was not "
+                        "written by save_to_disk as it is. Save the dataset again.") from None
+    except (TypeError, KeyError, AttributeError) as exc:  # metadata of the wrong shape reaches datasets' own code
+        raise CaseError(f"{source}: the datasets folder's metadata is not what save_to_disk writes "
+                        f"({type(exc).__name__}: {_first_line(exc)}). Save the dataset again.") from exc
     finally:
         if bars:
             datasets.enable_progress_bars()
@@ -195,4 +309,4 @@ def _read_datasets(source: Path, split: str | None) -> SourceTable:
     records = loaded.with_format("arrow")[0:len(loaded)].to_pylist()
     labels = {name: tuple(feature.names) for name, feature in loaded.features.items()
               if isinstance(feature, datasets.ClassLabel)}
-    return _table(source, "datasets", records, list(range(1, len(records) + 1)), "row", labels)
+    return _table(source, "datasets", records, labels)

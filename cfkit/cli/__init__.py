@@ -134,6 +134,15 @@ class CfkitGroup(click.Group):
             if str(exc):  # an InputRejected without a message: the command listed the problems itself
                 error(str(exc))
             ctx.exit(exc.exit_code)
+        except OSError as exc:  # a writer that did not say it itself: a read-only folder, a full disk
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            from cfkit.cli.console import error
+
+            where = f" {exc.filename}" if exc.filename else ""
+            error(f"cannot write or read{where} ({exc.strerror or exc}); check the folder's permissions and free "
+                  "disk space, then run the command again. What was saved before is kept.")
+            ctx.exit(2)
         except KeyboardInterrupt as exc:
             from cfkit.cli.console import error
 

@@ -115,7 +115,7 @@ def validate(cases_file: Path | None, image_root: Path | None, as_json: bool, wo
         root = click.get_current_context().find_root().obj or {}
         ws = find_workspace(workspace_dir or root.get("workspace"))
         cases_file, image_root = ws.cases_path, image_root or ws.image_root
-    check = check_cases(cases_file, image_root, images=image_root is not None)
+    check = check_cases(cases_file, image_root, images=image_root is not None, keep=False)  # counted, not kept
     if as_json:
         print_json(check.to_dict())
     else:
@@ -126,38 +126,58 @@ def validate(cases_file: Path | None, image_root: Path | None, as_json: bool, wo
 
 @cases.command("import", short_help="Convert CSV, JSON, Parquet or a datasets folder to cases.jsonl.")
 @click.argument("source", type=click.Path(path_type=Path))
-@click.option("--to", "target", required=True, type=click.Path(path_type=Path),
-              help="The cases.jsonl to write (refused if it exists, unless --force).")
+@click.option("--to", "target", type=click.Path(path_type=Path), default=None,
+              help="The cases.jsonl to write (refused if it exists, unless --force); with -w and no --to, the "
+                   "workspace's [dataset] cases.")
 @click.option("--map", "mapping", multiple=True, metavar="FIELD=COLUMN",
               help="Fill FIELD from COLUMN (repeatable); FIELD=COL1,COL2 for options or images spread over "
                    "columns; FIELD= leaves a field out. Default mapping: docs/formats.md.")
 @click.option("--images", "image_root", type=click.Path(path_type=Path), default=None,
-              help="Image root: embedded images are written here (named by case id), image paths must be here.")
+              help="Image root: embedded images are written here (named by case id), image paths must be here; "
+                   "with -w and no --to, the workspace's [dataset] images.")
 @click.option("--format", "kind", type=click.Choice(["csv", "tsv", "json", "jsonl", "parquet", "datasets"]),
               default=None, help="Source format (default: from the file ending; a folder is a datasets folder).")
 @click.option("--split", default=None, help="Split of a datasets folder holding several.")
+@click.option("--max-cell", "max_cell", type=click.IntRange(1, 2_000_000_000), default=None, metavar="CHARS",
+              help="The most characters one value (a CSV cell, a field) may hold; default 10,000,000.")
 @click.option("--force", is_flag=True, help="Replace an existing --to file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def import_(source: Path, target: Path, mapping: tuple[str, ...], image_root: Path | None, kind: str | None,
-            split: str | None, force: bool, as_json: bool) -> None:
+@click.option("-w", "--workspace", "workspace_dir", metavar="DIR", default=None,
+              help="Workspace whose [dataset] cases (and images) are written when --to is not given.")
+def import_(source: Path, target: Path | None, mapping: tuple[str, ...], image_root: Path | None, kind: str | None,
+            split: str | None, max_cell: int | None, force: bool, as_json: bool, workspace_dir: str | None) -> None:
     """Convert SOURCE (CSV, JSON, JSON Lines, Parquet or a datasets folder) to a cases file.
 
     Columns are matched to case fields by name (the supplement's record fields
     and cfkit's own); a field that several columns could fill is refused with
     the candidates. Yes/No options set yes_option. The result is validated
     exactly as 'cfkit cases validate' does; nothing is written when any row
-    has a problem.
+    has a problem. CSV, TSV and JSON Lines are read a row at a time, so a
+    table of millions of cases imports in little memory.
 
     \b
     Examples:
       cfkit cases import release.csv --to data/cases.jsonl --images data/images
+      cfkit cases import release.csv -w my-study            # the workspace's [dataset] cases and images
       cfkit cases import hf-export/ --split test --to data/cases.jsonl --images data/images
       cfkit cases import table.parquet --to cases.jsonl --map id=eval_id --map options=opt1,opt2,opt3
     """
+    from cfkit.files import CSV_CELL_LIMIT
+
+    root = click.get_current_context().find_root().obj or {}
+    named = workspace_dir or root.get("workspace")
+    if target is None:
+        if not named:
+            raise click.UsageError("give --to FILE (the cases.jsonl to write), or -w DIR to write the workspace's "
+                                   "[dataset] cases.")
+        from cfkit.workspace import find_workspace
+
+        ws = find_workspace(named)
+        target, image_root = ws.cases_path, image_root or ws.image_root
     from cfkit.cases_import import import_cases
 
     result = import_cases(source, target, mapping=mapping, image_root=image_root, kind=kind, split=split,
-                          force=force)
+                          force=force, max_cell=max_cell or CSV_CELL_LIMIT)
     if as_json:
         print_json({"source": str(result.source), "format": result.kind, "to": str(result.target),
                     "ok": result.ok, "written": result.check is not None,
@@ -167,6 +187,7 @@ def import_(source: Path, target: Path, mapping: tuple[str, ...], image_root: Pa
                     "images_kept": [str(p) for p in result.images_kept],
                     "problems": [{"line": p.line, "unit": p.unit, "field": p.field, "case": p.case_id,
                                   "message": p.message} for p in result.problems],
+                    "more_problems": result.more_problems,
                     "check": None if result.check is None else result.check.to_dict()})
     else:
         if result.check is None:
@@ -174,7 +195,9 @@ def import_(source: Path, target: Path, mapping: tuple[str, ...], image_root: Pa
                 error(f"{result.problems[0]} Nothing was written.")
             else:
                 render_problems(result.problems)
-                error(f"{_plural(len(result.problems), 'problem')} in {result.source}; nothing was written. "
+                count = _plural(len(result.problems) + result.more_problems, 'problem')
+                shown = f" (the first {len(result.problems)} shown)" if result.more_problems else ""
+                error(f"{count} in {result.source}{shown}; nothing was written. "
                       "Fix the source, or map columns with --map FIELD=COLUMN.")
         else:
             status(f"Read {result.source} ({result.kind}): " + "; ".join(
@@ -182,7 +205,7 @@ def import_(source: Path, target: Path, mapping: tuple[str, ...], image_root: Pa
             if result.ignored_columns:
                 warn(f"columns not imported: {', '.join(result.ignored_columns)} (map them with --map FIELD=COLUMN).")
             render_check(result.check)
-            written = f"Wrote {_plural(len(result.check.cases), 'case')} to {result.target}"
+            written = f"Wrote {_plural(result.check.summary.cases, 'case')} to {result.target}"
             if result.images_written or result.images_kept:
                 written += (f" and {_plural(len(result.images_written), 'image')} under {image_root}"
                             + (f" ({len(result.images_kept)} already there)" if result.images_kept else ""))

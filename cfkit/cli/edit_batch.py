@@ -174,7 +174,7 @@ def _dry_run(ws, ids: list[str], **kwargs) -> None:
 # ── edits import ───────────────────────────────────────────────────────────
 
 IMPORT_STYLE = {"imported": "green", "check failed": "red", "failed": "red", "kept": "cyan",
-                "already imported": "cyan"}
+                "already imported": "cyan", "same file": "cyan"}
 
 
 def render_import(run, *, as_json: bool) -> None:
@@ -225,6 +225,8 @@ def _import_line(result) -> str:
         return f"{head}: accepted edit #{result.existing} stays (pass --again to import it as a candidate)"
     if result.status == "already imported":
         return f"{head} as #{result.existing}"
+    if result.status == "same file":
+        return f"{head}: the same bytes as {escape(result.copy_of or '')}, imported once"
     if result.error is not None:
         return f"{head}: {escape(str(result.error))}"
     made = result.outcome

