@@ -1,0 +1,173 @@
+"""inspect_ai eval logs: read (``.json`` and ``.eval``) and written by ``runs export --format inspect``.
+
+The schema is inspect_ai's ``EvalLog`` (https://inspect.aisi.org.uk/eval-logs.html
+and the ``inspect_ai.log`` reference): a header (``version``, ``status``,
+``eval`` with ``model``, ``task``, ``dataset``; ``plan``, ``results``,
+``stats``) and ``samples``, each with ``id``, ``epoch``, ``input``,
+``target``, ``choices``, ``metadata``, ``output`` (``model``, ``choices[0]
+.message.content``, ``usage``) and ``scores`` (a scorer's ``value`` and the
+``answer`` it extracted). A ``.json`` log is that object; a ``.eval`` log is a
+zip holding ``header.json`` (the log without samples; an unfinished log has
+``_journal/start.json`` instead) and one ``samples/{id}_epoch_{n}.json`` per
+sample. When ``inspect_ai`` is installed its ``read_eval_log`` reads the file
+(any log version it knows); otherwise cfkit reads the layout above itself.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from cfkit.errors import PredictionError
+from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample
+
+#: Log version written (inspect_ai's current EvalLog version).
+LOG_VERSION = 2
+
+
+def _with_inspect(path: Path) -> dict[str, Any] | None:
+    try:
+        from inspect_ai.log import read_eval_log  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        return read_eval_log(str(path)).model_dump(mode="json")
+    except Exception as exc:  # inspect_ai raises its own classes; one line here
+        raise PredictionError(f"{path}: inspect_ai could not read this eval log ({exc}).") from exc
+
+
+def _load_json(data: bytes, where: str) -> Any:
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise PredictionError(f"{where}: not valid JSON ({exc}); is it an inspect_ai eval log?") from None
+
+
+def load_log(path: Path) -> dict[str, Any]:
+    """The log as a dict of inspect_ai's schema, samples included."""
+    log = _with_inspect(path)
+    if log is not None:
+        return log
+    if path.suffix == ".eval":
+        try:
+            with zipfile.ZipFile(path) as archive:
+                names = archive.namelist()
+                head = "header.json" if "header.json" in names else "_journal/start.json"
+                if head not in names:
+                    raise PredictionError(f"{path}: an .eval log holds header.json; this zip has neither it nor "
+                                          "_journal/start.json.")
+                log = _load_json(archive.read(head), f"{path}:{head}")
+                log["samples"] = [_load_json(archive.read(n), f"{path}:{n}") for n in sorted(names)
+                                  if n.startswith("samples/") and n.endswith(".json")]
+                return log
+        except zipfile.BadZipFile:
+            raise PredictionError(f"{path}: not a zip archive; an .eval log is one (a .json log is plain JSON).") from None
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PredictionError(f"{path}: cannot be read ({exc.strerror}).") from exc
+    log = _load_json(data, str(path))
+    if not isinstance(log, dict) or "eval" not in log:
+        raise PredictionError(f"{path}: not an inspect_ai eval log (no 'eval' header).")
+    return log
+
+
+def _content_text(content: Any) -> tuple[str | None, str | None]:
+    """A message's text and its reasoning (content is a string or a list of typed parts)."""
+    if content is None or isinstance(content, str):
+        return content, None
+    texts, reasoning = [], []
+    for part in content if isinstance(content, list) else []:
+        if isinstance(part, dict) and part.get("type") == "text":
+            texts.append(part.get("text") or "")
+        elif isinstance(part, dict) and part.get("type") == "reasoning":
+            reasoning.append(part.get("reasoning") or "")
+    return "".join(texts), ("\n".join(reasoning) or None)
+
+
+def _scored_answer(scores: Any) -> str | None:
+    for score in (scores or {}).values():
+        if isinstance(score, dict) and score.get("answer") is not None:
+            return str(score["answer"])
+    return None
+
+
+def read(path: Path) -> PeerFile:
+    """An inspect_ai log as a :class:`PeerFile` (the model from the header's ``eval.model``)."""
+    log = load_log(path)
+    header = log.get("eval") or {}
+    samples = []
+    for number, sample in enumerate(log.get("samples") or [], start=1):
+        output = sample.get("output") or {}
+        choices = output.get("choices") or []
+        raw = None
+        if choices:
+            raw, _ = _content_text((choices[0].get("message") or {}).get("content"))
+        elif output.get("completion") is not None:
+            raw = output["completion"]
+        metadata = sample.get("metadata") or {}
+        texts = sample.get("choices")
+        options = {chr(ord("A") + i): str(t) for i, t in enumerate(texts)} if texts else None
+        samples.append(PeerSample(
+            sample_id=str(sample.get("id")), raw=raw, where=f"{path}, sample {sample.get('id')!r} (#{number})",
+            peer_answer=_scored_answer(sample.get("scores")), options=options,
+            record=metadata.get(CFKIT_KEY) if isinstance(metadata.get(CFKIT_KEY), dict) else None))
+    if log.get("samples") is None:
+        raise PredictionError(f"{path}: the log holds no samples (inspect_ai writes them unless --no-log-samples).")
+    return PeerFile(path=path, fmt="inspect", model=header.get("model"), model_source="the log header's eval.model",
+                    samples=samples)
+
+
+def build_log(rows: list[dict[str, Any]], *, model: str, task: str, run_id: str, created: str,
+              version: str) -> dict[str, Any]:
+    """An EvalLog dict of one run: ``rows`` are (sample id, question, option texts, gold, record) dicts."""
+    samples = []
+    for row in rows:
+        record = row["record"]
+        usage = {k: v for k, v in (("input_tokens", record.get("prompt_tokens")),
+                                   ("output_tokens", record.get("completion_tokens")),
+                                   ("total_tokens", record.get("total_tokens"))) if v is not None}
+        content: Any = record.get("raw") or ""
+        if record.get("reasoning"):
+            content = [{"type": "reasoning", "reasoning": record["reasoning"]}, {"type": "text", "text": content}]
+        output = {"model": record.get("server_model") or model,
+                  "choices": [{"message": {"role": "assistant", "content": content}, "stop_reason": "stop"}]}
+        if usage:
+            output["usage"] = usage
+        if record.get("latency_s") is not None:
+            output["time"] = record["latency_s"]
+        answer = record.get("answer")
+        samples.append({
+            "id": row["id"], "epoch": 1, "input": row["question"], "target": row["gold"] or "",
+            "choices": row["choices"], "metadata": {CFKIT_KEY: record},
+            "messages": [{"role": "user", "content": row["question"]}, {"role": "assistant", "content": content}],
+            "output": output,
+            "scores": {"choice": {"value": "C" if answer is not None and answer == row["gold"] else "I",
+                                  "answer": answer}},
+        })
+    return {
+        "version": LOG_VERSION, "status": "success",
+        "eval": {"run_id": run_id, "created": created, "task": task, "task_id": run_id, "task_version": 0,
+                 "dataset": {"name": "ContextCanvas", "samples": len(samples),
+                             "sample_ids": [s["id"] for s in samples]},
+                 "model": model, "config": {}, "packages": {"cfkit": version}, "metadata": {"cfkit_run": run_id}},
+        "plan": {"name": "plan", "steps": [], "config": {}},
+        "results": {"total_samples": len(samples), "completed_samples": len(samples), "scores": []},
+        "stats": {"started_at": created, "completed_at": created, "model_usage": {}},
+        "samples": samples,
+    }
+
+
+def write(log: dict[str, Any], path: Path) -> None:
+    """A log as ``.eval`` (zip: header.json and samples/) or, for any other name, one JSON object."""
+    if path.suffix != ".eval":
+        path.write_text(json.dumps(log, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        return
+    header = {k: v for k, v in log.items() if k != "samples"}
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("header.json", json.dumps(header, ensure_ascii=False))
+        for sample in log["samples"]:
+            archive.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json",
+                             json.dumps(sample, ensure_ascii=False))
