@@ -142,3 +142,161 @@ def test_the_peer_answers_are_read_by_cfkits_parser(peer_files):
     assert {r.error for r in imported.rows if r.answer is None} == {"ambiguous"}
     assert imported.fmt == "inspect" and imported.model_source == "the log header's eval.model"
     assert (imported.compared, imported.differ) == (100, 10)
+
+
+# ── export → import: every stored field ────────────────────────────────────
+
+
+def store_run(ws: Path) -> str:
+    """A real store holding one counterfactual run whose replies use every stored field."""
+    from cfkit.store import Store, responses, runs
+    from cfkit.store.responses import CachedResponse
+    from cfkit.store.runs import ReplyFields, ReplyProvenance
+
+    run_id = "counterfactual-openai-gpt-5.5-1a2b3c4d"
+    with Store(ws / ".cfkit" / "cfkit.db") if False else Store(_db(ws)) as store:
+        runs.open_run(store, run_id, model="openai:gpt-5.5", suite="counterfactual", options={"options": {}},
+                      cfkit_version="0.1.0", templates_sha256="t" * 64, n_requests=6, notes={})
+        with store.transaction() as tx:
+            for i in range(3):
+                pair = f"CF{i + 1:02d}"
+                case = NO_IDS[i]
+                for condition in ("original", "edit"):
+                    key = f"{i:02d}{condition[0]}" + "0" * 61
+                    edit = condition == "edit"
+                    answer = None if (i, condition) == (2, "edit") else ("A" if edit else "B")
+                    responses.put(tx, CachedResponse(
+                        cache_key=key, raw=f'{{"answer": "{answer}"}}', latency_s=1.25 + i,
+                        usage={"prompt_tokens": 1000 + i, "completion_tokens": 40, "total_tokens": 1040 + i,
+                               "completion_tokens_details": {"reasoning_tokens": 30}},
+                        cost_usd=0.0012, server_model="gpt-5.5-2026-08-01", system_fingerprint="fp_9b1"),
+                        backend="openai", model="openai:gpt-5.5")
+                    fields = ReplyFields(answer=answer, parse=None if answer is None else "json",
+                                         error="transport" if answer is None else None,
+                                         reason="the sign says funeral" if answer else None,
+                                         confidence="high" if answer else None,
+                                         detail="HTTP 500 after 3 tries" if answer is None else None,
+                                         reasoning="I look at the sign, then at the clothes." if edit else None,
+                                         parser=None if answer is None else "3")
+                    runs.write_reply(tx, run_id, (case, pair, condition), cache_key=key,
+                                     raw=None if answer is None else f'{{"answer": "{answer}"}}', fields=fields,
+                                     cost_usd=0.0012 if answer else None,
+                                     provenance=ReplyProvenance(edit_id=7 + i if edit else None,
+                                                                image_sha256=f"{i:x}" * 64 if edit else None,
+                                                                server_model="gpt-5.5-2026-08-01",
+                                                                system_fingerprint="fp_9b1"),
+                                     raw_chars=12_000 if (i, condition) == (1, "original") else None)
+        runs.finish_run(store, run_id, status="done", n_done=5, n_errors=1, notes={})
+    return run_id
+
+
+def _db(ws: Path) -> Path:
+    from cfkit.workspace import load_workspace
+
+    return load_workspace(ws).db_path
+
+
+@pytest.fixture()
+def stored(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    return ws, store_run(ws)
+
+
+def export_rows(ws: Path, run_id: str, *args: str) -> list[dict]:
+    result = run_cli(["runs", "export", run_id, "-w", str(ws), "--format", "jsonl", *args])
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_jsonl_export_holds_every_stored_field(stored):
+    ws, run_id = stored
+    rows = export_rows(ws, run_id)
+    assert len(rows) == 6
+    edit = next(r for r in rows if r["pair"] == "CF01" and r["condition"] == "edit")
+    assert edit["server_model"] == "gpt-5.5-2026-08-01" and edit["system_fingerprint"] == "fp_9b1"
+    assert edit["reasoning"] == "I look at the sign, then at the clothes." and edit["parser"] == "3"
+    assert (edit["edit_id"], edit["image_sha256"]) == (7, "0" * 64)
+    assert (edit["prompt_tokens"], edit["completion_tokens"], edit["total_tokens"]) == (1000, 40, 1040)
+    assert edit["usage"]["completion_tokens_details"] == {"reasoning_tokens": 30}
+    assert edit["latency_s"] == 1.25 and edit["cost_usd"] == 0.0012 and edit["run"] == run_id
+    failed = next(r for r in rows if r["error"] == "transport")
+    assert failed["detail"] == "HTTP 500 after 3 tries" and failed["raw"] is None
+    assert next(r for r in rows if r["raw_chars"])["raw_chars"] == 12_000
+
+
+@pytest.mark.parametrize(("fmt", "name"), [("jsonl", "run.jsonl"), ("csv", "run.csv"), ("parquet", "run.parquet"),
+                                           ("inspect", "run.eval"), ("inspect", "run.json"),
+                                           ("lmms", "20261102_samples_counterfactual.jsonl"),
+                                           ("vlmevalkit", "gpt_ContextCanvas.tsv"),
+                                           ("vlmevalkit", "gpt_ContextCanvas.xlsx")])
+def test_export_then_import_is_lossless(stored, tmp_path, fmt, name):
+    ws, run_id = stored
+    before = export_rows(ws, run_id)
+    target = tmp_path / name
+    result = run_cli(["runs", "export", run_id, "-w", str(ws), "--format", fmt, "--output", str(target)])
+    assert result.exit_code == 0, result.output
+    other = build_workspace(tmp_path / "other")
+    result = run_cli(["runs", "import", str(target), "-w", str(other)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == run_id
+    assert export_rows(other, run_id) == before
+    again = run_cli(["runs", "import", str(target), "-w", str(other)])
+    assert again.exit_code == 2 and f"run {run_id} is already in the store" in again.stderr
+
+
+def test_imported_peer_run_is_reported_like_the_file(peer_files, tmp_path):
+    ws, files = peer_files
+    result = run_cli(["runs", "import", str(files["lmms"]), "-w", str(ws)])
+    assert result.exit_code == 0, result.output
+    run_id = result.stdout.strip()
+    assert run_id.startswith(f"contextcanvas-import-{MODEL}-")
+    assert "10 of 100 answers differ from the lmms file's own extraction" in result.stderr
+    from_store = run_cli(["report", "-w", str(ws), "--run", run_id, "--format", "json", "--resamples", "200"])
+    assert from_store.exit_code == 0, from_store.output
+    native, _ = report_json(ws, files["native"])
+    # The same figures; the stored run is marked incomplete, since it holds 100 of the suite's 301 cases.
+    (row,) = json.loads(from_store.stdout)["contextcanvas"]
+    assert row.pop("incomplete") is True and row.pop("runs") == [run_id]
+    assert row == {k: v for k, v in native["contextcanvas"][0].items() if k not in ("incomplete", "runs")}
+    run_cli(["runs", "rm", run_id, "-w", str(ws)])
+
+
+# ── refusals ───────────────────────────────────────────────────────────────
+
+
+def test_a_file_of_other_cases_is_refused_naming_the_first(peer_files, tmp_path):
+    ws, files = peer_files
+    lines = files["lmms"].read_text().splitlines()
+    bad = json.loads(lines[3])
+    bad["doc"]["id"] = "MMB-0042"
+    odd = tmp_path / "x_samples_contextcanvas.jsonl"
+    odd.write_text("\n".join(lines[:3] + [json.dumps(bad)] + lines[4:]) + "\n")
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(odd), "--label", "P"])
+    assert result.exit_code == 2
+    line = result.stderr.strip().splitlines()[-1]
+    assert f"{odd}:4 (doc_id 3): 'MMB-0042' is not a case of" in line and "--map" in line
+
+
+def test_options_that_differ_are_refused(peer_files, tmp_path):
+    ws, files = peer_files
+    book = openpyxl.load_workbook(files["vlmevalkit"])
+    book.active.cell(row=5, column=3, value="Maybe")
+    odd = tmp_path / f"{MODEL}_ContextCanvas.xlsx"
+    book.save(odd)
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(odd)])
+    assert result.exit_code == 2
+    assert f"row 5 (index {CASES[3]}): its options (A. Maybe; B. No) are not case {CASES[3]}'s (A. Yes; B. No)" \
+        in result.stderr
+
+
+def test_ids_mapped_and_the_model_named(peer_files, tmp_path):
+    ws, files = peer_files
+    text = files["lmms"].read_text()
+    renamed = tmp_path / "samples.jsonl"  # no results file beside it: no model name of its own
+    renamed.write_text(text.replace('"id": "', '"id": "peer-'))
+    (tmp_path / "ids.csv").write_text("peer,case\n" + "".join(f"peer-{c},{c}\n" for c in CASES))
+    nameless = run_cli(["report", "-w", str(ws), "--predictions", str(renamed), "--map", str(tmp_path / "ids.csv")])
+    assert nameless.exit_code == 2 and "names no model" in nameless.stderr and "--label" in nameless.stderr
+    got, _ = report_json(ws, renamed, "--map", str(tmp_path / "ids.csv"), "--label", MODEL)
+    native, _ = report_json(ws, files["native"])
+    assert got == native

@@ -59,7 +59,7 @@ def load_log(path: Path) -> dict[str, Any]:
                     raise PredictionError(f"{path}: an .eval log holds header.json; this zip has neither it nor "
                                           "_journal/start.json.")
                 log = _load_json(archive.read(head), f"{path}:{head}")
-                log["samples"] = [_load_json(archive.read(n), f"{path}:{n}") for n in sorted(names)
+                log["samples"] = [_load_json(archive.read(n), f"{path}:{n}") for n in names
                                   if n.startswith("samples/") and n.endswith(".json")]
                 return log
         except zipfile.BadZipFile:

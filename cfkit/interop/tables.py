@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cfkit.cases import CaseSet
+from cfkit.hints import install_hint
 from cfkit.errors import OutputError, PredictionError
 from cfkit.interop import inspect_log, lmms, vlmevalkit
 from cfkit.interop.records import COLUMNS, RunRecordRow
@@ -97,7 +98,7 @@ def write_parquet(rows: list[RunRecordRow], path: Path) -> None:
     try:
         _frame(rows).to_parquet(path, index=False)
     except ImportError as exc:
-        raise OutputError(f"Parquet needs pandas and pyarrow: pip install 'cfkit-probes[interop]' ({exc}).") from None
+        raise OutputError(f"Parquet needs pandas and pyarrow: {install_hint('interop')} ({exc}).") from None
 
 
 def read_export(path: Path) -> list[RunRecordRow]:

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cfkit.hints import install_hint
 from cfkit.errors import PredictionError
 from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample
 
@@ -30,7 +31,7 @@ def _open_xlsx(path: Path) -> list[dict[str, Any]]:
     try:
         import openpyxl
     except ImportError:
-        raise PredictionError(f"{path}: reading .xlsx needs openpyxl: pip install 'cfkit-probes[interop]' "
+        raise PredictionError(f"{path}: reading .xlsx needs openpyxl: {install_hint('interop')} "
                               "(or save the sheet as .tsv).") from None
     try:
         book = openpyxl.load_workbook(path, read_only=True, data_only=True)
@@ -102,7 +103,7 @@ def write(rows: list[dict[str, Any]], path: Path) -> None:
         try:
             import openpyxl
         except ImportError:
-            raise PredictionError("writing .xlsx needs openpyxl: pip install 'cfkit-probes[interop]' "
+            raise PredictionError(f"writing .xlsx needs openpyxl: {install_hint('interop')} "
                                   "(or name the output .tsv).") from None
         book = openpyxl.Workbook()
         sheet = book.active
