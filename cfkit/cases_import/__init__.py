@@ -40,7 +40,7 @@ __all__ = ["DEFAULT_COLUMNS", "KINDS", "ImportResult", "SourceTable", "import_ca
 class ImportResult:
     """What an import did. With ``problems``, nothing was written and ``check`` is None."""
 
-    source: Path
+    source: Path | str
     kind: str
     target: Path
     mapping: tuple[tuple[str, tuple[str, ...]], ...]  # (field, columns) in field order
@@ -55,7 +55,7 @@ class ImportResult:
         return not self.problems
 
 
-def import_cases(source: Path, target: Path, *, mapping: Iterable[str] = (), image_root: Path | None = None,
+def import_cases(source: Path | str, target: Path, *, mapping: Iterable[str] = (), image_root: Path | None = None,
                  kind: str | None = None, split: str | None = None, force: bool = False) -> ImportResult:
     """Convert ``source`` to a cases file at ``target``; see the module docstring for the steps.
 

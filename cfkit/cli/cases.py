@@ -123,8 +123,8 @@ def validate(cases_file: Path | None, image_root: Path | None, as_json: bool, wo
         raise SystemExit(2)
 
 
-@cases.command("import", short_help="Convert CSV, JSON, Parquet or a datasets folder to cases.jsonl.")
-@click.argument("source", type=click.Path(path_type=Path))
+@cases.command("import", short_help="Convert CSV, JSON, Parquet, a datasets folder or hf:// dataset to cases.jsonl.")
+@click.argument("source", type=click.Path())
 @click.option("--to", "target", required=True, type=click.Path(path_type=Path),
               help="The cases.jsonl to write (refused if it exists, unless --force).")
 @click.option("--map", "mapping", multiple=True, metavar="FIELD=COLUMN",
@@ -137,7 +137,7 @@ def validate(cases_file: Path | None, image_root: Path | None, as_json: bool, wo
 @click.option("--split", default=None, help="Split of a datasets folder holding several.")
 @click.option("--force", is_flag=True, help="Replace an existing --to file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def import_(source: Path, target: Path, mapping: tuple[str, ...], image_root: Path | None, kind: str | None,
+def import_(source: str, target: Path, mapping: tuple[str, ...], image_root: Path | None, kind: str | None,
             split: str | None, force: bool, as_json: bool) -> None:
     """Convert SOURCE (CSV, JSON, JSON Lines, Parquet or a datasets folder) to a cases file.
 
@@ -152,10 +152,14 @@ def import_(source: Path, target: Path, mapping: tuple[str, ...], image_root: Pa
       cfkit cases import release.csv --to data/cases.jsonl --images data/images
       cfkit cases import hf-export/ --split test --to data/cases.jsonl --images data/images
       cfkit cases import table.parquet --to cases.jsonl --map id=eval_id --map options=opt1,opt2,opt3
+      cfkit cases import hf://datasets/OWNER/NAME:test --to data/cases.jsonl --images data/images
+
+    A hub dataset (hf://datasets/OWNER/NAME[:SPLIT]) is loaded by datasets.load_dataset: its cache and offline
+    mode (HF_HUB_OFFLINE=1) are respected.
     """
     from cfkit.cases_import import import_cases
 
-    result = import_cases(source, target, mapping=mapping, image_root=image_root, kind=kind, split=split,
+    result = import_cases(source if source.startswith("hf://") else Path(source), target, mapping=mapping, image_root=image_root, kind=kind, split=split,
                           force=force)
     if as_json:
         print_json({"source": str(result.source), "format": result.kind, "to": str(result.target),
