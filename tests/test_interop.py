@@ -300,3 +300,78 @@ def test_ids_mapped_and_the_model_named(peer_files, tmp_path):
     got, _ = report_json(ws, renamed, "--map", str(tmp_path / "ids.csv"), "--label", MODEL)
     native, _ = report_json(ws, files["native"])
     assert got == native
+
+
+@pytest.mark.parametrize("name", ["bad.jsonl", "bad.json", "bad.txt"])
+def test_a_broken_predictions_file_still_names_its_line(peer_files, tmp_path, name):
+    ws, files = peer_files
+    broken = tmp_path / name
+    broken.write_text(files["native"].read_text().splitlines()[0] + "\n{not json\n")
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(broken)])
+    assert result.exit_code == 2
+    assert f"{broken}:2: not valid JSON" in result.stderr
+
+
+def test_the_format_can_be_named_and_a_wrong_name_is_one_line(peer_files, tmp_path):
+    ws, files = peer_files
+    renamed = tmp_path / "peer.log"  # a name that tells nothing
+    renamed.write_bytes(files["inspect-json"].read_bytes())
+    got, _ = report_json(ws, renamed, "--predictions-format", "inspect")
+    native, _ = report_json(ws, files["native"])
+    assert got == native
+    wrong = run_cli(["report", "-w", str(ws), "--predictions", str(files["native"]), "--predictions-format", "lmms"])
+    assert wrong.exit_code == 2
+    assert f"{files['native']}:1: an lmms-eval sample has 'doc_id' and 'resps'" in wrong.stderr
+
+
+def test_binary_exports_need_an_output_and_an_existing_file_is_kept(stored, tmp_path):
+    ws, run_id = stored
+    result = run_cli(["runs", "export", run_id, "-w", str(ws), "--format", "parquet"])
+    assert result.exit_code == 2 and "--format parquet writes a file; give --output FILE" in result.stderr
+    target = tmp_path / "run.eval"
+    target.write_text("mine")
+    result = run_cli(["runs", "export", run_id, "-w", str(ws), "--format", "inspect", "--output", str(target)])
+    assert result.exit_code == 2 and "already exists" in result.stderr and target.read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.eval", "ws"]  # no temporary file left behind
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+HOSTILE = [
+    ("log.eval", b"not a zip at all"),
+    ("log.json", DEEP.encode()),
+    ("log.json", b'{"eval": {"model": "m"}, "samples": [1, 2]}'),
+    ("x_samples_t.jsonl", b'{"doc_id": 0, "resps": ' + DEEP.encode() + b"}\n"),
+    ("x_samples_t.jsonl", b'{"doc_id": 0}\n'),
+    ("m_D.xlsx", b"PK\x03\x04 broken"),
+    ("m_D.tsv", b"index\tquestion\nY000\tq\n"),
+    ("run.parquet", b"PAR1 broken"),
+]
+
+
+@pytest.mark.parametrize(("name", "content"), HOSTILE, ids=[f"{n}-{i}" for i, (n, _) in enumerate(HOSTILE)])
+def test_a_hostile_results_file_is_one_line_and_stores_nothing(peer_files, tmp_path, name, content):
+    ws, _ = peer_files
+    path = tmp_path / name
+    path.write_bytes(content)
+    for args in (["report", "--predictions", str(path), "--label", "P"], ["runs", "import", str(path), "--label", "P"]):
+        result = run_cli([*args, "-w", str(ws)])
+        assert result.exit_code == 2, (args, result.output)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and str(path) in lines[0], result.stderr
+    listed = run_cli(["runs", "list", "--json", "-w", str(ws)])
+    assert json.loads(listed.stdout) == []
+
+
+def test_an_export_record_of_the_wrong_shape_is_one_line(stored, tmp_path):
+    ws, run_id = stored
+    rows = export_rows(ws, run_id)
+    for change, expected in (({"case": ["N000"]}, "'case' must be text"), ({"condition": "sideways"}, "condition"),
+                             ({"usage": [1]}, "'usage' must be an object"), ({"edit_id": "seven"}, "whole number"),
+                             ({"colour": "red"}, "unknown field(s) colour")):
+        path = tmp_path / "run.jsonl"
+        path.write_text("".join(json.dumps(r | (change if i == 2 else {})) + "\n" for i, r in enumerate(rows)))
+        other = build_workspace(tmp_path / f"ws-{len(list(tmp_path.iterdir()))}")
+        result = run_cli(["runs", "import", str(path), "-w", str(other)])
+        assert result.exit_code == 2, result.output
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith(f"error: {path}:3: ") and expected in line, line

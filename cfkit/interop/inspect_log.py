@@ -43,6 +43,8 @@ def _load_json(data: bytes, where: str) -> Any:
         return json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PredictionError(f"{where}: not valid JSON ({exc}); is it an inspect_ai eval log?") from None
+    except RecursionError:
+        raise PredictionError(f"{where}: JSON nested too deeply to read.") from None
 
 
 def load_log(path: Path) -> dict[str, Any]:
@@ -94,30 +96,43 @@ def _scored_answer(scores: Any) -> str | None:
     return None
 
 
+def _dict(value: Any, where: str, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PredictionError(f"{where}: {what} is {type(value).__name__}, not an object as in inspect_ai's EvalLog.")
+    return value
+
+
 def read(path: Path) -> PeerFile:
     """An inspect_ai log as a :class:`PeerFile` (the model from the header's ``eval.model``)."""
-    log = load_log(path)
-    header = log.get("eval") or {}
+    log = _dict(load_log(path), str(path), "the log")
+    header = _dict(log.get("eval"), str(path), "'eval'")
+    if not isinstance(log.get("samples"), list):
+        raise PredictionError(f"{path}: the log holds no samples (inspect_ai writes them unless --no-log-samples).")
     samples = []
-    for number, sample in enumerate(log.get("samples") or [], start=1):
-        output = sample.get("output") or {}
-        choices = output.get("choices") or []
+    for number, sample in enumerate(log["samples"], start=1):
+        where = f"{path}, sample #{number}"
+        sample = _dict(sample, where, "the sample")
+        where = f"{path}, sample {sample.get('id')!r} (#{number})"
+        output = _dict(sample.get("output"), where, "'output'")
+        choices = output.get("choices") if isinstance(output.get("choices"), list) else []
         raw = None
         if choices:
-            raw, _ = _content_text((choices[0].get("message") or {}).get("content"))
-        elif output.get("completion") is not None:
+            raw, _ = _content_text(_dict(_dict(choices[0], where, "'output.choices[0]'").get("message"), where,
+                                         "'message'").get("content"))
+        elif isinstance(output.get("completion"), str):
             raw = output["completion"]
-        metadata = sample.get("metadata") or {}
+        metadata = _dict(sample.get("metadata"), where, "'metadata'")
         texts = sample.get("choices")
-        options = {chr(ord("A") + i): str(t) for i, t in enumerate(texts)} if texts else None
+        options = {chr(ord("A") + i): str(t) for i, t in enumerate(texts)} if isinstance(texts, list) and texts else None
+        scores = sample.get("scores") if isinstance(sample.get("scores"), dict) else None
         samples.append(PeerSample(
-            sample_id=str(sample.get("id")), raw=raw, where=f"{path}, sample {sample.get('id')!r} (#{number})",
-            peer_answer=_scored_answer(sample.get("scores")), options=options,
-            record=metadata.get(CFKIT_KEY) if isinstance(metadata.get(CFKIT_KEY), dict) else None))
-    if log.get("samples") is None:
-        raise PredictionError(f"{path}: the log holds no samples (inspect_ai writes them unless --no-log-samples).")
-    return PeerFile(path=path, fmt="inspect", model=header.get("model"), model_source="the log header's eval.model",
-                    samples=samples)
+            sample_id=str(sample.get("id")), raw=raw, where=where, peer_answer=_scored_answer(scores),
+            options=options, record=metadata.get(CFKIT_KEY) if isinstance(metadata.get(CFKIT_KEY), dict) else None))
+    model = header.get("model")
+    return PeerFile(path=path, fmt="inspect", model=str(model) if model else None,
+                    model_source="the log header's eval.model", samples=samples)
 
 
 def build_log(rows: list[dict[str, Any]], *, model: str, task: str, run_id: str, created: str,

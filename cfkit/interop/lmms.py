@@ -76,6 +76,8 @@ def read(path: Path) -> PeerFile:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise PredictionError(f"{where}: not valid JSON ({exc.msg}); an lmms-eval samples file is JSONL.") from None
+        except RecursionError:
+            raise PredictionError(f"{where}: JSON nested too deeply to read.") from None
         if not isinstance(data, dict) or "doc_id" not in data or "resps" not in data:
             raise PredictionError(f"{where}: an lmms-eval sample has 'doc_id' and 'resps'; this line does not.")
         doc = data.get("doc") if isinstance(data.get("doc"), dict) else {}

@@ -44,20 +44,18 @@ def detect(path: Path) -> str:
         with path.open("rb") as handle:
             head = handle.read(64 * 1024).decode("utf-8", errors="replace")
     except FileNotFoundError:
-        raise PredictionError(f"predictions file {path} not found. Check the path.") from None
+        raise PredictionError(f"predictions file {path} not found. Check the path given.") from None
     except OSError as exc:
         raise PredictionError(f"{path}: cannot be read ({exc.strerror}).") from exc
     if suffix == ".csv":
         first = head.splitlines()[0] if head else ""
         names = next(csv.reader([first]), [])
         return "export" if {"run", "suite", "condition"} <= set(names) else "vlmevalkit"
-    if suffix == ".json":
-        return "inspect"
     stripped = head.lstrip()
     first = stripped.splitlines()[0] if stripped else ""
     try:
         record = json.loads(first)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         record = None
     if isinstance(record, dict):
         if "doc_id" in record and "resps" in record:
@@ -66,8 +64,10 @@ def detect(path: Path) -> str:
             return "export"
         if "suite" in record and "condition" in record:
             return "native"
-    raise PredictionError(f"{path}: cannot tell its format (not cfkit predictions, an inspect_ai log, an lmms-eval "
-                          "samples file or a VLMEvalKit table); name it with --predictions-format.")
+    if suffix == ".json" or (stripped.startswith("{") and '"eval"' in head):
+        return "inspect"
+    # Anything else is read as cfkit's predictions, whose reader names the first line it cannot take.
+    return "native"
 
 
 def load_map(path: Path | str) -> dict[str, str]:

@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from cfkit.errors import PredictionError
+from pydantic import ValidationError
+
+from cfkit.errors import PredictionError, describe_validation
 from cfkit.predictions import Prediction
 from cfkit.store import Store, responses, runs
 
@@ -84,13 +86,32 @@ class RunRecordRow:
                 values[name] = _integer(values[name], name, where)
         for name in ("latency_s", "cost_usd"):
             if values[name] is not None:
-                values[name] = float(values[name])
+                try:
+                    values[name] = float(values[name])
+                except (TypeError, ValueError):
+                    raise PredictionError(f"{where}: '{name}' must be a number, not {values[name]!r}.") from None
         if isinstance(values["usage"], str):
-            values["usage"] = json.loads(values["usage"]) if values["usage"] else None
-        return cls(**values)
+            try:
+                values["usage"] = json.loads(values["usage"]) if values["usage"] else None
+            except json.JSONDecodeError as exc:
+                raise PredictionError(f"{where}: 'usage' is not JSON ({exc.msg}).") from None
+        if values["usage"] is not None and not isinstance(values["usage"], dict):
+            raise PredictionError(f"{where}: 'usage' must be an object (the usage record), not {values['usage']!r}.")
+        for name in _TEXT_FIELDS:
+            if values[name] is not None and not isinstance(values[name], str):
+                raise PredictionError(f"{where}: '{name}' must be text, not {type(values[name]).__name__}.")
+        row = cls(**values)
+        try:
+            row.prediction()
+        except ValidationError as exc:
+            raise PredictionError(f"{where}: {describe_validation(exc)}") from exc
+        return row
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecordRow))
+_TEXT_FIELDS = ("run", "model", "suite", "case", "pair", "condition", "answer", "parse", "error", "raw", "reason",
+                "confidence", "detail", "reasoning", "parser", "image_sha256", "server_model", "system_fingerprint",
+                "cache_key", "created_at")
 
 
 def _integer(value: Any, name: str, where: str) -> int:
@@ -100,7 +121,7 @@ def _integer(value: Any, name: str, where: str) -> int:
         return value
     try:
         return int(str(value))
-    except ValueError:
+    except (TypeError, ValueError):
         raise PredictionError(f"{where}: '{name}' must be a whole number, not {value!r}.") from None
 
 

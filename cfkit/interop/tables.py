@@ -131,6 +131,8 @@ def read_export(path: Path) -> list[RunRecordRow]:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise PredictionError(f"{path}:{number}: not valid JSON ({exc.msg}).") from None
+            except RecursionError:
+                raise PredictionError(f"{path}:{number}: JSON nested too deeply to read.") from None
             out.append(RunRecordRow.from_dict(record, f"{path}:{number}"))
     return out
 
