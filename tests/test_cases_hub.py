@@ -94,9 +94,39 @@ def test_an_uncached_dataset_offline_is_one_clear_line(hub_home, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "hf://datasets/acme/absent: the Hugging Face Hub cannot be reached (offline mode is on)" in lines[0]
-    assert "not in the datasets cache" in lines[0] and not (tmp_path / "c.jsonl").exists()
+    assert "in neither the datasets cache" in lines[0] and not (tmp_path / "c.jsonl").exists()
 
 
 def test_a_malformed_hub_name_is_refused(tmp_path):
     result = run_cli(["cases", "import", "hf://datasets/just-a-name", "--to", str(tmp_path / "d.jsonl")])
     assert result.exit_code == 2 and "hf://datasets/OWNER/NAME" in result.stderr
+
+
+MAKE_SNAPSHOT = textwrap.dedent("""
+    import json, os, sys
+    import pyarrow as pa, pyarrow.parquet as pq
+    from huggingface_hub import constants
+
+    rows, revision = json.loads(open(sys.argv[1]).read()), "b" * 40
+    repo = os.path.join(constants.HF_HUB_CACHE, "datasets--acme--files")
+    os.makedirs(os.path.join(repo, "snapshots", revision, "data"))
+    os.makedirs(os.path.join(repo, "refs"))
+    open(os.path.join(repo, "refs", "main"), "w").write(revision)
+    pq.write_table(pa.Table.from_pylist(rows), os.path.join(repo, "snapshots", revision, "data",
+                                                            "test-00000-of-00001.parquet"))
+""")
+
+
+def test_a_dataset_in_the_hub_cache_imports_offline(hub_home, tmp_path):
+    # The layout snapshot_download leaves: datasets--OWNER--NAME/refs/main and snapshots/REVISION/…
+    env = offline_env(hub_home / "home")
+    made = subprocess.run([sys.executable, "-c", MAKE_SNAPSHOT, str(hub_home / "rows.json")], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert made.returncode == 0, made.stderr
+    got = cfkit(env, "cases", "import", "hf://datasets/acme/files:test", "--to", str(tmp_path / "snap.jsonl"))
+    assert got.returncode == 0, got.stderr
+    local = tmp_path / "rows.jsonl"
+    local.write_text("".join(json.dumps(r) + "\n" for r in _json_rows()))
+    expected = run_cli(["cases", "import", str(local), "--to", str(tmp_path / "from-file.jsonl")])
+    assert expected.exit_code == 0, expected.output
+    assert (tmp_path / "snap.jsonl").read_text() == (tmp_path / "from-file.jsonl").read_text()

@@ -4,8 +4,10 @@ Loaded with ``datasets.load_dataset``, so the datasets cache
 (``HF_DATASETS_CACHE``, under ``HF_HOME``) and offline mode
 (``HF_HUB_OFFLINE=1``, ``HF_DATASETS_OFFLINE=1``) work as they do for every
 other datasets user: a dataset loaded once is read from the cache, offline
-too. When the hub cannot be reached and the dataset is not cached, the
-import stops with one line saying so.
+too. When the hub cannot be reached, a snapshot of the dataset's files in the
+hub cache (``HF_HUB_CACHE``, left by ``snapshot_download`` or ``hf
+download``) is loaded instead; with neither, the import stops with one line
+saying so.
 """
 
 from __future__ import annotations
@@ -48,13 +50,19 @@ def load(ref: str, split: str | None):
     verbosity = datasets.logging.get_verbosity()
     datasets.logging.set_verbosity_error()  # "using the cached version" notes: the offline load is what was asked
     try:
-        return datasets.load_dataset(repo, split=split)
-    except ConnectionError as exc:
-        offline = datasets.config.HF_HUB_OFFLINE
-        raise CaseError(f"{ref}: the Hugging Face Hub cannot be reached"
-                        f"{' (offline mode is on)' if offline else ''} and the dataset is not in the datasets cache "
-                        f"{datasets.config.HF_DATASETS_CACHE}; connect once to download it, then it loads offline "
-                        "too.") from exc
+        try:
+            return datasets.load_dataset(repo, split=split)
+        except ConnectionError as exc:
+            snapshot = _hub_snapshot(repo)
+            if snapshot is None:
+                offline = datasets.config.HF_HUB_OFFLINE
+                raise CaseError(f"{ref}: the Hugging Face Hub cannot be reached"
+                                f"{' (offline mode is on)' if offline else ''} and the dataset is in neither the "
+                                f"datasets cache ({datasets.config.HF_DATASETS_CACHE}) nor the hub cache; connect "
+                                "once to download it, then it loads offline too.") from exc
+            return datasets.load_dataset(snapshot, split=split)
+    except CaseError:
+        raise
     except ValueError as exc:  # an unknown split, among others
         raise CaseError(f"{ref}: {exc}".rstrip(".") + ".") from exc
     except Exception as exc:  # datasets' own DatasetNotFoundError and hub errors
@@ -66,3 +74,17 @@ def load(ref: str, split: str | None):
         datasets.logging.set_verbosity(verbosity)
         if bars:
             datasets.enable_progress_bars()
+
+
+def _hub_snapshot(repo: str) -> str | None:
+    """The folder of the dataset's newest snapshot in the hub cache (``HF_HUB_CACHE``: what
+    ``huggingface_hub.snapshot_download`` and ``hf download --repo-type dataset`` leave), or None."""
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+    except ImportError:
+        return None
+    try:
+        return snapshot_download(repo, repo_type="dataset", local_files_only=True)
+    except (LocalEntryNotFoundError, FileNotFoundError):
+        return None
