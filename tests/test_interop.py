@@ -375,3 +375,20 @@ def test_an_export_record_of_the_wrong_shape_is_one_line(stored, tmp_path):
         assert result.exit_code == 2, result.output
         (line,) = result.stderr.strip().splitlines()
         assert line.startswith(f"error: {path}:3: ") and expected in line, line
+
+
+def test_an_eval_archive_that_unpacks_too_large_is_refused_unread(peer_files, tmp_path, monkeypatch):
+    from cfkit.interop import inspect_log
+
+    ws, files = peer_files
+    monkeypatch.setattr(inspect_log, "MAX_MEMBER_BYTES", 1024 * 1024)
+    bomb = tmp_path / "bomb.eval"
+    with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("header.json", json.dumps({"eval": {"model": "m"}}))
+        archive.writestr("samples/Y000_epoch_1.json", b" " * (3 * 1024 * 1024))
+    assert bomb.stat().st_size < 64 * 1024
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(bomb)])
+    assert result.exit_code == 2
+    assert "member samples/Y000_epoch_1.json unpacks to 3,145,728 bytes" in result.stderr
+    # The real logs stay well under the limit.
+    assert run_cli(["report", "-w", str(ws), "--predictions", str(files["inspect-eval"])]).exit_code == 0

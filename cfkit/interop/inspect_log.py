@@ -25,6 +25,10 @@ from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample
 
 #: Log version written (inspect_ai's current EvalLog version).
 LOG_VERSION = 2
+#: The most one member of an .eval archive may hold unpacked (a sample with its messages and events), and the
+#: whole archive; beyond them the archive is refused before it is unpacked (a zip bomb fills memory otherwise).
+MAX_MEMBER_BYTES = 256 * 1024 * 1024
+MAX_ARCHIVE_BYTES = 4 * 1024 * 1024 * 1024
 
 
 def _with_inspect(path: Path) -> dict[str, Any] | None:
@@ -56,6 +60,14 @@ def load_log(path: Path) -> dict[str, Any]:
         try:
             with zipfile.ZipFile(path) as archive:
                 names = archive.namelist()
+                sizes = {info.filename: info.file_size for info in archive.infolist()}
+                big = next((n for n, size in sizes.items() if size > MAX_MEMBER_BYTES), None)
+                if big is not None or sum(sizes.values()) > MAX_ARCHIVE_BYTES:
+                    what = f"member {big} unpacks to {sizes[big]:,} bytes" if big else \
+                        f"it unpacks to {sum(sizes.values()):,} bytes"
+                    raise PredictionError(f"{path}: {what}, more than an eval log holds "
+                                          f"({MAX_MEMBER_BYTES:,} a member, {MAX_ARCHIVE_BYTES:,} in all); refused "
+                                          "unread.")
                 head = "header.json" if "header.json" in names else "_journal/start.json"
                 if head not in names:
                     raise PredictionError(f"{path}: an .eval log holds header.json; this zip has neither it nor "
