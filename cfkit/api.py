@@ -66,8 +66,15 @@ def _base(column: str) -> str:
 class Report:
     """A computed report: the sections of docs/report-schema.md, as a dict or as DataFrames."""
 
-    def __init__(self, result: "report_lib.Report"):
+    def __init__(self, result: "report_lib.Report", reading: Sequence[str] = ()):
         self.result = result  #: the :class:`cfkit.report.Report` behind it
+        self._reading = list(reading)
+
+    @property
+    def notes(self) -> list[str]:
+        """What the numbers cover and how the files were read: a line per other harness's file (how many of
+        cfkit's readings differ from its own), then the report's notes (what it covers, where less than asked)."""
+        return self._reading + list(self.result.notes)
 
     def to_dict(self) -> dict[str, Any]:
         """The report object of docs/report-schema.md (what ``cfkit report --format json`` prints)."""
@@ -193,10 +200,10 @@ class Workspace:
 
         pairs = [lib.parse_compare(spec) for spec in compare]
         with predictions_files(self._ws, [str(p) for p in predictions], fmt=predictions_format, map_path=map_path,
-                               label=label) as (paths, _notes):
+                               label=label) as (paths, reading):
             result = lib.make_report(self._ws, paths, run_refs=list(runs), compare=pairs, n_resamples=resamples,
                                      seed=seed, ega=ega, audit=audit, groups=groups)
-        return Report(result)
+        return Report(result, reading)
 
     def frame(self, section: Section, **report_options: Any) -> "pd.DataFrame":
         """``self.report(**report_options).frame(section)``."""

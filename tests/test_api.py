@@ -123,3 +123,12 @@ def test_tables_s7_and_s9_as_dataframes(doc_run):
     for model, *counts in TABLE_S9:
         got = s9[s9["model"] == model].set_index("condition")["accuracy"]
         assert [round(got[c], 2) for c in ("text", "neutral", "evidence", "image")] == [float(c) for c in counts]
+
+
+def test_a_peers_file_through_the_api_says_how_its_readings_differ(tmp_path):
+    from test_interop import MODEL, write_peer_files
+
+    ws, files = write_peer_files(tmp_path)
+    report = cfkit.Workspace(ws).report(predictions=[files["lmms"]], resamples=200)
+    assert report.models == [MODEL]
+    assert any("10 of 100 answers differ from the lmms file's own extraction" in n for n in report.notes)

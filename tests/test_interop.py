@@ -56,7 +56,12 @@ def intended() -> list[tuple[str, str | None, str, str | None]]:
 
 @pytest.fixture(scope="module")
 def peer_files(tmp_path_factory):
-    root = tmp_path_factory.mktemp("interop")
+    return write_peer_files(tmp_path_factory.mktemp("interop"))
+
+
+def write_peer_files(root: Path) -> tuple[Path, dict[str, Path]]:
+    """The paper workspace in ROOT/ws and the same 100 predictions as cfkit's, inspect_ai's, lmms-eval's and
+    VLMEvalKit's files."""
     ws = build_workspace(root / "ws")
     rows = intended()
     native = root / "native.jsonl"
