@@ -397,3 +397,14 @@ def test_an_eval_archive_that_unpacks_too_large_is_refused_unread(peer_files, tm
     assert "member samples/Y000_epoch_1.json unpacks to 3,145,728 bytes" in result.stderr
     # The real logs stay well under the limit.
     assert run_cli(["report", "-w", str(ws), "--predictions", str(files["inspect-eval"])]).exit_code == 0
+
+
+def test_an_answer_given_twice_across_formats_names_both_files(peer_files):
+    ws, files = peer_files
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(files["native"]),
+                      "--predictions", str(files["lmms"])])
+    assert result.exit_code == 2
+    line = result.stderr.strip().splitlines()[-1]
+    assert line == (f"error: {files['lmms']}: a second answer from model '{MODEL}' for case {CASES[0]}, condition "
+                    f"image (the first is in {files['native']}). Keep one file per model; to compare two, store "
+                    "each with 'cfkit runs import FILE --label NAME'.")

@@ -22,7 +22,8 @@ from cfkit.interop.mapping import READ_FORMATS, Imported, detect, load_map, read
 from cfkit.interop.records import COLUMNS, RunRecordRow, run_rows
 from cfkit.interop.samples import PEER_FORMATS
 from cfkit.interop.tables import EXPORT_FORMATS, SUFFIXES, read_export, write_export
-from cfkit.predictions import dump_predictions
+from cfkit.errors import PredictionError
+from cfkit.predictions import dump_predictions, load_predictions
 
 __all__ = ["COLUMNS", "EXPORT_FORMATS", "Imported", "PEER_FORMATS", "READ_FORMATS", "RunRecordRow", "SUFFIXES",
            "as_predictions_files", "detect", "load_map", "read_export", "read_file", "run_rows", "write_export"]
@@ -38,16 +39,31 @@ def as_predictions_files(paths: Sequence[Path | str], cases: CaseSet, *, fmt: st
     with tempfile.TemporaryDirectory(prefix="cfkit-interop-") as folder:
         out: list[Path] = []
         notes: list[str] = []
+        seen: dict[tuple, str] = {}  # an answer given twice is named by the files it came from, not the copies
         for number, path in enumerate(paths):
             path = Path(path)
             kind = detect(path) if fmt == "auto" else fmt
             if kind == "native" and label is None:
+                for pred in load_predictions([path], cases=cases):
+                    _once(seen, pred, str(path))
                 out.append(path)
                 continue
             imported = read_file(path, cases, fmt=kind, mapping=mapping, label=label)
+            preds = [r.prediction() for r in imported.rows]
+            for pred in preds:
+                _once(seen, pred, str(path))
             target = Path(folder) / f"{number:03d}-{path.stem}.jsonl"
-            target.write_text(dump_predictions(r.prediction() for r in imported.rows), encoding="utf-8")
+            target.write_text(dump_predictions(preds), encoding="utf-8")
             out.append(target)
             if (line := imported.summary()) is not None:
                 notes.append(line)
         yield out, notes
+
+
+def _once(seen: dict[tuple, str], pred, source: str) -> None:
+    if pred.key in seen:
+        unit = f"case {pred.case}{f', pair {pred.pair}' if pred.pair else ''}, condition {pred.condition}"
+        raise PredictionError(f"{source}: a second answer from model '{pred.model}' for {unit} (the first is in "
+                              f"{seen[pred.key]}). Keep one file per model; to compare two, store each "
+                              "with 'cfkit runs import FILE --label NAME'.")
+    seen[pred.key] = source
