@@ -408,3 +408,14 @@ def test_an_answer_given_twice_across_formats_names_both_files(peer_files):
     assert line == (f"error: {files['lmms']}: a second answer from model '{MODEL}' for case {CASES[0]}, condition "
                     f"image (the first is in {files['native']}). Keep one file per model; to compare two, store "
                     "each with 'cfkit runs import FILE --label NAME'.")
+
+
+@pytest.mark.parametrize(("relative", "model"), [
+    ("outputs/Qwen2-VL-7B_Instruct/Qwen2-VL-7B_Instruct_MMBench_DEV_EN.xlsx", "Qwen2-VL-7B_Instruct"),
+    ("elsewhere/InternVL3-8B_ContextCanvas.tsv", "InternVL3-8B"),
+    ("elsewhere/predictions.tsv", None),
+])
+def test_vlmevalkit_model_names(tmp_path, relative, model):
+    from cfkit.interop.vlmevalkit import model_of
+
+    assert model_of(tmp_path / relative)[0] == model

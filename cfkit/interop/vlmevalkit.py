@@ -6,8 +6,9 @@ VLMEvalKit's inference writes ``{model}_{dataset}.xlsx`` (newer releases
 with the model's raw reply added as ``prediction``
 (https://github.com/open-compass/VLMEvalKit, ``vlmeval/inference.py`` and
 ``docs/en/Development.md``). The file holds no extraction of its own (that is
-made at evaluation time), so nothing is compared. The model is the file name
-before its last ``_`` (a dataset name has none, e.g. ``ContextCanvas``).
+made at evaluation time), so nothing is compared. The model is the folder's
+name when the file is named after it, else the file name before its last
+``_`` (:func:`model_of`).
 xlsx needs openpyxl (the ``interop`` extra).
 """
 
@@ -84,10 +85,20 @@ def read(path: Path) -> PeerFile:
         samples.append(PeerSample(sample_id=_cell(row["index"]) or "", raw=_cell(row.get("prediction")),
                                   where=f"{path}, row {number} (index {_cell(row['index'])})",
                                   options={k: _cell(row[k]) or "" for k in letters} or None, record=record))
-    stem = path.stem
-    model = stem.rsplit("_", 1)[0] if "_" in stem else None
-    return PeerFile(path=path, fmt="vlmevalkit", model=model, model_source=f"the file name {path.name}",
-                    samples=samples, extracts=False)
+    model, source = model_of(path)
+    return PeerFile(path=path, fmt="vlmevalkit", model=model, model_source=source, samples=samples, extracts=False)
+
+
+def model_of(path: Path) -> tuple[str | None, str]:
+    """The model a prediction table names: its folder's name when the file is ``{folder}_{dataset}`` (VLMEvalKit
+    writes ``outputs/{model}/{model}_{dataset}.xlsx``, and a model or dataset name may hold ``_``), else the
+    file name before its last ``_``."""
+    stem, folder = path.stem, path.parent.name
+    if folder and stem.startswith(f"{folder}_") and len(stem) > len(folder) + 1:
+        return folder, f"its folder {folder}/"
+    if "_" in stem:
+        return stem.rsplit("_", 1)[0], f"the file name {path.name}"
+    return None, f"the file name {path.name}, which is not {{model}}_{{dataset}}"
 
 
 def write(rows: list[dict[str, Any]], path: Path) -> None:
