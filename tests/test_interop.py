@@ -419,3 +419,20 @@ def test_vlmevalkit_model_names(tmp_path, relative, model):
     from cfkit.interop.vlmevalkit import model_of
 
     assert model_of(tmp_path / relative)[0] == model
+
+
+def test_the_peers_reading_is_compared_as_an_option(peer_files, tmp_path):
+    from cfkit.dataset import load_cases
+    from cfkit.interop import read_file
+    from cfkit.workspace import load_workspace
+
+    ws, files = peer_files
+    w = load_workspace(ws)
+    lines = [json.loads(line) for line in files["lmms"].read_text().splitlines()]
+    spelled = {"A": "(A)", "B": "No"}  # a letter in brackets, an option's text: both the same reading as cfkit's
+    for line in lines:
+        line["filtered_resps"] = [spelled.get(line["filtered_resps"][0], line["filtered_resps"][0])]
+    path = tmp_path / "x_samples_contextcanvas.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    imported = read_file(path, load_cases(w.cases_path, w.image_root), label=MODEL)
+    assert (imported.compared, imported.differ) == (100, 10)

@@ -122,8 +122,9 @@ def _peer_option(value: str | None, case: Case) -> str | None:
         return None
     text = value.strip()
     ids = {o.id for o in case.options}
-    if text in ids:
-        return text
+    bare = text.strip("()[]. :")  # "(A)", "A.", "[A]" as extraction filters write the letter
+    if bare in ids:
+        return bare
     by_text = {o.text.strip().lower(): o.id for o in case.options}
     return by_text.get(text.lower())
 
