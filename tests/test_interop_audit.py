@@ -56,13 +56,13 @@ def label_studio_annotation(values: dict, updated: str, *, cancelled: bool = Fal
             "created_at": updated, "updated_at": updated, "lead_time": 12.5}
 
 
-def label_in_tools(ws, tmp_path, fmt):
+def label_in_tools(ws, tmp_path, fmt, run_ids):
     truth = _items(ws)
     for name in ("alice", "bob"):
         exported = tmp_path / f"{name}-{fmt}.json"
         cli(ws, "audit", "export", "--as", name, "--format", fmt, "--output", str(exported))
         text = exported.read_text()
-        assert blind(text, {}) and not any(w in text.lower() for w in FORBIDDEN)
+        assert blind(text, run_ids) and not any(w in text.lower() for w in FORBIDDEN) and name not in text
         tasks = json.loads(text)
         assert len(tasks) == 18
         labelled = []
@@ -107,7 +107,7 @@ def test_a_tool_round_trip_gives_the_same_agreement_and_table_s8(planned, tmp_pa
     direct = copy(planned, tmp_path, "direct")
     label_directly(direct)
     tools = copy(planned, tmp_path, "tools")
-    label_in_tools(tools, tmp_path, fmt)
+    label_in_tools(tools, tmp_path, fmt, planned[1])
     agreement, s8, labels = outcome(direct)
     agreement_t, s8_t, labels_t = outcome(tools)
     assert labels_t == labels
@@ -127,3 +127,22 @@ def test_a_malformed_task_saves_nothing(planned, tmp_path):
     assert f"{exported}:2: cue is 'perhaps'; write yes or no" in result.stderr
     status = json.loads(cli(ws, "audit", "status", "--json").stdout)
     assert all(a["labelled"] == 0 for a in status["annotators"])
+
+
+def test_argilla_rows_flattened_by_to_list_are_read(planned, tmp_path):
+    ws = copy(planned, tmp_path, "flat")
+    exported = tmp_path / "records.json"
+    cli(ws, "audit", "export", "--as", "alice", "--format", "argilla", "--output", str(exported))
+    truth = _items(ws)
+    rows = []
+    for record in json.loads(exported.read_text()):
+        cue, link = decision("alice", *truth[record["id"]])
+        rows.append({"id": record["id"], **record["fields"], "status": "completed",
+                     "cue.responses": [yn(cue)], "cue.responses.users": ["u-7"],
+                     "link.responses": [yn(link)], "link.responses.users": ["u-7"]})
+    exported.write_text(json.dumps(rows))
+    assert "18 label(s) saved" in cli(ws, "audit", "import", str(exported), "--as", "alice", "--format",
+                                      "argilla").stderr
+    items = {i["item"]: i for i in json.loads(cli(ws, "audit", "items", "--as", "alice", "--json").stdout)}
+    assert {k: (v["label"]["cue"], v["label"]["link"]) for k, v in items.items()} == \
+        {k: decision("alice", *truth[k]) for k in truth}
