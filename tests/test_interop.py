@@ -436,3 +436,45 @@ def test_the_peers_reading_is_compared_as_an_option(peer_files, tmp_path):
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     imported = read_file(path, load_cases(w.cases_path, w.image_root), label=MODEL)
     assert (imported.compared, imported.differ) == (100, 10)
+
+
+def _strip_cfkit(path: Path, fmt: str, target: Path) -> None:
+    """The file as the peer's own tools see it: cfkit's record taken out."""
+    if fmt == "inspect":
+        log = json.loads(path.read_text())
+        for sample in log["samples"]:
+            del sample["metadata"]["cfkit"]
+        target.write_text(json.dumps(log))
+    elif fmt == "lmms":
+        target.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "cfkit"}) + "\n"
+                                  for line in path.read_text().splitlines()))
+        (target.parent / target.name.replace("_samples_contextcanvas.jsonl", "_results.json")).write_text(
+            (path.parent / path.name.replace("_samples_contextcanvas.jsonl", "_results.json")).read_text())
+    else:
+        book = openpyxl.load_workbook(path)
+        book.active.delete_cols(book.active.max_column)  # the last column is cfkit's
+        book.save(target)
+
+
+@pytest.mark.parametrize(("fmt", "name"), [("inspect", "run.json"), ("lmms", "1_samples_contextcanvas.jsonl"),
+                                           ("vlmevalkit", f"{MODEL}_ContextCanvas.xlsx")])
+def test_what_cfkit_writes_reads_as_the_peers_own_file(peer_files, tmp_path, fmt, name):
+    ws, files = peer_files
+    imported = run_cli(["runs", "import", str(files["native"]), "-w", str(ws)])
+    assert imported.exit_code == 0, imported.output
+    run_id = imported.stdout.strip()
+    try:
+        written = tmp_path / "cfkit" / name
+        written.parent.mkdir()
+        result = run_cli(["runs", "export", run_id, "-w", str(ws), "--format", fmt, "--output", str(written)])
+        assert result.exit_code == 0, result.output
+        bare = tmp_path / "bare" / name
+        bare.parent.mkdir()
+        _strip_cfkit(written, fmt, bare)
+        got, stderr = report_json(ws, bare, "--label", MODEL)
+        native, _ = report_json(ws, files["native"])
+        assert got == native
+        if fmt != "vlmevalkit":  # cfkit wrote its own readings as the file's extraction: they agree
+            assert "0 of 100 answers differ" in stderr
+    finally:
+        run_cli(["runs", "rm", run_id, "-w", str(ws)])

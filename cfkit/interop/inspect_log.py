@@ -102,9 +102,10 @@ def _content_text(content: Any) -> tuple[str | None, str | None]:
 
 
 def _scored_answer(scores: Any) -> str | None:
+    """The answer a scorer extracted ("" when it extracted none); None when no scorer records an answer."""
     for score in (scores or {}).values():
-        if isinstance(score, dict) and score.get("answer") is not None:
-            return str(score["answer"])
+        if isinstance(score, dict) and "answer" in score:
+            return "" if score["answer"] is None else str(score["answer"])
     return None
 
 
