@@ -2,7 +2,8 @@
 
 The peers' files are written here by hand, field by field, from each peer's
 documented layout (inspect_ai cannot be installed beside cfkit's pinned fsspec
-— inspect_ai 0.3.285 needs fsspec<=2026.6.0 — so no log is written by inspect_ai itself):
+— inspect_ai 0.3.285 needs fsspec<=2026.6.0 —; logs inspect_ai itself wrote, in
+another environment, are read by tests/test_interop_inspect.py):
 
 - inspect_ai ``EvalLog``: https://inspect.aisi.org.uk/eval-logs.html and the
   ``inspect_ai.log`` reference (``eval.model``; samples with ``id``,

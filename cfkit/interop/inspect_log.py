@@ -9,8 +9,11 @@ and the ``inspect_ai.log`` reference): a header (``version``, ``status``,
 ``answer`` it extracted). A ``.json`` log is that object; a ``.eval`` log is a
 zip holding ``header.json`` (the log without samples; an unfinished log has
 ``_journal/start.json`` instead) and one ``samples/{id}_epoch_{n}.json`` per
-sample. When ``inspect_ai`` is installed its ``read_eval_log`` reads the file
-(any log version it knows); otherwise cfkit reads the layout above itself.
+sample, compressed with Zstandard by current inspect_ai (read here through the
+``zstandard`` package) or with deflate by older releases. When ``inspect_ai``
+is installed its ``read_eval_log`` reads the file (any log version it knows);
+otherwise cfkit reads the layout above itself. tests/data/inspect holds logs
+inspect_ai 0.3.285 wrote.
 """
 
 from __future__ import annotations
@@ -72,8 +75,8 @@ def load_log(path: Path) -> dict[str, Any]:
                 if head not in names:
                     raise PredictionError(f"{path}: an .eval log holds header.json; this zip has neither it nor "
                                           "_journal/start.json.")
-                log = _load_json(archive.read(head), f"{path}:{head}")
-                log["samples"] = [_load_json(archive.read(n), f"{path}:{n}") for n in names
+                log = _load_json(_member(archive, path, head), f"{path}:{head}")
+                log["samples"] = [_load_json(_member(archive, path, n), f"{path}:{n}") for n in names
                                   if n.startswith("samples/") and n.endswith(".json")]
                 return log
         except zipfile.BadZipFile:
@@ -86,6 +89,41 @@ def load_log(path: Path) -> dict[str, Any]:
     if not isinstance(log, dict) or "eval" not in log:
         raise PredictionError(f"{path}: not an inspect_ai eval log (no 'eval' header).")
     return log
+
+
+#: The zip compression method inspect_ai writes .eval members with (Zstandard; zipfile reads it from Python 3.14).
+ZIP_ZSTANDARD = 93
+
+
+def _member(archive: zipfile.ZipFile, path: Path, name: str) -> bytes:
+    """One member unpacked; a Zstandard member through the ``zstandard`` package (the ``interop`` extra)."""
+    info = archive.getinfo(name)
+    if info.compress_type != ZIP_ZSTANDARD:
+        return archive.read(name)
+    try:
+        import zstandard
+    except ImportError:
+        from cfkit.hints import install_hint
+
+        raise PredictionError(f"{path}: this .eval log is compressed with Zstandard, which needs the zstandard "
+                              f"package: {install_hint('interop')}.") from None
+    assert archive.fp is not None
+    archive.fp.seek(info.header_offset)
+    local = archive.fp.read(30)  # the local file header; its name and extra field lengths end it
+    if local[:4] != b"PK\x03\x04":
+        raise PredictionError(f"{path}:{name}: a damaged zip member (no local header).")
+    skip = int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
+    archive.fp.seek(info.header_offset + 30 + skip)
+    packed = archive.fp.read(info.compress_size)
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(packed) as reader:
+            data = reader.read(info.file_size + 1)  # never more than the entry says, and one byte to see a lie
+    except zstandard.ZstdError as exc:
+        raise PredictionError(f"{path}:{name}: a damaged Zstandard member ({exc}).") from None
+    if len(data) != info.file_size:
+        raise PredictionError(f"{path}:{name}: unpacks to {len(data):,} bytes, not the {info.file_size:,} its "
+                              "zip entry says; refused.")
+    return data
 
 
 def _content_text(content: Any) -> tuple[str | None, str | None]:
