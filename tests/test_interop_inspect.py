@@ -84,3 +84,18 @@ def test_a_zstandard_member_that_unpacks_beyond_its_entry_is_refused(workspace, 
     result = run_cli(["report", "-w", str(ws), "--predictions", str(path)])
     assert result.exit_code == 2
     assert "unpacks to 11 bytes, not the 10 its zip entry says" in result.stderr
+
+
+def test_inspect_ai_reads_what_cfkit_writes(tmp_path):
+    # Skipped where inspect_ai is not installed (it is not in cfkit's pinned environment); run by hand with
+    # inspect_ai 0.3.285 on 2026-12-02, both files read with the model, six samples and the choice scores.
+    inspect_log = pytest.importorskip("inspect_ai.log")
+    from test_interop import store_run
+
+    ws = build_workspace(tmp_path / "ws")
+    run_id = store_run(ws)
+    for name in ("run.eval", "run.json"):
+        assert run_cli(["runs", "export", run_id, "-w", str(ws), "--format", "inspect", "--output",
+                        str(tmp_path / name)]).exit_code == 0
+        log = inspect_log.read_eval_log(str(tmp_path / name))
+        assert log.eval.model == "openai:gpt-5.5" and len(log.samples) == 6
