@@ -42,7 +42,8 @@ def _with_inspect(path: Path) -> dict[str, Any] | None:
     try:
         return read_eval_log(str(path)).model_dump(mode="json")
     except Exception as exc:  # inspect_ai raises its own classes; one line here
-        raise PredictionError(f"{path}: inspect_ai could not read this eval log ({exc}).") from exc
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise PredictionError(f"{path}: inspect_ai could not read this eval log ({first}).") from exc
 
 
 def _load_json(data: bytes, where: str) -> Any:
@@ -54,33 +55,38 @@ def _load_json(data: bytes, where: str) -> Any:
         raise PredictionError(f"{where}: JSON nested too deeply to read.") from None
 
 
+def _check_sizes(archive: zipfile.ZipFile, path: Path) -> None:
+    """Refuse an archive whose entries unpack beyond the bounds, before anything is unpacked (by either reader)."""
+    sizes = {info.filename: info.file_size for info in archive.infolist()}
+    big = next((n for n, size in sizes.items() if size > MAX_MEMBER_BYTES), None)
+    if big is not None or sum(sizes.values()) > MAX_ARCHIVE_BYTES:
+        what = f"member {big} unpacks to {sizes[big]:,} bytes" if big else f"it unpacks to {sum(sizes.values()):,} bytes"
+        raise PredictionError(f"{path}: {what}, more than an eval log holds ({MAX_MEMBER_BYTES:,} a member, "
+                              f"{MAX_ARCHIVE_BYTES:,} in all); refused unread.")
+
+
 def load_log(path: Path) -> dict[str, Any]:
-    """The log as a dict of inspect_ai's schema, samples included."""
-    log = _with_inspect(path)
-    if log is not None:
-        return log
+    """The log as a dict of inspect_ai's schema, samples included (inspect_ai's reader where installed, for the
+    names it reads: .eval and .json)."""
+    archive: zipfile.ZipFile | None = None
     if path.suffix == ".eval":
         try:
-            with zipfile.ZipFile(path) as archive:
-                names = archive.namelist()
-                sizes = {info.filename: info.file_size for info in archive.infolist()}
-                big = next((n for n, size in sizes.items() if size > MAX_MEMBER_BYTES), None)
-                if big is not None or sum(sizes.values()) > MAX_ARCHIVE_BYTES:
-                    what = f"member {big} unpacks to {sizes[big]:,} bytes" if big else \
-                        f"it unpacks to {sum(sizes.values()):,} bytes"
-                    raise PredictionError(f"{path}: {what}, more than an eval log holds "
-                                          f"({MAX_MEMBER_BYTES:,} a member, {MAX_ARCHIVE_BYTES:,} in all); refused "
-                                          "unread.")
-                head = "header.json" if "header.json" in names else "_journal/start.json"
-                if head not in names:
-                    raise PredictionError(f"{path}: an .eval log holds header.json; this zip has neither it nor "
-                                          "_journal/start.json.")
-                log = _load_json(_member(archive, path, head), f"{path}:{head}")
-                log["samples"] = [_load_json(_member(archive, path, n), f"{path}:{n}") for n in names
-                                  if n.startswith("samples/") and n.endswith(".json")]
-                return log
+            archive = zipfile.ZipFile(path)
         except zipfile.BadZipFile:
             raise PredictionError(f"{path}: not a zip archive; an .eval log is one (a .json log is plain JSON).") from None
+        except OSError as exc:
+            raise PredictionError(f"{path}: cannot be read ({exc.strerror}).") from exc
+    try:
+        if archive is not None:
+            _check_sizes(archive, path)
+        log = _with_inspect(path) if path.suffix in (".eval", ".json") else None
+        if log is not None:
+            return log
+        if archive is not None:
+            return _from_archive(archive, path)
+    finally:
+        if archive is not None:
+            archive.close()
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -88,6 +94,20 @@ def load_log(path: Path) -> dict[str, Any]:
     log = _load_json(data, str(path))
     if not isinstance(log, dict) or "eval" not in log:
         raise PredictionError(f"{path}: not an inspect_ai eval log (no 'eval' header).")
+    return log
+
+
+def _from_archive(archive: zipfile.ZipFile, path: Path) -> dict[str, Any]:
+    names = archive.namelist()
+    head = "header.json" if "header.json" in names else "_journal/start.json"
+    if head not in names:
+        raise PredictionError(f"{path}: an .eval log holds header.json; this zip has neither it nor "
+                              "_journal/start.json.")
+    log = _load_json(_member(archive, path, head), f"{path}:{head}")
+    if not isinstance(log, dict):
+        raise PredictionError(f"{path}:{head}: not an object as in inspect_ai's EvalLog.")
+    log["samples"] = [_load_json(_member(archive, path, n), f"{path}:{n}") for n in names
+                      if n.startswith("samples/") and n.endswith(".json")]
     return log
 
 
@@ -181,6 +201,11 @@ def read(path: Path) -> PeerFile:
         samples.append(PeerSample(
             sample_id=str(sample.get("id")), raw=raw, where=where, peer_answer=_scored_answer(scores),
             options=options, record=metadata.get(CFKIT_KEY) if isinstance(metadata.get(CFKIT_KEY), dict) else None))
+    dataset = header.get("dataset") if isinstance(header.get("dataset"), dict) else {}
+    order = dataset.get("sample_ids")
+    if isinstance(order, list):  # the dataset's order (an .eval archive, and inspect_ai's reader, may hold another)
+        rank = {str(sample_id): n for n, sample_id in enumerate(order)}
+        samples.sort(key=lambda s: rank.get(s.sample_id, len(rank)))
     model = header.get("model")
     return PeerFile(path=path, fmt="inspect", model=str(model) if model else None,
                     model_source="the log header's eval.model", samples=samples)
