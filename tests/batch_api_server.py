@@ -20,6 +20,12 @@ It runs a real ``ThreadingHTTPServer`` on 127.0.0.1 in a background thread:
   requests sent again after a batch).
 
 Every request is recorded (method, path, headers).
+
+``hostile`` makes it misbehave as a broken proxy or a careless provider
+might (:data:`HOSTILE`): a malformed line in the output file, an HTML page
+with status 200 for one call, one batch id for every batch, a result line
+repeated with another answer, a batch id that is a path, or an output file
+sent one byte at a time.
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ from typing import Any
 from chat_api_server import Scripted, error_body, first_option
 
 _ids = itertools.count(1)
+#: The ways the server can misbehave (``hostile=``).
+HOSTILE = ("malformed_line", "html_upload", "html_create", "html_get", "html_content", "reused_id",
+           "duplicate_id", "path_id", "drip_content")
+HTML = b"<html><body>Please log in to the guest network</body></html>"
 
 
 def _new_id(prefix: str) -> str:
@@ -47,7 +57,10 @@ class BatchServer:
     """The server, what it was sent, and its batches."""
 
     def __init__(self, script: Callable[[dict[str, Any], int], Scripted] = first_option, *, polls: int = 3,
-                 expire: frozenset[str] = frozenset()):
+                 expire: frozenset[str] = frozenset(), hostile: str | None = None, drip_s: float = 0.2):
+        assert hostile is None or hostile in HOSTILE, hostile
+        self.hostile = hostile
+        self.drip_s = drip_s
         self.script = script
         self.polls = polls
         self.expire = set(expire)
@@ -71,8 +84,14 @@ class BatchServer:
             def do_GET(self) -> None:  # noqa: N802
                 server._record(self)
                 parts = self.path.split("?")[0].strip("/").split("/")
-                if parts[-3:-1] == ["files", parts[-2]] and parts[-1] == "content" and parts[-2] in server.files:
-                    self._send(200, server.files[parts[-2]]["data"], "application/jsonl")
+                kind = "content" if parts[-1] == "content" else "get"
+                if server.hostile == f"html_{kind}":
+                    self._send(200, HTML, "text/html")
+                elif parts[-3:-1] == ["files", parts[-2]] and parts[-1] == "content" and parts[-2] in server.files:
+                    if server.hostile == "drip_content":
+                        self._drip(server.files[parts[-2]]["data"])
+                    else:
+                        self._send(200, server.files[parts[-2]]["data"], "application/jsonl")
                 elif len(parts) >= 2 and parts[-2] == "batches" and parts[-1] in server.batches:
                     self._json(200, server._look(parts[-1]))
                 else:
@@ -82,7 +101,10 @@ class BatchServer:
                 server._record(self)
                 data = self._body()
                 path = self.path.rstrip("/")
-                if path.endswith("/files"):
+                if server.hostile in ("html_upload", "html_create") and path.endswith(
+                        "/files" if server.hostile == "html_upload" else "/batches"):
+                    self._send(200, HTML, "text/html")
+                elif path.endswith("/files"):
                     self._json(*server._upload(self.headers.get("content-type", ""), data))
                 elif path.endswith("/batches"):
                     self._json(*server._create(json.loads(data)))
@@ -91,6 +113,19 @@ class BatchServer:
                     self._json(reply.status, reply.body or {})
                 else:
                     self._json(404, error_body(f"no route {self.path}"))
+
+            def _drip(self, data: bytes) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "application/jsonl")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                try:
+                    for byte in data:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(server.drip_s)
+                except OSError:  # the client gave up
+                    pass
 
             def _json(self, status: int, body: Any) -> None:
                 self._send(status, json.dumps(body).encode(), "application/json")
@@ -153,7 +188,8 @@ class BatchServer:
             lines.append(line)
         if len(models) > 1:
             errors.append({"code": "mixed_models", "message": "every line must ask the same model", "line": None})
-        batch_id = _new_id("batch")
+        batch_id = {"reused_id": "batch_reused", "path_id": f"../files/{file_id}/content"}.get(
+            self.hostile or "", _new_id("batch"))
         self.batches[batch_id] = {
             "id": batch_id, "object": "batch", "endpoint": endpoint, "input_file_id": file_id,
             "completion_window": "24h", "status": "failed" if errors else "validating",
@@ -191,7 +227,15 @@ class BatchServer:
         for kind, entries in (("output_file_id", out), ("error_file_id", failed)):
             if entries:
                 file_id = _new_id("file")
-                self.files[file_id] = {"data": "".join(json.dumps(e) + "\n" for e in entries).encode(),
+                lines = [json.dumps(e) + "\n" for e in entries]
+                if kind == "output_file_id" and self.hostile == "malformed_line":
+                    lines[0] = lines[0][:len(lines[0]) // 2] + "\n"  # cut mid-line: its custom_id still shows
+                    lines.append("<html>upstream timed out</html>\n")
+                if kind == "output_file_id" and self.hostile == "duplicate_id":
+                    twin = json.loads(lines[0])
+                    twin["response"]["body"]["choices"][0]["message"]["content"] = "a second, different answer"
+                    lines.append(json.dumps(twin) + "\n")
+                self.files[file_id] = {"data": "".join(lines).encode(),
                                        "filename": f"{batch_id}_{kind}.jsonl", "purpose": "batch_output"}
                 batch[kind] = file_id
         batch["status"] = "expired" if any(e["custom_id"] in self.expire for e in failed) else "completed"

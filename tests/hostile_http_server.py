@@ -47,6 +47,16 @@ def drip(wfile, deadline: float) -> None:
         time.sleep(2.0)
 
 
+def drip_head(wfile, deadline: float) -> None:
+    """Sends its status line and headers one byte a second (the body would follow, if ever they ended)."""
+    for byte in _head("200 OK", {"Content-Length": "10"}) + b"0123456789":
+        if time.monotonic() > deadline:
+            return
+        wfile.write(bytes([byte]))
+        wfile.flush()
+        time.sleep(1.0)
+
+
 def endless(wfile, deadline: float) -> None:
     """A chunked body that never ends: a chunk every 50 ms, never the closing zero-length chunk."""
     wfile.write(_head("200 OK", {"Transfer-Encoding": "chunked"}))
@@ -93,6 +103,28 @@ def html(wfile, deadline: float) -> None:
     """A proxy's error page with status 200."""
     body = b"<html><body>Gateway says hello</body></html>"
     wfile.write(_head("200 OK", {"Content-Length": str(len(body)), "Content-Type": "text/html"}) + body)
+
+
+def hang_up(wfile, deadline: float) -> None:
+    """Reads the request and closes the connection without a word (a server that is there but broken)."""
+
+
+def storm(wfile, deadline: float) -> None:
+    """HTTP 429, come back in an hour."""
+    body = b'{"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}'
+    wfile.write(_head("429 Too Many Requests", {"Content-Length": str(len(body)), "Retry-After": "3600"}) + body)
+
+
+def busy(wfile, deadline: float) -> None:
+    """HTTP 429, come back in a second (for ever)."""
+    body = b'{"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}'
+    wfile.write(_head("429 Too Many Requests", {"Content-Length": str(len(body)), "Retry-After": "1"}) + body)
+
+
+def refused(wfile, deadline: float) -> None:
+    """HTTP 429 without a Retry-After."""
+    body = b'{"error": {"message": "Too many requests"}}'
+    wfile.write(_head("429 Too Many Requests", {"Content-Length": str(len(body))}) + body)
 
 
 def answer(wfile, deadline: float) -> None:

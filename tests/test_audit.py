@@ -275,7 +275,7 @@ def test_agreement_before_every_label_needs_force(ws):
                 update_label(store, audit, item, name, cue=True, link=True)
         with pytest.raises(Incomplete, match="5 of 18 items are labelled by both"):
             audit_agreement(store, audit)
-        assert len(audit_agreement(store, audit, force=True, n_resamples=100).pairs) == 5
+        assert len(audit_agreement(store, audit, unblind=True, n_resamples=100).pairs) == 5
 
 
 def test_disagreements_and_unsure_marks_need_a_resolution_with_a_note(ws):

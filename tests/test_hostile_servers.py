@@ -10,6 +10,7 @@ total seconds of one attempt) so the tests stay fast.
 from __future__ import annotations
 
 import asyncio
+import os
 import json
 import time
 
@@ -19,7 +20,7 @@ pytest.importorskip("aiohttp", reason="the openai extra is not installed: pip in
 
 from conftest import run_cli
 from hostile_http_server import (
-    HostileServer, answer, drip, endless, html, huge, huge_chunked, long_reply, silent,
+    HostileServer, answer, drip, drip_head, endless, html, huge, huge_chunked, long_reply, silent,
 )
 from cfkit.backends import Generation, ProbeRequest, RequestMeta, TransportError, load_backend
 from cfkit.backends.http import MAX_RESPONSE_BYTES
@@ -133,3 +134,44 @@ def test_a_run_against_hostile_servers_finishes_and_stores_capped_replies(tiny_w
         cached = store.query("SELECT length(raw) AS n FROM responses")
     assert [r["n"] for r in stored] == [MAX_STORED_CHARS] * 3
     assert [r["n"] for r in cached] == [MAX_STORED_CHARS] * 3
+
+
+# ── downloads: a total deadline, and nothing partial left in place ─────────
+
+
+@pytest.mark.parametrize("behaviour", [drip, drip_head, endless], ids=["drip", "drip_head", "endless"])
+def test_weights_fetch_ends_at_its_total_deadline_and_keeps_no_partial_file(behaviour, tmp_path, monkeypatch):
+    pytest.importorskip("lpips", reason="the lpips extra is not installed")
+    weights = tmp_path / "weights"
+    monkeypatch.setenv("CFKIT_WEIGHTS_DIR", str(weights))
+    monkeypatch.delenv("CFKIT_LPIPS_URL", raising=False)
+    with HostileServer(lambda body: behaviour) as server:
+        started = time.perf_counter()
+        result = run_cli(["weights", "fetch", "lpips", "--url", f"{server.url}/alexnet-owt-7be5be79.pth",
+                          "--timeout", "3"])
+        elapsed = time.perf_counter() - started
+    assert result.exit_code == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "took longer than 3 s in all" in lines[0], result.stderr
+    assert elapsed < 3 + 3.0  # the deadline, and slack for a loaded machine (each read waits at most 5 s)
+    assert [p for p in weights.rglob("*") if p.is_file()] == []
+
+
+def test_a_fetch_killed_part_way_leaves_a_scratch_folder_that_the_next_fetch_removes(tmp_path, monkeypatch):
+    pytest.importorskip("lpips", reason="the lpips extra is not installed")
+    import subprocess
+    import sys
+
+    weights = tmp_path / "weights"
+    monkeypatch.setenv("CFKIT_WEIGHTS_DIR", str(weights))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    abandoned = weights / f".fetch-{gone.pid}-x1y2"
+    abandoned.mkdir(parents=True)
+    (abandoned / "alexnet-owt-7be5be79.pth").write_bytes(b"\0" * 1000)  # what a kill -9 left
+    mine = weights / f".fetch-{os.getpid()}-busy"  # a fetch still running (this process) keeps its folder
+    mine.mkdir()
+    with HostileServer(lambda body: html) as server:
+        result = run_cli(["weights", "fetch", "lpips", "--url", f"{server.url}/alexnet-owt-7be5be79.pth"])
+    assert result.exit_code == 1
+    assert not abandoned.exists() and mine.exists()

@@ -110,3 +110,43 @@ def test_a_run_against_an_overloaded_server_backs_off_and_every_request_is_answe
     # adds a few), so half of that is the bound.
     assert server.refused < 72, server.refused
     assert any("overloaded" in n and "of 12" in n for n in notes)
+
+
+def test_waiters_are_served_first_come_first_served_and_a_cancelled_one_does_not_stall_the_line():
+    async def go():
+        pacer = Pacer(1)
+        await pacer.acquire()  # the one slot is taken
+        order = []
+
+        async def waiter(name):
+            await pacer.acquire()
+            order.append(name)
+            await pacer.release(ok=True)
+
+        tasks = [asyncio.create_task(waiter(n)) for n in ("a", "b", "c", "d")]
+        await asyncio.sleep(0.01)
+        tasks[1].cancel()  # b gives up its place
+        await asyncio.sleep(0.01)
+        await pacer.release(ok=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return order, pacer.in_flight
+
+    assert asyncio.run(go()) == (["a", "c", "d"], 0)
+
+
+def test_a_rate_spaces_the_starts_for_every_worker_together():
+    async def go():
+        pacer = Pacer(8, rate=50)
+        starts = []
+
+        async def one():
+            await pacer.acquire()
+            starts.append(time.monotonic())
+            await pacer.release(ok=True)
+
+        await asyncio.gather(*(one() for _ in range(11)))
+        return starts
+
+    starts = sorted(asyncio.run(go()))
+    assert starts[-1] - starts[0] >= 10 / 50 * 0.95  # 11 starts at 50 a second: 10 gaps of 20 ms
+    assert min(b - a for a, b in zip(starts, starts[1:])) >= 0.02 * 0.8

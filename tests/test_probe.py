@@ -233,19 +233,12 @@ def test_transport_failures_are_recorded_and_retried_on_the_next_run(tiny_ws):
     assert listed[0]["status"] == "done" and listed[0]["n_done"] == 3 and listed[0]["n_errors"] == 0
 
 
-def _dead_url() -> str:
-    """A loopback address nothing listens on."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
-
-
 def _incomplete_runs(ws: Path, tmp_path: Path) -> dict[str, Any]:
     """A dead endpoint, a budget stop and a replay gap, each run through the CLI: name -> (result, summary)."""
-    results = {"dead": openai_run(ws, _dead_url(), "contextcanvas", "--json", model="openai:dead-model")}
+    from hostile_http_server import HostileServer, hang_up
+
+    with HostileServer(lambda body: hang_up) as broken:  # listening (nothing would be sent to a dead port at all)
+        results = {"dead": openai_run(ws, broken.url, "contextcanvas", "--json", model="openai:dead-model")}
     with ChatServer(scripted_answer) as server:
         # 100 prompt tokens at 1000 USD per million: 0.10 USD a request; 0.15 lets one through.
         results["budget"] = openai_run(ws, server.url, "contextcanvas", "--json", "--max-cost", "0.15",

@@ -430,9 +430,27 @@ def test_in_a_pipe_tables_keep_their_natural_width_and_names_never_break(paper):
     assert any(line.startswith("│ Qwen3-VL-Instruct (paper) │") for line in lines)
     assert any(line.startswith("│ Claude Opus 5 ") and "│ 301 │ 91.69 │ [88.37, 94.69] │" in line for line in lines)
     narrow = run_cli(cli_args(ws, paths[:1], "--resamples", "200", "--reference"), env={"COLUMNS": "90"})
-    # On a narrow terminal an interval breaks at its space; a model name never does.
+    # On a narrow terminal no cell breaks: neither a model name nor an interval.
     assert any(line.startswith("│ Qwen3-VL-Instruct (paper) │") for line in narrow.stdout.splitlines())
     assert "…" not in narrow.stdout
+
+
+@pytest.mark.parametrize("columns", ["80", "60"])
+def test_numbers_never_wrap_in_a_narrow_pipe(paper, columns):
+    """Every row of every table is one line whose cells are whole: "[0.00," never ends a line with "57.14]" below."""
+    ws, paths = paper
+    result = run_cli(cli_args(ws, paths, *compare_args(), "--resamples", "200", "--reference"),
+                     env={"COLUMNS": columns})
+    assert result.exit_code == 0, result.stderr
+    table_lines = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    assert table_lines and "…" not in result.stdout
+    for line in table_lines:
+        cells = [cell.strip() for cell in line.strip("│").split("│")]
+        if not cells[0]:  # a row's continuation line: nothing may be carried over
+            assert not any(cells), line
+        for cell in cells:
+            assert cell.count("[") == cell.count("]"), line  # an interval is whole on its line
+            assert not re.fullmatch(r"-?\d+\.", cell), line  # no number cut after its point
 
 
 def test_rich_view_dims_published_rows(paper):

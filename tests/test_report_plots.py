@@ -162,3 +162,36 @@ def test_plotting_code_imports_matplotlib_only_when_drawing():
     code = "import sys, cfkit.report.plots, cfkit.report.figures; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+# ── layout: nothing cut, nothing over anything else ────────────────────────
+
+#: The longest model names the paper prints (supplement, Tables S1 and S10), put in place of shorter ones.
+PAPER_LONG_NAMES = {"LLaVA-OneVision": "LLaVA-OneVision-1.5-8B-Instruct", "mPLUG-Owl2": "mPLUG-Owl2-LLaMA2-7B",
+                    "InternVL3": "InternVL3-8B-Instruct", "Qwen3-VL-Instruct": "Qwen3-VL-8B-Instruct"}
+
+
+@pytest.mark.parametrize("names", ["table 2", "longest in the paper"])
+def test_figures_lay_out_without_cut_or_overlapping_text(paper, tmp_path, names):
+    from figure_layout import layout_problems
+
+    from cfkit.report.build import make_report
+    from cfkit.report.figures import figure_data
+    from cfkit.report.plots import drawn_figures
+    from cfkit.workspace import load_workspace
+
+    ws, paths = paper
+    renames = PAPER_LONG_NAMES if names != "table 2" else {}
+    renamed = []
+    for path in paths:
+        text = path.read_text()
+        for short, long in renames.items():
+            text = text.replace(f'"model": "{short}"', f'"model": "{long}"')
+        renamed.append(tmp_path / path.name)
+        renamed[-1].write_text(text)
+    pairs = [tuple(renames.get(m, m) for m in arg.split("=")) for arg in compare_args() if "=" in arg]
+    report = make_report(load_workspace(ws), renamed, compare=pairs, n_resamples=200)
+    with drawn_figures(figure_data(report)) as drawn:
+        assert sorted(data.name for data, _ in drawn) == sorted(FIGURES)
+        problems = {data.name: layout_problems(figure, dpi=DPI) for data, figure in drawn}
+    assert problems == {name: [] for name in FIGURES}

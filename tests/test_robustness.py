@@ -587,3 +587,24 @@ def test_rich_markup_in_data_is_shown_as_written_and_never_breaks_a_command(tmp_
         result = run_cli(["-w", str(ws), *args], env={"COLUMNS": "200"})
         assert "Traceback" not in result.output and "MarkupError" not in result.output, (args, result.output)
         assert result.exit_code in (0, 1, 2) and shown in result.output, (args, result.output)
+
+
+def test_an_option_id_that_is_rich_markup_is_shown_as_written_by_runs_show(tmp_path):
+    """An option id '[/]' is data: the answer counts of 'runs show' print it as written, never as markup."""
+    ws = write_workspace(tmp_path / "ws")
+    cases_file = ws / "data" / "cases.jsonl"
+    cases = [json.loads(line) for line in cases_file.read_text().splitlines()]
+    for case in cases:
+        old = case["options"][0]["id"]
+        case["options"][0]["id"] = "[/]"
+        case["gold"] = "[/]" if case["gold"] == old else case["gold"]
+        if case.get("yes_option") == old:
+            case["yes_option"] = "[/]"
+    cases_file.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    run = run_cli(["-w", str(ws), "probe", "run", "-m", "baseline:always-yes", "-s", "contextcanvas", "--json"])
+    assert run.exit_code == 0, run.output
+    run_id = json.loads(run.stdout)["run_id"]
+    for args in (["runs", "show", run_id], ["runs", "show", run_id, "--all"], ["runs", "list"]):
+        result = run_cli(["-w", str(ws), *args], env={"COLUMNS": "200"})
+        assert result.exit_code == 0 and "Traceback" not in result.output, (args, result.output)
+    assert "[/]: 2" in run_cli(["-w", str(ws), "runs", "show", run_id], env={"COLUMNS": "200"}).output

@@ -280,3 +280,18 @@ def test_an_unknown_model_is_one_line_naming_those_with_answers(s8):
     result = run_cli(["sheet", "-w", str(root), "--predictions", str(predictions), "--models", "GPT-5.3"])
     assert result.exit_code == 2
     assert "no counterfactual answers from 'GPT-5.3'" in result.stderr and "Gemini 3.1 Pro" in result.stderr
+
+
+@pytest.mark.parametrize("n_pairs", [1, 2, 5])
+def test_the_colour_key_fits_the_sheet_however_few_pairs_it_has(n_pairs):
+    from cfkit.review.sheet_png import KEY, MARGIN, font, render_png
+    from cfkit.review.sheet_records import SheetPair
+
+    pairs = [SheetPair(f"CF{i:02d}", "A pair", "HB001", "Suitable?", "snow", "grass", "No", "Yes", None, {},
+                       None, None, None) for i in range(1, n_pairs + 1)]
+    layout = plan(pairs)
+    assert [label for *_, label in layout.key] == [label for _, label in KEY]
+    for x, y, _, label in layout.key:  # box, gap, then the words: all inside the sheet and above the tiles
+        assert MARGIN <= x and x + 20 + font(12).getlength(label) <= layout.size[0] - MARGIN, (label, layout.size)
+        assert y + 14 <= layout.header_h
+    assert render_png(pairs).size == layout.size

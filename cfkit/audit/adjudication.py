@@ -9,7 +9,7 @@ records the outcome with a note saying why. The two labels are shown as
 from __future__ import annotations
 
 from cfkit.audit.agreement import LabelPair, label_pairs
-from cfkit.audit.items import Audit, check_annotator
+from cfkit.audit.items import Audit, check_annotator, check_blind
 from cfkit.errors import Incomplete, UsageError
 from cfkit.store import Store, audit_labels
 from cfkit.store.audit_labels import Final, Judgement
@@ -30,13 +30,18 @@ def agreed_answer(pair: LabelPair) -> bool | None:
 
 
 def resolve_item(store: Store, audit: Audit, item: AuditItem, adjudicator: str, *, cue: bool, link: bool,
-                 note: str, answer_ok: bool | None = None, force: bool = False) -> Final:
-    """Record the final label of a disputed item; ``answer_ok`` may be left out when the annotators agree on it."""
+                 note: str, answer_ok: bool | None = None, force: bool = False, unblind: bool = False) -> Final:
+    """Record the final label of a disputed item; ``answer_ok`` may be left out when the annotators agree on it.
+
+    While labelling is under way this is refused unless ``unblind``: what it
+    answers (agreed, or which criterion differs) tells another annotator's label.
+    """
     adjudicator = check_annotator(adjudicator)
     pair = next((p for p in label_pairs(store, audit) if p.item.id == item.id), None)
     if pair is None:
         raise Incomplete(f"item {item.id} is not labelled by both annotators yet; it can be resolved once it is "
                          "(see 'cfkit audit status').")
+    check_blind(store, audit, "resolving an item", unblind=unblind)
     current = audit_labels.finals(store, audit.id).get(item.id)
     if current is not None and current.basis == "resolved" and not force:
         raise UsageError(f"item {item.id} was resolved by {current.decided_by} on {current.decided_at}; "

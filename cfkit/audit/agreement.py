@@ -107,14 +107,20 @@ class AuditAgreement:
                 "unsure": [p.to_dict() for p in self.unsure]}
 
 
-def audit_agreement(store: Store, audit: Audit, *, force: bool = False, n_resamples: int = stats.N_RESAMPLES,
+def audit_agreement(store: Store, audit: Audit, *, unblind: bool = False, n_resamples: int = stats.N_RESAMPLES,
                     seed: int | None = stats.SEED) -> AuditAgreement:
-    """Agreement over every item both annotators labelled; refused before every item is, unless ``force``."""
+    """Agreement over every item both annotators labelled.
+
+    Before every item is, the result (per-item labels and notes of both
+    annotators) would un-blind whoever is still labelling: refused unless
+    ``unblind``.
+    """
     pairs = label_pairs(store, audit)
     if not pairs:
         raise Incomplete(f"audit {audit.id}: no item is labelled by both annotators yet; see 'cfkit audit status'.")
-    if len(pairs) < len(audit.items) and not force:
+    if len(pairs) < len(audit.items) and not unblind:
         raise Incomplete(f"audit {audit.id}: {len(pairs)} of {len(audit.items)} items are labelled by both "
-                         "annotators; finish labelling, or pass --force for the agreement so far.")
+                         "annotators, and the agreement shows each one's labels and notes; see 'cfkit audit status' "
+                         "for progress, or pass --unblind to un-blind now.")
     resamples = stats.Resamples(len(pairs), n_resamples=n_resamples, seed=seed)
     return AuditAgreement(audit, pairs, {c: pair_agreement(pairs, c, resamples=resamples) for c in AUDIT_CRITERIA})

@@ -4,7 +4,7 @@ Blindness is a type: :class:`BlindItem` has no run and no model, and the
 annotation view, ``audit items --as NAME`` and the worksheets are built from
 it alone. An annotator's listing carries only that annotator's labels.
 :func:`revealed_items` (model, run, the parser's correctness, every label) is
-refused until every planned label is in, unless forced.
+refused until every planned label is in, unless un-blinded on purpose.
 """
 
 from __future__ import annotations
@@ -135,15 +135,31 @@ def labels_in(store: Store, audit: Audit) -> int:
     return sum(1 for label in audit_labels.labels(store, audit.id) if label.complete)
 
 
-def revealed_items(store: Store, audit: Audit, *, force: bool = False) -> list[dict[str, Any]]:
-    """Every item un-blinded (model, run, the parser's correctness, every label, the final label), plan order.
+def labelling_complete(store: Store, audit: Audit) -> bool:
+    """Whether every planned label is in: until then the audit is blind."""
+    return labels_in(store, audit) >= audit.planned_labels
 
-    Refused with :class:`Incomplete` until every planned label is in, unless ``force``.
+
+def check_blind(store: Store, audit: Audit, what: str, *, unblind: bool) -> bool:
+    """Refuse ``what`` (something that names models, runs or another annotator's labels) while labelling is
+    under way, unless ``unblind``; True when it goes ahead un-blinded (the caller says so).
     """
     done = labels_in(store, audit)
-    if done < audit.planned_labels and not force:
-        raise Incomplete(f"audit {audit.id}: {done} of {audit.planned_labels} planned labels are in; un-blinding now "
-                         "would show models to annotators still at work. Finish labelling, or pass --force.")
+    if done >= audit.planned_labels:
+        return False
+    if not unblind:
+        raise Incomplete(f"audit {audit.id}: {done} of {audit.planned_labels} planned labels are in, so {what} would "
+                         "un-blind annotators still at work; see 'cfkit audit status' for progress, or pass "
+                         "--unblind to un-blind now.")
+    return True
+
+
+def revealed_items(store: Store, audit: Audit, *, unblind: bool = False) -> list[dict[str, Any]]:
+    """Every item un-blinded (model, run, the parser's correctness, every label, the final label), plan order.
+
+    Refused with :class:`Incomplete` until every planned label is in, unless ``unblind``.
+    """
+    check_blind(store, audit, "revealing the items", unblind=unblind)
     by_item: dict[str, dict[str, Any]] = {}
     for label in audit_labels.labels(store, audit.id):
         by_item.setdefault(label.item_id, {})[label.annotator] = label_dict(label)

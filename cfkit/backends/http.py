@@ -140,6 +140,10 @@ def error_text(body: bytes) -> tuple[str, str]:
     return text, message or "(empty body)"
 
 
+#: Seconds :meth:`JSONClient.endpoint_problem` waits for a connection.
+CHECK_TIMEOUT_S = 5.0
+
+
 class JSONClient:
     """POSTs JSON bodies to ``base_url`` + path with fixed headers; see the module docstring.
 
@@ -180,6 +184,44 @@ class JSONClient:
     async def post(self, path: str, body: bytes) -> Exchange:
         """One attempt: send ``body``, read the whole response within the deadline and the cap."""
         return await self.request("POST", path, body)
+
+    async def endpoint_problem(self, shown: str, *, timeout: float = CHECK_TIMEOUT_S) -> str | None:
+        """Why nothing can be sent to the server (``shown`` as people see it): nothing listens on its port, its
+        host is not known; None when a connection opens, or when the check cannot tell (through a proxy, or
+        a slow network, which the requests' own deadlines handle)."""
+        import asyncio
+        import errno
+        import socket
+
+        parts = urlsplit(self.base_url)
+        if self._proxy is not None or not parts.hostname:
+            return None
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            return None
+        try:
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
+            except OSError as exc:  # several addresses (::1 and 127.0.0.1), each refused: one OSError for all
+                if type(exc) is OSError and f"[Errno {errno.ECONNREFUSED}]" in str(exc):
+                    raise ConnectionRefusedError(errno.ECONNREFUSED, str(exc)) from exc
+                raise
+        except ConnectionRefusedError:
+            return (f"nothing is listening at {shown} (connection refused): start the server (e.g. 'transformers "
+                    "serve' or 'vllm serve'), or give the right --base-url")
+        except socket.gaierror:
+            return f"the host of {shown} is not known (DNS): check --base-url and the network"
+        except TimeoutError:
+            return None
+        except OSError as exc:  # network unreachable, no route
+            return f"{shown} cannot be reached ({exc.strerror or exc}): check the network and --base-url"
+        writer.close()
+        try:
+            await writer.wait_closed()
+        except OSError:
+            pass
+        return None
 
     async def request(self, method: str, path: str, body: Any = None, *, headers: Mapping[str, str] | None = None,
                       max_bytes: int | None = None, deadline: float | None = None) -> Exchange:

@@ -18,15 +18,23 @@ endpoint policy as the Chat Completions backend (:mod:`cfkit.endpoints`):
   "body"}, "error": {"code", "message"} | null}``.
 
 Each call is retried (a connection error, a timeout, 429, 5xx) up to
-:data:`ATTEMPTS` times, honouring ``Retry-After``; 401/403 means the key
+:data:`ATTEMPTS` times, honouring ``Retry-After``, within one total deadline
+for all its attempts together; 401/403 means the key
 (:class:`BackendUnavailable`), anything else that fails is a
 :class:`TransportError` (nothing is lost: the batch ids are in the store and
 ``cfkit probe collect`` can be run again).
+
+What the server answers is data: a success that is not JSON (a proxy's or a
+captive portal's page) is a :class:`TransportError` of one line, and every
+id it chooses (batch, file) must look like an id (:func:`server_id`) before
+it is stored or put, quoted, into a request path.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,8 +53,35 @@ ENDPOINT = "/v1/chat/completions"
 #: Attempts per call, and the largest output file read (bytes).
 ATTEMPTS = 4
 MAX_OUTPUT_BYTES = 2 * 1024 ** 3
-#: Seconds an upload or a download of a whole file may take.
-FILE_DEADLINE_S = 3600.0
+#: Seconds an upload or a download of a whole file may take, all its attempts together (``probe collect
+#: --timeout`` changes it for downloads).
+FILE_DEADLINE_S = 1800.0
+#: Seconds any other call may take, all its attempts together.
+CALL_DEADLINE_S = 300.0
+#: What a server-chosen id may be: OpenAI's look like ``batch_6721…`` and ``file-abc…``.
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:=+-]{0,255}")
+
+
+def server_id(value: Any, what: str, endpoint: str) -> str:
+    """``value`` if it is a plain id (letters, digits and ``_ . : = + -``, no ``..``); else a TransportError."""
+    if isinstance(value, str) and _ID.fullmatch(value) and ".." not in value:
+        return value
+    shown = repr(value)[:80]
+    raise TransportError(f"{endpoint} answered a {what} id that is not a plain id ({shown}); cfkit does not put it "
+                         "in a request path. Check --base-url: is this the provider's API?")
+
+
+def _json(exchange: Exchange, what: str, endpoint: str) -> Any:
+    """The body of a successful answer as JSON, or one line saying it was something else."""
+    import orjson
+
+    try:
+        return orjson.loads(exchange.body)
+    except orjson.JSONDecodeError:
+        start = exchange.body[:60].decode("utf-8", "replace").split("\n")[0].strip()
+        kind = exchange.headers.get("content-type", "no content type") if exchange.headers else "no content type"
+        raise TransportError(f"{endpoint} answered {what} with HTTP {exchange.status} but not JSON ({kind}: "
+                             f"{start!r}); a proxy or login page may be in the way. Check --base-url.") from None
 
 
 @dataclass(frozen=True)
@@ -69,12 +104,15 @@ class BatchInfo:
 def _info(data: Any, endpoint: str) -> BatchInfo:
     if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not isinstance(data.get("status"), str):
         raise TransportError(f"{endpoint} answered a batch request with something that is not a batch object.")
+    for name in ("input_file_id", "output_file_id", "error_file_id"):
+        if data.get(name) is not None:
+            server_id(data[name], name.removesuffix("_id").replace("_", " "), endpoint)
     counts = data.get("request_counts") if isinstance(data.get("request_counts"), dict) else {}
     errors = data.get("errors") if isinstance(data.get("errors"), dict) else {}
     messages = tuple(f"{e.get('code') or 'error'}: {e.get('message') or ''}".strip()
                      + (f" (line {e['line']})" if e.get("line") is not None else "")
                      for e in errors.get("data") or () if isinstance(e, dict))
-    return BatchInfo(id=data["id"], status=data["status"], input_file_id=data.get("input_file_id"),
+    return BatchInfo(id=server_id(data["id"], "batch", endpoint), status=data["status"], input_file_id=data.get("input_file_id"),
                      output_file_id=data.get("output_file_id"), error_file_id=data.get("error_file_id"),
                      counts={k: int(v) for k, v in counts.items() if isinstance(v, int)}, errors=messages)
 
@@ -82,21 +120,31 @@ def _info(data: Any, endpoint: str) -> BatchInfo:
 class BatchAPI:
     """The files and batches endpoints of one server, through the backend's pooled client."""
 
-    def __init__(self, client: JSONClient, endpoint: str):
+    def __init__(self, client: JSONClient, endpoint: str, *, file_deadline_s: float = FILE_DEADLINE_S):
         self.client = client
         self.endpoint = endpoint  # as shown to people (credentials redacted)
+        self.file_deadline_s = file_deadline_s  # a whole download, every attempt together
 
     async def _call(self, what: str, method: str, path: str, prepare: Callable[[], tuple[Any, dict]] | None = None,
-                    **options: Any) -> Exchange:
-        """One call, retried while retrying can help; raises for an answer that is not a success.
+                    *, deadline: float = CALL_DEADLINE_S, whole: bool = False, **options: Any) -> Exchange:
+        """One call, retried while retrying can help, within ``deadline`` seconds in all; raises for an answer
+        that is not a success. Each attempt also keeps to the backend's own deadline (``-o timeout``), unless
+        ``whole`` (a file, which may take all the time there is).
 
         ``prepare`` makes the body and its headers afresh for each attempt (an upload streams its file once).
         """
         last = ""
         extra = options.pop("headers", {})
+        ends = time.monotonic() + deadline
         for attempt in range(ATTEMPTS):
+            left = ends - time.monotonic()
+            if left <= 0:
+                last += f"; {deadline:g} s in all were spent" if last else f"nothing within {deadline:g} s"
+                break
             body, headers = prepare() if prepare is not None else (None, {})
-            exchange = await self.client.request(method, path, body, headers=headers | extra, **options)
+            exchange = await self.client.request(method, path, body, headers=headers | extra,
+                                                 deadline=left if whole else min(left, self.client.deadline),
+                                                 **options)
             if exchange.failure is None and 200 <= exchange.status < 300:
                 return exchange
             if exchange.failure is not None:
@@ -114,7 +162,7 @@ class BatchAPI:
                     break
                 wait = retry_after_seconds(exchange.headers) or 2.0 ** attempt
             if attempt + 1 < ATTEMPTS:
-                await asyncio.sleep(min(wait, 60.0))
+                await asyncio.sleep(max(0.0, min(wait, 60.0, ends - time.monotonic())))
         raise TransportError(f"{what} at {self.endpoint} failed ({last}).")
 
     async def upload(self, path: Path) -> str:
@@ -128,11 +176,12 @@ class BatchAPI:
             writer.append(path.open("rb")).set_content_disposition("form-data", name="file", filename=path.name)
             return writer, {"Content-Type": writer.headers["Content-Type"]}
 
-        exchange = await self._call(f"uploading {path.name}", "POST", "/files", form, deadline=FILE_DEADLINE_S)
-        data = orjson.loads(exchange.body)
+        exchange = await self._call(f"uploading {path.name}", "POST", "/files", form, deadline=FILE_DEADLINE_S,
+                                    whole=True)
+        data = _json(exchange, f"the upload of {path.name}", self.endpoint)
         if not isinstance(data, dict) or not isinstance(data.get("id"), str):
             raise TransportError(f"{self.endpoint} answered the upload of {path.name} without a file id.")
-        return data["id"]
+        return server_id(data["id"], "file", self.endpoint)
 
     async def create(self, file_id: str, *, metadata: dict[str, str]) -> BatchInfo:
         """Start a batch over an uploaded file, to be done within 24 hours."""
@@ -141,21 +190,26 @@ class BatchAPI:
         data = orjson.dumps({"input_file_id": file_id, "endpoint": ENDPOINT, "completion_window": "24h",
                              "metadata": metadata})
         exchange = await self._call("creating a batch", "POST", "/batches", lambda: (data, {}))
-        return _info(orjson.loads(exchange.body), self.endpoint)
+        return _info(_json(exchange, "the creation of a batch", self.endpoint), self.endpoint)
 
     async def get(self, batch_id: str) -> BatchInfo:
         """Where a batch stands now."""
-        import orjson
-
-        exchange = await self._call(f"asking about batch {batch_id}", "GET", f"/batches/{batch_id}")
-        return _info(orjson.loads(exchange.body), self.endpoint)
+        exchange = await self._call(f"asking about batch {batch_id}", "GET", f"/batches/{_quoted(batch_id)}")
+        return _info(_json(exchange, f"a question about batch {batch_id}", self.endpoint), self.endpoint)
 
     async def content(self, file_id: str) -> bytes:
         """A file's bytes (a batch's output or error file)."""
-        exchange = await self._call(f"downloading file {file_id}", "GET", f"/files/{file_id}/content",
+        exchange = await self._call(f"downloading file {file_id}", "GET", f"/files/{_quoted(file_id)}/content",
                                     headers={"Accept": "application/jsonl, application/octet-stream"},
-                                    max_bytes=MAX_OUTPUT_BYTES, deadline=FILE_DEADLINE_S)
+                                    max_bytes=MAX_OUTPUT_BYTES, deadline=self.file_deadline_s, whole=True)
         return exchange.body
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def _quoted(value: str) -> str:
+    """An id as one path segment: checked ids need no quoting, and this keeps it so should a check ever loosen."""
+    from urllib.parse import quote
+
+    return quote(value, safe="")

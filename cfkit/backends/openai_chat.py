@@ -256,6 +256,11 @@ class OpenAIBackend:
             notes.append(f"succeeded after {retry} retries")
         return self._reply(completion, time.perf_counter() - started, notes)
 
+    async def check_endpoint(self) -> str | None:
+        """Why no request can reach the server (nothing listening, unknown host), or None; asked once before a
+        run sends (cfkit.probe.stopping)."""
+        return await self._client.endpoint_problem(self.endpoint)
+
     # -- the Batch API (cfkit.backends.openai_batch) ----------------------------
 
     def batch_body(self, request: ProbeRequest) -> dict[str, Any]:

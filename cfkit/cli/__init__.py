@@ -35,6 +35,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("cfkit.cli.audit", "audit"),
     "demo": ("cfkit.cli.demo", "demo"),
     "weights": ("cfkit.cli.weights", "weights"),
+    "view": ("cfkit.cli.view", "view"),
+    "study": ("cfkit.cli.study", "study"),
 }
 
 
@@ -62,6 +64,9 @@ def _accept_debug_everywhere(command: click.Command) -> click.Command:
     if not any(p.name == "debug" for p in command.params):
         command.params.append(click.Option(["--debug"], is_flag=True, expose_value=False, is_eager=True,
                                            callback=_set_debug, help="Show tracebacks instead of one-line errors."))
+    from cfkit.cli.once import refuse_repeats
+
+    refuse_repeats(command)  # a single-value option given twice is refused, never last-wins
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             _accept_debug_everywhere(sub)
@@ -81,6 +86,14 @@ class CfkitGroup(click.Group):
         if importlib.util.find_spec(module) is None:
             return None
         return _accept_debug_everywhere(getattr(importlib.import_module(module), attr))
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        from cfkit.cli.once import refusal, repeated_options
+
+        repeated = [] if ctx.resilient_parsing else repeated_options(self, ctx, args)
+        if repeated:
+            raise click.UsageError(refusal(repeated[0]), ctx=ctx)
+        return super().parse_args(ctx, args)
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """Click's usage errors become one line in cfkit's style (exit status 2), like cfkit's own errors."""
@@ -120,11 +133,11 @@ class CfkitGroup(click.Group):
 
             error(str(exc))
             ctx.exit(exc.exit_code)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             from cfkit.cli.console import error
 
             error("interrupted; everything saved before the interruption is kept. Run the command again to resume.")
-            ctx.exit(130)
+            ctx.exit(getattr(exc, "exit_code", 130))  # 143 after SIGTERM (cfkit.probe.runner.Terminated)
 
 
 @click.group(cls=CfkitGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

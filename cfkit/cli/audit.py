@@ -150,11 +150,11 @@ def annotate(ws, name, item_ref, audit_ref) -> None:
 @audit.command()
 @_as_option(required=False)
 @click.option("--reveal", is_flag=True, help="Un-blind: each item's model, run, correctness and every label.")
-@click.option("--force", is_flag=True, help="With --reveal: un-blind before every planned label is in.")
+@click.option("--unblind", is_flag=True, help="With --reveal: un-blind before every planned label is in.")
 @click.option("--json", "as_json", is_flag=True, help="Print the items as JSON.")
 @_audit_option
 @workspace_option
-def items(ws, name, reveal, force, as_json, audit_ref) -> None:
+def items(ws, name, reveal, unblind, as_json, audit_ref) -> None:
     """Your items, blinded and in your order (--as NAME), or every item un-blinded (--reveal)."""
     from cfkit.audit.items import blinded_items, check_annotator, load_audit, revealed_items
     from cfkit.errors import UsageError
@@ -163,7 +163,7 @@ def items(ws, name, reveal, force, as_json, audit_ref) -> None:
         raise UsageError("give --as NAME (your blinded items) or --reveal (every item un-blinded), one of them.")
     with _open(ws) as store:
         current = load_audit(store, audit_ref)
-        rows = revealed_items(store, current, force=force) if reveal else blinded_items(store, current,
+        rows = revealed_items(store, current, unblind=unblind) if reveal else blinded_items(store, current,
                                                                                          check_annotator(name))
     if as_json:
         print_json(rows)
@@ -285,40 +285,56 @@ def import_(ws, path, name, fmt, audit_ref) -> None:
 
 @audit.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the object of docs/report-schema.md's audit section.")
-@click.option("--force", is_flag=True, help="Compute over the items labelled so far, before every label is in.")
+@click.option("--unblind", is_flag=True,
+              help="Un-blind: compute over the items labelled so far and show both annotators' labels and notes, "
+                   "before every item is labelled by both.")
 @click.option("--resamples", default=10_000, show_default=True, type=params.resamples(),
               help="Bootstrap resamples for the intervals.")
 @click.option("--seed", default=0, show_default=True, type=params.seed(), help="Bootstrap seed.")
+@click.option("--judge", "judge", metavar="KIND:NAME", default=None,
+              help="Also the judge model's pre-labels ('cfkit audit prelabel') against each annotator.")
 @_audit_option
 @workspace_option
-def agreement(ws, as_json, force, resamples, seed, audit_ref) -> None:
+def agreement(ws, as_json, unblind, resamples, seed, judge, audit_ref) -> None:
     """Agreement before adjudication: raw %, Cohen's κ and Gwet's AC1 per criterion, and the disagreements."""
     from cfkit.audit.agreement import audit_agreement
     from cfkit.audit.items import load_audit
+    from cfkit.cli.audit_judge import show_judge_agreement
     from cfkit.cli.audit_tables import agreement_view
 
     with _open(ws) as store:
-        result = audit_agreement(store, load_audit(store, audit_ref), force=force, n_resamples=resamples, seed=seed)
-    if as_json:
-        print_json(result.to_dict())
-    else:
+        current = load_audit(store, audit_ref)
+        result = audit_agreement(store, current, unblind=unblind, n_resamples=resamples, seed=seed)
+        if len(result.pairs) < len(result.audit.items):
+            warn(f"un-blinded (--unblind): both annotators' labels over {len(result.pairs)} of "
+                 f"{len(result.audit.items)} items, shown while labelling is under way; keep this from anyone still "
+                 "labelling.")
+        if as_json:
+            data = result.to_dict()
+            if judge is not None:
+                data["judge"] = show_judge_agreement(store, current, judge, as_json=True, n_resamples=resamples,
+                                                     seed=seed)
+            print_json(data)
+            return
         out.print(agreement_view(result))
-    if len(result.pairs) < len(result.audit.items):
-        warn(f"over {len(result.pairs)} of {len(result.audit.items)} items (--force): the rest lack a label.")
+        if judge is not None:
+            show_judge_agreement(store, current, judge, as_json=False, n_resamples=resamples, seed=seed)
 
 
 @audit.command()
 @_as_option(what="adjudicator")
+@click.option("--unblind", is_flag=True,
+              help="Un-blind: go ahead while annotators are still labelling (it shows their labels).")
 @_audit_option
 @workspace_option
-def adjudicate(ws, name, audit_ref) -> None:
+def adjudicate(ws, name, unblind, audit_ref) -> None:
     """Walk the disagreements (and items marked unsure) and record each final label with a note.
 
     The two labels are shown as "Annotator 1" and "Annotator 2". Keys: y/n
     decide the marked criterion, tab switch, a flip "answer correct", m note,
     b back, s skip, g guideline, q quit.
     """
-    from cfkit.audit.items import check_annotator, load_audit
+    from cfkit.audit.items import check_annotator, check_blind, load_audit
     from cfkit.audit.keys import TerminalKeys, require_terminal
     from cfkit.audit.loop import adjudicate as session
 
@@ -326,6 +342,8 @@ def adjudicate(ws, name, audit_ref) -> None:
     with _open(ws) as store:
         current = load_audit(store, audit_ref)
         require_terminal("adjudicate", name)
+        if check_blind(store, current, "adjudicating", unblind=unblind):
+            warn("un-blinded (--unblind): both annotators' labels are shown while labelling is under way.")
         with TerminalKeys(out) as keys:
             summary = session(ws, store, current, name, keys, out)
     if summary.finished == summary.remaining == 0:
@@ -345,9 +363,11 @@ def adjudicate(ws, name, audit_ref) -> None:
               help="Final: the answer is correct (default: what both annotators said, when they agree).")
 @click.option("--note", required=True, help="Why this final label (required).")
 @click.option("--force", is_flag=True, help="Replace an earlier resolution, or overrule an agreed label.")
+@click.option("--unblind", is_flag=True,
+              help="Un-blind: go ahead while annotators are still labelling (it shows their labels).")
 @_audit_option
 @workspace_option
-def resolve(ws, item_ref, name, cue, link, answer_ok, note, force, audit_ref) -> None:
+def resolve(ws, item_ref, name, cue, link, answer_ok, note, force, unblind, audit_ref) -> None:
     """Record the final label of one disputed item (the non-interactive 'audit adjudicate')."""
     from cfkit.audit.adjudication import resolve_item
     from cfkit.audit.items import load_audit
@@ -357,7 +377,8 @@ def resolve(ws, item_ref, name, cue, link, answer_ok, note, force, audit_ref) ->
         current = load_audit(store, audit_ref)
         item = audits.find_item(store, current.id, item_ref)
         final = resolve_item(store, current, item, name, cue=cue == "yes", link=link == "yes", note=note,
-                             answer_ok=None if answer_ok is None else answer_ok == "yes", force=force)
+                             answer_ok=None if answer_ok is None else answer_ok == "yes", force=force,
+                             unblind=unblind)
     j = final.judgement
     err.print(f"{item.id}: resolved by {final.decided_by} — answer correct {_yn(j.answer_ok)}, cue {_yn(j.cue)}, "
               f"link {_yn(j.link)}.")
@@ -369,3 +390,8 @@ def guideline() -> None:
     from cfkit.audit.guideline import GUIDELINE
 
     click.echo(GUIDELINE)
+
+
+from cfkit.cli.audit_judge import prelabel  # noqa: E402  (a command of the audit group, kept in its own module)
+
+audit.add_command(prelabel)

@@ -192,10 +192,11 @@ def list_(ws, spec_ids: tuple[str, ...], as_json: bool) -> None:
                   header_style="bold underline")
     spec_width = max(len(r.spec_id) for r in records)
     for name, width in (("id", max(2, len(str(records[-1].id)))), ("spec", spec_width), ("selected", 10),
-                        ("engine / model", 10), ("status", 6), ("check", 5), ("review", 6), ("finished", 11)):
+                        ("engine / model", 10), ("status", 6), ("check", 5), ("review", 6), ("judge", 7),
+                        ("finished", 11)):
         # Every column keeps its width but the engine's, which gives way with an ellipsis.
         table.add_column(name, no_wrap=True, overflow="ellipsis", min_width=width,
-                         max_width=max(10, out.width - 63) if name == "engine / model" else None)
+                         max_width=max(10, out.width - 71) if name == "engine / model" else None)
     starred = False
     for r in records:
         state = states[r.id]
@@ -205,6 +206,7 @@ def list_(ws, spec_ids: tuple[str, ...], as_json: bool) -> None:
             check, starred = check.removesuffix(" (without LPIPS)") + "*", True
         table.add_row(str(r.id), r.spec_id, "[green]✓ selected[/]" if state["selected"] else "",
                       escape(f"{r.engine} {r.model or ''}".strip()), status, check, state["review"] or "—",
+                      "[yellow]doubted[/]" if state["judge"] == "doubted" else (state["judge"] or "—"),
                       (r.finished_at or "")[5:16].replace("T", " "))
     if starred:
         table.caption = "* checked without LPIPS"
@@ -218,11 +220,16 @@ def _state(store, record) -> dict:
     """An edit's own check verdict and review decision, and whether it is the spec's selected edit."""
     from cfkit.store import checks, edits, reviews
 
+    from cfkit.store import screens
+
     check = checks.latest(store, record.id, variant=None)
     decision = reviews.on_edit(store, record.id)
     selected = edits.selected(store, record.spec_id)
+    answers = screens.answers(store, [record.id])
+    doubts = sorted({a.judge for a in answers if a.doubts})
+    judged = "doubted" if doubts else ("clear" if answers else None)
     return {"check": None if check is None else check.label, "review": None if decision is None else decision.decision,
-            "selected": selected is not None and selected.id == record.id}
+            "selected": selected is not None and selected.id == record.id, "judge": judged, "doubted_by": doubts}
 
 
 @edits.command()
@@ -336,3 +343,8 @@ def import_(ws, folder: Path, derive_masks: bool, force: bool, again: bool, as_j
         raise UsageError("--force replaces mask files, so it goes with --derive-masks.")
     render_import(lambda progress: import_edits(ws, folder, derive_masks=derive_masks, overwrite_masks=force,
                                                 again=again, progress=progress), as_json=as_json)
+
+
+from cfkit.cli.screen import screen  # noqa: E402  (a command of the edits group, kept in its own module)
+
+edits.add_command(screen)

@@ -144,6 +144,13 @@ def run(ws, model, suite, pairs, base_url, api_key_env, concurrency, max_cost, m
         raise RunIncomplete(_incomplete_line(summary, _command_line(ws, again)))
 
 
+_STUDY_HINT = ("a probe run is one model on one suite. For several, write a study file ('cfkit study new "
+               "study.toml') and run them all with 'cfkit study run study.toml'.")
+for _param in run.params:
+    if _param.name in ("model", "suite"):
+        _param.repeat_hint = _STUDY_HINT  # type: ignore[attr-defined]  # read by cfkit.cli.once
+
+
 def _warn_unreviewed(plan) -> None:
     """Before anything is sent: how many questions rest on inputs no person has reviewed."""
     from cfkit.cli.probe_plan import unreviewed_lines
@@ -183,8 +190,10 @@ def _incomplete_line(summary, command: str) -> str:
         why.append(f"{summary.failed} failed ({(summary.first_failure or 'no detail').rstrip('.')})")
     if summary.not_sent:
         why.append(f"{summary.not_sent} not sent ({summary.stopped or 'the run stopped before sending them'})")
+    counted = ("Reports count them wrong and list them" if summary.missing < summary.total
+               else "Reports leave the run out until it has a reply")  # nothing of it to read yet
     return (f"run {summary.run_id} is incomplete: {summary.missing} of {summary.total} planned requests have no "
-            f"reply: {'; '.join(why)}. Reports count them wrong and list them. 'cfkit runs show {summary.run_id}' "
+            f"reply: {'; '.join(why)}. {counted}. 'cfkit runs show {summary.run_id}' "
             f"lists each one; resume with: {command}")
 
 
@@ -262,9 +271,12 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
 @click.option("--base-url", default=None, metavar="URL",
               help="The server, when the run's recorded one had credentials (cfkit did not keep them).")
 @click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the key.")
+@click.option("--timeout", "timeout_s", type=params.Decimal(min=1.0), default=1800.0, show_default=True,
+              metavar="SECONDS", help="Seconds one result file's download may take, every attempt together.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was collected as JSON.")
 @workspace_option
-def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, as_json: bool) -> None:
+def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, timeout_s: float,
+            as_json: bool) -> None:
     """Store the results of a run sent with 'probe run --batch', as far as its batches have ended.
 
     Each batch is read once; a request a batch did not answer is stored as a
@@ -287,7 +299,7 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
         raise UsageError(f"no store in {ws.root} yet; nothing was sent in batches here.")
     cases = load_cases(ws.cases_path, ws.image_root)
     with open_store(ws.db_path) as store:
-        result = collect_run(store, cases, find_run(store, run_ref), wait=wait, poll_s=poll_s,
+        result = collect_run(store, cases, find_run(store, run_ref), wait=wait, poll_s=poll_s, file_deadline_s=timeout_s,
                              overrides={"base_url": base_url, "api_key_env": api_key_env},
                              on_check=None if as_json else lambda r: status(collection_line(r)))
     render_collection(result, as_json)

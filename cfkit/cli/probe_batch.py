@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from cfkit.cli.console import out, print_json, status
+from cfkit.cli.console import out, print_json, status, warn
 from cfkit.money import usd
 
 
@@ -59,3 +59,5 @@ def render_collection(result, as_json: bool) -> None:
     for batch in result.batches:
         if batch.errors:
             status(f"batch {batch.id} {batch.status}: {'; '.join(batch.errors)}")
+    for problem in result.problems:
+        warn(problem)

@@ -42,6 +42,15 @@ MISSING_SHOWN = 20
 @click.option("--all-cases", is_flag=True, help="Every case as the modality cases, instead of the subset.")
 @click.option("--ega", is_flag=True, help="Add evidence-grounded accuracy from the audit's final labels (Table S8).")
 @click.option("--audit", "audit_ref", metavar="ID", default=None, help="With --ega: which audit (default: the newest).")
+@click.option("--unblind", is_flag=True,
+              help="With --ega: show the section while annotators are still labelling (un-blinds the audit: "
+                   "its items' models).")
+@click.option("--ega-labels", type=click.Choice(("people", "judge", "people+judge")), default="people",
+              show_default=True, help="With --ega: whose labels count: the people's final labels, a judge model's "
+                                      "pre-labels ('cfkit audit prelabel'), or the people's with the judge's where "
+                                      "no person's final label is in (those items are counted and said).")
+@click.option("--judge", "judge", metavar="KIND:NAME", default=None,
+              help="With --ega-labels judge or people+judge: the judge model whose pre-labels count.")
 @click.option("--units", is_flag=True,
               help="Print the per-unit outcomes instead of the tables: each case or pair, each model's answer "
                    "under every condition, right or wrong, a pair's category (csv: flat, one row per unit and "
@@ -58,7 +67,7 @@ MISSING_SHOWN = 20
 @workspace_option
 def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], compare_specs: tuple[str, ...],
            fmt: str, reference: bool, resamples: int, seed: int, subset: str | None, all_cases: bool, ega: bool,
-           audit_ref: str | None, units: bool, plot_dir: str | None, plot_format: str, force: bool,
+           audit_ref: str | None, unblind: bool, ega_labels: str, judge: str | None, units: bool, plot_dir: str | None, plot_format: str, force: bool,
            groups_path: str | None, predictions_format: str = "auto", map_path: str | None = None,
            label: str | None = None) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas, paired tests and position bias (swap).
@@ -88,6 +97,10 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     compare = [lib.parse_compare(spec) for spec in compare_specs]
     if audit_ref is not None and not ega:
         raise UsageError("--audit chooses the audit of --ega; give --ega too.")
+    if unblind and not ega:
+        raise UsageError("--unblind un-blinds the audit of --ega; give --ega too.")
+    if (ega_labels != "people" or judge is not None) and not ega:
+        raise UsageError("--ega-labels and --judge choose the labels of --ega; give --ega too.")
     if units and reference:
         raise UsageError("--units lists the units measured here; the paper publishes none. Drop --reference.")
     if plot_dir is None and (force or plot_format != "png"):
@@ -100,7 +113,8 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
             status(note)
         result = lib.make_report(ws, paths, run_refs=list(run_refs), compare=compare,
                                  n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups,
-                                 subset=subset, all_cases=all_cases)
+                                 unblind=unblind, subset=subset, all_cases=all_cases, ega_labels=ega_labels,
+                                 judge=judge)
     if units:
         _print(fmt, lambda: [lib.units_table(result)], lambda: lib.units_json(result), lambda: lib.units_csv(result))
     else:
@@ -115,6 +129,12 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     _warn_missing(result.missing)
     for note in result.notes:
         warn(note)
+    if result.ega is not None and result.ega.withheld:
+        from cfkit.errors import Incomplete
+
+        raise Incomplete(result.ega.withheld)
+    if result.ega is not None and result.ega.unblinded:
+        warn("un-blinded (--unblind): the EGA section is shown while annotators are still labelling.")
     if result.ega is not None and result.ega.pending:
         from cfkit.errors import Incomplete
 

@@ -138,8 +138,8 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     for column in ("condition", "replies", "answered", "invalid", "failed", "answers"):
         table.add_column(column)
     for c in counts:
-        table.add_row(c.condition, str(c.replies), str(c.answered), str(c.invalid), str(c.transport),
-                      ", ".join(f"{k}: {v}" for k, v in c.answers.items()))
+        table.add_row(escape(c.condition), str(c.replies), str(c.answered), str(c.invalid), str(c.transport),
+                      escape(", ".join(f"{k}: {v}" for k, v in c.answers.items())))  # option ids are data
     out.print(table)
     if not_sent:
         out.print(f"[red]not sent[/] {not_sent} planned request(s) have no reply at all "

@@ -108,7 +108,9 @@ def _size(n: int) -> str:
 @click.option("--url", default=None, metavar="URL",
               help="Download from URL instead (default: $CFKIT_LPIPS_URL, else torchvision's "
                    "download.pytorch.org/models/alexnet-owt-7be5be79.pth).")
-def fetch(name: str, url: str | None) -> None:
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1.0), default=1800.0, show_default=True,
+              metavar="SECONDS", help="Seconds the whole download may take.")
+def fetch(name: str, url: str | None, timeout_s: float) -> None:
     """Download torchvision's AlexNet ImageNet weights into cfkit's cache.
 
     The SHA-256 prefix in the file's name is checked before it is kept. Where
@@ -126,8 +128,8 @@ def fetch(name: str, url: str | None) -> None:
     with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                   console=err, transient=True) as bar:
         task = bar.add_task("downloading", total=None)
-        fetched = fetch_lpips_backbone(url, progress=lambda done, total: bar.update(task, completed=done,
-                                                                                     total=total))
+        fetched = fetch_lpips_backbone(url, deadline_s=timeout_s,
+                                       progress=lambda done, total: bar.update(task, completed=done, total=total))
     status(f"downloaded {fetched.url} (sha256 {fetched.sha256[:12]}…)")
     out.print(f"LPIPS backbone: {escape(str(fetched.path))} ({escape(fetched.verification.summary())})")
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cfkit.backends import Backend, BackendContext, check_installed, load_backend, split_model
-from cfkit.errors import NotFoundError
+from cfkit.errors import NotFoundError, UsageError
 from cfkit.options import Setting, blamed
 from cfkit.probe.identity import InputsDigest, inputs_unchanged, run_settings, settings_sha256
 from cfkit.probe.prices import BATCH_PRICE_FACTOR, Prices, resolve_prices
@@ -267,6 +267,11 @@ def prepare_probe(ws: Workspace, model: str | Setting, suite: str, *, options: d
     selection = selection or Selection(accepted_only=accepted_only)
     model, where = _model(model)
     setup, backend = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency, where)
+    if max_cost is not None and backend is not None and not backend.priced:
+        # Refused here, before anything is looked up: also when the run turns out to be complete already.
+        raise UsageError(f"--max-cost needs prices, and {backend.model} has none. Give them as "
+                         "-o price_in=USD_PER_M_INPUT_TOKENS -o price_out=USD_PER_M_OUTPUT_TOKENS, or in "
+                         "cfkit.toml [probe.prices].")
     return ProbeJob(ws=ws, model=model, suite=suite, setup=setup, backend=backend, selection=selection,
                     concurrency=concurrency, max_cost=max_cost)
 

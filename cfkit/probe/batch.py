@@ -33,6 +33,7 @@ from cfkit.backends import Backend, load_backend
 from cfkit.cases import Case, CaseSet
 from cfkit.errors import NotFoundError, OutputError, TransportError, UsageError
 from cfkit.money import usd
+from cfkit.probe.batch_results import BatchResults
 from cfkit.probe.image_refs import SendingImages
 from cfkit.probe.plan import ProbeItem
 from cfkit.probe.prices import BATCH_PRICE_FACTOR
@@ -80,6 +81,7 @@ class Collection:
     status: str  # the run's status afterwards
     missing: int  # planned requests without a reply, once every batch is collected
     cost_usd: float | None = None
+    problems: tuple[str, ...] = ()  # lines of result files left out (not JSON, repeated, not asked), each said
 
     @property
     def waiting(self) -> tuple[BatchState, ...]:
@@ -194,7 +196,13 @@ def submit_batch(job: Any, store: Store, *, on_plan: Callable | None = None,
     folder.mkdir(parents=True, exist_ok=True)
     files = _write_files(folder, opened.run_id, backend, opened.to_send, opened.keys, MAX_LINES,
                          MAX_FILE_BYTES - 1024 * 1024)  # a margin under the provider's limit
-    ids = asyncio.run(_upload_all(store, opened.run_id, backend, files)) if files else []
+    try:
+        ids = asyncio.run(_upload_all(store, opened.run_id, backend, files)) if files else []
+    except BaseException as exc:  # the batches accepted so far are recorded; the rest is sent by the next run
+        sent = batches.for_run(store, opened.run_id)
+        close_run(store, opened.run_id, "waiting" if sent else "done", None, wanted, sorted(opened.notes),
+                  failure=f"{type(exc).__name__}: {exc}")
+        raise
     status = "waiting" if ids else "done"
     close_run(store, opened.run_id, status, None, wanted, sorted(opened.notes))
     return BatchSubmission(opened.run_id, backend.model, plan.suite, len(plan.items), opened.kept,
@@ -209,9 +217,8 @@ async def _upload_all(store: Store, run_id: str, backend: Backend,
         for path, carried in files:
             file_id = await api.upload(path)
             info = await api.create(file_id, metadata={"cfkit_run": run_id[:512]})
-            batches.add(store, info.id, run_id, endpoint=api.endpoint, input_file_id=file_id, input_path=str(path),
-                        requests=carried, status=info.status)
-            ids.append(info.id)
+            ids.append(batches.add(store, info.id, run_id, endpoint=api.endpoint, input_file_id=file_id,
+                                   input_path=str(path), requests=carried, status=info.status))
     finally:
         await api.aclose()
     return ids
@@ -248,12 +255,16 @@ def collect_backend(run: RunRecord, overrides: dict[str, Any]) -> Backend:
     return backend
 
 
-def collect_batches(store: Store, cases: CaseSet, run: RunRecord, backend: Backend) -> Collection:
-    """``cfkit probe collect RUN``: store the results of every batch of ``run`` that has ended."""
+def collect_batches(store: Store, cases: CaseSet, run: RunRecord, backend: Backend, *,
+                    file_deadline_s: float | None = None) -> Collection:
+    """``cfkit probe collect RUN``: store the results of every batch of ``run`` that has ended (each result file
+    downloaded within ``file_deadline_s`` seconds, every attempt together)."""
     waiting = batches.uncollected(store, run.id)
     everything = batches.for_run(store, run.id)
     recorder = Recorder(store, run.id, cache_as=backend if backend.capabilities.cacheable else None)
-    outcome = asyncio.run(_collect(store, cases, waiting, backend, recorder)) if waiting else (0, 0, 0.0)
+    problems: list[str] = []
+    outcome = (asyncio.run(_collect(store, cases, waiting, backend, recorder, problems, file_deadline_s))
+               if waiting else (0, 0, 0.0))
     stored, failed, cost = outcome
     states = tuple(BatchState(b.id, b.status, b.counts, b.collected_at is not None, b.errors)
                    for b in batches.for_run(store, run.id))
@@ -264,32 +275,37 @@ def collect_batches(store: Store, cases: CaseSet, run: RunRecord, backend: Backe
                        list(previous.notes.get("backend_notes", [])) if previous else [])
     missing = 0 if still else max(run.n_requests - counts["done"], 0)
     return Collection(run.id, states, stored, failed, counts["status"], missing,
-                      cost if backend.priced else None)
+                      cost if backend.priced else None, tuple(problems))
 
 
 async def _collect(store: Store, cases: CaseSet, waiting: list[BatchRecord], backend: Backend,
-                   recorder: Recorder) -> tuple[int, int, float]:
+                   recorder: Recorder, problems: list[str], file_deadline_s: float | None) -> tuple[int, int, float]:
     api = backend.batch_api()
+    if file_deadline_s is not None:
+        api.file_deadline_s = file_deadline_s
     stored = failed = 0
     cost = 0.0
     try:
         for record in waiting:
-            info = await api.get(record.id)
+            info = await api.get(record.provider_id)
             batches.checked(store, record.id, status=info.status, counts=info.counts, errors=info.errors,
                             output_file_id=info.output_file_id, error_file_id=info.error_file_id)
             if not info.final:
                 continue
-            results = {}
+            read = BatchResults(record.id, {r.cache_key for r in record.requests}, api.endpoint)
             for file_id in (info.output_file_id, info.error_file_id):
                 if file_id:
-                    results.update(_results(await api.content(file_id), api.endpoint))
-            why = "; ".join(info.errors) or f"the batch ended {info.status} without answering it"
+                    read.add(file_id, await api.content(file_id))
+            results = read.found
+            problems.extend(read.problems)
+            why = "; ".join(info.errors) or read.unread or f"the batch ended {info.status} without answering it"
             for asked in record.requests:
                 if asked.case_id not in cases:
                     continue  # the case left the cases file; the run keeps no reply for it
                 unit = _Asked(cases.get(asked.case_id), asked.pair_id, asked.condition, asked.edit_id,
                               asked.image_sha256)
                 status_code, body, error = results.get(asked.cache_key, (None, None, None))
+                error = error or read.broken.get(asked.cache_key)
                 if status_code == 200 and isinstance(body, dict):
                     try:
                         reply = backend.reply_from_completion(body, price_factor=BATCH_PRICE_FACTOR)
@@ -313,37 +329,8 @@ async def _collect(store: Store, cases: CaseSet, waiting: list[BatchRecord], bac
     return stored, failed, cost
 
 
-def _results(data: bytes, endpoint: str) -> dict[str, tuple[int | None, Any, str | None]]:
-    """custom_id -> (status code, response body, what went wrong) from an output or error file."""
-    import orjson
-
-    found = {}
-    for number, line in enumerate(data.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            entry = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            raise TransportError(f"{endpoint}: line {number} of a batch result file is not JSON.") from None
-        if not isinstance(entry, dict) or not isinstance(entry.get("custom_id"), str):
-            continue
-        response = entry.get("response") if isinstance(entry.get("response"), dict) else {}
-        error = entry.get("error") if isinstance(entry.get("error"), dict) else None
-        body = response.get("body")
-        status = response.get("status_code")
-        words = None
-        if error is not None:
-            words = f"{error.get('code') or 'error'}: {error.get('message') or ''}".strip()
-        elif status != 200:
-            message = body.get("error", {}).get("message") if isinstance(body, dict) and isinstance(
-                body.get("error"), dict) else None
-            words = f"HTTP {status}: {message or 'no message'}"
-        found[entry["custom_id"]] = (status if isinstance(status, int) else None, body, words)
-    return found
-
-
 def collect_run(store: Store, cases: CaseSet, run: RunRecord, *, overrides: dict[str, Any] | None = None,
-                wait: bool = False, poll_s: float = 60.0,
+                wait: bool = False, poll_s: float = 60.0, file_deadline_s: float | None = None,
                 on_check: Callable[[Collection], None] | None = None) -> Collection:
     """``cfkit probe collect RUN``: collect once, or (``wait``) again every ``poll_s`` seconds while batches
     are still running (Ctrl-C stops; nothing stored is lost, and ``probe collect`` goes on from there).
@@ -353,7 +340,7 @@ def collect_run(store: Store, cases: CaseSet, run: RunRecord, *, overrides: dict
                             f"{run.id}' shows where it stands.")
     backend = collect_backend(run, overrides or {})
     while True:
-        result = collect_batches(store, cases, run, backend)
+        result = collect_batches(store, cases, run, backend, file_deadline_s=file_deadline_s)
         if not wait or not result.waiting:
             return result
         if on_check:

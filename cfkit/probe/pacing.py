@@ -8,12 +8,19 @@ burst of refusals counts once — and no new request starts before the
 current level raises it by one, back up to ``--concurrency`` (additive
 increase, multiplicative decrease, as TCP does). The level is shown in the
 progress bar and recorded in the run's notes when it ever dropped.
+
+A pacer may also hold a rate: at most ``rate`` requests started per second,
+evenly spaced. One pacer can serve several runs at once (``cfkit study run``
+gives every run behind one endpoint the same pacer), so the endpoint's
+concurrency, rate and overload back-off hold for all of them together.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections import deque
 
 #: Seconds after a decrease during which further overload signals do not decrease again.
 COOLDOWN_S = 1.0
@@ -22,10 +29,16 @@ MAX_PAUSE_S = 120.0
 
 
 class Pacer:
-    """The number of requests allowed in flight, between 1 and ``limit`` (see the module docstring)."""
+    """The number of requests allowed in flight, between 1 and ``limit`` (see the module docstring).
 
-    def __init__(self, limit: int):
+    Waiting workers queue first come, first served, so the runs sharing a
+    pacer take turns; a freed slot is handed to the first of them directly
+    (one wake-up per slot, however many workers wait).
+    """
+
+    def __init__(self, limit: int, rate: float | None = None):
         self.limit = limit
+        self.rate = rate  # requests started per second at most; None: no limit
         self.level = limit
         self.lowest = limit  # the lowest level reached, for the run's record
         self.overloads = 0  # overload signals received
@@ -33,34 +46,70 @@ class Pacer:
         self._successes = 0
         self._decreased_at = float("-inf")
         self._paused_until = 0.0
-        self._changed = asyncio.Condition()
+        self._next_start = 0.0  # with a rate: the earliest time the next request may start
+        self._waiters: deque[asyncio.Future] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def _ready_at(self) -> float:
+        """When the next request may start, as far as pauses and the rate go (slots aside)."""
+        return max(self._paused_until, self._next_start)
+
+    def _take(self, at: float) -> None:
+        self.in_flight += 1
+        if self.rate:
+            self._next_start = max(at, self._next_start) + 1.0 / self.rate
 
     async def acquire(self) -> None:
-        """Wait for a free slot under the current level and past any pause the server asked for."""
-        async with self._changed:
-            while True:
-                pause = self._paused_until - time.monotonic()
-                if pause > 0:
-                    try:
-                        await asyncio.wait_for(self._changed.wait(), pause)
-                    except TimeoutError:
-                        pass
-                    continue
-                if self.in_flight < self.level:
-                    self.in_flight += 1
-                    return
-                await self._changed.wait()
+        """Wait for a free slot under the current level, past any pause the server asked for and the rate's next
+        start."""
+        at = time.monotonic()
+        if not self._waiters and self.in_flight < self.level and self._ready_at() <= at:
+            self._take(at)
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._wake()
+        try:
+            await waiter  # resolved by _wake, which has taken the slot on this worker's behalf
+        except BaseException:  # cancelled (or failed) while waiting: undo, then raise it again
+            if waiter.done() and not waiter.cancelled():
+                self.in_flight -= 1  # granted just as it was cancelled: give the slot back
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+            self._wake()
+            raise
+
+    def _wake(self) -> None:
+        """Hand free slots to the first waiters; when a pause or the rate holds them, look again then."""
+        while self._waiters and self._waiters[0].done():
+            self._waiters.popleft()  # cancelled meanwhile
+        while self._waiters and self.in_flight < self.level:
+            at = time.monotonic()
+            ready = self._ready_at()
+            if ready > at:
+                if self._timer is None:
+                    def again() -> None:
+                        self._timer = None
+                        self._wake()
+
+                    self._timer = asyncio.get_running_loop().call_later(ready - at, again)
+                return
+            waiter = self._waiters.popleft()
+            if waiter.done():
+                continue
+            self._take(at)
+            waiter.set_result(None)
 
     async def release(self, *, ok: bool) -> None:
         """A request ended; ``ok`` when it was answered without an overload signal."""
-        async with self._changed:
-            self.in_flight -= 1
-            if ok:
-                self._successes += 1
-                if self._successes >= self.level and self.level < self.limit:
-                    self.level += 1
-                    self._successes = 0
-            self._changed.notify_all()
+        self.in_flight -= 1
+        if ok:
+            self._successes += 1
+            if self._successes >= self.level and self.level < self.limit:
+                self.level += 1
+                self._successes = 0
+        self._wake()
 
     def overloaded(self, retry_after: float | None = None) -> None:
         """The server refused a request as overloaded, asking (maybe) to wait ``retry_after`` seconds.

@@ -30,9 +30,10 @@ server reported.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cfkit import __version__
 from cfkit.backends import Backend
@@ -43,7 +44,39 @@ from cfkit.probe.progress import Budget, RunProgress, RunSummary
 from cfkit.store import Store, batches, responses, runs
 from cfkit.store.runs import RunSettings
 
-__all__ = ["OpenedRun", "RunProgress", "RunSummary", "close_run", "open_and_settle", "run_identity", "run_probe"]
+if TYPE_CHECKING:
+    from cfkit.probe.pacing import Pacer
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a job scheduler's stop) while a run sends: handled as Ctrl-C is, the run marked
+    interrupted; the command exits 143, as a process ended by SIGTERM does."""
+
+    exit_code = 143
+
+
+@contextmanager
+def stopped_by_sigterm_as_by_ctrl_c() -> Iterator[None]:
+    """While inside, SIGTERM raises :class:`Terminated` (only the main thread can set a signal handler)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+__all__ = ["OpenedRun", "RunProgress", "RunSummary", "Terminated", "close_run", "open_and_settle", "run_identity",
+           "run_probe", "send_plan", "stopped_by_sigterm_as_by_ctrl_c"]
 
 
 @dataclass
@@ -126,7 +159,25 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
                          "-o price_in=USD_PER_M_INPUT_TOKENS -o price_out=USD_PER_M_OUTPUT_TOKENS, or in "
                          "cfkit.toml [probe.prices].")
 
-    # Imported here: a run found finished before planning needs neither the parser nor the event loop.
+    import asyncio
+
+    with stopped_by_sigterm_as_by_ctrl_c():
+        return asyncio.run(send_plan(store, backend, plan, concurrency=concurrency, max_cost=max_cost,
+                                     on_progress=on_progress, inputs_sha256=inputs_sha256, protocol=protocol,
+                                     notes=notes, inputs_manifest=inputs_manifest))
+
+
+async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: int,
+                    max_cost: float | None = None, on_progress: Callable[[RunProgress], None] | None = None,
+                    inputs_sha256: str | None = None, protocol: str | None = None, notes: dict[str, Any] | None = None,
+                    inputs_manifest: dict[str, Any] | None = None, pacer: Pacer | None = None) -> RunSummary:
+    """Steps 2–4 of :func:`run_probe` inside a running event loop, so several runs can send at once.
+
+    ``pacer`` is shared with the other runs that send to the same endpoint
+    (``cfkit study run``); without it the run paces itself at ``concurrency``.
+    A cancelled run (Ctrl-C, SIGTERM) is recorded as interrupted with every
+    reply received so far, and the cancellation goes on.
+    """
     import asyncio
 
     from cfkit.probe.sending import Sender
@@ -146,9 +197,9 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
     failure: str | None = None
     try:
         if opened.to_send:
-            asyncio.run(sender.send_all(opened.to_send, concurrency))
+            await sender.send_all(opened.to_send, concurrency, pacer)
         status = "done"
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         status = "interrupted"
         raise
     except BaseException as exc:

@@ -6,7 +6,8 @@ waits for a slot under the current level (:mod:`~cfkit.probe.pacing`), reads
 its images (:class:`~cfkit.probe.image_refs.SendingImages`: once while
 requests sharing an image are in flight), asks the backend, and queues the
 reply for the next commit (:mod:`~cfkit.probe.recording`). A budget, when
-given (:class:`~cfkit.probe.progress.Budget`), stops sending before it could be passed.
+given (:class:`~cfkit.probe.progress.Budget`), stops sending before it could be passed;
+so does a server that is not there or keeps refusing (:mod:`~cfkit.probe.stopping`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from cfkit.probe.plan import ProbeItem
 from cfkit.probe.progress import Budget, RunProgress
 from cfkit.probe.recording import Recorder
 from cfkit.probe.sharing import CLAIM, SharedQueue
+from cfkit.probe.stopping import StopPolicy
 
 
 class Sender:
@@ -42,15 +44,26 @@ class Sender:
         self.stopped: str | None = None
         self.notes: set[str] = set()
         self.pacer: Pacer | None = None
+        self.policy = StopPolicy(getattr(backend, "endpoint", None) or backend.model)
+        self._stopping: asyncio.Event | None = None
         self._async = is_async(backend)
         self._images = SendingImages()
 
-    async def send_all(self, items: list[ProbeItem], concurrency: int) -> None:
-        """Send ``items`` (those of them no other process takes), ``concurrency`` at most at once."""
-        self.pacer = pacer = Pacer(concurrency)
+    async def send_all(self, items: list[ProbeItem], concurrency: int, pacer: Pacer | None = None) -> None:
+        """Send ``items`` (those of them no other process takes), ``concurrency`` at most at once.
+
+        ``pacer`` is shared with other runs sending to the same endpoint (``cfkit study run``); it then
+        bounds the requests in flight of them all together, and ``concurrency`` is its limit.
+        """
+        if pacer is not None:
+            concurrency = pacer.limit
+        self.pacer = pacer = pacer or Pacer(concurrency)
         self.progress.concurrency = concurrency
+        self._stopping = asyncio.Event()
+        if await self._unreachable():
+            return
         if hasattr(self.backend, "on_overload"):
-            self.backend.on_overload = pacer.overloaded  # the backend says when the server is overloaded
+            self.backend.on_overload = self._overloaded  # the backend says when the server is overloaded
         queue = SharedQueue(self.store, self.run_id, items, self.keys, claim=concurrency * CLAIM,
                             on_elsewhere=self._elsewhere)
         self.recorder.lease_owner = queue.owner
@@ -63,7 +76,7 @@ class Sender:
                     await self._one(first)
             workers = [asyncio.create_task(self._worker(queue)) for _ in range(concurrency)]
             try:
-                await asyncio.gather(*workers)
+                await self._until_done_or_stopped(workers)
             except BaseException:
                 for task in workers:
                     task.cancel()
@@ -85,6 +98,50 @@ class Sender:
                 if pacer.lowest < pacer.limit:
                     self.notes.add(f"the server said it was overloaded {pacer.overloads} time(s); requests in "
                                    f"flight went down to {pacer.lowest} of {pacer.limit} and back up as it recovered")
+
+    # -- stopping early (cfkit.probe.stopping): a server that is not there, or keeps refusing ---------------
+
+    async def _unreachable(self) -> bool:
+        """Ask the backend once whether its server can be reached; when not, stop before sending."""
+        check = getattr(self.backend, "check_endpoint", None)
+        problem = await check() if check is not None else None
+        if problem is None:
+            return False
+        self.stopped = problem
+        closer = getattr(self.backend, "aclose", None)
+        if closer is not None:
+            await closer()
+        return True
+
+    def _overloaded(self, retry_after: float | None = None) -> None:
+        self.pacer.overloaded(retry_after)
+        self.policy.overloaded(retry_after)
+        self._stop_if_told()
+
+    def _stop_if_told(self) -> None:
+        if self.policy.reason is not None and self.stopped is None:
+            self.stopped = self.policy.reason
+            self._stopping.set()
+
+    async def _until_done_or_stopped(self, workers: list[asyncio.Task]) -> None:
+        """Wait for the workers; when the policy stops the run, cancel those still waiting (a pause the server
+        asked for can be long) and return. A worker's failure is raised as it is."""
+        everyone = asyncio.gather(*workers)
+        everyone.add_done_callback(_retrieved)  # however it ends (Ctrl-C too), asyncio need not report it as lost
+        stop = asyncio.create_task(self._stopping.wait())
+        try:
+            await asyncio.wait({everyone, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if everyone.done():
+            everyone.result()
+            return
+        for task in workers:
+            task.cancel()
+        outcomes = await asyncio.gather(*workers, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, Exception):
+                raise outcome
 
     def _elsewhere(self, item: ProbeItem) -> None:
         self.progress.done += 1
@@ -136,11 +193,14 @@ class Sender:
         except (TransportError, ImageError) as exc:  # recorded, and sent again on the next run
             self.recorder.transport(item, key, str(exc))
             self.progress.errors += 1
+            self.policy.failed(str(exc))
+            self._stop_if_told()
         finally:
             if budget is not None:
                 budget.in_flight -= 1
         self.progress.sent += 1
         if reply is not None:
+            self.policy.answered()
             self.recorder.reply(item, key, reply)
             self.progress.done += 1
             self.notes.update(reply.notes)
@@ -151,3 +211,8 @@ class Sender:
         if self.on_progress:
             self.on_progress(self.progress)
         return reply is not None
+
+
+def _retrieved(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -60,6 +60,9 @@ def make_report(
     subset: str | Path | None = None,
     all_cases: bool = False,
     groups: Mapping[str, str] | None = None,
+    unblind: bool = False,
+    ega_labels: str = "people",
+    judge: str | None = None,
 ) -> Report:
     """Load gold and predictions (files, the runs named in ``run_refs``, or by default one stored run per model
     and suite, see :func:`cfkit.report.sources.choose_runs`) and build the report.
@@ -91,17 +94,37 @@ def make_report(
     report = build_report(gold, source.preds, compare=compare, n_resamples=n_resamples, seed=seed, sources=source,
                           expected_pairs=ws.pairs, groups=groups)
     if ega:
-        report = dataclasses.replace(report, ega=_ega(ws, audit, n_resamples, seed))
+        report = dataclasses.replace(report, ega=_ega(ws, audit, n_resamples, seed, unblind, ega_labels, judge))
+    if report.counterfactual and ws.db_path.is_file():
+        report.notes.extend(_judge_doubts(ws, {p.pair for p in source.preds if p.pair}))
     return report
 
 
-def _ega(ws: Workspace, audit: str | None, n_resamples: int, seed: int | None):
+def _judge_doubts(ws: Workspace, pairs: set[str]) -> list[str]:
+    """A note naming the reported pairs whose selected edit a judge model doubts (``cfkit edits screen``)."""
+    from cfkit.store import screens
+
+    with Store(ws.db_path) as store:
+        shown = {pair: e.id for pair in sorted(pairs) if (e := edits.selected(store, pair)) is not None}
+        answers = [a for a in screens.answers(store, list(shown.values())) if a.doubts]
+    if not answers:
+        return []
+    doubted = sorted({a.spec_id for a in answers})
+    judges = ", ".join(sorted({a.judge for a in answers}))
+    return [f"counterfactual: a judge model ({judges}) doubts the edit of {len(doubted)} pair"
+            f"{'' if len(doubted) == 1 else 's'}: {', '.join(doubted)}; 'cfkit edits list' and 'cfkit review' "
+            "show them (a flag for a person, not a verdict)"]
+
+
+def _ega(ws: Workspace, audit: str | None, n_resamples: int, seed: int | None, unblind: bool,
+         labels: str = "people", judge: str | None = None):
     from cfkit.report.grounding import ega_section
 
     if not ws.db_path.is_file():
         raise NotFoundError(f"--ega: no store at {ws.db_path}, so no audit; plan one with 'cfkit audit plan --run RUN'.")
     with Store(ws.db_path) as store:
-        return ega_section(store, audit, n_resamples=n_resamples, seed=seed)
+        return ega_section(store, audit, n_resamples=n_resamples, seed=seed, unblind=unblind, labels=labels,
+                           judge=judge)
 
 
 def build_report(

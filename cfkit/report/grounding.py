@@ -10,6 +10,9 @@ annotators' agreement on the composite judgement before adjudication.
 An item without a final label yet is never dropped silently: it is listed in
 ``pending``, and the rows are computed over the cases whose items are final
 for every model (so the models stay paired), with ``n`` saying how many.
+
+While the annotators are still labelling, the section is withheld (no rows,
+no pending list: either would tie items to models) unless ``unblind``.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from typing import Any
 
 from cfkit import stats
 from cfkit.audit.agreement import agreement_dict, label_pairs, pair_agreement
-from cfkit.audit.items import load_audit
-from cfkit.store import Store, audit_labels
+from cfkit.audit.items import labels_in, load_audit
+from cfkit.errors import UsageError
+from cfkit.store import Store, audit_labels, prelabels
+from cfkit.store.audit_labels import Judgement
 
 
 @dataclass(frozen=True)
@@ -59,15 +64,51 @@ class EgaSection:
     planned_cases: int
     rows: list[EgaRow]
     pending: list[PendingItem]
+    withheld: str | None = None  # why the rows and the pending list are left out (labelling under way)
+    unblinded: bool = False  # shown while labelling is under way, as asked (--unblind)
+    labels: str = "people"  # whose labels count (EGA_LABELS)
+    judge: str | None = None  # the judge model whose labels count, when they do
+    judge_labelled: int = 0  # items of the rows counted with the judge's labels
 
     def summary(self) -> dict[str, Any]:
-        return {"audit": self.audit, "cases": self.cases, "planned_cases": self.planned_cases,
+        data = {"audit": self.audit, "cases": self.cases, "planned_cases": self.planned_cases,
                 "pending": len(self.pending)}
+        if self.labels != "people":
+            data |= {"labels": self.labels, "judge": self.judge, "judge_labelled": self.judge_labelled}
+        if self.withheld is not None:
+            data["withheld"] = self.withheld
+        return data
+
+
+#: Whose labels the EGA section counts: the people's final labels (the paper's), a judge model's pre-labels, or
+#: the people's with the judge's where no person's final label is in (those items counted and marked).
+EGA_LABELS = ("people", "judge", "people+judge")
+
+
+def _judgements(store: Store, audit, labels: str, judge: str | None) -> tuple[dict[str, Judgement], set[str]]:
+    """Each item's judgement under ``labels``, and which of them are the judge's."""
+    people = {item_id: f.judgement for item_id, f in audit_labels.finals(store, audit.id).items()}
+    if labels == "people":
+        return people, set()
+    if judge is None:
+        raise UsageError(f"--ega-labels {labels} counts a judge model's labels; name it with --judge KIND:NAME.")
+    mine = prelabels.latest(store, audit.id, judge)
+    if not mine:
+        raise UsageError(f"judge {judge} has no labels in audit {audit.id}; run 'cfkit audit prelabel --judge {judge}'.")
+    judged = {i.id: Judgement(i.parser_correct, mine[i.id].get("cue"), mine[i.id].get("link")) for i in audit.items
+              if i.id in mine and mine[i.id].get("cue") is not None and mine[i.id].get("link") is not None}
+    if labels == "judge":
+        return judged, set(judged)
+    filled = {i: j for i, j in judged.items() if i not in people}
+    return people | filled, set(filled)
 
 
 def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int = stats.N_RESAMPLES,
-                seed: int | None = stats.SEED) -> EgaSection:
+                seed: int | None = stats.SEED, unblind: bool = False, labels: str = "people",
+                judge: str | None = None) -> EgaSection:
     """The section for audit ``audit_ref`` (default: the newest audit in the store).
+
+    ``labels`` chooses whose labels count (:data:`EGA_LABELS`; a judge's need ``judge``).
 
     Steps: 1. the audit, its models (plan order) and final labels; 2. the
     cases final for every model; 3. per model, scores over those cases (one
@@ -75,8 +116,15 @@ def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int 
     """
     # 1. the audit
     audit = load_audit(store, audit_ref)
+    done = labels_in(store, audit)
+    if done < audit.planned_labels and not unblind:
+        cases_n = len({i.case_id for i in audit.items})
+        return EgaSection(audit.id, 0, cases_n, [], [], withheld=(
+            f"audit {audit.id}: {done} of {audit.planned_labels} planned labels are in, so the EGA section is "
+            "withheld (it would tie items to models while annotators are still labelling); see 'cfkit audit "
+            "status' for progress, or pass --unblind to show it now."))
     models = [r["model"] for r in audit.plan.inputs["runs"]]  # the order the runs were given
-    final = audit_labels.finals(store, audit.id)
+    final, from_judge = _judgements(store, audit, labels, judge)
     by_key = {(i.model, i.case_id): i for i in audit.items}
     cases = sorted({i.case_id for i in audit.items})
     # 2. the cases final for every model
@@ -91,7 +139,7 @@ def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int 
     if complete:
         resamples = stats.Resamples(len(complete), n_resamples=n_resamples, seed=seed)
         for model in models:
-            judgements = [final[by_key[model, c].id].judgement for c in complete]
+            judgements = [final[by_key[model, c].id] for c in complete]
             scores = stats.ega_scores([j.answer_ok for j in judgements], [bool(j.cue) for j in judgements],
                                       [bool(j.link) for j in judgements], resamples=resamples)
             own = pairs.get(model, [])
@@ -99,4 +147,6 @@ def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int 
                                                                               seed=seed)) if own else None)
             planned = sum(1 for i in audit.items if i.model == model)
             rows.append(EgaRow(model, planned, sum(1 for p in pending if p.model == model), scores, agreement))
-    return EgaSection(audit.id, len(complete), len(cases), rows, pending)
+    return EgaSection(audit.id, len(complete), len(cases), rows, pending, unblinded=done < audit.planned_labels,
+                      labels=labels, judge=judge if labels != "people" else None,
+                      judge_labelled=sum(1 for c in complete for m in models if by_key[m, c].id in from_judge))

@@ -11,7 +11,10 @@ plotted are the CSV's.
 from __future__ import annotations
 
 import io
+import re
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +63,28 @@ def _label(text: str) -> str:
     return visible(text).replace("$", r"\$")
 
 
+#: A model name longer than this is broken onto lines at its hyphens or spaces, so that the axes keep their width.
+NAME_WIDTH = 22
+
+
+def _name(text: str) -> str:
+    """A model name as a tick label: drawn as :func:`_label` does, on lines of about ``NAME_WIDTH`` characters."""
+    lines, line = [], ""
+    for piece in re.findall(r"[^\s-]+-?|\s+", visible(text)):
+        if line and len(line) + len(piece.rstrip()) > NAME_WIDTH:
+            lines.append(line.rstrip())
+            line = piece.lstrip()
+        else:
+            line += piece
+    lines.append(line.rstrip())
+    return "\n".join(lines).replace("$", r"\$")
+
+
+def _lines(labels: list[str]) -> int:
+    """The most lines any of these tick labels takes (a row of the figure must be that tall)."""
+    return max((label.count("\n") + 1 for label in labels), default=1)
+
+
 def _group_colours(rows: list[dict[str, Any]]) -> dict[str | None, str]:
     colours: dict[str | None, str] = {None: UNGROUPED_COLOUR}
     others = iter(OTHER_COLOURS * (1 + len(rows)))
@@ -95,7 +120,7 @@ def _models_axis(ax, rows: list[dict[str, Any]], colours: dict[str | None, str])
         positions.append(-y)
         previous = row["group"]
         y += 1
-    ax.set_yticks(positions, [_label(r["model"]) for r in rows])
+    ax.set_yticks(positions, [_name(r["model"]) for r in rows])
     for tick, row in zip(ax.get_yticklabels(), rows):
         tick.set_color(colours[row["group"]])
     ax.set_ylim(min(positions) - 0.7, 0.7)
@@ -108,7 +133,8 @@ def _errors(value: float, low: float | None, high: float | None) -> list[list[fl
 
 def _draw_compare(fig_data: FigureData, Figure):
     rows = fig_data.rows
-    fig = Figure(figsize=(COLUMN_WIDTH, 0.75 + 0.34 * len(rows)), layout="constrained")
+    labels = [f"{_name(r['base'])}\n→ {_name(r['other'])}" for r in rows]
+    fig = Figure(figsize=(COLUMN_WIDTH, 0.85 + 0.17 * max(2, _lines(labels)) * len(rows)), layout="constrained")
     left, right = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [1.15, 1]})
     ys = [-i for i in range(len(rows))]
     for y, r in zip(ys, rows):
@@ -125,10 +151,10 @@ def _draw_compare(fig_data: FigureData, Figure):
                        xytext=(0, 4), textcoords="offset points", ha="center", va="bottom", fontsize=6.5,
                        color=colour)
     right.axvline(0, color="#888888", linewidth=0.6, linestyle="--", zorder=0)
-    left.set_yticks(ys, [f"{_label(r['base'])}\n→ {_label(r['other'])}" for r in rows])
+    left.set_yticks(ys, labels)
     left.set_ylim(min(ys) - 0.6, 0.75)
-    left.set_xlabel("Accuracy (%)")
-    right.set_xlabel("Δ other − base (points)")
+    left.set_xlabel("Accuracy\n(%)")
+    right.set_xlabel("Δ other − base\n(points)")
     fig.supxlabel(f"Paired 95% CI; * McNemar p < {SIGNIFICANCE:g} after Bonferroni over {len(rows)}", fontsize=6,
                   color="#444444")
     right.tick_params(axis="y", length=0)
@@ -139,7 +165,8 @@ def _draw_compare(fig_data: FigureData, Figure):
 def _draw_ncu(fig_data: FigureData, Figure):
     rows = fig_data.rows
     colours = _group_colours(rows)
-    fig = Figure(figsize=(COLUMN_WIDTH, 0.95 + 0.22 * len(rows)), layout="constrained")
+    tall = _lines([_name(r["model"]) for r in rows])
+    fig = Figure(figsize=(COLUMN_WIDTH, 1.05 + 0.22 * tall * len(rows)), layout="constrained")
     ax = fig.subplots()
     ys = _models_axis(ax, rows, colours)
     for y, r in zip(ys, rows):
@@ -152,7 +179,7 @@ def _draw_ncu(fig_data: FigureData, Figure):
                 va="bottom", fontsize=6.5, fontweight="bold")
     ax.axvline(0, color="#888888", linewidth=0.6, linestyle="--", zorder=0)
     n_pairs = sorted({r["n_pairs"] for r in rows})
-    ax.set_xlabel(f"NCU = 100 × (C − R) / pairs, over {', '.join(map(str, n_pairs))} pairs; paired 95% CI")
+    ax.set_xlabel(f"NCU = 100 × (C − R) / pairs, over {', '.join(map(str, n_pairs))} pairs\npaired 95% CI")
     _legend_on_top(fig, _group_handles(rows, colours), 3)
     return fig
 
@@ -186,7 +213,8 @@ def _draw_modality(fig_data: FigureData, Figure):
 def _draw_contextcanvas(fig_data: FigureData, Figure):
     rows = fig_data.rows
     colours = _group_colours(rows)
-    fig = Figure(figsize=(COLUMN_WIDTH, 1.05 + 0.2 * len(rows)), layout="constrained")
+    tall = _lines([_name(r["model"]) for r in rows])
+    fig = Figure(figsize=(COLUMN_WIDTH, 1.3 + 0.2 * (1 + 0.6 * (tall - 1)) * len(rows)), layout="constrained")
     left, right = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [1.2, 1]})
     ys = _models_axis(left, rows, colours)
     for y, r in zip(ys, rows):
@@ -201,22 +229,25 @@ def _draw_contextcanvas(fig_data: FigureData, Figure):
                        label="Yes rate" if y == ys[0] else None)
     gold = rows[0]["gold_yes_rate"]
     right.axvline(gold, color=OKABE_ITO["black"], linewidth=0.8, linestyle="--", zorder=0)
-    right.annotate(f"gold {gold:.2f}%", (gold, 1.0), xycoords=("data", "axes fraction"), xytext=(2, 0),
-                   textcoords="offset points", ha="left", va="top", fontsize=6)
+    side = ("right", -2) if gold > 50 else ("left", 2)  # on the side of the line with room for the words
+    right.annotate(f"gold {gold:.2f}%", (gold, 1.0), xycoords=("data", "axes fraction"), xytext=(side[1], 0),
+                   textcoords="offset points", ha=side[0], va="top", fontsize=6)
     for ax in (left, right):
         ax.set_xlim(*PERCENT_LIMITS)
-    left.set_xlabel(f"% ({rows[0]['n']} cases; F1 on {rows[0]['n_binary']})")
-    right.set_xlabel(f"Yes rate (%) on {rows[0]['n_binary']}")
+    left.set_xlabel(f"% ({rows[0]['n']} cases;\nF1 on {rows[0]['n_binary']})")
+    right.set_xlabel(f"Yes rate (%)\non {rows[0]['n_binary']}")
     right.tick_params(axis="y", length=0)
     metrics = left.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
     groups = _group_handles(rows, colours)
-    if groups:  # the metrics on the first row, the groups (the tick labels' colours) on the second
-        width = max(len(metrics), len(groups))
-        metrics, groups = metrics + [_blank()] * (width - len(metrics)), groups + [_blank()] * (width - len(groups))
-        _legend_on_top(fig, [h for pair in zip(metrics, groups) for h in pair], width)
-    else:
-        _legend_on_top(fig, metrics, len(metrics))
+    # The metrics on the first row, the groups (the tick labels' colours) on the rows below, three to a row.
+    _legend_on_top(fig, _by_rows([metrics] + [groups[i:i + 3] for i in range(0, len(groups), 3)], 3), 3)
     return fig
+
+
+def _by_rows(rows: list[list], ncol: int) -> list:
+    """Legend handles that a legend of ``ncol`` columns (filled column by column) shows as these rows."""
+    padded = [row + [_blank()] * (ncol - len(row)) for row in rows]
+    return [row[col] for col in range(ncol) for row in padded]
 
 
 def _blank():
@@ -248,20 +279,11 @@ def write_plots(report: Report, folder: Path | str, *, fmt: str = "png", overwri
         if taken:
             raise OutputError(f"--plot: {taken[0]} already exists{f' (and {len(taken) - 1} more)' if len(taken) > 1 else ''}; "
                               "choose another folder or pass --force to replace the figures.")
-    # 2. matplotlib
-    try:
-        import matplotlib
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise MissingExtra(f"--plot needs matplotlib, which is not installed here. Run: {install_hint('plots')}") from exc
-    # 3. draw and write
+    # 2. and 3. draw and write
     written = []
     metadata = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}[fmt]
-    with matplotlib.rc_context(_STYLE), warnings.catch_warnings():
-        # A model name's control picture (from visible()) may be missing from the font: drawn as a box, no warning.
-        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-        for data, image, table in targets:
-            figure = _DRAW[data.name](data, Figure)
+    with drawn_figures(figures) as drawn:
+        for (data, figure), (_, image, table) in zip(drawn, targets):
             buffer = io.BytesIO()
             figure.savefig(buffer, format=fmt, dpi=DPI, metadata=metadata)
             try:
@@ -273,3 +295,20 @@ def write_plots(report: Report, folder: Path | str, *, fmt: str = "png", overwri
                 raise OutputError(f"cannot write figures to {folder} ({exc.strerror}); choose another --plot folder.") from exc
             written.append(WrittenFigure(data.name, image, table))
     return written
+
+
+@contextmanager
+def drawn_figures(figures: list[FigureData]) -> Iterator[list[tuple[FigureData, Any]]]:
+    """Each figure's data with its matplotlib ``Figure``, drawn in cfkit's style (kept while the context is open).
+
+    A missing matplotlib is one line naming the install command.
+    """
+    try:
+        import matplotlib
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise MissingExtra(f"--plot needs matplotlib, which is not installed here. Run: {install_hint('plots')}") from exc
+    with matplotlib.rc_context(_STYLE), warnings.catch_warnings():
+        # A model name's control picture (from visible()) may be missing from the font: drawn as a box, no warning.
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        yield [(data, _DRAW[data.name](data, Figure)) for data in figures]

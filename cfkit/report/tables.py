@@ -254,8 +254,15 @@ def _ega_tables(data: dict, ref: dict | None) -> list[DisplayTable]:
                          fmt(r["unsupported"]), "—"])
             published.append(True)
     audit = data["ega_audit"]
+    if "withheld" in audit and not ref:
+        return []
     caption = (f"{legends.ega()} Audit {audit['audit']}: {audit['cases']} of {audit['planned_cases']} cases have a "
                f"final label for every model; {audit['pending']} item(s) pending.")
+    if audit.get("labels", "people") != "people":
+        caption += (f" Counted with {audit['labels']} labels: {audit['judge_labelled']} item(s) carry the judge "
+                    f"model {audit['judge']}'s labels, not a person's.")
+    if "withheld" in audit:
+        caption = f"{legends.ega()} {audit['withheld']}"
     if ref:
         caption += (f" Rows marked{PAPER_MARK} are the published figures of {reference_label('tableS8')}; "
                     "Table 6 of the main text shows the first four. " + legends_marks(published=True, incomplete=False))
@@ -291,10 +298,6 @@ def _caption(table: str) -> str:
     return f"Rows marked{PAPER_MARK} are the published figures of {reference_label(table)}."
 
 
-#: Columns whose cells may wrap at a space when the terminal is narrow: intervals ("[88.04," / "94.68]").
-_WRAPPING = ("95% CI",)
-
-
 def units_table(report: Report) -> DisplayTable:
     """The per-unit outcomes as one table (``report --units``): a row per unit and condition."""
     rows = [[r["model"], r["suite"], r["case"], r["pair"] or "—", r["condition"], r["answer"] or "—", r["gold"],
@@ -311,15 +314,17 @@ def units_table(report: Report) -> DisplayTable:
 class TablesView:
     """Display tables in the terminal: published reference rows dimmed and marked.
 
-    The model column never wraps (a name is never broken), nor do numbers;
-    on a narrow terminal only an interval breaks, at its space. Rows of one
-    model group sit under the group's heading, sections ruled apart.
+    No cell ever wraps: a model name, a number and an interval each stay on
+    one line. A table wider than the terminal is printed at the width its
+    cells need (the terminal may fold those lines; a pipe keeps them). Rows
+    of one model group sit under the group's heading, sections ruled apart.
     """
 
     def __init__(self, tables: Sequence[DisplayTable]):
         self.tables = tables
 
     def __rich_console__(self, console, options):
+        from rich.measure import Measurement
         from rich.table import Table
         from rich.text import Text
 
@@ -328,10 +333,7 @@ class TablesView:
                          caption=Text(table.caption, no_wrap=False, overflow="fold") if table.caption else None)  # no markup; wraps in a pipe too
             for i, name in enumerate(table.columns):
                 text_column = i == 0 or name == "Change"
-                wraps = name in _WRAPPING
-                longest_word = max([len(name)] + [len(w) for row in table.rows for w in row[i].split()])
-                view.add_column(name, justify="left" if text_column else "right", no_wrap=not wraps,
-                                overflow="fold", min_width=longest_word if wraps else None)
+                view.add_column(name, justify="left" if text_column else "right", no_wrap=True, overflow="fold")
             heading = None
             for k, (row, published) in enumerate(zip(table.rows, table.published)):
                 if table.groups is not None and table.groups[k] != heading:
@@ -340,7 +342,9 @@ class TablesView:
                         view.add_section()
                     view.add_row(Text(heading, style="bold"), *([""] * (len(row) - 1)))
                 view.add_row(*(Text(cell) for cell in row), style="dim italic" if published else None)
-            yield view
+            # Rich would squeeze a table wider than the console, cutting cells; give it the width its cells need.
+            needed = Measurement.get(console, options.update_width(10_000), view).maximum
+            yield from console.render(view, options.update_width(max(options.max_width, needed)))
             yield Text("")
 
 

@@ -104,6 +104,7 @@ class SheetLayout:
     size: tuple[int, int]
     header_h: int
     tiles: list[TileLayout]
+    key: list[tuple[int, int, str, str]]  # (x, y, state, label) of each entry of the colour key
 
 
 def _text_blocks(p: SheetPair) -> tuple[list[str], list[str], list[str]]:
@@ -126,10 +127,29 @@ def _tile_height(p: SheetPair) -> tuple[int, int]:
     return height, picture_h
 
 
+#: The colour key under the title: each box state and what it means.
+KEY = (("ok", "agrees with the image's gold label"), ("bad", "disagrees (or no valid answer)"),
+       ("stale", "stale or not asked"))
+
+
+def _key(width: int) -> tuple[list[tuple[int, int, str, str]], int]:
+    """Where each key entry goes, on as many lines as a sheet ``width`` wide needs; and the lines' total height."""
+    entries, x, y = [], MARGIN, GAP + 26
+    for state, label in KEY:
+        span = 20 + int(font(12).getlength(label))
+        if x > MARGIN and x + span > width - MARGIN:
+            x, y = MARGIN, y + 18
+        entries.append((x, y, state, label))
+        x += span + 18
+    return entries, y - (GAP + 26) + 18
+
+
 def plan(pairs: list[SheetPair]) -> SheetLayout:
     """The layout: a header with the key, then the tiles row by row, each row as tall as its tallest tile."""
     cols = max(1, min(PNG_COLUMNS, len(pairs)))
-    header_h = 2 * GAP + 22 + 18
+    width = max(MARGIN + cols * (TILE_W + 2 * MARGIN) - MARGIN, 480)
+    key, key_h = _key(width)
+    header_h = 2 * GAP + 22 + key_h
     heights = [_tile_height(p) for p in pairs]
     tiles, y = [], header_h
     for start in range(0, len(pairs), cols):
@@ -147,8 +167,7 @@ def plan(pairs: list[SheetPair]) -> SheetLayout:
                     pictures[name] = (x + slot * (THUMB + GAP) + (THUMB - w) // 2, top)
             tiles.append(TileLayout(p, x, y, height, pictures, picture_h))
         y += max(heights[i][0] for i in row) + 2 * GAP
-    width = MARGIN + cols * (TILE_W + 2 * MARGIN) - MARGIN
-    return SheetLayout((max(width, 480), y + GAP), header_h, tiles)
+    return SheetLayout((width, y + GAP), header_h, tiles, key)
 
 
 def _box(draw: ImageDraw.ImageDraw, x: int, y: int, state: str, text: str) -> None:
@@ -171,13 +190,10 @@ def render_png(pairs: list[SheetPair], *, title: str = "Counterfactual pairs") -
     draw = ImageDraw.Draw(sheet)
     # The header: title, then the key to the box colours.
     draw.text((MARGIN, GAP), _fit(title, font(16), layout.size[0] - 2 * MARGIN), fill=INK, font=font(16))
-    x = MARGIN
-    for state, label in (("ok", "agrees with the image's gold label"), ("bad", "disagrees (or no valid answer)"),
-                         ("stale", "stale or not asked")):
+    for x, y, state, label in layout.key:
         fill, border = BOX_COLOURS[state]
-        draw.rectangle([x, GAP + 26, x + 14, GAP + 38], fill=fill, outline=border, width=2)
-        draw.text((x + 20, GAP + 25), label, fill=GREY, font=font(12))
-        x += 20 + int(font(12).getlength(label)) + 18
+        draw.rectangle([x, y, x + 14, y + 12], fill=fill, outline=border, width=2)
+        draw.text((x + 20, y - 1), label, fill=GREY, font=font(12))
     for tile in layout.tiles:
         _draw_tile(sheet, draw, tile)
     return sheet

@@ -41,13 +41,13 @@ from types import ModuleType
 from cfkit.store.db import Database, from_json, now, to_json
 
 #: Bumped whenever an owner adds a migration step.
-SCHEMA_VERSION = 5  # 3: run identity and provenance; 4: the audit tables; 5: replies' length, reasoning, parser; file digests, leases, batches
+SCHEMA_VERSION = 6  # 3: run identity and provenance; 4: the audit tables; 5: replies' length, reasoning, parser; file digests, leases, batches; 6: batches' server_id, screens, prelabels
 
 #: The owner modules, in the order their tables are created. They are imported when first used (or when a
 #: store is created or migrated): a command that opens a current store to read a run need not define
 #: every other table's records.
 OWNER_NAMES = ("edits", "checks", "reviews", "runs", "responses", "digests", "leases", "batches", "audits",
-               "audit_labels")
+               "audit_labels", "screens", "prelabels")
 
 
 def _owners() -> list[ModuleType]:
@@ -88,4 +88,4 @@ def open_store(db_path: Path) -> Store:
 
 
 __all__ = ["SCHEMA_VERSION", "Store", "audit_labels", "audits", "batches", "checks", "digests", "edits", "leases", "from_json", "now", "open_store", "responses", "reviews",
-           "runs", "to_json"]
+           "runs", "prelabels", "screens", "to_json"]

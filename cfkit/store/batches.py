@@ -17,7 +17,7 @@ from cfkit.store.db import Database, from_json, now, to_json
 
 DDL = """
 CREATE TABLE IF NOT EXISTS batches (
-    id            TEXT PRIMARY KEY,                -- the provider's batch id
+    id            TEXT PRIMARY KEY,                -- the local key: the provider's batch id, or it with ~N if reused
     run_id        TEXT NOT NULL,
     endpoint      TEXT,                            -- the server (credentials removed)
     input_file_id TEXT NOT NULL,
@@ -30,11 +30,17 @@ CREATE TABLE IF NOT EXISTS batches (
     error_file_id TEXT,
     created_at    TEXT NOT NULL,
     checked_at    TEXT,
-    collected_at  TEXT                             -- when its results were stored
+    collected_at  TEXT,                            -- when its results were stored
+    server_id     TEXT                             -- the provider's batch id (NULL in older rows: the id)
 );
 """
 
-MIGRATIONS: dict[int, list[str]] = {}  # new in schema 5: created by its DDL
+#: The table as schema 5 made it (a store older than 5 has none yet: it gets this one, then the new column).
+_DDL_5 = "\n".join(line.replace("collected_at  TEXT,", "collected_at  TEXT ") for line in DDL.splitlines()
+                    if not line.lstrip().startswith("server_id"))
+MIGRATIONS: dict[int, list[str]] = {  # new in schema 5: created by its DDL
+    6: [_DDL_5, "ALTER TABLE batches ADD COLUMN server_id TEXT"],
+}
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,11 @@ class BatchRecord:
     created_at: str = ""
     checked_at: str | None = None
     collected_at: str | None = None
+    server_id: str = ""  # the provider's id, which may repeat one it gave before; ``id`` is unique here
+
+    @property
+    def provider_id(self) -> str:
+        return self.server_id or self.id
 
 
 def _record(row: sqlite3.Row) -> BatchRecord:
@@ -79,17 +90,25 @@ def _record(row: sqlite3.Row) -> BatchRecord:
         input_path=row["input_path"], requests=tuple(BatchRequest(*r) for r in from_json(row["requests"], [])),
         status=row["status"], counts=from_json(row["counts"], {}), errors=tuple(from_json(row["errors"], [])),
         output_file_id=row["output_file_id"], error_file_id=row["error_file_id"], created_at=row["created_at"],
-        checked_at=row["checked_at"], collected_at=row["collected_at"])
+        checked_at=row["checked_at"], collected_at=row["collected_at"], server_id=row["server_id"] or row["id"])
 
 
 def add(store: Database, batch_id: str, run_id: str, *, endpoint: str | None, input_file_id: str,
-        input_path: str | None, requests: list[BatchRequest], status: str) -> None:
-    """Record a batch the provider accepted."""
+        input_path: str | None, requests: list[BatchRequest], status: str) -> str:
+    """Record a batch the provider accepted as ``batch_id``; returns its key here, which is ``batch_id`` unless
+    a batch recorded before has that id too (a server may reuse ids): then ``batch_id~2``, ``~3`` …"""
     rows = [[r.case_id, r.pair_id, r.condition, r.cache_key, r.edit_id, r.image_sha256] for r in requests]
     with store.transaction() as tx:
+        taken = {r[0] for r in tx.execute("SELECT id FROM batches WHERE id = ? OR server_id = ? OR id LIKE ?",
+                                          (batch_id, batch_id, batch_id.replace("~", "") + "~%"))}
+        key, n = batch_id, 1
+        while key in taken:
+            n += 1
+            key = f"{batch_id}~{n}"
         tx.execute("INSERT INTO batches (id, run_id, endpoint, input_file_id, input_path, requests, status, "
-                   "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                   (batch_id, run_id, endpoint, input_file_id, input_path, to_json(rows), status, now()))
+                   "created_at, server_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (key, run_id, endpoint, input_file_id, input_path, to_json(rows), status, now(), batch_id))
+    return key
 
 
 def for_run(store: Database, run_id: str) -> list[BatchRecord]:

@@ -87,3 +87,9 @@ def renew(tx: sqlite3.Connection, run_id: str, owner: str, expires_at: float) ->
     """Extend every lease ``owner`` holds on the run to ``expires_at``; returns how many."""
     return tx.execute("UPDATE leases SET expires_at = ? WHERE run_id = ? AND owner = ?",
                       (expires_at, run_id, owner)).rowcount
+
+
+def owners(store, run_id: str) -> dict[str, float]:
+    """Each owner holding leases on the run, with the latest expiry among them (``cfkit study status``)."""
+    rows = store.query("SELECT owner, MAX(expires_at) AS until FROM leases WHERE run_id = ? GROUP BY owner", (run_id,))
+    return {row["owner"]: row["until"] for row in rows}

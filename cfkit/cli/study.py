@@ -1,0 +1,237 @@
+"""``cfkit study``: several models on several suites from one file (new, validate, run, status, report)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+from rich.markup import escape
+
+from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
+from cfkit.errors import CheckFailed, OutputError, RunIncomplete
+from cfkit.money import usd
+from cfkit.vocabulary import REPORT_FORMATS
+
+FILE = click.argument("file", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
+
+
+@click.group()
+def study() -> None:
+    """Run several models on several suites from one study file, and report them together.
+
+    \b
+    Start with:
+      cfkit study new study.toml        a commented example (two baselines on four suites)
+      cfkit study validate study.toml   what it would ask, and what it would cost
+      cfkit study run study.toml        every run; run it again to resume
+      cfkit study status study.toml
+      cfkit study report study.toml --format md
+    """
+
+
+def _load(ws, file: Path):
+    from cfkit.study import load_study
+
+    return load_study(file if file.is_absolute() or file.exists() else ws.root / file)
+
+
+def _again(ws, file: Path, *extra: str) -> str:
+    return shlex.join(["cfkit", "-w", str(ws.root), "study", *extra, str(file)])
+
+
+@study.command("new")
+@FILE
+@click.option("--force", is_flag=True, help="Replace FILE if it exists.")
+@workspace_option
+def new(ws, file: Path, force: bool) -> None:
+    """Write a commented example study file to FILE (in the workspace when FILE is a bare name)."""
+    from cfkit.files import write_text_atomic
+    from cfkit.study.example import example_text
+
+    target = file if file.is_absolute() or file.parent != Path(".") else ws.root / file
+    if target.exists() and not force:
+        raise OutputError(f"{target} exists; give --force to replace it, or another name.")
+    write_text_atomic(target, example_text(target.name, target.stem))
+    status(f"Wrote {target}. Edit it, then: cfkit study validate {target}")
+
+
+@study.command("validate")
+@FILE
+@click.option("--batch", is_flag=True, help="Price what would be sent at batch prices.")
+@click.option("--json", "as_json", is_flag=True, help="Print the check as JSON.")
+@workspace_option
+def validate(ws, file: Path, batch: bool, as_json: bool) -> None:
+    """Check FILE: every run's start-up checks, every endpoint reached, every file present; print what it asks.
+
+    Nothing is sent to a model and nothing is written. Exit status 0 when the
+    study can run, 1 when a check failed (each problem is listed), 2 when the
+    file itself is wrong.
+    """
+    from dataclasses import asdict
+
+    from cfkit.store import Store
+    from cfkit.study.check import check_study
+
+    s = _load(ws, file)
+    if ws.db_path.is_file():
+        with Store(ws.db_path) as store:
+            result = check_study(ws, s, store, batch=batch)
+    else:
+        result = check_study(ws, s, None, batch=batch)
+    if as_json:
+        print_json({"study": s.name, "runs": [asdict(r) for r in result.runs], "endpoints": result.endpoints,
+                    "problems": result.problems})
+    else:
+        for r in result.runs:
+            cost = f", at most {usd(r.cost_max)}" if r.cost_max is not None else ""
+            what = r.problem or f"{r.requests} requests, {r.to_send} to send{cost}"
+            out.print(f"{escape(r.display)}  {r.suite}: {escape(what)}", highlight=False, soft_wrap=True)
+        known = [r.cost_max for r in result.runs if r.cost_max is not None]
+        total = sum(r.to_send for r in result.runs)
+        status(f"study '{s.name}': {len(result.runs)} runs, {total} requests to send"
+               + (f", at most {usd(sum(known))} for the {len(known)} priced run(s)" if known else "") + ".")
+    if result.problems:
+        for problem in result.problems:
+            warn(problem)
+        raise CheckFailed(f"study '{s.name}': {len(result.problems)} problem(s); fix them and validate again.")
+
+
+@study.command("run")
+@FILE
+@click.option("--batch", is_flag=True,
+              help="Runs whose backend has a provider Batch API are submitted there (half price, within 24 h); "
+                   "'cfkit probe collect RUN' stores the results. The others run live.")
+@click.option("--json", "as_json", is_flag=True, help="Print each run's outcome as JSON.")
+@workspace_option
+def run(ws, file: Path, batch: bool, as_json: bool) -> None:
+    """Run every model of FILE on every suite of FILE; a rerun asks only what is missing.
+
+    Runs go at the same time; the runs behind one endpoint share its
+    concurrency and rate. A run that fails does not stop the others. Ctrl-C or
+    SIGTERM stops cleanly, every reply received kept. Exit status 0 when every
+    run is complete, 1 when some are not (the last line names them and the
+    command that resumes), 130 when interrupted.
+    """
+    from cfkit.cli.study_display import LiveDisplay
+    from cfkit.store import open_store
+    from cfkit.study.running import run_study
+
+    s = _load(ws, file)
+    with open_store(ws.db_path) as store, LiveDisplay(err) as display:
+        result = run_study(ws, s, store, batch=batch, on_update=display.update)
+    _summary(result.runs, as_json)
+    again = _again(ws, s.path.resolve(), "run")
+    if result.interrupted:
+        warn(f"interrupted; every reply received is saved. Resume with: {again}")
+        sys.exit(130)
+    incomplete = [r for r in result.incomplete if r.state != "submitted"]
+    if incomplete:
+        names = ", ".join(f"{r.display} {r.suite} ({r.state})" for r in incomplete)
+        raise RunIncomplete(f"study '{s.name}': {len(incomplete)} of {len(result.runs)} run(s) incomplete: {names}. "
+                            f"'cfkit study status {file}' says why; resume with: {again}")
+
+
+def _summary(runs, as_json: bool) -> None:
+    from cfkit.cli.study_display import columns, run_line
+
+    if as_json:
+        print_json([{"model": r.model, "display": r.display, "suite": r.suite, "state": r.state, "run_id": r.run_id,
+                     "error": r.error, "notes": r.notes,
+                     "total": r.summary.total if r.summary else None,
+                     "missing": r.summary.missing if r.summary else None,
+                     "cost_usd": r.summary.cost_usd if r.summary else None} for r in runs])
+        return
+    shown = columns(runs)
+    for r in runs:
+        out.print(escape(run_line(r, 200, error=False, **shown)), highlight=False, soft_wrap=True)
+        if r.error:
+            warn(f"{r.display} {r.suite}: {r.error}")
+        for note in r.notes:
+            warn(f"{r.display} {r.suite}: {note}")
+
+
+@study.command("status")
+@FILE
+@click.option("--json", "as_json", is_flag=True, help="Print each run's state as JSON.")
+@workspace_option
+def status_(ws, file: Path, as_json: bool) -> None:
+    """Where each run of FILE stands: done, running, incomplete, failed, waiting, stale, not started.
+
+    Nothing is sent or written. Exit status 0 when every run is done, 1 otherwise.
+    """
+    from dataclasses import asdict
+
+    from cfkit.store import Store
+    from cfkit.study.state import study_status
+
+    s = _load(ws, file)
+    if ws.db_path.is_file():
+        with Store(ws.db_path) as store:
+            states = study_status(ws, s, store)
+    else:
+        states = study_status(ws, s, None)
+    if as_json:
+        print_json([asdict(x) for x in states])
+    else:
+        for x in states:
+            counts = f"{x.done}/{x.total}" if x.total else ""
+            cost = f"  {usd(x.cost_usd)}" if x.cost_usd else ""
+            detail = f"  ({x.detail})" if x.detail else ""
+            out.print(escape(f"{x.display:<20} {x.suite:<15} {x.state:<12} {counts:>11}{cost}  {x.run_id or ''}"
+                             f"{detail}"), highlight=False, soft_wrap=True)
+    left = [x for x in states if x.state != "done"]
+    if left:
+        raise RunIncomplete(f"study '{s.name}': {len(states) - len(left)} of {len(states)} run(s) done; "
+                            f"continue with: {_again(ws, s.path.resolve(), 'run')}")
+
+
+@study.command("report")
+@FILE
+@click.option("--format", "fmt", type=click.Choice(REPORT_FORMATS), default="table", show_default=True,
+              help="As 'cfkit report --format'.")
+@click.option("--reference/--no-reference", default=None,
+              help="Show the paper's published rows beside the study's (default: [report] reference in FILE).")
+@click.option("--plot", "plot_dir", metavar="DIR", default=None, type=click.Path(file_okay=False),
+              help="Also draw the paper's figures into DIR, as 'cfkit report --plot'.")
+@click.option("--plot-format", type=click.Choice(("png", "svg", "pdf")), default="png", show_default=True,
+              help="Image format of the --plot figures.")
+@click.option("--force", is_flag=True, help="With --plot: replace figure files already in DIR.")
+@workspace_option
+@click.pass_context
+def report(ctx, ws, file: Path, fmt: str, reference: bool | None, plot_dir: str | None, plot_format: str,
+           force: bool) -> None:
+    """The paper's tables for the study's runs in one report: groups, compare pairs, reference rows.
+
+    It is 'cfkit report' on the runs 'cfkit study status' finds for the
+    study's current inputs, with the study's groups, compare pairs (base
+    first, Table S10), resamples, seed and modality subset; a run not started
+    or stale is left out and named on stderr.
+    """
+    import json
+    import tempfile
+
+    from cfkit.cli.report import report as report_command
+    from cfkit.study.reporting import report_inputs
+
+    s = _load(ws, file)
+    made = report_inputs(ws, s)
+    for x in made.left_out:
+        warn(f"{x.display} {x.suite}: {x.state}{f' ({x.detail})' if x.detail else ''}; left out of the report.")
+    shown = {name: label for name, label in made.labels.items() if label != s.display(name)}
+    if shown:
+        err.print(escape("rows are labelled by model: " + ", ".join(f"{s.display(n)} = {lab}"
+                                                                   for n, lab in shown.items())), highlight=False)
+    settings = s.data.report
+    with tempfile.TemporaryDirectory() as tmp:
+        groups = None
+        if made.groups:
+            groups = Path(tmp) / "groups.json"  # a --groups file is YAML, and JSON is YAML
+            groups.write_text(json.dumps(made.groups), encoding="utf-8")
+        ctx.invoke(report_command, run_refs=tuple(made.run_ids),
+                   compare_specs=tuple(f"{a}={b}" for a, b in made.compare), fmt=fmt,
+                   reference=settings.reference if reference is None else reference, resamples=settings.resamples,
+                   seed=settings.seed, subset=None if made.subset is None else str(made.subset),
+                   all_cases=made.all_cases, plot_dir=plot_dir, plot_format=plot_format, force=force,
+                   groups_path=None if groups is None else str(groups), workspace_dir=str(ws.root))

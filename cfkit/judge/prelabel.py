@@ -1,0 +1,171 @@
+"""``cfkit audit prelabel``: a judge model labels each audit item's cue and link, blind, beside the people.
+
+The judge sees what an annotator sees (:func:`cfkit.audit.items.blind`: the
+case, its gold, the rationale, the masked response and the image), never the
+model or run of an item. Its labels go to their own table
+(:mod:`cfkit.store.prelabels`): they never count as an annotator's, so an
+audit's progress, its agreement and its final labels are the people's alone.
+:func:`judge_agreement` compares them with each person's, criterion by
+criterion, with the same statistics as person against person.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from cfkit import stats
+from cfkit.audit.items import Audit, blind
+from cfkit.errors import TemplateError, UsageError
+from cfkit.judge.screen import YES_NO
+from cfkit.prompts import load_templates
+from cfkit.store import Store, audit_labels, prelabels
+from cfkit.store.prelabels import Prelabel
+from cfkit.workspace import Workspace
+
+QUESTION_FILE = "judge-audit.yaml"
+SYSTEM_FILE = "judge-system.txt"
+CRITERIA = ("cue", "link")
+
+
+@dataclass(frozen=True)
+class AuditQuestions:
+    system: str
+    intro: str
+    criteria: dict[str, str]
+    version: str
+
+
+def load_audit_questions(ws: Workspace) -> AuditQuestions:
+    import yaml
+
+    templates = load_templates(ws, (SYSTEM_FILE, QUESTION_FILE))
+    source = templates.sources[QUESTION_FILE]
+    try:
+        document = yaml.safe_load(templates[QUESTION_FILE])
+    except yaml.YAMLError as exc:
+        raise TemplateError(f"{source}: not valid YAML ({str(exc).splitlines()[0]}); fix the file.") from exc
+    if not isinstance(document, dict) or not isinstance(document.get("intro"), str) \
+            or not isinstance(document.get("criteria"), dict) \
+            or sorted(document["criteria"]) != sorted(CRITERIA) \
+            or not all(isinstance(v, str) for v in document["criteria"].values()):
+        raise TemplateError(f"{source}: give 'intro' (text) and 'criteria' with the texts of cue and link.")
+    digest = hashlib.sha256((templates[SYSTEM_FILE] + "\x00" + templates[QUESTION_FILE]).encode("utf-8")).hexdigest()
+    return AuditQuestions(templates[SYSTEM_FILE].strip(), document["intro"], dict(document["criteria"]), digest[:12])
+
+
+@dataclass
+class PrelabelResult:
+    audit: str
+    judge: str
+    prompt_version: str
+    asked: int = 0
+    stored: int = 0  # already there before this run
+    invalid: int = 0  # replies with no valid Yes/No
+    failed: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"audit": self.audit, "judge": self.judge, "prompt_version": self.prompt_version, "asked": self.asked,
+                "already_stored": self.stored, "invalid": self.invalid, "failed": self.failed}
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    for key, value in values.items():
+        text = text.replace("{" + key + "}", value)
+    return text
+
+
+def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: str) -> PrelabelResult:
+    """Ask ``backend`` the cue and link question of every item not yet labelled by this judge and prompt version."""
+    from cfkit.backends import Generation, ProbeRequest, RequestMeta, TransportError, is_async
+    from cfkit.images import image_data
+    from cfkit.parse import parse_answer
+
+    questions = load_audit_questions(ws)
+    capabilities = getattr(backend, "capabilities", None)
+    if capabilities is not None and not capabilities.images:
+        raise UsageError(f"judge {judge} cannot see images; pre-label with a vision-language model.")
+    result = PrelabelResult(audit.id, judge, questions.version)
+    have = {(p.item_id, p.criterion) for p in prelabels.prelabels(store, audit.id, judge=judge)
+            if p.prompt_version == questions.version}
+    todo = []
+    for item in audit.items:
+        shown = blind(item)
+        values = {"question": shown.question, "gold": f"{shown.gold} ({shown.option_text(shown.gold)})",
+                  "options": "; ".join(f"{o}. {t}" for o, t in shown.options),
+                  "rationale": shown.rationale or "(none given)", "response": shown.response}
+        intro = _fill(questions.intro, values)
+        for criterion in CRITERIA:
+            if (item.id, criterion) in have:
+                result.stored += 1
+                continue
+            images = tuple(image_data(ws.image_root / path) for path, _ in shown.images)
+            request = ProbeRequest(system=questions.system, user=f"{intro}\n\n{questions.criteria[criterion]}",
+                                   images=images, option_ids=("A", "B"), schema=None,
+                                   generation=Generation(temperature=0.0, max_tokens=16),
+                                   meta=RequestMeta(suite="prelabel", case_id=shown.case_id, pair_id="",
+                                                    condition=criterion))
+            todo.append((item.id, criterion, request))
+
+    def keep(item_id: str, criterion: str, request, reply) -> None:
+        parsed = parse_answer(reply.raw, YES_NO, reasoning=reply.reasoning)
+        value = None if parsed.answer is None else parsed.answer == "A"
+        result.invalid += value is None
+        prelabels.save(store, Prelabel(audit.id, item_id, judge, questions.version, criterion, value,
+                                       parsed.rule or parsed.error, request.user, reply.raw, reply.server_model, ""))
+        result.asked += 1
+
+    if is_async(backend):
+        import asyncio
+
+        async def ask_all() -> None:
+            try:
+                for item_id, criterion, request in todo:
+                    try:
+                        keep(item_id, criterion, request, await backend.answer(request))
+                    except TransportError as exc:
+                        result.failed.append(f"{item_id} {criterion}: {exc}")
+            finally:
+                close = getattr(backend, "aclose", None)
+                if close is not None:
+                    await close()
+
+        asyncio.run(ask_all())
+    else:
+        for item_id, criterion, request in todo:
+            try:
+                keep(item_id, criterion, request, backend.answer(request))
+            except TransportError as exc:
+                result.failed.append(f"{item_id} {criterion}: {exc}")
+    return result
+
+
+@dataclass(frozen=True)
+class JudgeAgreement:
+    """The judge against one annotator (``Annotator N``, never by name) on one criterion."""
+
+    annotator: int
+    criterion: str
+    result: stats.Agreement
+
+
+def judge_agreement(store: Store, audit: Audit, judge: str, *, n_resamples: int = stats.N_RESAMPLES,
+                    seed: int | None = stats.SEED) -> list[JudgeAgreement]:
+    """κ, AC1 and raw agreement of the judge with each person, per criterion, over the items both labelled."""
+    mine = prelabels.latest(store, audit.id, judge)
+    if not mine:
+        raise UsageError(f"judge {judge} has no labels in audit {audit.id}; run 'cfkit audit prelabel --judge {judge}'.")
+    rows = []
+    for person in sorted(audit_labels.annotators(store, audit.id), key=lambda a: a.number):
+        theirs = audit_labels.labels_by(store, audit.id, person.name)
+        for criterion in CRITERIA:
+            both = [(getattr(theirs[i].judgement, criterion), mine[i][criterion]) for i in mine
+                    if i in theirs and getattr(theirs[i].judgement, criterion) is not None
+                    and mine[i].get(criterion) is not None]
+            if not both:
+                continue
+            resamples = stats.Resamples(len(both), n_resamples=n_resamples, seed=seed)
+            rows.append(JudgeAgreement(person.number, criterion,
+                                       stats.agreement([p for p, _ in both], [j for _, j in both], resamples=resamples)))
+    return rows

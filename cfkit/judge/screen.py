@@ -1,0 +1,186 @@
+"""``cfkit edits screen``: a judge model answers the screening questions about each edit; doubts flag it.
+
+Steps for each spec: 1. the edit a view shows (the selected one, else the
+newest successful one) and its pictures; 2. the questions not yet answered by
+this judge and prompt version; 3. ask each (the original or the edit, whole or
+cropped to the mask region) and read the reply with cfkit's parser as a
+Yes/No question; 4. store every answer as it comes. An edit is *doubted* when
+any answer differs from the one a good edit gets; a question whose request
+failed is asked again on the next run.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cfkit.cases import Option
+from cfkit.errors import CfkitError, UsageError
+from cfkit.judge.questions import Question, QuestionSet, load_questions
+from cfkit.store import Store, edits, screens
+from cfkit.store.screens import ScreenAnswer
+from cfkit.workspace import Workspace
+
+#: The options a screening question is read against (a reply of "Yes" is option A).
+YES_NO = (Option(id="A", text="Yes"), Option(id="B", text="No"))
+_ANSWER = {"A": "Yes", "B": "No"}
+#: Margin round the mask's bounding box in a region crop, as a share of the box's larger side; and the least side.
+CROP_MARGIN = 0.15
+CROP_MIN = 64
+
+
+@dataclass
+class EditScreen:
+    """What one judge said about one edit (the answers stored so far) and what could not be asked."""
+
+    spec_id: str
+    edit_id: int | None
+    judge: str
+    prompt_version: str
+    answers: list[ScreenAnswer] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # "question: why"
+    problem: str | None = None  # why the edit could not be screened at all
+
+    @property
+    def doubts(self) -> list[ScreenAnswer]:
+        return [a for a in self.answers if a.doubts]
+
+    @property
+    def state(self) -> str:
+        """``doubted``, ``clear`` (every question answered as a good edit), ``incomplete`` or ``not screened``."""
+        if self.problem is not None:
+            return "not screened"
+        if self.doubts:
+            return "doubted"
+        return "incomplete" if self.failed else "clear"
+
+    def to_dict(self) -> dict:
+        return {"spec": self.spec_id, "edit": self.edit_id, "judge": self.judge, "prompt_version": self.prompt_version,
+                "state": self.state, "doubts": [a.question for a in self.doubts], "failed": self.failed,
+                "problem": self.problem, "answers": [a.to_dict() for a in self.answers]}
+
+
+def _png(array: np.ndarray):
+    from PIL import Image
+
+    from cfkit.images import ImageData
+
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG")
+    return ImageData(buffer.getvalue(), "image/png")
+
+
+def mask_crop(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``image`` cropped to the bounding box of ``mask`` with a margin (the whole image when the mask is empty)."""
+    ys, xs = np.nonzero(mask)
+    if len(ys) == 0:
+        return image
+    height, width = mask.shape[:2]
+    top, bottom, left, right = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+    pad = int(CROP_MARGIN * max(bottom - top, right - left))
+    grow_y = max(pad, (CROP_MIN - (bottom - top)) // 2)
+    grow_x = max(pad, (CROP_MIN - (right - left)) // 2)
+    return image[max(0, top - grow_y):min(height, bottom + grow_y), max(0, left - grow_x):min(width, right + grow_x)]
+
+
+def screen_request(questions: QuestionSet, question: Question, spec, picture: np.ndarray, case_id: str):
+    """The request asking ``question`` about ``picture`` (already cropped where the question says so)."""
+    from cfkit.backends import Generation, ProbeRequest, RequestMeta
+
+    return ProbeRequest(system=questions.system, user=question.text(spec.cue, spec.replacement),
+                        images=(_png(picture),), option_ids=("A", "B"), schema=None,
+                        generation=Generation(temperature=0.0, max_tokens=16),
+                        meta=RequestMeta(suite="screen", case_id=case_id, pair_id=spec.id, condition=question.id))
+
+
+def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Sequence[str] = ()) -> list[EditScreen]:
+    """Screen the shown edit of each spec (every spec when none are given) with ``backend``; see the module."""
+    from cfkit.backends import TransportError, is_async
+    from cfkit.parse import parse_answer
+    from cfkit.preserve.check import load_edit_images
+    from cfkit.specs import spec_files
+
+    questions = load_questions(ws)
+    capabilities = getattr(backend, "capabilities", None)
+    if capabilities is not None and not capabilities.images:
+        raise UsageError(f"judge {judge} cannot see images; screen with a vision-language model.")
+    ids = list(spec_ids) or [p.stem for p in spec_files(ws)]
+    if not ids:
+        raise UsageError(f"no spec files in {ws.interventions_dir}; nothing to screen.")
+
+    results: list[EditScreen] = []
+    todo: list[tuple[EditScreen, Question, object]] = []
+    for spec_id in ids:
+        # 1. the edit and its pictures
+        record = edits.shown(store, spec_id)
+        result = EditScreen(spec_id, None if record is None else record.id, judge, questions.version)
+        results.append(result)
+        if record is None:
+            result.problem = f"no edit yet; make one with 'cfkit edit {spec_id}'"
+            continue
+        try:
+            images = load_edit_images(ws, store, record.id)
+        except CfkitError as exc:
+            result.problem = str(exc)
+            continue
+        edited = images.outputs["composite"] if "composite" in images.outputs else next(iter(images.outputs.values()))
+        # 2. what this judge has not answered yet
+        stored = {a.question: a for a in screens.answers(store, [record.id], judge=judge,
+                                                         prompt_version=questions.version)}
+        for question in questions.questions:
+            if question.id in stored:
+                result.answers.append(stored[question.id])
+                continue
+            picture = images.original if question.image == "original" else edited
+            if question.region == "mask":
+                picture = mask_crop(picture, images.mask)
+            todo.append((result, question, screen_request(questions, question, images.spec, picture,
+                                                          images.spec.case)))
+
+    # 3. and 4. ask, read, store
+    def keep(result: EditScreen, question: Question, request, reply) -> None:
+        parsed = parse_answer(reply.raw, YES_NO, reasoning=reply.reasoning)
+        answer = ScreenAnswer(result.edit_id, result.spec_id, judge, questions.version, question.id,
+                              question.expected, _ANSWER.get(parsed.answer) if parsed.answer else None,
+                              parsed.rule or parsed.error, request.user, reply.raw, reply.server_model, "")
+        screens.save(store, answer)
+        result.answers.append(answer)
+
+    if is_async(backend):
+        import asyncio
+
+        async def ask_all() -> None:
+            try:
+                for result, question, request in todo:
+                    try:
+                        keep(result, question, request, await backend.answer(request))
+                    except TransportError as exc:
+                        result.failed.append(f"{question.id}: {exc}")
+            finally:
+                close = getattr(backend, "aclose", None)
+                if close is not None:
+                    await close()
+
+        asyncio.run(ask_all())
+    else:
+        for result, question, request in todo:
+            try:
+                keep(result, question, request, backend.answer(request))
+            except TransportError as exc:
+                result.failed.append(f"{question.id}: {exc}")
+    order = {q.id: i for i, q in enumerate(questions.questions)}
+    for result in results:
+        result.answers.sort(key=lambda a: order.get(a.question, len(order)))
+    return results
+
+
+def doubted_edits(store: Store) -> dict[int, list[ScreenAnswer]]:
+    """Every edit some judge doubts, with the doubting answers (any judge, any prompt version)."""
+    found: dict[int, list[ScreenAnswer]] = {}
+    for answer in screens.answers(store):
+        if answer.doubts:
+            found.setdefault(answer.edit_id, []).append(answer)
+    return found

@@ -1,0 +1,90 @@
+"""The ``prelabels`` table: a judge model's labels of an audit's items (cue, link), kept apart from people's.
+
+Its SQL lives here and nowhere else. A judge is not an annotator of the plan:
+its labels never count toward an audit's progress, its agreement or its final
+labels; they are compared with people's and, when asked, fill in for them in
+the EGA section (marked). One row per (audit, item, judge, prompt version,
+criterion), so a second run asks only what is missing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import asdict, dataclass
+
+from cfkit.store.db import Database, now
+
+DDL = """
+CREATE TABLE IF NOT EXISTS prelabels (
+    audit_id        TEXT NOT NULL,
+    item_id         TEXT NOT NULL,
+    judge           TEXT NOT NULL,                 -- the judge model, KIND:NAME
+    prompt_version  TEXT NOT NULL,
+    criterion       TEXT NOT NULL,                 -- cue | link
+    value           INTEGER,                       -- 1 yes, 0 no, NULL no valid answer
+    parse           TEXT,
+    prompt          TEXT NOT NULL,
+    raw             TEXT,
+    server_model    TEXT,
+    created_at      TEXT NOT NULL,
+    PRIMARY KEY (audit_id, item_id, judge, prompt_version, criterion)
+);
+"""
+
+#: New in schema 6: created by its DDL.
+MIGRATIONS: dict[int, list[str]] = {}
+
+_COLUMNS = ("audit_id", "item_id", "judge", "prompt_version", "criterion", "value", "parse", "prompt", "raw",
+            "server_model", "created_at")
+
+
+@dataclass(frozen=True)
+class Prelabel:
+    """A judge's answer on one criterion of one audit item."""
+
+    audit_id: str
+    item_id: str
+    judge: str
+    prompt_version: str
+    criterion: str
+    value: bool | None
+    parse: str | None
+    prompt: str
+    raw: str | None
+    server_model: str | None
+    created_at: str
+
+
+def _row(row: sqlite3.Row) -> Prelabel:
+    values = {c: row[c] for c in _COLUMNS}
+    values["value"] = None if values["value"] is None else bool(values["value"])
+    return Prelabel(**values)
+
+
+def save(store: Database, label: Prelabel) -> None:
+    values = asdict(label) | {"created_at": now()}
+    values["value"] = None if label.value is None else int(label.value)
+    with store.transaction() as tx:
+        tx.execute(f"INSERT OR REPLACE INTO prelabels ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
+                   [values[c] for c in _COLUMNS])
+
+
+def prelabels(store: Database, audit_id: str, *, judge: str | None = None) -> list[Prelabel]:
+    """A judge's (or every judge's) labels of one audit, by item and criterion."""
+    sql, params = "SELECT * FROM prelabels WHERE audit_id = ?", [audit_id]
+    if judge is not None:
+        sql, params = sql + " AND judge = ?", params + [judge]
+    return [_row(r) for r in store.query(sql + " ORDER BY item_id, criterion, created_at", tuple(params))]
+
+
+def judges(store: Database, audit_id: str) -> list[str]:
+    return [r["judge"] for r in store.query("SELECT DISTINCT judge FROM prelabels WHERE audit_id = ? ORDER BY judge",
+                                            (audit_id,))]
+
+
+def latest(store: Database, audit_id: str, judge: str) -> dict[str, dict[str, bool | None]]:
+    """The judge's newest label of each item, by item id and criterion (of any prompt version)."""
+    found: dict[str, dict[str, bool | None]] = {}
+    for label in prelabels(store, audit_id, judge=judge):  # within an item and criterion, oldest first
+        found.setdefault(label.item_id, {})[label.criterion] = label.value
+    return found

@@ -1,0 +1,97 @@
+"""The ``screens`` table: a judge model's answers to the fixed screening questions about one edit.
+
+Its SQL lives here and nowhere else. One row per (edit, judge, prompt version,
+question): asking again with the same judge and questions finds the row and
+sends nothing (resumable); another judge or an edited question file adds rows
+beside it. A screen flags an edit for a person; it never decides it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from cfkit.store.db import Database, now
+
+DDL = """
+CREATE TABLE IF NOT EXISTS screens (
+    edit_id         INTEGER NOT NULL REFERENCES edits(id),
+    spec_id         TEXT NOT NULL,
+    judge           TEXT NOT NULL,                 -- the judge model, KIND:NAME
+    prompt_version  TEXT NOT NULL,                 -- sha256 of the question file and templates, first 12
+    question        TEXT NOT NULL,                 -- the question's id in the question file
+    expected        TEXT NOT NULL,                 -- Yes | No: the answer of a good edit
+    answer          TEXT,                          -- Yes | No, or NULL: no valid answer
+    parse           TEXT,                          -- the parser's rule, or its failure
+    prompt          TEXT NOT NULL,                 -- the question as sent
+    raw             TEXT,                          -- the judge's reply
+    server_model    TEXT,                          -- the model id the server said answered
+    created_at      TEXT NOT NULL,
+    PRIMARY KEY (edit_id, judge, prompt_version, question)
+);
+"""
+
+#: New in schema 6: created by its DDL.
+MIGRATIONS: dict[int, list[str]] = {}
+
+
+@dataclass(frozen=True)
+class ScreenAnswer:
+    """One stored answer of a judge to one screening question about one edit."""
+
+    edit_id: int
+    spec_id: str
+    judge: str
+    prompt_version: str
+    question: str
+    expected: str
+    answer: str | None
+    parse: str | None
+    prompt: str
+    raw: str | None
+    server_model: str | None
+    created_at: str
+
+    @property
+    def doubts(self) -> bool:
+        """The answer is not the one a good edit gets (no valid answer counts as a doubt)."""
+        return self.answer != self.expected
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"doubts": self.doubts}
+
+
+_COLUMNS = ("edit_id", "spec_id", "judge", "prompt_version", "question", "expected", "answer", "parse", "prompt",
+            "raw", "server_model", "created_at")
+
+
+def _row(row: sqlite3.Row) -> ScreenAnswer:
+    return ScreenAnswer(**{c: row[c] for c in _COLUMNS})
+
+
+def save(store: Database, answer: ScreenAnswer) -> None:
+    """Store ``answer`` (its ``created_at`` is set now), replacing one for the same edit, judge, version and question."""
+    values = asdict(answer) | {"created_at": now()}
+    with store.transaction() as tx:
+        tx.execute(f"INSERT OR REPLACE INTO screens ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
+                   [values[c] for c in _COLUMNS])
+
+
+def answers(store: Database, edit_ids: Sequence[int] | None = None, *, judge: str | None = None,
+            prompt_version: str | None = None) -> list[ScreenAnswer]:
+    """Stored answers, optionally of some edits, one judge and one prompt version; by edit, judge, question."""
+    clauses, params = [], []
+    if judge is not None:
+        clauses.append("judge = ?")
+        params.append(judge)
+    if prompt_version is not None:
+        clauses.append("prompt_version = ?")
+        params.append(prompt_version)
+    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+    rows = [_row(r) for r in store.query(f"SELECT * FROM screens{where} ORDER BY edit_id, judge, question", tuple(params))]
+    if edit_ids is not None:
+        wanted = set(edit_ids)
+        rows = [r for r in rows if r.edit_id in wanted]
+    return rows

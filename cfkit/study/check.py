@@ -1,0 +1,92 @@
+"""``cfkit study validate``: every run's start-up checks, every endpoint reached, every file named present, and
+what the study would ask (and cost, where prices are known); nothing is sent to a model or written.
+
+An endpoint is reached with one ``GET {url}/models`` carrying no key (a server
+that answers at all, even 401, is reachable; a key is never sent here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cfkit.errors import CfkitError
+from cfkit.study.file import Study
+from cfkit.study.jobs import model_options, replicas_refused, selection_of, study_runs
+from cfkit.workspace import Workspace
+
+#: Seconds to wait for an endpoint's answer.
+REACH_S = 5.0
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    model: str
+    display: str
+    suite: str
+    problem: str | None
+    requests: int = 0
+    to_send: int = 0  # after what is stored and cached
+    cost_max: float | None = None  # USD, at most, for what would be sent
+
+
+@dataclass
+class StudyCheck:
+    runs: list[RunCheck]
+    endpoints: dict[str, str | None] = field(default_factory=dict)  # name -> problem, or None when reachable
+
+    @property
+    def problems(self) -> list[str]:
+        found = [f"endpoint {n}: {p}" for n, p in self.endpoints.items() if p]
+        return found + [f"{r.display} on {r.suite}: {r.problem}" for r in self.runs if r.problem]
+
+
+def reach(url: str, timeout: float = REACH_S) -> str | None:
+    """None when ``url`` answers ``GET /models`` with any HTTP status; else why not, in a few words."""
+    import urllib.error
+    import urllib.request
+
+    target = url.rstrip("/") + "/models"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(target, method="GET"), timeout=timeout):
+            return None
+    except urllib.error.HTTPError:
+        return None  # it answered
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return f"{target} did not answer ({reason}); start the server or fix the url"
+
+
+def check_study(ws: Workspace, study: Study, store=None, *, batch: bool = False) -> StudyCheck:
+    from cfkit.probe import preview_run
+
+    result = StudyCheck([])
+    for name in study.models:
+        for endpoint, settings in study.endpoints_of(name):
+            if endpoint not in result.endpoints:
+                result.endpoints[endpoint] = reach(settings.url)
+    for suite, s in study.suites.items():
+        for key in ("cases", "subset"):
+            value = getattr(s, key)
+            if value is not None:
+                path = getattr(selection_of(ws, study, suite), key)
+                if path is None or not path.is_file():
+                    result.endpoints.setdefault(f"[suites.{suite}] {key}", f"file {value} not found")
+    for run in study_runs(study):
+        m = study.models[run.model]
+        if any(result.endpoints.get(e) for e, _ in study.endpoints_of(run.model)):
+            result.runs.append(RunCheck(run.model, run.display, run.suite, "its endpoint is not reachable"))
+            continue
+        refused = replicas_refused(study, run.model)
+        if refused is not None:
+            result.runs.append(RunCheck(run.model, run.display, run.suite, refused))
+            continue
+        try:
+            preview = preview_run(ws, store, m.model, run.suite, options=model_options(study, run.model),
+                                  concurrency=m.concurrency, max_tokens=m.max_tokens,
+                                  protocol=m.protocol, selection=selection_of(ws, study, run.suite), batch=batch)
+        except CfkitError as exc:
+            result.runs.append(RunCheck(run.model, run.display, run.suite, str(exc)))
+            continue
+        result.runs.append(RunCheck(run.model, run.display, run.suite, None, len(preview.plan.items),
+                                    preview.to_send.requests, preview.to_send.cost_max))
+    return result

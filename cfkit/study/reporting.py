@@ -1,0 +1,81 @@
+"""``cfkit study report``: the report of the study's runs, through :func:`cfkit.report.make_report`.
+
+The runs are those ``study status`` finds for the study's current inputs
+(done, or incomplete and marked so by the report); a run never started, or
+stale, is left out and named. Rows are labelled by the model each run
+recorded (as in ``cfkit report``); the study's groups and compare pairs are
+translated to those labels, and its modality suite's subset is the report's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cfkit.errors import ConfigError, NotFoundError
+from cfkit.store import Store, runs
+from cfkit.study.file import Study
+from cfkit.study.state import RunState, study_status
+from cfkit.workspace import Workspace
+
+
+@dataclass
+class ReportInputs:
+    """What the report of a study reads: its runs, and its settings in the report's terms (model labels)."""
+
+    run_ids: list[str]
+    groups: dict[str, str]  # model label -> group
+    compare: list[tuple[str, str]]  # (base label, other label)
+    subset: object = None  # the modality cases the study asked (a subset file), as make_report takes them
+    all_cases: bool = False
+    left_out: list[RunState] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)  # study model name -> the report's label
+
+
+@dataclass
+class StudyReport:
+    """The report, and what the study did not contribute to it."""
+
+    report: object  # cfkit.report.Report
+    inputs: ReportInputs
+
+
+def report_inputs(ws: Workspace, study: Study) -> ReportInputs:
+    """The runs the study's report reads (see the module docstring), its groups and compare pairs by label."""
+    if not ws.db_path.is_file():
+        raise NotFoundError(f"no stored runs ({ws.db_path} does not exist); run 'cfkit study run {study.path}' first.")
+    with Store(ws.db_path) as store:
+        states = study_status(ws, study, store)
+        reported = [s for s in states if s.run_id is not None and s.state in ("done", "incomplete", "running")]
+        labels: dict[str, str] = {}
+        for s in reported:
+            labels[s.model] = runs.get_run(store, s.run_id).model
+    owners: dict[str, str] = {}
+    for model, label in labels.items():
+        if owners.setdefault(label, model) != model:
+            raise ConfigError(f"study file {study.path}: models '{owners[label]}' and '{model}' are both {label} in "
+                              "the store, and a report shows one row per model; keep one in the study.")
+    if not reported:
+        raise NotFoundError(f"no run of study {study.name} has replies yet; run 'cfkit study run {study.path}'.")
+    groups = {labels[name]: m.group for name, m in study.models.items() if m.group and name in labels}
+    compare = [(labels[a], labels[b]) for a, b in study.data.report.compare if a in labels and b in labels]
+    made = ReportInputs([s.run_id for s in reported], groups, compare,
+                        left_out=[s for s in states if s not in reported], labels=labels)
+    if "modality" in study.suites:  # the report reads the modality cases the study asked
+        from cfkit.study.jobs import selection_of
+
+        chosen = selection_of(ws, study, "modality")
+        made.subset, made.all_cases = chosen.subset, chosen.all_cases
+    return made
+
+
+def study_report(ws: Workspace, study: Study) -> StudyReport:
+    """The study's report through :func:`cfkit.report.make_report` (``cfkit study report`` goes through the
+    ``cfkit report`` command with the same inputs, so both print alike)."""
+    from cfkit.report import make_report
+
+    made = report_inputs(ws, study)
+    settings = study.data.report
+    result = make_report(ws, run_refs=made.run_ids, compare=made.compare, n_resamples=settings.resamples,
+                         seed=settings.seed, groups=made.groups or None, subset=made.subset,
+                         all_cases=made.all_cases)
+    return StudyReport(result, made)

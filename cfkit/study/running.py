@@ -1,0 +1,244 @@
+"""``cfkit study run``: every run of a study, interleaved in one event loop, each endpoint paced once.
+
+1. Each run's start-up checks (:func:`~cfkit.study.jobs.prepare`); a run that
+   fails them is marked failed and the others go on.
+2. Each run is planned in turn; a run already finished from the same inputs
+   is done at once (as ``probe run`` finds it), nothing asked.
+3. The rest send through
+   :func:`cfkit.probe.runner.send_plan`, the runs behind one endpoint sharing
+   one :class:`~cfkit.probe.pacing.Pacer`: the endpoint's concurrency, rate
+   and overload back-off hold for all of them together. The models go at the
+   same time, each model's suites one after the other: the swap suite's
+   original-order questions are the contextcanvas suite's, and asked in turn
+   the second run finds them in the response cache instead of paying for them
+   twice. A run that fails
+   (a rejected key, a dead server) is recorded as failed and the others go on.
+
+Ctrl-C or SIGTERM cancels the sending; every run records what it received
+(see :func:`~cfkit.probe.runner.send_plan`) and the study ends interrupted.
+With ``batch``, runs whose backend has a provider batch API are submitted
+(``probe run --batch``) instead of sent, and a run whose batches are in
+flight is collected as far as they have ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cfkit.errors import CfkitError, Incomplete
+from cfkit.probe import RunSummary
+from cfkit.store import Store
+from cfkit.study.file import Study
+from cfkit.study.jobs import StudyRun, make_pacers, prepare, study_runs
+from cfkit.workspace import Workspace
+
+Update = Callable[[list[StudyRun]], None]
+
+
+@dataclass
+class StudyResult:
+    """What one ``study run`` did: every run with its state, and whether a signal stopped it."""
+
+    runs: list[StudyRun]
+    interrupted: bool = False
+
+    @property
+    def incomplete(self) -> list[StudyRun]:
+        return [r for r in self.runs if r.state != "done"]
+
+
+def run_study(ws: Workspace, study: Study, store: Store, *, batch: bool = False,
+              on_update: Update | None = None) -> StudyResult:
+    """Run every (model, suite) of ``study`` that is not finished; see the module docstring."""
+    with _term_interrupts():
+        return _run_study(ws, study, store, batch, on_update)
+
+
+@contextlib.contextmanager
+def _term_interrupts():
+    """SIGTERM stops the checks and the planning as Ctrl-C does (while sending, the event loop takes both)."""
+    def interrupt(_sig, _frame):
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_study(ws: Workspace, study: Study, store: Store, batch: bool, on_update: Update | None) -> StudyResult:
+    runs = study_runs(study)
+    update = on_update or (lambda _runs: None)
+    for run in runs:
+        prepare(ws, study, run)
+    update(runs)
+    result = StudyResult(runs)
+    planned = []
+    try:
+        for run in runs:
+            if run.job is None:
+                continue
+            run.state = "planning"
+            update(runs)
+            got = _plan(store, run, batch)
+            if got is not None:
+                run.state = "waiting"
+                planned.append((run, got))
+            update(runs)
+        if planned:
+            result.interrupted = _send(study, store, planned, runs, update)
+        if result.interrupted:
+            for run in runs:
+                if run.state in ("waiting", "sending"):
+                    run.state = "interrupted"
+    except KeyboardInterrupt:
+        result.interrupted = True
+        for run in runs:
+            if run.state in ("waiting", "planning", "sending"):
+                run.state = "interrupted"
+    update(runs)
+    return result
+
+
+def _plan(store: Store, run: StudyRun, batch: bool):
+    """The run's :class:`~cfkit.probe.PlannedRun`, or None when it ended here (finished, failed, submitted)."""
+    job = run.job
+    try:
+        if batch and job.backend is not None and hasattr(job.backend, "batch_api"):
+            try:
+                return _submit(store, run)
+            except Incomplete:  # its batches are in flight: planned below, collected before anything is sent
+                pass
+        planned = job.planned(store, on_progress=lambda p: setattr(run, "progress", p))
+    except CfkitError as exc:
+        run.state, run.error = "failed", str(exc)
+        return None
+    if isinstance(planned, RunSummary):
+        _finish(run, planned)
+        return None
+    return planned
+
+
+def _submit(store: Store, run: StudyRun) -> None:
+    from cfkit.probe.batch import submit_batch
+
+    submission = submit_batch(run.job, store)
+    run.run_id = submission.run_id
+    if submission.finished is not None:
+        _finish(run, submission.finished)
+    else:
+        run.state = "submitted"
+        run.notes.append(f"submitted as a batch; collect with 'cfkit probe collect {submission.run_id}'")
+
+
+def _finish(run: StudyRun, summary: RunSummary) -> None:
+    run.summary = summary
+    run.run_id = summary.run_id
+    run.state = "done" if summary.status == "done" and not summary.missing else summary.status
+    if run.state == "done" and summary.missing:
+        run.state = "incomplete"
+
+
+def _collect(store: Store, run: StudyRun, p) -> bool:
+    """Collect the run's batches as far as they have ended; True when none is left in flight."""
+    from cfkit.dataset import load_cases
+    from cfkit.probe.batch import collect_run
+    from cfkit.probe.runner import run_identity
+    from cfkit.store import runs as stored_runs
+
+    run.run_id = run_identity(p.backend, p.plan, run.job.setup.protocol.name)[0]
+    record = stored_runs.get_run(store, run.run_id)
+    ws = run.job.ws
+    with Store(store.path) as own:  # this thread's own connection; the event loop's stays with the loop
+        collected = collect_run(own, load_cases(ws.cases_path, ws.image_root), record)
+    if collected.waiting:
+        run.state = "waiting"
+        run.notes.append(f"{len(collected.waiting)} batch(es) still running; 'cfkit study run' again later "
+                         f"collects them (or 'cfkit probe collect {run.run_id} --wait')")
+        return False
+    return True
+
+
+def _send(study: Study, store: Store, planned, runs: list[StudyRun], update: Update) -> bool:
+    """Send every planned run at once (one pacer per endpoint); True when a signal stopped them."""
+    pacers = make_pacers(study, [r for r, _ in planned])
+
+    async def one(run: StudyRun, p) -> None:
+        from cfkit.probe.runner import send_plan
+
+        run.state = "sending"
+
+        def progress(now) -> None:
+            run.progress = now
+            update(runs)
+
+        job = run.job
+
+        async def send() -> RunSummary:
+            return await send_plan(store, p.backend, p.plan, concurrency=pacers[run.pacing].limit,
+                                   on_progress=progress, inputs_sha256=p.inputs.sha256 if p.inputs else None,
+                                   inputs_manifest=p.inputs.manifest if p.inputs else None,
+                                   protocol=job.setup.protocol.name, notes=job.setup.notes(),
+                                   pacer=pacers[run.pacing])
+        try:
+            try:
+                summary = await send()
+            except Incomplete:  # batches in flight: collect what has ended, then send what they left
+                if not await asyncio.to_thread(_collect, store, run, p):
+                    update(runs)
+                    return
+                summary = await send()
+        except asyncio.CancelledError:
+            run.state = "interrupted"
+            raise
+        except CfkitError as exc:
+            run.state, run.error = "failed", str(exc)
+        except Exception as exc:  # one run's unexpected failure must not stop the others
+            run.state, run.error = "failed", f"{type(exc).__name__}: {exc}"
+        else:
+            _finish(run, summary)
+        update(runs)
+
+    async def main() -> bool:
+        loop = asyncio.get_running_loop()
+        by_model: dict[str, list] = {}
+        for run, p in planned:
+            by_model.setdefault(run.model, []).append((run, p))
+
+        async def in_turn(model_runs) -> None:
+            for run, p in model_runs:
+                await one(run, p)
+
+        tasks = [asyncio.create_task(in_turn(model_runs)) for model_runs in by_model.values()]
+        stopped = asyncio.Event()
+
+        def stop() -> None:
+            stopped.set()
+            for task in tasks:
+                task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                pass
+        try:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    loop.remove_signal_handler(sig)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass
+        return stopped.is_set()
+
+    return asyncio.run(main())

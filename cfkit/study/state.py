@@ -1,0 +1,97 @@
+"""``cfkit study status``: where each run of a study stands, read from the store, nothing sent or written.
+
+Each run is found the way ``study run`` would find it: its start-up checks,
+then its plan and the run id the plan implies. Its state is then
+
+``done``         every planned request has a stored reply
+``running``      a live process holds leases on it now
+``incomplete``   started, some requests without a reply (interrupted, killed, failed requests)
+``failed``       its last invocation stopped on an error, or it cannot start here (why is given)
+``waiting``      provider batches in flight (``probe collect``)
+``stale``        a run with the same settings exists, made from other inputs (cases, captions, edits,
+                 templates changed since): running the study asks the new questions
+``not started``  no run with these settings
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from cfkit.errors import CfkitError
+from cfkit.probe import RunSummary
+from cfkit.store import Store, leases, runs
+from cfkit.study.file import Study
+from cfkit.study.jobs import StudyRun, prepare, study_runs
+from cfkit.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class RunState:
+    """One run's row in ``study status``."""
+
+    model: str
+    display: str
+    suite: str
+    state: str
+    run_id: str | None
+    done: int
+    total: int
+    failed: int
+    cost_usd: float | None
+    detail: str | None = None
+
+
+def study_status(ws: Workspace, study: Study, store: Store | None) -> list[RunState]:
+    """Every run of ``study`` with its state (see the module docstring); ``store`` None: no store yet."""
+    states = []
+    for run in study_runs(study):
+        prepare(ws, study, run)
+        states.append(_state(store, run))
+    return states
+
+
+def _row(run: StudyRun, state: str, record=None, detail: str | None = None, total: int = 0) -> RunState:
+    if record is None:
+        return RunState(run.model, run.display, run.suite, state, None, 0, total, 0, None, detail)
+    return RunState(run.model, run.display, run.suite, state, record.id, record.n_done, record.n_requests,
+                    record.n_errors, record.cost_usd, detail)
+
+
+def _state(store: Store | None, run: StudyRun) -> RunState:
+    if run.job is None:
+        return _row(run, "failed", detail=f"cannot start: {run.error}")
+    if store is None:
+        return _row(run, "not started")
+    try:
+        planned = run.job.planned(store)
+    except CfkitError as exc:
+        return _row(run, "failed", detail=f"cannot be planned: {exc}")
+    if isinstance(planned, RunSummary):
+        return _row(run, "done", runs.get_run(store, planned.run_id))
+    from cfkit.probe.runner import run_identity
+
+    run_id, _, recorded = run_identity(planned.backend, planned.plan, run.job.setup.protocol.name)
+    record = runs.get_run(store, run_id)
+    total = len(planned.plan.items)
+    if record is None:
+        same = [r for r in runs.list_runs(store) if r.suite == run.suite and r.settings_sha256 ==
+                recorded.settings_sha256 and r.selection == recorded.selection]
+        if same:
+            newest = max(same, key=lambda r: r.last_active)
+            return _row(run, "stale", newest, f"its inputs changed since run {newest.id}; "
+                        f"'study run' asks the {total} questions of the new inputs")
+        return _row(run, "not started", total=total)
+    if record.complete:
+        return _row(run, "done", record)
+    alive = {o for o, until in leases.owners(store, run_id).items() if until > time.time()}
+    from cfkit.probe.sharing import owner_alive
+
+    if record.status == "running" and any(owner_alive(o) for o in alive):
+        return _row(run, "running", record)
+    if record.status == "failed":
+        return _row(run, "failed", record, record.error)
+    if record.status == "waiting":
+        return _row(run, "waiting", record, f"batches in flight; 'cfkit probe collect {record.id}'")
+    why = "the process sending it was stopped" if record.status == "running" else None
+    return _row(run, "incomplete", record, why)

@@ -1,0 +1,169 @@
+"""What the view shows, read once from a workspace: runs, cases, every stored reply by case, filters.
+
+Read-only: a workspace without a store shows no runs, and nothing here writes.
+Each model's answers come from its newest run of each suite (as the report
+takes them by default); the runs page lists every run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from cfkit.errors import CfkitError
+
+if TYPE_CHECKING:
+    from cfkit.cases import Case, CaseSet
+    from cfkit.store.runs import ReplyRecord, RunRecord
+    from cfkit.workspace import Workspace
+
+#: The case filters, in the order the pages list them, and what each keeps.
+FILTERS = {
+    "all": "every case",
+    "wrong": "a model answered wrong (or gave no valid option)",
+    "invalid": "a reply with no valid option",
+    "truncated": "a reply cut off by the token limit",
+    "swap-inconsistent": "a model chose different option texts when the two options were exchanged",
+    "peer-disagrees": "cfkit's reading differs from the answer another harness extracted",
+}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One stored reply as the case page shows it."""
+
+    model: str
+    run_id: str
+    suite: str
+    condition: str
+    pair_id: str
+    reply: ReplyRecord
+    correct: bool | None  # None where the case has no gold for this condition (e.g. an edit's answer)
+
+    @property
+    def invalid(self) -> bool:
+        return self.reply.answer is None
+
+    @property
+    def truncated(self) -> bool:
+        detail = f"{self.reply.error or ''} {self.reply.detail or ''}".lower()
+        return "truncated" in detail or "finish_reason" in detail and "length" in detail
+
+
+@dataclass
+class ViewData:
+    """The workspace as the view reads it (loaded lazily, once per process)."""
+
+    ws: Workspace
+    notes: list[str] = field(default_factory=list)
+
+    @cached_property
+    def runs(self) -> list[RunRecord]:
+        if not self.ws.db_path.is_file():
+            return []
+        from cfkit.store import open_store
+        from cfkit.store.runs import list_runs
+
+        with open_store(self.ws.db_path) as store:
+            return list_runs(store)
+
+    @cached_property
+    def cases(self) -> CaseSet | None:
+        from cfkit.specs import try_load_cases
+
+        try:
+            return try_load_cases(self.ws)
+        except CfkitError as exc:
+            self.notes.append(f"the cases file could not be read: {exc}")
+            return None
+
+    @cached_property
+    def answers(self) -> dict[str, list[Answer]]:
+        """Every case's answers, from each model's newest run of each suite."""
+        if not self.runs:
+            return {}
+        from cfkit.store import open_store
+        from cfkit.store.runs import latest_run_ids, replies
+
+        by_case: dict[str, list[Answer]] = {}
+        runs = {r.id: r for r in self.runs}
+        with open_store(self.ws.db_path) as store:
+            for run_id in latest_run_ids(store):
+                run = runs[run_id]
+                for reply in replies(store, run_id):
+                    case = self.case(reply.case_id)
+                    by_case.setdefault(reply.case_id, []).append(
+                        Answer(run.model, run.id, run.suite, reply.condition, reply.pair_id, reply,
+                               _correct(case, run.suite, reply)))
+        for answers in by_case.values():
+            answers.sort(key=lambda a: (a.model, a.suite, a.pair_id, a.condition))
+        return by_case
+
+    def case(self, case_id: str) -> Case | None:
+        cases = self.cases
+        return cases.get(case_id) if cases is not None and case_id in cases else None
+
+    @cached_property
+    def case_ids(self) -> list[str]:
+        """The cases file's order, then any case answered but not in the file."""
+        ids = [c.id for c in self.cases] if self.cases is not None else []
+        known = set(ids)
+        return ids + sorted(c for c in self.answers if c not in known)
+
+    @cached_property
+    def models(self) -> list[str]:
+        return sorted({r.model for r in self.runs})
+
+    def matches(self, case_id: str, name: str) -> bool:
+        """Whether a case belongs under the filter ``name`` (see :data:`FILTERS`)."""
+        answers = self.answers.get(case_id, [])
+        if name == "all":
+            return True
+        if name == "wrong":
+            return any(a.correct is False for a in answers)
+        if name == "invalid":
+            return any(a.invalid for a in answers)
+        if name == "truncated":
+            return any(a.truncated for a in answers)
+        if name == "swap-inconsistent":
+            return bool(self.swap_inconsistent(case_id))
+        if name == "peer-disagrees":
+            return any(a.reply.parse == "peer-disagrees" for a in answers)
+        raise KeyError(name)
+
+    def filtered(self, name: str) -> list[str]:
+        return [c for c in self.case_ids if self.matches(c, name)]
+
+    def swap_inconsistent(self, case_id: str) -> list[str]:
+        """The models whose two answers in the swap suite name different option texts."""
+        case = self.case(case_id)
+        if case is None:
+            return []
+        from cfkit.probe.swap import answer_text
+
+        texts: dict[str, dict[str, str | None]] = {}
+        for a in self.answers.get(case_id, []):
+            if a.suite == "swap" and a.reply.answer is not None:
+                try:
+                    texts.setdefault(a.model, {})[a.condition] = answer_text(case, a.condition, a.reply.answer)
+                except ValueError:
+                    continue
+        return sorted(m for m, t in texts.items() if len(t) == 2 and len(set(t.values())) == 2)
+
+
+def _correct(case: Case | None, suite: str, reply: ReplyRecord) -> bool | None:
+    """Right or wrong against the case's gold, where the gold applies (not to an edited image's answer)."""
+    if case is None:
+        return None
+    if reply.condition == "edit":  # the edit removes the decisive cue: its gold is the case's Yes option
+        return None if case.yes_option is None else reply.answer == case.yes_option
+    if suite == "swap":
+        from cfkit.probe.swap import answer_text
+
+        gold_text = next((o.text for o in case.options if o.id == case.gold), None)
+        try:
+            return reply.answer is not None and answer_text(case, reply.condition, reply.answer) == gold_text
+        except ValueError:
+            return False
+    return reply.answer == case.gold

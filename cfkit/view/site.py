@@ -1,0 +1,305 @@
+"""The view's pages: each a path, a content type and its bytes, rendered on demand or all at once for export.
+
+Every page is a plain HTML file with relative links, so the same bytes work
+served on loopback and opened from a folder. Templates are Jinja2 with
+autoescaping on; text from a model, a case or a user goes through
+:func:`cfkit.visible.visible` first, so escape sequences show as their
+control pictures. No page holds a script.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from cfkit.errors import CfkitError, OutputError
+from cfkit.files import write_bytes_atomic
+from cfkit.view.data import FILTERS, Answer, ViewData
+from cfkit.visible import visible
+
+#: Cases on one page of a case list (a page stays far under 1 MB).
+PAGE_SIZE = 100
+#: The longest thumbnail side, in pixels, of an image shown on a page.
+THUMB = 480
+#: Characters of a reply shown on the case page; the whole reply is one link away.
+PREVIEW = 600
+
+
+@dataclass(frozen=True)
+class Page:
+    path: str
+    content_type: str
+    body: bytes
+
+
+def _environment():
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    folder = resources.files("cfkit") / "templates" / "view"
+    env = Environment(loader=FileSystemLoader(str(folder)), autoescape=True, undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters["visible"] = lambda value: "" if value is None else visible(str(value))
+    return env
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:16]
+
+
+def _png(image) -> bytes:
+    from PIL import Image
+
+    picture = Image.fromarray(image) if not isinstance(image, Image.Image) else image
+    picture.thumbnail((THUMB, THUMB))
+    buffer = io.BytesIO()
+    picture.convert("RGB").save(buffer, format="PNG", optimize=False)
+    return buffer.getvalue()
+
+
+class Site:
+    """Every page of one workspace's view (rendered when asked for, each at most once)."""
+
+    def __init__(self, data: ViewData):
+        self.data = data
+        self.env = _environment()
+        self._raw: dict[str, tuple[str, Answer]] = {}
+
+    # ── routing ─────────────────────────────────────────────────────────────
+
+    def page(self, path: str) -> Page | None:
+        """The page at ``path`` (as linked from another page), or None when there is none."""
+        path = path.lstrip("/") or "index.html"
+        fixed: dict[str, Callable[[], Page]] = {"index.html": self._index, "report.html": self._report,
+                                                "pairs.html": self._pairs, "audit.html": self._audit,
+                                                "view.css": self._css}
+        if path in fixed:
+            return fixed[path]()
+        name, _, ext = path.rpartition(".")
+        kind, _, rest = name.partition("-")
+        if ext == "html" and kind == "cases":
+            filter_name, _, number = rest.rpartition("-")
+            if filter_name in FILTERS and number.isdigit():
+                return self._cases(filter_name, int(number))
+        if ext == "html" and kind == "case" and rest in self.data.case_ids:
+            return self._case(rest)
+        if ext == "txt" and kind == "raw" and rest in self.raw_index:
+            return self._raw_page(rest)
+        if ext == "png" and kind == "img":
+            return self._image(rest)
+        return None
+
+    def paths(self) -> Iterator[str]:
+        """Every page's path, for a static export."""
+        yield from ("index.html", "report.html", "pairs.html", "audit.html", "view.css")
+        for name in FILTERS:
+            for number in range(1, self._page_count(self.data.filtered(name)) + 1):
+                yield f"cases-{name}-{number}.html"
+        for case_id in self.data.case_ids:
+            yield f"case-{case_id}.html"
+        yield from (f"raw-{key}.txt" for key in self.raw_index)
+        for case_id in self.data.case_ids:
+            case = self.data.case(case_id)
+            if case is not None:
+                yield from (f"img-case-{case_id}-{k}.png" for k in range(len(case.images)))
+        for pair in self.pairs:
+            if pair.pictures:
+                yield from (f"img-pair-{pair.spec_id}-{kind}.png" for kind in pair.pictures)
+
+    # ── pages ───────────────────────────────────────────────────────────────
+
+    def _html(self, template: str, path: str, **context: Any) -> Page:
+        body = self.env.get_template(template).render(ws=self.data.ws, notes=self.data.notes, filters=FILTERS,
+                                                      current=path, **context)
+        return Page(path, "text/html; charset=utf-8", body.encode("utf-8"))
+
+    def _css(self) -> Page:
+        css = (resources.files("cfkit") / "templates" / "view" / "view.css").read_bytes()
+        return Page("view.css", "text/css; charset=utf-8", css)
+
+    def _index(self) -> Page:
+        return self._html("runs.html", "index.html", runs=self.data.runs)
+
+    def _report(self) -> Page:
+        tables, problem = [], None
+        try:
+            from cfkit.report import display_tables, make_report
+
+            tables = display_tables(make_report(self.data.ws), reference=True)
+        except CfkitError as exc:
+            problem = str(exc)
+        return self._html("report.html", "report.html", tables=tables, problem=problem)
+
+    @staticmethod
+    def _page_count(ids: list[str]) -> int:
+        return max(1, -(-len(ids) // PAGE_SIZE))
+
+    def _cases(self, name: str, number: int) -> Page | None:
+        ids = self.data.filtered(name)
+        pages = self._page_count(ids)
+        if not 1 <= number <= pages:
+            return None
+        shown = ids[(number - 1) * PAGE_SIZE:number * PAGE_SIZE]
+        rows = []
+        for case_id in shown:
+            answers = self.data.answers.get(case_id, [])
+            case = self.data.case(case_id)
+            rows.append({"id": case_id, "question": case.question if case else "",
+                         "right": sum(1 for a in answers if a.correct), "wrong": sum(1 for a in answers if a.correct is False),
+                         "invalid": sum(1 for a in answers if a.invalid), "n": len(answers)})
+        return self._html("cases.html", f"cases-{name}-{number}.html", rows=rows, name=name, number=number, pages=pages,
+                          total=len(ids))
+
+    def _case(self, case_id: str) -> Page:
+        case = self.data.case(case_id)
+        answers = self.data.answers.get(case_id, [])
+        raw_keys = {id(a): key for key, (_, a) in self.raw_index.items() if a.reply.case_id == case_id}
+        shown = [{"a": a, "raw_key": raw_keys.get(id(a)),
+                  "preview": (a.reply.raw or "")[:PREVIEW], "cut": len(a.reply.raw or "") > PREVIEW}
+                 for a in answers]
+        return self._html("case.html", f"case-{case_id}.html", case_id=case_id, case=case, answers=shown,
+                          swap_inconsistent=self.data.swap_inconsistent(case_id),
+                          images=range(len(case.images)) if case else range(0))
+
+    @cached_property
+    def raw_index(self) -> dict[str, tuple[str, Answer]]:
+        """Each stored reply with a raw text, by a short digest of its run and unit."""
+        index = {}
+        for answers in self.data.answers.values():
+            for a in answers:
+                if a.reply.raw is not None:
+                    key = _digest(a.run_id, a.reply.case_id, a.pair_id, a.condition)
+                    index[key] = (a.reply.raw, a)
+        return index
+
+    def _raw_page(self, key: str) -> Page:
+        raw, _ = self.raw_index[key]
+        return Page(f"raw-{key}.txt", "text/plain; charset=utf-8", visible(raw).encode("utf-8"))
+
+    @cached_property
+    def pairs(self) -> list:
+        from cfkit.review.sheet import collect_pairs
+        from cfkit.specs import spec_files
+        from cfkit.store import open_store
+
+        if not self.data.ws.db_path.is_file() or not spec_files(self.data.ws):
+            return []
+        try:
+            with open_store(self.data.ws.db_path) as store:
+                pairs, notes = collect_pairs(self.data.ws, store, [])
+        except CfkitError as exc:
+            self.data.notes.append(f"the counterfactual pairs could not be read: {exc}")
+            return []
+        self.data.notes.extend(notes)
+        return pairs
+
+    @cached_property
+    def checks(self) -> dict[str, dict[str, Any]]:
+        """The figures of each shown edit's latest check, by spec id (what the check line of the page prints)."""
+        from cfkit.store import checks, open_store, screens
+
+        found = {}
+        if not self.pairs:
+            return found
+        with open_store(self.data.ws.db_path) as store:
+            for pair in self.pairs:
+                if pair.edit_id is None:
+                    continue
+                check = checks.latest(store, pair.edit_id, "composite") or checks.latest(store, pair.edit_id, "raw")
+                doubts = [a for a in screens.answers(store, [pair.edit_id]) if a.doubts]
+                if doubts:
+                    found.setdefault(pair.spec_id, {"reasons": []})["judge"] = [
+                        f"{a.judge}: {a.question} ({a.answer or 'no valid answer'}, expected {a.expected})"
+                        for a in doubts]
+                if check is not None:
+                    m = check.metrics
+                    found.setdefault(pair.spec_id, {}).update({"SSIM outside": m.get("ssim_out"), "PSNR outside (dB)": m.get("psnr_out"),
+                                           "LPIPS outside": m.get("lpips_out"), "change inside": m.get("mad_in"),
+                                           "leaks": m.get("leak_count"), "reasons": check.reasons})
+        return found
+
+    def _pairs(self) -> Page:
+        from cfkit.review.sheet_records import answer_text
+
+        return self._html("pairs.html", "pairs.html", pairs=self.pairs, answer_text=answer_text, checks=self.checks)
+
+    def _outlined(self, pair) -> Any:
+        """The pair's difference picture with the spec's mask drawn round in yellow (the picture alone if no mask)."""
+        import numpy as np
+
+        picture = pair.pictures["difference"]
+        try:
+            from PIL import Image
+            from scipy import ndimage
+
+            from cfkit.masks import load_mask
+            from cfkit.specs import load_spec
+
+            spec = load_spec(self.data.ws, pair.spec_id).spec
+            case = self.data.case(spec.case)
+            if case is None:
+                return picture
+            with Image.open(self.data.cases.image_paths(case)[0]) as source:
+                size = source.size
+            mask = load_mask(self.data.ws, spec, size).array
+        except (CfkitError, OSError):
+            return picture
+        small = np.asarray(Image.fromarray(mask).resize((picture.shape[1], picture.shape[0]), Image.NEAREST)) > 0
+        edge = small & ~ndimage.binary_erosion(small, iterations=2)
+        outlined = picture.copy()
+        outlined[edge] = (240, 228, 66)  # Okabe-Ito yellow
+        return outlined
+
+    def _audit(self) -> Page:
+        from cfkit.view.audit import completed_audits
+
+        audits, pending = completed_audits(self.data.ws)
+        return self._html("audit.html", "audit.html", audits=audits, pending=pending)
+
+    def _image(self, rest: str) -> Page | None:
+        kind, _, name = rest.partition("-")
+        if kind == "case":
+            case_id, _, k = name.rpartition("-")
+            case = self.data.case(case_id)
+            if case is None or not k.isdigit() or int(k) >= len(case.images):
+                return None
+            from cfkit.images import open_image
+
+            try:
+                picture = open_image(self.data.cases.image_paths(case)[int(k)])
+            except CfkitError:
+                return None
+            return Page(f"img-{rest}.png", "image/png", _png(picture))
+        if kind == "pair":
+            spec_id, _, which = name.rpartition("-")
+            for pair in self.pairs:
+                if pair.spec_id == spec_id and which in pair.pictures:
+                    picture = self._outlined(pair) if which == "difference" else pair.pictures[which]
+                    return Page(f"img-{rest}.png", "image/png", _png(picture))
+        return None
+
+
+def export(site: Site, folder: Path | str, *, overwrite: bool = False) -> int:
+    """Write every page of ``site`` into ``folder`` (made if needed); return how many files were written."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise OutputError(f"--export {folder} is a file; give a folder (it is made if it does not exist).")
+    if folder.is_dir() and any(folder.iterdir()) and not overwrite:
+        raise OutputError(f"--export {folder} is not empty; choose an empty folder or pass --force to write over it.")
+    count = 0
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for path in site.paths():
+            page = site.page(path)
+            if page is None:
+                continue
+            write_bytes_atomic(folder / page.path, page.body, overwrite=True)
+            count += 1
+    except OSError as exc:
+        raise OutputError(f"cannot write the view to {folder} ({exc.strerror}); choose another --export folder.") from exc
+    return count
