@@ -479,3 +479,15 @@ def test_what_cfkit_writes_reads_as_the_peers_own_file(peer_files, tmp_path, fmt
             assert "0 of 100 answers differ" in stderr
     finally:
         run_cli(["runs", "rm", run_id, "-w", str(ws)])
+
+
+def test_every_stored_reply_field_has_an_export_column():
+    # A column added to the replies table (or the responses' usage and latency) must reach 'runs export'.
+    from dataclasses import fields as dataclass_fields
+
+    from cfkit.interop import COLUMNS
+    from cfkit.store.runs import ReplyRecord
+
+    renamed = {"run_id": "run", "case_id": "case", "pair_id": "pair"}
+    stored = {renamed.get(f.name, f.name) for f in dataclass_fields(ReplyRecord)}
+    assert stored <= set(COLUMNS), sorted(stored - set(COLUMNS))
