@@ -1,4 +1,4 @@
-"""``cfkit runs`` (list, show, rm, export, reparse, unparsed): the probe runs stored in the workspace."""
+"""``cfkit runs`` (list, show, rm, export, import, reparse, unparsed): the probe runs stored in the workspace."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ FAILURES_SHOWN = 20
 
 @click.group()
 def runs() -> None:
-    """Stored probe runs: list, show, rm, export, reparse, unparsed."""
+    """Stored probe runs: list, show, rm, export, import, reparse, unparsed."""
 
 
 @runs.command("list")
