@@ -45,7 +45,7 @@ __all__ = ["DEFAULT_COLUMNS", "KINDS", "ImportResult", "SourceTable", "import_ca
 class ImportResult:
     """What an import did. With ``problems``, nothing was written and ``check`` is None."""
 
-    source: Path
+    source: Path | str
     kind: str
     target: Path
     mapping: tuple[tuple[str, tuple[str, ...]], ...]  # (field, columns) in field order
@@ -65,7 +65,7 @@ class ImportResult:
 MAX_PROBLEMS = 1000
 
 
-def import_cases(source: Path, target: Path, *, mapping: Iterable[str] = (), image_root: Path | None = None,
+def import_cases(source: Path | str, target: Path, *, mapping: Iterable[str] = (), image_root: Path | None = None,
                  kind: str | None = None, split: str | None = None, force: bool = False,
                  max_cell: int = CSV_CELL_LIMIT) -> ImportResult:
     """Convert ``source`` to a cases file at ``target``; see the module docstring for the steps.

@@ -38,13 +38,24 @@ class SourceTable:
     labels: Mapping[str, tuple[str, ...]] | None = None  # class names of ``datasets`` ClassLabel columns
 
 
-def read_source(source: Path, *, kind: str | None = None, split: str | None = None,
+def read_source(source: Path | str, *, kind: str | None = None, split: str | None = None,
                 max_cell: int = CSV_CELL_LIMIT) -> SourceTable:
-    """Read a CSV, JSON, JSON Lines, Parquet file or ``datasets`` folder: its columns, and its rows to take.
+    """Read a CSV, JSON, JSON Lines, Parquet file or ``datasets`` folder: its columns, and its rows to take; or a
+    hub dataset named ``hf://datasets/OWNER/NAME[:SPLIT]`` (:mod:`cfkit.cases_import.hub`).
 
     ``max_cell`` bounds a CSV cell and a JSON Lines line (in characters), so no
     single value can take the memory of the machine.
     """
+    from cfkit.cases_import import hub  # the hub reader (hf://datasets/…)
+
+    if hub.is_hub(source):
+        if kind not in (None, "datasets"):
+            raise CaseError(f"{source} is a hub dataset; leave out --format {kind}.")
+        import datasets
+
+        loaded = hub.load(str(source), split)  # one split already chosen when one was named
+        return _from_dataset(source, loaded, split if isinstance(loaded, datasets.DatasetDict) else None)
+    source = Path(source)
     if not source.exists():
         raise CaseError(f"{source}: not found; give the file (or datasets folder) to import.")
     if kind is None:
@@ -295,6 +306,13 @@ def _read_datasets(source: Path, split: str | None) -> SourceTable:
     finally:
         if bars:
             datasets.enable_progress_bars()
+    return _from_dataset(source, loaded, split)
+
+
+def _from_dataset(source: Path | str, loaded, split: str | None) -> SourceTable:
+    """The rows of a loaded Dataset, or of one split of a DatasetDict."""
+    import datasets
+
     if isinstance(loaded, datasets.DatasetDict):
         names = list(loaded)
         if split is None and len(names) != 1:

@@ -14,7 +14,7 @@ from cfkit.cli.console import err, out, print_json, status, warn, workspace_opti
 from cfkit.errors import OutputError
 
 YES_NO = click.Choice(["yes", "no"], case_sensitive=False)
-FORMAT = click.Choice(["jsonl", "csv"])
+FORMAT = click.Choice(["jsonl", "csv", "label-studio", "argilla"])
 
 
 def _audit_option(func):
@@ -222,21 +222,28 @@ def label(ws, item_ref, name, cue, link, answer_ok, unsure, note, audit_ref) -> 
 
 @audit.command("export")
 @_as_option()
-@click.option("--format", "fmt", type=FORMAT, default=None, help="jsonl or csv (default: from --output, else jsonl).")
+@click.option("--format", "fmt", type=FORMAT, default=None,
+              help="jsonl or csv (default: from --output, else jsonl); label-studio: a Label Studio task list; "
+                   "argilla: Argilla records (both JSON, blinded like the worksheet).")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write to this file instead of stdout (an existing file is refused without --force).")
 @click.option("--force", is_flag=True, help="Replace an existing --output file.")
 @_audit_option
 @workspace_option
 def export_(ws, name, fmt, output, force, audit_ref) -> None:
-    """Your blinded worksheet (JSON Lines, or CSV for a spreadsheet), to fill in and 'cfkit audit import'."""
+    """Your blinded worksheet (JSON Lines, or CSV for a spreadsheet), to fill in and 'cfkit audit import'; or
+    your items as Label Studio tasks or Argilla records, to label in those tools."""
     from cfkit.audit.exchange import export_worksheet, format_for
     from cfkit.audit.items import check_annotator, load_audit
     from cfkit.files import write_text_atomic
+    from cfkit.interop.annotation import TOOL_FORMATS, export_tasks
 
     with _open(ws) as store:
         current = load_audit(store, audit_ref)
-        text = export_worksheet(store, current, check_annotator(name), format_for(output, fmt))
+        if fmt in TOOL_FORMATS:
+            text = export_tasks(store, current, check_annotator(name), fmt)
+        else:
+            text = export_worksheet(store, current, check_annotator(name), format_for(output, fmt))
     if output is None:
         click.echo(text, nl=False)
         return
@@ -250,7 +257,9 @@ def export_(ws, name, fmt, output, force, audit_ref) -> None:
 @audit.command("import")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
 @_as_option()
-@click.option("--format", "fmt", type=FORMAT, default=None, help="jsonl or csv (default: from the file's suffix).")
+@click.option("--format", "fmt", type=FORMAT, default=None,
+              help="jsonl or csv (default: from the file's suffix); label-studio: Label Studio's JSON export; "
+                   "argilla: Argilla's records as JSON.")
 @_audit_option
 @workspace_option
 def import_(ws, path, name, fmt, audit_ref) -> None:
@@ -266,7 +275,12 @@ def import_(ws, path, name, fmt, audit_ref) -> None:
         raise LabelError(f"worksheet {path} not found; export one with 'cfkit audit export --as NAME'.") from None
     with _open(ws) as store:
         current = load_audit(store, audit_ref)
-        result = import_worksheet(store, current, check_annotator(name), path, text, fmt)
+        if fmt in ("label-studio", "argilla"):
+            from cfkit.interop.annotation import import_tasks
+
+            result = import_tasks(store, current, check_annotator(name), path, text, fmt)
+        else:
+            result = import_worksheet(store, current, check_annotator(name), path, text, fmt)
     err.print(f"{result.saved} label(s) saved for {name}"
               + (f"; {result.blank} row(s) without cue and link left out" if result.blank else "") + ".")
 

@@ -124,8 +124,8 @@ def validate(cases_file: Path | None, image_root: Path | None, as_json: bool, wo
         raise InputRejected("")  # each problem is listed above
 
 
-@cases.command("import", short_help="Convert CSV, JSON, Parquet or a datasets folder to cases.jsonl.")
-@click.argument("source", type=click.Path(path_type=Path))
+@cases.command("import", short_help="Convert CSV, JSON, Parquet, a datasets folder or hf:// dataset to cases.jsonl.")
+@click.argument("source", type=click.Path())
 @click.option("--to", "target", type=click.Path(path_type=Path), default=None,
               help="The cases.jsonl to write (refused if it exists, unless --force); with -w and no --to, the "
                    "workspace's [dataset] cases.")
@@ -144,7 +144,7 @@ def validate(cases_file: Path | None, image_root: Path | None, as_json: bool, wo
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-w", "--workspace", "workspace_dir", metavar="DIR", default=None,
               help="Workspace whose [dataset] cases (and images) are written when --to is not given.")
-def import_(source: Path, target: Path | None, mapping: tuple[str, ...], image_root: Path | None, kind: str | None,
+def import_(source: str, target: Path | None, mapping: tuple[str, ...], image_root: Path | None, kind: str | None,
             split: str | None, max_cell: int | None, force: bool, as_json: bool, workspace_dir: str | None) -> None:
     """Convert SOURCE (CSV, JSON, JSON Lines, Parquet or a datasets folder) to a cases file.
 
@@ -161,6 +161,10 @@ def import_(source: Path, target: Path | None, mapping: tuple[str, ...], image_r
       cfkit cases import release.csv -w my-study            # the workspace's [dataset] cases and images
       cfkit cases import hf-export/ --split test --to data/cases.jsonl --images data/images
       cfkit cases import table.parquet --to cases.jsonl --map id=eval_id --map options=opt1,opt2,opt3
+      cfkit cases import hf://datasets/OWNER/NAME:test --to data/cases.jsonl --images data/images
+
+    A hub dataset (hf://datasets/OWNER/NAME[:SPLIT]) is loaded by datasets.load_dataset: its cache and offline
+    mode (HF_HUB_OFFLINE=1) are respected.
     """
     from cfkit.files import CSV_CELL_LIMIT
 
@@ -176,8 +180,9 @@ def import_(source: Path, target: Path | None, mapping: tuple[str, ...], image_r
         target, image_root = ws.cases_path, image_root or ws.image_root
     from cfkit.cases_import import import_cases
 
-    result = import_cases(source, target, mapping=mapping, image_root=image_root, kind=kind, split=split,
-                          force=force, max_cell=max_cell or CSV_CELL_LIMIT)
+    result = import_cases(source if source.startswith("hf://") else Path(source), target, mapping=mapping,
+                          image_root=image_root, kind=kind, split=split, force=force,
+                          max_cell=max_cell or CSV_CELL_LIMIT)
     if as_json:
         print_json({"source": str(result.source), "format": result.kind, "to": str(result.target),
                     "ok": result.ok, "written": result.check is not None,

@@ -17,6 +17,14 @@ MISSING_SHOWN = 20
 @click.option("--predictions", "prediction_paths", multiple=True, metavar="FILE",
               help="Predictions JSONL (repeatable; any mix of models and suites). Default: the newest stored "
                    "run of each model and suite.")
+@click.option("--predictions-format", "predictions_format", default="auto", show_default=True,
+              type=click.Choice(("auto", "native", "export", "inspect", "lmms", "vlmevalkit")),
+              help="The format of the --predictions files: cfkit's own, a 'runs export', an inspect_ai log, an "
+                   "lmms-eval samples JSONL or a VLMEvalKit table (auto: told from the name and content).")
+@click.option("--map", "map_path", metavar="FILE", default=None,
+              help="With peers' files: their sample ids mapped to case ids (CSV/TSV: peer id, case id; or JSON).")
+@click.option("--label", default=None, metavar="NAME",
+              help="With --predictions: the model's name in the report (else the name the file records).")
 @click.option("--run", "run_refs", multiple=True, metavar="RUN",
               help="A stored run to report (repeatable; an id or a unique start of one, see 'cfkit runs list'). "
                    "Needed when one model has runs with different settings.")
@@ -73,7 +81,8 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
            fmt: str, reference: bool, resamples: int, seed: int, subset: str | None, all_cases: bool, ega: bool,
            audit_ref: str | None, unblind: bool, ega_labels: str, judge: str | None, units: bool, plot_dir: str | None,
            plot_format: str, force: bool, groups_path: str | None, mixed_settings: bool, verbose: bool,
-           label_specs: tuple[str, ...], only_named: bool) -> None:
+           label_specs: tuple[str, ...], only_named: bool, predictions_format: str = "auto",
+           map_path: str | None = None, label: str | None = None) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas, paired tests and position bias (swap).
 
     A unit a model gave no usable answer for (no reply, a failed request, a
@@ -114,10 +123,16 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     if plot_dir is None and (force or plot_format != "png"):
         raise UsageError("--plot-format and --force are options of --plot; give --plot DIR too.")
     groups = lib.load_groups(groups_path) if groups_path else None
-    result = lib.make_report(ws, list(prediction_paths), run_refs=list(run_refs), compare=compare,
-                             n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups, unblind=unblind,
-                             subset=subset, all_cases=all_cases, ega_labels=ega_labels, judge=judge,
-                             mixed_settings=mixed_settings, labels=labels_from(label_specs), only_named=only_named)
+    from cfkit.interop.reporting import predictions_files
+
+    with predictions_files(ws, prediction_paths, fmt=predictions_format, map_path=map_path, label=label) as (paths, notes):
+        for note in notes:
+            status(note)
+        result = lib.make_report(ws, paths, run_refs=list(run_refs), compare=compare,
+                                 n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups,
+                                 unblind=unblind, subset=subset, all_cases=all_cases, ega_labels=ega_labels,
+                                 judge=judge, mixed_settings=mixed_settings, labels=labels_from(label_specs),
+                                 only_named=only_named)
     if units:
         _print(fmt, lambda: [lib.units_table(result)], lambda: lib.units_json(result), lambda: lib.units_csv(result))
     else:

@@ -1,4 +1,4 @@
-"""``cfkit runs`` (list, show, rm, export, reparse, unparsed): the probe runs stored in the workspace."""
+"""``cfkit runs`` (list, show, rm, export, import, reparse, unparsed): the probe runs stored in the workspace."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ FAILURES_SHOWN = 20
 
 @click.group()
 def runs() -> None:
-    """Stored probe runs: list, show, rm, export, reparse, unparsed."""
+    """Stored probe runs: list, show, rm, export, import, reparse, unparsed."""
 
 
 @runs.command("list")
@@ -180,34 +180,71 @@ def rm(ws, run_refs: tuple[str, ...]) -> None:
 
 @runs.command()
 @click.argument("run_ref", metavar="RUN")
+@click.option("--format", "fmt", default="predictions", show_default=True,
+              type=click.Choice(("predictions", "jsonl", "csv", "parquet", "inspect", "lmms", "vlmevalkit")),
+              help="predictions: the predictions JSONL; jsonl / csv / parquet: every stored field of each reply "
+                   "(server model, fingerprint, reasoning, edit and image hash, tokens, latency, cost); inspect: an "
+                   "inspect_ai log (.eval or .json); lmms: an lmms-eval samples JSONL and its results file; "
+                   "vlmevalkit: a prediction table (.tsv, .csv or .xlsx). The peers' formats carry every field too.")
 @click.option("--output", type=click.Path(dir_okay=False), default=None,
               help="Write to this file instead of stdout (an existing file is refused without --force).")
 @click.option("--force", is_flag=True, help="Replace an existing --output file.")
 @workspace_option
-def export(ws, run_ref: str, output: str | None, force: bool) -> None:
-    """Export a run as predictions JSONL (the input of replay: and 'cfkit report --predictions')."""
-    from pathlib import Path
+def export(ws, run_ref: str, fmt: str, output: str | None, force: bool) -> None:
+    """Export a run: as predictions JSONL (the input of replay: and 'cfkit report --predictions'), every stored
+    field, or another harness's format.
 
-    from cfkit.files import write_text_atomic
-    from cfkit.predictions import export_run
-    from cfkit.store import open_store
-    from cfkit.store.runs import find_run
+    \b
+    Examples:
+      cfkit runs export contextcanvas-gpt-5.5 > gpt.jsonl
+      cfkit runs export contextcanvas-gpt-5.5 --format parquet --output gpt.parquet
+      cfkit runs export contextcanvas-gpt-5.5 --format inspect --output gpt.eval
+    """
+    from cfkit.interop.exporting import export_run
 
-    with open_store(ws.db_path) as store:
-        record = find_run(store, run_ref)
-        text = export_run(store, record.id)
+    result = export_run(ws, run_ref, fmt, output, force=force)
+    record = result.run
     if not record.complete:
         warn(f"run {record.id} is {record.status} ({record.n_done}/{record.n_requests} replies, "
              f"{record.n_errors} failed); the export holds what it has.")
-    if output is None:
-        click.echo(text, nl=False)
+    if result.text is not None:
+        click.echo(result.text, nl=False)
         return
-    try:
-        write_text_atomic(Path(output), text, overwrite=force)
-    except FileExistsError:
-        raise OutputError(f"{output} already exists; choose another file name or pass --force to replace it.") from None
-    status(f"wrote {output}")
+    status(f"wrote {', '.join(str(p) for p in result.written)}")
 
+
+@runs.command("import")
+@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", default="auto", show_default=True,
+              type=click.Choice(("auto", "native", "export", "inspect", "lmms", "vlmevalkit")),
+              help="The file's format (auto: told from its name and content).")
+@click.option("--map", "map_path", metavar="FILE", default=None,
+              help="The file's sample ids mapped to case ids (CSV/TSV: peer id, case id; or a JSON object).")
+@click.option("--label", default=None, metavar="NAME", help="The model's name (else the one the file records).")
+@workspace_option
+def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None) -> None:
+    """Store a results file as replay runs: a 'runs export', predictions JSONL, an inspect_ai log, an lmms-eval
+    samples file or a VLMEvalKit table.
+
+    A peer's replies are read again with cfkit's parser, and the command says
+    how many answers differ from the peer's own extraction. A file whose
+    sample ids are not this workspace's cases is refused (map them with --map).
+
+    \b
+    Examples:
+      cfkit runs import logs/2026-11-02T10-00_contextcanvas.eval
+      cfkit runs import outputs/Qwen2-VL-7B/Qwen2-VL-7B_ContextCanvas.xlsx
+      cfkit runs import samples_contextcanvas.jsonl --label llava-ov-7b --map ids.csv
+    """
+    from cfkit.interop.exporting import import_file
+
+    imported, stored = import_file(ws, path, fmt=fmt, map_path=map_path, label=label)
+    if (line := imported.summary()) is not None:
+        status(line)
+    for run in stored:
+        out.print(run.run_id)
+        status(f"stored run {run.run_id} ({escape(run.model)}, {run.suite}): {run.replies} replies"
+               + (f", {run.errors} failed" if run.errors else "") + ".")
 
 
 #: Characters of a reply's text 'runs unparsed' shows before '… (N more characters)' (all of it with --json).

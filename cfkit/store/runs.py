@@ -348,15 +348,17 @@ _WRITE_REPLY = (f"INSERT OR REPLACE INTO replies ({', '.join(_REPLY_COLUMNS)}) "
 
 def write_reply(tx: sqlite3.Connection, run_id: str, key: ReplyKey, *, cache_key: str | None, raw: str | None,
                 fields: ReplyFields, cost_usd: float | None = None,
-                provenance: ReplyProvenance = ReplyProvenance(), raw_chars: int | None = None) -> None:
+                provenance: ReplyProvenance = ReplyProvenance(), raw_chars: int | None = None,
+                created_at: str | None = None) -> None:
     """Store (or replace) one reply of a run inside the caller's transaction.
 
-    ``raw_chars`` is the reply's full length when ``raw`` was cut to the storage cap.
+    ``raw_chars`` is the reply's full length when ``raw`` was cut to the storage cap; ``created_at`` (default
+    now) is kept as given when a reply recorded elsewhere is imported (``cfkit runs import``).
     """
     case_id, pair_id, condition = key
     p = provenance
     tx.execute(_WRITE_REPLY, (run_id, case_id, pair_id, condition, cache_key, fields.answer, fields.parse,
-                              fields.error, fields.reason, fields.confidence, raw, fields.detail, now(), cost_usd,
+                              fields.error, fields.reason, fields.confidence, raw, fields.detail, created_at or now(), cost_usd,
                               p.edit_id, p.image_sha256, p.server_model, p.system_fingerprint, raw_chars,
                               fields.reasoning, fields.parser, int(p.truncated), p.endpoint))
 

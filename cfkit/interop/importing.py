@@ -1,0 +1,95 @@
+"""``cfkit runs import FILE``: records from any supported format stored as replay runs, one per model and suite.
+
+A run exported by cfkit comes back under its own id with every field it had
+(the reply's reading, provenance, reasoning, tokens and usage, latency, cost,
+cache key, when it was stored). Records from a peer's file get a run id made
+from the suite, the model and a digest of the records. A run id already in
+the store is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cfkit import __version__
+from cfkit.cases import CaseSet
+from cfkit.errors import PredictionError
+from cfkit.interop.records import RunRecordRow
+from cfkit.predictions import check_predictions
+from cfkit.store import Store, responses, runs
+from cfkit.store.responses import CachedResponse
+from cfkit.store.runs import ReplyFields, ReplyProvenance
+
+
+@dataclass(frozen=True)
+class ImportedRun:
+    """One run stored by an import."""
+
+    run_id: str
+    model: str
+    suite: str
+    replies: int
+    errors: int
+
+
+def _run_id(rows: Sequence[RunRecordRow]) -> str:
+    first = rows[0]
+    if first.run:
+        return first.run
+    digest = hashlib.sha256(json.dumps([r.to_dict() for r in rows], sort_keys=True).encode()).hexdigest()
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", first.model).strip("-")[:48]
+    return f"{first.suite}-import-{slug}-{digest[:8]}"
+
+
+def group_runs(rows: Sequence[RunRecordRow]) -> dict[tuple[str, str, str], list[RunRecordRow]]:
+    """Rows by (run id as recorded, model, suite), in the order read."""
+    grouped: dict[tuple[str, str, str], list[RunRecordRow]] = {}
+    for row in rows:
+        grouped.setdefault((row.run, row.model, row.suite), []).append(row)
+    return grouped
+
+
+def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pairs: dict[str, str], *,
+                source: str, fmt: str) -> list[ImportedRun]:
+    """Store ``rows`` as replay runs; every record is checked and every run id is new before anything is written."""
+    if not rows:
+        raise PredictionError(f"{source}: no records to import.")
+    check_predictions([r.prediction() for r in rows], source, cases=cases, pairs=pairs)
+    planned = [(_run_id(group), group) for group in group_runs(rows).values()]
+    for run_id, group in planned:
+        if runs.get_run(store, run_id) is not None:
+            raise PredictionError(f"{source}: run {run_id} is already in the store; remove it first with "
+                                  f"'cfkit runs rm {run_id}' to import it again.")
+    done = []
+    for run_id, group in planned:
+        first = group[0]
+        errors = sum(r.error == "transport" for r in group)
+        notes = {"imported": {"from": source, "format": fmt}}
+        runs.open_run(store, run_id, model=first.model, suite=first.suite,
+                      options={"backend": "replay", "options": {}}, cfkit_version=__version__, templates_sha256="",
+                      n_requests=len(group), notes=notes)
+        with store.transaction() as tx:
+            for r in group:
+                if r.cache_key and (r.usage or r.latency_s is not None):
+                    responses.put(tx, CachedResponse(cache_key=r.cache_key, raw=r.raw, usage=r.usage or {},
+                                                     latency_s=r.latency_s or 0.0, cost_usd=r.cost_usd,
+                                                     refused=r.error == "refused", server_model=r.server_model,
+                                                     system_fingerprint=r.system_fingerprint, raw_chars=r.raw_chars,
+                                                     reasoning=r.reasoning),
+                                  backend="replay", model=first.model)
+                runs.write_reply(tx, run_id, (r.case, r.pair or "", r.condition), cache_key=r.cache_key, raw=r.raw,
+                                 fields=ReplyFields(answer=r.answer, parse=r.parse, error=r.error, reason=r.reason,
+                                                    confidence=r.confidence, detail=r.detail,
+                                                    reasoning=r.reasoning, parser=r.parser),
+                                 cost_usd=r.cost_usd,
+                                 provenance=ReplyProvenance(edit_id=r.edit_id, image_sha256=r.image_sha256,
+                                                            server_model=r.server_model,
+                                                            system_fingerprint=r.system_fingerprint),
+                                 raw_chars=r.raw_chars, created_at=r.created_at)
+        runs.finish_run(store, run_id, status="done", n_done=len(group) - errors, n_errors=errors, notes=notes)
+        done.append(ImportedRun(run_id, first.model, first.suite, len(group), errors))
+    return done

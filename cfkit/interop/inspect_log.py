@@ -1,0 +1,264 @@
+"""inspect_ai eval logs: read (``.json`` and ``.eval``) and written by ``runs export --format inspect``.
+
+The schema is inspect_ai's ``EvalLog`` (https://inspect.aisi.org.uk/eval-logs.html
+and the ``inspect_ai.log`` reference): a header (``version``, ``status``,
+``eval`` with ``model``, ``task``, ``dataset``; ``plan``, ``results``,
+``stats``) and ``samples``, each with ``id``, ``epoch``, ``input``,
+``target``, ``choices``, ``metadata``, ``output`` (``model``, ``choices[0]
+.message.content``, ``usage``) and ``scores`` (a scorer's ``value`` and the
+``answer`` it extracted). A ``.json`` log is that object; a ``.eval`` log is a
+zip holding ``header.json`` (the log without samples; an unfinished log has
+``_journal/start.json`` instead) and one ``samples/{id}_epoch_{n}.json`` per
+sample, compressed with Zstandard by current inspect_ai (read here through the
+``zstandard`` package) or with deflate by older releases. When ``inspect_ai``
+is installed its ``read_eval_log`` reads the file (any log version it knows);
+otherwise cfkit reads the layout above itself. tests/data/inspect holds logs
+inspect_ai 0.3.285 wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from cfkit.errors import PredictionError
+from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample
+
+#: Log version written (inspect_ai's current EvalLog version).
+LOG_VERSION = 2
+#: The most one member of an .eval archive may hold unpacked (a sample with its messages and events), and the
+#: whole archive; beyond them the archive is refused before it is unpacked (a zip bomb fills memory otherwise).
+MAX_MEMBER_BYTES = 256 * 1024 * 1024
+MAX_ARCHIVE_BYTES = 4 * 1024 * 1024 * 1024
+
+
+def _with_inspect(path: Path) -> dict[str, Any] | None:
+    try:
+        from inspect_ai.log import read_eval_log  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        return read_eval_log(str(path)).model_dump(mode="json")
+    except Exception as exc:  # inspect_ai raises its own classes; one line here
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise PredictionError(f"{path}: inspect_ai could not read this eval log ({first}).") from exc
+
+
+def _load_json(data: bytes, where: str) -> Any:
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise PredictionError(f"{where}: not valid JSON ({exc}); is it an inspect_ai eval log?") from None
+    except RecursionError:
+        raise PredictionError(f"{where}: JSON nested too deeply to read.") from None
+
+
+def _check_sizes(archive: zipfile.ZipFile, path: Path) -> None:
+    """Refuse an archive whose entries unpack beyond the bounds, before anything is unpacked (by either reader)."""
+    sizes = {info.filename: info.file_size for info in archive.infolist()}
+    big = next((n for n, size in sizes.items() if size > MAX_MEMBER_BYTES), None)
+    if big is not None or sum(sizes.values()) > MAX_ARCHIVE_BYTES:
+        what = f"member {big} unpacks to {sizes[big]:,} bytes" if big else f"it unpacks to {sum(sizes.values()):,} bytes"
+        raise PredictionError(f"{path}: {what}, more than an eval log holds ({MAX_MEMBER_BYTES:,} a member, "
+                              f"{MAX_ARCHIVE_BYTES:,} in all); refused unread.")
+
+
+def load_log(path: Path) -> dict[str, Any]:
+    """The log as a dict of inspect_ai's schema, samples included (inspect_ai's reader where installed, for the
+    names it reads: .eval and .json)."""
+    archive: zipfile.ZipFile | None = None
+    if path.suffix == ".eval":
+        try:
+            archive = zipfile.ZipFile(path)
+        except zipfile.BadZipFile:
+            raise PredictionError(f"{path}: not a zip archive; an .eval log is one (a .json log is plain JSON).") from None
+        except OSError as exc:
+            raise PredictionError(f"{path}: cannot be read ({exc.strerror}).") from exc
+    try:
+        if archive is not None:
+            _check_sizes(archive, path)
+        log = _with_inspect(path) if path.suffix in (".eval", ".json") else None
+        if log is not None:
+            return log
+        if archive is not None:
+            return _from_archive(archive, path)
+    finally:
+        if archive is not None:
+            archive.close()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PredictionError(f"{path}: cannot be read ({exc.strerror}).") from exc
+    log = _load_json(data, str(path))
+    if not isinstance(log, dict) or "eval" not in log:
+        raise PredictionError(f"{path}: not an inspect_ai eval log (no 'eval' header).")
+    return log
+
+
+def _from_archive(archive: zipfile.ZipFile, path: Path) -> dict[str, Any]:
+    names = archive.namelist()
+    head = "header.json" if "header.json" in names else "_journal/start.json"
+    if head not in names:
+        raise PredictionError(f"{path}: an .eval log holds header.json; this zip has neither it nor "
+                              "_journal/start.json.")
+    log = _load_json(_member(archive, path, head), f"{path}:{head}")
+    if not isinstance(log, dict):
+        raise PredictionError(f"{path}:{head}: not an object as in inspect_ai's EvalLog.")
+    log["samples"] = [_load_json(_member(archive, path, n), f"{path}:{n}") for n in names
+                      if n.startswith("samples/") and n.endswith(".json")]
+    return log
+
+
+#: The zip compression method inspect_ai writes .eval members with (Zstandard; zipfile reads it from Python 3.14).
+ZIP_ZSTANDARD = 93
+
+
+def _member(archive: zipfile.ZipFile, path: Path, name: str) -> bytes:
+    """One member unpacked; a Zstandard member through the ``zstandard`` package (the ``interop`` extra)."""
+    info = archive.getinfo(name)
+    if info.compress_type != ZIP_ZSTANDARD:
+        return archive.read(name)
+    try:
+        import zstandard
+    except ImportError:
+        from cfkit.hints import install_hint
+
+        raise PredictionError(f"{path}: this .eval log is compressed with Zstandard, which needs the zstandard "
+                              f"package: {install_hint('interop')}.") from None
+    assert archive.fp is not None
+    archive.fp.seek(info.header_offset)
+    local = archive.fp.read(30)  # the local file header; its name and extra field lengths end it
+    if local[:4] != b"PK\x03\x04":
+        raise PredictionError(f"{path}:{name}: a damaged zip member (no local header).")
+    skip = int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
+    archive.fp.seek(info.header_offset + 30 + skip)
+    packed = archive.fp.read(info.compress_size)
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(packed) as reader:
+            data = reader.read(info.file_size + 1)  # never more than the entry says, and one byte to see a lie
+    except zstandard.ZstdError as exc:
+        raise PredictionError(f"{path}:{name}: a damaged Zstandard member ({exc}).") from None
+    if len(data) != info.file_size:
+        raise PredictionError(f"{path}:{name}: unpacks to {len(data):,} bytes, not the {info.file_size:,} its "
+                              "zip entry says; refused.")
+    return data
+
+
+def _content_text(content: Any) -> tuple[str | None, str | None]:
+    """A message's text and its reasoning (content is a string or a list of typed parts)."""
+    if content is None or isinstance(content, str):
+        return content, None
+    texts, reasoning = [], []
+    for part in content if isinstance(content, list) else []:
+        if isinstance(part, dict) and part.get("type") == "text":
+            texts.append(part.get("text") or "")
+        elif isinstance(part, dict) and part.get("type") == "reasoning":
+            reasoning.append(part.get("reasoning") or "")
+    return "".join(texts), ("\n".join(reasoning) or None)
+
+
+def _scored_answer(scores: Any) -> str | None:
+    """The answer a scorer extracted ("" when it extracted none); None when no scorer records an answer."""
+    for score in (scores or {}).values():
+        if isinstance(score, dict) and "answer" in score:
+            return "" if score["answer"] is None else str(score["answer"])
+    return None
+
+
+def _dict(value: Any, where: str, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PredictionError(f"{where}: {what} is {type(value).__name__}, not an object as in inspect_ai's EvalLog.")
+    return value
+
+
+def read(path: Path) -> PeerFile:
+    """An inspect_ai log as a :class:`PeerFile` (the model from the header's ``eval.model``)."""
+    log = _dict(load_log(path), str(path), "the log")
+    header = _dict(log.get("eval"), str(path), "'eval'")
+    if not isinstance(log.get("samples"), list):
+        raise PredictionError(f"{path}: the log holds no samples (inspect_ai writes them unless --no-log-samples).")
+    samples = []
+    for number, sample in enumerate(log["samples"], start=1):
+        where = f"{path}, sample #{number}"
+        sample = _dict(sample, where, "the sample")
+        where = f"{path}, sample {sample.get('id')!r} (#{number})"
+        output = _dict(sample.get("output"), where, "'output'")
+        choices = output.get("choices") if isinstance(output.get("choices"), list) else []
+        raw = None
+        if choices:
+            raw, _ = _content_text(_dict(_dict(choices[0], where, "'output.choices[0]'").get("message"), where,
+                                         "'message'").get("content"))
+        elif isinstance(output.get("completion"), str):
+            raw = output["completion"]
+        metadata = _dict(sample.get("metadata"), where, "'metadata'")
+        texts = sample.get("choices")
+        options = {chr(ord("A") + i): str(t) for i, t in enumerate(texts)} if isinstance(texts, list) and texts else None
+        scores = sample.get("scores") if isinstance(sample.get("scores"), dict) else None
+        samples.append(PeerSample(
+            sample_id=str(sample.get("id")), raw=raw, where=where, peer_answer=_scored_answer(scores),
+            options=options, record=metadata.get(CFKIT_KEY) if isinstance(metadata.get(CFKIT_KEY), dict) else None))
+    dataset = header.get("dataset") if isinstance(header.get("dataset"), dict) else {}
+    order = dataset.get("sample_ids")
+    if isinstance(order, list):  # the dataset's order (an .eval archive, and inspect_ai's reader, may hold another)
+        rank = {str(sample_id): n for n, sample_id in enumerate(order)}
+        samples.sort(key=lambda s: rank.get(s.sample_id, len(rank)))
+    model = header.get("model")
+    return PeerFile(path=path, fmt="inspect", model=str(model) if model else None,
+                    model_source="the log header's eval.model", samples=samples)
+
+
+def build_log(rows: list[dict[str, Any]], *, model: str, task: str, run_id: str, created: str,
+              version: str) -> dict[str, Any]:
+    """An EvalLog dict of one run: ``rows`` are (sample id, question, option texts, gold, record) dicts."""
+    samples = []
+    for row in rows:
+        record = row["record"]
+        usage = {k: v for k, v in (("input_tokens", record.get("prompt_tokens")),
+                                   ("output_tokens", record.get("completion_tokens")),
+                                   ("total_tokens", record.get("total_tokens"))) if v is not None}
+        content: Any = record.get("raw") or ""
+        if record.get("reasoning"):
+            content = [{"type": "reasoning", "reasoning": record["reasoning"]}, {"type": "text", "text": content}]
+        output = {"model": record.get("server_model") or model,
+                  "choices": [{"message": {"role": "assistant", "content": content}, "stop_reason": "stop"}]}
+        if usage:
+            output["usage"] = usage
+        if record.get("latency_s") is not None:
+            output["time"] = record["latency_s"]
+        answer = record.get("answer")
+        samples.append({
+            "id": row["id"], "epoch": 1, "input": row["question"], "target": row["gold"] or "",
+            "choices": row["choices"], "metadata": {CFKIT_KEY: record},
+            "messages": [{"role": "user", "content": row["question"]}, {"role": "assistant", "content": content}],
+            "output": output,
+            "scores": {"choice": {"value": "C" if answer is not None and answer == row["gold"] else "I",
+                                  "answer": answer}},
+        })
+    return {
+        "version": LOG_VERSION, "status": "success",
+        "eval": {"run_id": run_id, "created": created, "task": task, "task_id": run_id, "task_version": 0,
+                 "dataset": {"name": "ContextCanvas", "samples": len(samples),
+                             "sample_ids": [s["id"] for s in samples]},
+                 "model": model, "config": {}, "packages": {"cfkit": version}, "metadata": {"cfkit_run": run_id}},
+        "plan": {"name": "plan", "steps": [], "config": {}},
+        "results": {"total_samples": len(samples), "completed_samples": len(samples), "scores": []},
+        "stats": {"started_at": created, "completed_at": created, "model_usage": {}},
+        "samples": samples,
+    }
+
+
+def write(log: dict[str, Any], path: Path) -> None:
+    """A log as ``.eval`` (zip: header.json and samples/) or, for any other name, one JSON object."""
+    if path.suffix != ".eval":
+        path.write_text(json.dumps(log, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        return
+    header = {k: v for k, v in log.items() if k != "samples"}
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("header.json", json.dumps(header, ensure_ascii=False))
+        for sample in log["samples"]:
+            archive.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json",
+                             json.dumps(sample, ensure_ascii=False))

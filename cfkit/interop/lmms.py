@@ -1,0 +1,120 @@
+"""lmms-eval per-sample logs (``--log_samples``): read, and written by ``runs export --format lmms``.
+
+lmms-eval (like lm-evaluation-harness, whose logger it shares) writes, per
+task, ``{date}_samples_{task}.jsonl`` beside ``{date}_results.json`` in
+``OUTPUT/{model}/``; lm-evaluation-harness names them
+``samples_{task}_{date}.jsonl`` and ``results_{date}.json``
+(https://github.com/EvolvingLMMs-Lab/lmms-eval, ``lmms_eval/loggers/
+evaluation_tracker.py``). A samples line holds ``doc_id``, ``doc`` (the task's
+dataset row), ``target``, ``arguments``, ``resps`` (the raw replies, one list
+per request) and ``filtered_resps`` (after the task's filters: the task's own
+extraction), plus the task's metrics. The results file names the model
+(``model_name``, else ``config.model_args``'s ``pretrained=``, else
+``config.model``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from cfkit.errors import PredictionError
+from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample
+
+#: Keys of a dataset row taken as the sample's id, in order (else ``doc_id``).
+ID_KEYS = ("id", "case", "case_id", "question_id", "index")
+
+
+def results_path(samples: Path) -> Path | None:
+    """The results file written beside ``samples`` by the same evaluation, if there is one."""
+    name = samples.name
+    candidates = []
+    if (m := re.match(r"^(.*)_samples_.*\.jsonl$", name)):
+        candidates.append(samples.with_name(f"{m.group(1)}_results.json"))
+    if (m := re.match(r"^samples_.*_(\d{4}-\d\d-\d\dT[\d\-.]+)\.jsonl$", name)):
+        candidates.append(samples.with_name(f"results_{m.group(1)}.json"))
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    found = sorted(samples.parent.glob("*results*.json"))
+    return found[0] if len(found) == 1 else None
+
+
+def _model_name(results: dict[str, Any]) -> str | None:
+    if results.get("model_name"):
+        return str(results["model_name"])
+    config = results.get("config") or {}
+    args = config.get("model_args")
+    if isinstance(args, str) and (m := re.search(r"(?:^|,)pretrained=([^,]+)", args)):
+        return m.group(1)
+    return str(config["model"]) if config.get("model") else None
+
+
+def _first_text(value: Any) -> str | None:
+    """The first string in a (possibly nested) list of replies."""
+    while isinstance(value, list):
+        if not value:
+            return None
+        value = value[0]
+    return None if value is None else str(value)
+
+
+def read(path: Path) -> PeerFile:
+    """A samples JSONL as a :class:`PeerFile`; the model from the results file beside it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PredictionError(f"{path}: cannot be read as UTF-8 text ({exc}).") from exc
+    samples = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise PredictionError(f"{where}: not valid JSON ({exc.msg}); an lmms-eval samples file is JSONL.") from None
+        except RecursionError:
+            raise PredictionError(f"{where}: JSON nested too deeply to read.") from None
+        if not isinstance(data, dict) or "doc_id" not in data or "resps" not in data:
+            raise PredictionError(f"{where}: an lmms-eval sample has 'doc_id' and 'resps'; this line does not.")
+        doc = data.get("doc") if isinstance(data.get("doc"), dict) else {}
+        sample_id = next((str(doc[k]) for k in ID_KEYS if doc.get(k) not in (None, "")), str(data["doc_id"]))
+        filtered = _first_text(data.get("filtered_resps"))
+        samples.append(PeerSample(
+            sample_id=sample_id, raw=_first_text(data["resps"]), where=f"{where} (doc_id {data['doc_id']})",
+            peer_answer=filtered, record=data.get(CFKIT_KEY) if isinstance(data.get(CFKIT_KEY), dict) else None))
+    results = results_path(path)
+    model, source = None, "no results file beside the samples"
+    if results is not None:
+        try:
+            model = _model_name(json.loads(results.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise PredictionError(f"{results}: the results file beside {path.name} cannot be read ({exc}).") from exc
+        source = f"{results.name}"
+    return PeerFile(path=path, fmt="lmms", model=model, model_source=source, samples=samples)
+
+
+def sample_line(doc_id: int, row: dict[str, Any]) -> dict[str, Any]:
+    """One samples line: the case as ``doc``, the raw reply in ``resps``, cfkit's reading in ``filtered_resps``."""
+    record = row["record"]
+    answer = record.get("answer")
+    return {"doc_id": doc_id, "doc": {"id": row["id"], "question": row["question"], "options": row["choices"]},
+            "target": row["gold"] or "", "arguments": [[row["question"]]], "resps": [[record.get("raw") or ""]],
+            "filtered_resps": [answer or ""], "exact_match": float(answer is not None and answer == row["gold"]),
+            CFKIT_KEY: record}
+
+
+def companion(samples: Path) -> Path:
+    """Where the results file of a samples file written by cfkit goes (the name :func:`results_path` finds)."""
+    if (m := re.match(r"^(.*)_samples_.*\.jsonl$", samples.name)):
+        return samples.with_name(f"{m.group(1)}_results.json")
+    return samples.with_name(f"{samples.stem}_results.json")
+
+
+def results_record(*, model: str, task: str, n: int, accuracy: float | None, version: str) -> dict[str, Any]:
+    return {"results": {task: {"alias": task, "exact_match,none": accuracy}}, "model_name": model,
+            "config": {"model": "cfkit", "model_args": f"pretrained={model}"}, "n-samples": {task: {"effective": n}},
+            "cfkit_version": version}

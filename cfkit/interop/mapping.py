@@ -1,0 +1,195 @@
+"""A results file of any supported format as cfkit's records: detect the format, map the peer's ids to cases,
+read each raw reply with cfkit's parser, and count where the peer's own reading differs.
+
+A sample written by ``cfkit runs export`` carries cfkit's fields and is kept
+as it was (the round trip is lossless). Any other sample is a ContextCanvas
+question asked with its image (suite ``contextcanvas``, condition ``image``):
+its id is the case id, or is mapped to one by a ``--map`` file (two columns,
+the peer's id then the case id; CSV, TSV or a JSON object). A sample whose
+case is unknown, or whose options differ from the case's, refuses the whole
+file with one line naming the first such sample.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cfkit.cases import Case, CaseSet
+from cfkit.errors import PredictionError, UsageError
+from cfkit.interop import inspect_log, lmms, vlmevalkit
+from cfkit.interop.records import COLUMNS, RunRecordRow
+from cfkit.interop.samples import PEER_FORMATS, PeerFile, PeerSample
+from cfkit.parse import PARSER_VERSION, parse_answer
+
+#: What ``--predictions-format`` and ``runs import --format`` accept.
+READ_FORMATS = ("auto", "native", "export", *PEER_FORMATS)
+_READERS = {"inspect": inspect_log.read, "lmms": lmms.read, "vlmevalkit": vlmevalkit.read}
+
+
+def detect(path: Path) -> str:
+    """The format of a results file, from its name and its first bytes."""
+    suffix = path.suffix.lower()
+    if suffix == ".eval":
+        return "inspect"
+    if suffix in (".xlsx", ".tsv"):
+        return "vlmevalkit"
+    if suffix == ".parquet":
+        return "export"
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(64 * 1024).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        raise PredictionError(f"predictions file {path} not found. Check the path given.") from None
+    except OSError as exc:
+        raise PredictionError(f"{path}: cannot be read ({exc.strerror}).") from exc
+    if suffix == ".csv":
+        first = head.splitlines()[0] if head else ""
+        names = next(csv.reader([first]), [])
+        return "export" if {"run", "suite", "condition"} <= set(names) else "vlmevalkit"
+    stripped = head.lstrip()
+    first = stripped.splitlines()[0] if stripped else ""
+    try:
+        record = json.loads(first)
+    except (json.JSONDecodeError, RecursionError):
+        record = None
+    if isinstance(record, dict):
+        if "doc_id" in record and "resps" in record:
+            return "lmms"
+        if "run" in record and "suite" in record:
+            return "export"
+        if "suite" in record and "condition" in record:
+            return "native"
+    if suffix == ".json" or (stripped.startswith("{") and '"eval"' in head):
+        return "inspect"
+    # Anything else is read as cfkit's predictions, whose reader names the first line it cannot take.
+    return "native"
+
+
+def load_map(path: Path | str) -> dict[str, str]:
+    """A ``--map`` file: the peer's id → the case id (CSV or TSV with two columns, or a JSON object)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise UsageError(f"--map file {path} not found.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--map file {path} cannot be read ({exc}).") from exc
+    if path.suffix.lower() == ".json":
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise UsageError(f"--map file {path}: a JSON map is one object, peer id → case id.")
+        return {str(k): str(v) for k, v in data.items()}
+    out: dict[str, str] = {}
+    for number, row in enumerate(csv.reader(io.StringIO(text), delimiter="\t" if "\t" in text else ","), start=1):
+        if not row or (number == 1 and [c.strip().lower() for c in row[:2]] in (["peer", "case"], ["id", "case"])):
+            continue
+        if len(row) < 2 or not row[0].strip() or not row[1].strip():
+            raise UsageError(f"--map file {path}, line {number}: two columns, the peer's id then the case id.")
+        out[row[0].strip()] = row[1].strip()
+    return out
+
+
+@dataclass
+class Imported:
+    """One file read as cfkit's records, with what the reading found."""
+
+    path: Path
+    fmt: str
+    rows: list[RunRecordRow] = field(default_factory=list)
+    compared: int = 0  # samples that carry the peer's own extraction
+    differ: int = 0  # … whose answer cfkit's parser reads differently
+    model_source: str | None = None
+
+    def summary(self) -> str | None:
+        """A line on how cfkit's readings compare with the peer's, where the peer made any."""
+        if self.fmt in ("native", "export"):
+            return None
+        if not self.compared:
+            return f"{self.path.name}: {len(self.rows)} replies read with cfkit's parser ({self.fmt} records no " \
+                   "extraction of its own to compare)."
+        return (f"{self.path.name}: {len(self.rows)} replies read with cfkit's parser; {self.differ} of "
+                f"{self.compared} answers differ from the {self.fmt} file's own extraction.")
+
+
+def _peer_option(value: str | None, case: Case) -> str | None:
+    """The peer's extraction as an option id of the case (an id, or an option's exact text), else None."""
+    if value is None:
+        return None
+    text = value.strip()
+    ids = {o.id for o in case.options}
+    bare = text.strip("()[]. :")  # "(A)", "A.", "[A]" as extraction filters write the letter
+    if bare in ids:
+        return bare
+    by_text = {o.text.strip().lower(): o.id for o in case.options}
+    return by_text.get(text.lower())
+
+
+def _row_of(sample: PeerSample, peer: PeerFile, cases: CaseSet, mapping: Mapping[str, str],
+            model: str) -> tuple[RunRecordRow, str | None]:
+    case_id = mapping.get(sample.sample_id, sample.sample_id)
+    if case_id not in cases:
+        via = f" (mapped from '{sample.sample_id}')" if sample.sample_id in mapping else ""
+        raise PredictionError(f"{sample.where}: '{case_id}'{via} is not a case of {cases.path}; the file does not "
+                              "match these cases. Map its ids with --map FILE (peer id, case id).")
+    case = cases.get(case_id)
+    if sample.options is not None:
+        theirs = {k: v.strip() for k, v in sample.options.items()}
+        ours = {o.id: o.text.strip() for o in case.options}
+        if theirs != ours:
+            raise PredictionError(f"{sample.where}: its options ({'; '.join(f'{k}. {v}' for k, v in theirs.items())}) "
+                                  f"are not case {case_id}'s ({'; '.join(f'{k}. {v}' for k, v in ours.items())}); "
+                                  "the file does not match these cases.")
+    parsed = parse_answer(sample.raw, case.options)
+    row = RunRecordRow(run="", model=model, suite="contextcanvas", case=case_id, pair=None, condition="image",
+                       answer=parsed.answer, parse=parsed.rule, error=parsed.error, raw=sample.raw,
+                       reason=parsed.reason, confidence=parsed.confidence, detail=parsed.detail or None,
+                       reasoning=parsed.reasoning, parser=PARSER_VERSION)
+    peer_answer = _peer_option(sample.peer_answer, case) if sample.peer_answer is not None else None
+    return row, (None if sample.peer_answer is None else peer_answer or "")
+
+
+def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: Mapping[str, str] | None = None,
+              label: str | None = None) -> Imported:
+    """Any supported results file as cfkit's records (see the module's docstring)."""
+    from cfkit.interop.tables import read_export
+    from cfkit.predictions import check_predictions, load_predictions
+
+    path = Path(path)
+    if not path.is_file():
+        raise PredictionError(f"predictions file {path} not found. Check the path.")
+    fmt = detect(path) if fmt == "auto" else fmt
+    if fmt == "native":
+        preds = load_predictions([path], cases=cases)
+        rows = [RunRecordRow(run="", model=label or p.model, suite=p.suite, case=p.case, pair=p.pair,
+                             condition=p.condition, answer=p.answer, parse=p.parse, error=p.error, raw=p.raw,
+                             reason=p.reason, confidence=p.confidence, edit_id=p.edit_id,
+                             image_sha256=p.image_sha256) for p in preds]
+        return Imported(path, fmt, rows)
+    if fmt == "export":
+        rows = read_export(path)
+        check_predictions([r.prediction() for r in rows], str(path), cases=cases)
+        if label:
+            rows = [RunRecordRow(**(r.to_dict() | {"model": label})) for r in rows]
+        return Imported(path, fmt, rows)
+    peer = _READERS[fmt](path)
+    model = label or peer.model
+    if not model:
+        raise UsageError(f"{path}: the {fmt} file names no model ({peer.model_source}); give one with --label NAME.")
+    result = Imported(path, fmt, model_source="--label" if label else peer.model_source)
+    mapping = mapping or {}
+    for sample in peer.samples:
+        if sample.record is not None:
+            data = {k: sample.record.get(k) for k in COLUMNS} | {"model": label or sample.record.get("model") or model}
+            result.rows.append(RunRecordRow.from_dict(data, sample.where))
+            continue
+        row, peer_answer = _row_of(sample, peer, cases, mapping, model)
+        result.rows.append(row)
+        if peer_answer is not None:
+            result.compared += 1
+            result.differ += (peer_answer or None) != row.answer
+    return result

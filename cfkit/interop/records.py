@@ -1,0 +1,157 @@
+"""Every stored field of a run's replies as one flat record: what ``cfkit runs export`` writes in each format.
+
+A :class:`RunRecordRow` is a predictions line (docs/formats.md, "Predictions")
+plus what the store keeps beside it: the run, why no answer was read
+(``detail``), the reasoning text, the parser version, the server's model id
+and build fingerprint, the reply's full length when it was cut, token counts
+and the whole usage record, the latency, the cost, the request's cache key
+and when the reply was stored. ``cfkit runs import`` reads it back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from pydantic import ValidationError
+
+from cfkit.errors import PredictionError, describe_validation
+from cfkit.predictions import Prediction
+from cfkit.store import Store, responses, runs
+
+#: Token counts copied out of the usage record into their own columns (the whole record stays in ``usage``).
+TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+@dataclass(frozen=True)
+class RunRecordRow:
+    """One stored reply with its run's model and suite, every field the store holds."""
+
+    run: str
+    model: str
+    suite: str
+    case: str
+    pair: str | None
+    condition: str
+    answer: str | None
+    parse: str | None
+    error: str | None
+    raw: str | None
+    reason: str | None
+    confidence: str | None
+    detail: str | None = None
+    reasoning: str | None = None
+    parser: str | None = None
+    edit_id: int | None = None
+    image_sha256: str | None = None
+    server_model: str | None = None
+    system_fingerprint: str | None = None
+    raw_chars: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    usage: dict[str, Any] | None = None
+    latency_s: float | None = None
+    cost_usd: float | None = None
+    cache_key: str | None = None
+    created_at: str | None = None
+
+    def prediction(self) -> Prediction:
+        """The predictions line of this reply (docs/formats.md)."""
+        is_edit = self.suite == "counterfactual" and self.condition == "edit"
+        return Prediction(model=self.model, suite=self.suite, case=self.case, pair=self.pair or None,
+                          condition=self.condition, answer=self.answer, parse=self.parse, error=self.error,
+                          raw=self.raw, reason=self.reason, confidence=self.confidence,
+                          edit_id=self.edit_id if is_edit else None,
+                          image_sha256=self.image_sha256 if is_edit else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str) -> "RunRecordRow":
+        """A record from an export (every column of :data:`COLUMNS`; unknown ones refused)."""
+        unknown = sorted(set(data) - set(COLUMNS))
+        if unknown:
+            raise PredictionError(f"{where}: unknown field(s) {', '.join(unknown)}; a run export has "
+                                  f"{', '.join(COLUMNS)}.")
+        missing = [name for name in ("run", "model", "suite", "case", "condition") if not data.get(name)]
+        if missing:
+            raise PredictionError(f"{where}: no {', '.join(missing)}; every record of a run export names them.")
+        values = {name: data.get(name) for name in COLUMNS}
+        for name in ("edit_id", "raw_chars", *TOKEN_FIELDS):
+            if values[name] is not None:
+                values[name] = _integer(values[name], name, where)
+        for name in ("latency_s", "cost_usd"):
+            if values[name] is not None:
+                try:
+                    values[name] = float(values[name])
+                except (TypeError, ValueError):
+                    raise PredictionError(f"{where}: '{name}' must be a number, not {values[name]!r}.") from None
+        if isinstance(values["usage"], str):
+            try:
+                values["usage"] = json.loads(values["usage"]) if values["usage"] else None
+            except json.JSONDecodeError as exc:
+                raise PredictionError(f"{where}: 'usage' is not JSON ({exc.msg}).") from None
+        if values["usage"] is not None and not isinstance(values["usage"], dict):
+            raise PredictionError(f"{where}: 'usage' must be an object (the usage record), not {values['usage']!r}.")
+        for name in _TEXT_FIELDS:
+            if values[name] is not None and not isinstance(values[name], str):
+                raise PredictionError(f"{where}: '{name}' must be text, not {type(values[name]).__name__}.")
+        row = cls(**values)
+        try:
+            row.prediction()
+        except ValidationError as exc:
+            raise PredictionError(f"{where}: {describe_validation(exc)}") from exc
+        return row
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecordRow))
+_TEXT_FIELDS = ("run", "model", "suite", "case", "pair", "condition", "answer", "parse", "error", "raw", "reason",
+                "confidence", "detail", "reasoning", "parser", "image_sha256", "server_model", "system_fingerprint",
+                "cache_key", "created_at")
+
+
+def _integer(value: Any, name: str, where: str) -> int:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        raise PredictionError(f"{where}: '{name}' must be a whole number, not {value!r}.") from None
+
+
+def run_rows(store: Store, run_id: str) -> list[RunRecordRow]:
+    """Every reply of a stored run, with its cached response's usage and latency, in the order stored."""
+    run = runs.get_run(store, run_id)
+    if run is None:
+        raise PredictionError(f"no run '{run_id}' in store {store.path}. See 'cfkit runs list'.")
+    replies = runs.replies(store, run_id)
+    cache = responses.cached(store, [r.cache_key for r in replies if r.cache_key])
+    out = []
+    for r in replies:
+        hit = cache.get(r.cache_key or "")
+        usage = dict(hit.usage) if hit is not None and hit.usage else None
+        tokens = {name: _token(usage, name) for name in TOKEN_FIELDS}
+        out.append(RunRecordRow(
+            run=run.id, model=run.model, suite=run.suite, case=r.case_id, pair=r.pair_id or None,
+            condition=r.condition, answer=r.answer, parse=r.parse, error=r.error, raw=r.raw, reason=r.reason,
+            confidence=r.confidence, detail=r.detail, reasoning=r.reasoning, parser=r.parser, edit_id=r.edit_id,
+            image_sha256=r.image_sha256, server_model=r.server_model, system_fingerprint=r.system_fingerprint,
+            raw_chars=r.raw_chars, **tokens, usage=usage, latency_s=None if hit is None else hit.latency_s,
+            cost_usd=r.cost_usd, cache_key=r.cache_key, created_at=r.created_at))
+    return out
+
+
+def _token(usage: dict[str, Any] | None, name: str) -> int | None:
+    value = (usage or {}).get(name)
+    return value if isinstance(value, int) else None
+
+
+def rows_of(store: Store, run_ids: Sequence[str]) -> list[RunRecordRow]:
+    """The rows of several runs, run by run."""
+    return [row for run_id in run_ids for row in run_rows(store, run_id)]

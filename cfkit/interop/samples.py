@@ -1,0 +1,47 @@
+"""What a peer's results file holds, read into one shape: samples with a raw reply, the peer's own reading, and
+the file's model name where the peer recorded one.
+
+Each format module (:mod:`~cfkit.interop.inspect_log`, :mod:`~cfkit.interop.lmms`,
+:mod:`~cfkit.interop.vlmevalkit`) reads its files into a :class:`PeerFile`;
+:mod:`~cfkit.interop.mapping` turns one into cfkit's records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: The peers' formats cfkit reads and writes, and what each is.
+PEER_FORMATS = {
+    "inspect": "an inspect_ai eval log (.eval or .json)",
+    "lmms": "an lmms-eval per-sample JSONL (--log_samples)",
+    "vlmevalkit": "a VLMEvalKit prediction table (.xlsx, .tsv or .csv)",
+}
+
+#: The key under which cfkit's own fields travel in a peer's record (sample metadata, a JSONL key, columns).
+CFKIT_KEY = "cfkit"
+
+
+@dataclass(frozen=True)
+class PeerSample:
+    """One answer as a peer recorded it."""
+
+    sample_id: str  # the peer's id for the question (a case id when the peer ran cfkit's cases)
+    raw: str | None  # the model's reply as the peer kept it
+    where: str  # FILE, sample N: for messages
+    peer_answer: str | None = None  # the peer's own extraction of the answer, where it made one
+    options: dict[str, str] | None = None  # option id -> text as the peer asked them, where it recorded them
+    record: dict[str, Any] | None = None  # cfkit's own fields, when cfkit wrote the file ('runs export')
+
+
+@dataclass(frozen=True)
+class PeerFile:
+    """A peer's results file read: its samples and, where it says, the model that answered."""
+
+    path: Path
+    fmt: str
+    model: str | None
+    model_source: str  # where the model name came from, for messages
+    samples: list[PeerSample] = field(default_factory=list)
+    extracts: bool = True  # whether the peer's format has an extraction of its own to compare with

@@ -1,0 +1,130 @@
+"""VLMEvalKit prediction tables: read (``.xlsx``, ``.tsv``, ``.csv``), and written by ``runs export --format vlmevalkit``.
+
+VLMEvalKit's inference writes ``{model}_{dataset}.xlsx`` (newer releases
+``.tsv``) in ``outputs/{model}/``: the dataset's TSV columns — ``index``,
+``question``, one column per option (``A``, ``B``, …), ``answer`` (gold) —
+with the model's raw reply added as ``prediction``
+(https://github.com/open-compass/VLMEvalKit, ``vlmeval/inference.py`` and
+``docs/en/Development.md``). The file holds no extraction of its own (that is
+made at evaluation time), so nothing is compared. The model is the folder's
+name when the file is named after it, else the file name before its last
+``_`` (:func:`model_of`).
+xlsx needs openpyxl (the ``interop`` extra).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from cfkit.hints import install_hint
+from cfkit.errors import PredictionError
+from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample
+
+#: Columns VLMEvalKit writes besides the option letters; cfkit's own fields go in one more, ``cfkit`` (JSON).
+BASE_COLUMNS = ("index", "question", "answer", "prediction")
+
+
+def _open_xlsx(path: Path) -> list[dict[str, Any]]:
+    try:
+        import openpyxl
+    except ImportError:
+        raise PredictionError(f"{path}: reading .xlsx needs openpyxl: {install_hint('interop')} "
+                              "(or save the sheet as .tsv).") from None
+    try:
+        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except Exception as exc:  # openpyxl raises several unrelated classes for a damaged file
+        raise PredictionError(f"{path}: not a readable .xlsx workbook ({exc}).") from exc
+    rows = list(book.worksheets[0].iter_rows(values_only=True))
+    book.close()
+    if not rows:
+        return []
+    header = [str(h) if h is not None else "" for h in rows[0]]
+    return [dict(zip(header, row)) for row in rows[1:] if any(v is not None for v in row)]
+
+
+def table(path: Path) -> list[dict[str, Any]]:
+    """The rows of a prediction table, one dict per row."""
+    if path.suffix.lower() == ".xlsx":
+        return _open_xlsx(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PredictionError(f"{path}: cannot be read as UTF-8 text ({exc}).") from exc
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    return list(csv.DictReader(io.StringIO(text), delimiter=delimiter))
+
+
+def _cell(value: Any) -> str | None:
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = str(value)
+    return text if text != "" else None
+
+
+def read(path: Path) -> PeerFile:
+    """A VLMEvalKit prediction table as a :class:`PeerFile`."""
+    rows = table(path)
+    if rows and not {"index", "prediction"} <= set(rows[0]):
+        raise PredictionError(f"{path}: a VLMEvalKit prediction table has 'index' and 'prediction' columns; "
+                              f"this one has {', '.join(map(str, rows[0]))}.")
+    samples = []
+    for number, row in enumerate(rows, start=2):
+        letters = sorted(k for k in row if len(k) == 1 and k.isalpha() and k.isupper() and _cell(row[k]) is not None)
+        record = None
+        if _cell(row.get(CFKIT_KEY)):
+            try:
+                record = json.loads(row[CFKIT_KEY])
+            except json.JSONDecodeError as exc:
+                raise PredictionError(f"{path}, row {number}: the '{CFKIT_KEY}' column is not JSON ({exc.msg}).") from None
+        samples.append(PeerSample(sample_id=_cell(row["index"]) or "", raw=_cell(row.get("prediction")),
+                                  where=f"{path}, row {number} (index {_cell(row['index'])})",
+                                  options={k: _cell(row[k]) or "" for k in letters} or None, record=record))
+    model, source = model_of(path)
+    return PeerFile(path=path, fmt="vlmevalkit", model=model, model_source=source, samples=samples, extracts=False)
+
+
+def model_of(path: Path) -> tuple[str | None, str]:
+    """The model a prediction table names: its folder's name when the file is ``{folder}_{dataset}`` (VLMEvalKit
+    writes ``outputs/{model}/{model}_{dataset}.xlsx``, and a model or dataset name may hold ``_``), else the
+    file name before its last ``_``."""
+    stem, folder = path.stem, path.parent.name
+    if folder and stem.startswith(f"{folder}_") and len(stem) > len(folder) + 1:
+        return folder, f"its folder {folder}/"
+    if "_" in stem:
+        return stem.rsplit("_", 1)[0], f"the file name {path.name}"
+    return None, f"the file name {path.name}, which is not {{model}}_{{dataset}}"
+
+
+def write(rows: list[dict[str, Any]], path: Path) -> None:
+    """A prediction table: ``rows`` are (id, question, choices, gold, record) dicts, as for the other writers."""
+    letters = sorted({chr(ord("A") + i) for row in rows for i in range(len(row["choices"]))})
+    header = ["index", "question", *letters, "answer", "prediction", CFKIT_KEY]
+    records = []
+    for row in rows:
+        options = {chr(ord("A") + i): text for i, text in enumerate(row["choices"])}
+        records.append([row["id"], row["question"], *[options.get(k, "") for k in letters], row["gold"] or "",
+                        row["record"].get("raw") or "", json.dumps(row["record"], ensure_ascii=False)])
+    if path.suffix.lower() == ".xlsx":
+        try:
+            import openpyxl
+        except ImportError:
+            raise PredictionError(f"writing .xlsx needs openpyxl: {install_hint('interop')} "
+                                  "(or name the output .tsv).") from None
+        book = openpyxl.Workbook()
+        sheet = book.active
+        sheet.append(header)
+        for record in records:
+            sheet.append(record)
+        book.save(path)
+        return
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter="\t" if path.suffix.lower() == ".tsv" else ",", lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(records)
+    path.write_text(buffer.getvalue(), encoding="utf-8")
