@@ -35,7 +35,7 @@ CASES = YES_IDS[:40] + NO_IDS[:60]  # 100 two-option cases (A: Yes, B: No)
 STYLES = [
     ('{{"answer": "{a}", "reason": "the scene fits"}}', "json"),
     ("{a}. {t}", "letter"),
-    ("{t}, it suits the occasion.", "word"),
+    ("{t}, judging by the whole picture.", "word"),  # (not "it suits": "No, it suits" contradicts itself)
     ("<think>weighing both</think>Answer: {a}", "think"),
 ]
 AMBIGUOUS = "A. Yes\nB. No"  # echoes both options: no answer
@@ -135,6 +135,20 @@ def test_a_peers_file_gives_the_native_report(peer_files, kind):
         assert "10 of 100 answers differ" in stderr
 
 
+def test_a_peer_reply_stopped_at_the_token_limit_is_reported_as_cut_off(peer_files, tmp_path):
+    ws, files = peer_files
+    log = json.loads(files["inspect-json"].read_text())
+    for sample in log["samples"][:3]:
+        sample["output"]["choices"][0]["stop_reason"] = "max_tokens"
+    cut = tmp_path / "2026-11-02T10-00-00_contextcanvas_cut.json"
+    cut.write_text(json.dumps(log))
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(cut), "--format", "json", "--resamples", "200"])
+    assert result.exit_code == 0, result.stderr
+    [problem] = json.loads(result.stdout)["reply_problems"]  # said beside the numbers it concerns
+    assert (problem["model"], problem["truncated"]) == (MODEL, 3)
+    assert "3 cut off at the token limit" in result.stderr
+
+
 def test_the_peer_answers_are_read_by_cfkits_parser(peer_files):
     ws, files = peer_files
     from cfkit.dataset import load_cases
@@ -190,7 +204,9 @@ def store_run(ws: Path) -> str:
                                      provenance=ReplyProvenance(edit_id=7 + i if edit else None,
                                                                 image_sha256=f"{i:x}" * 64 if edit else None,
                                                                 server_model="gpt-5.5-2026-08-01",
-                                                                system_fingerprint="fp_9b1"),
+                                                                system_fingerprint="fp_9b1",
+                                                                truncated=(i, condition) == (0, "original"),
+                                                                endpoint=f"http://gpu{i % 2 + 1}:8000/v1"),
                                      raw_chars=12_000 if (i, condition) == (1, "original") else None)
         runs.finish_run(store, run_id, status="done", n_done=5, n_errors=1, notes={})
     return run_id
@@ -228,6 +244,8 @@ def test_jsonl_export_holds_every_stored_field(stored):
     failed = next(r for r in rows if r["error"] == "transport")
     assert failed["detail"] == "HTTP 500 after 3 tries" and failed["raw"] is None
     assert next(r for r in rows if r["raw_chars"])["raw_chars"] == 12_000
+    assert [(r["pair"], r["condition"]) for r in rows if r["truncated"]] == [("CF01", "original")]
+    assert {r["endpoint"] for r in rows} == {"http://gpu1:8000/v1", "http://gpu2:8000/v1"}
 
 
 @pytest.mark.parametrize(("fmt", "name"), [("jsonl", "run.jsonl"), ("csv", "run.csv"), ("parquet", "run.parquet"),

@@ -23,8 +23,6 @@ MISSING_SHOWN = 20
                    "lmms-eval samples JSONL or a VLMEvalKit table (auto: told from the name and content).")
 @click.option("--map", "map_path", metavar="FILE", default=None,
               help="With peers' files: their sample ids mapped to case ids (CSV/TSV: peer id, case id; or JSON).")
-@click.option("--label", default=None, metavar="NAME",
-              help="With --predictions: the model's name in the report (else the name the file records).")
 @click.option("--run", "run_refs", multiple=True, metavar="RUN",
               help="A stored run to report (repeatable; an id or a unique start of one, see 'cfkit runs list'). "
                    "Needed when one model has runs with different settings.")
@@ -33,7 +31,8 @@ MISSING_SHOWN = 20
                    "every other model is reported too).")
 @click.option("--label", "label_specs", multiple=True, metavar="MODEL=NAME",
               help="Show MODEL under NAME in every table, plot, the JSON and the EGA section (repeatable); "
-                   "--compare and --groups then use NAME.")
+                   "--compare and --groups then use NAME. A bare --label NAME names the model of another "
+                   "harness's --predictions file (else the name the file records).")
 @click.option("--mixed-settings", is_flag=True,
               help="Report a model whose full runs differ in settings anyway: each suite from its newest run (a "
                    "line names the runs and what differs). Without it such a model is left out, alone.")
@@ -82,7 +81,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
            audit_ref: str | None, unblind: bool, ega_labels: str, judge: str | None, units: bool, plot_dir: str | None,
            plot_format: str, force: bool, groups_path: str | None, mixed_settings: bool, verbose: bool,
            label_specs: tuple[str, ...], only_named: bool, predictions_format: str = "auto",
-           map_path: str | None = None, label: str | None = None) -> None:
+           map_path: str | None = None) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas, paired tests and position bias (swap).
 
     A unit a model gave no usable answer for (no reply, a failed request, a
@@ -125,13 +124,15 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     groups = lib.load_groups(groups_path) if groups_path else None
     from cfkit.interop.reporting import predictions_files
 
+    renames = [spec for spec in label_specs if "=" in spec]
+    label = _file_label([spec for spec in label_specs if "=" not in spec])
     with predictions_files(ws, prediction_paths, fmt=predictions_format, map_path=map_path, label=label) as (paths, notes):
         for note in notes:
             status(note)
         result = lib.make_report(ws, paths, run_refs=list(run_refs), compare=compare,
                                  n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups,
                                  unblind=unblind, subset=subset, all_cases=all_cases, ega_labels=ega_labels,
-                                 judge=judge, mixed_settings=mixed_settings, labels=labels_from(label_specs),
+                                 judge=judge, mixed_settings=mixed_settings, labels=labels_from(renames),
                                  only_named=only_named)
     if units:
         _print(fmt, lambda: [lib.units_table(result)], lambda: lib.units_json(result), lambda: lib.units_csv(result))
@@ -175,6 +176,14 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
 
         raise Incomplete(f"{len(refused)} model(s) left out for runs with different settings "
                          f"({', '.join(a.model for a in refused)}); the lines above say which runs and how to choose.")
+
+
+def _file_label(names: list[str]) -> str | None:
+    """The one bare ``--label NAME`` (the model of a peer's predictions file), if given."""
+    if len(set(names)) > 1:
+        raise UsageError(f"--label NAME names the model of a --predictions file, and was given {len(set(names))} "
+                         f"names ({', '.join(sorted(set(names)))}); give one, or MODEL=NAME to rename a model.")
+    return names[0] if names else None
 
 
 def _print(fmt: str, tables, as_json, as_csv) -> None:

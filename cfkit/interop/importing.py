@@ -79,7 +79,8 @@ def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pair
                                                      latency_s=r.latency_s or 0.0, cost_usd=r.cost_usd,
                                                      refused=r.error == "refused", server_model=r.server_model,
                                                      system_fingerprint=r.system_fingerprint, raw_chars=r.raw_chars,
-                                                     reasoning=r.reasoning),
+                                                     reasoning=r.reasoning, truncated=r.truncated,
+                                                     endpoint=r.endpoint),
                                   backend="replay", model=first.model)
                 runs.write_reply(tx, run_id, (r.case, r.pair or "", r.condition), cache_key=r.cache_key, raw=r.raw,
                                  fields=ReplyFields(answer=r.answer, parse=r.parse, error=r.error, reason=r.reason,
@@ -88,7 +89,8 @@ def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pair
                                  cost_usd=r.cost_usd,
                                  provenance=ReplyProvenance(edit_id=r.edit_id, image_sha256=r.image_sha256,
                                                             server_model=r.server_model,
-                                                            system_fingerprint=r.system_fingerprint),
+                                                            system_fingerprint=r.system_fingerprint,
+                                                            truncated=r.truncated, endpoint=r.endpoint),
                                  raw_chars=r.raw_chars, created_at=r.created_at)
         runs.finish_run(store, run_id, status="done", n_done=len(group) - errors, n_errors=errors, notes=notes)
         done.append(ImportedRun(run_id, first.model, first.suite, len(group), errors))

@@ -189,6 +189,7 @@ def read(path: Path) -> PeerFile:
         output = _dict(sample.get("output"), where, "'output'")
         choices = output.get("choices") if isinstance(output.get("choices"), list) else []
         raw = None
+        truncated = bool(choices) and isinstance(choices[0], dict) and choices[0].get("stop_reason") == "max_tokens"
         if choices:
             raw, _ = _content_text(_dict(_dict(choices[0], where, "'output.choices[0]'").get("message"), where,
                                          "'message'").get("content"))
@@ -200,7 +201,8 @@ def read(path: Path) -> PeerFile:
         scores = sample.get("scores") if isinstance(sample.get("scores"), dict) else None
         samples.append(PeerSample(
             sample_id=str(sample.get("id")), raw=raw, where=where, peer_answer=_scored_answer(scores),
-            options=options, record=metadata.get(CFKIT_KEY) if isinstance(metadata.get(CFKIT_KEY), dict) else None))
+            options=options, record=metadata.get(CFKIT_KEY) if isinstance(metadata.get(CFKIT_KEY), dict) else None,
+            truncated=truncated))
     dataset = header.get("dataset") if isinstance(header.get("dataset"), dict) else {}
     order = dataset.get("sample_ids")
     if isinstance(order, list):  # the dataset's order (an .eval archive, and inspect_ai's reader, may hold another)
@@ -223,8 +225,9 @@ def build_log(rows: list[dict[str, Any]], *, model: str, task: str, run_id: str,
         content: Any = record.get("raw") or ""
         if record.get("reasoning"):
             content = [{"type": "reasoning", "reasoning": record["reasoning"]}, {"type": "text", "text": content}]
+        stop = "max_tokens" if record.get("truncated") else "stop"
         output = {"model": record.get("server_model") or model,
-                  "choices": [{"message": {"role": "assistant", "content": content}, "stop_reason": "stop"}]}
+                  "choices": [{"message": {"role": "assistant", "content": content}, "stop_reason": stop}]}
         if usage:
             output["usage"] = usage
         if record.get("latency_s") is not None:

@@ -148,7 +148,7 @@ def _row_of(sample: PeerSample, peer: PeerFile, cases: CaseSet, mapping: Mapping
     row = RunRecordRow(run="", model=model, suite="contextcanvas", case=case_id, pair=None, condition="image",
                        answer=parsed.answer, parse=parsed.rule, error=parsed.error, raw=sample.raw,
                        reason=parsed.reason, confidence=parsed.confidence, detail=parsed.detail or None,
-                       reasoning=parsed.reasoning, parser=PARSER_VERSION)
+                       reasoning=parsed.reasoning, parser=PARSER_VERSION, truncated=sample.truncated)
     peer_answer = _peer_option(sample.peer_answer, case) if sample.peer_answer is not None else None
     return row, (None if sample.peer_answer is None else peer_answer or "")
 
@@ -168,7 +168,9 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
         rows = [RunRecordRow(run="", model=label or p.model, suite=p.suite, case=p.case, pair=p.pair,
                              condition=p.condition, answer=p.answer, parse=p.parse, error=p.error, raw=p.raw,
                              reason=p.reason, confidence=p.confidence, edit_id=p.edit_id,
-                             image_sha256=p.image_sha256) for p in preds]
+                             image_sha256=p.image_sha256, truncated=bool(p.truncated), server_model=p.server_model,
+                             system_fingerprint=p.system_fingerprint, reasoning=p.reasoning, endpoint=p.endpoint)
+                for p in preds]
         return Imported(path, fmt, rows)
     if fmt == "export":
         rows = read_export(path)

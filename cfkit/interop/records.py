@@ -3,7 +3,8 @@
 A :class:`RunRecordRow` is a predictions line (docs/formats.md, "Predictions")
 plus what the store keeps beside it: the run, why no answer was read
 (``detail``), the reasoning text, the parser version, the server's model id
-and build fingerprint, the reply's full length when it was cut, token counts
+and build fingerprint, the reply's full length when it was cut, whether it
+stopped at the token limit, the server that answered (replicas), token counts
 and the whole usage record, the latency, the cost, the request's cache key
 and when the reply was stored. ``cfkit runs import`` reads it back unchanged.
 """
@@ -49,6 +50,8 @@ class RunRecordRow:
     server_model: str | None = None
     system_fingerprint: str | None = None
     raw_chars: int | None = None
+    truncated: bool = False  # the reply stopped at the token limit
+    endpoint: str | None = None  # the server that answered, when the model had several
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     total_tokens: int | None = None
@@ -65,7 +68,9 @@ class RunRecordRow:
                           condition=self.condition, answer=self.answer, parse=self.parse, error=self.error,
                           raw=self.raw, reason=self.reason, confidence=self.confidence,
                           edit_id=self.edit_id if is_edit else None,
-                          image_sha256=self.image_sha256 if is_edit else None)
+                          image_sha256=self.image_sha256 if is_edit else None, truncated=self.truncated or None,
+                          server_model=self.server_model, system_fingerprint=self.system_fingerprint,
+                          reasoning=self.reasoning, endpoint=self.endpoint)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,6 +95,7 @@ class RunRecordRow:
                     values[name] = float(values[name])
                 except (TypeError, ValueError):
                     raise PredictionError(f"{where}: '{name}' must be a number, not {values[name]!r}.") from None
+        values["truncated"] = _flag(values["truncated"], "truncated", where)
         if isinstance(values["usage"], str):
             try:
                 values["usage"] = json.loads(values["usage"]) if values["usage"] else None
@@ -111,7 +117,18 @@ class RunRecordRow:
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecordRow))
 _TEXT_FIELDS = ("run", "model", "suite", "case", "pair", "condition", "answer", "parse", "error", "raw", "reason",
                 "confidence", "detail", "reasoning", "parser", "image_sha256", "server_model", "system_fingerprint",
-                "cache_key", "created_at")
+                "endpoint", "cache_key", "created_at")
+
+
+def _flag(value: Any, name: str, where: str) -> bool:
+    """A yes/no column as JSON, CSV or a spreadsheet gives it back (absent or empty: no)."""
+    if value is None or value == "" or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+        return value.strip().lower() in ("true", "1")
+    raise PredictionError(f"{where}: '{name}' must be true or false, not {value!r}.")
 
 
 def _integer(value: Any, name: str, where: str) -> int:
@@ -142,7 +159,7 @@ def run_rows(store: Store, run_id: str) -> list[RunRecordRow]:
             condition=r.condition, answer=r.answer, parse=r.parse, error=r.error, raw=r.raw, reason=r.reason,
             confidence=r.confidence, detail=r.detail, reasoning=r.reasoning, parser=r.parser, edit_id=r.edit_id,
             image_sha256=r.image_sha256, server_model=r.server_model, system_fingerprint=r.system_fingerprint,
-            raw_chars=r.raw_chars, **tokens, usage=usage, latency_s=None if hit is None else hit.latency_s,
+            raw_chars=r.raw_chars, truncated=r.truncated, endpoint=r.endpoint, **tokens, usage=usage, latency_s=None if hit is None else hit.latency_s,
             cost_usd=r.cost_usd, cache_key=r.cache_key, created_at=r.created_at))
     return out
 

@@ -33,6 +33,7 @@ class PeerSample:
     peer_answer: str | None = None  # the peer's own extraction of the answer, where it made one
     options: dict[str, str] | None = None  # option id -> text as the peer asked them, where it recorded them
     record: dict[str, Any] | None = None  # cfkit's own fields, when cfkit wrote the file ('runs export')
+    truncated: bool = False  # the peer says generation stopped at the token limit (inspect_ai: max_tokens)
 
 
 @dataclass(frozen=True)
