@@ -61,3 +61,17 @@ def test_report_imports_numpy_and_yaml_but_not_scipy_images_or_http(tiny_ws, tmp
     assert code in ("0", "1")
     allowed = CLICK_RICH | PYDANTIC | {"numpy", "yaml"}  # yaml: the workspace's specs say which pairs exist
     assert imported <= allowed, imported - allowed
+
+
+def test_report_json_reads_back_equal_to_the_standard_encoder():
+    from cfkit.report.exports import indented_json
+
+    data = {"models": [{"name": "m", "rows": [{"acc": 0.5, "ci": [0.1, 0.9], "note": "é \u2028 \"q\""}],
+                        "empty": [], "nested": {"a": {}, "b": [[1, 2], [3, {"x": None}]]}}],
+            1: True, False: {"k": [1]}, None: [{}], 2.5: "x", "nan": float("nan"), "tuple": (1, (2, 3))}
+    text = indented_json(data)
+    assert json.dumps(json.loads(text)) == json.dumps(data)  # NaN != NaN, so compared as re-encoded text
+    assert text.splitlines()[1] == '  "models": ['  # the nesting is indented two spaces a level
+    lines = text.splitlines()
+    assert lines[2].startswith('    {"name": "m", "rows": [{"acc": 0.5, "ci": [0.1, 0.9]')  # a list's element: one line
+    assert lines[-4:] == ["    1,", "    [2, 3]", "  ]", "}"]
