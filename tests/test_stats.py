@@ -277,3 +277,11 @@ def test_bad_inputs_raise_clear_errors():
         stats.counterfactual_scores([], [], [], [])
     with pytest.raises(ValueError, match="non-negative"):
         stats.mcnemar_p(-1, 3)
+
+
+def test_mcnemar_equals_scipy_binomtest_up_to_study_sized_counts():
+    scipy_stats = pytest.importorskip("scipy.stats")
+    pairs = [(b, c) for b in (0, 1, 2, 9, 50, 301) for c in (0, 1, 3, 10, 49, 300, 1204)] + [(600, 604), (1204, 0)]
+    for b, c in pairs:
+        expected = 1.0 if b + c == 0 else scipy_stats.binomtest(min(b, c), b + c, 0.5).pvalue
+        assert stats.mcnemar_p(b, c) == pytest.approx(expected, rel=1e-9, abs=1e-300), (b, c)

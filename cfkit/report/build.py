@@ -202,12 +202,12 @@ def build_report(
                           *units.marks(model, "counterfactual"), group=group_of[model])
         for model, got in cf_models.items()
     ]
-    md_rows = [
-        dataclasses.replace(
-            _modality(units, model, got, [gold.cases.get(c) for c in gold.modality_cases or []], n_resamples, seed),
-            group=group_of[model])
-        for model, got in answers.get("modality", {}).items()
-    ]
+    md_models = answers.get("modality", {})
+    md_cases = [gold.cases.get(c) for c in gold.modality_cases or []]
+    # One resample matrix for every model (the same seed drew the same one per model before, at a cost each).
+    by_md_case = stats.Resamples(len(md_cases), n_resamples=n_resamples, seed=seed) if md_models else None
+    md_rows = [dataclasses.replace(_modality(units, model, got, md_cases, by_md_case, seed), group=group_of[model])
+               for model, got in md_models.items()]
     sw_rows = swap_rows(units, gold.cases, answers.get("swap", {}), n_resamples=n_resamples, seed=seed)
     # 4. comparisons, adjusted over the ones asked for together
     comparisons = []
@@ -334,7 +334,7 @@ def _counterfactual(units: _Units, model: str, got: dict, pairs: list[PairGold],
                                        resamples=resamples)
 
 
-def _modality(units: _Units, model: str, got: dict, cases: list[Case], n_resamples: int,
+def _modality(units: _Units, model: str, got: dict, cases: list[Case], resamples: stats.Resamples,
               seed: int | None) -> ModalityRow:
     conditions = SUITE_CONDITIONS["modality"]
     correct, invalid = {}, {}
@@ -342,8 +342,7 @@ def _modality(units: _Units, model: str, got: dict, cases: list[Case], n_resampl
         answered = [units.answer(model, "modality", got, c.id, "", condition) for c in cases]
         correct[condition] = stats.correct_mask(answered, [c.gold for c in cases])
         invalid[condition] = sum(a is None for a in answered)
-    # One set of resampling indices for every statistic keeps all of them paired by case.
-    resamples = stats.Resamples(len(cases), n_resamples=n_resamples, seed=seed)
+    # One set of resampling indices for every statistic (and model) keeps all of them paired by case.
     matrix = 100.0 * np.stack([correct[c] for c in conditions]).astype(float)
     intervals = stats.bootstrap_mean_intervals(matrix, resamples=resamples, seed=seed)
     comparisons = [stats.paired_comparison(correct[a], correct[b], resamples=resamples, seed=seed)

@@ -1,0 +1,137 @@
+"""Whole-process costs of the everyday commands: start-up, imports per path, and report scaling.
+
+Every figure is a ratio to ``python -c 'import click, rich'`` (the baseline)
+measured in the same run, so a slow or loaded machine moves both sides.
+
+- start-up: ``cfkit --help``, ``cfkit report --help`` and ``cfkit runs list``
+  (on an empty workspace) as processes;
+- imports: the sum of ``-X importtime`` self times of each path (all modules
+  the path imports, cfkit's own included);
+- report scaling: ``cfkit report --predictions FILE --all-cases --format json``
+  over 1, 10 and 30 models, each with 1,204 cases in the modality suite (4
+  conditions) and the contextcanvas suite, the predictions written here.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CASES = 1204
+RUNS = 5
+RESAMPLES = 1000
+YES_NO = [{"id": "A", "text": "Yes"}, {"id": "B", "text": "No"}]
+
+
+def _workspace(root: Path) -> Path:
+    (root / "data" / "images").mkdir(parents=True)
+    for folder in ("interventions", "captions", "probes"):
+        (root / folder).mkdir()
+    cases = [{"id": f"B{i:04d}", "images": [f"B{i:04d}.jpg"], "question": f"Is picture {i} suitable for use {i}?",
+              "options": YES_NO, "gold": "A" if i % 3 else "B", "yes_option": "A"} for i in range(CASES)]
+    (root / "data" / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    (root / "cfkit.toml").write_text('[dataset]\ncases = "data/cases.jsonl"\nimages = "data/images"\n\n'
+                                     "[workspace]\npairs = 1\n")
+    return root
+
+
+def _predictions(path: Path, models: int) -> Path:
+    rng = random.Random(models)
+    with path.open("w") as out:
+        for m in range(models):
+            for suite, conditions in (("modality", ("text", "neutral", "evidence", "image")),
+                                      ("contextcanvas", ("image",))):
+                for condition in conditions:
+                    for i in range(CASES):
+                        out.write(json.dumps({
+                            "model": f"model-{m:02d}", "suite": suite, "case": f"B{i:04d}", "pair": None,
+                            "condition": condition, "answer": rng.choice("AB"), "parse": "json", "error": None,
+                            "raw": "", "reason": None, "confidence": None}) + "\n")
+    return path
+
+
+def _seconds(cmd: list[str], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        done = subprocess.run(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        times.append(time.perf_counter() - start)
+        if done.returncode not in (0, 1):
+            raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr[-400:]}")
+    return times
+
+
+def _import_ms(args: list[str]) -> tuple[float, int]:
+    """Sum of the self times in ``-X importtime`` (ms) and the number of modules imported."""
+    done = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=REPO, capture_output=True, text=True)
+    rows = [line.split("|") for line in done.stderr.splitlines() if line.startswith("import time:")][1:]
+    return sum(int(row[0].split(":")[1]) for row in rows) / 1000, len(rows)
+
+
+def run() -> list[dict]:
+    py = sys.executable
+    cfkit = [py, "-m", "cfkit"]
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = _workspace(Path(tmp) / "ws")
+        paths = {
+            "python -c 'import click, rich'": [py, "-c", "import click, rich"],
+            "cfkit --help": cfkit + ["--help"],
+            "cfkit report --help": cfkit + ["report", "--help"],
+            "cfkit runs list (empty workspace)": cfkit + ["-w", str(ws), "runs", "list"],
+        }
+        # Interleaved rounds, so that a change in the machine's load touches every command alike.
+        times: dict[str, list[float]] = {name: [] for name in paths}
+        for _ in range(RUNS):
+            for name, cmd in paths.items():
+                times[name] += _seconds(cmd, 1)
+        base = statistics.median(times["python -c 'import click, rich'"])
+        targets = {"cfkit --help": 2.0, "cfkit report --help": 3.0, "cfkit runs list (empty workspace)": 3.0}
+        for name, cmd in paths.items():
+            value = statistics.median(times[name])
+            ms, count = _import_ms(cmd[1:])
+            target = targets.get(name)
+            ratio = value / base
+            rows.append({"name": f"start-up: {name}", "value": value, "unit": "s",
+                         "target": None if target is None else f"≤ {target:g}× the baseline",
+                         "met": None if target is None else ratio <= target,
+                         "note": f"{ratio:.2f}× the baseline; median of {RUNS} (interleaved); "
+                                 f"-X importtime: {count} modules, {ms:.0f} ms of self time"})
+        reports = {}
+        for models in (1, 10, 30):
+            predictions = _predictions(Path(tmp) / f"p{models}.jsonl", models)
+            cmd = cfkit + ["-w", str(ws), "report", "--predictions", str(predictions), "--all-cases",
+                           "--resamples", str(RESAMPLES), "--format", "json"]
+            runs = 3 if models < 30 else 1
+            reports[models] = statistics.median(_seconds(cmd, runs))
+            ms, count = _import_ms(cmd[1:]) if models == 1 else (None, None)
+            ratio = reports[models] / base
+            note = f"{ratio:.1f}× the baseline; {runs} run(s); modality (4 conditions) + contextcanvas, " \
+                   f"{CASES} cases, B={RESAMPLES}"
+            if models == 1:
+                note += f"; -X importtime: {count} modules, {ms:.0f} ms of self time"
+                target, met = None, None
+            elif models == 10:
+                one = reports[1]
+                note += f"; {reports[10] / one:.2f}× one model"
+                target = "≤ 10× the baseline and ≤ 2× one model"
+                met = ratio <= 10 and reports[10] <= 2 * one
+            else:
+                note += f"; {reports[30] / reports[1]:.2f}× one model"
+                target, met = "≤ 5× one model", reports[30] <= 5 * reports[1]
+            rows.append({"name": f"cfkit report, {models} model(s) × {CASES} cases × 2 suites (process)",
+                         "value": reports[models], "unit": "s", "target": target, "met": met, "note": note})
+    return rows
+
+
+if __name__ == "__main__":
+    for row in run():
+        print(f"{row['name']:70s} {row['value']:.3f} {row['unit']}  target {row['target']}  met {row['met']}  "
+              f"({row['note']})")
