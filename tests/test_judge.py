@@ -232,3 +232,30 @@ def test_the_contact_sheet_shows_the_judges_doubts(screened, tmp_path):
     assert doubted["EX01"] is None and doubted["EX02"] and doubted["EX03"]
     heights = {t.pair.spec_id: t.height for t in plan(pairs).tiles}
     assert heights["EX02"] > heights["EX01"] - 1  # the doubt line has its room in the tile
+
+
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (160, 50)])
+def test_the_review_screen_shows_the_judges_doubts(screened, width, height):
+    import io
+
+    from rich.console import Console
+
+    from cfkit.review.loop import load_view_data
+    from cfkit.review.view import EditView
+    from cfkit.store import open_store
+    from cfkit.workspace import load_workspace
+
+    ws = screened[0]
+    shown = {}
+    with open_store(ws / ".cfkit" / "cfkit.db") as store:
+        for spec in ("EX01", "EX02"):
+            data = load_view_data(load_workspace(ws), store, spec)
+            screen = Console(file=io.StringIO(), record=True, width=width, height=height)
+            screen.print(EditView(data, max_height=height))
+            shown[spec] = screen.export_text()
+    # At 80 columns the line is cut at the edge with an ellipsis; at 160 it holds every doubted question.
+    assert "judge: openai:judge-model doubts this edit: edit-looks-natural (No)" in shown["EX02"]
+    if width >= 160:
+        assert "region-shows-replacement (No) (a flag, not a verdict)" in shown["EX02"]
+    assert "judge:" not in shown["EX01"]
+    assert all(len(line) <= width for text in shown.values() for line in text.splitlines())

@@ -63,6 +63,16 @@ class EditScreen:
                 "problem": self.problem, "answers": [a.to_dict() for a in self.answers]}
 
 
+def doubts_said(answers: Sequence[ScreenAnswer]) -> str | None:
+    """``JUDGE doubts this edit: QUESTION (ANSWER), …`` for each judge whose stored answers doubt the edit; None
+    when none does. Shown beside the edit (review, contact sheet) as a flag for a person, never a verdict."""
+    doubts = [a for a in answers if a.doubts]
+    return "; ".join(
+        f"{judge} doubts this edit: " + ", ".join(f"{a.question} ({a.answer or 'no valid answer'})"
+                                                  for a in doubts if a.judge == judge)
+        for judge in sorted({a.judge for a in doubts})) or None
+
+
 def _png(array: np.ndarray):
     from PIL import Image
 

@@ -30,7 +30,8 @@ from cfkit.review.screen import HELP, ReviewScreen, ViewState
 from cfkit.review.terminal import ALIASES, RESIZE, KeySource, TerminalKeys, require_terminal, terminal_problem
 from cfkit.terminal.keys import follow_terminal_size
 from cfkit.review.view import DIFF_MODES, ViewData, largest_change
-from cfkit.store import Store, checks, edits, reviews
+from cfkit.judge.screen import doubts_said
+from cfkit.store import Store, checks, edits, reviews, screens
 from cfkit.store.edits import EditRecord
 from cfkit.store.reviews import Decision
 from cfkit.workspace import Workspace
@@ -146,7 +147,7 @@ def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "co
                     candidates=tuple(r.id for r in candidates),
                     candidate_states=tuple(_state(store, r.id) for r in candidates),
                     selected_id=None if selected is None else selected.id,
-                    mask_note=shown.mask_note)
+                    mask_note=shown.mask_note, judge=doubts_said(screens.answers(store, [edit_id])))
 
 
 def _state(store: Store, edit_id: int) -> str:

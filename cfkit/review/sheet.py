@@ -32,6 +32,7 @@ from cfkit.edit_files import load_edit_images
 from cfkit.review.sheet_records import THUMB, ModelAnswer, SheetPair, answer_text
 from cfkit.review.panels import heat_colours, largest_change
 from cfkit.specs import load_spec, spec_files, try_load_cases
+from cfkit.judge.screen import doubts_said
 from cfkit.store import Store, checks, edits, reviews, screens
 from cfkit.workspace import Workspace
 
@@ -123,11 +124,7 @@ def collect_pairs(ws: Workspace, store: Store, spec_ids: list[str], *, models: S
         edited = images.outputs[variant]
         diff = largest_change(images.original, edited)
         check = checks.latest(store, edit_id, variant)
-        doubts = [a for a in screens.answers(store, [edit_id]) if a.doubts]
-        judge = "; ".join(
-            f"{j} doubts this edit: " + ", ".join(f"{a.question} ({a.answer or 'no valid answer'})"
-                                                  for a in doubts if a.judge == j)
-            for j in sorted({a.judge for a in doubts})) or None
+        judge = doubts_said(screens.answers(store, [edit_id]))
         pairs.append(SheetPair(
             **base, edit_id=edit_id,
             pictures={"original": _thumb(images.original), "edit": _thumb(edited), "difference": _thumb(heat_colours(diff))},

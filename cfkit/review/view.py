@@ -57,6 +57,7 @@ class ViewData:
     selected_id: int | None = None  # the edit that stands for the spec (store.edits.selected)
     mask_note: str | None = None  # "derived from edit #12, not reviewed" for a derived mask
     candidate_states: tuple[str, ...] = ()  # per candidate, its check and decision: "pass, accept"
+    judge: str | None = None  # which judge models doubt this edit, on which questions ('cfkit edits screen')
 
     @property
     def selected(self) -> bool:
@@ -260,6 +261,8 @@ class EditView:
         # Lines shown where the terminal has room for them, most useful first.
         reasons = [Text(f"  • {reason}", style="red") for reason in (d.check or {}).get("reasons", [])]
         extra = list(reasons)
+        if d.judge:
+            extra.append(Text.assemble(("judge: ", "bold"), (d.judge, "yellow"), (" (a flag, not a verdict)", "dim")))
         if d.mask_note:
             extra.append(Text.assemble(("mask: ", "bold"), (d.mask_note, "yellow")))
         if len(d.candidate_states) > 1 and len(d.candidate_states) == len(d.candidates):
