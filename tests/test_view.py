@@ -10,6 +10,7 @@ missing; CI installs both.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import shutil
@@ -335,5 +336,34 @@ def test_the_audit_workspace_in_a_browser(browser, finished_audit, tmp_path):
     assert page.locator("table").count() >= 1
     page.goto(out.as_uri() + "/audit.html")
     assert page.locator("table tbody tr").count() == 2  # one EGA row per audited model
+    assert errors == []
+    page.close()
+
+
+def test_the_paper_fixtures_in_a_browser(browser, tmp_path):
+    """The paper's 17 models (Tables 2, S7, S9 rebuilt from the published counts) imported as runs: the report page
+    holds every model beside the published rows, and each page loads without a console error."""
+    from test_report import TABLE_2, TABLE_S7, TABLE_S9, build_workspace, write_predictions
+
+    ws = build_workspace(tmp_path / "paper")
+    (tmp_path / "predictions").mkdir()
+    for path in write_predictions(tmp_path / "predictions"):
+        imported = run_cli(["runs", "import", str(path), "-w", str(ws)])
+        assert imported.exit_code == 0, imported.stderr
+    out = tmp_path / "site"
+    exported = run_cli(["view", "-w", str(ws), "--export", str(out)])
+    assert exported.exit_code == 0, exported.stderr
+    report_page = (out / "report.html").read_text()
+    for row in TABLE_2:
+        assert report_page.count(html.escape(row[0])) >= 2, row[0]  # the model's own row and its published one
+    shots = _shots(tmp_path / "paper-shots")
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    for name in ("index.html", "report.html", "cases-all-1.html", "cases-wrong-1.html"):
+        page.goto(out.as_uri() + "/" + name)
+        page.screenshot(path=str(shots / f"paper-{name}.png"), full_page=name != "report.html")
+    page.goto(out.as_uri() + "/index.html")
+    assert page.locator("table tbody tr").count() == len(TABLE_2) + len(TABLE_S7) + len(TABLE_S9)  # every run
     assert errors == []
     page.close()
