@@ -69,6 +69,7 @@ class Counting:
      "[suites.swap]\n", "both shown as 'x'"),
     ("[models.a]\nmodel='baseline:majority'\nendpoint='http://h/v1'\n[suites.swap]\n", "only openai: models"),
     ("[models.a]\nmodel='baseline:majority'\ncolour=1\n[suites.swap]\n", "unknown field 'models.a.colour'"),
+    ("[models.a]\nmodel='baseline:majority'\ndisplay='a=b'\n[suites.swap]\n", "holds '='"),
     ("[models.a\n", "not valid TOML"),
     ("[suites.swap]\n", "field 'models' is required"),
 ])
@@ -315,3 +316,26 @@ def test_a_model_with_replicas_passes_every_url_and_is_paced_as_one_endpoint(tmp
         assert "lists 2 endpoints (replicas)" in refused and "takes one base URL" in refused
         result = run_cli(["-w", str(ws), "study", "run", str(path)])
         assert result.exit_code == 1 and "takes one base URL" in result.output
+
+
+def test_the_study_report_shows_each_model_under_its_display_name_with_its_group_and_compare_pair(tiny_ws):
+    ws = tiny_ws
+    path = write(ws / "study.toml", "[models.base]\nmodel = 'baseline:always-no'\ndisplay = 'Base model'\n"
+                                    "group = 'base'\n[models.tuned]\nmodel = 'baseline:majority'\n"
+                                    "display = 'Tuned (specialist)'\ngroup = 'specialist'\n[models.plain]\n"
+                                    "model = 'baseline:always-yes'\n[suites.contextcanvas]\n"
+                                    "[report]\ncompare = [['base', 'tuned']]\nresamples = 200\n")
+    assert run_cli(["-w", str(ws), "study", "run", str(path)]).exit_code == 0
+    shown = run_cli(["-w", str(ws), "study", "report", str(path), "--format", "json"])
+    assert shown.exit_code == 0, shown.stderr
+    joint = json.loads(shown.stdout)
+    assert {r["model"]: r["group"] for r in joint["contextcanvas"]} == {
+        "Base model": "base", "Tuned (specialist)": "specialist", "baseline:always-yes": None}
+    assert [(c["base"], c["other"]) for c in joint["compare"]] == [("Base model", "Tuned (specialist)")]
+    alone = json.loads(run_cli(["-w", str(ws), "report", "--format", "json", "--resamples", "200"]).stdout)
+    by_model = {r["model"]: r["accuracy"] for r in alone["contextcanvas"]}
+    assert {r["model"]: r["accuracy"] for r in joint["contextcanvas"]} == {
+        "Base model": by_model["baseline:always-no"], "Tuned (specialist)": by_model["baseline:majority"],
+        "baseline:always-yes": by_model["baseline:always-yes"]}
+    table = run_cli(["-w", str(ws), "study", "report", str(path)], env={"COLUMNS": "120"})
+    assert "Tuned (specialist)" in table.stdout and "baseline:majority" not in table.stdout

@@ -218,10 +218,6 @@ def report(ctx, ws, file: Path, fmt: str, reference: bool | None, plot_dir: str 
     made = report_inputs(ws, s)
     for x in made.left_out:
         warn(f"{x.display} {x.suite}: {x.state}{f' ({x.detail})' if x.detail else ''}; left out of the report.")
-    shown = {name: label for name, label in made.labels.items() if label != s.display(name)}
-    if shown:
-        err.print(escape("rows are labelled by model: " + ", ".join(f"{s.display(n)} = {lab}"
-                                                                   for n, lab in shown.items())), highlight=False)
     settings = s.data.report
     with tempfile.TemporaryDirectory() as tmp:
         groups = None
@@ -233,4 +229,5 @@ def report(ctx, ws, file: Path, fmt: str, reference: bool | None, plot_dir: str 
                    reference=settings.reference if reference is None else reference, resamples=settings.resamples,
                    seed=settings.seed, subset=None if made.subset is None else str(made.subset),
                    all_cases=made.all_cases, plot_dir=plot_dir, plot_format=plot_format, force=force,
-                   groups_path=None if groups is None else str(groups), workspace_dir=str(ws.root))
+                   groups_path=None if groups is None else str(groups), workspace_dir=str(ws.root),
+                   label_specs=tuple(f"{model}={name}" for model, name in made.renames.items()))

@@ -55,8 +55,15 @@ class StudyModel(_Table):
     protocol: Literal["default", "paper"] | None = None
     max_tokens: int | None = Field(None, ge=1, le=65536)
     concurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)  # a model with no endpoint (local, baseline)
-    display: str | None = None
+    display: str | None = Field(None, min_length=1)  # the name of the model's rows in the study's report
     group: str | None = None
+
+    @field_validator("display")
+    @classmethod
+    def _no_equals(cls, value: str | None) -> str | None:
+        if value is not None and "=" in value:
+            raise ValueError(f"display name {value!r} holds '=', which the report reads as MODEL=NAME; leave it out")
+        return value
 
 
 class StudySuite(_Table):

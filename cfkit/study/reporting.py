@@ -2,9 +2,11 @@
 
 The runs are those ``study status`` finds for the study's current inputs
 (done, or incomplete and marked so by the report); a run never started, or
-stale, is left out and named. Rows are labelled by the model each run
-recorded (as in ``cfkit report``); the study's groups and compare pairs are
-translated to those labels, and its modality suite's subset is the report's.
+stale, is left out and named. Rows are shown under each model's display name
+(``display``, else the model as its runs recorded it, as ``cfkit report`` does),
+given to the report as ``--label MODEL=NAME``; the study's groups and compare
+pairs are translated to those names, and its modality suite's subset is the
+report's.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ class ReportInputs:
     subset: object = None  # the modality cases the study asked (a subset file), as make_report takes them
     all_cases: bool = False
     left_out: list[RunState] = field(default_factory=list)
-    labels: dict[str, str] = field(default_factory=dict)  # study model name -> the report's label
+    labels: dict[str, str] = field(default_factory=dict)  # study model name -> the model its runs recorded
+    renames: dict[str, str] = field(default_factory=dict)  # recorded model -> display name, where they differ
 
 
 @dataclass
@@ -56,10 +59,12 @@ def report_inputs(ws: Workspace, study: Study) -> ReportInputs:
                               "the store, and a report shows one row per model; keep one in the study.")
     if not reported:
         raise NotFoundError(f"no run of study {study.name} has replies yet; run 'cfkit study run {study.path}'.")
-    groups = {labels[name]: m.group for name, m in study.models.items() if m.group and name in labels}
-    compare = [(labels[a], labels[b]) for a, b in study.data.report.compare if a in labels and b in labels]
+    shown = {name: study.models[name].display or label for name, label in labels.items()}
+    groups = {shown[name]: m.group for name, m in study.models.items() if m.group and name in labels}
+    compare = [(shown[a], shown[b]) for a, b in study.data.report.compare if a in labels and b in labels]
     made = ReportInputs([s.run_id for s in reported], groups, compare,
-                        left_out=[s for s in states if s not in reported], labels=labels)
+                        left_out=[s for s in states if s not in reported], labels=labels,
+                        renames={labels[name]: shown[name] for name in labels if shown[name] != labels[name]})
     if "modality" in study.suites:  # the report reads the modality cases the study asked
         from cfkit.study.jobs import selection_of
 
@@ -77,5 +82,5 @@ def study_report(ws: Workspace, study: Study) -> StudyReport:
     settings = study.data.report
     result = make_report(ws, run_refs=made.run_ids, compare=made.compare, n_resamples=settings.resamples,
                          seed=settings.seed, groups=made.groups or None, subset=made.subset,
-                         all_cases=made.all_cases, only_named=True)
+                         all_cases=made.all_cases, only_named=True, labels=made.renames or None)
     return StudyReport(result, made)
