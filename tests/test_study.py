@@ -167,6 +167,26 @@ def test_a_failing_run_does_not_stop_the_others_and_the_exit_names_it(tmp_path):
     assert states == {("a", "done"), ("b", "incomplete"), ("no", "done")}
 
 
+def test_a_run_whose_replies_are_cut_off_is_complete_but_not_clean(tmp_path):
+    ws = many_cases(tmp_path / "ws", 4)
+
+    def script(body, n):
+        if body["model"] == "model-b":  # talks past the token limit: the text stops mid-sentence
+            return Scripted(body=completion("Looking at the picture, the", finish_reason="length"))
+        return first_option(body, n)
+
+    with ChatServer(script) as chat:
+        path = two_behind_one(ws, chat.url, concurrency=2)
+        result = run_cli(["-w", str(ws), "study", "run", str(path)])
+    assert result.exit_code == 1
+    assert "b contextcanvas: 4 of 4 replies were cut off at the token limit" in result.stderr
+    assert "--max-tokens" in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "1 run(s) complete but not clean (b contextcanvas)" in last
+    status = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])
+    assert {s["state"] for s in json.loads(status.stdout)} == {"done"}  # nothing is missing: every reply stored
+
+
 def _study_process(ws: Path, path: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "cfkit", "-w", str(ws), "study", "run", str(path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,

@@ -64,15 +64,18 @@ def test_four_models_four_suites_kill_resume_and_report(tmp_path):
         lost = asked_loop - _stored_for(ws, "loop-model")[1]  # asked, but the reply not committed at the kill
 
         again = run_cli(["-w", str(ws), "study", "run", str(study), "--json"])
-        assert again.exit_code == 0, again.output
         outcome = json.loads(again.stdout)
+        # The tiny random model talks past 8 tokens: its runs are complete but cut off, so not clean (exit 1).
+        cut = {(r["model"], r["suite"]) for r in outcome if any("cut off at the token limit" in n for n in r["notes"])}
+        assert {model for model, _ in cut} <= {"tiny"}
+        assert again.exit_code == (1 if cut else 0), again.output
         assert {(r["model"], r["suite"], r["state"]) for r in outcome} == {
             (m, s, "done") for m in ("no", "majority", "loop", "tiny") for s in SUITES}
         # Only what was missing was asked again: each distinct request at most once more than the kill lost.
         assert len(script.bodies) - len(set(script.bodies)) <= max(lost, 0)
         assert served.received() >= asked_serve
         asked = (len(script.bodies), served.received())
-        assert run_cli(["-w", str(ws), "study", "run", str(study)]).exit_code == 0
+        assert run_cli(["-w", str(ws), "study", "run", str(study)]).exit_code == again.exit_code
         assert (len(script.bodies), served.received()) == asked  # finished: nothing asked again
 
     status = run_cli(["-w", str(ws), "study", "status", str(study), "--json"])

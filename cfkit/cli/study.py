@@ -110,8 +110,9 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     Runs go at the same time; the runs behind one endpoint share its
     concurrency and rate. A run that fails does not stop the others. Ctrl-C or
     SIGTERM stops cleanly, every reply received kept. Exit status 0 when every
-    run is complete, 1 when some are not (the last line names them and the
-    command that resumes), 130 when interrupted.
+    run is complete and clean, 1 when some are not (the last line names them
+    and the command that resumes; or the runs whose replies were cut off at
+    the token limit or are mostly empty), 130 when interrupted.
     """
     from cfkit.cli.study_display import LiveDisplay
     from cfkit.store import open_store
@@ -120,6 +121,7 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     s = _load(ws, file)
     with open_store(ws.db_path) as store, LiveDisplay(err) as display:
         result = run_study(ws, s, store, batch=batch, on_update=display.update)
+    unclean = _reply_troubles(ws, result.runs)
     _summary(result.runs, as_json)
     again = _again(ws, s.path.resolve(), "run")
     if result.interrupted:
@@ -130,6 +132,27 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
         names = ", ".join(f"{r.display} {r.suite} ({r.state})" for r in incomplete)
         raise RunIncomplete(f"study '{s.name}': {len(incomplete)} of {len(result.runs)} run(s) incomplete: {names}. "
                             f"'cfkit study status {file}' says why; resume with: {again}")
+    if unclean:
+        raise CheckFailed(f"study '{s.name}': {len(unclean)} run(s) complete but not clean "
+                          f"({', '.join(f'{r.display} {r.suite}' for r in unclean)}): their replies were cut off at "
+                          "the token limit or are mostly empty, as the lines above say.")
+
+
+def _reply_troubles(ws, runs) -> list:
+    """Note on each finished run whose replies were cut off or mostly lack an answer the line 'probe run' prints
+    for it (the likely cause and the command that shows them); the runs that are therefore not clean."""
+    from cfkit.cli.probe import _reply_trouble
+
+    unclean = []
+    for r in runs:
+        if r.summary is None or r.state != "done":
+            continue
+        line, not_clean = _reply_trouble(ws, r.summary)
+        if line:
+            r.notes.append(line.removeprefix(f"{r.summary.model} {r.summary.suite}: "))
+        if not_clean:
+            unclean.append(r)
+    return unclean
 
 
 def _summary(runs, as_json: bool) -> None:
