@@ -121,3 +121,20 @@ def test_a_request_another_process_just_failed_is_not_tried_again_at_once(run_se
         runs.write_reply(tx, run_id, failed.key, cache_key=keys[failed.key], raw=None, fields=fields)
     queue = SharedQueue(store, run_id, list(plan.items), keys, claim=2)
     assert failed.case.id not in _drain(queue) and queue.elsewhere == 1
+
+
+def test_a_process_sending_a_run_is_seen_between_two_claims_and_not_after_it_closes(run_setup):
+    store, plan, run_id, keys = run_setup
+    queue = SharedQueue(store, run_id, list(plan.items), keys, claim=2)
+    queue.announce()
+    taken = _drain(queue)
+    fields = ReplyFields(answer="A", parse="json", error=None, reason=None, confidence=None, detail=None)
+    with store.transaction() as tx:  # every claimed request answered and its lease given up, as the recorder does
+        for item in plan.items:
+            runs.write_reply(tx, run_id, item.key, cache_key=keys[item.key], raw="A", fields=fields)
+        leases.release(tx, run_id, [i.key for i in plan.items], queue.owner)
+        assert leases.held(tx, run_id, [i.key for i in plan.items]) == {}
+    assert len(taken) == 6
+    assert set(leases.owners(store, run_id)) == {queue.owner}  # 'study status' still sees it sending
+    queue.close()
+    assert leases.owners(store, run_id) == {}

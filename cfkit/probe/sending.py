@@ -66,6 +66,7 @@ class Sender:
         queue = SharedQueue(self.store, self.run_id, items, self.keys, claim=concurrency * CLAIM,
                             on_elsewhere=self._elsewhere)
         self.recorder.lease_owner = queue.owner
+        queue.announce()
         helpers = [asyncio.create_task(queue.keep_alive()), asyncio.create_task(self._commit_when_due())]
         try:
             if self.budget is not None:

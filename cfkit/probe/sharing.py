@@ -62,6 +62,12 @@ def _takeable(lease: Lease | None, owner: str, at: float) -> bool:
     return lease is None or lease.owner == owner or lease.expires_at <= at or not owner_alive(lease.owner)
 
 
+#: The case and condition of the lease a process holds on a run for as long as it sends it (its pair is the
+#: owner), so that ``cfkit study status`` sees the run as running even between two claims, when every request
+#: the process claimed is stored and its next claim not yet made. No request has this key.
+SENDING = "*sending*"
+
+
 class SharedQueue:
     """The requests this process sends, in plan order, claimed through leases (see the module docstring).
 
@@ -128,6 +134,11 @@ class SharedQueue:
                 self._ready.append(item)
             else:
                 self._deferred[item.key] = item
+
+    def announce(self) -> None:
+        """Say, until :meth:`close`, that this process sends the run (a lease on no request)."""
+        with self.store.transaction() as tx:
+            leases.take(tx, self.run_id, [(SENDING, self.owner, SENDING)], self.owner, time.time() + LEASE_S)
 
     async def keep_alive(self) -> None:
         """Renew this process's leases every third of :data:`LEASE_S` until cancelled."""
