@@ -103,6 +103,17 @@ def test_four_models_four_suites_kill_resume_and_report(tmp_path):
                         assert same[0][key] == value, (section, row["model"], key)
 
 
+    # The finished study in the browser view: every run listed, every model on the report page.
+    site = tmp_path / "site"
+    exported = run_cli(["view", "-w", str(ws), "--export", str(site)])
+    assert exported.exit_code == 0, exported.stderr
+    runs_page = (site / "index.html").read_text()
+    assert all(run_id in runs_page for run_id in run_ids)
+    report_page = (site / "report.html").read_text()
+    assert all(model in report_page for model in ("baseline:always-no", "baseline:majority", "openai:loop-model",
+                                                   "openai:tiny-llava"))
+
+
 def _stored_for(ws: Path, model: str) -> tuple[int, int]:
     from cfkit.store import Store
 
