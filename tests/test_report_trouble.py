@@ -317,3 +317,19 @@ def test_only_named_reports_the_named_runs_alone(tiny_ws):
     assert {r["model"] for r in both["contextcanvas"]} == {"baseline:always-yes", "baseline:always-no"}
     alone = json.loads(_report_json(tiny_ws, "--run", yes, "--only-named").stdout)
     assert [r["model"] for r in alone["contextcanvas"]] == ["baseline:always-yes"]
+
+
+def test_the_view_lists_cut_off_replies_under_its_truncated_filter_and_says_so_on_the_case_page(tiny_ws, tmp_path):
+    def cut_one(body, n) -> Scripted:
+        if "winter card" in json.dumps(body):
+            return _cut(body, n)
+        return Scripted(body=completion(answer_json("A")))
+
+    with ChatServer(cut_one) as server:
+        assert _run(tiny_ws, server.url, "openai:long-model").exit_code == 1
+    site = tmp_path / "site"
+    assert run_cli(["view", "-w", str(tiny_ws), "--export", str(site)]).exit_code == 0
+    listed = (site / "cases-truncated-1.html").read_text()
+    assert "case-T002.html" in listed and "case-T001.html" not in listed
+    assert "cut off at the token limit" in (site / "case-T002.html").read_text()
+    assert "cut off at the token limit" not in (site / "case-T001.html").read_text()

@@ -47,8 +47,8 @@ class Answer:
 
     @property
     def truncated(self) -> bool:
-        detail = f"{self.reply.error or ''} {self.reply.detail or ''}".lower()
-        return "truncated" in detail or "finish_reason" in detail and "length" in detail
+        """The reply stopped at the token limit (finish reason ``length``, or the backend's equivalent)."""
+        return self.reply.truncated
 
 
 @dataclass
