@@ -509,3 +509,20 @@ def test_every_stored_reply_field_has_an_export_column():
     renamed = {"run_id": "run", "case_id": "case", "pair_id": "pair"}
     stored = {renamed.get(f.name, f.name) for f in dataclass_fields(ReplyRecord)}
     assert stored <= set(COLUMNS), sorted(stored - set(COLUMNS))
+
+
+def test_the_view_lists_the_cases_cfkit_reads_otherwise_than_the_peer(peer_files, tmp_path):
+    ws, files = peer_files
+    imported = run_cli(["runs", "import", str(files["lmms"]), "-w", str(ws)])
+    assert imported.exit_code == 0, imported.output
+    try:
+        site = tmp_path / "site"
+        assert run_cli(["view", "-w", str(ws), "--export", str(site)]).exit_code == 0
+        listed = {page.name for page in site.glob("cases-peer-disagrees-*.html")}
+        shown = "".join((site / name).read_text() for name in listed)
+        echoed = [c for c, a, _, _ in intended() if a is None]  # the peer read A, cfkit reads no option
+        assert len(echoed) == 10 and all(f"case-{c}.html" in shown for c in echoed)
+        assert shown.count('href="case-') == 10
+        assert "the imported file's own reading: A" in (site / f"case-{echoed[0]}.html").read_text()
+    finally:
+        run_cli(["runs", "rm", imported.stdout.strip(), "-w", str(ws)])

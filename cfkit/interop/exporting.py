@@ -99,5 +99,6 @@ def import_file(ws: Workspace, path: str, *, fmt: str = "auto", map_path: str | 
     gold = load_gold(ws, all_cases=True)
     imported = read_file(path, gold.cases, fmt=fmt, mapping=load_map(map_path) if map_path else None, label=label)
     with open_store(ws.db_path) as store:
-        stored = import_rows(store, imported.rows, gold.cases, gold.pair_cases, source=str(path), fmt=imported.fmt)
+        stored = import_rows(store, imported.rows, gold.cases, gold.pair_cases, source=str(path), fmt=imported.fmt,
+                             disagreements=imported.disagreements)
     return imported, stored

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cfkit import __version__
@@ -54,8 +54,12 @@ def group_runs(rows: Sequence[RunRecordRow]) -> dict[tuple[str, str, str], list[
 
 
 def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pairs: dict[str, str], *,
-                source: str, fmt: str) -> list[ImportedRun]:
-    """Store ``rows`` as replay runs; every record is checked and every run id is new before anything is written."""
+                source: str, fmt: str, disagreements: Mapping[tuple[str, str, str], str | None] | None = None
+                ) -> list[ImportedRun]:
+    """Store ``rows`` as replay runs; every record is checked and every run id is new before anything is written.
+
+    ``disagreements`` (a reply's place -> the peer's own answer, where cfkit's parser reads another) are kept in
+    the run's notes (``imported.peer_disagrees``), for ``cfkit view``'s filter of that name."""
     if not rows:
         raise PredictionError(f"{source}: no records to import.")
     check_predictions([r.prediction() for r in rows], source, cases=cases, pairs=pairs)
@@ -68,7 +72,13 @@ def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pair
     for run_id, group in planned:
         first = group[0]
         errors = sum(r.error == "transport" for r in group)
-        notes = {"imported": {"from": source, "format": fmt}}
+        notes: dict = {"imported": {"from": source, "format": fmt}}
+        peers = disagreements or {}
+        keys = [(r.case, r.pair or "", r.condition) for r in group]
+        differ = [{"case": c, "pair": p, "condition": k, "peer": peers[(c, p, k)]} for c, p, k in keys
+                  if (c, p, k) in peers]
+        if differ:
+            notes["imported"]["peer_disagrees"] = differ
         runs.open_run(store, run_id, model=first.model, suite=first.suite,
                       options={"backend": "replay", "options": {}}, cfkit_version=__version__, templates_sha256="",
                       n_requests=len(group), notes=notes)

@@ -104,6 +104,8 @@ class Imported:
     compared: int = 0  # samples that carry the peer's own extraction
     differ: int = 0  # … whose answer cfkit's parser reads differently
     model_source: str | None = None
+    #: (case, pair or '', condition) -> the peer's own answer (None: it read no option), where cfkit reads another
+    disagreements: dict[tuple[str, str, str], str | None] = field(default_factory=dict)
 
     def summary(self) -> str | None:
         """A line on how cfkit's readings compare with the peer's, where the peer made any."""
@@ -193,5 +195,7 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
         result.rows.append(row)
         if peer_answer is not None:
             result.compared += 1
-            result.differ += (peer_answer or None) != row.answer
+            if (peer_answer or None) != row.answer:
+                result.differ += 1
+                result.disagreements[(row.case, row.pair or "", row.condition)] = peer_answer or None
     return result

@@ -40,6 +40,7 @@ class Answer:
     pair_id: str
     reply: ReplyRecord
     correct: bool | None  # None where the case has no gold for this condition (e.g. an edit's answer)
+    peer: str | None = None  # an imported peer's own answer where cfkit's parser reads another ("" for none)
 
     @property
     def invalid(self) -> bool:
@@ -91,11 +92,12 @@ class ViewData:
         with open_store(self.ws.db_path) as store:
             for run_id in latest_run_ids(store):
                 run = runs[run_id]
+                peers = _peer_disagreements(run)
                 for reply in replies(store, run_id):
                     case = self.case(reply.case_id)
                     by_case.setdefault(reply.case_id, []).append(
                         Answer(run.model, run.id, run.suite, reply.condition, reply.pair_id, reply,
-                               _correct(case, run.suite, reply)))
+                               _correct(case, run.suite, reply), peers.get(reply.key)))
         for answers in by_case.values():
             answers.sort(key=lambda a: (a.model, a.suite, a.pair_id, a.condition))
         return by_case
@@ -129,7 +131,7 @@ class ViewData:
         if name == "swap-inconsistent":
             return bool(self.swap_inconsistent(case_id))
         if name == "peer-disagrees":
-            return any(a.reply.parse == "peer-disagrees" for a in answers)
+            return any(a.peer is not None for a in answers)
         raise KeyError(name)
 
     def filtered(self, name: str) -> list[str]:
@@ -167,3 +169,14 @@ def _correct(case: Case | None, suite: str, reply: ReplyRecord) -> bool | None:
         except ValueError:
             return False
     return reply.answer == case.gold
+
+
+def _peer_disagreements(run: RunRecord) -> dict[tuple[str, str, str], str]:
+    """An imported run's replies that cfkit reads otherwise than the peer did, with the peer's answer ('' for
+    none), as ``cfkit runs import`` noted them."""
+    imported = (run.notes or {}).get("imported") or {}
+    found = {}
+    for d in imported.get("peer_disagrees") or []:
+        if isinstance(d, dict):
+            found[(str(d.get("case")), str(d.get("pair") or ""), str(d.get("condition")))] = d.get("peer") or ""
+    return found
