@@ -193,9 +193,13 @@ def _print(fmt: str, tables, as_json, as_csv) -> None:
     if fmt == "table":
         data_console(_table_width()).print(lib.TablesView(tables()))
         return
+    from cfkit.predictions import paused_collection
+
     writers = {"json": as_json, "csv": as_csv, "md": lambda: lib.markdown_tables(tables()),
                "latex": lambda: lib.latex_tables(tables())}
-    sys.stdout.write(writers[fmt]())
+    with paused_collection():  # the JSON of a study's units is many small objects, none in a cycle
+        text = writers[fmt]()
+    sys.stdout.write(text)
 
 
 #: Width of the tables when stdout is not a terminal and COLUMNS is unset: each table is as wide as its cells.

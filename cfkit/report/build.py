@@ -184,7 +184,7 @@ def build_report(
                 raise PredictionError(f"model '{model}' answered modality case {outside[0]}, which is not in the "
                                       "modality subset file; add it there or remove those lines.")
     units = _Units(sources)
-    group_of = resolve_groups([p.model for p in preds], groups)
+    group_of = resolve_groups(dict.fromkeys(p.model for p in preds), groups)  # each model once, in order
     # 3. the suites
     all_cases = list(gold.cases)
     by_case = stats.Resamples(len(all_cases), n_resamples=n_resamples, seed=seed) if cc_models else None
@@ -257,6 +257,22 @@ class _Units:
             self.reasons[key] = self.missing[-1].reason
         return found
 
+    def answers(self, model: str, suite: str, got: dict, units: Sequence[tuple[str, str, str]]) -> list[str | None]:
+        """:meth:`answer` for each (case, pair, condition) of ``units``, in order.
+
+        An answer that is there, not failed and not about an edit is taken as it
+        is; only the others go through :meth:`answer`'s checks.
+        """
+        asked, out = self.asked, []
+        for case, pair, condition in units:
+            p = got.get((case, pair, condition))
+            if p is not None and p.edit_id is None and p.error != "transport" and p.error != "refused":
+                asked[(model, suite, case, pair, condition)] = p.answer
+                out.append(p.answer)
+            else:
+                out.append(self.answer(model, suite, got, case, pair, condition))
+        return out
+
     def usable(self, model: str, suite: str, got: dict) -> dict[tuple[str, str, str], str | None]:
         """Answers by unit, with stale answers (about an edit no longer selected) left out."""
         return {key: (None if self._stale(p) else p.answer) for key, p in got.items()}
@@ -319,7 +335,7 @@ def _correct(got: dict, cases: Sequence[Case], condition: str) -> np.ndarray:
 
 def _contextcanvas(units: _Units, model: str, got: dict, cases: list[Case],
                    resamples: stats.Resamples | None) -> stats.ContextCanvasIntervals:
-    predicted = [units.answer(model, "contextcanvas", got, c.id, "", "image") for c in cases]
+    predicted = units.answers(model, "contextcanvas", got, [(c.id, "", "image") for c in cases])
     return stats.contextcanvas_intervals(predicted, [c.gold for c in cases], [c.yes_option for c in cases],
                                          [c.no_option for c in cases], resamples=resamples)
 
@@ -328,8 +344,8 @@ def _counterfactual(units: _Units, model: str, got: dict, pairs: list[PairGold],
                     resamples: stats.Resamples | None) -> stats.CounterfactualScores:
     if not pairs:
         raise SpecError("counterfactual predictions were given, but the workspace has no edit specs in interventions/.")
-    original = [units.answer(model, "counterfactual", got, p.case, p.pair, "original") for p in pairs]
-    edit = [units.answer(model, "counterfactual", got, p.case, p.pair, "edit") for p in pairs]
+    original = units.answers(model, "counterfactual", got, [(p.case, p.pair, "original") for p in pairs])
+    edit = units.answers(model, "counterfactual", got, [(p.case, p.pair, "edit") for p in pairs])
     return stats.counterfactual_scores(original, edit, [p.original for p in pairs], [p.edit for p in pairs],
                                        resamples=resamples)
 
@@ -339,7 +355,7 @@ def _modality(units: _Units, model: str, got: dict, cases: list[Case], resamples
     conditions = SUITE_CONDITIONS["modality"]
     correct, invalid = {}, {}
     for condition in conditions:
-        answered = [units.answer(model, "modality", got, c.id, "", condition) for c in cases]
+        answered = units.answers(model, "modality", got, [(c.id, "", condition) for c in cases])
         correct[condition] = stats.correct_mask(answered, [c.gold for c in cases])
         invalid[condition] = sum(a is None for a in answered)
     # One set of resampling indices for every statistic (and model) keeps all of them paired by case.
