@@ -75,10 +75,23 @@ def test_help_lists_a_command_without_a_summary_from_its_module(monkeypatch):
     assert "  runs      Stored probe runs: list, show, rm, export, import, reparse, unparsed." in result.output
 
 
-def test_runs_list_imports_no_numpy_images_or_http(tiny_ws):
+def test_runs_list_imports_no_pydantic_numpy_images_or_http(tiny_ws):
     imported, code = _imported(["-w", str(tiny_ws), "runs", "list"])
     assert code == "0"
-    assert imported <= CLICK_RICH | PYDANTIC, imported - CLICK_RICH - PYDANTIC
+    assert imported <= CLICK_RICH, imported - CLICK_RICH  # cfkit.toml plainly right: read without pydantic
+
+
+def test_a_workspace_file_that_needs_the_full_check_still_gets_it(tiny_ws):
+    """A value pydantic converts ("12" pairs) is read by the full check, which only then is imported."""
+    config = tiny_ws / "cfkit.toml"
+    config.write_text(config.read_text() + '\n[check]\nmargin = "3"\n')
+    imported, code = _imported(["-w", str(tiny_ws), "runs", "list"])
+    assert code == "0" and "pydantic" in imported
+    config.write_text(config.read_text().replace('margin = "3"', "margin = -3"))
+    done = subprocess.run([sys.executable, "-m", "cfkit", "-w", str(tiny_ws), "runs", "list"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2
+    assert "check.margin" in done.stderr and "greater than or equal to 0" in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize("fmt", ["json", "table"])
