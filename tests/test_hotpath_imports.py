@@ -105,11 +105,13 @@ def test_report_imports_numpy_and_yaml_but_not_scipy_images_or_http(tiny_ws, tmp
               for condition in ("text", "neutral", "evidence", "image") for line in lines[:3]]
     predictions = tmp_path / "p.jsonl"
     predictions.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    imported, code = _imported(["-w", str(tiny_ws), "report", "--predictions", str(predictions), "--all-cases",
+    imported, code, own = _run(["-w", str(tiny_ws), "report", "--predictions", str(predictions), "--all-cases",
                                 "--resamples", "50", "--format", fmt])
     assert code in ("0", "1")
     allowed = CLICK_RICH | PYDANTIC | {"numpy", "yaml"}  # yaml: the workspace's specs say which pairs exist
     assert imported <= allowed, imported - allowed
+    # The EGA section's modules (and the audit's behind them) load only for --ega.
+    assert not {m for m in own if m.startswith("cfkit.audit") or m == "cfkit.report.grounding"}, own
 
 
 def test_report_json_reads_back_equal_to_the_standard_encoder():
