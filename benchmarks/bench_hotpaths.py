@@ -15,6 +15,7 @@ measured in the same run, so a slow or loaded machine moves both sides.
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -75,6 +76,14 @@ def _import_ms(args: list[str]) -> tuple[float, int]:
     return sum(int(row[0].split(":")[1]) for row in rows) / 1000, len(rows)
 
 
+def _load() -> str:
+    """The machine's 1-minute load average and its CPUs, for the notes (a shared machine moves every figure)."""
+    try:
+        return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    except OSError:
+        return "load average unknown"
+
+
 def run() -> list[dict]:
     py = sys.executable
     cfkit = [py, "-m", "cfkit"]
@@ -103,7 +112,7 @@ def run() -> list[dict]:
                          "target": None if target is None else f"≤ {target:g}× the baseline",
                          "met": None if target is None else ratio <= target,
                          "note": f"{ratio:.2f}× the baseline; median of {RUNS} (interleaved); "
-                                 f"-X importtime: {count} modules, {ms:.0f} ms of self time"})
+                                 f"-X importtime: {count} modules, {ms:.0f} ms of self time; {_load()}"})
         reports = {}
         for models in (1, 10, 30):
             predictions = _predictions(Path(tmp) / f"p{models}.jsonl", models)
@@ -126,6 +135,7 @@ def run() -> list[dict]:
             else:
                 note += f"; {reports[30] / reports[1]:.2f}× one model"
                 target, met = "≤ 5× one model", reports[30] <= 5 * reports[1]
+            note += f"; {_load()}"
             rows.append({"name": f"cfkit report, {models} model(s) × {CASES} cases × 2 suites (process)",
                          "value": reports[models], "unit": "s", "target": target, "met": met, "note": note})
     return rows
