@@ -109,24 +109,14 @@ def parse_predictions(
     seen = {} if seen is None else seen
     out: list[Prediction] = []
     options: dict[str, frozenset[str] | None] = {}  # a case's option ids, found once per case, not once per line
-    validate = Prediction.model_validate
+    read_line = Prediction.__pydantic_validator__.validate_json  # JSON read and checked in one pass
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            raw = _object(line)
-        except json.JSONDecodeError as exc:
-            raise PredictionError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno}). "
-                                  "Each line must be one JSON object.") from exc
-        except RecursionError:
-            raise PredictionError(f"{path}:{lineno}: JSON nested too deeply to read; a prediction is one flat "
-                                  "object whose 'raw' is the reply text.") from None
-        if not isinstance(raw, dict):
-            raise PredictionError(f"{path}:{lineno}: expected a JSON object, got {type(raw).__name__}.")
-        try:
-            pred = validate(raw)
-        except ValidationError as exc:
-            raise PredictionError(f"{path}:{lineno}: {describe_validation(exc)}") from exc
+            pred = read_line(line)
+        except Exception:  # noqa: BLE001 - anything unusual is read the plain way, which accepts it or names it
+            pred = _plain_line(line, f"{path}:{lineno}")
         problem = _known_problem(pred, cases, pairs, options)
         if problem:
             raise PredictionError(f"{path}:{lineno}: {problem}")
@@ -170,25 +160,27 @@ def _known_problem(pred: Prediction, cases: CaseSet | None, pairs: Mapping[str, 
     return None
 
 
-_SCAN = json.JSONDecoder().scan_once  # the C scanner json.loads ends in
+def _plain_line(line: str, where: str) -> Prediction:
+    """One line read by ``json.loads`` and checked by the model: what a line the one-pass reading refused gets.
 
-
-def _object(line: str):
-    """``json.loads(line)`` for a line holding one JSON object and nothing else, without its per-call overhead.
-
-    Any other line (a blank around the object, a byte-order mark, something
-    that does not read) goes to ``json.loads`` itself, which gives the same
-    value or raises the same error as always.
+    The one-pass reading (pydantic's own JSON parser) gives the same prediction
+    for every line it accepts; it refuses some that ``json.loads`` reads (a lone
+    surrogate escape, a tab inside a string), and those are read here as always.
     """
-    if line[:1] == "{" and line[-1:] == "}":
-        try:
-            value, end = _SCAN(line, 0)
-        except Exception:  # StopIteration, JSONDecodeError, RecursionError: json.loads says which, below
-            pass
-        else:
-            if end == len(line):
-                return value
-    return json.loads(line)
+    try:
+        raw = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise PredictionError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}). "
+                              "Each line must be one JSON object.") from exc
+    except RecursionError:
+        raise PredictionError(f"{where}: JSON nested too deeply to read; a prediction is one flat object whose 'raw' "
+                              "is the reply text.") from None
+    if not isinstance(raw, dict):
+        raise PredictionError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
+    try:
+        return Prediction.model_validate(raw)
+    except ValidationError as exc:
+        raise PredictionError(f"{where}: {describe_validation(exc)}") from exc
 
 
 def check_predictions(
