@@ -10,6 +10,10 @@ measured in the same run, so a slow or loaded machine moves both sides.
 - report scaling: ``cfkit report --predictions FILE --all-cases --format json``
   over 1, 10 and 30 models, each with 1,204 cases in the modality suite (4
   conditions) and the contextcanvas suite, the predictions written here.
+
+Targets are judged on wall time, as the issue states them; each note also
+gives the ratio in CPU time (user + system of the process), which a shared
+machine's load moves much less.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -58,15 +63,26 @@ def _predictions(path: Path, models: int) -> Path:
     return path
 
 
+#: CPU seconds (user + system) of each command run, by command: steadier than wall time on a shared machine.
+CPU: dict[str, list[float]] = {}
+
+
 def _seconds(cmd: list[str], runs: int) -> list[float]:
     times = []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         done = subprocess.run(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         times.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        CPU.setdefault(" ".join(cmd), []).append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         if done.returncode not in (0, 1):
             raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr[-400:]}")
     return times
+
+
+def _cpu(cmd: list[str]) -> float:
+    return statistics.median(CPU[" ".join(cmd)])
 
 
 def _import_ms(args: list[str]) -> tuple[float, int]:
@@ -102,6 +118,7 @@ def run() -> list[dict]:
             for name, cmd in paths.items():
                 times[name] += _seconds(cmd, 1)
         base = statistics.median(times["python -c 'import click, rich'"])
+        base_cpu = _cpu(paths["python -c 'import click, rich'"])
         targets = {"cfkit --help": 2.0, "cfkit report --help": 3.0, "cfkit runs list (empty workspace)": 3.0}
         for name, cmd in paths.items():
             value = statistics.median(times[name])
@@ -111,19 +128,21 @@ def run() -> list[dict]:
             rows.append({"name": f"start-up: {name}", "value": value, "unit": "s",
                          "target": None if target is None else f"≤ {target:g}× the baseline",
                          "met": None if target is None else ratio <= target,
-                         "note": f"{ratio:.2f}× the baseline; median of {RUNS} (interleaved); "
+                         "note": f"{ratio:.2f}× the baseline ({_cpu(cmd) / base_cpu:.2f}× in CPU time); "
+                                 f"median of {RUNS} (interleaved); "
                                  f"-X importtime: {count} modules, {ms:.0f} ms of self time; {_load()}"})
-        reports = {}
+        reports, cpu = {}, {}
         for models in (1, 10, 30):
             predictions = _predictions(Path(tmp) / f"p{models}.jsonl", models)
             cmd = cfkit + ["-w", str(ws), "report", "--predictions", str(predictions), "--all-cases",
                            "--resamples", str(RESAMPLES), "--format", "json"]
-            runs = 3 if models < 30 else 1
+            runs = 3
             reports[models] = statistics.median(_seconds(cmd, runs))
+            cpu[models] = _cpu(cmd)
             ms, count = _import_ms(cmd[1:]) if models == 1 else (None, None)
             ratio = reports[models] / base
             note = f"{ratio:.1f}× the baseline; {runs} run(s); modality (4 conditions) + contextcanvas, " \
-                   f"{CASES} cases, B={RESAMPLES}"
+                   f"{CASES} cases, B={RESAMPLES}; {cpu[models]:.2f} s of CPU ({cpu[models] / cpu[1]:.2f}× one model's)"
             if models == 1:
                 note += f"; -X importtime: {count} modules, {ms:.0f} ms of self time"
                 target, met = None, None

@@ -97,7 +97,7 @@ def parse_predictions(
     *,
     cases: CaseSet | None = None,
     pairs: Mapping[str, str] | None = None,
-    seen: dict[tuple, str] | None = None,
+    seen: dict[tuple, tuple[str, int]] | None = None,
 ) -> list[Prediction]:
     """Parse predictions JSONL text; every error names ``path`` and the line.
 
@@ -110,6 +110,7 @@ def parse_predictions(
     out: list[Prediction] = []
     options: dict[str, frozenset[str] | None] = {}  # a case's option ids, found once per case, not once per line
     read_line = Prediction.__pydantic_validator__.validate_json  # JSON read and checked in one pass
+    name = str(path)
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -125,9 +126,9 @@ def parse_predictions(
             raise PredictionError(
                 f"{path}:{lineno}: a second answer from model '{pred.model}' for case {pred.case}"
                 f"{f', pair {pred.pair}' if pred.pair else ''}, condition {pred.condition} "
-                f"(the first is at {seen[key]}). Keep one of them."
+                f"(the first is at {seen[key][0]}:{seen[key][1]}). Keep one of them."
             )
-        seen[key] = f"{path}:{lineno}"
+        seen[key] = (name, lineno)  # formatted only when a second answer names it
         out.append(pred)
     return out
 
@@ -216,7 +217,7 @@ def load_predictions(
     pairs: Mapping[str, str] | None = None,
 ) -> list[Prediction]:
     """Read and check predictions JSONL files (any mix of models and suites), in order."""
-    seen: dict[tuple, str] = {}
+    seen: dict[tuple, tuple[str, int]] = {}  # key -> the file and line that gave it first
     out: list[Prediction] = []
     with paused_collection():
         for path in paths:
@@ -242,7 +243,7 @@ def paused_collection():
 
 
 def _read_file(path: Path, cases: CaseSet | None, pairs: Mapping[str, str] | None,
-               seen: dict[tuple, str]) -> list[Prediction]:
+               seen: dict[tuple, tuple[str, int]]) -> list[Prediction]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
