@@ -76,9 +76,10 @@ def test_help_lists_a_command_without_a_summary_from_its_module(monkeypatch):
 
 
 def test_runs_list_imports_no_pydantic_numpy_images_or_http(tiny_ws):
-    imported, code = _imported(["-w", str(tiny_ws), "runs", "list"])
+    imported, code, own = _run(["-w", str(tiny_ws), "runs", "list"])
     assert code == "0"
     assert imported <= CLICK_RICH, imported - CLICK_RICH  # cfkit.toml plainly right: read without pydantic
+    assert not {m for m in own if m.startswith("cfkit.store")}, own  # no store yet: nothing to open
 
 
 def test_a_workspace_file_that_needs_the_full_check_still_gets_it(tiny_ws):
