@@ -123,10 +123,14 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
         raise UsageError("--plot-format and --force are options of --plot; give --plot DIR too.")
     groups = lib.load_groups(groups_path) if groups_path else None
     from cfkit.interop.reporting import predictions_files
+    from cfkit.predictions import paused_collection
 
     renames = [spec for spec in label_specs if "=" in spec]
     label = _file_label([spec for spec in label_specs if "=" not in spec])
-    with predictions_files(ws, prediction_paths, fmt=predictions_format, map_path=map_path, label=label) as (paths, notes):
+    # A study's report builds a few hundred thousand objects and keeps them to the end, none in a cycle: the cycle
+    # collector would walk them again and again for nothing (it comes back when the report is built).
+    with paused_collection(), predictions_files(ws, prediction_paths, fmt=predictions_format, map_path=map_path,
+                                                label=label) as (paths, notes):
         for note in notes:
             status(note)
         result = lib.make_report(ws, paths, run_refs=list(run_refs), compare=compare,
