@@ -11,6 +11,8 @@ from typing import Literal
 
 #: The most requests a probe run keeps in flight ([probe] concurrency, probe run -j).
 MAX_CONCURRENCY = 256
+#: The widest gap (pixels) between an edit mask and the region whose preservation is checked ([check] margin).
+MAX_MARGIN_PX = 512
 
 Suite = Literal["contextcanvas", "counterfactual", "modality", "swap"]
 Condition = Literal["image", "original", "edit", "text", "neutral", "evidence", "original-order", "swapped-order"]

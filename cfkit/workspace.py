@@ -7,73 +7,170 @@ walking up from the current directory.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import math
 import os
+import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from cfkit.errors import ConfigError, SpecError, describe_validation
-from cfkit.vocabulary import MAX_CONCURRENCY
+from cfkit.errors import ConfigError, SpecError
+from cfkit.vocabulary import MAX_CONCURRENCY, MAX_MARGIN_PX
 
 CONFIG_NAME = "cfkit.toml"
-#: The widest gap (pixels) between an edit mask and the region whose preservation is checked.
-MAX_MARGIN_PX = 512
 ENV_VAR = "CFKIT_WORKSPACE"
 
+# The sections of cfkit.toml as plain values. What each may hold (types, ranges) is checked by
+# cfkit.workspace_schema; a file whose values are plainly right is read by _plain without it.
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-
-class DatasetConfig(_Section):
+@dataclass(frozen=True)
+class DatasetConfig:
     cases: str = "data/cases.jsonl"
     images: str = "data/images"
 
 
-class WorkspaceSection(_Section):
+@dataclass(frozen=True)
+class WorkspaceSection:
     store: str = ".cfkit"
-    pairs: int = Field(36, ge=1, le=10_000)
-    pair_prefix: str = Field("CF", pattern=r"^[A-Za-z][A-Za-z_-]*$")  # pair ids are PREFIX01, PREFIX02, …
+    pairs: int = 36
+    pair_prefix: str = "CF"  # pair ids are PREFIX01, PREFIX02, …
     interventions: str = "interventions"
     captions: str = "captions"
     probes: str = "probes"
 
 
-class EditConfig(_Section):
+@dataclass(frozen=True)
+class EditConfig:
     engine: str = "auto"  # an engine name, or auto
-    candidates: int = Field(1, ge=1, le=100)
+    candidates: int = 1
     auto: list[str] | None = None  # the engines auto tries, in order (default: each engine's auto_rank)
-    engines: dict[str, dict[str, Any]] = Field(default_factory=dict)  # [edit.engines.NAME]: that engine's options
+    engines: dict[str, dict[str, Any]] = field(default_factory=dict)  # [edit.engines.NAME]: that engine's options
 
 
-class PriceConfig(_Section):
-    input: float = Field(ge=0, description="USD per million input tokens")
-    output: float = Field(ge=0, description="USD per million output tokens")
+@dataclass(frozen=True)
+class PriceConfig:
+    input: float  # USD per million input tokens
+    output: float  # USD per million output tokens
 
 
-class ProbeConfig(_Section):
+@dataclass(frozen=True)
+class ProbeConfig:
     model: str | None = None
-    concurrency: int = Field(4, ge=1, le=MAX_CONCURRENCY)
+    concurrency: int = 4
     modality_subset: str = "modality-100.txt"
-    protocol: Literal["default", "paper"] = "default"  # the preset 'probe run' uses without --protocol
-    prices: dict[str, PriceConfig] = Field(default_factory=dict)  # [probe.prices."KIND:NAME"]: for cost estimates
-    base_urls: list[str] = Field(default_factory=list)  # replicas of the openai: model when no --base-url is given
+    protocol: str = "default"  # "default" or "paper": the preset 'probe run' uses without --protocol
+    prices: dict[str, PriceConfig] = field(default_factory=dict)  # [probe.prices."KIND:NAME"]: for cost estimates
+    base_urls: list[str] = field(default_factory=list)  # replicas of the openai: model when no --base-url is given
 
 
-class CheckConfig(_Section):
-    margin: int = Field(4, ge=0, le=MAX_MARGIN_PX)  # pixels between the edit mask and the keep region
+@dataclass(frozen=True)
+class CheckConfig:
+    margin: int = 4  # pixels between the edit mask and the keep region
     lpips_backbone: str | None = None  # AlexNet ImageNet weights (.pth); default: torch's hub cache
 
 
-class Config(_Section):
+@dataclass(frozen=True)
+class Config:
     dataset: DatasetConfig = DatasetConfig()
     workspace: WorkspaceSection = WorkspaceSection()
     edit: EditConfig = EditConfig()
     probe: ProbeConfig = ProbeConfig()
     check: CheckConfig = CheckConfig()
+    as_json: dict[str, Any] | None = field(default=None, compare=False, repr=False)  # set when read by pydantic
+
+    def model_dump(self, mode: str = "json") -> dict[str, Any]:
+        """Every setting as JSON values, section by section (a run's identity holds it)."""
+        if self.as_json is not None:
+            return copy.deepcopy(self.as_json)
+        return {name: dataclasses.asdict(getattr(self, name)) for name in _SECTIONS}
+
+
+def _is_str(value: Any) -> bool:
+    return type(value) is str
+
+
+def _int_within(low: int, high: int) -> Callable[[Any], bool]:
+    return lambda value: type(value) is int and low <= value <= high
+
+
+def _strs(value: Any) -> bool:
+    return type(value) is list and all(type(item) is str for item in value)
+
+
+def _plain_json(value: Any) -> bool:
+    """A value JSON holds as it is (no date, no infinite number), so both readings keep it unchanged."""
+    if type(value) in (str, bool, int):
+        return True
+    if type(value) is float:
+        return math.isfinite(value)
+    if type(value) is list:
+        return all(_plain_json(item) for item in value)
+    return type(value) is dict and all(type(k) is str and _plain_json(v) for k, v in value.items())
+
+
+def _engines(value: Any) -> bool:
+    return type(value) is dict and all(type(k) is str and type(v) is dict and _plain_json(v) for k, v in value.items())
+
+
+def _price(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and 0 <= value <= 2 ** 53
+
+
+def _prices(value: Any) -> bool:
+    return type(value) is dict and all(type(k) is str and type(v) is dict and set(v) == {"input", "output"}
+                                       and _price(v["input"]) and _price(v["output"]) for k, v in value.items())
+
+
+_PREFIX = re.compile(r"[A-Za-z][A-Za-z_-]*")
+#: Per section: its class, and for each key the test a value passes to be read without the full check.
+_SECTIONS: dict[str, tuple[type, dict[str, Callable[[Any], bool]]]] = {
+    "dataset": (DatasetConfig, {"cases": _is_str, "images": _is_str}),
+    "workspace": (WorkspaceSection, {
+        "store": _is_str, "pairs": _int_within(1, 10_000), "interventions": _is_str, "captions": _is_str,
+        "probes": _is_str, "pair_prefix": lambda v: type(v) is str and _PREFIX.fullmatch(v) is not None}),
+    "edit": (EditConfig, {"engine": _is_str, "candidates": _int_within(1, 100), "auto": _strs, "engines": _engines}),
+    "probe": (ProbeConfig, {"model": _is_str, "concurrency": _int_within(1, MAX_CONCURRENCY),
+                            "modality_subset": _is_str, "protocol": lambda v: v in ("default", "paper") and _is_str(v),
+                            "prices": _prices, "base_urls": _strs}),
+    "check": (CheckConfig, {"margin": _int_within(0, MAX_MARGIN_PX), "lpips_backbone": _is_str}),
+}
+
+
+def _sections(values: dict[str, dict[str, Any]], as_json: dict[str, Any] | None = None) -> Config:
+    made = {}
+    for name, section in values.items():
+        section = dict(section)
+        if name == "probe" and "prices" in section:
+            section["prices"] = {k: PriceConfig(float(v["input"]), float(v["output"]))
+                                 for k, v in section["prices"].items()}
+        made[name] = _SECTIONS[name][0](**section)
+    return Config(**made, as_json=as_json)
+
+
+def _plain(raw: dict[str, Any]) -> Config | None:
+    """``raw`` read without pydantic when every value is plainly of its type and in range; else None."""
+    for name, section in raw.items():
+        if name not in _SECTIONS or type(section) is not dict:
+            return None
+        tests = _SECTIONS[name][1]
+        if not all(key in tests and tests[key](value) for key, value in section.items()):
+            return None
+    return _sections(raw)
+
+
+def config_from(raw: Any, where: str, then: str) -> Config:
+    """The configuration ``raw`` (parsed TOML) holds; a refusal names ``where`` and ends with ``then``."""
+    plain = _plain(raw) if type(raw) is dict else None
+    if plain is not None:
+        return plain
+    from cfkit.workspace_schema import checked
+
+    values, as_json = checked(raw, where, then)
+    return _sections(values, as_json)
 
 
 DEFAULT_TOML = """\
@@ -193,10 +290,7 @@ def load_workspace(root: Path) -> Workspace:
         raise ConfigError(f"{path}: a value is nested too deeply to read; cfkit.toml holds flat tables of "
                           "settings.") from None
     _refuse_first_version_edit_keys(path, raw)
-    try:
-        config = Config.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: {describe_validation(exc)} See 'cfkit init --help' for the format.") from exc
+    config = config_from(raw, str(path), "See 'cfkit init --help' for the format.")
     return Workspace(root=root.resolve(), config=config)
 
 
@@ -282,11 +376,10 @@ def plan_workspace(root: Path, *, cases: str, images: str, pairs: int) -> Worksp
     text = DEFAULT_TOML.format(cases=toml_string(cases), images=toml_string(images), pairs=pairs)
     # Read back what would be written: a value that does not survive the round trip is refused here.
     try:
-        config = Config.model_validate(tomllib.loads(text))
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # a writer bug; refuse rather than leave a broken file
         raise ConfigError(f"{path}: the configuration would not be valid TOML ({exc}); nothing was written.") from exc
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: {describe_validation(exc)} Nothing was written.") from exc
+    config = config_from(raw, str(path), "Nothing was written.")
     if (config.dataset.cases, config.dataset.images, config.workspace.pairs) != (cases, images, pairs):
         raise ConfigError(f"{path}: the paths given do not read back unchanged from TOML; give simpler paths.")
     return WorkspacePlan(Workspace(root=root.resolve(), config=config), text)

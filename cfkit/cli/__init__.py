@@ -39,6 +39,30 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "study": ("cfkit.cli.study", "study"),
 }
 
+#: name -> the one-line summary ``cfkit --help`` lists, so that listing imports no command module
+#: (tests/test_hotpath_imports.py checks each against its command's own short help). A command
+#: missing here is still listed: its module is imported for its summary.
+SUMMARIES: dict[str, str] = {
+    "init": "Make a workspace and check the dataset it points at.",
+    "cases": "Validate or import the dataset's case records.",
+    "specs": "Edit specs: one YAML file per counterfactual pair in interventions/.",
+    "edit": "Make counterfactual edits of specs' source images, save them, record them, check them.",
+    "edits": "Recorded edits and their provenance.",
+    "check": "Measure how well edits keep everything outside their masks.",
+    "review": "Review edits in the terminal: original | edited | difference, metrics and verdict.",
+    "sheet": "A contact sheet of all pairs (or the given ones), laid out like Figure S8: HTML and a PNG.",
+    "captions": "Captions for the modality probe: build, lint, show and draft.",
+    "probe": "Ask a model every question of a suite and store every reply.",
+    "runs": "Stored probe runs: list, show, rm, export, import, reparse, unparsed.",
+    "report": "Accuracy, Macro-F1, pair accuracy, NCU, modality deltas, paired tests and position bias (swap).",
+    "audit": "Evidence-grounded accuracy: two people judge each reply blind; κ, AC1, adjudication; 'report --ega'.",
+    "demo": "Run the whole workflow offline on examples/mini, in about a minute.",
+    "weights": "Model weights on this machine: list them, fetch or import LPIPS's backbone.",
+    "view": "Browse the workspace: runs, the report tables, every case with each model's reply, the counterfactual "
+            "pairs.",
+    "study": "Run several models on several suites from one study file, and report them together.",
+}
+
 
 def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value:
@@ -86,6 +110,20 @@ class CfkitGroup(click.Group):
         if importlib.util.find_spec(module) is None:
             return None
         return _accept_debug_everywhere(getattr(importlib.import_module(module), attr))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``cfkit --help``, from SUMMARIES: no command module is imported to draw it."""
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in SUMMARIES:
+                rows.append((name, SUMMARIES[name]))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(formatter.width - 6 - len(name))))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         from cfkit.cli.once import refusal, repeated_options

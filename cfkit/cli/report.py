@@ -123,10 +123,14 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
         raise UsageError("--plot-format and --force are options of --plot; give --plot DIR too.")
     groups = lib.load_groups(groups_path) if groups_path else None
     from cfkit.interop.reporting import predictions_files
+    from cfkit.predictions import paused_collection
 
     renames = [spec for spec in label_specs if "=" in spec]
     label = _file_label([spec for spec in label_specs if "=" not in spec])
-    with predictions_files(ws, prediction_paths, fmt=predictions_format, map_path=map_path, label=label) as (paths, notes):
+    # A study's report builds a few hundred thousand objects and keeps them to the end, none in a cycle: the cycle
+    # collector would walk them again and again for nothing (it comes back when the report is built).
+    with paused_collection(), predictions_files(ws, prediction_paths, fmt=predictions_format, map_path=map_path,
+                                                label=label) as (paths, notes):
         for note in notes:
             status(note)
         result = lib.make_report(ws, paths, run_refs=list(run_refs), compare=compare,
@@ -193,9 +197,13 @@ def _print(fmt: str, tables, as_json, as_csv) -> None:
     if fmt == "table":
         data_console(_table_width()).print(lib.TablesView(tables()))
         return
+    from cfkit.predictions import paused_collection
+
     writers = {"json": as_json, "csv": as_csv, "md": lambda: lib.markdown_tables(tables()),
                "latex": lambda: lib.latex_tables(tables())}
-    sys.stdout.write(writers[fmt]())
+    with paused_collection():  # the JSON of a study's units is many small objects, none in a cycle
+        text = writers[fmt]()
+    sys.stdout.write(text)
 
 
 #: Width of the tables when stdout is not a terminal and COLUMNS is unset: each table is as wide as its cells.

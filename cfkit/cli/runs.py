@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from cfkit.cli.console import out, print_json, status, warn, workspace_option
 from cfkit.errors import OutputError
@@ -29,12 +28,12 @@ def list_(ws, as_json: bool) -> None:
     """List runs, newest first."""
     from dataclasses import asdict
 
-    from cfkit.store import open_store
-    from cfkit.store.runs import list_runs
-
     if not ws.db_path.is_file():
         records = []  # listing must not create a store
     else:
+        from cfkit.store import open_store
+        from cfkit.store.runs import list_runs
+
         with open_store(ws.db_path) as store:
             records = list_runs(store)
     if as_json:
@@ -43,6 +42,8 @@ def list_(ws, as_json: bool) -> None:
     if not records:
         status(f"no runs in {ws.root} yet; start one with 'cfkit probe run'.")
         return
+    from rich.table import Table  # only where a table is drawn
+
     title = f"Runs in {escape(str(ws.db_path))}"
     table = Table(title=title, title_justify="left")
     for column, justify in (("run", "left"), ("model", "left"), ("suite", "left"), ("status", "left"),
@@ -90,6 +91,8 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     stopped on an error says which.
     """
     from dataclasses import asdict
+
+    from rich.table import Table
 
     from cfkit.store import batches, open_store
     from cfkit.store.runs import find_run, unanswered

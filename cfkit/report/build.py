@@ -164,8 +164,12 @@ def build_report(
     sources = sources or Sources(preds=list(preds))
     # 1. index
     answers: dict[str, dict[str, dict[tuple[str, str, str], Prediction]]] = {}
+    last, got = None, {}
     for p in preds:
-        answers.setdefault(p.suite, {}).setdefault(p.model, {})[(p.case, p.pair or "", p.condition)] = p
+        if (p.suite, p.model) != last:  # a run's lines come together: one look-up per run, not per line
+            last = (p.suite, p.model)
+            got = answers.setdefault(p.suite, {}).setdefault(p.model, {})
+        got[(p.case, p.pair or "", p.condition)] = p
     # 2. checks
     cc_models = answers.get("contextcanvas", {})
     for base, other in compare:
@@ -184,14 +188,15 @@ def build_report(
                 raise PredictionError(f"model '{model}' answered modality case {outside[0]}, which is not in the "
                                       "modality subset file; add it there or remove those lines.")
     units = _Units(sources)
-    group_of = resolve_groups([p.model for p in preds], groups)
+    group_of = resolve_groups({model: None for by_model in answers.values() for model in by_model}, groups)
     # 3. the suites
     all_cases = list(gold.cases)
     by_case = stats.Resamples(len(all_cases), n_resamples=n_resamples, seed=seed) if cc_models else None
     cc_usable = {model: units.usable(model, "contextcanvas", got) for model, got in cc_models.items()}
     cc_rows = []
+    cc_case = _CaseColumns(all_cases, ("image",)) if cc_models else None  # made once, shared by every model
     for model, got in cc_models.items():
-        intervals = _contextcanvas(units, model, got, all_cases, by_case)
+        intervals = _contextcanvas(units, model, got, cc_case, by_case)
         cc_rows.append(ContextCanvasRow(model, intervals.scores, *units.marks(model, "contextcanvas"),
                                         intervals=intervals, group=group_of[model]))
     pairs = list(gold.pairs.values())
@@ -206,7 +211,8 @@ def build_report(
     md_cases = [gold.cases.get(c) for c in gold.modality_cases or []]
     # One resample matrix for every model (the same seed drew the same one per model before, at a cost each).
     by_md_case = stats.Resamples(len(md_cases), n_resamples=n_resamples, seed=seed) if md_models else None
-    md_rows = [dataclasses.replace(_modality(units, model, got, md_cases, by_md_case, seed), group=group_of[model])
+    md_case = _CaseColumns(md_cases, SUITE_CONDITIONS["modality"]) if md_models else None
+    md_rows = [dataclasses.replace(_modality(units, model, got, md_case, by_md_case, seed), group=group_of[model])
                for model, got in md_models.items()]
     sw_rows = swap_rows(units, gold.cases, answers.get("swap", {}), n_resamples=n_resamples, seed=seed)
     # 4. comparisons, adjusted over the ones asked for together
@@ -256,6 +262,22 @@ class _Units:
         if len(self.missing) > listed:
             self.reasons[key] = self.missing[-1].reason
         return found
+
+    def answers(self, model: str, suite: str, got: dict, units: Sequence[tuple[str, str, str]]) -> list[str | None]:
+        """:meth:`answer` for each (case, pair, condition) of ``units``, in order.
+
+        An answer that is there, not failed and not about an edit is taken as it
+        is; only the others go through :meth:`answer`'s checks.
+        """
+        asked, out = self.asked, []
+        for unit in units:
+            p = got.get(unit)
+            if p is not None and p.edit_id is None and p.error != "transport" and p.error != "refused":
+                asked[(model, suite, *unit)] = p.answer
+                out.append(p.answer)
+            else:
+                out.append(self.answer(model, suite, got, *unit))
+        return out
 
     def usable(self, model: str, suite: str, got: dict) -> dict[tuple[str, str, str], str | None]:
         """Answers by unit, with stale answers (about an edit no longer selected) left out."""
@@ -317,30 +339,41 @@ def _correct(got: dict, cases: Sequence[Case], condition: str) -> np.ndarray:
     return np.array([got.get((c.id, "", condition)) == c.gold for c in cases], dtype=bool)
 
 
-def _contextcanvas(units: _Units, model: str, got: dict, cases: list[Case],
+class _CaseColumns:
+    """What a suite's section reads of its cases, taken once for all models: each unit's key per condition, the
+    golds, the Yes and No options."""
+
+    def __init__(self, cases: Sequence[Case], conditions: Sequence[str]):
+        self.n = len(cases)
+        self.keys = {condition: [(c.id, "", condition) for c in cases] for condition in conditions}
+        self.gold = [c.gold for c in cases]
+        self.yes = [c.yes_option for c in cases]
+        self.no = [c.no_option for c in cases]
+
+
+def _contextcanvas(units: _Units, model: str, got: dict, cases: _CaseColumns,
                    resamples: stats.Resamples | None) -> stats.ContextCanvasIntervals:
-    predicted = [units.answer(model, "contextcanvas", got, c.id, "", "image") for c in cases]
-    return stats.contextcanvas_intervals(predicted, [c.gold for c in cases], [c.yes_option for c in cases],
-                                         [c.no_option for c in cases], resamples=resamples)
+    predicted = units.answers(model, "contextcanvas", got, cases.keys["image"])
+    return stats.contextcanvas_intervals(predicted, cases.gold, cases.yes, cases.no, resamples=resamples)
 
 
 def _counterfactual(units: _Units, model: str, got: dict, pairs: list[PairGold],
                     resamples: stats.Resamples | None) -> stats.CounterfactualScores:
     if not pairs:
         raise SpecError("counterfactual predictions were given, but the workspace has no edit specs in interventions/.")
-    original = [units.answer(model, "counterfactual", got, p.case, p.pair, "original") for p in pairs]
-    edit = [units.answer(model, "counterfactual", got, p.case, p.pair, "edit") for p in pairs]
+    original = units.answers(model, "counterfactual", got, [(p.case, p.pair, "original") for p in pairs])
+    edit = units.answers(model, "counterfactual", got, [(p.case, p.pair, "edit") for p in pairs])
     return stats.counterfactual_scores(original, edit, [p.original for p in pairs], [p.edit for p in pairs],
                                        resamples=resamples)
 
 
-def _modality(units: _Units, model: str, got: dict, cases: list[Case], resamples: stats.Resamples,
+def _modality(units: _Units, model: str, got: dict, cases: _CaseColumns, resamples: stats.Resamples,
               seed: int | None) -> ModalityRow:
     conditions = SUITE_CONDITIONS["modality"]
     correct, invalid = {}, {}
     for condition in conditions:
-        answered = [units.answer(model, "modality", got, c.id, "", condition) for c in cases]
-        correct[condition] = stats.correct_mask(answered, [c.gold for c in cases])
+        answered = units.answers(model, "modality", got, cases.keys[condition])
+        correct[condition] = stats.correct_mask(answered, cases.gold)
         invalid[condition] = sum(a is None for a in answered)
     # One set of resampling indices for every statistic (and model) keeps all of them paired by case.
     matrix = 100.0 * np.stack([correct[c] for c in conditions]).astype(float)
@@ -350,7 +383,7 @@ def _modality(units: _Units, model: str, got: dict, cases: list[Case], resamples
     adjusted = stats.bonferroni([c.mcnemar.p_value for c in comparisons])
     return ModalityRow(
         model=model,
-        n=len(cases),
+        n=cases.n,
         accuracy={c: float(matrix[i].mean()) for i, c in enumerate(conditions)},
         accuracy_ci=dict(zip(conditions, intervals)),
         deltas=[Delta(a, b, c, p) for (a, b), c, p in zip(MODALITY_DELTAS, comparisons, adjusted)],

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from cfkit.errors import UsageError
-from cfkit.report.grounding import EgaSection
 from cfkit.report.sources import Sources
+
+if TYPE_CHECKING:  # the EGA section's module (and the audit's) is loaded only for report --ega
+    from cfkit.report.grounding import EgaSection
 
 
 def parse_label(text: str) -> tuple[str, str]:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cfkit import stats
-from cfkit.report.grounding import EgaSection
 from cfkit.report.swap import COVERAGE_END, SwapRow
 from cfkit.report.trouble import ReplyTrouble
 from cfkit.report.units import ModelUnits
+
+if TYPE_CHECKING:  # the EGA section's module (and the audit's) is loaded only for report --ega
+    from cfkit.report.grounding import EgaSection
 
 
 #: Why a unit is listed in ``missing``: no prediction at all, a request that failed, the model declined, an

@@ -106,16 +106,28 @@ def collect_units(asked: Mapping[AnswerKey, str | None], gold: Mapping[tuple[str
     why an answer is not usable.
     """
     grouped: dict[tuple[str, str], dict[tuple[str, str], dict[str, str | None]]] = {}
+    group, last = None, None
     for (model, suite, case, pair, condition), answer in asked.items():
-        grouped.setdefault((model, suite), {}).setdefault((case, pair), {})[condition] = answer
+        if (model, suite) != last:  # a model's answers to a suite come one after another: one look-up a run
+            last = (model, suite)
+            group = grouped.setdefault(last, {})
+        unit = group.get((case, pair))
+        if unit is None:
+            unit = group[(case, pair)] = {}
+        unit[condition] = answer
+    with_reasons = {key[:4] for key in reasons}  # (model, suite, case, pair) of the units with an unusable answer
+    golds: dict[tuple, dict[str, str | None]] = {}  # (case, pair, conditions) -> their golds, the same for every model
     out = []
     for (model, suite), units in grouped.items():
         outcomes = []
         for (case, pair), answers in units.items():
             missing = {c: reasons[(model, suite, case, pair, c)] for c in answers
-                       if (model, suite, case, pair, c) in reasons}
-            outcomes.append(UnitOutcome(case, pair or None, dict(answers),
-                                        {c: gold.get((case, pair, c)) for c in answers}, missing))
+                       if (model, suite, case, pair, c) in reasons} if (model, suite, case, pair) in with_reasons else {}
+            shared = (case, pair, *answers)
+            if shared not in golds:
+                golds[shared] = {c: gold.get((case, pair, c)) for c in answers}
+            # ``answers`` was made for this unit alone; each unit gets its own copy of the golds.
+            outcomes.append(UnitOutcome(case, pair or None, answers, dict(golds[shared]), missing))
         out.append(ModelUnits(model, suite, outcomes))
     return out
 

@@ -1,0 +1,122 @@
+"""The shortcuts that keep a study-sized report fast give what the plain path gives, values and errors alike.
+
+Reading predictions takes each line through pydantic's JSON reading in one
+pass (``json.loads`` then the model for a line it refuses), checks a case's options once per case, and
+holds the cycle collector off; the report takes present answers without the
+per-answer checks. None of that may change a value or the first error named.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from pathlib import Path
+
+import pytest
+
+from cfkit.dataset import load_cases
+from cfkit.errors import PredictionError
+from cfkit.predictions import Prediction, check_predictions, load_predictions, parse_predictions, paused_collection
+
+
+BASE = '{"model": "m", "suite": "contextcanvas", "case": "T1", "condition": "image"'
+#: Lines that differ in how JSON may be written or read: escapes, numbers, duplicates, stray text, types.
+TAILS = [
+    '}', ', "answer": "A"}', ', "answer": "A", "answer": "B"}', ', "answer": "\\ud800"}', ', "raw": "a\tb"}',
+    ', "raw": "a\\u0000b"}', ', "raw": "\\udc80\\ud800"}', ', "raw": "\\ud83d\\ude00"}', ', "raw": "x\\u2028y\x7f"}',
+    ', "raw": "x\x1fy"}', ', "raw": "\\/"}', ', "raw": "\\x"}', ', "raw": "\\u12"}', ', "raw": "a"b"}', ", \"raw\": 'x'}",
+    ', "edit_id": 1.0}', ', "edit_id": true}', ', "edit_id": "1"}', ', "edit_id": 1e2}', ', "edit_id": 1E+2}',
+    ', "edit_id": 1.5}', ', "edit_id": -0}', ', "edit_id": 01}', ', "edit_id": +1}', ', "edit_id": .5}', ', "edit_id": 1.}',
+    ', "edit_id": 0x1}', ', "edit_id": 1e400}', ', "edit_id": Infinity}', ', "edit_id": 12345678901234567890123}',
+    ', "truncated": 1}', ', "truncated": "true"}', ', "truncated": "yes"}', ', "truncated": True}', ', "truncated": null}',
+    ', "answer": NaN}', ', "answer": 1}', ', "answer": undefined}', ', "answer": null,}', ', "suite": "modality"}',
+    ', "nested": {"a": [1, 2]}}', '} ', '}x', '}}', '}, {}', ', "raw": "' + "}" + '"}',
+]
+LINES = [BASE + tail for tail in TAILS] + ["\ufeff" + BASE + "}", " " + BASE + "}", "[" + BASE + "}]", "{}", "1", '"x"',
+                                          '{"raw": ' * 100_000 + "1" + "}" * 100_000]
+
+
+def _plain(line):
+    """How a line read before the one-pass reading: json.loads, then the model."""
+    raw = json.loads(line)
+    if not isinstance(raw, dict):
+        raise TypeError(type(raw).__name__)
+    return Prediction.model_validate(raw)
+
+
+def _outcome(read, line):
+    try:
+        pred = read(line)
+    except (ValueError, TypeError, RecursionError, PredictionError) as exc:
+        return "refused", exc
+    return "read", (pred.model_dump(), pred.model_fields_set)
+
+
+@pytest.mark.parametrize("line", LINES, ids=range(len(LINES)))
+def test_a_line_reads_as_it_read_before(line):
+    """A line the one-pass reading accepts gives what json.loads and the model gave; the others go the plain way."""
+    one_pass, plain = _outcome(Prediction.__pydantic_validator__.validate_json, line), _outcome(_plain, line)
+    if one_pass[0] == "read":
+        assert one_pass == plain
+    loaded = _outcome(lambda text: parse_predictions(text, "p.jsonl")[0], line)
+    assert loaded[0] == plain[0]
+    if plain[0] == "read":
+        assert loaded == plain
+    else:  # refused with the plain reading's words
+        assert isinstance(loaded[1], PredictionError) and str(loaded[1]).startswith("p.jsonl:1: ")
+
+
+def _line(**fields) -> str:
+    record = {"model": "m", "suite": "contextcanvas", "case": "T001", "condition": "image", "answer": "B"} | fields
+    return json.dumps(record)
+
+
+@pytest.fixture
+def cases(tiny_ws: Path):
+    return load_cases(tiny_ws / "data" / "cases.jsonl", tiny_ws / "data" / "images")
+
+
+@pytest.mark.parametrize("lines, message", [
+    ([_line(), _line(case="T002", answer="Z"), _line(case="NOPE")],
+     r"p\.jsonl:2: answer 'Z' is not an option of case T002 \(A, B\); write null"),
+    ([_line(), _line(case="NOPE"), _line(case="T002", answer="Z")], r"p\.jsonl:2: unknown case 'NOPE'; it is not in"),
+    ([_line(), _line(case="T001", answer="Z")], r"p\.jsonl:2: answer 'Z' is not an option of case T001"),
+    ([_line(), "", _line()], r"p\.jsonl:3: a second answer from model 'm' for case T001, condition image "
+                             r"\(the first is at .*p\.jsonl:1\)"),
+    ([_line(), _line(case="T002") + " x"], rf"p\.jsonl:2: not valid JSON \(Extra data at column {len(_line(case='T002')) + 2}\)"),
+])
+def test_the_first_problem_is_named_with_its_line(tmp_path, cases, lines, message):
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(PredictionError, match=message):
+        load_predictions([path], cases=cases)
+
+
+def test_stored_records_name_the_first_record_of_a_repeated_answer(cases):
+    preds = [Prediction.model_validate(json.loads(_line(case=c))) for c in ("T001", "T002", "T001")]
+    with pytest.raises(PredictionError) as caught:
+        check_predictions(preds, "store x.db", cases=cases)
+    assert str(caught.value) == ("store x.db, record 3 (model m, contextcanvas): a second answer for case T001, "
+                                 "condition image (the first is store x.db, record 1 (model m, contextcanvas)).")
+    bad = [preds[0], Prediction.model_validate(json.loads(_line(case="T002", answer="Z")))]
+    with pytest.raises(PredictionError, match=r"^store x\.db, record 2 \(model m, contextcanvas\): answer 'Z' is not"):
+        check_predictions(bad, "store x.db", cases=cases)
+
+
+def test_the_cycle_collector_comes_back_as_it_was(tmp_path, cases):
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text(_line() + "\n")
+    bad.write_text(_line(case="NOPE") + "\n")
+    assert gc.isenabled()
+    assert len(load_predictions([good], cases=cases)) == 1
+    assert gc.isenabled()
+    with pytest.raises(PredictionError):
+        load_predictions([bad], cases=cases)
+    assert gc.isenabled()  # also after an error
+    gc.disable()
+    try:
+        with paused_collection():
+            pass
+        assert not gc.isenabled()  # a caller that held it off keeps it off
+    finally:
+        gc.enable()
