@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-import audit_workspace as aw
+from support import audit_workspace as aw
 from cfkit.audit.adjudication import needs_resolution, resolve_item
 from cfkit.audit.agreement import audit_agreement
 from cfkit.audit.exchange import export_worksheet, import_worksheet

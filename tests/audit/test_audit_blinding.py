@@ -20,8 +20,8 @@ from pathlib import Path
 import click
 import pytest
 
-import audit_workspace as aw
-from conftest import run_cli
+from support import audit_workspace as aw
+from support.workspace import run_cli
 
 FORBIDDEN = ("gpt", "qwen", "openai", "alibaba", "contextcanvas-")
 ALICE_NOTE, BOB_NOTE = "alice-tracer-note", "bob-tracer-note"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-import audit_workspace as aw
+from support import audit_workspace as aw
 from cfkit.audit.items import BlindItem, load_audit
 from cfkit.audit.labelling import LabelState, update_label
 from cfkit.audit.loop import adjudicate, annotate

@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("anthropic")
 
-from anthropic_api_server import AnthropicServer, Scripted, user_text  # noqa: E402
-from conftest import run_cli  # noqa: E402
-from test_probe import SCRIPTED, add_modality, replies, report  # noqa: E402
+from support.anthropic_api_server import AnthropicServer, Scripted, user_text  # noqa: E402
+from support.workspace import run_cli  # noqa: E402
+from support.probe_runs import SCRIPTED, add_modality, replies, report  # noqa: E402
 
 SECRET = "sk-ant-DO-NOT-LEAK-0123456789"
 LOCAL_SECRET = "local-anthropic-key-DO-NOT-LEAK"
@@ -158,8 +158,8 @@ def test_batch_results_on_another_host_are_not_fetched_with_the_key(tiny_ws, mon
 
 def test_gemini_through_its_openai_compatible_endpoint(tiny_ws, monkeypatch):
     """The README's Gemini configuration: the openai backend, Gemini's /v1beta/openai base URL, $GEMINI_API_KEY."""
-    from chat_api_server import ChatServer
-    from test_probe import scripted_answer
+    from support.chat_api_server import ChatServer
+    from support.probe_runs import scripted_answer
 
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("GEMINI_API_KEY", LOCAL_SECRET)

@@ -13,22 +13,16 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from conftest import REPO, gradient_image, run_cli
-from tiny_llava import save_tiny_llava
+from support.workspace import REPO, gradient_image, run_cli
+from support.tiny_llava import save_tiny_llava
 from cfkit.backends import Generation, ImageData, ProbeRequest, RequestMeta, load_backend
 from cfkit.backends.hf_local import fit_square
 from cfkit.errors import BackendUnavailable
 from cfkit.images import png_bytes
+from support.tiny_llava import CHAT_TEMPLATE
 
 pytest.importorskip("transformers", reason="the hf extra is not installed: pip install 'cfkit-probes[hf]'")
 pytest.importorskip("torch", reason="the hf extra is not installed: pip install 'cfkit-probes[hf]'")
-
-CHAT_TEMPLATE = (
-    "{% for m in messages %}{{ m['role'] }}: "
-    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for c in m['content'] %}"
-    "{% if c['type'] == 'image' %}<image> {% else %}{{ c['text'] }}{% endif %}{% endfor %}{% endif %}\n"
-    "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
-)
 
 
 @pytest.fixture(scope="module")

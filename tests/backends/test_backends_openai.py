@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("aiohttp", reason="the openai extra is not installed: pip install 'cfkit-probes[openai]'")
 
-from chat_api_server import ChatServer, Scripted, answer_json, completion, error_body
+from support.chat_api_server import ChatServer, Scripted, answer_json, completion, error_body
 from cfkit.backends import (
     Generation, ImageData, ProbeRequest, RequestMeta, TransportError, load_backend, parse_option_pairs,
 )
@@ -303,9 +303,9 @@ def test_answering_does_not_import_the_openai_sdk():
     import subprocess
     import sys
 
-    from conftest import REPO
+    from support.workspace import REPO
 
-    code = ("import asyncio, sys\nsys.path.insert(0, 'tests')\nfrom chat_api_server import ChatServer\n"
+    code = ("import asyncio, sys\nsys.path.insert(0, 'tests')\nfrom support.chat_api_server import ChatServer\n"
             "from cfkit.backends import load_backend\nfrom test_backends_openai import ask\n"
             "with ChatServer() as server:\n    reply = ask(load_backend('openai:m', {'base_url': server.url}))\n"
             "print('OPENAI' if 'openai' in sys.modules else 'NO-OPENAI', reply.raw[:1])\n")

@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from chat_api_server import ChatServer
-from conftest import run_cli, tree_snapshot
+from support.chat_api_server import ChatServer
+from support.workspace import run_cli, tree_snapshot
 from cfkit.endpoints import OFFICIAL_URL, base_url_problem, is_loopback, redact_url, resolve_endpoint
 from cfkit.errors import OptionError
 

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from chat_api_server import ChatServer, Scripted, error_body
-from conftest import run_cli
-from test_probe import FAST, many_cases, replies, scripted_answer
+from support.chat_api_server import ChatServer, Scripted, error_body
+from support.workspace import run_cli
+from support.probe_runs import FAST, many_cases, replies, scripted_answer
 
 N = 24
 
@@ -109,7 +109,7 @@ def test_an_endpoint_that_starts_failing_is_backed_off_and_the_other_answers(man
 
 
 def test_a_dead_endpoint_at_start_up_is_refused(many_ws):
-    from transformers_server import free_port
+    from support.transformers_server import free_port
 
     with ChatServer(scripted_answer) as a:
         dead = f"http://127.0.0.1:{free_port()}/v1"

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from conftest import run_cli
-from test_probe import many_cases
-from transformers_server import TransformersServe, save_tiny_llava, serving_missing
+from support.workspace import run_cli
+from support.probe_runs import many_cases
+from support.transformers_server import TransformersServe, save_tiny_llava, serving_missing
 
 _missing = serving_missing()
 if _missing is not None:

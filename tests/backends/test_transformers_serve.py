@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
-from transformers_server import TOKENS_PER_IMAGE, TransformersServe, save_tiny_llava, serving_missing
+from support.workspace import REPO, run_cli
+from support.transformers_server import TOKENS_PER_IMAGE, TransformersServe, save_tiny_llava, serving_missing
 
 _missing = serving_missing()
 if _missing is not None:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from caption_workspace import make_caption_ws
+from support.caption_workspace import make_caption_ws
 from cfkit.lint import lint_captions
 from cfkit.workspace import load_workspace
-from conftest import run_cli
+from support.workspace import run_cli
 
 
 @pytest.fixture

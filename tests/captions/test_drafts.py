@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from caption_workspace import make_caption_ws
+from support.caption_workspace import make_caption_ws
 from cfkit.lint import lint_captions
 from cfkit.workspace import load_workspace
-from chat_api_server import ChatServer, Scripted, completion, error_body
-from conftest import run_cli
+from support.chat_api_server import ChatServer, Scripted, completion, error_body
+from support.workspace import run_cli
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from caption_workspace import CASES, CLEAN, TEMPLATES, make_caption_ws, write_caption
-from conftest import run_cli
+from support.caption_workspace import CASES, CLEAN, TEMPLATES, make_caption_ws, write_caption
+from support.workspace import run_cli
 
 from cfkit.cases import parse_case
 from cfkit.errors import CaptionError, InputError

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from support.workspace import REPO, run_cli
 from cfkit.workspace import find_workspace
 
 HEAVY = ("torch", "diffusers", "transformers", "openai", "lpips", "skimage")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import run_cli, tree_snapshot
+from support.workspace import run_cli, tree_snapshot
 
 SPEC = "interventions/TX01.yaml"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, tree_snapshot
+from support.workspace import run_cli, tree_snapshot
 
 
 def _cfkit(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -7,7 +7,7 @@ import pytest
 
 from cfkit.cli import COMMANDS, cli
 from cfkit.cli.once import repeated_options
-from tests.conftest import run_cli
+from support.workspace import run_cli
 
 
 def _commands() -> list[tuple[list[str], click.Command]]:

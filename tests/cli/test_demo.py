@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from conftest import MINI, run_cli, tree_snapshot
+from support.workspace import MINI, run_cli, tree_snapshot
 
 
 def test_demo_runs_offline_and_prints_the_tables(tmp_path: Path):

@@ -18,9 +18,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from conftest import run_cli
+from support.workspace import run_cli
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "demo-transcript.txt"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "demo-transcript.txt"
 
 #: The commands after the demo, each run in its workspace (``-w`` is added).
 CORRIDOR: tuple[tuple[str, ...], ...] = (

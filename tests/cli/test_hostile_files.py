@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli, tree_snapshot, write_workspace
+from support.workspace import REPO, run_cli, tree_snapshot, write_workspace
 
 HEADER = ["id", "image", "question", "option_A", "option_B", "gold"]
 

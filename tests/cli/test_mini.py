@@ -19,7 +19,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from conftest import MINI, REPO, run_cli, tree_snapshot
+from support.workspace import MINI, REPO, run_cli, tree_snapshot
 
 DOCUMENTED = {"CF01": "HB208", "CF18": "HB084", "CF20": "HB163", "CF28": "E108", "CF35": "HB075"}
 MINI_SPECS = {"EX01": ("MX01", "recolor"), "EX02": ("MX02", "recolor"), "EX03": ("MX03", "remove")}

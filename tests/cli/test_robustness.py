@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import REPO, run_cli, tree_snapshot, write_workspace
+from support.workspace import REPO, run_cli, tree_snapshot, write_workspace
 
 
 def _jsonl(path: Path, *records: dict | str) -> str:
@@ -358,7 +358,7 @@ import socket  # noqa: E402
 import threading  # noqa: E402
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
 
-from conftest import MINI  # noqa: E402
+from support.workspace import MINI  # noqa: E402
 
 
 def _cli(args: list[str], *, env: dict[str, str] | None = None, limit_bytes: int | None = None,

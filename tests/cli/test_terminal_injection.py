@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, write_workspace
+from support.workspace import run_cli, write_workspace
 
 # A window title, a screen clear, a colour, a bell and a CSI written as its one-byte C1 form.
 HOSTILE = "x\x1b]0;PWNED\x07 \x1b[2J\x1b[31mred\x9b5n\x07"

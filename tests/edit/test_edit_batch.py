@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli, tree_snapshot
+from support.workspace import REPO, run_cli, tree_snapshot
 from cfkit.edit_batch import batch_ids, settings_of
 from cfkit.store import Store, edits, reviews
 from cfkit.workspace import load_workspace

@@ -23,7 +23,7 @@ def select_edit(ws, store, spec_id, *, require_accepted=False):
     return _selected(store, spec_id, require_accepted=require_accepted)
 from cfkit.store import Store, now
 from cfkit.workspace import load_workspace
-from conftest import REPO, gradient_image, run_cli, tree_snapshot
+from support.workspace import REPO, gradient_image, run_cli, tree_snapshot
 
 
 def _edit(ws: Path, *args: str):

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import run_cli, tree_snapshot
-from test_mask_derive import add_maskless_spec
+from support.workspace import run_cli, tree_snapshot
+from support.edits import add_maskless_spec
 
 
 def source(ws_root: Path) -> np.ndarray:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from support.workspace import REPO, run_cli
 from cfkit.edit_batch import batch_ids
 from cfkit.workspace import load_workspace
 

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from conftest import gradient_image, run_cli, tree_snapshot
+from support.workspace import gradient_image, run_cli, tree_snapshot
 from cfkit.errors import SpecError
 from cfkit.mask_derive import derive_mask
+from support.edits import add_maskless_spec
 
 
 def iou(a: np.ndarray, b: np.ndarray) -> float:
@@ -103,13 +104,6 @@ def test_explicit_threshold_and_margin_are_used():
 
 
 # ── the command ────────────────────────────────────────────────────────────
-
-
-def add_maskless_spec(ws_root: Path, spec_id: str = "TX03", case: str = "T001") -> None:
-    (ws_root / "interventions" / f"{spec_id}.yaml").write_text(
-        f"id: {spec_id}\ncase: {case}\ntitle: No mask yet\ncue: a patch\nreplacement: another patch\n"
-        "prompt: Change the patch.\n# the mask line comes from 'specs mask'\n"
-    )
 
 
 def edited_copy(ws_root: Path, path: Path) -> np.ndarray:

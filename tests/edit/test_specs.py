@@ -1,7 +1,7 @@
 import json
 from pathlib import Path
 
-from conftest import run_cli, tree_snapshot
+from support.workspace import run_cli, tree_snapshot
 
 
 def test_specs_list_shows_coverage_and_authored_count(tiny_ws: Path):

@@ -10,7 +10,7 @@ from skimage.color import rgb2lab
 from cfkit.editors import EditRequest, load_editor
 from cfkit.editors.classical import ClassicalEditor, ClassicalOptions
 from cfkit.errors import InputError, SpecError
-from conftest import gradient_image
+from support.workspace import gradient_image
 
 
 def _box_mask(height=64, width=96, box=(16, 32, 24, 48)) -> np.ndarray:

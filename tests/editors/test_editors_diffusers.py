@@ -24,8 +24,8 @@ from cfkit.editors import EditRequest
 from cfkit.editors.diffusers_inpaint import DiffusersEditor, model_family, pipeline_size
 from cfkit.errors import EditorUnavailable, EditRefused
 from cfkit.workspace import load_workspace
-from conftest import gradient_image
-from images_api_server import ImagesAPI, serve
+from support.workspace import gradient_image
+from support.images_api_server import ImagesAPI, serve
 
 torch = pytest.importorskip("torch", reason="the diffusers extra is not installed: pip install 'cfkit-probes[diffusers]'")
 pytest.importorskip("diffusers", reason="the diffusers extra is not installed: pip install 'cfkit-probes[diffusers]'")

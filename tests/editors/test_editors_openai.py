@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from cfkit.editors import EditRequest
 from cfkit.editors.openai_images import OpenAIEditor, plan_size
 from cfkit.errors import EditorError, EditorTransport, EditorUnavailable, EditRefused, OptionError
-from conftest import gradient_image, run_cli, tree_snapshot
-from images_api_server import REPLY_COLOUR, ImagesAPI, serve
+from support.workspace import gradient_image, run_cli, tree_snapshot
+from support.images_api_server import REPLY_COLOUR, ImagesAPI, serve
 
 SECRET = "sk-cfkit-test-9f3a1c7e5b2d4a6f8e0c"  # the loopback server's own key, in $IMAGES_SERVER_KEY
 OFFICIAL_SECRET = "sk-official-test-1b2c3d4e5f60718293a4"  # $OPENAI_API_KEY: must never reach the loopback server

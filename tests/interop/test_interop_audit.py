@@ -16,8 +16,8 @@ import shutil
 
 import pytest
 
-import audit_workspace as aw
-from test_audit_cli import FORBIDDEN, _items, blind, cli, decision, plan, yn
+from support import audit_workspace as aw
+from support.audit_session import FORBIDDEN, _items, blind, cli, decision, plan, yn
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from test_report import build_workspace
+from support.workspace import run_cli
+from support.report_workspace import build_workspace
 
-DATA = Path(__file__).resolve().parent / "data" / "inspect"
+DATA = Path(__file__).resolve().parents[1] / "data" / "inspect"
 #: What a careful grader reads from each reply of replies.json (None: the reply echoes both options).
 EXPECTED = {"Y000": "A", "Y001": "A", "Y002": "B", "Y003": None, "N000": "B", "N001": "B", "N002": "A",
             "N003": "B", "N004": None, "N005": "B", "N006": "A", "N007": "B"}
@@ -93,7 +93,7 @@ def test_inspect_ai_reads_what_cfkit_writes(tmp_path):
     # Skipped where inspect_ai is not installed (it is not in cfkit's pinned environment). This file and
     # tests/test_interop.py also pass in a venv with inspect_ai 0.3.285, where its reader reads every log.
     inspect_log = pytest.importorskip("inspect_ai.log")
-    from test_interop import store_run
+    from support.interop_files import store_run
 
     ws = build_workspace(tmp_path / "ws")
     run_id = store_run(ws)

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from chat_api_server import ChatServer, Scripted, completion, user_text
-from conftest import run_cli
+from support.chat_api_server import ChatServer, Scripted, completion, user_text
+from support.workspace import run_cli
 
 CUES = {"EX01": "brown espresso", "EX02": "irises are pale yellow-green", "EX03": "cross-shaped diffraction spikes"}
 REPLACEMENTS = {"EX01": "matcha latte", "EX02": "copper-orange irises", "EX03": "dark sky where"}

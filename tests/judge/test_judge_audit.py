@@ -15,9 +15,9 @@ import re
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-import audit_workspace as aw
-from chat_api_server import ChatServer, Scripted, completion, user_text
-from conftest import run_cli
+from support import audit_workspace as aw
+from support.chat_api_server import ChatServer, Scripted, completion, user_text
+from support.workspace import run_cli
 
 JUDGE = "openai:judge-model"
 

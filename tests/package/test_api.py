@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_report import TABLE_2, build_workspace, write_predictions
+from support.paper_tables import TABLE_2
+from support.report_workspace import build_workspace, write_predictions
 
 import cfkit
 from cfkit import api
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "api.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
 
 def code_blocks(text: str) -> list[str]:
@@ -109,7 +110,7 @@ def test_bad_names_are_refused_in_one_line(doc_run):
 
 
 def test_tables_s7_and_s9_as_dataframes(doc_run):
-    from test_stats import TABLE_S7, TABLE_S9
+    from support.paper_tables import TABLE_S7, TABLE_S9
 
     report = doc_run["report"]
     s7 = report.table("S7").set_index("model")
@@ -126,7 +127,7 @@ def test_tables_s7_and_s9_as_dataframes(doc_run):
 
 
 def test_a_peers_file_through_the_api_says_how_its_readings_differ(tmp_path):
-    from test_interop import MODEL, write_peer_files
+    from support.interop_files import MODEL, write_peer_files
 
     ws, files = write_peer_files(tmp_path)
     report = cfkit.Workspace(ws).report(predictions=[files["lmms"]], resamples=200)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from support.workspace import REPO
 
 PACKAGE = REPO / "cfkit"
 MAX_LINES = 450

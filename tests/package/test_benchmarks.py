@@ -13,7 +13,7 @@ import importlib.util
 
 import pytest
 
-from conftest import REPO
+from support.workspace import REPO
 
 BENCHMARKS = sorted((REPO / "benchmarks").glob("*.py"))
 

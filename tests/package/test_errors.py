@@ -11,7 +11,7 @@ import click
 import pytest
 
 import cfkit.errors as errors
-from conftest import REPO, run_cli
+from support.workspace import REPO, run_cli
 
 SOURCE = {p: p.read_text(encoding="utf-8") for p in (REPO / "cfkit").rglob("*.py") if p.name != "errors.py"}
 

@@ -16,7 +16,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from cfkit.hints import DISTRIBUTION, download_hint, install_hint
-from conftest import REPO
+from support.workspace import REPO
 
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 EXTRAS: dict[str, list[str]] = PROJECT["optional-dependencies"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from support.workspace import REPO
 
 PLUGIN = REPO / "examples" / "cfkit-plugin-example"
 

@@ -68,7 +68,7 @@ def test_a_plugin_that_does_not_subclass_gets_the_base_class_defaults(monkeypatc
     import asyncio
     import sys
 
-    from conftest import REPO
+    from support.workspace import REPO
     from cfkit.backends import Backend, BackendContext
     from cfkit.editors import Editor
     from cfkit.registry import with_defaults

@@ -639,7 +639,7 @@ def _doc_rows(heading: str) -> list[list[str]]:
     """The rows of the table under ``heading`` in docs/parsing.md, cells stripped, the reply unquoted."""
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "parsing.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[2] / "docs" / "parsing.md").read_text(encoding="utf-8")
     section = text.split(f"\n{heading}\n", 1)[1].split("\n#", 1)[0]
     rows = []
     for line in section.splitlines():

@@ -17,7 +17,7 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from parse_classes import ISSUE_EXAMPLES, OPTION_SETS, TEMPLATES, Template, applicable, expected, fill, table
+from support.parse_classes import ISSUE_EXAMPLES, OPTION_SETS, TEMPLATES, Template, applicable, expected, fill, table
 
 from cfkit.cases import Option
 from cfkit.parse import FAILURES, parse_answer

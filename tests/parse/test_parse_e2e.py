@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from chat_api_server import ChatServer, Scripted, completion
-from conftest import run_cli
-from test_probe import openai_run, replies, report
+from support.chat_api_server import ChatServer, Scripted, completion
+from support.workspace import run_cli
+from support.probe_runs import openai_run, replies, report
 from cfkit.parse import PARSER_VERSION
 from cfkit.store import Store
 

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 from skimage.metrics import structural_similarity
 
-from conftest import gradient_image, run_cli
+from support.workspace import gradient_image, run_cli
 from cfkit.errors import ConfigError
 from cfkit.edit_files import check_edit
 from cfkit.preserve import (
@@ -24,17 +24,9 @@ from cfkit.preserve import (
 )
 from cfkit.weights.lpips import load_lpips
 from cfkit.specs import Checks
-from cfkit.store import Store, now
+from cfkit.store import Store
 from cfkit.workspace import load_workspace
-
-W, H = 96, 64
-
-
-def box_mask() -> np.ndarray:
-    """The tiny workspace's TX01 mask: rows 16..31, columns 24..47."""
-    mask = np.zeros((H, W), np.uint8)
-    mask[H // 4: H // 2, W // 4: W // 2] = 255
-    return mask
+from support.edits import H, W, add_edit, box_mask, inside_change, tiny_original
 
 
 def brute_keep(mask: np.ndarray, margin: int, border: int) -> np.ndarray:
@@ -68,14 +60,6 @@ def ssim_at(a: np.ndarray, b: np.ndarray, y: int, x: int) -> float:
         c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
         values.append(((2 * mp * mq + c1) * (2 * cov + c2)) / ((mp**2 + mq**2 + c1) * (vp + vq + c2)))
     return float(np.mean(values))
-
-
-def inside_change(original: np.ndarray, seed: int = 5) -> np.ndarray:
-    edited = original.copy()
-    rng = np.random.default_rng(seed)
-    inside = box_mask() > 0
-    edited[inside] = rng.integers(0, 256, (int(inside.sum()), 3), dtype=np.uint8)
-    return edited
 
 
 def outside_noise(image: np.ndarray, sigma: float = 12.0, seed: int = 9) -> np.ndarray:
@@ -315,33 +299,6 @@ def test_bad_backbone_files_are_input_errors(tmp_path):
 
 
 # ── stored checks and the CLI ──────────────────────────────────────────────
-
-
-def add_edit(ws_root: Path, spec_id: str, composite: np.ndarray, raw: np.ndarray | None = None,
-             status: str = "ok") -> int:
-    """Write edit PNGs under the store's edits folder and insert an ``edits`` row, as an editor would."""
-    ws = load_workspace(ws_root)
-    with Store(ws.db_path) as store:
-        with store.transaction() as conn:
-            edit_id = conn.execute(
-                "INSERT INTO edits (spec_id, engine, status, started_at) VALUES (?, 'test', ?, ?)",
-                (spec_id, status, now()),
-            ).lastrowid
-            paths = {}
-            for variant, image in (("raw", raw), ("composite", composite)):
-                if image is None:
-                    continue
-                path = ws.edits_dir / spec_id / f"{edit_id}-{variant}.png"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                Image.fromarray(image).save(path)
-                paths[variant] = str(path.relative_to(ws.store_dir))
-            conn.execute("UPDATE edits SET raw_path = ?, composite_path = ? WHERE id = ?",
-                         (paths.get("raw"), paths.get("composite"), edit_id))
-    return edit_id
-
-
-def tiny_original(ws_root: Path) -> np.ndarray:
-    return np.asarray(Image.open(ws_root / "data" / "images" / "T001.png").convert("RGB"))
 
 
 @pytest.fixture

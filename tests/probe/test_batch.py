@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from batch_api_server import BatchServer
-from chat_api_server import Scripted, error_body, user_text
-from conftest import run_cli
-from test_probe import FAST, replies, report, scripted_answer
+from support.batch_api_server import BatchServer
+from support.chat_api_server import Scripted, error_body, user_text
+from support.workspace import run_cli
+from support.probe_runs import FAST, replies, report, scripted_answer
 from cfkit.store import Store
 
 PRICES = ["-o", "price_in=100", "-o", "price_out=1000"]  # 0.01 + 0.02 USD a live request at 100 in, 20 out

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from chat_api_server import ChatServer
-from conftest import REPO, run_cli
-from test_probe import many_cases, replies, scripted_answer
+from support.chat_api_server import ChatServer
+from support.workspace import REPO, run_cli
+from support.probe_runs import many_cases, replies, scripted_answer
 
 N = 12
-RUNNER = REPO / "tests" / "fake_run_batch.py"
+RUNNER = REPO / "tests" / "support" / "fake_run_batch.py"
 
 
 @pytest.fixture

@@ -16,9 +16,10 @@ import time
 
 import pytest
 
-from batch_api_server import HOSTILE, BatchServer
-from conftest import run_cli, store_as_of
-from test_probe import FAST, replies, scripted_answer
+from support.batch_api_server import HOSTILE, BatchServer
+from support.store_sql import store_as_of
+from support.workspace import run_cli
+from support.probe_runs import FAST, replies, scripted_answer
 from cfkit.store import Store, batches
 
 #: Time allowed beyond a deadline for the event loop and closing the socket, on a loaded machine.

@@ -18,8 +18,8 @@ import pytest
 
 pytest.importorskip("aiohttp", reason="the openai extra is not installed: pip install 'cfkit-probes[openai]'")
 
-from conftest import run_cli
-from hostile_http_server import (
+from support.workspace import run_cli
+from support.hostile_http_server import (
     HostileServer, answer, drip, drip_head, endless, html, huge, huge_chunked, long_reply, silent,
 )
 from cfkit.backends import Generation, ProbeRequest, RequestMeta, TransportError, load_backend

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from chat_api_server import ChatServer
-from conftest import gradient_image, run_cli
-from test_probe import openai_run, scripted_answer
-from test_runner import Counting
+from support.chat_api_server import ChatServer
+from support.workspace import gradient_image, run_cli
+from support.probe_runs import openai_run, scripted_answer
+from support.counting_backend import Counting
 from cfkit.backends import Capabilities, ImageData
 from cfkit.errors import ImageError
 from cfkit.images import png_bytes, side_by_side

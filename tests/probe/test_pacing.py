@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from chat_api_server import ChatServer, Scripted, answer_json, completion
-from test_probe import many_cases
+from support.chat_api_server import ChatServer, Scripted, answer_json, completion
+from support.probe_runs import many_cases
 from cfkit.probe import probe_suite
 from cfkit.probe.pacing import COOLDOWN_S, Pacer
 from cfkit.store import Store, runs

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from chat_api_server import ChatServer, Scripted, answer_json, completion, user_text
-from conftest import run_cli
+from support.chat_api_server import ChatServer, Scripted, answer_json, completion, user_text
+from support.workspace import run_cli
 from cfkit.backends import Capabilities
 from cfkit.probe import plan_suite
 from cfkit.probe.swap import answer_text, swap_problem, swapped

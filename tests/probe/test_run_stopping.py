@@ -17,9 +17,9 @@ import pytest
 
 pytest.importorskip("aiohttp", reason="the openai extra is not installed: pip install 'cfkit-probes[openai]'")
 
-from conftest import run_cli
-from hostile_http_server import HostileServer, answer, busy, refused, storm
-from test_probe import many_cases
+from support.workspace import run_cli
+from support.hostile_http_server import HostileServer, answer, busy, refused, storm
+from support.probe_runs import many_cases
 from cfkit.probe import stopping
 from cfkit.probe.stopping import CONNECTION_LIMIT, OVERLOAD_LIMIT, StopPolicy
 from cfkit.store import Store
@@ -129,8 +129,8 @@ def test_the_policy_counts_what_comes_in_a_row_and_a_reply_resets_it():
 def test_sigterm_keeps_what_arrived_and_marks_the_run_interrupted_as_ctrl_c_does(tmp_path):
     import signal
 
-    from chat_api_server import ChatServer
-    from test_probe import _cli_process, scripted_answer
+    from support.chat_api_server import ChatServer
+    from support.probe_runs import _cli_process, scripted_answer
 
     ws = many_cases(tmp_path / "ws", 100)
     with ChatServer(scripted_answer, latency=0.1) as server:
@@ -148,8 +148,8 @@ def test_sigterm_keeps_what_arrived_and_marks_the_run_interrupted_as_ctrl_c_does
 
 
 def test_max_cost_without_prices_is_refused_even_when_the_run_is_complete_already(tmp_path):
-    from chat_api_server import ChatServer
-    from test_probe import scripted_answer
+    from support.chat_api_server import ChatServer
+    from support.probe_runs import scripted_answer
 
     ws = many_cases(tmp_path / "ws", 3)
     with ChatServer(scripted_answer) as server:

@@ -2,49 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
-from cfkit.backends import BackendOptions, Capabilities, ProbeRequest, Reply
-from cfkit.errors import BackendError, TransportError
+from cfkit.backends import ProbeRequest, Reply
+from cfkit.errors import BackendError
 from cfkit.probe import plan_suite, run_probe
 from cfkit.store import Store, runs
 from cfkit.workspace import load_workspace
-from test_probe import many_cases
-
-
-class Counting:
-    """A backend double: answers A after a short wait, counts calls and the most requests in flight."""
-
-    kind: ClassVar[str] = "counting"
-    capabilities: ClassVar[Capabilities] = Capabilities(images=True, multi_image=True, json_schema=True,
-                                                        remote=True)
-    Options: ClassVar[type[BackendOptions]] = BackendOptions
-
-    def __init__(self, fail: set[str] = frozenset(), price: float | None = None):
-        self.model = "counting:test"
-        self.priced = price is not None
-        self.price = price
-        self.cache_identity = {}
-        self.fail = set(fail)
-        self.calls: list[str] = []
-        self.in_flight = 0
-        self.most_in_flight = 0
-
-    async def answer(self, request: ProbeRequest) -> Reply:
-        self.calls.append(request.meta.case_id)
-        self.in_flight += 1
-        self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
-            await asyncio.sleep(0.005)
-            if request.meta.case_id in self.fail:
-                raise TransportError(f"503 from the server for {request.meta.case_id}")
-            return Reply(raw='{"answer": "A", "reason": "r", "confidence": "low"}', cost_usd=self.price)
-        finally:
-            self.in_flight -= 1
+from support.probe_runs import many_cases
+from support.counting_backend import Counting
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from collections import Counter
 
 import pytest
 
-from chat_api_server import ChatServer, user_text
-from conftest import REPO
-from test_probe import FAST, many_cases, replies, scripted_answer
-from test_runner import Counting
+from support.chat_api_server import ChatServer, user_text
+from support.workspace import REPO
+from support.probe_runs import FAST, many_cases, replies, scripted_answer
+from support.counting_backend import Counting
 from cfkit.probe import plan_suite
 from cfkit.probe.runner import run_identity
 from cfkit.probe.sharing import SharedQueue, owner_alive

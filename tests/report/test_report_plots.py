@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import run_cli
-from test_report import cli_args, compare_args, paper, record  # noqa: F401  (paper is a fixture)
+from support.workspace import run_cli
+from support.report_workspace import cli_args, compare_args, paper, record  # noqa: F401  (paper is a fixture)
 from cfkit.report.plots import COLUMN_WIDTH, DPI, OKABE_ITO
 
 FIGURES = ("compare", "ncu", "modality", "contextcanvas")
@@ -173,7 +173,7 @@ PAPER_LONG_NAMES = {"LLaVA-OneVision": "LLaVA-OneVision-1.5-8B-Instruct", "mPLUG
 
 @pytest.mark.parametrize("names", ["table 2", "longest in the paper"])
 def test_figures_lay_out_without_cut_or_overlapping_text(paper, tmp_path, names):
-    from figure_layout import layout_problems
+    from support.figure_layout import layout_problems
 
     from cfkit.report.build import make_report
     from cfkit.report.figures import figure_data

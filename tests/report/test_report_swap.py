@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from chat_api_server import ChatServer, Scripted, answer_json, completion, error_body, user_text
-from conftest import run_cli
+from support.chat_api_server import ChatServer, Scripted, answer_json, completion, error_body, user_text
+from support.workspace import run_cli
 
 FAST = ["-o", "backoff=0.01", "-o", "max_retries=1"]
 SWAP_KEYS = ["model", "n", "accuracy_original", "accuracy_swapped", "accuracy_delta", "consistency",
@@ -105,7 +105,7 @@ def many_cases(root: Path, n: int) -> Path:
     """A workspace of n Yes/No cases (gold Yes for every third) plus the cases the swap suite skips."""
     root.mkdir()
     (root / "images").mkdir()
-    (root / "images" / "p.png").write_bytes((Path(__file__).parent.parent / "examples" / "mini" / "images"
+    (root / "images" / "p.png").write_bytes((Path(__file__).resolve().parents[2] / "examples" / "mini" / "images"
                                              / "coffee.jpg").read_bytes())
     yes_no = [{"id": "A", "text": "Yes"}, {"id": "B", "text": "No"}]
     cases = [{"id": f"C{i:03d}", "images": ["p.png"], "question": f"Suitable {i}?", "options": yes_no,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from chat_api_server import ChatServer, Scripted, answer_json, completion
-from conftest import run_cli
-from test_probe import FAST
+from support.chat_api_server import ChatServer, Scripted, answer_json, completion
+from support.workspace import run_cli
+from support.probe_runs import FAST
 
 from cfkit.probe.progress import reply_trouble
 
@@ -139,7 +139,7 @@ def _report_json(ws, *extra):
 
 
 def test_a_smoke_test_with_other_settings_is_left_out_with_one_line_and_every_model_is_reported(tiny_ws):
-    from test_probe import scripted_answer
+    from support.probe_runs import scripted_answer
 
     assert run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s", "contextcanvas"]).exit_code == 0
     with ChatServer(scripted_answer) as server:
@@ -189,7 +189,7 @@ def test_a_smoke_test_with_other_settings_is_left_out_with_one_line_and_every_mo
 
 
 def test_a_pair_skipped_for_a_rejected_edit_a_failed_check_or_no_edit_says_so_in_the_report(tiny_ws):
-    from test_probe import _accepted_edit
+    from support.probe_runs import _accepted_edit
 
     from cfkit.store import Store, checks, now
 
@@ -262,7 +262,7 @@ def test_a_replayed_file_is_labelled_by_its_model_in_tables_and_by_label_when_as
 
 
 def test_replies_a_batch_returns_cut_off_are_recorded_and_said_by_collect(tiny_ws):
-    from batch_api_server import BatchServer
+    from support.batch_api_server import BatchServer
 
     with BatchServer(_cut) as server:
         sent = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",

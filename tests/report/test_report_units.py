@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 
-from conftest import run_cli
-from test_report import PAIR_CASES, SUBSET, cli_args, paper  # noqa: F401  (paper is a fixture)
+from support.workspace import run_cli
+from support.report_workspace import PAIR_CASES, SUBSET, cli_args, paper  # noqa: F401  (paper is a fixture)
 from cfkit.report import PAIR_CATEGORIES, pair_category
 
 

@@ -11,11 +11,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pytest
 from rich.console import Console
 
-from conftest import run_cli
-from test_preserve import add_edit, inside_change, tiny_original
+from support.workspace import run_cli
+from support.edits import add_edit, inside_change, tiny_original
 from cfkit.review.loop import (
     load_view_data,
     pending_specs,
@@ -26,24 +25,9 @@ from cfkit.review.loop import (
 from cfkit.review.view import OUTLINE_RGB, EditView, ViewData
 from cfkit.store import Store
 from cfkit.workspace import load_workspace
+from support.review_edits import ANSI, ScriptedKeys, image_rows, two_edits
 
 RED, BLUE, GREEN = (200, 0, 0), (0, 0, 200), (0, 180, 0)
-ANSI = re.compile(r"\x1b\[([0-9;]*)m")
-
-
-class ScriptedKeys:
-    """Keys from a list; the item after a key that asks for a line is that line."""
-
-    def __init__(self, keys: list[str]):
-        self._keys = list(keys)
-
-    def key(self) -> str:
-        if not self._keys:
-            return "q"
-        return self._keys.pop(0)
-
-    def line(self, prompt: str) -> str:
-        return self._keys.pop(0) if self._keys else ""
 
 
 def synthetic_view() -> ViewData:
@@ -68,32 +52,6 @@ def render(view, width: int, color_system: str = "truecolor") -> str:
     console = Console(record=True, width=width, color_system=color_system, force_terminal=True)
     console.print(view)
     return console.export_text(styles=True)
-
-
-def cells(line: str) -> list[tuple[str, tuple | None, tuple | None]]:
-    """Each printed character of an ANSI line with its 24-bit foreground and background."""
-    fg = bg = None
-    out = []
-    pos = 0
-    for match in ANSI.finditer(line + "\x1b[m"):
-        for ch in line[pos:match.start()]:
-            out.append((ch, fg, bg))
-        codes = [int(c) for c in match.group(1).split(";") if c] or [0]
-        i = 0
-        while i < len(codes):
-            if codes[i] == 0:
-                fg = bg = None
-            elif codes[i] in (38, 48) and codes[i + 1] == 2:
-                rgb = tuple(codes[i + 2: i + 5])
-                fg, bg = (rgb, bg) if codes[i] == 38 else (fg, rgb)
-                i += 4
-            i += 1
-        pos = match.end()
-    return out
-
-
-def image_rows(text: str) -> list[list[tuple]]:
-    return [c for c in (cells(line) for line in text.splitlines()) if c and c[0][0] == "▀"]
 
 
 def test_wide_view_puts_three_panels_side_by_side_in_truecolor():
@@ -172,24 +130,6 @@ def test_view_renders_inside_a_table():
 
 
 # ── the key loop ───────────────────────────────────────────────────────────
-
-
-def add_second_spec(ws_root: Path) -> None:
-    (ws_root / "interventions" / "TX02.yaml").write_text(
-        "id: TX02\ncase: T001\ntitle: Second test edit\ncue: a corner\nreplacement: another corner\n"
-        "prompt: Change the corner.\nregions: [{box: [0.5, 0.5, 0.75, 0.75]}]\n"
-    )
-
-
-@pytest.fixture
-def two_edits(tiny_ws):
-    add_second_spec(tiny_ws)
-    original = tiny_original(tiny_ws)
-    add_edit(tiny_ws, "TX01", inside_change(original), raw=original)
-    edited = original.copy()
-    edited[32:48, 48:72] = 255 - edited[32:48, 48:72]
-    add_edit(tiny_ws, "TX02", edited)
-    return tiny_ws
 
 
 def test_scripted_keys_decide_toggle_and_help(two_edits):

@@ -12,9 +12,9 @@ import pytest
 from PIL import Image
 from rich.console import Console
 
-from conftest import run_cli
-from test_preserve import add_edit, inside_change, tiny_original
-from test_review import image_rows
+from support.workspace import run_cli
+from support.edits import add_edit, inside_change, tiny_original
+from support.review_edits import image_rows
 from cfkit.review.loop import load_view_data, review_loop
 from cfkit.review.panels import OUTLINE_RGB, Pictures, mask_pixels, panel, ring, zoom_boxes
 from cfkit.review.screen import KeyBar, ReviewScreen, ViewState, key_items

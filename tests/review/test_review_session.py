@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from test_edit_corridor import counted  # noqa: F401  (the decode and store-open counters)
-from test_review import ScriptedKeys, add_second_spec, two_edits  # noqa: F401
+from support.counters import counted  # noqa: F401  (the decode and store-open counters)
+from support.review_edits import ScriptedKeys, add_second_spec, two_edits  # noqa: F401
 from cfkit.review.loop import EditPictures, review_loop
 from cfkit.review.terminal import RESIZE
 from cfkit.store import Store

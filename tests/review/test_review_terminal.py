@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
-from test_preserve import add_edit, inside_change, tiny_original
+from support.workspace import REPO
+from support.edits import add_edit, inside_change, tiny_original
 from cfkit.review.screen import KeyBar, key_items
 from cfkit.store import Store
 from cfkit.workspace import load_workspace

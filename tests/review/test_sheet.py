@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import run_cli
-from test_preserve import add_edit, inside_change, tiny_original
+from support.workspace import run_cli
+from support.edits import add_edit, inside_change, tiny_original
 from cfkit.review.sheet import THUMB, collect_pairs, render_html
 from cfkit.review.sheet_png import BOX_COLOURS, BOX_H, plan
 from cfkit.store import Store, now
@@ -164,7 +164,7 @@ SHAPES = {"CF20": (64, 128), "CF18": (80, 120), "CF28": (96, 64), "CF35": (90, 9
 
 def s8_workspace(root: Path) -> tuple[Path, Path]:
     """Four No→Yes pairs on pictures of different shapes, with accepted edits, and a predictions file."""
-    from conftest import gradient_image
+    from support.workspace import gradient_image
 
     (root / "data" / "images").mkdir(parents=True)
     (root / "interventions").mkdir()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from support.workspace import REPO
 from cfkit.errors import NotFoundError, StoreError, UsageError
 from cfkit.store import SCHEMA_VERSION, Store, checks, edits, responses, reviews, runs
 from cfkit.store.checks import NewCheck

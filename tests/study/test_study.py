@@ -8,21 +8,21 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from chat_api_server import ChatServer, Scripted, answer_json, completion, first_option
-from conftest import REPO, run_cli
-from test_probe import many_cases
+from support.chat_api_server import ChatServer, Scripted, completion, first_option
+from support.workspace import REPO, run_cli
+from support.probe_runs import many_cases
 from cfkit.cli.study_display import display_lines
 from cfkit.errors import ConfigError
 from cfkit.probe import RunProgress
 from cfkit.store import Store
 from cfkit.study import load_study
 from cfkit.study.jobs import StudyRun
+from support.counting_server import Counting
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -30,32 +30,6 @@ pytestmark = pytest.mark.timeout(300)
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
-
-
-class Counting:
-    """A script that answers the first option after ``delay`` and counts the requests in flight at once."""
-
-    def __init__(self, delay: float = 0.05):
-        self.delay = delay
-        self.lock = threading.Lock()
-        self.now = self.most = 0
-        self.models: list[str] = []
-        self.bodies: list[str] = []
-        self.starts: list[float] = []
-
-    def __call__(self, body, n):
-        with self.lock:
-            self.now += 1
-            self.most = max(self.most, self.now)
-            self.models.append(body["model"])
-            self.bodies.append(json.dumps(body, sort_keys=True))
-            self.starts.append(time.monotonic())
-        try:
-            time.sleep(self.delay)
-            return first_option(body, n)
-        finally:
-            with self.lock:
-                self.now -= 1
 
 
 # -- the file ------------------------------------------------------------------
@@ -263,7 +237,7 @@ def test_the_live_display_fits_80_by_24_with_forty_runs():
 
 
 def test_batch_submits_where_the_backend_has_a_batch_api_and_a_rerun_collects(tmp_path):
-    from batch_api_server import BatchServer
+    from support.batch_api_server import BatchServer
 
     ws = many_cases(tmp_path / "ws", 5)
     with BatchServer(first_option, polls=1) as server:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from chat_api_server import ChatServer
-from conftest import REPO, run_cli
-from test_study import Counting
-from transformers_server import TransformersServe, save_tiny_llava, serving_missing
+from support.chat_api_server import ChatServer
+from support.workspace import REPO, run_cli
+from support.counting_server import Counting
+from support.transformers_server import TransformersServe, save_tiny_llava, serving_missing
 
 _missing = serving_missing()
 if _missing is not None:

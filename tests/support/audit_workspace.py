@@ -13,8 +13,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from chat_api_server import ChatServer, Scripted, answer_json, completion, user_text
-from conftest import gradient_image, run_cli
+from support.chat_api_server import ChatServer, Scripted, answer_json, completion, user_text
+from support.workspace import gradient_image, run_cli
 
 YES_NO = [{"id": "A", "text": "Yes"}, {"id": "B", "text": "No"}]
 #: case id -> (gold, the decisive cue of the rationale)

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from chat_api_server import Scripted, error_body, first_option
+from support.chat_api_server import Scripted, error_body, first_option
 
 _ids = itertools.count(1)
 #: The ways the server can misbehave (``hostile=``).

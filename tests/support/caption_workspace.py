@@ -9,9 +9,9 @@ from pathlib import Path
 from PIL import Image
 
 from cfkit.cases import Case, parse_case
-from conftest import gradient_image, write_workspace
+from support.workspace import gradient_image, write_workspace
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "cfkit" / "templates"
+TEMPLATES = Path(__file__).resolve().parents[2] / "cfkit" / "templates"
 
 YES_NO = [{"id": "A", "text": "Yes"}, {"id": "B", "text": "No"}]
 

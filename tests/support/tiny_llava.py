@@ -52,3 +52,11 @@ def save_tiny_llava(folder: Path, *, chat_template: str, seed: int = 0, suppress
         chat_template=chat_template, num_additional_image_tokens=1,
     ).save_pretrained(folder)
     return folder
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: "
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for c in m['content'] %}"
+    "{% if c['type'] == 'image' %}<image> {% else %}{{ c['text'] }}{% endif %}{% endfor %}{% endif %}\n"
+    "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
+)

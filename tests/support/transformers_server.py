@@ -33,7 +33,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import tiny_llava
+from support import tiny_llava
 
 #: Whitespace between every part; ``{{ '\n' }}`` because transformers renders templates with trim_blocks.
 CHAT_TEMPLATE = (

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from chat_api_server import ChatServer, Scripted, answer_json, completion, user_text
-from conftest import MINI, run_cli
+from support.chat_api_server import ChatServer, Scripted, answer_json, completion, user_text
+from support.workspace import MINI, run_cli
 
 HOSTILE_REPLY = ("<script>alert(1)</script> <img src=x onerror=alert(2)> <a href=\"javascript:alert(3)\">click</a> "
                  "\x1b]0;PWNED\x07\x1b[31mred")
@@ -169,7 +169,7 @@ def test_a_raw_reply_is_served_as_plain_text(served, site_dir):
 
 
 def test_an_audit_still_being_labelled_names_no_model(tmp_path):
-    from audit_workspace import build, run_models
+    from support.audit_workspace import build, run_models
 
     ws = build(tmp_path / "ws")
     ids = run_models(ws)
@@ -288,7 +288,7 @@ def finished_audit(tmp_path_factory):
 
 
 def _finish_an_audit(ws_path):
-    import audit_workspace as aw
+    from support import audit_workspace as aw
 
     ws = aw.build(ws_path)
     run_ids = aw.run_models(ws)
@@ -307,7 +307,7 @@ def _finish_an_audit(ws_path):
 
 
 def test_a_complete_audit_shows_its_results_and_a_swap_run_its_inconsistent_cases(finished_audit, tmp_path):
-    import audit_workspace as aw
+    from support import audit_workspace as aw
 
     ws, _ = finished_audit
     out = tmp_path / "site"
@@ -343,7 +343,8 @@ def test_the_audit_workspace_in_a_browser(browser, finished_audit, tmp_path):
 def test_the_paper_fixtures_in_a_browser(browser, tmp_path):
     """The paper's 17 models (Tables 2, S7, S9 rebuilt from the published counts) imported as runs: the report page
     holds every model beside the published rows, and each page loads without a console error."""
-    from test_report import TABLE_2, TABLE_S7, TABLE_S9, build_workspace, write_predictions
+    from support.paper_tables import TABLE_2, TABLE_S7, TABLE_S9
+    from support.report_workspace import build_workspace, write_predictions
 
     ws = build_workspace(tmp_path / "paper")
     (tmp_path / "predictions").mkdir()

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from conftest import MINI, run_cli
+from support.workspace import MINI, run_cli
 from cfkit.editors.classical import paste
 from cfkit.images import image_array
 from cfkit.preserve import Thresholds, check_images, EditImages, keep_region, measure

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, run_cli
+from support.workspace import REPO, run_cli
 from cfkit.errors import ConfigError, WeightsError
 from cfkit.workspace import load_workspace
 from cfkit.weights.install import fetch_lpips_backbone
@@ -283,7 +283,7 @@ def test_a_random_alexnet_is_refused_everywhere(tmp_path, tiny_ws, monkeypatch):
     with pytest.raises(ConfigError, match="torch hub cache: .*alexnet-owt-7be5be79.pth is not AlexNet's"):
         load_lpips(None, None)
     # Through the CLI: exit 2, one line, and no check stored.
-    from test_preserve import add_edit, inside_change, tiny_original
+    from support.edits import add_edit, inside_change, tiny_original
 
     add_edit(tiny_ws, "TX01", inside_change(tiny_original(tiny_ws)))
     result = run_cli(["check", "TX01", "-w", str(tiny_ws), "--lpips-weights", str(random_file)])
