@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import time
@@ -12,39 +11,16 @@ import pytest
 pytest.importorskip("aiohttp", reason="the openai extra is not installed: pip install 'cfkit-probes[openai]'")
 
 from support.chat_api_server import ChatServer, Scripted, answer_json, completion, error_body
-from cfkit.backends import (
-    Generation, ImageData, ProbeRequest, RequestMeta, TransportError, load_backend, parse_option_pairs,
-)
+from cfkit.backends import TransportError, load_backend, parse_option_pairs
 from cfkit.errors import BackendError, BackendUnavailable, InputError
-from cfkit.probe import answer_schema
+from support.backend_requests import PNG, ask
 
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))  # the bytes only have to arrive intact
 SECRET = "sk-test-secret-value-0123456789"
-
-
-def request(option_ids=("A", "B"), images=(ImageData(PNG, "image/png"),)) -> ProbeRequest:
-    return ProbeRequest(
-        system="Answer from the supplied content only.", user="Question: fit?\n\nOptions:\nA. Yes\nB. No",
-        images=tuple(images), option_ids=tuple(option_ids), schema=answer_schema(option_ids),
-        generation=Generation(temperature=0.0, max_tokens=64),
-        meta=RequestMeta(suite="contextcanvas", case_id="T001", pair_id="", condition="image", yes_option="A"),
-    )
 
 
 def backend(url: str, **options):
     fast = {"base_url": url, "backoff": 0.01, "max_retries": 3, "timeout": 5}
     return load_backend("openai:test-model", fast | options)
-
-
-def ask(b, req=None):
-    return asyncio.run(_ask(b, req or request()))
-
-
-async def _ask(b, req):
-    try:
-        return await b.answer(req)
-    finally:
-        await b.aclose()
 
 
 def test_request_wire_format():
@@ -306,7 +282,7 @@ def test_answering_does_not_import_the_openai_sdk():
     from support.workspace import REPO
 
     code = ("import asyncio, sys\nsys.path.insert(0, 'tests')\nfrom support.chat_api_server import ChatServer\n"
-            "from cfkit.backends import load_backend\nfrom test_backends_openai import ask\n"
+            "from cfkit.backends import load_backend\nfrom support.backend_requests import ask\n"
             "with ChatServer() as server:\n    reply = ask(load_backend('openai:m', {'base_url': server.url}))\n"
             "print('OPENAI' if 'openai' in sys.modules else 'NO-OPENAI', reply.raw[:1])\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
