@@ -1,7 +1,7 @@
 """The audit library: planning, blinding, orders, labels, agreement, adjudication and worksheets, on stored runs.
 
 The runs come from the real openai backend talking to a loopback chat server
-(tests/audit_workspace.py); the two models name themselves in their reasons.
+(tests/support/audit_workspace.py); the two models name themselves in their reasons.
 """
 
 from __future__ import annotations
@@ -16,12 +16,9 @@ from pathlib import Path
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from support import audit_workspace as aw
 from cfkit.audit.adjudication import needs_resolution, resolve_item
 from cfkit.audit.agreement import audit_agreement
 from cfkit.audit.exchange import export_worksheet, import_worksheet
-from cfkit.visible import from_spreadsheet_cell as restore
-from cfkit.visible import spreadsheet_cell as neutralise
 from cfkit.audit.items import annotator_order, blinded_items, check_annotator, load_audit, revealed_items
 from cfkit.audit.labelling import update_label
 from cfkit.audit.plan import input_drift, plan_audit
@@ -29,7 +26,11 @@ from cfkit.errors import Incomplete, LabelError, NotFoundError, UsageError
 from cfkit.store import Store, audit_labels, audits, runs
 from cfkit.store.audits import content_digest
 from cfkit.store.runs import ReplyFields
+from cfkit.visible import from_spreadsheet_cell as restore
+from cfkit.visible import spreadsheet_cell as neutralise
 from cfkit.workspace import load_workspace
+from support import audit_workspace as aw
+from support.store_sql import delete_rows, update_rows
 
 FORBIDDEN = ("gpt", "qwen", "openai", "alibaba", "contextcanvas-")
 
@@ -119,9 +120,8 @@ def test_a_cases_file_chooses_the_cases_and_every_run_must_have_them(ws):
     subset.write_text("AU02\nAU07  # two cases\n")
     result = _plan(ws, run_ids, cases_file=subset)
     assert (result.items, result.plan.selection["mode"]) == (4, "cases")
-    with Store(ws.db_path) as store:
-        with store.transaction() as tx:  # a gap in one run, as a run that ended incomplete leaves
-            tx.execute("DELETE FROM replies WHERE run_id = ? AND case_id = 'AU07'", (run_ids[aw.QWEN],))
+    # a gap in one run, as a run that ended incomplete leaves
+    delete_rows(ws.db_path, "replies", {"run_id": run_ids[aw.QWEN], "case_id": "AU07"})
     with pytest.raises(NotFoundError, match=f"run {run_ids[aw.QWEN]} has no usable reply for case AU07"):
         _plan(ws, run_ids, cases_file=subset, force=True)
     default = _plan(ws, run_ids, force=True)  # without a file, the case is left out and said
@@ -137,7 +137,7 @@ def test_plans_that_cannot_be_audited_are_refused(ws):
             plan_audit(ws, store, [gpt, gpt])
         with pytest.raises(UsageError, match="--cases FILE or --balanced N, not both"):
             plan_audit(ws, store, [gpt], cases_file="x", balanced=2)
-        store.conn.execute("UPDATE runs SET suite = 'modality' WHERE id = ?", (gpt,))
+        update_rows(store.path, "runs", {"suite": "modality"}, {"id": gpt})
         with pytest.raises(UsageError, match="is a modality run; the audit grades contextcanvas replies"):
             plan_audit(ws, store, [gpt])
         plan_audit(ws, store, [run_ids[aw.QWEN]])

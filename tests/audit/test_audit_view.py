@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from support import audit_workspace as aw
 from cfkit.audit.items import BlindItem, load_audit
 from cfkit.audit.labelling import LabelState, update_label
 from cfkit.audit.loop import adjudicate, annotate
@@ -20,6 +19,7 @@ from cfkit.errors import UsageError
 from cfkit.store import Store, audit_labels
 from cfkit.store.audit_labels import Judgement
 from cfkit.workspace import load_workspace
+from support import audit_workspace as aw
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 FORBIDDEN = ("gpt", "qwen", "openai", "alibaba", "contextcanvas-")

@@ -1,5 +1,5 @@
 """The native Anthropic backend against a loopback server speaking the Messages and Message Batches wire formats
-(tests/anthropic_api_server.py): suites, images as base64 blocks, the key policy, retries, cost, Message Batches."""
+(tests/support/anthropic_api_server.py): suites, images as base64 blocks, the key policy, retries, cost, Message Batches."""
 
 from __future__ import annotations
 

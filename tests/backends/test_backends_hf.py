@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from support.workspace import REPO, gradient_image, run_cli
-from support.tiny_llava import save_tiny_llava
 from cfkit.backends import Generation, ImageData, ProbeRequest, RequestMeta, load_backend
 from cfkit.backends.hf_local import fit_square
 from cfkit.errors import BackendUnavailable
 from cfkit.images import png_bytes
+from support.tiny_llava import save_tiny_llava
 from support.tiny_llava import CHAT_TEMPLATE
+from support.workspace import REPO, gradient_image, run_cli
 
 pytest.importorskip("transformers", reason="the hf extra is not installed: pip install 'cfkit-probes[hf]'")
 pytest.importorskip("torch", reason="the hf extra is not installed: pip install 'cfkit-probes[hf]'")

@@ -2,7 +2,7 @@
 
 The rules are checked on the policy function itself with an explicit
 environment, then end to end: `cfkit probe run` against a real Chat
-Completions server on 127.0.0.1 (tests/chat_api_server.py).
+Completions server on 127.0.0.1 (tests/support/chat_api_server.py).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import json
 
 import pytest
 
-from support.chat_api_server import ChatServer
-from support.workspace import run_cli, tree_snapshot
 from cfkit.endpoints import OFFICIAL_URL, base_url_problem, is_loopback, redact_url, resolve_endpoint
 from cfkit.errors import OptionError
+from support.chat_api_server import ChatServer
+from support.workspace import run_cli, tree_snapshot
 
 OFFICIAL_SECRET = "sk-official-DO-NOT-LEAK-5f1e2d3c4b5a6978"
 SERVER_SECRET = "server-key-DO-NOT-LEAK-77"

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from support.workspace import gradient_image, run_cli
-from support.tiny_llava import CHAT_TEMPLATE
-from support.tiny_llava import save_tiny_llava
 from cfkit.backends import Generation, ImageData, ProbeRequest, RequestMeta, is_async, load_backend
 from cfkit.errors import OptionError
 from cfkit.images import png_bytes
+from support.tiny_llava import CHAT_TEMPLATE
+from support.tiny_llava import save_tiny_llava
+from support.workspace import gradient_image, run_cli
 
 pytest.importorskip("transformers")
 pytest.importorskip("torch")

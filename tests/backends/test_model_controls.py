@@ -8,8 +8,8 @@ import json
 import pytest
 
 from support.chat_api_server import ChatServer, Scripted, error_body
-from support.workspace import run_cli
 from support.probe_runs import openai_run, scripted_answer
+from support.workspace import run_cli
 
 CONTROLS = ["-o", "temperature=0", "-o", "seed=7", "-o", "reasoning_effort=low"]
 

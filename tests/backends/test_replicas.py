@@ -10,8 +10,8 @@ import time
 import pytest
 
 from support.chat_api_server import ChatServer, Scripted, error_body
-from support.workspace import run_cli
 from support.probe_runs import FAST, many_cases, replies, scripted_answer
+from support.workspace import run_cli
 
 N = 24
 

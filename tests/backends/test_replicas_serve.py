@@ -1,5 +1,5 @@
 """Replicas against two real servers: two `transformers serve` processes serving the same tiny model, one killed
-mid-run; the run ends complete with every request answered once (tests/transformers_server.py)."""
+mid-run; the run ends complete with every request answered once (tests/support/transformers_server.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from support.workspace import run_cli
 from support.probe_runs import many_cases
 from support.transformers_server import TransformersServe, save_tiny_llava, serving_missing
+from support.workspace import run_cli
 
 _missing = serving_missing()
 if _missing is not None:
@@ -20,6 +20,7 @@ if _missing is not None:
 pytest.importorskip("torch")
 
 from cfkit.store import Store  # noqa: E402
+from support.store_sql import table_rows
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -36,8 +37,7 @@ def two_servers(tmp_path_factory) -> Iterator[tuple[TransformersServe, Transform
 
 
 def endpoints(ws) -> list[str | None]:
-    with Store(ws / ".cfkit" / "cfkit.db") as store:
-        return [r["endpoint"] for r in store.query("SELECT endpoint FROM replies WHERE error IS NOT 'transport'")]
+    return [r["endpoint"] for r in table_rows(ws, "replies", "endpoint, error") if r["error"] != "transport"]
 
 
 def test_one_replica_killed_mid_run_the_other_answers_the_rest_once(two_servers, tmp_path):

@@ -1,6 +1,6 @@
 """The openai backend against a third-party OpenAI-compatible server: `transformers serve` on 127.0.0.1.
 
-The server (tests/transformers_server.py) serves a tiny random LLaVA saved to a
+The server (tests/support/transformers_server.py) serves a tiny random LLaVA saved to a
 temporary folder; `cfkit probe run -m openai:tiny-llava --base-url …` runs the
 contextcanvas suite of a copy of examples/mini against it, as a user would run
 it against vLLM or SGLang. Skipped when transformers' serving extra is missing.
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from support.workspace import REPO, run_cli
 from support.transformers_server import TOKENS_PER_IMAGE, TransformersServe, save_tiny_llava, serving_missing
+from support.workspace import REPO, run_cli
 
 _missing = serving_missing()
 if _missing is not None:
@@ -33,6 +33,7 @@ pytest.importorskip("openai")
 pytest.importorskip("torch")
 
 from cfkit.store import Store  # noqa: E402
+from support.store_sql import table_rows
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -55,10 +56,10 @@ def probe_args(ws: Path, server: TransformersServe, *extra: str) -> list[str]:
 
 def stored(ws: Path) -> list[dict]:
     """Every stored reply with its cached response's raw text and usage."""
-    with Store(ws / ".cfkit" / "cfkit.db") as store:
-        rows = store.query("SELECT r.case_id, s.raw, s.usage FROM replies r JOIN responses s "
-                           "ON s.cache_key = r.cache_key ORDER BY r.case_id")
-    return [{"case": r["case_id"], "raw": r["raw"], "usage": json.loads(r["usage"])} for r in rows]
+    responses = {r["cache_key"]: r for r in table_rows(ws, "responses", "cache_key, raw, usage")}
+    return [{"case": r["case_id"], "raw": responses[r["cache_key"]]["raw"],
+             "usage": json.loads(responses[r["cache_key"]]["usage"])}
+            for r in table_rows(ws, "replies", "case_id, cache_key", order_by="case_id") if r["cache_key"] in responses]
 
 
 def text_tokens_and_images(ws: Path, processor, case_id: str) -> tuple[int, int]:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from support.caption_workspace import make_caption_ws
 from cfkit.lint import lint_captions
 from cfkit.workspace import load_workspace
+from support.caption_workspace import make_caption_ws
 from support.workspace import run_cli
 
 

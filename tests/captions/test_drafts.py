@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from support.caption_workspace import make_caption_ws
 from cfkit.lint import lint_captions
 from cfkit.workspace import load_workspace
+from support.caption_workspace import make_caption_ws
 from support.chat_api_server import ChatServer, Scripted, completion, error_body
 from support.workspace import run_cli
 

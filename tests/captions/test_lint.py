@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from support.caption_workspace import CLEAN, case_by_id, make_caption_ws, write_caption
 from cfkit.captions import Caption
 from cfkit.lint import VERDICT_TERMS, find_terms, lint_caption, lint_captions
 from cfkit.workspace import load_workspace
+from support.caption_workspace import CLEAN, case_by_id, make_caption_ws, write_caption
 from support.workspace import run_cli, tree_snapshot
 
 

@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from support.caption_workspace import CASES, CLEAN, TEMPLATES, make_caption_ws, write_caption
-from support.workspace import run_cli
 
 from cfkit.cases import parse_case
 from cfkit.errors import CaptionError, InputError
 from cfkit.prompts import CONDITIONS, Prompt, load_templates, render_prompt, templates_sha256
 from cfkit.subsets import workspace_cases
 from cfkit.workspace import load_workspace
+from support.caption_workspace import CASES, CLEAN, TEMPLATES, make_caption_ws, write_caption
+from support.workspace import run_cli
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from support.workspace import run_cli, tree_snapshot, write_workspace
 from cfkit.cases import CASE_ID_PATTERN
 from cfkit.dataset import check_cases, load_cases
 from cfkit.errors import CaseError
+from support.workspace import run_cli, tree_snapshot, write_workspace
 
 YES_NO = [{"id": "A", "text": "Yes"}, {"id": "B", "text": "No"}]
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from support.workspace import run_cli
 from support.case_sources import _json_rows
+from support.workspace import run_cli
 
 pytest.importorskip("datasets", reason="datasets is not installed (it comes with the dev extra)")
 

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from support.workspace import gradient_image, run_cli, tree_snapshot
 from support.case_sources import IMAGES, ROWS, _json_rows
-
+from support.workspace import gradient_image, run_cli, tree_snapshot
 
 def _expected() -> list[dict]:
     """The cfkit records the rows above must become, written out by hand."""

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from support.caption_workspace import CASES, make_caption_ws
-from support.workspace import run_cli
 from cfkit.errors import InputError
 from cfkit.lint import lint_captions
 from cfkit.workspace import load_workspace
+from support.caption_workspace import CASES, make_caption_ws
+from support.workspace import run_cli
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from support.workspace import REPO, run_cli
 from cfkit.workspace import find_workspace
+from support.workspace import REPO, run_cli
 
 HEAVY = ("torch", "diffusers", "transformers", "openai", "lpips", "skimage")
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
+from support.store_sql import integrity_ok, table_rows
 from support.workspace import MINI, run_cli, tree_snapshot
 
 
@@ -20,10 +20,9 @@ def test_demo_runs_offline_and_prints_the_tables(tmp_path: Path):
     assert "cfkit probe run --model openai:gpt-5.5" in result.stdout
     sheets = list((out / ".cfkit" / "sheets").glob("*.html"))
     assert len(sheets) == 1 and sheets[0].with_suffix(".png").is_file()
-    with sqlite3.connect(out / ".cfkit" / "cfkit.db") as db:
-        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        edits = db.execute("SELECT COUNT(*) FROM edits WHERE status = 'ok' AND engine = 'classical'").fetchone()[0]
-        runs = db.execute("SELECT COUNT(*) FROM runs WHERE status = 'done'").fetchone()[0]
+    assert integrity_ok(out)
+    edits = sum(r == {"status": "ok", "engine": "classical"} for r in table_rows(out, "edits", "status, engine"))
+    runs = sum(r["status"] == "done" for r in table_rows(out, "runs", "status"))
     assert edits == 3 and runs == 12
     assert tree_snapshot(MINI) == before  # the example itself is never written to
 

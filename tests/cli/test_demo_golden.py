@@ -7,7 +7,7 @@ Only what differs from run to run is normalised: the temporary folders, the seco
 took and the time stamps in file names and records.
 
 To record a new transcript after an intended change of output:
-``CFKIT_WRITE_GOLDEN=1 .venv/bin/python -m pytest tests/test_demo_golden.py``.
+``CFKIT_WRITE_GOLDEN=1 .venv/bin/python -m pytest tests/cli/test_demo_golden.py``.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from support.store_sql import damage_a_page
 from support.workspace import REPO, run_cli, tree_snapshot, write_workspace
 
 HEADER = ["id", "image", "question", "option_A", "option_B", "gold"]
@@ -325,19 +326,6 @@ def test_a_torch_file_naming_a_global_is_refused_in_cfkits_own_line(tmp_path: Pa
 # ── a store with damaged pages ───────────────────────────────────────────────
 
 
-def _damage_a_page(db: Path, table: str = "checks") -> None:
-    """Overwrite the header of ``table``'s root page with nonsense: SQLite still opens the file."""
-    import sqlite3
-
-    with sqlite3.connect(db) as conn:
-        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
-    conn.close()
-    with db.open("r+b") as handle:
-        handle.seek((root - 1) * page_size)
-        handle.write(b"\x0d\x00\x00\x00\x05\xff\xff" + b"\xee" * 100)
-
-
 @pytest.mark.parametrize("args", [
     ["probe", "run", "-m", "baseline:random", "-s", "contextcanvas"],
     ["runs", "list"],
@@ -349,7 +337,7 @@ def test_a_store_with_a_damaged_page_is_refused_with_the_recovery_command(tmp_pa
     first = _cli(["probe", "run", "-m", "baseline:majority", "-s", "contextcanvas", "-w", str(ws)])
     assert first.returncode == 0, first.stderr
     db = ws / ".cfkit" / "cfkit.db"
-    _damage_a_page(db)
+    damage_a_page(db)
     before = tree_snapshot(ws / ".cfkit")
     result = _cli([*args, "-w", str(ws)])  # its own process: a process checks each store once
     line = _one_error_line(result)

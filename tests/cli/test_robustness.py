@@ -12,7 +12,6 @@ import json
 import os
 import resource
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -359,6 +358,7 @@ import threading  # noqa: E402
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
 
 from support.workspace import MINI  # noqa: E402
+from support.store_sql import integrity_ok, table_rows
 
 
 def _cli(args: list[str], *, env: dict[str, str] | None = None, limit_bytes: int | None = None,
@@ -377,19 +377,14 @@ def _cli(args: list[str], *, env: dict[str, str] | None = None, limit_bytes: int
     return subprocess.run([sys.executable, "-m", "cfkit", *args], timeout=120, **kwargs)
 
 
-def _db(ws: Path) -> sqlite3.Connection:
-    return sqlite3.connect(ws / ".cfkit" / "cfkit.db")
-
-
 def _consistent(ws: Path) -> None:
     """The store passes integrity_check and every recorded output file exists with its hash."""
     import hashlib
 
-    with _db(ws) as db:
-        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        rows = db.execute("SELECT raw_path, raw_sha256, composite_path, composite_sha256 FROM edits "
-                          "WHERE status = 'ok'").fetchall()
-    for raw, raw_sha, comp, comp_sha in rows:
+    assert integrity_ok(ws)
+    rows = [r for r in table_rows(ws, "edits", "status, raw_path, raw_sha256, composite_path, composite_sha256")
+            if r.pop("status") == "ok"]
+    for raw, raw_sha, comp, comp_sha in (r.values() for r in rows):
         for rel, sha in ((raw, raw_sha), (comp, comp_sha)):
             data = (ws / ".cfkit" / rel).read_bytes()
             assert hashlib.sha256(data).hexdigest() == sha
@@ -455,9 +450,8 @@ def test_kill_during_an_edit_leaves_the_store_consistent(mini: Path):
     _consistent(mini)
     after = tree_snapshot(mini / ".cfkit" / "edits")
     assert {k: v for k, v in after.items() if k in saved} == saved
-    with _db(mini) as db:
-        rows = [tuple(r) for r in db.execute("SELECT status, error, composite_path IS NULL FROM edits "
-                                             "WHERE spec_id = 'EX03'")]
+    rows = [(r["status"], r["error"], int(r["composite_path"] is None))
+            for r in table_rows(mini, "edits", "spec_id, status, error, composite_path") if r["spec_id"] == "EX03"]
     # The killed attempt is absent, complete (killed during its check), or, killed while writing its
     # files, recorded as interrupted with no files; never half-recorded.
     done, interrupted = ("ok", None, 0), ("failed", "interrupted before its files were written", 1)
@@ -475,9 +469,10 @@ def test_two_runs_on_one_store_at_once(mini: Path):
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
-    with _db(mini) as db:
-        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        done = db.execute("SELECT model, n_done, n_requests FROM runs WHERE status = 'done' ORDER BY model").fetchall()
+    assert integrity_ok(mini)
+    done = [(r["model"], r["n_done"], r["n_requests"])
+            for r in table_rows(mini, "runs", "status, model, n_done, n_requests", order_by="model")
+            if r["status"] == "done"]
     assert [d[0] for d in done] == ["baseline:always-no", "baseline:random"]
     assert all(d[1] == d[2] > 0 for d in done)
 
@@ -570,9 +565,8 @@ def test_server_faults_lose_nothing_and_replies_are_never_run(mini: Path):
     assert runs[0].returncode == 1 and "resume with: cfkit" in runs[0].stderr
     assert "done:" in runs[-1].stderr and runs[-1].returncode == 0, [r.stderr for r in runs]
     cases = [json.loads(line)["id"] for line in (mini / "cases.jsonl").read_text().splitlines() if line.strip()]
-    with _db(mini) as db:
-        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        replies = db.execute("SELECT case_id, answer, error, raw FROM replies").fetchall()
+    assert integrity_ok(mini)
+    replies = [tuple(r.values()) for r in table_rows(mini, "replies", "case_id, answer, error, raw")]
     by_case = {r[0]: r for r in replies}
     assert sorted(by_case) == sorted(cases)  # every case answered in the end
     assert not [r for r in replies if r[2] == "transport"]  # transport failures were retried away

@@ -6,23 +6,19 @@ import json
 import os
 import subprocess
 import sys
-from contextlib import closing
 from pathlib import Path
 
 import pytest
 
-from support.workspace import REPO, run_cli, tree_snapshot
 from cfkit.edit_batch import batch_ids, settings_of
 from cfkit.store import Store, edits, reviews
 from cfkit.workspace import load_workspace
+from support.store_sql import table_rows
+from support.workspace import REPO, run_cli, tree_snapshot
 
 
 def _edit_rows(ws_root: Path) -> list[dict]:
-    import sqlite3
-
-    with closing(sqlite3.connect(ws_root / ".cfkit" / "cfkit.db")) as conn:
-        conn.row_factory = sqlite3.Row
-        return [dict(r) for r in conn.execute("SELECT id, spec_id, engine, status FROM edits ORDER BY id")]
+    return table_rows(ws_root, "edits", "id, spec_id, engine, status", order_by="id")
 
 
 def test_edit_all_on_the_mini_example_makes_every_edit_in_one_process(mini_ws: Path, tmp_path: Path):

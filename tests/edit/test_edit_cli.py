@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import subprocess
 import sys
-from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -21,19 +19,19 @@ from cfkit.store.edits import selected as _selected
 
 def select_edit(ws, store, spec_id, *, require_accepted=False):
     return _selected(store, spec_id, require_accepted=require_accepted)
-from cfkit.store import Store, now
+from cfkit.store import Store
 from cfkit.workspace import load_workspace
 from support.workspace import REPO, gradient_image, run_cli, tree_snapshot
+from cfkit.store import checks, reviews
+from support.store_sql import table_rows
 
 
 def _edit(ws: Path, *args: str):
     return run_cli(["edit", "TX01", "-w", str(ws), *args])
 
 
-def _rows(ws: Path) -> list[sqlite3.Row]:
-    with closing(sqlite3.connect(ws / ".cfkit" / "cfkit.db")) as conn:
-        conn.row_factory = sqlite3.Row
-        return conn.execute("SELECT * FROM edits ORDER BY id").fetchall()
+def _rows(ws: Path) -> list[dict]:
+    return table_rows(ws, "edits", order_by="id")
 
 
 def _sha(path: Path) -> str:
@@ -204,9 +202,8 @@ def test_an_edit_whose_check_cannot_run_exits_1(tiny_ws: Path):
 
 
 def _review(ws: Path, edit_id: int, decision: str) -> None:
-    with Store(ws / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
-        conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, created_at) VALUES ('TX01', ?, ?, ?)",
-                     (edit_id, decision, now()))
+    with Store(ws / ".cfkit" / "cfkit.db") as store:
+        reviews.record(store, "TX01", edit_id, decision)
 
 
 def test_an_accepted_edit_is_never_replaced(tiny_ws: Path):
@@ -226,9 +223,7 @@ def test_an_accepted_edit_is_never_replaced(tiny_ws: Path):
 
 
 def _check(store: Store, edit_id: int, verdict: str) -> None:
-    with store.transaction() as conn:
-        conn.execute("INSERT INTO checks (edit_id, spec_id, variant, metrics, verdict, created_at) "
-                     "VALUES (?, 'TX01', 'composite', '{}', ?, ?)", (edit_id, verdict, now()))
+    checks.insert(store, edit_id, "TX01", [checks.NewCheck("composite", {}, verdict, [], lpips_measured=False)])
 
 
 def test_select_edit_prefers_accepted_then_newest_passing(tiny_ws: Path):

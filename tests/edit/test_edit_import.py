@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from support.workspace import run_cli, tree_snapshot
 from support.edits import add_maskless_spec
+from support.store_sql import table_rows
+from support.workspace import run_cli, tree_snapshot
 
 
 def source(ws_root: Path) -> np.ndarray:
@@ -32,11 +32,7 @@ def save(image: np.ndarray, path: Path) -> Path:
 
 
 def rows(ws_root: Path) -> list[dict]:
-    import sqlite3
-
-    with closing(sqlite3.connect(ws_root / ".cfkit" / "cfkit.db")) as conn:
-        conn.row_factory = sqlite3.Row
-        return [dict(r) for r in conn.execute("SELECT id, spec_id, engine, status, params FROM edits ORDER BY id")]
+    return table_rows(ws_root, "edits", "id, spec_id, engine, status, params", order_by="id")
 
 
 @pytest.fixture

@@ -5,21 +5,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from contextlib import closing
 from pathlib import Path
 
 import pytest
 
-from support.workspace import REPO, run_cli
 from cfkit.edit_batch import batch_ids
 from cfkit.workspace import load_workspace
+from support.store_sql import table_rows
+from support.workspace import REPO, run_cli
 
 
 def _edits(ws: Path) -> list[str]:
-    import sqlite3
-
-    with closing(sqlite3.connect(ws / ".cfkit" / "cfkit.db")) as conn:
-        return [r[0] for r in conn.execute("SELECT spec_id FROM edits ORDER BY id")]
+    return [r["spec_id"] for r in table_rows(ws, "edits", "spec_id", order_by="id")]
 
 
 def _more_specs(ws: Path, count: int) -> list[str]:

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from support.workspace import gradient_image, run_cli, tree_snapshot
 from cfkit.errors import SpecError
 from cfkit.mask_derive import derive_mask
 from support.edits import add_maskless_spec
+from support.workspace import gradient_image, run_cli, tree_snapshot
 
 
 def iou(a: np.ndarray, b: np.ndarray) -> float:

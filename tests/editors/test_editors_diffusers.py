@@ -9,9 +9,7 @@ written here) and saved to a folder, which the engine loads as its model with
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
-from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +22,9 @@ from cfkit.editors import EditRequest
 from cfkit.editors.diffusers_inpaint import DiffusersEditor, model_family, pipeline_size
 from cfkit.errors import EditorUnavailable, EditRefused
 from cfkit.workspace import load_workspace
-from support.workspace import gradient_image
 from support.images_api_server import ImagesAPI, serve
+from support.store_sql import table_rows
+from support.workspace import gradient_image
 
 torch = pytest.importorskip("torch", reason="the diffusers extra is not installed: pip install 'cfkit-probes[diffusers]'")
 pytest.importorskip("diffusers", reason="the diffusers extra is not installed: pip install 'cfkit-probes[diffusers]'")
@@ -183,8 +182,7 @@ def test_a_safety_checker_blackout_is_recorded_as_a_refusal(flagging_pipeline, t
     with pytest.raises(EditRefused, match="safety checker blanked candidate 0"):
         make_edit(ws, "TX01", engine="diffusers", seed=5,
                   options={"diffusers": {"model": str(flagging_pipeline), "steps": 1, "resolution": 64}})
-    with closing(sqlite3.connect(ws.db_path)) as conn:
-        rows = conn.execute("SELECT engine, status, raw_path FROM edits").fetchall()
+    rows = [tuple(r.values()) for r in table_rows(ws.db_path, "edits", "engine, status, raw_path")]
     assert rows == [("diffusers", "refused", None)]
     assert not ws.edits_dir.exists()
 
@@ -203,7 +201,6 @@ def test_auto_falls_back_to_diffusers_when_the_api_stays_unreachable(tiny_pipeli
         server.server_close()
     assert len(api.requests) == 2
     assert [(a.engine, a.outcome) for a in outcome.attempts] == [("openai", "unreachable"), ("diffusers", "used")]
-    with closing(sqlite3.connect(tiny_ws / ".cfkit" / "cfkit.db")) as conn:
-        engine, fallback = conn.execute("SELECT engine, fallback FROM edits").fetchone()
+    engine, fallback = table_rows(tiny_ws, "edits", "engine, fallback")[0].values()
     assert engine == "diffusers"
     assert fallback.startswith("openai unreachable: openai: gave up after 2 attempts; last: HTTP 503")

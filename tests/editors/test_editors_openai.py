@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-import sqlite3
 import sys
-from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +19,7 @@ from cfkit.editors.openai_images import OpenAIEditor, plan_size
 from cfkit.errors import EditorError, EditorTransport, EditorUnavailable, EditRefused, OptionError
 from support.workspace import gradient_image, run_cli, tree_snapshot
 from support.images_api_server import REPLY_COLOUR, ImagesAPI, serve
+from support.store_sql import table_rows
 
 SECRET = "sk-cfkit-test-9f3a1c7e5b2d4a6f8e0c"  # the loopback server's own key, in $IMAGES_SERVER_KEY
 OFFICIAL_SECRET = "sk-official-test-1b2c3d4e5f60718293a4"  # $OPENAI_API_KEY: must never reach the loopback server
@@ -260,10 +259,7 @@ def test_cfkit_edit_openai_records_provenance_and_never_the_key(api, tiny_ws):
     result = run_cli(["edit", "TX01", "-w", str(tiny_ws), "--engine", "openai", "-n", "2", "--seed", "7"])
     assert result.exit_code == 0, result.output
     assert "the images API takes no seed" in result.stderr
-    db = tiny_ws / ".cfkit" / "cfkit.db"
-    with closing(sqlite3.connect(db)) as conn:
-        conn.row_factory = sqlite3.Row
-        rows = conn.execute("SELECT * FROM edits ORDER BY id").fetchall()
+    rows = table_rows(tiny_ws, "edits", order_by="id")
     assert [(r["engine"], r["model"], r["status"], r["candidate"]) for r in rows] == [
         ("openai", "gpt-image-2", "ok", 0), ("openai", "gpt-image-2", "ok", 1)]
     assert rows[0]["seed"] is None  # the API takes none, so none is claimed
@@ -293,8 +289,7 @@ def test_cfkit_edit_refusal_is_recorded_shown_and_not_replaced(api, tiny_ws):
     assert "moderation_blocked" in result.stderr and "no other engine was tried" in result.stderr
     assert "Traceback" not in result.output
     assert len(api.requests) == before + 1
-    with closing(sqlite3.connect(tiny_ws / ".cfkit" / "cfkit.db")) as conn:
-        rows = conn.execute("SELECT engine, status, error, raw_path FROM edits").fetchall()
+    rows = [tuple(r.values()) for r in table_rows(tiny_ws, "edits", "engine, status, error, raw_path")]
     assert len(rows) == 1
     assert rows[0][:2] == ("openai", "refused") and "moderation_blocked" in rows[0][2] and rows[0][3] is None
     assert not (tiny_ws / ".cfkit" / "edits").exists()

@@ -3,7 +3,7 @@
 The peers' files are written here by hand, field by field, from each peer's
 documented layout (inspect_ai cannot be installed beside cfkit's pinned fsspec
 — inspect_ai 0.3.285 needs fsspec<=2026.6.0 —; logs inspect_ai itself wrote, in
-another environment, are read by tests/test_interop_inspect.py):
+another environment, are read by tests/interop/test_interop_inspect.py):
 
 - inspect_ai ``EvalLog``: https://inspect.aisi.org.uk/eval-logs.html and the
   ``inspect_ai.log`` reference (``eval.model``; samples with ``id``,
@@ -26,10 +26,10 @@ from pathlib import Path
 
 import openpyxl
 import pytest
-from support.workspace import run_cli
-from support.report_workspace import NO_IDS, THREE_IDS, YES_IDS, build_workspace
-from support.interop_files import CASES, MODEL, intended, store_run, write_peer_files
 
+from support.interop_files import CASES, MODEL, intended, store_run, write_peer_files
+from support.report_workspace import NO_IDS, THREE_IDS, YES_IDS, build_workspace
+from support.workspace import run_cli
 
 @pytest.fixture(scope="module")
 def peer_files(tmp_path_factory):

@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from support.workspace import run_cli
+
 from support.report_workspace import build_workspace
+from support.workspace import run_cli
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "inspect"
 #: What a careful grader reads from each reply of replies.json (None: the reply echoes both options).
@@ -91,7 +92,7 @@ def test_a_zstandard_member_that_unpacks_beyond_its_entry_is_refused(workspace, 
 
 def test_inspect_ai_reads_what_cfkit_writes(tmp_path):
     # Skipped where inspect_ai is not installed (it is not in cfkit's pinned environment). This file and
-    # tests/test_interop.py also pass in a venv with inspect_ai 0.3.285, where its reader reads every log.
+    # tests/interop/test_interop.py also pass in a venv with inspect_ai 0.3.285, where its reader reads every log.
     inspect_log = pytest.importorskip("inspect_ai.log")
     from support.interop_files import store_run
 

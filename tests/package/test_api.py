@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.paper_tables import TABLE_2
-from support.report_workspace import build_workspace, write_predictions
 
 import cfkit
 from cfkit import api
+from support.paper_tables import TABLE_2
+from support.report_workspace import build_workspace, write_predictions
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 

@@ -212,3 +212,47 @@ def test_every_referenced_document_is_in_the_repository():
             if not any(c.is_file() for c in candidates):
                 missing.append(f"{path.relative_to(REPO)}: {ref}")
     assert not missing, missing
+
+
+# ── the tests' own layout ──────────────────────────────────────────────────
+
+TESTS = REPO / "tests"
+TEST_MODULES = sorted(p for p in TESTS.rglob("*.py") if "support" not in p.relative_to(TESTS).parts[:1])
+SQL_STATEMENT = re.compile(r"\bSELECT\b[^\n]*\bFROM\s+\w|\bINSERT\s+INTO\s+\w|\bUPDATE\s+\w+\s+SET\b|\bDELETE\s+FROM\s+\w"
+                           r"|\bPRAGMA\s+\w|\bALTER\s+TABLE\s+\w|\bCREATE\s+TABLE\b")
+SQL_MODULE = TESTS / "support" / "store_sql.py"
+
+
+def test_tests_hold_sql_only_in_their_one_sql_module():
+    """Tests read and change the store through its owner modules; the raw statements that cannot go through
+    them (old schemas, damage on purpose, rows past the owners) are gathered in tests/support/store_sql.py."""
+    holders = {p.relative_to(REPO).as_posix() for p in TESTS.rglob("*.py")
+               if SQL_STATEMENT.search(p.read_text(encoding="utf-8"))}
+    assert holders == {SQL_MODULE.relative_to(REPO).as_posix()}
+
+
+def test_test_modules_import_helpers_from_support_only():
+    """Helpers live in tests/support/: no module imports conftest.py or a test module (test_*.py)."""
+    wrong = []
+    for path in TEST_MODULES + sorted((TESTS / "support").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                last = name.split(".")[-1]
+                if last == "conftest" or last.startswith("test_") or name.startswith("tests."):
+                    wrong.append(f"{path.relative_to(REPO)}: {name}")
+    assert not wrong, wrong
+
+
+def test_test_modules_sit_in_folders_beside_their_rooms():
+    """tests/ holds folders (one per room or group of rooms) and conftest.py, no loose test module."""
+    loose = [p.name for p in TESTS.glob("*.py") if p.name != "conftest.py"]
+    assert not loose, loose
+
+
+def test_the_tests_table_names_exactly_the_test_folders():
+    section = ARCHITECTURE[ARCHITECTURE.index("## Tests"):]
+    named = set(re.findall(r"^\| `(\w+)/` \|", section, re.MULTILINE))
+    on_disk = {p.name for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
+    assert named == on_disk, (sorted(on_disk - named), sorted(named - on_disk))

@@ -1,6 +1,6 @@
 """Parser version 3 on classes of reply (issue 26): a labelled table built from templates, and a property.
 
-The table (tests/parse_classes.py) is every template a careful grader labelled,
+The table (tests/support/parse_classes.py) is every template a careful grader labelled,
 on Yes/No, No/Yes (swapped ids), a two-option set with arbitrary texts and
 three-option sets, with options named by id and by text. A row whose label is
 an option must read that option (or, for a known conservative miss, abstain);
@@ -17,10 +17,9 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from support.parse_classes import ISSUE_EXAMPLES, OPTION_SETS, TEMPLATES, Template, applicable, expected, fill, table
-
 from cfkit.cases import Option
 from cfkit.parse import FAILURES, parse_answer
+from support.parse_classes import ISSUE_EXAMPLES, OPTION_SETS, TEMPLATES, Template, applicable, expected, fill, table
 
 TABLE = table()
 

@@ -11,11 +11,11 @@ import json
 
 import pytest
 
-from support.chat_api_server import ChatServer, Scripted, completion
-from support.workspace import run_cli
-from support.probe_runs import openai_run, replies, report
 from cfkit.parse import PARSER_VERSION
-from cfkit.store import Store
+from support.chat_api_server import ChatServer, Scripted, completion
+from support.probe_runs import openai_run, replies, report
+from support.store_sql import update_rows
+from support.workspace import run_cli
 
 
 def always(content: str):
@@ -74,13 +74,12 @@ def test_reparse_shows_what_version_3_changes_on_a_version_2_run(tiny_ws):
     with ChatServer(answer) as server:
         run_id = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", "--json").stdout)["run_id"]
         sent = server.count
-        with Store(tiny_ws / ".cfkit" / "cfkit.db") as store, store.transaction() as tx:
-            # What version 2 stored for these replies (its readings, checked by hand against that parser).
-            tx.execute("UPDATE replies SET answer = 'A', parse = 'leading-id', error = NULL, parser = '2' "
-                       "WHERE case_id = 'T001'")
-            tx.execute("UPDATE replies SET answer = NULL, parse = NULL, error = 'unparseable', parser = '2' "
-                       "WHERE case_id = 'T002'")
-            tx.execute("UPDATE replies SET parser = '2' WHERE case_id = 'T003'")
+        # What version 2 stored for these replies (its readings, checked by hand against that parser).
+        update_rows(tiny_ws, "replies", {"answer": "A", "parse": "leading-id", "error": None, "parser": "2"},
+                    {"case_id": "T001"})
+        update_rows(tiny_ws, "replies", {"answer": None, "parse": None, "error": "unparseable", "parser": "2"},
+                    {"case_id": "T002"})
+        update_rows(tiny_ws, "replies", {"parser": "2"}, {"case_id": "T003"})
         before = report(tiny_ws)["contextcanvas"][0]
         shown = run_cli(["-w", str(tiny_ws), "runs", "reparse", run_id])
         assert server.count == sent  # no model was asked

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -12,9 +11,8 @@ import pytest
 from PIL import Image
 from skimage.metrics import structural_similarity
 
-from support.workspace import gradient_image, run_cli
-from cfkit.errors import ConfigError
 from cfkit.edit_files import check_edit
+from cfkit.errors import ConfigError
 from cfkit.preserve import (
     LpipsScorer,
     Thresholds,
@@ -22,12 +20,13 @@ from cfkit.preserve import (
     keep_region,
     measure,
 )
-from cfkit.weights.lpips import load_lpips
 from cfkit.specs import Checks
 from cfkit.store import Store
+from cfkit.weights.lpips import load_lpips
 from cfkit.workspace import load_workspace
 from support.edits import H, W, add_edit, box_mask, inside_change, tiny_original
-
+from support.store_sql import table_rows
+from support.workspace import gradient_image, run_cli
 
 def brute_keep(mask: np.ndarray, margin: int, border: int) -> np.ndarray:
     """K computed pixel by pixel: Euclidean distance to the nearest mask pixel > margin, off the border."""
@@ -315,7 +314,8 @@ def test_check_edit_stores_both_variants(tiny_ws, random_lpips):
     scorer = LpipsScorer(random_lpips, description="random backbone (test)")
     with Store(ws.db_path) as store:
         results = check_edit(ws, store, edit_id, scorer=scorer)
-        rows = store.query("SELECT variant, verdict, lpips, metrics FROM checks WHERE edit_id = ?", (edit_id,))
+        rows = [r for r in table_rows(store.path, "checks", "edit_id, variant, verdict, lpips, metrics")
+                if r["edit_id"] == edit_id]
     assert [r.variant for r in results] == ["raw", "composite"]
     by_variant = {r["variant"]: r for r in rows}
     assert by_variant["composite"]["lpips"] == 1
@@ -371,8 +371,7 @@ def test_failed_edit_row_is_refused(tiny_ws, no_lpips):
     edit_id = add_edit(tiny_ws, "TX01", tiny_original(tiny_ws), status="failed")
     result = run_cli(["check", "--edit", str(edit_id), "-w", str(tiny_ws)])
     assert result.exit_code == 2 and "nothing to check" in result.stderr
-    with sqlite3.connect(load_workspace(tiny_ws).db_path) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM checks").fetchone()[0] == 0
+    assert table_rows(load_workspace(tiny_ws).db_path, "checks") == []
 
 
 def test_backbone_path_comes_from_option_env_then_config(tiny_ws, tmp_path, monkeypatch):

@@ -1,5 +1,5 @@
 """`probe run --batch` and `probe collect RUN` against a loopback server speaking the Files and Batches
-wire format (tests/batch_api_server.py): custom ids are cache keys, results go through the live path."""
+wire format (tests/support/batch_api_server.py): custom ids are cache keys, results go through the live path."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from support.batch_api_server import BatchServer
 from support.chat_api_server import Scripted, error_body, user_text
-from support.workspace import run_cli
 from support.probe_runs import FAST, replies, report, scripted_answer
-from cfkit.store import Store
+from support.store_sql import table_rows
+from support.workspace import run_cli
 
 PRICES = ["-o", "price_in=100", "-o", "price_out=1000"]  # 0.01 + 0.02 USD a live request at 100 in, 20 out
 
@@ -26,11 +26,6 @@ def collect(ws, run_id, *extra):
     return run_cli(["-w", str(ws), "probe", "collect", run_id, *extra])
 
 
-def store_rows(ws, sql):
-    with Store(ws / ".cfkit" / "cfkit.db") as store:
-        return [dict(r) for r in store.query(sql)]
-
-
 def test_a_batch_run_submits_cache_keyed_lines_and_collect_stores_them_like_live_replies(tiny_ws):
     with BatchServer(scripted_answer, polls=3) as server:
         submitted = batch_run(tiny_ws, server.url, *PRICES, "--json")
@@ -41,7 +36,7 @@ def test_a_batch_run_submits_cache_keyed_lines_and_collect_stores_them_like_live
         assert server.calls("POST", "/chat/completions") == 0  # nothing went live
         # The lines: custom ids are the requests' cache keys; bodies are what a live request would carry.
         lines = server.lines()
-        [batch] = store_rows(tiny_ws, "SELECT * FROM batches")
+        [batch] = table_rows(tiny_ws, "batches")
         carried = json.loads(batch["requests"])
         assert sorted(line["custom_id"] for line in lines) == sorted(r[3] for r in carried)
         body = lines[0]["body"]
@@ -49,7 +44,7 @@ def test_a_batch_run_submits_cache_keyed_lines_and_collect_stores_them_like_live
         image = body["messages"][1]["content"][1]["image_url"]["url"]
         assert image.startswith("data:image/png;base64,") and base64.b64decode(image.split(",", 1)[1]).startswith(
             b"\x89PNG")
-        assert store_rows(tiny_ws, "SELECT status FROM runs") == [{"status": "waiting"}]
+        assert table_rows(tiny_ws, "runs", "status") == [{"status": "waiting"}]
         # While the batch runs: exit 1, what is running, how to go on; nothing stored yet.
         early = collect(tiny_ws, run_id)
         assert early.exit_code == 1 and "1 batch(es) still running" in early.stderr
@@ -78,7 +73,7 @@ def test_a_batch_run_submits_cache_keyed_lines_and_collect_stores_them_like_live
     assert result["cost_usd"] == pytest.approx(0.045)
     row = report(tiny_ws)["contextcanvas"][0]
     assert row["accuracy"] == pytest.approx(200 / 3) and row["invalid"] == 0
-    assert len(store_rows(tiny_ws, "SELECT cache_key FROM responses")) == 3
+    assert len(table_rows(tiny_ws, "responses", "cache_key")) == 3
 
 
 def test_requests_a_batch_did_not_answer_are_failures_with_the_providers_words_and_go_live_next(tiny_ws):
@@ -98,7 +93,7 @@ def test_requests_a_batch_did_not_answer_are_failures_with_the_providers_words_a
         assert stored["T001"]["answer"] == "A"
         assert stored["T002"]["error"] == "transport" and "HTTP 500: the model is overloaded" in stored["T002"]["detail"]
         assert stored["T003"]["error"] == "transport" and "batch_expired" in stored["T003"]["detail"]
-        assert store_rows(tiny_ws, "SELECT status FROM runs") == [{"status": "incomplete"}]
+        assert table_rows(tiny_ws, "runs", "status") == [{"status": "incomplete"}]
         # The same command without --batch sends only the two, live.
         server.script = scripted_answer
         live = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from support.chat_api_server import ChatServer
-from support.workspace import REPO, run_cli
 from support.probe_runs import many_cases, replies, scripted_answer
+from support.workspace import REPO, run_cli
 
 N = 12
 RUNNER = REPO / "tests" / "support" / "fake_run_batch.py"

@@ -1,4 +1,4 @@
-"""A hostile Batch API server (tests/batch_api_server.py, ``hostile=``) costs no paid result and no traceback.
+"""A hostile Batch API server (tests/support/batch_api_server.py, ``hostile=``) costs no paid result and no traceback.
 
 Each mode is a way a proxy or a provider can misbehave: a malformed line in
 an output file, an HTML page with status 200 (upload, create, status, file),
@@ -11,16 +11,15 @@ sends again, and the user reads one line.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 
 import pytest
 
-from support.batch_api_server import HOSTILE, BatchServer
-from support.store_sql import store_as_of
-from support.workspace import run_cli
-from support.probe_runs import FAST, replies, scripted_answer
 from cfkit.store import Store, batches
+from support.batch_api_server import HOSTILE, BatchServer
+from support.probe_runs import FAST, replies, scripted_answer
+from support.store_sql import add_schema_5_batch, store_as_of, table_rows
+from support.workspace import run_cli
 
 #: Time allowed beyond a deadline for the event loop and closing the socket, on a loaded machine.
 SLACK_S = 3.0
@@ -38,11 +37,6 @@ def live_run(ws, url):
 
 def collect(ws, run_id, *extra):
     return run_cli(["-w", str(ws), "probe", "collect", run_id, *extra])
-
-
-def rows(ws, sql):
-    with Store(ws / ".cfkit" / "cfkit.db") as store:
-        return [dict(r) for r in store.query(sql)]
 
 
 def one_line(result) -> str:
@@ -77,7 +71,7 @@ def test_a_malformed_result_line_fails_only_its_request_which_the_next_run_sends
         failed = [r for r in stored.values() if r["error"] == "transport"]
         assert len(failed) == 1 and "line 1 of its results is not a JSON object" in failed[0]["detail"]
         assert sum(r["answer"] is not None for r in stored.values()) == 2
-        assert [r["collected_at"] is not None for r in rows(tiny_ws, "SELECT collected_at FROM batches")] == [True]
+        assert [r["collected_at"] is not None for r in table_rows(tiny_ws, "batches", "collected_at")] == [True]
         # The run is no longer in flight: the same command sends the one failed request live.
         again = live_run(tiny_ws, server.url)
         assert again.exit_code == 0, again.stderr
@@ -91,7 +85,7 @@ def test_an_html_page_with_status_200_at_submission_is_one_line(tiny_ws, mode):
         assert result.exit_code == 1
         line = one_line(result)
         assert "with HTTP 200 but not JSON (text/html: '<html><body>Please log in" in line and server.url in line
-        assert rows(tiny_ws, "SELECT status FROM runs") == [{"status": "incomplete"}]
+        assert table_rows(tiny_ws, "runs", "status") == [{"status": "incomplete"}]
         server.hostile = None
         assert live_run(tiny_ws, server.url).exit_code == 0  # nothing was lost on the way
 
@@ -105,7 +99,7 @@ def test_an_html_page_with_status_200_while_collecting_is_one_line_and_collect_g
         assert result.exit_code == 1
         line = one_line(result)
         assert "with HTTP 200 but not JSON" in line or "is not a result file ('<html><body>Please" in line
-        assert replies(tiny_ws) == [] and rows(tiny_ws, "SELECT collected_at FROM batches")[0]["collected_at"] is None
+        assert replies(tiny_ws) == [] and table_rows(tiny_ws, "batches", "collected_at")[0]["collected_at"] is None
         server.hostile = None
         result = collect(tiny_ws, run_id, "--json")
         assert result.exit_code == 0, result.stderr
@@ -122,7 +116,7 @@ def test_a_reused_batch_id_is_kept_apart_here_and_each_batch_is_collected(tiny_w
         assert second["batch_ids"] == ["batch_reused~2"] and second["run_id"] != first
         result = collect(tiny_ws, second["run_id"], "--json")
         assert result.exit_code == 0, result.stderr
-    kept = rows(tiny_ws, "SELECT id, server_id, run_id FROM batches ORDER BY rowid")
+    kept = table_rows(tiny_ws, "batches", "id, server_id, run_id", order_by="rowid")
     assert [(r["id"], r["server_id"]) for r in kept] == [("batch_reused", "batch_reused"),
                                                          ("batch_reused~2", "batch_reused")]
     assert len(replies(tiny_ws, second["run_id"])) == 3
@@ -149,8 +143,8 @@ def test_a_batch_id_that_is_a_path_never_reaches_a_request_path(tiny_ws):
         line = one_line(result)
         assert "a batch id that is not a plain id ('../files/file_" in line
         assert server.calls("GET", "") == 0  # nothing was asked at a path the server chose
-        assert rows(tiny_ws, "SELECT * FROM batches") == []
-        assert rows(tiny_ws, "SELECT status FROM runs") == [{"status": "incomplete"}]
+        assert table_rows(tiny_ws, "batches") == []
+        assert table_rows(tiny_ws, "runs", "status") == [{"status": "incomplete"}]
 
 
 @pytest.mark.parametrize("bad", ["../x", "..", "a/b", "a?b", "a#b", "a%2Fb", "a\nb", "", "a" * 300, 7, None])
@@ -182,11 +176,7 @@ def test_a_schema_5_store_with_batches_keeps_them_readable(tmp_path):
     with Store(path):
         pass
     store_as_of(path, 5)
-    conn = sqlite3.connect(path)
-    conn.execute("INSERT INTO batches (id, run_id, input_file_id, requests, status, created_at) "
-                 "VALUES ('batch_old', 'r1', 'file-1', '[]', 'completed', 't')")
-    conn.commit()
-    conn.close()
+    add_schema_5_batch(path, "batch_old", "r1")
     with Store(path) as store:
         [old] = batches.for_run(store, "r1")
         assert (old.id, old.provider_id) == ("batch_old", "batch_old")

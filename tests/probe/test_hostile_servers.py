@@ -1,6 +1,6 @@
 """Hostile servers cannot hang a run or flood the store: every attempt has a total deadline, bodies a size cap.
 
-The servers are real sockets on 127.0.0.1 (tests/hostile_http_server.py):
+The servers are real sockets on 127.0.0.1 (tests/support/hostile_http_server.py):
 one drips a byte every 2 s, one never ends its chunked body, one never
 answers, one sends 10 MB (declared, or chunked without a length), one a 1 MB
 answer text, one an HTML page. Deadlines are set short (``timeout``, the
@@ -10,8 +10,8 @@ total seconds of one attempt) so the tests stay fast.
 from __future__ import annotations
 
 import asyncio
-import os
 import json
+import os
 import time
 
 import pytest
@@ -26,6 +26,7 @@ from cfkit.backends import Generation, ProbeRequest, RequestMeta, TransportError
 from cfkit.backends.http import MAX_RESPONSE_BYTES
 from cfkit.backends.openai_chat import MAX_STORED_CHARS
 from cfkit.store import Store
+from support.store_sql import table_rows
 
 #: Time allowed beyond the deadline for the event loop, the thread switch and closing the socket.
 SLACK_S = 0.5
@@ -119,7 +120,7 @@ def test_a_run_against_hostile_servers_finishes_and_stores_capped_replies(tiny_w
     assert summary["status"] == "incomplete" and summary["errors"] == 3, first.stderr
     assert elapsed < 1 + 3 * SLACK_S + 2  # one deadline (the three in parallel), plus the command itself
     with Store(tiny_ws / ".cfkit" / "cfkit.db") as store:
-        details = {r["case_id"]: r["detail"] for r in store.query("SELECT case_id, detail FROM replies")}
+        details = {r["case_id"]: r["detail"] for r in table_rows(store.path, "replies", "case_id, detail")}
     assert details["T001"].startswith("Timeout from") and details["T002"].startswith("Timeout from")
     assert details["T003"].startswith("response too large from")
 
@@ -130,10 +131,10 @@ def test_a_run_against_hostile_servers_finishes_and_stores_capped_replies(tiny_w
     assert summary["status"] == "done" and summary["sent"] == 3, second.stderr
     assert f"replies longer than {MAX_STORED_CHARS:,} characters were stored cut" in second.stderr
     with Store(tiny_ws / ".cfkit" / "cfkit.db") as store:
-        stored = store.query("SELECT length(raw) AS n FROM replies WHERE raw IS NOT NULL")
-        cached = store.query("SELECT length(raw) AS n FROM responses")
-    assert [r["n"] for r in stored] == [MAX_STORED_CHARS] * 3
-    assert [r["n"] for r in cached] == [MAX_STORED_CHARS] * 3
+        stored = [len(r["raw"]) for r in table_rows(store.path, "replies", "raw") if r["raw"] is not None]
+        cached = [len(r["raw"]) for r in table_rows(store.path, "responses", "raw")]
+    assert stored == [MAX_STORED_CHARS] * 3
+    assert cached == [MAX_STORED_CHARS] * 3
 
 
 # ── downloads: a total deadline, and nothing partial left in place ─────────

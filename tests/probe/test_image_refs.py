@@ -15,10 +15,6 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from support.chat_api_server import ChatServer
-from support.workspace import gradient_image, run_cli
-from support.probe_runs import openai_run, scripted_answer
-from support.counting_backend import Counting
 from cfkit.backends import Capabilities, ImageData
 from cfkit.errors import ImageError
 from cfkit.images import png_bytes, side_by_side
@@ -27,6 +23,11 @@ from cfkit.probe import image_refs
 from cfkit.probe.image_refs import Digests, ImageRef, SendingImages
 from cfkit.store import Store, runs
 from cfkit.workspace import load_workspace
+from support.chat_api_server import ChatServer
+from support.counting_backend import Counting
+from support.probe_runs import openai_run, scripted_answer
+from support.store_sql import forget_digests, table_rows
+from support.workspace import gradient_image, run_cli
 
 CAPS = Capabilities(images=True, multi_image=True, json_schema=True, remote=True)
 HOUR_AGO = time.time() - 3600
@@ -186,13 +187,13 @@ def test_a_rerun_reads_no_image_and_a_dry_run_remembers_nothing(tiny_ws, hashes)
             hashes.clear()
             again = probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
             assert again.sent == 0 and hashes == []
-            store.conn.execute("DELETE FROM file_digests WHERE path LIKE '%T003.png'")
-            before = store.query("SELECT COUNT(*) FROM file_digests")[0][0]
+            forget_digests(store.path, "T003.png")
+            before = len(table_rows(store.path, "file_digests"))
         preview = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",
                            "--base-url", server.url, "--dry-run", "--json"])
         assert preview.exit_code == 0 and json.loads(preview.stdout)["stored"] == 3
     with Store(ws.db_path) as store:
-        assert store.query("SELECT COUNT(*) FROM file_digests")[0][0] == before  # the dry run wrote nothing
+        assert len(table_rows(store.path, "file_digests")) == before  # the dry run wrote nothing
 
 
 def test_a_rerun_on_unchanged_files_decides_by_stat_alone_and_any_changed_input_is_noticed(tiny_ws, monkeypatch):

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from support.chat_api_server import ChatServer, Scripted, answer_json, completion
-from support.probe_runs import many_cases
 from cfkit.probe import probe_suite
 from cfkit.probe.pacing import COOLDOWN_S, Pacer
 from cfkit.store import Store, runs
 from cfkit.workspace import load_workspace
+from support.chat_api_server import ChatServer, Scripted, answer_json, completion
+from support.probe_runs import many_cases
 
 
 def test_overload_halves_the_level_once_per_cooldown_and_successes_raise_it_by_one():

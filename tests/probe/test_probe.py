@@ -1,6 +1,6 @@
 """Probe runs end to end: requests, the runner, the cache, resuming, runs commands, baselines, replay.
 
-Model calls go to a real Chat Completions server on 127.0.0.1 (tests/chat_api_server.py).
+Model calls go to a real Chat Completions server on 127.0.0.1 (tests/support/chat_api_server.py).
 """
 
 from __future__ import annotations
@@ -12,27 +12,28 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from support.chat_api_server import ChatServer, Scripted, completion, error_body, user_text
-from support.workspace import REPO, gradient_image, run_cli, write_workspace
 from cfkit.backends import Capabilities, load_backend
 from cfkit.errors import InputError
-from cfkit.store import Store, now
+from cfkit.store import Store, reviews
 from cfkit.workspace import load_workspace
+from support.chat_api_server import ChatServer, Scripted, completion, error_body, user_text
 from support.probe_runs import FAST, _accepted_edit, _cli_process, _incomplete_runs, add_modality, many_cases, openai_run, replies, report, scripted_answer
+from support.store_sql import delete_rows, table_rows, update_rows
+from support.workspace import REPO, gradient_image, run_cli, write_workspace
 
 SECRET = "sk-live-DO-NOT-LEAK-0123456789abcdef"
 LOCAL_SECRET = "local-server-key-DO-NOT-LEAK-42"
 
 
 def run_ids(ws: Path) -> list[str]:
-    with Store(ws / ".cfkit" / "cfkit.db") as store:
-        return [r["id"] for r in store.query("SELECT id FROM runs ORDER BY started_at, id")]
+    return [r["id"] for r in table_rows(ws, "runs", "id", order_by="started_at, id")]
 
 
 # -- requests ------------------------------------------------------------------
@@ -226,9 +227,8 @@ def test_a_run_is_identified_by_everything_that_changes_an_answer(tiny_ws):
     assert {(r["server_model"], r["system_fingerprint"]) for r in replies(tiny_ws, moved["run_id"])} == {
         ("test-model-2026-11-30", "fp_abc123")}
     # A reply answered from the response cache keeps what the server said about itself.
-    with Store(tiny_ws / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
-        conn.execute("DELETE FROM replies WHERE run_id = ?", (first["run_id"],))
-        conn.execute("UPDATE runs SET status = 'incomplete' WHERE id = ?", (first["run_id"],))
+    delete_rows(tiny_ws, "replies", {"run_id": first["run_id"]})
+    update_rows(tiny_ws, "runs", {"status": "incomplete"}, {"id": first["run_id"]})
     with ChatServer(fingerprinted) as three:
         again = json.loads(openai_run(tiny_ws, one.url, "contextcanvas", "--json").stdout)
     assert again["run_id"] == first["run_id"] and again["from_cache"] == 3 and three.count == 0
@@ -258,7 +258,7 @@ def test_runs_show_gives_each_failure_its_reason_and_runs_rm_removes_a_run_but_n
     assert "and its 3 replies; cached responses stay" in removed.stderr
     assert json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout) == []
     with Store(tiny_ws / ".cfkit" / "cfkit.db") as store:
-        assert store.query("SELECT COUNT(*) FROM responses")[0][0] == 1  # T001's answer stays cached
+        assert len(table_rows(store.path, "responses")) == 1  # T001's answer stays cached
     unknown = run_cli(["-w", str(tiny_ws), "runs", "rm", "nope"])
     assert unknown.exit_code == 2 and "no run 'nope'" in unknown.stderr
 
@@ -300,8 +300,7 @@ def test_two_processes_on_one_store_do_not_corrupt_it(tmp_path):
     assert [p.returncode for p in procs] == [0, 0], results
     with Store(ws / ".cfkit" / "cfkit.db") as store:
         assert store.integrity_ok()
-        counts = {r["run_id"].split("-")[1]: r["n"] for r in
-                  store.query("SELECT run_id, COUNT(*) AS n FROM replies GROUP BY run_id")}
+        counts = Counter(r["run_id"].split("-")[1] for r in table_rows(store.path, "replies", "run_id"))
     assert counts == {"openai": 40, "baseline": 40}
 
 
@@ -532,9 +531,8 @@ def test_a_pair_leaving_the_suite_makes_a_new_run_and_the_old_one_keeps_its_answ
     with ChatServer(scripted_answer) as server:
         first = json.loads(openai_run(tiny_ws, server.url, "counterfactual", "--json").stdout)
         assert {r["pair_id"] for r in replies(tiny_ws)} == {"TX01", "TX02"}
-        with Store(tiny_ws / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
-            conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, created_at) VALUES ('TX02', 2, 'reject', ?)",
-                         (now(),))
+        with Store(tiny_ws / ".cfkit" / "cfkit.db") as store:
+            reviews.record(store, "TX02", 2, "reject")
         result = openai_run(tiny_ws, server.url, "counterfactual", "--json")
     assert result.exit_code == 0, result.stderr
     assert "TX02: rejected edit: edit #2 was rejected in review" in result.stderr

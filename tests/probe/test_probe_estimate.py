@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+
 import pytest
 
-from support.chat_api_server import ChatServer, user_text
-from support.workspace import run_cli, tree_snapshot
 from cfkit.errors import UsageError
 from cfkit.probe.estimate import image_tokens, text_tokens
 from cfkit.probe.prices import BUILT_IN, resolve_prices
 from cfkit.workspace import PriceConfig
+from support.chat_api_server import ChatServer, user_text
 from support.probe_runs import FAST, add_modality, openai_run, scripted_answer
+from support.workspace import run_cli, tree_snapshot
 
 
 def test_image_tokens_follow_openais_published_examples():

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from support.chat_api_server import ChatServer
-from support.workspace import run_cli
 from cfkit.errors import UsageError
 from cfkit.probe.protocol import paper_max_tokens, resolve_protocol
-from support.probe_runs import _accepted_edit, add_modality, openai_run, replies, scripted_answer
+from support.chat_api_server import ChatServer
 from support.edits import add_edit, inside_change, tiny_original
+from support.probe_runs import _accepted_edit, add_modality, openai_run, replies, scripted_answer
+from support.workspace import run_cli
 
 OPENAI_FIELDS = {"timeout", "max_retries", "base_url", "price_in", "price_out"}
 

@@ -1,7 +1,7 @@
 """The swap suite (issue 19): every two-option case asked with its options as given and with their texts exchanged.
 
 Requests are checked by diffing the rendered prompts; runs go through the CLI against the loopback
-Chat Completions server (tests/chat_api_server.py) and the baseline backends, into a real store.
+Chat Completions server (tests/support/chat_api_server.py) and the baseline backends, into a real store.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from support.chat_api_server import ChatServer, Scripted, answer_json, completion, user_text
-from support.workspace import run_cli
 from cfkit.backends import Capabilities
 from cfkit.probe import plan_suite
 from cfkit.probe.swap import answer_text, swap_problem, swapped
 from cfkit.workspace import load_workspace
+from support.chat_api_server import ChatServer, Scripted, answer_json, completion, user_text
+from support.workspace import run_cli
 
 FAST = ["-o", "backoff=0.01", "-o", "max_retries=2"]
 IMAGES = Capabilities(images=True, multi_image=True, json_schema=True, remote=True)

@@ -11,11 +11,12 @@ import json
 
 import pytest
 
-from support.chat_api_server import ChatServer, Scripted, answer_json, completion, user_text
-from support.workspace import run_cli
-from support.probe_runs import openai_run, replies, report
 from cfkit.parse import PARSER_VERSION
 from cfkit.store import Store
+from support.chat_api_server import ChatServer, Scripted, answer_json, completion, user_text
+from support.probe_runs import openai_run, replies, report
+from support.store_sql import table_rows, update_rows
+from support.workspace import run_cli
 
 #: What the model says to each case, and how version 1 of the parser read it.
 REPLIES = {
@@ -36,11 +37,10 @@ def scripted(body, n) -> Scripted:
 def _as_version_1(ws) -> str:
     """Overwrite the stored readings with version 1's, as an older store holds them; returns the run id."""
     with Store(ws / ".cfkit" / "cfkit.db") as store:
-        [run_id] = [r["id"] for r in store.query("SELECT id FROM runs")]
-        with store.transaction() as tx:
-            for case_id, _, (answer, rule, error) in REPLIES.values():
-                tx.execute("UPDATE replies SET answer = ?, parse = ?, error = ?, parser = '1' WHERE case_id = ?",
-                           (answer, rule, error, case_id))
+        [run_id] = [r["id"] for r in table_rows(store.path, "runs", "id")]
+        for case_id, _, (answer, rule, error) in REPLIES.values():
+            update_rows(store.path, "replies", {"answer": answer, "parse": rule, "error": error, "parser": "1"},
+                        {"case_id": case_id})
     return run_id
 
 
@@ -86,9 +86,9 @@ def test_reparse_says_how_answers_changed_in_words(tiny_ws):
 def test_known_answers_and_transport_failures_are_not_the_parsers(tiny_ws):
     assert run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-no", "-s", "contextcanvas"]).exit_code == 0
     with Store(tiny_ws / ".cfkit" / "cfkit.db") as store:
-        [run_id] = [r["id"] for r in store.query("SELECT id FROM runs")]
-        with store.transaction() as tx:  # as a store from before parser versions were recorded holds them
-            tx.execute("UPDATE replies SET parser = NULL")
+        [run_id] = [r["id"] for r in table_rows(store.path, "runs", "id")]
+        # as a store from before parser versions were recorded holds them
+        update_rows(store.path, "replies", {"parser": None})
     result = json.loads(run_cli(["-w", str(tiny_ws), "runs", "reparse", run_id, "--all", "--json"]).stdout)
     assert (result["reread"], result["not_parsed"], result["changed"]) == (0, 3, [])
 

@@ -22,7 +22,7 @@ from support.hostile_http_server import HostileServer, answer, busy, refused, st
 from support.probe_runs import many_cases
 from cfkit.probe import stopping
 from cfkit.probe.stopping import CONNECTION_LIMIT, OVERLOAD_LIMIT, StopPolicy
-from cfkit.store import Store
+from support.store_sql import table_rows
 
 #: Slack for a loaded 2-core machine.
 SLACK_S = 4.0
@@ -42,8 +42,7 @@ def probe(ws, url, *extra):
 
 
 def run_status(ws):
-    with Store(ws / ".cfkit" / "cfkit.db") as store:
-        return [(r["status"], r["n_done"]) for r in store.query("SELECT status, n_done FROM runs")]
+    return [(r["status"], r["n_done"]) for r in table_rows(ws, "runs", "status, n_done")]
 
 
 def test_a_dead_local_port_fails_in_seconds_with_what_to_do(tmp_path):

@@ -11,8 +11,9 @@ from cfkit.errors import BackendError
 from cfkit.probe import plan_suite, run_probe
 from cfkit.store import Store, runs
 from cfkit.workspace import load_workspace
-from support.probe_runs import many_cases
 from support.counting_backend import Counting
+from support.probe_runs import many_cases
+from support.store_sql import table_rows
 
 
 @pytest.fixture
@@ -148,10 +149,9 @@ def test_replies_are_committed_in_batches_and_a_crash_loses_at_most_the_open_bat
     runs.open_run(store, "r1", model="counting:test", suite="contextcanvas", options={}, cfkit_version="0",
                   templates_sha256="", n_requests=24, notes={})
     recorder = Recorder(store, "r1", cache_as=None, batch=10, seconds=60.0)
-    elsewhere = sqlite3.connect(ws.db_path)  # what another process (or a rerun after kill -9) would see
 
-    def visible() -> int:
-        return elsewhere.execute("SELECT COUNT(*) FROM replies WHERE run_id = 'r1'").fetchone()[0]
+    def visible() -> int:  # what another process (or a rerun after kill -9) would see
+        return sum(r["run_id"] == "r1" for r in table_rows(ws.db_path, "replies", "run_id"))
 
     answer = Reply(raw='{"answer": "A", "reason": "r", "confidence": "low"}')
     for item in plan.items[:9]:
@@ -164,7 +164,6 @@ def test_replies_are_committed_in_batches_and_a_crash_loses_at_most_the_open_bat
     assert visible() == 10
     recorder.flush()
     assert visible() == 13 and recorder.commits == 2
-    elsewhere.close()
 
 
 def test_a_run_commits_far_fewer_times_than_it_stores_replies(setup, monkeypatch):

@@ -14,16 +14,16 @@ from collections import Counter
 
 import pytest
 
-from support.chat_api_server import ChatServer, user_text
-from support.workspace import REPO
-from support.probe_runs import FAST, many_cases, replies, scripted_answer
-from support.counting_backend import Counting
 from cfkit.probe import plan_suite
 from cfkit.probe.runner import run_identity
 from cfkit.probe.sharing import SharedQueue, owner_alive
 from cfkit.store import Store, leases, runs
 from cfkit.store.runs import ReplyFields
 from cfkit.workspace import load_workspace
+from support.chat_api_server import ChatServer, user_text
+from support.counting_backend import Counting
+from support.probe_runs import FAST, many_cases, replies, scripted_answer
+from support.workspace import REPO
 
 
 def _probe(ws, url: str, *extra: str) -> subprocess.Popen:

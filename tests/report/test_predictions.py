@@ -18,6 +18,7 @@ from cfkit.predictions import (
 )
 from cfkit.store import Store, now
 from cfkit.store.runs import latest_run_ids
+from support.store_sql import insert_rows
 
 PAIRS = {"TX01": "T001"}
 
@@ -112,15 +113,12 @@ def test_without_cases_only_the_format_is_checked(tmp_path):
 
 
 def add_run(store: Store, run_id: str, model: str, suite: str, started: str, replies: list[tuple]) -> None:
-    with store.transaction() as conn:
-        conn.execute("INSERT INTO runs (id, model, suite, cfkit_version, started_at, status) VALUES (?, ?, ?, ?, ?, ?)",
-                     (run_id, model, suite, "0.1.0", started, "done"))
-        for case, pair, condition, answer, error in replies:
-            conn.execute(
-                "INSERT INTO replies (run_id, case_id, pair_id, condition, answer, parse, error, raw, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, case, pair, condition, answer, None if answer is None else "json", error, "raw", now()),
-            )
+    insert_rows(store.path, "runs", [{"id": run_id, "model": model, "suite": suite, "cfkit_version": "0.1.0",
+                                      "started_at": started, "status": "done"}])
+    insert_rows(store.path, "replies", [
+        {"run_id": run_id, "case_id": case, "pair_id": pair, "condition": condition, "answer": answer,
+         "parse": None if answer is None else "json", "error": error, "raw": "raw", "created_at": now()}
+        for case, pair, condition, answer, error in replies])
 
 
 def test_predictions_from_store_reads_latest_run_per_model_and_suite(tmp_path, cases):

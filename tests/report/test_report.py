@@ -3,7 +3,7 @@
 A synthetic workspace mirrors ContextCanvas's shape (301 cases: 111 gold Yes,
 180 gold No, 10 three-option; 36 No→Yes pairs; a 100-case modality subset).
 Prediction files are constructed to match the published counts (see
-tests/test_stats.py for how the counts were derived), then the report must give
+tests/stats/test_stats.py for how the counts were derived), then the report must give
 back the published figures.
 """
 
@@ -18,16 +18,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.chat_api_server import ChatServer
-from support.workspace import run_cli
-from cfkit.report.exports import _flatten as flatten_record
 from rich.console import Console
-from support.paper_tables import TABLE_2, TABLE_S7, TABLE_S9, TABLE_S10
 
 from cfkit import report as lib
+from cfkit.report.exports import _flatten as flatten_record
 from cfkit.store import Store, now
 from cfkit.workspace import load_workspace
+from support.chat_api_server import ChatServer
+from support.paper_tables import TABLE_2, TABLE_S7, TABLE_S9, TABLE_S10
 from support.report_workspace import PAIR_CASES, cli_args, compare_args, paper, record, s10_rows
+from support.store_sql import insert_rows
+from support.workspace import run_cli
 
 GRID_36 = 100 / 36
 GRID_301 = 100 / 301
@@ -411,14 +412,14 @@ def test_missing_predictions_count_wrong_and_are_listed(paper, tmp_path):
 
 def test_report_reads_latest_stored_runs(tiny_ws):
     ws = load_workspace(tiny_ws)
-    with Store(ws.db_path) as store, store.transaction() as conn:
+    with Store(ws.db_path) as store:
         for run_id, started, answers in (("old", "2026-01-01T00:00:00+00:00", ("A", "B", "A")),
                                          ("new", "2026-01-02T00:00:00+00:00", ("B", "A", "C"))):
-            conn.execute("INSERT INTO runs (id, model, suite, cfkit_version, started_at) VALUES (?, ?, ?, ?, ?)",
-                         (run_id, "baseline:x", "contextcanvas", "0.1.0", started))
-            for case, answer in zip(("T001", "T002", "T003"), answers):
-                conn.execute("INSERT INTO replies (run_id, case_id, condition, answer, created_at) VALUES (?, ?, ?, ?, ?)",
-                             (run_id, case, "image", answer, now()))
+            insert_rows(store.path, "runs", [{"id": run_id, "model": "baseline:x", "suite": "contextcanvas",
+                                              "cfkit_version": "0.1.0", "started_at": started}])
+            insert_rows(store.path, "replies", [{"run_id": run_id, "case_id": case, "condition": "image",
+                                                 "answer": answer, "created_at": now()}
+                                                for case, answer in zip(("T001", "T002", "T003"), answers)])
     result = run_cli(["report", "-w", str(tiny_ws), "--format", "json"])
     assert result.exit_code == 0, result.output
     row = json.loads(result.stdout)["contextcanvas"][0]

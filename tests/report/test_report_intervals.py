@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score
 
-from support.workspace import run_cli
 from support.report_workspace import cli_args, compare_args, paper, record  # noqa: F401  (paper is a fixture)
+from support.workspace import run_cli
 
 B = 400
 

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from support.workspace import run_cli
-from support.report_workspace import cli_args, compare_args, paper, record  # noqa: F401  (paper is a fixture)
 from cfkit.report.plots import COLUMN_WIDTH, DPI, OKABE_ITO
+from support.report_workspace import cli_args, compare_args, paper, record  # noqa: F401  (paper is a fixture)
+from support.workspace import run_cli
 
 FIGURES = ("compare", "ncu", "modality", "contextcanvas")
 

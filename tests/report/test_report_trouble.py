@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 
-from support.chat_api_server import ChatServer, Scripted, answer_json, completion
-from support.workspace import run_cli
-from support.probe_runs import FAST
-
 from cfkit.probe.progress import reply_trouble
+from support.chat_api_server import ChatServer, Scripted, answer_json, completion
+from support.probe_runs import FAST
+from support.store_sql import delete_rows
+from support.workspace import run_cli
 
 
 def _empty(body, n) -> Scripted:
@@ -191,7 +191,7 @@ def test_a_smoke_test_with_other_settings_is_left_out_with_one_line_and_every_mo
 def test_a_pair_skipped_for_a_rejected_edit_a_failed_check_or_no_edit_says_so_in_the_report(tiny_ws):
     from support.probe_runs import _accepted_edit
 
-    from cfkit.store import Store, checks, now
+    from cfkit.store import Store, checks, reviews
 
     spec = (tiny_ws / "interventions" / "TX01.yaml").read_text()
     for pair in ("TX02", "TX03", "TX04"):
@@ -200,10 +200,8 @@ def test_a_pair_skipped_for_a_rejected_edit_a_failed_check_or_no_edit_says_so_in
     _accepted_edit(tiny_ws, "TX02", 2)
     _accepted_edit(tiny_ws, "TX03", 3)
     with Store(tiny_ws / ".cfkit" / "cfkit.db") as store:
-        with store.transaction() as conn:
-            conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, created_at) VALUES ('TX02', 2, 'reject', ?)",
-                         (now(),))
-            conn.execute("DELETE FROM reviews WHERE edit_id = 3")
+        reviews.record(store, "TX02", 2, "reject")
+        delete_rows(store.path, "reviews", {"edit_id": 3})
         checks.insert(store, 3, "TX03", [checks.NewCheck("composite", {}, "fail", ["SSIM outside 0.71 < 0.95"], True)])
     run = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s", "counterfactual", "--json"])
     assert run.exit_code == 0, run.stderr

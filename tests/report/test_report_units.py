@@ -9,9 +9,9 @@ from collections import Counter
 
 import pytest
 
-from support.workspace import run_cli
-from support.report_workspace import PAIR_CASES, SUBSET, cli_args, paper  # noqa: F401  (paper is a fixture)
 from cfkit.report import PAIR_CATEGORIES, pair_category
+from support.report_workspace import PAIR_CASES, SUBSET, cli_args, paper  # noqa: F401  (paper is a fixture)
+from support.workspace import run_cli
 
 
 @pytest.fixture(scope="module")

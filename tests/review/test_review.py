@@ -13,8 +13,6 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
-from support.workspace import run_cli
-from support.edits import add_edit, inside_change, tiny_original
 from cfkit.review.loop import (
     load_view_data,
     pending_specs,
@@ -25,7 +23,10 @@ from cfkit.review.loop import (
 from cfkit.review.view import OUTLINE_RGB, EditView, ViewData
 from cfkit.store import Store
 from cfkit.workspace import load_workspace
+from support.edits import add_edit, inside_change, tiny_original
 from support.review_edits import ANSI, ScriptedKeys, image_rows, two_edits
+from support.store_sql import table_rows
+from support.workspace import run_cli
 
 RED, BLUE, GREEN = (200, 0, 0), (0, 0, 200), (0, 180, 0)
 
@@ -138,7 +139,7 @@ def test_scripted_keys_decide_toggle_and_help(two_edits):
     keys = ScriptedKeys(["?", "a", "d", "v", "x", "r", "the wall changed", "a"])  # the a closing the help does nothing
     with Store(ws.db_path) as store:
         summary = review_loop(ws, store, ["TX01", "TX02"], keys, console)
-        rows = store.query("SELECT spec_id, edit_id, decision, note FROM reviews ORDER BY id")
+        rows = table_rows(store.path, "reviews", "spec_id, edit_id, decision, note", order_by="id")
     text = console.export_text()
     assert "regenerate: another candidate with this edit's engine" in text  # help
     assert "leaks over faded original" in text  # d
@@ -176,7 +177,7 @@ def test_regenerate_makes_a_new_edit_and_shows_it(two_edits):
 
     with Store(ws.db_path) as store:
         review_loop(ws, store, ["TX01"], ScriptedKeys(["g", "a"]), console, regenerate=regenerate)
-        rows = store.query("SELECT edit_id, decision FROM reviews")
+        rows = table_rows(store.path, "reviews", "edit_id, decision")
     assert made == [3]
     assert [(r["edit_id"], r["decision"]) for r in rows] == [(3, "accept")]
     assert "#3 composite" in console.export_text()
@@ -230,7 +231,7 @@ def test_a_decision_survives_a_kill_between_two_decisions(two_edits, tmp_path):
     ws = load_workspace(two_edits)
     with Store(ws.db_path) as store:
         assert store.integrity_ok()
-        rows = store.query("SELECT spec_id, decision FROM reviews")
+        rows = table_rows(store.path, "reviews", "spec_id, decision")
         assert [(r["spec_id"], r["decision"]) for r in rows] == [("TX01", "accept")]
         assert pending_specs(store) == ["TX02"]
 
@@ -267,7 +268,7 @@ def test_two_decisions_at_once_conflict_and_nothing_is_recorded(two_edits):
     assert result.exit_code == 2
     assert result.stderr.strip() == "error: --accept and --reject conflict; give one decision."
     with Store(load_workspace(two_edits).db_path) as store:
-        assert store.query("SELECT COUNT(*) AS n FROM reviews")[0]["n"] == 0
+        assert len(table_rows(store.path, "reviews")) == 0
 
 
 def test_deciding_every_pending_edit_unseen_needs_yes_or_a_confirmation(two_edits):
@@ -309,7 +310,7 @@ def test_at_a_terminal_the_pending_decision_is_asked_and_no_keeps_everything_pen
     assert b"Skip the pending edit of 2 specs (TX01, TX02) without looking at them?" in seen
     assert b"nothing decided" in rest
     with Store(load_workspace(two_edits).db_path) as store:
-        assert store.query("SELECT COUNT(*) AS n FROM reviews")[0]["n"] == 0
+        assert len(table_rows(store.path, "reviews")) == 0
 
 
 def test_view_data_reads_check_and_decision(two_edits, tmp_path, monkeypatch):
@@ -343,9 +344,10 @@ def test_regenerate_through_cfkit_edit_uses_the_engine_and_options_of_the_edit_o
     console = Console(record=True, width=100, height=40)
     with Store(ws.db_path) as store:
         review_loop(ws, store, ["TX01"], ScriptedKeys(["g", "G", "", "a"]), console, regenerate=_regenerate(ws))
-        made = store.query("SELECT id, engine, params FROM edits WHERE spec_id = 'TX01' ORDER BY id")
-        checks = store.query("SELECT variant FROM checks WHERE edit_id = ?", (made[1]["id"],))
-        [review] = store.query("SELECT edit_id, decision FROM reviews")
+        made = [r for r in table_rows(store.path, "edits", "id, spec_id, engine, params", order_by="id")
+                if r["spec_id"] == "TX01"]
+        checks = [r for r in table_rows(store.path, "checks", "edit_id, variant") if r["edit_id"] == made[1]["id"]]
+        [review] = table_rows(store.path, "reviews", "edit_id, decision")
     assert [m["engine"] for m in made] == ["classical"] * 3
     colours = [json.loads(m["params"])["color"] for m in made]
     # g kept #1's -o colour; G + Enter made an edit as 'cfkit edit' would: the spec's colour over cfkit.toml's.
@@ -422,7 +424,7 @@ def test_interactive_review_in_a_pseudo_terminal(two_edits):
     assert b"\x1b[38;2;" in output or b"\x1b[38;5;" in output  # drawn in colour
     ws = load_workspace(two_edits)
     with Store(ws.db_path) as store:
-        rows = store.query("SELECT spec_id, decision, note FROM reviews ORDER BY id")
+        rows = table_rows(store.path, "reviews", "spec_id, decision, note", order_by="id")
     assert [(r["spec_id"], r["decision"], r["note"]) for r in rows] == [
         ("TX01", "reject", "colours drifted"), ("TX02", "accept", None)]
 

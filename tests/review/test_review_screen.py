@@ -12,15 +12,16 @@ import pytest
 from PIL import Image
 from rich.console import Console
 
-from support.workspace import run_cli
-from support.edits import add_edit, inside_change, tiny_original
-from support.review_edits import image_rows
 from cfkit.review.loop import load_view_data, review_loop
 from cfkit.review.panels import OUTLINE_RGB, Pictures, mask_pixels, panel, ring, zoom_boxes
 from cfkit.review.screen import KeyBar, ReviewScreen, ViewState, key_items
 from cfkit.review.view import EditView, ViewData
 from cfkit.store import Store
 from cfkit.workspace import load_workspace
+from support.edits import add_edit, inside_change, tiny_original
+from support.review_edits import image_rows
+from support.store_sql import table_rows
+from support.workspace import run_cli
 
 SIZES = [(80, 24), (160, 50)]
 
@@ -185,7 +186,7 @@ def test_stepping_candidates_zooming_and_accepting_with_scripted_keys(three_cand
     keys = FrameKeys(out, ["]", "z", "]", "[", "[", "[", "z", "a"])
     with Store(ws.db_path) as store:
         summary = review_loop(ws, store, ["TX01"], keys, out)
-        [decision] = store.query("SELECT edit_id, decision FROM reviews")
+        [decision] = table_rows(store.path, "reviews", "edit_id, decision")
     assert (decision["edit_id"], decision["decision"]) == (1, "accept") and not summary.quit_early
     heads = [plain(frame).splitlines()[0] for frame in keys.frames]
     shown = [re.search(r"#(\d) composite.*  cand (\d)/3", h).groups() for h in heads]

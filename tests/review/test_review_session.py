@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from support.counters import counted  # noqa: F401  (the decode and store-open counters)
-from support.review_edits import ScriptedKeys, add_second_spec, two_edits  # noqa: F401
 from cfkit.review.loop import EditPictures, review_loop
 from cfkit.review.terminal import RESIZE
 from cfkit.store import Store
 from cfkit.workspace import load_workspace
+from support.counters import counted  # noqa: F401  (the decode and store-open counters)
+from support.review_edits import ScriptedKeys, add_second_spec, two_edits  # noqa: F401
 
 #: 24 keys on the first spec's edit, the skip to the next, 24 on the second, its skip: 50 keys in all.
 VIEW_ONLY = ["z", "z", "?", "x", RESIZE, "d", "d", "f", "v", "v", "z", RESIZE, "?", "?", "f", "d", "]", "[",

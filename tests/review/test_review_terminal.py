@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from support.workspace import REPO
-from support.edits import add_edit, inside_change, tiny_original
 from cfkit.review.screen import KeyBar, key_items
-from cfkit.store import Store
 from cfkit.workspace import load_workspace
+from support.edits import add_edit, inside_change, tiny_original
+from support.store_sql import table_rows
+from support.workspace import REPO
 
 CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -38,8 +38,8 @@ def screens(output: bytes) -> list[list[str]]:
 
 
 def decisions(ws_root: Path) -> list[tuple[int, str]]:
-    with Store(load_workspace(ws_root).db_path) as store:
-        return [(r["edit_id"], r["decision"]) for r in store.query("SELECT edit_id, decision FROM reviews")]
+    return [(r["edit_id"], r["decision"]) for r in table_rows(load_workspace(ws_root).db_path, "reviews",
+                                                               "edit_id, decision")]
 
 
 def test_at_80x24_the_first_line_is_the_spec_and_the_key_bar_is_whole_and_a_resize_redraws(two_candidates: Path):

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from support.workspace import run_cli
-from support.edits import add_edit, inside_change, tiny_original
 from cfkit.review.sheet import THUMB, collect_pairs, render_html
 from cfkit.review.sheet_png import BOX_COLOURS, BOX_H, plan
-from cfkit.store import Store, now
+from cfkit.store import Store, now, reviews
 from cfkit.workspace import load_workspace
+from support.edits import add_edit, inside_change, tiny_original
+from support.store_sql import insert_rows
+from support.workspace import run_cli
 
 EVIL = 'Is this fit for a poster? <script>alert("x")</script> & <b>more</b>'
 
@@ -36,13 +37,14 @@ def sheet_ws(tiny_ws):
 def add_runs(ws_root: Path) -> None:
     """Two models' counterfactual answers on TX01 (case T001: A = Yes, B = No; gold No → Yes)."""
     ws = load_workspace(ws_root)
-    with Store(ws.db_path) as store, store.transaction() as conn:
+    with Store(ws.db_path) as store:
         for run_id, model, before, after in (("r1", "openai:m-good", "B", "A"), ("r2", "hf:m-stuck", "B", "B")):
-            conn.execute("INSERT INTO runs (id, model, suite, cfkit_version, started_at, status) "
-                         "VALUES (?, ?, 'counterfactual', '0', ?, 'done')", (run_id, model, now()))
-            for condition, answer in (("original", before), ("edit", after)):
-                conn.execute("INSERT INTO replies (run_id, case_id, pair_id, condition, answer, parse, created_at) "
-                             "VALUES (?, 'T001', 'TX01', ?, ?, 'json', ?)", (run_id, condition, answer, now()))
+            insert_rows(store.path, "runs", [{"id": run_id, "model": model, "suite": "counterfactual",
+                                              "cfkit_version": "0", "started_at": now(), "status": "done"}])
+            insert_rows(store.path, "replies", [
+                {"run_id": run_id, "case_id": "T001", "pair_id": "TX01", "condition": condition, "answer": answer,
+                 "parse": "json", "created_at": now()}
+                for condition, answer in (("original", before), ("edit", after))])
 
 
 def test_html_escapes_case_and_spec_text(sheet_ws, tmp_path):
@@ -86,8 +88,7 @@ def test_answers_before_and_after_come_from_stored_runs(sheet_ws):
     add_runs(sheet_ws)
     ws = load_workspace(sheet_ws)
     with Store(ws.db_path) as store:
-        store.conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, note, created_at) "
-                           "VALUES ('TX01', 1, 'reject', 'a <wall> moved', ?)", (now(),))
+        reviews.record(store, "TX01", 1, "reject", "a <wall> moved")
         pairs, notes = collect_pairs(ws, store, [])
     [pair] = pairs
     assert notes == []
@@ -102,9 +103,8 @@ def test_answers_before_and_after_come_from_stored_runs(sheet_ws):
 
 
 def _accept(ws_root: Path, edit_id: int) -> None:
-    with Store(ws_root / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
-        conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, created_at) VALUES ('TX01', ?, 'accept', ?)",
-                     (edit_id, now()))
+    with Store(ws_root / ".cfkit" / "cfkit.db") as store:
+        reviews.record(store, "TX01", edit_id, "accept")
 
 
 def test_a_re_edit_marks_the_answers_given_on_the_earlier_edit_stale(sheet_ws, tmp_path):
@@ -206,9 +206,8 @@ def s8_workspace(root: Path) -> tuple[Path, Path]:
 
 
 def _accept_edit(ws_root: Path, spec: str, edit_id: int) -> None:
-    with Store(ws_root / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
-        conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, created_at) VALUES (?, ?, 'accept', ?)",
-                     (spec, edit_id, now()))
+    with Store(ws_root / ".cfkit" / "cfkit.db") as store:
+        reviews.record(store, spec, edit_id, "accept")
 
 
 @pytest.fixture

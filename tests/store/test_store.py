@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import multiprocessing
 import re
-import sqlite3
 from pathlib import Path
 
 import pytest
 
-from support.workspace import REPO
 from cfkit.errors import NotFoundError, StoreError, UsageError
 from cfkit.store import SCHEMA_VERSION, Store, checks, edits, responses, reviews, runs
 from cfkit.store.checks import NewCheck
 from cfkit.store.edits import NewEdit
 from cfkit.store.responses import CachedResponse
 from cfkit.store.runs import ReplyFields
+from support.store_sql import (insert_edit_row, numbers_database, numbers_in, schema_1_store, set_user_version,
+                               user_version)
+from support.workspace import REPO
 
 
 @pytest.fixture
@@ -176,36 +177,16 @@ def test_the_response_cache_keeps_the_first_response_of_a_key(store):
 
 def test_a_store_from_a_newer_cfkit_is_refused(tmp_path: Path):
     path = tmp_path / "cfkit.db"
-    conn = sqlite3.connect(path)
-    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
-    conn.close()
+    set_user_version(path, SCHEMA_VERSION + 1)
     with pytest.raises(StoreError, match="written by a newer cfkit"):
         Store(path)
 
 
 def test_a_first_version_store_is_migrated_and_keeps_its_rows(tmp_path: Path):
     path = tmp_path / "cfkit.db"
-    conn = sqlite3.connect(path)
-    conn.executescript("""
-        CREATE TABLE runs (id TEXT PRIMARY KEY, model TEXT NOT NULL, suite TEXT NOT NULL,
-            options TEXT NOT NULL DEFAULT '{}', cfkit_version TEXT NOT NULL, templates_sha256 TEXT,
-            started_at TEXT NOT NULL, finished_at TEXT, status TEXT NOT NULL DEFAULT 'running',
-            n_requests INTEGER NOT NULL DEFAULT 0, n_done INTEGER NOT NULL DEFAULT 0,
-            n_errors INTEGER NOT NULL DEFAULT 0, cost_usd REAL, notes TEXT NOT NULL DEFAULT '{}');
-        CREATE TABLE replies (run_id TEXT NOT NULL REFERENCES runs(id), case_id TEXT NOT NULL,
-            pair_id TEXT NOT NULL DEFAULT '', condition TEXT NOT NULL, cache_key TEXT, answer TEXT, parse TEXT,
-            error TEXT, reason TEXT, confidence TEXT, raw TEXT, detail TEXT, created_at TEXT NOT NULL,
-            PRIMARY KEY (run_id, case_id, pair_id, condition));
-        CREATE TABLE responses (cache_key TEXT PRIMARY KEY, backend TEXT NOT NULL, model TEXT NOT NULL, raw TEXT,
-            usage TEXT, latency_s REAL, cost_usd REAL, refused INTEGER NOT NULL DEFAULT 0, created_at TEXT NOT NULL);
-        INSERT INTO responses (cache_key, backend, model, raw, created_at) VALUES ('k', 'openai', 'openai:m', 'x', 't');
-        INSERT INTO runs (id, model, suite, cfkit_version, started_at, cost_usd) VALUES ('r1', 'm', 'modality', '0.1', 't', 1.5);
-        INSERT INTO replies (run_id, case_id, condition, answer, created_at) VALUES ('r1', 'T1', 'text', 'A', 't');
-        PRAGMA user_version=1;
-    """)
-    conn.close()
+    schema_1_store(path)
     with Store(path) as store:
-        assert store.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION
+        assert user_version(store.path) == SCHEMA_VERSION
         [reply] = runs.replies(store, "r1")
         assert (reply.answer, reply.cost_usd) == ("A", None)
         runs.finish_run(store, "r1", status="done", n_done=1, n_errors=0, notes={})
@@ -267,8 +248,7 @@ def test_a_broken_constraint_is_not_reported_as_a_damaged_file(store):
     edit_id = _ok_edit(store)
     with pytest.raises(StoreError, match="broke a rule of the schema") as info:
         with store.transaction() as tx:
-            tx.execute("INSERT INTO edits (id, spec_id, engine, status, started_at) VALUES (?, 'CF01', 'x', 'ok', 't')",
-                       (edit_id,))
+            insert_edit_row(tx, edit_id)
     assert "damaged" not in str(info.value)
     assert edits.get(store, edit_id).status == "ok"  # rolled back, nothing lost
 
@@ -301,12 +281,8 @@ def test_every_owner_module_is_named_so_its_tables_are_created():
 
 def test_query_in_asks_any_number_of_values(tmp_path: Path):
     """Past SQLite's old 999-parameter limit too: the values are asked in chunks and every match comes back."""
-    from cfkit.store.db import Database
-
-    db = Database(tmp_path / "t.db", schema="CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY)", version=1)
-    with db.transaction() as tx:
-        tx.executemany("INSERT INTO t (k) VALUES (?)", [(i,) for i in range(3000)])
+    db = numbers_database(tmp_path / "t.db", 3000)
     wanted = list(range(0, 6000, 2))  # 3,000 values, half of them absent
-    assert sorted(r["k"] for r in db.query_in("SELECT k FROM t WHERE k IN ({})", wanted)) == list(range(0, 3000, 2))
-    assert db.query_in("SELECT k FROM t WHERE k IN ({})", []) == []
+    assert sorted(numbers_in(db, wanted)) == list(range(0, 3000, 2))
+    assert numbers_in(db, []) == []
     db.close()

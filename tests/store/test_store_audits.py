@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from cfkit.errors import NotFoundError, StoreError, UsageError
 from cfkit.store import SCHEMA_VERSION, Store, audit_labels, audits, now
 from cfkit.store.audit_labels import Judgement
 from cfkit.store.audits import AuditItem, AuditPlan, ItemImage, content_digest
+from support.store_sql import schema_2_store, table_names, table_rows, user_version
 
 
 @pytest.fixture
@@ -132,28 +132,12 @@ def test_an_annotators_labels_are_theirs_alone(store):
 
 def test_a_version_2_store_gains_the_audit_tables_and_keeps_its_rows(tmp_path: Path):
     path = tmp_path / "cfkit.db"
-    conn = sqlite3.connect(path)
-    conn.executescript("""
-        CREATE TABLE runs (id TEXT PRIMARY KEY, model TEXT NOT NULL, suite TEXT NOT NULL,
-            options TEXT NOT NULL DEFAULT '{}', cfkit_version TEXT NOT NULL, templates_sha256 TEXT,
-            started_at TEXT NOT NULL, finished_at TEXT, status TEXT NOT NULL DEFAULT 'running',
-            n_requests INTEGER NOT NULL DEFAULT 0, n_done INTEGER NOT NULL DEFAULT 0,
-            n_errors INTEGER NOT NULL DEFAULT 0, cost_usd REAL, notes TEXT NOT NULL DEFAULT '{}');
-        CREATE TABLE replies (run_id TEXT NOT NULL REFERENCES runs(id), case_id TEXT NOT NULL,
-            pair_id TEXT NOT NULL DEFAULT '', condition TEXT NOT NULL, cache_key TEXT, answer TEXT, parse TEXT,
-            error TEXT, reason TEXT, confidence TEXT, raw TEXT, detail TEXT, created_at TEXT NOT NULL,
-            cost_usd REAL, PRIMARY KEY (run_id, case_id, pair_id, condition));
-        CREATE TABLE responses (cache_key TEXT PRIMARY KEY, backend TEXT NOT NULL, model TEXT NOT NULL, raw TEXT,
-            usage TEXT, latency_s REAL, cost_usd REAL, refused INTEGER NOT NULL DEFAULT 0, created_at TEXT NOT NULL);
-        INSERT INTO runs (id, model, suite, cfkit_version, started_at) VALUES ('r1', 'm', 'contextcanvas', '0.1', 't');
-        PRAGMA user_version=2;
-    """)
-    conn.close()
+    schema_2_store(path)
     with Store(path) as store:
-        assert store.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION
-        tables = {r[0] for r in store.query("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert user_version(store.path) == SCHEMA_VERSION
+        tables = table_names(store.path)
         assert {"audit_plans", "audit_items", "audit_annotators", "audit_labels", "audit_finals"} <= tables
-        assert store.query("SELECT id FROM runs")[0][0] == "r1"
+        assert table_rows(store.path, "runs", "id")[0]["id"] == "r1"
         _plan(store)
     with Store(path) as again:  # opening once more changes nothing (idempotent DDL)
         assert len(audits.items(again, "audit-1")) == 3

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from support.chat_api_server import ChatServer, Scripted, completion, first_option
-from support.workspace import REPO, run_cli
-from support.probe_runs import many_cases
 from cfkit.cli.study_display import display_lines
 from cfkit.errors import ConfigError
 from cfkit.probe import RunProgress
-from cfkit.store import Store
 from cfkit.study import load_study
 from cfkit.study.jobs import StudyRun
+from support.chat_api_server import ChatServer, Scripted, completion, first_option
 from support.counting_server import Counting
+from support.probe_runs import many_cases
+from support.store_sql import table_rows
+from support.workspace import REPO, run_cli
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -168,8 +168,7 @@ def _study_process(ws: Path, path: Path) -> subprocess.Popen:
 
 
 def _stored(ws: Path) -> int:
-    with Store(ws / ".cfkit" / "cfkit.db") as store:
-        return store.query("SELECT COUNT(*) AS n FROM replies WHERE error IS NOT 'transport'")[0]["n"]
+    return sum(r["error"] != "transport" for r in table_rows(ws, "replies", "error"))
 
 
 @pytest.mark.parametrize("how", ["kill", "term"])
@@ -212,9 +211,8 @@ def test_a_study_stopped_in_the_middle_resumes_asking_only_what_is_missing(tmp_p
 
 
 def _baseline_rows(ws: Path) -> int:
-    with Store(ws / ".cfkit" / "cfkit.db") as store:
-        return store.query("SELECT COUNT(*) AS n FROM replies WHERE run_id LIKE '%baseline%' "
-                           "AND error IS NOT 'transport'")[0]["n"]
+    return sum("baseline" in r["run_id"] and r["error"] != "transport"
+               for r in table_rows(ws, "replies", "run_id, error"))
 
 
 # -- display -------------------------------------------------------------------

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from support.chat_api_server import ChatServer
-from support.workspace import REPO, run_cli
 from support.counting_server import Counting
+from support.store_sql import table_rows
 from support.transformers_server import TransformersServe, save_tiny_llava, serving_missing
+from support.workspace import REPO, run_cli
 
 _missing = serving_missing()
 if _missing is not None:
@@ -106,7 +107,7 @@ def test_four_models_four_suites_kill_resume_and_report(tmp_path):
 def _stored_for(ws: Path, model: str) -> tuple[int, int]:
     from cfkit.store import Store
 
-    with Store(ws / ".cfkit" / "cfkit.db") as store:
-        rows = store.query("SELECT COUNT(*) AS n, COUNT(DISTINCT cache_key) AS d FROM replies r JOIN runs u ON "
-                           "u.id = r.run_id WHERE u.model = ? AND r.error IS NOT 'transport'", (f"openai:{model}",))
-    return rows[0]["n"], rows[0]["d"]
+    runs = {r["id"] for r in table_rows(ws, "runs", "id, model") if r["model"] == f"openai:{model}"}
+    keys = [r["cache_key"] for r in table_rows(ws, "replies", "run_id, cache_key, error")
+            if r["run_id"] in runs and r["error"] != "transport"]
+    return len(keys), len({k for k in keys if k is not None})

@@ -11,7 +11,7 @@ It runs a real ``ThreadingHTTPServer`` on 127.0.0.1 in a background thread:
 - ``GET /v1/batches/{id}`` moves the batch one status on per look
   (``validating`` → ``in_progress`` → ``finalizing`` → ``completed``; after
   ``polls`` looks it has ended) and, when it ends, answers every line with
-  ``script`` (the same scripts as tests/chat_api_server.py) into an output
+  ``script`` (the same scripts as tests/support/chat_api_server.py) into an output
   file and an error file; ``custom_id`` values in ``expire`` are left
   unanswered and the batch ends ``expired``, as a batch does whose 24 hours
   ran out;

@@ -1,7 +1,7 @@
 """A loopback HTTP server speaking the OpenAI Chat Completions wire format, for tests and benchmarks.
 
 It runs a real ``ThreadingHTTPServer`` on 127.0.0.1 in a background thread
-(or, with ``python tests/chat_api_server.py``, in its own process). Each POST
+(or, with ``python tests/support/chat_api_server.py``, in its own process). Each POST
 to ``…/chat/completions`` is recorded (body and headers) and answered by a
 ``script``: a function of the parsed request and its 1-based number that
 returns a :class:`Scripted` response (status, JSON body, headers, delay).

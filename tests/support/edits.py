@@ -9,6 +9,7 @@ from PIL import Image
 
 from cfkit.store import Store, now
 from cfkit.workspace import load_workspace
+from support.store_sql import insert_rows, update_rows
 
 
 W, H = 96, 64
@@ -33,22 +34,20 @@ def add_edit(ws_root: Path, spec_id: str, composite: np.ndarray, raw: np.ndarray
              status: str = "ok") -> int:
     """Write edit PNGs under the store's edits folder and insert an ``edits`` row, as an editor would."""
     ws = load_workspace(ws_root)
-    with Store(ws.db_path) as store:
-        with store.transaction() as conn:
-            edit_id = conn.execute(
-                "INSERT INTO edits (spec_id, engine, status, started_at) VALUES (?, 'test', ?, ?)",
-                (spec_id, status, now()),
-            ).lastrowid
-            paths = {}
-            for variant, image in (("raw", raw), ("composite", composite)):
-                if image is None:
-                    continue
-                path = ws.edits_dir / spec_id / f"{edit_id}-{variant}.png"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                Image.fromarray(image).save(path)
-                paths[variant] = str(path.relative_to(ws.store_dir))
-            conn.execute("UPDATE edits SET raw_path = ?, composite_path = ? WHERE id = ?",
-                         (paths.get("raw"), paths.get("composite"), edit_id))
+    with Store(ws.db_path):
+        pass  # a new workspace's store gets its tables
+    [edit_id] = insert_rows(ws.db_path, "edits", [{"spec_id": spec_id, "engine": "test", "status": status,
+                                                   "started_at": now()}])
+    paths = {}
+    for variant, image in (("raw", raw), ("composite", composite)):
+        if image is None:
+            continue
+        path = ws.edits_dir / spec_id / f"{edit_id}-{variant}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(image).save(path)
+        paths[variant] = str(path.relative_to(ws.store_dir))
+    update_rows(ws.db_path, "edits", {"raw_path": paths.get("raw"), "composite_path": paths.get("composite")},
+                {"id": edit_id})
     return edit_id
 
 

