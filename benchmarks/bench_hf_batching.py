@@ -120,8 +120,7 @@ def _backend(folder: Path, requests, batch_size: int) -> float:
 def run() -> list[dict]:
     import torch
 
-    from support.tiny_llava import CHAT_TEMPLATE
-    from support.tiny_llava import save_tiny_llava
+    from support.tiny_llava import CHAT_TEMPLATE, save_tiny_llava
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
