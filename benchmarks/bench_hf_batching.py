@@ -1,6 +1,6 @@
 """The hf backend's throughput on CPU with a tiny model: batched, one request at a time, and a bare generate loop.
 
-The model is the tiny random LLaVA of the tests (tests/tiny_llava.py, a
+The model is the tiny random LLaVA of the tests (tests/support/tiny_llava.py, a
 two-layer CLIP + Llama, 28-pixel images), answering 32 requests (two in
 three with an image, prompts of four lengths) with 16 new tokens each:
 
@@ -42,7 +42,7 @@ ROUNDS = 5
 
 
 def _requests():
-    from conftest import gradient_image
+    from support.workspace import gradient_image
 
     from cfkit.backends import Generation, ImageData, ProbeRequest, RequestMeta
     from cfkit.images import png_bytes
@@ -120,8 +120,7 @@ def _backend(folder: Path, requests, batch_size: int) -> float:
 def run() -> list[dict]:
     import torch
 
-    from test_backends_hf import CHAT_TEMPLATE
-    from tiny_llava import save_tiny_llava
+    from support.tiny_llava import CHAT_TEMPLATE, save_tiny_llava
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:

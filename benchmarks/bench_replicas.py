@@ -1,6 +1,6 @@
 """Replicas: throughput against two loopback endpoints and against one, at the same concurrency at each.
 
-Each endpoint is tests/chat_api_server.py in its own process, answering
+Each endpoint is tests/support/chat_api_server.py in its own process, answering
 every request after 50 ms; four requests are in flight at each endpoint
 (``-j 4``). Two figures, each the ratio two endpoints / one taken within a
 round (one endpoint, then two), the median over the rounds reported:
@@ -40,7 +40,7 @@ TARGET = 1.8
 
 
 def _server() -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "chat_api_server.py"), str(LATENCY)],
+    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "support" / "chat_api_server.py"), str(LATENCY)],
                             stdout=subprocess.PIPE, text=True)
     return proc, proc.stdout.readline().strip()
 
@@ -107,7 +107,7 @@ def run() -> list[dict]:
     import asyncio
     import os
 
-    from test_probe import many_cases
+    from support.probe_runs import many_cases
 
     from cfkit.backends import Capabilities
     from cfkit.probe import plan_suite

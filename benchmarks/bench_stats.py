@@ -5,7 +5,7 @@ the implementation cfkit had before: one index matrix per model, then for each
 statistic the B × n resampled values gathered and averaged. "Counts" draws the
 same resamples once per list of units (``stats.Resamples``) and gets every
 statistic's resampled sums from one count-matrix product. Both give the same
-intervals to the last bit (tests/test_stats_bootstrap.py).
+intervals to the last bit (tests/stats/test_stats_bootstrap.py).
 
 The end-to-end row runs ``cfkit.report.make_report`` as report.py stands (it
 still hands the statistics an index matrix, which they gather); the row after

@@ -51,7 +51,7 @@ def write_jpegs(folder: Path, count: int) -> list[str]:
 def write_workspace(root: Path, count: int) -> Path:
     """A workspace of ``count`` two-option cases, each with its own image (the contextcanvas suite's requests)."""
     sys.path.insert(0, str(REPO / "tests"))
-    from conftest import write_workspace as tiny_workspace
+    from support.workspace import write_workspace as tiny_workspace
 
     tiny_workspace(root)  # cfkit.toml, folders, one spec; its three cases are replaced below
     names = write_jpegs(root / "data" / "images", count)
@@ -74,7 +74,7 @@ REPLY = json.dumps({
 async def serve(latency: float) -> None:
     """A minimal asyncio HTTP/1.1 server: every POST gets the same Chat Completions body after ``latency`` s.
 
-    It is leaner than tests/chat_api_server.py (no thread per connection, no
+    It is leaner than tests/support/chat_api_server.py (no thread per connection, no
     JSON parsing), so the figures measure the client side, not the server.
     """
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

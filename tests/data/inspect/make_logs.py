@@ -1,4 +1,4 @@
-"""Write the inspect_ai logs of tests/test_interop_inspect.py with inspect_ai itself (not run by the tests).
+"""Write the inspect_ai logs of tests/interop/test_interop_inspect.py with inspect_ai itself (not run by the tests).
 
 inspect_ai cannot be installed beside cfkit's pinned fsspec, so these logs were
 made once in a separate virtual environment and are kept here:
@@ -6,7 +6,7 @@ made once in a separate virtual environment and are kept here:
     python -m venv /tmp/inspect && /tmp/inspect/bin/pip install inspect_ai
     /tmp/inspect/bin/python tests/data/inspect/make_logs.py tests/data/inspect
 
-A real task over twelve cases of the paper workspace (tests/test_report.py):
+A real task over twelve cases of the paper workspace (tests/support/report_workspace.py):
 the multiple_choice solver and the choice scorer, answered by inspect_ai's
 mockllm model with the replies in REPLIES, written as .eval and as .json.
 """

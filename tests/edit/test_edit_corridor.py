@@ -1,0 +1,64 @@
+"""``cfkit edit`` holds an edit's data once: each file decoded once, one store connection, checks from arrays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cfkit.workspace import load_workspace
+from support.counters import counted
+
+
+@pytest.mark.parametrize("spec_id", ["EX01", "EX03"])
+def test_an_edit_decodes_each_file_once_and_opens_the_store_once(mini_ws, counted, spec_id):
+    from cfkit.edit import make_edit
+
+    decodes, opens = counted
+    ws = load_workspace(mini_ws)
+    make_edit(ws, spec_id, engine="classical")  # the store exists from now on
+    decodes.clear()
+    opens.clear()
+    outcome = make_edit(ws, spec_id, engine="classical", again=True)
+    [record] = outcome.records
+    assert opens == [ws.db_path]
+    assert decodes, "nothing was decoded: the counters see no image"
+    assert all(n == 1 for n in decodes.values()), decodes
+    written = {Path(p).name for p in (record.raw_path, record.composite_path)}
+    assert not written & set(decodes), "an output just written was decoded again to check it"
+    # The verdicts come from the checks just stored, one per output.
+    assert {c.variant for c in outcome.checks[record.id]} == {"raw", "composite"}
+    assert outcome.verdicts == {record.id: next(c.label for c in outcome.checks[record.id] if c.variant == "composite")}
+
+
+def test_checking_the_arrays_stores_what_checking_the_files_measures(mini_ws):
+    """The arrays cfkit edit checks are the pixels its PNG files hold: a check of the files agrees to the bit."""
+    from cfkit.edit import make_edit
+    from cfkit.edit_files import check_edit
+    from cfkit.store import Store
+
+    ws = load_workspace(mini_ws)
+    for spec_id in ("EX01", "EX02", "EX03"):
+        outcome = make_edit(ws, spec_id, engine="classical")
+        [record] = outcome.records
+        with Store(ws.db_path) as store:
+            again = check_edit(ws, store, record.id)
+        first = {c.variant: (c.metrics, c.verdict, c.reasons) for c in outcome.checks[record.id]}
+        assert first == {c.variant: (c.metrics, c.verdict, c.reasons) for c in again}
+
+
+def test_a_check_that_cannot_run_leaves_the_edit_saved(mini_ws, monkeypatch):
+    """A check failing on its inputs is reported with the edit (exit 1 in the CLI), never loses the files."""
+    from cfkit.edit import make_edit
+    from cfkit.errors import SpecError
+
+    def refuse(*args, **kwargs):
+        raise SpecError("the mask plus its margin covers the whole image")
+
+    monkeypatch.setattr("cfkit.edit.check_images", refuse)
+    ws = load_workspace(mini_ws)
+    outcome = make_edit(ws, "EX01", engine="classical")
+    [record] = outcome.records
+    assert outcome.checks == {} and isinstance(outcome.check_error, SpecError)
+    assert (ws.store_dir / record.composite_path).is_file()
+    assert outcome.check_failures() == {record.id: ["not checked (the mask plus its margin covers the whole image)"]}

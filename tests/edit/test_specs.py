@@ -1,0 +1,173 @@
+import json
+from pathlib import Path
+
+from support.workspace import run_cli, tree_snapshot
+
+
+def test_specs_list_shows_coverage_and_authored_count(tiny_ws: Path):
+    result = run_cli(["specs", "list", "-w", str(tiny_ws)])
+    assert result.exit_code == 0, result.output
+    assert "TX01" in result.stdout
+    assert "0 of 3 authored; not in this workspace: CF01–CF03; also here: TX01" in result.stdout
+    data = json.loads(run_cli(["specs", "list", "--json", "-w", str(tiny_ws)]).stdout)
+    assert data["specs"][0]["coverage"] == 6.25  # a quarter of each side → 1/16 of the image
+    # One unit in every --json output: percent of the image.
+    assert json.loads(run_cli(["specs", "validate", "--json", "-w", str(tiny_ws)]).stdout)[0]["coverage"] == 6.25
+    shown = json.loads(run_cli(["specs", "show", "TX01", "--json", "-w", str(tiny_ws)]).stdout)
+    assert shown["mask_coverage"] == 6.25
+    assert all(set(o) == {"id", "text"} for o in shown["case"]["options"]) and shown["case"]["options"]
+    assert json.loads(run_cli(["edit", "TX01", "--engine", "classical", "--dry-run", "--json",
+                               "-w", str(tiny_ws)]).stdout)["mask_coverage"] == 6.25
+    assert "0 of 3 authored; not in this workspace: CF01–CF03; also here: TX01" in result.stdout
+
+
+def test_specs_validate_ok(tiny_ws: Path):
+    result = run_cli(["specs", "validate", "-w", str(tiny_ws)])
+    assert result.exit_code == 0, result.output
+    assert "1 of 1 specs valid" in result.stdout
+
+
+def test_specs_new_refuses_to_overwrite(tiny_ws: Path):
+    args = ["specs", "new", "-w", str(tiny_ws), "--id", "TX01", "--case", "T001", "--title", "t",
+            "--cue", "c", "--replacement", "r"]
+    before = tree_snapshot(tiny_ws)
+    result = run_cli(args)
+    assert result.exit_code == 2
+    assert "already exists" in result.stderr
+    assert tree_snapshot(tiny_ws) == before
+
+
+def test_specs_new_writes_a_valid_spec(tiny_ws: Path):
+    result = run_cli(["specs", "new", "-w", str(tiny_ws), "--id", "CF02", "--case", "T001", "--title", "Swap",
+                      "--cue", "a red hat", "--replacement", "a blue hat"])
+    assert result.exit_code == 0, result.output
+    text = (tiny_ws / "interventions" / "CF02.yaml").read_text()
+    assert "mask: masks/CF02.png" in text
+    result = run_cli(["specs", "validate", "CF02", "-w", str(tiny_ws)])
+    assert result.exit_code == 2
+    assert "masks/CF02.png is missing" in result.stderr
+
+
+# ── validation at scale ────────────────────────────────────────────────────
+
+
+def _findings(ws: Path, spec_id: str) -> list[dict]:
+    [report] = json.loads(run_cli(["specs", "validate", spec_id, "--json", "-w", str(ws)]).stdout)
+    return report["findings"]
+
+
+def test_a_mask_over_a_quarter_of_the_image_is_a_warning(tiny_ws: Path):
+    import numpy as np
+    from PIL import Image
+
+    from cfkit.masks import LOCAL_MASK_MAX
+
+    mask = np.zeros((64, 96), np.uint8)
+    mask[:40, :] = 255  # 62.5 %
+    Image.fromarray(mask).save(tiny_ws / "interventions" / "masks" / "TX01.png")
+    result = run_cli(["specs", "validate", "TX01", "-w", str(tiny_ws)])
+    assert result.exit_code == 0  # a warning, not an error
+    [warning] = [f for f in _findings(tiny_ws, "TX01") if f["level"] == "warning"]
+    assert "62.5%" in warning["message"] and f"{100 * LOCAL_MASK_MAX:.0f}%" in warning["message"]
+    assert "local" in warning["message"]
+
+
+def test_a_mask_at_another_size_is_a_warning(tiny_ws: Path):
+    import numpy as np
+    from PIL import Image
+
+    mask = np.zeros((32, 48), np.uint8)  # half the image's size, same aspect ratio
+    mask[8:16, 12:24] = 255
+    Image.fromarray(mask).save(tiny_ws / "interventions" / "masks" / "TX01.png")
+    [warning] = [f for f in _findings(tiny_ws, "TX01") if f["level"] == "warning"]
+    assert "48x32" in warning["message"] and "96x64" in warning["message"] and "redraw" in warning["message"]
+
+
+def test_specs_new_checks_the_case_and_its_gold(tiny_ws: Path):
+    before = tree_snapshot(tiny_ws)
+    base = ["specs", "new", "-w", str(tiny_ws), "--id", "CF05", "--title", "t", "--cue", "c", "--replacement", "r"]
+    missing = run_cli(base + ["--case", "NOPE"])
+    assert missing.exit_code == 2 and "case 'NOPE' is not in" in missing.stderr
+    answered_yes = run_cli(base + ["--case", "T002"])  # T002's gold is Yes
+    assert answered_yes.exit_code == 2 and "gold answer is 'Yes' but labels.original is 'No'" in answered_yes.stderr
+    three_options = run_cli(base + ["--case", "T003"])
+    assert three_options.exit_code == 2 and "not a Yes/No case" in three_options.stderr
+    assert tree_snapshot(tiny_ws) == before
+    incomplete = run_cli(["specs", "new", "-w", str(tiny_ws), "--id", "CF05", "--case", "T001"])
+    assert incomplete.exit_code == 2 and "--title, --cue, --replacement" in incomplete.stderr
+
+
+SPECS_YAML = """\
+- id: CF05
+  case: T001
+  title: Red to green
+  cue: a red block
+  replacement: a green block
+  preserve: [background, framing]
+- id: CF06
+  case: T001
+  title: Boxed
+  cue: a corner
+  replacement: another corner
+  prompt: Change only the corner.
+  regions: [{box: [0.5, 0.5, 0.75, 0.75]}]
+  checks: {ssim_out_min: 0.8}
+"""
+
+SPECS_CSV = """\
+id,case,title,cue,replacement,preserve,labels.original,labels.edit,checks.lpips_out_max,engines.classical.op
+CF07,T001,Winter to summer,"snow, on the roofs",green foliage,roofs;sky,No,Yes,0.2,remove
+CF08,T001,Night to day,a dark sky,a bright sky,,,,,
+"""
+
+
+def test_specs_new_from_a_yaml_list_and_a_csv(tiny_ws: Path, tmp_path: Path):
+    from cfkit.specs import load_spec
+    from cfkit.workspace import load_workspace
+
+    listed = tmp_path / "pairs.yaml"
+    listed.write_text(SPECS_YAML)
+    result = run_cli(["specs", "new", "--from", str(listed), "-w", str(tiny_ws)])
+    assert result.exit_code == 0, result.stderr
+    ws = load_workspace(tiny_ws)
+    cf05, cf06 = load_spec(ws, "CF05").spec, load_spec(ws, "CF06").spec
+    assert cf05.mask == "masks/CF05.png" and cf05.preserve == ["background", "framing"]
+    assert cf05.prompt.startswith("Replace a red block with a green block.")
+    assert cf06.mask is None and cf06.regions and cf06.checks.ssim_out_min == 0.8
+
+    table = tmp_path / "pairs.csv"
+    table.write_text(SPECS_CSV)
+    result = run_cli(["specs", "new", "--from", str(table), "-w", str(tiny_ws)])
+    assert result.exit_code == 0, result.stderr
+    cf07 = load_spec(ws, "CF07").spec
+    assert cf07.cue == "snow, on the roofs" and cf07.preserve == ["roofs", "sky"]
+    assert cf07.checks.lpips_out_max == 0.2 and cf07.engines == {"classical": {"op": "remove"}}
+    assert load_spec(ws, "CF08").spec.labels.original == "No"
+    assert "CF05" in run_cli(["specs", "list", "-w", str(tiny_ws)]).stdout
+
+
+def test_specs_new_from_a_file_writes_nothing_unless_every_spec_is_valid(tiny_ws: Path, tmp_path: Path):
+    bad = tmp_path / "pairs.yaml"
+    bad.write_text(SPECS_YAML + "- id: CF09\n  case: T002\n  title: t\n  cue: c\n  replacement: r\n"
+                   "- id: CF05\n  case: T001\n  title: again\n  cue: c\n  replacement: r\n  colour: red\n")
+    before = tree_snapshot(tiny_ws)
+    result = run_cli(["specs", "new", "--from", str(bad), "-w", str(tiny_ws)])
+    assert result.exit_code == 2
+    assert "nothing was written" in result.stderr
+    assert "unknown field 'colour'" in result.stderr and "CF09" in result.stderr and "gold answer is 'Yes'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert tree_snapshot(tiny_ws) == before
+
+
+def test_specs_new_from_a_file_refuses_existing_specs_unless_forced(tiny_ws: Path, tmp_path: Path):
+    listed = tmp_path / "pairs.yaml"
+    listed.write_text("- id: TX01\n  case: T001\n  title: Replaced\n  cue: c\n  replacement: r\n")
+    before = tree_snapshot(tiny_ws)
+    refused = run_cli(["specs", "new", "--from", str(listed), "-w", str(tiny_ws)])
+    assert refused.exit_code == 2 and "TX01.yaml already exists" in refused.stderr and "--force" in refused.stderr
+    assert tree_snapshot(tiny_ws) == before
+    forced = run_cli(["specs", "new", "--from", str(listed), "--force", "-w", str(tiny_ws)])
+    assert forced.exit_code == 0 and "(replaced)" in forced.stdout
+    assert "title: Replaced" in (tiny_ws / "interventions" / "TX01.yaml").read_text()
+    mixed = run_cli(["specs", "new", "--from", str(listed), "--id", "X", "-w", str(tiny_ws)])
+    assert mixed.exit_code == 2 and "leave out --id" in mixed.stderr

@@ -1,0 +1,401 @@
+"""Peers' results files read by ``cfkit report --predictions`` and ``cfkit runs import``.
+
+The peers' files are written here by hand, field by field, from each peer's
+documented layout (inspect_ai cannot be installed beside cfkit's pinned fsspec
+— inspect_ai 0.3.285 needs fsspec<=2026.6.0 —; logs inspect_ai itself wrote, in
+another environment, are read by tests/interop/test_interop_inspect.py):
+
+- inspect_ai ``EvalLog``: https://inspect.aisi.org.uk/eval-logs.html and the
+  ``inspect_ai.log`` reference (``eval.model``; samples with ``id``,
+  ``choices``, ``output.choices[0].message.content``, ``scores[*].answer``;
+  a ``.eval`` file is a zip of ``header.json`` and ``samples/{id}_epoch_{n}.json``).
+- lmms-eval ``--log_samples``: ``lmms_eval/loggers/evaluation_tracker.py`` in
+  EvolvingLMMs-Lab/lmms-eval (``{date}_samples_{task}.jsonl`` lines with
+  ``doc_id``, ``doc``, ``target``, ``resps``, ``filtered_resps``; the model in
+  ``{date}_results.json``'s ``model_name``).
+- VLMEvalKit: ``vlmeval/inference.py`` in open-compass/VLMEvalKit (the
+  dataset's columns ``index``, ``question``, ``A``…, ``answer`` plus
+  ``prediction``, saved as ``{model}_{dataset}.xlsx``).
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import openpyxl
+import pytest
+
+from support.interop_files import CASES, MODEL, intended, store_run, write_peer_files
+from support.report_workspace import NO_IDS, THREE_IDS, YES_IDS, build_workspace
+from support.workspace import run_cli
+
+@pytest.fixture(scope="module")
+def peer_files(tmp_path_factory):
+    return write_peer_files(tmp_path_factory.mktemp("interop"))
+
+
+def report_json(ws: Path, path: Path, *extra: str) -> tuple[dict, str]:
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(path), "--format", "json", "--resamples", "200",
+                      *extra])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout), result.stderr
+
+
+@pytest.mark.parametrize("kind", ["inspect-json", "inspect-eval", "lmms", "vlmevalkit"])
+def test_a_peers_file_gives_the_native_report(peer_files, kind):
+    ws, files = peer_files
+    native, _ = report_json(ws, files["native"])
+    got, stderr = report_json(ws, files[kind])
+    assert got == native
+    row = got["contextcanvas"][0]
+    assert row["model"] == MODEL
+    # The 201 cases the file does not hold are absent; all 100 it holds were read.
+    assert sorted(m["case"] for m in got["missing"]) == sorted(set(YES_IDS[40:] + NO_IDS[60:] + THREE_IDS))
+    if kind == "vlmevalkit":
+        assert "records no extraction of its own" in stderr
+    else:  # the ten echoed option lists: the peer read A, cfkit reads no answer
+        assert "10 of 100 answers differ" in stderr
+
+
+def test_a_peer_reply_stopped_at_the_token_limit_is_reported_as_cut_off(peer_files, tmp_path):
+    ws, files = peer_files
+    log = json.loads(files["inspect-json"].read_text())
+    for sample in log["samples"][:3]:
+        sample["output"]["choices"][0]["stop_reason"] = "max_tokens"
+    cut = tmp_path / "2026-11-02T10-00-00_contextcanvas_cut.json"
+    cut.write_text(json.dumps(log))
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(cut), "--format", "json", "--resamples", "200"])
+    assert result.exit_code == 0, result.stderr
+    [problem] = json.loads(result.stdout)["reply_problems"]  # said beside the numbers it concerns
+    assert (problem["model"], problem["truncated"]) == (MODEL, 3)
+    assert "3 cut off at the token limit" in result.stderr
+
+
+def test_the_peer_answers_are_read_by_cfkits_parser(peer_files):
+    ws, files = peer_files
+    from cfkit.dataset import load_cases
+    from cfkit.interop import read_file
+    from cfkit.workspace import load_workspace
+
+    w = load_workspace(ws)
+    cases = load_cases(w.cases_path, w.image_root)
+    imported = read_file(files["inspect-eval"], cases)
+    assert {r.case: r.answer for r in imported.rows} == {c: a for c, a, _, _ in intended()}
+    assert {r.error for r in imported.rows if r.answer is None} == {"ambiguous"}
+    assert imported.fmt == "inspect" and imported.model_source == "the log header's eval.model"
+    assert (imported.compared, imported.differ) == (100, 10)
+
+
+# ── export → import: every stored field ────────────────────────────────────
+
+
+@pytest.fixture()
+def stored(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    return ws, store_run(ws)
+
+
+def export_rows(ws: Path, run_id: str, *args: str) -> list[dict]:
+    result = run_cli(["runs", "export", run_id, "-w", str(ws), "--format", "jsonl", *args])
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_jsonl_export_holds_every_stored_field(stored):
+    ws, run_id = stored
+    rows = export_rows(ws, run_id)
+    assert len(rows) == 6
+    edit = next(r for r in rows if r["pair"] == "CF01" and r["condition"] == "edit")
+    assert edit["server_model"] == "gpt-5.5-2026-08-01" and edit["system_fingerprint"] == "fp_9b1"
+    assert edit["reasoning"] == "I look at the sign, then at the clothes." and edit["parser"] == "3"
+    assert (edit["edit_id"], edit["image_sha256"]) == (7, "0" * 64)
+    assert (edit["prompt_tokens"], edit["completion_tokens"], edit["total_tokens"]) == (1000, 40, 1040)
+    assert edit["usage"]["completion_tokens_details"] == {"reasoning_tokens": 30}
+    assert edit["latency_s"] == 1.25 and edit["cost_usd"] == 0.0012 and edit["run"] == run_id
+    failed = next(r for r in rows if r["error"] == "transport")
+    assert failed["detail"] == "HTTP 500 after 3 tries" and failed["raw"] is None
+    assert next(r for r in rows if r["raw_chars"])["raw_chars"] == 12_000
+    assert [(r["pair"], r["condition"]) for r in rows if r["truncated"]] == [("CF01", "original")]
+    assert {r["endpoint"] for r in rows} == {"http://gpu1:8000/v1", "http://gpu2:8000/v1"}
+
+
+@pytest.mark.parametrize(("fmt", "name"), [("jsonl", "run.jsonl"), ("csv", "run.csv"), ("parquet", "run.parquet"),
+                                           ("inspect", "run.eval"), ("inspect", "run.json"),
+                                           ("lmms", "20261102_samples_counterfactual.jsonl"),
+                                           ("vlmevalkit", "gpt_ContextCanvas.tsv"),
+                                           ("vlmevalkit", "gpt_ContextCanvas.xlsx")])
+def test_export_then_import_is_lossless(stored, tmp_path, fmt, name):
+    ws, run_id = stored
+    before = export_rows(ws, run_id)
+    target = tmp_path / name
+    result = run_cli(["runs", "export", run_id, "-w", str(ws), "--format", fmt, "--output", str(target)])
+    assert result.exit_code == 0, result.output
+    other = build_workspace(tmp_path / "other")
+    result = run_cli(["runs", "import", str(target), "-w", str(other)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == run_id
+    assert export_rows(other, run_id) == before
+    again = run_cli(["runs", "import", str(target), "-w", str(other)])
+    assert again.exit_code == 2 and f"run {run_id} is already in the store" in again.stderr
+
+
+def test_imported_peer_run_is_reported_like_the_file(peer_files, tmp_path):
+    ws, files = peer_files
+    result = run_cli(["runs", "import", str(files["lmms"]), "-w", str(ws)])
+    assert result.exit_code == 0, result.output
+    run_id = result.stdout.strip()
+    assert run_id.startswith(f"contextcanvas-import-{MODEL}-")
+    assert "10 of 100 answers differ from the lmms file's own extraction" in result.stderr
+    from_store = run_cli(["report", "-w", str(ws), "--run", run_id, "--format", "json", "--resamples", "200"])
+    assert from_store.exit_code == 0, from_store.output
+    native, _ = report_json(ws, files["native"])
+    # The same figures; the stored run is marked incomplete, since it holds 100 of the suite's 301 cases.
+    (row,) = json.loads(from_store.stdout)["contextcanvas"]
+    assert row.pop("incomplete") is True and row.pop("runs") == [run_id]
+    assert row == {k: v for k, v in native["contextcanvas"][0].items() if k not in ("incomplete", "runs")}
+    run_cli(["runs", "rm", run_id, "-w", str(ws)])
+
+
+# ── refusals ───────────────────────────────────────────────────────────────
+
+
+def test_a_file_of_other_cases_is_refused_naming_the_first(peer_files, tmp_path):
+    ws, files = peer_files
+    lines = files["lmms"].read_text().splitlines()
+    bad = json.loads(lines[3])
+    bad["doc"]["id"] = "MMB-0042"
+    odd = tmp_path / "x_samples_contextcanvas.jsonl"
+    odd.write_text("\n".join(lines[:3] + [json.dumps(bad)] + lines[4:]) + "\n")
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(odd), "--label", "P"])
+    assert result.exit_code == 2
+    line = result.stderr.strip().splitlines()[-1]
+    assert f"{odd}:4 (doc_id 3): 'MMB-0042' is not a case of" in line and "--map" in line
+
+
+def test_options_that_differ_are_refused(peer_files, tmp_path):
+    ws, files = peer_files
+    book = openpyxl.load_workbook(files["vlmevalkit"])
+    book.active.cell(row=5, column=3, value="Maybe")
+    odd = tmp_path / f"{MODEL}_ContextCanvas.xlsx"
+    book.save(odd)
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(odd)])
+    assert result.exit_code == 2
+    assert f"row 5 (index {CASES[3]}): its options (A. Maybe; B. No) are not case {CASES[3]}'s (A. Yes; B. No)" \
+        in result.stderr
+
+
+def test_ids_mapped_and_the_model_named(peer_files, tmp_path):
+    ws, files = peer_files
+    text = files["lmms"].read_text()
+    renamed = tmp_path / "samples.jsonl"  # no results file beside it: no model name of its own
+    renamed.write_text(text.replace('"id": "', '"id": "peer-'))
+    (tmp_path / "ids.csv").write_text("peer,case\n" + "".join(f"peer-{c},{c}\n" for c in CASES))
+    nameless = run_cli(["report", "-w", str(ws), "--predictions", str(renamed), "--map", str(tmp_path / "ids.csv")])
+    assert nameless.exit_code == 2 and "names no model" in nameless.stderr and "--label" in nameless.stderr
+    got, _ = report_json(ws, renamed, "--map", str(tmp_path / "ids.csv"), "--label", MODEL)
+    native, _ = report_json(ws, files["native"])
+    assert got == native
+
+
+@pytest.mark.parametrize("name", ["bad.jsonl", "bad.json", "bad.txt"])
+def test_a_broken_predictions_file_still_names_its_line(peer_files, tmp_path, name):
+    ws, files = peer_files
+    broken = tmp_path / name
+    broken.write_text(files["native"].read_text().splitlines()[0] + "\n{not json\n")
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(broken)])
+    assert result.exit_code == 2
+    assert f"{broken}:2: not valid JSON" in result.stderr
+
+
+def test_the_format_can_be_named_and_a_wrong_name_is_one_line(peer_files, tmp_path):
+    ws, files = peer_files
+    renamed = tmp_path / "peer.log"  # a name that tells nothing
+    renamed.write_bytes(files["inspect-json"].read_bytes())
+    got, _ = report_json(ws, renamed, "--predictions-format", "inspect")
+    native, _ = report_json(ws, files["native"])
+    assert got == native
+    wrong = run_cli(["report", "-w", str(ws), "--predictions", str(files["native"]), "--predictions-format", "lmms"])
+    assert wrong.exit_code == 2
+    assert f"{files['native']}:1: an lmms-eval sample has 'doc_id' and 'resps'" in wrong.stderr
+
+
+def test_binary_exports_need_an_output_and_an_existing_file_is_kept(stored, tmp_path):
+    ws, run_id = stored
+    result = run_cli(["runs", "export", run_id, "-w", str(ws), "--format", "parquet"])
+    assert result.exit_code == 2 and "--format parquet writes a file; give --output FILE" in result.stderr
+    target = tmp_path / "run.eval"
+    target.write_text("mine")
+    result = run_cli(["runs", "export", run_id, "-w", str(ws), "--format", "inspect", "--output", str(target)])
+    assert result.exit_code == 2 and "already exists" in result.stderr and target.read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.eval", "ws"]  # no temporary file left behind
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+HOSTILE = [
+    ("log.eval", b"not a zip at all"),
+    ("log.json", DEEP.encode()),
+    ("log.json", b'{"eval": {"model": "m"}, "samples": [1, 2]}'),
+    ("x_samples_t.jsonl", b'{"doc_id": 0, "resps": ' + DEEP.encode() + b"}\n"),
+    ("x_samples_t.jsonl", b'{"doc_id": 0}\n'),
+    ("m_D.xlsx", b"PK\x03\x04 broken"),
+    ("m_D.tsv", b"index\tquestion\nY000\tq\n"),
+    ("run.parquet", b"PAR1 broken"),
+]
+
+
+@pytest.mark.parametrize(("name", "content"), HOSTILE, ids=[f"{n}-{i}" for i, (n, _) in enumerate(HOSTILE)])
+def test_a_hostile_results_file_is_one_line_and_stores_nothing(peer_files, tmp_path, name, content):
+    ws, _ = peer_files
+    path = tmp_path / name
+    path.write_bytes(content)
+    for args in (["report", "--predictions", str(path), "--label", "P"], ["runs", "import", str(path), "--label", "P"]):
+        result = run_cli([*args, "-w", str(ws)])
+        assert result.exit_code == 2, (args, result.output)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and str(path) in lines[0], result.stderr
+    listed = run_cli(["runs", "list", "--json", "-w", str(ws)])
+    assert json.loads(listed.stdout) == []
+
+
+def test_an_export_record_of_the_wrong_shape_is_one_line(stored, tmp_path):
+    ws, run_id = stored
+    rows = export_rows(ws, run_id)
+    for change, expected in (({"case": ["N000"]}, "'case' must be text"), ({"condition": "sideways"}, "condition"),
+                             ({"usage": [1]}, "'usage' must be an object"), ({"edit_id": "seven"}, "whole number"),
+                             ({"colour": "red"}, "unknown field(s) colour")):
+        path = tmp_path / "run.jsonl"
+        path.write_text("".join(json.dumps(r | (change if i == 2 else {})) + "\n" for i, r in enumerate(rows)))
+        other = build_workspace(tmp_path / f"ws-{len(list(tmp_path.iterdir()))}")
+        result = run_cli(["runs", "import", str(path), "-w", str(other)])
+        assert result.exit_code == 2, result.output
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith(f"error: {path}:3: ") and expected in line, line
+
+
+def test_an_eval_archive_that_unpacks_too_large_is_refused_unread(peer_files, tmp_path, monkeypatch):
+    from cfkit.interop import inspect_log
+
+    ws, files = peer_files
+    monkeypatch.setattr(inspect_log, "MAX_MEMBER_BYTES", 1024 * 1024)
+    bomb = tmp_path / "bomb.eval"
+    with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("header.json", json.dumps({"eval": {"model": "m"}}))
+        archive.writestr("samples/Y000_epoch_1.json", b" " * (3 * 1024 * 1024))
+    assert bomb.stat().st_size < 64 * 1024
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(bomb)])
+    assert result.exit_code == 2
+    assert "member samples/Y000_epoch_1.json unpacks to 3,145,728 bytes" in result.stderr
+    # The real logs stay well under the limit.
+    assert run_cli(["report", "-w", str(ws), "--predictions", str(files["inspect-eval"])]).exit_code == 0
+
+
+def test_an_answer_given_twice_across_formats_names_both_files(peer_files):
+    ws, files = peer_files
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(files["native"]),
+                      "--predictions", str(files["lmms"])])
+    assert result.exit_code == 2
+    line = result.stderr.strip().splitlines()[-1]
+    assert line == (f"error: {files['lmms']}: a second answer from model '{MODEL}' for case {CASES[0]}, condition "
+                    f"image (the first is in {files['native']}). Keep one file per model; to compare two, store "
+                    "each with 'cfkit runs import FILE --label NAME'.")
+
+
+@pytest.mark.parametrize(("relative", "model"), [
+    ("outputs/Qwen2-VL-7B_Instruct/Qwen2-VL-7B_Instruct_MMBench_DEV_EN.xlsx", "Qwen2-VL-7B_Instruct"),
+    ("elsewhere/InternVL3-8B_ContextCanvas.tsv", "InternVL3-8B"),
+    ("elsewhere/predictions.tsv", None),
+])
+def test_vlmevalkit_model_names(tmp_path, relative, model):
+    from cfkit.interop.vlmevalkit import model_of
+
+    assert model_of(tmp_path / relative)[0] == model
+
+
+def test_the_peers_reading_is_compared_as_an_option(peer_files, tmp_path):
+    from cfkit.dataset import load_cases
+    from cfkit.interop import read_file
+    from cfkit.workspace import load_workspace
+
+    ws, files = peer_files
+    w = load_workspace(ws)
+    lines = [json.loads(line) for line in files["lmms"].read_text().splitlines()]
+    spelled = {"A": "(A)", "B": "No"}  # a letter in brackets, an option's text: both the same reading as cfkit's
+    for line in lines:
+        line["filtered_resps"] = [spelled.get(line["filtered_resps"][0], line["filtered_resps"][0])]
+    path = tmp_path / "x_samples_contextcanvas.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    imported = read_file(path, load_cases(w.cases_path, w.image_root), label=MODEL)
+    assert (imported.compared, imported.differ) == (100, 10)
+
+
+def _strip_cfkit(path: Path, fmt: str, target: Path) -> None:
+    """The file as the peer's own tools see it: cfkit's record taken out."""
+    if fmt == "inspect":
+        log = json.loads(path.read_text())
+        for sample in log["samples"]:
+            del sample["metadata"]["cfkit"]
+        target.write_text(json.dumps(log))
+    elif fmt == "lmms":
+        target.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "cfkit"}) + "\n"
+                                  for line in path.read_text().splitlines()))
+        (target.parent / target.name.replace("_samples_contextcanvas.jsonl", "_results.json")).write_text(
+            (path.parent / path.name.replace("_samples_contextcanvas.jsonl", "_results.json")).read_text())
+    else:
+        book = openpyxl.load_workbook(path)
+        book.active.delete_cols(book.active.max_column)  # the last column is cfkit's
+        book.save(target)
+
+
+@pytest.mark.parametrize(("fmt", "name"), [("inspect", "run.json"), ("lmms", "1_samples_contextcanvas.jsonl"),
+                                           ("vlmevalkit", f"{MODEL}_ContextCanvas.xlsx")])
+def test_what_cfkit_writes_reads_as_the_peers_own_file(peer_files, tmp_path, fmt, name):
+    ws, files = peer_files
+    imported = run_cli(["runs", "import", str(files["native"]), "-w", str(ws)])
+    assert imported.exit_code == 0, imported.output
+    run_id = imported.stdout.strip()
+    try:
+        written = tmp_path / "cfkit" / name
+        written.parent.mkdir()
+        result = run_cli(["runs", "export", run_id, "-w", str(ws), "--format", fmt, "--output", str(written)])
+        assert result.exit_code == 0, result.output
+        bare = tmp_path / "bare" / name
+        bare.parent.mkdir()
+        _strip_cfkit(written, fmt, bare)
+        got, stderr = report_json(ws, bare, "--label", MODEL)
+        native, _ = report_json(ws, files["native"])
+        assert got == native
+        if fmt != "vlmevalkit":  # cfkit wrote its own readings as the file's extraction: they agree
+            assert "0 of 100 answers differ" in stderr
+    finally:
+        run_cli(["runs", "rm", run_id, "-w", str(ws)])
+
+
+def test_every_stored_reply_field_has_an_export_column():
+    # A column added to the replies table (or the responses' usage and latency) must reach 'runs export'.
+    from dataclasses import fields as dataclass_fields
+
+    from cfkit.interop import COLUMNS
+    from cfkit.store.runs import ReplyRecord
+
+    renamed = {"run_id": "run", "case_id": "case", "pair_id": "pair"}
+    stored = {renamed.get(f.name, f.name) for f in dataclass_fields(ReplyRecord)}
+    assert stored <= set(COLUMNS), sorted(stored - set(COLUMNS))
+
+
+def test_the_view_lists_the_cases_cfkit_reads_otherwise_than_the_peer(peer_files, tmp_path):
+    ws, files = peer_files
+    imported = run_cli(["runs", "import", str(files["lmms"]), "-w", str(ws)])
+    assert imported.exit_code == 0, imported.output
+    try:
+        site = tmp_path / "site"
+        assert run_cli(["view", "-w", str(ws), "--export", str(site)]).exit_code == 0
+        listed = {page.name for page in site.glob("cases-peer-disagrees-*.html")}
+        shown = "".join((site / name).read_text() for name in listed)
+        echoed = [c for c, a, _, _ in intended() if a is None]  # the peer read A, cfkit reads no option
+        assert len(echoed) == 10 and all(f"case-{c}.html" in shown for c in echoed)
+        assert shown.count('href="case-') == 10
+        assert "the imported file's own reading: A" in (site / f"case-{echoed[0]}.html").read_text()
+    finally:
+        run_cli(["runs", "rm", imported.stdout.strip(), "-w", str(ws)])

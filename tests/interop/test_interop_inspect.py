@@ -1,0 +1,105 @@
+"""Logs written by inspect_ai itself (0.3.285, by tests/data/inspect/make_logs.py: a real eval of a
+multiple_choice task, scored by the choice scorer, answered by mockllm), read by cfkit without inspect_ai."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from support.report_workspace import build_workspace
+from support.workspace import run_cli
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "inspect"
+#: What a careful grader reads from each reply of replies.json (None: the reply echoes both options).
+EXPECTED = {"Y000": "A", "Y001": "A", "Y002": "B", "Y003": None, "N000": "B", "N001": "B", "N002": "A",
+            "N003": "B", "N004": None, "N005": "B", "N006": "A", "N007": "B"}
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("inspect")
+    ws = build_workspace(root / "ws")
+    replies = json.loads((DATA / "replies.json").read_text())
+    native = root / "native.jsonl"
+    native.write_text("".join(json.dumps({
+        "model": "mockllm/model", "suite": "contextcanvas", "case": case, "pair": None, "condition": "image",
+        "answer": answer, "parse": None, "error": None if answer else "ambiguous", "raw": replies[case],
+        "reason": None, "confidence": None}) + "\n" for case, answer in EXPECTED.items()))
+    return ws, native
+
+
+def report(ws: Path, path: Path) -> tuple[dict, str]:
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(path), "--format", "json", "--resamples", "200"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout), result.stderr
+
+
+@pytest.mark.parametrize("name", ["contextcanvas.eval", "contextcanvas.json"])
+def test_a_log_inspect_ai_wrote_gives_the_native_report(workspace, name):
+    ws, native = workspace
+    got, stderr = report(ws, DATA / name)
+    expected, _ = report(ws, native)
+    assert got == expected and got["contextcanvas"][0]["model"] == "mockllm/model"
+    # The choice scorer's own extraction, read straight from the log, against cfkit's readings.
+    samples = json.loads((DATA / "contextcanvas.json").read_text())["samples"]
+    theirs = {s["id"]: s["scores"]["choice"]["answer"] or None for s in samples}
+    differ = sum(theirs[case] != answer for case, answer in EXPECTED.items())
+    assert 0 < differ < len(EXPECTED)
+    assert f"{differ} of {len(EXPECTED)} answers differ from the inspect file's own extraction" in stderr
+
+
+def test_the_log_is_real_inspect_output():
+    log = json.loads((DATA / "contextcanvas.json").read_text())
+    assert (log["version"], log["status"], log["eval"]["packages"]) == (2, "success", {"inspect_ai": "0.3.285"})
+    assert {s["id"] for s in log["samples"]} == set(EXPECTED)
+
+
+def test_a_zstandard_member_that_unpacks_beyond_its_entry_is_refused(workspace, tmp_path):
+    import zipfile
+
+    import zstandard
+
+    ws, _ = workspace
+    # A member whose zip entry says 10 bytes but whose Zstandard stream holds a megabyte.
+    packed = zstandard.ZstdCompressor().compress(b" " * 1_000_000)
+    path = tmp_path / "lying.eval"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("header.json", json.dumps({"eval": {"model": "m"}}))
+    with zipfile.ZipFile(path, "a") as archive:
+        info = zipfile.ZipInfo("samples/Y000_epoch_1.json")
+        archive.writestr(info, packed)
+    # Mark the stored member as Zstandard with the size it claims, as a hostile archive would.
+    data = bytearray(path.read_bytes())
+    name = b"samples/Y000_epoch_1.json"
+    for signature, method_at, size_at in ((b"PK\x03\x04", 8, 22), (b"PK\x01\x02", 10, 24)):
+        at = data.find(signature + b"", data.find(signature) if signature == b"PK\x03\x04" else 0)
+        while at != -1:
+            start = at + (30 if signature == b"PK\x03\x04" else 46)
+            if data[start:start + len(name)] == name:
+                data[at + method_at:at + method_at + 2] = (93).to_bytes(2, "little")
+                data[at + size_at:at + size_at + 4] = (10).to_bytes(4, "little")
+            at = data.find(signature, at + 4)
+    path.write_bytes(bytes(data))
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(path)])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    try:
+        import inspect_ai  # noqa: F401  (then inspect_ai's reader refuses it, in its words)
+    except ImportError:
+        assert "unpacks to 11 bytes, not the 10 its zip entry says" in result.stderr
+
+
+def test_inspect_ai_reads_what_cfkit_writes(tmp_path):
+    # Skipped where inspect_ai is not installed (it is not in cfkit's pinned environment). This file and
+    # tests/interop/test_interop.py also pass in a venv with inspect_ai 0.3.285, where its reader reads every log.
+    inspect_log = pytest.importorskip("inspect_ai.log")
+    from support.interop_files import store_run
+
+    ws = build_workspace(tmp_path / "ws")
+    run_id = store_run(ws)
+    for name in ("run.eval", "run.json"):
+        assert run_cli(["runs", "export", run_id, "-w", str(ws), "--format", "inspect", "--output",
+                        str(tmp_path / name)]).exit_code == 0
+        log = inspect_log.read_eval_log(str(tmp_path / name))
+        assert log.eval.model == "openai:gpt-5.5" and len(log.samples) == 6

@@ -1,0 +1,130 @@
+"""``cfkit audit prelabel``: a judge model labels the audit's cue and link, blind, and is measured against people.
+
+Two people (alice, bob) label every item; a loopback judge, scripted as a
+careful reader (cue: the response names the rationale's cue; link: it also
+says why), labels them too. Its κ against each person must equal scikit-learn's
+on the same labels; the people-only EGA must be today's; the judge must see no
+model or run of the audited items.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from support import audit_workspace as aw
+from support.chat_api_server import ChatServer, Scripted, completion, user_text
+from support.workspace import run_cli
+
+JUDGE = "openai:judge-model"
+
+
+def cli(ws, *args, **kw):
+    return run_cli(["-w", str(ws), *args], **kw)
+
+
+def judge_script(bodies: list[dict]):
+    def script(body: dict, n: int) -> Scripted:
+        bodies.append(body)
+        text = user_text(body)
+        response = re.search(r"<<<(.*)>>>", text, re.S).group(1)
+        rationale = re.search(r"decisive visible cue: (.*)\n", text).group(1)
+        cue = next((c for _, c in aw.CASES.values() if c in rationale), aw.THREE["cue"])
+        names_cue = cue in response
+        if "Does the response name" in text:
+            yes = names_cue
+        else:
+            yes = names_cue and "decides it" in response and len(response) % 3 != 0  # some links judged missing
+        return Scripted(body=completion("Yes" if yes else "No", model=body["model"]))
+    return script
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    ws = aw.build(tmp_path_factory.mktemp("prelabel") / "ws")
+    run_ids = aw.run_models(ws)
+    assert cli(ws, "audit", "plan", "--run", run_ids[aw.GPT], "--run", run_ids[aw.QWEN]).exit_code == 0
+    rows = json.loads(cli(ws, "audit", "items", "--as", "alice", "--json").stdout)
+    for n, row in enumerate(rows):  # alice: every cue and link yes; bob: every third link no
+        assert cli(ws, "audit", "label", row["item"], "--as", "alice", "--cue", "yes", "--link", "yes").exit_code == 0
+        assert cli(ws, "audit", "label", row["item"], "--as", "bob", "--cue", "yes" if n % 4 else "no",
+                   "--link", "no" if n % 3 == 0 else "yes").exit_code == 0
+    bodies: list[dict] = []
+    with ChatServer(judge_script(bodies)) as server:
+        args = ["audit", "prelabel", "--judge", JUDGE, "-o", f"base_url={server.url}", "-o", "max_retries=1"]
+        first = cli(ws, *args, "--json", env={"OPENAI_API_KEY": "sk-x"})
+        again = cli(ws, *args, env={"OPENAI_API_KEY": "sk-x"})
+    return ws, run_ids, rows, first, again, bodies
+
+
+def test_the_judge_labels_every_item_once_and_resumes(labelled):
+    ws, _, rows, first, again, bodies = labelled
+    assert first.exit_code == 0, first.stderr
+    done = json.loads(first.stdout)
+    assert done["asked"] == 2 * len(rows) and done["already_stored"] == 0 and done["failed"] == []
+    assert len(bodies) == 2 * len(rows)  # the second run asked nothing
+    assert again.exit_code == 0 and f"{2 * len(rows)} already stored" in again.stderr
+
+
+def test_the_judge_sees_no_model_or_run_of_the_audited_items(labelled):
+    _, run_ids, _, _, _, bodies = labelled
+    for body in bodies:
+        text = json.dumps(body["messages"]).lower()
+        assert not [w for w in ("gpt-5.5", "qwen", "alibaba", "openai") if w in text]
+        assert not [r for r in run_ids.values() if r.lower() in text]
+        assert re.search(r"<<<.+>>>", text)  # the (masked) response is there
+
+
+def _labels(ws):
+    from cfkit.audit.items import load_audit
+    from cfkit.store import audit_labels, open_store, prelabels
+
+    with open_store(ws / ".cfkit" / "cfkit.db") as store:
+        audit = load_audit(store)
+        people = {a.number: audit_labels.labels_by(store, audit.id, a.name)
+                  for a in audit_labels.annotators(store, audit.id)}
+        judge = prelabels.latest(store, audit.id, JUDGE)
+    return people, judge
+
+
+def test_judge_against_person_kappa_equals_scikit_learn(labelled):
+    ws = labelled[0]
+    result = cli(ws, "audit", "agreement", "--judge", JUDGE, "--json", "--resamples", "200")
+    assert result.exit_code == 0, result.stderr
+    rows = json.loads(result.stdout)["judge"]
+    people, judge = _labels(ws)
+    checked = 0
+    for row in rows:
+        number = int(row["against"].split()[-1])
+        criterion = row["criterion"]
+        items = sorted(i for i in judge if i in people[number])
+        person = [getattr(people[number][i].judgement, criterion) for i in items]
+        model = [judge[i][criterion] for i in items]
+        assert row["n"] == len(items)
+        if len(set(person) | set(model)) > 1 and row["kappa"] is not None:
+            assert row["kappa"] == pytest.approx(cohen_kappa_score(person, model), abs=1e-12)
+            checked += 1
+    assert checked >= 2
+    table = cli(ws, "audit", "agreement", "--judge", JUDGE, "--resamples", "200")
+    assert "The judge against each annotator" in table.stdout and "alice" not in table.stdout
+
+
+def test_people_only_ega_is_unchanged_and_the_judges_is_marked(labelled):
+    ws = labelled[0]
+    plain = json.loads(cli(ws, "report", "--ega", "--format", "json", "--resamples", "200").stdout)
+    people = json.loads(cli(ws, "report", "--ega", "--ega-labels", "people", "--format", "json",
+                            "--resamples", "200").stdout)
+    assert plain["ega"] == people["ega"] and "labels" not in plain["ega_audit"]
+    judged = cli(ws, "report", "--ega", "--ega-labels", "judge", "--judge", JUDGE, "--format", "json",
+                 "--resamples", "200")
+    data = json.loads(judged.stdout)
+    assert data["ega_audit"]["labels"] == "judge" and data["ega_audit"]["judge"] == JUDGE
+    assert data["ega_audit"]["judge_labelled"] > 0
+    assert [r["ega"] for r in data["ega"]] != [r["ega"] for r in plain["ega"]]
+    table = cli(ws, "report", "--ega", "--ega-labels", "judge", "--judge", JUDGE, "--resamples", "200")
+    assert f"judge model {JUDGE}'s labels, not a person's" in " ".join(table.stdout.split())
+    missing = cli(ws, "report", "--ega", "--ega-labels", "judge", "--resamples", "200")
+    assert missing.exit_code == 2 and "--judge" in missing.stderr

@@ -1,0 +1,129 @@
+"""What the everyday commands import: each path may load only the libraries it uses.
+
+A whole process runs the command (as a user's shell would) and prints the
+third-party packages found in ``sys.modules`` afterwards; each path has a fixed
+allowance. scipy.stats alone costs a report seconds of start-up on a small
+machine, Pillow and the HTTP stack belong to the probe, not to reading results.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CLICK_RICH = {"cfkit", "click", "rich"}
+PYDANTIC = {"pydantic", "pydantic_core", "annotated_types", "typing_extensions", "typing_inspection"}
+
+PROBE = ("import json, sys\nfrom cfkit.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as exc:\n"
+         "    code = exc.code\nthird = sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)\n"
+         "               - {'__main__', 'cython_runtime'})\n"
+         "print('IMPORTED', json.dumps([m for m in third if not m.startswith('_')]), code, file=sys.stderr)\n"
+         "print('CFKIT', json.dumps(sorted(m for m in sys.modules if m.startswith('cfkit'))), file=sys.stderr)\n")
+
+
+def _run(args: list[str]) -> tuple[set[str], object, set[str]]:
+    """The third-party packages, the exit status and cfkit's own modules of ``cfkit ARGS``."""
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=REPO, timeout=120)
+    line = [x for x in done.stderr.splitlines() if x.startswith("IMPORTED ")]
+    assert line, done.stderr
+    listed, code = line[-1][len("IMPORTED "):].rsplit(" ", 1)
+    own = [x for x in done.stderr.splitlines() if x.startswith("CFKIT ")]
+    return set(json.loads(listed)), code, set(json.loads(own[-1][len("CFKIT "):]))
+
+
+def _imported(args: list[str]) -> tuple[set[str], object]:
+    imported, code, _own = _run(args)
+    return imported, code
+
+
+def test_help_imports_only_click_and_no_command_module():
+    imported, code, own = _run(["--help"])
+    assert code == "0"
+    assert imported <= {"cfkit", "click"}, imported - {"cfkit", "click"}  # not even Rich: Click draws the help
+    allowed = {"cfkit", "cfkit.cli", "cfkit.cli.once", "cfkit.errors"}
+    assert own <= allowed, own - allowed  # the command list comes from SUMMARIES, no command module is loaded
+
+
+def test_help_lists_each_command_with_its_own_summary():
+    """SUMMARIES (what --help prints without importing a command) says what each command's help says."""
+    import click
+
+    from cfkit.cli import COMMANDS, SUMMARIES, cli
+
+    ctx = click.Context(cli)
+    assert set(SUMMARIES) == set(COMMANDS)
+    for name in COMMANDS:
+        command = cli.get_command(ctx, name)
+        assert not command.hidden and not command.deprecated
+        assert SUMMARIES[name] == command.get_short_help_str(10_000), name
+
+
+def test_help_lists_a_command_without_a_summary_from_its_module(monkeypatch):
+    """A command added to COMMANDS but not to SUMMARIES is still listed, with the summary its module gives."""
+    from click.testing import CliRunner
+
+    from cfkit import cli as cli_module
+
+    monkeypatch.delitem(cli_module.SUMMARIES, "runs")
+    result = CliRunner().invoke(cli_module.cli, ["--help"], terminal_width=200)
+    assert result.exit_code == 0
+    assert "  runs      Stored probe runs: list, show, rm, export, import, reparse, unparsed." in result.output
+
+
+def test_runs_list_imports_no_pydantic_numpy_images_or_http(tiny_ws):
+    imported, code, own = _run(["-w", str(tiny_ws), "runs", "list"])
+    assert code == "0"
+    assert imported <= CLICK_RICH, imported - CLICK_RICH  # cfkit.toml plainly right: read without pydantic
+    assert not {m for m in own if m.startswith("cfkit.store")}, own  # no store yet: nothing to open
+
+
+def test_a_workspace_file_that_needs_the_full_check_still_gets_it(tiny_ws):
+    """A value pydantic converts ("12" pairs) is read by the full check, which only then is imported."""
+    config = tiny_ws / "cfkit.toml"
+    config.write_text(config.read_text() + '\n[check]\nmargin = "3"\n')
+    imported, code = _imported(["-w", str(tiny_ws), "runs", "list"])
+    assert code == "0" and "pydantic" in imported
+    config.write_text(config.read_text().replace('margin = "3"', "margin = -3"))
+    done = subprocess.run([sys.executable, "-m", "cfkit", "-w", str(tiny_ws), "runs", "list"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2
+    assert "check.margin" in done.stderr and "greater than or equal to 0" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("fmt", ["json", "table"])
+def test_report_imports_numpy_and_yaml_but_not_scipy_images_or_http(tiny_ws, tmp_path, fmt):
+    lines = [{"model": "m", "suite": "contextcanvas", "case": case, "pair": None, "condition": "image",
+              "answer": answer, "parse": "json", "error": None, "raw": answer, "reason": None, "confidence": None}
+             for case, answer in (("T001", "B"), ("T002", "B"), ("T003", "C"))]
+    # The modality suite too, with answers that change between conditions: its deltas carry McNemar tests.
+    lines += [{**line, "suite": "modality", "condition": condition,
+               "answer": "A" if condition == "text" else line["answer"]}
+              for condition in ("text", "neutral", "evidence", "image") for line in lines[:3]]
+    predictions = tmp_path / "p.jsonl"
+    predictions.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    imported, code, own = _run(["-w", str(tiny_ws), "report", "--predictions", str(predictions), "--all-cases",
+                                "--resamples", "50", "--format", fmt])
+    assert code in ("0", "1")
+    allowed = CLICK_RICH | PYDANTIC | {"numpy", "yaml"}  # yaml: the workspace's specs say which pairs exist
+    assert imported <= allowed, imported - allowed
+    # The EGA section's modules (and the audit's behind them) load only for --ega.
+    assert not {m for m in own if m.startswith("cfkit.audit") or m == "cfkit.report.grounding"}, own
+
+
+def test_report_json_reads_back_equal_to_the_standard_encoder():
+    from cfkit.report.exports import indented_json
+
+    data = {"models": [{"name": "m", "rows": [{"acc": 0.5, "ci": [0.1, 0.9], "note": "é \u2028 \"q\""}],
+                        "empty": [], "nested": {"a": {}, "b": [[1, 2], [3, {"x": None}]]}}],
+            1: True, False: {"k": [1]}, None: [{}], 2.5: "x", "nan": float("nan"), "tuple": (1, (2, 3))}
+    text = indented_json(data)
+    assert json.dumps(json.loads(text)) == json.dumps(data)  # NaN != NaN, so compared as re-encoded text
+    assert text.splitlines()[1] == '  "models": ['  # the nesting is indented two spaces a level
+    lines = text.splitlines()
+    assert lines[2].startswith('    {"name": "m", "rows": [{"acc": 0.5, "ci": [0.1, 0.9]')  # a list's element: one line
+    assert lines[-4:] == ["    1,", "    [2, 3]", "  ]", "}"]

@@ -1,0 +1,97 @@
+"""Plug-ins are found through entry points; a name claimed twice is reported, never silently chosen."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from cfkit import registry
+from cfkit.errors import PluginError
+
+
+def _fake_distribution(site: Path, name: str, entry_points: str) -> None:
+    """A minimal installed distribution: a .dist-info folder importlib.metadata reads."""
+    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(entry_points)
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch):
+    folder = tmp_path / "site"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+    return folder
+
+
+def test_built_ins_register_through_the_same_groups_as_plug_ins():
+    assert {"openai", "diffusers", "classical", "file"} <= set(registry.plugins(registry.EDITORS))
+    assert {"openai", "hf", "replay", "baseline"} <= set(registry.plugins(registry.BACKENDS))
+    assert registry.plugins(registry.EDITORS)["classical"].value == "cfkit.editors.classical:ClassicalEditor"
+
+
+def test_a_name_claimed_by_two_packages_is_reported_with_both(site):
+    _fake_distribution(site, "rogue-editors", "[cfkit.editors]\nclassical = rogue_editors:Classical\n")
+    with pytest.raises(PluginError) as info:
+        registry.plugins(registry.EDITORS)
+    message = str(info.value)
+    assert "editor name 'classical' is registered twice" in message
+    assert "rogue-editors (rogue_editors:Classical)" in message and "Uninstall one of them" in message
+
+
+def test_the_same_target_registered_twice_is_one_plugin(site):
+    _fake_distribution(site, "mirror", "[cfkit.backends]\nbaseline = cfkit.backends.baseline:BaselineBackend\n")
+    assert registry.plugins(registry.BACKENDS)["baseline"].value == "cfkit.backends.baseline:BaselineBackend"
+
+
+def test_an_unknown_name_lists_what_is_installed_and_where_to_look(site):
+    _fake_distribution(site, "extra-backends", "[cfkit.backends]\nkeyword = extra_backends:Keyword\n")
+    with pytest.raises(PluginError, match=r"Unknown backend 'sdxl'\. Installed: .*keyword.*See 'cfkit probe backends'"):
+        registry.load(registry.BACKENDS, "sdxl")
+
+
+def test_loading_a_name_imports_only_that_plugins_module():
+    import subprocess
+
+    code = ("import sys; from cfkit import registry; registry.load(registry.EDITORS, 'classical'); "
+            "print(sorted(m for m in ('cfkit.editors.openai_images', 'cfkit.editors.diffusers_inpaint', 'torch', "
+            "'openai') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_plugin_that_does_not_subclass_gets_the_base_class_defaults(monkeypatch):
+    """The worked example's classes subclass nothing of cfkit; loaded, they read like the built-ins."""
+    import asyncio
+    import sys
+
+    from support.workspace import REPO
+    from cfkit.backends import Backend, BackendContext
+    from cfkit.editors import Editor
+    from cfkit.registry import with_defaults
+
+    monkeypatch.syspath_prepend(str(REPO / "examples" / "cfkit-plugin-example"))
+    sys.modules.pop("cfkit_plugin_example", None)
+    from cfkit_plugin_example import BlurEditor, KeywordBackend
+
+    assert not issubclass(KeywordBackend, Backend) and not issubclass(BlurEditor, Editor)
+    backend_cls = with_defaults(KeywordBackend, Backend)
+    assert issubclass(backend_cls, KeywordBackend) and issubclass(backend_cls, Backend)
+    assert with_defaults(KeywordBackend, Backend) is backend_cls  # one class per plug-in
+    assert backend_cls.__name__ == "KeywordBackend" and backend_cls.kind == "keyword"  # its own members win
+    backend = backend_cls("matcha", KeywordBackend.Options(words="green"), BackendContext())
+    assert backend.model == "keyword:matcha" and backend.words == ["green"]
+    assert (backend.notes, backend.endpoint, backend.versions, backend.options, backend.derived_identity) == (
+        (), None, None, None, ())
+    assert backend.batch_api() is None and asyncio.run(backend.aclose()) is None
+    editor_cls = with_defaults(BlurEditor, Editor)
+    editor = editor_cls(BlurEditor.Options(radius=3))
+    assert editor_cls.max_candidates == 1 and editor_cls.auto_rank is None and editor.radius == 3
+    assert editor.describe(None) == {} and editor.check(None) is None
+    # A built-in subclasses the base itself and comes back unchanged.
+    from cfkit.editors.classical import ClassicalEditor
+
+    assert with_defaults(ClassicalEditor, Editor) is ClassicalEditor

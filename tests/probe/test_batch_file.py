@@ -1,0 +1,128 @@
+"""Offline batch files: `probe run --batch-file` writes what an offline runner (vllm run-batch) reads, and
+`probe collect RUN --from-file` stores its results as live replies are stored, line by line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support.chat_api_server import ChatServer
+from support.probe_runs import many_cases, replies, scripted_answer
+from support.workspace import REPO, run_cli
+
+N = 12
+RUNNER = REPO / "tests" / "support" / "fake_run_batch.py"
+
+
+@pytest.fixture
+def many_ws(tmp_path):
+    return many_cases(tmp_path / "ws", N)
+
+
+def write(ws: Path, url: str, out: Path, *extra: str):
+    return run_cli(["-w", str(ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",
+                    "--base-url", url, "--batch-file", str(out), *extra])
+
+
+def offline(inp: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, str(RUNNER), "-i", str(inp), "-o", str(out), "--model", "test-model",
+                           *extra], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr  # the runner accepted every line cfkit wrote
+    return done
+
+
+def collect(ws: Path, run_id: str, *files: Path, json_out: bool = True):
+    flags = [a for f in files for a in ("--from-file", str(f))]
+    return run_cli(["-w", str(ws), "probe", "collect", run_id, *flags, *(["--json"] if json_out else [])])
+
+
+def test_a_batch_file_runs_offline_and_its_results_are_stored_like_live_replies(many_ws, tmp_path):
+    out = tmp_path / "requests.jsonl"
+    with ChatServer(scripted_answer) as server:
+        written = write(many_ws, server.url, out)
+        assert written.exit_code == 0, written.stderr
+        assert server.count == 0  # nothing was sent
+        run_id = written.stdout.strip()
+        lines = [json.loads(line) for line in out.read_text().splitlines()]
+        assert len(lines) == N and len({line["custom_id"] for line in lines}) == N
+        shown = json.loads(run_cli(["-w", str(many_ws), "runs", "show", run_id, "--json"]).stdout)["run"]
+        assert shown["status"] == "waiting"
+        # Plain 'collect' cannot ask a provider about a file: it says what to give instead.
+        plain = run_cli(["-w", str(many_ws), "probe", "collect", run_id])
+        assert plain.exit_code == 2 and "--from-file" in plain.stderr
+
+        results = tmp_path / "results.jsonl"
+        offline(out, results, "--fail-every", "5", "--garbage")
+        collected = collect(many_ws, run_id, results)
+        assert collected.exit_code == 1  # two requests failed: the run is not complete
+        summary = json.loads(collected.stdout)
+        assert (summary["lines"], summary["stored"], summary["failed"], summary["malformed"], summary["missing"]) == (
+            N + 1, N, 2, 1, 0)
+        stored = replies(many_ws, run_id)
+        assert len(stored) == N
+        answered = [r for r in stored if r["error"] is None]
+        assert len(answered) == N - 2
+        for r in answered:  # parsed exactly as a live reply: the runner answers A for odd pictures
+            number = int(r["case_id"][1:])
+            assert r["answer"] == ("A" if number % 2 else "B") and r["endpoint"] == "file:results.jsonl"
+            assert r["server_model"] == "test-model" and r["parse"] == "json"
+        failures = [r for r in stored if r["error"] == "transport"]
+        assert all("the engine ran out of memory" in r["detail"] for r in failures)
+
+        # The same command run live sends only the two failures; the rest is kept.
+        live = run_cli(["-w", str(many_ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",
+                        "--base-url", server.url, "--json"])
+        assert live.exit_code == 0, live.stderr
+        assert json.loads(live.stdout)["run_id"] == run_id and server.count == 2
+
+
+def test_a_file_split_in_parts_is_collected_part_by_part(many_ws, tmp_path):
+    out = tmp_path / "requests.jsonl"
+    with ChatServer(scripted_answer) as server:
+        run_id = write(many_ws, server.url, out).stdout.strip()
+    lines = out.read_text().splitlines(keepends=True)
+    parts = []
+    for i in range(3):  # what `split -n l/3` does: whole lines, three files
+        part = tmp_path / f"part-{i}.jsonl"
+        part.write_text("".join(lines[i * N // 3:(i + 1) * N // 3]))
+        results = tmp_path / f"results-{i}.jsonl"
+        offline(part, results)
+        parts.append(results)
+    first = collect(many_ws, run_id, parts[0])
+    assert first.exit_code == 1
+    summary = json.loads(first.stdout)
+    assert (summary["stored"], summary["missing"], summary["status"]) == (N // 3, N - N // 3, "waiting")
+    rest = collect(many_ws, run_id, parts[1], parts[2], parts[0])  # the first part again: already stored
+    assert rest.exit_code == 0, rest.stderr
+    summary = json.loads(rest.stdout)
+    assert (summary["stored"], summary["already"], summary["missing"], summary["status"]) == (
+        N - N // 3, N // 3, 0, "done")
+    assert all(r["error"] is None for r in replies(many_ws, run_id))
+    report = run_cli(["-w", str(many_ws), "runs", "show", run_id, "--json"])
+    assert json.loads(report.stdout)["run"]["status"] == "done"
+
+
+def test_lines_of_another_run_and_missing_files_are_told_apart(many_ws, tmp_path):
+    out = tmp_path / "requests.jsonl"
+    with ChatServer(scripted_answer) as server:
+        run_id = write(many_ws, server.url, out).stdout.strip()
+    results = tmp_path / "results.jsonl"
+    offline(out, results)
+    stranger = json.dumps({"custom_id": "0" * 64, "response": {"status_code": 200, "body": {}}, "error": None})
+    results.write_text(results.read_text() + stranger + "\n")
+    text = collect(many_ws, run_id, results, json_out=False)
+    assert text.exit_code == 0, text.stderr
+    assert "1 lines of another run skipped" in text.stderr and f"is no request of run {run_id}" in text.stderr
+    gone = collect(many_ws, run_id, tmp_path / "nowhere.jsonl")
+    assert gone.exit_code == 2 and "nowhere.jsonl" in gone.stderr and "cannot be read" in gone.stderr
+
+
+def test_batch_file_needs_an_openai_model(many_ws, tmp_path):
+    result = run_cli(["-w", str(many_ws), "probe", "run", "-m", "baseline:always-no", "-s", "contextcanvas",
+                      "--batch-file", str(tmp_path / "x.jsonl")])
+    assert result.exit_code == 2 and "--batch-file" in result.stderr
+    assert not (tmp_path / "x.jsonl").exists()

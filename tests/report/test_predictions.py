@@ -1,0 +1,167 @@
+"""Predictions JSONL: loading, checks with file and line, export, and reading stored runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cfkit.dataset import load_cases
+from cfkit.errors import PredictionError
+from cfkit.predictions import (
+    Prediction,
+    check_predictions,
+    dump_predictions,
+    load_predictions,
+    predictions_from_store,
+)
+from cfkit.store import Store, now
+from cfkit.store.runs import latest_run_ids
+from support.store_sql import insert_rows
+
+PAIRS = {"TX01": "T001"}
+
+
+def line(**fields) -> str:
+    record = {"model": "openai:gpt-5.5", "suite": "contextcanvas", "case": "T001", "condition": "image",
+              "answer": "B", "parse": "json", "error": None, "raw": '{"answer": "B"}', "reason": "r",
+              "confidence": "high"}
+    record.update(fields)
+    return json.dumps(record)
+
+
+@pytest.fixture
+def cases(tiny_ws: Path):
+    return load_cases(tiny_ws / "data" / "cases.jsonl", tiny_ws / "data" / "images")
+
+
+def write(path: Path, *lines: str) -> Path:
+    path.write_text("".join(item + "\n" for item in lines), encoding="utf-8")
+    return path
+
+
+def test_round_trip_keeps_every_field(tmp_path, cases):
+    src = write(tmp_path / "p.jsonl",
+                line(),
+                line(case="T003", answer=None, parse=None, error="ambiguous", raw="A/B", reason=None),
+                line(suite="counterfactual", pair="TX01", condition="edit", answer="A"),
+                "",
+                line(suite="modality", condition="neutral", case="T002", answer="A", confidence=None))
+    preds = load_predictions([src], cases=cases, pairs=PAIRS)
+    assert [p.condition for p in preds] == ["image", "image", "edit", "neutral"]
+    assert preds[2].pair == "TX01" and preds[1].pair is None
+    text = dump_predictions(preds)
+    first = json.loads(text.splitlines()[0])
+    assert list(first) == ["model", "suite", "case", "pair", "condition", "answer", "parse", "error", "raw", "reason",
+                           "confidence"]
+    again = load_predictions([write(tmp_path / "again.jsonl", *text.splitlines())], cases=cases, pairs=PAIRS)
+    assert again == preds
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("{not json", r"p\.jsonl:2: not valid JSON"),
+        ("[1, 2]", r"p\.jsonl:2: expected a JSON object"),
+        (line(case="ZZ99"), r"p\.jsonl:2: unknown case 'ZZ99'"),
+        (line(suite="counterfactual", pair="CF99", condition="edit"), r"p\.jsonl:2: unknown pair 'CF99'"),
+        (line(suite="counterfactual", pair="TX01", case="T002", condition="edit"),
+         r"p\.jsonl:2: pair TX01 is made from case T001, but the line names case T002"),
+        (line(condition="sideways"), r"p\.jsonl:2: field 'condition'"),
+        (line(suite="modality", condition="edit"), r"p\.jsonl:2: .*condition 'edit' is not one of suite modality's"),
+        (line(suite="counterfactual", condition="edit"), r"p\.jsonl:2: .*needs 'pair'"),
+        (line(pair="TX01"), r"p\.jsonl:2: .*'pair' is only for the counterfactual suite"),
+        (line(answer="D"), r"p\.jsonl:2: answer 'D' is not an option of case T001 \(A, B\)"),
+        (line(answer="A", error="refused"), r"p\.jsonl:2: .*an answer has no error"),
+        (line(suite="benchmark"), r"p\.jsonl:2: field 'suite'"),
+        (line(extra=1), r"p\.jsonl:2: unknown field 'extra'"),
+        (line(answer="A"), r"p\.jsonl:2: a second answer from model 'openai:gpt-5.5' for case T001, condition image "
+                           r"\(the first is at .*p\.jsonl:1\)"),
+    ],
+)
+def test_malformed_lines_name_file_and_line(tmp_path, cases, bad, message):
+    src = write(tmp_path / "p.jsonl", line(), bad)
+    with pytest.raises(PredictionError, match=message):
+        load_predictions([src], cases=cases, pairs=PAIRS)
+
+
+def test_duplicate_across_files_names_both(tmp_path, cases):
+    one = write(tmp_path / "one.jsonl", line())
+    two = write(tmp_path / "two.jsonl", line(model="other"), line())
+    with pytest.raises(PredictionError, match=r"two\.jsonl:2: a second answer .*one\.jsonl:1"):
+        load_predictions([one, two], cases=cases)
+
+
+def test_same_case_for_different_models_or_conditions_is_fine(tmp_path, cases):
+    src = write(tmp_path / "p.jsonl", line(), line(model="hf:qwen"),
+                line(suite="modality", condition="text"), line(suite="modality", condition="image"))
+    assert len(load_predictions([src], cases=cases)) == 4
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(PredictionError, match=r"predictions file .*nope\.jsonl not found"):
+        load_predictions([tmp_path / "nope.jsonl"])
+
+
+def test_without_cases_only_the_format_is_checked(tmp_path):
+    src = write(tmp_path / "p.jsonl", line(case="ANY1", answer="Z"))
+    assert load_predictions([src])[0].answer == "Z"
+
+
+# ── the store ──────────────────────────────────────────────────────────────
+
+
+def add_run(store: Store, run_id: str, model: str, suite: str, started: str, replies: list[tuple]) -> None:
+    insert_rows(store.path, "runs", [{"id": run_id, "model": model, "suite": suite, "cfkit_version": "0.1.0",
+                                      "started_at": started, "status": "done"}])
+    insert_rows(store.path, "replies", [
+        {"run_id": run_id, "case_id": case, "pair_id": pair, "condition": condition, "answer": answer,
+         "parse": None if answer is None else "json", "error": error, "raw": "raw", "created_at": now()}
+        for case, pair, condition, answer, error in replies])
+
+
+def test_predictions_from_store_reads_latest_run_per_model_and_suite(tmp_path, cases):
+    with Store(tmp_path / "cfkit.db") as store:
+        add_run(store, "r1", "m", "contextcanvas", "2026-01-01T00:00:00+00:00", [("T001", "", "image", "A", None)])
+        add_run(store, "r2", "m", "contextcanvas", "2026-01-02T00:00:00+00:00",
+                [("T001", "", "image", "B", None), ("T002", "", "image", None, "refused")])
+        add_run(store, "r3", "m", "counterfactual", "2026-01-01T00:00:00+00:00",
+                [("T001", "TX01", "original", "B", None), ("T001", "TX01", "edit", "A", None)])
+        assert sorted(latest_run_ids(store)) == ["r2", "r3"]
+        preds = predictions_from_store(store)
+        by_run = {(p.suite, p.case, p.condition): p for p in preds}
+        assert len(preds) == 4
+        assert by_run[("contextcanvas", "T001", "image")].answer == "B"  # r2, not r1
+        assert by_run[("contextcanvas", "T002", "image")].error == "refused"
+        assert by_run[("counterfactual", "T001", "edit")].pair == "TX01"
+        assert by_run[("contextcanvas", "T001", "image")].pair is None  # '' in the table
+        check_predictions(preds, "store", cases=cases, pairs=PAIRS)
+        older = predictions_from_store(store, ["r1"])
+        assert [p.answer for p in older] == ["A"]
+        with pytest.raises(PredictionError, match="no run 'r9'"):
+            predictions_from_store(store, ["r9"])
+
+
+def test_check_predictions_names_the_source(cases):
+    preds = [Prediction(model="m", suite="contextcanvas", case="NOPE", condition="image", answer="A")]
+    with pytest.raises(PredictionError, match=r"store x, record 1 \(model m, contextcanvas\): unknown case 'NOPE'"):
+        check_predictions(preds, "store x", cases=cases)
+
+
+def test_edit_answers_carry_their_edit_and_image_and_other_lines_are_unchanged(tmp_path, cases):
+    sha = "ab" * 32
+    src = write(tmp_path / "p.jsonl",
+                line(suite="counterfactual", pair="TX01", condition="edit", answer="A", edit_id=3, image_sha256=sha),
+                line(suite="counterfactual", pair="TX01", condition="original"))
+    edit, original = load_predictions([src], cases=cases, pairs=PAIRS)
+    assert (edit.edit_id, edit.image_sha256) == (3, sha) and original.edit_id is None
+    first, second = (json.loads(x) for x in dump_predictions([edit, original]).splitlines())
+    assert list(first)[-2:] == ["edit_id", "image_sha256"]
+    assert "edit_id" not in second and "image_sha256" not in second  # only where they have a value
+    with pytest.raises(PredictionError, match=r"p2.jsonl:1: field 'record': 'edit_id' is only for counterfactual "
+                                              r"'edit' answers"):
+        load_predictions([write(tmp_path / "p2.jsonl", line(edit_id=3))], cases=cases)
+    with pytest.raises(PredictionError, match=r"p3.jsonl:1: field 'image_sha256'"):
+        load_predictions([write(tmp_path / "p3.jsonl", line(suite="counterfactual", pair="TX01", condition="edit",
+                                                             image_sha256="not-a-hash"))], cases=cases, pairs=PAIRS)

@@ -1,0 +1,333 @@
+"""Replies that are not answers, end to end against a real loopback server: empty replies (a broken chat
+template) and replies cut off at the token limit each get one loud, specific line from ``probe run`` (which
+exits 1) and from ``report``, and an ``Inv.`` count in every table the model appears in."""
+
+from __future__ import annotations
+
+import json
+
+from cfkit.probe.progress import reply_trouble
+from support.chat_api_server import ChatServer, Scripted, answer_json, completion
+from support.probe_runs import FAST
+from support.store_sql import delete_rows
+from support.workspace import run_cli
+
+
+def _empty(body, n) -> Scripted:
+    return Scripted(body=completion(""))
+
+
+def _cut(body, n) -> Scripted:
+    return Scripted(body=completion("Looking at the picture, the", finish_reason="length", completion_tokens=8))
+
+
+def _cut_but_answered(body, n) -> Scripted:
+    return Scripted(body=completion(answer_json("A"), finish_reason="length"))
+
+
+def _run(ws, url, model, suite="contextcanvas", *extra):
+    return run_cli(["-w", str(ws), "probe", "run", "-m", model, "-s", suite, "--base-url", url, *FAST, *extra])
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_empty_and_cut_off_replies_are_loud_in_probe_run_and_report_and_counted_in_every_table(tiny_ws):
+    with ChatServer(_empty) as empty, ChatServer(_cut) as cut:
+        runs = {}
+        for model, server in (("openai:empty-model", empty), ("openai:cut-model", cut)):
+            for suite in ("contextcanvas", "swap"):
+                result = _run(tiny_ws, server.url, model, suite, "--max-tokens", "8", "--json")
+                # Every request has a stored reply, but the run is not clean: exit 1, one line saying why.
+                assert result.exit_code == 1, result.output
+                runs[(model, suite)] = json.loads(result.stdout)["run_id"]
+                said = _flat(result.stderr)
+                assert "Traceback" not in result.output
+                if model == "openai:empty-model":
+                    n = 3 if suite == "contextcanvas" else 4
+                    assert f"openai:empty-model {suite}: {n} of {n} replies have no valid answer, {n} of them empty" \
+                           in said
+                    assert "chat template" in said and f"runs unparsed {runs[(model, suite)]}' shows them" in said
+                else:
+                    n = 3 if suite == "contextcanvas" else 4
+                    assert f"openai:cut-model {suite}: {n} of {n} replies were cut off at the token limit (8 tokens)" \
+                           in said
+                    assert "Raise --max-tokens and run again" in said
+                summary = json.loads(result.stdout)
+                assert summary["status"] == "done" and summary["missing"] == 0
+    data = json.loads(run_cli(["-w", str(tiny_ws), "report", "--format", "json", "--resamples", "50"]).stdout)
+    rows = {r["model"]: r for r in data["contextcanvas"]}
+    assert rows["openai:empty-model"]["invalid"] == 3 and rows["openai:cut-model"]["invalid"] == 3
+    swaps = {r["model"]: r for r in data["swap"]}
+    assert (swaps["openai:cut-model"]["invalid_original"], swaps["openai:cut-model"]["invalid_swapped"]) == (2, 2)
+    problems = {(p["model"], p["suite"]): p for p in data["reply_problems"]}
+    assert set(problems) == set(runs)
+    assert problems[("openai:cut-model", "contextcanvas")] | {"message": ""} == {
+        "model": "openai:cut-model", "suite": "contextcanvas", "condition": None, "replies": 3, "invalid": 3,
+        "empty": 0, "truncated": 3, "run": runs[("openai:cut-model", "contextcanvas")], "message": ""}
+    assert problems[("openai:empty-model", "swap")]["empty"] == 4
+    table = run_cli(["-w", str(tiny_ws), "report", "--resamples", "50"], env={"COLUMNS": "250"})
+    assert table.exit_code == 0, table.stderr
+    said = _flat(table.stderr)
+    for (model, suite), problem in problems.items():
+        assert _flat(problem["message"]) in said
+        assert said.count(f"{model} {suite}:") >= 1
+    assert "openai:cut-model contextcanvas: 3 of 3 replies were cut off at the token limit (8 tokens)" in said
+    # The Inv. column: 3 in the two ContextCanvas tables, 2/2 in the option-order accuracy table, for both models
+    # (the option-order bias table, the same rows, has no room for it within 100 columns).
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in table.stdout.splitlines() if "openai:" in line]
+    cc = [cells for cells in rows if cells[-1] == "3"]
+    swap = [cells for cells in rows if cells[-1] == "2/2"]
+    assert len(cc) == 4 and len(swap) == 2, table.stdout
+
+
+def test_a_reply_cut_off_after_its_answer_still_counts_and_is_still_said(tiny_ws):
+    server = ChatServer(_cut_but_answered).__enter__()
+    result = _run(tiny_ws, server.url, "openai:long-model", "contextcanvas", "--json")
+    assert result.exit_code == 1
+    assert ("3 of 3 replies were cut off at the token limit (512 tokens); each still gave a valid answer. Raise "
+            "--max-tokens and run again.") in _flat(result.stderr)
+    assert json.loads(result.stdout)["truncated"] == 3 and json.loads(result.stdout)["invalid"] == 0
+    data = json.loads(run_cli(["-w", str(tiny_ws), "report", "--format", "json", "--resamples", "50"]).stdout)
+    assert data["contextcanvas"][0]["invalid"] == 0
+    assert [p["truncated"] for p in data["reply_problems"]] == [3]
+    # A rerun finds the run finished and still says it (and still exits 1).
+    try:
+        again = _run(tiny_ws, server.url, "openai:long-model", "contextcanvas")
+        assert server.count == 3  # nothing sent again
+    finally:
+        server.__exit__(None, None, None)
+    assert again.exit_code == 1 and "cut off at the token limit" in again.stderr
+    # The exported predictions carry the mark, and a report from the file says the same.
+    exported = run_cli(["-w", str(tiny_ws), "runs", "export", json.loads(result.stdout)["run_id"]])
+    assert all(json.loads(line)["truncated"] is True for line in exported.stdout.splitlines())
+
+
+def test_the_likely_cause_is_the_one_most_replies_share():
+    assert reply_trouble("m s", 10, 2, 1, 0, 512, "cmd") is None  # mostly fine: nothing to say
+    assert "cut off" in reply_trouble("m s", 10, 0, 0, 1, 512, "cmd")  # any cut-off reply is said
+    assert "empty" in reply_trouble("m s", 10, 9, 8, 0, 512, "cmd")
+    unparsed = reply_trouble("m s", 10, 9, 1, 0, 512, "cmd")
+    assert "found no option" in unparsed and "'cmd' shows them" in unparsed
+    # Empty replies that stopped at the token limit (a model that spent them all on reasoning): the limit.
+    assert "cut off at the token limit (64 tokens)" in reply_trouble("m s", 10, 10, 10, 10, 64, "cmd")
+
+
+def test_a_model_with_empty_replies_gets_an_invalid_count_per_modality_condition(tiny_ws):
+    for case in ("T001", "T002", "T003"):
+        (tiny_ws / "captions" / f"{case}.yaml").write_text("neutral: A plain grey field.\nevidence: It is grey.\n")
+    with ChatServer(_empty) as server:
+        result = _run(tiny_ws, server.url, "openai:empty-model", "modality", "--all-cases")
+    assert result.exit_code == 1
+    lines = [line for line in result.stderr.splitlines() if "12 of 12 replies have no valid answer" in line]
+    assert len(lines) == 1 and lines[0].startswith("error:")  # said once, as the reason for the exit status
+    data = json.loads(run_cli(["-w", str(tiny_ws), "report", "--all-cases", "--format", "json",
+                               "--resamples", "50"]).stdout)
+    assert data["modality"][0]["invalid"] == {"text": 3, "neutral": 3, "evidence": 3, "image": 3}
+    assert data["modality"][0]["accuracy"]["image"] == 0.0
+    assert [(p["suite"], p["empty"]) for p in data["reply_problems"]] == [("modality", 12)]
+    md = run_cli(["-w", str(tiny_ws), "report", "--all-cases", "--format", "md", "--resamples", "50"])
+    assert "| Inv. |" in md.stdout and "| 3/3/3/3 |" in md.stdout
+
+
+# ── runs of one model with different settings: that model alone is set aside, with one line ──
+
+
+def _report_json(ws, *extra):
+    return run_cli(["-w", str(ws), "report", "--format", "json", "--resamples", "50", *extra])
+
+
+def test_a_smoke_test_with_other_settings_is_left_out_with_one_line_and_every_model_is_reported(tiny_ws):
+    from support.probe_runs import scripted_answer
+
+    assert run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s", "contextcanvas"]).exit_code == 0
+    with ChatServer(scripted_answer) as server:
+        smoke = _run(tiny_ws, server.url, "openai:test-model", "contextcanvas", "--limit", "2", "--max-tokens", "8",
+                     "--json")
+        full = _run(tiny_ws, server.url, "openai:test-model", "swap", "--json")
+        smoke_id, full_id = (json.loads(r.stdout)["run_id"] for r in (smoke, full))
+        report = _report_json(tiny_ws)
+        assert report.exit_code == 0, report.stderr
+        data = json.loads(report.stdout)
+        assert {r["model"] for r in data["contextcanvas"]} == {"baseline:always-yes"}
+        assert [r["model"] for r in data["swap"]] == ["openai:test-model"] and data["swap"][0]["runs"] == [full_id]
+        assert [(a["model"], a["runs"], a["refused"]) for a in data["set_aside"]] == [
+            ("openai:test-model", [smoke_id], False)]
+        said = [line for line in report.stderr.splitlines() if "openai:test-model" in line]
+        assert len(said) == 1 and smoke_id in said[0] and "max_tokens 8" in said[0] and "max_tokens 512" in said[0]
+        # A second full run with other settings: now that model alone is refused (exit 1), the other stays.
+        other = _run(tiny_ws, server.url, "openai:test-model", "contextcanvas", "--max-tokens", "64", "--json")
+        other_id = json.loads(other.stdout)["run_id"]
+    refused = _report_json(tiny_ws)
+    assert refused.exit_code == 1, refused.stderr
+    data = json.loads(refused.stdout)
+    assert [r["model"] for r in data["contextcanvas"]] == ["baseline:always-yes"] and data["swap"] == []
+    assert [(a["model"], a["refused"]) for a in data["set_aside"]] == [("openai:test-model", True)]
+    lines = [line for line in _flat(refused.stderr).split("warning: ") if "openai:test-model has runs" in line]
+    assert len(lines) == 1 and other_id in lines[0] and full_id in lines[0] and "--mixed-settings" in lines[0]
+    assert "1 model(s) left out for runs with different settings (openai:test-model)" in _flat(refused.stderr)
+    # --run chooses for its model and suite; the other model stays, the swap run of other settings is named.
+    chosen = _report_json(tiny_ws, "--run", other_id)
+    assert chosen.exit_code == 0, chosen.stderr
+    data = json.loads(chosen.stdout)
+    rows = {r["model"]: r["runs"] for r in data["contextcanvas"]}
+    assert set(rows) == {"baseline:always-yes", "openai:test-model"} and rows["openai:test-model"] == [other_id]
+    assert data["swap"] == [] and full_id in data["set_aside"][0]["message"]
+    both = _report_json(tiny_ws, "--run", other_id, "--run", full_id)
+    assert both.exit_code == 0 and json.loads(both.stdout)["set_aside"] == []
+    # --mixed-settings reports the model anyway, from the newest run of each suite, and says so.
+    mixed = _report_json(tiny_ws, "--mixed-settings")
+    assert mixed.exit_code == 0, mixed.stderr
+    data = json.loads(mixed.stdout)
+    assert {r["model"] for r in data["contextcanvas"]} == {"baseline:always-yes", "openai:test-model"}
+    assert data["swap"][0]["runs"] == [full_id]
+    assert "its rows mix runs of different settings (--mixed-settings)" in data["set_aside"][0]["message"]
+
+
+# ── why a pair has no answer: the reason the run recorded when it skipped it ──
+
+
+def test_a_pair_skipped_for_a_rejected_edit_a_failed_check_or_no_edit_says_so_in_the_report(tiny_ws):
+    from support.probe_runs import _accepted_edit
+
+    from cfkit.store import Store, checks, reviews
+
+    spec = (tiny_ws / "interventions" / "TX01.yaml").read_text()
+    for pair in ("TX02", "TX03", "TX04"):
+        (tiny_ws / "interventions" / f"{pair}.yaml").write_text(spec.replace("id: TX01", f"id: {pair}"))
+    _accepted_edit(tiny_ws, "TX01", 1)
+    _accepted_edit(tiny_ws, "TX02", 2)
+    _accepted_edit(tiny_ws, "TX03", 3)
+    with Store(tiny_ws / ".cfkit" / "cfkit.db") as store:
+        reviews.record(store, "TX02", 2, "reject")
+        delete_rows(store.path, "reviews", {"edit_id": 3})
+        checks.insert(store, 3, "TX03", [checks.NewCheck("composite", {}, "fail", ["SSIM outside 0.71 < 0.95"], True)])
+    run = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s", "counterfactual", "--json"])
+    assert run.exit_code == 0, run.stderr
+    run_id = json.loads(run.stdout)["run_id"]
+    result = _report_json(tiny_ws)
+    missing = {(m["pair"], m["condition"]): m for m in json.loads(result.stdout)["missing"]}
+    assert {pair for pair, _ in missing} == {"TX02", "TX03", "TX04"} and len(missing) == 6
+    assert {m["reason"] for m in missing.values()} == {"skipped"}
+    assert missing[("TX02", "edit")]["detail"].startswith(f"not asked by run {run_id}: rejected edit: edit #2 was "
+                                                          "rejected in review")
+    assert missing[("TX03", "original")]["detail"] == (
+        f"not asked by run {run_id}: failed check: edit #3 failed its preservation check (SSIM outside 0.71 < "
+        "0.95); accept it in 'cfkit review TX03', or run 'cfkit edit TX03' again")
+    assert missing[("TX04", "edit")]["detail"] == f"not asked by run {run_id}: no edit yet; run 'cfkit edit TX04'"
+    assert not any("suite has changed" in m["detail"] for m in missing.values())
+    # On stderr: one line for the model and reason, not one per unit; each unit under -v.
+    table = run_cli(["-w", str(tiny_ws), "report", "--resamples", "50"], env={"COLUMNS": "250"})
+    warned = [line for line in table.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warned) == 1 and "baseline:always-yes: 6 unit(s) without a usable answer" in warned[0]
+    assert "(skipped; counterfactual 6)" in warned[0]
+    verbose = run_cli(["-w", str(tiny_ws), "report", "--resamples", "50", "-v"], env={"COLUMNS": "250"})
+    assert "pair TX03, condition edit: skipped (not asked by run" in " ".join(verbose.stderr.split())
+
+
+# ── a replayed predictions file is labelled by the model it names, or by -o label=NAME ──
+
+
+def test_a_replayed_file_is_labelled_by_its_model_in_tables_and_by_label_when_asked(tiny_ws, tmp_path):
+    lines = [{"model": "openai:gpt-5.5", "suite": "contextcanvas", "case": case, "condition": "image",
+              "answer": answer, "parse": "json"} for case, answer in (("T001", "B"), ("T002", "A"), ("T003", "C"))]
+    path = tmp_path / "pred-x.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    run = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", f"replay:{path}", "-s", "contextcanvas", "--json"])
+    assert run.exit_code == 0, run.stderr
+    assert json.loads(run.stdout)["model"] == "openai:gpt-5.5"
+    table = run_cli(["-w", str(tiny_ws), "report", "--resamples", "50"], env={"COLUMNS": "250"})
+    assert table.exit_code == 0 and "openai:gpt-5.5" in table.stdout and str(path) not in table.output
+    labelled = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", f"replay:{path}", "-o", "label=GPT-5.5 (replayed)",
+                        "-s", "contextcanvas"])
+    assert labelled.exit_code == 0, labelled.stderr
+    data = json.loads(_report_json(tiny_ws).stdout)
+    assert {r["model"]: r["accuracy"] for r in data["contextcanvas"]} == {
+        "openai:gpt-5.5": 100.0, "GPT-5.5 (replayed)": 100.0}
+    # --label shows a model under another name everywhere; --compare and the groups then use that name.
+    shown = _report_json(tiny_ws, "--label", "openai:gpt-5.5=GPT-5.5", "--compare", "GPT-5.5=GPT-5.5 (replayed)")
+    assert shown.exit_code == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    assert {(r["model"], r["group"]) for r in data["contextcanvas"]} == {("GPT-5.5", "closed"),
+                                                                         ("GPT-5.5 (replayed)", None)}
+    assert (data["compare"][0]["base"], data["compare"][0]["other"]) == ("GPT-5.5", "GPT-5.5 (replayed)")
+    assert {u["model"] for u in data["units"]} == {"GPT-5.5", "GPT-5.5 (replayed)"}
+    unknown = _report_json(tiny_ws, "--label", "openai:gpt-9=X")
+    assert unknown.exit_code == 2 and "the report has no model 'openai:gpt-9'" in _flat(unknown.stderr)
+    clash = _report_json(tiny_ws, "--label", "openai:gpt-5.5=GPT-5.5 (replayed)")
+    assert clash.exit_code == 2 and "would both be shown as 'GPT-5.5 (replayed)'" in _flat(clash.stderr)
+
+
+def test_replies_a_batch_returns_cut_off_are_recorded_and_said_by_collect(tiny_ws):
+    from support.batch_api_server import BatchServer
+
+    with BatchServer(_cut) as server:
+        sent = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",
+                        "--base-url", server.url, *FAST, "--batch", "--max-tokens", "8", "--json"])
+        assert sent.exit_code == 0, sent.stderr
+        run_id = json.loads(sent.stdout)["run_id"]
+        done = run_cli(["-w", str(tiny_ws), "probe", "collect", run_id, "--wait", "--poll", "1", "--json"])
+    assert done.exit_code == 1, done.output
+    assert json.loads(done.stdout)["truncated"] == 3
+    assert "openai:test-model contextcanvas: 3 of 3 replies were cut off at the token limit (8 tokens)" in \
+        _flat(done.stderr)
+    data = json.loads(_report_json(tiny_ws).stdout)
+    assert [(p["run"], p["truncated"]) for p in data["reply_problems"]] == [(run_id, 3)]
+    shown = json.loads(run_cli(["-w", str(tiny_ws), "runs", "show", run_id, "--json"]).stdout)
+    assert [(c["condition"], c["truncated"]) for c in shown["conditions"]] == [("image", 3)]
+    unparsed = run_cli(["-w", str(tiny_ws), "runs", "unparsed", run_id], env={"COLUMNS": "200"})
+    assert unparsed.stdout.count("(cut off at the token limit)") == 3
+
+
+def test_a_local_model_that_generated_its_whole_budget_without_ending_is_cut_off():
+    from cfkit.backends.hf_local import _hit_limit
+
+    assert _hit_limit([5, 6, 7], 3, {2})  # three of three tokens, the last no end-of-sequence: cut off
+    assert not _hit_limit([5, 6, 2], 3, {2})  # it ended on its last allowed token
+    assert not _hit_limit([5, 6, 2], 3, {9, 2})  # several end tokens
+    assert not _hit_limit([5, 2], 3, {2})  # ended early
+    assert _hit_limit([5, 6, 7], 3, set())  # no end token known: the budget used up is all we can tell
+
+
+def test_a_modality_condition_that_is_mostly_not_answered_is_named_when_the_suite_as_a_whole_is_fine():
+    from cfkit.predictions import Prediction
+    from cfkit.report.trouble import reply_troubles
+
+    preds = {}
+    for i in range(10):
+        for condition in ("text", "neutral", "evidence", "image"):
+            empty = condition == "text" and i < 8
+            p = Prediction(model="m", suite="modality", case=f"C{i}", condition=condition,
+                           answer=None if empty else "A", error="missing" if empty else None, raw="" if empty else "A")
+            preds[(p.case, "", condition)] = p
+    [found] = reply_troubles({"modality": {"m": preds}}, {}, {})
+    assert (found.condition, found.replies, found.invalid, found.empty, found.run) == ("text", 10, 8, 8, None)
+    assert found.message.startswith("m modality (text): 8 of 10 replies have no valid answer, 8 of them empty")
+
+
+def test_only_named_reports_the_named_runs_alone(tiny_ws):
+    for model in ("baseline:always-yes", "baseline:always-no"):
+        assert run_cli(["-w", str(tiny_ws), "probe", "run", "-m", model, "-s", "contextcanvas"]).exit_code == 0
+    listed = json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout)
+    yes = next(r["id"] for r in listed if r["model"] == "baseline:always-yes")
+    both = json.loads(_report_json(tiny_ws, "--run", yes).stdout)
+    assert {r["model"] for r in both["contextcanvas"]} == {"baseline:always-yes", "baseline:always-no"}
+    alone = json.loads(_report_json(tiny_ws, "--run", yes, "--only-named").stdout)
+    assert [r["model"] for r in alone["contextcanvas"]] == ["baseline:always-yes"]
+
+
+def test_the_view_lists_cut_off_replies_under_its_truncated_filter_and_says_so_on_the_case_page(tiny_ws, tmp_path):
+    def cut_one(body, n) -> Scripted:
+        if "winter card" in json.dumps(body):
+            return _cut(body, n)
+        return Scripted(body=completion(answer_json("A")))
+
+    with ChatServer(cut_one) as server:
+        assert _run(tiny_ws, server.url, "openai:long-model").exit_code == 1
+    site = tmp_path / "site"
+    assert run_cli(["view", "-w", str(tiny_ws), "--export", str(site)]).exit_code == 0
+    listed = (site / "cases-truncated-1.html").read_text()
+    assert "case-T002.html" in listed and "case-T001.html" not in listed
+    assert "cut off at the token limit" in (site / "case-T002.html").read_text()
+    assert "cut off at the token limit" not in (site / "case-T001.html").read_text()

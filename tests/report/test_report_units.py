@@ -1,0 +1,115 @@
+"""Per-unit outcomes in ``cfkit report``: every case and pair of every model, adding up to the rows' figures."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+
+import pytest
+
+from cfkit.report import PAIR_CATEGORIES, pair_category
+from support.report_workspace import PAIR_CASES, SUBSET, cli_args, paper  # noqa: F401  (paper is a fixture)
+from support.workspace import run_cli
+
+
+@pytest.fixture(scope="module")
+def report_json(paper):
+    ws, paths = paper
+    result = run_cli(cli_args(ws, paths, "--resamples", "100", "--format", "json"))
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _units(data, suite):
+    return {g["model"]: g["units"] for g in data["units"] if g["suite"] == suite}
+
+
+def test_units_add_up_to_every_models_counts(report_json):
+    rows = {suite: {r["model"]: r for r in report_json[suite]} for suite in ("contextcanvas", "counterfactual", "modality")}
+    assert {(g["model"], g["suite"]) for g in report_json["units"]} == {
+        (m, s) for s, by_model in rows.items() for m in by_model}
+    for model, units in _units(report_json, "counterfactual").items():
+        row = rows["counterfactual"][model]
+        assert [u["pair"] for u in units] == [f"CF{i:02d}" for i in range(1, 37)]
+        assert [u["case"] for u in units] == PAIR_CASES
+        counts = Counter(u["category"] for u in units)
+        assert {c: counts[c] for c in PAIR_CATEGORIES} == {c: row[c] for c in PAIR_CATEGORIES}, model
+        assert 100 * sum(u["correct"]["original"] for u in units) / 36 == pytest.approx(row["orig_acc"])
+        assert 100 * sum(u["correct"]["edit"] for u in units) / 36 == pytest.approx(row["edit_acc"])
+        assert 100 * (counts["correct"] - counts["reverse"]) / 36 == pytest.approx(row["ncu"])
+    for model, units in _units(report_json, "contextcanvas").items():
+        row = rows["contextcanvas"][model]
+        assert len(units) == row["n"] == 301
+        assert 100 * sum(u["correct"]["image"] for u in units) / 301 == pytest.approx(row["accuracy"], abs=1e-12)
+        said_yes = sum(u["answers"]["image"] == "A" for u in units if not u["case"].startswith("T"))
+        assert 100 * said_yes / row["n_binary"] == pytest.approx(row["yes_rate"], abs=1e-12)
+        assert sum(u["answers"]["image"] is None for u in units) == row["invalid"]
+    for model, units in _units(report_json, "modality").items():
+        row = rows["modality"][model]
+        assert [u["case"] for u in units] == SUBSET
+        for condition, accuracy in row["accuracy"].items():
+            assert sum(u["correct"][condition] for u in units) == pytest.approx(accuracy)  # 100 cases
+        for d in row["deltas"]:
+            b = sum(u["correct"][d["from"]] and not u["correct"][d["to"]] for u in units)
+            c = sum(u["correct"][d["to"]] and not u["correct"][d["from"]] for u in units)
+            assert (b, c) == (d["b"], d["c"])
+
+
+def test_a_unit_says_its_answers_golds_and_category(report_json):
+    first = _units(report_json, "counterfactual")["GPT-5.2"][0]
+    assert first == {"case": PAIR_CASES[0], "pair": "CF01", "category": "correct",
+                     "answers": {"original": "B", "edit": "A"}, "gold": {"original": "B", "edit": "A"},
+                     "correct": {"original": True, "edit": True}, "missing": {}}
+    case = _units(report_json, "contextcanvas")["Q-SiT"][0]
+    assert set(case) == {"case", "answers", "gold", "correct", "missing"} and case["gold"] == {"image": "A"}
+
+
+@pytest.mark.parametrize("o, e, category", [
+    ("B", "A", "correct"), ("A", "B", "reverse"), ("B", "B", "stuck_original"), ("A", "A", "stuck_edit"),
+    (None, "A", "invalid"), ("B", None, "invalid"), ("C", "A", "invalid"), (None, None, "invalid"),
+])
+def test_pair_categories_follow_the_definitions(o, e, category):
+    assert pair_category(o, e, "B", "A") == category
+
+
+def test_missing_units_carry_their_reason_and_count_wrong(paper, tmp_path):
+    ws, paths = paper
+    kept = [line for line in paths[1].read_text().splitlines() if '"GPT-5.2"' in line and '"CF01"' not in line]
+    src = tmp_path / "partial.jsonl"
+    src.write_text("\n".join(kept) + "\n")
+    data = json.loads(run_cli(cli_args(ws, [src], "--resamples", "50", "--format", "json")).stdout)
+    [group] = data["units"]
+    unit = group["units"][0]
+    assert unit["answers"] == {"original": None, "edit": None} and unit["category"] == "invalid"
+    assert unit["missing"] == {"original": "absent", "edit": "absent"}
+    assert Counter(u["category"] for u in group["units"])["invalid"] == data["counterfactual"][0]["invalid"] == 1
+
+
+def test_units_csv_is_flat_and_holds_the_same_outcomes(paper, report_json):
+    ws, paths = paper
+    result = run_cli(cli_args(ws, paths, "--resamples", "100", "--units", "--format", "csv"))
+    assert result.exit_code == 0, result.stderr
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert list(rows[0]) == ["model", "suite", "case", "pair", "condition", "answer", "gold", "correct", "category",
+                             "missing"]
+    expected = [(g["model"], g["suite"], u["case"], u.get("pair") or "", c, u["answers"][c] or "", u["gold"][c],
+                 "true" if u["correct"][c] else "false", u.get("category") or "", u["missing"].get(c, ""))
+                for g in report_json["units"] for u in g["units"] for c in u["answers"]]
+    assert [tuple(r.values()) for r in rows] == expected
+    assert len(rows) == 17 * 301 + 5 * 36 * 2 + 5 * 100 * 4
+    as_json = json.loads(run_cli(cli_args(ws, paths, "--resamples", "100", "--units", "--format", "json")).stdout)
+    assert as_json == {"units": report_json["units"]}
+
+
+def test_units_table_and_markdown(paper):
+    ws, paths = paper
+    table = run_cli(cli_args(ws, paths[1:2], "--resamples", "50", "--units"))
+    assert table.exit_code == 0, table.stderr
+    line = next(line for line in table.stdout.splitlines() if "CF01" in line and "ArtQuant-APDD" in line)
+    assert line.split("│")[1:-1] and "counterfactual" in line and "correct" in line
+    md = run_cli(cli_args(ws, paths[1:2], "--resamples", "50", "--units", "--format", "md")).stdout
+    assert "| GPT-5.2 | counterfactual | N000 | CF01 | original | B | B | yes | correct | — |" in md
+    refused = run_cli(cli_args(ws, paths[1:2], "--units", "--reference"))
+    assert refused.exit_code == 2 and "Drop --reference" in refused.stderr
