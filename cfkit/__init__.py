@@ -9,7 +9,7 @@ __all__ = ["Report", "Workspace", "__version__"]
 def __getattr__(name: str):
     # PEP 562: resolved after this package has finished importing, so cfkit.api (whose dependencies read
     # cfkit.__version__) is not an import cycle at run time; importlib keeps it out of the static import graph
-    # that tests/test_architecture.py checks, where a package-to-child edge would read as one.
+    # that tests/package/test_architecture.py checks, where a package-to-child edge would read as one.
     if name in ("Report", "Workspace"):
         import importlib
 

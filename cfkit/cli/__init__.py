@@ -40,7 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 #: name -> the one-line summary ``cfkit --help`` lists, so that listing imports no command module
-#: (tests/test_hotpath_imports.py checks each against its command's own short help). A command
+#: (tests/package/test_hotpath_imports.py checks each against its command's own short help). A command
 #: missing here is still listed: its module is imported for its summary.
 SUMMARIES: dict[str, str] = {
     "init": "Make a workspace and check the dataset it points at.",
