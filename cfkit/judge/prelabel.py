@@ -11,15 +11,14 @@ criterion, with the same statistics as person against person.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from cfkit import stats
 from cfkit.audit.items import Audit, blind
 from cfkit.errors import TemplateError, UsageError
+from cfkit.judge.questions import ask_in_turn, load_judge_templates
 from cfkit.judge.screen import YES_NO
-from cfkit.prompts import load_templates
 from cfkit.store import Store, audit_labels, prelabels
 from cfkit.store.prelabels import Prelabel
 from cfkit.workspace import Workspace
@@ -38,21 +37,14 @@ class AuditQuestions:
 
 
 def load_audit_questions(ws: Workspace) -> AuditQuestions:
-    import yaml
-
-    templates = load_templates(ws, (SYSTEM_FILE, QUESTION_FILE))
-    source = templates.sources[QUESTION_FILE]
-    try:
-        document = yaml.safe_load(templates[QUESTION_FILE])
-    except yaml.YAMLError as exc:
-        raise TemplateError(f"{source}: not valid YAML ({str(exc).splitlines()[0]}); fix the file.") from exc
+    read = load_judge_templates(ws, SYSTEM_FILE, QUESTION_FILE)
+    document = read.document
     if not isinstance(document, dict) or not isinstance(document.get("intro"), str) \
             or not isinstance(document.get("criteria"), dict) \
             or sorted(document["criteria"]) != sorted(CRITERIA) \
             or not all(isinstance(v, str) for v in document["criteria"].values()):
-        raise TemplateError(f"{source}: give 'intro' (text) and 'criteria' with the texts of cue and link.")
-    digest = hashlib.sha256((templates[SYSTEM_FILE] + "\x00" + templates[QUESTION_FILE]).encode("utf-8")).hexdigest()
-    return AuditQuestions(templates[SYSTEM_FILE].strip(), document["intro"], dict(document["criteria"]), digest[:12])
+        raise TemplateError(f"{read.source}: give 'intro' (text) and 'criteria' with the texts of cue and link.")
+    return AuditQuestions(read.system, document["intro"], dict(document["criteria"]), read.version)
 
 
 @dataclass
@@ -78,7 +70,7 @@ def _fill(text: str, values: dict[str, str]) -> str:
 
 def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: str) -> PrelabelResult:
     """Ask ``backend`` the cue and link question of every item not yet labelled by this judge and prompt version."""
-    from cfkit.backends import Generation, ProbeRequest, RequestMeta, TransportError, as_backend, is_async
+    from cfkit.backends import Generation, ProbeRequest, RequestMeta, as_backend
     from cfkit.images import image_data
     from cfkit.parse import parse_answer
 
@@ -97,46 +89,29 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
                   "options": "; ".join(f"{o}. {t}" for o, t in shown.options),
                   "rationale": shown.rationale or "(none given)", "response": shown.response}
         intro = _fill(questions.intro, values)
+        images = None  # read once for the item, and only when one of its criteria is asked
         for criterion in CRITERIA:
             if (item.id, criterion) in have:
                 result.stored += 1
                 continue
-            images = tuple(image_data(ws.image_root / path) for path, _ in shown.images)
+            if images is None:
+                images = tuple(image_data(ws.image_root / path) for path, _ in shown.images)
             request = ProbeRequest(system=questions.system, user=f"{intro}\n\n{questions.criteria[criterion]}",
                                    images=images, option_ids=("A", "B"), schema=None,
                                    generation=Generation(temperature=0.0, max_tokens=16),
                                    meta=RequestMeta(suite="prelabel", case_id=shown.case_id, pair_id="",
                                                     condition=criterion))
-            todo.append((item.id, criterion, request))
+            todo.append(((item.id, criterion), request))
 
-    def keep(item_id: str, criterion: str, request, reply) -> None:
+    def keep(job: tuple[str, str], request, reply) -> None:
         parsed = parse_answer(reply.raw, YES_NO, reasoning=reply.reasoning)
         value = None if parsed.answer is None else parsed.answer == "A"
         result.invalid += value is None
-        prelabels.save(store, Prelabel(audit.id, item_id, judge, questions.version, criterion, value,
+        prelabels.save(store, Prelabel(audit.id, job[0], judge, questions.version, job[1], value,
                                        parsed.rule or parsed.error, request.user, reply.raw, reply.server_model, ""))
         result.asked += 1
 
-    if is_async(backend):
-        import asyncio
-
-        async def ask_all() -> None:
-            try:
-                for item_id, criterion, request in todo:
-                    try:
-                        keep(item_id, criterion, request, await backend.answer(request))
-                    except TransportError as exc:
-                        result.failed.append(f"{item_id} {criterion}: {exc}")
-            finally:
-                await backend.aclose()
-
-        asyncio.run(ask_all())
-    else:
-        for item_id, criterion, request in todo:
-            try:
-                keep(item_id, criterion, request, backend.answer(request))
-            except TransportError as exc:
-                result.failed.append(f"{item_id} {criterion}: {exc}")
+    ask_in_turn(backend, todo, keep, lambda job, exc: result.failed.append(f"{job[0]} {job[1]}: {exc}"))
     return result
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from cfkit.errors import TemplateError
 from cfkit.prompts import load_templates
@@ -35,16 +37,65 @@ class QuestionSet:
     version: str  # the digest of the system text and the question file: part of every stored answer's identity
 
 
-def load_questions(ws: Workspace) -> QuestionSet:
-    """The workspace's questions (``probes/templates/judge-screen.yaml``) or the packaged ones, checked."""
+@dataclass(frozen=True)
+class JudgeTemplates:
+    """A judge's system text and its YAML question file, read; ``version`` is the digest of both."""
+
+    system: str
+    document: Any  # the question file as YAML read it
+    source: str  # where the question file came from, for messages
+    version: str
+
+
+def load_judge_templates(ws: Workspace, system_file: str, question_file: str) -> JudgeTemplates:
+    """The workspace's (or the packaged) system text and question file; a file YAML cannot read is one line."""
     import yaml
 
-    templates = load_templates(ws, (SYSTEM_FILE, QUESTION_FILE))
-    source = templates.sources[QUESTION_FILE]
+    templates = load_templates(ws, (system_file, question_file))
+    source = templates.sources[question_file]
     try:
-        document = yaml.safe_load(templates[QUESTION_FILE])
+        document = yaml.safe_load(templates[question_file])
     except yaml.YAMLError as exc:
         raise TemplateError(f"{source}: not valid YAML ({str(exc).splitlines()[0]}); fix the file.") from exc
+    digest = hashlib.sha256((templates[system_file] + "\x00" + templates[question_file]).encode("utf-8")).hexdigest()
+    return JudgeTemplates(templates[system_file].strip(), document, str(source), digest[:12])
+
+
+Job = TypeVar("Job")
+
+
+def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, Any, Any], None],
+                failed: Callable[[Job, Exception], None]) -> None:
+    """Ask ``backend`` each ``(job, request)`` of ``todo`` in turn (awaiting an async backend, closed at the end):
+    ``keep(job, request, reply)`` for each reply, ``failed(job, error)`` for each request the transport lost."""
+    from cfkit.backends import TransportError, is_async
+
+    if not is_async(backend):
+        for job, request in todo:
+            try:
+                keep(job, request, backend.answer(request))
+            except TransportError as exc:
+                failed(job, exc)
+        return
+    import asyncio
+
+    async def ask_all() -> None:
+        try:
+            for job, request in todo:
+                try:
+                    keep(job, request, await backend.answer(request))
+                except TransportError as exc:
+                    failed(job, exc)
+        finally:
+            await backend.aclose()
+
+    asyncio.run(ask_all())
+
+
+def load_questions(ws: Workspace) -> QuestionSet:
+    """The workspace's questions (``probes/templates/judge-screen.yaml``) or the packaged ones, checked."""
+    read = load_judge_templates(ws, SYSTEM_FILE, QUESTION_FILE)
+    source, document = read.source, read.document
     items = document.get("questions") if isinstance(document, dict) else None
     if not isinstance(items, list) or not items:
         raise TemplateError(f"{source}: no 'questions' list; see the packaged {QUESTION_FILE} for the layout.")
@@ -65,5 +116,4 @@ def load_questions(ws: Workspace) -> QuestionSet:
             raise TemplateError(f"{where} asks about the mask region without naming {{cue}} or {{replacement}}.")
         seen.add(item["id"])
         questions.append(Question(item["id"], item["image"], item["region"], item["ask"], item["expected"]))
-    digest = hashlib.sha256((templates[SYSTEM_FILE] + "\x00" + templates[QUESTION_FILE]).encode("utf-8")).hexdigest()
-    return QuestionSet(templates[SYSTEM_FILE].strip(), tuple(questions), digest[:12])
+    return QuestionSet(read.system, tuple(questions), read.version)

@@ -19,7 +19,7 @@ import numpy as np
 
 from cfkit.cases import Option
 from cfkit.errors import CfkitError, UsageError
-from cfkit.judge.questions import Question, QuestionSet, load_questions
+from cfkit.judge.questions import Question, QuestionSet, ask_in_turn, load_questions
 from cfkit.store import Store, edits, screens
 from cfkit.store.screens import ScreenAnswer
 from cfkit.workspace import Workspace
@@ -108,7 +108,7 @@ def screen_request(questions: QuestionSet, question: Question, spec, picture: np
 
 def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Sequence[str] = ()) -> list[EditScreen]:
     """Screen the shown edit of each spec (every spec when none are given) with ``backend``; see the module."""
-    from cfkit.backends import TransportError, as_backend, is_async
+    from cfkit.backends import as_backend
     from cfkit.parse import parse_answer
     from cfkit.edit_files import load_edit_images
     from cfkit.specs import spec_files
@@ -123,7 +123,7 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
         raise UsageError(f"no spec files in {ws.interventions_dir}; nothing to screen.")
 
     results: list[EditScreen] = []
-    todo: list[tuple[EditScreen, Question, object]] = []
+    todo: list[tuple[tuple[EditScreen, Question], object]] = []
     for spec_id in ids:
         # 1. the edit and its pictures
         record = edits.shown(store, spec_id)
@@ -148,11 +148,12 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
             picture = images.original if question.image == "original" else edited
             if question.region == "mask":
                 picture = mask_crop(picture, images.mask)
-            todo.append((result, question, screen_request(questions, question, images.spec, picture,
-                                                          images.spec.case)))
+            todo.append(((result, question), screen_request(questions, question, images.spec, picture,
+                                                            images.spec.case)))
 
     # 3. and 4. ask, read, store
-    def keep(result: EditScreen, question: Question, request, reply) -> None:
+    def keep(job: tuple[EditScreen, Question], request, reply) -> None:
+        result, question = job
         parsed = parse_answer(reply.raw, YES_NO, reasoning=reply.reasoning)
         answer = ScreenAnswer(result.edit_id, result.spec_id, judge, questions.version, question.id,
                               question.expected, _ANSWER.get(parsed.answer) if parsed.answer else None,
@@ -160,26 +161,7 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
         screens.save(store, answer)
         result.answers.append(answer)
 
-    if is_async(backend):
-        import asyncio
-
-        async def ask_all() -> None:
-            try:
-                for result, question, request in todo:
-                    try:
-                        keep(result, question, request, await backend.answer(request))
-                    except TransportError as exc:
-                        result.failed.append(f"{question.id}: {exc}")
-            finally:
-                await backend.aclose()
-
-        asyncio.run(ask_all())
-    else:
-        for result, question, request in todo:
-            try:
-                keep(result, question, request, backend.answer(request))
-            except TransportError as exc:
-                result.failed.append(f"{question.id}: {exc}")
+    ask_in_turn(backend, todo, keep, lambda job, exc: job[0].failed.append(f"{job[1].id}: {exc}"))
     order = {q.id: i for i, q in enumerate(questions.questions)}
     for result in results:
         result.answers.sort(key=lambda a: order.get(a.question, len(order)))
