@@ -62,6 +62,7 @@ def screen(ws, spec_ids: tuple[str, ...], judge: str, options: tuple[str, ...], 
     err.print(f"{counts['doubted']} doubted, {counts['clear']} clear, {counts['incomplete']} incomplete, "
               f"{counts['not screened']} not screened (judge {judge}, questions {version}). A doubt flags an edit "
               "for you to look at ('cfkit review'); it never accepts or rejects one.")
-    if counts["incomplete"]:
-        raise CheckFailed(f"{counts['incomplete']} edits have questions whose requests failed; run the command again "
-                          "to ask only those.")
+    unasked = sum(bool(r.failed) for r in results)  # a doubted edit may have failed questions too
+    if unasked:
+        raise CheckFailed(f"{unasked} edit(s) have questions whose requests failed; run the command again to ask "
+                          "only those.")

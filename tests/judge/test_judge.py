@@ -259,3 +259,27 @@ def test_the_review_screen_shows_the_judges_doubts(screened, width, height):
         assert "region-shows-replacement (No) (a flag, not a verdict)" in shown["EX02"]
     assert "judge:" not in shown["EX01"]
     assert all(len(line) <= width for text in shown.values() for line in text.splitlines())
+
+
+def test_questions_whose_requests_fail_leave_the_edit_incomplete_and_a_rerun_asks_only_them(mini_ws, tmp_path):
+    originals = _import_edits(mini_ws, tmp_path)
+    asked: list[tuple[str, str]] = []
+    answer = judge_script(originals, asked)
+    failing = {"on": True}
+
+    def script(body: dict, n: int) -> Scripted:
+        if failing["on"] and "natural photograph" in user_text(body):
+            return Scripted(400, {"error": {"message": "bad request", "type": "invalid_request_error"}})
+        return answer(body, n)
+
+    args = ["-w", str(mini_ws), "edits", "screen", "--judge", "openai:judge-model", "-o", "max_retries=0", "--json"]
+    with ChatServer(script) as server:
+        first = run_cli([*args, "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
+        failing["on"] = False
+        again = run_cli([*args, "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
+    assert first.exit_code == 1 and "3 edit(s) have questions whose requests failed" in first.stderr
+    states = {r["spec"]: r for r in json.loads(first.stdout)}
+    assert {r["state"] for r in states.values()} <= {"incomplete", "doubted"}
+    assert all(len(r["failed"]) == 1 and r["failed"][0].startswith("edit-looks-natural: ") for r in states.values())
+    assert again.exit_code == 0, again.stderr
+    assert len(asked) == 18  # five answered the first time, the natural-photograph one the second, per edit
