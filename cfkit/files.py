@@ -1,4 +1,5 @@
-"""Atomic file writes: write to a temporary name in the same folder, then rename.
+"""Atomic file writes: write to a temporary name in the same folder, then rename; and text, CSV and JSON read
+with one-line errors.
 
 A crash or a full disk mid-write leaves the previous file intact.
 """
@@ -11,7 +12,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from cfkit.errors import InputError
 
@@ -72,6 +73,22 @@ def read_text(path: Path, what: str, error: type[InputError]) -> str:
         raise error(f"{what} {path} is not UTF-8 text (byte {exc.start}: {exc.reason}). Save it as UTF-8.") from exc
     except IsADirectoryError:
         raise error(f"{what} {path} is a folder; give a file.") from None
+
+
+def json_value(text: str | bytes, where: str, error: type[InputError], *, shape: str = "", hint: str = "") -> Any:
+    """``text`` read as JSON, or ``error`` in one line naming ``where``: why it is not JSON and where in it (the
+    column alone for one line), followed by ``hint``; or that it nests too deeply to read, and ``shape``."""
+    import json
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        at = f"column {exc.colno}" if exc.lineno == 1 else f"line {exc.lineno} column {exc.colno}"
+        raise error(f"{where}: not valid JSON ({exc.msg} at {at}){'. ' + hint if hint else '.'}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{where}: not UTF-8 text (byte {exc.start}: {exc.reason}){'. ' + hint if hint else '.'}") from None
+    except RecursionError:
+        raise error(f"{where}: JSON nested too deeply to read{'; ' + shape if shape else ''}.") from None
 
 
 #: The longest CSV cell read by default, in characters (Python's csv module alone stops at 131,072).

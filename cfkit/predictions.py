@@ -27,6 +27,7 @@ PROVENANCE_FIELDS = ("server_model", "system_fingerprint", "reasoning", "endpoin
 
 from cfkit.cases import CaseSet
 from cfkit.errors import PredictionError, describe_validation
+from cfkit.files import json_value
 from cfkit.parse import RULES
 from cfkit.store import Store, runs
 from cfkit.vocabulary import SUITE_CONDITIONS, Condition, Suite
@@ -168,14 +169,8 @@ def _plain_line(line: str, where: str) -> Prediction:
     for every line it accepts; it refuses some that ``json.loads`` reads (a lone
     surrogate escape, a tab inside a string), and those are read here as always.
     """
-    try:
-        raw = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise PredictionError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}). "
-                              "Each line must be one JSON object.") from exc
-    except RecursionError:
-        raise PredictionError(f"{where}: JSON nested too deeply to read; a prediction is one flat object whose 'raw' "
-                              "is the reply text.") from None
+    raw = json_value(line, where, PredictionError, hint="Each line must be one JSON object.",
+                     shape="a prediction is one flat object whose 'raw' is the reply text")
     if not isinstance(raw, dict):
         raise PredictionError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
     try:

@@ -27,7 +27,7 @@ from typing import Any
 
 from cfkit.cases import CaseSet
 from cfkit.errors import CaseError, InputError, OutputError, SpecError
-from cfkit.files import csv_dict_reader, csv_problem, read_text, write_text_atomic
+from cfkit.files import csv_dict_reader, csv_problem, json_value, read_text, write_text_atomic
 from cfkit.specs import Spec, build_spec, dump_spec, spec_path, try_load_cases
 from cfkit.workspace import Workspace
 from cfkit.yamlfile import load_yaml
@@ -163,12 +163,7 @@ def read_spec_rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _json_value(text: str, where: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}).") from exc
-    except RecursionError:
-        raise SpecError(f"{where}: JSON nested too deeply to read; a spec is a flat mapping.") from None
+    return json_value(text, where, SpecError, shape="a spec is a flat mapping")
 
 
 def _jsonl_rows(text: str, path: Path) -> list[tuple[str, dict[str, Any]]]:

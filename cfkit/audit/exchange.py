@@ -24,7 +24,7 @@ from typing import Any
 from cfkit.audit.items import Audit, blinded_items
 from cfkit.audit.labelling import NO_WORDS, YES_WORDS, update_label
 from cfkit.errors import LabelError
-from cfkit.files import csv_problem
+from cfkit.files import csv_problem, json_value
 from cfkit.store import Store
 from cfkit.store.audits import AuditItem
 from cfkit.visible import from_spreadsheet_cell, spreadsheet_cell
@@ -129,12 +129,7 @@ def _records(text: str, path: Path, fmt: str) -> list[tuple[str, dict[str, Any]]
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise LabelError(f"{path}:{n}: not valid JSON ({exc.msg} at column {exc.colno}).") from exc
-        except RecursionError:
-            raise LabelError(f"{path}:{n}: JSON nested too deeply to read; a label is one flat object.") from None
+        record = json_value(line, f"{path}:{n}", LabelError, shape="a label is one flat object")
         if not isinstance(record, dict):
             raise LabelError(f"{path}:{n}: expected a JSON object, got {type(record).__name__}.")
         records.append((f"{path}:{n}", record))

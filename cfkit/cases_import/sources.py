@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cfkit.errors import CaseError
-from cfkit.files import CSV_CELL_LIMIT, csv_problem, csv_reader
+from cfkit.files import CSV_CELL_LIMIT, csv_problem, csv_reader, json_value
 
 #: Source kinds and the file endings that select them (a folder is a ``datasets`` folder).
 KINDS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl",
@@ -204,12 +204,7 @@ def _read_csv(source: Path, delimiter: str, kind: str, max_cell: int) -> SourceT
 
 
 def _loads(text: str, where: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CaseError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}).") from exc
-    except RecursionError:
-        raise CaseError(f"{where}: JSON nested too deeply to read.") from None
+    return json_value(text, where, CaseError)
 
 
 class _JsonlRows:

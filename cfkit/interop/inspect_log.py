@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cfkit.errors import PredictionError
+from cfkit.files import json_value
 from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample
 
 #: Log version written (inspect_ai's current EvalLog version).
@@ -47,12 +48,7 @@ def _with_inspect(path: Path) -> dict[str, Any] | None:
 
 
 def _load_json(data: bytes, where: str) -> Any:
-    try:
-        return json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise PredictionError(f"{where}: not valid JSON ({exc}); is it an inspect_ai eval log?") from None
-    except RecursionError:
-        raise PredictionError(f"{where}: JSON nested too deeply to read.") from None
+    return json_value(data, where, PredictionError, hint="Is it an inspect_ai eval log?")
 
 
 def _check_sizes(archive: zipfile.ZipFile, path: Path) -> None:

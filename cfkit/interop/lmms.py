@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cfkit.errors import PredictionError
+from cfkit.files import json_value
 from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample
 
 #: Keys of a dataset row taken as the sample's id, in order (else ``doc_id``).
@@ -72,12 +73,7 @@ def read(path: Path) -> PeerFile:
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PredictionError(f"{where}: not valid JSON ({exc.msg}); an lmms-eval samples file is JSONL.") from None
-        except RecursionError:
-            raise PredictionError(f"{where}: JSON nested too deeply to read.") from None
+        data = json_value(line, where, PredictionError, hint="An lmms-eval samples file is JSONL.")
         if not isinstance(data, dict) or "doc_id" not in data or "resps" not in data:
             raise PredictionError(f"{where}: an lmms-eval sample has 'doc_id' and 'resps'; this line does not.")
         doc = data.get("doc") if isinstance(data.get("doc"), dict) else {}

@@ -17,6 +17,7 @@ from typing import Any
 from cfkit.cases import CaseSet
 from cfkit.hints import install_hint
 from cfkit.errors import OutputError, PredictionError
+from cfkit.files import json_value
 from cfkit.interop import inspect_log, lmms, vlmevalkit
 from cfkit.interop.records import COLUMNS, RunRecordRow
 
@@ -127,13 +128,8 @@ def read_export(path: Path) -> list[RunRecordRow]:
     out = []
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise PredictionError(f"{path}:{number}: not valid JSON ({exc.msg}).") from None
-            except RecursionError:
-                raise PredictionError(f"{path}:{number}: JSON nested too deeply to read.") from None
-            out.append(RunRecordRow.from_dict(record, f"{path}:{number}"))
+            where = f"{path}:{number}"
+            out.append(RunRecordRow.from_dict(json_value(line, where, PredictionError), where))
     return out
 
 
