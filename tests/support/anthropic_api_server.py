@@ -17,8 +17,10 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from support.loopback import Loopback
 
 TIMESTAMP = "2026-12-02T12:00:00Z"
 
@@ -62,7 +64,7 @@ def error_body(kind: str, text: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": text}}
 
 
-class AnthropicServer:
+class AnthropicServer(Loopback):
     """The server, what it received, and its script."""
 
     def __init__(self, script: Callable[[dict[str, Any], int], Scripted] = first_option, *,
@@ -133,9 +135,7 @@ class AnthropicServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._listen(Handler)
 
     def batch_object(self, batch_id: str) -> dict[str, Any]:
         batch = self.batches[batch_id]
@@ -158,17 +158,6 @@ class AnthropicServer:
         return {"custom_id": entry["custom_id"], "result": {"type": "succeeded",
                                                             "message": message(entry["params"], reply)}}
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self) -> "AnthropicServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
     @property
     def messages(self) -> list[dict[str, Any]]:

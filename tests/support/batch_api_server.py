@@ -37,8 +37,10 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from support.loopback import Loopback
 
 from support.chat_api_server import Scripted, error_body, first_option
 
@@ -53,8 +55,10 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}_{next(_ids):06d}"
 
 
-class BatchServer:
+class BatchServer(Loopback):
     """The server, what it was sent, and its batches."""
+
+    URL_PATH = "/v1"
 
     def __init__(self, script: Callable[[dict[str, Any], int], Scripted] = first_option, *, polls: int = 3,
                  expire: frozenset[str] = frozenset(), hostile: str | None = None, drip_s: float = 0.2):
@@ -137,9 +141,7 @@ class BatchServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._listen(Handler)
 
     # -- the wire format -------------------------------------------------------
 
@@ -244,9 +246,6 @@ class BatchServer:
 
     # -- plumbing --------------------------------------------------------------
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
     def lines(self) -> list[dict[str, Any]]:
         """Every line of every uploaded batch input file, in order."""
@@ -256,10 +255,4 @@ class BatchServer:
     def calls(self, method: str, fragment: str) -> int:
         return sum(1 for m, path, _ in self.log if m == method and fragment in path)
 
-    def __enter__(self) -> "BatchServer":
-        self.thread.start()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()

@@ -15,8 +15,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from support.loopback import Loopback
 
 
 @dataclass
@@ -64,8 +66,10 @@ def first_option(body: dict[str, Any], n: int) -> Scripted:
     return Scripted(body=completion(answer_json(found.group(1) if found else "A")))
 
 
-class ChatServer:
+class ChatServer(Loopback):
     """The server, its recorded requests, and its script."""
+
+    URL_PATH = "/v1"
 
     def __init__(self, script: Callable[[dict[str, Any], int], Scripted] = first_option, *, latency: float = 0.0):
         self.script = script
@@ -117,21 +121,7 @@ class ChatServer:
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> "ChatServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._listen(Handler)
 
     @property
     def count(self) -> int:
