@@ -125,12 +125,14 @@ def test_the_policy_counts_what_comes_in_a_row_and_a_reply_resets_it():
     assert "asked to wait 121 s" in other.reason
 
 
-def test_sigterm_keeps_what_arrived_and_marks_the_run_interrupted_as_ctrl_c_does(tmp_path):
+@pytest.mark.parametrize(("stop", "status"), [("SIGINT", 130), ("SIGTERM", 143)])  # Ctrl-C, and a job scheduler
+def test_a_stopped_run_keeps_what_arrived_and_is_marked_interrupted(tmp_path, stop, status):
     import signal
 
     from support.chat_api_server import ChatServer
     from support.probe_runs import _cli_process, scripted_answer
 
+    # 100 requests one at a time take 10 s: room for a loaded machine to be slow to send the signal.
     ws = many_cases(tmp_path / "ws", 100)
     with ChatServer(scripted_answer, latency=0.1) as server:
         proc = _cli_process(ws, server.url, "--concurrency", "1")
@@ -138,9 +140,9 @@ def test_sigterm_keeps_what_arrived_and_marks_the_run_interrupted_as_ctrl_c_does
         while server.count < 4 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert proc.poll() is None, "the run ended before it could be stopped"
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(getattr(signal, stop))
         _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 143
+    assert proc.returncode == status
     assert "interrupted; everything saved before the interruption is kept" in stderr and "Traceback" not in stderr
     listed = json.loads(run_cli(["-w", str(ws), "runs", "list", "--json"]).stdout)
     assert listed[0]["status"] == "interrupted" and 3 <= listed[0]["n_done"] < 100
