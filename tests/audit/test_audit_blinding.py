@@ -23,7 +23,6 @@ import pytest
 from support import audit_workspace as aw
 from support.workspace import run_cli
 
-FORBIDDEN = ("gpt", "qwen", "openai", "alibaba", "contextcanvas-")
 ALICE_NOTE, BOB_NOTE = "alice-tracer-note", "bob-tracer-note"
 BOB_LABELLED = 5
 
@@ -92,12 +91,6 @@ def _mentions_audit(command: click.Command) -> bool:
     return "audit" in inspect.getsource(inspect.getmodule(command.callback)).lower()
 
 
-@pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    root = aw.build(tmp_path_factory.mktemp("blinding") / "ws")
-    return root, aw.run_models(root)
-
-
 def cli(ws: Path, *args: str):
     return run_cli(["-w", str(ws), *args])
 
@@ -142,7 +135,7 @@ def _leaks(result, *, audit_view: bool, annotator: str | None, run_ids: dict[str
     lowered = text.lower()
     found = []
     if audit_view:
-        found += [w for w in FORBIDDEN if w in lowered] + [r for r in run_ids.values() if r.lower() in lowered]
+        found += [w for w in aw.FORBIDDEN if w in lowered] + [r for r in run_ids.values() if r.lower() in lowered]
     else:
         found += [f"item {i}" for i in items if i in text]
         found += [f"EGA row of {m}" for m in set(_ega_rows(result.stdout) + _ega_rows(result.stderr))]
@@ -217,7 +210,7 @@ def test_the_views_pages_hold_no_audit_item_and_its_audit_page_only_progress(aud
     assert cli(ws, "view", "--export", str(site)).exit_code == 0
     audit_page = (site / "audit.html").read_text().lower()
     assert "still being labelled" in audit_page
-    assert not [w for w in FORBIDDEN if w in audit_page] and not [r for r in run_ids.values() if r.lower() in audit_page]
+    assert not [w for w in aw.FORBIDDEN if w in audit_page] and not [r for r in run_ids.values() if r.lower() in audit_page]
     for page in site.iterdir():
         text = page.read_text(errors="replace")
         assert not [i for i in items if i in text], page.name

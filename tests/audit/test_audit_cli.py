@@ -20,7 +20,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from cfkit.store import Store, audit_labels, audits
 from support import audit_workspace as aw
-from support.audit_session import _items, blind, cli, decision, plan, source, ws, yn  # noqa: F401  (fixtures)
+from support.audit_session import _items, blind, cli, decision, plan, ws, yn  # noqa: F401  (fixtures)
 from support.workspace import run_cli
 
 def _ac1(first: list[bool], second: list[bool]) -> float:

@@ -22,7 +22,6 @@ from cfkit.workspace import load_workspace
 from support import audit_workspace as aw
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-FORBIDDEN = ("gpt", "qwen", "openai", "alibaba", "contextcanvas-")
 RATIONALE = "The cup holds a brown espresso; a matcha latte is green, so the photo shows another drink."
 
 
@@ -127,12 +126,6 @@ class ScriptedKeys:
         return self.keys.pop(0) if self.keys else ""
 
 
-@pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    root = aw.build(tmp_path_factory.mktemp("audit-view") / "ws")
-    return root, aw.run_models(root)
-
-
 @pytest.fixture
 def audited(source, tmp_path):
     root, run_ids = source
@@ -203,7 +196,7 @@ def test_no_frame_shows_a_model_a_run_or_another_annotators_label(audited):
         assert len(audit_labels.labels_by(store, audit.id, "alice")) == 18
     frames = console.export_text(styles=False).lower()
     assert frames.count("scenario au") >= 18
-    assert not any(word in frames for word in FORBIDDEN)
+    assert not any(word in frames for word in aw.FORBIDDEN)
     assert not any(run.lower() in frames for run in run_ids.values())
     assert "bob" not in frames
 

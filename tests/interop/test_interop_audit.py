@@ -17,7 +17,7 @@ import shutil
 import pytest
 
 from support import audit_workspace as aw
-from support.audit_session import FORBIDDEN, _items, blind, cli, decision, plan, yn
+from support.audit_session import _items, blind, cli, decision, plan, yn
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def label_in_tools(ws, tmp_path, fmt, run_ids):
         exported = tmp_path / f"{name}-{fmt}.json"
         cli(ws, "audit", "export", "--as", name, "--format", fmt, "--output", str(exported))
         text = exported.read_text()
-        assert blind(text, run_ids) and not any(w in text.lower() for w in FORBIDDEN) and name not in text
+        assert blind(text, run_ids) and not any(w in text.lower() for w in aw.FORBIDDEN) and name not in text
         tasks = json.loads(text)
         assert len(tasks) == 18
         labelled = []

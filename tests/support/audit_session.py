@@ -13,15 +13,6 @@ from support import audit_workspace as aw
 from support.workspace import run_cli
 
 
-FORBIDDEN = ("gpt", "qwen", "openai", "alibaba", "contextcanvas-")
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    root = aw.build(tmp_path_factory.mktemp("audit-cli") / "ws")
-    return root, aw.run_models(root)
-
-
 @pytest.fixture
 def ws(source, tmp_path):
     root, run_ids = source
@@ -45,7 +36,7 @@ def plan(ws: Path, run_ids: dict[str, str]) -> str:
 
 def blind(text: str, run_ids: dict[str, str]) -> bool:
     lowered = text.lower()
-    return not any(w in lowered for w in FORBIDDEN) and not any(r.lower() in lowered for r in run_ids.values())
+    return not any(w in lowered for w in aw.FORBIDDEN) and not any(r.lower() in lowered for r in run_ids.values())
 
 
 #: What each annotator decides, by (model, case): (cue, link). They disagree on a few.

@@ -31,6 +31,8 @@ CASES = {
 THREE = {"id": "AU09", "gold": "C", "cue": "runners crossing a finish line"}
 GPT, QWEN = "openai:gpt-5.5", "openai:qwen3-vl-8b"
 MODELS = (GPT, QWEN)
+#: Words that would name an audited model or run: never in what an annotator (or a judge) is shown.
+FORBIDDEN = ("gpt", "qwen", "openai", "alibaba", "contextcanvas-")
 #: What each model answers (option ids) per case.
 ANSWERS = {
     GPT: {"AU01": "A", "AU02": "A", "AU03": "A", "AU04": "B", "AU05": "B", "AU06": "B", "AU07": "A", "AU08": "B",
