@@ -61,8 +61,10 @@ The last two catch a no-op edit. Without LPIPS weights the verdict is decided
 on the other figures and marked "without LPIPS".
 
 The package's rooms: :mod:`~cfkit.preserve.regions` (M, K and the regions each
-metric averages over), :mod:`~cfkit.preserve.metrics` (pixel metrics, leaks,
-:func:`measure`), :mod:`~cfkit.preserve.scorer` (the LPIPS scorer),
+metric averages over), :mod:`~cfkit.preserve.ssim` (the SSIM map a strip of rows
+at a time, the original's statistics shared by every output: scikit-image's
+figure, bit for bit, in bounded memory), :mod:`~cfkit.preserve.metrics` (pixel
+metrics, leaks, :func:`measure`), :mod:`~cfkit.preserve.scorer` (the LPIPS scorer),
 :mod:`~cfkit.preserve.thresholds` and :mod:`~cfkit.preserve.verdict` (:func:`judge`)
 and :mod:`~cfkit.preserve.check` (:func:`check_images`: every output of an edit).
 The package is pure: arrays in, figures out. It imports no store, workspace, spec
@@ -75,15 +77,17 @@ from __future__ import annotations
 
 from cfkit.preserve.check import EditImages, OutputCheck, check_images, fit_output
 from cfkit.preserve.metrics import (Leaks, Metrics, find_leaks, masked_mse, masked_ssim, mean_abs_change, measure,
-                                    outside_lpips, psnr)
+                                    measure_outputs, outside_lpips, psnr)
 from cfkit.preserve.scorer import LPIPS_WORKING_SIZE, LpipsScorer, scorer_from_features, working_image, working_shape
 from cfkit.preserve.regions import SSIM_WINDOW, grow, keep_region, ssim_region
+from cfkit.preserve.ssim import ssim_means
 from cfkit.preserve.thresholds import Thresholds
 from cfkit.preserve.verdict import Verdict, judge
 
 __all__ = [
     "EditImages", "LPIPS_WORKING_SIZE", "Leaks", "LpipsScorer", "Metrics", "OutputCheck", "SSIM_WINDOW", "Thresholds",
     "Verdict", "check_images", "find_leaks", "fit_output", "grow", "judge", "keep_region",
-    "masked_mse", "masked_ssim", "mean_abs_change", "measure", "outside_lpips", "psnr", "scorer_from_features", "ssim_region",
+    "masked_mse", "masked_ssim", "mean_abs_change", "measure", "measure_outputs", "outside_lpips", "psnr",
+    "scorer_from_features", "ssim_means", "ssim_region",
     "working_image", "working_shape",
 ]

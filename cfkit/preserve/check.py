@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from cfkit.errors import ImageError
-from cfkit.preserve.metrics import Metrics, measure
+from cfkit.preserve.metrics import Metrics, measure_outputs
 from cfkit.preserve.scorer import LpipsScorer
 from cfkit.preserve.thresholds import Thresholds
 from cfkit.preserve.verdict import Verdict, judge
@@ -58,9 +58,11 @@ def fit_output(image: np.ndarray, size: tuple[int, int], *, what: str) -> tuple[
 def check_images(images: EditImages, thresholds: Thresholds, scorer: LpipsScorer | None = None, *,
                  lpips_note: str | None = None) -> list[OutputCheck]:
     """Measure and judge every output of ``images``; LPIPS with ``scorer`` when there is one."""
+    variants = list(images.outputs)
+    measured = measure_outputs(images.original, [images.outputs[v] for v in variants], images.mask, thresholds,
+                               scorer, lpips_note=lpips_note)
     results = []
-    for variant, edited in images.outputs.items():
-        metrics, _ = measure(images.original, edited, images.mask, thresholds, scorer, lpips_note=lpips_note)
+    for variant, (metrics, _) in zip(variants, measured):
         if variant in images.resized:
             metrics = replace(metrics, resized_from=images.resized[variant])
         results.append(OutputCheck(variant, metrics, judge(metrics, thresholds)))
