@@ -41,14 +41,19 @@ def pixel_changes(original: np.ndarray, edited: np.ndarray, keep: np.ndarray, in
     squared = absolute = 0
     leak = np.zeros(keep.shape, bool)
     for r0, r1 in strips(height, strip_rows(height, width)):
-        diff = np.abs(original[r0:r1].astype(np.int16) - edited[r0:r1].astype(np.int16))
+        diff = original[r0:r1].astype(np.int16)
+        diff -= edited[r0:r1]
+        np.abs(diff, out=diff)
+        diff = diff.view(np.uint16)  # 0..255, so its square fits too
         out, into = keep[r0:r1], inside[r0:r1]
         if out.any():
-            d = diff[out].astype(np.int32)
-            squared += int((d * d).sum(dtype=np.int64))
-            np.logical_and(out, diff.max(axis=-1) > delta, out=leak[r0:r1])
+            squared += int((diff * diff).sum(axis=-1, dtype=np.uint32)[out].sum(dtype=np.int64))
+            largest = diff[..., 0].copy()
+            for c in range(1, diff.shape[-1]):  # faster than .max(axis=-1) over three values
+                np.maximum(largest, diff[..., c], out=largest)
+            np.logical_and(out, largest > delta, out=leak[r0:r1])
         if into.any():
-            absolute += int(diff[into].sum(dtype=np.int64))
+            absolute += int(diff.sum(axis=-1, dtype=np.uint32)[into].sum(dtype=np.int64))
     return Changes(squared, absolute, leak)
 
 

@@ -145,3 +145,19 @@ def test_ssim_memory_is_bounded_by_strips_not_by_the_image():
     assert tall < short + 2**20  # four times the rows, the same temporaries
     # About fifteen strip-sized arrays; scikit-image holds about a dozen full-size ones (8 MiB each here).
     assert tall < 20 * strip < 3 * 2048 * 512 * 8
+
+
+def test_square_dilation_in_the_masks_bounding_box_is_the_whole_image_filter():
+    from scipy import ndimage
+
+    from cfkit.preserve.regions import _dilate_square
+
+    rng = np.random.default_rng(9)
+    masks = [np.zeros((50, 70), bool), rng.random((50, 70)) < 0.01]
+    edge = np.zeros((50, 70), bool)
+    edge[0, 5], edge[49, 69], edge[20, 0] = True, True, True  # pixels on the image's edges
+    masks.append(edge)
+    for mask in masks:
+        for radius in (0, 1, 3, 6):
+            whole = ndimage.maximum_filter(mask.astype(np.uint8), size=2 * radius + 1, mode="constant") > 0
+            assert np.array_equal(_dilate_square(mask, radius), whole), radius
