@@ -4,6 +4,8 @@ The 4096² rows compare ``check_images`` (raw and composite, without LPIPS) with
 the SSIM work it cannot avoid: scikit-image's ``structural_similarity`` called
 on the same arrays, once per output, as bare calls. Time and peak memory
 (tracemalloc: what each allocates on top of the images) are ratios taken in one run.
+``cfkit check`` of the same edit stored as PNGs is also timed as a whole process,
+with its peak RSS.
 
 The LPIPS figures use the real ``lpips`` package with a *randomly initialised*
 AlexNet backbone, for timing only: the network does the same arithmetic with
@@ -87,6 +89,57 @@ def _large_edit() -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     return original, mask, {"raw": raw, "composite": composite}
 
 
+#: Runs ``cfkit`` in this interpreter and reports its own peak RSS (VmHWM, KiB) on the last line of stderr.
+#: (Not ru_maxrss: Linux carries the forking parent's high-water mark across exec, and this parent holds the images.)
+_MEASURED_CLI = ("import atexit, re, sys\n"
+                 "def peak():\n"
+                 "    status = open('/proc/self/status').read()\n"
+                 "    print('maxrss', re.search(r'VmHWM:\\s+(\\d+)', status).group(1), file=sys.__stderr__)\n"
+                 "atexit.register(peak)\n"
+                 "from cfkit.cli import main\n"
+                 "main(sys.argv[1:])\n")
+
+
+def _cli_check_row(root: Path, original: np.ndarray, mask: np.ndarray, outputs: dict[str, np.ndarray]) -> dict:
+    """``cfkit check`` of a stored 4096² edit as a whole process: decoding the PNGs, the check, storing it."""
+    import subprocess
+
+    from cfkit.store import Store, now
+    from cfkit.workspace import load_workspace
+
+    (root / "data" / "images").mkdir(parents=True)
+    (root / "interventions" / "masks").mkdir(parents=True)
+    Image.fromarray(original).save(root / "data" / "images" / "L001.png", compress_level=1)
+    (root / "data" / "cases.jsonl").write_text(
+        '{"id": "L001", "images": ["L001.png"], "question": "Suitable?", "options": [{"id": "A", "text": "Yes"}, '
+        '{"id": "B", "text": "No"}], "gold": "B", "yes_option": "A"}\n')
+    (root / "cfkit.toml").write_text('[dataset]\ncases = "data/cases.jsonl"\nimages = "data/images"\n')
+    Image.fromarray(mask).save(root / "interventions" / "masks" / "LX01.png")
+    (root / "interventions" / "LX01.yaml").write_text(
+        "id: LX01\ncase: L001\ntitle: Large\ncue: a block\nreplacement: another block\nprompt: Change it.\n"
+        "mask: masks/LX01.png\n")
+    ws = load_workspace(root)
+    (ws.edits_dir / "LX01").mkdir(parents=True)
+    for variant, image in outputs.items():
+        Image.fromarray(image).save(ws.edits_dir / "LX01" / f"1-{variant}.png", compress_level=1)
+    with Store(ws.db_path) as store, store.transaction() as conn:
+        conn.execute("INSERT INTO edits (id, spec_id, engine, status, started_at, raw_path, composite_path) "
+                     "VALUES (1, 'LX01', 'bench', 'ok', ?, 'edits/LX01/1-raw.png', 'edits/LX01/1-composite.png')",
+                     (now(),))
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", _MEASURED_CLI, "-w", str(root), "check", "LX01"],
+                          capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    took = time.perf_counter() - start
+    if done.returncode not in (0, 1) or "maxrss" not in done.stderr:
+        raise RuntimeError(f"cfkit check exited {done.returncode}: {done.stderr[-500:]}")
+    rss_mib = int(done.stderr.rsplit("maxrss", 1)[1].split()[0]) / 1024
+    lpips = "without LPIPS" if "without LPIPS" in done.stdout + done.stderr else "with LPIPS"
+    return {"name": "cfkit check, 4096² raw + composite, whole process", "value": took, "unit": "s",
+            "target": None, "met": None,
+            "note": f"PNG decoding, the check and storing it, {lpips}; peak RSS {rss_mib:.0f} MiB; "
+                    f"load average {os.getloadavg()[0]:.1f}"}
+
+
 def _peak_mib(func) -> float:
     """What ``func`` allocates at its peak, in MiB, on top of what already exists (tracemalloc)."""
     import tracemalloc
@@ -99,7 +152,7 @@ def _peak_mib(func) -> float:
         tracemalloc.stop()
 
 
-def _large_rows() -> list[dict]:
+def _large_rows(root: Path) -> list[dict]:
     """``check_images`` on a 4096² raw + composite pair against the bare scikit-image SSIM calls it must make."""
     from skimage.metrics import structural_similarity
 
@@ -140,6 +193,7 @@ def _large_rows() -> list[dict]:
          "target": None, "met": None, "note": "tracemalloc peak on top of the images"},
         {"name": "check ÷ bare SSIM calls, peak memory, 4096²", "value": check_mib / bare_mib, "unit": "×",
          "target": None, "met": None, "note": "same run"},
+        _cli_check_row(root, original, mask, outputs),
     ]
 
 
@@ -180,6 +234,7 @@ def run() -> list[dict]:
         for width in (80, 160):
             console = Console(file=io.StringIO(), width=width, color_system="truecolor", force_terminal=True)
             timings[width] = median_seconds(lambda: console.print(EditView(data)), RENDER_RUNS)
+        large = _large_rows(Path(tmp) / "large")
     load = f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     rows.append({"name": "check, 1024² pair, without LPIPS", "value": without, "unit": "s", "target": None,
                  "met": None, "note": f"SSIM, PSNR/MSE, inside change, leaks; median of {RUNS}; {load}"})
@@ -197,7 +252,7 @@ def run() -> list[dict]:
                  "met": timings[80] < 0.2, "note": f"stacked, truecolor, median of {RENDER_RUNS}"})
     rows.append({"name": "review view data load, 1024²", "value": load_s, "unit": "s", "target": None, "met": None,
                  "note": "reading the PNGs, mask and leaks before the first render"})
-    return rows + _large_rows()
+    return rows + large
 
 
 if __name__ == "__main__":
