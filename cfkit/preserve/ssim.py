@@ -18,11 +18,13 @@ Two things make it cheaper than calling scikit-image once per output:
 * **Strips.** A window reaches ``window // 2`` rows up and down, so the map of
   rows ``[r0, r1)`` needs only rows ``[r0 − h, r1 + h)`` of the images (clipped at
   the image's edges, where the filter reflects exactly as it does on the whole
-  image). Each strip's temporaries are a few hundred KiB instead of full-size
-  float64 arrays, so memory stays bounded and the arithmetic runs in cache.
-  Strips holding no pixel of the region are skipped.
-* **The original's statistics once.** ``ux`` and ``uxx`` of a strip of the
-  original serve every output of the edit (raw and composite).
+  image). Each of a strip's temporaries is about 1 MiB (:data:`STRIP_PIXELS`
+  float64 values) instead of a full-size float64 array, so they stay in cache
+  and their number does not grow with the image. Strips holding no pixel of the
+  region are skipped. What does grow is the gathered region values, 8 bytes a
+  pixel per output, kept so that their mean is numpy's mean of the whole map.
+* **The original's statistics once.** ``ux``, ``ux²``, ``2·ux`` and ``vx`` of a
+  strip of the original serve every output of the edit (raw and composite).
 """
 
 from __future__ import annotations
@@ -76,8 +78,9 @@ class _Reference:
     def ssim_map(self, y: np.ndarray) -> np.ndarray:
         """scikit-image's SSIM map of this channel against ``y`` (float64), in its order of operations.
 
-        With ``v· = n/(n−1)·(u·· − u·u·)``: ``(2·ux·uy + C1)(2·vxy + C2) / ((ux² + uy² + C1)(vx + vy + C2))``,
-        each step computed in place where scikit-image would make a new array of the same values.
+        With ``v· = n/(n−1)·(u·· − u·u·)``:
+        ``(2·ux·uy + C1)(2·vxy + C2) / ((ux² + uy² + C1)(vx + vy + C2))``, each step
+        computed in place where scikit-image would make a new array of the same values.
         """
         c1 = (K1 * DATA_RANGE) ** 2
         c2 = (K2 * DATA_RANGE) ** 2
