@@ -124,7 +124,7 @@ def make_edits(ws: Workspace, spec_ids: list[str], *, engine: str | None = None,
     called after each spec.
     """
     # 1. What holds for every spec, checked once (a bad engine name must not fail 36 times).
-    edit_arguments(ws, engine=engine, n=n, model=model, options=options)
+    edit_arguments(ws.config.edit, engine=engine, n=n, model=model, options=options)
     batch = BatchOutcome()
     total = len(spec_ids)
     for index, spec_id in enumerate(spec_ids, start=1):

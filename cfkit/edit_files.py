@@ -49,10 +49,10 @@ class EditFiles:
         return self.images.outputs
 
 
-def spec_thresholds(ws: Workspace, spec: Spec) -> Thresholds:
-    """The check's limits for ``spec``: defaults, then ``[check] margin``, then the spec's ``checks:``."""
+def spec_thresholds(spec: Spec, margin: int) -> Thresholds:
+    """The check's limits for ``spec``: defaults, then ``margin`` (``[check] margin``), then the spec's ``checks:``."""
     overrides: dict[str, Any] | None = None if spec.checks is None else spec.checks.model_dump()
-    return Thresholds.for_spec(overrides, margin=ws.config.check.margin)
+    return Thresholds.for_spec(overrides, margin=margin)
 
 
 def load_edit_images(ws: Workspace, store: Store, edit_id: int) -> EditFiles:
@@ -111,7 +111,7 @@ def check_edit(ws: Workspace, store: Store, edit_id: int, *, lpips_weights: Path
     """
     files = load_edit_images(ws, store, edit_id)
     scorer, note = lpips_scorer(ws, lpips_weights, scorer)
-    results = check_images(files.images, spec_thresholds(ws, files.spec), scorer, lpips_note=note)
+    results = check_images(files.images, spec_thresholds(files.spec, ws.config.check.margin), scorer, lpips_note=note)
     return store_checks(store, edit_id, files.spec_id, results)
 
 

@@ -105,7 +105,7 @@ class EditPictures:
         """(edited image, leak pixels, largest change) of one output."""
         edited = self.files.outputs[variant]
         if variant not in self.leaks:
-            thresholds = spec_thresholds(ws, self.files.spec)
+            thresholds = spec_thresholds(self.files.spec, ws.config.check.margin)
             keep = keep_region(self.files.mask, thresholds.margin, thresholds.border)
             self.leaks[variant] = find_leaks(self.files.original, edited, keep, thresholds.leak_delta).pixels
             self.differences[variant] = largest_change(self.files.original, edited)
