@@ -43,19 +43,23 @@ import numpy as np
 
 from cfkit.composite import COMPOSITE_DILATE_PX, COMPOSITE_FEATHER_PX, composite, labelled_png
 from cfkit.edit_arguments import SpecEngine, edit_arguments, spec_engines
-from cfkit.editors import EditRequest, EditResult, Editor
+from cfkit.editors import EditRequest, EditResult
 from cfkit.errors import (CaseError, CfkitError, EditRefused, EditorError, EditorTransport, EditorUnavailable, ImageError, SpecError, UsageError)
 from cfkit.files import write_bytes_atomic
 from cfkit.images import open_image
 from cfkit.edit_files import lpips_scorer, spec_thresholds, store_checks
 from cfkit.masks import load_mask
 from cfkit.preserve import EditImages, LpipsScorer, Thresholds, check_images
-from cfkit.specs import SpecFile, load_spec, try_load_cases
+from cfkit.cases import CaseSet
+from cfkit.specs import load_spec, try_load_cases
 from cfkit.store import Store, edits, now, reviews
 from cfkit.store.checks import CheckResult
 from cfkit.store.edits import LABEL, EditRecord, NewEdit
 from cfkit.workspace import Workspace
 
+
+#: The LPIPS scorer (None: unavailable) with the note stored with each check, or why the check cannot run.
+Scorer = tuple[LpipsScorer | None, str] | CfkitError
 
 #: Entered around each engine call with the spec id, the engine's name and its model (a spinner, a timer).
 EngineCall = Callable[[str, str, "str | None"], AbstractContextManager[Any]]
@@ -138,7 +142,6 @@ class _Prepared:
     mask: np.ndarray
     thresholds: Thresholds  # the preservation check's limits for this spec
     store_dir: Path  # the edit files go under its ``edits/``
-    db_path: Path
 
 
 # ── step 1: inputs ─────────────────────────────────────────────────────────
@@ -147,10 +150,15 @@ class _Prepared:
 def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int | None = None,
                  seed: int | None = None, model: str | None = None, options: Mapping[str, Any] | None = None,
                  input_path: Path | None = None) -> _Prepared:
-    """Check every input and build the request; reads files, writes nothing, calls no engine.
+    """Check every input and build the request; reads files, writes nothing, calls no engine."""
+    return EditSession(ws).prepare(spec_id, engine=engine, n=n, seed=seed, model=model, options=options,
+                                   input_path=input_path)
 
-    This is the one place an edit reads the workspace: the steps after it take plain values.
-    """
+
+def _prepare(ws: Workspace, spec_id: str, cases: Callable[[], CaseSet], *, engine: str | None = None,
+             n: int | None = None, seed: int | None = None, model: str | None = None,
+             options: Mapping[str, Any] | None = None, input_path: Path | None = None) -> _Prepared:
+    """Step 1, the one place an edit reads the workspace; ``cases()`` gives the cases (read once per session)."""
     # a. The engines the arguments name (unknown names fail here).
     arguments = edit_arguments(ws.config.edit, engine=engine, n=n, model=model, options=options,
                                input_path=input_path)
@@ -158,7 +166,11 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
     # b. The spec, its case, the source image and the mask.
     spec_file = load_spec(ws, spec_id)
     spec = spec_file.spec
-    case, source_path = _source_of(ws, spec_file)
+    cases_set = cases()
+    if spec.case not in cases_set:
+        raise SpecError(f"{spec_file.path}: field 'case': '{spec.case}' is not in {cases_set.path}. Fix the id.")
+    case = cases_set.get(spec.case)
+    source_path = cases_set.image_paths(case)[0]  # the case's first image is edited
     notes: list[str] = []
     if len(case.images) > 1:
         notes.append(f"case {case.id} has {len(case.images)} images; the first, {case.images[0]}, is edited")
@@ -180,31 +192,15 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
     for setup in engines.values():
         setup.editor.check(request)
 
-    previews = {name: _preview(setup.editor, request) for name, setup in engines.items()}
+    # What each engine would send, for --dry-run (its ``describe(request)``; nothing by default).
+    previews = {name: dict(setup.editor.describe(request)) for name, setup in engines.items()}
     plan = EditPlan(spec_id=spec.id, spec_sha256=spec_file.sha256, case_id=case.id, prompt=spec.prompt,
                     source_path=source_path, source_size=size, mask_source=mask.source, mask_coverage=mask.coverage,
                     engines=arguments.chain, n=arguments.n, seed=seed, previews=previews, notes=tuple(notes))
     return _Prepared(plan=plan, request=request, engines=engines, spec_engines=tuple(spec.engines or {}),
                      source_sha256=hashlib.sha256(source_path.read_bytes()).hexdigest(), mask_sha256=mask.sha256,
                      mask=mask.array, thresholds=spec_thresholds(spec, ws.config.check.margin),
-                     store_dir=ws.store_dir, db_path=ws.db_path)
-
-
-def _source_of(ws: Workspace, spec_file: SpecFile) -> tuple[Any, Path]:
-    """The spec's case and the path of the image to edit (the case's first)."""
-    spec = spec_file.spec
-    cases = try_load_cases(ws)
-    if cases is None:
-        raise CaseError(f"cases file {ws.cases_path} is missing; set [dataset] cases in {ws.config_path}.")
-    if spec.case not in cases:
-        raise SpecError(f"{spec_file.path}: field 'case': '{spec.case}' is not in {cases.path}. Fix the id.")
-    case = cases.get(spec.case)
-    return case, cases.image_paths(case)[0]
-
-
-def _preview(editor: Editor, request: EditRequest) -> dict[str, Any]:
-    """What the engine would send, for --dry-run (its ``describe(request)``; nothing by default)."""
-    return dict(editor.describe(request))
+                     store_dir=ws.store_dir)
 
 
 def plan_edit(ws: Workspace, spec_id: str, **kwargs: Any) -> EditPlan:
@@ -229,31 +225,57 @@ def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int 
     Raises :class:`EditRefused` (after recording it) on a refusal, and
     :class:`EditorUnavailable` naming every engine tried when none could run.
     """
-    # 1. Everything the edit needs from the workspace, checked before anything is written;
-    #    the LPIPS scorer too (or why there is none: the edit is still made and saved).
-    prep = prepare_edit(ws, spec_id, engine=engine, n=n, seed=seed, model=model, options=options,
-                        input_path=input_path)
-    scorer = _scorer(ws)
-    # 2-5. Engine, files, check and records, from plain values, on one store connection.
-    with _StoreSpan(prep.db_path) as span:
-        return _edit_with(prep, scorer, span, again=again, engine_call=engine_call)
+    with EditSession(ws) as session:
+        return session.make(spec_id, engine=engine, n=n, seed=seed, model=model, options=options,
+                            input_path=input_path, again=again, engine_call=engine_call)
 
 
-def _scorer(ws: Workspace) -> tuple[LpipsScorer | None, str] | CfkitError:
-    """The LPIPS scorer and the note stored with each check, or the error that keeps the check from running."""
-    try:
-        return lpips_scorer(ws)
-    except CfkitError as exc:
-        return exc
+class EditSession:
+    """What the edits of one command share, each taken from the workspace once: the cases, the LPIPS scorer
+    and one store connection (opened when first needed: a dry run, or an edit refused before anything is
+    recorded, creates no store). ``cfkit edit CF01 … CF36`` makes all its edits in one session."""
 
-
-class _StoreSpan:
-    """The one store connection of an edit, opened when first needed (a dry run or an edit refused before
-    anything is recorded creates no store)."""
-
-    def __init__(self, path: Path):
-        self._path = path
+    def __init__(self, ws: Workspace):
+        self._ws = ws
+        self._path = ws.db_path
         self._store: Store | None = None
+        self._cases: CaseSet | None = None
+        self._scorer: Scorer | None = None
+
+    def prepare(self, spec_id: str, **arguments: Any) -> _Prepared:
+        """Step 1 for ``spec_id`` (the arguments of :func:`prepare_edit`)."""
+        return _prepare(self._ws, spec_id, self.cases, **arguments)
+
+    def make(self, spec_id: str, *, again: bool = False, engine_call: EngineCall | None = None,
+             **arguments: Any) -> EditOutcome:
+        """:func:`make_edit` in this session."""
+        # 1. Inputs, all checked before anything is written; 2-5. engine, files, check and records.
+        prep = self.prepare(spec_id, **arguments)
+        return _edit_with(prep, self.scorer(), self, again=again, engine_call=engine_call)
+
+    def accepted(self, spec_id: str) -> int | None:
+        """The edit of ``spec_id`` a person accepted, if any (None without a store)."""
+        store = self.existing()
+        return None if store is None else reviews.accepted_edit_id(store, spec_id)
+
+    def cases(self) -> CaseSet:
+        if self._cases is None:
+            cases = try_load_cases(self._ws)
+            if cases is None:
+                raise CaseError(f"cases file {self._ws.cases_path} is missing; set [dataset] cases in "
+                                f"{self._ws.config_path}.")
+            self._cases = cases
+        return self._cases
+
+    def scorer(self) -> Scorer:
+        """The LPIPS scorer and the note stored with each check, or the error that keeps the check from
+        running (the edit is made and saved all the same)."""
+        if self._scorer is None:
+            try:
+                self._scorer = lpips_scorer(self._ws)
+            except CfkitError as exc:
+                self._scorer = exc
+        return self._scorer
 
     def existing(self) -> Store | None:
         """The store when it is already there, else None."""
@@ -265,16 +287,17 @@ class _StoreSpan:
             self._store = Store(self._path)
         return self._store
 
-    def __enter__(self) -> "_StoreSpan":
+    def __enter__(self) -> "EditSession":
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._store is not None:
             self._store.close()
+            self._store = None
 
 
-def _edit_with(prep: _Prepared, scorer: tuple[LpipsScorer | None, str] | CfkitError, span: _StoreSpan, *,
-               again: bool, engine_call: EngineCall | None) -> EditOutcome:
+def _edit_with(prep: _Prepared, scorer: Scorer, span: EditSession, *, again: bool,
+               engine_call: EngineCall | None) -> EditOutcome:
     plan = prep.plan
     # 2. An accepted edit stays; more candidates only when asked for.
     existing = None if again else span.existing()
@@ -405,8 +428,7 @@ def _save_candidate(store: Store, prep: _Prepared, engine: str, result: EditResu
     return edits.get(store, edit_id), {"raw": raw, "composite": pasted}
 
 
-def _run_checks(store: Store, prep: _Prepared, scorer: tuple[LpipsScorer | None, str] | CfkitError,
-                saved: list[tuple[EditRecord, dict[str, np.ndarray]]]
+def _run_checks(store: Store, prep: _Prepared, scorer: Scorer, saved: list[tuple[EditRecord, dict[str, np.ndarray]]]
                 ) -> tuple[dict[int, list[CheckResult]], CfkitError | None]:
     """Check each saved candidate from its arrays (the PNGs hold the same pixels) and store the results."""
     results: dict[int, list[CheckResult]] = {}

@@ -62,3 +62,29 @@ def test_a_check_that_cannot_run_leaves_the_edit_saved(mini_ws, monkeypatch):
     assert outcome.checks == {} and isinstance(outcome.check_error, SpecError)
     assert (ws.store_dir / record.composite_path).is_file()
     assert outcome.check_failures() == {record.id: ["not checked (the mask plus its margin covers the whole image)"]}
+
+
+def test_a_batch_reads_the_cases_and_opens_the_store_once_for_all_its_edits(mini_ws, counted, monkeypatch):
+    """``cfkit edit A B C`` shares one session: one store connection, one read of the cases file, and each
+    spec's own files decoded once."""
+    import cfkit.dataset
+    from cfkit.edit import make_edit
+    from cfkit.edit_batch import make_edits
+
+    decodes, opens = counted
+    loads: list[Path] = []
+    load_cases = cfkit.dataset.load_cases
+
+    def counting_load(path, *args, **kwargs):
+        loads.append(Path(path))
+        return load_cases(path, *args, **kwargs)
+
+    monkeypatch.setattr(cfkit.dataset, "load_cases", counting_load)
+    ws = load_workspace(mini_ws)
+    make_edit(ws, "EX01", engine="classical")  # the store exists from now on (its accepts are read per spec)
+    decodes.clear(), opens.clear(), loads.clear()
+    batch = make_edits(ws, ["EX01", "EX02", "EX03"], engine="classical", again=True)
+    assert [len(r.outcome.records) for r in batch.results] == [1, 1, 1], [r.error for r in batch.results]
+    assert opens == [ws.db_path]
+    assert loads == [ws.cases_path]
+    assert len(decodes) == 6 and all(n == 1 for n in decodes.values()), decodes  # 3 sources and 3 masks
