@@ -151,8 +151,8 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
                  seed: int | None = None, model: str | None = None, options: Mapping[str, Any] | None = None,
                  input_path: Path | None = None) -> _Prepared:
     """Check every input and build the request; reads files, writes nothing, calls no engine."""
-    return EditSession(ws).prepare(spec_id, engine=engine, n=n, seed=seed, model=model, options=options,
-                                   input_path=input_path)
+    return _prepare(ws, spec_id, EditSession(ws).cases, engine=engine, n=n, seed=seed, model=model,
+                    options=options, input_path=input_path)
 
 
 def _prepare(ws: Workspace, spec_id: str, cases: Callable[[], CaseSet], *, engine: str | None = None,
@@ -213,8 +213,8 @@ def plan_edit(ws: Workspace, spec_id: str, **kwargs: Any) -> EditPlan:
 
 def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int | None = None,
               seed: int | None = None, model: str | None = None, options: Mapping[str, Any] | None = None,
-              input_path: Path | None = None, again: bool = False,
-              engine_call: EngineCall | None = None) -> EditOutcome:
+              input_path: Path | None = None, again: bool = False, engine_call: EngineCall | None = None,
+              session: EditSession | None = None) -> EditOutcome:
     """Make, save, record and check ``n`` candidate edits of spec ``spec_id``.
 
     ``engine`` is a registered engine name or "auto" (default: cfkit.toml);
@@ -224,16 +224,22 @@ def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int 
     call (the CLI shows a spinner with it while a remote call runs).
     Raises :class:`EditRefused` (after recording it) on a refusal, and
     :class:`EditorUnavailable` naming every engine tried when none could run.
+    ``session`` shares the cases, the LPIPS scorer and the store connection between edits (a batch passes
+    one); without it the edit has its own.
     """
-    with EditSession(ws) as session:
-        return session.make(spec_id, engine=engine, n=n, seed=seed, model=model, options=options,
-                            input_path=input_path, again=again, engine_call=engine_call)
+    with EditSession(ws) if session is None else nullcontext(session) as shared:
+        # 1. Inputs, all checked before anything is written.
+        prep = _prepare(ws, spec_id, shared.cases, engine=engine, n=n, seed=seed, model=model, options=options,
+                        input_path=input_path)
+        # 2-5. Engine, files, check and records, from the plain values ``prep`` holds.
+        return _edit_with(prep, shared.scorer(), shared, again=again, engine_call=engine_call)
 
 
 class EditSession:
     """What the edits of one command share, each taken from the workspace once: the cases, the LPIPS scorer
     and one store connection (opened when first needed: a dry run, or an edit refused before anything is
     recorded, creates no store). ``cfkit edit CF01 … CF36`` makes all its edits in one session."""
+    # The workspace is kept only to take these three from it when first needed.
 
     def __init__(self, ws: Workspace):
         self._ws = ws
@@ -241,17 +247,6 @@ class EditSession:
         self._store: Store | None = None
         self._cases: CaseSet | None = None
         self._scorer: Scorer | None = None
-
-    def prepare(self, spec_id: str, **arguments: Any) -> _Prepared:
-        """Step 1 for ``spec_id`` (the arguments of :func:`prepare_edit`)."""
-        return _prepare(self._ws, spec_id, self.cases, **arguments)
-
-    def make(self, spec_id: str, *, again: bool = False, engine_call: EngineCall | None = None,
-             **arguments: Any) -> EditOutcome:
-        """:func:`make_edit` in this session."""
-        # 1. Inputs, all checked before anything is written; 2-5. engine, files, check and records.
-        prep = self.prepare(spec_id, **arguments)
-        return _edit_with(prep, self.scorer(), self, again=again, engine_call=engine_call)
 
     def accepted(self, spec_id: str) -> int | None:
         """The edit of ``spec_id`` a person accepted, if any (None without a store)."""

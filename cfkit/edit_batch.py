@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cfkit.edit import EditOutcome, EditSession, EngineCall
+from cfkit.edit import EditOutcome, EditSession, EngineCall, make_edit
 from cfkit.edit_arguments import edit_arguments
 from cfkit.editors import editor_class
 from cfkit.errors import CfkitError, PluginError, SpecError, UsageError
@@ -138,8 +138,8 @@ def make_edits(ws: Workspace, spec_ids: list[str], *, engine: str | None = None,
             else:
                 # 3. The edit, its files and its check; any cfkit error ends this spec only.
                 try:
-                    outcome = session.make(spec_id, engine=engine, n=n, seed=seed, model=model, options=options,
-                                           again=again, engine_call=engine_call)
+                    outcome = make_edit(ws, spec_id, engine=engine, n=n, seed=seed, model=model, options=options,
+                                        again=again, engine_call=engine_call, session=session)
                 except CfkitError as exc:
                     result = SpecEdit(spec_id, "failed", error=exc, seconds=time.monotonic() - started)
                 else:
