@@ -149,9 +149,10 @@ class _Prepared:
 
 def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int | None = None,
                  seed: int | None = None, model: str | None = None, options: Mapping[str, Any] | None = None,
-                 input_path: Path | None = None) -> _Prepared:
-    """Check every input and build the request; reads files, writes nothing, calls no engine."""
-    return _prepare(ws, spec_id, EditSession(ws).cases, engine=engine, n=n, seed=seed, model=model,
+                 input_path: Path | None = None, session: EditSession | None = None) -> _Prepared:
+    """Check every input and build the request; reads files, writes nothing, calls no engine.
+    ``session`` shares the cases between the specs of a batch."""
+    return _prepare(ws, spec_id, (session or EditSession(ws)).cases, engine=engine, n=n, seed=seed, model=model,
                     options=options, input_path=input_path)
 
 

@@ -64,14 +64,11 @@ def test_a_check_that_cannot_run_leaves_the_edit_saved(mini_ws, monkeypatch):
     assert outcome.check_failures() == {record.id: ["not checked (the mask plus its margin covers the whole image)"]}
 
 
-def test_a_batch_reads_the_cases_and_opens_the_store_once_for_all_its_edits(mini_ws, counted, monkeypatch):
-    """``cfkit edit A B C`` shares one session: one store connection, one read of the cases file, and each
-    spec's own files decoded once."""
+@pytest.fixture
+def cases_reads(monkeypatch) -> list[Path]:
+    """Every read of a cases file, while the test runs."""
     import cfkit.dataset
-    from cfkit.edit import make_edit
-    from cfkit.edit_batch import make_edits
 
-    decodes, opens = counted
     loads: list[Path] = []
     load_cases = cfkit.dataset.load_cases
 
@@ -80,6 +77,17 @@ def test_a_batch_reads_the_cases_and_opens_the_store_once_for_all_its_edits(mini
         return load_cases(path, *args, **kwargs)
 
     monkeypatch.setattr(cfkit.dataset, "load_cases", counting_load)
+    return loads
+
+
+def test_a_batch_reads_the_cases_and_opens_the_store_once_for_all_its_edits(mini_ws, counted, cases_reads):
+    """``cfkit edit A B C`` shares one session: one store connection, one read of the cases file, and each
+    spec's own files decoded once."""
+    from cfkit.edit import make_edit
+    from cfkit.edit_batch import make_edits
+
+    decodes, opens = counted
+    loads = cases_reads
     ws = load_workspace(mini_ws)
     make_edit(ws, "EX01", engine="classical")  # the store exists from now on (its accepts are read per spec)
     decodes.clear(), opens.clear(), loads.clear()
@@ -88,3 +96,14 @@ def test_a_batch_reads_the_cases_and_opens_the_store_once_for_all_its_edits(mini
     assert opens == [ws.db_path]
     assert loads == [ws.cases_path]
     assert len(decodes) == 6 and all(n == 1 for n in decodes.values()), decodes  # 3 sources and 3 masks
+
+
+def test_a_dry_run_of_a_batch_reads_the_cases_once_and_opens_no_store(mini_ws, counted, cases_reads):
+    from support.workspace import run_cli
+
+    decodes, opens = counted
+    result = run_cli(["edit", "--all", "--dry-run", "--engine", "classical", "-w", str(mini_ws)])
+    assert result.exit_code == 0, result.stderr
+    assert all(spec_id in result.stdout for spec_id in ("EX01", "EX02", "EX03"))
+    assert cases_reads == [load_workspace(mini_ws).cases_path]
+    assert opens == [] and not (mini_ws / ".cfkit" / "cfkit.db").exists()
