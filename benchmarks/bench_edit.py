@@ -7,6 +7,7 @@ benchmark's paintings; each timing is the median of a few runs.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -142,7 +143,8 @@ def _batch_rows(folder: Path) -> list[dict]:
     lpips = "with LPIPS" if scorer is not None else "without LPIPS (no weights here)"
     return [
         {"name": f"edit --all, {n} classical edits of examples/mini, per edit", "value": batch / n, "unit": "s",
-         "target": "—", "met": None, "note": f"one process, {batch:.1f} s in all, checks {lpips}"},
+         "target": "—", "met": None, "note": f"one process, {batch:.1f} s in all, checks {lpips}; load average "
+                                              f"{os.getloadavg()[0]:.1f} after it"},
         {"name": "  the classical engine's own work, per edit", "value": engine / n, "unit": "s", "target": "—",
          "met": None, "note": "editor.edit alone on the same requests, in-process"},
         {"name": "  per-edit overhead of edit --all / engine work", "value": overhead / engine, "unit": "x",
