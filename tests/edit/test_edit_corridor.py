@@ -107,3 +107,20 @@ def test_a_dry_run_of_a_batch_reads_the_cases_once_and_opens_no_store(mini_ws, c
     assert all(spec_id in result.stdout for spec_id in ("EX01", "EX02", "EX03"))
     assert cases_reads == [load_workspace(mini_ws).cases_path]
     assert opens == [] and not (mini_ws / ".cfkit" / "cfkit.db").exists()
+
+
+@pytest.mark.parametrize("command", [["check", "--all"], ["sheet"]])
+def test_commands_over_every_stored_edit_read_the_cases_once(mini_ws, cases_reads, command, tmp_path):
+    """Reading stored edits back (check, the contact sheet) reads the cases file once, not once per edit."""
+    from cfkit.edit_batch import make_edits
+    from support.workspace import run_cli
+
+    ws = load_workspace(mini_ws)
+    make_edits(ws, ["EX01", "EX02", "EX03"], engine="classical")
+    cases_reads.clear()
+    extra = ["--output", str(tmp_path / "sheet.html")] if command == ["sheet"] else []
+    result = run_cli([*command, *extra, "-w", str(mini_ws)])
+    assert result.exit_code in (0, 1), result.stderr  # 1: an edit failed its check, which is not the point here
+    shown = (tmp_path / "sheet.html").read_text(encoding="utf-8") if extra else result.stdout
+    assert all(spec_id in shown for spec_id in ("EX01", "EX02", "EX03"))
+    assert cases_reads == [ws.cases_path]
