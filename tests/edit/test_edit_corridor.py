@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cfkit.workspace import load_workspace
-from support.counters import counted
+from support.counters import cases_reads, counted  # noqa: F401  (fixtures)
 
 
 @pytest.mark.parametrize("spec_id", ["EX01", "EX03"])
@@ -62,22 +62,6 @@ def test_a_check_that_cannot_run_leaves_the_edit_saved(mini_ws, monkeypatch):
     assert outcome.checks == {} and isinstance(outcome.check_error, SpecError)
     assert (ws.store_dir / record.composite_path).is_file()
     assert outcome.check_failures() == {record.id: ["not checked (the mask plus its margin covers the whole image)"]}
-
-
-@pytest.fixture
-def cases_reads(monkeypatch) -> list[Path]:
-    """Every read of a cases file, while the test runs."""
-    import cfkit.dataset
-
-    loads: list[Path] = []
-    load_cases = cfkit.dataset.load_cases
-
-    def counting_load(path, *args, **kwargs):
-        loads.append(Path(path))
-        return load_cases(path, *args, **kwargs)
-
-    monkeypatch.setattr(cfkit.dataset, "load_cases", counting_load)
-    return loads
 
 
 def test_a_batch_reads_the_cases_and_opens_the_store_once_for_all_its_edits(mini_ws, counted, cases_reads):
