@@ -46,7 +46,7 @@ from cfkit.edit_arguments import SpecEngine, edit_arguments, spec_engines
 from cfkit.editors import EditRequest, EditResult
 from cfkit.errors import (CaseError, CfkitError, EditRefused, EditorError, EditorTransport, EditorUnavailable, ImageError, SpecError, UsageError)
 from cfkit.files import write_bytes_atomic
-from cfkit.images import open_image
+from cfkit.images import read_image
 from cfkit.edit_files import lpips_scorer, spec_thresholds, store_checks
 from cfkit.masks import load_mask
 from cfkit.preserve import EditImages, LpipsScorer, Thresholds, check_images
@@ -175,7 +175,8 @@ def _prepare(ws: Workspace, spec_id: str, cases: Callable[[], CaseSet], *, engin
     notes: list[str] = []
     if len(case.images) > 1:
         notes.append(f"case {case.id} has {len(case.images)} images; the first, {case.images[0]}, is edited")
-    source = np.asarray(open_image(source_path, what=f"case {case.id} image"))
+    source_bytes, image = read_image(source_path, what=f"case {case.id} image")  # one read: decoded and hashed
+    source = np.asarray(image)
     size = (source.shape[1], source.shape[0])
     mask = load_mask(ws, spec, size)
     if mask.note:
@@ -199,7 +200,7 @@ def _prepare(ws: Workspace, spec_id: str, cases: Callable[[], CaseSet], *, engin
                     source_path=source_path, source_size=size, mask_source=mask.source, mask_coverage=mask.coverage,
                     engines=arguments.chain, n=arguments.n, seed=seed, previews=previews, notes=tuple(notes))
     return _Prepared(plan=plan, request=request, engines=engines, spec_engines=tuple(spec.engines or {}),
-                     source_sha256=hashlib.sha256(source_path.read_bytes()).hexdigest(), mask_sha256=mask.sha256,
+                     source_sha256=hashlib.sha256(source_bytes).hexdigest(), mask_sha256=mask.sha256,
                      mask=mask.array, thresholds=spec_thresholds(spec, ws.config.check.margin),
                      store_dir=ws.store_dir)
 
