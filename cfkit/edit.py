@@ -17,8 +17,10 @@
 5. check each new edit from the arrays just made (:func:`cfkit.preserve.check_images`;
    nothing is read back from disk) and store its checks.
 
-One store connection serves the whole edit; it is opened when the first thing is
-read from or written to the store.
+Step 1 (:func:`prepare_edit`, with the LPIPS scorer) is the one place an edit
+reads the workspace; steps 2-5 take the plain values it holds. One store
+connection serves the whole edit; it is opened when the first thing is read
+from or written to the store.
 
 An engine's options come from ``cfkit.toml [edit.engines.NAME]``, then the
 spec's ``engines: {NAME: …}``, then ``-o KEY=VALUE`` (``--model`` and
@@ -40,20 +42,24 @@ from typing import Any
 import numpy as np
 
 from cfkit.composite import COMPOSITE_DILATE_PX, COMPOSITE_FEATHER_PX, composite, labelled_png
-from cfkit.edit_arguments import edit_arguments, engine_options, plain_values
-from cfkit.editors import EditRequest, EditResult, Editor, load_editor
+from cfkit.edit_arguments import SpecEngine, edit_arguments, spec_engines
+from cfkit.editors import EditRequest, EditResult
 from cfkit.errors import (CaseError, CfkitError, EditRefused, EditorError, EditorTransport, EditorUnavailable, ImageError, SpecError, UsageError)
 from cfkit.files import write_bytes_atomic
-from cfkit.images import open_image
+from cfkit.images import read_image
 from cfkit.edit_files import lpips_scorer, spec_thresholds, store_checks
 from cfkit.masks import load_mask
-from cfkit.preserve import EditImages, Thresholds, check_images
-from cfkit.specs import SpecFile, load_spec, try_load_cases
+from cfkit.preserve import EditImages, LpipsScorer, Thresholds, check_images
+from cfkit.cases import CaseSet
+from cfkit.specs import load_spec, try_load_cases
 from cfkit.store import Store, edits, now, reviews
 from cfkit.store.checks import CheckResult
 from cfkit.store.edits import LABEL, EditRecord, NewEdit
 from cfkit.workspace import Workspace
 
+
+#: The LPIPS scorer (None: unavailable) with the note stored with each check, or why the check cannot run.
+Scorer = tuple[LpipsScorer | None, str] | CfkitError
 
 #: Entered around each engine call with the spec id, the engine's name and its model (a spinner, a timer).
 EngineCall = Callable[[str, str, "str | None"], AbstractContextManager[Any]]
@@ -125,14 +131,17 @@ class EditOutcome:
 
 @dataclass
 class _Prepared:
+    """Everything an edit takes from the workspace, read and checked once, before anything runs or is written."""
+
     plan: EditPlan
     request: EditRequest
-    editors: dict[str, Editor]
+    engines: dict[str, SpecEngine]  # each engine of the chain, built with its options for this spec
+    spec_engines: tuple[str, ...]  # the engines the spec configures (named when ``auto`` finds none that runs)
     source_sha256: str
     mask_sha256: str
     mask: np.ndarray
     thresholds: Thresholds  # the preservation check's limits for this spec
-    given: dict[str, dict[str, Any]] = field(default_factory=dict)  # engine -> options given for this edit
+    store_dir: Path  # the edit files go under its ``edits/``
 
 
 # ── step 1: inputs ─────────────────────────────────────────────────────────
@@ -140,20 +149,34 @@ class _Prepared:
 
 def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int | None = None,
                  seed: int | None = None, model: str | None = None, options: Mapping[str, Any] | None = None,
-                 input_path: Path | None = None) -> _Prepared:
-    """Check every input and build the request; reads files, writes nothing, calls no engine."""
+                 input_path: Path | None = None, session: EditSession | None = None) -> _Prepared:
+    """Check every input and build the request; reads files, writes nothing, calls no engine.
+    ``session`` shares the cases between the specs of a batch."""
+    return _prepare(ws, spec_id, (session or EditSession(ws)).cases, engine=engine, n=n, seed=seed, model=model,
+                    options=options, input_path=input_path)
+
+
+def _prepare(ws: Workspace, spec_id: str, cases: Callable[[], CaseSet], *, engine: str | None = None,
+             n: int | None = None, seed: int | None = None, model: str | None = None,
+             options: Mapping[str, Any] | None = None, input_path: Path | None = None) -> _Prepared:
+    """Step 1, the one place an edit reads the workspace; ``cases()`` gives the cases (read once per session)."""
     # a. The engines the arguments name (unknown names fail here).
-    arguments = edit_arguments(ws, engine=engine, n=n, model=model, options=options, input_path=input_path)
-    chain, n, given = arguments.chain, arguments.n, arguments.given
+    arguments = edit_arguments(ws.config.edit, engine=engine, n=n, model=model, options=options,
+                               input_path=input_path)
 
     # b. The spec, its case, the source image and the mask.
     spec_file = load_spec(ws, spec_id)
     spec = spec_file.spec
-    case, source_path = _source_of(ws, spec_file)
+    cases_set = cases()
+    if spec.case not in cases_set:
+        raise SpecError(f"{spec_file.path}: field 'case': '{spec.case}' is not in {cases_set.path}. Fix the id.")
+    case = cases_set.get(spec.case)
+    source_path = cases_set.image_paths(case)[0]  # the case's first image is edited
     notes: list[str] = []
     if len(case.images) > 1:
         notes.append(f"case {case.id} has {len(case.images)} images; the first, {case.images[0]}, is edited")
-    source = np.asarray(open_image(source_path, what=f"case {case.id} image"))
+    source_bytes, image = read_image(source_path, what=f"case {case.id} image")  # one read: decoded and hashed
+    source = np.asarray(image)
     size = (source.shape[1], source.shape[0])
     mask = load_mask(ws, spec, size)
     if mask.note:
@@ -165,36 +188,21 @@ def prepare_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: i
 
     mask.array.setflags(write=False)  # the check measures these very arrays after the engine ran
     # c. Each engine with its options, and whatever it checks itself before anything is written.
-    editors = {name: load_editor(name, engine_options(ws, spec, name, given[name])) for name in chain}
-    request = EditRequest(spec_id=spec.id, prompt=spec.prompt, image=source, mask=mask.array, n=n, seed=seed,
-                          files=ws.interventions_dir, root=ws.root)
-    for editor in editors.values():
-        editor.check(request)
+    engines = spec_engines(arguments, spec, ws.config.edit.engines)
+    request = EditRequest(spec_id=spec.id, prompt=spec.prompt, image=source, mask=mask.array, n=arguments.n,
+                          seed=seed, files=ws.interventions_dir, root=ws.root)
+    for setup in engines.values():
+        setup.editor.check(request)
 
-    previews = {name: _preview(ed, request) for name, ed in editors.items()}
+    # What each engine would send, for --dry-run (its ``describe(request)``; nothing by default).
+    previews = {name: dict(setup.editor.describe(request)) for name, setup in engines.items()}
     plan = EditPlan(spec_id=spec.id, spec_sha256=spec_file.sha256, case_id=case.id, prompt=spec.prompt,
                     source_path=source_path, source_size=size, mask_source=mask.source, mask_coverage=mask.coverage,
-                    engines=tuple(chain), n=n, seed=seed, previews=previews, notes=tuple(notes))
-    return _Prepared(plan=plan, request=request, editors=editors,
-                     source_sha256=hashlib.sha256(source_path.read_bytes()).hexdigest(), mask_sha256=mask.sha256,
-                     mask=mask.array, thresholds=spec_thresholds(ws, spec), given={name: plain_values(given[name].values) for name in chain})
-
-
-def _source_of(ws: Workspace, spec_file: SpecFile) -> tuple[Any, Path]:
-    """The spec's case and the path of the image to edit (the case's first)."""
-    spec = spec_file.spec
-    cases = try_load_cases(ws)
-    if cases is None:
-        raise CaseError(f"cases file {ws.cases_path} is missing; set [dataset] cases in {ws.config_path}.")
-    if spec.case not in cases:
-        raise SpecError(f"{spec_file.path}: field 'case': '{spec.case}' is not in {cases.path}. Fix the id.")
-    case = cases.get(spec.case)
-    return case, cases.image_paths(case)[0]
-
-
-def _preview(editor: Editor, request: EditRequest) -> dict[str, Any]:
-    """What the engine would send, for --dry-run (its ``describe(request)``; nothing by default)."""
-    return dict(editor.describe(request))
+                    engines=arguments.chain, n=arguments.n, seed=seed, previews=previews, notes=tuple(notes))
+    return _Prepared(plan=plan, request=request, engines=engines, spec_engines=tuple(spec.engines or {}),
+                     source_sha256=hashlib.sha256(source_bytes).hexdigest(), mask_sha256=mask.sha256,
+                     mask=mask.array, thresholds=spec_thresholds(spec, ws.config.check.margin),
+                     store_dir=ws.store_dir)
 
 
 def plan_edit(ws: Workspace, spec_id: str, **kwargs: Any) -> EditPlan:
@@ -207,8 +215,8 @@ def plan_edit(ws: Workspace, spec_id: str, **kwargs: Any) -> EditPlan:
 
 def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int | None = None,
               seed: int | None = None, model: str | None = None, options: Mapping[str, Any] | None = None,
-              input_path: Path | None = None, again: bool = False,
-              engine_call: EngineCall | None = None) -> EditOutcome:
+              input_path: Path | None = None, again: bool = False, engine_call: EngineCall | None = None,
+              session: EditSession | None = None) -> EditOutcome:
     """Make, save, record and check ``n`` candidate edits of spec ``spec_id``.
 
     ``engine`` is a registered engine name or "auto" (default: cfkit.toml);
@@ -218,23 +226,53 @@ def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int 
     call (the CLI shows a spinner with it while a remote call runs).
     Raises :class:`EditRefused` (after recording it) on a refusal, and
     :class:`EditorUnavailable` naming every engine tried when none could run.
+    ``session`` shares the cases, the LPIPS scorer and the store connection between edits (a batch passes
+    one); without it the edit has its own.
     """
-    # 1. Inputs, all checked before anything is written.
-    prep = prepare_edit(ws, spec_id, engine=engine, n=n, seed=seed, model=model, options=options,
+    with EditSession(ws) if session is None else nullcontext(session) as shared:
+        # 1. Inputs, all checked before anything is written.
+        prep = _prepare(ws, spec_id, shared.cases, engine=engine, n=n, seed=seed, model=model, options=options,
                         input_path=input_path)
-    plan = prep.plan
-
-    with _StoreSpan(ws) as span:
-        return _edit_with(ws, prep, span, again=again, engine_call=engine_call)
+        # 2-5. Engine, files, check and records, from the plain values ``prep`` holds.
+        return _edit_with(prep, shared.scorer(), shared, again=again, engine_call=engine_call)
 
 
-class _StoreSpan:
-    """The one store connection of an edit, opened when first needed (a dry run or an edit refused before
-    anything is recorded creates no store)."""
+class EditSession:
+    """What the edits of one command share, each taken from the workspace once: the cases, the LPIPS scorer
+    and one store connection (opened when first needed: a dry run, or an edit refused before anything is
+    recorded, creates no store). ``cfkit edit CF01 … CF36`` makes all its edits in one session."""
+    # The workspace is kept only to take these three from it when first needed.
 
     def __init__(self, ws: Workspace):
+        self._ws = ws
         self._path = ws.db_path
         self._store: Store | None = None
+        self._cases: CaseSet | None = None
+        self._scorer: Scorer | None = None
+
+    def accepted(self, spec_id: str) -> int | None:
+        """The edit of ``spec_id`` a person accepted, if any (None without a store)."""
+        store = self.existing()
+        return None if store is None else reviews.accepted_edit_id(store, spec_id)
+
+    def cases(self) -> CaseSet:
+        if self._cases is None:
+            cases = try_load_cases(self._ws)
+            if cases is None:
+                raise CaseError(f"cases file {self._ws.cases_path} is missing; set [dataset] cases in "
+                                f"{self._ws.config_path}.")
+            self._cases = cases
+        return self._cases
+
+    def scorer(self) -> Scorer:
+        """The LPIPS scorer and the note stored with each check, or the error that keeps the check from
+        running (the edit is made and saved all the same)."""
+        if self._scorer is None:
+            try:
+                self._scorer = lpips_scorer(self._ws)
+            except CfkitError as exc:
+                self._scorer = exc
+        return self._scorer
 
     def existing(self) -> Store | None:
         """The store when it is already there, else None."""
@@ -246,15 +284,16 @@ class _StoreSpan:
             self._store = Store(self._path)
         return self._store
 
-    def __enter__(self) -> "_StoreSpan":
+    def __enter__(self) -> "EditSession":
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._store is not None:
             self._store.close()
+            self._store = None
 
 
-def _edit_with(ws: Workspace, prep: _Prepared, span: _StoreSpan, *, again: bool,
+def _edit_with(prep: _Prepared, scorer: Scorer, span: EditSession, *, again: bool,
                engine_call: EngineCall | None) -> EditOutcome:
     plan = prep.plan
     # 2. An accepted edit stays; more candidates only when asked for.
@@ -274,9 +313,10 @@ def _edit_with(ws: Workspace, prep: _Prepared, span: _StoreSpan, *, again: bool,
     for index, name in enumerate(plan.engines):
         last = index == len(plan.engines) - 1
         started = now()
+        editor = prep.engines[name].editor
         try:
-            with engine_call(plan.spec_id, name, prep.editors[name].model) if engine_call else nullcontext():
-                result = prep.editors[name].edit(prep.request)
+            with engine_call(plan.spec_id, name, editor.model) if engine_call else nullcontext():
+                result = editor.edit(prep.request)
         except EditorUnavailable as exc:
             attempts.append(Attempt(name, "unavailable", str(exc)))
             continue
@@ -302,7 +342,7 @@ def _edit_with(ws: Workspace, prep: _Prepared, span: _StoreSpan, *, again: bool,
     if result is None:
         tried = " ".join(f"({i}) {a.reason.rstrip('.')}." for i, a in enumerate(attempts, start=1))
         if len(plan.engines) > 1:
-            configured = [name for name in _spec_engines(ws, plan.spec_id) if name not in plan.engines]
+            configured = [name for name in prep.spec_engines if name not in plan.engines]
             other = (f" or use an engine the spec configures: 'cfkit edit {plan.spec_id} --engine {configured[0]}'"
                      if configured else "")
             raise EditorUnavailable(f"auto: no engine could run here. Tried {tried} Fix one of them{other}.")
@@ -311,19 +351,15 @@ def _edit_with(ws: Workspace, prep: _Prepared, span: _StoreSpan, *, again: bool,
 
     # 4. Save each candidate with its provenance.
     self_notes = list(plan.notes) + list(result.notes)
-    saved = [_save_candidate(ws, span.store, prep, used, result, raw, candidate, attempts, started, self_notes)
+    saved = [_save_candidate(span.store, prep, used, result, raw, candidate, attempts, started, self_notes)
              for candidate, raw in enumerate(result.images)]
 
     # 5. Check each new edit from the arrays in hand, and store the checks.
-    results, check_error = _run_checks(ws, span.store, prep, saved)
+    results, check_error = _run_checks(span.store, prep, scorer, saved)
     verdicts = {edit_id: r.label for edit_id, rows in results.items()
                 if (r := next((c for c in rows if c.variant == "composite"), None)) is not None}
     return EditOutcome(plan=plan, records=[record for record, _ in saved], attempts=attempts, notes=self_notes,
                        checks=results, check_error=check_error, verdicts=verdicts)
-
-
-def _spec_engines(ws: Workspace, spec_id: str) -> list[str]:
-    return list(load_spec(ws, spec_id).spec.engines or {})
 
 
 def _fallback_text(attempts: list[Attempt]) -> str | None:
@@ -342,13 +378,13 @@ def _new_edit(prep: _Prepared, engine: str, model: str | None, params: dict[str,
 
 def _record_without_output(store: Store, prep: _Prepared, engine: str, status: str, error: str,
                            attempts: list[Attempt], started: str) -> int:
-    model = prep.editors[engine].model
+    model = prep.engines[engine].editor.model
     params = {"preview": prep.plan.previews.get(engine, {}), "n": prep.plan.n}
     new = _new_edit(prep, engine, model, params, attempts, started, seed=prep.plan.seed)
     return edits.insert_without_output(store, new, status, error)
 
 
-def _save_candidate(ws: Workspace, store: Store, prep: _Prepared, engine: str, result: EditResult,
+def _save_candidate(store: Store, prep: _Prepared, engine: str, result: EditResult,
                     raw: np.ndarray, candidate: int, attempts: list[Attempt], started: str,
                     notes: list[str]) -> tuple[EditRecord, dict[str, np.ndarray]]:
     """Write one candidate's raw output and composite and record them; returns the record and both arrays."""
@@ -358,8 +394,8 @@ def _save_candidate(ws: Workspace, store: Store, prep: _Prepared, engine: str, r
         raise EditorError(f"engine {engine} returned an image of shape {raw.shape} ({raw.dtype}); "
                           f"expected ({height}, {width}, 3) uint8. This is a bug in the engine.")
     params = dict(result.params)
-    if prep.given.get(engine):
-        params["requested_options"] = prep.given[engine]  # what this edit was asked for, so it can be made again
+    if prep.engines[engine].asked:
+        params["requested_options"] = prep.engines[engine].asked  # what this edit was asked for, so it can be made again
     params.update({"n": plan.n, "case": plan.case_id, "source_image": plan.source_path.name,
                    "mask_source": plan.mask_source, "mask_coverage_pct": round(100 * plan.mask_coverage, 4),
                    "composite": {"dilate_px": COMPOSITE_DILATE_PX, "feather_px": COMPOSITE_FEATHER_PX}})
@@ -377,29 +413,30 @@ def _save_candidate(ws: Workspace, store: Store, prep: _Prepared, engine: str, r
     pasted = composite(prep.request.image, raw, prep.mask)
     comp_png = labelled_png(pasted, f"{about}, composite")
     try:
-        write_bytes_atomic(ws.store_dir / raw_rel, raw_png, overwrite=False)
-        write_bytes_atomic(ws.store_dir / comp_rel, comp_png, overwrite=False)
+        write_bytes_atomic(prep.store_dir / raw_rel, raw_png, overwrite=False)
+        write_bytes_atomic(prep.store_dir / comp_rel, comp_png, overwrite=False)
     except FileExistsError as exc:
         raise EditorError(f"{exc.filename} already exists and is never overwritten; move it aside "
                           "(the store may have been reset while edit files were kept).") from exc
     except OSError as exc:
-        raise ImageError(f"cannot write edit files under {ws.edits_dir} ({exc.strerror}).") from exc
+        raise ImageError(f"cannot write edit files under {prep.store_dir / 'edits'} ({exc.strerror}).") from exc
     edits.mark_written(store, edit_id, raw_path=raw_rel.as_posix(), raw_sha256=hashlib.sha256(raw_png).hexdigest(),
                        composite_path=comp_rel.as_posix(), composite_sha256=hashlib.sha256(comp_png).hexdigest())
     return edits.get(store, edit_id), {"raw": raw, "composite": pasted}
 
 
-def _run_checks(ws: Workspace, store: Store, prep: _Prepared, saved: list[tuple[EditRecord, dict[str, np.ndarray]]]
+def _run_checks(store: Store, prep: _Prepared, scorer: Scorer, saved: list[tuple[EditRecord, dict[str, np.ndarray]]]
                 ) -> tuple[dict[int, list[CheckResult]], CfkitError | None]:
     """Check each saved candidate from its arrays (the PNGs hold the same pixels) and store the results."""
     results: dict[int, list[CheckResult]] = {}
+    if isinstance(scorer, CfkitError):
+        return results, scorer  # the edits are saved; a check that cannot run is reported with them, not fatal
+    lpips, note = scorer
     try:
-        scorer, note = lpips_scorer(ws)
         for record, outputs in saved:
             images = EditImages(original=prep.request.image, mask=prep.mask, outputs=outputs)
-            measured = check_images(images, prep.thresholds, scorer, lpips_note=note)
+            measured = check_images(images, prep.thresholds, lpips, lpips_note=note)
             results[record.id] = store_checks(store, record.id, record.spec_id, measured)
     except CfkitError as exc:
-        # The edits are saved; a check that cannot run is reported with them, not fatal.
         return results, exc
     return results, None

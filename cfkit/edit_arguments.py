@@ -14,18 +14,36 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cfkit.editors import auto_chain, editor_class, load_editor
+from cfkit.editors import Editor, auto_chain, editor_class, load_editor
 from cfkit.errors import OptionError, UsageError
 from cfkit.options import OptionValues, Setting, blamed
 from cfkit.specs import Spec
-from cfkit.workspace import Workspace
+from cfkit.workspace import EditConfig
 
 
-def engine_options(ws: Workspace, spec: Spec, engine: str, given: OptionValues) -> OptionValues:
-    """An engine's options: ``cfkit.toml [edit.engines.NAME]``, then the spec's ``engines:``, then ``given``."""
-    configured = OptionValues.of(ws.config.edit.engines.get(engine), f"cfkit.toml [edit.engines.{engine}]")
+def engine_options(configured: Mapping[str, Any] | None, spec: Spec, engine: str, given: OptionValues) -> OptionValues:
+    """An engine's options: ``configured`` (``cfkit.toml [edit.engines.NAME]``), then the spec's ``engines:``,
+    then ``given``."""
+    from_config = OptionValues.of(configured, f"cfkit.toml [edit.engines.{engine}]")
     from_spec = OptionValues.of((spec.engines or {}).get(engine), f"spec {spec.id} engines.{engine}")
-    return given.over(from_spec.over(configured))
+    return given.over(from_spec.over(from_config))
+
+
+@dataclass(frozen=True)
+class SpecEngine:
+    """One engine of an edit, built with its options for one spec."""
+
+    editor: Editor
+    asked: dict[str, Any]  # the options this edit asked for (``-o``, ``--model``, ``--input``), as JSON keeps them
+
+
+def spec_engines(arguments: "EditArguments", spec: Spec,
+                 configured: Mapping[str, Mapping[str, Any]]) -> dict[str, SpecEngine]:
+    """Every engine of the chain built for ``spec``; ``configured`` is ``cfkit.toml [edit.engines]``."""
+    return {name: SpecEngine(load_editor(name, engine_options(configured.get(name), spec, name,
+                                                              arguments.given[name])),
+                             plain_values(arguments.given[name].values))
+            for name in arguments.chain}
 
 
 def given_options(chain: tuple[str, ...], options: Mapping[str, Any], model: str | None,
@@ -75,13 +93,14 @@ class EditArguments:
     given: dict[str, OptionValues]
 
 
-def edit_arguments(ws: Workspace, *, engine: str | None = None, n: int | None = None, model: str | None = None,
+def edit_arguments(config: EditConfig, *, engine: str | None = None, n: int | None = None, model: str | None = None,
                    options: Mapping[str, Any] | None = None, input_path: Path | None = None) -> EditArguments:
-    """Check what an edit's arguments name (engines, candidates, option keys) before any spec is read."""
-    chosen = Setting.of(engine, "--engine", ws.config.edit.engine, "[edit] engine")
-    count = Setting.of(n, "-n", ws.config.edit.candidates, "[edit] candidates")
+    """Check what an edit's arguments name (engines, candidates, option keys) before any spec is read;
+    ``config`` is cfkit.toml's ``[edit]``."""
+    chosen = Setting.of(engine, "--engine", config.engine, "[edit] engine")
+    count = Setting.of(n, "-n", config.candidates, "[edit] candidates")
     engine, n = chosen.value, count.value
-    chain = auto_chain(ws.config.edit.auto) if engine == "auto" else (engine,)
+    chain = auto_chain(config.auto) if engine == "auto" else (engine,)
     if not chain:
         raise UsageError(f"{chosen.where} auto: no installed engine takes part in auto; name one with --engine NAME.")
     for name in chain:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cfkit.edit import EditOutcome, EngineCall, make_edit
+from cfkit.edit import EditOutcome, EditSession, EngineCall, make_edit
 from cfkit.edit_arguments import edit_arguments
 from cfkit.editors import editor_class
 from cfkit.errors import CfkitError, PluginError, SpecError, UsageError
@@ -124,38 +124,33 @@ def make_edits(ws: Workspace, spec_ids: list[str], *, engine: str | None = None,
     called after each spec.
     """
     # 1. What holds for every spec, checked once (a bad engine name must not fail 36 times).
-    edit_arguments(ws, engine=engine, n=n, model=model, options=options)
+    edit_arguments(ws.config.edit, engine=engine, n=n, model=model, options=options)
     batch = BatchOutcome()
     total = len(spec_ids)
-    for index, spec_id in enumerate(spec_ids, start=1):
-        started = time.monotonic()
-        # 2. An accepted edit stays unless more candidates are asked for.
-        kept = _accepted(ws, spec_id) if not again else None
-        if kept is not None:
-            result = SpecEdit(spec_id, "kept", kept=kept)
-        else:
-            # 3. The edit, its files and its check; any cfkit error ends this spec only.
-            try:
-                outcome = make_edit(ws, spec_id, engine=engine, n=n, seed=seed, model=model, options=options,
-                                    again=again, engine_call=engine_call)
-            except CfkitError as exc:
-                result = SpecEdit(spec_id, "failed", error=exc, seconds=time.monotonic() - started)
+    # One session: the cases, the LPIPS scorer and the store connection are taken once for every spec.
+    with EditSession(ws) as session:
+        for index, spec_id in enumerate(spec_ids, start=1):
+            started = time.monotonic()
+            # 2. An accepted edit stays unless more candidates are asked for.
+            kept = session.accepted(spec_id) if not again else None
+            if kept is not None:
+                result = SpecEdit(spec_id, "kept", kept=kept)
             else:
-                passed = outcome.check_error is None and all(
-                    (outcome.verdicts.get(r.id) or "").startswith("pass") for r in outcome.records)
-                result = SpecEdit(spec_id, "made" if passed else "check failed", outcome=outcome,
-                                  seconds=time.monotonic() - started)
-        batch.results.append(result)
-        if progress is not None:
-            progress(index, total, result)
+                # 3. The edit, its files and its check; any cfkit error ends this spec only.
+                try:
+                    outcome = make_edit(ws, spec_id, engine=engine, n=n, seed=seed, model=model, options=options,
+                                        again=again, engine_call=engine_call, session=session)
+                except CfkitError as exc:
+                    result = SpecEdit(spec_id, "failed", error=exc, seconds=time.monotonic() - started)
+                else:
+                    passed = outcome.check_error is None and all(
+                        (outcome.verdicts.get(r.id) or "").startswith("pass") for r in outcome.records)
+                    result = SpecEdit(spec_id, "made" if passed else "check failed", outcome=outcome,
+                                      seconds=time.monotonic() - started)
+            batch.results.append(result)
+            if progress is not None:
+                progress(index, total, result)
     return batch
-
-
-def _accepted(ws: Workspace, spec_id: str) -> int | None:
-    if not ws.db_path.is_file():
-        return None
-    with Store(ws.db_path) as store:
-        return reviews.accepted_edit_id(store, spec_id)
 
 
 # ── one more like an edit ──────────────────────────────────────────────────

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from cfkit.cases import CaseSet
 from cfkit.errors import ConfigError, NotFoundError
 from cfkit.images import image_array
 from cfkit.masks import load_mask
@@ -49,21 +50,24 @@ class EditFiles:
         return self.images.outputs
 
 
-def spec_thresholds(ws: Workspace, spec: Spec) -> Thresholds:
-    """The check's limits for ``spec``: defaults, then ``[check] margin``, then the spec's ``checks:``."""
+def spec_thresholds(spec: Spec, margin: int) -> Thresholds:
+    """The check's limits for ``spec``: defaults, then ``margin`` (``[check] margin``), then the spec's ``checks:``."""
     overrides: dict[str, Any] | None = None if spec.checks is None else spec.checks.model_dump()
-    return Thresholds.for_spec(overrides, margin=ws.config.check.margin)
+    return Thresholds.for_spec(overrides, margin=margin)
 
 
-def load_edit_images(ws: Workspace, store: Store, edit_id: int) -> EditFiles:
-    """Read an edit's files and its spec's mask; outputs of another size are resized (same aspect only)."""
+def load_edit_images(ws: Workspace, store: Store, edit_id: int, *, cases: CaseSet | None = None) -> EditFiles:
+    """Read an edit's files and its spec's mask; outputs of another size are resized (same aspect only).
+
+    ``cases``: the workspace's cases, when the caller has read them already (a loop over edits reads them once).
+    """
     record = edits.get(store, edit_id)
     spec_id = record.spec_id
     if record.status != "ok":
         raise NotFoundError(f"edit {edit_id} of {spec_id} is '{record.status}' ({record.error or 'no image'}); "
                             f"nothing to check. Make a new one with 'cfkit edit {spec_id}'.")
     spec = load_spec(ws, spec_id).spec
-    cases = try_load_cases(ws)
+    cases = try_load_cases(ws) if cases is None else cases
     if cases is None:
         raise ConfigError(f"cases file {ws.cases_path} is missing, so {spec_id}'s original image cannot be found. "
                           "Set [dataset] cases in cfkit.toml.")
@@ -103,23 +107,23 @@ def store_checks(store: Store, edit_id: int, spec_id: str, results: list[OutputC
 
 
 def check_edit(ws: Workspace, store: Store, edit_id: int, *, lpips_weights: Path | None = None,
-               scorer: LpipsScorer | None = None) -> list[CheckResult]:
+               scorer: LpipsScorer | None = None, cases: CaseSet | None = None) -> list[CheckResult]:
     """Measure every output of a stored edit, judge it and store one ``checks`` row per variant.
 
     LPIPS uses ``scorer`` when given, else :func:`load_lpips` (``lpips_weights``,
     ``$CFKIT_LPIPS_BACKBONE``, ``[check] lpips_backbone``, torch's hub cache).
     """
-    files = load_edit_images(ws, store, edit_id)
+    files = load_edit_images(ws, store, edit_id, cases=cases)
     scorer, note = lpips_scorer(ws, lpips_weights, scorer)
-    results = check_images(files.images, spec_thresholds(ws, files.spec), scorer, lpips_note=note)
+    results = check_images(files.images, spec_thresholds(files.spec, ws.config.check.margin), scorer, lpips_note=note)
     return store_checks(store, edit_id, files.spec_id, results)
 
 
 def check_spec(ws: Workspace, store: Store, spec_id: str, *, lpips_weights: Path | None = None,
-               scorer: LpipsScorer | None = None) -> list[CheckResult]:
+               scorer: LpipsScorer | None = None, cases: CaseSet | None = None) -> list[CheckResult]:
     """:func:`check_edit` on the newest successful edit of a spec."""
     load_spec(ws, spec_id)  # a helpful error for an unknown id
     newest = edits.newest_ok(store, spec_id)
     if newest is None:
         raise NotFoundError(f"{spec_id} has no successful edit yet; make one with 'cfkit edit {spec_id}'.")
-    return check_edit(ws, store, newest.id, lpips_weights=lpips_weights, scorer=scorer)
+    return check_edit(ws, store, newest.id, lpips_weights=lpips_weights, scorer=scorer, cases=cases)

@@ -43,7 +43,13 @@ class ImageData(NamedTuple):
 
 def open_image(path: Path, *, what: str = "image") -> "Image.Image":
     """Open ``path`` as an upright 8-bit RGB image, or raise :class:`ImageError`."""
-    return decode_image(_read(path, what), source=str(path), what=what)
+    return read_image(path, what=what)[1]
+
+
+def read_image(path: Path, *, what: str = "image") -> "tuple[bytes, Image.Image]":
+    """The file's bytes and :func:`open_image`'s image of them, from one read (for a caller that hashes them too)."""
+    data = _read(path, what)
+    return data, decode_image(data, source=str(path), what=what)
 
 
 def _read(path: Path, what: str) -> bytes:

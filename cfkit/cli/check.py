@@ -43,6 +43,7 @@ def check(ws, spec_ids: tuple[str, ...], all_specs: bool, edit_id: int | None, l
     """
     from cfkit.errors import CheckFailed
     from cfkit.edit_files import check_edit, check_spec
+    from cfkit.specs import try_load_cases
     from cfkit.store import Store, edits
 
     if sum([bool(spec_ids), all_specs, edit_id is not None]) != 1:
@@ -54,7 +55,8 @@ def check(ws, spec_ids: tuple[str, ...], all_specs: bool, edit_id: int | None, l
             ids = edits.specs_with_edits(store) if all_specs else list(spec_ids)
             if not ids:
                 raise NotFoundError(f"no spec in {ws.root} has an edit yet; make one with 'cfkit edit CF01'.")
-            groups = [check_spec(ws, store, spec_id, lpips_weights=lpips_weights) for spec_id in ids]
+            cases = try_load_cases(ws)  # read once for every spec
+            groups = [check_spec(ws, store, spec_id, lpips_weights=lpips_weights, cases=cases) for spec_id in ids]
     results = [r for group in groups for r in group]
     note = results[0].metrics.get("lpips_note") if results else None
     if note:

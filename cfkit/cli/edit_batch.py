@@ -140,13 +140,14 @@ def _summary(batch) -> Table:
 
 
 def _dry_run(ws, ids: list[str], **kwargs) -> None:
-    from cfkit.edit import plan_edit
+    from cfkit.edit import EditSession, plan_edit
 
     as_json = kwargs.pop("as_json")
     rows, problems = [], []
+    session = EditSession(ws)  # the cases are read once for every spec (a dry run opens no store)
     for spec_id in ids:
         try:
-            rows.append(plan_edit(ws, spec_id, **kwargs))
+            rows.append(plan_edit(ws, spec_id, session=session, **kwargs))
         except CfkitError as exc:
             problems.append((spec_id, exc))
     if as_json:

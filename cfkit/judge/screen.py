@@ -111,7 +111,7 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
     from cfkit.backends import as_backend
     from cfkit.parse import parse_answer
     from cfkit.edit_files import load_edit_images
-    from cfkit.specs import spec_files
+    from cfkit.specs import spec_files, try_load_cases
 
     questions = load_questions(ws)
     backend = as_backend(backend)  # a backend built by hand gets the base class's defaults
@@ -122,6 +122,10 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
     if not ids:
         raise UsageError(f"no spec files in {ws.interventions_dir}; nothing to screen.")
 
+    try:
+        cases = try_load_cases(ws)  # read once for every edit
+    except CfkitError:
+        cases = None  # each edit then says what is wrong with the cases file, as its own problem
     results: list[EditScreen] = []
     todo: list[tuple[tuple[EditScreen, Question], object]] = []
     for spec_id in ids:
@@ -133,7 +137,7 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
             result.problem = f"no edit yet; make one with 'cfkit edit {spec_id}'"
             continue
         try:
-            images = load_edit_images(ws, store, record.id)
+            images = load_edit_images(ws, store, record.id, cases=cases)
         except CfkitError as exc:
             result.problem = str(exc)
             continue

@@ -21,6 +21,7 @@ import numpy as np
 from rich.console import Console
 from rich.text import Text
 
+from cfkit.cases import CaseSet
 from cfkit.errors import CfkitError, NotFoundError, UsageError
 from cfkit.masks import derived_mask_state
 from cfkit.edit_files import EditFiles, load_edit_images, spec_thresholds
@@ -30,6 +31,7 @@ from cfkit.review.screen import HELP, ReviewScreen, ViewState
 from cfkit.review.terminal import ALIASES, RESIZE, KeySource, TerminalKeys, require_terminal, terminal_problem
 from cfkit.terminal.keys import follow_terminal_size
 from cfkit.review.view import DIFF_MODES, ViewData, largest_change
+from cfkit.specs import try_load_cases
 from cfkit.judge.screen import doubts_said
 from cfkit.store import Store, checks, edits, reviews, screens
 from cfkit.store.edits import EditRecord
@@ -96,8 +98,8 @@ class EditPictures:
     differences: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, ws: Workspace, store: Store, edit_id: int) -> "EditPictures":
-        files = load_edit_images(ws, store, edit_id)
+    def read(cls, ws: Workspace, store: Store, edit_id: int, cases: CaseSet | None = None) -> "EditPictures":
+        files = load_edit_images(ws, store, edit_id, cases=cases)
         derived = derived_mask_state(ws, files.spec, (files.original.shape[1], files.original.shape[0]))
         return cls(files, None if derived is None else derived.label)
 
@@ -105,7 +107,7 @@ class EditPictures:
         """(edited image, leak pixels, largest change) of one output."""
         edited = self.files.outputs[variant]
         if variant not in self.leaks:
-            thresholds = spec_thresholds(ws, self.files.spec)
+            thresholds = spec_thresholds(self.files.spec, ws.config.check.margin)
             keep = keep_region(self.files.mask, thresholds.margin, thresholds.border)
             self.leaks[variant] = find_leaks(self.files.original, edited, keep, thresholds.leak_delta).pixels
             self.differences[variant] = largest_change(self.files.original, edited)
@@ -114,11 +116,12 @@ class EditPictures:
 
 def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "composite", *,
                    position: str | None = None, edit_id: int | None = None,
-                   pictures: dict[int, EditPictures] | None = None) -> ViewData:
+                   pictures: dict[int, EditPictures] | None = None, cases: CaseSet | None = None) -> ViewData:
     """An edit of ``spec_id`` (default: :func:`edit_to_review`) with its own check and decision, ready to draw.
 
     ``pictures`` keeps each edit's images between calls (the review loop passes one per session), so an
     edit's files are read once however often it is shown; its check and decision are read afresh.
+    ``cases``: the workspace's cases, read once by the caller (else each new edit reads them).
     """
     if edit_id is None:
         edit_id = edit_to_review(store, spec_id).id
@@ -127,7 +130,7 @@ def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "co
         raise UsageError(f"edit #{edit_id} belongs to {record.spec_id}, not {spec_id}. See 'cfkit edits list {spec_id}'.")
     held = {} if pictures is None else pictures
     if edit_id not in held:
-        held[edit_id] = EditPictures.read(ws, store, edit_id)
+        held[edit_id] = EditPictures.read(ws, store, edit_id, cases)
     shown = held[edit_id]
     images = shown.files
     if variant not in images.outputs:
@@ -178,6 +181,14 @@ def _draw(console: Console, screen: ReviewScreen) -> None:
     console.print(screen, soft_wrap=False, crop=True)
 
 
+def _cases(ws: Workspace) -> CaseSet | None:
+    """The cases, or None when they cannot be read (each edit shown then says why)."""
+    try:
+        return try_load_cases(ws)
+    except CfkitError:
+        return None
+
+
 def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySource, console: Console, *,
                 regenerate: Regenerate | None = None, start_edit: int | None = None,
                 failed: Failed | None = None) -> ReviewSummary:
@@ -194,6 +205,7 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
     current: int | None = start_edit
     message: Text | None = None
     pictures: dict[int, EditPictures] = {}  # each edit's images, read once this session
+    cases = _cases(ws)  # and the cases, read once for every edit shown
     data: ViewData | None = None
     stale = True  # read the view again: another edit, output or decision
     while index < len(spec_ids):
@@ -201,7 +213,7 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
         if stale or data is None:
             stale = False
             data = load_view_data(ws, store, spec_id, state.variant, position=f"{index + 1} of {len(spec_ids)}",
-                                  edit_id=current, pictures=pictures)
+                                  edit_id=current, pictures=pictures, cases=cases)
             current = data.edit_id
         _draw(console, ReviewScreen(data, state, message))
         message = None

@@ -115,7 +115,7 @@ def collect_pairs(ws: Workspace, store: Store, spec_ids: list[str], *, models: S
                                    answers=model_answers, problem="no edit yet"))
             continue
         try:
-            images = load_edit_images(ws, store, edit_id)
+            images = load_edit_images(ws, store, edit_id, cases=cases)
         except CfkitError as exc:
             pairs.append(SheetPair(**base, edit_id=edit_id, pictures={}, verdict=None, decision=decision, note=note,
                                    answers=model_answers, problem=str(exc)))

@@ -1,4 +1,4 @@
-"""Counters of image decodes and store opens, to show that each file of an edit is read once."""
+"""Counters of image decodes, store opens and cases-file reads, to show that each file of an edit is read once."""
 
 from __future__ import annotations
 
@@ -37,3 +37,19 @@ def counted(monkeypatch):
     monkeypatch.setattr(Image, "open", counting_open)
     monkeypatch.setattr(cfkit.store.Store, "__init__", counting_init)
     return decodes, opens
+
+
+@pytest.fixture
+def cases_reads(monkeypatch) -> list[Path]:
+    """Every read of a cases file (by its path), while the test runs."""
+    import cfkit.dataset
+
+    loads: list[Path] = []
+    load_cases = cfkit.dataset.load_cases
+
+    def counting_load(path, *args, **kwargs):
+        loads.append(Path(path))
+        return load_cases(path, *args, **kwargs)
+
+    monkeypatch.setattr(cfkit.dataset, "load_cases", counting_load)
+    return loads

@@ -651,7 +651,7 @@ def test_real_weights_check_examples_mini(mini_ws, jax_ckpt, weights_home, monke
     workspace = load_workspace(mini_ws)
     with Store(workspace.db_path) as store:
         images = load_edit_images(workspace, store, edits.newest_ok(store, "EX01").id)
-    thresholds = spec_thresholds(workspace, images.spec)
+    thresholds = spec_thresholds(images.spec, workspace.config.check.margin)
     keep = keep_region(images.mask, thresholds.margin, thresholds.border)
     official = official_lpips(read_alexnet_features(weights_home / IMPORTED_FILE, source="test"), spatial=True)
     for row in rows:
