@@ -26,7 +26,7 @@ from cfkit.report.groups import resolve_groups
 from cfkit.report.labels import check_labels, relabel_ega, relabel_sources
 from cfkit.report.rows import COVERAGE_END, CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
 from cfkit.report.sources import Sources
-from cfkit.probe.swap import as_listed, swap_problem
+from cfkit.swap import as_listed, swap_problem
 from cfkit.report.swap import swap_notes, swap_rows
 from cfkit.report.trouble import reply_troubles
 from cfkit.report.units import AnswerKey, collect_units
@@ -234,9 +234,10 @@ def build_report(
     # A case's gold under every condition a suite asks it in; a pair's two golds from its spec.
     golds = {(c.id, "", condition): c.gold for c in all_cases for condition in CONDITION_ORDER
              if condition not in SUITE_CONDITIONS["counterfactual"] + SWAP_CONDITIONS}
-    # In the swapped order the gold is the id its text moved to.
-    golds |= {(c.id, "", condition): as_listed(c, condition).gold for c in all_cases if swap_problem(c) is None
-              for condition in SWAP_CONDITIONS}
+    # In the swapped order the gold is the id its text moved to (looked up only when there are swap answers).
+    if answers.get("swap"):
+        golds |= {(c.id, "", condition): as_listed(c, condition).gold for c in all_cases if swap_problem(c) is None
+                  for condition in SWAP_CONDITIONS}
     golds |= {(p.case, p.pair, "original"): p.original for p in pairs} | {(p.case, p.pair, "edit"): p.edit for p in pairs}
     troubles = reply_troubles(answers, sources.runs, {key: run.max_tokens for key, run in sources.runs.items()})
     return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected,
@@ -251,16 +252,24 @@ class _Units:
     def __init__(self, sources: Sources):
         self.sources = sources
         self.missing: list[Missing] = []
-        self.asked: dict[AnswerKey, str | None] = {}  # every answer the sections counted, None where unusable
+        # Every answer the sections counted (None where unusable): (model, suite) -> (case, pair, condition) -> it.
+        self.asked: dict[tuple[str, str], dict[tuple[str, str, str], str | None]] = {}
         self.reasons: dict[AnswerKey, str] = {}  # why an answer asked for is not usable
 
     def answer(self, model: str, suite: str, got: dict, case: str, pair: str, condition: str) -> str | None:
         """The usable answer to one unit and condition (None, listed in ``missing``, when there is none)."""
-        key = (model, suite, case, pair, condition)
         listed = len(self.missing)
-        self.asked[key] = found = self._answer(model, suite, got, case, pair, condition)
+        self._asked(model, suite)[(case, pair, condition)] = found = self._answer(model, suite, got, case, pair,
+                                                                                  condition)
         if len(self.missing) > listed:
-            self.reasons[key] = self.missing[-1].reason
+            self.reasons[(model, suite, case, pair, condition)] = self.missing[-1].reason
+        return found
+
+    def _asked(self, model: str, suite: str) -> dict[tuple[str, str, str], str | None]:
+        """The answers counted for one model's suite so far, by (case, pair or "", condition)."""
+        found = self.asked.get((model, suite))
+        if found is None:
+            found = self.asked[(model, suite)] = {}
         return found
 
     def answers(self, model: str, suite: str, got: dict, units: Sequence[tuple[str, str, str]]) -> list[str | None]:
@@ -269,12 +278,12 @@ class _Units:
         An answer that is there, not failed and not about an edit is taken as it
         is; only the others go through :meth:`answer`'s checks.
         """
-        asked, out = self.asked, []
+        asked, out = self._asked(model, suite), []
         for unit in units:
             p = got.get(unit)
             if p is not None and p.edit_id is None and p.error != "transport" and p.error != "refused":
-                asked[(model, suite, *unit)] = p.answer
-                out.append(p.answer)
+                asked[unit] = answer = p.answer
+                out.append(answer)
             else:
                 out.append(self.answer(model, suite, got, *unit))
         return out

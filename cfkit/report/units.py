@@ -96,29 +96,26 @@ class ModelUnits:
 AnswerKey = tuple[str, str, str, str, str]
 
 
-def collect_units(asked: Mapping[AnswerKey, str | None], gold: Mapping[tuple[str, str, str], str],
-                  reasons: Mapping[AnswerKey, str]) -> list[ModelUnits]:
+def collect_units(asked: Mapping[tuple[str, str], Mapping[tuple[str, str, str], str | None]],
+                  gold: Mapping[tuple[str, str, str], str], reasons: Mapping[AnswerKey, str]) -> list[ModelUnits]:
     """Group the answers the report scored into units, per model and suite.
 
-    ``asked`` holds every answer the sections counted (None where there was no
-    usable one), in the order they were asked; ``gold`` the gold option by
-    (case, pair or "", condition), a unit it lacks getting None; ``reasons``
-    why an answer is not usable.
+    ``asked`` holds, per (model, suite), every answer the sections counted by
+    (case, pair or "", condition) (None where there was no usable one), in the
+    order they were asked; ``gold`` the gold option by (case, pair or "",
+    condition), a unit it lacks getting None; ``reasons`` why an answer is not
+    usable, by (model, suite, case, pair or "", condition).
     """
-    grouped: dict[tuple[str, str], dict[tuple[str, str], dict[str, str | None]]] = {}
-    group, last = None, None
-    for (model, suite, case, pair, condition), answer in asked.items():
-        if (model, suite) != last:  # a model's answers to a suite come one after another: one look-up a run
-            last = (model, suite)
-            group = grouped.setdefault(last, {})
-        unit = group.get((case, pair))
-        if unit is None:
-            unit = group[(case, pair)] = {}
-        unit[condition] = answer
     with_reasons = {key[:4] for key in reasons}  # (model, suite, case, pair) of the units with an unusable answer
     golds: dict[tuple, dict[str, str | None]] = {}  # (case, pair, conditions) -> their golds, the same for every model
     out = []
-    for (model, suite), units in grouped.items():
+    for (model, suite), answered in asked.items():
+        units: dict[tuple[str, str], dict[str, str | None]] = {}
+        for (case, pair, condition), answer in answered.items():
+            unit = units.get((case, pair))
+            if unit is None:
+                unit = units[(case, pair)] = {}
+            unit[condition] = answer
         outcomes = []
         for (case, pair), answers in units.items():
             missing = {c: reasons[(model, suite, case, pair, c)] for c in answers
