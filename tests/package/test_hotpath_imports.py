@@ -111,8 +111,42 @@ def test_report_imports_numpy_and_yaml_but_not_scipy_images_or_http(tiny_ws, tmp
     assert code in ("0", "1")
     allowed = CLICK_RICH | PYDANTIC | {"numpy", "yaml"}  # yaml: the workspace's specs say which pairs exist
     assert imported <= allowed, imported - allowed
-    # The EGA section's modules (and the audit's behind them) load only for --ega.
-    assert not {m for m in own if m.startswith("cfkit.audit") or m == "cfkit.report.grounding"}, own
+    # The EGA section's modules (and the audit's behind them) load only for --ega; the others are never its work.
+    assert not {m for m in own if m.startswith(NOT_ON_THE_REPORT_PATH)}, own
+
+
+#: cfkit's own modules a report over cfkit's predictions files never needs: the probe package and its backends
+#: (a report reads the swap suite's rules from cfkit.swap), the parser's rules (predictions carry their reading),
+#: the other harnesses' readers and writers, the EGA section, the figures, and the edit and check rooms.
+NOT_ON_THE_REPORT_PATH = ("cfkit.probe", "cfkit.backends", "cfkit.parse.decision", "cfkit.parse.prose",
+                          "cfkit.parse.fields", "cfkit.interop.mapping", "cfkit.interop.tables",
+                          "cfkit.interop.records", "cfkit.audit", "cfkit.report.grounding", "cfkit.report.plots",
+                          "cfkit.judge", "cfkit.edit", "cfkit.preserve", "cfkit.masks", "cfkit.editors")
+
+
+def test_report_on_a_stored_run_imports_neither_the_probe_nor_scipy(tiny_ws):
+    """A report read from the store (the default) stays off the probe package and scipy.stats too."""
+    done = subprocess.run([sys.executable, "-m", "cfkit", "-w", str(tiny_ws), "probe", "run", "-m",
+                           "baseline:always-no", "-s", "contextcanvas"], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    imported, code, own = _run(["-w", str(tiny_ws), "report", "--format", "json"])
+    assert code in ("0", "1")
+    allowed = CLICK_RICH | PYDANTIC | {"numpy", "yaml"}
+    assert imported <= allowed, imported - allowed
+    assert not {m for m in own if m.startswith(NOT_ON_THE_REPORT_PATH)}, own
+
+
+def test_runs_list_on_a_store_imports_no_probe_report_or_parser(tiny_ws):
+    done = subprocess.run([sys.executable, "-m", "cfkit", "-w", str(tiny_ws), "probe", "run", "-m",
+                           "baseline:always-no", "-s", "contextcanvas"], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    imported, code, own = _run(["-w", str(tiny_ws), "runs", "list"])
+    assert code == "0"
+    assert imported <= CLICK_RICH, imported - CLICK_RICH
+    assert not {m for m in own if m.startswith(("cfkit.probe", "cfkit.backends", "cfkit.report", "cfkit.parse",
+                                                "cfkit.predictions", "cfkit.cases", "cfkit.stats"))}, own
 
 
 def test_report_json_reads_back_equal_to_the_standard_encoder():
