@@ -112,17 +112,22 @@ def parse_predictions(
     options: dict[str, frozenset[str] | None] = {}  # a case's option ids, found once per case, not once per line
     read_line = Prediction.__pydantic_validator__.validate_json  # JSON read and checked in one pass
     name = str(path)
+    unseen = object()
     for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+        if not line or line.isspace():
             continue
         try:
             pred = read_line(line)
         except Exception:  # noqa: BLE001 - anything unusual is read the plain way, which accepts it or names it
             pred = _plain_line(line, f"{path}:{lineno}")
-        problem = _known_problem(pred, cases, pairs, options)
-        if problem:
-            raise PredictionError(f"{path}:{lineno}: {problem}")
-        key = (pred.model, pred.suite, pred.case, pred.pair or "", pred.condition)  # Prediction.key
+        pair, answer = pred.pair, pred.answer
+        # A case seen before, no pair and an answer among its options: nothing to look up (_known_problem's checks).
+        ids = options.get(pred.case, unseen) if cases is not None and pair is None else unseen
+        if ids is unseen or ids is None or (answer is not None and answer not in ids):
+            problem = _known_problem(pred, cases, pairs, options)
+            if problem:
+                raise PredictionError(f"{path}:{lineno}: {problem}")
+        key = (pred.model, pred.suite, pred.case, pair or "", pred.condition)  # Prediction.key
         if key in seen:
             raise PredictionError(
                 f"{path}:{lineno}: a second answer from model '{pred.model}' for case {pred.case}"
