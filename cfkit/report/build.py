@@ -386,9 +386,9 @@ def _modality(units: _Units, model: str, got: dict, cases: _CaseColumns, resampl
         invalid[condition] = sum(a is None for a in answered)
     # One set of resampling indices for every statistic (and model) keeps all of them paired by case.
     matrix = 100.0 * np.stack([correct[c] for c in conditions]).astype(float)
-    intervals = stats.bootstrap_mean_intervals(matrix, resamples=resamples, seed=seed)
-    comparisons = [stats.paired_comparison(correct[a], correct[b], resamples=resamples, seed=seed)
-                   for a, b in MODALITY_DELTAS]
+    # The conditions' means and the deltas from one count-matrix product (one read of the resamples a model).
+    comparisons, intervals = stats.paired_comparisons([(correct[a], correct[b]) for a, b in MODALITY_DELTAS],
+                                                      resamples, also=matrix)
     adjusted = stats.bonferroni([c.mcnemar.p_value for c in comparisons])
     return ModalityRow(
         model=model,

@@ -66,11 +66,13 @@ class UnitOutcome:
                              self.gold["edit"])
 
     def to_dict(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"case": self.case}
-        if self.pair is not None:
-            record |= {"pair": self.pair, "category": self.category}
-        return record | {"answers": dict(self.answers), "gold": dict(self.gold), "correct": self.correct,
-                         "missing": dict(self.missing)}
+        answers = self.answers
+        correct = {c: (a := answers[c]) is not None and a == g for c, g in self.gold.items()}  # self.correct
+        if self.pair is None:  # a case: most units of a study, written as one literal
+            return {"case": self.case, "answers": dict(answers), "gold": dict(self.gold), "correct": correct,
+                    "missing": dict(self.missing)}
+        return {"case": self.case, "pair": self.pair, "category": self.category, "answers": dict(answers),
+                "gold": dict(self.gold), "correct": correct, "missing": dict(self.missing)}
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,8 @@ def collect_units(asked: Mapping[tuple[str, str], Mapping[tuple[str, str, str], 
         outcomes = []
         for (case, pair), answers in units.items():
             missing = {c: reasons[(model, suite, case, pair, c)] for c in answers
-                       if (model, suite, case, pair, c) in reasons} if (model, suite, case, pair) in with_reasons else {}
+                       if (model, suite, case, pair, c) in reasons} \
+                if with_reasons and (model, suite, case, pair) in with_reasons else {}
             shared = (case, pair, *answers)
             if shared not in golds:
                 golds[shared] = {c: gold.get((case, pair, c)) for c in answers}
