@@ -161,3 +161,23 @@ def test_report_json_reads_back_equal_to_the_standard_encoder():
     lines = text.splitlines()
     assert lines[2].startswith('    {"name": "m", "rows": [{"acc": 0.5, "ci": [0.1, 0.9]')  # a list's element: one line
     assert lines[-4:] == ["    1,", "    [2, 3]", "  ]", "}"]
+
+
+def test_a_json_report_with_nothing_to_warn_draws_nothing_and_imports_no_rich(tiny_ws, tmp_path):
+    """Rich loads where something is drawn: JSON written straight to stdout, with no warning, needs none of it."""
+    lines = [{"model": "m", "suite": "contextcanvas", "case": case, "pair": None, "condition": "image",
+              "answer": "A", "parse": "json", "error": None, "raw": "A", "reason": None, "confidence": None}
+             for case in ("T001", "T002", "T003")]
+    predictions = tmp_path / "p.jsonl"
+    predictions.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    args = ["-w", str(tiny_ws), "report", "--predictions", str(predictions), "--resamples", "50", "--format", "json"]
+    done = subprocess.run([sys.executable, "-m", "cfkit", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert json.loads(done.stdout)["contextcanvas"][0]["model"] == "m"
+    imported, code, _own = _run(args)
+    assert code == "0"
+    assert "rich" not in imported, imported
+    # The same report as tables draws them, with Rich.
+    imported, code, _own = _run(args[:-1] + ["table"])
+    assert code == "0" and "rich" in imported
