@@ -18,7 +18,7 @@ from typing import Any
 #: over cfkit's own predictions files needs none of the readers or writers behind them.
 _LAZY = {"COLUMNS": "records", "RunRecordRow": "records", "run_rows": "records", "EXPORT_FORMATS": "tables",
          "SUFFIXES": "tables", "read_export": "tables", "write_export": "tables", "Imported": "mapping",
-         "READ_FORMATS": "mapping", "load_map": "mapping", "read_file": "mapping", "detect": "detect",
+         "READ_FORMATS": "mapping", "load_map": "mapping", "read_file": "mapping", "detect": "sniff",
          "PEER_FORMATS": "samples", "as_predictions_files": "reporting"}
 
 __all__ = ["COLUMNS", "EXPORT_FORMATS", "Imported", "PEER_FORMATS", "READ_FORMATS", "RunRecordRow", "SUFFIXES",

@@ -22,7 +22,7 @@ from pathlib import Path
 from cfkit.cases import Case, CaseSet
 from cfkit.errors import PredictionError, UsageError
 from cfkit.interop import inspect_log, lmms, vlmevalkit
-from cfkit.interop.detect import detect
+from cfkit.interop.sniff import detect
 from cfkit.interop.records import COLUMNS, RunRecordRow
 from cfkit.interop.samples import PEER_FORMATS, PeerFile, PeerSample
 from cfkit.parse import PARSER_VERSION, parse_answer

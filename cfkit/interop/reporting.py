@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cfkit.errors import PredictionError, UsageError
-from cfkit.interop.detect import detect
+from cfkit.interop.sniff import detect
 from cfkit.predictions import load_predictions
 from cfkit.workspace import Workspace
 

@@ -181,3 +181,17 @@ def test_a_json_report_with_nothing_to_warn_draws_nothing_and_imports_no_rich(ti
     # The same report as tables draws them, with Rich.
     imported, code, _own = _run(args[:-1] + ["table"])
     assert code == "0" and "rich" in imported
+
+
+@pytest.mark.parametrize("package", ["cfkit.interop", "cfkit.parse", "cfkit.probe"])
+def test_every_name_a_lazy_package_offers_resolves_to_its_module_s_object(package):
+    """A package that names its rooms' objects lazily gives each one (a wrong entry in its table would only fail
+    when some command first asks for it), and refuses a name it does not have."""
+    import importlib
+
+    module = importlib.import_module(package)
+    for name, room in module._LAZY.items():
+        assert getattr(module, name) is getattr(importlib.import_module(f"{package}.{room}"), name), name
+    assert set(module._LAZY) <= set(module.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        getattr(module, "no_such_name")
