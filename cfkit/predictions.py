@@ -199,10 +199,15 @@ def check_predictions(
         pred = preds[number - 1]
         return f"{source}, record {number} (model {pred.model}, {pred.suite})"
 
+    unseen = object()
     for number, pred in enumerate(preds, start=1):
-        problem = _known_problem(pred, cases, pairs, options)
-        if problem:
-            raise PredictionError(f"{where(number)}: {problem}")
+        answer = pred.answer
+        # As in parse_predictions: a seen case, no pair and one of its options need no look-up.
+        ids = options.get(pred.case, unseen) if cases is not None and pred.pair is None else unseen
+        if ids is unseen or ids is None or (answer is not None and answer not in ids):
+            problem = _known_problem(pred, cases, pairs, options)
+            if problem:
+                raise PredictionError(f"{where(number)}: {problem}")
         key = pred.key
         if key in seen:
             raise PredictionError(f"{where(number)}: a second answer for case {pred.case}, condition "
