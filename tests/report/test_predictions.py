@@ -165,3 +165,16 @@ def test_edit_answers_carry_their_edit_and_image_and_other_lines_are_unchanged(t
     with pytest.raises(PredictionError, match=r"p3.jsonl:1: field 'image_sha256'"):
         load_predictions([write(tmp_path / "p3.jsonl", line(suite="counterfactual", pair="TX01", condition="edit",
                                                              image_sha256="not-a-hash"))], cases=cases, pairs=PAIRS)
+
+
+@pytest.mark.parametrize("second, message", [
+    ({"answer": "D", "condition": "image", "model": "n"}, r"record 2 \(model n, contextcanvas\): answer 'D' is not an "
+                                                          r"option of case T001"),
+    ({"answer": "A", "condition": "image", "model": "m"}, r"record 2 .*a second answer for case T001"),
+])
+def test_check_predictions_looks_at_every_record_of_a_case_already_seen(cases, second, message):
+    """Records of a case already checked take a shorter path; a bad answer or a repeat is still caught there."""
+    preds = [Prediction(model="m", suite="contextcanvas", case="T001", condition="image", answer="A"),
+             Prediction(suite="contextcanvas", case="T001", **second)]
+    with pytest.raises(PredictionError, match=message):
+        check_predictions(preds, "store x", cases=cases)
