@@ -164,11 +164,11 @@ def build_report(
     sources = sources or Sources(preds=list(preds))
     # 1. index
     answers: dict[str, dict[str, dict[tuple[str, str, str], Prediction]]] = {}
-    last, got = None, {}
+    suite, model, got = None, None, {}
     for p in preds:
-        if (p.suite, p.model) != last:  # a run's lines come together: one look-up per run, not per line
-            last = (p.suite, p.model)
-            got = answers.setdefault(p.suite, {}).setdefault(p.model, {})
+        if p.model != model or p.suite != suite:  # a run's lines come together: one look-up per run, not per line
+            suite, model = p.suite, p.model
+            got = answers.setdefault(suite, {}).setdefault(model, {})
         got[(p.case, p.pair or "", p.condition)] = p
     # 2. checks
     cc_models = answers.get("contextcanvas", {})
@@ -192,7 +192,9 @@ def build_report(
     # 3. the suites
     all_cases = list(gold.cases)
     by_case = stats.Resamples(len(all_cases), n_resamples=n_resamples, seed=seed) if cc_models else None
-    cc_usable = {model: units.usable(model, "contextcanvas", got) for model, got in cc_models.items()}
+    compared = {name for pair in compare for name in pair}  # only the compared models' usable answers are needed
+    cc_usable = {model: units.usable(model, "contextcanvas", got) for model, got in cc_models.items()
+                 if model in compared}
     cc_rows = []
     cc_case = _CaseColumns(all_cases, ("image",)) if cc_models else None  # made once, shared by every model
     for model, got in cc_models.items():
