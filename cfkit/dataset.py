@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -318,6 +319,7 @@ class _ImageChecker:
     def __init__(self, path: Path, image_root: Path, existence: bool, missing: list[str]):
         self.path, self.image_root, self.existence, self.missing = str(path), image_root, existence, missing
         self.root = image_root.resolve()
+        self.root_text = str(image_root)  # plain file names are looked at as links by string, without pathlib
         self.root_is_dir = image_root.is_dir()
         self.seen: set[str] = set()
         self.folders: dict[Path, Path] = {}  # each folder resolved once: thousands of images share a few folders
@@ -336,9 +338,12 @@ class _ImageChecker:
             self.missing.extend(n for n in case.images if n not in self.seen)
             self.seen.update(case.images)
         for i, name in enumerate(case.images):
-            target = _resolved(image_root / name, self.folders)
+            if "/" not in name and name not in (".", "..") and not os.path.islink(os.path.join(self.root_text, name)):
+                target = self.root / name if self.existence else None  # a plain file name in the root: inside it
+            else:
+                target = _resolved(image_root / name, self.folders)
             where = f"images.{i}"
-            if not target.is_relative_to(self.root):
+            if target is not None and not target.is_relative_to(self.root):
                 problems.append(CaseProblem(path, lineno, f"case '{case.id}': image {name!r} resolves to "
                                             f"{target}, outside the image root {self.root}; keep images inside it "
                                             "(or set [dataset] images to the folder the link leads to).",

@@ -11,9 +11,10 @@ selected one can be told apart.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
@@ -110,19 +111,27 @@ def parse_predictions(
     seen = {} if seen is None else seen
     out: list[Prediction] = []
     options: dict[str, frozenset[str] | None] = {}  # a case's option ids, found once per case, not once per line
-    read_line = Prediction.__pydantic_validator__.validate_json  # JSON read and checked in one pass
+    # JSON read and checked in one pass; the two checks written in Python are made inline (see _checks_pass).
+    read_line = _schema_reader() or Prediction.__pydantic_validator__.validate_json
     name = str(path)
+    unseen = object()
     for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+        if not line or line.isspace():
             continue
         try:
             pred = read_line(line)
+            if not _checks_pass(pred):
+                raise ValueError("refused by Prediction's own checks")  # said in their words by _plain_line
         except Exception:  # noqa: BLE001 - anything unusual is read the plain way, which accepts it or names it
             pred = _plain_line(line, f"{path}:{lineno}")
-        problem = _known_problem(pred, cases, pairs, options)
-        if problem:
-            raise PredictionError(f"{path}:{lineno}: {problem}")
-        key = (pred.model, pred.suite, pred.case, pred.pair or "", pred.condition)  # Prediction.key
+        pair, answer = pred.pair, pred.answer
+        # A case seen before, no pair and an answer among its options: nothing to look up (_known_problem's checks).
+        ids = options.get(pred.case, unseen) if cases is not None and pair is None else unseen
+        if ids is unseen or ids is None or (answer is not None and answer not in ids):
+            problem = _known_problem(pred, cases, pairs, options)
+            if problem:
+                raise PredictionError(f"{path}:{lineno}: {problem}")
+        key = (pred.model, pred.suite, pred.case, pair or "", pred.condition)  # Prediction.key
         if key in seen:
             raise PredictionError(
                 f"{path}:{lineno}: a second answer from model '{pred.model}' for case {pred.case}"
@@ -132,6 +141,46 @@ def parse_predictions(
         seen[key] = (name, lineno)  # formatted only when a second answer names it
         out.append(pred)
     return out
+
+
+_RULES = frozenset(RULES)
+
+
+def _checks_pass(pred: Prediction) -> bool:
+    """Whether ``pred`` passes Prediction's ``_known_rule`` and ``_consistent`` (True only when both would)."""
+    suite = pred.suite
+    return ((pred.parse is None or pred.parse in _RULES)
+            and pred.condition in SUITE_CONDITIONS[suite]
+            and (suite == "counterfactual") == bool(pred.pair)
+            and (pred.answer is None or pred.error is None)
+            and ((pred.edit_id is None and pred.image_sha256 is None)
+                 or (pred.condition == "edit" and suite == "counterfactual")))
+
+
+@functools.cache
+def _schema_reader() -> Callable[[str], Prediction] | None:
+    """Prediction's JSON validator without its two checks written in Python, which a study's hundreds of thousands
+    of lines pay for in calls from Rust (a fifth of the reading); :func:`_checks_pass` makes them inline and a line
+    it refuses is read the plain way, whose messages are the model's own. None (the full validator is used) where
+    pydantic's schema of the model is not laid out as expected."""
+    from pydantic_core import SchemaValidator
+
+    try:
+        outer = Prediction.__pydantic_core_schema__
+        model = dict(outer["schema"])
+        fields_schema = dict(model["schema"])
+        fields = dict(fields_schema["fields"])
+        parse = dict(fields["parse"])
+        default = dict(parse["schema"])
+        checked = default["schema"]
+        if (outer["type"], model["type"], default["type"], checked["type"]) != (
+                "function-after", "model", "default", "function-after") or model.get("cls") is not Prediction:
+            return None
+        default["schema"] = checked["schema"]
+        parse["schema"], fields["parse"], fields_schema["fields"], model["schema"] = default, parse, fields, fields_schema
+        return SchemaValidator(model, model.get("config")).validate_json
+    except (KeyError, TypeError):
+        return None
 
 
 def _known_problem(pred: Prediction, cases: CaseSet | None, pairs: Mapping[str, str] | None,
@@ -194,10 +243,15 @@ def check_predictions(
         pred = preds[number - 1]
         return f"{source}, record {number} (model {pred.model}, {pred.suite})"
 
+    unseen = object()
     for number, pred in enumerate(preds, start=1):
-        problem = _known_problem(pred, cases, pairs, options)
-        if problem:
-            raise PredictionError(f"{where(number)}: {problem}")
+        answer = pred.answer
+        # As in parse_predictions: a seen case, no pair and one of its options need no look-up.
+        ids = options.get(pred.case, unseen) if cases is not None and pred.pair is None else unseen
+        if ids is unseen or ids is None or (answer is not None and answer not in ids):
+            problem = _known_problem(pred, cases, pairs, options)
+            if problem:
+                raise PredictionError(f"{where(number)}: {problem}")
         key = pred.key
         if key in seen:
             raise PredictionError(f"{where(number)}: a second answer for case {pred.case}, condition "

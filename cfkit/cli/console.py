@@ -10,63 +10,94 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from typing import Any, Callable
 
 import click
-from rich.console import Console, ConsoleOptions, RenderableType, RenderHook, RenderResult
-from rich.markup import escape
-from rich.segment import Segment
 
-from cfkit.visible import is_visible, visible
-
-
-class _Visible:
-    """A renderable drawn with the control characters of its text made visible."""
-
-    def __init__(self, renderable: RenderableType):
-        self.renderable = renderable
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        for segment in console.render(self.renderable, options):
-            if segment.control or is_visible(segment.text):
-                yield segment  # Rich's own cursor moves and clears pass as they are
-            else:
-                yield Segment(visible(segment.text), segment.style)
+#: Made on first use (Rich is imported then): a command that draws nothing, such as ``report --format json`` with
+#: nothing to warn about, never loads Rich. ``out`` (data, stdout), ``err`` (status and errors, stderr) and
+#: ``ShowControls`` are this module's names all the same (see :func:`__getattr__`).
+_MADE: dict[str, Any] = {}
+#: The environment when this module was imported: ``out`` and ``err`` are set up from it (COLUMNS, NO_COLOR, TERM …)
+#: whenever they are first used, as they were when they were made at import.
+_STARTED_WITH = os.environ.copy()
 
 
-class ShowControls(RenderHook):
-    """Every renderable a console prints goes through :class:`_Visible`."""
+def __getattr__(name: str) -> Any:
+    if name == "ShowControls":
+        return _drawing()[0]
+    if name in ("out", "err"):
+        if name not in _MADE:
+            made = _console(stderr=name == "err", _environ=_STARTED_WITH)
+            made._environ = os.environ  # what Rich reads while printing (COLUMNS in a pipe) stays live, as before
+            _MADE[name] = made
+        return _MADE[name]
+    raise AttributeError(f"module 'cfkit.cli.console' has no attribute {name!r}")
 
-    def process_renderables(self, renderables: list) -> list:
-        return [_Visible(r) for r in renderables]
+
+@functools.cache
+def _drawing() -> tuple[type, type]:
+    """``(ShowControls, _Visible)``: the render hook every console here carries, and what it wraps each renderable
+    in, defined when Rich is first needed."""
+    from rich.console import Console, ConsoleOptions, RenderableType, RenderHook, RenderResult
+    from rich.segment import Segment
+
+    from cfkit.visible import is_visible, visible
+
+    class _Visible:
+        """A renderable drawn with the control characters of its text made visible."""
+
+        def __init__(self, renderable: RenderableType):
+            self.renderable = renderable
+
+        def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+            for segment in console.render(self.renderable, options):
+                if segment.control or is_visible(segment.text):
+                    yield segment  # Rich's own cursor moves and clears pass as they are
+                else:
+                    yield Segment(visible(segment.text), segment.style)
+
+    class ShowControls(RenderHook):
+        """Every renderable a console prints goes through :class:`_Visible`."""
+
+        def process_renderables(self, renderables: list) -> list:
+            return [_Visible(r) for r in renderables]
+
+    ShowControls.__module__ = _Visible.__module__ = __name__
+    return ShowControls, _Visible
 
 
-def _console(**options: Any) -> Console:
+def _console(**options: Any):
+    from rich.console import Console
+
     console = Console(soft_wrap=True, highlight=False, emoji=False, **options)
-    console.push_render_hook(ShowControls())
+    console.push_render_hook(_drawing()[0]())
     return console
 
 
-out = _console()
-err = _console(stderr=True)
-
-
-def data_console(width: int | None = None) -> Console:
+def data_console(width: int | None = None):
     """The console for data on stdout; with ``width``, one of that width (wider than Rich's 80 for a pipe)."""
-    return out if width is None else _console(width=width)
+    return __getattr__("out") if width is None else _console(width=width)
+
+
+def _escape(message: str) -> str:
+    from rich.markup import escape
+
+    return escape(message)
 
 
 def error(message: str) -> None:
-    err.print(f"[bold red]error:[/] {escape(message)}")
+    __getattr__("err").print(f"[bold red]error:[/] {_escape(message)}")
 
 
 def warn(message: str) -> None:
-    err.print(f"[yellow]warning:[/] {escape(message)}")
+    __getattr__("err").print(f"[yellow]warning:[/] {_escape(message)}")
 
 
 def status(message: str) -> None:
-    err.print(escape(message), style="dim")
+    __getattr__("err").print(_escape(message), style="dim")
 
 
 def print_json(data: Any) -> None:

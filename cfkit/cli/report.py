@@ -8,7 +8,8 @@ import sys
 import click
 
 from cfkit.cli import params
-from cfkit.cli.console import data_console, out, status, warn, workspace_option
+from cfkit.cli import console
+from cfkit.cli.console import data_console, status, warn, workspace_option
 from cfkit.vocabulary import REPORT_FORMATS as FORMATS
 MISSING_SHOWN = 20
 
@@ -213,7 +214,7 @@ PIPE_WIDTH = 1000
 def _table_width() -> int | None:
     """None (the terminal's width, or COLUMNS) on a terminal; in a pipe or a file, room for every table to lay out
     at its natural width rather than Rich's 80 columns, which would break names and intervals."""
-    if out.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+    if console.out.is_terminal or os.environ.get("COLUMNS", "").isdigit():
         return None
     return PIPE_WIDTH
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from cfkit.cases import Case, CaseSet
 from cfkit.errors import PredictionError, UsageError
 from cfkit.interop import inspect_log, lmms, vlmevalkit
+from cfkit.interop.sniff import detect
 from cfkit.interop.records import COLUMNS, RunRecordRow
 from cfkit.interop.samples import PEER_FORMATS, PeerFile, PeerSample
 from cfkit.parse import PARSER_VERSION, parse_answer
@@ -29,45 +30,6 @@ from cfkit.parse import PARSER_VERSION, parse_answer
 #: What ``--predictions-format`` and ``runs import --format`` accept.
 READ_FORMATS = ("auto", "native", "export", *PEER_FORMATS)
 _READERS = {"inspect": inspect_log.read, "lmms": lmms.read, "vlmevalkit": vlmevalkit.read}
-
-
-def detect(path: Path) -> str:
-    """The format of a results file, from its name and its first bytes."""
-    suffix = path.suffix.lower()
-    if suffix == ".eval":
-        return "inspect"
-    if suffix in (".xlsx", ".tsv"):
-        return "vlmevalkit"
-    if suffix == ".parquet":
-        return "export"
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(64 * 1024).decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        raise PredictionError(f"predictions file {path} not found. Check the path given.") from None
-    except OSError as exc:
-        raise PredictionError(f"{path}: cannot be read ({exc.strerror}).") from exc
-    if suffix == ".csv":
-        first = head.splitlines()[0] if head else ""
-        names = next(csv.reader([first]), [])
-        return "export" if {"run", "suite", "condition"} <= set(names) else "vlmevalkit"
-    stripped = head.lstrip()
-    first = stripped.splitlines()[0] if stripped else ""
-    try:
-        record = json.loads(first)
-    except (json.JSONDecodeError, RecursionError):
-        record = None
-    if isinstance(record, dict):
-        if "doc_id" in record and "resps" in record:
-            return "lmms"
-        if "run" in record and "suite" in record:
-            return "export"
-        if "suite" in record and "condition" in record:
-            return "native"
-    if suffix == ".json" or (stripped.startswith("{") and '"eval"' in head):
-        return "inspect"
-    # Anything else is read as cfkit's predictions, whose reader names the first line it cannot take.
-    return "native"
 
 
 def load_map(path: Path | str) -> dict[str, str]:

@@ -18,9 +18,20 @@ split), :mod:`~cfkit.parse.jsonscan` (JSON in linear time),
 rejected labels, one-sentence contradictions), :mod:`~cfkit.parse.decision`.
 """
 
-from cfkit.parse.decision import parse_answer
-from cfkit.parse.reasoning import split_reasoning
+from typing import Any
+
 from cfkit.parse.result import FAILURES, PARSER_VERSION, RULES, ParsedAnswer
-from cfkit.parse.text import GRADED_CAP
+
+#: The parser itself, imported when first asked for: reading predictions back (a report) needs only the names of
+#: the rules and failures above, not the rules' patterns.
+_LAZY = {"parse_answer": "decision", "split_reasoning": "reasoning", "GRADED_CAP": "text"}
 
 __all__ = ["FAILURES", "GRADED_CAP", "PARSER_VERSION", "RULES", "ParsedAnswer", "parse_answer", "split_reasoning"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"cfkit.parse.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'cfkit.parse' has no attribute {name!r}")

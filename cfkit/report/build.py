@@ -26,7 +26,7 @@ from cfkit.report.groups import resolve_groups
 from cfkit.report.labels import check_labels, relabel_ega, relabel_sources
 from cfkit.report.rows import COVERAGE_END, CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
 from cfkit.report.sources import Sources
-from cfkit.probe.swap import as_listed, swap_problem
+from cfkit.swap import as_listed, swap_problem
 from cfkit.report.swap import swap_notes, swap_rows
 from cfkit.report.trouble import reply_troubles
 from cfkit.report.units import AnswerKey, collect_units
@@ -164,11 +164,11 @@ def build_report(
     sources = sources or Sources(preds=list(preds))
     # 1. index
     answers: dict[str, dict[str, dict[tuple[str, str, str], Prediction]]] = {}
-    last, got = None, {}
+    suite, model, got = None, None, {}
     for p in preds:
-        if (p.suite, p.model) != last:  # a run's lines come together: one look-up per run, not per line
-            last = (p.suite, p.model)
-            got = answers.setdefault(p.suite, {}).setdefault(p.model, {})
+        if p.model != model or p.suite != suite:  # a run's lines come together: one look-up per run, not per line
+            suite, model = p.suite, p.model
+            got = answers.setdefault(suite, {}).setdefault(model, {})
         got[(p.case, p.pair or "", p.condition)] = p
     # 2. checks
     cc_models = answers.get("contextcanvas", {})
@@ -192,7 +192,9 @@ def build_report(
     # 3. the suites
     all_cases = list(gold.cases)
     by_case = stats.Resamples(len(all_cases), n_resamples=n_resamples, seed=seed) if cc_models else None
-    cc_usable = {model: units.usable(model, "contextcanvas", got) for model, got in cc_models.items()}
+    compared = {name for pair in compare for name in pair}  # only the compared models' usable answers are needed
+    cc_usable = {model: units.usable(model, "contextcanvas", got) for model, got in cc_models.items()
+                 if model in compared}
     cc_rows = []
     cc_case = _CaseColumns(all_cases, ("image",)) if cc_models else None  # made once, shared by every model
     for model, got in cc_models.items():
@@ -234,9 +236,10 @@ def build_report(
     # A case's gold under every condition a suite asks it in; a pair's two golds from its spec.
     golds = {(c.id, "", condition): c.gold for c in all_cases for condition in CONDITION_ORDER
              if condition not in SUITE_CONDITIONS["counterfactual"] + SWAP_CONDITIONS}
-    # In the swapped order the gold is the id its text moved to.
-    golds |= {(c.id, "", condition): as_listed(c, condition).gold for c in all_cases if swap_problem(c) is None
-              for condition in SWAP_CONDITIONS}
+    # In the swapped order the gold is the id its text moved to (looked up only when there are swap answers).
+    if answers.get("swap"):
+        golds |= {(c.id, "", condition): as_listed(c, condition).gold for c in all_cases if swap_problem(c) is None
+                  for condition in SWAP_CONDITIONS}
     golds |= {(p.case, p.pair, "original"): p.original for p in pairs} | {(p.case, p.pair, "edit"): p.edit for p in pairs}
     troubles = reply_troubles(answers, sources.runs, {key: run.max_tokens for key, run in sources.runs.items()})
     return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected,
@@ -251,16 +254,24 @@ class _Units:
     def __init__(self, sources: Sources):
         self.sources = sources
         self.missing: list[Missing] = []
-        self.asked: dict[AnswerKey, str | None] = {}  # every answer the sections counted, None where unusable
+        # Every answer the sections counted (None where unusable): (model, suite) -> (case, pair, condition) -> it.
+        self.asked: dict[tuple[str, str], dict[tuple[str, str, str], str | None]] = {}
         self.reasons: dict[AnswerKey, str] = {}  # why an answer asked for is not usable
 
     def answer(self, model: str, suite: str, got: dict, case: str, pair: str, condition: str) -> str | None:
         """The usable answer to one unit and condition (None, listed in ``missing``, when there is none)."""
-        key = (model, suite, case, pair, condition)
         listed = len(self.missing)
-        self.asked[key] = found = self._answer(model, suite, got, case, pair, condition)
+        self._asked(model, suite)[(case, pair, condition)] = found = self._answer(model, suite, got, case, pair,
+                                                                                  condition)
         if len(self.missing) > listed:
-            self.reasons[key] = self.missing[-1].reason
+            self.reasons[(model, suite, case, pair, condition)] = self.missing[-1].reason
+        return found
+
+    def _asked(self, model: str, suite: str) -> dict[tuple[str, str, str], str | None]:
+        """The answers counted for one model's suite so far, by (case, pair or "", condition)."""
+        found = self.asked.get((model, suite))
+        if found is None:
+            found = self.asked[(model, suite)] = {}
         return found
 
     def answers(self, model: str, suite: str, got: dict, units: Sequence[tuple[str, str, str]]) -> list[str | None]:
@@ -269,12 +280,12 @@ class _Units:
         An answer that is there, not failed and not about an edit is taken as it
         is; only the others go through :meth:`answer`'s checks.
         """
-        asked, out = self.asked, []
+        asked, out = self._asked(model, suite), []
         for unit in units:
             p = got.get(unit)
             if p is not None and p.edit_id is None and p.error != "transport" and p.error != "refused":
-                asked[(model, suite, *unit)] = p.answer
-                out.append(p.answer)
+                asked[unit] = answer = p.answer
+                out.append(answer)
             else:
                 out.append(self.answer(model, suite, got, *unit))
         return out
@@ -377,9 +388,9 @@ def _modality(units: _Units, model: str, got: dict, cases: _CaseColumns, resampl
         invalid[condition] = sum(a is None for a in answered)
     # One set of resampling indices for every statistic (and model) keeps all of them paired by case.
     matrix = 100.0 * np.stack([correct[c] for c in conditions]).astype(float)
-    intervals = stats.bootstrap_mean_intervals(matrix, resamples=resamples, seed=seed)
-    comparisons = [stats.paired_comparison(correct[a], correct[b], resamples=resamples, seed=seed)
-                   for a, b in MODALITY_DELTAS]
+    # The conditions' means and the deltas from one count-matrix product (one read of the resamples a model).
+    comparisons, intervals = stats.paired_comparisons([(correct[a], correct[b]) for a, b in MODALITY_DELTAS],
+                                                      resamples, also=matrix)
     adjusted = stats.bonferroni([c.mcnemar.p_value for c in comparisons])
     return ModalityRow(
         model=model,

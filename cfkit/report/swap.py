@@ -1,6 +1,6 @@
 """The position-bias section (``swap``): each model's answers to the swap suite in both option orders.
 
-The units are the cases the swap suite asks (:func:`cfkit.probe.swap.swap_case_ids`
+The units are the cases the swap suite asks (:func:`cfkit.swap.swap_case_ids`
 over the workspace's cases). Each answer, an option id as listed in the
 prompt it answers, is turned into that option's text, and
 :func:`cfkit.stats.swap_scores` compares the texts: accuracy in each order,
@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from cfkit import stats
 from cfkit.cases import Case, CaseSet
 from cfkit.errors import CaseError, PredictionError
-from cfkit.probe.swap import answer_text, swap_case_ids, swap_problem
+from cfkit.swap import answer_text, swap_case_ids, swap_problem
 from cfkit.vocabulary import ORIGINAL_ORDER, SWAPPED_ORDER
 
 #: How a note saying that a model lacks usable answers for some units ends (the CLI's one line per model and

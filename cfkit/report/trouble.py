@@ -11,12 +11,12 @@ requests, runs that stopped) are counted under ``missing`` instead.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from cfkit.predictions import Prediction
-from cfkit.probe.progress import reply_trouble
+from cfkit.parse.trouble import reply_trouble
 
 
 @dataclass(frozen=True)
@@ -37,12 +37,24 @@ class ReplyTrouble:
         return asdict(self)
 
 
-def _counts(preds: list[Prediction]) -> tuple[int, int, int, int]:
-    """(replies, with no valid option, empty, cut off) among predictions that came back (no transport failure)."""
-    came = [p for p in preds if p.error != "transport"]
-    invalid = [p for p in came if p.answer is None]
-    empty = sum(1 for p in invalid if p.error != "refused" and not (p.raw or "").strip())
-    return len(came), len(invalid), empty, sum(1 for p in came if p.truncated)
+def _counts(preds: Iterable[Prediction]) -> dict[str, list[int]]:
+    """By condition: [replies, with no valid option, empty, cut off] among the predictions that came back (a
+    transport failure is no reply; its condition is still listed, with zeros)."""
+    counts: dict[str, list[int]] = {}
+    for p in preds:
+        row = counts.get(p.condition)
+        if row is None:
+            row = counts[p.condition] = [0, 0, 0, 0]
+        if p.error == "transport":
+            continue
+        row[0] += 1
+        if p.answer is None:
+            row[1] += 1
+            if p.error != "refused" and not (p.raw or "").strip():
+                row[2] += 1
+        if p.truncated:
+            row[3] += 1
+    return counts
 
 
 def reply_troubles(answers: Mapping[str, Mapping[str, Mapping[Any, Prediction]]],
@@ -62,13 +74,12 @@ def reply_troubles(answers: Mapping[str, Mapping[str, Mapping[Any, Prediction]]]
             run_id = run.id if run is not None else None
             command = f"cfkit runs unparsed {run_id}" if run_id else ""
             limit = max_tokens.get((model, suite))
-            preds = list(got.values())
-            groups: list[tuple[str | None, list[Prediction]]] = [(None, preds)]
-            conditions = sorted({p.condition for p in preds})
-            if len(conditions) > 1:
-                groups += [(c, [p for p in preds if p.condition == c]) for c in conditions]
-            for condition, group in groups:
-                n, invalid, empty, truncated = _counts(group)
+            by_condition = _counts(got.values())  # one pass over the replies; the suite's counts are the sums
+            whole = [sum(column) for column in zip(*by_condition.values())] or [0, 0, 0, 0]
+            groups: list[tuple[str | None, list[int]]] = [(None, whole)]
+            if len(by_condition) > 1:
+                groups += [(c, by_condition[c]) for c in sorted(by_condition)]
+            for condition, (n, invalid, empty, truncated) in groups:
                 what = f"{model} {suite}" + (f" ({condition})" if condition else "")
                 line = reply_trouble(what, n, invalid, empty, truncated, limit, command if invalid else "")
                 if line:

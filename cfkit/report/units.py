@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+_new = object.__new__
+
 #: The categories of a counterfactual pair, in the order Table S7's counts are given.
 PAIR_CATEGORIES: tuple[str, ...] = ("correct", "reverse", "stuck_original", "stuck_edit", "invalid")
 
@@ -53,6 +55,16 @@ class UnitOutcome:
     gold: dict[str, str | None]  # condition -> the gold option id (None: a suite whose gold the report lacks)
     missing: dict[str, str] = field(default_factory=dict)  # condition -> why it has no usable answer (see 'missing')
 
+    @classmethod
+    def made(cls, case: str, pair: str | None, answers: dict[str, str | None], gold: dict[str, str | None],
+             missing: dict[str, str]) -> UnitOutcome:
+        """The same outcome as ``UnitOutcome(case, pair, answers, gold, missing)``, made for a study's hundreds of
+        thousands of units: its fields are set at once rather than by the frozen class's one
+        ``object.__setattr__`` each (a third of the cost of collecting the units)."""
+        made = _new(cls)
+        made.__dict__.update(case=case, pair=pair, answers=answers, gold=gold, missing=missing)
+        return made
+
     @property
     def correct(self) -> dict[str, bool]:
         return {c: self.answers[c] is not None and self.answers[c] == self.gold[c] for c in self.gold}
@@ -66,11 +78,13 @@ class UnitOutcome:
                              self.gold["edit"])
 
     def to_dict(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"case": self.case}
-        if self.pair is not None:
-            record |= {"pair": self.pair, "category": self.category}
-        return record | {"answers": dict(self.answers), "gold": dict(self.gold), "correct": self.correct,
-                         "missing": dict(self.missing)}
+        answers = self.answers
+        correct = {c: (a := answers[c]) is not None and a == g for c, g in self.gold.items()}  # self.correct
+        if self.pair is None:  # a case: most units of a study, written as one literal
+            return {"case": self.case, "answers": dict(answers), "gold": dict(self.gold), "correct": correct,
+                    "missing": dict(self.missing)}
+        return {"case": self.case, "pair": self.pair, "category": self.category, "answers": dict(answers),
+                "gold": dict(self.gold), "correct": correct, "missing": dict(self.missing)}
 
 
 @dataclass(frozen=True)
@@ -96,38 +110,36 @@ class ModelUnits:
 AnswerKey = tuple[str, str, str, str, str]
 
 
-def collect_units(asked: Mapping[AnswerKey, str | None], gold: Mapping[tuple[str, str, str], str],
-                  reasons: Mapping[AnswerKey, str]) -> list[ModelUnits]:
+def collect_units(asked: Mapping[tuple[str, str], Mapping[tuple[str, str, str], str | None]],
+                  gold: Mapping[tuple[str, str, str], str], reasons: Mapping[AnswerKey, str]) -> list[ModelUnits]:
     """Group the answers the report scored into units, per model and suite.
 
-    ``asked`` holds every answer the sections counted (None where there was no
-    usable one), in the order they were asked; ``gold`` the gold option by
-    (case, pair or "", condition), a unit it lacks getting None; ``reasons``
-    why an answer is not usable.
+    ``asked`` holds, per (model, suite), every answer the sections counted by
+    (case, pair or "", condition) (None where there was no usable one), in the
+    order they were asked; ``gold`` the gold option by (case, pair or "",
+    condition), a unit it lacks getting None; ``reasons`` why an answer is not
+    usable, by (model, suite, case, pair or "", condition).
     """
-    grouped: dict[tuple[str, str], dict[tuple[str, str], dict[str, str | None]]] = {}
-    group, last = None, None
-    for (model, suite, case, pair, condition), answer in asked.items():
-        if (model, suite) != last:  # a model's answers to a suite come one after another: one look-up a run
-            last = (model, suite)
-            group = grouped.setdefault(last, {})
-        unit = group.get((case, pair))
-        if unit is None:
-            unit = group[(case, pair)] = {}
-        unit[condition] = answer
     with_reasons = {key[:4] for key in reasons}  # (model, suite, case, pair) of the units with an unusable answer
     golds: dict[tuple, dict[str, str | None]] = {}  # (case, pair, conditions) -> their golds, the same for every model
-    out = []
-    for (model, suite), units in grouped.items():
+    out, made = [], UnitOutcome.made
+    for (model, suite), answered in asked.items():
+        units: dict[tuple[str, str], dict[str, str | None]] = {}
+        for (case, pair, condition), answer in answered.items():
+            unit = units.get((case, pair))
+            if unit is None:
+                unit = units[(case, pair)] = {}
+            unit[condition] = answer
         outcomes = []
         for (case, pair), answers in units.items():
             missing = {c: reasons[(model, suite, case, pair, c)] for c in answers
-                       if (model, suite, case, pair, c) in reasons} if (model, suite, case, pair) in with_reasons else {}
+                       if (model, suite, case, pair, c) in reasons} \
+                if with_reasons and (model, suite, case, pair) in with_reasons else {}
             shared = (case, pair, *answers)
             if shared not in golds:
                 golds[shared] = {c: gold.get((case, pair, c)) for c in answers}
             # ``answers`` was made for this unit alone; each unit gets its own copy of the golds.
-            outcomes.append(UnitOutcome(case, pair or None, answers, dict(golds[shared]), missing))
+            outcomes.append(made(case, pair or None, answers, dict(golds[shared]), missing))
         out.append(ModelUnits(model, suite, outcomes))
     return out
 

@@ -15,7 +15,7 @@ Modules, one concept each (every public name is re-exported here):
                     ContextCanvasIntervals, contextcanvas_intervals
     counterfactual  CounterfactualScores, counterfactual_scores (NCU)
     comparison      McNemarResult, mcnemar_exact, mcnemar_p, bonferroni,
-                    PairedComparison, paired_comparison
+                    PairedComparison, paired_comparison, paired_comparisons
     agreement       Agreement, AgreementTable, agreement, agreement_table,
                     cohen_kappa, gwet_ac1
     grounding       EgaScores, ega_scores, unsupported_rate (Table S8)
@@ -46,6 +46,7 @@ from cfkit.stats.comparison import (
     mcnemar_exact,
     mcnemar_p,
     paired_comparison,
+    paired_comparisons,
 )
 from cfkit.stats.contextcanvas import (
     ContextCanvasIntervals,
@@ -64,6 +65,6 @@ __all__ = [
     "EgaScores", "Interval", "McNemarResult", "PairedComparison", "Resamples", "SwapScores",
     "agreement", "agreement_table", "bonferroni", "bootstrap_indices", "bootstrap_mean_intervals", "cohen_kappa",
     "contextcanvas_intervals", "contextcanvas_scores", "correct_mask", "counterfactual_scores", "ega_scores",
-    "f1_score", "gwet_ac1", "mcnemar_exact", "mcnemar_p", "paired_comparison", "percentile_intervals",
+    "f1_score", "gwet_ac1", "mcnemar_exact", "mcnemar_p", "paired_comparison", "paired_comparisons", "percentile_intervals",
     "sum_statistic_intervals", "swap_scores", "unsupported_rate",
 ]

@@ -89,13 +89,40 @@ def paired_comparison(
     ``resamples`` (or a legacy ``indices`` matrix) to share resamples with
     other statistics over the same units.
     """
+    first, second, diff = _paired(first_correct, second_correct)
+    ci = bootstrap_mean_intervals(diff[None, :], n_resamples=n_resamples, seed=seed, indices=indices,
+                                  resamples=resamples)[0]
+    return _comparison(first, second, diff, ci)
+
+
+def paired_comparisons(pairs: Sequence[tuple[np.ndarray, np.ndarray]], resamples: Resamples, *,
+                       also: np.ndarray | None = None) -> tuple[list[PairedComparison], list[Interval]]:
+    """:func:`paired_comparison` for several (first, second) pairs over the same units and resamples, every
+    bootstrap taken from one count-matrix product; with ``also`` (``(k, n)``), the mean intervals of its rows
+    from that product too (the second item; empty without it).
+
+    Each figure equals the one :func:`paired_comparison` (and :func:`bootstrap_mean_intervals` for ``also``)
+    gives alone: each row is summed on its own, and a sum of whole numbers is exact in any order. The
+    differences always are whole numbers; give ``also`` rows of whole numbers (100 × correct) for the same.
+    """
+    paired = [_paired(first, second) for first, second in pairs]
+    rows = [diff for _, _, diff in paired]
+    extra = [] if also is None else list(np.asarray(also, dtype=float))
+    intervals = bootstrap_mean_intervals(np.stack(extra + rows), resamples=resamples) if extra or rows else []
+    found = [_comparison(first, second, diff, ci) for (first, second, diff), ci in zip(paired, intervals[len(extra):])]
+    return found, intervals[:len(extra)]
+
+
+def _paired(first_correct: np.ndarray, second_correct: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Both outcome arrays as booleans, and their per-unit difference in percentage points."""
     first = np.asarray(first_correct, dtype=bool)
     second = np.asarray(second_correct, dtype=bool)
     if first.shape != second.shape or first.ndim != 1:
         raise ValueError("both outcome arrays need one entry per unit")
-    diff = 100.0 * (second.astype(float) - first.astype(float))
-    ci = bootstrap_mean_intervals(diff[None, :], n_resamples=n_resamples, seed=seed, indices=indices,
-                                  resamples=resamples)[0]
+    return first, second, 100.0 * (second.astype(float) - first.astype(float))
+
+
+def _comparison(first: np.ndarray, second: np.ndarray, diff: np.ndarray, ci: Interval) -> PairedComparison:
     return PairedComparison(
         n=int(first.size),
         first_acc=percent(first),

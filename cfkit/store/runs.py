@@ -219,9 +219,23 @@ def _run(row: sqlite3.Row) -> RunRecord:
                         for name in RunRecord.__dataclass_fields__})
 
 
+#: The replies table's columns in :class:`ReplyRecord`'s field order: a row is read by position (looking each of a
+#: study's rows up by name, 23 columns a row, was most of a stored report's reading).
+_REPLY_FIELDS = tuple(ReplyRecord.__dataclass_fields__)
+_REPLIES = "SELECT " + ", ".join(_REPLY_FIELDS) + " FROM replies"
+
+
 def _reply(row: sqlite3.Row) -> ReplyRecord:
-    fields = ReplyRecord.__dataclass_fields__
-    return ReplyRecord(**{name: bool(row[name]) if name == "truncated" else row[name] for name in fields})
+    """A row of :data:`_REPLIES` as its record (``truncated`` as a bool): the fields set at once, as the frozen
+    class's ``__init__`` would set them one ``object.__setattr__`` at a time."""
+    made = _new(ReplyRecord)
+    fields = made.__dict__
+    fields.update(zip(_REPLY_FIELDS, row))
+    fields["truncated"] = bool(fields["truncated"])
+    return made
+
+
+_new = object.__new__
 
 
 # ── runs ───────────────────────────────────────────────────────────────────
@@ -390,7 +404,7 @@ def answered(tx: sqlite3.Connection, run_id: str, wanted: dict[ReplyKey, str]) -
 
 def replies(store: Database, run_id: str) -> list[ReplyRecord]:
     """A run's replies in the order they were stored."""
-    return [_reply(r) for r in store.query("SELECT * FROM replies WHERE run_id = ? ORDER BY rowid", (run_id,))]
+    return [_reply(r) for r in store.query(f"{_REPLIES} WHERE run_id = ? ORDER BY rowid", (run_id,))]
 
 
 def reply_states(store: Database, run_id: str) -> list[tuple[ReplyKey, bool, str | None, str | None, bool, bool]]:
@@ -420,5 +434,5 @@ def count_unanswered(store: Database, run_id: str) -> tuple[int, int, int]:
 
 def unanswered(store: Database, run_id: str) -> list[ReplyRecord]:
     """Replies without a valid answer, by case, pair and condition."""
-    return [_reply(r) for r in store.query("SELECT * FROM replies WHERE run_id = ? AND answer IS NULL "
+    return [_reply(r) for r in store.query(f"{_REPLIES} WHERE run_id = ? AND answer IS NULL "
                                            "ORDER BY case_id, pair_id, condition", (run_id,))]

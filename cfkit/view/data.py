@@ -142,7 +142,7 @@ class ViewData:
         case = self.case(case_id)
         if case is None:
             return []
-        from cfkit.probe.swap import answer_text
+        from cfkit.swap import answer_text
 
         texts: dict[str, dict[str, str | None]] = {}
         for a in self.answers.get(case_id, []):
@@ -161,7 +161,7 @@ def _correct(case: Case | None, suite: str, reply: ReplyRecord) -> bool | None:
     if reply.condition == "edit":  # the edit removes the decisive cue: its gold is the case's Yes option
         return None if case.yes_option is None else reply.answer == case.yes_option
     if suite == "swap":
-        from cfkit.probe.swap import answer_text
+        from cfkit.swap import answer_text
 
         gold_text = next((o.text for o in case.options if o.id == case.gold), None)
         try:

@@ -234,6 +234,31 @@ def test_a_symlink_inside_the_root_is_fine(tiny_ws: Path):
     assert check_cases(tiny_ws / "data" / "cases.jsonl", images).ok
 
 
+@pytest.mark.parametrize("name, link_from, link_to", [
+    ("link.png", "link.png", "outside"),  # a plain file name that is a link out of the root
+    ("sub/link.png", "sub/link.png", "outside"),  # the same one folder down
+    ("away/T001.png", "away", "outside-folder"),  # a folder that is a link out of the root
+])
+def test_load_cases_refuses_every_image_that_resolves_outside_the_root(tiny_ws: Path, name, link_from, link_to):
+    """Reading cases without opening images (a report, a probe plan) still follows links out of the root."""
+    images = tiny_ws / "data" / "images"
+    (tiny_ws / "outside-folder").mkdir()
+    (tiny_ws / "outside-folder" / "T001.png").write_bytes((images / "T001.png").read_bytes())
+    (tiny_ws / "outside").write_bytes((images / "T001.png").read_bytes())
+    (images / "sub").mkdir()
+    os.symlink(tiny_ws / link_to, images / link_from)
+    _write_cases(tiny_ws, _case(images=[name]))
+    with pytest.raises(CaseError, match=f"image '{name}' resolves to .*outside the image root"):
+        load_cases(tiny_ws / "data" / "cases.jsonl", images)
+
+
+def test_load_cases_accepts_plain_names_under_a_linked_image_root(tiny_ws: Path):
+    """An image root reached through a link holds its plain file names: they resolve inside it."""
+    os.symlink(tiny_ws / "data" / "images", tiny_ws / "linked-images")
+    _write_cases(tiny_ws, _case(images=["T001.png"]))
+    assert load_cases(tiny_ws / "data" / "cases.jsonl", tiny_ws / "linked-images").ids == ["T001"]
+
+
 @pytest.mark.parametrize("value, ok", [("HB084", True), ("cf-01.a_2", True), ("9", True), ("x" * 64, True),
                                        ("x" * 65, False), (".hidden", False), ("a/b", False), ("", False),
                                        ("HB084\n", False), ("é1", False)])

@@ -111,8 +111,42 @@ def test_report_imports_numpy_and_yaml_but_not_scipy_images_or_http(tiny_ws, tmp
     assert code in ("0", "1")
     allowed = CLICK_RICH | PYDANTIC | {"numpy", "yaml"}  # yaml: the workspace's specs say which pairs exist
     assert imported <= allowed, imported - allowed
-    # The EGA section's modules (and the audit's behind them) load only for --ega.
-    assert not {m for m in own if m.startswith("cfkit.audit") or m == "cfkit.report.grounding"}, own
+    # The EGA section's modules (and the audit's behind them) load only for --ega; the others are never its work.
+    assert not {m for m in own if m.startswith(NOT_ON_THE_REPORT_PATH)}, own
+
+
+#: cfkit's own modules a report over cfkit's predictions files never needs: the probe package and its backends
+#: (a report reads the swap suite's rules from cfkit.swap), the parser's rules (predictions carry their reading),
+#: the other harnesses' readers and writers, the EGA section, the figures, and the edit and check rooms.
+NOT_ON_THE_REPORT_PATH = ("cfkit.probe", "cfkit.backends", "cfkit.parse.decision", "cfkit.parse.prose",
+                          "cfkit.parse.fields", "cfkit.interop.mapping", "cfkit.interop.tables",
+                          "cfkit.interop.records", "cfkit.audit", "cfkit.report.grounding", "cfkit.report.plots",
+                          "cfkit.judge", "cfkit.edit", "cfkit.preserve", "cfkit.masks", "cfkit.editors")
+
+
+def test_report_on_a_stored_run_imports_neither_the_probe_nor_scipy(tiny_ws):
+    """A report read from the store (the default) stays off the probe package and scipy.stats too."""
+    done = subprocess.run([sys.executable, "-m", "cfkit", "-w", str(tiny_ws), "probe", "run", "-m",
+                           "baseline:always-no", "-s", "contextcanvas"], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    imported, code, own = _run(["-w", str(tiny_ws), "report", "--format", "json"])
+    assert code in ("0", "1")
+    allowed = CLICK_RICH | PYDANTIC | {"numpy", "yaml"}
+    assert imported <= allowed, imported - allowed
+    assert not {m for m in own if m.startswith(NOT_ON_THE_REPORT_PATH)}, own
+
+
+def test_runs_list_on_a_store_imports_no_probe_report_or_parser(tiny_ws):
+    done = subprocess.run([sys.executable, "-m", "cfkit", "-w", str(tiny_ws), "probe", "run", "-m",
+                           "baseline:always-no", "-s", "contextcanvas"], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    imported, code, own = _run(["-w", str(tiny_ws), "runs", "list"])
+    assert code == "0"
+    assert imported <= CLICK_RICH, imported - CLICK_RICH
+    assert not {m for m in own if m.startswith(("cfkit.probe", "cfkit.backends", "cfkit.report", "cfkit.parse",
+                                                "cfkit.predictions", "cfkit.cases", "cfkit.stats"))}, own
 
 
 def test_report_json_reads_back_equal_to_the_standard_encoder():
@@ -127,3 +161,37 @@ def test_report_json_reads_back_equal_to_the_standard_encoder():
     lines = text.splitlines()
     assert lines[2].startswith('    {"name": "m", "rows": [{"acc": 0.5, "ci": [0.1, 0.9]')  # a list's element: one line
     assert lines[-4:] == ["    1,", "    [2, 3]", "  ]", "}"]
+
+
+def test_a_json_report_with_nothing_to_warn_draws_nothing_and_imports_no_rich(tiny_ws, tmp_path):
+    """Rich loads where something is drawn: JSON written straight to stdout, with no warning, needs none of it."""
+    lines = [{"model": "m", "suite": "contextcanvas", "case": case, "pair": None, "condition": "image",
+              "answer": "A", "parse": "json", "error": None, "raw": "A", "reason": None, "confidence": None}
+             for case in ("T001", "T002", "T003")]
+    predictions = tmp_path / "p.jsonl"
+    predictions.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    args = ["-w", str(tiny_ws), "report", "--predictions", str(predictions), "--resamples", "50", "--format", "json"]
+    done = subprocess.run([sys.executable, "-m", "cfkit", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert json.loads(done.stdout)["contextcanvas"][0]["model"] == "m"
+    imported, code, _own = _run(args)
+    assert code == "0"
+    assert "rich" not in imported, imported
+    # The same report as tables draws them, with Rich.
+    imported, code, _own = _run(args[:-1] + ["table"])
+    assert code == "0" and "rich" in imported
+
+
+@pytest.mark.parametrize("package", ["cfkit.interop", "cfkit.parse", "cfkit.probe"])
+def test_every_name_a_lazy_package_offers_resolves_to_its_module_s_object(package):
+    """A package that names its rooms' objects lazily gives each one (a wrong entry in its table would only fail
+    when some command first asks for it), and refuses a name it does not have."""
+    import importlib
+
+    module = importlib.import_module(package)
+    for name, room in module._LAZY.items():
+        assert getattr(module, name) is getattr(importlib.import_module(f"{package}.{room}"), name), name
+    assert set(module._LAZY) <= set(module.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        getattr(module, "no_such_name")

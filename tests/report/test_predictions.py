@@ -74,6 +74,10 @@ def test_round_trip_keeps_every_field(tmp_path, cases):
         (line(pair="TX01"), r"p\.jsonl:2: .*'pair' is only for the counterfactual suite"),
         (line(answer="D"), r"p\.jsonl:2: answer 'D' is not an option of case T001 \(A, B\)"),
         (line(answer="A", error="refused"), r"p\.jsonl:2: .*an answer has no error"),
+        (line(parse="guess"), r"p\.jsonl:2: .*'guess' is not a parser rule"),
+        (line(edit_id=3), r"p\.jsonl:2: .*'edit_id' is only for counterfactual 'edit' answers"),
+        (line(suite="counterfactual", pair="TX01", condition="original", image_sha256="a" * 64),
+         r"p\.jsonl:2: .*'image_sha256' is only for counterfactual 'edit' answers"),
         (line(suite="benchmark"), r"p\.jsonl:2: field 'suite'"),
         (line(extra=1), r"p\.jsonl:2: unknown field 'extra'"),
         (line(answer="A"), r"p\.jsonl:2: a second answer from model 'openai:gpt-5.5' for case T001, condition image "
@@ -165,3 +169,41 @@ def test_edit_answers_carry_their_edit_and_image_and_other_lines_are_unchanged(t
     with pytest.raises(PredictionError, match=r"p3.jsonl:1: field 'image_sha256'"):
         load_predictions([write(tmp_path / "p3.jsonl", line(suite="counterfactual", pair="TX01", condition="edit",
                                                              image_sha256="not-a-hash"))], cases=cases, pairs=PAIRS)
+
+
+@pytest.mark.parametrize("second, message", [
+    ({"answer": "D", "condition": "image", "model": "n"}, r"record 2 \(model n, contextcanvas\): answer 'D' is not an "
+                                                          r"option of case T001"),
+    ({"answer": "A", "condition": "image", "model": "m"}, r"record 2 .*a second answer for case T001"),
+])
+def test_check_predictions_looks_at_every_record_of_a_case_already_seen(cases, second, message):
+    """Records of a case already checked take a shorter path; a bad answer or a repeat is still caught there."""
+    preds = [Prediction(model="m", suite="contextcanvas", case="T001", condition="image", answer="A"),
+             Prediction(suite="contextcanvas", case="T001", **second)]
+    with pytest.raises(PredictionError, match=message):
+        check_predictions(preds, "store x", cases=cases)
+
+
+def test_the_fast_reading_accepts_exactly_the_lines_the_model_accepts():
+    """Lines are read by the model's schema without its two Python checks, which are made inline: over every mix of
+    the fields those checks look at, a line read that way is the model's own reading, and one refused is refused
+    by the model too (and then read the plain way, in the model's words)."""
+    import itertools
+
+    from pydantic import ValidationError
+
+    from cfkit.predictions import _checks_pass, _schema_reader
+
+    fast = _schema_reader()
+    assert fast is not None  # pydantic's schema still has the layout the fast reading relies on
+    values = {"suite": ["contextcanvas", "counterfactual", "modality"], "condition": ["image", "edit", "original", "text"],
+              "pair": [None, "", "TX01"], "answer": [None, "A"], "error": [None, "refused"],
+              "parse": [None, "json", "guess"], "edit_id": [None, 2], "image_sha256": [None, "b" * 64]}
+    for combo in itertools.product(*values.values()):
+        text = line(**dict(zip(values, combo)))
+        try:
+            expected = Prediction.model_validate_json(text)
+        except ValidationError:
+            expected = None
+        got = fast(text)
+        assert (got if _checks_pass(got) else None) == expected, text

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from cfkit.probe.progress import reply_trouble
+from cfkit.parse.trouble import reply_trouble
 from support.chat_api_server import ChatServer, Scripted, answer_json, completion
 from support.probe_runs import FAST
 from support.store_sql import delete_rows

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from collections import Counter
@@ -113,3 +114,14 @@ def test_units_table_and_markdown(paper):
     assert "| GPT-5.2 | counterfactual | N000 | CF01 | original | B | B | yes | correct | — |" in md
     refused = run_cli(cli_args(ws, paths[1:2], "--units", "--reference"))
     assert refused.exit_code == 2 and "Drop --reference" in refused.stderr
+
+
+def test_a_unit_made_for_a_study_equals_one_built_field_by_field():
+    from cfkit.report.units import UnitOutcome
+
+    fields = ("B0001", "CF01", {"original": "A", "edit": None}, {"original": "A", "edit": "B"}, {"edit": "absent"})
+    made, built = UnitOutcome.made(*fields), UnitOutcome(*fields)
+    assert made == built and repr(made) == repr(built) and made.to_dict() == built.to_dict()
+    assert made.category == "invalid" and made.correct == {"original": True, "edit": False}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.case = "B0002"  # still frozen

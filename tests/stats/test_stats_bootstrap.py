@@ -162,3 +162,23 @@ def test_bad_bootstrap_inputs_raise_clear_errors():
         stats.bootstrap_mean_intervals(values, level=95)
     with pytest.raises(ValueError, match="at least one unit"):
         stats.Resamples(0)
+
+
+@pytest.mark.parametrize("n, seed, p_right", [(1204, 0, 0.6), (37, 5, 0.5), (300, 2, 0.99), (50, 1, 0.0)])
+def test_several_comparisons_from_one_product_equal_each_alone_bit_for_bit(n, seed, p_right):
+    """The modality section takes its four deltas and four condition means from one product; every figure must be
+    what the comparison alone (and scipy's binomial test for McNemar's p) gives."""
+    rng = np.random.default_rng(seed)
+    correct = [rng.random(n) < p_right for _ in range(4)]
+    pairs = [(correct[0], correct[1]), (correct[1], correct[2]), (correct[2], correct[3]), (correct[1], correct[3])]
+    means = 100.0 * np.stack(correct).astype(float)
+    resamples = stats.Resamples(n, n_resamples=500, seed=seed)
+    together, intervals = stats.paired_comparisons(pairs, resamples, also=means)
+    alone = [stats.paired_comparison(first, second, resamples=resamples) for first, second in pairs]
+    assert together == alone
+    assert intervals == stats.bootstrap_mean_intervals(means, resamples=resamples)
+    for comparison in together:
+        b, c = comparison.mcnemar.b, comparison.mcnemar.c
+        expected = 1.0 if b + c == 0 else scipy.stats.binomtest(min(b, c), b + c, 0.5).pvalue
+        assert comparison.mcnemar.p_value == pytest.approx(expected, rel=1e-12)
+    assert stats.paired_comparisons([], resamples) == ([], [])

@@ -114,6 +114,34 @@ def _open(store: Store, run_id: str = "counterfactual-m-1") -> str:
 FIELDS = ReplyFields(answer="A", parse="json", error=None, reason="r", confidence="high", detail=None)
 
 
+def test_a_reply_reads_back_with_every_field_it_was_written_with(store):
+    """Replies are read by column position: each field must come back under its own name, in both readers."""
+    import dataclasses
+
+    from cfkit.store.runs import ReplyProvenance, ReplyRecord
+
+    run_id = _open(store)
+    fields = ReplyFields(answer=None, parse=None, error="unparseable", reason="why", confidence="low",
+                         detail="said", reasoning="thought", parser="3")
+    provenance = ReplyProvenance(edit_id=7, image_sha256="a" * 64, server_model="srv", system_fingerprint="fp",
+                                 truncated=True, endpoint="http://127.0.0.1:1")
+    with store.transaction() as tx:
+        runs.write_reply(tx, run_id, ("T1", "CF01", "edit"), cache_key="k", raw="text", fields=fields, cost_usd=0.25,
+                         provenance=provenance, raw_chars=99, created_at="2026-01-02T03:04:05+00:00")
+        runs.write_reply(tx, run_id, ("T1", "CF01", "original"), cache_key=None, raw=None, fields=FIELDS)
+    expected = ReplyRecord(run_id=run_id, case_id="T1", pair_id="CF01", condition="edit", cache_key="k", answer=None,
+                           parse=None, error="unparseable", reason="why", confidence="low", raw="text", detail="said",
+                           created_at="2026-01-02T03:04:05+00:00", cost_usd=0.25, edit_id=7, image_sha256="a" * 64,
+                           server_model="srv", system_fingerprint="fp", raw_chars=99, reasoning="thought",
+                           parser="3", truncated=True, endpoint="http://127.0.0.1:1")
+    first, second = runs.replies(store, run_id)
+    assert first == expected and runs.unanswered(store, run_id) == [expected]
+    assert second.truncated is False and second.answer == "A" and second.raw is None
+    assert dataclasses.replace(second) == second  # what __init__ makes of the same fields
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.answer = "B"
+
+
 def test_replies_are_stored_and_replaced_and_a_run_is_removed_with_its_replies_but_not_the_cache(store):
     run_id = _open(store)
     with store.transaction() as tx:

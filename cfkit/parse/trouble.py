@@ -1,0 +1,32 @@
+"""Replies that are not answers, said in one sentence: cut off at the token limit, empty, or with no option read.
+
+Shared by a probe run's summary and the report's reply problems, so that both
+name the likely cause in the same words.
+"""
+
+from __future__ import annotations
+
+__all__ = ["reply_trouble"]
+
+
+def reply_trouble(what: str, n: int, invalid: int, empty: int, truncated: int, max_tokens: int | None,
+                  command: str) -> str | None:
+    """One sentence naming the likely cause when replies were cut off at the token limit, or when most have no
+    valid answer (empty replies, truncated replies, unparsed replies); None when neither.
+
+    ``what`` names the model and suite (or condition), ``n`` the replies counted and ``command`` the one that
+    shows them (``cfkit runs unparsed RUN``).
+    """
+    if not n or (not truncated and invalid * 2 <= n):
+        return None
+    see = f"; '{command}' shows them" if command else ""
+    if truncated and truncated * 2 >= invalid - empty or not invalid:
+        limit = f" ({max_tokens} tokens)" if max_tokens else ""
+        lacking = f"; {invalid} of {n} have no valid answer" if invalid else "; each still gave a valid answer"
+        return (f"{what}: {truncated} of {n} replies were cut off at the token limit{limit}{lacking}. Raise "
+                f"--max-tokens and run again{see}.")
+    if empty * 2 >= invalid:
+        return (f"{what}: {invalid} of {n} replies have no valid answer, {empty} of them empty: no text came back "
+                f"(check the server's chat template, or whether the model answers only in its reasoning){see}.")
+    return (f"{what}: {invalid} of {n} replies have no valid answer; the parser found no option in most of them "
+            f"({empty} empty, {truncated} cut off at the token limit){see}.")
