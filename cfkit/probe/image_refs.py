@@ -390,6 +390,40 @@ class SendingImages:
             raise
         return replace(request, images=tuple(loaded)), tuple(shas)
 
+    async def acquire_in_thread(self, request: ProbeRequest) -> tuple[ProbeRequest, tuple[str | None, ...]]:
+        """:meth:`acquire_with_digests`, each image not yet held read and hashed in a worker thread (reading and
+        hashing release the interpreter lock), so the event loop goes on sending meanwhile. Requests in flight
+        that send the same image wait for the one read."""
+        import asyncio
+
+        if not any(isinstance(image, ImageRef) for image in request.images):
+            return request, tuple(None for _ in request.images)
+        loaded = []
+        shas: list[str | None] = []
+        try:
+            for image in request.images:
+                if not isinstance(image, ImageRef):
+                    loaded.append(image)
+                    shas.append(None)
+                    continue
+                held = self._held.get(image)
+                if held is None:
+                    held = self._held[image] = [asyncio.ensure_future(asyncio.to_thread(image.load_learning)), 0, None]
+                held[1] += 1
+                loaded.append(image)  # counted: released below if the read fails
+                if isinstance(held[0], asyncio.Future):
+                    data, sha, learned = await held[0]
+                    if isinstance(held[0], asyncio.Future):  # the first of the waiters to wake keeps the result
+                        held[0], held[2] = data, sha
+                        if learned is not None:
+                            self.learned.append(learned)
+                loaded[-1] = held[0]
+                shas.append(held[2])
+        except BaseException:
+            self._release(request.images[: len(loaded)])
+            raise
+        return replace(request, images=tuple(loaded)), tuple(shas)
+
     def release(self, request: ProbeRequest) -> None:
         """The request is answered: drop the images no other request in flight holds."""
         self._release(request.images)

@@ -195,7 +195,7 @@ class Sender:
         key = self.keys[item.key]
         reply = None
         try:
-            request, shas = self._images.acquire_with_digests(item.request)
+            request, shas = await self._images.acquire_in_thread(item.request)
             try:
                 if key is None:  # a lazy plan: the key and the image's digest come from the bytes just read
                     key, item = self._keyed(item, request, shas)
