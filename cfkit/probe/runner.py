@@ -117,6 +117,8 @@ def open_and_settle(store: Store, backend: Backend, plan: ProbePlan, *, protocol
         changed = sorted(k for k in set(previous.versions) | set(recorded.versions)
                          if previous.versions.get(k) != recorded.versions.get(k))
         run_notes.add(f"resumed with other library versions than before ({', '.join(changed)})")
+    if previous is None:
+        run_notes.update(_older_rule_runs(store, run_id, plan.suite, recorded.settings_sha256))
 
     # 3. Keep what is stored; answer from the cache what can be.
     settled = runs.settled_keys(store, run_id)  # keys alone: a large run's raw texts are not read here
@@ -250,6 +252,23 @@ def run_identity(backend: Backend, plan: ProbePlan,
     return run_id_for(backend, plan.suite, recorded.settings_sha256, recorded.requests_sha256), keys, recorded
 
 
+#: Recorded in the notes of every run whose id follows :func:`run_identity` (images by path, size and mtime).
+RUN_ID_RULE = "images by path, size and mtime"
+
+
+def _older_rule_runs(store: Store, run_id: str, suite: str, settings_digest: str) -> list[str]:
+    """A note for an unfinished run with these settings stored under an id of the earlier rule (over image
+    contents): it cannot be continued under its own id; what it answered comes from the response cache."""
+    alike = [r for r in runs.list_runs(store)
+             if r.suite == suite and r.settings_sha256 == settings_digest and r.id != run_id]
+    if any("run_id_rule" in r.notes for r in alike):
+        return []  # said when the first run under the new rule opened
+    older = [r.id for r in alike if not r.complete]
+    return [f"an unfinished run with these settings, {older[-1]}, was stored by an earlier cfkit whose run ids "
+            "covered image contents; this run goes on under a new id, and what that run had answered for the same "
+            "requests came from the response cache, not sent again"] if older else []
+
+
 def _file(state) -> list | None:
     return None if state is None else [state.path, state.size, state.mtime_ns]
 
@@ -261,7 +280,7 @@ def _open_run(store: Store, run_id: str, backend: Backend, plan: ProbePlan, reco
               notes: dict[str, Any]) -> None:
     options = {"options": backend.options.model_dump(mode="json") if backend.options is not None else {},
                "identity": backend.cache_identity}
-    notes = {**notes, "skipped": [asdict(s) for s in plan.skipped], "unreviewed": list(plan.unreviewed),
+    notes = {**notes, "run_id_rule": RUN_ID_RULE, "skipped": [asdict(s) for s in plan.skipped], "unreviewed": list(plan.unreviewed),
              "left_out": list(plan.left_out), "backend_notes": sorted(backend.notes or ())}
     runs.open_run(store, run_id, model=backend.model, suite=plan.suite, options=options, cfkit_version=__version__,
                   templates_sha256=plan.templates_sha256, n_requests=len(plan.items), notes=notes,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
+import json
 import os
 import time
 from collections import Counter
@@ -123,13 +124,22 @@ def test_a_run_stored_before_ids_knew_files_by_stat_is_not_sent_again(ws):
         with Store(ws.db_path) as store:
             rerun = probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
             assert (rerun.run_id, rerun.sent, rerun.kept) == (old_id, 0, 3)
-        # The same run cut short (one reply lost) and never finished:
-        update_rows(ws.db_path, "runs", {"status": "interrupted", "inputs_sha256": None, "inputs_manifest": None},
-                    {"id": old_id})
+        # The same run cut short and never finished, as the earlier cfkit recorded it:
+        with Store(ws.db_path) as store:
+            notes = runs.get_run(store, old_id).notes
+        assert notes.pop("run_id_rule") == "images by path, size and mtime"
+        update_rows(ws.db_path, "runs", {"status": "interrupted", "inputs_sha256": None, "inputs_manifest": None,
+                                         "notes": json.dumps(notes)}, {"id": old_id})
         with Store(ws.db_path) as store:
             resumed = probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
         assert resumed.run_id == done.run_id != old_id
         assert (resumed.sent, resumed.from_cache, resumed.status) == (0, 3, "done") and server.count == 3
+        # The run says so, once: the earlier run's id, and that nothing it had answered was sent again.
+        [said] = [n for n in resumed.notes if old_id in n]
+        assert "earlier cfkit" in said and "not sent again" in said
+        with Store(ws.db_path) as store:
+            again = probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
+        assert again.run_id == done.run_id and not [n for n in again.notes if old_id in n]
 
 
 def test_an_image_rewritten_with_its_size_and_mtime_kept_stays_in_its_run_but_is_keyed_by_the_bytes_sent(ws):
