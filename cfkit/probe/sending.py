@@ -52,6 +52,7 @@ class Sender:
         self._async = is_async(backend)
         self._images = SendingImages()
         self.from_cache = 0  # requests of a lazy plan the response cache answered once their images were read
+        self._cache_holds: bool | None = None  # whether the cache held a response of this model when sending began
 
     async def send_all(self, items: list[ProbeItem], concurrency: int, pacer: Pacer | None = None) -> None:
         """Send ``items`` (those of them no other process takes), ``concurrency`` at most at once.
@@ -150,8 +151,15 @@ class Sender:
         return key, item
 
     def _cached(self, key: str):
-        """The response cache's reply for ``key`` (a lazy plan's request, keyed only now), or None."""
+        """The response cache's reply for ``key`` (a lazy plan's request, keyed only now), or None.
+
+        A cache that held nothing of this model when sending began is not asked again: what this run adds
+        answers other requests, as a plan's lookup before sending would not have seen it either."""
         if not self.backend.capabilities.cacheable:
+            return None
+        if self._cache_holds is None:
+            self._cache_holds = responses.holds_any(self.store, backend=self.backend.kind, model=self.backend.model)
+        if not self._cache_holds:
             return None
         hit = responses.cached(self.store, [key]).get(key)
         return cached_reply(hit) if hit is not None else None
