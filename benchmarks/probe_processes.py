@@ -193,7 +193,7 @@ def process_rows(url: str, tmp: Path, ws_root: Path, jobs: list[tuple[str, str, 
             _fresh(ws_root)
             smalls.append(_probe(url, ws_root, MEMORY_CONCURRENCY, env, n)[1])
             _fresh(big)
-            big_s, rss = _probe(url, big, MEMORY_CONCURRENCY, env, MEMORY_CASES)
+            big_s, rss, _ = _probe(url, big, MEMORY_CONCURRENCY, env, MEMORY_CASES)
             bigs.append(rss)
             big_times.append(big_s)
         big_jobs = _jobs(big)
