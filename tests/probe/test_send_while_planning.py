@@ -219,3 +219,19 @@ def test_the_quick_header_reads_what_pillow_reads_or_leaves_it_to_pillow(fmt, op
     assert quick is None or quick == read_header(data, source="x")
     if fmt in ("PNG", "GIF") or (fmt == "JPEG" and "exif" not in options):
         assert quick is not None  # the common types are read without Pillow
+
+
+def test_cache_keys_are_those_stores_already_hold(ws):
+    """The cache key's formula did not change with the run id's rule: an existing response cache still answers.
+    Computed here independently, as cfkit computed it before: SHA-256 over the JSON of backend kind, model,
+    answer-changing options and the request's fingerprint (its images as MIME type and SHA-256 of the bytes)."""
+    backend = Counting()
+    full = plan_suite(ws, "contextcanvas", backend.capabilities, digests=Digests(None))
+    for item in full.items:
+        material = {"backend": backend.kind, "model": backend.model, "identity": backend.cache_identity,
+                    "request": item.request.fingerprint()}
+        expected = hashlib.sha256(json.dumps(material, sort_keys=True, ensure_ascii=False,
+                                             default=str).encode("utf-8")).hexdigest()
+        assert cache_key(backend, item.request) == expected
+        path = ws.image_root / item.case.images[0]
+        assert item.request.fingerprint()["images"] == [["image/png", _sha(path)]]
