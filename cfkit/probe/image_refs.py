@@ -109,13 +109,17 @@ class ImageRef:
         if self.kind != "file" or self.sha256 is not None:
             data = self.load()
             return data, self.sha256 or hashlib.sha256(data.data).hexdigest(), None
-        state = self.files[0]
         started = time.time_ns()
-        data = _read_unchanged(state)
+        data = _read_unchanged(self.files[0])
         sha = hashlib.sha256(data).hexdigest()
-        learned = FileDigest(path=state.path, size=state.size, mtime_ns=state.mtime_ns, sha256=sha, mime=self.mime,
-                             sent_sha256=sha, width=self.width, height=self.height, hashed_at_ns=started)
-        return ImageData(data, self.mime), sha, learned
+        return ImageData(data, self.mime), sha, self.learned(sha, started)
+
+    def learned(self, sha: str, started: int) -> FileDigest:
+        """What the store's digest table keeps of this file, read whole from ``started`` on, its bytes' SHA-256
+        ``sha`` (a ``file`` image: the bytes sent are the file's)."""
+        state = self.files[0]
+        return FileDigest(path=state.path, size=state.size, mtime_ns=state.mtime_ns, sha256=sha, mime=self.mime,
+                          sent_sha256=sha, width=self.width, height=self.height, hashed_at_ns=started)
 
     def load(self) -> ImageData:
         """The image as sent: read from its files now; refused when a file changed since planning."""
@@ -384,40 +388,6 @@ class SendingImages:
                     held = self._held[image] = [data, 0, sha]
                 held[1] += 1
                 loaded.append(held[0])
-                shas.append(held[2])
-        except BaseException:
-            self._release(request.images[: len(loaded)])
-            raise
-        return replace(request, images=tuple(loaded)), tuple(shas)
-
-    async def acquire_in_thread(self, request: ProbeRequest) -> tuple[ProbeRequest, tuple[str | None, ...]]:
-        """:meth:`acquire_with_digests`, each image not yet held read and hashed in a worker thread (reading and
-        hashing release the interpreter lock), so the event loop goes on sending meanwhile. Requests in flight
-        that send the same image wait for the one read."""
-        import asyncio
-
-        if not any(isinstance(image, ImageRef) for image in request.images):
-            return request, tuple(None for _ in request.images)
-        loaded = []
-        shas: list[str | None] = []
-        try:
-            for image in request.images:
-                if not isinstance(image, ImageRef):
-                    loaded.append(image)
-                    shas.append(None)
-                    continue
-                held = self._held.get(image)
-                if held is None:
-                    held = self._held[image] = [asyncio.ensure_future(asyncio.to_thread(image.load_learning)), 0, None]
-                held[1] += 1
-                loaded.append(image)  # counted: released below if the read fails
-                if isinstance(held[0], asyncio.Future):
-                    data, sha, learned = await held[0]
-                    if isinstance(held[0], asyncio.Future):  # the first of the waiters to wake keeps the result
-                        held[0], held[2] = data, sha
-                        if learned is not None:
-                            self.learned.append(learned)
-                loaded[-1] = held[0]
                 shas.append(held[2])
         except BaseException:
             self._release(request.images[: len(loaded)])

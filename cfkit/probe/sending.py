@@ -203,7 +203,9 @@ class Sender:
         key = self.keys[item.key]
         reply = None
         try:
-            request, shas = await self._images.acquire_in_thread(item.request)
+            # Read (and, for a lazy plan, hashed) here on the loop: a worker thread hashing them kept 8 MiB
+            # more resident at 64 in flight (its own malloc arena) for no measurable gain on two cores.
+            request, shas = self._images.acquire_with_digests(item.request)
             try:
                 if key is None:  # a lazy plan: the key and the image's digest come from the bytes just read
                     key, item = self._keyed(item, request, shas)
