@@ -77,10 +77,21 @@ async def serve(latency: float) -> None:
     It is leaner than tests/support/chat_api_server.py (no thread per connection, no
     JSON parsing), so the figures measure the client side, not the server.
     """
+    first: list[float] = []  # wall clock (time.time) of the first request since the last GET /first
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
+                if head.startswith(b"GET /first"):  # the benchmark asks when the first request came, and resets
+                    body = json.dumps({"first": first[0] if first else None}).encode()
+                    first.clear()
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+                                 + str(len(body)).encode() + b"\r\n\r\n" + body)
+                    await writer.drain()
+                    continue
+                if not first:
+                    first.append(time.time())
                 length = 0
                 for line in head.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):
@@ -96,6 +107,15 @@ async def serve(latency: float) -> None:
     server = await asyncio.start_server(handle, "127.0.0.1", 0, limit=2 ** 20, backlog=1024)
     print(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", flush=True)
     await server.serve_forever()
+
+
+def first_request_at(url: str) -> float | None:
+    """The server's wall clock (``time.time``) when the first request since the last call came; resets it."""
+    import urllib.request
+
+    root = url.rsplit("/v1", 1)[0]
+    with urllib.request.urlopen(root + "/first", timeout=10) as response:
+        return json.loads(response.read())["first"]
 
 
 def start_server() -> tuple[subprocess.Popen, str]:

@@ -191,9 +191,11 @@ class ProbeJob:
         return () if self.backend is None else tuple(self.backend.notes or ())
 
     def planned(self, store: Store, *, on_progress: Callable[[RunProgress], None] | None = None,
-                on_plan: Callable[[ProbePlan], None] | None = None) -> RunSummary | PlannedRun:
+                on_plan: Callable[[ProbePlan], None] | None = None, lazy: bool = False) -> RunSummary | PlannedRun:
         """Steps 2 and 3 of :func:`probe_suite`: the summary of a run already finished from the same inputs,
-        or the plan with the backend that will answer it."""
+        or the plan with the backend that will answer it. With ``lazy`` the plan reads no image it does not
+        know yet beyond its header and end (its digest is taken when it is sent; only a run that sends
+        itself can plan so, not a batch)."""
         ws, suite, setup, backend = self.ws, self.suite, self.setup, self.backend
         # 2. Nothing to do? (Decided by stat alone when the inputs are as a finished run recorded them.)
         finished = None
@@ -208,15 +210,14 @@ class ProbeJob:
 
         inputs = None
         cases = None
-        digests = Digests(store)  # what each image file holds, known once for the digest and the plan
+        digests = Digests(store, lazy=lazy)  # what each image file holds, known once for the plan
         if setup.cacheable and backend is not None and suite != "counterfactual":
             # … or by the inputs' content (the same content under new mtimes).
             cases = load_cases(ws.cases_path, ws.image_root)
             case_ids, _ = select_case_ids(ws, suite, cases, self.selection)
             inputs = inputs_digest(ws, suite, setup.capabilities, setup.protocol.generation, cases, case_ids,
-                                   self.selection.as_dict(), digests, suite_case_ids(ws, suite, cases, self.selection))
+                                   self.selection.as_dict(), None, suite_case_ids(ws, suite, cases, self.selection))
             finished = _already_finished(ws, store, backend, suite, setup, self.selection, inputs.sha256)
-            digests.save()
             if finished is not None:
                 runs.record_manifest(store, finished.id, inputs.manifest)  # the next rerun needs no read
                 return _finished_summary(store, backend, suite, setup, finished, on_progress)
@@ -240,7 +241,7 @@ class ProbeJob:
     def run(self, store: Store, *, on_progress: Callable[[RunProgress], None] | None = None,
             on_plan: Callable[[ProbePlan], None] | None = None) -> RunSummary:
         """Steps 2–4 of :func:`probe_suite` in ``store``."""
-        planned = self.planned(store, on_progress=on_progress, on_plan=on_plan)
+        planned = self.planned(store, on_progress=on_progress, on_plan=on_plan, lazy=True)
         if isinstance(planned, RunSummary):
             return planned
         inputs = planned.inputs

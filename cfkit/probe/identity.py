@@ -3,10 +3,21 @@
 A run's identity is everything that can change an answer: the backend, the
 model, the resolved endpoint, every generation setting, the answer-changing
 options (the backend's ``cache_identity``: for hf the snapshot commit and file
-hashes), the protocol preset, and the exact requests (templates, cases,
-captions, images and the selection, all through each request's cache key).
+hashes), the protocol preset, and the requests (templates, cases, captions and
+the selection through each request's texts; images through each image file's
+path, size and modification time: :func:`request_key`). All of it is known
+before any image is read, so a run opens and sends its first request at once.
 Changing any of them makes a new run; a run's stored replies are never
 replaced by answers to other questions.
+
+A request's cache key (:func:`cache_key`) covers the bytes of its images
+instead: it is taken from the bytes read to send the request (or from the
+store's digest of a file whose path, size and mtime are unchanged), so the
+response cache never answers one image with a reply to another. What a run id
+promises about an image is what the digest cache already trusts: a file with
+the same path, size and mtime is the same file. A file rewritten in place with
+its size and mtime kept (which a tool must do on purpose) stays in the same
+run, but its replies record the digest and cache key of the bytes sent.
 """
 
 from __future__ import annotations
@@ -16,8 +27,8 @@ import json
 import os
 import re
 import time
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,22 +53,46 @@ def _sha256(data: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def cache_key(backend: Backend, request: ProbeRequest) -> str:
-    """SHA-256 over backend kind, model, answer-changing options and the exact request.
-
-    Backends whose answers depend on where a request comes from rather than on
-    its content (replay, baselines) have ``meta`` included as well.
-    """
+def _key(backend: Backend, request: ProbeRequest, images: list[Any], rule: str | None = None) -> str:
     backend = as_backend(backend)
+    # The fingerprint without its images (whose digests would be taken again from bytes already hashed), then
+    # the images as the caller knows them.
+    fingerprint = replace(request, images=()).fingerprint() | {"images": images}
     material: dict[str, Any] = {
         "backend": backend.kind,
         "model": backend.model,
         "identity": backend.cache_identity,
-        "request": request.fingerprint(),
+        "request": fingerprint,
     }
+    if rule is not None:
+        material["rule"] = rule
     if not backend.capabilities.cacheable:
         material["meta"] = asdict(request.meta)
     return _sha256(material)
+
+
+def cache_key(backend: Backend, request: ProbeRequest, image_sha256: Sequence[str | None] | None = None) -> str | None:
+    """SHA-256 over backend kind, model, answer-changing options and the exact request (its images' bytes).
+
+    Backends whose answers depend on where a request comes from rather than on
+    its content (replay, baselines) have ``meta`` included as well.
+    ``image_sha256`` gives the digest of each image's bytes where the caller
+    has it (the bytes were read to send them); otherwise each image's own.
+    None while an image's bytes are not known yet (a lazy plan's image not sent).
+    """
+    shas = list(image_sha256) if image_sha256 is not None else [None] * len(request.images)
+    shas = [sha if sha is not None else image.sha256 for sha, image in zip(shas, request.images, strict=True)]
+    if any(sha is None for sha in shas):
+        return None
+    return _key(backend, request, [[image.mime, sha] for image, sha in zip(request.images, shas)])
+
+
+def request_key(backend: Backend, request: ProbeRequest) -> str:
+    """The key a run's id covers for ``request``: as :func:`cache_key`, but each image held by reference is
+    known by its files' path, size and mtime (``ImageRef.identity``), not by its bytes; known before any read."""
+    images = [image.identity() if hasattr(image, "identity") else [image.mime, image.sha256]
+              for image in request.images]
+    return _key(backend, request, images, rule="files by path, size and mtime")
 
 
 def run_settings(backend: Backend, generation: Generation, protocol: str | None = None) -> dict[str, Any]:
@@ -81,12 +116,14 @@ def settings_sha256(settings: Mapping[str, Any]) -> str:
 
 
 def requests_sha256(keys: Mapping[tuple[str, str, str], str],
-                    shown: Mapping[tuple[str, str, str], tuple[int | None, str | None]] | None = None) -> str:
-    """A digest over every planned request: its place in the suite, its cache key, and what it is about.
+                    shown: Mapping[tuple[str, str, str], tuple[int | None, Any]] | None = None) -> str:
+    """A digest over every planned request: its place in the suite, its key (:func:`request_key`), and what it
+    is about.
 
-    ``shown`` maps a place to (edit id, image SHA-256) of the question: a
-    backend that takes no images sends the same request for a new edit, yet
-    its answers are about that edit, so a new edit still makes a new run.
+    ``shown`` maps a place to (edit id, the shown image file as [path, size,
+    mtime]) of the question: a backend that takes no images sends the same
+    request for a new edit, yet its answers are about that edit, so a new edit
+    still makes a new run.
     """
     shown = shown or {}
     return _sha256(sorted([list(place), key, list(shown.get(place, (None, None)))] for place, key in keys.items()))
@@ -161,19 +198,18 @@ def inputs_digest(ws: Workspace, suite: str, capabilities: Capabilities, generat
 
     That is: the cfkit version, the suite, the backend's capabilities, the
     generation settings, the selection, the templates, cfkit.toml, the cases
-    file, the selected case ids, and the bytes of each selected case's caption
-    file and images. Equal digests mean identical requests, so a run with the
-    same settings that ended complete with this digest needs no planning at all.
-    Counterfactual requests also depend on review decisions in the store; they
-    get None and are always planned. Image files are known through
-    ``digests`` (:class:`~cfkit.probe.image_refs.Digests`): an unchanged file
-    is not read again. ``suite_case_ids`` are the suite's cases before the
-    selection (their captions decide ``--reviewed-only``).
+    file, the selected case ids, the bytes of each selected case's caption
+    file, and each image file's path, size and mtime (as the run id knows
+    images: no image is read). Equal digests mean the same requests, so a run
+    with the same settings that ended complete with this digest needs no
+    planning at all. Counterfactual requests also depend on review decisions
+    in the store; they get None and are always planned. ``digests`` is not
+    used (kept for callers). ``suite_case_ids`` are the suite's cases before
+    the selection (their captions decide ``--reviewed-only``).
     """
     if suite == "counterfactual":
         return None
     from cfkit.captions import caption_path
-    from cfkit.probe.image_refs import Digests
     from cfkit.prompts import templates_sha256
 
     digest = hashlib.sha256()
@@ -193,13 +229,11 @@ def inputs_digest(ws: Workspace, suite: str, capabilities: Capabilities, generat
             add(f"caption {case_id}", path.read_bytes() if path.is_file() else b"\0missing")
         files += [caption_path(ws, c) for c in dict.fromkeys([*(suite_case_ids or ()), *case_ids])]
     paths = list(dict.fromkeys(p for case_id in case_ids for p in cases.image_paths(cases.get(case_id))))
-    present = {p for p in paths if p.is_file()}
-    digests = digests or Digests(None)
-    digests.prefetch([p for p in paths if p in present])
-    for path in paths:
-        add(f"image {path}", bytes.fromhex(digests.sha256(path)) if path in present else b"\0missing")
+    images = [_file_state(p) for p in paths]
+    for state in images:
+        add(f"image {state[0]}", b"\0missing" if state[1] is None else f"{state[1]} {state[2]}".encode())
     manifest = {"settings": _sha256(settings), "at_ns": started,
-                "files": [_file_state(p) for p in dict.fromkeys([*files, *paths])]}
+                "files": [_file_state(p) for p in dict.fromkeys(files)] + images}
     return InputsDigest(digest.hexdigest(), manifest)
 
 

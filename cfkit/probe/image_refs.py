@@ -19,6 +19,17 @@ trusted (a rewrite within one tick of the filesystem clock keeps the mtime);
 it is checked again, then trusted. A file that changed between planning and
 sending (its size or mtime moved) is refused when it is loaded, rather than
 sent under another image's cache key.
+
+A :class:`Digests` made with ``lazy`` (what ``cfkit probe run`` uses) does not
+read a file it does not know before the first request goes out: it checks the
+file's header and its last bytes (type, pixel size, pixel limit, end marker:
+the checks :func:`cfkit.images.as_sent` makes), and the :class:`ImageRef` it
+gives has ``sha256`` None. The digest is then taken from the very bytes read
+to send the request (:meth:`ImageRef.load_learning`), so each image is read
+once; the sender remembers it in the store for the next run. A file whose
+header alone cannot settle it (another image type, a header longer than
+:data:`~cfkit.probe.header_checks.HEAD_BYTES`, no end marker in its last bytes) is read and hashed at
+once, as before.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ from typing import Literal
 from cfkit.backends import ProbeRequest
 from cfkit.errors import ImageError
 from cfkit.images import ImageData, as_sent, read_header, side_by_side
+from cfkit.probe.header_checks import header_only
 from cfkit.store import Store, digests as digest_table
 from cfkit.store.digests import RACY_S, FileDigest
 
@@ -59,13 +71,15 @@ class ImageRef:
 
     ``kind``: ``file`` (the file's exact bytes), ``png`` (a file of another
     type, re-encoded as PNG) or ``sheet`` (two files side by side with their
-    ``labels``). ``sha256`` and ``mime`` are those of the bytes sent.
+    ``labels``). ``sha256`` and ``mime`` are those of the bytes sent;
+    ``sha256`` is None for a ``file`` not read yet (a lazy plan): it is known
+    once the request is sent.
     """
 
     kind: Literal["file", "png", "sheet"]
     files: tuple[FileState, ...]
     mime: str
-    sha256: str
+    sha256: str | None
     width: int
     height: int
     labels: tuple[str, ...] = ()
@@ -79,6 +93,33 @@ class ImageRef:
     def data(self) -> bytes:
         """The bytes sent (read now; the runner calls :meth:`load` once per request instead)."""
         return self.load().data
+
+    def identity(self) -> list:
+        """What the image is known by before it is read: its kind, type, files (path, size, mtime) and labels
+        (what a run's id covers; :func:`cfkit.probe.identity.request_key`)."""
+        return [self.kind, self.mime, [[f.path, f.size, f.mtime_ns] for f in self.files], list(self.labels)]
+
+    def load_learning(self) -> tuple[ImageData, str, FileDigest | None]:
+        """(the image as sent, the SHA-256 of the bytes sent, what was learned of a file not read before).
+
+        For an image planned without its digest (``sha256`` None) the digest
+        comes from the bytes read here, and the :class:`FileDigest` returned
+        lets the next run know the file without reading it.
+        """
+        if self.kind != "file" or self.sha256 is not None:
+            data = self.load()
+            return data, self.sha256 or hashlib.sha256(data.data).hexdigest(), None
+        started = time.time_ns()
+        data = _read_unchanged(self.files[0])
+        sha = hashlib.sha256(data).hexdigest()
+        return ImageData(data, self.mime), sha, self.learned(sha, started)
+
+    def learned(self, sha: str, started: int) -> FileDigest:
+        """What the store's digest table keeps of this file, read whole from ``started`` on, its bytes' SHA-256
+        ``sha`` (a ``file`` image: the bytes sent are the file's)."""
+        state = self.files[0]
+        return FileDigest(path=state.path, size=state.size, mtime_ns=state.mtime_ns, sha256=sha, mime=self.mime,
+                          sent_sha256=sha, width=self.width, height=self.height, hashed_at_ns=started)
 
     def load(self) -> ImageData:
         """The image as sent: read from its files now; refused when a file changed since planning."""
@@ -206,12 +247,16 @@ class Digests:
 
     ``store`` may be None (a dry run in a workspace without a store): then
     nothing is remembered across runs; with ``remember`` False the store is
-    read but not written. Call :meth:`save` once planning is done.
+    read but not written. Call :meth:`save` once planning is done. With
+    ``lazy``, a file not known yet is only checked (see the module docstring);
+    its digest is learned when it is sent.
     """
 
-    def __init__(self, store: Store | None, *, remember: bool = True):
+    def __init__(self, store: Store | None, *, remember: bool = True, lazy: bool = False):
         self.store = store
         self.remember = remember  # False for a dry run, which writes nothing
+        self.lazy = lazy
+        self.checked = 0  # files only checked (lazy), to be hashed when sent
         self._files: dict[Path, tuple[FileDigest, FileState]] = {}
         self._new: list[FileDigest] = []
         self._sheets: dict[tuple[tuple[Path, ...], tuple[str, ...]], ImageRef] = {}
@@ -231,6 +276,16 @@ class Digests:
                 self._files[path] = (row, FileState(row.path, st.st_size, st.st_mtime_ns))
             else:
                 missing.append(path)
+        if self.lazy:
+            whole = []
+            for path in missing:
+                header = header_only(path, states[path])
+                if header is None:
+                    whole.append(path)
+                else:
+                    self._files[path] = (header, FileState(header.path, header.size, header.mtime_ns))
+                    self.checked += 1
+            missing = whole
         if not missing:
             return
         if len(missing) == 1 or HASH_THREADS == 1:
@@ -243,14 +298,30 @@ class Digests:
         self.hashed += len(found)
 
     def file(self, path: Path) -> FileDigest:
-        """The digest of one file (read and hashed now when it is not known)."""
+        """The digest of one file (read and hashed now when it is not known; a lazy check leaves sha256 "")."""
         if path not in self._files:
             self.prefetch([path])
         return self._files[path][0]
 
-    def sha256(self, path: Path) -> str:
-        """The SHA-256 of the file's bytes."""
-        return self.file(path).sha256
+    def sha256(self, path: Path, *, resolve: bool = True) -> str | None:
+        """The SHA-256 of the file's bytes; for a file a lazy plan only checked, None, or (``resolve``) the
+        file read and hashed now."""
+        digest = self.file(path)
+        if digest.sha256:
+            return digest.sha256
+        if not resolve:
+            return None
+        found = _hash_file(path, _stat(path))
+        self._files[path] = (found, FileState(found.path, found.size, found.mtime_ns))
+        self._new.append(found)
+        self.hashed += 1
+        return found.sha256
+
+    def state(self, path: Path) -> FileState:
+        """The file as planned: path, size and mtime."""
+        if path not in self._files:
+            self.prefetch([path])
+        return self._files[path][1]
 
     def refs(self, paths: list[Path], *, as_sheet: bool) -> tuple[ImageRef, ...]:
         """The images a request sends for ``paths``: each file, or (``as_sheet``) two files as one sheet."""
@@ -261,14 +332,16 @@ class Digests:
         for path in paths:
             digest = self.file(path)
             state = self._files[path][1]
-            kind = "file" if digest.sent_sha256 == digest.sha256 else "png"
-            refs.append(ImageRef(kind, (state,), digest.mime, digest.sent_sha256, digest.width, digest.height))
+            kind = "file" if digest.sent_sha256 == digest.sha256 else "png"  # "" == "": checked, sent as it is
+            refs.append(ImageRef(kind, (state,), digest.mime, digest.sent_sha256 or None, digest.width,
+                                 digest.height))
         return tuple(refs)
 
     def _sheet(self, paths: tuple[Path, ...], labels: tuple[str, ...]) -> ImageRef:
         """A sheet is drawn once here for its digest and size, and drawn again when sent."""
         if (paths, labels) not in self._sheets:
-            self.prefetch(list(paths))
+            for path in paths:
+                self.sha256(path)  # a sheet is drawn from the files now: they are read whole
             data = side_by_side(list(paths), list(labels)).data
             _, (width, height) = read_header(data, source="the side-by-side sheet")
             self._sheets[(paths, labels)] = ImageRef(
@@ -287,27 +360,39 @@ class SendingImages:
     """The images of the requests being sent, each loaded once while requests that send it are in flight."""
 
     def __init__(self) -> None:
-        self._held: dict[ImageRef, list] = {}  # ref -> [ImageData, requests holding it]
+        self._held: dict[ImageRef, list] = {}  # ref -> [ImageData, requests holding it, SHA-256 of the bytes]
+        self.learned: list[FileDigest] = []  # files read for the first time, for the store's digest table
 
     def acquire(self, request: ProbeRequest) -> ProbeRequest:
         """``request`` with its images as bytes (read now, or shared with a request in flight)."""
+        return self.acquire_with_digests(request)[0]
+
+    def acquire_with_digests(self, request: ProbeRequest) -> tuple[ProbeRequest, tuple[str | None, ...]]:
+        """(``request`` with its images as bytes, the SHA-256 of each image's bytes: known from the plan or
+        taken from the bytes read now; None for an image the request held as bytes already)."""
         if not any(isinstance(image, ImageRef) for image in request.images):
-            return request
+            return request, tuple(None for _ in request.images)
         loaded = []
+        shas: list[str | None] = []
         try:
             for image in request.images:
                 if not isinstance(image, ImageRef):
                     loaded.append(image)
+                    shas.append(None)
                     continue
                 held = self._held.get(image)
                 if held is None:
-                    held = self._held[image] = [image.load(), 0]
+                    data, sha, learned = image.load_learning()
+                    if learned is not None:
+                        self.learned.append(learned)
+                    held = self._held[image] = [data, 0, sha]
                 held[1] += 1
                 loaded.append(held[0])
+                shas.append(held[2])
         except BaseException:
             self._release(request.images[: len(loaded)])
             raise
-        return replace(request, images=tuple(loaded))
+        return replace(request, images=tuple(loaded)), tuple(shas)
 
     def release(self, request: ProbeRequest) -> None:
         """The request is answered: drop the images no other request in flight holds."""

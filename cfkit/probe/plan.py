@@ -25,7 +25,7 @@ from cfkit.dataset import load_cases
 from cfkit.captions import load_caption
 from cfkit.errors import CaseError, SpecError, UsageError
 from cfkit.probe import swap
-from cfkit.probe.image_refs import Digests, ImageRef
+from cfkit.probe.image_refs import Digests, FileState, ImageRef
 from cfkit.probe.selection import Selection
 from cfkit.prompts import load_templates, render_prompt, templates_sha256
 from cfkit.specs import load_spec, load_spec_file, spec_files
@@ -61,7 +61,9 @@ class ProbeItem:
     condition: str
     request: ProbeRequest
     edit_id: int | None = None
-    image_sha256: str | None = None  # of the one image file the question shows (sent or not: the backend decides)
+    image_sha256: str | None = None  # of the one image file the question shows (sent or not: the backend decides);
+    #                                  None in a lazy plan until the request is sent (taken from the bytes sent)
+    image_file: FileState | None = None  # that file as planned (path, size, mtime): what the run id covers
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -137,8 +139,14 @@ class _RequestBuilder:
                              yes_option=case.yes_option),
         )
         shown = list(prompt.images)
+        if len(shown) != 1:
+            return ProbeItem(case=case, pair_id=pair_id, condition=condition, request=request, edit_id=edit_id)
+        # A file the request sends is hashed from the bytes read to send it; one it does not send, now.
+        sent = any(isinstance(i, ImageRef) and i.kind == "file" and i.files[0].path == str(shown[0])
+                   for i in request.images)
         return ProbeItem(case=case, pair_id=pair_id, condition=condition, request=request, edit_id=edit_id,
-                         image_sha256=self.digests.sha256(shown[0]) if len(shown) == 1 else None)
+                         image_sha256=self.digests.sha256(shown[0], resolve=not sent),
+                         image_file=self.digests.state(shown[0]))
 
     def _images(self, paths: list[Path]) -> tuple[ImageRef, ...]:
         if not paths or not self.capabilities.images:
@@ -197,7 +205,7 @@ def select_case_ids(ws: Workspace, suite: str, cases: CaseSet, selection: Select
 def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: Store | None = None,
                generation: Generation | None = None, selection: Selection = Selection(),
                cases: CaseSet | None = None, max_tokens: int | None = None,
-               digests: Digests | None = None) -> ProbePlan:
+               digests: Digests | None = None, lazy: bool = False) -> ProbePlan:
     """Every request of ``suite`` for a backend with ``capabilities``, narrowed by ``selection``.
 
     Errors in the inputs (a missing caption, an unknown case in the subset
@@ -205,6 +213,8 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
     ``max_tokens`` is a shortcut for ``generation=Generation(max_tokens=…)``.
     Images are held by reference: ``digests`` (by default one over ``store``)
     knows what each file holds, and what it learns is remembered in the store.
+    With ``lazy`` an image file not known yet is only checked (header and end
+    marker), and its digest is taken when its request is sent.
     """
     if suite not in SUITE_CONDITIONS:
         raise UsageError(f"suite '{suite}' is not one of {', '.join(SUITE_CONDITIONS)}.")
@@ -213,7 +223,7 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
     if cases is None:
         cases = load_cases(ws.cases_path, ws.image_root)
     if digests is None:
-        digests = Digests(store)
+        digests = Digests(store, lazy=lazy)
     builder = _RequestBuilder(ws, suite, capabilities, generation, digests)
     items: list[ProbeItem] = []
     skipped: list[SkippedPair] = []

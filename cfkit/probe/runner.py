@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 from cfkit import __version__
 from cfkit.backends import Backend, as_backend
 from cfkit.errors import Incomplete, UsageError
-from cfkit.probe.identity import cache_key, library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
+from cfkit.probe.identity import (cache_key, library_versions, request_key, requests_sha256, run_id_for, run_settings,
+                                  settings_sha256)
 from cfkit.probe.plan import ProbeItem, ProbePlan
 from cfkit.probe.progress import Budget, RunProgress, RunSummary
 from cfkit.store import Store, batches, responses, runs
@@ -116,16 +117,21 @@ def open_and_settle(store: Store, backend: Backend, plan: ProbePlan, *, protocol
         changed = sorted(k for k in set(previous.versions) | set(recorded.versions)
                          if previous.versions.get(k) != recorded.versions.get(k))
         run_notes.add(f"resumed with other library versions than before ({', '.join(changed)})")
+    if previous is None:
+        run_notes.update(_older_rule_runs(store, run_id, plan.suite, recorded.settings_sha256))
 
     # 3. Keep what is stored; answer from the cache what can be.
     settled = runs.settled_keys(store, run_id)  # keys alone: a large run's raw texts are not read here
-    pending = [item for item in plan.items if settled.get(item.key) != keys[item.key]]
+    # A request whose cache key is not known yet (its image not read) is settled by any reply the run has for
+    # it: the run id covers the image's path, size and mtime.
+    pending = [item for item in plan.items if not _settled(settled.get(item.key), keys[item.key])]
     del settled
     recorder = Recorder(store, run_id, cache_as=backend if backend.capabilities.cacheable else None)
     to_send: list[ProbeItem] = []
-    cached = responses.cached(store, [keys[i.key] for i in pending]) if backend.capabilities.cacheable else {}
+    known = [keys[i.key] for i in pending if keys[i.key] is not None]
+    cached = responses.cached(store, known) if backend.capabilities.cacheable and known else {}
     for item in pending:
-        hit = cached.get(keys[item.key])
+        hit = cached.get(keys[item.key]) if keys[item.key] is not None else None
         if hit is None:
             to_send.append(item)
         else:
@@ -133,6 +139,11 @@ def open_and_settle(store: Store, backend: Backend, plan: ProbePlan, *, protocol
     recorder.flush()
     return OpenedRun(run_id, keys, recorded, len(plan.items) - len(pending), len(pending) - len(to_send), to_send,
                      recorder, run_notes)
+
+
+def _settled(stored: str | None, key: str | None) -> bool:
+    """Whether a stored reply with cache key ``stored`` answers a request whose cache key is ``key``."""
+    return stored is not None and (key is None or stored == key)
 
 
 def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: int | None = None,
@@ -213,7 +224,7 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
                            inputs_sha256, failure, inputs_manifest)
     return RunSummary(
         run_id=run_id, model=backend.model, suite=plan.suite, status=counts["status"], total=len(plan.items),
-        kept=opened.kept, from_cache=opened.from_cache, sent=progress.sent, errors=progress.errors,
+        kept=opened.kept, from_cache=opened.from_cache + sender.from_cache, sent=progress.sent, errors=progress.errors,
         invalid=counts["invalid"], truncated=counts["truncated"], empty=counts["empty"],
         max_tokens=plan.generation.max_tokens, cost_usd=progress.cost_usd if backend.priced else None, skipped=plan.skipped,
         stopped=sender.stopped, notes=tuple(sorted(sender.notes)), failed=counts["errors"],
@@ -224,15 +235,42 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
 
 def run_identity(backend: Backend, plan: ProbePlan,
                  protocol: str | None = None) -> tuple[str, dict[tuple[str, str, str], str], RunSettings]:
-    """(run id, cache key of each request, what the run records) of ``plan`` on ``backend``."""
+    """(run id, cache key of each request, what the run records) of ``plan`` on ``backend``.
+
+    The run id covers each request's :func:`~cfkit.probe.identity.request_key` (images by path, size and
+    mtime), so it is known before any image is read; a cache key is None while the bytes of one of its
+    request's images are not known (a lazy plan): the sender takes it from the bytes it reads.
+    """
     backend = as_backend(backend)
     keys = {item.key: cache_key(backend, item.request) for item in plan.items}
+    early = {item.key: request_key(backend, item.request) for item in plan.items}
     settings = run_settings(backend, plan.generation, protocol)
-    shown = {item.key: (item.edit_id, item.image_sha256) for item in plan.items}
+    shown = {item.key: (item.edit_id, _file(item.image_file)) for item in plan.items}
     recorded = RunSettings(settings=settings, settings_sha256=settings_sha256(settings),
-                           requests_sha256=requests_sha256(keys, shown), endpoint=backend.endpoint,
+                           requests_sha256=requests_sha256(early, shown), endpoint=backend.endpoint,
                            versions=library_versions(backend), protocol=protocol, selection=plan.selection.as_dict())
     return run_id_for(backend, plan.suite, recorded.settings_sha256, recorded.requests_sha256), keys, recorded
+
+
+#: Recorded in the notes of every run whose id follows :func:`run_identity` (images by path, size and mtime).
+RUN_ID_RULE = "images by path, size and mtime"
+
+
+def _older_rule_runs(store: Store, run_id: str, suite: str, settings_digest: str) -> list[str]:
+    """A note for an unfinished run with these settings stored under an id of the earlier rule (over image
+    contents): it cannot be continued under its own id; what it answered comes from the response cache."""
+    alike = [r for r in runs.list_runs(store)
+             if r.suite == suite and r.settings_sha256 == settings_digest and r.id != run_id]
+    if any("run_id_rule" in r.notes for r in alike):
+        return []  # said when the first run under the new rule opened
+    older = [r.id for r in alike if not r.complete]
+    return [f"an unfinished run with these settings, {older[-1]}, was stored by an earlier cfkit whose run ids "
+            "covered image contents; this run goes on under a new id, and what that run had answered for the same "
+            "requests came from the response cache, not sent again"] if older else []
+
+
+def _file(state) -> list | None:
+    return None if state is None else [state.path, state.size, state.mtime_ns]
 
 
 # ── storing replies (through the runs, replies and responses owners) ──────
@@ -242,7 +280,7 @@ def _open_run(store: Store, run_id: str, backend: Backend, plan: ProbePlan, reco
               notes: dict[str, Any]) -> None:
     options = {"options": backend.options.model_dump(mode="json") if backend.options is not None else {},
                "identity": backend.cache_identity}
-    notes = {**notes, "skipped": [asdict(s) for s in plan.skipped], "unreviewed": list(plan.unreviewed),
+    notes = {**notes, "run_id_rule": RUN_ID_RULE, "skipped": [asdict(s) for s in plan.skipped], "unreviewed": list(plan.unreviewed),
              "left_out": list(plan.left_out), "backend_notes": sorted(backend.notes or ())}
     runs.open_run(store, run_id, model=backend.model, suite=plan.suite, options=options, cfkit_version=__version__,
                   templates_sha256=plan.templates_sha256, n_requests=len(plan.items), notes=notes,

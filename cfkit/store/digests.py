@@ -1,9 +1,9 @@
 """The ``file_digests`` table: what cfkit already knows about an input file, keyed by path, size and mtime.
 
-Its SQL lives here and nowhere else. A probe run needs the SHA-256 of every
-image it sends before it sends anything (the cache keys and the run id cover
-them); reading and hashing every image again on each run is most of what a
-fully cached rerun would cost. A file whose path, size and modification time
+Its SQL lives here and nowhere else. A probe run's cache keys cover the
+SHA-256 of every image it sends: a row lets a run key a request without
+reading its image, and a run that reads an image to send it (a lazy plan,
+:mod:`cfkit.probe.image_refs`) writes the row from those bytes. A file whose path, size and modification time
 (in nanoseconds) match a row is taken to have that row's content; the caller
 decides how recent a row may be to be trusted (a file rewritten within one
 tick of the filesystem's clock keeps its mtime).

@@ -75,6 +75,11 @@ def cached(store: Database, keys: Sequence[str]) -> dict[str, CachedResponse]:
             for row in store.query_in("SELECT * FROM responses WHERE cache_key IN ({})", keys)}
 
 
+def holds_any(store: Database, *, backend: str, model: str) -> bool:
+    """Whether any response of ``model`` on ``backend`` is cached (a run that finds none needs no lookups)."""
+    return bool(store.query("SELECT 1 FROM responses WHERE backend = ? AND model = ? LIMIT 1", (backend, model)))
+
+
 def put(tx: sqlite3.Connection, response: CachedResponse, *, backend: str, model: str) -> None:
     """Cache a response inside the caller's transaction; an existing key is kept as it is."""
     tx.execute(

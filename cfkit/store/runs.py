@@ -387,9 +387,10 @@ def reread_reply(tx: sqlite3.Connection, run_id: str, key: ReplyKey, fields: Rep
                 fields.reasoning, fields.parser, run_id, case_id, pair_id, condition))
 
 
-def answered(tx: sqlite3.Connection, run_id: str, wanted: dict[ReplyKey, str]) -> set[ReplyKey]:
-    """Which of ``wanted`` (key -> the cache key its reply must have) have a stored reply made from that very
-    request that is not a transport failure. Read inside the caller's transaction."""
+def answered(tx: sqlite3.Connection, run_id: str, wanted: dict[ReplyKey, str | None]) -> set[ReplyKey]:
+    """Which of ``wanted`` (key -> the cache key its reply must have; None: any, the key not known yet) have a
+    stored reply made from that very request that is not a transport failure. Read inside the caller's
+    transaction."""
     found: set[ReplyKey] = set()
     keys = list(wanted)
     for start in range(0, len(keys), 300):
@@ -398,7 +399,7 @@ def answered(tx: sqlite3.Connection, run_id: str, wanted: dict[ReplyKey, str]) -
         rows = tx.execute(f"SELECT case_id, pair_id, condition, cache_key FROM replies WHERE run_id = ? "
                           f"AND error IS NOT 'transport' AND ({where})",
                           (run_id, *(part for k in chunk for part in k))).fetchall()
-        found.update((c, p, k) for c, p, k, cache_key in rows if cache_key == wanted[(c, p, k)])
+        found.update((c, p, k) for c, p, k, cache_key in rows if wanted[(c, p, k)] in (None, cache_key))
     return found
 
 

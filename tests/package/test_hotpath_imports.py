@@ -195,3 +195,35 @@ def test_every_name_a_lazy_package_offers_resolves_to_its_module_s_object(packag
     assert set(module._LAZY) <= set(module.__all__)
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         getattr(module, "no_such_name")
+
+
+#: What a probe run's HTTP client brings along (aiohttp and its own dependencies, orjson for the bodies).
+HTTP = {"aiohttp", "aiohappyeyeballs", "aiosignal", "attr", "frozenlist", "idna", "multidict", "orjson", "propcache",
+        "yarl"}
+
+
+def test_a_first_probe_run_over_png_and_jpeg_images_imports_no_pillow_or_numpy(tiny_ws):
+    """Send while planning (issue 34): before the first request each image's header and end are checked
+    without Pillow (cfkit.probe.header_checks), and the images are sent as they are, so a first run over PNG and
+    JPEG files never loads Pillow or numpy."""
+    import io
+
+    from PIL import Image
+
+    from support.chat_api_server import ChatServer
+    from support.probe_runs import scripted_answer
+    from support.workspace import gradient_image
+
+    buffer = io.BytesIO()
+    Image.fromarray(gradient_image(96, 64, 5)).save(buffer, "JPEG")
+    jpeg = tiny_ws / "data" / "images" / "T002.jpg"
+    jpeg.write_bytes(buffer.getvalue())
+    cases = tiny_ws / "data" / "cases.jsonl"
+    cases.write_text(cases.read_text().replace("T002.png", "T002.jpg"))
+    with ChatServer(scripted_answer) as server:
+        imported, code, _own = _run(["-w", str(tiny_ws), "probe", "run", "-m", "openai:test-model", "-s",
+                                     "contextcanvas", "--base-url", server.url, "--json"])
+        assert server.count == 3
+    assert code == "0"
+    allowed = CLICK_RICH | PYDANTIC | HTTP
+    assert imported <= allowed, imported - allowed

@@ -183,7 +183,8 @@ def test_a_rerun_reads_no_image_and_a_dry_run_remembers_nothing(tiny_ws, hashes)
     with ChatServer(scripted_answer) as server:
         with Store(ws.db_path) as store:
             first = probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
-            assert first.sent == 3 and len(hashes) == 3
+            assert first.sent == 3 and hashes == []  # read to be sent, not hashed before (test_send_while_planning)
+            assert len(table_rows(store.path, "file_digests")) == 3  # yet remembered from the bytes sent
             hashes.clear()
             again = probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
             assert again.sent == 0 and hashes == []
