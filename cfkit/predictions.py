@@ -16,6 +16,8 @@ import gc
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
+from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import Literal
 
@@ -109,13 +111,17 @@ def parse_predictions(
     twice across files.
     """
     seen = {} if seen is None else seen
+    lines = text.splitlines()
+    fast = _read_whole(lines, path, cases, pairs, seen)
+    if fast is not None:
+        return fast
     out: list[Prediction] = []
     options: dict[str, frozenset[str] | None] = {}  # a case's option ids, found once per case, not once per line
     # JSON read and checked in one pass; the two checks written in Python are made inline (see _checks_pass).
     read_line = _schema_reader() or Prediction.__pydantic_validator__.validate_json
     name = str(path)
     unseen = object()
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(lines, start=1):
         if not line or line.isspace():
             continue
         try:
@@ -131,7 +137,7 @@ def parse_predictions(
             problem = _known_problem(pred, cases, pairs, options)
             if problem:
                 raise PredictionError(f"{path}:{lineno}: {problem}")
-        key = (pred.model, pred.suite, pred.case, pair or "", pred.condition)  # Prediction.key
+        key = (pred.model, pred.suite, pred.case, pair or None, pred.condition)  # _KEY, a pair "" read as none
         if key in seen:
             raise PredictionError(
                 f"{path}:{lineno}: a second answer from model '{pred.model}' for case {pred.case}"
@@ -144,17 +150,52 @@ def parse_predictions(
 
 
 _RULES = frozenset(RULES)
+#: What :func:`_checks_pass` looks at, and what may occur once (:attr:`Prediction.key`, with the pair as read).
+_SHAPE = attrgetter("suite", "condition", "pair", "parse", "answer", "error", "edit_id", "image_sha256")
+_KEY = attrgetter("model", "suite", "case", "pair", "condition")
+_UNIT = attrgetter("case", "pair", "answer")
+
+
+def _read_whole(lines: list[str], path: Path | str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
+                seen: dict[tuple, tuple[str, int]]) -> list[Prediction] | None:
+    """:func:`parse_predictions` for a file with nothing to report, its checks made once per distinct value rather
+    than once per line (a study's lines repeat a few hundred shapes and cases); None, with ``seen`` untouched, as
+    soon as anything is unusual (a blank or refused line, a problem of any kind, a pair written as ""), and the line-by-line
+    reading then finds it and names its line."""
+    read_line = _schema_reader()
+    if read_line is None:
+        return None
+    try:
+        out = [read_line(line) for line in lines]  # a blank line is refused here too
+    except Exception:  # noqa: BLE001 - the line-by-line reading says what and where
+        return None
+    if not all(_shape_passes(*shape) for shape in set(map(_SHAPE, out))):
+        return None
+    options: dict[str, frozenset[str] | None] = {}
+    for case, pair, answer in set(map(_UNIT, out)):
+        if pair == "" or _unit_problem(case, pair, answer, cases, pairs, options):  # "": the same key as None
+            return None
+    keys = list(map(_KEY, out))
+    if len(set(keys)) != len(keys) or not seen.keys().isdisjoint(keys):
+        return None
+    name = str(path)
+    seen.update(zip(keys, zip(repeat(name), range(1, len(keys) + 1))))
+    return out
 
 
 def _checks_pass(pred: Prediction) -> bool:
     """Whether ``pred`` passes Prediction's ``_known_rule`` and ``_consistent`` (True only when both would)."""
-    suite = pred.suite
-    return ((pred.parse is None or pred.parse in _RULES)
-            and pred.condition in SUITE_CONDITIONS[suite]
-            and (suite == "counterfactual") == bool(pred.pair)
-            and (pred.answer is None or pred.error is None)
-            and ((pred.edit_id is None and pred.image_sha256 is None)
-                 or (pred.condition == "edit" and suite == "counterfactual")))
+    return _shape_passes(*_SHAPE(pred))
+
+
+def _shape_passes(suite: str, condition: str, pair: str | None, parse: str | None, answer: str | None,
+                  error: str | None, edit_id: int | None, image_sha256: str | None) -> bool:
+    """:func:`_checks_pass` on the fields it reads (:data:`_SHAPE`)."""
+    return ((parse is None or parse in _RULES)
+            and condition in SUITE_CONDITIONS[suite]
+            and (suite == "counterfactual") == bool(pair)
+            and (answer is None or error is None)
+            and ((edit_id is None and image_sha256 is None) or (condition == "edit" and suite == "counterfactual")))
 
 
 @functools.cache
@@ -189,25 +230,31 @@ def _known_problem(pred: Prediction, cases: CaseSet | None, pairs: Mapping[str, 
 
     ``options`` remembers each case's option ids (None: not a case) between calls.
     """
-    if pairs is not None and pred.pair is not None:
-        if pred.pair not in pairs:
+    return _unit_problem(pred.case, pred.pair, pred.answer, cases, pairs, options)
+
+
+def _unit_problem(case: str, pair: str | None, answer: str | None, cases: CaseSet | None,
+                  pairs: Mapping[str, str] | None, options: dict[str, frozenset[str] | None]) -> str | None:
+    """:func:`_known_problem` on the three fields it reads."""
+    if pairs is not None and pair is not None:
+        if pair not in pairs:
             known = ", ".join(sorted(pairs)[:6]) + (" …" if len(pairs) > 6 else "")
-            return (f"unknown pair '{pred.pair}' (specs in this workspace: {known or 'none'}). "
+            return (f"unknown pair '{pair}' (specs in this workspace: {known or 'none'}). "
                     "Fix the pair id or add its spec.")
-        if pairs[pred.pair] != pred.case:
-            return (f"pair {pred.pair} is made from case {pairs[pred.pair]}, "
-                    f"but the line names case {pred.case}. Fix one of them.")
+        if pairs[pair] != case:
+            return (f"pair {pair} is made from case {pairs[pair]}, "
+                    f"but the line names case {case}. Fix one of them.")
     if cases is None:
         return None
-    if pred.case in options:
-        ids = options[pred.case]
+    if case in options:
+        ids = options[case]
     else:
-        ids = options[pred.case] = frozenset(cases.get(pred.case).option_ids) if pred.case in cases else None
+        ids = options[case] = frozenset(cases.get(case).option_ids) if case in cases else None
     if ids is None:
-        return f"unknown case '{pred.case}'; it is not in {cases.path}. Fix the case id."
-    if pred.answer is not None and pred.answer not in ids:
-        return (f"answer '{pred.answer}' is not an option of case {pred.case} "
-                f"({', '.join(cases.get(pred.case).option_ids)}); write null when no valid option was given.")
+        return f"unknown case '{case}'; it is not in {cases.path}. Fix the case id."
+    if answer is not None and answer not in ids:
+        return (f"answer '{answer}' is not an option of case {case} "
+                f"({', '.join(cases.get(case).option_ids)}); write null when no valid option was given.")
     return None
 
 

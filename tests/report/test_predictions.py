@@ -59,9 +59,8 @@ def test_round_trip_keeps_every_field(tmp_path, cases):
     assert again == preds
 
 
-@pytest.mark.parametrize(
-    "bad, message",
-    [
+#: A line of each kind the reading refuses, and what it says about it as the second line of p.jsonl.
+MALFORMED = [
         ("{not json", r"p\.jsonl:2: not valid JSON"),
         ("[1, 2]", r"p\.jsonl:2: expected a JSON object"),
         (line(case="ZZ99"), r"p\.jsonl:2: unknown case 'ZZ99'"),
@@ -82,12 +81,48 @@ def test_round_trip_keeps_every_field(tmp_path, cases):
         (line(extra=1), r"p\.jsonl:2: unknown field 'extra'"),
         (line(answer="A"), r"p\.jsonl:2: a second answer from model 'openai:gpt-5.5' for case T001, condition image "
                            r"\(the first is at .*p\.jsonl:1\)"),
-    ],
-)
+        (line(pair=""), r"p\.jsonl:2: unknown pair ''"),
+]
+
+
+@pytest.mark.parametrize("bad, message", MALFORMED)
 def test_malformed_lines_name_file_and_line(tmp_path, cases, bad, message):
     src = write(tmp_path / "p.jsonl", line(), bad)
     with pytest.raises(PredictionError, match=message):
         load_predictions([src], cases=cases, pairs=PAIRS)
+
+
+@pytest.mark.parametrize("bad, message", MALFORMED)
+def test_a_bad_line_among_many_good_ones_is_named_at_its_line(tmp_path, cases, bad, message):
+    """A file is first read whole, its checks made once per distinct value; whatever is wrong in it, anywhere, is
+    still reported at its own line, as the line-by-line reading says it (a blank line still counts as a line)."""
+    good = [line(model=f"m{i:02d}", answer="AB"[i % 2]) for i in range(60)]
+    src = write(tmp_path / "p.jsonl", line(), *good[:30], "", *good[30:45], bad, *good[45:])
+    with pytest.raises(PredictionError, match=message.replace(r"jsonl:2:", r"jsonl:48:")):
+        load_predictions([src], cases=cases, pairs=PAIRS)
+
+
+def test_an_empty_pair_is_no_pair_when_a_repeat_is_looked_for(tmp_path):
+    for first, second in ((line(), line(pair="")), (line(pair=""), line())):
+        with pytest.raises(PredictionError, match=r"p\.jsonl:2: a second answer .*p\.jsonl:1"):
+            load_predictions([write(tmp_path / "p.jsonl", first, second)])
+    with pytest.raises(PredictionError, match=r"two\.jsonl:1: a second answer .*one\.jsonl:1"):
+        load_predictions([write(tmp_path / "one.jsonl", line(pair="")), write(tmp_path / "two.jsonl", line())])
+
+
+def test_a_file_read_whole_gives_what_reading_it_line_by_line_gives(tmp_path, cases):
+    lines = [line(model=f"m{i}", case=case, answer=answer, suite=suite, condition=condition,
+                  **({"pair": "TX01"} if suite == "counterfactual" else {}))
+             for i in range(3) for case in ("T001", "T002") for answer in ("A", "B", None)
+             for suite, condition in (("contextcanvas", "image"), ("modality", "text"), ("counterfactual", "edit"))
+             if suite != "counterfactual" or (case == "T001" and answer == "A")]
+    lines = [text for text in lines if lines.count(text) == 1]
+    lines = list({(r := json.loads(text))["model"] + r["suite"] + r["case"] + r["condition"]: text
+                  for text in lines}.values())  # one answer a unit
+    whole = load_predictions([write(tmp_path / "p.jsonl", *lines)], cases=cases, pairs=PAIRS)
+    one_by_one = [load_predictions([write(tmp_path / f"{n}.jsonl", text)], cases=cases, pairs=PAIRS)[0]
+                  for n, text in enumerate(lines)]
+    assert whole == one_by_one and len(whole) == len(lines) > 10
 
 
 def test_duplicate_across_files_names_both(tmp_path, cases):

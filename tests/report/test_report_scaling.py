@@ -120,3 +120,37 @@ def test_the_cycle_collector_comes_back_as_it_was(tmp_path, cases):
         assert not gc.isenabled()  # a caller that held it off keeps it off
     finally:
         gc.enable()
+
+
+def test_the_units_written_straight_as_json_read_as_the_report_object_writes_them():
+    """The JSON report writes each case's record after its id once per distinct (answers, golds, reasons) and reuses
+    it; the text is still the one the report object gives, whatever the ids, answers, golds and reasons hold."""
+    from cfkit.report import to_json
+    from cfkit.report.exports import indented_json
+    from cfkit.report.rows import Report
+    from cfkit.report.units import ModelUnits, UnitOutcome
+
+    conditions = ("text", "neutral", "evidence", "image")
+    answers = [None, "A", "B", "é\"\\\n", "\u2028"]
+
+    def case_unit(i: int, shift: int) -> UnitOutcome:
+        got = {c: answers[(i + shift + k) % len(answers)] for k, c in enumerate(conditions)}
+        gold = {c: (None if i % 7 == 0 else "AB"[(i + k) % 2]) for k, c in enumerate(conditions)}
+        missing = {c: f"absent: «{i % 3}» \"x\"" for c in conditions if got[c] is None and i % 2}
+        return UnitOutcome.made(f"C{i % 9}’\"{i}", None, got, gold, missing)
+
+    groups = [ModelUnits(model, "modality", [case_unit(i, shift) for i in range(60)])
+              for shift, model in enumerate(("m/ü", 'q"1', "m/ü"))]
+    groups.append(ModelUnits("m/ü", "contextcanvas",
+                             [UnitOutcome.made(f"K{i}", None, {"image": "AB"[i % 2]}, {"image": "A"}, {})
+                              for i in range(5)]))
+    groups.append(ModelUnits("p", "counterfactual",
+                             [UnitOutcome.made("K1", "CF1", {"original": "B", "edit": "A"},
+                                               {"original": "B", "edit": "A"}, {}),
+                              UnitOutcome.made("K1", "CF2", {"original": None, "edit": "A"},
+                                               {"original": "B", "edit": "A"}, {"original": "transport"})]))
+    groups.append(ModelUnits("none", "modality", []))
+    report = Report([], [], [], [], [], units=groups)
+    assert to_json(report) == indented_json(report.to_dict()) + "\n"
+    assert json.loads(to_json(report))["units"] == [g.to_dict() for g in groups]
+    assert to_json(Report([], [], [], [], [])) == indented_json(Report([], [], [], [], []).to_dict()) + "\n"
