@@ -162,7 +162,7 @@ class InputsDigest:
     manifest: dict[str, Any]
 
 
-def _file_state(path: Path) -> list[Any]:
+def _file_state(path: Path | str) -> list[Any]:
     try:
         st = os.stat(path)
     except OSError:
@@ -253,7 +253,7 @@ def inputs_unchanged(ws: Workspace, suite: str, capabilities: Capabilities, gene
         return False
     recorded_at = manifest.get("at_ns") or 0
     for path, size, mtime_ns in manifest.get("files", ()):
-        now = _file_state(Path(path))
+        now = _file_state(path)  # the recorded text as it is: os.stat takes it, no Path built per file
         if now[1:] != [size, mtime_ns]:
             return False
         if mtime_ns is not None and recorded_at - mtime_ns < RACY_S * 1e9 + (1e9 if mtime_ns % 10**9 == 0 else 0):
