@@ -90,7 +90,6 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
     from cfkit.options import Setting, parse_option_pairs
     from cfkit.probe import Selection, prepare_probe, preview_run
     from cfkit.store import open_store
-    from cfkit.subsets import resolve_subset
 
     given = Setting.of(model, "--model", ws.config.probe.model, "[probe] model")
     if not given.value:
@@ -116,7 +115,7 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
     if subset is not None and all_cases:
         raise UsageError(f"give --subset {subset} or --all-cases, not both.")
     selection = Selection(limit=limit, cases=cases_file, accepted_only=accepted_only, reviewed_only=reviewed_only,
-                          subset=None if subset is None else resolve_subset(ws, subset), all_cases=all_cases)
+                          subset=None if subset is None else _subset(ws, subset), all_cases=all_cases)
     settings = dict(options=options, concurrency=concurrency, max_tokens=max_tokens, protocol=protocol,
                     selection=selection)
     if dry_run:
@@ -173,6 +172,12 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
         job.remember(store, key, summary)
     _after_run(ws, summary, job.notes, as_json, model, suite, pairs, url_flags, api_key_env, concurrency, max_tokens,
                protocol, limit, cases_file, accepted_only, reviewed_only, max_cost)
+
+
+def _subset(ws, subset: str):
+    from cfkit.subsets import resolve_subset  # only where one is named: it loads the file helpers
+
+    return resolve_subset(ws, subset)
 
 
 def _shortcut(ws, key: str, suite: str):

@@ -233,7 +233,7 @@ def test_a_first_probe_run_over_png_and_jpeg_images_imports_no_pillow_or_numpy(t
 #: no backend, no options model, no protocol preset, no plan, no identity of requests, no sending.
 NOT_ON_THE_RERUN_PATH = ("cfkit.backends", "cfkit.probe.protocol", "cfkit.probe.identity",
                          "cfkit.probe.plan", "cfkit.probe.runner", "cfkit.probe.sending", "cfkit.probe.image_refs",
-                         "cfkit.dataset", "cfkit.cases", "cfkit.registry", "cfkit.images")
+                         "cfkit.dataset", "cfkit.cases", "cfkit.registry", "cfkit.images", "cfkit.subsets", "cfkit.files")
 
 
 def test_a_fully_cached_rerun_imports_only_click_rich_and_the_store(tmp_path):
