@@ -19,19 +19,38 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from typing import TYPE_CHECKING
 
 from cfkit.errors import InputError, OptionError
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-class PluginOptions(BaseModel):
-    """Base of every engine's and backend's ``Options``: unknown keys are refused, values are frozen.
 
-    Mark a field ``json_schema_extra={"cache": False}`` when it cannot change
-    a result (timeouts, retries, prices); the others identify the result.
-    """
+def _plugin_options() -> type:
+    from pydantic import BaseModel, ConfigDict
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+    class PluginOptions(BaseModel):
+        """Base of every engine's and backend's ``Options``: unknown keys are refused, values are frozen.
+
+        Mark a field ``json_schema_extra={"cache": False}`` when it cannot change
+        a result (timeouts, retries, prices); the others identify the result.
+        """
+
+        model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    PluginOptions.__qualname__ = "PluginOptions"
+    return PluginOptions
+
+
+def __getattr__(name: str) -> Any:
+    """``PluginOptions`` is built when first asked for: importing pydantic and building a first model costs a
+    command that only reads :class:`Setting` or :func:`parse_option_pairs` (a cached rerun) a large part of its
+    time."""
+    if name == "PluginOptions":
+        built = globals()["PluginOptions"] = _plugin_options()
+        return built
+    raise AttributeError(f"module 'cfkit.options' has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -122,6 +141,8 @@ def validate_options(options_cls: type[BaseModel], values: OptionValues | Mappin
         hint = f" Taken by: {', '.join(takers)}." if takers else ""
         raise OptionError(f"{what} has no option '{key}' ({describe_origin(values.origin(key), key, values.values[key])})."
                          f" Allowed: {allowed}.{hint} See '{see}'.")
+    from pydantic import ValidationError
+
     try:
         return options_cls.model_validate(values.values)
     except ValidationError as exc:

@@ -9,7 +9,7 @@ are imported later still, when the plug-in is used.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from functools import lru_cache
 from importlib.metadata import EntryPoint, entry_points
@@ -27,7 +27,13 @@ _KIND = {EDITORS: ("editor", "engine", "cfkit edit --help"), BACKENDS: ("backend
 class Plugin:
     name: str
     value: str  # "module:attr"
-    package: str  # the distribution that registered it
+    dist: Any = field(default=None, compare=False, repr=False)  # the distribution that registered it
+
+    @property
+    def package(self) -> str:
+        """The name of the distribution that registered the plug-in. Read from its metadata only when asked:
+        parsing every distribution's metadata costs a command that only loads a plug-in tens of ms."""
+        return self.dist.name if self.dist is not None else "?"
 
 
 def plugins(group: str) -> dict[str, Plugin]:
@@ -41,13 +47,12 @@ def _plugins(group: str, path: tuple[str, ...]) -> dict[str, Plugin]:
     # times. What is installed changes only with the import path, which is part of the key.
     found: dict[str, Plugin] = {}
     for ep in entry_points(group=group):
-        package = ep.dist.name if ep.dist is not None else "?"
-        plugin = Plugin(ep.name, ep.value, package)
+        plugin = Plugin(ep.name, ep.value, ep.dist)
         previous = found.get(ep.name)
         if previous is not None and previous.value != plugin.value:
             raise PluginError(
                 f"{_KIND[group][0]} name '{ep.name}' is registered twice: by {previous.package} "
-                f"({previous.value}) and by {package} ({ep.value}). Uninstall one of them."
+                f"({previous.value}) and by {plugin.package} ({ep.value}). Uninstall one of them."
             )
         found[ep.name] = plugin
     return found

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import click
@@ -91,7 +90,6 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
     from cfkit.options import Setting, parse_option_pairs
     from cfkit.probe import Selection, prepare_probe, preview_run
     from cfkit.store import open_store
-    from cfkit.subsets import resolve_subset
 
     given = Setting.of(model, "--model", ws.config.probe.model, "[probe] model")
     if not given.value:
@@ -117,7 +115,7 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
     if subset is not None and all_cases:
         raise UsageError(f"give --subset {subset} or --all-cases, not both.")
     selection = Selection(limit=limit, cases=cases_file, accepted_only=accepted_only, reviewed_only=reviewed_only,
-                          subset=None if subset is None else resolve_subset(ws, subset), all_cases=all_cases)
+                          subset=None if subset is None else _subset(ws, subset), all_cases=all_cases)
     settings = dict(options=options, concurrency=concurrency, max_tokens=max_tokens, protocol=protocol,
                     selection=selection)
     if dry_run:
@@ -130,6 +128,20 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
 
         render_preview(preview, max_cost, as_json)
         return
+    key = None
+    if batch_file is None and not batch:
+        # The same command again on a finished run: found by what the command was given (cfkit.probe.shortcut),
+        # checked by stat as the full path checks it, answered without building the backend.
+        from cfkit.probe.shortcut import command_key
+
+        key = command_key(ws, {"model": given.value, "model_from": given.where, "suite": suite, "options": options,
+                               "concurrency": concurrency, "max_cost": max_cost, "max_tokens": max_tokens,
+                               "protocol": protocol, "selection": selection.as_dict()})
+        summary = _shortcut(ws, key, suite)
+        if summary is not None:
+            _after_run(ws, summary, summary.notes, as_json, model, suite, pairs, url_flags, api_key_env, concurrency,
+                       max_tokens, protocol, limit, cases_file, accepted_only, reviewed_only, max_cost)
+            return
     # The backend is built before the store is opened: a bad --base-url or a missing key writes nothing.
     job = prepare_probe(ws, given, suite, max_cost=max_cost, **settings)  # a refused kind names its source
     for note in job.notes:
@@ -152,9 +164,46 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
             submission = submit_batch(job, store, on_plan=_warn_unreviewed, max_cost=max_cost)
         render_submission(submission, as_json)
         return
-    with open_store(ws.db_path) as store, _ProgressBar(suite) as bar:
-        summary = job.run(store, on_progress=bar.update, on_plan=_warn_unreviewed)
-    _render_summary(summary, as_json, said=job.notes)
+    from cfkit.cli.progress_bar import ProgressBar
+
+    with open_store(ws.db_path) as store:
+        with ProgressBar(suite) as bar:
+            summary = job.run(store, on_progress=bar.update, on_plan=_warn_unreviewed)
+        job.remember(store, key, summary)
+    _after_run(ws, summary, job.notes, as_json, model, suite, pairs, url_flags, api_key_env, concurrency, max_tokens,
+               protocol, limit, cases_file, accepted_only, reviewed_only, max_cost)
+
+
+def _subset(ws, subset: str):
+    from cfkit.subsets import resolve_subset  # only where one is named: it loads the file helpers
+
+    return resolve_subset(ws, subset)
+
+
+def _shortcut(ws, key: str, suite: str):
+    """The summary of the finished run the same command found before (its notes said again first), or None."""
+    if not ws.db_path.is_file():
+        return None
+    from cfkit.cli.progress_bar import ProgressBar
+    from cfkit.probe.shortcut import finished_summary, recall
+    from cfkit.store import open_store
+
+    with open_store(ws.db_path) as store:
+        found = recall(ws, store, key)
+        if found is None:
+            return None
+        record, remembered = found
+        for note in remembered.notes:
+            warn(note)
+        with ProgressBar(suite) as bar:
+            return finished_summary(store, record, suite, priced=remembered.priced, notes=remembered.notes,
+                                    protocol=remembered.protocol, on_progress=bar.update)
+
+
+def _after_run(ws, summary, said, as_json, model, suite, pairs, url_flags, api_key_env, concurrency, max_tokens,
+               protocol, limit, cases_file, accepted_only, reviewed_only, max_cost) -> None:
+    """The summary, the line about replies that are not answers, and the exit status of a run."""
+    _render_summary(summary, as_json, said=said)
     trouble, unclean = _reply_trouble(ws, summary)
     if trouble and (summary.missing or not unclean):
         warn(trouble)
@@ -241,50 +290,6 @@ def _incomplete_line(summary, command: str) -> str:
     return (f"run {summary.run_id} is incomplete: {summary.missing} of {summary.total} planned requests have no "
             f"reply: {'; '.join(why)}. {counted}. 'cfkit runs show {summary.run_id}' "
             f"lists each one; resume with: {command}")
-
-
-class _ProgressBar:
-    """A Rich progress bar on stderr: done/total, rate, ETA, requests in flight, errors and cost so far."""
-
-    def __init__(self, suite: str):
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-        )
-
-        self.progress = Progress(
-            TextColumn(f"[bold]{suite}[/]"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), TextColumn("{task.fields[extra]}"),
-            console=err, transient=False,
-        )
-        self.task = None
-        self.started = time.perf_counter()
-
-    def __enter__(self) -> "_ProgressBar":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.task is not None:
-            self.progress.stop()
-
-    def update(self, p) -> None:
-        if self.task is None:
-            # Started on the first report, so a run refused at start-up prints its one error line only.
-            self.progress.start()
-            self.task = self.progress.add_task("run", total=p.total, completed=p.done, rate="", extra="")
-        elapsed = max(time.perf_counter() - self.started, 1e-9)
-        rate = f"{p.sent / elapsed:.1f} req/s" if p.sent else ""
-        extra = f"{p.concurrency} at once" if p.concurrency else ""  # lower while the server is overloaded
-        if p.errors:
-            extra += f"  errors {p.errors}"
-        if p.elsewhere:
-            extra += f"  {p.elsewhere} by another process"
-        if p.priced:
-            extra += f"  {usd(p.cost_usd)}"
-        self.progress.update(self.task, completed=p.done + p.errors, rate=rate, extra=extra.strip())
 
 
 def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:

@@ -25,21 +25,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cfkit.backends import Backend, BackendContext, check_installed, load_backend, split_model
-from cfkit.backends.controls import split_controls
 from cfkit.errors import NotFoundError, UsageError
-from cfkit.options import Setting, blamed
-from cfkit.probe.identity import InputsDigest, inputs_unchanged, run_settings, settings_sha256
 from cfkit.probe.prices import BATCH_PRICE_FACTOR, Prices, resolve_prices
 from cfkit.probe.progress import RunProgress, RunSummary
-from cfkit.probe.protocol import Protocol, resolve_protocol
 from cfkit.probe.selection import Selection
 from cfkit.store import Store, responses, runs
 from cfkit.store.runs import RunRecord
 from cfkit.workspace import Workspace
 
+# The backends, their options and the protocol presets (pydantic models, built at import) load in the functions
+# that use them: a rerun answered by its shortcut (cfkit.probe.shortcut) reads this package but builds no backend.
 if TYPE_CHECKING:
+    from cfkit.backends import Backend, BackendContext
     from cfkit.cases import CaseSet
+    from cfkit.options import Setting
+    from cfkit.probe.identity import InputsDigest
+    from cfkit.probe.protocol import Protocol
     from cfkit.probe.estimate import Estimate
     from cfkit.probe.image_refs import Digests
     from cfkit.probe.plan import ProbePlan
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 #: finished (most of what ``cfkit probe run`` does the second time) needs neither planning nor sending.
 _LAZY = {"DEFAULT_MAX_TOKENS": "plan", "ProbeItem": "plan", "ProbePlan": "plan", "SkippedPair": "plan",
          "answer_schema": "plan", "plan_suite": "plan", "Estimate": "estimate", "cache_key": "identity",
-         "inputs_sha256": "identity", "run_id_for": "identity", "run_probe": "runner"}
+         "inputs_sha256": "identity", "run_id_for": "identity", "run_probe": "runner", "Protocol": "protocol"}
 
 
 def __getattr__(name: str) -> Any:
@@ -75,6 +76,8 @@ class _Setup:
     capabilities: Any
 
     def context(self, ws: Workspace, suite: str, plan: ProbePlan | None = None) -> BackendContext:
+        from cfkit.backends import BackendContext
+
         return BackendContext(suite=suite, gold_labels=plan.gold_labels if plan is not None else Counter(),
                               root=ws.root, store_dir=ws.store_dir)
 
@@ -84,6 +87,8 @@ class _Setup:
 
 def _model(model: str | Setting) -> tuple[str, Setting | None]:
     """``(KIND:NAME, where it came from)``; a plain string came from the caller."""
+    from cfkit.options import Setting
+
     return (model.value, model) if isinstance(model, Setting) else (model, None)
 
 
@@ -93,6 +98,11 @@ def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], proto
     """Start-up checks and settings: the extra is installed, the preset resolves, the backend can be built
     (a key, local weights), and prices are known where the backend takes them. Nothing is recorded.
     ``where`` says where ``model`` came from (a flag or cfkit.toml), for a refusal of its kind."""
+    from cfkit.backends import check_installed, load_backend, split_model
+    from cfkit.backends.controls import split_controls
+    from cfkit.options import blamed
+    from cfkit.probe.protocol import resolve_protocol
+
     with blamed(where) if where is not None else contextlib.nullcontext():
         kind, name = split_model(model)
         cls = check_installed(kind)  # a missing extra stops here, before anything is recorded
@@ -136,17 +146,10 @@ def _plan(ws: Workspace, store: Store | None, setup: _Setup, suite: str, selecti
 def _finished_summary(store: Store, backend: Backend, suite: str, setup: _Setup, finished: RunRecord,
                       on_progress: Callable[[RunProgress], None] | None) -> RunSummary:
     """The summary of ``finished``, a run with these settings that ended complete from the same inputs."""
-    progress = RunProgress(total=finished.n_requests, done=finished.n_requests, priced=backend.priced)
-    if on_progress:
-        on_progress(progress)
-    invalid, truncated, empty = runs.count_unanswered(store, finished.id)
-    return RunSummary(run_id=finished.id, model=finished.model, suite=suite, status="done",
-                      total=finished.n_requests, kept=finished.n_requests, from_cache=0, sent=0, errors=0,
-                      invalid=invalid, truncated=truncated, empty=empty,
-                      max_tokens=(finished.settings.get("generation") or {}).get("max_tokens"), cost_usd=0.0 if backend.priced else None,
-                      skipped=(), endpoint=finished.endpoint, protocol=setup.protocol.name,
-                      unreviewed=tuple(finished.notes.get("unreviewed", ())),
-                      notes=tuple(backend.notes or ()))
+    from cfkit.probe.shortcut import finished_summary
+
+    return finished_summary(store, finished, suite, priced=backend.priced, notes=tuple(backend.notes or ()),
+                            protocol=setup.protocol.name, on_progress=on_progress)
 
 
 def _already_finished(ws: Workspace, store: Store, backend: Backend, suite: str, setup: _Setup,
@@ -157,6 +160,8 @@ def _already_finished(ws: Workspace, store: Store, backend: Backend, suite: str,
     file, nothing read: :func:`~cfkit.probe.identity.inputs_unchanged`); with
     it, by the digest of the inputs' content.
     """
+    from cfkit.probe.identity import inputs_unchanged, run_settings, settings_sha256
+
     settings = settings_sha256(run_settings(backend, setup.protocol.generation, setup.protocol.name))
     if digest is not None:
         return runs.finished_run(store, suite, settings, digest)
@@ -190,6 +195,23 @@ class ProbeJob:
     def notes(self) -> tuple[str, ...]:
         return () if self.backend is None else tuple(self.backend.notes or ())
 
+    def remember(self, store: Store, key: str, summary: RunSummary) -> bool:
+        """After a run ended complete: remember that the command ``key`` (:func:`~cfkit.probe.shortcut.command_key`)
+        resolved to it, so the same command again needs no backend (:mod:`cfkit.probe.shortcut`). Only for
+        backends whose settings follow from the command alone; False when nothing was remembered."""
+        from cfkit.backends import split_model
+        from cfkit.probe.identity import run_settings, settings_sha256
+        from cfkit.probe.shortcut import SHORTCUT_KINDS, remember
+
+        backend, setup = self.backend, self.setup
+        if (summary.status != "done" or summary.missing or backend is None or not setup.cacheable
+                or self.suite == "counterfactual" or split_model(self.model)[0] not in SHORTCUT_KINDS
+                or backend.replicas != 1):
+            return False
+        settings = settings_sha256(run_settings(backend, setup.protocol.generation, setup.protocol.name))
+        return remember(self.ws, store, key, run_id=summary.run_id, suite=self.suite, settings_sha256=settings,
+                        priced=backend.priced, notes=tuple(backend.notes or ()), protocol=setup.protocol.name)
+
     def planned(self, store: Store, *, on_progress: Callable[[RunProgress], None] | None = None,
                 on_plan: Callable[[ProbePlan], None] | None = None, lazy: bool = False) -> RunSummary | PlannedRun:
         """Steps 2 and 3 of :func:`probe_suite`: the summary of a run already finished from the same inputs,
@@ -203,6 +225,7 @@ class ProbeJob:
             finished = _already_finished(ws, store, backend, suite, setup, self.selection)
         if finished is not None:
             return _finished_summary(store, backend, suite, setup, finished, on_progress)
+        from cfkit.backends import load_backend
         from cfkit.dataset import load_cases
         from cfkit.probe.identity import inputs_digest
         from cfkit.probe.image_refs import Digests
@@ -333,6 +356,7 @@ def preview_run(ws: Workspace, store: Store | None, model: str | Setting, suite:
     prices (:data:`~cfkit.probe.prices.BATCH_PRICE_FACTOR`)."""
     from cfkit.probe.estimate import estimate
     from cfkit.probe.image_refs import Digests
+    from cfkit.backends import load_backend
     from cfkit.probe.runner import run_identity
 
     selection = selection or Selection()

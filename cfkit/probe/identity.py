@@ -247,18 +247,11 @@ def inputs_unchanged(ws: Workspace, suite: str, capabilities: Capabilities, gene
     the same clock tick could hide. Then the inputs digest would be the same,
     and nothing needs to be read or parsed.
     """
-    from cfkit.store.digests import RACY_S
+    from cfkit.probe.shortcut import files_unchanged
 
     if manifest.get("settings") != _sha256(_input_settings(ws, suite, capabilities, generation, selection)):
         return False
-    recorded_at = manifest.get("at_ns") or 0
-    for path, size, mtime_ns in manifest.get("files", ()):
-        now = _file_state(Path(path))
-        if now[1:] != [size, mtime_ns]:
-            return False
-        if mtime_ns is not None and recorded_at - mtime_ns < RACY_S * 1e9 + (1e9 if mtime_ns % 10**9 == 0 else 0):
-            return False
-    return bool(manifest.get("files"))
+    return files_unchanged(manifest)
 
 
 def inputs_sha256(ws: Workspace, suite: str, capabilities: Capabilities, generation: Generation, cases: CaseSet,

@@ -227,3 +227,36 @@ def test_a_first_probe_run_over_png_and_jpeg_images_imports_no_pillow_or_numpy(t
     assert code == "0"
     allowed = CLICK_RICH | PYDANTIC | HTTP
     assert imported <= allowed, imported - allowed
+
+
+#: cfkit's own modules the same command again on a finished run never needs (cfkit.probe.shortcut answers it):
+#: no backend, no options model, no protocol preset, no plan, no identity of requests, no sending.
+NOT_ON_THE_RERUN_PATH = ("cfkit.backends", "cfkit.probe.protocol", "cfkit.probe.identity",
+                         "cfkit.probe.plan", "cfkit.probe.runner", "cfkit.probe.sending", "cfkit.probe.image_refs",
+                         "cfkit.dataset", "cfkit.cases", "cfkit.registry", "cfkit.images", "cfkit.subsets", "cfkit.files")
+
+
+def test_a_fully_cached_rerun_imports_only_click_rich_and_the_store(tmp_path):
+    """Issue 34: the identical ``probe run`` again on a finished run loads neither pydantic (the backend's options,
+    the protocol preset) nor the HTTP client nor any image library; only Click, Rich (its progress bar) and the
+    store."""
+    import os
+    import time
+
+    from support.chat_api_server import ChatServer
+    from support.probe_runs import many_cases, scripted_answer
+
+    ws = many_cases(tmp_path / "ws", 3)
+    hour_ago = time.time() - 3600
+    for path in ws.rglob("*"):  # files as a user's are, written long before (a just-written one is re-read)
+        if path.is_file():
+            os.utime(path, (hour_ago, hour_ago))
+    args = ["-w", str(ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas", "--json"]
+    with ChatServer(scripted_answer) as server:
+        first, code, own = _run([*args, "--base-url", server.url])
+        assert code == "0" and "pydantic" in first  # the first run builds its backend
+        imported, code, own = _run([*args, "--base-url", server.url])
+        assert server.count == 3  # the rerun sent nothing
+    assert code == "0"
+    assert imported <= CLICK_RICH, imported - CLICK_RICH
+    assert not {m for m in own if m.startswith(NOT_ON_THE_RERUN_PATH)}, own

@@ -95,3 +95,19 @@ def test_a_plugin_that_does_not_subclass_gets_the_base_class_defaults(monkeypatc
     from cfkit.editors.classical import ClassicalEditor
 
     assert with_defaults(ClassicalEditor, Editor) is ClassicalEditor
+
+
+def test_a_plug_in_names_the_distribution_that_registered_it_but_loading_reads_no_metadata(site, monkeypatch):
+    """The listings show each plug-in's distribution by its own name; finding and loading a plug-in parses no
+    distribution's metadata (every installed package's, tens of ms a command), only a listing that shows it."""
+    import importlib.metadata
+
+    _fake_distribution(site, "Extra-Backends", "[cfkit.backends]\nkeyword = cfkit.backends.baseline:BaselineBackend\n")
+    parsed = []
+    real = importlib.metadata.PathDistribution.metadata
+    monkeypatch.setattr(importlib.metadata.PathDistribution, "metadata",
+                        property(lambda self: parsed.append(self) or real.fget(self)))
+    assert registry.load(registry.BACKENDS, "keyword").__name__ == "BaselineBackend"
+    assert parsed == []
+    assert registry.plugins(registry.BACKENDS)["keyword"].package == "Extra-Backends"
+    assert parsed
