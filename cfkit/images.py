@@ -149,25 +149,27 @@ def _too_large(source: str, what: str) -> ImageError:
                       "Downscale it before use.")
 
 
-def _complete(data: bytes, mime: str) -> bool:
-    """Whether an image file's bytes run to its format's end marker (a cheap test for a file cut short).
+def ends_complete(mime: str, tail: bytes, size: int, head: bytes, *, unknown: bool = True) -> bool:
+    """Whether an image file of ``size`` bytes, of which ``tail`` are the last and ``head`` the first, runs to its
+    format's end marker (a cheap test for a file cut short); ``unknown`` for a format it cannot tell.
 
     JPEG: an end-of-image marker after the last start-of-scan (entropy-coded data cannot hold either
     marker, so a file cut inside its image data has none after it); PNG: an IEND chunk after the last
-    IDAT; GIF: its trailer byte; WebP: as many bytes as its RIFF header declares.
+    IDAT; GIF: its trailer byte; WebP: as many bytes as its RIFF header declares. The last end marker of
+    a file lies in its last bytes when it ends with one, so ``tail`` may be the whole file or only its end.
     """
     # Searched from the end marker on, not over the whole file: the test costs microseconds, not a scan.
     if mime == "image/jpeg":
-        end = data.rfind(b"\xff\xd9")
-        return end >= 0 and data.find(b"\xff\xda", end) < 0
+        end = tail.rfind(b"\xff\xd9")
+        return end >= 0 and tail.find(b"\xff\xda", end) < 0
     if mime == "image/png":
-        end = data.rfind(b"IEND")
-        return end >= 0 and data.find(b"IDAT", end) < 0
+        end = tail.rfind(b"IEND")
+        return end >= 0 and tail.find(b"IDAT", end) < 0
     if mime == "image/gif":
-        return data.rstrip(b"\x00").endswith(b";")
+        return tail.rstrip(b"\x00").endswith(b";")
     if mime == "image/webp":
-        return len(data) >= 8 + int.from_bytes(data[4:8], "little")
-    return True
+        return size >= 8 + int.from_bytes(head[4:8], "little")
+    return unknown
 
 
 def check_sendable(data: bytes, mime: str, size: tuple[int, int], *, source: str, what: str = "image") -> None:
@@ -175,7 +177,7 @@ def check_sendable(data: bytes, mime: str, size: tuple[int, int], *, source: str
     short. ``size`` is (width, height) from its header."""
     if size[0] * size[1] > MAX_PIXELS:
         raise _too_large(source, what)
-    if not _complete(data, mime):
+    if not ends_complete(mime, data, len(data), data):
         # Data after the image (a motion photo's video, a camera's trailer) can hold marker bytes too:
         # only the decoder can tell such a file from one cut short, so it decides the rare doubtful file.
         try:

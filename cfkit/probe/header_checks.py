@@ -17,33 +17,13 @@ import os
 from pathlib import Path
 
 from cfkit.errors import ImageError
-from cfkit.images import MAX_PIXELS, SENDABLE_MIME, read_header
+from cfkit.images import MAX_PIXELS, SENDABLE_MIME, ends_complete, read_header
 from cfkit.store.digests import FileDigest
 
 #: A header check reads this much of a file's start (its header) …
 HEAD_BYTES = 64 * 1024
 #: … and this much of its end (the format's end marker).
 TAIL_BYTES = 4 * 1024
-
-
-def _ends_complete(head: bytes, tail: bytes, size: int, mime: str) -> bool:
-    """Whether a file of ``size`` bytes, of which ``tail`` are the last, ends as its format says it must.
-
-    The same test as :func:`cfkit.images.check_sendable` makes on the whole file: the last end marker of a
-    file lies in its last bytes when it ends with one, and nothing after it can be in front of the tail.
-    False where the tail alone cannot tell (the caller then reads the whole file).
-    """
-    if mime == "image/jpeg":
-        end = tail.rfind(b"\xff\xd9")
-        return end >= 0 and tail.find(b"\xff\xda", end) < 0
-    if mime == "image/png":
-        end = tail.rfind(b"IEND")
-        return end >= 0 and tail.find(b"IDAT", end) < 0
-    if mime == "image/gif":
-        return tail.rstrip(b"\x00").endswith(b";")
-    if mime == "image/webp":
-        return size >= 8 + int.from_bytes(head[4:8], "little")
-    return False
 
 
 #: JPEG start-of-frame markers (they hold the pixel size); C4, C8 and CC share the range but are not frames.
@@ -115,7 +95,7 @@ def header_only(path: Path, st: os.stat_result) -> FileDigest | None:
         except ImageError:
             return None  # a header longer than HEAD_BYTES, or a bad file: the whole file decides, and says why
     mime, (width, height) = found
-    if mime not in SENDABLE_MIME or width * height > MAX_PIXELS or not _ends_complete(head, tail, st.st_size, mime):
+    if mime not in SENDABLE_MIME or width * height > MAX_PIXELS or not ends_complete(mime, tail, st.st_size, head, unknown=False):
         return None
     return FileDigest(path=str(path), size=st.st_size, mtime_ns=st.st_mtime_ns, sha256="", mime=mime,
                       sent_sha256="", width=width, height=height, hashed_at_ns=0)
