@@ -3,7 +3,7 @@
 Errors in the inputs (a missing caption, an unknown case in the subset file, an
 unreadable image) stop here, before any request is sent. Counterfactual pairs
 that cannot be asked (no usable edit, a spec that does not load), and cases the
-swap suite does not ask (:mod:`~cfkit.probe.swap`), are listed as skipped, with
+swap suite does not ask (:mod:`~cfkit.swap`), are listed as skipped, with
 why. A :class:`Selection` narrows a suite to part of it (a smoke
 test: ``--limit N``, ``--cases FILE``; ``--accepted-only``,
 ``--reviewed-only``); the plan also lists what it asks about that no person
@@ -24,7 +24,7 @@ from cfkit.cases import Case, CaseSet
 from cfkit.dataset import load_cases
 from cfkit.captions import load_caption
 from cfkit.errors import CaseError, SpecError, UsageError
-from cfkit.probe import swap
+from cfkit import swap
 from cfkit.probe.image_refs import Digests, FileState, ImageRef
 from cfkit.probe.selection import Selection
 from cfkit.prompts import load_templates, render_prompt, templates_sha256

@@ -16,7 +16,7 @@ import pytest
 
 from cfkit.backends import Capabilities
 from cfkit.probe import plan_suite
-from cfkit.probe.swap import answer_text, swap_problem, swapped
+from cfkit.swap import answer_text, swap_problem, swapped
 from cfkit.workspace import load_workspace
 from support.chat_api_server import ChatServer, Scripted, answer_json, completion, user_text
 from support.workspace import run_cli
