@@ -97,7 +97,7 @@ def two_behind_one(ws: Path, url: str, *, concurrency: int, rate: float | None =
 
 def test_two_models_behind_one_endpoint_never_exceed_its_concurrency_together(tmp_path):
     ws = many_cases(tmp_path / "ws", 40)
-    script = Counting(0.05)
+    script = Counting(0.05, gather=3)
     with ChatServer(script) as chat:
         path = two_behind_one(ws, chat.url, concurrency=3)
         result = run_cli(["-w", str(ws), "study", "run", str(path)])
@@ -276,7 +276,7 @@ def test_status_says_stale_when_the_inputs_changed_and_a_rerun_asks_the_new_ques
 
 def test_a_paper_protocol_model_behind_an_endpoint_takes_the_endpoints_concurrency(tmp_path):
     ws = many_cases(tmp_path / "ws", 12)
-    script = Counting(0.5)  # long enough for all six to be in flight at once on a loaded machine
+    script = Counting(0.05, gather=6)  # each reply waits until six were in flight at once
     with ChatServer(script) as chat:
         path = write(ws / "study.toml", f"[endpoints.e]\nurl = '{chat.url}'\nconcurrency = 6\n"
                                         "[models.p]\nmodel = 'openai:paper-model'\nendpoint = 'e'\n"
