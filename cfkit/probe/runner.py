@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 from cfkit import __version__
 from cfkit.backends import Backend, as_backend
 from cfkit.errors import Incomplete, UsageError
-from cfkit.probe.identity import (cache_key, library_versions, request_key, requests_sha256, run_id_for, run_settings,
-                                  settings_sha256)
+from cfkit.probe.cache_keys import RunKeys
+from cfkit.probe.identity import library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
 from cfkit.probe.plan import ProbeItem, ProbePlan
 from cfkit.probe.progress import Budget, RunProgress, RunSummary
 from cfkit.store import Store, batches, responses, runs
@@ -242,8 +242,9 @@ def run_identity(backend: Backend, plan: ProbePlan,
     request's images are not known (a lazy plan): the sender takes it from the bytes it reads.
     """
     backend = as_backend(backend)
-    keys = {item.key: cache_key(backend, item.request) for item in plan.items}
-    early = {item.key: request_key(backend, item.request) for item in plan.items}
+    run_keys = RunKeys(backend)  # the same keys as cache_key and request_key, the shared parts serialised once
+    keys = {item.key: run_keys.cache_key(item.request) for item in plan.items}
+    early = {item.key: run_keys.request_key(item.request) for item in plan.items}
     settings = run_settings(backend, plan.generation, protocol)
     shown = {item.key: (item.edit_id, _file(item.image_file)) for item in plan.items}
     recorded = RunSettings(settings=settings, settings_sha256=settings_sha256(settings),

@@ -20,7 +20,7 @@ from dataclasses import replace
 from cfkit.backends import Backend, is_async
 from cfkit.errors import ImageError, TransportError
 from cfkit.money import usd
-from cfkit.probe.identity import cache_key
+from cfkit.probe.cache_keys import RunKeys
 from cfkit.probe.image_refs import ImageRef, SendingImages
 from cfkit.probe.pacing import Pacer
 from cfkit.probe.plan import ProbeItem
@@ -51,6 +51,7 @@ class Sender:
         self._stopping: asyncio.Event | None = None
         self._async = is_async(backend)
         self._images = SendingImages()
+        self._run_keys = RunKeys(backend)  # a lazy plan's cache keys, the parts every request shares serialised once
         self.from_cache = 0  # requests of a lazy plan the response cache answered once their images were read
         self._cache_holds: bool | None = None  # whether the cache held a response of this model when sending began
 
@@ -146,7 +147,7 @@ class Sender:
                 raise outcome
 
     def _keyed(self, item: ProbeItem, request, shas: tuple) -> tuple[str, ProbeItem]:
-        key, item = _keyed(self.backend, item, request, shas)
+        key, item = _keyed(self._run_keys, item, request, shas)
         self.keys[item.key] = key
         return key, item
 
@@ -249,10 +250,10 @@ class Sender:
         return reply is not None
 
 
-def _keyed(backend: Backend, item: ProbeItem, request, shas: tuple) -> tuple[str, ProbeItem]:
+def _keyed(run_keys: RunKeys, item: ProbeItem, request, shas: tuple) -> tuple[str, ProbeItem]:
     """(the cache key of ``item`` from the digests of the bytes read to send it, the item with the digest of the
     image it shows filled in)."""
-    key = cache_key(backend, request, shas)
+    key = run_keys.cache_key(request, shas)
     if item.image_sha256 is None and item.image_file is not None:
         for ref, sha in zip(item.request.images, shas):
             if isinstance(ref, ImageRef) and ref.kind == "file" and ref.files[0].path == item.image_file.path:
