@@ -369,12 +369,23 @@ def write_reply(tx: sqlite3.Connection, run_id: str, key: ReplyKey, *, cache_key
     ``raw_chars`` is the reply's full length when ``raw`` was cut to the storage cap; ``created_at`` (default
     now) is kept as given when a reply recorded elsewhere is imported (``cfkit runs import``).
     """
-    case_id, pair_id, condition = key
-    p = provenance
-    tx.execute(_WRITE_REPLY, (run_id, case_id, pair_id, condition, cache_key, fields.answer, fields.parse,
-                              fields.error, fields.reason, fields.confidence, raw, fields.detail, created_at or now(), cost_usd,
-                              p.edit_id, p.image_sha256, p.server_model, p.system_fingerprint, raw_chars,
-                              fields.reasoning, fields.parser, int(p.truncated), p.endpoint))
+    tx.execute(_WRITE_REPLY, reply_row(run_id, key, cache_key=cache_key, raw=raw, fields=fields, cost_usd=cost_usd,
+                                       provenance=provenance, raw_chars=raw_chars, created_at=created_at))
+
+
+def reply_row(run_id: str, key: ReplyKey, *, cache_key: str | None, raw: str | None, fields: ReplyFields,
+              cost_usd: float | None = None, provenance: ReplyProvenance = ReplyProvenance(),
+              raw_chars: int | None = None, created_at: str | None = None) -> tuple:
+    """One reply as :func:`write_replies` stores it (the arguments of :func:`write_reply`)."""
+    p, f = provenance, fields
+    return (run_id, *key, cache_key, f.answer, f.parse, f.error, f.reason, f.confidence, raw, f.detail,
+            created_at or now(), cost_usd, p.edit_id, p.image_sha256, p.server_model, p.system_fingerprint, raw_chars,
+            f.reasoning, f.parser, int(p.truncated), p.endpoint)
+
+
+def write_replies(tx: sqlite3.Connection, rows: list[tuple]) -> None:
+    """Store (or replace) several replies (:func:`reply_row`) in the caller's transaction, in one statement."""
+    tx.executemany(_WRITE_REPLY, rows)
 
 
 def reread_reply(tx: sqlite3.Connection, run_id: str, key: ReplyKey, fields: ReplyFields) -> None:
