@@ -403,14 +403,13 @@ def answered(tx: sqlite3.Connection, run_id: str, wanted: dict[ReplyKey, str | N
     stored reply made from that very request that is not a transport failure. Read inside the caller's
     transaction."""
     found: set[ReplyKey] = set()
-    keys = list(wanted)
-    for start in range(0, len(keys), 300):
-        chunk = keys[start:start + 300]
-        where = " OR ".join(["(case_id = ? AND pair_id = ? AND condition = ?)"] * len(chunk))
-        rows = tx.execute(f"SELECT case_id, pair_id, condition, cache_key FROM replies WHERE run_id = ? "
-                          f"AND error IS NOT 'transport' AND ({where})",
-                          (run_id, *(part for k in chunk for part in k))).fetchall()
-        found.update((c, p, k) for c, p, k, cache_key in rows if wanted[(c, p, k)] in (None, cache_key))
+    case_ids = list(dict.fromkeys(case_id for case_id, _, _ in wanted))
+    for start in range(0, len(case_ids), 500):  # by case id (the key's prefix after the run), checked here
+        chunk = case_ids[start:start + 500]
+        rows = tx.execute(f"SELECT case_id, pair_id, condition, cache_key FROM replies WHERE run_id = ? AND error IS "
+                          f"NOT 'transport' AND case_id IN ({','.join('?' * len(chunk))})", (run_id, *chunk))
+        found.update(key for c, p, k, cache_key in rows if (key := (c, p, k)) in wanted
+                     and wanted[key] in (None, cache_key))
     return found
 
 
