@@ -43,22 +43,18 @@ _REQUEST_RULE = "files by path, size and mtime"
 
 
 def _json(value: Any) -> str:
-    """``value`` as ``json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)`` writes it; text, lists
-    of text and lists of lists of text (what a request's spliced fields mostly hold) without the encoder's set-up."""
+    """``value`` as ``json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)`` writes it; text, whole
+    numbers, None and lists of them (what a request's spliced fields hold) without the encoder's set-up. The
+    encoder writes an item of a list as it writes that item alone, so anything else is left to it item by item."""
     kind = type(value)
     if kind is str:
         return encode_basestring(value)
     if kind is list:
-        parts = []
-        for item in value:
-            if type(item) is str:
-                parts.append(encode_basestring(item))
-            elif type(item) is list and all(type(x) is str for x in item):
-                parts.append("[" + ", ".join(map(encode_basestring, item)) + "]")
-            else:
-                break
-        else:
-            return "[" + ", ".join(parts) + "]"
+        return "[" + ", ".join(map(_json, value)) + "]"
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 

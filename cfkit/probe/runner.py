@@ -30,6 +30,7 @@ server reported.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -249,8 +250,21 @@ def run_identity(backend: Backend, plan: ProbePlan,
     shown = {item.key: (item.edit_id, _file(item.image_file)) for item in plan.items}
     recorded = RunSettings(settings=settings, settings_sha256=settings_sha256(settings),
                            requests_sha256=requests_sha256(early, shown), endpoint=backend.endpoint,
-                           versions=library_versions(backend), protocol=protocol, selection=plan.selection.as_dict())
+                           versions=_versions(backend), protocol=protocol, selection=plan.selection.as_dict())
     return run_id_for(backend, plan.suite, recorded.settings_sha256, recorded.requests_sha256), keys, recorded
+
+
+@functools.cache
+def _installed_versions() -> tuple[tuple[str, str], ...]:
+    """:func:`~cfkit.probe.identity.library_versions` without a backend, read once per process (reading the
+    installed packages' metadata took 20-40 ms a run): what a process runs does not change under it, even if
+    a package is upgraded meanwhile."""
+    return tuple(library_versions().items())
+
+
+def _versions(backend: Backend) -> dict[str, str]:
+    """:func:`~cfkit.probe.identity.library_versions` of ``backend``: the installed versions, then its own."""
+    return {**dict(_installed_versions()), **(backend.versions or {})}
 
 
 #: Recorded in the notes of every run whose id follows :func:`run_identity` (images by path, size and mtime).

@@ -3,10 +3,12 @@ byte for byte, as the documented formula gives, so every response cached before 
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -14,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from cfkit.backends import Generation, ImageData, ProbeRequest, RequestMeta, load_backend
 from cfkit.probe import answer_schema, plan_suite, probe_suite
 from cfkit.probe import identity
-from cfkit.probe.cache_keys import MAX_TEMPLATES, RunKeys
+from cfkit.probe.cache_keys import MAX_TEMPLATES, RunKeys, _json
 from cfkit.probe.image_refs import FileState, ImageRef
 from cfkit.store import Store, responses
 from cfkit.store.responses import CachedResponse
@@ -161,3 +163,15 @@ def test_a_response_cached_under_the_formula_s_key_answers_the_run(tiny_ws):
             summary = probe_suite(ws, store, "openai:test-model", "contextcanvas", options=options)
         assert server.count == 0
     assert summary.from_cache == len(plan.items) == 3 and summary.sent == 0 and summary.status == "done"
+
+
+class _Small(enum.IntEnum):
+    THREE = 3
+
+
+@pytest.mark.parametrize("value", [
+    "quote \" backslash \\ newline \n line separator \u2028 café 𝔘 \x00", "", 0, -5, 2**80, None, True, False, 1.5,
+    float("nan"), float("inf"), [], [[]], ["x", 1, None, True, [2.5, "y", [_Small.THREE]]], ("a tuple", 1),
+    {"b": 1, "a": [1, {"d": None, "c": "e"}]}, _Small.THREE, [_Small.THREE, False], [Path("/a path")]])
+def test_a_spliced_value_is_written_as_the_json_encoder_writes_it(value):
+    assert _json(value) == json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
