@@ -8,6 +8,12 @@ requests sharing an image are in flight), asks the backend, and queues the
 reply for the next commit (:mod:`~cfkit.probe.recording`). A budget, when
 given (:class:`~cfkit.probe.progress.Budget`), stops sending before it could be passed;
 so does a server that is not there or keeps refusing (:mod:`~cfkit.probe.stopping`).
+
+At 64 requests in flight a run is bound by this thread's CPU, so each
+request's own work is kept small: a lazy plan's cache key is spliced into the
+run's shared key text (:mod:`~cfkit.probe.cache_keys`), and the objects made
+before sending are left out of the garbage collector's passes while it sends
+(:class:`_OldObjectsFrozen`).
 """
 
 from __future__ import annotations
