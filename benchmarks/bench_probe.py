@@ -201,6 +201,7 @@ def run(one_core: bool = False) -> list[dict]:
     times: dict[tuple[str, int], list[float]] = {}
     plans: dict[int, list[float]] = {}
     reruns: list[float] = []
+    loads: list[float] = []  # the load average after each probe run
     try:
         with tempfile.TemporaryDirectory() as tmp:
             ws = load_workspace(write_workspace(Path(tmp) / "ws", CASES))
@@ -223,13 +224,14 @@ def run(one_core: bool = False) -> list[dict]:
                     first_s, plan_s, rerun_s = _probe_run(ws, url, concurrency,
                                                           rerun=concurrency == CONCURRENCIES[0])
                     put("probe run", first_s)
+                    loads.append(os.getloadavg()[0])
                     plans.setdefault(concurrency, []).append(plan_s)
                     if rerun_s is not None:
                         reruns.append(rerun_s)
                     if "httpx2" in clients:
                         put("httpx2", asyncio.run(_httpx2(url, jobs, concurrency)))
                         put("openai SDK", asyncio.run(_sdk(url, jobs, concurrency)))
-            rows = _rows(times, plans, reruns, mean_b64, import_s, tuple(rounds), clients)
+            rows = _rows(times, plans, reruns, mean_b64, import_s, tuple(rounds), clients, loads)
             rows += process_rows(url, Path(tmp), ws.root, jobs, memory=not one_core)
     finally:
         if affinity is not None:
@@ -243,10 +245,13 @@ def run(one_core: bool = False) -> list[dict]:
     return rows
 
 
-def _rows(times, plans, reruns, mean_b64, import_s, concurrencies=CONCURRENCIES, clients=CLIENTS) -> list[dict]:
+def _rows(times, plans, reruns, mean_b64, import_s, concurrencies=CONCURRENCIES, clients=CLIENTS,
+          loads=()) -> list[dict]:
     """One row per client and concurrency. Ratios to the floor are taken within each round (the clients of
     a round run back to back), then the median over rounds, so a change in the machine's load between
     rounds does not enter them."""
+    import os
+
     rows = []
     what = {"floor": "lean aiohttp client (the floor)",
             "floor, pybase64": "the lean client with pybase64's base64 encoder (as cfkit encodes)",
@@ -271,6 +276,8 @@ def _rows(times, plans, reruns, mean_b64, import_s, concurrencies=CONCURRENCIES,
                 note += (f". Planning (checking the cases, and each image's header and end: the run's id knows "
                          f"images by path, size and mtime, and each is read whole only when sent) took "
                          f"{statistics.median(planning):.2f} s of it; the rest alone is {sending:.2f}× the floor")
+                if loads:
+                    note += f"; load average {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs"
             rows.append({
                 "name": f"{label}, 1,204 requests at concurrency {concurrency}", "value": round(seconds, 3),
                 "unit": "s", "target": f"≤ {target:.2f}× the floor" if target else None,
