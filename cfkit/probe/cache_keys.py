@@ -21,6 +21,7 @@ keyed by :mod:`~cfkit.probe.identity` itself.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import uuid
@@ -59,15 +60,24 @@ def _json(value: Any) -> str:
 
 
 class _Template:
-    """The key material's JSON text with a gap for each spliced field, for one (generation, schema)."""
+    """The key material's JSON text with a gap for each spliced field, for one (generation, schema, backend part).
 
-    __slots__ = ("generation", "schema", "pieces", "order")
+    It keeps copies of what it was made from (a dict changed in place later
+    is not this template's any more) and serves a request only when they are
+    equal to the request's and the backend's of the moment."""
 
-    def __init__(self, generation: Any, schema: Any, pieces: list[str], order: list[str]):
-        self.generation = generation
-        self.schema = schema
+    __slots__ = ("generation", "schema", "backend", "pieces", "order")
+
+    def __init__(self, generation: Any, schema: Any, backend: tuple, pieces: list[str], order: list[str]):
+        self.generation = generation  # frozen
+        self.schema = copy.deepcopy(schema)
+        self.backend = copy.deepcopy(backend)  # (kind, model, answer-changing options)
         self.pieces = pieces  # len(order) + 1 pieces of text around the gaps
         self.order = order  # the spliced fields in the order the text holds them
+
+    def serves(self, generation: Any, schema: Any, backend: tuple) -> bool:
+        return (self.generation is generation or self.generation == generation) and self.schema == schema \
+            and self.backend == backend
 
     def text(self, values: dict[str, str]) -> str:
         pieces = self.pieces
@@ -126,10 +136,9 @@ class RunKeys:
         templates = self._templates.get(rule, [])
         if templates is None:
             return None
-        generation, schema = request.generation, request.schema
+        generation, schema, backend = request.generation, request.schema, self._backend_part()
         for template in templates:
-            if (template.generation is generation or template.generation == generation) and \
-                    (template.schema is schema or template.schema == schema):
+            if template.serves(generation, schema, backend):
                 return template
         if len(templates) >= MAX_TEMPLATES:
             return None
@@ -139,6 +148,10 @@ class RunKeys:
             return None
         self._templates[rule] = [*templates, template]
         return template
+
+    def _backend_part(self) -> tuple:
+        backend = self.backend
+        return (backend.kind, backend.model, backend.cache_identity)
 
     def _made(self, request: ProbeRequest, rule: str | None) -> _Template | None:
         """The template for ``request``'s generation and schema, checked against the full computation."""
@@ -165,7 +178,7 @@ class RunKeys:
             head, _, rest = rest.partition(found[name][1])
             pieces.append(head)
         pieces.append(rest)
-        template = _Template(request.generation, request.schema, pieces, order)
+        template = _Template(request.generation, request.schema, self._backend_part(), pieces, order)
         # The template must give the very key the full computation gives, or it is not used.
         if rule is None:  # any digest will do: given, it is used as it is, and the image is not read
             shas = ["0" * 64] * len(request.images)

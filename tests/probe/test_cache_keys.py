@@ -175,3 +175,20 @@ class _Small(enum.IntEnum):
     {"b": 1, "a": [1, {"d": None, "c": "e"}]}, _Small.THREE, [_Small.THREE, False], [Path("/a path")]])
 def test_a_spliced_value_is_written_as_the_json_encoder_writes_it(value):
     assert _json(value) == json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def test_a_template_is_not_used_once_what_it_was_made_from_changed_in_place(backend):
+    """A schema or the backend's options changed in place after a key was made: the next key follows them."""
+    keys = RunKeys(backend)
+    schema = answer_schema(("A", "B"))
+    request = make(schema=schema)
+    assert keys.cache_key(request) == formula(backend, request, [])
+    schema["properties"]["answer"]["enum"].append("C")
+    assert keys.cache_key(request) == formula(backend, request, [])
+    saved = dict(backend.cache_identity)
+    try:
+        backend.cache_identity["token_param"] = "max_completion_tokens"
+        assert keys.cache_key(request) == formula(backend, request, []) == identity.cache_key(backend, request)
+    finally:
+        backend.cache_identity.clear()
+        backend.cache_identity.update(saved)
