@@ -124,9 +124,10 @@ def start_server() -> tuple[subprocess.Popen, str]:
     return proc, proc.stdout.readline().strip()
 
 
-def lean_body(system: str, user: str, image: Path) -> dict:
-    """The Chat Completions body for one request: the prompt and the image as a base64 data URL."""
-    data = base64.b64encode(image.read_bytes()).decode("ascii")
+def lean_body(system: str, user: str, image: Path, encode=base64.b64encode) -> dict:
+    """The Chat Completions body for one request: the prompt and the image as a base64 data URL (``encode``:
+    the standard library's encoder, or another that gives the same bytes)."""
+    data = encode(image.read_bytes()).decode("ascii")
     return {"model": "bench-model", "temperature": 0, "max_tokens": 512,
             "messages": [{"role": "system", "content": system},
                          {"role": "user", "content": [{"type": "text", "text": user},
@@ -134,8 +135,11 @@ def lean_body(system: str, user: str, image: Path) -> dict:
                                                        "image_url": {"url": f"data:image/jpeg;base64,{data}"}}]}]}
 
 
-async def floor(url: str, jobs: list[tuple[str, str, Path]], concurrency: int) -> float:
-    """The lean aiohttp client: read, encode, post, decode; a semaphore and nothing else. Wall seconds."""
+async def floor(url: str, jobs: list[tuple[str, str, Path]], concurrency: int, encode=base64.b64encode) -> float:
+    """The lean aiohttp client: read, encode, post, decode; a semaphore and nothing else. Wall seconds.
+
+    ``encode`` is the standard library's base64 encoder (the floor), or pybase64's (what cfkit uses where it is
+    installed: the floor's like-for-like)."""
     import aiohttp
     import orjson
 
@@ -145,7 +149,7 @@ async def floor(url: str, jobs: list[tuple[str, str, Path]], concurrency: int) -
 
         async def one(job) -> None:
             async with gate:
-                async with session.post(url + "/chat/completions", data=orjson.dumps(lean_body(*job)),
+                async with session.post(url + "/chat/completions", data=orjson.dumps(lean_body(*job, encode)),
                                         headers=headers) as response:
                     reply = orjson.loads(await response.read())
                 assert reply["choices"][0]["message"]["content"]

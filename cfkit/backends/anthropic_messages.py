@@ -27,7 +27,6 @@ Message Batches (:mod:`cfkit.backends.anthropic_batch`) serve ``--batch`` and
 
 from __future__ import annotations
 
-import base64
 import random
 import time
 from collections.abc import Callable
@@ -38,7 +37,7 @@ from pydantic import Field
 
 from cfkit.backends import Backend, BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, TransportError, cache_options
 from cfkit.backends.controls import extra_body
-from cfkit.backends.openai_wire import MAX_STORED_CHARS, capped
+from cfkit.backends.openai_wire import MAX_STORED_CHARS, b64encode, capped
 from cfkit.endpoints import ANTHROPIC, PLACEHOLDER_KEY, redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, OptionError
 from cfkit.hints import install_hint
@@ -160,7 +159,7 @@ class AnthropicBackend(Backend):
         """The Messages API parameters of ``request`` (what :meth:`answer` sends; a batch line's ``params``)."""
         content: list[dict[str, Any]] = [
             {"type": "image", "source": {"type": "base64", "media_type": image.mime,
-                                         "data": base64.b64encode(image.data).decode("ascii")}}
+                                         "data": b64encode(image.data).decode("ascii")}}
             for image in request.images]
         content.append({"type": "text", "text": request.user})
         generation = request.generation

@@ -49,7 +49,6 @@ beside the answer (``reasoning_content``, or ``reasoning``) goes to
 
 from __future__ import annotations
 
-import base64
 import random
 import time
 from collections.abc import Callable
@@ -77,7 +76,7 @@ from cfkit.backends.http import (
     package_versions,
     retry_after_seconds,
 )
-from cfkit.backends.openai_wire import MAX_STORED_CHARS, encoded_body, reply_from_completion, slot
+from cfkit.backends.openai_wire import MAX_STORED_CHARS, b64encode, encoded_body, reply_from_completion, slot
 from cfkit.backends.replicas import Replica, ReplicaPool, served_model
 from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, UsageError
@@ -205,7 +204,7 @@ class OpenAIBackend(Backend):
         content: list[dict[str, Any]] = [{"type": "text", "text": request.user}]
         for i, image in enumerate(request.images):
             url = slot(i).decode("ascii") if slots else \
-                f"data:{image.mime};base64,{base64.b64encode(image.data).decode('ascii')}"
+                f"data:{image.mime};base64,{b64encode(image.data).decode('ascii')}"
             part: dict[str, Any] = {"url": url}
             if self.options.detail != "auto":
                 part["detail"] = self.options.detail

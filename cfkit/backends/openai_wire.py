@@ -5,12 +5,17 @@ A reply's text longer than :data:`MAX_STORED_CHARS` is cut to that length;
 ``Reply.raw_chars`` keeps its full length. A reasoning text the server returns
 beside the answer (``reasoning_content``, or ``reasoning``) goes to
 ``Reply.reasoning`` (cut the same way), never into the graded text.
+
+Images are base64-encoded with pybase64 (SIMD, about 25 times faster than the
+standard library's encoder, which took half of a fast run's CPU) where it is
+installed (the ``openai`` extra brings it); the bytes are the same.
 """
 
 from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from cfkit.backends import Reply, TransportError
@@ -36,6 +41,23 @@ def capped(text: str) -> tuple[str, int | None]:
     return text[:MAX_STORED_CHARS], len(text)
 
 
+#: The base64 encoder in use, found on the first :func:`b64encode`.
+_encoder: Callable[[bytes], bytes] | None = None
+
+
+def b64encode(data: bytes) -> bytes:
+    """``data`` as standard base64 (padded, no newlines): pybase64's encoder where it is installed, else the
+    standard library's; the same bytes either way."""
+    global _encoder
+    if _encoder is None:
+        try:
+            from pybase64 import b64encode as found
+        except ImportError:
+            found = base64.b64encode
+        _encoder = found
+    return _encoder(data)
+
+
 def slot(i: int) -> bytes:
     return f"{_SLOT_MARK}{i}.".encode("ascii")
 
@@ -52,7 +74,7 @@ def encoded_body(body: bytes, images) -> bytes:
         head, found, rest = rest.partition(slot(i))
         if not found:
             raise AssertionError(f"image slot {i} missing from the encoded body")
-        parts += [head, f"data:{image.mime};base64,".encode("ascii"), base64.b64encode(image.data)]
+        parts += [head, f"data:{image.mime};base64,".encode("ascii"), b64encode(image.data)]
     parts.append(rest)
     return b"".join(parts)
 

@@ -19,7 +19,7 @@ from cfkit.backends import Backend, Reply
 from cfkit.cases import Case
 from cfkit.parse import PARSER_VERSION, parse_answer
 from cfkit.probe.plan import ProbeItem
-from cfkit.store import Store, leases, responses, runs
+from cfkit.store import Store, leases, now, responses, runs
 from cfkit.store.responses import CachedResponse
 from cfkit.store.runs import ReplyFields, ReplyProvenance
 
@@ -127,22 +127,26 @@ class Recorder:
         if not self._pending:
             return
         batch, self._pending = self._pending, []
+        stamp = now()  # one clock reading for the batch: its replies are committed together
+        cached, stored = [], []
+        for p in batch:
+            reply = p.reply
+            if p.cache and reply is not None:
+                cached.append(responses.response_row(CachedResponse(
+                    cache_key=p.cache_key, raw=reply.raw, usage=reply.usage, latency_s=reply.latency_s,
+                    cost_usd=reply.cost_usd, refused=reply.refused, server_model=reply.server_model,
+                    system_fingerprint=reply.system_fingerprint, raw_chars=reply.raw_chars,
+                    reasoning=reply.reasoning, truncated=reply.truncated, endpoint=reply.endpoint),
+                    backend=self.cache_as.kind, model=self.cache_as.model, created_at=stamp))
+            stored.append(runs.reply_row(self.run_id, p.item.key, cache_key=p.cache_key,
+                                         raw=reply.raw if reply is not None else None, fields=p.fields,
+                                         cost_usd=reply.cost_usd if reply is not None else None,
+                                         provenance=provenance(p.item, reply),
+                                         raw_chars=reply.raw_chars if reply is not None else None, created_at=stamp))
         with self.store.transaction() as tx:
-            for p in batch:
-                reply = p.reply
-                if p.cache and reply is not None:
-                    responses.put(tx, CachedResponse(
-                        cache_key=p.cache_key, raw=reply.raw, usage=reply.usage, latency_s=reply.latency_s,
-                        cost_usd=reply.cost_usd, refused=reply.refused, server_model=reply.server_model,
-                        system_fingerprint=reply.system_fingerprint, raw_chars=reply.raw_chars,
-                        reasoning=reply.reasoning, truncated=reply.truncated, endpoint=reply.endpoint),
-                        backend=self.cache_as.kind,
-                        model=self.cache_as.model)
-                runs.write_reply(tx, self.run_id, p.item.key, cache_key=p.cache_key,
-                                 raw=reply.raw if reply is not None else None, fields=p.fields,
-                                 cost_usd=reply.cost_usd if reply is not None else None,
-                                 provenance=provenance(p.item, reply),
-                                 raw_chars=reply.raw_chars if reply is not None else None)
+            if cached:
+                responses.put_rows(tx, cached)
+            runs.write_replies(tx, stored)
             if self.lease_owner is not None:
                 leases.release(tx, self.run_id, [p.item.key for p in batch if p.reply is not None], self.lease_owner)
                 leases.mark_failed(tx, self.run_id, [p.item.key for p in batch if p.reply is None], self.lease_owner)

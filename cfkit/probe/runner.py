@@ -30,6 +30,7 @@ server reported.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -38,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 from cfkit import __version__
 from cfkit.backends import Backend, as_backend
 from cfkit.errors import Incomplete, UsageError
-from cfkit.probe.identity import (cache_key, library_versions, request_key, requests_sha256, run_id_for, run_settings,
-                                  settings_sha256)
+from cfkit.probe.cache_keys import RunKeys
+from cfkit.probe.identity import library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
 from cfkit.probe.plan import ProbeItem, ProbePlan
 from cfkit.probe.progress import Budget, RunProgress, RunSummary
 from cfkit.store import Store, batches, responses, runs
@@ -242,14 +243,28 @@ def run_identity(backend: Backend, plan: ProbePlan,
     request's images are not known (a lazy plan): the sender takes it from the bytes it reads.
     """
     backend = as_backend(backend)
-    keys = {item.key: cache_key(backend, item.request) for item in plan.items}
-    early = {item.key: request_key(backend, item.request) for item in plan.items}
+    run_keys = RunKeys(backend)  # the same keys as cache_key and request_key, the shared parts serialised once
+    keys = {item.key: run_keys.cache_key(item.request) for item in plan.items}
+    early = {item.key: run_keys.request_key(item.request) for item in plan.items}
     settings = run_settings(backend, plan.generation, protocol)
     shown = {item.key: (item.edit_id, _file(item.image_file)) for item in plan.items}
     recorded = RunSettings(settings=settings, settings_sha256=settings_sha256(settings),
                            requests_sha256=requests_sha256(early, shown), endpoint=backend.endpoint,
-                           versions=library_versions(backend), protocol=protocol, selection=plan.selection.as_dict())
+                           versions=_versions(backend), protocol=protocol, selection=plan.selection.as_dict())
     return run_id_for(backend, plan.suite, recorded.settings_sha256, recorded.requests_sha256), keys, recorded
+
+
+@functools.cache
+def _installed_versions() -> tuple[tuple[str, str], ...]:
+    """:func:`~cfkit.probe.identity.library_versions` without a backend, read once per process (reading the
+    installed packages' metadata took 20-40 ms a run): what a process runs does not change under it, even if
+    a package is upgraded meanwhile."""
+    return tuple(library_versions().items())
+
+
+def _versions(backend: Backend) -> dict[str, str]:
+    """:func:`~cfkit.probe.identity.library_versions` of ``backend``: the installed versions, then its own."""
+    return {**dict(_installed_versions()), **(backend.versions or {})}
 
 
 #: Recorded in the notes of every run whose id follows :func:`run_identity` (images by path, size and mtime).

@@ -8,6 +8,12 @@ requests sharing an image are in flight), asks the backend, and queues the
 reply for the next commit (:mod:`~cfkit.probe.recording`). A budget, when
 given (:class:`~cfkit.probe.progress.Budget`), stops sending before it could be passed;
 so does a server that is not there or keeps refusing (:mod:`~cfkit.probe.stopping`).
+
+At 64 requests in flight a run is bound by this thread's CPU, so each
+request's own work is kept small: a lazy plan's cache key is spliced into the
+run's shared key text (:mod:`~cfkit.probe.cache_keys`), and the objects made
+before sending are left out of the garbage collector's passes while it sends
+(:class:`_OldObjectsFrozen`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from dataclasses import replace
 from cfkit.backends import Backend, is_async
 from cfkit.errors import ImageError, TransportError
 from cfkit.money import usd
-from cfkit.probe.identity import cache_key
+from cfkit.probe.cache_keys import RunKeys
 from cfkit.probe.image_refs import ImageRef, SendingImages
 from cfkit.probe.pacing import Pacer
 from cfkit.probe.plan import ProbeItem
@@ -51,6 +57,7 @@ class Sender:
         self._stopping: asyncio.Event | None = None
         self._async = is_async(backend)
         self._images = SendingImages()
+        self._run_keys = RunKeys(backend)  # a lazy plan's cache keys, the parts every request shares serialised once
         self.from_cache = 0  # requests of a lazy plan the response cache answered once their images were read
         self._cache_holds: bool | None = None  # whether the cache held a response of this model when sending began
 
@@ -73,6 +80,7 @@ class Sender:
         self.recorder.lease_owner = queue.owner
         queue.announce()
         helpers = [asyncio.create_task(queue.keep_alive()), asyncio.create_task(self._commit_when_due())]
+        frozen = _OldObjectsFrozen()
         try:
             if self.budget is not None:
                 # Learn what one request costs before sending several at once.
@@ -88,6 +96,7 @@ class Sender:
                 await asyncio.gather(*workers, return_exceptions=True)
                 raise
         finally:
+            frozen.end()
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
@@ -146,7 +155,7 @@ class Sender:
                 raise outcome
 
     def _keyed(self, item: ProbeItem, request, shas: tuple) -> tuple[str, ProbeItem]:
-        key, item = _keyed(self.backend, item, request, shas)
+        key, item = _keyed(self._run_keys, item, request, shas)
         self.keys[item.key] = key
         return key, item
 
@@ -249,15 +258,42 @@ class Sender:
         return reply is not None
 
 
-def _keyed(backend: Backend, item: ProbeItem, request, shas: tuple) -> tuple[str, ProbeItem]:
+def _keyed(run_keys: RunKeys, item: ProbeItem, request, shas: tuple) -> tuple[str, ProbeItem]:
     """(the cache key of ``item`` from the digests of the bytes read to send it, the item with the digest of the
     image it shows filled in)."""
-    key = cache_key(backend, request, shas)
+    key = run_keys.cache_key(request, shas)
     if item.image_sha256 is None and item.image_file is not None:
         for ref, sha in zip(item.request.images, shas):
             if isinstance(ref, ImageRef) and ref.kind == "file" and ref.files[0].path == item.image_file.path:
                 item = replace(item, image_sha256=sha)
     return key, item
+
+
+class _OldObjectsFrozen:
+    """While a run sends, the objects that existed before (the plan, the cases, imported modules) are left out of
+    the garbage collector's full passes (``gc.freeze``): each pass walked all of them, several milliseconds a
+    time, for objects that live until the run ends. Given back to the collector (``gc.unfreeze``) when the last
+    of the runs sending at once in this process ends."""
+
+    sending = 0  # runs of this process inside one
+
+    def __init__(self) -> None:
+        import gc
+
+        if _OldObjectsFrozen.sending == 0:
+            gc.freeze()
+        _OldObjectsFrozen.sending += 1
+        self._ended = False
+
+    def end(self) -> None:
+        import gc
+
+        if self._ended:
+            return
+        self._ended = True
+        _OldObjectsFrozen.sending -= 1
+        if _OldObjectsFrozen.sending == 0:
+            gc.unfreeze()
 
 
 def _retrieved(future: asyncio.Future) -> None:

@@ -82,11 +82,24 @@ def holds_any(store: Database, *, backend: str, model: str) -> bool:
 
 def put(tx: sqlite3.Connection, response: CachedResponse, *, backend: str, model: str) -> None:
     """Cache a response inside the caller's transaction; an existing key is kept as it is."""
-    tx.execute(
-        "INSERT OR IGNORE INTO responses (cache_key, backend, model, raw, usage, latency_s, cost_usd, refused, "
+    tx.execute(_PUT, response_row(response, backend=backend, model=model))
+
+
+def response_row(response: CachedResponse, *, backend: str, model: str, created_at: str | None = None) -> tuple:
+    """One response as :func:`put_rows` caches it (``created_at`` default now)."""
+    return (response.cache_key, backend, model, response.raw, to_json(response.usage), response.latency_s,
+            response.cost_usd, int(response.refused), created_at or now(), response.server_model,
+            response.system_fingerprint, response.raw_chars, response.reasoning, int(response.truncated),
+            response.endpoint)
+
+
+def put_rows(tx: sqlite3.Connection, rows: list[tuple]) -> None:
+    """Cache several responses (:func:`response_row`) in one statement; an existing key is kept as it is."""
+    tx.executemany(_PUT, rows)
+
+
+_PUT = ("INSERT OR IGNORE INTO responses (cache_key, backend, model, raw, usage, latency_s, cost_usd, refused, "
         "created_at, server_model, system_fingerprint, raw_chars, reasoning, truncated, endpoint) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (response.cache_key, backend, model, response.raw, to_json(response.usage), response.latency_s,
-         response.cost_usd, int(response.refused), now(), response.server_model, response.system_fingerprint,
-         response.raw_chars, response.reasoning, int(response.truncated), response.endpoint),
-    )
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+

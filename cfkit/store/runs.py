@@ -369,12 +369,23 @@ def write_reply(tx: sqlite3.Connection, run_id: str, key: ReplyKey, *, cache_key
     ``raw_chars`` is the reply's full length when ``raw`` was cut to the storage cap; ``created_at`` (default
     now) is kept as given when a reply recorded elsewhere is imported (``cfkit runs import``).
     """
-    case_id, pair_id, condition = key
-    p = provenance
-    tx.execute(_WRITE_REPLY, (run_id, case_id, pair_id, condition, cache_key, fields.answer, fields.parse,
-                              fields.error, fields.reason, fields.confidence, raw, fields.detail, created_at or now(), cost_usd,
-                              p.edit_id, p.image_sha256, p.server_model, p.system_fingerprint, raw_chars,
-                              fields.reasoning, fields.parser, int(p.truncated), p.endpoint))
+    tx.execute(_WRITE_REPLY, reply_row(run_id, key, cache_key=cache_key, raw=raw, fields=fields, cost_usd=cost_usd,
+                                       provenance=provenance, raw_chars=raw_chars, created_at=created_at))
+
+
+def reply_row(run_id: str, key: ReplyKey, *, cache_key: str | None, raw: str | None, fields: ReplyFields,
+              cost_usd: float | None = None, provenance: ReplyProvenance = ReplyProvenance(),
+              raw_chars: int | None = None, created_at: str | None = None) -> tuple:
+    """One reply as :func:`write_replies` stores it (the arguments of :func:`write_reply`)."""
+    p, f = provenance, fields
+    return (run_id, *key, cache_key, f.answer, f.parse, f.error, f.reason, f.confidence, raw, f.detail,
+            created_at or now(), cost_usd, p.edit_id, p.image_sha256, p.server_model, p.system_fingerprint, raw_chars,
+            f.reasoning, f.parser, int(p.truncated), p.endpoint)
+
+
+def write_replies(tx: sqlite3.Connection, rows: list[tuple]) -> None:
+    """Store (or replace) several replies (:func:`reply_row`) in the caller's transaction, in one statement."""
+    tx.executemany(_WRITE_REPLY, rows)
 
 
 def reread_reply(tx: sqlite3.Connection, run_id: str, key: ReplyKey, fields: ReplyFields) -> None:
@@ -392,14 +403,13 @@ def answered(tx: sqlite3.Connection, run_id: str, wanted: dict[ReplyKey, str | N
     stored reply made from that very request that is not a transport failure. Read inside the caller's
     transaction."""
     found: set[ReplyKey] = set()
-    keys = list(wanted)
-    for start in range(0, len(keys), 300):
-        chunk = keys[start:start + 300]
-        where = " OR ".join(["(case_id = ? AND pair_id = ? AND condition = ?)"] * len(chunk))
-        rows = tx.execute(f"SELECT case_id, pair_id, condition, cache_key FROM replies WHERE run_id = ? "
-                          f"AND error IS NOT 'transport' AND ({where})",
-                          (run_id, *(part for k in chunk for part in k))).fetchall()
-        found.update((c, p, k) for c, p, k, cache_key in rows if wanted[(c, p, k)] in (None, cache_key))
+    case_ids = list(dict.fromkeys(case_id for case_id, _, _ in wanted))
+    for start in range(0, len(case_ids), 500):  # by case id (the key's prefix after the run), checked here
+        chunk = case_ids[start:start + 500]
+        rows = tx.execute(f"SELECT case_id, pair_id, condition, cache_key FROM replies WHERE run_id = ? AND error IS "
+                          f"NOT 'transport' AND case_id IN ({','.join('?' * len(chunk))})", (run_id, *chunk))
+        found.update(key for c, p, k, cache_key in rows if (key := (c, p, k)) in wanted
+                     and wanted[key] in (None, cache_key))
     return found
 
 

@@ -197,9 +197,10 @@ def test_every_name_a_lazy_package_offers_resolves_to_its_module_s_object(packag
         getattr(module, "no_such_name")
 
 
-#: What a probe run's HTTP client brings along (aiohttp and its own dependencies, orjson for the bodies).
+#: What a probe run's HTTP client brings along (aiohttp and its own dependencies, orjson for the bodies, pybase64
+#: for the images).
 HTTP = {"aiohttp", "aiohappyeyeballs", "aiosignal", "attr", "frozenlist", "idna", "multidict", "orjson", "propcache",
-        "yarl"}
+        "pybase64", "yarl"}
 
 
 def test_a_first_probe_run_over_png_and_jpeg_images_imports_no_pillow_or_numpy(tiny_ws):

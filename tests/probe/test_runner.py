@@ -179,3 +179,18 @@ def test_a_run_commits_far_fewer_times_than_it_stores_replies(setup, monkeypatch
     summary = run_probe(store, Counting(), plan, concurrency=4)
     assert summary.sent == 24 and len(runs.replies(store, summary.run_id)) == 24
     assert len(opened) < 24 / 2  # every write of the run: opening, leases, replies, closing
+
+
+def test_each_run_records_the_library_versions_and_the_backend_s_own(setup, tmp_path):
+    """The installed versions are read once per process; every run still records them, with its backend's."""
+    from cfkit.probe.identity import library_versions
+
+    ws, store, plan = setup
+    plain, own = Counting(), Counting()
+    own.versions = {"server": "1.2.3", "cfkit": "as the backend says"}
+    first = run_probe(store, plain, plan, concurrency=2)
+    with Store(tmp_path / "other.db") as other:
+        second = run_probe(other, own, plan, concurrency=2)
+        assert runs.get_run(other, second.run_id).versions == library_versions(own)
+    assert runs.get_run(store, first.run_id).versions == library_versions(plain)
+    assert library_versions(own)["server"] == "1.2.3" and library_versions(own)["cfkit"] == "as the backend says"
