@@ -16,7 +16,6 @@ from pydantic.dataclasses import dataclass
 
 from cfkit.case_rules import case_id_problem, control_character_problem, image_path_problem
 
-_STRICT = ConfigDict(extra="forbid")
 
 
 def _sendable(value: str) -> str:
@@ -26,7 +25,7 @@ def _sendable(value: str) -> str:
     return value
 
 
-@dataclass(frozen=True, slots=True, config=_STRICT)
+@dataclass(frozen=True, slots=True, config=ConfigDict(extra="forbid", title="Option"))  # titled as before
 class OptionModel:
     id: Annotated[str, Field(min_length=1)]
     text: str
@@ -40,7 +39,7 @@ class OptionModel:
 class ProvenanceModel(BaseModel):
     """Where a case's image comes from and under which rights; other keys are kept as given."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, title="Provenance")
 
     title: str | None = None
     creator: str | None = None
@@ -50,7 +49,7 @@ class ProvenanceModel(BaseModel):
     redistribution: str | None = None
 
 
-@dataclass(frozen=True, slots=True, config=_STRICT)
+@dataclass(frozen=True, slots=True, config=ConfigDict(extra="forbid", title="Case"))
 class CaseModel:
     """One case record as pydantic checks it (the fields and rules of :class:`cfkit.cases.Case`)."""
 

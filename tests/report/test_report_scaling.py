@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from cfkit.dataset import load_cases
 from cfkit.errors import PredictionError
+from cfkit import predictions
 from cfkit.predictions import Prediction, check_predictions, load_predictions, parse_predictions, paused_collection
+from cfkit.predictions_schema import PredictionModel
 
 
 BASE = '{"model": "m", "suite": "contextcanvas", "case": "T1", "condition": "image"'
@@ -41,7 +44,7 @@ def _plain(line):
     raw = json.loads(line)
     if not isinstance(raw, dict):
         raise TypeError(type(raw).__name__)
-    return Prediction.model_validate(raw)
+    return PredictionModel.model_validate(raw)
 
 
 def _outcome(read, line):
@@ -49,13 +52,26 @@ def _outcome(read, line):
         pred = read(line)
     except (ValueError, TypeError, RecursionError, PredictionError) as exc:
         return "refused", exc
-    return "read", (pred.model_dump(), pred.model_fields_set)
+    return "read", pred.model_dump()
+
+
+@pytest.fixture(params=["orjson", "json"])
+def json_reader(request, monkeypatch):
+    """The plain reading with each JSON parser it may use: orjson where installed, else json's own."""
+    if request.param == "json":
+        monkeypatch.setitem(sys.modules, "orjson", None)  # as if not installed
+        assert predictions._array_loads() is json.loads
+    else:
+        pytest.importorskip("orjson")
+        assert predictions._array_loads() is not json.loads
+    return request.param
 
 
 @pytest.mark.parametrize("line", LINES, ids=range(len(LINES)))
-def test_a_line_reads_as_it_read_before(line):
+def test_a_line_reads_as_it_read_before(line, json_reader):
     """A line the one-pass reading accepts gives what json.loads and the model gave; the others go the plain way."""
-    one_pass, plain = _outcome(Prediction.__pydantic_validator__.validate_json, line), _outcome(_plain, line)
+    one_pass = _outcome(PredictionModel.__pydantic_validator__.validate_json, line)
+    plain = _outcome(_plain, line)
     if one_pass[0] == "read":
         assert one_pass == plain
     loaded = _outcome(lambda text: parse_predictions(text, "p.jsonl")[0], line)
@@ -64,6 +80,25 @@ def test_a_line_reads_as_it_read_before(line):
         assert loaded == plain
     else:  # refused with the plain reading's words
         assert isinstance(loaded[1], PredictionError) and str(loaded[1]).startswith("p.jsonl:1: ")
+
+
+GOOD = [BASE.replace('"T1"', f'"T{n}"') + ', "answer": "A", "raw": "A é"}' for n in range(2, 7)]
+
+
+@pytest.mark.parametrize("line", LINES, ids=range(len(LINES)))
+def test_a_line_among_good_lines_reads_or_is_refused_as_before(line, json_reader):
+    """Each line of LINES as the fourth of six: the file reads (without pydantic where all is plain) to what the
+    line-by-line reading gives, or is refused with the message that reading gives for that line, its number
+    included."""
+    text = "\n".join([*GOOD[:3], line, *GOOD[3:]]) + "\n"
+    alone = _outcome(lambda one: parse_predictions(one, "p.jsonl")[0], line)
+    got = _outcome(lambda whole: parse_predictions(whole, "p.jsonl")[3], text)
+    if alone[0] == "refused":
+        assert got[0] == "refused" and str(got[1]) == str(alone[1]).replace("p.jsonl:1: ", "p.jsonl:4: ", 1)
+    else:
+        preds = parse_predictions(text, "p.jsonl")
+        assert [p.model_dump() for p in preds] == [
+            _outcome(_plain, one)[1] for one in [*GOOD[:3], line, *GOOD[3:]]]
 
 
 def _line(**fields) -> str:
@@ -154,3 +189,16 @@ def test_the_units_written_straight_as_json_read_as_the_report_object_writes_the
     assert to_json(report) == indented_json(report.to_dict()) + "\n"
     assert json.loads(to_json(report))["units"] == [g.to_dict() for g in groups]
     assert to_json(Report([], [], [], [], [])) == indented_json(Report([], [], [], [], []).to_dict()) + "\n"
+
+
+def test_plain_files_skip_the_full_check_and_doubtful_ones_go_to_it(json_reader):
+    """The column-wise reading takes a plainly right file itself and leaves a file with anything pydantic would
+    convert or refuse (here as its last line) to the line-by-line reading."""
+    from cfkit.predictions import _read_whole
+
+    assert [p.case for p in _read_whole(GOOD, "p.jsonl", None, None, {})] == ["T2", "T3", "T4", "T5", "T6"]
+    for tail in (', "edit_id": 1.0}', ', "truncated": 1}', ', "raw": "\\ud800"}', ', "nested": {}}', ', "raw": 1}',
+                 ', "suite": "counterfactual"}', ', "pair": ""}', ', "parse": "nope"}', ', "answer": "A", "error": "refused"}',
+                 ', "model": ""}', ', "raw": ["A"]}', ', "error": "late"}'):
+        assert _read_whole([*GOOD, BASE + tail], "p.jsonl", None, None, {}) is None, tail
+    assert _read_whole([*GOOD, ""], "p.jsonl", None, None, {}) is None  # a blank line: read line by line
