@@ -14,14 +14,12 @@ from __future__ import annotations
 import gc
 import json
 import re
-from collections import namedtuple
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import repeat
-from operator import attrgetter, itemgetter
+from operator import add, itemgetter
 from pathlib import Path
-from types import NoneType
-from typing import Any, get_args
+from typing import Any
 
 #: Fields written only where they have a value (so lines of other conditions are unchanged).
 OPTIONAL_FIELDS = ("edit_id", "image_sha256")
@@ -30,120 +28,17 @@ PROVENANCE_FIELDS = ("server_model", "system_fingerprint", "reasoning", "endpoin
 
 from cfkit.cases import CaseSet
 from cfkit.errors import PredictionError, describe_validation
-from cfkit.parse import RULES
+from cfkit.prediction_record import (  # noqa: F401 - FIELDS and Prediction are this module's too, as always
+    _FIELD_SET,
+    _REQUIRED,
+    FIELDS,
+    Prediction,
+    _checks_pass,
+    _columns_pass,
+    _restored,
+    _rows_pass,
+)
 from cfkit.store import Store, runs
-from cfkit.vocabulary import SUITE_CONDITIONS, Condition, Suite
-
-#: A prediction's fields, in the documented order (cfkit.predictions_schema.PredictionModel's, which a test checks).
-FIELDS = ("model", "suite", "case", "pair", "condition", "answer", "parse", "error", "raw", "reason", "confidence",
-          "edit_id", "image_sha256", "truncated", "server_model", "system_fingerprint", "reasoning", "endpoint")
-ERRORS = ("missing", "ambiguous", "conflicting", "unparseable", "refused", "transport")
-
-
-class Prediction(namedtuple("_PredictionFields", FIELDS, defaults=(None,) * 14)):
-    """One model's answer to one case under one condition: a frozen record of :data:`FIELDS`.
-
-    ``Prediction(**fields)`` checks the fields as the predictions format
-    requires: plainly when every value is of its type and consistent, else by
-    the full check of :mod:`cfkit.predictions_schema`, which converts what
-    pydantic converts and raises pydantic's ``ValidationError``. A file or a
-    stored run is checked a column at a time (:func:`parse_predictions`).
-    """
-
-    __slots__ = ()
-
-    def __new__(cls, **values: Any) -> Prediction:
-        row = tuple(map(values.get, FIELDS))
-        if not (values.keys() <= _FIELD_SET and _rows_pass([row])):
-            from cfkit.predictions_schema import checked
-
-            row = checked(values)
-        return tuple.__new__(cls, row)
-
-    @classmethod
-    def model_validate(cls, values: Mapping[str, Any]) -> Prediction:
-        """A prediction from a mapping of its fields, checked as ``Prediction(**values)`` checks them."""
-        return cls(**values)
-
-    @property
-    def key(self) -> tuple[str, str, str, str, str]:
-        """What may occur once: model, suite, case, pair and condition."""
-        return (self.model, self.suite, self.case, self.pair or "", self.condition)
-
-    def model_dump(self, mode: str = "python") -> dict[str, Any]:
-        """Every field by name, in :data:`FIELDS` order (all values are JSON's already, whatever ``mode``)."""
-        return dict(zip(FIELDS, self))
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Prediction:
-        """A copy with the fields in ``update`` replaced (not checked again, as pydantic's ``model_copy``)."""
-        return self._replace(**update) if update else self
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and tuple.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    __hash__ = tuple.__hash__
-
-    def __reduce__(self):
-        return _restored, (tuple(self),)
-
-
-def _restored(values: tuple) -> Prediction:
-    return tuple.__new__(Prediction, values)
-
-
-_FIELD_SET = frozenset(FIELDS)
-_SUITES, _CONDITIONS = frozenset(get_args(Suite)), frozenset(get_args(Condition))
-_PARSES, _ERRORS = frozenset((*RULES, None)), frozenset((*ERRORS, None))
-_STR, _TEXT, _COUNT, _FLAG = {str}, {str, NoneType}, {int, NoneType}, {bool, NoneType}
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-_SURROGATE = re.compile("[\ud800-\udfff]")  # a lone surrogate (a JSON escape): pydantic refuses it as a string
-_BIGGEST = 2**63 - 1  # an edit id above it is left to pydantic
-
-
-def _rows_pass(rows: Sequence[tuple]) -> bool:
-    """Whether every row (the values of :data:`FIELDS`, in order) plainly passes the full check: True only when
-    pydantic would accept each as it is, without converting anything."""
-    return not rows or _columns_pass(dict(zip(FIELDS, zip(*rows))), len(rows))
-
-
-def _columns_pass(cols: dict[str, Sequence], n: int) -> bool:
-    """:func:`_rows_pass` on the rows' columns by field (a field absent from ``cols`` is null on every row): each
-    column's types (set(map(type, column))) and distinct values, and the consistency rules on the distinct
-    combinations of the fields they read."""
-    for name, column in cols.items():
-        kinds = set(map(type, column))
-        if name in ("model", "suite", "case", "condition"):
-            if kinds != _STR:
-                return False
-        elif name == "edit_id":
-            if not kinds <= _COUNT or not all(1 <= v <= _BIGGEST for v in set(column) if v is not None):
-                return False
-            continue
-        elif name == "truncated":
-            if not kinds <= _FLAG:
-                return False
-            continue
-        elif not kinds <= _TEXT:
-            return False
-        if str in kinds:
-            text = "".join(filter(None, column))
-            if not text.isascii() and _SURROGATE.search(text):
-                return False
-    get = cols.get
-    if not {"model", "suite", "case", "condition"} <= cols.keys():
-        return False
-    models, cases = set(cols["model"]), set(cols["case"])
-    if "" in models or "" in cases or not set(cols["suite"]) <= _SUITES or not set(cols["condition"]) <= _CONDITIONS:
-        return False
-    if not set(get("parse", ())) <= _PARSES or not set(get("error", ())) <= _ERRORS:
-        return False
-    if not all(_SHA256.fullmatch(v) for v in set(get("image_sha256", ())) if v is not None):
-        return False
-    shapes = set(zip(*(cols[name] if name in cols else repeat(None, n) for name in _SHAPE_FIELDS)))
-    return all(_shape_passes(*shape) for shape in shapes)
 
 
 def parse_predictions(
@@ -162,10 +57,10 @@ def parse_predictions(
     twice across files.
     """
     seen = {} if seen is None else seen
-    lines = text.splitlines()
-    fast = _read_whole(lines, path, cases, pairs, seen)
+    fast = _read_whole(text, path, cases, pairs, seen)
     if fast is not None:
         return fast
+    lines = text.splitlines()
     out: list[Prediction] = []
     options: dict[str, frozenset[str] | None] = {}  # a case's option ids, found once per case, not once per line
     # The full check (pydantic), line by line: JSON read and checked in one pass, the model's two checks written in
@@ -204,79 +99,75 @@ def parse_predictions(
     return out
 
 
-_RULES = frozenset(RULES)
-#: What :func:`_checks_pass` looks at.
-_SHAPE_FIELDS = ("suite", "condition", "pair", "parse", "answer", "error", "edit_id", "image_sha256")
-_SHAPE = attrgetter(*_SHAPE_FIELDS)
-_REQUIRED = frozenset(("model", "suite", "case", "condition"))
-
-def _array_loads() -> Callable[[str], Any]:
+def _array_loads() -> tuple[Callable[[str], Any], bool]:
     """orjson's reading where installed (a third of the time of json's; the HTTP backends bring it), imported on
-    first use so that a report from the store does not load it; else json's own."""
+    first use so that a report from the store does not load it; else json's own. With it, whether the strings it
+    gives are whole (orjson refuses a lone surrogate escape; json's own reads one into the string)."""
     try:
         from orjson import loads
     except ImportError:
-        return json.loads
-    return loads
+        return json.loads, False
+    return loads, True
 
 
-def _read_whole(lines: list[str], path: Path | str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
+#: What str.splitlines() breaks a line at besides "\n" and "\r\n", which JSON allows inside a string.
+_OTHER_BREAKS = re.compile("[\x85\u2028\u2029]")
+
+
+def _read_whole(text: str, path: Path | str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
                 seen: dict[tuple, tuple[str, int]]) -> list[Prediction] | None:
     """:func:`parse_predictions` without pydantic for a file with nothing to report: the lines read as one JSON
     array, then checked a column at a time (:func:`_columns_pass`) and once per distinct case, pair and answer
     rather than once per line; None, with ``seen`` untouched, as soon as anything is unusual (a blank line, JSON
     any line would not give alone, a value not plainly of its type, a problem of any kind, a pair written as ""),
     and the line-by-line reading then finds it and names its line."""
-    n = len(lines)
-    if not n:
-        return []
+    body = text[:-1] if text.endswith("\n") else text
+    if not body:
+        return [] if not text else None
+    if (not text.isascii() and _OTHER_BREAKS.search(text)) or text.count("\r") != text.count("\r\n"):
+        return None  # a line of str.splitlines() that is not one between "\n"s
+    n = body.count("\n") + 1  # the lines, as str.splitlines() counts them ("\r\n" included)
+    loads, whole_strings = _array_loads()
     try:
-        # Joined with a line break, so that no string runs across two lines (JSON refuses a raw line break in
-        # one); a container that would (an array opened on one line, closed on the next) is not a flat record and
-        # fails the checks of types below, and a count of records other than lines fails at once.
-        records = _array_loads()("[" + "\n,".join(lines) + "]")
+        # Each line break followed by a comma, so that no string runs across two lines (JSON refuses a raw line
+        # break in one, and "\r" before it is only white space); a container that would (an array opened on one
+        # line, closed on the next) is not a flat record and fails the checks below, and a count of records other
+        # than lines (a blank line, two records on one) fails at once.
+        records = loads("[" + body.replace("\n", "\n,") + "]")
     except (ValueError, RecursionError):
         return None
-    if len(records) != n or set(map(type, records)) != {dict}:
+    if len(records) != n or set(map(type, records)) != {dict} or not _REQUIRED <= records[0].keys():
         return None
-    present = set().union(*records)
-    if not (_REQUIRED <= present <= _FIELD_SET):
-        return None
-    names = [name for name in FIELDS if name in present]
-    try:
+    names = [name for name in FIELDS if name in records[0]]
+    try:  # the same fields on every line, the first one's, and no other (each record has as many as it)
         rows = list(map(itemgetter(*names), records))
-    except KeyError:  # a field on some lines only
+        if sum(map(len, records)) != n * len(names):
+            raise KeyError(names)
+    except KeyError:  # fields on some lines only, or unknown ones
+        present = set().union(*records)
+        if not present <= _FIELD_SET:
+            return None
+        names = [name for name in FIELDS if name in present]
         rows = [tuple(map(record.get, names)) for record in records]
     cols = dict(zip(names, zip(*rows)))
-    if not _columns_pass(cols, n):
+    if not _columns_pass(cols, n, whole_strings=whole_strings):
         return None
     options: dict[str, frozenset[str] | None] = {}
     case, pair, answer = cols["case"], cols.get("pair") or repeat(None, n), cols.get("answer") or repeat(None, n)
     for unit in set(zip(case, pair, answer)):
         if unit[1] == "" or _unit_problem(*unit, cases, pairs, options):  # "": the same key as None
             return None
-    keys = list(zip(cols["model"], cols["suite"], case, cols.get("pair") or repeat(None, n), cols["condition"]))
-    if len(set(keys)) != n or not seen.keys().isdisjoint(keys):
-        return None
+    keys = zip(cols["model"], cols["suite"], case, cols.get("pair") or repeat(None, n), cols["condition"])
     name = str(path)
-    seen.update(zip(keys, zip(repeat(name), range(1, n + 1))))
+    first = dict(zip(keys, zip(repeat(name), range(1, n + 1))))
+    if len(first) != n or (seen and not seen.keys().isdisjoint(first)):
+        return None
+    seen.update(first)
+    if names == list(FIELDS[:len(names)]):  # the fields a line may leave out are the last ones
+        rest = (None,) * (len(FIELDS) - len(names))
+        return list(map(tuple.__new__, repeat(Prediction, n), map(add, rows, repeat(rest))))
     return list(map(tuple.__new__, repeat(Prediction, n),
                     zip(*(cols[name] if name in cols else repeat(None, n) for name in FIELDS))))
-
-
-def _checks_pass(pred: Prediction) -> bool:
-    """Whether ``pred`` passes Prediction's ``_known_rule`` and ``_consistent`` (True only when both would)."""
-    return _shape_passes(*_SHAPE(pred))
-
-
-def _shape_passes(suite: str, condition: str, pair: str | None, parse: str | None, answer: str | None,
-                  error: str | None, edit_id: int | None, image_sha256: str | None) -> bool:
-    """:func:`_checks_pass` on the fields it reads (:data:`_SHAPE`)."""
-    return ((parse is None or parse in _RULES)
-            and condition in SUITE_CONDITIONS[suite]
-            and (suite == "counterfactual") == bool(pair)
-            and (answer is None or error is None)
-            and ((edit_id is None and image_sha256 is None) or (condition == "edit" and suite == "counterfactual")))
 
 
 def _known_problem(pred: Prediction, cases: CaseSet | None, pairs: Mapping[str, str] | None,

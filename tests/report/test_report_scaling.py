@@ -60,10 +60,10 @@ def json_reader(request, monkeypatch):
     """The plain reading with each JSON parser it may use: orjson where installed, else json's own."""
     if request.param == "json":
         monkeypatch.setitem(sys.modules, "orjson", None)  # as if not installed
-        assert predictions._array_loads() is json.loads
+        assert predictions._array_loads() == (json.loads, False)
     else:
         pytest.importorskip("orjson")
-        assert predictions._array_loads() is not json.loads
+        assert predictions._array_loads()[1]
     return request.param
 
 
@@ -196,9 +196,15 @@ def test_plain_files_skip_the_full_check_and_doubtful_ones_go_to_it(json_reader)
     convert or refuse (here as its last line) to the line-by-line reading."""
     from cfkit.predictions import _read_whole
 
-    assert [p.case for p in _read_whole(GOOD, "p.jsonl", None, None, {})] == ["T2", "T3", "T4", "T5", "T6"]
+    def read(lines):
+        return _read_whole("\n".join(lines) + "\n", "p.jsonl", None, None, {})
+
+    assert [p.case for p in read(GOOD)] == ["T2", "T3", "T4", "T5", "T6"]
+    assert [p.case for p in _read_whole("\r\n".join(GOOD), "p.jsonl", None, None, {})] == ["T2", "T3", "T4", "T5", "T6"]
     for tail in (', "edit_id": 1.0}', ', "truncated": 1}', ', "raw": "\\ud800"}', ', "nested": {}}', ', "raw": 1}',
                  ', "suite": "counterfactual"}', ', "pair": ""}', ', "parse": "nope"}', ', "answer": "A", "error": "refused"}',
                  ', "model": ""}', ', "raw": ["A"]}', ', "error": "late"}'):
-        assert _read_whole([*GOOD, BASE + tail], "p.jsonl", None, None, {}) is None, tail
-    assert _read_whole([*GOOD, ""], "p.jsonl", None, None, {}) is None  # a blank line: read line by line
+        assert read([*GOOD, BASE + tail]) is None, tail
+    assert read([*GOOD, ""]) is None  # a blank line: read line by line
+    assert read([*GOOD[:2], GOOD[2].replace(", ", ",\r ", 1), *GOOD[3:]]) is None  # a line split by a lone "\r"
+    assert read([GOOD[0].replace('"A \u00e9"', '"A\u2028"'), *GOOD[1:]]) is None  # … or by U+2028
