@@ -108,10 +108,11 @@ def _columns_pass(cols: dict[str, Sequence], n: int, *, whole_strings: bool = Fa
     (orjson refuses one), which is otherwise looked for."""
     if not _REQUIRED <= cols.keys():
         return False
+    distinct: dict[str, set] = {}
     for name, column in cols.items():
         if name in _NAMED:
             try:
-                values = set(column)
+                values = distinct[name] = set(column)
             except TypeError:  # a list or an object: not a flat record's value
                 return False
             kinds = set(map(type, values))
@@ -140,6 +141,14 @@ def _columns_pass(cols: dict[str, Sequence], n: int, *, whole_strings: bool = Fa
             text = "".join(filter(None, column))
             if not text.isascii() and _SURROGATE.search(text):
                 return False
+    if all(distinct.get(name, {None}) == {None} for name in ("pair", "error", "edit_id", "image_sha256")):
+        # The usual file (no pair, no error, no edit): only the suite's conditions are left to look at.
+        suites = distinct["suite"]
+        if "counterfactual" in suites:
+            return False
+        if len(suites) == 1:
+            return distinct["condition"] <= set(SUITE_CONDITIONS[next(iter(suites))])
+        return all(condition in SUITE_CONDITIONS[suite] for suite, condition in set(zip(cols["suite"], cols["condition"])))
     shapes = set(zip(*(cols[name] if name in cols else repeat(None, n) for name in _SHAPE_FIELDS)))
     return all(_shape_passes(*shape) for shape in shapes)
 

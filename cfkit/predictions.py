@@ -124,18 +124,21 @@ def _read_whole(text: str, path: Path | str, cases: CaseSet | None, pairs: Mappi
     body = text[:-1] if text.endswith("\n") else text
     if not body:
         return [] if not text else None
-    if (not text.isascii() and _OTHER_BREAKS.search(text)) or text.count("\r") != text.count("\r\n"):
+    if (not text.isascii() and _OTHER_BREAKS.search(text)) or ("\r" in text
+                                                              and text.count("\r") != text.count("\r\n")):
         return None  # a line of str.splitlines() that is not one between "\n"s
-    n = body.count("\n") + 1  # the lines, as str.splitlines() counts them ("\r\n" included)
     loads, whole_strings = _array_loads()
+    # Each line break followed by a comma, so that no string runs across two lines (JSON refuses a raw line break
+    # in one, and "\r" before it is only white space); a container that would (an array opened on one line, closed
+    # on the next) is not a flat record and fails the checks below, and a count of records other than lines (a
+    # blank line, two records on one) fails at once.
+    array = "[" + body.replace("\n", "\n,") + "]"
+    n = len(array) - len(body) - 1  # the lines, as str.splitlines() counts them: one comma more a line break
     try:
-        # Each line break followed by a comma, so that no string runs across two lines (JSON refuses a raw line
-        # break in one, and "\r" before it is only white space); a container that would (an array opened on one
-        # line, closed on the next) is not a flat record and fails the checks below, and a count of records other
-        # than lines (a blank line, two records on one) fails at once.
-        records = loads("[" + body.replace("\n", "\n,") + "]")
+        records = loads(array)
     except (ValueError, RecursionError):
         return None
+    del array
     if len(records) != n or set(map(type, records)) != {dict} or not _REQUIRED <= records[0].keys():
         return None
     names = [name for name in FIELDS if name in records[0]]

@@ -206,5 +206,10 @@ def test_plain_files_skip_the_full_check_and_doubtful_ones_go_to_it(json_reader)
                  ', "model": ""}', ', "raw": ["A"]}', ', "error": "late"}'):
         assert read([*GOOD, BASE + tail]) is None, tail
     assert read([*GOOD, ""]) is None  # a blank line: read line by line
+    # Two suites in one file: each line's condition is looked for among its own suite's.
+    modality = BASE.replace("contextcanvas", "modality").replace('"T1"', '"T9"').replace('"image"', '"text"') + "}"
+    assert len(read([*GOOD, modality])) == 6
+    assert read([*GOOD, modality, BASE + ', "condition": "text"}']) is None
+    assert read([*GOOD, modality.replace('"text"', '"edit"')]) is None
     assert read([*GOOD[:2], GOOD[2].replace(", ", ",\r ", 1), *GOOD[3:]]) is None  # a line split by a lone "\r"
     assert read([GOOD[0].replace('"A \u00e9"', '"A\u2028"'), *GOOD[1:]]) is None  # … or by U+2028
