@@ -286,7 +286,7 @@ class _Units:
         is; only the others go through :meth:`answer`'s checks.
         """
         asked, found = self._asked(model, suite), list(map(got.get, units))
-        if None not in found and not set(map(_ERROR, found)) & {"transport", "refused"} \
+        if all(found) and not set(map(_ERROR, found)) & {"transport", "refused"} \
                 and set(map(_EDIT, found)) == {None}:  # all there, none failed or about an edit: as they are
             out = list(map(_ANSWER, found))
             asked.update(zip(units, out))
