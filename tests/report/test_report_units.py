@@ -154,3 +154,22 @@ def test_units_asked_as_a_grid_are_collected_as_the_general_way_collects_them(mo
     assert fast == general
     assert [g.to_dict() for g in fast] == [g.to_dict() for g in general]
     assert [list(u.answers) for u in fast[1].units] == [["image"]] * 7
+
+
+def test_the_units_json_is_each_group_written_by_the_standard_encoder():
+    """The report writes units from cached record tails, made in C for groups of cases; the text is what json.dumps
+    writes for each group, whatever the answers, golds and reasons hold (quotes, unicode, nulls)."""
+    from cfkit.report.exports import _units_json
+    from cfkit.report.units import collect_units
+
+    cases = [f"C{i}" for i in range(9)]
+    asked = {("m", "modality"): {(c, "", k): [None, "A", 'B"é\u2028'][(i * 7 + j) % 3]
+                                 for j, k in enumerate(("text", "image")) for i, c in enumerate(cases)},
+             ("n", "contextcanvas"): {(c, "", "image"): "A" for c in cases},
+             ("n", "counterfactual"): {("C1", "CF01", k): "A" for k in ("original", "edit")}}
+    gold = {(c, "", k): "A" for c in cases[:6] for k in ("text", "image")} | {("C1", "CF01", "edit"): "B"}
+    reasons = {("n", "contextcanvas", "C3", "", "image"): 'refused: "no" \u00e9'}
+    groups = collect_units(asked, gold, reasons)
+    expected = [json.dumps(g.to_dict(), ensure_ascii=False) for g in groups]
+    assert list(_units_json(groups)) == expected
+    assert list(_units_json(groups + groups)) == expected + expected  # tails reused across groups
