@@ -396,7 +396,7 @@ def _modality(units: _Units, model: str, got: dict, cases: _CaseColumns, resampl
     for condition in conditions:
         answered = units.answers(model, "modality", got, cases.keys[condition])
         correct[condition] = stats.correct_mask(answered, cases.gold)
-        invalid[condition] = sum(a is None for a in answered)
+        invalid[condition] = answered.count(None)
     # One set of resampling indices for every statistic (and model) keeps all of them paired by case.
     matrix = 100.0 * np.stack([correct[c] for c in conditions]).astype(float)
     # The conditions' means and the deltas from one count-matrix product (one read of the resamples a model).
