@@ -40,7 +40,7 @@ class Prediction(namedtuple("_PredictionFields", FIELDS, defaults=(None,) * 14))
 
     def __new__(cls, **values: Any) -> Prediction:
         row = tuple(map(values.get, FIELDS))
-        if not (values.keys() <= _FIELD_SET and _rows_pass([row])):
+        if not (values.keys() <= _FIELD_SET and _row_passes(row)):
             from cfkit.predictions_schema import checked
 
             row = checked(values)
@@ -94,6 +94,25 @@ def _rows_pass(rows: Sequence[tuple]) -> bool:
     """Whether every row (the values of :data:`FIELDS`, in order) plainly passes the full check: True only when
     pydantic would accept each as it is, without converting anything."""
     return not rows or _columns_pass(dict(zip(FIELDS, zip(*rows))), len(rows))
+
+
+def _row_passes(row: tuple) -> bool:
+    """:func:`_rows_pass` for one row, field by field (what ``Prediction(**fields)`` asks)."""
+    model, suite, case, pair, condition, answer, parse, error, raw, reason, confidence, edit_id, sha, truncated, \
+        server_model, fingerprint, reasoning, endpoint = row
+    if not (type(model) is str and type(suite) is str and type(case) is str and type(condition) is str
+            and model and case and suite in _SUITES and condition in _CONDITIONS):
+        return False
+    texts = (pair, answer, parse, error, raw, reason, confidence, sha, server_model, fingerprint, reasoning, endpoint)
+    for value in texts:
+        if value is not None and type(value) is not str:
+            return False
+    text = model + suite + case + condition + "".join(filter(None, texts))
+    return ((text.isascii() or _SURROGATE.search(text) is None) and parse in _PARSES and error in _ERRORS
+            and (edit_id is None or (type(edit_id) is int and 1 <= edit_id <= _BIGGEST))
+            and (truncated is None or type(truncated) is bool)
+            and (sha is None or _SHA256.fullmatch(sha) is not None)
+            and _shape_passes(suite, condition, pair, parse, answer, error, edit_id, sha))
 
 
 #: Fields checked by their distinct values (a study repeats a few of each), and the free texts, by their types.

@@ -213,3 +213,40 @@ def test_plain_files_skip_the_full_check_and_doubtful_ones_go_to_it(json_reader)
     assert read([*GOOD, modality.replace('"text"', '"edit"')]) is None
     assert read([*GOOD[:2], GOOD[2].replace(", ", ",\r ", 1), *GOOD[3:]]) is None  # a line split by a lone "\r"
     assert read([GOOD[0].replace('"A \u00e9"', '"A\u2028"'), *GOOD[1:]]) is None  # … or by U+2028
+
+
+def _record(line):
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+KWARGS = [record for record in map(_record, LINES[:-1]) if record is not None] + [
+    {"model": "m", "suite": "counterfactual", "case": "T1", "pair": "CF01", "condition": "edit", "edit_id": edit_id,
+     "image_sha256": sha, "truncated": truncated, "endpoint": endpoint}
+    for edit_id in (None, 1, 0, 2**63, True, 2.0) for sha in (None, "a" * 64, "A" * 64, "a" * 63)
+    for truncated in (None, True, 1) for endpoint in (None, "http://x", "\ud800", 3)]
+
+
+@pytest.mark.parametrize("fields", KWARGS, ids=range(len(KWARGS)))
+def test_a_prediction_made_from_fields_is_the_models_or_refused_in_its_words(fields):
+    """``Prediction(**fields)`` (records from the store, other harnesses' files): the same values as the model's,
+    or pydantic's own ValidationError with the model's errors; a record read plainly one at a time is also read
+    plainly as part of a column."""
+    from pydantic import ValidationError
+
+    from cfkit.prediction_record import FIELDS, _row_passes, _rows_pass
+
+    try:
+        expected = PredictionModel(**fields).model_dump()
+    except ValidationError as exc:
+        with pytest.raises(ValidationError) as caught:
+            Prediction(**fields)
+        assert caught.value.errors(include_context=False) == exc.errors(include_context=False)
+    else:
+        assert Prediction(**fields).model_dump() == expected
+    row = tuple(map(fields.get, FIELDS))
+    if fields.keys() <= set(FIELDS):
+        assert _row_passes(row) == _rows_pass([row]), fields
