@@ -19,6 +19,7 @@ tests check it for every model).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from collections import deque
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
@@ -178,9 +179,15 @@ def _grid_units(model: str, suite: str, answered: Mapping[tuple[str, str, str], 
     if unit_golds is None:
         unit_golds = grid_golds[shared] = list(zip(*(map(gold.get, block) for block in blocks)))
     cases, pairs = map(_CASE, units), map(_NO_PAIR.get, map(_PAIR, units), map(_PAIR, units))
-    made = UnitOutcome.made
-    return list(map(made, cases, pairs, map(dict, map(zip, repeat(order), answers)),
-                    map(dict, map(zip, repeat(order), unit_golds)), map(dict, repeat((), size))))
+    fields = zip(cases, pairs, map(dict, map(zip, repeat(order), answers)),
+                 map(dict, map(zip, repeat(order), unit_golds)), map(dict, repeat((), size)))
+    # UnitOutcome.made for every unit at once: each instance's __dict__ set whole (the frozen class allows no other way).
+    made = list(map(_new, repeat(UnitOutcome, size)))
+    deque(map(object.__setattr__, made, repeat("__dict__"), map(dict, map(zip, repeat(_FIELDS), fields))), maxlen=0)
+    return made
+
+
+_FIELDS = ("case", "pair", "answers", "gold", "missing")  # UnitOutcome's, in order
 
 
 _CONDITION, _UNIT, _CASE, _PAIR = itemgetter(2), itemgetter(0, 1), itemgetter(0), itemgetter(1)

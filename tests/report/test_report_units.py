@@ -153,6 +153,8 @@ def test_units_asked_as_a_grid_are_collected_as_the_general_way_collects_them(mo
     general = collect_units(grid, gold, reasons)
     assert fast == general
     assert [g.to_dict() for g in fast] == [g.to_dict() for g in general]
+    assert units_module._FIELDS == tuple(f.name for f in dataclasses.fields(units_module.UnitOutcome))
+    assert all(vars(u) == vars(v) for f, g in zip(fast, general) for u, v in zip(f.units, g.units))
     assert [list(u.answers) for u in fast[1].units] == [["image"]] * 7
 
 
