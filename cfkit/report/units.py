@@ -18,8 +18,8 @@ tests check it for every model).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
