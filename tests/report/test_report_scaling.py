@@ -250,3 +250,18 @@ def test_a_prediction_made_from_fields_is_the_models_or_refused_in_its_words(fie
     row = tuple(map(fields.get, FIELDS))
     if fields.keys() <= set(FIELDS):
         assert _row_passes(row) == _rows_pass([row]), fields
+
+
+def test_the_plain_record_has_the_models_fields_and_values():
+    """The plain record and the full check name the same fields in the same order (the order lines are written
+    in), the same errors, and the same defaults (null)."""
+    import typing
+
+    from cfkit.prediction_record import ERRORS, FIELDS
+
+    assert FIELDS == tuple(PredictionModel.model_fields)
+    error = PredictionModel.model_fields["error"].annotation
+    assert set(ERRORS) == set(typing.get_args(typing.get_args(error)[0]))
+    required = [name for name, info in PredictionModel.model_fields.items() if info.is_required()]
+    assert required == ["model", "suite", "case", "condition"]
+    assert all(PredictionModel.model_fields[name].default is None for name in FIELDS if name not in required)
