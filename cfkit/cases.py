@@ -11,31 +11,25 @@ never contain ``..`` and must not resolve (after symlinks) outside the root.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    TypeAdapter,
-    ValidationInfo,
-    field_validator,
-    model_validator,
+from cfkit.case_rules import (
+    CASE_ID,
+    CASE_ID_PATTERN,
+    case_id_problem,
+    control_character_problem,
+    image_path_problem,
 )
-from pydantic.dataclasses import dataclass
-
 from cfkit.errors import CaseError
 from cfkit.suggest import did_you_mean
 
-#: A case id: 1 to 64 ASCII letters, digits, ``.``, ``_`` or ``-``, starting with a letter or digit.
-CASE_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
-_CASE_ID = re.compile(CASE_ID_PATTERN)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_UTF8_BOM = b"\xef\xbb\xbf"
+__all__ = ["CASE_ID_PATTERN", "Case", "CaseSet", "Option", "Provenance", "case_id_problem", "check_case_id",
+           "control_character_problem", "image_path_problem", "parse_case", "plain_case"]
 
 
 def check_case_id(value: str) -> str:
@@ -46,136 +40,71 @@ def check_case_id(value: str) -> str:
     return value
 
 
-def case_id_problem(value: str) -> str | None:
-    """Why ``value`` is not an acceptable case id (see :data:`CASE_ID_PATTERN`), or None."""
-    if _CASE_ID.fullmatch(value):
-        return None
-    return (f"case id {value!r} is not allowed: ids are 1-64 ASCII letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit, because they name files; rename the case")
+# Cases and options are held as slotted dataclasses: a plan of 12,000 requests keeps every case it asks about, and
+# a model instance (its ``__dict__`` and its set of fields given) is six times the size. They are checked when read
+# (parse_case), not when built: code that builds one (swap.py's swapped case) builds it from a checked one.
 
 
-def image_path_problem(value: str) -> str | None:
-    """Why ``value`` is not an acceptable image path (relative to the image root), or None.
-
-    This is the lexical rule; :func:`check_cases` also resolves symlinks against the root.
-    """
-    if not value.strip():
-        return "is empty; give the image's path relative to the image root"
-    if _CONTROL.search(value):
-        return "contains a control character; rename the file"
-    if "\\" in value:
-        return "contains '\\'; write paths with '/' relative to the image root"
-    if value.startswith("/") or re.match(r"[A-Za-z]:", value):
-        return "is absolute; give the path relative to the image root ([dataset] images)"
-    if ".." in value.split("/"):
-        return "contains '..'; keep every image inside the image root"
-    return None
-
-
-#: Cases and options are validated like models but held as slotted dataclasses: a plan of 12,000 requests keeps
-#: every case it asks about, and a model instance (its ``__dict__`` and its set of fields given) is six times the
-#: size.
-_STRICT = ConfigDict(extra="forbid")
-
-
-#: A NUL is never sent to a model: it ends the string early in many servers' C code, or is refused by their JSON
-#: parser. (Other control characters, terminal escapes included, are kept as data; every view escapes them.)
-_NUL = re.compile(r"\x00")
-
-
-def control_character_problem(value: str) -> str | None:
-    """Why ``value`` cannot be sent to a model as it is (a control character such as NUL), or None."""
-    found = _NUL.search(value)
-    if found is None:
-        return None
-    return (f"holds the control character U+{ord(found.group()):04X} (NUL) at position {found.start() + 1}; "
-            "remove it (it is invisible, often left by a conversion from UTF-16 or a copy from a PDF)")
-
-
-def _sendable(value: str) -> str:
-    problem = control_character_problem(value)
-    if problem:
-        raise ValueError(problem)
-    return value
-
-
-@dataclass(frozen=True, slots=True, config=_STRICT)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Option:
-    id: Annotated[str, Field(min_length=1)]
+    id: str
     text: str
 
-    @field_validator("text")
-    @classmethod
-    def _text_sendable(cls, value: str) -> str:
-        return _sendable(value)
+
+_PROVENANCE_FIELDS = ("title", "creator", "provider", "url", "license", "redistribution")
 
 
-class Provenance(BaseModel):
-    """Where a case's image comes from and under which rights; other keys are kept as given."""
+class Provenance:
+    """Where a case's image comes from and under which rights; other keys are kept as given (read as attributes,
+    and listed by :attr:`model_extra`)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    __slots__ = (*_PROVENANCE_FIELDS, "_extra")
 
-    title: str | None = None
-    creator: str | None = None
-    provider: str | None = None
-    url: str | None = None
-    license: str | None = None
-    redistribution: str | None = None
+    def __init__(self, **values: Any):
+        for name in _PROVENANCE_FIELDS:
+            object.__setattr__(self, name, values.pop(name, None))
+        object.__setattr__(self, "_extra", values)
+
+    def __getattr__(self, name: str) -> Any:  # only for names that are not slots: the extra keys
+        try:
+            return object.__getattribute__(self, "_extra")[name]
+        except KeyError:
+            raise AttributeError(f"'Provenance' object has no attribute '{name}'") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field '{name}'")
+
+    @property
+    def model_extra(self) -> dict[str, Any]:
+        return dict(self._extra)
+
+    def model_dump(self) -> dict[str, Any]:
+        """The six known fields, then the extra keys as given."""
+        return {**{name: getattr(self, name) for name in _PROVENANCE_FIELDS}, **self._extra}
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Provenance and self.model_dump() == other.model_dump()
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, name) for name in _PROVENANCE_FIELDS))
+
+    def __repr__(self) -> str:
+        return "Provenance(" + ", ".join(f"{k}={v!r}" for k, v in self.model_dump().items()) + ")"
 
 
-@dataclass(frozen=True, slots=True, config=_STRICT)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Case:
     """One ContextCanvas question about one or two images (:func:`parse_case` reads one from a record)."""
 
-    id: Annotated[str, Field(min_length=1)]
-    images: Annotated[list[str], Field(min_length=1, max_length=2)]
-    question: Annotated[str, Field(min_length=1)]
-    options: Annotated[list[Option], Field(min_length=2)]
+    id: str
+    images: list[str]
+    question: str
+    options: list[Option]
     gold: str
     yes_option: str | None = None
     rationale: str | None = None
     domain: str | None = None
     provenance: Provenance | None = None
-
-    @field_validator("id")
-    @classmethod
-    def _id_names_a_file(cls, value: str) -> str:
-        problem = case_id_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("question")
-    @classmethod
-    def _question_sendable(cls, value: str) -> str:
-        return _sendable(value)
-
-    @field_validator("images")
-    @classmethod
-    def _images_inside_root(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        owner = info.data.get("id")
-        for name in value:
-            problem = image_path_problem(name)
-            if problem:
-                case = f"case '{owner}': " if owner else ""
-                raise ValueError(f"{case}image path {name!r} {problem}")
-        return value
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Case:
-        ids = [o.id for o in self.options]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"option ids repeat ({', '.join(ids)}); give each option its own id")
-        if self.gold not in ids:
-            raise ValueError(f"gold '{self.gold}' is not among the option ids {ids}")
-        if self.yes_option is not None:
-            if len(ids) != 2:
-                raise ValueError(
-                    f"yes_option is only for two-option cases; this case has {len(ids)} options, remove yes_option"
-                )
-            if self.yes_option not in ids:
-                raise ValueError(f"yes_option '{self.yes_option}' is not among the option ids {ids}")
-        return self
 
     @property
     def option_ids(self) -> list[str]:
@@ -197,12 +126,86 @@ class Case:
         return None
 
 
-_CASE = TypeAdapter(Case)
-
-
 def parse_case(record: Any) -> Case:
-    """Validate one case record (a mapping) into a :class:`Case`; raises pydantic's ``ValidationError``."""
-    return _CASE.validate_python(record)
+    """Check one case record (a mapping) and make it a :class:`Case`; raises pydantic's ``ValidationError``.
+
+    A record plainly right is read without pydantic (:func:`plain_case`); any
+    other goes through the full check of :mod:`cfkit.cases_schema`, imported
+    only then, which converts what pydantic converts and words every refusal.
+    """
+    case = plain_case(record)
+    if case is None:
+        from cfkit.cases_schema import validated
+
+        values = validated(record)
+        values["options"] = [Option(i, t) for i, t in values["options"]]
+        if values["provenance"] is not None:
+            values["provenance"] = Provenance(**values["provenance"])
+        case = Case(**values)
+    return case
+
+
+_KEYS = frozenset(("id", "images", "question", "options", "gold", "yes_option", "rationale", "domain", "provenance"))
+_OPTION_KEYS = frozenset(("id", "text"))
+
+
+def plain_case(record: Any) -> Case | None:
+    """``record`` as a :class:`Case` when it plainly passes every rule of the full check (exact JSON types, no key
+    missing or extra, ids and image paths allowed, no NUL, options distinct and gold among them); else None, and
+    the full check decides (it converts what pydantic converts, and words every refusal)."""
+    if type(record) is not dict or not record.keys() <= _KEYS:
+        return None
+    get = record.get
+    case_id, images, question, options, gold = get("id"), get("images"), get("question"), get("options"), get("gold")
+    yes, rationale, domain, provenance = get("yes_option"), get("rationale"), get("domain"), get("provenance")
+    if not (type(case_id) is str and CASE_ID.fullmatch(case_id) is not None
+            and type(images) is list and 1 <= len(images) <= 2
+            and _text(question) and question and "\x00" not in question
+            and type(options) is list and len(options) >= 2 and _text(gold)
+            and (yes is None or _text(yes)) and (rationale is None or _text(rationale))
+            and (domain is None or _text(domain))):
+        return None
+    for name in images:
+        if not _text(name) or image_path_problem(name) is not None:
+            return None
+    made = []
+    for option in options:
+        if type(option) is not dict or option.keys() != _OPTION_KEYS:
+            return None
+        option_id, text = option["id"], option["text"]
+        if not (_text(option_id) and option_id and _text(text) and "\x00" not in text):
+            return None
+        made.append(Option(option_id, text))
+    ids = [o.id for o in made]
+    if len(set(ids)) != len(ids) or gold not in ids or (yes is not None and (len(ids) != 2 or yes not in ids)):
+        return None
+    if provenance is not None:
+        provenance = _plain_provenance(provenance)
+        if provenance is None:
+            return None
+    return Case(case_id, images, question, made, gold, yes, rationale, domain, provenance)
+
+
+#: A lone surrogate (from a JSON escape such as ``\\ud800``): pydantic refuses it as "not a valid string".
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text(value: Any) -> bool:
+    """Whether ``value`` is a ``str`` pydantic takes as it is (one without a lone surrogate)."""
+    return type(value) is str and (value.isascii() or _SURROGATE.search(value) is None)
+
+
+def _plain_provenance(record: Any) -> Provenance | None:
+    """A provenance record whose six known keys are plainly strings or null, as a :class:`Provenance`; else None."""
+    if type(record) is not dict:
+        return None
+    for name, value in record.items():
+        if name in _PROVENANCE_FIELDS:
+            if value is not None and not _text(value):
+                return None
+        elif not name.isidentifier() or name.startswith(("_", "model_")):
+            return None  # a key pydantic may treat in its own way: it decides
+    return Provenance(**record)
 
 
 class CaseSet:

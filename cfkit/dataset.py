@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from cfkit.cases import Case, CaseSet, parse_case
 from cfkit.errors import CaseError, ImageError, describe_error
 from cfkit.images import image_data
@@ -246,7 +244,9 @@ class CaseChecker:
         hint = record.get("id") if isinstance(record.get("id"), str) else None
         try:
             case = parse_case(record)
-        except ValidationError as exc:
+        except ValueError as exc:  # pydantic's ValidationError (the full check is imported only when needed)
+            if not hasattr(exc, "errors"):
+                raise
             self.problems.extend(CaseProblem(path, lineno, describe_error(e), ".".join(map(str, e["loc"])) or None,
                                              hint, unit) for e in exc.errors())
             return None

@@ -11,17 +11,15 @@ selected one can be told apart.
 
 from __future__ import annotations
 
-import functools
 import gc
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import repeat
-from operator import attrgetter
+from operator import add, itemgetter
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing import Any
 
 #: Fields written only where they have a value (so lines of other conditions are unchanged).
 OPTIONAL_FIELDS = ("edit_id", "image_sha256")
@@ -30,69 +28,17 @@ PROVENANCE_FIELDS = ("server_model", "system_fingerprint", "reasoning", "endpoin
 
 from cfkit.cases import CaseSet
 from cfkit.errors import PredictionError, describe_validation
-from cfkit.files import json_value
-from cfkit.parse import RULES
+from cfkit.prediction_record import (  # noqa: F401 - FIELDS and Prediction are this module's too, as always
+    _FIELD_SET,
+    _REQUIRED,
+    FIELDS,
+    Prediction,
+    _checks_pass,
+    _columns_pass,
+    _restored,
+    _rows_pass,
+)
 from cfkit.store import Store, runs
-from cfkit.vocabulary import SUITE_CONDITIONS, Condition, Suite
-
-
-
-class Prediction(BaseModel):
-    """One model's answer to one case under one condition."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, protected_namespaces=())
-
-    model: str = Field(min_length=1)
-    suite: Suite
-    case: str = Field(min_length=1)
-    pair: str | None = None  # counterfactual pairs only
-    condition: Condition
-    answer: str | None = None  # an option id; null when no unique valid option was read
-    parse: str | None = None  # the rule that read the answer: one of cfkit.parse.RULES
-    error: Literal["missing", "ambiguous", "conflicting", "unparseable", "refused", "transport"] | None = None
-    raw: str | None = None
-    reason: str | None = None
-    confidence: str | None = None
-    edit_id: int | None = Field(None, ge=1)  # counterfactual 'edit' answers: the edit the model was shown
-    image_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")  # … and the SHA-256 of the image sent
-    truncated: bool | None = None  # true: the reply stopped at the token limit (written only then)
-    server_model: str | None = None  # the model id the server said answered
-    system_fingerprint: str | None = None  # the server's build fingerprint
-    reasoning: str | None = None  # a reasoning text returned beside the reply or split off it; never graded
-    endpoint: str | None = None  # the server that answered, when the model had several
-
-    @field_validator("parse")
-    @classmethod
-    def _known_rule(cls, value: str | None) -> str | None:
-        if value is not None and value not in RULES:
-            raise ValueError(f"'{value}' is not a parser rule ({', '.join(RULES)})")
-        return value
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "Prediction":
-        allowed = SUITE_CONDITIONS[self.suite]
-        if self.condition not in allowed:
-            raise ValueError(
-                f"condition '{self.condition}' is not one of suite {self.suite}'s conditions ({', '.join(allowed)})"
-            )
-        if self.suite == "counterfactual" and not self.pair:
-            raise ValueError("a counterfactual prediction needs 'pair' (the spec id, e.g. CF18)")
-        if self.suite != "counterfactual" and self.pair:
-            raise ValueError(f"'pair' is only for the counterfactual suite; remove it from this {self.suite} line")
-        if self.answer is not None and self.error is not None:
-            raise ValueError(f"answer '{self.answer}' comes with error '{self.error}'; an answer has no error")
-        if (self.condition != "edit" or self.suite != "counterfactual") and (
-                self.edit_id is not None or self.image_sha256 is not None):  # OPTIONAL_FIELDS, tested at once
-            for name in OPTIONAL_FIELDS:
-                if getattr(self, name) is not None:
-                    raise ValueError(f"'{name}' is only for counterfactual 'edit' answers; remove it from this "
-                                     f"{self.suite} {self.condition} line")
-        return self
-
-    @property
-    def key(self) -> tuple[str, str, str, str, str]:
-        """What may occur once: model, suite, case, pair and condition."""
-        return (self.model, self.suite, self.case, self.pair or "", self.condition)
 
 
 def parse_predictions(
@@ -111,25 +57,29 @@ def parse_predictions(
     twice across files.
     """
     seen = {} if seen is None else seen
-    lines = text.splitlines()
-    fast = _read_whole(lines, path, cases, pairs, seen)
+    fast = _read_whole(text, path, cases, pairs, seen)
     if fast is not None:
         return fast
+    lines = text.splitlines()
     out: list[Prediction] = []
     options: dict[str, frozenset[str] | None] = {}  # a case's option ids, found once per case, not once per line
-    # JSON read and checked in one pass; the two checks written in Python are made inline (see _checks_pass).
-    read_line = _schema_reader() or Prediction.__pydantic_validator__.validate_json
+    # The full check (pydantic), line by line: JSON read and checked in one pass, the model's two checks written in
+    # Python made inline (see _checks_pass); a line that fails either is read the plain way, in the model's words.
+    from cfkit.predictions_schema import one_pass_reader, plain_line, values_of
+
+    read_line = one_pass_reader()
     name = str(path)
     unseen = object()
     for lineno, line in enumerate(lines, start=1):
         if not line or line.isspace():
             continue
         try:
-            pred = read_line(line)
-            if not _checks_pass(pred):
-                raise ValueError("refused by Prediction's own checks")  # said in their words by _plain_line
+            model = read_line(line)
+            if not _checks_pass(model):
+                raise ValueError("refused by Prediction's own checks")  # said in their words by plain_line
+            pred = _restored(values_of(model))
         except Exception:  # noqa: BLE001 - anything unusual is read the plain way, which accepts it or names it
-            pred = _plain_line(line, f"{path}:{lineno}")
+            pred = _restored(plain_line(line, f"{path}:{lineno}"))
         pair, answer = pred.pair, pred.answer
         # A case seen before, no pair and an answer among its options: nothing to look up (_known_problem's checks).
         ids = options.get(pred.case, unseen) if cases is not None and pair is None else unseen
@@ -149,79 +99,78 @@ def parse_predictions(
     return out
 
 
-_RULES = frozenset(RULES)
-#: What :func:`_checks_pass` looks at, and what may occur once (:attr:`Prediction.key`, with the pair as read).
-_SHAPE = attrgetter("suite", "condition", "pair", "parse", "answer", "error", "edit_id", "image_sha256")
-_KEY = attrgetter("model", "suite", "case", "pair", "condition")
-_UNIT = attrgetter("case", "pair", "answer")
-
-
-def _read_whole(lines: list[str], path: Path | str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
-                seen: dict[tuple, tuple[str, int]]) -> list[Prediction] | None:
-    """:func:`parse_predictions` for a file with nothing to report, its checks made once per distinct value rather
-    than once per line (a study's lines repeat a few hundred shapes and cases); None, with ``seen`` untouched, as
-    soon as anything is unusual (a blank or refused line, a problem of any kind, a pair written as ""), and the line-by-line
-    reading then finds it and names its line."""
-    read_line = _schema_reader()
-    if read_line is None:
-        return None
+def _array_loads() -> tuple[Callable[[str], Any], bool]:
+    """orjson's reading where installed (a third of the time of json's; the HTTP backends bring it), imported on
+    first use so that a report from the store does not load it; else json's own. With it, whether the strings it
+    gives are whole (orjson refuses a lone surrogate escape; json's own reads one into the string)."""
     try:
-        out = [read_line(line) for line in lines]  # a blank line is refused here too
-    except Exception:  # noqa: BLE001 - the line-by-line reading says what and where
+        from orjson import loads
+    except ImportError:
+        return json.loads, False
+    return loads, True
+
+
+#: What str.splitlines() breaks a line at besides "\n" and "\r\n", which JSON allows inside a string.
+_OTHER_BREAKS = re.compile("[\x85\u2028\u2029]")
+
+
+def _read_whole(text: str, path: Path | str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
+                seen: dict[tuple, tuple[str, int]]) -> list[Prediction] | None:
+    """:func:`parse_predictions` without pydantic for a file with nothing to report: the lines read as one JSON
+    array, then checked a column at a time (:func:`_columns_pass`) and once per distinct case, pair and answer
+    rather than once per line; None, with ``seen`` untouched, as soon as anything is unusual (a blank line, JSON
+    any line would not give alone, a value not plainly of its type, a problem of any kind, a pair written as ""),
+    and the line-by-line reading then finds it and names its line."""
+    body = text[:-1] if text.endswith("\n") else text
+    if not body:
+        return [] if not text else None
+    if (not text.isascii() and _OTHER_BREAKS.search(text)) or ("\r" in text
+                                                              and text.count("\r") != text.count("\r\n")):
+        return None  # a line of str.splitlines() that is not one between "\n"s
+    loads, whole_strings = _array_loads()
+    # Each line break followed by a comma, so that no string runs across two lines (JSON refuses a raw line break
+    # in one, and "\r" before it is only white space); a container that would (an array opened on one line, closed
+    # on the next) is not a flat record and fails the checks below, and a count of records other than lines (a
+    # blank line, two records on one) fails at once.
+    array = "[" + body.replace("\n", "\n,") + "]"
+    n = len(array) - len(body) - 1  # the lines, as str.splitlines() counts them: one comma more a line break
+    try:
+        records = loads(array)
+    except (ValueError, RecursionError):
         return None
-    if not all(_shape_passes(*shape) for shape in set(map(_SHAPE, out))):
+    del array
+    if len(records) != n or set(map(type, records)) != {dict} or not _REQUIRED <= records[0].keys():
+        return None
+    names = [name for name in FIELDS if name in records[0]]
+    try:  # the same fields on every line, the first one's, and no other (each record has as many as it)
+        rows = list(map(itemgetter(*names), records))
+        if sum(map(len, records)) != n * len(names):
+            raise KeyError(names)
+    except KeyError:  # fields on some lines only, or unknown ones
+        present = set().union(*records)
+        if not present <= _FIELD_SET:
+            return None
+        names = [name for name in FIELDS if name in present]
+        rows = [tuple(map(record.get, names)) for record in records]
+    cols = dict(zip(names, zip(*rows)))
+    if not _columns_pass(cols, n, whole_strings=whole_strings):
         return None
     options: dict[str, frozenset[str] | None] = {}
-    for case, pair, answer in set(map(_UNIT, out)):
-        if pair == "" or _unit_problem(case, pair, answer, cases, pairs, options):  # "": the same key as None
+    case, pair, answer = cols["case"], cols.get("pair") or repeat(None, n), cols.get("answer") or repeat(None, n)
+    for unit in set(zip(case, pair, answer)):
+        if unit[1] == "" or _unit_problem(*unit, cases, pairs, options):  # "": the same key as None
             return None
-    keys = list(map(_KEY, out))
-    if len(set(keys)) != len(keys) or not seen.keys().isdisjoint(keys):
-        return None
+    keys = zip(cols["model"], cols["suite"], case, cols.get("pair") or repeat(None, n), cols["condition"])
     name = str(path)
-    seen.update(zip(keys, zip(repeat(name), range(1, len(keys) + 1))))
-    return out
-
-
-def _checks_pass(pred: Prediction) -> bool:
-    """Whether ``pred`` passes Prediction's ``_known_rule`` and ``_consistent`` (True only when both would)."""
-    return _shape_passes(*_SHAPE(pred))
-
-
-def _shape_passes(suite: str, condition: str, pair: str | None, parse: str | None, answer: str | None,
-                  error: str | None, edit_id: int | None, image_sha256: str | None) -> bool:
-    """:func:`_checks_pass` on the fields it reads (:data:`_SHAPE`)."""
-    return ((parse is None or parse in _RULES)
-            and condition in SUITE_CONDITIONS[suite]
-            and (suite == "counterfactual") == bool(pair)
-            and (answer is None or error is None)
-            and ((edit_id is None and image_sha256 is None) or (condition == "edit" and suite == "counterfactual")))
-
-
-@functools.cache
-def _schema_reader() -> Callable[[str], Prediction] | None:
-    """Prediction's JSON validator without its two checks written in Python, which a study's hundreds of thousands
-    of lines pay for in calls from Rust (a fifth of the reading); :func:`_checks_pass` makes them inline and a line
-    it refuses is read the plain way, whose messages are the model's own. None (the full validator is used) where
-    pydantic's schema of the model is not laid out as expected."""
-    from pydantic_core import SchemaValidator
-
-    try:
-        outer = Prediction.__pydantic_core_schema__
-        model = dict(outer["schema"])
-        fields_schema = dict(model["schema"])
-        fields = dict(fields_schema["fields"])
-        parse = dict(fields["parse"])
-        default = dict(parse["schema"])
-        checked = default["schema"]
-        if (outer["type"], model["type"], default["type"], checked["type"]) != (
-                "function-after", "model", "default", "function-after") or model.get("cls") is not Prediction:
-            return None
-        default["schema"] = checked["schema"]
-        parse["schema"], fields["parse"], fields_schema["fields"], model["schema"] = default, parse, fields, fields_schema
-        return SchemaValidator(model, model.get("config")).validate_json
-    except (KeyError, TypeError):
+    first = dict(zip(keys, zip(repeat(name), range(1, n + 1))))
+    if len(first) != n or (seen and not seen.keys().isdisjoint(first)):
         return None
+    seen.update(first)
+    if names == list(FIELDS[:len(names)]):  # the fields a line may leave out are the last ones
+        rest = (None,) * (len(FIELDS) - len(names))
+        return list(map(tuple.__new__, repeat(Prediction, n), map(add, rows, repeat(rest))))
+    return list(map(tuple.__new__, repeat(Prediction, n),
+                    zip(*(cols[name] if name in cols else repeat(None, n) for name in FIELDS))))
 
 
 def _known_problem(pred: Prediction, cases: CaseSet | None, pairs: Mapping[str, str] | None,
@@ -256,23 +205,6 @@ def _unit_problem(case: str, pair: str | None, answer: str | None, cases: CaseSe
         return (f"answer '{answer}' is not an option of case {case} "
                 f"({', '.join(cases.get(case).option_ids)}); write null when no valid option was given.")
     return None
-
-
-def _plain_line(line: str, where: str) -> Prediction:
-    """One line read by ``json.loads`` and checked by the model: what a line the one-pass reading refused gets.
-
-    The one-pass reading (pydantic's own JSON parser) gives the same prediction
-    for every line it accepts; it refuses some that ``json.loads`` reads (a lone
-    surrogate escape, a tab inside a string), and those are read here as always.
-    """
-    raw = json_value(line, where, PredictionError, hint="Each line must be one JSON object.",
-                     shape="a prediction is one flat object whose 'raw' is the reply text")
-    if not isinstance(raw, dict):
-        raise PredictionError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
-    try:
-        return Prediction.model_validate(raw)
-    except ValidationError as exc:
-        raise PredictionError(f"{where}: {describe_validation(exc)}") from exc
 
 
 def check_predictions(
@@ -382,23 +314,23 @@ def predictions_from_store(store: Store, run_ids: Sequence[str] | None = None) -
 
 
 def _run_predictions(store: Store, run_id: str) -> list[Prediction]:
-    out: list[Prediction] = []
     run = runs.get_run(store, run_id)
     if run is None:
         raise PredictionError(f"no run '{run_id}' in store {store.path}. See 'cfkit runs list'.")
-    for r in runs.replies(store, run_id):
+    model, suite = run.model, run.suite
+    records = runs.replies(store, run_id)
+    rows = [(model, suite, r.case_id, r.pair_id or None, r.condition, r.answer, r.parse, r.error, r.raw, r.reason,
+             r.confidence, *((r.edit_id, r.image_sha256) if suite == "counterfactual" and r.condition == "edit"
+                             else (None, None)),
+             True if r.truncated else None, r.server_model, r.system_fingerprint, r.reasoning, r.endpoint)
+            for r in records]
+    if _rows_pass(rows):  # all plainly right, checked a column at a time
+        return list(map(tuple.__new__, repeat(Prediction, len(rows)), rows))
+    out: list[Prediction] = []
+    for r, row in zip(records, rows):  # one at a time, by the full check where needed, to name the first problem
         try:
-            is_edit = run.suite == "counterfactual" and r.condition == "edit"
-            out.append(Prediction(
-                model=run.model, suite=run.suite, case=r.case_id, pair=r.pair_id or None,
-                condition=r.condition, answer=r.answer, parse=r.parse, error=r.error,
-                raw=r.raw, reason=r.reason, confidence=r.confidence,
-                edit_id=r.edit_id if is_edit else None, image_sha256=r.image_sha256 if is_edit else None,
-                truncated=True if r.truncated else None,
-                server_model=r.server_model, system_fingerprint=r.system_fingerprint, reasoning=r.reasoning,
-                endpoint=r.endpoint,
-            ))
-        except ValidationError as exc:
+            out.append(Prediction(**dict(zip(FIELDS, row))))
+        except ValueError as exc:  # pydantic's ValidationError
             raise PredictionError(
                 f"store {store.path}: run {run_id}, case {r.case_id}: {describe_validation(exc)}"
             ) from exc

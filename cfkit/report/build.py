@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from itertools import groupby
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -164,12 +166,10 @@ def build_report(
     sources = sources or Sources(preds=list(preds))
     # 1. index
     answers: dict[str, dict[str, dict[tuple[str, str, str], Prediction]]] = {}
-    suite, model, got = None, None, {}
-    for p in preds:
-        if p.model != model or p.suite != suite:  # a run's lines come together: one look-up per run, not per line
-            suite, model = p.suite, p.model
-            got = answers.setdefault(suite, {}).setdefault(model, {})
-        got[(p.case, p.pair or "", p.condition)] = p
+    for (suite, model), run in groupby(preds, _RUN):  # a run's lines come together: one look-up per run
+        run = list(run)  # each by (case, pair or "", condition), the keys made in C: a study has a million
+        answers.setdefault(suite, {}).setdefault(model, {}).update(
+            zip(zip(map(_CASE, run), map(_NO_PAIR.get, map(_PAIR, run), map(_PAIR, run)), map(_CONDITION, run)), run))
     # 2. checks
     cc_models = answers.get("contextcanvas", {})
     for base, other in compare:
@@ -248,6 +248,11 @@ def build_report(
                   set_aside=list(sources.set_aside))
 
 
+_RUN, _ANSWER, _ERROR, _EDIT = attrgetter("suite", "model"), attrgetter("answer"), attrgetter("error"), attrgetter("edit_id")
+_CASE, _PAIR, _CONDITION = attrgetter("case"), attrgetter("pair"), attrgetter("condition")
+_NO_PAIR = {None: ""}  # .get(pair, pair): a pair's id, "" for none (None, or "" as written)
+
+
 class _Units:
     """A model's usable answer to each unit; every unit without one is recorded in ``missing`` with why."""
 
@@ -280,7 +285,13 @@ class _Units:
         An answer that is there, not failed and not about an edit is taken as it
         is; only the others go through :meth:`answer`'s checks.
         """
-        asked, out = self._asked(model, suite), []
+        asked, found = self._asked(model, suite), list(map(got.get, units))
+        if all(found) and not set(map(_ERROR, found)) & {"transport", "refused"} \
+                and set(map(_EDIT, found)) == {None}:  # all there, none failed or about an edit: as they are
+            out = list(map(_ANSWER, found))
+            asked.update(zip(units, out))
+            return out
+        out = []
         for unit in units:
             p = got.get(unit)
             if p is not None and p.edit_id is None and p.error != "transport" and p.error != "refused":
@@ -385,7 +396,7 @@ def _modality(units: _Units, model: str, got: dict, cases: _CaseColumns, resampl
     for condition in conditions:
         answered = units.answers(model, "modality", got, cases.keys[condition])
         correct[condition] = stats.correct_mask(answered, cases.gold)
-        invalid[condition] = sum(a is None for a in answered)
+        invalid[condition] = answered.count(None)
     # One set of resampling indices for every statistic (and model) keeps all of them paired by case.
     matrix = 100.0 * np.stack([correct[c] for c in conditions]).astype(float)
     # The conditions' means and the deltas from one count-matrix product (one read of the resamples a model).

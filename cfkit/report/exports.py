@@ -8,6 +8,9 @@ import html
 import io
 import json
 import re
+from itertools import repeat
+from json.encoder import encode_basestring
+from operator import add, attrgetter
 from typing import Any
 
 from cfkit.report.reference import load_reference
@@ -70,24 +73,50 @@ def _units_json(groups: list[ModelUnits]) -> _Encoded:
     tails: dict[tuple, str] = {}  # (answers, golds, reasons) -> the record's text after '{"case": ID, '
     out = _Encoded()
     for group in groups:
-        units = []
-        for unit in group.units:
-            if unit.pair is not None:
-                units.append(_encode(unit.to_dict()))
-                continue
-            head = '{"case": ' + _encode(unit.case) + ", "
-            key = (tuple(unit.answers.items()), tuple(unit.gold.items()), tuple(unit.missing.items()))
-            tail = tails.get(key)
-            if tail is None:
-                text = _encode(unit.to_dict())
-                if text.startswith(head):
-                    tails[key] = text[len(head):]
-                units.append(text)
-            else:
-                units.append(head + tail)
+        if group.units and not any(map(_PAIR_OF, group.units)):
+            units = _case_units_json(group.units, tails)  # the usual group, all cases: made in C
+        else:
+            units = _units_texts(group.units, tails)
         out.append('{"model": ' + _encode(group.model) + ', "suite": ' + _encode(group.suite) + ', "units": ['
                    + ", ".join(units) + "]}")
     return out
+
+
+def _case_units_json(units: list, tails: dict[tuple, str]) -> list[str]:
+    """:func:`_units_texts` for units that are all cases, each record's id and key taken in C and only the records
+    of a key not seen before written in Python."""
+    items = dict.items
+    keys = list(zip(map(tuple, map(items, map(_ANSWERS_OF, units))), map(tuple, map(items, map(_GOLD_OF, units))),
+                    map(tuple, map(items, map(_MISSING_OF, units)))))
+    for key, unit in dict(zip(keys, units)).items():
+        if key not in tails:
+            tails[key] = _encode(unit.to_dict())[len('{"case": ' + _encode(unit.case) + ", "):]
+    heads = map('{"case": '.__add__, map(encode_basestring, map(_CASE_OF, units)))  # _encode's text of a str
+    return list(map(add, map(add, heads, repeat(", ")), map(tails.__getitem__, keys)))
+
+
+_PAIR_OF, _CASE_OF = attrgetter("pair"), attrgetter("case")
+_ANSWERS_OF, _GOLD_OF, _MISSING_OF = attrgetter("answers"), attrgetter("gold"), attrgetter("missing")
+
+
+def _units_texts(units: list, tails: dict[tuple, str]) -> list[str]:
+    """Each unit's record as JSON text, a case's text after its id reused from ``tails`` (filled here)."""
+    texts = []
+    for unit in units:
+        if unit.pair is not None:
+            texts.append(_encode(unit.to_dict()))
+            continue
+        head = '{"case": ' + _encode(unit.case) + ", "
+        key = (tuple(unit.answers.items()), tuple(unit.gold.items()), tuple(unit.missing.items()))
+        tail = tails.get(key)
+        if tail is None:
+            text = _encode(unit.to_dict())
+            if text.startswith(head):
+                tails[key] = text[len(head):]
+            texts.append(text)
+        else:
+            texts.append(head + tail)
+    return texts
 
 
 #: The published table shown beside each section with ``--reference`` (Table 6 is the first four rows of S8).

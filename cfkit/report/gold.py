@@ -8,7 +8,6 @@ from pathlib import Path
 from cfkit.cases import CaseSet
 from cfkit.dataset import load_cases
 from cfkit.errors import SpecError
-from cfkit.specs import load_spec_file, spec_files
 from cfkit.subsets import missing_subset_message, modality_cases, modality_subset_path
 from cfkit.workspace import Workspace
 
@@ -39,6 +38,11 @@ def load_gold(ws: Workspace, *, subset: str | Path | None = None, all_cases: boo
     """Cases, pair golds from the specs, and the modality cases (:func:`cfkit.subsets.modality_cases`)."""
     cases = load_cases(ws.cases_path, ws.image_root)
     pairs: dict[str, PairGold] = {}
+    folder = ws.interventions_dir
+    if not (folder.is_dir() and any(folder.glob("*.yaml"))):  # no spec: the specs' reader (and pydantic) not loaded
+        return _with_modality(ws, cases, pairs, subset, all_cases)
+    from cfkit.specs import load_spec_file, spec_files
+
     for path in spec_files(ws):
         spec = load_spec_file(path).spec
         if spec.case not in cases:
@@ -49,6 +53,11 @@ def load_gold(ws: Workspace, *, subset: str | Path | None = None, all_cases: boo
             raise SpecError(f"{path}: case {case.id} has no yes_option, so its labels cannot be mapped to options; "
                              "counterfactual pairs need a Yes/No case.")
         pairs[spec.id] = PairGold(spec.id, case.id, original, edit)
+    return _with_modality(ws, cases, pairs, subset, all_cases)
+
+
+def _with_modality(ws: Workspace, cases: CaseSet, pairs: dict[str, PairGold], subset: str | Path | None,
+                   all_cases: bool) -> Gold:
     modality, problem = None, None
     if subset is None and not all_cases and not modality_subset_path(ws).exists():
         problem = missing_subset_message(ws)

@@ -18,8 +18,11 @@ tests check it for every model).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 _new = object.__new__
@@ -122,8 +125,14 @@ def collect_units(asked: Mapping[tuple[str, str], Mapping[tuple[str, str, str], 
     """
     with_reasons = {key[:4] for key in reasons}  # (model, suite, case, pair) of the units with an unusable answer
     golds: dict[tuple, dict[str, str | None]] = {}  # (case, pair, conditions) -> their golds, the same for every model
+    grid_golds: dict[tuple, list[tuple]] = {}  # (conditions, units) -> each unit's golds, for _grid_units
+    with_runs = {key[:2] for key in with_reasons}  # (model, suite) of those units
     out, made = [], UnitOutcome.made
     for (model, suite), answered in asked.items():
+        grid = _grid_units(model, suite, answered, gold, with_runs, grid_golds)
+        if grid is not None:
+            out.append(ModelUnits(model, suite, grid))
+            continue
         units: dict[tuple[str, str], dict[str, str | None]] = {}
         for (case, pair, condition), answer in answered.items():
             unit = units.get((case, pair))
@@ -142,6 +151,47 @@ def collect_units(asked: Mapping[tuple[str, str], Mapping[tuple[str, str, str], 
             outcomes.append(made(case, pair or None, answers, dict(golds[shared]), missing))
         out.append(ModelUnits(model, suite, outcomes))
     return out
+
+
+def _grid_units(model: str, suite: str, answered: Mapping[tuple[str, str, str], str | None],
+                gold: Mapping[tuple[str, str, str], str], with_reasons: set[tuple[str, str]],
+                grid_golds: dict[tuple, list[tuple]]) -> list[UnitOutcome] | None:
+    """:func:`collect_units` for one model's suite asked as a grid (the usual way: every unit under the first
+    condition, then every one under the next, in the same order), each unit's answers and golds made in C; None
+    for any other shape, or when a unit has an unusable answer (those go the general way)."""
+    keys = list(answered)
+    if not keys or (model, suite) in with_reasons:
+        return None
+    conditions = list(map(_CONDITION, keys))
+    size = conditions.count(conditions[0])
+    if len(keys) % size:
+        return None
+    units = list(map(_UNIT, keys[:size]))
+    blocks = [keys[start:start + size] for start in range(0, len(keys), size)]
+    order = tuple(block[0][2] for block in blocks)
+    if any(set(map(_CONDITION, block)) != {condition} or list(map(_UNIT, block)) != units
+           for block, condition in zip(blocks, order)):
+        return None
+    values = list(answered.values())
+    answers = zip(*(values[start:start + size] for start in range(0, len(keys), size)))
+    shared = (order, tuple(units))
+    unit_golds = grid_golds.get(shared)
+    if unit_golds is None:
+        unit_golds = grid_golds[shared] = list(zip(*(map(gold.get, block) for block in blocks)))
+    cases, pairs = map(_CASE, units), map(_NO_PAIR.get, map(_PAIR, units), map(_PAIR, units))
+    fields = zip(cases, pairs, map(dict, map(zip, repeat(order), answers)),
+                 map(dict, map(zip, repeat(order), unit_golds)), map(dict, repeat((), size)))
+    # UnitOutcome.made for every unit at once: each instance's __dict__ set whole (the frozen class allows no other way).
+    made = list(map(_new, repeat(UnitOutcome, size)))
+    deque(map(object.__setattr__, made, repeat("__dict__"), map(dict, map(zip, repeat(_FIELDS), fields))), maxlen=0)
+    return made
+
+
+_FIELDS = ("case", "pair", "answers", "gold", "missing")  # UnitOutcome's, in order
+
+
+_CONDITION, _UNIT, _CASE, _PAIR = itemgetter(2), itemgetter(0, 1), itemgetter(0), itemgetter(1)
+_NO_PAIR = {"": None}  # .get(pair, pair): a pair's id, None for none
 
 
 def flat_rows(groups: Iterable[ModelUnits]) -> list[dict[str, Any]]:

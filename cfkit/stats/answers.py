@@ -18,7 +18,8 @@ def correct_mask(predicted: Sequence[str | None], gold: Sequence[str | None]) ->
     ref = as_answers(gold)
     if pred.shape != ref.shape:
         raise ValueError(f"predicted has {pred.shape[0]} entries but gold has {ref.shape[0]}; give one per unit")
-    return np.array([p is not None and p == g for p, g in zip(pred, ref)], dtype=bool)
+    # Compared a whole column at a time (numpy calls == on each pair of objects in C): ``p is not None and p == g``.
+    return np.equal(pred, ref).astype(bool) & np.not_equal(pred, None).astype(bool)
 
 
 def percent(mask: np.ndarray) -> float:

@@ -109,10 +109,62 @@ def test_report_imports_numpy_and_yaml_but_not_scipy_images_or_http(tiny_ws, tmp
     imported, code, own = _run(["-w", str(tiny_ws), "report", "--predictions", str(predictions), "--all-cases",
                                 "--resamples", "50", "--format", fmt])
     assert code in ("0", "1")
-    allowed = CLICK_RICH | PYDANTIC | {"numpy", "yaml"}  # yaml: the workspace's specs say which pairs exist
+    # yaml: the workspace's specs say which pairs exist; orjson: the predictions file's JSON, where installed
+    allowed = CLICK_RICH | PYDANTIC | {"numpy", "yaml", "orjson"}
     assert imported <= allowed, imported - allowed
     # The EGA section's modules (and the audit's behind them) load only for --ega; the others are never its work.
     assert not {m for m in own if m.startswith(NOT_ON_THE_REPORT_PATH)}, own
+
+
+def _lines(**extra) -> str:
+    lines = [{"model": "m", "suite": "contextcanvas", "case": case, "pair": None, "condition": "image",
+              "answer": answer, "parse": "json", "error": None, "raw": answer, "reason": None, "confidence": None}
+             for case, answer in (("T001", "B"), ("T002", "B"), ("T003", "C"))]
+    lines[-1].update(extra)
+    return "".join(json.dumps(line) + "\n" for line in lines)
+
+
+#: The full checks (pydantic) of the cases, the predictions, the specs and cfkit.toml, for inputs not plainly right.
+FULL_CHECKS = ("cfkit.cases_schema", "cfkit.predictions_schema", "cfkit.specs", "cfkit.workspace_schema")
+
+
+@pytest.mark.parametrize("source", ["predictions", "store"])
+def test_a_report_over_plainly_right_inputs_imports_no_pydantic(tiny_ws, tmp_path, source):
+    """Issue 34: cases, predictions (a file or stored runs) and cfkit.toml all plainly right, and no spec: a report
+    reads them without pydantic (cfkit.cases.plain_case, cfkit.predictions' column-wise checks)."""
+    for spec in (tiny_ws / "interventions").glob("*.yaml"):
+        spec.unlink()
+    args = ["-w", str(tiny_ws), "report", "--resamples", "50", "--format", "json"]
+    if source == "predictions":
+        predictions = tmp_path / "p.jsonl"
+        predictions.write_text(_lines())
+        args += ["--predictions", str(predictions)]
+    else:
+        done = subprocess.run([sys.executable, "-m", "cfkit", "-w", str(tiny_ws), "probe", "run", "-m",
+                               "baseline:always-no", "-s", "contextcanvas"], capture_output=True, text=True, cwd=REPO,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+    imported, code, own = _run(args)
+    assert code == "0"
+    allowed = CLICK_RICH | {"numpy", "orjson"}  # orjson: the predictions file's JSON, where installed
+    assert imported <= allowed, imported - allowed
+    assert not {m for m in own if m.startswith(FULL_CHECKS)}, own
+
+
+def test_a_predictions_line_pydantic_would_convert_still_gets_the_full_check(tiny_ws, tmp_path):
+    """A value the plain reading does not plainly accept (``truncated: 1``, which pydantic reads as true) sends the
+    file to the line-by-line full check, which only then is imported, and the report is made from its reading."""
+    for spec in (tiny_ws / "interventions").glob("*.yaml"):
+        spec.unlink()
+    predictions = tmp_path / "p.jsonl"
+    predictions.write_text(_lines(truncated=1))
+    args = ["-w", str(tiny_ws), "report", "--predictions", str(predictions), "--resamples", "50", "--format", "json"]
+    imported, code, own = _run(args)
+    assert code == "0" and "pydantic" in imported and "cfkit.predictions_schema" in own
+    done = subprocess.run([sys.executable, "-m", "cfkit", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [row["model"] for row in json.loads(done.stdout)["contextcanvas"]] == ["m"]
 
 
 #: cfkit's own modules a report over cfkit's predictions files never needs: the probe package and its backends

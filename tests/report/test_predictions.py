@@ -227,18 +227,25 @@ def test_the_fast_reading_accepts_exactly_the_lines_the_model_accepts():
 
     from pydantic import ValidationError
 
-    from cfkit.predictions import _checks_pass, _schema_reader
+    from cfkit.predictions import _checks_pass, _read_whole
+    from cfkit.predictions_schema import PredictionModel, one_pass_reader, values_of
 
-    fast = _schema_reader()
-    assert fast is not None  # pydantic's schema still has the layout the fast reading relies on
+    fast = one_pass_reader()
+    assert fast is not PredictionModel.__pydantic_validator__.validate_json  # the schema has the layout relied on
     values = {"suite": ["contextcanvas", "counterfactual", "modality"], "condition": ["image", "edit", "original", "text"],
               "pair": [None, "", "TX01"], "answer": [None, "A"], "error": [None, "refused"],
               "parse": [None, "json", "guess"], "edit_id": [None, 2], "image_sha256": [None, "b" * 64]}
     for combo in itertools.product(*values.values()):
         text = line(**dict(zip(values, combo)))
         try:
-            expected = Prediction.model_validate_json(text)
+            expected = PredictionModel.model_validate_json(text)
         except ValidationError:
             expected = None
         got = fast(text)
         assert (got if _checks_pass(got) else None) == expected, text
+        # The plain reading of a whole file (no pydantic) accepts only what the model accepts, with its values.
+        whole = _read_whole(text + "\n", "p.jsonl", None, None, {})
+        if expected is None:
+            assert whole is None, text
+        elif whole is not None:
+            assert whole == [Prediction(**expected.model_dump())] and tuple(whole[0]) == values_of(expected), text

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from cfkit.dataset import load_cases
 from cfkit.errors import PredictionError
+from cfkit import predictions
 from cfkit.predictions import Prediction, check_predictions, load_predictions, parse_predictions, paused_collection
+from cfkit.predictions_schema import PredictionModel
 
 
 BASE = '{"model": "m", "suite": "contextcanvas", "case": "T1", "condition": "image"'
@@ -41,7 +44,7 @@ def _plain(line):
     raw = json.loads(line)
     if not isinstance(raw, dict):
         raise TypeError(type(raw).__name__)
-    return Prediction.model_validate(raw)
+    return PredictionModel.model_validate(raw)
 
 
 def _outcome(read, line):
@@ -49,13 +52,26 @@ def _outcome(read, line):
         pred = read(line)
     except (ValueError, TypeError, RecursionError, PredictionError) as exc:
         return "refused", exc
-    return "read", (pred.model_dump(), pred.model_fields_set)
+    return "read", pred.model_dump()
+
+
+@pytest.fixture(params=["orjson", "json"])
+def json_reader(request, monkeypatch):
+    """The plain reading with each JSON parser it may use: orjson where installed, else json's own."""
+    if request.param == "json":
+        monkeypatch.setitem(sys.modules, "orjson", None)  # as if not installed
+        assert predictions._array_loads() == (json.loads, False)
+    else:
+        pytest.importorskip("orjson")
+        assert predictions._array_loads()[1]
+    return request.param
 
 
 @pytest.mark.parametrize("line", LINES, ids=range(len(LINES)))
-def test_a_line_reads_as_it_read_before(line):
+def test_a_line_reads_as_it_read_before(line, json_reader):
     """A line the one-pass reading accepts gives what json.loads and the model gave; the others go the plain way."""
-    one_pass, plain = _outcome(Prediction.__pydantic_validator__.validate_json, line), _outcome(_plain, line)
+    one_pass = _outcome(PredictionModel.__pydantic_validator__.validate_json, line)
+    plain = _outcome(_plain, line)
     if one_pass[0] == "read":
         assert one_pass == plain
     loaded = _outcome(lambda text: parse_predictions(text, "p.jsonl")[0], line)
@@ -64,6 +80,25 @@ def test_a_line_reads_as_it_read_before(line):
         assert loaded == plain
     else:  # refused with the plain reading's words
         assert isinstance(loaded[1], PredictionError) and str(loaded[1]).startswith("p.jsonl:1: ")
+
+
+GOOD = [BASE.replace('"T1"', f'"T{n}"') + ', "answer": "A", "raw": "A é"}' for n in range(2, 7)]
+
+
+@pytest.mark.parametrize("line", LINES, ids=range(len(LINES)))
+def test_a_line_among_good_lines_reads_or_is_refused_as_before(line, json_reader):
+    """Each line of LINES as the fourth of six: the file reads (without pydantic where all is plain) to what the
+    line-by-line reading gives, or is refused with the message that reading gives for that line, its number
+    included."""
+    text = "\n".join([*GOOD[:3], line, *GOOD[3:]]) + "\n"
+    alone = _outcome(lambda one: parse_predictions(one, "p.jsonl")[0], line)
+    got = _outcome(lambda whole: parse_predictions(whole, "p.jsonl")[3], text)
+    if alone[0] == "refused":
+        assert got[0] == "refused" and str(got[1]) == str(alone[1]).replace("p.jsonl:1: ", "p.jsonl:4: ", 1)
+    else:
+        preds = parse_predictions(text, "p.jsonl")
+        assert [p.model_dump() for p in preds] == [
+            _outcome(_plain, one)[1] for one in [*GOOD[:3], line, *GOOD[3:]]]
 
 
 def _line(**fields) -> str:
@@ -154,3 +189,79 @@ def test_the_units_written_straight_as_json_read_as_the_report_object_writes_the
     assert to_json(report) == indented_json(report.to_dict()) + "\n"
     assert json.loads(to_json(report))["units"] == [g.to_dict() for g in groups]
     assert to_json(Report([], [], [], [], [])) == indented_json(Report([], [], [], [], []).to_dict()) + "\n"
+
+
+def test_plain_files_skip_the_full_check_and_doubtful_ones_go_to_it(json_reader):
+    """The column-wise reading takes a plainly right file itself and leaves a file with anything pydantic would
+    convert or refuse (here as its last line) to the line-by-line reading."""
+    from cfkit.predictions import _read_whole
+
+    def read(lines):
+        return _read_whole("\n".join(lines) + "\n", "p.jsonl", None, None, {})
+
+    assert [p.case for p in read(GOOD)] == ["T2", "T3", "T4", "T5", "T6"]
+    assert [p.case for p in _read_whole("\r\n".join(GOOD), "p.jsonl", None, None, {})] == ["T2", "T3", "T4", "T5", "T6"]
+    for tail in (', "edit_id": 1.0}', ', "truncated": 1}', ', "raw": "\\ud800"}', ', "nested": {}}', ', "raw": 1}',
+                 ', "suite": "counterfactual"}', ', "pair": ""}', ', "parse": "nope"}', ', "answer": "A", "error": "refused"}',
+                 ', "model": ""}', ', "raw": ["A"]}', ', "error": "late"}'):
+        assert read([*GOOD, BASE + tail]) is None, tail
+    assert read([*GOOD, ""]) is None  # a blank line: read line by line
+    # Two suites in one file: each line's condition is looked for among its own suite's.
+    modality = BASE.replace("contextcanvas", "modality").replace('"T1"', '"T9"').replace('"image"', '"text"') + "}"
+    assert len(read([*GOOD, modality])) == 6
+    assert read([*GOOD, modality, BASE + ', "condition": "text"}']) is None
+    assert read([*GOOD, modality.replace('"text"', '"edit"')]) is None
+    assert read([*GOOD[:2], GOOD[2].replace(", ", ",\r ", 1), *GOOD[3:]]) is None  # a line split by a lone "\r"
+    assert read([GOOD[0].replace('"A \u00e9"', '"A\u2028"'), *GOOD[1:]]) is None  # … or by U+2028
+
+
+def _record(line):
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+KWARGS = [record for record in map(_record, LINES[:-1]) if record is not None] + [
+    {"model": "m", "suite": "counterfactual", "case": "T1", "pair": "CF01", "condition": "edit", "edit_id": edit_id,
+     "image_sha256": sha, "truncated": truncated, "endpoint": endpoint}
+    for edit_id in (None, 1, 0, 2**63, True, 2.0) for sha in (None, "a" * 64, "A" * 64, "a" * 63)
+    for truncated in (None, True, 1) for endpoint in (None, "http://x", "\ud800", 3)]
+
+
+@pytest.mark.parametrize("fields", KWARGS, ids=range(len(KWARGS)))
+def test_a_prediction_made_from_fields_is_the_models_or_refused_in_its_words(fields):
+    """``Prediction(**fields)`` (records from the store, other harnesses' files): the same values as the model's,
+    or pydantic's own ValidationError with the model's errors; a record read plainly one at a time is also read
+    plainly as part of a column."""
+    from pydantic import ValidationError
+
+    from cfkit.prediction_record import FIELDS, _row_passes, _rows_pass
+
+    try:
+        expected = PredictionModel(**fields).model_dump()
+    except ValidationError as exc:
+        with pytest.raises(ValidationError) as caught:
+            Prediction(**fields)
+        assert caught.value.errors(include_context=False) == exc.errors(include_context=False)
+    else:
+        assert Prediction(**fields).model_dump() == expected
+    row = tuple(map(fields.get, FIELDS))
+    if fields.keys() <= set(FIELDS):
+        assert _row_passes(row) == _rows_pass([row]), fields
+
+
+def test_the_plain_record_has_the_models_fields_and_values():
+    """The plain record and the full check name the same fields in the same order (the order lines are written
+    in), the same errors, and the same defaults (null)."""
+    import typing
+
+    from cfkit.prediction_record import ERRORS, FIELDS
+
+    assert FIELDS == tuple(PredictionModel.model_fields)
+    error = PredictionModel.model_fields["error"].annotation
+    assert set(ERRORS) == set(typing.get_args(typing.get_args(error)[0]))
+    required = [name for name, info in PredictionModel.model_fields.items() if info.is_required()]
+    assert required == ["model", "suite", "case", "condition"]
+    assert all(PredictionModel.model_fields[name].default is None for name in FIELDS if name not in required)

@@ -331,3 +331,29 @@ def test_the_view_lists_cut_off_replies_under_its_truncated_filter_and_says_so_o
     assert "case-T002.html" in listed and "case-T001.html" not in listed
     assert "cut off at the token limit" in (site / "case-T002.html").read_text()
     assert "cut off at the token limit" not in (site / "case-T001.html").read_text()
+
+
+def test_the_counts_by_condition_are_those_of_one_reply_at_a_time():
+    """_counts tallies the replies by their distinct fields; counted one reply at a time it gives the same."""
+    import random
+
+    from cfkit.predictions import Prediction
+    from cfkit.report.trouble import _counts
+
+    rng = random.Random(7)
+    preds = [Prediction(model="m", suite="modality", case=f"C{i}", condition=rng.choice(["text", "image", "neutral"]),
+                        answer=answer, error=None if answer else rng.choice([None, "refused", "transport", "missing"]),
+                        raw=rng.choice([None, "", "  ", "B maybe"]), truncated=rng.choice([None, True]))
+             for i in range(400) for answer in [rng.choice(["A", None])]]
+    expected: dict[str, list[int]] = {}
+    for p in preds:
+        row = expected.setdefault(p.condition, [0, 0, 0, 0])
+        if p.error == "transport":
+            continue
+        row[0] += 1
+        row[1] += p.answer is None
+        row[2] += p.answer is None and p.error != "refused" and not (p.raw or "").strip()
+        row[3] += bool(p.truncated)
+    got = _counts(preds)
+    assert got == expected and list(got) == list(expected)
+    assert all(row[2] for row in got.values()) and all(row[3] for row in got.values())  # every count exercised

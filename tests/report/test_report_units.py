@@ -125,3 +125,53 @@ def test_a_unit_made_for_a_study_equals_one_built_field_by_field():
     assert made.category == "invalid" and made.correct == {"original": True, "edit": False}
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.case = "B0002"  # still frozen
+
+
+def test_units_asked_as_a_grid_are_collected_as_the_general_way_collects_them(monkeypatch):
+    """A suite asked condition by condition over the same units (the usual shape) is regrouped in C
+    (units._grid_units); the units, their answers, golds and order are those of the general regrouping, and any
+    other shape, or a unit with an unusable answer, goes the general way."""
+    from cfkit.report import units as units_module
+    from cfkit.report.units import collect_units
+
+    cases = [f"C{i}" for i in range(7)]
+    grid = {("m", "modality"): {(c, "", k): ("A" if (i + j) % 3 else None) for j, k in enumerate(("text", "image"))
+                                for i, c in enumerate(cases)},
+            ("n", "contextcanvas"): {(c, "", "image"): "B" for c in cases},
+            ("m", "counterfactual"): {("C1", "CF01", k): "A" for k in ("original", "edit")},  # a pair: a row each
+            ("r", "modality"): {(c, "", k): "A" for c in cases for k in ("text", "image")},  # unit by unit
+            ("s", "modality"): {(c, "", k): "A" for k in ("text", "image") for c in cases[: 4 if k == "image" else 7]}}
+    gold = {(c, "", k): "A" for c in cases[:5] for k in ("text", "image")} | {("C1", "CF01", "original"): "B"}
+    reasons = {("m", "modality", "C2", "", "text"): "absent"}
+    calls = []
+    real = units_module._grid_units
+    monkeypatch.setattr(units_module, "_grid_units", lambda *a: calls.append(r := real(*a)) or r)
+    fast = collect_units(grid, gold, reasons)
+    assert [r is not None for r in calls] == [False, True, True, False, False]  # m/modality has a reason
+    assert [r is not None for r in [real(*a[:2], grid[a[:2]], gold, set(), {}) for a in [("m", "modality")]]] == [True]
+    monkeypatch.setattr(units_module, "_grid_units", lambda *a: None)
+    general = collect_units(grid, gold, reasons)
+    assert fast == general
+    assert [g.to_dict() for g in fast] == [g.to_dict() for g in general]
+    assert units_module._FIELDS == tuple(f.name for f in dataclasses.fields(units_module.UnitOutcome))
+    assert all(vars(u) == vars(v) for f, g in zip(fast, general) for u, v in zip(f.units, g.units))
+    assert [list(u.answers) for u in fast[1].units] == [["image"]] * 7
+
+
+def test_the_units_json_is_each_group_written_by_the_standard_encoder():
+    """The report writes units from cached record tails, made in C for groups of cases; the text is what json.dumps
+    writes for each group, whatever the answers, golds and reasons hold (quotes, unicode, nulls)."""
+    from cfkit.report.exports import _units_json
+    from cfkit.report.units import collect_units
+
+    cases = [f"C{i}" for i in range(9)]
+    asked = {("m", "modality"): {(c, "", k): [None, "A", 'B"é\u2028'][(i * 7 + j) % 3]
+                                 for j, k in enumerate(("text", "image")) for i, c in enumerate(cases)},
+             ("n", "contextcanvas"): {(c, "", "image"): "A" for c in cases},
+             ("n", "counterfactual"): {("C1", "CF01", k): "A" for k in ("original", "edit")}}
+    gold = {(c, "", k): "A" for c in cases[:6] for k in ("text", "image")} | {("C1", "CF01", "edit"): "B"}
+    reasons = {("n", "contextcanvas", "C3", "", "image"): 'refused: "no" \u00e9'}
+    groups = collect_units(asked, gold, reasons)
+    expected = [json.dumps(g.to_dict(), ensure_ascii=False) for g in groups]
+    assert list(_units_json(groups)) == expected
+    assert list(_units_json(groups + groups)) == expected + expected  # tails reused across groups
