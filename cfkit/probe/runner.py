@@ -242,8 +242,9 @@ def run_identity(backend: Backend, plan: ProbePlan,
     request's images are not known (a lazy plan): the sender takes it from the bytes it reads.
     """
     backend = as_backend(backend)
-    keys = {item.key: cache_key(backend, item.request) for item in plan.items}
-    early = {item.key: request_key(backend, item.request) for item in plan.items}
+    shared: dict = {}  # the texts the requests share, encoded once (identity._key)
+    keys = {item.key: cache_key(backend, item.request, shared=shared) for item in plan.items}
+    early = {item.key: request_key(backend, item.request, shared=shared) for item in plan.items}
     settings = run_settings(backend, plan.generation, protocol)
     shown = {item.key: (item.edit_id, _file(item.image_file)) for item in plan.items}
     recorded = RunSettings(settings=settings, settings_sha256=settings_sha256(settings),
