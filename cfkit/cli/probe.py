@@ -252,6 +252,8 @@ for _param in run.params:
 
 def _warn_unreviewed(plan) -> None:
     """Before anything is sent: how many questions rest on inputs no person has reviewed."""
+    if not plan.unreviewed:
+        return  # nothing to say: the lines' module (and Rich, to say them) stays off the path to the first request
     from cfkit.cli.probe_plan import unreviewed_lines
 
     for line in unreviewed_lines(plan):

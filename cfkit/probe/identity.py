@@ -227,7 +227,6 @@ def inputs_digest(ws: Workspace, suite: str, capabilities: Capabilities, generat
     """
     if suite == "counterfactual":
         return None
-    from cfkit.captions import caption_path
     from cfkit.prompts import templates_sha256
 
     digest = hashlib.sha256()
@@ -242,6 +241,8 @@ def inputs_digest(ws: Workspace, suite: str, capabilities: Capabilities, generat
     add("cases", ws.cases_path.read_bytes())
     files = _input_files(ws, suite, selection)
     if suite == "modality":
+        from cfkit.captions import caption_path  # (a pydantic model at import: only where captions are asked)
+
         for case_id in case_ids:
             path = caption_path(ws, case_id)
             add(f"caption {case_id}", path.read_bytes() if path.is_file() else b"\0missing")
