@@ -187,7 +187,7 @@ def render_prompt(ws: Workspace, case: Case, condition: str, *, images: list[Pat
     templates = templates or load_templates(ws)
     image_paths: tuple[Path, ...] = ()
     if condition == "image":
-        image_paths = tuple(Path(p) for p in images) if images is not None else tuple(
+        image_paths = tuple(p if isinstance(p, Path) else Path(p) for p in images) if images is not None else tuple(
             ws.image_root / name for name in case.images)
         if len(image_paths) not in (1, 2):
             raise CaseError(f"case {case.id}: the image condition takes 1 or 2 images, got {len(image_paths)}.")

@@ -236,11 +236,16 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
     unreviewed: list[str] = []
     left_out: list[str] = []
     gold: Counter = Counter()
+    # The image condition's files, as the header checks found them: the same Path objects all the way, so the
+    # plan's lookups by path do not rebuild and rehash a path per request (where the cases' image folder is the
+    # workspace's, the folder the prompt names them in).
+    own_paths = cases.image_root == ws.image_root
     if suite == "contextcanvas":
         case_ids, left_out = select_case_ids(ws, suite, cases, selection)
-        digests.prefetch([p for c in case_ids for p in cases.image_paths(cases.get(c))])
+        paths = {c: cases.image_paths(cases.get(c)) for c in case_ids}
+        digests.prefetch([p for c in case_ids for p in paths[c]])
         for case in (cases.get(c) for c in case_ids):
-            items.append(builder.item(case, "image"))
+            items.append(builder.item(case, "image", images=paths[case.id] if own_paths else None))
             gold[gold_label(case, case.gold)] += 1
     elif suite == "modality":
         from cfkit.captions import load_caption
