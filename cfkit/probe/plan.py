@@ -242,11 +242,14 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
     own_paths = cases.image_root == ws.image_root
     if suite == "contextcanvas":
         case_ids, left_out = select_case_ids(ws, suite, cases, selection)
-        paths = {c: cases.image_paths(cases.get(c)) for c in case_ids}
-        digests.prefetch([p for c in case_ids for p in paths[c]])
+        checked = [p for c in case_ids for p in cases.image_paths(cases.get(c))]
+        digests.prefetch(checked)
+        shown = iter(checked)  # each case's files, in the order they were checked
         for case in (cases.get(c) for c in case_ids):
-            items.append(builder.item(case, "image", images=paths[case.id] if own_paths else None))
+            own = [next(shown) for _ in case.images]
+            items.append(builder.item(case, "image", images=own if own_paths else None))
             gold[gold_label(case, case.gold)] += 1
+        del checked, shown
     elif suite == "modality":
         from cfkit.captions import load_caption
 
