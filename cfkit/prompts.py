@@ -34,15 +34,20 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from cfkit.captions import Caption, caption_path, load_caption
 from cfkit.cases import Case
 from cfkit.errors import CaptionError, CaseError, TemplateError, UsageError
 from cfkit.files import read_text
 from cfkit.subsets import select_cases, workspace_cases
 from cfkit.vocabulary import MODALITY_CONDITIONS
 from cfkit.workspace import Workspace
+
+if TYPE_CHECKING:
+    from cfkit.captions import Caption
+
+# Captions (a pydantic model, built at import) load where a caption condition is rendered: the image condition,
+# all a contextcanvas run asks, needs none.
 
 CONDITIONS: tuple[str, ...] = MODALITY_CONDITIONS
 
@@ -182,11 +187,13 @@ def render_prompt(ws: Workspace, case: Case, condition: str, *, images: list[Pat
     templates = templates or load_templates(ws)
     image_paths: tuple[Path, ...] = ()
     if condition == "image":
-        image_paths = tuple(Path(p) for p in images) if images is not None else tuple(
+        image_paths = tuple(p if isinstance(p, Path) else Path(p) for p in images) if images is not None else tuple(
             ws.image_root / name for name in case.images)
         if len(image_paths) not in (1, 2):
             raise CaseError(f"case {case.id}: the image condition takes 1 or 2 images, got {len(image_paths)}.")
     if condition in ("neutral", "evidence"):
+        from cfkit.captions import caption_path, load_caption
+
         caption = caption or load_caption(ws, case.id)
         path = caption_path(ws, case.id)
         if not caption.neutral.strip():
@@ -235,6 +242,8 @@ def build_conditions(ws: Workspace, case_ids: Iterable[str] = (), *, subset: str
     templates = load_templates(ws)
     captions: dict[str, Caption] = {}
     if {"neutral", "evidence"} & set(wanted):
+        from cfkit.captions import caption_path, load_caption
+
         missing = [i for i in ids if not caption_path(ws, i).is_file()]
         if missing:
             raise CaptionError(

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.markup import escape
 
 from cfkit.cli import params
-from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
+from cfkit.cli import console  # its consoles (Rich) are made when first printed to
+from cfkit.cli.console import print_json, status, warn, workspace_option
 from cfkit.errors import RunIncomplete, UsageError
 from cfkit.money import usd
 from cfkit.vocabulary import MAX_CONCURRENCY, SUITES
@@ -88,7 +88,7 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
       cfkit probe run -m openai:gpt-5.5 -s contextcanvas --batch            then: cfkit probe collect RUN
     """
     from cfkit.options import Setting, parse_option_pairs
-    from cfkit.probe import Selection, prepare_probe, preview_run
+    from cfkit.probe.selection import Selection
     from cfkit.store import open_store
 
     given = Setting.of(model, "--model", ws.config.probe.model, "[probe] model")
@@ -119,6 +119,8 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
     settings = dict(options=options, concurrency=concurrency, max_tokens=max_tokens, protocol=protocol,
                     selection=selection)
     if dry_run:
+        from cfkit.probe.job import preview_run
+
         if ws.db_path.is_file():
             with open_store(ws.db_path) as store:
                 preview = preview_run(ws, store, given, suite, batch=batch, **settings)
@@ -143,6 +145,8 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
                        max_tokens, protocol, limit, cases_file, accepted_only, reviewed_only, max_cost)
             return
     # The backend is built before the store is opened: a bad --base-url or a missing key writes nothing.
+    from cfkit.probe.job import prepare_probe
+
     job = prepare_probe(ws, given, suite, max_cost=max_cost, **settings)  # a refused kind names its source
     for note in job.notes:
         warn(note)
@@ -248,6 +252,8 @@ for _param in run.params:
 
 def _warn_unreviewed(plan) -> None:
     """Before anything is sent: how many questions rest on inputs no person has reviewed."""
+    if not plan.unreviewed:
+        return  # nothing to say: the lines' module (and Rich, to say them) stays off the path to the first request
     from cfkit.cli.probe_plan import unreviewed_lines
 
     for line in unreviewed_lines(plan):
@@ -299,7 +305,7 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
     if as_json:
         print_json(asdict(summary) | {"missing": summary.missing})
     else:
-        out.print(summary.run_id)
+        console.out.print(summary.run_id)
         cost = "" if summary.cost_usd is None else f", {usd(summary.cost_usd)}"
         shared = f", {summary.elsewhere} answered by another process" if summary.elsewhere else ""
         status(f"{summary.status}: {summary.total} requests; {summary.kept} already stored, "
@@ -310,9 +316,11 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
         if note not in said:
             warn(note)
     if summary.skipped:
+        from rich.markup import escape
+
         warn(f"{len(summary.skipped)} {summary.skipped[0].unit}(s) skipped:")
         for skip in summary.skipped:
-            err.print(f"  {escape(skip.pair_id)}: {escape(skip.reason)}")
+            console.err.print(f"  {escape(skip.pair_id)}: {escape(skip.reason)}")
 
 
 @probe.command("collect")
@@ -408,6 +416,7 @@ def backends(as_json: bool) -> None:
                      "options": [asdict(o) for o in i.options]}
                     for i in infos])
         return
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="Backends (cfkit.backends entry points)", title_justify="left")
@@ -425,4 +434,4 @@ def backends(as_json: bool) -> None:
             options = f"[yellow]not installed:[/] {escape(i.install or i.missing)}"
         table.add_row(i.kind, yes(c.images), pairs if c.images else "", yes(c.json_schema),
                       "API" if c.remote else "local", i.package, options)
-    out.print(table)
+    console.out.print(table)

@@ -24,6 +24,9 @@ from cfkit.store.digests import FileDigest
 HEAD_BYTES = 64 * 1024
 #: … and this much of its end (the format's end marker).
 TAIL_BYTES = 4 * 1024
+#: It reads the start in two steps: this much first, which holds the header of a plain JPEG, PNG or GIF; the
+#: rest of HEAD_BYTES only where the first look cannot settle what HEAD_BYTES would (:func:`_settled`).
+FIRST_BYTES = 4 * 1024
 
 
 #: JPEG start-of-frame markers (they hold the pixel size); C4, C8 and CC share the range but are not frames.
@@ -76,19 +79,38 @@ def quick_header(head: bytes) -> tuple[str, tuple[int, int]] | None:
     return None
 
 
+def _settled(found: tuple[str, tuple[int, int]] | None, head: bytes, size: int) -> bool:
+    """Whether :func:`quick_header`'s answer on ``head``, a file's first bytes, is its answer on the file's first
+    HEAD_BYTES: the walk to a JPEG's frame header stops at the same place on either; a GIF's size is in its first
+    ten bytes; a PNG is known not to be animated only once its first IDAT chunk is in view."""
+    if found is None:
+        return False
+    if len(head) >= min(size, HEAD_BYTES) or found[0] != "image/png":
+        return True
+    return b"IDAT" in head
+
+
 def header_only(path: Path, st: os.stat_result) -> FileDigest | None:
     """What a lazy plan knows of ``path`` without hashing it: type and size from the header (sha256 empty), or
-    None when the header and the last bytes cannot settle that it will be sent as it is."""
+    None when the header and the last bytes cannot settle that it will be sent as it is. It reads FIRST_BYTES
+    of the start (all of HEAD_BYTES where they do not settle the header) and the bytes a HEAD_BYTES read would
+    leave unread of the file's last TAIL_BYTES."""
     try:
         with open(path, "rb") as fh:
-            head = fh.read(HEAD_BYTES)
-            tail = head[-TAIL_BYTES:]  # a small file is read whole: its last bytes are in its head
-            if len(head) < st.st_size:
-                fh.seek(max(len(head), st.st_size - TAIL_BYTES))
+            head = fh.read(FIRST_BYTES)
+            found = quick_header(head)
+            if not _settled(found, head, st.st_size):
+                head += fh.read(HEAD_BYTES - len(head))
+                found = quick_header(head)
+            after_head = min(st.st_size, HEAD_BYTES)  # the end of what a HEAD_BYTES read holds
+            start = max(st.st_size - TAIL_BYTES, 0 if st.st_size <= HEAD_BYTES else after_head)
+            if start >= len(head) or len(head) < after_head:
+                fh.seek(start)
                 tail = fh.read(TAIL_BYTES)
+            else:
+                tail = head[start:]  # a small file is read whole: its last bytes are in its head
     except OSError as exc:
         raise ImageError(f"image {path}: cannot be read ({exc.strerror}).") from exc
-    found = quick_header(head)
     if found is None:
         try:
             found = read_header(head, source=str(path))

@@ -28,7 +28,7 @@ import os
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,46 +53,64 @@ def _sha256(data: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def _key(backend: Backend, request: ProbeRequest, images: list[Any], rule: str | None = None) -> str:
+#: The JSON of :func:`_sha256`, for a part of a larger document.
+_encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
+
+
+def _part(shared: dict[Any, tuple[Any, str]] | None, kind: str, value: Any) -> str:
+    """The JSON of ``value``; with ``shared`` (one plan's requests keyed together) encoded once for all of them.
+    An entry holds the object it was encoded from, so an id is never taken for another object's."""
+    if shared is None:
+        return _encode(value)
+    held = shared.get((kind, id(value)))
+    if held is None or held[0] is not value:
+        held = shared[(kind, id(value))] = (value, _encode(value))
+    return held[1]
+
+
+def _key(backend: Backend, request: ProbeRequest, images: list[Any], rule: str | None = None,
+         shared: dict[Any, tuple[Any, str]] | None = None) -> str:
+    """:func:`_sha256` of the material below, written as that function writes it (keys sorted, the same
+    separators) without building it (tests/probe/test_identity_keys.py holds it to the material built): the fingerprint without its images (whose digests would
+    be taken again from bytes already hashed), then the images as the caller knows them. With ``shared``, the
+    texts a plan's requests share (each system prompt and schema) are encoded once."""
     backend = as_backend(backend)
-    # The fingerprint without its images (whose digests would be taken again from bytes already hashed), then
-    # the images as the caller knows them.
-    fingerprint = replace(request, images=()).fingerprint() | {"images": images}
-    material: dict[str, Any] = {
-        "backend": backend.kind,
-        "model": backend.model,
-        "identity": backend.cache_identity,
-        "request": fingerprint,
-    }
-    if rule is not None:
-        material["rule"] = rule
-    if not backend.capabilities.cacheable:
-        material["meta"] = asdict(request.meta)
-    return _sha256(material)
+    # {"backend", "identity", ["meta",] "model", "request": {"generation", "images", "option_ids", "schema",
+    # "system", "user"}, ["rule"]}: sort_keys's order.
+    text = "".join((
+        _encode({"backend": backend.kind, "identity": backend.cache_identity})[:-1],
+        f', "meta": {_encode(asdict(request.meta))}' if not backend.capabilities.cacheable else "",
+        f', "model": {_encode(backend.model)}, "request": {{"generation": {_encode(request.generation.record())}, '
+        f'"images": {_encode(images)}, "option_ids": {_encode(list(request.option_ids))}, '
+        f'"schema": {_part(shared, "schema", request.schema)}, "system": {_part(shared, "system", request.system)}, '
+        f'"user": {_encode(request.user)}}}',
+        f', "rule": {_encode(rule)}}}' if rule is not None else "}"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def cache_key(backend: Backend, request: ProbeRequest, image_sha256: Sequence[str | None] | None = None) -> str | None:
+def cache_key(backend: Backend, request: ProbeRequest, image_sha256: Sequence[str | None] | None = None, *,
+              shared: dict[Any, tuple[Any, str]] | None = None) -> str | None:
     """SHA-256 over backend kind, model, answer-changing options and the exact request (its images' bytes).
 
     Backends whose answers depend on where a request comes from rather than on
     its content (replay, baselines) have ``meta`` included as well.
     ``image_sha256`` gives the digest of each image's bytes where the caller
     has it (the bytes were read to send them); otherwise each image's own.
-    None while an image's bytes are not known yet (a lazy plan's image not sent).
+    None while an image's bytes are not known yet (a lazy plan's image not sent). ``shared``: see :func:`_key`.
     """
     shas = list(image_sha256) if image_sha256 is not None else [None] * len(request.images)
     shas = [sha if sha is not None else image.sha256 for sha, image in zip(shas, request.images, strict=True)]
     if any(sha is None for sha in shas):
         return None
-    return _key(backend, request, [[image.mime, sha] for image, sha in zip(request.images, shas)])
+    return _key(backend, request, [[image.mime, sha] for image, sha in zip(request.images, shas)], shared=shared)
 
 
-def request_key(backend: Backend, request: ProbeRequest) -> str:
+def request_key(backend: Backend, request: ProbeRequest, *, shared: dict[Any, tuple[Any, str]] | None = None) -> str:
     """The key a run's id covers for ``request``: as :func:`cache_key`, but each image held by reference is
     known by its files' path, size and mtime (``ImageRef.identity``), not by its bytes; known before any read."""
     images = [image.identity() if hasattr(image, "identity") else [image.mime, image.sha256]
               for image in request.images]
-    return _key(backend, request, images, rule="files by path, size and mtime")
+    return _key(backend, request, images, rule="files by path, size and mtime", shared=shared)
 
 
 def run_settings(backend: Backend, generation: Generation, protocol: str | None = None) -> dict[str, Any]:
@@ -209,7 +227,6 @@ def inputs_digest(ws: Workspace, suite: str, capabilities: Capabilities, generat
     """
     if suite == "counterfactual":
         return None
-    from cfkit.captions import caption_path
     from cfkit.prompts import templates_sha256
 
     digest = hashlib.sha256()
@@ -224,6 +241,8 @@ def inputs_digest(ws: Workspace, suite: str, capabilities: Capabilities, generat
     add("cases", ws.cases_path.read_bytes())
     files = _input_files(ws, suite, selection)
     if suite == "modality":
+        from cfkit.captions import caption_path  # (a pydantic model at import: only where captions are asked)
+
         for case_id in case_ids:
             path = caption_path(ws, case_id)
             add(f"caption {case_id}", path.read_bytes() if path.is_file() else b"\0missing")

@@ -22,17 +22,17 @@ from typing import Any, Iterable
 from cfkit.backends import Capabilities, Generation, ProbeRequest, RequestMeta
 from cfkit.cases import Case, CaseSet
 from cfkit.dataset import load_cases
-from cfkit.captions import load_caption
 from cfkit.errors import CaseError, SpecError, UsageError
 from cfkit import swap
 from cfkit.probe.image_refs import Digests, FileState, ImageRef
 from cfkit.probe.selection import Selection
 from cfkit.prompts import load_templates, render_prompt, templates_sha256
-from cfkit.specs import load_spec, load_spec_file, spec_files
-from cfkit.store import Store, checks, edits, reviews
-from cfkit.subsets import modality_cases, read_subset
+from cfkit.store import Store
 from cfkit.vocabulary import MODALITY_CONDITIONS, SUITE_CONDITIONS, SWAP_CONDITIONS
 from cfkit.workspace import Workspace
+
+# Captions, specs, subset files and the edit rooms of the store load where a suite uses them: a contextcanvas
+# run's path to its first request needs none of them (captions and specs are pydantic models, built at import).
 
 CONFIDENCE = ("low", "medium", "high")
 DEFAULT_MAX_TOKENS = 512
@@ -168,6 +168,8 @@ def suite_case_ids(ws: Workspace, suite: str, cases: CaseSet, selection: Selecti
     if suite == "swap":
         return swap.swap_case_ids(cases)
     if suite == "modality":
+        from cfkit.subsets import modality_cases
+
         selection = selection or Selection()
         return modality_cases(ws, cases, subset=selection.subset, all_cases=selection.all_cases)
     return list(cases.ids)
@@ -185,6 +187,8 @@ def select_case_ids(ws: Workspace, suite: str, cases: CaseSet, selection: Select
     """
     ids = suite_case_ids(ws, suite, cases, selection)
     if selection.cases is not None:
+        from cfkit.subsets import read_subset
+
         wanted = read_subset(selection.cases, cases)
         outside = [c for c in wanted if c not in set(ids)]
         if outside:
@@ -195,6 +199,8 @@ def select_case_ids(ws: Workspace, suite: str, cases: CaseSet, selection: Select
         keep = set(wanted)
         ids = [c for c in ids if c in keep]
     if selection.reviewed_only and suite == "modality":
+        from cfkit.captions import load_caption
+
         ids = [c for c in ids if not unreviewed_draft(load_caption(ws, c))]
     if selection.limit is not None:
         ids = ids[: selection.limit]
@@ -230,13 +236,23 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
     unreviewed: list[str] = []
     left_out: list[str] = []
     gold: Counter = Counter()
+    # The image condition's files, as the header checks found them: the same Path objects all the way, so the
+    # plan's lookups by path do not rebuild and rehash a path per request (where the cases' image folder is the
+    # workspace's, the folder the prompt names them in).
+    own_paths = cases.image_root == ws.image_root
     if suite == "contextcanvas":
         case_ids, left_out = select_case_ids(ws, suite, cases, selection)
-        digests.prefetch([p for c in case_ids for p in cases.image_paths(cases.get(c))])
+        checked = [p for c in case_ids for p in cases.image_paths(cases.get(c))]
+        digests.prefetch(checked)
+        shown = iter(checked)  # each case's files, in the order they were checked
         for case in (cases.get(c) for c in case_ids):
-            items.append(builder.item(case, "image"))
+            own = [next(shown) for _ in case.images]
+            items.append(builder.item(case, "image", images=own if own_paths else None))
             gold[gold_label(case, case.gold)] += 1
+        del checked, shown
     elif suite == "modality":
+        from cfkit.captions import load_caption
+
         case_ids, left_out = select_case_ids(ws, suite, cases, selection)
         digests.prefetch([p for c in case_ids for p in cases.image_paths(cases.get(c))])
         for case in (cases.get(c) for c in case_ids):
@@ -258,6 +274,8 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
     else:
         if store is None:
             raise UsageError("the counterfactual suite needs the store, to find each pair's edit.")
+        from cfkit.subsets import read_subset
+
         wanted = set(read_subset(selection.cases, cases)) if selection.cases is not None else None
         asked = 0
         for pair_id, pair_items, pair_skip, accepted in _counterfactual(ws, store, cases, builder,
@@ -282,6 +300,8 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
 
 
 def _pair_gold(ws: Workspace, item: ProbeItem) -> str:
+    from cfkit.specs import load_spec
+
     labels = load_spec(ws, item.pair_id).spec.labels
     label = labels.original if item.condition == "original" else labels.edit
     return item.case.option_for_label(label) or item.case.gold
@@ -289,6 +309,9 @@ def _pair_gold(ws: Workspace, item: ProbeItem) -> str:
 
 def _counterfactual(ws: Workspace, store: Store, cases: CaseSet, builder: _RequestBuilder, accepted_only: bool):
     """(pair id, items, skipped-or-None, accepted by a person) per spec file, in spec order."""
+    from cfkit.specs import load_spec_file, spec_files
+    from cfkit.store import edits, reviews
+
     for path in spec_files(ws):
         try:
             spec = load_spec_file(path).spec
@@ -321,6 +344,8 @@ def _counterfactual(ws: Workspace, store: Store, cases: CaseSet, builder: _Reque
 def why_no_edit(store: Store, spec_id: str, accepted_only: bool = False) -> str:
     """Why pair ``spec_id`` has no edit a probe can use, as its newest edit stands: none made, the edit failed,
     rejected in review, its preservation check failed or has not run, or (``--accepted-only``) not accepted."""
+    from cfkit.store import checks, edits, reviews
+
     newest = edits.newest(store, spec_id)
     if newest is None:
         return f"no edit yet; run 'cfkit edit {spec_id}'"

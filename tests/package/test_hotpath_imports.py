@@ -283,16 +283,18 @@ def test_a_first_probe_run_over_png_and_jpeg_images_imports_no_pillow_or_numpy(t
 
 
 #: cfkit's own modules the same command again on a finished run never needs (cfkit.probe.shortcut answers it):
-#: no backend, no options model, no protocol preset, no plan, no identity of requests, no sending.
-NOT_ON_THE_RERUN_PATH = ("cfkit.backends", "cfkit.probe.protocol", "cfkit.probe.identity",
+#: no backend, no options model, no protocol preset, no steps of a run, no prices, no plan, no identity of
+#: requests, no sending.
+NOT_ON_THE_RERUN_PATH = ("cfkit.backends", "cfkit.probe.protocol", "cfkit.probe.identity", "cfkit.probe.job",
+                         "cfkit.probe.prices",
                          "cfkit.probe.plan", "cfkit.probe.runner", "cfkit.probe.sending", "cfkit.probe.image_refs",
                          "cfkit.dataset", "cfkit.cases", "cfkit.registry", "cfkit.images", "cfkit.subsets", "cfkit.files")
 
 
-def test_a_fully_cached_rerun_imports_only_click_rich_and_the_store(tmp_path):
+def test_a_fully_cached_rerun_imports_only_click_and_the_store(tmp_path):
     """Issue 34: the identical ``probe run`` again on a finished run loads neither pydantic (the backend's options,
-    the protocol preset) nor the HTTP client nor any image library; only Click, Rich (its progress bar) and the
-    store."""
+    the protocol preset) nor the HTTP client nor any image library; only Click and the store. Not Rich either:
+    with stderr not a terminal its bar is one line, written as Rich would write it (cfkit.cli.progress_bar)."""
     import os
     import time
 
@@ -311,5 +313,46 @@ def test_a_fully_cached_rerun_imports_only_click_rich_and_the_store(tmp_path):
         imported, code, own = _run([*args, "--base-url", server.url])
         assert server.count == 3  # the rerun sent nothing
     assert code == "0"
-    assert imported <= CLICK_RICH, imported - CLICK_RICH
+    assert imported <= {"cfkit", "click"}, imported - {"cfkit", "click"}
     assert not {m for m in own if m.startswith(NOT_ON_THE_RERUN_PATH)}, own
+
+
+#: What a first ``probe run`` has imported when it starts sending, taken as the sender starts (the HTTP client
+#: itself loads then, as the lean floor client's does).
+BEFORE_SENDING = ("import json, sys\nimport cfkit.probe.sending as sending\nseen = []\nstart = sending.Sender.send_all\n"
+                  "async def send_all(self, *args, **kwargs):\n    seen.append(sorted(sys.modules))\n"
+                  "    return await start(self, *args, **kwargs)\nsending.Sender.send_all = send_all\n"
+                  "from cfkit.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as exc:\n"
+                  "    code = exc.code\n"
+                  "print('BEFORE', json.dumps(seen[0]), code, file=sys.stderr)\n")
+
+#: cfkit's own modules a contextcanvas run has no use for before its first request: the lines about unreviewed
+#: inputs when there are none (and Rich, to say them), captions and specs (pydantic models built at import), the
+#: counterfactual suite's rooms, the dry run's estimate.
+NOT_BEFORE_THE_FIRST_REQUEST = ("cfkit.cli.probe_plan", "cfkit.captions", "cfkit.specs", "cfkit.probe.estimate",
+                                "cfkit.edit", "cfkit.preserve", "cfkit.report")
+
+
+def test_what_a_first_probe_run_imports_before_its_first_request(tmp_path):
+    """Issue 34: the path to the first request loads Click, pydantic (the backend's options) and cfkit's probe
+    rooms; not Rich (nothing is drawn in a pipe before the end) nor the HTTP client before the sender needs it,
+    and none of the rooms a contextcanvas run does not use."""
+    from support.chat_api_server import ChatServer
+    from support.probe_runs import many_cases, scripted_answer
+
+    ws = many_cases(tmp_path / "ws", 3)
+    with ChatServer(scripted_answer) as server:
+        done = subprocess.run([sys.executable, "-c", BEFORE_SENDING, "-w", str(ws), "probe", "run", "-m",
+                               "openai:test-model", "-s", "contextcanvas", "--base-url", server.url, "--json"],
+                              capture_output=True, text=True, cwd=REPO, timeout=120)
+        assert server.count == 3
+    line = [x for x in done.stderr.splitlines() if x.startswith("BEFORE ")]
+    assert line, done.stderr
+    listed, code = line[-1][len("BEFORE "):].rsplit(" ", 1)
+    assert code == "None" or code == "0", done.stderr
+    modules = set(json.loads(listed))
+    third = {m.split(".")[0] for m in modules} - set(sys.stdlib_module_names) - {"__main__", "cython_runtime"}
+    third = {m for m in third if not m.startswith("_")}
+    allowed = {"cfkit", "click"} | PYDANTIC
+    assert third <= allowed, third - allowed
+    assert not {m for m in modules if m.startswith(NOT_BEFORE_THE_FIRST_REQUEST)}, modules

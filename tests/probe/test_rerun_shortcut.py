@@ -23,7 +23,8 @@ from support.workspace import REPO
 
 PROBE = ("import json, sys\nfrom cfkit.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as exc:\n"
          "    code = exc.code\nelse:\n    code = 0\n"
-         "print('LOADED', json.dumps(sorted(m for m in ('pydantic', 'cfkit.backends', 'aiohttp', 'PIL') "
+         "print('LOADED', json.dumps(sorted(m for m in ('pydantic', 'cfkit.backends', 'aiohttp', 'PIL', "
+         "'rich.progress') "
          "if m in sys.modules)), code, file=sys.stderr)\n")
 
 
@@ -139,3 +140,19 @@ def test_several_replicas_are_never_remembered(tmp_path):
         assert _probe(ws, one.url, "--base-url", two.url, "--json")[3] == 0
         again = _probe(ws, one.url, "--base-url", two.url, "--json")
         assert again[3] == 0 and "pydantic" in again[2] and json.loads(again[0])["sent"] == 0
+
+
+def test_in_a_pipe_the_rerun_writes_byte_for_byte_what_rich_writes_there(tmp_path):
+    """With stderr not a terminal the bar's one line is written without Rich (cfkit.cli.progress_bar); with
+    TTY_COMPATIBLE=0 in the environment (still no terminal) Rich decides, and draws it itself: the same bytes."""
+    ws = _aged(many_cases(tmp_path / "ws", 3))
+    with ChatServer(scripted_answer) as server:
+        for flags in (("--json",), ()):
+            assert _probe(ws, server.url, *flags)[3] == 0
+            quiet = _probe(ws, server.url, *flags)
+            drawn = _probe(ws, server.url, *flags, env={**os.environ, "TTY_COMPATIBLE": "0"})
+            assert quiet[3] == drawn[3] == 0
+            assert "rich.progress" in drawn[2] and "rich.progress" not in quiet[2]
+            assert (quiet[0], quiet[1]) == (drawn[0], drawn[1])
+            assert "━" * 40 + " 3/3  0:00:00" in quiet[1]
+        assert server.count == 3

@@ -1,0 +1,116 @@
+"""Cache keys and request keys (cfkit.probe.identity) are the SHA-256 of one JSON document: the material built
+as a dict and encoded with sorted keys. identity._key writes that text from its parts without building the dict
+(and, for a plan's requests, encodes what they share once); these tests hold it to the document built plainly,
+so stored run ids and cache keys stay what they were."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import asdict, replace
+
+import pytest
+
+from cfkit.backends import Generation, ImageData, ProbeRequest, RequestMeta, load_backend
+from cfkit.probe import answer_schema, plan_suite
+from cfkit.probe.identity import cache_key, request_key
+from cfkit.probe.image_refs import Digests
+from cfkit.store import open_store
+from cfkit.workspace import load_workspace
+from support.probe_runs import many_cases
+
+
+def _written(backend, request: ProbeRequest, images: list, rule: str | None = None) -> str:
+    """The key as the material is plainly built and encoded (cfkit's rule before the parts were written
+    directly)."""
+    material = {"backend": backend.kind, "model": backend.model, "identity": backend.cache_identity,
+                "request": replace(request, images=()).fingerprint() | {"images": images}}
+    if rule is not None:
+        material["rule"] = rule
+    if not backend.capabilities.cacheable:
+        material["meta"] = asdict(request.meta)
+    blob = json.dumps(material, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _request_written(backend, request: ProbeRequest) -> str:
+    images = [image.identity() if hasattr(image, "identity") else [image.mime, image.sha256]
+              for image in request.images]
+    return _written(backend, request, images, rule="files by path, size and mtime")
+
+
+BACKENDS = [("openai:m", {"base_url": "http://127.0.0.1:9/v1"}),
+            ("openai:m", {"base_url": "http://127.0.0.1:9/v1", "detail": "high", "json_schema": "off",
+                          "token_param": "max_completion_tokens", "price_in": 1.25, "price_out": 10}),
+            ("openai:ünïcode/model", {"base_url": "http://127.0.0.1:9/v1", "detail": "low"}),
+            ("baseline:always-no", {}),  # not cacheable: its keys cover the request's meta
+            ("baseline:random", {"seed": 11})]
+
+
+@pytest.mark.parametrize("model,options", BACKENDS)
+def test_a_plan_s_keys_are_the_plainly_built_document_s(tmp_path, model, options):
+    ws = load_workspace(many_cases(tmp_path / "ws", 7))
+    backend = load_backend(model, options)
+    with open_store(ws.db_path) as store:
+        for lazy in (True, False):  # images known by path, size and mtime only; and hashed
+            plan = plan_suite(ws, "contextcanvas", backend.capabilities, store=store,
+                              digests=Digests(store, lazy=lazy))
+            shared: dict = {}
+            for item in plan.items:
+                request = item.request
+                assert request_key(backend, request) == _request_written(backend, request)
+                assert request_key(backend, request, shared=shared) == _request_written(backend, request)
+                known = [image.sha256 for image in request.images]
+                expected = (_written(backend, request, [[i.mime, i.sha256] for i in request.images])
+                            if all(known) else None)
+                assert cache_key(backend, request, shared=shared) == expected
+                sent = ["ab" * 32 for _ in request.images]  # the digests of the bytes read to send it
+                assert cache_key(backend, request, sent) == _written(
+                    backend, request, [[i.mime, s] for i, s in zip(request.images, sent)])
+
+
+TEXTS = ["", "plain", "Ünïcödé — “quotes” and 'apostrophes'", 'a "quoted" \\ backslash', "tab\tnew\nline\r",
+         "\u2028 line separator \u2029", "\x00\x01\x1f control", "emoji 🙂 and CJK 漢字", "{\"looks\": [\"like json\"]}"]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_keys_of_any_request_are_the_plainly_built_document_s(seed):
+    rng = random.Random(seed)
+    backend = load_backend(*rng.choice(BACKENDS))
+    shared: dict = {}
+    system = rng.choice(TEXTS) * rng.randint(1, 3)
+    schemas = [None, answer_schema(("A", "B")), answer_schema(("A", "B", "C", "D")),
+               {"type": "object", "nested": {"z": [1, 2.5, None, True], "a": "é"}}]
+    for _ in range(20):
+        option_ids = tuple(rng.sample(["A", "B", "C", "D", "É"], rng.randint(1, 5)))
+        generation = Generation(temperature=rng.choice([0.0, 0.7, None]), max_tokens=rng.choice([1, 512]),
+                                seed=rng.choice([None, 0, 7]), top_p=rng.choice([None, 0.9]),
+                                extra_body=rng.choice([None, '{"x": 1}']))
+        images = tuple(ImageData(bytes([rng.randrange(256) for _ in range(8)]), rng.choice(["image/png", "image/jpeg"]))
+                       for _ in range(rng.randint(0, 2)))
+        request = ProbeRequest(system=system, user=rng.choice(TEXTS) + str(rng.random()), images=images,
+                               option_ids=option_ids, schema=rng.choice(schemas), generation=generation,
+                               meta=RequestMeta(suite="modality", case_id=rng.choice(TEXTS), pair_id="p",
+                                                condition="text", yes_option=rng.choice([None, "A"])))
+        for use in (None, shared):
+            assert request_key(backend, request, shared=use) == _request_written(backend, request)
+            assert cache_key(backend, request, shared=use) == _written(
+                backend, request, [[i.mime, i.sha256] for i in request.images])
+
+
+def test_a_shared_part_is_never_taken_for_another_object_s(tmp_path):
+    """The shared texts are keyed by the object they were encoded from: a schema built anew, equal or not,
+    is encoded anew."""
+    backend = load_backend("openai:m", {"base_url": "http://127.0.0.1:9/v1"})
+    shared: dict = {}
+    base = ProbeRequest(system="s", user="u", images=(), option_ids=("A", "B"), schema=answer_schema(("A", "B")),
+                        generation=Generation(), meta=RequestMeta(suite="contextcanvas", case_id="c", pair_id="",
+                                                                  condition="image", yes_option=None))
+    first = request_key(backend, base, shared=shared)
+    other = replace(base, schema={"type": "object", "other": True}, system="another system")
+    assert request_key(backend, other, shared=shared) == _request_written(backend, other) != first
+    assert request_key(backend, base, shared=shared) == first
+    for i in range(200):  # schemas made and dropped in turn: CPython hands a dropped one's id to the next
+        again = replace(base, schema={"type": "object", "round": i})
+        assert request_key(backend, again, shared=shared) == _request_written(backend, again)
