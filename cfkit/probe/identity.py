@@ -57,23 +57,12 @@ def _sha256(data: Any) -> str:
 _encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
 
 
-def _part(shared: dict[Any, tuple[Any, str]] | None, kind: str, value: Any) -> str:
-    """The JSON of ``value``; with ``shared`` (one plan's requests keyed together) encoded once for all of them.
-    An entry holds the object it was encoded from, so an id is never taken for another object's."""
-    if shared is None:
-        return _encode(value)
-    held = shared.get((kind, id(value)))
-    if held is None or held[0] is not value:
-        held = shared[(kind, id(value))] = (value, _encode(value))
-    return held[1]
-
-
-def _key(backend: Backend, request: ProbeRequest, images: list[Any], rule: str | None = None,
-         shared: dict[Any, tuple[Any, str]] | None = None) -> str:
+def _key(backend: Backend, request: ProbeRequest, images: list[Any], rule: str | None = None) -> str:
     """:func:`_sha256` of the material below, written as that function writes it (keys sorted, the same
-    separators) without building it (tests/probe/test_identity_keys.py holds it to the material built): the fingerprint without its images (whose digests would
-    be taken again from bytes already hashed), then the images as the caller knows them. With ``shared``, the
-    texts a plan's requests share (each system prompt and schema) are encoded once."""
+    separators) without building it (tests/probe/test_identity_keys.py holds it to the material built): the
+    fingerprint without its images (whose digests would be taken again from bytes already hashed), then the
+    images as the caller knows them. A run's many keys go through :class:`cfkit.probe.cache_keys.RunKeys`, which
+    serialises what its requests share once and falls back to this function."""
     backend = as_backend(backend)
     # {"backend", "identity", ["meta",] "model", "request": {"generation", "images", "option_ids", "schema",
     # "system", "user"}, ["rule"]}: sort_keys's order.
@@ -82,35 +71,34 @@ def _key(backend: Backend, request: ProbeRequest, images: list[Any], rule: str |
         f', "meta": {_encode(asdict(request.meta))}' if not backend.capabilities.cacheable else "",
         f', "model": {_encode(backend.model)}, "request": {{"generation": {_encode(request.generation.record())}, '
         f'"images": {_encode(images)}, "option_ids": {_encode(list(request.option_ids))}, '
-        f'"schema": {_part(shared, "schema", request.schema)}, "system": {_part(shared, "system", request.system)}, '
+        f'"schema": {_encode(request.schema)}, "system": {_encode(request.system)}, '
         f'"user": {_encode(request.user)}}}',
         f', "rule": {_encode(rule)}}}' if rule is not None else "}"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def cache_key(backend: Backend, request: ProbeRequest, image_sha256: Sequence[str | None] | None = None, *,
-              shared: dict[Any, tuple[Any, str]] | None = None) -> str | None:
+def cache_key(backend: Backend, request: ProbeRequest, image_sha256: Sequence[str | None] | None = None) -> str | None:
     """SHA-256 over backend kind, model, answer-changing options and the exact request (its images' bytes).
 
     Backends whose answers depend on where a request comes from rather than on
     its content (replay, baselines) have ``meta`` included as well.
     ``image_sha256`` gives the digest of each image's bytes where the caller
     has it (the bytes were read to send them); otherwise each image's own.
-    None while an image's bytes are not known yet (a lazy plan's image not sent). ``shared``: see :func:`_key`.
+    None while an image's bytes are not known yet (a lazy plan's image not sent).
     """
     shas = list(image_sha256) if image_sha256 is not None else [None] * len(request.images)
     shas = [sha if sha is not None else image.sha256 for sha, image in zip(shas, request.images, strict=True)]
     if any(sha is None for sha in shas):
         return None
-    return _key(backend, request, [[image.mime, sha] for image, sha in zip(request.images, shas)], shared=shared)
+    return _key(backend, request, [[image.mime, sha] for image, sha in zip(request.images, shas)])
 
 
-def request_key(backend: Backend, request: ProbeRequest, *, shared: dict[Any, tuple[Any, str]] | None = None) -> str:
+def request_key(backend: Backend, request: ProbeRequest) -> str:
     """The key a run's id covers for ``request``: as :func:`cache_key`, but each image held by reference is
     known by its files' path, size and mtime (``ImageRef.identity``), not by its bytes; known before any read."""
     images = [image.identity() if hasattr(image, "identity") else [image.mime, image.sha256]
               for image in request.images]
-    return _key(backend, request, images, rule="files by path, size and mtime", shared=shared)
+    return _key(backend, request, images, rule="files by path, size and mtime")
 
 
 def run_settings(backend: Backend, generation: Generation, protocol: str | None = None) -> dict[str, Any]:

@@ -56,15 +56,13 @@ def test_a_plan_s_keys_are_the_plainly_built_document_s(tmp_path, model, options
         for lazy in (True, False):  # images known by path, size and mtime only; and hashed
             plan = plan_suite(ws, "contextcanvas", backend.capabilities, store=store,
                               digests=Digests(store, lazy=lazy))
-            shared: dict = {}
             for item in plan.items:
                 request = item.request
                 assert request_key(backend, request) == _request_written(backend, request)
-                assert request_key(backend, request, shared=shared) == _request_written(backend, request)
                 known = [image.sha256 for image in request.images]
                 expected = (_written(backend, request, [[i.mime, i.sha256] for i in request.images])
                             if all(known) else None)
-                assert cache_key(backend, request, shared=shared) == expected
+                assert cache_key(backend, request) == expected
                 sent = ["ab" * 32 for _ in request.images]  # the digests of the bytes read to send it
                 assert cache_key(backend, request, sent) == _written(
                     backend, request, [[i.mime, s] for i, s in zip(request.images, sent)])
@@ -78,7 +76,6 @@ TEXTS = ["", "plain", "Ünïcödé — “quotes” and 'apostrophes'", 'a "quot
 def test_keys_of_any_request_are_the_plainly_built_document_s(seed):
     rng = random.Random(seed)
     backend = load_backend(*rng.choice(BACKENDS))
-    shared: dict = {}
     system = rng.choice(TEXTS) * rng.randint(1, 3)
     schemas = [None, answer_schema(("A", "B")), answer_schema(("A", "B", "C", "D")),
                {"type": "object", "nested": {"z": [1, 2.5, None, True], "a": "é"}}]
@@ -93,24 +90,5 @@ def test_keys_of_any_request_are_the_plainly_built_document_s(seed):
                                option_ids=option_ids, schema=rng.choice(schemas), generation=generation,
                                meta=RequestMeta(suite="modality", case_id=rng.choice(TEXTS), pair_id="p",
                                                 condition="text", yes_option=rng.choice([None, "A"])))
-        for use in (None, shared):
-            assert request_key(backend, request, shared=use) == _request_written(backend, request)
-            assert cache_key(backend, request, shared=use) == _written(
-                backend, request, [[i.mime, i.sha256] for i in request.images])
-
-
-def test_a_shared_part_is_never_taken_for_another_object_s(tmp_path):
-    """The shared texts are keyed by the object they were encoded from: a schema built anew, equal or not,
-    is encoded anew."""
-    backend = load_backend("openai:m", {"base_url": "http://127.0.0.1:9/v1"})
-    shared: dict = {}
-    base = ProbeRequest(system="s", user="u", images=(), option_ids=("A", "B"), schema=answer_schema(("A", "B")),
-                        generation=Generation(), meta=RequestMeta(suite="contextcanvas", case_id="c", pair_id="",
-                                                                  condition="image", yes_option=None))
-    first = request_key(backend, base, shared=shared)
-    other = replace(base, schema={"type": "object", "other": True}, system="another system")
-    assert request_key(backend, other, shared=shared) == _request_written(backend, other) != first
-    assert request_key(backend, base, shared=shared) == first
-    for i in range(200):  # schemas made and dropped in turn: CPython hands a dropped one's id to the next
-        again = replace(base, schema={"type": "object", "round": i})
-        assert request_key(backend, again, shared=shared) == _request_written(backend, again)
+        assert request_key(backend, request) == _request_written(backend, request)
+        assert cache_key(backend, request) == _written(backend, request, [[i.mime, i.sha256] for i in request.images])
