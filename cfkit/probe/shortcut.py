@@ -81,12 +81,33 @@ def _code_stamp() -> list[Any]:
                 st = os.stat(os.path.join(folder, name))
                 files.append([os.path.join(folder, name), st.st_size, st.st_mtime_ns])
     folders = []
+    cwd = os.getcwd()
     for entry in sys.path:
         try:
-            folders.append([entry, os.stat(entry or ".").st_mtime_ns])
+            if os.path.abspath(entry or ".") == cwd:
+                folders.append([entry, _importable(cwd)])
+            else:
+                folders.append([entry, os.stat(entry or ".").st_mtime_ns])
         except OSError:
             folders.append([entry, None])
     return [files, folders]
+
+
+#: What the import system finds in a folder as a module or a package (a namespace folder never hides another).
+_MODULE_SUFFIXES = (".py", ".pyc", ".pyw", ".so", ".pyd")
+
+
+def _importable(folder: str) -> list[list[Any]]:
+    """The modules and packages ``folder`` offers, by name and mtime: for the working directory on the import path
+    (``python -m``), whose own mtime moves with every log or output file written there, which changes nothing
+    a command imports."""
+    found = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.endswith(_MODULE_SUFFIXES) or (
+                    entry.is_dir() and os.path.isfile(os.path.join(entry.path, "__init__.py"))):
+                found.append([entry.name, entry.stat().st_mtime_ns])
+    return sorted(found)
 
 
 def command_key(ws: Workspace, values: Mapping[str, Any]) -> str:

@@ -156,3 +156,27 @@ def test_in_a_pipe_the_rerun_writes_byte_for_byte_what_rich_writes_there(tmp_pat
             assert (quiet[0], quiet[1]) == (drawn[0], drawn[1])
             assert "━" * 40 + " 3/3  0:00:00" in quiet[1]
         assert server.count == 3
+
+
+def test_a_file_written_in_the_working_directory_keeps_the_shortcut_a_module_there_does_not(tmp_path, monkeypatch):
+    """``python -m cfkit`` puts the working directory on the import path; a log written there changes its mtime
+    but nothing a command imports, so the command is still the one remembered. A module or package put there
+    could be imported instead of an installed one: then it is not."""
+    from cfkit.probe.shortcut import _code_stamp
+
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    for entry in ("", str(here)):  # as `python -c` and `python -m` put it there
+        monkeypatch.setattr(sys, "path", [entry, *[p for p in sys.path if p not in ("", str(here))]])
+        before = _code_stamp()
+        (here / f"run{len(entry)}.log").write_text("output of a run\n")
+        (here / f"out{len(entry)}").mkdir()  # a folder of outputs, not a package
+        assert _code_stamp() == before
+        (here / f"shadow{len(entry)}.py").write_text("")
+        changed = _code_stamp()
+        assert changed != before
+        package = here / f"pkg{len(entry)}"
+        package.mkdir()
+        (package / "__init__.py").write_text("")
+        assert _code_stamp() != changed
