@@ -28,7 +28,7 @@ import os
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,28 +53,24 @@ def _sha256(data: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-#: The JSON of :func:`_sha256`, for a part of a larger document.
-_encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
-
-
 def _key(backend: Backend, request: ProbeRequest, images: list[Any], rule: str | None = None) -> str:
-    """:func:`_sha256` of the material below, written as that function writes it (keys sorted, the same
-    separators) without building it (tests/probe/test_identity_keys.py holds it to the material built): the
-    fingerprint without its images (whose digests would be taken again from bytes already hashed), then the
-    images as the caller knows them. A run's many keys go through :class:`cfkit.probe.cache_keys.RunKeys`, which
-    serialises what its requests share once and falls back to this function."""
+    """The key's formula (docs/formats.md "Run ids and cache keys"). A run's many keys go through
+    :class:`cfkit.probe.cache_keys.RunKeys`, which serialises what its requests share once and falls back here."""
     backend = as_backend(backend)
-    # {"backend", "identity", ["meta",] "model", "request": {"generation", "images", "option_ids", "schema",
-    # "system", "user"}, ["rule"]}: sort_keys's order.
-    text = "".join((
-        _encode({"backend": backend.kind, "identity": backend.cache_identity})[:-1],
-        f', "meta": {_encode(asdict(request.meta))}' if not backend.capabilities.cacheable else "",
-        f', "model": {_encode(backend.model)}, "request": {{"generation": {_encode(request.generation.record())}, '
-        f'"images": {_encode(images)}, "option_ids": {_encode(list(request.option_ids))}, '
-        f'"schema": {_encode(request.schema)}, "system": {_encode(request.system)}, '
-        f'"user": {_encode(request.user)}}}',
-        f', "rule": {_encode(rule)}}}' if rule is not None else "}"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # The fingerprint without its images (whose digests would be taken again from bytes already hashed), then
+    # the images as the caller knows them.
+    fingerprint = replace(request, images=()).fingerprint() | {"images": images}
+    material: dict[str, Any] = {
+        "backend": backend.kind,
+        "model": backend.model,
+        "identity": backend.cache_identity,
+        "request": fingerprint,
+    }
+    if rule is not None:
+        material["rule"] = rule
+    if not backend.capabilities.cacheable:
+        material["meta"] = asdict(request.meta)
+    return _sha256(material)
 
 
 def cache_key(backend: Backend, request: ProbeRequest, image_sha256: Sequence[str | None] | None = None) -> str | None:
