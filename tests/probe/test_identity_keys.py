@@ -1,7 +1,6 @@
 """Cache keys and request keys (cfkit.probe.identity) are the SHA-256 of one JSON document: the material built
-as a dict and encoded with sorted keys. identity._key writes that text from its parts without building the dict
-(and, for a plan's requests, encodes what they share once); these tests hold it to the document built plainly,
-so stored run ids and cache keys stay what they were."""
+as a dict and encoded with sorted keys. These tests write that document independently, for real plans and random
+requests, so stored run ids and cache keys stay what they were."""
 
 from __future__ import annotations
 
