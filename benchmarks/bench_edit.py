@@ -23,8 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cfkit.edit import composite  # noqa: E402
 from cfkit.editors import EditRequest  # noqa: E402
 from cfkit.editors.classical import recolor, remove  # noqa: E402
-from cfkit.editors.openai_images import OpenAIEditor  # noqa: E402
-from cfkit.images import png_bytes  # noqa: E402
+from cfkit.editors.openai_images import IMAGE_MAX_BYTES, MASK_MAX_BYTES, OpenAIEditor, upload_png  # noqa: E402
 
 from timing import median_seconds
 
@@ -71,12 +70,12 @@ def run() -> list[dict]:
 
     def prepare() -> None:
         plan = editor.plan(request.size)
-        png_bytes(plan.image_to_send(request.image))
-        png_bytes(plan.mask_to_send(request.mask))
+        upload_png(plan.image_to_send(request.image), IMAGE_MAX_BYTES)
+        upload_png(plan.mask_to_send(request.mask), MASK_MAX_BYTES)
 
     t = median_seconds(prepare, 3)
     rows.append({"name": "openai upload preparation, 1536x1024", "value": t, "unit": "s", "target": "≤ 1 s",
-                 "met": t <= 1.0, "note": "size plan + image and mask PNGs, median of 3"})
+                 "met": t <= 1.0, "note": "size plan + image and mask PNGs as the engine encodes them (zlib level 1), median of 3"})
     with tempfile.TemporaryDirectory() as tmp:
         rows.extend(_batch_rows(Path(tmp)))
     return rows
