@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from itertools import groupby
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -183,7 +183,7 @@ def build_report(
             raise CaseError(f"modality predictions were given, but {gold.modality_problem}")
         subset = set(gold.modality_cases)
         for model, got in answers["modality"].items():
-            outside = sorted({case for case, _, _ in got if case not in subset})
+            outside = sorted(set(map(_KEY_CASE, got)).difference(subset))
             if outside:
                 raise PredictionError(f"model '{model}' answered modality case {outside[0]}, which is not in the "
                                       "modality subset file; add it there or remove those lines.")
@@ -251,6 +251,7 @@ def build_report(
 _RUN, _ANSWER, _ERROR, _EDIT = attrgetter("suite", "model"), attrgetter("answer"), attrgetter("error"), attrgetter("edit_id")
 _CASE, _PAIR, _CONDITION = attrgetter("case"), attrgetter("pair"), attrgetter("condition")
 _NO_PAIR = {None: ""}  # .get(pair, pair): a pair's id, "" for none (None, or "" as written)
+_KEY_CASE = itemgetter(0)  # the case of a (case, pair, condition) key
 
 
 class _Units:

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from itertools import compress, repeat
-from operator import attrgetter, is_
+from operator import attrgetter
 from typing import Any
 
 from cfkit.predictions import Prediction
@@ -44,24 +43,26 @@ def _counts(preds: Iterable[Prediction]) -> dict[str, list[int]]:
     """By condition: [replies, with no valid option, empty, cut off] among the predictions that came back (a
     transport failure is no reply; its condition is still listed, with zeros)."""
     preds = list(preds)
-    conditions = list(map(_CONDITION, preds))
-    counts: dict[str, list[int]] = {condition: [0, 0, 0, 0] for condition in dict.fromkeys(conditions)}
-    unanswered = list(map(is_, map(_ANSWER, preds), repeat(None)))
-    # Counted by their few distinct (condition, error, no answer, cut off) in C, not one reply at a time.
-    for (condition, error, no_answer, cut), k in Counter(zip(conditions, map(_ERROR, preds), unanswered,
-                                                             map(bool, map(_TRUNCATED, preds)))).items():
+    # Counted by their few distinct (condition, error, answer, cut off) in C, not one reply at a time; the conditions
+    # in the order they first occur, as the first of their kinds do.
+    kinds = Counter(map(_KIND, preds))
+    counts: dict[str, list[int]] = {condition: [0, 0, 0, 0] for condition, _, _, _ in kinds}
+    unanswered = False
+    for (condition, error, answer, cut), k in kinds.items():
         if error != "transport":
             row = counts[condition]
             row[0] += k
-            row[1] += k if no_answer else 0
+            row[1] += k if answer is None else 0
             row[3] += k if cut else 0
-    for p in compress(preds, unanswered):  # empty: no answer and no text (not refused, not failed)
-        if p.error != "transport" and p.error != "refused" and not (p.raw or "").strip():
-            counts[p.condition][2] += 1
+            unanswered = unanswered or (answer is None and error != "refused")
+    if unanswered:
+        for p in preds:  # empty: no answer and no text (not refused, not failed)
+            if p.answer is None and p.error != "transport" and p.error != "refused" and not (p.raw or "").strip():
+                counts[p.condition][2] += 1
     return counts
 
 
-_CONDITION, _ANSWER, _ERROR, _TRUNCATED = (attrgetter(name) for name in ("condition", "answer", "error", "truncated"))
+_KIND = attrgetter("condition", "error", "answer", "truncated")
 
 
 def reply_troubles(answers: Mapping[str, Mapping[str, Mapping[Any, Prediction]]],
