@@ -369,9 +369,16 @@ class _CaseColumns:
     def __init__(self, cases: Sequence[Case], conditions: Sequence[str]):
         self.n = len(cases)
         self.keys = {condition: [(c.id, "", condition) for c in cases] for condition in conditions}
-        self.gold = [c.gold for c in cases]
-        self.yes = [c.yes_option for c in cases]
-        self.no = [c.no_option for c in cases]
+        # Object arrays, which the statistics take as they are (read only: shared by every model).
+        self.gold, self.yes, self.no = (_read_only([getattr(c, name) for c in cases])
+                                        for name in ("gold", "yes_option", "no_option"))
+
+
+def _read_only(values: list) -> np.ndarray:
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    array.flags.writeable = False
+    return array
 
 
 def _contextcanvas(units: _Units, model: str, got: dict, cases: _CaseColumns,

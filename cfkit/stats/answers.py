@@ -8,7 +8,10 @@ import numpy as np
 
 
 def as_answers(values: Sequence[str | None] | np.ndarray) -> np.ndarray:
-    """Answers (option ids, texts or None) as a 1-D object array, one entry per unit."""
+    """Answers (option ids, texts or None) as a 1-D object array, one entry per unit (a 1-D object array is
+    taken as it is, unchanged: callers only read it, and a report passes its gold columns once for every model)."""
+    if isinstance(values, np.ndarray) and values.dtype == object and values.ndim == 1:
+        return values
     return np.asarray(list(values), dtype=object)
 
 
