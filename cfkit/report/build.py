@@ -32,6 +32,7 @@ from cfkit.swap import as_listed, swap_problem
 from cfkit.report.swap import swap_notes, swap_rows
 from cfkit.report.trouble import reply_troubles
 from cfkit.report.units import AnswerKey, collect_units
+from cfkit.stats.answers import read_only_answers
 from cfkit.store import Store, edits
 from cfkit.vocabulary import CONDITION_ORDER, SUITE_CONDITIONS, SWAP_CONDITIONS
 from cfkit.workspace import Workspace
@@ -191,7 +192,12 @@ def build_report(
     group_of = resolve_groups({model: None for by_model in answers.values() for model in by_model}, groups)
     # 3. the suites
     all_cases = list(gold.cases)
-    by_case = stats.Resamples(len(all_cases), n_resamples=n_resamples, seed=seed) if cc_models else None
+    drawn: dict[int, stats.Resamples] = {}  # by number of units: the sections over as many share the one draw
+
+    def resamples(n: int) -> stats.Resamples:  # the seed's resamples of n units, drawn once
+        return drawn[n] if n in drawn else drawn.setdefault(n, stats.Resamples(n, n_resamples=n_resamples, seed=seed))
+
+    by_case = resamples(len(all_cases)) if cc_models else None
     compared = {name for pair in compare for name in pair}  # only the compared models' usable answers are needed
     cc_usable = {model: units.usable(model, "contextcanvas", got) for model, got in cc_models.items()
                  if model in compared}
@@ -203,7 +209,7 @@ def build_report(
                                         intervals=intervals, group=group_of[model]))
     pairs = list(gold.pairs.values())
     cf_models = answers.get("counterfactual", {})
-    by_pair = stats.Resamples(len(pairs), n_resamples=n_resamples, seed=seed) if cf_models and pairs else None
+    by_pair = resamples(len(pairs)) if cf_models and pairs else None
     cf_rows = [
         CounterfactualRow(model, _counterfactual(units, model, got, pairs, by_pair),
                           *units.marks(model, "counterfactual"), group=group_of[model])
@@ -211,8 +217,8 @@ def build_report(
     ]
     md_models = answers.get("modality", {})
     md_cases = [gold.cases.get(c) for c in gold.modality_cases or []]
-    # One resample matrix for every model (the same seed drew the same one per model before, at a cost each).
-    by_md_case = stats.Resamples(len(md_cases), n_resamples=n_resamples, seed=seed) if md_models else None
+    # One resample matrix for every model (and ContextCanvas's when it has as many cases: the seed's same draw).
+    by_md_case = resamples(len(md_cases)) if md_models else None
     md_case = _CaseColumns(md_cases, SUITE_CONDITIONS["modality"]) if md_models else None
     md_rows = [dataclasses.replace(_modality(units, model, got, md_case, by_md_case, seed), group=group_of[model])
                for model, got in md_models.items()]
@@ -370,15 +376,8 @@ class _CaseColumns:
         self.n = len(cases)
         self.keys = {condition: [(c.id, "", condition) for c in cases] for condition in conditions}
         # Object arrays, which the statistics take as they are (read only: shared by every model).
-        self.gold, self.yes, self.no = (_read_only([getattr(c, name) for c in cases])
+        self.gold, self.yes, self.no = (read_only_answers([getattr(c, name) for c in cases])
                                         for name in ("gold", "yes_option", "no_option"))
-
-
-def _read_only(values: list) -> np.ndarray:
-    array = np.empty(len(values), dtype=object)
-    array[:] = values
-    array.flags.writeable = False
-    return array
 
 
 def _contextcanvas(units: _Units, model: str, got: dict, cases: _CaseColumns,

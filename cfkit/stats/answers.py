@@ -15,6 +15,14 @@ def as_answers(values: Sequence[str | None] | np.ndarray) -> np.ndarray:
     return np.asarray(list(values), dtype=object)
 
 
+def read_only_answers(values: Sequence[str | None]) -> np.ndarray:
+    """``values`` as a read-only 1-D object array, for a column shared by many calls (each takes it as it is)."""
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    array.flags.writeable = False
+    return array
+
+
 def correct_mask(predicted: Sequence[str | None], gold: Sequence[str | None]) -> np.ndarray:
     """True where the predicted option id equals the gold id; a null answer is never correct."""
     pred = as_answers(predicted)

@@ -160,11 +160,7 @@ def test_object_arrays_are_read_as_the_lists_they_hold():
     figures are those of the same values as lists, and the invalid answers are the null ones."""
     predicted, gold, yes, no = make_cases(40, 9, seed=3)
 
-    def frozen(values):
-        array = np.empty(len(values), dtype=object)
-        array[:] = values
-        array.flags.writeable = False
-        return array
+    from cfkit.stats.answers import read_only_answers as frozen
 
     resamples = stats.Resamples(len(gold), n_resamples=200, seed=1)
     as_lists = stats.contextcanvas_intervals(predicted, gold, yes, no, resamples=resamples)
@@ -174,3 +170,4 @@ def test_object_arrays_are_read_as_the_lists_they_hold():
     assert as_lists.scores == stats.contextcanvas_scores(predicted, gold, yes, no)
     assert as_lists.scores.invalid == sum(p is None for p in predicted) > 0
     assert as_lists.scores.n_binary == 40
+    assert not frozen(gold).flags.writeable and list(frozen(gold)) == gold
