@@ -60,6 +60,12 @@ def parse_predictions(
     fast = _read_whole(text, path, cases, pairs, seen)
     if fast is not None:
         return fast
+    return _read_lines(text, path, cases, pairs, seen)
+
+
+def _read_lines(text: str, path: Path | str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
+                seen: dict[tuple, tuple[str, int]]) -> list[Prediction]:
+    """:func:`parse_predictions` line by line, each line by the full check where it is not plain."""
     lines = text.splitlines()
     out: list[Prediction] = []
     options: dict[str, frozenset[str] | None] = {}  # a case's option ids, found once per case, not once per line
@@ -112,27 +118,33 @@ def _array_loads() -> tuple[Callable[[str], Any], bool]:
 
 #: What str.splitlines() breaks a line at besides "\n" and "\r\n", which JSON allows inside a string.
 _OTHER_BREAKS = re.compile("[\x85\u2028\u2029]")
+#: What :func:`_read_whole` looks for and writes, in text and in UTF-8 bytes (the breaks above, encoded).
+_TEXT = ("\n", "\r", "\r\n", "\n,", ("[", "]"), _OTHER_BREAKS)
+_BYTES = (b"\n", b"\r", b"\r\n", b"\n,", (b"[", b"]"), re.compile(b"\xc2\x85|\xe2\x80[\xa8\xa9]"))
 
 
-def _read_whole(text: str, path: Path | str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
+def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
                 seen: dict[tuple, tuple[str, int]]) -> list[Prediction] | None:
     """:func:`parse_predictions` without pydantic for a file with nothing to report: the lines read as one JSON
     array, then checked a column at a time (:func:`_columns_pass`) and once per distinct case, pair and answer
     rather than once per line; None, with ``seen`` untouched, as soon as anything is unusual (a blank line, JSON
     any line would not give alone, a value not plainly of its type, a problem of any kind, a pair written as ""),
     and the line-by-line reading then finds it and names its line."""
-    body = text[:-1] if text.endswith("\n") else text
+    raw = isinstance(text, bytes)  # a file's UTF-8 bytes, read by orjson only (which checks the encoding)
+    newline, cr, crlf, comma, brackets, breaks = _BYTES if raw else _TEXT
+    body = text[:-1] if text.endswith(newline) else text
     if not body:
         return [] if not text else None
-    if (not text.isascii() and _OTHER_BREAKS.search(text)) or ("\r" in text
-                                                              and text.count("\r") != text.count("\r\n")):
+    if (not text.isascii() and breaks.search(text)) or (cr in text and text.count(cr) != text.count(crlf)):
         return None  # a line of str.splitlines() that is not one between "\n"s
     loads, whole_strings = _array_loads()
+    if raw and not whole_strings:
+        return None  # json's own would take other encodings too
     # Each line break followed by a comma, so that no string runs across two lines (JSON refuses a raw line break
     # in one, and "\r" before it is only white space); a container that would (an array opened on one line, closed
     # on the next) is not a flat record and fails the checks below, and a count of records other than lines (a
     # blank line, two records on one) fails at once.
-    array = "[" + body.replace("\n", "\n,") + "]"
+    array = brackets[0] + body.replace(newline, comma) + brackets[1]
     n = len(array) - len(body) - 1  # the lines, as str.splitlines() counts them: one comma more a line break
     try:
         records = loads(array)
@@ -273,13 +285,22 @@ def paused_collection():
 def _read_file(path: Path, cases: CaseSet | None, pairs: Mapping[str, str] | None,
                seen: dict[tuple, tuple[str, int]]) -> list[Prediction]:
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise PredictionError(f"predictions file {path} not found. Check the path given to --predictions.") from None
-    except UnicodeDecodeError as exc:
-        raise PredictionError(f"{path}: not UTF-8 text ({exc.reason}); predictions are JSONL.") from exc
     except OSError as exc:
         raise PredictionError(f"{path}: cannot be read ({exc.strerror}).") from exc
+    # The bytes read whole as they are (orjson checks the UTF-8); decoded only for the line-by-line reading.
+    fast = _read_whole(data, path, cases, pairs, seen)
+    if fast is not None:
+        return fast
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PredictionError(f"{path}: not UTF-8 text ({exc.reason}); predictions are JSONL.") from exc
+    del data
+    if _array_loads()[1]:  # the whole reading was tried on the bytes, by orjson: as it would on the text
+        return _read_lines(text, path, cases, pairs, seen)
     return parse_predictions(text, path, cases=cases, pairs=pairs, seen=seen)
 
 
