@@ -167,12 +167,9 @@ def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pair
     cols = dict(zip(names, zip(*rows)))
     if not _columns_pass(cols, n, whole_strings=whole_strings):
         return None
-    options: dict[str, frozenset[str] | None] = {}
-    case, pair, answer = cols["case"], cols.get("pair") or repeat(None, n), cols.get("answer") or repeat(None, n)
-    for unit in set(zip(case, pair, answer)):
-        if unit[1] == "" or _unit_problem(*unit, cases, pairs, options):  # "": the same key as None
-            return None
-    keys = zip(cols["model"], cols["suite"], case, cols.get("pair") or repeat(None, n), cols["condition"])
+    if not _units_pass(cols, n, cases, pairs):
+        return None
+    keys = zip(cols["model"], cols["suite"], cols["case"], cols.get("pair") or repeat(None, n), cols["condition"])
     name = str(path)
     first = dict(zip(keys, zip(repeat(name), range(1, n + 1))))
     if len(first) != n or (seen and not seen.keys().isdisjoint(first)):
@@ -183,6 +180,24 @@ def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pair
         return list(map(tuple.__new__, repeat(Prediction, n), map(add, rows, repeat(rest))))
     return list(map(tuple.__new__, repeat(Prediction, n),
                     zip(*(cols[name] if name in cols else repeat(None, n) for name in FIELDS))))
+
+
+def _units_pass(cols: dict[str, Sequence], n: int, cases: CaseSet | None, pairs: Mapping[str, str] | None) -> bool:
+    """Whether no line names a pair, case or answer the workspace lacks (:func:`_unit_problem` finds none), nor a
+    pair written as "" (the same key as none): each distinct (case, pair, answer) looked at once; without pairs,
+    each distinct case, and the answers at once where every case has them among its options."""
+    options: dict[str, frozenset[str] | None] = {}
+    case, answer = cols["case"], cols.get("answer") or repeat(None, n)
+    if "pair" not in cols or set(cols["pair"]) == {None}:
+        if any(_unit_problem(c, None, None, cases, pairs, options) for c in set(case)):
+            return False
+        answers = set(answer) - {None}
+        if cases is None or not answers or answers <= frozenset.intersection(*options.values()):
+            return True  # (every case is known now: its option ids are in ``options``)
+    for unit in set(zip(case, cols.get("pair") or repeat(None, n), answer)):
+        if unit[1] == "" or _unit_problem(*unit, cases, pairs, options):
+            return False
+    return True
 
 
 def _known_problem(pred: Prediction, cases: CaseSet | None, pairs: Mapping[str, str] | None,
