@@ -225,7 +225,8 @@ def row_percentiles(rows: np.ndarray, percentiles: list[float]) -> np.ndarray:
     top = virtual >= n - 1  # the last value alone (every index of a single resample)
     before = np.where(top, -1, below).astype(np.intp)
     after = np.where(top, -1, below + 1).astype(np.intp)
-    ordered = np.partition(rows, np.unique(np.concatenate(([0, -1], before, after))), axis=1)
+    # The order statistics wanted (numpy.unique would import numpy.ma): each is what a full sort puts there.
+    ordered = np.partition(rows, sorted({0, n - 1, *(int(i) % n for i in (*before, *after))}), axis=1)
     low, high = ordered[:, before].T, ordered[:, after].T  # (len(percentiles), k)
     weight = (virtual - before)[:, None]
     step = high - low
