@@ -129,6 +129,9 @@ class ModelUnits:
 
     __hash__ = None  # type: ignore[assignment] - as the frozen dataclass it was: its units are a list
 
+    def __reduce__(self):  # pickled and copied with its units made
+        return ModelUnits, (self.model, self.suite, self.units)
+
     def __repr__(self) -> str:
         return f"ModelUnits(model={self.model!r}, suite={self.suite!r}, units={self.units!r})"
 

@@ -203,3 +203,8 @@ def test_a_grid_writes_its_units_json_without_making_its_records_and_stays_froze
         groups[0].model = "x"
     with pytest.raises(ValueError):
         ModelUnits("m", "modality")
+    import copy
+    import pickle
+
+    fresh = collect_units(asked, gold, {})
+    assert pickle.loads(pickle.dumps(fresh)) == general and copy.deepcopy(fresh) == general
