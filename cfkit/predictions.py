@@ -140,6 +140,35 @@ def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pair
     loads, whole_strings = _array_loads()
     if raw and not whole_strings:
         return None  # json's own would take other encodings too
+    # A file is read a part of about _PART bytes at a time (whole lines), so that the records JSON gives, which
+    # take several times the file's size, are never there all at once; the predictions are the same.
+    name, out, found, lineno, begin = str(path), [], {}, 1, 0
+    while True:
+        end = body.find(newline, begin + _PART) if begin + _PART < len(body) else -1
+        part = _read_part(body[begin:] if end < 0 else body[begin:end], lineno, name, cases, pairs, loads,
+                          whole_strings, brackets, newline, comma)
+        if part is None or not found.keys().isdisjoint(part[1]):
+            return None  # (a unit answered twice in two parts: the line-by-line reading names both lines)
+        out += part[0]
+        found.update(part[1])
+        if end < 0:
+            break
+        lineno, begin = lineno + len(part[0]), end + 1
+    if seen and not seen.keys().isdisjoint(found):
+        return None
+    seen.update(found)
+    return out
+
+
+#: About how many bytes of a predictions file :func:`_read_whole` reads at a time.
+_PART = 1 << 21
+
+
+def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
+               loads: Callable[[Any], Any], whole_strings: bool, brackets, newline, comma
+               ) -> tuple[list[Prediction], dict[tuple, tuple[str, int]]] | None:
+    """The lines of ``body`` (the first is line ``lineno``) as :func:`_read_whole` reads them: their predictions
+    and each one's unit key with its file and line; None as soon as anything is unusual."""
     # Each line break followed by a comma, so that no string runs across two lines (JSON refuses a raw line break
     # in one, and "\r" before it is only white space); a container that would (an array opened on one line, closed
     # on the next) is not a flat record and fails the checks below, and a count of records other than lines (a
@@ -164,22 +193,21 @@ def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pair
             return None
         names = [name for name in FIELDS if name in present]
         rows = [tuple(map(record.get, names)) for record in records]
+    del records
     cols = dict(zip(names, zip(*rows)))
     if not _columns_pass(cols, n, whole_strings=whole_strings):
         return None
     if not _units_pass(cols, n, cases, pairs):
         return None
     keys = zip(cols["model"], cols["suite"], cols["case"], cols.get("pair") or repeat(None, n), cols["condition"])
-    name = str(path)
-    first = dict(zip(keys, zip(repeat(name), range(1, n + 1))))
-    if len(first) != n or (seen and not seen.keys().isdisjoint(first)):
+    first = dict(zip(keys, zip(repeat(name), range(lineno, lineno + n))))
+    if len(first) != n:
         return None
-    seen.update(first)
     if names == list(FIELDS[:len(names)]):  # the fields a line may leave out are the last ones
         rest = (None,) * (len(FIELDS) - len(names))
-        return list(map(tuple.__new__, repeat(Prediction, n), map(add, rows, repeat(rest))))
+        return list(map(tuple.__new__, repeat(Prediction, n), map(add, rows, repeat(rest)))), first
     return list(map(tuple.__new__, repeat(Prediction, n),
-                    zip(*(cols[name] if name in cols else repeat(None, n) for name in FIELDS))))
+                    zip(*(cols[name] if name in cols else repeat(None, n) for name in FIELDS)))), first
 
 
 def _units_pass(cols: dict[str, Sequence], n: int, cases: CaseSet | None, pairs: Mapping[str, str] | None) -> bool:

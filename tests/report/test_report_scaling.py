@@ -307,3 +307,27 @@ def _all(read, source):
         return "read", [p.model_dump() for p in read(source)]
     except PredictionError as exc:
         return "refused", exc
+
+
+@pytest.mark.parametrize("part", [1, 40, 250, 1 << 21])
+def test_a_file_read_a_part_at_a_time_gives_what_reading_it_whole_gives(tmp_path, monkeypatch, part, json_reader):
+    """A file is read whole lines at a time, about ``predictions._PART`` bytes each (so that its records are never
+    all in memory at once): whatever the parts, the predictions are those of the line-by-line reading, a unit
+    answered twice in two parts is refused with both lines named, and a problem is named at its own line."""
+    monkeypatch.setattr(predictions, "_PART", part)
+    lines = [BASE.replace('"T1"', f'"T{n}"').replace('"m"', f'"m{n % 3}"') + ', "answer": "A", "raw": "é"}'
+             for n in range(40)]
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(("\r\n".join(lines) + "\r\n").encode())
+    assert [p.model_dump() for p in load_predictions([path])] == [_plain(line).model_dump() for line in lines]
+    seen: dict = {}
+    assert predictions._read_whole(path.read_text(), path, None, None, seen) is not None and len(seen) == 40
+    assert seen[("m2", "contextcanvas", "T38", None, "image")] == (str(path), 39)
+    path.write_text("\n".join([*lines, lines[3]]) + "\n")
+    with pytest.raises(PredictionError, match=r"p\.jsonl:41: a second answer .* at .*p\.jsonl:4\)"):
+        load_predictions([path])
+    path.write_text("\n".join([*lines[:30], BASE + ', "answer": "A", "truncated": 1}', *lines[30:]]) + "\n")
+    assert len(load_predictions([path])) == 41  # the line pydantic converts is read by the full check
+    path.write_text("\n".join([*lines[:30], BASE + ', "answer": 1}', *lines[30:]]) + "\n")
+    with pytest.raises(PredictionError, match=r"p\.jsonl:31: "):
+        load_predictions([path])
