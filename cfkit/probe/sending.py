@@ -11,9 +11,12 @@ so does a server that is not there or keeps refusing (:mod:`~cfkit.probe.stoppin
 
 At 64 requests in flight a run is bound by this thread's CPU, so each
 request's own work is kept small: a lazy plan's cache key is spliced into the
-run's shared key text (:mod:`~cfkit.probe.cache_keys`), and the objects made
-before sending are left out of the garbage collector's passes while it sends
-(:class:`_OldObjectsFrozen`).
+run's shared key text (:mod:`~cfkit.probe.cache_keys`) and, unless the
+response cache may answer the request, taken when its reply is committed,
+with the reply's reading (:mod:`~cfkit.probe.recording`); where a second core
+is allowed, its image's SHA-256 is taken on a hashing thread meanwhile
+(:meth:`Sender._hasher`); the objects made before sending are left out of
+the garbage collector's passes while it sends (:class:`_OldObjectsFrozen`).
 """
 
 from __future__ import annotations
@@ -241,11 +244,11 @@ class Sender:
         reply = None
         request = shas = None
         try:
-            # Read (and, for a lazy plan, hashed) here on the loop: a worker thread hashing them kept 8 MiB
-            # more resident at 64 in flight (its own malloc arena) for no measurable gain on two cores. Reading
-            # here and hashing on one worker thread while the request is in flight (keyed on its reply) was
-            # tried too: it cost the loop more than the hash it moved (main-thread CPU 300-365 against
-            # 240-288 us a request, 1,204 lazy-plan images, load average 3.4 on two cores).
+            # Read here on the loop (a thread reading them kept 8 MiB more resident at 64 in flight: its own
+            # malloc arena); a lazy plan's images hashed here too, or on the hashing thread (_hasher) without
+            # asyncio's hand-over (to_thread cost the loop more than the hash it moved): the loop waits for a
+            # digest only when it keys the reply, at its commit. Peak RSS was the same with the thread and
+            # without (93 MiB each, 1,204 requests at 64 in flight).
             request, shas = self._images.acquire_with_digests(item.request)
             try:
                 # A lazy plan: the key and the image's digest come from the bytes just read; taken now only
