@@ -305,33 +305,19 @@ def _keyed(run_keys: RunKeys, item: ProbeItem, request, shas: tuple) -> tuple[st
     return key, item
 
 
-#: The collector's first threshold while a run sends (Python's default is 700 new objects a pass).
-SENDING_GC_THRESHOLD = 10_000
-
-
 class _OldObjectsFrozen:
     """While a run sends, the objects that existed before (the plan, the cases, imported modules) are left out of
     the garbage collector's full passes (``gc.freeze``): each pass walked all of them, several milliseconds a
     time, for objects that live until the run ends. Given back to the collector (``gc.unfreeze``) when the last
-    of the runs sending at once in this process ends.
-
-    Its youngest generation is also collected after :data:`SENDING_GC_THRESHOLD` new objects rather than 700:
-    at 64 requests in flight each pass walked the objects of every request in flight, most of which a later
-    pass would find freed already (the collector's time went from 55 to 12 us a request; 1,204 requests). The
-    threshold is given back with the objects."""
+    of the runs sending at once in this process ends."""
 
     sending = 0  # runs of this process inside one
-    _threshold: tuple[int, ...] = ()  # the collector's thresholds before the first of them
 
     def __init__(self) -> None:
         import gc
 
         if _OldObjectsFrozen.sending == 0:
             gc.freeze()
-            _OldObjectsFrozen._threshold = gc.get_threshold()
-            first, *rest = _OldObjectsFrozen._threshold
-            if 0 < first < SENDING_GC_THRESHOLD:  # 0: the collector is off, and stays so
-                gc.set_threshold(SENDING_GC_THRESHOLD, *rest)
         _OldObjectsFrozen.sending += 1
         self._ended = False
 
@@ -343,7 +329,6 @@ class _OldObjectsFrozen:
         self._ended = True
         _OldObjectsFrozen.sending -= 1
         if _OldObjectsFrozen.sending == 0:
-            gc.set_threshold(*_OldObjectsFrozen._threshold)
             gc.unfreeze()
 
 
