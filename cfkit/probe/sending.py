@@ -84,8 +84,7 @@ class Sender:
         self.recorder.lease_owner = queue.owner
         queue.announce()
         helpers = [asyncio.create_task(queue.keep_alive()), asyncio.create_task(self._commit_when_due())]
-        hasher = self._hasher()
-        self._images = SendingImages(hasher)
+        self._images = SendingImages(self._hasher())
         frozen = _OldObjectsFrozen()
         try:
             if self.budget is not None:
@@ -112,8 +111,6 @@ class Sender:
                 if learned:  # the next run knows these files without reading them
                     digest_table.remember(self.store, learned)
             finally:
-                if hasher is not None:
-                    hasher.shutdown(wait=False, cancel_futures=True)
                 with contextlib.suppress(Exception):  # a store that cannot be written has said so already
                     queue.close()
                 await self.backend.aclose()
@@ -164,18 +161,17 @@ class Sender:
                 raise outcome
 
     def _hasher(self):
-        """A thread to take the SHA-256 of the images a lazy plan reads, where this process may use a second
-        core and the response cache cannot answer (the keys are then taken when replies are committed): the
-        hash, about 150 us for a 150 KB image, leaves the interpreter lock free, so this thread goes on
-        sending meanwhile. On one core it would only add the hand-over, and none is made."""
+        """The thread that takes the SHA-256 of the images a lazy plan reads (one per process, shared by the
+        runs sending at once), where this process may use a second core and the response cache cannot answer
+        (the keys are then taken when replies are committed): the hash, about 150 us for a 150 KB image,
+        leaves the interpreter lock free, so this thread goes on sending meanwhile. On one core it would only
+        add the hand-over, and none is used."""
         import os
 
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         if cores < 2 or self._cache_may_answer():
             return None
-        from concurrent.futures import ThreadPoolExecutor
-
-        return ThreadPoolExecutor(1, thread_name_prefix="cfkit-hash")
+        return _shared_hasher()
 
     def _keyed(self, item: ProbeItem, request, shas: tuple) -> tuple[str, ProbeItem]:
         key, item = _keyed(self._run_keys, item, request, tuple(digest_value(sha) for sha in shas))
@@ -292,6 +288,19 @@ class Sender:
         if self.on_progress:
             self.on_progress(self.progress)
         return reply is not None
+
+
+_HASHER = None  # the process's hashing thread, made on first use; the runs of 'cfkit study run' share it
+
+
+def _shared_hasher():
+    """The process's one hashing thread (an executor of one worker; idle, it waits on its queue)."""
+    global _HASHER
+    if _HASHER is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _HASHER = ThreadPoolExecutor(1, thread_name_prefix="cfkit-hash")
+    return _HASHER
 
 
 def _keyed(run_keys: RunKeys, item: ProbeItem, request, shas: tuple) -> tuple[str, ProbeItem]:

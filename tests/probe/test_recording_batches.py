@@ -50,6 +50,7 @@ def cores(request, monkeypatch) -> str:
     monkeypatch.setattr(sending_module.Sender, "_hasher", hasher)
     yield request.param
     assert [m is not None for m in made] == [request.param == "two cores"]
+    assert all(m is sending_module._shared_hasher() for m in made if m is not None)  # one thread a process
 
 
 def test_replies_read_and_keyed_in_batches_store_what_each_reading_gives(tmp_path: Path, cores):
