@@ -39,7 +39,7 @@ import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from cfkit.backends import ProbeRequest
 from cfkit.errors import ImageError
@@ -47,9 +47,6 @@ from cfkit.images import ImageData, as_sent, read_header, side_by_side
 from cfkit.probe.header_checks import header_only
 from cfkit.store import Store, digests as digest_table
 from cfkit.store.digests import RACY_S, FileDigest
-
-if TYPE_CHECKING:
-    from concurrent.futures import Executor, Future
 
 #: Threads reading and hashing files not yet known.
 HASH_THREADS = min(4, os.cpu_count() or 1)
@@ -359,42 +356,20 @@ class Digests:
         self._new = []
 
 
-def _sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def digest_value(sha: str | Future | None) -> str | None:
-    """A digest :meth:`SendingImages.acquire_with_digests` gave: the text, waited for when it is being taken."""
-    return sha if sha is None or isinstance(sha, str) else sha.result()
-
-
 class SendingImages:
-    """The images of the requests being sent, each loaded once while requests that send it are in flight.
+    """The images of the requests being sent, each loaded once while requests that send it are in flight."""
 
-    With ``hasher`` (an executor of one thread), the SHA-256 of a file read for the first time is taken on
-    that thread, which the hash leaves free of the interpreter lock, while this thread goes on sending: the
-    digests given are then futures (:func:`digest_value`) until they are needed.
-    """
-
-    def __init__(self, hasher: Executor | None = None) -> None:
+    def __init__(self) -> None:
         self._held: dict[ImageRef, list] = {}  # ref -> [ImageData, requests holding it, SHA-256 of the bytes]
-        self._hasher = hasher
-        self._learned: list[FileDigest | tuple[ImageRef, Future, int]] = []  # files read for the first time
-
-    @property
-    def learned(self) -> list[FileDigest]:
-        """The files read for the first time, for the store's digest table (each digest waited for)."""
-        return [each if isinstance(each, FileDigest) else each[0].learned(each[1].result(), each[2])
-                for each in self._learned]
+        self.learned: list[FileDigest] = []  # files read for the first time, for the store's digest table
 
     def acquire(self, request: ProbeRequest) -> ProbeRequest:
         """``request`` with its images as bytes (read now, or shared with a request in flight)."""
         return self.acquire_with_digests(request)[0]
 
-    def acquire_with_digests(self, request: ProbeRequest) -> tuple[ProbeRequest, tuple[str | Future | None, ...]]:
+    def acquire_with_digests(self, request: ProbeRequest) -> tuple[ProbeRequest, tuple[str | None, ...]]:
         """(``request`` with its images as bytes, the SHA-256 of each image's bytes: known from the plan or
-        taken from the bytes read now, a future while the hasher takes it; None for an image the request held
-        as bytes already)."""
+        taken from the bytes read now; None for an image the request held as bytes already)."""
         if not any(isinstance(image, ImageRef) for image in request.images):
             return request, tuple(None for _ in request.images)
         loaded = []
@@ -407,15 +382,9 @@ class SendingImages:
                     continue
                 held = self._held.get(image)
                 if held is None:
-                    if self._hasher is not None and image.kind == "file" and image.sha256 is None:
-                        started = time.time_ns()
-                        data = image.load()
-                        sha = self._hasher.submit(_sha256_hex, data.data)
-                        self._learned.append((image, sha, started))
-                    else:
-                        data, sha, learned = image.load_learning()
-                        if learned is not None:
-                            self._learned.append(learned)
+                    data, sha, learned = image.load_learning()
+                    if learned is not None:
+                        self.learned.append(learned)
                     held = self._held[image] = [data, 0, sha]
                 held[1] += 1
                 loaded.append(held[0])

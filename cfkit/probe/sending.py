@@ -13,10 +13,9 @@ At 64 requests in flight a run is bound by this thread's CPU, so each
 request's own work is kept small: a lazy plan's cache key is spliced into the
 run's shared key text (:mod:`~cfkit.probe.cache_keys`) and, unless the
 response cache may answer the request, taken when its reply is committed,
-with the reply's reading (:mod:`~cfkit.probe.recording`); where a second core
-is allowed, its image's SHA-256 is taken on a hashing thread meanwhile
-(:meth:`Sender._hasher`); the objects made before sending are left out of
-the garbage collector's passes while it sends (:class:`_OldObjectsFrozen`).
+with the reply's reading (:mod:`~cfkit.probe.recording`); the objects made
+before sending are left out of the garbage collector's passes while it sends
+(:class:`_OldObjectsFrozen`).
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from cfkit.backends import Backend, is_async
 from cfkit.errors import ImageError, TransportError
 from cfkit.money import usd
 from cfkit.probe.cache_keys import RunKeys
-from cfkit.probe.image_refs import ImageRef, SendingImages, digest_value
+from cfkit.probe.image_refs import ImageRef, SendingImages
 from cfkit.probe.pacing import Pacer
 from cfkit.probe.plan import ProbeItem
 from cfkit.probe.progress import Budget, RunProgress
@@ -84,7 +83,6 @@ class Sender:
         self.recorder.lease_owner = queue.owner
         queue.announce()
         helpers = [asyncio.create_task(queue.keep_alive()), asyncio.create_task(self._commit_when_due())]
-        self._images = SendingImages(self._hasher())
         frozen = _OldObjectsFrozen()
         try:
             if self.budget is not None:
@@ -107,9 +105,8 @@ class Sender:
             await asyncio.gather(*helpers, return_exceptions=True)
             try:
                 self.recorder.flush()
-                learned = self._images.learned
-                if learned:  # the next run knows these files without reading them
-                    digest_table.remember(self.store, learned)
+                if self._images.learned:  # the next run knows these files without reading them
+                    digest_table.remember(self.store, self._images.learned)
             finally:
                 with contextlib.suppress(Exception):  # a store that cannot be written has said so already
                     queue.close()
@@ -160,21 +157,8 @@ class Sender:
             if isinstance(outcome, Exception):
                 raise outcome
 
-    def _hasher(self):
-        """The thread that takes the SHA-256 of the images a lazy plan reads (one per process, shared by the
-        runs sending at once), where this process may use a second core and the response cache cannot answer
-        (the keys are then taken when replies are committed): the hash, about 150 us for a 150 KB image,
-        leaves the interpreter lock free, so this thread goes on sending meanwhile. On one core it would only
-        add the hand-over, and none is used."""
-        import os
-
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        if cores < 2 or self._cache_may_answer():
-            return None
-        return _shared_hasher()
-
     def _keyed(self, item: ProbeItem, request, shas: tuple) -> tuple[str, ProbeItem]:
-        key, item = _keyed(self._run_keys, item, request, tuple(digest_value(sha) for sha in shas))
+        key, item = _keyed(self._run_keys, item, request, shas)
         self.keys[item.key] = key
         return key, item
 
@@ -240,11 +224,14 @@ class Sender:
         reply = None
         request = shas = None
         try:
-            # Read here on the loop (a thread reading them kept 8 MiB more resident at 64 in flight: its own
-            # malloc arena); a lazy plan's images hashed here too, or on the hashing thread (_hasher) without
-            # asyncio's hand-over (to_thread cost the loop more than the hash it moved): the loop waits for a
-            # digest only when it keys the reply, at its commit. Peak RSS was the same with the thread and
-            # without (93 MiB each, 1,204 requests at 64 in flight).
+            # Read (and, for a lazy plan, hashed) here on the loop: a worker thread hashing them kept 8 MiB
+            # more resident at 64 in flight (its own malloc arena) for no measurable gain on two cores. Reading
+            # here and hashing on one worker thread while the request is in flight (keyed on its reply) was
+            # tried too: it cost the loop more than the hash it moved (main-thread CPU 300-365 against
+            # 240-288 us a request, 1,204 lazy-plan images, load average 3.4 on two cores). Hashing on one
+            # thread without asyncio's hand-over (a future waited for at the reply's commit) gave the same wall
+            # time on two cores for 14% more CPU in all (1.32 s either way, 844 against 729 us a request; two
+            # processes, 10 alternating rounds, load average 1.6).
             request, shas = self._images.acquire_with_digests(item.request)
             try:
                 # A lazy plan: the key and the image's digest come from the bytes just read; taken now only
@@ -288,19 +275,6 @@ class Sender:
         if self.on_progress:
             self.on_progress(self.progress)
         return reply is not None
-
-
-_HASHER = None  # the process's hashing thread, made on first use; the runs of 'cfkit study run' share it
-
-
-def _shared_hasher():
-    """The process's one hashing thread (an executor of one worker; idle, it waits on its queue)."""
-    global _HASHER
-    if _HASHER is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _HASHER = ThreadPoolExecutor(1, thread_name_prefix="cfkit-hash")
-    return _HASHER
 
 
 def _keyed(run_keys: RunKeys, item: ProbeItem, request, shas: tuple) -> tuple[str, ProbeItem]:

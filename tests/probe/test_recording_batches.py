@@ -1,14 +1,10 @@
-"""The send loop's per-request work moved off its path: replies read and keyed when their batch is committed
-(cfkit.probe.recording), and a lazy plan's image digests taken on a thread where a second core exists
-(cfkit.probe.sending). The rows stored are those a reply-by-reply reading stores, a failed request of a lazy
-plan keeps its key, and a reply that cannot be read does not cost the rest of its batch. Real stores, a real
-Chat Completions server on 127.0.0.1, real PNGs."""
+"""Replies read and keyed when their batch is committed (cfkit.probe.recording): the rows stored are those a
+reply-by-reply reading stores, a failed request of a lazy plan keeps its key, and a reply that cannot be read
+does not cost the rest of its batch. Real stores, a real Chat Completions server on 127.0.0.1, real PNGs."""
 
 from __future__ import annotations
 
 import hashlib
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,8 +13,7 @@ import pytest
 from cfkit.backends import Reply, load_backend
 from cfkit.parse import PARSER_VERSION, parse_answer
 from cfkit.probe import cache_key, plan_suite, probe_suite
-from cfkit.probe import sending as sending_module
-from cfkit.probe.image_refs import Digests, SendingImages, digest_value
+from cfkit.probe.image_refs import Digests
 from cfkit.probe.recording import Recorder
 from cfkit.store import Store, runs
 from cfkit.workspace import load_workspace
@@ -35,25 +30,7 @@ def _varied(body, n) -> Scripted:
     return Scripted(body=completion(ANSWERS[n % len(ANSWERS)]))
 
 
-@pytest.fixture(params=["one core", "two cores"])
-def cores(request, monkeypatch) -> str:
-    """The run's process as allowed one core (no hashing thread) or two (the digests hashed on a thread)."""
-    allowed = {0} if request.param == "one core" else {0, 1}
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: allowed, raising=False)
-    made = []
-    real = sending_module.Sender._hasher
-
-    def hasher(self):
-        made.append(real(self))
-        return made[-1]
-
-    monkeypatch.setattr(sending_module.Sender, "_hasher", hasher)
-    yield request.param
-    assert [m is not None for m in made] == [request.param == "two cores"]
-    assert all(m is sending_module._shared_hasher() for m in made if m is not None)  # one thread a process
-
-
-def test_replies_read_and_keyed_in_batches_store_what_each_reading_gives(tmp_path: Path, cores):
+def test_replies_read_and_keyed_in_batches_store_what_each_reading_gives(tmp_path: Path):
     """24 requests of a lazy plan, answered in five ways: each stored row has the parse of its own raw text, the
     cache key and image digest of the bytes it sent, and the responses cache holds each under that key."""
     ws = load_workspace(many_cases(tmp_path / "ws", 24))
@@ -77,7 +54,7 @@ def test_replies_read_and_keyed_in_batches_store_what_each_reading_gives(tmp_pat
         assert cached[row.cache_key] == row.raw
 
 
-def test_a_failed_request_of_a_lazy_plan_is_stored_with_the_key_of_what_it_sent(tmp_path: Path, cores):
+def test_a_failed_request_of_a_lazy_plan_is_stored_with_the_key_of_what_it_sent(tmp_path: Path):
     ws = load_workspace(many_cases(tmp_path / "ws", 6))
 
     def refusing(body, n) -> Scripted:
@@ -131,25 +108,3 @@ def test_a_reply_queued_without_its_key_needs_the_digests_to_take_it_from(setup)
     recorder.reply(plan.items[0], None, Reply(raw="A"), shas=("abc",))
     recorder.flush()
     assert [r.cache_key for r in runs.replies(store, "r1")] == ["key-abc"]
-
-
-def test_digests_taken_on_a_thread_are_those_taken_here(tmp_path: Path):
-    """The same lazy plan's images through SendingImages with and without a hasher: the same digests (a future
-    with it, the text without) and the same files learned for the store's digest table."""
-    ws = load_workspace(many_cases(tmp_path / "ws", 3))
-    with Store(ws.db_path) as store:
-        plan = plan_suite(ws, "contextcanvas", Counting.capabilities, store=store, lazy=True)
-    request = plan.items[0].request
-    assert request.images[0].sha256 is None  # not read while planning
-    here = SendingImages()
-    _, own = here.acquire_with_digests(request)
-    with ThreadPoolExecutor(1) as pool:
-        threaded = SendingImages(pool)
-        loaded, futures = threaded.acquire_with_digests(request)
-        again, shared = threaded.acquire_with_digests(request)  # a second request in flight shares the read
-        assert not isinstance(futures[0], str) and shared[0] is futures[0] and again.images[0] is loaded.images[0]
-        assert [digest_value(f) for f in futures] == list(own)
-        assert own[0] == hashlib.sha256(loaded.images[0].data).hexdigest()
-        learned = threaded.learned
-    assert len(learned) == 1 and [(d.path, d.sha256, d.size, d.mime) for d in learned] == [
-        (d.path, d.sha256, d.size, d.mime) for d in here.learned]
