@@ -114,15 +114,18 @@ def image_array(path: Path, *, what: str = "image") -> np.ndarray:
     return np.asarray(open_image(path, what=what))
 
 
-def png_bytes(image: Image.Image | np.ndarray) -> bytes:
-    """Encode an image or array as PNG bytes."""
+def png_bytes(image: Image.Image | np.ndarray, *, compress_level: int = 6) -> bytes:
+    """Encode an image or array as PNG bytes (zlib level 6, Pillow's default, unless told otherwise).
+
+    The level changes the bytes, never the pixels; images whose bytes are hashed into cache keys keep the
+    default so that their keys stay as they were."""
     import numpy as np
     from PIL import Image
 
     if isinstance(image, np.ndarray):
         image = Image.fromarray(image)
     buf = io.BytesIO()
-    image.save(buf, format="PNG")
+    image.save(buf, format="PNG", compress_level=compress_level)
     return buf.getvalue()
 
 

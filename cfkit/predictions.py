@@ -60,6 +60,12 @@ def parse_predictions(
     fast = _read_whole(text, path, cases, pairs, seen)
     if fast is not None:
         return fast
+    return _read_lines(text, path, cases, pairs, seen)
+
+
+def _read_lines(text: str, path: Path | str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
+                seen: dict[tuple, tuple[str, int]]) -> list[Prediction]:
+    """:func:`parse_predictions` line by line, each line by the full check where it is not plain."""
     lines = text.splitlines()
     out: list[Prediction] = []
     options: dict[str, frozenset[str] | None] = {}  # a case's option ids, found once per case, not once per line
@@ -112,27 +118,62 @@ def _array_loads() -> tuple[Callable[[str], Any], bool]:
 
 #: What str.splitlines() breaks a line at besides "\n" and "\r\n", which JSON allows inside a string.
 _OTHER_BREAKS = re.compile("[\x85\u2028\u2029]")
+#: What :func:`_read_whole` looks for and writes, in text and in UTF-8 bytes (the breaks above, encoded).
+_TEXT = ("\n", "\r", "\r\n", "\n,", ("[", "]"), _OTHER_BREAKS)
+_BYTES = (b"\n", b"\r", b"\r\n", b"\n,", (b"[", b"]"), re.compile(b"\xc2\x85|\xe2\x80[\xa8\xa9]"))
 
 
-def _read_whole(text: str, path: Path | str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
+def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
                 seen: dict[tuple, tuple[str, int]]) -> list[Prediction] | None:
     """:func:`parse_predictions` without pydantic for a file with nothing to report: the lines read as one JSON
     array, then checked a column at a time (:func:`_columns_pass`) and once per distinct case, pair and answer
     rather than once per line; None, with ``seen`` untouched, as soon as anything is unusual (a blank line, JSON
     any line would not give alone, a value not plainly of its type, a problem of any kind, a pair written as ""),
     and the line-by-line reading then finds it and names its line."""
-    body = text[:-1] if text.endswith("\n") else text
+    raw = isinstance(text, bytes)  # a file's UTF-8 bytes, read by orjson only (which checks the encoding)
+    newline, cr, crlf, comma, brackets, breaks = _BYTES if raw else _TEXT
+    body = text[:-1] if text.endswith(newline) else text
     if not body:
         return [] if not text else None
-    if (not text.isascii() and _OTHER_BREAKS.search(text)) or ("\r" in text
-                                                              and text.count("\r") != text.count("\r\n")):
+    if (not text.isascii() and breaks.search(text)) or (cr in text and text.count(cr) != text.count(crlf)):
         return None  # a line of str.splitlines() that is not one between "\n"s
     loads, whole_strings = _array_loads()
+    if raw and not whole_strings:
+        return None  # json's own would take other encodings too
+    # A file is read a part of about _PART bytes at a time (whole lines), so that the records JSON gives, which
+    # take several times the file's size, are never there all at once; the predictions are the same.
+    name, out, found, lineno, begin = str(path), [], {}, 1, 0
+    while True:
+        end = body.find(newline, begin + _PART) if begin + _PART < len(body) else -1
+        part = _read_part(body[begin:] if end < 0 else body[begin:end], lineno, name, cases, pairs, loads,
+                          whole_strings, brackets, newline, comma)
+        if part is None or not found.keys().isdisjoint(part[1]):
+            return None  # (a unit answered twice in two parts: the line-by-line reading names both lines)
+        out += part[0]
+        found.update(part[1])
+        if end < 0:
+            break
+        lineno, begin = lineno + len(part[0]), end + 1
+    if seen and not seen.keys().isdisjoint(found):
+        return None
+    seen.update(found)
+    return out
+
+
+#: About how many bytes of a predictions file :func:`_read_whole` reads at a time.
+_PART = 1 << 21
+
+
+def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
+               loads: Callable[[Any], Any], whole_strings: bool, brackets, newline, comma
+               ) -> tuple[list[Prediction], dict[tuple, tuple[str, int]]] | None:
+    """The lines of ``body`` (the first is line ``lineno``) as :func:`_read_whole` reads them: their predictions
+    and each one's unit key with its file and line; None as soon as anything is unusual."""
     # Each line break followed by a comma, so that no string runs across two lines (JSON refuses a raw line break
     # in one, and "\r" before it is only white space); a container that would (an array opened on one line, closed
     # on the next) is not a flat record and fails the checks below, and a count of records other than lines (a
     # blank line, two records on one) fails at once.
-    array = "[" + body.replace("\n", "\n,") + "]"
+    array = brackets[0] + body.replace(newline, comma) + brackets[1]
     n = len(array) - len(body) - 1  # the lines, as str.splitlines() counts them: one comma more a line break
     try:
         records = loads(array)
@@ -152,25 +193,39 @@ def _read_whole(text: str, path: Path | str, cases: CaseSet | None, pairs: Mappi
             return None
         names = [name for name in FIELDS if name in present]
         rows = [tuple(map(record.get, names)) for record in records]
+    del records
     cols = dict(zip(names, zip(*rows)))
     if not _columns_pass(cols, n, whole_strings=whole_strings):
         return None
-    options: dict[str, frozenset[str] | None] = {}
-    case, pair, answer = cols["case"], cols.get("pair") or repeat(None, n), cols.get("answer") or repeat(None, n)
-    for unit in set(zip(case, pair, answer)):
-        if unit[1] == "" or _unit_problem(*unit, cases, pairs, options):  # "": the same key as None
-            return None
-    keys = zip(cols["model"], cols["suite"], case, cols.get("pair") or repeat(None, n), cols["condition"])
-    name = str(path)
-    first = dict(zip(keys, zip(repeat(name), range(1, n + 1))))
-    if len(first) != n or (seen and not seen.keys().isdisjoint(first)):
+    if not _units_pass(cols, n, cases, pairs):
         return None
-    seen.update(first)
+    keys = zip(cols["model"], cols["suite"], cols["case"], cols.get("pair") or repeat(None, n), cols["condition"])
+    first = dict(zip(keys, zip(repeat(name), range(lineno, lineno + n))))
+    if len(first) != n:
+        return None
     if names == list(FIELDS[:len(names)]):  # the fields a line may leave out are the last ones
         rest = (None,) * (len(FIELDS) - len(names))
-        return list(map(tuple.__new__, repeat(Prediction, n), map(add, rows, repeat(rest))))
+        return list(map(tuple.__new__, repeat(Prediction, n), map(add, rows, repeat(rest)))), first
     return list(map(tuple.__new__, repeat(Prediction, n),
-                    zip(*(cols[name] if name in cols else repeat(None, n) for name in FIELDS))))
+                    zip(*(cols[name] if name in cols else repeat(None, n) for name in FIELDS)))), first
+
+
+def _units_pass(cols: dict[str, Sequence], n: int, cases: CaseSet | None, pairs: Mapping[str, str] | None) -> bool:
+    """Whether no line names a pair, case or answer the workspace lacks (:func:`_unit_problem` finds none), nor a
+    pair written as "" (the same key as none): each distinct (case, pair, answer) looked at once; without pairs,
+    each distinct case, and the answers at once where every case has them among its options."""
+    options: dict[str, frozenset[str] | None] = {}
+    case, answer = cols["case"], cols.get("answer") or repeat(None, n)
+    if "pair" not in cols or set(cols["pair"]) == {None}:
+        if any(_unit_problem(c, None, None, cases, pairs, options) for c in set(case)):
+            return False
+        answers = set(answer) - {None}
+        if cases is None or not answers or answers <= frozenset.intersection(*options.values()):
+            return True  # (every case is known now: its option ids are in ``options``)
+    for unit in set(zip(case, cols.get("pair") or repeat(None, n), answer)):
+        if unit[1] == "" or _unit_problem(*unit, cases, pairs, options):
+            return False
+    return True
 
 
 def _known_problem(pred: Prediction, cases: CaseSet | None, pairs: Mapping[str, str] | None,
@@ -273,13 +328,22 @@ def paused_collection():
 def _read_file(path: Path, cases: CaseSet | None, pairs: Mapping[str, str] | None,
                seen: dict[tuple, tuple[str, int]]) -> list[Prediction]:
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise PredictionError(f"predictions file {path} not found. Check the path given to --predictions.") from None
-    except UnicodeDecodeError as exc:
-        raise PredictionError(f"{path}: not UTF-8 text ({exc.reason}); predictions are JSONL.") from exc
     except OSError as exc:
         raise PredictionError(f"{path}: cannot be read ({exc.strerror}).") from exc
+    # The bytes read whole as they are (orjson checks the UTF-8); decoded only for the line-by-line reading.
+    fast = _read_whole(data, path, cases, pairs, seen)
+    if fast is not None:
+        return fast
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PredictionError(f"{path}: not UTF-8 text ({exc.reason}); predictions are JSONL.") from exc
+    del data
+    if _array_loads()[1]:  # the whole reading was tried on the bytes, by orjson: as it would on the text
+        return _read_lines(text, path, cases, pairs, seen)
     return parse_predictions(text, path, cases=cases, pairs=pairs, seen=seen)
 
 

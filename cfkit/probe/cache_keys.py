@@ -59,6 +59,23 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
+def _identities_json(images) -> str | None:
+    """``_json`` of the images' identities (``ImageRef.identity``) where each is one file without labels, written
+    straight from its fields (the common case: a request key's images at planning); None otherwise."""
+    parts = []
+    for image in images:
+        files = getattr(image, "files", None)
+        if getattr(image, "labels", None) != () or files is None or len(files) != 1:
+            return None
+        state = files[0]
+        if type(state.path) is not str or type(state.size) is not int or type(state.mtime_ns) is not int:
+            return None
+        parts.append(f"[{encode_basestring(image.kind)}, {encode_basestring(image.mime)}, "
+                     f"[[{encode_basestring(state.path)}, {int.__repr__(state.size)}, "
+                     f"{int.__repr__(state.mtime_ns)}]], []]")
+    return "[" + ", ".join(parts) + "]"
+
+
 class _Template:
     """The key material's JSON text with a gap for each spliced field, for one (generation, schema, backend part).
 
@@ -112,14 +129,16 @@ class RunKeys:
 
     def request_key(self, request: ProbeRequest) -> str:
         """:func:`cfkit.probe.identity.request_key` of ``request``: the same key."""
-        images = [image.identity() if hasattr(image, "identity") else [image.mime, image.sha256]
-                  for image in request.images]
-        found = self._spliced_key(request, images, _REQUEST_RULE)
+        written = _identities_json(request.images)
+        images = None if written is not None else [
+            image.identity() if hasattr(image, "identity") else [image.mime, image.sha256] for image in request.images]
+        found = self._spliced_key(request, images, _REQUEST_RULE, written)
         return found if found is not None else request_key(self.backend, request)
 
     # -- splicing -------------------------------------------------------------------------------------------
 
-    def _spliced_key(self, request: ProbeRequest, images: list, rule: str | None) -> str | None:
+    def _spliced_key(self, request: ProbeRequest, images: list | None, rule: str | None,
+                     images_json: str | None = None) -> str | None:
         if not self._spliced:
             return None
         template = self._template(request, rule)
@@ -128,8 +147,9 @@ class RunKeys:
         system = request.system
         if system is not self._system[0] and system != self._system[0]:  # a run's requests share one system prompt
             self._system = (system, _json(system))
-        values = {"images": _json(images), "option_ids": _json(list(request.option_ids)),
-                  "system": self._system[1], "user": encode_basestring(request.user)}
+        values = {"images": images_json if images_json is not None else _json(images),
+                  "option_ids": _json(list(request.option_ids)), "system": self._system[1],
+                  "user": encode_basestring(request.user)}
         return hashlib.sha256(template.text(values).encode("utf-8")).hexdigest()
 
     def _template(self, request: ProbeRequest, rule: str | None) -> _Template | None:

@@ -27,7 +27,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from pathlib import Path
@@ -131,6 +131,21 @@ def requests_sha256(keys: Mapping[tuple[str, str, str], str],
     return _sha256(sorted([list(place), key, list(shown.get(place, (None, None)))] for place, key in keys.items()))
 
 
+def planned_requests_sha256(places: Iterable[tuple[tuple[str, str, str], str, tuple[int | None, Any]]]) -> str:
+    """:func:`requests_sha256` of ``places``, (place, request key, (edit id, shown file)) of each request in the
+    order of their places, written straight into the hash: the same digest, without the map of every request's
+    key and the sorted list of them all that a run of 12,000 requests held at once (megabytes at its peak)."""
+    digest = hashlib.sha256(b"[")
+    first = True
+    for place, key, shown in places:
+        # json.dumps writes an item of a list as it writes that item alone, with ", " between items.
+        text = json.dumps([list(place), key, list(shown)], sort_keys=True, ensure_ascii=False, default=str)
+        digest.update((text if first else ", " + text).encode("utf-8"))
+        first = False
+    digest.update(b"]")
+    return digest.hexdigest()
+
+
 def run_id_for(backend: Backend, suite: str, settings_digest: str, requests_digest: str) -> str:
     """A readable, stable run id: ``suite-model-hash``; the hash covers the settings and every request."""
     digest = _sha256({"suite": suite, "settings": settings_digest, "requests": requests_digest})
@@ -164,12 +179,31 @@ class InputsDigest:
     manifest: dict[str, Any]
 
 
-def _file_state(path: Path) -> list[Any]:
+def _file_state(path: Path | str, stats: dict[str, list] | None = None) -> list[Any]:
+    """[path, size, mtime] of ``path`` (None, None when it cannot be stat'ed); an entry found is put in ``stats``
+    by the path's text."""
+    text = str(path)
     try:
         st = os.stat(path)
     except OSError:
-        return [str(path), None, None]
-    return [str(path), st.st_size, st.st_mtime_ns]
+        return [text, None, None]
+    entry = [text, st.st_size, st.st_mtime_ns]
+    if stats is not None:
+        stats[text] = entry
+    return entry
+
+
+def image_texts(cases: CaseSet, case_ids: list[str]) -> list[str]:
+    """The image files of ``case_ids`` as text, each once, in order: ``str(cases.image_paths(case))`` of each,
+    joined as text where that gives the same (no :class:`~pathlib.Path` built and hashed per image)."""
+    root = str(cases.image_root)
+    found: dict[str, None] = {}
+    get = cases.get
+    for case_id in case_ids:
+        for name in get(case_id).images:
+            plain = "//" not in name and not name.endswith("/") and "/." not in "/" + name
+            found[f"{root}/{name}" if plain and root != "/" else str(cases.image_root / name)] = None
+    return list(found)
 
 
 def _input_settings(ws: Workspace, suite: str, capabilities: Capabilities, generation: Generation,
@@ -195,7 +229,8 @@ def _input_files(ws: Workspace, suite: str, selection: Mapping[str, Any]) -> lis
 
 def inputs_digest(ws: Workspace, suite: str, capabilities: Capabilities, generation: Generation, cases: CaseSet,
                   case_ids: list[str], selection: Mapping[str, Any], digests: Digests | None = None,
-                  suite_case_ids: list[str] | None = None) -> InputsDigest | None:
+                  suite_case_ids: list[str] | None = None,
+                  stats: dict[str, list] | None = None) -> InputsDigest | None:
     """A digest of everything the contextcanvas or modality requests are rendered from, and its manifest.
 
     That is: the cfkit version, the suite, the backend's capabilities, the
@@ -207,7 +242,11 @@ def inputs_digest(ws: Workspace, suite: str, capabilities: Capabilities, generat
     planning at all. Counterfactual requests also depend on review decisions
     in the store; they get None and are always planned. ``digests`` is not
     used (kept for callers). ``suite_case_ids`` are the suite's cases before
-    the selection (their captions decide ``--reviewed-only``).
+    the selection (their captions decide ``--reviewed-only``). Each image's
+    manifest entry is put in ``stats`` (by path as text), where given, so
+    that the plan needs no second ``stat`` of the file and holds the
+    manifest's entry rather than a copy
+    (:class:`~cfkit.probe.image_refs.Digests`).
     """
     if suite == "counterfactual":
         return None
@@ -231,8 +270,7 @@ def inputs_digest(ws: Workspace, suite: str, capabilities: Capabilities, generat
             path = caption_path(ws, case_id)
             add(f"caption {case_id}", path.read_bytes() if path.is_file() else b"\0missing")
         files += [caption_path(ws, c) for c in dict.fromkeys([*(suite_case_ids or ()), *case_ids])]
-    paths = list(dict.fromkeys(p for case_id in case_ids for p in cases.image_paths(cases.get(case_id))))
-    images = [_file_state(p) for p in paths]
+    images = [_file_state(p, stats) for p in image_texts(cases, case_ids)]
     for state in images:
         add(f"image {state[0]}", b"\0missing" if state[1] is None else f"{state[1]} {state[2]}".encode())
     manifest = {"settings": _sha256(settings), "at_ns": started,

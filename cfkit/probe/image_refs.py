@@ -39,7 +39,7 @@ import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from cfkit.backends import ProbeRequest
 from cfkit.errors import ImageError
@@ -163,6 +163,14 @@ def _read_unchanged(state: FileState) -> bytes:
         raise ImageError(f"image {state.path}: cannot be read any more ({exc.strerror}).") from exc
 
 
+class _Stated(NamedTuple):
+    """What a plan uses of a file's ``os.stat``, as the inputs manifest recorded it (a full stat result holds a
+    score of numbers: 12,000 of them at once cost megabytes)."""
+
+    st_size: int
+    st_mtime_ns: int
+
+
 def _stat(path: Path) -> os.stat_result:
     try:
         return os.stat(path)
@@ -249,11 +257,16 @@ class Digests:
     nothing is remembered across runs; with ``remember`` False the store is
     read but not written. Call :meth:`save` once planning is done. With
     ``lazy``, a file not known yet is only checked (see the module docstring);
-    its digest is learned when it is sent.
+    its digest is learned when it is sent. ``stats`` holds files stat'ed just
+    before (by path as text: the inputs manifest's [path, size, mtime]
+    entries), each taken instead of a second ``stat`` of that file; the
+    plan's :class:`FileState` of it shares the entry's text and numbers.
     """
 
-    def __init__(self, store: Store | None, *, remember: bool = True, lazy: bool = False):
+    def __init__(self, store: Store | None, *, remember: bool = True, lazy: bool = False,
+                 stats: dict[str, list] | None = None):
         self.store = store
+        self._stats = stats if stats is not None else {}  # files stat'ed just before (by path as text), used once
         self.remember = remember  # False for a dry run, which writes nothing
         self.lazy = lazy
         self.checked = 0  # files only checked (lazy), to be hashed when sent
@@ -267,13 +280,30 @@ class Digests:
         wanted = list(dict.fromkeys(p for p in paths if p not in self._files))
         if not wanted:
             return
-        states = {p: _stat(p) for p in wanted}
+        known = self._stats
+        states: dict[Path, os.stat_result | _Stated] = {}
+        shared: dict[Path, list] = {}  # the inputs manifest's [path, size, mtime] of a file stat'ed there
+        for path in wanted:
+            entry = known.pop(str(path), None)
+            if entry is None:
+                states[path] = _stat(path)
+            else:
+                states[path], shared[path] = _Stated(entry[1], entry[2]), entry
+
+        def state(path: Path, text: str, size: int, mtime_ns: int) -> FileState:
+            # The file as the manifest holds it, where it holds it as found here: one text and two ints a file
+            # for the whole run, not a copy for the plan beside the manifest's.
+            entry = shared.get(path)
+            if entry is not None and entry[1] == size and entry[2] == mtime_ns:
+                return FileState(entry[0], entry[1], entry[2])
+            return FileState(text, size, mtime_ns)
+
         rows = digest_table.known(self.store, [str(p) for p in wanted]) if self.store is not None else {}
         missing = []
         for path, st in states.items():
             row = rows.get(str(path))
             if row is not None and _trusted(row, st):
-                self._files[path] = (row, FileState(row.path, st.st_size, st.st_mtime_ns))
+                self._files[path] = (row, state(path, row.path, st.st_size, st.st_mtime_ns))
             else:
                 missing.append(path)
         if self.lazy:
@@ -283,7 +313,7 @@ class Digests:
                 if header is None:
                     whole.append(path)
                 else:
-                    self._files[path] = (header, FileState(header.path, header.size, header.mtime_ns))
+                    self._files[path] = (header, state(path, header.path, header.size, header.mtime_ns))
                     self.checked += 1
             missing = whole
         if not missing:
@@ -293,7 +323,7 @@ class Digests:
         else:
             found = _hash_in_threads(missing, states)
         for path, digest in zip(missing, found):
-            self._files[path] = (digest, FileState(digest.path, digest.size, digest.mtime_ns))
+            self._files[path] = (digest, state(path, digest.path, digest.size, digest.mtime_ns))
         self._new.extend(found)
         self.hashed += len(found)
 

@@ -204,13 +204,15 @@ class ProbeJob:
 
         inputs = None
         cases = None
-        digests = Digests(store, lazy=lazy)  # what each image file holds, known once for the plan
+        stats: dict = {}  # each image's stat, taken once for the inputs digest and the plan's header checks
+        digests = Digests(store, lazy=lazy, stats=stats)  # what each image file holds, known once for the plan
         if setup.cacheable and backend is not None and suite != "counterfactual":
             # … or by the inputs' content (the same content under new mtimes).
             cases = load_cases(ws.cases_path, ws.image_root)
             case_ids, _ = select_case_ids(ws, suite, cases, self.selection)
             inputs = inputs_digest(ws, suite, setup.capabilities, setup.protocol.generation, cases, case_ids,
-                                   self.selection.as_dict(), None, suite_case_ids(ws, suite, cases, self.selection))
+                                   self.selection.as_dict(), None, suite_case_ids(ws, suite, cases, self.selection),
+                                   stats)
             finished = _already_finished(ws, store, backend, suite, setup, self.selection, inputs.sha256)
             if finished is not None:
                 runs.record_manifest(store, finished.id, inputs.manifest)  # the next rerun needs no read

@@ -64,10 +64,12 @@ class ProbeItem:
     image_sha256: str | None = None  # of the one image file the question shows (sent or not: the backend decides);
     #                                  None in a lazy plan until the request is sent (taken from the bytes sent)
     image_file: FileState | None = None  # that file as planned (path, size, mtime): what the run id covers
+    #: (case id, pair id, condition): the item's place in the suite. Made once, so the run's maps by place
+    #: (cache keys, leases, settled replies) share one tuple per request instead of each building its own.
+    key: tuple[str, str, str] = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.case.id, self.pair_id, self.condition)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", (self.case.id, self.pair_id, self.condition))
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ from typing import NamedTuple
 
 from cfkit.backends import Backend, Reply
 from cfkit.cases import Case
-from cfkit.parse import PARSER_VERSION, parse_answer
 from cfkit.probe.plan import ProbeItem
 from cfkit.store import Store, leases, now, responses, runs
 from cfkit.store.responses import CachedResponse
@@ -56,6 +55,8 @@ def read_reply(reply: Reply, case: Case) -> ReplyFields:
     if reply.refused:
         return ReplyFields(answer=None, parse=None, error="refused", reason=reply.raw, confidence=None,
                            detail="the model declined to answer", reasoning=reply.reasoning)
+    from cfkit.parse import PARSER_VERSION, parse_answer  # loaded with the first reply, off the path to the first request
+
     parsed = parse_answer(reply.raw, case.options, reasoning=reply.reasoning)
     return ReplyFields(answer=parsed.answer, parse=parsed.rule, error=parsed.error, reason=parsed.reason,
                        confidence=parsed.confidence, detail=parsed.detail or None, reasoning=parsed.reasoning,

@@ -40,7 +40,8 @@ from cfkit import __version__
 from cfkit.backends import Backend, as_backend
 from cfkit.errors import Incomplete, UsageError
 from cfkit.probe.cache_keys import RunKeys
-from cfkit.probe.identity import library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
+from cfkit.probe.identity import (library_versions, planned_requests_sha256, requests_sha256, run_id_for, run_settings,
+                                  settings_sha256)
 from cfkit.probe.plan import ProbeItem, ProbePlan
 from cfkit.probe.progress import Budget, RunProgress, RunSummary
 from cfkit.store import Store, batches, responses, runs
@@ -245,13 +246,24 @@ def run_identity(backend: Backend, plan: ProbePlan,
     backend = as_backend(backend)
     run_keys = RunKeys(backend)  # the same keys as cache_key and request_key, the shared parts serialised once
     keys = {item.key: run_keys.cache_key(item.request) for item in plan.items}
-    early = {item.key: run_keys.request_key(item.request) for item in plan.items}
     settings = run_settings(backend, plan.generation, protocol)
-    shown = {item.key: (item.edit_id, _file(item.image_file)) for item in plan.items}
+    ordered = sorted(plan.items, key=_place)
+    if any(a.key == b.key for a, b in zip(ordered, ordered[1:])):  # a place asked twice: the last one counts
+        early = {item.key: run_keys.request_key(item.request) for item in plan.items}
+        shown = {item.key: (item.edit_id, _file(item.image_file)) for item in plan.items}
+        requests_digest = requests_sha256(early, shown)
+    else:  # each request's key goes into the digest as it is made, in the order of the places
+        requests_digest = planned_requests_sha256(
+            (item.key, run_keys.request_key(item.request), (item.edit_id, _file(item.image_file))) for item in ordered)
+    del ordered
     recorded = RunSettings(settings=settings, settings_sha256=settings_sha256(settings),
-                           requests_sha256=requests_sha256(early, shown), endpoint=backend.endpoint,
+                           requests_sha256=requests_digest, endpoint=backend.endpoint,
                            versions=_versions(backend), protocol=protocol, selection=plan.selection.as_dict())
     return run_id_for(backend, plan.suite, recorded.settings_sha256, recorded.requests_sha256), keys, recorded
+
+
+def _place(item: ProbeItem) -> tuple[str, str, str]:
+    return item.key
 
 
 @functools.cache

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from itertools import groupby
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +32,7 @@ from cfkit.swap import as_listed, swap_problem
 from cfkit.report.swap import swap_notes, swap_rows
 from cfkit.report.trouble import reply_troubles
 from cfkit.report.units import AnswerKey, collect_units
+from cfkit.stats.answers import read_only_answers
 from cfkit.store import Store, edits
 from cfkit.vocabulary import CONDITION_ORDER, SUITE_CONDITIONS, SWAP_CONDITIONS
 from cfkit.workspace import Workspace
@@ -183,7 +184,7 @@ def build_report(
             raise CaseError(f"modality predictions were given, but {gold.modality_problem}")
         subset = set(gold.modality_cases)
         for model, got in answers["modality"].items():
-            outside = sorted({case for case, _, _ in got if case not in subset})
+            outside = sorted(set(map(_KEY_CASE, got)).difference(subset))
             if outside:
                 raise PredictionError(f"model '{model}' answered modality case {outside[0]}, which is not in the "
                                       "modality subset file; add it there or remove those lines.")
@@ -191,7 +192,12 @@ def build_report(
     group_of = resolve_groups({model: None for by_model in answers.values() for model in by_model}, groups)
     # 3. the suites
     all_cases = list(gold.cases)
-    by_case = stats.Resamples(len(all_cases), n_resamples=n_resamples, seed=seed) if cc_models else None
+    drawn: dict[int, stats.Resamples] = {}  # by number of units: the sections over as many share the one draw
+
+    def resamples(n: int) -> stats.Resamples:  # the seed's resamples of n units, drawn once
+        return drawn[n] if n in drawn else drawn.setdefault(n, stats.Resamples(n, n_resamples=n_resamples, seed=seed))
+
+    by_case = resamples(len(all_cases)) if cc_models else None
     compared = {name for pair in compare for name in pair}  # only the compared models' usable answers are needed
     cc_usable = {model: units.usable(model, "contextcanvas", got) for model, got in cc_models.items()
                  if model in compared}
@@ -203,7 +209,7 @@ def build_report(
                                         intervals=intervals, group=group_of[model]))
     pairs = list(gold.pairs.values())
     cf_models = answers.get("counterfactual", {})
-    by_pair = stats.Resamples(len(pairs), n_resamples=n_resamples, seed=seed) if cf_models and pairs else None
+    by_pair = resamples(len(pairs)) if cf_models and pairs else None
     cf_rows = [
         CounterfactualRow(model, _counterfactual(units, model, got, pairs, by_pair),
                           *units.marks(model, "counterfactual"), group=group_of[model])
@@ -211,8 +217,8 @@ def build_report(
     ]
     md_models = answers.get("modality", {})
     md_cases = [gold.cases.get(c) for c in gold.modality_cases or []]
-    # One resample matrix for every model (the same seed drew the same one per model before, at a cost each).
-    by_md_case = stats.Resamples(len(md_cases), n_resamples=n_resamples, seed=seed) if md_models else None
+    # One resample matrix for every model (and ContextCanvas's when it has as many cases: the seed's same draw).
+    by_md_case = resamples(len(md_cases)) if md_models else None
     md_case = _CaseColumns(md_cases, SUITE_CONDITIONS["modality"]) if md_models else None
     md_rows = [dataclasses.replace(_modality(units, model, got, md_case, by_md_case, seed), group=group_of[model])
                for model, got in md_models.items()]
@@ -251,6 +257,7 @@ def build_report(
 _RUN, _ANSWER, _ERROR, _EDIT = attrgetter("suite", "model"), attrgetter("answer"), attrgetter("error"), attrgetter("edit_id")
 _CASE, _PAIR, _CONDITION = attrgetter("case"), attrgetter("pair"), attrgetter("condition")
 _NO_PAIR = {None: ""}  # .get(pair, pair): a pair's id, "" for none (None, or "" as written)
+_KEY_CASE = itemgetter(0)  # the case of a (case, pair, condition) key
 
 
 class _Units:
@@ -368,9 +375,9 @@ class _CaseColumns:
     def __init__(self, cases: Sequence[Case], conditions: Sequence[str]):
         self.n = len(cases)
         self.keys = {condition: [(c.id, "", condition) for c in cases] for condition in conditions}
-        self.gold = [c.gold for c in cases]
-        self.yes = [c.yes_option for c in cases]
-        self.no = [c.no_option for c in cases]
+        # Object arrays, which the statistics take as they are (read only: shared by every model).
+        self.gold, self.yes, self.no = (read_only_answers([getattr(c, name) for c in cases])
+                                        for name in ("gold", "yes_option", "no_option"))
 
 
 def _contextcanvas(units: _Units, model: str, got: dict, cases: _CaseColumns,

@@ -10,13 +10,13 @@ import json
 import re
 from itertools import repeat
 from json.encoder import encode_basestring
-from operator import add, attrgetter
+from operator import add, attrgetter, itemgetter
 from typing import Any
 
 from cfkit.report.reference import load_reference
 from cfkit.report.rows import Report
 from cfkit.report.tables import DisplayTable, display_tables
-from cfkit.report.units import FLAT_COLUMNS, ModelUnits, flat_rows
+from cfkit.report.units import FLAT_COLUMNS, ModelUnits, UnitGrid, UnitOutcome, flat_rows
 from cfkit.visible import spreadsheet_cell, visible
 from cfkit.vocabulary import REPORT_FORMATS
 
@@ -67,19 +67,40 @@ def _units_json(groups: list[ModelUnits]) -> _Encoded:
     A case's record after its id (answers, golds, right or wrong, reasons) is
     the same for every case and model with the same answers, golds and
     reasons, which a study's hundreds of thousands of units share a few
-    hundred of; each is written once and reused. A pair's record is written
-    in full.
+    hundred of; each is written once and reused. A group asked as a grid is
+    written from its columns (its records are never made); a pair's record is
+    written in full.
     """
     tails: dict[tuple, str] = {}  # (answers, golds, reasons) -> the record's text after '{"case": ID, '
+    grid_tails: dict[tuple, dict[tuple, str]] = {}  # conditions -> (answers, golds) -> that text, for grids
+    heads: dict[int, list[str]] = {}  # id of a grid's units (shared by the models asked it) -> '{"case": ID, '
     out = _Encoded()
     for group in groups:
-        if group.units and not any(map(_PAIR_OF, group.units)):
+        grid = group.grid
+        if grid is not None and grid.units and not any(map(_PAIR_OF_UNIT, grid.units)):
+            units = _grid_units_json(grid, grid_tails.setdefault(grid.conditions, {}), heads)
+        elif group.units and not any(map(_PAIR_OF, group.units)):
             units = _case_units_json(group.units, tails)  # the usual group, all cases: made in C
         else:
             units = _units_texts(group.units, tails)
         out.append('{"model": ' + _encode(group.model) + ', "suite": ' + _encode(group.suite) + ', "units": ['
                    + ", ".join(units) + "]}")
     return out
+
+
+def _grid_units_json(grid: UnitGrid, tails: dict[tuple, str], heads: dict[int, list[str]]) -> list[str]:
+    """:func:`_case_units_json` for a grid of cases, read from its columns: each record's text after its id
+    depends only on the unit's answers and golds (a grid has no unusable answer), written once per distinct
+    pair of them; the heads are written once per grid for every model."""
+    keys = list(zip(grid.answers, grid.golds))
+    order = grid.conditions
+    for answers, golds in set(keys).difference(tails):
+        unit = UnitOutcome.made("", None, dict(zip(order, answers)), dict(zip(order, golds)), {})
+        tails[(answers, golds)] = _encode(unit.to_dict())[len('{"case": "", '):]
+    shown = heads.get(id(grid.units))
+    if shown is None:
+        shown = heads[id(grid.units)] = ['{"case": ' + encode_basestring(case) + ", " for case, _ in grid.units]
+    return list(map(add, shown, map(tails.__getitem__, keys)))
 
 
 def _case_units_json(units: list, tails: dict[tuple, str]) -> list[str]:
@@ -95,7 +116,7 @@ def _case_units_json(units: list, tails: dict[tuple, str]) -> list[str]:
     return list(map(add, map(add, heads, repeat(", ")), map(tails.__getitem__, keys)))
 
 
-_PAIR_OF, _CASE_OF = attrgetter("pair"), attrgetter("case")
+_PAIR_OF, _CASE_OF, _PAIR_OF_UNIT = attrgetter("pair"), attrgetter("case"), itemgetter(1)
 _ANSWERS_OF, _GOLD_OF, _MISSING_OF = attrgetter("answers"), attrgetter("gold"), attrgetter("missing")
 
 

@@ -42,25 +42,35 @@ class ReplyTrouble:
 
 def _counts(preds: Iterable[Prediction]) -> dict[str, list[int]]:
     """By condition: [replies, with no valid option, empty, cut off] among the predictions that came back (a
-    transport failure is no reply; its condition is still listed, with zeros)."""
+    transport failure is no reply; its condition is still listed, with zeros). Conditions in the order they first
+    occur."""
     preds = list(preds)
-    conditions = list(map(_CONDITION, preds))
-    counts: dict[str, list[int]] = {condition: [0, 0, 0, 0] for condition in dict.fromkeys(conditions)}
-    unanswered = list(map(is_, map(_ANSWER, preds), repeat(None)))
-    # Counted by their few distinct (condition, error, no answer, cut off) in C, not one reply at a time.
-    for (condition, error, no_answer, cut), k in Counter(zip(conditions, map(_ERROR, preds), unanswered,
-                                                             map(bool, map(_TRUNCATED, preds)))).items():
+    if set(map(_ERROR, preds)) == {None} and not any(set(map(_TRUNCATED, preds))):  # the usual replies: counted
+        conditions = list(map(_CONDITION, preds))  # per condition in C, and those without an answer
+        counts = {condition: [k, 0, 0, 0] for condition, k in Counter(conditions).items()}
+        unanswered = list(map(is_, map(_ANSWER, preds), repeat(None)))
+        for condition, k in Counter(compress(conditions, unanswered)).items():
+            counts[condition][1] = k
+        for p in compress(preds, unanswered):  # empty: no answer and no text
+            if not (p.raw or "").strip():
+                counts[p.condition][2] += 1
+        return counts
+    # Counted by their few distinct (condition, error, answer, cut off) in C, not one reply at a time.
+    kinds = Counter(map(_KIND, preds))
+    counts = {condition: [0, 0, 0, 0] for condition, _, _, _ in kinds}
+    for (condition, error, answer, cut), k in kinds.items():
         if error != "transport":
             row = counts[condition]
             row[0] += k
-            row[1] += k if no_answer else 0
+            row[1] += k if answer is None else 0
             row[3] += k if cut else 0
-    for p in compress(preds, unanswered):  # empty: no answer and no text (not refused, not failed)
-        if p.error != "transport" and p.error != "refused" and not (p.raw or "").strip():
+    for p in preds:  # empty: no answer and no text (not refused, not failed)
+        if p.answer is None and p.error != "transport" and p.error != "refused" and not (p.raw or "").strip():
             counts[p.condition][2] += 1
     return counts
 
 
+_KIND = attrgetter("condition", "error", "answer", "truncated")
 _CONDITION, _ANSWER, _ERROR, _TRUNCATED = (attrgetter(name) for name in ("condition", "answer", "error", "truncated"))
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import FrozenInstanceError, dataclass, field
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
@@ -90,13 +90,50 @@ class UnitOutcome:
                 "gold": dict(self.gold), "correct": correct, "missing": dict(self.missing)}
 
 
-@dataclass(frozen=True)
 class ModelUnits:
-    """A model's units on one suite, in the order of the workspace (cases file, specs, subset file)."""
+    """A model's units on one suite, in the order of the workspace (cases file, specs, subset file).
 
-    model: str
-    suite: str
-    units: list[UnitOutcome]
+    Frozen. A suite asked as a grid (:class:`UnitGrid`, the usual shape) keeps
+    its answers as columns and makes its :class:`UnitOutcome` records only when
+    ``units`` is first read: the JSON report writes a grid's units straight
+    from the columns, so a study's hundreds of thousands of records are never
+    made for it.
+    """
+
+    __slots__ = ("model", "suite", "_units", "grid")
+
+    def __init__(self, model: str, suite: str, units: list[UnitOutcome] | None = None, *,
+                 grid: UnitGrid | None = None) -> None:
+        if (units is None) == (grid is None):
+            raise ValueError("give a model's units or their grid, one of the two")
+        _set(self, "model", model)
+        _set(self, "suite", suite)
+        _set(self, "_units", units)
+        _set(self, "grid", grid)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field '{name}'")
+
+    __delattr__ = __setattr__
+
+    @property
+    def units(self) -> list[UnitOutcome]:
+        if self._units is None:
+            _set(self, "_units", self.grid.outcomes())
+        return self._units
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.model, self.suite, self.units) == (other.model, other.suite, other.units)
+
+    __hash__ = None  # type: ignore[assignment] - as the frozen dataclass it was: its units are a list
+
+    def __reduce__(self):  # pickled and copied with its units made
+        return ModelUnits, (self.model, self.suite, self.units)
+
+    def __repr__(self) -> str:
+        return f"ModelUnits(model={self.model!r}, suite={self.suite!r}, units={self.units!r})"
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "suite": self.suite, "units": [u.to_dict() for u in self.units]}
@@ -107,6 +144,37 @@ class ModelUnits:
             return {c: sum(u.category == c for u in self.units) for c in PAIR_CATEGORIES}
         conditions = self.units[0].gold if self.units else {}
         return {c: sum(u.correct[c] for u in self.units) for c in conditions}
+
+
+_set = object.__setattr__
+
+
+class UnitGrid:
+    """A model's suite asked as a grid: every unit under each condition in turn, none with an unusable answer.
+
+    ``conditions`` in the order asked; ``units`` each unit's (case, pair or
+    ""); ``answers`` and ``golds`` one tuple per unit, a value per condition.
+    ``units`` and ``golds`` are one list shared by every model asked the same
+    grid.
+    """
+
+    __slots__ = ("conditions", "units", "answers", "golds")
+
+    def __init__(self, conditions: tuple[str, ...], units: list[tuple[str, str]], answers: list[tuple],
+                 golds: list[tuple]) -> None:
+        self.conditions, self.units, self.answers, self.golds = conditions, units, answers, golds
+
+    def outcomes(self) -> list[UnitOutcome]:
+        """Each unit's :class:`UnitOutcome` (what ``UnitOutcome.made`` gives, made for all units at once in C)."""
+        size, order = len(self.units), self.conditions
+        cases, pairs = map(_CASE, self.units), map(_NO_PAIR.get, map(_PAIR, self.units), map(_PAIR, self.units))
+        fields = zip(cases, pairs, map(dict, map(zip, repeat(order), self.answers)),
+                     map(dict, map(zip, repeat(order), self.golds)), map(dict, repeat((), size)))
+        # Each instance's __dict__ set whole (the frozen class allows no other way).
+        made = list(map(_new, repeat(UnitOutcome, size)))
+        deque(map(object.__setattr__, made, repeat("__dict__"), map(dict, map(zip, repeat(_FIELDS), fields))),
+              maxlen=0)
+        return made
 
 
 #: A unit's answer as the report asked for it: (model, suite, case, pair or "", condition).
@@ -125,13 +193,13 @@ def collect_units(asked: Mapping[tuple[str, str], Mapping[tuple[str, str, str], 
     """
     with_reasons = {key[:4] for key in reasons}  # (model, suite, case, pair) of the units with an unusable answer
     golds: dict[tuple, dict[str, str | None]] = {}  # (case, pair, conditions) -> their golds, the same for every model
-    grid_golds: dict[tuple, list[tuple]] = {}  # (conditions, units) -> each unit's golds, for _grid_units
+    grids: dict[tuple, tuple[list, list]] = {}  # (conditions, cases, pairs) -> units and golds, for _grid_units
     with_runs = {key[:2] for key in with_reasons}  # (model, suite) of those units
     out, made = [], UnitOutcome.made
     for (model, suite), answered in asked.items():
-        grid = _grid_units(model, suite, answered, gold, with_runs, grid_golds)
+        grid = _grid_units(model, suite, answered, gold, with_runs, grids)
         if grid is not None:
-            out.append(ModelUnits(model, suite, grid))
+            out.append(ModelUnits(model, suite, grid=grid))
             continue
         units: dict[tuple[str, str], dict[str, str | None]] = {}
         for (case, pair, condition), answer in answered.items():
@@ -155,10 +223,11 @@ def collect_units(asked: Mapping[tuple[str, str], Mapping[tuple[str, str, str], 
 
 def _grid_units(model: str, suite: str, answered: Mapping[tuple[str, str, str], str | None],
                 gold: Mapping[tuple[str, str, str], str], with_reasons: set[tuple[str, str]],
-                grid_golds: dict[tuple, list[tuple]]) -> list[UnitOutcome] | None:
+                grids: dict[tuple, tuple[list, list]]) -> UnitGrid | None:
     """:func:`collect_units` for one model's suite asked as a grid (the usual way: every unit under the first
-    condition, then every one under the next, in the same order), each unit's answers and golds made in C; None
-    for any other shape, or when a unit has an unusable answer (those go the general way)."""
+    condition, then every one under the next, in the same order), regrouped in C; None for any other shape, or
+    when a unit has an unusable answer (those go the general way). ``grids`` keeps each grid's units and golds,
+    the same for every model."""
     keys = list(answered)
     if not keys or (model, suite) in with_reasons:
         return None
@@ -166,31 +235,26 @@ def _grid_units(model: str, suite: str, answered: Mapping[tuple[str, str, str], 
     size = conditions.count(conditions[0])
     if len(keys) % size:
         return None
-    units = list(map(_UNIT, keys[:size]))
+    first = keys[:size]
+    cases, pairs = list(map(_CASE, first)), list(map(_PAIR, first))
     blocks = [keys[start:start + size] for start in range(0, len(keys), size)]
     order = tuple(block[0][2] for block in blocks)
-    if any(set(map(_CONDITION, block)) != {condition} or list(map(_UNIT, block)) != units
-           for block, condition in zip(blocks, order)):
+    if any(conditions[start:start + size].count(condition) != size or list(map(_CASE, block)) != cases
+           or list(map(_PAIR, block)) != pairs for block, condition, start in zip(blocks, order, range(0, len(keys), size))):
         return None
     values = list(answered.values())
-    answers = zip(*(values[start:start + size] for start in range(0, len(keys), size)))
-    shared = (order, tuple(units))
-    unit_golds = grid_golds.get(shared)
-    if unit_golds is None:
-        unit_golds = grid_golds[shared] = list(zip(*(map(gold.get, block) for block in blocks)))
-    cases, pairs = map(_CASE, units), map(_NO_PAIR.get, map(_PAIR, units), map(_PAIR, units))
-    fields = zip(cases, pairs, map(dict, map(zip, repeat(order), answers)),
-                 map(dict, map(zip, repeat(order), unit_golds)), map(dict, repeat((), size)))
-    # UnitOutcome.made for every unit at once: each instance's __dict__ set whole (the frozen class allows no other way).
-    made = list(map(_new, repeat(UnitOutcome, size)))
-    deque(map(object.__setattr__, made, repeat("__dict__"), map(dict, map(zip, repeat(_FIELDS), fields))), maxlen=0)
-    return made
+    answers = list(zip(*(values[start:start + size] for start in range(0, len(keys), size))))
+    shared = (order, tuple(cases), tuple(pairs))
+    found = grids.get(shared)
+    if found is None:
+        found = grids[shared] = (list(zip(cases, pairs)), list(zip(*(map(gold.get, block) for block in blocks))))
+    return UnitGrid(order, found[0], answers, found[1])
 
 
 _FIELDS = ("case", "pair", "answers", "gold", "missing")  # UnitOutcome's, in order
 
 
-_CONDITION, _UNIT, _CASE, _PAIR = itemgetter(2), itemgetter(0, 1), itemgetter(0), itemgetter(1)
+_CONDITION, _CASE, _PAIR = itemgetter(2), itemgetter(0), itemgetter(1)
 _NO_PAIR = {"": None}  # .get(pair, pair): a pair's id, None for none
 
 

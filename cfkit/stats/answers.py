@@ -8,8 +8,19 @@ import numpy as np
 
 
 def as_answers(values: Sequence[str | None] | np.ndarray) -> np.ndarray:
-    """Answers (option ids, texts or None) as a 1-D object array, one entry per unit."""
+    """Answers (option ids, texts or None) as a 1-D object array, one entry per unit (a 1-D object array is
+    taken as it is, unchanged: callers only read it, and a report passes its gold columns once for every model)."""
+    if isinstance(values, np.ndarray) and values.dtype == object and values.ndim == 1:
+        return values
     return np.asarray(list(values), dtype=object)
+
+
+def read_only_answers(values: Sequence[str | None]) -> np.ndarray:
+    """``values`` as a read-only 1-D object array, for a column shared by many calls (each takes it as it is)."""
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    array.flags.writeable = False
+    return array
 
 
 def correct_mask(predicted: Sequence[str | None], gold: Sequence[str | None]) -> np.ndarray:

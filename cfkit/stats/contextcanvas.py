@@ -91,7 +91,7 @@ def _columns(predicted: Sequence[str | None], gold: Sequence[str], yes_option: S
     no = as_answers(no_option)
     if not (pred.shape == ref.shape == yes.shape == no.shape):
         raise ValueError("predicted, gold, yes_option and no_option need one entry per case")
-    binary = np.array([y is not None for y in yes], dtype=bool)
+    binary = np.not_equal(yes, None).astype(bool)  # an option id (a string) or None: ``y is not None``
     return _Columns(
         correct=correct_mask(pred, ref),
         binary=binary,
@@ -99,7 +99,7 @@ def _columns(predicted: Sequence[str | None], gold: Sequence[str], yes_option: S
         gold_yes=binary & (ref == yes),
         said_no=binary & (pred == no),
         gold_no=binary & (ref == no),
-        invalid=int(sum(p is None for p in pred)),
+        invalid=int(np.equal(pred, None).sum()),  # answers are option ids or None: ``p is None``
     )
 
 
@@ -129,7 +129,11 @@ def contextcanvas_scores(
     Yes-rate denominator and is a false negative of its gold class and a false
     positive of neither (docs/metrics.md).
     """
-    c = _columns(predicted, gold, yes_option, no_option)
+    return _scores(_columns(predicted, gold, yes_option, no_option))
+
+
+def _scores(c: _Columns) -> ContextCanvasScores:
+    """:func:`contextcanvas_scores` from the indicator columns."""
     y, gy, no, gn = c.said_yes, c.gold_yes, c.said_no, c.gold_no
     yes_f1 = f1_score(int((y & gy).sum()), int((y & ~gy).sum()), int((gy & ~y).sum()))
     no_f1 = f1_score(int((no & gn).sum()), int((no & ~gn).sum()), int((gn & ~no).sum()))
@@ -176,8 +180,9 @@ def contextcanvas_intervals(
     one ``resamples`` for every model answering the same cases in the same
     order, so their intervals are paired (Efron & Tibshirani 1993, ch. 13).
     """
-    scores = contextcanvas_scores(predicted, gold, yes_option, no_option)
-    columns = _columns(predicted, gold, yes_option, no_option).matrix()
+    found = _columns(predicted, gold, yes_option, no_option)  # once, for the scores and their intervals
+    scores = _scores(found)
+    columns = found.matrix()
     n = columns.shape[1]
     if resamples is None:
         resamples = Resamples(n, n_resamples=n_resamples, seed=seed)

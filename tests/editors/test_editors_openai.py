@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 import sys
 from pathlib import Path
@@ -12,11 +13,13 @@ import pytest
 
 pytest.importorskip("openai", reason="the openai extra is not installed: pip install 'cfkit-probes[openai]'")
 from hypothesis import given, settings
+from PIL import Image
 from hypothesis import strategies as st
 
 from cfkit.editors import EditRequest
-from cfkit.editors.openai_images import OpenAIEditor, plan_size
+from cfkit.editors.openai_images import OpenAIEditor, plan_size, upload_png
 from cfkit.errors import EditorError, EditorTransport, EditorUnavailable, EditRefused, OptionError
+from cfkit.images import png_bytes
 from support.workspace import gradient_image, run_cli, tree_snapshot
 from support.images_api_server import REPLY_COLOUR, ImagesAPI, serve
 from support.store_sql import table_rows
@@ -114,6 +117,27 @@ def test_multipart_upload_names_types_mask_size_and_alpha(api):
     rows = np.flatnonzero((alpha == 0).any(axis=1))
     assert abs(rows[0] - 10 * scale_y) <= 1 and abs(rows[-1] + 1 - 30 * scale_y) <= 1
     assert result.usage["total_tokens"] == 4050
+
+
+def test_the_uploaded_image_carries_the_planned_pixels_exactly(api):
+    request = _request(width=200, height=64)
+    OpenAIEditor(OpenAIEditor.Options(backoff=0)).edit(request)
+    plan = OpenAIEditor(OpenAIEditor.Options()).plan(request.size)
+    sent = np.asarray(api.requests[0].files["image"].image().convert("RGB"))
+    assert np.array_equal(sent, plan.image_to_send(request.image))
+
+
+def test_an_upload_near_its_limit_is_encoded_again_at_the_strongest_level():
+    rng = np.random.default_rng(3)
+    # Smooth with a little noise: zlib's levels differ clearly in size on it.
+    ramp = np.linspace(0, 200, 256, dtype=np.float32)[None, :, None].repeat(256, 0).repeat(3, 2)
+    array = (ramp + rng.integers(0, 4, ramp.shape)).astype(np.uint8)
+    fast, small = len(png_bytes(array, compress_level=1)), len(png_bytes(array, compress_level=9))
+    assert small < fast
+    assert upload_png(array, limit=fast + 1) == png_bytes(array, compress_level=1)
+    chosen = upload_png(array, limit=fast)
+    assert len(chosen) == small
+    assert np.array_equal(np.asarray(Image.open(io.BytesIO(chosen))), array)
 
 
 def test_non_square_source_is_sent_at_a_valid_size_and_mapped_back(api):

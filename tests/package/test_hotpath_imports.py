@@ -328,9 +328,12 @@ BEFORE_SENDING = ("import json, sys\nimport cfkit.probe.sending as sending\nseen
 
 #: cfkit's own modules a contextcanvas run has no use for before its first request: the lines about unreviewed
 #: inputs when there are none (and Rich, to say them), captions and specs (pydantic models built at import), the
-#: counterfactual suite's rooms, the dry run's estimate.
+#: counterfactual suite's rooms, the dry run's estimate, and the reply parser's readers (a reply is read only
+#: once one has come back).
 NOT_BEFORE_THE_FIRST_REQUEST = ("cfkit.cli.probe_plan", "cfkit.captions", "cfkit.specs", "cfkit.probe.estimate",
-                                "cfkit.edit", "cfkit.preserve", "cfkit.report")
+                                "cfkit.edit", "cfkit.preserve", "cfkit.report", "cfkit.parse.decision",
+                                "cfkit.parse.fields", "cfkit.parse.prose", "cfkit.parse.jsonscan",
+                                "cfkit.parse.polarity", "cfkit.parse.echo", "cfkit.parse.reasoning")
 
 
 def test_what_a_first_probe_run_imports_before_its_first_request(tmp_path):
@@ -356,3 +359,18 @@ def test_what_a_first_probe_run_imports_before_its_first_request(tmp_path):
     allowed = {"cfkit", "click"} | PYDANTIC
     assert third <= allowed, third - allowed
     assert not {m for m in modules if m.startswith(NOT_BEFORE_THE_FIRST_REQUEST)}, modules
+
+
+def test_a_report_leaves_numpy_ma_unloaded(tiny_ws, tmp_path):
+    """The intervals' percentiles are cfkit's own (stats.bootstrap.row_percentiles): numpy.percentile and
+    numpy.unique import numpy.ma, a fixed cost of every report."""
+    for spec in (tiny_ws / "interventions").glob("*.yaml"):
+        spec.unlink()
+    predictions = tmp_path / "p.jsonl"
+    predictions.write_text(_lines())
+    code = ("import sys\nfrom cfkit.cli import main\ntry:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+            "print('MA', 'numpy.ma' in sys.modules, 'numpy' in sys.modules, code, file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code, "-w", str(tiny_ws), "report", "--predictions", str(predictions),
+                           "--resamples", "50", "--format", "json"], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+    assert "MA False True 0" in done.stderr, done.stderr

@@ -192,3 +192,25 @@ def test_a_template_is_not_used_once_what_it_was_made_from_changed_in_place(back
     finally:
         backend.cache_identity.clear()
         backend.cache_identity.update(saved)
+
+
+PATHS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60) | st.sampled_from(
+    ['/data/"quoted"/x.jpg', "/data/back\\slash.png", "/données/café ✓.jpg", "/tab\there\nnewline.gif"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(paths=st.lists(PATHS, min_size=1, max_size=3), size=st.integers(0, 2**40), mtime=st.integers(0, 2**63),
+       kind=st.sampled_from(["file", "png", "sheet"]), mime=st.sampled_from(["image/png", "image/jpeg", 'image/x-"q"']),
+       labelled=st.booleans())
+def test_request_keys_of_images_by_reference_are_the_formula_s_keys(backend, paths, size, mtime, kind, mime,
+                                                                   labelled):
+    """A request key writes an image held by reference as its identity, [kind, MIME type, [[path, size, mtime],
+    …], labels]; written straight from the fields for one unlabelled file: the same text as the formula's, for
+    any path text, any size and mtime, and for several files or labels (the general way)."""
+    keys = RunKeys(backend)
+    files = tuple(FileState(path, size + i, mtime) for i, path in enumerate(paths))
+    labels = tuple(f"Image {i + 1}" for i in range(len(files))) if labelled else ()
+    images = [ImageRef(kind, files, mime, None, 640, 480, labels), ImageRef("file", files[:1], mime, None, 1, 1)]
+    request = make(images=images)
+    expected = formula(backend, request, [image.identity() for image in images], rule="files by path, size and mtime")
+    assert keys.request_key(request) == expected == identity.request_key(backend, request)

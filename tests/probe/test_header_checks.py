@@ -113,26 +113,13 @@ def test_a_plain_jpeg_is_settled_by_the_first_look(tmp_path, monkeypatch):
     path = tmp_path / "photo.jpg"
     path.write_bytes(FILES["jpeg"])
     asked: list[int] = []
-    real_open = open
+    real_pread = os.pread
 
-    class Counted:
-        def __init__(self, fh):
-            self.fh = fh
+    def counted(fd, n, at):
+        asked.append(n)
+        return real_pread(fd, n, at)
 
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.fh.close()
-
-        def read(self, n=-1):
-            asked.append(n)
-            return self.fh.read(n)
-
-        def seek(self, at):
-            return self.fh.seek(at)
-
-    monkeypatch.setattr(header_checks, "open", lambda p, mode: Counted(real_open(p, mode)), raising=False)
+    monkeypatch.setattr(header_checks.os, "pread", counted)
     found = header_only(path, os.stat(path))
     assert found is not None and (found.mime, found.width, found.height) == ("image/jpeg", 640, 480)
     assert max(asked) <= max(FIRST_BYTES, TAIL_BYTES) and HEAD_BYTES not in asked

@@ -91,3 +91,49 @@ def test_keys_of_any_request_are_the_plainly_built_document_s(seed):
                                                 condition="text", yes_option=rng.choice([None, "A"])))
         assert request_key(backend, request) == _request_written(backend, request)
         assert cache_key(backend, request) == _written(backend, request, [[i.mime, i.sha256] for i in request.images])
+
+
+@pytest.mark.parametrize("root", ["/data/images", "/", "relative/images", "/data/images/"])
+def test_the_inputs_digest_names_each_image_as_its_path_would(root, tmp_path):
+    """The inputs digest joins image names as text where that gives str(root / name); every name the case rules
+    allow (./, a doubled slash, a trailing slash, a dot file, a sub-folder) is named as the Path names it, once
+    per file, in the cases' order."""
+    from pathlib import Path
+
+    from cfkit.cases import CaseSet, plain_case
+    from cfkit.probe.identity import image_texts
+
+    names = [["a.jpg"], ["./b.jpg", "sub/c.png"], ["sub//d.jpg"], [".e.jpg"], ["f/"], ["a.jpg", "g/./h.jpg"],
+             ["sub/.x/i.jpg"], ["j..k.jpg"]]
+    cases = [plain_case({"id": f"C{i}", "images": images, "question": "Q?", "gold": "A",
+                         "options": [{"id": "A", "text": "Yes"}, {"id": "B", "text": "No"}]})
+             for i, images in enumerate(names)]
+    assert all(case is not None for case in cases)
+    case_set = CaseSet(cases, tmp_path / "cases.jsonl", Path(root))
+    ids = [case.id for case in cases]
+    expected = list(dict.fromkeys(str(p) for case in cases for p in case_set.image_paths(case)))
+    assert image_texts(case_set, ids) == expected
+    assert image_texts(case_set, ids[::-1]) == list(dict.fromkeys(
+        str(p) for case in cases[::-1] for p in case_set.image_paths(case)))
+
+
+@pytest.mark.parametrize("model,options", BACKENDS)
+@pytest.mark.parametrize("suite", ["contextcanvas", "swap"])
+def test_a_run_s_id_is_the_digest_of_every_request_written_as_one_sorted_document(tmp_path, model, options, suite):
+    """run_identity writes each request's key into the run's digest as it goes; the digest is the one of the whole
+    document (place, request key, edit and shown file of every request, sorted by place), built here as a whole."""
+    from cfkit.probe.identity import run_id_for, run_settings, settings_sha256
+    from cfkit.probe.runner import run_identity
+
+    ws = load_workspace(many_cases(tmp_path / "ws", 7))
+    backend = load_backend(model, options)
+    plan = plan_suite(ws, suite, backend.capabilities, digests=Digests(None, lazy=True))
+    assert len(plan.items) >= 7
+    document = sorted([list(item.key), _request_written(backend, item.request),
+                       [item.edit_id, [item.image_file.path, item.image_file.size, item.image_file.mtime_ns]]]
+                      for item in plan.items)
+    digest = hashlib.sha256(json.dumps(document, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+    run_id, _, recorded = run_identity(backend, plan)
+    assert recorded.requests_sha256 == digest
+    settings = settings_sha256(run_settings(backend, plan.generation))
+    assert run_id == run_id_for(backend, suite, settings, digest)

@@ -235,3 +235,48 @@ def test_cache_keys_are_those_stores_already_hold(ws):
         assert cache_key(backend, item.request) == expected
         path = ws.image_root / item.case.images[0]
         assert item.request.fingerprint()["images"] == [["image/png", _sha(path)]]
+
+
+def test_a_first_run_stats_each_image_once_before_sending_and_its_plan_holds_the_manifest_s_entries(ws, monkeypatch):
+    """The path to the first request stats each image file once: the inputs digest's stat serves the plan's header
+    checks, and the plan's record of each file is the manifest's entry itself (its text and numbers held once for
+    the whole run), not a copy beside it."""
+    from cfkit.probe.job import prepare_probe
+
+    images = {str(p) for p in (ws.root / "data" / "images").iterdir()}
+    stats: Counter = Counter()
+    real_stat = os.stat
+
+    def counted(path, *args, **kwargs):
+        if str(path) in images:
+            stats[str(path)] += 1
+        return real_stat(path, *args, **kwargs)
+
+    with ChatServer(scripted_answer) as server, Store(ws.db_path) as store:
+        job = prepare_probe(ws, "openai:test-model", "contextcanvas", options={"base_url": server.url})
+        monkeypatch.setattr(os, "stat", counted)
+        planned = job.planned(store, lazy=True)
+        monkeypatch.setattr(os, "stat", real_stat)
+        shown = {item.image_file.path for item in planned.plan.items}
+        assert shown and shown <= images
+        assert {path: stats[path] for path in shown} == {path: 1 for path in shown}
+        manifest = {entry[0]: entry for entry in planned.inputs.manifest["files"]}
+        for item in planned.plan.items:
+            entry, state = manifest[item.image_file.path], item.image_file
+            assert entry == [state.path, state.size, state.mtime_ns]
+            assert state.path is entry[0] and state.size is entry[1] and state.mtime_ns is entry[2]
+            assert item.request.images[0].files[0] is state
+        summary = job.run(store)
+    assert summary.status == "done" and summary.sent == len(planned.plan.items)
+
+
+def test_each_request_s_place_is_one_tuple_that_the_run_s_maps_share(ws):
+    """A plan of 12,000 requests holds one (case, pair, condition) tuple per request: the maps by place that a run
+    keeps while it sends (cache keys among them) hold the item's own tuple, not one built for each map."""
+    backend = load_backend("openai:test-model", {"base_url": "http://127.0.0.1:9/v1"})
+    plan = plan_suite(ws, "contextcanvas", backend.capabilities, lazy=True)
+    _, keys, _ = run_identity(backend, plan)
+    held = {key: key for key in keys}
+    for item in plan.items:
+        assert item.key == (item.case.id, item.pair_id, item.condition)
+        assert item.key is item.key and held[item.key] is item.key

@@ -249,3 +249,15 @@ def test_the_fast_reading_accepts_exactly_the_lines_the_model_accepts():
             assert whole is None, text
         elif whole is not None:
             assert whole == [Prediction(**expected.model_dump())] and tuple(whole[0]) == values_of(expected), text
+
+
+def test_an_answer_is_checked_against_its_own_cases_options(tmp_path, cases):
+    """The whole-file reading checks the answers at once where every case offers them; an option only some cases
+    have (C of the three-option T003) is still looked up case by case, and refused on a two-option case with its
+    line named."""
+    lines = [line(case=c, answer=a) for c, a in (("T001", "A"), ("T002", None), ("T003", "C"))]
+    assert [p.answer for p in load_predictions([write(tmp_path / "ok.jsonl", *lines)], cases=cases)] == ["A", None, "C"]
+    bad = write(tmp_path / "bad.jsonl", *lines, line(model="n", case="T002", answer="C"))
+    with pytest.raises(PredictionError, match=r"bad\.jsonl:4: answer 'C' is not an option of case T002"):
+        load_predictions([bad], cases=cases)
+    assert [p.answer for p in load_predictions([bad])][-1] == "C"  # without the cases, only the format is checked

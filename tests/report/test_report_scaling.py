@@ -265,3 +265,69 @@ def test_the_plain_record_has_the_models_fields_and_values():
     required = [name for name, info in PredictionModel.model_fields.items() if info.is_required()]
     assert required == ["model", "suite", "case", "condition"]
     assert all(PredictionModel.model_fields[name].default is None for name in FIELDS if name not in required)
+
+
+#: A file's bytes that its text would not show alike: encoded line breaks inside strings, a lone "\r", a byte
+#: order mark, bytes that are not UTF-8 (alone and as an encoded surrogate), and "\r\n" line ends.
+BYTE_FILES = [
+    "\n".join(GOOD).encode() + b"\n",
+    ("\n".join(GOOD[:2] + [GOOD[2].replace("A \u00e9", "A\u2028B\x85C\u2029")] + GOOD[3:]) + "\n").encode(),
+    ("\n".join(GOOD[:2] + [GOOD[2].replace(", ", ",\r ", 1)] + GOOD[3:]) + "\n").encode(),
+    "\ufeff".encode() + "\n".join(GOOD).encode(),
+    "\n".join(GOOD).encode().replace(b"A \xc3\xa9", b"A \xe9", 1),
+    "\n".join(GOOD).encode().replace(b"A \xc3\xa9", b"A \xed\xa0\x80", 1),
+    "\r\n".join(GOOD).encode() + b"\r\n",
+    b"", b"\n", "\n".join(GOOD).encode() + b"\n\n",
+]
+
+
+@pytest.mark.parametrize("data", [*BYTE_FILES, *(("\n".join([*GOOD[:3], line, *GOOD[3:]]) + "\n").encode()
+                                                 for line in LINES[:-1])])
+def test_a_file_read_from_its_bytes_gives_what_its_text_gives(tmp_path, data, json_reader):
+    """A predictions file is read whole from its bytes (decoded only for the line-by-line reading): it gives the
+    predictions, or the first error, that reading its text gives, whatever its bytes hold."""
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(data)
+    from_file = _all(lambda p: load_predictions([p]), path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        assert from_file[0] == "refused" and "not UTF-8 text" in str(from_file[1])
+        return
+    from_text = _all(lambda t: parse_predictions(t, path), text)
+    assert from_file[0] == from_text[0]
+    if from_file[0] == "read":
+        assert from_file == from_text
+    else:
+        assert str(from_file[1]) == str(from_text[1])
+
+
+def _all(read, source):
+    try:
+        return "read", [p.model_dump() for p in read(source)]
+    except PredictionError as exc:
+        return "refused", exc
+
+
+@pytest.mark.parametrize("part", [1, 40, 250, 1 << 21])
+def test_a_file_read_a_part_at_a_time_gives_what_reading_it_whole_gives(tmp_path, monkeypatch, part, json_reader):
+    """A file is read whole lines at a time, about ``predictions._PART`` bytes each (so that its records are never
+    all in memory at once): whatever the parts, the predictions are those of the line-by-line reading, a unit
+    answered twice in two parts is refused with both lines named, and a problem is named at its own line."""
+    monkeypatch.setattr(predictions, "_PART", part)
+    lines = [BASE.replace('"T1"', f'"T{n}"').replace('"m"', f'"m{n % 3}"') + ', "answer": "A", "raw": "é"}'
+             for n in range(40)]
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(("\r\n".join(lines) + "\r\n").encode())
+    assert [p.model_dump() for p in load_predictions([path])] == [_plain(line).model_dump() for line in lines]
+    seen: dict = {}
+    assert predictions._read_whole(path.read_text(), path, None, None, seen) is not None and len(seen) == 40
+    assert seen[("m2", "contextcanvas", "T38", None, "image")] == (str(path), 39)
+    path.write_text("\n".join([*lines, lines[3]]) + "\n")
+    with pytest.raises(PredictionError, match=r"p\.jsonl:41: a second answer .* at .*p\.jsonl:4\)"):
+        load_predictions([path])
+    path.write_text("\n".join([*lines[:30], BASE + ', "answer": "A", "truncated": 1}', *lines[30:]]) + "\n")
+    assert len(load_predictions([path])) == 41  # the line pydantic converts is read by the full check
+    path.write_text("\n".join([*lines[:30], BASE + ', "answer": 1}', *lines[30:]]) + "\n")
+    with pytest.raises(PredictionError, match=r"p\.jsonl:31: "):
+        load_predictions([path])

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cfkit.parse.trouble import reply_trouble
 from support.chat_api_server import ChatServer, Scripted, answer_json, completion
 from support.probe_runs import FAST
@@ -357,3 +359,34 @@ def test_the_counts_by_condition_are_those_of_one_reply_at_a_time():
     got = _counts(preds)
     assert got == expected and list(got) == list(expected)
     assert all(row[2] for row in got.values()) and all(row[3] for row in got.values())  # every count exercised
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_reply_counts_equal_a_plain_count_of_each_reply(seed):
+    """The counts per condition (replies, no valid option, empty, cut off) equal a plain loop over the replies,
+    whether all of them came back whole (counted per condition) or some failed, were refused or cut off."""
+    import random
+
+    from cfkit.predictions import Prediction
+    from cfkit.report.trouble import _counts
+
+    rng = random.Random(seed)
+    unusual = seed % 2  # even seeds: no error and nothing cut off
+    preds = [Prediction(model="m", suite="modality", case=f"C{i}", condition=rng.choice(["text", "image", "neutral"]),
+                        answer=(answer := rng.choice(["A", "B", None])),
+                        error=(rng.choice([None, "transport", "refused", "missing"]) if unusual and answer is None
+                               else None),
+                        raw=rng.choice(["", "  ", "yes", None]),
+                        truncated=rng.choice([None, False, True]) if unusual else rng.choice([None, False]))
+             for i in range(300)]
+    expected: dict[str, list[int]] = {}
+    for p in preds:
+        row = expected.setdefault(p.condition, [0, 0, 0, 0])
+        if p.error == "transport":
+            continue
+        row[0] += 1
+        row[1] += p.answer is None
+        row[2] += p.answer is None and p.error != "refused" and not (p.raw or "").strip()
+        row[3] += bool(p.truncated)
+    got = _counts(preds)
+    assert got == expected and list(got) == list(expected)

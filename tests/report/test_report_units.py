@@ -175,3 +175,36 @@ def test_the_units_json_is_each_group_written_by_the_standard_encoder():
     expected = [json.dumps(g.to_dict(), ensure_ascii=False) for g in groups]
     assert list(_units_json(groups)) == expected
     assert list(_units_json(groups + groups)) == expected + expected  # tails reused across groups
+
+
+def test_a_grid_writes_its_units_json_without_making_its_records_and_stays_frozen():
+    """A suite asked as a grid keeps its answers as columns: the JSON report writes its units from them (never
+    making a UnitOutcome), the same text as the records' own; reading ``units`` makes them, equal to the general
+    regrouping's, and the group cannot be changed."""
+    from cfkit.report.exports import _units_json
+    from cfkit.report.units import ModelUnits, UnitOutcome, collect_units
+
+    cases = [f"C{i}" for i in range(11)]
+    asked = {(m, "modality"): {(c, "", k): [None, "A", "B", 'é"\\'][(i * 5 + j + s) % 4]
+                               for j, k in enumerate(("text", "neutral", "image")) for i, c in enumerate(cases)}
+             for s, m in enumerate(("m", "n", "o"))}
+    gold = {(c, "", k): "AB"[i % 2] for i, c in enumerate(cases[:8]) for k in ("text", "neutral", "image")}
+    groups = collect_units(asked, gold, {})
+    assert all(g.grid is not None for g in groups)
+    texts = list(_units_json(groups))
+    assert all(g._units is None for g in groups)  # written from the columns alone
+    general = [ModelUnits(g.model, g.suite, [
+        UnitOutcome(c, None, {k: asked[(g.model, g.suite)][(c, "", k)] for k in ("text", "neutral", "image")},
+                    {k: gold.get((c, "", k)) for k in ("text", "neutral", "image")}, {}) for c in cases])
+               for g in groups]
+    assert texts == [json.dumps(g.to_dict(), ensure_ascii=False) for g in general]
+    assert groups == general and [g.units for g in groups] == [g.units for g in general]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        groups[0].model = "x"
+    with pytest.raises(ValueError):
+        ModelUnits("m", "modality")
+    import copy
+    import pickle
+
+    fresh = collect_units(asked, gold, {})
+    assert pickle.loads(pickle.dumps(fresh)) == general and copy.deepcopy(fresh) == general

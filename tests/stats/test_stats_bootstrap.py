@@ -182,3 +182,37 @@ def test_several_comparisons_from_one_product_equal_each_alone_bit_for_bit(n, se
         expected = 1.0 if b + c == 0 else scipy.stats.binomtest(min(b, c), b + c, 0.5).pvalue
         assert comparison.mcnemar.p_value == pytest.approx(expected, rel=1e-12)
     assert stats.paired_comparisons([], resamples) == ([], [])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 39, 40, 41, 999, 1000, 1001, 10_000])
+def test_row_percentiles_equal_numpys_to_the_bit(n):
+    """The intervals' percentiles are numpy.percentile's default (linear) ones, bit for bit, at every level and
+    size, for values with ties, integers and fractions alike."""
+    from cfkit.stats.bootstrap import row_percentiles
+
+    rng = np.random.default_rng(n)
+    for rows in (rng.random((5, n)) * 100, rng.integers(0, 4, (5, n)).astype(float),
+                 rng.integers(-999, 999, (5, n)) / 7.0, np.round(rng.normal(50, 20, (5, n)), 2)):
+        for level in (0.5, 0.9, 0.95, 0.99, 0.999, 0.123):
+            tail = 100.0 * (1 - level) / 2
+            expected = np.percentile(rows, [tail, 100.0 - tail], axis=1)
+            assert row_percentiles(rows, [tail, 100.0 - tail]).tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("n, largest", [(1, 1), (37, 100), (1204, 100), (4000, 4000), (5000, 4000)])
+def test_sums_of_whole_numbers_equal_float64_products_to_the_bit(n, largest):
+    """Whole-number columns whose sums stay under 2**24 are summed in float32 (exact there); the sums equal the
+    float64 count-matrix product to the bit, below the limit and past it (which stays in float64), with negative
+    values too; fractions stay in float64."""
+    rng = np.random.default_rng(n)
+    resamples = stats.Resamples(n, n_resamples=300, seed=2, block_cells=5000)
+    counts = np.concatenate(list(resamples.count_blocks()))
+    whole = rng.integers(-largest, largest + 1, (4, n)).astype(float)
+    for values in (whole, np.abs(whole), (whole > 0) * 100.0, np.full((2, n), largest + 1.0)):
+        expected = (counts @ values.T).T
+        assert resamples.sums(values).tobytes() == expected.tobytes()
+        assert resamples.sums(values).dtype == np.float64
+    fractions = whole / 7.0  # float64 products, which agree to rounding in any order of summing
+    assert np.allclose(resamples.sums(fractions), (counts @ fractions.T).T, rtol=1e-13, atol=1e-9)
+    drawn = stats.Resamples(n, n_resamples=300, seed=2, block_cells=5000, keep_cells=0)  # blocks drawn again
+    assert drawn.sums(whole).tobytes() == resamples.sums(whole).tobytes()

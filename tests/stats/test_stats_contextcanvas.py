@@ -153,3 +153,21 @@ def test_one_resamples_pairs_models_on_the_same_cases():
     assert shared == drawn
     with pytest.raises(ValueError, match="drawn over 41"):
         stats.contextcanvas_intervals(predicted, gold, yes, no, resamples=stats.Resamples(41))
+
+
+def test_object_arrays_are_read_as_the_lists_they_hold():
+    """A report hands the gold, Yes and No columns over once as read-only object arrays for every model; the
+    figures are those of the same values as lists, and the invalid answers are the null ones."""
+    predicted, gold, yes, no = make_cases(40, 9, seed=3)
+
+    from cfkit.stats.answers import read_only_answers as frozen
+
+    resamples = stats.Resamples(len(gold), n_resamples=200, seed=1)
+    as_lists = stats.contextcanvas_intervals(predicted, gold, yes, no, resamples=resamples)
+    as_arrays = stats.contextcanvas_intervals(frozen(predicted), frozen(gold), frozen(yes), frozen(no),
+                                              resamples=resamples)
+    assert as_arrays == as_lists
+    assert as_lists.scores == stats.contextcanvas_scores(predicted, gold, yes, no)
+    assert as_lists.scores.invalid == sum(p is None for p in predicted) > 0
+    assert as_lists.scores.n_binary == 40
+    assert not frozen(gold).flags.writeable and list(frozen(gold)) == gold
