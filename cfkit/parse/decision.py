@@ -121,7 +121,7 @@ def _decide(found: Findings, text: str, vocab: Vocabulary, *, had_json: bool) ->
                                                               f"('{found.rejected[distinct[0]]}') and also gives it "
                                                               "as its answer", **meta)
     if distinct:
-        best = min(valid, key=lambda r: RULES.index(r.rule))
+        best = valid[0] if len(valid) == 1 else min(valid, key=lambda r: RULES.index(r.rule))
         return ParsedAnswer(best.answer, rule=best.rule, detail=best.detail, **meta)
     if found.readings:  # only values that are not options ('"answer": "maybe"')
         bad = found.readings[0]
@@ -171,6 +171,10 @@ def _named(text: str, vocab: Vocabulary) -> dict[str, str | None]:
 
 
 def _with(result: ParsedAnswer, **changes: Any) -> ParsedAnswer:
+    """``result`` with ``changes``; the very object when they change nothing (most replies: no reasoning, not
+    windowed), which spares a copy made for every reply a run stores."""
+    if all(getattr(result, name) == value for name, value in changes.items()):
+        return result
     from dataclasses import replace
 
     return replace(result, **changes)

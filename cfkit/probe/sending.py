@@ -11,7 +11,9 @@ so does a server that is not there or keeps refusing (:mod:`~cfkit.probe.stoppin
 
 At 64 requests in flight a run is bound by this thread's CPU, so each
 request's own work is kept small: a lazy plan's cache key is spliced into the
-run's shared key text (:mod:`~cfkit.probe.cache_keys`), and the objects made
+run's shared key text (:mod:`~cfkit.probe.cache_keys`) and, unless the
+response cache may answer the request, taken when its reply is committed,
+with the reply's reading (:mod:`~cfkit.probe.recording`); the objects made
 before sending are left out of the garbage collector's passes while it sends
 (:class:`_OldObjectsFrozen`).
 """
@@ -50,6 +52,7 @@ class Sender:
         self.on_progress = on_progress
         self.budget = budget
         self.recorder = recorder
+        recorder.keyer = self._key_later
         self.stopped: str | None = None
         self.notes: set[str] = set()
         self.pacer: Pacer | None = None
@@ -159,17 +162,25 @@ class Sender:
         self.keys[item.key] = key
         return key, item
 
-    def _cached(self, key: str):
-        """The response cache's reply for ``key`` (a lazy plan's request, keyed only now), or None.
+    def _key_later(self, item: ProbeItem, shas: tuple) -> tuple[str, ProbeItem]:
+        """:meth:`_keyed` for a reply the recorder was given without its key: the key does not depend on
+        the images' bytes, only on their digests, so the planned request (images by reference) gives it."""
+        return self._keyed(item, item.request, shas)
+
+    def _cache_may_answer(self) -> bool:
+        """Whether a lazy plan's request must be keyed before it is sent, to ask the response cache.
 
         A cache that held nothing of this model when sending began is not asked again: what this run adds
-        answers other requests, as a plan's lookup before sending would not have seen it either."""
+        answers other requests, as a plan's lookup before sending would not have seen it either. Otherwise
+        the key is taken when the reply is committed (:mod:`cfkit.probe.recording`)."""
         if not self.backend.capabilities.cacheable:
-            return None
+            return False
         if self._cache_holds is None:
             self._cache_holds = responses.holds_any(self.store, backend=self.backend.kind, model=self.backend.model)
-        if not self._cache_holds:
-            return None
+        return self._cache_holds
+
+    def _cached(self, key: str):
+        """The response cache's reply for ``key`` (a lazy plan's request, keyed only now), or None."""
         hit = responses.cached(self.store, [key]).get(key)
         return cached_reply(hit) if hit is not None else None
 
@@ -211,15 +222,21 @@ class Sender:
             budget.in_flight += 1
         key = self.keys[item.key]
         reply = None
+        request = shas = None
         try:
             # Read (and, for a lazy plan, hashed) here on the loop: a worker thread hashing them kept 8 MiB
             # more resident at 64 in flight (its own malloc arena) for no measurable gain on two cores. Reading
             # here and hashing on one worker thread while the request is in flight (keyed on its reply) was
             # tried too: it cost the loop more than the hash it moved (main-thread CPU 300-365 against
-            # 240-288 us a request, 1,204 lazy-plan images, load average 3.4 on two cores).
+            # 240-288 us a request, 1,204 lazy-plan images, load average 3.4 on two cores). Hashing on one
+            # thread without asyncio's hand-over (a future waited for at the reply's commit) gave the same wall
+            # time on two cores for 14% more CPU in all (1.32 s either way, 844 against 729 us a request; two
+            # processes, 10 alternating rounds, load average 1.6).
             request, shas = self._images.acquire_with_digests(item.request)
             try:
-                if key is None:  # a lazy plan: the key and the image's digest come from the bytes just read
+                # A lazy plan: the key and the image's digest come from the bytes just read; taken now only
+                # when the response cache may answer, else when the reply is committed.
+                if key is None and self._cache_may_answer():
                     key, item = self._keyed(item, request, shas)
                     hit = self._cached(key)
                     if hit is not None:
@@ -236,6 +253,8 @@ class Sender:
             finally:
                 self._images.release(item.request)
         except (TransportError, ImageError) as exc:  # recorded, and sent again on the next run
+            if key is None and shas is not None:
+                key, item = self._keyed(item, request, shas)
             self.recorder.transport(item, key or "", str(exc))
             self.progress.errors += 1
             self.policy.failed(str(exc))
@@ -246,7 +265,7 @@ class Sender:
         self.progress.sent += 1
         if reply is not None:
             self.policy.answered()
-            self.recorder.reply(item, key, reply)
+            self.recorder.reply(item, key, reply, shas=shas if key is None else None)
             self.progress.done += 1
             self.notes.update(reply.notes)
             if reply.cost_usd is not None:

@@ -24,9 +24,13 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+#: The encoder json.dumps(sort_keys=True, ensure_ascii=False) makes anew for every call, made once.
+_STORED_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+
+
 def to_json(value: Any) -> str:
     """JSON text as stored: sorted keys, UTF-8 kept."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return _STORED_JSON.encode(value)
 
 
 def from_json(text: str | None, default: Any = None) -> Any:
