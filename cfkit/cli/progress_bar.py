@@ -79,6 +79,19 @@ def quiet_width() -> int | None:
     return width or 80
 
 
+def bar_fields(p, elapsed: float) -> tuple[float, str, str]:
+    """What the bar shows of a run's progress ``p`` after ``elapsed`` seconds: (completed, rate, extra)."""
+    rate = f"{p.sent / max(elapsed, 1e-9):.1f} req/s" if p.sent else ""
+    extra = f"{p.concurrency} at once" if p.concurrency else ""  # lower while the server is overloaded
+    if p.errors:
+        extra += f"  errors {p.errors}"
+    if p.elsewhere:
+        extra += f"  {p.elsewhere} by another process"
+    if p.priced:
+        extra += f"  {usd(p.cost_usd)}"
+    return p.done + p.errors, rate, extra.strip()
+
+
 class QuietBar:
     """The bar's state while nothing is drawn, kept as Rich's task keeps it, and the line Rich prints at the end."""
 
@@ -164,17 +177,7 @@ class ProgressBar:
             self.progress.stop()
 
     def update(self, p) -> None:
-        elapsed = max(self.clock() - self.started, 1e-9)
-        rate = f"{p.sent / elapsed:.1f} req/s" if p.sent else ""
-        extra = f"{p.concurrency} at once" if p.concurrency else ""  # lower while the server is overloaded
-        if p.errors:
-            extra += f"  errors {p.errors}"
-        if p.elsewhere:
-            extra += f"  {p.elsewhere} by another process"
-        if p.priced:
-            extra += f"  {usd(p.cost_usd)}"
-        extra = extra.strip()
-        completed = p.done + p.errors
+        completed, rate, extra = bar_fields(p, self.clock() - self.started)
         if self.task is None and self.quiet is None:
             # Started on the first report, so a run refused at start-up prints its one error line only.
             self.width = quiet_width()

@@ -18,8 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from cfkit.cli import console as console_module
 from cfkit.cli import progress_bar
-from cfkit.cli.progress_bar import ProgressBar
-from cfkit.money import usd
+from cfkit.cli.progress_bar import ProgressBar, bar_fields
 from cfkit.probe.progress import RunProgress
 
 
@@ -56,16 +55,8 @@ class RichReference:
         if self.task is None:
             self.progress.start()
             self.task = self.progress.add_task("run", total=p.total, completed=p.done, rate="", extra="")
-        elapsed = max(self.clock() - self.started, 1e-9)
-        rate = f"{p.sent / elapsed:.1f} req/s" if p.sent else ""
-        extra = f"{p.concurrency} at once" if p.concurrency else ""
-        if p.errors:
-            extra += f"  errors {p.errors}"
-        if p.elsewhere:
-            extra += f"  {p.elsewhere} by another process"
-        if p.priced:
-            extra += f"  {usd(p.cost_usd)}"
-        self.progress.update(self.task, completed=p.done + p.errors, rate=rate, extra=extra.strip())
+        completed, rate, extra = bar_fields(p, self.clock() - self.started)
+        self.progress.update(self.task, completed=completed, rate=rate, extra=extra)
 
     def stop(self) -> None:
         if self.task is not None:
@@ -102,6 +93,12 @@ def _drive(bar, reports: list[tuple[float, RunProgress]], clock: Clock) -> None:
     for wait, report in reports:
         clock.now += wait
         bar.update(report)
+
+
+def test_the_bar_says_completed_rate_in_flight_errors_other_process_and_cost():
+    p = RunProgress(total=50, done=12, sent=10, errors=2, cost_usd=0.5, priced=True, concurrency=8, elsewhere=3)
+    assert bar_fields(p, 4.0) == (14, "2.5 req/s", "8 at once  errors 2  3 by another process  $0.50")
+    assert bar_fields(RunProgress(total=5, done=5), 0.0) == (5, "", "")  # a rerun: nothing sent, nothing to add
 
 
 @pytest.mark.parametrize("seed", range(60))
