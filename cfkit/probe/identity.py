@@ -117,24 +117,16 @@ def settings_sha256(settings: Mapping[str, Any]) -> str:
     return _sha256(dict(settings))
 
 
-def requests_sha256(keys: Mapping[tuple[str, str, str], str],
-                    shown: Mapping[tuple[str, str, str], tuple[int | None, Any]] | None = None) -> str:
+def requests_sha256(places: Iterable[tuple[tuple[str, str, str], str, tuple[int | None, Any]]]) -> str:
     """A digest over every planned request: its place in the suite, its key (:func:`request_key`), and what it
-    is about.
+    is about, from ``places``: (place, request key, (edit id, the shown image file as [path, size, mtime])) of
+    each request, in the order of their places, each place once.
 
-    ``shown`` maps a place to (edit id, the shown image file as [path, size,
-    mtime]) of the question: a backend that takes no images sends the same
-    request for a new edit, yet its answers are about that edit, so a new edit
-    still makes a new run.
+    That is the SHA-256 of the JSON list of ``[place, key, [edit id, file]]``, written straight into the hash
+    as each is given, without the list of them all that a run of 12,000 requests would hold at once. The edit
+    and file are there because a backend that takes no images sends the same request for a new edit, yet its
+    answers are about that edit, so a new edit still makes a new run.
     """
-    shown = shown or {}
-    return _sha256(sorted([list(place), key, list(shown.get(place, (None, None)))] for place, key in keys.items()))
-
-
-def planned_requests_sha256(places: Iterable[tuple[tuple[str, str, str], str, tuple[int | None, Any]]]) -> str:
-    """:func:`requests_sha256` of ``places``, (place, request key, (edit id, shown file)) of each request in the
-    order of their places, written straight into the hash: the same digest, without the map of every request's
-    key and the sorted list of them all that a run of 12,000 requests held at once (megabytes at its peak)."""
     digest = hashlib.sha256(b"[")
     first = True
     for place, key, shown in places:

@@ -31,17 +31,17 @@ server reported.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from cfkit import __version__
 from cfkit.backends import Backend, as_backend
 from cfkit.errors import Incomplete, UsageError
 from cfkit.probe.cache_keys import RunKeys
-from cfkit.probe.identity import (library_versions, planned_requests_sha256, requests_sha256, run_id_for, run_settings,
-                                  settings_sha256)
+from cfkit.probe.identity import library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
 from cfkit.probe.plan import ProbeItem, ProbePlan
 from cfkit.probe.progress import Budget, RunProgress, RunSummary
 from cfkit.store import Store, batches, responses, runs
@@ -247,23 +247,26 @@ def run_identity(backend: Backend, plan: ProbePlan,
     run_keys = RunKeys(backend)  # the same keys as cache_key and request_key, the shared parts serialised once
     keys = {item.key: run_keys.cache_key(item.request) for item in plan.items}
     settings = run_settings(backend, plan.generation, protocol)
-    ordered = sorted(plan.items, key=_place)
-    if any(a.key == b.key for a, b in zip(ordered, ordered[1:])):  # a place asked twice: the last one counts
-        early = {item.key: run_keys.request_key(item.request) for item in plan.items}
-        shown = {item.key: (item.edit_id, _file(item.image_file)) for item in plan.items}
-        requests_digest = requests_sha256(early, shown)
-    else:  # each request's key goes into the digest as it is made, in the order of the places
-        requests_digest = planned_requests_sha256(
-            (item.key, run_keys.request_key(item.request), (item.edit_id, _file(item.image_file))) for item in ordered)
-    del ordered
+    # Each request's key goes into the digest as it is made, in the order of the places.
+    requests_digest = requests_sha256(
+        (item.key, run_keys.request_key(item.request), (item.edit_id, _file(item.image_file)))
+        for item in _last_of_each_place(plan.items))
     recorded = RunSettings(settings=settings, settings_sha256=settings_sha256(settings),
                            requests_sha256=requests_digest, endpoint=backend.endpoint,
                            versions=_versions(backend), protocol=protocol, selection=plan.selection.as_dict())
     return run_id_for(backend, plan.suite, recorded.settings_sha256, recorded.requests_sha256), keys, recorded
 
 
-def _place(item: ProbeItem) -> tuple[str, str, str]:
-    return item.key
+def _last_of_each_place(items: Sequence[ProbeItem]) -> Iterator[ProbeItem]:
+    """``items`` in the order of their places, each place once: where a place is asked twice, its last request
+    counts (as in a map by place)."""
+    held = None
+    for item in sorted(items, key=attrgetter("key")):  # a stable sort: a place's requests keep their order
+        if held is not None and held.key != item.key:
+            yield held
+        held = item
+    if held is not None:
+        yield held
 
 
 @functools.cache

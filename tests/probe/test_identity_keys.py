@@ -137,3 +137,24 @@ def test_a_run_s_id_is_the_digest_of_every_request_written_as_one_sorted_documen
     assert recorded.requests_sha256 == digest
     settings = settings_sha256(run_settings(backend, plan.generation))
     assert run_id == run_id_for(backend, suite, settings, digest)
+
+
+def test_a_place_asked_twice_counts_once_with_its_last_request(tmp_path):
+    """Where a plan holds one place twice, the run's digest takes that place once, with the request that comes
+    last (as a map by place would keep it)."""
+    from dataclasses import replace
+
+    from cfkit.probe.runner import run_identity
+
+    ws = load_workspace(many_cases(tmp_path / "ws", 5))
+    backend = load_backend(*BACKENDS[0])
+    plan = plan_suite(ws, "contextcanvas", backend.capabilities, digests=Digests(None, lazy=True))
+    again = replace(plan.items[1], request=replace(plan.items[1].request, user="Asked again, in other words."))
+    twice = replace(plan, items=[*plan.items[:3], again, *plan.items[3:]])
+    last = {item.key: item for item in twice.items}
+    document = sorted([list(item.key), _request_written(backend, item.request),
+                       [item.edit_id, [item.image_file.path, item.image_file.size, item.image_file.mtime_ns]]]
+                      for item in last.values())
+    digest = hashlib.sha256(json.dumps(document, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+    assert run_identity(backend, twice)[2].requests_sha256 == digest
+    assert digest != run_identity(backend, plan)[2].requests_sha256  # the second asking is the one counted
