@@ -76,7 +76,7 @@ from cfkit.backends.http import (
     package_versions,
     retry_after_seconds,
 )
-from cfkit.backends.openai_wire import MAX_STORED_CHARS, b64encode, body_parts, reply_from_completion, slot
+from cfkit.backends.openai_wire import MAX_STORED_CHARS, body_parts, image_base64, reply_from_completion, slot
 from cfkit.backends.replicas import Replica, ReplicaPool, served_model
 from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, UsageError
@@ -124,6 +124,7 @@ class OpenAIBackend(Backend):
     Options: ClassVar[type[OpenAIOptions]] = OpenAIOptions
     requires: ClassVar[tuple[str, ...]] = ("aiohttp", "orjson")  # checked before a run opens (check_installed)
     batch_file_format: ClassVar[str | None] = "openai"  # probe run --batch-file (vllm run-batch, OpenAI's files)
+    sends_base64: ClassVar[bool] = True  # images go as base64 data URLs
     extra: ClassVar[str] = "openai"
     controls: ClassVar[tuple[str, ...]] = CONTROL_KEYS  # every model control (cfkit.backends.controls)
 
@@ -205,7 +206,7 @@ class OpenAIBackend(Backend):
         content: list[dict[str, Any]] = [{"type": "text", "text": request.user}]
         for i, image in enumerate(request.images):
             url = slot(i).decode("ascii") if slots else \
-                f"data:{image.mime};base64,{b64encode(image.data).decode('ascii')}"
+                f"data:{image.mime};base64,{image_base64(image).decode('ascii')}"
             part: dict[str, Any] = {"url": url}
             if self.options.detail != "auto":
                 part["detail"] = self.options.detail

@@ -58,8 +58,18 @@ def b64encode(data: bytes) -> bytes:
     return _encoder(data)
 
 
+def image_base64(image) -> bytes:
+    """The base64 of an image's bytes: the one it holds (:class:`~cfkit.images.EncodedImage`), else encoded now."""
+    encoded = getattr(image, "base64", None)
+    return encoded if encoded is not None else b64encode(image.data)
+
+
+#: The markers of the first few image slots, made once.
+_SLOTS = [f"{_SLOT_MARK}{i}.".encode("ascii") for i in range(8)]
+
+
 def slot(i: int) -> bytes:
-    return f"{_SLOT_MARK}{i}.".encode("ascii")
+    return _SLOTS[i] if i < len(_SLOTS) else f"{_SLOT_MARK}{i}.".encode("ascii")
 
 
 def encoded_body(body: bytes, images) -> bytes:
@@ -82,7 +92,7 @@ def body_parts(body: bytes, images) -> list[bytes]:
         head, found, rest = rest.partition(slot(i))
         if not found:
             raise AssertionError(f"image slot {i} missing from the encoded body")
-        parts += [head + f"data:{image.mime};base64,".encode("ascii"), b64encode(image.data)]
+        parts += [head + f"data:{image.mime};base64,".encode("ascii"), image_base64(image)]
     parts.append(rest)
     return parts
 
