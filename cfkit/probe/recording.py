@@ -55,12 +55,21 @@ def read_reply(reply: Reply, case: Case) -> ReplyFields:
     if reply.refused:
         return ReplyFields(answer=None, parse=None, error="refused", reason=reply.raw, confidence=None,
                            detail="the model declined to answer", reasoning=reply.reasoning)
-    from cfkit.parse import PARSER_VERSION, parse_answer  # loaded with the first reply, off the path to the first request
+    global _parser
+    if _parser is None:  # loaded with the first reply, off the path to the first request; then kept here
+        from cfkit.parse import PARSER_VERSION, parse_answer
 
+        _parser = (parse_answer, PARSER_VERSION)
+    parse_answer, parser_version = _parser
     parsed = parse_answer(reply.raw, case.options, reasoning=reply.reasoning)
     return ReplyFields(answer=parsed.answer, parse=parsed.rule, error=parsed.error, reason=parsed.reason,
                        confidence=parsed.confidence, detail=parsed.detail or None, reasoning=parsed.reasoning,
-                       parser=PARSER_VERSION)
+                       parser=parser_version)
+
+
+#: (:func:`cfkit.parse.parse_answer`, :data:`cfkit.parse.PARSER_VERSION`) once :func:`read_reply` has read a reply
+#: (the import statement and the lazy package's look-up cost a few microseconds a reply).
+_parser: tuple | None = None
 
 
 def cached_reply(hit: CachedResponse) -> Reply:
