@@ -174,12 +174,8 @@ class Recorder:
                 failure = failure or exc
                 continue
             if p.cache and reply is not None:
-                cached.append(responses.response_row(CachedResponse(
-                    cache_key=cache_key, raw=reply.raw, usage=reply.usage, latency_s=reply.latency_s,
-                    cost_usd=reply.cost_usd, refused=reply.refused, server_model=reply.server_model,
-                    system_fingerprint=reply.system_fingerprint, raw_chars=reply.raw_chars,
-                    reasoning=reply.reasoning, truncated=reply.truncated, endpoint=reply.endpoint),
-                    backend=self.cache_as.kind, model=self.cache_as.model, created_at=stamp))
+                cached.append(responses.reply_response_row(cache_key, reply, backend=self.cache_as.kind,
+                                                           model=self.cache_as.model, created_at=stamp))
             stored.append(runs.reply_row(self.run_id, item.key, cache_key=cache_key,
                                          raw=reply.raw if reply is not None else None, fields=fields,
                                          cost_usd=reply.cost_usd if reply is not None else None,
