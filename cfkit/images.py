@@ -41,6 +41,34 @@ class ImageData(NamedTuple):
         return hashlib.sha256(self.data).hexdigest()
 
 
+class EncodedImage:
+    """One image as sent, held as the standard base64 of its bytes (padded, no newlines), as a backend that sends
+    base64 receives it from a probe run (:attr:`cfkit.backends.Backend.sends_base64`): the file was read into a
+    reused buffer, hashed and encoded there, so its bytes are never held apart. ``data`` decodes them again (for
+    a caller that needs the bytes); ``sha256`` is theirs."""
+
+    __slots__ = ("base64", "mime")
+
+    def __init__(self, base64: bytes, mime: str):
+        self.base64 = base64
+        self.mime = mime
+
+    @property
+    def data(self) -> bytes:
+        """The image's bytes (decoded from :attr:`base64` each time)."""
+        import binascii
+
+        return binascii.a2b_base64(self.base64, strict_mode=True)
+
+    @property
+    def sha256(self) -> str:
+        """The SHA-256 of the bytes, in hex."""
+        return hashlib.sha256(self.data).hexdigest()
+
+    def __repr__(self) -> str:
+        return f"EncodedImage(<{len(self.base64):,} base64 characters>, {self.mime!r})"
+
+
 def open_image(path: Path, *, what: str = "image") -> "Image.Image":
     """Open ``path`` as an upright 8-bit RGB image, or raise :class:`ImageError`."""
     return read_image(path, what=what)[1]

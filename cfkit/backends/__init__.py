@@ -209,6 +209,9 @@ class Backend:
     controls: ClassVar[tuple[str, ...]] = ()
     #: The batch-file line format its :meth:`batch_body` writes (``probe run --batch-file``): "openai", or None.
     batch_file_format: ClassVar[str | None] = None
+    #: True when it sends images as base64 (``image.base64`` where an image has it): a probe run then reads each
+    #: file into a reused buffer and keeps only its base64 (:class:`cfkit.images.EncodedImage`).
+    sends_base64: ClassVar[bool] = False
     batch_size: int = 1  # requests one call answers together (a local model's batches)
     replicas: int = 1  # servers that answer it (cfkit.backends.replicas); -j applies at each
 

@@ -76,7 +76,7 @@ from cfkit.backends.http import (
     package_versions,
     retry_after_seconds,
 )
-from cfkit.backends.openai_wire import MAX_STORED_CHARS, b64encode, encoded_body, reply_from_completion, slot
+from cfkit.backends.openai_wire import MAX_STORED_CHARS, body_parts, image_base64, reply_from_completion, slot
 from cfkit.backends.replicas import Replica, ReplicaPool, served_model
 from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, UsageError
@@ -124,6 +124,7 @@ class OpenAIBackend(Backend):
     Options: ClassVar[type[OpenAIOptions]] = OpenAIOptions
     requires: ClassVar[tuple[str, ...]] = ("aiohttp", "orjson")  # checked before a run opens (check_installed)
     batch_file_format: ClassVar[str | None] = "openai"  # probe run --batch-file (vllm run-batch, OpenAI's files)
+    sends_base64: ClassVar[bool] = True  # images go as base64 data URLs
     extra: ClassVar[str] = "openai"
     controls: ClassVar[tuple[str, ...]] = CONTROL_KEYS  # every model control (cfkit.backends.controls)
 
@@ -197,14 +198,15 @@ class OpenAIBackend(Backend):
     def _content(self, request: ProbeRequest, *, slots: bool = False) -> list[dict[str, Any]]:
         """The user message's parts: the text, then each image as a base64 data URL (encoded once).
 
-        With ``slots``, each URL is a marker that :func:`~cfkit.backends.openai_wire.encoded_body` replaces with the image's bytes once the
-        rest of the body is JSON: the image is then never held as a Python string, nor copied through the
-        JSON encoder (whose buffer for a 200 KB body is about 2 MB).
+        With ``slots``, each URL is a marker that :func:`~cfkit.backends.openai_wire.body_parts` replaces with
+        the image's bytes once the rest of the body is JSON: the image is then never held as a Python string,
+        nor copied through the JSON encoder (whose buffer for a 200 KB body is about 2 MB), nor joined with the
+        rest of the body (the parts go to the socket one after another).
         """
         content: list[dict[str, Any]] = [{"type": "text", "text": request.user}]
         for i, image in enumerate(request.images):
             url = slot(i).decode("ascii") if slots else \
-                f"data:{image.mime};base64,{b64encode(image.data).decode('ascii')}"
+                f"data:{image.mime};base64,{image_base64(image).decode('ascii')}"
             part: dict[str, Any] = {"url": url}
             if self.options.detail != "auto":
                 part["detail"] = self.options.detail
@@ -267,7 +269,7 @@ class OpenAIBackend(Backend):
             state = (frozenset(self._refused), self.token_param)
             if state != encoded_for:
                 body = self._body(request, content)
-                data = encoded_body(orjson.dumps(body), request.images)
+                data = body_parts(orjson.dumps(body), request.images)
                 encoded_for = state
             exchange, replica = await self._post(data)
             where = replica.shown if replica is not None else self.endpoint
@@ -305,7 +307,7 @@ class OpenAIBackend(Backend):
         reply = self._reply(completion, time.perf_counter() - started, notes)
         return replace(reply, endpoint=where) if replica is not None else reply
 
-    async def _post(self, data: bytes) -> tuple[Exchange, Replica | None]:
+    async def _post(self, data: list[bytes]) -> tuple[Exchange, Replica | None]:
         """One attempt: at the one endpoint, or at the replica the pool picks (which it then tells the outcome)."""
         if self._pool is None:
             return await self._client.post("/chat/completions", data), None

@@ -58,8 +58,18 @@ def b64encode(data: bytes) -> bytes:
     return _encoder(data)
 
 
+def image_base64(image) -> bytes:
+    """The base64 of an image's bytes: the one it holds (:class:`~cfkit.images.EncodedImage`), else encoded now."""
+    encoded = getattr(image, "base64", None)
+    return encoded if encoded is not None else b64encode(image.data)
+
+
+#: The markers of the first few image slots, made once.
+_SLOTS = [f"{_SLOT_MARK}{i}.".encode("ascii") for i in range(8)]
+
+
 def slot(i: int) -> bytes:
-    return f"{_SLOT_MARK}{i}.".encode("ascii")
+    return _SLOTS[i] if i < len(_SLOTS) else f"{_SLOT_MARK}{i}.".encode("ascii")
 
 
 def encoded_body(body: bytes, images) -> bytes:
@@ -67,16 +77,24 @@ def encoded_body(body: bytes, images) -> bytes:
 
     Base64 uses only characters JSON carries as they are, so the bytes are the JSON of the full body.
     """
+    return b"".join(body_parts(body, images))
+
+
+def body_parts(body: bytes, images) -> list[bytes]:
+    """:func:`encoded_body` as the pieces it is joined from: the text before each image with the image's data
+    URL prefix, the image's base64, and the text after the last image. The HTTP client writes them one after
+    another (:meth:`cfkit.backends.http.JSONClient.post`), so the body is never copied whole into one buffer
+    before it reaches the socket."""
     if not images:
-        return body
+        return [body]
     parts, rest = [], body
     for i, image in enumerate(images):
         head, found, rest = rest.partition(slot(i))
         if not found:
             raise AssertionError(f"image slot {i} missing from the encoded body")
-        parts += [head, f"data:{image.mime};base64,".encode("ascii"), b64encode(image.data)]
+        parts += [head + f"data:{image.mime};base64,".encode("ascii"), image_base64(image)]
     parts.append(rest)
-    return b"".join(parts)
+    return parts
 
 
 def reply_from_completion(completion: dict[str, Any], latency: float, notes: list[str], *,

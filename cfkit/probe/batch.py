@@ -34,7 +34,7 @@ from cfkit.cases import Case, CaseSet
 from cfkit.errors import NotFoundError, OutputError, TransportError, UsageError
 from cfkit.money import usd
 from cfkit.probe.batch_results import BatchResults
-from cfkit.probe.image_refs import SendingImages
+from cfkit.probe.sending_images import SendingImages
 from cfkit.probe.plan import ProbeItem
 from cfkit.probe.prices import BATCH_PRICE_FACTOR
 from cfkit.probe.recording import Recorder

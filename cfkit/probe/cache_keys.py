@@ -76,6 +76,18 @@ def _identities_json(images) -> str | None:
     return "[" + ", ".join(parts) + "]"
 
 
+def _digests_json(images, shas: list) -> str | None:
+    """``_json`` of ``[[image.mime, sha], ...]`` (a cache key's images) written straight from the texts, or None
+    when one of them is not text."""
+    parts = []
+    for image, sha in zip(images, shas):
+        mime = image.mime
+        if type(mime) is not str or type(sha) is not str:
+            return None
+        parts.append(f"[{encode_basestring(mime)}, {encode_basestring(sha)}]")
+    return "[" + ", ".join(parts) + "]"
+
+
 class _Template:
     """The key material's JSON text with a gap for each spliced field, for one (generation, schema, backend part).
 
@@ -124,7 +136,9 @@ class RunKeys:
         shas = [sha if sha is not None else image.sha256 for sha, image in zip(shas, images)]
         if any(sha is None for sha in shas):
             return None
-        found = self._spliced_key(request, [[image.mime, sha] for image, sha in zip(images, shas)], None)
+        written = _digests_json(images, shas)
+        pairs = None if written is not None else [[image.mime, sha] for image, sha in zip(images, shas)]
+        found = self._spliced_key(request, pairs, None, written)
         return found if found is not None else cache_key(self.backend, request, shas)
 
     def request_key(self, request: ProbeRequest) -> str:

@@ -5,7 +5,7 @@ a planned request is an :class:`ImageRef`: what it is made from (one file, or
 two files drawn as one labelled sheet for a backend that takes one image),
 the MIME type and SHA-256 of the bytes the model will receive (what the cache
 key covers) and its size in pixels (what the cost estimate needs). The bytes
-are produced by :meth:`ImageRef.load` when the request is sent; the runner
+are produced by :meth:`ImageRef.load` when the request is sent; the sender (:mod:`cfkit.probe.sending_images`)
 shares one load between requests in flight that send the same image.
 
 :class:`Digests` finds what each file holds. A file whose path, size and
@@ -37,11 +37,10 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from cfkit.backends import ProbeRequest
 from cfkit.errors import ImageError
 from cfkit.images import ImageData, as_sent, read_header, side_by_side
 from cfkit.probe.header_checks import header_only
@@ -384,54 +383,3 @@ class Digests:
         if self.store is not None and self.remember and self._new:
             digest_table.remember(self.store, self._new)
         self._new = []
-
-
-class SendingImages:
-    """The images of the requests being sent, each loaded once while requests that send it are in flight."""
-
-    def __init__(self) -> None:
-        self._held: dict[ImageRef, list] = {}  # ref -> [ImageData, requests holding it, SHA-256 of the bytes]
-        self.learned: list[FileDigest] = []  # files read for the first time, for the store's digest table
-
-    def acquire(self, request: ProbeRequest) -> ProbeRequest:
-        """``request`` with its images as bytes (read now, or shared with a request in flight)."""
-        return self.acquire_with_digests(request)[0]
-
-    def acquire_with_digests(self, request: ProbeRequest) -> tuple[ProbeRequest, tuple[str | None, ...]]:
-        """(``request`` with its images as bytes, the SHA-256 of each image's bytes: known from the plan or
-        taken from the bytes read now; None for an image the request held as bytes already)."""
-        if not any(isinstance(image, ImageRef) for image in request.images):
-            return request, tuple(None for _ in request.images)
-        loaded = []
-        shas: list[str | None] = []
-        try:
-            for image in request.images:
-                if not isinstance(image, ImageRef):
-                    loaded.append(image)
-                    shas.append(None)
-                    continue
-                held = self._held.get(image)
-                if held is None:
-                    data, sha, learned = image.load_learning()
-                    if learned is not None:
-                        self.learned.append(learned)
-                    held = self._held[image] = [data, 0, sha]
-                held[1] += 1
-                loaded.append(held[0])
-                shas.append(held[2])
-        except BaseException:
-            self._release(request.images[: len(loaded)])
-            raise
-        return replace(request, images=tuple(loaded)), tuple(shas)
-
-    def release(self, request: ProbeRequest) -> None:
-        """The request is answered: drop the images no other request in flight holds."""
-        self._release(request.images)
-
-    def _release(self, images) -> None:
-        for image in images:
-            held = self._held.get(image) if isinstance(image, ImageRef) else None
-            if held is not None:
-                held[1] -= 1
-                if held[1] <= 0:
-                    del self._held[image]

@@ -55,12 +55,21 @@ def read_reply(reply: Reply, case: Case) -> ReplyFields:
     if reply.refused:
         return ReplyFields(answer=None, parse=None, error="refused", reason=reply.raw, confidence=None,
                            detail="the model declined to answer", reasoning=reply.reasoning)
-    from cfkit.parse import PARSER_VERSION, parse_answer  # loaded with the first reply, off the path to the first request
+    global _parser
+    if _parser is None:  # loaded with the first reply, off the path to the first request; then kept here
+        from cfkit.parse import PARSER_VERSION, parse_answer
 
+        _parser = (parse_answer, PARSER_VERSION)
+    parse_answer, parser_version = _parser
     parsed = parse_answer(reply.raw, case.options, reasoning=reply.reasoning)
     return ReplyFields(answer=parsed.answer, parse=parsed.rule, error=parsed.error, reason=parsed.reason,
                        confidence=parsed.confidence, detail=parsed.detail or None, reasoning=parsed.reasoning,
-                       parser=PARSER_VERSION)
+                       parser=parser_version)
+
+
+#: (:func:`cfkit.parse.parse_answer`, :data:`cfkit.parse.PARSER_VERSION`) once :func:`read_reply` has read a reply
+#: (the import statement and the lazy package's look-up cost a few microseconds a reply).
+_parser: tuple | None = None
 
 
 def cached_reply(hit: CachedResponse) -> Reply:
@@ -165,12 +174,8 @@ class Recorder:
                 failure = failure or exc
                 continue
             if p.cache and reply is not None:
-                cached.append(responses.response_row(CachedResponse(
-                    cache_key=cache_key, raw=reply.raw, usage=reply.usage, latency_s=reply.latency_s,
-                    cost_usd=reply.cost_usd, refused=reply.refused, server_model=reply.server_model,
-                    system_fingerprint=reply.system_fingerprint, raw_chars=reply.raw_chars,
-                    reasoning=reply.reasoning, truncated=reply.truncated, endpoint=reply.endpoint),
-                    backend=self.cache_as.kind, model=self.cache_as.model, created_at=stamp))
+                cached.append(responses.reply_response_row(cache_key, reply, backend=self.cache_as.kind,
+                                                           model=self.cache_as.model, created_at=stamp))
             stored.append(runs.reply_row(self.run_id, item.key, cache_key=cache_key,
                                          raw=reply.raw if reply is not None else None, fields=fields,
                                          cost_usd=reply.cost_usd if reply is not None else None,

@@ -3,7 +3,7 @@
 :class:`Sender` runs as many workers as ``--concurrency`` allows; each takes
 the next request this process holds the lease of (:mod:`~cfkit.probe.sharing`),
 waits for a slot under the current level (:mod:`~cfkit.probe.pacing`), reads
-its images (:class:`~cfkit.probe.image_refs.SendingImages`: once while
+its images (:class:`~cfkit.probe.sending_images.SendingImages`: once while
 requests sharing an image are in flight), asks the backend, and queues the
 reply for the next commit (:mod:`~cfkit.probe.recording`). A budget, when
 given (:class:`~cfkit.probe.progress.Budget`), stops sending before it could be passed;
@@ -29,7 +29,8 @@ from cfkit.backends import Backend, is_async
 from cfkit.errors import ImageError, TransportError
 from cfkit.money import usd
 from cfkit.probe.cache_keys import RunKeys
-from cfkit.probe.image_refs import ImageRef, SendingImages
+from cfkit.probe.image_refs import ImageRef
+from cfkit.probe.sending_images import SendingImages
 from cfkit.probe.pacing import Pacer
 from cfkit.probe.plan import ProbeItem
 from cfkit.probe.progress import Budget, RunProgress
@@ -59,7 +60,7 @@ class Sender:
         self.policy = StopPolicy(backend.endpoint or backend.model)
         self._stopping: asyncio.Event | None = None
         self._async = is_async(backend)
-        self._images = SendingImages()
+        self._images = SendingImages(base64=backend.sends_base64)
         self._run_keys = RunKeys(backend)  # a lazy plan's cache keys, the parts every request shares serialised once
         self.from_cache = 0  # requests of a lazy plan the response cache answered once their images were read
         self._cache_holds: bool | None = None  # whether the cache held a response of this model when sending began

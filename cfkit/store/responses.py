@@ -87,10 +87,15 @@ def put(tx: sqlite3.Connection, response: CachedResponse, *, backend: str, model
 
 def response_row(response: CachedResponse, *, backend: str, model: str, created_at: str | None = None) -> tuple:
     """One response as :func:`put_rows` caches it (``created_at`` default now)."""
-    return (response.cache_key, backend, model, response.raw, to_json(response.usage), response.latency_s,
-            response.cost_usd, int(response.refused), created_at or now(), response.server_model,
-            response.system_fingerprint, response.raw_chars, response.reasoning, int(response.truncated),
-            response.endpoint)
+    return reply_response_row(response.cache_key, response, backend=backend, model=model, created_at=created_at)
+
+
+def reply_response_row(cache_key: str, reply: Any, *, backend: str, model: str, created_at: str | None = None) -> tuple:
+    """:func:`response_row` of ``reply`` (anything with the fields of a :class:`CachedResponse` but its key: a
+    backend's reply) under ``cache_key``, without making a :class:`CachedResponse` of it first."""
+    return (cache_key, backend, model, reply.raw, to_json(reply.usage), reply.latency_s, reply.cost_usd,
+            int(reply.refused), created_at or now(), reply.server_model, reply.system_fingerprint, reply.raw_chars,
+            reply.reasoning, int(reply.truncated), reply.endpoint)
 
 
 def put_rows(tx: sqlite3.Connection, rows: list[tuple]) -> None:

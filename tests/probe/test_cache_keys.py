@@ -62,7 +62,8 @@ TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(system=TEXT, user=TEXT, option_ids=st.lists(st.sampled_from("ABCDEFG"), min_size=1, max_size=5, unique=True),
        n_images=st.integers(0, 3), seed=st.none() | st.integers(-5, 2**40), top_p=st.none() | st.floats(0, 1),
-       max_tokens=st.integers(1, 4096), mime=st.sampled_from(["image/png", "image/jpeg", "image/x-\"odd\""]),
+       max_tokens=st.integers(1, 4096),
+       mime=st.sampled_from(["image/png", "image/jpeg", "image/x-\"odd\"", "image/x-ünï\\\n"]),
        no_schema=st.booleans())
 def test_spliced_keys_are_the_formula_s_keys(backend, system, user, option_ids, n_images, seed, top_p, max_tokens,
                                             mime, no_schema):

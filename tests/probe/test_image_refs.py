@@ -20,7 +20,8 @@ from cfkit.errors import ImageError
 from cfkit.images import png_bytes, side_by_side
 from cfkit.probe import plan_suite, probe_suite, run_probe
 from cfkit.probe import image_refs
-from cfkit.probe.image_refs import Digests, ImageRef, SendingImages
+from cfkit.probe.image_refs import Digests, ImageRef
+from cfkit.probe.sending_images import SendingImages
 from cfkit.store import Store, runs
 from cfkit.workspace import load_workspace
 from support.chat_api_server import ChatServer

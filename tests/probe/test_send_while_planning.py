@@ -19,7 +19,7 @@ from PIL import Image
 from cfkit.backends import load_backend
 from cfkit.images import png_bytes, read_header
 from cfkit.probe import cache_key, plan_suite, probe_suite, run_probe
-from cfkit.probe import image_refs
+from cfkit.probe import image_refs, sending_images
 from cfkit.probe.header_checks import HEAD_BYTES, quick_header
 from cfkit.probe.image_refs import Digests, ImageRef
 from cfkit.probe.runner import run_identity
@@ -46,9 +46,10 @@ def ws(tiny_ws):
 
 @pytest.fixture
 def reads(monkeypatch) -> Counter:
-    """Whole reads of image files, by name: hashed while planning, or read to be sent."""
+    """Whole reads of image files, by name: hashed while planning, or read to be sent (as bytes, or into the
+    buffer of a backend that sends base64)."""
     seen: Counter = Counter()
-    hashed, sent = image_refs._read_hashed, image_refs._read_unchanged
+    hashed, sent, into = image_refs._read_hashed, image_refs._read_unchanged, sending_images._read_unchanged_into
 
     def hashing(path):
         seen[path.name] += 1
@@ -58,8 +59,13 @@ def reads(monkeypatch) -> Counter:
         seen[Path(state.path).name] += 1
         return sent(state)
 
+    def sending_into(state, buffer):
+        seen[Path(state.path).name] += 1
+        return into(state, buffer)
+
     monkeypatch.setattr(image_refs, "_read_hashed", hashing)
     monkeypatch.setattr(image_refs, "_read_unchanged", sending)
+    monkeypatch.setattr(sending_images, "_read_unchanged_into", sending_into)
     return seen
 
 

@@ -65,6 +65,25 @@ def test_responses_cached_in_one_batch_answer_and_an_existing_key_is_kept(store)
     assert found["k3"].raw is None
 
 
+def test_a_backends_reply_is_cached_as_the_cached_response_of_its_fields_would_be(store):
+    """What a run's commit caches straight from a reply (every field set) reads back as the reply it was."""
+    from dataclasses import fields
+
+    from cfkit.backends import Reply
+
+    reply = Reply(raw="B", usage={"prompt_tokens": 7, "completion_tokens": 2}, latency_s=0.25, cost_usd=0.001,
+                  refused=True, server_model="srv", system_fingerprint="fp", raw_chars=300_000, reasoning="hmm",
+                  truncated=True, endpoint="http://127.0.0.1:2")
+    shared = [f.name for f in fields(CachedResponse) if f.name != "cache_key"]
+    response = CachedResponse(cache_key="k9", **{name: getattr(reply, name) for name in shared})
+    stamp = "2026-01-02T03:04:05+00:00"
+    direct = responses.reply_response_row("k9", reply, backend="openai", model="m", created_at=stamp)
+    assert direct == responses.response_row(response, backend="openai", model="m", created_at=stamp)
+    with store.transaction() as tx:
+        responses.put_rows(tx, [direct])
+    assert responses.cached(store, ["k9"])["k9"] == response
+
+
 def test_answered_finds_stored_replies_of_that_very_request_only(store):
     """A claim's check: a reply counts when its cache key is the one wanted (or any, when not known yet) and it
     is not a transport failure; other conditions, pairs and runs of the same case do not count."""
