@@ -29,7 +29,6 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -147,12 +146,13 @@ def run_id_for(backend: Backend, suite: str, settings_digest: str, requests_dige
 
 def library_versions(backend: Backend | None = None) -> dict[str, str]:
     """cfkit's version, the installed versions of :data:`RECORDED_LIBRARIES`, and the backend's ``versions``."""
+    from cfkit.registry import installed_version
+
     found = {"cfkit": __version__}
     for name in RECORDED_LIBRARIES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
+        version = installed_version(name)
+        if version is not None:
+            found[name] = version
     found.update((backend.versions if backend is not None else None) or {})
     return found
 
