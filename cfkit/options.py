@@ -204,13 +204,16 @@ def identity_options(options: BaseModel) -> dict[str, Any]:
 _DECIMAL = r"(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,15})?"
 
 
-@dataclass(frozen=True)
 class PlainField:
-    """One field of a :class:`PlainSpec`: its default, the reading of a plainly right value, whether it is identity."""
+    """One field of a :class:`PlainSpec`: its default, the reading of a plainly right value (``read(value)`` ->
+    ``(True, the value as the model holds it)``, or ``(False, None)`` when not plainly right), and whether it is
+    identity. (A plain class: a dataclass costs about a millisecond to build at import, on the path to a run's
+    first request.)"""
 
-    default: Any
-    read: Any  # value -> (True, the value as the model holds it) or (False, None) when not plainly right
-    cache: bool = True
+    __slots__ = ("default", "read", "cache")
+
+    def __init__(self, default: Any, read: Any, cache: bool = True):
+        self.default, self.read, self.cache = default, read, cache
 
 
 def plain_text(optional: bool = True) -> Any:

@@ -7,7 +7,6 @@ whatever it does not take goes to the model, whose refusals stay as they were.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
@@ -15,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cfkit.backends import cache_options, load_backend
-from cfkit.backends.controls import NO_CONTROLS, ModelControls, split_controls
+from cfkit.backends.controls import CONTROL_KEYS, NO_CONTROLS, ModelControls, split_controls
 from cfkit.backends.openai_chat import OpenAIBackend
 from cfkit.backends.openai_options import PLAIN_OPTIONS
 from cfkit.errors import OptionError
@@ -120,8 +119,8 @@ def test_a_backend_built_from_plain_options_is_the_one_built_from_the_model(give
 
 def test_no_controls_given_reads_as_the_model_s_empty_controls():
     empty = ModelControls()
-    assert [f.name for f in dataclasses.fields(NO_CONTROLS)] == list(ModelControls.model_fields)
-    assert dataclasses.asdict(NO_CONTROLS) == empty.model_dump()
+    assert list(ModelControls.model_fields) == list(CONTROL_KEYS)
+    assert {key: getattr(NO_CONTROLS, key) for key in CONTROL_KEYS} == empty.model_dump()
     controls, rest = split_controls({"timeout": "3"}, ("temperature",), kind="openai")
     assert controls is NO_CONTROLS and rest == {"timeout": "3"}
     controls, _ = split_controls({"temperature": "0.5"}, ("temperature",), kind="openai")
