@@ -286,7 +286,9 @@ def _decode_line(raw: bytes, path: str, lineno: int) -> tuple[dict | None, CaseP
     if not line.strip():
         return None, None
     try:
-        record = json.loads(line, object_pairs_hook=_refuse_duplicate_keys)
+        if line.startswith("\ufeff"):  # as json.loads refuses it (the first line's mark is taken off before)
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", line, 0)
+        record = _DECODER.decode(line)  # json.loads(line, object_pairs_hook=…) without a decoder made per line
     except json.JSONDecodeError as exc:
         return None, CaseProblem(path, lineno, f"not valid JSON ({exc.msg} at column {exc.colno}); "
                                                "write one JSON object a line.")
@@ -305,12 +307,17 @@ class _DuplicateKey(ValueError):
 
 def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     # json.loads would silently keep the last of two equal keys.
-    record: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in record:
-            raise _DuplicateKey(key)
-        record[key] = value
+    record = dict(pairs)
+    if len(record) != len(pairs):  # some key came twice: name the first that did
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
     return record
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_refuse_duplicate_keys)
 
 
 class _ImageChecker:

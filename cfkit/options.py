@@ -183,9 +183,169 @@ def identity_options(options: BaseModel) -> dict[str, Any]:
     """The options that can change a result (see :class:`PluginOptions`), JSON-ready."""
     import json
 
+    if isinstance(options, PlainOptions):
+        return json.loads(json.dumps(options.identity(), default=str))
     keep = {}
     for name, info in type(options).model_fields.items():
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         if extra.get("cache", True):
             keep[name] = getattr(options, name)
     return json.loads(json.dumps(keep, default=str))
+
+
+# ── options read without pydantic ────────────────────────────────────────
+# A built-in plug-in may declare its options twice: its pydantic ``Options`` model (built when first asked for:
+# the listings, the full check) and a :class:`PlainSpec` of the same fields. Values that are plainly right (the
+# type the field holds, or a plain decimal text for a number, within its bounds) are read by the spec alone, with
+# the conversions pydantic would make; anything else (an unknown key, a value pydantic might convert or refuse)
+# goes to the model, so what is accepted, refused and said about it stays the model's. A test holds the two
+# declarations equal.
+
+_DECIMAL = r"(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,15})?"
+
+
+class PlainField:
+    """One field of a :class:`PlainSpec`: its default, the reading of a plainly right value (``read(value)`` ->
+    ``(True, the value as the model holds it)``, or ``(False, None)`` when not plainly right), and whether it is
+    identity. (A plain class: a dataclass costs about a millisecond to build at import, on the path to a run's
+    first request.)"""
+
+    __slots__ = ("default", "read", "cache")
+
+    def __init__(self, default: Any, read: Any, cache: bool = True):
+        self.default, self.read, self.cache = default, read, cache
+
+
+def plain_text(optional: bool = True) -> Any:
+    return lambda v: (True, v) if type(v) is str or (v is None and optional) else (False, None)
+
+
+def plain_texts(value: Any) -> tuple[bool, Any]:
+    """``str | list[str] | None``."""
+    if value is None or type(value) is str:
+        return True, value
+    if type(value) is list and all(type(item) is str for item in value):
+        return True, list(value)
+    return False, None
+
+
+def plain_choice(*choices: str, optional: bool = False) -> Any:
+    return lambda v: (True, v) if (type(v) is str and v in choices) or (v is None and optional) else (False, None)
+
+
+def plain_number(*, gt: float | None = None, ge: float | None = None, le: float | None = None,
+                 integer: bool = False, optional: bool = False) -> Any:
+    """A float (``integer``: an int) field's plain values: a number of that kind, or a short decimal text
+    (digits, and for a float one fractional part), within the bounds."""
+    import re
+
+    pattern = re.compile("0|[1-9][0-9]{0,14}" if integer else _DECIMAL)
+
+    def read(value: Any) -> tuple[bool, Any]:
+        if value is None:
+            return (True, None) if optional else (False, None)
+        if type(value) is str:
+            if pattern.fullmatch(value) is None:
+                return False, None
+            number = int(value) if integer else float(value)
+        elif type(value) is int and abs(value) < 2 ** 53:
+            number = value if integer else float(value)
+        elif type(value) is float and not integer and abs(value) < 2 ** 53:
+            number = value
+        else:
+            return False, None
+        if (gt is not None and not number > gt) or (ge is not None and not number >= ge) \
+                or (le is not None and not number <= le):
+            return False, None
+        return True, number
+
+    return read
+
+
+class PlainSpec:
+    """A plug-in's options as plain readings, field by field, in the order of its ``Options`` model."""
+
+    def __init__(self, **fields: PlainField):
+        self.fields = fields
+
+    def read(self, values: Mapping[str, Any]) -> "PlainOptions | None":
+        """``values`` read without pydantic, or None when one is not plainly right (or not a field)."""
+        found = {}
+        for key, value in values.items():
+            spec = self.fields.get(key)
+            if spec is None:
+                return None
+            ok, found[key] = spec.read(value)
+            if not ok:
+                return None
+        return PlainOptions(self, {name: found.get(name, spec.default) for name, spec in self.fields.items()})
+
+
+class PlainOptions:
+    """Validated options read by a :class:`PlainSpec`: they answer as the model's instance does where cfkit and the
+    built-ins read them (attributes, ``model_copy(update=…)``, ``model_dump()``) and are frozen."""
+
+    __slots__ = ("_spec", "_values")
+
+    def __init__(self, spec: PlainSpec, values: dict[str, Any]):
+        object.__setattr__(self, "_spec", spec)
+        object.__setattr__(self, "_values", values)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"options are frozen: cannot set {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PlainOptions) and self._spec is other._spec and self._values == other._values
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "PlainOptions(" + ", ".join(f"{k}={v!r}" for k, v in self._values.items()) + ")"
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> "PlainOptions":
+        return PlainOptions(self._spec, {**self._values, **(update or {})})
+
+    def model_dump(self, mode: str = "python") -> dict[str, Any]:
+        import copy
+
+        return copy.deepcopy(self._values)
+
+    def identity(self) -> dict[str, Any]:
+        return {name: self._values[name] for name, spec in self._spec.fields.items() if spec.cache}
+
+
+def option_names(plugin: type) -> set[str]:
+    """The option keys ``plugin`` takes, from its plain spec where it has one (its model is not built)."""
+    spec = getattr(plugin, "plain_options", None)
+    return set(spec.fields) if spec is not None else set(plugin.Options.model_fields)
+
+
+def validate_plugin_options(plugin: type, values: OptionValues | Mapping[str, Any], *, what: str,
+                            see: str) -> Any:
+    """:func:`validate_options` of ``plugin.Options``, read by ``plugin.plain_options`` when every value is
+    plainly right (the model, and pydantic, are then never built)."""
+    spec = getattr(plugin, "plain_options", None)
+    if spec is not None:
+        plain = spec.read(values.values if isinstance(values, OptionValues) else values)
+        if plain is not None:
+            return plain
+    return validate_options(plugin.Options, values, what=what, see=see)
+
+
+class LazyModel:
+    """A class attribute whose value, an ``Options`` model, is built by ``build`` when first read."""
+
+    def __init__(self, build: Any):
+        self._build = build
+        self._built: Any = None
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if self._built is None:
+            self._built = self._build()
+        return self._built

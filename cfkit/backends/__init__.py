@@ -33,15 +33,16 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from cfkit import registry
 from cfkit.errors import BackendUnavailable, TransportError, UsageError
 from cfkit.hints import install_hint
 from cfkit.images import ImageData
-from cfkit.options import OptionField, PluginOptions, identity_options, option_fields, parse_option_pairs, validate_options
+from cfkit.options import OptionField, identity_options, option_fields, parse_option_pairs, validate_plugin_options
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 @dataclass(frozen=True)
@@ -237,12 +238,27 @@ class Backend:
         raise NotImplementedError(f"{type(self).__name__} writes no batch lines")
 
 
-class BackendOptions(PluginOptions):
-    """Base of every backend's ``Options`` (see :class:`cfkit.options.PluginOptions`).
+def _backend_options() -> type:
+    from cfkit.options import PluginOptions
 
-    Fields marked ``json_schema_extra={"cache": False}`` cannot change an
-    answer (timeouts, retries, prices); the others enter the cache key.
-    """
+    class BackendOptions(PluginOptions):
+        """Base of every backend's ``Options`` (see :class:`cfkit.options.PluginOptions`).
+
+        Fields marked ``json_schema_extra={"cache": False}`` cannot change an
+        answer (timeouts, retries, prices); the others enter the cache key.
+        """
+
+    BackendOptions.__module__, BackendOptions.__qualname__ = __name__, "BackendOptions"
+    return BackendOptions
+
+
+def __getattr__(name: str) -> Any:
+    """``BackendOptions`` (a pydantic model) is built when first asked for: a run whose backend reads its options
+    plainly (:class:`cfkit.options.PlainSpec`) never imports pydantic."""
+    if name == "BackendOptions":
+        built = globals()["BackendOptions"] = _backend_options()
+        return built
+    raise AttributeError(f"module 'cfkit.backends' has no attribute {name!r}")
 
 
 #: The options that can change an answer: part of a backend's cache identity.
@@ -312,7 +328,7 @@ def load_backend(spec: str, options: Mapping[str, Any] | None = None, *,
     """
     kind, name = split_model(spec)
     cls = check_installed(kind)
-    validated = validate_options(cls.Options, options or {}, what=f"backend '{kind}'", see="cfkit probe backends")
+    validated = validate_plugin_options(cls, options or {}, what=f"backend '{kind}'", see="cfkit probe backends")
     return cls(name, validated, context or BackendContext())
 
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -69,13 +68,9 @@ class Exchange:
 
 def package_versions() -> dict[str, str]:
     """Installed version of each package the client needs; a missing one is absent."""
-    found = {}
-    for name in PACKAGES:
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            pass
-    return found
+    from cfkit.registry import installed_version
+
+    return {name: found for name in PACKAGES if (found := installed_version(name)) is not None}
 
 
 def env_proxy(url: str) -> str | None:

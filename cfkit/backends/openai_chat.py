@@ -53,15 +53,12 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, ClassVar, Literal
-
-from pydantic import Field
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from cfkit import __version__
 from cfkit.backends import Backend
 from cfkit.backends import (
     BackendContext,
-    BackendOptions,
     Capabilities,
     ProbeRequest,
     Reply,
@@ -81,39 +78,25 @@ from cfkit.backends.replicas import Replica, ReplicaPool, served_model
 from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, UsageError
 from cfkit.hints import install_hint
+from cfkit.backends.openai_options import PLAIN_OPTIONS, openai_options
+from cfkit.options import LazyModel, PlainSpec
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    OpenAIOptions = BaseModel
 
 #: A server asking to wait longer than this is treated as a failure, not waited for.
 MAX_RETRY_AFTER_S = 120.0
 
-_NO_CACHE = {"cache": False}
 #: A run's endpoint when its model has several (they are provenance; each reply records the one that answered).
 REPLICAS_ENDPOINT = "replicas"
 
 
-class OpenAIOptions(BackendOptions):
-    base_url: str | list[str] | None = Field(
-        None, description="server URL, e.g. http://localhost:8000/v1 (default: $OPENAI_BASE_URL, else the official "
-                          "API); several (--base-url repeated): replicas of one model")
-    api_key_env: str | None = Field(None, description="environment variable holding the key (default "
-                                                      "OPENAI_API_KEY, for the official API only)",
-                                    json_schema_extra=_NO_CACHE)
-    timeout: float = Field(120.0, gt=0, le=3600, description="deadline of each attempt in seconds: connecting, "
-                                                             "sending and reading the whole reply",
-                           json_schema_extra=_NO_CACHE)
-    max_retries: int = Field(4, ge=0, le=20, description="retries after 429, 5xx, timeouts",
-                             json_schema_extra=_NO_CACHE)
-    backoff: float = Field(1.0, ge=0, description="first retry delay in seconds; doubles each retry, jittered",
-                           json_schema_extra=_NO_CACHE)
-    json_schema: Literal["auto", "off"] = Field("auto", description="auto: ask for schema-constrained JSON, "
-                                                                    "fall back to text if refused; off: never")
-    detail: Literal["auto", "low", "high"] = Field("auto", description="image detail level sent with each image")
-    token_param: Literal["max_completion_tokens", "max_tokens"] | None = Field(
-        None, description="name of the output-token limit (default: max_completion_tokens for the official "
-                          "API, max_tokens for other servers)")
-    price_in: float | None = Field(None, ge=0, description="USD per million input tokens (enables --max-cost)",
-                                   json_schema_extra=_NO_CACHE)
-    price_out: float | None = Field(None, ge=0, description="USD per million output tokens",
-                                    json_schema_extra=_NO_CACHE)
+def __getattr__(name: str) -> Any:
+    if name == "OpenAIOptions":
+        return OpenAIBackend.Options
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class OpenAIBackend(Backend):
@@ -121,7 +104,8 @@ class OpenAIBackend(Backend):
 
     kind: ClassVar[str] = "openai"
     capabilities: ClassVar[Capabilities] = Capabilities(images=True, multi_image=True, json_schema=True, remote=True)
-    Options: ClassVar[type[OpenAIOptions]] = OpenAIOptions
+    Options: ClassVar[type[OpenAIOptions]] = LazyModel(openai_options)  # type: ignore[assignment]
+    plain_options: ClassVar[PlainSpec] = PLAIN_OPTIONS
     requires: ClassVar[tuple[str, ...]] = ("aiohttp", "orjson")  # checked before a run opens (check_installed)
     batch_file_format: ClassVar[str | None] = "openai"  # probe run --batch-file (vllm run-batch, OpenAI's files)
     sends_base64: ClassVar[bool] = True  # images go as base64 data URLs

@@ -25,11 +25,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from json.encoder import encode_basestring as _encode_text
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -131,11 +131,27 @@ def requests_sha256(places: Iterable[tuple[tuple[str, str, str], str, tuple[int 
     first = True
     for place, key, shown in places:
         # json.dumps writes an item of a list as it writes that item alone, with ", " between items.
-        text = json.dumps([list(place), key, list(shown)], sort_keys=True, ensure_ascii=False, default=str)
+        text = _json_text([list(place), key, list(shown)])
         digest.update((text if first else ", " + text).encode("utf-8"))
         first = False
     digest.update(b"]")
     return digest.hexdigest()
+
+
+def _json_text(value: Any) -> str:
+    """``json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)``, written directly for text, whole
+    numbers, None and lists of them (a request's place, key, edit and file: the encoder's set-up cost more than
+    the writing); anything else is left to json.dumps, which writes an item of a list as it writes it alone."""
+    kind = type(value)
+    if kind is str:
+        return _encode_text(value)
+    if kind is list:
+        return "[" + ", ".join(map(_json_text, value)) + "]"
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def run_id_for(backend: Backend, suite: str, settings_digest: str, requests_digest: str) -> str:
@@ -147,12 +163,13 @@ def run_id_for(backend: Backend, suite: str, settings_digest: str, requests_dige
 
 def library_versions(backend: Backend | None = None) -> dict[str, str]:
     """cfkit's version, the installed versions of :data:`RECORDED_LIBRARIES`, and the backend's ``versions``."""
+    from cfkit.registry import installed_version
+
     found = {"cfkit": __version__}
     for name in RECORDED_LIBRARIES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
+        version = installed_version(name)
+        if version is not None:
+            found[name] = version
     found.update((backend.versions if backend is not None else None) or {})
     return found
 

@@ -71,13 +71,13 @@ def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], proto
     ``where`` says where ``model`` came from (a flag or cfkit.toml), for a refusal of its kind."""
     from cfkit.backends import check_installed, load_backend, split_model
     from cfkit.backends.controls import split_controls
-    from cfkit.options import blamed
+    from cfkit.options import blamed, option_names
     from cfkit.probe.protocol import resolve_protocol
 
     with blamed(where) if where is not None else contextlib.nullcontext():
         kind, name = split_model(model)
         cls = check_installed(kind)  # a missing extra stops here, before anything is recorded
-    fields = set(cls.Options.model_fields)
+    fields = option_names(cls)  # (a plain spec's, where the backend has one: its model is not built)
     controls, options = split_controls(options, cls.controls, kind=kind, own=fields)
     preset = resolve_protocol(protocol or ws.config.probe.protocol, remote=cls.capabilities.remote,
                               model_name=name, option_names=fields, max_tokens=max_tokens, concurrency=concurrency,

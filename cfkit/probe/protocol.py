@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cfkit.backends import Generation
-from cfkit.backends.controls import ModelControls, applied
+from cfkit.backends.controls import NO_CONTROLS, applied
 from cfkit.errors import UsageError
 
 PROTOCOLS = ("default", "paper")
@@ -79,12 +79,12 @@ def paper_max_tokens(model_name: str) -> int | None:
 
 def resolve_protocol(name: str, *, remote: bool, model_name: str, option_names: set[str],
                      max_tokens: int | None, concurrency: int | None, options: dict[str, Any],
-                     controls: ModelControls | None = None) -> Protocol:
+                     controls: Any = None) -> Protocol:
     """The settings of preset ``name`` for a backend (``remote``: an API) and model; ``max_tokens``,
     ``concurrency``, ``options`` and ``controls`` are what the command line gave (None or absent: not given)."""
     if name not in PROTOCOLS:
         raise UsageError(f"--protocol {name}: choose one of {', '.join(PROTOCOLS)}.")
-    controls = controls or ModelControls()
+    controls = controls or NO_CONTROLS  # (the checked ModelControls when any was given)
     if controls.max_completion_tokens is not None:
         if max_tokens is not None and max_tokens != controls.max_completion_tokens:
             raise UsageError(f"--max-tokens {max_tokens} and -o max_completion_tokens="

@@ -397,3 +397,35 @@ def test_init_removes_the_folders_it_made_when_writing_fails(tmp_path: Path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot make the workspace" in lines[0], done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("line", ['{"a": 1, "a": 2}', '{"x": {"k": 1, "j": 2, "k": 3}}', '\ufeff{"a": 1}', '{bad',
+                                  '[1, {"a": 1}]', '{"a": [{"b": 1}, {"b": 2, "c": 3}]}', '{}', '"text"'])
+def test_a_line_reads_as_json_loads_reads_it_with_every_repeated_key_refused(line):
+    """The cases file's lines go through one decoder made once (not one json.loads each): what it reads, and what
+    it refuses, is what json.loads with a hook refusing repeated keys reads and refuses."""
+    import json
+
+    from cfkit.dataset import _decode_line
+
+    def hook(pairs):
+        keys = [k for k, _ in pairs]
+        repeated = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+        if repeated is not None:
+            raise KeyError(repeated)
+        return dict(pairs)
+
+    record, problem = _decode_line(line.encode(), "cases.jsonl", 2)
+    try:
+        expected = json.loads(line, object_pairs_hook=hook)
+    except json.JSONDecodeError as exc:
+        assert record is None and problem.message == (f"not valid JSON ({exc.msg} at column {exc.colno}); write one "
+                                                       "JSON object a line.")
+        return
+    except KeyError as exc:
+        assert record is None and problem.message == f"key '{exc.args[0]}' appears twice in one record; keep one."
+        return
+    if isinstance(expected, dict):
+        assert (record, problem) == (expected, None)
+    else:
+        assert record is None and problem.message == "expected a JSON object per line."

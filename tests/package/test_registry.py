@@ -111,3 +111,77 @@ def test_a_plug_in_names_the_distribution_that_registered_it_but_loading_reads_n
     assert parsed == []
     assert registry.plugins(registry.BACKENDS)["keyword"].package == "Extra-Backends"
     assert parsed
+
+
+def test_the_built_in_table_is_what_cfkit_s_own_entry_points_register():
+    """registry.BUILT_IN (how a built-in name loads without reading every distribution's entry points) names
+    exactly what pyproject.toml registers for cfkit, group by group."""
+    import importlib.metadata
+
+    own = importlib.metadata.distribution("cfkit-probes").entry_points
+    for group in (registry.EDITORS, registry.BACKENDS):
+        assert registry.BUILT_IN[group] == {ep.name: ep.value for ep in own if ep.group == group}, group
+
+
+def test_a_built_in_name_loads_the_built_in_without_reading_entry_points(monkeypatch):
+    import importlib.metadata
+
+    def refused(**_kw):
+        raise AssertionError("entry points read")
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", refused)
+    registry._plugins.cache_clear()
+    for group, table in registry.BUILT_IN.items():
+        for name, target in table.items():
+            found = registry.load(group, name)
+            assert f"{found.__module__}:{found.__qualname__}" == target
+    with pytest.raises(AssertionError, match="entry points read"):
+        registry.load(registry.BACKENDS, "not-built-in")
+    registry._plugins.cache_clear()
+
+
+def test_a_package_claiming_a_built_in_name_never_replaces_it_and_the_listing_reports_it(site):
+    _fake_distribution(site, "rogue-backends", "[cfkit.backends]\nopenai = cfkit.backends.baseline:BaselineBackend\n")
+    assert registry.load(registry.BACKENDS, "openai").__name__ == "OpenAIBackend"
+    with pytest.raises(PluginError, match=r"backend name 'openai' is registered twice: .*rogue-backends"):
+        registry.plugins(registry.BACKENDS)
+
+
+def test_a_plug_in_name_loads_its_dotted_target(site):
+    _fake_distribution(site, "nested", "[cfkit.backends]\nnested = cfkit.backends:Backend.answer\n")
+    from cfkit.backends import Backend
+
+    assert registry.load(registry.BACKENDS, "nested") is Backend.answer
+
+
+def test_installed_version_agrees_with_importlib_metadata_for_every_installed_distribution():
+    import importlib.metadata
+
+    names = {dist.metadata["Name"] for dist in importlib.metadata.distributions()}
+    assert len(names) > 20
+    for name in sorted(names):
+        assert registry.installed_version(name) == importlib.metadata.version(name), name
+        # Names compare normalised: case, and runs of '-', '_' and '.', as importlib.metadata compares them.
+        assert registry.installed_version(name.upper().replace("-", "_")) == importlib.metadata.version(name), name
+    assert registry.installed_version("no-such-distribution-here") is None
+
+
+def test_installed_version_reads_a_new_distribution_and_the_first_on_the_path(site, tmp_path, monkeypatch):
+    import importlib.metadata
+
+    registry._distributions_in.cache_clear()
+    _fake_distribution(site, "Odd.Name-Pkg", "")
+    later = tmp_path / "later"
+    later.mkdir()
+    info = later / "odd_name_pkg-2.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: odd-name-pkg\nVersion: 2.0\n")
+    monkeypatch.syspath_prepend(str(later))
+    monkeypatch.syspath_prepend(str(site))  # site comes first on the path
+    registry._distributions_in.cache_clear()
+    assert registry.installed_version("odd-name.pkg") == importlib.metadata.version("odd-name.pkg") == "1.0"
+    # A version line after the headers' end is not a header.
+    (site / "Odd.Name_Pkg-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: Odd.Name-Pkg\nversion:  1.0.post3\n\nVersion: 9\n")
+    assert registry.installed_version("Odd.Name-Pkg") == importlib.metadata.version("Odd.Name-Pkg") == "1.0.post3"
+    registry._distributions_in.cache_clear()

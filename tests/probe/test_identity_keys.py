@@ -158,3 +158,24 @@ def test_a_place_asked_twice_counts_once_with_its_last_request(tmp_path):
     digest = hashlib.sha256(json.dumps(document, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
     assert run_identity(backend, twice)[2].requests_sha256 == digest
     assert digest != run_identity(backend, plan)[2].requests_sha256  # the second asking is the one counted
+
+
+def test_the_run_digest_s_json_writing_is_json_dumps_for_every_shape_it_meets():
+    """identity._json_text writes plain values itself; the text must be json.dumps' own (the run ids depend on it)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from cfkit.probe.identity import _json_text
+
+    plain = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(),
+                      st.dictionaries(st.text(max_size=3), st.integers(), max_size=3), st.tuples(st.integers()))
+    values = st.recursive(plain, lambda inner: st.lists(inner, max_size=4), max_leaves=12)
+
+    @settings(max_examples=400, deadline=None)
+    @given(values)
+    def agrees(value):
+        assert _json_text(value) == json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+    agrees()
+    assert _json_text([["c", "p", "image"], "k", [None, ["/a/é\u2028.png", 3, 10**20]]]) == json.dumps(
+        [["c", "p", "image"], "k", [None, ["/a/é\u2028.png", 3, 10**20]]], ensure_ascii=False)

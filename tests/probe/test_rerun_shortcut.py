@@ -2,7 +2,7 @@
 
 Each test runs ``cfkit probe run`` as whole processes, as a user does, against a
 real loopback server, and tells the shortcut from the full path by what the
-process imported: the full path builds the backend (pydantic), the shortcut
+process imported: the full path builds the backend (cfkit.backends), the shortcut
 never does. The shortcut must say exactly what the full path says, and must
 give way to the full path whenever anything the run's settings depend on
 differs.
@@ -58,7 +58,7 @@ def test_the_same_command_again_takes_the_shortcut_and_says_exactly_what_the_ful
         full = _probe(ws, server.url, "--json")
         assert server.count == 3  # neither rerun sent anything
     assert shortcut[2] == [] and shortcut[3] == 0  # no backend built, no HTTP client, no image library
-    assert "pydantic" in full[2] and full[3] == 0
+    assert "cfkit.backends" in full[2] and full[3] == 0  # the full path builds the backend (its options plainly read)
     assert (shortcut[0], shortcut[1]) == (full[0], full[1])  # stdout and stderr byte for byte
     summary = json.loads(shortcut[0])
     assert (summary["kept"], summary["sent"], summary["status"]) == (3, 0, "done")
@@ -68,7 +68,7 @@ def test_the_same_command_again_takes_the_shortcut_and_says_exactly_what_the_ful
     (ws / ".cfkit" / "reruns.json").unlink()  # (--json is no setting: the command above was remembered again)
     text_full = _probe(ws, url)
     text_shortcut = _probe(ws, url)
-    assert "pydantic" in text_full[2] and text_shortcut[2] == []
+    assert "cfkit.backends" in text_full[2] and text_shortcut[2] == []
     assert (text_shortcut[0], text_shortcut[1], text_shortcut[3]) == (text_full[0], text_full[1], 0)
     assert "3" in text_shortcut[1] + text_shortcut[0]
 
@@ -81,25 +81,25 @@ def test_the_shortcut_gives_way_to_the_full_path_when_anything_the_settings_depe
 
         # An environment variable the backend may read.
         env = {**os.environ, "CFKIT_SHORTCUT_TEST": "1"}
-        assert "pydantic" in _probe(ws, server.url, "--json", env=env)[2]
+        assert "cfkit.backends" in _probe(ws, server.url, "--json", env=env)[2]
         # Another working directory (relative paths in flags and options would mean other files).
         done = subprocess.run([sys.executable, "-c", PROBE, "-w", str(ws), "probe", "run", "-m",
                                "openai:test-model", "-s", "contextcanvas", "--base-url", server.url, "--json"],
                               capture_output=True, text=True, cwd=tmp_path, timeout=120,
                               env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-        assert done.returncode == 0 and '"pydantic"' in done.stderr.splitlines()[-1], done.stderr
+        assert done.returncode == 0 and '"cfkit.backends"' in done.stderr.splitlines()[-1], done.stderr
         # Another option: another run, sent anew; not the finished one.
         other = _probe(ws, server.url, "--json", "-o", "temperature=0.5")
-        assert "pydantic" in other[2] and json.loads(other[0])["sent"] == 3
+        assert "cfkit.backends" in other[2] and json.loads(other[0])["sent"] == 3
         # cfkit.toml changed.
         config = ws / "cfkit.toml"
         config.write_text(config.read_text() + "\n# a comment: the same configuration, but the file is rewritten\n")
         _aged(ws)
-        assert "pydantic" in _probe(ws, server.url, "--json")[2]  # an input file of the run: checked by content
+        assert "cfkit.backends" in _probe(ws, server.url, "--json")[2]  # an input file of the run: checked by content
         assert _probe(ws, server.url, "--json")[2] == []  # … and found the same: the shortcut again
         config.write_text(config.read_text() + "\n[probe]\nconcurrency = 3\n")
         _aged(ws)
-        assert "pydantic" in _probe(ws, server.url, "--json")[2]
+        assert "cfkit.backends" in _probe(ws, server.url, "--json")[2]
         # An input file rewritten with other content: the run is checked anew (by content), not assumed.
         cases = ws / "data" / "cases.jsonl"
         before = _probe(ws, server.url, "--json")
@@ -107,18 +107,18 @@ def test_the_shortcut_gives_way_to_the_full_path_when_anything_the_settings_depe
         cases.write_text(cases.read_text().replace("Is picture 1", "Is the picture 1"))
         _aged(ws)
         changed = _probe(ws, server.url, "--json")
-        assert "pydantic" in changed[2] and json.loads(changed[0])["run_id"] != json.loads(before[0])["run_id"]
+        assert "cfkit.backends" in changed[2] and json.loads(changed[0])["run_id"] != json.loads(before[0])["run_id"]
         # A file touched with the same content: the full path finds the run by content; then the shortcut again.
         os.utime(cases, None)
         time.sleep(0.1)
         touched = _probe(ws, server.url, "--json")
-        assert "pydantic" in touched[2] and json.loads(touched[0])["sent"] == 0
+        assert "cfkit.backends" in touched[2] and json.loads(touched[0])["sent"] == 0
         # The run deleted: the shortcut finds nothing and the run is made again.
         run_id = json.loads(touched[0])["run_id"]
         assert subprocess.run([sys.executable, "-m", "cfkit", "-w", str(ws), "runs", "rm", run_id],
                               capture_output=True, cwd=REPO, timeout=120).returncode == 0
         again = _probe(ws, server.url, "--json")
-        assert "pydantic" in again[2] and json.loads(again[0])["sent"] + json.loads(again[0])["from_cache"] == 3
+        assert "cfkit.backends" in again[2] and json.loads(again[0])["sent"] + json.loads(again[0])["from_cache"] == 3
 
 
 def test_an_unreadable_list_of_remembered_commands_only_costs_the_shortcut(tmp_path):
@@ -128,7 +128,7 @@ def test_an_unreadable_list_of_remembered_commands_only_costs_the_shortcut(tmp_p
         (ws / ".cfkit" / "reruns.json").write_text("{not json")
         again = _probe(ws, server.url, "--json")
         assert server.count == 3
-        assert again[3] == 0 and "pydantic" in again[2]
+        assert again[3] == 0 and "cfkit.backends" in again[2]
         assert json.loads(again[0])["run_id"] == json.loads(first[0])["run_id"]
         assert _probe(ws, server.url, "--json")[2] == []  # remembered again by the full path
 
@@ -139,7 +139,7 @@ def test_several_replicas_are_never_remembered(tmp_path):
     with ChatServer(scripted_answer) as one, ChatServer(scripted_answer) as two:
         assert _probe(ws, one.url, "--base-url", two.url, "--json")[3] == 0
         again = _probe(ws, one.url, "--base-url", two.url, "--json")
-        assert again[3] == 0 and "pydantic" in again[2] and json.loads(again[0])["sent"] == 0
+        assert again[3] == 0 and "cfkit.backends" in again[2] and json.loads(again[0])["sent"] == 0
 
 
 def test_in_a_pipe_the_rerun_writes_byte_for_byte_what_rich_writes_there(tmp_path):
