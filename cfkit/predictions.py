@@ -143,10 +143,11 @@ def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pair
     # A file is read a part of about _PART bytes at a time (whole lines), so that the records JSON gives, which
     # take several times the file's size, are never there all at once; the predictions are the same.
     name, out, found, lineno, begin = str(path), [], {}, 1, 0
+    options: dict[str, frozenset[str] | None] = {}  # each case's option ids, looked up once for all the parts
     while True:
         end = body.find(newline, begin + _PART) if begin + _PART < len(body) else -1
         part = _read_part(body[begin:] if end < 0 else body[begin:end], lineno, name, cases, pairs, loads,
-                          whole_strings, brackets, newline, comma)
+                          whole_strings, brackets, newline, comma, options)
         if part is None or not found.keys().isdisjoint(part[1]):
             return None  # (a unit answered twice in two parts: the line-by-line reading names both lines)
         out += part[0]
@@ -165,10 +166,12 @@ _PART = 1 << 21
 
 
 def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
-               loads: Callable[[Any], Any], whole_strings: bool, brackets, newline, comma
+               loads: Callable[[Any], Any], whole_strings: bool, brackets, newline, comma,
+               options: dict[str, frozenset[str] | None] | None = None
                ) -> tuple[list[Prediction], dict[tuple, tuple[str, int]]] | None:
     """The lines of ``body`` (the first is line ``lineno``) as :func:`_read_whole` reads them: their predictions
-    and each one's unit key with its file and line; None as soon as anything is unusual."""
+    and each one's unit key with its file and line; None as soon as anything is unusual. ``options``: the option
+    ids of the cases earlier parts named (:func:`_units_pass`)."""
     # Each line break followed by a comma, so that no string runs across two lines (JSON refuses a raw line break
     # in one, and "\r" before it is only white space); a container that would (an array opened on one line, closed
     # on the next) is not a flat record and fails the checks below, and a count of records other than lines (a
@@ -197,7 +200,7 @@ def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mappi
     cols = dict(zip(names, zip(*rows)))
     if not _columns_pass(cols, n, whole_strings=whole_strings):
         return None
-    if not _units_pass(cols, n, cases, pairs):
+    if not _units_pass(cols, n, cases, pairs, {} if options is None else options):
         return None
     keys = zip(cols["model"], cols["suite"], cols["case"], cols.get("pair") or repeat(None, n), cols["condition"])
     first = dict(zip(keys, zip(repeat(name), range(lineno, lineno + n))))
@@ -210,14 +213,17 @@ def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mappi
                     zip(*(cols[name] if name in cols else repeat(None, n) for name in FIELDS)))), first
 
 
-def _units_pass(cols: dict[str, Sequence], n: int, cases: CaseSet | None, pairs: Mapping[str, str] | None) -> bool:
+def _units_pass(cols: dict[str, Sequence], n: int, cases: CaseSet | None, pairs: Mapping[str, str] | None,
+                options: dict[str, frozenset[str] | None]) -> bool:
     """Whether no line names a pair, case or answer the workspace lacks (:func:`_unit_problem` finds none), nor a
     pair written as "" (the same key as none): each distinct (case, pair, answer) looked at once; without pairs,
-    each distinct case, and the answers at once where every case has them among its options."""
-    options: dict[str, frozenset[str] | None] = {}
+    each distinct case, and the answers at once where every case has them among its options.
+
+    ``options`` holds the option ids of the cases found so far (every one a known case: an unknown one ends the
+    reading), kept between the parts of a file so that each case is looked up once."""
     case, answer = cols["case"], cols.get("answer") or repeat(None, n)
     if "pair" not in cols or set(cols["pair"]) == {None}:
-        if any(_unit_problem(c, None, None, cases, pairs, options) for c in set(case)):
+        if any(_unit_problem(c, None, None, cases, pairs, options) for c in set(case).difference(options)):
             return False
         answers = set(answer) - {None}
         if cases is None or not answers or answers <= frozenset.intersection(*options.values()):

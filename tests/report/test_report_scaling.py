@@ -331,3 +331,25 @@ def test_a_file_read_a_part_at_a_time_gives_what_reading_it_whole_gives(tmp_path
     path.write_text("\n".join([*lines[:30], BASE + ', "answer": 1}', *lines[30:]]) + "\n")
     with pytest.raises(PredictionError, match=r"p\.jsonl:31: "):
         load_predictions([path])
+
+
+@pytest.mark.parametrize("part", [1, 200, 1 << 21])
+def test_a_case_looked_up_in_an_earlier_part_is_still_checked_in_a_later_one(tmp_path, monkeypatch, cases, part,
+                                                                             json_reader):
+    """Each case's options are looked up once for all the parts of a file: an answer that is not among them, or a
+    case the workspace lacks, in any later part is still refused at its own line, as the line-by-line reading
+    refuses it."""
+    monkeypatch.setattr(predictions, "_PART", part)
+    good = [BASE.replace('"T1"', f'"{case}"').replace('"m"', f'"m{n}"') + f', "answer": "{answer}"}}'
+            for n in range(12) for case, answer in (("T001", "A"), ("T002", "B"), ("T003", "C"))]
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(good) + "\n")
+    assert [p.model_dump() for p in load_predictions([path], cases=cases)] == [_plain(line).model_dump()
+                                                                                for line in good]
+    for bad, message in ((BASE.replace('"T1"', '"T001"').replace('"m"', '"x"') + ', "answer": "C"}', "answer 'C' is not an "
+                          "option of case T001"), (BASE.replace('"T1"', '"T404"') + "}", "unknown case 'T404'")):
+        path.write_text("\n".join([*good[:30], bad, *good[30:]]) + "\n")
+        with pytest.raises(PredictionError, match=rf"p\.jsonl:31: {message}"):
+            load_predictions([path], cases=cases)
+        with pytest.raises(PredictionError, match=rf"p\.jsonl:31: {message}"):
+            parse_predictions(path.read_text(), path, cases=cases)
