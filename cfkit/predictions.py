@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from itertools import repeat
 from operator import add, itemgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 #: Fields written only where they have a value (so lines of other conditions are unchanged).
 OPTIONAL_FIELDS = ("edit_id", "image_sha256")
@@ -38,7 +38,9 @@ from cfkit.prediction_record import (  # noqa: F401 - FIELDS and Prediction are 
     _restored,
     _rows_pass,
 )
-from cfkit.store import Store, runs
+
+if TYPE_CHECKING:
+    from cfkit.store import Store
 
 
 def parse_predictions(
@@ -375,6 +377,8 @@ def predictions_from_store(store: Store, run_ids: Sequence[str] | None = None) -
     With ``run_ids`` None, the newest run of each model and suite is read.
     Replies are returned run by run, in the order they were stored.
     """
+    from cfkit.store import runs  # the store's owners load only for a report from the store, not from files
+
     ids = runs.latest_run_ids(store) if run_ids is None else list(run_ids)
     out: list[Prediction] = []
     with paused_collection():
@@ -384,6 +388,8 @@ def predictions_from_store(store: Store, run_ids: Sequence[str] | None = None) -
 
 
 def _run_predictions(store: Store, run_id: str) -> list[Prediction]:
+    from cfkit.store import runs
+
     run = runs.get_run(store, run_id)
     if run is None:
         raise PredictionError(f"no run '{run_id}' in store {store.path}. See 'cfkit runs list'.")

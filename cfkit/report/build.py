@@ -33,7 +33,6 @@ from cfkit.report.swap import swap_notes, swap_rows
 from cfkit.report.trouble import reply_troubles
 from cfkit.report.units import AnswerKey, collect_units
 from cfkit.stats.answers import read_only_answers
-from cfkit.store import Store, edits
 from cfkit.vocabulary import CONDITION_ORDER, SUITE_CONDITIONS, SWAP_CONDITIONS
 from cfkit.workspace import Workspace
 
@@ -89,6 +88,7 @@ def make_report(
     if prediction_paths:
         source = Sources(preds=load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases))
         if ws.db_path.is_file():  # answers about edits can still be checked against the pairs' selected edits
+            from cfkit.store import Store, edits  # (the store's modules: only where there is one)
             with Store(ws.db_path) as store:
                 source.selected_edits = {
                     pair: None if (e := edits.selected(store, pair)) is None else e.id
@@ -97,6 +97,7 @@ def make_report(
         if not ws.db_path.is_file():
             raise NotFoundError(f"no stored runs ({ws.db_path} does not exist). Run 'cfkit probe run' first, "
                                 "or pass --predictions FILE.")
+        from cfkit.store import Store
         with Store(ws.db_path) as store:
             source = sources_.from_store(store, run_refs, mixed=mixed_settings, only_named=only_named)
             check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
@@ -117,7 +118,7 @@ def make_report(
 
 def _judge_doubts(ws: Workspace, pairs: set[str]) -> list[str]:
     """A note naming the reported pairs whose selected edit a judge model doubts (``cfkit edits screen``)."""
-    from cfkit.store import screens
+    from cfkit.store import Store, edits, screens
 
     with Store(ws.db_path) as store:
         shown = {pair: e.id for pair in sorted(pairs) if (e := edits.selected(store, pair)) is not None}
@@ -137,6 +138,8 @@ def _ega(ws: Workspace, audit: str | None, n_resamples: int, seed: int | None, u
 
     if not ws.db_path.is_file():
         raise NotFoundError(f"--ega: no store at {ws.db_path}, so no audit; plan one with 'cfkit audit plan --run RUN'.")
+    from cfkit.store import Store
+
     with Store(ws.db_path) as store:
         return ega_section(store, audit, n_resamples=n_resamples, seed=seed, unblind=unblind, labels=labels,
                            judge=judge)

@@ -91,3 +91,24 @@ def test_the_objects_left_at_exit_skip_the_last_cycle_collection_and_the_output_
     before = gc.get_freeze_count()
     assert CliRunner().invoke(cli, args).exit_code == 0
     assert gc.get_freeze_count() == before
+
+
+#: Runs the CLI in this process, then lists the store's modules and sqlite3 if loaded.
+STORE_MODULES = ("import sys\nfrom cfkit.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as exc:\n"
+                 "    code = exc.code\nprint('STORE', sorted(m for m in sys.modules if m.startswith(('cfkit.store', "
+                 "'sqlite3'))), code, file=sys.stderr)\n")
+
+
+def test_a_report_from_files_without_a_store_loads_none_of_the_store(tiny_ws, tmp_path):
+    """The store's owners (runs, edits, checks, reviews: dataclasses built at import) and sqlite3 load only where
+    a report reads the store; a report of predictions files in a workspace that has none needs none of them."""
+    from cfkit.workspace import load_workspace
+
+    assert not load_workspace(tiny_ws).db_path.exists()
+    for spec in (tiny_ws / "interventions").glob("*.yaml"):
+        spec.unlink()
+    predictions = _predictions(tmp_path / "p.jsonl")
+    done = subprocess.run([sys.executable, "-c", STORE_MODULES, "-w", str(tiny_ws), "report", "--predictions",
+                           str(predictions), "--resamples", "50", "--format", "json"], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert "STORE [] 0" in done.stderr, done.stderr
