@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import repeat
-from operator import add, itemgetter
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,12 +126,13 @@ _BYTES = (b"\n", b"\r", b"\r\n", b"\n,", (b"[", b"]"), re.compile(b"\xc2\x85|\xe
 
 
 def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
-                seen: dict[tuple, tuple[str, int]]) -> list[Prediction] | None:
+                seen: dict[tuple, tuple[str, int]], *, remember: bool = True) -> list[Prediction] | None:
     """:func:`parse_predictions` without pydantic for a file with nothing to report: the lines read as one JSON
     array, then checked a column at a time (:func:`_columns_pass`) and once per distinct case, pair and answer
     rather than once per line; None, with ``seen`` untouched, as soon as anything is unusual (a blank line, JSON
     any line would not give alone, a value not plainly of its type, a problem of any kind, a pair written as ""),
-    and the line-by-line reading then finds it and names its line."""
+    and the line-by-line reading then finds it and names its line. Without ``remember`` (the last file read
+    together) its units are checked against ``seen`` but not added to it, nor their lines kept."""
     raw = isinstance(text, bytes)  # a file's UTF-8 bytes, read by orjson only (which checks the encoding)
     newline, cr, crlf, comma, brackets, breaks = _BYTES if raw else _TEXT
     body = text[:-1] if text.endswith(newline) else text
@@ -149,17 +150,17 @@ def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pair
     while True:
         end = body.find(newline, begin + _PART) if begin + _PART < len(body) else -1
         part = _read_part(body[begin:] if end < 0 else body[begin:end], lineno, name, cases, pairs, loads,
-                          whole_strings, brackets, newline, comma, options)
-        if part is None or not found.keys().isdisjoint(part[1]):
-            return None  # (a unit answered twice in two parts: the line-by-line reading names both lines)
-        out += part[0]
-        found.update(part[1])
+                          whole_strings, brackets, newline, comma, options, found, remember)
+        if part is None:
+            return None
+        out += part
         if end < 0:
             break
-        lineno, begin = lineno + len(part[0]), end + 1
+        lineno, begin = lineno + len(part), end + 1
     if seen and not seen.keys().isdisjoint(found):
         return None
-    seen.update(found)
+    if remember:
+        seen.update(found)
     return out
 
 
@@ -169,11 +170,13 @@ _PART = 1 << 21
 
 def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
                loads: Callable[[Any], Any], whole_strings: bool, brackets, newline, comma,
-               options: dict[str, frozenset[str] | None] | None = None
-               ) -> tuple[list[Prediction], dict[tuple, tuple[str, int]]] | None:
-    """The lines of ``body`` (the first is line ``lineno``) as :func:`_read_whole` reads them: their predictions
-    and each one's unit key with its file and line; None as soon as anything is unusual. ``options``: the option
-    ids of the cases earlier parts named (:func:`_units_pass`)."""
+               options: dict[str, frozenset[str] | None], found: dict[tuple, tuple[str, int]],
+               remember: bool = True) -> list[Prediction] | None:
+    """The lines of ``body`` (the first is line ``lineno``) as :func:`_read_whole` reads them: their predictions,
+    each one's unit key added to ``found`` (the keys of the earlier parts) with its file and line; None as soon as
+    anything is unusual, a unit answered twice among them (without ``remember``, each key is added with None,
+    the lines being needed only where a later file repeats one). ``options``: the option ids of the cases earlier
+    parts named (:func:`_units_pass`)."""
     # Each line break followed by a comma, so that no string runs across two lines (JSON refuses a raw line break
     # in one, and "\r" before it is only white space); a container that would (an array opened on one line, closed
     # on the next) is not a flat record and fails the checks below, and a count of records other than lines (a
@@ -200,19 +203,19 @@ def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mappi
         rows = [tuple(map(record.get, names)) for record in records]
     del records
     cols = dict(zip(names, zip(*rows)))
+    del rows
     if not _columns_pass(cols, n, whole_strings=whole_strings):
         return None
-    if not _units_pass(cols, n, cases, pairs, {} if options is None else options):
+    if not _units_pass(cols, n, cases, pairs, options):
         return None
     keys = zip(cols["model"], cols["suite"], cols["case"], cols.get("pair") or repeat(None, n), cols["condition"])
-    first = dict(zip(keys, zip(repeat(name), range(lineno, lineno + n))))
-    if len(first) != n:
-        return None
-    if names == list(FIELDS[:len(names)]):  # the fields a line may leave out are the last ones
-        rest = (None,) * (len(FIELDS) - len(names))
-        return list(map(tuple.__new__, repeat(Prediction, n), map(add, rows, repeat(rest)))), first
+    known = len(found)
+    found.update(zip(keys, zip(repeat(name), range(lineno, lineno + n)) if remember else repeat(None)))
+    if len(found) != known + n:
+        return None  # a unit answered twice, here or in an earlier part: the line-by-line reading names both lines
+    # Each record straight from the columns (zip's tuple, copied into the record, is made once and reused).
     return list(map(tuple.__new__, repeat(Prediction, n),
-                    zip(*(cols[name] if name in cols else repeat(None, n) for name in FIELDS)))), first
+                    zip(*(cols[name] if name in cols else repeat(None, n) for name in FIELDS))))
 
 
 def _units_pass(cols: dict[str, Sequence], n: int, cases: CaseSet | None, pairs: Mapping[str, str] | None,
@@ -311,8 +314,8 @@ def load_predictions(
     seen: dict[tuple, tuple[str, int]] = {}  # key -> the file and line that gave it first
     out: list[Prediction] = []
     with paused_collection():
-        for path in paths:
-            out += _read_file(Path(path), cases, pairs, seen)
+        for number, path in enumerate(paths, start=1):  # the last file's lines are not kept for a later one
+            out += _read_file(Path(path), cases, pairs, seen, remember=number < len(paths))
     return out
 
 
@@ -334,7 +337,7 @@ def paused_collection():
 
 
 def _read_file(path: Path, cases: CaseSet | None, pairs: Mapping[str, str] | None,
-               seen: dict[tuple, tuple[str, int]]) -> list[Prediction]:
+               seen: dict[tuple, tuple[str, int]], *, remember: bool = True) -> list[Prediction]:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -342,7 +345,7 @@ def _read_file(path: Path, cases: CaseSet | None, pairs: Mapping[str, str] | Non
     except OSError as exc:
         raise PredictionError(f"{path}: cannot be read ({exc.strerror}).") from exc
     # The bytes read whole as they are (orjson checks the UTF-8); decoded only for the line-by-line reading.
-    fast = _read_whole(data, path, cases, pairs, seen)
+    fast = _read_whole(data, path, cases, pairs, seen, remember=remember)
     if fast is not None:
         return fast
     try:
