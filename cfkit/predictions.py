@@ -204,9 +204,10 @@ def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mappi
     del records
     cols = dict(zip(names, zip(*rows)))
     del rows
-    if not _columns_pass(cols, n, whole_strings=whole_strings):
+    distinct: dict[str, set] = {}
+    if not _columns_pass(cols, n, whole_strings=whole_strings, distinct=distinct):
         return None
-    if not _units_pass(cols, n, cases, pairs, options):
+    if not _units_pass(cols, n, cases, pairs, options, distinct):
         return None
     keys = zip(cols["model"], cols["suite"], cols["case"], cols.get("pair") or repeat(None, n), cols["condition"])
     known = len(found)
@@ -219,24 +220,28 @@ def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mappi
 
 
 def _units_pass(cols: dict[str, Sequence], n: int, cases: CaseSet | None, pairs: Mapping[str, str] | None,
-                options: dict[str, frozenset[str] | None]) -> bool:
+                options: dict[str, frozenset[str] | None], distinct: Mapping[str, set]) -> bool:
     """Whether no line names a pair, case or answer the workspace lacks (:func:`_unit_problem` finds none), nor a
     pair written as "" (the same key as none): each distinct (case, pair, answer) looked at once; without pairs,
     each distinct case, and the answers at once where every case has them among its options.
 
     ``options`` holds the option ids of the cases found so far (every one a known case: an unknown one ends the
-    reading), kept between the parts of a file so that each case is looked up once."""
+    reading), kept between the parts of a file so that each case is looked up once. ``distinct``: each column's
+    distinct values (:func:`cfkit.prediction_record._columns_pass`)."""
     case, answer = cols["case"], cols.get("answer") or repeat(None, n)
-    if "pair" not in cols or set(cols["pair"]) == {None}:
-        if any(_unit_problem(c, None, None, cases, pairs, options) for c in set(case).difference(options)):
+    if distinct.get("pair", _NO_VALUE) <= _NO_VALUE:
+        if any(_unit_problem(c, None, None, cases, pairs, options) for c in distinct["case"].difference(options)):
             return False
-        answers = set(answer) - {None}
+        answers = distinct.get("answer", _NO_VALUE) - _NO_VALUE
         if cases is None or not answers or answers <= frozenset.intersection(*options.values()):
             return True  # (every case is known now: its option ids are in ``options``)
     for unit in set(zip(case, cols.get("pair") or repeat(None, n), answer)):
         if unit[1] == "" or _unit_problem(*unit, cases, pairs, options):
             return False
     return True
+
+
+_NO_VALUE = frozenset((None,))
 
 
 def _known_problem(pred: Prediction, cases: CaseSet | None, pairs: Mapping[str, str] | None,
