@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from itertools import groupby
+from itertools import groupby, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
 
@@ -172,8 +172,9 @@ def build_report(
     answers: dict[str, dict[str, dict[tuple[str, str, str], Prediction]]] = {}
     for (suite, model), run in groupby(preds, _RUN):  # a run's lines come together: one look-up per run
         run = list(run)  # each by (case, pair or "", condition), the keys made in C: a study has a million
-        answers.setdefault(suite, {}).setdefault(model, {}).update(
-            zip(zip(map(_CASE, run), map(_NO_PAIR.get, map(_PAIR, run), map(_PAIR, run)), map(_CONDITION, run)), run))
+        # (Only the counterfactual suite has pairs: a checked prediction of another has none, None or "".)
+        pair = map(_NO_PAIR.get, map(_PAIR, run), map(_PAIR, run)) if suite == "counterfactual" else repeat("")
+        answers.setdefault(suite, {}).setdefault(model, {}).update(zip(zip(map(_CASE, run), pair, map(_CONDITION, run)), run))
     # 2. checks
     cc_models = answers.get("contextcanvas", {})
     for base, other in compare:

@@ -353,3 +353,26 @@ def test_a_case_looked_up_in_an_earlier_part_is_still_checked_in_a_later_one(tmp
             load_predictions([path], cases=cases)
         with pytest.raises(PredictionError, match=rf"p\.jsonl:31: {message}"):
             parse_predictions(path.read_text(), path, cases=cases)
+
+
+def test_a_pair_written_empty_outside_the_counterfactual_suite_is_scored_as_none(tiny_ws):
+    """Only the counterfactual suite has pairs: an answer of another suite written with ``"pair": ""`` is the same
+    unit as one written with null, in every section and in the units."""
+    from cfkit.report import build_report, to_json
+    from cfkit.report.gold import load_gold
+    from cfkit.workspace import load_workspace
+
+    gold = load_gold(load_workspace(tiny_ws), all_cases=True)
+    answers = {"T001": "B", "T002": "A", "T003": "A"}
+
+    def preds(pair):
+        made = [Prediction(model="m", suite="contextcanvas", case=c, pair=pair, condition="image", answer=a)
+                for c, a in answers.items()]
+        return made + [Prediction(model="m", suite="modality", case=c, pair=pair, condition=condition,
+                                  answer=a if condition != "text" else "A")
+                       for condition in ("text", "neutral", "evidence", "image") for c, a in answers.items()]
+
+    written_null = json.loads(to_json(build_report(gold, preds(None), n_resamples=100)))
+    written_empty = json.loads(to_json(build_report(gold, preds(""), n_resamples=100)))
+    assert written_empty == written_null
+    assert not written_null["missing"] and written_null["contextcanvas"][0]["accuracy"] == pytest.approx(200 / 3)
