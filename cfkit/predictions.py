@@ -126,13 +126,15 @@ _BYTES = (b"\n", b"\r", b"\r\n", b"\n,", (b"[", b"]"), re.compile(b"\xc2\x85|\xe
 
 
 def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
-                seen: dict[tuple, tuple[str, int]], *, remember: bool = True) -> list[Prediction] | None:
+                seen: dict[tuple, tuple[str, int]], *, remember: bool = True, repeats: bool = True
+                ) -> list[Prediction] | None:
     """:func:`parse_predictions` without pydantic for a file with nothing to report: the lines read as one JSON
     array, then checked a column at a time (:func:`_columns_pass`) and once per distinct case, pair and answer
     rather than once per line; None, with ``seen`` untouched, as soon as anything is unusual (a blank line, JSON
     any line would not give alone, a value not plainly of its type, a problem of any kind, a pair written as ""),
     and the line-by-line reading then finds it and names its line. Without ``remember`` (the last file read
-    together) its units are checked against ``seen`` but not added to it, nor their lines kept."""
+    together) its units are checked against ``seen`` but not added to it, nor their lines kept; without
+    ``repeats``, units are not looked for in ``seen`` at all (see :func:`load_predictions`)."""
     raw = isinstance(text, bytes)  # a file's UTF-8 bytes, read by orjson only (which checks the encoding)
     newline, cr, crlf, comma, brackets, breaks = _BYTES if raw else _TEXT
     body = text[:-1] if text.endswith(newline) else text
@@ -145,7 +147,7 @@ def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pair
         return None  # json's own would take other encodings too
     # A file is read a part of about _PART bytes at a time (whole lines), so that the records JSON gives, which
     # take several times the file's size, are never there all at once; the predictions are the same.
-    name, out, found, lineno, begin = str(path), [], {}, 1, 0
+    name, out, found, lineno, begin = str(path), [], {} if repeats else None, 1, 0
     options: dict[str, frozenset[str] | None] = {}  # each case's option ids, looked up once for all the parts
     while True:
         end = body.find(newline, begin + _PART) if begin + _PART < len(body) else -1
@@ -157,10 +159,11 @@ def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pair
         if end < 0:
             break
         lineno, begin = lineno + len(part), end + 1
-    if seen and not seen.keys().isdisjoint(found):
-        return None
-    if remember:
-        seen.update(found)
+    if found is not None:
+        if seen and not seen.keys().isdisjoint(found):
+            return None
+        if remember:
+            seen.update(found)
     return out
 
 
@@ -170,13 +173,13 @@ _PART = 1 << 21
 
 def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
                loads: Callable[[Any], Any], whole_strings: bool, brackets, newline, comma,
-               options: dict[str, frozenset[str] | None], found: dict[tuple, tuple[str, int]],
+               options: dict[str, frozenset[str] | None], found: dict[tuple, tuple[str, int]] | None,
                remember: bool = True) -> list[Prediction] | None:
     """The lines of ``body`` (the first is line ``lineno``) as :func:`_read_whole` reads them: their predictions,
     each one's unit key added to ``found`` (the keys of the earlier parts) with its file and line; None as soon as
     anything is unusual, a unit answered twice among them (without ``remember``, each key is added with None,
     the lines being needed only where a later file repeats one). ``options``: the option ids of the cases earlier
-    parts named (:func:`_units_pass`)."""
+    parts named (:func:`_units_pass`). ``found`` None: units answered twice are not looked for here."""
     # Each line break followed by a comma, so that no string runs across two lines (JSON refuses a raw line break
     # in one, and "\r" before it is only white space); a container that would (an array opened on one line, closed
     # on the next) is not a flat record and fails the checks below, and a count of records other than lines (a
@@ -209,11 +212,12 @@ def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mappi
         return None
     if not _units_pass(cols, n, cases, pairs, options, distinct):
         return None
-    keys = zip(cols["model"], cols["suite"], cols["case"], cols.get("pair") or repeat(None, n), cols["condition"])
-    known = len(found)
-    found.update(zip(keys, zip(repeat(name), range(lineno, lineno + n)) if remember else repeat(None)))
-    if len(found) != known + n:
-        return None  # a unit answered twice, here or in an earlier part: the line-by-line reading names both lines
+    if found is not None:
+        keys = zip(cols["model"], cols["suite"], cols["case"], cols.get("pair") or repeat(None, n), cols["condition"])
+        known = len(found)
+        found.update(zip(keys, zip(repeat(name), range(lineno, lineno + n)) if remember else repeat(None)))
+        if len(found) != known + n:
+            return None  # a unit answered twice, here or in an earlier part: the line-by-line reading names both
     # Each record straight from the columns (zip's tuple, copied into the record, is made once and reused).
     return list(map(tuple.__new__, repeat(Prediction, n),
                     zip(*(cols[name] if name in cols else repeat(None, n) for name in FIELDS))))
@@ -314,13 +318,20 @@ def load_predictions(
     *,
     cases: CaseSet | None = None,
     pairs: Mapping[str, str] | None = None,
+    repeats: bool = True,
 ) -> list[Prediction]:
-    """Read and check predictions JSONL files (any mix of models and suites), in order."""
+    """Read and check predictions JSONL files (any mix of models and suites), in order.
+
+    Without ``repeats``, a unit answered twice may be let through (a file read
+    whole is not searched for one): for a caller that counts the units anyway
+    (a report indexes every answer by unit) and, finding fewer units than
+    predictions, reads again with ``repeats`` to name the two lines.
+    """
     seen: dict[tuple, tuple[str, int]] = {}  # key -> the file and line that gave it first
     out: list[Prediction] = []
     with paused_collection():
         for number, path in enumerate(paths, start=1):  # the last file's lines are not kept for a later one
-            out += _read_file(Path(path), cases, pairs, seen, remember=number < len(paths))
+            out += _read_file(Path(path), cases, pairs, seen, remember=number < len(paths), repeats=repeats)
     return out
 
 
@@ -352,7 +363,8 @@ def paused_collection():
 
 
 def _read_file(path: Path, cases: CaseSet | None, pairs: Mapping[str, str] | None,
-               seen: dict[tuple, tuple[str, int]], *, remember: bool = True) -> list[Prediction]:
+               seen: dict[tuple, tuple[str, int]], *, remember: bool = True, repeats: bool = True
+               ) -> list[Prediction]:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -360,7 +372,7 @@ def _read_file(path: Path, cases: CaseSet | None, pairs: Mapping[str, str] | Non
     except OSError as exc:
         raise PredictionError(f"{path}: cannot be read ({exc.strerror}).") from exc
     # The bytes read whole as they are (orjson checks the UTF-8); decoded only for the line-by-line reading.
-    fast = _read_whole(data, path, cases, pairs, seen, remember=remember)
+    fast = _read_whole(data, path, cases, pairs, seen, remember=remember, repeats=repeats)
     if fast is not None:
         return fast
     try:

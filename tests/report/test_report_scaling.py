@@ -403,3 +403,29 @@ def test_a_pair_written_empty_outside_the_counterfactual_suite_is_scored_as_none
     written_empty = json.loads(to_json(build_report(gold, preds(""), n_resamples=100)))
     assert written_empty == written_null
     assert not written_null["missing"] and written_null["contextcanvas"][0]["accuracy"] == pytest.approx(200 / 3)
+
+
+def test_a_report_finds_a_unit_answered_twice_by_counting_and_names_both_lines(tmp_path, tiny_ws):
+    """A report reads its files without looking for repeats (build_report counts the units it indexes anyway);
+    one unit answered twice, in one file or across two, is still refused with both lines named, and
+    build_report given such predictions refuses them itself."""
+    from cfkit.report import build_report, make_report
+    from cfkit.report.build import RepeatedAnswer
+    from cfkit.report.gold import load_gold
+    from cfkit.workspace import load_workspace
+
+    ws = load_workspace(tiny_ws)
+    lines = [_line(case=case) for case in ("T001", "T002", "T003")]
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    one.write_text("\n".join([*lines, lines[1]]) + "\n")
+    assert len(load_predictions([one], repeats=False)) == 4  # let through, for a caller that counts
+    with pytest.raises(PredictionError, match=r"one\.jsonl:4: a second answer .* at .*one\.jsonl:2\)"):
+        make_report(ws, [one], n_resamples=50)
+    one.write_text("\n".join(lines) + "\n")
+    two.write_text(lines[2] + "\n")
+    with pytest.raises(PredictionError, match=r"two\.jsonl:1: a second answer .* at .*one\.jsonl:3\)"):
+        make_report(ws, [one, two], n_resamples=50)
+    preds = load_predictions([one]) + load_predictions([two])
+    with pytest.raises(RepeatedAnswer, match=r"model 'm' answered case T003 condition image \(contextcanvas\) twice"):
+        build_report(load_gold(ws, all_cases=True), preds, n_resamples=50)
+    assert len(make_report(ws, [one], n_resamples=50).contextcanvas) == 1
