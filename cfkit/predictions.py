@@ -137,8 +137,8 @@ def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pair
     ``repeats``, units are not looked for in ``seen`` at all (see :func:`load_predictions`)."""
     raw = isinstance(text, bytes)  # a file's UTF-8 bytes, read by orjson only (which checks the encoding)
     newline, cr, crlf, comma, brackets, breaks = _BYTES if raw else _TEXT
-    body = text[:-1] if text.endswith(newline) else text
-    if not body:
+    size = len(text) - 1 if text.endswith(newline) else len(text)  # the lines, without the last one's break
+    if not size:
         return [] if not text else None
     if (not text.isascii() and breaks.search(text)) or (cr in text and text.count(cr) != text.count(crlf)):
         return None  # a line of str.splitlines() that is not one between "\n"s
@@ -150,8 +150,8 @@ def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pair
     name, out, found, lineno, begin = str(path), [], {} if repeats else None, 1, 0
     options: dict[str, frozenset[str] | None] = {}  # each case's option ids, looked up once for all the parts
     while True:
-        end = body.find(newline, begin + _PART) if begin + _PART < len(body) else -1
-        part = _read_part(body[begin:] if end < 0 else body[begin:end], lineno, name, cases, pairs, loads,
+        end = text.find(newline, begin + _PART, size) if begin + _PART < size else -1
+        part = _read_part(text[begin:size if end < 0 else end], lineno, name, cases, pairs, loads,
                           whole_strings, brackets, newline, comma, options, found, remember)
         if part is None:
             return None
@@ -184,7 +184,7 @@ def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mappi
     # in one, and "\r" before it is only white space); a container that would (an array opened on one line, closed
     # on the next) is not a flat record and fails the checks below, and a count of records other than lines (a
     # blank line, two records on one) fails at once.
-    array = brackets[0] + body.replace(newline, comma) + brackets[1]
+    array = body[:0].join((brackets[0], body.replace(newline, comma), brackets[1]))  # (one copy, not two)
     n = len(array) - len(body) - 1  # the lines, as str.splitlines() counts them: one comma more a line break
     try:
         records = loads(array)
