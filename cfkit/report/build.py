@@ -321,7 +321,7 @@ class _Units:
         """
         asked, found = self._asked(model, suite), list(map(got.get, units))
         if all(found) and not set(map(_ERROR, found)) & {"transport", "refused"} \
-                and set(map(_EDIT, found)) == {None}:  # all there, none failed or about an edit: as they are
+                and not any(map(_EDIT, found)):  # all there, none failed or about an edit (ids from 1): as they are
             out = list(map(_ANSWER, found))
             asked.update(zip(units, out))
             return out
