@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 CASES = 1204
 RUNS = 5
-REPORT_ROUNDS = 5
+REPORT_ROUNDS = 9
 RESAMPLES = 1000
 YES_NO = [{"id": "A", "text": "Yes"}, {"id": "B", "text": "No"}]
 

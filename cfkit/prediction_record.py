@@ -120,18 +120,20 @@ _NAMED = {"model": None, "suite": _SUITES, "case": None, "condition": _CONDITION
           "error": _ERRORS, "pair": None, "answer": None, "image_sha256": None, "edit_id": None, "truncated": None}
 
 
-def _columns_pass(cols: dict[str, Sequence], n: int, *, whole_strings: bool = False) -> bool:
+def _columns_pass(cols: dict[str, Sequence], n: int, *, whole_strings: bool = False,
+                  distinct: dict[str, set] | None = None) -> bool:
     """:func:`_rows_pass` on the rows' columns by field (a field absent from ``cols`` is null on every row): each
     column's distinct values (or, for the free texts, its types), and the consistency rules on the distinct
     combinations of the fields they read. ``whole_strings``: the strings are known to hold no lone surrogate
-    (orjson refuses one), which is otherwise looked for."""
+    (orjson refuses one), which is otherwise looked for. ``distinct`` (when given) receives each checked field's
+    distinct values, for a caller's further checks."""
     if not _REQUIRED <= cols.keys():
         return False
-    distinct: dict[str, set] = {}
+    distinct = {} if distinct is None else distinct
     for name, column in cols.items():
         if name in _NAMED:
             try:
-                values = distinct[name] = set(column)
+                values = distinct[name] = _NONE if _all_none(column) else set(column)
             except TypeError:  # a list or an object: not a flat record's value
                 return False
             kinds = set(map(type, values))
@@ -154,7 +156,7 @@ def _columns_pass(cols: dict[str, Sequence], n: int, *, whole_strings: bool = Fa
             if name == "image_sha256" and not all(_SHA256.fullmatch(v) for v in values if v is not None):
                 return False
             column = values
-        elif not set(map(type, column)) <= _TEXT:
+        elif not _all_none(column) and not set(map(type, column)) <= _TEXT:
             return False
         if not whole_strings:
             text = "".join(filter(None, column))
@@ -171,6 +173,14 @@ def _columns_pass(cols: dict[str, Sequence], n: int, *, whole_strings: bool = Fa
     shapes = set(zip(*(cols[name] if name in cols else repeat(None, n) for name in _SHAPE_FIELDS)))
     return all(_shape_passes(*shape) for shape in shapes)
 
+
+
+_NONE = frozenset((None,))
+
+
+def _all_none(column: Sequence) -> bool:
+    """Whether every value of ``column`` is None (a field the lines write as null: looked at without a set)."""
+    return bool(column) and column[0] is None and column.count(None) == len(column)
 
 
 _RULES = frozenset(RULES)

@@ -17,9 +17,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import repeat
-from operator import add, itemgetter
+from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 #: Fields written only where they have a value (so lines of other conditions are unchanged).
 OPTIONAL_FIELDS = ("edit_id", "image_sha256")
@@ -38,7 +38,9 @@ from cfkit.prediction_record import (  # noqa: F401 - FIELDS and Prediction are 
     _restored,
     _rows_pass,
 )
-from cfkit.store import Store, runs
+
+if TYPE_CHECKING:
+    from cfkit.store import Store
 
 
 def parse_predictions(
@@ -124,16 +126,19 @@ _BYTES = (b"\n", b"\r", b"\r\n", b"\n,", (b"[", b"]"), re.compile(b"\xc2\x85|\xe
 
 
 def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
-                seen: dict[tuple, tuple[str, int]]) -> list[Prediction] | None:
+                seen: dict[tuple, tuple[str, int]], *, remember: bool = True, repeats: bool = True
+                ) -> list[Prediction] | None:
     """:func:`parse_predictions` without pydantic for a file with nothing to report: the lines read as one JSON
     array, then checked a column at a time (:func:`_columns_pass`) and once per distinct case, pair and answer
     rather than once per line; None, with ``seen`` untouched, as soon as anything is unusual (a blank line, JSON
     any line would not give alone, a value not plainly of its type, a problem of any kind, a pair written as ""),
-    and the line-by-line reading then finds it and names its line."""
+    and the line-by-line reading then finds it and names its line. Without ``remember`` (the last file read
+    together) its units are checked against ``seen`` but not added to it, nor their lines kept; without
+    ``repeats``, units are not looked for in ``seen`` at all (see :func:`load_predictions`)."""
     raw = isinstance(text, bytes)  # a file's UTF-8 bytes, read by orjson only (which checks the encoding)
     newline, cr, crlf, comma, brackets, breaks = _BYTES if raw else _TEXT
-    body = text[:-1] if text.endswith(newline) else text
-    if not body:
+    size = len(text) - 1 if text.endswith(newline) else len(text)  # the lines, without the last one's break
+    if not size:
         return [] if not text else None
     if (not text.isascii() and breaks.search(text)) or (cr in text and text.count(cr) != text.count(crlf)):
         return None  # a line of str.splitlines() that is not one between "\n"s
@@ -142,21 +147,23 @@ def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pair
         return None  # json's own would take other encodings too
     # A file is read a part of about _PART bytes at a time (whole lines), so that the records JSON gives, which
     # take several times the file's size, are never there all at once; the predictions are the same.
-    name, out, found, lineno, begin = str(path), [], {}, 1, 0
+    name, out, found, lineno, begin = str(path), [], {} if repeats else None, 1, 0
+    options: dict[str, frozenset[str] | None] = {}  # each case's option ids, looked up once for all the parts
     while True:
-        end = body.find(newline, begin + _PART) if begin + _PART < len(body) else -1
-        part = _read_part(body[begin:] if end < 0 else body[begin:end], lineno, name, cases, pairs, loads,
-                          whole_strings, brackets, newline, comma)
-        if part is None or not found.keys().isdisjoint(part[1]):
-            return None  # (a unit answered twice in two parts: the line-by-line reading names both lines)
-        out += part[0]
-        found.update(part[1])
+        end = text.find(newline, begin + _PART, size) if begin + _PART < size else -1
+        part = _read_part(text[begin:size if end < 0 else end], lineno, name, cases, pairs, loads,
+                          whole_strings, brackets, newline, comma, options, found, remember)
+        if part is None:
+            return None
+        out += part
         if end < 0:
             break
-        lineno, begin = lineno + len(part[0]), end + 1
-    if seen and not seen.keys().isdisjoint(found):
-        return None
-    seen.update(found)
+        lineno, begin = lineno + len(part), end + 1
+    if found is not None:
+        if seen and not seen.keys().isdisjoint(found):
+            return None
+        if remember:
+            seen.update(found)
     return out
 
 
@@ -165,15 +172,19 @@ _PART = 1 << 21
 
 
 def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
-               loads: Callable[[Any], Any], whole_strings: bool, brackets, newline, comma
-               ) -> tuple[list[Prediction], dict[tuple, tuple[str, int]]] | None:
-    """The lines of ``body`` (the first is line ``lineno``) as :func:`_read_whole` reads them: their predictions
-    and each one's unit key with its file and line; None as soon as anything is unusual."""
+               loads: Callable[[Any], Any], whole_strings: bool, brackets, newline, comma,
+               options: dict[str, frozenset[str] | None], found: dict[tuple, tuple[str, int]] | None,
+               remember: bool = True) -> list[Prediction] | None:
+    """The lines of ``body`` (the first is line ``lineno``) as :func:`_read_whole` reads them: their predictions,
+    each one's unit key added to ``found`` (the keys of the earlier parts) with its file and line; None as soon as
+    anything is unusual, a unit answered twice among them (without ``remember``, each key is added with None,
+    the lines being needed only where a later file repeats one). ``options``: the option ids of the cases earlier
+    parts named (:func:`_units_pass`). ``found`` None: units answered twice are not looked for here."""
     # Each line break followed by a comma, so that no string runs across two lines (JSON refuses a raw line break
     # in one, and "\r" before it is only white space); a container that would (an array opened on one line, closed
     # on the next) is not a flat record and fails the checks below, and a count of records other than lines (a
     # blank line, two records on one) fails at once.
-    array = brackets[0] + body.replace(newline, comma) + brackets[1]
+    array = body[:0].join((brackets[0], body.replace(newline, comma), brackets[1]))  # (one copy, not two)
     n = len(array) - len(body) - 1  # the lines, as str.splitlines() counts them: one comma more a line break
     try:
         records = loads(array)
@@ -195,37 +206,46 @@ def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mappi
         rows = [tuple(map(record.get, names)) for record in records]
     del records
     cols = dict(zip(names, zip(*rows)))
-    if not _columns_pass(cols, n, whole_strings=whole_strings):
+    del rows
+    distinct: dict[str, set] = {}
+    if not _columns_pass(cols, n, whole_strings=whole_strings, distinct=distinct):
         return None
-    if not _units_pass(cols, n, cases, pairs):
+    if not _units_pass(cols, n, cases, pairs, options, distinct):
         return None
-    keys = zip(cols["model"], cols["suite"], cols["case"], cols.get("pair") or repeat(None, n), cols["condition"])
-    first = dict(zip(keys, zip(repeat(name), range(lineno, lineno + n))))
-    if len(first) != n:
-        return None
-    if names == list(FIELDS[:len(names)]):  # the fields a line may leave out are the last ones
-        rest = (None,) * (len(FIELDS) - len(names))
-        return list(map(tuple.__new__, repeat(Prediction, n), map(add, rows, repeat(rest)))), first
+    if found is not None:
+        keys = zip(cols["model"], cols["suite"], cols["case"], cols.get("pair") or repeat(None, n), cols["condition"])
+        known = len(found)
+        found.update(zip(keys, zip(repeat(name), range(lineno, lineno + n)) if remember else repeat(None)))
+        if len(found) != known + n:
+            return None  # a unit answered twice, here or in an earlier part: the line-by-line reading names both
+    # Each record straight from the columns (zip's tuple, copied into the record, is made once and reused).
     return list(map(tuple.__new__, repeat(Prediction, n),
-                    zip(*(cols[name] if name in cols else repeat(None, n) for name in FIELDS)))), first
+                    zip(*(cols[name] if name in cols else repeat(None, n) for name in FIELDS))))
 
 
-def _units_pass(cols: dict[str, Sequence], n: int, cases: CaseSet | None, pairs: Mapping[str, str] | None) -> bool:
+def _units_pass(cols: dict[str, Sequence], n: int, cases: CaseSet | None, pairs: Mapping[str, str] | None,
+                options: dict[str, frozenset[str] | None], distinct: Mapping[str, set]) -> bool:
     """Whether no line names a pair, case or answer the workspace lacks (:func:`_unit_problem` finds none), nor a
     pair written as "" (the same key as none): each distinct (case, pair, answer) looked at once; without pairs,
-    each distinct case, and the answers at once where every case has them among its options."""
-    options: dict[str, frozenset[str] | None] = {}
+    each distinct case, and the answers at once where every case has them among its options.
+
+    ``options`` holds the option ids of the cases found so far (every one a known case: an unknown one ends the
+    reading), kept between the parts of a file so that each case is looked up once. ``distinct``: each column's
+    distinct values (:func:`cfkit.prediction_record._columns_pass`)."""
     case, answer = cols["case"], cols.get("answer") or repeat(None, n)
-    if "pair" not in cols or set(cols["pair"]) == {None}:
-        if any(_unit_problem(c, None, None, cases, pairs, options) for c in set(case)):
+    if distinct.get("pair", _NO_VALUE) <= _NO_VALUE:
+        if any(_unit_problem(c, None, None, cases, pairs, options) for c in distinct["case"].difference(options)):
             return False
-        answers = set(answer) - {None}
+        answers = distinct.get("answer", _NO_VALUE) - _NO_VALUE
         if cases is None or not answers or answers <= frozenset.intersection(*options.values()):
             return True  # (every case is known now: its option ids are in ``options``)
     for unit in set(zip(case, cols.get("pair") or repeat(None, n), answer)):
         if unit[1] == "" or _unit_problem(*unit, cases, pairs, options):
             return False
     return True
+
+
+_NO_VALUE = frozenset((None,))
 
 
 def _known_problem(pred: Prediction, cases: CaseSet | None, pairs: Mapping[str, str] | None,
@@ -298,13 +318,20 @@ def load_predictions(
     *,
     cases: CaseSet | None = None,
     pairs: Mapping[str, str] | None = None,
+    repeats: bool = True,
 ) -> list[Prediction]:
-    """Read and check predictions JSONL files (any mix of models and suites), in order."""
+    """Read and check predictions JSONL files (any mix of models and suites), in order.
+
+    Without ``repeats``, a unit answered twice may be let through (a file read
+    whole is not searched for one): for a caller that counts the units anyway
+    (a report indexes every answer by unit) and, finding fewer units than
+    predictions, reads again with ``repeats`` to name the two lines.
+    """
     seen: dict[tuple, tuple[str, int]] = {}  # key -> the file and line that gave it first
     out: list[Prediction] = []
     with paused_collection():
-        for path in paths:
-            out += _read_file(Path(path), cases, pairs, seen)
+        for number, path in enumerate(paths, start=1):  # the last file's lines are not kept for a later one
+            out += _read_file(Path(path), cases, pairs, seen, remember=number < len(paths), repeats=repeats)
     return out
 
 
@@ -315,6 +342,13 @@ def paused_collection():
     Each collection pass walks every object made so far: reading a study's
     predictions (a hundred thousand lines or more) spent about a seventh of
     its time there. Memory is still freed as each object is dropped.
+
+    When the collector comes back, the objects the body made and kept are
+    counted as old (moved to the oldest generation, as surviving passes would
+    have moved them): else the first pass after the pause walks every one of
+    them at once, about a millisecond a model of a report. Skipped when
+    something else holds objects frozen (``gc.freeze``): moving them is
+    theirs to decide.
     """
     was_on = gc.isenabled()
     gc.disable()
@@ -322,11 +356,15 @@ def paused_collection():
         yield
     finally:
         if was_on:
+            if not gc.get_freeze_count():
+                gc.freeze()  # every generation's objects to the permanent one, and back into the oldest
+                gc.unfreeze()
             gc.enable()
 
 
 def _read_file(path: Path, cases: CaseSet | None, pairs: Mapping[str, str] | None,
-               seen: dict[tuple, tuple[str, int]]) -> list[Prediction]:
+               seen: dict[tuple, tuple[str, int]], *, remember: bool = True, repeats: bool = True
+               ) -> list[Prediction]:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -334,7 +372,7 @@ def _read_file(path: Path, cases: CaseSet | None, pairs: Mapping[str, str] | Non
     except OSError as exc:
         raise PredictionError(f"{path}: cannot be read ({exc.strerror}).") from exc
     # The bytes read whole as they are (orjson checks the UTF-8); decoded only for the line-by-line reading.
-    fast = _read_whole(data, path, cases, pairs, seen)
+    fast = _read_whole(data, path, cases, pairs, seen, remember=remember, repeats=repeats)
     if fast is not None:
         return fast
     try:
@@ -369,6 +407,8 @@ def predictions_from_store(store: Store, run_ids: Sequence[str] | None = None) -
     With ``run_ids`` None, the newest run of each model and suite is read.
     Replies are returned run by run, in the order they were stored.
     """
+    from cfkit.store import runs  # the store's owners load only for a report from the store, not from files
+
     ids = runs.latest_run_ids(store) if run_ids is None else list(run_ids)
     out: list[Prediction] = []
     with paused_collection():
@@ -378,6 +418,8 @@ def predictions_from_store(store: Store, run_ids: Sequence[str] | None = None) -
 
 
 def _run_predictions(store: Store, run_id: str) -> list[Prediction]:
+    from cfkit.store import runs
+
     run = runs.get_run(store, run_id)
     if run is None:
         raise PredictionError(f"no run '{run_id}' in store {store.path}. See 'cfkit runs list'.")

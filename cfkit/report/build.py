@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from itertools import groupby
+from itertools import groupby, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
 
@@ -26,14 +26,14 @@ from cfkit.report import sources as sources_
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.groups import resolve_groups
 from cfkit.report.labels import check_labels, relabel_ega, relabel_sources
-from cfkit.report.rows import COVERAGE_END, CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report
+from cfkit.report.rows import (CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report,
+                               coverage_notes)
 from cfkit.report.sources import Sources
 from cfkit.swap import as_listed, swap_problem
 from cfkit.report.swap import swap_notes, swap_rows
 from cfkit.report.trouble import reply_troubles
 from cfkit.report.units import AnswerKey, collect_units
 from cfkit.stats.answers import read_only_answers
-from cfkit.store import Store, edits
 from cfkit.vocabulary import CONDITION_ORDER, SUITE_CONDITIONS, SWAP_CONDITIONS
 from cfkit.workspace import Workspace
 
@@ -87,8 +87,10 @@ def make_report(
     if prediction_paths and run_refs:
         raise UsageError("--predictions reads files and --run reads stored runs; give one or the other.")
     if prediction_paths:
-        source = Sources(preds=load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases))
+        source = Sources(preds=load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases,
+                                                repeats=False))  # build_report counts the units
         if ws.db_path.is_file():  # answers about edits can still be checked against the pairs' selected edits
+            from cfkit.store import Store, edits  # (the store's modules: only where there is one)
             with Store(ws.db_path) as store:
                 source.selected_edits = {
                     pair: None if (e := edits.selected(store, pair)) is None else e.id
@@ -97,6 +99,7 @@ def make_report(
         if not ws.db_path.is_file():
             raise NotFoundError(f"no stored runs ({ws.db_path} does not exist). Run 'cfkit probe run' first, "
                                 "or pass --predictions FILE.")
+        from cfkit.store import Store
         with Store(ws.db_path) as store:
             source = sources_.from_store(store, run_refs, mixed=mixed_settings, only_named=only_named)
             check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
@@ -106,8 +109,13 @@ def make_report(
     if labels:
         check_labels(labels, [p.model for p in source.preds] + [r.model for r in (section.rows if section else [])])
         source, section = relabel_sources(source, labels), section and relabel_ega(section, labels)
-    report = build_report(gold, source.preds, compare=compare, n_resamples=n_resamples, seed=seed, sources=source,
-                          expected_pairs=ws.pairs, groups=groups)
+    try:
+        report = build_report(gold, source.preds, compare=compare, n_resamples=n_resamples, seed=seed,
+                              sources=source, expected_pairs=ws.pairs, groups=groups)
+    except RepeatedAnswer:
+        if prediction_paths:  # the reading that looks for a repeat names its two lines
+            load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases)
+        raise
     if section is not None:
         report = dataclasses.replace(report, ega=section)
     if report.counterfactual and ws.db_path.is_file():
@@ -117,7 +125,7 @@ def make_report(
 
 def _judge_doubts(ws: Workspace, pairs: set[str]) -> list[str]:
     """A note naming the reported pairs whose selected edit a judge model doubts (``cfkit edits screen``)."""
-    from cfkit.store import screens
+    from cfkit.store import Store, edits, screens
 
     with Store(ws.db_path) as store:
         shown = {pair: e.id for pair in sorted(pairs) if (e := edits.selected(store, pair)) is not None}
@@ -137,6 +145,8 @@ def _ega(ws: Workspace, audit: str | None, n_resamples: int, seed: int | None, u
 
     if not ws.db_path.is_file():
         raise NotFoundError(f"--ega: no store at {ws.db_path}, so no audit; plan one with 'cfkit audit plan --run RUN'.")
+    from cfkit.store import Store
+
     with Store(ws.db_path) as store:
         return ega_section(store, audit, n_resamples=n_resamples, seed=seed, unblind=unblind, labels=labels,
                            judge=judge)
@@ -169,8 +179,11 @@ def build_report(
     answers: dict[str, dict[str, dict[tuple[str, str, str], Prediction]]] = {}
     for (suite, model), run in groupby(preds, _RUN):  # a run's lines come together: one look-up per run
         run = list(run)  # each by (case, pair or "", condition), the keys made in C: a study has a million
-        answers.setdefault(suite, {}).setdefault(model, {}).update(
-            zip(zip(map(_CASE, run), map(_NO_PAIR.get, map(_PAIR, run), map(_PAIR, run)), map(_CONDITION, run)), run))
+        # (Only the counterfactual suite has pairs: a checked prediction of another has none, None or "".)
+        pair = map(_NO_PAIR.get, map(_PAIR, run), map(_PAIR, run)) if suite == "counterfactual" else repeat("")
+        answers.setdefault(suite, {}).setdefault(model, {}).update(zip(zip(map(_CASE, run), pair, map(_CONDITION, run)), run))
+    if sum(map(len, [got for by_model in answers.values() for got in by_model.values()])) != len(preds):
+        raise _repeated(preds)  # fewer units than answers
     # 2. checks
     cc_models = answers.get("contextcanvas", {})
     for base, other in compare:
@@ -238,7 +251,7 @@ def build_report(
         expected["counterfactual"] = expected_pairs
     if gold.modality_cases is not None:
         expected["modality"] = len(gold.modality_cases)
-    notes = _coverage_notes(units, gold, cc_rows, cf_rows, md_rows, expected_pairs) + swap_notes(units.missing, sw_rows)
+    notes = coverage_notes(units.missing, gold, cc_rows, cf_rows, md_rows, expected_pairs) + swap_notes(units.missing, sw_rows)
     # A case's gold under every condition a suite asks it in; a pair's two golds from its spec.
     golds = {(c.id, "", condition): c.gold for c in all_cases for condition in CONDITION_ORDER
              if condition not in SUITE_CONDITIONS["counterfactual"] + SWAP_CONDITIONS}
@@ -252,6 +265,20 @@ def build_report(
                   bootstrap={"resamples": n_resamples, "seed": seed, "level": stats.LEVEL},
                   units=collect_units(units.asked, golds, units.reasons), swap=sw_rows, troubles=troubles,
                   set_aside=list(sources.set_aside))
+
+
+class RepeatedAnswer(PredictionError):
+    """A unit answered twice among the predictions of a report."""
+
+
+def _repeated(preds: Sequence[Prediction]) -> RepeatedAnswer:
+    seen = set()
+    for p in preds:
+        if (key := (p.model, p.suite, p.case, p.pair or "", p.condition)) in seen:
+            return RepeatedAnswer(f"model '{p.model}' answered case {p.case}" + (f", pair {p.pair}," if p.pair else "")
+                                  + f" condition {p.condition} ({p.suite}) twice; keep one of the answers.")
+        seen.add(key)
+    raise AssertionError("no unit is answered twice")
 
 
 _RUN, _ANSWER, _ERROR, _EDIT = attrgetter("suite", "model"), attrgetter("answer"), attrgetter("error"), attrgetter("edit_id")
@@ -294,7 +321,7 @@ class _Units:
         """
         asked, found = self._asked(model, suite), list(map(got.get, units))
         if all(found) and not set(map(_ERROR, found)) & {"transport", "refused"} \
-                and set(map(_EDIT, found)) == {None}:  # all there, none failed or about an edit: as they are
+                and not any(map(_EDIT, found)):  # all there, none failed or about an edit (ids from 1): as they are
             out = list(map(_ANSWER, found))
             asked.update(zip(units, out))
             return out
@@ -421,26 +448,3 @@ def _modality(units: _Units, model: str, got: dict, cases: _CaseColumns, resampl
         runs=units.marks(model, "modality")[1],
     )
 
-
-def _coverage_notes(units: _Units, gold: Gold, cc_rows: list, cf_rows: list, md_rows: list,
-                    expected_pairs: int | None) -> list[str]:
-    """Sentences saying where the figures cover fewer pairs or cases than asked for."""
-    notes = []
-    n_pairs = len(gold.pairs)
-    if cf_rows and expected_pairs is not None and n_pairs < expected_pairs:
-        notes.append(f"counterfactual: the workspace has {n_pairs} of the {expected_pairs} pairs it expects "
-                     f"([workspace] pairs = {expected_pairs}); every counterfactual figure is over "
-                     f"{n_pairs} pair{'s' if n_pairs != 1 else ''}.")
-    gaps: dict[tuple[str, str], set] = {}
-    for m in units.missing:
-        gaps.setdefault((m.model, m.suite), set()).add(m.pair if m.suite == "counterfactual" else m.case)
-    sizes = {"contextcanvas": (len(gold.cases), "cases"), "counterfactual": (n_pairs, "pairs"),
-             "modality": (len(gold.modality_cases or []), "subset cases (all four conditions)")}
-    for suite, rows in (("contextcanvas", cc_rows), ("counterfactual", cf_rows), ("modality", md_rows)):
-        total, what = sizes[suite]
-        for row in rows:
-            lacking = len(gaps.get((row.model, suite), ()))
-            if lacking:
-                notes.append(f"{suite}: {row.model} has usable answers for {total - lacking} of the {total} {what}; "
-                             + COVERAGE_END)
-    return notes

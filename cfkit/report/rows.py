@@ -11,6 +11,7 @@ from cfkit.report.trouble import ReplyTrouble
 from cfkit.report.units import ModelUnits
 
 if TYPE_CHECKING:  # the EGA section's module (and the audit's) is loaded only for report --ega
+    from cfkit.report.gold import Gold
     from cfkit.report.grounding import EgaSection
 
 
@@ -168,3 +169,27 @@ def _marks(row: Any) -> dict[str, Any]:
 
 def _fields(obj: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     return {k: v for k, v in obj.__dict__.items() if k not in skip}
+
+
+def coverage_notes(missing: list[Missing], gold: Gold, cc_rows: list, cf_rows: list, md_rows: list,
+                   expected_pairs: int | None) -> list[str]:
+    """Sentences saying where the figures cover fewer pairs or cases than asked for."""
+    notes = []
+    n_pairs = len(gold.pairs)
+    if cf_rows and expected_pairs is not None and n_pairs < expected_pairs:
+        notes.append(f"counterfactual: the workspace has {n_pairs} of the {expected_pairs} pairs it expects "
+                     f"([workspace] pairs = {expected_pairs}); every counterfactual figure is over "
+                     f"{n_pairs} pair{'s' if n_pairs != 1 else ''}.")
+    gaps: dict[tuple[str, str], set] = {}
+    for m in missing:
+        gaps.setdefault((m.model, m.suite), set()).add(m.pair if m.suite == "counterfactual" else m.case)
+    sizes = {"contextcanvas": (len(gold.cases), "cases"), "counterfactual": (n_pairs, "pairs"),
+             "modality": (len(gold.modality_cases or []), "subset cases (all four conditions)")}
+    for suite, rows in (("contextcanvas", cc_rows), ("counterfactual", cf_rows), ("modality", md_rows)):
+        total, what = sizes[suite]
+        for row in rows:
+            lacking = len(gaps.get((row.model, suite), ()))
+            if lacking:
+                notes.append(f"{suite}: {row.model} has usable answers for {total - lacking} of the {total} {what}; "
+                             + COVERAGE_END)
+    return notes

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cfkit.errors import NotFoundError, UsageError
 from cfkit.predictions import Prediction, predictions_from_store
-from cfkit.store import Store, edits, runs
-from cfkit.store.runs import RunRecord
+
+if TYPE_CHECKING:  # the store's owners load only for a report from the store, not from predictions files
+    from cfkit.store import Store
+    from cfkit.store.runs import RunRecord
 
 #: A unit of a model's answers: (model, suite, case, pair or '', condition).
 UnitKey = tuple[str, str, str, str, str]
@@ -127,6 +129,8 @@ def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False,
     ``only_named``: then the runs named in ``refs`` are all there is (a
     study's report).
     """
+    from cfkit.store import runs
+
     pinned: dict[tuple[str, str], RunRecord] = {}
     for record in (runs.find_run(store, ref) for ref in refs):
         key = (record.model, record.suite)
@@ -188,6 +192,8 @@ def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False,
 def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_named: bool = False) -> Sources:
     """The predictions of the chosen runs, with their run records, failure details, the selected edits and the
     runs set aside (:func:`choose_runs`)."""
+    from cfkit.store import edits, runs
+
     chosen, aside = choose_runs(store, refs, mixed=mixed, only_named=only_named)
     if not chosen and aside:  # every model refused: nothing to show
         raise UsageError(" ".join(a.message for a in aside))

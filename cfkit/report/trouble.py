@@ -45,15 +45,18 @@ def _counts(preds: Iterable[Prediction]) -> dict[str, list[int]]:
     transport failure is no reply; its condition is still listed, with zeros). Conditions in the order they first
     occur."""
     preds = list(preds)
-    if set(map(_ERROR, preds)) == {None} and not any(set(map(_TRUNCATED, preds))):  # the usual replies: counted
-        conditions = list(map(_CONDITION, preds))  # per condition in C, and those without an answer
+    # The usual replies (no error: each is None or a word; none cut off): counted per condition in C, and those
+    # without an answer, looked at only when there are some.
+    if not any(map(_ERROR, preds)) and not any(map(_TRUNCATED, preds)):
+        conditions = list(map(_CONDITION, preds))
         counts = {condition: [k, 0, 0, 0] for condition, k in Counter(conditions).items()}
         unanswered = list(map(is_, map(_ANSWER, preds), repeat(None)))
-        for condition, k in Counter(compress(conditions, unanswered)).items():
-            counts[condition][1] = k
-        for p in compress(preds, unanswered):  # empty: no answer and no text
-            if not (p.raw or "").strip():
-                counts[p.condition][2] += 1
+        if True in unanswered:
+            for condition, k in Counter(compress(conditions, unanswered)).items():
+                counts[condition][1] = k
+            for p in compress(preds, unanswered):  # empty: no answer and no text
+                if not (p.raw or "").strip():
+                    counts[p.condition][2] += 1
         return counts
     # Counted by their few distinct (condition, error, answer, cut off) in C, not one reply at a time.
     kinds = Counter(map(_KIND, preds))

@@ -132,6 +132,21 @@ def test_duplicate_across_files_names_both(tmp_path, cases):
         load_predictions([one, two], cases=cases)
 
 
+def test_a_unit_repeated_in_any_later_file_names_both_lines(tmp_path, cases):
+    """Every file's units are kept for the files after it (the last file's need not be): a repeat in the last file
+    of a unit from any earlier one, or twice within the last, is refused with both lines named."""
+    one = write(tmp_path / "one.jsonl", line(model="a"), line())
+    two = write(tmp_path / "two.jsonl", line(model="b"), line(model="c"))
+    for last, first in (((line(model="d"), line(model="c")), r"two\.jsonl:2"),
+                        ((line(model="d"), line()), r"one\.jsonl:2"),
+                        ((line(model="d"), line(model="d")), r"three\.jsonl:1")):
+        three = write(tmp_path / "three.jsonl", *last)
+        with pytest.raises(PredictionError, match=rf"three\.jsonl:2: a second answer .*{first}\)"):
+            load_predictions([one, two, three], cases=cases)
+    three = write(tmp_path / "three.jsonl", line(model="d"))
+    assert [p.model for p in load_predictions([one, two, three], cases=cases)] == ["a", "openai:gpt-5.5", "b", "c", "d"]
+
+
 def test_same_case_for_different_models_or_conditions_is_fine(tmp_path, cases):
     src = write(tmp_path / "p.jsonl", line(), line(model="hf:qwen"),
                 line(suite="modality", condition="text"), line(suite="modality", condition="image"))

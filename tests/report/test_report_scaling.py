@@ -157,6 +157,33 @@ def test_the_cycle_collector_comes_back_as_it_was(tmp_path, cases):
         gc.enable()
 
 
+def test_what_a_pause_made_is_counted_old_so_the_next_pass_does_not_walk_it():
+    """The objects made during a pause are moved to the oldest generation when it ends (the first pass after it
+    would walk them all at once); garbage in a cycle is still collected, and objects someone froze stay frozen."""
+
+    class Node:
+        pass
+
+    with paused_collection():
+        kept = [[n] for n in range(5000)]
+        looped = Node()
+        looped.me = looped  # a cycle: only the collector frees it
+    assert gc.isenabled() and gc.get_count()[0] < 100  # not five thousand young objects waiting for a pass
+    assert any(obj is kept[0] for obj in gc.get_objects(generation=2))
+    ref = __import__("weakref").ref(looped)
+    del looped
+    gc.collect()
+    assert ref() is None
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with paused_collection():
+            more = [[n] for n in range(100)]
+        assert gc.get_freeze_count() == frozen and more  # what was frozen stays frozen
+    finally:
+        gc.unfreeze()
+
+
 def test_the_units_written_straight_as_json_read_as_the_report_object_writes_them():
     """The JSON report writes each case's record after its id once per distinct (answers, golds, reasons) and reuses
     it; the text is still the one the report object gives, whatever the ids, answers, golds and reasons hold."""
@@ -331,3 +358,74 @@ def test_a_file_read_a_part_at_a_time_gives_what_reading_it_whole_gives(tmp_path
     path.write_text("\n".join([*lines[:30], BASE + ', "answer": 1}', *lines[30:]]) + "\n")
     with pytest.raises(PredictionError, match=r"p\.jsonl:31: "):
         load_predictions([path])
+
+
+@pytest.mark.parametrize("part", [1, 200, 1 << 21])
+def test_a_case_looked_up_in_an_earlier_part_is_still_checked_in_a_later_one(tmp_path, monkeypatch, cases, part,
+                                                                             json_reader):
+    """Each case's options are looked up once for all the parts of a file: an answer that is not among them, or a
+    case the workspace lacks, in any later part is still refused at its own line, as the line-by-line reading
+    refuses it."""
+    monkeypatch.setattr(predictions, "_PART", part)
+    good = [BASE.replace('"T1"', f'"{case}"').replace('"m"', f'"m{n}"') + f', "answer": "{answer}"}}'
+            for n in range(12) for case, answer in (("T001", "A"), ("T002", "B"), ("T003", "C"))]
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(good) + "\n")
+    assert [p.model_dump() for p in load_predictions([path], cases=cases)] == [_plain(line).model_dump()
+                                                                                for line in good]
+    for bad, message in ((BASE.replace('"T1"', '"T001"').replace('"m"', '"x"') + ', "answer": "C"}', "answer 'C' is not an "
+                          "option of case T001"), (BASE.replace('"T1"', '"T404"') + "}", "unknown case 'T404'")):
+        path.write_text("\n".join([*good[:30], bad, *good[30:]]) + "\n")
+        with pytest.raises(PredictionError, match=rf"p\.jsonl:31: {message}"):
+            load_predictions([path], cases=cases)
+        with pytest.raises(PredictionError, match=rf"p\.jsonl:31: {message}"):
+            parse_predictions(path.read_text(), path, cases=cases)
+
+
+def test_a_pair_written_empty_outside_the_counterfactual_suite_is_scored_as_none(tiny_ws):
+    """Only the counterfactual suite has pairs: an answer of another suite written with ``"pair": ""`` is the same
+    unit as one written with null, in every section and in the units."""
+    from cfkit.report import build_report, to_json
+    from cfkit.report.gold import load_gold
+    from cfkit.workspace import load_workspace
+
+    gold = load_gold(load_workspace(tiny_ws), all_cases=True)
+    answers = {"T001": "B", "T002": "A", "T003": "A"}
+
+    def preds(pair):
+        made = [Prediction(model="m", suite="contextcanvas", case=c, pair=pair, condition="image", answer=a)
+                for c, a in answers.items()]
+        return made + [Prediction(model="m", suite="modality", case=c, pair=pair, condition=condition,
+                                  answer=a if condition != "text" else "A")
+                       for condition in ("text", "neutral", "evidence", "image") for c, a in answers.items()]
+
+    written_null = json.loads(to_json(build_report(gold, preds(None), n_resamples=100)))
+    written_empty = json.loads(to_json(build_report(gold, preds(""), n_resamples=100)))
+    assert written_empty == written_null
+    assert not written_null["missing"] and written_null["contextcanvas"][0]["accuracy"] == pytest.approx(200 / 3)
+
+
+def test_a_report_finds_a_unit_answered_twice_by_counting_and_names_both_lines(tmp_path, tiny_ws):
+    """A report reads its files without looking for repeats (build_report counts the units it indexes anyway);
+    one unit answered twice, in one file or across two, is still refused with both lines named, and
+    build_report given such predictions refuses them itself."""
+    from cfkit.report import build_report, make_report
+    from cfkit.report.build import RepeatedAnswer
+    from cfkit.report.gold import load_gold
+    from cfkit.workspace import load_workspace
+
+    ws = load_workspace(tiny_ws)
+    lines = [_line(case=case) for case in ("T001", "T002", "T003")]
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    one.write_text("\n".join([*lines, lines[1]]) + "\n")
+    assert len(load_predictions([one], repeats=False)) == 4  # let through, for a caller that counts
+    with pytest.raises(PredictionError, match=r"one\.jsonl:4: a second answer .* at .*one\.jsonl:2\)"):
+        make_report(ws, [one], n_resamples=50)
+    one.write_text("\n".join(lines) + "\n")
+    two.write_text(lines[2] + "\n")
+    with pytest.raises(PredictionError, match=r"two\.jsonl:1: a second answer .* at .*one\.jsonl:3\)"):
+        make_report(ws, [one, two], n_resamples=50)
+    preds = load_predictions([one]) + load_predictions([two])
+    with pytest.raises(RepeatedAnswer, match=r"model 'm' answered case T003 condition image \(contextcanvas\) twice"):
+        build_report(load_gold(ws, all_cases=True), preds, n_resamples=50)
+    assert len(make_report(ws, [one], n_resamples=50).contextcanvas) == 1
