@@ -321,16 +321,18 @@ class PlainOptions:
 
 
 def option_names(plugin: type) -> set[str]:
-    """The option keys ``plugin`` takes, from its plain spec where it has one (its model is not built)."""
-    spec = getattr(plugin, "plain_options", None)
+    """The option keys ``plugin`` (a backend class) takes, from its plain spec where it has one (its model is not
+    built)."""
+    spec = plugin.plain_options
     return set(spec.fields) if spec is not None else set(plugin.Options.model_fields)
 
 
 def validate_plugin_options(plugin: type, values: OptionValues | Mapping[str, Any], *, what: str,
                             see: str) -> Any:
     """:func:`validate_options` of ``plugin.Options``, read by ``plugin.plain_options`` when every value is
-    plainly right (the model, and pydantic, are then never built)."""
-    spec = getattr(plugin, "plain_options", None)
+    plainly right (the model, and pydantic, are then never built). ``plugin``: a backend class (its
+    ``plain_options`` None when it has no plain spec)."""
+    spec = plugin.plain_options
     if spec is not None:
         plain = spec.read(values.values if isinstance(values, OptionValues) else values)
         if plain is not None:

@@ -44,6 +44,8 @@ from cfkit.options import OptionField, identity_options, option_fields, parse_op
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from cfkit.options import PlainSpec
+
 
 @dataclass(frozen=True)
 class Generation:
@@ -213,6 +215,9 @@ class Backend:
     #: True when it sends images as base64 (``image.base64`` where an image has it): a probe run then reads each
     #: file into a reused buffer and keeps only its base64 (:class:`cfkit.images.EncodedImage`).
     sends_base64: ClassVar[bool] = False
+    #: Its options as plain readings (:class:`cfkit.options.PlainSpec`), taken without pydantic when every value
+    #: given is plainly right; None: the ``Options`` model reads them all.
+    plain_options: ClassVar[PlainSpec | None] = None
     batch_size: int = 1  # requests one call answers together (a local model's batches)
     replicas: int = 1  # servers that answer it (cfkit.backends.replicas); -j applies at each
 

@@ -109,7 +109,7 @@ def _calls(path: Path, names: tuple[str, ...]) -> list[ast.Call]:
     return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names]
 
 
-PLUGIN_OBJECT = re.compile(r"\b(backend|editor|engine|cls)\b|editor_class\(|backend_class\(|editors\[", re.IGNORECASE)
+PLUGIN_OBJECT = re.compile(r"\b(backend|editor|engine|plugin|cls)\b|editor_class\(|backend_class\(|editors\[", re.IGNORECASE)
 
 
 def test_plugin_members_are_read_as_attributes():
