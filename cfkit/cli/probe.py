@@ -229,7 +229,7 @@ def _reply_trouble(ws, summary) -> tuple[str | None, bool]:
     """One line when a run's replies were cut off at the token limit or most have no valid answer (the likely
     cause and the command that shows them), None when neither; and whether the run is not clean (replies cut
     off, or most of them empty): then the command exits 1."""
-    from cfkit.probe.progress import reply_trouble
+    from cfkit.parse.trouble import reply_trouble
 
     from cfkit.store import open_store
     from cfkit.store.runs import get_run

@@ -6,8 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cfkit.parse.trouble import reply_trouble  # noqa: F401 - named here too (cli/probe.py reads it from here)
-
 if TYPE_CHECKING:
     from cfkit.probe.plan import SkippedPair
 
