@@ -169,9 +169,9 @@ class Sender:
                 raise outcome
 
     def _keyed(self, item: ProbeItem, request, shas: tuple) -> tuple[str, ProbeItem]:
-        key, item = _keyed(self._run_keys, item, request, shas)
-        self.keys[item.key] = key
-        return key, item
+        # Not written back into the run's map of keys: that map is read before a request is sent, never after,
+        # and a key kept there per request sent was about 110 bytes of a large run's peak.
+        return _keyed(self._run_keys, item, request, shas)
 
     def _key_later(self, item: ProbeItem, shas: tuple) -> tuple[str, ProbeItem]:
         """:meth:`_keyed` for a reply the recorder was given without its key: the key does not depend on
