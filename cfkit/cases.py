@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterator
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,13 @@ def check_case_id(value: str) -> str:
 class Option:
     id: str
     text: str
+
+
+@lru_cache(maxsize=1024)
+def shared_option(option_id: str, text: str) -> Option:
+    """``Option(option_id, text)``, one object for every case that lists the same option (a cases file of
+    Yes/No questions holds two, not two per case): an option is immutable, and a large run keeps every case."""
+    return Option(option_id, text)
 
 
 _PROVENANCE_FIELDS = ("title", "creator", "provider", "url", "license", "redistribution")
@@ -138,7 +145,7 @@ def parse_case(record: Any) -> Case:
         from cfkit.cases_schema import validated
 
         values = validated(record)
-        values["options"] = [Option(i, t) for i, t in values["options"]]
+        values["options"] = [shared_option(i, t) for i, t in values["options"]]
         if values["provenance"] is not None:
             values["provenance"] = Provenance(**values["provenance"])
         case = Case(**values)
@@ -175,7 +182,7 @@ def plain_case(record: Any) -> Case | None:
         option_id, text = option["id"], option["text"]
         if not (_text(option_id) and option_id and _text(text) and "\x00" not in text):
             return None
-        made.append(Option(option_id, text))
+        made.append(shared_option(option_id, text))
     ids = [o.id for o in made]
     if len(set(ids)) != len(ids) or gold not in ids or (yes is not None and (len(ids) != 2 or yes not in ids)):
         return None

@@ -119,3 +119,17 @@ def test_a_json_record_read_plainly_is_what_a_cases_file_line_gives():
     record = json.loads(json.dumps(BASE))
     assert plain_case(record) == parse_case(record)
     assert plain_case(record) is not None
+
+
+def test_cases_listing_the_same_option_share_one_object_either_way():
+    # A large run keeps every case in memory: an option listed by many cases is held once, whichever reading made
+    # the case, and an option with other text is its own.
+    plain = [plain_case(BASE | {"id": f"T{i}"}) for i in range(3)]
+    listed = BASE | {"images": ("a/T001.png",)}  # a tuple: converted by the full check, not read plainly
+    assert plain_case(listed) is None
+    checked = parse_case(listed)
+    for case in plain[1:] + [checked]:
+        assert all(a is b for a, b in zip(case.options, plain[0].options))
+    other = plain_case(BASE | {"options": [{"id": "A", "text": "Yes."}, {"id": "B", "text": "No"}]})
+    assert other.options[0] is not plain[0].options[0]
+    assert other.options[0] == Option("A", "Yes.") and other.options[1] is plain[0].options[1]

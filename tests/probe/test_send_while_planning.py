@@ -286,3 +286,28 @@ def test_each_request_s_place_is_one_tuple_that_the_run_s_maps_share(ws):
     for item in plan.items:
         assert item.key == (item.case.id, item.pair_id, item.condition)
         assert item.key is item.key and held[item.key] is item.key
+
+
+def test_digests_learned_while_sending_are_stored_as_the_run_goes_each_file_once(ws, monkeypatch):
+    """A large first run does not hold every file's digest until it ends: they are stored in batches as it sends
+    (here batches of one), and the table ends with each file's digest of its bytes."""
+    from cfkit.probe import sending
+    from cfkit.store import digests as digest_table
+
+    batches: list[tuple[list[str], int]] = []  # (files stored, requests the server had then)
+    remember = digest_table.remember
+
+    def recording(store, learned):
+        batches.append(([Path(d.path).name for d in learned], server.count))
+        remember(store, learned)
+
+    monkeypatch.setattr(sending, "LEARNED_BATCH", 1)
+    monkeypatch.setattr(sending.digest_table, "remember", recording)
+    with ChatServer(scripted_answer) as server, Store(ws.db_path) as store:
+        summary = probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url},
+                              concurrency=1)
+        assert summary.sent == 3 and summary.status == "done"
+        assert batches[0][0] == ["T001.png"] and batches[0][1] < 2  # stored before the second request went out
+        assert sorted(name for names, _ in batches for name in names) == ["T001.png", "T002.png", "T003.png"]
+        assert {Path(r["path"]).name: r["sha256"] for r in table_rows(store.path, "file_digests")} == {
+            name: _sha(ws.image_root / name) for name in ("T001.png", "T002.png", "T003.png")}
