@@ -64,7 +64,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from probe_processes import process_rows  # noqa: E402
-from probe_workload import LATENCY, floor, lean_body, start_server, write_workspace  # noqa: E402
+from probe_workload import LATENCY, floor, lean_body, pin_to_one_core, start_server, write_workspace  # noqa: E402
 
 CASES = 1204
 CONCURRENCIES = (16, 64, 128)
@@ -162,21 +162,6 @@ def _probe_run(ws, url: str, concurrency: int, *, rerun: bool = False) -> tuple[
     return first_s, plan_s, rerun_s
 
 
-def _pin_to_one_core(server_pid: int) -> set[int] | None:
-    """Pin this process (and so every process it starts) to CPU 0 and the server to the other CPUs; the
-    affinity this process had, to restore, or None where affinity cannot be set."""
-    import os
-
-    if not hasattr(os, "sched_setaffinity"):
-        return None
-    before = os.sched_getaffinity(0)
-    others = before - {0}
-    if others:
-        os.sched_setaffinity(server_pid, others)
-    os.sched_setaffinity(0, {0})
-    return before
-
-
 def run(one_core: bool = False) -> list[dict]:
     import os
 
@@ -195,7 +180,7 @@ def run(one_core: bool = False) -> list[dict]:
     server, url = start_server()
     rounds = ONE_CORE_ROUNDS if one_core else ROUNDS
     clients = ONE_CORE_CLIENTS if one_core else CLIENTS
-    affinity = _pin_to_one_core(server.pid) if one_core else None
+    affinity = pin_to_one_core(server.pid) if one_core else None
     if one_core and affinity is None:
         raise RuntimeError("the one-core variant needs os.sched_setaffinity (Linux)")
     times: dict[tuple[str, int], list[float]] = {}

@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from probe_workload import start_server, write_workspace  # noqa: E402
+from probe_workload import pin_to_one_core, start_server, write_workspace  # noqa: E402
 
 CASES = 1204
 
@@ -45,10 +45,7 @@ def main() -> None:
 
     server, url = start_server()
     if args.one_core:
-        others = os.sched_getaffinity(0) - {0}
-        if others:
-            os.sched_setaffinity(server.pid, others)
-        os.sched_setaffinity(0, {0})  # the children inherit it
+        pin_to_one_core(server.pid)  # the children inherit it
     children = []
     try:
         with tempfile.TemporaryDirectory() as tmp:

@@ -31,7 +31,7 @@ from json.encoder import encode_basestring
 from typing import Any
 
 from cfkit.backends import Backend, ProbeRequest, as_backend
-from cfkit.probe.identity import cache_key, request_key
+from cfkit.probe.identity import cache_key, json_text, request_key
 
 #: The fingerprint's fields that differ between a run's requests; the others go into a template.
 _SPLICED = ("images", "option_ids", "system", "user")
@@ -43,25 +43,10 @@ MAX_TEMPLATES = 16
 _REQUEST_RULE = "files by path, size and mtime"
 
 
-def _json(value: Any) -> str:
-    """``value`` as ``json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)`` writes it; text, whole
-    numbers, None and lists of them (what a request's spliced fields hold) without the encoder's set-up. The
-    encoder writes an item of a list as it writes that item alone, so anything else is left to it item by item."""
-    kind = type(value)
-    if kind is str:
-        return encode_basestring(value)
-    if kind is list:
-        return "[" + ", ".join(map(_json, value)) + "]"
-    if kind is int:
-        return int.__repr__(value)
-    if value is None:
-        return "null"
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-
-
 def _identities_json(images) -> str | None:
-    """``_json`` of the images' identities (``ImageRef.identity``) where each is one file without labels, written
-    straight from its fields (the common case: a request key's images at planning); None otherwise."""
+    """:func:`~cfkit.probe.identity.json_text` of the images' identities (``ImageRef.identity``) where each is one
+    file without labels, written straight from its fields (the common case: a request key's images at planning);
+    None otherwise."""
     parts = []
     for image in images:
         files = getattr(image, "files", None)
@@ -77,8 +62,8 @@ def _identities_json(images) -> str | None:
 
 
 def _digests_json(images, shas: list) -> str | None:
-    """``_json`` of ``[[image.mime, sha], ...]`` (a cache key's images) written straight from the texts, or None
-    when one of them is not text."""
+    """:func:`~cfkit.probe.identity.json_text` of ``[[image.mime, sha], ...]`` (a cache key's images) written
+    straight from the texts, or None when one of them is not text."""
     parts = []
     for image, sha in zip(images, shas):
         mime = image.mime
@@ -160,9 +145,9 @@ class RunKeys:
             return None
         system = request.system
         if system is not self._system[0] and system != self._system[0]:  # a run's requests share one system prompt
-            self._system = (system, _json(system))
-        values = {"images": images_json if images_json is not None else _json(images),
-                  "option_ids": _json(list(request.option_ids)), "system": self._system[1],
+            self._system = (system, json_text(system))
+        values = {"images": images_json if images_json is not None else json_text(images),
+                  "option_ids": json_text(list(request.option_ids)), "system": self._system[1],
                   "user": encode_basestring(request.user)}
         return hashlib.sha256(template.text(values).encode("utf-8")).hexdigest()
 
@@ -222,8 +207,8 @@ class RunKeys:
             full = request_key(backend, request)
             images = [image.identity() if hasattr(image, "identity") else [image.mime, image.sha256]
                       for image in request.images]
-        values = {"images": _json(images), "option_ids": _json(list(request.option_ids)),
-                  "system": _json(request.system), "user": _json(request.user)}
+        values = {"images": json_text(images), "option_ids": json_text(list(request.option_ids)),
+                  "system": json_text(request.system), "user": json_text(request.user)}
         if hashlib.sha256(template.text(values).encode("utf-8")).hexdigest() != full:
             return None
         return template

@@ -131,22 +131,23 @@ def requests_sha256(places: Iterable[tuple[tuple[str, str, str], str, tuple[int 
     first = True
     for place, key, shown in places:
         # json.dumps writes an item of a list as it writes that item alone, with ", " between items.
-        text = _json_text([list(place), key, list(shown)])
+        text = json_text([list(place), key, list(shown)])
         digest.update((text if first else ", " + text).encode("utf-8"))
         first = False
     digest.update(b"]")
     return digest.hexdigest()
 
 
-def _json_text(value: Any) -> str:
+def json_text(value: Any) -> str:
     """``json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)``, written directly for text, whole
-    numbers, None and lists of them (a request's place, key, edit and file: the encoder's set-up cost more than
-    the writing); anything else is left to json.dumps, which writes an item of a list as it writes it alone."""
+    numbers, None and lists of them (a request's place, key, edit and file; the fields a cache key splices): the
+    encoder's set-up cost more than the writing. Anything else is left to json.dumps, which writes an item of a
+    list as it writes that item alone."""
     kind = type(value)
     if kind is str:
         return _encode_text(value)
     if kind is list:
-        return "[" + ", ".join(map(_json_text, value)) + "]"
+        return "[" + ", ".join(map(json_text, value)) + "]"
     if kind is int:
         return int.__repr__(value)
     if value is None:

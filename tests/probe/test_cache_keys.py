@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from cfkit.backends import Generation, ImageData, ProbeRequest, RequestMeta, load_backend
 from cfkit.probe import answer_schema, plan_suite, probe_suite
 from cfkit.probe import identity
-from cfkit.probe.cache_keys import MAX_TEMPLATES, RunKeys, _json
+from cfkit.probe.cache_keys import MAX_TEMPLATES, RunKeys
+from cfkit.probe.identity import json_text
 from cfkit.probe.image_refs import FileState, ImageRef
 from cfkit.store import Store, responses
 from cfkit.store.responses import CachedResponse
@@ -175,7 +176,7 @@ class _Small(enum.IntEnum):
     float("nan"), float("inf"), [], [[]], ["x", 1, None, True, [2.5, "y", [_Small.THREE]]], ("a tuple", 1),
     {"b": 1, "a": [1, {"d": None, "c": "e"}]}, _Small.THREE, [_Small.THREE, False], [Path("/a path")]])
 def test_a_spliced_value_is_written_as_the_json_encoder_writes_it(value):
-    assert _json(value) == json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    assert json_text(value) == json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def test_a_template_is_not_used_once_what_it_was_made_from_changed_in_place(backend):

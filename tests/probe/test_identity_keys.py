@@ -161,11 +161,12 @@ def test_a_place_asked_twice_counts_once_with_its_last_request(tmp_path):
 
 
 def test_the_run_digest_s_json_writing_is_json_dumps_for_every_shape_it_meets():
-    """identity._json_text writes plain values itself; the text must be json.dumps' own (the run ids depend on it)."""
+    """identity.json_text (the writer of the run digest and of the cache keys' spliced fields) writes plain values
+    itself; the text must be json.dumps' own (run ids and cache keys depend on it)."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from cfkit.probe.identity import _json_text
+    from cfkit.probe.identity import json_text
 
     plain = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(),
                       st.dictionaries(st.text(max_size=3), st.integers(), max_size=3), st.tuples(st.integers()))
@@ -174,8 +175,8 @@ def test_the_run_digest_s_json_writing_is_json_dumps_for_every_shape_it_meets():
     @settings(max_examples=400, deadline=None)
     @given(values)
     def agrees(value):
-        assert _json_text(value) == json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+        assert json_text(value) == json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
     agrees()
-    assert _json_text([["c", "p", "image"], "k", [None, ["/a/é\u2028.png", 3, 10**20]]]) == json.dumps(
+    assert json_text([["c", "p", "image"], "k", [None, ["/a/é\u2028.png", 3, 10**20]]]) == json.dumps(
         [["c", "p", "image"], "k", [None, ["/a/é\u2028.png", 3, 10**20]]], ensure_ascii=False)
