@@ -9,7 +9,7 @@ A built-in name (:data:`BUILT_IN`, the same table as cfkit's own entry points)
 is loaded without reading every installed distribution's entry points (tens of
 ms a command, and importlib.metadata itself): a built-in name always means the
 built-in. Any other name is looked up in the entry points, and the listings
-(``cfkit probe backends``, ``cfkit edit --help``) read them all, so a package
+(``cfkit probe backends``, ``cfkit edits engines``) read them all, so a package
 that claims a built-in's name is still reported there.
 
 :func:`installed_version` reads an installed distribution's version from its
@@ -47,7 +47,7 @@ BUILT_IN: dict[str, dict[str, str]] = {
                "anthropic": "cfkit.backends.anthropic_messages:AnthropicBackend"},
 }
 
-_KIND = {EDITORS: ("editor", "engine", "cfkit edit --help"), BACKENDS: ("backend", "backend", "cfkit probe backends")}
+_KIND = {EDITORS: ("editor", "engine", "cfkit edits engines"), BACKENDS: ("backend", "backend", "cfkit probe backends")}
 
 
 @dataclass(frozen=True)

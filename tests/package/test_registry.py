@@ -185,3 +185,18 @@ def test_installed_version_reads_a_new_distribution_and_the_first_on_the_path(si
         "Metadata-Version: 2.1\nName: Odd.Name-Pkg\nversion:  1.0.post3\n\nVersion: 9\n")
     assert registry.installed_version("Odd.Name-Pkg") == importlib.metadata.version("Odd.Name-Pkg") == "1.0.post3"
     registry._distributions_in.cache_clear()
+
+
+@pytest.mark.parametrize("group", [registry.EDITORS, registry.BACKENDS])
+def test_an_unknown_name_points_at_a_command_that_lists_every_installed_one(group):
+    """The 'See ...' of an unknown engine or backend names a command that exists and lists the plug-ins."""
+    from support.workspace import run_cli
+
+    with pytest.raises(PluginError) as refused:
+        registry.load(group, "no-such-plugin")
+    pointer = str(refused.value).rsplit("See '", 1)[1].split("'", 1)[0]
+    assert pointer.startswith("cfkit ")
+    listed = run_cli(pointer.split()[1:])
+    assert listed.exit_code == 0, listed.output
+    for name in registry.BUILT_IN[group]:
+        assert name in listed.output, (pointer, name)
