@@ -69,6 +69,7 @@ from cfkit.backends.controls import CONTROL_KEYS, extra_body
 from cfkit.backends.http import (
     Exchange,
     JSONClient,
+    import_in_background,
     error_text,
     package_versions,
     retry_after_seconds,
@@ -166,6 +167,11 @@ class OpenAIBackend(Backend):
     def replicas(self) -> int:
         """How many endpoints answer (the runner keeps ``-j`` requests in flight at each)."""
         return len(self.endpoints)
+
+    def warm_up(self) -> None:
+        """The HTTP client's library is imported on a thread while the run plans (see
+        :func:`cfkit.backends.http.import_in_background`)."""
+        import_in_background()
 
     def set_concurrency(self, per_endpoint: int) -> None:
         """Requests each replica may have in flight."""

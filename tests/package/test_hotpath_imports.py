@@ -9,6 +9,7 @@ machine, Pillow and the HTTP stack belong to the probe, not to reading results.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -319,7 +320,9 @@ def test_a_fully_cached_rerun_imports_only_click_and_the_store(tmp_path):
 
 #: What a first ``probe run`` has imported when it starts sending, taken as the sender starts (the HTTP client
 #: itself loads then, as the lean floor client's does).
-BEFORE_SENDING = ("import json, sys\nimport cfkit.probe.sending as sending\nseen = []\nstart = sending.Sender.send_all\n"
+BEFORE_SENDING = ("import json, os, sys\nif os.environ.get('ONE_CPU'):\n"
+                  "    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})\n"
+                  "import cfkit.probe.sending as sending\nseen = []\nstart = sending.Sender.send_all\n"
                   "async def send_all(self, *args, **kwargs):\n    seen.append(sorted(sys.modules))\n"
                   "    return await start(self, *args, **kwargs)\nsending.Sender.send_all = send_all\n"
                   "from cfkit.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as exc:\n"
@@ -334,20 +337,24 @@ NOT_BEFORE_THE_FIRST_REQUEST = ("cfkit.cli.probe_plan", "cfkit.captions", "cfkit
                                 "cfkit.edit", "cfkit.preserve", "cfkit.report", "cfkit.parse")
 
 
-def test_what_a_first_probe_run_imports_before_its_first_request(tmp_path):
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+@pytest.mark.parametrize("cpus", ["one", "all"])
+def test_what_a_first_probe_run_imports_before_its_first_request(tmp_path, cpus):
     """Issue 34: the path to the first request loads Click and cfkit's probe rooms; not pydantic (the openai
     backend's options and the model controls, none given, are read plainly: cfkit.options.PlainSpec), nor
     importlib.metadata (built-in backends load without the entry points; versions come from the .dist-info
-    folders), nor Rich (nothing is drawn in a pipe before the end), nor the HTTP client before the sender needs it,
-    and none of the rooms a contextcanvas run does not use."""
+    folders), nor Rich (nothing is drawn in a pipe before the end), nor the HTTP client on the run's own thread
+    before the sender needs it (on one CPU nothing else imports it), and none of the rooms a contextcanvas run does
+    not use. With more CPUs the HTTP client, and only it, is imported on a thread while the run plans."""
     from support.chat_api_server import ChatServer
     from support.probe_runs import many_cases, scripted_answer
 
     ws = many_cases(tmp_path / "ws", 3)
+    env = {k: v for k, v in os.environ.items() if k != "ONE_CPU"} | ({"ONE_CPU": "1"} if cpus == "one" else {})
     with ChatServer(scripted_answer) as server:
         done = subprocess.run([sys.executable, "-c", BEFORE_SENDING, "-w", str(ws), "probe", "run", "-m",
                                "openai:test-model", "-s", "contextcanvas", "--base-url", server.url, "--json"],
-                              capture_output=True, text=True, cwd=REPO, timeout=120)
+                              capture_output=True, text=True, cwd=REPO, timeout=120, env=env)
         assert server.count == 3
     line = [x for x in done.stderr.splitlines() if x.startswith("BEFORE ")]
     assert line, done.stderr
@@ -356,7 +363,7 @@ def test_what_a_first_probe_run_imports_before_its_first_request(tmp_path):
     modules = set(json.loads(listed))
     third = {m.split(".")[0] for m in modules} - set(sys.stdlib_module_names) - {"__main__", "cython_runtime"}
     third = {m for m in third if not m.startswith("_")}
-    allowed = {"cfkit", "click"}
+    allowed = {"cfkit", "click"} | (HTTP if cpus == "all" and len(os.sched_getaffinity(0)) > 1 else set())
     assert third <= allowed, third - allowed
     assert not {m for m in modules if m.startswith(NOT_BEFORE_THE_FIRST_REQUEST)}, modules
     assert "importlib.metadata" not in modules

@@ -311,3 +311,21 @@ def test_digests_learned_while_sending_are_stored_as_the_run_goes_each_file_once
         assert sorted(name for names, _ in batches for name in names) == ["T001.png", "T002.png", "T003.png"]
         assert {Path(r["path"]).name: r["sha256"] for r in table_rows(store.path, "file_digests")} == {
             name: _sha(ws.image_root / name) for name in ("T001.png", "T002.png", "T003.png")}
+
+
+def test_a_run_warms_its_backend_up_before_it_plans_and_a_finished_one_does_not(ws, monkeypatch):
+    """The backend's slow set-up (the openai client's import) starts before the plan is made, so the two overlap;
+    a run found finished already plans nothing and warms nothing up."""
+    import cfkit.probe.plan as plan_module
+    from cfkit.backends.openai_chat import OpenAIBackend
+
+    steps: list[str] = []
+    planning = plan_module.plan_suite
+    monkeypatch.setattr(OpenAIBackend, "warm_up", lambda self: steps.append("warm up"))
+    monkeypatch.setattr(plan_module, "plan_suite", lambda *a, **k: steps.append("plan") or planning(*a, **k))
+    with ChatServer(scripted_answer) as server, Store(ws.db_path) as store:
+        first = probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
+        assert steps == ["warm up", "plan"] and first.status == "done"
+        steps.clear()
+        again = probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
+    assert steps == [] and again.run_id == first.run_id and server.count == 3
