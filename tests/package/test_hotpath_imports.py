@@ -329,9 +329,12 @@ BEFORE_SENDING = ("import json, sys\nimport cfkit.probe.sending as sending\nseen
 #: cfkit's own modules a contextcanvas run has no use for before its first request: the lines about unreviewed
 #: inputs when there are none (and Rich, to say them), captions and specs (pydantic models built at import), the
 #: counterfactual suite's rooms, the dry run's estimate, and the reply parser, its records and the lines about
-#: troubled replies (a reply is read only once one has come back; the summary's lines come at the end).
+#: troubled replies (a reply is read only once one has come back; the summary's lines come at the end); nor the
+#: owners of the tables such a run never touches, though its new store creates them (from cfkit.store.tables).
 NOT_BEFORE_THE_FIRST_REQUEST = ("cfkit.cli.probe_plan", "cfkit.captions", "cfkit.specs", "cfkit.probe.estimate",
-                                "cfkit.edit", "cfkit.preserve", "cfkit.report", "cfkit.parse")
+                                "cfkit.edit", "cfkit.preserve", "cfkit.report", "cfkit.parse",
+                                *(f"cfkit.store.{name}" for name in ("edits", "checks", "reviews", "audits",
+                                                                     "audit_labels", "screens", "prelabels")))
 
 
 def test_what_a_first_probe_run_imports_before_its_first_request(tmp_path):
