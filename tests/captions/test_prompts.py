@@ -187,3 +187,17 @@ def test_cli_show_without_caption_shows_the_rest_and_fails(cws):
     assert "T001 · text" in result.stdout and "T001 · image" in result.stdout
     assert "T001 · neutral" not in result.stdout
     assert "captions/T001.yaml: no caption" in result.stderr
+
+
+def test_packaged_templates_read_as_importlib_resources_reads_them():
+    """The packaged defaults are read from the package's folder without importlib.resources (a cost before a run's
+    first request); text and file must be what importlib.resources gives, for every template a probe uses."""
+    from importlib import resources
+
+    from cfkit.prompts import PROBE_TEMPLATES, _packaged_template
+
+    for name in PROBE_TEMPLATES:
+        ref = resources.files("cfkit") / "templates" / name
+        text, path = _packaged_template(name)
+        assert text == ref.read_text(encoding="utf-8") and text.strip(), name
+        assert path == Path(str(ref)) and path.is_file(), name
