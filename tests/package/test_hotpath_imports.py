@@ -366,6 +366,7 @@ def test_what_a_first_probe_run_imports_before_its_first_request(tmp_path):
     # The packaged prompt templates are read from the package's folder: importlib.resources (and the zipfile
     # module its first look-up loads) cost 10-15 ms of CPU before the first request.
     assert not {m for m in modules if m.startswith(("importlib.resources", "importlib.readers", "zipfile"))}, modules
+    assert "csv" not in modules  # only CSV files need it
 
 
 def test_a_report_leaves_numpy_ma_unloaded(tiny_ws, tmp_path):
