@@ -28,6 +28,7 @@ drafting a caption (:mod:`cfkit.drafts`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -156,9 +157,21 @@ def templates_sha256(ws: Workspace) -> str:
     return digest.hexdigest()
 
 
+@functools.lru_cache(maxsize=64)
+def _cut_at_slots(template: str) -> tuple[str, ...]:
+    """``template`` cut where :data:`_SLOT` matches: text, slot name, text, …, text (a run fills one template
+    for every request: it is cut once)."""
+    return tuple(_SLOT.split(template))
+
+
 def fill_slots(template: str, values: dict[str, str]) -> str:
-    # One pass, so a question that happens to contain "{options}" is not expanded again.
-    return _SLOT.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+    """Each ``{slot}`` of ``template`` replaced by its value in ``values`` (one not there is left as it is), in
+    one pass, so a question that happens to contain "{options}" is not expanded again."""
+    parts = _cut_at_slots(template)
+    filled = list(parts)
+    for at in range(1, len(parts), 2):
+        filled[at] = values.get(parts[at], "{" + parts[at] + "}")
+    return "".join(filled)
 
 
 def format_options(case: Case) -> str:
