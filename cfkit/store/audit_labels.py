@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from cfkit.errors import UsageError
 from cfkit.store.db import Database, now
-
 from cfkit.store.tables.audit_labels import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
 

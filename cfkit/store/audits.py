@@ -18,7 +18,6 @@ from typing import Any
 
 from cfkit.errors import NotFoundError, UsageError
 from cfkit.store.db import Database, from_json, to_json
-
 from cfkit.store.tables.audits import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
 

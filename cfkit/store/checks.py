@@ -14,8 +14,8 @@ from typing import Any
 
 from cfkit.store.db import Database, from_json, now, to_json
 from cfkit.vocabulary import verdict_label
-
 from cfkit.store.tables.checks import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
+
 
 #: The outputs of an edit a check measures, in the order they are shown.
 VARIANTS = ("raw", "composite")

@@ -17,12 +17,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from cfkit.store.db import Database, placeholders
+from cfkit.store.tables.digests import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
 #: A digest written within this many seconds of the file's mtime is checked again before it is trusted
 #: (filesystems with whole-second timestamps get a whole second more).
 RACY_S = 0.05
-
-from cfkit.store.tables.digests import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
 
 @dataclass(frozen=True, slots=True)

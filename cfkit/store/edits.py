@@ -18,11 +18,10 @@ from typing import Any
 from cfkit.errors import NotFoundError
 from cfkit.store import checks, reviews
 from cfkit.store.db import Database, from_json, now, placeholders, to_json
+from cfkit.store.tables.edits import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
 #: Every edit carries this label, in the store and in its PNG files.
 LABEL = "synthetic counterfactual diagnostic"
-
-from cfkit.store.tables.edits import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
 
 @dataclass(frozen=True)

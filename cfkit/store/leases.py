@@ -17,9 +17,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
-
-
 from cfkit.store.tables.leases import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
+
 
 #: A request's place in its run: (case id, pair id or '', condition).
 Key = tuple[str, str, str]

@@ -14,8 +14,8 @@ import sqlite3
 from dataclasses import asdict, dataclass
 
 from cfkit.store.db import Database, now
-
 from cfkit.store.tables.prelabels import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
+
 
 _COLUMNS = ("audit_id", "item_id", "judge", "prompt_version", "criterion", "value", "parse", "prompt", "raw",
             "server_model", "created_at")

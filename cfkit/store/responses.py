@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cfkit.store.db import Database, from_json, now, to_json
-
 from cfkit.store.tables.responses import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
 

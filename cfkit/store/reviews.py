@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from cfkit.errors import UsageError
 from cfkit.store.db import Database, now
-
 from cfkit.store.tables.reviews import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
+
 
 DECISIONS = ("accept", "reject", "skip")
 

@@ -21,8 +21,8 @@ from typing import Any
 from cfkit.errors import NotFoundError, UsageError
 from cfkit.store.db import Database, from_json, now, to_json
 from cfkit.suggest import did_you_mean
-
 from cfkit.store.tables.runs import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
+
 
 #: A reply's place in its run: (case id, pair id or '', condition).
 ReplyKey = tuple[str, str, str]

@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from cfkit.store.db import Database, now
-
 from cfkit.store.tables.screens import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
 
