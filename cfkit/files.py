@@ -6,7 +6,6 @@ A crash or a full disk mid-write leaves the previous file intact.
 
 from __future__ import annotations
 
-import csv
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -101,18 +100,24 @@ def csv_reader(lines: Iterable[str], *, delimiter: str = ",", limit: int = CSV_C
     ``strict`` makes a quote left open at the end of the file an error (the
     lenient reader would return the rest of the file as one cell).
     """
+    import csv  # here: most commands read no CSV (a probe run's path to its first request among them)
+
     csv.field_size_limit(max(limit, 131_072))
     return csv.reader(lines, delimiter=delimiter, strict=True)
 
 
 def csv_dict_reader(stream: Iterable[str], *, limit: int = CSV_CELL_LIMIT) -> csv.DictReader:
     """``csv.DictReader`` with the bound and strictness of :func:`csv_reader`."""
+    import csv
+
     csv.field_size_limit(max(limit, 131_072))
     return csv.DictReader(stream, strict=True)
 
 
 def csv_problem(exc: Exception) -> str:
     """What a ``csv.Error`` means for the person who wrote the file, in words they can act on."""
+    import csv
+
     text = str(exc)
     if "field larger than field limit" in text:
         return (f"a cell is longer than {csv.field_size_limit():,} characters, the most cfkit reads in one cell; "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable
 
@@ -23,6 +22,8 @@ def closest(value: str, choices: Iterable[str]) -> str | None:
     same = [c for c in options if _key(c) == _key(value)]
     if len(same) == 1:
         return same[0]
+    import difflib  # here: only a refusal suggests, and most commands refuse nothing
+
     scored = sorted(((difflib.SequenceMatcher(None, _key(value), _key(c)).ratio(), c) for c in options), reverse=True)
     if not scored or scored[0][0] < CUTOFF or (len(scored) > 1 and scored[1][0] == scored[0][0]):
         return None

@@ -131,11 +131,30 @@ def requests_sha256(places: Iterable[tuple[tuple[str, str, str], str, tuple[int 
     first = True
     for place, key, shown in places:
         # json.dumps writes an item of a list as it writes that item alone, with ", " between items.
-        text = json_text([list(place), key, list(shown)])
+        text = _place_text(place, key, shown)
         digest.update((text if first else ", " + text).encode("utf-8"))
         first = False
     digest.update(b"]")
     return digest.hexdigest()
+
+
+def _place_text(place: tuple, key: Any, shown: tuple) -> str:
+    """:func:`json_text` of ``[list(place), key, list(shown)]``, written in one step where it has the shape a
+    plan gives (three texts, a text, an edit id or None and a file as [text, int, int] or None), which is a
+    third of the cost of the general writer; any other shape goes to :func:`json_text`."""
+    if type(place) is tuple and len(place) == 3 and type(shown) is tuple and len(shown) == 2:
+        (case, pair, condition), (edit, file) = place, shown
+        if (type(case) is str and type(pair) is str and type(condition) is str and type(key) is str
+                and (edit is None or type(edit) is int)):
+            head = (f"[[{_encode_text(case)}, {_encode_text(pair)}, {_encode_text(condition)}], {_encode_text(key)}, "
+                    f"[{'null' if edit is None else int.__repr__(edit)}, ")
+            if file is None:
+                return head + "null]]"
+            if type(file) is list and len(file) == 3:
+                path, size, mtime = file
+                if type(path) is str and type(size) is int and type(mtime) is int:
+                    return head + f"[{_encode_text(path)}, {int.__repr__(size)}, {int.__repr__(mtime)}]]]"
+    return json_text([list(place), key, list(shown)])
 
 
 def json_text(value: Any) -> str:

@@ -7,8 +7,9 @@ WAL mode with a busy timeout so two cfkit processes can share it; every write
 happens in a short ``BEGIN IMMEDIATE`` transaction, so a killed process loses at
 most the write it was making. Secrets never enter the store.
 
-Each table has exactly one owner module, which holds all of its SQL and returns
-typed, frozen records; every other module goes through it:
+Each table has exactly one owner module, which holds all of its SQL (its DDL
+and migrations in the owner's schema module, below) and returns typed, frozen
+records; every other module goes through it:
 
 =====================  ==========================================
 table                  owner
@@ -28,6 +29,9 @@ table                  owner
 ``audit_finals``
 =====================  ==========================================
 
+Each owner's DDL and migrations sit in a module of their own under
+:mod:`cfkit.store.tables` (named as the owner is), which the owner re-exports:
+a new store is created without importing the owners.
 :mod:`cfkit.store.db` is the connection underneath and knows no table.
 """
 
@@ -43,25 +47,26 @@ from cfkit.store.db import Database, from_json, now, to_json
 #: Bumped whenever an owner adds a migration step.
 SCHEMA_VERSION = 7  # 3: run identity and provenance; 4: the audit tables; 5: replies' length, reasoning, parser; file digests, leases, batches; 6: batches' server_id, screens, prelabels; 7: truncated replies and responses, and the endpoint that answered them
 
-#: The owner modules, in the order their tables are created. They are imported when first used (or when a
-#: store is created or migrated): a command that opens a current store to read a run need not define
-#: every other table's records.
+#: The owner modules, in the order their tables are created. Each is imported when first used: a store is
+#: created or migrated from their schema modules alone (cfkit.store.tables, named as the owners are), so
+#: neither opening a store nor making a new one defines every table's records.
 OWNER_NAMES = ("edits", "checks", "reviews", "runs", "responses", "digests", "leases", "batches", "audits",
                "audit_labels", "screens", "prelabels")
 
 
-def _owners() -> list[ModuleType]:
-    return [importlib.import_module(f"cfkit.store.{name}") for name in OWNER_NAMES]
+def _schemas() -> list[ModuleType]:
+    """Each owner's schema module (its DDL and migrations), in :data:`OWNER_NAMES` order."""
+    return [importlib.import_module(f"cfkit.store.tables.{name}") for name in OWNER_NAMES]
 
 
 def schema() -> str:
     """The DDL of every table (idempotent ``CREATE … IF NOT EXISTS``)."""
-    return "\n".join(owner.DDL for owner in _owners())
+    return "\n".join(owner.DDL for owner in _schemas())
 
 
 def _migrations() -> dict[int, list[str]]:
     steps: dict[int, list[str]] = {}
-    for owner in _owners():
+    for owner in _schemas():
         for version, statements in owner.MIGRATIONS.items():
             steps.setdefault(version, []).extend(statements)
     return steps

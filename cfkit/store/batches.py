@@ -1,10 +1,11 @@
 """The ``batches`` table: the provider batches a run's requests were sent in (``probe run --batch``).
 
-Its SQL lives here and nowhere else. A batch is recorded as soon as the
-provider accepts it, with the requests it carries (each one's place in the run
-and its cache key, which is the batch line's ``custom_id``), so ``cfkit probe
-collect`` can be run, stopped and run again until every batch has ended and
-its results are stored; a collected batch is never read twice.
+Its SQL lives here and nowhere else (the DDL and migrations:
+:mod:`cfkit.store.tables.batches`). A batch is recorded as soon as the provider
+accepts it, with the requests it carries (each one's place in the run and its
+cache key, which is the batch line's ``custom_id``), so ``cfkit probe collect``
+can be run, stopped and run again until every batch has ended and its results
+are stored; a collected batch is never read twice.
 """
 
 from __future__ import annotations
@@ -14,33 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cfkit.store.db import Database, from_json, now, to_json
-
-DDL = """
-CREATE TABLE IF NOT EXISTS batches (
-    id            TEXT PRIMARY KEY,                -- the local key: the provider's batch id, or it with ~N if reused
-    run_id        TEXT NOT NULL,
-    endpoint      TEXT,                            -- the server (credentials removed)
-    input_file_id TEXT NOT NULL,
-    input_path    TEXT,                            -- the local copy of the uploaded file, until collected
-    requests      TEXT NOT NULL,                   -- JSON: [[case, pair, condition, cache key, edit id, image sha], …]
-    status        TEXT NOT NULL,                   -- the provider's last word: validating … completed, expired …
-    counts        TEXT NOT NULL DEFAULT '{}',      -- JSON: total, completed, failed
-    errors        TEXT NOT NULL DEFAULT '[]',      -- JSON: why the batch itself failed
-    output_file_id TEXT,
-    error_file_id TEXT,
-    created_at    TEXT NOT NULL,
-    checked_at    TEXT,
-    collected_at  TEXT,                            -- when its results were stored
-    server_id     TEXT                             -- the provider's batch id (NULL in older rows: the id)
-);
-"""
-
-#: The table as schema 5 made it (a store older than 5 has none yet: it gets this one, then the new column).
-_DDL_5 = "\n".join(line.replace("collected_at  TEXT,", "collected_at  TEXT ") for line in DDL.splitlines()
-                    if not line.lstrip().startswith("server_id"))
-MIGRATIONS: dict[int, list[str]] = {  # new in schema 5: created by its DDL
-    6: [_DDL_5, "ALTER TABLE batches ADD COLUMN server_id TEXT"],
-}
+from cfkit.store.tables.batches import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
 
 @dataclass(frozen=True)

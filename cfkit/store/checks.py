@@ -1,6 +1,7 @@
 """The ``checks`` table: preservation metrics of one output (raw or composite) of one edit.
 
-Its SQL lives here and nowhere else. "The latest check of an edit" is
+Its SQL lives here and nowhere else (the DDL and migrations:
+:mod:`cfkit.store.tables.checks`). "The latest check of an edit" is
 :func:`latest` and comes back in one shape, :class:`CheckResult`.
 """
 
@@ -13,23 +14,8 @@ from typing import Any
 
 from cfkit.store.db import Database, from_json, now, to_json
 from cfkit.vocabulary import verdict_label
+from cfkit.store.tables.checks import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
-DDL = """
-CREATE TABLE IF NOT EXISTS checks (
-    id          INTEGER PRIMARY KEY,
-    edit_id     INTEGER NOT NULL REFERENCES edits(id),
-    spec_id     TEXT NOT NULL,
-    variant     TEXT NOT NULL,                     -- raw | composite
-    metrics     TEXT NOT NULL,                     -- JSON
-    verdict     TEXT NOT NULL,                     -- pass | fail
-    reasons     TEXT NOT NULL DEFAULT '[]',        -- JSON list
-    lpips       INTEGER NOT NULL DEFAULT 0,        -- 1 when LPIPS was measured
-    created_at  TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS checks_edit ON checks(edit_id);
-"""
-
-MIGRATIONS: dict[int, list[str]] = {}
 
 #: The outputs of an edit a check measures, in the order they are shown.
 VARIANTS = ("raw", "composite")

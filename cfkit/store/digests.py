@@ -1,12 +1,13 @@
 """The ``file_digests`` table: what cfkit already knows about an input file, keyed by path, size and mtime.
 
-Its SQL lives here and nowhere else. A probe run's cache keys cover the
-SHA-256 of every image it sends: a row lets a run key a request without
-reading its image, and a run that reads an image to send it (a lazy plan,
-:mod:`cfkit.probe.image_refs`) writes the row from those bytes. A file whose path, size and modification time
-(in nanoseconds) match a row is taken to have that row's content; the caller
-decides how recent a row may be to be trusted (a file rewritten within one
-tick of the filesystem's clock keeps its mtime).
+Its SQL lives here and nowhere else (the DDL and migrations:
+:mod:`cfkit.store.tables.digests`). A probe run's cache keys cover the SHA-256
+of every image it sends: a row lets a run key a request without reading its
+image, and a run that reads an image to send it (a lazy plan,
+:mod:`cfkit.probe.image_refs`) writes the row from those bytes. A file whose
+path, size and modification time (in nanoseconds) match a row is taken to have
+that row's content; the caller decides how recent a row may be to be trusted (a
+file rewritten within one tick of the filesystem's clock keeps its mtime).
 """
 
 from __future__ import annotations
@@ -16,26 +17,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from cfkit.store.db import Database, placeholders
+from cfkit.store.tables.digests import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
 #: A digest written within this many seconds of the file's mtime is checked again before it is trusted
 #: (filesystems with whole-second timestamps get a whole second more).
 RACY_S = 0.05
-
-DDL = """
-CREATE TABLE IF NOT EXISTS file_digests (
-    path         TEXT PRIMARY KEY,                 -- as the run names it (absolute)
-    size         INTEGER NOT NULL,                 -- bytes
-    mtime_ns     INTEGER NOT NULL,                 -- modification time, nanoseconds since the epoch
-    sha256       TEXT NOT NULL,                    -- of the file's bytes
-    mime         TEXT NOT NULL,                    -- the image type read from the content
-    sent_sha256  TEXT NOT NULL,                    -- of the bytes a model receives (a re-encoded PNG for other types)
-    width        INTEGER NOT NULL,                 -- pixels, as the model receives it
-    height       INTEGER NOT NULL,
-    hashed_at_ns INTEGER NOT NULL                  -- when the file was read (nanoseconds since the epoch)
-);
-"""
-
-MIGRATIONS: dict[int, list[str]] = {}  # new in schema 5: created by its DDL
 
 
 @dataclass(frozen=True, slots=True)

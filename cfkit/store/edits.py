@@ -1,6 +1,7 @@
 """The ``edits`` table: one row per candidate an editor produced (or failed to produce).
 
-Its SQL lives here and nowhere else. An edit's image files are named by paths
+Its SQL lives here and nowhere else (the DDL and migrations:
+:mod:`cfkit.store.tables.edits`). An edit's image files are named by paths
 relative to the store folder; :class:`EditRecord` gives them absolute. Which
 edit stands for a spec (:func:`selected`) is decided here, once, from the
 edits, their checks (:mod:`cfkit.store.checks`) and the reviews
@@ -17,40 +18,10 @@ from typing import Any
 from cfkit.errors import NotFoundError
 from cfkit.store import checks, reviews
 from cfkit.store.db import Database, from_json, now, placeholders, to_json
+from cfkit.store.tables.edits import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
 #: Every edit carries this label, in the store and in its PNG files.
 LABEL = "synthetic counterfactual diagnostic"
-
-DDL = """
-CREATE TABLE IF NOT EXISTS edits (
-    id              INTEGER PRIMARY KEY,
-    spec_id         TEXT NOT NULL,
-    spec_sha256     TEXT,
-    candidate       INTEGER NOT NULL DEFAULT 0,
-    engine          TEXT NOT NULL,
-    model           TEXT,
-    params          TEXT NOT NULL DEFAULT '{}',   -- JSON
-    seed            INTEGER,
-    prompt          TEXT,
-    source_sha256   TEXT,
-    mask_sha256     TEXT,
-    raw_path        TEXT,                          -- relative to the store folder
-    raw_sha256      TEXT,
-    composite_path  TEXT,
-    composite_sha256 TEXT,
-    status          TEXT NOT NULL,                 -- ok | refused | failed
-    error           TEXT,
-    fallback        TEXT,                          -- why an earlier engine was skipped
-    usage           TEXT,                          -- JSON, as the API reported it
-    cost_usd        REAL,
-    started_at      TEXT NOT NULL,
-    finished_at     TEXT,
-    label           TEXT NOT NULL DEFAULT 'synthetic counterfactual diagnostic'
-);
-CREATE INDEX IF NOT EXISTS edits_spec ON edits(spec_id);
-"""
-
-MIGRATIONS: dict[int, list[str]] = {}
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,15 @@
 """The ``leases`` table: which process is sending which request of a run, until when.
 
-Its SQL lives here and nowhere else. Two ``cfkit probe run`` processes on the
+Its SQL lives here and nowhere else (the DDL and migrations:
+:mod:`cfkit.store.tables.leases`). Two ``cfkit probe run`` processes on the
 same run (the same command started twice, or a resume while the first still
-runs) share the work through it: a process sends a request only while it
-holds the request's lease, and gives the lease up when the reply is stored.
-A lease names its owner (host, process id and a random token) and expires,
-so the requests of a killed process are taken over by another one; the
-caller decides when a lease may be taken (:mod:`cfkit.probe.sharing`). Every
-function takes the caller's transaction, so a claim and the check that the
-request has no reply yet happen at once.
+runs) share the work through it: a process sends a request only while it holds
+the request's lease, and gives the lease up when the reply is stored. A lease
+names its owner (host, process id and a random token) and expires, so the
+requests of a killed process are taken over by another one; the caller decides
+when a lease may be taken (:mod:`cfkit.probe.sharing`). Every function takes
+the caller's transaction, so a claim and the check that the request has no
+reply yet happen at once.
 """
 
 from __future__ import annotations
@@ -16,22 +17,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
+from cfkit.store.tables.leases import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
-
-DDL = """
-CREATE TABLE IF NOT EXISTS leases (
-    run_id      TEXT NOT NULL,
-    case_id     TEXT NOT NULL,
-    pair_id     TEXT NOT NULL DEFAULT '',
-    condition   TEXT NOT NULL,
-    owner       TEXT NOT NULL,                     -- host:pid:token of the process sending the request
-    expires_at  REAL NOT NULL,                     -- seconds since the epoch; renewed while the owner runs
-    state       TEXT NOT NULL DEFAULT 'sending',   -- sending | failed (its transport failure is stored)
-    PRIMARY KEY (run_id, case_id, pair_id, condition)
-);
-"""
-
-MIGRATIONS: dict[int, list[str]] = {}  # new in schema 5: created by its DDL
 
 #: A request's place in its run: (case id, pair id or '', condition).
 Key = tuple[str, str, str]

@@ -1,6 +1,7 @@
 """The ``prelabels`` table: a judge model's labels of an audit's items (cue, link), kept apart from people's.
 
-Its SQL lives here and nowhere else. A judge is not an annotator of the plan:
+Its SQL lives here and nowhere else (the DDL and migrations:
+:mod:`cfkit.store.tables.prelabels`). A judge is not an annotator of the plan:
 its labels never count toward an audit's progress, its agreement or its final
 labels; they are compared with people's and, when asked, fill in for them in
 the EGA section (marked). One row per (audit, item, judge, prompt version,
@@ -13,26 +14,8 @@ import sqlite3
 from dataclasses import asdict, dataclass
 
 from cfkit.store.db import Database, now
+from cfkit.store.tables.prelabels import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
-DDL = """
-CREATE TABLE IF NOT EXISTS prelabels (
-    audit_id        TEXT NOT NULL,
-    item_id         TEXT NOT NULL,
-    judge           TEXT NOT NULL,                 -- the judge model, KIND:NAME
-    prompt_version  TEXT NOT NULL,
-    criterion       TEXT NOT NULL,                 -- cue | link
-    value           INTEGER,                       -- 1 yes, 0 no, NULL no valid answer
-    parse           TEXT,
-    prompt          TEXT NOT NULL,
-    raw             TEXT,
-    server_model    TEXT,
-    created_at      TEXT NOT NULL,
-    PRIMARY KEY (audit_id, item_id, judge, prompt_version, criterion)
-);
-"""
-
-#: New in schema 6: created by its DDL.
-MIGRATIONS: dict[int, list[str]] = {}
 
 _COLUMNS = ("audit_id", "item_id", "judge", "prompt_version", "criterion", "value", "parse", "prompt", "raw",
             "server_model", "created_at")

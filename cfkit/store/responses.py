@@ -1,6 +1,7 @@
 """The ``responses`` table: raw model responses, cached by request.
 
-Its SQL lives here and nowhere else. A response is keyed by a SHA-256 over
+Its SQL lives here and nowhere else (the DDL and migrations:
+:mod:`cfkit.store.tables.responses`). A response is keyed by a SHA-256 over
 backend, model, answer-changing options and the exact request (see
 :mod:`cfkit.probe.identity`); a rerun that finds the key sends nothing.
 """
@@ -13,34 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cfkit.store.db import Database, from_json, now, to_json
-
-DDL = """
-CREATE TABLE IF NOT EXISTS responses (
-    cache_key   TEXT PRIMARY KEY,
-    backend     TEXT NOT NULL,
-    model       TEXT NOT NULL,
-    raw         TEXT,
-    usage       TEXT,                              -- JSON
-    latency_s   REAL,
-    cost_usd    REAL,
-    refused     INTEGER NOT NULL DEFAULT 0,        -- 1 when the model explicitly declined
-    created_at  TEXT NOT NULL,
-    server_model TEXT,                             -- the model id the server said answered
-    system_fingerprint TEXT,                       -- the server's build fingerprint, when it gives one
-    raw_chars   INTEGER,                           -- the reply's full length when raw was cut to the storage cap
-    reasoning   TEXT,                              -- a reasoning text the server returned beside the reply
-    truncated   INTEGER NOT NULL DEFAULT 0,        -- 1 when generation stopped at the token limit
-    endpoint    TEXT                               -- the server that answered (redacted), when a model has several
-);
-"""
-
-MIGRATIONS: dict[int, list[str]] = {
-    3: ["ALTER TABLE responses ADD COLUMN server_model TEXT",
-        "ALTER TABLE responses ADD COLUMN system_fingerprint TEXT"],
-    5: ["ALTER TABLE responses ADD COLUMN raw_chars INTEGER", "ALTER TABLE responses ADD COLUMN reasoning TEXT"],
-    7: ["ALTER TABLE responses ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0",
-        "ALTER TABLE responses ADD COLUMN endpoint TEXT"],
-}
+from cfkit.store.tables.responses import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
 
 @dataclass(frozen=True)

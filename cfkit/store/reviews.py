@@ -1,6 +1,7 @@
 """The ``reviews`` table: a person's decisions on edits.
 
-Its SQL lives here and nowhere else. A decision belongs to one edit: the
+Its SQL lives here and nowhere else (the DDL and migrations:
+:mod:`cfkit.store.tables.reviews`). A decision belongs to one edit: the
 decision on an edit (:func:`on_edit`) is that edit's newest review row, so a
 view of an edit never shows the decision another edit of the spec received.
 """
@@ -12,20 +13,8 @@ from dataclasses import dataclass
 
 from cfkit.errors import UsageError
 from cfkit.store.db import Database, now
+from cfkit.store.tables.reviews import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
-DDL = """
-CREATE TABLE IF NOT EXISTS reviews (
-    id          INTEGER PRIMARY KEY,
-    spec_id     TEXT NOT NULL,
-    edit_id     INTEGER REFERENCES edits(id),
-    decision    TEXT NOT NULL,                     -- accept | reject | skip
-    note        TEXT,
-    created_at  TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS reviews_spec ON reviews(spec_id);
-"""
-
-MIGRATIONS: dict[int, list[str]] = {}
 
 DECISIONS = ("accept", "reject", "skip")
 

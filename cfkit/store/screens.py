@@ -1,6 +1,7 @@
 """The ``screens`` table: a judge model's answers to the fixed screening questions about one edit.
 
-Its SQL lives here and nowhere else. One row per (edit, judge, prompt version,
+Its SQL lives here and nowhere else (the DDL and migrations:
+:mod:`cfkit.store.tables.screens`). One row per (edit, judge, prompt version,
 question): asking again with the same judge and questions finds the row and
 sends nothing (resumable); another judge or an edited question file adds rows
 beside it. A screen flags an edit for a person; it never decides it.
@@ -14,27 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from cfkit.store.db import Database, now
-
-DDL = """
-CREATE TABLE IF NOT EXISTS screens (
-    edit_id         INTEGER NOT NULL REFERENCES edits(id),
-    spec_id         TEXT NOT NULL,
-    judge           TEXT NOT NULL,                 -- the judge model, KIND:NAME
-    prompt_version  TEXT NOT NULL,                 -- sha256 of the question file and templates, first 12
-    question        TEXT NOT NULL,                 -- the question's id in the question file
-    expected        TEXT NOT NULL,                 -- Yes | No: the answer of a good edit
-    answer          TEXT,                          -- Yes | No, or NULL: no valid answer
-    parse           TEXT,                          -- the parser's rule, or its failure
-    prompt          TEXT NOT NULL,                 -- the question as sent
-    raw             TEXT,                          -- the judge's reply
-    server_model    TEXT,                          -- the model id the server said answered
-    created_at      TEXT NOT NULL,
-    PRIMARY KEY (edit_id, judge, prompt_version, question)
-);
-"""
-
-#: New in schema 6: created by its DDL.
-MIGRATIONS: dict[int, list[str]] = {}
+from cfkit.store.tables.screens import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
 
 @dataclass(frozen=True)

@@ -187,3 +187,45 @@ def test_cli_show_without_caption_shows_the_rest_and_fails(cws):
     assert "T001 · text" in result.stdout and "T001 · image" in result.stdout
     assert "T001 · neutral" not in result.stdout
     assert "captions/T001.yaml: no caption" in result.stderr
+
+
+def test_packaged_templates_read_as_importlib_resources_reads_them():
+    """The packaged defaults are read from the package's folder without importlib.resources (a cost before a run's
+    first request); text and file must be what importlib.resources gives, for every template a probe uses."""
+    from importlib import resources
+
+    from cfkit.prompts import PROBE_TEMPLATES, _packaged_template
+
+    for name in PROBE_TEMPLATES:
+        ref = resources.files("cfkit") / "templates" / name
+        text, path = _packaged_template(name)
+        assert text == ref.read_text(encoding="utf-8") and text.strip(), name
+        assert path == Path(str(ref)) and path.is_file(), name
+
+
+def test_fill_slots_is_one_pass_of_the_slot_pattern():
+    """fill_slots cuts a template at its slots once and keeps the cut; what it writes must be what one pass of
+    re.sub over the slot pattern writes (a value holding a slot's name is not expanded again; an unknown slot and
+    a slot without a value stay as written)."""
+    import re
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from cfkit.prompts import fill_slots
+
+    slots = ("visual", "question", "options", "neutral", "evidence", "images")
+    pattern = re.compile(r"\{(" + "|".join(slots) + r")\}")
+    piece = st.one_of(st.sampled_from([f"{{{s}}}" for s in slots] + ["{", "}", "{other}", "{{options}}", "\n"]),
+                      st.text(max_size=8))
+    templates = st.lists(piece, max_size=12).map("".join)
+    values = st.dictionaries(st.sampled_from(slots), st.one_of(st.text(max_size=6), st.just("{options}")))
+
+    @settings(max_examples=400, deadline=None)
+    @given(templates, values)
+    def agrees(template, given_values):
+        expected = pattern.sub(lambda m: given_values.get(m.group(1), m.group(0)), template)
+        assert fill_slots(template, given_values) == expected
+        assert fill_slots(template, given_values) == expected  # the cut, kept, gives the same again
+
+    agrees()

@@ -332,9 +332,12 @@ BEFORE_SENDING = ("import json, os, sys\nif os.environ.get('ONE_CPU'):\n"
 #: cfkit's own modules a contextcanvas run has no use for before its first request: the lines about unreviewed
 #: inputs when there are none (and Rich, to say them), captions and specs (pydantic models built at import), the
 #: counterfactual suite's rooms, the dry run's estimate, and the reply parser, its records and the lines about
-#: troubled replies (a reply is read only once one has come back; the summary's lines come at the end).
+#: troubled replies (a reply is read only once one has come back; the summary's lines come at the end); nor the
+#: owners of the tables such a run never touches, though its new store creates them (from cfkit.store.tables).
 NOT_BEFORE_THE_FIRST_REQUEST = ("cfkit.cli.probe_plan", "cfkit.captions", "cfkit.specs", "cfkit.probe.estimate",
-                                "cfkit.edit", "cfkit.preserve", "cfkit.report", "cfkit.parse")
+                                "cfkit.edit", "cfkit.preserve", "cfkit.report", "cfkit.parse",
+                                *(f"cfkit.store.{name}" for name in ("edits", "checks", "reviews", "audits",
+                                                                     "audit_labels", "screens", "prelabels")))
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
@@ -367,6 +370,10 @@ def test_what_a_first_probe_run_imports_before_its_first_request(tmp_path, cpus)
     assert third <= allowed, third - allowed
     assert not {m for m in modules if m.startswith(NOT_BEFORE_THE_FIRST_REQUEST)}, modules
     assert "importlib.metadata" not in modules
+    # The packaged prompt templates are read from the package's folder: importlib.resources (and the zipfile
+    # module its first look-up loads) cost 10-15 ms of CPU before the first request.
+    assert not {m for m in modules if m.startswith(("importlib.resources", "importlib.readers", "zipfile"))}, modules
+    assert "csv" not in modules  # only CSV files need it
 
 
 def test_a_report_leaves_numpy_ma_unloaded(tiny_ws, tmp_path):

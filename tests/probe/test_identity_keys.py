@@ -180,3 +180,30 @@ def test_the_run_digest_s_json_writing_is_json_dumps_for_every_shape_it_meets():
     agrees()
     assert json_text([["c", "p", "image"], "k", [None, ["/a/é\u2028.png", 3, 10**20]]]) == json.dumps(
         [["c", "p", "image"], "k", [None, ["/a/é\u2028.png", 3, 10**20]]], ensure_ascii=False)
+
+
+def test_each_place_of_the_run_digest_is_written_as_json_dumps_writes_it():
+    """The run digest writes a plan's usual place ([case, pair, condition], key, [edit id, file]) in one step; the
+    text must be json.dumps' own for every value of that shape and for any other shape (the general writer)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from cfkit.probe.identity import _place_text
+
+    text = st.text()
+    anything = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), text)
+    files = st.one_of(st.none(), st.lists(st.one_of(text, st.integers()), min_size=3, max_size=3),
+                      st.tuples(text, st.integers(), st.integers()).map(list), anything)
+    places = st.one_of(st.tuples(text, text, text), st.tuples(text, anything, text), st.lists(text, max_size=3))
+    shown = st.one_of(st.tuples(st.one_of(st.none(), st.integers(), st.booleans()), files), st.tuples(anything))
+
+    @settings(max_examples=500, deadline=None)
+    @given(places, st.one_of(text, anything), shown)
+    def agrees(place, key, about):
+        expected = json.dumps([list(place), key, list(about)], sort_keys=True, ensure_ascii=False, default=str)
+        assert _place_text(place, key, about) == expected
+
+    agrees()
+    usual = (("c\u2028é", "", "image"), "k" * 64, (None, ["/a/\"b\".png", 3, 10**20]))
+    assert _place_text(*usual) == json.dumps([list(usual[0]), usual[1], list(usual[2])], ensure_ascii=False)
+    assert _place_text(("c", "p", "edit"), "k", (7, None)) == '[["c", "p", "edit"], "k", [7, null]]'

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from cfkit.errors import NotFoundError, StoreError, UsageError
-from cfkit.store import SCHEMA_VERSION, Store, checks, edits, responses, reviews, runs
+from cfkit.store import OWNER_NAMES, SCHEMA_VERSION, Store, checks, edits, responses, reviews, runs
 from cfkit.store.checks import NewCheck
 from cfkit.store.edits import NewEdit
 from cfkit.store.responses import CachedResponse
 from cfkit.store.runs import ReplyFields
 from support.store_sql import (insert_edit_row, numbers_database, numbers_in, schema_1_store, set_user_version,
-                               user_version)
+                               table_names, user_version)
 from support.workspace import REPO
 
 
@@ -260,16 +260,64 @@ def test_concurrent_writers_on_a_new_store_lose_nothing(tmp_path: Path):
 # ── ownership ──────────────────────────────────────────────────────────────
 
 
-OWNERS = {"edits": "edits.py", "checks": "checks.py", "reviews": "reviews.py", "runs": "runs.py",
-          "replies": "runs.py", "responses": "responses.py", "audit_plans": "audits.py", "audit_items": "audits.py",
-          "audit_annotators": "audit_labels.py", "audit_labels": "audit_labels.py", "audit_finals": "audit_labels.py"}
+#: Every table and the owner module that holds its SQL; its DDL and migrations are in cfkit/store/tables/ under
+#: the owner's name.
+OWNERS = {"edits": "edits", "checks": "checks", "reviews": "reviews", "runs": "runs", "replies": "runs",
+          "responses": "responses", "file_digests": "digests", "leases": "leases", "batches": "batches",
+          "audit_plans": "audits", "audit_items": "audits", "audit_annotators": "audit_labels",
+          "audit_labels": "audit_labels", "audit_finals": "audit_labels", "screens": "screens",
+          "prelabels": "prelabels"}
+
+
+def _holders(pattern: re.Pattern) -> set[str]:
+    return {p.relative_to(REPO).as_posix() for p in (REPO / "cfkit").rglob("*.py") if pattern.search(p.read_text())}
 
 
 @pytest.mark.parametrize("table", sorted(OWNERS))
 def test_each_tables_sql_lives_in_its_owner_only(table):
-    sql = re.compile(rf"\b(FROM|INTO|UPDATE|JOIN|TABLE(?: IF NOT EXISTS)?)\s+{table}\b", re.IGNORECASE)
-    holders = {p.relative_to(REPO).as_posix() for p in (REPO / "cfkit").rglob("*.py") if sql.search(p.read_text())}
-    assert holders == {f"cfkit/store/{OWNERS[table]}"}
+    """Reads and writes in the owner; the table's definition (CREATE, ALTER, its indexes) in the owner's schema
+    module alone, which the owner re-exports."""
+    dml = re.compile(rf"\b(FROM|INTO|UPDATE|JOIN)\s+{table}\b", re.IGNORECASE)
+    ddl = re.compile(rf"\bTABLE(?: IF NOT EXISTS)?\s+{table}\b|\bON\s+{table}\s*\(", re.IGNORECASE)
+    assert _holders(dml) == {f"cfkit/store/{OWNERS[table]}.py"}
+    assert _holders(ddl) == {f"cfkit/store/tables/{OWNERS[table]}.py"}
+
+
+def test_every_table_is_created_by_a_new_store(store):
+    assert table_names(store.path) == set(OWNERS)
+
+
+def test_each_owner_re_exports_its_schema_module():
+    import importlib
+
+    import cfkit.store as store_package
+
+    for name in store_package.OWNER_NAMES:
+        owner = importlib.import_module(f"cfkit.store.{name}")
+        schema = importlib.import_module(f"cfkit.store.tables.{name}")
+        assert owner.DDL is schema.DDL and owner.MIGRATIONS is schema.MIGRATIONS, name
+
+
+def test_a_new_store_is_made_without_importing_the_owners(tmp_path: Path):
+    """Creating a store (and migrating an old one) reads the schema modules only: a first ``probe run`` on a new
+    workspace does not build the records of the edit, review and audit tables it never touches."""
+    import json
+    import subprocess
+    import sys
+
+    old = tmp_path / "old.db"
+    schema_1_store(old)
+    code = ("import json, sys; from pathlib import Path; from cfkit.store import Store\n"
+            "for path in sys.argv[1:]:\n    Store(Path(path)).close()\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('cfkit.store'))))")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "new.db"), str(old)], capture_output=True,
+                          text=True, timeout=120, check=True)
+    loaded = set(json.loads(done.stdout))
+    owners = {f"cfkit.store.{name}" for name in OWNER_NAMES}
+    assert not loaded & owners, loaded & owners
+    assert {f"cfkit.store.tables.{name}" for name in OWNER_NAMES} <= loaded
+    assert user_version(tmp_path / "new.db") == user_version(old) == SCHEMA_VERSION
+    assert table_names(tmp_path / "new.db") == table_names(old) == set(OWNERS)
 
 
 def test_a_broken_constraint_is_not_reported_as_a_damaged_file(store):
