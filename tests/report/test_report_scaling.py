@@ -429,3 +429,26 @@ def test_a_report_finds_a_unit_answered_twice_by_counting_and_names_both_lines(t
     with pytest.raises(RepeatedAnswer, match=r"model 'm' answered case T003 condition image \(contextcanvas\) twice"):
         build_report(load_gold(ws, all_cases=True), preds, n_resamples=50)
     assert len(make_report(ws, [one], n_resamples=50).contextcanvas) == 1
+
+
+@pytest.mark.parametrize("part", [200, 1 << 21])
+def test_repeated_values_are_kept_once_and_cases_are_the_workspaces_own_ids(tmp_path, monkeypatch, cases, part,
+                                                                            json_reader):
+    """A study's lines repeat a few values (models, suites, conditions, answers, parse rules, case ids under each
+    condition): read whole, each value is held once whatever part of the file it is in, and a case id is the
+    workspace's own string, so that memory grows with the distinct values rather than the lines. The values are
+    the line-by-line reading's."""
+    monkeypatch.setattr(predictions, "_PART", part)
+    lines = [json.dumps({"model": f"model-{m}", "suite": suite, "case": case, "condition": condition,
+                         "answer": "AB"[(m + n) % 2], "parse": "json", "raw": f"reply {n}"})
+             for m in range(3) for suite, conditions in (("modality", ("text", "image")), ("contextcanvas", ("image",)))
+             for condition in conditions for n, case in enumerate(("T001", "T002", "T003"))]
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    preds = load_predictions([path], cases=cases)
+    assert [p.model_dump() for p in preds] == [_plain(line).model_dump() for line in lines]
+    for field in ("model", "suite", "case", "condition", "answer", "parse"):
+        values = [getattr(p, field) for p in preds]
+        assert len({id(v) for v in values}) == len(set(values)), field
+    own = {case.id: case.id for case in cases}
+    assert all(p.case is own[p.case] for p in preds)
