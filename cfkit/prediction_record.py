@@ -188,12 +188,15 @@ _REPEATED_FIELDS = ("model", "suite", "case", "condition", "answer", "parse")
 
 
 def _shared_values(case_ids: Iterable[str] | None) -> dict[str, str]:
-    """Where a file's repeated values are kept, one string each, starting with the cases' own ids.
+    """Where a file's repeated values are kept, one string each, starting with the suites' and conditions' names
+    and the cases' own ids.
 
     JSON gives every line its own copy of each string: a study's model names, suites, conditions, answers and case
     ids (a case under every condition and model) would be held and freed tens of times over, and a case id looked
     up against the workspace's compared character by character rather than found to be the same string."""
-    return {} if case_ids is None else {case: case for case in case_ids}
+    shared = {name: name for name in (*_SUITES, *_CONDITIONS)}  # the vocabulary's strings, which the report's keys use
+    shared.update((case, case) for case in case_ids or ())
+    return shared
 
 
 _RULES = frozenset(RULES)

@@ -20,6 +20,7 @@ from cfkit.errors import PredictionError
 from cfkit import predictions
 from cfkit.predictions import Prediction, check_predictions, load_predictions, parse_predictions, paused_collection
 from cfkit.predictions_schema import PredictionModel
+from cfkit.vocabulary import SUITE_CONDITIONS
 
 
 BASE = '{"model": "m", "suite": "contextcanvas", "case": "T1", "condition": "image"'
@@ -436,8 +437,9 @@ def test_repeated_values_are_kept_once_and_cases_are_the_workspaces_own_ids(tmp_
                                                                             json_reader):
     """A study's lines repeat a few values (models, suites, conditions, answers, parse rules, case ids under each
     condition): read whole, each value is held once whatever part of the file it is in, and a case id is the
-    workspace's own string, so that memory grows with the distinct values rather than the lines. The values are
-    the line-by-line reading's."""
+    workspace's own string (a suite or condition, the vocabulary's), so that memory grows with the distinct values
+    rather than the lines and a report's look-ups find the very strings of its keys. The values are the
+    line-by-line reading's."""
     monkeypatch.setattr(predictions, "_PART", part)
     lines = [json.dumps({"model": f"model-{m}", "suite": suite, "case": case, "condition": condition,
                          "answer": "AB"[(m + n) % 2], "parse": "json", "raw": f"reply {n}"})
@@ -452,3 +454,5 @@ def test_repeated_values_are_kept_once_and_cases_are_the_workspaces_own_ids(tmp_
         assert len({id(v) for v in values}) == len(set(values)), field
     own = {case.id: case.id for case in cases}
     assert all(p.case is own[p.case] for p in preds)
+    vocabulary = {name: name for name in SUITE_CONDITIONS} | {c: c for cs in SUITE_CONDITIONS.values() for c in cs}
+    assert all(p.suite is vocabulary[p.suite] and p.condition is vocabulary[p.condition] for p in preds)
