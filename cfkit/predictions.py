@@ -404,32 +404,30 @@ def dump_predictions(preds: Iterable[Prediction]) -> str:
 
 
 def predictions_from_store(store: Store, run_ids: Sequence[str] | None = None) -> list[Prediction]:
-    """The parsed replies of stored runs as predictions.
-
-    With ``run_ids`` None, the newest run of each model and suite is read.
-    Replies are returned run by run, in the order they were stored.
-    """
+    """The parsed replies of stored runs as predictions (with ``run_ids`` None, of the newest run of each model and
+    suite), run by run, each run's in the order they were stored."""
     from cfkit.store import runs  # the store's owners load only for a report from the store, not from files
 
     ids = runs.latest_run_ids(store) if run_ids is None else list(run_ids)
     out: list[Prediction] = []
+    shared = _shared_values(None)  # each repeated value as one string, as a file's reading keeps them
     with paused_collection():
         for run_id in ids:
-            out += _run_predictions(store, run_id)
+            out += _run_predictions(store, run_id, shared)
     return out
 
 
-def _run_predictions(store: Store, run_id: str) -> list[Prediction]:
+def _run_predictions(store: Store, run_id: str, shared: dict[str, str]) -> list[Prediction]:
     from cfkit.store import runs
 
     run = runs.get_run(store, run_id)
     if run is None:
         raise PredictionError(f"no run '{run_id}' in store {store.path}. See 'cfkit runs list'.")
-    model, suite = run.model, run.suite
+    model, suite, one = run.model, run.suite, shared.setdefault
     records = runs.replies(store, run_id)
-    rows = [(model, suite, r.case_id, r.pair_id or None, r.condition, r.answer, r.parse, r.error, r.raw, r.reason,
-             r.confidence, *((r.edit_id, r.image_sha256) if suite == "counterfactual" and r.condition == "edit"
-                             else (None, None)),
+    rows = [(model, suite, one(r.case_id, r.case_id), r.pair_id or None, one(r.condition, r.condition),
+             one(r.answer, r.answer), one(r.parse, r.parse), r.error, r.raw, r.reason, r.confidence,
+             *((r.edit_id, r.image_sha256) if suite == "counterfactual" and r.condition == "edit" else (None, None)),
              True if r.truncated else None, r.server_model, r.system_fingerprint, r.reasoning, r.endpoint)
             for r in records]
     if _rows_pass(rows):  # all plainly right, checked a column at a time
