@@ -30,11 +30,11 @@ from cfkit.cases import CaseSet
 from cfkit.errors import PredictionError, describe_validation
 from cfkit.prediction_record import (  # noqa: F401 - FIELDS and Prediction are this module's too, as always
     _FIELD_SET,
-    _NONE,
     _REQUIRED,
     _REPEATED_FIELDS,
     FIELDS,
     Prediction,
+    _all_none,
     _checks_pass,
     _columns_pass,
     _restored,
@@ -210,8 +210,13 @@ def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mappi
         names = [name for name in FIELDS if name in present]
         rows = [tuple(map(record.get, names)) for record in records]
     del records
-    cols = dict(zip(names, zip(*rows)))
-    del rows
+    cols, rows = dict(zip(names, zip(*rows))), None
+    try:  # each repeated value as one string (prediction_record._shared_values), which the checks then find faster
+        for field in _REPEATED_FIELDS if shared is not None else ():
+            if field in cols and not _all_none(cols[field]):
+                cols[field] = list(map(shared.setdefault, cols[field], cols[field]))
+    except TypeError:  # a list or an object: not a flat record's value (only strings pass, each as it was)
+        return None
     distinct: dict[str, set] = {}
     if not _columns_pass(cols, n, whole_strings=whole_strings, distinct=distinct):
         return None
@@ -223,9 +228,6 @@ def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mappi
         found.update(zip(keys, zip(repeat(name), range(lineno, lineno + n)) if remember else repeat(None)))
         if len(found) != known + n:
             return None  # a unit answered twice, here or in an earlier part: the line-by-line reading names both
-    for field in _REPEATED_FIELDS if shared is not None else ():  # (see prediction_record._shared_values)
-        if field in cols and distinct.get(field) is not _NONE:
-            cols[field] = list(map(shared.setdefault, cols[field], cols[field]))
     # Each record straight from the columns (zip's tuple, copied into the record, is made once and reused).
     return list(map(tuple.__new__, repeat(Prediction, n),
                     zip(*(cols[name] if name in cols else repeat(None, n) for name in FIELDS))))
