@@ -34,7 +34,8 @@ TAILS = [
     ', "edit_id": 0x1}', ', "edit_id": 1e400}', ', "edit_id": Infinity}', ', "edit_id": 12345678901234567890123}',
     ', "truncated": 1}', ', "truncated": "true"}', ', "truncated": "yes"}', ', "truncated": True}', ', "truncated": null}',
     ', "answer": NaN}', ', "answer": 1}', ', "answer": undefined}', ', "answer": null,}', ', "suite": "modality"}',
-    ', "nested": {"a": [1, 2]}}', '} ', '}x', '}}', '}, {}', ', "raw": "' + "}" + '"}',
+    ', "nested": {"a": [1, 2]}}', '} ', '}x', '}}', '}, {}', ', "raw": "' + "}" + '"}', ', "answer": ["A"]}',
+    ', "parse": {"json": 1}}',
 ]
 LINES = [BASE + tail for tail in TAILS] + ["\ufeff" + BASE + "}", " " + BASE + "}", "[" + BASE + "}]", "{}", "1", '"x"',
                                           '{"raw": ' * 100_000 + "1" + "}" * 100_000]
