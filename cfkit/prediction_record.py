@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import namedtuple
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
 from operator import attrgetter
 from types import NoneType
@@ -181,6 +181,22 @@ _NONE = frozenset((None,))
 def _all_none(column: Sequence) -> bool:
     """Whether every value of ``column`` is None (a field the lines write as null: looked at without a set)."""
     return bool(column) and column[0] is None and column.count(None) == len(column)
+
+
+#: Fields whose values repeat from line to line, each value kept as one string (:func:`_shared_values`).
+_REPEATED_FIELDS = ("model", "suite", "case", "condition", "answer", "parse")
+
+
+def _shared_values(case_ids: Iterable[str] | None) -> dict[str, str]:
+    """Where a file's repeated values are kept, one string each, starting with the suites' and conditions' names
+    and the cases' own ids.
+
+    JSON gives every line its own copy of each string: a study's model names, suites, conditions, answers and case
+    ids (a case under every condition and model) would be held and freed tens of times over, and a case id looked
+    up against the workspace's compared character by character rather than found to be the same string."""
+    shared = {name: name for name in (*_SUITES, *_CONDITIONS)}  # the vocabulary's strings, which the report's keys use
+    shared.update((case, case) for case in case_ids or ())
+    return shared
 
 
 _RULES = frozenset(RULES)

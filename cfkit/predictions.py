@@ -31,12 +31,15 @@ from cfkit.errors import PredictionError, describe_validation
 from cfkit.prediction_record import (  # noqa: F401 - FIELDS and Prediction are this module's too, as always
     _FIELD_SET,
     _REQUIRED,
+    _REPEATED_FIELDS,
     FIELDS,
     Prediction,
+    _all_none,
     _checks_pass,
     _columns_pass,
     _restored,
     _rows_pass,
+    _shared_values,
 )
 
 if TYPE_CHECKING:
@@ -89,10 +92,10 @@ def _read_lines(text: str, path: Path | str, cases: CaseSet | None, pairs: Mappi
         except Exception:  # noqa: BLE001 - anything unusual is read the plain way, which accepts it or names it
             pred = _restored(plain_line(line, f"{path}:{lineno}"))
         pair, answer = pred.pair, pred.answer
-        # A case seen before, no pair and an answer among its options: nothing to look up (_known_problem's checks).
+        # A case seen before, no pair and an answer among its options: nothing to look up (_unit_problem's checks).
         ids = options.get(pred.case, unseen) if cases is not None and pair is None else unseen
         if ids is unseen or ids is None or (answer is not None and answer not in ids):
-            problem = _known_problem(pred, cases, pairs, options)
+            problem = _unit_problem(pred.case, pred.pair, pred.answer, cases, pairs, options)
             if problem:
                 raise PredictionError(f"{path}:{lineno}: {problem}")
         key = (pred.model, pred.suite, pred.case, pair or None, pred.condition)  # _KEY, a pair "" read as none
@@ -149,10 +152,11 @@ def _read_whole(text: str | bytes, path: Path | str, cases: CaseSet | None, pair
     # take several times the file's size, are never there all at once; the predictions are the same.
     name, out, found, lineno, begin = str(path), [], {} if repeats else None, 1, 0
     options: dict[str, frozenset[str] | None] = {}  # each case's option ids, looked up once for all the parts
+    shared = _shared_values(None if cases is None else cases.ids)  # one string per repeated value
     while True:
         end = text.find(newline, begin + _PART, size) if begin + _PART < size else -1
         part = _read_part(text[begin:size if end < 0 else end], lineno, name, cases, pairs, loads,
-                          whole_strings, brackets, newline, comma, options, found, remember)
+                          whole_strings, brackets, newline, comma, options, found, remember, shared)
         if part is None:
             return None
         out += part
@@ -174,12 +178,13 @@ _PART = 1 << 21
 def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mapping[str, str] | None,
                loads: Callable[[Any], Any], whole_strings: bool, brackets, newline, comma,
                options: dict[str, frozenset[str] | None], found: dict[tuple, tuple[str, int]] | None,
-               remember: bool = True) -> list[Prediction] | None:
+               remember: bool = True, shared: dict[str, str] | None = None) -> list[Prediction] | None:
     """The lines of ``body`` (the first is line ``lineno``) as :func:`_read_whole` reads them: their predictions,
     each one's unit key added to ``found`` (the keys of the earlier parts) with its file and line; None as soon as
     anything is unusual, a unit answered twice among them (without ``remember``, each key is added with None,
     the lines being needed only where a later file repeats one). ``options``: the option ids of the cases earlier
-    parts named (:func:`_units_pass`). ``found`` None: units answered twice are not looked for here."""
+    parts named (:func:`_units_pass`). ``found`` None: units answered twice are not looked for here. ``shared``:
+    each value of :data:`_REPEATED_FIELDS` read so far, as the one string every line holding it gets."""
     # Each line break followed by a comma, so that no string runs across two lines (JSON refuses a raw line break
     # in one, and "\r" before it is only white space); a container that would (an array opened on one line, closed
     # on the next) is not a flat record and fails the checks below, and a count of records other than lines (a
@@ -205,8 +210,13 @@ def _read_part(body, lineno: int, name: str, cases: CaseSet | None, pairs: Mappi
         names = [name for name in FIELDS if name in present]
         rows = [tuple(map(record.get, names)) for record in records]
     del records
-    cols = dict(zip(names, zip(*rows)))
-    del rows
+    cols, rows = dict(zip(names, zip(*rows))), None
+    try:  # each repeated value as one string (prediction_record._shared_values), which the checks then find faster
+        for field in _REPEATED_FIELDS if shared is not None else ():
+            if field in cols and not _all_none(cols[field]):
+                cols[field] = list(map(shared.setdefault, cols[field], cols[field]))
+    except TypeError:  # a list or an object: not a flat record's value (only strings pass, each as it was)
+        return None
     distinct: dict[str, set] = {}
     if not _columns_pass(cols, n, whole_strings=whole_strings, distinct=distinct):
         return None
@@ -248,18 +258,12 @@ def _units_pass(cols: dict[str, Sequence], n: int, cases: CaseSet | None, pairs:
 _NO_VALUE = frozenset((None,))
 
 
-def _known_problem(pred: Prediction, cases: CaseSet | None, pairs: Mapping[str, str] | None,
-                   options: dict[str, frozenset[str] | None]) -> str | None:
-    """Why ``pred`` names a pair, case or answer the workspace lacks (None when it does not).
+def _unit_problem(case: str, pair: str | None, answer: str | None, cases: CaseSet | None,
+                  pairs: Mapping[str, str] | None, options: dict[str, frozenset[str] | None]) -> str | None:
+    """Why a line's case, pair or answer is one the workspace lacks (None when it is not).
 
     ``options`` remembers each case's option ids (None: not a case) between calls.
     """
-    return _unit_problem(pred.case, pred.pair, pred.answer, cases, pairs, options)
-
-
-def _unit_problem(case: str, pair: str | None, answer: str | None, cases: CaseSet | None,
-                  pairs: Mapping[str, str] | None, options: dict[str, frozenset[str] | None]) -> str | None:
-    """:func:`_known_problem` on the three fields it reads."""
     if pairs is not None and pair is not None:
         if pair not in pairs:
             known = ", ".join(sorted(pairs)[:6]) + (" …" if len(pairs) > 6 else "")
@@ -303,7 +307,7 @@ def check_predictions(
         # As in parse_predictions: a seen case, no pair and one of its options need no look-up.
         ids = options.get(pred.case, unseen) if cases is not None and pred.pair is None else unseen
         if ids is unseen or ids is None or (answer is not None and answer not in ids):
-            problem = _known_problem(pred, cases, pairs, options)
+            problem = _unit_problem(pred.case, pred.pair, pred.answer, cases, pairs, options)
             if problem:
                 raise PredictionError(f"{where(number)}: {problem}")
         key = pred.key
@@ -402,32 +406,30 @@ def dump_predictions(preds: Iterable[Prediction]) -> str:
 
 
 def predictions_from_store(store: Store, run_ids: Sequence[str] | None = None) -> list[Prediction]:
-    """The parsed replies of stored runs as predictions.
-
-    With ``run_ids`` None, the newest run of each model and suite is read.
-    Replies are returned run by run, in the order they were stored.
-    """
+    """The parsed replies of stored runs as predictions (with ``run_ids`` None, of the newest run of each model and
+    suite), run by run, each run's in the order they were stored."""
     from cfkit.store import runs  # the store's owners load only for a report from the store, not from files
 
     ids = runs.latest_run_ids(store) if run_ids is None else list(run_ids)
     out: list[Prediction] = []
+    shared = _shared_values(None)  # each repeated value as one string, as a file's reading keeps them
     with paused_collection():
         for run_id in ids:
-            out += _run_predictions(store, run_id)
+            out += _run_predictions(store, run_id, shared)
     return out
 
 
-def _run_predictions(store: Store, run_id: str) -> list[Prediction]:
+def _run_predictions(store: Store, run_id: str, shared: dict[str, str]) -> list[Prediction]:
     from cfkit.store import runs
 
     run = runs.get_run(store, run_id)
     if run is None:
         raise PredictionError(f"no run '{run_id}' in store {store.path}. See 'cfkit runs list'.")
-    model, suite = run.model, run.suite
+    model, suite, one = run.model, run.suite, shared.setdefault
     records = runs.replies(store, run_id)
-    rows = [(model, suite, r.case_id, r.pair_id or None, r.condition, r.answer, r.parse, r.error, r.raw, r.reason,
-             r.confidence, *((r.edit_id, r.image_sha256) if suite == "counterfactual" and r.condition == "edit"
-                             else (None, None)),
+    rows = [(model, suite, one(r.case_id, r.case_id), r.pair_id or None, one(r.condition, r.condition),
+             one(r.answer, r.answer), one(r.parse, r.parse), r.error, r.raw, r.reason, r.confidence,
+             *((r.edit_id, r.image_sha256) if suite == "counterfactual" and r.condition == "edit" else (None, None)),
              True if r.truncated else None, r.server_model, r.system_fingerprint, r.reasoning, r.endpoint)
             for r in records]
     if _rows_pass(rows):  # all plainly right, checked a column at a time

@@ -32,7 +32,7 @@ from cfkit.report.sources import Sources
 from cfkit.swap import as_listed, swap_problem
 from cfkit.report.swap import swap_notes, swap_rows
 from cfkit.report.trouble import reply_troubles
-from cfkit.report.units import AnswerKey, collect_units
+from cfkit.report.units import AnswerKey, AskedGrid, UnitKeys, collect_units
 from cfkit.stats.answers import read_only_answers
 from cfkit.vocabulary import CONDITION_ORDER, SUITE_CONDITIONS, SWAP_CONDITIONS
 from cfkit.workspace import Workspace
@@ -237,20 +237,15 @@ def build_report(
                for model, got in md_models.items()]
     sw_rows = swap_rows(units, gold.cases, answers.get("swap", {}), n_resamples=n_resamples, seed=seed)
     # 4. comparisons, adjusted over the ones asked for together
-    comparisons = []
-    for base, other in compare:
-        first = _correct(cc_usable[base], all_cases, "image")
-        second = _correct(cc_usable[other], all_cases, "image")
-        comparisons.append(stats.paired_comparison(first, second, resamples=by_case, seed=seed))
+    comparisons = [stats.paired_comparison(_correct(cc_usable[base], all_cases, "image"),
+                                           _correct(cc_usable[other], all_cases, "image"), resamples=by_case, seed=seed)
+                   for base, other in compare]
     adjusted = stats.bonferroni([c.mcnemar.p_value for c in comparisons])
     invalid = {row.model: row.scores.invalid for row in cc_rows}
     cmp_rows = [CompareRow(b, o, c, p, invalid[b], invalid[o]) for (b, o), c, p in zip(compare, comparisons, adjusted)]
     # 5. what the figures cover
-    expected = {}
-    if expected_pairs is not None:
-        expected["counterfactual"] = expected_pairs
-    if gold.modality_cases is not None:
-        expected["modality"] = len(gold.modality_cases)
+    expected = ({} if expected_pairs is None else {"counterfactual": expected_pairs}) | (
+        {} if gold.modality_cases is None else {"modality": len(gold.modality_cases)})
     notes = coverage_notes(units.missing, gold, cc_rows, cf_rows, md_rows, expected_pairs) + swap_notes(units.missing, sw_rows)
     # A case's gold under every condition a suite asks it in; a pair's two golds from its spec.
     golds = {(c.id, "", condition): c.gold for c in all_cases for condition in CONDITION_ORDER
@@ -309,8 +304,8 @@ class _Units:
     def _asked(self, model: str, suite: str) -> dict[tuple[str, str, str], str | None]:
         """The answers counted for one model's suite so far, by (case, pair or "", condition)."""
         found = self.asked.get((model, suite))
-        if found is None:
-            found = self.asked[(model, suite)] = {}
+        if found is None or type(found) is AskedGrid:
+            found = self.asked[(model, suite)] = {} if found is None else found.as_dict()
         return found
 
     def answers(self, model: str, suite: str, got: dict, units: Sequence[tuple[str, str, str]]) -> list[str | None]:
@@ -319,13 +314,17 @@ class _Units:
         An answer that is there, not failed and not about an edit is taken as it
         is; only the others go through :meth:`answer`'s checks.
         """
-        asked, found = self._asked(model, suite), list(map(got.get, units))
+        found = list(map(got.get, units))
         if all(found) and not set(map(_ERROR, found)) & {"transport", "refused"} \
                 and not any(map(_EDIT, found)):  # all there, none failed or about an edit (ids from 1): as they are
             out = list(map(_ANSWER, found))
-            asked.update(zip(units, out))
+            asked = self.asked.setdefault((model, suite), AskedGrid())  # kept as asked while it is a grid
+            if type(asked) is AskedGrid and asked.takes(units):
+                asked.append((units, out))
+            else:
+                self._asked(model, suite).update(zip(units, out))
             return out
-        out = []
+        asked, out = self._asked(model, suite), []
         for unit in units:
             p = got.get(unit)
             if p is not None and p.edit_id is None and p.error != "transport" and p.error != "refused":
@@ -401,7 +400,8 @@ class _CaseColumns:
 
     def __init__(self, cases: Sequence[Case], conditions: Sequence[str]):
         self.n = len(cases)
-        self.keys = {condition: [(c.id, "", condition) for c in cases] for condition in conditions}
+        units = tuple((c.id, "") for c in cases)
+        self.keys = {condition: UnitKeys(units, condition) for condition in conditions}
         # Object arrays, which the statistics take as they are (read only: shared by every model).
         self.gold, self.yes, self.no = (read_only_answers([getattr(c, name) for c in cases])
                                         for name in ("gold", "yes_option", "no_option"))

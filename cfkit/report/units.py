@@ -181,13 +181,44 @@ class UnitGrid:
 AnswerKey = tuple[str, str, str, str, str]
 
 
+class UnitKeys(list):
+    """The (case, pair or "", condition) key of each of a list of units under one condition, made once for every
+    model; ``units`` is the one tuple of (case, pair or "") that the list's keys under other conditions share."""
+
+    __slots__ = ("units", "condition")
+
+    def __init__(self, units: tuple[tuple[str, str], ...], condition: str) -> None:
+        super().__init__((case, pair, condition) for case, pair in units)
+        self.units, self.condition = units, condition
+
+
+class AskedGrid(list):
+    """A model's suite as a report asks it the usual way: a whole :class:`UnitKeys` list at a time, each under a
+    condition of its own, every answer usable. Holds each ask's (keys, answers), in order, so that
+    :func:`collect_units` reads the grid as it is, without indexing every answer by its key and regrouping."""
+
+    __slots__ = ()
+
+    def takes(self, keys: object) -> bool:
+        """Whether an ask of ``keys`` can join: a :class:`UnitKeys` list over the same units, under a new condition."""
+        return type(keys) is UnitKeys and (not self or (keys.units is self[0][0].units and all(
+            keys.condition != asked.condition for asked, _ in self)))
+
+    def as_dict(self) -> dict[tuple[str, str, str], str | None]:
+        """The answers by (case, pair or "", condition), in the order asked (what a report indexes otherwise)."""
+        found: dict[tuple[str, str, str], str | None] = {}
+        for keys, answers in self:
+            found.update(zip(keys, answers))
+        return found
+
+
 def collect_units(asked: Mapping[tuple[str, str], Mapping[tuple[str, str, str], str | None]],
                   gold: Mapping[tuple[str, str, str], str], reasons: Mapping[AnswerKey, str]) -> list[ModelUnits]:
     """Group the answers the report scored into units, per model and suite.
 
     ``asked`` holds, per (model, suite), every answer the sections counted by
     (case, pair or "", condition) (None where there was no usable one), in the
-    order they were asked; ``gold`` the gold option by (case, pair or "",
+    order they were asked (or an :class:`AskedGrid`); ``gold`` the gold option by (case, pair or "",
     condition), a unit it lacks getting None; ``reasons`` why an answer is not
     usable, by (model, suite, case, pair or "", condition).
     """
@@ -197,6 +228,11 @@ def collect_units(asked: Mapping[tuple[str, str], Mapping[tuple[str, str, str], 
     with_runs = {key[:2] for key in with_reasons}  # (model, suite) of those units
     out, made = [], UnitOutcome.made
     for (model, suite), answered in asked.items():
+        if type(answered) is AskedGrid:
+            if answered and answered[0][0] and (model, suite) not in with_runs:
+                out.append(ModelUnits(model, suite, grid=_asked_grid(answered, gold, grids)))
+                continue
+            answered = answered.as_dict()
         grid = _grid_units(model, suite, answered, gold, with_runs, grids)
         if grid is not None:
             out.append(ModelUnits(model, suite, grid=grid))
@@ -249,6 +285,16 @@ def _grid_units(model: str, suite: str, answered: Mapping[tuple[str, str, str], 
     if found is None:
         found = grids[shared] = (list(zip(cases, pairs)), list(zip(*(map(gold.get, block) for block in blocks))))
     return UnitGrid(order, found[0], answers, found[1])
+
+
+def _asked_grid(asked: AskedGrid, gold: Mapping[tuple[str, str, str], str], grids: dict[tuple, tuple[list, list]]
+                ) -> UnitGrid:
+    """:func:`_grid_units` for a suite kept as it was asked: its grid's units and golds made once for every model."""
+    order, units = tuple(keys.condition for keys, _ in asked), asked[0][0].units
+    found = grids.get((order, id(units)))
+    if found is None:  # (``units`` is kept by ``asked`` until the units are collected: its id stays its own)
+        found = grids[(order, id(units))] = (list(units), list(zip(*(map(gold.get, keys) for keys, _ in asked))))
+    return UnitGrid(order, found[0], list(zip(*(answers for _, answers in asked))), found[1])
 
 
 _FIELDS = ("case", "pair", "answers", "gold", "missing")  # UnitOutcome's, in order

@@ -193,6 +193,11 @@ def test_predictions_from_store_reads_latest_run_per_model_and_suite(tmp_path, c
         check_predictions(preds, "store", cases=cases, pairs=PAIRS)
         older = predictions_from_store(store, ["r1"])
         assert [p.answer for p in older] == ["A"]
+        # Each repeated value is one string across runs, as when a file is read: the rows hold each once.
+        both = predictions_from_store(store, ["r1", "r2", "r3"])
+        for field in ("case", "condition", "answer", "parse"):
+            values = [getattr(p, field) for p in both]
+            assert len({id(v) for v in values}) == len(set(values)), field
         with pytest.raises(PredictionError, match="no run 'r9'"):
             predictions_from_store(store, ["r9"])
 

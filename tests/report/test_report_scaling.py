@@ -20,6 +20,7 @@ from cfkit.errors import PredictionError
 from cfkit import predictions
 from cfkit.predictions import Prediction, check_predictions, load_predictions, parse_predictions, paused_collection
 from cfkit.predictions_schema import PredictionModel
+from cfkit.vocabulary import SUITE_CONDITIONS
 
 
 BASE = '{"model": "m", "suite": "contextcanvas", "case": "T1", "condition": "image"'
@@ -33,7 +34,8 @@ TAILS = [
     ', "edit_id": 0x1}', ', "edit_id": 1e400}', ', "edit_id": Infinity}', ', "edit_id": 12345678901234567890123}',
     ', "truncated": 1}', ', "truncated": "true"}', ', "truncated": "yes"}', ', "truncated": True}', ', "truncated": null}',
     ', "answer": NaN}', ', "answer": 1}', ', "answer": undefined}', ', "answer": null,}', ', "suite": "modality"}',
-    ', "nested": {"a": [1, 2]}}', '} ', '}x', '}}', '}, {}', ', "raw": "' + "}" + '"}',
+    ', "nested": {"a": [1, 2]}}', '} ', '}x', '}}', '}, {}', ', "raw": "' + "}" + '"}', ', "answer": ["A"]}',
+    ', "parse": {"json": 1}}',
 ]
 LINES = [BASE + tail for tail in TAILS] + ["\ufeff" + BASE + "}", " " + BASE + "}", "[" + BASE + "}]", "{}", "1", '"x"',
                                           '{"raw": ' * 100_000 + "1" + "}" * 100_000]
@@ -429,3 +431,29 @@ def test_a_report_finds_a_unit_answered_twice_by_counting_and_names_both_lines(t
     with pytest.raises(RepeatedAnswer, match=r"model 'm' answered case T003 condition image \(contextcanvas\) twice"):
         build_report(load_gold(ws, all_cases=True), preds, n_resamples=50)
     assert len(make_report(ws, [one], n_resamples=50).contextcanvas) == 1
+
+
+@pytest.mark.parametrize("part", [200, 1 << 21])
+def test_repeated_values_are_kept_once_and_cases_are_the_workspaces_own_ids(tmp_path, monkeypatch, cases, part,
+                                                                            json_reader):
+    """A study's lines repeat a few values (models, suites, conditions, answers, parse rules, case ids under each
+    condition): read whole, each value is held once whatever part of the file it is in, and a case id is the
+    workspace's own string (a suite or condition, the vocabulary's), so that memory grows with the distinct values
+    rather than the lines and a report's look-ups find the very strings of its keys. The values are the
+    line-by-line reading's."""
+    monkeypatch.setattr(predictions, "_PART", part)
+    lines = [json.dumps({"model": f"model-{m}", "suite": suite, "case": case, "condition": condition,
+                         "answer": "AB"[(m + n) % 2], "parse": "json", "raw": f"reply {n}"})
+             for m in range(3) for suite, conditions in (("modality", ("text", "image")), ("contextcanvas", ("image",)))
+             for condition in conditions for n, case in enumerate(("T001", "T002", "T003"))]
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    preds = load_predictions([path], cases=cases)
+    assert [p.model_dump() for p in preds] == [_plain(line).model_dump() for line in lines]
+    for field in ("model", "suite", "case", "condition", "answer", "parse"):
+        values = [getattr(p, field) for p in preds]
+        assert len({id(v) for v in values}) == len(set(values)), field
+    own = {case.id: case.id for case in cases}
+    assert all(p.case is own[p.case] for p in preds)
+    vocabulary = {name: name for name in SUITE_CONDITIONS} | {c: c for cs in SUITE_CONDITIONS.values() for c in cs}
+    assert all(p.suite is vocabulary[p.suite] and p.condition is vocabulary[p.condition] for p in preds)

@@ -208,3 +208,43 @@ def test_a_grid_writes_its_units_json_without_making_its_records_and_stays_froze
 
     fresh = collect_units(asked, gold, {})
     assert pickle.loads(pickle.dumps(fresh)) == general and copy.deepcopy(fresh) == general
+
+
+def test_a_suite_kept_as_it_was_asked_is_collected_as_its_answers_indexed_by_key(monkeypatch):
+    """A report keeps a suite asked a whole list of unit keys at a time (each under its own condition, every answer
+    usable) as it was asked (units.AskedGrid); collected, it gives the units, answers, golds and order that the
+    same answers indexed by key give, grid or not, and a list over other units, a condition asked twice or a unit
+    with a reason goes back to the keys."""
+    from cfkit.report import units as units_module
+    from cfkit.report.units import AskedGrid, UnitKeys, collect_units
+
+    cases = tuple((f"C{i}", "") for i in range(6))
+    keys = {k: UnitKeys(cases, k) for k in ("text", "neutral", "image")}
+    assert keys["text"] == [(c, "", "text") for c, _ in cases] and keys["image"].units is cases
+    other = UnitKeys(tuple((f"D{i}", "") for i in range(6)), "neutral")
+
+    def answers(k, salt):
+        return [[None, "A", "B", 'B"é'][(i * 3 + salt + len(k)) % 4] for i in range(len(cases))]
+
+    def asked_as(order, salt):
+        grid = AskedGrid()
+        for k in order:
+            assert grid.takes(keys[k])
+            grid.append((keys[k], answers(k, salt)))
+        return grid
+
+    asked = {("m", "modality"): asked_as(("text", "neutral", "image"), 0), ("n", "modality"): asked_as(("image",), 1),
+             ("r", "modality"): asked_as(("text", "image"), 2), ("m", "contextcanvas"): asked_as(("image",), 3)}
+    assert not asked[("m", "modality")].takes(keys["text"]) and not asked[("n", "modality")].takes(other)
+    assert not asked[("n", "modality")].takes([("C0", "", "text")])
+    gold = {(c, "", k): "AB"[i % 2] for i, (c, _) in enumerate(cases[:5]) for k in ("text", "neutral", "image")}
+    reasons = {("r", "modality", "C2", "", "image"): "absent"}
+    regrouped, real = [], units_module._grid_units
+    monkeypatch.setattr(units_module, "_grid_units", lambda *a: regrouped.append(a[:2]) or real(*a))
+    kept = collect_units(asked, gold, reasons)
+    assert regrouped == [("r", "modality")]  # the others read as they were asked
+    indexed = collect_units({key: grid.as_dict() for key, grid in asked.items()}, gold, reasons)
+    assert [g.grid is not None for g in kept] == [True, True, False, True]  # r/modality has a reason
+    assert kept == indexed and [g.to_dict() for g in kept] == [g.to_dict() for g in indexed]
+    assert kept[1].grid.golds is kept[3].grid.golds is not kept[0].grid.golds  # made once per units and conditions
+    assert [list(u.answers) for u in kept[0].units] == [["text", "neutral", "image"]] * 6
