@@ -1,8 +1,6 @@
 """The schema of the ``audit_plans`` and ``audit_items`` tables: their DDL and migrations, re-exported by
 :mod:`cfkit.store.audits`, their owner, which holds every other statement.
-
-Kept apart so that a new store is created (or an old one migrated) without importing the owners
-and building their records.
+Why it is kept apart: :mod:`cfkit.store.tables`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The schema of the ``reviews`` table: its DDL and migrations, re-exported by
 :mod:`cfkit.store.reviews`, its owner, which holds every other statement.
-
-Kept apart so that a new store is created (or an old one migrated) without importing the owners
-and building their records.
+Why it is kept apart: :mod:`cfkit.store.tables`.
 """
 
 from __future__ import annotations
