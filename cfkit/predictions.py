@@ -11,11 +11,9 @@ selected one can be told apart.
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import contextmanager
 from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
@@ -27,6 +25,7 @@ OPTIONAL_FIELDS = ("edit_id", "image_sha256")
 PROVENANCE_FIELDS = ("server_model", "system_fingerprint", "reasoning", "endpoint")
 
 from cfkit.cases import CaseSet
+from cfkit.collector import paused_collection
 from cfkit.errors import PredictionError, describe_validation
 from cfkit.prediction_record import (  # noqa: F401 - FIELDS and Prediction are this module's too, as always
     _FIELD_SET,
@@ -337,33 +336,6 @@ def load_predictions(
         for number, path in enumerate(paths, start=1):  # the last file's lines are not kept for a later one
             out += _read_file(Path(path), cases, pairs, seen, remember=number < len(paths), repeats=repeats)
     return out
-
-
-@contextmanager
-def paused_collection():
-    """Python's cycle collector held off while a body builds many objects (none of them in a cycle).
-
-    Each collection pass walks every object made so far: reading a study's
-    predictions (a hundred thousand lines or more) spent about a seventh of
-    its time there. Memory is still freed as each object is dropped.
-
-    When the collector comes back, the objects the body made and kept are
-    counted as old (moved to the oldest generation, as surviving passes would
-    have moved them): else the first pass after the pause walks every one of
-    them at once, about a millisecond a model of a report. Skipped when
-    something else holds objects frozen (``gc.freeze``): moving them is
-    theirs to decide.
-    """
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            if not gc.get_freeze_count():
-                gc.freeze()  # every generation's objects to the permanent one, and back into the oldest
-                gc.unfreeze()
-            gc.enable()
 
 
 def _read_file(path: Path, cases: CaseSet | None, pairs: Mapping[str, str] | None,

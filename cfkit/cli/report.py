@@ -128,7 +128,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
         raise UsageError("--plot-format and --force are options of --plot; give --plot DIR too.")
     groups = lib.load_groups(groups_path) if groups_path else None
     from cfkit.interop.reporting import predictions_files
-    from cfkit.predictions import paused_collection
+    from cfkit.collector import paused_collection
 
     renames = [spec for spec in label_specs if "=" in spec]
     label = _file_label([spec for spec in label_specs if "=" not in spec])
@@ -228,7 +228,7 @@ def _print(fmt: str, tables, as_json, as_csv) -> None:
     if fmt == "table":
         data_console(_table_width()).print(lib.TablesView(tables()))
         return
-    from cfkit.predictions import paused_collection
+    from cfkit.collector import paused_collection
 
     writers = {"json": as_json, "csv": as_csv, "md": lambda: lib.markdown_tables(tables()),
                "latex": lambda: lib.latex_tables(tables())}

@@ -188,7 +188,17 @@ class ProbeJob:
         """Steps 2 and 3 of :func:`probe_suite`: the summary of a run already finished from the same inputs,
         or the plan with the backend that will answer it. With ``lazy`` the plan reads no image it does not
         know yet beyond its header and end (its digest is taken when it is sent; only a run that sends
-        itself can plan so, not a batch)."""
+        itself can plan so, not a batch).
+
+        The cycle collector is held off meanwhile (:mod:`cfkit.collector`): the plan is tens of thousands of
+        objects made at once, none in a cycle, that live as long as the run."""
+        from cfkit.collector import paused_collection
+
+        with paused_collection():
+            return self._planned(store, on_progress, on_plan, lazy)
+
+    def _planned(self, store: Store, on_progress: Callable[[RunProgress], None] | None,
+                 on_plan: Callable[[ProbePlan], None] | None, lazy: bool) -> RunSummary | PlannedRun:
         ws, suite, setup, backend = self.ws, self.suite, self.setup, self.backend
         # 2. Nothing to do? (Decided by stat alone when the inputs are as a finished run recorded them.)
         finished = None

@@ -1,5 +1,6 @@
-"""While a run sends, the objects made before it (plan, cases, modules) are frozen out of the garbage collector's
-passes, and given back when the run ends, however it ends; a cycle made during the run is still collected."""
+"""While a run plans, the cycle collector is held off (the plan is many objects made at once, none in a cycle); while
+it sends, the objects made before (plan, cases, modules) are frozen out of the collector's passes, and given back
+when the run ends, however it ends; a cycle made during the run is still collected."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import weakref
 
 import pytest
 
+from cfkit.errors import ImageError
 from cfkit.probe import probe_suite
+from cfkit.probe.job import prepare_probe
 from cfkit.store import Store
 from cfkit.workspace import load_workspace
 from support.chat_api_server import ChatServer, Scripted, error_body
@@ -52,3 +55,31 @@ def test_a_run_that_fails_gives_the_frozen_objects_back(tiny_ws):
         with pytest.raises(Exception):
             probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
     assert gc.get_freeze_count() == 0
+
+
+def test_planning_makes_no_collector_pass_and_the_collector_comes_back_however_it_ends(tiny_ws):
+    ws = load_workspace(tiny_ws)
+    passes: list[int] = []
+
+    def count(phase, info):
+        if phase == "start":
+            passes.append(info["generation"])
+
+    def build_while_planning(plan):  # called inside the planning, as a caller's on_plan is
+        made.extend([n] for n in range(20_000))  # dozens of passes' worth of new objects, were the collector on
+
+    made: list[list[int]] = []
+    job = prepare_probe(ws, "openai:test-model", "contextcanvas", options={"base_url": "http://127.0.0.1:9/v1"})
+    gc.callbacks.append(count)
+    try:
+        with Store(ws.db_path) as store:
+            job.planned(store, on_plan=build_while_planning)
+        assert len(made) == 20_000 and passes == []
+        assert gc.isenabled()
+        assert any(obj is made[0] for obj in gc.get_objects(generation=2))  # counted old: no pass walks them anew
+        (tiny_ws / "data" / "images" / "T001.png").write_bytes(b"not an image")
+        with Store(ws.db_path) as store, pytest.raises(ImageError):
+            job.planned(store)
+        assert gc.isenabled()  # also after the planning stopped
+    finally:
+        gc.callbacks.remove(count)

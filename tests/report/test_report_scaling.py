@@ -18,7 +18,7 @@ import pytest
 from cfkit.dataset import load_cases
 from cfkit.errors import PredictionError
 from cfkit import predictions
-from cfkit.predictions import Prediction, check_predictions, load_predictions, parse_predictions, paused_collection
+from cfkit.predictions import Prediction, check_predictions, load_predictions, parse_predictions
 from cfkit.predictions_schema import PredictionModel
 from cfkit.vocabulary import SUITE_CONDITIONS
 
@@ -150,40 +150,6 @@ def test_the_cycle_collector_comes_back_as_it_was(tmp_path, cases):
     with pytest.raises(PredictionError):
         load_predictions([bad], cases=cases)
     assert gc.isenabled()  # also after an error
-    gc.disable()
-    try:
-        with paused_collection():
-            pass
-        assert not gc.isenabled()  # a caller that held it off keeps it off
-    finally:
-        gc.enable()
-
-
-def test_what_a_pause_made_is_counted_old_so_the_next_pass_does_not_walk_it():
-    """The objects made during a pause are moved to the oldest generation when it ends (the first pass after it
-    would walk them all at once); garbage in a cycle is still collected, and objects someone froze stay frozen."""
-
-    class Node:
-        pass
-
-    with paused_collection():
-        kept = [[n] for n in range(5000)]
-        looped = Node()
-        looped.me = looped  # a cycle: only the collector frees it
-    assert gc.isenabled() and gc.get_count()[0] < 100  # not five thousand young objects waiting for a pass
-    assert any(obj is kept[0] for obj in gc.get_objects(generation=2))
-    ref = __import__("weakref").ref(looped)
-    del looped
-    gc.collect()
-    assert ref() is None
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        with paused_collection():
-            more = [[n] for n in range(100)]
-        assert gc.get_freeze_count() == frozen and more  # what was frozen stays frozen
-    finally:
-        gc.unfreeze()
 
 
 def test_the_units_written_straight_as_json_read_as_the_report_object_writes_them():
