@@ -205,6 +205,12 @@ def test_a_run_is_identified_by_everything_that_changes_an_answer(tiny_ws):
         reply.body |= {"model": "test-model-2026-11-30", "system_fingerprint": "fp_abc123"}
         return reply
 
+    # Files as a user's are, written long before the run: a digest taken within RACY_S of a file's mtime is not
+    # trusted later, and the last run below, whose server is gone, must find every image's digest in the store.
+    hour_ago = time.time() - 3600
+    for path in tiny_ws.rglob("*"):
+        if path.is_file():
+            os.utime(path, (hour_ago, hour_ago))
     with ChatServer(fingerprinted) as one, ChatServer(fingerprinted) as two:
         first = json.loads(openai_run(tiny_ws, one.url, "contextcanvas", "--json").stdout)
         before = replies(tiny_ws, first["run_id"])
