@@ -296,17 +296,11 @@ def test_a_fully_cached_rerun_imports_only_click_and_the_store(tmp_path):
     """Issue 34: the identical ``probe run`` again on a finished run loads neither pydantic (the backend's options,
     the protocol preset) nor the HTTP client nor any image library; only Click and the store. Not Rich either:
     with stderr not a terminal its bar is one line, written as Rich would write it (cfkit.cli.progress_bar)."""
-    import os
-    import time
-
     from support.chat_api_server import ChatServer
     from support.probe_runs import many_cases, scripted_answer
+    from support.workspace import aged
 
-    ws = many_cases(tmp_path / "ws", 3)
-    hour_ago = time.time() - 3600
-    for path in ws.rglob("*"):  # files as a user's are, written long before (a just-written one is re-read)
-        if path.is_file():
-            os.utime(path, (hour_ago, hour_ago))
+    ws = aged(many_cases(tmp_path / "ws", 3))
     args = ["-w", str(ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas", "--json"]
     with ChatServer(scripted_answer) as server:
         first, code, own = _run([*args, "--base-url", server.url])

@@ -7,7 +7,6 @@ import enum
 import hashlib
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from cfkit.store.responses import CachedResponse
 from cfkit.workspace import load_workspace
 from support.chat_api_server import ChatServer
 from support.probe_runs import scripted_answer
+from support.workspace import aged
 
 
 def formula(backend, request: ProbeRequest, images: list, rule: str | None = None) -> str:
@@ -146,11 +146,7 @@ def test_a_response_cached_under_the_formula_s_key_answers_the_run(tiny_ws):
     """Existing caches still answer: responses stored under keys computed by the formula (as any earlier cfkit
     stored them) answer a fresh run in a new store, whose images are read and keyed as they are sent; nothing
     is sent."""
-    hour_ago = time.time() - 3600
-    for path in tiny_ws.rglob("*"):
-        if path.is_file():
-            os.utime(path, (hour_ago, hour_ago))
-    ws = load_workspace(tiny_ws)
+    ws = load_workspace(aged(tiny_ws))
     with ChatServer(scripted_answer) as server:
         options = {"base_url": server.url}
         backend = load_backend("openai:test-model", options)

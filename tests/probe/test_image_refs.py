@@ -28,7 +28,7 @@ from support.chat_api_server import ChatServer
 from support.counting_backend import Counting
 from support.probe_runs import openai_run, scripted_answer
 from support.store_sql import forget_digests, table_rows
-from support.workspace import gradient_image, run_cli
+from support.workspace import aged, gradient_image, run_cli
 
 CAPS = Capabilities(images=True, multi_image=True, json_schema=True, remote=True)
 HOUR_AGO = time.time() - 3600
@@ -201,10 +201,7 @@ def test_a_rerun_reads_no_image_and_a_dry_run_remembers_nothing(tiny_ws, hashes)
 def test_a_rerun_on_unchanged_files_decides_by_stat_alone_and_any_changed_input_is_noticed(tiny_ws, monkeypatch):
     import cfkit.dataset as dataset
 
-    for path in tiny_ws.rglob("*"):
-        if path.is_file():
-            os.utime(path, (HOUR_AGO, HOUR_AGO))
-    ws = load_workspace(tiny_ws)
+    ws = load_workspace(aged(tiny_ws, HOUR_AGO))
     real_load = dataset.load_cases
     loads = []
     monkeypatch.setattr(dataset, "load_cases", lambda *a: loads.append(1) or real_load(*a))

@@ -26,7 +26,7 @@ from cfkit.workspace import load_workspace
 from support.chat_api_server import ChatServer, Scripted, completion, error_body, user_text
 from support.probe_runs import FAST, _accepted_edit, _cli_process, _incomplete_runs, add_modality, many_cases, openai_run, replies, report, scripted_answer
 from support.store_sql import delete_rows, table_rows, update_rows
-from support.workspace import REPO, gradient_image, run_cli, write_workspace
+from support.workspace import REPO, aged, gradient_image, run_cli, write_workspace
 
 SECRET = "sk-live-DO-NOT-LEAK-0123456789abcdef"
 LOCAL_SECRET = "local-server-key-DO-NOT-LEAK-42"
@@ -205,12 +205,7 @@ def test_a_run_is_identified_by_everything_that_changes_an_answer(tiny_ws):
         reply.body |= {"model": "test-model-2026-11-30", "system_fingerprint": "fp_abc123"}
         return reply
 
-    # Files as a user's are, written long before the run: a digest taken within RACY_S of a file's mtime is not
-    # trusted later, and the last run below, whose server is gone, must find every image's digest in the store.
-    hour_ago = time.time() - 3600
-    for path in tiny_ws.rglob("*"):
-        if path.is_file():
-            os.utime(path, (hour_ago, hour_ago))
+    aged(tiny_ws)  # the last run below, whose server is gone, must find every image's digest in the store
     with ChatServer(fingerprinted) as one, ChatServer(fingerprinted) as two:
         first = json.loads(openai_run(tiny_ws, one.url, "contextcanvas", "--json").stdout)
         before = replies(tiny_ws, first["run_id"])
@@ -562,11 +557,7 @@ def test_probe_commands_import_no_heavy_library():
 
 def test_a_rerun_of_a_finished_run_reads_no_case_and_starts_no_planner_or_http_client(tmp_path):
     # What keeps the second 'cfkit probe run' of a finished run fast: it decides by stat alone.
-    ws = many_cases(tmp_path / "ws", 3)
-    hour_ago = time.time() - 3600
-    for path in ws.rglob("*"):  # files as a user's are, written long before (a just-written one is re-read)
-        if path.is_file():
-            os.utime(path, (hour_ago, hour_ago))
+    ws = aged(many_cases(tmp_path / "ws", 3))
     args = ["-w", str(ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas", *FAST]
     with ChatServer(scripted_answer) as server:
         first = run_cli([*args, "--base-url", server.url, "--json"])

@@ -19,22 +19,13 @@ from pathlib import Path
 
 from support.chat_api_server import ChatServer
 from support.probe_runs import many_cases, scripted_answer
-from support.workspace import REPO
+from support.workspace import REPO, aged
 
 PROBE = ("import json, sys\nfrom cfkit.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as exc:\n"
          "    code = exc.code\nelse:\n    code = 0\n"
          "print('LOADED', json.dumps(sorted(m for m in ('pydantic', 'cfkit.backends', 'aiohttp', 'PIL', "
          "'rich.progress') "
          "if m in sys.modules)), code, file=sys.stderr)\n")
-
-
-def _aged(ws: Path) -> Path:
-    """Files as a user's are: written long before (a file written in the last instant is read again)."""
-    hour_ago = time.time() - 3600
-    for path in ws.rglob("*"):
-        if path.is_file():
-            os.utime(path, (hour_ago, hour_ago))
-    return ws
 
 
 def _probe(ws: Path, url: str, *extra: str, env: dict[str, str] | None = None) -> tuple[str, str, list[str], int]:
@@ -49,7 +40,7 @@ def _probe(ws: Path, url: str, *extra: str, env: dict[str, str] | None = None) -
 
 
 def test_the_same_command_again_takes_the_shortcut_and_says_exactly_what_the_full_path_says(tmp_path):
-    ws = _aged(many_cases(tmp_path / "ws", 3))
+    ws = aged(many_cases(tmp_path / "ws", 3))
     with ChatServer(scripted_answer) as server:
         first = _probe(ws, server.url, "--json")
         assert first[3] == 0 and server.count == 3
@@ -74,7 +65,7 @@ def test_the_same_command_again_takes_the_shortcut_and_says_exactly_what_the_ful
 
 
 def test_the_shortcut_gives_way_to_the_full_path_when_anything_the_settings_depend_on_differs(tmp_path):
-    ws = _aged(many_cases(tmp_path / "ws", 3))
+    ws = aged(many_cases(tmp_path / "ws", 3))
     with ChatServer(scripted_answer) as server:
         assert _probe(ws, server.url, "--json")[3] == 0
         assert _probe(ws, server.url, "--json")[2] == []  # the shortcut, as a baseline
@@ -94,18 +85,18 @@ def test_the_shortcut_gives_way_to_the_full_path_when_anything_the_settings_depe
         # cfkit.toml changed.
         config = ws / "cfkit.toml"
         config.write_text(config.read_text() + "\n# a comment: the same configuration, but the file is rewritten\n")
-        _aged(ws)
+        aged(ws)
         assert "cfkit.backends" in _probe(ws, server.url, "--json")[2]  # an input file of the run: checked by content
         assert _probe(ws, server.url, "--json")[2] == []  # … and found the same: the shortcut again
         config.write_text(config.read_text() + "\n[probe]\nconcurrency = 3\n")
-        _aged(ws)
+        aged(ws)
         assert "cfkit.backends" in _probe(ws, server.url, "--json")[2]
         # An input file rewritten with other content: the run is checked anew (by content), not assumed.
         cases = ws / "data" / "cases.jsonl"
         before = _probe(ws, server.url, "--json")
         assert before[2] == []
         cases.write_text(cases.read_text().replace("Is picture 1", "Is the picture 1"))
-        _aged(ws)
+        aged(ws)
         changed = _probe(ws, server.url, "--json")
         assert "cfkit.backends" in changed[2] and json.loads(changed[0])["run_id"] != json.loads(before[0])["run_id"]
         # A file touched with the same content: the full path finds the run by content; then the shortcut again.
@@ -122,7 +113,7 @@ def test_the_shortcut_gives_way_to_the_full_path_when_anything_the_settings_depe
 
 
 def test_an_unreadable_list_of_remembered_commands_only_costs_the_shortcut(tmp_path):
-    ws = _aged(many_cases(tmp_path / "ws", 3))
+    ws = aged(many_cases(tmp_path / "ws", 3))
     with ChatServer(scripted_answer) as server:
         first = _probe(ws, server.url, "--json")
         (ws / ".cfkit" / "reruns.json").write_text("{not json")
@@ -135,7 +126,7 @@ def test_an_unreadable_list_of_remembered_commands_only_costs_the_shortcut(tmp_p
 
 def test_several_replicas_are_never_remembered(tmp_path):
     """Replicas report the weights they serve at start-up: the same command could resolve to another run."""
-    ws = _aged(many_cases(tmp_path / "ws", 3))
+    ws = aged(many_cases(tmp_path / "ws", 3))
     with ChatServer(scripted_answer) as one, ChatServer(scripted_answer) as two:
         assert _probe(ws, one.url, "--base-url", two.url, "--json")[3] == 0
         again = _probe(ws, one.url, "--base-url", two.url, "--json")
@@ -145,7 +136,7 @@ def test_several_replicas_are_never_remembered(tmp_path):
 def test_in_a_pipe_the_rerun_writes_byte_for_byte_what_rich_writes_there(tmp_path):
     """With stderr not a terminal the bar's one line is written without Rich (cfkit.cli.progress_bar); with
     TTY_COMPATIBLE=0 in the environment (still no terminal) Rich decides, and draws it itself: the same bytes."""
-    ws = _aged(many_cases(tmp_path / "ws", 3))
+    ws = aged(many_cases(tmp_path / "ws", 3))
     with ChatServer(scripted_answer) as server:
         for flags in (("--json",), ()):
             assert _probe(ws, server.url, *flags)[3] == 0

@@ -31,17 +31,14 @@ from support.chat_api_server import ChatServer
 from support.counting_backend import Counting
 from support.probe_runs import scripted_answer
 from support.store_sql import table_rows, update_rows
-from support.workspace import gradient_image
+from support.workspace import aged, gradient_image
 
 HOUR_AGO = time.time() - 3600
 
 
 @pytest.fixture
 def ws(tiny_ws):
-    for path in tiny_ws.rglob("*"):  # files as a user's are: written long before the run
-        if path.is_file():
-            os.utime(path, (HOUR_AGO, HOUR_AGO))
-    return load_workspace(tiny_ws)
+    return load_workspace(aged(tiny_ws, HOUR_AGO))
 
 
 @pytest.fixture

@@ -4,6 +4,8 @@ image, the tiny workspace, and a snapshot of a folder's files."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,17 @@ from PIL import Image
 TESTS = Path(__file__).resolve().parent.parent
 REPO = TESTS.parent
 MINI = REPO / "examples" / "mini"
+
+
+def aged(root: Path, at: float | None = None) -> Path:
+    """Every file under ``root`` dated ``at`` (default an hour ago), as a user's files are: written long before a
+    run. A digest taken within RACY_S of a file's mtime is not trusted later, so a just-written file is read
+    again; tests that need a rerun to know its files by stat alone age them first. Returns ``root``."""
+    at = time.time() - 3600 if at is None else at
+    for path in root.rglob("*"):
+        if path.is_file():
+            os.utime(path, (at, at))
+    return root
 
 
 def run_cli(args: list[str], *, env: dict[str, str] | None = None, input: str | None = None):
