@@ -81,6 +81,7 @@ class Sender:
         self.progress.concurrency = concurrency
         self._stopping = asyncio.Event()
         if await self._unreachable():
+            self._answer_from_cache_alone(items)
             return
         self.backend.on_overload = self._overloaded  # the backend says when the server is overloaded
         queue = SharedQueue(self.store, self.run_id, items, self.keys, claim=concurrency * CLAIM,
@@ -137,6 +138,44 @@ class Sender:
         self.stopped = problem
         await self.backend.aclose()
         return True
+
+    def _answer_from_cache_alone(self, items: list[ProbeItem]) -> None:
+        """With the server out of reach, still answer what the response cache holds of a lazy plan's requests.
+
+        Their keys are known only once their images are read (files this store has no trusted digest of: moved,
+        copied, or just written), so the plan's lookup could not ask the cache for them; they are read and
+        asked here, nothing is sent. When the cache answers every one, the run is complete and the server was
+        not needed: it is not named as a reason to stop."""
+        if not any(self.keys[item.key] is None for item in items) or not self._cache_may_answer():
+            return
+        answered = 0
+        try:
+            for item in items:
+                key = self.keys[item.key]
+                if key is not None:
+                    continue  # asked before sending began (cfkit.probe.runner.open_and_settle): not held
+                try:
+                    request, shas = self._images.acquire_with_digests(item.request)
+                except ImageError as exc:  # recorded as when sending (sent again on the next run)
+                    self.recorder.transport(item, "", str(exc))
+                    self.progress.errors += 1
+                    continue
+                self._images.release(item.request)
+                key, item = self._keyed(item, request, shas)
+                hit = self._cached(key)
+                if hit is None:
+                    continue
+                self.recorder.reply(item, key, hit, fresh=False)
+                answered += 1
+                self.progress.done += 1
+                self.from_cache += 1
+                if self.on_progress:
+                    self.on_progress(self.progress)
+        finally:
+            self.recorder.flush()
+            self._remember_learned()
+        if answered == len(items):
+            self.stopped = None
 
     def _overloaded(self, retry_after: float | None = None) -> None:
         self.pacer.overloaded(retry_after)

@@ -114,6 +114,36 @@ def test_an_answer_in_the_response_cache_is_found_once_the_image_is_read_and_not
     assert server.count == 3 and set(reads.values()) == {1}
 
 
+def test_with_the_server_gone_the_response_cache_still_answers_requests_keyed_only_when_read(ws, reads):
+    """Images this store has no trusted digest of (here: new mtimes, so a new run) are keyed from their bytes
+    as they are sent. With the server gone a rerun still reads them and answers what the cache holds."""
+    with ChatServer(scripted_answer) as server, Store(ws.db_path) as store:
+        first = probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
+    for name in ("T001.png", "T002.png", "T003.png"):
+        os.utime(ws.image_root / name, (HOUR_AGO + 30, HOUR_AGO + 30))
+    reads.clear()
+    with Store(ws.db_path) as store:  # the same address, nothing listening there now
+        again = probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
+        stored = {r.case_id: r.cache_key for r in runs.replies(store, again.run_id)}
+        assert stored == {r.case_id: r.cache_key for r in runs.replies(store, first.run_id)}
+    assert again.run_id != first.run_id and (again.sent, again.from_cache, again.status) == (0, 3, "done")
+    assert again.stopped is None and set(reads.values()) == {1}
+
+
+def test_with_the_server_gone_a_request_the_cache_cannot_answer_stops_the_run_with_the_reason(ws, reads):
+    with ChatServer(scripted_answer) as server, Store(ws.db_path) as store:
+        probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
+    for name in ("T001.png", "T002.png", "T003.png"):
+        os.utime(ws.image_root / name, (HOUR_AGO + 30, HOUR_AGO + 30))
+    changed = ws.image_root / "T002.png"
+    Image.fromarray(gradient_image(seed=99)).save(changed)  # new content: no answer for it anywhere
+    os.utime(changed, (HOUR_AGO + 30, HOUR_AGO + 30))
+    with Store(ws.db_path) as store:
+        again = probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
+    assert (again.sent, again.from_cache, again.not_sent) == (0, 2, 1) and again.status != "done"
+    assert "nothing is listening" in again.stopped
+
+
 def test_a_run_stored_before_ids_knew_files_by_stat_is_not_sent_again(ws):
     """A store written by the cfkit before this rule has its runs under other ids. A finished one is still
     found by its inputs manifest (stat alone); an unfinished one is continued under the new id with every
