@@ -18,8 +18,9 @@ at 128, to keep the whole benchmark within a few minutes):
   and nothing else): body building, sending, retries bookkeeping, reply
   reading;
 * **probe run** — the whole ``cfkit probe run`` (``probe_suite``, in this
-  process) in a fresh store: planning (reading and hashing every image, since
-  the run's id covers each image's content), sending, parsing, committing;
+  process) in a fresh store: planning (each image's header and end checked,
+  none read whole: the run's id knows files by path, size and mtime),
+  sending (each image read and hashed as its request goes), parsing, committing;
   the planning time is taken from the ``on_plan`` callback and reported;
 * for comparison, the same lean client on **httpx2** (the HTTP client the
   openai SDK is built on), and the **openai SDK** (``AsyncOpenAI.post``, what
