@@ -42,6 +42,10 @@ from cfkit.store import digests as digest_table, responses
 
 #: Files read for the first time are stored in the digest table in batches of this many, as the run sends.
 LEARNED_BATCH = 512
+#: With the server out of reach, the response cache is asked for requests keyed only when read until this many
+#: in a row have no answer there: a resumed run's unsent requests have none, and reading them all (thousands
+#: of images) would only delay the line that says the server is not there.
+CACHE_ALONE_MISSES = 64
 
 
 class Sender:
@@ -144,16 +148,18 @@ class Sender:
 
         Their keys are known only once their images are read (files this store has no trusted digest of: moved,
         copied, or just written), so the plan's lookup could not ask the cache for them; they are read and
-        asked here, nothing is sent. When the cache answers every one, the run is complete and the server was
-        not needed: it is not named as a reason to stop."""
+        asked here, nothing is sent, until CACHE_ALONE_MISSES in a row have no answer. When the cache answers
+        every one, the run is complete and the server was not needed: it is not named as a reason to stop."""
         if not any(self.keys[item.key] is None for item in items) or not self._cache_may_answer():
             return
-        answered = 0
+        answered = misses = 0
         try:
             for item in items:
                 key = self.keys[item.key]
                 if key is not None:
                     continue  # asked before sending began (cfkit.probe.runner.open_and_settle): not held
+                if misses >= CACHE_ALONE_MISSES:
+                    break
                 try:
                     request, shas = self._images.acquire_with_digests(item.request)
                 except ImageError as exc:  # recorded as when sending (sent again on the next run)
@@ -164,9 +170,11 @@ class Sender:
                 key, item = self._keyed(item, request, shas)
                 hit = self._cached(key)
                 if hit is None:
+                    misses += 1
                     continue
                 self.recorder.reply(item, key, hit, fresh=False)
                 answered += 1
+                misses = 0
                 self.progress.done += 1
                 self.from_cache += 1
                 if self.on_progress:

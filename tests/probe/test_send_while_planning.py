@@ -144,6 +144,34 @@ def test_with_the_server_gone_a_request_the_cache_cannot_answer_stops_the_run_wi
     assert "nothing is listening" in again.stopped
 
 
+def test_with_the_server_gone_a_resumed_run_stops_after_a_bounded_look_in_the_cache(ws, reads):
+    """A run whose first part was answered and whose rest never was: with the server gone, the cache is asked
+    for the unsent requests (their images read) only until CACHE_ALONE_MISSES in a row find nothing, so the
+    line saying the server is not there is not held up by reading every image."""
+    from cfkit.probe.selection import Selection
+    from cfkit.probe.sending import CACHE_ALONE_MISSES
+
+    n = CACHE_ALONE_MISSES + 40
+    images, lines = ws.image_root, []
+    for i in range(n):
+        Image.fromarray(gradient_image(16, 16, seed=10 + i)).save(images / f"M{i:03d}.png")
+        lines.append(json.dumps({"id": f"M{i:03d}", "images": [f"M{i:03d}.png"], "question": f"Suitable for {i}?",
+                                 "options": [{"id": "A", "text": "Yes"}, {"id": "B", "text": "No"}], "gold": "A",
+                                 "yes_option": "A"}) + "\n")
+    ws.cases_path.write_text("".join(lines))
+    aged(ws.root, HOUR_AGO)
+    with ChatServer(scripted_answer) as server, Store(ws.db_path) as store:
+        part = probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url},
+                           selection=Selection(limit=10))
+        assert part.sent == 10
+    reads.clear()
+    with Store(ws.db_path) as store:
+        rest = probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
+    # The ten asked before are answered from the cache by their known keys, none of them read again.
+    assert (rest.sent, rest.from_cache, rest.not_sent) == (0, 10, n - 10) and "nothing is listening" in rest.stopped
+    assert sum(reads.values()) == CACHE_ALONE_MISSES < n - 10
+
+
 def test_a_run_stored_before_ids_knew_files_by_stat_is_not_sent_again(ws):
     """A store written by the cfkit before this rule has its runs under other ids. A finished one is still
     found by its inputs manifest (stat alone); an unfinished one is continued under the new id with every
