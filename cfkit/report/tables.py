@@ -30,10 +30,22 @@ class DisplayTable:
 PAPER_MARK = " (paper)"
 #: Appended to the first cell of a row built from an incomplete run or with units absent or failed.
 INCOMPLETE_MARK = " (incomplete)"
+#: Appended to the first cell of a row whose replies the report warns about (``reply_problems``: cut off at the
+#: token limit, or mostly empty or without an option), so that a table copied on its own still says so.
+NOT_CLEAN_MARK = " (not clean)"
 
 
-def _name(row: dict) -> str:
-    return row["model"] + (INCOMPLETE_MARK if row.get("incomplete") else "")
+def _name(row: dict, not_clean: frozenset[str] = frozenset()) -> str:
+    return (row["model"] + (INCOMPLETE_MARK if row.get("incomplete") else "")
+            + (NOT_CLEAN_MARK if row["model"] in not_clean else ""))
+
+
+def _not_clean(data: dict) -> dict[str, frozenset[str]]:
+    """By suite, the models whose replies ``reply_problems`` names (in any condition of the suite)."""
+    found: dict[str, set[str]] = {}
+    for problem in data.get("reply_problems", ()):
+        found.setdefault(problem["suite"], set()).add(problem["model"])
+    return {suite: frozenset(models) for suite, models in found.items()}
 
 
 def _comparable(unit: str, ours: set[int], theirs: int, expected: int | None = None) -> str:
@@ -102,13 +114,15 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
     paper = paper_groups()
     boot = data.get("bootstrap", {})
     full = {r["model"]: r["accuracy"] for r in data["contextcanvas"]}
+    flagged = _not_clean(data)
     tables: list[DisplayTable] = []
     if data["contextcanvas"]:
         rows, classes = _Rows(), _Rows()
+        unclean = flagged.get("contextcanvas", frozenset())
         for r in data["contextcanvas"]:
-            rows.add([_name(r), str(r["n"]), fmt(r["accuracy"]), fmt_opt_ci(r["accuracy_ci"]), fmt(r["macro_f1"]),
+            rows.add([_name(r, unclean), str(r["n"]), fmt(r["accuracy"]), fmt_opt_ci(r["accuracy_ci"]), fmt(r["macro_f1"]),
                       fmt_opt_ci(r["macro_f1_ci"]), fmt(r["yes_rate"]), str(r["invalid"])], False, r["group"])
-            classes.add([_name(r), fmt(r["yes_f1"]), fmt(r["no_f1"]), fmt(r["yes_rate"]), fmt_opt_ci(r["yes_rate_ci"]),
+            classes.add([_name(r, unclean), fmt(r["yes_f1"]), fmt(r["no_f1"]), fmt(r["yes_rate"]), fmt_opt_ci(r["yes_rate_ci"]),
                          fmt(r["gold_yes_rate"]), str(r["invalid"])], False, r["group"])
         caption = legends.contextcanvas(data["contextcanvas"][0], boot)
         caption_s4 = legends.classes(data["contextcanvas"][0], boot)
@@ -124,7 +138,7 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
                           + _notes(report, "contextcanvas"))
             caption = _join(caption, _caption("table2"), comparable)
             caption_s4 = _join(caption_s4, _caption("tableS4"), comparable)
-        marks = _marks(data["contextcanvas"], reference)
+        marks = _marks(data["contextcanvas"], reference, unclean)
         tables.append(rows.table("contextcanvas", "ContextCanvas (as in Table 2)",
                                  ["Model", "n", "Acc.", "95% CI", "Macro-F1", "95% CI", "Yes (%)", "Inv."],
                                  _join(caption, marks)))
@@ -134,8 +148,9 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
                                         _join(caption_s4, marks)))
     if data["counterfactual"]:
         rows = _Rows()
+        unclean = flagged.get("counterfactual", frozenset())
         for r in data["counterfactual"]:
-            rows.add([_name(r), fmt(full.get(r["model"])), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
+            rows.add([_name(r, unclean), fmt(full.get(r["model"])), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
                       f"{r['correct']}/{r['reverse']}", str(r["invalid"]), fmt(r["ncu"]), fmt_ci(r["ncu_ci"])],
                      False, r["group"])
         caption = legends.counterfactual(boot)
@@ -152,16 +167,17 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
         title = f"Counterfactual pairs (as in Table S7; {', '.join(map(str, sorted(n_pairs)))} pairs)"
         tables.append(rows.table("counterfactual", title,
                                  ["Model", "Full", "Orig.", "Edit", "Pair", "C/R", "Inv.", "NCU", "95% CI"],
-                                 _join(caption, _marks(data["counterfactual"], reference))))
+                                 _join(caption, _marks(data["counterfactual"], reference, unclean))))
     if data["modality"]:
         conditions = SUITE_CONDITIONS["modality"]
         rows, deltas = _Rows(), _Rows()
+        unclean = flagged.get("modality", frozenset())
         for r in data["modality"]:
-            rows.add([_name(r), str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions),
+            rows.add([_name(r, unclean), str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions),
                       "/".join(str(r["invalid"].get(c, 0)) for c in conditions)], False, r["group"])
             for d in r["deltas"]:
                 # No Inv. here: the modality table above gives it per condition, and 100 columns have no room.
-                deltas.add([_name(r), f"{d['from']} → {d['to']}", fmt_delta(d["delta"]), fmt_ci(d["ci"]),
+                deltas.add([_name(r, unclean), f"{d['from']} → {d['to']}", fmt_delta(d["delta"]), fmt_ci(d["ci"]),
                             f"{d['b']}/{d['c']}", fmt_p(d["p"]), fmt_p(d["p_adj"])], False, r["group"])
         caption = legends.modality(data["modality"][0]["n"])
         if ref:
@@ -172,12 +188,12 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
             caption = _join(caption, _caption("tableS9"),
                             _comparable("cases", {r["n"] for r in data["modality"]}, t["n"]),
                             _notes(report, "modality"))
-        marks = _marks(data["modality"], reference)
+        marks = _marks(data["modality"], reference, unclean)
         tables.append(rows.table("modality", "Modality conditions (as in Table S9)",
                                  ["Model", "n", "Text", "Neutral", "Evidence", "Image", "Inv."], _join(caption, marks)))
         tables.append(deltas.table("modality_deltas", "Modality changes (paired, exact McNemar, Bonferroni over 4)",
                                    ["Model", "Change", "Δ", "95% CI", "b/c", "p", "p adj"],
-                                   _join(legends.modality_deltas(boot), _marks(data["modality"], False))))
+                                   _join(legends.modality_deltas(boot), _marks(data["modality"], False, unclean))))
     if data["compare"]:  # each model's Inv. is in the ContextCanvas table (and base_invalid, other_invalid in JSON)
         rows = _Rows()
         for r in data["compare"]:
@@ -194,27 +210,27 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
             "compare", f"Paired comparisons (as in Table S10; Bonferroni over {len(data['compare'])})",
             ["Base → other", "Base", "Other", "Δ", "b/c", "95% CI", "p", "p adj"], caption))
     if data["swap"]:
-        tables += _swap_tables(data)
+        tables += _swap_tables(data, flagged.get("swap", frozenset()))
     if "ega" in data:
         tables += _ega_tables(data, ref)
     return tables
 
 
-def _swap_tables(data: dict) -> list[DisplayTable]:
+def _swap_tables(data: dict, unclean: frozenset[str]) -> list[DisplayTable]:
     """The position-bias probe: accuracy in each option order with McNemar and the invalid answers; then what the
     answers follow (no room for another column in 100: the first table's Inv. is about the same rows)."""
-    rows = [[_name(r), str(r["n"]), fmt(r["accuracy_original"]), fmt(r["accuracy_swapped"]),
+    rows = [[_name(r, unclean), str(r["n"]), fmt(r["accuracy_original"]), fmt(r["accuracy_swapped"]),
              f"{r['accuracy_delta']:+.2f}", fmt_ci(r["accuracy_delta_ci"]), f"{r['b']}/{r['c']}", fmt_p(r["p"]),
              f"{r['invalid_original']}/{r['invalid_swapped']}"] for r in data["swap"]]
     accuracy = DisplayTable(
         "swap", "Option order: accuracy as listed and with the two options swapped (paired, exact McNemar)",
         ["Model", "n", "Original", "Swapped", "Δ", "95% CI", "b/c", "p", "Inv."], rows, [False] * len(rows),
-        "b: right only in the original order; c: right only in the swapped order. Inv.: answers with no valid "
-        "option in the original / swapped order, counted wrong.")
+        _join("b: right only in the original order; c: right only in the swapped order. Inv.: answers with no "
+              "valid option in the original / swapped order, counted wrong.", _marks(data["swap"], False, unclean)))
     def ci(values: list[float]) -> str:  # one decimal, so the seven columns fit 100 (exact in JSON)
         return f"[{values[0]:.1f}, {values[1]:.1f}]"
 
-    rows = [[_name(r), fmt(r["consistency"]), ci(r["consistency_ci"]), fmt(r["first_position_rate"]),
+    rows = [[_name(r, unclean), fmt(r["consistency"]), ci(r["consistency_ci"]), fmt(r["first_position_rate"]),
              ci(r["first_position_rate_ci"]), fmt(r["yes_rate_original"]), fmt(r["yes_rate_swapped"])]
             for r in data["swap"]]
     bias = DisplayTable(
@@ -225,16 +241,21 @@ def _swap_tables(data: dict) -> list[DisplayTable]:
     return [accuracy, bias]
 
 
-def _marks(rows: list[dict], reference: bool) -> str:
-    return legends_marks(published=reference, incomplete=any(r.get("incomplete") for r in rows))
+def _marks(rows: list[dict], reference: bool, unclean: frozenset[str] = frozenset()) -> str:
+    return legends_marks(published=reference, incomplete=any(r.get("incomplete") for r in rows),
+                         not_clean=any(r["model"] in unclean for r in rows))
 
 
-def legends_marks(*, published: bool, incomplete: bool) -> str:
+def legends_marks(*, published: bool, incomplete: bool, not_clean: bool = False) -> str:
     """What the marks appended to a model name mean, for a table that carries them."""
     parts = []
     if incomplete:
         parts.append(f"Rows marked{INCOMPLETE_MARK} come from a run that did not finish, or lack a usable answer "
                      "for some units, which are counted wrong (listed under 'missing').")
+    if not_clean:
+        parts.append(f"Rows marked{NOT_CLEAN_MARK} rest on replies cut off at the token limit, or mostly empty or "
+                     "without an option the parser could read; 'cfkit report' says which, how many and what to do "
+                     "(on stderr; reply_problems in --format json).")
     if published:
         parts.append("'—': a figure the paper does not give.")
     return " ".join(parts)

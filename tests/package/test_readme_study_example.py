@@ -64,6 +64,6 @@ def test_the_readme_study_example_runs_as_written(tmp_path: Path) -> None:
     assert "4 run(s) complete but not clean" in out
     assert out.count("replies were cut off at the token limit") >= 4
     assert re.search(r"tiny\s+swap\s+done\s+10/10", out)  # status
-    assert "| openai:tiny-llava | 7 | 0.00 |" in out  # its report row, with its invalid answers under Inv.
+    assert "| openai:tiny-llava (not clean) | 7 | 0.00 |" in out  # its report row, marked, its answers under Inv.
     assert {p.name for p in (tmp_path / "demo" / "figures").glob("*.png")} == {
         "ncu.png", "modality.png", "contextcanvas.png"}

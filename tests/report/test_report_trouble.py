@@ -82,6 +82,10 @@ def test_empty_and_cut_off_replies_are_loud_in_probe_run_and_report_and_counted_
     cc = [cells for cells in rows if cells[-1] == "3"]
     swap = [cells for cells in rows if cells[-1] == "2/2"]
     assert len(cc) == 4 and len(swap) == 2, table.stdout
+    # … and each of their rows says so itself, so a table copied on its own still does (legend under it).
+    assert {cells[0] for cells in rows} == {"openai:empty-model (not clean)", "openai:cut-model (not clean)"}
+    # The legend under Tables 2 and S4 and the option-order accuracy table (the bias table's caption is one line).
+    assert _flat(table.stdout).count("Rows marked (not clean) rest on replies cut off at the token limit") == 3
 
 
 def test_a_reply_cut_off_after_its_answer_still_counts_and_is_still_said(tiny_ws):
@@ -94,6 +98,12 @@ def test_a_reply_cut_off_after_its_answer_still_counts_and_is_still_said(tiny_ws
     data = json.loads(run_cli(["-w", str(tiny_ws), "report", "--format", "json", "--resamples", "50"]).stdout)
     assert data["contextcanvas"][0]["invalid"] == 0
     assert [p["truncated"] for p in data["reply_problems"]] == [3]
+    # Its figures count those answers, with no invalid one to show for it: the row's mark says what they rest on;
+    # a clean model's row has none.
+    assert run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:majority", "-s", "contextcanvas"]).exit_code == 0
+    md = run_cli(["-w", str(tiny_ws), "report", "--format", "md", "--resamples", "50"]).stdout
+    assert "| openai:long-model (not clean) | 3 |" in md and "| baseline:majority | 3 |" in md
+    assert "Rows marked (not clean) rest on replies cut off at the token limit" in md
     # A rerun finds the run finished and still says it (and still exits 1).
     try:
         again = _run(tiny_ws, server.url, "openai:long-model", "contextcanvas")
@@ -131,6 +141,7 @@ def test_a_model_with_empty_replies_gets_an_invalid_count_per_modality_condition
     assert [(p["suite"], p["empty"]) for p in data["reply_problems"]] == [("modality", 12)]
     md = run_cli(["-w", str(tiny_ws), "report", "--all-cases", "--format", "md", "--resamples", "50"])
     assert "| Inv. |" in md.stdout and "| 3/3/3/3 |" in md.stdout
+    assert "| openai:empty-model (not clean) | 3 |" in md.stdout  # the suite's trouble is in its conditions
 
 
 # ── runs of one model with different settings: that model alone is set aside, with one line ──
