@@ -255,7 +255,7 @@ def legends_marks(*, published: bool, incomplete: bool, not_clean: bool = False)
     if not_clean:
         parts.append(f"Rows marked{NOT_CLEAN_MARK} rest on replies cut off at the token limit, or mostly empty or "
                      "without an option the parser could read; 'cfkit report' says which, how many and what to do "
-                     "(on stderr; reply_problems in --format json).")
+                     "(on stderr, and as reply_problems in the JSON report).")
     if published:
         parts.append("'—': a figure the paper does not give.")
     return " ".join(parts)
