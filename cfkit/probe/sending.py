@@ -85,7 +85,7 @@ class Sender:
         self.progress.concurrency = concurrency
         self._stopping = asyncio.Event()
         if await self._unreachable():
-            self._answer_from_cache_alone(items)
+            await self._answer_from_cache_alone(items)
             return
         self.backend.on_overload = self._overloaded  # the backend says when the server is overloaded
         queue = SharedQueue(self.store, self.run_id, items, self.keys, claim=concurrency * CLAIM,
@@ -143,13 +143,14 @@ class Sender:
         await self.backend.aclose()
         return True
 
-    def _answer_from_cache_alone(self, items: list[ProbeItem]) -> None:
+    async def _answer_from_cache_alone(self, items: list[ProbeItem]) -> None:
         """With the server out of reach, still answer what the response cache holds of a lazy plan's requests.
 
         Their keys are known only once their images are read (files this store has no trusted digest of: moved,
         copied, or just written), so the plan's lookup could not ask the cache for them; they are read and
         asked here, nothing is sent, until CACHE_ALONE_MISSES in a row have no answer. When the cache answers
-        every one, the run is complete and the server was not needed: it is not named as a reason to stop."""
+        every one, the run is complete and the server was not needed: it is not named as a reason to stop. The
+        loop is given back between requests, so the other runs of a study keep sending meanwhile."""
         if not any(self.keys[item.key] is None for item in items) or not self._cache_may_answer():
             return
         answered = misses = 0
@@ -160,6 +161,7 @@ class Sender:
                     continue  # asked before sending began (cfkit.probe.runner.open_and_settle): not held
                 if misses >= CACHE_ALONE_MISSES:
                     break
+                await asyncio.sleep(0)
                 try:
                     request, shas = self._images.acquire_with_digests(item.request)
                 except ImageError as exc:  # recorded as when sending (sent again on the next run)

@@ -144,6 +144,40 @@ def test_with_the_server_gone_a_request_the_cache_cannot_answer_stops_the_run_wi
     assert "nothing is listening" in again.stopped
 
 
+def test_with_the_server_gone_the_cache_pass_gives_the_loop_back_between_requests(ws, monkeypatch):
+    """In a study the other runs share the event loop: between two images read for the cache, it runs them."""
+    from cfkit.probe.runner import send_plan
+
+    with ChatServer(scripted_answer) as server, Store(ws.db_path) as store:
+        probe_suite(ws, store, "openai:test-model", "contextcanvas", options={"base_url": server.url})
+    for name in ("T001.png", "T002.png", "T003.png"):
+        os.utime(ws.image_root / name, (HOUR_AGO + 30, HOUR_AGO + 30))
+    ticks, at_read = [0], []
+    for module, name in ((image_refs, "_read_unchanged"), (sending_images, "_read_unchanged_into")):
+        def reading(*args, _read=getattr(module, name)):
+            at_read.append(ticks[0])
+            return _read(*args)
+        monkeypatch.setattr(module, name, reading)
+
+    async def alongside(store, backend, plan):
+        async def ticker():
+            while True:
+                ticks[0] += 1
+                await asyncio.sleep(0)
+        other = asyncio.create_task(ticker())
+        try:
+            return await send_plan(store, backend, plan, concurrency=4)
+        finally:
+            other.cancel()
+
+    with Store(ws.db_path) as store:
+        backend = load_backend("openai:test-model", {"base_url": server.url})
+        plan = plan_suite(ws, "contextcanvas", backend.capabilities, store=store, lazy=True)
+        summary = asyncio.run(alongside(store, backend, plan))
+    assert summary.from_cache == 3 and len(at_read) == 3
+    assert at_read[0] < at_read[1] < at_read[2]  # the other task ran between each two reads
+
+
 def test_with_the_server_gone_a_resumed_run_stops_after_a_bounded_look_in_the_cache(ws, reads):
     """A run whose first part was answered and whose rest never was: with the server gone, the cache is asked
     for the unsent requests (their images read) only until CACHE_ALONE_MISSES in a row find nothing, so the
