@@ -1,5 +1,6 @@
-"""Every `cfkit` command line the README and docs/ show names commands and options that exist (Click's own tree,
-lazy groups loaded), so a renamed command or option cannot leave the documentation behind."""
+"""What the README and docs/ point at exists: every `cfkit` command line names commands and options that exist
+(Click's own tree, lazy groups loaded), and every path into this repository names a file or folder that is there,
+so a renamed command, option or file cannot leave the documentation behind."""
 
 from __future__ import annotations
 
@@ -81,3 +82,20 @@ def test_the_check_finds_a_command_or_an_option_that_does_not_exist():
     assert _command_lines("`cfkit runs list; cfkit runs export RUN > out.jsonl`") == [
         "cfkit runs list", "cfkit runs export RUN"]
     assert len(_command_lines((REPO / "README.md").read_text(encoding="utf-8"))) > 100
+
+
+#: A path into this repository as the documents write one (not the tail of another path, e.g. `.cfkit/…`).
+_REPO_PATH = re.compile(r"(?<![\w./-])((?:tests|benchmarks|examples|docs|cfkit|\.ci)/[\w./-]*\w)")
+
+
+@pytest.mark.parametrize("document", [*DOCUMENTS, REPO / "benchmarks" / "README.md"], ids=lambda p: p.name)
+def test_every_repository_path_named_exists(document):
+    named = set(_REPO_PATH.findall(document.read_text(encoding="utf-8")))
+    assert named or document.name != "README.md"
+    missing = sorted(path for path in named if not (REPO / path).exists())
+    assert not missing, f"{document.name} names paths that are not in the repository: {missing}"
+
+
+def test_the_path_check_reads_paths_as_written():
+    assert _REPO_PATH.findall("see `tests/parse/test_parse_e2e.py`, and .cfkit/reruns.json in a workspace") == [
+        "tests/parse/test_parse_e2e.py"]
