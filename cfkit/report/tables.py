@@ -120,9 +120,10 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
         rows, classes = _Rows(), _Rows()
         unclean = flagged.get("contextcanvas", frozenset())
         for r in data["contextcanvas"]:
-            rows.add([_name(r, unclean), str(r["n"]), fmt(r["accuracy"]), fmt_opt_ci(r["accuracy_ci"]), fmt(r["macro_f1"]),
+            name = _name(r, unclean)
+            rows.add([name, str(r["n"]), fmt(r["accuracy"]), fmt_opt_ci(r["accuracy_ci"]), fmt(r["macro_f1"]),
                       fmt_opt_ci(r["macro_f1_ci"]), fmt(r["yes_rate"]), str(r["invalid"])], False, r["group"])
-            classes.add([_name(r, unclean), fmt(r["yes_f1"]), fmt(r["no_f1"]), fmt(r["yes_rate"]), fmt_opt_ci(r["yes_rate_ci"]),
+            classes.add([name, fmt(r["yes_f1"]), fmt(r["no_f1"]), fmt(r["yes_rate"]), fmt_opt_ci(r["yes_rate_ci"]),
                          fmt(r["gold_yes_rate"]), str(r["invalid"])], False, r["group"])
         caption = legends.contextcanvas(data["contextcanvas"][0], boot)
         caption_s4 = legends.classes(data["contextcanvas"][0], boot)
@@ -150,8 +151,8 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
         rows = _Rows()
         unclean = flagged.get("counterfactual", frozenset())
         for r in data["counterfactual"]:
-            rows.add([_name(r, unclean), fmt(full.get(r["model"])), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
-                      f"{r['correct']}/{r['reverse']}", str(r["invalid"]), fmt(r["ncu"]), fmt_ci(r["ncu_ci"])],
+            rows.add([_name(r, unclean), fmt(full.get(r["model"])), fmt(r["orig_acc"]), fmt(r["edit_acc"]),
+                      fmt(r["pair_acc"]), f"{r['correct']}/{r['reverse']}", str(r["invalid"]), fmt(r["ncu"]), fmt_ci(r["ncu_ci"])],
                      False, r["group"])
         caption = legends.counterfactual(boot)
         if ref:

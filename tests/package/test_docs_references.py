@@ -76,7 +76,8 @@ def test_every_command_line_shown_names_commands_and_options_that_exist(document
 
 
 def test_the_check_finds_a_command_or_an_option_that_does_not_exist():
-    assert _problem("cfkit probe run -m openai:x -s swap --max-tokenz 8") == "'cfkit probe run' has no option --max-tokenz"
+    wrong = _problem("cfkit probe run -m openai:x -s swap --max-tokenz 8")
+    assert wrong == "'cfkit probe run' has no option --max-tokenz"
     assert _problem("cfkit runs lst") == "no command 'lst' under 'cfkit runs'"
     assert _problem("cfkit -w ws study run study.toml --batch") is None
     assert _command_lines("`cfkit runs list; cfkit runs export RUN > out.jsonl`") == [

@@ -100,7 +100,8 @@ def test_a_reply_cut_off_after_its_answer_still_counts_and_is_still_said(tiny_ws
     assert [p["truncated"] for p in data["reply_problems"]] == [3]
     # Its figures count those answers, with no invalid one to show for it: the row's mark says what they rest on;
     # a clean model's row has none.
-    assert run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:majority", "-s", "contextcanvas"]).exit_code == 0
+    clean = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:majority", "-s", "contextcanvas"])
+    assert clean.exit_code == 0
     md = run_cli(["-w", str(tiny_ws), "report", "--format", "md", "--resamples", "50"]).stdout
     assert "| openai:long-model (not clean) | 3 |" in md and "| baseline:majority | 3 |" in md
     assert "Rows marked (not clean) rest on replies cut off at the token limit" in md
