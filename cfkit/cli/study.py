@@ -181,7 +181,9 @@ def _summary(runs, as_json: bool) -> None:
 def status_(ws, file: Path, as_json: bool) -> None:
     """Where each run of FILE stands: done, running, incomplete, failed, waiting, stale, not started.
 
-    Nothing is sent or written. Exit status 0 when every run is done, 1 otherwise.
+    A done run whose replies were cut off at the token limit (or are mostly
+    empty) says it is complete but not clean. Nothing is sent or written. Exit
+    status 0 when every run is done, 1 otherwise.
     """
     from dataclasses import asdict
 

@@ -3,7 +3,8 @@
 Each run is found the way ``study run`` would find it: its start-up checks,
 then its plan and the run id the plan implies. Its state is then
 
-``done``         every planned request has a stored reply
+``done``         every planned request has a stored reply (the detail says when the run is complete but
+                 not clean: replies cut off at the token limit, or most of them empty, as ``study run`` says)
 ``running``      a live process holds leases on it now
 ``incomplete``   started, some requests without a reply (interrupted, killed, failed requests)
 ``failed``       its last invocation stopped on an error, or it cannot start here (why is given)
@@ -68,7 +69,8 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
     except CfkitError as exc:
         return _row(run, "failed", detail=f"cannot be planned: {exc}")
     if isinstance(planned, RunSummary):
-        return _row(run, "done", runs.get_run(store, planned.run_id))
+        record = runs.get_run(store, planned.run_id)
+        return _row(run, "done", record, _not_clean(planned.truncated, planned.empty, record.n_done))
     from cfkit.probe.runner import run_identity
 
     run_id, _, recorded = run_identity(planned.backend, planned.plan, run.job.setup.protocol.name)
@@ -83,7 +85,9 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
                         f"'study run' asks the {total} questions of the new inputs")
         return _row(run, "not started", total=total)
     if record.complete:
-        return _row(run, "done", record)
+        states = [state for state in runs.reply_states(store, run_id) if state[2] != "transport"]
+        cut, empty = sum(state[-2] for state in states), sum(state[-1] for state in states)
+        return _row(run, "done", record, _not_clean(cut, empty, len(states)))
     alive = {o for o, until in leases.owners(store, run_id).items() if until > time.time()}
     from cfkit.probe.sharing import owner_alive
 
@@ -95,3 +99,12 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
         return _row(run, "waiting", record, f"batches in flight; 'cfkit probe collect {record.id}'")
     why = "the process sending it was stopped" if record.status == "running" else None
     return _row(run, "incomplete", record, why)
+
+
+def _not_clean(truncated: int, empty: int, replies: int) -> str | None:
+    """The detail of a done run that is complete but not clean (the rule of ``probe run`` and ``study run``)."""
+    if truncated:
+        return f"complete but not clean: {truncated} of {replies} replies cut off at the token limit"
+    if empty * 2 > replies:
+        return f"complete but not clean: {empty} of {replies} replies empty"
+    return None

@@ -159,6 +159,12 @@ def test_a_run_whose_replies_are_cut_off_is_complete_but_not_clean(tmp_path):
     assert "1 run(s) complete but not clean (b contextcanvas)" in last
     status = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])
     assert {s["state"] for s in json.loads(status.stdout)} == {"done"}  # nothing is missing: every reply stored
+    # … and status says which run is not clean, as 'study run' did (its exit status is about what is missing).
+    details = {(s["model"], s["suite"]): s["detail"] for s in json.loads(status.stdout)}
+    assert details.pop(("b", "contextcanvas")) == "complete but not clean: 4 of 4 replies cut off at the token limit"
+    assert set(details.values()) == {None}
+    shown = run_cli(["-w", str(ws), "study", "status", str(path)])
+    assert shown.exit_code == 0 and "(complete but not clean: 4 of 4 replies cut off" in shown.stdout
 
 
 def _study_process(ws: Path, path: Path) -> subprocess.Popen:
