@@ -63,7 +63,8 @@ def test_the_readme_study_example_runs_as_written(tmp_path: Path) -> None:
     # The random model's replies are cut off every time: run says so and names the runs, as the README says.
     assert "4 run(s) complete but not clean" in out
     assert out.count("replies were cut off at the token limit") >= 4
-    assert re.search(r"tiny\s+swap\s+done\s+10/10", out)  # status
+    assert re.search(r"tiny\s+swap\s+done\s+10/10", out)  # status, and (counterfactual: found by its plan) why
+    assert re.search(r"tiny\s+counterfactual\s+done\s+6/6 .*\(complete but not clean: 6 of 6 replies cut off", out)
     assert "| openai:tiny-llava (not clean) | 7 | 0.00 |" in out  # its report row, marked, its answers under Inv.
     assert {p.name for p in (tmp_path / "demo" / "figures").glob("*.png")} == {
         "ncu.png", "modality.png", "contextcanvas.png"}
