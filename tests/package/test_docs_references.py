@@ -100,3 +100,27 @@ def test_every_repository_path_named_exists(document):
 def test_the_path_check_reads_paths_as_written():
     assert _REPO_PATH.findall("see `tests/parse/test_parse_e2e.py`, and .cfkit/reruns.json in a workspace") == [
         "tests/parse/test_parse_e2e.py"]
+
+
+def _benchmark_sections() -> dict[str, str]:
+    text = (REPO / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    parts = re.split(r"^## (\S+)\n", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.name)
+def test_a_ratio_quoted_from_a_benchmark_section_is_the_one_recorded_there(document):
+    """A sentence that gives a ratio such as '1.98x' and cites `benchmarks/README.md`, section `NAME` quotes
+    the figure that section records (figures are rerun; the prose must follow them)."""
+    sections = _benchmark_sections()
+    text = " ".join(document.read_text(encoding="utf-8").split())
+    wrong = []
+    for sentence in re.split(r"(?<=[.!?]) ", text):
+        cited = re.search(r"`benchmarks/README\.md`, section `?(\w+)`?", sentence)
+        if not cited:
+            continue
+        assert cited.group(1) in sections, f"{document.name} cites a section benchmarks/README.md lacks: {sentence}"
+        for figure in re.findall(r"(\d+\.\d+)x\b", sentence):
+            if not re.search(rf"\b{re.escape(figure)} ?[x×]", sections[cited.group(1)]):
+                wrong.append(f"{figure}x in: {sentence}")
+    assert not wrong, "\n".join(wrong)
