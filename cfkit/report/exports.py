@@ -174,7 +174,7 @@ def to_csv(report: Report, *, reference: bool = False) -> str:
     ``model`` is ``BASE=OTHER`` in the compare section; ``metric`` is a dotted
     path into the JSON record (``accuracy.text``, ``ncu_ci.0``,
     ``deltas.text>neutral.p``, ``agreement.kappa``); every field of a row is
-    there, ``group``, ``incomplete`` (``true`` / ``false``) and the ``runs``
+    there, ``group``, ``incomplete`` and ``not_clean`` (``true`` / ``false``) and the ``runs``
     included; an empty value is a JSON null. ``source`` is ``measured``, or
     for the published rows ``--reference`` adds, ``paper:`` and the table's
     key in ``cfkit/data/reference.json`` (``paper:table2``), their table-wide

@@ -106,13 +106,14 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """The report object of docs/report-schema.md, ``missing`` included (the units counted wrong for want of an answer)."""
+        troubled = {(t.model, t.suite) for t in self.troubles}  # rows resting on replies the report warns about
         data = {
             "contextcanvas": [{"model": r.model, "group": r.group, **_fields(r.scores), **_intervals(r.intervals),
-                               **_marks(r)} for r in self.contextcanvas],
+                               **_marks(r, (r.model, "contextcanvas") in troubled)} for r in self.contextcanvas],
             "counterfactual": [
                 {"model": r.model, "group": r.group, **_fields(r.scores, skip=("ncu_ci",)),
                  "ncu_ci": r.scores.ncu_ci.as_list(),
-                 **_marks(r)}
+                 **_marks(r, (r.model, "counterfactual") in troubled)}
                 for r in self.counterfactual
             ],
             "modality": [
@@ -129,7 +130,7 @@ class Report:
                          "p": d.comparison.mcnemar.p_value, "p_adj": d.p_adj}
                         for d in r.deltas
                     ],
-                    **_marks(r),
+                    **_marks(r, (r.model, "modality") in troubled),
                 }
                 for r in self.modality
             ],
@@ -140,7 +141,7 @@ class Report:
                  "p_adj": r.p_adj, "base_invalid": r.base_invalid, "other_invalid": r.other_invalid}
                 for r in self.compare
             ],
-            "swap": [r.to_dict() for r in self.swap],
+            "swap": [r.to_dict((r.model, "swap") in troubled) for r in self.swap],
             "missing": [m.__dict__.copy() for m in self.missing],
             "notes": list(self.notes),
             "bootstrap": dict(self.bootstrap),
@@ -163,8 +164,8 @@ def _intervals(found: stats.ContextCanvasIntervals | None) -> dict[str, list[flo
     return {name: None if (ci := getattr(found, name)) is None else ci.as_list() for name in names}
 
 
-def _marks(row: Any) -> dict[str, Any]:
-    return {"incomplete": row.incomplete, "runs": list(row.runs)}
+def _marks(row: Any, not_clean: bool) -> dict[str, Any]:
+    return {"incomplete": row.incomplete, "not_clean": not_clean, "runs": list(row.runs)}
 
 
 def _fields(obj: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -54,15 +54,16 @@ class SwapRow:
     incomplete: bool = False  # built from an incomplete run, or with units absent or failed
     runs: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        """The row of docs/report-schema.md's ``swap`` section."""
+    def to_dict(self, not_clean: bool = False) -> dict[str, Any]:
+        """The row of docs/report-schema.md's ``swap`` section (``not_clean``: the report warns about its
+        replies)."""
         s = self.scores
         record: dict[str, Any] = {"model": self.model, "n": s.n}
         record.update({name: getattr(s, name) for name in _WITH_INTERVALS})
         record.update({"b": s.mcnemar.b, "c": s.mcnemar.c, "p": s.mcnemar.p_value,
                        "invalid_original": s.invalid_original, "invalid_swapped": s.invalid_swapped})
         record.update({f"{name}_ci": getattr(s, f"{name}_ci").as_list() for name in _WITH_INTERVALS})
-        record.update({"incomplete": self.incomplete, "runs": list(self.runs)})
+        record.update({"incomplete": self.incomplete, "not_clean": not_clean, "runs": list(self.runs)})
         return record
 
 

@@ -35,17 +35,9 @@ INCOMPLETE_MARK = " (incomplete)"
 NOT_CLEAN_MARK = " (not clean)"
 
 
-def _name(row: dict, not_clean: frozenset[str] = frozenset()) -> str:
+def _name(row: dict) -> str:
     return (row["model"] + (INCOMPLETE_MARK if row.get("incomplete") else "")
-            + (NOT_CLEAN_MARK if row["model"] in not_clean else ""))
-
-
-def _not_clean(data: dict) -> dict[str, frozenset[str]]:
-    """By suite, the models whose replies ``reply_problems`` names (in any condition of the suite)."""
-    found: dict[str, set[str]] = {}
-    for problem in data.get("reply_problems", ()):
-        found.setdefault(problem["suite"], set()).add(problem["model"])
-    return {suite: frozenset(models) for suite, models in found.items()}
+            + (NOT_CLEAN_MARK if row.get("not_clean") else ""))
 
 
 def _comparable(unit: str, ours: set[int], theirs: int, expected: int | None = None) -> str:
@@ -114,13 +106,11 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
     paper = paper_groups()
     boot = data.get("bootstrap", {})
     full = {r["model"]: r["accuracy"] for r in data["contextcanvas"]}
-    flagged = _not_clean(data)
     tables: list[DisplayTable] = []
     if data["contextcanvas"]:
         rows, classes = _Rows(), _Rows()
-        unclean = flagged.get("contextcanvas", frozenset())
         for r in data["contextcanvas"]:
-            name = _name(r, unclean)
+            name = _name(r)
             rows.add([name, str(r["n"]), fmt(r["accuracy"]), fmt_opt_ci(r["accuracy_ci"]), fmt(r["macro_f1"]),
                       fmt_opt_ci(r["macro_f1_ci"]), fmt(r["yes_rate"]), str(r["invalid"])], False, r["group"])
             classes.add([name, fmt(r["yes_f1"]), fmt(r["no_f1"]), fmt(r["yes_rate"]), fmt_opt_ci(r["yes_rate_ci"]),
@@ -139,7 +129,7 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
                           + _notes(report, "contextcanvas"))
             caption = _join(caption, _caption("table2"), comparable)
             caption_s4 = _join(caption_s4, _caption("tableS4"), comparable)
-        marks = _marks(data["contextcanvas"], reference, unclean)
+        marks = _marks(data["contextcanvas"], reference)
         tables.append(rows.table("contextcanvas", "ContextCanvas (as in Table 2)",
                                  ["Model", "n", "Acc.", "95% CI", "Macro-F1", "95% CI", "Yes (%)", "Inv."],
                                  _join(caption, marks)))
@@ -149,10 +139,9 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
                                         _join(caption_s4, marks)))
     if data["counterfactual"]:
         rows = _Rows()
-        unclean = flagged.get("counterfactual", frozenset())
         for r in data["counterfactual"]:
-            rows.add([_name(r, unclean), fmt(full.get(r["model"])), fmt(r["orig_acc"]), fmt(r["edit_acc"]),
-                      fmt(r["pair_acc"]), f"{r['correct']}/{r['reverse']}", str(r["invalid"]), fmt(r["ncu"]), fmt_ci(r["ncu_ci"])],
+            rows.add([_name(r), fmt(full.get(r["model"])), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
+                      f"{r['correct']}/{r['reverse']}", str(r["invalid"]), fmt(r["ncu"]), fmt_ci(r["ncu_ci"])],
                      False, r["group"])
         caption = legends.counterfactual(boot)
         if ref:
@@ -168,17 +157,16 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
         title = f"Counterfactual pairs (as in Table S7; {', '.join(map(str, sorted(n_pairs)))} pairs)"
         tables.append(rows.table("counterfactual", title,
                                  ["Model", "Full", "Orig.", "Edit", "Pair", "C/R", "Inv.", "NCU", "95% CI"],
-                                 _join(caption, _marks(data["counterfactual"], reference, unclean))))
+                                 _join(caption, _marks(data["counterfactual"], reference))))
     if data["modality"]:
         conditions = SUITE_CONDITIONS["modality"]
         rows, deltas = _Rows(), _Rows()
-        unclean = flagged.get("modality", frozenset())
         for r in data["modality"]:
-            rows.add([_name(r, unclean), str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions),
+            rows.add([_name(r), str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions),
                       "/".join(str(r["invalid"].get(c, 0)) for c in conditions)], False, r["group"])
             for d in r["deltas"]:
                 # No Inv. here: the modality table above gives it per condition, and 100 columns have no room.
-                deltas.add([_name(r, unclean), f"{d['from']} → {d['to']}", fmt_delta(d["delta"]), fmt_ci(d["ci"]),
+                deltas.add([_name(r), f"{d['from']} → {d['to']}", fmt_delta(d["delta"]), fmt_ci(d["ci"]),
                             f"{d['b']}/{d['c']}", fmt_p(d["p"]), fmt_p(d["p_adj"])], False, r["group"])
         caption = legends.modality(data["modality"][0]["n"])
         if ref:
@@ -189,12 +177,12 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
             caption = _join(caption, _caption("tableS9"),
                             _comparable("cases", {r["n"] for r in data["modality"]}, t["n"]),
                             _notes(report, "modality"))
-        marks = _marks(data["modality"], reference, unclean)
+        marks = _marks(data["modality"], reference)
         tables.append(rows.table("modality", "Modality conditions (as in Table S9)",
                                  ["Model", "n", "Text", "Neutral", "Evidence", "Image", "Inv."], _join(caption, marks)))
         tables.append(deltas.table("modality_deltas", "Modality changes (paired, exact McNemar, Bonferroni over 4)",
                                    ["Model", "Change", "Δ", "95% CI", "b/c", "p", "p adj"],
-                                   _join(legends.modality_deltas(boot), _marks(data["modality"], False, unclean))))
+                                   _join(legends.modality_deltas(boot), _marks(data["modality"], False))))
     if data["compare"]:  # each model's Inv. is in the ContextCanvas table (and base_invalid, other_invalid in JSON)
         rows = _Rows()
         for r in data["compare"]:
@@ -211,27 +199,27 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
             "compare", f"Paired comparisons (as in Table S10; Bonferroni over {len(data['compare'])})",
             ["Base → other", "Base", "Other", "Δ", "b/c", "95% CI", "p", "p adj"], caption))
     if data["swap"]:
-        tables += _swap_tables(data, flagged.get("swap", frozenset()))
+        tables += _swap_tables(data)
     if "ega" in data:
         tables += _ega_tables(data, ref)
     return tables
 
 
-def _swap_tables(data: dict, unclean: frozenset[str]) -> list[DisplayTable]:
+def _swap_tables(data: dict) -> list[DisplayTable]:
     """The position-bias probe: accuracy in each option order with McNemar and the invalid answers; then what the
     answers follow (no room for another column in 100: the first table's Inv. is about the same rows)."""
-    rows = [[_name(r, unclean), str(r["n"]), fmt(r["accuracy_original"]), fmt(r["accuracy_swapped"]),
+    rows = [[_name(r), str(r["n"]), fmt(r["accuracy_original"]), fmt(r["accuracy_swapped"]),
              f"{r['accuracy_delta']:+.2f}", fmt_ci(r["accuracy_delta_ci"]), f"{r['b']}/{r['c']}", fmt_p(r["p"]),
              f"{r['invalid_original']}/{r['invalid_swapped']}"] for r in data["swap"]]
     accuracy = DisplayTable(
         "swap", "Option order: accuracy as listed and with the two options swapped (paired, exact McNemar)",
         ["Model", "n", "Original", "Swapped", "Δ", "95% CI", "b/c", "p", "Inv."], rows, [False] * len(rows),
         _join("b: right only in the original order; c: right only in the swapped order. Inv.: answers with no "
-              "valid option in the original / swapped order, counted wrong.", _marks(data["swap"], False, unclean)))
+              "valid option in the original / swapped order, counted wrong.", _marks(data["swap"], False)))
     def ci(values: list[float]) -> str:  # one decimal, so the seven columns fit 100 (exact in JSON)
         return f"[{values[0]:.1f}, {values[1]:.1f}]"
 
-    rows = [[_name(r, unclean), fmt(r["consistency"]), ci(r["consistency_ci"]), fmt(r["first_position_rate"]),
+    rows = [[_name(r), fmt(r["consistency"]), ci(r["consistency_ci"]), fmt(r["first_position_rate"]),
              ci(r["first_position_rate_ci"]), fmt(r["yes_rate_original"]), fmt(r["yes_rate_swapped"])]
             for r in data["swap"]]
     bias = DisplayTable(
@@ -242,9 +230,9 @@ def _swap_tables(data: dict, unclean: frozenset[str]) -> list[DisplayTable]:
     return [accuracy, bias]
 
 
-def _marks(rows: list[dict], reference: bool, unclean: frozenset[str] = frozenset()) -> str:
+def _marks(rows: list[dict], reference: bool) -> str:
     return legends_marks(published=reference, incomplete=any(r.get("incomplete") for r in rows),
-                         not_clean=any(r["model"] in unclean for r in rows))
+                         not_clean=any(r.get("not_clean") for r in rows))
 
 
 def legends_marks(*, published: bool, incomplete: bool, not_clean: bool = False) -> str:

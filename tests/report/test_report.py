@@ -61,14 +61,14 @@ def test_json_follows_design_schema(paper_json):
     assert list(paper_json["contextcanvas"][0]) == ["model", "group", "n", "n_binary", "accuracy", "macro_f1", "yes_f1",
                                                     "no_f1", "yes_rate", "gold_yes_rate", "invalid", "accuracy_ci",
                                                     "macro_f1_ci", "yes_f1_ci", "no_f1_ci", "yes_rate_ci",
-                                                    "incomplete", "runs"]
+                                                    "incomplete", "not_clean", "runs"]
     assert list(paper_json["counterfactual"][0]) == ["model", "group", "n_pairs", "orig_acc", "edit_acc", "pair_acc",
                                                      "correct", "reverse", "stuck_original", "stuck_edit", "invalid",
-                                                     "ncu", "ncu_ci", "incomplete", "runs"]
+                                                     "ncu", "ncu_ci", "incomplete", "not_clean", "runs"]
     assert paper_json["bootstrap"] == {"resamples": 10_000, "seed": 0, "level": 0.95}
     modality = paper_json["modality"][0]
     assert list(modality) == ["model", "group", "n", "accuracy", "accuracy_ci", "invalid", "deltas", "incomplete",
-                              "runs"]
+                              "not_clean", "runs"]
     assert list(modality["invalid"]) == ["text", "neutral", "evidence", "image"]
     assert list(modality["accuracy"]) == ["text", "neutral", "evidence", "image"]
     assert [(d["from"], d["to"]) for d in modality["deltas"]] == [
@@ -77,7 +77,7 @@ def test_json_follows_design_schema(paper_json):
     assert list(paper_json["compare"][0]) == ["base", "other", "n", "base_acc", "other_acc", "delta", "ci", "b", "c",
                                               "p", "p_adj", "base_invalid", "other_invalid"]
     assert paper_json["missing"] == [] and paper_json["notes"] == []
-    assert not any(r["incomplete"] for section in ("contextcanvas", "counterfactual", "modality")
+    assert not any(r["incomplete"] or r["not_clean"] for section in ("contextcanvas", "counterfactual", "modality")
                    for r in paper_json[section])
     # Full precision, percent units: not rounded to two decimals.
     gpt = next(r for r in paper_json["contextcanvas"] if r["model"] == "GPT-5.2")

@@ -24,7 +24,7 @@ FAST = ["-o", "backoff=0.01", "-o", "max_retries=1"]
 SWAP_KEYS = ["model", "n", "accuracy_original", "accuracy_swapped", "accuracy_delta", "consistency",
              "first_position_rate", "yes_rate_original", "yes_rate_swapped", "b", "c", "p", "invalid_original",
              "invalid_swapped", "accuracy_original_ci", "accuracy_swapped_ci", "accuracy_delta_ci", "consistency_ci",
-             "first_position_rate_ci", "yes_rate_original_ci", "yes_rate_swapped_ci", "incomplete", "runs"]
+             "first_position_rate_ci", "yes_rate_original_ci", "yes_rate_swapped_ci", "incomplete", "not_clean", "runs"]
 
 
 def cli(ws: Path, *args: str, env: dict | None = None):
@@ -62,7 +62,8 @@ def test_a_server_that_answers_the_first_listed_option_has_consistency_0_and_fir
     assert (row["accuracy_original"], row["accuracy_swapped"]) == (40.0, 60.0)
     assert (row["b"], row["c"]) == (2, 3) and row["p"] == pytest.approx(1.0)
     assert row["consistency_ci"] == [0.0, 0.0] and row["first_position_rate_ci"] == [100.0, 100.0]
-    assert row["incomplete"] is False and row["runs"][0].startswith("swap-openai-test-model-")
+    assert row["incomplete"] is False and row["not_clean"] is False
+    assert row["runs"][0].startswith("swap-openai-test-model-")
 
 
 @pytest.mark.parametrize("rule, yes_rate, accuracy", [("always-yes", 100.0, 40.0), ("always-no", 0.0, 60.0)])

@@ -62,6 +62,11 @@ def test_empty_and_cut_off_replies_are_loud_in_probe_run_and_report_and_counted_
     rows = {r["model"]: r for r in data["contextcanvas"]}
     assert rows["openai:empty-model"]["invalid"] == 3 and rows["openai:cut-model"]["invalid"] == 3
     swaps = {r["model"]: r for r in data["swap"]}
+    # Each row says it rests on such replies, in the JSON and so in the CSV's long form.
+    assert all(r["not_clean"] is True for r in [*rows.values(), *swaps.values()])
+    csv = run_cli(["-w", str(tiny_ws), "report", "--format", "csv", "--resamples", "50"]).stdout.splitlines()
+    assert "contextcanvas,openai:cut-model,not_clean,true,measured" in csv
+    assert "swap,openai:empty-model,not_clean,true,measured" in csv
     assert (swaps["openai:cut-model"]["invalid_original"], swaps["openai:cut-model"]["invalid_swapped"]) == (2, 2)
     problems = {(p["model"], p["suite"]): p for p in data["reply_problems"]}
     assert set(problems) == set(runs)
@@ -104,6 +109,9 @@ def test_a_reply_cut_off_after_its_answer_still_counts_and_is_still_said(tiny_ws
     assert clean.exit_code == 0
     md = run_cli(["-w", str(tiny_ws), "report", "--format", "md", "--resamples", "50"]).stdout
     assert "| openai:long-model (not clean) | 3 |" in md and "| baseline:majority | 3 |" in md
+    data = json.loads(run_cli(["-w", str(tiny_ws), "report", "--format", "json", "--resamples", "50"]).stdout)
+    assert {r["model"]: r["not_clean"] for r in data["contextcanvas"]} == {
+        "openai:long-model": True, "baseline:majority": False}
     assert "Rows marked (not clean) rest on replies cut off at the token limit" in md
     # A rerun finds the run finished and still says it (and still exits 1).
     try:
