@@ -32,12 +32,14 @@ Section = Literal["contextcanvas", "counterfactual", "modality", "swap"]
 TableName = Literal["2", "S4", "S7", "S8", "S9", "S10"]
 
 #: Each table: the report section it comes from and its columns (``X_ci`` becomes ``X_lo`` and ``X_hi``).
+#: What a measured row rests on, as the report's table marks say it: "(incomplete)", "(not clean)".
+_MARKS = ("incomplete", "not_clean")
 _TABLE_COLUMNS: dict[str, tuple[str, tuple[str, ...]]] = {
     "2": ("contextcanvas", ("model", "group", "n", "accuracy", "accuracy_ci", "macro_f1", "macro_f1_ci",
-                            "yes_rate", "yes_rate_ci", "invalid")),
-    "S4": ("contextcanvas", ("model", "group", "yes_f1", "yes_f1_ci", "no_f1", "no_f1_ci", "yes_rate")),
+                            "yes_rate", "yes_rate_ci", "invalid", *_MARKS)),
+    "S4": ("contextcanvas", ("model", "group", "yes_f1", "yes_f1_ci", "no_f1", "no_f1_ci", "yes_rate", *_MARKS)),
     "S7": ("counterfactual", ("model", "group", "n_pairs", "orig_acc", "edit_acc", "pair_acc", "correct", "reverse",
-                              "stuck_original", "stuck_edit", "invalid", "ncu", "ncu_ci")),
+                              "stuck_original", "stuck_edit", "invalid", "ncu", "ncu_ci", *_MARKS)),
     "S8": ("ega", ("model", "n", "accuracy", "accuracy_ci", "ega", "ega_ci", "unsupported", "unsupported_ci")),
     "S10": ("compare", ("base", "other", "n", "base_acc", "other_acc", "delta", "ci", "b", "c", "p", "p_adj")),
 }
@@ -113,9 +115,10 @@ class Report:
         if name == "S9":
             rows = [{"model": r["model"], "group": r["group"], "n": r["n"], "condition": c,
                      "accuracy": r["accuracy"][c], "accuracy_lo": r["accuracy_ci"][c][0],
-                     "accuracy_hi": r["accuracy_ci"][c][1]} for r in data["modality"] for c in r["accuracy"]]
+                     "accuracy_hi": r["accuracy_ci"][c][1], **{m: r[m] for m in _MARKS}}
+                    for r in data["modality"] for c in r["accuracy"]]
             return pd.DataFrame.from_records(rows, columns=["model", "group", "n", "condition", "accuracy",
-                                                            "accuracy_lo", "accuracy_hi"])
+                                                            "accuracy_lo", "accuracy_hi", *_MARKS])
         if name not in _TABLE_COLUMNS:
             raise UsageError(f"unknown table '{name}'; one of {', '.join(TABLES)}.")
         section, columns = _TABLE_COLUMNS[name]

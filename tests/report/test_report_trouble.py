@@ -112,6 +112,11 @@ def test_a_reply_cut_off_after_its_answer_still_counts_and_is_still_said(tiny_ws
     data = json.loads(run_cli(["-w", str(tiny_ws), "report", "--format", "json", "--resamples", "50"]).stdout)
     assert {r["model"]: r["not_clean"] for r in data["contextcanvas"]} == {
         "openai:long-model": True, "baseline:majority": False}
+    pytest.importorskip("pandas")
+    import cfkit
+
+    table2 = cfkit.Workspace(tiny_ws).report(resamples=50).table("2").set_index("model")
+    assert table2["not_clean"].to_dict() == {"openai:long-model": True, "baseline:majority": False}
     assert "Rows marked (not clean) rest on replies cut off at the token limit" in md
     # A rerun finds the run finished and still says it (and still exits 1).
     try:
