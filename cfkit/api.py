@@ -31,9 +31,9 @@ TABLES = ("2", "S4", "S7", "S8", "S9", "S10")
 Section = Literal["contextcanvas", "counterfactual", "modality", "swap"]
 TableName = Literal["2", "S4", "S7", "S8", "S9", "S10"]
 
-#: Each table: the report section it comes from and its columns (``X_ci`` becomes ``X_lo`` and ``X_hi``).
 #: What a measured row rests on, as the report's table marks say it: "(incomplete)", "(not clean)".
 _MARKS = ("incomplete", "not_clean")
+#: Each table: the report section it comes from and its columns (``X_ci`` becomes ``X_lo`` and ``X_hi``).
 _TABLE_COLUMNS: dict[str, tuple[str, tuple[str, ...]]] = {
     "2": ("contextcanvas", ("model", "group", "n", "accuracy", "accuracy_ci", "macro_f1", "macro_f1_ci",
                             "yes_rate", "yes_rate_ci", "invalid", *_MARKS)),
