@@ -229,7 +229,7 @@ def _reply_trouble(ws, summary) -> tuple[str | None, bool]:
     """One line when a run's replies were cut off at the token limit or most have no valid answer (the likely
     cause and the command that shows them), None when neither; and whether the run is not clean (replies cut
     off, or most of them empty): then the command exits 1."""
-    from cfkit.parse.trouble import reply_trouble
+    from cfkit.parse.trouble import not_clean, reply_trouble
 
     from cfkit.store import open_store
     from cfkit.store.runs import get_run
@@ -240,7 +240,7 @@ def _reply_trouble(ws, summary) -> tuple[str | None, bool]:
     replies = run.n_done if run is not None else 0  # the replies that came back
     line = reply_trouble(f"{summary.model} {summary.suite}", replies, summary.invalid, summary.empty,
                          summary.truncated, summary.max_tokens, command)
-    return line, line is not None and (summary.truncated > 0 or summary.empty * 2 > replies)
+    return line, line is not None and not_clean(summary.truncated, summary.empty, replies)
 
 
 _STUDY_HINT = ("a probe run is one model on one suite. For several, write a study file ('cfkit study new "

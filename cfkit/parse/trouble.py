@@ -6,7 +6,14 @@ name the likely cause in the same words.
 
 from __future__ import annotations
 
-__all__ = ["reply_trouble"]
+__all__ = ["not_clean", "reply_trouble"]
+
+
+def not_clean(truncated: int, empty: int, replies: int) -> bool:
+    """Whether replies are complete but not clean: some cut off at the token limit, or most of them empty. A run
+    so ends with exit status 1 (``probe run``, ``study run``), ``study status`` says so, and the report marks its
+    rows; replies the parser merely found no option in are counted under ``Inv.`` and said, but are answers."""
+    return truncated > 0 or empty * 2 > replies
 
 
 def reply_trouble(what: str, n: int, invalid: int, empty: int, truncated: int, max_tokens: int | None,

@@ -106,7 +106,10 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """The report object of docs/report-schema.md, ``missing`` included (the units counted wrong for want of an answer)."""
-        troubled = {(t.model, t.suite) for t in self.troubles}  # rows resting on replies the report warns about
+        from cfkit.parse.trouble import not_clean
+
+        # Rows resting on replies that are not clean (cut off, or mostly empty), as a run's exit status judges them.
+        troubled = {(t.model, t.suite) for t in self.troubles if not_clean(t.truncated, t.empty, t.replies)}
         data = {
             "contextcanvas": [{"model": r.model, "group": r.group, **_fields(r.scores), **_intervals(r.intervals),
                                **_marks(r, (r.model, "contextcanvas") in troubled)} for r in self.contextcanvas],

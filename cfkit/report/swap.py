@@ -55,8 +55,8 @@ class SwapRow:
     runs: tuple[str, ...] = ()
 
     def to_dict(self, not_clean: bool = False) -> dict[str, Any]:
-        """The row of docs/report-schema.md's ``swap`` section (``not_clean``: the report warns about its
-        replies)."""
+        """The row of docs/report-schema.md's ``swap`` section (``not_clean``: its replies were cut off or are
+        mostly empty)."""
         s = self.scores
         record: dict[str, Any] = {"model": self.model, "n": s.n}
         record.update({name: getattr(s, name) for name in _WITH_INTERVALS})

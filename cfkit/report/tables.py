@@ -30,8 +30,8 @@ class DisplayTable:
 PAPER_MARK = " (paper)"
 #: Appended to the first cell of a row built from an incomplete run or with units absent or failed.
 INCOMPLETE_MARK = " (incomplete)"
-#: Appended to the first cell of a row whose replies the report warns about (``reply_problems``: cut off at the
-#: token limit, or mostly empty or without an option), so that a table copied on its own still says so.
+#: Appended to the first cell of a row whose replies are not clean (:func:`cfkit.parse.trouble.not_clean`: cut off at
+#: the token limit, or mostly empty), so that a table copied on its own still says so.
 NOT_CLEAN_MARK = " (not clean)"
 
 
@@ -242,9 +242,9 @@ def legends_marks(*, published: bool, incomplete: bool, not_clean: bool = False)
         parts.append(f"Rows marked{INCOMPLETE_MARK} come from a run that did not finish, or lack a usable answer "
                      "for some units, which are counted wrong (listed under 'missing').")
     if not_clean:
-        parts.append(f"Rows marked{NOT_CLEAN_MARK} rest on replies cut off at the token limit, or mostly empty or "
-                     "without an option the parser could read; 'cfkit report' says which, how many and what to do "
-                     "(on stderr, and as reply_problems in the JSON report).")
+        parts.append(f"Rows marked{NOT_CLEAN_MARK} rest on replies cut off at the token limit, or mostly empty; "
+                     "'cfkit report' says which, how many and what to do (on stderr, and as reply_problems in the "
+                     "JSON report).")
     if published:
         parts.append("'—': a figure the paper does not give.")
     return " ".join(parts)

@@ -102,9 +102,11 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
 
 
 def _not_clean(truncated: int, empty: int, replies: int) -> str | None:
-    """The detail of a done run that is complete but not clean (the rule of ``probe run`` and ``study run``)."""
+    """The detail of a done run that is complete but not clean (:func:`cfkit.parse.trouble.not_clean`)."""
+    from cfkit.parse.trouble import not_clean
+
+    if not not_clean(truncated, empty, replies):
+        return None
     if truncated:
         return f"complete but not clean: {truncated} of {replies} replies cut off at the token limit"
-    if empty * 2 > replies:
-        return f"complete but not clean: {empty} of {replies} replies empty"
-    return None
+    return f"complete but not clean: {empty} of {replies} replies empty"

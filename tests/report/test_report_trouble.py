@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from cfkit.parse.trouble import reply_trouble
+from cfkit.parse.trouble import not_clean, reply_trouble
 from support.chat_api_server import ChatServer, Scripted, answer_json, completion
 from support.probe_runs import FAST
 from support.store_sql import delete_rows
@@ -128,6 +128,29 @@ def test_a_reply_cut_off_after_its_answer_still_counts_and_is_still_said(tiny_ws
     # The exported predictions carry the mark, and a report from the file says the same.
     exported = run_cli(["-w", str(tiny_ws), "runs", "export", json.loads(result.stdout)["run_id"]])
     assert all(json.loads(line)["truncated"] is True for line in exported.stdout.splitlines())
+
+
+def _prose(body, n) -> Scripted:
+    return Scripted(body=completion("It depends on the occasion and the audience."))
+
+
+def test_replies_without_an_option_are_said_and_counted_but_are_not_marked_not_clean(tiny_ws):
+    """Answers the parser found no option in are answers (counted wrong under Inv.): the report says so, and the
+    run ends clean, so its rows carry no '(not clean)' mark; that is for replies cut off or mostly empty."""
+    with ChatServer(_prose) as server:
+        result = _run(tiny_ws, server.url, "openai:prose-model")
+    assert result.exit_code == 0 and "the parser found no option in most of them" in _flat(result.stderr)
+    data = json.loads(run_cli(["-w", str(tiny_ws), "report", "--format", "json", "--resamples", "50"]).stdout)
+    assert [(p["model"], p["invalid"], p["truncated"], p["empty"]) for p in data["reply_problems"]] == [
+        ("openai:prose-model", 3, 0, 0)]
+    assert data["contextcanvas"][0]["invalid"] == 3 and data["contextcanvas"][0]["not_clean"] is False
+    md = run_cli(["-w", str(tiny_ws), "report", "--format", "md", "--resamples", "50"]).stdout
+    assert "| openai:prose-model | 3 |" in md and "not clean" not in md
+
+
+def test_not_clean_is_cut_off_replies_or_mostly_empty_ones():
+    assert not_clean(1, 0, 100) and not_clean(0, 51, 100)
+    assert not not_clean(0, 50, 100) and not not_clean(0, 0, 100)
 
 
 def test_the_likely_cause_is_the_one_most_replies_share():
