@@ -156,8 +156,7 @@ class Sender:
         answered = misses = 0
         try:
             for item in items:
-                key = self.keys[item.key]
-                if key is not None:
+                if self.keys[item.key] is not None:
                     continue  # asked before sending began (cfkit.probe.runner.open_and_settle): not held
                 if misses >= CACHE_ALONE_MISSES:
                     break
@@ -169,18 +168,11 @@ class Sender:
                     self.progress.errors += 1
                     continue
                 self._images.release(item.request)
-                key, item = self._keyed(item, request, shas)
-                hit = self._cached(key)
-                if hit is None:
+                if self._from_cache(item, request, shas)[2]:
+                    answered += 1
+                    misses = 0
+                else:
                     misses += 1
-                    continue
-                self.recorder.reply(item, key, hit, fresh=False)
-                answered += 1
-                misses = 0
-                self.progress.done += 1
-                self.from_cache += 1
-                if self.on_progress:
-                    self.on_progress(self.progress)
         finally:
             self.recorder.flush()
             self._remember_learned()
@@ -239,10 +231,19 @@ class Sender:
             self._cache_holds = responses.holds_any(self.store, backend=self.backend.kind, model=self.backend.model)
         return self._cache_holds
 
-    def _cached(self, key: str):
-        """The response cache's reply for ``key`` (a lazy plan's request, keyed only now), or None."""
+    def _from_cache(self, item: ProbeItem, request, shas: tuple) -> tuple[str, ProbeItem, bool]:
+        """Key a lazy plan's request from the digests of the bytes just read and record the response cache's reply
+        to it, when it holds one: (its key, the item with its image's digest, whether the cache answered)."""
+        key, item = self._keyed(item, request, shas)
         hit = responses.cached(self.store, [key]).get(key)
-        return cached_reply(hit) if hit is not None else None
+        if hit is None:
+            return key, item, False
+        self.recorder.reply(item, key, cached_reply(hit), fresh=False)
+        self.progress.done += 1
+        self.from_cache += 1
+        if self.on_progress:
+            self.on_progress(self.progress)
+        return key, item, True
 
     def _elsewhere(self, item: ProbeItem) -> None:
         self.progress.done += 1
@@ -299,14 +300,8 @@ class Sender:
                 # A lazy plan: the key and the image's digest come from the bytes just read; taken now only
                 # when the response cache may answer, else when the reply is committed.
                 if key is None and self._cache_may_answer():
-                    key, item = self._keyed(item, request, shas)
-                    hit = self._cached(key)
-                    if hit is not None:
-                        self.recorder.reply(item, key, hit, fresh=False)
-                        self.progress.done += 1
-                        self.from_cache += 1
-                        if self.on_progress:
-                            self.on_progress(self.progress)
+                    key, item, answered = self._from_cache(item, request, shas)
+                    if answered:
                         return True
                 if self._async:
                     reply = await self.backend.answer(request)
