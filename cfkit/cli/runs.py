@@ -51,7 +51,8 @@ def list_(ws, as_json: bool) -> None:
         table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     rows = []
     for r in records:
-        rows.append((r.id, escape(r.model), r.suite, r.status + (" (subset)" if r.subset else ""),
+        imported = " (imported)" if isinstance(r.notes.get("imported"), dict) else ""  # from a file: asked nothing
+        rows.append((r.id, escape(r.model), r.suite, r.status + (" (subset)" if r.subset else "") + imported,
                      f"{r.n_done}/{r.n_requests}", str(r.n_errors), "—" if r.cost_usd is None else usd(r.cost_usd),
                      r.started_at[:16].replace("T", " ")))
         table.add_row(*rows[-1])

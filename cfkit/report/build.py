@@ -366,8 +366,7 @@ class _Units:
                 listed("skipped", f"not asked by run {run.id}: {skip}")
                 return None
             else:
-                detail = (f"not asked by run {run.id}: the {'pair' if pair else 'case'} was not part of the suite "
-                          "then (added since); run the suite again")
+                detail = run.never_asked("pair" if pair else "case")
             listed("absent", detail)
             return None
         if p.error == "transport":

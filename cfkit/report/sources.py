@@ -46,14 +46,24 @@ class RunInfo:
     stopped: str | None
     max_tokens: int | None = None  # the run's token limit
     skipped: tuple[tuple[str, str], ...] = ()  # (pair or case, why the run did not ask it)
+    imported: str | None = None  # the file a run imported from another harness was read from
+
+    def never_asked(self, unit: str) -> str:
+        """Why this complete run holds nothing for a ``unit`` ("case" or "pair") of its suite."""
+        if self.imported is not None:
+            return (f"not in {self.imported}, the file imported as run {self.id}: it holds no answer for this {unit}; "
+                    "import a file that covers the suite")
+        return f"not asked by run {self.id}: the {unit} was not part of the suite then (added since); run the suite again"
 
     @classmethod
     def of(cls, record: RunRecord) -> "RunInfo":
         skipped = tuple((s.get("pair_id", ""), s.get("reason", "")) for s in record.notes.get("skipped") or ()
                         if isinstance(s, dict))
+        imported = record.notes.get("imported")
         return cls(record.id, record.model, record.suite, record.status, record.complete, record.subset,
                    record.n_requests, record.n_done, record.notes.get("stopped"),
-                   (record.settings.get("generation") or {}).get("max_tokens"), skipped)
+                   (record.settings.get("generation") or {}).get("max_tokens"), skipped,
+                   str(imported.get("from")) if isinstance(imported, dict) and imported.get("from") else None)
 
 
 @dataclass

@@ -148,6 +148,8 @@ def test_imported_peer_run_is_reported_like_the_file(peer_files, tmp_path):
     run_id = result.stdout.strip()
     assert run_id.startswith(f"contextcanvas-import-{MODEL}-")
     assert "10 of 100 answers differ from the lmms file's own extraction" in result.stderr
+    listed = run_cli(["runs", "list", "-w", str(ws)], env={"COLUMNS": "200"})
+    assert "done (imported)" in next(line for line in listed.stdout.splitlines() if run_id in line)
     from_store = run_cli(["report", "-w", str(ws), "--run", run_id, "--format", "json", "--resamples", "200"])
     assert from_store.exit_code == 0, from_store.output
     native, _ = report_json(ws, files["native"])
@@ -155,6 +157,10 @@ def test_imported_peer_run_is_reported_like_the_file(peer_files, tmp_path):
     (row,) = json.loads(from_store.stdout)["contextcanvas"]
     assert row.pop("incomplete") is True and row.pop("runs") == [run_id]
     assert row == {k: v for k, v in native["contextcanvas"][0].items() if k not in ("incomplete", "runs")}
+    # The cases the file did not answer are said to be missing from the file, not from a run to be done again.
+    (missing,) = [line for line in from_store.stderr.splitlines() if "without a usable answer" in line]
+    assert f"not in {files['lmms']}, the file imported as run {run_id}: it holds no answer for this case" in missing
+    assert "run the suite again" not in missing
     run_cli(["runs", "rm", run_id, "-w", str(ws)])
 
 
