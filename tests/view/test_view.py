@@ -241,6 +241,18 @@ def test_every_page_loads_from_the_exported_folder(browser, site_dir, tmp_path):
     assert problems == {name: [] for name in PAGES}
 
 
+def test_the_runs_table_fits_a_desktop_window(site_dir, browser):  # the demo is made before the browser starts
+    # Every column, settings included, without scrolling sideways at 1280 px; a phone scrolls the table alone.
+    for width, fits in ((1280, True), (390, False)):
+        page = browser.new_page(viewport={"width": width, "height": 800})
+        page.goto(site_dir.as_uri() + "/index.html")
+        box = page.locator("div.scroll").evaluate("e => [e.scrollWidth, e.clientWidth]")
+        page_width = page.evaluate("document.documentElement.scrollWidth")
+        page.close()
+        assert (box[0] <= box[1]) is fits, (width, box)
+        assert page_width <= width  # the page itself never scrolls sideways
+
+
 def test_a_hostile_reply_shows_as_text_in_the_dom(browser, served):
     page = browser.new_page()
     dialogs: list[str] = []
