@@ -1,4 +1,5 @@
-"""What the view shows, read once from a workspace: runs, cases, every stored reply by case, filters.
+"""What the view shows, read once from a workspace: runs, cases, every stored reply by case, the units the
+report counts wrong for want of a usable answer, filters.
 
 Read-only: a workspace without a store shows no runs, and nothing here writes.
 Each model's answers come from its newest run of each suite (as the report
@@ -15,13 +16,15 @@ from cfkit.errors import CfkitError
 
 if TYPE_CHECKING:
     from cfkit.cases import Case, CaseSet
+    from cfkit.report import Report
+    from cfkit.report.rows import Missing
     from cfkit.store.runs import ReplyRecord, RunRecord
     from cfkit.workspace import Workspace
 
 #: The case filters, in the order the pages list them, and what each keeps.
 FILTERS = {
     "all": "every case",
-    "wrong": "a model answered wrong (or gave no valid option)",
+    "wrong": "a model answered wrong, gave no valid option or has no usable answer (counted wrong)",
     "invalid": "a reply with no valid option",
     "truncated": "a reply cut off by the token limit",
     "swap-inconsistent": "a model chose different option texts when the two options were exchanged",
@@ -102,6 +105,28 @@ class ViewData:
             answers.sort(key=lambda a: (a.model, a.suite, a.pair_id, a.condition))
         return by_case
 
+    @cached_property
+    def report(self) -> tuple[Report | None, str | None]:
+        """The report over the workspace, as ``cfkit report`` makes it by default; or None and why not."""
+        from cfkit.report import make_report
+
+        try:
+            return make_report(self.ws), None
+        except CfkitError as exc:
+            return None, str(exc)
+
+    @cached_property
+    def missing(self) -> dict[str, list[Missing]]:
+        """Each case's units without a usable answer (no reply, a failed request, a refusal, a stale answer): the
+        report counts them wrong, and a case page says why."""
+        report, _ = self.report
+        by_case: dict[str, list[Missing]] = {}
+        for m in report.missing if report is not None else ():
+            by_case.setdefault(m.case, []).append(m)
+        for units in by_case.values():
+            units.sort(key=lambda m: (m.model, m.suite))  # as the answers; conditions stay in the suite's order
+        return by_case
+
     def case(self, case_id: str) -> Case | None:
         cases = self.cases
         return cases.get(case_id) if cases is not None and case_id in cases else None
@@ -123,7 +148,7 @@ class ViewData:
         if name == "all":
             return True
         if name == "wrong":
-            return any(a.correct is False for a in answers)
+            return any(a.correct is False for a in answers) or case_id in self.missing
         if name == "invalid":
             return any(a.invalid for a in answers)
         if name == "truncated":

@@ -126,13 +126,12 @@ class Site:
         return self._html("runs.html", "index.html", runs=self.data.runs)
 
     def _report(self) -> Page:
-        tables, problem = [], None
-        try:
-            from cfkit.report import display_tables, make_report
+        report, problem = self.data.report
+        tables = []
+        if report is not None:
+            from cfkit.report import display_tables
 
-            tables = display_tables(make_report(self.data.ws), reference=True)
-        except CfkitError as exc:
-            problem = str(exc)
+            tables = display_tables(report, reference=True)
         return self._html("report.html", "report.html", tables=tables, problem=problem)
 
     @staticmethod
@@ -164,6 +163,7 @@ class Site:
                  for a in answers]
         return self._html("case.html", f"case-{case_id}.html", case_id=case_id, case=case, answers=shown,
                           swap_inconsistent=self.data.swap_inconsistent(case_id),
+                          missing=self.data.missing.get(case_id, []),
                           images=range(len(case.images)) if case else range(0))
 
     @cached_property

@@ -101,6 +101,41 @@ def test_filters_keep_what_they_name(site_dir):
     assert everything.count('href="case-') >= invalid.count('href="case-')
 
 
+def test_a_case_page_says_which_models_have_no_usable_answer_and_why(site_dir, demo_ws, tmp_path):
+    # The demo's always-yes and always-no baselines decline the three-option case: the report counts them wrong,
+    # and the case page says so, with the report's reason.
+    page = (site_dir / "case-MX05.html").read_text()
+    assert '<table id="missing">' in page
+    for model in ("baseline:always-yes", "baseline:always-no"):
+        assert f"<tr><td>{model}</td><td>contextcanvas</td>" in page
+    assert "<b>refused</b>: baseline always-yes has no answer for a case without a Yes/No option" in page
+    # A peer's file that leaves a case out: that case's page names the file, and the case is under "wrong".
+    ws = tmp_path / "ws"
+    shutil.copytree(demo_ws, ws)
+    run_id = next(r["id"] for r in json.loads(run_cli(["runs", "list", "-w", str(ws), "--json"]).stdout)
+                  if r["model"] == "baseline:random" and r["suite"] == "contextcanvas")
+    assert run_cli(["runs", "export", run_id, "-w", str(ws), "--format", "lmms", "--output",
+                    str(tmp_path / "samples.jsonl")]).exit_code == 0
+    records = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    kept = [{k: v for k, v in r.items() if k != "cfkit"} for r in records if r["doc"]["id"] != "MX02"]
+    peer = tmp_path / "peer_samples.jsonl"
+    peer.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    imported = run_cli(["runs", "import", str(peer), "-w", str(ws), "--label", "peer"])
+    assert imported.exit_code == 0, imported.stderr
+    others = [r["id"] for r in json.loads(run_cli(["runs", "list", "-w", str(ws), "--json"]).stdout)
+              if r["model"] != "peer"]  # so that the case is wrong for want of an answer alone
+    assert run_cli(["runs", "rm", *others, "-w", str(ws)]).exit_code == 0
+    out = tmp_path / "site"
+    assert run_cli(["view", "-w", str(ws), "--export", str(out)]).exit_code == 0
+    page = (out / "case-MX02.html").read_text()
+    assert "<tr><td>peer</td><td>contextcanvas</td>" in page
+    assert f"<b>absent</b>: not in {html.escape(str(peer))}, the file imported as run" in page
+    wrong = (out / "cases-wrong-1.html").read_text()
+    assert "case-MX02.html" in wrong
+    right = [r["doc"]["id"] for r in kept if r["filtered_resps"] == [r["target"]]]
+    assert right and not any(f"case-{case}.html" in wrong for case in right)
+
+
 def test_pages_are_split_when_there_are_many_cases(demo_ws, monkeypatch, tmp_path):
     import cfkit.view.site as site_module
     from cfkit.view.data import ViewData
