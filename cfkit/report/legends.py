@@ -21,32 +21,32 @@ def contextcanvas(row: dict[str, Any], boot: dict[str, Any]) -> str:
     """Table 2's columns."""
     return (f"Acc. is exact-match accuracy on all {row['n']} cases; Macro-F1 (the mean of the Yes and No F1) and "
             f"Yes (%) (the share answered Yes) are on the {row['n_binary']} two-option cases; the gold Yes rate is "
-            f"{row['gold_yes_rate']:.2f}%. {_bootstrap(boot, 'cases')} Inv.: answers with no valid option, "
-            "counted wrong.")
+            f"{row['gold_yes_rate']:.2f}%. {_bootstrap(boot, 'cases')} Inv.: cases with no valid option, "
+            "unparsed or with no usable answer at all (see 'missing'), counted wrong.")
 
 
 def classes(row: dict[str, Any], boot: dict[str, Any]) -> str:
     """Table S4's columns."""
     return (f"On the {row['n_binary']} two-option cases: Yes F1 and No F1 are each class's F1 (an answer with no "
             "valid option is a false negative of its gold class); Pred. Yes is the share answered Yes and Gold Yes "
-            f"the share whose gold answer is Yes. {_bootstrap(boot, 'cases')} Inv.: answers with no valid option, "
-            "counted wrong (over all cases).")
+            f"the share whose gold answer is Yes. {_bootstrap(boot, 'cases')} Inv.: cases with no valid option, "
+            "unparsed or with no usable answer at all (see 'missing'), counted wrong (over all cases).")
 
 
 def counterfactual(boot: dict[str, Any]) -> str:
     """Table S7's columns."""
     return ("Full: accuracy on the complete benchmark (the model's ContextCanvas row); Orig.: accuracy on the "
             "incompatible originals; Edit: on the compatible edits; Pair: both labels correct. C/R: correct (No→Yes) "
-            "and reverse (Yes→No) directional updates. Inv.: pairs with no valid option, or a third one, on either "
-            f"side. NCU = 100 × (C − R) / pairs. {_bootstrap(boot, 'pairs')}")
+            "and reverse (Yes→No) directional updates. Inv.: pairs with no valid option (unparsed, no usable answer, "
+            f"or a third option) on either side. NCU = 100 × (C − R) / pairs. {_bootstrap(boot, 'pairs')}")
 
 
 def modality(n: int) -> str:
     """Table S9's columns."""
     return (f"Accuracy (%) on the {n} subset cases when the model is given the question and options only (Text), "
             "a description of the visible content (Neutral), the same description with the decisive cue stated "
-            "(Evidence), or the image (Image). Inv.: cases with no valid option under Text/Neutral/Evidence/Image, "
-            "counted wrong.")
+            "(Evidence), or the image (Image). Inv.: cases with no valid option (unparsed or with no usable answer) "
+            "under Text/Neutral/Evidence/Image, counted wrong.")
 
 
 def modality_deltas(boot: dict[str, Any]) -> str:

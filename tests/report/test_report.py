@@ -408,6 +408,9 @@ def test_missing_predictions_count_wrong_and_are_listed(paper, tmp_path):
     assert f"GPT-5.2 counterfactual: case {PAIR_CASES[0]} pair CF01, condition original: absent" in table.stderr
     assert "GPT-5.2 (incomplete)" in table.stdout
     assert "CF01" not in table.stdout  # the listing goes to stderr only
+    # The pair without answers is the row's one Inv.; the table's legend says Inv. counts such units.
+    assert "Inv.: pairs with no valid option (unparsed, no usable answer, or a third option)" in " ".join(
+        table.stdout.split())
 
 
 def test_report_reads_latest_stored_runs(tiny_ws):
