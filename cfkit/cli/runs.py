@@ -126,6 +126,13 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
             ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items()) or record.cfkit_version),
             ("templates", (record.templates_sha256 or "")[:16]),
             ("options", json.dumps(record.options.get("options", {}), sort_keys=True))]
+    imported = record.notes.get("imported")
+    if isinstance(imported, dict):  # read from a file, not asked: how cfkit would ask does not apply
+        differ = len(imported.get("peer_disagrees") or ())
+        rows = [row for row in rows if row[0] not in ("endpoint", "protocol", "generation", "selection", "versions",
+                                                      "templates", "options")] + [("imported", f"from {imported.get('from')} ({imported.get('format')} file)"
+                            + (f"; cfkit reads {differ} answer(s) otherwise than the file's own extraction"
+                               if differ else ""))]
     if record.notes.get("prices"):
         rows.append(("prices", str(record.notes["prices"])))
     if record.error:

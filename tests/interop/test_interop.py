@@ -150,6 +150,11 @@ def test_imported_peer_run_is_reported_like_the_file(peer_files, tmp_path):
     assert "10 of 100 answers differ from the lmms file's own extraction" in result.stderr
     listed = run_cli(["runs", "list", "-w", str(ws)], env={"COLUMNS": "200"})
     assert "done (imported)" in next(line for line in listed.stdout.splitlines() if run_id in line)
+    # 'runs show' says where the answers came from, not how cfkit would have asked for them.
+    shown = run_cli(["runs", "show", run_id, "-w", str(ws)], env={"COLUMNS": "200"}).stdout
+    assert (f"imported  from {files['lmms']} (lmms file); cfkit reads 10 answer(s) otherwise than the file's own "
+            "extraction") in shown
+    assert "protocol" not in shown and "the whole suite" not in shown
     from_store = run_cli(["report", "-w", str(ws), "--run", run_id, "--format", "json", "--resamples", "200"])
     assert from_store.exit_code == 0, from_store.output
     native, _ = report_json(ws, files["native"])
