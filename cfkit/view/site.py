@@ -163,7 +163,7 @@ class Site:
                  for a in answers]
         return self._html("case.html", f"case-{case_id}.html", case_id=case_id, case=case, answers=shown,
                           swap_inconsistent=self.data.swap_inconsistent(case_id),
-                          missing=self.data.missing.get(case_id, []),
+                          missing=self.data.missing.get(case_id, []), report_problem=self.data.report[1],
                           images=range(len(case.images)) if case else range(0))
 
     @cached_property

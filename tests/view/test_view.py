@@ -136,6 +136,17 @@ def test_a_case_page_says_which_models_have_no_usable_answer_and_why(site_dir, d
     assert right and not any(f"case-{case}.html" in wrong for case in right)
 
 
+def test_a_case_page_says_when_the_report_behind_it_cannot_be_made(demo_ws, tmp_path):
+    ws = tmp_path / "ws"
+    shutil.copytree(demo_ws, ws)
+    (ws / "cases.jsonl").write_text('{"id": "MX01", "images": \n')  # broken: no report, and no cases to show
+    out = tmp_path / "site"
+    assert run_cli(["view", "-w", str(ws), "--export", str(out)]).exit_code == 0
+    page = (out / "case-MX01.html").read_text()
+    assert "Which models have no usable answer here is not shown: the report could not be made (" in page
+    assert '<table id="missing">' not in page
+
+
 def test_pages_are_split_when_there_are_many_cases(demo_ws, monkeypatch, tmp_path):
     import cfkit.view.site as site_module
     from cfkit.view.data import ViewData
