@@ -129,10 +129,10 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     imported = record.notes.get("imported")
     if isinstance(imported, dict):  # read from a file, not asked: how cfkit would ask does not apply
         differ = len(imported.get("peer_disagrees") or ())
-        rows = [row for row in rows if row[0] not in ("endpoint", "protocol", "generation", "selection", "versions",
-                                                      "templates", "options")] + [("imported", f"from {imported.get('from')} ({imported.get('format')} file)"
-                            + (f"; cfkit reads {differ} answer(s) otherwise than the file's own extraction"
-                               if differ else ""))]
+        source = f"from {imported.get('from')} ({imported.get('format')} file)" + (
+            f"; cfkit reads {differ} answer(s) otherwise than the file's own extraction" if differ else "")
+        asking = ("endpoint", "protocol", "generation", "selection", "versions", "templates", "options")
+        rows = [row for row in rows if row[0] not in asking] + [("imported", source)]
     if record.notes.get("prices"):
         rows.append(("prices", str(record.notes["prices"])))
     if record.error:

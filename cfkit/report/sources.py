@@ -53,7 +53,8 @@ class RunInfo:
         if self.imported is not None:
             return (f"not in {self.imported}, the file imported as run {self.id}: it holds no answer for this {unit}; "
                     "import a file that covers the suite")
-        return f"not asked by run {self.id}: the {unit} was not part of the suite then (added since); run the suite again"
+        return (f"not asked by run {self.id}: the {unit} was not part of the suite then (added since); run the "
+                "suite again")
 
     @classmethod
     def of(cls, record: RunRecord) -> "RunInfo":

@@ -215,7 +215,8 @@ def _swap_tables(data: dict) -> list[DisplayTable]:
         "swap", "Option order: accuracy as listed and with the two options swapped (paired, exact McNemar)",
         ["Model", "n", "Original", "Swapped", "Δ", "95% CI", "b/c", "p", "Inv."], rows, [False] * len(rows),
         _join("b: right only in the original order; c: right only in the swapped order. Inv.: cases with no "
-              "valid option (unparsed or with no usable answer) in the original / swapped order, counted wrong.", _marks(data["swap"], False)))
+              "valid option (unparsed or with no usable answer) in the original / swapped order, counted wrong.",
+              _marks(data["swap"], False)))
     def ci(values: list[float]) -> str:  # one decimal, so the seven columns fit 100 (exact in JSON)
         return f"[{values[0]:.1f}, {values[1]:.1f}]"
 
