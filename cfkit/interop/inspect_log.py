@@ -163,6 +163,15 @@ def _scored_answer(scores: Any) -> str | None:
     return None
 
 
+def _sample_error(error: Any) -> str | None:
+    """What inspect_ai recorded as the error that halted a sample (an ``EvalError``: its message), else None."""
+    if not error:
+        return None
+    message = error.get("message") if isinstance(error, dict) else error
+    first = str(message or "an error with no message").strip().splitlines() or ["an error with no message"]
+    return f"inspect_ai recorded an error that halted the sample: {first[0][:300]}"
+
+
 def _dict(value: Any, where: str, what: str) -> dict[str, Any]:
     if value is None:
         return {}
@@ -198,7 +207,7 @@ def read(path: Path) -> PeerFile:
         samples.append(PeerSample(
             sample_id=str(sample.get("id")), raw=raw, where=where, peer_answer=_scored_answer(scores),
             options=options, record=metadata.get(CFKIT_KEY) if isinstance(metadata.get(CFKIT_KEY), dict) else None,
-            truncated=truncated))
+            truncated=truncated, failed=_sample_error(sample.get("error"))))
     dataset = header.get("dataset") if isinstance(header.get("dataset"), dict) else {}
     order = dataset.get("sample_ids")
     if isinstance(order, list):  # the dataset's order (an .eval archive, and inspect_ai's reader, may hold another)

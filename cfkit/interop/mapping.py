@@ -108,6 +108,10 @@ def _row_of(sample: PeerSample, peer: PeerFile, cases: CaseSet, mapping: Mapping
             raise PredictionError(f"{sample.where}: its options ({'; '.join(f'{k}. {v}' for k, v in theirs.items())}) "
                                   f"are not case {case_id}'s ({'; '.join(f'{k}. {v}' for k, v in ours.items())}); "
                                   "the file does not match these cases.")
+    if sample.failed is not None:  # no reply to read: a failed request, as cfkit records one of its own
+        return RunRecordRow(run="", model=model, suite="contextcanvas", case=case_id, pair=None, condition="image",
+                            answer=None, parse=None, error="transport", raw=sample.raw, reason=None,
+                            confidence=None, detail=sample.failed, parser=PARSER_VERSION), None
     parsed = parse_answer(sample.raw, case.options)
     row = RunRecordRow(run="", model=model, suite="contextcanvas", case=case_id, pair=None, condition="image",
                        answer=parsed.answer, parse=parsed.rule, error=parsed.error, raw=sample.raw,

@@ -34,6 +34,10 @@ class PeerSample:
     options: dict[str, str] | None = None  # option id -> text as the peer asked them, where it recorded them
     record: dict[str, Any] | None = None  # cfkit's own fields, when cfkit wrote the file ('runs export')
     truncated: bool = False  # the peer says generation stopped at the token limit (inspect_ai: max_tokens)
+    #: The peer says the request failed and the model gave no reply: its words (inspect_ai: the sample's error;
+    #: VLMEvalKit: its "Failed to obtain answer via API." in place of a prediction). A transport failure, never a
+    #: reply that names no option.
+    failed: str | None = None
 
 
 @dataclass(frozen=True)

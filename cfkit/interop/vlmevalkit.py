@@ -58,6 +58,10 @@ def table(path: Path) -> list[dict[str, Any]]:
     return list(csv.DictReader(io.StringIO(text), delimiter=delimiter))
 
 
+#: What VLMEvalKit's API models return, and its tables hold as the prediction, when every try of a request failed.
+FAIL_MSG = "Failed to obtain answer via API."
+
+
 def _cell(value: Any) -> str | None:
     if value is None or (isinstance(value, float) and value != value):
         return None
@@ -82,9 +86,13 @@ def read(path: Path) -> PeerFile:
                 record = json.loads(row[CFKIT_KEY])
             except json.JSONDecodeError as exc:
                 raise PredictionError(f"{path}, row {number}: the '{CFKIT_KEY}' column is not JSON ({exc.msg}).") from None
-        samples.append(PeerSample(sample_id=_cell(row["index"]) or "", raw=_cell(row.get("prediction")),
+        prediction = _cell(row.get("prediction"))
+        failed = (f"VLMEvalKit recorded '{FAIL_MSG}' in place of a prediction: its request to the model failed"
+                  if prediction is not None and prediction.startswith(FAIL_MSG) else None)
+        samples.append(PeerSample(sample_id=_cell(row["index"]) or "", raw=prediction,
                                   where=f"{path}, row {number} (index {_cell(row['index'])})",
-                                  options={k: _cell(row[k]) or "" for k in letters} or None, record=record))
+                                  options={k: _cell(row[k]) or "" for k in letters} or None, record=record,
+                                  failed=failed))
     model, source = model_of(path)
     return PeerFile(path=path, fmt="vlmevalkit", model=model, model_source=source, samples=samples, extracts=False)
 

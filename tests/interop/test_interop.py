@@ -73,6 +73,55 @@ def test_a_peer_reply_stopped_at_the_token_limit_is_reported_as_cut_off(peer_fil
     assert "3 cut off at the token limit" in result.stderr
 
 
+def _failed_peer_files(files: dict, tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """The inspect_ai log and the VLMEvalKit table with their first two samples recorded as failed requests, as
+    each peer records one: (file, the case of the first failed sample)."""
+    log = json.loads(files["inspect-json"].read_text())
+    for sample in log["samples"][:2]:
+        sample["error"] = {"message": "RateLimitError: Error code: 429 - rate limit reached\nretry later",
+                           "traceback": "Traceback (most recent call last): ...", "traceback_ansi": ""}
+        sample["output"] = {"model": MODEL, "choices": []}
+        sample.pop("scores")
+    inspect_file = tmp_path / "2026-11-02T10-00-00_contextcanvas_failed.json"
+    inspect_file.write_text(json.dumps(log))
+    book = openpyxl.load_workbook(files["vlmevalkit"])
+    sheet = book.active
+    for row in (2, 3):
+        sheet.cell(row=row, column=7).value = "Failed to obtain answer via API. "
+    table = tmp_path / f"{MODEL}_ContextCanvas.xlsx"
+    book.save(table)
+    return {"inspect": (inspect_file, log["samples"][0]["id"]), "vlmevalkit": (table, sheet.cell(row=2, column=1).value)}
+
+
+@pytest.mark.parametrize("peer, said", [
+    ("inspect", "inspect_ai recorded an error that halted the sample: RateLimitError: Error code: 429 - rate limit "
+                "reached"),
+    ("vlmevalkit", "VLMEvalKit recorded 'Failed to obtain answer via API.' in place of a prediction: its request "
+                   "to the model failed")])
+def test_a_request_the_peer_records_as_failed_is_a_failed_request_not_a_reply(peer_files, tmp_path, peer, said):
+    # Counted wrong either way, but listed as failed (with the peer's words), not read as a reply that names no
+    # option: the report's 'missing', 'runs import' and 'runs show' say the requests failed.
+    ws, files = peer_files
+    path, first = _failed_peer_files(files, tmp_path)[peer]
+    data, stderr = report_json(ws, path)
+    failed = [m for m in data["missing"] if m["reason"] == "transport"]
+    assert len(failed) == 2 and failed[0]["case"] == first
+    assert "2 unit(s) without a usable answer, counted wrong (transport; contextcanvas 2)" in stderr
+    assert data["reply_problems"] == []  # two failed requests are not empty replies
+    imported = run_cli(["runs", "import", str(path), "-w", str(ws), "--label", f"failed-{peer}"])
+    assert imported.exit_code == 0, imported.stderr
+    run_id = imported.stdout.strip()
+    shown = run_cli(["runs", "show", run_id, "-w", str(ws), "--json"])
+    assert shown.exit_code == 0, shown.stderr
+    record = json.loads(shown.stdout)
+    assert record["run"]["n_errors"] == 2
+    assert [f["detail"] for f in record["failures"] if f["error"] == "transport"] == [said, said]
+    stored = run_cli(["report", "-w", str(ws), "--run", run_id, "--only-named", "--format", "json", "--resamples",
+                      "200"])
+    assert [m["detail"] for m in json.loads(stored.stdout)["missing"] if m["reason"] == "transport"] == [said, said]
+    run_cli(["runs", "rm", run_id, "-w", str(ws)])
+
+
 def test_the_peer_answers_are_read_by_cfkits_parser(peer_files):
     ws, files = peer_files
     from cfkit.dataset import load_cases
