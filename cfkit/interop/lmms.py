@@ -53,12 +53,18 @@ def _model_name(results: dict[str, Any]) -> str | None:
     return str(config["model"]) if config.get("model") else None
 
 
-def _first_text(value: Any) -> str | None:
-    """The first string in a (possibly nested) list of replies."""
+def _first_text(value: Any, where: str = "", field: str = "resps") -> str | None:
+    """The first string in a (possibly nested) list of replies. A number there is a log-likelihood score (a
+    ``multiple_choice`` task scores each option instead of letting the model write a reply): refused, since
+    reading ``-1.2`` as a reply would count every answer as naming no option."""
     while isinstance(value, list):
         if not value:
             return None
         value = value[0]
+    if isinstance(value, (int, float)):
+        raise PredictionError(f"{where}: '{field}' holds numbers (log-likelihood scores of a multiple_choice task), "
+                              "not a reply the model wrote; cfkit reads written replies: run the task with "
+                              "output_type generate_until and import its samples.")
     return None if value is None else str(value)
 
 
@@ -78,9 +84,11 @@ def read(path: Path) -> PeerFile:
             raise PredictionError(f"{where}: an lmms-eval sample has 'doc_id' and 'resps'; this line does not.")
         doc = data.get("doc") if isinstance(data.get("doc"), dict) else {}
         sample_id = next((str(doc[k]) for k in ID_KEYS if doc.get(k) not in (None, "")), str(data["doc_id"]))
-        filtered = _first_text(data.get("filtered_resps"))
+        at = f"{where} (doc_id {data['doc_id']})"
+        raw = _first_text(data["resps"], at)
+        filtered = _first_text(data.get("filtered_resps"), at, "filtered_resps")
         samples.append(PeerSample(
-            sample_id=sample_id, raw=_first_text(data["resps"]), where=f"{where} (doc_id {data['doc_id']})",
+            sample_id=sample_id, raw=raw, where=at,
             peer_answer=filtered, record=data.get(CFKIT_KEY) if isinstance(data.get(CFKIT_KEY), dict) else None))
     results = results_path(path)
     model, source = None, "no results file beside the samples"

@@ -246,6 +246,26 @@ def test_options_that_differ_are_refused(peer_files, tmp_path):
         in result.stderr
 
 
+def test_a_log_likelihood_task_is_refused_not_read_as_unparsed_replies(peer_files, tmp_path):
+    # An lmms-eval multiple_choice task scores each option: its resps are numbers, not a reply to read. Read as
+    # text, every answer would have named no option.
+    ws, files = peer_files
+    lines = [json.loads(line) for line in files["lmms"].read_text().splitlines()]
+    for line in lines:
+        line["resps"] = [[[-0.7, False]], [[-2.3, False]]]
+        line["filtered_resps"] = [[-0.7, False], [-2.3, False]]
+    scored = tmp_path / "20261102_100000_samples_contextcanvas.jsonl"
+    scored.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    for command in (["report", "--predictions", str(scored), "--label", "P"],
+                    ["runs", "import", str(scored), "--label", "P"]):
+        result = run_cli([*command, "-w", str(ws)])
+        assert result.exit_code == 2
+        assert result.stderr.strip().splitlines()[-1] == (
+            f"error: {scored}:1 (doc_id 0): 'resps' holds numbers (log-likelihood scores of a multiple_choice task), "
+            "not a reply the model wrote; cfkit reads written replies: run the task with output_type generate_until "
+            "and import its samples.")
+
+
 def test_ids_mapped_and_the_model_named(peer_files, tmp_path):
     ws, files = peer_files
     text = files["lmms"].read_text()
