@@ -183,19 +183,19 @@ class Workspace:
         return pd.DataFrame.from_records([r.to_dict() for r in rows], columns=list(COLUMNS))
 
     def import_results(self, path: str | os.PathLike[str], *, fmt: str = "auto", map_path: str | None = None,
-                       label: str | None = None) -> list[str]:
+                       label: str | None = None, epoch: int | None = None) -> list[str]:
         """Store a results file (a 'runs export', predictions, inspect_ai, lmms-eval, VLMEvalKit) as runs;
-        returns their ids."""
+        returns their ids. ``epoch`` chooses the epoch of an inspect_ai log that holds several."""
         from cfkit.interop.exporting import import_file
 
-        _, stored = import_file(self._ws, str(path), fmt=fmt, map_path=map_path, label=label)
+        _, stored = import_file(self._ws, str(path), fmt=fmt, map_path=map_path, label=label, epoch=epoch)
         return [r.run_id for r in stored]
 
     def report(self, predictions: Sequence[str | os.PathLike[str]] = (), *, runs: Sequence[str] = (),
                compare: Sequence[str] = (), resamples: int = 10_000, seed: int = 0, ega: bool = False,
                audit: str | None = None, groups: Mapping[str, str] | None = None,
                predictions_format: str = "auto", label: str | None = None,
-               map_path: str | None = None) -> Report:
+               map_path: str | None = None, epoch: int | None = None) -> Report:
         """The report of ``cfkit report``: from ``predictions`` files (any supported format), the ``runs``
         named, or by default the newest stored run of each model and suite. ``compare`` holds ``BASE=OTHER``."""
         from cfkit import report as lib
@@ -203,7 +203,7 @@ class Workspace:
 
         pairs = [lib.parse_compare(spec) for spec in compare]
         with predictions_files(self._ws, [str(p) for p in predictions], fmt=predictions_format, map_path=map_path,
-                               label=label) as (paths, reading):
+                               label=label, epoch=epoch) as (paths, reading):
             result = lib.make_report(self._ws, paths, run_refs=list(runs), compare=pairs, n_resamples=resamples,
                                      seed=seed, ega=ega, audit=audit, groups=groups)
         return Report(result, reading)

@@ -27,6 +27,8 @@ MISSING_SHOWN = 20
                    "lmms-eval samples JSONL or a VLMEvalKit table (auto: told from the name and content).")
 @click.option("--map", "map_path", metavar="FILE", default=None,
               help="With peers' files: their sample ids mapped to case ids (CSV/TSV: peer id, case id; or JSON).")
+@click.option("--epoch", type=click.IntRange(min=1), default=None, metavar="N",
+              help="With inspect_ai logs that hold several epochs (inspect eval --epochs): the one to read.")
 @click.option("--run", "run_refs", multiple=True, metavar="RUN",
               help="A stored run to report (repeatable; an id or a unique start of one, see 'cfkit runs list'). "
                    "Needed when one model has runs with different settings.")
@@ -85,7 +87,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
            audit_ref: str | None, unblind: bool, ega_labels: str, judge: str | None, units: bool, plot_dir: str | None,
            plot_format: str, force: bool, groups_path: str | None, mixed_settings: bool, verbose: bool,
            label_specs: tuple[str, ...], only_named: bool, predictions_format: str = "auto",
-           map_path: str | None = None) -> None:
+           map_path: str | None = None, epoch: int | None = None) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas, paired tests and position bias (swap).
 
     A unit a model gave no usable answer for (no reply, a failed request, a
@@ -135,7 +137,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     # A study's report builds a few hundred thousand objects and keeps them to the end, none in a cycle: the cycle
     # collector would walk them again and again for nothing (it comes back when the report is built).
     with paused_collection(), predictions_files(ws, prediction_paths, fmt=predictions_format, map_path=map_path,
-                                                label=label) as (paths, notes):
+                                                label=label, epoch=epoch) as (paths, notes):
         for note in notes:
             status(note)
         result = lib.make_report(ws, paths, run_refs=list(run_refs), compare=compare,

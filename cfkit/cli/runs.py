@@ -232,8 +232,10 @@ def export(ws, run_ref: str, fmt: str, output: str | None, force: bool) -> None:
 @click.option("--map", "map_path", metavar="FILE", default=None,
               help="The file's sample ids mapped to case ids (CSV/TSV: peer id, case id; or a JSON object).")
 @click.option("--label", default=None, metavar="NAME", help="The model's name (else the one the file records).")
+@click.option("--epoch", type=click.IntRange(min=1), default=None, metavar="N",
+              help="The epoch to read of an inspect_ai log that holds several (inspect eval --epochs).")
 @workspace_option
-def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None) -> None:
+def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, epoch: int | None) -> None:
     """Store a results file as replay runs: a 'runs export', predictions JSONL, an inspect_ai log, an lmms-eval
     samples file or a VLMEvalKit table.
 
@@ -249,7 +251,7 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None) ->
     """
     from cfkit.interop.exporting import import_file
 
-    imported, stored = import_file(ws, path, fmt=fmt, map_path=map_path, label=label)
+    imported, stored = import_file(ws, path, fmt=fmt, map_path=map_path, label=label, epoch=epoch)
     if (line := imported.summary()) is not None:
         status(line)
     for run in stored:

@@ -89,7 +89,7 @@ def _atomic(path: Path, write, *, companion: bool = False) -> None:
 
 
 def import_file(ws: Workspace, path: str, *, fmt: str = "auto", map_path: str | None = None,
-                label: str | None = None):
+                label: str | None = None, epoch: int | None = None):
     """Store a results file as replay runs; returns the file as read and the runs stored."""
     from cfkit.interop.importing import import_rows
     from cfkit.interop.mapping import load_map, read_file
@@ -97,7 +97,8 @@ def import_file(ws: Workspace, path: str, *, fmt: str = "auto", map_path: str | 
     from cfkit.store import open_store
 
     gold = load_gold(ws, all_cases=True)
-    imported = read_file(path, gold.cases, fmt=fmt, mapping=load_map(map_path) if map_path else None, label=label)
+    imported = read_file(path, gold.cases, fmt=fmt, mapping=load_map(map_path) if map_path else None, label=label,
+                         epoch=epoch)
     with open_store(ws.db_path) as store:
         stored = import_rows(store, imported.rows, gold.cases, gold.pair_cases, source=str(path), fmt=imported.fmt,
                              disagreements=imported.disagreements)

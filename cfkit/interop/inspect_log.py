@@ -163,6 +163,25 @@ def _scored_answer(scores: Any) -> str | None:
     return None
 
 
+def _of_epoch(samples: list, path: Path, epoch: int | None) -> list[tuple[int, Any]]:
+    """(number in the log, sample) of the samples of ``epoch``; every sample where the eval ran one epoch and
+    none is asked for. A log of several epochs holds several replies per case, of which a report takes one."""
+    def epoch_of(sample: Any) -> Any:
+        return sample.get("epoch", 1) if isinstance(sample, dict) else 1
+
+    epochs = sorted({e for e in map(epoch_of, samples) if isinstance(e, int)})
+    if epoch is None:
+        if len(epochs) > 1:
+            raise PredictionError(f"{path}: the log holds {len(epochs)} epochs of each sample (the eval ran "
+                                  f"--epochs {len(epochs)}), and cfkit reads one reply per case; choose one with "
+                                  f"--epoch N ({', '.join(map(str, epochs))}).")
+        return list(enumerate(samples, start=1))
+    if epoch not in epochs:
+        raise PredictionError(f"{path}: no sample of epoch {epoch}; the log holds epoch(s) "
+                              f"{', '.join(map(str, epochs)) or 'none'}.")
+    return [(n, s) for n, s in enumerate(samples, start=1) if epoch_of(s) == epoch]
+
+
 def _sample_error(error: Any) -> str | None:
     """What inspect_ai recorded as the error that halted a sample (an ``EvalError``: its message), else None."""
     if not error:
@@ -180,14 +199,15 @@ def _dict(value: Any, where: str, what: str) -> dict[str, Any]:
     return value
 
 
-def read(path: Path) -> PeerFile:
-    """An inspect_ai log as a :class:`PeerFile` (the model from the header's ``eval.model``)."""
+def read(path: Path, epoch: int | None = None) -> PeerFile:
+    """An inspect_ai log as a :class:`PeerFile` (the model from the header's ``eval.model``): its samples of
+    ``epoch``, which must be given when the eval ran several (``inspect eval --epochs``)."""
     log = _dict(load_log(path), str(path), "the log")
     header = _dict(log.get("eval"), str(path), "'eval'")
     if not isinstance(log.get("samples"), list):
         raise PredictionError(f"{path}: the log holds no samples (inspect_ai writes them unless --no-log-samples).")
     samples = []
-    for number, sample in enumerate(log["samples"], start=1):
+    for number, sample in _of_epoch(log["samples"], path, epoch):
         where = f"{path}, sample #{number}"
         sample = _dict(sample, where, "the sample")
         where = f"{path}, sample {sample.get('id')!r} (#{number})"

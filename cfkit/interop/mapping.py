@@ -122,8 +122,9 @@ def _row_of(sample: PeerSample, peer: PeerFile, cases: CaseSet, mapping: Mapping
 
 
 def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: Mapping[str, str] | None = None,
-              label: str | None = None) -> Imported:
-    """Any supported results file as cfkit's records (see the module's docstring)."""
+              label: str | None = None, epoch: int | None = None) -> Imported:
+    """Any supported results file as cfkit's records (see the module's docstring); ``epoch`` chooses the epoch of
+    an inspect_ai log that holds several."""
     from cfkit.interop.tables import read_export
     from cfkit.predictions import check_predictions, load_predictions
 
@@ -131,6 +132,8 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
     if not path.is_file():
         raise PredictionError(f"predictions file {path} not found. Check the path.")
     fmt = detect(path) if fmt == "auto" else fmt
+    if epoch is not None and fmt != "inspect":
+        raise UsageError(f"--epoch chooses an epoch of an inspect_ai log; {path} is read as {fmt}.")
     if fmt == "native":
         preds = load_predictions([path], cases=cases)
         rows = [RunRecordRow(run="", model=label or p.model, suite=p.suite, case=p.case, pair=p.pair,
@@ -146,7 +149,7 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
         if label:
             rows = [RunRecordRow(**(r.to_dict() | {"model": label})) for r in rows]
         return Imported(path, fmt, rows)
-    peer = _READERS[fmt](path)
+    peer = inspect_log.read(path, epoch) if fmt == "inspect" else _READERS[fmt](path)
     model = label or peer.model
     if not model:
         raise UsageError(f"{path}: the {fmt} file names no model ({peer.model_source}); give one with --label NAME.")

@@ -19,16 +19,17 @@ if TYPE_CHECKING:
 
 @contextlib.contextmanager
 def predictions_files(ws: Workspace, paths: Sequence[str | Path], *, fmt: str = "auto", map_path: str | None = None,
-                      label: str | None = None) -> Iterator[tuple[list[Path], list[str]]]:
+                      label: str | None = None, epoch: int | None = None) -> Iterator[tuple[list[Path], list[str]]]:
     """The predictions JSONL files to report on for ``paths`` (peers' files converted), with a line per converted
     file saying how many of cfkit's readings differ from the peer's own."""
     if not paths:
-        if fmt != "auto" or map_path or label:
-            raise UsageError("--predictions-format, --map and --label describe --predictions files; give --predictions.")
+        if fmt != "auto" or map_path or label or epoch is not None:
+            raise UsageError("--predictions-format, --map, --label and --epoch describe --predictions files; give "
+                             "--predictions.")
         yield [], []
         return
     kinds = {detect(Path(p)) if fmt == "auto" else fmt for p in paths}
-    if kinds == {"native"} and not map_path and not label:
+    if kinds == {"native"} and not map_path and not label and epoch is None:
         yield [Path(p) for p in paths], []
         return
     from cfkit.dataset import load_cases
@@ -36,14 +37,14 @@ def predictions_files(ws: Workspace, paths: Sequence[str | Path], *, fmt: str = 
 
     cases = load_cases(ws.cases_path, ws.image_root)
     mapping = load_map(map_path) if map_path else None
-    with as_predictions_files(paths, cases, fmt=fmt, mapping=mapping, label=label) as result:
+    with as_predictions_files(paths, cases, fmt=fmt, mapping=mapping, label=label, epoch=epoch) as result:
         yield result
 
 
 @contextlib.contextmanager
 def as_predictions_files(paths: Sequence[Path | str], cases: CaseSet, *, fmt: str = "auto",
-                         mapping: Mapping[str, str] | None = None,
-                         label: str | None = None) -> Iterator[tuple[list[Path], list[str]]]:
+                         mapping: Mapping[str, str] | None = None, label: str | None = None,
+                         epoch: int | None = None) -> Iterator[tuple[list[Path], list[str]]]:
     """Predictions JSONL files for ``paths`` of any supported format, and a line per converted file on how cfkit's
     readings compare with the peer's. Native files are passed through; the others are converted into a temporary
     folder that lives as long as the context."""
@@ -54,7 +55,7 @@ def as_predictions_files(paths: Sequence[Path | str], cases: CaseSet, *, fmt: st
         for number, path in enumerate(paths):
             path = Path(path)
             kind = detect(path) if fmt == "auto" else fmt
-            if kind == "native" and label is None:
+            if kind == "native" and label is None and epoch is None:
                 for pred in load_predictions([path], cases=cases):
                     _once(seen, pred, str(path))
                 out.append(path)
@@ -62,7 +63,7 @@ def as_predictions_files(paths: Sequence[Path | str], cases: CaseSet, *, fmt: st
             from cfkit.interop.mapping import read_file
             from cfkit.predictions import dump_predictions
 
-            imported = read_file(path, cases, fmt=kind, mapping=mapping, label=label)
+            imported = read_file(path, cases, fmt=kind, mapping=mapping, label=label, epoch=epoch)
             preds = [r.prediction() for r in imported.rows]
             for pred in preds:
                 _once(seen, pred, str(path))

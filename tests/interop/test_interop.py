@@ -266,6 +266,46 @@ def test_a_log_likelihood_task_is_refused_not_read_as_unparsed_replies(peer_file
             "and import its samples.")
 
 
+def test_an_inspect_log_of_several_epochs_is_read_one_epoch_at_a_time(peer_files, tmp_path):
+    ws, files = peer_files
+    log = json.loads(files["inspect-json"].read_text())
+    second = json.loads(json.dumps(log["samples"]))
+    for sample in second:  # epoch 2 answers every case A
+        sample["epoch"] = 2
+        sample["output"]["choices"][0]["message"]["content"] = [{"type": "text", "text": '{"answer": "A"}'}]
+    log["samples"] += second
+    epochs = tmp_path / "2026-11-02T10-00-00_contextcanvas_epochs.json"
+    epochs.write_text(json.dumps(log))
+    refused = run_cli(["report", "-w", str(ws), "--predictions", str(epochs)])
+    assert refused.exit_code == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"error: {epochs}: the log holds 2 epochs of each sample (the eval ran --epochs 2), and cfkit reads one reply "
+        "per case; choose one with --epoch N (1, 2).")
+    first, _ = report_json(ws, epochs, "--epoch", "1")
+    native, _ = report_json(ws, files["native"])
+    assert first == native  # epoch 1 is the log as it was
+    again, _ = report_json(ws, epochs, "--epoch", "2")
+    row = again["contextcanvas"][0]  # every one of the 100 two-option cases answered A (Yes); the rest absent
+    assert row["yes_rate"] == pytest.approx(100 * 100 / row["n_binary"])
+    assert row["yes_rate"] != first["contextcanvas"][0]["yes_rate"]
+    none = run_cli(["report", "-w", str(ws), "--predictions", str(epochs), "--epoch", "3"])
+    assert none.exit_code == 2 and "no sample of epoch 3; the log holds epoch(s) 1, 2." in none.stderr
+    other = run_cli(["report", "-w", str(ws), "--predictions", str(files["lmms"]), "--epoch", "1"])
+    assert other.exit_code == 2 and "--epoch chooses an epoch of an inspect_ai log" in other.stderr
+    stored = run_cli(["runs", "import", str(epochs), "-w", str(ws), "--epoch", "2", "--label", "epoch-2"])
+    assert stored.exit_code == 0, stored.stderr
+    assert "100 replies" in stored.stderr
+    run_cli(["runs", "rm", stored.stdout.strip(), "-w", str(ws)])
+    # The same from Python.
+    import cfkit
+
+    api = cfkit.Workspace(ws)
+    (from_python,) = api.report(predictions=[epochs], epoch=2, resamples=200).result.contextcanvas
+    assert from_python.scores.yes_rate == row["yes_rate"]
+    (run_id,) = api.import_results(epochs, epoch=1, label="epoch-1")
+    run_cli(["runs", "rm", run_id, "-w", str(ws)])
+
+
 def test_ids_mapped_and_the_model_named(peer_files, tmp_path):
     ws, files = peer_files
     text = files["lmms"].read_text()
