@@ -258,6 +258,9 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
         out.print(run.run_id)
         status(f"stored run {run.run_id} ({escape(run.model)}, {run.suite}): {run.replies} replies"
                + (f", {run.errors} failed" if run.errors else "") + ".")
+        if run.cases is not None and run.replies < run.cases:
+            status(f"  it answers {run.replies} of the suite's {run.cases} cases: a report counts the other "
+                   f"{run.cases - run.replies} wrong (absent) and marks its row (incomplete).")
 
 
 #: Characters of a reply's text 'runs unparsed' shows before '… (N more characters)' (all of it with --json).

@@ -34,6 +34,7 @@ class ImportedRun:
     suite: str
     replies: int
     errors: int
+    cases: int | None = None  # the suite's cases, where a reply is one case's (contextcanvas): what a report counts
 
 
 def _run_id(rows: Sequence[RunRecordRow]) -> str:
@@ -103,5 +104,6 @@ def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pair
                                                             truncated=r.truncated, endpoint=r.endpoint),
                                  raw_chars=r.raw_chars, created_at=r.created_at)
         runs.finish_run(store, run_id, status="done", n_done=len(group) - errors, n_errors=errors, notes=notes)
-        done.append(ImportedRun(run_id, first.model, first.suite, len(group), errors))
+        done.append(ImportedRun(run_id, first.model, first.suite, len(group), errors,
+                                len(cases) if first.suite == "contextcanvas" else None))
     return done

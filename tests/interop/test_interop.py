@@ -197,6 +197,8 @@ def test_imported_peer_run_is_reported_like_the_file(peer_files, tmp_path):
     run_id = result.stdout.strip()
     assert run_id.startswith(f"contextcanvas-import-{MODEL}-")
     assert "10 of 100 answers differ from the lmms file's own extraction" in result.stderr
+    assert ("it answers 100 of the suite's 301 cases: a report counts the other 201 wrong (absent) and marks its "
+            "row (incomplete).") in result.stderr
     listed = run_cli(["runs", "list", "-w", str(ws)], env={"COLUMNS": "200"})
     assert "done (imported)" in next(line for line in listed.stdout.splitlines() if run_id in line)
     # 'runs show' says where the answers came from, not how cfkit would have asked for them.
