@@ -138,8 +138,8 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     # collector would walk them again and again for nothing (it comes back when the report is built).
     with paused_collection(), predictions_files(ws, prediction_paths, fmt=predictions_format, map_path=map_path,
                                                 label=label, epoch=epoch) as (paths, notes):
-        for note in notes:
-            status(note)
+        for note in notes:  # how a peer's file was read; a warning when its targets are not the cases' golds
+            warn(note.removeprefix("warning: ")) if note.startswith("warning: ") else status(note)
         result = lib.make_report(ws, paths, run_refs=list(run_refs), compare=compare,
                                  n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups,
                                  unblind=unblind, subset=subset, all_cases=all_cases, ega_labels=ega_labels,

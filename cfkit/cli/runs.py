@@ -254,6 +254,8 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
     imported, stored = import_file(ws, path, fmt=fmt, map_path=map_path, label=label, epoch=epoch)
     if (line := imported.summary()) is not None:
         status(line)
+    if (line := imported.target_warning()) is not None:
+        warn(line)
     for run in stored:
         out.print(run.run_id)
         status(f"stored run {run.run_id} ({escape(run.model)}, {run.suite}): {run.replies} replies"

@@ -182,6 +182,13 @@ def _of_epoch(samples: list, path: Path, epoch: int | None) -> list[tuple[int, A
     return [(n, s) for n, s in enumerate(samples, start=1) if epoch_of(s) == epoch]
 
 
+def _target(value: Any) -> str | None:
+    """A sample's target as text (the first of a list of them)."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return value if isinstance(value, str) and value else None
+
+
 def _sample_error(error: Any) -> str | None:
     """What inspect_ai recorded as the error that halted a sample (an ``EvalError``: its message), else None."""
     if not error:
@@ -227,7 +234,7 @@ def read(path: Path, epoch: int | None = None) -> PeerFile:
         samples.append(PeerSample(
             sample_id=str(sample.get("id")), raw=raw, where=where, peer_answer=_scored_answer(scores),
             options=options, record=metadata.get(CFKIT_KEY) if isinstance(metadata.get(CFKIT_KEY), dict) else None,
-            truncated=truncated, failed=_sample_error(sample.get("error"))))
+            truncated=truncated, failed=_sample_error(sample.get("error")), target=_target(sample.get("target"))))
     dataset = header.get("dataset") if isinstance(header.get("dataset"), dict) else {}
     order = dataset.get("sample_ids")
     if isinstance(order, list):  # the dataset's order (an .eval archive, and inspect_ai's reader, may hold another)

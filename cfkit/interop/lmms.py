@@ -89,6 +89,7 @@ def read(path: Path) -> PeerFile:
         filtered = _first_text(data.get("filtered_resps"), at, "filtered_resps")
         samples.append(PeerSample(
             sample_id=sample_id, raw=raw, where=at,
+            target=str(data["target"]) if isinstance(data.get("target"), str) and data["target"] else None,
             peer_answer=filtered, record=data.get(CFKIT_KEY) if isinstance(data.get(CFKIT_KEY), dict) else None))
     results = results_path(path)
     model, source = None, "no results file beside the samples"

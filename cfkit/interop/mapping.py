@@ -68,6 +68,20 @@ class Imported:
     model_source: str | None = None
     #: (case, pair or '', condition) -> the peer's own answer (None: it read no option), where cfkit reads another
     disagreements: dict[tuple[str, str, str], str | None] = field(default_factory=dict)
+    targets: int = 0  # samples whose own target names an option of their case
+    #: … of which the target is not the case's gold: (sample where, target, case, gold) of each
+    wrong_targets: list[tuple[str, str, str, str]] = field(default_factory=list)
+
+    def target_warning(self) -> str | None:
+        """A line when the file's own targets disagree with the cases' golds: the ids are probably mapped to the
+        wrong cases (a --map file, a peer's ids that are not these cases'), or the file is of another release."""
+        if not self.wrong_targets:
+            return None
+        where, target, case, gold = self.wrong_targets[0]
+        return (f"{self.path.name}: {len(self.wrong_targets)} of {self.targets} samples hold a target that is not "
+                f"their case's gold (first: {where}, target {target}, case {case}'s gold {gold}); check that its "
+                "ids map to these cases (--map) and that it is of this cases file: its answers are scored against "
+                "the cases' golds.")
 
     def summary(self) -> str | None:
         """A line on how cfkit's readings compare with the peer's, where the peer made any."""
@@ -162,6 +176,11 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
             continue
         row, peer_answer = _row_of(sample, peer, cases, mapping, model)
         result.rows.append(row)
+        case = cases.get(row.case)
+        if sample.target is not None and (target := _peer_option(sample.target, case)) is not None:
+            result.targets += 1
+            if target != case.gold:
+                result.wrong_targets.append((sample.where, sample.target, case.id, case.gold))
         if peer_answer is not None:
             result.compared += 1
             if (peer_answer or None) != row.answer:

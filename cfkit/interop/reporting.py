@@ -72,6 +72,8 @@ def as_predictions_files(paths: Sequence[Path | str], cases: CaseSet, *, fmt: st
             out.append(target)
             if (line := imported.summary()) is not None:
                 notes.append(line)
+            if (line := imported.target_warning()) is not None:
+                notes.append(f"warning: {line}")
         yield out, notes
 
 

@@ -38,6 +38,7 @@ class PeerSample:
     #: VLMEvalKit: its "Failed to obtain answer via API." in place of a prediction). A transport failure, never a
     #: reply that names no option.
     failed: str | None = None
+    target: str | None = None  # the answer the peer held right (inspect: target; lmms: target; VLMEvalKit: answer)
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ def read(path: Path) -> PeerFile:
         samples.append(PeerSample(sample_id=_cell(row["index"]) or "", raw=prediction,
                                   where=f"{path}, row {number} (index {_cell(row['index'])})",
                                   options={k: _cell(row[k]) or "" for k in letters} or None, record=record,
-                                  failed=failed))
+                                  failed=failed, target=_cell(row.get("answer"))))
     model, source = model_of(path)
     return PeerFile(path=path, fmt="vlmevalkit", model=model, model_source=source, samples=samples, extracts=False)
 

@@ -308,6 +308,35 @@ def test_an_inspect_log_of_several_epochs_is_read_one_epoch_at_a_time(peer_files
     run_cli(["runs", "rm", run_id, "-w", str(ws)])
 
 
+def test_a_file_whose_targets_are_not_the_cases_golds_is_said(peer_files, tmp_path):
+    # Ids mapped to the wrong cases would score every answer against another case's gold: where the file holds
+    # its own targets, those that are not the case's gold are counted and said (the option texts of Yes/No
+    # cases, all alike, could not tell).
+    ws, files = peer_files
+    lines = [json.loads(line) for line in files["lmms"].read_text().splitlines()]
+    ids = [line["doc"]["id"] for line in lines]
+    for line, target in zip(lines, ("B" if i.startswith("N") else "A" for i in ids)):
+        line["target"] = target
+        line["doc"]["id"] = "peer-" + line["doc"]["id"]
+    samples = tmp_path / "lmms" / "20261102_100000_samples_contextcanvas.jsonl"
+    samples.parent.mkdir()
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    right, wrong = tmp_path / "ids.csv", tmp_path / "shifted.csv"
+    right.write_text("".join(f"peer-{i},{i}\n" for i in ids))
+    wrong.write_text("".join(f"peer-{i},{j}\n" for i, j in zip(ids, ids[1:] + ids[:1])))  # each to the next case
+    for mapping, said in ((right, False), (wrong, True)):
+        for command in (["report", "--predictions", str(samples)], ["runs", "import", str(samples)]):
+            result = run_cli([*command, "-w", str(ws), "--map", str(mapping), "--label", "P"])
+            assert result.exit_code == 0, result.stderr
+            flat = " ".join(result.stderr.split())
+            assert ("samples hold a target that is not their case's gold" in flat) is said, flat
+            if said:
+                changes = sum(a.startswith("N") != b.startswith("N") for a, b in zip(ids, ids[1:] + ids[:1]))
+                assert f"{changes} of 100 samples hold a target" in flat and "check that its ids map" in flat
+            if command[0] == "runs":
+                run_cli(["runs", "rm", result.stdout.strip(), "-w", str(ws)])
+
+
 def test_ids_mapped_and_the_model_named(peer_files, tmp_path):
     ws, files = peer_files
     text = files["lmms"].read_text()
