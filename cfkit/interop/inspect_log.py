@@ -189,6 +189,12 @@ def _target(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _halted(limit: dict[str, Any]) -> str:
+    """Why a sample that a limit halted before the model wrote anything has no reply."""
+    value = f" ({limit['limit']:g})" if isinstance(limit.get("limit"), (int, float)) else ""
+    return f"inspect_ai halted the sample at its {limit.get('type') or 'unnamed'} limit{value} before the model replied"
+
+
 def _sample_error(error: Any) -> str | None:
     """What inspect_ai recorded as the error that halted a sample (an ``EvalError``: its message), else None."""
     if not error:
@@ -231,10 +237,14 @@ def read(path: Path, epoch: int | None = None) -> PeerFile:
         texts = sample.get("choices")
         options = {chr(ord("A") + i): str(t) for i, t in enumerate(texts)} if isinstance(texts, list) and texts else None
         scores = sample.get("scores") if isinstance(sample.get("scores"), dict) else None
+        limit = sample.get("limit") if isinstance(sample.get("limit"), dict) else None  # the limit that halted it
+        if limit is not None and raw and limit.get("type") in ("token", "context"):
+            truncated = True  # a reply cut off where a token limit halted the sample
         samples.append(PeerSample(
             sample_id=str(sample.get("id")), raw=raw, where=where, peer_answer=_scored_answer(scores),
             options=options, record=metadata.get(CFKIT_KEY) if isinstance(metadata.get(CFKIT_KEY), dict) else None,
-            truncated=truncated, failed=_sample_error(sample.get("error")), target=_target(sample.get("target"))))
+            truncated=truncated, target=_target(sample.get("target")),
+            failed=_sample_error(sample.get("error")) or (_halted(limit) if limit is not None and not raw else None)))
     dataset = header.get("dataset") if isinstance(header.get("dataset"), dict) else {}
     order = dataset.get("sample_ids")
     if isinstance(order, list):  # the dataset's order (an .eval archive, and inspect_ai's reader, may hold another)

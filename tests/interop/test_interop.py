@@ -122,6 +122,29 @@ def test_a_request_the_peer_records_as_failed_is_a_failed_request_not_a_reply(pe
     run_cli(["runs", "rm", run_id, "-w", str(ws)])
 
 
+def test_a_sample_an_inspect_limit_halted_is_cut_off_or_failed(peer_files, tmp_path):
+    # inspect_ai records the limit that halted a sample: a token limit after some text is a reply cut off; a
+    # time limit before any text is a request that got no reply, not a reply that names no option.
+    ws, files = peer_files
+    log = json.loads(files["inspect-json"].read_text())
+    log["samples"][0]["limit"] = {"type": "token", "limit": 64}
+    log["samples"][0]["output"]["choices"][0]["message"]["content"] = [{"type": "text", "text": "The photo shows"}]
+    log["samples"][1]["limit"] = {"type": "time", "limit": 300}
+    log["samples"][1]["output"] = {"model": MODEL, "choices": []}
+    halted = tmp_path / "2026-11-02T10-00-00_contextcanvas_halted.json"
+    halted.write_text(json.dumps(log))
+    data, stderr = report_json(ws, halted)
+    [problem] = data["reply_problems"]
+    assert problem["truncated"] == 1
+    assert [m["case"] for m in data["missing"] if m["reason"] == "transport"] == [log["samples"][1]["id"]]
+    stored = run_cli(["runs", "import", str(halted), "-w", str(ws), "--label", "halted"])
+    run_id = stored.stdout.strip()
+    record = json.loads(run_cli(["runs", "show", run_id, "-w", str(ws), "--json"]).stdout)
+    assert [f["detail"] for f in record["failures"] if f["error"] == "transport"] == [
+        "inspect_ai halted the sample at its time limit (300) before the model replied"]
+    run_cli(["runs", "rm", run_id, "-w", str(ws)])
+
+
 def test_the_peer_answers_are_read_by_cfkits_parser(peer_files):
     ws, files = peer_files
     from cfkit.dataset import load_cases
