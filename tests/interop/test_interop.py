@@ -90,7 +90,8 @@ def _failed_peer_files(files: dict, tmp_path: Path) -> dict[str, tuple[Path, str
         sheet.cell(row=row, column=7).value = "Failed to obtain answer via API. "
     table = tmp_path / f"{MODEL}_ContextCanvas.xlsx"
     book.save(table)
-    return {"inspect": (inspect_file, log["samples"][0]["id"]), "vlmevalkit": (table, sheet.cell(row=2, column=1).value)}
+    return {"inspect": (inspect_file, log["samples"][0]["id"]),
+            "vlmevalkit": (table, sheet.cell(row=2, column=1).value)}
 
 
 @pytest.mark.parametrize("peer, said", [
