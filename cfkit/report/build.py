@@ -90,11 +90,9 @@ def make_report(
         source = Sources(preds=load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases,
                                                 repeats=False))  # build_report counts the units
         if ws.db_path.is_file():  # answers about edits can still be checked against the pairs' selected edits
-            from cfkit.store import Store, edits  # (the store's modules: only where there is one)
+            from cfkit.store import Store  # (the store's modules: only where there is one)
             with Store(ws.db_path) as store:
-                source.selected_edits = {
-                    pair: None if (e := edits.selected(store, pair)) is None else e.id
-                    for pair in {p.pair for p in source.preds if p.pair}}
+                source.note_selected_edits(store)
     else:
         if not ws.db_path.is_file():
             raise NotFoundError(f"no stored runs ({ws.db_path} does not exist). Run 'cfkit probe run' first, "
@@ -104,7 +102,8 @@ def make_report(
             source = sources_.from_store(store, run_refs, mixed=mixed_settings, only_named=only_named)
             check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
     if not source.preds:
-        raise NotFoundError("no predictions to report. Run 'cfkit probe run', or pass --predictions FILE.")
+        raise NotFoundError(" ".join(a.message for a in source.set_aside if a.empty) or "no predictions to report. "
+                            "Run 'cfkit probe run', or pass --predictions FILE.")
     section = _ega(ws, audit, n_resamples, seed, unblind, ega_labels, judge) if ega else None
     if labels:
         check_labels(labels, [p.model for p in source.preds] + [r.model for r in (section.rows if section else [])])

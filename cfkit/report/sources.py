@@ -77,6 +77,13 @@ class Sources:
     selected_edits: dict[str, int | None] | None = None  # pair -> its selected edit now; None without a store
     set_aside: list["SetAside"] = field(default_factory=list)  # runs left out, and models refused, with why
 
+    def note_selected_edits(self, store: Store) -> None:
+        """Each pair's selected edit now, for the pairs the predictions answer (an answer about another is stale)."""
+        from cfkit.store import edits
+
+        self.selected_edits = {pair: None if (e := edits.selected(store, pair)) is None else e.id
+                               for pair in {p.pair for p in self.preds if p.pair}}
+
 
 def _differences(records: Sequence[RunRecord]) -> list[str]:
     """Per run, the settings in which it differs from the others (what the refusal shows)."""
@@ -103,6 +110,7 @@ class SetAside:
     runs: tuple[str, ...]
     refused: bool  # True: the model has no row at all (its full runs differ); False: only these runs are left out
     message: str
+    empty: bool = False  # the run has no reply yet: nothing of it to report
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "runs": list(self.runs), "refused": self.refused, "message": self.message}
@@ -203,13 +211,20 @@ def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False,
 def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_named: bool = False) -> Sources:
     """The predictions of the chosen runs, with their run records, failure details, the selected edits and the
     runs set aside (:func:`choose_runs`)."""
-    from cfkit.store import edits, runs
+    from cfkit.store import runs
 
     chosen, aside = choose_runs(store, refs, mixed=mixed, only_named=only_named)
     if not chosen and aside:  # every model refused: nothing to show
         raise UsageError(" ".join(a.message for a in aside))
     if not chosen:
         raise NotFoundError(f"no stored runs in {store.path}. Run 'cfkit probe run' first, or pass --predictions FILE.")
+    answered = runs.with_replies(store, [r.id for r in chosen])
+    for record in (r for r in chosen if r.id not in answered):  # nothing to count: said, and left out
+        aside.append(SetAside(record.model, (record.id,), False, (
+            f"{record.model}: its {record.suite} run {record.id} has no reply yet ({record.status}"
+            + (f": {record.notes['stopped']}" if record.notes.get("stopped") else "")
+            + "); the report leaves it out until it has one."), empty=True))
+    chosen = [r for r in chosen if r.id in answered]
     sources = Sources(preds=predictions_from_store(store, [r.id for r in chosen]), set_aside=aside)
     for record in chosen:
         sources.runs[(record.model, record.suite)] = RunInfo.of(record)
@@ -217,9 +232,5 @@ def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, o
             if reply.detail:
                 key = (record.model, record.suite, reply.case_id, reply.pair_id, reply.condition)
                 sources.details[key] = reply.detail
-    sources.selected_edits = {}
-    for pred in sources.preds:
-        if pred.pair and pred.pair not in sources.selected_edits:
-            edit = edits.selected(store, pred.pair)
-            sources.selected_edits[pred.pair] = None if edit is None else edit.id
+    sources.note_selected_edits(store)
     return sources

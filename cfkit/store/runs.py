@@ -15,6 +15,7 @@ transaction (``tx``).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -365,6 +366,11 @@ def settled_keys(store: Database, run_id: str) -> dict[ReplyKey, str]:
     rows = store.query("SELECT case_id, pair_id, condition, cache_key FROM replies WHERE run_id = ? "
                        "AND error IS NOT 'transport'", (run_id,))
     return {(c, p, k): cache_key for c, p, k, cache_key in rows}
+
+
+def with_replies(store: Database, run_ids: Sequence[str]) -> set[str]:
+    """Those of ``run_ids`` that have at least one stored reply (one look-up a run, on the replies' key)."""
+    return {r for r in run_ids if store.query("SELECT 1 FROM replies WHERE run_id = ? LIMIT 1", (r,))}
 
 
 def count_unanswered(store: Database, run_id: str) -> tuple[int, int, int]:

@@ -5,6 +5,7 @@ exits 1) and from ``report``, and an ``Inv.`` count in every table the model app
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 
@@ -186,6 +187,29 @@ def test_a_model_with_empty_replies_gets_an_invalid_count_per_modality_condition
 
 def _report_json(ws, *extra):
     return run_cli(["-w", str(ws), "report", "--format", "json", "--resamples", "50", *extra])
+
+
+def test_a_run_with_no_reply_yet_is_left_out_with_one_line_naming_it_and_why(tiny_ws):
+    # A model whose server was down for its whole run has nothing to count: its rows are left out, and the report
+    # says so (it had been left out in silence: a study's report simply had one model fewer).
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"  # bound, never listening: refused
+        down = _run(tiny_ws, dead, "openai:down-model", "contextcanvas", "--json")
+    assert down.exit_code == 1
+    run_id = json.loads(down.stdout)["run_id"]
+    said = (f"openai:down-model: its contextcanvas run {run_id} has no reply yet (incomplete: nothing is listening "
+            f"at {dead} (connection refused)")
+    alone = run_cli(["report", "-w", str(tiny_ws)])
+    assert alone.exit_code == 2 and said in _flat(alone.stderr)  # nothing else to report: the same line, as error
+    with ChatServer(lambda body, n: Scripted(body=completion(answer_json("A")))) as up:
+        assert _run(tiny_ws, up.url, "openai:up-model").exit_code == 0
+    both = run_cli(["report", "-w", str(tiny_ws), "--format", "json", "--resamples", "200"])
+    assert both.exit_code == 0
+    assert said in _flat(both.stderr) and "the report leaves it out until it has one." in _flat(both.stderr)
+    data = json.loads(both.stdout)
+    assert [r["model"] for r in data["contextcanvas"]] == ["openai:up-model"]
+    assert [a["runs"] for a in data["set_aside"]] == [[run_id]]
 
 
 def test_a_smoke_test_with_other_settings_is_left_out_with_one_line_and_every_model_is_reported(tiny_ws):
