@@ -256,24 +256,13 @@ def _warn_missing(missing, verbose: bool) -> None:
     unit with its detail under -v."""
     if not missing:
         return
-    groups: dict[tuple[str, str], list] = {}
-    for m in missing:
-        groups.setdefault((m.model, m.reason), []).append(m)
-    for (model, reason), units in groups.items():
-        suites: dict[str, int] = {}
-        for m in units:
-            suites[m.suite] = suites.get(m.suite, 0) + 1
-        where = ", ".join(f"{suite} {n}" for suite, n in suites.items())
-        first = units[0]
-        example = f"; e.g. {_unit(first)}: {first.detail}" if first.detail else ""
-        warn(f"{model}: {len(units)} unit(s) without a usable answer, counted wrong ({reason}; {where}){example}.")
+    from cfkit.report.rows import missing_lines, unit_name
+
+    for line in missing_lines(missing):
+        warn(line)
     if verbose:
         for m in missing:
-            warn(f"  {m.model} {m.suite}: {_unit(m)}, condition {m.condition}: {m.reason}"
+            warn(f"  {m.model} {m.suite}: {unit_name(m)}, condition {m.condition}: {m.reason}"
                  + (f" ({m.detail})" if m.detail else ""))
     else:
         status("Each unit with its reason: add -v, or see 'missing' in --format json.")
-
-
-def _unit(m) -> str:
-    return f"case {m.case}" + (f" pair {m.pair}" if m.pair else "")

@@ -104,6 +104,13 @@ class Report:
     troubles: list[ReplyTrouble] = field(default_factory=list)  # replies cut off, or mostly not answers
     set_aside: list[Any] = field(default_factory=list)  # cfkit.report.sources.SetAside: runs left out, models refused
 
+    def said(self) -> list[str]:
+        """What goes with the tables wherever they are shown, as ``cfkit report`` says it on stderr: the runs left
+        out and why, the units counted wrong for want of an answer (a line per model and reason), replies that
+        are not answers, and what the rows cover beyond those lines."""
+        return ([a.message for a in self.set_aside] + missing_lines(self.missing)
+                + [t.message for t in self.troubles] + [n for n in self.notes if not n.endswith(COVERAGE_END)])
+
     def to_dict(self) -> dict[str, Any]:
         """The report object of docs/report-schema.md, ``missing`` included (the units counted wrong for want of an answer)."""
         from cfkit.parse.trouble import not_clean
@@ -197,3 +204,25 @@ def coverage_notes(missing: list[Missing], gold: Gold, cc_rows: list, cf_rows: l
                 notes.append(f"{suite}: {row.model} has usable answers for {total - lacking} of the {total} {what}; "
                              + COVERAGE_END)
     return notes
+
+
+def missing_lines(missing: list[Missing]) -> list[str]:
+    """One line per model and reason: how many units are counted wrong, in which suites, and one example."""
+    groups: dict[tuple[str, str], list[Missing]] = {}
+    for m in missing:
+        groups.setdefault((m.model, m.reason), []).append(m)
+    lines = []
+    for (model, reason), units in groups.items():
+        suites: dict[str, int] = {}
+        for m in units:
+            suites[m.suite] = suites.get(m.suite, 0) + 1
+        where = ", ".join(f"{suite} {n}" for suite, n in suites.items())
+        first = units[0]
+        example = f"; e.g. {unit_name(first)}: {first.detail}" if first.detail else ""
+        lines.append(f"{model}: {len(units)} unit(s) without a usable answer, counted wrong ({reason}; {where})"
+                     f"{example}.")
+    return lines
+
+
+def unit_name(m: Missing) -> str:
+    return f"case {m.case}" + (f" pair {m.pair}" if m.pair else "")

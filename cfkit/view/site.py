@@ -132,7 +132,8 @@ class Site:
             from cfkit.report import display_tables
 
             tables = display_tables(report, reference=True)
-        return self._html("report.html", "report.html", tables=tables, problem=problem)
+        return self._html("report.html", "report.html", tables=tables, problem=problem,
+                          said=report.said() if report is not None else [])
 
     @staticmethod
     def _page_count(ids: list[str]) -> int:

@@ -136,6 +136,17 @@ def test_a_case_page_says_which_models_have_no_usable_answer_and_why(site_dir, d
     assert right and not any(f"case-{case}.html" in wrong for case in right)
 
 
+def test_the_report_page_says_what_cfkit_report_says_with_its_tables(site_dir, demo_ws):
+    # The lines 'cfkit report' prints on stderr (units counted wrong for want of an answer, replies that are not
+    # answers, runs left out) go with the tables on the page too: without them a row told only half of it.
+    page = html.unescape((site_dir / "report.html").read_text())
+    printed = run_cli(["report", "-w", str(demo_ws)], env={"COLUMNS": "10000"}).stderr
+    said = [line.removeprefix("warning: ") for line in printed.splitlines() if line.startswith("warning: ")]
+    assert any("unit(s) without a usable answer" in line for line in said)
+    for line in said:
+        assert f"<li>{line}</li>" in page, line
+
+
 def test_a_case_page_says_when_the_report_behind_it_cannot_be_made(demo_ws, tmp_path):
     ws = tmp_path / "ws"
     shutil.copytree(demo_ws, ws)
