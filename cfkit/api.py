@@ -75,8 +75,9 @@ class Report:
     @property
     def notes(self) -> list[str]:
         """What the numbers cover and how the files were read: a line per other harness's file (how many of
-        cfkit's readings differ from its own), then the report's notes (what it covers, where less than asked)."""
-        return self._reading + list(self.result.notes)
+        cfkit's readings differ from its own), then what ``cfkit report`` says with its tables (runs left out,
+        units counted wrong for want of an answer, replies that are not answers, what it covers)."""
+        return self._reading + self.result.said(every_note=True)
 
     def to_dict(self) -> dict[str, Any]:
         """The report object of docs/report-schema.md (what ``cfkit report --format json`` prints)."""

@@ -104,12 +104,12 @@ class Report:
     troubles: list[ReplyTrouble] = field(default_factory=list)  # replies cut off, or mostly not answers
     set_aside: list[Any] = field(default_factory=list)  # cfkit.report.sources.SetAside: runs left out, models refused
 
-    def said(self) -> list[str]:
+    def said(self, *, every_note: bool = False) -> list[str]:
         """What goes with the tables wherever they are shown, as ``cfkit report`` says it on stderr: the runs left
         out and why, the units counted wrong for want of an answer (a line per model and reason), replies that
-        are not answers, and what the rows cover beyond those lines."""
-        return ([a.message for a in self.set_aside] + missing_lines(self.missing)
-                + [t.message for t in self.troubles] + [n for n in self.notes if not n.endswith(COVERAGE_END)])
+        are not answers, and what the rows cover beyond those lines (``every_note``: also where they say it)."""
+        return ([a.message for a in self.set_aside] + missing_lines(self.missing) + [t.message for t in self.troubles]
+                + [n for n in self.notes if every_note or not n.endswith(COVERAGE_END)])
 
     def to_dict(self) -> dict[str, Any]:
         """The report object of docs/report-schema.md, ``missing`` included (the units counted wrong for want of an answer)."""
