@@ -97,7 +97,11 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
         return _row(run, "failed", record, record.error)
     if record.status == "waiting":
         return _row(run, "waiting", record, f"batches in flight; 'cfkit probe collect {record.id}'")
-    why = "the process sending it was stopped" if record.status == "running" else None
+    # Why it stopped, as the run recorded it ('study run' points here for it): a server gone, requests that failed.
+    why = "the process sending it was stopped" if record.status == "running" else record.notes.get("stopped")
+    if why is None and record.n_errors:  # each failed on its own: what the server said to the first
+        said = next((r.detail for r in runs.unanswered(store, record.id) if r.error == "transport" and r.detail), None)
+        why = f"{record.n_errors} request(s) failed" + (f"; the first: {said}" if said else "")
     return _row(run, "incomplete", record, why)
 
 

@@ -139,6 +139,9 @@ def test_a_failing_run_does_not_stop_the_others_and_the_exit_names_it(tmp_path):
     status = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])
     states = {(s["model"], s["state"]) for s in json.loads(status.stdout)}
     assert states == {("a", "done"), ("b", "incomplete"), ("no", "done")}
+    # 'study run' sends the user to 'study status' for why: it says what stopped the run, as the run recorded it.
+    (b,) = [s for s in json.loads(status.stdout) if s["model"] == "b"]
+    assert b["detail"] and "no such model" in b["detail"], b
 
 
 def test_a_run_whose_replies_are_cut_off_is_complete_but_not_clean(tmp_path):
