@@ -275,14 +275,19 @@ def build_log(rows: list[dict[str, Any]], *, model: str, task: str, run_id: str,
         if record.get("latency_s") is not None:
             output["time"] = record["latency_s"]
         answer = record.get("answer")
-        samples.append({
+        sample = {
             "id": row["id"], "epoch": 1, "input": row["question"], "target": row["gold"] or "",
             "choices": row["choices"], "metadata": {CFKIT_KEY: record},
             "messages": [{"role": "user", "content": row["question"]}, {"role": "assistant", "content": content}],
             "output": output,
             "scores": {"choice": {"value": "C" if answer is not None and answer == row["gold"] else "I",
                                   "answer": answer}},
-        })
+        }
+        if record.get("error") == "transport" and not record.get("raw"):  # as inspect_ai logs a failed sample
+            output["choices"], sample["messages"] = [], sample["messages"][:1]
+            sample["error"] = {"message": record.get("detail") or "the request failed", "traceback": "",
+                               "traceback_ansi": ""}
+        samples.append(sample)
     return {
         "version": LOG_VERSION, "status": "success",
         "eval": {"run_id": run_id, "created": created, "task": task, "task_id": run_id, "task_version": 0,

@@ -116,8 +116,10 @@ def write(rows: list[dict[str, Any]], path: Path) -> None:
     records = []
     for row in rows:
         options = {chr(ord("A") + i): text for i, text in enumerate(row["choices"])}
+        failed = row["record"].get("error") == "transport" and not row["record"].get("raw")
         records.append([row["id"], row["question"], *[options.get(k, "") for k in letters], row["gold"] or "",
-                        row["record"].get("raw") or "", json.dumps(row["record"], ensure_ascii=False)])
+                        FAIL_MSG if failed else row["record"].get("raw") or "",  # as VLMEvalKit writes a failure
+                        json.dumps(row["record"], ensure_ascii=False)])
     if path.suffix.lower() == ".xlsx":
         try:
             import openpyxl

@@ -547,6 +547,33 @@ def test_what_cfkit_writes_reads_as_the_peers_own_file(peer_files, tmp_path, fmt
         run_cli(["runs", "rm", run_id, "-w", str(ws)])
 
 
+@pytest.mark.parametrize(("fmt", "name"), [("inspect", "run.json"), ("vlmevalkit", f"{MODEL}_ContextCanvas.xlsx")])
+def test_a_failed_request_is_written_as_the_peer_writes_one(peer_files, tmp_path, fmt, name):
+    # A transport failure exported to a peer's format is the peer's own record of a failure (inspect_ai: the
+    # sample's error; VLMEvalKit: its failure text as the prediction), so the peer's tools, and cfkit reading the
+    # bare file, see a failed request, not an empty reply.
+    ws, files = peer_files
+    lines = [json.loads(line) for line in files["native"].read_text().splitlines()]
+    for line in lines[:2]:
+        line.update(answer=None, parse=None, error="transport", raw=None)
+    native = tmp_path / "failed.jsonl"
+    native.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    run_id = run_cli(["runs", "import", str(native), "-w", str(ws), "--label", "failing"]).stdout.strip()
+    try:
+        written = tmp_path / "cfkit" / name
+        written.parent.mkdir()
+        assert run_cli(["runs", "export", run_id, "-w", str(ws), "--format", fmt, "--output",
+                        str(written)]).exit_code == 0
+        bare = tmp_path / "bare" / name
+        bare.parent.mkdir()
+        _strip_cfkit(written, fmt, bare)
+        got, _ = report_json(ws, bare, "--label", "failing")
+        failed = sorted(m["case"] for m in got["missing"] if m["reason"] == "transport")
+        assert failed == sorted(line["case"] for line in lines[:2])
+    finally:
+        run_cli(["runs", "rm", run_id, "-w", str(ws)])
+
+
 def test_every_stored_reply_field_has_an_export_column():
     # A column added to the replies table (or the responses' usage and latency) must reach 'runs export'.
     from dataclasses import fields as dataclass_fields
