@@ -51,8 +51,8 @@ def list_(ws, as_json: bool) -> None:
         table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     rows = []
     for r in records:
-        imported = " (imported)" if isinstance(r.notes.get("imported"), dict) else ""  # from a file: asked nothing
-        rows.append((r.id, escape(r.model), r.suite, r.status + (" (subset)" if r.subset else "") + imported,
+        rows.append((r.id, escape(r.model), r.suite,
+                     r.status + (" (subset)" if r.subset else "") + (" (imported)" if r.imported else ""),
                      f"{r.n_done}/{r.n_requests}", str(r.n_errors), "—" if r.cost_usd is None else usd(r.cost_usd),
                      r.started_at[:16].replace("T", " ")))
         table.add_row(*rows[-1])
@@ -126,8 +126,8 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
             ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items()) or record.cfkit_version),
             ("templates", (record.templates_sha256 or "")[:16]),
             ("options", json.dumps(record.options.get("options", {}), sort_keys=True))]
-    imported = record.notes.get("imported")
-    if isinstance(imported, dict):  # read from a file, not asked: how cfkit would ask does not apply
+    imported = record.imported
+    if imported is not None:  # read from a file, not asked: how cfkit would ask does not apply
         differ = len(imported.get("peer_disagrees") or ())
         source = f"from {imported.get('from')} ({imported.get('format')} file)" + (
             f"; cfkit reads {differ} answer(s) otherwise than the file's own extraction" if differ else "")

@@ -25,7 +25,7 @@ from typing import Any
 
 from cfkit.errors import PredictionError
 from cfkit.files import json_value
-from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample
+from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample, target_text
 
 #: Log version written (inspect_ai's current EvalLog version).
 LOG_VERSION = 2
@@ -182,13 +182,6 @@ def _of_epoch(samples: list, path: Path, epoch: int | None) -> list[tuple[int, A
     return [(n, s) for n, s in enumerate(samples, start=1) if epoch_of(s) == epoch]
 
 
-def _target(value: Any) -> str | None:
-    """A sample's target as text (the first of a list of them)."""
-    if isinstance(value, list):
-        value = value[0] if value else None
-    return value if isinstance(value, str) and value else None
-
-
 def _halted(limit: dict[str, Any]) -> str:
     """Why a sample that a limit halted before the model wrote anything has no reply."""
     value = f" ({limit['limit']:g})" if isinstance(limit.get("limit"), (int, float)) else ""
@@ -243,7 +236,7 @@ def read(path: Path, epoch: int | None = None) -> PeerFile:
         samples.append(PeerSample(
             sample_id=str(sample.get("id")), raw=raw, where=where, peer_answer=_scored_answer(scores),
             options=options, record=metadata.get(CFKIT_KEY) if isinstance(metadata.get(CFKIT_KEY), dict) else None,
-            truncated=truncated, target=_target(sample.get("target")),
+            truncated=truncated, target=target_text(sample.get("target")),
             failed=_sample_error(sample.get("error")) or (_halted(limit) if limit is not None and not raw else None)))
     dataset = header.get("dataset") if isinstance(header.get("dataset"), dict) else {}
     order = dataset.get("sample_ids")

@@ -22,7 +22,7 @@ from typing import Any
 
 from cfkit.errors import PredictionError
 from cfkit.files import json_value
-from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample
+from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample, target_text
 
 #: Keys of a dataset row taken as the sample's id, in order (else ``doc_id``).
 ID_KEYS = ("id", "case", "case_id", "question_id", "index")
@@ -89,7 +89,7 @@ def read(path: Path) -> PeerFile:
         filtered = _first_text(data.get("filtered_resps"), at, "filtered_resps")
         samples.append(PeerSample(
             sample_id=sample_id, raw=raw, where=at,
-            target=str(data["target"]) if isinstance(data.get("target"), str) and data["target"] else None,
+            target=target_text(data.get("target")),
             peer_answer=filtered, record=data.get(CFKIT_KEY) if isinstance(data.get(CFKIT_KEY), dict) else None))
     results = results_path(path)
     model, source = None, "no results file beside the samples"

@@ -51,3 +51,10 @@ class PeerFile:
     model_source: str  # where the model name came from, for messages
     samples: list[PeerSample] = field(default_factory=list)
     extracts: bool = True  # whether the peer's format has an extraction of its own to compare with
+
+
+def target_text(value: Any) -> str | None:
+    """A peer's target for a sample as text (the first, where it records a list), None where it records none."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return value if isinstance(value, str) and value else None

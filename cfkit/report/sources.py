@@ -60,11 +60,11 @@ class RunInfo:
     def of(cls, record: RunRecord) -> "RunInfo":
         skipped = tuple((s.get("pair_id", ""), s.get("reason", "")) for s in record.notes.get("skipped") or ()
                         if isinstance(s, dict))
-        imported = record.notes.get("imported")
+        source = (record.imported or {}).get("from")
         return cls(record.id, record.model, record.suite, record.status, record.complete, record.subset,
                    record.n_requests, record.n_done, record.notes.get("stopped"),
                    (record.settings.get("generation") or {}).get("max_tokens"), skipped,
-                   str(imported.get("from")) if isinstance(imported, dict) and imported.get("from") else None)
+                   str(source) if source else None)
 
 
 @dataclass

@@ -72,6 +72,13 @@ class RunRecord:
         """Asked only part of its suite (``--limit``, ``--cases``, ``--reviewed-only``)."""
         return any(self.selection.get(k) for k in ("limit", "cases", "reviewed_only"))
 
+    @property
+    def imported(self) -> dict[str, Any] | None:
+        """Where a run stored by ``cfkit runs import`` came from (``from``, ``format``, ``peer_disagrees``); None
+        for a run cfkit asked itself."""
+        found = self.notes.get("imported")
+        return found if isinstance(found, dict) else None
+
 
 @dataclass(frozen=True)
 class ReplyRecord:

@@ -84,10 +84,9 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
             return _row(run, "stale", newest, f"its inputs changed since run {newest.id}; "
                         f"'study run' asks the {total} questions of the new inputs")
         return _row(run, "not started", total=total)
-    if record.complete:
-        states = [state for state in runs.reply_states(store, run_id) if state[2] != "transport"]
-        cut, empty = sum(state[-2] for state in states), sum(state[-1] for state in states)
-        return _row(run, "done", record, _not_clean(cut, empty, len(states)))
+    if record.complete:  # (so no transport failure among its replies: each is one that came back)
+        _, cut, empty = runs.count_unanswered(store, run_id)
+        return _row(run, "done", record, _not_clean(cut, empty, record.n_done))
     alive = {o for o, until in leases.owners(store, run_id).items() if until > time.time()}
     from cfkit.probe.sharing import owner_alive
 
@@ -100,7 +99,7 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
     # Why it stopped, as the run recorded it ('study run' points here for it): a server gone, requests that failed.
     why = "the process sending it was stopped" if record.status == "running" else record.notes.get("stopped")
     if why is None and record.n_errors:  # each failed on its own: what the server said to the first
-        said = next((r.detail for r in runs.unanswered(store, record.id) if r.error == "transport" and r.detail), None)
+        said = next((detail for *_, detail, _, _ in runs.reply_states(store, record.id) if detail), None)
         why = f"{record.n_errors} request(s) failed" + (f"; the first: {said}" if said else "")
     return _row(run, "incomplete", record, why)
 

@@ -199,7 +199,7 @@ def _correct(case: Case | None, suite: str, reply: ReplyRecord) -> bool | None:
 def _peer_disagreements(run: RunRecord) -> dict[tuple[str, str, str], str]:
     """An imported run's replies that cfkit reads otherwise than the peer did, with the peer's answer ('' for
     none), as ``cfkit runs import`` noted them."""
-    imported = (run.notes or {}).get("imported") or {}
+    imported = run.imported or {}
     found = {}
     for d in imported.get("peer_disagrees") or []:
         if isinstance(d, dict):
