@@ -78,9 +78,11 @@ def _reading(reply: ReplyRecord) -> Reading:
 
 
 def _parsed_by_backend(run: RunRecord) -> bool:
-    """Whether the run's backend hands back text for the parser (not answers it already read)."""
+    """Whether the run's backend hands back text for the parser (not answers it already read). A run imported
+    from a file is a replay run, whatever its model is called ('Peer-VLM' is no KIND:NAME): what cfkit's parser
+    read of it carries the parser's version, and the rest are answers the file held."""
     try:
-        cls = backend_class(split_model(run.model)[0])
+        cls = backend_class("replay" if run.imported is not None else split_model(run.model)[0])
     except PluginError:
         return True  # an uninstalled plug-in: judge by the replies alone
     return bool(cls.capabilities is None or cls.capabilities.cacheable)

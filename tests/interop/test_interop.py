@@ -223,6 +223,11 @@ def test_imported_peer_run_is_reported_like_the_file(peer_files, tmp_path):
     assert "10 of 100 answers differ from the lmms file's own extraction" in result.stderr
     assert ("it answers 100 of the suite's 301 cases: a report counts the other 201 wrong (absent) and marks its "
             "row (incomplete).") in result.stderr
+    # Its replies, read by cfkit's parser, can be read again by a newer one (the model's name is the file's, not
+    # KIND:NAME): nothing changes with this parser.
+    reread = run_cli(["runs", "reparse", run_id, "--all", "--json", "-w", str(ws)])
+    assert reread.exit_code == 0, reread.output
+    assert (json.loads(reread.stdout)["reread"], json.loads(reread.stdout)["changed"]) == (100, [])
     listed = run_cli(["runs", "list", "-w", str(ws)], env={"COLUMNS": "200"})
     assert "done (imported)" in next(line for line in listed.stdout.splitlines() if run_id in line)
     # 'runs show' says where the answers came from, not how cfkit would have asked for them.
