@@ -10,6 +10,7 @@ without reading them back (:mod:`cfkit.edit`).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from cfkit.cases import CaseSet
-from cfkit.errors import ConfigError, NotFoundError
-from cfkit.images import image_array
+from cfkit.errors import ConfigError, ImageError, NotFoundError
+from cfkit.images import read_image
 from cfkit.masks import load_mask
 from cfkit.preserve import EditImages, LpipsScorer, OutputCheck, Thresholds, check_images, fit_output
 from cfkit.specs import Spec, load_spec, try_load_cases
@@ -72,7 +73,15 @@ def load_edit_images(ws: Workspace, store: Store, edit_id: int, *, cases: CaseSe
         raise ConfigError(f"cases file {ws.cases_path} is missing, so {spec_id}'s original image cannot be found. "
                           "Set [dataset] cases in cfkit.toml.")
     case = cases.get(spec.case)
-    original = image_array(cases.image_paths(case)[0], what=f"case {case.id} image")
+    source = cases.image_paths(case)[0]
+    read: dict[Path, str] = {}  # each file's SHA-256, from the bytes decoded here
+
+    def array(path: Path, what: str) -> np.ndarray:
+        data, image = read_image(path, what=what)
+        read[path] = hashlib.sha256(data).hexdigest()
+        return np.asarray(image)
+
+    original = array(source, f"case {case.id} image")
     size = (original.shape[1], original.shape[0])
     mask = load_mask(ws, spec, size).array
     outputs: dict[str, np.ndarray] = {}
@@ -81,12 +90,16 @@ def load_edit_images(ws: Workspace, store: Store, edit_id: int, *, cases: CaseSe
         path = record.image_path(variant)
         if path is None:
             continue
-        image = image_array(path, what=f"edit {edit_id} {variant} image")
+        image = array(path, f"edit {edit_id} {variant} image")
         outputs[variant], was = fit_output(image, size, what=f"edit {edit_id} {variant} image {path}")
         if was is not None:
             resized[variant] = was
     if not outputs:
         raise NotFoundError(f"edit {edit_id} of {spec_id} records no image file; nothing to check.")
+    changed = record.changed_file(source, read.get)
+    if changed is not None:
+        raise ImageError(f"{spec_id}: {changed}. Make a new edit with 'cfkit edit {spec_id}', or put the earlier "
+                         "file back.")
     return EditFiles(spec_id, edit_id, spec, EditImages(original, mask, outputs, resized))
 
 

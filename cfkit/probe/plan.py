@@ -337,6 +337,11 @@ def _counterfactual(ws: Workspace, store: Store, cases: CaseSet, builder: _Reque
             yield spec.id, [], SkippedPair(spec.id, f"edit {edit.id}'s composite image {edited} is missing; "
                                                     f"run 'cfkit edit {spec.id}' again"), False
             continue
+        changed = edit.changed_file(cases.image_paths(case)[0], builder.digests.sha256, variants=("composite",))
+        if changed is not None:
+            yield spec.id, [], SkippedPair(spec.id, f"changed file: {changed}; make a new edit with 'cfkit edit "
+                                                    f"{spec.id}', or put the earlier file back"), False
+            continue
         decision = reviews.on_edit(store, edit.id)
         accepted = decision is not None and decision.decision == "accept"
         yield spec.id, [builder.item(case, "original", pair_id=spec.id),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from cfkit.errors import NotFoundError
@@ -66,6 +67,30 @@ class EditRecord:
     def variants(self) -> list[str]:
         """The outputs this edit recorded, raw first."""
         return [v for v in ("raw", "composite") if self.image_path(v) is not None]
+
+    def changed_file(self, source: Path, sha256_of: Callable[[Path], str | None],
+                     variants: tuple[str, ...] = ("raw", "composite")) -> str | None:
+        """Why this edit's files are no longer the ones it was made from and wrote, or None when they are.
+
+        ``source`` is its case's image as the workspace names it now, ``sha256_of`` the SHA-256 of a file's
+        bytes as they are now (None when not known). A source image replaced since the edit was made, or an
+        output overwritten since it was written, would pair, check or show an image the edit is not.
+        """
+        if self.source_sha256:
+            now_sha = sha256_of(source)
+            if now_sha is not None and now_sha != self.source_sha256:
+                return (f"the source image {source} has changed since edit {self.id} was made from it (sha256 "
+                        f"{self.source_sha256[:12]}… then, {now_sha[:12]}… now): the edit is of the earlier image")
+        for variant in variants:
+            path = self.image_path(variant)
+            recorded = self.raw_sha256 if variant == "raw" else self.composite_sha256
+            if path is None or not recorded:
+                continue
+            now_sha = sha256_of(path)
+            if now_sha is not None and now_sha != recorded:
+                return (f"edit {self.id}'s {variant} image {path} is not the file it wrote (sha256 {recorded[:12]}… "
+                        f"then, {now_sha[:12]}… now)")
+        return None
 
 
 def _record(store: Database, row: sqlite3.Row) -> EditRecord:

@@ -1,0 +1,116 @@
+"""An edit's files changed after it was made: its source image replaced, or an output overwritten.
+
+The check, the contact sheet (and so the browser's pairs page), the review and
+the counterfactual probe all read an edit back from its files. A file that is
+no longer the one the edit was made from or wrote must not be measured, shown
+or sent as that edit in silence: the check and the review refuse it in one
+line, the sheet says it on the pair, the probe leaves the pair out and says why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from cfkit.store import Store, edits
+from cfkit.workspace import load_workspace
+from support.workspace import run_cli
+
+
+def _edited(ws_root: Path, spec_id: str = "TX01") -> edits.EditRecord:
+    made = run_cli(["edit", spec_id, "--engine", "classical", "-w", str(ws_root)])
+    assert made.exit_code == 0, made.stderr
+    ws = load_workspace(ws_root)
+    with Store(ws.db_path) as store:
+        return edits.newest_ok(store, spec_id)
+
+
+def _overwrite_composite(ws_root: Path, record: edits.EditRecord) -> None:
+    """Another image under the edit's composite file name (as a user copying files about might leave it)."""
+    image = np.asarray(Image.open(record.composite_path).convert("RGB")).copy()
+    image[:8, :8] = 255 - image[:8, :8]  # outside the mask: a real check of this file would fail it
+    Image.fromarray(image).save(record.composite_path)
+
+
+def _replace_source(ws_root: Path, record: edits.EditRecord) -> None:
+    """The case's image replaced by another picture under the same name."""
+    path = ws_root / "data" / "images" / "T001.png"
+    image = np.asarray(Image.open(path).convert("RGB")).copy()
+    image[-8:, -8:] = 0
+    Image.fromarray(image).save(path)
+
+
+CHANGES = {"composite": (_overwrite_composite, "composite image", "is not the file it wrote"),
+           "source": (_replace_source, "source image", "has changed since edit")}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_check_refuses_an_edit_whose_files_changed_and_stores_no_verdict(tiny_ws, change):
+    record = _edited(tiny_ws)
+    ws = load_workspace(tiny_ws)
+    with Store(ws.db_path) as store:
+        from cfkit.store import checks
+
+        before = checks.latest(store, record.id, "composite")
+    alter, what, said = CHANGES[change]
+    alter(tiny_ws, record)
+
+    result = run_cli(["check", "TX01", "-w", str(tiny_ws)])
+
+    assert result.exit_code == 2, result.stdout + result.stderr
+    [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
+    assert what in line and said in line and "cfkit edit TX01" in line, line
+    with Store(ws.db_path) as store:
+        from cfkit.store import checks
+
+        assert checks.latest(store, record.id, "composite") == before  # nothing measured of the other image
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_the_sheet_says_it_on_the_pair_instead_of_showing_another_image(tiny_ws, tmp_path, change):
+    from cfkit.review.sheet import collect_pairs
+
+    record = _edited(tiny_ws)
+    alter, what, said = CHANGES[change]
+    alter(tiny_ws, record)
+
+    ws = load_workspace(tiny_ws)
+    with Store(ws.db_path) as store:
+        [pair], _ = collect_pairs(ws, store, ["TX01"])
+    assert what in pair.problem and said in pair.problem, pair.problem
+    assert not pair.pictures
+    result = run_cli(["sheet", "-w", str(tiny_ws), "--output", str(tmp_path / "sheet.html")])
+    assert result.exit_code == 0, result.stderr
+    assert said in (tmp_path / "sheet.html").read_text()
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_the_counterfactual_probe_leaves_the_pair_out_and_says_why(tiny_ws, change):
+    record = _edited(tiny_ws)
+    asked = run_cli(["probe", "run", "-m", "baseline:always-yes", "-s", "counterfactual", "-w", str(tiny_ws)])
+    assert asked.exit_code == 0, asked.stderr
+    alter, what, said = CHANGES[change]
+    alter(tiny_ws, record)
+
+    result = run_cli(["probe", "run", "-m", "baseline:always-no", "-s", "counterfactual", "-w", str(tiny_ws)])
+
+    # TX01 is the workspace's only pair: nothing is left to ask, and the line says why.
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert "TX01" in result.stderr and what in result.stderr and said in result.stderr, result.stderr
+
+
+def test_an_unchanged_edit_is_checked_and_probed_as_before(tiny_ws):
+    """The comparison is of the files' bytes as recorded: an edit left alone passes through every step."""
+    _edited(tiny_ws)
+    assert run_cli(["check", "TX01", "-w", str(tiny_ws)]).exit_code == 0
+    from cfkit.review.sheet import collect_pairs
+
+    ws = load_workspace(tiny_ws)
+    with Store(ws.db_path) as store:
+        [pair], _ = collect_pairs(ws, store, ["TX01"])
+    assert pair.problem is None and pair.pictures
+    result = run_cli(["probe", "run", "-m", "baseline:always-no", "-s", "counterfactual", "-w", str(tiny_ws)])
+    assert result.exit_code == 0 and "skipped" not in result.stderr, result.stderr
