@@ -30,6 +30,7 @@ from cfkit.report.rows import (CompareRow, ContextCanvasRow, CounterfactualRow, 
                                coverage_notes)
 from cfkit.report.sources import Sources
 from cfkit.swap import as_listed, swap_problem
+from cfkit.report.shown import store_notes
 from cfkit.report.swap import swap_notes, swap_rows
 from cfkit.report.trouble import reply_troubles
 from cfkit.report.units import AnswerKey, AskedGrid, UnitKeys, collect_units
@@ -117,25 +118,9 @@ def make_report(
         raise
     if section is not None:
         report = dataclasses.replace(report, ega=section)
-    if report.counterfactual and ws.db_path.is_file():
-        report.notes.extend(_judge_doubts(ws, {p.pair for p in source.preds if p.pair}))
+    if ws.db_path.is_file():
+        report.notes.extend(store_notes(ws, report, source, gold.cases, from_store=not prediction_paths))
     return report
-
-
-def _judge_doubts(ws: Workspace, pairs: set[str]) -> list[str]:
-    """A note naming the reported pairs whose selected edit a judge model doubts (``cfkit edits screen``)."""
-    from cfkit.store import Store, edits, screens
-
-    with Store(ws.db_path) as store:
-        shown = {pair: e.id for pair in sorted(pairs) if (e := edits.selected(store, pair)) is not None}
-        answers = [a for a in screens.answers(store, list(shown.values())) if a.doubts]
-    if not answers:
-        return []
-    doubted = sorted({a.spec_id for a in answers})
-    judges = ", ".join(sorted({a.judge for a in answers}))
-    return [f"counterfactual: a judge model ({judges}) doubts the edit of {len(doubted)} pair"
-            f"{'' if len(doubted) == 1 else 's'}: {', '.join(doubted)}; 'cfkit edits list' and 'cfkit review' "
-            "show them (a flag for a person, not a verdict)"]
 
 
 def _ega(ws: Workspace, audit: str | None, n_resamples: int, seed: int | None, unblind: bool,

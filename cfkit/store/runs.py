@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cfkit.errors import NotFoundError, UsageError
-from cfkit.store.db import Database, from_json, now, to_json
+from cfkit.store.db import Database, from_json, now, placeholders, to_json
 from cfkit.suggest import did_you_mean
 from cfkit.store.tables.runs import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
@@ -392,3 +392,17 @@ def unanswered(store: Database, run_id: str) -> list[ReplyRecord]:
     """Replies without a valid answer, by case, pair and condition."""
     return [_reply(r) for r in store.query(f"{_REPLIES} WHERE run_id = ? AND answer IS NULL "
                                            "ORDER BY case_id, pair_id, condition", (run_id,))]
+
+
+def images_differing(store: Database, run_ids: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(case, run, image SHA-256) of every reply, among ``run_ids``, about a case whose own image the runs' replies
+    record under more than one digest (the file changed between them); an edit's image is not the case's."""
+    if not run_ids:
+        return []
+    marks = placeholders(run_ids)
+    return [tuple(r) for r in store.query(
+        f"SELECT DISTINCT case_id, run_id, image_sha256 FROM replies WHERE run_id IN ({marks}) AND condition != 'edit' "
+        "AND image_sha256 IS NOT NULL AND image_sha256 != '' AND case_id IN (SELECT case_id FROM replies WHERE "
+        f"run_id IN ({marks}) AND condition != 'edit' AND image_sha256 IS NOT NULL AND image_sha256 != '' "
+        "GROUP BY case_id HAVING COUNT(DISTINCT image_sha256) > 1) ORDER BY case_id, run_id",
+        (*run_ids, *run_ids))]
