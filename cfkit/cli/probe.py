@@ -345,7 +345,9 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
     Each batch is read once; a request a batch did not answer is stored as a
     failure with the provider's words and sent again by the next 'probe run'.
     Exit status: 0 once every batch is collected and every request has a
-    reply, 1 while batches are still running or requests are left without one.
+    reply, 1 while batches are still running or requests are left without one,
+    or when the replies are not clean (cut off at the token limit, or mostly
+    empty), as for 'probe run'.
 
     \b
     Examples:
@@ -371,13 +373,11 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
             backend = collect_backend(record, {"base_url": base_url, "api_key_env": api_key_env})
             result = collect_from_files(store, cases, record, backend, list(from_files))
         render_file_collection(result, as_json)
-        if result.missing or result.status != "done":
-            raise RunIncomplete(f"run {result.run_id}: {result.missing} requests of its batch file(s) have no "
-                                "result yet; collect the remaining result files, or run the same 'cfkit probe "
-                                "run' again for the failures." if result.missing else
-                                f"run {result.run_id} ended {result.status}; 'cfkit runs show {result.run_id}' "
-                                "lists the failures, and the same 'cfkit probe run' sends them again.")
-        return
+        return _collect_end(ws, result, None if not (result.missing or result.status != "done") else (
+            f"run {result.run_id}: {result.missing} requests of its batch file(s) have no result yet; collect the "
+            "remaining result files, or run the same 'cfkit probe run' again for the failures." if result.missing else
+            f"run {result.run_id} ended {result.status}; 'cfkit runs show {result.run_id}' lists the failures, and "
+            "the same 'cfkit probe run' sends them again."))
     with open_store(ws.db_path) as store:
         from cfkit.probe.batch_file import file_batches_pending
 
@@ -389,11 +389,18 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
                              overrides={"base_url": base_url, "api_key_env": api_key_env},
                              on_check=None if as_json else lambda r: status(collection_line(r)))
     render_collection(result, as_json)
-    trouble, unclean = (None, False) if result.waiting else _reply_trouble(ws, result)
-    if trouble and (result.waiting or result.missing or not unclean):
+    _collect_end(ws, result, collection_line(result, final=True) if result.waiting or result.missing else None,
+                 look=not result.waiting)
+
+
+def _collect_end(ws, result, incomplete: str | None, *, look: bool = True) -> None:
+    """How 'probe collect' ends, from a provider or from files: a line when the run's replies were cut off or
+    are mostly empty; exit 1 (``incomplete``, the last line) while results are missing, or when not clean."""
+    trouble, unclean = _reply_trouble(ws, result) if look else (None, False)
+    if trouble and (incomplete or not unclean):
         warn(trouble)
-    if result.waiting or result.missing:
-        raise RunIncomplete(collection_line(result, final=True))
+    if incomplete:
+        raise RunIncomplete(incomplete)
     if unclean:
         from cfkit.errors import CheckFailed
 

@@ -72,6 +72,12 @@ class FileCollection:
     missing: int  # requests of the run's files still without a reply
     status: str
     first_problems: tuple[str, ...] = ()  # where the first malformed or unknown lines are
+    invalid: int = 0  # replies of the run without a valid answer
+    truncated: int = 0  # replies of the run cut off at the token limit (finish_reason "length")
+    empty: int = 0  # replies of the run with no text at all
+    max_tokens: int | None = None  # the run's token limit
+    model: str = ""
+    suite: str = ""
 
 
 def _batch_body_capable(backend: Backend) -> None:
@@ -214,4 +220,5 @@ def collect_from_files(store: Store, cases: CaseSet, run: RunRecord, backend: Ba
     counts = close_run(store, run.id, "waiting" if still else "done", None, wanted,
                        list(run.notes.get("backend_notes", [])))
     return FileCollection(run.id, lines, stored, failed, already, malformed, unknown, missing, counts["status"],
-                          tuple(problems[:3]))
+                          tuple(problems[:3]), counts["invalid"], counts["truncated"], counts["empty"],
+                          (run.settings.get("generation") or {}).get("max_tokens"), run.model, run.suite)

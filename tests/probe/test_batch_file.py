@@ -126,3 +126,21 @@ def test_batch_file_needs_an_openai_model(many_ws, tmp_path):
                       "--batch-file", str(tmp_path / "x.jsonl")])
     assert result.exit_code == 2 and "--batch-file" in result.stderr
     assert not (tmp_path / "x.jsonl").exists()
+
+
+@pytest.mark.parametrize("reply, said", [("cut-off", "were cut off at the token limit (512 tokens)"),
+                                         ("empty", "empty: no text came back")])
+def test_results_cut_off_or_empty_are_said_and_exit_1_as_a_live_run_would(many_ws, tmp_path, reply, said):
+    out = tmp_path / "requests.jsonl"
+    with ChatServer(scripted_answer) as server:
+        run_id = write(many_ws, server.url, out).stdout.strip()
+    results = tmp_path / "results.jsonl"
+    offline(out, results, "--reply", reply)
+    collected = collect(many_ws, run_id, results, json_out=False)
+    assert collected.exit_code == 1, collected.stderr
+    assert f"openai:test-model contextcanvas: {N} of {N} replies" in collected.stderr and said in collected.stderr
+    again = collect(many_ws, run_id, results)  # collected again, as JSON: the same exit, and the counts
+    assert again.exit_code == 1
+    as_json = json.loads(again.stdout)
+    assert (as_json["truncated"], as_json["empty"], as_json["max_tokens"]) == (
+        (N, 0, 512) if reply == "cut-off" else (0, N, 512))
