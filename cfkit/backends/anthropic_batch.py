@@ -14,9 +14,11 @@ Message Batches API:
 - ``get(id)`` describes it: ``in_progress``, ``cancelling`` or, once it has
   ``ended``, ``completed``, with its counts (completed: succeeded; failed:
   errored, canceled and expired);
-- ``content(id)`` streams its results and writes each as an output line:
+- ``content(id)`` reads its results and writes each as an output line:
   a succeeded message as a 200 response whose body is the message, an
-  errored, canceled or expired request as an error with Anthropic's words.
+  errored, canceled or expired request as an error with Anthropic's words;
+  a line that is not a result goes on as it came, so that one bad line (a
+  download cut short) costs only its own request, as in an OpenAI file.
 
 The results come from the batch's ``results_url``; one on another host than
 the backend's server is refused rather than followed (it would carry the key
@@ -48,18 +50,33 @@ def _info(batch: Any) -> BatchInfo:
                      counts={"total": total, "completed": counts.succeeded, "failed": failed})
 
 
-def _line(entry: Any) -> dict[str, Any]:
-    """One result as a batch output line."""
-    result = entry.result
-    if result.type == "succeeded":
-        return {"custom_id": entry.custom_id,
-                "response": {"status_code": 200, "body": result.message.model_dump(mode="json")}}
-    if result.type == "errored":
-        error = getattr(result.error, "error", None)
-        return {"custom_id": entry.custom_id, "error": {"code": getattr(error, "type", "errored"),
-                                                        "message": getattr(error, "message", "") or ""}}
-    return {"custom_id": entry.custom_id, "error": {"code": result.type,
-                                                    "message": f"the request was {result.type} before it was answered"}}
+def _line(raw: bytes) -> bytes:
+    """One line of a batch's results as a batch output line. What the server wrote is data: a line that is not a
+    JSON object with a ``custom_id`` goes on as it came, for :class:`~cfkit.probe.batch_results.BatchResults` to
+    say (and to fail the request whose ``custom_id`` it still shows); a result it cannot read fails its request."""
+    import orjson
+
+    try:
+        entry = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw
+    if not isinstance(entry, dict) or not isinstance(entry.get("custom_id"), str):
+        return raw
+    result = entry.get("result") if isinstance(entry.get("result"), dict) else {}
+    kind = result.get("type")
+    if kind == "succeeded" and isinstance(result.get("message"), dict):
+        return orjson.dumps({"custom_id": entry["custom_id"],
+                             "response": {"status_code": 200, "body": result["message"]}})
+    if kind == "errored":
+        error = result.get("error") if isinstance(result.get("error"), dict) else {}
+        error = error.get("error") if isinstance(error.get("error"), dict) else error
+        words = {"code": str(error.get("type") or "errored"), "message": str(error.get("message") or "")}
+    elif kind in ("canceled", "expired"):
+        words = {"code": kind, "message": f"the request was {kind} before it was answered"}
+    else:
+        words = {"code": "unreadable", "message": f"the batch's result for it is not one cfkit can read ({kind!r}: "
+                                                  "neither a message nor an error)"}
+    return orjson.dumps({"custom_id": entry["custom_id"], "error": words})
 
 
 class MessageBatches:
@@ -113,8 +130,6 @@ class MessageBatches:
                                       lambda: client.messages.batches.retrieve(batch_id)))
 
     async def content(self, file_id: str) -> bytes:
-        import orjson
-
         client = self.backend.client()
         batch = await self._call(f"asking about batch {file_id}", lambda: client.messages.batches.retrieve(file_id))
         where = urlsplit(batch.results_url or "")
@@ -122,11 +137,12 @@ class MessageBatches:
             raise TransportError(f"{self.endpoint}: batch {file_id} names its results at {where.scheme}://"
                                  f"{where.netloc}, another host; cfkit does not send the key there.")
 
-        async def read() -> bytes:
-            lines = [orjson.dumps(_line(entry)) async for entry in await client.messages.batches.results(file_id)]
-            return b"\n".join(lines) + b"\n"
+        async def read() -> bytes:  # the bytes, read line by line here (the SDK's reader stops at a bad line)
+            response = await client.messages.batches.with_raw_response.results(file_id)
+            return await response.read()
 
-        return await self._call(f"reading the results of batch {file_id}", read)
+        data = await self._call(f"reading the results of batch {file_id}", read)
+        return b"".join(_line(raw) + b"\n" for raw in data.splitlines() if raw.strip())
 
     async def aclose(self) -> None:
         await self.backend.aclose()

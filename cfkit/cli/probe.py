@@ -336,16 +336,20 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
 @click.option("--from-file", "from_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               metavar="RESULTS.jsonl", help="Results of a run written with --batch-file (batch output format, e.g. "
                                             "from vllm run-batch); repeatable, e.g. one per part of a split file.")
+@click.option("--final", is_flag=True, help="With --from-file: no more result files will come; the requests none "
+                                            "answered are stored as failures, which the same 'probe run' sends again.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was collected as JSON.")
 @workspace_option
 def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, timeout_s: float, from_files,
-            as_json: bool) -> None:
+            final: bool, as_json: bool) -> None:
     """Store the results of a run sent with 'probe run --batch', as far as its batches have ended.
 
     Each batch is read once; a request a batch did not answer is stored as a
     failure with the provider's words and sent again by the next 'probe run'.
     Exit status: 0 once every batch is collected and every request has a
-    reply, 1 while batches are still running or requests are left without one.
+    reply, 1 while batches are still running or requests are left without one,
+    or when the replies are not clean (cut off at the token limit, or mostly
+    empty), as for 'probe run'.
 
     \b
     Examples:
@@ -361,39 +365,40 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
     if not ws.db_path.is_file():
         raise UsageError(f"no store in {ws.root} yet; nothing was sent in batches here.")
     cases = load_cases(ws.cases_path, ws.image_root)
-    if from_files:
-        from cfkit.cli.probe_batch import render_file_collection
-        from cfkit.probe.batch import collect_backend
-        from cfkit.probe.batch_file import collect_from_files
+    if from_files or final:
+        from cfkit.cli.probe_batch import collect_files
 
-        with open_store(ws.db_path) as store:
-            record = find_run(store, run_ref)
-            backend = collect_backend(record, {"base_url": base_url, "api_key_env": api_key_env})
-            result = collect_from_files(store, cases, record, backend, list(from_files))
-        render_file_collection(result, as_json)
-        if result.missing or result.status != "done":
-            raise RunIncomplete(f"run {result.run_id}: {result.missing} requests of its batch file(s) have no "
-                                "result yet; collect the remaining result files, or run the same 'cfkit probe "
-                                "run' again for the failures." if result.missing else
-                                f"run {result.run_id} ended {result.status}; 'cfkit runs show {result.run_id}' "
-                                "lists the failures, and the same 'cfkit probe run' sends them again.")
-        return
+        result = collect_files(ws, cases, run_ref, list(from_files), final, as_json,
+                               {"base_url": base_url, "api_key_env": api_key_env})
+        return _collect_end(ws, result, None if not (result.missing or result.status != "done") else (
+            f"run {result.run_id}: {result.missing} requests of its batch file(s) have no result yet; collect the "
+            "remaining result files (or, if no more will come, add --final: what none answered is stored as failed "
+            "and the same 'cfkit probe run' sends it again)." if result.missing else
+            f"run {result.run_id} ended {result.status}; 'cfkit runs show {result.run_id}' lists the failures, and "
+            "the same 'cfkit probe run' sends them again."))
     with open_store(ws.db_path) as store:
         from cfkit.probe.batch_file import file_batches_pending
 
         record = find_run(store, run_ref)
         if file_batches_pending(store, record.id):
             raise UsageError(f"run {record.id} was written to a batch file; give its results with --from-file "
-                             "RESULTS.jsonl.")
+                             "RESULTS.jsonl (and --final once no more will come).")
         result = collect_run(store, cases, record, wait=wait, poll_s=poll_s, file_deadline_s=timeout_s,
                              overrides={"base_url": base_url, "api_key_env": api_key_env},
                              on_check=None if as_json else lambda r: status(collection_line(r)))
     render_collection(result, as_json)
-    trouble, unclean = (None, False) if result.waiting else _reply_trouble(ws, result)
-    if trouble and (result.waiting or result.missing or not unclean):
+    _collect_end(ws, result, collection_line(result, final=True) if result.waiting or result.missing else None,
+                 look=not result.waiting)
+
+
+def _collect_end(ws, result, incomplete: str | None, *, look: bool = True) -> None:
+    """How 'probe collect' ends, from a provider or from files: a line when the run's replies were cut off or
+    are mostly empty; exit 1 (``incomplete``, the last line) while results are missing, or when not clean."""
+    trouble, unclean = _reply_trouble(ws, result) if look else (None, False)
+    if trouble and (incomplete or not unclean):
         warn(trouble)
-    if result.waiting or result.missing:
-        raise RunIncomplete(collection_line(result, final=True))
+    if incomplete:
+        raise RunIncomplete(incomplete)
     if unclean:
         from cfkit.errors import CheckFailed
 

@@ -79,6 +79,20 @@ def render_written(written, as_json: bool) -> None:
            f"results.jsonl --model NAME), then: cfkit probe collect {written.run_id} --from-file results.jsonl")
 
 
+def collect_files(ws, cases, run_ref: str, paths: list, final: bool, as_json: bool, overrides: dict):
+    """``probe collect RUN --from-file …`` (and ``--final``): store what the files answer, print it, return it."""
+    from cfkit.probe.batch import collect_backend
+    from cfkit.probe.batch_file import collect_from_files
+    from cfkit.store import open_store
+    from cfkit.store.runs import find_run
+
+    with open_store(ws.db_path) as store:
+        record = find_run(store, run_ref)
+        result = collect_from_files(store, cases, record, collect_backend(record, overrides), paths, final=final)
+    render_file_collection(result, as_json)
+    return result
+
+
 def render_file_collection(result, as_json: bool) -> None:
     """``probe collect --from-file``: the run id, then one line of counts and the first bad lines."""
     if as_json:
@@ -89,7 +103,8 @@ def render_file_collection(result, as_json: bool) -> None:
     for count, what in ((result.failed, "error lines stored as failures"), (result.already, "already stored"),
                         (result.malformed, "malformed lines skipped"), (result.unknown, "lines of another run "
                                                                                        "skipped"),
-                        (result.missing, "requests still without a result")):
+                        (result.missing, "requests still without a result"),
+                        (result.closed, "requests no file answered stored as failures (--final)")):
         if count:
             parts.append(f"{count} {what}")
     status(f"{result.status}: {', '.join(parts)}.")

@@ -22,7 +22,11 @@ words (the next ``probe run`` sends it again); nothing else stops it. It can be
 run again, with the same files or others (the parts of a file split ``N``
 ways): a request that already has a reply is left as it is, one that failed
 is stored again when a file answers it. A batch is marked collected once each
-of its requests has a reply.
+of its requests has a reply, or when the user says no more files will come
+(``--final``): each request no file answered is then stored as a transport
+failure, which the same ``probe run`` sends again (a run with a batch file
+still open is refused, so without it a lost or cut-off part would hold the
+run for ever).
 """
 
 from __future__ import annotations
@@ -72,6 +76,13 @@ class FileCollection:
     missing: int  # requests of the run's files still without a reply
     status: str
     first_problems: tuple[str, ...] = ()  # where the first malformed or unknown lines are
+    invalid: int = 0  # replies of the run without a valid answer
+    truncated: int = 0  # replies of the run cut off at the token limit (finish_reason "length")
+    empty: int = 0  # replies of the run with no text at all
+    max_tokens: int | None = None  # the run's token limit
+    model: str = ""
+    suite: str = ""
+    closed: int = 0  # with --final: requests no result file answered, stored as failures
 
 
 def _batch_body_capable(backend: Backend) -> None:
@@ -144,7 +155,7 @@ def _read_lines(path: Path) -> list[tuple[int, bytes]]:
 
 
 def collect_from_files(store: Store, cases: CaseSet, run: RunRecord, backend: Backend,
-                       paths: list[Path]) -> FileCollection:
+                       paths: list[Path], *, final: bool = False) -> FileCollection:
     """``cfkit probe collect RUN --from-file RESULTS.jsonl …``: store what the files answer (module docstring)."""
     import orjson
 
@@ -205,13 +216,31 @@ def collect_from_files(store: Store, cases: CaseSet, run: RunRecord, backend: Ba
     finally:
         recorder.flush()
     answered = {key for key, *_ in runs.reply_states(store, run.id)}
+    closed = _close(recorder, cases, written, answered) if final else 0
     for b in written:
-        if b.collected_at is None and all(r.key in answered for r in b.requests):
+        if b.collected_at is None and (final or all(r.key in answered for r in b.requests)):
             batches.collected(store, b.id)
-    missing = sum(1 for b in written for r in b.requests if r.key not in answered)
+    missing = 0 if final else sum(1 for b in written for r in b.requests if r.key not in answered)
     still = any(b.collected_at is None for b in batches.uncollected(store, run.id))
     wanted = {r.key for b in batches.for_run(store, run.id) for r in b.requests} | answered
     counts = close_run(store, run.id, "waiting" if still else "done", None, wanted,
                        list(run.notes.get("backend_notes", [])))
     return FileCollection(run.id, lines, stored, failed, already, malformed, unknown, missing, counts["status"],
-                          tuple(problems[:3]))
+                          tuple(problems[:3]), counts["invalid"], counts["truncated"], counts["empty"],
+                          (run.settings.get("generation") or {}).get("max_tokens"), run.model, run.suite, closed)
+
+
+def _close(recorder: Recorder, cases: CaseSet, written: list, answered: set) -> int:
+    """``--final``: each request of the run's open batch files that no result answered is stored as a transport
+    failure (the same ``probe run`` sends it again); returns how many."""
+    from cfkit.probe.batch import _Asked
+
+    failed = set()
+    for b in written:
+        for r in b.requests:
+            if b.collected_at is None and r.key not in answered and r.key not in failed and r.case_id in cases:
+                recorder.transport(_Asked(cases.get(r.case_id), r.pair_id, r.condition, r.edit_id, r.image_sha256),
+                                   r.cache_key, "no result file answered it (collected with --final)")
+                failed.add(r.key)
+    recorder.flush()
+    return len(failed)

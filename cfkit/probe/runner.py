@@ -109,6 +109,10 @@ def open_and_settle(store: Store, backend: Backend, plan: ProbePlan, *, protocol
     # 2. Open (or continue) the run: its id covers the settings and every request.
     run_id, keys, recorded = run_identity(backend, plan, protocol)
     waiting = batches.uncollected(store, run_id)
+    if waiting and waiting[0].status == "written":  # a batch file (probe run --batch-file), run elsewhere
+        raise Incomplete(f"run {run_id} waits for the results of its batch file {waiting[0].input_file_id}; store "
+                         f"them with 'cfkit probe collect {run_id} --from-file RESULTS.jsonl' (add --final if some "
+                         "never came: what no file answered is then sent again) before running it again.")
     if waiting:
         raise Incomplete(f"run {run_id} has {len(waiting)} batch(es) in flight ({waiting[0].status}); collect their "
                          f"results with 'cfkit probe collect {run_id}' before running it again.")

@@ -13,6 +13,7 @@ pytest.importorskip("anthropic")
 from support.anthropic_api_server import AnthropicServer, Scripted, user_text  # noqa: E402
 from support.workspace import run_cli  # noqa: E402
 from support.probe_runs import SCRIPTED, add_modality, replies, report  # noqa: E402
+from support.store_sql import table_rows  # noqa: E402
 
 SECRET = "sk-ant-DO-NOT-LEAK-0123456789"
 LOCAL_SECRET = "local-anthropic-key-DO-NOT-LEAK"
@@ -143,6 +144,32 @@ def test_message_batch_round_trip_at_half_price(tiny_ws):
     stored = {r["case_id"]: r for r in replies(tiny_ws, run_id)}
     assert stored["T001"]["answer"] == "A" and stored["T002"]["answer"] == "A"
     assert stored["T003"]["error"] == "transport" and "prompt is too long" in stored["T003"]["detail"]
+
+
+def test_bad_lines_in_batch_results_cost_only_their_own_requests(tiny_ws):
+    """The SDK's results reader stops at the first line it cannot read; cfkit reads the lines as data instead."""
+    kept = []
+
+    def mangle(lines):
+        cut, odd, whole = lines
+        kept.append(json.loads(whole)["custom_id"])
+        odd = json.dumps(json.loads(odd) | {"result": {"type": "mystery"}})
+        return [cut[:len(cut) // 2], "<html>upstream reset</html>", odd, whole]
+
+    with AnthropicServer(scripted, mangle=mangle) as server:
+        run_id = json.loads(claude(tiny_ws, server.url, "contextcanvas", "--batch", "--json").stdout)["run_id"]
+        done = run_cli(["-w", str(tiny_ws), "probe", "collect", run_id, "--json"])
+    assert done.exit_code == 1 and "Traceback" not in done.stderr
+    collected = json.loads(done.stdout)
+    assert (collected["stored"], collected["failed"]) == (3, 2)
+    assert any("line 2 is not a result line" in p for p in collected["problems"])
+    stored = replies(tiny_ws, run_id)
+    [answered] = [r for r in stored if r["error"] is None]
+    [batch] = table_rows(tiny_ws, "batches")
+    [case] = [r[0] for r in json.loads(batch["requests"]) if r[3] == kept[0]]
+    assert (answered["case_id"], answered["answer"]) == (case, {"T001": "A", "T002": "A", "T003": "C"}[case])
+    details = sorted(r["detail"] for r in stored if r["error"] == "transport")
+    assert "line 1 of its results is not a JSON object" in details[0] and "'mystery'" in details[1]
 
 
 def test_batch_results_on_another_host_are_not_fetched_with_the_key(tiny_ws, monkeypatch):

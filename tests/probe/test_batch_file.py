@@ -126,3 +126,48 @@ def test_batch_file_needs_an_openai_model(many_ws, tmp_path):
                       "--batch-file", str(tmp_path / "x.jsonl")])
     assert result.exit_code == 2 and "--batch-file" in result.stderr
     assert not (tmp_path / "x.jsonl").exists()
+
+
+@pytest.mark.parametrize("reply, said", [("cut-off", "were cut off at the token limit (512 tokens)"),
+                                         ("empty", "empty: no text came back")])
+def test_results_cut_off_or_empty_are_said_and_exit_1_as_a_live_run_would(many_ws, tmp_path, reply, said):
+    out = tmp_path / "requests.jsonl"
+    with ChatServer(scripted_answer) as server:
+        run_id = write(many_ws, server.url, out).stdout.strip()
+    results = tmp_path / "results.jsonl"
+    offline(out, results, "--reply", reply)
+    collected = collect(many_ws, run_id, results, json_out=False)
+    assert collected.exit_code == 1, collected.stderr
+    assert f"openai:test-model contextcanvas: {N} of {N} replies" in collected.stderr and said in collected.stderr
+    again = collect(many_ws, run_id, results)  # collected again, as JSON: the same exit, and the counts
+    assert again.exit_code == 1
+    as_json = json.loads(again.stdout)
+    assert (as_json["truncated"], as_json["empty"], as_json["max_tokens"]) == (
+        (N, 0, 512) if reply == "cut-off" else (0, N, 512))
+
+
+def test_a_result_file_cut_short_is_closed_with_final_and_what_it_lacks_is_sent_again(many_ws, tmp_path):
+    out = tmp_path / "requests.jsonl"
+    with ChatServer(scripted_answer) as server:
+        run_id = write(many_ws, server.url, out).stdout.strip()
+        results = tmp_path / "results.jsonl"
+        offline(out, results)
+        lines = results.read_text().splitlines(keepends=True)
+        results.write_text("".join(lines[:-2]) + lines[-2][:40])  # the job died: one line cut, the last never written
+        partial = collect(many_ws, run_id, results, json_out=False)
+        assert partial.exit_code == 1 and "add --final" in partial.stderr
+        live = run_cli(["-w", str(many_ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",
+                        "--base-url", server.url])
+        assert live.exit_code == 1 and f"--from-file RESULTS.jsonl' (add --final" in live.stderr and server.count == 0
+        closed = run_cli(["-w", str(many_ws), "probe", "collect", run_id, "--from-file", str(results), "--final",
+                          "--json"])
+        assert closed.exit_code == 1, closed.stderr  # two requests have no answer: the run is incomplete
+        summary = json.loads(closed.stdout)
+        assert (summary["closed"], summary["missing"], summary["status"]) == (2, 0, "incomplete")
+        failed = [r for r in replies(many_ws, run_id) if r["error"] == "transport"]
+        assert len(failed) == 2 and all("no result file answered it" in r["detail"] for r in failed)
+        live = run_cli(["-w", str(many_ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",
+                        "--base-url", server.url, "--json"])
+        assert live.exit_code == 0, live.stderr
+        assert json.loads(live.stdout)["run_id"] == run_id and server.count == 2  # only the two, live
+    assert all(r["error"] is None for r in replies(many_ws, run_id)) and len(replies(many_ws, run_id)) == N

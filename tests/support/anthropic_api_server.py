@@ -6,7 +6,8 @@ status and message text). ``POST /v1/messages/batches`` creates a batch of
 ``{"custom_id", "params"}`` requests; ``GET /v1/messages/batches/ID`` says
 ``in_progress`` for the first ``polls_before_end`` looks, then ``ended`` with
 a ``results_url``; ``GET …/results`` streams one JSON line a request, each
-answered by the same script (``succeeded`` with a message, or ``errored``).
+answered by the same script (``succeeded`` with a message, or ``errored``),
+and passed through ``mangle`` when given.
 """
 
 from __future__ import annotations
@@ -68,8 +69,10 @@ class AnthropicServer(Loopback):
     """The server, what it received, and its script."""
 
     def __init__(self, script: Callable[[dict[str, Any], int], Scripted] = first_option, *,
-                 polls_before_end: int = 1, results_host: str | None = None):
+                 polls_before_end: int = 1, results_host: str | None = None,
+                 mangle: Callable[[list[str]], list[str]] | None = None):
         self.script = script
+        self.mangle = mangle  # what becomes of the results lines on their way (a proxy cutting one short …)
         self.polls_before_end = polls_before_end
         self.results_host = results_host  # where results_url points (default: this server)
         self.requests: list[dict[str, Any]] = []
@@ -114,6 +117,7 @@ class AnthropicServer(Loopback):
                 batch_id = found.group(1)
                 if found.group(2):
                     lines = [json.dumps(server.result(entry, n)) for entry in server.batches[batch_id]["requests"]]
+                    lines = server.mangle(lines) if server.mangle else lines
                     data = ("\n".join(lines) + "\n").encode()
                     self.send_response(200)
                     self.send_header("content-type", "application/binary")

@@ -9,7 +9,9 @@ A when N is odd, else B) and written in vLLM's output format: ``id``,
 ``custom_id``, ``response`` (``status_code``, ``request_id``, ``body``) and
 ``error`` (None, or for a failed request a string, with status 400 and no
 body, as vLLM writes it). ``--fail-every K`` fails every K-th request;
-``--garbage`` adds a line that is not JSON.
+``--garbage`` adds a line that is not JSON; ``--reply cut-off`` answers every
+request as a model stopped at its token limit does (``finish_reason``
+"length", the JSON cut short), ``--reply empty`` with no text.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--model", required=True)
     parser.add_argument("--fail-every", type=int, default=0)
     parser.add_argument("--garbage", action="store_true")
+    parser.add_argument("--reply", choices=("whole", "cut-off", "empty"), default="whole")
     args = parser.parse_args(argv)
     out = []
     with open(args.input_file, encoding="utf-8") as fh:
@@ -71,9 +74,11 @@ def main(argv: list[str]) -> int:
             if args.fail_every and number % args.fail_every == 0:
                 response, error = {"status_code": 400, "request_id": request_id}, "the engine ran out of memory"
             else:
+                text = {"whole": _answer(line["body"]), "cut-off": _answer(line["body"])[:20], "empty": ""}[args.reply]
+                finish = "length" if args.reply == "cut-off" else "stop"
                 completion = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-                              "model": args.model, "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                                  "role": "assistant", "content": _answer(line["body"])}}],
+                              "model": args.model, "choices": [{"index": 0, "finish_reason": finish, "message": {
+                                  "role": "assistant", "content": text}}],
                               "usage": {"prompt_tokens": 50, "completion_tokens": 9, "total_tokens": 59}}
                 response, error = {"status_code": 200, "request_id": request_id, "body": completion}, None
             out.append(json.dumps({"id": f"vllm-{uuid.uuid4().hex}", "custom_id": line["custom_id"],
