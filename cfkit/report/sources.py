@@ -52,6 +52,7 @@ class RunInfo:
     captions: Mapping[str, Mapping[str, str]] | None = None  # modality: case -> condition -> digest of its caption
     #                                                          texts as asked (None: not recorded, older runs)
     unreviewed: tuple[str, ...] = ()  # cases (pairs) asked with a caption (edit) no person had reviewed
+    templates_sha256: str = ""  # the probe templates the run was asked with ("": not known, an imported run)
 
     def never_asked(self, unit: str) -> str:
         """Why this complete run holds nothing for a ``unit`` ("case" or "pair") of its suite."""
@@ -70,7 +71,7 @@ class RunInfo:
                    record.n_requests, record.n_done, record.notes.get("stopped"),
                    (record.settings.get("generation") or {}).get("max_tokens"), skipped,
                    str(source) if source else None, record.notes.get("captions"),
-                   tuple(record.notes.get("unreviewed") or ()))
+                   tuple(record.notes.get("unreviewed") or ()), record.templates_sha256 or "")
 
 
 @dataclass
@@ -129,6 +130,25 @@ class Sources:
                              f"drafted and no person has reviewed ({shown}); read each and set 'reviewed: true' (its "
                              "answers stand while its text is unchanged), or run the suite again with --reviewed-only.")
         return notes
+
+    def template_notes(self, ws: Workspace) -> list[str]:
+        """A note per suite whose runs were asked with other probe templates than those in force now."""
+        from cfkit.errors import TemplateError
+        from cfkit.prompts import templates_sha256
+
+        try:
+            now = templates_sha256(ws)
+        except TemplateError:
+            now = None
+        older: dict[str, list[str]] = {}
+        for run in self.runs.values():
+            if run.templates_sha256 and run.templates_sha256 != now:
+                older.setdefault(run.suite, []).append(run.id)
+        return [f"{suite}: {plural(len(ids), 'run')} ({', '.join(ids[:5])}{' …' if len(ids) > 5 else ''}) "
+                f"{'was' if len(ids) == 1 else 'were'} asked with other probe templates than "
+                f"{'those in force now' if now else 'can be read now'} ({ws.probes_dir / 'templates'}, else cfkit's "
+                "defaults): the answers are to the older prompts; run the suite again, or restore the templates "
+                "it was asked with." for suite, ids in older.items()]
 
     def stale(self, p: Prediction) -> str | None:
         """Why the answer ``p`` is not about the input as it is now (an edit no longer selected, a caption since

@@ -96,3 +96,18 @@ def test_a_draft_asked_unreviewed_is_named_from_the_run_and_the_file_now(tiny_ws
     assert "2 of 3 cases have a caption a model drafted" in result.stderr
     notes = [n for n in json.loads(_report(tiny_ws, "--format", "json").stdout)["notes"] if "reviewed" in n]
     assert len(notes) == 1 and "was asked 2 cases with a caption" in notes[0] and "(T001, T003)" in notes[0]
+
+
+def test_runs_asked_with_other_templates_than_those_now_are_named(asked):
+    """The probe templates are part of every prompt: a report over runs asked with others says so, per suite."""
+    assert run_cli(["-w", str(asked), "probe", "run", "-m", "baseline:majority", "-s", "contextcanvas"]).exit_code == 0
+    assert not [n for n in json.loads(_report(asked, "--format", "json").stdout)["notes"] if "templates" in n]
+    templates = asked / "probes" / "templates"
+    templates.mkdir(parents=True, exist_ok=True)
+    (templates / "system.txt").write_text("You judge pictures. Answer with care.\n")
+    notes = [n for n in json.loads(_report(asked, "--format", "json").stdout)["notes"] if "templates" in n]
+    assert sorted(n.split(":")[0] for n in notes) == ["contextcanvas", "modality"]
+    assert all("1 run (" in n and "were asked" not in n for n in notes)
+    assert "asked with other probe templates than those in force now" in _report(asked).stderr
+    (templates / "system.txt").unlink()
+    assert not [n for n in json.loads(_report(asked, "--format", "json").stdout)["notes"] if "templates" in n]
