@@ -17,6 +17,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Iterable
 
 from cfkit.backends import Capabilities, Generation, ProbeRequest, RequestMeta
@@ -98,6 +99,8 @@ class ProbePlan:
     unreviewed: tuple[str, ...] = ()  # pairs asked with an edit no person accepted; cases asked with a caption a
     #                                   model drafted and no person reviewed
     left_out: tuple[str, ...] = field(default=())  # units of the suite the selection left out
+    captions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # modality: case -> condition -> digest
+    #                                   of the caption texts its prompt shows (cfkit.caption_digests)
 
 
 def gold_label(case: Case, option_id: str) -> str:
@@ -237,6 +240,7 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
     skipped: list[SkippedPair] = []
     unreviewed: list[str] = []
     left_out: list[str] = []
+    captions: dict[str, dict[str, str]] = {}
     gold: Counter = Counter()
     # The image condition's files, as the header checks found them: the same Path objects all the way, so the
     # plan's lookups by path do not rebuild and rehash a path per request (where the cases' image folder is the
@@ -253,6 +257,7 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
             gold[gold_label(case, case.gold)] += 1
         del checked, shown
     elif suite == "modality":
+        from cfkit.caption_digests import condition_digests
         from cfkit.captions import load_caption
 
         case_ids, left_out = select_case_ids(ws, suite, cases, selection)
@@ -262,6 +267,7 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
             caption = load_caption(ws, case.id)  # read once for the neutral and evidence conditions
             if unreviewed_draft(caption):
                 unreviewed.append(case.id)
+            captions[case.id] = condition_digests(caption.neutral, caption.evidence)
             for condition in SUITE_CONDITIONS["modality"]:
                 items.append(builder.item(case, condition, caption=caption))
     elif suite == "swap":
@@ -298,7 +304,8 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
     digests.save()
     return ProbePlan(suite=suite, items=tuple(items), skipped=tuple(skipped),
                      templates_sha256=templates_sha256(ws), gold_labels=gold, generation=generation,
-                     selection=selection, unreviewed=tuple(unreviewed), left_out=tuple(left_out))
+                     selection=selection, unreviewed=tuple(unreviewed), left_out=tuple(left_out),
+                     captions=captions)
 
 
 def _pair_gold(ws: Workspace, item: ProbeItem) -> str:

@@ -1,8 +1,9 @@
 """Building a report: every section for every model, from predictions files or the store.
 
 A unit a model gave no usable answer for is counted wrong and listed in
-``Report.missing`` with the reason (absent, transport, refused, stale) and what
-is known about it; nothing is dropped. A row built from an incomplete run, or
+``Report.missing`` with the reason (absent, transport, refused, stale: about an
+edit no longer selected, or a caption since changed) and what is known about
+it; nothing is dropped. A row built from an incomplete run, or
 with units absent or failed, is marked ``incomplete``; ``Report.notes`` says
 where the figures cover fewer pairs or cases than the workspace expects.
 Stored runs are chosen by :mod:`~cfkit.report.sources`.
@@ -102,6 +103,7 @@ def make_report(
         with Store(ws.db_path) as store:
             source = sources_.from_store(store, run_refs, mixed=mixed_settings, only_named=only_named)
             check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
+        source.note_captions(ws)
     if not source.preds:
         raise NotFoundError(" ".join(a.message for a in source.set_aside if a.empty) or "no predictions to report. "
                             "Run 'cfkit probe run', or pass --predictions FILE.")
@@ -116,6 +118,7 @@ def make_report(
         if prediction_paths:  # the reading that looks for a repeat names its two lines
             load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases)
         raise
+    report.notes.extend(source.caption_notes() + source.template_notes(ws))
     if section is not None:
         report = dataclasses.replace(report, ega=section)
     if ws.db_path.is_file():
@@ -299,8 +302,8 @@ class _Units:
         is; only the others go through :meth:`answer`'s checks.
         """
         found = list(map(got.get, units))
-        if all(found) and not set(map(_ERROR, found)) & {"transport", "refused"} \
-                and not any(map(_EDIT, found)):  # all there, none failed or about an edit (ids from 1): as they are
+        if all(found) and not set(map(_ERROR, found)) & {"transport", "refused"} and not any(map(_EDIT, found)) \
+                and not self.sources.stale_captions:  # all there, none failed, about an edit or a caption: as they are
             out = list(map(_ANSWER, found))
             asked = self.asked.setdefault((model, suite), AskedGrid())  # kept as asked while it is a grid
             if type(asked) is AskedGrid and asked.takes(units):
@@ -311,7 +314,8 @@ class _Units:
         asked, out = self._asked(model, suite), []
         for unit in units:
             p = got.get(unit)
-            if p is not None and p.edit_id is None and p.error != "transport" and p.error != "refused":
+            if p is not None and p.edit_id is None and p.error != "transport" and p.error != "refused" \
+                    and not self.sources.stale_captions:
                 asked[unit] = answer = p.answer
                 out.append(answer)
             else:
@@ -319,16 +323,8 @@ class _Units:
         return out
 
     def usable(self, model: str, suite: str, got: dict) -> dict[tuple[str, str, str], str | None]:
-        """Answers by unit, with stale answers (about an edit no longer selected) left out."""
-        return {key: (None if self._stale(p) else p.answer) for key, p in got.items()}
-
-    def _stale(self, p: Prediction) -> str | None:
-        selected = self.sources.selected_edits
-        if p.edit_id is None or selected is None or p.pair not in selected or selected[p.pair] == p.edit_id:
-            return None
-        now = selected[p.pair]
-        return (f"answered about edit #{p.edit_id}; the pair's selected edit is now "
-                + (f"#{now}" if now is not None else "none") + " (run the counterfactual suite again)")
+        """Answers by unit, with stale answers (about an edit no longer selected, a caption since changed) left out."""
+        return {key: (None if self.sources.stale(p) else p.answer) for key, p in got.items()}
 
     def _answer(self, model: str, suite: str, got: dict, case: str, pair: str, condition: str) -> str | None:
         run = self.sources.runs.get((model, suite))
@@ -360,7 +356,7 @@ class _Units:
         if p.error == "refused":
             listed("refused", (p.raw or p.reason or "the model declined")[:200])
             return None
-        stale = self._stale(p)
+        stale = self.sources.stale(p)
         if stale:
             listed("stale", stale)
             return None

@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cfkit.errors import NotFoundError, UsageError
+from cfkit.plural import plural
 from cfkit.predictions import Prediction, predictions_from_store
 
 if TYPE_CHECKING:  # the store's owners load only for a report from the store, not from predictions files
     from cfkit.store import Store
     from cfkit.store.runs import RunRecord
+    from cfkit.workspace import Workspace
 
 #: A unit of a model's answers: (model, suite, case, pair or '', condition).
 UnitKey = tuple[str, str, str, str, str]
@@ -47,6 +49,10 @@ class RunInfo:
     max_tokens: int | None = None  # the run's token limit
     skipped: tuple[tuple[str, str], ...] = ()  # (pair or case, why the run did not ask it)
     imported: str | None = None  # the file a run imported from another harness was read from
+    captions: Mapping[str, Mapping[str, str]] | None = None  # modality: case -> condition -> digest of its caption
+    #                                                          texts as asked (None: not recorded, older runs)
+    unreviewed: tuple[str, ...] = ()  # cases (pairs) asked with a caption (edit) no person had reviewed
+    templates_sha256: str = ""  # the probe templates the run was asked with ("": not known, an imported run)
 
     def never_asked(self, unit: str) -> str:
         """Why this complete run holds nothing for a ``unit`` ("case" or "pair") of its suite."""
@@ -64,7 +70,8 @@ class RunInfo:
         return cls(record.id, record.model, record.suite, record.status, record.complete, record.subset,
                    record.n_requests, record.n_done, record.notes.get("stopped"),
                    (record.settings.get("generation") or {}).get("max_tokens"), skipped,
-                   str(source) if source else None)
+                   str(source) if source else None, record.notes.get("captions"),
+                   tuple(record.notes.get("unreviewed") or ()), record.templates_sha256 or "")
 
 
 @dataclass
@@ -76,6 +83,9 @@ class Sources:
     details: dict[UnitKey, str] = field(default_factory=dict)  # why a stored reply has no answer
     selected_edits: dict[str, int | None] | None = None  # pair -> its selected edit now; None without a store
     set_aside: list["SetAside"] = field(default_factory=list)  # runs left out, and models refused, with why
+    stale_captions: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (run, case, condition) -> why
+    unreviewed_captions: dict[str, list[str]] = field(default_factory=dict)  # run -> cases whose caption, as asked,
+    #                                                                          is still a draft no person reviewed
 
     def note_selected_edits(self, store: Store) -> None:
         """Each pair's selected edit now, for the pairs the predictions answer (an answer about another is stale)."""
@@ -83,6 +93,75 @@ class Sources:
 
         self.selected_edits = {pair: None if (e := edits.selected(store, pair)) is None else e.id
                                for pair in {p.pair for p in self.preds if p.pair}}
+
+    def note_captions(self, ws: Workspace) -> None:
+        """Compare each modality run's captions as asked with the caption files now.
+
+        A caption condition whose texts changed since the run (or whose file is
+        gone or unreadable) is stale; a case whose caption, unchanged, is still
+        a model's draft no person reviewed is listed in ``unreviewed_captions``.
+        Runs that recorded no captions (made before cfkit recorded them) are
+        compared only for drafts they recorded as unreviewed.
+        """
+        from cfkit.caption_digests import CAPTION_CONDITIONS, CaptionNow, caption_now
+
+        read: dict[str, CaptionNow] = {}  # each file read once, however many models' runs asked its case
+        for run in (r for r in self.runs.values() if r.suite == "modality"):
+            for case, then in (run.captions or dict.fromkeys(run.unreviewed)).items():
+                name = f"{ws.config.workspace.captions}/{case}.yaml"
+                if (now := read.get(case)) is None:
+                    now = read[case] = caption_now(ws.captions_dir / f"{case}.yaml")
+                changed = [c for c in CAPTION_CONDITIONS if then and (now.digests or {}).get(c) != then.get(c)]
+                for condition in changed:
+                    self.stale_captions[(run.id, case, condition)] = "answered an older caption: " + (
+                        f"{name} {now.problem}; fix it and run the modality suite again" if now.problem else
+                        f"{name} has another {condition} text than when run {run.id} asked it; run the modality "
+                        "suite again (unchanged requests come from the cache)")
+                if now.unreviewed_draft and not changed:
+                    self.unreviewed_captions.setdefault(run.id, []).append(case)
+
+    def caption_notes(self) -> list[str]:
+        """A note per modality run that asked cases with a caption that is still an unreviewed draft."""
+        notes = []
+        for (model, _), run in self.runs.items():
+            if cases := self.unreviewed_captions.get(run.id):
+                shown = ", ".join(cases[:10]) + (f" and {len(cases) - 10} more" if len(cases) > 10 else "")
+                notes.append(f"modality: {model} was asked {plural(len(cases), 'case')} with a caption a model "
+                             f"drafted and no person has reviewed ({shown}); read each and set 'reviewed: true' (its "
+                             "answers stand while its text is unchanged), or run the suite again with --reviewed-only.")
+        return notes
+
+    def template_notes(self, ws: Workspace) -> list[str]:
+        """A note per suite whose runs were asked with other probe templates than those in force now."""
+        from cfkit.errors import TemplateError
+        from cfkit.prompts import templates_sha256
+
+        try:
+            now = templates_sha256(ws)
+        except TemplateError:
+            now = None
+        older: dict[str, list[str]] = {}
+        for run in self.runs.values():
+            if run.templates_sha256 and run.templates_sha256 != now:
+                older.setdefault(run.suite, []).append(run.id)
+        return [f"{suite}: {plural(len(ids), 'run')} ({', '.join(ids[:5])}{' …' if len(ids) > 5 else ''}) "
+                f"{'was' if len(ids) == 1 else 'were'} asked with other probe templates than "
+                f"{'those in force now' if now else 'can be read now'} ({ws.probes_dir / 'templates'}, else cfkit's "
+                "defaults): the answers are to the older prompts; run the suite again, or restore the templates "
+                "it was asked with." for suite, ids in older.items()]
+
+    def stale(self, p: Prediction) -> str | None:
+        """Why the answer ``p`` is not about the input as it is now (an edit no longer selected, a caption since
+        changed), or None."""
+        if self.stale_captions and p.suite == "modality" and (run := self.runs.get((p.model, p.suite))) is not None:
+            if (why := self.stale_captions.get((run.id, p.case, p.condition))) is not None:
+                return why
+        selected = self.selected_edits
+        if p.edit_id is None or selected is None or p.pair not in selected or selected[p.pair] == p.edit_id:
+            return None
+        now = selected[p.pair]
+        return (f"answered about edit #{p.edit_id}; the pair's selected edit is now "
+                + (f"#{now}" if now is not None else "none") + " (run the counterfactual suite again)")
 
 
 def _differences(records: Sequence[RunRecord]) -> list[str]:

@@ -226,8 +226,11 @@ def _swap_tables(data: dict) -> list[DisplayTable]:
     bias = DisplayTable(
         "swap_bias", "Option order: content or position?",
         ["Model", "Consist.", "95% CI", "1st pos.", "95% CI", "Yes as is", "Yes swap"], rows, [False] * len(rows),
-        # One short line (the terminal does not wrap captions); the README says how to read the figures.
-        "Consist.: the same option text in both orders. 1st pos.: answers picking the first listed option.")
+        # Short (the README says how to read the figures); where answers are null, that they are in every share:
+        # a model that always picks the first option, half its replies unparsed, would read as position-blind.
+        "Consist.: the same option text in both orders. 1st pos.: answers picking the first listed option."
+        + (" Null answers (Inv. above) count in every share, as neither first-listed nor Yes."
+           if any(r["invalid_original"] or r["invalid_swapped"] for r in data["swap"]) else ""))
     return [accuracy, bias]
 
 

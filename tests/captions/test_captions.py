@@ -40,3 +40,37 @@ def test_cli_import_stays_light():
             "print(sorted(m for m in ('torch','diffusers','transformers','openai','lpips','skimage') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("text", [
+    "neutral: A cup.\nevidence: Foam.\n",
+    "neutral: '  A cup.  '\nevidence: Foam.\nauthor: openai:m\n",
+    "neutral: A cup.\nauthor: openai:m\nreviewed: 'yes'\n",
+    "neutral: A cup.\nevidence: Foam.\nauthor: openai:m\nreviewed: 'off'\n",
+    "neutral: A cup.\nevidence: Foam.\nauthor: openai:m\nreviewed: true\nidentity_terms: [X]\n",
+])
+def test_the_light_reading_a_report_compares_agrees_with_the_caption_and_the_prompt(cws, text):
+    """The report reads captions without pydantic (cfkit.caption_digests); what it reads must be what the
+    caption's own model and the rendered prompts say: the same draft status, and digests that change exactly
+    when a condition's visual text does."""
+    from cfkit.caption_digests import caption_now, condition_digests
+    from cfkit.captions import load_caption
+    from cfkit.probe.plan import unreviewed_draft
+    from cfkit.prompts import load_templates, visual_slot
+
+    ws = load_workspace(cws)
+    path = cws / "captions" / "T001.yaml"
+    path.write_text(text)
+    caption, now = load_caption(ws, "T001"), caption_now(path)
+    assert now.unreviewed_draft == unreviewed_draft(caption)
+    assert now.digests == condition_digests(caption.neutral, caption.evidence)
+    templates = load_templates(ws)
+    for condition in ("neutral", "evidence"):
+        other = caption.model_copy(update={"evidence": "Tea."})
+        shown_differs = visual_slot(templates, condition, caption=caption, n_images=1) != \
+            visual_slot(templates, condition, caption=other, n_images=1)
+        assert (condition_digests(other.neutral, other.evidence)[condition] != now.digests[condition]) == shown_differs
+    path.write_text("neutral: [unclosed\n")
+    assert caption_now(path).digests is None and "cannot be read" in caption_now(path).problem
+    path.unlink()
+    assert caption_now(path).problem == "does not exist now"

@@ -199,6 +199,32 @@ def test_a_failed_request_is_listed_under_missing_and_marks_the_row(mini_ws):
     assert "openai:test-model: 1 unit(s) without a usable answer, counted wrong" in " ".join(result.stderr.split())
 
 
+def test_the_bias_table_says_when_null_answers_are_in_its_shares(mini_ws):
+    """A first-position rate is over all 2n answers: a model that always picks the first option but gives no valid
+    answer to some prompts reads as less position-bound. The table that shows the rate has no Inv. column, so its
+    legend says so whenever a row has null answers (and only then)."""
+    sentence = "Null answers (Inv. above) count in every share, as neither first-listed nor Yes."
+    assert cli(mini_ws, "probe", "run", "-m", "baseline:always-yes", "-s", "swap").exit_code == 0
+    clean = cli(mini_ws, "report", "--resamples", "200", env={"COLUMNS": "200"})
+    assert "content or position?" in clean.stdout and sentence not in clean.stdout
+
+    questions = [json.loads(line)["question"] for line in (mini_ws / "cases.jsonl").read_text().splitlines()]
+
+    def script(body, n):
+        text = user_text(body)
+        if "A. No" in text and any(q in text for q in questions[:2]):  # two swapped-order prompts: no option said
+            return Scripted(body=completion("I would rather not say."))
+        return first_listed(body, n)
+
+    with ChatServer(script) as server:
+        cli(mini_ws, "probe", "run", "-m", "openai:test-model", "--base-url", server.url, "-s", "swap", *FAST)
+    row = swap_row(mini_ws, "openai:test-model")
+    assert (row["invalid_original"], row["invalid_swapped"], row["first_position_rate"]) == (0, 2, 80.0)
+    for fmt in ("table", "md", "latex"):
+        shown = cli(mini_ws, "report", "--format", fmt, "--resamples", "200", env={"COLUMNS": "200"}).stdout
+        assert sentence in " ".join(shown.split()).replace("\\", ""), fmt
+
+
 def test_predictions_about_a_case_the_suite_does_not_ask_are_refused(mini_ws, tmp_path):
     line = {"model": "m", "suite": "swap", "case": "MX04", "condition": "original-order", "answer": "A",
             "parse": "json", "error": None, "raw": ""}
