@@ -6,6 +6,8 @@ the case and response columns to read, and the label columns to fill
 ``note``; NAME's own labels where there are some). ``cfkit audit import FILE
 --as NAME`` reads the label columns back: a row whose ``cue`` and ``link``
 are both blank is left out; every filled row is checked before any is saved.
+The ``order`` column, where kept, must be NAME's own order (another
+annotator's worksheet is refused, not saved as NAME's labels).
 
 CSV cells that a spreadsheet would run as a formula (starting ``=``, ``+``,
 ``-``, ``@``, a tab or a carriage return) are written with a leading ``'``,
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cfkit.audit.items import Audit, blinded_items
+from cfkit.audit.items import Audit, annotator_order, blinded_items
 from cfkit.audit.labelling import NO_WORDS, YES_WORDS, update_label
 from cfkit.errors import LabelError
 from cfkit.files import csv_problem, json_value
@@ -136,7 +138,29 @@ def _records(text: str, path: Path, fmt: str) -> list[tuple[str, dict[str, Any]]
     return records
 
 
-def _read(text: str, path: Path, fmt: str, audit: Audit) -> tuple[list[_Row], int]:
+@dataclass(frozen=True)
+class _Known:
+    """What a worksheet is checked against: the annotator's name and order."""
+
+    annotator: str
+    order: dict[str, int]
+
+
+def _check_order(record: dict[str, Any], where: str, ref: str, known: _Known) -> None:
+    """Refuse a row whose ``order`` is not the item's place in the annotator's own order (another's worksheet)."""
+    given = record.get("order")
+    try:
+        number = int(str(given).strip()) if given is not None and str(given).strip() else None
+    except ValueError:
+        return  # a column for reading, overwritten by hand: nothing to compare
+    if number is not None and number != known.order[ref]:
+        raise LabelError(f"{where}: item {ref} is number {number} in this worksheet but number {known.order[ref]} in "
+                         f"{known.annotator}'s order, so the worksheet was exported for another annotator; import it "
+                         "under the name it was exported for, or label your own from 'cfkit audit export --as "
+                         f"{known.annotator}'.")
+
+
+def _read(text: str, path: Path, fmt: str, audit: Audit, known: _Known) -> tuple[list[_Row], int]:
     rows: list[_Row] = []
     seen: dict[str, str] = {}
     blank = 0
@@ -151,6 +175,7 @@ def _read(text: str, path: Path, fmt: str, audit: Audit) -> tuple[list[_Row], in
         if ref in seen:
             raise LabelError(f"{where}: item {ref} is labelled again (first at {seen[ref]}); keep one row.")
         seen[ref] = where
+        _check_order(record, where, ref, known)
         cue, link = _flag(record.get("cue"), where, "cue"), _flag(record.get("link"), where, "link")
         if cue is None and link is None:
             blank += 1
@@ -168,7 +193,8 @@ def _read(text: str, path: Path, fmt: str, audit: Audit) -> tuple[list[_Row], in
 def import_worksheet(store: Store, audit: Audit, annotator: str, path: Path, text: str,
                      fmt: str | None = None) -> ImportResult:
     """Save the filled rows of a worksheet as ``annotator``'s labels; nothing is saved if any row is malformed."""
-    rows, blank = _read(text, path, format_for(path, fmt), audit)
+    known = _Known(annotator, {item.id: n for n, item in enumerate(annotator_order(audit, annotator), start=1)})
+    rows, blank = _read(text, path, format_for(path, fmt), audit, known)
     for row in rows:
         fields: dict[str, Any] = {"cue": row.cue, "link": row.link}
         if row.answer_ok is not None:

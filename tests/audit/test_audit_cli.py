@@ -292,6 +292,8 @@ def test_worksheets_through_the_cli(ws, tmp_path):
     labels = _alice(ws)
     assert len([lab for lab in labels.values() if lab.complete]) == 18
     assert sum(lab.unsure for lab in labels.values()) == 1 and sum(lab.judgement.cue for lab in labels.values()) == 9
+    result = cli(ws, "audit", "import", str(sheet), "--as", "bob", code=2)  # alice's sheet is not bob's labels
+    assert result.stderr.count("\n") == 1 and "exported for another annotator" in result.stderr
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"item": "zzzzzzzz", "cue": "yes", "link": "no"}\n')
     result = cli(ws, "audit", "import", str(bad), "--as", "alice", code=2)
