@@ -7,7 +7,9 @@ the case and response columns to read, and the label columns to fill
 --as NAME`` reads the label columns back: a row whose ``cue`` and ``link``
 are both blank is left out; every filled row is checked before any is saved.
 The ``order`` column, where kept, must be NAME's own order (another
-annotator's worksheet is refused, not saved as NAME's labels).
+annotator's worksheet is refused, not saved as NAME's labels), and a row of an
+adjudicated item is left out when it repeats NAME's saved label, refused when
+it would change it.
 
 CSV cells that a spreadsheet would run as a formula (starting ``=``, ``+``,
 ``-``, ``@``, a tab or a carriage return) are written with a leading ``'``,
@@ -27,7 +29,8 @@ from cfkit.audit.items import Audit, annotator_order, blinded_items
 from cfkit.audit.labelling import NO_WORDS, YES_WORDS, update_label
 from cfkit.errors import LabelError
 from cfkit.files import csv_problem, json_value
-from cfkit.store import Store
+from cfkit.store import Store, audit_labels
+from cfkit.store.audit_labels import Final, Label
 from cfkit.store.audits import AuditItem
 from cfkit.visible import from_spreadsheet_cell, spreadsheet_cell
 from cfkit.vocabulary import AUDIT_FORMATS
@@ -88,6 +91,7 @@ def export_worksheet(store: Store, audit: Audit, annotator: str, fmt: str) -> st
 class ImportResult:
     saved: int
     blank: int  # rows left out: neither cue nor link filled in
+    adjudicated: int = 0  # rows left out: an adjudicated item's label given again unchanged
 
 
 @dataclass(frozen=True)
@@ -140,10 +144,12 @@ def _records(text: str, path: Path, fmt: str) -> list[tuple[str, dict[str, Any]]
 
 @dataclass(frozen=True)
 class _Known:
-    """What a worksheet is checked against: the annotator's name and order."""
+    """What a worksheet is checked against: the annotator's order, saved labels, and the adjudicated items."""
 
     annotator: str
     order: dict[str, int]
+    own: dict[str, Label]
+    resolved: dict[str, Final]
 
 
 def _check_order(record: dict[str, Any], where: str, ref: str, known: _Known) -> None:
@@ -160,10 +166,20 @@ def _check_order(record: dict[str, Any], where: str, ref: str, known: _Known) ->
                          f"{known.annotator}'.")
 
 
-def _read(text: str, path: Path, fmt: str, audit: Audit, known: _Known) -> tuple[list[_Row], int]:
+def _repeats_own(row: _Row, own: Label | None) -> bool:
+    """Whether ``row`` gives again exactly the saved label ``own`` (blank fields keep what is saved)."""
+    if own is None:
+        return False
+    saved = own.judgement
+    return ((row.cue, row.link) == (saved.cue, saved.link)
+            and row.answer_ok in (None, saved.answer_ok) and row.unsure in (None, own.unsure)
+            and row.note in (None, own.note))
+
+
+def _read(text: str, path: Path, fmt: str, audit: Audit, known: _Known) -> tuple[list[_Row], int, int]:
     rows: list[_Row] = []
     seen: dict[str, str] = {}
-    blank = 0
+    blank = adjudicated = 0
     for where, record in _records(text, path, fmt):
         ref = str(record.get("item") or "").strip().lower()
         if not ref:
@@ -184,17 +200,29 @@ def _read(text: str, path: Path, fmt: str, audit: Audit, known: _Known) -> tuple
             raise LabelError(f"{where}: item {ref} has {'link' if cue is None else 'cue'} but no "
                              f"{'cue' if cue is None else 'link'}; give both, or leave both blank.")
         note = record.get("note")
-        rows.append(_Row(where, item, _flag(record.get("answer_ok"), where, "answer_ok"), cue, link,
-                         _flag(record.get("unsure"), where, "unsure"),
-                         str(note).strip() if note is not None and str(note).strip() else None))
-    return rows, blank
+        row = _Row(where, item, _flag(record.get("answer_ok"), where, "answer_ok"), cue, link,
+                   _flag(record.get("unsure"), where, "unsure"),
+                   str(note).strip() if note is not None and str(note).strip() else None)
+        final = known.resolved.get(ref)
+        if final is not None:
+            if not _repeats_own(row, known.own.get(ref)):
+                raise LabelError(f"{where}: item {ref} was adjudicated on {final.decided_at} and its final label "
+                                 "stands, so this row's change of its label cannot be saved; put back the values "
+                                 "you exported, or blank its cue and link.")
+            adjudicated += 1
+            continue
+        rows.append(row)
+    return rows, blank, adjudicated
 
 
 def import_worksheet(store: Store, audit: Audit, annotator: str, path: Path, text: str,
                      fmt: str | None = None) -> ImportResult:
     """Save the filled rows of a worksheet as ``annotator``'s labels; nothing is saved if any row is malformed."""
-    known = _Known(annotator, {item.id: n for n, item in enumerate(annotator_order(audit, annotator), start=1)})
-    rows, blank = _read(text, path, format_for(path, fmt), audit, known)
+    finals = audit_labels.finals(store, audit.id)
+    known = _Known(annotator, {item.id: n for n, item in enumerate(annotator_order(audit, annotator), start=1)},
+                   audit_labels.labels_by(store, audit.id, annotator),
+                   {ref: final for ref, final in finals.items() if final.basis == "resolved"})
+    rows, blank, adjudicated = _read(text, path, format_for(path, fmt), audit, known)
     for row in rows:
         fields: dict[str, Any] = {"cue": row.cue, "link": row.link}
         if row.answer_ok is not None:
@@ -204,4 +232,4 @@ def import_worksheet(store: Store, audit: Audit, annotator: str, path: Path, tex
         if row.note is not None:
             fields["note"] = row.note
         update_label(store, audit, row.item, annotator, **fields)
-    return ImportResult(len(rows), blank)
+    return ImportResult(len(rows), blank, adjudicated)

@@ -1,7 +1,9 @@
 """Importing labels: a worksheet is saved as the labels of the annotator it belongs to, whole or not at all.
 
-Another annotator's filled-in worksheet imported ``--as`` someone else used
-to become that person's labels (the agreement then read 100%).
+Two ways an import used to save wrong labels: another annotator's filled-in
+worksheet imported ``--as`` someone else became that person's labels (the
+agreement then read 100%), and re-importing a worksheet after an item was
+adjudicated stopped at that item with some rows already saved.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cfkit.audit.adjudication import resolve_item
 from cfkit.audit.exchange import export_worksheet, import_worksheet
 from cfkit.audit.items import load_audit
 from cfkit.audit.labelling import update_label
@@ -85,3 +88,38 @@ def test_another_annotators_labelling_tool_export_is_refused(audit_ws, fmt):
         with pytest.raises(LabelError, match=r"alice\.json:\d+: .* in bob's order.*exported for another annotator"):
             import_tasks(store, audit, "bob", Path("alice.json"), exported, fmt)
         assert audit_labels.labels_by(store, audit.id, "bob") == {}
+
+
+def test_a_worksheet_imported_again_after_adjudication_keeps_the_resolution_and_saves_all_or_nothing(audit_ws):
+    with Store(audit_ws.db_path) as store:
+        audit = load_audit(store)
+        for item in audit.items:
+            update_label(store, audit, item, "alice", cue=True, link=True)
+            update_label(store, audit, item, "bob", cue=True, link=item is not audit.items[-1])
+        disputed = audit.items[-1]
+        resolve_item(store, audit, disputed, "carol", cue=True, link=False, note="the link is not made")
+        sheet = export_worksheet(store, audit, "alice", "csv")
+        rows = list(csv.DictReader(io.StringIO(sheet)))
+
+        # Exported and imported back unchanged: every other row saved, the adjudicated one left as it is.
+        result = import_worksheet(store, audit, "alice", Path("alice.csv"), sheet)
+        assert (result.saved, result.blank, result.adjudicated) == (len(audit.items) - 1, 0, 1)
+
+        # A change to another row and to the adjudicated item's row: refused at the adjudicated row's line,
+        # and the other change is not saved either.
+        changed = [dict(row) for row in rows]
+        other = next(row for row in changed if row["item"] != disputed.id)
+        other["cue"] = "no"
+        line = next(n for n, row in enumerate(changed, start=2) if row["item"] == disputed.id)
+        changed[line - 2]["link"] = "no"
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(changed)
+        before = _snapshot(store, audit, "alice")
+        with pytest.raises(LabelError, match=rf"alice\.csv:{line}: item {disputed.id} was adjudicated on .* final "
+                                             "label stands"):
+            import_worksheet(store, audit, "alice", Path("alice.csv"), out.getvalue())
+        assert _snapshot(store, audit, "alice") == before
+        final = audit_labels.finals(store, audit.id)[disputed.id]
+        assert (final.basis, final.judgement.link) == ("resolved", False)
