@@ -48,13 +48,20 @@ class EgaRow:
                 "agreement": None if self.agreement is None else agreement_dict(self.agreement)}
 
 
+#: Why an audited item is left out of the section (``PendingItem.why``).
+NO_FINAL = "no final label yet"
+JUDGE_INVALID = "the judge's reply gave no valid Yes/No"
+JUDGE_MISSING = "the judge was not asked, or its request failed"
+
+
 @dataclass(frozen=True)
 class PendingItem:
-    """An audited item without a final label: left out of the section, and said."""
+    """An audited item without a label that counts (a final label, or the judge's): left out, and said why."""
 
     model: str
     case: str
     item: str
+    why: str = NO_FINAL  # NO_FINAL, JUDGE_INVALID or JUDGE_MISSING
 
 
 @dataclass(frozen=True)
@@ -85,11 +92,12 @@ class EgaSection:
 EGA_LABELS = ("people", "judge", "people+judge")
 
 
-def _judgements(store: Store, audit, labels: str, judge: str | None) -> tuple[dict[str, Judgement], set[str]]:
-    """Each item's judgement under ``labels``, and which of them are the judge's."""
+def _judgements(store: Store, audit, labels: str,
+                judge: str | None) -> tuple[dict[str, Judgement], set[str], dict[str, str]]:
+    """Each item's judgement under ``labels``, which of them are the judge's, and why each other item has none."""
     people = {item_id: f.judgement for item_id, f in audit_labels.finals(store, audit.id).items()}
     if labels == "people":
-        return people, set()
+        return people, set(), {i.id: NO_FINAL for i in audit.items if i.id not in people}
     if judge is None:
         raise UsageError(f"--ega-labels {labels} counts a judge model's labels; name it with --judge KIND:NAME.")
     mine = prelabels.latest(store, audit.id, judge)
@@ -98,9 +106,18 @@ def _judgements(store: Store, audit, labels: str, judge: str | None) -> tuple[di
     judged = {i.id: Judgement(i.parser_correct, mine[i.id].get("cue"), mine[i.id].get("link")) for i in audit.items
               if i.id in mine and mine[i.id].get("cue") is not None and mine[i.id].get("link") is not None}
     if labels == "judge":
-        return judged, set(judged)
-    filled = {i: j for i, j in judged.items() if i not in people}
-    return people | filled, set(filled)
+        counted, from_judge = judged, set(judged)
+    else:
+        from_judge = set(judged) - set(people)
+        counted = people | {i: judged[i] for i in from_judge}
+
+    def lacking(ref: str) -> str:
+        answered = mine.get(ref, {})
+        judge_why = JUDGE_INVALID if any(c in answered and answered[c] is None for c in ("cue", "link")) \
+            else JUDGE_MISSING
+        return judge_why if labels == "judge" else f"{NO_FINAL}, and {judge_why}"
+
+    return counted, from_judge, {i.id: lacking(i.id) for i in audit.items if i.id not in counted}
 
 
 def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int = stats.N_RESAMPLES,
@@ -124,13 +141,13 @@ def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int 
             "withheld (it would tie items to models while annotators are still labelling); see 'cfkit audit "
             "status' for progress, or pass --unblind to show it now."))
     models = [r["model"] for r in audit.plan.inputs["runs"]]  # the order the runs were given
-    final, from_judge = _judgements(store, audit, labels, judge)
+    final, from_judge, why = _judgements(store, audit, labels, judge)
     by_key = {(i.model, i.case_id): i for i in audit.items}
     cases = sorted({i.case_id for i in audit.items})
     # 2. the cases final for every model
     complete = [c for c in cases if all((m, c) in by_key and by_key[m, c].id in final for m in models)]
-    pending = [PendingItem(i.model, i.case_id, i.id) for i in sorted(audit.items, key=lambda i: (i.model, i.case_id))
-               if i.id not in final]
+    pending = [PendingItem(i.model, i.case_id, i.id, why[i.id])
+               for i in sorted(audit.items, key=lambda i: (i.model, i.case_id)) if i.id not in final]
     # 3. the rows
     pairs = defaultdict(list)
     for pair in label_pairs(store, audit):
