@@ -157,6 +157,12 @@ def test_items_the_judge_left_without_a_label_are_said_with_why_and_how_to_fill_
         asked = cli(ws, "audit", "prelabel", "--judge", judge, "-o", f"base_url={server.url}", "-o", "max_retries=0",
                     env={"OPENAI_API_KEY": "sk-x"})
     assert asked.exit_code == 1 and "2 without a valid Yes/No, 1 failed" in asked.stderr
+    with ChatServer(lambda body, n: Scripted(status=400, body={"error": {"message": "down"}})) as server:
+        again = cli(ws, "audit", "prelabel", "--judge", judge, "-o", f"base_url={server.url}", "-o", "max_retries=0",
+                    env={"OPENAI_API_KEY": "sk-x"})
+    # The second run asks only the failed request, and says that the two stored non-answers stay.
+    assert again.exit_code == 1 and "(2 without a valid Yes/No, not asked again)" in again.stderr
+    assert "0 answer(s) stored now" in again.stderr and "1 failed" in again.stderr
     result = cli(ws, "report", "--ega", "--ega-labels", "judge", "--judge", judge, "--format", "json",
                  "--resamples", "100")
     assert result.exit_code == 1
