@@ -24,6 +24,7 @@ from typing import Any
 from cfkit import stats
 from cfkit.audit.agreement import agreement_dict, label_pairs, pair_agreement
 from cfkit.audit.items import labels_in, load_audit
+from cfkit.audit.plan import input_drift
 from cfkit.errors import UsageError
 from cfkit.store import Store, audit_labels, prelabels
 from cfkit.store.audit_labels import Judgement
@@ -76,6 +77,7 @@ class EgaSection:
     labels: str = "people"  # whose labels count (EGA_LABELS)
     judge: str | None = None  # the judge model whose labels count, when they do
     judge_labelled: int = 0  # items of the rows counted with the judge's labels
+    inputs_changed: tuple[str, ...] = ()  # what changed in the audit's inputs since planning (audit status's lines)
 
     def summary(self) -> dict[str, Any]:
         data = {"audit": self.audit, "cases": self.cases, "planned_cases": self.planned_cases,
@@ -84,6 +86,8 @@ class EgaSection:
             data |= {"labels": self.labels, "judge": self.judge, "judge_labelled": self.judge_labelled}
         if self.withheld is not None:
             data["withheld"] = self.withheld
+        if self.inputs_changed:
+            data["inputs_changed"] = list(self.inputs_changed)
         return data
 
 
@@ -122,10 +126,12 @@ def _judgements(store: Store, audit, labels: str,
 
 def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int = stats.N_RESAMPLES,
                 seed: int | None = stats.SEED, unblind: bool = False, labels: str = "people",
-                judge: str | None = None) -> EgaSection:
+                judge: str | None = None, ws=None) -> EgaSection:
     """The section for audit ``audit_ref`` (default: the newest audit in the store).
 
     ``labels`` chooses whose labels count (:data:`EGA_LABELS`; a judge's need ``judge``).
+    With the workspace ``ws``, what changed in the audit's inputs since
+    planning (a run rerun, the cases file edited) is in ``inputs_changed``.
 
     Steps: 1. the audit, its models (plan order) and final labels; 2. the
     cases final for every model; 3. per model, scores over those cases (one
@@ -166,4 +172,5 @@ def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int 
             rows.append(EgaRow(model, planned, sum(1 for p in pending if p.model == model), scores, agreement))
     return EgaSection(audit.id, len(complete), len(cases), rows, pending, unblinded=done < audit.planned_labels,
                       labels=labels, judge=judge if labels != "people" else None,
-                      judge_labelled=sum(1 for c in complete for m in models if by_key[m, c].id in from_judge))
+                      judge_labelled=sum(1 for c in complete for m in models if by_key[m, c].id in from_judge),
+                      inputs_changed=() if ws is None else tuple(input_drift(ws, store, audit.plan)))
