@@ -6,6 +6,10 @@ the case and response columns to read, and the label columns to fill
 ``note``; NAME's own labels where there are some). ``cfkit audit import FILE
 --as NAME`` reads the label columns back: a row whose ``cue`` and ``link``
 are both blank is left out; every filled row is checked before any is saved.
+The ``order`` column, where kept, must be NAME's own order (another
+annotator's worksheet is refused, not saved as NAME's labels), and a row of an
+adjudicated item is left out when it repeats NAME's saved label, refused when
+it would change it.
 
 CSV cells that a spreadsheet would run as a formula (starting ``=``, ``+``,
 ``-``, ``@``, a tab or a carriage return) are written with a leading ``'``,
@@ -21,11 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cfkit.audit.items import Audit, blinded_items
+from cfkit.audit.items import Audit, annotator_order, blinded_items
 from cfkit.audit.labelling import NO_WORDS, YES_WORDS, update_label
 from cfkit.errors import LabelError
 from cfkit.files import csv_problem, json_value
-from cfkit.store import Store
+from cfkit.store import Store, audit_labels
+from cfkit.store.audit_labels import Final, Label
 from cfkit.store.audits import AuditItem
 from cfkit.visible import from_spreadsheet_cell, spreadsheet_cell
 from cfkit.vocabulary import AUDIT_FORMATS
@@ -86,6 +91,7 @@ def export_worksheet(store: Store, audit: Audit, annotator: str, fmt: str) -> st
 class ImportResult:
     saved: int
     blank: int  # rows left out: neither cue nor link filled in
+    adjudicated: int = 0  # rows left out: an adjudicated item's label given again unchanged
 
 
 @dataclass(frozen=True)
@@ -136,10 +142,44 @@ def _records(text: str, path: Path, fmt: str) -> list[tuple[str, dict[str, Any]]
     return records
 
 
-def _read(text: str, path: Path, fmt: str, audit: Audit) -> tuple[list[_Row], int]:
+@dataclass(frozen=True)
+class _Known:
+    """What a worksheet is checked against: the annotator's order, saved labels, and the adjudicated items."""
+
+    annotator: str
+    order: dict[str, int]
+    own: dict[str, Label]
+    resolved: dict[str, Final]
+
+
+def _check_order(record: dict[str, Any], where: str, ref: str, known: _Known) -> None:
+    """Refuse a row whose ``order`` is not the item's place in the annotator's own order (another's worksheet)."""
+    given = record.get("order")
+    try:
+        number = int(str(given).strip()) if given is not None and str(given).strip() else None
+    except ValueError:
+        return  # a column for reading, overwritten by hand: nothing to compare
+    if number is not None and number != known.order[ref]:
+        raise LabelError(f"{where}: item {ref} is number {number} in this worksheet but number {known.order[ref]} in "
+                         f"{known.annotator}'s order, so the worksheet was exported for another annotator; import it "
+                         "under the name it was exported for, or label your own from 'cfkit audit export --as "
+                         f"{known.annotator}'.")
+
+
+def _repeats_own(row: _Row, own: Label | None) -> bool:
+    """Whether ``row`` gives again exactly the saved label ``own`` (blank fields keep what is saved)."""
+    if own is None:
+        return False
+    saved = own.judgement
+    return ((row.cue, row.link) == (saved.cue, saved.link)
+            and row.answer_ok in (None, saved.answer_ok) and row.unsure in (None, own.unsure)
+            and row.note in (None, own.note))
+
+
+def _read(text: str, path: Path, fmt: str, audit: Audit, known: _Known) -> tuple[list[_Row], int, int]:
     rows: list[_Row] = []
     seen: dict[str, str] = {}
-    blank = 0
+    blank = adjudicated = 0
     for where, record in _records(text, path, fmt):
         ref = str(record.get("item") or "").strip().lower()
         if not ref:
@@ -151,6 +191,7 @@ def _read(text: str, path: Path, fmt: str, audit: Audit) -> tuple[list[_Row], in
         if ref in seen:
             raise LabelError(f"{where}: item {ref} is labelled again (first at {seen[ref]}); keep one row.")
         seen[ref] = where
+        _check_order(record, where, ref, known)
         cue, link = _flag(record.get("cue"), where, "cue"), _flag(record.get("link"), where, "link")
         if cue is None and link is None:
             blank += 1
@@ -159,16 +200,29 @@ def _read(text: str, path: Path, fmt: str, audit: Audit) -> tuple[list[_Row], in
             raise LabelError(f"{where}: item {ref} has {'link' if cue is None else 'cue'} but no "
                              f"{'cue' if cue is None else 'link'}; give both, or leave both blank.")
         note = record.get("note")
-        rows.append(_Row(where, item, _flag(record.get("answer_ok"), where, "answer_ok"), cue, link,
-                         _flag(record.get("unsure"), where, "unsure"),
-                         str(note).strip() if note is not None and str(note).strip() else None))
-    return rows, blank
+        row = _Row(where, item, _flag(record.get("answer_ok"), where, "answer_ok"), cue, link,
+                   _flag(record.get("unsure"), where, "unsure"),
+                   str(note).strip() if note is not None and str(note).strip() else None)
+        final = known.resolved.get(ref)
+        if final is not None:
+            if not _repeats_own(row, known.own.get(ref)):
+                raise LabelError(f"{where}: item {ref} was adjudicated on {final.decided_at} and its final label "
+                                 "stands, so this row's change of its label cannot be saved; put back the values "
+                                 "you exported, or blank its cue and link.")
+            adjudicated += 1
+            continue
+        rows.append(row)
+    return rows, blank, adjudicated
 
 
 def import_worksheet(store: Store, audit: Audit, annotator: str, path: Path, text: str,
                      fmt: str | None = None) -> ImportResult:
     """Save the filled rows of a worksheet as ``annotator``'s labels; nothing is saved if any row is malformed."""
-    rows, blank = _read(text, path, format_for(path, fmt), audit)
+    finals = audit_labels.finals(store, audit.id)
+    known = _Known(annotator, {item.id: n for n, item in enumerate(annotator_order(audit, annotator), start=1)},
+                   audit_labels.labels_by(store, audit.id, annotator),
+                   {ref: final for ref, final in finals.items() if final.basis == "resolved"})
+    rows, blank, adjudicated = _read(text, path, format_for(path, fmt), audit, known)
     for row in rows:
         fields: dict[str, Any] = {"cue": row.cue, "link": row.link}
         if row.answer_ok is not None:
@@ -178,4 +232,4 @@ def import_worksheet(store: Store, audit: Audit, annotator: str, path: Path, tex
         if row.note is not None:
             fields["note"] = row.note
         update_label(store, audit, row.item, annotator, **fields)
-    return ImportResult(len(rows), blank)
+    return ImportResult(len(rows), blank, adjudicated)

@@ -282,7 +282,9 @@ def import_(ws, path, name, fmt, audit_ref) -> None:
         else:
             result = import_worksheet(store, current, check_annotator(name), path, text, fmt)
     err.print(f"{result.saved} label(s) saved for {name}"
-              + (f"; {result.blank} row(s) without cue and link left out" if result.blank else "") + ".")
+              + (f"; {result.blank} row(s) without cue and link left out" if result.blank else "")
+              + (f"; {result.adjudicated} row(s) of adjudicated items, unchanged, left as they are"
+                 if result.adjudicated else "") + ".")
 
 
 @audit.command()

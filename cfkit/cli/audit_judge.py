@@ -43,8 +43,9 @@ def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, as
         result = prelabel_audit(ws, store, load_audit(store, audit_ref), backend, judge)
     if as_json:
         print_json(result.to_dict())
+    earlier = f" ({result.stored_invalid} without a valid Yes/No, not asked again)" if result.stored_invalid else ""
     err.print(f"judge {judge} (questions {result.prompt_version}) on audit {result.audit}: {result.asked} answer(s) "
-              f"stored now, {result.stored} already stored, {result.invalid} without a valid Yes/No, "
+              f"stored now, {result.stored} already stored{earlier}, {result.invalid} without a valid Yes/No, "
               f"{len(result.failed)} failed.")
     for failure in result.failed[:10]:
         err.print(f"  failed: {failure}", markup=False)

@@ -169,19 +169,34 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
         from cfkit.errors import Incomplete
 
         raise Incomplete(result.ega.withheld)
+    for change in () if result.ega is None else result.ega.inputs_changed:
+        warn(f"audit {result.ega.audit}: {change} since planning; the EGA section counts the items as they were "
+             "audited, not as the other sections read them now.")
     if result.ega is not None and result.ega.unblinded:
         warn("un-blinded (--unblind): the EGA section is shown while annotators are still labelling.")
     if result.ega is not None and result.ega.pending:
         from cfkit.errors import Incomplete
 
-        pending = result.ega.pending
-        warn(f"{len(pending)} audited item(s) have no final label yet and are left out of the EGA section:")
+        from cfkit.report.grounding import JUDGE_INVALID, JUDGE_MISSING, NO_FINAL
+
+        pending, judge = result.ega.pending, result.ega.judge
+        if result.ega.labels == "people":
+            warn(f"{len(pending)} audited item(s) have no final label yet and are left out of the EGA section:")
+        else:
+            warn(f"{len(pending)} audited item(s) have no label that counts ({result.ega.labels}) and are left out "
+                 "of the EGA section:")
         for p in pending[:MISSING_SHOWN]:
-            warn(f"  {p.model}: case {p.case}, item {p.item}")
+            warn(f"  {p.model}: case {p.case}, item {p.item}" + ("" if p.why == NO_FINAL else f": {p.why}"))
         if len(pending) > MISSING_SHOWN:
             warn(f"  … and {len(pending) - MISSING_SHOWN} more (see 'ega_pending' in --format json).")
+        fixes = [how for what, how in (
+            (NO_FINAL, "finish with 'cfkit audit status' and 'cfkit audit adjudicate --as NAME'"),
+            (JUDGE_MISSING, f"'cfkit audit prelabel --judge {judge}' asks what the judge was not asked or failed"),
+            (JUDGE_INVALID, "a judge's reply without a valid Yes/No is kept and not asked again; a person's "
+                            "final label of the item counts under --ega-labels people+judge"))
+            if any(what in p.why for p in pending)]
         raise Incomplete(f"the EGA section covers {result.ega.cases} of {result.ega.planned_cases} audited cases; "
-                         "finish with 'cfkit audit status' and 'cfkit audit adjudicate --as NAME'.")
+                         + "; ".join(fixes) + ".")
     if refused:
         from cfkit.errors import Incomplete
 

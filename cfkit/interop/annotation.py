@@ -145,12 +145,14 @@ def import_tasks(store: Store, audit: Audit, annotator: str, path: Path, text: s
             raise LabelError(f"{where}: expected an object, got {type(task).__name__}.")
         if fmt == "label-studio":
             item = (task.get("data") or {}).get("item")
+            order = (task.get("data") or {}).get("order")
             values = _ls_values(task, where)
         else:
             item = task.get("id") or (task.get("metadata") or {}).get("item")
+            order = (task.get("metadata") or {}).get("order")
             values = _argilla_values(task)
         if not item:
             raise LabelError(f"{where}: no item id (the export's 'item'); import the tool's export of the tasks "
                              "'cfkit audit export' wrote.")
-        lines.append(json.dumps({"item": item, **values}))
+        lines.append(json.dumps({"item": item, "order": order, **values}))  # order: whose export it is
     return import_worksheet(store, audit, annotator, path, "\n".join(lines) + "\n", "jsonl")

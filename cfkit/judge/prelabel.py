@@ -55,11 +55,13 @@ class PrelabelResult:
     asked: int = 0
     stored: int = 0  # already there before this run
     invalid: int = 0  # replies with no valid Yes/No
+    stored_invalid: int = 0  # of the stored ones, replies with no valid Yes/No (kept, not asked again)
     failed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"audit": self.audit, "judge": self.judge, "prompt_version": self.prompt_version, "asked": self.asked,
-                "already_stored": self.stored, "invalid": self.invalid, "failed": self.failed}
+                "already_stored": self.stored, "invalid": self.invalid,
+                "already_stored_invalid": self.stored_invalid, "failed": self.failed}
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
@@ -80,7 +82,7 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
     if capabilities is not None and not capabilities.images:
         raise UsageError(f"judge {judge} cannot see images; pre-label with a vision-language model.")
     result = PrelabelResult(audit.id, judge, questions.version)
-    have = {(p.item_id, p.criterion) for p in prelabels.prelabels(store, audit.id, judge=judge)
+    have = {(p.item_id, p.criterion): p.value for p in prelabels.prelabels(store, audit.id, judge=judge)
             if p.prompt_version == questions.version}
     todo = []
     for item in audit.items:
@@ -93,6 +95,7 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
         for criterion in CRITERIA:
             if (item.id, criterion) in have:
                 result.stored += 1
+                result.stored_invalid += have[item.id, criterion] is None
                 continue
             if images is None:
                 images = tuple(image_data(ws.image_root / path) for path, _ in shown.images)

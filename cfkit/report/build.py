@@ -136,7 +136,7 @@ def _ega(ws: Workspace, audit: str | None, n_resamples: int, seed: int | None, u
 
     with Store(ws.db_path) as store:
         return ega_section(store, audit, n_resamples=n_resamples, seed=seed, unblind=unblind, labels=labels,
-                           judge=judge)
+                           judge=judge, ws=ws)
 
 
 def build_report(

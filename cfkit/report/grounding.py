@@ -24,6 +24,7 @@ from typing import Any
 from cfkit import stats
 from cfkit.audit.agreement import agreement_dict, label_pairs, pair_agreement
 from cfkit.audit.items import labels_in, load_audit
+from cfkit.audit.plan import input_drift
 from cfkit.errors import UsageError
 from cfkit.store import Store, audit_labels, prelabels
 from cfkit.store.audit_labels import Judgement
@@ -48,13 +49,20 @@ class EgaRow:
                 "agreement": None if self.agreement is None else agreement_dict(self.agreement)}
 
 
+#: Why an audited item is left out of the section (``PendingItem.why``).
+NO_FINAL = "no final label yet"
+JUDGE_INVALID = "the judge's reply gave no valid Yes/No"
+JUDGE_MISSING = "the judge was not asked, or its request failed"
+
+
 @dataclass(frozen=True)
 class PendingItem:
-    """An audited item without a final label: left out of the section, and said."""
+    """An audited item without a label that counts (a final label, or the judge's): left out, and said why."""
 
     model: str
     case: str
     item: str
+    why: str = NO_FINAL  # NO_FINAL, JUDGE_INVALID or JUDGE_MISSING
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,7 @@ class EgaSection:
     labels: str = "people"  # whose labels count (EGA_LABELS)
     judge: str | None = None  # the judge model whose labels count, when they do
     judge_labelled: int = 0  # items of the rows counted with the judge's labels
+    inputs_changed: tuple[str, ...] = ()  # what changed in the audit's inputs since planning (audit status's lines)
 
     def summary(self) -> dict[str, Any]:
         data = {"audit": self.audit, "cases": self.cases, "planned_cases": self.planned_cases,
@@ -77,6 +86,8 @@ class EgaSection:
             data |= {"labels": self.labels, "judge": self.judge, "judge_labelled": self.judge_labelled}
         if self.withheld is not None:
             data["withheld"] = self.withheld
+        if self.inputs_changed:
+            data["inputs_changed"] = list(self.inputs_changed)
         return data
 
 
@@ -85,11 +96,12 @@ class EgaSection:
 EGA_LABELS = ("people", "judge", "people+judge")
 
 
-def _judgements(store: Store, audit, labels: str, judge: str | None) -> tuple[dict[str, Judgement], set[str]]:
-    """Each item's judgement under ``labels``, and which of them are the judge's."""
+def _judgements(store: Store, audit, labels: str,
+                judge: str | None) -> tuple[dict[str, Judgement], set[str], dict[str, str]]:
+    """Each item's judgement under ``labels``, which of them are the judge's, and why each other item has none."""
     people = {item_id: f.judgement for item_id, f in audit_labels.finals(store, audit.id).items()}
     if labels == "people":
-        return people, set()
+        return people, set(), {i.id: NO_FINAL for i in audit.items if i.id not in people}
     if judge is None:
         raise UsageError(f"--ega-labels {labels} counts a judge model's labels; name it with --judge KIND:NAME.")
     mine = prelabels.latest(store, audit.id, judge)
@@ -98,17 +110,28 @@ def _judgements(store: Store, audit, labels: str, judge: str | None) -> tuple[di
     judged = {i.id: Judgement(i.parser_correct, mine[i.id].get("cue"), mine[i.id].get("link")) for i in audit.items
               if i.id in mine and mine[i.id].get("cue") is not None and mine[i.id].get("link") is not None}
     if labels == "judge":
-        return judged, set(judged)
-    filled = {i: j for i, j in judged.items() if i not in people}
-    return people | filled, set(filled)
+        counted, from_judge = judged, set(judged)
+    else:
+        from_judge = set(judged) - set(people)
+        counted = people | {i: judged[i] for i in from_judge}
+
+    def lacking(ref: str) -> str:
+        answered = mine.get(ref, {})
+        judge_why = JUDGE_INVALID if any(c in answered and answered[c] is None for c in ("cue", "link")) \
+            else JUDGE_MISSING
+        return judge_why if labels == "judge" else f"{NO_FINAL}, and {judge_why}"
+
+    return counted, from_judge, {i.id: lacking(i.id) for i in audit.items if i.id not in counted}
 
 
 def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int = stats.N_RESAMPLES,
                 seed: int | None = stats.SEED, unblind: bool = False, labels: str = "people",
-                judge: str | None = None) -> EgaSection:
+                judge: str | None = None, ws=None) -> EgaSection:
     """The section for audit ``audit_ref`` (default: the newest audit in the store).
 
     ``labels`` chooses whose labels count (:data:`EGA_LABELS`; a judge's need ``judge``).
+    With the workspace ``ws``, what changed in the audit's inputs since
+    planning (a run rerun, the cases file edited) is in ``inputs_changed``.
 
     Steps: 1. the audit, its models (plan order) and final labels; 2. the
     cases final for every model; 3. per model, scores over those cases (one
@@ -124,13 +147,13 @@ def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int 
             "withheld (it would tie items to models while annotators are still labelling); see 'cfkit audit "
             "status' for progress, or pass --unblind to show it now."))
     models = [r["model"] for r in audit.plan.inputs["runs"]]  # the order the runs were given
-    final, from_judge = _judgements(store, audit, labels, judge)
+    final, from_judge, why = _judgements(store, audit, labels, judge)
     by_key = {(i.model, i.case_id): i for i in audit.items}
     cases = sorted({i.case_id for i in audit.items})
     # 2. the cases final for every model
     complete = [c for c in cases if all((m, c) in by_key and by_key[m, c].id in final for m in models)]
-    pending = [PendingItem(i.model, i.case_id, i.id) for i in sorted(audit.items, key=lambda i: (i.model, i.case_id))
-               if i.id not in final]
+    pending = [PendingItem(i.model, i.case_id, i.id, why[i.id])
+               for i in sorted(audit.items, key=lambda i: (i.model, i.case_id)) if i.id not in final]
     # 3. the rows
     pairs = defaultdict(list)
     for pair in label_pairs(store, audit):
@@ -149,4 +172,5 @@ def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int 
             rows.append(EgaRow(model, planned, sum(1 for p in pending if p.model == model), scores, agreement))
     return EgaSection(audit.id, len(complete), len(cases), rows, pending, unblinded=done < audit.planned_labels,
                       labels=labels, judge=judge if labels != "people" else None,
-                      judge_labelled=sum(1 for c in complete for m in models if by_key[m, c].id in from_judge))
+                      judge_labelled=sum(1 for c in complete for m in models if by_key[m, c].id in from_judge),
+                      inputs_changed=() if ws is None else tuple(input_drift(ws, store, audit.plan)))

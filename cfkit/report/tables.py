@@ -279,6 +279,9 @@ def _ega_tables(data: dict, ref: dict | None) -> list[DisplayTable]:
     if audit.get("labels", "people") != "people":
         caption += (f" Counted with {audit['labels']} labels: {audit['judge_labelled']} item(s) carry the judge "
                     f"model {audit['judge']}'s labels, not a person's.")
+    if audit.get("inputs_changed"):
+        caption += (f" Since the audit was planned, {'; '.join(audit['inputs_changed'])}: these rows count the "
+                    "items as they were audited, not as the other tables read them now.")
     if "withheld" in audit:
         caption = f"{legends.ega()} {audit['withheld']}"
     if ref:

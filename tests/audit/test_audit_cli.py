@@ -292,10 +292,44 @@ def test_worksheets_through_the_cli(ws, tmp_path):
     labels = _alice(ws)
     assert len([lab for lab in labels.values() if lab.complete]) == 18
     assert sum(lab.unsure for lab in labels.values()) == 1 and sum(lab.judgement.cue for lab in labels.values()) == 9
+    result = cli(ws, "audit", "import", str(sheet), "--as", "bob", code=2)  # alice's sheet is not bob's labels
+    assert result.stderr.count("\n") == 1 and "exported for another annotator" in result.stderr
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"item": "zzzzzzzz", "cue": "yes", "link": "no"}\n')
     result = cli(ws, "audit", "import", str(bad), "--as", "alice", code=2)
     assert result.stderr.count("\n") == 1 and "bad.jsonl:1: item 'zzzzzzzz' is not in audit" in result.stderr
+
+
+def test_report_ega_says_when_the_audited_inputs_changed_since_planning(ws):
+    # The EGA rows count the items as frozen at planning; a rerun run or an edited cases file makes the other
+    # sections read something else, and the section must say so where it is shown, not only 'audit status'.
+    from cfkit.audit.items import load_audit
+    from cfkit.audit.labelling import update_label
+    from cfkit.store import runs
+    from cfkit.store.runs import ReplyFields
+
+    ws, run_ids = ws
+    plan(ws, run_ids)
+    with Store(ws / ".cfkit" / "cfkit.db") as store:
+        audit = load_audit(store)
+        for item in audit.items:
+            for name in ("alice", "bob"):
+                update_label(store, audit, item, name, cue=True, link=True)
+    same = json.loads(cli(ws, "report", "--ega", "--format", "json", "--resamples", "100").stdout)
+    assert "inputs_changed" not in same["ega_audit"]
+    cases = ws / "data" / "cases.jsonl"
+    cases.write_text(cases.read_text().replace("Scenario AU01", "Edited AU01"))
+    with Store(ws / ".cfkit" / "cfkit.db") as store, store.transaction() as tx:
+        runs.write_reply(tx, run_ids[aw.GPT], ("AU01", "", "image"), cache_key=None, raw='{"answer": "A"}',
+                         fields=ReplyFields("A", "json", None, "Another reason.", "high", None))
+    changed = [f"the cases file {cases} changed", f"run {run_ids[aw.GPT]} was rerun or changed"]
+    result = cli(ws, "report", "--ega", "--format", "json", "--resamples", "100")
+    data = json.loads(result.stdout)
+    assert data["ega_audit"]["inputs_changed"] == changed
+    assert data["ega"] == same["ega"]  # the figures are the audited items', unchanged
+    assert f"{changed[1]} since planning; the EGA section counts the items as they were audited" in result.stderr
+    md = " ".join(cli(ws, "report", "--ega", "--format", "md", "--resamples", "100").stdout.split())
+    assert f"Since the audit was planned, {changed[0]}; {changed[1]}: these rows count the items" in md
 
 
 @pytest.mark.parametrize("args, code, says", [

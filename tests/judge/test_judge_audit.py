@@ -128,3 +128,50 @@ def test_people_only_ega_is_unchanged_and_the_judges_is_marked(labelled):
     assert f"judge model {JUDGE}'s labels, not a person's" in " ".join(table.stdout.split())
     missing = cli(ws, "report", "--ega", "--ega-labels", "judge", "--resamples", "200")
     assert missing.exit_code == 2 and "--judge" in missing.stderr
+
+
+def test_items_the_judge_left_without_a_label_are_said_with_why_and_how_to_fill_them(labelled, tmp_path):
+    # A judge that mumbles on some cue questions, answers one with nothing, and fails one link request: those
+    # items are no labels, listed with why, and the advice fits (not "adjudicate").
+    import shutil
+
+    ws = tmp_path / "ws"
+    shutil.copytree(labelled[0], ws)
+    rows, judge = labelled[2], "openai:mumbling-judge"
+    mumbled, empty, failed = rows[0]["response"], rows[1]["response"], rows[2]["response"]
+
+    def script(body: dict, n: int) -> Scripted:
+        text = user_text(body)
+        response = re.search(r"<<<(.*)>>>", text, re.S).group(1)
+        cue_question = "Does the response name" in text
+        if cue_question and response == mumbled:
+            return Scripted(body=completion("It is hard to say.", model=body["model"]))
+        if cue_question and response == empty:
+            return Scripted(body=completion("", model=body["model"]))
+        if not cue_question and response == failed:
+            return Scripted(status=400, body={"error": {"message": "bad request"}})
+        return Scripted(body=completion("Yes", model=body["model"]))
+
+    assert len({mumbled, empty, failed}) == 3
+    with ChatServer(script) as server:
+        asked = cli(ws, "audit", "prelabel", "--judge", judge, "-o", f"base_url={server.url}", "-o", "max_retries=0",
+                    env={"OPENAI_API_KEY": "sk-x"})
+    assert asked.exit_code == 1 and "2 without a valid Yes/No, 1 failed" in asked.stderr
+    with ChatServer(lambda body, n: Scripted(status=400, body={"error": {"message": "down"}})) as server:
+        again = cli(ws, "audit", "prelabel", "--judge", judge, "-o", f"base_url={server.url}", "-o", "max_retries=0",
+                    env={"OPENAI_API_KEY": "sk-x"})
+    # The second run asks only the failed request, and says that the two stored non-answers stay.
+    assert again.exit_code == 1 and "(2 without a valid Yes/No, not asked again)" in again.stderr
+    assert "0 answer(s) stored now" in again.stderr and "1 failed" in again.stderr
+    result = cli(ws, "report", "--ega", "--ega-labels", "judge", "--judge", judge, "--format", "json",
+                 "--resamples", "100")
+    assert result.exit_code == 1
+    why = {p["item"]: p["why"] for p in json.loads(result.stdout)["ega_pending"]}
+    assert why == {rows[0]["item"]: "the judge's reply gave no valid Yes/No",
+                   rows[1]["item"]: "the judge's reply gave no valid Yes/No",
+                   rows[2]["item"]: "the judge was not asked, or its request failed"}
+    error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "adjudicate" not in error[0], error
+    assert f"'cfkit audit prelabel --judge {judge}' asks what the judge was not asked or failed" in error[0]
+    assert "not asked again" in error[0] and "people+judge" in error[0]
+    assert f"item {rows[0]['item']}: the judge's reply gave no valid Yes/No" in result.stderr
