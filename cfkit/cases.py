@@ -12,8 +12,9 @@ never contain ``..`` and must not resolve (after symlinks) outside the root.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,18 @@ def plain_case(record: Any) -> Case | None:
         if provenance is None:
             return None
     return Case(case_id, images, question, made, gold, yes, rationale, domain, provenance)
+
+
+def asked_digests(cases: Iterable[Case]) -> dict[str, str]:
+    """Per case id, a digest of what a model is shown of the case: its question, its options (ids and texts, in
+    order) and its image names; not its gold, rationale or provenance. A run records them, so that a report can
+    tell an answer to the case as it is now from one to an earlier version of it (docs/report-schema.md)."""
+    found = {}
+    for case in cases:
+        if case.id not in found:
+            text = "\0".join([case.question, *(f"{o.id}\x1f{o.text}" for o in case.options), "\x1e", *case.images])
+            found[case.id] = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return found
 
 
 #: A lone surrogate (from a JSON escape such as ``\\ud800``): pydantic refuses it as "not a valid string".

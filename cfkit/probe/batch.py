@@ -38,6 +38,7 @@ from cfkit.probe.sending_images import SendingImages
 from cfkit.probe.plan import ProbeItem
 from cfkit.probe.prices import BATCH_PRICE_FACTOR
 from cfkit.probe.recording import Recorder
+from cfkit.cases import asked_digests
 from cfkit.probe.runner import RunSummary, close_run, open_and_settle
 from cfkit.store import Store, batches, runs
 from cfkit.store.batches import BatchRecord, BatchRequest
@@ -190,12 +191,13 @@ def submit_batch(job: Any, store: Store, *, on_plan: Callable | None = None,
                          "-o price_out=…, or in cfkit.toml [probe.prices].")
     opened = open_and_settle(store, backend, plan, protocol=job.setup.protocol.name, notes=job.setup.notes())
     wanted = {i.key for i in plan.items}
+    asked = asked_digests(i.case for i in plan.items)  # kept with the run (close_run)
     if max_cost is not None:
         most = estimate([i.request for i in opened.to_send], prices.scaled(BATCH_PRICE_FACTOR)).cost_max
         if most is not None and most > max_cost:
             why = (f"--max-cost {max_cost:g}: the batch could cost up to {usd(most)} at batch prices (if every "
                    "reply used all its tokens), and a batch cannot be stopped part way")
-            close_run(store, opened.run_id, "done", why, wanted, sorted(opened.notes))
+            close_run(store, opened.run_id, "done", why, wanted, sorted(opened.notes), asked=asked)
             raise UsageError(f"{why}. Nothing was sent. Raise --max-cost, or ask part of the suite (--limit, "
                              "--cases).")
     folder = job.ws.store_dir / "batches"
@@ -207,10 +209,10 @@ def submit_batch(job: Any, store: Store, *, on_plan: Callable | None = None,
     except BaseException as exc:  # the batches accepted so far are recorded; the rest is sent by the next run
         sent = batches.for_run(store, opened.run_id)
         close_run(store, opened.run_id, "waiting" if sent else "done", None, wanted, sorted(opened.notes),
-                  failure=f"{type(exc).__name__}: {exc}")
+                  failure=f"{type(exc).__name__}: {exc}", asked=asked)
         raise
     status = "waiting" if ids else "done"
-    close_run(store, opened.run_id, status, None, wanted, sorted(opened.notes))
+    close_run(store, opened.run_id, status, None, wanted, sorted(opened.notes), asked=asked)
     return BatchSubmission(opened.run_id, backend.model, plan.suite, len(plan.items), opened.kept,
                            opened.from_cache, len({r.cache_key for _, rs in files for r in rs}), tuple(ids))
 

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from cfkit import __version__
 from cfkit.backends import Backend, as_backend
+from cfkit.cases import asked_digests
 from cfkit.errors import Incomplete, UsageError
 from cfkit.probe.cache_keys import RunKeys
 from cfkit.probe.identity import library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
@@ -227,7 +228,7 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
         raise
     finally:
         counts = close_run(store, run_id, status, sender.stopped, {i.key for i in plan.items}, sorted(sender.notes),
-                           inputs_sha256, failure, inputs_manifest)
+                           inputs_sha256, failure, inputs_manifest, asked=asked_digests(i.case for i in plan.items))
     return RunSummary(
         run_id=run_id, model=backend.model, suite=plan.suite, status=counts["status"], total=len(plan.items),
         kept=opened.kept, from_cache=opened.from_cache + sender.from_cache, sent=progress.sent, errors=progress.errors,
@@ -325,11 +326,15 @@ def _open_run(store: Store, run_id: str, backend: Backend, plan: ProbePlan, reco
 
 def close_run(store: Store, run_id: str, status: str, stopped: str | None, wanted: set[tuple[str, str, str]],
               notes: list[str], inputs_digest: str | None = None, failure: str | None = None,
-              inputs_manifest: dict[str, Any] | None = None) -> dict[str, Any]:
+              inputs_manifest: dict[str, Any] | None = None, *, asked: dict[str, str] | None = None) -> dict[str, Any]:
     """Recount the replies to the ``wanted`` requests and record how this invocation ended.
 
     ``status`` "done" becomes "incomplete" when a wanted request has no reply
     or a transport failure; "waiting" (batches in flight) is kept as it is.
+    ``asked`` (:func:`cfkit.cases.asked_digests` of the plan's cases) is kept in
+    the run's notes: the run id covers every request's text, so every reply of
+    the run was asked about the cases as they were then. It is taken here, after
+    sending, rather than when the run opens, to keep it off the first request's path.
     """
     states = [state for state in runs.reply_states(store, run_id) if state[0] in wanted]
     present = [(error, detail, answered) for _, answered, error, detail, _, _ in states]
@@ -344,6 +349,8 @@ def close_run(store: Store, run_id: str, status: str, stopped: str | None, wante
     record = dict(previous.notes) if previous is not None else {}
     record["backend_notes"] = notes
     record["stopped"] = stopped
+    if asked:
+        record["asked"] = asked
     runs.finish_run(store, run_id, status=status, n_done=done, n_errors=len(failed), notes=record,
                     inputs_sha256=inputs_digest if status == "done" else None, error=failure,
                     inputs_manifest=inputs_manifest if status == "done" else None)

@@ -104,6 +104,7 @@ def make_report(
             source = sources_.from_store(store, run_refs, mixed=mixed_settings, only_named=only_named)
             check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
         source.note_captions(ws)
+        source.note_cases(gold.cases)
     if not source.preds:
         raise NotFoundError(" ".join(a.message for a in source.set_aside if a.empty) or "no predictions to report. "
                             "Run 'cfkit probe run', or pass --predictions FILE.")
@@ -303,7 +304,7 @@ class _Units:
         """
         found = list(map(got.get, units))
         if all(found) and not set(map(_ERROR, found)) & {"transport", "refused"} and not any(map(_EDIT, found)) \
-                and not self.sources.stale_captions:  # all there, none failed, about an edit or a caption: as they are
+                and not self.sources.any_stale:  # all there, none failed, about an edit, a caption or a changed case
             out = list(map(_ANSWER, found))
             asked = self.asked.setdefault((model, suite), AskedGrid())  # kept as asked while it is a grid
             if type(asked) is AskedGrid and asked.takes(units):
@@ -315,7 +316,7 @@ class _Units:
         for unit in units:
             p = got.get(unit)
             if p is not None and p.edit_id is None and p.error != "transport" and p.error != "refused" \
-                    and not self.sources.stale_captions:
+                    and not self.sources.any_stale:
                 asked[unit] = answer = p.answer
                 out.append(answer)
             else:

@@ -25,6 +25,7 @@ from cfkit.plural import plural
 from cfkit.predictions import Prediction, predictions_from_store
 
 if TYPE_CHECKING:  # the store's owners load only for a report from the store, not from predictions files
+    from cfkit.cases import CaseSet
     from cfkit.store import Store
     from cfkit.store.runs import RunRecord
     from cfkit.workspace import Workspace
@@ -53,6 +54,8 @@ class RunInfo:
     #                                                          texts as asked (None: not recorded, older runs)
     unreviewed: tuple[str, ...] = ()  # cases (pairs) asked with a caption (edit) no person had reviewed
     templates_sha256: str = ""  # the probe templates the run was asked with ("": not known, an imported run)
+    asked: Mapping[str, str] | None = None  # case -> digest of what the run was shown of it (cfkit.cases.asked_digests;
+    #                                         None: not recorded, older and imported runs)
 
     def never_asked(self, unit: str) -> str:
         """Why this complete run holds nothing for a ``unit`` ("case" or "pair") of its suite."""
@@ -71,7 +74,8 @@ class RunInfo:
                    record.n_requests, record.n_done, record.notes.get("stopped"),
                    (record.settings.get("generation") or {}).get("max_tokens"), skipped,
                    str(source) if source else None, record.notes.get("captions"),
-                   tuple(record.notes.get("unreviewed") or ()), record.templates_sha256 or "")
+                   tuple(record.notes.get("unreviewed") or ()), record.templates_sha256 or "",
+                   record.notes.get("asked"))
 
 
 @dataclass
@@ -84,6 +88,7 @@ class Sources:
     selected_edits: dict[str, int | None] | None = None  # pair -> its selected edit now; None without a store
     set_aside: list["SetAside"] = field(default_factory=list)  # runs left out, and models refused, with why
     stale_captions: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (run, case, condition) -> why
+    stale_cases: dict[tuple[str, str], str] = field(default_factory=dict)  # (run, case) -> why: the case was changed
     unreviewed_captions: dict[str, list[str]] = field(default_factory=dict)  # run -> cases whose caption, as asked,
     #                                                                          is still a draft no person reviewed
 
@@ -120,6 +125,30 @@ class Sources:
                 if now.unreviewed_draft and not changed:
                     self.unreviewed_captions.setdefault(run.id, []).append(case)
 
+    def note_cases(self, cases: CaseSet) -> None:
+        """Compare what each run was shown of each case (its question, options and image names) with the cases
+        file now: every answer a run gave about a case changed since is stale (``stale_cases``). Runs that
+        recorded nothing (made before cfkit recorded it, or imported) are not compared."""
+        from cfkit.cases import asked_digests
+
+        now: dict[str, str] = {}  # each case's digest, taken once however many runs asked it
+        for run in self.runs.values():
+            for case_id, then in (run.asked or {}).items():
+                if case_id not in cases:
+                    continue  # a case no longer in the file: said where its answers are read
+                if case_id not in now:
+                    now.update(asked_digests([cases.get(case_id)]))
+                if now[case_id] != then:
+                    self.stale_cases[(run.id, case_id)] = (
+                        f"answered an earlier version of case {case_id}: its question, options or images in "
+                        f"{cases.path} have changed since run {run.id} asked it; run the {run.suite} suite again "
+                        "(unchanged requests come from the cache)")
+
+    @property
+    def any_stale(self) -> bool:
+        """Whether an answer may be stale for another reason than its edit (a caption or a case changed since)."""
+        return bool(self.stale_captions or self.stale_cases)
+
     def caption_notes(self) -> list[str]:
         """A note per modality run that asked cases with a caption that is still an unreviewed draft."""
         notes = []
@@ -153,6 +182,9 @@ class Sources:
     def stale(self, p: Prediction) -> str | None:
         """Why the answer ``p`` is not about the input as it is now (an edit no longer selected, a caption since
         changed), or None."""
+        if self.stale_cases and (run := self.runs.get((p.model, p.suite))) is not None:
+            if (why := self.stale_cases.get((run.id, p.case))) is not None:
+                return why
         if self.stale_captions and p.suite == "modality" and (run := self.runs.get((p.model, p.suite))) is not None:
             if (why := self.stale_captions.get((run.id, p.case, p.condition))) is not None:
                 return why
