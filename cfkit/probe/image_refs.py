@@ -14,7 +14,7 @@ modification time match a row of the store's digest table
 hashed once, and remembered: worker threads read and hash runs of files
 (reading and hashing release the interpreter lock) while the planning thread
 reads each file's type and size from its header (:func:`_hash_in_threads`).
-A row written less than :data:`RACY_S` after the file's own mtime is not
+A row written less than :data:`cfkit.store.digests.RACY_S` after the file's own mtime is not
 trusted (a rewrite within one tick of the filesystem clock keeps the mtime);
 it is checked again, then trusted. A file that changed between planning and
 sending (its size or mtime moved) is refused when it is loaded, rather than
@@ -45,7 +45,7 @@ from cfkit.errors import ImageError
 from cfkit.images import ImageData, as_sent, read_header, side_by_side
 from cfkit.probe.header_checks import header_only
 from cfkit.store import Store, digests as digest_table
-from cfkit.store.digests import RACY_S, FileDigest
+from cfkit.store.digests import FileDigest
 
 #: Threads reading and hashing files not yet known.
 HASH_THREADS = min(4, os.cpu_count() or 1)
@@ -180,10 +180,7 @@ def _stat(path: Path) -> os.stat_result:
 
 
 def _trusted(row: FileDigest, st: os.stat_result) -> bool:
-    if (row.size, row.mtime_ns) != (st.st_size, st.st_mtime_ns):
-        return False
-    window = RACY_S + (1.0 if st.st_mtime_ns % 1_000_000_000 == 0 else 0.0)
-    return row.hashed_at_ns - row.mtime_ns >= window * 1e9
+    return row.holds(st.st_size, st.st_mtime_ns)
 
 
 def _read_hashed(path: Path) -> tuple[bytes, str, int]:

@@ -103,6 +103,7 @@ def make_report(
         with Store(ws.db_path) as store:
             source = sources_.from_store(store, run_refs, mixed=mixed_settings, only_named=only_named)
             check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
+            source.note_images(store, gold.cases)
         source.note_captions(ws)
         source.note_cases(gold.cases)
     if not source.preds:
@@ -123,7 +124,7 @@ def make_report(
     if section is not None:
         report = dataclasses.replace(report, ega=section)
     if ws.db_path.is_file():
-        report.notes.extend(store_notes(ws, report, source, gold.cases, from_store=not prediction_paths))
+        report.notes.extend(store_notes(ws, report, source))
     return report
 
 

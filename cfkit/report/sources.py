@@ -89,6 +89,7 @@ class Sources:
     set_aside: list["SetAside"] = field(default_factory=list)  # runs left out, and models refused, with why
     stale_captions: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (run, case, condition) -> why
     stale_cases: dict[tuple[str, str], str] = field(default_factory=dict)  # (run, case) -> why: the case was changed
+    stale_images: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (run, case, condition) -> why
     unreviewed_captions: dict[str, list[str]] = field(default_factory=dict)  # run -> cases whose caption, as asked,
     #                                                                          is still a draft no person reviewed
 
@@ -144,10 +145,33 @@ class Sources:
                         f"{cases.path} have changed since run {run.id} asked it; run the {run.suite} suite again "
                         "(unchanged requests come from the cache)")
 
+    def note_images(self, store: Store, cases: CaseSet) -> None:
+        """Compare the image each stored reply records (its SHA-256) with the case's image file now: an answer about
+        an earlier file is stale (``stale_images``). One look at the replies' distinct digests, one ``stat`` per
+        image (a file is read only where the digest table no longer holds it)."""
+        from cfkit.store import digests, runs
+
+        run_ids = [r.id for r in self.runs.values()]
+        recorded = runs.image_digests(store, run_ids)
+        paths = {}
+        for case_id in {case for case, _ in recorded if case in cases}:
+            shown = cases.image_paths(cases.get(case_id))
+            if len(shown) == 1:  # two images are sent as one sheet, whose digest is not a file's
+                paths[case_id] = str(shown[0])
+        now = digests.sha256_now(store, list(paths.values())) if paths else {}
+        changed = sorted({case for case, digest in recorded if case in paths and now[paths[case]] != digest})
+        for run_id, case_id, condition, digest in runs.image_replies(store, run_ids, changed):
+            if now[paths[case_id]] != digest:
+                self.stale_images[(run_id, case_id, condition)] = (
+                    f"answered an earlier file of case {case_id}'s image: {paths[case_id]} "
+                    + ("cannot be read now" if now[paths[case_id]] is None else "has changed")
+                    + f" since run {run_id} asked it (sha256 {digest[:12]}… then); run the suite again")
+
     @property
     def any_stale(self) -> bool:
-        """Whether an answer may be stale for another reason than its edit (a caption or a case changed since)."""
-        return bool(self.stale_captions or self.stale_cases)
+        """Whether an answer may be stale for another reason than its edit (a caption, a case or an image changed
+        since)."""
+        return bool(self.stale_captions or self.stale_cases or self.stale_images)
 
     def caption_notes(self) -> list[str]:
         """A note per modality run that asked cases with a caption that is still an unreviewed draft."""
@@ -182,8 +206,9 @@ class Sources:
     def stale(self, p: Prediction) -> str | None:
         """Why the answer ``p`` is not about the input as it is now (an edit no longer selected, a caption since
         changed), or None."""
-        if self.stale_cases and (run := self.runs.get((p.model, p.suite))) is not None:
-            if (why := self.stale_cases.get((run.id, p.case))) is not None:
+        if (self.stale_cases or self.stale_images) and (run := self.runs.get((p.model, p.suite))) is not None:
+            if (why := self.stale_cases.get((run.id, p.case))
+                    or self.stale_images.get((run.id, p.case, p.condition))) is not None:
                 return why
         if self.stale_captions and p.suite == "modality" and (run := self.runs.get((p.model, p.suite))) is not None:
             if (why := self.stale_captions.get((run.id, p.case, p.condition))) is not None:

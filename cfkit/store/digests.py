@@ -38,6 +38,14 @@ class FileDigest:
     height: int
     hashed_at_ns: int
 
+    def holds(self, size: int, mtime_ns: int) -> bool:
+        """Whether the file, found now with ``size`` and ``mtime_ns``, still holds what this row says: the same
+        size and mtime, and the row written long enough after that mtime (:data:`RACY_S`)."""
+        if (self.size, self.mtime_ns) != (size, mtime_ns):
+            return False
+        window = RACY_S + (1.0 if mtime_ns % 1_000_000_000 == 0 else 0.0)
+        return self.hashed_at_ns - mtime_ns >= window * 1e9
+
 
 def _digest(row: sqlite3.Row) -> FileDigest:
     found = {name: row[name] for name in FileDigest.__dataclass_fields__}
@@ -59,3 +67,29 @@ def remember(store: Database, digests: Iterable[FileDigest]) -> None:
     columns = ", ".join(FileDigest.__dataclass_fields__)
     with store.transaction() as tx:
         tx.executemany(f"INSERT OR REPLACE INTO file_digests ({columns}) VALUES ({placeholders(rows[0])})", rows)
+
+
+def sha256_now(store: Database, paths: Sequence[str]) -> dict[str, str | None]:
+    """Each file's SHA-256 as it is now, by path: from its row where the row still holds (one ``stat``), else read
+    and hashed (not remembered: a reader of the store does not write it); None for a file that cannot be read."""
+    import hashlib
+    import os
+
+    rows = known(store, paths)
+    found: dict[str, str | None] = {}
+    for path in dict.fromkeys(paths):
+        try:
+            st = os.stat(path)
+        except OSError:
+            found[path] = None
+            continue
+        row = rows.get(path)
+        if row is not None and row.holds(st.st_size, st.st_mtime_ns):
+            found[path] = row.sha256
+            continue
+        try:
+            with open(path, "rb") as fh:
+                found[path] = hashlib.file_digest(fh, "sha256").hexdigest()
+        except OSError:
+            found[path] = None
+    return found

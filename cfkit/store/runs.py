@@ -394,15 +394,21 @@ def unanswered(store: Database, run_id: str) -> list[ReplyRecord]:
                                            "ORDER BY case_id, pair_id, condition", (run_id,))]
 
 
-def images_differing(store: Database, run_ids: Sequence[str]) -> list[tuple[str, str, str]]:
-    """(case, run, image SHA-256) of every reply, among ``run_ids``, about a case whose own image the runs' replies
-    record under more than one digest (the file changed between them); an edit's image is not the case's."""
+def image_digests(store: Database, run_ids: Sequence[str]) -> list[tuple[str, str]]:
+    """The distinct (case, image SHA-256) the replies of ``run_ids`` record about each case's own image (an edit's
+    image is not the case's)."""
     if not run_ids:
         return []
-    marks = placeholders(run_ids)
     return [tuple(r) for r in store.query(
-        f"SELECT DISTINCT case_id, run_id, image_sha256 FROM replies WHERE run_id IN ({marks}) AND condition != 'edit' "
-        "AND image_sha256 IS NOT NULL AND image_sha256 != '' AND case_id IN (SELECT case_id FROM replies WHERE "
-        f"run_id IN ({marks}) AND condition != 'edit' AND image_sha256 IS NOT NULL AND image_sha256 != '' "
-        "GROUP BY case_id HAVING COUNT(DISTINCT image_sha256) > 1) ORDER BY case_id, run_id",
-        (*run_ids, *run_ids))]
+        f"SELECT DISTINCT case_id, image_sha256 FROM replies WHERE run_id IN ({placeholders(run_ids)}) "
+        "AND condition != 'edit' AND image_sha256 IS NOT NULL AND image_sha256 != ''", tuple(run_ids))]
+
+
+def image_replies(store: Database, run_ids: Sequence[str], case_ids: Sequence[str]) -> list[tuple[str, str, str, str]]:
+    """(run, case, condition, image SHA-256) of the replies of ``run_ids`` about the images of ``case_ids``."""
+    if not run_ids or not case_ids:
+        return []
+    return [tuple(r) for r in store.query(
+        f"SELECT run_id, case_id, condition, image_sha256 FROM replies WHERE run_id IN ({placeholders(run_ids)}) "
+        f"AND case_id IN ({placeholders(case_ids)}) AND condition != 'edit' AND image_sha256 IS NOT NULL "
+        "AND image_sha256 != ''", (*run_ids, *case_ids))]

@@ -23,6 +23,7 @@ from cfkit.probe import image_refs
 from cfkit.probe.image_refs import Digests, ImageRef
 from cfkit.probe.sending_images import SendingImages
 from cfkit.store import Store, runs
+from cfkit.store.digests import RACY_S
 from cfkit.workspace import load_workspace
 from support.chat_api_server import ChatServer
 from support.counting_backend import Counting
@@ -103,7 +104,7 @@ def test_a_digest_taken_just_after_a_write_is_checked_again_then_trusted(ws, has
             digests.prefetch([fresh])
             digests.save()
             read.append(len(hashes))
-            time.sleep(image_refs.RACY_S * 1.5)
+            time.sleep(RACY_S * 1.5)
     assert read == [1, 1, 0]
 
 

@@ -1,4 +1,10 @@
-"""The report says when the models it sets side by side were shown different files as one case's image."""
+"""An answer about a case's image as it was before the file changed is stale, not credited to the file now.
+
+Every stored reply records the SHA-256 of the image it was about. A case image
+replaced after a model's run (a re-export, a copy from another machine) would
+otherwise leave that model's answers counted as answers about the new picture,
+and set beside models that saw the new one as if both had seen one input.
+"""
 
 from __future__ import annotations
 
@@ -12,62 +18,90 @@ from PIL import Image
 from support.workspace import run_cli
 
 
-def _probe(ws: Path, model: str, suite: str = "contextcanvas") -> None:
+def _probe(ws: Path, model: str, suite: str = "contextcanvas") -> str:
     result = run_cli(["probe", "run", "-m", model, "-s", suite, "-w", str(ws)])
     assert result.exit_code == 0, result.stderr
+    return result.stdout.strip().splitlines()[-1]
 
 
-def _replace_image(ws: Path, name: str = "T002.png") -> tuple[str, str]:
-    """Another picture under the case image's name; (digest before, digest after)."""
-    path = ws / "data" / "images" / name
+def _replace_image(ws: Path, name: str = "T002.png", folder: str = "data/images") -> str:
+    """Another picture under the case image's name; the digest it had."""
+    path = ws / folder / name
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     image = np.asarray(Image.open(path).convert("RGB")).copy()
     image[:10, :10] = 255 - image[:10, :10]
     Image.fromarray(image).save(path)
-    return before, hashlib.sha256(path.read_bytes()).hexdigest()
+    return before
 
 
-def _notes(ws: Path) -> tuple[list[str], str]:
+def _stale(ws: Path) -> tuple[list[dict], dict, str]:
+    """(the stale units, the report's JSON, what the table view said)."""
     as_json = run_cli(["report", "-w", str(ws), "--format", "json"])
     assert as_json.exit_code == 0, as_json.stderr
+    report = json.loads(as_json.stdout)
     table = run_cli(["report", "-w", str(ws)])
-    return json.loads(as_json.stdout)["notes"], table.stderr
+    return [m for m in report["missing"] if m["reason"] == "stale"], report, table.stderr
 
 
-def test_a_case_image_changed_between_two_models_runs_is_named_with_who_saw_which(tiny_ws):
-    _probe(tiny_ws, "baseline:always-yes")
-    before, after = _replace_image(tiny_ws)
+def test_a_case_image_changed_after_one_models_run_makes_its_answers_stale_only(tiny_ws):
+    older = _probe(tiny_ws, "baseline:always-yes")
+    before = _replace_image(tiny_ws)
     _probe(tiny_ws, "baseline:always-no")
 
-    notes, said = _notes(tiny_ws)
+    stale, report, said = _stale(tiny_ws)
 
-    [note] = [n for n in notes if "different image files" in n]
-    assert "1 case was shown" in note and "T002" in note and "T001" not in note, note
-    assert f"baseline:always-yes saw {before[:12]}…;" in note or f"baseline:always-yes saw {before[:12]}…)" in note, note
-    assert f"baseline:always-no saw {after[:12]}… (the file now)" in note, note
-    # The same line goes with the tables on stderr (and so on the browser's report page).
-    assert note.replace("\n", " ") in " ".join(said.split()).replace("warning: ", ""), said
+    [unit] = stale
+    assert (unit["model"], unit["case"], unit["condition"], unit["run"]) == ("baseline:always-yes", "T002", "image", older)
+    assert "answered an earlier file of case T002's image" in unit["detail"] and before[:12] in unit["detail"]
+    rows = {r["model"]: r for r in report["contextcanvas"]}
+    assert rows["baseline:always-yes"]["incomplete"] and not rows["baseline:always-no"]["incomplete"]
+    assert "stale" in said and "T002" in said
 
 
-def test_one_models_runs_of_two_suites_are_told_apart_by_suite(tiny_ws):
+def test_every_suite_that_showed_the_earlier_file_is_stale_until_asked_again(tiny_ws):
     _probe(tiny_ws, "baseline:always-yes", "contextcanvas")
-    _replace_image(tiny_ws, "T001.png")
     _probe(tiny_ws, "baseline:always-yes", "swap")
+    _replace_image(tiny_ws, "T001.png")
 
-    notes, _ = _notes(tiny_ws)
+    stale, _, _ = _stale(tiny_ws)
+    assert {(u["suite"], u["case"]) for u in stale} == {("contextcanvas", "T001"), ("swap", "T001")}
 
-    [note] = [n for n in notes if "different image files" in n]
-    assert "baseline:always-yes (contextcanvas) saw" in note and "baseline:always-yes (swap) saw" in note, note
+    _probe(tiny_ws, "baseline:always-yes", "contextcanvas")  # asked again: only the swap run is behind
+    stale, _, _ = _stale(tiny_ws)
+    assert {(u["suite"], u["case"]) for u in stale} == {("swap", "T001")}
 
 
-def test_models_shown_the_same_files_get_no_such_note(tiny_ws):
+def test_a_file_rewritten_with_the_same_bytes_is_the_same_image(tiny_ws):
     _probe(tiny_ws, "baseline:always-yes")
-    _probe(tiny_ws, "baseline:always-no")
-    # Rewriting a file with the same bytes changes its mtime (a new run id) but not what the models saw.
     path = tiny_ws / "data" / "images" / "T002.png"
-    path.write_bytes(path.read_bytes())
-    _probe(tiny_ws, "baseline:random")
+    path.write_bytes(path.read_bytes())  # a new mtime (the digest table no longer holds it): read and compared
 
-    notes, said = _notes(tiny_ws)
+    stale, report, said = _stale(tiny_ws)
+    assert not stale and not report["contextcanvas"][0]["incomplete"] and "stale" not in said
 
-    assert not [n for n in notes if "different image files" in n] and "different image files" not in said
+
+def test_answers_without_an_image_are_not_about_the_file(mini_ws):
+    """Text, Neutral and Evidence prompts show no image: a changed file leaves them standing."""
+    _probe(mini_ws, "baseline:random", "modality")
+    _replace_image(mini_ws, "coffee.jpg", "images")  # case MX01's
+
+    stale, _, _ = _stale(mini_ws)
+    assert {(u["case"], u["condition"]) for u in stale} == {("MX01", "image")}
+
+
+def test_a_report_reads_no_image_the_digest_table_still_holds(tiny_ws, monkeypatch):
+    """The comparison costs one stat per image: a file is read only where the run's digest no longer holds."""
+    import hashlib as hashing
+    import os
+
+    for path in (tiny_ws / "data" / "images").iterdir():  # written long enough before the run to be trusted by mtime
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - 5 * 10**9))
+    _probe(tiny_ws, "baseline:always-yes")
+    read = []
+    real = hashing.file_digest
+    monkeypatch.setattr(hashing, "file_digest", lambda fh, name: read.append(fh.name) or real(fh, name))
+
+    assert not _stale(tiny_ws)[0] and read == []
+    _replace_image(tiny_ws)
+    read.clear()
+    assert _stale(tiny_ws)[0] and {Path(p).name for p in read} == {"T002.png"}
