@@ -141,7 +141,7 @@ def open_and_settle(store: Store, backend: Backend, plan: ProbePlan, *, protocol
         if hit is None:
             to_send.append(item)
         else:
-            recorder.reply(item, keys[item.key], cached_reply(hit), fresh=False)
+            recorder.reply(item, keys[item.key], cached_reply(hit, backend.priced), fresh=False)
     recorder.flush()
     return OpenedRun(run_id, keys, recorded, len(plan.items) - len(pending), len(pending) - len(to_send), to_send,
                      recorder, run_notes)

@@ -238,7 +238,7 @@ class Sender:
         hit = responses.cached(self.store, [key]).get(key)
         if hit is None:
             return key, item, False
-        self.recorder.reply(item, key, cached_reply(hit), fresh=False)
+        self.recorder.reply(item, key, cached_reply(hit, self.backend.priced), fresh=False)
         self.progress.done += 1
         self.from_cache += 1
         if self.on_progress:

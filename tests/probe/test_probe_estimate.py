@@ -133,3 +133,23 @@ def test_modality_limit_counts_cases_with_their_four_conditions(tiny_ws):
     data = json.loads(run_cli(["report", "-w", str(tiny_ws), "--format", "json", "--resamples", "50"]).stdout)
     assert data["modality"][0]["incomplete"] is True and {m["case"] for m in data["missing"]} == {"T002"}
     assert any("usable answers for 1 of the 2 subset cases" in n for n in data["notes"])
+
+
+def test_a_run_answered_from_the_response_cache_costs_only_what_it_sent(tiny_ws):
+    # 0.10 USD a request (100 prompt tokens at 1000 USD per million). A smoke run pays for 2 requests; the full run
+    # gets those 2 from the cache and pays for 1. What the runs show adds up to what the server was asked, not more.
+    prices = ["-o", "price_in=1000", "-o", "price_out=0"]
+    with ChatServer(scripted_answer) as server:
+        smoke = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", *prices, "--limit", "2", "--json").stdout)
+        full = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", *prices, "--json").stdout)
+        sent = server.count
+    assert (full["from_cache"], full["sent"], sent) == (2, 1, 3)
+    assert full["cost_usd"] == pytest.approx(0.1)
+    listed = {r["id"]: r["cost_usd"] for r in json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout)}
+    assert listed[smoke["run_id"]] == pytest.approx(0.2) and listed[full["run_id"]] == pytest.approx(0.1)
+    assert sum(listed.values()) == pytest.approx(sent * 100 * 1000 / 1e6)
+    shown = run_cli(["-w", str(tiny_ws), "runs", "show", full["run_id"]]).stdout
+    assert "$0.10" in shown and "$0.30" not in shown
+    export = run_cli(["-w", str(tiny_ws), "runs", "export", full["run_id"], "--format", "jsonl"])
+    exported = [json.loads(line) for line in export.stdout.splitlines()]
+    assert sorted(r["cost_usd"] for r in exported) == pytest.approx([0.0, 0.0, 0.1])
