@@ -15,3 +15,26 @@ def usd(value: float) -> str:
         return f"${value:,.2f}"
     digits = max(2, 1 - math.floor(math.log10(value)))
     return f"${value:.{digits}f}"
+
+
+def token_cost(tokens_in: object, tokens_out: object, price_in: float, price_out: float) -> float | None:
+    """USD for the input and output token counts a server reported, at USD per million tokens; None unless both
+    counts are there and are whole numbers of zero or more (a missing, negative or text count is not a cost)."""
+    if not (_count(tokens_in) and _count(tokens_out)):
+        return None
+    return (tokens_in * price_in + tokens_out * price_out) / 1e6
+
+
+def spent(known: float, unreported: int, *, short: bool = False) -> str:
+    """A cost of which ``unreported`` replies' part is not known: ``$0.20`` when every part is, else
+    ``at least $0.20: 3 replies without a reported cost`` (``short``: ``at least $0.20``, for a table's cell)."""
+    if not unreported:
+        return usd(known)
+    if short:
+        return f"at least {usd(known)}"
+    return f"at least {usd(known)}: {unreported} repl{'y' if unreported == 1 else 'ies'} without a reported cost"
+
+
+def _count(n: object) -> bool:
+    """Whether ``n`` is a token count: a whole, finite number of zero or more (not a bool, not text)."""
+    return isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n) and n >= 0 and n == int(n)

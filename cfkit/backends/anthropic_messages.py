@@ -37,7 +37,8 @@ from pydantic import Field
 
 from cfkit.backends import Backend, BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, TransportError, cache_options
 from cfkit.backends.controls import extra_body
-from cfkit.backends.openai_wire import MAX_STORED_CHARS, b64encode, capped
+from cfkit.backends.openai_wire import MAX_STORED_CHARS, UNREPORTED_NOTE, b64encode, capped
+from cfkit.money import token_cost
 from cfkit.endpoints import ANTHROPIC, PLACEHOLDER_KEY, redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, OptionError
 from cfkit.hints import install_hint
@@ -78,10 +79,13 @@ def reply_from_message(message: dict[str, Any], latency: float, notes: list[str]
     raw, raw_chars = capped("".join(texts))
     if raw_chars is not None:
         notes.append(f"replies longer than {MAX_STORED_CHARS:,} characters were stored cut to that length")
-    usage = {k: v for k, v in (message.get("usage") or {}).items() if isinstance(v, (int, float))}
+    usage = message.get("usage")
+    usage = {k: v for k, v in usage.items() if isinstance(v, (int, float))} if isinstance(usage, dict) else {}
     cost = None
-    if prices is not None and usage:
-        cost = (usage.get("input_tokens", 0) * prices[0] + usage.get("output_tokens", 0) * prices[1]) / 1e6
+    if prices is not None:
+        cost = token_cost(usage.get("input_tokens"), usage.get("output_tokens"), *prices)
+        if cost is None:
+            notes.append(UNREPORTED_NOTE.format(where=where, fields="usage.input_tokens and output_tokens"))
     model = message.get("model")
     return Reply(raw=raw, usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes),
                  refused=message.get("stop_reason") == "refusal", reasoning=capped("\n".join(thoughts))[0] or None,

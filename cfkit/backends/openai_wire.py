@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cfkit.backends import Reply, TransportError
+from cfkit.money import token_cost
 
 #: The longest reply text stored (characters); a longer one is cut, its full length kept in ``raw_chars``.
 MAX_STORED_CHARS = 256 * 1024
@@ -97,6 +98,11 @@ def body_parts(body: bytes, images) -> list[bytes]:
     return parts
 
 
+#: Said when a priced reply came without usable token counts (missing, negative, text): its cost is not known.
+UNREPORTED_NOTE = ("{where} reported no usable token counts ({fields}) for some replies: their cost is not known, "
+                   "so the costs shown are at least what was spent, and --max-cost stops sending")
+
+
 def reply_from_completion(completion: dict[str, Any], latency: float, notes: list[str], *,
                           prices: tuple[float, float] | None, where: str) -> Reply:
     """A completion read into a reply; ``prices`` (USD per million input and output tokens) give its cost."""
@@ -109,10 +115,10 @@ def reply_from_completion(completion: dict[str, Any], latency: float, notes: lis
     usage = completion.get("usage")
     usage = without_none(usage) if isinstance(usage, dict) else {}
     cost = None
-    if prices is not None and usage:
-        tokens_in, tokens_out = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-        if isinstance(tokens_in, (int, float)) and isinstance(tokens_out, (int, float)):
-            cost = (tokens_in * prices[0] + tokens_out * prices[1]) / 1e6
+    if prices is not None:
+        cost = token_cost(usage.get("prompt_tokens"), usage.get("completion_tokens"), *prices)
+        if cost is None:
+            notes.append(UNREPORTED_NOTE.format(where=where, fields="usage.prompt_tokens and completion_tokens"))
     content = message.get("content")
     text = content if isinstance(content, str) else ""
     refusal = message.get("refusal")

@@ -10,7 +10,7 @@ from cfkit.cli import params
 from cfkit.cli import console  # its consoles (Rich) are made when first printed to
 from cfkit.cli.console import print_json, status, warn, workspace_option
 from cfkit.errors import RunIncomplete, UsageError
-from cfkit.money import usd
+from cfkit.money import spent, usd
 from cfkit.vocabulary import MAX_CONCURRENCY, SUITES
 
 SUITE_CHOICE = click.Choice(SUITES)
@@ -275,6 +275,8 @@ def _command_line(ws, flags: list[tuple[str, object]]) -> str:
 def _resume_budget(summary, max_cost: float | None) -> float | None:
     """A --max-cost for the rest of a run a budget stopped: the mean cost of this invocation's requests, times
     those not sent, plus a quarter; the same limit when nothing was spent to learn from."""
+    if max_cost is not None and summary.stopped and summary.cost_unreported:
+        return None  # a budget cannot be kept without the server's token counts (the stop reason says so)
     if max_cost is None or not summary.stopped or not summary.sent or not summary.cost_usd:
         return max_cost
     import math
@@ -306,7 +308,7 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
         print_json(asdict(summary) | {"missing": summary.missing})
     else:
         console.out.print(summary.run_id)
-        cost = "" if summary.cost_usd is None else f", {usd(summary.cost_usd)}"
+        cost = "" if summary.cost_usd is None else f", {spent(summary.cost_usd, summary.cost_unreported)}"
         shared = f", {summary.elsewhere} answered by another process" if summary.elsewhere else ""
         status(f"{summary.status}: {summary.total} requests; {summary.kept} already stored, "
                f"{summary.from_cache} from cache, {summary.sent} sent ({summary.errors} failed{cost}){shared}; "

@@ -55,6 +55,8 @@ def render_collection(result, as_json: bool) -> None:
         return
     out.print(result.run_id)
     cost = "" if result.cost_usd is None else f", {usd(result.cost_usd)} at batch prices"
+    if result.cost_usd is not None and result.cost_unreported:
+        cost = f", at least{cost[1:]} ({result.cost_unreported} result(s) without a reported cost)"
     status(f"{result.status}: {collection_line(result)[len(f'run {result.run_id}: '):].rstrip('.')}{cost}.")
     for batch in result.batches:
         if batch.errors:

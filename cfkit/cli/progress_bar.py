@@ -21,7 +21,7 @@ import time
 from collections import deque
 from typing import Any, Callable
 
-from cfkit.money import usd
+from cfkit.money import spent
 
 #: What Rich's bar keeps for its speed estimate: samples of the last 30 seconds, at most 1,000.
 SPEED_PERIOD_S = 30.0
@@ -88,7 +88,7 @@ def bar_fields(p, elapsed: float) -> tuple[float, str, str]:
     if p.elsewhere:
         extra += f"  {p.elsewhere} by another process"
     if p.priced:
-        extra += f"  {usd(p.cost_usd)}"
+        extra += f"  {spent(p.cost_usd, p.unpriced, short=True)}"
     return p.done + p.errors, rate, extra.strip()
 
 

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from cfkit.cli.console import out, print_json, status, warn, workspace_option
 from cfkit.errors import OutputError
-from cfkit.money import usd
+from cfkit.money import spent
 
 #: Failures listed by 'runs show' before '… and N more' (all of them with --all or --json).
 FAILURES_SHOWN = 20
@@ -53,7 +53,7 @@ def list_(ws, as_json: bool) -> None:
     for r in records:
         rows.append((r.id, escape(r.model), r.suite,
                      r.status + (" (subset)" if r.subset else "") + (" (imported)" if r.imported else ""),
-                     f"{r.n_done}/{r.n_requests}", str(r.n_errors), "—" if r.cost_usd is None else usd(r.cost_usd),
+                     f"{r.n_done}/{r.n_requests}", str(r.n_errors), run_cost(r, short=True),
                      r.started_at[:16].replace("T", " ")))
         table.add_row(*rows[-1])
     if out.measure(table, options=out.options.update_width(10_000)).maximum <= out.width:
@@ -65,6 +65,13 @@ def list_(ws, as_json: bool) -> None:
     for run_id, model, _suite, state, done, errors, cost, started in rows:
         out.print(run_id, style="bold", soft_wrap=True)
         out.print(f"  {model}: {state}, {done} replies, {errors} failed, cost {cost}, started {started} UTC")
+
+
+def run_cost(record, *, short: bool = False) -> str:
+    """A run's cost as far as known: "—" without prices, "at least …" when some replies' cost is not reported."""
+    if record.cost_usd is None and not record.cost_unreported:
+        return "—"
+    return spent(record.cost_usd or 0.0, record.cost_unreported, short=short)
 
 
 def _failure_groups(failures: list[dict]) -> list[tuple[str, str, list[dict]]]:
@@ -118,7 +125,7 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     rows = [("run", record.id), ("model", record.model), ("suite", record.suite),
             ("status", record.status + (" (a subset of the suite)" if record.subset else "")),
             ("replies", f"{record.n_done}/{record.n_requests}"), ("errors", str(record.n_errors)),
-            ("cost", "—" if record.cost_usd is None else usd(record.cost_usd)),
+            ("cost", run_cost(record)),
             ("started", record.started_at), ("finished", record.finished_at or "—"),
             ("endpoint", record.endpoint or "—"), ("protocol", record.protocol or "default"),
             ("generation", ", ".join(f"{k} {v}" for k, v in generation.items()) or "not recorded"),

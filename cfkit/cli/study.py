@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
 from cfkit.errors import CheckFailed, OutputError, RunIncomplete
-from cfkit.money import usd
+from cfkit.money import spent, usd
 from cfkit.vocabulary import REPORT_FORMATS
 
 FILE = click.argument("file", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
@@ -163,7 +163,8 @@ def _summary(runs, as_json: bool) -> None:
                      "error": r.error, "notes": r.notes,
                      "total": r.summary.total if r.summary else None,
                      "missing": r.summary.missing if r.summary else None,
-                     "cost_usd": r.summary.cost_usd if r.summary else None} for r in runs])
+                     "cost_usd": r.summary.cost_usd if r.summary else None,
+                     "cost_unreported": r.summary.cost_unreported if r.summary else 0} for r in runs])
         return
     shown = columns(runs)
     for r in runs:
@@ -201,7 +202,8 @@ def status_(ws, file: Path, as_json: bool) -> None:
     else:
         for x in states:
             counts = f"{x.done}/{x.total}" if x.total else ""
-            cost = f"  {usd(x.cost_usd)}" if x.cost_usd else ""
+            known = x.cost_usd or x.cost_unreported
+            cost = f"  {spent(x.cost_usd or 0.0, x.cost_unreported, short=True)}" if known else ""
             detail = f"  ({x.detail})" if x.detail else ""
             out.print(escape(f"{x.display:<20} {x.suite:<15} {x.state:<12} {counts:>11}{cost}  {x.run_id or ''}"
                              f"{detail}"), highlight=False, soft_wrap=True)

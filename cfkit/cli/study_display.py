@@ -7,7 +7,7 @@ fold into one line, then the rest past the last row into "… N more".
 
 from __future__ import annotations
 
-from cfkit.money import usd
+from cfkit.money import spent
 
 ORDER = {"sending": 0, "planning": 1, "waiting": 2, "failed": 3, "interrupted": 4, "incomplete": 5,
          "submitted": 6, "done": 7}
@@ -21,9 +21,9 @@ def _numbers(run) -> tuple[str, int, str]:
     """(done/total, failed requests, cost) of a run as far as known."""
     p, summary = run.progress, run.summary
     if p is not None:
-        return f"{p.done}/{p.total}", p.errors, usd(p.cost_usd) if p.priced else ""
+        return f"{p.done}/{p.total}", p.errors, spent(p.cost_usd, p.unpriced, short=True) if p.priced else ""
     if summary is not None:
-        cost = usd(summary.cost_usd) if summary.cost_usd is not None else ""
+        cost = "" if summary.cost_usd is None else spent(summary.cost_usd, summary.cost_unreported, short=True)
         return f"{summary.total - summary.missing}/{summary.total}", summary.failed, cost
     return "", 0, ""
 

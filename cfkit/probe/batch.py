@@ -89,6 +89,7 @@ class Collection:
     max_tokens: int | None = None  # the run's token limit
     model: str = ""
     suite: str = ""
+    cost_unreported: int = 0  # results stored now without a known cost (no usable token counts): not in cost_usd
 
     @property
     def waiting(self) -> tuple[BatchState, ...]:
@@ -272,8 +273,8 @@ def collect_batches(store: Store, cases: CaseSet, run: RunRecord, backend: Backe
     recorder = Recorder(store, run.id, cache_as=backend if backend.capabilities.cacheable else None)
     problems: list[str] = []
     outcome = (asyncio.run(_collect(store, cases, waiting, backend, recorder, problems, file_deadline_s))
-               if waiting else (0, 0, 0.0))
-    stored, failed, cost = outcome
+               if waiting else (0, 0, 0.0, 0))
+    stored, failed, cost, unreported = outcome
     states = tuple(BatchState(b.id, b.status, b.counts, b.collected_at is not None, b.errors)
                    for b in batches.for_run(store, run.id))
     still = any(not s.collected for s in states)
@@ -284,15 +285,16 @@ def collect_batches(store: Store, cases: CaseSet, run: RunRecord, backend: Backe
     missing = 0 if still else max(run.n_requests - counts["done"], 0)
     return Collection(run.id, states, stored, failed, counts["status"], missing,
                       cost if backend.priced else None, tuple(problems), counts["invalid"], counts["truncated"],
-                      counts["empty"], (run.settings.get("generation") or {}).get("max_tokens"), run.model, run.suite)
+                      counts["empty"], (run.settings.get("generation") or {}).get("max_tokens"), run.model, run.suite,
+                      unreported if backend.priced else 0)
 
 
 async def _collect(store: Store, cases: CaseSet, waiting: list[BatchRecord], backend: Backend,
-                   recorder: Recorder, problems: list[str], file_deadline_s: float | None) -> tuple[int, int, float]:
+                   recorder: Recorder, problems: list[str], file_deadline_s: float | None) -> tuple[int, int, float, int]:
     api = backend.batch_api()
     if file_deadline_s is not None:
         api.file_deadline_s = file_deadline_s
-    stored = failed = 0
+    stored = failed = unreported = 0
     cost = 0.0
     try:
         for record in waiting:
@@ -324,6 +326,7 @@ async def _collect(store: Store, cases: CaseSet, waiting: list[BatchRecord], bac
                     else:
                         recorder.reply(unit, asked.cache_key, reply)
                         cost += reply.cost_usd or 0.0
+                        unreported += reply.cost_usd is None
                 else:
                     recorder.transport(unit, asked.cache_key, f"batch {record.id}: {error or why}")
                     failed += 1
@@ -335,7 +338,7 @@ async def _collect(store: Store, cases: CaseSet, waiting: list[BatchRecord], bac
     finally:
         recorder.flush()
         await api.aclose()
-    return stored, failed, cost
+    return stored, failed, cost, unreported
 
 
 def collect_run(store: Store, cases: CaseSet, run: RunRecord, *, overrides: dict[str, Any] | None = None,

@@ -18,8 +18,9 @@ class RunProgress:
     done: int = 0  # replies in the store, including those kept from before
     sent: int = 0  # requests sent in this invocation
     errors: int = 0  # transport failures in this invocation
-    cost_usd: float = 0.0  # spent in this invocation
+    cost_usd: float = 0.0  # spent in this invocation, as far as the server reported token counts
     priced: bool = False
+    unpriced: int = 0  # replies of this invocation a priced backend could not cost (no usable token counts)
     concurrency: int | None = None  # requests allowed in flight now (it drops when the server is overloaded)
     elsewhere: int = 0  # requests another process running the same run answered meanwhile
 
@@ -78,6 +79,7 @@ class RunSummary:
     truncated: int = 0  # replies that stopped at the token limit (finish_reason "length"), in the whole run
     empty: int = 0  # replies with no text at all, in the whole run
     max_tokens: int | None = None  # the run's token limit
+    cost_unreported: int = 0  # replies sent in this invocation whose cost is not known (cost_usd leaves them out)
 
     @property
     def missing(self) -> int:

@@ -72,11 +72,13 @@ def read_reply(reply: Reply, case: Case) -> ReplyFields:
 _parser: tuple | None = None
 
 
-def cached_reply(hit: CachedResponse) -> Reply:
-    """A cached response as the reply it was."""
-    return Reply(raw=hit.raw, usage=hit.usage, latency_s=hit.latency_s, cost_usd=hit.cost_usd, refused=hit.refused,
-                 server_model=hit.server_model, system_fingerprint=hit.system_fingerprint, raw_chars=hit.raw_chars,
-                 reasoning=hit.reasoning, truncated=hit.truncated, endpoint=hit.endpoint)
+def cached_reply(hit: CachedResponse, priced: bool) -> Reply:
+    """A cached response as the reply it was, at no cost: nothing is paid for it again (its first cost stays with
+    the cache and the run that paid it, so a run's cost is what it spent). ``priced``: the backend has prices
+    (else the cost is None, as for its sent replies)."""
+    return Reply(raw=hit.raw, usage=hit.usage, latency_s=hit.latency_s, cost_usd=0.0 if priced else None,
+                 refused=hit.refused, server_model=hit.server_model, system_fingerprint=hit.system_fingerprint,
+                 raw_chars=hit.raw_chars, reasoning=hit.reasoning, truncated=hit.truncated, endpoint=hit.endpoint)
 
 
 def provenance(item: ProbeItem, reply: Reply | None) -> ReplyProvenance:

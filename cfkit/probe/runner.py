@@ -142,7 +142,7 @@ def open_and_settle(store: Store, backend: Backend, plan: ProbePlan, *, protocol
         if hit is None:
             to_send.append(item)
         else:
-            recorder.reply(item, keys[item.key], cached_reply(hit), fresh=False)
+            recorder.reply(item, keys[item.key], cached_reply(hit, backend.priced), fresh=False)
     recorder.flush()
     return OpenedRun(run_id, keys, recorded, len(plan.items) - len(pending), len(pending) - len(to_send), to_send,
                      recorder, run_notes)
@@ -237,6 +237,7 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
         stopped=sender.stopped, notes=tuple(sorted(sender.notes)), failed=counts["errors"],
         not_sent=counts["absent"], first_failure=counts["first_failure"], unreviewed=plan.unreviewed,
         endpoint=opened.recorded.endpoint, protocol=protocol, elsewhere=progress.elsewhere,
+        cost_unreported=progress.unpriced,
     )
 
 

@@ -48,6 +48,11 @@ LEARNED_BATCH = 512
 CACHE_ALONE_MISSES = 64
 
 
+#: Why sending stopped when a reply's cost is not known: a budget cannot be kept without it.
+UNBUDGETED = ("--max-cost {limit:g} USD cannot be kept: {where} reported no token counts for a reply, so what it cost "
+              "is not known; the command below goes on without --max-cost")
+
+
 class Sender:
     """Sends one run's requests and stores each reply (see the module docstring)."""
 
@@ -238,7 +243,7 @@ class Sender:
         hit = responses.cached(self.store, [key]).get(key)
         if hit is None:
             return key, item, False
-        self.recorder.reply(item, key, cached_reply(hit), fresh=False)
+        self.recorder.reply(item, key, cached_reply(hit, self.backend.priced), fresh=False)
         self.progress.done += 1
         self.from_cache += 1
         if self.on_progress:
@@ -327,8 +332,13 @@ class Sender:
             self.notes.update(reply.notes)
             if reply.cost_usd is not None:
                 self.progress.cost_usd += reply.cost_usd
+            elif self.backend.priced:
+                self.progress.unpriced += 1
             if budget is not None:
                 budget.record(reply.cost_usd)
+                if reply.cost_usd is None and self.stopped is None:
+                    where = self.backend.endpoint or self.backend.model
+                    self.stopped = UNBUDGETED.format(limit=budget.limit, where=where)
         if self.on_progress:
             self.on_progress(self.progress)
         return reply is not None

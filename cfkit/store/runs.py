@@ -73,6 +73,13 @@ class RunRecord:
         return any(self.selection.get(k) for k in ("limit", "cases", "reviewed_only"))
 
     @property
+    def cost_unreported(self) -> int:
+        """Replies of a priced run whose cost is not known (the server reported no usable token counts): the
+        run's ``cost_usd`` leaves them out, so it is at least what the run spent."""
+        found = self.notes.get("cost_unreported")
+        return found if isinstance(found, int) else 0
+
+    @property
     def imported(self) -> dict[str, Any] | None:
         """Where a run stored by ``cfkit runs import`` came from (``from``, ``format``, ``peer_disagrees``); None
         for a run cfkit asked itself."""
@@ -216,6 +223,10 @@ def finish_run(store: Database, run_id: str, *, status: str, n_done: int, n_erro
     """
     with store.transaction() as tx:
         total = tx.execute("SELECT SUM(cost_usd), COUNT(cost_usd) FROM replies WHERE run_id = ?", (run_id,)).fetchone()
+        if notes.get("prices"):  # a priced run: the replies that came back without a cost (no usable token counts)
+            notes = {**notes, "cost_unreported": tx.execute(
+                "SELECT COUNT(*) FROM replies WHERE run_id = ? AND cost_usd IS NULL AND error IS NOT 'transport'",
+                (run_id,)).fetchone()[0]}
         # Replies stored without prices keep the cost recorded before.
         cost_sql = "?" if total[1] else "cost_usd"
         params = (status, now(), n_done, n_errors, *((total[0],) if total[1] else ()), to_json(notes),

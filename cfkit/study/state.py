@@ -41,6 +41,7 @@ class RunState:
     failed: int
     cost_usd: float | None
     detail: str | None = None
+    cost_unreported: int = 0  # replies whose cost is not known: cost_usd leaves them out
 
 
 def study_status(ws: Workspace, study: Study, store: Store | None) -> list[RunState]:
@@ -56,7 +57,7 @@ def _row(run: StudyRun, state: str, record=None, detail: str | None = None, tota
     if record is None:
         return RunState(run.model, run.display, run.suite, state, None, 0, total, 0, None, detail)
     return RunState(run.model, run.display, run.suite, state, record.id, record.n_done, record.n_requests,
-                    record.n_errors, record.cost_usd, detail)
+                    record.n_errors, record.cost_usd, detail, record.cost_unreported)
 
 
 def _state(store: Store | None, run: StudyRun) -> RunState:

@@ -65,7 +65,7 @@ def test_a_batch_run_submits_cache_keyed_lines_and_collect_stores_them_like_live
     shown = run_cli(["-w", str(tiny_ws), "runs", "show", run_id])
     assert f"{sub['batch_ids'][0]}: completed, 3/3 done, collected" in shown.stdout
     # Stored as live replies are: parsed, with the server's model id, at batch prices (half of 0.03 USD).
-    stored = {r["case_id"]: r for r in replies(tiny_ws)}
+    stored = {r["case_id"]: r for r in replies(tiny_ws, run_id)}  # not the cache-answered run's
     assert {c: (r["answer"], r["parse"]) for c, r in stored.items()} == {
         "T001": ("A", "json"), "T002": ("A", "json"), "T003": ("C", "json")}
     assert {r["server_model"] for r in stored.values()} == {"test-model"}
@@ -89,7 +89,7 @@ def test_requests_a_batch_did_not_answer_are_failures_with_the_providers_words_a
         result = collect(tiny_ws, run_id)
         assert result.exit_code == 1 and "2 not answered by the batch" in result.stderr
         assert "2 planned requests have no reply (run the same 'cfkit probe run' again" in result.stderr
-        stored = {r["case_id"]: r for r in replies(tiny_ws)}
+        stored = {r["case_id"]: r for r in replies(tiny_ws, run_id)}
         assert stored["T001"]["answer"] == "A"
         assert stored["T002"]["error"] == "transport" and "HTTP 500: the model is overloaded" in stored["T002"]["detail"]
         assert stored["T003"]["error"] == "transport" and "batch_expired" in stored["T003"]["detail"]

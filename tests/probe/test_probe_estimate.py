@@ -11,7 +11,7 @@ from cfkit.probe.estimate import image_tokens, text_tokens
 from cfkit.probe.prices import BUILT_IN, resolve_prices
 from cfkit.workspace import PriceConfig
 from support.chat_api_server import ChatServer, user_text
-from support.probe_runs import FAST, add_modality, openai_run, scripted_answer
+from support.probe_runs import FAST, add_modality, many_cases, openai_run, scripted_answer
 from support.workspace import run_cli, tree_snapshot
 
 
@@ -133,3 +133,68 @@ def test_modality_limit_counts_cases_with_their_four_conditions(tiny_ws):
     data = json.loads(run_cli(["report", "-w", str(tiny_ws), "--format", "json", "--resamples", "50"]).stdout)
     assert data["modality"][0]["incomplete"] is True and {m["case"] for m in data["missing"]} == {"T002"}
     assert any("usable answers for 1 of the 2 subset cases" in n for n in data["notes"])
+
+
+def test_a_run_answered_from_the_response_cache_costs_only_what_it_sent(tiny_ws):
+    # 0.10 USD a request (100 prompt tokens at 1000 USD per million). A smoke run pays for 2 requests; the full run
+    # gets those 2 from the cache and pays for 1. What the runs show adds up to what the server was asked, not more.
+    prices = ["-o", "price_in=1000", "-o", "price_out=0"]
+    with ChatServer(scripted_answer) as server:
+        smoke = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", *prices, "--limit", "2", "--json").stdout)
+        full = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", *prices, "--json").stdout)
+        sent = server.count
+    assert (full["from_cache"], full["sent"], sent) == (2, 1, 3)
+    assert full["cost_usd"] == pytest.approx(0.1)
+    listed = {r["id"]: r["cost_usd"] for r in json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout)}
+    assert listed[smoke["run_id"]] == pytest.approx(0.2) and listed[full["run_id"]] == pytest.approx(0.1)
+    assert sum(listed.values()) == pytest.approx(sent * 100 * 1000 / 1e6)
+    shown = run_cli(["-w", str(tiny_ws), "runs", "show", full["run_id"]]).stdout
+    assert "$0.10" in shown and "$0.30" not in shown
+    export = run_cli(["-w", str(tiny_ws), "runs", "export", full["run_id"], "--format", "jsonl"])
+    exported = [json.loads(line) for line in export.stdout.splitlines()]
+    assert sorted(r["cost_usd"] for r in exported) == pytest.approx([0.0, 0.0, 0.1])
+
+
+def _usage_as(kinds):
+    """A script whose n-th reply carries the usage record ``kinds[n % len(kinds)]`` (None: no usage at all)."""
+    def script(body, n):
+        reply = scripted_answer(body, n)
+        usage = kinds[(n - 1) % len(kinds)]
+        if usage is None:
+            del reply.body["usage"]
+        else:
+            reply.body["usage"] = usage
+        return reply
+    return script
+
+
+def test_replies_without_token_counts_make_every_cost_shown_say_at_least(tiny_ws):
+    # One reply reports its tokens (100 in at 1000 USD per million: 0.10 USD), one none, one a negative count.
+    kinds = [{"prompt_tokens": 100, "completion_tokens": 20}, None, {"prompt_tokens": -100, "completion_tokens": 20}]
+    prices = ["-o", "price_in=1000", "-o", "price_out=0"]
+    with ChatServer(_usage_as(kinds)) as server:
+        result = openai_run(tiny_ws, server.url, "contextcanvas", *prices, "-j", "1")
+        summary = json.loads(openai_run(tiny_ws, server.url, "contextcanvas", *prices, "--json").stdout)
+    assert result.exit_code == 0, result.stderr
+    assert "at least $0.10: 2 replies without a reported cost" in result.stderr
+    assert "reported no usable token counts" in result.stderr
+    run_id = summary["run_id"]
+    shown = json.loads(run_cli(["-w", str(tiny_ws), "runs", "show", run_id, "--json"]).stdout)["run"]
+    assert shown["cost_usd"] == pytest.approx(100 * 1000 / 1e6) and shown["notes"]["cost_unreported"] == 2
+    assert "at least $0.10: 2 replies without a reported cost" in run_cli(["-w", str(tiny_ws), "runs", "show",
+                                                                            run_id]).stdout
+    assert "at least $0.10" in run_cli(["-w", str(tiny_ws), "runs", "list"]).stdout
+
+
+def test_max_cost_stops_sending_when_the_server_reports_no_token_counts(tmp_path):
+    ws = many_cases(tmp_path / "ws", 12)
+    prices = ["-o", "price_in=1000", "-o", "price_out=0"]
+    with ChatServer(_usage_as([None])) as server:
+        result = openai_run(ws, server.url, "contextcanvas", *prices, "-j", "8", "--max-cost", "100", "--json")
+        sent = server.count
+    assert result.exit_code == 1 and sent == 1  # the first request, sent alone, told the budget it cannot be kept
+    summary = json.loads(result.stdout)
+    assert (summary["sent"], summary["cost_unreported"], summary["not_sent"]) == (1, 1, 11)
+    assert "--max-cost 100 USD cannot be kept" in summary["stopped"]
+    resume = result.stderr.split("resume with: ")[1]
+    assert "--max-cost" not in resume and "price_in=1000" in resume  # the stop says the resume goes on unbudgeted
