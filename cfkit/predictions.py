@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 #: Fields written only where they have a value (so lines of other conditions are unchanged).
 OPTIONAL_FIELDS = ("edit_id", "image_sha256")
-#: What the server said about a reply, on any line, written only where known (never read by a report).
+#: What the server said about a reply, on any line, written only where known (a report reads them for its notes only).
 PROVENANCE_FIELDS = ("server_model", "system_fingerprint", "reasoning", "endpoint")
 
 from cfkit.cases import CaseSet

@@ -208,9 +208,7 @@ def _after_run(ws, summary, said, as_json, model, suite, pairs, url_flags, api_k
                protocol, limit, cases_file, accepted_only, reviewed_only, max_cost) -> None:
     """The summary, the line about replies that are not answers, and the exit status of a run."""
     _render_summary(summary, as_json, said=said)
-    trouble, unclean = _reply_trouble(ws, summary)
-    if trouble and (summary.missing or not unclean):
-        warn(trouble)
+    incomplete = None
     if summary.missing:
         again = [("-m", model), ("-s", suite), *(("-o", pair) for pair in pairs),
                  *(("--base-url", url) for url in url_flags), ("--api-key-env", api_key_env), ("-j", concurrency),
@@ -218,29 +216,33 @@ def _after_run(ws, summary, said, as_json, model, suite, pairs, url_flags, api_k
                  ("--protocol", protocol), ("--limit", limit), ("--cases", cases_file),
                  ("--accepted-only", accepted_only), ("--reviewed-only", reviewed_only),
                  ("--max-cost", _resume_budget(summary, max_cost))]
-        raise RunIncomplete(_incomplete_line(summary, _command_line(ws, again)))
-    if unclean:  # every reply is stored, but they are not answers: exit 1 with the line that says why
-        from cfkit.errors import CheckFailed
-
-        raise CheckFailed(trouble)
+        incomplete = _incomplete_line(summary, _command_line(ws, again))
+    _collect_end(ws, summary, incomplete)
 
 
-def _reply_trouble(ws, summary) -> tuple[str | None, bool]:
-    """One line when a run's replies were cut off at the token limit or most have no valid answer (the likely
-    cause and the command that shows them), None when neither; and whether the run is not clean (replies cut
-    off, or most of them empty): then the command exits 1."""
+def _reply_trouble(ws, summary) -> tuple[list[str], list[str]]:
+    """The lines on a run's replies: those only said (most without a valid answer: the likely cause and the
+    command that shows them; several server builds), and those that make the run not clean, so that the command
+    exits 1 (replies cut off or mostly empty; replies from servers that named different models: cfkit.servers)."""
     from cfkit.parse.trouble import not_clean, reply_trouble
+    from cfkit.servers import servers_of
 
     from cfkit.store import open_store
-    from cfkit.store.runs import get_run
+    from cfkit.store.runs import get_run, servers
 
     command = f"cfkit -w {ws.root} runs unparsed {summary.run_id}" if summary.invalid else ""
     with open_store(ws.db_path) as store:
         run = get_run(store, summary.run_id)
+        answered_by = servers_of(servers(store, summary.run_id))
     replies = run.n_done if run is not None else 0  # the replies that came back
-    line = reply_trouble(f"{summary.model} {summary.suite}", replies, summary.invalid, summary.empty,
-                         summary.truncated, summary.max_tokens, command)
-    return line, line is not None and not_clean(summary.truncated, summary.empty, replies)
+    what = f"{summary.model} {summary.suite}"
+    line = reply_trouble(what, replies, summary.invalid, summary.empty, summary.truncated, summary.max_tokens, command)
+    said, failing = answered_by.lines(what, summary.run_id), []
+    if answered_by.mixed_models:
+        failing.append(said.pop(0))
+    if line is not None:
+        (failing if not_clean(summary.truncated, summary.empty, replies) else said).insert(0, line)
+    return said, failing
 
 
 _STUDY_HINT = ("a probe run is one model on one suite. For several, write a study file ('cfkit study new "
@@ -394,17 +396,17 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
 
 
 def _collect_end(ws, result, incomplete: str | None, *, look: bool = True) -> None:
-    """How 'probe collect' ends, from a provider or from files: a line when the run's replies were cut off or
-    are mostly empty; exit 1 (``incomplete``, the last line) while results are missing, or when not clean."""
-    trouble, unclean = _reply_trouble(ws, result) if look else (None, False)
-    if trouble and (incomplete or not unclean):
-        warn(trouble)
+    """How 'probe run' and 'probe collect' end: the lines on the run's replies (:func:`_reply_trouble`); exit 1
+    (``incomplete``, the last line) while replies are missing, or when not clean."""
+    said, failing = _reply_trouble(ws, result) if look else ([], [])
+    for line in said + (failing if incomplete else []):
+        warn(line)
     if incomplete:
         raise RunIncomplete(incomplete)
-    if unclean:
+    if failing:  # every reply is stored, but the run is not clean: exit 1 with the line that says why
         from cfkit.errors import CheckFailed
 
-        raise CheckFailed(trouble)
+        raise CheckFailed(" ".join(failing))
 
 
 @probe.command("backends")

@@ -103,7 +103,8 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     from rich.table import Table
 
     from cfkit.store import batches, open_store
-    from cfkit.store.runs import find_run, unanswered
+    from cfkit.servers import servers_of
+    from cfkit.store.runs import find_run, servers, unanswered
 
     with open_store(ws.db_path) as store:
         record = find_run(store, run_ref)
@@ -113,10 +114,12 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
         failures = [{"case": r.case_id, "pair": r.pair_id, "condition": r.condition, "error": r.error or "?",
                      "detail": r.detail} for r in unanswered(store, record.id)]
         n_stored = sum(c.replies for c in counts)
+        answered_by = servers_of(servers(store, record.id))
     not_sent = max(record.n_requests - n_stored, 0)
     if as_json:
         print_json({"run": asdict(record), "conditions": [asdict(c) for c in counts], "failures": failures,
-                    "not_sent": not_sent, "batches": sent_in})
+                    "not_sent": not_sent, "batches": sent_in,
+                    "servers": {"models": answered_by.models, "builds": answered_by.builds}})
         return
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold cyan", no_wrap=True)
@@ -140,6 +143,10 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
             f"; cfkit reads {differ} answer(s) otherwise than the file's own extraction" if differ else "")
         asking = ("endpoint", "protocol", "generation", "selection", "versions", "templates", "options")
         rows = [row for row in rows if row[0] not in asking] + [("imported", source)]
+    if answered_by.models or answered_by.builds:  # as the server named itself in its replies
+        rows.append(("servers", "; ".join(filter(None, (
+            answered_by.models_phrase(),
+            answered_by.builds and "build " + answered_by.builds_phrase())))))
     if record.notes.get("prices"):
         rows.append(("prices", str(record.notes["prices"])))
     if record.error:
@@ -160,6 +167,8 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
         table.add_row(escape(c.condition), str(c.replies), str(c.answered), str(c.invalid), str(c.truncated),
                       str(c.transport), escape(", ".join(f"{k}: {v}" for k, v in c.answers.items())))  # option ids are data
     out.print(table)
+    for line in answered_by.lines(f"{record.model} {record.suite}", record.id):
+        out.print(f"[red]servers[/] {escape(line)}")
     if not_sent:
         out.print(f"[red]not sent[/] {not_sent} planned request(s) have no reply at all "
                   f"({escape(record.notes.get('stopped') or 'the run stopped before sending them')}).")

@@ -112,7 +112,8 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     SIGTERM stops cleanly, every reply received kept. Exit status 0 when every
     run is complete and clean, 1 when some are not (the last line names them
     and the command that resumes; or the runs whose replies were cut off at
-    the token limit or are mostly empty), 130 when interrupted.
+    the token limit, are mostly empty, or came from servers that said they
+    were different models), 130 when interrupted.
     """
     from cfkit.cli.study_display import LiveDisplay
     from cfkit.store import open_store
@@ -135,7 +136,8 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     if unclean:
         raise CheckFailed(f"study '{s.name}': {len(unclean)} run(s) complete but not clean "
                           f"({', '.join(f'{r.display} {r.suite}' for r in unclean)}): their replies were cut off at "
-                          "the token limit or are mostly empty, as the lines above say.")
+                          "the token limit, are mostly empty, or came from servers that named different models, as "
+                          "the lines above say.")
 
 
 def _reply_troubles(ws, runs) -> list:
@@ -147,10 +149,9 @@ def _reply_troubles(ws, runs) -> list:
     for r in runs:
         if r.summary is None or r.state != "done":
             continue
-        line, not_clean = _reply_trouble(ws, r.summary)
-        if line:
-            r.notes.append(line.removeprefix(f"{r.summary.model} {r.summary.suite}: "))
-        if not_clean:
+        said, failing = _reply_trouble(ws, r.summary)
+        r.notes.extend(line.removeprefix(f"{r.summary.model} {r.summary.suite}: ") for line in failing + said)
+        if failing:
             unclean.append(r)
     return unclean
 
@@ -183,7 +184,8 @@ def status_(ws, file: Path, as_json: bool) -> None:
     """Where each run of FILE stands: done, running, incomplete, failed, waiting, stale, not started.
 
     A done run whose replies were cut off at the token limit (or are mostly
-    empty) says it is complete but not clean. Nothing is sent or written. Exit
+    empty, or came from servers that said they were different models) says it
+    is complete but not clean. Nothing is sent or written. Exit
     status 0 when every run is done, 1 otherwise.
     """
     from dataclasses import asdict

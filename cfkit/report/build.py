@@ -120,7 +120,7 @@ def make_report(
         if prediction_paths:  # the reading that looks for a repeat names its two lines
             load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases)
         raise
-    report.notes.extend(source.caption_notes() + source.template_notes(ws))
+    report.notes.extend(source.caption_notes() + source.template_notes(ws) + source.server_notes())
     if section is not None:
         report = dataclasses.replace(report, ega=section)
     if ws.db_path.is_file():

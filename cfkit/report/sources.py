@@ -203,6 +203,23 @@ class Sources:
                 "defaults): the answers are to the older prompts; run the suite again, or restore the templates "
                 "it was asked with." for suite, ids in older.items()]
 
+    def server_notes(self) -> list[str]:
+        """A note per model whose replies came from servers that named different models, and one per model whose
+        replies came from several server builds (:mod:`cfkit.servers`): each reply records what its server said."""
+        from cfkit.servers import servers_of
+
+        by_model: dict[str, dict[tuple, int]] = {}
+        for p in self.preds:
+            if p.server_model or p.system_fingerprint:
+                seen = by_model.setdefault(p.model, {})
+                key = (p.server_model, p.system_fingerprint, p.endpoint)
+                seen[key] = seen.get(key, 0) + 1
+        notes = []
+        for model, seen in by_model.items():
+            runs = [r.id for (m, _), r in self.runs.items() if m == model]
+            notes += servers_of((*k, n) for k, n in seen.items()).lines(model, runs[0] if len(runs) == 1 else None)
+        return notes
+
     def stale(self, p: Prediction) -> str | None:
         """Why the answer ``p`` is not about the input as it is now (an edit no longer selected, a caption since
         changed), or None."""

@@ -405,6 +405,14 @@ def unanswered(store: Database, run_id: str) -> list[ReplyRecord]:
                                            "ORDER BY case_id, pair_id, condition", (run_id,))]
 
 
+def servers(store: Database, run_id: str) -> list[tuple[str | None, str | None, str | None, int]]:
+    """(server model id, system fingerprint, endpoint, replies) of the replies of ``run_id`` the server named a
+    model or build for (:func:`cfkit.servers.servers_of`)."""
+    return [tuple(r) for r in store.query(
+        "SELECT server_model, system_fingerprint, endpoint, COUNT(*) FROM replies WHERE run_id = ? AND "
+        "(server_model IS NOT NULL OR system_fingerprint IS NOT NULL) GROUP BY 1, 2, 3", (run_id,))]
+
+
 def image_digests(store: Database, run_ids: Sequence[str]) -> list[tuple[str, str]]:
     """The distinct (case, image SHA-256) the replies of ``run_ids`` record about each case's own image (an edit's
     image is not the case's)."""

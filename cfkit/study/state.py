@@ -4,7 +4,8 @@ Each run is found the way ``study run`` would find it: its start-up checks,
 then its plan and the run id the plan implies. Its state is then
 
 ``done``         every planned request has a stored reply (the detail says when the run is complete but
-                 not clean: replies cut off at the token limit, or most of them empty, as ``study run`` says)
+                 not clean: replies cut off at the token limit, most of them empty, or from servers that said
+                 they were different models, as ``study run`` says)
 ``running``      a live process holds leases on it now
 ``incomplete``   started, some requests without a reply (interrupted, killed, failed requests)
 ``failed``       its last invocation stopped on an error, or it cannot start here (why is given)
@@ -71,7 +72,7 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
         return _row(run, "failed", detail=f"cannot be planned: {exc}")
     if isinstance(planned, RunSummary):
         record = runs.get_run(store, planned.run_id)
-        return _row(run, "done", record, _not_clean(planned.truncated, planned.empty, record.n_done))
+        return _row(run, "done", record, _not_clean(store, record.id, planned.truncated, planned.empty, record.n_done))
     from cfkit.probe.runner import run_identity
 
     run_id, _, recorded = run_identity(planned.backend, planned.plan, run.job.setup.protocol.name)
@@ -87,7 +88,7 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
         return _row(run, "not started", total=total)
     if record.complete:  # (so no transport failure among its replies: each is one that came back)
         _, cut, empty = runs.count_unanswered(store, run_id)
-        return _row(run, "done", record, _not_clean(cut, empty, record.n_done))
+        return _row(run, "done", record, _not_clean(store, run_id, cut, empty, record.n_done))
     alive = {o for o, until in leases.owners(store, run_id).items() if until > time.time()}
     from cfkit.probe.sharing import owner_alive
 
@@ -105,10 +106,16 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
     return _row(run, "incomplete", record, why)
 
 
-def _not_clean(truncated: int, empty: int, replies: int) -> str | None:
-    """The detail of a done run that is complete but not clean (:func:`cfkit.parse.trouble.not_clean`)."""
+def _not_clean(store: Store, run_id: str, truncated: int, empty: int, replies: int) -> str | None:
+    """The detail of a done run that is complete but not clean (:func:`cfkit.parse.trouble.not_clean`; replies
+    from servers that said they were different models, :mod:`cfkit.servers`)."""
     from cfkit.parse.trouble import not_clean
+    from cfkit.servers import servers_of
 
+    answered_by = servers_of(runs.servers(store, run_id))
+    if answered_by.mixed_models:
+        return (f"complete but not clean: the replies came from servers that said they were "
+                f"{len(answered_by.models)} different models: {answered_by.models_phrase()}")
     if not not_clean(truncated, empty, replies):
         return None
     if truncated:

@@ -170,6 +170,27 @@ def test_a_run_whose_replies_are_cut_off_is_complete_but_not_clean(tmp_path):
     assert shown.exit_code == 0 and "(complete but not clean: 4 of 4 replies cut off" in shown.stdout
 
 
+def test_a_run_answered_by_servers_of_two_models_is_complete_but_not_clean(tmp_path):
+    ws = many_cases(tmp_path / "ws", 4)
+
+    def script(body, n):  # model-b's server answers half of its requests as another model
+        reply = first_option(body, n)
+        reply.body["model"] = "model-x" if body["model"] == "model-b" and n % 2 else body["model"]
+        return reply
+
+    with ChatServer(script) as chat:
+        path = two_behind_one(ws, chat.url, concurrency=2)
+        result = run_cli(["-w", str(ws), "study", "run", str(path)])
+    assert result.exit_code == 1
+    assert "b contextcanvas: the replies came from servers that said they were 2 different models" in result.stderr
+    assert "1 run(s) complete but not clean (b contextcanvas)" in result.stderr.strip().splitlines()[-1]
+    status = json.loads(run_cli(["-w", str(ws), "study", "status", str(path), "--json"]).stdout)
+    details = {(s["model"], s["suite"]): s["detail"] for s in status}
+    assert details.pop(("b", "contextcanvas")).startswith("complete but not clean: the replies came from servers "
+                                                          "that said they were 2 different models: 'model-")
+    assert set(details.values()) == {None}
+
+
 def _study_process(ws: Path, path: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "cfkit", "-w", str(ws), "study", "run", str(path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
