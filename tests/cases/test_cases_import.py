@@ -278,6 +278,17 @@ def test_a_hostile_image_path_is_refused_with_the_case_id(tmp_path: Path, image:
     assert "case 'CC001': image path" in result.stderr and not (tmp_path / "out.jsonl").exists()
 
 
+def test_an_image_given_as_a_url_is_refused_even_without_an_image_folder(tmp_path: Path):
+    # Without --images the files are not checked, and a URL passed as a relative path: exit 0, a cases file
+    # whose images no command could ever read.
+    source = tmp_path / "cases.csv"
+    source.write_text('id,image,question,options,gold\nu1,https://example.org/a.png,Fine?,"[""Yes"", ""No""]",No\n')
+    result = run_cli(["cases", "import", str(source), "--to", str(tmp_path / "out.jsonl")])
+    assert result.exit_code == 2 and not (tmp_path / "out.jsonl").exists()
+    assert "case 'u1': image path 'https://example.org/a.png' is a URL" in result.stderr
+    assert "download the image into the image root" in result.stderr
+
+
 def test_a_datasets_folder_with_splits_needs_split(tmp_path: Path):
     datasets = pytest.importorskip("datasets", reason="datasets is not installed (it comes with the dev extra)")
     rows = _json_rows()
