@@ -13,6 +13,7 @@ CASE_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 CASE_ID = re.compile(CASE_ID_PATTERN)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DRIVE = re.compile(r"[A-Za-z]:")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 #: A NUL is never sent to a model: it ends the string early in many servers' C code, or is refused by their JSON
 #: parser. (Other control characters, terminal escapes included, are kept as data; every view escapes them.)
 _NUL = re.compile(r"\x00")
@@ -35,6 +36,9 @@ def image_path_problem(value: str) -> str | None:
         return "is empty; give the image's path relative to the image root"
     if _CONTROL.search(value):
         return "contains a control character; rename the file"
+    if _URL.match(value):
+        return ("is a URL; cfkit reads image files, never downloads them: download the image into the image root "
+                "and give its path relative to it")
     if "\\" in value:
         return "contains '\\'; write paths with '/' relative to the image root"
     if value.startswith("/") or _DRIVE.match(value):

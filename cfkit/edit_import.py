@@ -105,12 +105,19 @@ class ImportOutcome:
 
 
 def _spec_of(ws: Workspace, stem: str) -> tuple[str, int] | None:
-    if spec_path(ws, stem).is_file():
+    if _is_spec(ws, stem):
         return stem, 1
     match = CANDIDATE.match(stem)
-    if match and spec_path(ws, match["spec"]).is_file() and int(match["n"]) >= 1:
+    if match and _is_spec(ws, match["spec"]) and int(match["n"]) >= 1:
         return match["spec"], int(match["n"])
     return None
+
+
+def _is_spec(ws: Workspace, name: str) -> bool:
+    try:
+        return spec_path(ws, name).is_file()
+    except SpecError:  # not a spec id at all (notes.v2.png): listed with the folder's other unmatched files
+        return False
 
 
 def scan_folder(ws: Workspace, folder: Path) -> tuple[list[ImportFile], list[Path], list[InputError]]:

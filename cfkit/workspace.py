@@ -373,6 +373,9 @@ def plan_workspace(root: Path, *, cases: str, images: str, pairs: int) -> Worksp
             value.encode("utf-8")
         except UnicodeEncodeError:
             raise ConfigError(f"{flag} {value!r} is not valid Unicode; rename the path or give another.") from None
+    # An absolute path inside the workspace folder is written relative to it: a workspace copied or moved then
+    # reads its own dataset, not the one at the old place (or none).
+    cases, images = _within(root, cases), _within(root, images)
     text = DEFAULT_TOML.format(cases=toml_string(cases), images=toml_string(images), pairs=pairs)
     # Read back what would be written: a value that does not survive the round trip is refused here.
     try:
@@ -383,6 +386,16 @@ def plan_workspace(root: Path, *, cases: str, images: str, pairs: int) -> Worksp
     if (config.dataset.cases, config.dataset.images, config.workspace.pairs) != (cases, images, pairs):
         raise ConfigError(f"{path}: the paths given do not read back unchanged from TOML; give simpler paths.")
     return WorkspacePlan(Workspace(root=root.resolve(), config=config), text)
+
+
+def _within(root: Path, value: str) -> str:
+    path = Path(value).expanduser()
+    if not path.is_absolute():
+        return value
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix() or "."
+    except ValueError:
+        return value
 
 
 def write_workspace(plan: WorkspacePlan) -> Workspace:

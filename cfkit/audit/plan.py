@@ -82,7 +82,7 @@ def plan_audit(ws: Workspace, store: Store, run_refs: Sequence[str], *, cases_fi
                                     f"{f' and {len(lacking) - 1} more' if len(lacking) > 1 else ''} of {path}; "
                                     f"finish the run with 'cfkit probe run -m {run.model} -s {AUDIT_SUITE}' or drop "
                                     "the case from the file.")
-        selection = {"mode": "cases", "file": str(path), "sha256": subset_sha}
+        selection = {"mode": "cases", "file": _in_workspace(ws, path), "sha256": subset_sha}
     else:
         common = [c.id for c in cases if all(c.id in replies[r.id] for r in found)]
         left = len(cases) - len(common)
@@ -109,7 +109,7 @@ def plan_audit(ws: Workspace, store: Store, run_refs: Sequence[str], *, cases_fi
             items.append(_item(plan_id, ids[index], int(order[index]), run, cases.get(case_id),
                                replies[run.id][case_id], image_sha, models, mask))
     inputs = {
-        "cases": {"path": str(cases.path), "sha256": hashlib.sha256(cases.path.read_bytes()).hexdigest()},
+        "cases": {"path": _in_workspace(ws, cases.path), "sha256": hashlib.sha256(cases.path.read_bytes()).hexdigest()},
         "runs": [{"id": run.id, "model": run.model, "replies_sha256": _replies_digest(replies[run.id], chosen)}
                  for run in found],
         "mask": list(mask),
@@ -208,6 +208,14 @@ def _item(plan_id: str, item_id: str, position: int, run: RunRecord, case: Case,
                      masked=masked.count, content_sha256=content_digest(**fields), **fields)
 
 
+def _in_workspace(ws: Workspace, path: Path) -> str:
+    """``path`` relative to the workspace when it is inside it (the plan stays true when the folder moves)."""
+    try:
+        return path.resolve().relative_to(ws.root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def _replies_digest(replies: dict[str, ReplyRecord], chosen: list[str]) -> str:
     """SHA-256 of the audited replies of one run as they were read (case, answer, parse, error, reason, raw)."""
     rows = [[c, replies[c].answer, replies[c].parse, replies[c].error, replies[c].reason, replies[c].raw]
@@ -219,7 +227,9 @@ def input_drift(ws: Workspace, store: Store, plan: AuditPlan) -> list[str]:
     """What changed in the plan's inputs since it was frozen (the audited items themselves never change)."""
     changed: list[str] = []
     recorded = plan.inputs.get("cases", {})
-    path = Path(recorded.get("path", ws.cases_path))
+    # The cases the workspace reads now, wherever the plan's file was: a workspace copied or moved elsewhere is
+    # compared with its own cases file, never with the one at the path it was planned at.
+    path = ws.cases_path
     try:
         if hashlib.sha256(path.read_bytes()).hexdigest() != recorded.get("sha256"):
             changed.append(f"the cases file {path} changed")

@@ -157,13 +157,15 @@ class RowConverter:
     def _options(self, row: dict[str, Any]) -> list[dict[str, str]]:
         columns = self.fields["options"]
         values = self._values(row, "options")
-        if len(columns) > 1:  # one column per option; the id comes from the column name
+        if len(columns) > 1:  # one column per option; the id comes from the column name, else its place
             options = []
-            for column, value in zip(columns, values):
+            for place, (column, value) in enumerate(zip(columns, values)):
                 if value is None:
                     continue  # e.g. option_C of a two-option case
                 match = NUMBERED["options"].fullmatch(normalize_column(column))
-                option_id = column_suffix(match).upper() if match else chr(ord("A") + len(options))
+                # By the column's place, not by the options read so far: an empty cell before it must not give
+                # it the id of the column before (a gold 'B' would then name another option).
+                option_id = column_suffix(match).upper() if match else chr(ord("A") + place)
                 options.append({"id": option_id, "text": _as_text(value, "options", column)})
             return options
         value = _json_text(values[0], "[{")

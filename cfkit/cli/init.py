@@ -12,7 +12,7 @@ from cfkit.cli.console import out, status
 
 @click.command(short_help="Make a workspace and check the dataset it points at.")
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--cases", default="data/cases.jsonl", show_default=True, help="ContextCanvas cases file, relative to DIR or absolute.")
+@click.option("--cases", default="data/cases.jsonl", show_default=True, help="ContextCanvas cases file, relative to DIR or absolute (one inside DIR is written relative to it).")
 @click.option("--images", default="data/images", show_default=True, help="Folder the cases' image paths are relative to.")
 @click.option("--pairs", default=36, show_default=True, type=params.positive(10_000), help="How many counterfactual pairs the study expects.")
 @click.option("--no-check", "no_check", is_flag=True,

@@ -63,6 +63,15 @@ def screen(ws, spec_ids: tuple[str, ...], judge: str, options: tuple[str, ...], 
               f"{counts['not screened']} not screened (judge {judge}, questions {version}). A doubt flags an edit "
               "for you to look at ('cfkit review'); it never accepts or rejects one.")
     unasked = sum(bool(r.failed) for r in results)  # a doubted edit may have failed questions too
+    # Not screened is not done where an edit was there to screen (its files could not be read), or where the spec
+    # was asked for by id; a spec with no edit yet, among all of them, is only not made yet.
+    unscreened = [r for r in results if r.problem is not None and (spec_ids or r.edit_id is not None)]
+    failed = []
     if unasked:
-        raise CheckFailed(f"{unasked} edit(s) have questions whose requests failed; run the command again to ask "
-                          "only those.")
+        failed.append(f"{unasked} edit(s) have questions whose requests failed; run the command again to ask "
+                      "only those")
+    if unscreened:
+        failed.append(f"{len(unscreened)} spec(s) could not be screened ({', '.join(r.spec_id for r in unscreened)}: "
+                      "see above)")
+    if failed:
+        raise CheckFailed("; ".join(failed) + ".")

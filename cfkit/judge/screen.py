@@ -111,13 +111,15 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
     from cfkit.backends import as_backend
     from cfkit.parse import parse_answer
     from cfkit.edit_files import load_edit_images
-    from cfkit.specs import spec_files, try_load_cases
+    from cfkit.specs import load_spec, spec_files, try_load_cases
 
     questions = load_questions(ws)
     backend = as_backend(backend)  # a backend built by hand gets the base class's defaults
     capabilities = backend.capabilities
     if capabilities is not None and not capabilities.images:
         raise UsageError(f"judge {judge} cannot see images; screen with a vision-language model.")
+    for spec_id in spec_ids:
+        load_spec(ws, spec_id)  # a spec id that names no spec (a typo) is one line before anything is asked
     ids = list(spec_ids) or [p.stem for p in spec_files(ws)]
     if not ids:
         raise UsageError(f"no spec files in {ws.interventions_dir}; nothing to screen.")

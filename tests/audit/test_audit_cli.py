@@ -9,6 +9,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -330,6 +331,25 @@ def test_report_ega_says_when_the_audited_inputs_changed_since_planning(ws):
     assert f"{changed[1]} since planning; the EGA section counts the items as they were audited" in result.stderr
     md = " ".join(cli(ws, "report", "--ega", "--format", "md", "--resamples", "100").stdout.split())
     assert f"Since the audit was planned, {changed[0]}; {changed[1]}: these rows count the items" in md
+
+
+@pytest.mark.parametrize("copy", [shutil.copy2, shutil.copy], ids=["cp -a", "cp (new mtimes)"])
+def test_a_copied_or_moved_workspace_compares_its_own_cases_file_with_the_audit(ws, tmp_path, copy):
+    # The plan used to keep the cases file by absolute path: a copy of the workspace said 'is gone' once the
+    # original was moved away, and while the original stayed, an edit of the copy's cases file went unseen.
+    ws, run_ids = ws
+    plan(ws, run_ids)
+    moved = tmp_path / "elsewhere" / "ws"
+    shutil.copytree(ws, moved, copy_function=copy)
+    status = json.loads(cli(moved, "audit", "status", "--json").stdout)
+    assert status["inputs_changed"] == []
+    shutil.rmtree(ws)  # moved, not copied: nothing is left at the planned path
+    result = cli(moved, "audit", "status")
+    assert "inputs unchanged since planning" in result.stderr and "gone" not in result.stderr
+    cases = moved / "data" / "cases.jsonl"
+    cases.write_text(cases.read_text().replace("Scenario AU01", "Edited AU01"))
+    status = json.loads(cli(moved, "audit", "status", "--json").stdout)
+    assert status["inputs_changed"] == [f"the cases file {cases} changed"]
 
 
 @pytest.mark.parametrize("args, code, says", [

@@ -155,6 +155,10 @@ def _image_drive(ws: Path) -> None:
     _write_cases(ws, _case(images=["C:/secret.png"]))
 
 
+def _image_url(ws: Path) -> None:
+    _write_cases(ws, _case(images=["https://example.org/photo.png"]))
+
+
 def _image_symlink_out(ws: Path) -> None:
     (ws / "outside.png").write_bytes((ws / "data" / "images" / "T001.png").read_bytes())
     os.symlink(ws / "outside.png", ws / "data" / "images" / "link.png")
@@ -190,6 +194,7 @@ HOSTILE = [
     (_image_dotdot, "cases.jsonl:1", "case 'T001': image path '../../secret.png' contains '..'"),
     (_image_backslash, "cases.jsonl:1", "contains '\\'"),
     (_image_drive, "cases.jsonl:1", "'C:/secret.png' is absolute"),
+    (_image_url, "cases.jsonl:1", "image path 'https://example.org/photo.png' is a URL; cfkit reads image files"),
     (_image_symlink_out, "cases.jsonl:1", "case 'T001': image 'link.png' resolves to"),
     (_cases_is_a_folder, "cases.jsonl", "is a folder"),
     (_cases_not_utf8, "cases.jsonl:1", "not UTF-8 (byte 0xe9"),

@@ -278,6 +278,17 @@ def test_a_hostile_image_path_is_refused_with_the_case_id(tmp_path: Path, image:
     assert "case 'CC001': image path" in result.stderr and not (tmp_path / "out.jsonl").exists()
 
 
+def test_an_image_given_as_a_url_is_refused_even_without_an_image_folder(tmp_path: Path):
+    # Without --images the files are not checked, and a URL passed as a relative path: exit 0, a cases file
+    # whose images no command could ever read.
+    source = tmp_path / "cases.csv"
+    source.write_text('id,image,question,options,gold\nu1,https://example.org/a.png,Fine?,"[""Yes"", ""No""]",No\n')
+    result = run_cli(["cases", "import", str(source), "--to", str(tmp_path / "out.jsonl")])
+    assert result.exit_code == 2 and not (tmp_path / "out.jsonl").exists()
+    assert "case 'u1': image path 'https://example.org/a.png' is a URL" in result.stderr
+    assert "download the image into the image root" in result.stderr
+
+
 def test_a_datasets_folder_with_splits_needs_split(tmp_path: Path):
     datasets = pytest.importorskip("datasets", reason="datasets is not installed (it comes with the dev extra)")
     rows = _json_rows()
@@ -348,3 +359,21 @@ def test_a_failed_write_takes_back_the_images_it_wrote(tmp_path: Path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "nothing was imported" in lines[0], done.stderr
     assert not target.exists() and not images.exists()
+
+
+@pytest.mark.parametrize("columns, mapping", [(("c1", "c2", "c3"), ["--map", "options=c1,c2,c3"]),
+                                              (("option_A", "option_B", "option_C"), [])])
+def test_an_empty_option_cell_leaves_the_gold_on_the_option_of_its_column(tmp_path: Path, columns, mapping):
+    # Options spread over columns whose names carry no id took their ids from the options read so far: with the
+    # first cell empty, the second column became 'A' and a gold 'B' named the third column's option, in silence.
+    source = tmp_path / "cases.csv"
+    source.write_text(f"id,image,question,{','.join(columns)},answer\n"
+                      "r1,a.png,Which?,Red,Green,Blue,B\n"
+                      "r2,a.png,Which?,,Green,Blue,B\n"
+                      "r3,a.png,Which?,Red,,Blue,C\n")
+    result = run_cli(["cases", "import", str(source), "--to", str(tmp_path / "out.jsonl"), *mapping])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    gold_texts = [next(o["text"] for o in r["options"] if o["id"] == r["gold"]) for r in records]
+    assert gold_texts == ["Green", "Green", "Blue"]
+    assert [[o["id"] for o in r["options"]] for r in records] == [["A", "B", "C"], ["B", "C"], ["A", "C"]]

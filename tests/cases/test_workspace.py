@@ -88,3 +88,28 @@ def test_a_byte_order_mark_non_utf8_text_or_a_folder_as_cfkit_toml(tmp_path):
     (root / "cfkit.toml").mkdir()
     with pytest.raises(ConfigError, match="is a folder"):
         load_workspace(root)
+
+
+def test_a_workspace_made_with_absolute_paths_inside_it_still_reads_its_own_dataset_once_moved(tmp_path: Path):
+    # init wrote '--cases /abs/study/data/cases.jsonl' as given: a copy of the folder read the original's dataset
+    # (an edit of the copy's cases file went unseen), and once the original was moved away nothing was found.
+    import shutil
+
+    from support.workspace import write_workspace
+
+    data = write_workspace(tmp_path / "made")  # a cases file and images that validate
+    study = tmp_path / "study"
+    (study / "data").mkdir(parents=True)
+    shutil.copy(data / "data" / "cases.jsonl", study / "data" / "cases.jsonl")
+    shutil.copytree(data / "data" / "images", study / "data" / "images")
+    outside = tmp_path / "outside"
+    shutil.copytree(data / "data" / "images", outside)
+    result = run_cli(["init", str(study), "--cases", str(study / "data" / "cases.jsonl"), "--images", str(outside)])
+    assert result.exit_code == 0, result.output
+    moved = tmp_path / "elsewhere" / "study"
+    shutil.copytree(study, moved, copy_function=shutil.copy)
+    shutil.rmtree(study)
+    ws = find_workspace(moved)
+    assert ws.cases_path == moved.resolve() / "data" / "cases.jsonl"
+    assert ws.image_root == outside.resolve()  # a path outside the workspace stays as given
+    assert run_cli(["cases", "validate", "-w", str(moved)]).exit_code == 0

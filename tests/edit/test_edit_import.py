@@ -90,12 +90,16 @@ def test_import_records_one_edit_per_file_with_candidates_and_derives_a_missing_
 
 def test_files_that_match_no_spec_or_another_shape_refuse_the_whole_import(tiny_ws: Path, folder: Path):
     save(painted(tiny_ws, (0, 8, 0, 8), (0, 0, 0)), folder / "CF99.png")
+    # A name that is not even a spec id was one line about the id alone ("'TX01 v2' is not a spec id"), naming
+    # neither the file nor the folder's other problems; it is listed with them.
+    save(painted(tiny_ws, (0, 8, 0, 8), (0, 0, 0)), folder / "TX01 v2.png")
     Image.fromarray(np.zeros((64, 64, 3), np.uint8)).save(folder / "TX01-3.png")  # square, the source is 96x64
     before = tree_snapshot(tiny_ws)
     result = run_cli(["edits", "import", str(folder), "--derive-masks", "-w", str(tiny_ws)])
     assert result.exit_code == 2
     assert "nothing was imported" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert "CF99.png: no spec 'CF99'" in result.stderr and "TX01-3.png is 64x64" in result.stderr
+    assert "TX01 v2.png: no spec 'TX01 v2'" in result.stderr
     assert tree_snapshot(tiny_ws) == before
 
 

@@ -283,3 +283,29 @@ def test_questions_whose_requests_fail_leave_the_edit_incomplete_and_a_rerun_ask
     assert all(len(r["failed"]) == 1 and r["failed"][0].startswith("edit-looks-natural: ") for r in states.values())
     assert again.exit_code == 0, again.stderr
     assert len(asked) == 18  # five answered the first time, the natural-photograph one the second, per edit
+
+
+def test_a_spec_that_could_not_be_screened_is_not_done(mini_ws):
+    # An edit whose files are gone, or a spec asked for by id with no edit, was 'not screened' with exit 0; a
+    # typo'd spec id said 'no edit yet; make one with cfkit edit NOPE'.
+    import shutil
+
+    assert run_cli(["-w", str(mini_ws), "edit", "EX01", "--engine", "classical"]).exit_code == 0
+    env = {"OPENAI_API_KEY": "sk-x"}
+    with ChatServer(lambda body, n: Scripted(body=completion("No."))) as server:
+        args = ["-w", str(mini_ws), "edits", "screen", "-o", "max_retries=0"]
+        url = ["-o", f"base_url={server.url}", "--judge", "openai:judge-model"]
+        every = run_cli([*args, *url], env=env)  # EX02 and EX03 have no edit yet: not made, nothing failed
+        assert every.exit_code == 0, every.stderr
+        asked = run_cli([*args, *url, "EX02"], env=env)
+        assert asked.exit_code == 1 and "1 spec(s) could not be screened (EX02" in asked.stderr
+        typo = run_cli([*args, *url, "EX01", "EX9"], env=env)
+        assert typo.exit_code == 2 and typo.stderr.strip().splitlines() == [
+            f"error: no spec 'EX9' in {mini_ws / 'interventions'}. (specs there: EX01, EX02, EX03). "
+            "Create one with 'cfkit specs new'."]
+        sent = len(server.requests)
+        shutil.rmtree(mini_ws / ".cfkit" / "edits" / "EX01")
+        gone = run_cli([*args, "-o", f"base_url={server.url}", "--judge", "openai:other-judge"], env=env)
+        assert gone.exit_code == 1 and "EX01 edit #1: not screened" in gone.stdout
+        assert "1 spec(s) could not be screened (EX01" in gone.stderr
+        assert len(server.requests) == sent  # nothing was asked about an edit that could not be read
