@@ -60,7 +60,8 @@ class Servers:
         if self.mixed_models:
             out.append(f"{what}: the replies came from servers that said they were {len(self.models)} different "
                        f"models: {self.models_phrase()}, so the answers are not one model's. Serve the same model "
-                       f"at every endpoint; {see}.")
+                       f"at every endpoint; {see}; then 'cfkit runs rm {run_id or 'RUN'} --drop-cached' and ask "
+                       "again (the cache would answer with the same replies).")
         if self.mixed_builds:
             out.append(f"{what}: the replies came from {len(self.builds)} server builds (system_fingerprint "
                        f"{self.builds_phrase()}); answers may differ between builds.")

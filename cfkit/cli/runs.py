@@ -185,13 +185,17 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
 
 @runs.command("rm")
 @click.argument("run_refs", metavar="RUN…", nargs=-1, required=True)
+@click.option("--drop-cached", is_flag=True,
+              help="Also drop the cached responses the run's replies were stored under, so that the same "
+                   "'cfkit probe run' asks the model again (e.g. after a server answered as another model).")
 @workspace_option
-def rm(ws, run_refs: tuple[str, ...]) -> None:
-    """Remove runs and their replies; the response cache stays.
+def rm(ws, run_refs: tuple[str, ...], drop_cached: bool) -> None:
+    """Remove runs and their replies; the response cache stays unless --drop-cached.
 
     RUN is a run id or a unique start of one. Because cached responses stay,
     running the same 'cfkit probe run' command again rebuilds a removed run
-    without asking the model again.
+    without asking the model again; with --drop-cached it asks again, and
+    pays again, for every request the removed run had answered.
     """
     from cfkit.store import open_store
     from cfkit.store.runs import delete_run, find_run
@@ -199,10 +203,11 @@ def rm(ws, run_refs: tuple[str, ...]) -> None:
     with open_store(ws.db_path) as store:
         records = [find_run(store, ref) for ref in run_refs]  # every id is checked before anything is removed
         for record in {r.id: r for r in records}.values():
-            removed = delete_run(store, record.id)
+            removed, dropped = delete_run(store, record.id, drop_cached=drop_cached)
             out.print(record.id)
             status(f"removed run {record.id} ({record.model}, {record.suite}) and its {removed} replies; "
-                   "cached responses stay.")
+                   + (f"dropped {dropped} cached responses: the same command asks the model again."
+                      if drop_cached else "cached responses stay."))
 
 
 @runs.command()

@@ -82,3 +82,14 @@ _PUT = ("INSERT OR IGNORE INTO responses (cache_key, backend, model, raw, usage,
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
+
+
+def forget(tx: sqlite3.Connection, keys: Sequence[str]) -> int:
+    """Drop the cached responses of ``keys`` inside the caller's transaction (the next identical request is sent
+    again); returns how many there were."""
+    dropped = 0
+    for start in range(0, len(keys), 500):
+        part = keys[start:start + 500]
+        dropped += tx.execute(f"DELETE FROM responses WHERE cache_key IN ({','.join('?' * len(part))})",
+                              part).rowcount
+    return dropped

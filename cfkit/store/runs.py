@@ -235,12 +235,19 @@ def finish_run(store: Database, run_id: str, *, status: str, n_done: int, n_erro
                    "notes = ?, inputs_sha256 = ?, error = ?, inputs_manifest = ? WHERE id = ?", params)
 
 
-def delete_run(store: Database, run_id: str) -> int:
-    """Remove a run and its replies (cached responses stay); returns how many replies went with it."""
+def delete_run(store: Database, run_id: str, *, drop_cached: bool = False) -> tuple[int, int]:
+    """Remove a run and its replies; with ``drop_cached`` also the cached responses its replies were stored under
+    (else they stay, and the same command rebuilds the run without asking the model). Returns (replies removed,
+    cached responses dropped)."""
+    from cfkit.store import responses
+
     with store.transaction() as tx:
+        keys = [k for (k,) in tx.execute("SELECT DISTINCT cache_key FROM replies WHERE run_id = ? AND cache_key IS "
+                                         "NOT NULL", (run_id,))] if drop_cached else []
+        dropped = responses.forget(tx, keys) if keys else 0
         removed = tx.execute("DELETE FROM replies WHERE run_id = ?", (run_id,)).rowcount
         tx.execute("DELETE FROM runs WHERE id = ?", (run_id,))
-    return removed
+    return removed, dropped
 
 
 def finished_run(store: Database, suite: str, settings_sha256: str, inputs_sha256: str) -> RunRecord | None:

@@ -161,7 +161,7 @@ def test_replies_are_stored_and_replaced_and_a_run_is_removed_with_its_replies_b
     other = _open(store, "counterfactual-m-2")
     with store.transaction() as tx:
         runs.write_reply(tx, other, ("T1", "CF01", "edit"), cache_key="k9", raw="{}", fields=FIELDS)
-    assert runs.delete_run(store, run_id) == 2
+    assert runs.delete_run(store, run_id) == (2, 0)
     assert runs.get_run(store, run_id) is None and runs.replies(store, run_id) == []
     assert [r.run_id for r in runs.replies(store, other)] == [other]  # another run's replies stay
     assert set(responses.cached(store, ["k1"])) == {"k1"}  # and so does the response cache
