@@ -92,9 +92,11 @@ def test_the_digest_cache_spares_a_rerun_every_read_and_notices_a_changed_file(w
 def test_a_digest_taken_just_after_a_write_is_checked_again_then_trusted(ws, hashes):
     # A rewrite of the same size within one tick of the filesystem clock keeps the mtime, so a digest taken
     # right after a write is not trusted the next time; once taken later, it is.
+    # The file's mtime is put half a second ahead, so that the first digest is taken "just after the write"
+    # however slowly a loaded machine gets to it (it had 50 ms), and the second one only once that window is over.
     fresh = ws.image_root / "T001.png"
     Image.fromarray(gradient_image(96, 64, 4)).save(fresh)
-    written = time.time_ns()
+    written = time.time_ns() + 500_000_000
     os.utime(fresh, ns=(written, written))
     read = []
     with Store(ws.db_path) as store:
@@ -104,7 +106,7 @@ def test_a_digest_taken_just_after_a_write_is_checked_again_then_trusted(ws, has
             digests.prefetch([fresh])
             digests.save()
             read.append(len(hashes))
-            time.sleep(RACY_S * 1.5)
+            time.sleep(max(0.0, (written - time.time_ns()) / 1e9 + RACY_S * 1.5))
     assert read == [1, 1, 0]
 
 
