@@ -123,6 +123,22 @@ def test_missing_weights_through_the_cli_is_one_line_and_records_no_run(tiny_ws,
     assert listed == []
 
 
+@pytest.mark.parametrize("batch_size", ["1", "2"])
+def test_a_checkpoint_without_a_chat_template_is_one_line_and_exit_2(tiny_ws, tmp_path, batch_size):
+    # Before, every request raised transformers' ValueError and the run ended in a traceback.
+    bare = save_tiny_llava(tmp_path / "bare", chat_template=None, seed=0)
+    args = ["-w", str(tiny_ws), "probe", "run", "-m", f"hf:{bare}", "-s", "contextcanvas", "--max-tokens", "3",
+            "-o", "device=cpu", "-o", f"batch_size={batch_size}"]
+    result = run_cli(args)
+    assert result.exit_code == 2 and "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and f"'{bare}' has no chat template" in lines[0] and "chat_template.jinja" in lines[0]
+    # The template saved as the line says: the folder's files changed, so it is a new run, and it answers.
+    (bare / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    fixed = run_cli([*args, "--json"])
+    assert json.loads(fixed.stdout)["sent"] == 3 and json.loads(fixed.stdout)["errors"] == 0, fixed.stderr
+
+
 def test_an_uncached_hub_model_fails_within_seconds_with_no_hub_retries(tiny_ws, tmp_path):
     # A fresh process without HF_HUB_OFFLINE: before, transformers spent minutes retrying the hub here.
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
