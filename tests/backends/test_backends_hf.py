@@ -19,7 +19,7 @@ from cfkit.errors import BackendUnavailable
 from cfkit.images import png_bytes
 from support.tiny_llava import save_tiny_llava
 from support.tiny_llava import CHAT_TEMPLATE
-from support.workspace import REPO, gradient_image, run_cli
+from support.workspace import REPO, aged, gradient_image, run_cli
 
 pytest.importorskip("transformers", reason="the hf extra is not installed: pip install 'cfkit-probes[hf]'")
 pytest.importorskip("torch", reason="the hf extra is not installed: pip install 'cfkit-probes[hf]'")
@@ -204,6 +204,7 @@ def test_folder_hashes_are_remembered_by_size_and_time(tiny_vlm, tmp_path, monke
     folder.mkdir()
     for path in tiny_vlm.iterdir():
         (folder / path.name).write_bytes(path.read_bytes())
+    aged(folder)  # written long before the run, as a user's checkpoint is (see the racy test below)
     memo = tmp_path / "store"
     memo.mkdir()
     first = hf_snapshot.find_snapshot(str(folder), memo_dir=memo)
@@ -219,6 +220,31 @@ def test_folder_hashes_are_remembered_by_size_and_time(tiny_vlm, tmp_path, monke
     changed = hf_snapshot.find_snapshot(str(folder), memo_dir=memo)
     assert changed.files["config.json"] != first.files["config.json"]
     assert changed.identity()["files_sha256"] != first.identity()["files_sha256"]
+
+
+def test_a_file_rewritten_within_a_clock_tick_of_its_hash_is_hashed_again(tiny_vlm, tmp_path):
+    # New weights of the same size saved within one tick of the filesystem's clock keep the file's mtime: a
+    # remembered hash taken that close to the mtime must not stand for them (else the new checkpoint would get
+    # the old identity, and the old checkpoint's cached replies).
+    from cfkit.backends import hf_snapshot
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for path in tiny_vlm.iterdir():
+        (folder / path.name).write_bytes(path.read_bytes())
+    weights = next(p for p in folder.iterdir() if p.name.endswith(".safetensors"))
+    tick = time.time_ns() + 10**9 + 12345  # an mtime the hash cannot be a clock tick after
+    os.utime(weights, ns=(tick, tick))
+    memo = tmp_path / "store"
+    memo.mkdir()
+    first = hf_snapshot.find_snapshot(str(folder), memo_dir=memo)
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # the same size, other bytes
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(tick, tick))  # ... and the same mtime
+    second = hf_snapshot.find_snapshot(str(folder), memo_dir=memo)
+    assert second.weights[weights.name] == hashlib.sha256(bytes(data)).hexdigest() != first.weights[weights.name]
+    assert second.identity() != first.identity()
 
 
 def test_fit_square_pads_keeping_aspect_or_resizes():
