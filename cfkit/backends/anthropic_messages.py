@@ -3,7 +3,8 @@
 Each image goes as a base64 ``image`` block before the question's text; the
 system prompt as ``system``. The answer is read from the reply's text blocks;
 ``thinking`` blocks (extended thinking) go to ``Reply.reasoning``, never into
-the graded text; a reply that stopped with ``refusal`` is marked refused.
+the graded text; a reply that stopped with ``refusal`` is marked refused, one
+that stopped with ``max_tokens`` or ``model_context_window_exceeded`` cut off.
 
 The same policy as the openai backend (:mod:`cfkit.endpoints`, with the
 Anthropic provider): ``$ANTHROPIC_API_KEY`` goes only to
@@ -43,6 +44,8 @@ from cfkit.endpoints import ANTHROPIC, PLACEHOLDER_KEY, redact_url, resolve_endp
 from cfkit.errors import BackendError, BackendUnavailable, OptionError
 from cfkit.hints import install_hint
 
+#: Stop reasons of a reply cut off before its end: the token limit, or the model's context window filled up.
+CUT_OFF = ("max_tokens", "model_context_window_exceeded")
 #: A server asking to wait longer than this is treated as a failure, not waited for.
 MAX_RETRY_AFTER_S = 120.0
 _NO_CACHE = {"cache": False}
@@ -90,7 +93,7 @@ def reply_from_message(message: dict[str, Any], latency: float, notes: list[str]
     return Reply(raw=raw, usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes),
                  refused=message.get("stop_reason") == "refusal", reasoning=capped("\n".join(thoughts))[0] or None,
                  server_model=model if isinstance(model, str) else None, raw_chars=raw_chars,
-                 truncated=message.get("stop_reason") == "max_tokens")  # stopped at the token limit
+                 truncated=message.get("stop_reason") in CUT_OFF)
 
 
 def _sdk_version() -> str | None:

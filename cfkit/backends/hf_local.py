@@ -1,7 +1,8 @@
 """``hf:MODEL_ID_OR_PATH`` — a local vision-language checkpoint through transformers.
 
 ``AutoModelForImageTextToText`` and ``AutoProcessor`` with the checkpoint's own
-chat template; greedy decoding; device and dtype chosen automatically, or
+chat template (a checkpoint without one is refused in one line when it loads,
+before its weights are read); greedy decoding; device and dtype chosen automatically, or
 ``device_map`` to spread a large model over every visible GPU (accelerate's
 placement). ``batch_size`` > 1 answers that many requests with one
 ``generate()`` (:mod:`cfkit.backends.hf_batching`; prompts left-padded; the
@@ -129,6 +130,7 @@ class HFBackend(Backend):
         placement = {"device_map": self.options.device_map} if self.options.device_map else {}
         try:
             processor = AutoProcessor.from_pretrained(source, **common)
+            self._check_chat_template(processor, source)  # before the weights load: a prompt could not be built
             model = AutoModelForImageTextToText.from_pretrained(source, dtype=dtype, **placement, **common)
         except OSError as exc:
             raise BackendUnavailable(
@@ -150,6 +152,14 @@ class HFBackend(Backend):
             tokenizer.padding_side = "left"  # a batch's prompts end together, where generation starts
         self._loaded = (model, processor, device)
         return self._loaded
+
+    def _check_chat_template(self, processor, source: str) -> None:
+        """Refuse a checkpoint without a chat template: transformers would raise on every request."""
+        if not getattr(processor, "chat_template", None):
+            raise BackendUnavailable(
+                f"hf backend: '{self.name}' has no chat template (no chat_template.jinja in {source}, none in its "
+                "processor or tokenizer config), so its prompts cannot be built. Use the chat (instruct) "
+                f"checkpoint of the model, or save its template as {source}/chat_template.jinja.")
 
     # -- one request -----------------------------------------------------------
 
@@ -174,13 +184,20 @@ class HFBackend(Backend):
                        {"role": "user", "content": user}]
         try:
             return processor.apply_chat_template(with_system, add_generation_prompt=True, tokenize=False), ()
+        except ValueError as exc:  # e.g. several templates, none named "default"
+            raise BackendUnavailable(f"hf backend: cannot build a prompt with the chat template of '{self.name}' "
+                                     f"({str(exc).splitlines()[0]}).") from exc
         except TemplateError as exc:
             # Some chat templates raise on a system turn ("System role not supported"): the system text then
             # opens the user turn, and the run records that the model saw it there.
             merged = [{"role": "user", "content": [{"type": "text", "text": request.system + "\n\n"}] + user}]
             note = (f"{self.model}: the chat template takes no system turn ({exc}); the system message was "
                     "sent at the start of the user turn")
-            return processor.apply_chat_template(merged, add_generation_prompt=True, tokenize=False), (note,)
+            try:
+                return processor.apply_chat_template(merged, add_generation_prompt=True, tokenize=False), (note,)
+            except (TemplateError, ValueError) as again:
+                raise BackendUnavailable(f"hf backend: the chat template of '{self.name}' fails on a user turn alone "
+                                         f"too ({str(again).splitlines()[0]}).") from again
 
     def answer(self, request: ProbeRequest) -> Reply:
         result = self._generate([request])[0]

@@ -12,7 +12,11 @@ Hashes: a file in the hub cache is a link to a blob named by its content
 hash; for large (LFS) files that name is the file's SHA-256 and is used as it
 is. Any other file is read and hashed; the result is remembered in
 ``<store>/hf-file-sha256.json`` by path, size and modification time, so a
-multi-gigabyte folder is hashed once, not on every run.
+multi-gigabyte folder is hashed once, not on every run. As for images
+(:meth:`cfkit.store.digests.FileDigest.holds`), a hash taken within
+``RACY_S`` of the file's modification time is not trusted later: a file
+rewritten with the same size within one tick of the filesystem's clock keeps
+its mtime, and would otherwise pass as the file hashed before.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,11 +131,12 @@ def file_hashes(folder: Path, memo_dir: Path | None = None) -> dict[str, str]:
         stat = target.stat()
         key = str(target)
         entry = memo.get(key)
-        if entry and entry.get("size") == stat.st_size and entry.get("mtime_ns") == stat.st_mtime_ns:
+        if entry and _holds(entry, stat.st_size, stat.st_mtime_ns):
             found[relative.as_posix()] = entry["sha256"]
             continue
+        hashed_at = time.time_ns()  # before reading: a write after this is newer than the hash
         digest = _sha256(target)
-        memo[key] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
+        memo[key] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest, "hashed_at_ns": hashed_at}
         found[relative.as_posix()] = digest
         changed = True
     if changed and memo_path is not None and memo_path.parent.is_dir():
@@ -139,6 +145,18 @@ def file_hashes(folder: Path, memo_dir: Path | None = None) -> dict[str, str]:
         except OSError:
             pass  # only a shortcut for the next run; the hashes above are right either way
     return found
+
+
+def _holds(entry: dict, size: int, mtime_ns: int) -> bool:
+    """Whether a remembered hash still stands for a file found with ``size`` and ``mtime_ns``: the same size and
+    mtime, and hashed long enough after that mtime (whole-second timestamps: a second more)."""
+    from cfkit.store.digests import RACY_S
+
+    if entry.get("size") != size or entry.get("mtime_ns") != mtime_ns or not isinstance(entry.get("sha256"), str):
+        return False
+    hashed_at = entry.get("hashed_at_ns")
+    window = RACY_S + (1.0 if mtime_ns % 1_000_000_000 == 0 else 0.0)
+    return isinstance(hashed_at, int) and hashed_at - mtime_ns >= window * 1e9
 
 
 def _sha256(path: Path) -> str:

@@ -2,13 +2,15 @@
 
 Each request is answered with the prediction of the same suite, case, pair and
 condition, exactly as recorded (answer, parse rule, error, reason, raw text),
-so replaying an exported run reproduces its report. A file holding several
-models needs ``-o model=NAME``. The run is labelled by the model the file
-names (in tables, plots and the EGA section), not by the file's path;
-``-o label=NAME`` gives it another label (e.g. when the workspace also holds
-live runs of that model with other settings). A request the file has no
-prediction for fails as a transport error naming the case, so the gap shows
-in the run's counts.
+with what the reply said of itself (cut off at the token limit, the server's
+model id and build, its reasoning, the server that answered), so replaying an
+exported run reproduces its report, its marks of replies that are not clean
+included. A file holding several models needs ``-o model=NAME``. The run is
+labelled by the model the file names (in tables, plots and the EGA section),
+not by the file's path; ``-o label=NAME`` gives it another label (e.g. when
+the workspace also holds live runs of that model with other settings). A
+request the file has no prediction for fails as a transport error naming the
+case, so the gap shows in the run's counts.
 """
 
 from __future__ import annotations
@@ -79,4 +81,8 @@ class ReplayBackend(Backend):
                                  f"{pair} condition {meta.condition}.")
         known = KnownAnswer(answer=prediction.answer, parse=prediction.parse, error=prediction.error,
                             reason=prediction.reason, confidence=prediction.confidence)
-        return Reply(raw=prediction.raw, known=known)
+        # What the recorded reply said about itself stays with it: a reply cut off at the token limit is still
+        # cut off when replayed (the run and its report say so), and the server's model and reasoning are kept.
+        return Reply(raw=prediction.raw, known=known, truncated=bool(prediction.truncated),
+                     server_model=prediction.server_model, system_fingerprint=prediction.system_fingerprint,
+                     reasoning=prediction.reasoning, endpoint=prediction.endpoint)

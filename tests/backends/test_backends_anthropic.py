@@ -219,10 +219,12 @@ def test_a_model_that_refuses_temperature_answers_at_its_default_and_says_so(tin
     assert "refused temperature=0" in result.stderr + shown.stdout
 
 
-def test_a_message_stopped_at_max_tokens_is_stored_as_cut_off_and_the_run_says_so(tiny_ws):
+@pytest.mark.parametrize("stop_reason", ["max_tokens", "model_context_window_exceeded"])
+def test_a_message_stopped_at_max_tokens_is_stored_as_cut_off_and_the_run_says_so(tiny_ws, stop_reason):
+    # A full context window stops a reply as the token limit does: its text is cut off, not an answer's end.
     def cut(params, n):
         if "winter card" in user_text(params):
-            return Scripted(text='{"answer": "A", "rea', stop_reason="max_tokens")
+            return Scripted(text='{"answer": "A", "rea', stop_reason=stop_reason)
         return scripted(params, n)
 
     with AnthropicServer(cut) as server:

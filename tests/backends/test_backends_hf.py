@@ -19,7 +19,7 @@ from cfkit.errors import BackendUnavailable
 from cfkit.images import png_bytes
 from support.tiny_llava import save_tiny_llava
 from support.tiny_llava import CHAT_TEMPLATE
-from support.workspace import REPO, gradient_image, run_cli
+from support.workspace import REPO, aged, gradient_image, run_cli
 
 pytest.importorskip("transformers", reason="the hf extra is not installed: pip install 'cfkit-probes[hf]'")
 pytest.importorskip("torch", reason="the hf extra is not installed: pip install 'cfkit-probes[hf]'")
@@ -123,6 +123,22 @@ def test_missing_weights_through_the_cli_is_one_line_and_records_no_run(tiny_ws,
     assert listed == []
 
 
+@pytest.mark.parametrize("batch_size", ["1", "2"])
+def test_a_checkpoint_without_a_chat_template_is_one_line_and_exit_2(tiny_ws, tmp_path, batch_size):
+    # Before, every request raised transformers' ValueError and the run ended in a traceback.
+    bare = save_tiny_llava(tmp_path / "bare", chat_template=None, seed=0)
+    args = ["-w", str(tiny_ws), "probe", "run", "-m", f"hf:{bare}", "-s", "contextcanvas", "--max-tokens", "3",
+            "-o", "device=cpu", "-o", f"batch_size={batch_size}"]
+    result = run_cli(args)
+    assert result.exit_code == 2 and "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and f"'{bare}' has no chat template" in lines[0] and "chat_template.jinja" in lines[0]
+    # The template saved as the line says: the folder's files changed, so it is a new run, and it answers.
+    (bare / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    fixed = run_cli([*args, "--json"])
+    assert json.loads(fixed.stdout)["sent"] == 3 and json.loads(fixed.stdout)["errors"] == 0, fixed.stderr
+
+
 def test_an_uncached_hub_model_fails_within_seconds_with_no_hub_retries(tiny_ws, tmp_path):
     # A fresh process without HF_HUB_OFFLINE: before, transformers spent minutes retrying the hub here.
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
@@ -188,6 +204,7 @@ def test_folder_hashes_are_remembered_by_size_and_time(tiny_vlm, tmp_path, monke
     folder.mkdir()
     for path in tiny_vlm.iterdir():
         (folder / path.name).write_bytes(path.read_bytes())
+    aged(folder)  # written long before the run, as a user's checkpoint is (see the racy test below)
     memo = tmp_path / "store"
     memo.mkdir()
     first = hf_snapshot.find_snapshot(str(folder), memo_dir=memo)
@@ -203,6 +220,31 @@ def test_folder_hashes_are_remembered_by_size_and_time(tiny_vlm, tmp_path, monke
     changed = hf_snapshot.find_snapshot(str(folder), memo_dir=memo)
     assert changed.files["config.json"] != first.files["config.json"]
     assert changed.identity()["files_sha256"] != first.identity()["files_sha256"]
+
+
+def test_a_file_rewritten_within_a_clock_tick_of_its_hash_is_hashed_again(tiny_vlm, tmp_path):
+    # New weights of the same size saved within one tick of the filesystem's clock keep the file's mtime: a
+    # remembered hash taken that close to the mtime must not stand for them (else the new checkpoint would get
+    # the old identity, and the old checkpoint's cached replies).
+    from cfkit.backends import hf_snapshot
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for path in tiny_vlm.iterdir():
+        (folder / path.name).write_bytes(path.read_bytes())
+    weights = next(p for p in folder.iterdir() if p.name.endswith(".safetensors"))
+    tick = time.time_ns() + 10**9 + 12345  # an mtime the hash cannot be a clock tick after
+    os.utime(weights, ns=(tick, tick))
+    memo = tmp_path / "store"
+    memo.mkdir()
+    first = hf_snapshot.find_snapshot(str(folder), memo_dir=memo)
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # the same size, other bytes
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(tick, tick))  # ... and the same mtime
+    second = hf_snapshot.find_snapshot(str(folder), memo_dir=memo)
+    assert second.weights[weights.name] == hashlib.sha256(bytes(data)).hexdigest() != first.weights[weights.name]
+    assert second.identity() != first.identity()
 
 
 def test_fit_square_pads_keeping_aspect_or_resizes():

@@ -573,6 +573,37 @@ def test_a_rerun_of_a_finished_run_reads_no_case_and_starts_no_planner_or_http_c
     assert json.loads(again.stdout.split("LOADED")[0])["kept"] == 3
 
 
+def test_a_replay_keeps_what_each_recorded_reply_said_of_itself(tiny_ws, tmp_path):
+    # A reply cut off at the token limit is still cut off when replayed: the replayed run is not clean (exit 1,
+    # the line says so) and its report marks the row as the original's; the server's model and reasoning stay.
+    def cut(body, n):
+        if "winter card" in user_text(body):
+            reply = completion('{"answer": "A", "reason": "the sn', finish_reason="length", model="served-7b")
+            reply["choices"][0]["message"]["reasoning_content"] = "thinking it over"
+            return Scripted(body=reply)
+        return scripted_answer(body, n)
+
+    with ChatServer(cut) as server:
+        original = openai_run(tiny_ws, server.url, "contextcanvas", "--json")
+    assert original.exit_code == 1 and "cut off at the token limit" in original.stderr
+    exported = tmp_path / "cut.jsonl"
+    run_id = json.loads(original.stdout)["run_id"]
+    assert run_cli(["-w", str(tiny_ws), "runs", "export", run_id, "--output", str(exported)]).exit_code == 0
+    replay_ws = tmp_path / "replay"
+    write_workspace(replay_ws)
+    replayed = run_cli(["-w", str(replay_ws), "probe", "run", "-m", f"replay:{exported}", "-s", "contextcanvas",
+                        "--json"])
+    assert replayed.exit_code == 1, replayed.stderr
+    assert json.loads(replayed.stdout)["truncated"] == 1 and "1 of 3 replies were cut off" in replayed.stderr
+    again = {r["case_id"]: r for r in replies(replay_ws)}
+    first = {r["case_id"]: r for r in replies(tiny_ws, run_id)}
+    for field in ("truncated", "server_model", "reasoning", "answer", "raw"):
+        assert [again[c][field] for c in sorted(again)] == [first[c][field] for c in sorted(first)], field
+    assert again["T002"]["truncated"] == 1 and again["T002"]["server_model"] == "served-7b"
+    marks = lambda ws: [row["not_clean"] for row in report(ws)["contextcanvas"]]  # noqa: E731
+    assert marks(replay_ws) == marks(tiny_ws) == [True]
+
+
 def test_replay_refuses_ambiguous_files_and_reports_gaps(tiny_ws, tmp_path):
     line = {"suite": "contextcanvas", "case": "T001", "condition": "image", "answer": "B", "parse": "json",
             "error": None, "raw": "B", "reason": None, "confidence": None, "pair": None}
