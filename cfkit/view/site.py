@@ -20,6 +20,7 @@ from typing import Any
 
 from cfkit.errors import CfkitError, OutputError
 from cfkit.files import write_bytes_atomic
+from cfkit.money import cost_so_far
 from cfkit.view.data import FILTERS, Answer, ViewData
 from cfkit.visible import visible
 
@@ -123,7 +124,8 @@ class Site:
         return Page("view.css", "text/css; charset=utf-8", css)
 
     def _index(self) -> Page:
-        return self._html("runs.html", "index.html", runs=self.data.runs)
+        return self._html("runs.html", "index.html", runs=self.data.runs, servers_said=self.data.servers_said,
+                          cost_so_far=cost_so_far)
 
     def _report(self) -> Page:
         report, problem = self.data.report
