@@ -73,3 +73,58 @@ def test_the_runs_page_says_a_cost_is_at_least_and_which_runs_servers_named_othe
     baseline = next(r for r in _runs(ws) if r["model"] == "baseline:random" and r["suite"] == "contextcanvas")
     row = re.search(rf"<tr[^>]*>\s*<td><code>{baseline['id']}</code>.*?</tr>", page, re.S).group(0)
     assert '<td class="num">—</td>' in row and "servers differ" not in row
+
+
+def _change_what_was_asked(ws: Path) -> None:
+    """The three kinds of change that make a stored answer stale: a case's options reordered, a caption edited,
+    a case's image replaced by another picture."""
+    lines = [json.loads(line) for line in (ws / "cases.jsonl").read_text().splitlines() if line.strip()]
+    for case in lines:
+        if case["id"] == "MX01":
+            case["options"].reverse()
+    (ws / "cases.jsonl").write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in lines))
+    caption = ws / "captions" / "MX02.yaml"
+    caption.write_text(caption.read_text().replace("pale yellow-green", "pale green"))
+    shutil.copy(ws / "images" / "camera.jpg", ws / "images" / "hubble_deep_field.jpg")
+
+
+def _answer_rows(page: str) -> list[tuple[str, str, str, str, str]]:
+    """(class, model, suite, condition with its pair tag, answer cell) of each row of a case page's answers."""
+    table = page.split('<table id="answers">', 1)[1].split("</table>", 1)[0]
+    rows = []
+    for cls, body in re.findall(r'<tr class="([^"]*)">(.*?)</tr>', table, re.S):
+        cells = re.findall(r"<td>(.*?)</td>", body, re.S)
+        rows.append((cls, cells[0], cells[1], re.sub(r"<[^>]+>", "", cells[2]).strip(), cells[3]))
+    return rows
+
+
+def test_an_answer_counted_wrong_as_stale_is_never_shown_as_current(demo_ws, tmp_path):
+    ws = tmp_path / "ws"
+    shutil.copytree(demo_ws, ws)
+    _change_what_was_asked(ws)
+    report = run_cli(["report", "-w", str(ws), "--format", "json"])
+    missing = json.loads(report.stdout)["missing"]
+    stale = [m for m in missing if m["reason"] == "stale"]
+    assert {m["case"] for m in stale} == {"MX01", "MX02", "MX03"}  # options, caption, image: each is stale
+    out = _export(ws, tmp_path / "site")
+    for case in ("MX01", "MX02", "MX03", "MX06"):
+        rows = _answer_rows((out / f"case-{case}.html").read_text())
+        marked = {(model, suite, condition) for cls, model, suite, condition, _ in rows if "set-aside" in cls}
+        expected = {(m["model"], m["suite"], f"{m['condition']} {m['pair']}" if m["pair"] else m["condition"])
+                    for m in missing if m["case"] == case}
+        assert marked == expected, case
+        for cls, model, suite, condition, answer in rows:
+            if "set-aside" in cls:
+                assert "counted wrong" in answer and "✓" not in answer and "✗" not in answer, (case, model, condition)
+    # The case list counts them wrong: every answer on MX01 is stale, none is right.
+    listing = (out / "cases-all-1.html").read_text()
+    mx01 = re.search(r'href="case-MX01.html">.*?</tr>', listing, re.S).group(0)
+    assert re.findall(r'<td class="num">(\d+)</td>', mx01)[:2] == ["0", str(len(_answer_rows(
+        (out / "case-MX01.html").read_text())))]
+    # The pairs page marks each stale answer box, pair by pair, and says why.
+    pairs = (out / "pairs.html").read_text()
+    for pair in ("EX01", "EX02", "EX03"):
+        section = pairs.split(f'<section class="pair" id="{pair}">', 1)[1].split("</section>", 1)[0]
+        units = [m for m in stale if m["suite"] == "counterfactual" and m["pair"] == pair]
+        assert section.count("(stale: counted wrong)") == len(units), pair
+        assert any(m["detail"] in html.unescape(section) for m in units) if units else "counted wrong" not in section
