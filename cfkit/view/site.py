@@ -288,8 +288,12 @@ class Site:
     def _audit(self) -> Page:
         from cfkit.view.audit import completed_audits
 
+        from cfkit.report import Report, display_tables
+
         audits, pending = completed_audits(self.data.ws)
-        return self._html("audit.html", "audit.html", audits=audits, pending=pending)
+        shown = [{"id": s.audit, "cases": s.cases, "said": s.said(), "tables": display_tables(Report(ega=s))}
+                 for s in audits]
+        return self._html("audit.html", "audit.html", audits=shown, pending=pending)
 
     def _image(self, rest: str) -> Page | None:
         kind, _, name = rest.partition("-")

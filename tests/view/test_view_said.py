@@ -128,3 +128,38 @@ def test_an_answer_counted_wrong_as_stale_is_never_shown_as_current(demo_ws, tmp
         units = [m for m in stale if m["suite"] == "counterfactual" and m["pair"] == pair]
         assert section.count("(stale: counted wrong)") == len(units), pair
         assert any(m["detail"] in html.unescape(section) for m in units) if units else "counted wrong" not in section
+
+
+def test_the_audit_page_says_its_inputs_changed_since_planning(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from support import audit_workspace as aw
+
+    def finished(root: Path) -> Path:  # a thread of its own: the probe engine starts its own event loop
+        ws = aw.build(root)
+        run_ids = aw.run_models(ws)
+        assert run_cli(["-w", str(ws), "audit", "plan", "--run", run_ids[aw.GPT], "--run",
+                        run_ids[aw.QWEN]]).exit_code == 0
+        for row in json.loads(run_cli(["-w", str(ws), "audit", "items", "--as", "alice", "--json"]).stdout):
+            for name in ("alice", "bob"):
+                assert run_cli(["-w", str(ws), "audit", "label", row["item"], "--as", name, "--cue", "yes",
+                                "--link", "yes"]).exit_code == 0
+        return ws
+
+    with ThreadPoolExecutor(1) as pool:
+        ws = pool.submit(finished, tmp_path / "ws").result()
+    assert "changed since planning" not in (_export(ws, tmp_path / "before") / "audit.html").read_text()
+    cases = ws / "data" / "cases.jsonl"
+    cases.write_text(cases.read_text().replace("is this picture suitable", "is this photograph suitable", 1))
+    said = [line for line in run_cli(["report", "-w", str(ws), "--ega"]).stderr.splitlines()
+            if "since planning" in line]
+    assert said
+    page = (_export(ws, tmp_path / "after") / "audit.html").read_text()
+    for line in said:
+        assert line.removeprefix("warning: ") in html.unescape(page)
+    # The rows are the report's own: the same cells as 'cfkit report --ega' prints, the caption saying it too.
+    data = json.loads(run_cli(["report", "-w", str(ws), "--ega", "--format", "json"]).stdout)
+    for row in data["ega"]:
+        ci = f"[{row['ega_ci'][0]:.1f}, {row['ega_ci'][1]:.1f}]"
+        assert re.search(rf"<td>{re.escape(row['model'])}</td>.*?{re.escape(ci)}", page, re.S), row["model"]
+    assert "Since the audit was planned" in page
