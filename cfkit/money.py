@@ -35,6 +35,14 @@ def spent(known: float, unreported: int, *, short: bool = False) -> str:
     return f"at least {usd(known)}: {unreported} repl{'y' if unreported == 1 else 'ies'} without a reported cost"
 
 
+def cost_so_far(known: float | None, unreported: int, *, short: bool = False) -> str:
+    """A run's cost as far as known: "—" when nothing is priced, else :func:`spent` ("at least …" when some
+    replies' cost is not reported). What ``cfkit runs list/show`` and the view's runs page print."""
+    if known is None and not unreported:
+        return "—"
+    return spent(known or 0.0, unreported, short=short)
+
+
 def _count(n: object) -> bool:
     """Whether ``n`` is a token count: a whole, finite number of zero or more (not a bool, not text)."""
     return isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n) and n >= 0 and n == int(n)

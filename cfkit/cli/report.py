@@ -169,9 +169,8 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
         from cfkit.errors import Incomplete
 
         raise Incomplete(result.ega.withheld)
-    for change in () if result.ega is None else result.ega.inputs_changed:
-        warn(f"audit {result.ega.audit}: {change} since planning; the EGA section counts the items as they were "
-             "audited, not as the other sections read them now.")
+    for line in () if result.ega is None else result.ega.said():
+        warn(line)
     if result.ega is not None and result.ega.unblinded:
         warn("un-blinded (--unblind): the EGA section is shown while annotators are still labelling.")
     if result.ega is not None and result.ega.pending:

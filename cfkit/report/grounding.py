@@ -79,6 +79,12 @@ class EgaSection:
     judge_labelled: int = 0  # items of the rows counted with the judge's labels
     inputs_changed: tuple[str, ...] = ()  # what changed in the audit's inputs since planning (audit status's lines)
 
+    def said(self) -> list[str]:
+        """What goes with the section wherever it is shown (``cfkit report --ega`` says it on stderr): each change
+        in the audit's inputs since planning."""
+        return [f"audit {self.audit}: {change} since planning; the EGA section counts the items as they were "
+                "audited, not as the other sections read them now." for change in self.inputs_changed]
+
     def summary(self) -> dict[str, Any]:
         data = {"audit": self.audit, "cases": self.cases, "planned_cases": self.planned_cases,
                 "pending": len(self.pending)}

@@ -24,7 +24,8 @@ class PendingAudit:
 
 
 def completed_audits(ws: Workspace) -> tuple[list[EgaSection], list[PendingAudit]]:
-    """The EGA section of every complete audit, and the bare progress of each audit still open."""
+    """The EGA section of every complete audit (with what changed in its inputs since planning), and the bare
+    progress of each audit still open."""
     if not ws.db_path.is_file():
         return [], []
     from cfkit.audit.items import load_audit, progress
@@ -40,5 +41,5 @@ def completed_audits(ws: Workspace) -> tuple[list[EgaSection], list[PendingAudit
             if state.pending:
                 pending.append(PendingAudit(plan.id, len(audit.items), state.pending))
             else:
-                done.append(ega_section(store, plan.id, n_resamples=2000))
+                done.append(ega_section(store, plan.id, ws=ws))  # as 'cfkit report --ega' makes it
     return done, pending

@@ -8,7 +8,7 @@ takes them by default); the runs page lists every run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -44,6 +44,13 @@ class Answer:
     reply: ReplyRecord
     correct: bool | None  # None where the case has no gold for this condition (e.g. an edit's answer)
     peer: str | None = None  # an imported peer's own answer where cfkit's parser reads another ("" for none)
+    missing: Missing | None = None  # the report lists this unit under missing (e.g. stale) and counts it wrong
+
+    @property
+    def counted(self) -> bool | None:
+        """Right or wrong as the report counts it: wrong when the report has no usable answer here (a stale one:
+        its case, caption, image or edit changed since), else :attr:`correct`."""
+        return False if self.missing is not None else self.correct
 
     @property
     def invalid(self) -> bool:
@@ -71,6 +78,20 @@ class ViewData:
 
         with open_store(self.ws.db_path) as store:
             return list_runs(store)
+
+    @cached_property
+    def servers_said(self) -> dict[str, list[str]]:
+        """By run id, what ``cfkit runs show`` says of the servers that answered it: replies from several model
+        ids (not one model's answers), or from several builds."""
+        if not self.runs:
+            return {}
+        from cfkit.servers import servers_of
+        from cfkit.store import open_store
+        from cfkit.store.runs import servers
+
+        with open_store(self.ws.db_path) as store:
+            said = {r.id: servers_of(servers(store, r.id)).lines(f"{r.model} {r.suite}", r.id) for r in self.runs}
+        return {run_id: lines for run_id, lines in said.items() if lines}
 
     @cached_property
     def cases(self) -> CaseSet | None:
@@ -101,8 +122,11 @@ class ViewData:
                     by_case.setdefault(reply.case_id, []).append(
                         Answer(run.model, run.id, run.suite, reply.condition, reply.pair_id, reply,
                                _correct(case, run.suite, reply), peers.get(reply.key)))
-        for answers in by_case.values():
+        listed = {(m.run, m.case, m.pair or "", m.condition): m for units in self.missing.values() for m in units}
+        for case_id, answers in by_case.items():
             answers.sort(key=lambda a: (a.model, a.suite, a.pair_id, a.condition))
+            answers[:] = [replace(a, missing=listed.get((a.run_id, case_id, a.pair_id, a.condition)))
+                          for a in answers]
         return by_case
 
     @cached_property
@@ -148,7 +172,7 @@ class ViewData:
         if name == "all":
             return True
         if name == "wrong":
-            return any(a.correct is False for a in answers) or case_id in self.missing
+            return any(a.counted is False for a in answers) or case_id in self.missing
         if name == "invalid":
             return any(a.invalid for a in answers)
         if name == "truncated":

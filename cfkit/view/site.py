@@ -20,6 +20,7 @@ from typing import Any
 
 from cfkit.errors import CfkitError, OutputError
 from cfkit.files import write_bytes_atomic
+from cfkit.money import cost_so_far
 from cfkit.view.data import FILTERS, Answer, ViewData
 from cfkit.visible import visible
 
@@ -123,7 +124,8 @@ class Site:
         return Page("view.css", "text/css; charset=utf-8", css)
 
     def _index(self) -> Page:
-        return self._html("runs.html", "index.html", runs=self.data.runs)
+        return self._html("runs.html", "index.html", runs=self.data.runs, servers_said=self.data.servers_said,
+                          cost_so_far=cost_so_far)
 
     def _report(self) -> Page:
         report, problem = self.data.report
@@ -150,7 +152,7 @@ class Site:
             answers = self.data.answers.get(case_id, [])
             case = self.data.case(case_id)
             rows.append({"id": case_id, "question": case.question if case else "",
-                         "right": sum(1 for a in answers if a.correct), "wrong": sum(1 for a in answers if a.correct is False),
+                         "right": sum(1 for a in answers if a.counted), "wrong": sum(1 for a in answers if a.counted is False),
                          "invalid": sum(1 for a in answers if a.invalid), "n": len(answers)})
         return self._html("cases.html", f"cases-{name}-{number}.html", rows=rows, name=name, number=number, pages=pages,
                           total=len(ids))
@@ -225,9 +227,36 @@ class Site:
         return found
 
     def _pairs(self) -> Page:
+        return self._html("pairs.html", "pairs.html", pairs=self.pairs, box=self._box, said=self._pair_said,
+                          checks=self.checks)
+
+    @cached_property
+    def _pair_missing(self) -> dict[tuple[str, str, str], Any]:
+        """The report's missing counterfactual units, by (pair, model, condition)."""
+        return {(m.pair, m.model, m.condition): m for units in self.data.missing.values() for m in units
+                if m.suite == "counterfactual" and m.pair}
+
+    def _box(self, pair, answer, side: str) -> tuple[str, str]:
+        """What one answer box on the pairs page says, and its state: as the contact sheet draws it, unless the
+        report counts the unit wrong for want of a usable answer (a stale one: the case, its image or the edit
+        changed since), which the box then says."""
         from cfkit.review.sheet_records import answer_text
 
-        return self._html("pairs.html", "pairs.html", pairs=self.pairs, answer_text=answer_text, checks=self.checks)
+        text = answer_text(answer, side)
+        state = answer.before_state if side == "before" else answer.after_state
+        m = self._pair_missing.get((pair.spec_id, answer.model, "original" if side == "before" else "edit"))
+        if m is None or state in ("absent", "stale"):
+            return text, state
+        return f"{text} ({m.reason}: counted wrong)", "stale" if m.reason == "stale" else "bad"
+
+    def _pair_said(self, pair) -> list[str]:
+        """Why the report counts answers on this pair wrong, once per reason with an example (the case page lists
+        every unit)."""
+        said: dict[str, str] = {}
+        for (pair_id, model, _), m in self._pair_missing.items():
+            if pair_id == pair.spec_id and m.reason not in said:
+                said[m.reason] = f"{m.reason}: {model}: {m.detail}" if m.detail else f"{m.reason}: {model}"
+        return list(said.values())
 
     def _outlined(self, pair) -> Any:
         """The pair's difference picture with the spec's mask drawn round in yellow (the picture alone if no mask)."""
@@ -259,8 +288,12 @@ class Site:
     def _audit(self) -> Page:
         from cfkit.view.audit import completed_audits
 
+        from cfkit.report import Report, display_tables
+
         audits, pending = completed_audits(self.data.ws)
-        return self._html("audit.html", "audit.html", audits=audits, pending=pending)
+        shown = [{"id": s.audit, "cases": s.cases, "said": s.said(), "tables": display_tables(Report(ega=s))}
+                 for s in audits]
+        return self._html("audit.html", "audit.html", audits=shown, pending=pending)
 
     def _image(self, rest: str) -> Page | None:
         kind, _, name = rest.partition("-")
