@@ -187,6 +187,9 @@ def _check(path: Path, data: StudyFile) -> None:
                                   f"({', '.join(data.models)}).")
         if base == other:
             raise ConfigError(f"{where}: [report] compare pairs '{base}' with itself; name two models.")
+    if data.report.compare and "contextcanvas" not in data.suites:
+        raise ConfigError(f"{where}: [report] compare pairs are compared on the contextcanvas cases, and the study "
+                          "asks no contextcanvas suite; add [suites.contextcanvas] or drop compare.")
 
 
 def _valid_name(name: str) -> bool:
