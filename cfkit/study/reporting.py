@@ -55,11 +55,9 @@ def report_inputs(ws: Workspace, study: Study) -> ReportInputs:
         labels: dict[str, str] = {}
         for s in reported:
             labels[s.model] = runs.get_run(store, s.run_id).model
-    owners: dict[str, str] = {}
-    for model, label in labels.items():
-        if owners.setdefault(label, model) != model:
-            raise ConfigError(f"study file {study.path}: models '{owners[label]}' and '{model}' are both {label} in "
-                              "the store, and a report shows one row per model; keep one in the study.")
+    clash = study.label_clash(labels)
+    if clash is not None:
+        raise ConfigError(clash)
     if not reported:
         raise NotFoundError(f"no run of study {study.name} has replies yet; run 'cfkit study run {study.path}'.")
     shown = {name: study.models[name].display or label for name, label in labels.items()}

@@ -10,6 +10,7 @@ import pytest
 
 from cfkit.errors import ConfigError
 from cfkit.study import load_study
+from support.store_sql import table_rows
 from support.workspace import run_cli
 
 pytestmark = pytest.mark.timeout(300)
@@ -59,3 +60,28 @@ def test_a_compare_pair_in_a_study_without_the_contextcanvas_suite_is_refused_be
     with pytest.raises(ConfigError) as raised:
         load_study(path)
     assert "asks no contextcanvas suite" in str(raised.value) and str(path) in str(raised.value)
+
+
+@pytest.mark.parametrize(("models", "said"), [
+    ("[models.short]\nmodel = 'baseline:majority'\nmax_tokens = 64\ndisplay = 'majority 64'\n"
+     "[models.long]\nmodel = 'baseline:majority'\nmax_tokens = 2048\ndisplay = 'majority 2048'\n",
+     "models 'short' and 'long' are both baseline:majority"),
+    ("[models.x]\nmodel = 'baseline:always-no'\ndisplay = 'baseline:majority'\n[models.y]\nmodel = 'baseline:majority'\n",
+     "models 'x' and 'y' would both be shown as 'baseline:majority'"),
+])
+def test_two_models_the_report_would_show_as_one_are_refused_before_anything_is_sent(tiny_ws, models, said):
+    ws = tiny_ws
+    path = ws / "study.toml"
+    path.write_text(models + "[suites.contextcanvas]\n")
+    checked = run_cli(["-w", str(ws), "study", "validate", str(path)])
+    assert checked.exit_code == 1 and said in checked.stderr and str(path) in checked.stderr
+    # Before: validate passed, run asked both models (exit 0), and only the report refused, after the spending.
+    ran = run_cli(["-w", str(ws), "study", "run", str(path)])
+    assert ran.exit_code == 2 and said in ran.stderr
+    assert table_rows(ws, "runs") == []
+    # Runs made from an earlier study file: the report refuses in the same words (not a --label it was not given).
+    for model, suite in (("baseline:majority", "contextcanvas"), ("baseline:always-no", "contextcanvas")):
+        assert run_cli(["-w", str(ws), "probe", "run", "-m", model, "-s", suite]).exit_code == 0
+    shown = run_cli(["-w", str(ws), "study", "report", str(path)])
+    if "both shown" in said:
+        assert shown.exit_code == 2 and said in shown.stderr and "--label" not in shown.stderr
