@@ -85,3 +85,24 @@ def test_two_models_the_report_would_show_as_one_are_refused_before_anything_is_
     shown = run_cli(["-w", str(ws), "study", "report", str(path)])
     if "both shown" in said:
         assert shown.exit_code == 2 and said in shown.stderr and "--label" not in shown.stderr
+
+
+def test_a_model_whose_settings_changed_in_the_study_file_says_which_run_has_the_earlier_ones(tiny_ws):
+    ws = tiny_ws
+    path = study_file(ws)
+    assert run_cli(["-w", str(ws), "study", "run", str(path)]).exit_code == 0
+    old = {s["suite"]: s["run_id"] for s in json.loads(run_cli(
+        ["-w", str(ws), "study", "status", str(path), "--json"]).stdout) if s["model"] == "other"}
+    path.write_text(BOTH.format(other="max_tokens = 100\n"))
+    status = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])
+    assert status.exit_code == 1
+    states = {(s["model"], s["suite"]): s for s in json.loads(status.stdout)}
+    for suite in ("contextcanvas", "swap"):
+        now = states[("other", suite)]
+        # Before: 'not started' and nothing more, as if the model had never been asked.
+        assert now["state"] == "not started" and now["run_id"] is None
+        assert f"run {old[suite]} has other settings" in now["detail"] and "max_tokens 512 → 100" in now["detail"]
+        assert states[("base", suite)]["state"] == "done" and states[("base", suite)]["detail"] is None
+    shown = run_cli(["-w", str(ws), "study", "report", str(path), "--format", "json"])
+    assert shown.exit_code == 0 and f"run {old['swap']} has other settings" in shown.stderr
+    assert "baseline:majority" not in {r["model"] for r in json.loads(shown.stdout)["swap"]}
