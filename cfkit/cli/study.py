@@ -247,6 +247,8 @@ def report(ctx, ws, file: Path, fmt: str, reference: bool | None, plot_dir: str 
     made = report_inputs(ws, s)
     for x in made.left_out:
         warn(f"{x.display} {x.suite}: {x.state}{f' ({x.detail})' if x.detail else ''}; left out of the report.")
+    for line in made.compare_left_out:
+        warn(line)
     settings = s.data.report
     with tempfile.TemporaryDirectory() as tmp:
         groups = None

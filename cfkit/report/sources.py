@@ -238,16 +238,21 @@ class Sources:
                 + (f"#{now}" if now is not None else "none") + " (run the counterfactual suite again)")
 
 
+def setting_values(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's recorded settings (:func:`cfkit.probe.identity.run_settings`) as one flat mapping of the names a
+    line shows them by: ``endpoint``, ``protocol``, each generation setting, ``option NAME``."""
+    values = {"endpoint": settings.get("endpoint"), "protocol": settings.get("protocol") or "default"}
+    values.update({k: v for k, v in (settings.get("generation") or {}).items()})
+    values.update({f"option {k}": v for k, v in (settings.get("identity") or {}).items()})
+    return values
+
+
 def _differences(records: Sequence[RunRecord]) -> list[str]:
     """Per run, the settings in which it differs from the others (what the refusal shows)."""
     def flat(record: RunRecord) -> dict[str, Any]:
         if record.settings_sha256 is None:
             return {"settings": "not recorded (a run from before cfkit recorded them)"}
-        s = record.settings
-        values = {"endpoint": s.get("endpoint"), "protocol": s.get("protocol") or "default"}
-        values.update({k: v for k, v in (s.get("generation") or {}).items()})
-        values.update({f"option {k}": v for k, v in (s.get("identity") or {}).items()})
-        return values
+        return setting_values(record.settings)
 
     flats = [flat(r) for r in records]
     keys = sorted({k for f in flats for k in f})

@@ -33,10 +33,11 @@ class RunCheck:
 class StudyCheck:
     runs: list[RunCheck]
     endpoints: dict[str, str | None] = field(default_factory=dict)  # name -> problem, or None when reachable
+    study: list[str] = field(default_factory=list)  # problems of the study as a whole (two models shown as one)
 
     @property
     def problems(self) -> list[str]:
-        found = [f"endpoint {n}: {p}" for n, p in self.endpoints.items() if p]
+        found = self.study + [f"endpoint {n}: {p}" for n, p in self.endpoints.items() if p]
         return found + [f"{r.display} on {r.suite}: {r.problem}" for r in self.runs if r.problem]
 
 
@@ -60,6 +61,7 @@ def check_study(ws: Workspace, study: Study, store=None, *, batch: bool = False)
     from cfkit.probe import preview_run
 
     result = StudyCheck([])
+    labels: dict[str, str] = {}
     for name in study.models:
         for endpoint, settings in study.endpoints_of(name):
             if endpoint not in result.endpoints:
@@ -87,6 +89,10 @@ def check_study(ws: Workspace, study: Study, store=None, *, batch: bool = False)
         except CfkitError as exc:
             result.runs.append(RunCheck(run.model, run.display, run.suite, str(exc)))
             continue
+        labels[run.model] = preview.model
         result.runs.append(RunCheck(run.model, run.display, run.suite, None, len(preview.plan.items),
                                     preview.to_send.requests, preview.to_send.cost_max))
+    clash = study.label_clash(labels)
+    if clash is not None:
+        result.study.append(clash)
     return result

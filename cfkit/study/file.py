@@ -137,6 +137,27 @@ class Study:
             url=found[0][1].url, concurrency=min(sum(e.concurrency for _, e in found), MAX_CONCURRENCY),
             rate=None if None in rates else sum(rates), api_key_env=found[0][1].api_key_env)
 
+    def label_clash(self, labels: dict[str, str]) -> str | None:
+        """Why the report could not show these models a row each, or None; ``labels``: study model name -> the
+        model label its runs record (``KIND:NAME``, the report's name for its rows, known once its backend is
+        built). Two models of one label, or a display name that is another model's shown name, are refused
+        alike by ``study validate``, ``study run`` (before anything is sent) and ``study report``."""
+        where = f"study file {self.path}"
+        owners: dict[str, str] = {}
+        for name, label in labels.items():
+            if (first := owners.setdefault(label, name)) != name:
+                return (f"{where}: models '{first}' and '{name}' are both {label}, and a report shows one row per "
+                        "model (with one set of settings); keep one in the study, and put other settings of "
+                        "that model in a study of their own.")
+        shown: dict[str, str] = {}
+        for name, label in labels.items():
+            seen = self.models[name].display or label
+            if (first := shown.setdefault(seen, name)) != name:
+                return (f"{where}: models '{first}' and '{name}' would both be shown as '{seen}' in the report "
+                        "(a display name, or the model a run records where it has none); give each its own "
+                        "display name.")
+        return None
+
     def pairs(self) -> list[tuple[str, str]]:
         """Every (model name, suite) the study runs, models in file order, suites in file order within each."""
         return [(m, s) for m in self.models for s in self.suites]
@@ -187,6 +208,9 @@ def _check(path: Path, data: StudyFile) -> None:
                                   f"({', '.join(data.models)}).")
         if base == other:
             raise ConfigError(f"{where}: [report] compare pairs '{base}' with itself; name two models.")
+    if data.report.compare and "contextcanvas" not in data.suites:
+        raise ConfigError(f"{where}: [report] compare pairs are compared on the contextcanvas cases, and the study "
+                          "asks no contextcanvas suite; add [suites.contextcanvas] or drop compare.")
 
 
 def _valid_name(name: str) -> bool:

@@ -115,6 +115,13 @@ def prepare(ws: Workspace, study: Study, run: StudyRun) -> None:
         run.state, run.error = "failed", str(exc)
 
 
+def labels_of(runs: list[StudyRun]) -> dict[str, str]:
+    """Each study model's label, as its runs will record it (see :meth:`Study.label_clash`), for the models
+    whose runs passed their start-up checks."""
+    return {run.model: run.job.backend.model if run.job.backend is not None else run.job.model
+            for run in runs if run.job is not None}
+
+
 def make_pacers(study: Study, runs: list[StudyRun]) -> dict[str, Pacer]:
     """One pacer per endpoint (and per model without one), shared by every run that uses it."""
     from cfkit.probe.pacing import Pacer

@@ -6,7 +6,9 @@ stale, is left out and named. Rows are shown under each model's display name
 (``display``, else the model as its runs recorded it, as ``cfkit report`` does),
 given to the report as ``--label MODEL=NAME``; the study's groups and compare
 pairs are translated to those names, and its modality suite's subset is the
-report's.
+report's. A compare pair is made on the contextcanvas cases; a pair one of
+whose models has no contextcanvas run in the report is left out and named
+(the rest of the report stands).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class ReportInputs:
     left_out: list[RunState] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)  # study model name -> the model its runs recorded
     renames: dict[str, str] = field(default_factory=dict)  # recorded model -> display name, where they differ
+    compare_left_out: list[str] = field(default_factory=list)  # a line for each compare pair the report cannot make
 
 
 @dataclass
@@ -52,25 +55,44 @@ def report_inputs(ws: Workspace, study: Study) -> ReportInputs:
         labels: dict[str, str] = {}
         for s in reported:
             labels[s.model] = runs.get_run(store, s.run_id).model
-    owners: dict[str, str] = {}
-    for model, label in labels.items():
-        if owners.setdefault(label, model) != model:
-            raise ConfigError(f"study file {study.path}: models '{owners[label]}' and '{model}' are both {label} in "
-                              "the store, and a report shows one row per model; keep one in the study.")
+    clash = study.label_clash(labels)
+    if clash is not None:
+        raise ConfigError(clash)
     if not reported:
         raise NotFoundError(f"no run of study {study.name} has replies yet; run 'cfkit study run {study.path}'.")
     shown = {name: study.models[name].display or label for name, label in labels.items()}
     groups = {shown[name]: m.group for name, m in study.models.items() if m.group and name in labels}
-    compare = [(shown[a], shown[b]) for a, b in study.data.report.compare if a in labels and b in labels]
+    compare, compare_left_out = _compare_pairs(study, states, reported, shown)
     made = ReportInputs([s.run_id for s in reported], groups, compare,
                         left_out=[s for s in states if s not in reported], labels=labels,
-                        renames={labels[name]: shown[name] for name in labels if shown[name] != labels[name]})
+                        renames={labels[name]: shown[name] for name in labels if shown[name] != labels[name]},
+                        compare_left_out=compare_left_out)
     if "modality" in study.suites:  # the report reads the modality cases the study asked
         from cfkit.study.jobs import selection_of
 
         chosen = selection_of(ws, study, "modality")
         made.subset, made.all_cases = chosen.subset, chosen.all_cases
     return made
+
+
+def _compare_pairs(study: Study, states: list[RunState], reported: list[RunState],
+                   shown: dict[str, str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """The study's compare pairs by the names the report shows, those whose two models both have a contextcanvas
+    run in it; and a line for each of the others, naming the model without one and where its run stands."""
+    answered = {s.model for s in reported if s.suite == "contextcanvas"}
+    where = {s.model: s for s in states if s.suite == "contextcanvas"}
+    made, left_out = [], []
+    for base, other in study.data.report.compare:
+        lacking = [m for m in (base, other) if m not in answered]
+        if not lacking:
+            made.append((shown[base], shown[other]))
+            continue
+        why = "; ".join(f"{study.display(m)} has no contextcanvas run with replies ({where[m].state}"
+                        f"{f': {where[m].detail}' if where[m].detail else ''})" for m in lacking)
+        left_out.append(f"[report] compare {study.display(base)} vs {study.display(other)}: left out of the report, "
+                        f"as the pair is compared on the contextcanvas cases and {why}; 'cfkit study run "
+                        f"{study.path}' runs what is missing.")
+    return made, left_out
 
 
 def study_report(ws: Workspace, study: Study) -> StudyReport:

@@ -30,11 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cfkit.backends import has_batch_api
-from cfkit.errors import CfkitError, Incomplete
+from cfkit.errors import CfkitError, ConfigError, Incomplete
 from cfkit.probe import RunSummary
 from cfkit.store import Store
 from cfkit.study.file import Study
-from cfkit.study.jobs import StudyRun, make_pacers, prepare, study_runs
+from cfkit.study.jobs import StudyRun, labels_of, make_pacers, prepare, study_runs
 from cfkit.workspace import Workspace
 
 Update = Callable[[list[StudyRun]], None]
@@ -81,6 +81,9 @@ def _run_study(ws: Workspace, study: Study, store: Store, batch: bool, on_update
     update = on_update or (lambda _runs: None)
     for run in runs:
         prepare(ws, study, run)
+    clash = study.label_clash(labels_of(runs))
+    if clash is not None:  # its runs could not be reported together: refused before anything is sent
+        raise ConfigError(clash)
     update(runs)
     result = StudyResult(runs)
     planned = []

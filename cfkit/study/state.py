@@ -12,7 +12,8 @@ then its plan and the run id the plan implies. Its state is then
 ``waiting``      provider batches in flight (``probe collect``)
 ``stale``        a run with the same settings exists, made from other inputs (cases, captions, edits,
                  templates changed since): running the study asks the new questions
-``not started``  no run with these settings
+``not started``  no run with these settings (the detail names a run of the model's earlier settings, and
+                 what changed, where the study file was edited since)
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
             newest = max(same, key=lambda r: r.last_active)
             return _row(run, "stale", newest, f"its inputs changed since run {newest.id}; "
                         f"'study run' asks the {total} questions of the new inputs")
-        return _row(run, "not started", total=total)
+        return _row(run, "not started", total=total, detail=_settings_changed(store, run, recorded))
     if record.complete:  # (so no transport failure among its replies: each is one that came back)
         _, cut, empty = runs.count_unanswered(store, run_id)
         return _row(run, "done", record, _not_clean(store, run_id, cut, empty, record.n_done))
@@ -104,6 +105,23 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
         said = next((detail for *_, detail, _, _ in runs.reply_states(store, record.id) if detail), None)
         why = f"{record.n_errors} request(s) failed" + (f"; the first: {said}" if said else "")
     return _row(run, "incomplete", record, why)
+
+
+def _settings_changed(store: Store, run: StudyRun, recorded) -> str | None:
+    """Where the model has a run of this suite with other settings (the study file changed since): which run,
+    and what differs, as the report would leave it out; else None."""
+    from cfkit.report.sources import setting_values
+
+    earlier = [r for r in runs.list_runs(store) if r.suite == run.suite and r.model == recorded.settings["model"]
+               and r.selection == recorded.selection and r.settings_sha256 is not None]
+    if not earlier:
+        return None
+    newest = max(earlier, key=lambda r: r.last_active)
+    then, now = setting_values(newest.settings), setting_values(recorded.settings)
+    changed = [f"{k} {then.get(k)} → {now.get(k)}" for k in sorted(then.keys() | now.keys())
+               if repr(then.get(k)) != repr(now.get(k))]
+    return (f"run {newest.id} has other settings than the study file now gives ({', '.join(changed)}); "
+            "it is not reported as this model's")
 
 
 def _not_clean(store: Store, run_id: str, truncated: int, empty: int, replies: int) -> str | None:
