@@ -81,13 +81,16 @@ MISSING_SHOWN = 20
 @click.option("-v", "--verbose", is_flag=True,
               help="List on stderr every unit counted wrong for want of an answer, with why (by default one line "
                    "per model and reason).")
+@click.option("--note", "given_notes", multiple=True, hidden=True,
+              help="A line to put first among the report's notes (how 'cfkit study report' names the study's runs "
+                   "it leaves out, in the JSON and wherever the notes are shown).")
 @workspace_option
 def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], compare_specs: tuple[str, ...],
            fmt: str, reference: bool, resamples: int, seed: int, subset: str | None, all_cases: bool, ega: bool,
            audit_ref: str | None, unblind: bool, ega_labels: str, judge: str | None, units: bool, plot_dir: str | None,
            plot_format: str, force: bool, groups_path: str | None, mixed_settings: bool, verbose: bool,
            label_specs: tuple[str, ...], only_named: bool, predictions_format: str = "auto",
-           map_path: str | None = None, epoch: int | None = None) -> None:
+           map_path: str | None = None, epoch: int | None = None, given_notes: tuple[str, ...] = ()) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas, paired tests and position bias (swap).
 
     A unit a model gave no usable answer for (no reply, a failed request, a
@@ -145,6 +148,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
                                  unblind=unblind, subset=subset, all_cases=all_cases, ega_labels=ega_labels,
                                  judge=judge, mixed_settings=mixed_settings, labels=labels_from(renames),
                                  only_named=only_named)
+    result.notes[:0] = given_notes
     if units:
         _print(fmt, lambda: [lib.units_table(result)], lambda: lib.units_json(result), lambda: lib.units_csv(result))
     else:

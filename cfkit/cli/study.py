@@ -245,10 +245,9 @@ def report(ctx, ws, file: Path, fmt: str, reference: bool | None, plot_dir: str 
 
     s = _load(ws, file)
     made = report_inputs(ws, s)
-    for x in made.left_out:
-        warn(f"{x.display} {x.suite}: {x.state}{f' ({x.detail})' if x.detail else ''}; left out of the report.")
-    for line in made.compare_left_out:
-        warn(line)
+    # Said with the report's notes: on stderr as before, and in the JSON a saved report keeps.
+    left_out = [f"{x.display} {x.suite}: {x.state}{f' ({x.detail})' if x.detail else ''}; left out of the report."
+                for x in made.left_out] + made.compare_left_out
     settings = s.data.report
     with tempfile.TemporaryDirectory() as tmp:
         groups = None
@@ -261,4 +260,5 @@ def report(ctx, ws, file: Path, fmt: str, reference: bool | None, plot_dir: str 
                    seed=settings.seed, subset=None if made.subset is None else str(made.subset),
                    all_cases=made.all_cases, plot_dir=plot_dir, plot_format=plot_format, force=force,
                    groups_path=None if groups is None else str(groups), workspace_dir=str(ws.root),
-                   label_specs=tuple(f"{model}={name}" for model, name in made.renames.items()))
+                   label_specs=tuple(f"{model}={name}" for model, name in made.renames.items()),
+                   given_notes=tuple(left_out))

@@ -42,6 +42,9 @@ def test_a_compare_pair_whose_model_has_no_contextcanvas_run_is_left_out_with_a_
     data = json.loads(shown.stdout)
     assert data["compare"] == [] and [r["model"] for r in data["contextcanvas"]] == ["baseline:always-no"]
     assert [r["model"] for r in data["swap"]] == (["baseline:majority"] if other_has == "swap only" else [])
+    # A saved JSON report says it too (it had been said on stderr alone), with each run the study left out.
+    assert line.removeprefix("warning: ") in data["notes"]
+    assert "other contextcanvas: not started; left out of the report." in data["notes"]
 
 
 def test_a_compare_pair_is_made_once_both_models_have_their_contextcanvas_runs(tiny_ws):
