@@ -116,9 +116,11 @@ def collect_pairs(ws: Workspace, store: Store, spec_ids: list[str], *, models: S
             continue
         try:
             images = load_edit_images(ws, store, edit_id, cases=cases)
-        except CfkitError as exc:
-            pairs.append(SheetPair(**base, edit_id=edit_id, pictures={}, verdict=None, decision=decision, note=note,
-                                   answers=model_answers, problem=str(exc)))
+        except CfkitError as exc:  # no pictures, but the edit's stored check stands (it said "not checked")
+            stored = checks.latest(store, edit_id, None)
+            pairs.append(SheetPair(**base, edit_id=edit_id, pictures={}, verdict=None if stored is None else
+                                   stored.label, decision=decision, note=note, answers=model_answers,
+                                   problem=str(exc)))
             continue
         variant = "composite" if "composite" in images.outputs else next(iter(images.outputs))
         edited = images.outputs[variant]

@@ -82,6 +82,7 @@ def test_the_sheet_says_it_on_the_pair_instead_of_showing_another_image(tiny_ws,
         [pair], _ = collect_pairs(ws, store, ["TX01"])
     assert what in pair.problem and said in pair.problem, pair.problem
     assert not pair.pictures
+    assert pair.verdict and pair.verdict.startswith("pass")  # the check it had stands; it had read "not checked"
     result = run_cli(["sheet", "-w", str(tiny_ws), "--output", str(tmp_path / "sheet.html")])
     assert result.exit_code == 0, result.stderr
     assert said in (tmp_path / "sheet.html").read_text()
