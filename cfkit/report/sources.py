@@ -132,14 +132,12 @@ class Sources:
         recorded nothing (made before cfkit recorded it, or imported) are not compared."""
         from cfkit.cases import asked_digests
 
-        now: dict[str, str] = {}  # each case's digest, taken once however many runs asked it
-        for run in self.runs.values():
-            for case_id, then in (run.asked or {}).items():
-                if case_id not in cases:
-                    continue  # a case no longer in the file: said where its answers are read
-                if case_id not in now:
-                    now.update(asked_digests([cases.get(case_id)]))
-                if now[case_id] != then:
+        asked = [run for run in self.runs.values() if run.asked]
+        wanted = {case_id for run in asked for case_id in run.asked if case_id in cases}  # a case no longer in
+        now = asked_digests(cases.get(case_id) for case_id in wanted)  # the file is said where its answers are read
+        for run in asked:
+            for case_id, then in run.asked.items():
+                if case_id in now and now[case_id] != then:
                     self.stale_cases[(run.id, case_id)] = (
                         f"answered an earlier version of case {case_id}: its question, options or images in "
                         f"{cases.path} have changed since run {run.id} asked it; run the {run.suite} suite again "
@@ -153,11 +151,11 @@ class Sources:
 
         run_ids = [r.id for r in self.runs.values()]
         recorded = runs.image_digests(store, run_ids)
-        paths = {}
+        paths, root = {}, cases.image_root
         for case_id in {case for case, _ in recorded if case in cases}:
-            shown = cases.image_paths(cases.get(case_id))
+            shown = cases.get(case_id).images
             if len(shown) == 1:  # two images are sent as one sheet, whose digest is not a file's
-                paths[case_id] = str(shown[0])
+                paths[case_id] = str(root / shown[0])
         now = digests.sha256_now(store, list(paths.values())) if paths else {}
         changed = sorted({case for case, digest in recorded if case in paths and now[paths[case]] != digest})
         for run_id, case_id, condition, digest in runs.image_replies(store, run_ids, changed):

@@ -41,10 +41,15 @@ class FileDigest:
     def holds(self, size: int, mtime_ns: int) -> bool:
         """Whether the file, found now with ``size`` and ``mtime_ns``, still holds what this row says: the same
         size and mtime, and the row written long enough after that mtime (:data:`RACY_S`)."""
-        if (self.size, self.mtime_ns) != (size, mtime_ns):
-            return False
-        window = RACY_S + (1.0 if mtime_ns % 1_000_000_000 == 0 else 0.0)
-        return self.hashed_at_ns - mtime_ns >= window * 1e9
+        return _holds(self.size, self.mtime_ns, self.hashed_at_ns, size, mtime_ns)
+
+
+def _holds(size: int, mtime_ns: int, hashed_at_ns: int, size_now: int, mtime_now_ns: int) -> bool:
+    """:meth:`FileDigest.holds` of a row's size, mtime and hashing time."""
+    if (size, mtime_ns) != (size_now, mtime_now_ns):
+        return False
+    window = RACY_S + (1.0 if mtime_now_ns % 1_000_000_000 == 0 else 0.0)
+    return hashed_at_ns - mtime_now_ns >= window * 1e9
 
 
 def _digest(row: sqlite3.Row) -> FileDigest:
@@ -75,7 +80,8 @@ def sha256_now(store: Database, paths: Sequence[str]) -> dict[str, str | None]:
     import hashlib
     import os
 
-    rows = known(store, paths)
+    rows = {path: row for path, *row in store.query_in(  # the four columns it needs, not a FileDigest a file
+        "SELECT path, size, mtime_ns, hashed_at_ns, sha256 FROM file_digests WHERE path IN ({})", paths)}
     found: dict[str, str | None] = {}
     for path in dict.fromkeys(paths):
         try:
@@ -84,8 +90,8 @@ def sha256_now(store: Database, paths: Sequence[str]) -> dict[str, str | None]:
             found[path] = None
             continue
         row = rows.get(path)
-        if row is not None and row.holds(st.st_size, st.st_mtime_ns):
-            found[path] = row.sha256
+        if row is not None and _holds(*row[:3], st.st_size, st.st_mtime_ns):
+            found[path] = row[3]
             continue
         try:
             with open(path, "rb") as fh:
