@@ -2,7 +2,9 @@
 
 A run exported by cfkit comes back under its own id with every field it had
 (the reply's reading, provenance, reasoning, tokens and usage, latency, cost,
-cache key, when it was stored). Records from a peer's file get a run id made
+cache key, when it was stored), and with what the run was shown of each case
+(``asked``, a modality run's ``captions``), so that a report tells its stale
+answers as it did before the export. Records from a peer's file get a run id made
 from the suite, the model and a digest of the records. A run id already in
 the store is refused before anything is written.
 """
@@ -37,11 +39,17 @@ class ImportedRun:
     cases: int | None = None  # the suite's cases, where a reply is one case's (contextcanvas): what a report counts
 
 
+#: Export columns added after peers' files were first imported (see :func:`_run_id`).
+_LATER = ("asked", "captions")
+
+
 def _run_id(rows: Sequence[RunRecordRow]) -> str:
     first = rows[0]
     if first.run:
         return first.run
-    digest = hashlib.sha256(json.dumps([r.to_dict() for r in rows], sort_keys=True).encode()).hexdigest()
+    # Columns added later count only where set, so a file gets the id it was given before they were.
+    records = [{k: v for k, v in r.to_dict().items() if v is not None or k not in _LATER} for r in rows]
+    digest = hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", first.model).strip("-")[:48]
     return f"{first.suite}-import-{slug}-{digest[:8]}"
 
@@ -80,6 +88,9 @@ def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pair
                   if (c, p, k) in peers]
         if differ:
             notes["imported"]["peer_disagrees"] = differ
+        for name in _LATER:  # what the run was shown of each case, as a run records it (a report compares it)
+            if shown := {r.case: getattr(r, name) for r in group if getattr(r, name) is not None}:
+                notes[name] = shown
         runs.open_run(store, run_id, model=first.model, suite=first.suite,
                       options={"backend": "replay", "options": {}}, cfkit_version=__version__, templates_sha256="",
                       n_requests=len(group), notes=notes)

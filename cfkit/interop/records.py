@@ -6,7 +6,10 @@ plus what the store keeps beside it: the run, why no answer was read
 and build fingerprint, the reply's full length when it was cut, whether it
 stopped at the token limit, the server that answered (replicas), token counts
 and the whole usage record, the latency, the cost, the request's cache key
-and when the reply was stored. ``cfkit runs import`` reads it back unchanged.
+and when the reply was stored; and, from the run's record, what the run was
+shown of the reply's case then (``asked``, and a modality run's caption
+digests, ``captions``), which a report compares with the workspace now to tell
+a stale answer. ``cfkit runs import`` reads it back unchanged.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ class RunRecordRow:
     cost_usd: float | None = None
     cache_key: str | None = None
     created_at: str | None = None
+    asked: str | None = None  # the run's digest of what it was shown of the case (cfkit.cases.asked_digests)
+    captions: dict[str, str] | None = None  # modality: the case's caption digests as asked, by condition
 
     def prediction(self) -> Prediction:
         """The predictions line of this reply (docs/formats.md)."""
@@ -103,6 +108,7 @@ class RunRecordRow:
                 raise PredictionError(f"{where}: 'usage' is not JSON ({exc.msg}).") from None
         if values["usage"] is not None and not isinstance(values["usage"], dict):
             raise PredictionError(f"{where}: 'usage' must be an object (the usage record), not {values['usage']!r}.")
+        values["captions"] = _digests(values["captions"], where)
         for name in _TEXT_FIELDS:
             if values[name] is not None and not isinstance(values[name], str):
                 raise PredictionError(f"{where}: '{name}' must be text, not {type(values[name]).__name__}.")
@@ -117,7 +123,20 @@ class RunRecordRow:
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecordRow))
 _TEXT_FIELDS = ("run", "model", "suite", "case", "pair", "condition", "answer", "parse", "error", "raw", "reason",
                 "confidence", "detail", "reasoning", "parser", "image_sha256", "server_model", "system_fingerprint",
-                "endpoint", "cache_key", "created_at")
+                "endpoint", "cache_key", "created_at", "asked")
+
+
+def _digests(value: Any, where: str) -> dict[str, str] | None:
+    """The ``captions`` column: condition -> digest, as JSON (its text in CSV and Parquet)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value else None
+        except json.JSONDecodeError as exc:
+            raise PredictionError(f"{where}: 'captions' is not JSON ({exc.msg}).") from None
+    if value is not None and not (isinstance(value, dict)
+                                  and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
+        raise PredictionError(f"{where}: 'captions' must be an object of texts (condition: digest), not {value!r}.")
+    return value
 
 
 def _flag(value: Any, name: str, where: str) -> bool:
@@ -149,6 +168,7 @@ def run_rows(store: Store, run_id: str) -> list[RunRecordRow]:
         raise PredictionError(f"no run '{run_id}' in store {store.path}. See 'cfkit runs list'.")
     replies = runs.replies(store, run_id)
     cache = responses.cached(store, [r.cache_key for r in replies if r.cache_key])
+    asked, captions = run.notes.get("asked") or {}, run.notes.get("captions") or {}
     out = []
     for r in replies:
         hit = cache.get(r.cache_key or "")
@@ -160,7 +180,8 @@ def run_rows(store: Store, run_id: str) -> list[RunRecordRow]:
             confidence=r.confidence, detail=r.detail, reasoning=r.reasoning, parser=r.parser, edit_id=r.edit_id,
             image_sha256=r.image_sha256, server_model=r.server_model, system_fingerprint=r.system_fingerprint,
             raw_chars=r.raw_chars, truncated=r.truncated, endpoint=r.endpoint, **tokens, usage=usage, latency_s=None if hit is None else hit.latency_s,
-            cost_usd=r.cost_usd, cache_key=r.cache_key, created_at=r.created_at))
+            cost_usd=r.cost_usd, cache_key=r.cache_key, created_at=r.created_at, asked=asked.get(r.case_id),
+            captions=captions.get(r.case_id)))
     return out
 
 

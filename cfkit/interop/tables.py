@@ -88,7 +88,8 @@ def _csv_records(text: str) -> list[list[tuple[str, bool]]]:
 def _frame(rows: list[RunRecordRow]):
     import pandas as pd
 
-    records = [r.to_dict() | {"usage": None if r.usage is None else json.dumps(r.usage, sort_keys=True)} for r in rows]
+    records = [r.to_dict() | {name: None if value is None else json.dumps(value, sort_keys=True)
+                              for name, value in (("usage", r.usage), ("captions", r.captions))} for r in rows]
     frame = pd.DataFrame.from_records(records, columns=list(COLUMNS))
     for name in ("edit_id", "raw_chars", "prompt_tokens", "completion_tokens", "total_tokens"):
         frame[name] = frame[name].astype("Int64")

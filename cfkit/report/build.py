@@ -91,6 +91,7 @@ def make_report(
     if prediction_paths:
         source = Sources(preds=load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases,
                                                 repeats=False))  # build_report counts the units
+        reread: list[str] = []  # a file's readings carry no parser version
         if ws.db_path.is_file():  # answers about edits can still be checked against the pairs' selected edits
             from cfkit.store import Store  # (the store's modules: only where there is one)
             with Store(ws.db_path) as store:
@@ -104,6 +105,8 @@ def make_report(
             source = sources_.from_store(store, run_refs, mixed=mixed_settings, only_named=only_named)
             check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
             source.note_images(store, gold.cases)
+            from cfkit.report.shown import older_readings
+            reread = older_readings(store, list(source.runs.values()))
         source.note_captions(ws)
         source.note_cases(gold.cases)
     if not source.preds:
@@ -120,7 +123,8 @@ def make_report(
         if prediction_paths:  # the reading that looks for a repeat names its two lines
             load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases)
         raise
-    report.notes.extend(source.caption_notes() + source.template_notes(ws) + source.server_notes())
+    report.notes.extend(source.caption_notes() + source.template_notes(ws) + source.server_notes()
+                        + reread)
     if section is not None:
         report = dataclasses.replace(report, ega=section)
     if ws.db_path.is_file():

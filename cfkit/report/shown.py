@@ -33,3 +33,22 @@ def judge_doubts(store: Store, pairs: set[str]) -> list[str]:
     return [f"counterfactual: a judge model ({judges}) doubts the edit of {len(doubted)} pair"
             f"{'' if len(doubted) == 1 else 's'}: {', '.join(doubted)}; 'cfkit edits list' and 'cfkit review' "
             "show them (a flag for a person, not a verdict)"]
+
+
+def older_readings(store: Store, runs: list[Any]) -> list[str]:
+    """A note per reported stored run whose replies an older parser version read (``cfkit runs reparse`` reads
+    them again): the answers counted are those readings, which the parser in force may read otherwise."""
+    from cfkit.parse.result import PARSER_VERSION
+
+    notes = []
+    for run in runs:
+        rows = store.query("SELECT parser, COUNT(*) FROM replies WHERE run_id = ? AND parser IS NOT NULL AND "
+                           "parser != ? GROUP BY parser ORDER BY parser", (run.id, PARSER_VERSION))
+        if rows:
+            n = sum(count for _, count in rows)
+            versions = ", ".join(str(parser) for parser, _ in rows)
+            notes.append(f"{run.suite}: {run.model}'s answers include {n} repl{'y' if n == 1 else 'ies'} of run "
+                         f"{run.id} read by an older parser (version {versions}; now {PARSER_VERSION}), which the "
+                         f"parser now may read otherwise; 'cfkit runs reparse {run.id}' reads them again and says "
+                         "what changed.")
+    return notes

@@ -55,7 +55,7 @@ class RunInfo:
     unreviewed: tuple[str, ...] = ()  # cases (pairs) asked with a caption (edit) no person had reviewed
     templates_sha256: str = ""  # the probe templates the run was asked with ("": not known, an imported run)
     asked: Mapping[str, str] | None = None  # case -> digest of what the run was shown of it (cfkit.cases.asked_digests;
-    #                                         None: not recorded, older and imported runs)
+    #                                         None: not recorded, older runs and peers' files)
 
     def never_asked(self, unit: str) -> str:
         """Why this complete run holds nothing for a ``unit`` ("case" or "pair") of its suite."""
@@ -129,7 +129,7 @@ class Sources:
     def note_cases(self, cases: CaseSet) -> None:
         """Compare what each run was shown of each case (its question, options and image names) with the cases
         file now: every answer a run gave about a case changed since is stale (``stale_cases``). Runs that
-        recorded nothing (made before cfkit recorded it, or imported) are not compared."""
+        recorded nothing (made before cfkit recorded it, or imported from a peer's file) are not compared."""
         from cfkit.cases import asked_digests
 
         asked = [run for run in self.runs.values() if run.asked]

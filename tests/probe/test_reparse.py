@@ -111,3 +111,15 @@ def test_unparsed_lists_replies_without_an_answer_with_their_text_shown_safely(t
     as_json = json.loads(run_cli(["-w", str(tiny_ws), "runs", "unparsed", run_id, "--json"]).stdout)
     # T003 has three options; "A" is a valid answer there too, so only T001 is listed.
     assert [(r["case_id"], r["raw"]) for r in as_json] == [("T001", "A. Yes\nB. No \x1b]0;owned\x07")]
+
+
+def test_a_report_over_readings_of_an_older_parser_says_so_until_they_are_read_again(tiny_ws):
+    with ChatServer(scripted) as server:
+        assert openai_run(tiny_ws, server.url).exit_code == 0
+    run_id = _as_version_1(tiny_ws)
+    older = [n for n in report(tiny_ws)["notes"] if "older parser" in n]
+    assert older == [f"contextcanvas: openai:test-model's answers include 3 replies of run {run_id} read by an older "
+                     f"parser (version 1; now {PARSER_VERSION}), which the parser now may read otherwise; 'cfkit runs "
+                     f"reparse {run_id}' reads them again and says what changed."]
+    assert run_cli(["-w", str(tiny_ws), "runs", "reparse", run_id]).exit_code == 0
+    assert not [n for n in report(tiny_ws)["notes"] if "older parser" in n]
