@@ -218,6 +218,8 @@ def _session(ws: Workspace, mode: _Mode, keys: KeySource, console: Console, summ
         item = mode.items[index]
         if item.id not in images:
             images = {item.id: load_images(ws, item)}  # one item's pictures at a time
+        if console.is_terminal:
+            follow_terminal_size(console)  # before the frame is sized: after a resize, the new size
         frame_height = (height or console.size.height) - 1  # the last line holds the cursor
         screen = Screen(item=blind(item), images=images[item.id], position=f"{index + 1} of {len(mode.items)}",
                         person=mode.person(), progress=mode.progress(), state=mode.state(item), focus=focus,
@@ -225,7 +227,6 @@ def _session(ws: Workspace, mode: _Mode, keys: KeySource, console: Console, summ
                         overlay=overlay, keys=mode.keys)
         view = AuditView(screen, height=frame_height)
         if console.is_terminal:
-            follow_terminal_size(console)
             console.clear()
         console.print(view, crop=True)
         message = None
