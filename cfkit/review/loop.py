@@ -29,7 +29,7 @@ from cfkit.preserve import find_leaks, keep_region
 from cfkit.review.panels import zoom_boxes
 from cfkit.review.screen import HELP, ReviewScreen, ViewState
 from cfkit.review.terminal import ALIASES, RESIZE, KeySource, TerminalKeys, require_terminal, terminal_problem
-from cfkit.terminal.keys import follow_terminal_size
+from cfkit.terminal.keys import follow_terminal_size, too_small
 from cfkit.review.view import DIFF_MODES, ViewData, largest_change
 from cfkit.specs import try_load_cases
 from cfkit.judge.screen import doubts_said
@@ -199,11 +199,17 @@ class ReviewSummary:
     left_out: list[tuple[str, CfkitError]] = field(default_factory=list)
 
 
-def _draw(console: Console, screen: ReviewScreen) -> None:
+def _draw(console: Console, screen: ReviewScreen) -> bool:
+    """Draw the screen; False when the terminal is too small for it (then one line says so instead)."""
     if console.is_terminal:
         follow_terminal_size(console)
         console.clear()
+    small = too_small(*console.size, "the review")
+    if small:
+        console.print(Text(small, style="yellow"), crop=True)
+        return False
     console.print(screen, soft_wrap=False, crop=True)
+    return True
 
 
 def _cases(ws: Workspace) -> CaseSet | None:
@@ -264,12 +270,12 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
                 stale = True
                 continue
             current = data.edit_id
-        _draw(console, ReviewScreen(data, state, message))
-        message = None
+        shown = _draw(console, ReviewScreen(data, state, message))
         pressed = keys.key()
         key = ALIASES.get(pressed, pressed)
-        if key == RESIZE:
-            continue
+        if key == RESIZE or (not shown and key not in ("q", "Q", "\x03", "\x04")):
+            continue  # nothing is decided on an edit the reviewer cannot see; the message waits for the view
+        message = None
         if state.help:
             state.help = False  # the key that closes the help does nothing else: 'a' must not accept unseen
             continue

@@ -179,3 +179,34 @@ def test_after_a_resize_the_frame_fits_the_new_size_and_starts_with_the_spec(two
     assert resized[0].startswith("TX01") and len(resized) <= lines - 1
     assert all(cell_len(line.rstrip()) <= columns for line in resized)
     assert resized[-1].rstrip() == KeyBar(key_items(candidates=True, flip=columns < 92)).text(columns).plain
+
+
+@pytest.mark.parametrize("size", [(30, 24), (80, 11), (20, 5)])
+def test_too_small_a_terminal_shows_one_line_and_decides_nothing_until_it_is_enlarged(two_candidates: Path, size):
+    from cfkit.review.loop import review_loop
+    from cfkit.store import Store
+    from support.pty_console import ResizableTerminal
+
+    class Keys(_ResizingKeys):
+        def __init__(self, term, script):
+            super().__init__(term, [])
+            self.script = list(script)
+
+        def key(self) -> str:
+            step = self.script.pop(0) if self.script else "q"
+            if isinstance(step, tuple):
+                self.term.resize(*step)
+                return "<resize>"
+            return step
+
+    columns, lines = size
+    ws = load_workspace(two_candidates)
+    with Store(ws.db_path) as store, ResizableTerminal(*size) as term:
+        summary = review_loop(ws, store, ["TX01"], Keys(term, ["a", "r", "s", "]", (80, 24), "a"]), term.console)
+        frames = term.frames()
+    small = [" ".join(line.strip() for line in frame if line.strip()) for frame in frames[:-1]]
+    assert small == [f"Terminal {columns}×{lines} is too small for the review (at least 40×12): enlarge it, or q "
+                     "quits."] * 5  # the first frame and one per key but the resize
+    assert frames[-1][0].startswith("TX01 · Test edit  #1 composite")  # enlarged: the edit it opened on
+    assert [(d.edit_id, d.decision) for d in summary.decisions] == [(1, "accept")]
+    assert decisions(two_candidates) == [(1, "accept")]
