@@ -22,7 +22,7 @@ from cfkit.audit.adjudication import agreed_answer, needs_resolution, resolve_it
 from cfkit.audit.agreement import LabelPair
 from cfkit.audit.guideline import GUIDELINE, HELP
 from cfkit.audit.items import Audit, annotator_order, blind, check_annotator
-from cfkit.terminal.keys import RESIZE, KeySource, follow_terminal_size, terminal_problem
+from cfkit.terminal.keys import RESIZE, KeySource, follow_terminal_size, terminal_problem, too_small
 from cfkit.audit.labelling import LabelState, state_of, update_label
 from cfkit.audit.view import ADJUDICATE_KEYS, ANNOTATE_KEYS, AuditView, Screen
 from cfkit.errors import CfkitError, ImageError, UsageError
@@ -218,6 +218,8 @@ def _session(ws: Workspace, mode: _Mode, keys: KeySource, console: Console, summ
         item = mode.items[index]
         if item.id not in images:
             images = {item.id: load_images(ws, item)}  # one item's pictures at a time
+        if console.is_terminal:
+            follow_terminal_size(console)  # before the frame is sized: after a resize, the new size
         frame_height = (height or console.size.height) - 1  # the last line holds the cursor
         screen = Screen(item=blind(item), images=images[item.id], position=f"{index + 1} of {len(mode.items)}",
                         person=mode.person(), progress=mode.progress(), state=mode.state(item), focus=focus,
@@ -225,13 +227,13 @@ def _session(ws: Workspace, mode: _Mode, keys: KeySource, console: Console, summ
                         overlay=overlay, keys=mode.keys)
         view = AuditView(screen, height=frame_height)
         if console.is_terminal:
-            follow_terminal_size(console)
             console.clear()
-        console.print(view, crop=True)
-        message = None
+        small = too_small(console.width, frame_height + 1, "the audit")
+        console.print(Text(small, style="yellow") if small else view, crop=True)
         key = keys.key()
-        if key == RESIZE:
-            continue  # drawn again at the new size
+        if key == RESIZE or (small and key.lower() not in _QUIT):
+            continue  # drawn again at the new size; nothing is labelled on an item the person cannot see
+        message = None
         key = key if key.startswith("\x1b") or key == "\t" else key.lower()
         if overlay is not None:  # the guideline or the help: scroll keys scroll it, any other key closes it
             move = _scroll_step(key)

@@ -87,10 +87,17 @@ def review(ws, spec_ids: tuple[str, ...], pending: bool, edit_id: int | None, ac
         require_terminal(ids[0])
         with TerminalKeys(out) as keys:
             summary = review_loop(ws, store, ids, keys, out, regenerate=_regenerate(ws), start_edit=edit_id,
-                                  failed=_regenerate_failed)
+                                  failed=_regenerate_failed, unshown=unshown_line)
     done = len(summary.decisions)
     err.print(f"{done} decision{'s' if done != 1 else ''} saved"
               + ("; run 'cfkit review --pending' to go on." if summary.quit_early else "."))
+    if summary.left_out:
+        from cfkit.cli.console import error
+        from cfkit.errors import InputRejected
+
+        for spec_id, why in summary.left_out:
+            error(f"{spec_id} was not reviewed: {_without_spec(why, spec_id)}")
+        raise InputRejected("")  # each spec left out is named above
 
 
 def _decision(*, accept: bool, reject: bool, skip: bool) -> str | None:
@@ -214,3 +221,15 @@ def sheet(ws, spec_ids: tuple[str, ...], output: Path | None, models: tuple[str,
 def _regenerate_failed(exc) -> Text:
     """The line the review shows when a regeneration fails; the review goes on."""
     return Text(f"regenerate failed: {exc}", style="red")
+
+
+def unshown_line(spec_id: str, edit_id: int | None, exc) -> Text:
+    """The line the review shows for an edit it cannot show (``edit_id``), or a spec it leaves out (None)."""
+    what = f"{spec_id} left out" if edit_id is None else f"#{edit_id} cannot be shown"
+    return Text(f"{what}: {_without_spec(exc, spec_id)}", style="red")
+
+
+def _without_spec(exc, spec_id: str) -> str:
+    """The error's line without a leading ``SPEC: `` (the line names the spec itself)."""
+    text = str(exc)
+    return text[len(spec_id) + 2:] if text.startswith(f"{spec_id}: ") else text

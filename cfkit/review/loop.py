@@ -29,7 +29,7 @@ from cfkit.preserve import find_leaks, keep_region
 from cfkit.review.panels import zoom_boxes
 from cfkit.review.screen import HELP, ReviewScreen, ViewState
 from cfkit.review.terminal import ALIASES, RESIZE, KeySource, TerminalKeys, require_terminal, terminal_problem
-from cfkit.terminal.keys import follow_terminal_size
+from cfkit.terminal.keys import follow_terminal_size, too_small
 from cfkit.review.view import DIFF_MODES, ViewData, largest_change
 from cfkit.specs import try_load_cases
 from cfkit.judge.screen import doubts_said
@@ -46,6 +46,9 @@ __all__ = ["HELP", "KeySource", "ReviewSummary", "TerminalKeys", "edit_to_review
 Regenerate = Callable[[EditRecord, "str | None"], None]
 #: ``failed(exc)``: the line the view shows when a regeneration fails (the CLI's words for the error).
 Failed = Callable[[CfkitError], Text]
+#: ``unshown(spec_id, edit_id, exc)``: the line the view shows when an edit cannot be shown (its files changed);
+#: ``edit_id`` None when nothing of the spec can be shown and it is left out (the CLI's words for the error).
+Unshown = Callable[[str, "int | None", CfkitError], Text]
 
 # ── decisions ──────────────────────────────────────────────────────────────
 
@@ -82,6 +85,20 @@ def edit_to_review(store: Store, spec_id: str) -> EditRecord:
     if record is None:
         raise NotFoundError(f"{spec_id} has no successful edit to review; make one with 'cfkit edit {spec_id}'.")
     return record
+
+
+def _opening_edit(store: Store, spec_id: str, unshowable: dict[int, CfkitError]) -> int:
+    """:func:`edit_to_review`, passing over the edits that could not be shown; when none is left, why not."""
+    waiting = [r.id for r in undecided(store, spec_id) if r.id not in unshowable]
+    if waiting:
+        return waiting[0]
+    shown = edits.shown(store, spec_id)
+    if shown is not None and shown.id not in unshowable:
+        return shown.id
+    reasons = [unshowable[r.id] for r in edits.ok_edits(store, spec_id) if r.id in unshowable]
+    if reasons:
+        raise reasons[-1]
+    return edit_to_review(store, spec_id).id  # none at all: its NotFoundError
 
 
 # ── what the view shows ────────────────────────────────────────────────────
@@ -125,9 +142,7 @@ def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "co
     """
     if edit_id is None:
         edit_id = edit_to_review(store, spec_id).id
-    record = edits.get(store, edit_id)
-    if record.spec_id != spec_id:
-        raise UsageError(f"edit #{edit_id} belongs to {record.spec_id}, not {spec_id}. See 'cfkit edits list {spec_id}'.")
+    record = _edit_of(store, spec_id, edit_id)
     held = {} if pictures is None else pictures
     if edit_id not in held:
         held[edit_id] = EditPictures.read(ws, store, edit_id, cases)
@@ -153,6 +168,14 @@ def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "co
                     mask_note=shown.mask_note, judge=doubts_said(screens.answers(store, [edit_id])))
 
 
+def _edit_of(store: Store, spec_id: str, edit_id: int) -> EditRecord:
+    """Edit ``edit_id``, which must be one of ``spec_id``'s."""
+    record = edits.get(store, edit_id)
+    if record.spec_id != spec_id:
+        raise UsageError(f"edit #{edit_id} belongs to {record.spec_id}, not {spec_id}. See 'cfkit edits list {spec_id}'.")
+    return record
+
+
 def _state(store: Store, edit_id: int) -> str:
     """``pass, accept`` / ``not checked``: an edit's own check and decision, for the candidates line."""
     check = checks.latest(store, edit_id, variant=None)
@@ -172,13 +195,21 @@ VIEW_KEYS = frozenset({"z", "f", "d", "?"})
 class ReviewSummary:
     decisions: list[Decision] = field(default_factory=list)
     quit_early: bool = False
+    #: Specs the session could not show, each with why (an edit's file changed, no edit): the others went on.
+    left_out: list[tuple[str, CfkitError]] = field(default_factory=list)
 
 
-def _draw(console: Console, screen: ReviewScreen) -> None:
+def _draw(console: Console, screen: ReviewScreen) -> bool:
+    """Draw the screen; False when the terminal is too small for it (then one line says so instead)."""
     if console.is_terminal:
         follow_terminal_size(console)
         console.clear()
+    small = too_small(*console.size, "the review")
+    if small:
+        console.print(Text(small, style="yellow"), crop=True)
+        return False
     console.print(screen, soft_wrap=False, crop=True)
+    return True
 
 
 def _cases(ws: Workspace) -> CaseSet | None:
@@ -191,14 +222,20 @@ def _cases(ws: Workspace) -> CaseSet | None:
 
 def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySource, console: Console, *,
                 regenerate: Regenerate | None = None, start_edit: int | None = None,
-                failed: Failed | None = None) -> ReviewSummary:
+                failed: Failed | None = None, unshown: Unshown | None = None) -> ReviewSummary:
     """Show each spec's edit to review and act on keys until every spec is decided or the reviewer quits.
 
     ``start_edit`` opens the first spec on that edit. ``regenerate`` makes a
     new candidate (and checks it); when it is None the key says that
     regeneration is not available. ``failed(exc)`` is the line shown when a
     regeneration fails (the review goes on); without it the error is raised.
+    With ``unshown``, an edit that cannot be shown (its files changed since it
+    was made) is said on screen and passed over for the spec's next candidate;
+    a spec with none to show is left out (:attr:`ReviewSummary.left_out`) and
+    the next follows. Without it the error is raised.
     """
+    if start_edit is not None and spec_ids:
+        _edit_of(store, spec_ids[0], start_edit)  # a wrong --edit is the command's error, not an edit to pass over
     summary = ReviewSummary()
     state = ViewState()
     index = 0
@@ -208,19 +245,37 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
     cases = _cases(ws)  # and the cases, read once for every edit shown
     data: ViewData | None = None
     stale = True  # read the view again: another edit, output or decision
+    unshowable: dict[int, CfkitError] = {}  # edits whose files cannot be shown, with why
     while index < len(spec_ids):
         spec_id = spec_ids[index]
         if stale or data is None:
             stale = False
-            data = load_view_data(ws, store, spec_id, state.variant, position=f"{index + 1} of {len(spec_ids)}",
-                                  edit_id=current, pictures=pictures, cases=cases)
+            try:
+                if current is None:
+                    current = _opening_edit(store, spec_id, unshowable)
+                data = load_view_data(ws, store, spec_id, state.variant, position=f"{index + 1} of {len(spec_ids)}",
+                                      edit_id=current, pictures=pictures, cases=cases)
+            except CfkitError as exc:
+                if unshown is None:
+                    raise
+                # One edit that cannot be shown stops neither its spec's other candidates nor the other specs.
+                message = unshown(spec_id, current, exc)
+                if current is None:  # nothing of this spec can be shown
+                    summary.left_out.append((spec_id, exc))
+                    index = index + 1
+                    continue
+                unshowable.setdefault(current, exc)
+                on_screen = data is not None and data.spec_id == spec_id and data.edit_id not in unshowable
+                current = data.edit_id if on_screen else None
+                stale = True
+                continue
             current = data.edit_id
-        _draw(console, ReviewScreen(data, state, message))
-        message = None
+        shown = _draw(console, ReviewScreen(data, state, message))
         pressed = keys.key()
         key = ALIASES.get(pressed, pressed)
-        if key == RESIZE:
-            continue
+        if key == RESIZE or (not shown and key not in ("q", "Q", "\x03", "\x04")):
+            continue  # nothing is decided on an edit the reviewer cannot see; the message waits for the view
+        message = None
         if state.help:
             state.help = False  # the key that closes the help does nothing else: 'a' must not accept unseen
             continue

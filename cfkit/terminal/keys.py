@@ -153,3 +153,17 @@ def follow_terminal_size(console: Console) -> None:
         return  # not a real terminal (a test's recording console): keep its size
     if size.columns and size.lines:
         console.size = (size.columns, size.lines)
+
+
+#: The smallest terminal a session draws its view in; below it the view's first line (which spec or item)
+#: would scroll away, so the session shows only :func:`too_small`'s line and acts on no key but quit.
+MIN_COLUMNS, MIN_LINES = 40, 12
+
+
+def too_small(width: int, height: int, session: str) -> str | None:
+    """The line to show instead of ``session``'s view in a terminal of ``width`` × ``height`` cells too small
+    for it; None when it fits."""
+    if width >= MIN_COLUMNS and height >= MIN_LINES:
+        return None
+    return (f"Terminal {width}×{height} is too small for {session} (at least {MIN_COLUMNS}×{MIN_LINES}): "
+            "enlarge it, or q quits.")
