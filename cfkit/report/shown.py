@@ -1,4 +1,5 @@
-"""A note from the store on what the reported models were shown: the pairs whose edit a judge model doubts."""
+"""Notes from the store beside a report: the pairs whose edit a judge model doubts, and runs whose replies an older
+parser read."""
 
 from __future__ import annotations
 
@@ -39,11 +40,11 @@ def older_readings(store: Store, runs: list[Any]) -> list[str]:
     """A note per reported stored run whose replies an older parser version read (``cfkit runs reparse`` reads
     them again): the answers counted are those readings, which the parser in force may read otherwise."""
     from cfkit.parse.result import PARSER_VERSION
+    from cfkit.store import runs as runs_table
 
     notes = []
     for run in runs:
-        rows = store.query("SELECT parser, COUNT(*) FROM replies WHERE run_id = ? AND parser IS NOT NULL AND "
-                           "parser != ? GROUP BY parser ORDER BY parser", (run.id, PARSER_VERSION))
+        rows = runs_table.readings_other_than(store, run.id, PARSER_VERSION)
         if rows:
             n = sum(count for _, count in rows)
             versions = ", ".join(str(parser) for parser, _ in rows)

@@ -219,8 +219,8 @@ class Sources:
         return notes
 
     def stale(self, p: Prediction) -> str | None:
-        """Why the answer ``p`` is not about the input as it is now (an edit no longer selected, a caption since
-        changed), or None."""
+        """Why the answer ``p`` is not about the input as it is now (its case, its image or its caption changed
+        since its run, or an edit no longer selected), or None."""
         if (self.stale_cases or self.stale_images) and (run := self.runs.get((p.model, p.suite))) is not None:
             if (why := self.stale_cases.get((run.id, p.case))
                     or self.stale_images.get((run.id, p.case, p.condition))) is not None:

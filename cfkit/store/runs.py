@@ -438,3 +438,10 @@ def image_replies(store: Database, run_ids: Sequence[str], case_ids: Sequence[st
         f"SELECT run_id, case_id, condition, image_sha256 FROM replies WHERE run_id IN ({placeholders(run_ids)}) "
         f"AND case_id IN ({placeholders(case_ids)}) AND condition != 'edit' AND image_sha256 IS NOT NULL "
         "AND image_sha256 != ''", (*run_ids, *case_ids))]
+
+
+def readings_other_than(store: Database, run_id: str, parser: int) -> list[tuple[Any, int]]:
+    """(parser version, replies) of the replies of ``run_id`` a parser other than ``parser`` read (replies a
+    backend gave already read record none)."""
+    return [tuple(r) for r in store.query("SELECT parser, COUNT(*) FROM replies WHERE run_id = ? AND parser IS NOT "
+                                          "NULL AND parser != ? GROUP BY parser ORDER BY parser", (run_id, parser))]
