@@ -27,14 +27,6 @@ from cfkit.store import Store, audit_labels
 from cfkit.workspace import load_workspace
 
 
-@pytest.fixture
-def audit_ws(source, tmp_path):
-    root, run_ids = source
-    shutil.copytree(root, tmp_path / "ws")
-    ws = load_workspace(tmp_path / "ws")
-    with Store(ws.db_path) as store:
-        plan_audit(ws, store, list(run_ids.values()))
-    return ws
 
 
 def _filled(text: str, cue: str, link: str) -> tuple[str, list[dict]]:
@@ -52,6 +44,12 @@ def _filled(text: str, cue: str, link: str) -> tuple[str, list[dict]]:
 def _snapshot(store, audit, name):
     return {ref: (label.judgement, label.unsure, label.note, label.updated_at)
             for ref, label in audit_labels.labels_by(store, audit.id, name).items()}
+
+@pytest.fixture
+def audit_ws(audited):
+    """The planned audit's workspace (tests/audit/conftest.py)."""
+    return audited[0]
+
 
 
 def test_another_annotators_worksheet_is_refused_and_saves_nothing(audit_ws):

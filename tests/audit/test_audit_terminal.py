@@ -12,42 +12,23 @@ from cfkit.audit.items import load_audit
 from cfkit.audit.loop import annotate
 from cfkit.audit.plan import plan_audit
 from cfkit.store import Store, audit_labels
-from cfkit.terminal.keys import RESIZE
 from cfkit.workspace import load_workspace
-from support.pty_console import ResizableTerminal
+from support.pty_console import ResizableTerminal, ScriptedKeys
+
 
 
 @pytest.fixture
-def audited(source, tmp_path):
-    root, run_ids = source
-    shutil.copytree(root, tmp_path / "ws")
-    ws = load_workspace(tmp_path / "ws")
-    with Store(ws.db_path) as store:
-        plan_audit(ws, store, list(run_ids.values()))
-    return ws
+def ws(audited):
+    """The planned audit's workspace (tests/audit/conftest.py)."""
+    return audited[0]
 
-
-class ResizingKeys:
-    """Each key resizes the terminal to the next size and reports the resize, as SIGWINCH does; then q."""
-
-    def __init__(self, term: ResizableTerminal, sizes: list[tuple[int, int]]):
-        self.term, self.sizes = term, list(sizes)
-
-    def key(self) -> str:
-        if not self.sizes:
-            return "q"
-        self.term.resize(*self.sizes.pop(0))
-        return RESIZE
-
-    def line(self, prompt: str) -> str:
-        return ""
 
 
 @pytest.mark.parametrize("size", [(50, 12), (60, 16), (120, 40)])
-def test_after_a_resize_the_frame_has_the_new_size_and_starts_with_the_item(audited, size):
+def test_after_a_resize_the_frame_has_the_new_size_and_starts_with_the_item(ws, size):
     columns, lines = size
-    with Store(audited.db_path) as store, ResizableTerminal(80, 24) as term:
-        summary = annotate(audited, store, load_audit(store), "alice", ResizingKeys(term, [size]), term.console)
+    with Store(ws.db_path) as store, ResizableTerminal(80, 24) as term:
+        summary = annotate(ws, store, load_audit(store), "alice", ScriptedKeys(term, [size]), term.console)
         first, resized = term.frames()
     assert summary.decisions == 0
     assert len(first) == 23 and first[0].startswith("item ")
@@ -56,32 +37,13 @@ def test_after_a_resize_the_frame_has_the_new_size_and_starts_with_the_item(audi
     assert "y/n answer" in "\n".join(resized[-3:])  # the keys at the foot of the new frame
 
 
-class KeysAndSizes:
-    """Keys as listed; a (columns, lines) entry resizes the terminal and reports it, as SIGWINCH does."""
-
-    def __init__(self, term: ResizableTerminal, script: list):
-        self.term, self.script = term, list(script)
-
-    def key(self) -> str:
-        if not self.script:
-            return "q"
-        step = self.script.pop(0)
-        if isinstance(step, tuple):
-            self.term.resize(*step)
-            return RESIZE
-        return step
-
-    def line(self, prompt: str) -> str:
-        return "typed unseen"
-
-
 @pytest.mark.parametrize("size", [(30, 24), (80, 11), (20, 5)])
-def test_too_small_a_terminal_shows_one_line_and_labels_nothing_until_it_is_enlarged(audited, size):
+def test_too_small_a_terminal_shows_one_line_and_labels_nothing_until_it_is_enlarged(ws, size):
     columns, lines = size
-    with Store(audited.db_path) as store, ResizableTerminal(*size) as term:
+    with Store(ws.db_path) as store, ResizableTerminal(*size) as term:
         audit = load_audit(store)
-        summary = annotate(audited, store, audit, "alice", KeysAndSizes(term, ["y", "n", "m", "a", (80, 24), "y"]),
-                           term.console)
+        keys = ScriptedKeys(term, ["y", "n", "m", "a", (80, 24), "y"], typed="typed unseen")
+        summary = annotate(ws, store, audit, "alice", keys, term.console)
         frames = term.frames()
         labels = audit_labels.labels_by(store, audit.id, "alice")
     small = [" ".join(line.strip() for line in frame if line.strip()) for frame in frames[:5]]

@@ -126,14 +126,6 @@ class ScriptedKeys:
         return self.keys.pop(0) if self.keys else ""
 
 
-@pytest.fixture
-def audited(source, tmp_path):
-    root, run_ids = source
-    shutil.copytree(root, tmp_path / "ws")
-    ws = load_workspace(tmp_path / "ws")
-    with Store(ws.db_path) as store:
-        plan_audit(ws, store, list(run_ids.values()))
-    return ws, run_ids
 
 
 def _console() -> Console:

@@ -143,24 +143,6 @@ def test_in_tmux_at_80x24_and_160x50(two_candidates: Path):
     assert decisions(two_candidates) == [(1, "accept")]
 
 
-class _ResizingKeys:
-    """Each key resizes the terminal to the next size and reports the resize, as SIGWINCH does; then q."""
-
-    def __init__(self, term, sizes: list[tuple[int, int]]):
-        self.term, self.sizes = term, list(sizes)
-
-    def key(self) -> str:
-        if not self.sizes:
-            return "q"
-        self.term.resize(*self.sizes.pop(0))
-        from cfkit.review.terminal import RESIZE
-
-        return RESIZE
-
-    def line(self, prompt: str) -> str:
-        return ""
-
-
 @pytest.mark.parametrize("size", [(50, 12), (60, 20), (160, 50)])
 def test_after_a_resize_the_frame_fits_the_new_size_and_starts_with_the_spec(two_candidates: Path, size):
     """As the audit session's test: the frame after a resize is sized by the terminal as it is now."""
@@ -168,12 +150,12 @@ def test_after_a_resize_the_frame_fits_the_new_size_and_starts_with_the_spec(two
 
     from cfkit.review.loop import review_loop
     from cfkit.store import Store
-    from support.pty_console import ResizableTerminal
+    from support.pty_console import ResizableTerminal, ScriptedKeys
 
     columns, lines = size
     ws = load_workspace(two_candidates)
     with Store(ws.db_path) as store, ResizableTerminal(80, 24) as term:
-        review_loop(ws, store, ["TX01"], _ResizingKeys(term, [size]), term.console)
+        review_loop(ws, store, ["TX01"], ScriptedKeys(term, [size]), term.console)
         first, resized = term.frames()
     assert first[0].startswith("TX01 · Test edit") and len(first) <= 23
     assert resized[0].startswith("TX01") and len(resized) <= lines - 1
@@ -185,24 +167,13 @@ def test_after_a_resize_the_frame_fits_the_new_size_and_starts_with_the_spec(two
 def test_too_small_a_terminal_shows_one_line_and_decides_nothing_until_it_is_enlarged(two_candidates: Path, size):
     from cfkit.review.loop import review_loop
     from cfkit.store import Store
-    from support.pty_console import ResizableTerminal
-
-    class Keys(_ResizingKeys):
-        def __init__(self, term, script):
-            super().__init__(term, [])
-            self.script = list(script)
-
-        def key(self) -> str:
-            step = self.script.pop(0) if self.script else "q"
-            if isinstance(step, tuple):
-                self.term.resize(*step)
-                return "<resize>"
-            return step
+    from support.pty_console import ResizableTerminal, ScriptedKeys
 
     columns, lines = size
     ws = load_workspace(two_candidates)
     with Store(ws.db_path) as store, ResizableTerminal(*size) as term:
-        summary = review_loop(ws, store, ["TX01"], Keys(term, ["a", "r", "s", "]", (80, 24), "a"]), term.console)
+        keys = ScriptedKeys(term, ["a", "r", "s", "]", (80, 24), "a"])
+        summary = review_loop(ws, store, ["TX01"], keys, term.console)
         frames = term.frames()
     small = [" ".join(line.strip() for line in frame if line.strip()) for frame in frames[:-1]]
     assert small == [f"Terminal {columns}×{lines} is too small for the review (at least 40×12): enlarge it, or q "

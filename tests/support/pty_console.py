@@ -58,3 +58,25 @@ class ResizableTerminal:
         """Each frame drawn, as the lines a person sees (the trailing cursor line dropped)."""
         text = self.file.getvalue()
         return [CSI.sub("", frame).rstrip("\n").split("\n") for frame in text.split(CLEAR)[1:]]
+
+
+class ScriptedKeys:
+    """The keys of a session, as listed: a ``(columns, lines)`` entry resizes the terminal and reports the resize,
+    as SIGWINCH does; once the script is done, q. Each line prompt is answered with ``typed``."""
+
+    def __init__(self, term: ResizableTerminal, script: list, typed: str = ""):
+        self.term, self.script, self.typed = term, list(script), typed
+
+    def key(self) -> str:
+        from cfkit.terminal.keys import RESIZE
+
+        if not self.script:
+            return "q"
+        step = self.script.pop(0)
+        if isinstance(step, tuple):
+            self.term.resize(*step)
+            return RESIZE
+        return step
+
+    def line(self, prompt: str) -> str:
+        return self.typed
