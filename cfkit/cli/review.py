@@ -130,11 +130,14 @@ def _once(ws, store, ids: list[str], edit_id: int | None, decision: str | None, 
     records = []
     console = _view_console(color)
     for spec_id in ids:
-        data = load_view_data(ws, store, spec_id, edit_id=edit_id)
-        if decision:
-            record_decision(store, spec_id, data.edit_id, decision, note)
-            err.print(f"{spec_id}: edit #{data.edit_id} {decision}ed" if decision != "skip" else f"{spec_id}: skipped")
-            data = load_view_data(ws, store, spec_id, edit_id=data.edit_id)  # the decision and selection as now
+        decided_on = edit_id
+        if decision:  # decided from the store alone, so that an edit whose files cannot be shown can be rejected
+            decided_on = _edit_of(store, spec_id, edit_id)
+            record_decision(store, spec_id, decided_on, decision, note)
+            err.print(f"{spec_id}: edit #{decided_on} {decision}ed" if decision != "skip" else f"{spec_id}: skipped")
+            if not (show or as_json):
+                continue
+        data = load_view_data(ws, store, spec_id, edit_id=decided_on)  # the decision and selection as now
         if show and output is not None:
             from cfkit.review.picture import write_view_png
 
@@ -152,6 +155,21 @@ def _once(ws, store, ids: list[str], edit_id: int | None, decision: str | None, 
                             "review": None if decided is None else decided.__dict__})
     if as_json:
         print_json(records)
+
+
+def _edit_of(store, spec_id: str, edit_id: int | None) -> int:
+    """The edit a decision on ``spec_id`` is about: ``edit_id`` (one of the spec's), else the one a review opens on."""
+    from cfkit.errors import UsageError
+    from cfkit.review.loop import edit_to_review
+    from cfkit.store import edits
+
+    if edit_id is None:
+        return edit_to_review(store, spec_id).id
+    record = edits.get(store, edit_id)
+    if record.spec_id != spec_id:
+        raise UsageError(f"edit #{edit_id} belongs to {record.spec_id}, not {spec_id}. See 'cfkit edits list "
+                         f"{spec_id}'.")
+    return edit_id
 
 
 def _view_console(color: str):

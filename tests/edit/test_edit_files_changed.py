@@ -115,3 +115,24 @@ def test_an_unchanged_edit_is_checked_and_probed_as_before(tiny_ws):
     assert pair.problem is None and pair.pictures
     result = run_cli(["probe", "run", "-m", "baseline:always-no", "-s", "counterfactual", "-w", str(tiny_ws)])
     assert result.exit_code == 0 and "skipped" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_an_edit_whose_files_changed_can_still_be_rejected(tiny_ws, change):
+    """A decision is about the edit in the store: it is taken without reading the files it cannot show."""
+    record = _edited(tiny_ws)
+    alter, _, _ = CHANGES[change]
+    alter(tiny_ws, record)
+
+    result = run_cli(["review", "TX01", "--edit", str(record.id), "--reject", "--note", "file replaced",
+                      "-w", str(tiny_ws)])
+
+    assert result.exit_code == 0, result.stderr
+    assert f"TX01: edit #{record.id} rejected" in result.stderr
+    ws = load_workspace(tiny_ws)
+    with Store(ws.db_path) as store:
+        from cfkit.store import reviews
+
+        assert reviews.on_edit(store, record.id).decision == "reject"
+    shown = run_cli(["review", "TX01", "--edit", str(record.id), "--json", "-w", str(tiny_ws)])
+    assert shown.exit_code == 2 and "cfkit edit TX01" in shown.stderr  # showing it still says why it cannot
