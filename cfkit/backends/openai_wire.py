@@ -108,6 +108,11 @@ def reply_from_completion(completion: dict[str, Any], latency: float, notes: lis
     """A completion read into a reply; ``prices`` (USD per million input and output tokens) give its cost."""
     choices = completion.get("choices")
     if not isinstance(choices, list) or not choices:
+        error = completion.get("error")  # some servers and proxies answer 200 with the error object
+        said = error.get("message") if isinstance(error, dict) else error if isinstance(error, str) else None
+        if said:
+            raise TransportError(f"{where} answered with an error instead of a completion: "
+                                 f"{' '.join(str(said).split())[:300]}")
         raise TransportError(f"{where} returned a completion without choices.")
     message = choices[0].get("message") if isinstance(choices[0], dict) else None
     if not isinstance(message, dict):

@@ -275,6 +275,17 @@ def test_malformed_body_is_retried_then_reported():
     assert server.count == 1
 
 
+@pytest.mark.parametrize("error", [{"message": "the model\nis overloaded", "code": 503}, "the model is overloaded"])
+def test_an_error_in_a_200_reply_is_said_in_the_servers_words(error):
+    """A server or proxy that answers 200 with an error object: the failure carries its words (it had said only
+    that the completion had no choices)."""
+    with ChatServer(lambda b, n: Scripted(body={"error": error})) as server:
+        with pytest.raises(TransportError) as info:
+            ask(backend(server.url))
+    assert str(info.value) == (f"{server.url} answered with an error instead of a completion: the model is "
+                               "overloaded")
+
+
 def test_answering_does_not_import_the_openai_sdk():
     import subprocess
     import sys
