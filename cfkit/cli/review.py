@@ -123,7 +123,7 @@ def _confirm_unseen(ids: list[str], decision: str, yes: bool) -> None:
 
 def _once(ws, store, ids: list[str], edit_id: int | None, decision: str | None, note: str | None, *, show: bool,
           output: Path | None, zoom: bool, color: str, force: bool, as_json: bool) -> None:
-    from cfkit.review.loop import load_view_data, record_decision
+    from cfkit.review.loop import edit_of, load_view_data, record_decision
     from cfkit.review.view import EditView
     from cfkit.store import checks, edits, reviews
 
@@ -132,7 +132,7 @@ def _once(ws, store, ids: list[str], edit_id: int | None, decision: str | None, 
     for spec_id in ids:
         decided_on = edit_id
         if decision:  # decided from the store alone, so that an edit whose files cannot be shown can be rejected
-            decided_on = _edit_of(store, spec_id, edit_id)
+            decided_on = edit_of(store, spec_id, edit_id).id
             record_decision(store, spec_id, decided_on, decision, note)
             err.print(f"{spec_id}: edit #{decided_on} {decision}ed" if decision != "skip" else f"{spec_id}: skipped")
             if not (show or as_json):
@@ -155,21 +155,6 @@ def _once(ws, store, ids: list[str], edit_id: int | None, decision: str | None, 
                             "review": None if decided is None else decided.__dict__})
     if as_json:
         print_json(records)
-
-
-def _edit_of(store, spec_id: str, edit_id: int | None) -> int:
-    """The edit a decision on ``spec_id`` is about: ``edit_id`` (one of the spec's), else the one a review opens on."""
-    from cfkit.errors import UsageError
-    from cfkit.review.loop import edit_to_review
-    from cfkit.store import edits
-
-    if edit_id is None:
-        return edit_to_review(store, spec_id).id
-    record = edits.get(store, edit_id)
-    if record.spec_id != spec_id:
-        raise UsageError(f"edit #{edit_id} belongs to {record.spec_id}, not {spec_id}. See 'cfkit edits list "
-                         f"{spec_id}'.")
-    return edit_id
 
 
 def _view_console(color: str):

@@ -140,9 +140,8 @@ def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "co
     edit's files are read once however often it is shown; its check and decision are read afresh.
     ``cases``: the workspace's cases, read once by the caller (else each new edit reads them).
     """
-    if edit_id is None:
-        edit_id = edit_to_review(store, spec_id).id
-    record = _edit_of(store, spec_id, edit_id)
+    record = edit_of(store, spec_id, edit_id)
+    edit_id = record.id
     held = {} if pictures is None else pictures
     if edit_id not in held:
         held[edit_id] = EditPictures.read(ws, store, edit_id, cases)
@@ -168,8 +167,11 @@ def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "co
                     mask_note=shown.mask_note, judge=doubts_said(screens.answers(store, [edit_id])))
 
 
-def _edit_of(store: Store, spec_id: str, edit_id: int) -> EditRecord:
-    """Edit ``edit_id``, which must be one of ``spec_id``'s."""
+def edit_of(store: Store, spec_id: str, edit_id: int | None) -> EditRecord:
+    """Edit ``edit_id``, which must be one of ``spec_id``'s; without it, the edit a review of the spec opens on
+    (:func:`edit_to_review`)."""
+    if edit_id is None:
+        return edit_to_review(store, spec_id)
     record = edits.get(store, edit_id)
     if record.spec_id != spec_id:
         raise UsageError(f"edit #{edit_id} belongs to {record.spec_id}, not {spec_id}. See 'cfkit edits list {spec_id}'.")
@@ -235,7 +237,7 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
     the next follows. Without it the error is raised.
     """
     if start_edit is not None and spec_ids:
-        _edit_of(store, spec_ids[0], start_edit)  # a wrong --edit is the command's error, not an edit to pass over
+        edit_of(store, spec_ids[0], start_edit)  # a wrong --edit is the command's error, not an edit to pass over
     summary = ReviewSummary()
     state = ViewState()
     index = 0
