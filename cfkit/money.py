@@ -25,22 +25,19 @@ def token_cost(tokens_in: object, tokens_out: object, price_in: float, price_out
     return (tokens_in * price_in + tokens_out * price_out) / 1e6
 
 
-def spent(known: float, unreported: int, *, short: bool = False) -> str:
+def spent(known: float | None, unreported: int, *, short: bool = False) -> str:
     """A cost of which ``unreported`` replies' part is not known: ``$0.20`` when every part is, else
-    ``at least $0.20: 3 replies without a reported cost`` (``short``: ``at least $0.20``, for a table's cell)."""
+    ``at least $0.20: 3 replies without a reported cost`` (``short``: ``at least $0.20``, for a table's cell); "—"
+    when nothing is priced (``known`` None and every reply reported). What ``probe run``, ``cfkit runs list/show``,
+    ``study status`` and the view's runs page print."""
+    if known is None and not unreported:
+        return "—"
+    known = known or 0.0
     if not unreported:
         return usd(known)
     if short:
         return f"at least {usd(known)}"
     return f"at least {usd(known)}: {unreported} repl{'y' if unreported == 1 else 'ies'} without a reported cost"
-
-
-def cost_so_far(known: float | None, unreported: int, *, short: bool = False) -> str:
-    """A run's cost as far as known: "—" when nothing is priced, else :func:`spent` ("at least …" when some
-    replies' cost is not reported). What ``cfkit runs list/show`` and the view's runs page print."""
-    if known is None and not unreported:
-        return "—"
-    return spent(known or 0.0, unreported, short=short)
 
 
 def _count(n: object) -> bool:

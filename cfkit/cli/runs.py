@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from cfkit.cli.console import out, print_json, status, warn, workspace_option
 from cfkit.errors import OutputError
-from cfkit.money import cost_so_far
+from cfkit.money import spent
 
 #: Failures listed by 'runs show' before '… and N more' (all of them with --all or --json).
 FAILURES_SHOWN = 20
@@ -69,7 +69,7 @@ def list_(ws, as_json: bool) -> None:
 
 def run_cost(record, *, short: bool = False) -> str:
     """A run's cost as far as known: "—" without prices, "at least …" when some replies' cost is not reported."""
-    return cost_so_far(record.cost_usd, record.cost_unreported, short=short)
+    return spent(record.cost_usd, record.cost_unreported, short=short)
 
 
 def _failure_groups(failures: list[dict]) -> list[tuple[str, str, list[dict]]]:

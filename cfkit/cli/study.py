@@ -205,7 +205,7 @@ def status_(ws, file: Path, as_json: bool) -> None:
         for x in states:
             counts = f"{x.done}/{x.total}" if x.total else ""
             known = x.cost_usd or x.cost_unreported
-            cost = f"  {spent(x.cost_usd or 0.0, x.cost_unreported, short=True)}" if known else ""
+            cost = f"  {spent(x.cost_usd, x.cost_unreported, short=True)}" if known else ""
             detail = f"  ({x.detail})" if x.detail else ""
             out.print(escape(f"{x.display:<20} {x.suite:<15} {x.state:<12} {counts:>11}{cost}  {x.run_id or ''}"
                              f"{detail}"), highlight=False, soft_wrap=True)

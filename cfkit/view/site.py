@@ -20,7 +20,7 @@ from typing import Any
 
 from cfkit.errors import CfkitError, OutputError
 from cfkit.files import write_bytes_atomic
-from cfkit.money import cost_so_far
+from cfkit.money import spent
 from cfkit.view.data import FILTERS, Answer, ViewData
 from cfkit.visible import visible
 
@@ -125,7 +125,7 @@ class Site:
 
     def _index(self) -> Page:
         return self._html("runs.html", "index.html", runs=self.data.runs, servers_said=self.data.servers_said,
-                          cost_so_far=cost_so_far)
+                          spent=spent)
 
     def _report(self) -> Page:
         report, problem = self.data.report
