@@ -38,7 +38,6 @@ from cfkit.probe.sending_images import SendingImages
 from cfkit.probe.plan import ProbeItem
 from cfkit.probe.prices import BATCH_PRICE_FACTOR
 from cfkit.probe.recording import Recorder
-from cfkit.cases import asked_digests
 from cfkit.probe.runner import RunSummary, close_run, open_and_settle
 from cfkit.store import Store, batches, runs
 from cfkit.store.batches import BatchRecord, BatchRequest
@@ -192,7 +191,7 @@ def submit_batch(job: Any, store: Store, *, on_plan: Callable | None = None,
                          "-o price_out=…, or in cfkit.toml [probe.prices].")
     opened = open_and_settle(store, backend, plan, protocol=job.setup.protocol.name, notes=job.setup.notes())
     wanted = {i.key for i in plan.items}
-    asked = asked_digests(i.case for i in plan.items)  # kept with the run (close_run)
+    asked = plan.asked()  # kept with the run (close_run)
     if max_cost is not None:
         most = estimate([i.request for i in opened.to_send], prices.scaled(BATCH_PRICE_FACTOR)).cost_max
         if most is not None and most > max_cost:

@@ -40,7 +40,6 @@ from cfkit.backends import Backend, as_backend
 from cfkit.cases import CaseSet
 from cfkit.errors import NotFoundError, TransportError, UsageError
 from cfkit.probe.recording import Recorder
-from cfkit.cases import asked_digests
 from cfkit.probe.runner import close_run, open_and_settle
 from cfkit.store import Store, batches, runs
 from cfkit.store.runs import RunRecord
@@ -109,7 +108,7 @@ def write_batch_file(job: Any, store: Store, path: Path, *, on_plan: Any = None)
         raise UsageError(f"--batch-file {path}: the folder {path.parent} does not exist.")
     opened = open_and_settle(store, backend, plan, protocol=job.setup.protocol.name, notes=job.setup.notes())
     wanted = {i.key for i in plan.items}
-    asked = asked_digests(i.case for i in plan.items)  # kept with the run (close_run)
+    asked = plan.asked()  # kept with the run (close_run)
     if not opened.to_send:
         close_run(store, opened.run_id, "done", None, wanted, sorted(opened.notes), asked=asked)
         return WrittenFile(opened.run_id, backend.model, plan.suite, None, len(plan.items), opened.kept,

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Iterable
 
 from cfkit.backends import Capabilities, Generation, ProbeRequest, RequestMeta
-from cfkit.cases import Case, CaseSet
+from cfkit.cases import Case, CaseSet, asked_digests
 from cfkit.dataset import load_cases
 from cfkit.errors import CaseError, SpecError, UsageError
 from cfkit import swap
@@ -101,6 +101,11 @@ class ProbePlan:
     left_out: tuple[str, ...] = field(default=())  # units of the suite the selection left out
     captions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # modality: case -> condition -> digest
     #                                   of the caption texts its prompt shows (cfkit.caption_digests)
+
+    def asked(self) -> dict[str, str]:
+        """Per case the plan asks, a digest of what a model is shown of it (:func:`cfkit.cases.asked_digests`):
+        what a run keeps when it ends, for the report to tell an answer to an earlier version of the case."""
+        return asked_digests(item.case for item in self.items)
 
 
 def gold_label(case: Case, option_id: str) -> str:

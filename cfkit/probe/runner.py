@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 
 from cfkit import __version__
 from cfkit.backends import Backend, as_backend
-from cfkit.cases import asked_digests
 from cfkit.errors import Incomplete, UsageError
 from cfkit.probe.cache_keys import RunKeys
 from cfkit.probe.identity import library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
@@ -228,7 +227,7 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
         raise
     finally:
         counts = close_run(store, run_id, status, sender.stopped, {i.key for i in plan.items}, sorted(sender.notes),
-                           inputs_sha256, failure, inputs_manifest, asked=asked_digests(i.case for i in plan.items))
+                           inputs_sha256, failure, inputs_manifest, asked=plan.asked())
     return RunSummary(
         run_id=run_id, model=backend.model, suite=plan.suite, status=counts["status"], total=len(plan.items),
         kept=opened.kept, from_cache=opened.from_cache + sender.from_cache, sent=progress.sent, errors=progress.errors,
@@ -332,7 +331,7 @@ def close_run(store: Store, run_id: str, status: str, stopped: str | None, wante
 
     ``status`` "done" becomes "incomplete" when a wanted request has no reply
     or a transport failure; "waiting" (batches in flight) is kept as it is.
-    ``asked`` (:func:`cfkit.cases.asked_digests` of the plan's cases) is kept in
+    ``asked`` (:meth:`ProbePlan.asked`) is kept in
     the run's notes: the run id covers every request's text, so every reply of
     the run was asked about the cases as they were then. It is taken here, after
     sending, rather than when the run opens, to keep it off the first request's path.
