@@ -440,11 +440,19 @@ def test_kill_during_an_edit_leaves_the_store_consistent(mini: Path):
     assert done.returncode == 0, done.stderr
     took = time.perf_counter() - started
     saved = tree_snapshot(mini / ".cfkit" / "edits")
-    proc = _cli(["edit", "EX03", "--engine", "classical", "-w", str(mini)], wait=False)
     # Past start-up (about a quarter of an edit), inside the inpainting (until about three quarters);
     # the check after it is short now that a machine without LPIPS weights imports no torch for it.
-    time.sleep(took * 0.5)
-    assert proc.poll() is None, "the edit finished before it could be killed"
+    # A warm rerun can be quicker than the first edit: when one finishes first, the next waits half as long.
+    delay = took * 0.5
+    for _ in range(5):
+        proc = _cli(["edit", "EX03", "--engine", "classical", "-w", str(mini)], wait=False)
+        time.sleep(delay)
+        if proc.poll() is None:
+            break
+        assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+        delay /= 2
+    else:
+        pytest.fail("every edit finished before it could be killed")
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     _consistent(mini)
@@ -455,7 +463,8 @@ def test_kill_during_an_edit_leaves_the_store_consistent(mini: Path):
     # The killed attempt is absent, complete (killed during its check), or, killed while writing its
     # files, recorded as interrupted with no files; never half-recorded.
     done, interrupted = ("ok", None, 0), ("failed", "interrupted before its files were written", 1)
-    assert rows in ([done], [done, done], [done, interrupted])
+    assert rows[0] == done and set(rows) <= {done, interrupted}, rows
+    assert interrupted not in rows[:-1], rows  # only the killed attempt, the last one, can be interrupted
     recheck = _cli(["check", "--all", "-w", str(mini)])
     assert recheck.returncode in (0, 1) and "Traceback" not in recheck.stderr, recheck.stderr
     again = _cli(["edit", "EX03", "--engine", "classical", "-w", str(mini)])
