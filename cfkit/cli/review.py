@@ -9,7 +9,8 @@ from rich.text import Text
 
 from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, workspace_option
-from cfkit.errors import Incomplete, NotFoundError, UsageError
+from cfkit.errors import CfkitError, Incomplete, NotFoundError, UsageError
+from cfkit.plural import plural
 
 
 @click.command()
@@ -78,9 +79,12 @@ def review(ws, spec_ids: tuple[str, ...], pending: bool, edit_id: int | None, ac
             return
         if decision and pending:
             _confirm_unseen(ids, decision, yes)
+        alone = not pending and len(ids) == 1  # one spec asked: its problem is the command's error
         if decision or as_json or show:
-            _once(ws, store, ids, edit_id, decision, note, show=show, output=output, zoom=zoom, color=color,
-                  force=force, as_json=as_json)
+            left_out = _once(ws, store, ids, edit_id, decision, note, show=show, output=output, zoom=zoom,
+                             color=color, force=force, as_json=as_json, alone=alone)
+            if left_out:
+                raise _left_undone(left_out, len(ids))
             return
         from cfkit.review.terminal import TerminalKeys, require_terminal
 
@@ -92,12 +96,11 @@ def review(ws, spec_ids: tuple[str, ...], pending: bool, edit_id: int | None, ac
     err.print(f"{done} decision{'s' if done != 1 else ''} saved"
               + ("; run 'cfkit review --pending' to go on." if summary.quit_early else "."))
     if summary.left_out:
-        from cfkit.cli.console import error
-        from cfkit.errors import InputRejected
-
+        if alone:
+            raise summary.left_out[0][1]
         for spec_id, why in summary.left_out:
-            error(f"{spec_id} was not reviewed: {_without_spec(why, spec_id)}")
-        raise InputRejected("")  # each spec left out is named above
+            _not_done(spec_id, "reviewed", why)
+        raise Incomplete("")  # each spec left out is named above, and the line before counts the decisions saved
 
 
 def _decision(*, accept: bool, reject: bool, skip: bool) -> str | None:
@@ -121,23 +124,45 @@ def _confirm_unseen(ids: list[str], decision: str, yes: bool) -> None:
         raise Incomplete("nothing decided; the edits stay pending.")
 
 
+#: What a one-shot decision did, for the lines that name a spec it could not do it for.
+_DONE = {"accept": "accepted", "reject": "rejected", "skip": "skipped"}
+
+
 def _once(ws, store, ids: list[str], edit_id: int | None, decision: str | None, note: str | None, *, show: bool,
-          output: Path | None, zoom: bool, color: str, force: bool, as_json: bool) -> None:
-    from cfkit.review.loop import edit_of, load_view_data, record_decision
+          output: Path | None, zoom: bool, color: str, force: bool, as_json: bool,
+          alone: bool) -> list[tuple[str, str]]:
+    """Decide, show or describe each spec's edit without the interactive view; the specs it could not do that
+    for, each with what was not done, and each named on stderr with why (the others go on). With ``alone``,
+    the one spec's problem is raised."""
+    from cfkit.review.loop import decide, load_view_data, read_cases
     from cfkit.review.view import EditView
     from cfkit.store import checks, edits, reviews
 
     records = []
+    left_out: list[tuple[str, str]] = []
     console = _view_console(color)
+    pictures: dict = {}  # the files an accept read, so that a view drawn after it reads them once
+    cases = read_cases(ws)
     for spec_id in ids:
         decided_on = edit_id
-        if decision:  # decided from the store alone, so that an edit whose files cannot be shown can be rejected
-            decided_on = edit_of(store, spec_id, edit_id).id
-            record_decision(store, spec_id, decided_on, decision, note)
-            err.print(f"{spec_id}: edit #{decided_on} {decision}ed" if decision != "skip" else f"{spec_id}: skipped")
-            if not (show or as_json):
-                continue
-        data = load_view_data(ws, store, spec_id, edit_id=decided_on)  # the decision and selection as now
+        stage = decision or "show"
+        try:
+            if decision:  # decided from the store alone (an accept reads the files), see review.loop.decide
+                decided_on = decide(ws, store, spec_id, edit_id, decision, note, pictures=pictures,
+                                    cases=cases).edit_id
+                err.print(f"{spec_id}: edit #{decided_on} {decision}ed" if decision != "skip"
+                          else f"{spec_id}: skipped")
+                if not (show or as_json):
+                    continue
+            stage = "show"
+            # the decision and selection as now
+            data = load_view_data(ws, store, spec_id, edit_id=decided_on, pictures=pictures, cases=cases)
+        except CfkitError as exc:
+            if alone:
+                raise
+            left_out.append((spec_id, _DONE.get(stage, "shown")))
+            _not_done(spec_id, left_out[-1][1], exc)
+            continue
         if show and output is not None:
             from cfkit.review.picture import write_view_png
 
@@ -155,6 +180,24 @@ def _once(ws, store, ids: list[str], edit_id: int | None, decision: str | None, 
                             "review": None if decided is None else decided.__dict__})
     if as_json:
         print_json(records)
+    return left_out
+
+
+def _left_undone(left_out: list[tuple[str, str]], asked: int) -> Incomplete:
+    """The last line after the specs left out were each named: how many, which, and that the rest is saved."""
+    verbs = {verb for _, verb in left_out}
+    verb = verbs.pop() if len(verbs) == 1 else "done as asked"
+    rest = "." if len(left_out) == asked else "; the others were done and are saved."
+    return Incomplete(f"{len(left_out)} of {plural(asked, 'spec')} {'was' if len(left_out) == 1 else 'were'} not "
+                      f"{verb} ({', '.join(spec for spec, _ in left_out)}); each is named above with how to fix "
+                      f"it{rest}")
+
+
+def _not_done(spec_id: str, verb: str, why) -> None:
+    """The one line naming a spec the command could not review as asked, with why and how to fix it."""
+    from cfkit.cli.console import error
+
+    error(f"{spec_id} was not {verb}: {_without_spec(why, spec_id)}")
 
 
 def _view_console(color: str):

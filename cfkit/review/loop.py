@@ -38,8 +38,8 @@ from cfkit.store.edits import EditRecord
 from cfkit.store.reviews import Decision
 from cfkit.workspace import Workspace
 
-__all__ = ["HELP", "KeySource", "ReviewSummary", "TerminalKeys", "edit_to_review", "load_view_data",
-           "pending_specs", "record_decision", "require_terminal", "review_loop", "terminal_problem"]
+__all__ = ["HELP", "KeySource", "ReviewSummary", "TerminalKeys", "decide", "edit_to_review", "load_view_data",
+           "pending_specs", "read_cases", "record_decision", "require_terminal", "review_loop", "terminal_problem"]
 
 #: ``regenerate(edit, engine)``: another candidate like ``edit``; ``engine`` None keeps its engine, model and
 #: options, "" uses cfkit.toml's engine, a name that engine.
@@ -56,6 +56,22 @@ Unshown = Callable[[str, "int | None", CfkitError], Text]
 def record_decision(store: Store, spec_id: str, edit_id: int | None, decision: str, note: str | None = None) -> Decision:
     """Save a person's decision on an edit at once."""
     return reviews.record(store, spec_id, edit_id, decision, note)
+
+
+def decide(ws: Workspace, store: Store, spec_id: str, edit_id: int | None, decision: str, note: str | None = None,
+           *, pictures: dict[int, "EditPictures"] | None = None, cases: CaseSet | None = None) -> Decision:
+    """A decision made without the view, on ``edit_id`` or else the edit a review of the spec opens on.
+
+    An accept makes the edit the one probes, reports and sheets use, so its files must still be the ones it
+    made: they are read (into ``pictures``, for a view drawn next) and an edit whose file changed or is gone
+    is refused with why. A reject or a skip needs only the store, so such an edit can still be rejected.
+    """
+    record = edit_of(store, spec_id, edit_id)
+    if decision == "accept":
+        held = {} if pictures is None else pictures
+        if record.id not in held:
+            held[record.id] = EditPictures.read(ws, store, record.id, cases)
+    return record_decision(store, spec_id, record.id, decision, note)
 
 
 def undecided(store: Store, spec_id: str) -> list[EditRecord]:
@@ -214,7 +230,7 @@ def _draw(console: Console, screen: ReviewScreen) -> bool:
     return True
 
 
-def _cases(ws: Workspace) -> CaseSet | None:
+def read_cases(ws: Workspace) -> CaseSet | None:
     """The cases, or None when they cannot be read (each edit shown then says why)."""
     try:
         return try_load_cases(ws)
@@ -244,7 +260,7 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
     current: int | None = start_edit
     message: Text | None = None
     pictures: dict[int, EditPictures] = {}  # each edit's images, read once this session
-    cases = _cases(ws)  # and the cases, read once for every edit shown
+    cases = read_cases(ws)  # and the cases, read once for every edit shown
     data: ViewData | None = None
     stale = True  # read the view again: another edit, output or decision
     unshowable: dict[int, CfkitError] = {}  # edits whose files cannot be shown, with why
