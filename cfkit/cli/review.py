@@ -38,7 +38,7 @@ def review(ws, spec_ids: tuple[str, ...], pending: bool, edit_id: int | None, ac
            force: bool, as_json: bool) -> None:
     """Review edits in the terminal: original | edited | difference, metrics and verdict.
 
-    Keys: a accept, r reject (asks a note), s skip, [ ] candidates, g
+    Keys: a accept, r reject (asks why; no note, no reject), s skip, [ ] candidates, g
     regenerate (like the edit on screen), G regenerate with another engine,
     z zoom, f flip panel, d diff/leaks, v raw/composite, ? help, q quit.
     Decisions are saved as they are made. The view fits the terminal and
@@ -56,7 +56,7 @@ def review(ws, spec_ids: tuple[str, ...], pending: bool, edit_id: int | None, ac
     from cfkit.store import Store
 
     decision = _decision(accept=accept, reject=reject, skip=skip)
-    if decision == "reject" and not note:
+    if decision == "reject" and not (note or "").strip():
         raise UsageError("--reject needs --note saying why, e.g. --note \"the background changed\".")
     if bool(spec_ids) == pending:
         raise UsageError("give spec ids or --pending (one of them). Example: 'cfkit review CF18'.")

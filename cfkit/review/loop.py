@@ -54,7 +54,10 @@ Unshown = Callable[[str, "int | None", CfkitError], Text]
 
 
 def record_decision(store: Store, spec_id: str, edit_id: int | None, decision: str, note: str | None = None) -> Decision:
-    """Save a person's decision on an edit at once."""
+    """Save a person's decision on an edit at once; a reject needs a note saying why (blank is none)."""
+    note = (note or "").strip() or None
+    if decision == "reject" and note is None:
+        raise UsageError(f"a reject of {spec_id} needs a note saying why, e.g. --note \"the background changed\".")
     return reviews.record(store, spec_id, edit_id, decision, note)
 
 
@@ -306,6 +309,10 @@ def review_loop(ws: Workspace, store: Store, spec_ids: list[str], keys: KeySourc
             index, current = index + 1, None
         elif key == "r":
             note = keys.line("note (why rejected): ").strip()
+            if not note:  # like --reject without --note: nothing is recorded, and the view stays on the edit
+                message = Text(f"a reject needs a note saying why; #{data.edit_id} is not rejected (press r "
+                               "again to give one).", style="yellow")
+                continue
             summary.decisions.append(record_decision(store, spec_id, data.edit_id, "reject", note))
             waiting = [r.id for r in undecided(store, spec_id)]
             if waiting:

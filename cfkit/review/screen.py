@@ -18,7 +18,7 @@ from cfkit.review.view import TEXT_LINES, EditView, ViewData
 
 HELP = """\
 a     accept this edit: it becomes the spec's selected edit
-r     reject it (you are asked why); the next undecided candidate follows
+r     reject it: say why (Enter alone rejects nothing); the next undecided candidate follows
 s     skip for now: the spec stays pending
 [ ]   previous / next candidate of this spec (the arrow keys too)
 g     regenerate: another candidate with this edit's engine, model, options

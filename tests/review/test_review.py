@@ -406,6 +406,10 @@ def test_interactive_review_in_a_pseudo_terminal(two_edits):
         expect(b"Test edit")
         press(b"r")
         expect(b"note (why rejected)")
+        os.write(fd, b"\r")  # Enter alone: no reject, and the same edit stays on screen
+        expect(b"a reject needs a note saying why; #1 is not rejected")
+        press(b"r")
+        expect(b"note (why rejected)")
         os.write(fd, b"colours drifted\r")
         expect(b"Second test edit")
         press(b"a")
