@@ -154,6 +154,7 @@ class SpecRow:
     candidates: int = 0  # successful edits of the spec
     mask: str = "file"  # file | regions | missing (no file where the spec says) | none (no mask field)
     mask_derived: str | None = None  # "derived from edit #12, not reviewed" for a mask derived from an edit
+    case_missing: bool = False  # the cases file is there but holds no case of this id (not known without one)
 
 
 def list_spec_rows(ws: Workspace) -> tuple[list[SpecRow], CaseSet | None]:
@@ -167,7 +168,7 @@ def list_spec_rows(ws: Workspace) -> tuple[list[SpecRow], CaseSet | None]:
             rows.append(SpecRow(id=path.stem, case=None, title=None, coverage=None, problem=str(exc)))
             continue
         row = SpecRow(id=spec.id, case=spec.case, title=spec.title, coverage=mask_coverage_standalone(ws, spec, cases),
-                      mask=_mask_kind(ws, spec))
+                      mask=_mask_kind(ws, spec), case_missing=cases is not None and spec.case not in cases)
         derived = derived_mask_state(ws, spec) if row.mask == "file" else None
         row.mask_derived = None if derived is None else derived.label
         rows.append(row)

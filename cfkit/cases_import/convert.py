@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -188,7 +189,7 @@ class RowConverter:
         return options
 
     def _gold(self, row: dict[str, Any], options: list[dict[str, str]]) -> str:
-        gold = self._text(row, "gold")
+        gold = self._indexed_gold(row, options) if self.fields.get("gold_index") else self._text(row, "gold")
         gold_text = self._text(row, "gold_text")
         ids = [o["id"] for o in options]
         if gold is not None and gold not in ids and gold.strip().rstrip(".").strip() in ids:
@@ -198,6 +199,11 @@ class RowConverter:
             matches = [o["id"] for o in options if _same_text(o["text"], gold)]
             if len(matches) == 1:
                 gold = matches[0]
+            elif gold.strip().isdigit() and not any(i.isdigit() for i in ids):
+                column = self.fields["gold"][0]
+                raise _RowProblem(f"gold '{gold}' (column '{column}') is not one of the option ids {ids}; if the "
+                                  f"column holds the gold option's 0-based position among the options, as Hugging "
+                                  f"Face datasets do, import with --map gold_index={column}.", "gold")
         if gold is None:
             if gold_text is None:
                 raise _RowProblem("no gold answer; give the gold option id or its text.", "gold")
@@ -212,6 +218,23 @@ class RowConverter:
                 raise _RowProblem(f"gold '{gold}' is the option {text!r} but the gold text says {gold_text!r}; "
                                   "fix one of them.", "gold")
         return gold
+
+    def _indexed_gold(self, row: dict[str, Any], options: list[dict[str, str]]) -> str | None:
+        """The id of the option at the 0-based position the ``gold_index`` column gives; None when it is empty."""
+        value = self._values(row, "gold_index")[0]
+        if value is None:
+            return None
+        column, n = self.fields["gold_index"][0], len(options)
+        index = _whole_number(value)
+        if index is None:
+            raise _RowProblem(f"field 'gold_index' (column '{column}') must be a whole number, the 0-based position "
+                              f"of the gold option among the options; got {value!r}.", "gold")
+        if not 0 <= index < n:
+            places = f" (positions 0 to {n - 1})" if n else ""
+            raise _RowProblem(f"field 'gold_index' (column '{column}') is {index}, but the case has {n} option"
+                              f"{'s' if n != 1 else ''}{places}; fix the index, or map a column that counts the "
+                              "options from 0.", "gold")
+        return options[index]["id"]
 
     def _provenance(self, row: dict[str, Any]) -> dict[str, Any]:
         base = _json_text(self._values(row, "provenance")[0], "{") if self.fields.get("provenance") else None
@@ -298,6 +321,20 @@ def _as_text(value: Any, name: str, column: str) -> str | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     raise _RowProblem(f"field '{name}' (column '{column}') must be text, got {type(value).__name__}.", name)
+
+
+def _whole_number(value: Any) -> int | None:
+    """An integer given as one (a float with nothing after the point, as pandas writes a column with gaps, or
+    digits in a CSV cell); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        return int(value)
+    return None
 
 
 def _json_text(value: Any, starts: str) -> Any:

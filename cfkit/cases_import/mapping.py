@@ -20,6 +20,9 @@ DEFAULT_COLUMNS: dict[str, tuple[str, ...]] = {
     "options": ("options", "choices", "fixed_options"),
     "gold": ("gold", "gold_id", "gold_option", "gold_option_id", "answer", "answer_id", "label"),
     "gold_text": ("gold_text", "gold_option_text", "answer_text"),
+    # The gold option's 0-based position among the options, as Hugging Face datasets store an answer into a
+    # 'choices' list. Never guessed from a column name (an integer 'answer' may be an id): only --map sets it.
+    "gold_index": (),
     "yes_option": ("yes_option", "yes_option_id"),
     "rationale": ("rationale", "source_grounded_rationale", "explanation"),
     "domain": ("domain",),
@@ -51,6 +54,12 @@ def resolve_mapping(table: SourceTable, entries: list[str]) -> dict[str, tuple[s
         if name in fields:
             raise CaseError(f"--map gives field '{name}' twice; give it once.")
         fields[name] = _explicit_columns(table, name, value)
+    if fields.get("gold") and fields.get("gold_index"):
+        raise CaseError(f"--map gold={','.join(fields['gold'])} and --map gold_index={','.join(fields['gold_index'])} "
+                        "both give the gold answer; keep one (gold: an option id or text, gold_index: its 0-based "
+                        "position among the options).")
+    if fields.get("gold_index"):
+        fields.setdefault("gold", ())  # the index gives the gold: no other column is taken for it by its name
     claimed = {c for cols in fields.values() for c in cols}
     by_norm: dict[str, list[str]] = {}
     for column in table.columns:
@@ -72,7 +81,7 @@ def resolve_mapping(table: SourceTable, entries: list[str]) -> dict[str, tuple[s
                             f"--map {name}=COLUMN (or leave it out with --map {name}=).")
         fields[name] = tuple(found)
     missing = [f for f in REQUIRED if not fields.get(f)]
-    if not fields.get("gold") and not fields.get("gold_text"):
+    if not fields.get("gold") and not fields.get("gold_text") and not fields.get("gold_index"):
         missing.append("gold")
     if missing:
         free = [c for c in table.columns if c not in {x for cols in fields.values() for x in cols}]

@@ -74,8 +74,9 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
     Exit status: 0 when every planned request has a stored reply, 1 when the
     run ended incomplete (the last line says what is missing and how to
     resume) or when it is complete but not clean: replies cut off at the
-    token limit (raise --max-tokens), or most replies empty; 2 for bad input
-    or a backend that cannot run here.
+    token limit (raise --max-tokens; for a replay, raise it where the replies
+    were made), or most replies empty; 2 for bad input or a backend that
+    cannot run here.
 
     \b
     Examples:
@@ -207,7 +208,9 @@ def _shortcut(ws, key: str, suite: str):
 def _after_run(ws, summary, said, as_json, model, suite, pairs, url_flags, api_key_env, concurrency, max_tokens,
                protocol, limit, cases_file, accepted_only, reviewed_only, max_cost) -> None:
     """The summary, the line about replies that are not answers, and the exit status of a run."""
-    _render_summary(summary, as_json, said=said)
+    from cfkit.cli.probe_replies import replayed
+
+    _render_summary(summary, as_json, said=said, replayed=bool(summary.truncated) and replayed(ws, summary.run_id))
     incomplete = None
     if summary.missing:
         again = [("-m", model), ("-s", suite), *(("-o", pair) for pair in pairs),
@@ -218,31 +221,6 @@ def _after_run(ws, summary, said, as_json, model, suite, pairs, url_flags, api_k
                  ("--max-cost", _resume_budget(summary, max_cost))]
         incomplete = _incomplete_line(summary, _command_line(ws, again))
     _collect_end(ws, summary, incomplete)
-
-
-def _reply_trouble(ws, summary) -> tuple[list[str], list[str]]:
-    """The lines on a run's replies: those only said (most without a valid answer: the likely cause and the
-    command that shows them; several server builds), and those that make the run not clean, so that the command
-    exits 1 (replies cut off or mostly empty; replies from servers that named different models: cfkit.servers)."""
-    from cfkit.parse.trouble import not_clean, reply_trouble
-    from cfkit.servers import servers_of
-
-    from cfkit.store import open_store
-    from cfkit.store.runs import get_run, servers
-
-    command = f"cfkit -w {ws.root} runs unparsed {summary.run_id}" if summary.invalid else ""
-    with open_store(ws.db_path) as store:
-        run = get_run(store, summary.run_id)
-        answered_by = servers_of(servers(store, summary.run_id))
-    replies = run.n_done if run is not None else 0  # the replies that came back
-    what = f"{summary.model} {summary.suite}"
-    line = reply_trouble(what, replies, summary.invalid, summary.empty, summary.truncated, summary.max_tokens, command)
-    said, failing = answered_by.lines(what, summary.run_id), []
-    if answered_by.mixed_models:
-        failing.append(said.pop(0))
-    if line is not None:
-        (failing if not_clean(summary.truncated, summary.empty, replies) else said).insert(0, line)
-    return said, failing
 
 
 _STUDY_HINT = ("a probe run is one model on one suite. For several, write a study file ('cfkit study new "
@@ -302,8 +280,9 @@ def _incomplete_line(summary, command: str) -> str:
             f"lists each one; resume with: {command}")
 
 
-def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
-    """The summary line and the notes not already said at the start of the run."""
+def _render_summary(summary, as_json: bool, said: tuple[str, ...] = (), *, replayed: bool = False) -> None:
+    """The summary line and the notes not already said at the start of the run (``replayed``: its replies were
+    read from a file, so those cut off were cut off when they were made)."""
     from dataclasses import asdict
 
     if as_json:
@@ -315,7 +294,8 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
         status(f"{summary.status}: {summary.total} requests; {summary.kept} already stored, "
                f"{summary.from_cache} from cache, {summary.sent} sent ({summary.errors} failed{cost}){shared}; "
                f"{summary.invalid} without a valid answer"
-               + (f", {summary.truncated} cut off at the token limit." if summary.truncated else "."))
+               + (f", {summary.truncated} cut off at the token limit" if summary.truncated else "")
+               + (" when they were made." if summary.truncated and replayed else "."))
     for note in summary.notes:
         if note not in said:
             warn(note)
@@ -396,9 +376,11 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
 
 
 def _collect_end(ws, result, incomplete: str | None, *, look: bool = True) -> None:
-    """How 'probe run' and 'probe collect' end: the lines on the run's replies (:func:`_reply_trouble`); exit 1
+    """How 'probe run' and 'probe collect' end: the lines on the run's replies (:func:`reply_lines`); exit 1
     (``incomplete``, the last line) while replies are missing, or when not clean."""
-    said, failing = _reply_trouble(ws, result) if look else ([], [])
+    from cfkit.cli.probe_replies import reply_lines
+
+    said, failing = reply_lines(ws, result) if look else ([], [])
     for line in said + (failing if incomplete else []):
         warn(line)
     if incomplete:

@@ -100,6 +100,7 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
 
     from rich.table import Table
 
+    from cfkit.cli.probe_replies import stored_trouble
     from cfkit.store import batches, open_store
     from cfkit.servers import servers_of
     from cfkit.store.runs import find_run, servers, unanswered
@@ -113,6 +114,7 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
                      "detail": r.detail} for r in unanswered(store, record.id)]
         n_stored = sum(c.replies for c in counts)
         answered_by = servers_of(servers(store, record.id))
+        trouble = None if as_json else stored_trouble(ws, store, record)
     not_sent = max(record.n_requests - n_stored, 0)
     if as_json:
         print_json({"run": asdict(record), "conditions": [asdict(c) for c in counts], "failures": failures,
@@ -129,7 +131,8 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
             ("cost", run_cost(record)),
             ("started", record.started_at), ("finished", record.finished_at or "—"),
             ("endpoint", record.endpoint or "—"), ("protocol", record.protocol or "default"),
-            ("generation", ", ".join(f"{k} {v}" for k, v in generation.items()) or "not recorded"),
+            ("generation", (", ".join(f"{k} {v}" for k, v in generation.items()) or "not recorded")
+             + (" (not applied: the replies were replayed as recorded)" if record.replayed and generation else "")),
             ("selection", ", ".join(f"{k} {v}" for k, v in record.selection.items() if v) or "the whole suite"),
             ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items()) or record.cfkit_version),
             ("templates", (record.templates_sha256 or "")[:16]),
@@ -165,6 +168,8 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
         table.add_row(escape(c.condition), str(c.replies), str(c.answered), str(c.invalid), str(c.truncated),
                       str(c.transport), escape(", ".join(f"{k}: {v}" for k, v in c.answers.items())))  # option ids are data
     out.print(table)
+    if trouble is not None:
+        out.print(f"[yellow]replies[/] {escape(trouble)}")
     for line in answered_by.lines(f"{record.model} {record.suite}", record.id):
         out.print(f"[red]servers[/] {escape(line)}")
     if not_sent:

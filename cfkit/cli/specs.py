@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cfkit.cli import params
-from cfkit.cli.console import err, out, print_json, workspace_option
+from cfkit.cli.console import err, out, print_json, warn, workspace_option
 from cfkit.errors import InputRejected
 
 
@@ -30,10 +30,11 @@ def list_(ws, as_json: bool) -> None:
     from cfkit.spec_status import authored_summary, list_spec_rows
     from cfkit.specs import compress_ids
 
-    rows, _ = list_spec_rows(ws)
+    rows, cases = list_spec_rows(ws)
     summary = authored_summary(ws, [r.id for r in rows if r.problem is None])
     without = [r.id for r in rows if r.problem is None and r.mask in ("missing", "none")]
     unreviewed = [r.id for r in rows if r.mask_derived and r.mask_derived.endswith("not reviewed")]
+    no_case = [r for r in rows if r.case_missing]
     if as_json:
         print_json({
             "specs": [r.__dict__ | {"coverage": None if r.coverage is None else round(100 * r.coverage, 2)} for r in rows],
@@ -41,6 +42,8 @@ def list_(ws, as_json: bool) -> None:
             "summary": summary,
             "without_mask": without,
             "derived_mask_unreviewed": unreviewed,
+            "case_missing": [r.id for r in no_case],
+            "cases_file": None if cases is None else str(cases.path),
         })
         return
     table = Table(title=f"Edit specs in {ws.interventions_dir}", title_justify="left")
@@ -51,7 +54,8 @@ def list_(ws, as_json: bool) -> None:
         if r.problem:
             table.add_row(r.id, "", f"[red]invalid:[/] {escape(r.problem)}", "", "", "", "")
         else:
-            table.add_row(r.id, r.case or "", escape(r.title or ""), _mask_cell(r), _edit_cell(r), r.check, r.review)
+            case = f"[red]{escape(r.case or '')} (no such case)[/]" if r.case_missing else escape(r.case or "")
+            table.add_row(r.id, case, escape(r.title or ""), _mask_cell(r), _edit_cell(r), r.check, r.review)
     out.print(table)
     out.print(summary)
     if without:
@@ -62,6 +66,15 @@ def list_(ws, as_json: bool) -> None:
     if unreviewed:
         out.print(f"[yellow]derived masks not reviewed yet:[/] {compress_ids(unreviewed)}; look at them with "
                   f"'cfkit review {unreviewed[0]}' and accept an edit made with them.")
+    # On stderr, so that a listing piped elsewhere still says it: 'specs validate' refuses these specs.
+    if no_case:
+        named = ", ".join(f"{r.id} (case {r.case})" for r in no_case)
+        warn(f"{len(no_case)} spec{'s name' if len(no_case) != 1 else ' names'} a case that is not in "
+             f"{cases.path}: {named}. Fix the spec's 'case' field or add the case to the cases file; until then "
+             "it cannot be edited or probed ('cfkit specs validate' checks every spec).")
+    elif cases is None and rows:
+        warn(f"cases file {ws.cases_path} is missing, so the specs' cases were not checked; set [dataset] in "
+             "cfkit.toml.")
 
 
 def _mask_cell(row) -> str:

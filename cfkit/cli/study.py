@@ -143,13 +143,13 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
 def _reply_troubles(ws, runs) -> list:
     """Note on each finished run whose replies were cut off or mostly lack an answer the line 'probe run' prints
     for it (the likely cause and the command that shows them); the runs that are therefore not clean."""
-    from cfkit.cli.probe import _reply_trouble
+    from cfkit.cli.probe_replies import reply_lines
 
     unclean = []
     for r in runs:
         if r.summary is None or r.state != "done":
             continue
-        said, failing = _reply_trouble(ws, r.summary)
+        said, failing = reply_lines(ws, r.summary)
         r.notes.extend(line.removeprefix(f"{r.summary.model} {r.summary.suite}: ") for line in failing + said)
         if failing:
             unclean.append(r)

@@ -17,19 +17,25 @@ def not_clean(truncated: int, empty: int, replies: int) -> bool:
 
 
 def reply_trouble(what: str, n: int, invalid: int, empty: int, truncated: int, max_tokens: int | None,
-                  command: str) -> str | None:
+                  command: str, *, replayed: bool = False) -> str | None:
     """One sentence naming the likely cause when replies were cut off at the token limit, or when most have no
     valid answer (empty replies, truncated replies, unparsed replies); None when neither.
 
     ``what`` names the model and suite (or condition), ``n`` the replies counted and ``command`` the one that
-    shows them (``cfkit runs unparsed RUN``).
+    shows them (``cfkit runs unparsed RUN``). ``replayed``: the replies were made elsewhere and read from a file
+    (a replay or an imported run), so they were cut off when they were made, at that harness's limit, and
+    ``max_tokens`` (the replaying run's own) is not said: only a new file made with a higher limit mends them.
     """
     if not n or (not truncated and invalid * 2 <= n):
         return None
     see = f"; '{command}' shows them" if command else ""
     if truncated and truncated * 2 >= invalid - empty or not invalid:
-        limit = f" ({max_tokens} tokens)" if max_tokens else ""
         lacking = f"; {invalid} of {n} have no valid answer" if invalid else "; each still gave a valid answer"
+        if replayed:
+            return (f"{what}: {truncated} of {n} replies were cut off at the token limit when they were made, "
+                    f"and a replay keeps them as recorded{lacking}. Raise the token limit in the harness that "
+                    f"produced them, then replay or import its new file (--max-tokens changes nothing here){see}.")
+        limit = f" ({max_tokens} tokens)" if max_tokens else ""
         return (f"{what}: {truncated} of {n} replies were cut off at the token limit{limit}{lacking}. Raise "
                 f"--max-tokens and run again{see}.")
     if empty * 2 >= invalid:

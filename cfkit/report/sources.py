@@ -56,6 +56,7 @@ class RunInfo:
     templates_sha256: str = ""  # the probe templates the run was asked with ("": not known, an imported run)
     asked: Mapping[str, str] | None = None  # case -> digest of what the run was shown of it (cfkit.cases.asked_digests;
     #                                         None: not recorded, older runs and peers' files)
+    replayed: bool = False  # its replies were read from a file made elsewhere (a replay, an import): cut off there
 
     def never_asked(self, unit: str) -> str:
         """Why this complete run holds nothing for a ``unit`` ("case" or "pair") of its suite."""
@@ -75,7 +76,7 @@ class RunInfo:
                    (record.settings.get("generation") or {}).get("max_tokens"), skipped,
                    str(source) if source else None, record.notes.get("captions"),
                    tuple(record.notes.get("unreviewed") or ()), record.templates_sha256 or "",
-                   record.notes.get("asked"))
+                   record.notes.get("asked"), record.replayed)
 
 
 @dataclass

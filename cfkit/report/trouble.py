@@ -84,6 +84,8 @@ def reply_troubles(answers: Mapping[str, Mapping[str, Mapping[Any, Prediction]]]
 
     ``answers`` is suite → model → predictions; ``runs`` (model, suite) → the
     run (with an ``id``) they came from; ``max_tokens`` the run's token limit.
+    Replies of a predictions file (no run) or of a replayed or imported run
+    were made elsewhere: their line says to raise the limit there.
     When a suite's replies as a whole are fine, each of its conditions is
     looked at alone (a modality model that answers every condition but one).
     """
@@ -101,7 +103,8 @@ def reply_troubles(answers: Mapping[str, Mapping[str, Mapping[Any, Prediction]]]
                 groups += [(c, by_condition[c]) for c in sorted(by_condition)]
             for condition, (n, invalid, empty, truncated) in groups:
                 what = f"{model} {suite}" + (f" ({condition})" if condition else "")
-                line = reply_trouble(what, n, invalid, empty, truncated, limit, command if invalid else "")
+                line = reply_trouble(what, n, invalid, empty, truncated, limit, command if invalid else "",
+                                     replayed=run is None or bool(getattr(run, "replayed", False)))
                 if line:
                     found.append(ReplyTrouble(model, suite, condition, n, invalid, empty, truncated, run_id, line))
                     if condition is None:

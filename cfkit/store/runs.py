@@ -81,10 +81,13 @@ class RunRecord:
 
     @property
     def imported(self) -> dict[str, Any] | None:
-        """Where a run stored by ``cfkit runs import`` came from (``from``, ``format``, ``peer_disagrees``); None
-        for a run cfkit asked itself."""
+        """Where a run ``cfkit runs import`` stored came from (``from``, ``format``, ``peer_disagrees``), else None."""
         found = self.notes.get("imported")
         return found if isinstance(found, dict) else None
+
+    @property
+    def replayed(self) -> bool:  # its replies were read from a file made elsewhere (replay:, runs import)
+        return "replay" in (self.settings.get("backend"), self.options.get("backend"))
 
 
 @dataclass(frozen=True)

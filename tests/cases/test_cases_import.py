@@ -377,3 +377,85 @@ def test_an_empty_option_cell_leaves_the_gold_on_the_option_of_its_column(tmp_pa
     gold_texts = [next(o["text"] for o in r["options"] if o["id"] == r["gold"]) for r in records]
     assert gold_texts == ["Green", "Green", "Blue"]
     assert [[o["id"] for o in r["options"]] for r in records] == [["A", "B", "C"], ["B", "C"], ["A", "C"]]
+
+
+# ── a gold answer given as the option's 0-based position (Hugging Face datasets' 'choices' + integer 'answer') ──
+
+HF_ROWS = [{"id": "H1", "image": "h1.png", "question": "Which event fits?", "choices": ["A wedding", "A funeral", "A race"],
+            "answer": 2},
+           {"id": "H2", "image": "h2.png", "question": "Is it suitable?", "choices": ["Yes", "No"], "answer": 0}]
+
+
+def _hf_jsonl(path: Path, rows: list[dict] = HF_ROWS) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _import(source: Path, target: Path, *extra: str):
+    return run_cli(["cases", "import", str(source), "--to", str(target), *extra])
+
+
+def _golds(target: Path) -> dict[str, str]:
+    return {r["id"]: next(o["text"] for o in r["options"] if o["id"] == r["gold"])
+            for r in map(json.loads, target.read_text().splitlines())}
+
+
+def test_an_integer_gold_is_read_as_an_option_position_only_when_mapped_so(tmp_path: Path):
+    source = _hf_jsonl(tmp_path / "hf.jsonl")
+    target = tmp_path / "out.jsonl"
+    # Unmapped, the integer is not an option id: refused, each row saying how to map it, nothing written.
+    refused = _import(source, target)
+    assert refused.exit_code == 2 and not target.exists()
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 3 and all("--map gold_index=answer" in line for line in lines[:2]), refused.stderr
+    assert "hf.jsonl:1: gold '2' (column 'answer') is not one of the option ids ['A', 'B', 'C']" in lines[0]
+    done = _import(source, target, "--map", "gold_index=answer", "--json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["mapping"]["gold_index"] == ["answer"]
+    assert _golds(target) == {"H1": "A race", "H2": "Yes"}
+    # A CSV holds the index as text; a column of another meaning named like a gold is left alone.
+    csv_source = tmp_path / "hf.csv"
+    csv_source.write_text('id,image,question,choices,answer,label\nH1,h1.png,Which?,"[""x"", ""y""]",1,keep\n')
+    assert _import(csv_source, tmp_path / "csv.jsonl", "--map", "gold_index=answer").exit_code == 0
+    assert _golds(tmp_path / "csv.jsonl") == {"H1": "y"}
+
+
+def test_a_datasets_folder_with_choices_and_an_integer_answer_imports(tmp_path: Path):
+    datasets = pytest.importorskip("datasets", reason="datasets is not installed (it comes with the dev extra)")
+    columns = {k: [r[k] for r in HF_ROWS] for k in HF_ROWS[0]}
+    datasets.Dataset.from_dict(columns).save_to_disk(str(tmp_path / "hf-export"))
+    target = tmp_path / "out.jsonl"
+    result = _import(tmp_path / "hf-export", target, "--map", "gold_index=answer")
+    assert result.exit_code == 0, result.output
+    assert _golds(target) == {"H1": "A race", "H2": "Yes"}
+
+
+@pytest.mark.parametrize("answer, said", [
+    (3, "field 'gold_index' (column 'answer') is 3, but the case has 3 options (positions 0 to 2)"),
+    (-1, "is -1, but the case has 3 options (positions 0 to 2)"),
+    ("C", "field 'gold_index' (column 'answer') must be a whole number, the 0-based position of the gold option "
+          "among the options; got 'C'"),
+    (1.5, "must be a whole number"), (True, "must be a whole number"), ("2", None), (2.0, None)])
+def test_a_gold_index_out_of_range_or_not_whole_is_refused_on_its_row(tmp_path: Path, answer, said):
+    rows = [HF_ROWS[0] | {"answer": answer}, HF_ROWS[1]]
+    target = tmp_path / "out.jsonl"
+    result = _import(_hf_jsonl(tmp_path / "hf.jsonl", rows), target, "--map", "gold_index=answer")
+    if said is None:  # digits in a text cell, a whole float as pandas writes one: the same position
+        assert result.exit_code == 0, result.output
+        assert _golds(target)["H1"] == "A race"
+        return
+    assert result.exit_code == 2 and not target.exists()
+    lines = result.stderr.strip().splitlines()  # one problem: one line, saying nothing was written
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "hf.jsonl:1: " in lines[0], result.stderr
+    assert said in lines[0] and lines[0].endswith("Nothing was written.")
+
+
+def test_a_gold_index_beside_another_gold_is_refused_or_checked(tmp_path: Path):
+    source = _hf_jsonl(tmp_path / "hf.jsonl", [r | {"gold_text": r["choices"][0]} for r in HF_ROWS])
+    both = _import(source, tmp_path / "out.jsonl", "--map", "gold_index=answer", "--map", "gold=id")
+    lines = both.stderr.strip().splitlines()
+    assert both.exit_code == 2 and len(lines) == 1 and "both give the gold answer; keep one" in lines[0]
+    # With a gold text too, the two must agree (H1's text names option 0, its index option 2).
+    checked = _import(source, tmp_path / "out.jsonl", "--map", "gold_index=answer")
+    assert checked.exit_code == 2 and "gold 'C' is the option 'A race' but the gold text says 'A wedding'" in \
+        " ".join(checked.stderr.split())

@@ -171,3 +171,34 @@ def test_specs_new_from_a_file_refuses_existing_specs_unless_forced(tiny_ws: Pat
     assert "title: Replaced" in (tiny_ws / "interventions" / "TX01.yaml").read_text()
     mixed = run_cli(["specs", "new", "--from", str(listed), "--id", "X", "-w", str(tiny_ws)])
     assert mixed.exit_code == 2 and "leave out --id" in mixed.stderr
+
+
+def test_specs_list_marks_a_spec_whose_case_is_not_in_the_cases_file(tiny_ws: Path):
+    spec = tiny_ws / "interventions" / "TX01.yaml"
+    spec.write_text(spec.read_text().replace("case: T001", "case: T999"))
+    listed = run_cli(["specs", "list", "-w", str(tiny_ws)], env={"COLUMNS": "200"})
+    # A listing is done even when a spec is broken (exit 0, as for an invalid spec file); the row and a warning
+    # on stderr say which spec and case, and how to mend it. 'specs validate' is the check that refuses.
+    assert listed.exit_code == 0, listed.output
+    assert "T999 (no such case)" in listed.stdout
+    said = " ".join(listed.stderr.split())
+    assert said.startswith("warning: 1 spec names a case that is not in ")
+    assert "cases.jsonl: TX01 (case T999). Fix the spec's 'case' field or add the case" in said
+    data = json.loads(run_cli(["specs", "list", "--json", "-w", str(tiny_ws)]).stdout)
+    assert data["case_missing"] == ["TX01"] and data["specs"][0]["case_missing"] is True
+    assert data["cases_file"].endswith("cases.jsonl")
+    validated = run_cli(["specs", "validate", "-w", str(tiny_ws)])
+    assert validated.exit_code == 2 and "'T999' is not in" in validated.stderr
+    # Mended, nothing is marked or said.
+    spec.write_text(spec.read_text().replace("case: T999", "case: T001"))
+    clean = run_cli(["specs", "list", "-w", str(tiny_ws)], env={"COLUMNS": "200"})
+    assert clean.exit_code == 0 and "no such case" not in clean.stdout and clean.stderr == ""
+    assert json.loads(run_cli(["specs", "list", "--json", "-w", str(tiny_ws)]).stdout)["case_missing"] == []
+
+
+def test_specs_list_says_when_it_could_not_check_the_cases(tiny_ws: Path):
+    (tiny_ws / "data" / "cases.jsonl").unlink()
+    listed = run_cli(["specs", "list", "-w", str(tiny_ws)])
+    assert listed.exit_code == 0, listed.output
+    assert "cases.jsonl is missing, so the specs' cases were not checked" in " ".join(listed.stderr.split())
+    assert json.loads(run_cli(["specs", "list", "--json", "-w", str(tiny_ws)]).stdout)["cases_file"] is None

@@ -1,0 +1,60 @@
+"""The lines a run ends with on its replies that are not answers: cut off at the token limit, mostly empty, no
+option read, or from servers that named different models.
+
+``probe run``, ``probe collect`` and ``study run`` end with them; ``runs show`` says the same line. A run whose
+replies were read from a file made elsewhere (a replay, an imported run) is told so: its replies were cut off
+when they were made, so only a new file mends them (:func:`cfkit.parse.trouble.reply_trouble`).
+"""
+
+from __future__ import annotations
+
+__all__ = ["replayed", "reply_lines", "stored_trouble"]
+
+
+def replayed(ws, run_id: str) -> bool:
+    """Whether the run's replies were read from a file made elsewhere (:attr:`cfkit.store.runs.RunRecord.replayed`)."""
+    from cfkit.store import open_store
+    from cfkit.store.runs import get_run
+
+    with open_store(ws.db_path) as store:
+        run = get_run(store, run_id)
+    return run is not None and run.replayed
+
+
+def reply_lines(ws, summary) -> tuple[list[str], list[str]]:
+    """The lines on a run's replies: those only said (most without a valid answer: the likely cause and the
+    command that shows them; several server builds), and those that make the run not clean, so that the command
+    exits 1 (replies cut off or mostly empty; replies from servers that named different models: cfkit.servers)."""
+    from cfkit.parse.trouble import not_clean, reply_trouble
+    from cfkit.servers import servers_of
+
+    from cfkit.store import open_store
+    from cfkit.store.runs import get_run, servers
+
+    command = f"cfkit -w {ws.root} runs unparsed {summary.run_id}" if summary.invalid else ""
+    with open_store(ws.db_path) as store:
+        run = get_run(store, summary.run_id)
+        answered_by = servers_of(servers(store, summary.run_id))
+    replies = run.n_done if run is not None else 0  # the replies that came back
+    what = f"{summary.model} {summary.suite}"
+    line = reply_trouble(what, replies, summary.invalid, summary.empty, summary.truncated, summary.max_tokens, command,
+                         replayed=run is not None and run.replayed)
+    said, failing = answered_by.lines(what, summary.run_id), []
+    if answered_by.mixed_models:
+        failing.append(said.pop(0))
+    if line is not None:
+        (failing if not_clean(summary.truncated, summary.empty, replies) else said).insert(0, line)
+    return said, failing
+
+
+def stored_trouble(ws, store, record) -> str | None:
+    """The line :func:`reply_lines` starts with, for a stored run ``record`` (``runs show``); None when its
+    replies are fine."""
+    from cfkit.parse.trouble import reply_trouble
+    from cfkit.store.runs import count_unanswered
+
+    invalid, truncated, empty = count_unanswered(store, record.id)
+    command = f"cfkit -w {ws.root} runs unparsed {record.id}" if invalid else ""
+    return reply_trouble(f"{record.model} {record.suite}", record.n_done, invalid, empty, truncated,
+                         (record.settings.get("generation") or {}).get("max_tokens"), command,
+                         replayed=record.replayed)
