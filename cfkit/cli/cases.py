@@ -131,7 +131,8 @@ def validate(cases_file: Path | None, image_root: Path | None, as_json: bool, wo
                    "workspace's [dataset] cases.")
 @click.option("--map", "mapping", multiple=True, metavar="FIELD=COLUMN",
               help="Fill FIELD from COLUMN (repeatable); FIELD=COL1,COL2 for options or images spread over "
-                   "columns; FIELD= leaves a field out. Default mapping: docs/formats.md.")
+                   "columns; FIELD= leaves a field out; gold_index=COLUMN reads the gold as the option's 0-based "
+                   "position (as Hugging Face tables give it). Default mapping: docs/formats.md.")
 @click.option("--images", "image_root", type=click.Path(path_type=Path), default=None,
               help="Image root: embedded images are written here (named by case id), image paths must be here; "
                    "with -w and no --to, the workspace's [dataset] images.")
