@@ -165,6 +165,7 @@ class Site:
                   "preview": (a.reply.raw or "")[:PREVIEW], "cut": len(a.reply.raw or "") > PREVIEW}
                  for a in answers]
         return self._html("case.html", f"case-{case_id}.html", case_id=case_id, case=case, answers=shown,
+                          left_out=_left_out(answers),
                           swap_inconsistent=self.data.swap_inconsistent(case_id),
                           missing=self.data.missing.get(case_id, []), report_problem=self.data.report[1],
                           images=range(len(case.images)) if case else range(0))
@@ -316,6 +317,20 @@ class Site:
                     picture = self._outlined(pair) if which == "difference" else pair.pictures[which]
                     return Page(f"img-{rest}.png", "image/png", _png(picture))
         return None
+
+
+def _left_out(answers: list[Answer]) -> list[dict[str, Any]]:
+    """Each model whose answers on a case the report's numbers leave out: why, with its suites and runs (one line
+    per model and reason, in the answers' order)."""
+    lines: dict[tuple[str, str], dict[str, Any]] = {}
+    for a in answers:
+        if a.left_out is not None:
+            line = lines.setdefault((a.model, a.left_out), {"model": a.model, "why": a.left_out, "suites": [],
+                                                             "runs": []})
+            for key, value in (("suites", a.suite), ("runs", a.run_id)):
+                if value not in line[key]:
+                    line[key].append(value)
+    return list(lines.values())
 
 
 def export(site: Site, folder: Path | str, *, overwrite: bool = False) -> int:
