@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from cfkit.cases import Case, CaseSet
     from cfkit.report import Report
     from cfkit.report.rows import Missing
-    from cfkit.store.db import Database
     from cfkit.store.runs import ReplyRecord, RunRecord
     from cfkit.workspace import Workspace
 
@@ -116,7 +115,7 @@ class ViewData:
     @cached_property
     def answers(self) -> dict[str, list[Answer]]:
         """Every case's answers: from the runs the report counts, and marked (:attr:`Answer.left_out`) from the runs
-        it leaves out (see :meth:`_shown_runs`)."""
+        it leaves out (see :attr:`shown_runs`)."""
         if not self.runs:
             return {}
         from cfkit.store import open_store
@@ -125,7 +124,7 @@ class ViewData:
         by_case: dict[str, list[Answer]] = {}
         runs = {r.id: r for r in self.runs}
         with open_store(self.ws.db_path) as store:
-            for run_id, left_out in self._shown_runs(store).items():
+            for run_id, left_out in self.shown_runs.items():
                 run = runs[run_id]
                 peers = _peer_disagreements(run)
                 for reply in replies(store, run_id):
@@ -140,17 +139,22 @@ class ViewData:
                           for a in answers]
         return by_case
 
-    def _shown_runs(self, store: Database) -> dict[str, str | None]:
-        """The runs whose answers the case pages show, each with why the report's numbers leave it out (None: it
+    @cached_property
+    def shown_runs(self) -> dict[str, str | None]:
+        """The runs whose answers the pages show, each with why the report's numbers leave it out (None: it
         counts). The report's own runs; the runs it sets aside, with its reason in a few words; and the newest
         run of each model and suite it counts nothing of. Without a report, the newest run of each model and
         suite, every one in none of the numbers."""
+        if not self.runs:
+            return {}
+        from cfkit.store import open_store
         from cfkit.store.runs import latest_run_ids
 
         report, _ = self.report
-        latest = latest_run_ids(store)
+        with open_store(self.ws.db_path) as store:
+            latest = latest_run_ids(store)
         if report is None:
-            return dict.fromkeys(latest, "not in any report: the report could not be made (see above)")
+            return dict.fromkeys(latest, "not in any report: the report could not be made (see the report page)")
         known = {r.id: r for r in self.runs}
         counted = [r for r in sorted(report.counted_runs()) if r in known]
         shown: dict[str, str | None] = dict.fromkeys(counted)
@@ -166,6 +170,16 @@ class ViewData:
                 why = refused.get(record.model) or "not the run the report counts for this model and suite"
                 shown[run] = f"left out of the report: {why}"
         return shown
+
+    def pair_runs(self) -> dict[str, str | None]:
+        """One counterfactual run per model for the pairs page (whose answers are one per model and pair): the
+        run the report counts, else the one it leaves out, with why (as :attr:`shown_runs`)."""
+        runs = {r.id: r for r in self.runs}
+        chosen: dict[str, tuple[str, str | None]] = {}
+        for run_id, left_out in self.shown_runs.items():  # the counted runs come first
+            if runs[run_id].suite == "counterfactual":
+                chosen.setdefault(runs[run_id].model, (run_id, left_out))
+        return dict(chosen.values())
 
     @cached_property
     def report(self) -> tuple[Report | None, str | None]:

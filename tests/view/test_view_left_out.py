@@ -130,6 +130,25 @@ def test_a_case_page_marks_every_answer_the_reports_numbers_leave_out(ws, site):
         assert any(run in entry["message"] for m, run in marked if m == model)
 
 
+def test_the_pairs_page_marks_the_answers_of_a_model_the_report_leaves_out(site):
+    # One answer per model and pair: the counted run's, else the left-out one, which says why in its boxes.
+    pairs = (site / "pairs.html").read_text()
+    sections = re.findall(r'<section class="pair" id="([^"]+)">(.*?)</section>', pairs, re.S)
+    assert sections
+    for pair, section in sections:
+        rows = dict(re.findall(r"<tr><td>([^<]+)</td>(.*?)</tr>", section.split('<table class="answers">', 1)[1]))
+        assert set(rows) >= {REFUSED, SMOKE, SAME_SMOKE}, pair
+        for model, boxes in rows.items():
+            cells = re.findall(r'<td class="([^"]*)">([^<]*)</td>', boxes)
+            if model == REFUSED:
+                assert [c for c, _ in cells] == ["left-out", "left-out"], pair
+                assert all(text.endswith(f"({WHY[REFUSED]})") for _, text in cells), pair
+            else:  # the smoke test's model has a counted counterfactual run: unmarked
+                assert "left out" not in boxes, (pair, model)
+        listed = section.split('<ul class="left-out">', 1)[1].split("</ul>", 1)[0]
+        assert re.findall(r"<li>([^<]*)</li>", listed) == [f"{REFUSED}: {WHY[REFUSED]}"], pair
+
+
 def test_every_answer_is_marked_when_the_report_cannot_be_made(ws, tmp_path):
     # Every model refused: no report at all, so no answer is in any of its numbers.
     root = tmp_path / "ws"
@@ -143,7 +162,7 @@ def test_every_answer_is_marked_when_the_report_cannot_be_made(ws, tmp_path):
     assert "the report could not be made (model baseline:always-yes has runs with different settings" in page
     rows = _rows(page)
     assert rows and all("left-out" in r["class"] for r in rows)
-    assert all('<span class="left-out">not in any report: the report could not be made (see above)</span>'
+    assert all('<span class="left-out">not in any report: the report could not be made (see the report page)</span>'
                in r["answer"] for r in rows)
 
 
