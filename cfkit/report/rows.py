@@ -111,6 +111,12 @@ class Report:
         return ([a.message for a in self.set_aside] + missing_lines(self.missing) + [t.message for t in self.troubles]
                 + [n for n in self.notes if every_note or not n.endswith(COVERAGE_END)])
 
+    def counted_runs(self) -> set[str]:
+        """The stored runs the rows are built from: an answer of any other run is in none of the numbers (its run
+        is left out, its model refused, or it is not the run the report takes for its model and suite)."""
+        return {run for rows in (self.contextcanvas, self.counterfactual, self.modality, self.swap) for row in rows
+                for run in row.runs}
+
     def to_dict(self) -> dict[str, Any]:
         """The report object of docs/report-schema.md, ``missing`` included (the units counted wrong for want of an answer)."""
         from cfkit.parse.trouble import not_clean

@@ -268,6 +268,7 @@ class SetAside:
     refused: bool  # True: the model has no row at all (its full runs differ); False: only these runs are left out
     message: str
     empty: bool = False  # the run has no reply yet: nothing of it to report
+    why: str = ""  # the reason in a few words, where a page marks the left-out runs' answers (``cfkit view``)
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "runs": list(self.runs), "refused": self.refused, "message": self.message}
@@ -335,7 +336,7 @@ def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False,
                 aside.append(SetAside(model, tuple(r.id for r in shown), False, (
                     f"{model}: left out its {', '.join(dict.fromkeys(r.suite for r in left))} run(s), whose settings "
                     f"differ from the --run one(s): {'; '.join(_differences([*pins.values(), *shown]))}. Name one "
-                    "with --run to report it.")))
+                    "with --run to report it."), why="settings other than the --run run(s)"))
             continue
         if len({r.settings_sha256 for r in records}) == 1:
             chosen += _per_suite(records)
@@ -348,20 +349,21 @@ def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False,
             aside.append(SetAside(model, tuple(r.id for r in left), False, (
                 f"{model}: left out smoke-test run(s) of part of a suite whose settings differ from its full runs: "
                 f"{'; '.join(_differences([full[0], *left]))}. Report one with --run RUN, or remove it with "
-                "'cfkit runs rm RUN'.")))
+                "'cfkit runs rm RUN'."), why="a smoke test with other settings than the full runs"))
             continue
         listing = "; ".join(_differences(_newest_of_each_settings(records)))
         if mixed:
             picked = _per_suite(records)
             chosen += picked
             aside.append(SetAside(model, tuple(r.id for r in picked), False, (
-                f"{model}: its rows mix runs of different settings (--mixed-settings): {listing}.")))
+                f"{model}: its rows mix runs of different settings (--mixed-settings): {listing}."),
+                why="runs of different settings, reported anyway (--mixed-settings)"))
             continue
         aside.append(SetAside(model, tuple(r.id for r in _newest_of_each_settings(records)), True, (
             f"model {model} has runs with different settings in {store.path}: {listing}. A report shows one set "
             f"of settings per model, so it leaves this model out. Choose with --run RUN (repeatable; 'cfkit runs "
             f"list' shows them), report it anyway with --mixed-settings, or remove the runs you do not want with "
-            f"'cfkit runs rm RUN'.")))
+            f"'cfkit runs rm RUN'."), why="runs of different settings"))
     return chosen, aside
 
 
@@ -380,7 +382,7 @@ def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, o
         aside.append(SetAside(record.model, (record.id,), False, (
             f"{record.model}: its {record.suite} run {record.id} has no reply yet ({record.status}"
             + (f": {record.notes['stopped']}" if record.notes.get("stopped") else "")
-            + "); the report leaves it out until it has one."), empty=True))
+            + "); the report leaves it out until it has one."), empty=True, why="no reply yet"))
     chosen = [r for r in chosen if r.id in answered]
     sources = Sources(preds=predictions_from_store(store, [r.id for r in chosen]), set_aside=aside)
     for record in chosen:

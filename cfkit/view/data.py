@@ -2,8 +2,13 @@
 report counts wrong for want of a usable answer, filters.
 
 Read-only: a workspace without a store shows no runs, and nothing here writes.
-Each model's answers come from its newest run of each suite (as the report
-takes them by default); the runs page lists every run.
+Each model's answers come from the run the report counts for its model and
+suite (as ``cfkit report`` chooses by default). Where the report leaves runs
+out (a model refused for runs of different settings, a smoke test of other
+settings, a run with no reply) their answers are shown too, each marked with
+why it is in none of the numbers; so is the newest run of a model and suite
+the report counts nothing of, and every answer when the report cannot be made.
+The runs page lists every run.
 """
 
 from __future__ import annotations
@@ -45,11 +50,15 @@ class Answer:
     correct: bool | None  # None where the case has no gold for this condition (e.g. an edit's answer)
     peer: str | None = None  # an imported peer's own answer where cfkit's parser reads another ("" for none)
     missing: Missing | None = None  # the report lists this unit under missing (e.g. stale) and counts it wrong
+    left_out: str | None = None  # why the report's numbers leave this answer out (its run is not counted), or None
 
     @property
     def counted(self) -> bool | None:
         """Right or wrong as the report counts it: wrong when the report has no usable answer here (a stale one:
-        its case, caption, image or edit changed since), else :attr:`correct`."""
+        its case, caption, image or edit changed since), None when its run is in none of the numbers, else
+        :attr:`correct`."""
+        if self.left_out is not None:
+            return None
         return False if self.missing is not None else self.correct
 
     @property
@@ -105,29 +114,72 @@ class ViewData:
 
     @cached_property
     def answers(self) -> dict[str, list[Answer]]:
-        """Every case's answers, from each model's newest run of each suite."""
+        """Every case's answers: from the runs the report counts, and marked (:attr:`Answer.left_out`) from the runs
+        it leaves out (see :attr:`shown_runs`)."""
         if not self.runs:
             return {}
         from cfkit.store import open_store
-        from cfkit.store.runs import latest_run_ids, replies
+        from cfkit.store.runs import replies
 
         by_case: dict[str, list[Answer]] = {}
         runs = {r.id: r for r in self.runs}
         with open_store(self.ws.db_path) as store:
-            for run_id in latest_run_ids(store):
+            for run_id, left_out in self.shown_runs.items():
                 run = runs[run_id]
                 peers = _peer_disagreements(run)
                 for reply in replies(store, run_id):
                     case = self.case(reply.case_id)
                     by_case.setdefault(reply.case_id, []).append(
                         Answer(run.model, run.id, run.suite, reply.condition, reply.pair_id, reply,
-                               _correct(case, run.suite, reply), peers.get(reply.key)))
+                               _correct(case, run.suite, reply), peers.get(reply.key), left_out=left_out))
         listed = {(m.run, m.case, m.pair or "", m.condition): m for units in self.missing.values() for m in units}
         for case_id, answers in by_case.items():
-            answers.sort(key=lambda a: (a.model, a.suite, a.pair_id, a.condition))
+            answers.sort(key=lambda a: (a.model, a.suite, a.left_out is not None, a.run_id, a.pair_id, a.condition))
             answers[:] = [replace(a, missing=listed.get((a.run_id, case_id, a.pair_id, a.condition)))
                           for a in answers]
         return by_case
+
+    @cached_property
+    def shown_runs(self) -> dict[str, str | None]:
+        """The runs whose answers the pages show, each with why the report's numbers leave it out (None: it
+        counts). The report's own runs; the runs it sets aside, with its reason in a few words; and the newest
+        run of each model and suite it counts nothing of. Without a report, the newest run of each model and
+        suite, every one in none of the numbers."""
+        if not self.runs:
+            return {}
+        from cfkit.store import open_store
+        from cfkit.store.runs import latest_run_ids
+
+        report, _ = self.report
+        with open_store(self.ws.db_path) as store:
+            latest = latest_run_ids(store)
+        if report is None:
+            return dict.fromkeys(latest, "not in any report: the report could not be made (see the report page)")
+        known = {r.id: r for r in self.runs}
+        counted = [r for r in sorted(report.counted_runs()) if r in known]
+        shown: dict[str, str | None] = dict.fromkeys(counted)
+        refused = {a.model: a.why for a in report.set_aside if a.refused}
+        for aside in report.set_aside:
+            for run in aside.runs:
+                if run in known and run not in shown:
+                    shown[run] = f"left out of the report: {aside.why or 'see the report page'}"
+        covered = {(known[r].model, known[r].suite) for r in counted}
+        for run in latest:
+            record = known.get(run)
+            if record is not None and run not in shown and (record.model, record.suite) not in covered:
+                why = refused.get(record.model) or "not the run the report counts for this model and suite"
+                shown[run] = f"left out of the report: {why}"
+        return shown
+
+    def pair_runs(self) -> dict[str, str | None]:
+        """One counterfactual run per model for the pairs page (whose answers are one per model and pair): the
+        run the report counts, else the one it leaves out, with why (as :attr:`shown_runs`)."""
+        runs = {r.id: r for r in self.runs}
+        chosen: dict[str, tuple[str, str | None]] = {}
+        for run_id, left_out in self.shown_runs.items():  # the counted runs come first
+            if runs[run_id].suite == "counterfactual":
+                chosen.setdefault(runs[run_id].model, (run_id, left_out))
+        return dict(chosen.values())
 
     @cached_property
     def report(self) -> tuple[Report | None, str | None]:

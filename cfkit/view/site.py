@@ -165,6 +165,7 @@ class Site:
                   "preview": (a.reply.raw or "")[:PREVIEW], "cut": len(a.reply.raw or "") > PREVIEW}
                  for a in answers]
         return self._html("case.html", f"case-{case_id}.html", case_id=case_id, case=case, answers=shown,
+                          left_out=_left_out(answers),
                           swap_inconsistent=self.data.swap_inconsistent(case_id),
                           missing=self.data.missing.get(case_id, []), report_problem=self.data.report[1],
                           images=range(len(case.images)) if case else range(0))
@@ -192,9 +193,14 @@ class Site:
 
         if not self.data.ws.db_path.is_file() or not spec_files(self.data.ws):
             return []
+        runs = self.data.pair_runs()
         try:
             with open_store(self.data.ws.db_path) as store:
-                pairs, notes = collect_pairs(self.data.ws, store, [])
+                from cfkit.predictions import predictions_from_store
+
+                # The answers of the runs the case pages show: the report's, else the left-out one, marked.
+                pairs, notes = collect_pairs(self.data.ws, store, [], predictions=predictions_from_store(
+                    store, list(runs)) if runs else None)
         except CfkitError as exc:
             self.data.notes.append(f"the counterfactual pairs could not be read: {exc}")
             return []
@@ -228,6 +234,7 @@ class Site:
 
     def _pairs(self) -> Page:
         return self._html("pairs.html", "pairs.html", pairs=self.pairs, box=self._box, said=self._pair_said,
+                          left=self._pair_left_lines,
                           checks=self.checks)
 
     @cached_property
@@ -244,10 +251,24 @@ class Site:
 
         text = answer_text(answer, side)
         state = answer.before_state if side == "before" else answer.after_state
+        left_out = self._pair_left_out.get(answer.model)
+        if left_out is not None and state != "absent":
+            return f"{text} ({left_out})", "left-out"
         m = self._pair_missing.get((pair.spec_id, answer.model, "original" if side == "before" else "edit"))
         if m is None or state in ("absent", "stale"):
             return text, state
         return f"{text} ({m.reason}: counted wrong)", "stale" if m.reason == "stale" else "bad"
+
+    @cached_property
+    def _pair_left_out(self) -> dict[str, str]:
+        """By model, why the report's numbers leave out its answers on the pairs page."""
+        runs = {r.id: r for r in self.data.runs}
+        return {runs[run].model: why for run, why in self.data.pair_runs().items() if why is not None}
+
+    def _pair_left_lines(self, pair) -> list[str]:
+        """Whose answers on this pair the report's numbers leave out, and why: a line per model."""
+        shown = {a.model for a in pair.answers}
+        return [f"{model}: {why}" for model, why in sorted(self._pair_left_out.items()) if model in shown]
 
     def _pair_said(self, pair) -> list[str]:
         """Why the report counts answers on this pair wrong, once per reason with an example (the case page lists
@@ -316,6 +337,20 @@ class Site:
                     picture = self._outlined(pair) if which == "difference" else pair.pictures[which]
                     return Page(f"img-{rest}.png", "image/png", _png(picture))
         return None
+
+
+def _left_out(answers: list[Answer]) -> list[dict[str, Any]]:
+    """Each model whose answers on a case the report's numbers leave out: why, with its suites and runs (one line
+    per model and reason, in the answers' order)."""
+    lines: dict[tuple[str, str], dict[str, Any]] = {}
+    for a in answers:
+        if a.left_out is not None:
+            line = lines.setdefault((a.model, a.left_out), {"model": a.model, "why": a.left_out, "suites": [],
+                                                             "runs": []})
+            for key, value in (("suites", a.suite), ("runs", a.run_id)):
+                if value not in line[key]:
+                    line[key].append(value)
+    return list(lines.values())
 
 
 def export(site: Site, folder: Path | str, *, overwrite: bool = False) -> int:

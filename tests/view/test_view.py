@@ -4,8 +4,7 @@ The workspace is the demo's (edits, checks, four baseline models) plus one
 model behind a loopback server whose replies are hostile: a script element,
 an image with an ``onerror`` handler, a ``javascript:`` link and terminal
 escape sequences. Every page must show them as text. The browser tests drive
-Debian's Chromium through Playwright and skip, saying why, where either is
-missing; CI installs both.
+Debian's Chromium through Playwright (the ``browser`` fixture of conftest.py).
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from support.workspace import MINI, run_cli
 HOSTILE_REPLY = ("<script>alert(1)</script> <img src=x onerror=alert(2)> <a href=\"javascript:alert(3)\">click</a> "
                  "\x1b]0;PWNED\x07\x1b[31mred")
 HOSTILE_MODEL = "openai:evil"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def _script(body: dict, n: int) -> Scripted:
@@ -244,21 +242,6 @@ def test_an_audit_still_being_labelled_names_no_model(tmp_path):
 
 PAGES = ("index.html", "report.html", "cases-all-1.html", "cases-wrong-1.html", "case-MX01.html", "pairs.html",
          "audit.html")
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if CHROMIUM is None:
-        pytest.skip("no Chromium on this machine (Debian: apt-get install chromium); the browser tests need it")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the 'dev' extra has it)")
-    with sync_api.sync_playwright() as p:
-        instance = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
-        try:
-            yield instance
-        finally:
-            instance.close()
 
 
 def _visit(browser, base: str, shots: Path) -> dict[str, list[str]]:
