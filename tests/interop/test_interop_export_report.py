@@ -1,8 +1,9 @@
-"""A run taken out with ``cfkit runs export`` and brought back with ``cfkit runs import`` keeps how it ended: an
-incomplete run stays incomplete, with its unanswered requests missing, and replies an older parser read are still
-said to be so.
+"""A run export given to ``cfkit report --predictions`` is reported as the run is, stored or imported: an answer
+about a case or an image changed since the run is stale, an incomplete run stays incomplete with its unanswered
+requests missing, and replies an older parser read are said to be so.
 
-Each run is a real one (a loopback Chat Completions server) stored by the CLI in a real store.
+Each run is a real one (a baseline model, or a loopback Chat Completions server) stored by the CLI in a real
+store; the workspace is then changed as a person editing the cases or replacing an image would.
 """
 
 from __future__ import annotations
@@ -14,9 +15,18 @@ import pytest
 
 from cfkit.parse import PARSER_VERSION
 from support.store_sql import update_rows
-from support.workspace import run_cli
+from support.workspace import gradient_image, run_cli
 
 FORMATS = [("jsonl", ".jsonl"), ("csv", ".csv")]
+
+
+def _edit_case(ws: Path, case_id: str, question: str) -> None:
+    path = ws / "data" / "cases.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for record in records:
+        if record["id"] == case_id:
+            record["question"] = question
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
 def _report(ws: Path, *args: str) -> tuple[dict, str]:
@@ -41,6 +51,49 @@ def _counted(report: dict) -> tuple:
 
 
 @pytest.mark.parametrize(("fmt", "suffix"), FORMATS)
+def test_an_export_reported_from_the_file_tells_stale_answers_as_the_imported_run_does(tiny_ws, tmp_path, fmt,
+                                                                                     suffix):
+    probed = run_cli(["probe", "run", "-m", "baseline:always-yes", "-s", "contextcanvas", "-w", str(tiny_ws)])
+    assert probed.exit_code == 0, probed.stderr
+    run_id = probed.stdout.strip().splitlines()[-1]
+    target = tmp_path / f"run{suffix}"
+    assert run_cli(["runs", "export", run_id, "-w", str(tiny_ws), "--format", fmt, "--output", str(target)]
+                   ).exit_code == 0
+    # After the run: T002's question is reworded and T001's image replaced by another picture.
+    _edit_case(tiny_ws, "T002", "Is this picture suitable for a winter greeting card?")
+    from PIL import Image
+
+    Image.fromarray(gradient_image(seed=7)).save(tiny_ws / "data" / "images" / "T001.png")
+
+    from_file, said = _report(tiny_ws, "--predictions", str(target))
+    row, missing = _counted(from_file)
+    stale = {(case, reason) for case, _, reason, _, _ in missing}
+    assert {("T001", "stale"), ("T002", "stale")} <= stale
+    assert row["incomplete"] and row["runs"] == [run_id]
+    details = " ".join(detail for *_, detail, _ in missing)
+    assert "earlier version of case T002" in details and "earlier file of case T001's image" in details
+    assert "counted wrong (stale; contextcanvas 2)" in said
+    stored = _counted(_report(tiny_ws)[0])
+    assert _counted(from_file) == stored
+
+    _rm_and_import(tiny_ws, run_id, target)
+    assert _counted(_report(tiny_ws)[0]) == stored
+
+
+def test_a_plain_predictions_file_is_not_checked_for_stale_answers(tiny_ws, tmp_path):
+    """The predictions format records nothing of what was asked: its answers are taken as they are (the report
+    from the run's full export above is the one that can tell)."""
+    probed = run_cli(["probe", "run", "-m", "baseline:always-yes", "-s", "contextcanvas", "-w", str(tiny_ws)])
+    run_id = probed.stdout.strip().splitlines()[-1]
+    target = tmp_path / "run.jsonl"
+    target.write_text(run_cli(["runs", "export", run_id, "-w", str(tiny_ws)]).stdout)
+    _edit_case(tiny_ws, "T002", "Is this picture suitable for a winter greeting card?")
+    report, _ = _report(tiny_ws, "--predictions", str(target))
+    assert not [m for m in report["missing"] if m["reason"] == "stale"]
+    assert report["contextcanvas"][0]["runs"] == []
+
+
+@pytest.mark.parametrize(("fmt", "suffix"), FORMATS)
 def test_an_incomplete_run_stays_incomplete_through_export_and_import(tiny_ws, tmp_path, fmt, suffix):
     pytest.importorskip("aiohttp", reason="the openai extra is not installed: pip install 'cfkit-probes[openai]'")
     from support.hostile_http_server import HostileServer, answer, storm
@@ -59,6 +112,9 @@ def test_an_incomplete_run_stays_incomplete_through_export_and_import(tiny_ws, t
     exported = run_cli(["runs", "export", before["id"], "-w", str(tiny_ws), "--format", fmt, "--output",
                         str(target)])
     assert exported.exit_code == 0, exported.stderr
+    from_file, _ = _report(tiny_ws, "--predictions", str(target))
+    assert _counted(from_file) == stored  # the row marked incomplete, T003 missing: the run is incomplete
+
     said = _rm_and_import(tiny_ws, before["id"], target)
     assert f"run {before['id']} is incomplete, as it was when exported" in said
     [after] = json.loads(run_cli(["runs", "list", "-w", str(tiny_ws), "--json"]).stdout)
@@ -69,7 +125,7 @@ def test_an_incomplete_run_stays_incomplete_through_export_and_import(tiny_ws, t
     assert _counted(_report(tiny_ws)[0]) == stored
 
 
-def test_replies_an_older_parser_read_are_said_so_after_import(tiny_ws, tmp_path):
+def test_replies_an_older_parser_read_are_said_so_from_the_file_and_after_import(tiny_ws, tmp_path):
     pytest.importorskip("aiohttp", reason="the openai extra is not installed: pip install 'cfkit-probes[openai]'")
     from support.chat_api_server import ChatServer
     from support.probe_runs import openai_run, scripted_answer
@@ -86,6 +142,9 @@ def test_replies_an_older_parser_read_are_said_so_after_import(tiny_ws, tmp_path
     exported = run_cli(["runs", "export", run["id"], "-w", str(tiny_ws), "--format", "jsonl", "--output",
                         str(target)])
     assert exported.exit_code == 0, exported.stderr
+    [from_file] = older(_report(tiny_ws, "--predictions", str(target))[0])
+    assert (f"3 replies of run {run['id']} read by an older parser (version 1; now {PARSER_VERSION})" in from_file
+            and f"'cfkit runs import {target}' then 'cfkit runs reparse {run['id']}'" in from_file)
     _rm_and_import(tiny_ws, run["id"], target)
     assert older(_report(tiny_ws)[0]) == [
         f"contextcanvas: openai:test-model's answers include 3 replies of run {run['id']} read by an older parser "
@@ -93,3 +152,23 @@ def test_replies_an_older_parser_read_are_said_so_after_import(tiny_ws, tmp_path
         f"{run['id']}' reads them again and says what changed."]
 
 
+
+def test_two_exports_of_one_model_and_suite_are_read_as_one_run_of_both(tiny_ws, tmp_path):
+    targets, ids = [], []
+    for name, cases in (("first", "T001\nT003\n"), ("second", "T002\n")):
+        (tmp_path / f"{name}.txt").write_text(cases)
+        probed = run_cli(["probe", "run", "-m", "baseline:always-yes", "-s", "contextcanvas", "-w", str(tiny_ws),
+                          "--cases", str(tmp_path / f"{name}.txt")])
+        assert probed.exit_code == 0, probed.stderr
+        ids.append(probed.stdout.strip().splitlines()[-1])
+        targets.append(tmp_path / f"{name}.jsonl")
+        assert run_cli(["runs", "export", ids[-1], "-w", str(tiny_ws), "--format", "jsonl", "--output",
+                        str(targets[-1])]).exit_code == 0
+    _edit_case(tiny_ws, "T002", "Is this picture suitable for a winter greeting card?")  # asked by the second
+    report, _ = _report(tiny_ws, *(a for path in targets for a in ("--predictions", str(path))))
+    both = f"{ids[0]} + {ids[1]}"
+    assert report["contextcanvas"][0]["runs"] == [both]
+    assert [(m["case"], m["reason"], m["run"]) for m in report["missing"] if m["reason"] != "refused"] == [
+        ("T002", "stale", both)]
+    [stale] = [m for m in report["missing"] if m["reason"] == "stale"]
+    assert f"since run {both} asked it" in stale["detail"]
