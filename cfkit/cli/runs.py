@@ -284,7 +284,12 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
         out.print(run.run_id)
         status(f"stored run {run.run_id} ({escape(run.model)}, {run.suite}): {run.replies} replies"
                + (f", {run.errors} failed" if run.errors else "") + ".")
-        if run.cases is not None and run.replies < run.cases:
+        if run.status != "done" or run.requests > run.replies:
+            unsent = run.requests - run.replies
+            warn(f"run {run.run_id} is {run.status}, as it was when exported"
+                 + (f": {unsent} of its {run.requests} planned request(s) have no reply, which a report counts "
+                    "wrong (absent)" if unsent else "") + "; 'cfkit runs show' says what it holds.")
+        elif run.cases is not None and run.replies < run.cases:
             status(f"  it answers {run.replies} of the suite's {run.cases} cases: a report counts the other "
                    f"{run.cases - run.replies} wrong (absent) and marks its row (incomplete).")
 

@@ -4,7 +4,9 @@ A run exported by cfkit comes back under its own id with every field it had
 (the reply's reading, provenance, reasoning, tokens and usage, latency, cost,
 cache key, when it was stored), and with what the run was shown of each case
 (``asked``, a modality run's ``captions``), so that a report tells its stale
-answers as it did before the export. Records from a peer's file get a run id made
+answers as it did before the export, and with the status it ended with and the
+requests it planned (an incomplete run stays incomplete, its unanswered
+requests missing). Records from a peer's file get a run id made
 from the suite, the model and a digest of the records. A run id already in
 the store is refused before anything is written.
 """
@@ -37,10 +39,52 @@ class ImportedRun:
     replies: int
     errors: int
     cases: int | None = None  # the suite's cases, where a reply is one case's (contextcanvas): what a report counts
+    status: str = "done"  # as the run's export recorded it (an incomplete run stays incomplete)
+    requests: int = 0  # the requests the run planned (more than ``replies`` where some were never answered)
 
 
 #: Export columns added after peers' files were first imported (see :func:`_run_id`).
-_LATER = ("asked", "captions")
+_LATER = ("asked", "captions", "run_status", "run_requests", "run_stopped")
+#: What a run records of each case it was shown (a report compares it with the workspace now).
+_SHOWN = ("asked", "captions")
+
+
+@dataclass(frozen=True)
+class RunState:
+    """How a run read from a file ended: what ``cfkit runs show`` and a report say of it."""
+
+    status: str
+    n_requests: int
+    n_done: int
+    n_errors: int
+    stopped: str | None = None  # why it stopped before sending every request
+
+    @property
+    def complete(self) -> bool:
+        """As :attr:`cfkit.store.runs.RunRecord.complete`."""
+        return self.status == "done" and self.n_done == self.n_requests and self.n_errors == 0
+
+
+def run_state(group: Sequence[RunRecordRow]) -> RunState:
+    """The state of the run whose rows are ``group``: the status and planned requests its export records (a run
+    exported before it ended is incomplete here, where nothing will add to it), else done with a request a row."""
+    errors = sum(r.error == "transport" for r in group)
+    status = next((r.run_status for r in group if r.run_status is not None), None) or "done"
+    requests = next((r.run_requests for r in group if r.run_requests is not None), None) or 0
+    if status in ("running", "waiting"):
+        status = "incomplete"
+    stopped = next((r.run_stopped for r in group if r.run_stopped), None)
+    return RunState(status, max(requests, len(group)), len(group) - errors, errors, stopped)
+
+
+def shown_notes(group: Sequence[RunRecordRow]) -> dict[str, dict]:
+    """What the run was shown of each case, as a run's notes record it (``asked``, ``captions``; only those the
+    rows carry)."""
+    notes = {}
+    for name in _SHOWN:
+        if shown := {r.case: getattr(r, name) for r in group if getattr(r, name) is not None}:
+            notes[name] = shown
+    return notes
 
 
 def _run_id(rows: Sequence[RunRecordRow]) -> str:
@@ -80,7 +124,7 @@ def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pair
     done = []
     for run_id, group in planned:
         first = group[0]
-        errors = sum(r.error == "transport" for r in group)
+        state = run_state(group)
         notes: dict = {"imported": {"from": source, "format": fmt}}
         peers = disagreements or {}
         keys = [(r.case, r.pair or "", r.condition) for r in group]
@@ -88,12 +132,12 @@ def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pair
                   if (c, p, k) in peers]
         if differ:
             notes["imported"]["peer_disagrees"] = differ
-        for name in _LATER:  # what the run was shown of each case, as a run records it (a report compares it)
-            if shown := {r.case: getattr(r, name) for r in group if getattr(r, name) is not None}:
-                notes[name] = shown
+        notes.update(shown_notes(group))  # what the run was shown of each case (a report compares it)
+        if state.stopped:
+            notes["stopped"] = state.stopped
         runs.open_run(store, run_id, model=first.model, suite=first.suite,
                       options={"backend": "replay", "options": {}}, cfkit_version=__version__, templates_sha256="",
-                      n_requests=len(group), notes=notes)
+                      n_requests=state.n_requests, notes=notes)
         with store.transaction() as tx:
             for r in group:
                 if r.cache_key and (r.usage or r.latency_s is not None):
@@ -114,7 +158,9 @@ def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pair
                                                             system_fingerprint=r.system_fingerprint,
                                                             truncated=r.truncated, endpoint=r.endpoint),
                                  raw_chars=r.raw_chars, created_at=r.created_at)
-        runs.finish_run(store, run_id, status="done", n_done=len(group) - errors, n_errors=errors, notes=notes)
-        done.append(ImportedRun(run_id, first.model, first.suite, len(group), errors,
-                                len(cases) if first.suite == "contextcanvas" else None))
+        runs.finish_run(store, run_id, status=state.status, n_done=state.n_done, n_errors=state.n_errors,
+                        notes=notes)
+        done.append(ImportedRun(run_id, first.model, first.suite, len(group), state.n_errors,
+                                len(cases) if first.suite == "contextcanvas" else None, state.status,
+                                state.n_requests))
     return done

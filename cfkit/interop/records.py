@@ -9,7 +9,10 @@ and the whole usage record, the latency, the cost, the request's cache key
 and when the reply was stored; and, from the run's record, what the run was
 shown of the reply's case then (``asked``, and a modality run's caption
 digests, ``captions``), which a report compares with the workspace now to tell
-a stale answer. ``cfkit runs import`` reads it back unchanged.
+a stale answer, and how the run ended (``run_status``, ``run_requests``,
+``run_stopped``: an incomplete run's export says so, how many requests it
+planned and why it stopped).
+``cfkit runs import`` reads it back unchanged.
 """
 
 from __future__ import annotations
@@ -65,6 +68,9 @@ class RunRecordRow:
     created_at: str | None = None
     asked: str | None = None  # the run's digest of what it was shown of the case (cfkit.cases.asked_digests)
     captions: dict[str, str] | None = None  # modality: the case's caption digests as asked, by condition
+    run_status: str | None = None  # the run's status when exported (RUN_STATUSES)
+    run_requests: int | None = None  # the requests the run planned (more than its rows where some have no reply)
+    run_stopped: str | None = None  # why the run stopped before sending every request (its notes' ``stopped``)
 
     def prediction(self) -> Prediction:
         """The predictions line of this reply (docs/formats.md)."""
@@ -91,7 +97,7 @@ class RunRecordRow:
         if missing:
             raise PredictionError(f"{where}: no {', '.join(missing)}; every record of a run export names them.")
         values = {name: data.get(name) for name in COLUMNS}
-        for name in ("edit_id", "raw_chars", *TOKEN_FIELDS):
+        for name in ("edit_id", "raw_chars", "run_requests", *TOKEN_FIELDS):
             if values[name] is not None:
                 values[name] = _integer(values[name], name, where)
         for name in ("latency_s", "cost_usd"):
@@ -109,6 +115,11 @@ class RunRecordRow:
         if values["usage"] is not None and not isinstance(values["usage"], dict):
             raise PredictionError(f"{where}: 'usage' must be an object (the usage record), not {values['usage']!r}.")
         values["captions"] = _digests(values["captions"], where)
+        if values["run_status"] is not None and values["run_status"] not in RUN_STATUSES:
+            raise PredictionError(f"{where}: 'run_status' must be one of {', '.join(RUN_STATUSES)}, not "
+                                  f"{values['run_status']!r}.")
+        if values["run_requests"] is not None and values["run_requests"] < 0:
+            raise PredictionError(f"{where}: 'run_requests' must be a count, not {values['run_requests']}.")
         for name in _TEXT_FIELDS:
             if values[name] is not None and not isinstance(values[name], str):
                 raise PredictionError(f"{where}: '{name}' must be text, not {type(values[name]).__name__}.")
@@ -121,9 +132,12 @@ class RunRecordRow:
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecordRow))
+#: A run's statuses (cfkit.probe.runner): how it ended, or 'running' / 'waiting' (batches in flight) for one
+#: exported before it ended.
+RUN_STATUSES = ("done", "incomplete", "failed", "interrupted", "running", "waiting")
 _TEXT_FIELDS = ("run", "model", "suite", "case", "pair", "condition", "answer", "parse", "error", "raw", "reason",
                 "confidence", "detail", "reasoning", "parser", "image_sha256", "server_model", "system_fingerprint",
-                "endpoint", "cache_key", "created_at", "asked")
+                "endpoint", "cache_key", "created_at", "asked", "run_status", "run_stopped")
 
 
 def _digests(value: Any, where: str) -> dict[str, str] | None:
@@ -169,6 +183,7 @@ def run_rows(store: Store, run_id: str) -> list[RunRecordRow]:
     replies = runs.replies(store, run_id)
     cache = responses.cached(store, [r.cache_key for r in replies if r.cache_key])
     asked, captions = run.notes.get("asked") or {}, run.notes.get("captions") or {}
+    stopped = run.notes.get("stopped") if isinstance(run.notes.get("stopped"), str) else None
     out = []
     for r in replies:
         hit = cache.get(r.cache_key or "")
@@ -181,7 +196,8 @@ def run_rows(store: Store, run_id: str) -> list[RunRecordRow]:
             image_sha256=r.image_sha256, server_model=r.server_model, system_fingerprint=r.system_fingerprint,
             raw_chars=r.raw_chars, truncated=r.truncated, endpoint=r.endpoint, **tokens, usage=usage, latency_s=None if hit is None else hit.latency_s,
             cost_usd=r.cost_usd, cache_key=r.cache_key, created_at=r.created_at, asked=asked.get(r.case_id),
-            captions=captions.get(r.case_id)))
+            captions=captions.get(r.case_id), run_status=run.status, run_requests=run.n_requests,
+            run_stopped=stopped or None))
     return out
 
 

@@ -1,4 +1,12 @@
-"""``cfkit report --predictions`` over files of any supported format."""
+"""``cfkit report --predictions`` over files of any supported format.
+
+A file written by ``cfkit runs export`` (any of its formats) records, beside
+the replies, what its run was shown of each case, the image each reply was
+asked with, the parser version of each reading and how the run ended: the
+report reads them as it reads a stored run's (:class:`~cfkit.report.file_runs.FileRun`),
+so an answer about a case changed since is stale and an incomplete run is
+marked so, as they are once the file is imported.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +14,7 @@ import contextlib
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from cfkit.errors import PredictionError, UsageError
 from cfkit.interop.sniff import detect
@@ -15,22 +23,35 @@ from cfkit.workspace import Workspace
 
 if TYPE_CHECKING:
     from cfkit.cases import CaseSet
+    from cfkit.interop.records import RunRecordRow
+    from cfkit.report.file_runs import FileRun
+
+
+class PredictionFiles(NamedTuple):
+    """What a report reads for its ``--predictions``: predictions JSONL files (peers' files and run exports
+    converted), a line per converted file on how cfkit's readings compare with the peer's, and the runs the run
+    exports among them record."""
+
+    paths: list[Path]
+    notes: list[str]
+    runs: list[FileRun]
 
 
 @contextlib.contextmanager
 def predictions_files(ws: Workspace, paths: Sequence[str | Path], *, fmt: str = "auto", map_path: str | None = None,
-                      label: str | None = None, epoch: int | None = None) -> Iterator[tuple[list[Path], list[str]]]:
-    """The predictions JSONL files to report on for ``paths`` (peers' files converted), with a line per converted
-    file saying how many of cfkit's readings differ from the peer's own."""
+                      label: str | None = None, epoch: int | None = None) -> Iterator[PredictionFiles]:
+    """The predictions JSONL files to report on for ``paths`` (peers' files and run exports converted), with a line
+    per converted file saying how many of cfkit's readings differ from the peer's own, and the runs the exports
+    record (:class:`PredictionFiles`)."""
     if not paths:
         if fmt != "auto" or map_path or label or epoch is not None:
             raise UsageError("--predictions-format, --map, --label and --epoch describe --predictions files; give "
                              "--predictions.")
-        yield [], []
+        yield PredictionFiles([], [], [])
         return
     kinds = {detect(Path(p)) if fmt == "auto" else fmt for p in paths}
     if kinds == {"native"} and not map_path and not label and epoch is None:
-        yield [Path(p) for p in paths], []
+        yield PredictionFiles([Path(p) for p in paths], [], [])
         return
     from cfkit.dataset import load_cases
     from cfkit.interop.mapping import load_map
@@ -44,13 +65,14 @@ def predictions_files(ws: Workspace, paths: Sequence[str | Path], *, fmt: str = 
 @contextlib.contextmanager
 def as_predictions_files(paths: Sequence[Path | str], cases: CaseSet, *, fmt: str = "auto",
                          mapping: Mapping[str, str] | None = None, label: str | None = None,
-                         epoch: int | None = None) -> Iterator[tuple[list[Path], list[str]]]:
-    """Predictions JSONL files for ``paths`` of any supported format, and a line per converted file on how cfkit's
-    readings compare with the peer's. Native files are passed through; the others are converted into a temporary
-    folder that lives as long as the context."""
+                         epoch: int | None = None) -> Iterator[PredictionFiles]:
+    """Predictions JSONL files for ``paths`` of any supported format, a line per converted file on how cfkit's
+    readings compare with the peer's, and the runs the run exports among them record. Native files are passed
+    through; the others are converted into a temporary folder that lives as long as the context."""
     with tempfile.TemporaryDirectory(prefix="cfkit-interop-") as folder:
         out: list[Path] = []
         notes: list[str] = []
+        runs: list[FileRun] = []
         seen: dict[tuple, str] = {}  # an answer given twice is named by the files it came from, not the copies
         for number, path in enumerate(paths):
             path = Path(path)
@@ -70,11 +92,37 @@ def as_predictions_files(paths: Sequence[Path | str], cases: CaseSet, *, fmt: st
             target = Path(folder) / f"{number:03d}-{path.stem}.jsonl"
             target.write_text(dump_predictions(preds), encoding="utf-8")
             out.append(target)
+            runs += file_runs(imported.rows, str(path))
             if (line := imported.summary()) is not None:
                 notes.append(line)
             if (line := imported.target_warning()) is not None:
                 notes.append(f"warning: {line}")
-        yield out, notes
+        yield PredictionFiles(out, notes, runs)
+
+
+def file_runs(rows: Sequence[RunRecordRow], source: str) -> list[FileRun]:
+    """The runs the rows of a ``cfkit runs export`` file record, one per run (rows of a peer's own file, which
+    name no run, record none): its state and what it was shown, as ``cfkit runs import`` would store them."""
+    from collections import Counter
+
+    from cfkit.interop.importing import group_runs, run_state, shown_notes
+    from cfkit.report.file_runs import FileRun
+    from cfkit.report.sources import RunInfo
+
+    found = []
+    for (run_id, model, suite), group in group_runs(rows).items():
+        if not run_id:
+            continue
+        state, shown = run_state(group), shown_notes(group)
+        info = RunInfo(run_id, model, suite, state.status, state.complete, False, state.n_requests, state.n_done,
+                       state.stopped, imported=source, captions=shown.get("captions"), asked=shown.get("asked"))
+        parsers = Counter(r.parser for r in group if r.parser is not None)
+        images = tuple((r.case, r.condition, r.image_sha256) for r in group
+                       if r.image_sha256 and r.condition != "edit")  # an edit's image is not the case's
+        details = tuple(((r.case, r.pair or "", r.condition), r.detail) for r in group
+                        if r.answer is None and r.detail)  # what the server said of a failed request, and the like
+        found.append(FileRun(info, tuple(sorted(parsers.items())), images, details))
+    return found
 
 
 def _once(seen: dict[tuple, str], pred, source: str) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from itertools import groupby, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,6 +39,9 @@ from cfkit.report.units import AnswerKey, AskedGrid, UnitKeys, collect_units
 from cfkit.stats.answers import read_only_answers
 from cfkit.vocabulary import CONDITION_ORDER, SUITE_CONDITIONS, SWAP_CONDITIONS
 from cfkit.workspace import Workspace
+
+if TYPE_CHECKING:
+    from cfkit.report.file_runs import FileRun
 
 #: The modality deltas of the paper (Table S9's text), in report order.
 MODALITY_DELTAS: tuple[tuple[str, str], ...] = (
@@ -73,6 +77,7 @@ def make_report(
     mixed_settings: bool = False,
     labels: Mapping[str, str] | None = None,
     only_named: bool = False,
+    file_runs: Sequence[FileRun] = (),
 ) -> Report:
     """Load gold and predictions (files, the runs named in ``run_refs``, or by default one stored run per model
     and suite, see :func:`cfkit.report.sources.choose_runs`) and build the report.
@@ -83,7 +88,9 @@ def make_report(
     Table 2's groups without it. ``labels`` shows models under other names
     (``--label MODEL=NAME``, :mod:`cfkit.report.labels`); ``compare`` and
     ``groups`` name the models by those. ``run_refs`` choose a model's run
-    per suite, every other model is reported too, unless ``only_named``.
+    per suite, every other model is reported too, unless ``only_named``. ``file_runs``: the runs that ``cfkit
+    runs export`` files among the predictions record (:func:`cfkit.interop.reporting.predictions_files`), whose
+    answers are then checked as a stored run's are.
     """
     gold = load_gold(ws, subset=subset, all_cases=all_cases)
     if prediction_paths and run_refs:
@@ -91,11 +98,18 @@ def make_report(
     if prediction_paths:
         source = Sources(preds=load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases,
                                                 repeats=False))  # build_report counts the units
-        reread: list[str] = []  # a file's readings carry no parser version
+        from cfkit.report.file_runs import note_file_images, note_file_runs
+        from cfkit.report.shown import file_older_readings
+        note_file_runs(source, file_runs)  # the runs 'runs export' files record: stale answers, incomplete runs
+        reread = file_older_readings(list(file_runs))  # a plain predictions file's readings carry no parser version
         if ws.db_path.is_file():  # answers about edits can still be checked against the pairs' selected edits
-            from cfkit.store import Store  # (the store's modules: only where there is one)
+            from cfkit.store import Store, digests  # (the store's modules: only where there is one)
             with Store(ws.db_path) as store:
                 source.note_selected_edits(store)
+                if file_runs:
+                    note_file_images(source, file_runs, gold.cases, lambda paths: digests.sha256_now(store, paths))
+        elif file_runs:
+            note_file_images(source, file_runs, gold.cases)
     else:
         if not ws.db_path.is_file():
             raise NotFoundError(f"no stored runs ({ws.db_path} does not exist). Run 'cfkit probe run' first, "
@@ -107,8 +121,8 @@ def make_report(
             source.note_images(store, gold.cases)
             from cfkit.report.shown import older_readings
             reread = older_readings(store, list(source.runs.values()))
-        source.note_captions(ws)
-        source.note_cases(gold.cases)
+    source.note_captions(ws)  # (runs that recorded nothing, and plain predictions files, are not compared)
+    source.note_cases(gold.cases)
     if not source.preds:
         raise NotFoundError(" ".join(a.message for a in source.set_aside if a.empty) or "no predictions to report. "
                             "Run 'cfkit probe run', or pass --predictions FILE.")

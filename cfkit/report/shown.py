@@ -1,5 +1,5 @@
-"""Notes from the store beside a report: the pairs whose edit a judge model doubts, and runs whose replies an older
-parser read."""
+"""Notes from the store beside a report: the pairs whose edit a judge model doubts, and runs (stored, or read from
+export files) whose replies an older parser read."""
 
 from __future__ import annotations
 
@@ -42,14 +42,30 @@ def older_readings(store: Store, runs: list[Any]) -> list[str]:
     from cfkit.parse.result import PARSER_VERSION
     from cfkit.store import runs as runs_table
 
-    notes = []
-    for run in runs:
-        rows = runs_table.readings_other_than(store, run.id, PARSER_VERSION)
-        if rows:
-            n = sum(count for _, count in rows)
-            versions = ", ".join(str(parser) for parser, _ in rows)
-            notes.append(f"{run.suite}: {run.model}'s answers include {n} repl{'y' if n == 1 else 'ies'} of run "
-                         f"{run.id} read by an older parser (version {versions}; now {PARSER_VERSION}), which the "
-                         f"parser now may read otherwise; 'cfkit runs reparse {run.id}' reads them again and says "
-                         "what changed.")
-    return notes
+    return [older_note(run, rows) for run in runs
+            if (rows := runs_table.readings_other_than(store, run.id, PARSER_VERSION))]
+
+
+def file_older_readings(file_runs: list[Any]) -> list[str]:
+    """:func:`older_readings` for runs read from ``cfkit runs export`` files
+    (:class:`~cfkit.report.sources.FileRun`), whose rows carry the parser version of each reading."""
+    from cfkit.parse.result import PARSER_VERSION
+
+    return [older_note(run.info, rows, run.info.imported) for run in file_runs
+            if (rows := [(parser, n) for parser, n in run.parsers if parser != PARSER_VERSION])]
+
+
+def older_note(run: Any, rows: list[tuple[Any, int]], source: str | None = None) -> str:
+    """The note on ``run``'s replies that parsers other than the one in force read (``rows``: each version and
+    how many it read); ``source``: the export file the run was read from, which has to be imported to read them
+    again."""
+    from cfkit.parse.result import PARSER_VERSION
+
+    n = sum(count for _, count in rows)
+    versions = ", ".join(str(parser) for parser, _ in rows)
+    again = (f"'cfkit runs reparse {run.id}' reads them again and says what changed." if source is None else
+             f"'cfkit runs import {source}' then 'cfkit runs reparse {run.id}' read them again and say what "
+             "changed.")
+    return (f"{run.suite}: {run.model}'s answers include {n} repl{'y' if n == 1 else 'ies'} of run {run.id} read by "
+            f"an older parser (version {versions}; now {PARSER_VERSION}), which the parser now may read otherwise; "
+            + again)

@@ -16,7 +16,7 @@ what the server said for a failed request, and each pair's selected edit now.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -151,15 +151,25 @@ class Sources:
         from cfkit.store import digests, runs
 
         run_ids = [r.id for r in self.runs.values()]
-        recorded = runs.image_digests(store, run_ids)
+        self.note_recorded_images(cases, runs.image_digests(store, run_ids),
+                                  lambda paths: digests.sha256_now(store, paths),
+                                  lambda changed: runs.image_replies(store, run_ids, changed))
+
+    def note_recorded_images(self, cases: CaseSet, recorded: Iterable[tuple[str, str]],
+                             sha256_now: Callable[[list[str]], Mapping[str, str | None]],
+                             replies_of: Callable[[list[str]], Iterable[tuple[str, str, str, str]]]) -> None:
+        """Images asked about, against the cases' image files now: ``recorded``, the distinct (case, image
+        SHA-256) the replies record; ``sha256_now``, each path's digest now; ``replies_of``, the (run, case,
+        condition, SHA-256) of the replies about the cases given (those whose image changed)."""
+        recorded = list(recorded)
         paths, root = {}, cases.image_root
         for case_id in {case for case, _ in recorded if case in cases}:
             shown = cases.get(case_id).images
             if len(shown) == 1:  # two images are sent as one sheet, whose digest is not a file's
                 paths[case_id] = str(root / shown[0])
-        now = digests.sha256_now(store, list(paths.values())) if paths else {}
+        now = sha256_now(list(paths.values())) if paths else {}
         changed = sorted({case for case, digest in recorded if case in paths and now[paths[case]] != digest})
-        for run_id, case_id, condition, digest in runs.image_replies(store, run_ids, changed):
+        for run_id, case_id, condition, digest in replies_of(changed) if changed else ():
             if now[paths[case_id]] != digest:
                 self.stale_images[(run_id, case_id, condition)] = (
                     f"answered an earlier file of case {case_id}'s image: {paths[case_id]} "

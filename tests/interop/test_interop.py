@@ -444,7 +444,9 @@ def test_an_export_record_of_the_wrong_shape_is_one_line(stored, tmp_path):
     rows = export_rows(ws, run_id)
     for change, expected in (({"case": ["N000"]}, "'case' must be text"), ({"condition": "sideways"}, "condition"),
                              ({"usage": [1]}, "'usage' must be an object"), ({"edit_id": "seven"}, "whole number"),
-                             ({"colour": "red"}, "unknown field(s) colour")):
+                             ({"colour": "red"}, "unknown field(s) colour"),
+                             ({"run_status": "finished"}, "'run_status' must be one of done, incomplete"),
+                             ({"run_requests": -1}, "'run_requests' must be a count")):
         path = tmp_path / "run.jsonl"
         path.write_text("".join(json.dumps(r | (change if i == 2 else {})) + "\n" for i, r in enumerate(rows)))
         other = build_workspace(tmp_path / f"ws-{len(list(tmp_path.iterdir()))}")

@@ -1,5 +1,6 @@
-"""A run taken out with ``cfkit runs export`` and brought back with ``cfkit runs import`` is reported as it was:
-an answer about a case (or caption) changed since the run asked it is still stale, and counted wrong.
+"""A run taken out with ``cfkit runs export`` and brought back with ``cfkit runs import``, or its export given to
+``cfkit report --predictions``, is reported as it was: an answer about a case (or caption) changed since the run
+asked it is still stale, and counted wrong.
 
 The workspace is the demo's (real probe runs of the baseline models, a real store, the caption files); a case's
 question and a caption text are changed after the runs, as a person editing the cases would.
@@ -36,9 +37,11 @@ def run_ids(ws: Path) -> list[str]:
     return [r["id"] for r in listed if r["id"].startswith((CC, MODALITY))]
 
 
-def report(ws: Path, ids: list[str]) -> tuple[dict, list]:
-    args = [a for run_id in ids for a in ("--run", run_id)]
-    result = run_cli(["report", "-w", str(ws), *args, "--only-named", "--format", "json", "--resamples", "100"])
+def report(ws: Path, ids: list[str], files: list[Path] = ()) -> tuple[dict, list]:
+    """The report of the runs ``ids``, stored, or of their export ``files`` given to --predictions."""
+    args = [a for path in files for a in ("--predictions", str(path))] or [
+        *(a for run_id in ids for a in ("--run", run_id)), "--only-named"]
+    result = run_cli(["report", "-w", str(ws), *args, "--format", "json", "--resamples", "100"])
     assert result.exit_code == 0, result.output
     got = json.loads(result.stdout)
     numbers = {suite: got[suite][0]["accuracy"] for suite in ("contextcanvas", "modality")}
@@ -48,7 +51,7 @@ def report(ws: Path, ids: list[str]) -> tuple[dict, list]:
 
 @pytest.mark.parametrize(("fmt", "suffix"), [("jsonl", ".jsonl"), ("csv", ".csv"), ("parquet", ".parquet"),
                                              ("inspect", ".eval")])
-def test_a_run_exported_and_imported_keeps_its_stale_answers(demo, tmp_path, fmt, suffix):
+def test_a_run_exported_reported_and_imported_keeps_its_stale_answers(demo, tmp_path, fmt, suffix):
     ws = tmp_path / "ws"
     shutil.copytree(demo, ws)
     ids = run_ids(ws)
@@ -57,10 +60,12 @@ def test_a_run_exported_and_imported_keeps_its_stale_answers(demo, tmp_path, fmt
     assert {(case, condition) for _, case, condition in before[1]} >= {("MX06", "image"), ("MX06", "text"),
                                                                         ("MX01", "evidence")}
     assert ("MX01", "neutral") not in {(case, condition) for _, case, condition in before[1]}
-    for run_id in ids:
-        target = tmp_path / f"{run_id}{suffix}"
+    targets = [tmp_path / f"{run_id}{suffix}" for run_id in ids]
+    for run_id, target in zip(ids, targets):
         assert run_cli(["runs", "export", run_id, "-w", str(ws), "--format", fmt, "--output", str(target)]
                        ).exit_code == 0
+    assert report(ws, ids, targets) == before  # the export files, read as the runs they record
+    for run_id, target in zip(ids, targets):
         assert run_cli(["runs", "rm", run_id, "-w", str(ws)]).exit_code == 0
         imported = run_cli(["runs", "import", str(target), "-w", str(ws)])
         assert imported.exit_code == 0, imported.output

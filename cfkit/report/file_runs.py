@@ -1,0 +1,79 @@
+"""Runs read from ``cfkit runs export`` files given to ``cfkit report --predictions``.
+
+An export records, beside each reply, what its run was shown of the case, the
+image the reply was asked with, the parser version of the reading and how the
+run ended. The report takes them as it takes a stored run's record
+(:class:`~cfkit.report.sources.RunInfo`), so that an answer about a case, a
+caption or an image changed since the run is stale, and an incomplete run's
+rows are marked, exactly as after ``cfkit runs import`` of the same file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from cfkit.report.sources import RunInfo, Sources
+
+if TYPE_CHECKING:
+    from cfkit.cases import CaseSet
+
+
+@dataclass(frozen=True)
+class FileRun:
+    """A run as an export file records it: what a report reads of a stored run (:meth:`RunInfo.of`), the parser
+    versions that read its replies, and the image each reply was asked with."""
+
+    info: RunInfo
+    parsers: tuple[tuple[str, int], ...] = ()  # (parser version, replies it read), for the replies a parser read
+    images: tuple[tuple[str, str, str], ...] = ()  # (case, condition, SHA-256 of the case's image as sent)
+    details: tuple[tuple[tuple[str, str, str], str], ...] = ()  # ((case, pair or '', condition), why no answer)
+
+
+def note_file_runs(sources: Sources, file_runs: Sequence[FileRun]) -> None:
+    """Take the runs the export files record as the runs of their rows in ``sources``, with what was said of each
+    reply that gave no answer; two runs of one model and suite (two files) stand together, as one run of both."""
+    for run in file_runs:
+        key = (run.info.model, run.info.suite)
+        known = sources.runs.get(key)
+        sources.runs[key] = run.info if known is None or known.id == run.info.id else _together(known, run.info)
+        sources.details.update(((*key, *unit), detail) for unit, detail in run.details)
+
+
+def note_file_images(sources: Sources, file_runs: Sequence[FileRun], cases: CaseSet,
+                     sha256_now: Callable[[list[str]], Mapping[str, str | None]] | None = None) -> None:
+    """:meth:`Sources.note_images` for runs read from export files (after :func:`note_file_runs`): the image each
+    row records, against the case's image file now (``sha256_now``: each path's digest, None where it cannot be
+    read; by default each file is read)."""
+    replies = [(sources.runs.get((run.info.model, run.info.suite), run.info).id, case, condition, digest)
+               for run in file_runs for case, condition, digest in run.images]
+    sources.note_recorded_images(cases, {(case, digest) for _, case, _, digest in replies},
+                                 sha256_now or _read_digests,
+                                 lambda changed: [r for r in replies if r[1] in changed])
+
+
+def _together(first: RunInfo, second: RunInfo) -> RunInfo:
+    """Two runs of one model and suite read from two files, as one: complete only if both are, and what each was
+    shown of its cases."""
+    def both(a: Mapping | None, b: Mapping | None) -> Mapping | None:
+        return {**(a or {}), **(b or {})} or None
+
+    return replace(first, id=f"{first.id} + {second.id}", status=second.status if first.complete else first.status,
+                   complete=first.complete and second.complete, n_requests=first.n_requests + second.n_requests,
+                   n_done=first.n_done + second.n_done, imported=f"{first.imported} + {second.imported}",
+                   captions=both(first.captions, second.captions), asked=both(first.asked, second.asked))
+
+
+def _read_digests(paths: Sequence[str]) -> dict[str, str | None]:
+    """Each file's SHA-256, read now (None where it cannot be read): for a report without a store."""
+    import hashlib
+
+    found: dict[str, str | None] = {}
+    for path in dict.fromkeys(paths):
+        try:
+            with open(path, "rb") as fh:
+                found[path] = hashlib.file_digest(fh, "sha256").hexdigest()
+        except OSError:
+            found[path] = None
+    return found
