@@ -19,7 +19,7 @@ def usd(value: float) -> str:
 
 
 #: The words every note on input priced at the full input rate holds (cached input without a price of its own, a
-#: cached count that cannot be used, Anthropic's cache writes).
+#: cached count that cannot be used, Anthropic's cache writes): ``cfkit runs show`` finds a run's such notes by them.
 AT_INPUT_RATE = "priced at the full input rate"
 
 

@@ -168,6 +168,17 @@ def test_an_unusable_cache_count_leaves_the_cost_unknown_and_stops_a_budget(tiny
     assert "cache_read/cache_creation_input_tokens" in result.stderr
 
 
+def test_a_collected_batch_says_cached_input_was_priced_at_the_input_price(tiny_ws):
+    with AnthropicServer(with_usage(CACHE_USAGE)) as server:
+        run_id = json.loads(claude(tiny_ws, server.url, "contextcanvas", "--batch", "--json", *PRICES).stdout)["run_id"]
+        done = run_cli(["-w", str(tiny_ws), "probe", "collect", run_id])
+        shown = run_cli(["-w", str(tiny_ws), "runs", "show", run_id], env={"COLUMNS": "400"})
+    assert done.exit_code == 0, done.stderr
+    assert done.stderr.count(READ_AT_FULL) == 1 and done.stderr.count(WRITE_NOTE) == 1
+    assert "$0.15 at batch prices" in done.stderr  # half of 3 x 100 input tokens at 1000 USD a million
+    assert shown.stdout.count("cost note") == 2 and READ_AT_FULL in " ".join(shown.stdout.split())
+
+
 def test_message_batch_round_trip_at_half_price(tiny_ws):
     def one_fails(params, n):
         if "Which event" in user_text(params):

@@ -69,6 +69,9 @@ def test_a_run_says_where_its_cost_priced_cached_input_at_the_input_price(tiny_w
     assert result.exit_code == 0, result.stderr
     assert result.stderr.count(NOTE) == 1 and "$0.30" in result.stderr  # 3 replies at 0.10
     run_id = result.stdout.strip()
+    shown = run_cli(["-w", str(tiny_ws), "runs", "show", run_id], env={"COLUMNS": "400"})
+    assert shown.exit_code == 0 and "$0.30" in shown.stdout
+    assert "cost note" in shown.stdout and NOTE in " ".join(shown.stdout.split())
     # The cached count is kept with each reply's usage, so the cost can be worked out again at another price.
     usage = [json.loads(r["usage"]) for r in table_rows(tiny_ws, "responses")]
     assert len(usage) == 3 and all(u["prompt_tokens_details"]["cached_tokens"] == 80 for u in usage)
