@@ -1,4 +1,5 @@
-"""Amounts of money in messages and tables: enough digits that a small cost is not shown as zero."""
+"""Amounts of money in messages and tables (enough digits that a small cost is not shown as zero), and a reply's
+cost from the token counts its server reported, the input read from a prompt cache at its own price."""
 
 from __future__ import annotations
 
@@ -17,12 +18,35 @@ def usd(value: float) -> str:
     return f"${value:.{digits}f}"
 
 
-def token_cost(tokens_in: object, tokens_out: object, price_in: float, price_out: float) -> float | None:
+#: The words every note on input priced at the full input rate holds (cached input without a price of its own, a
+#: cached count that cannot be used, Anthropic's cache writes): ``cfkit runs show`` finds a run's such notes by them.
+AT_INPUT_RATE = "priced at the full input rate"
+
+
+def token_cost(tokens_in: object, tokens_out: object, price_in: float, price_out: float,
+               cached: int = 0, price_cached: float | None = None) -> float | None:
     """USD for the input and output token counts a server reported, at USD per million tokens; None unless both
-    counts are there and are whole numbers of zero or more (a missing, negative or text count is not a cost)."""
-    if not (_count(tokens_in) and _count(tokens_out)):
+    counts are there and are whole numbers of zero or more (a missing, negative or text count is not a cost).
+
+    ``cached`` is how many of ``tokens_in`` the server read from its prompt cache (a count the caller checked with
+    :func:`cached_count`); they cost ``price_cached`` a million when it is given, and ``price_in`` otherwise."""
+    if not (is_count(tokens_in) and is_count(tokens_out)):
         return None
+    if cached and price_cached is not None:
+        return ((tokens_in - cached) * price_in + cached * price_cached + tokens_out * price_out) / 1e6
     return (tokens_in * price_in + tokens_out * price_out) / 1e6
+
+
+def cached_count(n: object, within: object) -> int | None:
+    """``n`` as a count of cached input tokens, of the ``within`` input tokens a reply reported (``within`` None:
+    no bound, for a provider that counts cached input beside the rest): 0 when the reply says nothing of a cache
+    (``n`` None), None when its count cannot be used (not a whole number of zero or more, or more than
+    ``within``), which the caller prices and says as it must."""
+    if n is None:
+        return 0
+    if is_count(n) and (not is_count(within) or n <= within):
+        return int(n)
+    return None
 
 
 def spent(known: float | None, unreported: int, *, short: bool = False) -> str:
@@ -40,6 +64,6 @@ def spent(known: float | None, unreported: int, *, short: bool = False) -> str:
     return f"at least {usd(known)}: {unreported} repl{'y' if unreported == 1 else 'ies'} without a reported cost"
 
 
-def _count(n: object) -> bool:
+def is_count(n: object) -> bool:
     """Whether ``n`` is a token count: a whole, finite number of zero or more (not a bool, not text)."""
     return isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n) and n >= 0 and n == int(n)

@@ -55,6 +55,7 @@ class EditConfig:
 class PriceConfig:
     input: float  # USD per million input tokens
     output: float  # USD per million output tokens
+    cached_input: float | None = None  # USD per million input tokens read from a prompt cache (None: input's)
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,12 @@ def _price(value: Any) -> bool:
 
 
 def _prices(value: Any) -> bool:
-    return type(value) is dict and all(type(k) is str and type(v) is dict and set(v) == {"input", "output"}
-                                       and _price(v["input"]) and _price(v["output"]) for k, v in value.items())
+    return type(value) is dict and all(type(k) is str and type(v) is dict and _PRICE_KEYS[0] <= set(v) <= _PRICE_KEYS[1]
+                                       and all(_price(p) for p in v.values()) for k, v in value.items())
+
+
+#: The keys a [probe.prices."KIND:NAME"] table must have, and those it may have.
+_PRICE_KEYS = ({"input", "output"}, {"input", "output", "cached_input"})
 
 
 _PREFIX = re.compile(r"[A-Za-z][A-Za-z_-]*")
@@ -145,7 +150,8 @@ def _sections(values: dict[str, dict[str, Any]], as_json: dict[str, Any] | None 
     for name, section in values.items():
         section = dict(section)
         if name == "probe" and "prices" in section:
-            section["prices"] = {k: PriceConfig(float(v["input"]), float(v["output"]))
+            section["prices"] = {k: PriceConfig(float(v["input"]), float(v["output"]),
+                                                None if v.get("cached_input") is None else float(v["cached_input"]))
                                  for k, v in section["prices"].items()}
         made[name] = _SECTIONS[name][0](**section)
     return Config(**made, as_json=as_json)

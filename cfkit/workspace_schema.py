@@ -44,6 +44,8 @@ class EditModel(_Section):
 class PriceModel(_Section):
     input: float = Field(ge=0, description="USD per million input tokens")
     output: float = Field(ge=0, description="USD per million output tokens")
+    cached_input: float | None = Field(None, ge=0, description="USD per million input tokens read from a prompt "
+                                                               "cache (default: input)")
 
 
 class ProbeModel(_Section):

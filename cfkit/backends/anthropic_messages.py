@@ -21,7 +21,9 @@ run (the key), 404 stops it (the model), other 4xx fail the request.
 
 Model controls: temperature, top_p, the token limit and ``extra_body`` (the
 Messages API has no seed, and its reasoning is set through ``extra_body``'s
-``thinking``). Prices (``price_in``, ``price_out``) give each reply's cost;
+``thinking``). Prices (``price_in``, ``price_out``, ``price_cached_in``) give
+each reply's cost: the input read from the prompt cache at ``price_cached_in``
+(``price_in`` when not given), the input written to it at ``price_in``;
 Message Batches (:mod:`cfkit.backends.anthropic_batch`) serve ``--batch`` and
 ``probe collect`` at half price.
 """
@@ -38,8 +40,9 @@ from pydantic import Field
 
 from cfkit.backends import Backend, BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, TransportError, cache_options
 from cfkit.backends.controls import extra_body
-from cfkit.backends.openai_wire import MAX_STORED_CHARS, UNREPORTED_NOTE, b64encode, capped
-from cfkit.money import token_cost
+from cfkit.backends.openai_wire import (CACHED_AT_FULL_NOTE, MAX_STORED_CHARS, UNREPORTED_NOTE, TokenPrices,
+                                        b64encode, capped, token_prices)
+from cfkit.money import AT_INPUT_RATE, cached_count, is_count, token_cost
 from cfkit.endpoints import ANTHROPIC, PLACEHOLDER_KEY, redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, OptionError
 from cfkit.hints import install_hint
@@ -67,11 +70,25 @@ class AnthropicOptions(BackendOptions):
                                    json_schema_extra=_NO_CACHE)
     price_out: float | None = Field(None, ge=0, description="USD per million output tokens",
                                     json_schema_extra=_NO_CACHE)
+    price_cached_in: float | None = Field(None, ge=0, description="USD per million input tokens read from the "
+                                                                  "prompt cache (default: price_in)",
+                                          json_schema_extra=_NO_CACHE)
+
+
+#: Said when a reply wrote input to Anthropic's prompt cache, priced at the input price (it is billed higher).
+CACHE_WRITE_NOTE = ("{where} reported input written to its prompt cache (usage.cache_creation_input_tokens): "
+                    f"it was {AT_INPUT_RATE}, and Anthropic bills cache writes at 1.25 times that "
+                    "(2 times for a one-hour cache), so the costs shown, and what --max-cost counts, may be lower "
+                    "than what was billed")
+_READ_FIELD = "usage.cache_read_input_tokens"
 
 
 def reply_from_message(message: dict[str, Any], latency: float, notes: list[str], *,
-                       prices: tuple[float, float] | None, where: str) -> Reply:
-    """A Messages API ``message`` (as JSON) read into a reply; ``prices`` (USD per million tokens) give its cost."""
+                       prices: TokenPrices | None, where: str) -> Reply:
+    """A Messages API ``message`` (as JSON) read into a reply; ``prices`` (USD per million input, output and cached
+    input tokens) give its cost. Anthropic's ``input_tokens`` leaves out the input read from the prompt cache
+    (``cache_read_input_tokens``, at the cached price) and the input written to it (``cache_creation_input_tokens``,
+    at the input price); all three are priced, each once."""
     blocks = message.get("content")
     if not isinstance(blocks, list):
         raise TransportError(f"{where} returned a message without content.")
@@ -86,9 +103,21 @@ def reply_from_message(message: dict[str, Any], latency: float, notes: list[str]
     usage = {k: v for k, v in usage.items() if isinstance(v, (int, float))} if isinstance(usage, dict) else {}
     cost = None
     if prices is not None:
-        cost = token_cost(usage.get("input_tokens"), usage.get("output_tokens"), *prices)
+        fresh = usage.get("input_tokens")
+        read = cached_count(usage.get("cache_read_input_tokens"), None)
+        written = cached_count(usage.get("cache_creation_input_tokens"), None)
+        # Not knowing the cache's part of the input is not knowing the input: no cost, and the reply says so.
+        known = read is not None and written is not None and is_count(fresh)
+        cost = token_cost(fresh + read + written, usage.get("output_tokens"), prices[0], prices[1], read, prices[2]) \
+            if known else None
         if cost is None:
-            notes.append(UNREPORTED_NOTE.format(where=where, fields="usage.input_tokens and output_tokens"))
+            notes.append(UNREPORTED_NOTE.format(where=where, fields="usage.input_tokens, output_tokens and the "
+                                                                    "cache_read/cache_creation_input_tokens"))
+        else:
+            if read and prices[2] is None:
+                notes.append(CACHED_AT_FULL_NOTE.format(where=where, field=_READ_FIELD))
+            if written:
+                notes.append(CACHE_WRITE_NOTE.format(where=where))
     model = message.get("model")
     return Reply(raw=raw, usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes),
                  refused=message.get("stop_reason") == "refusal", reasoning=capped("\n".join(thoughts))[0] or None,
@@ -211,8 +240,8 @@ class AnthropicBackend(Backend):
         return reply_from_message(message.model_dump(mode="json"), time.perf_counter() - started, notes,
                                   prices=self._prices(), where=self.endpoint)
 
-    def _prices(self, factor: float = 1.0) -> tuple[float, float] | None:
-        return (factor * self.options.price_in, factor * self.options.price_out) if self.priced else None
+    def _prices(self, factor: float = 1.0) -> TokenPrices | None:
+        return token_prices(self.options, factor)
 
     async def _after_status(self, exc: Any, retry: int) -> int:
         status = exc.status_code

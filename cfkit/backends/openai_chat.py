@@ -74,7 +74,8 @@ from cfkit.backends.http import (
     package_versions,
     retry_after_seconds,
 )
-from cfkit.backends.openai_wire import MAX_STORED_CHARS, body_parts, image_base64, reply_from_completion, slot
+from cfkit.backends.openai_wire import (MAX_STORED_CHARS, body_parts, image_base64, reply_from_completion, slot,
+                                        token_prices)
 from cfkit.backends.replicas import Replica, ReplicaPool, served_model
 from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, UsageError
@@ -409,5 +410,5 @@ class OpenAIBackend(Backend):
 
     def _reply(self, completion: dict[str, Any], latency: float, notes: list[str], *,
                price_factor: float = 1.0) -> Reply:
-        prices = (price_factor * self.options.price_in, price_factor * self.options.price_out) if self.priced else None
-        return reply_from_completion(completion, latency, notes, prices=prices, where=self.endpoint)
+        return reply_from_completion(completion, latency, notes, prices=token_prices(self.options, price_factor),
+                                     where=self.endpoint)

@@ -42,6 +42,9 @@ def openai_options() -> type:
                                        json_schema_extra=_NO_CACHE)
         price_out: float | None = Field(None, ge=0, description="USD per million output tokens",
                                         json_schema_extra=_NO_CACHE)
+        price_cached_in: float | None = Field(None, ge=0, description="USD per million cached input tokens "
+                                                                      "(default: price_in)",
+                                              json_schema_extra=_NO_CACHE)
 
     OpenAIOptions.__module__, OpenAIOptions.__qualname__ = __name__, "OpenAIOptions"
     return OpenAIOptions
@@ -60,4 +63,5 @@ PLAIN_OPTIONS = PlainSpec(
     token_param=PlainField(None, plain_choice("max_completion_tokens", "max_tokens", optional=True)),
     price_in=PlainField(None, plain_number(ge=0, optional=True), cache=False),
     price_out=PlainField(None, plain_number(ge=0, optional=True), cache=False),
+    price_cached_in=PlainField(None, plain_number(ge=0, optional=True), cache=False),
 )

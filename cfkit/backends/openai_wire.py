@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cfkit.backends import Reply, TransportError
-from cfkit.money import token_cost
+from cfkit.money import AT_INPUT_RATE, cached_count, token_cost
 
 #: The longest reply text stored (characters); a longer one is cut, its full length kept in ``raw_chars``.
 MAX_STORED_CHARS = 256 * 1024
@@ -103,9 +103,34 @@ UNREPORTED_NOTE = ("{where} reported no usable token counts ({fields}) for some 
                    "so the costs shown are at least what was spent, and --max-cost stops sending")
 
 
+#: Said when replies reported cached input and no price for it was given (:func:`cfkit.money.token_cost`).
+CACHED_AT_FULL_NOTE = ("{where} reported cached input tokens ({field}) and no price for cached input was given: "
+                       f"they were {AT_INPUT_RATE}, so the costs shown may be higher than what was billed (give "
+                       "-o price_cached_in=USD_PER_M_TOKENS, or cached_input in cfkit.toml [probe.prices])")
+#: Said when a cached token count cannot be used (text, negative, more than the input): the full input rate.
+UNUSABLE_CACHED_NOTE = ("{where} reported a cached input token count that is not a whole number of zero or more "
+                        f"within the input tokens ({{field}}) for some replies: their whole input was {AT_INPUT_RATE}")
+
+_CACHED_FIELD = "usage.prompt_tokens_details.cached_tokens"
+
+#: (USD per million input tokens, output tokens, cached input tokens or None): what a backend prices replies at.
+TokenPrices = tuple[float, float, float | None]
+
+
+def token_prices(options: Any, factor: float = 1.0) -> TokenPrices | None:
+    """A backend's ``price_in``, ``price_out`` and ``price_cached_in`` options times ``factor`` (batch prices);
+    None unless both ``price_in`` and ``price_out`` are given."""
+    if options.price_in is None or options.price_out is None:
+        return None
+    cached = options.price_cached_in
+    return factor * options.price_in, factor * options.price_out, None if cached is None else factor * cached
+
+
 def reply_from_completion(completion: dict[str, Any], latency: float, notes: list[str], *,
-                          prices: tuple[float, float] | None, where: str) -> Reply:
-    """A completion read into a reply; ``prices`` (USD per million input and output tokens) give its cost."""
+                          prices: TokenPrices | None, where: str) -> Reply:
+    """A completion read into a reply; ``prices`` (USD per million input, output and cached input tokens) give its
+    cost: the input tokens the server says it read from its prompt cache (``usage.prompt_tokens_details
+    .cached_tokens``, a part of ``prompt_tokens``) at the cached price, the rest at the input price."""
     choices = completion.get("choices")
     if not isinstance(choices, list) or not choices:
         error = completion.get("error")  # some servers and proxies answer 200 with the error object
@@ -121,7 +146,15 @@ def reply_from_completion(completion: dict[str, Any], latency: float, notes: lis
     usage = without_none(usage) if isinstance(usage, dict) else {}
     cost = None
     if prices is not None:
-        cost = token_cost(usage.get("prompt_tokens"), usage.get("completion_tokens"), *prices)
+        tokens_in = usage.get("prompt_tokens")
+        details = usage.get("prompt_tokens_details")
+        cached = cached_count(details.get("cached_tokens") if isinstance(details, dict) else None, tokens_in)
+        if cached is None:
+            notes.append(UNUSABLE_CACHED_NOTE.format(where=where, field=_CACHED_FIELD))
+            cached = 0
+        elif cached and prices[2] is None:
+            notes.append(CACHED_AT_FULL_NOTE.format(where=where, field=_CACHED_FIELD))
+        cost = token_cost(tokens_in, usage.get("completion_tokens"), prices[0], prices[1], cached, prices[2])
         if cost is None:
             notes.append(UNREPORTED_NOTE.format(where=where, fields="usage.prompt_tokens and completion_tokens"))
     content = message.get("content")

@@ -37,8 +37,9 @@ def probe() -> None:
 @click.option("-j", "--concurrency", type=params.positive(MAX_CONCURRENCY), default=None,
               help="Requests in flight (default: [probe] concurrency for APIs, 1 for local models).")
 @click.option("--max-cost", type=params.Decimal(min=0), default=None, metavar="USD",
-              help="Stop before spending more than this (prices: -o price_in=… -o price_out=…, cfkit.toml "
-                   "[probe.prices], or cfkit's built-in estimate for OpenAI's own API).")
+              help="Stop before spending more than this (prices: -o price_in=… -o price_out=…, and -o "
+                   "price_cached_in=… for cached input; cfkit.toml [probe.prices]; or cfkit's built-in estimate "
+                   "for OpenAI's own API).")
 @click.option("--max-tokens", type=params.Integer(1, 65536), default=None,
               help="Longest reply, in tokens (default 512; the preset's with --protocol paper).")
 @click.option("--protocol", type=click.Choice(["default", "paper"]), default=None,

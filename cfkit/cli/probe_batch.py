@@ -63,6 +63,8 @@ def render_collection(result, as_json: bool) -> None:
             status(f"batch {batch.id} {batch.status}: {'; '.join(batch.errors)}")
     for problem in result.problems:
         warn(problem)
+    for note in result.notes:
+        warn(note)
 
 
 def render_written(written, as_json: bool) -> None:

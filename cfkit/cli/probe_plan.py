@@ -36,6 +36,11 @@ def _usd(value: float | None) -> str:
     return "unknown (no prices)" if value is None else usd(value)
 
 
+def _prices(prices) -> str:
+    cached = "" if prices.price_cached_in is None else f" / ${prices.price_cached_in:g} cached in"
+    return f"${prices.price_in:g} in / ${prices.price_out:g} out{cached} per million tokens ({prices.source})"
+
+
 def render_preview(preview, max_cost: float | None, as_json: bool) -> None:
     """Print the plan of a dry run: what would be asked, sent and spent; nothing was sent or written."""
     plan, send, whole = preview.plan, preview.to_send, preview.all_requests
@@ -68,10 +73,9 @@ def render_preview(preview, max_cost: float | None, as_json: bool) -> None:
                              "512-px tile rule; an approximation)"),
             ("output tokens", f"at most {send.max_output_tokens:,}"),
             ("prices", "none known: give -o price_in=… -o price_out=… or cfkit.toml [probe.prices]"
-             if preview.prices is None else f"${preview.prices.price_in:g} in / ${preview.prices.price_out:g} out "
-                                            f"per million tokens ({preview.prices.source})"),
-            ("cost", f"about {_usd(send.cost_in)} for the input; at most {_usd(send.cost_max)} if every reply used "
-                     "all its tokens (an estimate)")]
+             if preview.prices is None else _prices(preview.prices)),
+            ("cost", f"about {_usd(send.cost_in)} for the input (all of it at the input price); at most "
+                     f"{_usd(send.cost_max)} if every reply used all its tokens (an estimate)")]
     if plan.left_out:
         rows.append(("left out", f"{len(plan.left_out)} by the selection ({_names(plan.left_out)})"))
     for name, value in rows:

@@ -89,6 +89,7 @@ class Collection:
     model: str = ""
     suite: str = ""
     cost_unreported: int = 0  # results stored now without a known cost (no usable token counts): not in cost_usd
+    notes: tuple[str, ...] = ()  # what the results stored now said of their cost (cached input at the input price …)
 
     @property
     def waiting(self) -> tuple[BatchState, ...]:
@@ -271,7 +272,8 @@ def collect_batches(store: Store, cases: CaseSet, run: RunRecord, backend: Backe
     everything = batches.for_run(store, run.id)
     recorder = Recorder(store, run.id, cache_as=backend if backend.capabilities.cacheable else None)
     problems: list[str] = []
-    outcome = (asyncio.run(_collect(store, cases, waiting, backend, recorder, problems, file_deadline_s))
+    said: set[str] = set()  # the replies' notes, less the backend's own
+    outcome = (asyncio.run(_collect(store, cases, waiting, backend, recorder, problems, said, file_deadline_s))
                if waiting else (0, 0, 0.0, 0))
     stored, failed, cost, unreported = outcome
     states = tuple(BatchState(b.id, b.status, b.counts, b.collected_at is not None, b.errors)
@@ -280,16 +282,17 @@ def collect_batches(store: Store, cases: CaseSet, run: RunRecord, backend: Backe
     wanted = {r.key for b in everything for r in b.requests} | {r.key for r in runs.replies(store, run.id)}
     previous = runs.get_run(store, run.id)
     counts = close_run(store, run.id, "waiting" if still else "done", None, wanted,
-                       list(previous.notes.get("backend_notes", [])) if previous else [])
+                       list(dict.fromkeys((previous.notes.get("backend_notes", []) if previous else []) + sorted(said))))
     missing = 0 if still else max(run.n_requests - counts["done"], 0)
     return Collection(run.id, states, stored, failed, counts["status"], missing,
                       cost if backend.priced else None, tuple(problems), counts["invalid"], counts["truncated"],
                       counts["empty"], (run.settings.get("generation") or {}).get("max_tokens"), run.model, run.suite,
-                      unreported if backend.priced else 0)
+                      unreported if backend.priced else 0, tuple(sorted(said)))
 
 
 async def _collect(store: Store, cases: CaseSet, waiting: list[BatchRecord], backend: Backend,
-                   recorder: Recorder, problems: list[str], file_deadline_s: float | None) -> tuple[int, int, float, int]:
+                   recorder: Recorder, problems: list[str], said: set[str],
+                   file_deadline_s: float | None) -> tuple[int, int, float, int]:
     api = backend.batch_api()
     if file_deadline_s is not None:
         api.file_deadline_s = file_deadline_s
@@ -326,6 +329,7 @@ async def _collect(store: Store, cases: CaseSet, waiting: list[BatchRecord], bac
                         recorder.reply(unit, asked.cache_key, reply)
                         cost += reply.cost_usd or 0.0
                         unreported += reply.cost_usd is None
+                        said.update(n for n in reply.notes if n not in backend.notes)
                 else:
                     recorder.transport(unit, asked.cache_key, f"batch {record.id}: {error or why}")
                     failed += 1

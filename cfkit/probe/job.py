@@ -92,7 +92,7 @@ def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], proto
     if backend is not None and {"price_in", "price_out"} <= fields:
         prices = resolve_prices(model, name, backend.endpoint, options, ws.config.probe.prices)
         if prices is not None and options.get("price_in") is None:
-            options = {**options, "price_in": prices.price_in, "price_out": prices.price_out}
+            options = {**options, **prices.options()}
             backend = load_backend(model, options, context=setup.context(ws, suite))
         setup = _Setup(model, options, preset, prices, setup.cacheable, setup.capabilities)
     return setup, backend

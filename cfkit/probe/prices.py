@@ -1,16 +1,20 @@
 """Prices for cost estimates and ``--max-cost``: given, configured, or from a small built-in table.
 
 In order: ``-o price_in=… -o price_out=…`` (USD per million input / output
-tokens), then ``cfkit.toml``::
+tokens, with ``-o price_cached_in=…`` if you like), then ``cfkit.toml``::
 
     [probe.prices."openai:gpt-5.5"]
-    input = 5.0      # USD per million input tokens
-    output = 30.0    # USD per million output tokens
+    input = 5.0          # USD per million input tokens
+    output = 30.0        # USD per million output tokens
+    cached_input = 0.5   # optional: USD per million input tokens read from the provider's prompt cache
 
 then :data:`BUILT_IN`, which applies only to requests that go to OpenAI's own
 API (``api.openai.com``): the same model name on another server costs what
-that server charges. Prices reach a backend as its ``price_in`` and
-``price_out`` options, so only a backend that has them is priced.
+that server charges. Prices reach a backend as its ``price_in``,
+``price_out`` and ``price_cached_in`` options, so only a backend that has them
+is priced. The cached price applies to the input tokens a reply says the
+server read from its prompt cache; without it they cost the input price, and
+the run says so.
 
 The built-in figures are an estimate, not a quote: they were set on
 :data:`BUILT_IN_AS_OF` from :data:`BUILT_IN_SOURCE` and are not updated by
@@ -39,18 +43,26 @@ BATCH_PRICE_FACTOR = 0.5
 
 @dataclass(frozen=True)
 class Prices:
-    """USD per million input and output tokens, and where they came from."""
+    """USD per million input, output and cached input tokens (None: at the input price), and where they came from."""
 
     price_in: float
     price_out: float
     source: str
+    price_cached_in: float | None = None
 
     def record(self) -> dict[str, Any]:
-        return {"price_in": self.price_in, "price_out": self.price_out, "source": self.source}
+        return {"price_in": self.price_in, "price_out": self.price_out, "price_cached_in": self.price_cached_in,
+                "source": self.source}
+
+    def options(self) -> dict[str, float | None]:
+        """The backend options that carry these prices."""
+        return {"price_in": self.price_in, "price_out": self.price_out, "price_cached_in": self.price_cached_in}
 
     def scaled(self, factor: float) -> "Prices":
         """These prices times ``factor`` (batch prices: :data:`BATCH_PRICE_FACTOR`)."""
-        return Prices(self.price_in * factor, self.price_out * factor, f"{self.source}, × {factor:g} for a batch")
+        cached = None if self.price_cached_in is None else self.price_cached_in * factor
+        return Prices(self.price_in * factor, self.price_out * factor, f"{self.source}, × {factor:g} for a batch",
+                      cached)
 
 
 def resolve_prices(model: str, model_name: str, endpoint: str | None, options: dict[str, Any],
@@ -60,11 +72,19 @@ def resolve_prices(model: str, model_name: str, endpoint: str | None, options: d
     if len(given) == 1:
         other = "price_out" if given[0] == "price_in" else "price_in"
         raise UsageError(f"-o {given[0]} was given without -o {other}; give both (USD per million tokens).")
+    cached = options.get("price_cached_in")
     if given:
-        return Prices(float(options["price_in"]), float(options["price_out"]), "-o price_in/price_out")
+        return Prices(float(options["price_in"]), float(options["price_out"]), "-o price_in/price_out",
+                      None if cached is None else float(cached))
+    if cached is not None:
+        raise UsageError("-o price_cached_in was given without -o price_in and -o price_out; give all three "
+                         "(USD per million tokens), or the cached price as cached_input in cfkit.toml "
+                         "[probe.prices].")
     entry = configured.get(model)
     if entry is not None:
-        return Prices(float(entry.input), float(entry.output), f"cfkit.toml [probe.prices.\"{model}\"]")
+        cached = getattr(entry, "cached_input", None)
+        return Prices(float(entry.input), float(entry.output), f"cfkit.toml [probe.prices.\"{model}\"]",
+                      None if cached is None else float(cached))
     if endpoint is not None and urlsplit(endpoint).hostname == OFFICIAL_HOST and model_name in BUILT_IN:
         price_in, price_out = BUILT_IN[model_name]
         return Prices(price_in, price_out, f"cfkit's built-in estimate of {BUILT_IN_AS_OF} ({BUILT_IN_SOURCE})")

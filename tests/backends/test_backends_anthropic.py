@@ -120,6 +120,65 @@ def test_cost_reasoning_refusal_and_controls(tiny_ws):
     assert stored["T001"]["reasoning"] == "weighing the options" and "weighing" not in stored["T001"]["raw"]
 
 
+#: Anthropic's usage: ``input_tokens`` leaves out the input read from and written to the prompt cache.
+CACHE_USAGE = {"input_tokens": 30, "cache_read_input_tokens": 60, "cache_creation_input_tokens": 10,
+               "output_tokens": 20}
+PRICES = ["-o", "price_in=1000", "-o", "price_out=0"]
+READ_AT_FULL = "cached input tokens (usage.cache_read_input_tokens) and no price for cached input was given"
+WRITE_NOTE = "input written to its prompt cache (usage.cache_creation_input_tokens): it was priced at the full"
+
+
+def with_usage(usage):
+    def script(params, n):
+        reply = scripted(params, n)
+        reply.usage = usage
+        return reply
+    return script
+
+
+def test_cache_reads_and_writes_are_priced_each_once(tiny_ws, tmp_path):
+    from support.workspace import write_workspace
+
+    with AnthropicServer(with_usage(CACHE_USAGE)) as server:
+        cached = claude(tiny_ws, server.url, "contextcanvas", "--json", *PRICES, "-o", "price_cached_in=100")
+        full = claude(write_workspace(tmp_path / "other"), server.url, "contextcanvas", "--json", *PRICES)
+    assert cached.exit_code == 0 and full.exit_code == 0, cached.stderr + full.stderr
+    # 30 fresh and 10 written at 1000 USD a million, 60 read at 100: each input token once, at its price.
+    assert json.loads(cached.stdout)["cost_usd"] == pytest.approx(3 * (30 * 1000 + 10 * 1000 + 60 * 100) / 1e6)
+    assert READ_AT_FULL not in cached.stderr and cached.stderr.count(WRITE_NOTE) == 1
+    # Without a cached price all 100 input tokens cost the input price, and the run says so once.
+    assert json.loads(full.stdout)["cost_usd"] == pytest.approx(3 * 100 * 1000 / 1e6)
+    assert full.stderr.count(READ_AT_FULL) == 1 and full.stderr.count(WRITE_NOTE) == 1
+    # The counts stay with each reply's usage.
+    usage = [json.loads(r["usage"]) for r in table_rows(tiny_ws, "responses")]
+    assert usage and all(u["cache_read_input_tokens"] == 60 and u["cache_creation_input_tokens"] == 10
+                         for u in usage)
+
+
+@pytest.mark.parametrize("usage", [
+    {"input_tokens": 30, "cache_read_input_tokens": -60, "output_tokens": 20},
+    {"input_tokens": 30, "cache_creation_input_tokens": -10, "output_tokens": 20},
+])
+def test_an_unusable_cache_count_leaves_the_cost_unknown_and_stops_a_budget(tiny_ws, usage):
+    with AnthropicServer(with_usage(usage)) as server:
+        result = claude(tiny_ws, server.url, "contextcanvas", "--json", "--max-cost", "10", *PRICES)
+    assert result.exit_code == 1, result.stderr
+    summary = json.loads(result.stdout)
+    assert len(server.messages) == 1 and summary["cost_unreported"] == 1  # not priced as if nothing was cached
+    assert "cache_read/cache_creation_input_tokens" in result.stderr
+
+
+def test_a_collected_batch_says_cached_input_was_priced_at_the_input_price(tiny_ws):
+    with AnthropicServer(with_usage(CACHE_USAGE)) as server:
+        run_id = json.loads(claude(tiny_ws, server.url, "contextcanvas", "--batch", "--json", *PRICES).stdout)["run_id"]
+        done = run_cli(["-w", str(tiny_ws), "probe", "collect", run_id])
+        shown = run_cli(["-w", str(tiny_ws), "runs", "show", run_id], env={"COLUMNS": "400"})
+    assert done.exit_code == 0, done.stderr
+    assert done.stderr.count(READ_AT_FULL) == 1 and done.stderr.count(WRITE_NOTE) == 1
+    assert "$0.15 at batch prices" in done.stderr  # half of 3 x 100 input tokens at 1000 USD a million
+    assert shown.stdout.count("cost note") == 2 and READ_AT_FULL in " ".join(shown.stdout.split())
+
+
 def test_message_batch_round_trip_at_half_price(tiny_ws):
     def one_fails(params, n):
         if "Which event" in user_text(params):

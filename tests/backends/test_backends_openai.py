@@ -154,6 +154,44 @@ def test_cost_from_prices():
     assert reply.cost_usd == pytest.approx((100 * 2.0 + 20 * 10.0) / 1e6)
 
 
+def cached_reply(cached_tokens):
+    return lambda body, n: Scripted(body=completion(answer_json("A"), prompt_tokens=1000, completion_tokens=20,
+                                                    cached_tokens=cached_tokens))
+
+
+def test_cached_input_tokens_cost_the_cached_price():
+    with ChatServer(cached_reply(800)) as server:
+        reply = ask(backend(server.url, price_in=2.0, price_out=10.0, price_cached_in=0.5))
+    # 200 uncached at 2, 800 cached at 0.5, 20 out at 10 (USD a million).
+    assert reply.cost_usd == pytest.approx((200 * 2.0 + 800 * 0.5 + 20 * 10.0) / 1e6)
+    assert reply.notes == ()
+    assert reply.usage["prompt_tokens_details"]["cached_tokens"] == 800  # kept with the reply, as reported
+
+
+def test_cached_input_without_a_cached_price_costs_the_input_price_and_says_so():
+    with ChatServer(cached_reply(800)) as server:
+        reply = ask(backend(server.url, price_in=2.0, price_out=10.0))
+    assert reply.cost_usd == pytest.approx((1000 * 2.0 + 20 * 10.0) / 1e6)
+    [note] = reply.notes
+    assert "cached input tokens (usage.prompt_tokens_details.cached_tokens)" in note
+    assert "priced at the full input rate" in note and "-o price_cached_in=" in note
+
+
+@pytest.mark.parametrize("cached", [1001, -5, "800", 12.5])
+def test_an_unusable_cached_count_prices_the_whole_input_at_the_input_price_and_says_so(cached):
+    with ChatServer(cached_reply(cached)) as server:
+        reply = ask(backend(server.url, price_in=2.0, price_out=10.0, price_cached_in=0.5))
+    assert reply.cost_usd == pytest.approx((1000 * 2.0 + 20 * 10.0) / 1e6)  # never less than at the input price
+    [note] = reply.notes
+    assert "cached input token count that is not a whole number" in note and "full input rate" in note
+
+
+def test_no_cached_tokens_means_no_note_and_the_plain_price():
+    with ChatServer(cached_reply(0)) as server:
+        reply = ask(backend(server.url, price_in=2.0, price_out=10.0))
+    assert reply.cost_usd == pytest.approx((1000 * 2.0 + 20 * 10.0) / 1e6) and reply.notes == ()
+
+
 def test_custom_base_url_never_receives_openai_api_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("LOCAL_SERVER_KEY", "local-key-42")

@@ -7,24 +7,25 @@ import pytest
 from cfkit.backends.anthropic_messages import reply_from_message
 from cfkit.backends.openai_wire import reply_from_completion
 
-PRICES = (2.0, 8.0)  # USD per million input and output tokens
+PRICES = (2.0, 8.0, None)  # USD per million input and output tokens; cached input at the input price
+CACHED_PRICES = (2.0, 8.0, 0.5)  # and cached input at its own price
 
 #: What a server may put in place of a token count; none of them is a cost.
 NOT_COUNTS = [None, "100", -5, True, float("nan"), float("inf"), 2.5, [100], {"n": 1}]
 
 
-def openai(usage):
+def openai(usage, prices=PRICES):
     body = {"choices": [{"message": {"content": "A"}, "finish_reason": "stop"}]}
     if usage is not None:
         body["usage"] = usage
-    return reply_from_completion(body, 0.1, [], prices=PRICES, where="http://h/v1")
+    return reply_from_completion(body, 0.1, [], prices=prices, where="http://h/v1")
 
 
-def anthropic(usage):
+def anthropic(usage, prices=PRICES):
     body = {"content": [{"type": "text", "text": "A"}], "stop_reason": "end_turn"}
     if usage is not None:
         body["usage"] = usage
-    return reply_from_message(body, 0.1, [], prices=PRICES, where="https://api.anthropic.com")
+    return reply_from_message(body, 0.1, [], prices=prices, where="https://api.anthropic.com")
 
 
 READERS = [(openai, "prompt_tokens", "completion_tokens"), (anthropic, "input_tokens", "output_tokens")]
@@ -32,7 +33,8 @@ READERS = [(openai, "prompt_tokens", "completion_tokens"), (anthropic, "input_to
 
 @pytest.mark.parametrize("read, name_in, name_out", READERS)
 def test_reported_token_counts_give_the_cost(read, name_in, name_out):
-    # Reasoning and cached tokens are inside the two totals (both providers' usage records): not added again.
+    # Reasoning tokens are inside the output total (both providers' usage records): not added again; a count
+    # under a name neither provider gives cached input is not read as one.
     reply = read({name_in: 1200, name_out: 300, "reasoning_tokens": 200, "cached_tokens": 1000})
     assert reply.cost_usd == pytest.approx((1200 * 2.0 + 300 * 8.0) / 1_000_000)
     assert not any("no usable token counts" in n for n in reply.notes)
@@ -60,3 +62,39 @@ def test_without_prices_there_is_no_cost_and_nothing_to_say():
     body = {"choices": [{"message": {"content": "A"}}]}
     reply = reply_from_completion(body, 0.1, [], prices=None, where="http://h/v1")
     assert reply.cost_usd is None and reply.notes == ()
+
+
+def test_openai_cached_input_is_a_part_of_the_prompt_tokens():
+    usage = {"prompt_tokens": 1200, "completion_tokens": 300, "prompt_tokens_details": {"cached_tokens": 1000}}
+    assert openai(usage, CACHED_PRICES).cost_usd == pytest.approx((200 * 2.0 + 1000 * 0.5 + 300 * 8.0) / 1e6)
+    reply = openai(usage)  # no cached price: every prompt token at the input price, and a note
+    assert reply.cost_usd == pytest.approx((1200 * 2.0 + 300 * 8.0) / 1e6)
+    assert any("priced at the full input rate" in n for n in reply.notes)
+
+
+def test_anthropic_cache_reads_and_writes_are_beside_the_input_tokens_each_priced_once():
+    usage = {"input_tokens": 200, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 50,
+             "output_tokens": 300}
+    # 200 fresh and 50 written at the input price, 1000 read at the cached price.
+    assert anthropic(usage, CACHED_PRICES).cost_usd == pytest.approx((250 * 2.0 + 1000 * 0.5 + 300 * 8.0) / 1e6)
+    assert anthropic(usage).cost_usd == pytest.approx((1250 * 2.0 + 300 * 8.0) / 1e6)
+    # Nothing read or written: the plain cost, and nothing to say of a cache.
+    plain = anthropic({"input_tokens": 200, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0,
+                       "output_tokens": 300}, CACHED_PRICES)
+    assert plain.cost_usd == pytest.approx((200 * 2.0 + 300 * 8.0) / 1e6) and plain.notes == ()
+
+
+@pytest.mark.parametrize("field", ["cache_read_input_tokens", "cache_creation_input_tokens"])
+@pytest.mark.parametrize("bad", [-5, 2.5, float("nan"), float("inf")], ids=repr)
+def test_an_absurd_anthropic_cache_count_leaves_the_cost_unknown(field, bad):
+    # Anthropic's input_tokens leaves the cache's part out: without that part the input is not known.
+    reply = anthropic({"input_tokens": 200, field: bad, "output_tokens": 300}, CACHED_PRICES)
+    assert reply.cost_usd is None and any("no usable token counts" in n for n in reply.notes)
+
+
+@pytest.mark.parametrize("bad", [1201, -5, "1000", True, float("nan"), 2.5, [1]], ids=repr)
+def test_an_absurd_openai_cached_count_prices_the_whole_prompt_at_the_input_price(bad):
+    reply = openai({"prompt_tokens": 1200, "completion_tokens": 300, "prompt_tokens_details": {"cached_tokens": bad}},
+                   CACHED_PRICES)
+    assert reply.cost_usd == pytest.approx((1200 * 2.0 + 300 * 8.0) / 1e6)
+    assert any("cached input token count that is not a whole number" in n for n in reply.notes)

@@ -24,6 +24,7 @@ FILES = [
     '[workspace]\npairs = 10000\n[check]\nmargin = 512\nlpips_backbone = "w.pth"\n',
     '[probe]\nmodel = "openai:gpt-5.5"\nprotocol = "paper"\nconcurrency = 256\nbase_urls = ["http://a", "http://b"]\n'
     '[probe.prices."openai:gpt-5.5"]\ninput = 1\noutput = 2.5\n',
+    '[probe.prices."openai:gpt-5.5"]\ninput = 1\noutput = 2.5\ncached_input = 0.25\n',
     '[edit]\nengine = "classical"\ncandidates = 100\nauto = ["a", "b"]\n[edit.engines.a]\nsteps = 30\nnested = {k = [1, 2.5, true]}\n',
     # left to the full check: converted, or dates, or refused
     '[workspace]\npairs = "12"\n',
@@ -34,6 +35,8 @@ FILES = [
     '[workspace]\npairs = 0\n', '[workspace]\npairs = 10001\n', '[workspace]\npairs = true\n',
     '[workspace]\npair_prefix = "1CF"\n', '[workspace]\npair_prefix = "CF\\n"\n', '[workspace]\npair_prefix = ""\n',
     '[probe]\nprotocol = "fast"\n', '[probe]\nconcurrency = 257\n', '[check]\nmargin = -1\n',
+    '[probe.prices.x]\ninput = 1\noutput = 1\ncached_input = -1\n', '[probe.prices.x]\ninput = 1\ncached_input = 1\n',
+    '[probe.prices.x]\ninput = 1\noutput = 1\ncached_input = "0.5"\n',
     '[probe.prices.x]\ninput = -1\noutput = 1\n', '[probe.prices.x]\ninput = 1\n', '[probe.prices.x]\ninput = 1\noutput = 1\nx = 1\n',
     '[dataset]\ncases = 3\n', '[dataset]\nextra = "x"\n', 'other = 1\n', 'dataset = "x"\n', '[edit]\nauto = "a"\n',
     '[edit]\nauto = ["a", 1]\n', '[edit.engines]\na = 1\n', '[probe]\nbase_urls = "http://a"\n',
@@ -73,4 +76,5 @@ def test_both_readings_agree(text):
 def test_plainly_right_files_skip_the_full_check():
     assert _plain(tomllib.loads(FILES[0])) is not None
     assert _plain(tomllib.loads(FILES[4])) is not None
-    assert _plain(tomllib.loads(FILES[6])) is None  # "12" is converted by the full check, not here
+    assert _plain(tomllib.loads(FILES[5])) is not None  # a cached input price is read plainly too
+    assert _plain(tomllib.loads(FILES[7])) is None  # "12" is converted by the full check, not here

@@ -1,10 +1,11 @@
-"""Costs are shown with the digits that matter: a request costing $0.00015 is not shown as $0.0001 or $0.00."""
+"""Costs are shown with the digits that matter: a request costing $0.00015 is not shown as $0.0001 or $0.00; and
+a reply's cost prices the input a server read from its prompt cache at the cached price, each token once."""
 
 from __future__ import annotations
 
 import pytest
 
-from cfkit.money import usd
+from cfkit.money import cached_count, token_cost, usd
 
 
 @pytest.mark.parametrize("value, shown", [
@@ -26,3 +27,27 @@ def test_usd(value, shown):
 def test_two_significant_digits_below_a_dollar(value):
     shown = float(usd(value).removeprefix("$"))
     assert shown == pytest.approx(value, rel=0.05)
+
+
+def test_cached_input_is_priced_at_the_cached_price_and_the_rest_at_the_input_price():
+    # 1,000 prompt tokens of which 800 cached, 50 out; USD 2 / 0.5 / 8 a million input / cached / output.
+    assert token_cost(1000, 50, 2.0, 8.0, 800, 0.5) == pytest.approx((200 * 2.0 + 800 * 0.5 + 50 * 8.0) / 1e6)
+    # Without a cached price every input token costs the input price, as when nothing was cached.
+    assert token_cost(1000, 50, 2.0, 8.0, 800, None) == token_cost(1000, 50, 2.0, 8.0) == \
+        pytest.approx((1000 * 2.0 + 50 * 8.0) / 1e6)
+    # Everything cached, and nothing cached at a cached price.
+    assert token_cost(1000, 0, 2.0, 8.0, 1000, 0.5) == pytest.approx(1000 * 0.5 / 1e6)
+    assert token_cost(1000, 0, 2.0, 8.0, 0, 0.5) == pytest.approx(1000 * 2.0 / 1e6)
+    # Unusable input or output counts are no cost, cached or not.
+    assert token_cost(None, 50, 2.0, 8.0, 0, 0.5) is None and token_cost(1000, "50", 2.0, 8.0, 800, 0.5) is None
+
+
+@pytest.mark.parametrize("n, within, counted", [
+    (None, 100, 0),  # the reply says nothing of a cache
+    (0, 100, 0), (80, 100, 80), (100, 100, 100), (80.0, 100, 80),
+    (101, 100, None),  # more cached than was input: not believable
+    (-1, 100, None), ("80", 100, None), (1.5, 100, None), (True, 100, None), (float("nan"), 100, None),
+    (500, None, 500),  # no bound (Anthropic reports cached input beside input_tokens, not inside it)
+])
+def test_a_cached_count_is_a_whole_number_within_the_input(n, within, counted):
+    assert cached_count(n, within) == counted

@@ -34,6 +34,7 @@ class Scripted:
     thinking: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     error_type: str = "invalid_request_error"
+    usage: dict[str, Any] | None = None  # the message's usage (default: 100 input and 20 output tokens)
 
 
 def user_text(params: dict[str, Any]) -> str:
@@ -58,7 +59,7 @@ def message(params: dict[str, Any], reply: Scripted) -> dict[str, Any]:
     content.append({"type": "text", "text": reply.text})
     return {"id": f"msg_{uuid.uuid4().hex[:20]}", "type": "message", "role": "assistant",
             "model": params.get("model", "claude-test"), "content": content, "stop_reason": reply.stop_reason,
-            "stop_sequence": None, "usage": {"input_tokens": 100, "output_tokens": 20}}
+            "stop_sequence": None, "usage": reply.usage or {"input_tokens": 100, "output_tokens": 20}}
 
 
 def error_body(kind: str, text: str) -> dict[str, Any]:

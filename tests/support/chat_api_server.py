@@ -30,15 +30,20 @@ class Scripted:
 
 
 def completion(content: str | None, *, model: str = "test-model", refusal: str | None = None,
-               prompt_tokens: int = 100, completion_tokens: int = 20, finish_reason: str = "stop") -> dict[str, Any]:
-    """A Chat Completions response body (``finish_reason`` "length": cut off at max_tokens)."""
-    return {
+               prompt_tokens: int = 100, completion_tokens: int = 20, finish_reason: str = "stop",
+               cached_tokens: Any = None) -> dict[str, Any]:
+    """A Chat Completions response body (``finish_reason`` "length": cut off at max_tokens; ``cached_tokens``: how
+    many of the prompt tokens the server says it read from its prompt cache, as OpenAI reports them)."""
+    body = {
         "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "finish_reason": finish_reason,
                      "message": {"role": "assistant", "content": content, "refusal": refusal}}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens},
     }
+    if cached_tokens is not None:
+        body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached_tokens, "audio_tokens": 0}
+    return body
 
 
 def error_body(message: str, *, kind: str = "invalid_request_error", param: str | None = None) -> dict[str, Any]:
