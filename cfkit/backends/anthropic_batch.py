@@ -14,11 +14,16 @@ Message Batches API:
 - ``get(id)`` describes it: ``in_progress``, ``cancelling`` or, once it has
   ``ended``, ``completed``, with its counts (completed: succeeded; failed:
   errored, canceled and expired);
+- ``cancel(id)`` asks for the batch to be stopped (it goes ``cancelling``,
+  then ends with what it answered);
 - ``content(id)`` reads its results and writes each as an output line:
   a succeeded message as a 200 response whose body is the message, an
   errored, canceled or expired request as an error with Anthropic's words;
   a line that is not a result goes on as it came, so that one bad line (a
   download cut short) costs only its own request, as in an OpenAI file.
+
+A batch the server answers 404 for is described as
+:data:`~cfkit.backends.openai_batch.NOT_FOUND`, as the OpenAI one is.
 
 The results come from the batch's ``results_url``; one on another host than
 the backend's server is refused rather than followed (it would carry the key
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from cfkit.backends.openai_batch import BatchInfo
+from cfkit.backends.openai_batch import NOT_FOUND, BatchInfo
 from cfkit.errors import BackendUnavailable, TransportError
 
 ATTEMPTS = 4
@@ -87,13 +92,16 @@ class MessageBatches:
         self.endpoint = backend.endpoint
         self._requests: dict[str, list[dict[str, Any]]] = {}
 
-    async def _call(self, what: str, call: Any) -> Any:
+    async def _call(self, what: str, call: Any, *, missing_ok: bool = False) -> Any:
+        """``call()``, retried while retrying can help; a 404 is None when ``missing_ok``."""
         import anthropic
 
         for attempt in range(ATTEMPTS):
             try:
                 return await call()
             except anthropic.APIStatusError as exc:
+                if missing_ok and exc.status_code == 404:
+                    return None
                 if exc.status_code in (401, 403):
                     raise BackendUnavailable(f"anthropic backend: {self.endpoint} refused the key while {what} "
                                              f"(HTTP {exc.status_code}).") from exc
@@ -126,8 +134,15 @@ class MessageBatches:
 
     async def get(self, batch_id: str) -> BatchInfo:
         client = self.backend.client()
-        return _info(await self._call(f"asking about batch {batch_id}",
-                                      lambda: client.messages.batches.retrieve(batch_id)))
+        batch = await self._call(f"asking about batch {batch_id}", lambda: client.messages.batches.retrieve(batch_id),
+                                 missing_ok=True)
+        if batch is None:
+            return BatchInfo(id=batch_id, status=NOT_FOUND, errors=("HTTP 404: the server has no such batch",))
+        return _info(batch)
+
+    async def cancel(self, batch_id: str) -> BatchInfo:
+        client = self.backend.client()
+        return _info(await self._call(f"cancelling batch {batch_id}", lambda: client.messages.batches.cancel(batch_id)))
 
     async def content(self, file_id: str) -> bytes:
         client = self.backend.client()

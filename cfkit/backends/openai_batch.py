@@ -15,7 +15,13 @@ endpoint policy as the Chat Completions backend (:mod:`cfkit.endpoints`):
   ``request_counts`` and ``errors``;
 - ``GET /files/{id}/content`` answers the output or error file: one line a
   request, ``{"id", "custom_id", "response": {"status_code", "request_id",
-  "body"}, "error": {"code", "message"} | null}``.
+  "body"}, "error": {"code", "message"} | null}``;
+- ``POST /batches/{id}/cancel`` asks the server to stop a batch (it goes
+  ``cancelling``, then ``cancelled`` with what it answered so far).
+
+A batch the server answers 404 for is described as :data:`NOT_FOUND` (it
+deleted or forgot it, or the URL is another server's) rather than raised, so
+``probe collect`` can say so and go on with the run's other batches.
 
 Each call is retried (a connection error, a timeout, 429, 5xx) up to
 :data:`ATTEMPTS` times, honouring ``Retry-After``, within one total deadline
@@ -45,6 +51,8 @@ from cfkit.errors import BackendUnavailable, TransportError
 
 #: Statuses after which a batch changes no more.
 FINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+#: The status of a batch the server answers 404 for: it no longer knows it (or the URL is not its server's).
+NOT_FOUND = "not found"
 #: The documented limits of one batch input file.
 MAX_LINES = 50_000
 MAX_FILE_BYTES = 200 * 1024 * 1024
@@ -126,10 +134,11 @@ class BatchAPI:
         self.file_deadline_s = file_deadline_s  # a whole download, every attempt together
 
     async def _call(self, what: str, method: str, path: str, prepare: Callable[[], tuple[Any, dict]] | None = None,
-                    *, deadline: float = CALL_DEADLINE_S, whole: bool = False, **options: Any) -> Exchange:
+                    *, deadline: float = CALL_DEADLINE_S, whole: bool = False, missing_ok: bool = False,
+                    **options: Any) -> Exchange:
         """One call, retried while retrying can help, within ``deadline`` seconds in all; raises for an answer
-        that is not a success. Each attempt also keeps to the backend's own deadline (``-o timeout``), unless
-        ``whole`` (a file, which may take all the time there is).
+        that is not a success (but returns a 404 when ``missing_ok``). Each attempt also keeps to the backend's
+        own deadline (``-o timeout``), unless ``whole`` (a file, which may take all the time there is).
 
         ``prepare`` makes the body and its headers afresh for each attempt (an upload streams its file once).
         """
@@ -145,7 +154,7 @@ class BatchAPI:
             exchange = await self.client.request(method, path, body, headers=headers | extra,
                                                  deadline=left if whole else min(left, self.client.deadline),
                                                  **options)
-            if exchange.failure is None and 200 <= exchange.status < 300:
+            if exchange.failure is None and (200 <= exchange.status < 300 or (missing_ok and exchange.status == 404)):
                 return exchange
             if exchange.failure is not None:
                 last = f"{exchange.failure}: {exchange.detail}"
@@ -193,9 +202,17 @@ class BatchAPI:
         return _info(_json(exchange, "the creation of a batch", self.endpoint), self.endpoint)
 
     async def get(self, batch_id: str) -> BatchInfo:
-        """Where a batch stands now."""
-        exchange = await self._call(f"asking about batch {batch_id}", "GET", f"/batches/{_quoted(batch_id)}")
+        """Where a batch stands now (:data:`NOT_FOUND`, with the server's words, when it answers 404)."""
+        exchange = await self._call(f"asking about batch {batch_id}", "GET", f"/batches/{_quoted(batch_id)}",
+                                    missing_ok=True)
+        if exchange.status == 404:
+            return BatchInfo(id=batch_id, status=NOT_FOUND, errors=(f"HTTP 404: {error_text(exchange.body)[1]}",))
         return _info(_json(exchange, f"a question about batch {batch_id}", self.endpoint), self.endpoint)
+
+    async def cancel(self, batch_id: str) -> BatchInfo:
+        """Ask the server to stop a batch; it answers the batch, ``cancelling``."""
+        exchange = await self._call(f"cancelling batch {batch_id}", "POST", f"/batches/{_quoted(batch_id)}/cancel")
+        return _info(_json(exchange, f"the cancelling of batch {batch_id}", self.endpoint), self.endpoint)
 
     async def content(self, file_id: str) -> bytes:
         """A file's bytes (a batch's output or error file)."""

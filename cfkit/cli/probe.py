@@ -321,25 +321,31 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = (), *, repla
 @click.option("--from-file", "from_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               metavar="RESULTS.jsonl", help="Results of a run written with --batch-file (batch output format, e.g. "
                                             "from vllm run-batch); repeatable, e.g. one per part of a split file.")
-@click.option("--final", is_flag=True, help="With --from-file: no more result files will come; the requests none "
-                                            "answered are stored as failures, which the same 'probe run' sends again.")
+@click.option("--final", is_flag=True, help="No more results will come: store what is still unanswered as failed "
+                                            "(provider batches not ended are given up, and cancelled where still "
+                                            "running), so the same 'probe run' sends it again.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was collected as JSON.")
 @workspace_option
 def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, timeout_s: float, from_files,
             final: bool, as_json: bool) -> None:
     """Store the results of a run sent with 'probe run --batch', as far as its batches have ended.
 
-    Each batch is read once; a request a batch did not answer is stored as a
-    failure with the provider's words and sent again by the next 'probe run'.
-    Exit status: 0 once every batch is collected and every request has a
-    reply, 1 while batches are still running or requests are left without one,
-    or when the replies are not clean (cut off at the token limit, or mostly
-    empty), as for 'probe run'.
+    Each batch is read once; a request a batch did not answer (an error, a
+    batch that expired, was cancelled or failed) is stored as a failure with
+    the provider's words and sent again by the next 'probe run'. --final gives
+    up on batches that will not end (lost by the provider, or not worth
+    waiting for): their requests are stored as failed, and those still
+    running are cancelled. Exit status: 0 once every batch is collected and
+    every request has a reply, 1 while batches are still running or unknown
+    to the provider, or requests are left without a reply, or when the
+    replies are not clean (cut off at the token limit, or mostly empty), as
+    for 'probe run'.
 
     \b
     Examples:
       cfkit probe collect contextcanvas-gpt-5.5-1a2b3c4d
       cfkit probe collect contextcanvas-gpt-5.5 --wait --poll 300
+      cfkit probe collect contextcanvas-gpt-5.5 --final     no more waiting
     """
     from cfkit.cli.probe_batch import collection_line, render_collection
     from cfkit.dataset import load_cases
@@ -350,7 +356,19 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
     if not ws.db_path.is_file():
         raise UsageError(f"no store in {ws.root} yet; nothing was sent in batches here.")
     cases = load_cases(ws.cases_path, ws.image_root)
-    if from_files or final:
+    with open_store(ws.db_path) as store:
+        from cfkit.probe.batch_file import file_batches_pending
+
+        record = find_run(store, run_ref)
+        to_files = bool(from_files) or file_batches_pending(store, record.id)
+        if to_files and not (from_files or final):
+            raise UsageError(f"run {record.id} was written to a batch file; give its results with --from-file "
+                             "RESULTS.jsonl (and --final once no more will come).")
+        if not to_files:
+            result = collect_run(store, cases, record, wait=wait, poll_s=poll_s, file_deadline_s=timeout_s,
+                                 overrides={"base_url": base_url, "api_key_env": api_key_env}, final=final,
+                                 on_check=None if as_json else lambda r: status(collection_line(r)))
+    if to_files:
         from cfkit.cli.probe_batch import collect_files
 
         result = collect_files(ws, cases, run_ref, list(from_files), final, as_json,
@@ -361,16 +379,6 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
             "and the same 'cfkit probe run' sends it again)." if result.missing else
             f"run {result.run_id} ended {result.status}; 'cfkit runs show {result.run_id}' lists the failures, and "
             "the same 'cfkit probe run' sends them again."))
-    with open_store(ws.db_path) as store:
-        from cfkit.probe.batch_file import file_batches_pending
-
-        record = find_run(store, run_ref)
-        if file_batches_pending(store, record.id):
-            raise UsageError(f"run {record.id} was written to a batch file; give its results with --from-file "
-                             "RESULTS.jsonl (and --final once no more will come).")
-        result = collect_run(store, cases, record, wait=wait, poll_s=poll_s, file_deadline_s=timeout_s,
-                             overrides={"base_url": base_url, "api_key_env": api_key_env},
-                             on_check=None if as_json else lambda r: status(collection_line(r)))
     render_collection(result, as_json)
     _collect_end(ws, result, collection_line(result, final=True) if result.waiting or result.missing else None,
                  look=not result.waiting)

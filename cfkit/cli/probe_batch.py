@@ -33,25 +33,34 @@ def render_submission(submission, as_json: bool) -> None:
 
 
 def collection_line(result, *, final: bool = False) -> str:
-    """One line: what was stored, what is still running, what is missing."""
+    """One line: what was stored, what is still running or lost, what is missing (``final``: the command's last
+    line, with what to do next)."""
     parts = [f"{result.stored} results stored now" + (f" ({result.failed} not answered by the batch)"
                                                        if result.failed else "")]
-    if result.waiting:
+    if result.given_up:
+        parts.append(f"{result.given_up} requests of batches given up stored as failed (--final)")
+    if result.running:
         states = ", ".join(f"{b.id} {b.status}" + (f" {b.counts.get('completed', 0)}/{b.counts.get('total', '?')}"
-                                                   if b.counts else "") for b in result.waiting)
-        parts.append(f"{len(result.waiting)} batch(es) still running ({states})")
-    elif result.missing:
+                                                   if b.counts else "") for b in result.running)
+        parts.append(f"{len(result.running)} batch(es) still running ({states})")
+    if result.lost:
+        lost = ", ".join(b.id for b in result.lost)
+        parts.append(f"{len(result.lost)} batch(es) the provider no longer knows ({lost})")
+    if not result.waiting and result.missing:
         parts.append(f"{result.missing} planned requests have no reply (run the same 'cfkit probe run' again to "
                      "send them)")
     line = f"run {result.run_id}: " + "; ".join(parts)
-    if final and result.waiting:
-        line += f". Run 'cfkit probe collect {result.run_id}' again later, or add --wait."
+    if final and result.running:
+        line += f". Run 'cfkit probe collect {result.run_id}' again later, or add --wait"
+    if final and result.lost:
+        line += (f". If no result will ever come, 'cfkit probe collect {result.run_id} --final' stores what is "
+                 "missing as failed, and the same 'cfkit probe run' then sends it again")
     return line + ("" if line.endswith(".") else ".")
 
 
 def render_collection(result, as_json: bool) -> None:
     if as_json:
-        print_json(asdict(result) | {"waiting": [b.id for b in result.waiting]})
+        print_json(asdict(result) | {"waiting": [b.id for b in result.waiting], "lost": [b.id for b in result.lost]})
         return
     out.print(result.run_id)
     cost = "" if result.cost_usd is None else f", {usd(result.cost_usd)} at batch prices"
@@ -59,7 +68,15 @@ def render_collection(result, as_json: bool) -> None:
         cost = f", at least{cost[1:]} ({result.cost_unreported} result(s) without a reported cost)"
     status(f"{result.status}: {collection_line(result)[len(f'run {result.run_id}: '):].rstrip('.')}{cost}.")
     for batch in result.batches:
-        if batch.errors:
+        if batch.lost:
+            warn(f"batch {batch.id}: the provider has no such batch ({'; '.join(batch.errors)}): it was deleted or "
+                 "forgotten, or --base-url points at another server. If it is gone for good, 'cfkit probe collect "
+                 f"{result.run_id} --final' stores its requests as failed so the run can be resumed.")
+        elif batch.unanswered:
+            warn(f"batch {batch.id} ended {batch.status} with {batch.unanswered} request(s) unanswered "
+                 f"({batch.reason.rstrip('.')}); they are stored as failed, and the same 'cfkit probe run' sends "
+                 "them again.")
+        elif batch.errors:
             status(f"batch {batch.id} {batch.status}: {'; '.join(batch.errors)}")
     for problem in result.problems:
         warn(problem)

@@ -16,7 +16,11 @@ image the question showed and the server's model id), at batch prices
 (:data:`~cfkit.probe.prices.BATCH_PRICE_FACTOR` of the live ones). A request a
 batch did not answer (an error line, an expired or failed batch) is stored as
 a transport failure with the provider's words, and is sent again by the next
-run. Collecting can be stopped and repeated: each batch is read once.
+run. Collecting can be stopped and repeated: each batch is read once. With
+``final`` (``probe collect RUN --final``) the batches that have not ended, or
+that the provider no longer knows, are given up: cancelled where still
+running, their requests stored as failed, so the run can be resumed (the
+reading and giving up: :mod:`cfkit.probe.batch_collect`).
 """
 
 from __future__ import annotations
@@ -25,22 +29,23 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cfkit.backends import Backend, has_batch_api, load_backend
-from cfkit.cases import Case, CaseSet
-from cfkit.errors import NotFoundError, OutputError, TransportError, UsageError
+from cfkit.backends.openai_batch import NOT_FOUND
+from cfkit.cases import CaseSet
+from cfkit.errors import NotFoundError, OutputError, UsageError
 from cfkit.money import usd
-from cfkit.probe.batch_results import BatchResults
+from cfkit.probe.batch_collect import _Asked as _Asked, gather, new_tally
 from cfkit.probe.sending_images import SendingImages
 from cfkit.probe.plan import ProbeItem
 from cfkit.probe.prices import BATCH_PRICE_FACTOR
 from cfkit.probe.recording import Recorder
 from cfkit.probe.runner import RunSummary, close_run, open_and_settle
 from cfkit.store import Store, batches, runs
-from cfkit.store.batches import BatchRecord, BatchRequest
+from cfkit.store.batches import BatchRequest
 from cfkit.store.runs import RunRecord
 
 
@@ -68,6 +73,13 @@ class BatchState:
     counts: dict[str, Any]
     collected: bool
     errors: tuple[str, ...] = ()
+    unanswered: int = 0  # of its requests, those it ended without answering, stored as failed by this collect
+    reason: str = ""  # why the first of them has no answer, in the provider's words
+
+    @property
+    def lost(self) -> bool:
+        """The provider answers 404 for it: it deleted or forgot it (or the URL is another server's)."""
+        return not self.collected and self.status == NOT_FOUND
 
 
 @dataclass(frozen=True)
@@ -89,11 +101,21 @@ class Collection:
     model: str = ""
     suite: str = ""
     cost_unreported: int = 0  # results stored now without a known cost (no usable token counts): not in cost_usd
+    given_up: int = 0  # with --final: requests of batches not waited for any more, stored as failed
     notes: tuple[str, ...] = ()  # what the results stored now said of their cost (cached input at the input price …)
 
     @property
     def waiting(self) -> tuple[BatchState, ...]:
+        """The batches not collected yet: still running, or (:attr:`lost`) unknown to the provider."""
         return tuple(b for b in self.batches if not b.collected)
+
+    @property
+    def running(self) -> tuple[BatchState, ...]:
+        return tuple(b for b in self.waiting if not b.lost)
+
+    @property
+    def lost(self) -> tuple[BatchState, ...]:
+        return tuple(b for b in self.waiting if b.lost)
 
 
 # ── submitting ──────────────────────────────────────────────────────────────
@@ -236,21 +258,6 @@ async def _upload_all(store: Store, run_id: str, backend: Backend,
 # ── collecting ──────────────────────────────────────────────────────────────
 
 
-@dataclass(frozen=True)
-class _Asked:
-    """A request a batch carried, as the recorder needs it: the case, its place, what it showed."""
-
-    case: Case
-    pair_id: str
-    condition: str
-    edit_id: int | None
-    image_sha256: str | None
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.case.id, self.pair_id, self.condition)
-
-
 def collect_backend(run: RunRecord, overrides: dict[str, Any]) -> Backend:
     """The backend a run was made with, rebuilt from its recorded options (and ``overrides``: a base URL whose
     credentials were redacted, the key's variable)."""
@@ -265,98 +272,50 @@ def collect_backend(run: RunRecord, overrides: dict[str, Any]) -> Backend:
 
 
 def collect_batches(store: Store, cases: CaseSet, run: RunRecord, backend: Backend, *,
-                    file_deadline_s: float | None = None) -> Collection:
+                    file_deadline_s: float | None = None, final: bool = False) -> Collection:
     """``cfkit probe collect RUN``: store the results of every batch of ``run`` that has ended (each result file
-    downloaded within ``file_deadline_s`` seconds, every attempt together)."""
+    downloaded within ``file_deadline_s`` seconds, every attempt together); ``final``: give up on the others
+    (cancelled where still running, their requests stored as failed), so the run can be resumed."""
     waiting = batches.uncollected(store, run.id)
     everything = batches.for_run(store, run.id)
     recorder = Recorder(store, run.id, cache_as=backend if backend.capabilities.cacheable else None)
     problems: list[str] = []
-    said: set[str] = set()  # the replies' notes, less the backend's own
-    outcome = (asyncio.run(_collect(store, cases, waiting, backend, recorder, problems, said, file_deadline_s))
-               if waiting else (0, 0, 0.0, 0))
-    stored, failed, cost, unreported = outcome
-    states = tuple(BatchState(b.id, b.status, b.counts, b.collected_at is not None, b.errors)
-                   for b in batches.for_run(store, run.id))
+    tally = (asyncio.run(gather(store, cases, waiting, backend, recorder, problems, file_deadline_s, final))
+             if waiting else new_tally())
+    said = tally["said"]
+    states = tuple(BatchState(b.id, b.status, b.counts, b.collected_at is not None, b.errors,
+                              *tally["why"].get(b.id, (0, ""))) for b in batches.for_run(store, run.id))
     still = any(not s.collected for s in states)
     wanted = {r.key for b in everything for r in b.requests} | {r.key for r in runs.replies(store, run.id)}
     previous = runs.get_run(store, run.id)
     counts = close_run(store, run.id, "waiting" if still else "done", None, wanted,
                        list(dict.fromkeys((previous.notes.get("backend_notes", []) if previous else []) + sorted(said))))
     missing = 0 if still else max(run.n_requests - counts["done"], 0)
-    return Collection(run.id, states, stored, failed, counts["status"], missing,
-                      cost if backend.priced else None, tuple(problems), counts["invalid"], counts["truncated"],
-                      counts["empty"], (run.settings.get("generation") or {}).get("max_tokens"), run.model, run.suite,
-                      unreported if backend.priced else 0, tuple(sorted(said)))
-
-
-async def _collect(store: Store, cases: CaseSet, waiting: list[BatchRecord], backend: Backend,
-                   recorder: Recorder, problems: list[str], said: set[str],
-                   file_deadline_s: float | None) -> tuple[int, int, float, int]:
-    api = backend.batch_api()
-    if file_deadline_s is not None:
-        api.file_deadline_s = file_deadline_s
-    stored = failed = unreported = 0
-    cost = 0.0
-    try:
-        for record in waiting:
-            info = await api.get(record.provider_id)
-            batches.checked(store, record.id, status=info.status, counts=info.counts, errors=info.errors,
-                            output_file_id=info.output_file_id, error_file_id=info.error_file_id)
-            if not info.final:
-                continue
-            read = BatchResults(record.id, {r.cache_key for r in record.requests}, api.endpoint)
-            for file_id in (info.output_file_id, info.error_file_id):
-                if file_id:
-                    read.add(file_id, await api.content(file_id))
-            results = read.found
-            problems.extend(read.problems)
-            why = "; ".join(info.errors) or read.unread or f"the batch ended {info.status} without answering it"
-            for asked in record.requests:
-                if asked.case_id not in cases:
-                    continue  # the case left the cases file; the run keeps no reply for it
-                unit = _Asked(cases.get(asked.case_id), asked.pair_id, asked.condition, asked.edit_id,
-                              asked.image_sha256)
-                status_code, body, error = results.get(asked.cache_key, (None, None, None))
-                error = error or read.broken.get(asked.cache_key)
-                if status_code == 200 and isinstance(body, dict):
-                    try:
-                        reply = backend.reply_from_completion(body, price_factor=BATCH_PRICE_FACTOR)
-                    except TransportError as exc:
-                        recorder.transport(unit, asked.cache_key, f"batch {record.id}: {exc}")
-                        failed += 1
-                    else:
-                        recorder.reply(unit, asked.cache_key, reply)
-                        cost += reply.cost_usd or 0.0
-                        unreported += reply.cost_usd is None
-                        said.update(n for n in reply.notes if n not in backend.notes)
-                else:
-                    recorder.transport(unit, asked.cache_key, f"batch {record.id}: {error or why}")
-                    failed += 1
-                stored += 1
-            recorder.flush()
-            batches.collected(store, record.id)
-            if record.input_path:
-                Path(record.input_path).unlink(missing_ok=True)
-    finally:
-        recorder.flush()
-        await api.aclose()
-    return stored, failed, cost, unreported
+    return Collection(run.id, states, tally["stored"], tally["failed"], counts["status"], missing,
+                      tally["cost"] if backend.priced else None, tuple(problems), counts["invalid"],
+                      counts["truncated"], counts["empty"], (run.settings.get("generation") or {}).get("max_tokens"),
+                      run.model, run.suite, tally["unreported"] if backend.priced else 0, tally["given_up"],
+                      tuple(sorted(said)))
 
 
 def collect_run(store: Store, cases: CaseSet, run: RunRecord, *, overrides: dict[str, Any] | None = None,
                 wait: bool = False, poll_s: float = 60.0, file_deadline_s: float | None = None,
-                on_check: Callable[[Collection], None] | None = None) -> Collection:
+                on_check: Callable[[Collection], None] | None = None, final: bool = False) -> Collection:
     """``cfkit probe collect RUN``: collect once, or (``wait``) again every ``poll_s`` seconds while batches
-    are still running (Ctrl-C stops; nothing stored is lost, and ``probe collect`` goes on from there).
-    ``on_check`` sees each look but the last; ``overrides`` replace recorded backend options."""
+    are still running (Ctrl-C stops; nothing stored is lost, and ``probe collect`` goes on from there; a batch
+    the provider no longer knows is not waited for). ``final`` gives up on the batches that have not ended
+    (:func:`collect_batches`). ``on_check`` sees each look but the last; ``overrides`` replace recorded backend
+    options."""
+    if final and wait:
+        raise UsageError("--final stops waiting for the batches that have not ended, and --wait waits for them; "
+                         "give one of the two.")
     if not batches.for_run(store, run.id):
         raise NotFoundError(f"run {run.id} was not sent in batches (nothing to collect); 'cfkit runs show "
                             f"{run.id}' shows where it stands.")
     backend = collect_backend(run, overrides or {})
     while True:
-        result = collect_batches(store, cases, run, backend, file_deadline_s=file_deadline_s)
-        if not wait or not result.waiting:
+        result = collect_batches(store, cases, run, backend, file_deadline_s=file_deadline_s, final=final)
+        if not wait or not result.running:
             return result
         if on_check:
             on_check(result)

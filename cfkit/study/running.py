@@ -166,8 +166,13 @@ def _collect(store: Store, run: StudyRun, p) -> bool:
         collected = collect_run(own, load_cases(ws.cases_path, ws.image_root), record)
     if collected.waiting:
         run.state = "waiting"
-        run.notes.append(f"{len(collected.waiting)} batch(es) still running; 'cfkit study run' again later "
-                         f"collects them (or 'cfkit probe collect {run.run_id} --wait')")
+        if collected.running:
+            run.notes.append(f"{len(collected.running)} batch(es) still running; 'cfkit study run' again later "
+                             f"collects them (or 'cfkit probe collect {run.run_id} --wait')")
+        if collected.lost:
+            run.notes.append(f"{len(collected.lost)} batch(es) the provider no longer knows (HTTP 404); if they are "
+                             f"gone for good, 'cfkit probe collect {run.run_id} --final' stores their requests as "
+                             "failed, and 'cfkit study run' then sends them again")
         return False
     return True
 

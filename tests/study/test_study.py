@@ -284,6 +284,29 @@ def test_batch_submits_where_the_backend_has_a_batch_api_and_a_rerun_collects(tm
         assert server.calls("POST", "/chat/completions") == 0  # every answer came from the batch
 
 
+def test_a_batch_the_provider_lost_is_said_with_the_way_out_and_after_final_the_study_resends_its_requests(
+        tmp_path):
+    from support.batch_api_server import BatchServer
+
+    ws = many_cases(tmp_path / "ws", 3)
+    with BatchServer(first_option, polls=1) as server:
+        path = write(ws / "study.toml", f"[models.api]\nmodel = 'openai:test-model'\nendpoint = '{server.url}'\n"
+                                        "[suites.contextcanvas]\n")
+        submitted = run_cli(["-w", str(ws), "study", "run", str(path), "--batch", "--json"])
+        assert submitted.exit_code == 0, submitted.output
+        [run_id] = [r["run_id"] for r in json.loads(submitted.stdout)]
+        server.forgotten.update(server.batches)
+        lost = run_cli(["-w", str(ws), "study", "run", str(path), "--json"])
+        [row] = json.loads(lost.stdout)
+        assert row["state"] == "waiting" and not any("still running" in note for note in row["notes"])
+        assert any(f"'cfkit probe collect {run_id} --final'" in note for note in row["notes"])
+        assert run_cli(["-w", str(ws), "probe", "collect", run_id, "--final"]).exit_code == 1
+        resumed = run_cli(["-w", str(ws), "study", "run", str(path), "--json"])
+        assert resumed.exit_code == 0, resumed.output
+        assert [r["state"] for r in json.loads(resumed.stdout)] == ["done"]
+        assert server.calls("POST", "/chat/completions") == 3  # the given-up requests, sent live
+
+
 def test_status_says_stale_when_the_inputs_changed_and_a_rerun_asks_the_new_questions(tmp_path):
     ws = many_cases(tmp_path / "ws", 4)
     script = Counting(0.0)

@@ -7,7 +7,8 @@ status and message text). ``POST /v1/messages/batches`` creates a batch of
 ``in_progress`` for the first ``polls_before_end`` looks, then ``ended`` with
 a ``results_url``; ``GET …/results`` streams one JSON line a request, each
 answered by the same script (``succeeded`` with a message, or ``errored``),
-and passed through ``mangle`` when given.
+and passed through ``mangle`` when given. ``POST …/ID/cancel`` makes a batch
+that has not ended ``canceling``; a batch in ``forgotten`` is answered 404.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class AnthropicServer(Loopback):
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.batches: dict[str, dict[str, Any]] = {}
+        self.forgotten: set[str] = set()
         self._lock = threading.Lock()
         server = self
 
@@ -108,12 +110,17 @@ class AnthropicServer(Loopback):
                     with server._lock:
                         server.batches[batch_id] = {"requests": body["requests"], "polls": 0}
                     return self._send(200, server.batch_object(batch_id))
+                cancel = re.fullmatch(r"/v1/messages/batches/([^/]+)/cancel", path)
+                if cancel and cancel.group(1) in server.batches and cancel.group(1) not in server.forgotten:
+                    with server._lock:
+                        server.batches[cancel.group(1)]["canceling"] = True
+                    return self._send(200, server.batch_object(cancel.group(1)))
                 self._send(404, error_body("not_found_error", f"no route {self.path}"))
 
             def do_GET(self) -> None:  # noqa: N802
                 n = self._record(None)
                 found = re.fullmatch(r"/v1/messages/batches/([^/?]+)(/results)?", self.path.split("?")[0])
-                if not found or found.group(1) not in server.batches:
+                if not found or found.group(1) not in server.batches or found.group(1) in server.forgotten:
                     return self._send(404, error_body("not_found_error", f"no route {self.path}"))
                 batch_id = found.group(1)
                 if found.group(2):
@@ -148,7 +155,8 @@ class AnthropicServer(Loopback):
         total = len(batch["requests"])
         errored = sum(1 for r in batch["requests"] if self.script(r["params"], 0).status != 200) if ended else 0
         host = self.results_host or self.url
-        return {"id": batch_id, "type": "message_batch", "processing_status": "ended" if ended else "in_progress",
+        running = "canceling" if batch.get("canceling") else "in_progress"
+        return {"id": batch_id, "type": "message_batch", "processing_status": "ended" if ended else running,
                 "request_counts": {"processing": 0 if ended else total, "succeeded": total - errored if ended else 0,
                                    "errored": errored, "canceled": 0, "expired": 0},
                 "created_at": TIMESTAMP, "expires_at": "2026-12-03T12:00:00Z", "ended_at": TIMESTAMP if ended else None,

@@ -14,7 +14,12 @@ It runs a real ``ThreadingHTTPServer`` on 127.0.0.1 in a background thread:
   ``script`` (the same scripts as tests/support/chat_api_server.py) into an output
   file and an error file; ``custom_id`` values in ``expire`` are left
   unanswered and the batch ends ``expired``, as a batch does whose 24 hours
-  ran out;
+  ran out (``ends_as`` "cancelled" or "failed" ends it so instead; with
+  ``list_unanswered`` False they are in neither file, a partial output);
+- ``POST /v1/batches/{id}/cancel`` makes a batch that has not ended
+  ``cancelling`` (it then ends ``cancelled`` at the next look), or is refused
+  with a 400 when ``refuse_cancel``;
+- a batch in ``forgotten`` is answered 404, as one the provider deleted;
 - ``GET /v1/files/{id}/content`` answers a file's bytes;
 - ``POST /v1/chat/completions`` answers live, with the same script (for the
   requests sent again after a batch).
@@ -61,13 +66,18 @@ class BatchServer(Loopback):
     URL_PATH = "/v1"
 
     def __init__(self, script: Callable[[dict[str, Any], int], Scripted] = first_option, *, polls: int = 3,
-                 expire: frozenset[str] = frozenset(), hostile: str | None = None, drip_s: float = 0.2):
+                 expire: frozenset[str] = frozenset(), hostile: str | None = None, drip_s: float = 0.2,
+                 ends_as: str = "expired", list_unanswered: bool = True):
         assert hostile is None or hostile in HOSTILE, hostile
         self.hostile = hostile
         self.drip_s = drip_s
         self.script = script
         self.polls = polls
         self.expire = set(expire)
+        self.ends_as = ends_as
+        self.list_unanswered = list_unanswered
+        self.forgotten: set[str] = set()
+        self.refuse_cancel = False
         self.files: dict[str, dict[str, Any]] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.looks: dict[str, int] = {}
@@ -96,6 +106,8 @@ class BatchServer(Loopback):
                         self._drip(server.files[parts[-2]]["data"])
                     else:
                         self._send(200, server.files[parts[-2]]["data"], "application/jsonl")
+                elif len(parts) >= 2 and parts[-2] == "batches" and parts[-1] in server.forgotten:
+                    self._json(404, error_body(f"No batch found with id '{parts[-1]}'."))
                 elif len(parts) >= 2 and parts[-2] == "batches" and parts[-1] in server.batches:
                     self._json(200, server._look(parts[-1]))
                 else:
@@ -108,6 +120,8 @@ class BatchServer(Loopback):
                 if server.hostile in ("html_upload", "html_create") and path.endswith(
                         "/files" if server.hostile == "html_upload" else "/batches"):
                     self._send(200, HTML, "text/html")
+                elif path.endswith("/cancel") and path.split("/")[-2] in server.batches:
+                    self._json(*server._cancel(path.split("/")[-2]))
                 elif path.endswith("/files"):
                     self._json(*server._upload(self.headers.get("content-type", ""), data))
                 elif path.endswith("/batches"):
@@ -201,13 +215,24 @@ class BatchServer(Loopback):
         self.looks[batch_id] = 0
         return 200, self._public(batch_id)
 
+    def _cancel(self, batch_id: str) -> tuple[int, Any]:
+        batch = self.batches[batch_id]
+        if self.refuse_cancel:
+            return 400, error_body("cancelling batches is not allowed for this project")
+        if batch["status"] in ("failed", "completed", "expired", "cancelled"):
+            return 400, error_body(f"Cannot cancel a batch with status '{batch['status']}'.")
+        batch["status"] = "cancelling"
+        return 200, self._public(batch_id)
+
     def _public(self, batch_id: str) -> dict[str, Any]:
         return {k: v for k, v in self.batches[batch_id].items() if not k.startswith("_")}
 
     def _look(self, batch_id: str) -> dict[str, Any]:
         batch = self.batches[batch_id]
         self.looks[batch_id] += 1
-        if batch["status"] in ("failed", "completed", "expired"):
+        if batch["status"] == "cancelling":
+            batch["status"] = "cancelled"
+        if batch["status"] in ("failed", "completed", "expired", "cancelled"):
             return self._public(batch_id)
         steps = ["validating", "in_progress", "finalizing"]
         if self.looks[batch_id] < self.polls:
@@ -217,9 +242,10 @@ class BatchServer(Loopback):
         for line in batch["_lines"]:
             custom_id = line["custom_id"]
             if custom_id in self.expire:
-                failed.append({"id": _new_id("batch_req"), "custom_id": custom_id, "response": None,
-                               "error": {"code": "batch_expired", "message": "This request could not be executed "
-                                         "before the completion window expired."}})
+                if self.list_unanswered:
+                    failed.append({"id": _new_id("batch_req"), "custom_id": custom_id, "response": None,
+                                   "error": {"code": f"batch_{self.ends_as}", "message": "This request could not be "
+                                             f"executed before the batch was {self.ends_as}."}})
                 continue
             reply = self._answer(line["body"])
             entry = {"id": _new_id("batch_req"), "custom_id": custom_id, "error": None,
@@ -240,7 +266,8 @@ class BatchServer(Loopback):
                 self.files[file_id] = {"data": "".join(lines).encode(),
                                        "filename": f"{batch_id}_{kind}.jsonl", "purpose": "batch_output"}
                 batch[kind] = file_id
-        batch["status"] = "expired" if any(e["custom_id"] in self.expire for e in failed) else "completed"
+        left = any(line["custom_id"] in self.expire for line in batch["_lines"])
+        batch["status"] = self.ends_as if left else "completed"
         batch["request_counts"] = {"total": len(batch["_lines"]), "completed": done, "failed": len(failed)}
         return self._public(batch_id)
 

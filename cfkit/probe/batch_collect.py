@@ -1,0 +1,175 @@
+"""Collecting a run's provider batches (``probe collect RUN``, :mod:`cfkit.probe.batch`): ask, read, store.
+
+:func:`gather` asks the provider where each uncollected batch stands. A batch
+that has ended is read (its output and error files) and each result stored
+through :class:`~cfkit.probe.recording.Recorder` as a live reply is; a request
+it did not answer (an error line, a batch that expired, was cancelled or
+failed, an output file that leaves it out) is stored as a transport failure
+with the provider's words, which the next ``probe run`` sends again. A batch
+the provider answers 404 for (:data:`~cfkit.backends.openai_batch.NOT_FOUND`)
+is recorded so and left uncollected.
+
+With ``final`` (``probe collect RUN --final``) the batches that have not ended
+are given up: one still running is cancelled at the provider where its API
+can (said when it cannot), and each request of a batch given up, lost or not
+even reachable is stored as a transport failure "given up with --final"; the
+batch is marked :data:`GIVEN_UP` and collected, so the run is no longer
+waiting and can be resumed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cfkit.backends import Backend
+from cfkit.backends.openai_batch import NOT_FOUND
+from cfkit.cases import Case, CaseSet
+from cfkit.errors import TransportError
+from cfkit.probe.batch_results import BatchResults
+from cfkit.probe.prices import BATCH_PRICE_FACTOR
+from cfkit.probe.recording import Recorder
+from cfkit.store import Store, batches
+from cfkit.store.batches import BatchRecord
+
+#: The status of a batch ``probe collect --final`` stopped waiting for (its requests stored as failed).
+GIVEN_UP = "given up"
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """A request a batch carried, as the recorder needs it: the case, its place, what it showed."""
+
+    case: Case
+    pair_id: str
+    condition: str
+    edit_id: int | None
+    image_sha256: str | None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.case.id, self.pair_id, self.condition)
+
+
+def new_tally() -> dict[str, Any]:
+    """The counts of a collect that has stored nothing yet (see :func:`gather`)."""
+    return {"stored": 0, "failed": 0, "cost": 0.0, "unreported": 0, "given_up": 0, "why": {}, "said": set()}
+
+
+async def gather(store: Store, cases: CaseSet, waiting: list[BatchRecord], backend: Backend, recorder: Recorder,
+                   problems: list[str], file_deadline_s: float | None, final: bool) -> dict[str, Any]:
+    """Ask the provider about each of ``waiting``; store what has ended (and, ``final``, give up on the rest).
+    Returns the counts: stored, failed, cost, unreported, given_up, why (batch -> (failed, first reason)), and
+    said (the notes the stored replies carry beyond the backend's own, e.g. cached input priced at the input rate)."""
+    api = backend.batch_api()
+    if file_deadline_s is not None:
+        api.file_deadline_s = file_deadline_s
+    tally = new_tally()
+    try:
+        for record in waiting:
+            try:
+                info = await api.get(record.provider_id)
+            except TransportError as exc:  # not even asked: given up only when the user said so
+                if not final:
+                    raise TransportError(f"{str(exc).rstrip('.')}. What was collected is kept: run 'cfkit probe "
+                                         f"collect {record.run_id}' again later, or, if the batch will never be "
+                                         "reachable again, add --final.") from exc
+                _give_up(store, cases, record, recorder, tally,
+                         f"it could not be asked about, nor cancelled ({exc}); last seen {record.status}, it may "
+                         "still run and be billed: cancel it in the provider's console")
+                continue
+            batches.checked(store, record.id, status=info.status, counts=info.counts or record.counts,
+                            errors=info.errors, output_file_id=info.output_file_id, error_file_id=info.error_file_id)
+            if info.status == NOT_FOUND:
+                if final:
+                    _give_up(store, cases, record, recorder, tally,
+                             f"the provider no longer knows it ({'; '.join(info.errors)})")
+                continue
+            if not info.final:
+                if final:
+                    _give_up(store, cases, record, recorder, tally, await _cancel(api, record, info))
+                continue
+            await _read_ended(store, cases, record, info, api, backend, recorder, problems, tally)
+    finally:
+        recorder.flush()
+        await api.aclose()
+    return tally
+
+
+async def _read_ended(store: Store, cases: CaseSet, record: BatchRecord, info: Any, api: Any, backend: Backend,
+                      recorder: Recorder, problems: list[str], tally: dict[str, Any]) -> None:
+    """Store every result of a batch that has ended; a request it did not answer is stored as failed, with why."""
+    read = BatchResults(record.id, {r.cache_key for r in record.requests}, api.endpoint)
+    for file_id in (info.output_file_id, info.error_file_id):
+        if file_id:
+            read.add(file_id, await api.content(file_id))
+    results = read.found
+    problems.extend(read.problems)
+    why = "; ".join(info.errors) or read.unread or f"the batch ended {info.status} without answering it"
+    failed = 0
+    first = ""
+    for asked in record.requests:
+        if asked.case_id not in cases:
+            continue  # the case left the cases file; the run keeps no reply for it
+        unit = _Asked(cases.get(asked.case_id), asked.pair_id, asked.condition, asked.edit_id, asked.image_sha256)
+        status_code, body, error = results.get(asked.cache_key, (None, None, None))
+        error = error or read.broken.get(asked.cache_key)
+        reply = None
+        if status_code == 200 and isinstance(body, dict):
+            try:
+                reply = backend.reply_from_completion(body, price_factor=BATCH_PRICE_FACTOR)
+            except TransportError as exc:
+                error = str(exc)
+        if reply is not None:
+            recorder.reply(unit, asked.cache_key, reply)
+            tally["cost"] += reply.cost_usd or 0.0
+            tally["unreported"] += reply.cost_usd is None
+            tally["said"].update(n for n in reply.notes if n not in backend.notes)  # the replies' own notes
+        else:
+            recorder.transport(unit, asked.cache_key, f"batch {record.id}: {error or why}")
+            failed += 1
+            first = first or (error or why)
+        tally["stored"] += 1
+    recorder.flush()
+    batches.collected(store, record.id)
+    tally["failed"] += failed
+    if failed:
+        tally["why"][record.id] = (failed, first)
+    if record.input_path:
+        Path(record.input_path).unlink(missing_ok=True)
+
+
+async def _cancel(api: Any, record: BatchRecord, info: Any) -> str:
+    """Ask the provider to stop a batch given up on while it runs; returns what became of it, in words."""
+    if info.status in ("cancelling", "canceling"):
+        return f"it was {info.status} already"
+    cancel = getattr(api, "cancel", None)
+    if cancel is None:
+        return (f"it was {info.status}, and this backend's batch API cannot cancel it: it may still run and be "
+                "billed; cancel it in the provider's console")
+    try:
+        after = await cancel(record.provider_id)
+    except TransportError as exc:
+        return (f"it was {info.status}, and cancelling it failed ({exc}): it may still run and be billed; cancel "
+                "it in the provider's console")
+    return f"it was {info.status}; the provider was asked to cancel it (now {after.status})"
+
+
+def _give_up(store: Store, cases: CaseSet, record: BatchRecord, recorder: Recorder, tally: dict[str, Any],
+             what: str) -> None:
+    """``--final``: every request of a batch not waited for any more is stored as failed (the next ``probe run``
+    sends it again), and the batch is marked given up and collected."""
+    why = f"batch {record.id} given up with --final: {what}"
+    for asked in record.requests:
+        if asked.case_id in cases:
+            recorder.transport(_Asked(cases.get(asked.case_id), asked.pair_id, asked.condition, asked.edit_id,
+                                      asked.image_sha256), asked.cache_key, why)
+            tally["given_up"] += 1
+    recorder.flush()
+    fresh = next((b for b in batches.for_run(store, record.run_id) if b.id == record.id), record)
+    batches.checked(store, record.id, status=GIVEN_UP, counts=fresh.counts, errors=(what,),
+                    output_file_id=fresh.output_file_id, error_file_id=fresh.error_file_id)
+    batches.collected(store, record.id)
+    if record.input_path:
+        Path(record.input_path).unlink(missing_ok=True)
