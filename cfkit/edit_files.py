@@ -90,6 +90,10 @@ def load_edit_images(ws: Workspace, store: Store, edit_id: int, *, cases: CaseSe
         path = record.image_path(variant)
         if path is None:
             continue
+        if not path.exists():  # deleted or moved since the edit wrote it: the same two ways out as a replaced file
+            raise ImageError(f"{spec_id}: edit {edit_id}'s {variant} image {path} is not there any more (deleted or "
+                             f"moved since the edit wrote it). Make a new edit with 'cfkit edit {spec_id}', or put "
+                             "the file back.")
         image = array(path, f"edit {edit_id} {variant} image")
         outputs[variant], was = fit_output(image, size, what=f"edit {edit_id} {variant} image {path}")
         if was is not None:

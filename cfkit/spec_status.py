@@ -43,6 +43,34 @@ class SpecReport:
         self.findings.append(Finding(self.spec_id, level, message))  # type: ignore[arg-type]
 
 
+@dataclass(frozen=True)
+class CaseUnfit:
+    """Why a spec's case cannot be the source of its counterfactual pair: ``specs validate`` refuses the spec,
+    ``specs list`` marks its row with ``mark``."""
+
+    field: str  # the spec's field to fix: case | labels.original
+    mark: str  # a few words, also in ``message``: "no such case", "not a Yes/No case", "gold is 'Yes', not 'No'"
+    message: str  # the sentence, without the spec file's path
+
+
+def case_unfit(spec: Spec, cases: CaseSet) -> CaseUnfit | None:
+    """The one rule on a spec's case: it is in the cases file, is a Yes/No case and its gold is the spec's
+    ``labels.original``; None when all three hold."""
+    if spec.case not in cases:
+        return CaseUnfit("case", "no such case",
+                         f"field 'case': '{spec.case}' is not in {cases.path} (no such case). Fix the id.")
+    case = cases.get(spec.case)
+    if case.yes_option is None:
+        return CaseUnfit("case", "not a Yes/No case", f"field 'case': {case.id} has no yes_option (not a Yes/No "
+                                                      "case); counterfactual pairs need one.")
+    gold = "Yes" if case.gold == case.yes_option else "No"
+    if gold != spec.labels.original:
+        mark = f"gold is '{gold}', not '{spec.labels.original}'"
+        return CaseUnfit("labels.original", mark, f"field 'labels.original' is '{spec.labels.original}' but case "
+                                                  f"{case.id}'s {mark}. Fix the label or the case id.")
+    return None
+
+
 def engine_option_problems(spec: Spec) -> list[str]:
     """Problems with the spec's ``engines:`` options, checked by each installed engine's ``Options``.
 
@@ -87,23 +115,12 @@ def validate_spec(ws: Workspace, path: Path, cases: CaseSet | None) -> SpecRepor
         elif path_of_mask is None and not spec.regions:
             report.add("error", f"{path}: no mask; add 'mask: masks/{spec.id}.png' or 'regions:'.")
         return report
-    if spec.case not in cases:
-        report.add("error", f"{path}: field 'case': '{spec.case}' is not in {cases.path}. Fix the id.")
-        return report
+    unfit = case_unfit(spec, cases)
+    if unfit is not None:
+        report.add("error", f"{path}: {unfit.message}")
+        if unfit.field == "case":  # no case to read an image of, or none a pair can be made from
+            return report
     case = cases.get(spec.case)
-    if case.yes_option is None:
-        report.add(
-            "error",
-            f"{path}: field 'case': {case.id} has no yes_option (not a Yes/No case); counterfactual pairs need one.",
-        )
-        return report
-    gold_label = "Yes" if case.gold == case.yes_option else "No"
-    if gold_label != spec.labels.original:
-        report.add(
-            "error",
-            f"{path}: field 'labels.original' is '{spec.labels.original}' but case {case.id}'s gold is "
-            f"'{gold_label}'. Fix the label or the case id.",
-        )
     if len(case.images) != 1:
         report.add("warning", f"{path}: case {case.id} has {len(case.images)} images; the first is edited.")
     image_path = cases.image_paths(case)[0]
@@ -155,6 +172,7 @@ class SpecRow:
     mask: str = "file"  # file | regions | missing (no file where the spec says) | none (no mask field)
     mask_derived: str | None = None  # "derived from edit #12, not reviewed" for a mask derived from an edit
     case_missing: bool = False  # the cases file is there but holds no case of this id (not known without one)
+    case_unfit: str | None = None  # why the case cannot make the pair, in CaseUnfit.mark's words (missing too)
 
 
 def list_spec_rows(ws: Workspace) -> tuple[list[SpecRow], CaseSet | None]:
@@ -167,8 +185,10 @@ def list_spec_rows(ws: Workspace) -> tuple[list[SpecRow], CaseSet | None]:
         except SpecError as exc:
             rows.append(SpecRow(id=path.stem, case=None, title=None, coverage=None, problem=str(exc)))
             continue
+        unfit = None if cases is None else case_unfit(spec, cases)
         row = SpecRow(id=spec.id, case=spec.case, title=spec.title, coverage=mask_coverage_standalone(ws, spec, cases),
-                      mask=_mask_kind(ws, spec), case_missing=cases is not None and spec.case not in cases)
+                      mask=_mask_kind(ws, spec), case_missing=cases is not None and spec.case not in cases,
+                      case_unfit=None if unfit is None else unfit.mark)
         derived = derived_mask_state(ws, spec) if row.mask == "file" else None
         row.mask_derived = None if derived is None else derived.label
         rows.append(row)

@@ -205,6 +205,7 @@ class Backend:
     endpoint: str | None = None  # the resolved server URL, credentials redacted; recorded with a run
     versions: dict[str, str] | None = None  # library -> version of what answers (openai, transformers, torch …)
     notes: tuple[str, ...] = ()  # said when a run starts, and kept with the run
+    replayed_from: str | None = None  # the file its replies are read from (replay:): a run then sends nothing
     #: Set by the runner to a function the backend calls with the Retry-After seconds (or None) when the
     #: server answers 429/503, before it retries: the runner then keeps fewer requests in flight.
     on_overload: Callable[[float | None], None] | None = None

@@ -66,6 +66,7 @@ class ReplayBackend(Backend):
         self.name = name
         self.model = options.label or options.model or (models[0] if models else f"{self.kind}:{name}")
         self.path = path
+        self.replayed_from = str(path)
         self.options = options
         self.priced = False
         # The file's content, not only its name: replaying an edited file must not reuse the old replies.

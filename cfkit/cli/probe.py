@@ -292,8 +292,9 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = (), *, repla
         console.out.print(summary.run_id)
         cost = "" if summary.cost_usd is None else f", {spent(summary.cost_usd, summary.cost_unreported)}"
         shared = f", {summary.elsewhere} answered by another process" if summary.elsewhere else ""
+        how = "sent" if summary.replayed_from is None else f"read from {summary.replayed_from}"
         status(f"{summary.status}: {summary.total} requests; {summary.kept} already stored, "
-               f"{summary.from_cache} from cache, {summary.sent} sent ({summary.errors} failed{cost}){shared}; "
+               f"{summary.from_cache} from cache, {summary.sent} {how} ({summary.errors} failed{cost}){shared}; "
                f"{summary.invalid} without a valid answer"
                + (f", {summary.truncated} cut off at the token limit" if summary.truncated else "")
                + (" when they were made." if summary.truncated and replayed else "."))

@@ -1,9 +1,9 @@
 """The lines a run ends with on its replies that are not answers: cut off at the token limit, mostly empty, no
 option read, or from servers that named different models.
 
-``probe run``, ``probe collect`` and ``study run`` end with them; ``runs show`` says the same line. A run whose
-replies were read from a file made elsewhere (a replay, an imported run) is told so: its replies were cut off
-when they were made, so only a new file mends them (:func:`cfkit.parse.trouble.reply_trouble`).
+``probe run``, ``probe collect`` and ``study run`` end with them; ``runs show`` and ``runs import`` say the
+same line. A run whose replies were read from a file made elsewhere (a replay, an imported run) is told so: its
+replies were cut off when they were made, so only a new file mends them (:func:`cfkit.parse.trouble.reply_trouble`).
 """
 
 from __future__ import annotations

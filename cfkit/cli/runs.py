@@ -274,25 +274,33 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
       cfkit runs import outputs/Qwen2-VL-7B/Qwen2-VL-7B_ContextCanvas.xlsx
       cfkit runs import samples_contextcanvas.jsonl --label llava-ov-7b --map ids.csv
     """
+    from cfkit.cli.probe_replies import stored_trouble
     from cfkit.interop.exporting import import_file
+    from cfkit.store import open_store
+    from cfkit.store.runs import get_run
 
     imported, stored = import_file(ws, path, fmt=fmt, map_path=map_path, label=label, epoch=epoch)
     if (line := imported.summary()) is not None:
         status(line)
     if (line := imported.target_warning()) is not None:
         warn(line)
-    for run in stored:
-        out.print(run.run_id)
-        status(f"stored run {run.run_id} ({escape(run.model)}, {run.suite}): {run.replies} replies"
-               + (f", {run.errors} failed" if run.errors else "") + ".")
-        if run.status != "done" or run.requests > run.replies:
-            unsent = run.requests - run.replies
-            warn(f"run {run.run_id} is {run.status}, as it was when exported"
-                 + (f": {unsent} of its {run.requests} planned request(s) have no reply, which a report counts "
-                    "wrong (absent)" if unsent else "") + "; 'cfkit runs show' says what it holds.")
-        elif run.cases is not None and run.replies < run.cases:
-            status(f"  it answers {run.replies} of the suite's {run.cases} cases: a report counts the other "
-                   f"{run.cases - run.replies} wrong (absent) and marks its row (incomplete).")
+    with open_store(ws.db_path) as store:
+        for run in stored:
+            out.print(run.run_id)
+            status(f"stored run {run.run_id} ({escape(run.model)}, {run.suite}): {run.replies} replies"
+                   + (f", {run.errors} failed" if run.errors else "") + ".")
+            if run.status != "done" or run.requests > run.replies:
+                unsent = run.requests - run.replies
+                warn(f"run {run.run_id} is {run.status}, as it was when exported"
+                     + (f": {unsent} of its {run.requests} planned request(s) have no reply, which a report counts "
+                        "wrong (absent)" if unsent else "") + "; 'cfkit runs show' says what it holds.")
+            elif run.cases is not None and run.replies < run.cases:
+                status(f"  it answers {run.replies} of the suite's {run.cases} cases: a report counts the other "
+                       f"{run.cases - run.replies} wrong (absent) and marks its row (incomplete).")
+            # Replies cut off, empty or unread: the line 'probe run' ends with and 'runs show' repeats.
+            record = get_run(store, run.run_id)
+            if record is not None and (trouble := stored_trouble(ws, store, record)) is not None:
+                warn(trouble)
 
 
 #: Characters of a reply's text 'runs unparsed' shows before '… (N more characters)' (all of it with --json).

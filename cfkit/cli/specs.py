@@ -35,6 +35,7 @@ def list_(ws, as_json: bool) -> None:
     without = [r.id for r in rows if r.problem is None and r.mask in ("missing", "none")]
     unreviewed = [r.id for r in rows if r.mask_derived and r.mask_derived.endswith("not reviewed")]
     no_case = [r for r in rows if r.case_missing]
+    unfit = [r for r in rows if r.case_unfit and not r.case_missing]  # there, but 'specs validate' refuses it
     if as_json:
         print_json({
             "specs": [r.__dict__ | {"coverage": None if r.coverage is None else round(100 * r.coverage, 2)} for r in rows],
@@ -43,6 +44,7 @@ def list_(ws, as_json: bool) -> None:
             "without_mask": without,
             "derived_mask_unreviewed": unreviewed,
             "case_missing": [r.id for r in no_case],
+            "case_unfit": [r.id for r in unfit],
             "cases_file": None if cases is None else str(cases.path),
         })
         return
@@ -54,7 +56,7 @@ def list_(ws, as_json: bool) -> None:
         if r.problem:
             table.add_row(r.id, "", f"[red]invalid:[/] {escape(r.problem)}", "", "", "", "")
         else:
-            case = f"[red]{escape(r.case or '')} (no such case)[/]" if r.case_missing else escape(r.case or "")
+            case = f"[red]{escape(r.case or '')} ({escape(r.case_unfit)})[/]" if r.case_unfit else escape(r.case or "")
             table.add_row(r.id, case, escape(r.title or ""), _mask_cell(r), _edit_cell(r), r.check, r.review)
     out.print(table)
     out.print(summary)
@@ -72,7 +74,12 @@ def list_(ws, as_json: bool) -> None:
         warn(f"{len(no_case)} spec{'s name' if len(no_case) != 1 else ' names'} a case that is not in "
              f"{cases.path}: {named}. Fix the spec's 'case' field or add the case to the cases file; until then "
              "it cannot be edited or probed ('cfkit specs validate' checks every spec).")
-    elif cases is None and rows:
+    if unfit:
+        named = ", ".join(f"{r.id} (case {r.case}: {r.case_unfit})" for r in unfit)
+        warn(f"{len(unfit)} spec{'s' if len(unfit) != 1 else ''} cannot make a counterfactual pair from "
+             f"{'their' if len(unfit) != 1 else 'its'} case: {named}. Choose a Yes/No case whose gold is the spec's "
+             "'labels.original', or fix the labels; 'cfkit specs validate' refuses it until then.")
+    if cases is None and rows:
         warn(f"cases file {ws.cases_path} is missing, so the specs' cases were not checked; set [dataset] in "
              "cfkit.toml.")
 

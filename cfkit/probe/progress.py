@@ -80,6 +80,9 @@ class RunSummary:
     empty: int = 0  # replies with no text at all, in the whole run
     max_tokens: int | None = None  # the run's token limit
     cost_unreported: int = 0  # replies sent in this invocation whose cost is not known (cost_usd leaves them out)
+    # The file the backend read its replies from (a replay), else None: ``sent`` then counts replies read from
+    # it, as nothing went over a network.
+    replayed_from: str | None = None
 
     @property
     def missing(self) -> int:

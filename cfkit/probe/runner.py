@@ -236,7 +236,7 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
         stopped=sender.stopped, notes=tuple(sorted(sender.notes)), failed=counts["errors"],
         not_sent=counts["absent"], first_failure=counts["first_failure"], unreviewed=plan.unreviewed,
         endpoint=opened.recorded.endpoint, protocol=protocol, elsewhere=progress.elsewhere,
-        cost_unreported=progress.unpriced,
+        cost_unreported=progress.unpriced, replayed_from=backend.replayed_from,
     )
 
 

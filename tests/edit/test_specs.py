@@ -1,6 +1,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from support.workspace import run_cli, tree_snapshot
 
 
@@ -194,6 +196,30 @@ def test_specs_list_marks_a_spec_whose_case_is_not_in_the_cases_file(tiny_ws: Pa
     clean = run_cli(["specs", "list", "-w", str(tiny_ws)], env={"COLUMNS": "200"})
     assert clean.exit_code == 0 and "no such case" not in clean.stdout and clean.stderr == ""
     assert json.loads(run_cli(["specs", "list", "--json", "-w", str(tiny_ws)]).stdout)["case_missing"] == []
+
+
+@pytest.mark.parametrize("case, mark", [
+    ("T002", "gold is 'Yes', not 'No'"),  # T002's gold is the Yes option; TX01's labels.original is No
+    ("T003", "not a Yes/No case"),  # three options, no yes_option
+    ("T999", "no such case"),
+])
+def test_specs_list_marks_every_case_specs_validate_refuses_in_its_words(tiny_ws: Path, case: str, mark: str):
+    spec = tiny_ws / "interventions" / "TX01.yaml"
+    spec.write_text(spec.read_text().replace("case: T001", f"case: {case}"))
+    validated = run_cli(["specs", "validate", "-w", str(tiny_ws)])
+    assert validated.exit_code == 2 and mark in " ".join(validated.stderr.split()), validated.stderr
+
+    listed = run_cli(["specs", "list", "-w", str(tiny_ws)], env={"COLUMNS": "200"})
+
+    assert listed.exit_code == 0, listed.output  # a listing is done; 'specs validate' is the check that refuses
+    assert f"{case} ({mark})" in listed.stdout
+    said = " ".join(listed.stderr.split())
+    missing = case == "T999"  # its own line names the cases file (the test above)
+    assert said.startswith("warning: 1 spec") and f"TX01 (case {case}" in said, said
+    assert missing or f"(case {case}: {mark})" in said, said
+    data = json.loads(run_cli(["specs", "list", "--json", "-w", str(tiny_ws)]).stdout)
+    assert data["specs"][0]["case_unfit"] == mark
+    assert data["case_missing"] == (["TX01"] if missing else []) and data["case_unfit"] == ([] if missing else ["TX01"])
 
 
 def test_specs_list_says_when_it_could_not_check_the_cases(tiny_ws: Path):
