@@ -356,7 +356,7 @@ def test_cli_user_errors_exit_2_in_one_line(tiny_ws, tmp_path, no_lpips):
     edit_id = add_edit(tiny_ws, "TX01", tiny_original(tiny_ws))
     (load_workspace(tiny_ws).store_dir / "edits" / "TX01" / f"{edit_id}-composite.png").unlink()
     missing = run_cli(["check", "TX01", "-w", ws])
-    assert missing.exit_code == 2 and "not found" in missing.stderr
+    assert missing.exit_code == 2 and "is not there any more" in missing.stderr and "cfkit edit TX01" in missing.stderr
     add_edit(tiny_ws, "TX01", tiny_original(tiny_ws))
     garbage = tmp_path / "bad.pth"
     garbage.write_bytes(b"\x00" * 10)
