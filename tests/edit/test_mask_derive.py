@@ -168,6 +168,32 @@ def test_a_derived_mask_counts_as_reviewed_once_an_edit_made_with_it_is_accepted
     assert row["mask_derived"] == "derived from edit #1"
 
 
+def test_a_mask_derived_from_a_recorded_edit_says_how_to_remake_that_edit_with_it(tiny_ws: Path, tmp_path: Path):
+    """The recorded edit keeps the earlier mask's region, so the next step is a new edit of the same image made
+    with the derived mask; following it gives an edit the check measures and whose acceptance clears the flag."""
+    ws = str(tiny_ws)
+    add_maskless_spec(tiny_ws)
+    edited = tmp_path / "TX03.png"
+    edited_copy(tiny_ws, edited)
+    assert run_cli(["specs", "mask", "TX03", "--from-edit", str(edited), "-w", ws]).exit_code == 0
+    assert run_cli(["edit", "TX03", "--engine", "file", "--input", str(edited), "-w", ws]).exit_code in (0, 1)
+
+    derived = run_cli(["specs", "mask", "TX03", "--from-edit", "1", "--force", "--margin", "3", "-w", ws])
+    assert derived.exit_code == 0, derived.stderr
+    hint = derived.stderr.split("Next: ", 1)[1].split(",")[0].split()
+    assert hint[:6] == ["cfkit", "edit", "TX03", "--engine", "file", "--input"], derived.stderr
+    assert Path(hint[6]).name == "1-raw.png"
+    assert run_cli(["check", "TX03", "-w", ws]).exit_code == 2  # edit #1 was made with the earlier mask
+
+    remade = run_cli(hint[1:] + ["-w", ws])
+    assert remade.exit_code in (0, 1), remade.stderr
+    assert run_cli(["check", "TX03", "-w", ws]).exit_code in (0, 1)  # measured: edit #2 has this very mask
+    assert run_cli(["review", "TX03", "--edit", "2", "--accept", "-w", ws]).exit_code == 0
+    row = next(r for r in json.loads(run_cli(["specs", "list", "--json", "-w", ws]).stdout)["specs"]
+               if r["id"] == "TX03")
+    assert row["mask_derived"] == "derived from edit #1"
+
+
 def test_specs_mask_refuses_a_spec_with_regions_and_an_edit_of_another_spec(tiny_ws: Path, tmp_path: Path):
     (tiny_ws / "interventions" / "TX02.yaml").write_text(
         "id: TX02\ncase: T001\ntitle: Boxes\ncue: a corner\nreplacement: another\nprompt: p\n"
