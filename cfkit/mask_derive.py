@@ -114,6 +114,11 @@ def derive_mask(original: np.ndarray, edited: np.ndarray, *, threshold: float | 
     changed = ndimage.binary_closing(padded, structure=disk(closing))[closing:-closing, closing:-closing]
     changed = ~_drop_small(~changed, max(16, round(HOLE_SHARE * area)))
     if not changed.any():
+        median = float(np.median(smoothed))
+        if median > MIN_DELTA_E:  # most of the picture differs: the noise ceiling rose above any local change
+            raise SpecError(f"the edit differs from its source almost everywhere (median ΔE {median:.1f}), so no "
+                            "local change stands out; it looks like another picture or a re-rendered one. Check "
+                            "that it is an edit of this spec's source image, or pass --threshold.")
         raise SpecError(f"the edit differs from its source nowhere by more than ΔE {high:.1f}; "
                         "there is no change to derive a mask from. Check that it is the edited image.")
     # 4. The margin.

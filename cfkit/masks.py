@@ -124,7 +124,14 @@ def load_mask(ws: Workspace, spec: Spec, size: tuple[int, int]) -> Mask:
             )
         gray = np.asarray(Image.fromarray(gray).resize(size, Image.Resampling.NEAREST))
         note = f"mask rescaled from {image.size[0]}x{image.size[1]} to {size[0]}x{size[1]}"
-    return Mask(np.where(gray > 127, 255, 0).astype(np.uint8), source=f"file:{spec.mask}", note=note)
+    binary = np.where(gray > 127, 255, 0).astype(np.uint8)
+    if not binary.any() and gray.any():  # painted, but in a grey that reads as keep: not "no white pixels"
+        raise SpecError(
+            f"spec {spec.id}: mask {path} has {np.count_nonzero(gray)} grey pixels (at most {int(gray.max())} of "
+            f"255) and none above 127, the level from which a pixel counts as edit. Paint the region to edit "
+            f"in white."
+        )
+    return Mask(binary, source=f"file:{spec.mask}", note=note)
 
 
 def _transparent_mask(image: Image.Image, path: Path, spec_id: str) -> np.ndarray:

@@ -94,6 +94,22 @@ def test_an_unchanged_image_has_no_mask_to_derive():
         derive_mask(original, noisy)
 
 
+def test_another_picture_is_named_as_such_not_as_an_unchanged_one(tiny_ws: Path, tmp_path: Path):
+    """A wrong file (another photograph of the same shape) differs everywhere; saying it differs nowhere would
+    send the researcher looking for an edit that is not there."""
+    original = textured(120, 90, seed=0)
+    with pytest.raises(SpecError, match="differs from its source almost everywhere") as raised:
+        derive_mask(original, textured(120, 90, seed=5)[:, ::-1].copy())
+    assert "nowhere" not in str(raised.value)
+    add_maskless_spec(tiny_ws)
+    other = tmp_path / "other.png"
+    Image.fromarray(255 - gradient_image(96, 64, 7)).save(other)
+    before = tree_snapshot(tiny_ws)
+    result = run_cli(["specs", "mask", "TX03", "--from-edit", str(other), "-w", str(tiny_ws)])
+    assert result.exit_code == 2 and "almost everywhere" in result.stderr and "Traceback" not in result.stderr
+    assert tree_snapshot(tiny_ws) == before
+
+
 def test_explicit_threshold_and_margin_are_used():
     original, edited, truth = synthetic_edit()
     tight = derive_mask(original, edited, margin_px=0)

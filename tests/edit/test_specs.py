@@ -141,6 +141,22 @@ def test_white_on_transparent_masks_are_refused_not_read_inverted(tiny_ws: Path)
         assert tree_snapshot(tiny_ws) == before, name
 
 
+def test_a_mask_painted_only_in_dark_grey_says_so_rather_than_empty(tiny_ws: Path):
+    import numpy as np
+    from PIL import Image
+
+    mask = np.zeros((64, 96), np.uint8)
+    mask[16:32, 24:48] = 100  # a 40 % brush: under the edit level
+    Image.fromarray(mask).save(tiny_ws / "interventions" / "masks" / "TX01.png")
+    for args in (["specs", "validate", "TX01"], ["edit", "TX01", "--engine", "classical"]):
+        result = run_cli(args + ["-w", str(tiny_ws)])
+        assert result.exit_code == 2, result.output
+        assert "384 grey pixels (at most 100 of 255) and none above 127" in result.stderr, result.stderr
+        assert "no white pixels" not in result.stderr
+    Image.fromarray(np.zeros((64, 96), np.uint8)).save(tiny_ws / "interventions" / "masks" / "TX01.png")
+    assert "no white pixels" in run_cli(["specs", "validate", "TX01", "-w", str(tiny_ws)]).stderr
+
+
 def test_specs_new_checks_the_case_and_its_gold(tiny_ws: Path):
     before = tree_snapshot(tiny_ws)
     base = ["specs", "new", "-w", str(tiny_ws), "--id", "CF05", "--title", "t", "--cue", "c", "--replacement", "r"]
