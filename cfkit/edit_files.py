@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from cfkit.cases import CaseSet
-from cfkit.errors import ConfigError, ImageError, NotFoundError
+from cfkit.errors import ConfigError, ImageError, NotFoundError, SpecError
 from cfkit.images import read_image
 from cfkit.masks import load_mask
 from cfkit.preserve import EditImages, LpipsScorer, OutputCheck, Thresholds, check_images, fit_output
@@ -37,6 +37,8 @@ class EditFiles:
     edit_id: int
     spec: Spec
     images: EditImages
+    #: Why the spec's mask now is not the one the edit was made with, or None when it is (or is not recorded).
+    mask_changed: str | None = None
 
     @property
     def original(self) -> np.ndarray:
@@ -83,7 +85,12 @@ def load_edit_images(ws: Workspace, store: Store, edit_id: int, *, cases: CaseSe
 
     original = array(source, f"case {case.id} image")
     size = (original.shape[1], original.shape[0])
-    mask = load_mask(ws, spec, size).array
+    current = load_mask(ws, spec, size)
+    mask = current.array
+    mask_changed = None
+    if record.mask_sha256 and record.mask_sha256 != current.sha256:
+        mask_changed = (f"{spec_id}'s mask ({current.source}) has changed since edit {edit_id} was made with it "
+                        f"(sha256 {record.mask_sha256[:12]}… then, {current.sha256[:12]}… now)")
     outputs: dict[str, np.ndarray] = {}
     resized: dict[str, list[int]] = {}
     for variant in VARIANTS:
@@ -104,7 +111,7 @@ def load_edit_images(ws: Workspace, store: Store, edit_id: int, *, cases: CaseSe
     if changed is not None:
         raise ImageError(f"{spec_id}: {changed}. Make a new edit with 'cfkit edit {spec_id}', or put the earlier "
                          "file back.")
-    return EditFiles(spec_id, edit_id, spec, EditImages(original, mask, outputs, resized))
+    return EditFiles(spec_id, edit_id, spec, EditImages(original, mask, outputs, resized), mask_changed)
 
 
 def lpips_scorer(ws: Workspace | None, lpips_weights: Path | None = None,
@@ -127,10 +134,17 @@ def check_edit(ws: Workspace, store: Store, edit_id: int, *, lpips_weights: Path
                scorer: LpipsScorer | None = None, cases: CaseSet | None = None) -> list[CheckResult]:
     """Measure every output of a stored edit, judge it and store one ``checks`` row per variant.
 
+    An edit whose spec's mask has changed since it was made is refused (:class:`SpecError`), nothing stored:
+    its keep region is the earlier mask's.
+
     LPIPS uses ``scorer`` when given, else :func:`load_lpips` (``lpips_weights``,
     ``$CFKIT_LPIPS_BACKBONE``, ``[check] lpips_backbone``, torch's hub cache).
     """
     files = load_edit_images(ws, store, edit_id, cases=cases)
+    if files.mask_changed:
+        # The edit kept everything outside the earlier mask; measured against another, its numbers mean nothing.
+        raise SpecError(f"{files.mask_changed}, so it cannot be checked against the new one. Make a new edit "
+                        f"with 'cfkit edit {files.spec_id}', or put the earlier mask back.")
     scorer, note = lpips_scorer(ws, lpips_weights, scorer)
     results = check_images(files.images, spec_thresholds(files.spec, ws.config.check.margin), scorer, lpips_note=note)
     return store_checks(store, edit_id, files.spec_id, results)

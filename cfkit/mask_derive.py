@@ -25,6 +25,7 @@ person accepts an edit made with it (:func:`cfkit.masks.derived_mask_state`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -113,6 +114,11 @@ def derive_mask(original: np.ndarray, edited: np.ndarray, *, threshold: float | 
     changed = ndimage.binary_closing(padded, structure=disk(closing))[closing:-closing, closing:-closing]
     changed = ~_drop_small(~changed, max(16, round(HOLE_SHARE * area)))
     if not changed.any():
+        median = float(np.median(smoothed))
+        if median > MIN_DELTA_E:  # most of the picture differs: the noise ceiling rose above any local change
+            raise SpecError(f"the edit differs from its source almost everywhere (median ΔE {median:.1f}), so no "
+                            "local change stands out; it looks like another picture or a re-rendered one. Check "
+                            "that it is an edit of this spec's source image, or pass --threshold.")
         raise SpecError(f"the edit differs from its source nowhere by more than ΔE {high:.1f}; "
                         "there is no change to derive a mask from. Check that it is the edited image.")
     # 4. The margin.
@@ -166,6 +172,7 @@ class DerivedMaskFile:
     mask: DerivedMask
     source: str  # "edit #12" or the file it was derived from
     replaced: bool  # an existing mask file was overwritten (--force)
+    edited: Path | None = None  # the edited image it was derived from (a recorded edit's raw output, or the file)
 
     def as_dict(self) -> dict:
         return {"spec": self.spec_id, "path": str(self.path), "source": self.source, "replaced": self.replaced,
@@ -270,4 +277,5 @@ def derive_spec_mask(ws: Workspace, spec_id: str, edit: int | Path, *, overwrite
         edited = aligned_edit(edit, size, what="--from-edit")
         source = f"{edit.name} (sha256 {hashlib.sha256(edit.read_bytes()).hexdigest()[:12]})"
     mask = derive_mask(original, edited, threshold=threshold, margin_px=margin_px)
-    return write_derived_mask(ws, spec_id, mask, source=source, overwrite=overwrite)
+    written = write_derived_mask(ws, spec_id, mask, source=source, overwrite=overwrite)
+    return dataclasses.replace(written, edited=path if isinstance(edit, int) else edit)

@@ -2,7 +2,8 @@
 
 Inside cfkit a mask is always an 8-bit array, 255 = edit, 0 = keep. A spec
 names a mask PNG (white = edit; a transparent-where-edit RGBA mask, the
-OpenAI convention, is read the same way) or ``regions`` (boxes and polygons
+OpenAI convention, is read the same way, unless its colours draw the
+opposite, which is refused as ambiguous) or ``regions`` (boxes and polygons
 in 0..1 image coordinates), rasterised at the source image's size.
 """
 
@@ -25,6 +26,9 @@ from cfkit.workspace import Workspace
 ASPECT_TOLERANCE = 0.01
 #: A mask covering more than this share of the image draws a warning: the decisive cue should be local.
 LOCAL_MASK_MAX = 0.25
+#: Share of pixels (anti-aliased edges) on which the colour and the transparency of a mask PNG may disagree
+#: while still counting as the same drawing, which cfkit refuses as ambiguous (:func:`load_mask`).
+TRANSPARENT_DISAGREEMENT = 0.01
 #: tEXt key of a mask PNG derived from an edit (:mod:`cfkit.mask_derive`); its value is JSON provenance.
 DERIVED_KEY = "cfkit-derived-mask"
 
@@ -98,9 +102,10 @@ def load_mask(ws: Workspace, spec: Spec, size: tuple[int, int]) -> Mask:
         image.load()
     except Exception as exc:  # PIL raises several unrelated types for bad files
         raise SpecError(f"spec {spec.id}: mask {path} is not a readable image ({exc}).") from exc
+    if image.mode in ("P", "PA", "RGB", "L") and "transparency" in image.info:
+        image = image.convert("RGBA")  # a palette or tRNS transparency is read like an alpha channel
     if image.mode in ("RGBA", "LA") and image.getextrema()[-1][0] < 255:
-        # Transparent-where-edit masks (the OpenAI convention) are read the same way.
-        gray = 255 - np.asarray(image.getchannel("A"), dtype=np.uint8)
+        gray = _transparent_mask(image, path, spec.id)
     elif image.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
         # 16-bit and float masks are scaled to 8 bits, not clipped (a 16-bit white is 65535, not 255).
         values = np.asarray(image, dtype=np.float64)
@@ -119,7 +124,34 @@ def load_mask(ws: Workspace, spec: Spec, size: tuple[int, int]) -> Mask:
             )
         gray = np.asarray(Image.fromarray(gray).resize(size, Image.Resampling.NEAREST))
         note = f"mask rescaled from {image.size[0]}x{image.size[1]} to {size[0]}x{size[1]}"
-    return Mask(np.where(gray > 127, 255, 0).astype(np.uint8), source=f"file:{spec.mask}", note=note)
+    binary = np.where(gray > 127, 255, 0).astype(np.uint8)
+    if not binary.any() and gray.any():  # painted, but in a grey that reads as keep: not "no white pixels"
+        raise SpecError(
+            f"spec {spec.id}: mask {path} has {np.count_nonzero(gray)} grey pixels (at most {int(gray.max())} of "
+            f"255) and none above 127, the level from which a pixel counts as edit. Paint the region to edit "
+            f"in white."
+        )
+    return Mask(binary, source=f"file:{spec.mask}", note=note)
+
+
+def _transparent_mask(image: Image.Image, path: Path, spec_id: str) -> np.ndarray:
+    """The grey mask of a PNG with transparency: transparent = edit (the OpenAI convention).
+
+    Its colours are read too. When they draw white exactly where the file is
+    opaque and black where it is transparent, the file reads two opposite ways
+    (white shapes painted on a transparent layer, or a white sheet with the
+    edit erased), so it is refused rather than guessed at.
+    """
+    alpha = np.asarray(image.getchannel("A"), dtype=np.uint8)
+    colour = np.asarray(image.convert("RGB" if image.mode == "RGBA" else "LA").convert("L"), dtype=np.uint8)
+    opaque, white = alpha > 127, colour > 127
+    if white.any() and not white.all() and np.count_nonzero(white != opaque) <= TRANSPARENT_DISAGREEMENT * white.size:
+        raise SpecError(
+            f"spec {spec_id}: mask {path} is white where it is opaque and transparent elsewhere, which reads two "
+            f"opposite ways (white = edit, or transparent = edit as in OpenAI's masks). Save it without "
+            f"transparency: white where the edit goes, black elsewhere."
+        )
+    return 255 - alpha
 
 
 def mask_coverage_standalone(ws: Workspace, spec: Spec, cases: CaseSet | None) -> float | None:

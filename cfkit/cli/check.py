@@ -11,7 +11,7 @@ from rich.table import Table
 
 from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
-from cfkit.errors import NotFoundError, UsageError
+from cfkit.errors import ImageError, InputRejected, NotFoundError, SpecError, UsageError
 from cfkit.plural import plural
 
 
@@ -34,7 +34,9 @@ def check(ws, spec_ids: tuple[str, ...], all_specs: bool, edit_id: int | None, l
 
     SSIM, PSNR/MSE and LPIPS over the keep region, the change inside the mask,
     and leaks; the verdict and its reasons are stored. Exits 1 when an edit's
-    composite (or its only output) fails.
+    composite (or its only output) fails, 2 when an edit cannot be checked (its
+    source image or its spec's mask changed since it was made: the others are
+    still checked).
 
     \b
     Examples:
@@ -56,7 +58,14 @@ def check(ws, spec_ids: tuple[str, ...], all_specs: bool, edit_id: int | None, l
             if not ids:
                 raise NotFoundError(f"no spec in {ws.root} has an edit yet; make one with 'cfkit edit CF01'.")
             cases = try_load_cases(ws)  # read once for every spec
-            groups = [check_spec(ws, store, spec_id, lpips_weights=lpips_weights, cases=cases) for spec_id in ids]
+            groups, unchecked = [], []
+            for spec_id in ids:
+                try:
+                    groups.append(check_spec(ws, store, spec_id, lpips_weights=lpips_weights, cases=cases))
+                except (ImageError, SpecError) as exc:  # one spec's stale edit does not stop the others' checks
+                    if len(ids) == 1:
+                        raise
+                    unchecked.append((spec_id, exc))
     results = [r for group in groups for r in group]
     note = results[0].metrics.get("lpips_note") if results else None
     if note:
@@ -66,6 +75,13 @@ def check(ws, spec_ids: tuple[str, ...], all_specs: bool, edit_id: int | None, l
     else:
         _render(results)
     failed = [g[-1].spec_id for g in groups if _decisive(g).verdict != "pass"]
+    if edit_id is None and unchecked:
+        for _, exc in unchecked:
+            err.print(f"[red]error:[/] {escape(str(exc))}")
+        raise InputRejected(f"{len(unchecked)} of {plural(len(ids), 'spec')} not checked "
+                            f"({', '.join(spec_id for spec_id, _ in unchecked)}), see above"
+                            + (f"; {len(failed)} failed the preservation check ({', '.join(failed)})." if failed
+                               else "."))
     if failed:
         raise CheckFailed(f"{len(failed)} of {plural(len(groups), 'edit')} failed the preservation check "
                           f"({', '.join(failed)}); see the reasons above, then re-edit or review them.")

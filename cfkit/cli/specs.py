@@ -250,8 +250,13 @@ def mask(ws, spec_id: str, from_edit: str, threshold: float | None, margin_px: i
     out.print(f"Wrote {escape(str(written.path))} ({'replaced; ' if written.replaced else ''}derived from "
               f"{escape(written.source)}: {100 * m.coverage:.2f}% of the image, {m.regions} region"
               f"{'s' if m.regions != 1 else ''}, ΔE ≥ {m.threshold:.1f}, margin {m.margin_px} px).")
-    nxt = (f"cfkit review {spec_id}" if isinstance(source, int)
-           else f"cfkit edit {spec_id} --engine file --input {source}")
+    # An edit recorded before keeps the earlier mask's region (its check would be refused), so the edited
+    # image is made into a new edit with this mask, whichever way it was given.
+    edited = written.edited if isinstance(source, int) and written.edited is not None else source
+    here = Path.cwd()
+    shown = edited.relative_to(here) if isinstance(edited, Path) and edited.is_absolute() and \
+        edited.is_relative_to(here) else edited
+    nxt = f"cfkit edit {spec_id} --engine file --input {shown}, then 'cfkit review {spec_id}'"
     err.print(f"The mask is flagged for review until you accept an edit made with it. Next: {escape(nxt)}",
               style="dim")
 

@@ -119,7 +119,10 @@ def load_lpips(ws: Workspace | None = None, explicit: Path | None = None) -> Lpi
         verification = cached_verification(path)
         if verification is not None and not verification.ok:
             raise ConfigError(refusal(verification, path, source))
-        scorer = scorer_from_features(read_alexnet_features(path, source=source),
+        # A file cfkit found by itself (not one the user named) is in the way: say to remove it and get another.
+        fix = None if candidate.named else \
+            f"It is damaged and cfkit uses it before any other: delete it, then {GET_WEIGHTS}."
+        scorer = scorer_from_features(read_alexnet_features(path, source=source, fix=fix),
                                       description=f"AlexNet weights from {path}")
         if verification is None:
             verification = verify_backbone(path, source=source, scorer=scorer)

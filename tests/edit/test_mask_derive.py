@@ -94,6 +94,22 @@ def test_an_unchanged_image_has_no_mask_to_derive():
         derive_mask(original, noisy)
 
 
+def test_another_picture_is_named_as_such_not_as_an_unchanged_one(tiny_ws: Path, tmp_path: Path):
+    """A wrong file (another photograph of the same shape) differs everywhere; saying it differs nowhere would
+    send the researcher looking for an edit that is not there."""
+    original = textured(120, 90, seed=0)
+    with pytest.raises(SpecError, match="differs from its source almost everywhere") as raised:
+        derive_mask(original, textured(120, 90, seed=5)[:, ::-1].copy())
+    assert "nowhere" not in str(raised.value)
+    add_maskless_spec(tiny_ws)
+    other = tmp_path / "other.png"
+    Image.fromarray(255 - gradient_image(96, 64, 7)).save(other)
+    before = tree_snapshot(tiny_ws)
+    result = run_cli(["specs", "mask", "TX03", "--from-edit", str(other), "-w", str(tiny_ws)])
+    assert result.exit_code == 2 and "almost everywhere" in result.stderr and "Traceback" not in result.stderr
+    assert tree_snapshot(tiny_ws) == before
+
+
 def test_explicit_threshold_and_margin_are_used():
     original, edited, truth = synthetic_edit()
     tight = derive_mask(original, edited, margin_px=0)
@@ -162,6 +178,32 @@ def test_a_derived_mask_counts_as_reviewed_once_an_edit_made_with_it_is_accepted
     assert from_edit.exit_code == 0, from_edit.stderr
     assert "derived from edit #1" in from_edit.stdout
     assert run_cli(["edit", "TX03", "--engine", "file", "--input", str(edited), "-w", ws]).exit_code in (0, 1)
+    assert run_cli(["review", "TX03", "--edit", "2", "--accept", "-w", ws]).exit_code == 0
+    row = next(r for r in json.loads(run_cli(["specs", "list", "--json", "-w", ws]).stdout)["specs"]
+               if r["id"] == "TX03")
+    assert row["mask_derived"] == "derived from edit #1"
+
+
+def test_a_mask_derived_from_a_recorded_edit_says_how_to_remake_that_edit_with_it(tiny_ws: Path, tmp_path: Path):
+    """The recorded edit keeps the earlier mask's region, so the next step is a new edit of the same image made
+    with the derived mask; following it gives an edit the check measures and whose acceptance clears the flag."""
+    ws = str(tiny_ws)
+    add_maskless_spec(tiny_ws)
+    edited = tmp_path / "TX03.png"
+    edited_copy(tiny_ws, edited)
+    assert run_cli(["specs", "mask", "TX03", "--from-edit", str(edited), "-w", ws]).exit_code == 0
+    assert run_cli(["edit", "TX03", "--engine", "file", "--input", str(edited), "-w", ws]).exit_code in (0, 1)
+
+    derived = run_cli(["specs", "mask", "TX03", "--from-edit", "1", "--force", "--margin", "3", "-w", ws])
+    assert derived.exit_code == 0, derived.stderr
+    hint = derived.stderr.split("Next: ", 1)[1].split(",")[0].split()
+    assert hint[:6] == ["cfkit", "edit", "TX03", "--engine", "file", "--input"], derived.stderr
+    assert Path(hint[6]).name == "1-raw.png"
+    assert run_cli(["check", "TX03", "-w", ws]).exit_code == 2  # edit #1 was made with the earlier mask
+
+    remade = run_cli(hint[1:] + ["-w", ws])
+    assert remade.exit_code in (0, 1), remade.stderr
+    assert run_cli(["check", "TX03", "-w", ws]).exit_code in (0, 1)  # measured: edit #2 has this very mask
     assert run_cli(["review", "TX03", "--edit", "2", "--accept", "-w", ws]).exit_code == 0
     row = next(r for r in json.loads(run_cli(["specs", "list", "--json", "-w", ws]).stdout)["specs"]
                if r["id"] == "TX03")

