@@ -17,7 +17,7 @@ from typing import Any
 from cfkit import stats
 from cfkit.audit.items import Audit, blind
 from cfkit.errors import TemplateError, UsageError
-from cfkit.judge.questions import ask_in_turn, load_judge_templates
+from cfkit.judge.questions import MAX_TOKENS, ask_in_turn, load_judge_templates
 from cfkit.judge.screen import YES_NO
 from cfkit.store import Store, audit_labels, prelabels
 from cfkit.store.prelabels import Prelabel
@@ -70,8 +70,10 @@ def _fill(text: str, values: dict[str, str]) -> str:
     return text
 
 
-def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: str) -> PrelabelResult:
-    """Ask ``backend`` the cue and link question of every item not yet labelled by this judge and prompt version."""
+def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: str, *,
+                   max_tokens: int = MAX_TOKENS) -> PrelabelResult:
+    """Ask ``backend`` the cue and link question of every item not yet labelled by this judge and prompt version
+    (each reply at most ``max_tokens`` long; one cut off there is a failure, asked again by the next run)."""
     from cfkit.backends import Generation, ProbeRequest, RequestMeta, as_backend
     from cfkit.images import image_data
     from cfkit.parse import parse_answer
@@ -101,7 +103,7 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
                 images = tuple(image_data(ws.image_root / path) for path, _ in shown.images)
             request = ProbeRequest(system=questions.system, user=f"{intro}\n\n{questions.criteria[criterion]}",
                                    images=images, option_ids=("A", "B"), schema=None,
-                                   generation=Generation(temperature=0.0, max_tokens=16),
+                                   generation=Generation(temperature=0.0, max_tokens=max_tokens),
                                    meta=RequestMeta(suite="prelabel", case_id=shown.case_id, pair_id="",
                                                     condition=criterion))
             todo.append(((item.id, criterion), request))

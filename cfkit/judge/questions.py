@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from cfkit.errors import TemplateError
+from cfkit.errors import BackendError, TemplateError
 from cfkit.prompts import load_templates
 from cfkit.workspace import Workspace
 
@@ -16,6 +16,8 @@ SYSTEM_FILE = "judge-system.txt"
 IMAGES = ("original", "edit")
 REGIONS = ("whole", "mask")
 ANSWERS = ("Yes", "No")
+#: The token limit of a judge's reply by default: room for "Yes" or "No" and a little more.
+MAX_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -67,13 +69,26 @@ Job = TypeVar("Job")
 def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, Any, Any], None],
                 failed: Callable[[Job, Exception], None]) -> None:
     """Ask ``backend`` each ``(job, request)`` of ``todo`` in turn (awaiting an async backend, closed at the end):
-    ``keep(job, request, reply)`` for each reply, ``failed(job, error)`` for each request the transport lost."""
+    ``keep(job, request, reply)`` for each whole reply, ``failed(job, error)`` for each request the transport lost
+    and each reply cut off at the token limit.
+
+    A cut-off reply is no answer: "Yes, the response names the" may have gone on "… but not the cue, so No", and
+    a reasoning model can spend the whole limit before it writes a word. It is never read, so never stored; the
+    next run asks it again (with a larger ``--max-tokens`` if the limit was the cause)."""
     from cfkit.backends import TransportError, is_async
+
+    def take(job: Job, request, reply) -> None:
+        if reply.truncated:
+            limit = request.generation.max_tokens
+            failed(job, BackendError(f"the reply was cut off at the token limit ({limit} tokens), so it was not "
+                                     f"read; raise --max-tokens (now {limit}) and run again"))
+        else:
+            keep(job, request, reply)
 
     if not is_async(backend):
         for job, request in todo:
             try:
-                keep(job, request, backend.answer(request))
+                take(job, request, backend.answer(request))
             except TransportError as exc:
                 failed(job, exc)
         return
@@ -83,7 +98,7 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
         try:
             for job, request in todo:
                 try:
-                    keep(job, request, await backend.answer(request))
+                    take(job, request, await backend.answer(request))
                 except TransportError as exc:
                     failed(job, exc)
         finally:

@@ -175,3 +175,46 @@ def test_items_the_judge_left_without_a_label_are_said_with_why_and_how_to_fill_
     assert f"'cfkit audit prelabel --judge {judge}' asks what the judge was not asked or failed" in error[0]
     assert "not asked again" in error[0] and "people+judge" in error[0]
     assert f"item {rows[0]['item']}: the judge's reply gave no valid Yes/No" in result.stderr
+
+
+def _token_limit(body: dict) -> int:
+    return body.get("max_completion_tokens") or body.get("max_tokens")
+
+
+def test_a_reply_cut_off_at_the_token_limit_is_no_label_and_is_asked_again(labelled, tmp_path):
+    # A judge that needs more than 16 tokens: at the limit, "Yes, the response names the" was read as a Yes (it may
+    # have gone on "... but not the cue, so No"), and an empty cut-off reply (a reasoning model's whole budget spent
+    # thinking) was kept as no label and never asked again. Neither is read now: both are failures, exit 1, asked
+    # again by the next run, which --max-tokens lets through whole.
+    import shutil
+
+    from cfkit.audit.items import load_audit
+    from cfkit.store import open_store, prelabels
+
+    ws = tmp_path / "ws"
+    shutil.copytree(labelled[0], ws)
+    judge = "openai:wordy-judge"
+
+    def script(body: dict, n: int) -> Scripted:
+        if _token_limit(body) < 64:
+            cut = "Yes, the response names the" if "Does the response name" in user_text(body) else ""
+            return Scripted(body=completion(cut, model=body["model"], finish_reason="length"))
+        return Scripted(body=completion("No. The response names the wrong thing.", model=body["model"]))
+
+    args = ["audit", "prelabel", "--judge", judge, "-o", "max_retries=0", "--json"]
+    with ChatServer(script) as server:
+        cut = cli(ws, *args, "-o", f"base_url={server.url}", env={"OPENAI_API_KEY": "sk-x"})
+        with open_store(ws / ".cfkit" / "cfkit.db") as store:
+            stored = prelabels.prelabels(store, load_audit(store, None).id, judge=judge)
+        assert cut.exit_code == 1 and stored == []
+        items = len(labelled[2])
+        assert len(json.loads(cut.stdout)["failed"]) == 2 * items
+        assert "cut off at the token limit (16 tokens)" in cut.stderr and "--max-tokens" in cut.stderr
+        report = cli(ws, "report", "--ega", "--ega-labels", "judge", "--judge", judge, "--resamples", "100")
+        assert report.exit_code == 2 and f"judge {judge} has no labels" in report.stderr
+        whole = cli(ws, *args, "--max-tokens", "64", "-o", f"base_url={server.url}", env={"OPENAI_API_KEY": "sk-x"})
+    assert whole.exit_code == 0, whole.stderr
+    assert json.loads(whole.stdout)["failed"] == [] and json.loads(whole.stdout)["asked"] == 2 * items
+    with open_store(ws / ".cfkit" / "cfkit.db") as store:
+        labels = prelabels.latest(store, load_audit(store, None).id, judge)
+    assert {v for item in labels.values() for v in item.values()} == {False}
