@@ -73,12 +73,12 @@ def judge_agreement_table(rows) -> Table:
     return table
 
 
-def show_judge_agreement(store, audit, judge: str, *, as_json: bool, n_resamples: int, seed: int | None):
+def show_judge_agreement(ws, store, audit, judge: str, *, as_json: bool, n_resamples: int, seed: int | None):
     """The judge-vs-person rows: returned as JSON-ready dicts, or printed."""
     from cfkit.audit.agreement import agreement_dict
     from cfkit.judge.prelabel import judge_agreement
 
-    rows = judge_agreement(store, audit, judge, n_resamples=n_resamples, seed=seed)
+    rows = judge_agreement(ws, store, audit, judge, n_resamples=n_resamples, seed=seed)
     if as_json:
         return [{"judge": judge, "against": f"Annotator {r.annotator}", "criterion": r.criterion,
                  **agreement_dict(r.result)} for r in rows]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from cfkit.errors import BackendError, TemplateError
-from cfkit.prompts import load_templates
+from cfkit.prompts import JudgeTemplates, load_judge_templates  # noqa: F401  (re-exported for the judges)
 from cfkit.workspace import Workspace
 
 QUESTION_FILE = "judge-screen.yaml"
@@ -37,30 +36,6 @@ class QuestionSet:
     system: str
     questions: tuple[Question, ...]
     version: str  # the digest of the system text and the question file: part of every stored answer's identity
-
-
-@dataclass(frozen=True)
-class JudgeTemplates:
-    """A judge's system text and its YAML question file, read; ``version`` is the digest of both."""
-
-    system: str
-    document: Any  # the question file as YAML read it
-    source: str  # where the question file came from, for messages
-    version: str
-
-
-def load_judge_templates(ws: Workspace, system_file: str, question_file: str) -> JudgeTemplates:
-    """The workspace's (or the packaged) system text and question file; a file YAML cannot read is one line."""
-    import yaml
-
-    templates = load_templates(ws, (system_file, question_file))
-    source = templates.sources[question_file]
-    try:
-        document = yaml.safe_load(templates[question_file])
-    except yaml.YAMLError as exc:
-        raise TemplateError(f"{source}: not valid YAML ({str(exc).splitlines()[0]}); fix the file.") from exc
-    digest = hashlib.sha256((templates[system_file] + "\x00" + templates[question_file]).encode("utf-8")).hexdigest()
-    return JudgeTemplates(templates[system_file].strip(), document, str(source), digest[:12])
 
 
 Job = TypeVar("Job")
