@@ -34,7 +34,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from cfkit.cases import Case
 from cfkit.errors import CaptionError, CaseError, TemplateError, UsageError
@@ -291,3 +291,27 @@ def conditions_jsonl(rendered: list[RenderedCondition], root: Path) -> str:
 def _short_list(items: list[str], limit: int = 8) -> str:
     head = ", ".join(items[:limit])
     return head + (f", … ({len(items)} in all)" if len(items) > limit else "")
+
+
+@dataclass(frozen=True)
+class JudgeTemplates:
+    """A judge's system text and its YAML question file, read; ``version`` is the digest of both."""
+
+    system: str
+    document: Any  # the question file as YAML read it
+    source: str  # where the question file came from, for messages
+    version: str
+
+
+def load_judge_templates(ws: Workspace, system_file: str, question_file: str) -> JudgeTemplates:
+    """The workspace's (or the packaged) system text and question file; a file YAML cannot read is one line."""
+    import yaml
+
+    templates = load_templates(ws, (system_file, question_file))
+    source = templates.sources[question_file]
+    try:
+        document = yaml.safe_load(templates[question_file])
+    except yaml.YAMLError as exc:
+        raise TemplateError(f"{source}: not valid YAML ({str(exc).splitlines()[0]}); fix the file.") from exc
+    digest = hashlib.sha256((templates[system_file] + "\x00" + templates[question_file]).encode("utf-8")).hexdigest()
+    return JudgeTemplates(templates[system_file].strip(), document, str(source), digest[:12])

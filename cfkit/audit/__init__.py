@@ -19,6 +19,7 @@ Modules, one concept each:
     view          the Rich view of one item (80×24 and up)
     keys          where a session's keys come from (the terminal, in cbreak mode)
     loop          the interactive annotate and adjudicate sessions
+    judge_labels  the judge model's audit questions, and which of its stored labels count
 
 The tables are :mod:`cfkit.store.audits` (plans, items) and
 :mod:`cfkit.store.audit_labels` (annotators, labels, final labels).

@@ -316,13 +316,13 @@ def agreement(ws, as_json, unblind, resamples, seed, judge, audit_ref) -> None:
         if as_json:
             data = result.to_dict()
             if judge is not None:
-                data["judge"] = show_judge_agreement(store, current, judge, as_json=True, n_resamples=resamples,
-                                                     seed=seed)
+                data["judge"] = show_judge_agreement(ws, store, current, judge, as_json=True,
+                                                     n_resamples=resamples, seed=seed)
             print_json(data)
             return
         out.print(agreement_view(result))
         if judge is not None:
-            show_judge_agreement(store, current, judge, as_json=False, n_resamples=resamples, seed=seed)
+            show_judge_agreement(ws, store, current, judge, as_json=False, n_resamples=resamples, seed=seed)
 
 
 @audit.command()

@@ -6,6 +6,7 @@ import click
 from rich import box
 from rich.table import Table
 
+from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, workspace_option
 
 
@@ -15,9 +16,11 @@ from cfkit.cli.console import err, out, print_json, workspace_option
 @click.option("-o", "--option", "options", metavar="KEY=VALUE", multiple=True,
               help="Backend option of the judge (repeatable), e.g. -o base_url=http://localhost:8000/v1.")
 @click.option("--audit", "audit_ref", metavar="ID", default=None, help="Which audit (default: the newest).")
+@click.option("--max-tokens", type=params.Integer(1, 65536), default=16, show_default=True,
+              help="Token limit of each reply; a reply cut off there is not read and is asked again next run.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was asked as JSON.")
 @workspace_option
-def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, as_json: bool) -> None:
+def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, max_tokens: int, as_json: bool) -> None:
     """Have a judge model label each item's cue and link, blind, as a first pass beside the people.
 
     The judge sees what an annotator sees (the case, its gold, the rationale, the
@@ -40,7 +43,7 @@ def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, as
 
     backend = load_backend(judge, parse_option_pairs(options))
     with open_store(ws.db_path) as store:
-        result = prelabel_audit(ws, store, load_audit(store, audit_ref), backend, judge)
+        result = prelabel_audit(ws, store, load_audit(store, audit_ref), backend, judge, max_tokens=max_tokens)
     if as_json:
         print_json(result.to_dict())
     earlier = f" ({result.stored_invalid} without a valid Yes/No, not asked again)" if result.stored_invalid else ""
@@ -50,7 +53,8 @@ def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, as
     for failure in result.failed[:10]:
         err.print(f"  failed: {failure}", markup=False)
     if result.failed:
-        raise CheckFailed(f"{len(result.failed)} request(s) failed; run the command again to ask only those.")
+        raise CheckFailed(f"{len(result.failed)} request(s) failed or were cut off; run the command again to ask only "
+                          "those.")
 
 
 def judge_agreement_table(rows) -> Table:
@@ -69,12 +73,12 @@ def judge_agreement_table(rows) -> Table:
     return table
 
 
-def show_judge_agreement(store, audit, judge: str, *, as_json: bool, n_resamples: int, seed: int | None):
+def show_judge_agreement(ws, store, audit, judge: str, *, as_json: bool, n_resamples: int, seed: int | None):
     """The judge-vs-person rows: returned as JSON-ready dicts, or printed."""
     from cfkit.audit.agreement import agreement_dict
     from cfkit.judge.prelabel import judge_agreement
 
-    rows = judge_agreement(store, audit, judge, n_resamples=n_resamples, seed=seed)
+    rows = judge_agreement(ws, store, audit, judge, n_resamples=n_resamples, seed=seed)
     if as_json:
         return [{"judge": judge, "against": f"Annotator {r.annotator}", "criterion": r.criterion,
                  **agreement_dict(r.result)} for r in rows]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
+from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, workspace_option
 
 
@@ -14,9 +15,12 @@ from cfkit.cli.console import err, out, print_json, workspace_option
               help="The vision-language model that answers the screening questions, e.g. openai:gpt-5.5.")
 @click.option("-o", "--option", "options", metavar="KEY=VALUE", multiple=True,
               help="Backend option of the judge (repeatable), e.g. -o base_url=http://localhost:8000/v1.")
+@click.option("--max-tokens", type=params.Integer(1, 65536), default=16, show_default=True,
+              help="Token limit of each reply; a reply cut off there is not read and is asked again next run.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (every answer, raw reply included).")
 @workspace_option
-def screen(ws, spec_ids: tuple[str, ...], judge: str, options: tuple[str, ...], as_json: bool) -> None:
+def screen(ws, spec_ids: tuple[str, ...], judge: str, options: tuple[str, ...], max_tokens: int,
+           as_json: bool) -> None:
     """Ask a judge model fixed questions about each edit and flag the edits it doubts.
 
     For the edit each spec shows (its selected edit, else its newest), the judge
@@ -41,7 +45,7 @@ def screen(ws, spec_ids: tuple[str, ...], judge: str, options: tuple[str, ...], 
 
     backend = load_backend(judge, parse_option_pairs(options))
     with open_store(ws.db_path) as store:
-        results = screen_edits(ws, store, backend, judge, spec_ids)
+        results = screen_edits(ws, store, backend, judge, spec_ids, max_tokens=max_tokens)
     if as_json:
         print_json([r.to_dict() for r in results])
     else:
@@ -68,8 +72,8 @@ def screen(ws, spec_ids: tuple[str, ...], judge: str, options: tuple[str, ...], 
     unscreened = [r for r in results if r.problem is not None and (spec_ids or r.edit_id is not None)]
     failed = []
     if unasked:
-        failed.append(f"{unasked} edit(s) have questions whose requests failed; run the command again to ask "
-                      "only those")
+        failed.append(f"{unasked} edit(s) have questions whose requests failed or whose replies were cut off; run the "
+                      "command again to ask only those")
     if unscreened:
         failed.append(f"{len(unscreened)} spec(s) could not be screened ({', '.join(r.spec_id for r in unscreened)}: "
                       "see above)")

@@ -16,35 +16,13 @@ from typing import Any
 
 from cfkit import stats
 from cfkit.audit.items import Audit, blind
-from cfkit.errors import TemplateError, UsageError
-from cfkit.judge.questions import ask_in_turn, load_judge_templates
+from cfkit.audit.judge_labels import CRITERIA, current_labels, load_audit_questions
+from cfkit.errors import UsageError
+from cfkit.judge.questions import MAX_TOKENS, ask_in_turn
 from cfkit.judge.screen import YES_NO
 from cfkit.store import Store, audit_labels, prelabels
 from cfkit.store.prelabels import Prelabel
 from cfkit.workspace import Workspace
-
-QUESTION_FILE = "judge-audit.yaml"
-SYSTEM_FILE = "judge-system.txt"
-CRITERIA = ("cue", "link")
-
-
-@dataclass(frozen=True)
-class AuditQuestions:
-    system: str
-    intro: str
-    criteria: dict[str, str]
-    version: str
-
-
-def load_audit_questions(ws: Workspace) -> AuditQuestions:
-    read = load_judge_templates(ws, SYSTEM_FILE, QUESTION_FILE)
-    document = read.document
-    if not isinstance(document, dict) or not isinstance(document.get("intro"), str) \
-            or not isinstance(document.get("criteria"), dict) \
-            or sorted(document["criteria"]) != sorted(CRITERIA) \
-            or not all(isinstance(v, str) for v in document["criteria"].values()):
-        raise TemplateError(f"{read.source}: give 'intro' (text) and 'criteria' with the texts of cue and link.")
-    return AuditQuestions(read.system, document["intro"], dict(document["criteria"]), read.version)
 
 
 @dataclass
@@ -70,8 +48,10 @@ def _fill(text: str, values: dict[str, str]) -> str:
     return text
 
 
-def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: str) -> PrelabelResult:
-    """Ask ``backend`` the cue and link question of every item not yet labelled by this judge and prompt version."""
+def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: str, *,
+                   max_tokens: int = MAX_TOKENS) -> PrelabelResult:
+    """Ask ``backend`` the cue and link question of every item not yet labelled by this judge and prompt version
+    (each reply at most ``max_tokens`` long; one cut off there is a failure, asked again by the next run)."""
     from cfkit.backends import Generation, ProbeRequest, RequestMeta, as_backend
     from cfkit.images import image_data
     from cfkit.parse import parse_answer
@@ -101,7 +81,7 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
                 images = tuple(image_data(ws.image_root / path) for path, _ in shown.images)
             request = ProbeRequest(system=questions.system, user=f"{intro}\n\n{questions.criteria[criterion]}",
                                    images=images, option_ids=("A", "B"), schema=None,
-                                   generation=Generation(temperature=0.0, max_tokens=16),
+                                   generation=Generation(temperature=0.0, max_tokens=max_tokens),
                                    meta=RequestMeta(suite="prelabel", case_id=shown.case_id, pair_id="",
                                                     condition=criterion))
             todo.append(((item.id, criterion), request))
@@ -127,12 +107,10 @@ class JudgeAgreement:
     result: stats.Agreement
 
 
-def judge_agreement(store: Store, audit: Audit, judge: str, *, n_resamples: int = stats.N_RESAMPLES,
+def judge_agreement(ws: Workspace, store: Store, audit: Audit, judge: str, *, n_resamples: int = stats.N_RESAMPLES,
                     seed: int | None = stats.SEED) -> list[JudgeAgreement]:
     """κ, AC1 and raw agreement of the judge with each person, per criterion, over the items both labelled."""
-    mine = prelabels.latest(store, audit.id, judge)
-    if not mine:
-        raise UsageError(f"judge {judge} has no labels in audit {audit.id}; run 'cfkit audit prelabel --judge {judge}'.")
+    mine = current_labels(ws, store, audit.id, judge)
     rows = []
     for person in sorted(audit_labels.annotators(store, audit.id), key=lambda a: a.number):
         theirs = audit_labels.labels_by(store, audit.id, person.name)

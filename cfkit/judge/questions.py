@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from cfkit.errors import TemplateError
-from cfkit.prompts import load_templates
+from cfkit.errors import BackendError, TemplateError
+from cfkit.prompts import JudgeTemplates, load_judge_templates  # noqa: F401  (re-exported for the judges)
 from cfkit.workspace import Workspace
 
 QUESTION_FILE = "judge-screen.yaml"
@@ -16,6 +15,8 @@ SYSTEM_FILE = "judge-system.txt"
 IMAGES = ("original", "edit")
 REGIONS = ("whole", "mask")
 ANSWERS = ("Yes", "No")
+#: The token limit of a judge's reply by default: room for "Yes" or "No" and a little more.
+MAX_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -37,43 +38,32 @@ class QuestionSet:
     version: str  # the digest of the system text and the question file: part of every stored answer's identity
 
 
-@dataclass(frozen=True)
-class JudgeTemplates:
-    """A judge's system text and its YAML question file, read; ``version`` is the digest of both."""
-
-    system: str
-    document: Any  # the question file as YAML read it
-    source: str  # where the question file came from, for messages
-    version: str
-
-
-def load_judge_templates(ws: Workspace, system_file: str, question_file: str) -> JudgeTemplates:
-    """The workspace's (or the packaged) system text and question file; a file YAML cannot read is one line."""
-    import yaml
-
-    templates = load_templates(ws, (system_file, question_file))
-    source = templates.sources[question_file]
-    try:
-        document = yaml.safe_load(templates[question_file])
-    except yaml.YAMLError as exc:
-        raise TemplateError(f"{source}: not valid YAML ({str(exc).splitlines()[0]}); fix the file.") from exc
-    digest = hashlib.sha256((templates[system_file] + "\x00" + templates[question_file]).encode("utf-8")).hexdigest()
-    return JudgeTemplates(templates[system_file].strip(), document, str(source), digest[:12])
-
-
 Job = TypeVar("Job")
 
 
 def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, Any, Any], None],
                 failed: Callable[[Job, Exception], None]) -> None:
     """Ask ``backend`` each ``(job, request)`` of ``todo`` in turn (awaiting an async backend, closed at the end):
-    ``keep(job, request, reply)`` for each reply, ``failed(job, error)`` for each request the transport lost."""
+    ``keep(job, request, reply)`` for each whole reply, ``failed(job, error)`` for each request the transport lost
+    and each reply cut off at the token limit.
+
+    A cut-off reply is no answer: "Yes, the response names the" may have gone on "… but not the cue, so No", and
+    a reasoning model can spend the whole limit before it writes a word. It is never read, so never stored; the
+    next run asks it again (with a larger ``--max-tokens`` if the limit was the cause)."""
     from cfkit.backends import TransportError, is_async
+
+    def take(job: Job, request, reply) -> None:
+        if reply.truncated:
+            limit = request.generation.max_tokens
+            failed(job, BackendError(f"the reply was cut off at the token limit ({limit} tokens), so it was not "
+                                     f"read; raise --max-tokens (now {limit}) and run again"))
+        else:
+            keep(job, request, reply)
 
     if not is_async(backend):
         for job, request in todo:
             try:
-                keep(job, request, backend.answer(request))
+                take(job, request, backend.answer(request))
             except TransportError as exc:
                 failed(job, exc)
         return
@@ -83,7 +73,7 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
         try:
             for job, request in todo:
                 try:
-                    keep(job, request, await backend.answer(request))
+                    take(job, request, await backend.answer(request))
                 except TransportError as exc:
                     failed(job, exc)
         finally:

@@ -19,7 +19,7 @@ import numpy as np
 
 from cfkit.cases import Option
 from cfkit.errors import CfkitError, UsageError
-from cfkit.judge.questions import Question, QuestionSet, ask_in_turn, load_questions
+from cfkit.judge.questions import MAX_TOKENS, Question, QuestionSet, ask_in_turn, load_questions
 from cfkit.store import Store, edits, screens
 from cfkit.store.screens import ScreenAnswer
 from cfkit.workspace import Workspace
@@ -96,17 +96,19 @@ def mask_crop(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return image[max(0, top - grow_y):min(height, bottom + grow_y), max(0, left - grow_x):min(width, right + grow_x)]
 
 
-def screen_request(questions: QuestionSet, question: Question, spec, picture: np.ndarray, case_id: str):
+def screen_request(questions: QuestionSet, question: Question, spec, picture: np.ndarray, case_id: str,
+                   max_tokens: int = MAX_TOKENS):
     """The request asking ``question`` about ``picture`` (already cropped where the question says so)."""
     from cfkit.backends import Generation, ProbeRequest, RequestMeta
 
     return ProbeRequest(system=questions.system, user=question.text(spec.cue, spec.replacement),
                         images=(_png(picture),), option_ids=("A", "B"), schema=None,
-                        generation=Generation(temperature=0.0, max_tokens=16),
+                        generation=Generation(temperature=0.0, max_tokens=max_tokens),
                         meta=RequestMeta(suite="screen", case_id=case_id, pair_id=spec.id, condition=question.id))
 
 
-def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Sequence[str] = ()) -> list[EditScreen]:
+def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Sequence[str] = (), *,
+                 max_tokens: int = MAX_TOKENS) -> list[EditScreen]:
     """Screen the shown edit of each spec (every spec when none are given) with ``backend``; see the module."""
     from cfkit.backends import as_backend
     from cfkit.parse import parse_answer
@@ -155,7 +157,7 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
             if question.region == "mask":
                 picture = mask_crop(picture, images.mask)
             todo.append(((result, question), screen_request(questions, question, images.spec, picture,
-                                                            images.spec.case)))
+                                                            images.spec.case, max_tokens)))
 
     # 3. and 4. ask, read, store
     def keep(job: tuple[EditScreen, Question], request, reply) -> None:

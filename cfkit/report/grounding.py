@@ -102,17 +102,23 @@ class EgaSection:
 EGA_LABELS = ("people", "judge", "people+judge")
 
 
-def _judgements(store: Store, audit, labels: str,
-                judge: str | None) -> tuple[dict[str, Judgement], set[str], dict[str, str]]:
+def _judgements(store: Store, audit, labels: str, judge: str | None,
+                ws) -> tuple[dict[str, Judgement], set[str], dict[str, str]]:
     """Each item's judgement under ``labels``, which of them are the judge's, and why each other item has none."""
     people = {item_id: f.judgement for item_id, f in audit_labels.finals(store, audit.id).items()}
     if labels == "people":
         return people, set(), {i.id: NO_FINAL for i in audit.items if i.id not in people}
     if judge is None:
         raise UsageError(f"--ega-labels {labels} counts a judge model's labels; name it with --judge KIND:NAME.")
-    mine = prelabels.latest(store, audit.id, judge)
-    if not mine:
-        raise UsageError(f"judge {judge} has no labels in audit {audit.id}; run 'cfkit audit prelabel --judge {judge}'.")
+    if ws is not None:
+        from cfkit.audit.judge_labels import current_labels
+
+        mine = current_labels(ws, store, audit.id, judge)  # labels of an edited question file are stale, left out
+    else:
+        mine = prelabels.latest(store, audit.id, judge)
+        if not mine:
+            raise UsageError(f"judge {judge} has no labels in audit {audit.id}; run 'cfkit audit prelabel --judge "
+                             f"{judge}'.")
     judged = {i.id: Judgement(i.parser_correct, mine[i.id].get("cue"), mine[i.id].get("link")) for i in audit.items
               if i.id in mine and mine[i.id].get("cue") is not None and mine[i.id].get("link") is not None}
     if labels == "judge":
@@ -153,7 +159,7 @@ def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int 
             "withheld (it would tie items to models while annotators are still labelling); see 'cfkit audit "
             "status' for progress, or pass --unblind to show it now."))
     models = [r["model"] for r in audit.plan.inputs["runs"]]  # the order the runs were given
-    final, from_judge, why = _judgements(store, audit, labels, judge)
+    final, from_judge, why = _judgements(store, audit, labels, judge, ws)
     by_key = {(i.model, i.case_id): i for i in audit.items}
     cases = sorted({i.case_id for i in audit.items})
     # 2. the cases final for every model

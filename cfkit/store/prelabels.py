@@ -65,9 +65,19 @@ def judges(store: Database, audit_id: str) -> list[str]:
                                             (audit_id,))]
 
 
-def latest(store: Database, audit_id: str, judge: str) -> dict[str, dict[str, bool | None]]:
-    """The judge's newest label of each item, by item id and criterion (of any prompt version)."""
+def latest(store: Database, audit_id: str, judge: str,
+           prompt_version: str | None = None) -> dict[str, dict[str, bool | None]]:
+    """The judge's newest label of each item, by item id and criterion: under ``prompt_version`` only when given
+    (labels asked with other questions are then left out), else of any prompt version."""
     found: dict[str, dict[str, bool | None]] = {}
     for label in prelabels(store, audit_id, judge=judge):  # within an item and criterion, oldest first
-        found.setdefault(label.item_id, {})[label.criterion] = label.value
+        if prompt_version is None or label.prompt_version == prompt_version:
+            found.setdefault(label.item_id, {})[label.criterion] = label.value
     return found
+
+
+def prompt_versions(store: Database, audit_id: str, judge: str) -> list[str]:
+    """The prompt versions the judge has labels of in the audit."""
+    return [r["prompt_version"] for r in store.query(
+        "SELECT DISTINCT prompt_version FROM prelabels WHERE audit_id = ? AND judge = ? ORDER BY prompt_version",
+        (audit_id, judge))]

@@ -309,3 +309,33 @@ def test_a_spec_that_could_not_be_screened_is_not_done(mini_ws):
         assert gone.exit_code == 1 and "EX01 edit #1: not screened" in gone.stdout
         assert "1 spec(s) could not be screened (EX01" in gone.stderr
         assert len(server.requests) == sent  # nothing was asked about an edit that could not be read
+
+
+def test_a_reply_cut_off_at_the_token_limit_is_not_read_and_is_asked_again(mini_ws, tmp_path):
+    # "Yes, the edit still shows the" stopped at the token limit was read as the judge's Yes: a cut-off reply is a
+    # failed question now (exit 1), asked again by the next run, whole with a larger --max-tokens.
+    originals = _import_edits(mini_ws, tmp_path)
+    asked: list[tuple[str, str]] = []
+    answer = judge_script(originals, asked)
+
+    def script(body: dict, n: int) -> Scripted:
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        if limit < 64 and "natural photograph" in user_text(body):
+            return Scripted(body=completion("Yes, the edit looks like a", finish_reason="length"))
+        return answer(body, n)
+
+    args = ["-w", str(mini_ws), "edits", "screen", "--judge", "openai:judge-model", "-o", "max_retries=0", "--json"]
+    with ChatServer(script) as server:
+        first = run_cli([*args, "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
+        again = run_cli([*args, "--max-tokens", "64", "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
+    assert first.exit_code == 1 and "3 edit(s) have questions whose requests failed or whose replies were cut off" \
+        in first.stderr
+    states = {r["spec"]: r for r in json.loads(first.stdout)}
+    assert all(r["failed"] == ["edit-looks-natural: the reply was cut off at the token limit (16 tokens), so it was "
+                               "not read; raise --max-tokens (now 16) and run again"] for r in states.values())
+    assert all(a["question"] != "edit-looks-natural" for r in states.values() for a in r["answers"])
+    assert again.exit_code == 0, again.stderr
+    assert len(asked) == 18  # five answered whole the first time, the natural-photograph one the second, per edit
+    natural = {r["spec"]: [a for a in r["answers"] if a["question"] == "edit-looks-natural"]
+               for r in json.loads(again.stdout)}
+    assert all(len(found) == 1 for found in natural.values())

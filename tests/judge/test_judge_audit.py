@@ -175,3 +175,88 @@ def test_items_the_judge_left_without_a_label_are_said_with_why_and_how_to_fill_
     assert f"'cfkit audit prelabel --judge {judge}' asks what the judge was not asked or failed" in error[0]
     assert "not asked again" in error[0] and "people+judge" in error[0]
     assert f"item {rows[0]['item']}: the judge's reply gave no valid Yes/No" in result.stderr
+
+
+def _token_limit(body: dict) -> int:
+    return body.get("max_completion_tokens") or body.get("max_tokens")
+
+
+def test_a_reply_cut_off_at_the_token_limit_is_no_label_and_is_asked_again(labelled, tmp_path):
+    # A judge that needs more than 16 tokens: at the limit, "Yes, the response names the" was read as a Yes (it may
+    # have gone on "... but not the cue, so No"), and an empty cut-off reply (a reasoning model's whole budget spent
+    # thinking) was kept as no label and never asked again. Neither is read now: both are failures, exit 1, asked
+    # again by the next run, which --max-tokens lets through whole.
+    import shutil
+
+    from cfkit.audit.items import load_audit
+    from cfkit.store import open_store, prelabels
+
+    ws = tmp_path / "ws"
+    shutil.copytree(labelled[0], ws)
+    judge = "openai:wordy-judge"
+
+    def script(body: dict, n: int) -> Scripted:
+        if _token_limit(body) < 64:
+            cut = "Yes, the response names the" if "Does the response name" in user_text(body) else ""
+            return Scripted(body=completion(cut, model=body["model"], finish_reason="length"))
+        return Scripted(body=completion("No. The response names the wrong thing.", model=body["model"]))
+
+    args = ["audit", "prelabel", "--judge", judge, "-o", "max_retries=0", "--json"]
+    with ChatServer(script) as server:
+        cut = cli(ws, *args, "-o", f"base_url={server.url}", env={"OPENAI_API_KEY": "sk-x"})
+        with open_store(ws / ".cfkit" / "cfkit.db") as store:
+            stored = prelabels.prelabels(store, load_audit(store, None).id, judge=judge)
+        assert cut.exit_code == 1 and stored == []
+        items = len(labelled[2])
+        assert len(json.loads(cut.stdout)["failed"]) == 2 * items
+        assert "cut off at the token limit (16 tokens)" in cut.stderr and "--max-tokens" in cut.stderr
+        report = cli(ws, "report", "--ega", "--ega-labels", "judge", "--judge", judge, "--resamples", "100")
+        assert report.exit_code == 2 and f"judge {judge} has no labels" in report.stderr
+        whole = cli(ws, *args, "--max-tokens", "64", "-o", f"base_url={server.url}", env={"OPENAI_API_KEY": "sk-x"})
+    assert whole.exit_code == 0, whole.stderr
+    assert json.loads(whole.stdout)["failed"] == [] and json.loads(whole.stdout)["asked"] == 2 * items
+    with open_store(ws / ".cfkit" / "cfkit.db") as store:
+        labels = prelabels.latest(store, load_audit(store, None).id, judge)
+    assert {v for item in labels.values() for v in item.values()} == {False}
+
+
+def test_labels_asked_with_an_edited_question_file_are_stale_and_never_mixed_with_the_new_ones(labelled, tmp_path):
+    # After the question file was edited, the report and the agreement counted the judge's newest label of each
+    # item and criterion whatever question asked it: a rerun that got only the cue answers mixed new cue labels with
+    # old link labels, silently. Only the labels of the questions as they are now count; the rest is said.
+    import shutil
+
+    from pathlib import Path
+
+    import cfkit
+
+    ws = tmp_path / "ws"
+    shutil.copytree(labelled[0], ws)
+    (ws / "probes" / "templates").mkdir(parents=True, exist_ok=True)
+    edited = (Path(cfkit.__file__).parent / "templates" / "judge-audit.yaml").read_text(encoding="utf-8").replace("Judge its response.",
+                                                                                     "Judge its response closely.")
+    (ws / "probes" / "templates" / "judge-audit.yaml").write_text(edited, encoding="utf-8")
+    report = ["report", "--ega", "--ega-labels", "judge", "--judge", JUDGE, "--resamples", "100"]
+    for args in (report, ["audit", "agreement", "--judge", JUDGE, "--resamples", "100"]):
+        stale = cli(ws, *args)
+        assert stale.exit_code == 2, stale.stderr
+        assert f"judge {JUDGE} has no labels in audit" in stale.stderr and "stale" in stale.stderr
+        assert f"'cfkit audit prelabel --judge {JUDGE}'" in stale.stderr
+
+    def cue_only(body: dict, n: int) -> Scripted:  # the new questions: cue answered, every link request fails
+        if "Does the response name" in user_text(body):
+            return Scripted(body=completion("No", model=body["model"]))
+        return Scripted(status=400, body={"error": {"message": "bad request"}})
+
+    with ChatServer(cue_only) as server:
+        asked = cli(ws, "audit", "prelabel", "--judge", JUDGE, "-o", f"base_url={server.url}", "-o", "max_retries=0",
+                    env={"OPENAI_API_KEY": "sk-x"})
+    assert asked.exit_code == 1
+    result = cli(ws, *report, "--format", "json")
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert data["ega"] == [] or all(row["n"] == 0 for row in data["ega"])
+    assert {p["why"] for p in data["ega_pending"]} == {"the judge was not asked, or its request failed"}
+    assert len(data["ega_pending"]) == len(labelled[2])
+    agreement = json.loads(cli(ws, "audit", "agreement", "--judge", JUDGE, "--json", "--resamples", "100").stdout)
+    assert {row["criterion"] for row in agreement["judge"]} == {"cue"}
