@@ -346,8 +346,9 @@ def _counterfactual(ws: Workspace, store: Store, cases: CaseSet, builder: _Reque
             continue
         edited = edit.composite_path
         if edited is None or not Path(edited).is_file():
-            yield spec.id, [], SkippedPair(spec.id, f"edit {edit.id}'s composite image {edited} is missing; "
-                                                    f"run 'cfkit edit {spec.id}' again"), False
+            yield spec.id, [], SkippedPair(spec.id, f"edit {edit.id}'s composite image {edited} is not there any "
+                                                    "more (deleted or moved since the edit wrote it); make a new edit "
+                                                    f"with 'cfkit edit {spec.id}', or put the file back"), False
             continue
         changed = edit.changed_file(cases.image_paths(case)[0], builder.digests.sha256, variants=("composite",))
         if changed is not None:

@@ -74,3 +74,13 @@ def test_the_review_names_the_deleted_file_and_both_ways_out(tiny_ws, variant):
     assert shown.exit_code == 2, shown.stdout + shown.stderr
     [line] = [ln for ln in shown.stderr.splitlines() if ln.startswith("error:")]
     _says_both_ways_out(line, variant, path)
+
+
+def test_the_counterfactual_probe_skips_the_pair_with_both_ways_out(tiny_ws):
+    _, path = _edited_then_deleted(tiny_ws, "composite")
+
+    result = run_cli(["probe", "run", "-m", "baseline:always-no", "-s", "counterfactual", "--json", "-w", str(tiny_ws)])
+
+    said = [ln for ln in result.stderr.splitlines() if "TX01" in ln and "deleted" in ln]
+    assert len(said) == 1, result.stderr
+    _says_both_ways_out(said[0], "composite", path)
