@@ -24,6 +24,10 @@ from cfkit.errors import PredictionError
 from cfkit.files import json_value
 from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample, target_text
 
+#: Why an empty lmms-eval reply is a failed request: the words each such sample is stored with.
+EMPTY_FAILED = ("lmms-eval recorded an empty reply, which is what its API models write when every try of a request "
+                "failed")
+
 #: Keys of a dataset row taken as the sample's id, in order (else ``doc_id``).
 ID_KEYS = ("id", "case", "case_id", "question_id", "index")
 
@@ -88,7 +92,7 @@ def read(path: Path) -> PeerFile:
         raw = _first_text(data["resps"], at)
         filtered = _first_text(data.get("filtered_resps"), at, "filtered_resps")
         samples.append(PeerSample(
-            sample_id=sample_id, raw=raw, where=at,
+            sample_id=sample_id, raw=raw, where=at, failed=EMPTY_FAILED if not raw else None,
             target=target_text(data.get("target")),
             peer_answer=filtered, record=data.get(CFKIT_KEY) if isinstance(data.get(CFKIT_KEY), dict) else None))
     results = results_path(path)

@@ -71,6 +71,8 @@ class Imported:
     targets: int = 0  # samples whose own target names an option of their case
     #: … of which the target is not the case's gold: (sample where, target, case, gold) of each
     wrong_targets: list[tuple[str, str, str, str]] = field(default_factory=list)
+    #: Samples the file records as failed requests (stored as failures, counted wrong): (where, why) of each
+    failed: list[tuple[str, str]] = field(default_factory=list)
 
     def target_warning(self) -> str | None:
         """A line when the file's own targets disagree with the cases' golds: the ids are probably mapped to the
@@ -87,11 +89,15 @@ class Imported:
         """A line on how cfkit's readings compare with the peer's, where the peer made any."""
         if self.fmt in ("native", "export"):
             return None
+        failed = ""
+        if self.failed:
+            where, why = self.failed[0]
+            failed = (f"; {len(self.failed)} recorded as failed requests, counted wrong (first: {where}: {why})")
         if not self.compared:
             return f"{self.path.name}: {len(self.rows)} replies read with cfkit's parser ({self.fmt} records no " \
-                   "extraction of its own to compare)."
+                   f"extraction of its own to compare){failed}."
         return (f"{self.path.name}: {len(self.rows)} replies read with cfkit's parser; {self.differ} of "
-                f"{self.compared} answers differ from the {self.fmt} file's own extraction.")
+                f"{self.compared} answers differ from the {self.fmt} file's own extraction{failed}.")
 
 
 def _peer_option(value: str | None, case: Case) -> str | None:
@@ -176,6 +182,8 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
             continue
         row, peer_answer = _row_of(sample, peer, cases, mapping, model)
         result.rows.append(row)
+        if sample.failed is not None:
+            result.failed.append((sample.where, sample.failed))
         case = cases.get(row.case)
         if sample.target is not None and (target := _peer_option(sample.target, case)) is not None:
             result.targets += 1
