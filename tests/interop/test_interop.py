@@ -43,12 +43,21 @@ def report_json(ws: Path, path: Path, *extra: str) -> tuple[dict, str]:
     return json.loads(result.stdout), result.stderr
 
 
+def assert_same_report(got: dict, native: dict, path: Path) -> None:
+    """The report of a peer's file is the report of the same answers in cfkit's own file, and its notes begin
+    with the line on how the file was read, so a saved report says it."""
+    notes, native_notes = got["notes"], native["notes"]
+    assert notes[0].startswith(f"{path.name}: 100 replies read with cfkit's parser"), notes
+    assert notes[1:] == native_notes
+    assert {k: v for k, v in got.items() if k != "notes"} == {k: v for k, v in native.items() if k != "notes"}
+
+
 @pytest.mark.parametrize("kind", ["inspect-json", "inspect-eval", "lmms", "vlmevalkit"])
 def test_a_peers_file_gives_the_native_report(peer_files, kind):
     ws, files = peer_files
     native, _ = report_json(ws, files["native"])
     got, stderr = report_json(ws, files[kind])
-    assert got == native
+    assert_same_report(got, native, files[kind])
     row = got["contextcanvas"][0]
     assert row["model"] == MODEL
     # The 201 cases the file does not hold are absent; all 100 it holds were read.
@@ -329,7 +338,7 @@ def test_an_inspect_log_of_several_epochs_is_read_one_epoch_at_a_time(peer_files
         "per case; choose one with --epoch N (1, 2).")
     first, _ = report_json(ws, epochs, "--epoch", "1")
     native, _ = report_json(ws, files["native"])
-    assert first == native  # epoch 1 is the log as it was
+    assert_same_report(first, native, epochs)  # epoch 1 is the log as it was
     again, _ = report_json(ws, epochs, "--epoch", "2")
     row = again["contextcanvas"][0]  # every one of the 100 two-option cases answered A (Yes); the rest absent
     assert row["yes_rate"] == pytest.approx(100 * 100 / row["n_binary"])
@@ -376,6 +385,11 @@ def test_a_file_whose_targets_are_not_the_cases_golds_is_said(peer_files, tmp_pa
             assert result.exit_code == 0, result.stderr
             flat = " ".join(result.stderr.split())
             assert ("samples hold a target that is not their case's gold" in flat) is said, flat
+            if command[0] == "report" and said:  # and the saved report says it beside its numbers
+                json_report = run_cli([*command, "-w", str(ws), "--map", str(mapping), "--label", "P", "--format",
+                                       "json", "--resamples", "200"])
+                assert any("samples hold a target that is not their case's gold" in note
+                           for note in json.loads(json_report.stdout)["notes"])
             if said:
                 changes = sum(a.startswith("N") != b.startswith("N") for a, b in zip(ids, ids[1:] + ids[:1]))
                 assert f"{changes} of 100 samples hold a target" in flat and "check that its ids map" in flat
@@ -393,7 +407,7 @@ def test_ids_mapped_and_the_model_named(peer_files, tmp_path):
     assert nameless.exit_code == 2 and "names no model" in nameless.stderr and "--label" in nameless.stderr
     got, _ = report_json(ws, renamed, "--map", str(tmp_path / "ids.csv"), "--label", MODEL)
     native, _ = report_json(ws, files["native"])
-    assert got == native
+    assert_same_report(got, native, renamed)
 
 
 @pytest.mark.parametrize("name", ["bad.jsonl", "bad.json", "bad.txt"])
@@ -412,7 +426,7 @@ def test_the_format_can_be_named_and_a_wrong_name_is_one_line(peer_files, tmp_pa
     renamed.write_bytes(files["inspect-json"].read_bytes())
     got, _ = report_json(ws, renamed, "--predictions-format", "inspect")
     native, _ = report_json(ws, files["native"])
-    assert got == native
+    assert_same_report(got, native, renamed)
     wrong = run_cli(["report", "-w", str(ws), "--predictions", str(files["native"]), "--predictions-format", "lmms"])
     assert wrong.exit_code == 2
     assert f"{files['native']}:1: an lmms-eval sample has 'doc_id' and 'resps'" in wrong.stderr
@@ -564,7 +578,7 @@ def test_what_cfkit_writes_reads_as_the_peers_own_file(peer_files, tmp_path, fmt
         _strip_cfkit(written, fmt, bare)
         got, stderr = report_json(ws, bare, "--label", MODEL)
         native, _ = report_json(ws, files["native"])
-        assert got == native
+        assert_same_report(got, native, bare)
         if fmt != "vlmevalkit":  # cfkit wrote its own readings as the file's extraction: they agree
             assert "0 of 100 answers differ" in stderr
     finally:
