@@ -141,6 +141,25 @@ def _row_of(sample: PeerSample, peer: PeerFile, cases: CaseSet, mapping: Mapping
     return row, (None if sample.peer_answer is None else peer_answer or "")
 
 
+def _one_model(path: Path, models: list[str], label: str | None) -> None:
+    """Refuse ``--label`` over a file holding several models' answers: it would give them all one name, and the
+    first model's answers would be taken for the second's duplicates."""
+    names = sorted(set(models))
+    if label is not None and len(names) > 1:
+        raise UsageError(f"{path}: --label names the one model of a file, but this one holds the answers of "
+                         f"{len(names)} models ({', '.join(names)}); drop --label to keep each model's name, or "
+                         "split the file by model.")
+
+
+def _twice(case: str, first: PeerSample, second: PeerSample, mapping: Mapping[str, str]) -> str:
+    """Why a peer's file that answers one case twice is refused: which two samples, and what to do."""
+    via = (f" (ids '{first.sample_id}' and '{second.sample_id}', both mapped to it by --map)"
+           if first.sample_id != second.sample_id else "")
+    return (f"{second.where}: a second answer for case {case}{via}; the first is {first.where}. A results file "
+            "holds one answer per case: remove one of the two (a run resumed into the same file can repeat "
+            "samples), or fix the ids or the --map file.")
+
+
 def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: Mapping[str, str] | None = None,
               label: str | None = None, epoch: int | None = None) -> Imported:
     """Any supported results file as cfkit's records (see the module's docstring); ``epoch`` chooses the epoch of
@@ -156,6 +175,7 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
         raise UsageError(f"--epoch chooses an epoch of an inspect_ai log; {path} is read as {fmt}.")
     if fmt == "native":
         preds = load_predictions([path], cases=cases)
+        _one_model(path, [p.model for p in preds], label)
         rows = [RunRecordRow(run="", model=label or p.model, suite=p.suite, case=p.case, pair=p.pair,
                              condition=p.condition, answer=p.answer, parse=p.parse, error=p.error, raw=p.raw,
                              reason=p.reason, confidence=p.confidence, edit_id=p.edit_id,
@@ -166,6 +186,7 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
     if fmt == "export":
         rows = read_export(path)
         check_predictions([r.prediction() for r in rows], str(path), cases=cases)
+        _one_model(path, [r.model for r in rows], label)
         if label:
             rows = [RunRecordRow(**(r.to_dict() | {"model": label})) for r in rows]
         return Imported(path, fmt, rows)
@@ -175,12 +196,16 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
         raise UsageError(f"{path}: the {fmt} file names no model ({peer.model_source}); give one with --label NAME.")
     result = Imported(path, fmt, model_source="--label" if label else peer.model_source)
     mapping = mapping or {}
+    _one_model(path, [str(s.record.get("model")) for s in peer.samples if s.record and s.record.get("model")], label)
+    first_of: dict[str, PeerSample] = {}  # case -> the sample that answered it first
     for sample in peer.samples:
         if sample.record is not None:
             data = {k: sample.record.get(k) for k in COLUMNS} | {"model": label or sample.record.get("model") or model}
             result.rows.append(RunRecordRow.from_dict(data, sample.where))
             continue
         row, peer_answer = _row_of(sample, peer, cases, mapping, model)
+        if (first := first_of.setdefault(row.case, sample)) is not sample:
+            raise PredictionError(_twice(row.case, first, sample, mapping))
         result.rows.append(row)
         if sample.failed is not None:
             result.failed.append((sample.where, sample.failed))

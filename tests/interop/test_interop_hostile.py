@@ -1,0 +1,82 @@
+"""Peers' files that answer a case twice, or hold several models under one ``--label``: refused in one line
+that names both places and what to do, by ``report --predictions`` and ``runs import`` alike, and nothing is
+stored."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import openpyxl
+import pytest
+
+from support.interop_files import CASES, MODEL, write_peer_files
+from support.workspace import run_cli
+
+
+@pytest.fixture(scope="module")
+def peer_files(tmp_path_factory):
+    return write_peer_files(tmp_path_factory.mktemp("hostile"))
+
+
+def _runs(ws: Path) -> str:
+    listed = run_cli(["runs", "list", "-w", str(ws)])
+    assert listed.exit_code == 0, listed.stderr
+    return listed.stdout
+
+
+def _refused(ws: Path, path: Path, *extra: str) -> list[str]:
+    """The one error line each command gives for ``path``; neither stores a run."""
+    before = _runs(ws)
+    lines = []
+    for command in (["report", "--predictions", str(path)], ["runs", "import", str(path)]):
+        result = run_cli([*command, "-w", str(ws), *extra])
+        assert result.exit_code == 2, result.output
+        assert "Traceback" not in result.stderr
+        [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("error: ")]
+        lines.append(" ".join(line.split()))
+    assert _runs(ws) == before
+    return lines
+
+
+@pytest.mark.parametrize("same", [True, False], ids=["same-answer", "other-answer"])
+def test_a_table_that_answers_a_case_twice_names_both_rows(peer_files, tmp_path, same):
+    # A VLMEvalKit table appended to by a resumed run: the case's two rows are named, whichever answer they give.
+    ws, files = peer_files
+    book = openpyxl.load_workbook(files["vlmevalkit"])
+    sheet = book.active
+    repeated = [cell.value for cell in sheet[5]]
+    if not same:
+        repeated[6] = "B" if repeated[6] != "B" else "A"
+    sheet.append(repeated)
+    table = tmp_path / f"{MODEL}_ContextCanvas.xlsx"
+    book.save(table)
+    last = sheet.max_row
+    for line in _refused(ws, table):
+        assert f"{table}, row {last} (index {repeated[0]}): a second answer for case {repeated[0]}; the first is " \
+               f"{table}, row 5 (index {repeated[0]})" in line
+        assert "remove one of the two" in line
+
+
+def test_two_ids_mapped_to_one_case_are_named(peer_files, tmp_path):
+    ws, files = peer_files
+    ids = tmp_path / "ids.csv"
+    ids.write_text("".join(f"{c},{c}\n" for c in CASES) + f"{CASES[1]},{CASES[0]}\n")  # the second to the first
+    for line in _refused(ws, files["lmms"], "--map", str(ids)):
+        assert f"a second answer for case {CASES[0]} (ids '{CASES[0]}' and '{CASES[1]}', both mapped to it by " \
+               "--map)" in line
+        assert f"{files['lmms']}:1 (doc_id 0)" in line
+
+
+def test_a_label_over_a_file_of_two_models_is_refused(peer_files, tmp_path):
+    # --label would give both models one name, and the second model's answers would read as repeats of the first's.
+    ws, files = peer_files
+    lines = [json.loads(line) for line in files["native"].read_text().splitlines()]
+    two = tmp_path / "two.jsonl"
+    two.write_text("".join(json.dumps(line | {"model": name}) + "\n" for name in ("m1", "m2") for line in lines))
+    for line in _refused(ws, two, "--label", "mine"):
+        assert line == (f"error: {two}: --label names the one model of a file, but this one holds the answers of 2 "
+                        "models (m1, m2); drop --label to keep each model's name, or split the file by model.")
+    report = run_cli(["report", "--predictions", str(two), "-w", str(ws), "--format", "json", "--resamples", "200"])
+    assert report.exit_code == 0, report.stderr  # without --label, each model keeps its own name
+    assert sorted(row["model"] for row in json.loads(report.stdout)["contextcanvas"]) == ["m1", "m2"]
