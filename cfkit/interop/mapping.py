@@ -22,7 +22,7 @@ from pathlib import Path
 from cfkit.cases import Case, CaseSet
 from cfkit.errors import PredictionError, UsageError
 from cfkit.interop import inspect_log, lmms, vlmevalkit
-from cfkit.interop.sniff import detect
+from cfkit.interop.sniff import detect, refuse_compressed
 from cfkit.interop.records import COLUMNS, RunRecordRow
 from cfkit.interop.samples import PEER_FORMATS, PeerFile, PeerSample
 from cfkit.parse import PARSER_VERSION, parse_answer
@@ -170,6 +170,7 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
     path = Path(path)
     if not path.is_file():
         raise PredictionError(f"predictions file {path} not found. Check the path.")
+    refuse_compressed(path)
     fmt = detect(path) if fmt == "auto" else fmt
     if epoch is not None and fmt != "inspect":
         raise UsageError(f"--epoch chooses an epoch of an inspect_ai log; {path} is read as {fmt}.")

@@ -4,6 +4,7 @@ stored."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -80,3 +81,31 @@ def test_a_label_over_a_file_of_two_models_is_refused(peer_files, tmp_path):
     report = run_cli(["report", "--predictions", str(two), "-w", str(ws), "--format", "json", "--resamples", "200"])
     assert report.exit_code == 0, report.stderr  # without --label, each model keeps its own name
     assert sorted(row["model"] for row in json.loads(report.stdout)["contextcanvas"]) == ["m1", "m2"]
+
+
+@pytest.mark.parametrize("kind", ["native", "lmms", "vlmevalkit", "inspect-json"])
+def test_a_gzipped_file_is_refused_with_the_command_that_unpacks_it(peer_files, tmp_path, kind):
+    ws, files = peer_files
+    packed = tmp_path / f"{files[kind].name}.gz"
+    with gzip.open(packed, "wb") as handle:
+        handle.write(files[kind].read_bytes())
+    for line in _refused(ws, packed):
+        assert line == (f"error: {packed}: gzip-compressed; cfkit reads results files uncompressed: 'gunzip -k "
+                        f"{packed}' writes {files[kind].name} beside it; give that file.")
+
+
+def test_a_samples_file_cut_off_in_its_last_line_says_so(peer_files, tmp_path):
+    ws, files = peer_files
+    text = files["lmms"].read_text()
+    cut = tmp_path / "lmms" / files["lmms"].name
+    cut.parent.mkdir()
+    cut.write_text(text[:-40])  # the last sample's end, and its newline, never written
+    count = len(text.splitlines())
+    for line in _refused(ws, cut, "--label", "cut"):
+        assert line.startswith(f"error: {cut}:{count}: the file ends inside this sample, with no newline: it was "
+                               "cut off")
+        assert "delete this last line" in line
+    whole = tmp_path / "whole" / files["lmms"].name  # a last line complete without its newline is read
+    whole.parent.mkdir()
+    whole.write_text(text.rstrip("\n"))
+    assert run_cli(["report", "--predictions", str(whole), "-w", str(ws), "--label", "whole"]).exit_code == 0
