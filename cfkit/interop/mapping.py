@@ -73,6 +73,15 @@ class Imported:
     wrong_targets: list[tuple[str, str, str, str]] = field(default_factory=list)
     #: Samples the file records as failed requests (stored as failures, counted wrong): (where, why) of each
     failed: list[tuple[str, str]] = field(default_factory=list)
+    unfinished: str | None = None  # the file says its evaluation did not finish (PeerFile.unfinished)
+
+    def unfinished_warning(self) -> str | None:
+        """A line when the file says its evaluation did not finish: the cases it holds no sample for were never
+        asked, and a report counts them wrong (absent)."""
+        if self.unfinished is None:
+            return None
+        return (f"{self.path.name}: {self.unfinished}; its {len(self.rows)} samples are read as a run that did "
+                "not finish (incomplete), and a report counts the cases it never reached wrong (absent).")
 
     def target_warning(self) -> str | None:
         """A line when the file's own targets disagree with the cases' golds: the ids are probably mapped to the
@@ -195,7 +204,7 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
     model = label or peer.model
     if not model:
         raise UsageError(f"{path}: the {fmt} file names no model ({peer.model_source}); give one with --label NAME.")
-    result = Imported(path, fmt, model_source="--label" if label else peer.model_source)
+    result = Imported(path, fmt, model_source="--label" if label else peer.model_source, unfinished=peer.unfinished)
     mapping = mapping or {}
     _one_model(path, [str(s.record.get("model")) for s in peer.samples if s.record and s.record.get("model")], label)
     first_of: dict[str, PeerSample] = {}  # case -> the sample that answered it first
@@ -207,6 +216,8 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
         row, peer_answer = _row_of(sample, peer, cases, mapping, model)
         if (first := first_of.setdefault(row.case, sample)) is not sample:
             raise PredictionError(_twice(row.case, first, sample, mapping))
+        if peer.unfinished is not None:  # stored as a run that did not finish, as an incomplete export is
+            row = RunRecordRow(**(row.to_dict() | {"run_status": "incomplete"}))
         result.rows.append(row)
         if sample.failed is not None:
             result.failed.append((sample.where, sample.failed))

@@ -109,3 +109,26 @@ def test_a_samples_file_cut_off_in_its_last_line_says_so(peer_files, tmp_path):
     whole.parent.mkdir()
     whole.write_text(text.rstrip("\n"))
     assert run_cli(["report", "--predictions", str(whole), "-w", str(ws), "--label", "whole"]).exit_code == 0
+
+
+def test_an_inspect_log_of_an_eval_that_did_not_finish_is_stored_incomplete(peer_files, tmp_path):
+    # inspect_ai writes what it has when an eval is cancelled or stops on an error: the log's status says so, and
+    # the cases it never reached are not answers the model got wrong by choice; the run is not 'done'.
+    ws, files = peer_files
+    log = json.loads(files["inspect-json"].read_text())
+    log.update(status="error", error={"message": "RateLimitError: quota exhausted\nmore", "traceback": "..."})
+    log["samples"] = log["samples"][:60]
+    path = tmp_path / "2026-11-02T10-00-00_contextcanvas_stopped.json"
+    path.write_text(json.dumps(log))
+    said = (f"{path.name}: its status is 'error': the eval stopped on an error (RateLimitError: quota exhausted); "
+            "its 60 samples are read as a run that did not finish (incomplete)")
+    report = run_cli(["report", "--predictions", str(path), "-w", str(ws), "--format", "json", "--resamples", "200"])
+    assert report.exit_code == 0, report.stderr
+    assert said in " ".join(report.stderr.split())
+    assert any(note.startswith(said) for note in json.loads(report.stdout)["notes"])
+    imported = run_cli(["runs", "import", str(path), "-w", str(ws), "--label", "stopped"])
+    assert imported.exit_code == 0, imported.stderr
+    assert said in " ".join(imported.stderr.split())
+    shown = run_cli(["runs", "show", imported.stdout.strip(), "-w", str(ws), "--json"])
+    assert json.loads(shown.stdout)["run"]["status"] == "incomplete"
+    run_cli(["runs", "rm", imported.stdout.strip(), "-w", str(ws)])
