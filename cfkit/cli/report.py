@@ -148,7 +148,10 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
                                  unblind=unblind, subset=subset, all_cases=all_cases, ega_labels=ega_labels,
                                  judge=judge, mixed_settings=mixed_settings, labels=labels_from(renames),
                                  only_named=only_named, file_runs=file_runs)
-    result.notes[:0] = given_notes
+    # How each peer's file was read (and a warning where its targets are not the golds) travels with the report:
+    # a saved JSON report says what its numbers rest on. Those lines were said above, before the report was built.
+    file_notes = [note.removeprefix("warning: ") for note in notes]
+    result.notes[:0] = [*given_notes, *file_notes]
     if units:
         _print(fmt, lambda: [lib.units_table(result)], lambda: lib.units_json(result), lambda: lib.units_csv(result))
     else:
@@ -165,7 +168,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     _warn_missing(result.missing, verbose)
     for trouble in result.troubles:
         warn(trouble.message)
-    for note in result.notes:
+    for note in [*given_notes, *result.notes[len(given_notes) + len(file_notes):]]:  # file notes: said above
         if verbose or not note.endswith(lib.COVERAGE_END):  # the lines above already say it per model
             warn(note)
     refused = [a for a in result.set_aside if a.refused]

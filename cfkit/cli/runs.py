@@ -282,8 +282,9 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
     imported, stored = import_file(ws, path, fmt=fmt, map_path=map_path, label=label, epoch=epoch)
     if (line := imported.summary()) is not None:
         status(line)
-    if (line := imported.target_warning()) is not None:
-        warn(line)
+    for line in (imported.unfinished_warning(), imported.target_warning()):
+        if line is not None:
+            warn(line)
     with open_store(ws.db_path) as store:
         for run in stored:
             out.print(run.run_id)
@@ -291,7 +292,7 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
                    + (f", {run.errors} failed" if run.errors else "") + ".")
             if run.status != "done" or run.requests > run.replies:
                 unsent = run.requests - run.replies
-                warn(f"run {run.run_id} is {run.status}, as it was when exported"
+                warn(f"run {run.run_id} is {run.status}, as its file records it"
                      + (f": {unsent} of its {run.requests} planned request(s) have no reply, which a report counts "
                         "wrong (absent)" if unsent else "") + "; 'cfkit runs show' says what it holds.")
             elif run.cases is not None and run.replies < run.cases:

@@ -245,7 +245,22 @@ def read(path: Path, epoch: int | None = None) -> PeerFile:
         samples.sort(key=lambda s: rank.get(s.sample_id, len(rank)))
     model = header.get("model")
     return PeerFile(path=path, fmt="inspect", model=str(model) if model else None,
-                    model_source="the log header's eval.model", samples=samples)
+                    model_source="the log header's eval.model", samples=samples, unfinished=_unfinished(log))
+
+
+#: What a log's status says of an eval that did not finish (inspect_ai writes 'success' for one that did).
+_UNFINISHED = {"started": "the eval was still running when the log was read",
+               "error": "the eval stopped on an error", "cancelled": "the eval was cancelled"}
+
+
+def _unfinished(log: dict[str, Any]) -> str | None:
+    """The log's word that its eval did not finish, with the error that stopped it, else None."""
+    said = _UNFINISHED.get(log.get("status"))  # type: ignore[arg-type]
+    if said is None:
+        return None
+    error = log.get("error") if isinstance(log.get("error"), dict) else {}
+    message = str(error.get("message") or "").strip().splitlines()
+    return f"its status is '{log['status']}': {said}" + (f" ({message[0][:200]})" if message else "")
 
 
 def build_log(rows: list[dict[str, Any]], *, model: str, task: str, run_id: str, created: str,

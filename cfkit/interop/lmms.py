@@ -24,6 +24,10 @@ from cfkit.errors import PredictionError
 from cfkit.files import json_value
 from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample, target_text
 
+#: Why an empty lmms-eval reply is a failed request: the words each such sample is stored with.
+EMPTY_FAILED = ("lmms-eval recorded an empty reply, which is what its API models write when every try of a request "
+                "failed")
+
 #: Keys of a dataset row taken as the sample's id, in order (else ``doc_id``).
 ID_KEYS = ("id", "case", "case_id", "question_id", "index")
 
@@ -68,6 +72,16 @@ def _first_text(value: Any, where: str = "", field: str = "resps") -> str | None
     return None if value is None else str(value)
 
 
+def _whole_last_line(line: str, where: str) -> None:
+    """Refuse a last line cut short (lmms-eval writes a line and its newline together), saying what to do."""
+    try:
+        json.loads(line)
+    except (json.JSONDecodeError, RecursionError):
+        raise PredictionError(f"{where}: the file ends inside this sample, with no newline: it was cut off (a copy "
+                              "made while lmms-eval was still writing, or a full disk). Copy the file again once "
+                              "the run has ended, or delete this last line to read the samples before it.") from None
+
+
 def read(path: Path) -> PeerFile:
     """A samples JSONL as a :class:`PeerFile`; the model from the results file beside it."""
     try:
@@ -75,10 +89,13 @@ def read(path: Path) -> PeerFile:
     except (OSError, UnicodeDecodeError) as exc:
         raise PredictionError(f"{path}: cannot be read as UTF-8 text ({exc}).") from exc
     samples = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
+        if lineno == len(lines) and not text.endswith("\n"):
+            _whole_last_line(line, where)
         data = json_value(line, where, PredictionError, hint="An lmms-eval samples file is JSONL.")
         if not isinstance(data, dict) or "doc_id" not in data or "resps" not in data:
             raise PredictionError(f"{where}: an lmms-eval sample has 'doc_id' and 'resps'; this line does not.")
@@ -88,7 +105,7 @@ def read(path: Path) -> PeerFile:
         raw = _first_text(data["resps"], at)
         filtered = _first_text(data.get("filtered_resps"), at, "filtered_resps")
         samples.append(PeerSample(
-            sample_id=sample_id, raw=raw, where=at,
+            sample_id=sample_id, raw=raw, where=at, failed=EMPTY_FAILED if not raw else None,
             target=target_text(data.get("target")),
             peer_answer=filtered, record=data.get(CFKIT_KEY) if isinstance(data.get(CFKIT_KEY), dict) else None))
     results = results_path(path)

@@ -22,7 +22,7 @@ from pathlib import Path
 from cfkit.cases import Case, CaseSet
 from cfkit.errors import PredictionError, UsageError
 from cfkit.interop import inspect_log, lmms, vlmevalkit
-from cfkit.interop.sniff import detect
+from cfkit.interop.sniff import detect, refuse_compressed
 from cfkit.interop.records import COLUMNS, RunRecordRow
 from cfkit.interop.samples import PEER_FORMATS, PeerFile, PeerSample
 from cfkit.parse import PARSER_VERSION, parse_answer
@@ -71,6 +71,17 @@ class Imported:
     targets: int = 0  # samples whose own target names an option of their case
     #: … of which the target is not the case's gold: (sample where, target, case, gold) of each
     wrong_targets: list[tuple[str, str, str, str]] = field(default_factory=list)
+    #: Samples the file records as failed requests (stored as failures, counted wrong): (where, why) of each
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    unfinished: str | None = None  # the file says its evaluation did not finish (PeerFile.unfinished)
+
+    def unfinished_warning(self) -> str | None:
+        """A line when the file says its evaluation did not finish: the cases it holds no sample for were never
+        asked, and a report counts them wrong (absent)."""
+        if self.unfinished is None:
+            return None
+        return (f"{self.path.name}: {self.unfinished}; its {len(self.rows)} samples are read as a run that did "
+                "not finish (incomplete), and a report counts the cases it never reached wrong (absent).")
 
     def target_warning(self) -> str | None:
         """A line when the file's own targets disagree with the cases' golds: the ids are probably mapped to the
@@ -87,11 +98,15 @@ class Imported:
         """A line on how cfkit's readings compare with the peer's, where the peer made any."""
         if self.fmt in ("native", "export"):
             return None
+        failed = ""
+        if self.failed:
+            where, why = self.failed[0]
+            failed = (f"; {len(self.failed)} recorded as failed requests, counted wrong (first: {where}: {why})")
         if not self.compared:
             return f"{self.path.name}: {len(self.rows)} replies read with cfkit's parser ({self.fmt} records no " \
-                   "extraction of its own to compare)."
+                   f"extraction of its own to compare){failed}."
         return (f"{self.path.name}: {len(self.rows)} replies read with cfkit's parser; {self.differ} of "
-                f"{self.compared} answers differ from the {self.fmt} file's own extraction.")
+                f"{self.compared} answers differ from the {self.fmt} file's own extraction{failed}.")
 
 
 def _peer_option(value: str | None, case: Case) -> str | None:
@@ -135,6 +150,25 @@ def _row_of(sample: PeerSample, peer: PeerFile, cases: CaseSet, mapping: Mapping
     return row, (None if sample.peer_answer is None else peer_answer or "")
 
 
+def _one_model(path: Path, models: list[str], label: str | None) -> None:
+    """Refuse ``--label`` over a file holding several models' answers: it would give them all one name, and the
+    first model's answers would be taken for the second's duplicates."""
+    names = sorted(set(models))
+    if label is not None and len(names) > 1:
+        raise UsageError(f"{path}: --label names the one model of a file, but this one holds the answers of "
+                         f"{len(names)} models ({', '.join(names)}); drop --label to keep each model's name, or "
+                         "split the file by model.")
+
+
+def _twice(case: str, first: PeerSample, second: PeerSample, mapping: Mapping[str, str]) -> str:
+    """Why a peer's file that answers one case twice is refused: which two samples, and what to do."""
+    via = (f" (ids '{first.sample_id}' and '{second.sample_id}', both mapped to it by --map)"
+           if first.sample_id != second.sample_id else "")
+    return (f"{second.where}: a second answer for case {case}{via}; the first is {first.where}. A results file "
+            "holds one answer per case: remove one of the two (a run resumed into the same file can repeat "
+            "samples), or fix the ids or the --map file.")
+
+
 def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: Mapping[str, str] | None = None,
               label: str | None = None, epoch: int | None = None) -> Imported:
     """Any supported results file as cfkit's records (see the module's docstring); ``epoch`` chooses the epoch of
@@ -145,11 +179,13 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
     path = Path(path)
     if not path.is_file():
         raise PredictionError(f"predictions file {path} not found. Check the path.")
+    refuse_compressed(path)
     fmt = detect(path) if fmt == "auto" else fmt
     if epoch is not None and fmt != "inspect":
         raise UsageError(f"--epoch chooses an epoch of an inspect_ai log; {path} is read as {fmt}.")
     if fmt == "native":
         preds = load_predictions([path], cases=cases)
+        _one_model(path, [p.model for p in preds], label)
         rows = [RunRecordRow(run="", model=label or p.model, suite=p.suite, case=p.case, pair=p.pair,
                              condition=p.condition, answer=p.answer, parse=p.parse, error=p.error, raw=p.raw,
                              reason=p.reason, confidence=p.confidence, edit_id=p.edit_id,
@@ -160,6 +196,7 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
     if fmt == "export":
         rows = read_export(path)
         check_predictions([r.prediction() for r in rows], str(path), cases=cases)
+        _one_model(path, [r.model for r in rows], label)
         if label:
             rows = [RunRecordRow(**(r.to_dict() | {"model": label})) for r in rows]
         return Imported(path, fmt, rows)
@@ -167,15 +204,23 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
     model = label or peer.model
     if not model:
         raise UsageError(f"{path}: the {fmt} file names no model ({peer.model_source}); give one with --label NAME.")
-    result = Imported(path, fmt, model_source="--label" if label else peer.model_source)
+    result = Imported(path, fmt, model_source="--label" if label else peer.model_source, unfinished=peer.unfinished)
     mapping = mapping or {}
+    _one_model(path, [str(s.record.get("model")) for s in peer.samples if s.record and s.record.get("model")], label)
+    first_of: dict[str, PeerSample] = {}  # case -> the sample that answered it first
     for sample in peer.samples:
         if sample.record is not None:
             data = {k: sample.record.get(k) for k in COLUMNS} | {"model": label or sample.record.get("model") or model}
             result.rows.append(RunRecordRow.from_dict(data, sample.where))
             continue
         row, peer_answer = _row_of(sample, peer, cases, mapping, model)
+        if (first := first_of.setdefault(row.case, sample)) is not sample:
+            raise PredictionError(_twice(row.case, first, sample, mapping))
+        if peer.unfinished is not None:  # stored as a run that did not finish, as an incomplete export is
+            row = RunRecordRow(**(row.to_dict() | {"run_status": "incomplete"}))
         result.rows.append(row)
+        if sample.failed is not None:
+            result.failed.append((sample.where, sample.failed))
         case = cases.get(row.case)
         if sample.target is not None and (target := _peer_option(sample.target, case)) is not None:
             result.targets += 1

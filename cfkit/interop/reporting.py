@@ -95,8 +95,9 @@ def as_predictions_files(paths: Sequence[Path | str], cases: CaseSet, *, fmt: st
             runs += file_runs(imported.rows, str(path))
             if (line := imported.summary()) is not None:
                 notes.append(line)
-            if (line := imported.target_warning()) is not None:
-                notes.append(f"warning: {line}")
+            for line in (imported.unfinished_warning(), imported.target_warning()):
+                if line is not None:
+                    notes.append(f"warning: {line}")
         yield PredictionFiles(out, notes, runs)
 
 

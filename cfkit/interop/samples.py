@@ -51,6 +51,8 @@ class PeerFile:
     model_source: str  # where the model name came from, for messages
     samples: list[PeerSample] = field(default_factory=list)
     extracts: bool = True  # whether the peer's format has an extraction of its own to compare with
+    #: The peer says its evaluation did not finish (inspect_ai: a log whose status is not success): its words.
+    unfinished: str | None = None
 
 
 def target_text(value: Any) -> str | None:

@@ -9,8 +9,26 @@ from pathlib import Path
 from cfkit.errors import PredictionError
 
 
+#: The first bytes of a gzip stream, and how a file so compressed is named in messages.
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def refuse_compressed(path: Path) -> None:
+    """Refuse a gzip-compressed results file in one line (read as text it is only bytes that are not UTF-8)."""
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(2)
+    except OSError:
+        return  # the reader says why the file cannot be read
+    if magic == GZIP_MAGIC:
+        plain = path.name[:-3] if path.name.lower().endswith(".gz") else f"{path.name} (uncompressed)"
+        raise PredictionError(f"{path}: gzip-compressed; cfkit reads results files uncompressed: 'gunzip -k {path}' "
+                              f"writes {plain} beside it; give that file.")
+
+
 def detect(path: Path) -> str:
     """The format of a results file, from its name and its first bytes."""
+    refuse_compressed(path)
     suffix = path.suffix.lower()
     if suffix == ".eval":
         return "inspect"

@@ -36,6 +36,16 @@ def _lmms_with(source: Path, target: Path, reply: str, count: int) -> Path:
     return target
 
 
+def _inspect_empty(source: Path, target: Path, count: int) -> Path:
+    """The inspect_ai log with its first ``count`` replies empty: the model wrote nothing (no error, no limit).
+    (An empty lmms-eval reply is its record of a failed request, not an empty reply: see test_interop.py.)"""
+    log = json.loads(source.read_text())
+    for sample in log["samples"][:count]:
+        sample["output"]["choices"][0]["message"]["content"] = [{"type": "text", "text": ""}]
+    target.write_text(json.dumps(log))
+    return target
+
+
 def _inspect_cut(source: Path, target: Path, count: int) -> Path:
     log = json.loads(source.read_text())
     for sample in log["samples"][:count]:
@@ -67,8 +77,10 @@ def test_the_import_says_what_its_replies_are_in_the_words_runs_show_uses(peer_f
     ws, files = peer_files
     if kind == "cut":
         path = _inspect_cut(files["inspect-json"], tmp_path / "2026-11-02T10-00-00_contextcanvas_cut.json", 40)
+    elif kind == "empty":
+        path = _inspect_empty(files["inspect-json"], tmp_path / "2026-11-02T10-00-00_contextcanvas_empty.json", 60)
     else:
-        reply = "" if kind == "empty" else "It depends on what the couple wants."
+        reply = "It depends on what the couple wants."
         path = _lmms_with(files["lmms"], tmp_path / "lmms" / "peer-vlm" / files["lmms"].name, reply, 60)
 
     run_id, stderr = _imported(ws, path, f"peer-{kind}")

@@ -43,12 +43,21 @@ def report_json(ws: Path, path: Path, *extra: str) -> tuple[dict, str]:
     return json.loads(result.stdout), result.stderr
 
 
+def assert_same_report(got: dict, native: dict, path: Path) -> None:
+    """The report of a peer's file is the report of the same answers in cfkit's own file, and its notes begin
+    with the line on how the file was read, so a saved report says it."""
+    notes, native_notes = got["notes"], native["notes"]
+    assert notes[0].startswith(f"{path.name}: 100 replies read with cfkit's parser"), notes
+    assert notes[1:] == native_notes
+    assert {k: v for k, v in got.items() if k != "notes"} == {k: v for k, v in native.items() if k != "notes"}
+
+
 @pytest.mark.parametrize("kind", ["inspect-json", "inspect-eval", "lmms", "vlmevalkit"])
 def test_a_peers_file_gives_the_native_report(peer_files, kind):
     ws, files = peer_files
     native, _ = report_json(ws, files["native"])
     got, stderr = report_json(ws, files[kind])
-    assert got == native
+    assert_same_report(got, native, files[kind])
     row = got["contextcanvas"][0]
     assert row["model"] == MODEL
     # The 201 cases the file does not hold are absent; all 100 it holds were read.
@@ -74,8 +83,9 @@ def test_a_peer_reply_stopped_at_the_token_limit_is_reported_as_cut_off(peer_fil
 
 
 def _failed_peer_files(files: dict, tmp_path: Path) -> dict[str, tuple[Path, str]]:
-    """The inspect_ai log and the VLMEvalKit table with their first two samples recorded as failed requests, as
-    each peer records one: (file, the case of the first failed sample)."""
+    """The inspect_ai log, the VLMEvalKit table and the lmms-eval samples with their first two samples recorded as
+    failed requests, as each peer records one: (file, the case of the first failed sample). lmms-eval's API models
+    append an empty reply when every try failed; a sample may also hold no reply at all."""
     log = json.loads(files["inspect-json"].read_text())
     for sample in log["samples"][:2]:
         sample["error"] = {"message": "RateLimitError: Error code: 429 - rate limit reached\nretry later",
@@ -90,27 +100,41 @@ def _failed_peer_files(files: dict, tmp_path: Path) -> dict[str, tuple[Path, str
         sheet.cell(row=row, column=7).value = "Failed to obtain answer via API. "
     table = tmp_path / f"{MODEL}_ContextCanvas.xlsx"
     book.save(table)
+    lines = [json.loads(line) for line in files["lmms"].read_text().splitlines()]
+    lines[0].update(resps=[[""]], filtered_resps=[""])
+    lines[1].update(resps=[[]], filtered_resps=[])
+    samples = tmp_path / "lmms" / files["lmms"].name
+    samples.parent.mkdir()
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    for results in files["lmms"].parent.glob("*_results.json"):  # the model's name, beside the samples
+        (samples.parent / results.name).write_bytes(results.read_bytes())
     return {"inspect": (inspect_file, log["samples"][0]["id"]),
-            "vlmevalkit": (table, sheet.cell(row=2, column=1).value)}
+            "vlmevalkit": (table, sheet.cell(row=2, column=1).value),
+            "lmms": (samples, lines[0]["doc"]["id"])}
 
 
 @pytest.mark.parametrize("peer, said", [
     ("inspect", "inspect_ai recorded an error that halted the sample: RateLimitError: Error code: 429 - rate limit "
                 "reached"),
     ("vlmevalkit", "VLMEvalKit recorded 'Failed to obtain answer via API.' in place of a prediction: its request "
-                   "to the model failed")])
+                   "to the model failed"),
+    ("lmms", "lmms-eval recorded an empty reply, which is what its API models write when every try of a request "
+             "failed")])
 def test_a_request_the_peer_records_as_failed_is_a_failed_request_not_a_reply(peer_files, tmp_path, peer, said):
     # Counted wrong either way, but listed as failed (with the peer's words), not read as a reply that names no
-    # option: the report's 'missing', 'runs import' and 'runs show' say the requests failed.
+    # option: the report's 'missing', 'runs import' and 'runs show' say the requests failed, and the line on how
+    # the file was read counts them.
     ws, files = peer_files
     path, first = _failed_peer_files(files, tmp_path)[peer]
     data, stderr = report_json(ws, path)
     failed = [m for m in data["missing"] if m["reason"] == "transport"]
     assert len(failed) == 2 and failed[0]["case"] == first
     assert "2 unit(s) without a usable answer, counted wrong (transport; contextcanvas 2)" in stderr
+    assert f"2 recorded as failed requests, counted wrong (first: {path}" in stderr and said in stderr
     assert data["reply_problems"] == []  # two failed requests are not empty replies
     imported = run_cli(["runs", "import", str(path), "-w", str(ws), "--label", f"failed-{peer}"])
     assert imported.exit_code == 0, imported.stderr
+    assert "2 recorded as failed requests" in imported.stderr
     run_id = imported.stdout.strip()
     shown = run_cli(["runs", "show", run_id, "-w", str(ws), "--json"])
     assert shown.exit_code == 0, shown.stderr
@@ -314,7 +338,7 @@ def test_an_inspect_log_of_several_epochs_is_read_one_epoch_at_a_time(peer_files
         "per case; choose one with --epoch N (1, 2).")
     first, _ = report_json(ws, epochs, "--epoch", "1")
     native, _ = report_json(ws, files["native"])
-    assert first == native  # epoch 1 is the log as it was
+    assert_same_report(first, native, epochs)  # epoch 1 is the log as it was
     again, _ = report_json(ws, epochs, "--epoch", "2")
     row = again["contextcanvas"][0]  # every one of the 100 two-option cases answered A (Yes); the rest absent
     assert row["yes_rate"] == pytest.approx(100 * 100 / row["n_binary"])
@@ -350,6 +374,8 @@ def test_a_file_whose_targets_are_not_the_cases_golds_is_said(peer_files, tmp_pa
     samples = tmp_path / "lmms" / "20261102_100000_samples_contextcanvas.jsonl"
     samples.parent.mkdir()
     samples.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    for results in files["lmms"].parent.glob("*_results.json"):  # the model's name, beside the samples
+        (samples.parent / results.name).write_bytes(results.read_bytes())
     right, wrong = tmp_path / "ids.csv", tmp_path / "shifted.csv"
     right.write_text("".join(f"peer-{i},{i}\n" for i in ids))
     wrong.write_text("".join(f"peer-{i},{j}\n" for i, j in zip(ids, ids[1:] + ids[:1])))  # each to the next case
@@ -359,6 +385,11 @@ def test_a_file_whose_targets_are_not_the_cases_golds_is_said(peer_files, tmp_pa
             assert result.exit_code == 0, result.stderr
             flat = " ".join(result.stderr.split())
             assert ("samples hold a target that is not their case's gold" in flat) is said, flat
+            if command[0] == "report" and said:  # and the saved report says it beside its numbers
+                json_report = run_cli([*command, "-w", str(ws), "--map", str(mapping), "--label", "P", "--format",
+                                       "json", "--resamples", "200"])
+                assert any("samples hold a target that is not their case's gold" in note
+                           for note in json.loads(json_report.stdout)["notes"])
             if said:
                 changes = sum(a.startswith("N") != b.startswith("N") for a, b in zip(ids, ids[1:] + ids[:1]))
                 assert f"{changes} of 100 samples hold a target" in flat and "check that its ids map" in flat
@@ -376,7 +407,7 @@ def test_ids_mapped_and_the_model_named(peer_files, tmp_path):
     assert nameless.exit_code == 2 and "names no model" in nameless.stderr and "--label" in nameless.stderr
     got, _ = report_json(ws, renamed, "--map", str(tmp_path / "ids.csv"), "--label", MODEL)
     native, _ = report_json(ws, files["native"])
-    assert got == native
+    assert_same_report(got, native, renamed)
 
 
 @pytest.mark.parametrize("name", ["bad.jsonl", "bad.json", "bad.txt"])
@@ -395,7 +426,7 @@ def test_the_format_can_be_named_and_a_wrong_name_is_one_line(peer_files, tmp_pa
     renamed.write_bytes(files["inspect-json"].read_bytes())
     got, _ = report_json(ws, renamed, "--predictions-format", "inspect")
     native, _ = report_json(ws, files["native"])
-    assert got == native
+    assert_same_report(got, native, renamed)
     wrong = run_cli(["report", "-w", str(ws), "--predictions", str(files["native"]), "--predictions-format", "lmms"])
     assert wrong.exit_code == 2
     assert f"{files['native']}:1: an lmms-eval sample has 'doc_id' and 'resps'" in wrong.stderr
@@ -547,18 +578,19 @@ def test_what_cfkit_writes_reads_as_the_peers_own_file(peer_files, tmp_path, fmt
         _strip_cfkit(written, fmt, bare)
         got, stderr = report_json(ws, bare, "--label", MODEL)
         native, _ = report_json(ws, files["native"])
-        assert got == native
+        assert_same_report(got, native, bare)
         if fmt != "vlmevalkit":  # cfkit wrote its own readings as the file's extraction: they agree
             assert "0 of 100 answers differ" in stderr
     finally:
         run_cli(["runs", "rm", run_id, "-w", str(ws)])
 
 
-@pytest.mark.parametrize(("fmt", "name"), [("inspect", "run.json"), ("vlmevalkit", f"{MODEL}_ContextCanvas.xlsx")])
+@pytest.mark.parametrize(("fmt", "name"), [("inspect", "run.json"), ("lmms", "1_samples_contextcanvas.jsonl"),
+                                           ("vlmevalkit", f"{MODEL}_ContextCanvas.xlsx")])
 def test_a_failed_request_is_written_as_the_peer_writes_one(peer_files, tmp_path, fmt, name):
     # A transport failure exported to a peer's format is the peer's own record of a failure (inspect_ai: the
-    # sample's error; VLMEvalKit: its failure text as the prediction), so the peer's tools, and cfkit reading the
-    # bare file, see a failed request, not an empty reply.
+    # sample's error; VLMEvalKit: its failure text as the prediction; lmms-eval: the empty reply its API models
+    # write), so the peer's tools, and cfkit reading the bare file, see a failed request.
     ws, files = peer_files
     lines = [json.loads(line) for line in files["native"].read_text().splitlines()]
     for line in lines[:2]:

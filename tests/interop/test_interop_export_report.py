@@ -116,7 +116,7 @@ def test_an_incomplete_run_stays_incomplete_through_export_and_import(tiny_ws, t
     assert _counted(from_file) == stored  # the row marked incomplete, T003 missing: the run is incomplete
 
     said = _rm_and_import(tiny_ws, before["id"], target)
-    assert f"run {before['id']} is incomplete, as it was when exported" in said
+    assert f"run {before['id']} is incomplete, as its file records it" in said
     [after] = json.loads(run_cli(["runs", "list", "-w", str(tiny_ws), "--json"]).stdout)
     assert (after["id"], after["status"], after["n_done"], after["n_requests"], after["n_errors"]) == (
         before["id"], "incomplete", before["n_done"], 3, before["n_errors"])

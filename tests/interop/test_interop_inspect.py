@@ -41,6 +41,9 @@ def test_a_log_inspect_ai_wrote_gives_the_native_report(workspace, name):
     ws, native = workspace
     got, stderr = report(ws, DATA / name)
     expected, _ = report(ws, native)
+    file_note, *notes = got.pop("notes")  # the line on how the log was read leads the saved report's notes
+    assert file_note.startswith(f"{name}: {len(EXPECTED)} replies read with cfkit's parser")
+    assert notes == expected.pop("notes")
     assert got == expected and got["contextcanvas"][0]["model"] == "mockllm/model"
     # The choice scorer's own extraction, read straight from the log, against cfkit's readings.
     samples = json.loads((DATA / "contextcanvas.json").read_text())["samples"]
