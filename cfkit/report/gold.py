@@ -33,6 +33,23 @@ class Gold:
     def pair_cases(self) -> dict[str, str]:
         return {p.pair: p.case for p in self.pairs.values()}
 
+    def outside_modality(self, answers: dict[str, dict[tuple[str, str, str], object]]) -> list[str]:
+        """Leave out of ``answers`` (modality answers by model, each by (case, pair, condition)) those about cases
+        outside the modality subset, which Table S9 is not over (a run or a file made with ``--all-cases``, or
+        before the subset file changed), and return one note a model that had any."""
+        subset = set(self.modality_cases or ())
+        notes = []
+        for model, got in answers.items():
+            outside = [key for key in got if key[0] not in subset]
+            for key in outside:
+                del got[key]
+            if outside:
+                cases = sorted({key[0] for key in outside})
+                notes.append(f"modality: {len(outside)} answer(s) of {model} about {len(cases)} case(s) outside the "
+                             f"modality subset (first {cases[0]}) are left out of its rows, which are over the subset; "
+                             "'cfkit report --all-cases' scores every case.")
+        return notes
+
 
 def load_gold(ws: Workspace, *, subset: str | Path | None = None, all_cases: bool = False) -> Gold:
     """Cases, pair golds from the specs, and the modality cases (:func:`cfkit.subsets.modality_cases`)."""

@@ -74,3 +74,31 @@ def test_every_command_treats_a_configured_but_missing_subset_the_same_way(cws, 
     other_suite = run_cli(["-w", str(cws), "probe", "run", "-m", "baseline:majority", "-s", "contextcanvas",
                            "--all-cases"])
     assert other_suite.exit_code == 2 and "--all-cases is for the modality suite" in other_suite.stderr
+
+
+def test_a_modality_run_over_every_case_is_reported_over_the_subset_with_a_note(tmp_path):
+    # Table S9 is over the subset: answers about other cases (a run made with --all-cases) are left out and said,
+    # and the rows are those of a run over the subset alone; --all-cases scores every case.
+    rows = {}
+    for name, flags in (("subset", []), ("every", ["--all-cases"])):
+        ws = make_caption_ws(tmp_path / name)
+        (ws / "probes" / "modality-100.txt").write_text("T001\nT002\n")
+        ran = run_cli(["-w", str(ws), "probe", "run", "-m", "baseline:always-yes", "-s", "modality", *flags])
+        assert ran.exit_code == 0, ran.output
+        reported = run_cli(["-w", str(ws), "report", "--format", "json"])
+        assert reported.exit_code == 0, reported.output
+        report = json.loads(reported.stdout)
+        rows[name] = [{k: v for k, v in row.items() if k != "runs"} for row in report["modality"]]  # ids differ
+        said = [n for n in report["notes"] if "outside the modality subset" in n]
+        if name == "subset":
+            assert said == []
+        else:
+            outside = (len(CASES) - 2) * 4  # four conditions a case
+            assert said == [f"modality: {outside} answer(s) of baseline:always-yes about {len(CASES) - 2} case(s) outside "
+                            "the modality subset (first T003) are left out of its rows, which are over the subset; "
+                            "'cfkit report --all-cases' scores every case."], report["notes"]
+            assert said[0] in reported.stderr
+            everything = json.loads(run_cli(["-w", str(ws), "report", "--format", "json", "--all-cases"]).stdout)
+            assert everything["modality"][0]["n"] == len(CASES)
+            assert not [n for n in everything["notes"] if "outside the modality subset" in n]
+    assert rows["every"] == rows["subset"] and rows["subset"][0]["n"] == 2
