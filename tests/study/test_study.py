@@ -212,9 +212,14 @@ def test_a_study_stopped_in_the_middle_resumes_asking_only_what_is_missing(tmp_p
         while len(script.models) < 40 and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.02)
         assert process.poll() is None, process.communicate()
-        if how == "kill":  # while it runs, status says so
+        if how == "kill":  # while it runs, status says so, counting the replies stored so far
+            while _stored(ws) == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            before = _stored(ws)
             running = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])
-            assert "running" in {s["state"] for s in json.loads(running.stdout)}, running.output
+            shown = json.loads(running.stdout)
+            assert "running" in {s["state"] for s in shown}, running.output
+            assert 0 < before <= sum(s["done"] for s in shown) <= _stored(ws), running.output
         process.send_signal(signal.SIGKILL if how == "kill" else signal.SIGTERM)
         _, stderr = process.communicate(timeout=60)
         if how == "term":
@@ -225,6 +230,11 @@ def test_a_study_stopped_in_the_middle_resumes_asking_only_what_is_missing(tmp_p
         status = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])
         assert status.exit_code == 1
         assert {s["state"] for s in json.loads(status.stdout) if s["model"] != "no"} <= {"incomplete", "not started"}
+        # Every reply stored before the stop is counted where it is shown, even when the process was killed
+        # before it could record its counts.
+        assert sum(s["done"] for s in json.loads(status.stdout)) == stored
+        listed = run_cli(["-w", str(ws), "runs", "list", "--json"])
+        assert sum(r["n_done"] for r in json.loads(listed.stdout)) == stored, listed.output
         again = run_cli(["-w", str(ws), "study", "run", str(path)])
         assert again.exit_code == 0, again.output
         total = _stored(ws)
