@@ -82,6 +82,30 @@ def test_validate_names_an_unreachable_endpoint_and_a_missing_subset(tmp_path):
     assert "nosuch.txt not found" in result.stderr
 
 
+def test_validate_names_a_model_its_endpoint_does_not_list_before_anything_is_sent(tmp_path):
+    """A misspelt model (or one sent to the wrong server) is a problem of each of its runs, with the models the
+    endpoint lists; a model it lists, and one a provider lists as models/NAME, pass; nothing is sent."""
+    ws = many_cases(tmp_path / "ws", 4)
+    with ChatServer() as chat, ChatServer() as replica:
+        chat.models = [{"id": "model-a", "object": "model"}, {"id": "models/model-c", "object": "model"}]
+        replica.models = [{"id": "model-b", "object": "model"}]
+        path = write(ws / "s.toml", f"[endpoints.e]\nurl='{chat.url}'\n"
+                                    "[models.a]\nmodel='openai:model-a'\nendpoint='e'\n"
+                                    "[models.c]\nmodel='openai:model-c'\nendpoint='e'\n"
+                                    "[models.typo]\nmodel='openai:modle-a'\nendpoint='e'\n"
+                                    f"[models.other]\nmodel='openai:model-b'\nendpoints=['e', '{replica.url}']\n"
+                                    "[suites.contextcanvas]\n[suites.swap]\n")
+        result = run_cli(["-w", str(ws), "study", "validate", str(path), "--json"])
+        assert chat.count == 0 and replica.count == 0
+    assert result.exit_code == 1, result.output
+    problems = json.loads(result.stdout)["problems"]
+    assert len(problems) == 4, problems  # two models, each on two suites
+    typo = [p for p in problems if p.startswith("typo on ")]
+    assert len(typo) == 2 and all(f"endpoint e ({chat.url}) does not list 'modle-a'" in p
+                                  and "did you mean 'model-a'" in p for p in typo), typo
+    assert all("does not list 'model-b'" in p for p in problems if p.startswith("other on ")), problems
+
+
 # -- running -------------------------------------------------------------------
 
 
