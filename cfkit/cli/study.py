@@ -235,7 +235,9 @@ def report(ctx, ws, file: Path, fmt: str, reference: bool | None, plot_dir: str 
     It is 'cfkit report' on the runs 'cfkit study status' finds for the
     study's current inputs, with the study's groups, compare pairs (base
     first, Table S10), resamples, seed and modality subset; a run not started
-    or stale is left out and named on stderr.
+    or stale is left out and named on stderr. The report is printed whole;
+    the exit status is 1 when it is not the whole study (a run left out or
+    still incomplete, a compare pair left out), and a last line says so.
     """
     import json
     import tempfile
@@ -262,3 +264,6 @@ def report(ctx, ws, file: Path, fmt: str, reference: bool | None, plot_dir: str 
                    groups_path=None if groups is None else str(groups), workspace_dir=str(ws.root),
                    label_specs=tuple(f"{model}={name}" for model, name in made.renames.items()),
                    given_notes=tuple(left_out))
+    short = made.short_of_the_study(f"'{_again(ws, s.path.resolve(), 'run')}'")
+    if short is not None:  # the report is printed whole; the exit status says it is not the study's
+        raise RunIncomplete(f"study '{s.name}': {short}")

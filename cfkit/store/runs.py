@@ -16,157 +16,34 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from cfkit.errors import NotFoundError, UsageError
 from cfkit.store.db import Database, from_json, now, placeholders, to_json
+from cfkit.store.records.runs import (  # the records (cfkit.store.records.runs), read and written here
+    ReplyFields as ReplyFields, ReplyKey as ReplyKey, ReplyProvenance as ReplyProvenance, ReplyRecord as ReplyRecord,
+    RunRecord as RunRecord, RunSettings as RunSettings,
+)
 from cfkit.suggest import did_you_mean
 from cfkit.store.tables.runs import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
-
-#: A reply's place in its run: (case id, pair id or '', condition).
-ReplyKey = tuple[str, str, str]
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """One row of the runs table."""
-
-    id: str
-    model: str
-    suite: str
-    status: str
-    started_at: str
-    finished_at: str | None
-    n_requests: int
-    n_done: int
-    n_errors: int
-    cost_usd: float | None
-    cfkit_version: str
-    templates_sha256: str | None
-    options: dict[str, Any]
-    notes: dict[str, Any]
-    settings: dict[str, Any] = field(default_factory=dict)
-    settings_sha256: str | None = None  # None for runs recorded before cfkit recorded settings
-    requests_sha256: str | None = None
-    inputs_sha256: str | None = None
-    endpoint: str | None = None
-    versions: dict[str, Any] = field(default_factory=dict)
-    protocol: str | None = None
-    selection: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-
-    @property
-    def complete(self) -> bool:
-        """Every planned request has a stored reply (the run ended 'done', with no transport failure left)."""
-        return self.status == "done" and self.n_done == self.n_requests and self.n_errors == 0
-
-    @property
-    def last_active(self) -> str:
-        """When an invocation of the run last ended (or, while one runs, when the run began)."""
-        return self.finished_at or self.started_at
-
-    @property
-    def subset(self) -> bool:
-        """Asked only part of its suite (``--limit``, ``--cases``, ``--reviewed-only``)."""
-        return any(self.selection.get(k) for k in ("limit", "cases", "reviewed_only"))
-
-    @property
-    def cost_unreported(self) -> int:
-        """Replies of a priced run whose cost is not known (the server reported no usable token counts): the
-        run's ``cost_usd`` leaves them out, so it is at least what the run spent."""
-        found = self.notes.get("cost_unreported")
-        return found if isinstance(found, int) else 0
-
-    @property
-    def imported(self) -> dict[str, Any] | None:
-        """Where a run ``cfkit runs import`` stored came from (``from``, ``format``, ``peer_disagrees``), else None."""
-        found = self.notes.get("imported")
-        return found if isinstance(found, dict) else None
-
-    @property
-    def replayed(self) -> bool:  # its replies were read from a file made elsewhere (replay:, runs import)
-        return "replay" in (self.settings.get("backend"), self.options.get("backend"))
-
-
-@dataclass(frozen=True)
-class ReplyRecord:
-    """One row of the replies table."""
-
-    run_id: str
-    case_id: str
-    pair_id: str
-    condition: str
-    cache_key: str | None
-    answer: str | None
-    parse: str | None
-    error: str | None
-    reason: str | None
-    confidence: str | None
-    raw: str | None
-    detail: str | None
-    created_at: str
-    cost_usd: float | None
-    edit_id: int | None = None
-    image_sha256: str | None = None
-    server_model: str | None = None
-    system_fingerprint: str | None = None
-    raw_chars: int | None = None  # the reply's full length when ``raw`` was cut to the storage cap
-    reasoning: str | None = None  # never graded
-    parser: str | None = None  # the parser version of the reading; None for known answers and older stores
-    truncated: bool = False  # the reply stopped at the token limit, not at its end
-    endpoint: str | None = None  # the server that answered, when the model had several (provenance)
-
-    @property
-    def key(self) -> ReplyKey:
-        return (self.case_id, self.pair_id, self.condition)
-
-
-@dataclass(frozen=True)
-class ReplyFields:
-    """What the runner stores for one reply (the parsed reading and why)."""
-
-    answer: str | None
-    parse: str | None
-    error: str | None
-    reason: str | None
-    confidence: str | None
-    detail: str | None
-    reasoning: str | None = None  # split off the reply or returned beside it; never graded
-    parser: str | None = None  # cfkit.parse.PARSER_VERSION when the parser read it
-
-
-@dataclass(frozen=True)
-class ReplyProvenance:
-    """What a reply was about and who gave it: the edit and image shown, the server's model id and build, and
-    whether it stopped at the token limit."""
-
-    edit_id: int | None = None
-    image_sha256: str | None = None
-    server_model: str | None = None
-    system_fingerprint: str | None = None
-    truncated: bool = False
-    endpoint: str | None = None  # the server that answered, when the model had several
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """What a run records when it opens, besides its id, model and suite."""
-
-    settings: dict[str, Any]
-    settings_sha256: str
-    requests_sha256: str
-    endpoint: str | None
-    versions: dict[str, Any]
-    protocol: str | None
-    selection: dict[str, Any]
+#: The runs' rows. A run's replies, failures and cost are recorded when an invocation of it ends; while one is
+#: sending (or after it was killed) they are counted from the replies stored so far, so nothing shown is stale.
+_LIVE = "CASE WHEN status = 'running' THEN (SELECT {} FROM replies WHERE run_id = runs.id{}) END AS {}"
+_RUNS = "SELECT *, " + ", ".join([_LIVE.format("COUNT(*)", " AND error IS NOT 'transport'", "live_done"),
+                                  _LIVE.format("COUNT(*)", " AND error = 'transport'", "live_errors"),
+                                  _LIVE.format("SUM(cost_usd)", "", "live_cost")]) + " FROM runs"
 
 
 def _run(row: sqlite3.Row) -> RunRecord:
     parsed = ("options", "notes", "settings", "versions", "selection")  # JSON columns
-    return RunRecord(**{name: from_json(row[name], {}) if name in parsed else row[name]
-                        for name in RunRecord.__dataclass_fields__})
+    fields = {name: from_json(row[name], {}) if name in parsed else row[name]
+              for name in RunRecord.__dataclass_fields__}
+    if row["live_done"] is not None:
+        fields.update(n_done=row["live_done"], n_errors=row["live_errors"])
+    if row["live_cost"] is not None:
+        fields["cost_usd"] = row["live_cost"]
+    return RunRecord(**fields)
 
 
 #: The replies table's columns in :class:`ReplyRecord`'s field order: a row is read by position (looking each of a
@@ -255,7 +132,7 @@ def delete_run(store: Database, run_id: str, *, drop_cached: bool = False) -> tu
 
 def finished_run(store: Database, suite: str, settings_sha256: str, inputs_sha256: str) -> RunRecord | None:
     """The newest run of ``suite`` with these settings that ended complete from inputs with this digest."""
-    rows = store.query("SELECT * FROM runs WHERE suite = ? AND settings_sha256 = ? AND inputs_sha256 = ? "
+    rows = store.query(f"{_RUNS} WHERE suite = ? AND settings_sha256 = ? AND inputs_sha256 = ? "
                        "ORDER BY started_at DESC, rowid DESC", (suite, settings_sha256, inputs_sha256))
     found = [_run(r) for r in rows]
     return next((r for r in found if r.complete), None)
@@ -264,7 +141,7 @@ def finished_run(store: Database, suite: str, settings_sha256: str, inputs_sha25
 def complete_with_manifest(store: Database, suite: str, settings_sha256: str,
                            limit: int = 5) -> list[tuple[RunRecord, dict[str, Any]]]:
     """The newest complete runs of ``suite`` with these settings that recorded an inputs manifest."""
-    rows = store.query("SELECT * FROM runs WHERE suite = ? AND settings_sha256 = ? AND inputs_manifest IS NOT NULL "
+    rows = store.query(f"{_RUNS} WHERE suite = ? AND settings_sha256 = ? AND inputs_manifest IS NOT NULL "
                        "ORDER BY started_at DESC, rowid DESC LIMIT ?", (suite, settings_sha256, limit))
     return [(run, from_json(row["inputs_manifest"], {})) for row in rows if (run := _run(row)).complete]
 
@@ -276,21 +153,21 @@ def record_manifest(store: Database, run_id: str, manifest: dict[str, Any]) -> N
 
 
 def get_run(store: Database, run_id: str) -> RunRecord | None:
-    return _run(rows[0]) if (rows := store.query("SELECT * FROM runs WHERE id = ?", (run_id,))) else None
+    return _run(rows[0]) if (rows := store.query(f"{_RUNS} WHERE id = ?", (run_id,))) else None
 
 
 def list_runs(store: Database) -> list[RunRecord]:
     """Every run, newest first (runs started in the same second: the one recorded last first)."""
-    return [_run(r) for r in store.query("SELECT * FROM runs ORDER BY started_at DESC, rowid DESC")]
+    return [_run(r) for r in store.query(f"{_RUNS} ORDER BY started_at DESC, rowid DESC")]
 
 
 def find_run(store: Database, ref: str) -> RunRecord:
     """The run whose id is ``ref`` or starts with it (when only one does)."""
     if not ref.strip():
         raise UsageError("run id is empty; give a run id or its start. See 'cfkit runs list'.")
-    rows = store.query("SELECT * FROM runs WHERE id = ?", (ref,))
+    rows = store.query(f"{_RUNS} WHERE id = ?", (ref,))
     if not rows:
-        rows = store.query("SELECT * FROM runs WHERE substr(id, 1, ?) = ? ORDER BY id", (len(ref), ref))
+        rows = store.query(f"{_RUNS} WHERE substr(id, 1, ?) = ? ORDER BY id", (len(ref), ref))
     if len(rows) == 1:
         return _run(rows[0])
     if not rows:

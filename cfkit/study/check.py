@@ -2,7 +2,10 @@
 what the study would ask (and cost, where prices are known); nothing is sent to a model or written.
 
 An endpoint is reached with one ``GET {url}/models`` carrying no key (a server
-that answers at all, even 401, is reachable; a key is never sent here).
+that answers at all, even 401, is reachable; a key is never sent here). When
+it answers with its list of models, a model the study asks of it that is not
+in the list is a problem of each of its runs (a typo, or the wrong server),
+named with the models it lists, before a request is sent.
 """
 
 from __future__ import annotations
@@ -41,20 +44,48 @@ class StudyCheck:
         return found + [f"{r.display} on {r.suite}: {r.problem}" for r in self.runs if r.problem]
 
 
-def reach(url: str, timeout: float = REACH_S) -> str | None:
-    """None when ``url`` answers ``GET /models`` with any HTTP status; else why not, in a few words."""
+def reach(url: str, timeout: float = REACH_S) -> tuple[str | None, list[str] | None]:
+    """(None when ``url`` answers ``GET /models`` with any HTTP status, else why not in a few words; the model
+    ids it listed, None when it gave no list)."""
+    import json
     import urllib.error
     import urllib.request
 
     target = url.rstrip("/") + "/models"
     try:
-        with urllib.request.urlopen(urllib.request.Request(target, method="GET"), timeout=timeout):
-            return None
+        with urllib.request.urlopen(urllib.request.Request(target, method="GET"), timeout=timeout) as answer:
+            body = answer.read()
     except urllib.error.HTTPError:
-        return None  # it answered
+        return None, None  # it answered
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        return f"{target} did not answer ({reason}); start the server or fix the url"
+        return f"{target} did not answer ({reason}); start the server or fix the url", None
+    try:
+        entries = json.loads(body).get("data")
+    except (ValueError, AttributeError):
+        return None, None
+    if not isinstance(entries, list):
+        return None, None
+    return None, [e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
+
+
+def not_listed(study: Study, name: str, listed: dict[str, list[str] | None]) -> str | None:
+    """Why model ``name`` would not be answered by an endpoint of it that listed its models without it; else
+    None (a provider may list its models as ``models/NAME``)."""
+    from cfkit.suggest import closest
+
+    asked = study.models[name].model.partition(":")[2]
+    for endpoint, settings in study.endpoints_of(name):
+        ids = listed.get(endpoint)
+        if not ids or asked in ids or f"models/{asked}" in ids:
+            continue
+        near = closest(asked, ids)
+        shown = ", ".join(sorted(ids)[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        where = endpoint if endpoint == settings.url else f"{endpoint} ({settings.url})"
+        return (f"endpoint {where} does not list '{asked}' among its models (GET /models lists {shown})"
+                f"{f'; did you mean {near!r}?' if near else ''}; fix the model's name or its endpoint, or load "
+                "the model on that server first")
+    return None
 
 
 def check_study(ws: Workspace, study: Study, store=None, *, batch: bool = False) -> StudyCheck:
@@ -62,10 +93,11 @@ def check_study(ws: Workspace, study: Study, store=None, *, batch: bool = False)
 
     result = StudyCheck([])
     labels: dict[str, str] = {}
+    listed: dict[str, list[str] | None] = {}  # endpoint -> the model ids it listed
     for name in study.models:
         for endpoint, settings in study.endpoints_of(name):
             if endpoint not in result.endpoints:
-                result.endpoints[endpoint] = reach(settings.url)
+                result.endpoints[endpoint], listed[endpoint] = reach(settings.url)
     for suite, s in study.suites.items():
         for key in ("cases", "subset"):
             value = getattr(s, key)
@@ -78,7 +110,7 @@ def check_study(ws: Workspace, study: Study, store=None, *, batch: bool = False)
         if any(result.endpoints.get(e) for e, _ in study.endpoints_of(run.model)):
             result.runs.append(RunCheck(run.model, run.display, run.suite, "its endpoint is not reachable"))
             continue
-        refused = replicas_refused(study, run.model)
+        refused = not_listed(study, run.model, listed) or replicas_refused(study, run.model)
         if refused is not None:
             result.runs.append(RunCheck(run.model, run.display, run.suite, refused))
             continue

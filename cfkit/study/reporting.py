@@ -2,7 +2,8 @@
 
 The runs are those ``study status`` finds for the study's current inputs
 (done, or incomplete and marked so by the report); a run never started, or
-stale, is left out and named. Rows are shown under each model's display name
+stale, is left out and named, and ``study report`` then ends with one line
+saying the report is not the whole study (exit status 1). Rows are shown under each model's display name
 (``display``, else the model as its runs recorded it, as ``cfkit report`` does),
 given to the report as ``--label MODEL=NAME``; the study's groups and compare
 pairs are translated to those names, and its modality suite's subset is the
@@ -35,6 +36,31 @@ class ReportInputs:
     labels: dict[str, str] = field(default_factory=dict)  # study model name -> the model its runs recorded
     renames: dict[str, str] = field(default_factory=dict)  # recorded model -> display name, where they differ
     compare_left_out: list[str] = field(default_factory=list)  # a line for each compare pair the report cannot make
+    partial: list[RunState] = field(default_factory=list)  # reported runs still incomplete (or running)
+
+    def short_of_the_study(self, again: str) -> str | None:
+        """One line when the report is not the whole study (a run left out, a run reported incomplete, a compare
+        pair it cannot make): how many of each, the first few named, and the way on; else None."""
+        parts = []
+        # A run with no reply yet has nothing the report could count: it is left out, however far it got.
+        left_out = self.left_out + [s for s in self.partial if not s.done]
+        partial = [s for s in self.partial if s.done]
+        if left_out:
+            parts.append(f"{len(left_out)} run(s) left out ({_named(left_out)})")
+        if partial:
+            parts.append(f"{len(partial)} run(s) reported incomplete, their missing answers counted wrong "
+                         f"({_named(partial)})")
+        if self.compare_left_out:
+            parts.append(f"{len(self.compare_left_out)} compare pair(s) left out")
+        if not parts:
+            return None
+        return (f"the report is not the whole study: {'; '.join(parts)}, as said above; {again} asks what is "
+                "missing.")
+
+
+def _named(states: list[RunState], most: int = 3) -> str:
+    shown = ", ".join(f"{s.display} {s.suite}: {s.state}" for s in states[:most])
+    return shown + (f" and {len(states) - most} more" if len(states) > most else "")
 
 
 @dataclass
@@ -66,7 +92,7 @@ def report_inputs(ws: Workspace, study: Study) -> ReportInputs:
     made = ReportInputs([s.run_id for s in reported], groups, compare,
                         left_out=[s for s in states if s not in reported], labels=labels,
                         renames={labels[name]: shown[name] for name in labels if shown[name] != labels[name]},
-                        compare_left_out=compare_left_out)
+                        compare_left_out=compare_left_out, partial=[s for s in reported if s.state != "done"])
     if "modality" in study.suites:  # the report reads the modality cases the study asked
         from cfkit.study.jobs import selection_of
 

@@ -82,6 +82,30 @@ def test_validate_names_an_unreachable_endpoint_and_a_missing_subset(tmp_path):
     assert "nosuch.txt not found" in result.stderr
 
 
+def test_validate_names_a_model_its_endpoint_does_not_list_before_anything_is_sent(tmp_path):
+    """A misspelt model (or one sent to the wrong server) is a problem of each of its runs, with the models the
+    endpoint lists; a model it lists, and one a provider lists as models/NAME, pass; nothing is sent."""
+    ws = many_cases(tmp_path / "ws", 4)
+    with ChatServer() as chat, ChatServer() as replica:
+        chat.models = [{"id": "model-a", "object": "model"}, {"id": "models/model-c", "object": "model"}]
+        replica.models = [{"id": "model-b", "object": "model"}]
+        path = write(ws / "s.toml", f"[endpoints.e]\nurl='{chat.url}'\n"
+                                    "[models.a]\nmodel='openai:model-a'\nendpoint='e'\n"
+                                    "[models.c]\nmodel='openai:model-c'\nendpoint='e'\n"
+                                    "[models.typo]\nmodel='openai:modle-a'\nendpoint='e'\n"
+                                    f"[models.other]\nmodel='openai:model-b'\nendpoints=['e', '{replica.url}']\n"
+                                    "[suites.contextcanvas]\n[suites.swap]\n")
+        result = run_cli(["-w", str(ws), "study", "validate", str(path), "--json"])
+        assert chat.count == 0 and replica.count == 0
+    assert result.exit_code == 1, result.output
+    problems = json.loads(result.stdout)["problems"]
+    assert len(problems) == 4, problems  # two models, each on two suites
+    typo = [p for p in problems if p.startswith("typo on ")]
+    assert len(typo) == 2 and all(f"endpoint e ({chat.url}) does not list 'modle-a'" in p
+                                  and "did you mean 'model-a'" in p for p in typo), typo
+    assert all("does not list 'model-b'" in p for p in problems if p.startswith("other on ")), problems
+
+
 # -- running -------------------------------------------------------------------
 
 
@@ -212,9 +236,14 @@ def test_a_study_stopped_in_the_middle_resumes_asking_only_what_is_missing(tmp_p
         while len(script.models) < 40 and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.02)
         assert process.poll() is None, process.communicate()
-        if how == "kill":  # while it runs, status says so
+        if how == "kill":  # while it runs, status says so, counting the replies stored so far
+            while _stored(ws) == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            before = _stored(ws)
             running = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])
-            assert "running" in {s["state"] for s in json.loads(running.stdout)}, running.output
+            shown = json.loads(running.stdout)
+            assert "running" in {s["state"] for s in shown}, running.output
+            assert 0 < before <= sum(s["done"] for s in shown) <= _stored(ws), running.output
         process.send_signal(signal.SIGKILL if how == "kill" else signal.SIGTERM)
         _, stderr = process.communicate(timeout=60)
         if how == "term":
@@ -225,6 +254,11 @@ def test_a_study_stopped_in_the_middle_resumes_asking_only_what_is_missing(tmp_p
         status = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])
         assert status.exit_code == 1
         assert {s["state"] for s in json.loads(status.stdout) if s["model"] != "no"} <= {"incomplete", "not started"}
+        # Every reply stored before the stop is counted where it is shown, even when the process was killed
+        # before it could record its counts.
+        assert sum(s["done"] for s in json.loads(status.stdout)) == stored
+        listed = run_cli(["-w", str(ws), "runs", "list", "--json"])
+        assert sum(r["n_done"] for r in json.loads(listed.stdout)) == stored, listed.output
         again = run_cli(["-w", str(ws), "study", "run", str(path)])
         assert again.exit_code == 0, again.output
         total = _stored(ws)

@@ -35,7 +35,10 @@ def test_a_compare_pair_whose_model_has_no_contextcanvas_run_is_left_out_with_a_
     shown = run_cli(["-w", str(ws), "study", "report", str(path), "--format", "json"])
     # Before: a model with a swap run made the whole report refuse (exit 2, naming a --compare option nobody
     # gave); a model with no run at all dropped the pair in silence.
-    assert shown.exit_code == 0, shown.stderr
+    # The report is printed whole, and its exit status and last line say it is not the whole study.
+    assert shown.exit_code == 1, shown.stderr
+    assert shown.stderr.splitlines()[-1].startswith("error: study 'study': the report is not the whole study: ")
+    assert "1 compare pair(s) left out" in shown.stderr.splitlines()[-1]
     assert "--compare" not in shown.stderr
     line = next(x for x in shown.stderr.splitlines() if "compare base vs other" in x)
     assert "other has no contextcanvas run with replies (not started)" in line and str(path) in line
@@ -107,5 +110,42 @@ def test_a_model_whose_settings_changed_in_the_study_file_says_which_run_has_the
         assert f"run {old[suite]} has other settings" in now["detail"] and "max_tokens 512 → 100" in now["detail"]
         assert states[("base", suite)]["state"] == "done" and states[("base", suite)]["detail"] is None
     shown = run_cli(["-w", str(ws), "study", "report", str(path), "--format", "json"])
-    assert shown.exit_code == 0 and f"run {old['swap']} has other settings" in shown.stderr
+    assert shown.exit_code == 1 and f"run {old['swap']} has other settings" in shown.stderr
+    assert "2 run(s) left out (other contextcanvas: not started, other swap: not started)" in shown.stderr
     assert "baseline:majority" not in {r["model"] for r in json.loads(shown.stdout)["swap"]}
+
+
+def test_a_report_with_a_run_incomplete_and_a_model_whose_server_is_down_says_so_and_exits_1(tiny_ws):
+    """The report is printed whole (the incomplete run's row marked, the down model named), and its last line
+    and exit status say that it is not the whole study; once every run is done, it exits 0."""
+    from support.chat_api_server import ChatServer, Scripted, error_body, first_option
+
+    ws = tiny_ws
+    failing = {"on": True}
+
+    def script(body, n):
+        if failing["on"] and n % 3 == 0:
+            return Scripted(500, error_body("overloaded", kind="server_error"))
+        return first_option(body, n)
+
+    with ChatServer(script) as chat:
+        chat.models = [{"id": "served", "object": "model"}]
+        path = ws / "study.toml"
+        path.write_text(f"[models.served]\nmodel = 'openai:served'\nendpoint = '{chat.url}'\n"
+                        "options = { max_retries = 0 }\n"
+                        "[models.down]\nmodel = 'openai:down'\nendpoint = 'http://127.0.0.1:9/v1'\n"
+                        "[models.no]\nmodel = 'baseline:always-no'\n[suites.contextcanvas]\n[report]\nresamples = 200\n")
+        assert run_cli(["-w", str(ws), "study", "run", str(path)]).exit_code == 1
+        shown = run_cli(["-w", str(ws), "study", "report", str(path), "--format", "json"])
+        assert shown.exit_code == 1, shown.output
+        last = shown.stderr.splitlines()[-1]
+        assert "the report is not the whole study" in last and "study run" in last
+        assert "1 run(s) left out (down contextcanvas: incomplete)" in last
+        assert "1 run(s) reported incomplete, their missing answers counted wrong (served contextcanvas" in last
+        rows = {r["model"] for r in json.loads(shown.stdout)["contextcanvas"]}
+        assert rows == {"openai:served", "baseline:always-no"}  # nothing else of the report is lost
+        failing["on"] = False
+        path.write_text(path.read_text().replace("[models.down]\nmodel = 'openai:down'\nendpoint = "
+                                                 "'http://127.0.0.1:9/v1'\n", ""))
+        assert run_cli(["-w", str(ws), "study", "run", str(path)]).exit_code == 0
+        assert run_cli(["-w", str(ws), "study", "report", str(path)]).exit_code == 0

@@ -38,6 +38,7 @@ def test_four_models_four_suites_kill_resume_and_report(tmp_path):
     save_tiny_llava(models / "tiny-llava")
     script = Counting(0.1)
     with TransformersServe(models, "tiny-llava", models / "serve.log") as served, ChatServer(script) as chat:
+        chat.models = [{"id": "loop-model", "object": "model"}]  # the model the study asks of it, as validate checks
         study = ws / "study.toml"
         study.write_text(
             f"[endpoints.loop]\nurl = '{chat.url}'\nconcurrency = 2\n"
