@@ -18,9 +18,13 @@ from cfkit.cli.console import err, out, print_json, workspace_option
 @click.option("--audit", "audit_ref", metavar="ID", default=None, help="Which audit (default: the newest).")
 @click.option("--max-tokens", type=params.Integer(1, 65536), default=16, show_default=True,
               help="Token limit of each reply; a reply cut off there is not read and is asked again next run.")
+@click.option("--retry-unanswered", is_flag=True,
+              help="Also ask again the stored replies with no valid Yes/No (refused, unclear, empty); valid labels "
+                   "stay.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was asked as JSON.")
 @workspace_option
-def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, max_tokens: int, as_json: bool) -> None:
+def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, max_tokens: int, retry_unanswered: bool,
+             as_json: bool) -> None:
     """Have a judge model label each item's cue and link, blind, as a first pass beside the people.
 
     The judge sees what an annotator sees (the case, its gold, the rationale, the
@@ -28,11 +32,13 @@ def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, ma
     are kept apart: an audit's progress, agreement and final labels stay the
     people's. Compare them with 'cfkit audit agreement --judge KIND:NAME'; use
     them in 'cfkit report --ega --ega-labels judge|people+judge --judge KIND:NAME'.
-    Stored as they come: a second run asks only what is missing.
+    Stored as they come: a second run asks only what is missing. A reply with no
+    valid Yes/No is kept as no label; --retry-unanswered asks those again.
 
     \b
     Example:
       cfkit audit prelabel --judge openai:gpt-5.5
+      cfkit audit prelabel --judge openai:gpt-5.5 --retry-unanswered
     """
     from cfkit.audit.items import load_audit
     from cfkit.backends import load_backend
@@ -43,12 +49,16 @@ def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, ma
 
     backend = load_backend(judge, parse_option_pairs(options))
     with open_store(ws.db_path) as store:
-        result = prelabel_audit(ws, store, load_audit(store, audit_ref), backend, judge, max_tokens=max_tokens)
+        result = prelabel_audit(ws, store, load_audit(store, audit_ref), backend, judge, max_tokens=max_tokens,
+                                retry_unanswered=retry_unanswered)
     if as_json:
         print_json(result.to_dict())
-    earlier = f" ({result.stored_invalid} without a valid Yes/No, not asked again)" if result.stored_invalid else ""
+    earlier = (f" ({result.stored_invalid} without a valid Yes/No, not asked again: --retry-unanswered asks them)"
+               if result.stored_invalid else "")
+    again = (f" ({result.asked_again} of them asked again for want of a valid Yes/No)"
+             if retry_unanswered else "")
     err.print(f"judge {judge} (questions {result.prompt_version}) on audit {result.audit}: {result.asked} answer(s) "
-              f"stored now, {result.stored} already stored{earlier}, {result.invalid} without a valid Yes/No, "
+              f"stored now{again}, {result.stored} already stored{earlier}, {result.invalid} without a valid Yes/No, "
               f"{len(result.failed)} failed.")
     for failure in result.failed[:10]:
         err.print(f"  failed: {failure}", markup=False)

@@ -195,8 +195,9 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
         fixes = [how for what, how in (
             (NO_FINAL, "finish with 'cfkit audit status' and 'cfkit audit adjudicate --as NAME'"),
             (JUDGE_MISSING, f"'cfkit audit prelabel --judge {judge}' asks what the judge was not asked or failed"),
-            (JUDGE_INVALID, "a judge's reply without a valid Yes/No is kept and not asked again; a person's "
-                            "final label of the item counts under --ega-labels people+judge"))
+            (JUDGE_INVALID, f"a judge's reply without a valid Yes/No is kept until 'cfkit audit prelabel --judge "
+                            f"{judge} --retry-unanswered' asks it again; a person's final label of the item counts "
+                            "under --ega-labels people+judge"))
             if any(what in p.why for p in pending)]
         raise Incomplete(f"the EGA section covers {result.ega.cases} of {result.ega.planned_cases} audited cases; "
                          + "; ".join(fixes) + ".")

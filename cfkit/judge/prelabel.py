@@ -34,12 +34,14 @@ class PrelabelResult:
     stored: int = 0  # already there before this run
     invalid: int = 0  # replies with no valid Yes/No
     stored_invalid: int = 0  # of the stored ones, replies with no valid Yes/No (kept, not asked again)
+    asked_again: int = 0  # stored replies with no valid Yes/No asked again (retry_unanswered)
     failed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"audit": self.audit, "judge": self.judge, "prompt_version": self.prompt_version, "asked": self.asked,
                 "already_stored": self.stored, "invalid": self.invalid,
-                "already_stored_invalid": self.stored_invalid, "failed": self.failed}
+                "already_stored_invalid": self.stored_invalid, "asked_again": self.asked_again,
+                "failed": self.failed}
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
@@ -49,9 +51,12 @@ def _fill(text: str, values: dict[str, str]) -> str:
 
 
 def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: str, *,
-                   max_tokens: int = MAX_TOKENS) -> PrelabelResult:
+                   max_tokens: int = MAX_TOKENS, retry_unanswered: bool = False) -> PrelabelResult:
     """Ask ``backend`` the cue and link question of every item not yet labelled by this judge and prompt version
-    (each reply at most ``max_tokens`` long; one cut off there is a failure, asked again by the next run)."""
+    (each reply at most ``max_tokens`` long; one cut off there is a failure, asked again by the next run).
+
+    A stored reply with no valid Yes/No is kept and not asked again, unless ``retry_unanswered``: then it is
+    asked again, and replaced by the new reply once one comes (a failed request leaves it as it was)."""
     from cfkit.backends import Generation, ProbeRequest, RequestMeta, as_backend
     from cfkit.images import image_data
     from cfkit.parse import parse_answer
@@ -73,10 +78,11 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
         intro = _fill(questions.intro, values)
         images = None  # read once for the item, and only when one of its criteria is asked
         for criterion in CRITERIA:
-            if (item.id, criterion) in have:
+            if (item.id, criterion) in have and not (retry_unanswered and have[item.id, criterion] is None):
                 result.stored += 1
                 result.stored_invalid += have[item.id, criterion] is None
                 continue
+            result.asked_again += (item.id, criterion) in have
             if images is None:
                 images = tuple(image_data(ws.image_root / path) for path, _ in shown.images)
             request = ProbeRequest(system=questions.system, user=f"{intro}\n\n{questions.criteria[criterion]}",
