@@ -7,7 +7,7 @@ from rich import box
 from rich.table import Table
 
 from cfkit.cli import params
-from cfkit.cli.console import err, out, print_json, workspace_option
+from cfkit.cli.console import err, print_json, warn, workspace_option
 
 
 @click.command("prelabel")
@@ -67,30 +67,64 @@ def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, ma
                           "those.")
 
 
+#: How the table and stderr name each reason an item is left out (cfkit.audit.judge_labels.LEFT_OUT).
+_SHORT = {"no_valid_answer": "no valid Yes/No", "stale": "stale", "not_asked": "not asked or failed",
+          "no_person_label": "not labelled by the annotator"}
+_NONE = {"raw": None, "kappa": None, "kappa_ci": None, "ac1": None, "ac1_ci": None, "table": None,
+         "kappa_undefined": None}
+
+
+def _left_out(row) -> str:
+    return ", ".join(f"{count} {_SHORT[why]}" for why, count in row.left_out.items() if count)
+
+
 def judge_agreement_table(rows) -> Table:
     table = Table(title="The judge against each annotator (its labels never count as an annotator's)",
                   title_justify="left", caption="κ Cohen's, AC1 Gwet's; 95% percentile bootstrap over the items both "
-                  "labelled. Annotators by number, never by name.", caption_justify="left", box=box.SIMPLE_HEAD,
-                  pad_edge=False, show_edge=False, padding=(0, 1, 0, 0))
-    for name in ("against", "criterion", "n", "raw %", "κ", "95% CI", "AC1", "95% CI "):
+                  "labelled: n of the audit's items; the rest are left out, by reason (stale: asked with an older "
+                  "wording of the questions). Annotators by number, never by name.", caption_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1, 0, 0))
+    for name in ("against", "criterion", "n", "of", "raw %", "κ", "95% CI", "AC1", "95% CI "):
         table.add_column(name, justify="left" if name in ("against", "criterion") else "right", no_wrap=True)
+    table.add_column("left out", overflow="fold")
     for row in rows:
         r = row.result
-        table.add_row(f"Annotator {row.annotator}", row.criterion, str(r.n), f"{r.raw:.2f}",
+        if r is None:
+            table.add_row(f"Annotator {row.annotator}", row.criterion, "0", str(row.items), "—", "—", "—", "—", "—",
+                          _left_out(row))
+            continue
+        table.add_row(f"Annotator {row.annotator}", row.criterion, str(r.n), str(row.items), f"{r.raw:.2f}",
                       "undefined" if r.kappa is None else f"{r.kappa:.3f}",
                       "—" if r.kappa_ci is None else f"[{r.kappa_ci.low:.3f}, {r.kappa_ci.high:.3f}]",
-                      f"{r.ac1:.3f}", f"[{r.ac1_ci.low:.3f}, {r.ac1_ci.high:.3f}]")
+                      f"{r.ac1:.3f}", f"[{r.ac1_ci.low:.3f}, {r.ac1_ci.high:.3f}]", _left_out(row) or "—")
     return table
 
 
-def show_judge_agreement(ws, store, audit, judge: str, *, as_json: bool, n_resamples: int, seed: int | None):
-    """The judge-vs-person rows: returned as JSON-ready dicts, or printed."""
+def judge_agreement_dicts(judge: str, rows) -> list[dict]:
+    """The rows as ``audit agreement --json`` gives them under ``judge``."""
     from cfkit.audit.agreement import agreement_dict
-    from cfkit.judge.prelabel import judge_agreement
 
-    rows = judge_agreement(ws, store, audit, judge, n_resamples=n_resamples, seed=seed)
-    if as_json:
-        return [{"judge": judge, "against": f"Annotator {r.annotator}", "criterion": r.criterion,
-                 **agreement_dict(r.result)} for r in rows]
-    out.print(judge_agreement_table(rows))
-    return None
+    return [{"judge": judge, "against": f"Annotator {r.annotator}", "criterion": r.criterion, "items": r.items,
+             **(_NONE if r.result is None else agreement_dict(r.result)), "n": r.n, "left_out": dict(r.left_out)}
+            for r in rows]
+
+
+def say_left_out(judge: str, audit_id: str, rows) -> None:
+    """One line on stderr for each row that leaves items out; exit status 1 when the judge's labels are what is
+    missing (the next 'audit prelabel' fills them), as for a report's EGA built on the judge's labels."""
+    from cfkit.errors import Incomplete
+
+    for row in rows:
+        if row.n < row.items:
+            warn(f"judge {judge} against Annotator {row.annotator} on {row.criterion}: {row.n} of {row.items} items "
+                 f"of audit {audit_id}; left out: {_left_out(row)}.")
+    judged = {why for row in rows for why, count in row.left_out.items() if count and why != "no_person_label"}
+    if not judged:
+        return
+    fixes = []
+    if judged & {"stale", "not_asked"}:
+        fixes.append(f"'cfkit audit prelabel --judge {judge}' asks those not asked, failed or stale")
+    if "no_valid_answer" in judged:
+        fixes.append(f"'cfkit audit prelabel --judge {judge} --retry-unanswered' asks again those without a valid "
+                     "Yes/No")
+    raise Incomplete("the judge's agreement leaves out items it has no label of; " + "; ".join(fixes) + ".")

@@ -16,7 +16,7 @@ from typing import Any
 
 from cfkit import stats
 from cfkit.audit.items import Audit, blind
-from cfkit.audit.judge_labels import CRITERIA, current_labels, load_audit_questions
+from cfkit.audit.judge_labels import CRITERIA, LEFT_OUT, judge_labels, load_audit_questions
 from cfkit.errors import UsageError
 from cfkit.judge.questions import MAX_TOKENS, ask_in_turn
 from cfkit.judge.screen import YES_NO
@@ -106,27 +106,40 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
 
 @dataclass(frozen=True)
 class JudgeAgreement:
-    """The judge against one annotator (``Annotator N``, never by name) on one criterion."""
+    """The judge against one annotator (``Annotator N``, never by name) on one criterion, over ``n`` of the audit's
+    ``items``: the rest are ``left_out``, counted by reason (:data:`cfkit.audit.judge_labels.LEFT_OUT`)."""
 
     annotator: int
     criterion: str
-    result: stats.Agreement
+    result: stats.Agreement | None  # None when no item has both labels
+    items: int
+    left_out: dict[str, int]
+
+    @property
+    def n(self) -> int:
+        return self.items - sum(self.left_out.values())
 
 
 def judge_agreement(ws: Workspace, store: Store, audit: Audit, judge: str, *, n_resamples: int = stats.N_RESAMPLES,
                     seed: int | None = stats.SEED) -> list[JudgeAgreement]:
-    """κ, AC1 and raw agreement of the judge with each person, per criterion, over the items both labelled."""
-    mine = current_labels(ws, store, audit.id, judge)
+    """κ, AC1 and raw agreement of the judge with each person, per criterion, over the items both labelled; every
+    other item of the audit is counted in ``left_out`` under the first reason that holds."""
+    mine = judge_labels(ws, store, audit.id, judge)
     rows = []
     for person in sorted(audit_labels.annotators(store, audit.id), key=lambda a: a.number):
         theirs = audit_labels.labels_by(store, audit.id, person.name)
         for criterion in CRITERIA:
-            both = [(getattr(theirs[i].judgement, criterion), mine[i][criterion]) for i in mine
-                    if i in theirs and getattr(theirs[i].judgement, criterion) is not None
-                    and mine[i].get(criterion) is not None]
-            if not both:
-                continue
-            resamples = stats.Resamples(len(both), n_resamples=n_resamples, seed=seed)
-            rows.append(JudgeAgreement(person.number, criterion,
-                                       stats.agreement([p for p, _ in both], [j for _, j in both], resamples=resamples)))
+            both, left_out = [], dict.fromkeys(LEFT_OUT, 0)
+            for item in sorted(audit.items, key=lambda i: i.id):
+                theirs_value = getattr(theirs[item.id].judgement, criterion) if item.id in theirs else None
+                why = mine.missing(item.id, criterion) or (None if theirs_value is not None else "no_person_label")
+                if why is not None:
+                    left_out[why] += 1
+                else:
+                    both.append((theirs_value, mine.labels[item.id][criterion]))
+            result = None
+            if both:
+                resamples = stats.Resamples(len(both), n_resamples=n_resamples, seed=seed)
+                result = stats.agreement([p for p, _ in both], [j for _, j in both], resamples=resamples)
+            rows.append(JudgeAgreement(person.number, criterion, result, len(audit.items), left_out))
     return rows

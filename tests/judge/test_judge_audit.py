@@ -257,7 +257,15 @@ def test_labels_asked_with_an_edited_question_file_are_stale_and_never_mixed_wit
     assert result.exit_code == 1
     data = json.loads(result.stdout)
     assert data["ega"] == [] or all(row["n"] == 0 for row in data["ega"])
-    assert {p["why"] for p in data["ega_pending"]} == {"the judge was not asked, or its request failed"}
+    # Every link label is of the old wording only: said as stale, not as never asked.
+    assert {p["why"] for p in data["ega_pending"]} == {"the judge's label was asked with an older wording of the "
+                                                       "questions"}
     assert len(data["ega_pending"]) == len(labelled[2])
-    agreement = json.loads(cli(ws, "audit", "agreement", "--judge", JUDGE, "--json", "--resamples", "100").stdout)
-    assert {row["criterion"] for row in agreement["judge"]} == {"cue"}
+    assert "asks again what was asked with an older wording" in result.stderr
+    agreed = cli(ws, "audit", "agreement", "--judge", JUDGE, "--json", "--resamples", "100")
+    assert agreed.exit_code == 1
+    rows = json.loads(agreed.stdout)["judge"]
+    items = len(labelled[2])
+    assert {row["criterion"] for row in rows if row["n"] == items} == {"cue"}
+    assert all(row["n"] == 0 and row["kappa"] is None and row["left_out"]["stale"] == items
+               for row in rows if row["criterion"] == "link")
