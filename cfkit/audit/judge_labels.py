@@ -40,14 +40,44 @@ def load_audit_questions(ws: Workspace) -> AuditQuestions:
     return AuditQuestions(read.system, document["intro"], dict(document["criteria"]), read.version)
 
 
-def current_labels(ws: Workspace, store: Store, audit_id: str, judge: str) -> dict[str, dict[str, bool | None]]:
-    """The judge's labels by item and criterion, of the questions as they are now ('prelabel' asks the rest)."""
+#: Why an audit item is left out of the judge's agreement with a person on one criterion, in the order the reasons
+#: are tried (an item is counted once, under the first that holds): the judge's reply gave no valid Yes/No; its only
+#: label was asked with an older wording of the questions; it was not asked, or its request failed; the annotator
+#: has not labelled the item.
+LEFT_OUT = ("no_valid_answer", "stale", "not_asked", "no_person_label")
+
+
+@dataclass(frozen=True)
+class JudgeLabels:
+    """A judge's labels of one audit under the questions as they are now, and which others it has of older ones."""
+
+    version: str
+    labels: dict[str, dict[str, bool | None]]  # by item id and criterion; None: stored with no valid Yes/No
+    stale: frozenset[tuple[str, str]]  # (item, criterion) labelled only with an older wording of the questions
+
+    def missing(self, item_id: str, criterion: str) -> str | None:
+        """Why the judge has no label that counts of the item on the criterion (a LEFT_OUT key), or None."""
+        mine = self.labels.get(item_id, {})
+        if criterion in mine:
+            return None if mine[criterion] is not None else "no_valid_answer"
+        return "stale" if (item_id, criterion) in self.stale else "not_asked"
+
+
+def judge_labels(ws: Workspace, store: Store, audit_id: str, judge: str) -> JudgeLabels:
+    """The judge's labels, of the questions as they are now ('prelabel' asks the rest); refused when it has none."""
     version = load_audit_questions(ws).version
-    mine = prelabels.latest(store, audit_id, judge, version)
+    mine: dict[str, dict[str, bool | None]] = {}
+    older: set[tuple[str, str]] = set()
+    for label in prelabels.prelabels(store, audit_id, judge=judge):
+        if label.prompt_version == version:
+            mine.setdefault(label.item_id, {})[label.criterion] = label.value
+        else:
+            older.add((label.item_id, label.criterion))
     if not mine:
         others = prelabels.prompt_versions(store, audit_id, judge)
         stale = (f" with the questions as they are now ({version}); its labels of questions {', '.join(others)} are "
                  "stale (the question file or system text changed since)") if others else ""
         raise UsageError(f"judge {judge} has no labels in audit {audit_id}{stale}; run 'cfkit audit prelabel --judge "
                          f"{judge}'.")
-    return mine
+    return JudgeLabels(version, mine, frozenset((i, c) for i, c in older if c not in mine.get(i, {})))
+

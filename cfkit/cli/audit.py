@@ -303,8 +303,9 @@ def agreement(ws, as_json, unblind, resamples, seed, judge, audit_ref) -> None:
     """Agreement before adjudication: raw %, Cohen's κ and Gwet's AC1 per criterion, and the disagreements."""
     from cfkit.audit.agreement import audit_agreement
     from cfkit.audit.items import load_audit
-    from cfkit.cli.audit_judge import show_judge_agreement
+    from cfkit.cli.audit_judge import judge_agreement_dicts, judge_agreement_table, say_left_out
     from cfkit.cli.audit_tables import agreement_view
+    from cfkit.judge.prelabel import judge_agreement
 
     with _open(ws) as store:
         current = load_audit(store, audit_ref)
@@ -313,16 +314,15 @@ def agreement(ws, as_json, unblind, resamples, seed, judge, audit_ref) -> None:
             warn(f"un-blinded (--unblind): both annotators' labels over {len(result.pairs)} of "
                  f"{len(result.audit.items)} items, shown while labelling is under way; keep this from anyone still "
                  "labelling.")
-        if as_json:
-            data = result.to_dict()
-            if judge is not None:
-                data["judge"] = show_judge_agreement(ws, store, current, judge, as_json=True,
-                                                     n_resamples=resamples, seed=seed)
-            print_json(data)
-            return
+        rows = None if judge is None else judge_agreement(ws, store, current, judge, n_resamples=resamples, seed=seed)
+    if as_json:
+        print_json(result.to_dict() | ({} if rows is None else {"judge": judge_agreement_dicts(judge, rows)}))
+    else:
         out.print(agreement_view(result))
-        if judge is not None:
-            show_judge_agreement(ws, store, current, judge, as_json=False, n_resamples=resamples, seed=seed)
+        if rows is not None:
+            out.print(judge_agreement_table(rows))
+    if rows is not None:
+        say_left_out(judge, current.id, rows)
 
 
 @audit.command()

@@ -183,7 +183,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     if result.ega is not None and result.ega.pending:
         from cfkit.errors import Incomplete
 
-        from cfkit.report.grounding import JUDGE_INVALID, JUDGE_MISSING, NO_FINAL
+        from cfkit.report.grounding import JUDGE_INVALID, JUDGE_MISSING, JUDGE_STALE, NO_FINAL
 
         pending, judge = result.ega.pending, result.ega.judge
         if result.ega.labels == "people":
@@ -198,8 +198,10 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
         fixes = [how for what, how in (
             (NO_FINAL, "finish with 'cfkit audit status' and 'cfkit audit adjudicate --as NAME'"),
             (JUDGE_MISSING, f"'cfkit audit prelabel --judge {judge}' asks what the judge was not asked or failed"),
-            (JUDGE_INVALID, "a judge's reply without a valid Yes/No is kept and not asked again; a person's "
-                            "final label of the item counts under --ega-labels people+judge"))
+            (JUDGE_STALE, f"'cfkit audit prelabel --judge {judge}' asks again what was asked with an older wording"),
+            (JUDGE_INVALID, f"a judge's reply without a valid Yes/No is kept until 'cfkit audit prelabel --judge "
+                            f"{judge} --retry-unanswered' asks it again; a person's final label of the item counts "
+                            "under --ega-labels people+judge"))
             if any(what in p.why for p in pending)]
         raise Incomplete(f"the EGA section covers {result.ega.cases} of {result.ega.planned_cases} audited cases; "
                          + "; ".join(fixes) + ".")

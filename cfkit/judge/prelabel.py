@@ -16,7 +16,7 @@ from typing import Any
 
 from cfkit import stats
 from cfkit.audit.items import Audit, blind
-from cfkit.audit.judge_labels import CRITERIA, current_labels, load_audit_questions
+from cfkit.audit.judge_labels import CRITERIA, LEFT_OUT, judge_labels, load_audit_questions
 from cfkit.errors import UsageError
 from cfkit.judge.questions import MAX_TOKENS, ask_in_turn
 from cfkit.judge.screen import YES_NO
@@ -34,12 +34,14 @@ class PrelabelResult:
     stored: int = 0  # already there before this run
     invalid: int = 0  # replies with no valid Yes/No
     stored_invalid: int = 0  # of the stored ones, replies with no valid Yes/No (kept, not asked again)
+    asked_again: int = 0  # stored replies with no valid Yes/No asked again (retry_unanswered)
     failed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"audit": self.audit, "judge": self.judge, "prompt_version": self.prompt_version, "asked": self.asked,
                 "already_stored": self.stored, "invalid": self.invalid,
-                "already_stored_invalid": self.stored_invalid, "failed": self.failed}
+                "already_stored_invalid": self.stored_invalid, "asked_again": self.asked_again,
+                "failed": self.failed}
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
@@ -49,9 +51,12 @@ def _fill(text: str, values: dict[str, str]) -> str:
 
 
 def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: str, *,
-                   max_tokens: int = MAX_TOKENS) -> PrelabelResult:
+                   max_tokens: int = MAX_TOKENS, retry_unanswered: bool = False) -> PrelabelResult:
     """Ask ``backend`` the cue and link question of every item not yet labelled by this judge and prompt version
-    (each reply at most ``max_tokens`` long; one cut off there is a failure, asked again by the next run)."""
+    (each reply at most ``max_tokens`` long; one cut off there is a failure, asked again by the next run).
+
+    A stored reply with no valid Yes/No is kept and not asked again, unless ``retry_unanswered``: then it is
+    asked again, and replaced by the new reply once one comes (a failed request leaves it as it was)."""
     from cfkit.backends import Generation, ProbeRequest, RequestMeta, as_backend
     from cfkit.images import image_data
     from cfkit.parse import parse_answer
@@ -73,10 +78,11 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
         intro = _fill(questions.intro, values)
         images = None  # read once for the item, and only when one of its criteria is asked
         for criterion in CRITERIA:
-            if (item.id, criterion) in have:
+            if (item.id, criterion) in have and not (retry_unanswered and have[item.id, criterion] is None):
                 result.stored += 1
                 result.stored_invalid += have[item.id, criterion] is None
                 continue
+            result.asked_again += (item.id, criterion) in have
             if images is None:
                 images = tuple(image_data(ws.image_root / path) for path, _ in shown.images)
             request = ProbeRequest(system=questions.system, user=f"{intro}\n\n{questions.criteria[criterion]}",
@@ -100,27 +106,40 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
 
 @dataclass(frozen=True)
 class JudgeAgreement:
-    """The judge against one annotator (``Annotator N``, never by name) on one criterion."""
+    """The judge against one annotator (``Annotator N``, never by name) on one criterion, over ``n`` of the audit's
+    ``items``: the rest are ``left_out``, counted by reason (:data:`cfkit.audit.judge_labels.LEFT_OUT`)."""
 
     annotator: int
     criterion: str
-    result: stats.Agreement
+    result: stats.Agreement | None  # None when no item has both labels
+    items: int
+    left_out: dict[str, int]
+
+    @property
+    def n(self) -> int:
+        return self.items - sum(self.left_out.values())
 
 
 def judge_agreement(ws: Workspace, store: Store, audit: Audit, judge: str, *, n_resamples: int = stats.N_RESAMPLES,
                     seed: int | None = stats.SEED) -> list[JudgeAgreement]:
-    """κ, AC1 and raw agreement of the judge with each person, per criterion, over the items both labelled."""
-    mine = current_labels(ws, store, audit.id, judge)
+    """κ, AC1 and raw agreement of the judge with each person, per criterion, over the items both labelled; every
+    other item of the audit is counted in ``left_out`` under the first reason that holds."""
+    mine = judge_labels(ws, store, audit.id, judge)
     rows = []
     for person in sorted(audit_labels.annotators(store, audit.id), key=lambda a: a.number):
         theirs = audit_labels.labels_by(store, audit.id, person.name)
         for criterion in CRITERIA:
-            both = [(getattr(theirs[i].judgement, criterion), mine[i][criterion]) for i in mine
-                    if i in theirs and getattr(theirs[i].judgement, criterion) is not None
-                    and mine[i].get(criterion) is not None]
-            if not both:
-                continue
-            resamples = stats.Resamples(len(both), n_resamples=n_resamples, seed=seed)
-            rows.append(JudgeAgreement(person.number, criterion,
-                                       stats.agreement([p for p, _ in both], [j for _, j in both], resamples=resamples)))
+            both, left_out = [], dict.fromkeys(LEFT_OUT, 0)
+            for item in sorted(audit.items, key=lambda i: i.id):
+                theirs_value = getattr(theirs[item.id].judgement, criterion) if item.id in theirs else None
+                why = mine.missing(item.id, criterion) or (None if theirs_value is not None else "no_person_label")
+                if why is not None:
+                    left_out[why] += 1
+                else:
+                    both.append((theirs_value, mine.labels[item.id][criterion]))
+            result = None
+            if both:
+                resamples = stats.Resamples(len(both), n_resamples=n_resamples, seed=seed)
+                result = stats.agreement([p for p, _ in both], [j for _, j in both], resamples=resamples)
+            rows.append(JudgeAgreement(person.number, criterion, result, len(audit.items), left_out))
     return rows

@@ -53,6 +53,8 @@ class EgaRow:
 NO_FINAL = "no final label yet"
 JUDGE_INVALID = "the judge's reply gave no valid Yes/No"
 JUDGE_MISSING = "the judge was not asked, or its request failed"
+JUDGE_STALE = "the judge's label was asked with an older wording of the questions"
+_JUDGE_WHY = {"no_valid_answer": JUDGE_INVALID, "stale": JUDGE_STALE, "not_asked": JUDGE_MISSING}
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ class PendingItem:
     model: str
     case: str
     item: str
-    why: str = NO_FINAL  # NO_FINAL, JUDGE_INVALID or JUDGE_MISSING
+    why: str = NO_FINAL  # NO_FINAL, or JUDGE_INVALID, JUDGE_STALE or JUDGE_MISSING (after it with people+judge)
 
 
 @dataclass(frozen=True)
@@ -111,14 +113,20 @@ def _judgements(store: Store, audit, labels: str, judge: str | None,
     if judge is None:
         raise UsageError(f"--ega-labels {labels} counts a judge model's labels; name it with --judge KIND:NAME.")
     if ws is not None:
-        from cfkit.audit.judge_labels import current_labels
+        from cfkit.audit.judge_labels import judge_labels
 
-        mine = current_labels(ws, store, audit.id, judge)  # labels of an edited question file are stale, left out
+        state = judge_labels(ws, store, audit.id, judge)  # labels of an edited question file are stale, left out
+        mine, missing = state.labels, state.missing
     else:
         mine = prelabels.latest(store, audit.id, judge)
         if not mine:
             raise UsageError(f"judge {judge} has no labels in audit {audit.id}; run 'cfkit audit prelabel --judge "
                              f"{judge}'.")
+
+        def missing(item_id: str, criterion: str) -> str | None:
+            value = mine.get(item_id, {})
+            return None if value.get(criterion) is not None else "no_valid_answer" if criterion in value \
+                else "not_asked"
     judged = {i.id: Judgement(i.parser_correct, mine[i.id].get("cue"), mine[i.id].get("link")) for i in audit.items
               if i.id in mine and mine[i.id].get("cue") is not None and mine[i.id].get("link") is not None}
     if labels == "judge":
@@ -128,9 +136,8 @@ def _judgements(store: Store, audit, labels: str, judge: str | None,
         counted = people | {i: judged[i] for i in from_judge}
 
     def lacking(ref: str) -> str:
-        answered = mine.get(ref, {})
-        judge_why = JUDGE_INVALID if any(c in answered and answered[c] is None for c in ("cue", "link")) \
-            else JUDGE_MISSING
+        reasons = {missing(ref, c) for c in ("cue", "link")}
+        judge_why = next(said for why, said in _JUDGE_WHY.items() if why in reasons)  # the first that holds
         return judge_why if labels == "judge" else f"{NO_FINAL}, and {judge_why}"
 
     return counted, from_judge, {i.id: lacking(i.id) for i in audit.items if i.id not in counted}

@@ -161,7 +161,8 @@ def test_items_the_judge_left_without_a_label_are_said_with_why_and_how_to_fill_
         again = cli(ws, "audit", "prelabel", "--judge", judge, "-o", f"base_url={server.url}", "-o", "max_retries=0",
                     env={"OPENAI_API_KEY": "sk-x"})
     # The second run asks only the failed request, and says that the two stored non-answers stay.
-    assert again.exit_code == 1 and "(2 without a valid Yes/No, not asked again)" in again.stderr
+    assert again.exit_code == 1 and "(2 without a valid Yes/No, not asked again: --retry-unanswered asks them)" \
+        in again.stderr
     assert "0 answer(s) stored now" in again.stderr and "1 failed" in again.stderr
     result = cli(ws, "report", "--ega", "--ega-labels", "judge", "--judge", judge, "--format", "json",
                  "--resamples", "100")
@@ -173,7 +174,7 @@ def test_items_the_judge_left_without_a_label_are_said_with_why_and_how_to_fill_
     error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(error) == 1 and "adjudicate" not in error[0], error
     assert f"'cfkit audit prelabel --judge {judge}' asks what the judge was not asked or failed" in error[0]
-    assert "not asked again" in error[0] and "people+judge" in error[0]
+    assert f"'cfkit audit prelabel --judge {judge} --retry-unanswered'" in error[0] and "people+judge" in error[0]
     assert f"item {rows[0]['item']}: the judge's reply gave no valid Yes/No" in result.stderr
 
 
@@ -256,7 +257,15 @@ def test_labels_asked_with_an_edited_question_file_are_stale_and_never_mixed_wit
     assert result.exit_code == 1
     data = json.loads(result.stdout)
     assert data["ega"] == [] or all(row["n"] == 0 for row in data["ega"])
-    assert {p["why"] for p in data["ega_pending"]} == {"the judge was not asked, or its request failed"}
+    # Every link label is of the old wording only: said as stale, not as never asked.
+    assert {p["why"] for p in data["ega_pending"]} == {"the judge's label was asked with an older wording of the "
+                                                       "questions"}
     assert len(data["ega_pending"]) == len(labelled[2])
-    agreement = json.loads(cli(ws, "audit", "agreement", "--judge", JUDGE, "--json", "--resamples", "100").stdout)
-    assert {row["criterion"] for row in agreement["judge"]} == {"cue"}
+    assert "asks again what was asked with an older wording" in result.stderr
+    agreed = cli(ws, "audit", "agreement", "--judge", JUDGE, "--json", "--resamples", "100")
+    assert agreed.exit_code == 1
+    rows = json.loads(agreed.stdout)["judge"]
+    items = len(labelled[2])
+    assert {row["criterion"] for row in rows if row["n"] == items} == {"cue"}
+    assert all(row["n"] == 0 and row["kappa"] is None and row["left_out"]["stale"] == items
+               for row in rows if row["criterion"] == "link")
