@@ -260,7 +260,13 @@ def export(ws, run_ref: str, fmt: str, output: str | None, force: bool) -> None:
     result = export_run(ws, run_ref, fmt, output, force=force)
     record = result.run
     if not record.complete:
-        warn(f"run {record.id} is {record.status} ({record.n_done}/{record.n_requests} replies, "
+        shown = record.status
+        if shown == "running":  # who sends it, or that its process is gone (cfkit.store.liveness)
+            from cfkit.store import open_store
+            from cfkit.store.liveness import statuses
+            with open_store(ws.db_path) as store:
+                shown = statuses(store, [record])[record.id]
+        warn(f"run {record.id} is {shown} ({record.n_done}/{record.n_requests} replies, "
              f"{record.n_errors} failed); the export holds what it has.")
     if result.text is not None:
         click.echo(result.text, nl=False)

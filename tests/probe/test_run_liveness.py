@@ -74,6 +74,9 @@ def test_a_killed_probe_run_is_shown_as_interrupted_everywhere_with_the_way_to_r
     assert shown.exit_code == 0 and GONE in text and "same 'cfkit probe run'" in text, text
     assert json.loads(run_cli(["-w", str(ws), "runs", "show", run["id"], "--json"]).stdout)["shown_status"] == GONE
 
+    exported = run_cli(["-w", str(ws), "runs", "export", run["id"], "--output", str(tmp_path / "run.jsonl")])
+    assert exported.exit_code == 0 and f"is {GONE}" in " ".join(exported.stderr.split()), exported.stderr
+
     for spec in (ws / "interventions").glob("*.yaml"):  # about cases this workspace does not have
         spec.unlink()
     report = run_cli(["-w", str(ws), "report", "--format", "json", "--resamples", "50"])
