@@ -98,8 +98,8 @@ def _study_process(ws: Path, path: Path) -> subprocess.Popen:
 
 
 def test_study_status_names_the_process_sending_a_run_and_after_a_kill_says_it_is_gone(tmp_path):
-    ws = many_cases(tmp_path / "ws", 60)
-    with ChatServer(scripted_answer, latency=0.2) as server:
+    ws = many_cases(tmp_path / "ws", 200)  # 15 s of sending at least: room for the checks on a loaded machine
+    with ChatServer(scripted_answer, latency=0.3) as server:
         path = _study(ws, server.url)
         proc = _study_process(ws, path)
         try:
