@@ -162,11 +162,13 @@ class Workspace:
         records: list = []
         if self._ws.db_path.is_file():
             from cfkit.store import open_store
+            from cfkit.store.liveness import statuses
             from cfkit.store.runs import list_runs
 
             with open_store(self._ws.db_path) as store:
                 records = list_runs(store)
-        rows = [asdict(r) for r in records]
+                shown = statuses(store, records)
+        rows = [asdict(r) | {"shown_status": shown[r.id]} for r in records]
         first = ["id", "model", "suite", "status", "n_requests", "n_done", "n_errors", "cost_usd", "started_at",
                  "finished_at"]
         frame = pd.DataFrame.from_records(rows) if rows else pd.DataFrame(columns=first)

@@ -28,20 +28,27 @@ def list_(ws, as_json: bool) -> None:
     """List runs, newest first."""
     from dataclasses import asdict
 
+    shown: dict[str, str] = {}
     if not ws.db_path.is_file():
         records = []  # listing must not create a store
     else:
         from cfkit.store import open_store
+        from cfkit.store.liveness import statuses
         from cfkit.store.runs import list_runs
 
         with open_store(ws.db_path) as store:
             records = list_runs(store)
+            shown = statuses(store, records)  # a run marked running whose process is gone says so
     if as_json:
-        print_json([asdict(r) for r in records])
+        print_json([asdict(r) | {"shown_status": shown[r.id]} for r in records])
         return
     if not records:
         status(f"no runs in {ws.root} yet; start one with 'cfkit probe run'.")
         return
+    from cfkit.store.liveness import GONE, RESUME
+
+    if any(text == GONE for text in shown.values()):
+        status(f"a run shown as {GONE} was stopped before it could record how it ended; {RESUME}.")
     from rich.table import Table  # only where a table is drawn
 
     title = f"Runs in {escape(str(ws.db_path))}"
@@ -52,7 +59,7 @@ def list_(ws, as_json: bool) -> None:
     rows = []
     for r in records:
         rows.append((r.id, escape(r.model), r.suite,
-                     r.status + (" (subset)" if r.subset else "") + (" (imported)" if r.imported else ""),
+                     escape(shown[r.id]) + (" (subset)" if r.subset else "") + (" (imported)" if r.imported else ""),
                      f"{r.n_done}/{r.n_requests}", str(r.n_errors), run_cost(r, short=True),
                      r.started_at[:16].replace("T", " ")))
         table.add_row(*rows[-1])
@@ -103,10 +110,12 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     from cfkit.cli.probe_replies import stored_trouble
     from cfkit.store import batches, open_store
     from cfkit.servers import servers_of
+    from cfkit.store.liveness import sending_of
     from cfkit.store.runs import find_run, servers, unanswered
 
     with open_store(ws.db_path) as store:
         record = find_run(store, run_ref)
+        sending = sending_of(store, [record.id])[record.id] if record.status == "running" else None
         sent_in = [{"id": b.id, "status": b.status, "counts": b.counts, "collected_at": b.collected_at,
                     "requests": len(b.requests), "errors": list(b.errors)} for b in batches.for_run(store, record.id)]
         counts = breakdown(store, record.id)
@@ -117,7 +126,8 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
         trouble = None if as_json else stored_trouble(ws, store, record)
     not_sent = max(record.n_requests - n_stored, 0)
     if as_json:
-        print_json({"run": asdict(record), "conditions": [asdict(c) for c in counts], "failures": failures,
+        print_json({"run": asdict(record), "shown_status": sending.shown() if sending else record.status,
+                    "conditions": [asdict(c) for c in counts], "failures": failures,
                     "not_sent": not_sent, "batches": sent_in,
                     "servers": {"models": answered_by.models, "builds": answered_by.builds}})
         return
@@ -126,7 +136,8 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     grid.add_column()
     generation = record.settings.get("generation") or {}
     rows = [("run", record.id), ("model", record.model), ("suite", record.suite),
-            ("status", record.status + (" (a subset of the suite)" if record.subset else "")),
+            ("status", (sending.shown() if sending else record.status)
+             + (" (a subset of the suite)" if record.subset else "")),
             ("replies", f"{record.n_done}/{record.n_requests}"), ("errors", str(record.n_errors)),
             ("cost", run_cost(record)),
             ("started", record.started_at), ("finished", record.finished_at or "—"),
@@ -155,6 +166,10 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
         rows.append(("failed", record.error))
     if record.notes.get("stopped"):
         rows.append(("stopped", record.notes["stopped"]))
+    if sending is not None:
+        from cfkit.store.liveness import RESUME
+
+        rows.append(("sent by", sending.who() + ("" if sending.live else f"; {RESUME}")))
     for b in sent_in:
         done = f", {b['counts'].get('completed', 0)}/{b['counts'].get('total', b['requests'])} done" if b["counts"] else ""
         rows.append(("batch", f"{b['id']}: {b['status']}{done}, "
@@ -173,9 +188,13 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
         out.print(f"[yellow]replies[/] {escape(trouble)}")
     for line in answered_by.lines(f"{record.model} {record.suite}", record.id):
         out.print(f"[red]servers[/] {escape(line)}")
-    if not_sent:
-        out.print(f"[red]not sent[/] {not_sent} planned request(s) have no reply at all "
-                  f"({escape(record.notes.get('stopped') or 'the run stopped before sending them')}).")
+    if not_sent and sending is not None and sending.live:
+        out.print(f"[yellow]not sent yet[/] {not_sent} planned request(s) have no reply yet; {escape(sending.who())} "
+                  "is sending the run.")
+    elif not_sent:
+        why = record.notes.get('stopped') or ("its process is gone" if sending is not None
+                                             else "the run stopped before sending them")
+        out.print(f"[red]not sent[/] {not_sent} planned request(s) have no reply at all ({escape(why)}).")
     shown = 0
     for error, detail, group in _failure_groups(failures):
         units = group if show_all else group[: max(FAILURES_SHOWN - shown, 1)]
@@ -241,7 +260,13 @@ def export(ws, run_ref: str, fmt: str, output: str | None, force: bool) -> None:
     result = export_run(ws, run_ref, fmt, output, force=force)
     record = result.run
     if not record.complete:
-        warn(f"run {record.id} is {record.status} ({record.n_done}/{record.n_requests} replies, "
+        shown = record.status
+        if shown == "running":  # who sends it, or that its process is gone (cfkit.store.liveness)
+            from cfkit.store import open_store
+            from cfkit.store.liveness import statuses
+            with open_store(ws.db_path) as store:
+                shown = statuses(store, [record])[record.id]
+        warn(f"run {record.id} is {shown} ({record.n_done}/{record.n_requests} replies, "
              f"{record.n_errors} failed); the export holds what it has.")
     if result.text is not None:
         click.echo(result.text, nl=False)

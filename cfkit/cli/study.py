@@ -185,7 +185,9 @@ def status_(ws, file: Path, as_json: bool) -> None:
 
     A done run whose replies were cut off at the token limit (or are mostly
     empty, or came from servers that said they were different models) says it
-    is complete but not clean. Nothing is sent or written. Exit
+    is complete but not clean. A run another process is sending says which
+    process; one whose process was killed says it is interrupted (its process
+    is gone). Nothing is sent or written. Exit
     status 0 when every run is done, 1 otherwise.
     """
     from dataclasses import asdict
@@ -211,8 +213,23 @@ def status_(ws, file: Path, as_json: bool) -> None:
                              f"{detail}"), highlight=False, soft_wrap=True)
     left = [x for x in states if x.state != "done"]
     if left:
-        raise RunIncomplete(f"study '{s.name}': {len(states) - len(left)} of {len(states)} run(s) done; "
-                            f"continue with: {_again(ws, s.path.resolve(), 'run')}")
+        raise RunIncomplete(_status_last_line(ws, s, states, left))
+
+
+def _status_last_line(ws, s, states, left) -> str:
+    """What ``study status`` ends with: how many runs are done and what to do; runs another process sends now
+    are named as such, so a second 'study run' is not started unawares (it would share their requests)."""
+    done = f"study '{s.name}': {len(states) - len(left)} of {len(states)} run(s) done"
+    again = _again(ws, s.path.resolve(), "run")
+    sending = [x for x in left if x.state == "running"]
+    if not sending:
+        return f"{done}; continue with: {again}"
+    names = ", ".join(f"{x.display} {x.suite}" for x in sending)
+    share = "a second 'cfkit study run' would share their requests with it, not send them twice"
+    if len(sending) == len(left):
+        return (f"{done}; the rest ({names}) are being sent by another process now; {share}. Check again "
+                f"with: {_again(ws, s.path.resolve(), 'status')}")
+    return f"{done}; {names} being sent by another process now ({share}); continue the rest with: {again}"
 
 
 @study.command("report")

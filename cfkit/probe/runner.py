@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
@@ -97,14 +97,17 @@ class OpenedRun:
 
 
 def open_and_settle(store: Store, backend: Backend, plan: ProbePlan, *, protocol: str | None = None,
-                    notes: dict[str, Any] | None = None) -> OpenedRun:
+                    notes: dict[str, Any] | None = None, owner: str | None = None) -> OpenedRun:
     """Open (or continue) the run of ``plan`` on ``backend``, keep what is stored, answer what the cache can.
+
+    ``owner`` (a process about to send the run) says so as the run opens
+    (:func:`cfkit.probe.sharing.announce`), so the run is seen as being sent
+    while the cache answers what it can; the caller gives that up when it ends.
 
     Raises :class:`~cfkit.errors.Incomplete` when the run has batches in
     flight (``probe run --batch``): their requests must not be paid for twice.
     """
     backend = as_backend(backend)
-    from cfkit.probe.recording import Recorder, cached_reply
 
     # 2. Open (or continue) the run: its id covers the settings and every request.
     run_id, keys, recorded = run_identity(backend, plan, protocol)
@@ -118,6 +121,24 @@ def open_and_settle(store: Store, backend: Backend, plan: ProbePlan, *, protocol
                          f"results with 'cfkit probe collect {run_id}' before running it again.")
     previous = runs.get_run(store, run_id)
     _open_run(store, run_id, backend, plan, recorded, notes or {})
+    if owner is not None:
+        from cfkit.probe.sharing import announce, withdraw
+
+        announce(store, run_id, owner)
+        try:
+            return _settle(store, backend, plan, run_id, keys, recorded, previous)
+        except BaseException:
+            with suppress(Exception):  # the store's own failure is the one to say
+                withdraw(store, run_id, owner)
+            raise
+    return _settle(store, backend, plan, run_id, keys, recorded, previous)
+
+
+def _settle(store: Store, backend: Backend, plan: ProbePlan, run_id: str, keys: dict, recorded: RunSettings,
+            previous) -> OpenedRun:
+    """Step 3 of :func:`open_and_settle`: keep what is stored, answer from the cache what can be."""
+    from cfkit.probe.recording import Recorder, cached_reply
+
     run_notes: set[str] = set(backend.notes or ())  # said at the start, and kept with the run
     if previous is not None and previous.versions and previous.versions != recorded.versions:
         changed = sorted(k for k in set(previous.versions) | set(recorded.versions)
@@ -200,9 +221,11 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
     import asyncio
 
     from cfkit.probe.sending import Sender
+    from cfkit.probe.sharing import owner_id, withdraw
 
     # 2–3. Open the run; keep what is stored; answer from the cache what can be.
-    opened = open_and_settle(store, backend, plan, protocol=protocol, notes=notes)
+    owner = owner_id()
+    opened = open_and_settle(store, backend, plan, protocol=protocol, notes=notes, owner=owner)
     run_id = opened.run_id
 
     # 4. Send the rest.
@@ -211,6 +234,7 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
         on_progress(progress)
     sender = Sender(store, run_id, backend, opened.keys, progress, on_progress,
                     Budget(max_cost) if max_cost is not None else None, opened.recorder)
+    sender.owner = owner
     sender.notes.update(opened.notes)
     status = "failed"
     failure: str | None = None
@@ -226,6 +250,8 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
         failure = f"{type(exc).__name__}: {exc}"
         raise
     finally:
+        with suppress(Exception):  # a store that cannot be written says so in close_run
+            withdraw(store, run_id, owner)
         counts = close_run(store, run_id, status, sender.stopped, {i.key for i in plan.items}, sorted(sender.notes),
                            inputs_sha256, failure, inputs_manifest, asked=plan.asked())
     return RunSummary(

@@ -70,6 +70,7 @@ class Sender:
         self.stopped: str | None = None
         self.notes: set[str] = set()
         self.pacer: Pacer | None = None
+        self.owner: str | None = None  # this process as the run's lease owner (cfkit.probe.sharing)
         self.policy = StopPolicy(backend.endpoint or backend.model)
         self._stopping: asyncio.Event | None = None
         self._async = is_async(backend)
@@ -94,7 +95,7 @@ class Sender:
             return
         self.backend.on_overload = self._overloaded  # the backend says when the server is overloaded
         queue = SharedQueue(self.store, self.run_id, items, self.keys, claim=concurrency * CLAIM,
-                            on_elsewhere=self._elsewhere)
+                            on_elsewhere=self._elsewhere, owner=self.owner)
         self.recorder.lease_owner = queue.owner
         queue.announce()
         helpers = [asyncio.create_task(queue.keep_alive()), asyncio.create_task(self._commit_when_due())]

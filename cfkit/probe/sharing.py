@@ -19,15 +19,13 @@ process ends with the whole run stored.
 from __future__ import annotations
 
 import asyncio
-import os
-import secrets
-import socket
 import time
 from collections import deque
 from collections.abc import Callable
 
 from cfkit.probe.plan import ProbeItem
-from cfkit.store import Store, leases, runs
+from cfkit.store import Store, leases, liveness, runs
+from cfkit.store.liveness import owner_id as owner_id
 from cfkit.store.leases import Lease
 
 #: Seconds a lease lasts without renewal; renewed every third of it while its process runs.
@@ -38,24 +36,9 @@ POLL_S = 0.25
 CLAIM = 2
 
 
-def owner_id() -> str:
-    """This process as a lease owner: host, process id and a random token (a reused pid is not its owner)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-
-
 def owner_alive(owner: str) -> bool:
-    """False only when ``owner`` was a process on this machine that no longer runs."""
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return True  # another machine: its leases end by expiry alone
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # it exists, under another user
-    return True
+    """False only when ``owner`` was a process on this machine that no longer runs (:mod:`cfkit.store.liveness`)."""
+    return liveness.owner_alive(owner) is not False
 
 
 def _takeable(lease: Lease | None, owner: str, at: float) -> bool:
@@ -77,11 +60,11 @@ class SharedQueue:
     """
 
     def __init__(self, store: Store, run_id: str, items: list[ProbeItem], keys: dict, *, claim: int,
-                 on_elsewhere: Callable[[ProbeItem], None] | None = None):
+                 on_elsewhere: Callable[[ProbeItem], None] | None = None, owner: str | None = None):
         self.store = store
         self.run_id = run_id
         self.keys = keys
-        self.owner = owner_id()
+        self.owner = owner or owner_id()
         self.claim_size = max(1, claim)
         self.on_elsewhere = on_elsewhere
         self._pending = deque(items)
@@ -137,8 +120,7 @@ class SharedQueue:
 
     def announce(self) -> None:
         """Say, until :meth:`close`, that this process sends the run (a lease on no request)."""
-        with self.store.transaction() as tx:
-            leases.take(tx, self.run_id, [(SENDING, self.owner, SENDING)], self.owner, time.time() + LEASE_S)
+        announce(self.store, self.run_id, self.owner)
 
     async def keep_alive(self) -> None:
         """Renew this process's leases every third of :data:`LEASE_S` until cancelled."""
@@ -149,5 +131,17 @@ class SharedQueue:
 
     def close(self) -> None:
         """Give up every lease still held (a budget stop, an interruption), so another process can go on at once."""
-        with self.store.transaction() as tx:
-            leases.release_all(tx, self.run_id, self.owner)
+        withdraw(self.store, self.run_id, self.owner)
+
+
+def announce(store: Store, run_id: str, owner: str) -> None:
+    """Say that ``owner`` sends the run (the :data:`SENDING` lease), from the moment it opens the run: the views
+    tell a run being sent from one whose sender is gone by it (:mod:`cfkit.store.liveness`)."""
+    with store.transaction() as tx:
+        leases.take(tx, run_id, [(SENDING, owner, SENDING)], owner, time.time() + LEASE_S)
+
+
+def withdraw(store: Store, run_id: str, owner: str) -> None:
+    """Give up every lease ``owner`` holds on the run, :data:`SENDING` with them."""
+    with store.transaction() as tx:
+        leases.release_all(tx, run_id, owner)

@@ -67,11 +67,12 @@ class RunInfo:
                 "suite again")
 
     @classmethod
-    def of(cls, record: RunRecord) -> "RunInfo":
+    def of(cls, record: RunRecord, status: str | None = None) -> "RunInfo":
+        """``status``: the run's status as shown (:func:`cfkit.store.liveness.statuses`), else the stored one."""
         skipped = tuple((s.get("pair_id", ""), s.get("reason", "")) for s in record.notes.get("skipped") or ()
                         if isinstance(s, dict))
         source = (record.imported or {}).get("from")
-        return cls(record.id, record.model, record.suite, record.status, record.complete, record.subset,
+        return cls(record.id, record.model, record.suite, status or record.status, record.complete, record.subset,
                    record.n_requests, record.n_done, record.notes.get("stopped"),
                    (record.settings.get("generation") or {}).get("max_tokens"), skipped,
                    str(source) if source else None, record.notes.get("captions"),
@@ -382,7 +383,10 @@ def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, o
     runs set aside (:func:`choose_runs`)."""
     from cfkit.store import runs
 
+    from cfkit.store.liveness import statuses
+
     chosen, aside = choose_runs(store, refs, mixed=mixed, only_named=only_named)
+    shown = statuses(store, chosen)  # a run marked running whose process is gone is said to be interrupted
     if not chosen and aside:  # every model refused: nothing to show
         raise UsageError(" ".join(a.message for a in aside))
     if not chosen:
@@ -390,13 +394,13 @@ def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, o
     answered = runs.with_replies(store, [r.id for r in chosen])
     for record in (r for r in chosen if r.id not in answered):  # nothing to count: said, and left out
         aside.append(SetAside(record.model, (record.id,), False, (
-            f"{record.model}: its {record.suite} run {record.id} has no reply yet ({record.status}"
+            f"{record.model}: its {record.suite} run {record.id} has no reply yet ({shown[record.id]}"
             + (f": {record.notes['stopped']}" if record.notes.get("stopped") else "")
             + "); the report leaves it out until it has one."), empty=True, why="no reply yet"))
     chosen = [r for r in chosen if r.id in answered]
     sources = Sources(preds=predictions_from_store(store, [r.id for r in chosen]), set_aside=aside)
     for record in chosen:
-        sources.runs[(record.model, record.suite)] = RunInfo.of(record)
+        sources.runs[(record.model, record.suite)] = RunInfo.of(record, shown[record.id])
         for reply in runs.unanswered(store, record.id):
             if reply.detail:
                 key = (record.model, record.suite, reply.case_id, reply.pair_id, reply.condition)

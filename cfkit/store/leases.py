@@ -77,6 +77,15 @@ def renew(tx: sqlite3.Connection, run_id: str, owner: str, expires_at: float) ->
 
 
 def owners(store, run_id: str) -> dict[str, float]:
-    """Each owner holding leases on the run, with the latest expiry among them (``cfkit study status``)."""
-    rows = store.query("SELECT owner, MAX(expires_at) AS until FROM leases WHERE run_id = ? GROUP BY owner", (run_id,))
-    return {row["owner"]: row["until"] for row in rows}
+    """Each owner holding leases on the run, with the latest expiry among them (:mod:`cfkit.store.liveness`)."""
+    return owners_of(store, [run_id]).get(run_id, {})
+
+
+def owners_of(store, run_ids: list[str]) -> dict[str, dict[str, float]]:
+    """:func:`owners` of each of ``run_ids`` that has leases, by run id, in one query."""
+    rows = store.query_in("SELECT run_id, owner, MAX(expires_at) AS until FROM leases WHERE run_id IN ({}) "
+                          "GROUP BY run_id, owner", run_ids)
+    found: dict[str, dict[str, float]] = {}
+    for row in rows:
+        found.setdefault(row["run_id"], {})[row["owner"]] = row["until"]
+    return found
