@@ -57,7 +57,7 @@ def parse_caption(text: str, path: Path) -> Caption:
     try:
         return Caption.model_validate(raw)
     except ValidationError as exc:
-        raise CaptionError(f"{path}: {describe_validation(exc)}") from exc
+        raise CaptionError(f"{path}: {describe_validation(exc, Caption)}") from exc
 
 
 def load_caption(ws: Workspace, case_id: str) -> Caption:
