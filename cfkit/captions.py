@@ -73,6 +73,27 @@ def load_caption(ws: Workspace, case_id: str) -> Caption:
     return parse_caption(text, path)
 
 
+#: How many missing captions :func:`require_captions` names.
+NAMED_MISSING = 5
+
+
+def require_captions(ws: Workspace, case_ids: list[str]) -> None:
+    """A :class:`CaptionError` naming how many of ``case_ids`` have no caption file, and the first few.
+
+    One line, before anything is read or sent, with the command that drafts them.
+    """
+    missing = [c for c in case_ids if not caption_path(ws, c).is_file()]
+    if not missing:
+        return
+    shown = missing[:NAMED_MISSING]
+    named = ", ".join(shown) + (f", … (the first {NAMED_MISSING})" if len(missing) > len(shown) else "")
+    draft = "cfkit captions draft --model KIND:NAME" + ("".join(f" {c}" for c in missing)
+                                                       if len(missing) == len(shown) else "")
+    raise CaptionError(f"{len(missing)} of {len(case_ids)} selected cases have no caption in {ws.captions_dir} "
+                       f"({named}). Write them (neutral, evidence, author, reviewed) or have a model draft them with "
+                       f"'{draft}'; 'cfkit captions lint' lists them.")
+
+
 def dump_caption(caption: Caption) -> str:
     """Caption YAML in the field order of the format."""
     data = caption.model_dump(exclude_defaults=False)
