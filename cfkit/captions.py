@@ -57,7 +57,7 @@ def parse_caption(text: str, path: Path) -> Caption:
     try:
         return Caption.model_validate(raw)
     except ValidationError as exc:
-        raise CaptionError(f"{path}: {describe_validation(exc)}") from exc
+        raise CaptionError(f"{path}: {describe_validation(exc, Caption)}") from exc
 
 
 def load_caption(ws: Workspace, case_id: str) -> Caption:
@@ -71,6 +71,27 @@ def load_caption(ws: Workspace, case_id: str) -> Caption:
             f"or run 'cfkit captions draft --model KIND:NAME {case_id}'."
         ) from None
     return parse_caption(text, path)
+
+
+#: How many missing captions :func:`require_captions` names.
+NAMED_MISSING = 5
+
+
+def require_captions(ws: Workspace, case_ids: list[str]) -> None:
+    """A :class:`CaptionError` naming how many of ``case_ids`` have no caption file, and the first few.
+
+    One line, before anything is read or sent, with the command that drafts them.
+    """
+    missing = [c for c in case_ids if not caption_path(ws, c).is_file()]
+    if not missing:
+        return
+    shown = missing[:NAMED_MISSING]
+    named = ", ".join(shown) + (f", … (the first {NAMED_MISSING})" if len(missing) > len(shown) else "")
+    draft = "cfkit captions draft --model KIND:NAME" + ("".join(f" {c}" for c in missing)
+                                                       if len(missing) == len(shown) else "")
+    raise CaptionError(f"{len(missing)} of {len(case_ids)} selected cases have no caption in {ws.captions_dir} "
+                       f"({named}). Write them (neutral, evidence, author, reviewed) or have a model draft them with "
+                       f"'{draft}'; 'cfkit captions lint' lists them.")
 
 
 def dump_caption(caption: Caption) -> str:

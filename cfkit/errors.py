@@ -39,6 +39,7 @@ and says why (missing, ambiguous, conflicting, unparseable, refused).
 
 from __future__ import annotations
 
+import typing
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -178,18 +179,94 @@ class TransportError(BackendError):
     """One request got no usable reply after its retries; the runner records it and retries it next run."""
 
 
-def describe_validation(exc: ValidationError) -> str:
-    """One line for the first problem pydantic found in a record: field, problem, fix."""
-    return describe_error(exc.errors()[0])
+_UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
+_MISSING = ("missing", "missing_argument")
+
+
+def describe_validation(exc: ValidationError, model: type | None = None) -> str:
+    """One line for the first problem pydantic found in a record: field, problem, fix.
+
+    Unknown keys come first when they are what went wrong: a key in the wrong case or
+    misspelt (``Neutral:``) both is unknown and leaves its field missing, and the line
+    names it with the field meant. ``model`` is the pydantic model validated, whose field
+    names (at any depth) are the suggestions; without it only the missing fields are.
+    """
+    errors = exc.errors()
+    unknown = [e for e in errors if e["type"] in _UNKNOWN]
+    if unknown:
+        parent = tuple(unknown[0]["loc"][:-1])
+        here = [e for e in unknown if tuple(e["loc"][:-1]) == parent]
+        missing = [str(e["loc"][-1]) for e in errors if e["type"] in _MISSING and tuple(e["loc"][:-1]) == parent]
+        names = sorted(set(field_names(model, parent)) | set(missing))
+        guesses = {str(e["loc"][-1]): closest_name(str(e["loc"][-1]), names) for e in here}
+        if missing or any(guesses.values()):
+            return _describe_unknown(parent, guesses, [m for m in missing if m not in guesses.values()])
+    return describe_error(errors[0])
+
+
+def _describe_unknown(parent: tuple, guesses: dict[str, str | None], missing: list[str]) -> str:
+    prefix = "".join(f"{p}." for p in parent)
+    named = [f"'{prefix}{key}'" + (f" (did you mean '{guess}'?)" if guess else "") for key, guess in guesses.items()]
+    listed = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    fix = "rename it" if len(named) == 1 else "rename them"
+    if not all(guesses.values()):
+        fix += " or remove it" if len(named) == 1 else " or remove those that are not meant"
+    tail = "".join(f"; field '{prefix}{m}' is required, add it" for m in missing)
+    return f"unknown field{'s' if len(named) > 1 else ''} {listed}; {fix}{tail}."
+
+
+def closest_name(key: str, names: list[str]) -> str | None:
+    """The field ``key`` was most likely meant to be: the same name in another case, else a close spelling."""
+    import difflib
+
+    for name in names:
+        if name.lower() == key.lower().replace("-", "_").replace(" ", "_"):
+            return name
+    close = difflib.get_close_matches(key.lower(), names, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def field_names(model: type | None, loc: tuple) -> list[str]:
+    """The keys a pydantic ``model`` accepts at ``loc`` (a location of its errors); empty when not known."""
+    options = _members(model)
+    for step in loc:
+        options = [found for o in options for found in _members(_step(o, step))]
+    return sorted({info.alias or name for o in options if hasattr(o, "model_fields")
+                   for name, info in o.model_fields.items()})
+
+
+def _members(annotation: typing.Any) -> list[typing.Any]:
+    """The types an annotation stands for: ``Annotated[X, ...]`` is X, ``X | Y | None`` is X and Y."""
+    if annotation is None or annotation is type(None):
+        return []
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _members(typing.get_args(annotation)[0])
+    if origin is typing.Union or type(annotation).__name__ == "UnionType":
+        return [m for arg in typing.get_args(annotation) for m in _members(arg)]
+    return [annotation]
+
+
+def _step(annotation: typing.Any, step: typing.Any) -> typing.Any:
+    """What is found at ``step`` (a key or index of an error's location) inside a value of ``annotation``."""
+    if hasattr(annotation, "model_fields"):
+        fields = {info.alias or name: info for name, info in annotation.model_fields.items()}
+        return fields[step].annotation if isinstance(step, str) and step in fields else None
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (list, tuple, set, frozenset) and isinstance(step, int) and args:
+        return args[0]
+    if origin is dict and len(args) == 2:
+        return args[1]
+    return None
 
 
 def describe_error(err: ErrorDetails) -> str:
     """One line for one of the problems pydantic found (an item of ``ValidationError.errors()``)."""
     where = ".".join(str(p) for p in err["loc"]) or "record"
     kind = err["type"]
-    if kind in ("extra_forbidden", "unexpected_keyword_argument"):
+    if kind in _UNKNOWN:
         return f"unknown field '{where}'; remove it or check its spelling."
-    if kind in ("missing", "missing_argument"):
+    if kind in _MISSING:
         return f"field '{where}' is required; add it."
     msg = err["msg"].removeprefix("Value error, ")
     return f"field '{where}': {msg}."

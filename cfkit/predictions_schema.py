@@ -132,4 +132,4 @@ def plain_line(line: str, where: str) -> tuple:
     try:
         return values_of(PredictionModel.model_validate(raw))
     except ValidationError as exc:
-        raise PredictionError(f"{where}: {describe_validation(exc)}") from exc
+        raise PredictionError(f"{where}: {describe_validation(exc, PredictionModel)}") from exc

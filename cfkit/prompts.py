@@ -266,14 +266,9 @@ def build_conditions(ws: Workspace, case_ids: Iterable[str] = (), *, subset: str
     templates = load_templates(ws)
     captions: dict[str, Caption] = {}
     if {"neutral", "evidence"} & set(wanted):
-        from cfkit.captions import caption_path, load_caption
+        from cfkit.captions import load_caption, require_captions
 
-        missing = [i for i in ids if not caption_path(ws, i).is_file()]
-        if missing:
-            raise CaptionError(
-                f"{len(missing)} of {len(ids)} selected cases have no caption in {ws.captions_dir} "
-                f"({_short_list(missing)}). Write them or run 'cfkit captions draft'; 'cfkit captions lint' lists them."
-            )
+        require_captions(ws, ids)
         captions = {i: load_caption(ws, i) for i in ids}
     rendered = []
     for case_id in ids:
@@ -286,11 +281,6 @@ def build_conditions(ws: Workspace, case_ids: Iterable[str] = (), *, subset: str
 
 def conditions_jsonl(rendered: list[RenderedCondition], root: Path) -> str:
     return "".join(json.dumps(r.as_record(root), ensure_ascii=False) + "\n" for r in rendered)
-
-
-def _short_list(items: list[str], limit: int = 8) -> str:
-    head = ", ".join(items[:limit])
-    return head + (f", … ({len(items)} in all)" if len(items) > limit else "")
 
 
 @dataclass(frozen=True)

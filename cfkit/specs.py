@@ -155,7 +155,7 @@ def parse_spec(text: str, path: Path) -> Spec:
     try:
         spec = Spec.model_validate(raw)
     except ValidationError as exc:
-        raise SpecError(f"{path}: {describe_validation(exc)}") from exc
+        raise SpecError(f"{path}: {describe_validation(exc, Spec)}") from exc
     if spec.id != path.stem:
         raise SpecError(f"{path}: field 'id' is '{spec.id}' but the file is named {path.name}; make them agree.")
     return spec
@@ -265,7 +265,7 @@ def build_spec(fields: Mapping[str, Any], *, where: str) -> Spec:
     try:
         return Spec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(f"{where}: {describe_validation(exc)}") from exc
+        raise SpecError(f"{where}: {describe_validation(exc, Spec)}") from exc
 
 
 def set_spec_mask(spec_file: SpecFile, mask: str) -> SpecFile:

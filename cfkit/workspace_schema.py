@@ -79,5 +79,5 @@ def checked(raw: Any, where: str, then: str) -> tuple[dict[str, Any], dict[str, 
     try:
         model = ConfigModel.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(f"{where}: {describe_validation(exc)} {then}") from exc
+        raise ConfigError(f"{where}: {describe_validation(exc, ConfigModel)} {then}") from exc
     return model.model_dump(), model.model_dump(mode="json")

@@ -89,9 +89,16 @@ def export_worksheet(store: Store, audit: Audit, annotator: str, fmt: str) -> st
 
 @dataclass(frozen=True)
 class ImportResult:
-    saved: int
+    new: int  # labels of items the annotator had not labelled: saved
+    changed: int  # labels that differ from the annotator's saved ones: saved
+    unchanged: int  # rows that give the saved label again: nothing to save
     blank: int  # rows left out: neither cue nor link filled in
     adjudicated: int = 0  # rows left out: an adjudicated item's label given again unchanged
+
+    @property
+    def saved(self) -> int:
+        """Labels written: the new and the changed ones."""
+        return self.new + self.changed
 
 
 @dataclass(frozen=True)
@@ -223,7 +230,9 @@ def import_worksheet(store: Store, audit: Audit, annotator: str, path: Path, tex
                    audit_labels.labels_by(store, audit.id, annotator),
                    {ref: final for ref, final in finals.items() if final.basis == "resolved"})
     rows, blank, adjudicated = _read(text, path, format_for(path, fmt), audit, known)
-    for row in rows:
+    new = sum(known.own.get(row.item.id) is None for row in rows)
+    unchanged = [row for row in rows if _repeats_own(row, known.own.get(row.item.id))]
+    for row in (r for r in rows if r not in unchanged):  # a label given again is left as it is saved
         fields: dict[str, Any] = {"cue": row.cue, "link": row.link}
         if row.answer_ok is not None:
             fields["answer_ok"] = row.answer_ok
@@ -232,4 +241,4 @@ def import_worksheet(store: Store, audit: Audit, annotator: str, path: Path, tex
         if row.note is not None:
             fields["note"] = row.note
         update_label(store, audit, row.item, annotator, **fields)
-    return ImportResult(len(rows), blank, adjudicated)
+    return ImportResult(new, len(rows) - new - len(unchanged), len(unchanged), blank, adjudicated)

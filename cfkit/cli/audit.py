@@ -281,10 +281,21 @@ def import_(ws, path, name, fmt, audit_ref) -> None:
             result = import_tasks(store, current, check_annotator(name), path, text, fmt)
         else:
             result = import_worksheet(store, current, check_annotator(name), path, text, fmt)
-    err.print(f"{result.saved} label(s) saved for {name}"
+    err.print(_import_summary(result, name)
               + (f"; {result.blank} row(s) without cue and link left out" if result.blank else "")
               + (f"; {result.adjudicated} row(s) of adjudicated items, unchanged, left as they are"
                  if result.adjudicated else "") + ".")
+
+
+def _import_summary(result, name: str) -> str:
+    """``13 label(s) saved for NAME``, ``13 label(s) of NAME unchanged, nothing saved`` or the counts of each."""
+    if not result.saved:
+        return f"{result.unchanged} label(s) of {name} unchanged, nothing saved" if result.unchanged else \
+            f"no label saved for {name}"
+    if not result.unchanged and not result.changed:
+        return f"{result.new} label(s) saved for {name}"
+    return (f"{result.saved} label(s) saved for {name} ({result.new} new, {result.changed} changed); "
+            f"{result.unchanged} unchanged")
 
 
 @audit.command()

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, status
+from cfkit.errors import WeightsError
 
 
 @click.group()
@@ -38,14 +39,23 @@ def list_weights_command(as_json: bool, workspace_dir: str | None) -> None:
     """What cfkit can use here: the LPIPS backbone and the Hugging Face cache's models.
 
     Reads local files only. The LPIPS rows are in cfkit check's search order;
-    it uses the first one that is there.
+    it uses the first one that is there. Exits 1, with the line cfkit check would
+    give, when that file is damaged or not AlexNet's ImageNet backbone (or a
+    backbone named in cfkit.toml or $CFKIT_LPIPS_BACKBONE is missing).
     """
     from cfkit.weights.listing import list_weights
 
     listing = list_weights(_optional_workspace(workspace_dir))
     if as_json:
         print_json(listing.to_dict())
-        return
+    else:
+        _print_listing(listing)
+    stopping = listing.stopping_problem()
+    if stopping:
+        raise WeightsError(stopping)  # the table is shown; the status says cfkit check cannot go on as things are
+
+
+def _print_listing(listing) -> None:
     lpips = Table(title="LPIPS backbone (cfkit check uses the row marked *)", title_justify="left",
                   box=box.SIMPLE_HEAD, pad_edge=False)
     lpips.add_column("")

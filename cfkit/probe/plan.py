@@ -208,6 +208,11 @@ def select_case_ids(ws: Workspace, suite: str, cases: CaseSet, selection: Select
                             "Remove it from the file.")
         keep = set(wanted)
         ids = [c for c in ids if c in keep]
+    if suite == "modality":
+        from cfkit.captions import require_captions
+
+        # Every caption this run reads is there, or one line says how many are not (before anything is sent).
+        require_captions(ws, ids if selection.reviewed_only or selection.limit is None else ids[: selection.limit])
     if selection.reviewed_only and suite == "modality":
         from cfkit.captions import load_caption
 

@@ -237,6 +237,6 @@ def load_study(path: Path | str) -> Study:
     try:
         data = StudyFile.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(f"study file {path}: {describe_validation(exc)} See docs/formats.md, 'Study file'.") from exc
+        raise ConfigError(f"study file {path}: {describe_validation(exc, StudyFile)} See docs/formats.md, 'Study file'.") from exc
     _check(path, data)
     return Study(path, data)

@@ -9,11 +9,16 @@ from typing import TYPE_CHECKING, Any
 
 from cfkit.errors import ConfigError
 from cfkit.weights.locations import hf_hub_cache_dir, weights_dir
-from cfkit.weights.verify import Verification, refusal, verify_backbone
+from cfkit.weights.reading import check_backbone_readable
+from cfkit.weights.verify import Verification, cached_verification, refusal, verify_backbone
 
 if TYPE_CHECKING:
     from cfkit.workspace import Workspace
 
+
+
+#: How the problem of a backbone that failed verification begins.
+REFUSED = "refused: "
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,7 @@ class BackboneEntry:
     used: bool  # the one cfkit check would use
     verification: Verification | None = None
     problem: str | None = None  # why it cannot be used or verified
+    stops_check: bool = False  # cfkit check ends with this problem (the file it uses is damaged or refused)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -60,6 +66,13 @@ class WeightsListing:
     models: list[CachedModel] = field(default_factory=list)
     hf_note: str | None = None  # why the Hugging Face cache could not be read
 
+    def stopping_problem(self) -> str | None:
+        """The line cfkit check would end with over its LPIPS backbone, or None when it would not."""
+        for entry in self.lpips:
+            if entry.stops_check and entry.problem:
+                return entry.problem.removeprefix(REFUSED)
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return {"weights_dir": self.weights_dir, "lpips": [e.to_dict() for e in self.lpips],
                 "hf_cache": self.hf_cache, "hf_note": self.hf_note, "models": [asdict(m) for m in self.models]}
@@ -70,7 +83,7 @@ def list_weights(ws: Workspace | None = None, *, verify: bool = True) -> Weights
 
     Reads local files only; never touches the network.
     """
-    from cfkit.weights.lpips import backbone_candidates
+    from cfkit.weights.lpips import backbone_candidates, damage_fix, missing_named
 
     entries: list[BackboneEntry] = []
     used_found = False
@@ -78,29 +91,44 @@ def list_weights(ws: Workspace | None = None, *, verify: bool = True) -> Weights
         exists = candidate.path.is_file()
         used = exists and not used_found
         if candidate.named and not used_found and not exists:
-            problem = "not found (cfkit check stops here with an error)"
+            problem = missing_named(candidate)
             used_found = True  # a named file that is missing ends the search
-            entries.append(BackboneEntry(candidate.source, str(candidate.path), False, False, None, problem))
+            entries.append(BackboneEntry(candidate.source, str(candidate.path), False, False, None, problem, True))
             continue
         used_found = used_found or used
-        verification, problem = None, None
-        if exists and verify:
-            verification, problem = _verify_for_listing(candidate.path, candidate.source)
-        entries.append(BackboneEntry(candidate.source, str(candidate.path), exists, used, verification, problem))
+        verification, problem, refused = None, None, False
+        if exists:
+            verification, problem, refused = _examine(candidate.path, candidate.source, damage_fix(candidate), verify)
+        entries.append(BackboneEntry(candidate.source, str(candidate.path), exists, used, verification, problem,
+                                     used and refused))
     models, note = _hf_models(hf_hub_cache_dir())
     return WeightsListing(str(weights_dir()), entries, str(hf_hub_cache_dir()), models, note)
 
 
-def _verify_for_listing(path: Path, source: str) -> tuple[Verification | None, str | None]:
+def _examine(path: Path, source: str, fix: str | None, verify: bool) -> tuple[Verification | None, str | None, bool]:
+    """The verification of a backbone file, the problem with it, and whether cfkit check refuses it.
+
+    A damaged file is found by the reading cfkit check does, stopped before torch is
+    imported (:func:`check_backbone_readable`); one already verified unchanged is not read again.
+    """
     import importlib.util
 
+    if cached_verification(path) is None:
+        try:
+            check_backbone_readable(path, source=source, fix=fix)
+        except ConfigError as exc:
+            return None, str(exc), True
+    if not verify:
+        return None, None, False
     if importlib.util.find_spec("lpips") is None or importlib.util.find_spec("torch") is None:
-        return None, "cannot verify: the 'lpips' package (and torch) are not installed"
+        return None, "cannot verify: the 'lpips' package (and torch) are not installed", False
     try:
-        verification = verify_backbone(path, source=source)
+        verification = verify_backbone(path, source=source, fix=fix)
     except ConfigError as exc:
-        return None, str(exc)
-    return verification, None if verification.ok else "refused: " + refusal(verification, path, source)
+        return None, str(exc), True
+    if verification.ok:
+        return verification, None, False
+    return verification, REFUSED + refusal(verification, path, source), True
 
 
 def _hf_models(cache: Path) -> tuple[list[CachedModel], str | None]:

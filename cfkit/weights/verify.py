@@ -136,11 +136,12 @@ def cached_verification(path: Path) -> Verification | None:
     return _VerificationCache().by_stat(path, path.stat())
 
 
-def verify_backbone(path: Path, *, source: str, scorer: Any | None = None) -> Verification:
+def verify_backbone(path: Path, *, source: str, scorer: Any | None = None, fix: str | None = None) -> Verification:
     """Verify a backbone file (cached): a known checksum, else the example-distance fingerprint.
 
     ``scorer`` is an LPIPS scorer already built from this file's features (saves
-    building a second); without it one is built when a fingerprint is needed.
+    building a second); without it one is built when a fingerprint is needed, and ``fix``
+    is the advice for a file that cannot be read (see :func:`read_alexnet_features`).
     Raises :class:`ConfigError` for an unreadable file; a wrong network is a
     :class:`Verification` with ``ok=False``, not an exception.
     """
@@ -155,7 +156,8 @@ def verify_backbone(path: Path, *, source: str, scorer: Any | None = None) -> Ve
             if scorer is None:
                 from cfkit.preserve.scorer import scorer_from_features
 
-                scorer = scorer_from_features(read_alexnet_features(path, source=source), description=str(path))
+                scorer = scorer_from_features(read_alexnet_features(path, source=source, fix=fix),
+                                              description=str(path))
             found = judge_fingerprint(sha256, fingerprint(scorer))
         cache.store(path, stat, found)
     return found

@@ -293,6 +293,31 @@ def test_worksheets_through_the_cli(ws, tmp_path):
     labels = _alice(ws)
     assert len([lab for lab in labels.values() if lab.complete]) == 18
     assert sum(lab.unsure for lab in labels.values()) == 1 and sum(lab.judgement.cue for lab in labels.values()) == 9
+    # The same worksheet again changes nothing and says so; the saved labels (and their times) stay as they are.
+    again = cli(ws, "audit", "import", str(sheet), "--as", "alice")
+    assert "18 label(s) of alice unchanged, nothing saved." in again.stderr, again.stderr
+    assert _alice(ws) == labels
+    # Bob labels five items, then imports his whole sheet with one of the five changed: each count is named.
+    bob_sheet = tmp_path / "bob.csv"
+    cli(ws, "audit", "export", "--as", "bob", "--output", str(bob_sheet))
+    bob_rows = list(csv.DictReader(io.StringIO(bob_sheet.read_text())))
+
+    def write_bob(filled: int, first_cue: str) -> None:
+        for n, row in enumerate(bob_rows):
+            row.update(cue=(first_cue if n == 0 else "yes") if n < filled else "", link="no" if n < filled else "")
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=list(bob_rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(bob_rows)
+        bob_sheet.write_text(out.getvalue())
+
+    write_bob(5, "yes")
+    assert "5 label(s) saved for bob;" in cli(ws, "audit", "import", str(bob_sheet), "--as", "bob").stderr
+    write_bob(18, "no")
+    mixed = cli(ws, "audit", "import", str(bob_sheet), "--as", "bob")
+    assert "14 label(s) saved for bob (13 new, 1 changed); 4 unchanged." in mixed.stderr, mixed.stderr
+    with Store(ws / ".cfkit" / "cfkit.db") as store:
+        assert len(audit_labels.labels_by(store, audits.find_plan(store).id, "bob")) == 18  # one row per item
     result = cli(ws, "audit", "import", str(sheet), "--as", "bob", code=2)  # alice's sheet is not bob's labels
     assert result.stderr.count("\n") == 1 and "exported for another annotator" in result.stderr
     bad = tmp_path / "bad.jsonl"

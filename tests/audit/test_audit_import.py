@@ -82,7 +82,8 @@ def test_another_annotators_labelling_tool_export_is_refused(audit_ws, fmt):
         for item in audit.items:
             update_label(store, audit, item, "alice", cue=True, link=False)
         exported = export_tasks(store, audit, "alice", fmt)  # alice's own labels ride along as her annotation
-        assert import_tasks(store, audit, "alice", Path("alice.json"), exported, fmt).saved == len(audit.items)
+        back = import_tasks(store, audit, "alice", Path("alice.json"), exported, fmt)
+        assert (back.unchanged, back.saved) == (len(audit.items), 0)  # her own labels, back as they were
         with pytest.raises(LabelError, match=r"alice\.json:\d+: .* in bob's order.*exported for another annotator"):
             import_tasks(store, audit, "bob", Path("alice.json"), exported, fmt)
         assert audit_labels.labels_by(store, audit.id, "bob") == {}
@@ -99,9 +100,9 @@ def test_a_worksheet_imported_again_after_adjudication_keeps_the_resolution_and_
         sheet = export_worksheet(store, audit, "alice", "csv")
         rows = list(csv.DictReader(io.StringIO(sheet)))
 
-        # Exported and imported back unchanged: every other row saved, the adjudicated one left as it is.
+        # Exported and imported back unchanged: every other row unchanged, the adjudicated one left as it is.
         result = import_worksheet(store, audit, "alice", Path("alice.csv"), sheet)
-        assert (result.saved, result.blank, result.adjudicated) == (len(audit.items) - 1, 0, 1)
+        assert (result.saved, result.unchanged, result.blank, result.adjudicated) == (0, len(audit.items) - 1, 0, 1)
 
         # A change to another row and to the adjudicated item's row: refused at the adjudicated row's line,
         # and the other change is not saved either.

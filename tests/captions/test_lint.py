@@ -183,6 +183,36 @@ def test_cli_lint_fails_on_a_leaky_copy_naming_the_file(cws, tmp_path):
                                  "message": "leave the judgment to the model; describe only what is visible."}]
 
 
+CAPTION_FIELDS = {"neutral": "A wave over boats.", "evidence": "The wave curls left.", "author": "human",
+                  "reviewed": True, "identity_terms": ["Hokusai"], "allow_terms": ["wave"]}
+
+
+@pytest.mark.parametrize("field", sorted(CAPTION_FIELDS))
+@pytest.mark.parametrize("wrong", [str.capitalize, str.upper, lambda name: name[:-1]],
+                         ids=["capitalised", "upper-case", "misspelt"])
+def test_cli_lint_names_a_key_in_the_wrong_case_or_misspelt_with_the_field_meant(cws, field, wrong):
+    import yaml
+
+    key = wrong(field)
+    text = yaml.safe_dump({key if name == field else name: value for name, value in CAPTION_FIELDS.items()})
+    (cws / "captions" / "T001.yaml").write_text(text)
+    result = run_cli(["-w", str(cws), "captions", "lint", "T001"])
+    assert result.exit_code == 1
+    line = next(line for line in result.stdout.splitlines() if "T001.yaml" in line)
+    assert f"unknown field '{key}' (did you mean '{field}'?)" in line, line
+    assert "is required" not in line  # the missing field is explained by the key, not reported apart
+
+
+def test_cli_lint_names_every_unknown_key_and_a_missing_field_no_key_was_meant_for(cws):
+    (cws / "captions" / "T001.yaml").write_text("Neutral: A wave.\nEvidnce: It curls.\n")
+    line = run_cli(["-w", str(cws), "captions", "lint", "T001"]).stdout
+    assert ("unknown fields 'Neutral' (did you mean 'neutral'?) and 'Evidnce' (did you mean 'evidence'?); "
+            "rename them.") in line
+    (cws / "captions" / "T001.yaml").write_text("description: A wave.\n")
+    line = run_cli(["-w", str(cws), "captions", "lint", "T001"]).stdout
+    assert "unknown field 'description'; rename it or remove it; field 'neutral' is required, add it." in line
+
+
 def test_cli_lint_unknown_case_is_bad_input(cws):
     result = run_cli(["-w", str(cws), "captions", "lint", "NOPE"])
     assert result.exit_code == 2

@@ -40,6 +40,14 @@ def unknown_field(ws):
     (ws / SPEC).write_text((ws / SPEC).read_text() + "colour_mood: warm\n")
 
 
+def key_in_the_wrong_case(ws):
+    _replace(ws, SPEC, "case:", "Case:")
+
+
+def nested_key_misspelt(ws):
+    _replace(ws, SPEC, "labels: {original:", "labels: {orignal:")
+
+
 def unknown_case(ws):
     _replace(ws, SPEC, "case: T001", "case: T999")
 
@@ -103,6 +111,8 @@ def unknown_config_key(ws):
 CASES = [
     (malformed_yaml, "TX01.yaml:", "not valid YAML"),
     (unknown_field, "TX01.yaml:", "unknown field 'colour_mood'"),
+    (key_in_the_wrong_case, "TX01.yaml:", "unknown field 'Case' (did you mean 'case'?); rename it."),
+    (nested_key_misspelt, "TX01.yaml:", "unknown field 'labels.orignal' (did you mean 'original'?)"),
     (unknown_case, "TX01.yaml:", "'T999' is not in"),
     (missing_image, "T001.png", "not found"),
     (corrupt_image, "T001.png", "not a readable image"),

@@ -305,6 +305,26 @@ def test_two_processes_on_one_store_do_not_corrupt_it(tmp_path):
     assert counts == {"openai": 40, "baseline": 40}
 
 
+@pytest.mark.parametrize("missing, named", [(3, "M002, M003, M004"), (7, "M002, M003, M004, M005, M006, …")])
+def test_modality_with_captions_missing_says_how_many_and_which_in_one_line_and_sends_nothing(tmp_path, missing,
+                                                                                              named):
+    ws = many_cases(tmp_path / "ws", 8)
+    ids = [f"M{i:03d}" for i in range(1, 9)]
+    add_modality(ws, ids)
+    for case_id in ids[1: 1 + missing]:
+        (ws / "captions" / f"{case_id}.yaml").unlink()
+    with ChatServer(scripted_answer) as server:
+        result = openai_run(ws, server.url, "modality")
+        assert result.exit_code == 2 and server.count == 0
+        [line] = result.stderr.strip().splitlines()
+        assert f"{missing} of 8 selected cases have no caption" in line and f"({named}" in line, line
+        assert "cfkit captions draft --model KIND:NAME" in line and "cfkit captions lint" in line
+        assert ("M002 M003 M004'" in line) == (missing == 3)  # the draft command names them all when it can
+        assert table_rows(ws, "replies") == [] and table_rows(ws, "runs") == []
+        # Only the captions the run reads count: the first case alone has its caption.
+        assert openai_run(ws, server.url, "modality", "--limit", "1").exit_code == 0
+
+
 def test_replay_of_an_exported_run_reproduces_its_report(tiny_ws, tmp_path):
     add_modality(tiny_ws)
 

