@@ -162,7 +162,7 @@ class Workspace:
         records: list = []
         if self._ws.db_path.is_file():
             from cfkit.store import open_store
-            from cfkit.store.liveness import statuses
+            from cfkit.store.leases import statuses
             from cfkit.store.runs import list_runs
 
             with open_store(self._ws.db_path) as store:

@@ -33,7 +33,7 @@ def list_(ws, as_json: bool) -> None:
         records = []  # listing must not create a store
     else:
         from cfkit.store import open_store
-        from cfkit.store.liveness import statuses
+        from cfkit.store.leases import statuses
         from cfkit.store.runs import list_runs
 
         with open_store(ws.db_path) as store:
@@ -45,7 +45,7 @@ def list_(ws, as_json: bool) -> None:
     if not records:
         status(f"no runs in {ws.root} yet; start one with 'cfkit probe run'.")
         return
-    from cfkit.store.liveness import GONE, RESUME
+    from cfkit.store.leases import GONE, RESUME
 
     if any(text == GONE for text in shown.values()):
         status(f"a run shown as {GONE} was stopped before it could record how it ended; {RESUME}.")
@@ -110,7 +110,7 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     from cfkit.cli.probe_replies import stored_trouble
     from cfkit.store import batches, open_store
     from cfkit.servers import servers_of
-    from cfkit.store.liveness import sending_of
+    from cfkit.store.leases import sending_of
     from cfkit.store.runs import find_run, servers, unanswered
 
     with open_store(ws.db_path) as store:
@@ -167,7 +167,7 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     if record.notes.get("stopped"):
         rows.append(("stopped", record.notes["stopped"]))
     if sending is not None:
-        from cfkit.store.liveness import RESUME
+        from cfkit.store.leases import RESUME
 
         rows.append(("sent by", sending.who() + ("" if sending.live else f"; {RESUME}")))
     for b in sent_in:
@@ -261,9 +261,9 @@ def export(ws, run_ref: str, fmt: str, output: str | None, force: bool) -> None:
     record = result.run
     if not record.complete:
         shown = record.status
-        if shown == "running":  # who sends it, or that its process is gone (cfkit.store.liveness)
+        if shown == "running":  # who sends it, or that its process is gone (cfkit.store.leases)
             from cfkit.store import open_store
-            from cfkit.store.liveness import statuses
+            from cfkit.store.leases import statuses
             with open_store(ws.db_path) as store:
                 shown = statuses(store, [record])[record.id]
         warn(f"run {record.id} is {shown} ({record.n_done}/{record.n_requests} replies, "

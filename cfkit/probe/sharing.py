@@ -24,8 +24,8 @@ from collections import deque
 from collections.abc import Callable
 
 from cfkit.probe.plan import ProbeItem
-from cfkit.store import Store, leases, liveness, runs
-from cfkit.store.liveness import owner_id as owner_id
+from cfkit.store import Store, leases, runs
+from cfkit.store.leases import owner_id as owner_id
 from cfkit.store.leases import Lease
 
 #: Seconds a lease lasts without renewal; renewed every third of it while its process runs.
@@ -37,8 +37,8 @@ CLAIM = 2
 
 
 def owner_alive(owner: str) -> bool:
-    """False only when ``owner`` was a process on this machine that no longer runs (:mod:`cfkit.store.liveness`)."""
-    return liveness.owner_alive(owner) is not False
+    """False only when ``owner`` was a process on this machine that no longer runs (:mod:`cfkit.store.leases`)."""
+    return leases.owner_alive(owner) is not False
 
 
 def _takeable(lease: Lease | None, owner: str, at: float) -> bool:
@@ -136,7 +136,7 @@ class SharedQueue:
 
 def announce(store: Store, run_id: str, owner: str) -> None:
     """Say that ``owner`` sends the run (the :data:`SENDING` lease), from the moment it opens the run: the views
-    tell a run being sent from one whose sender is gone by it (:mod:`cfkit.store.liveness`)."""
+    tell a run being sent from one whose sender is gone by it (:mod:`cfkit.store.leases`)."""
     with store.transaction() as tx:
         leases.take(tx, run_id, [(SENDING, owner, SENDING)], owner, time.time() + LEASE_S)
 

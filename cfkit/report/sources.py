@@ -68,7 +68,7 @@ class RunInfo:
 
     @classmethod
     def of(cls, record: RunRecord, status: str | None = None) -> "RunInfo":
-        """``status``: the run's status as shown (:func:`cfkit.store.liveness.statuses`), else the stored one."""
+        """``status``: the run's status as shown (:func:`cfkit.store.leases.statuses`), else the stored one."""
         skipped = tuple((s.get("pair_id", ""), s.get("reason", "")) for s in record.notes.get("skipped") or ()
                         if isinstance(s, dict))
         source = (record.imported or {}).get("from")
@@ -383,7 +383,7 @@ def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, o
     runs set aside (:func:`choose_runs`)."""
     from cfkit.store import runs
 
-    from cfkit.store.liveness import statuses
+    from cfkit.store.leases import statuses
 
     chosen, aside = choose_runs(store, refs, mixed=mixed, only_named=only_named)
     shown = statuses(store, chosen)  # a run marked running whose process is gone is said to be interrupted

@@ -6,7 +6,7 @@ then its plan and the run id the plan implies. Its state is then
 ``done``         every planned request has a stored reply (the detail says when the run is complete but
                  not clean: replies cut off at the token limit, most of them empty, or from servers that said
                  they were different models, as ``study run`` says)
-``running``      a process sends it now (:mod:`cfkit.store.liveness`; the detail says which, or which host
+``running``      a process sends it now (:mod:`cfkit.store.leases`; the detail says which, or which host
                  where it cannot be checked from here)
 ``incomplete``   started, some requests without a reply (interrupted, killed: "interrupted (its process is
                  gone)", failed requests)
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from cfkit.errors import CfkitError
 from cfkit.probe import RunSummary
-from cfkit.store import Store, liveness, runs
+from cfkit.store import Store, leases, runs
 from cfkit.study.file import Study
 from cfkit.study.jobs import StudyRun, prepare, study_runs
 from cfkit.workspace import Workspace
@@ -91,15 +91,15 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
     if record.complete:  # (so no transport failure among its replies: each is one that came back)
         _, cut, empty = runs.count_unanswered(store, run_id)
         return _row(run, "done", record, _not_clean(store, run_id, cut, empty, record.n_done))
-    sending = liveness.sending_of(store, [run_id])[run_id] if record.status == "running" else None
-    if sending is not None and sending.live:  # another process sends it now (cfkit.store.liveness)
+    sending = leases.sending_of(store, [run_id])[run_id] if record.status == "running" else None
+    if sending is not None and sending.live:  # another process sends it now (cfkit.store.leases)
         return _row(run, "running", record, f"sent by {sending.who()}")
     if record.status == "failed":
         return _row(run, "failed", record, record.error)
     if record.status == "waiting":
         return _row(run, "waiting", record, f"batches in flight; 'cfkit probe collect {record.id}'")
     # Why it stopped, as the run recorded it ('study run' points here for it): a server gone, requests that failed.
-    why = liveness.GONE if sending is not None else record.notes.get("stopped")
+    why = leases.GONE if sending is not None else record.notes.get("stopped")
     if why is None and record.n_errors:  # each failed on its own: what the server said to the first
         said = next((detail for *_, detail, _, _ in runs.reply_states(store, record.id) if detail), None)
         why = f"{record.n_errors} request(s) failed" + (f"; the first: {said}" if said else "")

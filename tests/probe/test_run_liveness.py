@@ -1,4 +1,4 @@
-"""A run the store marks running is shown by whether its sender lives: one rule (cfkit.store.liveness) for
+"""A run the store marks running is shown by whether its sender lives: one rule (cfkit.store.leases) for
 'runs list', 'runs show', 'study status' and the report, with real processes killed and alive."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cfkit.store import Store, leases, liveness
+from cfkit.store import Store, leases
 from support.chat_api_server import ChatServer
 from support.probe_runs import _cli_process, many_cases, scripted_answer
 from support.store_sql import table_rows
@@ -138,17 +138,17 @@ def _lease(ws: Path, run_id: str, owner: str, expires_in: float) -> dict:
     with Store(ws / ".cfkit" / "cfkit.db") as store:
         with store.transaction() as tx:
             leases.take(tx, run_id, [("*sending*", owner, "*sending*")], owner, time.time() + expires_in)
-        return liveness.sending_of(store, [run_id])[run_id]
+        return leases.sending_of(store, [run_id])[run_id]
 
 
 def test_a_reused_process_id_is_not_taken_for_the_sender(tmp_path):
     ws, run_id = _store_with_a_run(tmp_path)
     here = socket.gethostname()
     pid = os.getpid()  # a process that exists, but started at another time than the owner says
-    assert liveness.process_started(pid) is not None  # (Linux: /proc tells when a process started)
+    assert leases.process_started(pid) is not None  # (Linux: /proc tells when a process started)
     reused = _lease(ws, run_id, f"{here}:{pid}:1:ab12cd34", expires_in=60)
     assert not reused.live and reused.shown() == GONE
-    this = liveness.owner_id()
+    this = leases.owner_id()
     assert _lease(ws, run_id, this, expires_in=-60).shown() == "running"  # alive, even past its lease
 
 
