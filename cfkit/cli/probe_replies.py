@@ -1,5 +1,6 @@
 """The lines a run ends with on its replies that are not answers: cut off at the token limit, mostly empty, no
-option read, or from servers that named different models.
+option read, or from servers that named different models; and a note when every reply named one model plainly
+not the one asked (:mod:`cfkit.servers`).
 
 ``probe run``, ``probe collect`` and ``study run`` end with them; ``runs show`` and ``runs import`` say the
 same line. A run whose replies were read from a file made elsewhere (a replay, an imported run) is told so: its
@@ -26,7 +27,7 @@ def reply_lines(ws, summary) -> tuple[list[str], list[str]]:
     command that shows them; several server builds), and those that make the run not clean, so that the command
     exits 1 (replies cut off or mostly empty; replies from servers that named different models: cfkit.servers)."""
     from cfkit.parse.trouble import not_clean, reply_trouble
-    from cfkit.servers import servers_of
+    from cfkit.servers import asked_name, servers_of
 
     from cfkit.store import open_store
     from cfkit.store.runs import get_run, servers
@@ -39,7 +40,7 @@ def reply_lines(ws, summary) -> tuple[list[str], list[str]]:
     what = f"{summary.model} {summary.suite}"
     line = reply_trouble(what, replies, summary.invalid, summary.empty, summary.truncated, summary.max_tokens, command,
                          replayed=run is not None and run.replayed)
-    said, failing = answered_by.lines(what, summary.run_id), []
+    said, failing = answered_by.lines(what, summary.run_id, asked_name(summary.model)), []
     if answered_by.mixed_models:
         failing.append(said.pop(0))
     if line is not None:

@@ -102,7 +102,7 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
 
     from cfkit.cli.probe_replies import stored_trouble
     from cfkit.store import batches, open_store
-    from cfkit.servers import servers_of
+    from cfkit.servers import asked_name, servers_of
     from cfkit.store.runs import find_run, servers, unanswered
 
     with open_store(ws.db_path) as store:
@@ -119,7 +119,8 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     if as_json:
         print_json({"run": asdict(record), "conditions": [asdict(c) for c in counts], "failures": failures,
                     "not_sent": not_sent, "batches": sent_in,
-                    "servers": {"models": answered_by.models, "builds": answered_by.builds}})
+                    "servers": {"models": answered_by.models, "builds": answered_by.builds,
+                                "other_than_asked": answered_by.other_than(asked_name(record.model))}})
         return
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold cyan", no_wrap=True)
@@ -171,8 +172,10 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     out.print(table)
     if trouble is not None:
         out.print(f"[yellow]replies[/] {escape(trouble)}")
-    for line in answered_by.lines(f"{record.model} {record.suite}", record.id):
-        out.print(f"[red]servers[/] {escape(line)}")
+    said = answered_by.lines(f"{record.model} {record.suite}", record.id, asked_name(record.model))
+    noted = answered_by.other_than(asked_name(record.model)) is not None  # the last line, a note: in yellow
+    for i, line in enumerate(said):
+        out.print(f"[{'yellow' if noted and i == len(said) - 1 else 'red'}]servers[/] {escape(line)}")
     if not_sent:
         out.print(f"[red]not sent[/] {not_sent} planned request(s) have no reply at all "
                   f"({escape(record.notes.get('stopped') or 'the run stopped before sending them')}).")
