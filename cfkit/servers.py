@@ -37,9 +37,10 @@ NAMED = 4
 _SNAPSHOT = re.compile(r"(?:[-_@:](?:latest|\d{4}-\d{2}-\d{2}|\d{8}|\d{4}))+$")
 
 
-def asked_name(model: str) -> str:
-    """The model name a run asked its servers for: ``'openai:gpt-4o'`` -> ``'gpt-4o'``."""
-    return model.partition(":")[2] or model
+def asked_name(model: str, replayed: bool = False) -> str | None:
+    """The model name a run asked its servers for: ``'openai:gpt-4o'`` -> ``'gpt-4o'``; None for a run whose
+    replies were read from a file made elsewhere (a replay, an import: its model may be a label given then)."""
+    return None if replayed else model.partition(":")[2] or model
 
 
 def _last(name: str) -> str:

@@ -40,7 +40,7 @@ def reply_lines(ws, summary) -> tuple[list[str], list[str]]:
     what = f"{summary.model} {summary.suite}"
     line = reply_trouble(what, replies, summary.invalid, summary.empty, summary.truncated, summary.max_tokens, command,
                          replayed=run is not None and run.replayed)
-    said, failing = answered_by.lines(what, summary.run_id, asked_name(summary.model)), []
+    said, failing = answered_by.lines(what, summary.run_id, asked_name(summary.model, run is not None and run.replayed)), []
     if answered_by.mixed_models:
         failing.append(said.pop(0))
     if line is not None:

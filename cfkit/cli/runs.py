@@ -120,7 +120,7 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
         print_json({"run": asdict(record), "conditions": [asdict(c) for c in counts], "failures": failures,
                     "not_sent": not_sent, "batches": sent_in,
                     "servers": {"models": answered_by.models, "builds": answered_by.builds,
-                                "other_than_asked": answered_by.other_than(asked_name(record.model))}})
+                                "other_than_asked": answered_by.other_than(asked_name(record.model, record.replayed))}})
         return
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold cyan", no_wrap=True)
@@ -172,8 +172,9 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     out.print(table)
     if trouble is not None:
         out.print(f"[yellow]replies[/] {escape(trouble)}")
-    said = answered_by.lines(f"{record.model} {record.suite}", record.id, asked_name(record.model))
-    noted = answered_by.other_than(asked_name(record.model)) is not None  # the last line, a note: in yellow
+    asked = asked_name(record.model, record.replayed)
+    said = answered_by.lines(f"{record.model} {record.suite}", record.id, asked)
+    noted = answered_by.other_than(asked) is not None  # the last line, a note: in yellow
     for i, line in enumerate(said):
         out.print(f"[{'yellow' if noted and i == len(said) - 1 else 'red'}]servers[/] {escape(line)}")
     if not_sent:

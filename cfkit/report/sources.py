@@ -226,9 +226,10 @@ class Sources:
                 seen[key] = seen.get(key, 0) + 1
         notes = []
         for model, seen in by_model.items():
-            runs = [r.id for (m, _), r in self.runs.items() if m == model]
-            notes += servers_of((*k, n) for k, n in seen.items()).lines(model, runs[0] if len(runs) == 1 else None,
-                                                                         asked_name(model))
+            runs = [r for (m, _), r in self.runs.items() if m == model]
+            asked = asked_name(model, not runs or any(r.replayed for r in runs))  # a label may not be what was asked
+            notes += servers_of((*k, n) for k, n in seen.items()).lines(model, runs[0].id if len(runs) == 1 else None,
+                                                                         asked)
         return notes
 
     def stale(self, p: Prediction) -> str | None:

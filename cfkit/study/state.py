@@ -131,7 +131,7 @@ def _done_detail(store: Store, record, truncated: int, empty: int) -> str | None
     from cfkit.servers import asked_name, servers_of
 
     answered_by = servers_of(runs.servers(store, record.id))
-    asked = asked_name(record.model)
+    asked = asked_name(record.model, record.replayed)
     other = answered_by.other_than(asked)
     said = [_not_clean(answered_by, truncated, empty, record.n_done),
             other and f"every reply named model '{other}', not '{asked}' as asked: check --base-url and what the "

@@ -99,7 +99,7 @@ class ViewData:
         from cfkit.store.runs import servers
 
         with open_store(self.ws.db_path) as store:
-            said = {r.id: servers_of(servers(store, r.id)).lines(f"{r.model} {r.suite}", r.id, asked_name(r.model))
+            said = {r.id: servers_of(servers(store, r.id)).lines(f"{r.model} {r.suite}", r.id, asked_name(r.model, r.replayed))
                     for r in self.runs}
         return {run_id: lines for run_id, lines in said.items() if lines}
 

@@ -86,3 +86,23 @@ def test_a_server_naming_the_model_asked_otherwise_says_nothing(ws, asked, named
     assert json.loads(run_cli(["-w", str(ws), "runs", "show", run_id, "--json"]).stdout)["servers"] == {
         "models": {named: N}, "builds": {}, "other_than_asked": None}
     assert not [n for n in reported_notes(ws) if "as asked" in n]
+
+
+def test_a_run_read_from_a_file_under_a_label_says_nothing_of_the_name(ws, tmp_path):
+    # An import's model is the label given then, not the name its servers were asked for.
+    with ChatServer(answering_as("gpt-4o-2024-08-06")) as chat:
+        asked = json.loads(asked_of(ws, chat.url, "gpt-4o").stdout)["run_id"]
+    export = tmp_path / "run.jsonl"
+    assert run_cli(["-w", str(ws), "runs", "export", asked, "--format", "jsonl", "--output", str(export)]
+                   ).exit_code == 0
+    assert run_cli(["-w", str(ws), "runs", "rm", asked]).exit_code == 0
+    for spec in (ws / "interventions").glob("*.yaml"):  # of the cases many_cases replaced
+        spec.unlink()
+    imported = run_cli(["-w", str(ws), "runs", "import", str(export), "--label", "ours"])
+    assert imported.exit_code == 0, imported.stderr
+    assert "as asked" not in imported.stderr
+    (run_id,) = [r["id"] for r in json.loads(run_cli(["-w", str(ws), "runs", "list", "--json"]).stdout)]
+    shown = json.loads(run_cli(["-w", str(ws), "runs", "show", run_id, "--json"]).stdout)["servers"]
+    assert shown["models"] == {"gpt-4o-2024-08-06": N} and shown["other_than_asked"] is None
+    assert "as asked" not in run_cli(["-w", str(ws), "runs", "show", run_id]).stdout
+    assert not [n for n in reported_notes(ws) if "as asked" in n]
