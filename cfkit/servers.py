@@ -10,10 +10,20 @@ more than one model id are not one model's answers: ``probe run`` and ``study
 run`` say so and exit 1, ``study status`` and ``runs show`` say so, and the
 report adds a note. Several builds of one model are said, not refused (a
 provider's fingerprint may change within a run).
+
+A server can also answer every request as one model that is not the one asked
+(it ignores the name and serves whatever it loaded). Names are not compared
+strictly: providers answer dated snapshots of an alias, servers answer the path
+they loaded the weights from. :func:`plainly_other` is the conservative rule;
+when every reply named one model that is plainly not the one asked, the same
+commands and the report say so in a note. It is a note, not a failure: an
+alias a proxy maps to a deployment of another name is legitimate and reads the
+same.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -21,6 +31,31 @@ from cfkit.plural import plural
 
 #: Model ids and builds named in a line (the rest are counted).
 NAMED = 4
+
+#: What ends a name that stands for a newer or dated snapshot: '-latest', a date ('-2024-08-06', '-20241022',
+#: '@20241022') or a month and year ('-2411', '-0125'), one or several.
+_SNAPSHOT = re.compile(r"(?:[-_@:](?:latest|\d{4}-\d{2}-\d{2}|\d{8}|\d{4}))+$")
+
+
+def asked_name(model: str, replayed: bool = False) -> str | None:
+    """The model name a run asked its servers for: ``'openai:gpt-4o'`` -> ``'gpt-4o'``; None for a run whose
+    replies were read from a file made elsewhere (a replay, an import: its model may be a label given then)."""
+    return None if replayed else model.partition(":")[2] or model
+
+
+def _last(name: str) -> str:
+    return name.strip().rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def plainly_other(asked: str, named: str) -> bool:
+    """Whether a reply naming model ``named`` is plainly not from model ``asked``. Both are lower-cased and cut to
+    their last path component (a server may answer the path it loaded the weights from); they are the same model
+    when either starts with the other (a dated snapshot of an alias, an alias of a snapshot) or when ``asked``
+    without a trailing '-latest' or date (:data:`_SNAPSHOT`) starts ``named``."""
+    a, n = _last(asked), _last(named)
+    if not a or not n or a.startswith(n) or n.startswith(a):
+        return False
+    return not n.startswith(_SNAPSHOT.sub("", a))
 
 
 @dataclass(frozen=True)
@@ -39,6 +74,14 @@ class Servers:
     def mixed_builds(self) -> bool:
         return len(self.builds) > 1
 
+    def other_than(self, asked: str | None) -> str | None:
+        """The one model id every reply named, when it is plainly not ``asked`` (:func:`plainly_other`); else
+        None (no name asked or reported, or several reported: :attr:`mixed_models` says those)."""
+        if not asked or len(self.models) != 1:
+            return None
+        (named,) = self.models
+        return named if plainly_other(asked, named) else None
+
     def models_phrase(self) -> str:
         """``'a' (5 replies, from URL), 'b' (2 replies, from URL)``: each model id, most replies first."""
         parts = []
@@ -51,9 +94,10 @@ class Servers:
         parts = [f"{build} ({n})" for build, n in _most_first(self.builds)[:NAMED]]
         return ", ".join(parts) + (f" and {len(self.builds) - NAMED} more" if len(self.builds) > NAMED else "")
 
-    def lines(self, what: str, run_id: str | None = None) -> list[str]:
+    def lines(self, what: str, run_id: str | None = None, asked: str | None = None) -> list[str]:
         """What to say of ``what`` (a model and suite, or a model's report row): a line when its replies came
-        from several model ids (what, from where, how to see each reply's), one when from several builds."""
+        from several model ids (what, from where, how to see each reply's), one when from several builds, and a
+        note when every reply named one model plainly not ``asked`` (the name sent: :func:`asked_name`)."""
         see = f"'cfkit runs export {run_id} --format csv' shows each reply's server_model and endpoint" \
             if run_id else "'cfkit runs export RUN --format csv' shows each reply's server_model and endpoint"
         out = []
@@ -65,6 +109,11 @@ class Servers:
         if self.mixed_builds:
             out.append(f"{what}: the replies came from {len(self.builds)} server builds (system_fingerprint "
                        f"{self.builds_phrase()}); answers may differ between builds.")
+        other = self.other_than(asked)
+        if other is not None:
+            whose = f"run {run_id}" if run_id else "its runs"
+            out.append(f"{what}: every reply of {whose} named model '{other}', not '{asked}' as asked, so the "
+                       f"answers may be another model's: check --base-url and what the server loaded.")
         return out
 
 

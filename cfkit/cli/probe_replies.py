@@ -1,5 +1,6 @@
 """The lines a run ends with on its replies that are not answers: cut off at the token limit, mostly empty, no
-option read, or from servers that named different models.
+option read, or from servers that named different models; and a note when every reply named one model plainly
+not the one asked (:mod:`cfkit.servers`).
 
 ``probe run``, ``probe collect`` and ``study run`` end with them; ``runs show`` and ``runs import`` say the
 same line. A run whose replies were read from a file made elsewhere (a replay, an imported run) is told so: its
@@ -8,7 +9,9 @@ replies were cut off when they were made, so only a new file mends them (:func:`
 
 from __future__ import annotations
 
-__all__ = ["replayed", "reply_lines", "stored_trouble"]
+from dataclasses import dataclass
+
+__all__ = ["ConditionCounts", "breakdown", "replayed", "reply_lines", "stored_trouble"]
 
 
 def replayed(ws, run_id: str) -> bool:
@@ -26,7 +29,7 @@ def reply_lines(ws, summary) -> tuple[list[str], list[str]]:
     command that shows them; several server builds), and those that make the run not clean, so that the command
     exits 1 (replies cut off or mostly empty; replies from servers that named different models: cfkit.servers)."""
     from cfkit.parse.trouble import not_clean, reply_trouble
-    from cfkit.servers import servers_of
+    from cfkit.servers import asked_name, servers_of
 
     from cfkit.store import open_store
     from cfkit.store.runs import get_run, servers
@@ -39,7 +42,7 @@ def reply_lines(ws, summary) -> tuple[list[str], list[str]]:
     what = f"{summary.model} {summary.suite}"
     line = reply_trouble(what, replies, summary.invalid, summary.empty, summary.truncated, summary.max_tokens, command,
                          replayed=run is not None and run.replayed)
-    said, failing = answered_by.lines(what, summary.run_id), []
+    said, failing = answered_by.lines(what, summary.run_id, asked_name(summary.model, run is not None and run.replayed)), []
     if answered_by.mixed_models:
         failing.append(said.pop(0))
     if line is not None:
@@ -58,3 +61,37 @@ def stored_trouble(ws, store, record) -> str | None:
     return reply_trouble(f"{record.model} {record.suite}", record.n_done, invalid, empty, truncated,
                          (record.settings.get("generation") or {}).get("max_tokens"), command,
                          replayed=record.replayed)
+
+
+@dataclass(frozen=True)
+class ConditionCounts:
+    """Replies of one condition of a run."""
+
+    condition: str
+    replies: int
+    answered: int
+    invalid: int  # no valid answer read (parse errors, refusals)
+    transport: int  # no reply yet
+    answers: dict[str, int]  # option id -> count
+    truncated: int = 0  # replies that stopped at the token limit
+
+
+def breakdown(store, run_id: str) -> list[ConditionCounts]:
+    """Per condition: how many replies, answered, invalid, failed, and the answer distribution."""
+    from collections import Counter
+
+    from cfkit.store.runs import replies
+    from cfkit.vocabulary import condition_rank
+
+    by_condition: dict[str, list] = {}
+    for r in replies(store, run_id):
+        by_condition.setdefault(r.condition, []).append(r)
+    result = []
+    for condition in sorted(by_condition, key=condition_rank):
+        group = by_condition[condition]
+        answers = Counter(r.answer for r in group if r.answer is not None)
+        result.append(ConditionCounts(
+            condition, len(group), sum(answers.values()),
+            sum(r.answer is None and r.error != "transport" for r in group), sum(r.error == "transport" for r in group),
+            dict(sorted(answers.items())), sum(r.truncated for r in group)))
+    return result

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import click
 from rich.markup import escape
@@ -107,9 +106,9 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
 
     from rich.table import Table
 
-    from cfkit.cli.probe_replies import stored_trouble
+    from cfkit.cli.probe_replies import breakdown, stored_trouble
     from cfkit.store import batches, open_store
-    from cfkit.servers import servers_of
+    from cfkit.servers import asked_name, servers_of
     from cfkit.store.leases import sending_of
     from cfkit.store.runs import find_run, servers, unanswered
 
@@ -129,7 +128,8 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
         print_json({"run": asdict(record), "shown_status": sending.shown() if sending else record.status,
                     "conditions": [asdict(c) for c in counts], "failures": failures,
                     "not_sent": not_sent, "batches": sent_in,
-                    "servers": {"models": answered_by.models, "builds": answered_by.builds}})
+                    "servers": {"models": answered_by.models, "builds": answered_by.builds,
+                                "other_than_asked": answered_by.other_than(asked_name(record.model, record.replayed))}})
         return
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold cyan", no_wrap=True)
@@ -186,8 +186,11 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     out.print(table)
     if trouble is not None:
         out.print(f"[yellow]replies[/] {escape(trouble)}")
-    for line in answered_by.lines(f"{record.model} {record.suite}", record.id):
-        out.print(f"[red]servers[/] {escape(line)}")
+    asked = asked_name(record.model, record.replayed)
+    said = answered_by.lines(f"{record.model} {record.suite}", record.id, asked)
+    noted = answered_by.other_than(asked) is not None  # the last line, a note: in yellow
+    for i, line in enumerate(said):
+        out.print(f"[{'yellow' if noted and i == len(said) - 1 else 'red'}]servers[/] {escape(line)}")
     if not_sent and sending is not None and sending.live:
         out.print(f"[yellow]not sent yet[/] {not_sent} planned request(s) have no reply yet; {escape(sending.who())} "
                   "is sending the run.")
@@ -413,37 +416,3 @@ def unparsed(ws, run_ref: str, as_json: bool) -> None:
         text = r.raw or ""
         more = f"\n  … ({len(text) - TEXT_SHOWN:,} more characters; --json shows all)" if len(text) > TEXT_SHOWN else ""
         out.print("  " + escape(text[:TEXT_SHOWN]).replace("\n", "\n  ") + more)
-
-
-@dataclass(frozen=True)
-class ConditionCounts:
-    """Replies of one condition of a run."""
-
-    condition: str
-    replies: int
-    answered: int
-    invalid: int  # no valid answer read (parse errors, refusals)
-    transport: int  # no reply yet
-    answers: dict[str, int]  # option id -> count
-    truncated: int = 0  # replies that stopped at the token limit
-
-
-def breakdown(store, run_id: str) -> list[ConditionCounts]:
-    """Per condition: how many replies, answered, invalid, failed, and the answer distribution."""
-    from collections import Counter
-
-    from cfkit.store.runs import replies
-    from cfkit.vocabulary import condition_rank
-
-    by_condition: dict[str, list] = {}
-    for r in replies(store, run_id):
-        by_condition.setdefault(r.condition, []).append(r)
-    result = []
-    for condition in sorted(by_condition, key=condition_rank):
-        group = by_condition[condition]
-        answers = Counter(r.answer for r in group if r.answer is not None)
-        result.append(ConditionCounts(
-            condition, len(group), sum(answers.values()),
-            sum(r.answer is None and r.error != "transport" for r in group), sum(r.error == "transport" for r in group),
-            dict(sorted(answers.items())), sum(r.truncated for r in group)))
-    return result

@@ -185,7 +185,8 @@ def status_(ws, file: Path, as_json: bool) -> None:
 
     A done run whose replies were cut off at the token limit (or are mostly
     empty, or came from servers that said they were different models) says it
-    is complete but not clean. A run another process is sending says which
+    is complete but not clean; one whose every reply named a model plainly
+    not the one asked says so. A run another process is sending says which
     process; one whose process was killed says it is interrupted (its process
     is gone). Nothing is sent or written. Exit
     status 0 when every run is done, 1 otherwise.

@@ -214,9 +214,10 @@ class Sources:
                 "it was asked with." for suite, ids in older.items()]
 
     def server_notes(self) -> list[str]:
-        """A note per model whose replies came from servers that named different models, and one per model whose
-        replies came from several server builds (:mod:`cfkit.servers`): each reply records what its server said."""
-        from cfkit.servers import servers_of
+        """A note per model whose replies came from servers that named different models, one per model whose
+        replies came from several server builds, and one per model whose every reply named one model plainly not
+        the one asked (:mod:`cfkit.servers`): each reply records what its server said."""
+        from cfkit.servers import asked_name, servers_of
 
         by_model: dict[str, dict[tuple, int]] = {}
         for p in self.preds:
@@ -226,8 +227,10 @@ class Sources:
                 seen[key] = seen.get(key, 0) + 1
         notes = []
         for model, seen in by_model.items():
-            runs = [r.id for (m, _), r in self.runs.items() if m == model]
-            notes += servers_of((*k, n) for k, n in seen.items()).lines(model, runs[0] if len(runs) == 1 else None)
+            runs = [r for (m, _), r in self.runs.items() if m == model]
+            asked = asked_name(model, not runs or any(r.replayed for r in runs))  # a label may not be what was asked
+            notes += servers_of((*k, n) for k, n in seen.items()).lines(model, runs[0].id if len(runs) == 1 else None,
+                                                                         asked)
         return notes
 
     def stale(self, p: Prediction) -> str | None:

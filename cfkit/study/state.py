@@ -5,7 +5,8 @@ then its plan and the run id the plan implies. Its state is then
 
 ``done``         every planned request has a stored reply (the detail says when the run is complete but
                  not clean: replies cut off at the token limit, most of them empty, or from servers that said
-                 they were different models, as ``study run`` says)
+                 they were different models, as ``study run`` says; and notes when every reply named one
+                 model plainly not the one asked, :mod:`cfkit.servers`)
 ``running``      a process sends it now (:mod:`cfkit.store.leases`; the detail says which, or which host
                  where it cannot be checked from here)
 ``incomplete``   started, some requests without a reply (interrupted, killed: "interrupted (its process is
@@ -74,7 +75,7 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
         return _row(run, "failed", detail=f"cannot be planned: {exc}")
     if isinstance(planned, RunSummary):
         record = runs.get_run(store, planned.run_id)
-        return _row(run, "done", record, _not_clean(store, record.id, planned.truncated, planned.empty, record.n_done))
+        return _row(run, "done", record, _done_detail(store, record, planned.truncated, planned.empty))
     from cfkit.probe.runner import run_identity
 
     run_id, _, recorded = run_identity(planned.backend, planned.plan, run.job.setup.protocol.name)
@@ -90,7 +91,7 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
         return _row(run, "not started", total=total, detail=_settings_changed(store, run, recorded))
     if record.complete:  # (so no transport failure among its replies: each is one that came back)
         _, cut, empty = runs.count_unanswered(store, run_id)
-        return _row(run, "done", record, _not_clean(store, run_id, cut, empty, record.n_done))
+        return _row(run, "done", record, _done_detail(store, record, cut, empty))
     sending = leases.sending_of(store, [run_id])[run_id] if record.status == "running" else None
     if sending is not None and sending.live:  # another process sends it now (cfkit.store.leases)
         return _row(run, "running", record, f"sent by {sending.who()}")
@@ -123,13 +124,25 @@ def _settings_changed(store: Store, run: StudyRun, recorded) -> str | None:
             "it is not reported as this model's")
 
 
-def _not_clean(store: Store, run_id: str, truncated: int, empty: int, replies: int) -> str | None:
+def _done_detail(store: Store, record, truncated: int, empty: int) -> str | None:
+    """The detail of a done run: why it is complete but not clean (:func:`_not_clean`), and a note when every
+    reply named one model plainly not the one asked (:meth:`cfkit.servers.Servers.other_than`); else None."""
+    from cfkit.servers import asked_name, servers_of
+
+    answered_by = servers_of(runs.servers(store, record.id))
+    asked = asked_name(record.model, record.replayed)
+    other = answered_by.other_than(asked)
+    said = [_not_clean(answered_by, truncated, empty, record.n_done),
+            other and f"every reply named model '{other}', not '{asked}' as asked: check --base-url and what the "
+                      "server loaded"]
+    return "; ".join(filter(None, said)) or None
+
+
+def _not_clean(answered_by, truncated: int, empty: int, replies: int) -> str | None:
     """The detail of a done run that is complete but not clean (:func:`cfkit.parse.trouble.not_clean`; replies
     from servers that said they were different models, :mod:`cfkit.servers`)."""
     from cfkit.parse.trouble import not_clean
-    from cfkit.servers import servers_of
 
-    answered_by = servers_of(runs.servers(store, run_id))
     if answered_by.mixed_models:
         return (f"complete but not clean: the replies came from servers that said they were "
                 f"{len(answered_by.models)} different models: {answered_by.models_phrase()}")

@@ -91,15 +91,16 @@ class ViewData:
     @cached_property
     def servers_said(self) -> dict[str, list[str]]:
         """By run id, what ``cfkit runs show`` says of the servers that answered it: replies from several model
-        ids (not one model's answers), or from several builds."""
+        ids (not one model's answers), from several builds, or all from one model plainly not the one asked."""
         if not self.runs:
             return {}
-        from cfkit.servers import servers_of
+        from cfkit.servers import asked_name, servers_of
         from cfkit.store import open_store
         from cfkit.store.runs import servers
 
         with open_store(self.ws.db_path) as store:
-            said = {r.id: servers_of(servers(store, r.id)).lines(f"{r.model} {r.suite}", r.id) for r in self.runs}
+            said = {r.id: servers_of(servers(store, r.id)).lines(f"{r.model} {r.suite}", r.id, asked_name(r.model, r.replayed))
+                    for r in self.runs}
         return {run_id: lines for run_id, lines in said.items() if lines}
 
     @cached_property

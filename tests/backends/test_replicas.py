@@ -10,7 +10,7 @@ import time
 import pytest
 
 from support.chat_api_server import ChatServer, Scripted, error_body
-from support.probe_runs import FAST, many_cases, replies, report, scripted_answer
+from support.probe_runs import FAST, answering_as, many_cases, replies, reported_notes, scripted_answer
 from support.workspace import run_cli
 
 N = 24
@@ -136,24 +136,6 @@ def test_replicas_from_the_workspace_configuration(many_ws):
         assert a.count > 0 and b.count > 0 and a.count + b.count == N
 
 
-def answering_as(model=None, fingerprint=None, every=1):
-    """A script that says every ``every``-th reply came from ``model`` (and build ``fingerprint``)."""
-    def script(body, n):
-        reply = scripted_answer(body, n)
-        if n % every == 0:
-            reply.body["model"] = model or reply.body["model"]
-            if fingerprint:
-                reply.body["system_fingerprint"] = fingerprint
-        return reply
-    return script
-
-
-def reported_notes(ws):
-    for spec in (ws / "interventions").glob("*.yaml"):  # of the cases many_cases replaced
-        spec.unlink()
-    return report(ws)["notes"]
-
-
 def test_replies_from_a_server_answering_as_another_model_make_the_run_not_clean_and_the_report_says_so(many_ws):
     with ChatServer(scripted_answer) as a, ChatServer(answering_as("other-model")) as b:
         result = replicated(many_ws, [a.url, b.url])
@@ -183,5 +165,6 @@ def test_replies_from_several_server_builds_are_said_and_the_run_is_clean(many_w
     assert "2 server builds" in result.stderr and "fp_one" in result.stderr and "fp_two" in result.stderr
     run_id = json.loads(result.stdout)["run_id"]
     shown = json.loads(run_cli(["-w", str(many_ws), "runs", "show", run_id, "--json"]).stdout)["servers"]
-    assert shown == {"models": {"test-model": N}, "builds": {"fp_one": a.count, "fp_two": b.count}}
+    assert shown == {"models": {"test-model": N}, "builds": {"fp_one": a.count, "fp_two": b.count},
+                     "other_than_asked": None}
     assert any("2 server builds" in n for n in reported_notes(many_ws))

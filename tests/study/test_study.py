@@ -176,7 +176,7 @@ def test_a_run_whose_replies_are_cut_off_is_complete_but_not_clean(tmp_path):
 
     def script(body, n):
         if body["model"] == "model-b":  # talks past the token limit: the text stops mid-sentence
-            return Scripted(body=completion("Looking at the picture, the", finish_reason="length"))
+            return Scripted(body=completion("Looking at the picture, the", finish_reason="length", model=body["model"]))
         return first_option(body, n)
 
     with ChatServer(script) as chat:
@@ -215,6 +215,28 @@ def test_a_run_answered_by_servers_of_two_models_is_complete_but_not_clean(tmp_p
     details = {(s["model"], s["suite"]): s["detail"] for s in status}
     assert details.pop(("b", "contextcanvas")).startswith("complete but not clean: the replies came from servers "
                                                           "that said they were 2 different models: 'model-")
+    assert set(details.values()) == {None}
+
+
+def test_a_run_whose_server_answered_every_request_as_another_model_is_noted_and_clean(tmp_path):
+    ws = many_cases(tmp_path / "ws", 4)
+
+    def script(body, n):  # model-b's server serves what it loaded, whatever the name asked
+        reply = first_option(body, n)
+        reply.body["model"] = "llava-1.5-7b" if body["model"] == "model-b" else body["model"]
+        return reply
+
+    with ChatServer(script) as chat:
+        path = two_behind_one(ws, chat.url, concurrency=2)
+        result = run_cli(["-w", str(ws), "study", "run", str(path)])
+    assert result.exit_code == 0, result.stderr  # a note, not a failure
+    (line,) = [x for x in result.stderr.splitlines() if "as asked" in x]
+    assert "b contextcanvas: every reply of run " in line and "named model 'llava-1.5-7b', not 'model-b'" in line
+    status = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])
+    assert status.exit_code == 0
+    details = {(s["model"], s["suite"]): s["detail"] for s in json.loads(status.stdout)}
+    assert details.pop(("b", "contextcanvas")) == ("every reply named model 'llava-1.5-7b', not 'model-b' as asked: "
+                                                  "check --base-url and what the server loaded")
     assert set(details.values()) == {None}
 
 

@@ -66,9 +66,10 @@ def answer_json(answer: str, reason: str = "scripted", confidence: str = "high")
 
 
 def first_option(body: dict[str, Any], n: int) -> Scripted:
-    """Default script: answer the first option listed in the user text ("A. …")."""
+    """Default script: answer the first option listed in the user text ("A. …"), as the model asked (a server
+    that serves the name it is asked for)."""
     found = re.search(r"^([A-Z])\. ", user_text(body), re.MULTILINE)
-    return Scripted(body=completion(answer_json(found.group(1) if found else "A")))
+    return Scripted(body=completion(answer_json(found.group(1) if found else "A"), model=body.get("model", "test-model")))
 
 
 class ChatServer(Loopback):

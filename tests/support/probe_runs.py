@@ -28,14 +28,15 @@ SCRIPTED = {"spring fair poster": "A", "winter card": "A", "Which event": "C"}
 
 
 def scripted_answer(body, n) -> Scripted:
-    text = user_text(body)
+    """The scripted model's reply, named as the model asked (a server that serves the name it is asked for)."""
+    text, model = user_text(body), body.get("model", "test-model")
     for needle, answer in SCRIPTED.items():
         if needle in text:
-            return Scripted(body=completion(answer_json(answer)))
+            return Scripted(body=completion(answer_json(answer), model=model))
     found = re.search(r"Is picture (\d+)", text)
     if found:  # the synthetic many-case workspace: odd pictures A, even B
-        return Scripted(body=completion(answer_json("A" if int(found.group(1)) % 2 else "B")))
-    return Scripted(body=completion("no idea"))
+        return Scripted(body=completion(answer_json("A" if int(found.group(1)) % 2 else "B"), model=model))
+    return Scripted(body=completion("no idea", model=model))
 
 
 def openai_run(ws: Path, url: str, suite: str = "contextcanvas", *extra: str, model: str = "openai:test-model"):
@@ -46,6 +47,24 @@ def report(ws: Path, *extra: str) -> dict:
     result = run_cli(["-w", str(ws), "report", "--format", "json", "--resamples", "200", *extra])
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def answering_as(model=None, fingerprint=None, every=1):
+    """A script that says every ``every``-th reply came from ``model`` (and build ``fingerprint``)."""
+    def script(body, n):
+        reply = scripted_answer(body, n)
+        if n % every == 0:
+            reply.body["model"] = model or reply.body["model"]
+            if fingerprint:
+                reply.body["system_fingerprint"] = fingerprint
+        return reply
+    return script
+
+
+def reported_notes(ws):
+    for spec in (ws / "interventions").glob("*.yaml"):  # of the cases many_cases replaced
+        spec.unlink()
+    return report(ws)["notes"]
 
 
 def replies(ws: Path, run_id: str | None = None) -> list[dict]:
