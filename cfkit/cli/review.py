@@ -176,6 +176,7 @@ def _once(ws, store, ids: list[str], edit_id: int | None, decision: str | None, 
             records.append({"spec": spec_id, "edit_id": data.edit_id, "selected": data.selected,
                             "selected_edit": None if selected is None else selected.id,
                             "candidates": list(data.candidates), "mask": data.mask_note,
+                            "mask_changed": data.mask_changed,
                             "checks": {k: v.to_dict() for k, v in checks.latest_by_variant(store, data.edit_id).items()},
                             "review": None if decided is None else decided.__dict__})
     if as_json:

@@ -183,7 +183,17 @@ def load_view_data(ws: Workspace, store: Store, spec_id: str, variant: str = "co
                     candidates=tuple(r.id for r in candidates),
                     candidate_states=tuple(_state(store, r.id) for r in candidates),
                     selected_id=None if selected is None else selected.id,
-                    mask_note=shown.mask_note, judge=doubts_said(screens.answers(store, [edit_id])))
+                    mask_note=shown.mask_note, judge=doubts_said(screens.answers(store, [edit_id])),
+                    mask_changed=mask_changed_line(images))
+
+
+def mask_changed_line(files: EditFiles) -> str | None:
+    """What a view says of an edit whose spec's mask changed since it was made: the outline and the leaks it
+    draws are the new mask's, and ``cfkit check`` refuses the edit; None when the mask is the edit's."""
+    if files.mask_changed is None:
+        return None
+    return (f"{files.mask_changed}: the outline and leaks shown are the new mask's, and 'cfkit check' refuses this "
+            f"edit. Make a new edit with 'cfkit edit {files.spec_id}', or put the earlier mask back.")
 
 
 def edit_of(store: Store, spec_id: str, edit_id: int | None) -> EditRecord:

@@ -10,6 +10,7 @@ below. Text is drawn with Pillow's default font, so it is written in ASCII
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
@@ -52,6 +53,8 @@ def render_view_png(data: ViewData, *, diff_mode: str = "heat", zoom: int = 0,
     below = [f"cue: {data.cue}", f"replacement: {data.replacement}"]
     if data.mask_note:
         below.insert(0, f"mask: {data.mask_note}")
+    if data.mask_changed:  # the digests left out: the line fits the picture's width
+        below.insert(0, "mask changed: " + re.sub(r" \(sha256 [^)]*\)", "", data.mask_changed))
     below += [metrics_line(data.check).plain, check_line(data).plain]
     canvas_w = 3 * pw + 4 * _GAP
     canvas_h = _GAP + _LINE + _GAP + ph + _LINE + _GAP + len(below) * _LINE + _GAP

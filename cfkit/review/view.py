@@ -56,6 +56,7 @@ class ViewData:
     candidates: tuple[int, ...] = ()  # the spec's successful edits, oldest first
     selected_id: int | None = None  # the edit that stands for the spec (store.edits.selected)
     mask_note: str | None = None  # "derived from edit #12, not reviewed" for a derived mask
+    mask_changed: str | None = None  # why the mask outlined is not the one the edit was made with (check refuses it)
     candidate_states: tuple[str, ...] = ()  # per candidate, its check and decision: "pass, accept"
     judge: str | None = None  # which judge models doubt this edit, on which questions ('cfkit edits screen')
 
@@ -263,6 +264,8 @@ class EditView:
         extra = list(reasons)
         if d.judge:
             extra.append(Text.assemble(("judge: ", "bold"), (d.judge, "yellow"), (" (a flag, not a verdict)", "dim")))
+        if d.mask_changed:  # first: the outline and the leaks drawn are not the edit's
+            extra.insert(0, Text.assemble(("mask changed: ", "bold red"), (d.mask_changed, "red")))
         if d.mask_note:
             extra.append(Text.assemble(("mask: ", "bold"), (d.mask_note, "yellow")))
         if len(d.candidate_states) > 1 and len(d.candidate_states) == len(d.candidates):

@@ -9,6 +9,7 @@ line, the sheet says it on the pair, the probe leaves the pair out and says why.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -175,3 +176,27 @@ def test_check_refuses_an_edit_made_with_another_mask_and_still_checks_the_other
     # Putting the earlier mask back makes the edit checkable again.
     (tiny_ws / "interventions" / "TX01.yaml").write_text(text.replace("masks/TX02-new.png", "masks/TX01.png"))
     assert run_cli(["check", "--all", "-w", str(tiny_ws)]).exit_code == 0
+
+
+def test_review_says_the_mask_outlined_is_not_the_one_the_edit_was_made_with(tiny_ws, tmp_path):
+    """The review draws the spec's mask as it is now; when that is not the edit's, the screen, the saved PNG and
+    --json say so (the leaks drawn are the new mask's, and check refuses the edit), and nothing else changes."""
+    first = _edited(tiny_ws, "TX01")
+    shown = run_cli(["review", "TX01", "--json", "-w", str(tiny_ws)])
+    assert shown.exit_code == 0 and json.loads(shown.stdout)[0]["mask_changed"] is None
+    mask = np.zeros((64, 96), np.uint8)
+    mask[0:40, 0:60] = 255
+    Image.fromarray(mask).save(tiny_ws / "interventions" / "masks" / "TX01-new.png")
+    spec = tiny_ws / "interventions" / "TX01.yaml"
+    spec.write_text(spec.read_text().replace("masks/TX01.png", "masks/TX01-new.png"))
+
+    as_json = run_cli(["review", "TX01", "--json", "-w", str(tiny_ws)])
+    assert as_json.exit_code == 0, as_json.stderr
+    said = json.loads(as_json.stdout)[0]["mask_changed"]
+    assert f"since edit {first.id} was made" in said and "'cfkit check' refuses this edit" in said, said
+    assert "cfkit edit TX01" in said
+    on_screen = run_cli(["review", "TX01", "--show", "-w", str(tiny_ws)])
+    assert on_screen.exit_code == 0 and "mask changed:" in on_screen.stdout, on_screen.stdout
+    saved = tmp_path / "view.png"
+    written = run_cli(["review", "TX01", "--show", "--output", str(saved), "-w", str(tiny_ws)])
+    assert written.exit_code == 0 and saved.is_file(), written.stderr
