@@ -13,7 +13,6 @@ import html
 import json
 import os
 import shutil
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from support.chat_api_server import ChatServer, Scripted, answer_json, completion, user_text
+from support.view_server import serving
 from support.workspace import MINI, run_cli
 
 HOSTILE_REPLY = ("<script>alert(1)</script> <img src=x onerror=alert(2)> <a href=\"javascript:alert(3)\">click</a> "
@@ -180,19 +180,8 @@ def test_export_refuses_a_folder_with_files_unless_forced(demo_ws, tmp_path):
 
 @pytest.fixture(scope="module")
 def served(demo_ws):
-    from cfkit.view.data import ViewData
-    from cfkit.view.server import make_server
-    from cfkit.view.site import Site
-    from cfkit.workspace import load_workspace
-
-    server = make_server(Site(ViewData(load_workspace(demo_ws))))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(demo_ws) as url:
+        yield url
 
 
 def _get(url: str):

@@ -16,12 +16,12 @@ import json
 import os
 import re
 import shutil
-import threading
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from support.view_server import serving
 from support.workspace import MINI, run_cli
 
 REFUSED = "baseline:always-yes"
@@ -168,19 +168,8 @@ def test_every_answer_is_marked_when_the_report_cannot_be_made(ws, tmp_path):
 
 @pytest.fixture(scope="module")
 def served(ws):
-    from cfkit.view.data import ViewData
-    from cfkit.view.server import make_server
-    from cfkit.view.site import Site
-    from cfkit.workspace import load_workspace
-
-    server = make_server(Site(ViewData(load_workspace(ws[0]))))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(ws[0]) as url:
+        yield url
 
 
 def test_the_marks_read_the_same_served_and_exported_and_fit_a_phone(site, served, browser, tmp_path):

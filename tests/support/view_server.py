@@ -1,0 +1,26 @@
+"""``cfkit view`` served from a thread on a loopback port, for the view's tests."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def serving(root: Path) -> Iterator[str]:
+    """The view of the workspace at ``root`` on a loopback port: its URL while the block runs."""
+    from cfkit.view.data import ViewData
+    from cfkit.view.server import make_server
+    from cfkit.view.site import Site
+    from cfkit.workspace import load_workspace
+
+    server = make_server(Site(ViewData(load_workspace(root))))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
