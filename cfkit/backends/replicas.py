@@ -129,7 +129,8 @@ class ReplicaPool:
         return {r.shown: {"answered": r.answered, "failed": r.failed} for r in self.replicas}
 
 
-def _model_entries(body: bytes) -> list[dict[str, Any]] | None:
+def model_entries(body: bytes) -> list[dict[str, Any]] | None:
+    """The entries (each with a text ``id``) of a ``GET /models`` answer, or None when it holds no model list."""
     import orjson
 
     try:
@@ -178,7 +179,7 @@ def served_model(replicas: Sequence[Replica], name: str, *, who: str) -> dict[st
             raise BackendUnavailable(f"{who}: cannot list the models of {replica.shown} ({what}: "
                                      f"{exchange.detail or 'GET /models failed'}); every replica must answer "
                                      "GET /models at start-up so that cfkit can check they serve one model.")
-        entries = _model_entries(exchange.body)
+        entries = model_entries(exchange.body)
         if entries is None:
             raise BackendUnavailable(f"{who}: {replica.shown} answered GET /models without a model list.")
         match = next((e for e in entries if e["id"] == name), None)

@@ -47,9 +47,10 @@ class StudyCheck:
 def reach(url: str, timeout: float = REACH_S) -> tuple[str | None, list[str] | None]:
     """(None when ``url`` answers ``GET /models`` with any HTTP status, else why not in a few words; the model
     ids it listed, None when it gave no list)."""
-    import json
     import urllib.error
     import urllib.request
+
+    from cfkit.backends.replicas import model_entries
 
     target = url.rstrip("/") + "/models"
     try:
@@ -60,13 +61,8 @@ def reach(url: str, timeout: float = REACH_S) -> tuple[str | None, list[str] | N
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return f"{target} did not answer ({reason}); start the server or fix the url", None
-    try:
-        entries = json.loads(body).get("data")
-    except (ValueError, AttributeError):
-        return None, None
-    if not isinstance(entries, list):
-        return None, None
-    return None, [e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
+    entries = model_entries(body)
+    return None, None if entries is None else [e["id"] for e in entries]
 
 
 def not_listed(study: Study, name: str, listed: dict[str, list[str] | None]) -> str | None:
