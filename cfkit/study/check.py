@@ -68,9 +68,10 @@ def reach(url: str, timeout: float = REACH_S) -> tuple[str | None, list[str] | N
 def not_listed(study: Study, name: str, listed: dict[str, list[str] | None]) -> str | None:
     """Why model ``name`` would not be answered by an endpoint of it that listed its models without it; else
     None (a provider may list its models as ``models/NAME``)."""
+    from cfkit.servers import asked_name
     from cfkit.suggest import closest
 
-    asked = study.models[name].model.partition(":")[2]
+    asked = asked_name(study.models[name].model)
     for endpoint, settings in study.endpoints_of(name):
         ids = listed.get(endpoint)
         if not ids or asked in ids or f"models/{asked}" in ids:
