@@ -209,9 +209,7 @@ def _shortcut(ws, key: str, suite: str):
 def _after_run(ws, summary, said, as_json, model, suite, pairs, url_flags, api_key_env, concurrency, max_tokens,
                protocol, limit, cases_file, accepted_only, reviewed_only, max_cost) -> None:
     """The summary, the line about replies that are not answers, and the exit status of a run."""
-    from cfkit.cli.probe_replies import replayed
-
-    _render_summary(summary, as_json, said=said, replayed=bool(summary.truncated) and replayed(ws, summary.run_id))
+    _render_summary(summary, as_json, said=said)
     incomplete = None
     if summary.missing:
         again = [("-m", model), ("-s", suite), *(("-o", pair) for pair in pairs),
@@ -281,9 +279,9 @@ def _incomplete_line(summary, command: str) -> str:
             f"lists each one; resume with: {command}")
 
 
-def _render_summary(summary, as_json: bool, said: tuple[str, ...] = (), *, replayed: bool = False) -> None:
-    """The summary line and the notes not already said at the start of the run (``replayed``: its replies were
-    read from a file, so those cut off were cut off when they were made)."""
+def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
+    """The summary line and the notes not already said at the start of the run (a replay's replies were read
+    from a file, so those cut off were cut off when they were made)."""
     from dataclasses import asdict
 
     if as_json:
@@ -297,7 +295,7 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = (), *, repla
                f"{summary.from_cache} from cache, {summary.sent} {how} ({summary.errors} failed{cost}){shared}; "
                f"{summary.invalid} without a valid answer"
                + (f", {summary.truncated} cut off at the token limit" if summary.truncated else "")
-               + (" when they were made." if summary.truncated and replayed else "."))
+               + (" when they were made." if summary.truncated and summary.replayed_from is not None else "."))
     for note in summary.notes:
         if note not in said:
             warn(note)

@@ -11,17 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ConditionCounts", "breakdown", "replayed", "reply_lines", "stored_trouble"]
-
-
-def replayed(ws, run_id: str) -> bool:
-    """Whether the run's replies were read from a file made elsewhere (:attr:`cfkit.store.runs.RunRecord.replayed`)."""
-    from cfkit.store import open_store
-    from cfkit.store.runs import get_run
-
-    with open_store(ws.db_path) as store:
-        run = get_run(store, run_id)
-    return run is not None and run.replayed
+__all__ = ["ConditionCounts", "breakdown", "reply_lines", "stored_trouble"]
 
 
 def reply_lines(ws, summary) -> tuple[list[str], list[str]]:

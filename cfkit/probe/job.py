@@ -120,7 +120,8 @@ def _finished_summary(store: Store, backend: Backend, suite: str, setup: _Setup,
     from cfkit.probe.shortcut import finished_summary
 
     return finished_summary(store, finished, suite, priced=backend.priced, notes=tuple(backend.notes or ()),
-                            protocol=setup.protocol.name, on_progress=on_progress)
+                            protocol=setup.protocol.name, on_progress=on_progress,
+                            replayed_from=backend.replayed_from)
 
 
 def _already_finished(ws: Workspace, store: Store, backend: Backend, suite: str, setup: _Setup,

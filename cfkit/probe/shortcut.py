@@ -192,9 +192,10 @@ def remember(ws: Workspace, store: Store, key: str, *, run_id: str, suite: str, 
 
 
 def finished_summary(store: Store, finished: RunRecord, suite: str, *, priced: bool, notes: tuple[str, ...],
-                     protocol: str, on_progress: Callable[[RunProgress], None] | None = None) -> RunSummary:
+                     protocol: str, on_progress: Callable[[RunProgress], None] | None = None,
+                     replayed_from: str | None = None) -> RunSummary:
     """The summary of ``finished``, a run that ended complete from the same inputs (the full path's and the
-    shortcut's alike)."""
+    shortcut's alike); ``replayed_from``: the file a replay backend reads its replies from."""
     progress = RunProgress(total=finished.n_requests, done=finished.n_requests, priced=priced)
     if on_progress:
         on_progress(progress)
@@ -204,4 +205,4 @@ def finished_summary(store: Store, finished: RunRecord, suite: str, *, priced: b
                       invalid=invalid, truncated=truncated, empty=empty,
                       max_tokens=(finished.settings.get("generation") or {}).get("max_tokens"),
                       cost_usd=0.0 if priced else None, skipped=(), endpoint=finished.endpoint, protocol=protocol,
-                      unreviewed=tuple(finished.notes.get("unreviewed", ())), notes=notes)
+                      unreviewed=tuple(finished.notes.get("unreviewed", ())), notes=notes, replayed_from=replayed_from)

@@ -53,6 +53,12 @@ def test_a_replay_of_cut_off_replies_says_to_raise_the_limit_where_they_were_mad
     assert "(--max-tokens changes nothing here)" in said
     _live_advice_absent(said)
     run_id = replayed.stdout.strip().splitlines()[0]
+    # The same command again finds the run complete: its summary says the same of the replies.
+    again = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", f"replay:{tmp_path / 'cut.jsonl'}", "-s",
+                     "contextcanvas"])
+    assert again.stdout.strip().splitlines()[0] == run_id
+    assert "3 cut off at the token limit when they were made." in _flat(again.stderr), again.stderr
+    assert "read from" in _flat(again.stderr) and " sent " not in _flat(again.stderr)
     # The report says the same, in its JSON record and on stderr beside the table.
     [problem] = _report_problems(tiny_ws)
     assert problem["run"] == run_id and ELSEWHERE in _flat(problem["message"])
