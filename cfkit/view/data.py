@@ -89,6 +89,18 @@ class ViewData:
             return list_runs(store)
 
     @cached_property
+    def statuses(self) -> dict[str, str]:
+        """Each run's status as ``cfkit runs list`` shows it: a run the store marks running whose process is gone
+        says so (:func:`cfkit.store.leases.statuses`), never "running"."""
+        if not self.runs:
+            return {}
+        from cfkit.store import open_store
+        from cfkit.store.leases import statuses
+
+        with open_store(self.ws.db_path) as store:
+            return statuses(store, self.runs)
+
+    @cached_property
     def servers_said(self) -> dict[str, list[str]]:
         """By run id, what ``cfkit runs show`` says of the servers that answered it: replies from several model
         ids (not one model's answers), from several builds, or all from one model plainly not the one asked."""
@@ -203,6 +215,23 @@ class ViewData:
         for units in by_case.values():
             units.sort(key=lambda m: (m.model, m.suite))  # as the answers; conditions stay in the suite's order
         return by_case
+
+    @cached_property
+    def tallies(self) -> dict[str, tuple[int, int, int]]:
+        """Each case's (right, wrong, no valid option) over the report's own units and conditions, as the report
+        counts them: a unit with no reply at all (a run that stopped, a pair it skipped) is wrong too, and among
+        those with no valid option, as the report's Inv. counts it; an answer of a run it leaves out is in none."""
+        report, _ = self.report
+        if report is None:
+            return {}
+        from cfkit.report.units import flat_rows
+
+        counts: dict[str, list[int]] = {}
+        for row in flat_rows(report.units):
+            tally = counts.setdefault(row["case"], [0, 0, 0])
+            tally[0 if row["correct"] else 1] += 1
+            tally[2] += row["answer"] is None
+        return {case: (right, wrong, invalid) for case, (right, wrong, invalid) in counts.items()}
 
     def case(self, case_id: str) -> Case | None:
         cases = self.cases

@@ -124,7 +124,12 @@ class Site:
         return Page("view.css", "text/css; charset=utf-8", css)
 
     def _index(self) -> Page:
-        return self._html("runs.html", "index.html", runs=self.data.runs, servers_said=self.data.servers_said,
+        from cfkit.store.leases import GONE, RESUME
+
+        gone = (f"A run shown as {GONE} was stopped before it could record how it ended; {RESUME}."
+                if GONE in self.data.statuses.values() else None)
+        return self._html("runs.html", "index.html", runs=self.data.runs, statuses=self.data.statuses, gone=gone,
+                          servers_said=self.data.servers_said,
                           spent=spent)
 
     def _report(self) -> Page:
@@ -147,15 +152,17 @@ class Site:
         if not 1 <= number <= pages:
             return None
         shown = ids[(number - 1) * PAGE_SIZE:number * PAGE_SIZE]
+        problem = self.data.report[1]
         rows = []
         for case_id in shown:
             answers = self.data.answers.get(case_id, [])
             case = self.data.case(case_id)
-            rows.append({"id": case_id, "question": case.question if case else "",
-                         "right": sum(1 for a in answers if a.counted), "wrong": sum(1 for a in answers if a.counted is False),
-                         "invalid": sum(1 for a in answers if a.invalid), "n": len(answers)})
+            # No report, no counts: a dash, never a 0 that reads as counted (the page says why).
+            right, wrong, invalid = ("—",) * 3 if problem else self.data.tallies.get(case_id, (0, 0, 0))
+            rows.append({"id": case_id, "question": case.question if case else "", "right": right, "wrong": wrong,
+                         "invalid": invalid, "n": len(answers)})
         return self._html("cases.html", f"cases-{name}-{number}.html", rows=rows, name=name, number=number, pages=pages,
-                          total=len(ids))
+                          total=len(ids), report_problem=problem)
 
     def _case(self, case_id: str) -> Page:
         case = self.data.case(case_id)
@@ -205,7 +212,21 @@ class Site:
             self.data.notes.append(f"the counterfactual pairs could not be read: {exc}")
             return []
         self.data.notes.extend(notes)
+        self._add_unasked(pairs)
         return pairs
+
+    def _add_unasked(self, pairs: list) -> None:
+        """A row for each model the report counts wrong on a pair it has no answer for (its run skipped the pair,
+        or stopped before it): the report's numbers count it, so the pairs page shows it, as not asked."""
+        from cfkit.review.sheet_records import ModelAnswer
+
+        for pair in pairs:
+            shown = {a.model for a in pair.answers}
+            unasked = sorted({model for pair_id, model, _ in self._pair_missing if pair_id == pair.spec_id} - shown)
+            if unasked:
+                pair.answers.extend(ModelAnswer(model, None, None, False, False, before_given=False,
+                                                after_given=False) for model in unasked)
+                pair.answers.sort(key=lambda a: a.model)
 
     @cached_property
     def checks(self) -> dict[str, dict[str, Any]]:
@@ -255,7 +276,7 @@ class Site:
         if left_out is not None and state != "absent":
             return f"{text} ({left_out})", "left-out"
         m = self._pair_missing.get((pair.spec_id, answer.model, "original" if side == "before" else "edit"))
-        if m is None or state in ("absent", "stale"):
+        if m is None or state == "stale":
             return text, state
         return f"{text} ({m.reason}: counted wrong)", "stale" if m.reason == "stale" else "bad"
 
