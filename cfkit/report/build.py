@@ -350,6 +350,9 @@ class _Units:
 
         p = got.get((case, pair, condition))
         if p is None:
+            if run is not None and (skip := dict(run.skipped).get(pair or case)) is not None:
+                listed("skipped", f"not asked by run {run.id}: {skip}")  # resuming the run would not ask it
+                return None
             if run is None:
                 detail = "no prediction for this unit"
             elif run.subset:
@@ -357,9 +360,6 @@ class _Units:
             elif not run.complete:
                 detail = (f"not answered: run {run.id} is {run.status} ({run.n_done} of {run.n_requests} replies"
                           + (f"; {run.stopped}" if run.stopped else "") + ")")
-            elif (skip := dict(run.skipped).get(pair or case)) is not None:
-                listed("skipped", f"not asked by run {run.id}: {skip}")
-                return None
             else:
                 detail = run.never_asked("pair" if pair else "case")
             listed("absent", detail)

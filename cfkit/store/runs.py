@@ -279,10 +279,10 @@ def with_replies(store: Database, run_ids: Sequence[str]) -> set[str]:
 
 
 def count_unanswered(store: Database, run_id: str) -> tuple[int, int, int]:
-    """(replies without an answer: parse errors, refusals, transport failures; replies cut at the token limit;
-    replies the parser read with no text at all)."""
+    """Of the replies that came back (a run's ``n_done``; failed requests are its ``n_errors``): (those without an
+    answer: parse errors, refusals; those cut at the token limit; those the parser read with no text at all)."""
     row = store.query("SELECT SUM(answer IS NULL), SUM(truncated), SUM((raw IS NULL OR trim(raw) = '') AND parser "
-                      "IS NOT NULL) FROM replies WHERE run_id = ?", (run_id,))[0]
+                      "IS NOT NULL) FROM replies WHERE run_id = ? AND error IS NOT 'transport'", (run_id,))[0]
     return row[0] or 0, row[1] or 0, row[2] or 0
 
 

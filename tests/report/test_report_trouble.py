@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from cfkit.parse.trouble import not_clean, reply_trouble
-from support.chat_api_server import ChatServer, Scripted, answer_json, completion
+from support.chat_api_server import ChatServer, Scripted, answer_json, completion, user_text
 from support.probe_runs import FAST
 from support.store_sql import delete_rows
 from support.workspace import run_cli
@@ -298,6 +298,46 @@ def test_a_pair_skipped_for_a_rejected_edit_a_failed_check_or_no_edit_says_so_in
     assert "(skipped; counterfactual 6)" in warned[0]
     verbose = run_cli(["-w", str(tiny_ws), "report", "--resamples", "50", "-v"], env={"COLUMNS": "250"})
     assert "pair TX03, condition edit: skipped (not asked by run" in " ".join(verbose.stderr.split())
+
+
+def test_a_pair_skipped_by_a_run_that_also_ended_incomplete_says_skipped_not_resume(tiny_ws):
+    """Resuming a run never asks a pair it skipped (a rejected edit), so the report gives the skip as the reason
+    even when the same run ended incomplete for its other units."""
+    from support.probe_runs import _accepted_edit
+    from support.store_sql import update_rows
+
+    from cfkit.store import Store, reviews
+
+    spec = (tiny_ws / "interventions" / "TX01.yaml").read_text()
+    (tiny_ws / "interventions" / "TX02.yaml").write_text(spec.replace("id: TX01", "id: TX02"))
+    _accepted_edit(tiny_ws, "TX01", 1)
+    _accepted_edit(tiny_ws, "TX02", 2)
+    with Store(tiny_ws / ".cfkit" / "cfkit.db") as store:
+        reviews.record(store, "TX02", 2, "reject")
+    run = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s", "counterfactual", "--json"])
+    assert run.exit_code == 0, run.stderr
+    run_id = json.loads(run.stdout)["run_id"]
+    delete_rows(tiny_ws, "replies", {"run_id": run_id, "pair_id": "TX01", "condition": "edit"})
+    update_rows(tiny_ws, "runs", {"status": "stopped", "n_done": 1}, {"id": run_id})  # as a stopped run leaves it
+    missing = {(m["pair"], m["condition"]): m for m in json.loads(_report_json(tiny_ws).stdout)["missing"]}
+    assert missing[("TX01", "edit")]["reason"] == "absent" and "is stopped" in missing[("TX01", "edit")]["detail"]
+    assert {missing[("TX02", c)]["reason"] for c in ("original", "edit")} == {"skipped"}
+    assert missing[("TX02", "edit")]["detail"].startswith(f"not asked by run {run_id}: rejected edit")
+
+
+def test_runs_show_counts_replies_without_an_answer_among_the_replies_that_came_back(tiny_ws):
+    """Failed requests are not replies: 'N of M have no valid answer' counts both over the replies received."""
+    def script(body, n) -> Scripted:
+        if "spring fair" in user_text(body):  # T001's request fails every time
+            return Scripted(status=500, body={"error": {"message": "boom"}})
+        return Scripted(body=completion("Looking at the picture, the", finish_reason="length", completion_tokens=8))
+
+    with ChatServer(script) as server:
+        result = _run(tiny_ws, server.url, "openai:test-model", "contextcanvas", "--max-tokens", "8", "--json")
+    assert result.exit_code == 1, result.output
+    run_id = json.loads(result.stdout)["run_id"]
+    shown = _flat(run_cli(["-w", str(tiny_ws), "runs", "show", run_id], env={"COLUMNS": "250"}).output)
+    assert "2 of 2 replies were cut off at the token limit (8 tokens); 2 of 2 have no valid answer" in shown, shown
 
 
 # ── a replayed predictions file is labelled by the model it names, or by -o label=NAME ──
