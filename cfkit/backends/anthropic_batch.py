@@ -12,8 +12,10 @@ Message Batches API:
 - ``create(file_id)`` creates the batch with each line's ``custom_id`` and
   ``params``;
 - ``get(id)`` describes it: ``in_progress``, ``cancelling`` or, once it has
-  ``ended``, ``completed``, with its counts (completed: succeeded; failed:
-  errored, canceled and expired);
+  ``ended``, ``cancelled`` when requests of it were canceled, ``expired`` when
+  some expired, else ``completed``, with its counts (completed: succeeded;
+  failed: errored, canceled and expired); an ended batch's results hold what
+  it answered in every case;
 - ``cancel(id)`` asks for the batch to be stopped (it goes ``cancelling``,
   then ends with what it answered);
 - ``content(id)`` reads its results and writes each as an output line:
@@ -50,7 +52,10 @@ def _info(batch: Any) -> BatchInfo:
     failed = counts.errored + counts.canceled + counts.expired
     total = counts.processing + counts.succeeded + failed
     ended = batch.processing_status == "ended"
-    return BatchInfo(id=batch.id, status=_STATUS.get(batch.processing_status, batch.processing_status),
+    status = _STATUS.get(batch.processing_status, batch.processing_status)
+    if ended and (counts.canceled or counts.expired):  # ended part way: said as OpenAI says it
+        status = "cancelled" if counts.canceled else "expired"
+    return BatchInfo(id=batch.id, status=status,
                      output_file_id=batch.id if ended else None,
                      counts={"total": total, "completed": counts.succeeded, "failed": failed})
 

@@ -329,12 +329,14 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
             final: bool, as_json: bool) -> None:
     """Store the results of a run sent with 'probe run --batch', as far as its batches have ended.
 
-    Each batch is read once; a request a batch did not answer (an error, a
-    batch that expired, was cancelled or failed) is stored as a failure with
-    the provider's words and sent again by the next 'probe run'. --final gives
+    Each batch is read once; what a batch answered is stored, also when it
+    expired, was cancelled or failed part way, and a request it did not answer
+    is stored as a failure with the provider's words and sent again by the
+    next 'probe run'. --final gives
     up on batches that will not end (lost by the provider, or not worth
-    waiting for): their requests are stored as failed, and those still
-    running are cancelled. Exit status: 0 once every batch is collected and
+    waiting for): those still running are cancelled and, once the cancel has
+    ended them (up to 10 minutes), what they answered is stored; the rest of
+    their requests are stored as failed. Exit status: 0 once every batch is collected and
     every request has a reply, 1 while batches are still running or unknown
     to the provider, or requests are left without a reply, or when the
     replies are not clean (cut off at the token limit, or mostly empty), as
@@ -366,7 +368,8 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
         if not to_files:
             result = collect_run(store, cases, record, wait=wait, poll_s=poll_s, file_deadline_s=timeout_s,
                                  overrides={"base_url": base_url, "api_key_env": api_key_env}, final=final,
-                                 on_check=None if as_json else lambda r: status(collection_line(r)))
+                                 on_check=None if as_json else lambda r: status(collection_line(r)),
+                                 on_wait=None if as_json else status)
     if to_files:
         from cfkit.cli.probe_batch import collect_files
 

@@ -73,9 +73,9 @@ def render_collection(result, as_json: bool) -> None:
                  "forgotten, or --base-url points at another server. If it is gone for good, 'cfkit probe collect "
                  f"{result.run_id} --final' stores its requests as failed so the run can be resumed.")
         elif batch.unanswered:
-            warn(f"batch {batch.id} ended {batch.status} with {batch.unanswered} request(s) unanswered "
-                 f"({batch.reason.rstrip('.')}); they are stored as failed, and the same 'cfkit probe run' sends "
-                 "them again.")
+            warn(f"batch {batch.id} ended {batch.status}: {batch.answered} result(s) stored, {batch.unanswered} "
+                 f"request(s) never answered ({batch.reason.rstrip('.')}); those are stored as failed, and the same "
+                 "'cfkit probe run' sends them again.")
         elif batch.errors:
             status(f"batch {batch.id} {batch.status}: {'; '.join(batch.errors)}")
     for problem in result.problems:

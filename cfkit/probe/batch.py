@@ -16,11 +16,14 @@ image the question showed and the server's model id), at batch prices
 (:data:`~cfkit.probe.prices.BATCH_PRICE_FACTOR` of the live ones). A request a
 batch did not answer (an error line, an expired or failed batch) is stored as
 a transport failure with the provider's words, and is sent again by the next
-run. Collecting can be stopped and repeated: each batch is read once. With
-``final`` (``probe collect RUN --final``) the batches that have not ended, or
-that the provider no longer knows, are given up: cancelled where still
-running, their requests stored as failed, so the run can be resumed (the
-reading and giving up: :mod:`cfkit.probe.batch_collect`).
+run; what a batch answered before it expired or was cancelled is kept.
+Collecting can be stopped and repeated: each batch is read once. With
+``final`` (``probe collect RUN --final``) the batches that have not ended are
+cancelled where still running and, once the cancel has ended them, read as
+any other (what they answered is stored); those that cannot be read, or that
+the provider no longer knows, are given up, their requests stored as failed,
+so the run can be resumed (the reading and giving up:
+:mod:`cfkit.probe.batch_collect`).
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ class BatchState:
     errors: tuple[str, ...] = ()
     unanswered: int = 0  # of its requests, those it ended without answering, stored as failed by this collect
     reason: str = ""  # why the first of them has no answer, in the provider's words
+    answered: int = 0  # with unanswered: those it did answer (also before it expired or was cancelled), stored
 
     @property
     def lost(self) -> bool:
@@ -272,19 +276,21 @@ def collect_backend(run: RunRecord, overrides: dict[str, Any]) -> Backend:
 
 
 def collect_batches(store: Store, cases: CaseSet, run: RunRecord, backend: Backend, *,
-                    file_deadline_s: float | None = None, final: bool = False) -> Collection:
+                    file_deadline_s: float | None = None, final: bool = False,
+                    on_wait: Callable[[str], None] | None = None) -> Collection:
     """``cfkit probe collect RUN``: store the results of every batch of ``run`` that has ended (each result file
-    downloaded within ``file_deadline_s`` seconds, every attempt together); ``final``: give up on the others
-    (cancelled where still running, their requests stored as failed), so the run can be resumed."""
+    downloaded within ``file_deadline_s`` seconds, every attempt together); ``final``: cancel the others where
+    still running and store what they answered before they stopped, give up on the rest (their requests stored as
+    failed), so the run can be resumed. ``on_wait`` hears when it waits for a cancel to end."""
     waiting = batches.uncollected(store, run.id)
     everything = batches.for_run(store, run.id)
     recorder = Recorder(store, run.id, cache_as=backend if backend.capabilities.cacheable else None)
     problems: list[str] = []
-    tally = (asyncio.run(gather(store, cases, waiting, backend, recorder, problems, file_deadline_s, final))
+    tally = (asyncio.run(gather(store, cases, waiting, backend, recorder, problems, file_deadline_s, final, on_wait))
              if waiting else new_tally())
     said = tally["said"]
     states = tuple(BatchState(b.id, b.status, b.counts, b.collected_at is not None, b.errors,
-                              *tally["why"].get(b.id, (0, ""))) for b in batches.for_run(store, run.id))
+                              *tally["why"].get(b.id, (0, "", 0))) for b in batches.for_run(store, run.id))
     still = any(not s.collected for s in states)
     wanted = {r.key for b in everything for r in b.requests} | {r.key for r in runs.replies(store, run.id)}
     previous = runs.get_run(store, run.id)
@@ -300,7 +306,8 @@ def collect_batches(store: Store, cases: CaseSet, run: RunRecord, backend: Backe
 
 def collect_run(store: Store, cases: CaseSet, run: RunRecord, *, overrides: dict[str, Any] | None = None,
                 wait: bool = False, poll_s: float = 60.0, file_deadline_s: float | None = None,
-                on_check: Callable[[Collection], None] | None = None, final: bool = False) -> Collection:
+                on_check: Callable[[Collection], None] | None = None, final: bool = False,
+                on_wait: Callable[[str], None] | None = None) -> Collection:
     """``cfkit probe collect RUN``: collect once, or (``wait``) again every ``poll_s`` seconds while batches
     are still running (Ctrl-C stops; nothing stored is lost, and ``probe collect`` goes on from there; a batch
     the provider no longer knows is not waited for). ``final`` gives up on the batches that have not ended
@@ -314,7 +321,8 @@ def collect_run(store: Store, cases: CaseSet, run: RunRecord, *, overrides: dict
                             f"{run.id}' shows where it stands.")
     backend = collect_backend(run, overrides or {})
     while True:
-        result = collect_batches(store, cases, run, backend, file_deadline_s=file_deadline_s, final=final)
+        result = collect_batches(store, cases, run, backend, file_deadline_s=file_deadline_s, final=final,
+                                 on_wait=on_wait)
         if not wait or not result.running:
             return result
         if on_check:

@@ -9,16 +9,28 @@ with the provider's words, which the next ``probe run`` sends again. A batch
 the provider answers 404 for (:data:`~cfkit.backends.openai_batch.NOT_FOUND`)
 is recorded so and left uncollected.
 
+A batch that ended part way (expired, cancelled, failed) still holds the
+results it answered before it stopped, paid for: they are read and stored
+like any other, and only the rest is stored as failed.
+
 With ``final`` (``probe collect RUN --final``) the batches that have not ended
 are given up: one still running is cancelled at the provider where its API
-can (said when it cannot), and each request of a batch given up, lost or not
-even reachable is stored as a transport failure "given up with --final"; the
-batch is marked :data:`GIVEN_UP` and collected, so the run is no longer
-waiting and can be resumed.
+can (said when it cannot), and collect waits, up to :data:`CANCEL_WAIT_S`
+seconds, for the cancel to end the batch (a cancel is asynchronous: the batch
+goes ``cancelling``, then ``cancelled`` with what it answered so far), then
+reads it as any batch that ended. One still cancelling after that is left
+waiting, said with how many answers it holds, unless the provider counts none
+answered. Each request of a batch given up, lost or not even reachable is
+stored as a transport failure "given up with --final"; the batch is marked
+:data:`GIVEN_UP` and collected, so the run is no longer waiting and can be
+resumed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +47,11 @@ from cfkit.store.batches import BatchRecord
 
 #: The status of a batch ``probe collect --final`` stopped waiting for (its requests stored as failed).
 GIVEN_UP = "given up"
+#: Seconds ``--final`` waits for a batch it asked to cancel to end (OpenAI: "up to 10 minutes"), to read what
+#: it answered before it stopped.
+CANCEL_WAIT_S = 600.0
+#: The statuses of a batch asked to stop that has not ended yet.
+CANCELLING = frozenset({"cancelling", "canceling"})
 
 
 @dataclass(frozen=True)
@@ -58,10 +75,13 @@ def new_tally() -> dict[str, Any]:
 
 
 async def gather(store: Store, cases: CaseSet, waiting: list[BatchRecord], backend: Backend, recorder: Recorder,
-                   problems: list[str], file_deadline_s: float | None, final: bool) -> dict[str, Any]:
-    """Ask the provider about each of ``waiting``; store what has ended (and, ``final``, give up on the rest).
-    Returns the counts: stored, failed, cost, unreported, given_up, why (batch -> (failed, first reason)), and
-    said (the notes the stored replies carry beyond the backend's own, e.g. cached input priced at the input rate)."""
+                   problems: list[str], file_deadline_s: float | None, final: bool,
+                   on_wait: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Ask the provider about each of ``waiting``; store what has ended (and, ``final``, cancel the rest, store
+    what they answered before they stopped, and give up on what cannot be read). Returns the counts: stored,
+    failed, cost, unreported, given_up, why (batch -> (failed, first reason, answered)), and said (the notes the
+    stored replies carry beyond the backend's own, e.g. cached input priced at the input rate). ``on_wait`` hears
+    when collect waits for a cancel to end."""
     api = backend.batch_api()
     if file_deadline_s is not None:
         api.file_deadline_s = file_deadline_s
@@ -86,11 +106,18 @@ async def gather(store: Store, cases: CaseSet, waiting: list[BatchRecord], backe
                     _give_up(store, cases, record, recorder, tally,
                              f"the provider no longer knows it ({'; '.join(info.errors)})")
                 continue
+            how = ""
             if not info.final:
-                if final:
-                    _give_up(store, cases, record, recorder, tally, await _cancel(api, record, info))
-                continue
-            await _read_ended(store, cases, record, info, api, backend, recorder, problems, tally)
+                if not final:
+                    continue
+                info, how = await _cancel(api, record, info, on_wait)
+                if not info.final:
+                    _not_ended(store, cases, record, recorder, tally, problems, info, how)
+                    continue
+                batches.checked(store, record.id, status=info.status, counts=info.counts or record.counts,
+                                errors=info.errors + (how,), output_file_id=info.output_file_id,
+                                error_file_id=info.error_file_id)
+            await _read_ended(store, cases, record, info, api, backend, recorder, problems, tally, how)
     finally:
         recorder.flush()
         await api.aclose()
@@ -98,15 +125,18 @@ async def gather(store: Store, cases: CaseSet, waiting: list[BatchRecord], backe
 
 
 async def _read_ended(store: Store, cases: CaseSet, record: BatchRecord, info: Any, api: Any, backend: Backend,
-                      recorder: Recorder, problems: list[str], tally: dict[str, Any]) -> None:
-    """Store every result of a batch that has ended; a request it did not answer is stored as failed, with why."""
+                      recorder: Recorder, problems: list[str], tally: dict[str, Any], how: str = "") -> None:
+    """Store every result of a batch that has ended (also one that expired, was cancelled or failed part way: what
+    it answered before it stopped is kept); a request it did not answer is stored as failed, with why. ``how``:
+    what ``--final`` did to end it."""
     read = BatchResults(record.id, {r.cache_key for r in record.requests}, api.endpoint)
     for file_id in (info.output_file_id, info.error_file_id):
         if file_id:
             read.add(file_id, await api.content(file_id))
     results = read.found
     problems.extend(read.problems)
-    why = "; ".join(info.errors) or read.unread or f"the batch ended {info.status} without answering it"
+    why = ("; ".join(info.errors) or read.unread or f"the batch ended {info.status} without answering it"
+           + (" (cancelled by --final)" if how else ""))
     failed = 0
     first = ""
     for asked in record.requests:
@@ -135,25 +165,72 @@ async def _read_ended(store: Store, cases: CaseSet, record: BatchRecord, info: A
     batches.collected(store, record.id)
     tally["failed"] += failed
     if failed:
-        tally["why"][record.id] = (failed, first)
+        tally["why"][record.id] = (failed, first, sum(1 for a in record.requests if a.case_id in cases) - failed)
     if record.input_path:
         Path(record.input_path).unlink(missing_ok=True)
 
 
-async def _cancel(api: Any, record: BatchRecord, info: Any) -> str:
-    """Ask the provider to stop a batch given up on while it runs; returns what became of it, in words."""
-    if info.status in ("cancelling", "canceling"):
-        return f"it was {info.status} already"
-    cancel = getattr(api, "cancel", None)
-    if cancel is None:
-        return (f"it was {info.status}, and this backend's batch API cannot cancel it: it may still run and be "
-                "billed; cancel it in the provider's console")
+async def _cancel(api: Any, record: BatchRecord, info: Any,
+                  on_wait: Callable[[str], None] | None) -> tuple[Any, str]:
+    """Ask the provider to stop a batch given up on while it runs, and wait (up to :data:`CANCEL_WAIT_S`) for it to
+    end, so that what it answered before it stopped can be read. Returns the batch as last seen, and what became
+    of it in words."""
+    if info.status in CANCELLING:
+        how = f"it was {info.status} already"
+    elif (cancel := getattr(api, "cancel", None)) is None:
+        return info, (f"it was {info.status}, and this backend's batch API cannot cancel it: it may still run and be "
+                      "billed; cancel it in the provider's console")
+    else:
+        try:
+            after = await cancel(record.provider_id)
+        except TransportError as exc:
+            now = await _look_again(api, record) or info  # it may have ended meanwhile (a cancel refused so)
+            if now.final:
+                return now, f"it was {info.status}, and ended {now.status} before the cancel reached it"
+            return now, (f"it was {info.status}, and cancelling it failed ({exc}): it may still run and be billed; "
+                         "cancel it in the provider's console")
+        how = f"it was {info.status}; the provider was asked to cancel it (now {after.status})"
+        info = after if after.status in CANCELLING or after.final else info
+    ends = time.monotonic() + CANCEL_WAIT_S
+    pause = 1.0
+    while True:
+        now = await _look_again(api, record)
+        if now is None:  # it cannot be asked now: not waited for (see _not_ended)
+            return info, how
+        info = now
+        left = ends - time.monotonic()
+        if info.final or info.status not in CANCELLING or left <= 0:
+            return info, how
+        if on_wait is not None:
+            on_wait(f"batch {record.id} is {info.status}; waiting up to {CANCEL_WAIT_S:g} s for it to end, to store "
+                    "what it answered (Ctrl-C stops; nothing is lost).")
+            on_wait = None  # said once
+        await asyncio.sleep(min(pause, left))
+        pause = min(pause * 2, 15.0)
+
+
+async def _look_again(api: Any, record: BatchRecord) -> Any:
+    """The batch as the provider describes it now; None when it cannot be asked."""
     try:
-        after = await cancel(record.provider_id)
-    except TransportError as exc:
-        return (f"it was {info.status}, and cancelling it failed ({exc}): it may still run and be billed; cancel "
-                "it in the provider's console")
-    return f"it was {info.status}; the provider was asked to cancel it (now {after.status})"
+        return await api.get(record.provider_id)
+    except TransportError:
+        return None
+
+
+def _not_ended(store: Store, cases: CaseSet, record: BatchRecord, recorder: Recorder, tally: dict[str, Any],
+               problems: list[str], info: Any, how: str) -> None:
+    """``--final`` on a batch that did not end: one still cancelling that has answered requests is left waiting
+    (what it answered is paid for and can still be read), said so; any other is given up."""
+    answered = info.counts.get("completed") if info.counts else None
+    if info.status in CANCELLING and answered != 0:
+        batches.checked(store, record.id, status=info.status, counts=info.counts or record.counts,
+                        errors=info.errors, output_file_id=info.output_file_id, error_file_id=info.error_file_id)
+        held = "some" if answered is None else str(answered)
+        problems.append(f"batch {record.id} was still {info.status} after {CANCEL_WAIT_S:g} s and holds {held} "
+                        f"answered request(s); nothing of it is given up yet: run 'cfkit probe collect "
+                        f"{record.run_id} --final' again in a few minutes to store them.")
+        return
+    _give_up(store, cases, record, recorder, tally, how)
 
 
 def _give_up(store: Store, cases: CaseSet, record: BatchRecord, recorder: Recorder, tally: dict[str, Any],

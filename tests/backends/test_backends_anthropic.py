@@ -294,7 +294,7 @@ def test_a_message_stopped_at_max_tokens_is_stored_as_cut_off_and_the_run_says_s
     assert stored["T002"]["truncated"] == 1 and stored["T001"]["truncated"] == 0
 
 
-def test_collect_final_cancels_a_running_message_batch_and_gives_up_on_a_lost_one(tiny_ws):
+def test_collect_final_cancels_a_running_message_batch_keeps_its_answer_and_gives_up_on_a_lost_one(tiny_ws):
     with AnthropicServer(scripted, polls_before_end=100) as server:
         run_ids = []
         for limit in ("1", "2"):  # two runs, one batch each
@@ -306,12 +306,14 @@ def test_collect_final_cancels_a_running_message_batch_and_gives_up_on_a_lost_on
         plain = run_cli(["-w", str(tiny_ws), "probe", "collect", run_ids[1]])
         assert plain.exit_code == 1 and f"batch {lost}: the provider has no such batch (HTTP 404" in plain.stderr
         assert f"'cfkit probe collect {run_ids[1]} --final'" in plain.stderr
-        for run_id, batch_id, what in ((run_ids[0], running, "the provider was asked to cancel it (now cancelling)"),
-                                       (run_ids[1], lost, "the provider no longer knows it")):
-            final = run_cli(["-w", str(tiny_ws), "probe", "collect", run_id, "--final"])
-            assert final.exit_code == 1 and f"batch {batch_id} given up: " in final.stderr
-            assert what in final.stderr
-            assert all(r["error"] == "transport" and "given up with --final" in r["detail"]
-                       for r in replies(tiny_ws, run_id))
+        # The running batch is cancelled; it had answered its request before it ended, and that answer is kept.
+        final = run_cli(["-w", str(tiny_ws), "probe", "collect", run_ids[0], "--final"])
+        assert final.exit_code == 0, final.stderr
+        assert f"batch {running} completed: it was in_progress; the provider was asked to cancel it" in final.stderr
+        assert [r["answer"] for r in replies(tiny_ws, run_ids[0])] == ["A"]
+        final = run_cli(["-w", str(tiny_ws), "probe", "collect", run_ids[1], "--final"])
+        assert final.exit_code == 1 and f"batch {lost} given up: the provider no longer knows it" in final.stderr
+        assert all(r["error"] == "transport" and "given up with --final" in r["detail"]
+                   for r in replies(tiny_ws, run_ids[1]))
         assert server.batches[running].get("canceling") and not server.batches[lost].get("canceling")
-        assert sorted(r["status"] for r in table_rows(tiny_ws, "runs", "status")) == ["incomplete", "incomplete"]
+        assert sorted(r["status"] for r in table_rows(tiny_ws, "runs", "status")) == ["done", "incomplete"]

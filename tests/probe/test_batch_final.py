@@ -47,7 +47,7 @@ def test_a_batch_that_ends_with_requests_unanswered_stores_them_as_failed_and_th
         assert result.exit_code == 1
         # One line for the batch: how it ended, how many it left unanswered and why, and what happens next.
         said = [line for line in result.stderr.splitlines() if f"batch {batch_id} ended {ends_as}" in line]
-        assert len(said) == 1 and "with 1 request(s) unanswered" in said[0]
+        assert len(said) == 1 and ": 2 result(s) stored, 1 request(s) never answered (" in said[0]
         assert "stored as failed, and the same 'cfkit probe run' sends them again" in said[0]
         assert "1 planned requests have no reply" in result.stderr
         stored = {r["case_id"]: r for r in replies(tiny_ws, sub["run_id"])}
@@ -90,7 +90,7 @@ def test_final_gives_up_on_batches_still_running_or_lost_and_the_run_resumes_wit
         assert sorted(r["case_id"] for r in replies(tiny_ws, run_id)) == ["T001", "T002"]
 
 
-def test_final_cancels_a_running_batch_stores_every_request_given_up_as_failed_and_resume_sends_only_those(
+def test_final_cancels_a_running_batch_stores_what_it_answered_gives_up_the_lost_one_and_resume_sends_only_that(
         tiny_ws, monkeypatch):
     import cfkit.backends.openai_batch as wire
 
@@ -105,30 +105,30 @@ def test_final_cancels_a_running_batch_stores_every_request_given_up_as_failed_a
         assert refused.exit_code == 2 and "give one of the two" in refused.stderr
         final = collect(tiny_ws, run_id, "--final")
         assert final.exit_code == 1
-        assert "1 results stored now; 2 requests of batches given up stored as failed (--final)" in final.stderr
-        assert "2 planned requests have no reply (run the same 'cfkit probe run' again" in final.stderr
-        assert f"batch {running} given up: it was in_progress; the provider was asked to cancel it" in final.stderr
+        # The running batch is cancelled; it answered its request before it stopped, and that answer is stored.
+        assert "2 results stored now; 1 requests of batches given up stored as failed (--final)" in final.stderr
+        assert "1 planned requests have no reply (run the same 'cfkit probe run' again" in final.stderr
+        assert f"batch {running} cancelled: it was in_progress; the provider was asked to cancel it" in final.stderr
         assert server.calls("POST", f"/batches/{running}/cancel") == 1
         assert server.calls("POST", "/cancel") == 1  # neither the ended batch nor the lost one
-        assert server.batches[running]["status"] == "cancelling"
+        assert server.batches[running]["status"] == "cancelled"
         rows = batch_rows(tiny_ws)
         assert {b: (rows[b]["status"], rows[b]["collected_at"] is not None) for b in rows} == {
-            ended: ("completed", True), running: ("given up", True), lost: ("given up", True)}
+            ended: ("completed", True), running: ("cancelled", True), lost: ("given up", True)}
         stored = {r["case_id"]: r for r in replies(tiny_ws, run_id)}
-        assert stored["T001"]["answer"] == "A"
-        for case in ("T002", "T003"):
-            assert stored[case]["error"] == "transport" and "given up with --final" in stored[case]["detail"]
+        assert stored["T001"]["answer"] == "A" and stored["T002"]["answer"] == "A"
+        assert stored["T003"]["error"] == "transport" and "given up with --final" in stored["T003"]["detail"]
         assert "the provider no longer knows it" in stored["T003"]["detail"]
         assert table_rows(tiny_ws, "runs", "status") == [{"status": "incomplete"}]
         shown = run_cli(["-w", str(tiny_ws), "runs", "show", run_id])
-        assert f"{running}: given up" in shown.stdout
-        # Nothing waits any more: collecting again reads nothing, and the run resumes with only the two.
+        assert f"{lost}: given up" in shown.stdout
+        # Nothing waits any more: collecting again reads nothing, and the run resumes with only the lost one.
         before = len(server.log)
         again = collect(tiny_ws, run_id)
         assert again.exit_code == 1 and len(server.log) == before
         live = live_run(tiny_ws, server.url)
         assert live.exit_code == 0, live.stderr
-        assert json.loads(live.stdout)["sent"] == 2 and server.calls("POST", "/chat/completions") == 2
+        assert json.loads(live.stdout)["sent"] == 1 and server.calls("POST", "/chat/completions") == 1
     assert table_rows(tiny_ws, "runs", "status") == [{"status": "done"}]
 
 

@@ -7,8 +7,12 @@ status and message text). ``POST /v1/messages/batches`` creates a batch of
 ``in_progress`` for the first ``polls_before_end`` looks, then ``ended`` with
 a ``results_url``; ``GET …/results`` streams one JSON line a request, each
 answered by the same script (``succeeded`` with a message, or ``errored``),
-and passed through ``mangle`` when given. ``POST …/ID/cancel`` makes a batch
-that has not ended ``canceling``; a batch in ``forgotten`` is answered 404.
+and passed through ``mangle`` when given; a request whose ``custom_id`` is in
+``expire`` is ``expired`` instead (the batch's 24 hours ran out before it).
+``POST …/ID/cancel`` makes a batch that has not ended ``canceling``; it ends
+at the next look, each request in ``expire`` ``canceled`` and the others
+answered, as a batch does that answered part before it stopped. A batch in
+``forgotten`` is answered 404.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ class AnthropicServer(Loopback):
         self.headers: list[dict[str, str]] = []
         self.batches: dict[str, dict[str, Any]] = {}
         self.forgotten: set[str] = set()
+        self.expire: set[str] = set()
         self._lock = threading.Lock()
         server = self
 
@@ -124,7 +129,9 @@ class AnthropicServer(Loopback):
                     return self._send(404, error_body("not_found_error", f"no route {self.path}"))
                 batch_id = found.group(1)
                 if found.group(2):
-                    lines = [json.dumps(server.result(entry, n)) for entry in server.batches[batch_id]["requests"]]
+                    batch = server.batches[batch_id]
+                    lines = [json.dumps(server.result(entry, n, "canceled" if batch.get("canceled") else "expired"))
+                             for entry in batch["requests"]]
                     lines = server.mangle(lines) if server.mangle else lines
                     data = ("\n".join(lines) + "\n").encode()
                     self.send_response(200)
@@ -135,6 +142,8 @@ class AnthropicServer(Loopback):
                     return
                 with server._lock:
                     server.batches[batch_id]["polls"] += 1
+                    if server.batches[batch_id].get("canceling"):
+                        server.batches[batch_id]["canceled"] = True  # it ends at this look
                 self._send(200, server.batch_object(batch_id))
 
             def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
@@ -151,19 +160,25 @@ class AnthropicServer(Loopback):
 
     def batch_object(self, batch_id: str) -> dict[str, Any]:
         batch = self.batches[batch_id]
-        ended = batch["polls"] > self.polls_before_end - 1 and batch["polls"] > 0
+        ended = (batch["polls"] > self.polls_before_end - 1 and batch["polls"] > 0) or bool(batch.get("canceled"))
         total = len(batch["requests"])
-        errored = sum(1 for r in batch["requests"] if self.script(r["params"], 0).status != 200) if ended else 0
+        left = sum(1 for r in batch["requests"] if r["custom_id"] in self.expire) if ended else 0
+        errored = sum(1 for r in batch["requests"] if r["custom_id"] not in self.expire
+                      and self.script(r["params"], 0).status != 200) if ended else 0
         host = self.results_host or self.url
         running = "canceling" if batch.get("canceling") else "in_progress"
         return {"id": batch_id, "type": "message_batch", "processing_status": "ended" if ended else running,
-                "request_counts": {"processing": 0 if ended else total, "succeeded": total - errored if ended else 0,
-                                   "errored": errored, "canceled": 0, "expired": 0},
+                "request_counts": {"processing": 0 if ended else total,
+                                   "succeeded": total - errored - left if ended else 0, "errored": errored,
+                                   "canceled": left if batch.get("canceled") else 0,
+                                   "expired": 0 if batch.get("canceled") else left},
                 "created_at": TIMESTAMP, "expires_at": "2026-12-03T12:00:00Z", "ended_at": TIMESTAMP if ended else None,
-                "cancel_initiated_at": None, "archived_at": None,
+                "cancel_initiated_at": TIMESTAMP if batch.get("canceling") else None, "archived_at": None,
                 "results_url": f"{host}/v1/messages/batches/{batch_id}/results" if ended else None}
 
-    def result(self, entry: dict[str, Any], n: int) -> dict[str, Any]:
+    def result(self, entry: dict[str, Any], n: int, unanswered: str = "expired") -> dict[str, Any]:
+        if entry["custom_id"] in self.expire:
+            return {"custom_id": entry["custom_id"], "result": {"type": unanswered}}
         reply = self.script(entry["params"], n)
         if reply.status != 200:
             return {"custom_id": entry["custom_id"], "result": {"type": "errored", "error": error_body(

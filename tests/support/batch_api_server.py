@@ -17,8 +17,11 @@ It runs a real ``ThreadingHTTPServer`` on 127.0.0.1 in a background thread:
   ran out (``ends_as`` "cancelled" or "failed" ends it so instead; with
   ``list_unanswered`` False they are in neither file, a partial output);
 - ``POST /v1/batches/{id}/cancel`` makes a batch that has not ended
-  ``cancelling`` (it then ends ``cancelled`` at the next look), or is refused
-  with a 400 when ``refuse_cancel``;
+  ``cancelling``, or is refused with a 400 when ``refuse_cancel``; it ends
+  ``cancelled`` at the next look (or after ``cancel_looks`` looks) with what
+  it answered before it stopped, as OpenAI's does: every line but those in
+  ``expire`` in the output file, those in the error file (``batch_cancelled``)
+  or, with ``list_unanswered`` False, in neither;
 - a batch in ``forgotten`` is answered 404, as one the provider deleted;
 - ``GET /v1/files/{id}/content`` answers a file's bytes;
 - ``POST /v1/chat/completions`` answers live, with the same script (for the
@@ -78,6 +81,7 @@ class BatchServer(Loopback):
         self.list_unanswered = list_unanswered
         self.forgotten: set[str] = set()
         self.refuse_cancel = False
+        self.cancel_looks = 1  # looks a cancelling batch takes to end cancelled
         self.files: dict[str, dict[str, Any]] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.looks: dict[str, int] = {}
@@ -222,6 +226,8 @@ class BatchServer(Loopback):
         if batch["status"] in ("failed", "completed", "expired", "cancelled"):
             return 400, error_body(f"Cannot cancel a batch with status '{batch['status']}'.")
         batch["status"] = "cancelling"
+        batch["_cancel_looks"] = 0
+        batch["request_counts"]["completed"] = sum(1 for line in batch["_lines"] if line["custom_id"] not in self.expire)
         return 200, self._public(batch_id)
 
     def _public(self, batch_id: str) -> dict[str, Any]:
@@ -231,21 +237,32 @@ class BatchServer(Loopback):
         batch = self.batches[batch_id]
         self.looks[batch_id] += 1
         if batch["status"] == "cancelling":
-            batch["status"] = "cancelled"
+            batch["_cancel_looks"] += 1
+            if batch["_cancel_looks"] >= self.cancel_looks:
+                self._end(batch_id, "cancelled")
+            return self._public(batch_id)
         if batch["status"] in ("failed", "completed", "expired", "cancelled"):
             return self._public(batch_id)
         steps = ["validating", "in_progress", "finalizing"]
         if self.looks[batch_id] < self.polls:
             batch["status"] = steps[min(self.looks[batch_id], len(steps) - 1)]
             return self._public(batch_id)
+        left = any(line["custom_id"] in self.expire for line in batch["_lines"])
+        self._end(batch_id, self.ends_as if left else "completed")
+        return self._public(batch_id)
+
+    def _end(self, batch_id: str, status: str) -> None:
+        """End a batch ``status``: each line not in ``expire`` answered by the script into the output (or, not a
+        200, the error) file; those in ``expire`` left unanswered (listed in the error file, or not)."""
+        batch = self.batches[batch_id]
         out, failed, done = [], [], 0
         for line in batch["_lines"]:
             custom_id = line["custom_id"]
             if custom_id in self.expire:
                 if self.list_unanswered:
                     failed.append({"id": _new_id("batch_req"), "custom_id": custom_id, "response": None,
-                                   "error": {"code": f"batch_{self.ends_as}", "message": "This request could not be "
-                                             f"executed before the batch was {self.ends_as}."}})
+                                   "error": {"code": f"batch_{status}", "message": "This request could not be "
+                                             f"executed before the batch was {status}."}})
                 continue
             reply = self._answer(line["body"])
             entry = {"id": _new_id("batch_req"), "custom_id": custom_id, "error": None,
@@ -266,10 +283,8 @@ class BatchServer(Loopback):
                 self.files[file_id] = {"data": "".join(lines).encode(),
                                        "filename": f"{batch_id}_{kind}.jsonl", "purpose": "batch_output"}
                 batch[kind] = file_id
-        left = any(line["custom_id"] in self.expire for line in batch["_lines"])
-        batch["status"] = self.ends_as if left else "completed"
+        batch["status"] = status
         batch["request_counts"] = {"total": len(batch["_lines"]), "completed": done, "failed": len(failed)}
-        return self._public(batch_id)
 
     # -- plumbing --------------------------------------------------------------
 
