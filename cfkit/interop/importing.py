@@ -4,11 +4,14 @@ A run exported by cfkit comes back under its own id with every field it had
 (the reply's reading, provenance, reasoning, tokens and usage, latency, cost,
 cache key, when it was stored), and with what the run was shown of each case
 (``asked``, a modality run's ``captions``), so that a report tells its stale
-answers as it did before the export, and with the status it ended with and the
+answers as it did before the export, with the status it ended with and the
 requests it planned (an incomplete run stays incomplete, its unanswered
-requests missing). Records from a peer's file get a run id made
-from the suite, the model and a digest of the records. A run id already in
-the store is refused before anything is written.
+requests missing), and with what it recorded of what it asked: the pairs or
+cases it skipped and why, the part of the suite it asked, and the digest of
+its probe templates, so that a report says of it what it said before.
+Records from a peer's file get a run id made from the suite, the model and a
+digest of the records. A run id already in the store is refused before
+anything is written.
 """
 
 from __future__ import annotations
@@ -44,20 +47,25 @@ class ImportedRun:
 
 
 #: Export columns added after peers' files were first imported (see :func:`_run_id`).
-_LATER = ("asked", "captions", "run_status", "run_requests", "run_stopped")
+_LATER = ("asked", "captions", "run_status", "run_requests", "run_stopped", "run_skipped", "run_selection",
+          "run_templates")
 #: What a run records of each case it was shown (a report compares it with the workspace now).
 _SHOWN = ("asked", "captions")
 
 
 @dataclass(frozen=True)
 class RunState:
-    """How a run read from a file ended: what ``cfkit runs show`` and a report say of it."""
+    """How a run read from a file ended, and what it recorded of what it asked: what ``cfkit runs show`` and a
+    report say of it."""
 
     status: str
     n_requests: int
     n_done: int
     n_errors: int
     stopped: str | None = None  # why it stopped before sending every request
+    skipped: tuple[dict[str, str], ...] | None = None  # the pairs (cases) it could not ask (None: not recorded)
+    selection: dict | None = None  # the part of the suite it asked (None: not recorded, the whole suite)
+    templates: str = ""  # the SHA-256 of its probe templates ("": not recorded)
 
     @property
     def complete(self) -> bool:
@@ -74,7 +82,11 @@ def run_state(group: Sequence[RunRecordRow]) -> RunState:
     if status in ("running", "waiting"):
         status = "incomplete"
     stopped = next((r.run_stopped for r in group if r.run_stopped), None)
-    return RunState(status, max(requests, len(group)), len(group) - errors, errors, stopped)
+    skipped = next((r.run_skipped for r in group if r.run_skipped is not None), None)
+    selection = next((r.run_selection for r in group if r.run_selection), None)
+    templates = next((r.run_templates for r in group if r.run_templates), None) or ""
+    return RunState(status, max(requests, len(group)), len(group) - errors, errors, stopped,
+                    None if skipped is None else tuple(skipped), selection, templates)
 
 
 def shown_notes(group: Sequence[RunRecordRow]) -> dict[str, dict]:
@@ -135,9 +147,12 @@ def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pair
         notes.update(shown_notes(group))  # what the run was shown of each case (a report compares it)
         if state.stopped:
             notes["stopped"] = state.stopped
+        if state.skipped is not None:
+            notes["skipped"] = list(state.skipped)
         runs.open_run(store, run_id, model=first.model, suite=first.suite,
-                      options={"backend": "replay", "options": {}}, cfkit_version=__version__, templates_sha256="",
-                      n_requests=state.n_requests, notes=notes)
+                      options={"backend": "replay", "options": {}}, cfkit_version=__version__,
+                      templates_sha256=state.templates, n_requests=state.n_requests, notes=notes,
+                      selection=state.selection)
         with store.transaction() as tx:
             for r in group:
                 if r.cache_key and (r.usage or r.latency_s is not None):

@@ -11,7 +11,10 @@ shown of the reply's case then (``asked``, and a modality run's caption
 digests, ``captions``), which a report compares with the workspace now to tell
 a stale answer, and how the run ended (``run_status``, ``run_requests``,
 ``run_stopped``: an incomplete run's export says so, how many requests it
-planned and why it stopped).
+planned and why it stopped) and what it recorded of what it asked
+(``run_skipped``, the pairs or cases it could not ask and why;
+``run_selection``, the part of the suite it asked; ``run_templates``, the
+digest of the probe templates it was asked with).
 ``cfkit runs import`` reads it back unchanged.
 """
 
@@ -71,6 +74,9 @@ class RunRecordRow:
     run_status: str | None = None  # the run's status when exported (RUN_STATUSES)
     run_requests: int | None = None  # the requests the run planned (more than its rows where some have no reply)
     run_stopped: str | None = None  # why the run stopped before sending every request (its notes' ``stopped``)
+    run_skipped: list[dict[str, str]] | None = None  # the pairs (cases) the run could not ask, and why
+    run_selection: dict[str, Any] | None = None  # the part of the suite the run asked (--limit, --cases, --subset)
+    run_templates: str | None = None  # the SHA-256 of the probe templates the run was asked with
 
     def prediction(self) -> Prediction:
         """The predictions line of this reply (docs/formats.md)."""
@@ -107,14 +113,12 @@ class RunRecordRow:
                 except (TypeError, ValueError):
                     raise PredictionError(f"{where}: '{name}' must be a number, not {values[name]!r}.") from None
         values["truncated"] = _flag(values["truncated"], "truncated", where)
-        if isinstance(values["usage"], str):
-            try:
-                values["usage"] = json.loads(values["usage"]) if values["usage"] else None
-            except json.JSONDecodeError as exc:
-                raise PredictionError(f"{where}: 'usage' is not JSON ({exc.msg}).") from None
+        values["usage"] = _json_text(values["usage"], "usage", where)
         if values["usage"] is not None and not isinstance(values["usage"], dict):
             raise PredictionError(f"{where}: 'usage' must be an object (the usage record), not {values['usage']!r}.")
         values["captions"] = _digests(values["captions"], where)
+        values["run_skipped"] = _skipped(values["run_skipped"], where)
+        values["run_selection"] = _selection(values["run_selection"], where)
         if values["run_status"] is not None and values["run_status"] not in RUN_STATUSES:
             raise PredictionError(f"{where}: 'run_status' must be one of {', '.join(RUN_STATUSES)}, not "
                                   f"{values['run_status']!r}.")
@@ -137,16 +141,44 @@ COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecordRow))
 RUN_STATUSES = ("done", "incomplete", "failed", "interrupted", "running", "waiting")
 _TEXT_FIELDS = ("run", "model", "suite", "case", "pair", "condition", "answer", "parse", "error", "raw", "reason",
                 "confidence", "detail", "reasoning", "parser", "image_sha256", "server_model", "system_fingerprint",
-                "endpoint", "cache_key", "created_at", "asked", "run_status", "run_stopped")
+                "endpoint", "cache_key", "created_at", "asked", "run_status", "run_stopped", "run_templates")
+#: Columns that hold JSON (in CSV and Parquet, its text).
+JSON_COLUMNS = ("usage", "captions", "run_skipped", "run_selection")
+
+
+def _json_text(value: Any, name: str, where: str) -> Any:
+    """A JSON column's value, read from its text where CSV or Parquet gives one (empty: none)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value) if value else None
+    except json.JSONDecodeError as exc:
+        raise PredictionError(f"{where}: '{name}' is not JSON ({exc.msg}).") from None
+
+
+def _skipped(value: Any, where: str) -> list[dict[str, str]] | None:
+    """The ``run_skipped`` column: a list of objects of texts (``pair_id``, ``reason``, ``unit``)."""
+    value = _json_text(value, "run_skipped", where)
+    if value is not None and not (isinstance(value, list) and all(
+            isinstance(s, dict) and isinstance(s.get("pair_id"), str)
+            and all(isinstance(v, str) for v in s.values()) for s in value)):
+        raise PredictionError(f"{where}: 'run_skipped' must be a list of objects with a 'pair_id' and a 'reason' "
+                              f"(the pairs or cases the run could not ask), not {value!r}.")
+    return value
+
+
+def _selection(value: Any, where: str) -> dict[str, Any] | None:
+    """The ``run_selection`` column: an object (the run's recorded selection)."""
+    value = _json_text(value, "run_selection", where)
+    if value is not None and not isinstance(value, dict):
+        raise PredictionError(f"{where}: 'run_selection' must be an object (the part of the suite the run asked), "
+                              f"not {value!r}.")
+    return value
 
 
 def _digests(value: Any, where: str) -> dict[str, str] | None:
     """The ``captions`` column: condition -> digest, as JSON (its text in CSV and Parquet)."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value) if value else None
-        except json.JSONDecodeError as exc:
-            raise PredictionError(f"{where}: 'captions' is not JSON ({exc.msg}).") from None
+    value = _json_text(value, "captions", where)
     if value is not None and not (isinstance(value, dict)
                                   and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
         raise PredictionError(f"{where}: 'captions' must be an object of texts (condition: digest), not {value!r}.")
@@ -184,6 +216,7 @@ def run_rows(store: Store, run_id: str) -> list[RunRecordRow]:
     cache = responses.cached(store, [r.cache_key for r in replies if r.cache_key])
     asked, captions = run.notes.get("asked") or {}, run.notes.get("captions") or {}
     stopped = run.notes.get("stopped") if isinstance(run.notes.get("stopped"), str) else None
+    skipped = [s for s in run.notes.get("skipped") or () if isinstance(s, dict)] if "skipped" in run.notes else None
     out = []
     for r in replies:
         hit = cache.get(r.cache_key or "")
@@ -197,7 +230,8 @@ def run_rows(store: Store, run_id: str) -> list[RunRecordRow]:
             raw_chars=r.raw_chars, truncated=r.truncated, endpoint=r.endpoint, **tokens, usage=usage, latency_s=None if hit is None else hit.latency_s,
             cost_usd=r.cost_usd, cache_key=r.cache_key, created_at=r.created_at, asked=asked.get(r.case_id),
             captions=captions.get(r.case_id), run_status=run.status, run_requests=run.n_requests,
-            run_stopped=stopped or None))
+            run_stopped=stopped or None, run_skipped=skipped, run_selection=run.selection or None,
+            run_templates=run.templates_sha256 or None))
     return out
 
 

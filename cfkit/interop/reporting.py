@@ -109,14 +109,18 @@ def file_runs(rows: Sequence[RunRecordRow], source: str) -> list[FileRun]:
     from cfkit.interop.importing import group_runs, run_state, shown_notes
     from cfkit.report.file_runs import FileRun
     from cfkit.report.sources import RunInfo
+    from cfkit.store.records.runs import asks_part
 
     found = []
     for (run_id, model, suite), group in group_runs(rows).items():
         if not run_id:
             continue
         state, shown = run_state(group), shown_notes(group)
-        info = RunInfo(run_id, model, suite, state.status, state.complete, False, state.n_requests, state.n_done,
-                       state.stopped, imported=source, captions=shown.get("captions"), asked=shown.get("asked"))
+        info = RunInfo(run_id, model, suite, state.status, state.complete, asks_part(state.selection or {}),
+                       state.n_requests, state.n_done, state.stopped,
+                       skipped=tuple((s["pair_id"], s.get("reason", "")) for s in state.skipped or ()),
+                       imported=source, captions=shown.get("captions"), templates_sha256=state.templates,
+                       asked=shown.get("asked"))
         parsers = Counter(r.parser for r in group if r.parser is not None)
         images = tuple((r.case, r.condition, r.image_sha256) for r in group
                        if r.image_sha256 and r.condition != "edit")  # an edit's image is not the case's

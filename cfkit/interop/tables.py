@@ -19,7 +19,7 @@ from cfkit.hints import install_hint
 from cfkit.errors import OutputError, PredictionError
 from cfkit.files import json_value
 from cfkit.interop import inspect_log, lmms, vlmevalkit
-from cfkit.interop.records import COLUMNS, RunRecordRow
+from cfkit.interop.records import COLUMNS, JSON_COLUMNS, RunRecordRow
 
 #: What ``runs export --format`` writes.
 EXPORT_FORMATS = ("predictions", "jsonl", "csv", "parquet", "inspect", "lmms", "vlmevalkit")
@@ -34,7 +34,7 @@ def to_jsonl(rows: list[RunRecordRow]) -> str:
 
 def to_csv(rows: list[RunRecordRow]) -> str:
     """One reply a row. Every text is quoted and a null is an empty unquoted cell, so that a null and an empty
-    text stay apart; numbers are bare; the usage record is its JSON text."""
+    text stay apart; numbers are bare; the JSON columns (the usage record, …) are their JSON text."""
     lines = [",".join(COLUMNS)]
     for r in rows:
         lines.append(",".join(_cell(v) for v in r.to_dict().values()))
@@ -44,7 +44,7 @@ def to_csv(rows: list[RunRecordRow]) -> str:
 def _cell(value: Any) -> str:
     if value is None:
         return ""
-    if isinstance(value, dict):
+    if isinstance(value, (dict, list)):
         value = json.dumps(value, ensure_ascii=False, sort_keys=True)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return repr(value)
@@ -88,8 +88,8 @@ def _csv_records(text: str) -> list[list[tuple[str, bool]]]:
 def _frame(rows: list[RunRecordRow]):
     import pandas as pd
 
-    records = [r.to_dict() | {name: None if value is None else json.dumps(value, sort_keys=True)
-                              for name, value in (("usage", r.usage), ("captions", r.captions))} for r in rows]
+    records = [r.to_dict() | {name: None if getattr(r, name) is None else json.dumps(getattr(r, name), sort_keys=True)
+                              for name in JSON_COLUMNS} for r in rows]
     frame = pd.DataFrame.from_records(records, columns=list(COLUMNS))
     for name in ("edit_id", "raw_chars", "prompt_tokens", "completion_tokens", "total_tokens"):
         frame[name] = frame[name].astype("Int64")

@@ -70,12 +70,14 @@ _new = object.__new__
 
 def open_run(store: Database, run_id: str, *, model: str, suite: str, options: dict[str, Any], cfkit_version: str,
              templates_sha256: str, n_requests: int, notes: dict[str, Any],
-             recorded: RunSettings | None = None) -> None:
+             recorded: RunSettings | None = None, selection: dict[str, Any] | None = None) -> None:
     """Create the run, or mark an existing one running again (its replies stay).
 
     ``recorded`` is what the run was asked with; a resumed run keeps what it
     first recorded, except the versions, which are those of the newest
-    invocation (the runner notes a change).
+    invocation (the runner notes a change). ``selection``, without
+    ``recorded``: the part of the suite a run read from a file asked, as it
+    recorded it (``cfkit runs import``).
     """
     r = recorded
     with store.transaction() as tx:
@@ -89,7 +91,7 @@ def open_run(store: Database, run_id: str, *, model: str, suite: str, options: d
             (run_id, model, suite, to_json(options), cfkit_version, templates_sha256, now(), n_requests,
              to_json(notes), to_json(r.settings if r else {}), r.settings_sha256 if r else None,
              r.requests_sha256 if r else None, r.endpoint if r else None, to_json(r.versions if r else {}),
-             r.protocol if r else None, to_json(r.selection if r else {})),
+             r.protocol if r else None, to_json(r.selection if r else selection or {})),
         )
 
 

@@ -11,6 +11,12 @@ from typing import Any
 ReplyKey = tuple[str, str, str]
 
 
+def asks_part(selection: dict[str, Any]) -> bool:
+    """Whether a run's recorded selection asks only part of its suite (``--limit``, ``--cases``,
+    ``--reviewed-only``)."""
+    return any(selection.get(k) for k in ("limit", "cases", "reviewed_only"))
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """One row of the runs table."""
@@ -52,7 +58,7 @@ class RunRecord:
     @property
     def subset(self) -> bool:
         """Asked only part of its suite (``--limit``, ``--cases``, ``--reviewed-only``)."""
-        return any(self.selection.get(k) for k in ("limit", "cases", "reviewed_only"))
+        return asks_part(self.selection)
 
     @property
     def cost_unreported(self) -> int:
