@@ -8,7 +8,7 @@ import click
 from rich.markup import escape
 
 from cfkit.cli.console import out, print_json, status, warn, workspace_option
-from cfkit.errors import OutputError
+from cfkit.errors import CheckFailed, OutputError
 from cfkit.money import AT_INPUT_RATE, spent
 
 #: Failures listed by 'runs show' before '… and N more' (all of them with --all or --json).
@@ -296,6 +296,12 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
     how many answers differ from the peer's own extraction. A file whose
     sample ids are not this workspace's cases is refused (map them with --map).
 
+    Exit status: 0 when every run is stored with most of its requests
+    answered (failed, empty, cut-off or unread replies are said, and a report
+    counts them wrong); 1 when most requests of a run got no reply (failed or
+    empty, as 'probe run' ends on mostly empty replies); 2 for a file that
+    cannot be read.
+
     \b
     Examples:
       cfkit runs import logs/2026-11-02T10-00_contextcanvas.eval
@@ -305,7 +311,7 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
     from cfkit.cli.probe_replies import stored_trouble
     from cfkit.interop.exporting import import_file
     from cfkit.store import open_store
-    from cfkit.store.runs import get_run
+    from cfkit.store.runs import count_unanswered, get_run
 
     imported, stored = import_file(ws, path, fmt=fmt, map_path=map_path, label=label, epoch=epoch)
     if (line := imported.summary()) is not None:
@@ -313,6 +319,7 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
     for line in (imported.unfinished_warning(), imported.target_warning()):
         if line is not None:
             warn(line)
+    short = []  # runs stored with most requests unanswered: the command then ends with exit status 1
     with open_store(ws.db_path) as store:
         for run in stored:
             out.print(run.run_id)
@@ -330,6 +337,12 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
             record = get_run(store, run.run_id)
             if record is not None and (trouble := stored_trouble(ws, store, record)) is not None:
                 warn(trouble)
+            empty = count_unanswered(store, run.run_id)[2]
+            if (run.errors + empty) * 2 > run.requests:
+                short.append(f"{run.run_id}: {run.errors + empty} of {run.requests}")
+    if short:
+        raise CheckFailed(f"most requests of {len(short)} imported run(s) got no reply ({'; '.join(short)}: failed, "
+                          "or empty; said above): they are stored, and a report counts them wrong.")
 
 
 #: Characters of a reply's text 'runs unparsed' shows before '… (N more characters)' (all of it with --json).
