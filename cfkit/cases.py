@@ -228,12 +228,23 @@ def _plain_provenance(record: Any) -> Provenance | None:
     return Provenance(**record)
 
 
-class CaseSet:
-    """All cases of a dataset, by id, in file order."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileRead:
+    """What a file held as it was read: the SHA-256 of the bytes read, and its size and mtime when opened."""
 
-    def __init__(self, cases: list[Case], path: Path, image_root: Path):
+    sha256: str
+    size: int
+    mtime_ns: int
+
+
+class CaseSet:
+    """All cases of a dataset, by id, in file order; ``read``: the file as it was read (None when not read from
+    one file), so that what a run records of its cases file is what it parsed, whatever the file holds since."""
+
+    def __init__(self, cases: list[Case], path: Path, image_root: Path, read: FileRead | None = None):
         self.path = path
         self.image_root = image_root
+        self.read = read
         self._by_id = {c.id: c for c in cases}
 
     def __len__(self) -> int:

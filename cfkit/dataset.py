@@ -14,6 +14,7 @@ The record schema and the id and image-path rules are :mod:`cfkit.cases`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from collections import Counter
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cfkit.cases import Case, CaseSet, parse_case
+from cfkit.cases import Case, CaseSet, FileRead, parse_case
 from cfkit.errors import CaseError, ImageError, describe_error
 from cfkit.images import image_data
 
@@ -92,6 +93,7 @@ class CaseCheck:
     problems: tuple[CaseProblem, ...]
     summary: DatasetSummary
     missing_images: tuple[str, ...] = field(default=())
+    read: FileRead | None = None  # the file as it was read (check_cases)
 
     @property
     def ok(self) -> bool:
@@ -181,12 +183,18 @@ def check_cases(path: Path, image_root: Path | None, *, images: bool = True, kee
         read_cases_bytes(path)  # says why, in the words every cases-file reader uses
         raise
     checker = CaseChecker(path, image_root, images=images, keep=keep)
+    digest = hashlib.sha256()
     with handle:
+        # The file as opened, and the digest of the very bytes parsed: a file replaced or rewritten while it is
+        # read is not taken for the one read (a run records these as its cases file: cfkit.probe.identity).
+        opened = os.fstat(handle.fileno())
         for lineno, raw in enumerate(handle, start=1):
+            digest.update(raw)
             if lineno == 1:
                 checker.start(raw)
             checker.add_line(raw.removesuffix(b"\n"), lineno)
-    return checker.finish()
+    read = FileRead(digest.hexdigest(), opened.st_size, opened.st_mtime_ns)
+    return dataclasses.replace(checker.finish(), read=read)
 
 
 def check_cases_data(data: bytes, path: Path, image_root: Path | None, *, images: bool = True,
@@ -394,4 +402,4 @@ def load_cases(path: Path, image_root: Path) -> CaseSet:
         more = len(check.problems) - 1
         tail = f" ({more} more problem{'s' if more > 1 else ''}; 'cfkit cases validate' lists them all.)" if more else ""
         raise CaseError(f"{check.problems[0]}{tail}")
-    return CaseSet(list(check.cases), path, image_root)
+    return CaseSet(list(check.cases), path, image_root, check.read)

@@ -47,7 +47,7 @@ from cfkit.editors import EditRequest, EditResult
 from cfkit.errors import (CaseError, CfkitError, EditRefused, EditorError, EditorTransport, EditorUnavailable, ImageError, SpecError, UsageError)
 from cfkit.files import write_bytes_atomic
 from cfkit.images import read_image
-from cfkit.edit_files import lpips_scorer, spec_thresholds, store_checks
+from cfkit.edit_files import lpips_scorer, refuse_stray_edit_files, spec_thresholds, store_checks
 from cfkit.masks import load_mask
 from cfkit.preserve import EditImages, LpipsScorer, Thresholds, check_images
 from cfkit.cases import CaseSet
@@ -306,6 +306,7 @@ def _edit_with(prep: _Prepared, scorer: Scorer, span: EditSession, *, again: boo
                 "Pass --again to make more candidates anyway."
             )
 
+    refuse_stray_edit_files(prep.store_dir, span._path, span.existing)  # before an engine is paid for
     # 3. Run the engine or the chain.
     attempts: list[Attempt] = []
     result: EditResult | None = None

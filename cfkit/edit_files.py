@@ -11,14 +11,16 @@ without reading them back (:mod:`cfkit.edit`).
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from cfkit.cases import CaseSet
-from cfkit.errors import ConfigError, ImageError, NotFoundError, SpecError
+from cfkit.errors import ConfigError, ImageError, NotFoundError, OutputError, SpecError
 from cfkit.images import read_image
 from cfkit.masks import load_mask
 from cfkit.preserve import EditImages, LpipsScorer, OutputCheck, Thresholds, check_images, fit_output
@@ -158,3 +160,35 @@ def check_spec(ws: Workspace, store: Store, spec_id: str, *, lpips_weights: Path
     if newest is None:
         raise NotFoundError(f"{spec_id} has no successful edit yet; make one with 'cfkit edit {spec_id}'.")
     return check_edit(ws, store, newest.id, lpips_weights=lpips_weights, scorer=scorer, cases=cases)
+
+
+_EDIT_FILE = re.compile(r"([1-9][0-9]{0,17})-(?:raw|composite)\.png")
+
+
+def refuse_stray_edit_files(store_dir: Path, db_path: Path, store: Callable[[], Store | None]) -> None:
+    """Refuse, before any engine runs, edit files the store has no edit for and whose ids its next edits would
+    take (a store put back from an older copy, or moved aside, beside newer edit files): those edits' files could
+    not be written, as a file is never overwritten. Files are listed before the store is asked, so an edit another
+    process records and writes meanwhile is never taken for a stray one (``store()``: the store, None when there is
+    none yet)."""
+    found = []
+    for folder in (store_dir / "edits").glob("*/"):
+        found += [(int(m.group(1)), folder / name) for name in _names(folder) if (m := _EDIT_FILE.fullmatch(name))]
+    if not found:
+        return
+    last = 0 if (opened := store()) is None else edits.last_id(opened)
+    stray = sorted(item for item in found if item[0] > last)
+    if stray:
+        first, more = stray[0][1], len(stray) - 1
+        others = f" (and {more} more such file{'s' if more > 1 else ''})" if more else ""
+        recorded = f"its last is #{last}" if last else "it records none"
+        raise OutputError(f"{first}{others} belongs to no edit in {db_path} ({recorded}): the store looks "
+                         "like an older copy than its edit files, and the next edit could not save its own. Move "
+                         "those files aside, or put back the store they belong to; no engine was called.")
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []

@@ -46,7 +46,10 @@ def atomic_writer(path: Path, *, overwrite: bool = True) -> Iterator[BinaryIO]:
             os.replace(tmp, path)
         else:
             # link() fails if the target exists, so two writers cannot both win.
-            os.link(tmp, path)
+            try:
+                os.link(tmp, path)
+            except FileExistsError as exc:  # named by the file kept, not by the temporary one
+                raise FileExistsError(exc.errno, exc.strerror, str(path)) from None
             os.unlink(tmp)
     except BaseException:
         if os.path.exists(tmp):

@@ -290,7 +290,10 @@ def inputs_digest(ws: Workspace, suite: str, capabilities: Capabilities, generat
     settings = _input_settings(ws, suite, capabilities, generation, selection)
     add("settings", json.dumps(settings | {"cases": case_ids}, sort_keys=True, default=str).encode())
     add("templates", templates_sha256(ws).encode())
-    add("cases", ws.cases_path.read_bytes())
+    # The cases file as the plan parsed it (read once, by load_cases), not as it may be by now: an edit saved
+    # while the run read it must not be recorded as what the run asked.
+    read = cases.read if cases.path == ws.cases_path else None
+    add("cases", (read.sha256 if read else hashlib.sha256(ws.cases_path.read_bytes()).hexdigest()).encode())
     files = _input_files(ws, suite, selection)
     if suite == "modality":
         from cfkit.captions import caption_path  # (a pydantic model at import: only where captions are asked)
@@ -302,8 +305,10 @@ def inputs_digest(ws: Workspace, suite: str, capabilities: Capabilities, generat
     images = [_file_state(p, stats) for p in image_texts(cases, case_ids)]
     for state in images:
         add(f"image {state[0]}", b"\0missing" if state[1] is None else f"{state[1]} {state[2]}".encode())
-    manifest = {"settings": _sha256(settings), "at_ns": started,
-                "files": [_file_state(p) for p in dict.fromkeys(files)] + images}
+    states = [_file_state(p) for p in dict.fromkeys(files)]
+    if read is not None:  # the cases file as it was opened to be parsed
+        states = [[s[0], read.size, read.mtime_ns] if s[0] == str(ws.cases_path) else s for s in states]
+    manifest = {"settings": _sha256(settings), "at_ns": started, "files": states + images}
     return InputsDigest(digest.hexdigest(), manifest)
 
 

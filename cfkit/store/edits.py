@@ -176,6 +176,11 @@ def mark_written(store: Database, edit_id: int, *, raw_path: str, raw_sha256: st
 _MAX_ID = 2**63 - 1
 
 
+def last_id(store: Database) -> int:
+    """The largest edit id recorded (0 for none): the next edit's id follows it, and names its files."""
+    return int(store.query("SELECT COALESCE(MAX(id), 0) AS last FROM edits")[0]["last"])
+
+
 def find(store: Database, edit_id: int) -> EditRecord | None:
     if not 0 < edit_id <= _MAX_ID:
         return None
