@@ -32,6 +32,8 @@ def aged(root: Path, at: float | None = None) -> Path:
 def run_cli(args: list[str], *, env: dict[str, str] | None = None, input: str | None = None):
     """Invoke the CLI in-process; returns click's Result (exit_code, stdout, stderr)."""
     from cfkit.cli import cli
+    import cfkit.cli.console  # noqa: F401  its consoles take the environment it was imported in: this process's,
+    # not the env= of the first invocation that happened to import it (a later test's COLUMNS would be ignored)
 
     return CliRunner().invoke(cli, args, env=env, input=input, catch_exceptions=False, prog_name="cfkit")
 
