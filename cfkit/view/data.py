@@ -89,6 +89,18 @@ class ViewData:
             return list_runs(store)
 
     @cached_property
+    def shown_status(self) -> dict[str, str]:
+        """Each run's status as 'runs list' shows it, by run id: a run the store marks running whose process is gone
+        is interrupted (:func:`cfkit.store.leases.statuses`)."""
+        if not self.runs:
+            return {}
+        from cfkit.store import open_store
+        from cfkit.store.leases import statuses
+
+        with open_store(self.ws.db_path) as store:
+            return statuses(store, self.runs)
+
+    @cached_property
     def servers_said(self) -> dict[str, list[str]]:
         """By run id, what ``cfkit runs show`` says of the servers that answered it: replies from several model
         ids (not one model's answers), from several builds, or all from one model plainly not the one asked."""

@@ -124,8 +124,8 @@ class Site:
         return Page("view.css", "text/css; charset=utf-8", css)
 
     def _index(self) -> Page:
-        return self._html("runs.html", "index.html", runs=self.data.runs, servers_said=self.data.servers_said,
-                          spent=spent)
+        return self._html("runs.html", "index.html", runs=self.data.runs, shown_status=self.data.shown_status,
+                          servers_said=self.data.servers_said, spent=spent)
 
     def _report(self) -> Page:
         report, problem = self.data.report
