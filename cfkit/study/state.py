@@ -9,8 +9,8 @@ then its plan and the run id the plan implies. Its state is then
                  model plainly not the one asked, :mod:`cfkit.servers`)
 ``running``      a process sends it now (:mod:`cfkit.store.leases`; the detail says which, or which host
                  where it cannot be checked from here)
-``incomplete``   started, some requests without a reply (interrupted, killed: "interrupted (its process is
-                 gone)", failed requests)
+``incomplete``   started, some requests without a reply, and why: interrupted by Ctrl-C or SIGTERM, killed
+                 ("interrupted (its process is gone)"), requests that failed
 ``failed``       its last invocation stopped on an error, or it cannot start here (why is given)
 ``waiting``      provider batches in flight (``probe collect``)
 ``stale``        a run with the same settings exists, made from other inputs (cases, captions, edits,
@@ -101,6 +101,8 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
         return _row(run, "waiting", record, f"batches in flight; 'cfkit probe collect {record.id}'")
     # Why it stopped, as the run recorded it ('study run' points here for it): a server gone, requests that failed.
     why = leases.GONE if sending is not None else record.notes.get("stopped")
+    if why is None and record.status == "interrupted":  # Ctrl-C or SIGTERM: it recorded how it ended, and no reason
+        why = "interrupted by Ctrl-C or SIGTERM; 'study run' resumes it"
     if why is None and record.n_errors:  # each failed on its own: what the server said to the first
         said = next((detail for *_, detail, _, _ in runs.reply_states(store, record.id) if detail), None)
         why = f"{record.n_errors} request(s) failed" + (f"; the first: {said}" if said else "")
