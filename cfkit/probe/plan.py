@@ -291,7 +291,9 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
                 items.append(builder.item(swap.as_listed(case, condition), condition))
     else:
         if store is None:
-            raise UsageError("the counterfactual suite needs the store, to find each pair's edit.")
+            raise UsageError(f"the counterfactual suite has no requests in {ws.root}: no edit is recorded yet (there "
+                             f"is no store at {ws.db_path}); make the edits with 'cfkit edit --pending', then run "
+                             "again.")
         from cfkit.subsets import read_subset
 
         wanted = set(read_subset(selection.cases, cases)) if selection.cases is not None else None

@@ -106,6 +106,7 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
     paper = paper_groups()
     boot = data.get("bootstrap", {})
     full = {r["model"]: r["accuracy"] for r in data["contextcanvas"]}
+    canvas = {r["model"]: r for r in data["contextcanvas"]}  # the rows Full and the compare pairs are read from
     tables: list[DisplayTable] = []
     if data["contextcanvas"]:
         rows, classes = _Rows(), _Rows()
@@ -143,7 +144,8 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
             rows.add([_name(r), fmt(full.get(r["model"])), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
                       f"{r['correct']}/{r['reverse']}", str(r["invalid"]), fmt(r["ncu"]), fmt_ci(r["ncu_ci"])],
                      False, r["group"])
-        caption = legends.counterfactual(boot)
+        caption = _join(legends.counterfactual(boot), _full_marked([canvas[r["model"]] for r in data["counterfactual"]
+                                                                   if r["model"] in canvas]))
         if ref:
             for r in ref["tableS7"]["rows"]:
                 rows.add([r["model"] + PAPER_MARK, fmt(r["full"]), fmt(r["orig_acc"]), fmt(r["edit_acc"]),
@@ -185,10 +187,14 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
                                    _join(legends.modality_deltas(boot), _marks(data["modality"], False))))
     if data["compare"]:  # each model's Inv. is in the ContextCanvas table (and base_invalid, other_invalid in JSON)
         rows = _Rows()
+        # A model's accuracy here is its ContextCanvas row's: the pair carries that row's marks, as a table copied
+        # on its own must say a figure counts missing answers wrong.
+        compared = [canvas.get(m, {"model": m}) for r in data["compare"] for m in (r["base"], r["other"])]
         for r in data["compare"]:
-            rows.add([f"{r['base']} → {r['other']}", fmt(r["base_acc"]), fmt(r["other_acc"]), fmt_delta(r["delta"]),
+            base, other = (_name(canvas.get(m, {"model": m})) for m in (r["base"], r["other"]))
+            rows.add([f"{base} → {other}", fmt(r["base_acc"]), fmt(r["other_acc"]), fmt_delta(r["delta"]),
                       f"{r['b']}/{r['c']}", fmt_ci(r["ci"]), fmt_p(r["p"]), fmt_p(r["p_adj"])], False, None)
-        caption = legends.compare(data["compare"][0]["n"], len(data["compare"]), boot)
+        caption = _join(legends.compare(data["compare"][0]["n"], len(data["compare"]), boot), _marks(compared, False))
         if ref:
             for r in ref["tableS10"]["rows"]:
                 rows.add([f"{r['base']} → {r['other']}{PAPER_MARK}", fmt(r["base_acc"]), fmt(r["other_acc"]),
@@ -237,6 +243,15 @@ def _swap_tables(data: dict) -> list[DisplayTable]:
 def _marks(rows: list[dict], reference: bool) -> str:
     return legends_marks(published=reference, incomplete=any(r.get("incomplete") for r in rows),
                          not_clean=any(r.get("not_clean") for r in rows))
+
+
+def _full_marked(rows: list[dict]) -> str:
+    """A caption sentence naming the models whose Full figure is copied from a ContextCanvas row that is marked
+    there (incomplete or not clean); '' when none is."""
+    marked = [_name(r) for r in rows if r.get("incomplete") or r.get("not_clean")]
+    if not marked:
+        return ""
+    return f"Full is each model's ContextCanvas accuracy, and that row is marked for {', '.join(marked)}."
 
 
 def legends_marks(*, published: bool, incomplete: bool, not_clean: bool = False) -> str:

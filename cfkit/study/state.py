@@ -9,8 +9,9 @@ then its plan and the run id the plan implies. Its state is then
                  model plainly not the one asked, :mod:`cfkit.servers`)
 ``running``      a process sends it now (:mod:`cfkit.store.leases`; the detail says which, or which host
                  where it cannot be checked from here)
-``incomplete``   started, some requests without a reply (interrupted, killed: "interrupted (its process is
-                 gone)", failed requests)
+``incomplete``   started, some requests without a reply, and why: interrupted by Ctrl-C or SIGTERM, killed
+                 ("interrupted (its process is gone)"), requests that failed; and, as for a done run, when
+                 the replies it has are not clean either
 ``failed``       its last invocation stopped on an error, or it cannot start here (why is given)
 ``waiting``      provider batches in flight (``probe collect``)
 ``stale``        a run with the same settings exists, made from other inputs (cases, captions, edits,
@@ -101,10 +102,15 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
         return _row(run, "waiting", record, f"batches in flight; 'cfkit probe collect {record.id}'")
     # Why it stopped, as the run recorded it ('study run' points here for it): a server gone, requests that failed.
     why = leases.GONE if sending is not None else record.notes.get("stopped")
+    if why is None and record.status == "interrupted":  # Ctrl-C or SIGTERM: it recorded how it ended, and no reason
+        why = "interrupted by Ctrl-C or SIGTERM; 'study run' resumes it"
     if why is None and record.n_errors:  # each failed on its own: what the server said to the first
         said = next((detail for *_, detail, _, _ in runs.reply_states(store, record.id) if detail), None)
         why = f"{record.n_errors} request(s) failed" + (f"; the first: {said}" if said else "")
-    return _row(run, "incomplete", record, why)
+    _, cut, empty = runs.count_unanswered(store, record.id)  # what the report marks (not clean) is said here too
+    trouble = _cut_or_empty(cut, empty, record.n_done)
+    return _row(run, "incomplete", record, "; ".join(filter(None, [why, trouble and f"not clean either: {trouble}"]))
+                or None)
 
 
 def _settings_changed(store: Store, run: StudyRun, recorded) -> str | None:
@@ -141,13 +147,20 @@ def _done_detail(store: Store, record, truncated: int, empty: int) -> str | None
 def _not_clean(answered_by, truncated: int, empty: int, replies: int) -> str | None:
     """The detail of a done run that is complete but not clean (:func:`cfkit.parse.trouble.not_clean`; replies
     from servers that said they were different models, :mod:`cfkit.servers`)."""
-    from cfkit.parse.trouble import not_clean
-
     if answered_by.mixed_models:
         return (f"complete but not clean: the replies came from servers that said they were "
                 f"{len(answered_by.models)} different models: {answered_by.models_phrase()}")
+    trouble = _cut_or_empty(truncated, empty, replies)
+    return trouble and f"complete but not clean: {trouble}"
+
+
+def _cut_or_empty(truncated: int, empty: int, replies: int) -> str | None:
+    """How many replies were cut off at the token limit, or are empty, when that makes them not clean
+    (:func:`cfkit.parse.trouble.not_clean`); else None."""
+    from cfkit.parse.trouble import not_clean
+
     if not not_clean(truncated, empty, replies):
         return None
     if truncated:
-        return f"complete but not clean: {truncated} of {replies} replies cut off at the token limit"
-    return f"complete but not clean: {empty} of {replies} replies empty"
+        return f"{truncated} of {replies} replies cut off at the token limit"
+    return f"{empty} of {replies} replies empty"

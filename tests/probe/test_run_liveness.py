@@ -1,5 +1,5 @@
 """A run the store marks running is shown by whether its sender lives: one rule (cfkit.store.leases) for
-'runs list', 'runs show', 'study status' and the report, with real processes killed and alive."""
+'runs list', 'runs show', 'study status', the report and the view, with real processes killed and alive."""
 
 from __future__ import annotations
 
@@ -73,6 +73,11 @@ def test_a_killed_probe_run_is_shown_as_interrupted_everywhere_with_the_way_to_r
     text = " ".join(shown.stdout.split())
     assert shown.exit_code == 0 and GONE in text and "same 'cfkit probe run'" in text, text
     assert json.loads(run_cli(["-w", str(ws), "runs", "show", run["id"], "--json"]).stdout)["shown_status"] == GONE
+
+    # The view's runs page says it too (it showed the stored "running" for a process long gone).
+    assert run_cli(["-w", str(ws), "view", "--export", str(tmp_path / "site")]).exit_code == 0
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert f"<td>{GONE}" in page and "<td>running" not in page, page
 
     exported = run_cli(["-w", str(ws), "runs", "export", run["id"], "--output", str(tmp_path / "run.jsonl")])
     assert exported.exit_code == 0 and f"is {GONE}" in " ".join(exported.stderr.split()), exported.stderr

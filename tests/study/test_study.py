@@ -279,6 +279,8 @@ def test_a_study_stopped_in_the_middle_resumes_asking_only_what_is_missing(tmp_p
         status = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])
         assert status.exit_code == 1
         assert {s["state"] for s in json.loads(status.stdout) if s["model"] != "no"} <= {"incomplete", "not started"}
+        # Each incomplete run says why (a run stopped by SIGTERM had no detail at all).
+        assert all("interrupted" in s["detail"] for s in json.loads(status.stdout) if s["state"] == "incomplete")
         # Every reply stored before the stop is counted where it is shown, even when the process was killed
         # before it could record its counts.
         assert sum(s["done"] for s in json.loads(status.stdout)) == stored
