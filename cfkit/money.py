@@ -19,8 +19,13 @@ def usd(value: float) -> str:
 
 
 #: The words every note on input priced at the full input rate holds (cached input without a price of its own, a
-#: cached count that cannot be used, Anthropic's cache writes): ``cfkit runs show`` finds a run's such notes by them.
+#: cached count that cannot be used): ``cfkit runs show`` finds a run's such notes by them.
 AT_INPUT_RATE = "priced at the full input rate"
+#: The words every note on input priced at a rate cfkit assumed holds (Anthropic's cache writes without a price of
+#: their own, or without their split by cache lifetime); ``cfkit runs show`` finds these too.
+AT_ASSUMED_RATE = "priced at a rate cfkit assumed"
+#: What a note on how a run's cost was worked out holds: one of these.
+COST_NOTE_WORDS = (AT_INPUT_RATE, AT_ASSUMED_RATE)
 
 
 def token_cost(tokens_in: object, tokens_out: object, price_in: float, price_out: float,

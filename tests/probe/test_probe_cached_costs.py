@@ -112,3 +112,14 @@ def test_a_negative_cached_price_in_cfkit_toml_is_refused(tiny_ws):
     with ChatServer(cached_80) as server:
         result = openai_run(tiny_ws, server.url, "contextcanvas")
     assert result.exit_code == 2 and "cached_input" in result.stderr and server.count == 0
+
+
+def test_a_cache_write_price_for_a_model_that_reports_no_cache_writes_is_refused(tiny_ws):
+    config = tiny_ws / "cfkit.toml"
+    config.write_text(config.read_text() + '\n[probe.prices."openai:test-model"]\ninput = 1.0\noutput = 1.0\n'
+                                           'cache_write = 1.25\n')
+    with ChatServer(cached_80) as server:
+        result = openai_run(tiny_ws, server.url, "contextcanvas")
+    assert result.exit_code == 2 and server.count == 0
+    assert 'cfkit.toml [probe.prices."openai:test-model"] has cache_write' in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
