@@ -28,6 +28,13 @@ AT_ASSUMED_RATE = "priced at a rate cfkit assumed"
 COST_NOTE_WORDS = (AT_INPUT_RATE, AT_ASSUMED_RATE)
 
 
+def cost_notes(notes: object) -> list[str]:
+    """The notes among ``notes`` (a run's ``backend_notes``) on how its cost was worked out: kept with the run
+    when it is resumed, since its cost still holds the replies they were said of."""
+    return [n for n in notes if isinstance(n, str) and any(w in n for w in COST_NOTE_WORDS)] \
+        if isinstance(notes, (list, tuple)) else []
+
+
 def token_cost(tokens_in: object, tokens_out: object, price_in: float, price_out: float,
                cached: int = 0, price_cached: float | None = None) -> float | None:
     """USD for the input and output token counts a server reported, at USD per million tokens; None unless both

@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from cfkit.cli.console import out, print_json, status, warn, workspace_option
 from cfkit.errors import OutputError
-from cfkit.money import COST_NOTE_WORDS, spent
+from cfkit.money import cost_notes, spent
 
 #: Failures listed by 'runs show' before '… and N more' (all of them with --all or --json).
 FAILURES_SHOWN = 20
@@ -161,8 +161,7 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
             answered_by.builds and "build " + answered_by.builds_phrase())))))
     if record.notes.get("prices"):
         rows.append(("prices", str(record.notes["prices"])))
-    rows += [("cost note", note) for note in record.notes.get("backend_notes") or ()
-             if any(words in note for words in COST_NOTE_WORDS)]
+    rows += [("cost note", note) for note in cost_notes(record.notes.get("backend_notes"))]
     if record.error:
         rows.append(("failed", record.error))
     if record.notes.get("stopped"):
