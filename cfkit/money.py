@@ -19,8 +19,20 @@ def usd(value: float) -> str:
 
 
 #: The words every note on input priced at the full input rate holds (cached input without a price of its own, a
-#: cached count that cannot be used, Anthropic's cache writes): ``cfkit runs show`` finds a run's such notes by them.
+#: cached count that cannot be used): ``cfkit runs show`` finds a run's such notes by them.
 AT_INPUT_RATE = "priced at the full input rate"
+#: The words every note on input priced at a rate cfkit assumed holds (Anthropic's cache writes without a price of
+#: their own, or without their split by cache lifetime); ``cfkit runs show`` finds these too.
+AT_ASSUMED_RATE = "priced at a rate cfkit assumed"
+#: What a note on how a run's cost was worked out holds: one of these.
+COST_NOTE_WORDS = (AT_INPUT_RATE, AT_ASSUMED_RATE)
+
+
+def cost_notes(notes: object) -> list[str]:
+    """The notes among ``notes`` (a run's ``backend_notes``) on how its cost was worked out: kept with the run
+    when it is resumed, since its cost still holds the replies they were said of."""
+    return [n for n in notes if isinstance(n, str) and any(w in n for w in COST_NOTE_WORDS)] \
+        if isinstance(notes, (list, tuple)) else []
 
 
 def token_cost(tokens_in: object, tokens_out: object, price_in: float, price_out: float,

@@ -56,6 +56,8 @@ class PriceConfig:
     input: float  # USD per million input tokens
     output: float  # USD per million output tokens
     cached_input: float | None = None  # USD per million input tokens read from a prompt cache (None: input's)
+    cache_write: float | None = None  # … written to a 5-minute prompt cache (None: 1.25 x input's; Anthropic)
+    cache_write_1h: float | None = None  # … written to a 1-hour prompt cache (None: 2 x input's; Anthropic)
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ def _prices(value: Any) -> bool:
 
 
 #: The keys a [probe.prices."KIND:NAME"] table must have, and those it may have.
-_PRICE_KEYS = ({"input", "output"}, {"input", "output", "cached_input"})
+_PRICE_KEYS = ({"input", "output"}, {"input", "output", "cached_input", "cache_write", "cache_write_1h"})
 
 
 _PREFIX = re.compile(r"[A-Za-z][A-Za-z_-]*")
@@ -151,7 +153,8 @@ def _sections(values: dict[str, dict[str, Any]], as_json: dict[str, Any] | None 
         section = dict(section)
         if name == "probe" and "prices" in section:
             section["prices"] = {k: PriceConfig(float(v["input"]), float(v["output"]),
-                                                None if v.get("cached_input") is None else float(v["cached_input"]))
+                                                *(None if v.get(o) is None else float(v[o])
+                                                  for o in ("cached_input", "cache_write", "cache_write_1h")))
                                  for k, v in section["prices"].items()}
         made[name] = _SECTIONS[name][0](**section)
     return Config(**made, as_json=as_json)

@@ -46,6 +46,10 @@ class PriceModel(_Section):
     output: float = Field(ge=0, description="USD per million output tokens")
     cached_input: float | None = Field(None, ge=0, description="USD per million input tokens read from a prompt "
                                                                "cache (default: input)")
+    cache_write: float | None = Field(None, ge=0, description="USD per million input tokens written to Anthropic's "
+                                                              "5-minute prompt cache (default: 1.25 x input)")
+    cache_write_1h: float | None = Field(None, ge=0, description="USD per million input tokens written to "
+                                                                 "Anthropic's 1-hour prompt cache (default: 2 x input)")
 
 
 class ProbeModel(_Section):

@@ -21,11 +21,14 @@ run (the key), 404 stops it (the model), other 4xx fail the request.
 
 Model controls: temperature, top_p, the token limit and ``extra_body`` (the
 Messages API has no seed, and its reasoning is set through ``extra_body``'s
-``thinking``). Prices (``price_in``, ``price_out``, ``price_cached_in``) give
-each reply's cost: the input read from the prompt cache at ``price_cached_in``
-(``price_in`` when not given), the input written to it at ``price_in``;
+``thinking``). Prices (``price_in``, ``price_out``, ``price_cached_in``,
+``price_cache_write``, ``price_cache_write_1h``) give each reply's cost: the
+input read from the prompt cache at ``price_cached_in`` (``price_in`` when not
+given), the input written to it at ``price_cache_write`` for the 5-minute cache
+and ``price_cache_write_1h`` for the 1-hour one (when not given, Anthropic's
+rates: :data:`CACHE_WRITE_FACTORS` times ``price_in``, and the run says so);
 Message Batches (:mod:`cfkit.backends.anthropic_batch`) serve ``--batch`` and
-``probe collect`` at half price.
+``probe collect`` at half price, cache reads and writes included.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from cfkit.backends import Backend, BackendContext, BackendOptions, Capabilities
 from cfkit.backends.controls import extra_body
 from cfkit.backends.openai_wire import (CACHED_AT_FULL_NOTE, MAX_STORED_CHARS, UNREPORTED_NOTE, TokenPrices,
                                         b64encode, capped, token_prices)
-from cfkit.money import AT_INPUT_RATE, cached_count, is_count, token_cost
+from cfkit.money import AT_ASSUMED_RATE, cached_count, is_count, token_cost
 from cfkit.endpoints import ANTHROPIC, PLACEHOLDER_KEY, redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, OptionError
 from cfkit.hints import install_hint
@@ -73,22 +76,67 @@ class AnthropicOptions(BackendOptions):
     price_cached_in: float | None = Field(None, ge=0, description="USD per million input tokens read from the "
                                                                   "prompt cache (default: price_in)",
                                           json_schema_extra=_NO_CACHE)
+    price_cache_write: float | None = Field(None, ge=0, description="USD per million input tokens written to the "
+                                                                    "5-minute prompt cache (default: 1.25 x price_in)",
+                                            json_schema_extra=_NO_CACHE)
+    price_cache_write_1h: float | None = Field(None, ge=0, description="USD per million input tokens written to the "
+                                                                       "1-hour prompt cache (default: 2 x price_in)",
+                                               json_schema_extra=_NO_CACHE)
 
 
-#: Said when a reply wrote input to Anthropic's prompt cache, priced at the input price (it is billed higher).
-CACHE_WRITE_NOTE = ("{where} reported input written to its prompt cache (usage.cache_creation_input_tokens): "
-                    f"it was {AT_INPUT_RATE}, and Anthropic bills cache writes at 1.25 times that "
-                    "(2 times for a one-hour cache), so the costs shown, and what --max-cost counts, may be lower "
-                    "than what was billed")
+#: What Anthropic bills input written to its prompt cache, as a share of the input price: 1.25 for the 5-minute
+#: cache (the default lifetime), 2 for the 1-hour one (the pricing table of Anthropic's prompt caching guide).
+#: What such input costs when ``price_cache_write`` / ``price_cache_write_1h`` are not given.
+CACHE_WRITE_FACTORS = (1.25, 2.0)
+#: Said when a reply wrote input to the prompt cache and no price for cache writes was given.
+CACHE_WRITE_NOTE = ("{where} reported input written to its prompt cache (usage.cache_creation_input_tokens) and no "
+                    f"price for cache writes was given: it was {AT_ASSUMED_RATE}, Anthropic's 1.25 times the input "
+                    "price (2 times for the 1-hour cache); if your rates differ, give "
+                    "-o price_cache_write=USD_PER_M_TOKENS and -o price_cache_write_1h=…, or cache_write and "
+                    "cache_write_1h in cfkit.toml [probe.prices]")
+#: Said when a reply wrote input to the prompt cache without saying how much to which cache lifetime.
+CACHE_SPLIT_NOTE = ("{where} reported input written to its prompt cache without a usable split by cache lifetime "
+                    f"(usage.cache_creation) for some replies: it was {AT_ASSUMED_RATE}, the 5-minute cache's, so "
+                    "if any of it went to the 1-hour cache, which costs more, the costs shown and what --max-cost "
+                    "counts are lower than what was billed")
 _READ_FIELD = "usage.cache_read_input_tokens"
+_SPLIT = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
+
+
+def _usage(usage: object) -> dict[str, Any]:
+    """The numbers of a reply's usage record, and its split of cache writes by lifetime (``cache_creation``)."""
+    if not isinstance(usage, dict):
+        return {}
+    kept: dict[str, Any] = {k: v for k, v in usage.items() if isinstance(v, (int, float))}
+    split = usage.get("cache_creation")
+    if isinstance(split, dict):
+        kept["cache_creation"] = {k: v for k, v in split.items() if isinstance(v, (int, float))}
+    return kept
+
+
+def _written(usage: dict[str, Any], notes: list[str], where: str) -> tuple[int, int] | None:
+    """(tokens written to the 5-minute cache, to the 1-hour cache); None when the count cannot be used. Without
+    a usable split (``cache_creation``, whose parts add up to ``cache_creation_input_tokens``) all of them count as
+    5-minute writes (the default lifetime), and the reply says so."""
+    total = cached_count(usage.get("cache_creation_input_tokens"), None)
+    split = usage.get("cache_creation")
+    parts = [cached_count(split.get(name), None) for name in _SPLIT] if isinstance(split, dict) else [None, None]
+    if parts[0] is not None and parts[1] is not None and (usage.get("cache_creation_input_tokens") is None
+                                                          or total == parts[0] + parts[1]):
+        return parts[0], parts[1]
+    if total:
+        notes.append(CACHE_SPLIT_NOTE.format(where=where))
+    return None if total is None else (total, 0)
 
 
 def reply_from_message(message: dict[str, Any], latency: float, notes: list[str], *,
-                       prices: TokenPrices | None, where: str) -> Reply:
+                       prices: TokenPrices | None, where: str,
+                       writes: tuple[float | None, float | None] = (None, None)) -> Reply:
     """A Messages API ``message`` (as JSON) read into a reply; ``prices`` (USD per million input, output and cached
-    input tokens) give its cost. Anthropic's ``input_tokens`` leaves out the input read from the prompt cache
-    (``cache_read_input_tokens``, at the cached price) and the input written to it (``cache_creation_input_tokens``,
-    at the input price); all three are priced, each once."""
+    input tokens) and ``writes`` (USD per million input tokens written to the 5-minute and the 1-hour prompt cache;
+    None: :data:`CACHE_WRITE_FACTORS` times the input price) give its cost. Anthropic's ``input_tokens`` leaves out
+    the input read from the prompt cache (``cache_read_input_tokens``, at the cached price) and the input written
+    to it (``cache_creation_input_tokens``, at the cache-write prices); all three are priced, each once."""
     blocks = message.get("content")
     if not isinstance(blocks, list):
         raise TransportError(f"{where} returned a message without content.")
@@ -99,16 +147,15 @@ def reply_from_message(message: dict[str, Any], latency: float, notes: list[str]
     raw, raw_chars = capped("".join(texts))
     if raw_chars is not None:
         notes.append(f"replies longer than {MAX_STORED_CHARS:,} characters were stored cut to that length")
-    usage = message.get("usage")
-    usage = {k: v for k, v in usage.items() if isinstance(v, (int, float))} if isinstance(usage, dict) else {}
+    usage = _usage(message.get("usage"))
     cost = None
     if prices is not None:
         fresh = usage.get("input_tokens")
         read = cached_count(usage.get("cache_read_input_tokens"), None)
-        written = cached_count(usage.get("cache_creation_input_tokens"), None)
+        written = _written(usage, notes, where)
         # Not knowing the cache's part of the input is not knowing the input: no cost, and the reply says so.
         known = read is not None and written is not None and is_count(fresh)
-        cost = token_cost(fresh + read + written, usage.get("output_tokens"), prices[0], prices[1], read, prices[2]) \
+        cost = token_cost(fresh + read, usage.get("output_tokens"), prices[0], prices[1], read, prices[2]) \
             if known else None
         if cost is None:
             notes.append(UNREPORTED_NOTE.format(where=where, fields="usage.input_tokens, output_tokens and the "
@@ -116,7 +163,10 @@ def reply_from_message(message: dict[str, Any], latency: float, notes: list[str]
         else:
             if read and prices[2] is None:
                 notes.append(CACHED_AT_FULL_NOTE.format(where=where, field=_READ_FIELD))
-            if written:
+            rates = [prices[0] * factor if given is None else given
+                     for given, factor in zip(writes, CACHE_WRITE_FACTORS)]
+            cost += (written[0] * rates[0] + written[1] * rates[1]) / 1e6
+            if any(n and given is None for n, given in zip(written, writes)):
                 notes.append(CACHE_WRITE_NOTE.format(where=where))
     model = message.get("model")
     return Reply(raw=raw, usage=usage, latency_s=latency, cost_usd=cost, notes=tuple(notes),
@@ -238,10 +288,15 @@ class AnthropicBackend(Backend):
         if retry:
             notes.append(f"succeeded after {retry} retries")
         return reply_from_message(message.model_dump(mode="json"), time.perf_counter() - started, notes,
-                                  prices=self._prices(), where=self.endpoint)
+                                  prices=self._prices(), where=self.endpoint, writes=self._writes())
 
     def _prices(self, factor: float = 1.0) -> TokenPrices | None:
         return token_prices(self.options, factor)
+
+    def _writes(self, factor: float = 1.0) -> tuple[float | None, float | None]:
+        """The cache-write prices given, times ``factor`` (None: Anthropic's share of the input price)."""
+        given = (self.options.price_cache_write, self.options.price_cache_write_1h)
+        return (None if given[0] is None else given[0] * factor, None if given[1] is None else given[1] * factor)
 
     async def _after_status(self, exc: Any, retry: int) -> int:
         status = exc.status_code
@@ -277,7 +332,7 @@ class AnthropicBackend(Backend):
     def reply_from_completion(self, message: dict[str, Any], *, price_factor: float = 1.0) -> Reply:
         """A message a batch returned, read as :meth:`answer` reads a live one, at ``price_factor`` of the prices."""
         return reply_from_message(message, 0.0, list(self.notes), prices=self._prices(price_factor),
-                                  where=self.endpoint)
+                                  where=self.endpoint, writes=self._writes(price_factor))
 
     def batch_api(self) -> Any:
         """The Message Batches of this backend's server, in the shape ``probe run --batch`` drives."""

@@ -38,7 +38,11 @@ def _usd(value: float | None) -> str:
 
 def _prices(prices) -> str:
     cached = "" if prices.price_cached_in is None else f" / ${prices.price_cached_in:g} cached in"
-    return f"${prices.price_in:g} in / ${prices.price_out:g} out{cached} per million tokens ({prices.source})"
+    writes = "".join(f" / ${price:g} {what}" for price, what in zip(prices.cache_writes,
+                                                                    ("cache write", "1-hour cache write"))
+                     if price is not None)
+    return (f"${prices.price_in:g} in / ${prices.price_out:g} out{cached}{writes} per million tokens "
+            f"({prices.source})")
 
 
 def render_preview(preview, max_cost: float | None, as_json: bool) -> None:

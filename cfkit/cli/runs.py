@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from cfkit.cli.console import out, print_json, status, warn, workspace_option
 from cfkit.errors import CheckFailed, OutputError
-from cfkit.money import AT_INPUT_RATE, spent
+from cfkit.money import cost_notes, spent
 
 #: Failures listed by 'runs show' before '… and N more' (all of them with --all or --json).
 FAILURES_SHOWN = 20
@@ -161,7 +161,7 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
             answered_by.builds and "build " + answered_by.builds_phrase())))))
     if record.notes.get("prices"):
         rows.append(("prices", str(record.notes["prices"])))
-    rows += [("cost note", note) for note in record.notes.get("backend_notes") or () if AT_INPUT_RATE in note]
+    rows += [("cost note", note) for note in cost_notes(record.notes.get("backend_notes"))]
     if record.error:
         rows.append(("failed", record.error))
     if record.notes.get("stopped"):

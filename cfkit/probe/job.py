@@ -92,10 +92,21 @@ def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], proto
     if backend is not None and {"price_in", "price_out"} <= fields:
         prices = resolve_prices(model, name, backend.endpoint, options, ws.config.probe.prices)
         if prices is not None and options.get("price_in") is None:
+            _takes_cache_writes(prices, fields, model, kind)
             options = {**options, **prices.options()}
             backend = load_backend(model, options, context=setup.context(ws, suite))
         setup = _Setup(model, options, preset, prices, setup.cacheable, setup.capabilities)
     return setup, backend
+
+
+def _takes_cache_writes(prices: Prices, fields: set[str], model: str, kind: str) -> None:
+    """Refuse configured cache-write prices for a backend that has none to price (only Anthropic bills writes)."""
+    from cfkit.probe.prices import CACHE_WRITE_KEYS, CACHE_WRITE_OPTIONS
+
+    for key, name, price in zip(CACHE_WRITE_KEYS, CACHE_WRITE_OPTIONS, prices.cache_writes):
+        if price is not None and name not in fields:
+            raise UsageError(f"cfkit.toml [probe.prices.\"{model}\"] has {key}, and {kind}: models report no "
+                             f"prompt-cache writes to price (anthropic: models do); remove {key} from that table.")
 
 
 def _plan(ws: Workspace, store: Store | None, setup: _Setup, suite: str, selection: Selection,

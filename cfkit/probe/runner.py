@@ -45,7 +45,8 @@ from cfkit.probe.identity import library_versions, requests_sha256, run_id_for, 
 from cfkit.probe.plan import ProbeItem, ProbePlan
 from cfkit.probe.progress import Budget, RunProgress, RunSummary
 from cfkit.store import Store, batches, responses, runs
-from cfkit.store.runs import RunSettings
+from cfkit.money import cost_notes
+from cfkit.store.runs import RunRecord, RunSettings
 
 if TYPE_CHECKING:
     from cfkit.probe.pacing import Pacer
@@ -120,7 +121,7 @@ def open_and_settle(store: Store, backend: Backend, plan: ProbePlan, *, protocol
         raise Incomplete(f"run {run_id} has {len(waiting)} batch(es) in flight ({waiting[0].status}); collect their "
                          f"results with 'cfkit probe collect {run_id}' before running it again.")
     previous = runs.get_run(store, run_id)
-    _open_run(store, run_id, backend, plan, recorded, notes or {})
+    _open_run(store, run_id, backend, plan, recorded, notes or {}, previous)
     if owner is not None:
         from cfkit.probe.sharing import announce, withdraw
 
@@ -338,11 +339,13 @@ def _file(state) -> list | None:
 
 
 def _open_run(store: Store, run_id: str, backend: Backend, plan: ProbePlan, recorded: RunSettings,
-              notes: dict[str, Any]) -> None:
+              notes: dict[str, Any], previous: RunRecord | None = None) -> None:
+    """Open the run; a resumed one keeps its earlier invocations' notes on how its cost was worked out."""
     options = {"options": backend.options.model_dump(mode="json") if backend.options is not None else {},
                "identity": backend.cache_identity}
+    earlier = cost_notes(previous.notes.get("backend_notes")) if previous is not None else []
     notes = {**notes, "run_id_rule": RUN_ID_RULE, "skipped": [asdict(s) for s in plan.skipped], "unreviewed": list(plan.unreviewed),
-             "left_out": list(plan.left_out), "backend_notes": sorted(backend.notes or ())}
+             "left_out": list(plan.left_out), "backend_notes": sorted({*(backend.notes or ()), *earlier})}
     if plan.captions:  # what each case's caption conditions showed, for the report to compare (cfkit.caption_digests)
         notes["captions"] = {case: dict(digests) for case, digests in plan.captions.items()}
     runs.open_run(store, run_id, model=backend.model, suite=plan.suite, options=options, cfkit_version=__version__,
@@ -373,7 +376,7 @@ def close_run(store: Store, run_id: str, status: str, stopped: str | None, wante
         status = "incomplete"
     previous = runs.get_run(store, run_id)
     record = dict(previous.notes) if previous is not None else {}
-    record["backend_notes"] = notes
+    record["backend_notes"] = list(dict.fromkeys([*notes, *cost_notes(record.get("backend_notes"))]))
     record["stopped"] = stopped
     if asked:
         record["asked"] = asked

@@ -105,7 +105,9 @@ def finish_run(store: Database, run_id: str, *, status: str, n_done: int, n_erro
     """
     with store.transaction() as tx:
         total = tx.execute("SELECT SUM(cost_usd), COUNT(cost_usd) FROM replies WHERE run_id = ?", (run_id,)).fetchone()
-        if notes.get("prices"):  # a priced run: the replies that came back without a cost (no usable token counts)
+        # A priced run (this invocation's prices, or replies an earlier one priced): the replies without a cost (no
+        # usable token counts, or sent without prices when the run was resumed without them).
+        if notes.get("prices") or total[1]:
             notes = {**notes, "cost_unreported": tx.execute(
                 "SELECT COUNT(*) FROM replies WHERE run_id = ? AND cost_usd IS NULL AND error IS NOT 'transport'",
                 (run_id,)).fetchone()[0]}

@@ -120,12 +120,15 @@ def test_cost_reasoning_refusal_and_controls(tiny_ws):
     assert stored["T001"]["reasoning"] == "weighing the options" and "weighing" not in stored["T001"]["raw"]
 
 
-#: Anthropic's usage: ``input_tokens`` leaves out the input read from and written to the prompt cache.
+#: Anthropic's usage: ``input_tokens`` leaves out the input read from and written to the prompt cache; the writes
+#: are split by the cache's lifetime (``cache_creation``).
 CACHE_USAGE = {"input_tokens": 30, "cache_read_input_tokens": 60, "cache_creation_input_tokens": 10,
-               "output_tokens": 20}
+               "output_tokens": 20, "cache_creation": {"ephemeral_5m_input_tokens": 6, "ephemeral_1h_input_tokens": 4}}
 PRICES = ["-o", "price_in=1000", "-o", "price_out=0"]
+#: One reply's cache writes at Anthropic's rates: 6 for 5 minutes at 1.25 x 1000 USD a million, 4 for an hour at 2 x.
+WRITES = (6 * 1250 + 4 * 2000) / 1e6
 READ_AT_FULL = "cached input tokens (usage.cache_read_input_tokens) and no price for cached input was given"
-WRITE_NOTE = "input written to its prompt cache (usage.cache_creation_input_tokens): it was priced at the full"
+WRITE_NOTE = "(usage.cache_creation_input_tokens) and no price for cache writes was given: it was priced at a rate"
 
 
 def with_usage(usage):
@@ -142,17 +145,54 @@ def test_cache_reads_and_writes_are_priced_each_once(tiny_ws, tmp_path):
     with AnthropicServer(with_usage(CACHE_USAGE)) as server:
         cached = claude(tiny_ws, server.url, "contextcanvas", "--json", *PRICES, "-o", "price_cached_in=100")
         full = claude(write_workspace(tmp_path / "other"), server.url, "contextcanvas", "--json", *PRICES)
-    assert cached.exit_code == 0 and full.exit_code == 0, cached.stderr + full.stderr
-    # 30 fresh and 10 written at 1000 USD a million, 60 read at 100: each input token once, at its price.
-    assert json.loads(cached.stdout)["cost_usd"] == pytest.approx(3 * (30 * 1000 + 10 * 1000 + 60 * 100) / 1e6)
+        given = claude(write_workspace(tmp_path / "given"), server.url, "contextcanvas", "--json", *PRICES,
+                       "-o", "price_cached_in=100", "-o", "price_cache_write=1500", "-o", "price_cache_write_1h=3000")
+    assert cached.exit_code == 0 and full.exit_code == 0 and given.exit_code == 0, cached.stderr + full.stderr
+    # 30 fresh at 1000 USD a million, 60 read at 100, 10 written at Anthropic's rates: each input token once.
+    assert json.loads(cached.stdout)["cost_usd"] == pytest.approx(3 * ((30 * 1000 + 60 * 100) / 1e6 + WRITES))
     assert READ_AT_FULL not in cached.stderr and cached.stderr.count(WRITE_NOTE) == 1
-    # Without a cached price all 100 input tokens cost the input price, and the run says so once.
-    assert json.loads(full.stdout)["cost_usd"] == pytest.approx(3 * 100 * 1000 / 1e6)
+    # Without a cached price the 90 input tokens read or not cost the input price, and the run says so once.
+    assert json.loads(full.stdout)["cost_usd"] == pytest.approx(3 * (90 * 1000 / 1e6 + WRITES))
     assert full.stderr.count(READ_AT_FULL) == 1 and full.stderr.count(WRITE_NOTE) == 1
-    # The counts stay with each reply's usage.
+    # Cache-write prices of one's own: used, and nothing assumed.
+    assert json.loads(given.stdout)["cost_usd"] == pytest.approx(3 * (30 * 1000 + 60 * 100 + 6 * 1500
+                                                                      + 4 * 3000) / 1e6)
+    assert "priced at a rate cfkit assumed" not in given.stderr
+    # The counts stay with each reply's usage, the split by lifetime with them.
     usage = [json.loads(r["usage"]) for r in table_rows(tiny_ws, "responses")]
     assert usage and all(u["cache_read_input_tokens"] == 60 and u["cache_creation_input_tokens"] == 10
-                         for u in usage)
+                         and u["cache_creation"] == CACHE_USAGE["cache_creation"] for u in usage)
+
+
+def test_cache_writes_count_against_max_cost_at_their_own_rate(tiny_ws):
+    # 10 fresh input tokens and 100 written to the 1-hour cache: 0.21 USD a reply at 1000 USD a million (0.11 if
+    # the writes cost the input price, when all three replies would fit in 0.5).
+    usage = {"input_tokens": 10, "cache_creation_input_tokens": 100, "output_tokens": 0,
+             "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 100}}
+    with AnthropicServer(with_usage(usage)) as server:
+        result = claude(tiny_ws, server.url, "contextcanvas", "--json", "--max-cost", "0.5", *PRICES)
+    assert result.exit_code == 1, result.stderr
+    summary = json.loads(result.stdout)
+    assert len(server.messages) == 2 and summary["cost_usd"] == pytest.approx(2 * 0.21)
+    assert "--max-cost 0.5" in summary["stopped"]
+
+
+def test_cache_write_prices_can_come_from_cfkit_toml_and_are_refused_without_input_prices(tiny_ws):
+    config = tiny_ws / "cfkit.toml"
+    config.write_text(config.read_text() + '\n[probe.prices."anthropic:claude-test"]\ninput = 1000.0\n'
+                      'output = 0.0\ncache_write = 1500.0\ncache_write_1h = 3000.0\n')
+    with AnthropicServer(with_usage(CACHE_USAGE)) as server:
+        preview = claude(tiny_ws, server.url, "contextcanvas", "--dry-run")
+        result = claude(tiny_ws, server.url, "contextcanvas", "--json")
+        alone = claude(tiny_ws, server.url, "contextcanvas", "-o", "price_cache_write=1")
+    assert preview.exit_code == 0 and "$1500 cache write / $3000 1-hour cache write" in preview.stdout
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["cost_usd"] == pytest.approx(3 * (90 * 1000 + 6 * 1500 + 4 * 3000) / 1e6)
+    assert "priced at a rate cfkit assumed" not in result.stderr
+    shown = json.loads(run_cli(["-w", str(tiny_ws), "runs", "show", json.loads(result.stdout)["run_id"],
+                                "--json"]).stdout)
+    assert shown["run"]["notes"]["prices"]["price_cache_write_1h"] == 3000
+    assert alone.exit_code == 2 and "-o price_cache_write was given without -o price_in" in alone.stderr
 
 
 @pytest.mark.parametrize("usage", [
@@ -168,15 +208,19 @@ def test_an_unusable_cache_count_leaves_the_cost_unknown_and_stops_a_budget(tiny
     assert "cache_read/cache_creation_input_tokens" in result.stderr
 
 
-def test_a_collected_batch_says_cached_input_was_priced_at_the_input_price(tiny_ws):
+def test_a_collected_batch_prices_cache_reads_and_writes_at_half_and_says_how(tiny_ws):
     with AnthropicServer(with_usage(CACHE_USAGE)) as server:
         run_id = json.loads(claude(tiny_ws, server.url, "contextcanvas", "--batch", "--json", *PRICES).stdout)["run_id"]
-        done = run_cli(["-w", str(tiny_ws), "probe", "collect", run_id])
+        done = run_cli(["-w", str(tiny_ws), "probe", "collect", run_id, "--json"])
         shown = run_cli(["-w", str(tiny_ws), "runs", "show", run_id], env={"COLUMNS": "400"})
     assert done.exit_code == 0, done.stderr
-    assert done.stderr.count(READ_AT_FULL) == 1 and done.stderr.count(WRITE_NOTE) == 1
-    assert "$0.15 at batch prices" in done.stderr  # half of 3 x 100 input tokens at 1000 USD a million
-    assert shown.stdout.count("cost note") == 2 and READ_AT_FULL in " ".join(shown.stdout.split())
+    collected = json.loads(done.stdout)
+    said = " ".join(collected["notes"])
+    assert said.count(READ_AT_FULL) == 1 and said.count(WRITE_NOTE) == 1
+    # Half of 3 x (90 input tokens at 1000 USD a million and the writes at Anthropic's rates).
+    assert collected["cost_usd"] == pytest.approx(0.5 * 3 * (90 * 1000 / 1e6 + WRITES))
+    said = " ".join(shown.stdout.split())
+    assert shown.stdout.count("cost note") == 2 and READ_AT_FULL in said and WRITE_NOTE in said
 
 
 def test_message_batch_round_trip_at_half_price(tiny_ws):

@@ -75,13 +75,59 @@ def test_openai_cached_input_is_a_part_of_the_prompt_tokens():
 def test_anthropic_cache_reads_and_writes_are_beside_the_input_tokens_each_priced_once():
     usage = {"input_tokens": 200, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 50,
              "output_tokens": 300}
-    # 200 fresh and 50 written at the input price, 1000 read at the cached price.
-    assert anthropic(usage, CACHED_PRICES).cost_usd == pytest.approx((250 * 2.0 + 1000 * 0.5 + 300 * 8.0) / 1e6)
-    assert anthropic(usage).cost_usd == pytest.approx((1250 * 2.0 + 300 * 8.0) / 1e6)
+    # 200 fresh at the input price, 1000 read at the cached price, 50 written at Anthropic's 1.25 x the input price.
+    assert anthropic(usage, CACHED_PRICES).cost_usd == pytest.approx((200 * 2.0 + 50 * 2.5 + 1000 * 0.5
+                                                                      + 300 * 8.0) / 1e6)
+    assert anthropic(usage).cost_usd == pytest.approx((1200 * 2.0 + 50 * 2.5 + 300 * 8.0) / 1e6)
     # Nothing read or written: the plain cost, and nothing to say of a cache.
     plain = anthropic({"input_tokens": 200, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0,
                        "output_tokens": 300}, CACHED_PRICES)
     assert plain.cost_usd == pytest.approx((200 * 2.0 + 300 * 8.0) / 1e6) and plain.notes == ()
+
+
+#: Anthropic's usage today: the cache writes, and their split by the cache's lifetime.
+SPLIT_USAGE = {"input_tokens": 200, "cache_creation_input_tokens": 300, "output_tokens": 100,
+               "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 200}}
+
+
+def test_anthropic_cache_writes_cost_anthropics_rates_by_lifetime_and_say_the_rate_was_assumed():
+    reply = anthropic(SPLIT_USAGE, CACHED_PRICES)
+    # 100 written for 5 minutes at 1.25 x 2.0, 200 for an hour at 2 x 2.0.
+    assert reply.cost_usd == pytest.approx((200 * 2.0 + 100 * 2.5 + 200 * 4.0 + 100 * 8.0) / 1e6)
+    [note] = reply.notes
+    assert "priced at a rate cfkit assumed" in note and "-o price_cache_write=" in note
+    assert reply.usage["cache_creation"] == SPLIT_USAGE["cache_creation"]  # kept, so the cost can be worked again
+
+
+def test_given_cache_write_prices_are_used_and_nothing_is_assumed():
+    reply = reply_from_message({"content": [{"type": "text", "text": "A"}], "usage": SPLIT_USAGE}, 0.1, [],
+                               prices=CACHED_PRICES, where="h", writes=(3.0, 5.0))
+    assert reply.cost_usd == pytest.approx((200 * 2.0 + 100 * 3.0 + 200 * 5.0 + 100 * 8.0) / 1e6)
+    assert reply.notes == ()
+    # Only the price of the lifetime written to is needed.
+    only_hour = {**SPLIT_USAGE, "cache_creation_input_tokens": 200,
+                 "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 200}}
+    reply = reply_from_message({"content": [], "usage": only_hour}, 0.1, [], prices=CACHED_PRICES, where="h",
+                               writes=(None, 5.0))
+    assert reply.cost_usd == pytest.approx((200 * 2.0 + 200 * 5.0 + 100 * 8.0) / 1e6) and reply.notes == ()
+
+
+@pytest.mark.parametrize("split", [None, {"ephemeral_5m_input_tokens": -1, "ephemeral_1h_input_tokens": 301},
+                                   {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 100}, "lots"],
+                         ids=["absent", "negative", "not adding up", "text"])
+def test_cache_writes_without_a_usable_split_are_priced_as_5_minute_writes_and_say_so(split):
+    usage = {k: v for k, v in SPLIT_USAGE.items() if k != "cache_creation"}
+    if split is not None:
+        usage["cache_creation"] = split
+    reply = anthropic(usage, CACHED_PRICES)
+    assert reply.cost_usd == pytest.approx((200 * 2.0 + 300 * 2.5 + 100 * 8.0) / 1e6)
+    assert any("without a usable split by cache lifetime" in n and "lower than what was billed" in n
+               for n in reply.notes)
+
+
+def test_a_split_alone_gives_the_cache_writes():
+    usage = {k: v for k, v in SPLIT_USAGE.items() if k != "cache_creation_input_tokens"}
+    assert anthropic(usage, CACHED_PRICES).cost_usd == pytest.approx(anthropic(SPLIT_USAGE, CACHED_PRICES).cost_usd)
 
 
 @pytest.mark.parametrize("field", ["cache_read_input_tokens", "cache_creation_input_tokens"])

@@ -40,6 +40,9 @@ FILES = [
     '[probe.prices.x]\ninput = -1\noutput = 1\n', '[probe.prices.x]\ninput = 1\n', '[probe.prices.x]\ninput = 1\noutput = 1\nx = 1\n',
     '[dataset]\ncases = 3\n', '[dataset]\nextra = "x"\n', 'other = 1\n', 'dataset = "x"\n', '[edit]\nauto = "a"\n',
     '[edit]\nauto = ["a", 1]\n', '[edit.engines]\na = 1\n', '[probe]\nbase_urls = "http://a"\n',
+    # Anthropic's cache-write prices: read, and refused below zero
+    '[probe.prices."anthropic:c"]\ninput = 1\noutput = 5\ncache_write = 1.25\ncache_write_1h = 2\n',
+    '[probe.prices.x]\ninput = 1\noutput = 1\ncache_write_1h = -2\n',
 ]
 
 

@@ -112,3 +112,33 @@ def test_a_negative_cached_price_in_cfkit_toml_is_refused(tiny_ws):
     with ChatServer(cached_80) as server:
         result = openai_run(tiny_ws, server.url, "contextcanvas")
     assert result.exit_code == 2 and "cached_input" in result.stderr and server.count == 0
+
+
+def test_a_cache_write_price_for_a_model_that_reports_no_cache_writes_is_refused(tiny_ws):
+    config = tiny_ws / "cfkit.toml"
+    config.write_text(config.read_text() + '\n[probe.prices."openai:test-model"]\ninput = 1.0\noutput = 1.0\n'
+                                           'cache_write = 1.25\n')
+    with ChatServer(cached_80) as server:
+        result = openai_run(tiny_ws, server.url, "contextcanvas")
+    assert result.exit_code == 2 and server.count == 0
+    assert 'cfkit.toml [probe.prices."openai:test-model"] has cache_write' in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_resumed_run_keeps_saying_how_its_earlier_replies_were_priced(tiny_ws):
+    def cached_first(body, n):
+        return cached_80(body, n) if n == 1 else scripted_answer(body, n)
+
+    with ChatServer(cached_first) as server:
+        first = openai_run(tiny_ws, server.url, "contextcanvas", "--json", "--max-cost", "0.1", *PRICES)
+        assert first.exit_code == 1 and server.count == 1, first.stderr
+        rest = openai_run(tiny_ws, server.url, "contextcanvas", "--json", *PRICES)
+    assert rest.exit_code == 0, rest.stderr
+    run_id = json.loads(rest.stdout)["run_id"]
+    # The second invocation read no cached input, and says nothing of it; the run's cost still holds the first
+    # reply's cached input at the input price, and runs show says so.
+    assert NOTE not in rest.stderr
+    shown = run_cli(["-w", str(tiny_ws), "runs", "show", run_id], env={"COLUMNS": "400"})
+    assert shown.stdout.count("cost note") == 1 and NOTE in " ".join(shown.stdout.split())
+    assert json.loads(run_cli(["-w", str(tiny_ws), "runs", "show", run_id, "--json"]).stdout)["run"]["cost_usd"] \
+        == pytest.approx(3 * AT_INPUT_PRICE)

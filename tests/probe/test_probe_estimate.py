@@ -198,3 +198,17 @@ def test_max_cost_stops_sending_when_the_server_reports_no_token_counts(tmp_path
     assert "--max-cost 100 USD cannot be kept" in summary["stopped"]
     resume = result.stderr.split("resume with: ")[1]
     assert "--max-cost" not in resume and "price_in=1000" in resume  # the stop says the resume goes on unbudgeted
+
+
+def test_a_priced_run_resumed_without_prices_says_its_cost_leaves_those_replies_out(tiny_ws):
+    with ChatServer(scripted_answer) as server:
+        first = openai_run(tiny_ws, server.url, "contextcanvas", "--max-cost", "0.1", "-o", "price_in=1000",
+                           "-o", "price_out=0")
+        assert first.exit_code == 1 and server.count == 1, first.stderr
+        rest = openai_run(tiny_ws, server.url, "contextcanvas", "--json")
+    assert rest.exit_code == 0, rest.stderr
+    run_id = json.loads(rest.stdout)["run_id"]
+    # Only the first reply has a cost (0.10); the other two were sent without prices, so the run's cost is a floor.
+    shown = run_cli(["-w", str(tiny_ws), "runs", "show", run_id]).stdout
+    assert "at least $0.10: 2 replies without a reported cost" in shown
+    assert "at least $0.10" in run_cli(["-w", str(tiny_ws), "runs", "list"]).stdout
