@@ -240,6 +240,11 @@ class Backend:
     async def aclose(self) -> None:
         """Release connections at the end of a run."""
 
+    def run_notes(self) -> list[str]:
+        """Asked when a run stops sending: what to say of how its servers did (replicas left out), kept with
+        the run's notes. Nothing by default."""
+        return []
+
     def set_concurrency(self, per_endpoint: int) -> None:
         """With several :attr:`replicas`: the requests each may have in flight (one server: the runner's limit)."""
 

@@ -22,9 +22,11 @@ not used here (the image editor still uses it).
 Replicas: ``base_url`` may name several servers of one model (``--base-url``
 repeated, ``[probe] base_urls``); :mod:`cfkit.backends.replicas` checks at
 start-up that they serve the same model, which then keys the cache and the run
-instead of the URL, and spreads requests over them (``-j`` at each). A failed
-attempt there backs its server off and goes to another at once, without a
-wait; each reply records the server that answered.
+instead of the URL, and spreads requests over them (``-j`` at each). A server
+that cannot be asked or does not list the model is left out (a note says so);
+a failed attempt backs its server off and goes to another at once, without a
+wait; a 401, 403 or 404 leaves its server out while another remains; each
+reply records the server that answered.
 
 Retries: 429, 408, 409, 5xx, timeouts, connection errors and malformed bodies
 are retried ``max_retries`` times with jittered exponential backoff, honouring
@@ -76,7 +78,7 @@ from cfkit.backends.http import (
 )
 from cfkit.backends.openai_wire import (MAX_STORED_CHARS, body_parts, image_base64, reply_from_completion, slot,
                                         token_prices)
-from cfkit.backends.replicas import Replica, ReplicaPool, served_model
+from cfkit.backends.replicas import Replica, ReplicaPool, served_model, start_notes
 from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, UsageError
 from cfkit.hints import install_hint
@@ -156,6 +158,7 @@ class OpenAIBackend(Backend):
             # One run, one cache: keyed on the model the servers serve, not on where they are.
             self.cache_identity = {k: v for k, v in self.cache_identity.items() if k != "base_url"} | \
                 served_model(self._pool.replicas, name, who="openai backend")
+            self.notes += tuple(start_notes(self._pool.replicas))
         self.priced = options.price_in is not None and options.price_out is not None
         # Parameters this server refused; later requests leave them out (or use the other token limit).
         self._refused: set[str] = {"response_format"} if options.json_schema == "off" else set()
@@ -166,7 +169,7 @@ class OpenAIBackend(Backend):
 
     @property
     def replicas(self) -> int:
-        """How many endpoints answer (the runner keeps ``-j`` requests in flight at each)."""
+        """How many endpoints were given (the runner keeps ``-j`` requests in flight at each in use)."""
         return len(self.endpoints)
 
     def warm_up(self) -> None:
@@ -178,6 +181,10 @@ class OpenAIBackend(Backend):
         """Requests each replica may have in flight."""
         if self._pool is not None:
             self._pool.set_limit(per_endpoint)
+
+    def run_notes(self) -> list[str]:
+        """At the end of a run: the replicas left out during it, or that failed attempts (see the pool)."""
+        return self._pool.notes() if self._pool is not None else []
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -285,7 +292,8 @@ class OpenAIBackend(Backend):
             if note is not None:
                 notes.append(note)
                 continue
-            self._raise_unless_retriable(exchange, where)
+            if replica is None or replica.left_out is None or not self._pool.in_use():  # type: ignore[union-attr]
+                self._raise_unless_retriable(exchange, where)
             if self._fail_over(replica, failovers):
                 failovers += 1
                 continue
@@ -311,8 +319,14 @@ class OpenAIBackend(Backend):
         status = exchange.status
         failing = (exchange.failure is not None and exchange.retriable) or \
             (status is not None and (status in (408, 429) or status >= 500))
-        healthy = False if failing else None if exchange.failure is not None else True
+        refused = status in (401, 403, 404)  # no key it takes, or no such model there: not asked again
+        healthy = False if failing else None if exchange.failure is not None or refused else True
+        said = error_text(exchange.body or b"")[1] if failing or refused else ""
+        if refused:
+            self._pool.leave_out(replica, f"it answered HTTP {status}: {said}")
         await self._pool.release(replica, healthy=healthy,
+                                 failure=f"{exchange.failure or f'HTTP {status}'}: {exchange.detail or said}"
+                                 if failing else "",
                                  retry_after=retry_after_seconds(exchange.headers) if failing else None)
         return exchange, replica
 
@@ -328,7 +342,7 @@ class OpenAIBackend(Backend):
         if self._pool is None:
             return await self._client.endpoint_problem(self.endpoint)
         # Replicas: the run can go on while one of them answers (the pool backs off those that do not).
-        problems = [await r.client.endpoint_problem(r.shown) for r in self._pool.replicas]
+        problems = [await r.client.endpoint_problem(r.shown) for r in self._pool.in_use()]
         return None if any(p is None for p in problems) else "; ".join(p for p in problems if p)
 
     # -- the Batch API (cfkit.backends.openai_batch) ----------------------------

@@ -3,11 +3,14 @@
 A model behind several OpenAI-compatible servers (vLLM or SGLang data-parallel
 replicas on different nodes, ``transformers serve`` on each GPU) is one run
 with one cache. :func:`served_model` asks each server which models it serves
-(``GET /models``) before anything is recorded and refuses, in one line,
-endpoints that do not serve the same model: the model's id (and, where the
-server reports it, the weights it was loaded from, vLLM's ``root``) is then
-the run's identity, and the endpoints are provenance — which one answered is
-stored with each reply.
+(``GET /models``) before anything is recorded. An endpoint that cannot be
+asked (nothing listening, an error status, no model list) or does not list the
+model is left out of the run, in one line saying which and why, and the others
+do its work; with none left, or when the others serve the name from different
+weights, the run is refused in one line. The model's id (and, where the server
+reports it, the weights it was loaded from, vLLM's ``root``) is then the run's
+identity, and the endpoints are provenance — which one answered is stored with
+each reply.
 
 :class:`ReplicaPool` hands each request to an endpoint:
 
@@ -20,6 +23,10 @@ stored with each reply.
   and the request goes to another endpoint at once. An endpoint that answers
   again is healthy again. When every endpoint is backed off, a request waits
   for the first to come back.
+- **Left out.** An endpoint that refuses the key (401, 403) or says it has no
+  such model (404) is left out for the rest of the run while another remains
+  (:meth:`ReplicaPool.leave_out`); :meth:`ReplicaPool.notes` says at the end
+  of the run which endpoints were left out or failed attempts, and why.
 
 The pool lives in one event loop at a time (the runner's); its condition is
 made anew when the loop changes, as the HTTP client's session is.
@@ -32,13 +39,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cfkit.errors import BackendUnavailable
+from cfkit.errors import BackendError, BackendUnavailable
 
 #: First back-off of a failing endpoint, and the longest (seconds).
 FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
 #: How long the start-up check waits for each server's model list (seconds).
 MODELS_DEADLINE_S = 15.0
+#: How every line about one endpoint of a replica set begins (``runs show`` finds them among a run's notes).
+NOTE_START = "replica "
 
 
 @dataclass(eq=False)
@@ -53,6 +62,9 @@ class Replica:
     answered: int = 0
     failed: int = 0
     notes: list[str] = field(default_factory=list)
+    left_out: str | None = None  # why it gets no request in this run; None while it is in use
+    at_start: bool = False  # left out by the start-up check (said when the run starts)
+    last_failure: str = ""  # what its last failed attempt met
 
 
 class ReplicaPool:
@@ -76,8 +88,12 @@ class ReplicaPool:
             self._condition, self._loop = asyncio.Condition(), loop
         return self._condition
 
+    def in_use(self) -> list[Replica]:
+        """The endpoints not left out of the run."""
+        return [r for r in self.replicas if r.left_out is None]
+
     def _ready(self, now: float) -> list[Replica]:
-        return [r for r in self.replicas if r.down_until <= now and r.in_flight < self.limit]
+        return [r for r in self.in_use() if r.down_until <= now and r.in_flight < self.limit]
 
     async def acquire(self) -> Replica:
         """The endpoint the next attempt goes to (counted in flight until :meth:`release`)."""
@@ -86,22 +102,25 @@ class ReplicaPool:
         cond = self._cond()
         async with cond:
             while True:
+                if not self.in_use():
+                    raise BackendError(f"openai backend: every replica was left out ({self.why_left_out()}).")
                 now = time.monotonic()
                 ready = self._ready(now)
                 if ready:
                     chosen = min(ready, key=lambda r: (r.in_flight, r.failures, self.replicas.index(r)))
                     chosen.in_flight += 1
                     return chosen
-                backed_off = [r.down_until for r in self.replicas if r.down_until > now]
+                backed_off = [r.down_until for r in self.in_use() if r.down_until > now]
                 wait = max(0.01, min(backed_off) - now) if backed_off else None
                 try:
                     await asyncio.wait_for(cond.wait(), wait)
                 except TimeoutError:
                     pass
 
-    async def release(self, replica: Replica, *, healthy: bool | None, retry_after: float | None = None) -> None:
-        """The attempt on ``replica`` ended: ``healthy`` True (it answered), False (it failed: back it off)
-        or None (an answer that says nothing of its health)."""
+    async def release(self, replica: Replica, *, healthy: bool | None, retry_after: float | None = None,
+                      failure: str = "") -> None:
+        """The attempt on ``replica`` ended: ``healthy`` True (it answered), False (it failed: back it off;
+        ``failure`` says what it met) or None (an answer that says nothing of its health)."""
         now = time.monotonic()
         replica.in_flight -= 1
         if healthy is True:
@@ -111,6 +130,7 @@ class ReplicaPool:
         elif healthy is False:
             replica.failures += 1
             replica.failed += 1
+            replica.last_failure = failure or replica.last_failure
             backoff = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2 ** (replica.failures - 1))
             if retry_after is not None:
                 backoff = min(MAX_BACKOFF_S, max(backoff, retry_after))
@@ -122,11 +142,30 @@ class ReplicaPool:
     def another_is_up(self, replica: Replica) -> bool:
         """Whether an endpoint other than ``replica`` is not backed off (a failed request can go there now)."""
         now = time.monotonic()
-        return any(r is not replica and r.down_until <= now for r in self.replicas)
+        return any(r is not replica and r.down_until <= now for r in self.in_use())
 
-    def tally(self) -> dict[str, dict[str, int]]:
-        """Requests answered and attempts failed, by endpoint."""
-        return {r.shown: {"answered": r.answered, "failed": r.failed} for r in self.replicas}
+    def leave_out(self, replica: Replica, why: str) -> bool:
+        """Give ``replica`` no more requests in this run (``why``: what it answered); whether another remains."""
+        if replica.left_out is None:
+            replica.left_out = why
+        return bool(self.in_use())
+
+    def why_left_out(self) -> str:
+        """``URL: why; URL: why`` of the endpoints left out."""
+        return "; ".join(f"{r.shown}: {r.left_out}" for r in self.replicas if r.left_out is not None)
+
+    def notes(self) -> list[str]:
+        """What to say at the end of a run of the endpoints left out during it and of those that failed attempts
+        (each in one line, beginning with :data:`NOTE_START`)."""
+        said = []
+        for r in self.replicas:
+            if r.left_out is not None and not r.at_start:
+                said.append(f"{NOTE_START}{r.shown} was left out during the run ({r.left_out}) after answering "
+                            f"{r.answered} request(s); the other replicas answered the rest")
+            elif r.failed and not r.at_start:
+                said.append(f"{NOTE_START}{r.shown} failed {r.failed} attempt(s) (last: {r.last_failure or '?'}) "
+                            f"and answered {r.answered}; each failed attempt was sent again")
+        return said
 
 
 def model_entries(body: bytes) -> list[dict[str, Any]] | None:
@@ -169,25 +208,29 @@ def _run_now(coroutine: Any) -> Any:
 
 
 def served_model(replicas: Sequence[Replica], name: str, *, who: str) -> dict[str, str]:
-    """The identity of model ``name`` as every endpoint serves it: ``{"served_model": id}`` plus ``root`` where
-    the servers report one. Raises :class:`BackendUnavailable` (one line) when an endpoint cannot be asked, does
-    not serve ``name``, or serves it from other weights than the first endpoint."""
+    """The identity of model ``name`` as the endpoints serve it: ``{"served_model": id}`` plus ``root`` where
+    the servers report one. An endpoint that cannot be asked or does not list ``name`` is left out
+    (:attr:`Replica.left_out`, :attr:`Replica.at_start`). Raises :class:`BackendUnavailable` (one line) when
+    every endpoint is left out, or those that serve ``name`` serve it from different weights."""
     found: list[tuple[Replica, dict[str, Any]]] = []
     for replica, exchange in _run_now(_listings(replicas)):
+        match = None
         if exchange.failure is not None or exchange.status != 200:
             what = exchange.failure or f"HTTP {exchange.status}"
-            raise BackendUnavailable(f"{who}: cannot list the models of {replica.shown} ({what}: "
-                                     f"{exchange.detail or 'GET /models failed'}); every replica must answer "
-                                     "GET /models at start-up so that cfkit can check they serve one model.")
-        entries = model_entries(exchange.body)
-        if entries is None:
-            raise BackendUnavailable(f"{who}: {replica.shown} answered GET /models without a model list.")
-        match = next((e for e in entries if e["id"] == name), None)
-        if match is None:
+            replica.left_out = f"it did not answer GET /models: {what}: {exchange.detail or 'no detail'}"
+        elif (entries := model_entries(exchange.body)) is None:
+            replica.left_out = "it answered GET /models without a model list"
+        elif (match := next((e for e in entries if e["id"] == name), None)) is None:
             served = ", ".join(sorted(e["id"] for e in entries)[:5]) or "nothing"
-            raise BackendUnavailable(f"{who}: the endpoints do not serve one model: {replica.shown} serves "
-                                     f"{served}, not '{name}'. Give only endpoints that serve '{name}'.")
-        found.append((replica, match))
+            replica.left_out = f"it serves {served}, not '{name}'"
+        if match is None:
+            replica.at_start = True
+        else:
+            found.append((replica, match))
+    if not found:
+        detail = "; ".join(f"{r.shown}: {r.left_out}" for r in replicas)
+        raise BackendUnavailable(f"{who}: no replica can answer for '{name}' ({detail}). Start the servers, or give "
+                                 f"--base-url for servers that serve '{name}'.")
     roots = {str(e["root"]) for _, e in found if isinstance(e.get("root"), str)}
     if len(roots) > 1:
         detail = "; ".join(f"{r.shown}: {e.get('root')}" for r, e in found)
@@ -197,3 +240,12 @@ def served_model(replicas: Sequence[Replica], name: str, *, who: str) -> dict[st
     if roots:
         identity["root"] = roots.pop()
     return identity
+
+
+def start_notes(replicas: Sequence[Replica]) -> list[str]:
+    """One line for each endpoint the start-up check left out: which, why, and who does its work."""
+    from cfkit.plural import plural
+
+    others = plural(sum(r.left_out is None for r in replicas), "other replica", "other replicas")
+    return [f"{NOTE_START}{r.shown} is left out of this run ({r.left_out}); its requests go to the {others}"
+            for r in replicas if r.at_start]

@@ -106,6 +106,7 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
 
     from rich.table import Table
 
+    from cfkit.backends.replicas import NOTE_START
     from cfkit.cli.probe_replies import breakdown, stored_trouble
     from cfkit.store import batches, open_store
     from cfkit.servers import asked_name, servers_of
@@ -162,6 +163,7 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     if record.notes.get("prices"):
         rows.append(("prices", str(record.notes["prices"])))
     rows += [("cost note", note) for note in cost_notes(record.notes.get("backend_notes"))]
+    rows += [("replicas", note) for note in record.notes.get("backend_notes") or () if note.startswith(NOTE_START)]
     if record.error:
         rows.append(("failed", record.error))
     if record.notes.get("stopped"):

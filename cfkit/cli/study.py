@@ -81,7 +81,7 @@ def validate(ws, file: Path, batch: bool, as_json: bool) -> None:
         result = check_study(ws, s, None, batch=batch)
     if as_json:
         print_json({"study": s.name, "runs": [asdict(r) for r in result.runs], "endpoints": result.endpoints,
-                    "problems": result.problems})
+                    "problems": result.problems, "notes": result.notes})
     else:
         for r in result.runs:
             cost = f", at most {usd(r.cost_max)}" if r.cost_max is not None else ""
@@ -91,6 +91,8 @@ def validate(ws, file: Path, batch: bool, as_json: bool) -> None:
         total = sum(r.to_send for r in result.runs)
         status(f"study '{s.name}': {len(result.runs)} runs, {total} requests to send"
                + (f", at most {usd(sum(known))} for the {len(known)} priced run(s)" if known else "") + ".")
+    for note in result.notes:
+        warn(note)
     if result.problems:
         for problem in result.problems:
             warn(problem)
@@ -145,8 +147,12 @@ def _reply_troubles(ws, runs) -> list:
     for it (the likely cause and the command that shows them); the runs that are therefore not clean."""
     from cfkit.cli.probe_replies import reply_lines
 
+    from cfkit.backends.replicas import NOTE_START
+
     unclean = []
     for r in runs:
+        if r.summary is not None:  # a replica left out, or failing, as 'probe run' says it
+            r.notes.extend(n for n in r.summary.notes if n.startswith(NOTE_START))
         if r.summary is None or r.state != "done":
             continue
         said, failing = reply_lines(ws, r.summary)

@@ -126,6 +126,7 @@ class Sender:
                 with contextlib.suppress(Exception):  # a store that cannot be written has said so already
                     queue.close()
                 await self.backend.aclose()
+                self.notes.update(self.backend.run_notes())  # replicas left out or failing (cfkit.backends.replicas)
                 self.progress.elsewhere = queue.elsewhere
                 if pacer.lowest < pacer.limit:
                     self.notes.add(f"the server said it was overloaded {pacer.overloads} time(s); requests in "

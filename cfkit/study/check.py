@@ -5,7 +5,10 @@ An endpoint is reached with one ``GET {url}/models`` carrying no key (a server
 that answers at all, even 401, is reachable; a key is never sent here). When
 it answers with its list of models, a model the study asks of it that is not
 in the list is a problem of each of its runs (a typo, or the wrong server),
-named with the models it lists, before a request is sent.
+named with the models it lists, before a request is sent. A model with replicas
+(several endpoints) needs one of them to answer and list it: the others are
+left out of its runs, as ``probe run`` leaves them out, and said in a note, not
+a problem (an endpoint no other model needs alone).
 """
 
 from __future__ import annotations
@@ -37,10 +40,12 @@ class StudyCheck:
     runs: list[RunCheck]
     endpoints: dict[str, str | None] = field(default_factory=dict)  # name -> problem, or None when reachable
     study: list[str] = field(default_factory=list)  # problems of the study as a whole (two models shown as one)
+    notes: list[str] = field(default_factory=list)  # replicas its runs would leave out
+    spared: set[str] = field(default_factory=set)  # endpoints down, but every model asking them has another
 
     @property
     def problems(self) -> list[str]:
-        found = self.study + [f"endpoint {n}: {p}" for n, p in self.endpoints.items() if p]
+        found = self.study + [f"endpoint {n}: {p}" for n, p in self.endpoints.items() if p and n not in self.spared]
         return found + [f"{r.display} on {r.suite}: {r.problem}" for r in self.runs if r.problem]
 
 
@@ -65,16 +70,16 @@ def reach(url: str, timeout: float = REACH_S) -> tuple[str | None, list[str] | N
     return None, None if entries is None else [e["id"] for e in entries]
 
 
-def not_listed(study: Study, name: str, listed: dict[str, list[str] | None]) -> str | None:
-    """Why model ``name`` would not be answered by an endpoint of it that listed its models without it; else
-    None (a provider may list its models as ``models/NAME``)."""
+def not_listed(study: Study, name: str, listed: dict[str, list[str] | None], only: str | None = None) -> str | None:
+    """Why model ``name`` would not be answered by an endpoint of it (``only``: that one) that listed its models
+    without it; else None (a provider may list its models as ``models/NAME``)."""
     from cfkit.servers import asked_name
     from cfkit.suggest import closest
 
     asked = asked_name(study.models[name].model)
     for endpoint, settings in study.endpoints_of(name):
         ids = listed.get(endpoint)
-        if not ids or asked in ids or f"models/{asked}" in ids:
+        if not ids or asked in ids or f"models/{asked}" in ids or only not in (None, endpoint):
             continue
         near = closest(asked, ids)
         shown = ", ".join(sorted(ids)[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
@@ -102,12 +107,24 @@ def check_study(ws: Workspace, study: Study, store=None, *, batch: bool = False)
                 path = getattr(selection_of(ws, study, suite), key)
                 if path is None or not path.is_file():
                     result.endpoints.setdefault(f"[suites.{suite}] {key}", f"file {value} not found")
+    needed: set[str] = set()  # endpoints some model cannot do without
+    replicated: set[str] = set()  # models one of whose replicas answers and lists them
+    for name in study.models:
+        ends = [e for e, _ in study.endpoints_of(name)]
+        why = {e: result.endpoints.get(e) or not_listed(study, name, listed, e) for e in ends}
+        if len(ends) < 2 or all(why.values()):
+            needed.update(ends)
+            continue
+        replicated.add(name)
+        result.notes += [f"model {name}: replica {e} would be left out of its runs ({w})" for e, w in why.items() if w]
+    result.spared = {e for name in replicated for e, _ in study.endpoints_of(name) if e not in needed}
     for run in study_runs(study):
         m = study.models[run.model]
-        if any(result.endpoints.get(e) for e, _ in study.endpoints_of(run.model)):
+        if run.model not in replicated and any(result.endpoints.get(e) for e, _ in study.endpoints_of(run.model)):
             result.runs.append(RunCheck(run.model, run.display, run.suite, "its endpoint is not reachable"))
             continue
-        refused = not_listed(study, run.model, listed) or replicas_refused(study, run.model)
+        refused = (None if run.model in replicated else not_listed(study, run.model, listed)) \
+            or replicas_refused(study, run.model)
         if refused is not None:
             result.runs.append(RunCheck(run.model, run.display, run.suite, refused))
             continue

@@ -101,12 +101,37 @@ def test_validate_names_a_model_its_endpoint_does_not_list_before_anything_is_se
         result = run_cli(["-w", str(ws), "study", "validate", str(path), "--json"])
         assert chat.count == 0 and replica.count == 0
     assert result.exit_code == 1, result.output
-    problems = json.loads(result.stdout)["problems"]
-    assert len(problems) == 4, problems  # two models, each on two suites
+    answer = json.loads(result.stdout)
+    problems = answer["problems"]
+    assert len(problems) == 2, problems  # one model, on two suites
     typo = [p for p in problems if p.startswith("typo on ")]
     assert len(typo) == 2 and all(f"endpoint e ({chat.url}) does not list 'modle-a'" in p
                                   and "did you mean 'model-a'" in p for p in typo), typo
-    assert all("does not list 'model-b'" in p for p in problems if p.startswith("other on ")), problems
+    # A model with replicas needs one that lists it; the others would be left out of its runs, as probe run does.
+    (note,) = answer["notes"]
+    assert note.startswith("model other: replica e would be left out of its runs") and "does not list 'model-b'" in note
+
+
+def test_validate_passes_a_model_one_of_whose_replicas_is_down_and_says_which_is_left_out(tmp_path):
+    from support.transformers_server import free_port
+
+    ws = many_cases(tmp_path / "ws", 4)
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    with ChatServer() as chat:
+        chat.models = [{"id": "model-a", "object": "model"}]
+        path = write(ws / "s.toml", f"[endpoints.up]\nurl='{chat.url}'\n[endpoints.down]\nurl='{dead}'\n"
+                                    "[models.a]\nmodel='openai:model-a'\nendpoints=['up', 'down']\n"
+                                    "[suites.contextcanvas]\n")
+        result = run_cli(["-w", str(ws), "study", "validate", str(path)])
+        assert chat.count == 0
+        assert result.exit_code == 0, result.output
+        (line,) = [x for x in result.stderr.splitlines() if "left out" in x]
+        assert "model a: replica down would be left out of its runs" in line and "did not answer" in line
+        assert "4 requests, 4 to send" in result.stdout
+        # Every replica down: the model's runs cannot run.
+        path.write_text(path.read_text().replace(f"url='{chat.url}'", f"url='http://127.0.0.1:{free_port()}/v1'"))
+        down = run_cli(["-w", str(ws), "study", "validate", str(path)])
+    assert down.exit_code == 1 and "its endpoint is not reachable" in down.stdout
 
 
 # -- running -------------------------------------------------------------------

@@ -135,6 +135,37 @@ class ChatServer(Loopback):
             return len(self.requests)
 
 
+class ChatServerProcess:
+    """A :class:`ChatServer` (the default script, ``latency`` s a reply) in its own process, so that a test can
+    kill it mid-run as a crashed server dies (SIGKILL, by its PID): connections reset, then refused."""
+
+    def __init__(self, latency: float = 0.0):
+        self.latency = latency
+
+    def __enter__(self) -> ChatServerProcess:
+        import os
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        tests = Path(__file__).resolve().parents[1]
+        env = os.environ | {"PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent)])}
+        self.proc = subprocess.Popen([sys.executable, __file__, str(self.latency)], stdout=subprocess.PIPE,
+                                     text=True, env=env)
+        self.url = (self.proc.stdout.readline() if self.proc.stdout else "").strip()
+        return self
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+
+
 if __name__ == "__main__":  # a server in its own process: prints its URL, serves until killed
     import sys
 
