@@ -132,3 +132,7 @@ def render_file_collection(result, as_json: bool) -> None:
     status(f"{result.status}: {', '.join(parts)}.")
     for problem in result.first_problems:
         status(f"  {problem}")
+    if result.changed:
+        warn(f"{result.changed} result(s) answer an earlier version of their case: its question, options or images "
+             "changed in the cases file after the batch file was written. The report counts them stale; run the "
+             "suite again to ask them as they are now (the rest comes from the cache).")

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from cfkit.backends import Backend, as_backend
-from cfkit.cases import CaseSet
+from cfkit.cases import CaseSet, asked_digests
 from cfkit.errors import NotFoundError, TransportError, UsageError
 from cfkit.probe.recording import Recorder
 from cfkit.probe.runner import close_run, open_and_settle
@@ -84,6 +84,7 @@ class FileCollection:
     suite: str = ""
     closed: int = 0  # with --final: requests no result file answered, stored as failures
     gone: int = 0  # lines for cases no longer in the cases file (not stored, not waited for)
+    changed: int = 0  # answers stored now about a case changed since the file was written (the report: stale)
 
 
 def _batch_body_capable(backend: Backend) -> None:
@@ -274,10 +275,13 @@ def collect_from_files(store: Store, cases: CaseSet, run: RunRecord, backend: Ba
     counts = close_run(store, run.id, "waiting" if still else "done", None, wanted,
                        list(run.notes.get("backend_notes", [])))
     failed = sum(1 for answer in outcome.values() if not answer)
+    then, now = run.notes.get("asked") or {}, asked_digests(cases)  # what the file asked; the cases as they are
+    changed = sum(1 for (case_id, *_), answer in outcome.items() if answer and then.get(case_id, now[case_id])
+                  != now[case_id])
     return FileCollection(run.id, lines, len(outcome), failed, already, malformed, unknown, missing, counts["status"],
                           tuple(problems[:3] + errors[:1]), counts["invalid"], counts["truncated"], counts["empty"],
                           (run.settings.get("generation") or {}).get("max_tokens"), run.model, run.suite, closed,
-                          gone)
+                          gone, changed)
 
 
 def _close(recorder: Recorder, cases: CaseSet, written: list, answered: set) -> int:

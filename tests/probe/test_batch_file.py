@@ -236,3 +236,20 @@ def test_a_request_failed_in_one_part_and_answered_in_another_is_counted_once(ma
         assert again.exit_code == 0 and len((tmp_path / "again.jsonl").read_text().splitlines()) == N // 2
         rest = json.loads(collect(many_ws, run_id, answered).stdout)  # in both files now, each counted once
         assert (rest["stored"], rest["already"], rest["status"]) == (N // 2, N // 2, "done")
+
+
+def test_a_case_changed_after_the_file_was_written_is_said_and_asked_again(many_ws, tmp_path):
+    out = tmp_path / "requests.jsonl"
+    with ChatServer(scripted_answer) as server:
+        run_id = write(many_ws, server.url, out).stdout.strip()
+        results = tmp_path / "results.jsonl"
+        offline(out, results)
+        cases = many_ws / "data" / "cases.jsonl"
+        cases.write_text(cases.read_text().replace("Is picture 3 suitable for event 3?",
+                                                   "Is picture 3 suitable for event 99?"))
+        collected = collect(many_ws, run_id, results, json_out=False)
+        assert "1 result(s) answer an earlier version of their case" in collected.stderr
+        again = write(many_ws, server.url, tmp_path / "again.jsonl")  # the suite again: only the changed case
+        assert again.exit_code == 0, again.stderr
+        [line] = (tmp_path / "again.jsonl").read_text().splitlines()
+        assert "event 99" in line
