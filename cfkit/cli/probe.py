@@ -378,9 +378,10 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
         return _collect_end(ws, result, None if not (result.missing or result.status != "done") else (
             f"run {result.run_id}: {result.missing} requests of its batch file(s) have no result yet; collect the "
             "remaining result files (or, if no more will come, add --final: what none answered is stored as failed "
-            "and the same 'cfkit probe run' sends it again)." if result.missing else
+            "and the same 'cfkit probe run' with --batch-file writes it to a new file, or without it sends it)."
+            if result.missing else
             f"run {result.run_id} ended {result.status}; 'cfkit runs show {result.run_id}' lists the failures, and "
-            "the same 'cfkit probe run' sends them again."))
+            "the same 'cfkit probe run' with --batch-file writes them to a new file (without it, sends them)."))
     render_collection(result, as_json)
     _collect_end(ws, result, collection_line(result, final=True) if result.waiting or result.missing else None,
                  look=not result.waiting)

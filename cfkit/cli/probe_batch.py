@@ -121,9 +121,10 @@ def render_file_collection(result, as_json: bool) -> None:
         return
     out.print(result.run_id)
     parts = [f"{result.lines} lines read", f"{result.stored} results stored"]
-    for count, what in ((result.failed, "error lines stored as failures"), (result.already, "already stored"),
+    for count, what in ((result.failed, "of them failures (error lines)"), (result.already, "already stored"),
                         (result.malformed, "malformed lines skipped"), (result.unknown, "lines of another run "
                                                                                        "skipped"),
+                        (result.gone, "lines for cases no longer in the cases file skipped"),
                         (result.missing, "requests still without a result"),
                         (result.closed, "requests no file answered stored as failures (--final)")):
         if count:
@@ -131,3 +132,7 @@ def render_file_collection(result, as_json: bool) -> None:
     status(f"{result.status}: {', '.join(parts)}.")
     for problem in result.first_problems:
         status(f"  {problem}")
+    if result.changed:
+        warn(f"{result.changed} result(s) answer an earlier version of their case: its question, options or images "
+             "changed in the cases file after the batch file was written. The report counts them stale; run the "
+             "suite again to ask them as they are now (the rest comes from the cache).")

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from cfkit.backends import Backend, as_backend
-from cfkit.cases import CaseSet
+from cfkit.cases import CaseSet, asked_digests
 from cfkit.errors import NotFoundError, TransportError, UsageError
 from cfkit.probe.recording import Recorder
 from cfkit.probe.runner import close_run, open_and_settle
@@ -68,14 +68,14 @@ class FileCollection:
 
     run_id: str
     lines: int
-    stored: int  # results stored now (answers and failures)
-    failed: int  # of them, error lines (stored as transport failures)
+    stored: int  # requests stored now, each once (an answer, or a failure no later line answered)
+    failed: int  # of them, those whose lines were errors (stored as transport failures)
     already: int  # lines for requests that already had a reply
     malformed: int  # lines that are not JSON objects with a custom_id
     unknown: int  # custom_ids that are no request of this run's files
     missing: int  # requests of the run's files still without a reply
     status: str
-    first_problems: tuple[str, ...] = ()  # where the first malformed or unknown lines are
+    first_problems: tuple[str, ...] = ()  # where the first malformed or unknown lines are, the first error's words
     invalid: int = 0  # replies of the run without a valid answer
     truncated: int = 0  # replies of the run cut off at the token limit (finish_reason "length")
     empty: int = 0  # replies of the run with no text at all
@@ -83,6 +83,8 @@ class FileCollection:
     model: str = ""
     suite: str = ""
     closed: int = 0  # with --final: requests no result file answered, stored as failures
+    gone: int = 0  # lines for cases no longer in the cases file (not stored, not waited for)
+    changed: int = 0  # answers stored now about a case changed since the file was written (the report: stale)
 
 
 def _batch_body_capable(backend: Backend) -> None:
@@ -130,12 +132,16 @@ def file_batches_pending(store: Store, run_id: str) -> bool:
 
 
 def _words(entry: dict[str, Any]) -> tuple[int | None, Any, str | None]:
-    """(status code, body, what went wrong) of one output line."""
+    """(status code, body, what went wrong) of one output line. vLLM writes a failed request's error as a string
+    or as its error response, ``{"error": {"message", "type", "code"}}`` (older versions: the fields at the top)."""
     response = entry.get("response") if isinstance(entry.get("response"), dict) else {}
     status, body, error = response.get("status_code"), response.get("body"), entry.get("error")
     status = status if isinstance(status, int) else None
     if isinstance(error, dict):
-        return status, body, f"{error.get('code') or 'error'}: {error.get('message') or ''}".strip()
+        inner = error.get("error") if isinstance(error.get("error"), dict) else error
+        message = inner.get("message") or (error.get("error") if isinstance(error.get("error"), str) else "")
+        kind = " ".join(str(w) for w in (inner.get("type"), inner.get("code") or status) if w)
+        return status, body, f"{kind or 'error'}: {message or 'no words given'}"
     if isinstance(error, str) and error:
         return status, body, error
     if status != 200 or not isinstance(body, dict):
@@ -145,43 +151,78 @@ def _words(entry: dict[str, Any]) -> tuple[int | None, Any, str | None]:
     return status, body, None
 
 
-def _read_lines(path: Path) -> list[tuple[int, bytes]]:
+_REQUEST = "a request, not a result (a line of a batch input file)"
+
+
+def _not_a_result(entry: dict[str, Any]) -> str | None:
+    """Why a line with a ``custom_id`` is no result (None when it is one): it holds neither a ``response`` nor an
+    ``error``; a line with a ``body`` and a ``url`` is a request of a batch input file."""
+    if isinstance(entry.get("response"), dict) or entry.get("error"):
+        return None
+    if "body" in entry and "url" in entry:
+        return _REQUEST
+    return "neither a response nor an error"
+
+
+def _read_lines(path: Path) -> list[tuple[int, Any]]:
+    """The lines of a result file that are not blank, each parsed (None when it is not JSON), with its number."""
+    import orjson
+
     try:
         with path.open("rb") as fh:
-            return [(number, line) for number, line in enumerate(fh, 1) if line.strip()]
+            raw = [(number, line) for number, line in enumerate(fh, 1) if line.strip()]
     except FileNotFoundError as exc:
         raise NotFoundError(f"--from-file {path}: cannot be read ({exc.strerror}).") from exc
     except OSError as exc:
         raise UsageError(f"--from-file {path}: cannot be read ({exc.strerror}).") from exc
+    entries = []
+    for number, line in raw:
+        try:
+            entries.append((number, orjson.loads(line)))
+        except orjson.JSONDecodeError:
+            entries.append((number, None))
+    return entries
+
+
+def _refuse_input_files(run_id: str, written: list, read: list[tuple[Path, list]]) -> None:
+    """Refuse, before anything is stored, a file given to ``--from-file`` that is a batch input file (each line a
+    request, none a result): stored, each request would be a failure "no answer"."""
+    ours = {Path(b.input_file_id) for b in written if b.input_file_id}
+    for path, entries in read:
+        results = [e for _, e in entries if isinstance(e, dict) and isinstance(e.get("custom_id"), str)]
+        requests = [e for e in results if _not_a_result(e) == _REQUEST]
+        if results and len(requests) == len(results):
+            what = (f"the batch file run {run_id} was written to" if path.resolve() in ours
+                    else "a batch input file")
+            raise UsageError(f"--from-file {path}: its lines are requests, not results: it is {what}. Give the file "
+                             "the offline runner wrote (vllm run-batch -o RESULTS.jsonl).")
 
 
 def collect_from_files(store: Store, cases: CaseSet, run: RunRecord, backend: Backend,
                        paths: list[Path], *, final: bool = False) -> FileCollection:
     """``cfkit probe collect RUN --from-file RESULTS.jsonl …``: store what the files answer (module docstring)."""
-    import orjson
-
     from cfkit.probe.batch import _Asked
 
     written = [b for b in batches.for_run(store, run.id) if b.endpoint == FILE_ENDPOINT]
     if not written:
         raise NotFoundError(f"run {run.id} was not written to a batch file; 'cfkit runs show {run.id}' shows where "
                             "it stands.")
-    asked = {r.cache_key: [] for b in written for r in b.requests}
-    for b in written:
+    read = [(path, _read_lines(path)) for path in paths]  # every file read and checked before anything is stored
+    _refuse_input_files(run.id, written, read)
+    asked: dict[str, dict] = {}  # custom_id -> the requests it answers, each once (a request written again is in
+    for b in written:  # two files)
         for r in b.requests:
-            asked[r.cache_key].append(r)
+            asked.setdefault(r.cache_key, {}).setdefault(r.key, r)
     settled = set(runs.settled_keys(store, run.id))
     recorder = Recorder(store, run.id, cache_as=backend if backend.capabilities.cacheable else None)
-    lines = stored = failed = already = malformed = unknown = 0
+    lines = already = malformed = unknown = gone = 0
+    outcome: dict = {}  # request -> whether it holds an answer now (a failure a later line answered counts once)
     problems: list[str] = []
+    errors: list[str] = []
     try:
-        for path in paths:
-            for number, raw in _read_lines(path):
+        for path, entries in read:
+            for number, entry in entries:
                 lines += 1
-                try:
-                    entry = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    entry = None
                 if not isinstance(entry, dict) or not isinstance(entry.get("custom_id"), str):
                     malformed += 1
                     problems.append(f"{path.name} line {number}: not a JSON object with a custom_id")
@@ -191,6 +232,14 @@ def collect_from_files(store: Store, cases: CaseSet, run: RunRecord, backend: Ba
                     unknown += 1
                     problems.append(f"{path.name} line {number}: custom_id {entry['custom_id'][:16]}… is no request "
                                     f"of run {run.id}")
+                    continue
+                if (why := _not_a_result(entry)) is not None:
+                    malformed += 1
+                    problems.append(f"{path.name} line {number}: {why}")
+                    continue
+                requests = [r for r in requests.values() if r.case_id in cases]
+                if not requests:  # the case left the cases file; the run keeps no reply for it
+                    gone += 1
                     continue
                 status, body, error = _words(entry)
                 reply = None
@@ -203,8 +252,6 @@ def collect_from_files(store: Store, cases: CaseSet, run: RunRecord, backend: Ba
                     if request.key in settled:
                         already += 1
                         continue
-                    if request.case_id not in cases:
-                        continue  # the case left the cases file; the run keeps no reply for it
                     unit = _Asked(cases.get(request.case_id), request.pair_id, request.condition, request.edit_id,
                                   request.image_sha256)
                     if reply is not None:
@@ -212,23 +259,29 @@ def collect_from_files(store: Store, cases: CaseSet, run: RunRecord, backend: Ba
                         settled.add(request.key)
                     else:
                         recorder.transport(unit, request.cache_key, f"{path.name} line {number}: {error}")
-                        failed += 1
-                    stored += 1
+                        errors = errors or [f"{path.name} line {number}: {error}"]  # the first error's words
+                    outcome[request.key] = reply is not None
     finally:
         recorder.flush()
-    answered = {key for key, *_ in runs.reply_states(store, run.id)}
+    answered = {key for key, *_ in runs.reply_states(store, run.id) if key[0] in cases}
     closed = _close(recorder, cases, written, answered) if final else 0
     for b in written:
-        if b.collected_at is None and (final or all(r.key in answered for r in b.requests)):
+        if b.collected_at is None and (final or all(r.key in answered for r in b.requests if r.case_id in cases)):
             batches.collected(store, b.id)
-    missing = 0 if final else sum(1 for b in written for r in b.requests if r.key not in answered)
+    missing = 0 if final else len({r.key for b in written for r in b.requests
+                                   if r.case_id in cases and r.key not in answered})
     still = any(b.collected_at is None for b in batches.uncollected(store, run.id))
-    wanted = {r.key for b in batches.for_run(store, run.id) for r in b.requests} | answered
+    wanted = {r.key for b in batches.for_run(store, run.id) for r in b.requests if r.case_id in cases} | answered
     counts = close_run(store, run.id, "waiting" if still else "done", None, wanted,
                        list(run.notes.get("backend_notes", [])))
-    return FileCollection(run.id, lines, stored, failed, already, malformed, unknown, missing, counts["status"],
-                          tuple(problems[:3]), counts["invalid"], counts["truncated"], counts["empty"],
-                          (run.settings.get("generation") or {}).get("max_tokens"), run.model, run.suite, closed)
+    failed = sum(1 for answer in outcome.values() if not answer)
+    then, now = run.notes.get("asked") or {}, asked_digests(cases)  # what the file asked; the cases as they are
+    changed = sum(1 for (case_id, *_), answer in outcome.items() if answer and then.get(case_id, now[case_id])
+                  != now[case_id])
+    return FileCollection(run.id, lines, len(outcome), failed, already, malformed, unknown, missing, counts["status"],
+                          tuple(problems[:3] + errors[:1]), counts["invalid"], counts["truncated"], counts["empty"],
+                          (run.settings.get("generation") or {}).get("max_tokens"), run.model, run.suite, closed,
+                          gone, changed)
 
 
 def _close(recorder: Recorder, cases: CaseSet, written: list, answered: set) -> int:

@@ -171,3 +171,85 @@ def test_a_result_file_cut_short_is_closed_with_final_and_what_it_lacks_is_sent_
         assert live.exit_code == 0, live.stderr
         assert json.loads(live.stdout)["run_id"] == run_id and server.count == 2  # only the two, live
     assert all(r["error"] is None for r in replies(many_ws, run_id)) and len(replies(many_ws, run_id)) == N
+
+
+def test_an_error_line_as_current_vllm_writes_it_keeps_its_words_and_is_shown(many_ws, tmp_path):
+    out = tmp_path / "requests.jsonl"
+    with ChatServer(scripted_answer) as server:
+        run_id = write(many_ws, server.url, out).stdout.strip()
+    results = tmp_path / "results.jsonl"
+    offline(out, results, "--fail-every", "4", "--error-as", "object")  # {"error": {"message", "type", "code"}}
+    collected = collect(many_ws, run_id, results, json_out=False)
+    assert collected.exit_code == 1
+    said = "results.jsonl line 4: InternalServerError 500: the engine ran out of memory"
+    assert said in collected.stderr  # what went wrong, without 'cfkit runs show'
+    failures = [r for r in replies(many_ws, run_id) if r["error"] == "transport"]
+    assert len(failures) == N // 4 and all("InternalServerError 500: the engine ran out of memory" in r["detail"]
+                                          for r in failures)
+
+
+def test_the_batch_input_file_given_as_results_is_refused_and_nothing_is_stored(many_ws, tmp_path):
+    out = tmp_path / "requests.jsonl"
+    with ChatServer(scripted_answer) as server:
+        run_id = write(many_ws, server.url, out).stdout.strip()
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(out.read_bytes())
+    for given, said in ((out, f"the batch file run {run_id} was written to"), (copy, "a batch input file")):
+        wrong = collect(many_ws, run_id, given, json_out=False)
+        assert wrong.exit_code == 2 and "its lines are requests, not results" in wrong.stderr and said in wrong.stderr
+    assert replies(many_ws, run_id) == []  # not one request stored as failed: the run still waits for its results
+    results = tmp_path / "results.jsonl"
+    offline(out, results)
+    right = collect(many_ws, run_id, results)
+    assert right.exit_code == 0, right.stderr
+    assert (json.loads(right.stdout)["stored"], json.loads(right.stdout)["status"]) == (N, "done")
+
+
+def test_a_case_dropped_from_the_cases_file_is_not_waited_for(many_ws, tmp_path):
+    out = tmp_path / "requests.jsonl"
+    with ChatServer(scripted_answer) as server:
+        run_id = write(many_ws, server.url, out).stdout.strip()
+    results = tmp_path / "results.jsonl"
+    offline(out, results)
+    cases = many_ws / "data" / "cases.jsonl"
+    cases.write_text("".join(cases.read_text().splitlines(keepends=True)[:-1]))  # the last case removed
+    collected = collect(many_ws, run_id, results, json_out=False)
+    assert collected.exit_code == 0, collected.stderr
+    assert f"done: {N} lines read, {N - 1} results stored, 1 lines for cases no longer in the cases file skipped." \
+        in collected.stderr
+    shown = json.loads(run_cli(["-w", str(many_ws), "runs", "show", run_id, "--json"]).stdout)["run"]
+    assert shown["status"] == "done"
+
+
+def test_a_request_failed_in_one_part_and_answered_in_another_is_counted_once(many_ws, tmp_path):
+    out = tmp_path / "requests.jsonl"
+    with ChatServer(scripted_answer) as server:
+        run_id = write(many_ws, server.url, out).stdout.strip()
+        failed, answered = tmp_path / "failed.jsonl", tmp_path / "answered.jsonl"
+        offline(out, failed, "--fail-every", "1")
+        offline(out, answered)
+        half = tmp_path / "half.jsonl"
+        half.write_text("".join(answered.read_text().splitlines(keepends=True)[:N // 2]))
+        first = json.loads(collect(many_ws, run_id, failed, half).stdout)
+        assert (first["stored"], first["failed"]) == (N, N // 2)  # each request once, as it stands now
+        again = write(many_ws, server.url, tmp_path / "again.jsonl")  # the failures written to a new file
+        assert again.exit_code == 0 and len((tmp_path / "again.jsonl").read_text().splitlines()) == N // 2
+        rest = json.loads(collect(many_ws, run_id, answered).stdout)  # in both files now, each counted once
+        assert (rest["stored"], rest["already"], rest["status"]) == (N // 2, N // 2, "done")
+
+
+def test_a_case_changed_after_the_file_was_written_is_said_and_asked_again(many_ws, tmp_path):
+    out = tmp_path / "requests.jsonl"
+    with ChatServer(scripted_answer) as server:
+        run_id = write(many_ws, server.url, out).stdout.strip()
+        results = tmp_path / "results.jsonl"
+        offline(out, results)
+        cases = many_ws / "data" / "cases.jsonl"
+        cases.write_text(cases.read_text().replace("Is picture 3 suitable for event 3?",
+                                                   "Is picture 3 suitable for event 99?"))
+        collected = collect(many_ws, run_id, results, json_out=False)
+        assert "1 result(s) answer an earlier version of their case" in collected.stderr
+        again = write(many_ws, server.url, tmp_path / "again.jsonl")  # the suite again: only the changed case
+        assert again.exit_code == 0, again.stderr
+        [line] = (tmp_path / "again.jsonl").read_text().splitlines()
+        assert "event 99" in line

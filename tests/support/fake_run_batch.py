@@ -8,7 +8,8 @@ not. Each request is answered as the scripted test model answers (picture N:
 A when N is odd, else B) and written in vLLM's output format: ``id``,
 ``custom_id``, ``response`` (``status_code``, ``request_id``, ``body``) and
 ``error`` (None, or for a failed request a string, with status 400 and no
-body, as vLLM writes it). ``--fail-every K`` fails every K-th request;
+body, as vLLM writes it; with ``--error-as object``, its error response as current vLLM writes it, ``{"error":
+{"message", "type", "param", "code"}}``, with that status). ``--fail-every K`` fails every K-th request;
 ``--garbage`` adds a line that is not JSON; ``--reply cut-off`` answers every
 request as a model stopped at its token limit does (``finish_reason``
 "length", the JSON cut short), ``--reply empty`` with no text.
@@ -64,6 +65,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--fail-every", type=int, default=0)
     parser.add_argument("--garbage", action="store_true")
     parser.add_argument("--reply", choices=("whole", "cut-off", "empty"), default="whole")
+    parser.add_argument("--error-as", choices=("string", "object"), default="string")
     args = parser.parse_args(argv)
     out = []
     with open(args.input_file, encoding="utf-8") as fh:
@@ -73,6 +75,10 @@ def main(argv: list[str]) -> int:
             request_id = f"vllm-batch-{uuid.uuid4().hex}"
             if args.fail_every and number % args.fail_every == 0:
                 response, error = {"status_code": 400, "request_id": request_id}, "the engine ran out of memory"
+                if args.error_as == "object":
+                    response = {"status_code": 500, "request_id": request_id, "body": None}
+                    error = {"error": {"message": "the engine ran out of memory", "type": "InternalServerError",
+                                       "param": None, "code": 500}}
             else:
                 text = {"whole": _answer(line["body"]), "cut-off": _answer(line["body"])[:20], "empty": ""}[args.reply]
                 finish = "length" if args.reply == "cut-off" else "stop"
