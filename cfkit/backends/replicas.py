@@ -22,7 +22,10 @@ each reply.
   with each consecutive failure up to 30 s, or the ``Retry-After`` it named —
   and the request goes to another endpoint at once. An endpoint that answers
   again is healthy again. When every endpoint is backed off, a request waits
-  for the first to come back.
+  for the first to come back. The last endpoint left in a run (the others
+  left out) is never backed off: it is then one server, and each request's
+  own retries and their back-off (``-o backoff``, ``-o max_retries``,
+  ``Retry-After``) pace it, as with a single ``--base-url``.
 - **Left out.** An endpoint that refuses the key (401, 403) or says it has no
   such model (404) is left out for the rest of the run while another remains
   (:meth:`ReplicaPool.leave_out`); :meth:`ReplicaPool.notes` says at the end
@@ -131,10 +134,11 @@ class ReplicaPool:
             replica.failures += 1
             replica.failed += 1
             replica.last_failure = failure or replica.last_failure
-            backoff = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2 ** (replica.failures - 1))
-            if retry_after is not None:
-                backoff = min(MAX_BACKOFF_S, max(backoff, retry_after))
-            replica.down_until = max(replica.down_until, now + backoff)
+            if len(self.in_use()) > 1:  # the last one left is one server: each request's own retries pace it
+                backoff = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2 ** (replica.failures - 1))
+                if retry_after is not None:
+                    backoff = min(MAX_BACKOFF_S, max(backoff, retry_after))
+                replica.down_until = max(replica.down_until, now + backoff)
         cond = self._cond()
         async with cond:
             cond.notify_all()

@@ -164,3 +164,24 @@ def test_study_run_goes_on_over_the_replicas_that_answer_and_names_the_one_left_
     assert result.exit_code == 0, result.stderr
     (line,) = [x for x in result.stderr.splitlines() if "left out" in x]
     assert line.startswith("warning: m contextcanvas: replica ") and dead in line and "did not answer GET /models" in line
+
+
+def failing(body, n):
+    return Scripted(500, error_body("upstream crashed", kind="server_error"))
+
+
+def test_the_last_replica_left_that_keeps_failing_fails_each_request_as_one_server_would(many_ws):
+    """With the other replica left out at start, the one left is one server: each request's own retries
+    (-o backoff=0.01, max_retries=2) pace it, not the pool's back-off of up to 30 s a failure, which made every
+    attempt wait (a run of 24 failing requests took minutes where one server fails them in about a second)."""
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    with ChatServer(failing) as a:
+        started = time.monotonic()
+        result = replicated(many_ws, [dead, a.url])
+        took = time.monotonic() - started
+        assert a.count == N * 3  # each request: its first attempt and two retries
+    assert result.exit_code == 1, result.stderr
+    assert took < 60, f"{took:.0f} s"  # the pool's back-off alone would be minutes; slack for a loaded machine
+    summary = json.loads(result.stdout)
+    assert (summary["status"], summary["errors"]) == ("incomplete", N)
+    assert any(f"replica {dead} is left out" in note for note in summary["notes"])
