@@ -89,6 +89,25 @@ def test_refusals_without_a_retry_after_stop_the_run_after_a_few_in_a_row(tmp_pa
     assert sent == OVERLOAD_LIMIT + 1  # and the endpoint check's connection
 
 
+def test_anthropic_saying_overloaded_request_after_request_stops_the_run_as_a_429_storm_does(tmp_path, monkeypatch):
+    """HTTP 529 is Anthropic's "overloaded": before, each request failed after its retries and the next was sent,
+    every one of the run's requests tried (minutes of backoff each at the default settings)."""
+    pytest.importorskip("anthropic")
+    from support.anthropic_api_server import AnthropicServer, Scripted
+
+    monkeypatch.setenv("LOCAL_KEY", "sk-local")
+    ws = many_cases(tmp_path / "ws", 40)
+    with AnthropicServer(lambda params, n: Scripted(529, "Overloaded", error_type="overloaded_error")) as server:
+        result = run_cli(["-w", str(ws), "probe", "run", "-m", "anthropic:claude-test", "-s", "contextcanvas",
+                          "-o", f"base_url={server.url}", "-o", "api_key_env=LOCAL_KEY", "-o", "max_retries=0",
+                          "-j", "1"])
+        sent = len(server.messages)
+    assert result.exit_code == 1
+    assert f"{OVERLOAD_LIMIT} requests in a row were refused as overloaded by {server.url}" in result.stderr
+    assert "resume with: cfkit -w" in result.stderr
+    assert sent == OVERLOAD_LIMIT
+
+
 def test_a_server_that_answers_is_not_stopped_by_its_pauses(tmp_path):
     calls = []
 
