@@ -97,6 +97,40 @@ def test_429_then_200_honours_retry_after():
     assert reply.notes == ("succeeded after 1 retries",)
 
 
+def test_a_429_without_retry_after_waits_for_the_used_up_limit_to_reset():
+    """OpenAI's 429 says when the limit resets in x-ratelimit-reset-*; retried sooner, every attempt was refused
+    again (here: the last one too, and the request failed)."""
+    first: list[float] = []
+
+    def script(body, n):
+        first.append(time.monotonic())
+        if first[-1] - first[0] < 2.0:  # the request limit resets 2 s after the first refusal
+            return Scripted(429, error_body("Rate limit reached for requests", kind="requests"),
+                            {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "2s",
+                             "x-ratelimit-remaining-tokens": "9000", "x-ratelimit-reset-tokens": "6m0s"})
+        return Scripted(body=completion(answer_json("B")))
+
+    with ChatServer(script) as server:
+        reply = ask(backend(server.url, backoff=0.01, max_retries=2))
+    assert json.loads(reply.raw)["answer"] == "B"
+    assert server.count == 2  # one refusal, then the answer: no attempt before the reset
+
+
+@pytest.mark.parametrize(("headers", "seconds"), [
+    ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "20ms"}, 0.02),
+    ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1m30.5s"}, 90.5),
+    ({"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "1h2m3s",
+      "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "3"}, 3723),
+    ({"x-ratelimit-remaining-tokens": "12", "x-ratelimit-reset-tokens": "6m0s"}, None),  # not used up
+    ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "soon"}, None),
+    ({"retry-after": "7", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"}, 7),
+])
+def test_the_wait_a_refusal_asks_for_comes_from_retry_after_else_the_used_up_limits_reset(headers, seconds):
+    from cfkit.backends.http import server_wait
+
+    assert server_wait(headers) == (None if seconds is None else pytest.approx(seconds))
+
+
 def test_500_then_200_is_retried():
     def script(body, n):
         return Scripted(500, error_body("boom", kind="server_error")) if n == 1 else Scripted(body=completion("A"))
