@@ -36,6 +36,8 @@ parameter the request can do without (``response_format``, ``temperature``, the
 output-token limit's name) is answered by dropping or renaming it, once per
 backend, and noted; 401/403 stop the run (the key), 404 stops it (the model);
 other 4xx, redirects and bodies over the cap fail the request without a retry.
+A 200 whose body is an error object naming a rate limit or a server error
+(some proxies answer so) is handled as that status.
 
 Model controls (``-o temperature``, ``top_p``, ``seed``, ``reasoning_effort``,
 ``max_completion_tokens``, ``extra_body``; :mod:`cfkit.backends.controls`)
@@ -78,8 +80,8 @@ from cfkit.backends.http import (
     retry_after_seconds,
     server_wait,
 )
-from cfkit.backends.openai_wire import (MAX_STORED_CHARS, body_parts, image_base64, reply_from_completion, slot,
-                                        token_prices)
+from cfkit.backends.openai_wire import (MAX_STORED_CHARS, body_parts, error_status, image_base64,
+                                        reply_from_completion, slot, token_prices)
 from cfkit.backends.replicas import Replica, ReplicaPool, served_model
 from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, UsageError
@@ -286,7 +288,10 @@ class OpenAIBackend(Backend):
                 except ValueError as exc:  # a proxy's HTML page, a cut-off body: retried, then left for the next run
                     retry = await self._wait_or_give_up(retry, "malformed response body", str(exc), None, where)
                     continue
-                break
+                meant = error_status(completion)  # a proxy's 200 carrying a rate limit or a server error
+                if meant is None:
+                    break
+                exchange = replace(exchange, status=meant)  # retried (and told as an overload) as that status
             note = self._refusal_answered(exchange, body)
             if note is not None:
                 notes.append(note)
