@@ -128,8 +128,10 @@ class Sender:
                 await self.backend.aclose()
                 self.progress.elsewhere = queue.elsewhere
                 if pacer.lowest < pacer.limit:
+                    ended = "and back up as it recovered" if pacer.level >= pacer.limit else \
+                        f"and were {pacer.level} when sending ended"
                     self.notes.add(f"the server said it was overloaded {pacer.overloads} time(s); requests in "
-                                   f"flight went down to {pacer.lowest} of {pacer.limit} and back up as it recovered")
+                                   f"flight went down to {pacer.lowest} of {pacer.limit} {ended}")
 
     def _remember_learned(self) -> None:
         """Store the digests of the files read for the first time so far (the next run knows them without reading

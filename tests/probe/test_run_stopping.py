@@ -89,6 +89,16 @@ def test_refusals_without_a_retry_after_stop_the_run_after_a_few_in_a_row(tmp_pa
     assert sent == OVERLOAD_LIMIT + 1  # and the endpoint check's connection
 
 
+def test_a_run_stopped_while_overloaded_does_not_say_the_server_recovered(tmp_path):
+    ws = many_cases(tmp_path / "ws", 40)
+    with HostileServer(lambda body: refused) as server:
+        result, _ = probe(ws, server.url, "-o", "max_retries=0", "-j", "4")
+    assert result.exit_code == 1
+    assert "requests in flight went down to" in result.stderr
+    assert "back up as it recovered" not in result.stderr  # it never answered
+    assert "when sending ended" in result.stderr
+
+
 def test_anthropic_saying_overloaded_request_after_request_stops_the_run_as_a_429_storm_does(tmp_path, monkeypatch):
     """HTTP 529 is Anthropic's "overloaded": before, each request failed after its retries and the next was sent,
     every one of the run's requests tried (minutes of backoff each at the default settings)."""
