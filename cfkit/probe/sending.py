@@ -53,6 +53,10 @@ UNBUDGETED = ("--max-cost {limit:g} USD cannot be kept: {where} reported no toke
               "is not known; the command below goes on without --max-cost")
 
 
+#: Why sending stopped at the budget, until the requests in flight have ended and what was spent is known.
+OVER_BUDGET = "--max-cost would be exceeded"
+
+
 class Sender:
     """Sends one run's requests and stores each reply (see the module docstring)."""
 
@@ -116,6 +120,9 @@ class Sender:
                 raise
         finally:
             frozen.end()
+            if self.stopped is OVER_BUDGET:
+                self.stopped = (f"--max-cost {self.budget.limit:g} USD would be exceeded (spent "
+                                f"{usd(self.budget.spent)} in this invocation); raise it and run again to continue")
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
@@ -285,8 +292,7 @@ class Sender:
         budget = self.budget
         if budget is not None:
             if not budget.admit():
-                self.stopped = (f"--max-cost {budget.limit:g} USD would be exceeded (spent {usd(budget.spent)} "
-                                "in this invocation); raise it and run again to continue")
+                self.stopped = OVER_BUDGET  # said with what was spent once the requests in flight have ended
                 return False
             budget.in_flight += 1
         key = self.keys[item.key]

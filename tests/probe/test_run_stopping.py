@@ -189,6 +189,30 @@ def test_max_cost_without_prices_is_refused_even_when_the_run_is_complete_alread
     assert again.exit_code == 2 and "--max-cost needs prices" in again.stderr
 
 
+def test_a_budget_stop_says_what_the_invocation_spent_with_the_requests_in_flight_when_it_stopped(tmp_path):
+    """Before, the line said what was spent when the budget refused the next request ($0.60 here), while the
+    requests still in flight then were answered and charged: the summary beside it said $0.96."""
+    import re
+
+    from support.chat_api_server import ChatServer
+    from support.probe_runs import scripted_answer
+
+    def script(body, n):  # 100 + 20 tokens at $1,000 a million: $0.12 a reply; the 3rd to 5th answered late
+        reply = scripted_answer(body, n)
+        reply.delay = 2.0 if n in (3, 4, 5) else 0.0
+        return reply
+
+    ws = many_cases(tmp_path / "ws", 10)
+    with ChatServer(script) as server:
+        result, _ = probe(ws, server.url, "-j", "4", "-o", "price_in=1000", "-o", "price_out=1000",
+                          "--max-cost", "1")
+    assert result.exit_code == 1
+    spent = re.search(r"would be exceeded \(spent \$([\d.]+) in this invocation\)", result.stderr)
+    shown = re.search(r"sent \(0 failed, \$([\d.]+)\)", result.stderr)
+    assert spent and shown, result.stderr
+    assert spent.group(1) == shown.group(1) == "0.96"
+
+
 def test_a_server_that_dies_mid_run_stops_it_after_a_few_failures_in_a_row(tmp_path):
     import threading
 
