@@ -157,6 +157,55 @@ def retry_after_seconds(headers: Any) -> float | None:
     return None
 
 
+#: OpenAI's rate-limit headers: each limit's requests or tokens left, and the time until it resets.
+_LIMITS = ("requests", "tokens")
+_DURATION = None  # the pattern of a reset time ("1s", "6m0s", "20ms", "1h2m3.5s"), compiled on first use
+
+
+def _duration_seconds(text: str) -> float | None:
+    """A reset time as OpenAI writes it ("20ms", "1.5s", "6m0s", "1h2m3s", or plain seconds), or None."""
+    global _DURATION
+    import re
+
+    text = text.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    if _DURATION is None:
+        _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?"
+                               r"(?:(\d+(?:\.\d+)?)ms)?")
+    found = _DURATION.fullmatch(text)
+    if not text or found is None:
+        return None
+    hours, minutes, seconds, millis = (float(part or 0) for part in found.groups())
+    return hours * 3600 + minutes * 60 + seconds + millis / 1000
+
+
+def rate_limit_reset_seconds(headers: Any) -> float | None:
+    """Seconds until a rate limit with nothing left resets, as OpenAI says it (``x-ratelimit-remaining-requests``
+    "0" and ``x-ratelimit-reset-requests`` "6s"; the same for tokens): the longest of those, or None when no
+    limit says it has nothing left (a 429 then waits its backoff)."""
+    if headers is None:
+        return None
+    waits = []
+    for limit in _LIMITS:
+        if (headers.get(f"x-ratelimit-remaining-{limit}") or "").strip() != "0":
+            continue
+        reset = headers.get(f"x-ratelimit-reset-{limit}")
+        wait = _duration_seconds(reset) if reset else None
+        if wait is not None:
+            waits.append(wait)
+    return max(waits) if waits else None
+
+
+def server_wait(headers: Any) -> float | None:
+    """How long a refusing server says to wait: its ``Retry-After`` (:func:`retry_after_seconds`), else the reset
+    of a rate limit it says is used up (:func:`rate_limit_reset_seconds`); None when it says neither."""
+    wait = retry_after_seconds(headers)
+    return wait if wait is not None else rate_limit_reset_seconds(headers)
+
+
 def error_text(body: bytes) -> tuple[str, str]:
     """(the error body as text, the server's message in one short line) of a failed response."""
     import orjson

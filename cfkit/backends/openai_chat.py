@@ -30,12 +30,16 @@ reply records the server that answered.
 
 Retries: 429, 408, 409, 5xx, timeouts, connection errors and malformed bodies
 are retried ``max_retries`` times with jittered exponential backoff, honouring
-``Retry-After`` (up to :data:`MAX_RETRY_AFTER_S`), and a 429 or 503 is told to
+``Retry-After`` (up to :data:`MAX_RETRY_AFTER_S`) or, without one, waiting at
+least until a rate limit the reply says is used up resets (OpenAI's
+``x-ratelimit-remaining-*`` "0" and ``x-ratelimit-reset-*``), and a 429 or 503 is told to
 ``on_overload`` first (the runner lowers its concurrency); a 400 or 422 naming a
 parameter the request can do without (``response_format``, ``temperature``, the
 output-token limit's name) is answered by dropping or renaming it, once per
 backend, and noted; 401/403 stop the run (the key), 404 stops it (the model);
 other 4xx, redirects and bodies over the cap fail the request without a retry.
+A 200 whose body is an error object naming a rate limit or a server error
+(some proxies answer so) is handled as that status.
 
 Model controls (``-o temperature``, ``top_p``, ``seed``, ``reasoning_effort``,
 ``max_completion_tokens``, ``extra_body``; :mod:`cfkit.backends.controls`)
@@ -74,10 +78,12 @@ from cfkit.backends.http import (
     import_in_background,
     error_text,
     package_versions,
+    rate_limit_reset_seconds,
     retry_after_seconds,
+    server_wait,
 )
-from cfkit.backends.openai_wire import (MAX_STORED_CHARS, body_parts, image_base64, reply_from_completion, slot,
-                                        token_prices)
+from cfkit.backends.openai_wire import (MAX_STORED_CHARS, body_parts, error_status, image_base64,
+                                        reply_from_completion, slot, token_prices)
 from cfkit.backends.replicas import Replica, ReplicaPool, served_model, start_notes
 from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, UsageError
@@ -236,7 +242,9 @@ class OpenAIBackend(Backend):
         wait = retry_after_seconds(headers)
         if wait is not None:
             return wait
-        return self.options.backoff * (2.0 ** retry) * random.uniform(0.5, 1.0)
+        backoff = self.options.backoff * (2.0 ** retry) * random.uniform(0.5, 1.0)
+        reset = rate_limit_reset_seconds(headers)  # a limit used up: no sooner than it resets
+        return backoff if reset is None else max(backoff, reset)
 
     def _drop_refused(self, error: str, body: dict[str, Any]) -> str | None:
         """When a 400 names a parameter we can do without, stop sending it; returns the note to record."""
@@ -287,7 +295,10 @@ class OpenAIBackend(Backend):
                 except ValueError as exc:  # a proxy's HTML page, a cut-off body: retried, then left for the next run
                     retry = await self._wait_or_give_up(retry, "malformed response body", str(exc), None, where)
                     continue
-                break
+                meant = error_status(completion)  # a proxy's 200 carrying a rate limit or a server error
+                if meant is None:
+                    break
+                exchange = replace(exchange, status=meant)  # retried (and told as an overload) as that status
             note = self._refusal_answered(exchange, body)
             if note is not None:
                 notes.append(note)
@@ -410,7 +421,7 @@ class OpenAIBackend(Backend):
         if not (status in (408, 409, 429) or status >= 500):
             raise TransportError(f"HTTP {status} from {where}: {message}")
         if status in (429, 503) and self.on_overload is not None:
-            self.on_overload(retry_after_seconds(exchange.headers))
+            self.on_overload(server_wait(exchange.headers))
 
     async def _wait_or_give_up(self, retry: int, what: str, detail: str, headers: Any, where: str) -> int:
         """Sleep before the next attempt and return the new retry count, or raise when none is left."""

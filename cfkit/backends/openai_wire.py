@@ -126,6 +126,30 @@ def token_prices(options: Any, factor: float = 1.0) -> TokenPrices | None:
     return factor * options.price_in, factor * options.price_out, None if cached is None else factor * cached
 
 
+#: The kinds of error object a 200 reply may carry that retrying can mend, as the status they stand for.
+_ERROR_KINDS = {"rate_limit_exceeded": 429, "rate_limit_error": 429, "overloaded_error": 503, "server_error": 500}
+
+
+def error_status(completion: dict[str, Any]) -> int | None:
+    """The HTTP status an error object in a 200 reply stands for when retrying can mend it (a rate limit, an
+    overloaded or failing server: its numeric ``code``, or its ``type`` or ``code`` by name), else None: a
+    completion, or an error no retry mends (said as it is by :func:`reply_from_completion`)."""
+    error = completion.get("error")
+    if not isinstance(error, dict) or completion.get("choices"):
+        return None
+    for field in ("code", "status"):
+        code = error.get(field)
+        if isinstance(code, str) and code.isdigit():
+            code = int(code)
+        if isinstance(code, int) and not isinstance(code, bool) and (code in (408, 409, 429) or 500 <= code < 600):
+            return code
+    for field in ("type", "code"):
+        kind = error.get(field)
+        if isinstance(kind, str) and kind in _ERROR_KINDS:
+            return _ERROR_KINDS[kind]
+    return None
+
+
 def reply_from_completion(completion: dict[str, Any], latency: float, notes: list[str], *,
                           prices: TokenPrices | None, where: str) -> Reply:
     """A completion read into a reply; ``prices`` (USD per million input, output and cached input tokens) give its

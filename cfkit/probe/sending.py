@@ -53,6 +53,10 @@ UNBUDGETED = ("--max-cost {limit:g} USD cannot be kept: {where} reported no toke
               "is not known; the command below goes on without --max-cost")
 
 
+#: Why sending stopped at the budget, until the requests in flight have ended and what was spent is known.
+OVER_BUDGET = "--max-cost would be exceeded"
+
+
 class Sender:
     """Sends one run's requests and stores each reply (see the module docstring)."""
 
@@ -116,6 +120,9 @@ class Sender:
                 raise
         finally:
             frozen.end()
+            if self.stopped is OVER_BUDGET:
+                self.stopped = (f"--max-cost {self.budget.limit:g} USD would be exceeded (spent "
+                                f"{usd(self.budget.spent)} in this invocation); raise it and run again to continue")
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
@@ -129,8 +136,10 @@ class Sender:
                 self.notes.update(self.backend.run_notes())  # replicas left out or failing (cfkit.backends.replicas)
                 self.progress.elsewhere = queue.elsewhere
                 if pacer.lowest < pacer.limit:
+                    ended = "and back up as it recovered" if pacer.level >= pacer.limit else \
+                        f"and were {pacer.level} when sending ended"
                     self.notes.add(f"the server said it was overloaded {pacer.overloads} time(s); requests in "
-                                   f"flight went down to {pacer.lowest} of {pacer.limit} and back up as it recovered")
+                                   f"flight went down to {pacer.lowest} of {pacer.limit} {ended}")
 
     def _remember_learned(self) -> None:
         """Store the digests of the files read for the first time so far (the next run knows them without reading
@@ -284,8 +293,7 @@ class Sender:
         budget = self.budget
         if budget is not None:
             if not budget.admit():
-                self.stopped = (f"--max-cost {budget.limit:g} USD would be exceeded (spent {usd(budget.spent)} "
-                                "in this invocation); raise it and run again to continue")
+                self.stopped = OVER_BUDGET  # said with what was spent once the requests in flight have ended
                 return False
             budget.in_flight += 1
         key = self.keys[item.key]

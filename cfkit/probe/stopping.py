@@ -15,7 +15,7 @@ what it has, and says how to go on (the resume line of ``probe run``):
   (:data:`~cfkit.probe.pacing.MAX_PAUSE_S`) stops it at once; one whose
   pauses add up to more than :data:`WAIT_BUDGET_S` seconds without a single
   reply in between, or :data:`OVERLOAD_LIMIT` requests in a row refused as
-  overloaded, stops it too.
+  overloaded (HTTP 429, 503, or Anthropic's 529), stops it too.
 
 A reply resets every count: a server that is slow but answers is waited for.
 """
@@ -28,14 +28,14 @@ from cfkit.probe.pacing import MAX_PAUSE_S
 
 #: Requests in a row that failed on the connection (after their retries) before the run stops.
 CONNECTION_LIMIT = 3
-#: Requests in a row refused as overloaded (HTTP 429/503, after their retries) before the run stops.
+#: Requests in a row refused as overloaded (HTTP 429/503/529, after their retries) before the run stops.
 OVERLOAD_LIMIT = 5
 #: Seconds of pauses a server may ask for, in all, without one reply in between, before the run stops.
 WAIT_BUDGET_S = 600.0
 
 #: How a backend's TransportError opens, by kind (see cfkit/backends/openai_chat.py).
 _CONNECTION = ("ConnectionError", "Timeout")
-_OVERLOAD = ("HTTP 429", "HTTP 503")
+_OVERLOAD = ("HTTP 429", "HTTP 503", "HTTP 529")  # 529: Anthropic's "overloaded"
 
 
 class StopPolicy:

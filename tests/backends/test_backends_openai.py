@@ -97,6 +97,40 @@ def test_429_then_200_honours_retry_after():
     assert reply.notes == ("succeeded after 1 retries",)
 
 
+def test_a_429_without_retry_after_waits_for_the_used_up_limit_to_reset():
+    """OpenAI's 429 says when the limit resets in x-ratelimit-reset-*; retried sooner, every attempt was refused
+    again (here: the last one too, and the request failed)."""
+    first: list[float] = []
+
+    def script(body, n):
+        first.append(time.monotonic())
+        if first[-1] - first[0] < 2.0:  # the request limit resets 2 s after the first refusal
+            return Scripted(429, error_body("Rate limit reached for requests", kind="requests"),
+                            {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "2s",
+                             "x-ratelimit-remaining-tokens": "9000", "x-ratelimit-reset-tokens": "6m0s"})
+        return Scripted(body=completion(answer_json("B")))
+
+    with ChatServer(script) as server:
+        reply = ask(backend(server.url, backoff=0.01, max_retries=2))
+    assert json.loads(reply.raw)["answer"] == "B"
+    assert server.count == 2  # one refusal, then the answer: no attempt before the reset
+
+
+@pytest.mark.parametrize(("headers", "seconds"), [
+    ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "20ms"}, 0.02),
+    ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1m30.5s"}, 90.5),
+    ({"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "1h2m3s",
+      "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "3"}, 3723),
+    ({"x-ratelimit-remaining-tokens": "12", "x-ratelimit-reset-tokens": "6m0s"}, None),  # not used up
+    ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "soon"}, None),
+    ({"retry-after": "7", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"}, 7),
+])
+def test_the_wait_a_refusal_asks_for_comes_from_retry_after_else_the_used_up_limits_reset(headers, seconds):
+    from cfkit.backends.http import server_wait
+
+    assert server_wait(headers) == (None if seconds is None else pytest.approx(seconds))
+
+
 def test_500_then_200_is_retried():
     def script(body, n):
         return Scripted(500, error_body("boom", kind="server_error")) if n == 1 else Scripted(body=completion("A"))
@@ -313,7 +347,8 @@ def test_malformed_body_is_retried_then_reported():
     assert server.count == 1
 
 
-@pytest.mark.parametrize("error", [{"message": "the model\nis overloaded", "code": 503}, "the model is overloaded"])
+@pytest.mark.parametrize("error", [{"message": "the model\nis overloaded", "code": "model_unavailable"},
+                                   "the model is overloaded"])
 def test_an_error_in_a_200_reply_is_said_in_the_servers_words(error):
     """A server or proxy that answers 200 with an error object: the failure carries its words (it had said only
     that the completion had no choices)."""
@@ -322,6 +357,34 @@ def test_an_error_in_a_200_reply_is_said_in_the_servers_words(error):
             ask(backend(server.url))
     assert str(info.value) == (f"{server.url} answered with an error instead of a completion: the model is "
                                "overloaded")
+
+
+@pytest.mark.parametrize("error", [{"message": "Rate limit exceeded", "code": 429},
+                                   {"message": "Rate limit exceeded", "type": "rate_limit_error", "code": None},
+                                   {"message": "upstream failed", "code": "502"}])
+def test_a_200_whose_error_names_a_rate_limit_or_server_error_is_retried_as_that_status(error):
+    """Some proxies answer 200 with the upstream's 429 or 5xx in an error object: before, the request failed at
+    once (left for the next run) and the run never backed off."""
+    overloads = []
+
+    def script(body, n):
+        return Scripted(body={"error": error}) if n == 1 else Scripted(body=completion(answer_json("B")))
+
+    with ChatServer(script) as server:
+        answering = backend(server.url, backoff=0.01)
+        answering.on_overload = overloads.append
+        reply = ask(answering)
+    assert json.loads(reply.raw)["answer"] == "B" and server.count == 2
+    assert reply.notes == ("succeeded after 1 retries",)
+    assert len(overloads) == (0 if error.get("code") == "502" else 1)  # a 429 lowers the run's concurrency
+
+
+def test_a_200_rate_limit_error_that_persists_fails_as_a_429_the_run_counts_as_overload():
+    with ChatServer(lambda b, n: Scripted(body={"error": {"message": "Rate limit exceeded", "code": 429}})) as s:
+        with pytest.raises(TransportError) as info:
+            ask(backend(s.url, backoff=0.01, max_retries=1))
+    assert str(info.value) == f"HTTP 429 from {s.url} after 2 attempts: Rate limit exceeded"
+    assert s.count == 2
 
 
 def test_answering_does_not_import_the_openai_sdk():

@@ -89,6 +89,35 @@ def test_refusals_without_a_retry_after_stop_the_run_after_a_few_in_a_row(tmp_pa
     assert sent == OVERLOAD_LIMIT + 1  # and the endpoint check's connection
 
 
+def test_a_run_stopped_while_overloaded_does_not_say_the_server_recovered(tmp_path):
+    ws = many_cases(tmp_path / "ws", 40)
+    with HostileServer(lambda body: refused) as server:
+        result, _ = probe(ws, server.url, "-o", "max_retries=0", "-j", "4")
+    assert result.exit_code == 1
+    assert "requests in flight went down to" in result.stderr
+    assert "back up as it recovered" not in result.stderr  # it never answered
+    assert "when sending ended" in result.stderr
+
+
+def test_anthropic_saying_overloaded_request_after_request_stops_the_run_as_a_429_storm_does(tmp_path, monkeypatch):
+    """HTTP 529 is Anthropic's "overloaded": before, each request failed after its retries and the next was sent,
+    every one of the run's requests tried (minutes of backoff each at the default settings)."""
+    pytest.importorskip("anthropic")
+    from support.anthropic_api_server import AnthropicServer, Scripted
+
+    monkeypatch.setenv("LOCAL_KEY", "sk-local")
+    ws = many_cases(tmp_path / "ws", 40)
+    with AnthropicServer(lambda params, n: Scripted(529, "Overloaded", error_type="overloaded_error")) as server:
+        result = run_cli(["-w", str(ws), "probe", "run", "-m", "anthropic:claude-test", "-s", "contextcanvas",
+                          "-o", f"base_url={server.url}", "-o", "api_key_env=LOCAL_KEY", "-o", "max_retries=0",
+                          "-j", "1"])
+        sent = len(server.messages)
+    assert result.exit_code == 1
+    assert f"{OVERLOAD_LIMIT} requests in a row were refused as overloaded by {server.url}" in result.stderr
+    assert "resume with: cfkit -w" in result.stderr
+    assert sent == OVERLOAD_LIMIT
+
+
 def test_a_server_that_answers_is_not_stopped_by_its_pauses(tmp_path):
     calls = []
 
@@ -158,6 +187,30 @@ def test_max_cost_without_prices_is_refused_even_when_the_run_is_complete_alread
         assert first.exit_code == 0, first.stderr
         again, _ = probe(ws, server.url, "--max-cost", "1")  # complete: before, accepted without a word
     assert again.exit_code == 2 and "--max-cost needs prices" in again.stderr
+
+
+def test_a_budget_stop_says_what_the_invocation_spent_with_the_requests_in_flight_when_it_stopped(tmp_path):
+    """Before, the line said what was spent when the budget refused the next request ($0.60 here), while the
+    requests still in flight then were answered and charged: the summary beside it said $0.96."""
+    import re
+
+    from support.chat_api_server import ChatServer
+    from support.probe_runs import scripted_answer
+
+    def script(body, n):  # 100 + 20 tokens at $1,000 a million: $0.12 a reply; the 3rd to 5th answered late
+        reply = scripted_answer(body, n)
+        reply.delay = 2.0 if n in (3, 4, 5) else 0.0
+        return reply
+
+    ws = many_cases(tmp_path / "ws", 10)
+    with ChatServer(script) as server:
+        result, _ = probe(ws, server.url, "-j", "4", "-o", "price_in=1000", "-o", "price_out=1000",
+                          "--max-cost", "1")
+    assert result.exit_code == 1
+    spent = re.search(r"would be exceeded \(spent \$([\d.]+) in this invocation\)", result.stderr)
+    shown = re.search(r"sent \(0 failed, \$([\d.]+)\)", result.stderr)
+    assert spent and shown, result.stderr
+    assert spent.group(1) == shown.group(1) == "0.96"
 
 
 def test_a_server_that_dies_mid_run_stops_it_after_a_few_failures_in_a_row(tmp_path):
