@@ -67,8 +67,8 @@ def test_json_follows_design_schema(paper_json):
                                                      "ncu", "ncu_ci", "incomplete", "not_clean", "runs"]
     assert paper_json["bootstrap"] == {"resamples": 10_000, "seed": 0, "level": 0.95}
     modality = paper_json["modality"][0]
-    assert list(modality) == ["model", "group", "n", "accuracy", "accuracy_ci", "invalid", "deltas", "incomplete",
-                              "not_clean", "runs"]
+    assert list(modality) == ["model", "group", "n", "accuracy", "accuracy_ci", "invalid", "unreviewed", "deltas",
+                              "incomplete", "not_clean", "runs"]
     assert list(modality["invalid"]) == ["text", "neutral", "evidence", "image"]
     assert list(modality["accuracy"]) == ["text", "neutral", "evidence", "image"]
     assert [(d["from"], d["to"]) for d in modality["deltas"]] == [
