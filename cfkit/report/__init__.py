@@ -30,13 +30,14 @@ from cfkit.report.rows import (COVERAGE_END, MISSING_REASONS, CompareRow, Contex
 from cfkit.report.sources import Sources, choose_runs
 from cfkit.report.swap import SwapRow, swap_rows
 from cfkit.report.groups import group_label, load_groups, paper_groups, resolve_groups
-from cfkit.report.tables import (INCOMPLETE_MARK, NOT_CLEAN_MARK, PAPER_MARK, DisplayTable, ReportView, TablesView,
-                                 display_tables, fmt, fmt_ci, fmt_delta, fmt_opt_ci, fmt_p, units_table)
+from cfkit.report.tables import (INCOMPLETE_MARK, NOT_CLEAN_MARK, PAPER_MARK, UNREVIEWED_MARK, DisplayTable,
+                                 ReportView, TablesView, display_tables, fmt, fmt_ci, fmt_delta, fmt_opt_ci, fmt_p,
+                                 units_table)
 from cfkit.report.units import PAIR_CATEGORIES, ModelUnits, UnitOutcome, flat_rows, pair_category
 
 __all__ = [
     "COVERAGE_END", "FORMATS", "INCOMPLETE_MARK", "MISSING_REASONS", "MODALITY_DELTAS", "NOT_CLEAN_MARK", "PAPER_MARK",
-    "Sources", "choose_runs", "CompareRow", "ContextCanvasRow", "CounterfactualRow", "Delta",
+    "UNREVIEWED_MARK", "Sources", "choose_runs", "CompareRow", "ContextCanvasRow", "CounterfactualRow", "Delta",
     "DisplayTable", "Gold", "Missing", "ModalityRow", "PairGold", "Report", "ReportView", "build_report",
     "display_tables", "fmt", "fmt_ci", "fmt_delta", "fmt_opt_ci", "fmt_p", "group_label", "latex_escape",
     "load_groups", "markdown_escape", "paper_groups", "resolve_groups", "load_gold", "load_reference", "make_report",

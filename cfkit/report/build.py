@@ -393,7 +393,7 @@ class _CaseColumns:
     golds, the Yes and No options."""
 
     def __init__(self, cases: Sequence[Case], conditions: Sequence[str]):
-        self.n = len(cases)
+        self.n, self.ids = len(cases), [c.id for c in cases]
         units = tuple((c.id, "") for c in cases)
         self.keys = {condition: UnitKeys(units, condition) for condition in conditions}
         # Object arrays, which the statistics take as they are (read only: shared by every model).
@@ -438,6 +438,7 @@ def _modality(units: _Units, model: str, got: dict, cases: _CaseColumns, resampl
         accuracy_ci=dict(zip(conditions, intervals)),
         deltas=[Delta(a, b, c, p) for (a, b), c, p in zip(MODALITY_DELTAS, comparisons, adjusted)],
         invalid=invalid,
+        unreviewed=len(units.sources.unreviewed_of(model).intersection(cases.ids)),
         incomplete=units.marks(model, "modality")[0],
         runs=units.marks(model, "modality")[1],
     )

@@ -179,7 +179,9 @@ def to_csv(report: Report, *, reference: bool = False) -> str:
     for the published rows ``--reference`` adds, ``paper:`` and the table's
     key in ``cfkit/data/reference.json`` (``paper:table2``), their table-wide
     figures (``n``, ``gold_yes_rate``) repeated on each row. Text cells are
-    written so that a spreadsheet never runs them as a formula. The units
+    written so that a spreadsheet never runs them as a formula. Rows of section
+    ``bootstrap`` (no model) say how every interval was drawn: ``resamples``,
+    ``seed`` (empty: fresh entropy) and ``level``. The units
     counted wrong for want of an answer are in the JSON's ``missing`` (and on
     stderr).
     """
@@ -198,6 +200,8 @@ def to_csv(report: Report, *, reference: bool = False) -> str:
     for section in sections:
         for record in data.get(section, []):
             write(section, record, "measured")
+    # How every interval above was drawn, so that a CSV read on its own still says it (B, seed, level).
+    write("bootstrap", {"model": "", **data["bootstrap"]}, "measured")
     if reference:
         tables = load_reference()["tables"]
         for section in sections:

@@ -73,6 +73,7 @@ class ModalityRow:
     accuracy_ci: dict[str, stats.Interval]
     deltas: list[Delta]
     invalid: dict[str, int] = field(default_factory=dict)  # condition -> cases with no valid option, counted wrong
+    unreviewed: int = 0  # cases whose Neutral and Evidence answers were to a caption still a model's unreviewed draft
     incomplete: bool = False
     runs: tuple[str, ...] = ()
     group: str | None = None
@@ -140,6 +141,7 @@ class Report:
                     "accuracy": dict(r.accuracy),
                     "accuracy_ci": {c: ci.as_list() for c, ci in r.accuracy_ci.items()},
                     "invalid": dict(r.invalid),
+                    "unreviewed": r.unreviewed,
                     "deltas": [
                         {"from": d.first, "to": d.second, "delta": d.comparison.delta, "ci": d.comparison.ci.as_list(),
                          "b": d.comparison.mcnemar.b, "c": d.comparison.mcnemar.c,

@@ -183,6 +183,11 @@ class Sources:
         since)."""
         return bool(self.stale_captions or self.stale_cases or self.stale_images)
 
+    def unreviewed_of(self, model: str) -> frozenset[str]:
+        """The cases whose caption, as the model's modality run asked it, is still a draft no person has reviewed."""
+        run = self.runs.get((model, "modality"))
+        return frozenset(self.unreviewed_captions.get(run.id, ())) if run is not None else frozenset()
+
     def caption_notes(self) -> list[str]:
         """A note per modality run that asked cases with a caption that is still an unreviewed draft."""
         notes = []

@@ -33,11 +33,14 @@ INCOMPLETE_MARK = " (incomplete)"
 #: Appended to the first cell of a row whose replies are not clean (:func:`cfkit.parse.trouble.not_clean`: cut off at
 #: the token limit, or mostly empty), so that a table copied on its own still says so.
 NOT_CLEAN_MARK = " (not clean)"
+#: Appended to the first cell of a modality row whose Neutral and Evidence answers include answers to captions that
+#: are still a model's drafts no person has reviewed.
+UNREVIEWED_MARK = " (unreviewed captions)"
 
 
 def _name(row: dict) -> str:
     return (row["model"] + (INCOMPLETE_MARK if row.get("incomplete") else "")
-            + (NOT_CLEAN_MARK if row.get("not_clean") else ""))
+            + (NOT_CLEAN_MARK if row.get("not_clean") else "") + (UNREVIEWED_MARK if row.get("unreviewed") else ""))
 
 
 def _comparable(unit: str, ours: set[int], theirs: int, expected: int | None = None) -> str:
@@ -242,7 +245,8 @@ def _swap_tables(data: dict) -> list[DisplayTable]:
 
 def _marks(rows: list[dict], reference: bool) -> str:
     return legends_marks(published=reference, incomplete=any(r.get("incomplete") for r in rows),
-                         not_clean=any(r.get("not_clean") for r in rows))
+                         not_clean=any(r.get("not_clean") for r in rows),
+                         unreviewed=any(r.get("unreviewed") for r in rows))
 
 
 def _full_marked(rows: list[dict]) -> str:
@@ -254,7 +258,7 @@ def _full_marked(rows: list[dict]) -> str:
     return f"Full is each model's ContextCanvas accuracy, and that row is marked for {', '.join(marked)}."
 
 
-def legends_marks(*, published: bool, incomplete: bool, not_clean: bool = False) -> str:
+def legends_marks(*, published: bool, incomplete: bool, not_clean: bool = False, unreviewed: bool = False) -> str:
     """What the marks appended to a model name mean, for a table that carries them."""
     parts = []
     if incomplete:
@@ -264,6 +268,9 @@ def legends_marks(*, published: bool, incomplete: bool, not_clean: bool = False)
         parts.append(f"Rows marked{NOT_CLEAN_MARK} rest on replies cut off at the token limit, or mostly empty; "
                      "'cfkit report' says which, how many and what to do (on stderr, and as reply_problems in the "
                      "JSON report).")
+    if unreviewed:
+        parts.append(f"Rows marked{UNREVIEWED_MARK} count Neutral and Evidence answers to captions a model drafted "
+                     "and no person has reviewed ('unreviewed' in the JSON: how many cases; stderr names them).")
     if published:
         parts.append("'—': a figure the paper does not give.")
     return " ".join(parts)

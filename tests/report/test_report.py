@@ -67,8 +67,8 @@ def test_json_follows_design_schema(paper_json):
                                                      "ncu", "ncu_ci", "incomplete", "not_clean", "runs"]
     assert paper_json["bootstrap"] == {"resamples": 10_000, "seed": 0, "level": 0.95}
     modality = paper_json["modality"][0]
-    assert list(modality) == ["model", "group", "n", "accuracy", "accuracy_ci", "invalid", "deltas", "incomplete",
-                              "not_clean", "runs"]
+    assert list(modality) == ["model", "group", "n", "accuracy", "accuracy_ci", "invalid", "unreviewed", "deltas",
+                              "incomplete", "not_clean", "runs"]
     assert list(modality["invalid"]) == ["text", "neutral", "evidence", "image"]
     assert list(modality["accuracy"]) == ["text", "neutral", "evidence", "image"]
     assert [(d["from"], d["to"]) for d in modality["deltas"]] == [
@@ -180,6 +180,8 @@ def test_csv_round_trips_every_field_exactly(outputs):
             for metric, value in flatten_record(rec):
                 if metric not in ("model", "base", "other"):
                     expected[(section, name, metric)] = value
+    # How the intervals were drawn, so that the CSV alone states it.
+    expected |= {("bootstrap", "", "resamples"): 300, ("bootstrap", "", "seed"): 0, ("bootstrap", "", "level"): 0.95}
     assert set(rebuilt) == set(expected)
     for key, value in expected.items():
         assert csv_value(rebuilt[key]) == value, key  # exact: repr round-trips a float
@@ -218,7 +220,7 @@ def test_csv_and_markdown_keep_hostile_model_names_inert(tiny_ws, tmp_path):
                             for name in names for case in ("T001", "T002", "T003")))
     table = run_cli(["report", "-w", str(tiny_ws), "--predictions", str(path), "--resamples", "50", "--format", "csv"])
     assert table.exit_code == 0, table.stderr
-    models = {r["model"] for r in csv.DictReader(io.StringIO(table.stdout))}
+    models = {r["model"] for r in csv.DictReader(io.StringIO(table.stdout)) if r["section"] != "bootstrap"}
     assert models == {"'" + names[0], names[1]}
     md = run_cli(["report", "-w", str(tiny_ws), "--predictions", str(path), "--resamples", "50", "--format", "md"])
     assert "<img" not in md.stdout and "&lt;img src=x onerror=alert(1)&gt;\\n\\| pwned \\|" in md.stdout

@@ -111,3 +111,30 @@ def test_runs_asked_with_other_templates_than_those_now_are_named(asked):
     assert "asked with other probe templates than those in force now" in _report(asked).stderr
     (templates / "system.txt").unlink()
     assert not [n for n in json.loads(_report(asked, "--format", "json").stdout)["notes"] if "templates" in n]
+
+
+def test_a_row_resting_on_unreviewed_drafts_is_marked_wherever_it_is_shown(tiny_ws, tmp_path):
+    """The note on stderr is not enough: a table saved on its own, or the CSV, must say which rows count answers to
+    captions no person has read. The count is over the row's cases (the subset), not every case the run asked."""
+    for case, (neutral, evidence) in TEXTS.items():
+        write_caption(tiny_ws, case, neutral=neutral, evidence=evidence,
+                      **({"author": "openai:drafter", "reviewed": False} if case != "T002" else {}))
+    _probe(tiny_ws)
+    subset = tmp_path / "two.txt"
+    subset.write_text("T001\nT002\n")  # T003, the other draft, is outside the rows
+    result = run_cli(["-w", str(tiny_ws), "report", "--subset", str(subset), "--resamples", "50", "--format", "json"])
+    row = json.loads(result.stdout)["modality"][0]
+    assert row["n"] == 2 and row["unreviewed"] == 1 and not row["incomplete"]
+    assert json.loads(_report(tiny_ws, "--format", "json").stdout)["modality"][0]["unreviewed"] == 2
+    table = _report(tiny_ws, "--label", "baseline:random=Rand").stdout
+    assert table.count("Rand (unreviewed captions)") == 5  # the conditions' row and the four changes
+    markdown = _report(tiny_ws, "--format", "md").stdout
+    assert "| baseline:random (unreviewed captions) |" in markdown
+    assert "Rows marked (unreviewed captions) count Neutral and Evidence answers to captions a model" in markdown
+    assert "modality,baseline:random,unreviewed,2,measured" in _report(tiny_ws, "--format", "csv").stdout.splitlines()
+    # Reviewed as they stand: the same answers, no mark.
+    for case in ("T001", "T003"):
+        write_caption(tiny_ws, case, neutral=TEXTS[case][0], evidence=TEXTS[case][1], author="openai:drafter")
+    data = json.loads(_report(tiny_ws, "--format", "json").stdout)
+    assert data["modality"][0]["unreviewed"] == 0
+    assert "unreviewed captions" not in _report(tiny_ws).stdout
