@@ -18,7 +18,7 @@ no pending list: either would tie items to models) unless ``unblind``.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cfkit import stats
@@ -80,12 +80,30 @@ class EgaSection:
     judge: str | None = None  # the judge model whose labels count, when they do
     judge_labelled: int = 0  # items of the rows counted with the judge's labels
     inputs_changed: tuple[str, ...] = ()  # what changed in the audit's inputs since planning (audit status's lines)
+    audited_runs: tuple[tuple[str, str], ...] = ()  # (model, run id) of each audited run, in plan order
+    other_runs: tuple[str, ...] = ()  # how the report's other tables read another run of an audited model, or none
 
     def said(self) -> list[str]:
         """What goes with the section wherever it is shown (``cfkit report --ega`` says it on stderr): each change
-        in the audit's inputs since planning."""
+        in the audit's inputs since planning, and each audited model whose run the report's other tables do not
+        read."""
         return [f"audit {self.audit}: {change} since planning; the EGA section counts the items as they were "
-                "audited, not as the other sections read them now." for change in self.inputs_changed]
+                "audited, not as the other sections read them now." for change in self.inputs_changed] + [
+                f"audit {self.audit}: {line}; its EGA row counts the audited replies, not the ones the other tables "
+                "count." for line in self.other_runs]
+
+    def beside(self, reported: dict[str, str]) -> EgaSection:
+        """The section with ``other_runs`` said against ``reported`` (model -> the ContextCanvas run the report's
+        other tables read): an audited model whose replies were run again since (a newer run is read), or that
+        the other tables leave out, has its EGA row from replies no other table counts."""
+        lines = []
+        for model, run in self.audited_runs:
+            now = reported.get(model)
+            if now is None:
+                lines.append(f"{model} is not in the other tables (the audit labelled its run {run})")
+            elif now != run:
+                lines.append(f"the other tables read run {now} of {model}, the audit labelled its run {run}")
+        return replace(self, other_runs=tuple(lines))
 
     def summary(self) -> dict[str, Any]:
         data = {"audit": self.audit, "cases": self.cases, "planned_cases": self.planned_cases,
@@ -96,6 +114,8 @@ class EgaSection:
             data["withheld"] = self.withheld
         if self.inputs_changed:
             data["inputs_changed"] = list(self.inputs_changed)
+        if self.other_runs:
+            data["other_runs"] = list(self.other_runs)
         return data
 
 
@@ -192,4 +212,5 @@ def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int 
     return EgaSection(audit.id, len(complete), len(cases), rows, pending, unblinded=done < audit.planned_labels,
                       labels=labels, judge=judge if labels != "people" else None,
                       judge_labelled=sum(1 for c in complete for m in models if by_key[m, c].id in from_judge),
-                      inputs_changed=() if ws is None else tuple(input_drift(ws, store, audit.plan)))
+                      inputs_changed=() if ws is None else tuple(input_drift(ws, store, audit.plan)),
+                      audited_runs=tuple((r["model"], r["id"]) for r in audit.plan.inputs["runs"]))
