@@ -120,7 +120,8 @@ def judge_agreement_dicts(judge: str, rows) -> list[dict]:
     from cfkit.audit.agreement import agreement_dict
 
     return [{"judge": judge, "against": f"Annotator {r.annotator}", "criterion": r.criterion, "items": r.items,
-             **(_NONE if r.result is None else agreement_dict(r.result)), "n": r.n, "left_out": dict(r.left_out)}
+             **(_NONE if r.result is None else agreement_dict(r.result)), "n": r.n, "left_out": dict(r.left_out),
+             **({"mixed_models": r.mixed} if r.mixed else {})}
             for r in rows]
 
 
@@ -129,6 +130,8 @@ def say_left_out(judge: str, audit_id: str, rows) -> None:
     missing (the next 'audit prelabel' fills them), as for a report's EGA built on the judge's labels."""
     from cfkit.errors import Incomplete
 
+    for mixed in {row.mixed for row in rows if row.mixed}:
+        warn(mixed)
     for row in rows:
         if row.n < row.items:
             warn(f"judge {judge} against Annotator {row.annotator} on {row.criterion}: {row.n} of {row.items} items "

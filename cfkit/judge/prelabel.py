@@ -135,6 +135,7 @@ class JudgeAgreement:
     result: stats.Agreement | None  # None when no item has both labels
     items: int
     left_out: dict[str, int]
+    mixed: str | None = None  # the judge's labels were answered by more than one model (JudgeLabels.mixed)
 
     @property
     def n(self) -> int:
@@ -162,5 +163,6 @@ def judge_agreement(ws: Workspace, store: Store, audit: Audit, judge: str, *, n_
             if both:
                 resamples = stats.Resamples(len(both), n_resamples=n_resamples, seed=seed)
                 result = stats.agreement([p for p, _ in both], [j for _, j in both], resamples=resamples)
-            rows.append(JudgeAgreement(person.number, criterion, result, len(audit.items), left_out))
+            rows.append(JudgeAgreement(person.number, criterion, result, len(audit.items), left_out,
+                                       mine.mixed(judge)))
     return rows

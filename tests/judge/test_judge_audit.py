@@ -319,3 +319,42 @@ def test_what_the_judge_cost_is_said_cut_off_replies_included(labelled, tmp_path
     assert unpriced.exit_code == 0
     assert (f"{replies} replies, cost not known (give the judge's prices: -o price_in=… -o price_out=…, or "
             "cfkit.toml [probe.prices])") in " ".join(unpriced.stderr.split())
+
+
+def test_labels_answered_by_two_models_under_one_judge_name_are_said_to_mix_them(labelled, tmp_path):
+    # One judge name, two models: a local server's weights swapped between a first run (cue answered, link
+    # failed) and the run that filled the links. The κ and the EGA counted both models' labels as one judge's,
+    # silently. The model each server says answered is stored with the label; more than one is now said.
+    import shutil
+
+    ws = tmp_path / "ws"
+    shutil.copytree(labelled[0], ws)
+    judge = "openai:local-judge"
+
+    def served_by(name: str, answer_links: bool):
+        def script(body: dict, n: int) -> Scripted:
+            if not answer_links and "Does the response name" not in user_text(body):
+                return Scripted(status=400, body={"error": {"message": "not now"}})
+            return Scripted(body=completion("Yes", model=name))
+        return script
+
+    args = ["audit", "prelabel", "--judge", judge, "-o", "max_retries=0"]
+    with ChatServer(served_by("weights-a", answer_links=False)) as server:
+        assert cli(ws, *args, "-o", f"base_url={server.url}", env={"OPENAI_API_KEY": "sk-x"}).exit_code == 1
+    with ChatServer(served_by("weights-b", answer_links=True)) as server:
+        assert cli(ws, *args, "-o", f"base_url={server.url}", env={"OPENAI_API_KEY": "sk-x"}).exit_code == 0
+    line = (f"judge {judge}'s labels were answered by 2 models its server named (weights-a, weights-b), so the "
+            "figures built on them mix those models")
+    agreed = cli(ws, "audit", "agreement", "--judge", judge, "--json", "--resamples", "100")
+    assert agreed.exit_code == 0 and line in " ".join(agreed.stderr.split())
+    assert all(line in row["mixed_models"] for row in json.loads(agreed.stdout)["judge"])
+    report = cli(ws, "report", "--ega", "--ega-labels", "judge", "--judge", judge, "--format", "json",
+                 "--resamples", "100")
+    assert line in json.loads(report.stdout)["ega_audit"]["judge_mixed_models"]
+    assert line in " ".join(report.stderr.split())
+    # One model behind the name (the module's judge): nothing said.
+    single = cli(ws, "audit", "agreement", "--judge", JUDGE, "--json", "--resamples", "100")
+    assert "mix" not in single.stderr and not any("mixed_models" in r for r in json.loads(single.stdout)["judge"])
+    plain = cli(ws, "report", "--ega", "--ega-labels", "judge", "--judge", JUDGE, "--format", "json",
+                "--resamples", "100")
+    assert "judge_mixed_models" not in json.loads(plain.stdout)["ega_audit"]
