@@ -87,7 +87,7 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
     capabilities = backend.capabilities
     if capabilities is not None and not capabilities.images:
         raise UsageError(f"judge {judge} cannot see images; pre-label with a vision-language model.")
-    result = PrelabelResult(audit.id, judge, questions.version, priced=bool(getattr(backend, "priced", False)))
+    result = PrelabelResult(audit.id, judge, questions.version, priced=bool(backend.priced))
     have = {(p.item_id, p.criterion): p.value for p in prelabels.prelabels(store, audit.id, judge=judge)
             if p.prompt_version == questions.version}
     todo = []
