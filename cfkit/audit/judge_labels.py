@@ -54,6 +54,16 @@ class JudgeLabels:
     version: str
     labels: dict[str, dict[str, bool | None]]  # by item id and criterion; None: stored with no valid Yes/No
     stale: frozenset[tuple[str, str]]  # (item, criterion) labelled only with an older wording of the questions
+    served: tuple[str, ...] = ()  # the models the judge's server said answered the labels that count, sorted
+
+    def mixed(self, judge: str) -> str | None:
+        """One line when the labels that count were answered by more than one model (one judge name served by two
+        servers, or a server whose model was swapped between runs): the figures built on them mix the two."""
+        if len(self.served) < 2:
+            return None
+        return (f"judge {judge}'s labels were answered by {len(self.served)} models its server named "
+                f"({', '.join(self.served)}), so the figures built on them mix those models; give each model its own "
+                "--judge name when you run 'cfkit audit prelabel'.")
 
     def missing(self, item_id: str, criterion: str) -> str | None:
         """Why the judge has no label that counts of the item on the criterion (a LEFT_OUT key), or None."""
@@ -68,9 +78,11 @@ def judge_labels(ws: Workspace, store: Store, audit_id: str, judge: str) -> Judg
     version = load_audit_questions(ws).version
     mine: dict[str, dict[str, bool | None]] = {}
     older: set[tuple[str, str]] = set()
+    served: set[str] = set()
     for label in prelabels.prelabels(store, audit_id, judge=judge):
         if label.prompt_version == version:
             mine.setdefault(label.item_id, {})[label.criterion] = label.value
+            served |= {label.server_model} if label.server_model else set()
         else:
             older.add((label.item_id, label.criterion))
     if not mine:
@@ -79,5 +91,6 @@ def judge_labels(ws: Workspace, store: Store, audit_id: str, judge: str) -> Judg
                  "stale (the question file or system text changed since)") if others else ""
         raise UsageError(f"judge {judge} has no labels in audit {audit_id}{stale}; run 'cfkit audit prelabel --judge "
                          f"{judge}'.")
-    return JudgeLabels(version, mine, frozenset((i, c) for i, c in older if c not in mine.get(i, {})))
+    return JudgeLabels(version, mine, frozenset((i, c) for i, c in older if c not in mine.get(i, {})),
+                       tuple(sorted(served)))
 

@@ -41,13 +41,12 @@ def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, ma
       cfkit audit prelabel --judge openai:gpt-5.5 --retry-unanswered
     """
     from cfkit.audit.items import load_audit
-    from cfkit.backends import load_backend
     from cfkit.errors import CheckFailed
     from cfkit.judge.prelabel import prelabel_audit
     from cfkit.options import parse_option_pairs
     from cfkit.store import open_store
 
-    backend = load_backend(judge, parse_option_pairs(options))
+    backend = _priced(ws, judge, parse_option_pairs(options))
     with open_store(ws.db_path) as store:
         result = prelabel_audit(ws, store, load_audit(store, audit_ref), backend, judge, max_tokens=max_tokens,
                                 retry_unanswered=retry_unanswered)
@@ -59,12 +58,28 @@ def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, ma
              if retry_unanswered else "")
     err.print(f"judge {judge} (questions {result.prompt_version}) on audit {result.audit}: {result.asked} answer(s) "
               f"stored now{again}, {result.stored} already stored{earlier}, {result.invalid} without a valid Yes/No, "
-              f"{len(result.failed)} failed.")
+              f"{len(result.failed)} failed; {result.spending()}.", markup=False)
     for failure in result.failed[:10]:
         err.print(f"  failed: {failure}", markup=False)
     if result.failed:
         raise CheckFailed(f"{len(result.failed)} request(s) failed or were cut off; run the command again to ask only "
                           "those.")
+
+
+def _priced(ws, judge: str, options: dict):
+    """The judge's backend, priced as 'probe run' prices a model: -o price_in/price_out, cfkit.toml
+    [probe.prices], or the built-in estimate for OpenAI's own API."""
+    from cfkit.backends import load_backend, split_model
+    from cfkit.options import option_names
+    from cfkit.probe.prices import resolve_prices
+
+    backend = load_backend(judge, options)
+    if not {"price_in", "price_out"} <= option_names(type(backend)):
+        return backend
+    prices = resolve_prices(judge, split_model(judge)[1], backend.endpoint, options, ws.config.probe.prices)
+    if prices is None or options.get("price_in") is not None:  # none known, or given (the backend has them)
+        return backend
+    return load_backend(judge, {**options, **prices.options()})
 
 
 #: How the table and stderr name each reason an item is left out (cfkit.audit.judge_labels.LEFT_OUT).
@@ -105,7 +120,8 @@ def judge_agreement_dicts(judge: str, rows) -> list[dict]:
     from cfkit.audit.agreement import agreement_dict
 
     return [{"judge": judge, "against": f"Annotator {r.annotator}", "criterion": r.criterion, "items": r.items,
-             **(_NONE if r.result is None else agreement_dict(r.result)), "n": r.n, "left_out": dict(r.left_out)}
+             **(_NONE if r.result is None else agreement_dict(r.result)), "n": r.n, "left_out": dict(r.left_out),
+             **({"mixed_models": r.mixed} if r.mixed else {})}
             for r in rows]
 
 
@@ -114,6 +130,8 @@ def say_left_out(judge: str, audit_id: str, rows) -> None:
     missing (the next 'audit prelabel' fills them), as for a report's EGA built on the judge's labels."""
     from cfkit.errors import Incomplete
 
+    for mixed in {row.mixed for row in rows if row.mixed}:
+        warn(mixed)
     for row in rows:
         if row.n < row.items:
             warn(f"judge {judge} against Annotator {row.annotator} on {row.criterion}: {row.n} of {row.items} items "

@@ -36,12 +36,33 @@ class PrelabelResult:
     stored_invalid: int = 0  # of the stored ones, replies with no valid Yes/No (kept, not asked again)
     asked_again: int = 0  # stored replies with no valid Yes/No asked again (retry_unanswered)
     failed: list[str] = field(default_factory=list)
+    priced: bool = False  # the judge's backend prices its replies (-o price_in/price_out, cfkit.toml [probe.prices])
+    replies: int = 0  # replies that came back this run, cut-off ones included (each was paid for)
+    cost_usd: float | None = None  # what the priced replies of this run cost; None when none was priced
+    unpriced: int = 0  # replies of a priced backend that reported no cost
 
     def to_dict(self) -> dict[str, Any]:
         return {"audit": self.audit, "judge": self.judge, "prompt_version": self.prompt_version, "asked": self.asked,
                 "already_stored": self.stored, "invalid": self.invalid,
                 "already_stored_invalid": self.stored_invalid, "asked_again": self.asked_again,
-                "failed": self.failed}
+                "failed": self.failed, "replies": self.replies, "priced": self.priced, "cost_usd": self.cost_usd,
+                "replies_without_cost": self.unpriced}
+
+    def spending(self) -> str:
+        """What this run's replies cost, as ``probe run`` says it; or that the judge is not priced."""
+        from cfkit.money import spent
+
+        if not self.priced:
+            return "0 replies" if not self.replies else (f"{self.replies} repl{'y' if self.replies == 1 else 'ies'}, cost not known (give the judge's "
+                    "prices: -o price_in=… -o price_out=…, or cfkit.toml [probe.prices])")
+        return f"{self.replies} repl{'y' if self.replies == 1 else 'ies'}, cost {spent(self.cost_usd, self.unpriced)}"
+
+    def came(self, reply) -> None:
+        self.replies += 1
+        if reply.cost_usd is None:
+            self.unpriced += self.priced
+        else:
+            self.cost_usd = (self.cost_usd or 0.0) + reply.cost_usd
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
@@ -66,7 +87,7 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
     capabilities = backend.capabilities
     if capabilities is not None and not capabilities.images:
         raise UsageError(f"judge {judge} cannot see images; pre-label with a vision-language model.")
-    result = PrelabelResult(audit.id, judge, questions.version)
+    result = PrelabelResult(audit.id, judge, questions.version, priced=bool(backend.priced))
     have = {(p.item_id, p.criterion): p.value for p in prelabels.prelabels(store, audit.id, judge=judge)
             if p.prompt_version == questions.version}
     todo = []
@@ -100,7 +121,7 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
                                        parsed.rule or parsed.error, request.user, reply.raw, reply.server_model, ""))
         result.asked += 1
 
-    ask_in_turn(backend, todo, keep, lambda job, exc: result.failed.append(f"{job[0]} {job[1]}: {exc}"))
+    ask_in_turn(backend, todo, keep, lambda job, exc: result.failed.append(f"{job[0]} {job[1]}: {exc}"), result.came)
     return result
 
 
@@ -114,6 +135,7 @@ class JudgeAgreement:
     result: stats.Agreement | None  # None when no item has both labels
     items: int
     left_out: dict[str, int]
+    mixed: str | None = None  # the judge's labels were answered by more than one model (JudgeLabels.mixed)
 
     @property
     def n(self) -> int:
@@ -141,5 +163,6 @@ def judge_agreement(ws: Workspace, store: Store, audit: Audit, judge: str, *, n_
             if both:
                 resamples = stats.Resamples(len(both), n_resamples=n_resamples, seed=seed)
                 result = stats.agreement([p for p, _ in both], [j for _, j in both], resamples=resamples)
-            rows.append(JudgeAgreement(person.number, criterion, result, len(audit.items), left_out))
+            rows.append(JudgeAgreement(person.number, criterion, result, len(audit.items), left_out,
+                                       mine.mixed(judge)))
     return rows

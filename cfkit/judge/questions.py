@@ -42,10 +42,10 @@ Job = TypeVar("Job")
 
 
 def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, Any, Any], None],
-                failed: Callable[[Job, Exception], None]) -> None:
+                failed: Callable[[Job, Exception], None], came: Callable[[Any], None] | None = None) -> None:
     """Ask ``backend`` each ``(job, request)`` of ``todo`` in turn (awaiting an async backend, closed at the end):
     ``keep(job, request, reply)`` for each whole reply, ``failed(job, error)`` for each request the transport lost
-    and each reply cut off at the token limit.
+    and each reply cut off at the token limit; ``came(reply)`` for every reply, a cut-off one too (it was paid for).
 
     A cut-off reply is no answer: "Yes, the response names the" may have gone on "… but not the cue, so No", and
     a reasoning model can spend the whole limit before it writes a word. It is never read, so never stored; the
@@ -53,6 +53,8 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
     from cfkit.backends import TransportError, is_async
 
     def take(job: Job, request, reply) -> None:
+        if came is not None:
+            came(reply)
         if reply.truncated:
             limit = request.generation.max_tokens
             failed(job, BackendError(f"the reply was cut off at the token limit ({limit} tokens), so it was not "

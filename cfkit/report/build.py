@@ -130,6 +130,9 @@ def make_report(
     if labels:
         check_labels(labels, [p.model for p in source.preds] + [r.model for r in (section.rows if section else [])])
         source, section = relabel_sources(source, labels), section and relabel_ega(section, labels)
+    if section is not None and not prediction_paths:  # the audited runs beside those the other tables read
+        section = section.beside({model: run.id for (model, suite), run in source.runs.items()
+                                  if suite == "contextcanvas"})
     try:
         report = build_report(gold, source.preds, compare=compare, n_resamples=n_resamples, seed=seed,
                               sources=source, expected_pairs=ws.pairs, groups=groups)

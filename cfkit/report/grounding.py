@@ -18,7 +18,7 @@ no pending list: either would tie items to models) unless ``unblind``.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cfkit import stats
@@ -80,12 +80,31 @@ class EgaSection:
     judge: str | None = None  # the judge model whose labels count, when they do
     judge_labelled: int = 0  # items of the rows counted with the judge's labels
     inputs_changed: tuple[str, ...] = ()  # what changed in the audit's inputs since planning (audit status's lines)
+    audited_runs: tuple[tuple[str, str], ...] = ()  # (model, run id) of each audited run, in plan order
+    other_runs: tuple[str, ...] = ()  # how the report's other tables read another run of an audited model, or none
+    judge_mixed: str | None = None  # the judge's labels that count were answered by more than one model
 
     def said(self) -> list[str]:
         """What goes with the section wherever it is shown (``cfkit report --ega`` says it on stderr): each change
-        in the audit's inputs since planning."""
+        in the audit's inputs since planning, and each audited model whose run the report's other tables do not
+        read."""
         return [f"audit {self.audit}: {change} since planning; the EGA section counts the items as they were "
-                "audited, not as the other sections read them now." for change in self.inputs_changed]
+                "audited, not as the other sections read them now." for change in self.inputs_changed] + [
+                f"audit {self.audit}: {line}; its EGA row counts the audited replies, not the ones the other tables "
+                "count." for line in self.other_runs] + ([self.judge_mixed] if self.judge_mixed else [])
+
+    def beside(self, reported: dict[str, str]) -> EgaSection:
+        """The section with ``other_runs`` said against ``reported`` (model -> the ContextCanvas run the report's
+        other tables read): an audited model whose replies were run again since (a newer run is read), or that
+        the other tables leave out, has its EGA row from replies no other table counts."""
+        lines = []
+        for model, run in self.audited_runs:
+            now = reported.get(model)
+            if now is None:
+                lines.append(f"{model} is not in the other tables (the audit labelled its run {run})")
+            elif now != run:
+                lines.append(f"the other tables read run {now} of {model}, the audit labelled its run {run}")
+        return replace(self, other_runs=tuple(lines))
 
     def summary(self) -> dict[str, Any]:
         data = {"audit": self.audit, "cases": self.cases, "planned_cases": self.planned_cases,
@@ -96,6 +115,10 @@ class EgaSection:
             data["withheld"] = self.withheld
         if self.inputs_changed:
             data["inputs_changed"] = list(self.inputs_changed)
+        if self.other_runs:
+            data["other_runs"] = list(self.other_runs)
+        if self.judge_mixed:
+            data["judge_mixed_models"] = self.judge_mixed
         return data
 
 
@@ -105,18 +128,20 @@ EGA_LABELS = ("people", "judge", "people+judge")
 
 
 def _judgements(store: Store, audit, labels: str, judge: str | None,
-                ws) -> tuple[dict[str, Judgement], set[str], dict[str, str]]:
-    """Each item's judgement under ``labels``, which of them are the judge's, and why each other item has none."""
+                ws) -> tuple[dict[str, Judgement], set[str], dict[str, str], str | None]:
+    """Each item's judgement under ``labels``, which of them are the judge's, why each other item has none, and a
+    line when the judge's labels were answered by more than one model."""
     people = {item_id: f.judgement for item_id, f in audit_labels.finals(store, audit.id).items()}
+    mixed = None
     if labels == "people":
-        return people, set(), {i.id: NO_FINAL for i in audit.items if i.id not in people}
+        return people, set(), {i.id: NO_FINAL for i in audit.items if i.id not in people}, None
     if judge is None:
         raise UsageError(f"--ega-labels {labels} counts a judge model's labels; name it with --judge KIND:NAME.")
     if ws is not None:
         from cfkit.audit.judge_labels import judge_labels
 
         state = judge_labels(ws, store, audit.id, judge)  # labels of an edited question file are stale, left out
-        mine, missing = state.labels, state.missing
+        mine, missing, mixed = state.labels, state.missing, state.mixed(judge)
     else:
         mine = prelabels.latest(store, audit.id, judge)
         if not mine:
@@ -140,7 +165,7 @@ def _judgements(store: Store, audit, labels: str, judge: str | None,
         judge_why = next(said for why, said in _JUDGE_WHY.items() if why in reasons)  # the first that holds
         return judge_why if labels == "judge" else f"{NO_FINAL}, and {judge_why}"
 
-    return counted, from_judge, {i.id: lacking(i.id) for i in audit.items if i.id not in counted}
+    return counted, from_judge, {i.id: lacking(i.id) for i in audit.items if i.id not in counted}, mixed
 
 
 def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int = stats.N_RESAMPLES,
@@ -166,7 +191,7 @@ def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int 
             "withheld (it would tie items to models while annotators are still labelling); see 'cfkit audit "
             "status' for progress, or pass --unblind to show it now."))
     models = [r["model"] for r in audit.plan.inputs["runs"]]  # the order the runs were given
-    final, from_judge, why = _judgements(store, audit, labels, judge, ws)
+    final, from_judge, why, mixed = _judgements(store, audit, labels, judge, ws)
     by_key = {(i.model, i.case_id): i for i in audit.items}
     cases = sorted({i.case_id for i in audit.items})
     # 2. the cases final for every model
@@ -192,4 +217,6 @@ def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int 
     return EgaSection(audit.id, len(complete), len(cases), rows, pending, unblinded=done < audit.planned_labels,
                       labels=labels, judge=judge if labels != "people" else None,
                       judge_labelled=sum(1 for c in complete for m in models if by_key[m, c].id in from_judge),
-                      inputs_changed=() if ws is None else tuple(input_drift(ws, store, audit.plan)))
+                      inputs_changed=() if ws is None else tuple(input_drift(ws, store, audit.plan)),
+                      audited_runs=tuple((r["model"], r["id"]) for r in audit.plan.inputs["runs"]),
+                      judge_mixed=mixed if from_judge else None)

@@ -62,7 +62,8 @@ def relabel_ega(section: EgaSection, labels: Mapping[str, str]) -> EgaSection:
         return section
     return dataclasses.replace(
         section, rows=[dataclasses.replace(r, model=labels.get(r.model, r.model)) for r in section.rows],
-        pending=[dataclasses.replace(p, model=labels.get(p.model, p.model)) for p in section.pending])
+        pending=[dataclasses.replace(p, model=labels.get(p.model, p.model)) for p in section.pending],
+        audited_runs=tuple((labels.get(m, m), run) for m, run in section.audited_runs))
 
 
 def labels_from(texts: Sequence[str]) -> dict[str, str]:

@@ -304,6 +304,9 @@ def _ega_tables(data: dict, ref: dict | None) -> list[DisplayTable]:
     if audit.get("inputs_changed"):
         caption += (f" Since the audit was planned, {'; '.join(audit['inputs_changed'])}: these rows count the "
                     "items as they were audited, not as the other tables read them now.")
+    if audit.get("other_runs"):
+        caption += (f" Not the replies the other tables count: {'; '.join(audit['other_runs'])}; these rows count "
+                    "the audited replies.")
     if "withheld" in audit:
         caption = f"{legends.ega()} {audit['withheld']}"
     if ref:

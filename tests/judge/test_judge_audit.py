@@ -269,3 +269,92 @@ def test_labels_asked_with_an_edited_question_file_are_stale_and_never_mixed_wit
     assert {row["criterion"] for row in rows if row["n"] == items} == {"cue"}
     assert all(row["n"] == 0 and row["kappa"] is None and row["left_out"]["stale"] == items
                for row in rows if row["criterion"] == "link")
+
+
+def test_what_the_judge_cost_is_said_cut_off_replies_included(labelled, tmp_path):
+    # The judge is a paid model too: prelabel said how many answers it stored and nothing of what they cost, so a
+    # study's judging bill was found only on the provider's invoice. It now sums every reply's cost, priced as
+    # 'probe run' prices a model (-o price_in/price_out, or cfkit.toml [probe.prices]); a reply cut off at the
+    # token limit is not read but was paid for, and counts.
+    import shutil
+
+    from cfkit.money import usd
+
+    ws = tmp_path / "ws"
+    shutil.copytree(labelled[0], ws)
+    cut_item, failed_item = labelled[2][0]["response"], labelled[2][1]["response"]
+    paid: list[tuple[int, int]] = []  # (tokens in, tokens out) of each reply the server sent
+
+    def script(body: dict, n: int) -> Scripted:
+        text = user_text(body)
+        link = "Does the response name" not in text
+        if link and failed_item in text:  # fails outright: nothing paid
+            return Scripted(status=400, body={"error": {"message": "bad request"}})
+        out = 16 if link and cut_item in text else 1  # cut off at the token limit, or a whole "Yes"
+        paid.append((300 + n, out))
+        return Scripted(body=completion("Yes, the" if out == 16 else "Yes", model=body["model"],
+                                        prompt_tokens=300 + n, completion_tokens=out,
+                                        finish_reason="length" if out == 16 else "stop"))
+
+    priced = ["-o", "price_in=2.5", "-o", "price_out=10"]
+    with ChatServer(script) as server:
+        first = cli(ws, "audit", "prelabel", "--judge", "openai:paid-judge", "-o", f"base_url={server.url}",
+                    "-o", "max_retries=0", *priced, "--json", env={"OPENAI_API_KEY": "sk-x"})
+    data = json.loads(first.stdout)
+    assert first.exit_code == 1 and data["priced"] is True and data["replies_without_cost"] == 0
+    assert len(data["failed"]) == 2 and data["replies"] == data["asked"] + 1 == len(paid)  # the cut-off one, paid
+    assert data["cost_usd"] == pytest.approx(sum(i * 2.5 + o * 10 for i, o in paid) / 1e6, rel=1e-12)
+    assert f"{data['replies']} replies, cost {usd(data['cost_usd'])}." in first.stderr
+
+    (ws / "cfkit.toml").write_text((ws / "cfkit.toml").read_text()
+                                   + '\n[probe.prices."openai:toml-judge"]\ninput = 1.0\noutput = 4.0\n')
+    with ChatServer(lambda body, n: Scripted(body=completion("No", model=body["model"], prompt_tokens=1000,
+                                                             completion_tokens=1))) as server:
+        configured = cli(ws, "audit", "prelabel", "--judge", "openai:toml-judge", "-o", f"base_url={server.url}",
+                         "--json", env={"OPENAI_API_KEY": "sk-x"})
+        unpriced = cli(ws, "audit", "prelabel", "--judge", "openai:free-judge", "-o", f"base_url={server.url}",
+                       env={"OPENAI_API_KEY": "sk-x"})
+    replies = 2 * len(labelled[2])
+    assert json.loads(configured.stdout)["cost_usd"] == pytest.approx(replies * 1004 / 1e6, rel=1e-12)
+    assert unpriced.exit_code == 0
+    assert (f"{replies} replies, cost not known (give the judge's prices: -o price_in=… -o price_out=…, or "
+            "cfkit.toml [probe.prices])") in " ".join(unpriced.stderr.split())
+
+
+def test_labels_answered_by_two_models_under_one_judge_name_are_said_to_mix_them(labelled, tmp_path):
+    # One judge name, two models: a local server's weights swapped between a first run (cue answered, link
+    # failed) and the run that filled the links. The κ and the EGA counted both models' labels as one judge's,
+    # silently. The model each server says answered is stored with the label; more than one is now said.
+    import shutil
+
+    ws = tmp_path / "ws"
+    shutil.copytree(labelled[0], ws)
+    judge = "openai:local-judge"
+
+    def served_by(name: str, answer_links: bool):
+        def script(body: dict, n: int) -> Scripted:
+            if not answer_links and "Does the response name" not in user_text(body):
+                return Scripted(status=400, body={"error": {"message": "not now"}})
+            return Scripted(body=completion("Yes", model=name))
+        return script
+
+    args = ["audit", "prelabel", "--judge", judge, "-o", "max_retries=0"]
+    with ChatServer(served_by("weights-a", answer_links=False)) as server:
+        assert cli(ws, *args, "-o", f"base_url={server.url}", env={"OPENAI_API_KEY": "sk-x"}).exit_code == 1
+    with ChatServer(served_by("weights-b", answer_links=True)) as server:
+        assert cli(ws, *args, "-o", f"base_url={server.url}", env={"OPENAI_API_KEY": "sk-x"}).exit_code == 0
+    line = (f"judge {judge}'s labels were answered by 2 models its server named (weights-a, weights-b), so the "
+            "figures built on them mix those models")
+    agreed = cli(ws, "audit", "agreement", "--judge", judge, "--json", "--resamples", "100")
+    assert agreed.exit_code == 0 and line in " ".join(agreed.stderr.split())
+    assert all(line in row["mixed_models"] for row in json.loads(agreed.stdout)["judge"])
+    report = cli(ws, "report", "--ega", "--ega-labels", "judge", "--judge", judge, "--format", "json",
+                 "--resamples", "100")
+    assert line in json.loads(report.stdout)["ega_audit"]["judge_mixed_models"]
+    assert line in " ".join(report.stderr.split())
+    # One model behind the name (the module's judge): nothing said.
+    single = cli(ws, "audit", "agreement", "--judge", JUDGE, "--json", "--resamples", "100")
+    assert "mix" not in single.stderr and not any("mixed_models" in r for r in json.loads(single.stdout)["judge"])
+    plain = cli(ws, "report", "--ega", "--ega-labels", "judge", "--judge", JUDGE, "--format", "json",
+                "--resamples", "100")
+    assert "judge_mixed_models" not in json.loads(plain.stdout)["ega_audit"]
