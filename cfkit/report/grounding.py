@@ -96,7 +96,7 @@ class EgaSection:
     def beside(self, reported: dict[str, str]) -> EgaSection:
         """The section with ``other_runs`` said against ``reported`` (model -> the ContextCanvas run the report's
         other tables read): an audited model whose replies were run again since (a newer run is read), or that
-        the other tables leave out, has its EGA row from replies no other table counts."""
+        the other tables leave out, has its EGA row counted over replies no other table counts."""
         lines = []
         for model, run in self.audited_runs:
             now = reported.get(model)
