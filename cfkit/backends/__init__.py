@@ -222,6 +222,11 @@ class Backend:
     batch_size: int = 1  # requests one call answers together (a local model's batches)
     replicas: int = 1  # servers that answer it (cfkit.backends.replicas); -j applies at each
 
+    @property
+    def replicas_in_use(self) -> int:
+        """How many of its :attr:`replicas` take requests (not left out when the backend was made)."""
+        return self.replicas
+
     def answer(self, request: ProbeRequest) -> Reply:
         raise NotImplementedError(f"{type(self).__name__} defines no answer(request)")
 

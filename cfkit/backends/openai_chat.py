@@ -178,6 +178,11 @@ class OpenAIBackend(Backend):
         """How many endpoints were given (the runner keeps ``-j`` requests in flight at each in use)."""
         return len(self.endpoints)
 
+    @property
+    def replicas_in_use(self) -> int:
+        """The replicas not left out at start (:func:`~cfkit.backends.replicas.start_notes` says why)."""
+        return len(self._pool.in_use()) if self._pool is not None else 1
+
     def warm_up(self) -> None:
         """The HTTP client's library is imported on a thread while the run plans (see
         :func:`cfkit.backends.http.import_in_background`)."""

@@ -253,9 +253,9 @@ class ProbeJob:
             concurrency = ws.config.probe.concurrency
         if concurrency is None and backend.batch_size > 1:  # hf batches: one gathers, one runs
             concurrency = 2 * backend.batch_size
-        if backend.replicas > 1 and concurrency:  # -j at each replica (cfkit.backends.replicas)
+        if backend.replicas > 1 and concurrency:  # -j at each replica in use (cfkit.backends.replicas)
             backend.set_concurrency(concurrency)
-            concurrency *= backend.replicas
+            concurrency *= backend.replicas_in_use
         return PlannedRun(plan, backend, inputs, concurrency)
 
     def run(self, store: Store, *, on_progress: Callable[[RunProgress], None] | None = None,

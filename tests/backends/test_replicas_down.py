@@ -185,3 +185,18 @@ def test_the_last_replica_left_that_keeps_failing_fails_each_request_as_one_serv
     summary = json.loads(result.stdout)
     assert (summary["status"], summary["errors"]) == ("incomplete", N)
     assert any(f"replica {dead} is left out" in note for note in summary["notes"])
+
+
+def test_a_replica_left_out_at_start_takes_no_share_of_the_runs_concurrency(many_ws):
+    """-j applies at each replica in use: with one of two left out, the run keeps -j in flight (and says so on its
+    progress bar), not -j for each replica given; with both up, 2 × -j."""
+    from cfkit.probe.job import prepare_probe
+    from cfkit.store import Store
+    from cfkit.workspace import load_workspace
+
+    ws = load_workspace(many_ws)
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    with ChatServer(scripted_answer) as a, ChatServer(scripted_answer) as b, Store(ws.db_path) as store:
+        for urls, expected in (([dead, a.url], 3), ([a.url, b.url], 6)):
+            job = prepare_probe(ws, "openai:test-model", "contextcanvas", options={"base_url": urls}, concurrency=3)
+            assert job.planned(store, lazy=True).concurrency == expected, urls
