@@ -10,7 +10,8 @@ import time
 import pytest
 
 from support.chat_api_server import ChatServer, Scripted, error_body
-from support.probe_runs import FAST, answering_as, many_cases, replies, reported_notes, scripted_answer
+from support.probe_runs import (FAST, answering_as, many_cases, replicated, replies, reported_notes,
+                                scripted_answer)
 from support.workspace import run_cli
 
 N = 24
@@ -19,12 +20,6 @@ N = 24
 @pytest.fixture
 def many_ws(tmp_path):
     return many_cases(tmp_path / "ws", N)
-
-
-def replicated(ws, urls, *extra):
-    flags = [a for url in urls for a in ("--base-url", url)]
-    return run_cli(["-w", str(ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas", *flags, *FAST,
-                    "--json", *extra])
 
 
 class InFlight:

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from support.chat_api_server import ChatServer, ChatServerProcess, Scripted, error_body
-from support.probe_runs import FAST, many_cases, replies, scripted_answer
+from support.probe_runs import many_cases, replicated, replies, scripted_answer
 from support.store_sql import table_rows
 from support.transformers_server import free_port
 from support.workspace import run_cli
@@ -23,12 +23,6 @@ N = 24
 @pytest.fixture
 def many_ws(tmp_path):
     return many_cases(tmp_path / "ws", N)
-
-
-def replicated(ws, urls, *extra):
-    flags = [a for url in urls for a in ("--base-url", url)]
-    return run_cli(["-w", str(ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas", *flags, *FAST,
-                    "--json", *extra])
 
 
 def shown(ws, run_id) -> tuple[str, list[str]]:

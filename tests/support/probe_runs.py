@@ -71,6 +71,14 @@ def replies(ws: Path, run_id: str | None = None) -> list[dict]:
     return [r for r in table_rows(ws, "replies", order_by="case_id, condition") if run_id in (None, r["run_id"])]
 
 
+def replicated(ws: Path, urls: list[str], *extra: str):
+    """``probe run`` of openai:test-model over the contextcanvas suite with one ``--base-url`` per URL (a replica
+    set), fast retries, ``--json``."""
+    flags = [a for url in urls for a in ("--base-url", url)]
+    return run_cli(["-w", str(ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas", *flags, *FAST,
+                    "--json", *extra])
+
+
 def many_cases(root: Path, n: int) -> Path:
     """A workspace with n distinct two-option cases (odd ones gold A)."""
     write_workspace(root)
