@@ -256,3 +256,21 @@ def test_show_writes_the_side_by_side_view_as_a_png_and_keeps_colour_in_a_pipe(t
     bare = run_cli(["review", "TX01", "--show", "--color", "never", "-w", ws])
     assert "\x1b[" not in bare.stdout
     assert run_cli(["review", "TX01", "--output", str(target), "-w", ws]).exit_code == 2  # --output needs --show
+
+
+@pytest.mark.parametrize("width, height", [(80, 24), (60, 20)])
+def test_the_help_wraps_each_description_at_a_word_under_its_first_line(width, height):
+    from cfkit.review.screen import HELP, HELP_INDENT
+
+    out = console(width, height)
+    out.print(ReviewScreen(view_data(box_mask()), ViewState(help=True)), soft_wrap=False)
+    lines = plain(out.export_text()).splitlines()
+    assert len(lines) <= height - 1 and all(len(line) <= width for line in lines)
+    keys = [line[:HELP_INDENT].strip() for line in HELP.splitlines()]
+    shown = [line[:HELP_INDENT].strip() for line in lines[1:-1] if line[:HELP_INDENT].strip()]
+    assert shown == keys  # every key, in order, each once
+    if width == 80:  # room for every description whole: none is cut, and each word is on screen
+        assert not any(line.endswith("…") for line in lines)
+        assert " ".join(" ".join(line[HELP_INDENT:].split()) for line in lines[1:-1]) == " ".join(
+            " ".join(line[HELP_INDENT:].split()) for line in HELP.splitlines())
+    assert "      candidate follows" in lines or "      next undecided candidate follows" in lines
