@@ -22,17 +22,20 @@ from rich.text import Text
 from cfkit.audit.items import BlindItem
 from cfkit.audit.labelling import LabelState
 from cfkit.terminal.halfblocks import HalfBlockImage, fit_cells
+from cfkit.terminal.keybar import Key, KeyBar
 from cfkit.visible import visible as visible_controls
 
 #: Narrowest frame that puts the pictures beside the text.
 SIDE_BY_SIDE = 60
 
-ANNOTATE_KEYS = ("[bold]y[/]/[bold]n[/] answer ▶  [bold]tab[/] cue/link  [bold]a[/] answer correct  "
-                 "[bold]u[/] unsure  [bold]m[/] note  [bold]b[/] back  [bold]s[/] skip  [bold]j[/]/[bold]k[/] scroll  "
-                 "[bold]g[/] guideline  [bold]?[/] help  [bold]q[/] quit")
-ADJUDICATE_KEYS = ("[bold]y[/]/[bold]n[/] final ▶  [bold]tab[/] cue/link  [bold]a[/] answer correct  "
-                   "[bold]m[/] note  [bold]b[/] back  [bold]s[/] skip  [bold]j[/]/[bold]k[/] scroll  "
-                   "[bold]g[/] guideline  [bold]?[/] help  [bold]q[/] quit")
+#: The keys of the annotate session's footer, then of the adjudication's (:class:`KeyBar`, on two lines).
+ANNOTATE_KEYS = (Key("y/n", "answer ▶", "answer"), Key("tab", "cue/link", "cue/link"),
+                 Key("a", "answer correct", "correct"), Key("u", "unsure", "unsure"), Key("m", "note", "note"),
+                 Key("b", "back", "back"), Key("s", "skip", "skip"), Key("j/k", "scroll", "scroll"),
+                 Key("g", "guideline", "guide"), Key("?", "help", "help"), Key("q", "quit", "quit"))
+ADJUDICATE_KEYS = (Key("y/n", "final ▶", "final"), *ANNOTATE_KEYS[1:3], *ANNOTATE_KEYS[4:])
+#: Lines the keys take at the foot of the frame.
+KEY_ROWS = 2
 
 
 def visible(text: str | None) -> str:
@@ -57,7 +60,7 @@ class Screen:
     scroll: int = 0  # first line of the text column shown
     message: Text | None = None
     overlay: str | None = None  # the guideline or the help, shown in place of the body
-    keys: str = ANNOTATE_KEYS
+    keys: tuple[Key, ...] = ANNOTATE_KEYS
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,8 @@ class AuditView:
                                                  parser_correct=None if s.others else s.item.parser_correct),
                                       options, pad=True)[:2]
         message = console.render_lines(s.message or Text(""), options, pad=True)[:2]
-        keys = console.render_lines(Text.from_markup(s.keys, style="dim"), options, pad=True)[:2]
+        bar = KeyBar(s.keys, key_style="bold", label_style="dim", rows=KEY_ROWS).lines(width)
+        keys = [line for text in bar for line in console.render_lines(text, options, pad=True)]
         return status + message + keys
 
     def scroll_limit(self, console: Console, width: int) -> int:

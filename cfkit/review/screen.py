@@ -2,9 +2,10 @@
 
 :class:`ReviewScreen` fills at most the console's height less one line (the
 last line stays free for the cursor and for the note a reject asks for), so
-the first line — the spec id — never scrolls away, and :class:`KeyBar` always
-fits on one line: it drops the keys' descriptions to shorter ones, then to
-the keys alone, rather than wrap mid-word.
+the first line — the spec id — never scrolls away, and the key bar
+(:class:`cfkit.terminal.keybar.KeyBar`) always fits on one line: it drops the
+keys' descriptions to shorter ones, then to the keys alone, rather than wrap
+mid-word. The help wraps each key's description at a word.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
 from cfkit.review.view import TEXT_LINES, EditView, ViewData
+from cfkit.terminal.keybar import Key, KeyBar
+
+__all__ = ["HELP", "Key", "KeyBar", "ReviewScreen", "ViewState", "key_items"]
 
 HELP = """\
 a     accept this edit: it becomes the spec's selected edit
@@ -46,13 +50,6 @@ class ViewState:
     help: bool = False
 
 
-@dataclass(frozen=True)
-class Key:
-    keys: str
-    long: str
-    short: str
-
-
 def key_items(*, candidates: bool, flip: bool) -> list[Key]:
     """The keys the bar shows; ``[ ]`` only with several candidates, ``f`` only when a panel is hidden."""
     items = [Key("a", "accept", "acc"), Key("r", "reject", "rej"), Key("s", "skip", "skip"),
@@ -65,30 +62,6 @@ def key_items(*, candidates: bool, flip: bool) -> list[Key]:
     items += [Key("d", "diff/leaks", "diff"), Key("v", "raw/composite", "raw"), Key("?", "help", "help"),
               Key("q", "quit", "quit")]
     return items
-
-
-class KeyBar:
-    """The keys on one line of at most the given width: long labels, else short ones, else the keys alone."""
-
-    def __init__(self, items: list[Key]):
-        self.items = items
-
-    def text(self, width: int) -> Text:
-        for form, gap in (("long", "  "), ("short", "  "), ("short", " "), (None, " ")):
-            line = Text()
-            for item in self.items:
-                if line:
-                    line.append(gap)
-                line.append(item.keys, style="bold cyan")
-                if form is not None:
-                    line.append(" " + getattr(item, form))
-            if line.cell_len <= width:
-                return line
-        line.truncate(width)
-        return line
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield self.text(options.max_width)
 
 
 class ReviewScreen:
@@ -125,10 +98,27 @@ class ReviewScreen:
         yield KeyBar(key_items(candidates=len(self.data.candidates) > 1, flip=len(shown) < 3)).text(width)
 
 
+#: Where a key's description starts on a line of :data:`HELP`; its wrapped lines start there too.
+HELP_INDENT = 6
+
+
 def _help_lines(data: ViewData, width: int, height: int) -> list[Text]:
+    """The help in at most ``height`` lines: each description wrapped at a word, its lines under its first, as
+    long as the keys after it still have a line each; a description with no room to wrap is shortened, so that
+    every key stays on screen."""
+    console = Console(width=max(1, width - HELP_INDENT), no_color=True)
     lines = [Text(f"{data.spec_id} · keys", style="bold cyan")]
-    for line in HELP.splitlines():
-        text = Text(line)
-        text.truncate(width, overflow="ellipsis")
-        lines.append(text)
+    keys = HELP.splitlines()
+    for k, line in enumerate(keys):
+        key, description = line[:HELP_INDENT], line[HELP_INDENT:]
+        parts = Text(description).wrap(console, max(1, width - HELP_INDENT))
+        room = height - len(lines) - (len(keys) - k - 1)  # lines left for this key, one kept for each after it
+        if width > HELP_INDENT and len(parts) <= room:
+            for n, part in enumerate(parts):
+                part.rstrip()
+                lines.append(Text(key if n == 0 else " " * HELP_INDENT) + part)
+        else:
+            text = Text(line)
+            text.truncate(width, overflow="ellipsis")
+            lines.append(text)
     return lines[:height]

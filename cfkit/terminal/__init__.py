@@ -3,6 +3,8 @@
 * :mod:`cfkit.terminal.keys` — single key presses (escape sequences and UTF-8
   characters whole), a line typed in ordinary mode, resizes as the key
   :data:`~cfkit.terminal.keys.RESIZE`, and whether a terminal is there at all;
+* :mod:`cfkit.terminal.keybar` — a session's keys fitted to one or two lines,
+  never parting a key from its label;
 * :mod:`cfkit.terminal.halfblocks` — an image drawn with Unicode half blocks.
 
 Nothing here imports anything of cfkit but the error tree.

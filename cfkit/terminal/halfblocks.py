@@ -3,7 +3,10 @@
 Each character cell shows two pixels: the upper one as the foreground colour
 of ``▀`` and the lower one as its background. Colours are 24-bit; on a
 256-colour terminal Rich downgrades them to the nearest palette entry, so the
-same renderable works over any SSH session.
+same renderable works over any SSH session. Where the console draws no
+colour (``NO_COLOR`` set, ``--color never``, a pipe), a cell is one of the
+shades :data:`SHADES` instead, from the brightness of its two pixels, so the
+picture still shows its shapes rather than a wall of identical blocks.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from rich.segment import Segment
 from rich.style import Style
 
 UPPER_HALF = "▀"
+#: A cell drawn without colour, darkest to brightest (a bright pixel is drawn in the text's colour).
+SHADES = " ░▒▓█"
 
 
 def fit_cells(width: int, height: int, max_cols: int, max_rows: int | None = None) -> tuple[int, int]:
@@ -60,6 +65,9 @@ class HalfBlockImage:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         cols, rows = self._size(options.max_width)
         pixels = to_cells(self.image, cols, rows)
+        if console.no_color or console.color_system is None:
+            yield from _shaded(pixels, rows)
+            return
         colours: dict[tuple[int, int, int], Color] = {}
         styles: dict[tuple, Style] = {}
 
@@ -80,3 +88,14 @@ class HalfBlockImage:
                     style = styles[key] = Style.from_color(colour(key[:3]), colour(key[3:]))
                 yield Segment(UPPER_HALF, style)
             yield newline
+
+
+def _shaded(pixels: np.ndarray, rows: int) -> RenderResult:
+    """The cells as :data:`SHADES` from the mean luminance (ITU-R BT.601) of each cell's two pixels."""
+    luma = pixels[..., :3].astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)
+    cells = (luma[0:2 * rows:2] + luma[1:2 * rows:2]) / 2
+    levels = np.minimum((cells * len(SHADES) / 256).astype(int), len(SHADES) - 1)
+    newline = Segment.line()
+    for row in levels.tolist():
+        yield Segment("".join(SHADES[level] for level in row))
+        yield newline

@@ -255,3 +255,18 @@ def test_a_resize_redraws_the_item_and_decides_nothing(audited):
                            height=24)
     assert summary.decisions == 1 and summary.quit_early
     assert "unknown key" not in console.export_text()
+
+
+@pytest.mark.parametrize("width", [40, 50, 60, 70, 80, 100, 160])
+def test_the_keys_keep_each_label_beside_its_key_and_quit_always_shows(width):
+    from cfkit.audit.view import ADJUDICATE_KEYS, ANNOTATE_KEYS
+
+    for keys in (ANNOTATE_KEYS, ADJUDICATE_KEYS):
+        lines = ANSI.sub("", _render(AuditView(_screen(keys=keys), height=23), width, 24)).splitlines()
+        assert len(lines) == 23 and all(len(line) <= width for line in lines)
+        foot = " ".join(" ".join(lines[-2:]).split())
+        # Every key, in order, each with its whole label (or, in the narrowest frames, every key alone): the bar
+        # breaks a line only between two keys, and never leaves one off its end.
+        forms = [" ".join(f"{key.keys} {getattr(key, form)}" if form else key.keys for key in keys)
+                 for form in ("long", "short", None)]
+        assert foot in forms, foot

@@ -256,3 +256,40 @@ def test_show_writes_the_side_by_side_view_as_a_png_and_keeps_colour_in_a_pipe(t
     bare = run_cli(["review", "TX01", "--show", "--color", "never", "-w", ws])
     assert "\x1b[" not in bare.stdout
     assert run_cli(["review", "TX01", "--output", str(target), "-w", ws]).exit_code == 2  # --output needs --show
+
+
+@pytest.mark.parametrize("width, height", [(80, 24), (60, 20)])
+def test_the_help_wraps_each_description_at_a_word_under_its_first_line(width, height):
+    from cfkit.review.screen import HELP, HELP_INDENT
+
+    out = console(width, height)
+    out.print(ReviewScreen(view_data(box_mask()), ViewState(help=True)), soft_wrap=False)
+    lines = plain(out.export_text()).splitlines()
+    assert len(lines) <= height - 1 and all(len(line) <= width for line in lines)
+    keys = [line[:HELP_INDENT].strip() for line in HELP.splitlines()]
+    shown = [line[:HELP_INDENT].strip() for line in lines[1:-1] if line[:HELP_INDENT].strip()]
+    assert shown == keys  # every key, in order, each once
+    if width == 80:  # room for every description whole: none is cut, and each word is on screen
+        assert not any(line.endswith("…") for line in lines)
+        assert " ".join(" ".join(line[HELP_INDENT:].split()) for line in lines[1:-1]) == " ".join(
+            " ".join(line[HELP_INDENT:].split()) for line in HELP.splitlines())
+    assert "      candidate follows" in lines or "      next undecided candidate follows" in lines
+
+
+@pytest.mark.parametrize("made", [dict(no_color=True, force_terminal=True, color_system="truecolor"),
+                                  dict(color_system=None)], ids=["NO_COLOR", "pipe"])
+def test_without_colour_the_pictures_are_drawn_in_shades_of_their_brightness(made):
+    from cfkit.terminal.halfblocks import SHADES, HalfBlockImage
+
+    image = np.zeros((8, 8, 3), np.uint8)
+    image[:, 4:] = 255  # black | white
+    image[4:, :4] = 128  # the lower left grey
+    out = Console(file=io.StringIO(), record=True, width=20, **made)
+    out.print(HalfBlockImage(image, max_cols=8))
+    rows = out.export_text().splitlines()
+    assert rows == ["    ████"] * 2 + [f"{SHADES[2] * 4}████"] * 2
+    # A whole view without colour: its pictures show the edit's shapes, not one block repeated.
+    out = Console(file=io.StringIO(), record=True, width=80, height=24, **made)
+    out.print(EditView(view_data(box_mask()), max_height=22), soft_wrap=False)
+    pictures = [line for line in out.export_text().splitlines()[1:] if set(line) <= set(SHADES) and line.strip()]
+    assert len(pictures) > 5 and len({c for line in pictures for c in line}) >= 4 and "▀" not in out.export_text()
