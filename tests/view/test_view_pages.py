@@ -1,0 +1,74 @@
+"""Each kind of page of ``cfkit view`` as a researcher reads it, on a study's awkward workspace (support.view_study):
+every link of the export leading to a file, and a pairs page that never scrolls sideways on a phone.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from support import view_study
+from support.workspace import MINI, run_cli
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    if not (MINI / "cfkit.toml").is_file():
+        pytest.skip("examples/mini is not in this checkout")
+    root = view_study.build(tmp_path_factory.mktemp("view-pages") / "ws")
+    out = root.parent / "site"
+    assert run_cli(["view", "-w", str(root), "--export", str(out)]).exit_code == 0
+    return out
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.targets: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        found = dict(attrs)
+        self.targets.extend(found[k] for k in ("href", "src") if found.get(k))
+        if found.get("id"):
+            self.ids.add(found["id"])
+
+
+def test_every_link_of_the_export_leads_to_a_file_in_it(site):
+    pages = {}
+    for path in site.glob("*.html"):
+        pages[path.name] = _Links()
+        pages[path.name].feed(path.read_text())
+    broken = []
+    for name, links in sorted(pages.items()):
+        for target in links.targets:
+            parts = urlsplit(target)
+            path = unquote(parts.path) or name
+            if parts.scheme or parts.netloc or not (site / path).is_file():
+                broken.append((name, target))
+            elif parts.fragment and path.endswith(".html") and parts.fragment not in pages[path].ids:
+                broken.append((name, target))
+    assert len(pages) > 10 and broken == []
+
+
+def test_the_pairs_page_never_scrolls_sideways_on_a_phone_with_a_long_model_id(site, browser, tmp_path):
+    # A model id with nowhere to break (a fine-tuned checkpoint's) widened the answers table past a phone's
+    # window, and the whole page scrolled sideways; the table scrolls in its own box, as every other table does.
+    long = "hf:Qwen/Qwen2.5-VL-72B-Instruct-AWQ_finetuned_checkpoint_epoch3"
+    for path in site.iterdir():
+        if path.name == "pairs.html":
+            (tmp_path / path.name).write_text(path.read_text().replace(view_study.MODEL, long))
+        elif path.suffix in (".css", ".png"):
+            shutil.copy(path, tmp_path / path.name)
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.goto((tmp_path / "pairs.html").as_uri())
+    assert page.locator("table.answers", has_text=long).count() == 3
+    width = page.evaluate("document.documentElement.scrollWidth")
+    boxes = page.locator("div.scroll:has(table.answers)").evaluate_all("els => els.map(e => e.clientWidth)")
+    page.close()
+    assert width <= 390 and len(boxes) == 3 and max(boxes) <= 390
