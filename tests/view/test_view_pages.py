@@ -1,9 +1,11 @@
 """Each kind of page of ``cfkit view`` as a researcher reads it, on a study's awkward workspace (support.view_study):
-every link of the export leading to a file, and a pairs page that never scrolls sideways on a phone.
+marks that do not rest on colour alone with a legend under their table, every link of the export leading to a
+file, and a pairs page that never scrolls sideways on a phone.
 """
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 from html.parser import HTMLParser
@@ -24,6 +26,34 @@ def site(tmp_path_factory) -> Path:
     out = root.parent / "site"
     assert run_cli(["view", "-w", str(root), "--export", str(out)]).exit_code == 0
     return out
+
+
+def _sections(page: str) -> list[tuple[str, str]]:
+    return re.findall(r'<section class="pair" id="([^"]+)">(.*?)</section>', page, re.S)
+
+
+def test_each_pairs_answer_says_right_or_wrong_in_a_mark_with_its_legend(site):
+    # Blue and orange alone said right and wrong: a reader who cannot tell them apart, or a print in grey, read
+    # nothing. Each counted answer carries the case page's mark; the gold heads its column; a legend follows.
+    sections = _sections((site / "pairs.html").read_text())
+    assert {pair for pair, _ in sections} == {"EX01", "EX02", "EX03"}
+    states = set()
+    for pair, section in sections:
+        table, after = section.split('<table class="answers">', 1)[1].split("</table>", 1)
+        assert re.search(r"<th>Original \(gold (Yes|No)\)</th><th>Edit \(gold (Yes|No)\)</th>", table), pair
+        for state, text in re.findall(r'<td class="([^"]*)">([^<]*)</td>', table):
+            states.add(state)
+            text = html.unescape(text)
+            if state == "ok":
+                assert text.endswith(" ✓"), (pair, text)
+            elif state == "bad":
+                assert text.endswith(" ✗") or text.endswith(": counted wrong)"), (pair, text)
+            else:  # stale, left out: grey, and their words say it
+                assert "✓" not in text and "✗" not in text, (pair, text)
+        legend = re.match(r'\s*</div>\s*<p class="caption key">(.*?)</p>', after, re.S)
+        assert legend is not None, pair
+        assert '<span class="ok">✓</span>' in legend.group(1) and '<span class="bad">✗</span>' in legend.group(1)
+    assert {"ok", "bad", "stale", "left-out"} <= states
 
 
 class _Links(HTMLParser):
