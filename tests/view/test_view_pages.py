@@ -1,6 +1,6 @@
 """Each kind of page of ``cfkit view`` as a researcher reads it, on a study's awkward workspace (support.view_study):
-marks that do not rest on colour alone with a legend under their table, every link of the export leading to a
-file, and a pairs page that never scrolls sideways on a phone.
+marks that do not rest on colour alone with a legend under their table, no empty separator in a reply's line,
+every link of the export leading to a file, and a pairs page that never scrolls sideways on a phone.
 """
 
 from __future__ import annotations
@@ -54,6 +54,20 @@ def test_each_pairs_answer_says_right_or_wrong_in_a_mark_with_its_legend(site):
         assert legend is not None, pair
         assert '<span class="ok">✓</span>' in legend.group(1) and '<span class="bad">✗</span>' in legend.group(1)
     assert {"ok", "bad", "stale", "left-out"} <= states
+
+
+def test_a_replys_line_on_the_case_page_has_no_empty_separator(site):
+    # A failed request has no raw reply: its line read 'HTTP 500 … overloaded · · run …'.
+    for path in sorted(site.glob("case-*.html")):
+        answers = path.read_text().split('<table id="answers">', 1)[-1]
+        lines = [line for line in re.findall(r"<small>(.*?)</small></td>", answers, re.S) if "run <code>" in line]
+        assert lines and len(lines) == answers.count("<tr class="), path.name  # one a reply
+        for line in lines:
+            words = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", line)).strip()
+            assert "· ·" not in words and not words.startswith("·"), (path.name, words)
+            assert re.search(r"(^|· )run \S+$", words), (path.name, words)
+    failed = (site / "case-MX01.html").read_text()
+    assert "overloaded · run <code>" in failed
 
 
 class _Links(HTMLParser):
