@@ -1,6 +1,7 @@
 """Each kind of page of ``cfkit view`` as a researcher reads it, on a study's awkward workspace (support.view_study):
-marks that do not rest on colour alone with a legend under their table, no empty separator in a reply's line,
-every link of the export leading to a file, and a pairs page that never scrolls sideways on a phone.
+marks that do not rest on colour alone, a legend under each table with marks, no empty separator in a reply's
+line, a filter's words as they are spelt, every link of the export leading to a file, and a pairs page that never
+scrolls sideways on a phone.
 """
 
 from __future__ import annotations
@@ -68,6 +69,12 @@ def test_a_replys_line_on_the_case_page_has_no_empty_separator(site):
             assert re.search(r"(^|· )run \S+$", words), (path.name, words)
     failed = (site / "case-MX01.html").read_text()
     assert "overloaded · run <code>" in failed
+
+
+def test_a_filter_says_cfkit_as_it_is_spelt(site):
+    page = (site / "cases-peer-disagrees-1.html").read_text()
+    meaning = re.search(r'<p class="filter-meaning">(.*?)</p>', page, re.S).group(1)
+    assert "cfkit&#39;s reading" in meaning and "Cfkit" not in meaning
 
 
 class _Links(HTMLParser):
