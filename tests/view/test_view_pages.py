@@ -54,6 +54,9 @@ def test_each_pairs_answer_says_right_or_wrong_in_a_mark_with_its_legend(site):
         legend = re.match(r'\s*</div>\s*<p class="caption key">(.*?)</p>', after, re.S)
         assert legend is not None, pair
         assert '<span class="ok">✓</span>' in legend.group(1) and '<span class="bad">✗</span>' in legend.group(1)
+        # The key explains the words and the grey only where a box of its table has them.
+        assert ("counted wrong" in legend.group(1)) == ("counted wrong" in table), pair
+        assert ("in grey" in legend.group(1)) == bool(re.search(r'<td class="(stale|left-out|absent)">', table)), pair
     assert {"ok", "bad", "stale", "left-out"} <= states
 
 
