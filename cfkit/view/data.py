@@ -33,7 +33,7 @@ FILTERS = {
     "invalid": "a reply with no valid option",
     "truncated": "a reply cut off by the token limit",
     "swap-inconsistent": "a model chose different option texts when the two options were exchanged",
-    "peer-disagrees": "cfkit's reading differs from the answer another harness extracted",
+    "peer-disagrees": "the answer another harness extracted differs from cfkit's reading",
 }
 
 

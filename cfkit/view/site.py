@@ -30,6 +30,8 @@ PAGE_SIZE = 100
 THUMB = 480
 #: Characters of a reply shown on the case page; the whole reply is one link away.
 PREVIEW = 600
+#: The mark after an answer on the pairs page that the report counts right or wrong, as on a case page.
+MARKS = {"ok": "✓", "bad": "✗"}
 
 
 @dataclass(frozen=True)
@@ -277,7 +279,7 @@ class Site:
             return f"{text} ({left_out})", "left-out"
         m = self._pair_missing.get((pair.spec_id, answer.model, "original" if side == "before" else "edit"))
         if m is None or state == "stale":
-            return text, state
+            return f"{text} {MARKS[state]}" if state in MARKS else text, state  # not by its colour alone
         return f"{text} ({m.reason}: counted wrong)", "stale" if m.reason == "stale" else "bad"
 
     @cached_property

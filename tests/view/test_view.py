@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import shutil
 import urllib.error
 import urllib.request
@@ -363,6 +364,9 @@ def test_a_complete_audit_shows_its_results_and_a_swap_run_its_inconsistent_case
     assert "still being labelled" not in audit_page
     for model in aw.MODELS:
         assert model in audit_page  # the EGA rows, now that every item has its final label
+    # Its tables' titles are headings under the audit's own, not beside it: the page's outline reads as it looks.
+    levels = re.findall(r"<h([1-6])>", audit_page)
+    assert levels[:2] == ["1", "2"] and levels[2:] and set(levels[2:]) == {"3"}, levels
     report_page = (out / "report.html").read_text()
     assert "Option order" in report_page or "swap" in report_page.lower()
     assert (out / "cases-swap-inconsistent-1.html").is_file()
