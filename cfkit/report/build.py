@@ -25,6 +25,7 @@ from cfkit.cases import Case
 from cfkit.errors import CaseError, NotFoundError, PredictionError, SpecError, UsageError
 from cfkit.predictions import Prediction, check_predictions, load_predictions
 from cfkit.report import sources as sources_
+from cfkit.report.absent import absent
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.groups import resolve_groups
 from cfkit.report.labels import check_labels, relabel_ega, relabel_sources
@@ -353,19 +354,7 @@ class _Units:
 
         p = got.get((case, pair, condition))
         if p is None:
-            if run is not None and (skip := dict(run.skipped).get(pair or case)) is not None:
-                listed("skipped", f"not asked by run {run.id}: {skip}")  # resuming the run would not ask it
-                return None
-            if run is None:
-                detail = "no prediction for this unit"
-            elif run.subset:
-                detail = f"not asked: run {run.id} asked only part of the suite"
-            elif not run.complete:
-                detail = (f"not answered: run {run.id} is {run.status} ({run.n_done} of {run.n_requests} replies"
-                          + (f"; {run.stopped}" if run.stopped else "") + ")")
-            else:
-                detail = run.never_asked("pair" if pair else "case")
-            listed("absent", detail)
+            listed(*absent(run, case, pair))
             return None
         if p.error == "transport":
             listed("transport", self.sources.details.get((model, suite, case, pair, condition))

@@ -57,14 +57,8 @@ class RunInfo:
     asked: Mapping[str, str] | None = None  # case -> digest of what the run was shown of it (cfkit.cases.asked_digests;
     #                                         None: not recorded, older runs and peers' files)
     replayed: bool = False  # its replies were read from a file made elsewhere (a replay, an import): cut off there
-
-    def never_asked(self, unit: str) -> str:
-        """Why this complete run holds nothing for a ``unit`` ("case" or "pair") of its suite."""
-        if self.imported is not None:
-            return (f"not in {self.imported}, the file imported as run {self.id}: it holds no answer for this {unit}; "
-                    "import a file that covers the suite")
-        return (f"not asked by run {self.id}: the {unit} was not part of the suite then (added since); run the "
-                "suite again")
+    left_out: tuple[str, ...] | None = None  # units its selection left out (None: not recorded)
+    selection: Mapping[str, Any] | None = None  # how it chose part of the suite (--limit, --cases, --reviewed-only)
 
     @classmethod
     def of(cls, record: RunRecord, status: str | None = None) -> "RunInfo":
@@ -77,7 +71,8 @@ class RunInfo:
                    (record.settings.get("generation") or {}).get("max_tokens"), skipped,
                    str(source) if source else None, record.notes.get("captions"),
                    tuple(record.notes.get("unreviewed") or ()), record.templates_sha256 or "",
-                   record.notes.get("asked"), record.replayed)
+                   record.notes.get("asked"), record.replayed,
+                   tuple(record.notes["left_out"]) if "left_out" in record.notes else None, record.selection)
 
 
 @dataclass
