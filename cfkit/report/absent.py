@@ -40,7 +40,10 @@ def absent(run: RunInfo | None, case: str, pair: str) -> tuple[str, str]:
     if run.imported is None and not left_out and _planned(run, case, pair) is False:
         return "absent", _added_since(run, unit)
     if run.subset:
-        return "absent", f"not asked: run {run.id} asked only part of the suite ({selection_flags(run)})"
+        flags = selection_flags(run)
+        return "absent", f"not asked: run {run.id} asked only part of the suite ({flags})" + (
+            "; 'cfkit report --reviewed-only' reports the cases whose captions a person wrote or reviewed alone"
+            if flags == "--reviewed-only" else "")
     if not run.complete:
         return "absent", (f"not answered: run {run.id} is {run.status} ({run.n_done} of {run.n_requests} replies"
                           + (f"; {run.stopped}" if run.stopped else "") + ")")
