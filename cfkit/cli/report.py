@@ -56,7 +56,8 @@ MISSING_SHOWN = 20
 @click.option("--all-cases", is_flag=True, help="Every case as the modality cases, instead of the subset.")
 @click.option("--reviewed-only", is_flag=True,
               help="Modality: only the cases whose caption a person wrote or reviewed (a model's unreviewed drafts "
-                   "left out, and named); reads a 'probe run --reviewed-only' run as a run of the whole suite.")
+                   "left out, and named); a 'probe run --reviewed-only' run stands for the suite where a model has no full "
+                   "run.")
 @click.option("--ega", is_flag=True, help="Add evidence-grounded accuracy from the audit's final labels (Table S8).")
 @click.option("--audit", "audit_ref", metavar="ID", default=None, help="With --ega: which audit (default: the newest).")
 @click.option("--unblind", is_flag=True,

@@ -28,9 +28,10 @@ def again(run: RunInfo, without: str = "") -> str:
             "which asks it (unchanged requests come from the cache)")
 
 
-def absent(run: RunInfo | None, case: str, pair: str) -> tuple[str, str]:
+def absent(run: RunInfo | None, case: str, pair: str, reviewed_view: bool = False) -> tuple[str, str]:
     """(reason, detail) of a unit that has no prediction: ``skipped`` (the run said why it did not ask it) or
-    ``absent`` (docs/report-schema.md, ``missing``)."""
+    ``absent`` (docs/report-schema.md, ``missing``). ``reviewed_view``: the report counts only the cases whose
+    captions are reviewed now (``report --reviewed-only``)."""
     if run is None:
         return "absent", "no prediction for this unit"
     if (skip := dict(run.skipped).get(pair or case)) is not None:
@@ -41,6 +42,9 @@ def absent(run: RunInfo | None, case: str, pair: str) -> tuple[str, str]:
         return "absent", _added_since(run, unit)
     if run.subset:
         flags = selection_flags(run)
+        if flags == "--reviewed-only" and reviewed_view:  # its caption was a draft then, and is reviewed now
+            return "absent", (f"not asked: run {run.id} asked only the cases whose captions were reviewed then "
+                              f"(--reviewed-only), and this case's caption was reviewed since; {again(run)}")
         return "absent", f"not asked: run {run.id} asked only part of the suite ({flags})" + (
             "; 'cfkit report --reviewed-only' reports the cases whose captions a person wrote or reviewed alone"
             if flags == "--reviewed-only" else "")

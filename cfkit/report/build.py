@@ -129,6 +129,7 @@ def make_report(
             from cfkit.report.shown import older_readings
             reread = older_readings(store, list(source.runs.values()))
     source.note_captions(ws)  # (runs that recorded nothing, and plain predictions files, are not compared)
+    source.reviewed_view = reviewed_only
     source.note_cases(gold.cases)
     if not source.preds:
         raise NotFoundError(" ".join(a.message for a in source.set_aside if a.empty) or "no predictions to report. "
@@ -360,7 +361,7 @@ class _Units:
 
         p = got.get((case, pair, condition))
         if p is None:
-            listed(*absent(run, case, pair))
+            listed(*absent(run, case, pair, self.sources.reviewed_view))
             return None
         if p.error == "transport":
             listed("transport", self.sources.details.get((model, suite, case, pair, condition))

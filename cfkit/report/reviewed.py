@@ -6,9 +6,9 @@ still a model's draft no person has reviewed, those answers rest on a text
 nobody checked; this view leaves such cases out of the modality rows (the
 caption files as they are now decide, read as the report compares them,
 :func:`cfkit.caption_digests.caption_now`), says which in one note, and reads a
-model's ``probe run --reviewed-only`` run as a run of the whole suite
-(:func:`cfkit.report.sources.choose_runs`). A full run answers the reviewed
-cases too, so no run need be made for this view.
+model's ``probe run --reviewed-only`` run as a run of the whole suite where
+it has no full run (:func:`cfkit.report.sources.choose_runs`). A full run
+answers the reviewed cases too, so no run need be made for this view.
 """
 
 from __future__ import annotations

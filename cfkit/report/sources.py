@@ -89,6 +89,7 @@ class Sources:
     stale_images: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (run, case, condition) -> why
     unreviewed_captions: dict[str, list[str]] = field(default_factory=dict)  # run -> cases whose caption, as asked,
     #                                                                          is still a draft no person reviewed
+    reviewed_view: bool = False  # the modality rows count only cases whose captions are reviewed (report --reviewed-only)
 
     def note_selected_edits(self, store: Store) -> None:
         """Each pair's selected edit now, for the pairs the predictions answer (an answer about another is stale)."""
@@ -304,12 +305,15 @@ def _reviewed_run(record: RunRecord) -> bool:
 
 def _per_suite(records: Sequence[RunRecord], pinned: Mapping[str, RunRecord] | None = None,
                reviewed_only: bool = False) -> list[RunRecord]:
-    """One run per suite: the pinned one, else the newest run of the whole suite, else the newest run."""
+    """One run per suite: the pinned one, else the newest run of the whole suite, else (``reviewed_only``) the
+    newest modality ``--reviewed-only`` run, else the newest run. A full run comes before a ``--reviewed-only``
+    one even in that view: it answered every case the view counts, also those whose captions were reviewed since."""
     chosen = dict(pinned or {})
     for suite in dict.fromkeys(r.suite for r in records):
         if suite not in chosen:
             of_suite = [r for r in records if r.suite == suite]
-            chosen[suite] = next((r for r in of_suite if not _partial(r, reviewed_only)), of_suite[0])
+            chosen[suite] = next((r for r in of_suite if not r.subset),
+                                 next((r for r in of_suite if not _partial(r, reviewed_only)), of_suite[0]))
     return list(chosen.values())
 
 
@@ -322,8 +326,8 @@ def _newer_reviewed_runs(records: Sequence[RunRecord], chosen: Sequence[RunRecor
         return []
     return [SetAside(newer.model, (newer.id,), False, (
         f"{newer.model}: its newest modality run {newer.id} asked only the cases whose captions a person wrote or "
-        f"reviewed (--reviewed-only); the rows read its run of the whole suite, {modality.id}. 'cfkit report "
-        "--reviewed-only' reports the reviewed cases alone, from the newer run."),
+        f"reviewed (--reviewed-only); the rows read its run of the whole suite, {modality.id}, which answered those "
+        "cases too: 'cfkit report --reviewed-only' reports them alone."),
         why="a --reviewed-only run, read by 'cfkit report --reviewed-only'")]
 
 
@@ -348,8 +352,9 @@ def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, 
     suite, with a line). Other models are never dropped, unless
     ``only_named``: then the runs named in ``refs`` are all there is (a
     study's report). With ``reviewed_only`` a modality run made with
-    ``--reviewed-only`` counts as a run of the whole suite; without it, a
-    line names such a run where it is newer than the run read.
+    ``--reviewed-only`` stands for the suite where the model has no run of the
+    whole suite; without it, a line names such a run where it is newer than
+    the run read.
     """
     from cfkit.store import runs
 

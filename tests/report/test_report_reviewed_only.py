@@ -67,28 +67,42 @@ def test_the_note_on_drafts_leads_to_a_table_over_the_reviewed_cases(tiny_ws):
     assert _report(ws, "--reviewed-only")[0]["modality"][0]["n"] == 3
 
 
-def test_a_reviewed_only_run_is_read_by_the_view_and_named_by_the_default_report(tiny_ws):
+def test_a_reviewed_only_run_is_named_by_the_default_report_and_stands_in_the_view_without_a_full_run(tiny_ws):
     ws = _workspace(tiny_ws)
     full = _probe(ws)
     reviewed = _probe(ws, "--reviewed-only")
     assert reviewed != full
-    # The default report reads the full run, and says what shows the newer one.
+    # The default report reads the full run, and says what shows the reviewed cases alone.
     data, stderr = _report(ws)
     assert data["modality"][0]["runs"] == [full]
     [aside] = data["set_aside"]
     assert aside["runs"] == [reviewed] and not aside["refused"]
     line = (f"baseline:random: its newest modality run {reviewed} asked only the cases whose captions a person "
-            f"wrote or reviewed (--reviewed-only); the rows read its run of the whole suite, {full}. 'cfkit report "
-            "--reviewed-only' reports the reviewed cases alone, from the newer run.")
-    assert aside["message"] == line and line in stderr.replace("\n", " ")
-    # The view reads it as the whole suite it counts: nothing missing, not incomplete.
+            f"wrote or reviewed (--reviewed-only); the rows read its run of the whole suite, {full}, which answered "
+            "those cases too: 'cfkit report --reviewed-only' reports them alone.")
+    assert aside["message"] == line and line in " ".join(stderr.split())
+    data, _ = _report(ws, "--reviewed-only")  # the full run answered every case the view counts
+    assert (data["modality"][0]["runs"], data["modality"][0]["n"]) == ([full], 2)
+    assert not data["missing"] and not data["set_aside"]
+    # Without a full run, the view reads the reviewed-only run as the whole suite it counts.
+    assert run_cli(["-w", str(ws), "runs", "rm", full]).exit_code == 0
     data, _ = _report(ws, "--reviewed-only")
     row = data["modality"][0]
-    assert (row["runs"], row["n"], row["incomplete"]) == ([reviewed], 2, False)
-    assert not data["missing"] and not data["set_aside"]
-    # Named with --run over the whole subset, the case it left out is counted wrong, and the reason leads to the view.
-    data, _ = _report(ws, "--run", reviewed)
+    assert (row["runs"], row["n"], row["incomplete"]) == ([reviewed], 2, False) and not data["missing"]
+    # The default report counts the case it left out wrong, and the reason leads to the view.
+    data, _ = _report(ws)
     assert data["modality"][0]["incomplete"]
     assert {(m["case"], m["detail"]) for m in data["missing"]} == {
         ("T001", f"not asked: run {reviewed} asked only part of the suite (--reviewed-only); 'cfkit report "
                  "--reviewed-only' reports the cases whose captions a person wrote or reviewed alone")}
+    # A draft reviewed since the run is counted by the view, and the run did not ask it: the line says what does.
+    write_caption(ws, "T001", neutral=TEXTS["T001"][0], evidence=TEXTS["T001"][1], author="openai:drafter")
+    data, _ = _report(ws, "--reviewed-only")
+    assert data["modality"][0]["n"] == 3 and data["modality"][0]["incomplete"]
+    [detail] = {m["detail"] for m in data["missing"]}
+    assert detail.startswith(f"not asked: run {reviewed} asked only the cases whose captions were reviewed then "
+                             f"(--reviewed-only), and this case's caption was reviewed since; run the command that "
+                             f"made run {reviewed} again")
+    again = _probe(ws, "--reviewed-only")
+    data, _ = _report(ws, "--reviewed-only")
+    assert data["modality"][0]["runs"] == [again] != [reviewed] and not data["missing"]
