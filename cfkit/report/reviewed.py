@@ -14,10 +14,14 @@ answers the reviewed cases too, so no run need be made for this view.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from cfkit.plural import plural
 from cfkit.report.gold import Gold
 from cfkit.workspace import Workspace
+
+if TYPE_CHECKING:
+    from cfkit.store.runs import RunRecord
 
 
 def reviewed_gold(ws: Workspace, gold: Gold) -> Gold:
@@ -42,3 +46,15 @@ def reviewed_note(gold: Gold) -> list[str]:
             f"whose captions a person wrote or reviewed; {plural(len(left), 'case')} whose caption is still a "
             f"model's draft no person has reviewed {'is' if len(left) == 1 else 'are'} left out ({shown}): read "
             "each and set 'reviewed: true' to count it."]
+
+
+def partial_run(record: RunRecord, reviewed_only: bool) -> bool:
+    """Whether ``record`` asked only part of what the report counts: a subset run, except, in the ``--reviewed-only``
+    view (this module), a modality run that left out only the cases with unreviewed captions."""
+    return record.subset and not (reviewed_only and record.suite == "modality" and reviewed_only_run(record))
+
+
+def reviewed_only_run(record: RunRecord) -> bool:
+    """A modality run made with ``--reviewed-only`` alone (no ``--limit``, no ``--cases``)."""
+    chosen = record.selection
+    return bool(chosen.get("reviewed_only")) and not chosen.get("limit") and not chosen.get("cases")

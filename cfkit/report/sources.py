@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from cfkit.errors import NotFoundError, UsageError
 from cfkit.plural import plural
 from cfkit.predictions import Prediction, predictions_from_store
+from cfkit.report.reviewed import partial_run, reviewed_only_run
 
 if TYPE_CHECKING:  # the store's owners load only for a report from the store, not from predictions files
     from cfkit.cases import CaseSet
@@ -291,18 +292,6 @@ class SetAside:
         return {"model": self.model, "runs": list(self.runs), "refused": self.refused, "message": self.message}
 
 
-def _partial(record: RunRecord, reviewed_only: bool) -> bool:
-    """Whether ``record`` asked only part of what the report counts: a subset run, except, in the ``--reviewed-only``
-    view (:mod:`cfkit.report.reviewed`), a modality run that left out only the cases with unreviewed captions."""
-    return record.subset and not (reviewed_only and record.suite == "modality" and _reviewed_run(record))
-
-
-def _reviewed_run(record: RunRecord) -> bool:
-    """A modality run made with ``--reviewed-only`` alone (no ``--limit``, no ``--cases``)."""
-    chosen = record.selection
-    return bool(chosen.get("reviewed_only")) and not chosen.get("limit") and not chosen.get("cases")
-
-
 def _per_suite(records: Sequence[RunRecord], pinned: Mapping[str, RunRecord] | None = None,
                reviewed_only: bool = False) -> list[RunRecord]:
     """One run per suite: the pinned one, else the newest run of the whole suite, else (``reviewed_only``) the
@@ -313,7 +302,7 @@ def _per_suite(records: Sequence[RunRecord], pinned: Mapping[str, RunRecord] | N
         if suite not in chosen:
             of_suite = [r for r in records if r.suite == suite]
             chosen[suite] = next((r for r in of_suite if not r.subset),
-                                 next((r for r in of_suite if not _partial(r, reviewed_only)), of_suite[0]))
+                                 next((r for r in of_suite if not partial_run(r, reviewed_only)), of_suite[0]))
     return list(chosen.values())
 
 
@@ -322,7 +311,7 @@ def _newer_reviewed_runs(records: Sequence[RunRecord], chosen: Sequence[RunRecor
     reads an older run of the whole suite): what shows it."""
     modality = next((r for r in chosen if r.suite == "modality"), None)
     newer = next((r for r in records if r.suite == "modality"), None)
-    if modality is None or newer is None or newer is modality or not _reviewed_run(newer):
+    if modality is None or newer is None or newer is modality or not reviewed_only_run(newer):
         return []
     return [SetAside(newer.model, (newer.id,), False, (
         f"{newer.model}: its newest modality run {newer.id} asked only the cases whose captions a person wrote or "
@@ -392,7 +381,7 @@ def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, 
             chosen += (picked := _per_suite(records, reviewed_only=reviewed_only))
             aside += [] if reviewed_only else _newer_reviewed_runs(records, picked)
             continue
-        full = [r for r in records if not _partial(r, reviewed_only)]
+        full = [r for r in records if not partial_run(r, reviewed_only)]
         if full and len({r.settings_sha256 for r in full}) == 1:
             keep = full[0].settings_sha256
             chosen += _per_suite([r for r in records if r.settings_sha256 == keep], reviewed_only=reviewed_only)
