@@ -54,6 +54,10 @@ MISSING_SHOWN = 20
 @click.option("--subset", metavar="FILE", default=None,
               help="The modality cases (default: the configured [probe] modality_subset).")
 @click.option("--all-cases", is_flag=True, help="Every case as the modality cases, instead of the subset.")
+@click.option("--reviewed-only", is_flag=True,
+              help="Modality: only the cases whose caption a person wrote or reviewed (a model's unreviewed drafts "
+                   "left out, and named); a 'probe run --reviewed-only' run stands for the suite where a model has no full "
+                   "run.")
 @click.option("--ega", is_flag=True, help="Add evidence-grounded accuracy from the audit's final labels (Table S8).")
 @click.option("--audit", "audit_ref", metavar="ID", default=None, help="With --ega: which audit (default: the newest).")
 @click.option("--unblind", is_flag=True,
@@ -90,7 +94,8 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
            audit_ref: str | None, unblind: bool, ega_labels: str, judge: str | None, units: bool, plot_dir: str | None,
            plot_format: str, force: bool, groups_path: str | None, mixed_settings: bool, verbose: bool,
            label_specs: tuple[str, ...], only_named: bool, predictions_format: str = "auto",
-           map_path: str | None = None, epoch: int | None = None, given_notes: tuple[str, ...] = ()) -> None:
+           map_path: str | None = None, epoch: int | None = None, given_notes: tuple[str, ...] = (),
+           reviewed_only: bool = False) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas, paired tests and position bias (swap).
 
     A unit a model gave no usable answer for (no reply, a failed request, a
@@ -147,7 +152,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
                                  n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups,
                                  unblind=unblind, subset=subset, all_cases=all_cases, ega_labels=ega_labels,
                                  judge=judge, mixed_settings=mixed_settings, labels=labels_from(renames),
-                                 only_named=only_named, file_runs=file_runs)
+                                 only_named=only_named, file_runs=file_runs, reviewed_only=reviewed_only)
     # How each peer's file was read (and a warning where its targets are not the golds) travels with the report:
     # a saved JSON report says what its numbers rest on. Those lines were said above, before the report was built.
     file_notes = [note.removeprefix("warning: ") for note in notes]

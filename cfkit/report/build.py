@@ -25,9 +25,11 @@ from cfkit.cases import Case
 from cfkit.errors import CaseError, NotFoundError, PredictionError, SpecError, UsageError
 from cfkit.predictions import Prediction, check_predictions, load_predictions
 from cfkit.report import sources as sources_
+from cfkit.report.absent import absent
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.groups import resolve_groups
 from cfkit.report.labels import check_labels, relabel_ega, relabel_sources
+from cfkit.report.reviewed import reviewed_gold, reviewed_note
 from cfkit.report.rows import (CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report,
                                coverage_notes)
 from cfkit.report.sources import Sources
@@ -78,6 +80,7 @@ def make_report(
     labels: Mapping[str, str] | None = None,
     only_named: bool = False,
     file_runs: Sequence[FileRun] = (),
+    reviewed_only: bool = False,
 ) -> Report:
     """Load gold and predictions (files, the runs named in ``run_refs``, or by default one stored run per model
     and suite, see :func:`cfkit.report.sources.choose_runs`) and build the report.
@@ -90,9 +93,12 @@ def make_report(
     ``groups`` name the models by those. ``run_refs`` choose a model's run
     per suite, every other model is reported too, unless ``only_named``. ``file_runs``: the runs that ``cfkit
     runs export`` files among the predictions record (:func:`cfkit.interop.reporting.predictions_files`), whose
-    answers are then checked as a stored run's are.
+    answers are then checked as a stored run's are. ``reviewed_only``: the modality rows over the cases whose
+    captions a person wrote or reviewed (:mod:`cfkit.report.reviewed`).
     """
     gold = load_gold(ws, subset=subset, all_cases=all_cases)
+    if reviewed_only:
+        gold = reviewed_gold(ws, gold)
     if prediction_paths and run_refs:
         raise UsageError("--predictions reads files and --run reads stored runs; give one or the other.")
     if prediction_paths:
@@ -116,12 +122,14 @@ def make_report(
                                 "or pass --predictions FILE.")
         from cfkit.store import Store
         with Store(ws.db_path) as store:
-            source = sources_.from_store(store, run_refs, mixed=mixed_settings, only_named=only_named)
+            source = sources_.from_store(store, run_refs, mixed=mixed_settings, only_named=only_named,
+                                         reviewed_only=reviewed_only)
             check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
             source.note_images(store, gold.cases)
             from cfkit.report.shown import older_readings
             reread = older_readings(store, list(source.runs.values()))
     source.note_captions(ws)  # (runs that recorded nothing, and plain predictions files, are not compared)
+    source.reviewed_view = reviewed_only
     source.note_cases(gold.cases)
     if not source.preds:
         raise NotFoundError(" ".join(a.message for a in source.set_aside if a.empty) or "no predictions to report. "
@@ -140,8 +148,8 @@ def make_report(
         if prediction_paths:  # the reading that looks for a repeat names its two lines
             load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases)
         raise
-    report.notes.extend(source.caption_notes() + source.template_notes(ws) + source.server_notes()
-                        + reread)
+    report.notes.extend(reviewed_note(gold) + source.caption_notes(gold.modality_cases) + source.template_notes(ws)
+                        + source.server_notes() + reread)
     if section is not None:
         report = dataclasses.replace(report, ega=section)
     if ws.db_path.is_file():
@@ -353,19 +361,7 @@ class _Units:
 
         p = got.get((case, pair, condition))
         if p is None:
-            if run is not None and (skip := dict(run.skipped).get(pair or case)) is not None:
-                listed("skipped", f"not asked by run {run.id}: {skip}")  # resuming the run would not ask it
-                return None
-            if run is None:
-                detail = "no prediction for this unit"
-            elif run.subset:
-                detail = f"not asked: run {run.id} asked only part of the suite"
-            elif not run.complete:
-                detail = (f"not answered: run {run.id} is {run.status} ({run.n_done} of {run.n_requests} replies"
-                          + (f"; {run.stopped}" if run.stopped else "") + ")")
-            else:
-                detail = run.never_asked("pair" if pair else "case")
-            listed("absent", detail)
+            listed(*absent(run, case, pair, self.sources.reviewed_view))
             return None
         if p.error == "transport":
             listed("transport", self.sources.details.get((model, suite, case, pair, condition))

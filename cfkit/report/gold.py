@@ -28,6 +28,8 @@ class Gold:
     pairs: dict[str, PairGold]
     modality_cases: list[str] | None  # None when the modality subset cannot be used
     modality_problem: str | None = None  # why not (said only when modality predictions are given)
+    unreviewed_left_out: tuple[str, ...] = ()  # subset cases left out of the rows for their unreviewed drafted caption
+    #                                            (report --reviewed-only, cfkit.report.reviewed)
 
     @property
     def pair_cases(self) -> dict[str, str]:
@@ -37,12 +39,13 @@ class Gold:
         """Leave out of ``answers`` (modality answers by model, each by (case, pair, condition)) those about cases
         outside the modality subset, which Table S9 is not over (a run or a file made with ``--all-cases``, or
         before the subset file changed), and return one note a model that had any."""
-        subset = set(self.modality_cases or ())
+        subset, unreviewed = set(self.modality_cases or ()), set(self.unreviewed_left_out)
         notes = []
         for model, got in answers.items():
             outside = [key for key in got if key[0] not in subset]
             for key in outside:
                 del got[key]
+            outside = [key for key in outside if key[0] not in unreviewed]  # said once, for every model
             if outside:
                 cases = sorted({key[0] for key in outside})
                 notes.append(f"modality: {len(outside)} answer(s) of {model} about {len(cases)} case(s) outside the "

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from cfkit.errors import NotFoundError, UsageError
 from cfkit.plural import plural
 from cfkit.predictions import Prediction, predictions_from_store
+from cfkit.report.reviewed import partial_run, reviewed_only_run
 
 if TYPE_CHECKING:  # the store's owners load only for a report from the store, not from predictions files
     from cfkit.cases import CaseSet
@@ -57,14 +58,8 @@ class RunInfo:
     asked: Mapping[str, str] | None = None  # case -> digest of what the run was shown of it (cfkit.cases.asked_digests;
     #                                         None: not recorded, older runs and peers' files)
     replayed: bool = False  # its replies were read from a file made elsewhere (a replay, an import): cut off there
-
-    def never_asked(self, unit: str) -> str:
-        """Why this complete run holds nothing for a ``unit`` ("case" or "pair") of its suite."""
-        if self.imported is not None:
-            return (f"not in {self.imported}, the file imported as run {self.id}: it holds no answer for this {unit}; "
-                    "import a file that covers the suite")
-        return (f"not asked by run {self.id}: the {unit} was not part of the suite then (added since); run the "
-                "suite again")
+    left_out: tuple[str, ...] | None = None  # units its selection left out (None: not recorded)
+    selection: Mapping[str, Any] | None = None  # how it chose part of the suite (--limit, --cases, --reviewed-only)
 
     @classmethod
     def of(cls, record: RunRecord, status: str | None = None) -> "RunInfo":
@@ -77,7 +72,8 @@ class RunInfo:
                    (record.settings.get("generation") or {}).get("max_tokens"), skipped,
                    str(source) if source else None, record.notes.get("captions"),
                    tuple(record.notes.get("unreviewed") or ()), record.templates_sha256 or "",
-                   record.notes.get("asked"), record.replayed)
+                   record.notes.get("asked"), record.replayed,
+                   tuple(record.notes["left_out"]) if "left_out" in record.notes else None, record.selection)
 
 
 @dataclass
@@ -94,6 +90,7 @@ class Sources:
     stale_images: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (run, case, condition) -> why
     unreviewed_captions: dict[str, list[str]] = field(default_factory=dict)  # run -> cases whose caption, as asked,
     #                                                                          is still a draft no person reviewed
+    reviewed_view: bool = False  # the modality rows count only cases whose captions are reviewed (report --reviewed-only)
 
     def note_selected_edits(self, store: Store) -> None:
         """Each pair's selected edit now, for the pairs the predictions answer (an answer about another is stale)."""
@@ -188,15 +185,17 @@ class Sources:
         run = self.runs.get((model, "modality"))
         return frozenset(self.unreviewed_captions.get(run.id, ())) if run is not None else frozenset()
 
-    def caption_notes(self) -> list[str]:
-        """A note per modality run that asked cases with a caption that is still an unreviewed draft."""
-        notes = []
+    def caption_notes(self, counted: Iterable[str] | None = None) -> list[str]:
+        """A note per modality run that asked cases with a caption that is still an unreviewed draft, among the
+        ``counted`` cases (the modality rows' cases; None: every case)."""
+        notes, counted = [], None if counted is None else set(counted)
         for (model, _), run in self.runs.items():
-            if cases := self.unreviewed_captions.get(run.id):
+            if cases := [c for c in self.unreviewed_captions.get(run.id, ()) if counted is None or c in counted]:
                 shown = ", ".join(cases[:10]) + (f" and {len(cases) - 10} more" if len(cases) > 10 else "")
                 notes.append(f"modality: {model} was asked {plural(len(cases), 'case')} with a caption a model "
                              f"drafted and no person has reviewed ({shown}); read each and set 'reviewed: true' (its "
-                             "answers stand while its text is unchanged), or run the suite again with --reviewed-only.")
+                             "answers stand while its text is unchanged), or leave those cases out of the rows with "
+                             "'cfkit report --reviewed-only'.")
         return notes
 
     def template_notes(self, ws: Workspace) -> list[str]:
@@ -293,14 +292,32 @@ class SetAside:
         return {"model": self.model, "runs": list(self.runs), "refused": self.refused, "message": self.message}
 
 
-def _per_suite(records: Sequence[RunRecord], pinned: Mapping[str, RunRecord] | None = None) -> list[RunRecord]:
-    """One run per suite: the pinned one, else the newest run of the whole suite, else the newest run."""
+def _per_suite(records: Sequence[RunRecord], pinned: Mapping[str, RunRecord] | None = None,
+               reviewed_only: bool = False) -> list[RunRecord]:
+    """One run per suite: the pinned one, else the newest run of the whole suite, else (``reviewed_only``) the
+    newest modality ``--reviewed-only`` run, else the newest run. A full run comes before a ``--reviewed-only``
+    one even in that view: it answered every case the view counts, also those whose captions were reviewed since."""
     chosen = dict(pinned or {})
     for suite in dict.fromkeys(r.suite for r in records):
         if suite not in chosen:
             of_suite = [r for r in records if r.suite == suite]
-            chosen[suite] = next((r for r in of_suite if not r.subset), of_suite[0])
+            chosen[suite] = next((r for r in of_suite if not r.subset),
+                                 next((r for r in of_suite if not partial_run(r, reviewed_only)), of_suite[0]))
     return list(chosen.values())
+
+
+def _newer_reviewed_runs(records: Sequence[RunRecord], chosen: Sequence[RunRecord]) -> list[SetAside]:
+    """A line for a model whose newest modality run is a ``--reviewed-only`` run the report does not read (it
+    reads an older run of the whole suite): what shows it."""
+    modality = next((r for r in chosen if r.suite == "modality"), None)
+    newer = next((r for r in records if r.suite == "modality"), None)
+    if modality is None or newer is None or newer is modality or not reviewed_only_run(newer):
+        return []
+    return [SetAside(newer.model, (newer.id,), False, (
+        f"{newer.model}: its newest modality run {newer.id} asked only the cases whose captions a person wrote or "
+        f"reviewed (--reviewed-only); the rows read its run of the whole suite, {modality.id}, which answered those "
+        "cases too: 'cfkit report --reviewed-only' reports them alone."),
+        why="a --reviewed-only run, read by 'cfkit report --reviewed-only'")]
 
 
 def _newest_of_each_settings(records: Sequence[RunRecord]) -> list[RunRecord]:
@@ -310,8 +327,8 @@ def _newest_of_each_settings(records: Sequence[RunRecord]) -> list[RunRecord]:
     return list(newest.values())
 
 
-def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False,
-                only_named: bool = False) -> tuple[list[RunRecord], list[SetAside]]:
+def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_named: bool = False,
+                reviewed_only: bool = False) -> tuple[list[RunRecord], list[SetAside]]:
     """The runs a report reads, one per model and suite, and the runs it leaves out with why.
 
     Per model: the runs named in ``refs`` stand for their suites (two of one
@@ -323,7 +340,10 @@ def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False,
     is refused alone (or, with ``mixed``, reported from the newest run of each
     suite, with a line). Other models are never dropped, unless
     ``only_named``: then the runs named in ``refs`` are all there is (a
-    study's report).
+    study's report). With ``reviewed_only`` a modality run made with
+    ``--reviewed-only`` stands for the suite where the model has no run of the
+    whole suite; without it, a line names such a run where it is newer than
+    the run read.
     """
     from cfkit.store import runs
 
@@ -358,12 +378,13 @@ def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False,
                     "with --run to report it."), why="settings other than the --run run(s)"))
             continue
         if len({r.settings_sha256 for r in records}) == 1:
-            chosen += _per_suite(records)
+            chosen += (picked := _per_suite(records, reviewed_only=reviewed_only))
+            aside += [] if reviewed_only else _newer_reviewed_runs(records, picked)
             continue
-        full = [r for r in records if not r.subset]
+        full = [r for r in records if not partial_run(r, reviewed_only)]
         if full and len({r.settings_sha256 for r in full}) == 1:
             keep = full[0].settings_sha256
-            chosen += _per_suite([r for r in records if r.settings_sha256 == keep])
+            chosen += _per_suite([r for r in records if r.settings_sha256 == keep], reviewed_only=reviewed_only)
             left = _newest_of_each_settings([r for r in records if r.settings_sha256 != keep])
             aside.append(SetAside(model, tuple(r.id for r in left), False, (
                 f"{model}: left out smoke-test run(s) of part of a suite whose settings differ from its full runs: "
@@ -386,14 +407,15 @@ def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False,
     return chosen, aside
 
 
-def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_named: bool = False) -> Sources:
+def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_named: bool = False,
+               reviewed_only: bool = False) -> Sources:
     """The predictions of the chosen runs, with their run records, failure details, the selected edits and the
     runs set aside (:func:`choose_runs`)."""
     from cfkit.store import runs
 
     from cfkit.store.leases import statuses
 
-    chosen, aside = choose_runs(store, refs, mixed=mixed, only_named=only_named)
+    chosen, aside = choose_runs(store, refs, mixed=mixed, only_named=only_named, reviewed_only=reviewed_only)
     shown = statuses(store, chosen)  # a run marked running whose process is gone is said to be interrupted
     if not chosen and aside:  # every model refused: nothing to show
         raise UsageError(" ".join(a.message for a in aside))
