@@ -11,6 +11,7 @@ from rich.markup import escape
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
 from cfkit.errors import CheckFailed, OutputError, RunIncomplete
 from cfkit.money import Cost, spent, usd
+from cfkit.plural import plural
 from cfkit.vocabulary import REPORT_FORMATS
 
 FILE = click.argument("file", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
@@ -85,7 +86,7 @@ def validate(ws, file: Path, batch: bool, as_json: bool) -> None:
     else:
         for r in result.runs:
             cost = f", at most {usd(r.cost_max)}" if r.cost_max is not None else ""
-            what = r.problem or f"{r.requests} requests, {r.to_send} to send{cost}"
+            what = r.problem or f"{plural(r.requests, 'request')}, {r.to_send} to send{cost}"
             out.print(f"{escape(r.display)}  {r.suite}: {escape(what)}", highlight=False, soft_wrap=True)
         known = [r.cost_max for r in result.runs if r.cost_max is not None]
         total = sum(r.to_send for r in result.runs)
