@@ -4,6 +4,7 @@ cost from the token counts its server reported, the input read from a prompt cac
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 
 def usd(value: float) -> str:
@@ -74,6 +75,28 @@ def spent(known: float | None, unreported: int, *, short: bool = False) -> str:
     if short:
         return f"at least {usd(known)}"
     return f"at least {usd(known)}: {unreported} repl{'y' if unreported == 1 else 'ies'} without a reported cost"
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a run cost as far as known: ``usd`` of its replies that carry a cost (None: nothing priced), and the
+    ``unreported`` replies of a priced run whose cost is not known (``usd`` is then at least what it spent)."""
+
+    usd: float | None = None
+    unreported: int = 0
+
+    @property
+    def priced(self) -> bool:
+        return self.usd is not None or self.unreported > 0
+
+    def __add__(self, other: Cost) -> Cost:
+        if not (self.priced or other.priced):
+            return Cost()
+        return Cost((self.usd or 0.0) + (other.usd or 0.0), self.unreported + other.unreported)
+
+    def shown(self, *, short: bool = False) -> str:
+        """As :func:`spent` says it ("" when nothing is priced, for a table's cell)."""
+        return spent(self.usd, self.unreported, short=short) if self.priced else ""
 
 
 def is_count(n: object) -> bool:

@@ -151,6 +151,8 @@ class Reply:
     raw_chars: int | None = None  # the reply's full length when ``raw`` was cut to the storage cap
     truncated: bool = False  # generation stopped at the token limit (finish_reason "length"), not at its end
     endpoint: str | None = None  # which server answered, when the model has several (provenance, not identity)
+    retries: int = 0  # failed attempts retried before this reply came (the request is still one request)
+    failovers: int = 0  # attempts another replica failed before this one answered (a replica pool)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, ClassVar
 
@@ -285,10 +286,9 @@ class AnthropicBackend(Backend):
             except anthropic.APIConnectionError as exc:  # timeouts included
                 what = "Timeout" if isinstance(exc, anthropic.APITimeoutError) else "ConnectionError"
                 retry = await self._wait_or_give_up(retry, what, str(exc), None)
-        if retry:
-            notes.append(f"succeeded after {retry} retries")
-        return reply_from_message(message.model_dump(mode="json"), time.perf_counter() - started, notes,
-                                  prices=self._prices(), where=self.endpoint, writes=self._writes())
+        reply = reply_from_message(message.model_dump(mode="json"), time.perf_counter() - started, notes,
+                                   prices=self._prices(), where=self.endpoint, writes=self._writes())
+        return replace(reply, retries=retry) if retry else reply  # counted per request by the run
 
     def _prices(self, factor: float = 1.0) -> TokenPrices | None:
         return token_prices(self.options, factor)

@@ -315,11 +315,9 @@ class OpenAIBackend(Backend):
                 continue
             retry = await self._wait_or_give_up(retry, f"HTTP {exchange.status}", error_text(exchange.body)[1],
                                                 exchange.headers, where)
-        if retry:
-            notes.append(f"succeeded after {retry} retries")
-        if failovers:
-            notes.append(f"answered by another replica after {failovers} failed")
         reply = self._reply(completion, time.perf_counter() - started, notes)
+        if retry or failovers:  # counted per request by the run (cfkit.probe.sending), not said reply by reply
+            reply = replace(reply, retries=retry, failovers=failovers)
         return replace(reply, endpoint=where) if replica is not None else reply
 
     async def _post(self, data: list[bytes]) -> tuple[Exchange, Replica | None]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 from rich import box
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from cfkit.cli import params
 from cfkit.cli.console import err, print_json, warn, workspace_option
@@ -93,7 +95,8 @@ def _left_out(row) -> str:
     return ", ".join(f"{count} {_SHORT[why]}" for why, count in row.left_out.items() if count)
 
 
-def judge_agreement_table(rows) -> Table:
+def judge_agreement_table(rows) -> Group:
+    """The judge's rows, and below them why κ is undefined where it is, as the people's table says it."""
     table = Table(title="The judge against each annotator (its labels never count as an annotator's)",
                   title_justify="left", caption="κ Cohen's, AC1 Gwet's; 95% percentile bootstrap over the items both "
                   "labelled: n of the audit's items; the rest are left out, by reason (stale: asked with an older "
@@ -112,7 +115,9 @@ def judge_agreement_table(rows) -> Table:
                       "undefined" if r.kappa is None else f"{r.kappa:.3f}",
                       "—" if r.kappa_ci is None else f"[{r.kappa_ci.low:.3f}, {r.kappa_ci.high:.3f}]",
                       f"{r.ac1:.3f}", f"[{r.ac1_ci.low:.3f}, {r.ac1_ci.high:.3f}]", _left_out(row) or "—")
-    return table
+    reasons = [Text(f"{row.criterion}: {row.result.kappa_undefined}", style="yellow")
+               for row in rows if row.result is not None and row.result.kappa_undefined]
+    return Group(table, *reasons)
 
 
 def judge_agreement_dicts(judge: str, rows) -> list[dict]:

@@ -14,7 +14,7 @@ CRITERION_NAMES = {"answer": "answer", "cue": "cue", "link": "link", "ega": "EGA
 
 
 def _ci(values: list[float] | None) -> str:
-    return "—" if values is None else f"[{values[0]:.2f}, {values[1]:.2f}]"
+    return "—" if values is None else f"[{values[0]:.3f}, {values[1]:.3f}]"  # as the coefficients, and the judge's
 
 
 def _short(pair: LabelPair, which: int) -> str:

@@ -11,6 +11,7 @@ from cfkit.cli import console  # its consoles (Rich) are made when first printed
 from cfkit.cli.console import print_json, status, warn, workspace_option
 from cfkit.errors import RunIncomplete, UsageError
 from cfkit.money import spent, usd
+from cfkit.plural import plural
 from cfkit.vocabulary import MAX_CONCURRENCY, SUITES
 
 SUITE_CHOICE = click.Choice(SUITES)
@@ -291,7 +292,7 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
         cost = "" if summary.cost_usd is None else f", {spent(summary.cost_usd, summary.cost_unreported)}"
         shared = f", {summary.elsewhere} answered by another process" if summary.elsewhere else ""
         how = "sent" if summary.replayed_from is None else f"read from {summary.replayed_from}"
-        status(f"{summary.status}: {summary.total} requests; {summary.kept} already stored, "
+        status(f"{summary.status}: {plural(summary.total, 'request')}; {summary.kept} already stored, "
                f"{summary.from_cache} from cache, {summary.sent} {how} ({summary.errors} failed{cost}){shared}; "
                f"{summary.invalid} without a valid answer"
                + (f", {summary.truncated} cut off at the token limit" if summary.truncated else "")

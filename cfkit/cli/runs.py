@@ -10,6 +10,7 @@ from rich.markup import escape
 from cfkit.cli.console import out, print_json, status, warn, workspace_option
 from cfkit.errors import CheckFailed, OutputError
 from cfkit.money import cost_notes, spent
+from cfkit.plural import plural
 
 #: Failures listed by 'runs show' before '… and N more' (all of them with --all or --json).
 FAILURES_SHOWN = 20
@@ -233,8 +234,8 @@ def rm(ws, run_refs: tuple[str, ...], drop_cached: bool) -> None:
         for record in {r.id: r for r in records}.values():
             removed, dropped = delete_run(store, record.id, drop_cached=drop_cached)
             out.print(record.id)
-            status(f"removed run {record.id} ({record.model}, {record.suite}) and its {removed} replies; "
-                   + (f"dropped {dropped} cached responses: the same command asks the model again."
+            status(f"removed run {record.id} ({record.model}, {record.suite}) and its {plural(removed, 'reply', 'replies')}; "
+                   + (f"dropped {plural(dropped, 'cached response')}: the same command asks the model again."
                       if drop_cached else "cached responses stay."))
 
 
@@ -384,7 +385,7 @@ def reparse(ws, run_ref: str, everything: bool, as_json: bool) -> None:
         print_json(asdict(result) | {"why": [{"change": change, "count": n} for change, n in result.why()]})
         return
     out.print(result.run_id)
-    status(f"re-read {result.reread} replies with parser version {result.parser}: {len(result.changed)} "
+    status(f"re-read {plural(result.reread, 'reply', 'replies')} with parser version {result.parser}: {len(result.changed)} "
            f"answers changed; {result.current} already read by this version"
            f"{' (--all reads them again)' if result.current else ''}, {result.not_parsed} not the parser's "
            "(known answers, refusals, transport failures).")
@@ -422,7 +423,7 @@ def unparsed(ws, run_ref: str, as_json: bool) -> None:
     if as_json:
         print_json([asdict(r) for r in found])
         return
-    status(f"{len(found)} replies of {record.id} gave no answer.")
+    status(f"{plural(len(found), 'reply', 'replies')} of {record.id} gave no answer.")
     for r in found:
         unit = " ".join(part for part in (r.case_id, r.pair_id, r.condition) if part)
         out.print(f"[bold]{escape(unit)}[/]  [red]{escape(r.error or '?')}[/]"

@@ -10,7 +10,8 @@ from rich.markup import escape
 
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
 from cfkit.errors import CheckFailed, OutputError, RunIncomplete
-from cfkit.money import spent, usd
+from cfkit.money import Cost, spent, usd
+from cfkit.plural import plural
 from cfkit.vocabulary import REPORT_FORMATS
 
 FILE = click.argument("file", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
@@ -85,7 +86,7 @@ def validate(ws, file: Path, batch: bool, as_json: bool) -> None:
     else:
         for r in result.runs:
             cost = f", at most {usd(r.cost_max)}" if r.cost_max is not None else ""
-            what = r.problem or f"{r.requests} requests, {r.to_send} to send{cost}"
+            what = r.problem or f"{plural(r.requests, 'request')}, {r.to_send} to send{cost}"
             out.print(f"{escape(r.display)}  {r.suite}: {escape(what)}", highlight=False, soft_wrap=True)
         known = [r.cost_max for r in result.runs if r.cost_max is not None]
         total = sum(r.to_send for r in result.runs)
@@ -125,7 +126,7 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     with open_store(ws.db_path) as store, LiveDisplay(err) as display:
         result = run_study(ws, s, store, batch=batch, on_update=display.update)
     unclean = _reply_troubles(ws, result.runs)
-    _summary(result.runs, as_json)
+    _summary(s.name, result.runs, as_json)
     again = _again(ws, s.path.resolve(), "run")
     if result.interrupted:
         warn(f"interrupted; every reply received is saved. Resume with: {again}")
@@ -162,7 +163,7 @@ def _reply_troubles(ws, runs) -> list:
     return unclean
 
 
-def _summary(runs, as_json: bool) -> None:
+def _summary(name: str, runs, as_json: bool) -> None:
     from cfkit.cli.study_display import columns, run_line
 
     if as_json:
@@ -170,8 +171,9 @@ def _summary(runs, as_json: bool) -> None:
                      "error": r.error, "notes": r.notes,
                      "total": r.summary.total if r.summary else None,
                      "missing": r.summary.missing if r.summary else None,
-                     "cost_usd": r.summary.cost_usd if r.summary else None,
-                     "cost_unreported": r.summary.cost_unreported if r.summary else 0} for r in runs])
+                     "cost_usd": r.cost.usd, "cost_unreported": r.cost.unreported,  # the run's total
+                     "spent_now_usd": r.spent_now.usd, "spent_now_unreported": r.spent_now.unreported}
+                    for r in runs])
         return
     shown = columns(runs)
     for r in runs:
@@ -180,6 +182,10 @@ def _summary(runs, as_json: bool) -> None:
             warn(f"{r.display} {r.suite}: {r.error}")
         for note in r.notes:
             warn(f"{r.display} {r.suite}: {note}")
+    if shown["costs"]:
+        now = sum((r.spent_now for r in runs), Cost())
+        status(f"study '{name}': this invocation spent {now.shown() or usd(0)}; the cost column is each run's "
+               "total, as 'cfkit study status' and 'cfkit runs show' give it.")
 
 
 @study.command("status")
@@ -213,7 +219,7 @@ def status_(ws, file: Path, as_json: bool) -> None:
     else:
         for x in states:
             counts = f"{x.done}/{x.total}" if x.total else ""
-            known = x.cost_usd or x.cost_unreported
+            known = x.cost_usd is not None or x.cost_unreported  # a priced run all from cache cost $0.00
             cost = f"  {spent(x.cost_usd, x.cost_unreported, short=True)}" if known else ""
             detail = f"  ({x.detail})" if x.detail else ""
             out.print(escape(f"{x.display:<20} {x.suite:<15} {x.state:<12} {counts:>11}{cost}  {x.run_id or ''}"

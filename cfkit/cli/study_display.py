@@ -2,12 +2,11 @@
 
 Lines are ordered by what needs a look: runs sending, then waiting, failed,
 incomplete, and done last. When there are more runs than rows, the done runs
-fold into one line, then the rest past the last row into "… N more".
+fold into one line, then the rest past the last row into "… N more". A run's cost is its total, every
+invocation's, as ``study status`` and ``cfkit runs show`` give it (the summary says what this one spent).
 """
 
 from __future__ import annotations
-
-from cfkit.money import spent
 
 ORDER = {"sending": 0, "planning": 1, "waiting": 2, "failed": 3, "interrupted": 4, "incomplete": 5,
          "submitted": 6, "done": 7}
@@ -18,14 +17,14 @@ def _cell(text: str, width: int) -> str:
 
 
 def _numbers(run) -> tuple[str, int, str]:
-    """(done/total, failed requests, cost) of a run as far as known."""
+    """(done/total, failed requests, the run's total cost) of a run as far as known."""
     p, summary = run.progress, run.summary
-    if p is not None:
-        return f"{p.done}/{p.total}", p.errors, spent(p.cost_usd, p.unpriced, short=True) if p.priced else ""
-    if summary is not None:
-        cost = "" if summary.cost_usd is None else spent(summary.cost_usd, summary.cost_unreported, short=True)
+    cost = run.cost.shown(short=True)
+    if summary is not None:  # the run as this invocation left it, as 'cfkit runs show' counts it
         return f"{summary.total - summary.missing}/{summary.total}", summary.failed, cost
-    return "", 0, ""
+    if p is not None:
+        return f"{p.done}/{p.total}", p.errors, cost
+    return "", 0, cost
 
 
 def run_line(run, width: int, *, failures: bool = True, costs: bool = True, error: bool = True) -> str:

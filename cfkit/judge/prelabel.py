@@ -162,7 +162,8 @@ def judge_agreement(ws: Workspace, store: Store, audit: Audit, judge: str, *, n_
             result = None
             if both:
                 resamples = stats.Resamples(len(both), n_resamples=n_resamples, seed=seed)
-                result = stats.agreement([p for p, _ in both], [j for _, j in both], resamples=resamples)
+                result = stats.agreement([p for p, _ in both], [j for _, j in both], resamples=resamples,
+                                         raters=f"the judge and Annotator {person.number} both")
             rows.append(JudgeAgreement(person.number, criterion, result, len(audit.items), left_out,
                                        mine.mixed(judge)))
     return rows

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cfkit.money import Cost
+
 if TYPE_CHECKING:
     from cfkit.probe.plan import SkippedPair
 
@@ -23,6 +25,17 @@ class RunProgress:
     unpriced: int = 0  # replies of this invocation a priced backend could not cost (no usable token counts)
     concurrency: int | None = None  # requests allowed in flight now (it drops when the server is overloaded)
     elsewhere: int = 0  # requests another process running the same run answered meanwhile
+    earlier: Cost = Cost()  # the run's cost as stored when this invocation began: its earlier invocations'
+
+    @property
+    def spent_now(self) -> Cost:
+        """What this invocation spent so far, as far as the server reported token counts."""
+        return Cost(self.cost_usd if self.priced else None, self.unpriced)
+
+    @property
+    def run_cost(self) -> Cost:
+        """The run's cost so far, its earlier invocations' and this one's: what 'cfkit runs show' gives."""
+        return self.earlier + self.spent_now
 
 
 class Budget:

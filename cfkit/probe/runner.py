@@ -45,7 +45,7 @@ from cfkit.probe.identity import library_versions, requests_sha256, run_id_for, 
 from cfkit.probe.plan import ProbeItem, ProbePlan
 from cfkit.probe.progress import Budget, RunProgress, RunSummary
 from cfkit.store import Store, batches, responses, runs
-from cfkit.money import cost_notes
+from cfkit.money import Cost, cost_notes
 from cfkit.store.runs import RunRecord, RunSettings
 
 if TYPE_CHECKING:
@@ -95,6 +95,7 @@ class OpenedRun:
     to_send: list[ProbeItem]  # what neither answers
     recorder: Any  # the Recorder the run's replies go through
     notes: set[str]
+    earlier: Cost = Cost()  # the run's cost as its earlier invocations left it
 
 
 def open_and_settle(store: Store, backend: Backend, plan: ProbePlan, *, protocol: str | None = None,
@@ -165,8 +166,9 @@ def _settle(store: Store, backend: Backend, plan: ProbePlan, run_id: str, keys: 
         else:
             recorder.reply(item, keys[item.key], cached_reply(hit, backend.priced), fresh=False)
     recorder.flush()
+    earlier = Cost(previous.cost_usd, previous.cost_unreported) if previous is not None else Cost()
     return OpenedRun(run_id, keys, recorded, len(plan.items) - len(pending), len(pending) - len(to_send), to_send,
-                     recorder, run_notes)
+                     recorder, run_notes, earlier)
 
 
 def _settled(stored: str | None, key: str | None) -> bool:
@@ -230,7 +232,8 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
     run_id = opened.run_id
 
     # 4. Send the rest.
-    progress = RunProgress(total=len(plan.items), done=opened.kept + opened.from_cache, priced=backend.priced)
+    progress = RunProgress(total=len(plan.items), done=opened.kept + opened.from_cache, priced=backend.priced,
+                           earlier=opened.earlier)
     if on_progress:
         on_progress(progress)
     sender = Sender(store, run_id, backend, opened.keys, progress, on_progress,

@@ -28,6 +28,7 @@ from dataclasses import replace
 from cfkit.backends import Backend, is_async
 from cfkit.errors import ImageError, TransportError
 from cfkit.money import usd
+from cfkit.plural import plural
 from cfkit.probe.cache_keys import RunKeys
 from cfkit.probe.image_refs import ImageRef
 from cfkit.probe.sending_images import SendingImages
@@ -82,6 +83,9 @@ class Sender:
         self._run_keys = RunKeys(backend)  # a lazy plan's cache keys, the parts every request shares serialised once
         self.from_cache = 0  # requests of a lazy plan the response cache answered once their images were read
         self._cache_holds: bool | None = None  # whether the cache held a response of this model when sending began
+        # Requests answered only after retries (and the retries in all), and those another replica answered after
+        # one failed them (and those failures): said once for the run when sending ends, not reply by reply.
+        self.retried = self.retries = self.failed_over = self.failovers = 0
 
     async def send_all(self, items: list[ProbeItem], concurrency: int, pacer: Pacer | None = None) -> None:
         """Send ``items`` (those of them no other process takes), ``concurrency`` at most at once.
@@ -134,12 +138,34 @@ class Sender:
                     queue.close()
                 await self.backend.aclose()
                 self.notes.update(self.backend.run_notes())  # replicas left out or failing (cfkit.backends.replicas)
+                self.notes.update(self._retry_notes())
                 self.progress.elsewhere = queue.elsewhere
                 if pacer.lowest < pacer.limit:
                     ended = "and back up as it recovered" if pacer.level >= pacer.limit else \
                         f"and were {pacer.level} when sending ended"
                     self.notes.add(f"the server said it was overloaded {pacer.overloads} time(s); requests in "
                                    f"flight went down to {pacer.lowest} of {pacer.limit} {ended}")
+
+    def _count_retries(self, reply) -> None:
+        if reply.retries:
+            self.retried += 1
+            self.retries += reply.retries
+        if reply.failovers:
+            self.failed_over += 1
+            self.failovers += reply.failovers
+
+    def _retry_notes(self) -> list[str]:
+        """How many of the requests sent were answered only after retries, or by another replica after one failed
+        them; each such request counts once in the run's sent and done."""
+        sent = self.progress.sent
+        notes = []
+        if self.retried:
+            notes.append(f"{self.retried} of {plural(sent, 'request')} sent succeeded only after retrying "
+                         f"({plural(self.retries, 'retry', 'retries')} in all)")
+        if self.failed_over:
+            notes.append(f"{self.failed_over} of {plural(sent, 'request')} sent got their answer from another replica "
+                         f"after a failed attempt ({plural(self.failovers, 'failed attempt')} in all)")
+        return notes
 
     def _remember_learned(self) -> None:
         """Store the digests of the files read for the first time so far (the next run knows them without reading
@@ -340,6 +366,8 @@ class Sender:
             self.recorder.reply(item, key, reply, shas=shas if key is None else None)
             self.progress.done += 1
             self.notes.update(reply.notes)
+            if reply.retries or reply.failovers:
+                self._count_retries(reply)
             if reply.cost_usd is not None:
                 self.progress.cost_usd += reply.cost_usd
             elif self.backend.priced:

@@ -119,6 +119,7 @@ def agreement(
     seed: int | None = SEED,
     level: float = LEVEL,
     resamples: Resamples | None = None,
+    raters: str = "both annotators",
 ) -> Agreement:
     """Raw agreement, κ and AC1 of two annotators' labels of the same items, with bootstrap intervals.
 
@@ -126,7 +127,9 @@ def agreement(
     (False) labels of item i; leave out items either has not labelled. The
     intervals are percentile bootstraps over items, both labels of an item
     kept together; resamples in which κ is undefined (a single label
-    throughout) are left out and counted in ``Interval.undefined``.
+    throughout) are left out and counted in ``Interval.undefined``. ``raters``
+    names the two where ``kappa_undefined`` says why (e.g. "the judge and
+    Annotator 1 both").
     """
     a, b = _labels(first, second)
     table = agreement_table(a, b)
@@ -140,8 +143,8 @@ def agreement(
     reason = None
     if kappa is None:
         label = "yes" if table.yes_yes else "no"
-        reason = (f"both annotators labelled all {table.n} items '{label}': chance agreement is 1, "
-                  "so κ is 0/0; AC1 stays defined")
+        items = "the one item" if table.n == 1 else f"all {table.n} items"
+        reason = f"{raters} labelled {items} '{label}': chance agreement is 1, so κ is 0/0; AC1 stays defined"
         kappa_ci = None
     return Agreement(
         n=table.n,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cfkit.errors import CfkitError, UsageError
+from cfkit.money import Cost
 from cfkit.probe import ProbeJob, RunProgress, RunSummary, Selection, prepare_probe
 from cfkit.study.file import Study
 from cfkit.workspace import Workspace
@@ -35,10 +36,26 @@ class StudyRun:
     progress: RunProgress | None = None
     summary: RunSummary | None = None
     notes: list[str] = field(default_factory=list)
+    stored_cost: Cost | None = None  # the run's cost as stored once this invocation ended with it
 
     @property
     def label(self) -> str:
         return f"{self.display} {self.suite}"
+
+    @property
+    def cost(self) -> Cost:
+        """The run's total cost, every invocation's, as 'study status' and 'cfkit runs show' give it: as stored
+        once this invocation ended with it; while it sends, what it had before plus what it spent since."""
+        if self.stored_cost is not None:
+            return self.stored_cost
+        return self.progress.run_cost if self.progress is not None else Cost()
+
+    @property
+    def spent_now(self) -> Cost:
+        """What this invocation spent on the run (nothing for a run it found finished)."""
+        if self.summary is not None:
+            return Cost(self.summary.cost_usd, self.summary.cost_unreported)
+        return self.progress.spent_now if self.progress is not None else Cost()
 
 
 def _path(study: Study, ws: Workspace, value: str | None) -> Path | None:

@@ -127,7 +127,7 @@ def _plan(store: Store, run: StudyRun, batch: bool):
         run.state, run.error = "failed", str(exc)
         return None
     if isinstance(planned, RunSummary):
-        _finish(run, planned)
+        _finish(store, run, planned)
         return None
     return planned
 
@@ -138,15 +138,21 @@ def _submit(store: Store, run: StudyRun) -> None:
     submission = submit_batch(run.job, store)
     run.run_id = submission.run_id
     if submission.finished is not None:
-        _finish(run, submission.finished)
+        _finish(store, run, submission.finished)
     else:
         run.state = "submitted"
         run.notes.append(f"submitted as a batch; collect with 'cfkit probe collect {submission.run_id}'")
 
 
-def _finish(run: StudyRun, summary: RunSummary) -> None:
+def _finish(store: Store, run: StudyRun, summary: RunSummary) -> None:
+    from cfkit.money import Cost
+    from cfkit.store import runs as stored_runs
+
     run.summary = summary
     run.run_id = summary.run_id
+    record = stored_runs.get_run(store, summary.run_id)  # the run's total cost, as 'study status' gives it
+    if record is not None:
+        run.stored_cost = Cost(record.cost_usd, record.cost_unreported)
     run.state = "done" if summary.status == "done" and not summary.missing else summary.status
     if run.state == "done" and summary.missing:
         run.state = "incomplete"
@@ -214,7 +220,7 @@ def _send(study: Study, store: Store, planned, runs: list[StudyRun], update: Upd
         except Exception as exc:  # one run's unexpected failure must not stop the others
             run.state, run.error = "failed", f"{type(exc).__name__}: {exc}"
         else:
-            _finish(run, summary)
+            _finish(store, run, summary)
         update(runs)
 
     async def main() -> bool:

@@ -93,6 +93,7 @@ def test_retries_overload_then_answers_and_a_refused_key_stops(tiny_ws):
         result = claude(tiny_ws, server.url, "contextcanvas", "-j", "1", "--json")
         assert result.exit_code == 0, result.stderr
         assert len(server.messages) == 4  # the overloaded attempt, then three answers
+    assert "1 of 3 requests sent succeeded only after retrying (1 retry in all)" in json.loads(result.stdout)["notes"]
     with AnthropicServer(lambda p, n: Scripted(401, "invalid x-api-key", error_type="authentication_error")) as s:
         refused = claude(tiny_ws, s.url, "contextcanvas", "-o", "temperature=0.5")
     assert refused.exit_code == 2 and "refused the key" in refused.stderr

@@ -4,6 +4,7 @@ them with per-endpoint concurrency, and an endpoint that fails is backed off whi
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -96,6 +97,15 @@ def test_an_endpoint_that_starts_failing_is_backed_off_and_the_other_answers(man
     assert answered_by_a == 3 and b.count == N - 3
     # The failing endpoint was backed off: far fewer than one failed attempt per request reached it.
     assert a.count - 3 < N // 2
+    # Said once for the run: how many requests, and how many attempts failed in all (a request may fail at the
+    # failing endpoint twice before the other answers it).
+    notes = [n for n in json.loads(result.stdout)["notes"] if "another replica" in n]
+    [said] = notes
+    found = re.fullmatch(rf"(\d+) of {N} requests sent got their answer from another replica after a failed attempt "
+                         r"\((\d+) failed attempts? in all\)", said)
+    assert found is not None, said
+    requests, attempts = int(found.group(1)), int(found.group(2))
+    assert 1 <= requests <= attempts <= a.count - 3
 
 
 def test_batch_needs_one_endpoint(many_ws):

@@ -358,3 +358,31 @@ def test_labels_answered_by_two_models_under_one_judge_name_are_said_to_mix_them
     plain = cli(ws, "report", "--ega", "--ega-labels", "judge", "--judge", JUDGE, "--format", "json",
                 "--resamples", "100")
     assert "judge_mixed_models" not in json.loads(plain.stdout)["ega_audit"]
+
+
+def test_an_undefined_kappa_of_the_judge_is_said_under_its_table_naming_the_judge_and_the_annotator(labelled,
+                                                                                                    tmp_path):
+    """Alice said yes to every cue and link; a judge that does too leaves κ against her 0/0. The judge's table
+    said only "undefined" while the people's gave the reason, and the reason said "both annotators"."""
+    import shutil
+
+    ws = tmp_path / "ws"
+    shutil.copytree(labelled[0], ws)
+    yes = "openai:yes-judge"
+    with ChatServer(lambda body, n: Scripted(body=completion("Yes", model=body["model"]))) as server:
+        assert cli(ws, "audit", "prelabel", "--judge", yes, "-o", f"base_url={server.url}",
+                   env={"OPENAI_API_KEY": "sk-x"}).exit_code == 0
+    rows = json.loads(cli(ws, "audit", "agreement", "--judge", yes, "--json", "--resamples", "100").stdout)["judge"]
+    undefined = {(r["against"], r["criterion"]): r["kappa_undefined"] for r in rows if r["kappa"] is None}
+    n = rows[0]["n"]
+    said = f"the judge and Annotator 1 both labelled all {n} items 'yes': chance agreement is 1, so κ is 0/0"
+    assert set(undefined) == {("Annotator 1", "cue"), ("Annotator 1", "link")}
+    assert all(reason.startswith(said) for reason in undefined.values()), undefined
+    table = cli(ws, "audit", "agreement", "--judge", yes, "--resamples", "100", env={"COLUMNS": "300"})
+    lines = [" ".join(line.split()) for line in table.stdout.splitlines()]
+    for criterion in ("cue", "link"):
+        assert f"{criterion}: {said}; AC1 stays defined" in lines
+    assert not any("both annotators" in line and "judge" not in line for line in lines[-12:])
+    # Every interval is given to three places, the people's as the judge's, as their coefficients are.
+    intervals = re.findall(r"\[(-?\d+\.\d+), (-?\d+\.\d+)\]", table.stdout)
+    assert intervals and all(len(x.split(".")[1]) == 3 for pair in intervals for x in pair)

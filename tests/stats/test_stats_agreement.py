@@ -128,3 +128,10 @@ def test_labels_must_be_yes_or_no_and_paired():
         stats.agreement([], [])
     # 0/1 integers are accepted as labels.
     assert stats.agreement([1, 0, 1], [1, 0, 0], n_resamples=50).table == stats.AgreementTable(1, 1, 0, 1)
+
+
+def test_the_reason_kappa_is_undefined_names_the_raters_given_and_one_item_in_the_singular():
+    assert stats.agreement([True] * 12, [True] * 12, n_resamples=10).kappa_undefined.startswith(
+        "both annotators labelled all 12 items 'yes'")
+    one = stats.agreement([False], [False], n_resamples=10, raters="the judge and Annotator 2 both")
+    assert one.kappa_undefined.startswith("the judge and Annotator 2 both labelled the one item 'no': ")
