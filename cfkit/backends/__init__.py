@@ -151,6 +151,10 @@ class Reply:
     raw_chars: int | None = None  # the reply's full length when ``raw`` was cut to the storage cap
     truncated: bool = False  # generation stopped at the token limit (finish_reason "length"), not at its end
     endpoint: str | None = None  # which server answered, when the model has several (provenance, not identity)
+    # Attempts before this reply given up after the request was sent (a timeout, a connection dropped mid-reply, a
+    # complete response thrown away): the server may have generated a reply for each, and a provider billed it;
+    # not a connection refused, nor an error status answered at once. ``cost_usd`` leaves them out.
+    abandoned: int = 0
 
 
 @dataclass(frozen=True)
