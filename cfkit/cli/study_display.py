@@ -7,7 +7,7 @@ fold into one line, then the rest past the last row into "… N more".
 
 from __future__ import annotations
 
-from cfkit.money import abandoned_note, spent
+from cfkit.money import spent
 
 ORDER = {"sending": 0, "planning": 1, "waiting": 2, "failed": 3, "interrupted": 4, "incomplete": 5,
          "submitted": 6, "done": 7}
@@ -23,8 +23,7 @@ def _numbers(run) -> tuple[str, int, str]:
     if p is not None:
         return f"{p.done}/{p.total}", p.errors, spent(p.cost_usd, p.unpriced, short=True) if p.priced else ""
     if summary is not None:
-        cost = "" if summary.cost_usd is None else spent(summary.cost_usd, summary.cost_unreported, short=True) \
-            + abandoned_note(summary.abandoned, summary.abandoned_usd, short=True)
+        cost = "" if summary.cost_usd is None else spent(summary.cost_usd, summary.cost_unreported, short=True)
         return f"{summary.total - summary.missing}/{summary.total}", summary.failed, cost
     return "", 0, ""
 
