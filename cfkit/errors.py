@@ -176,7 +176,14 @@ class BackendUnavailable(BackendError):
 
 
 class TransportError(BackendError):
-    """One request got no usable reply after its retries; the runner records it and retries it next run."""
+    """One request got no usable reply after its retries; the runner records it and retries it next run.
+
+    ``abandoned`` is how many of its attempts were given up after the request was sent (see
+    :attr:`cfkit.backends.Reply.abandoned`): a provider may bill them although nothing came back."""
+
+    def __init__(self, message: str = "", *, abandoned: int = 0):
+        super().__init__(message)
+        self.abandoned = abandoned
 
 
 _UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")

@@ -62,19 +62,44 @@ def cached_count(n: object, within: object) -> int | None:
     return None
 
 
-def spent(known: float | None, unreported: int, *, short: bool = False) -> str:
+def spent(known: float | None, unreported: int, *, short: bool = False, abandoned: int = 0,
+          largest: float | None = None) -> str:
     """A cost of which ``unreported`` replies' part is not known: ``$0.20`` when every part is, else
     ``at least $0.20: 3 replies without a reported cost`` (``short``: ``at least $0.20``, for a table's cell); "—"
     when nothing is priced (``known`` None and every reply reported). What ``probe run``, ``cfkit runs list/show``,
-    ``study status`` and the view's runs page print."""
+    ``study status`` and the view's runs page print.
+
+    ``abandoned`` attempts (given up after they were sent: a provider may bill them) add a note, each counted at
+    ``largest``, the largest reply cost seen (:func:`abandoned_note`); the cost itself stays the replies'."""
     if known is None and not unreported:
         return "—"
     known = known or 0.0
     if not unreported:
-        return usd(known)
+        shown = usd(known)
+    elif short:
+        shown = f"at least {usd(known)}"
+    else:
+        shown = f"at least {usd(known)}: {unreported} repl{'y' if unreported == 1 else 'ies'} without a reported cost"
+    return shown + abandoned_note(abandoned, abandoned_usd(abandoned, largest), short=short) if abandoned else shown
+
+
+def abandoned_usd(attempts: int, largest: float | None) -> float | None:
+    """What ``attempts`` given up after they were sent may have been billed: each at ``largest``, the largest reply
+    cost seen (an abandoned generation is billed, by a provider that bills it, at most about as a whole reply);
+    None when no reply was priced to go by."""
+    return attempts * largest if attempts and largest else None
+
+
+def abandoned_note(attempts: int, bound: float | None, *, short: bool = False) -> str:
+    """What follows a cost when ``attempts`` were given up after they were sent, which may have cost ``bound``
+    (:func:`abandoned_usd`): ``; 8 abandoned attempts may be billed on top: up to ~$0.96`` (``short``:
+    `` + up to ~$0.96 abandoned``); "" for none."""
+    if not attempts:
+        return ""
     if short:
-        return f"at least {usd(known)}"
-    return f"at least {usd(known)}: {unreported} repl{'y' if unreported == 1 else 'ies'} without a reported cost"
+        return f" + up to ~{usd(bound)} abandoned" if bound is not None else f" + {attempts} abandoned"
+    what = f"{attempts} abandoned attempt{'' if attempts == 1 else 's'} may be billed on top"
+    return f"; {what}: up to ~{usd(bound)}" if bound is not None else f"; {what} (no priced reply to estimate them by)"
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,10 @@ class Reply:
     endpoint: str | None = None  # which server answered, when the model has several (provenance, not identity)
     retries: int = 0  # failed attempts retried before this reply came (the request is still one request)
     failovers: int = 0  # attempts another replica failed before this one answered (a replica pool)
+    # Attempts before this reply given up after the request was sent (a timeout, a connection dropped mid-reply, a
+    # complete response thrown away): the server may have generated a reply for each, and a provider billed it;
+    # not a connection refused, nor an error status answered at once. ``cost_usd`` leaves them out.
+    abandoned: int = 0
 
 
 @dataclass(frozen=True)

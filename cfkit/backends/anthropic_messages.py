@@ -17,7 +17,10 @@ it does not retry: cfkit retries 408, 409, 429, 5xx (529 "overloaded"
 included), timeouts and connection errors ``max_retries`` times with jittered
 exponential backoff, honouring ``Retry-After`` (and telling ``on_overload``
 of a 429/529), within one deadline per attempt (``timeout``); 401/403 stop the
-run (the key), 404 stops it (the model), other 4xx fail the request.
+run (the key), 404 stops it (the model), other 4xx fail the request. Attempts
+given up after the request reached the server (a timeout once connected, a
+connection dropped mid-reply) are counted in ``Reply.abandoned``, or the
+``TransportError``'s: a provider may bill them.
 
 Model controls: temperature, top_p, the token limit and ``extra_body`` (the
 Messages API has no seed, and its reasoning is set through ``extra_body``'s
@@ -176,6 +179,18 @@ def reply_from_message(message: dict[str, Any], latency: float, notes: list[str]
                  truncated=message.get("stop_reason") in CUT_OFF)
 
 
+#: The SDK's HTTP library's failures that mean nothing reached the server (httpx's names, which httpx2 keeps).
+NOT_SENT = ("ConnectError", "ConnectTimeout", "PoolTimeout")
+
+
+def reached_server(exc: BaseException) -> bool:
+    """Whether an attempt the SDK gave up with ``exc`` (its connection error or timeout) had reached the server:
+    anything but a connection that could not be opened (refused, unknown host, connect or pool timeout), which
+    the SDK's error is raised from."""
+    cause = exc.__cause__
+    return cause is None or not any(kind.__name__ in NOT_SENT for kind in type(cause).__mro__)
+
+
 def _sdk_version() -> str | None:
     try:
         return version("anthropic")
@@ -268,27 +283,34 @@ class AnthropicBackend(Backend):
         extra = {k: v for k, v in params.items() if k not in known}
         notes: list[str] = list(self.notes)
         started = time.perf_counter()
-        retry = 0
+        retry = abandoned = 0  # abandoned: attempts given up once sent (Reply.abandoned)
         client = self.client()
-        while True:
-            if self._temperature_refused:
-                extra.pop("temperature", None)
-            try:
-                message = await client.messages.create(**known, extra_body=extra or None)
-                break
-            except anthropic.APIStatusError as exc:
-                if exc.status_code == 400 and "temperature" in extra and "temperature" in str(exc.message) \
-                        and not self._temperature_refused:
-                    self._temperature_refused = True  # a model that takes no sampling settings: its default
-                    notes.append(f"server refused temperature={extra['temperature']:g}; it used its default")
-                    continue
-                retry = await self._after_status(exc, retry)
-            except anthropic.APIConnectionError as exc:  # timeouts included
-                what = "Timeout" if isinstance(exc, anthropic.APITimeoutError) else "ConnectionError"
-                retry = await self._wait_or_give_up(retry, what, str(exc), None)
+        try:
+            while True:
+                if self._temperature_refused:
+                    extra.pop("temperature", None)
+                try:
+                    message = await client.messages.create(**known, extra_body=extra or None)
+                    break
+                except anthropic.APIStatusError as exc:
+                    if exc.status_code == 400 and "temperature" in extra and "temperature" in str(exc.message) \
+                            and not self._temperature_refused:
+                        self._temperature_refused = True  # a model that takes no sampling settings: its default
+                        notes.append(f"server refused temperature={extra['temperature']:g}; it used its default")
+                        continue
+                    retry = await self._after_status(exc, retry)
+                except anthropic.APIConnectionError as exc:  # timeouts included
+                    abandoned += reached_server(exc)
+                    what = "Timeout" if isinstance(exc, anthropic.APITimeoutError) else "ConnectionError"
+                    retry = await self._wait_or_give_up(retry, what, str(exc), None)
+        except TransportError as exc:  # the request failed: its attempts given up once sent may still be billed
+            exc.abandoned = abandoned
+            raise
         reply = reply_from_message(message.model_dump(mode="json"), time.perf_counter() - started, notes,
                                    prices=self._prices(), where=self.endpoint, writes=self._writes())
-        return replace(reply, retries=retry) if retry else reply  # counted per request by the run
+        if retry or abandoned:  # counted per request by the run
+            reply = replace(reply, retries=retry, abandoned=abandoned)
+        return reply
 
     def _prices(self, factor: float = 1.0) -> TokenPrices | None:
         return token_prices(self.options, factor)

@@ -105,6 +105,9 @@ class Exchange:
     failure: str | None = None
     detail: str = ""
     retriable: bool = True
+    #: Given up after the request was sent (a timeout once connected, a connection dropped or a body cut off
+    #: mid-reply, a response thrown away): the server may have generated a reply, and a provider billed it.
+    abandoned: bool = False
 
 
 def package_versions() -> dict[str, str]:
@@ -274,6 +277,20 @@ def parts_payload(parts: list[bytes]) -> Any:
     return _Parts(parts)
 
 
+def _while_connecting(exc: BaseException) -> bool:
+    """Whether an attempt's deadline passed while aiohttp was still opening its connection (nothing was sent):
+    the cancellation the deadline raised went through aiohttp's connector. Read from the failure alone, so a
+    reply that comes costs nothing more; a timeout this cannot place counts as sent, the side a budget is
+    safe on."""
+    cancelled = exc.__context__
+    tb = cancelled.__traceback__ if cancelled is not None else None
+    while tb is not None:
+        if tb.tb_frame.f_globals.get("__name__") == "aiohttp.connector":
+            return True
+        tb = tb.tb_next
+    return False
+
+
 #: Seconds :meth:`JSONClient.endpoint_problem` waits for a connection.
 CHECK_TIMEOUT_S = 5.0
 
@@ -377,12 +394,15 @@ class JSONClient:
                 async with session.request(method, self.base_url + path, data=body, headers=headers,
                                            proxy=self._proxy, allow_redirects=False) as response:
                     return await self._read(response, self.max_bytes if max_bytes is None else max_bytes)
-        except TimeoutError:  # also aiohttp's own timeouts, which subclass it
-            return Exchange(None, {}, b"", "Timeout", f"no complete response within {deadline:g} s")
+        except TimeoutError as exc:  # also aiohttp's own timeouts, which subclass it
+            return Exchange(None, {}, b"", "Timeout", f"no complete response within {deadline:g} s",
+                            abandoned=not _while_connecting(exc))
         except aiohttp.ClientPayloadError as exc:
-            return Exchange(None, {}, b"", "ConnectionError", f"the response body was cut off ({exc})")
-        except (aiohttp.ClientError, OSError) as exc:
+            return Exchange(None, {}, b"", "ConnectionError", f"the response body was cut off ({exc})", abandoned=True)
+        except aiohttp.ClientConnectorError as exc:  # refused, unknown host, TLS: nothing reached the server
             return Exchange(None, {}, b"", "ConnectionError", str(exc) or type(exc).__name__)
+        except (aiohttp.ClientError, OSError) as exc:  # dropped once connected: the request may have been read
+            return Exchange(None, {}, b"", "ConnectionError", str(exc) or type(exc).__name__, abandoned=True)
 
     async def _read(self, response: Any, max_bytes: int) -> Exchange:
         status, headers = response.status, response.headers
@@ -391,13 +411,13 @@ class JSONClient:
             response.close()
             return Exchange(status, headers, b"", "compressed response",
                             f"the server sent a {encoding} body although asked for an uncompressed one",
-                            retriable=False)
+                            retriable=False, abandoned=True)
         cap = f"{max_bytes:,}-byte cap"
         declared = response.content_length
         if declared is not None and declared > max_bytes:
             response.close()  # drop the connection rather than read what will be thrown away
             return Exchange(status, headers, b"", "response too large",
-                            f"the body declares {declared:,} bytes, over the {cap}", retriable=False)
+                            f"the body declares {declared:,} bytes, over the {cap}", retriable=False, abandoned=True)
         if declared is not None:
             return Exchange(status, headers, await response.read())
         chunks, size = [], 0
@@ -406,7 +426,8 @@ class JSONClient:
             if size > max_bytes:
                 response.close()
                 return Exchange(status, headers, b"", "response too large",
-                                f"the body was cut off after {size:,} bytes, over the {cap}", retriable=False)
+                                f"the body was cut off after {size:,} bytes, over the {cap}", retriable=False,
+                                abandoned=True)
             chunks.append(chunk)
         return Exchange(status, headers, b"".join(chunks))
 

@@ -38,6 +38,9 @@ parameter the request can do without (``response_format``, ``temperature``, the
 output-token limit's name) is answered by dropping or renaming it, once per
 backend, and noted; 401/403 stop the run (the key), 404 stops it (the model);
 other 4xx, redirects and bodies over the cap fail the request without a retry.
+Attempts given up after the request was sent (timeouts once connected, connections
+dropped mid-reply, bodies thrown away) are counted in ``Reply.abandoned``, or the
+``TransportError``'s when the request fails: a provider may bill them.
 A 200 whose body is an error object naming a rate limit or a server error
 (some proxies answer so) is handled as that status.
 
@@ -80,10 +83,9 @@ from cfkit.backends.http import (
     package_versions,
     rate_limit_reset_seconds,
     retry_after_seconds,
-    server_wait,
 )
 from cfkit.backends.openai_wire import (MAX_STORED_CHARS, body_parts, error_status, image_base64,
-                                        reply_from_completion, slot, token_prices)
+                                        raise_unless_retriable, reply_from_completion, slot, token_prices)
 from cfkit.backends.replicas import Replica, ReplicaPool, served_model, start_notes
 from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, UsageError
@@ -273,51 +275,57 @@ class OpenAIBackend(Backend):
         content = self._content(request, slots=True)
         notes: list[str] = list(self.notes)
         started = time.perf_counter()
-        retry = failovers = 0
+        retry = failovers = abandoned = 0  # abandoned: attempts given up once sent (Reply.abandoned)
         encoded_for: tuple | None = None
-        while True:
-            # The body is encoded once, and again only after the server refused a parameter.
-            state = (frozenset(self._refused), self.token_param)
-            if state != encoded_for:
-                body = self._body(request, content)
-                data = body_parts(orjson.dumps(body), request.images)
-                encoded_for = state
-            exchange, replica = await self._post(data)
-            where = replica.shown if replica is not None else self.endpoint
-            if exchange.failure is not None:
-                if not exchange.retriable:
-                    raise TransportError(f"{exchange.failure} from {where}: {exchange.detail}")
+        try:
+            while True:
+                # The body is encoded once, and again only after the server refused a parameter.
+                state = (frozenset(self._refused), self.token_param)
+                if state != encoded_for:
+                    body = self._body(request, content)
+                    data = body_parts(orjson.dumps(body), request.images)
+                    encoded_for = state
+                exchange, replica = await self._post(data)
+                where = replica.shown if replica is not None else self.endpoint
+                if exchange.failure is not None:
+                    abandoned += exchange.abandoned
+                    if not exchange.retriable:
+                        raise TransportError(f"{exchange.failure} from {where}: {exchange.detail}")
+                    if self._fail_over(replica, failovers):
+                        failovers += 1
+                        continue
+                    retry = await self._wait_or_give_up(retry, exchange.failure, exchange.detail, None, where)
+                    continue
+                if 200 <= exchange.status < 300:
+                    try:
+                        completion = orjson.loads(exchange.body)
+                        if not isinstance(completion, dict):
+                            raise ValueError(f"a JSON {type(completion).__name__}, not an object")
+                    except ValueError as exc:  # a proxy's HTML page, a cut-off body: retried, then left for next run
+                        abandoned += 1  # a whole response the server may have generated, thrown away
+                        retry = await self._wait_or_give_up(retry, "malformed response body", str(exc), None, where)
+                        continue
+                    meant = error_status(completion)  # a proxy's 200 carrying a rate limit or a server error
+                    if meant is None:
+                        break
+                    exchange = replace(exchange, status=meant)  # retried (and told as an overload) as that status
+                note = self._refusal_answered(exchange, body)
+                if note is not None:
+                    notes.append(note)
+                    continue
+                if replica is None or replica.left_out is None or not self._pool.in_use():  # type: ignore[union-attr]
+                    raise_unless_retriable(exchange, where, self.name, self.on_overload)
                 if self._fail_over(replica, failovers):
                     failovers += 1
                     continue
-                retry = await self._wait_or_give_up(retry, exchange.failure, exchange.detail, None, where)
-                continue
-            if 200 <= exchange.status < 300:
-                try:
-                    completion = orjson.loads(exchange.body)
-                    if not isinstance(completion, dict):
-                        raise ValueError(f"a JSON {type(completion).__name__}, not an object")
-                except ValueError as exc:  # a proxy's HTML page, a cut-off body: retried, then left for the next run
-                    retry = await self._wait_or_give_up(retry, "malformed response body", str(exc), None, where)
-                    continue
-                meant = error_status(completion)  # a proxy's 200 carrying a rate limit or a server error
-                if meant is None:
-                    break
-                exchange = replace(exchange, status=meant)  # retried (and told as an overload) as that status
-            note = self._refusal_answered(exchange, body)
-            if note is not None:
-                notes.append(note)
-                continue
-            if replica is None or replica.left_out is None or not self._pool.in_use():  # type: ignore[union-attr]
-                self._raise_unless_retriable(exchange, where)
-            if self._fail_over(replica, failovers):
-                failovers += 1
-                continue
-            retry = await self._wait_or_give_up(retry, f"HTTP {exchange.status}", error_text(exchange.body)[1],
-                                                exchange.headers, where)
-        reply = self._reply(completion, time.perf_counter() - started, notes)
-        if retry or failovers:  # counted per request by the run (cfkit.probe.sending), not said reply by reply
-            reply = replace(reply, retries=retry, failovers=failovers)
+                retry = await self._wait_or_give_up(retry, f"HTTP {exchange.status}", error_text(exchange.body)[1],
+                                                    exchange.headers, where)
+            reply = self._reply(completion, time.perf_counter() - started, notes)
+        except TransportError as exc:  # the request failed: its attempts given up once sent may still be billed
+            exc.abandoned = abandoned
+            raise
+        if retry or failovers or abandoned:  # counted per request by the run (cfkit.probe.sending)
+            reply = replace(reply, retries=retry, failovers=failovers, abandoned=abandoned)
         return replace(reply, endpoint=where) if replica is not None else reply
 
     async def _post(self, data: list[bytes]) -> tuple[Exchange, Replica | None]:
@@ -402,29 +410,6 @@ class OpenAIBackend(Backend):
     def _user_controls(body: dict[str, Any]) -> list[str]:
         builtin = {"model", "messages", "temperature", "max_tokens", "max_completion_tokens", "response_format"}
         return [key for key in body if key not in builtin]
-
-    def _raise_unless_retriable(self, exchange: Exchange, where: str) -> None:
-        """Raise for an error status that retrying cannot mend; tell ``on_overload`` of a 429/503."""
-        status = exchange.status
-        message = error_text(exchange.body)[1]
-        if status in (401, 403):
-            raise BackendUnavailable(
-                f"openai backend: {where} refused the key (HTTP {status}: {message}). "
-                "Check the key in the environment variable, or --api-key-env."
-            )
-        if status == 404:
-            raise BackendError(
-                f"openai backend: {where} has no model '{self.name}' (HTTP 404: {message}). "
-                "Check the model name the server lists."
-            )
-        if 300 <= status < 400:
-            location = redact_url(exchange.headers.get("location", "?"))
-            raise TransportError(f"HTTP {status} from {where}: redirects are not followed; give the "
-                                 f"address it points to ({location}) as --base-url.")
-        if not (status in (408, 409, 429) or status >= 500):
-            raise TransportError(f"HTTP {status} from {where}: {message}")
-        if status in (429, 503) and self.on_overload is not None:
-            self.on_overload(server_wait(exchange.headers))
 
     async def _wait_or_give_up(self, retry: int, what: str, detail: str, headers: Any, where: str) -> int:
         """Sleep before the next attempt and return the new retry count, or raise when none is left."""

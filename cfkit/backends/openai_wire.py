@@ -197,3 +197,33 @@ def reply_from_completion(completion: dict[str, Any], latency: float, notes: lis
                  reasoning=reasoning, server_model=server_model if isinstance(server_model, str) else None,
                  system_fingerprint=fingerprint if isinstance(fingerprint, str) else None, raw_chars=raw_chars,
                  truncated=truncated)
+
+
+def raise_unless_retriable(exchange: Any, where: str, model: str,
+                           on_overload: Callable[[float | None], None] | None) -> None:
+    """Raise for an error status of ``exchange`` (:class:`cfkit.backends.http.Exchange`) that retrying cannot
+    mend (``model``: the name asked for); tell ``on_overload`` of a 429/503."""
+    from cfkit.backends.http import error_text, server_wait
+    from cfkit.endpoints import redact_url
+    from cfkit.errors import BackendError, BackendUnavailable
+
+    status = exchange.status
+    message = error_text(exchange.body)[1]
+    if status in (401, 403):
+        raise BackendUnavailable(
+            f"openai backend: {where} refused the key (HTTP {status}: {message}). "
+            "Check the key in the environment variable, or --api-key-env."
+        )
+    if status == 404:
+        raise BackendError(
+            f"openai backend: {where} has no model '{model}' (HTTP 404: {message}). "
+            "Check the model name the server lists."
+        )
+    if 300 <= status < 400:
+        location = redact_url(exchange.headers.get("location", "?"))
+        raise TransportError(f"HTTP {status} from {where}: redirects are not followed; give the "
+                             f"address it points to ({location}) as --base-url.")
+    if not (status in (408, 409, 429) or status >= 500):
+        raise TransportError(f"HTTP {status} from {where}: {message}")
+    if status in (429, 503) and on_overload is not None:
+        on_overload(server_wait(exchange.headers))

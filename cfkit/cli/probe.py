@@ -10,7 +10,7 @@ from cfkit.cli import params
 from cfkit.cli import console  # its consoles (Rich) are made when first printed to
 from cfkit.cli.console import print_json, status, warn, workspace_option
 from cfkit.errors import RunIncomplete, UsageError
-from cfkit.money import spent, usd
+from cfkit.money import abandoned_note, spent, usd
 from cfkit.plural import plural
 from cfkit.vocabulary import MAX_CONCURRENCY, SUITES
 
@@ -261,7 +261,7 @@ def _resume_budget(summary, max_cost: float | None) -> float | None:
         return max_cost
     import math
 
-    per_request = summary.cost_usd / summary.sent
+    per_request = (summary.cost_usd + (summary.abandoned_usd or 0)) / summary.sent  # abandoned attempts may be billed
     cents = math.ceil(round(per_request * summary.missing * 1.25 * 100, 6))  # up to the next cent
     return max(cents / 100, max_cost)
 
@@ -290,6 +290,8 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
     else:
         console.out.print(summary.run_id)
         cost = "" if summary.cost_usd is None else f", {spent(summary.cost_usd, summary.cost_unreported)}"
+        if summary.cost_usd is not None:  # attempts given up once sent: a provider may bill them on top
+            cost += abandoned_note(summary.abandoned, summary.abandoned_usd)
         shared = f", {summary.elsewhere} answered by another process" if summary.elsewhere else ""
         how = "sent" if summary.replayed_from is None else f"read from {summary.replayed_from}"
         status(f"{summary.status}: {plural(summary.total, 'request')}; {summary.kept} already stored, "

@@ -75,8 +75,10 @@ def list_(ws, as_json: bool) -> None:
 
 
 def run_cost(record, *, short: bool = False) -> str:
-    """A run's cost as far as known: "—" without prices, "at least …" when some replies' cost is not reported."""
-    return spent(record.cost_usd, record.cost_unreported, short=short)
+    """A run's cost as far as known: "—" without prices, "at least …" when some replies' cost is not reported,
+    with what attempts abandoned after they were sent may add."""
+    return spent(record.cost_usd, record.cost_unreported, short=short, abandoned=record.abandoned_attempts,
+                 largest=record.largest_reply_usd)
 
 
 def _failure_groups(failures: list[dict]) -> list[tuple[str, str, list[dict]]]:

@@ -36,32 +36,52 @@ class RunProgress:
     def run_cost(self) -> Cost:
         """The run's cost so far, its earlier invocations' and this one's: what 'cfkit runs show' gives."""
         return self.earlier + self.spent_now
+    abandoned: int = 0  # attempts given up after they were sent, in this invocation: cost_usd leaves them out
 
 
 class Budget:
-    """Stops sending before the spent cost plus the requests in flight could pass ``limit``.
+    """Stops sending before what may be billed, plus the requests in flight, could pass ``limit``.
 
-    A request's cost is estimated as the most expensive one seen so far; the
-    first request is sent alone to learn it.
+    A reply's cost is estimated as the most expensive one seen so far; the
+    first request is sent alone to learn it. An attempt given up after it was
+    sent (``Reply.abandoned``: a timeout, a connection dropped mid-reply) may
+    be billed by a provider that bills abandoned generations: it counts as one
+    more reply at that estimate, and a request in flight as many attempts as
+    the most any request has taken so far.
     """
 
     def __init__(self, limit: float):
         self.limit = limit
-        self.spent = 0.0
+        self.spent = 0.0  # what the replies reported
         self.largest = 0.0
         self.seen = 0
         self.in_flight = 0
+        self.abandoned = 0  # attempts given up after they were sent
+        self.most_attempts = 1  # the most attempts one request has taken so far
+
+    @property
+    def committed(self) -> float:
+        """What may be billed so far: the replies' cost, and each abandoned attempt at the largest reply's."""
+        return self.spent + self.abandoned * self.largest
 
     def admit(self) -> bool:
         if self.seen == 0:
             return self.in_flight == 0 and self.limit > 0
-        return self.spent + (self.in_flight + 1) * self.largest <= self.limit
+        return self.committed + (self.in_flight + 1) * self.most_attempts * self.largest <= self.limit
 
-    def record(self, cost: float | None) -> None:
+    def record(self, cost: float | None, abandoned: int = 0) -> None:
+        """A reply came, costing ``cost``, after ``abandoned`` attempts given up once sent."""
         self.seen += 1
         if cost is not None:
             self.spent += cost
             self.largest = max(self.largest, cost)
+        if abandoned:
+            self.abandon(abandoned, replied=True)
+
+    def abandon(self, attempts: int, *, replied: bool = False) -> None:
+        """A request had ``attempts`` given up once sent (and failed, unless ``replied``)."""
+        self.abandoned += attempts
+        self.most_attempts = max(self.most_attempts, attempts + replied)
 
 
 @dataclass(frozen=True)
@@ -93,6 +113,10 @@ class RunSummary:
     empty: int = 0  # replies with no text at all, in the whole run
     max_tokens: int | None = None  # the run's token limit
     cost_unreported: int = 0  # replies sent in this invocation whose cost is not known (cost_usd leaves them out)
+    # Attempts of this invocation given up after they were sent (a provider may bill them: cost_usd leaves them
+    # out), and what they may cost: each at the run's largest reply cost (None: no reply was priced).
+    abandoned: int = 0
+    abandoned_usd: float | None = None
     # The file the backend read its replies from (a replay), else None: ``sent`` then counts replies read from
     # it, as nothing went over a network.
     replayed_from: str | None = None

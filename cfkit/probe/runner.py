@@ -45,7 +45,7 @@ from cfkit.probe.identity import library_versions, requests_sha256, run_id_for, 
 from cfkit.probe.plan import ProbeItem, ProbePlan
 from cfkit.probe.progress import Budget, RunProgress, RunSummary
 from cfkit.store import Store, batches, responses, runs
-from cfkit.money import Cost, cost_notes
+from cfkit.money import Cost, abandoned_usd, cost_notes
 from cfkit.store.runs import RunRecord, RunSettings
 
 if TYPE_CHECKING:
@@ -257,7 +257,8 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
         with suppress(Exception):  # a store that cannot be written says so in close_run
             withdraw(store, run_id, owner)
         counts = close_run(store, run_id, status, sender.stopped, {i.key for i in plan.items}, sorted(sender.notes),
-                           inputs_sha256, failure, inputs_manifest, asked=plan.asked())
+                           inputs_sha256, failure, inputs_manifest, asked=plan.asked(),
+                           abandoned=progress.abandoned)
     return RunSummary(
         run_id=run_id, model=backend.model, suite=plan.suite, status=counts["status"], total=len(plan.items),
         kept=opened.kept, from_cache=opened.from_cache + sender.from_cache, sent=progress.sent, errors=progress.errors,
@@ -267,6 +268,7 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
         not_sent=counts["absent"], first_failure=counts["first_failure"], unreviewed=plan.unreviewed,
         endpoint=opened.recorded.endpoint, protocol=protocol, elsewhere=progress.elsewhere,
         cost_unreported=progress.unpriced, replayed_from=backend.replayed_from,
+        abandoned=progress.abandoned, abandoned_usd=counts["abandoned_usd"],
     )
 
 
@@ -347,6 +349,8 @@ def _open_run(store: Store, run_id: str, backend: Backend, plan: ProbePlan, reco
     options = {"options": backend.options.model_dump(mode="json") if backend.options is not None else {},
                "identity": backend.cache_identity}
     earlier = cost_notes(previous.notes.get("backend_notes")) if previous is not None else []
+    if previous is not None and previous.abandoned_attempts:  # they are still part of what the run may have cost
+        notes = {**notes, "abandoned_attempts": previous.abandoned_attempts}
     notes = {**notes, "run_id_rule": RUN_ID_RULE, "skipped": [asdict(s) for s in plan.skipped], "unreviewed": list(plan.unreviewed),
              "left_out": list(plan.left_out), "backend_notes": sorted({*(backend.notes or ()), *earlier})}
     if plan.captions:  # what each case's caption conditions showed, for the report to compare (cfkit.caption_digests)
@@ -358,7 +362,8 @@ def _open_run(store: Store, run_id: str, backend: Backend, plan: ProbePlan, reco
 
 def close_run(store: Store, run_id: str, status: str, stopped: str | None, wanted: set[tuple[str, str, str]],
               notes: list[str], inputs_digest: str | None = None, failure: str | None = None,
-              inputs_manifest: dict[str, Any] | None = None, *, asked: dict[str, str] | None = None) -> dict[str, Any]:
+              inputs_manifest: dict[str, Any] | None = None, *, asked: dict[str, str] | None = None,
+              abandoned: int = 0) -> dict[str, Any]:
     """Recount the replies to the ``wanted`` requests and record how this invocation ended.
 
     ``status`` "done" becomes "incomplete" when a wanted request has no reply
@@ -367,6 +372,7 @@ def close_run(store: Store, run_id: str, status: str, stopped: str | None, wante
     the run's notes: the run id covers every request's text, so every reply of
     the run was asked about the cases as they were then. It is taken here, after
     sending, rather than when the run opens, to keep it off the first request's path.
+    ``abandoned``: this invocation's attempts given up after they were sent, added to the run's.
     """
     states = [state for state in runs.reply_states(store, run_id) if state[0] in wanted]
     present = [(error, detail, answered) for _, answered, error, detail, _, _ in states]
@@ -381,10 +387,14 @@ def close_run(store: Store, run_id: str, status: str, stopped: str | None, wante
     record = dict(previous.notes) if previous is not None else {}
     record["backend_notes"] = list(dict.fromkeys([*notes, *cost_notes(record.get("backend_notes"))]))
     record["stopped"] = stopped
+    if abandoned:
+        record["abandoned_attempts"] = (previous.abandoned_attempts if previous is not None else 0) + abandoned
     if asked:
         record["asked"] = asked
     runs.finish_run(store, run_id, status=status, n_done=done, n_errors=len(failed), notes=record,
                     inputs_sha256=inputs_digest if status == "done" else None, error=failure,
                     inputs_manifest=inputs_manifest if status == "done" else None)
+    largest = runs.get_run(store, run_id).largest_reply_usd if abandoned else None  # type: ignore[union-attr]
     return {"status": status, "done": done, "errors": len(failed), "invalid": invalid, "truncated": cut, "empty": empty,
-            "absent": len(wanted) - len(present), "first_failure": failed[0] if failed else None}
+            "absent": len(wanted) - len(present), "first_failure": failed[0] if failed else None,
+            "abandoned_usd": abandoned_usd(abandoned, largest)}

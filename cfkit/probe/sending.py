@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from cfkit.backends import Backend, is_async
 from cfkit.errors import ImageError, TransportError
-from cfkit.money import usd
+from cfkit.money import abandoned_note, abandoned_usd, usd
 from cfkit.plural import plural
 from cfkit.probe.cache_keys import RunKeys
 from cfkit.probe.image_refs import ImageRef
@@ -125,8 +125,10 @@ class Sender:
         finally:
             frozen.end()
             if self.stopped is OVER_BUDGET:
-                self.stopped = (f"--max-cost {self.budget.limit:g} USD would be exceeded (spent "
-                                f"{usd(self.budget.spent)} in this invocation); raise it and run again to continue")
+                budget = self.budget
+                may_add = abandoned_note(budget.abandoned, abandoned_usd(budget.abandoned, budget.largest))
+                self.stopped = (f"--max-cost {budget.limit:g} USD would be exceeded (spent {usd(budget.spent)} in "
+                                f"this invocation{may_add}); raise it and run again to continue")
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
@@ -351,6 +353,10 @@ class Sender:
             finally:
                 self._images.release(item.request)
         except (TransportError, ImageError) as exc:  # recorded, and sent again on the next run
+            if isinstance(exc, TransportError) and exc.abandoned:  # attempts a provider may bill all the same
+                self.progress.abandoned += exc.abandoned
+                if budget is not None:
+                    budget.abandon(exc.abandoned)
             if key is None and shas is not None:
                 key, item = self._keyed(item, request, shas)
             self.recorder.transport(item, key or "", str(exc))
@@ -372,8 +378,10 @@ class Sender:
                 self.progress.cost_usd += reply.cost_usd
             elif self.backend.priced:
                 self.progress.unpriced += 1
+            if reply.abandoned:  # attempts given up once sent before it came (a provider may bill them)
+                self.progress.abandoned += reply.abandoned
             if budget is not None:
-                budget.record(reply.cost_usd)
+                budget.record(reply.cost_usd, reply.abandoned)
                 if reply.cost_usd is None and self.stopped is None:
                     where = self.backend.endpoint or self.backend.model
                     self.stopped = UNBUDGETED.format(limit=budget.limit, where=where)

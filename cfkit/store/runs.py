@@ -104,13 +104,15 @@ def finish_run(store: Database, run_id: str, *, status: str, n_done: int, n_erro
     complete; ``error`` says why a failed run stopped.
     """
     with store.transaction() as tx:
-        total = tx.execute("SELECT SUM(cost_usd), COUNT(cost_usd) FROM replies WHERE run_id = ?", (run_id,)).fetchone()
+        total = tx.execute("SELECT SUM(cost_usd), COUNT(cost_usd), MAX(cost_usd) FROM replies WHERE run_id = ?",
+                           (run_id,)).fetchone()
         # A priced run (this invocation's prices, or replies an earlier one priced): the replies without a cost (no
-        # usable token counts, or sent without prices when the run was resumed without them).
+        # usable token counts, or sent without prices when the run was resumed without them), and the largest
+        # reply cost (what each attempt abandoned after it was sent may have cost: RunRecord.abandoned_attempts).
         if notes.get("prices") or total[1]:
             notes = {**notes, "cost_unreported": tx.execute(
                 "SELECT COUNT(*) FROM replies WHERE run_id = ? AND cost_usd IS NULL AND error IS NOT 'transport'",
-                (run_id,)).fetchone()[0]}
+                (run_id,)).fetchone()[0], "largest_reply_usd": total[2]}
         # Replies stored without prices keep the cost recorded before.
         cost_sql = "?" if total[1] else "cost_usd"
         params = (status, now(), n_done, n_errors, *((total[0],) if total[1] else ()), to_json(notes),

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ class Scripted:
     headers: dict[str, str] = field(default_factory=dict)
     error_type: str = "invalid_request_error"
     usage: dict[str, Any] | None = None  # the message's usage (default: 100 input and 20 output tokens)
+    delay: float = 0.0  # seconds before the answer goes (past the client's timeout: an abandoned attempt)
 
 
 def user_text(params: dict[str, Any]) -> str:
@@ -107,6 +109,7 @@ class AnthropicServer(Loopback):
                 path = self.path.split("?")[0].rstrip("/")
                 if path == "/v1/messages":
                     reply = server.script(body, n)
+                    time.sleep(reply.delay)
                     if reply.status != 200:
                         return self._send(reply.status, error_body(reply.error_type, reply.text), reply.headers)
                     return self._send(200, message(body, reply))
@@ -148,13 +151,16 @@ class AnthropicServer(Loopback):
 
             def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for name, value in (headers or {}).items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    for name, value in (headers or {}).items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
+                    pass
 
         self._listen(Handler)
 

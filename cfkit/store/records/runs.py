@@ -68,6 +68,19 @@ class RunRecord:
         return found if isinstance(found, int) else 0
 
     @property
+    def abandoned_attempts(self) -> int:
+        """Attempts given up after they were sent (timeouts, connections dropped mid-reply), over the run's
+        invocations: a provider may bill them, and ``cost_usd`` leaves them out."""
+        found = self.notes.get("abandoned_attempts")
+        return found if isinstance(found, int) else 0
+
+    @property
+    def largest_reply_usd(self) -> float | None:
+        """The largest cost a reply of this priced run reported (what each abandoned attempt may have cost)."""
+        found = self.notes.get("largest_reply_usd")
+        return float(found) if isinstance(found, (int, float)) and not isinstance(found, bool) else None
+
+    @property
     def imported(self) -> dict[str, Any] | None:
         """Where a run ``cfkit runs import`` stored came from (``from``, ``format``, ``peer_disagrees``), else None."""
         found = self.notes.get("imported")
