@@ -113,3 +113,11 @@ def build(root: Path) -> Path:
     assert _cli(root, "probe", "run", "-m", REFUSED, "-s", "contextcanvas", "--max-tokens", "64") == 0
     assert _cli(root, "runs", "import", str(_peer_file(root)), "--label", PEER) == 0
     return root
+
+
+def exported(folder: Path) -> tuple[Path, Path]:
+    """(workspace, its exported site): :func:`build` under ``folder``, then ``cfkit view --export``."""
+    root = build(folder / "ws")
+    site = folder / "site"
+    assert run_cli(["view", "-w", str(root), "--export", str(site)]).exit_code == 0
+    return root, site

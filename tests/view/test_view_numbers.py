@@ -28,9 +28,7 @@ from support.workspace import MINI, REPO, run_cli
 def study(tmp_path_factory) -> dict:
     if not (MINI / "cfkit.toml").is_file():
         pytest.skip("examples/mini is not in this checkout")
-    root = view_study.build(tmp_path_factory.mktemp("view-numbers") / "ws")
-    site = root.parent / "site"
-    assert run_cli(["view", "-w", str(root), "--export", str(site)]).exit_code == 0
+    root, site = view_study.exported(tmp_path_factory.mktemp("view-numbers"))
     report = run_cli(["report", "-w", str(root), "--format", "json"])
     assert report.exit_code == 1  # a model left out for runs of different settings
     runs = json.loads(run_cli(["runs", "list", "-w", str(root), "--json"]).stdout)

@@ -23,10 +23,7 @@ from support.workspace import MINI, run_cli
 def site(tmp_path_factory) -> Path:
     if not (MINI / "cfkit.toml").is_file():
         pytest.skip("examples/mini is not in this checkout")
-    root = view_study.build(tmp_path_factory.mktemp("view-pages") / "ws")
-    out = root.parent / "site"
-    assert run_cli(["view", "-w", str(root), "--export", str(out)]).exit_code == 0
-    return out
+    return view_study.exported(tmp_path_factory.mktemp("view-pages"))[1]
 
 
 def _sections(page: str) -> list[tuple[str, str]]:
