@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from support import view_study
-from support.workspace import MINI, run_cli
+from support.workspace import MINI
 
 
 @pytest.fixture(scope="module")
