@@ -3,8 +3,11 @@
 :class:`EditView` is a Rich renderable fitted to the console: as many panels
 side by side as the width allows (three from :data:`MIN_PANEL_COLS`\\[3] columns a
 panel, else two — original and one other, flipped with a key — else one), as
-tall as ``max_height`` lets them be beside the text lines. Every line is one
-terminal line (long text ends in an ellipsis), so a view of ``max_height``
+tall as ``max_height`` lets them be beside the text lines. The cue and the
+replacement, which the edit is judged against, wrap at words and are shown
+whole: the pictures give up rows for them down to :data:`MIN_PANEL_ROWS`;
+below that they are cut, saying where the whole text is. Every other line is
+one terminal line (long text ends in an ellipsis), so a view of ``max_height``
 lines never scrolls. Pixels come from :mod:`cfkit.review.panels`.
 """
 
@@ -20,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cfkit.terminal.halfblocks import HalfBlockImage, fit_cells
+from cfkit.terminal.paragraph import labelled_lines
 from cfkit.review.panels import DIFF_MODES, OUTLINE_RGB, PANELS, Pictures, largest_change, panel
 
 __all__ = ["DIFF_MODES", "OUTLINE_RGB", "EditView", "Layout", "ViewData", "largest_change"]
@@ -28,8 +32,12 @@ __all__ = ["DIFF_MODES", "OUTLINE_RGB", "EditView", "Layout", "ViewData", "large
 MIN_PANEL_COLS = {3: 30, 2: 16}
 #: Tallest picture, in cells, when the view has no height limit (``--show`` in a pipe).
 MAX_PANEL_ROWS = 28
-#: Lines of text around the pictures: header, labels, cue, replacement, metrics, check.
+#: Lines of text around the pictures at their fewest: header, labels, cue, replacement, metrics, check.
 TEXT_LINES = 6
+#: The lines of those that are always one line: header, labels, metrics, check.
+FIXED_LINES = 4
+#: The fewest rows the pictures keep for a long cue or replacement (fewer only when the view has no room for them).
+MIN_PANEL_ROWS = 6
 
 
 @dataclass(frozen=True)
@@ -220,10 +228,32 @@ class EditView:
             names = ("original", ("edited", "difference")[self.flip % 2])
         else:
             names = (PANELS[self.flip % 3],)
-        max_rows = MAX_PANEL_ROWS if self.max_height is None else max(2, self.max_height - TEXT_LINES)
+        if self.max_height is None:
+            max_rows = MAX_PANEL_ROWS
+        else:  # the cue and the replacement whole where the pictures keep MIN_PANEL_ROWS, else those rows
+            room = self.max_height - FIXED_LINES
+            wanted = sum(len(lines) for lines in self._spec_lines(width))
+            max_rows = room - wanted if room - wanted >= MIN_PANEL_ROWS else max(2, min(MIN_PANEL_ROWS, room - 2))
         height, img_width = self.data.original.shape[:2]
         cols, rows = fit_cells(img_width, height, (width - (count - 1)) // count, max_rows)
         return Layout(names, cols, rows)
+
+    def _spec_lines(self, width: int, most: int | None = None) -> tuple[list[Text], list[Text]]:
+        """The cue's lines and the replacement's, wrapped at ``width``; with ``most``, at most that many together
+        (at least one each), the replacement keeping up to half."""
+        d = self.data
+        cue = labelled_lines("cue: ", d.cue, width)
+        replacement = labelled_lines("replacement: ", d.replacement, width)
+        if most is None or len(cue) + len(replacement) <= most:
+            return cue, replacement
+        most = max(2, most)
+        to_replacement = min(len(replacement), max(1, most // 2))
+        to_cue = min(len(cue), most - to_replacement)
+        to_replacement = min(len(replacement), most - to_cue)
+        where = f"cfkit specs show {d.spec_id}"
+        return (labelled_lines("cue: ", d.cue, width, most=to_cue, cut_notes=(f"(full cue: {where})", f"({where})")),
+                labelled_lines("replacement: ", d.replacement, width, most=to_replacement,
+                               cut_notes=(f"(full replacement: {where})", f"(in full: {where})", f"({where})")))
 
     def _label(self, name: str, pictures: Pictures, last: bool) -> str:
         """A panel's caption; the last one also says how far the view is zoomed."""
@@ -257,8 +287,8 @@ class EditView:
         grid.add_row(*cells)
         grid.add_row(*labels)
         yield grid
-        cue = Text.assemble(("cue: ", "bold"), d.cue)
-        replacement = Text.assemble(("replacement: ", "bold"), d.replacement)
+        most = None if not fitted else self.max_height - FIXED_LINES - layout.rows
+        cue, replacement = self._spec_lines(width, most)
         # Lines shown where the terminal has room for them, most useful first.
         reasons = [Text(f"  • {reason}", style="red") for reason in (d.check or {}).get("reasons", [])]
         extra = list(reasons)
@@ -272,15 +302,16 @@ class EditView:
             extra.append(candidates_line(d))
         if fitted:
             room = max(0, self.max_height - self.height(width))
-            yield _line(cue, width)
-            yield _line(replacement, width)
+            yield from cue + replacement
             yield _line(metrics_line(d.check), width)
             yield _line(check_line(d, reasons=room < len(reasons)), width)  # the reasons inline when no room
             for line in extra[:room] if room >= len(reasons) else extra[len(reasons):][:room]:
                 yield _line(line, width)
         else:
-            yield Group(cue, replacement, metrics_line(d.check), check_line(d, reasons=False), *extra)
+            yield Group(*cue, *replacement, metrics_line(d.check), check_line(d, reasons=False), *extra)
 
     def height(self, width: int) -> int:
         """Lines the view takes at ``width`` when fitted (``max_height`` given)."""
-        return self.layout(width).rows + TEXT_LINES
+        rows = self.layout(width).rows
+        cue, replacement = self._spec_lines(width, self.max_height - FIXED_LINES - rows)
+        return rows + FIXED_LINES + len(cue) + len(replacement)
