@@ -12,7 +12,7 @@ from __future__ import annotations
 from cfkit.plural import plural
 
 ORDER = {"sending": 0, "planning": 1, "waiting": 2, "failed": 3, "interrupted": 4, "incomplete": 5,
-         "submitted": 6, "done": 7}
+         "not planned": 6, "not started": 7, "submitted": 8, "done": 9}
 
 
 def _cell(text: str, width: int) -> str:
