@@ -194,11 +194,12 @@ class ProgressBar:
         self.progress.update(self.task, completed=completed, rate=rate, extra=extra)
 
     def _start_rich(self, total: int, completed: float) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
 
         from cfkit.cli.console import err
+        from cfkit.cli.live_bar import NarrowProgress
 
-        self.progress = Progress(
+        self.progress = NarrowProgress(
             TextColumn(f"[bold]{self.suite}[/]"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), TextColumn("{task.fields[extra]}"),
             console=err, transient=False, get_time=self._now,

@@ -4,12 +4,15 @@ Lines are ordered by what needs a look: runs sending, then waiting, failed,
 incomplete, and done last. When there are more runs than rows, the done runs
 fold into one line, then the rest past the last row into "… N more". A run's cost is its total, every
 invocation's, as ``study status`` and ``cfkit runs show`` give it (the summary says what this one spent).
+The headline counts the requests of the runs begun so far and says so while others wait (see :func:`headline`).
 """
 
 from __future__ import annotations
 
+from cfkit.plural import plural
+
 ORDER = {"sending": 0, "planning": 1, "waiting": 2, "failed": 3, "interrupted": 4, "incomplete": 5,
-         "submitted": 6, "done": 7}
+         "not planned": 6, "not started": 7, "submitted": 8, "done": 9}
 
 
 def _cell(text: str, width: int) -> str:
@@ -60,10 +63,21 @@ def display_lines(runs, width: int = 80, height: int = 24) -> list[str]:
         lines = others + [f"{len(done)} run(s) done"]
     if len(lines) > rows:
         lines = lines[:rows - 1] + [f"… {len(lines) - rows + 1} more"]
-    total = sum(r.progress.total for r in runs if r.progress is not None)
-    finished = sum(r.progress.done for r in runs if r.progress is not None)
-    head = f"study: {sum(r.state == 'done' for r in runs)}/{len(runs)} runs done, {finished}/{total} requests"
-    return [_cell(head, width)] + lines
+    return [_cell(headline(runs), width)] + lines
+
+
+def headline(runs) -> str:
+    """``study: 4/12 runs done, 63/65 requests of the 5 runs started``: the requests of the runs that have begun
+    (or were found finished); a run waiting its turn has no count of its replies yet, so it is left out, and
+    the line says so, until every run is counted."""
+    counted = [r.progress for r in runs if r.progress is not None]
+    head = f"study: {sum(r.state == 'done' for r in runs)}/{len(runs)} runs done"
+    if not counted:
+        return head
+    requests = f"{sum(p.done for p in counted)}/{sum(p.total for p in counted)} requests"
+    if len(counted) == len(runs):
+        return f"{head}, {requests}"
+    return f"{head}, {requests} of the {plural(len(counted), 'run')} started"
 
 
 class LiveDisplay:

@@ -30,7 +30,9 @@ class StudyRun:
     display: str
     pacing: str  # runs with the same pacing key share one pacer: 'endpoint NAME' or 'model NAME'
     job: ProbeJob | None = None
-    state: str = "waiting"  # waiting | planning | sending | done | incomplete | failed | interrupted | submitted
+    # waiting | planning | sending | done | incomplete | failed | interrupted | submitted; after a stop, a run not
+    # begun is named as 'study status' names it (not started, incomplete, …), or "not planned"
+    state: str = "waiting"
     error: str | None = None
     run_id: str | None = None
     progress: RunProgress | None = None

@@ -100,17 +100,38 @@ def _run_study(ws: Workspace, study: Study, store: Store, batch: bool, on_update
             update(runs)
         if planned:
             result.interrupted = _send(study, store, planned, runs, update)
-        if result.interrupted:
-            for run in runs:
-                if run.state in ("waiting", "sending"):
-                    run.state = "interrupted"
     except KeyboardInterrupt:
         result.interrupted = True
-        for run in runs:
-            if run.state in ("waiting", "planning", "sending"):
-                run.state = "interrupted"
+    if result.interrupted:
+        _stopped(store, runs, planned)
     update(runs)
     return result
+
+
+def _stopped(store: Store, runs: list[StudyRun], planned: list) -> None:
+    """After a stop: a run being sent is interrupted; one not begun yet is named as ``study status`` names it
+    ("not started" where nothing of it is stored; it was called interrupted), its batches in flight still waiting.
+    A run stopped before it was planned is "not started" when the store holds no run of its model on its suite,
+    else "not planned" (what it is then, only planning says: ``study status``)."""
+    from cfkit.study.state import planned_state
+
+    plans = {id(run): p for run, p in planned}
+    for run in runs:
+        if run.state == "sending":
+            run.state = "interrupted"
+        elif run.state in ("waiting", "planning") and run.run_id is None and run.job is not None:
+            p = plans.get(id(run))
+            if p is not None:
+                run.state = planned_state(store, run, p).state
+            else:
+                run.state = "not planned" if _any_run_of(store, run) else "not started"
+
+
+def _any_run_of(store: Store, run: StudyRun) -> bool:
+    from cfkit.store import runs as stored_runs
+
+    model = labels_of([run])[run.model]
+    return any(r.suite == run.suite and r.model == model for r in stored_runs.list_runs(store))
 
 
 def _plan(store: Store, run: StudyRun, batch: bool):

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cfkit.errors import CfkitError
-from cfkit.probe import RunSummary
+from cfkit.probe import PlannedRun, RunSummary
 from cfkit.store import Store, leases, runs
 from cfkit.study.file import Study
 from cfkit.study.jobs import StudyRun, prepare, study_runs
@@ -77,6 +77,12 @@ def _state(store: Store | None, run: StudyRun) -> RunState:
     if isinstance(planned, RunSummary):
         record = runs.get_run(store, planned.run_id)
         return _row(run, "done", record, _done_detail(store, record, planned.truncated, planned.empty))
+    return planned_state(store, run, planned)
+
+
+def planned_state(store: Store, run: StudyRun, planned: PlannedRun) -> RunState:
+    """The state of a run not finished from these inputs, from its plan (``study run`` asks it of the runs a
+    stop left unsent, so both commands call them the same)."""
     from cfkit.probe.runner import run_identity
 
     run_id, _, recorded = run_identity(planned.backend, planned.plan, run.job.setup.protocol.name)

@@ -193,3 +193,34 @@ def test_a_line_too_wide_for_the_console_is_handed_to_rich_with_the_samples_so_f
         assert bar.quiet is None and bar.progress is not None  # handed over
     assert "0:00:" in rich_out.getvalue()  # a time remaining from the samples, not dashes
     assert ours_out.getvalue() == rich_out.getvalue()
+
+
+def _drawn_lines(screen: str) -> list[str]:
+    """The lines a live bar drew on a terminal, its control sequences taken out."""
+    from support.pty_console import CSI
+
+    return [line for line in CSI.sub("", screen).replace("\r", "\n").split("\n") if line.strip()]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_a_live_bar_leaves_the_terminal_s_last_two_columns_for_the_echoed_ctrl_c(width, monkeypatch):
+    """A bar filling every column made the ^C a terminal echoes on Ctrl-C wrap onto a new line, where the bar's
+    last redraw landed: the bar twice on the screen. Rich's own bar fills 80 columns with this run (its bar
+    shrunk to fit); at 120 it has room to spare, and is drawn as before."""
+    reports = [(0.0, RunProgress(total=60, done=0, priced=True, concurrency=2)),
+               (2.0, RunProgress(total=60, done=10, sent=10, cost_usd=0.0014, priced=True, concurrency=2))]
+    rich_screen, ours_screen = Pipe(), Pipe()
+    rich_clock, ours_clock = Clock(), Clock()
+    reference = RichReference("swap", Console(file=rich_screen, force_terminal=True, width=width), rich_clock)
+    _drive(reference, reports, rich_clock)
+    reference.stop()
+    monkeypatch.setattr(console_module, "err", Console(file=ours_screen, force_terminal=True, width=width))
+    with ProgressBar("swap", clock=ours_clock) as bar:
+        _drive(bar, reports, ours_clock)
+    before, ours = _drawn_lines(rich_screen.getvalue()), _drawn_lines(ours_screen.getvalue())
+    assert ours and all("/60" in line for line in ours)
+    assert max(len(line) for line in ours) <= width - 2
+    if width == 80:
+        assert max(len(line) for line in before) == 80  # the case seen: Rich fills the terminal's width
+    else:
+        assert ours == before
