@@ -7,8 +7,9 @@ cache key, when it was stored), and with what the run was shown of each case
 answers as it did before the export, with the status it ended with and the
 requests it planned (an incomplete run stays incomplete, its unanswered
 requests missing), and with what it recorded of what it asked: the pairs or
-cases it skipped and why, the part of the suite it asked, and the digest of
-its probe templates, so that a report says of it what it said before.
+cases it skipped and why, the part of the suite it asked, the digest of its
+probe templates, and the cases or pairs it asked with a caption or edit no
+person had reviewed, so that a report says of it what it said before.
 Records from a peer's file get a run id made from the suite, the model and a
 digest of the records. A run id already in the store is refused before
 anything is written.
@@ -48,7 +49,7 @@ class ImportedRun:
 
 #: Export columns added after peers' files were first imported (see :func:`_run_id`).
 _LATER = ("asked", "captions", "run_status", "run_requests", "run_stopped", "run_skipped", "run_selection",
-          "run_templates")
+          "run_templates", "run_unreviewed")
 #: What a run records of each case it was shown (a report compares it with the workspace now).
 _SHOWN = ("asked", "captions")
 
@@ -66,6 +67,8 @@ class RunState:
     skipped: tuple[dict[str, str], ...] | None = None  # the pairs (cases) it could not ask (None: not recorded)
     selection: dict | None = None  # the part of the suite it asked (None: not recorded, the whole suite)
     templates: str = ""  # the SHA-256 of its probe templates ("": not recorded)
+    unreviewed: tuple[str, ...] | None = None  # the cases (pairs) it asked with a caption (edit) no person had
+    #                                            reviewed (None: not recorded)
 
     @property
     def complete(self) -> bool:
@@ -85,8 +88,10 @@ def run_state(group: Sequence[RunRecordRow]) -> RunState:
     skipped = next((r.run_skipped for r in group if r.run_skipped is not None), None)
     selection = next((r.run_selection for r in group if r.run_selection), None)
     templates = next((r.run_templates for r in group if r.run_templates), None) or ""
+    unreviewed = next((r.run_unreviewed for r in group if r.run_unreviewed is not None), None)
     return RunState(status, max(requests, len(group)), len(group) - errors, errors, stopped,
-                    None if skipped is None else tuple(skipped), selection, templates)
+                    None if skipped is None else tuple(skipped), selection, templates,
+                    None if unreviewed is None else tuple(unreviewed))
 
 
 def shown_notes(group: Sequence[RunRecordRow]) -> dict[str, dict]:
@@ -149,6 +154,8 @@ def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pair
             notes["stopped"] = state.stopped
         if state.skipped is not None:
             notes["skipped"] = list(state.skipped)
+        if state.unreviewed is not None:
+            notes["unreviewed"] = list(state.unreviewed)
         runs.open_run(store, run_id, model=first.model, suite=first.suite,
                       options={"backend": "replay", "options": {}}, cfkit_version=__version__,
                       templates_sha256=state.templates, n_requests=state.n_requests, notes=notes,

@@ -14,7 +14,8 @@ a stale answer, and how the run ended (``run_status``, ``run_requests``,
 planned and why it stopped) and what it recorded of what it asked
 (``run_skipped``, the pairs or cases it could not ask and why;
 ``run_selection``, the part of the suite it asked; ``run_templates``, the
-digest of the probe templates it was asked with).
+digest of the probe templates it was asked with; ``run_unreviewed``, the
+cases or pairs it asked with a caption or edit no person had reviewed).
 ``cfkit runs import`` reads it back unchanged.
 """
 
@@ -77,6 +78,7 @@ class RunRecordRow:
     run_skipped: list[dict[str, str]] | None = None  # the pairs (cases) the run could not ask, and why
     run_selection: dict[str, Any] | None = None  # the part of the suite the run asked (--limit, --cases, --subset)
     run_templates: str | None = None  # the SHA-256 of the probe templates the run was asked with
+    run_unreviewed: list[str] | None = None  # the cases (pairs) the run asked with a caption (edit) no person reviewed
 
     def prediction(self) -> Prediction:
         """The predictions line of this reply (docs/formats.md)."""
@@ -119,6 +121,7 @@ class RunRecordRow:
         values["captions"] = _digests(values["captions"], where)
         values["run_skipped"] = _skipped(values["run_skipped"], where)
         values["run_selection"] = _selection(values["run_selection"], where)
+        values["run_unreviewed"] = _unreviewed(values["run_unreviewed"], where)
         if values["run_status"] is not None and values["run_status"] not in RUN_STATUSES:
             raise PredictionError(f"{where}: 'run_status' must be one of {', '.join(RUN_STATUSES)}, not "
                                   f"{values['run_status']!r}.")
@@ -143,7 +146,7 @@ _TEXT_FIELDS = ("run", "model", "suite", "case", "pair", "condition", "answer", 
                 "confidence", "detail", "reasoning", "parser", "image_sha256", "server_model", "system_fingerprint",
                 "endpoint", "cache_key", "created_at", "asked", "run_status", "run_stopped", "run_templates")
 #: Columns that hold JSON (in CSV and Parquet, its text).
-JSON_COLUMNS = ("usage", "captions", "run_skipped", "run_selection")
+JSON_COLUMNS = ("usage", "captions", "run_skipped", "run_selection", "run_unreviewed")
 
 
 def _json_text(value: Any, name: str, where: str) -> Any:
@@ -173,6 +176,15 @@ def _selection(value: Any, where: str) -> dict[str, Any] | None:
     if value is not None and not isinstance(value, dict):
         raise PredictionError(f"{where}: 'run_selection' must be an object (the part of the suite the run asked), "
                               f"not {value!r}.")
+    return value
+
+
+def _unreviewed(value: Any, where: str) -> list[str] | None:
+    """The ``run_unreviewed`` column: a list of case or pair ids."""
+    value = _json_text(value, "run_unreviewed", where)
+    if value is not None and not (isinstance(value, list) and all(isinstance(u, str) for u in value)):
+        raise PredictionError(f"{where}: 'run_unreviewed' must be a list of texts (the cases or pairs the run asked "
+                              f"with a caption or edit no person had reviewed), not {value!r}.")
     return value
 
 
@@ -217,6 +229,8 @@ def run_rows(store: Store, run_id: str) -> list[RunRecordRow]:
     asked, captions = run.notes.get("asked") or {}, run.notes.get("captions") or {}
     stopped = run.notes.get("stopped") if isinstance(run.notes.get("stopped"), str) else None
     skipped = [s for s in run.notes.get("skipped") or () if isinstance(s, dict)] if "skipped" in run.notes else None
+    unreviewed = [u for u in run.notes.get("unreviewed") or () if isinstance(u, str)] \
+        if "unreviewed" in run.notes else None
     out = []
     for r in replies:
         hit = cache.get(r.cache_key or "")
@@ -231,7 +245,7 @@ def run_rows(store: Store, run_id: str) -> list[RunRecordRow]:
             cost_usd=r.cost_usd, cache_key=r.cache_key, created_at=r.created_at, asked=asked.get(r.case_id),
             captions=captions.get(r.case_id), run_status=run.status, run_requests=run.n_requests,
             run_stopped=stopped or None, run_skipped=skipped, run_selection=run.selection or None,
-            run_templates=run.templates_sha256 or None))
+            run_templates=run.templates_sha256 or None, run_unreviewed=unreviewed))
     return out
 
 

@@ -218,13 +218,13 @@ def submit_batch(job: Any, store: Store, *, on_plan: Callable | None = None,
                          "-o price_out=…, or in cfkit.toml [probe.prices].")
     opened = open_and_settle(store, backend, plan, protocol=job.setup.protocol.name, notes=job.setup.notes())
     wanted = {i.key for i in plan.items}
-    asked = plan.asked()  # kept with the run (close_run)
+    asked, pairs = plan.asked(), plan.asked_pairs()  # kept with the run (close_run)
     if max_cost is not None:
         most = estimate([i.request for i in opened.to_send], prices.scaled(BATCH_PRICE_FACTOR)).cost_max
         if most is not None and most > max_cost:
             why = (f"--max-cost {max_cost:g}: the batch could cost up to {usd(most)} at batch prices (if every "
                    "reply used all its tokens), and a batch cannot be stopped part way")
-            close_run(store, opened.run_id, "done", why, wanted, sorted(opened.notes), asked=asked)
+            close_run(store, opened.run_id, "done", why, wanted, sorted(opened.notes), asked=asked, pairs=pairs)
             raise UsageError(f"{why}. Nothing was sent. Raise --max-cost, or ask part of the suite (--limit, "
                              "--cases).")
     folder = job.ws.store_dir / "batches"
@@ -236,10 +236,10 @@ def submit_batch(job: Any, store: Store, *, on_plan: Callable | None = None,
     except BaseException as exc:  # the batches accepted so far are recorded; the rest is sent by the next run
         sent = batches.for_run(store, opened.run_id)
         close_run(store, opened.run_id, "waiting" if sent else "done", None, wanted, sorted(opened.notes),
-                  failure=f"{type(exc).__name__}: {exc}", asked=asked)
+                  failure=f"{type(exc).__name__}: {exc}", asked=asked, pairs=pairs)
         raise
     status = "waiting" if ids else "done"
-    close_run(store, opened.run_id, status, None, wanted, sorted(opened.notes), asked=asked)
+    close_run(store, opened.run_id, status, None, wanted, sorted(opened.notes), asked=asked, pairs=pairs)
     return BatchSubmission(opened.run_id, backend.model, plan.suite, len(plan.items), opened.kept,
                            opened.from_cache, len({r.cache_key for _, rs in files for r in rs}), tuple(ids))
 

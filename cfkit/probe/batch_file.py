@@ -110,9 +110,9 @@ def write_batch_file(job: Any, store: Store, path: Path, *, on_plan: Any = None)
         raise UsageError(f"--batch-file {path}: the folder {path.parent} does not exist.")
     opened = open_and_settle(store, backend, plan, protocol=job.setup.protocol.name, notes=job.setup.notes())
     wanted = {i.key for i in plan.items}
-    asked = plan.asked()  # kept with the run (close_run)
+    asked, pairs = plan.asked(), plan.asked_pairs()  # kept with the run (close_run)
     if not opened.to_send:
-        close_run(store, opened.run_id, "done", None, wanted, sorted(opened.notes), asked=asked)
+        close_run(store, opened.run_id, "done", None, wanted, sorted(opened.notes), asked=asked, pairs=pairs)
         return WrittenFile(opened.run_id, backend.model, plan.suite, None, len(plan.items), opened.kept,
                            opened.from_cache, 0)
     [(written, carried)] = _write_files(path.parent, f".{path.name}", backend, opened.to_send, opened.keys,
@@ -121,7 +121,7 @@ def write_batch_file(job: Any, store: Store, path: Path, *, on_plan: Any = None)
     number = len(batches.for_run(store, opened.run_id)) + 1
     batches.add(store, f"file-{number}-{opened.run_id}", opened.run_id, endpoint=FILE_ENDPOINT,
                 input_file_id=str(path), input_path=None, requests=carried, status="written")
-    close_run(store, opened.run_id, "waiting", None, wanted, sorted(opened.notes), asked=asked)
+    close_run(store, opened.run_id, "waiting", None, wanted, sorted(opened.notes), asked=asked, pairs=pairs)
     return WrittenFile(opened.run_id, backend.model, plan.suite, path, len(plan.items), opened.kept,
                        opened.from_cache, len({r.cache_key for r in carried}))
 

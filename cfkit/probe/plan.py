@@ -107,6 +107,11 @@ class ProbePlan:
         what a run keeps when it ends, for the report to tell an answer to an earlier version of the case."""
         return asked_digests(item.case for item in self.items)
 
+    def asked_pairs(self) -> list[str]:
+        """The pairs the plan asks (counterfactual; none in other suites), each once: what a run keeps when it
+        ends, for the report to tell a pair added since from one of a case the run asked."""
+        return list(dict.fromkeys(item.pair_id for item in self.items if item.pair_id))
+
 
 def gold_label(case: Case, option_id: str) -> str:
     """"yes"/"no" for a two-option case's option, else the option id itself."""

@@ -258,7 +258,7 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
             withdraw(store, run_id, owner)
         counts = close_run(store, run_id, status, sender.stopped, {i.key for i in plan.items}, sorted(sender.notes),
                            inputs_sha256, failure, inputs_manifest, asked=plan.asked(),
-                           abandoned=progress.abandoned)
+                           pairs=plan.asked_pairs(), abandoned=progress.abandoned)
     return RunSummary(
         run_id=run_id, model=backend.model, suite=plan.suite, status=counts["status"], total=len(plan.items),
         kept=opened.kept, from_cache=opened.from_cache + sender.from_cache, sent=progress.sent, errors=progress.errors,
@@ -363,15 +363,16 @@ def _open_run(store: Store, run_id: str, backend: Backend, plan: ProbePlan, reco
 def close_run(store: Store, run_id: str, status: str, stopped: str | None, wanted: set[tuple[str, str, str]],
               notes: list[str], inputs_digest: str | None = None, failure: str | None = None,
               inputs_manifest: dict[str, Any] | None = None, *, asked: dict[str, str] | None = None,
-              abandoned: int = 0) -> dict[str, Any]:
+              pairs: list[str] | None = None, abandoned: int = 0) -> dict[str, Any]:
     """Recount the replies to the ``wanted`` requests and record how this invocation ended.
 
     ``status`` "done" becomes "incomplete" when a wanted request has no reply
     or a transport failure; "waiting" (batches in flight) is kept as it is.
     ``asked`` (:meth:`ProbePlan.asked`) is kept in
-    the run's notes: the run id covers every request's text, so every reply of
-    the run was asked about the cases as they were then. It is taken here, after
-    sending, rather than when the run opens, to keep it off the first request's path.
+    the run's notes, and ``pairs`` (:meth:`ProbePlan.asked_pairs`, counterfactual)
+    as ``asked_pairs``: the run id covers every request's text, so every reply of
+    the run was asked about the cases (pairs) as they were then. They are taken here, after
+    sending, rather than when the run opens, to keep them off the first request's path.
     ``abandoned``: this invocation's attempts given up after they were sent, added to the run's.
     """
     states = [state for state in runs.reply_states(store, run_id) if state[0] in wanted]
@@ -391,6 +392,8 @@ def close_run(store: Store, run_id: str, status: str, stopped: str | None, wante
         record["abandoned_attempts"] = (previous.abandoned_attempts if previous is not None else 0) + abandoned
     if asked:
         record["asked"] = asked
+    if pairs:
+        record["asked_pairs"] = pairs
     runs.finish_run(store, run_id, status=status, n_done=done, n_errors=len(failed), notes=record,
                     inputs_sha256=inputs_digest if status == "done" else None, error=failure,
                     inputs_manifest=inputs_manifest if status == "done" else None)

@@ -3,8 +3,9 @@
 A run records what it planned: ``skipped``, the units it could not ask and
 why; ``left_out``, the units its selection (``--limit``, ``--cases``,
 ``--reviewed-only``) left out; and, when an invocation of it ends, ``asked``,
-each case it asked. A unit none of them names was added to the suite (the
-cases file, the specs, the modality subset) after the run was planned:
+each case it asked, and ``asked_pairs``, each pair (counterfactual). A unit
+none of them names was added to the suite (the cases file, the specs, the
+modality subset) after the run was planned:
 resuming the run would never ask it, but the command that made the run, run
 again, plans a new run of the suite as it is now (a run's id covers every
 request) and asks it, unchanged requests coming from the cache. Runs that
@@ -58,11 +59,14 @@ def absent(run: RunInfo | None, case: str, pair: str, reviewed_view: bool = Fals
 
 
 def _planned(run: RunInfo, case: str, pair: str) -> bool | None:
-    """Whether ``run`` planned the unit: False when its record of the cases it asked leaves the unit's case out,
-    None when it cannot tell (no record; a pair of a case it asked, which may have been added since)."""
+    """Whether ``run`` planned the unit: False when its record of the cases it asked leaves the unit's case out, or
+    its record of the pairs it asked leaves the pair out; None when it cannot tell (no record; a pair of a case it
+    asked, from a run that recorded no pairs, which may have been added since)."""
     if run.asked is None:
         return None
-    return None if pair and case in run.asked else case in run.asked
+    if pair and case in run.asked:
+        return None if run.asked_pairs is None else pair in run.asked_pairs
+    return case in run.asked
 
 
 def _added_since(run: RunInfo, unit: str) -> str:

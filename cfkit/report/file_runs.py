@@ -62,7 +62,8 @@ def _together(first: RunInfo, second: RunInfo) -> RunInfo:
     return replace(first, id=f"{first.id} + {second.id}", status=second.status if first.complete else first.status,
                    complete=first.complete and second.complete, n_requests=first.n_requests + second.n_requests,
                    n_done=first.n_done + second.n_done, imported=f"{first.imported} + {second.imported}",
-                   captions=both(first.captions, second.captions), asked=both(first.asked, second.asked))
+                   captions=both(first.captions, second.captions), asked=both(first.asked, second.asked),
+                   unreviewed=tuple(dict.fromkeys((*first.unreviewed, *second.unreviewed))))
 
 
 def _read_digests(paths: Sequence[str]) -> dict[str, str | None]:

@@ -60,6 +60,7 @@ class RunInfo:
     replayed: bool = False  # its replies were read from a file made elsewhere (a replay, an import): cut off there
     left_out: tuple[str, ...] | None = None  # units its selection left out (None: not recorded)
     selection: Mapping[str, Any] | None = None  # how it chose part of the suite (--limit, --cases, --reviewed-only)
+    asked_pairs: frozenset[str] | None = None  # the pairs it planned (counterfactual; None: not recorded)
 
     @classmethod
     def of(cls, record: RunRecord, status: str | None = None) -> "RunInfo":
@@ -73,7 +74,8 @@ class RunInfo:
                    str(source) if source else None, record.notes.get("captions"),
                    tuple(record.notes.get("unreviewed") or ()), record.templates_sha256 or "",
                    record.notes.get("asked"), record.replayed,
-                   tuple(record.notes["left_out"]) if "left_out" in record.notes else None, record.selection)
+                   tuple(record.notes["left_out"]) if "left_out" in record.notes else None, record.selection,
+                   frozenset(record.notes["asked_pairs"]) if "asked_pairs" in record.notes else None)
 
 
 @dataclass

@@ -1,11 +1,13 @@
 """A run exported in full and read back says what the run said: for every suite, a report over the export
 (``report --predictions``) and over the run imported into a fresh workspace with the same cases gives the same
-numbers and the same notes (incomplete, cut off, failed, skipped, stale, older templates) as the report over the
-run itself.
+numbers and the same notes and marks (incomplete, cut off, failed, skipped, stale, older templates, unreviewed
+captions) as the report over the run itself.
 
 The runs are real: the CLI against a loopback Chat Completions server that cuts one reply off at the token limit
 and fails one request; the counterfactual run skips a pair without an edit, the swap run a three-option case, the
-modality run asks part of its suite. After the runs, a case is reworded and the probe templates changed.
+modality run asks part of its suite, one of whose captions is a model's draft no person has reviewed; a second
+modality run is left as a cfkit that kept no caption digests recorded it (its unreviewed cases alone). After the
+runs, a case is reworded and the probe templates changed.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ import pytest
 
 from support.chat_api_server import Scripted, answer_json, completion, error_body, user_text
 from support.probe_runs import _accepted_edit, add_modality, openai_run
+from support.store_sql import table_rows, update_rows
 from support.workspace import REPO, run_cli, write_workspace
 
 SUITES = ("contextcanvas", "modality", "counterfactual", "swap")
+#: The modality run recorded as before cfkit kept caption digests: its notes name its unreviewed cases alone.
+OLDER = "openai:older-model"
 
 
 def _script(body, n) -> Scripted:
@@ -41,6 +46,9 @@ def exported(tmp_path_factory):
     root = tmp_path_factory.mktemp("round-trip")
     ws = write_workspace(root / "ws")
     add_modality(ws)
+    drafted = ws / "captions" / "T001.yaml"  # a model's draft no person has reviewed, asked as it is
+    drafted.write_text(drafted.read_text().replace("author: human\nreviewed: true",
+                                                   "author: openai:drafter\nreviewed: false"))
     _accepted_edit(ws)  # TX01 has an accepted edit; TX02 (below) has none and is skipped
     spec = (ws / "interventions" / "TX01.yaml").read_text()
     (ws / "interventions" / "TX02.yaml").write_text(spec.replace("TX01", "TX02").replace("case: T001", "case: T002"))
@@ -51,10 +59,14 @@ def exported(tmp_path_factory):
         for suite in SUITES:
             extra = ["--cases", str(root / "part.txt")] if suite == "modality" else []
             openai_run(ws, server.url, suite, *extra)
+        openai_run(ws, server.url, "modality", "--cases", str(root / "part.txt"), model=OLDER)
     for run in json.loads(run_cli(["runs", "list", "-w", str(ws), "--json"]).stdout):
-        ids[run["suite"]] = run["id"]
+        name = "older" if run["model"] == OLDER else run["suite"]
+        ids[name] = run["id"]
+        if name == "older":
+            _without_caption_digests(ws, run["id"])
         for fmt, suffix in (("jsonl", ".jsonl"), ("csv", ".csv"), ("predictions", ".predictions.jsonl")):
-            target = root / f"{run['suite']}{suffix}"
+            target = root / f"{name}{suffix}"
             done = run_cli(["runs", "export", run["id"], "-w", str(ws), "--format", fmt, "--output", str(target)])
             assert done.exit_code == 0, done.stderr
     # After the runs: T002 reworded, the system template changed.
@@ -64,6 +76,14 @@ def exported(tmp_path_factory):
     system = (REPO / "cfkit" / "templates" / "system.txt").read_text()
     (ws / "probes" / "templates" / "system.txt").write_text(system + "\nAnswer briefly.\n")
     return ws, ids, root
+
+
+def _without_caption_digests(ws: Path, run_id: str) -> None:
+    """The run's notes as a cfkit that kept no caption digests left them: its unreviewed cases alone."""
+    [row] = [r for r in table_rows(ws, "runs") if r["id"] == run_id]
+    notes = json.loads(row["notes"])
+    assert notes.pop("captions") and notes["unreviewed"] == ["T001"]
+    update_rows(ws, "runs", {"notes": json.dumps(notes)}, {"id": run_id})
 
 
 def _report(ws: Path, *args: str) -> dict:
@@ -94,12 +114,14 @@ def _fresh(ws: Path, target: Path) -> Path:
 @pytest.mark.parametrize("suite", SUITES)
 def test_a_full_export_read_back_says_what_the_run_said(exported, tmp_path, suite, fmt):
     ws, ids, root = exported
-    original = _said(_report(ws, "--run", ids[suite]), suite)
+    original = _said(_report(ws, "--run", ids[suite], "--only-named"), suite)
     kinds = {m["reason"] for m in original["missing"]} | {"cut off" for p in original["problems"] if p["truncated"]}
     expected = {"contextcanvas": {"transport", "stale", "cut off"}, "modality": {"absent"},
                 "counterfactual": {"skipped"}, "swap": {"stale", "cut off"}}[suite]
     assert expected <= kinds  # the run has something of each to say
     assert any("other probe templates" in n for n in original["notes"])
+    if suite == "modality":  # T001 was asked with a model's draft caption: the row is marked, a note names it
+        _assert_unreviewed(original)
     export = root / f"{suite}.{fmt}"
 
     assert _said(_report(ws, "--predictions", str(export)), suite) == original
@@ -109,3 +131,38 @@ def test_a_full_export_read_back_says_what_the_run_said(exported, tmp_path, suit
     assert imported.exit_code == 0, imported.stderr
     # The same words, the workspace's own paths (its cases file, its templates folder) aside.
     assert json.loads(json.dumps(_said(_report(fresh), suite)).replace(str(fresh), str(ws))) == original
+
+
+def _assert_unreviewed(said: dict) -> None:
+    [row] = said["rows"]
+    assert row["unreviewed"] == 1, row
+    assert any("with a caption a model drafted and no person has reviewed (T001)" in n for n in said["notes"])
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_a_run_that_recorded_only_its_unreviewed_captions_keeps_them_read_back(exported, tmp_path, fmt):
+    """A modality run that recorded no caption digests names its cases asked with a draft caption in its notes
+    (``unreviewed``) alone: its export carries them (``run_unreviewed``), so the marks and the note stay."""
+    ws, ids, root = exported
+    original = _said(_report(ws, "--run", ids["older"], "--only-named"), "modality")
+    _assert_unreviewed(original)
+    export = root / f"older.{fmt}"
+
+    assert _said(_report(ws, "--predictions", str(export)), "modality") == original
+
+    fresh = _fresh(ws, tmp_path / "fresh")
+    imported = run_cli(["runs", "import", str(export), "-w", str(fresh)])
+    assert imported.exit_code == 0, imported.stderr
+    assert json.loads(json.dumps(_said(_report(fresh), "modality")).replace(str(fresh), str(ws))) == original
+    [run] = table_rows(fresh, "runs")
+    assert json.loads(run["notes"])["unreviewed"] == ["T001"]
+    shown = run_cli(["report", "-w", str(fresh), "--resamples", "100"])
+    named = [line.split("│")[1].strip() for line in shown.stdout.splitlines() if line.startswith(f"│ {OLDER}")]
+    assert named and all(name.endswith("(unreviewed captions)") for name in named), shown.stdout
+
+    # A file made before cfkit wrote the column reads as before: nothing recorded of unreviewed captions.
+    if fmt == "jsonl":
+        before = tmp_path / "before.jsonl"
+        before.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "run_unreviewed"}) + "\n"
+                                  for line in export.read_text().splitlines()))
+        assert _said(_report(ws, "--predictions", str(before)), "modality")["rows"][0]["unreviewed"] == 0
