@@ -26,6 +26,7 @@ class RunProgress:
     concurrency: int | None = None  # requests allowed in flight now (it drops when the server is overloaded)
     elsewhere: int = 0  # requests another process running the same run answered meanwhile
     earlier: Cost = Cost()  # the run's cost as stored when this invocation began: its earlier invocations'
+    abandoned: int = 0  # attempts given up after they were sent, in this invocation: cost_usd leaves them out
 
     @property
     def spent_now(self) -> Cost:
@@ -36,7 +37,6 @@ class RunProgress:
     def run_cost(self) -> Cost:
         """The run's cost so far, its earlier invocations' and this one's: what 'cfkit runs show' gives."""
         return self.earlier + self.spent_now
-    abandoned: int = 0  # attempts given up after they were sent, in this invocation: cost_usd leaves them out
 
 
 class Budget:
