@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from cfkit.plural import plural
+
 
 def usd(value: float) -> str:
     """``$12.34`` for a dollar or more; below that two significant digits (``$0.50``, ``$0.012``, ``$0.00015``)."""
@@ -79,7 +81,7 @@ def spent(known: float | None, unreported: int, *, short: bool = False, abandone
     elif short:
         shown = f"at least {usd(known)}"
     else:
-        shown = f"at least {usd(known)}: {unreported} repl{'y' if unreported == 1 else 'ies'} without a reported cost"
+        shown = f"at least {usd(known)}: {plural(unreported, 'reply', 'replies')} without a reported cost"
     return shown + abandoned_note(abandoned, abandoned_usd(abandoned, largest), short=short) if abandoned else shown
 
 
@@ -98,7 +100,7 @@ def abandoned_note(attempts: int, bound: float | None, *, short: bool = False) -
         return ""
     if short:
         return f" + up to ~{usd(bound)} abandoned" if bound is not None else f" + {attempts} abandoned"
-    what = f"{attempts} abandoned attempt{'' if attempts == 1 else 's'} may be billed on top"
+    what = f"{plural(attempts, 'abandoned attempt')} may be billed on top"
     return f"; {what}: up to ~{usd(bound)}" if bound is not None else f"; {what} (no priced reply to estimate them by)"
 
 

@@ -11,13 +11,10 @@ from rich.table import Table
 
 from cfkit.cli.console import err, error, out, print_json, status, warn
 from cfkit.errors import InputRejected
+from cfkit.plural import plural
 
 if TYPE_CHECKING:
     from cfkit.dataset import CaseCheck, CaseProblem, DatasetSummary
-
-
-def _plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 def render_problems(problems: tuple[CaseProblem, ...] | list[CaseProblem]) -> None:
@@ -26,7 +23,7 @@ def render_problems(problems: tuple[CaseProblem, ...] | list[CaseProblem]) -> No
         for problem in problems:
             error(str(problem))
         return
-    table = Table(title=f"{_plural(len(problems), 'problem')}", title_justify="left", title_style="bold red")
+    table = Table(title=f"{plural(len(problems), 'problem')}", title_justify="left", title_style="bold red")
     for name in ("where", "case", "field", "problem and fix"):
         table.add_column(name, overflow="fold")
     for p in problems:
@@ -37,7 +34,7 @@ def render_problems(problems: tuple[CaseProblem, ...] | list[CaseProblem]) -> No
 def summary_rows(summary: DatasetSummary, check: CaseCheck) -> list[tuple[str, str]]:
     """The dataset summary shown by ``cases validate``, ``cases import`` and ``init``, as (label, markup) rows."""
     s = summary
-    options = [_plural(s.two_option, "two-option case"), _plural(s.three_option, "three-option case")]
+    options = [plural(s.two_option, "two-option case"), plural(s.three_option, "three-option case")]
     if s.more_options:
         options.append(f"{s.more_options} with four or more options")
     rate = "—" if s.gold_yes_rate is None else f"{s.gold_yes_rate:.2f}%"
@@ -50,11 +47,11 @@ def summary_rows(summary: DatasetSummary, check: CaseCheck) -> list[tuple[str, s
     return [
         ("cases", f"{s.cases} in {escape(str(check.path))}"),
         ("options", ", ".join(options)),
-        ("gold Yes", f"{rate} ({s.gold_yes} of {_plural(s.binary, 'Yes/No case')})"),
-        ("paired images", _plural(s.paired_image, "case") + " with two images"),
+        ("gold Yes", f"{rate} ({s.gold_yes} of {plural(s.binary, 'Yes/No case')})"),
+        ("paired images", plural(s.paired_image, "case") + " with two images"),
         ("images", images),
         ("domains", escape(", ".join(f"{d} {n}" for d, n in s.domains)) or "—"),
-        ("result", "[green]ok[/]" if check.ok else f"[red]{_plural(len(check.problems), 'problem')}[/]"),
+        ("result", "[green]ok[/]" if check.ok else f"[red]{plural(len(check.problems), 'problem')}[/]"),
     ]
 
 
@@ -201,7 +198,7 @@ def import_(source: str, target: Path | None, mapping: tuple[str, ...], image_ro
                 error(f"{result.problems[0]} Nothing was written.")
             else:
                 render_problems(result.problems)
-                count = _plural(len(result.problems) + result.more_problems, 'problem')
+                count = plural(len(result.problems) + result.more_problems, 'problem')
                 shown = f" (the first {len(result.problems)} shown)" if result.more_problems else ""
                 error(f"{count} in {result.source}{shown}; nothing was written. "
                       "Fix the source, or map columns with --map FIELD=COLUMN.")
@@ -211,9 +208,9 @@ def import_(source: str, target: Path | None, mapping: tuple[str, ...], image_ro
             if result.ignored_columns:
                 warn(f"columns not imported: {', '.join(result.ignored_columns)} (map them with --map FIELD=COLUMN).")
             render_check(result.check)
-            written = f"Wrote {_plural(result.check.summary.cases, 'case')} to {result.target}"
+            written = f"Wrote {plural(result.check.summary.cases, 'case')} to {result.target}"
             if result.images_written or result.images_kept:
-                written += (f" and {_plural(len(result.images_written), 'image')} under {image_root}"
+                written += (f" and {plural(len(result.images_written), 'image')} under {image_root}"
                             + (f" ({len(result.images_kept)} already there)" if result.images_kept else ""))
             status(written + ".")
             if result.ok:

@@ -51,11 +51,13 @@ class PrelabelResult:
     def spending(self) -> str:
         """What this run's replies cost, as ``probe run`` says it; or that the judge is not priced."""
         from cfkit.money import spent
+        from cfkit.plural import plural
 
+        replies = plural(self.replies, "reply", "replies")
         if not self.priced:
-            return "0 replies" if not self.replies else (f"{self.replies} repl{'y' if self.replies == 1 else 'ies'}, cost not known (give the judge's "
-                    "prices: -o price_in=… -o price_out=…, or cfkit.toml [probe.prices])")
-        return f"{self.replies} repl{'y' if self.replies == 1 else 'ies'}, cost {spent(self.cost_usd, self.unpriced)}"
+            return replies if not self.replies else (f"{replies}, cost not known (give the judge's prices: "
+                                                     "-o price_in=… -o price_out=…, or cfkit.toml [probe.prices])")
+        return f"{replies}, cost {spent(self.cost_usd, self.unpriced)}"
 
     def came(self, reply) -> None:
         self.replies += 1

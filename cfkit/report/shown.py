@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cfkit.plural import plural
+
 if TYPE_CHECKING:
     from cfkit.store import Store
     from cfkit.workspace import Workspace
@@ -66,6 +68,6 @@ def older_note(run: Any, rows: list[tuple[Any, int]], source: str | None = None)
     again = (f"'cfkit runs reparse {run.id}' reads them again and says what changed." if source is None else
              f"'cfkit runs import {source}' then 'cfkit runs reparse {run.id}' read them again and say what "
              "changed.")
-    return (f"{run.suite}: {run.model}'s answers include {n} repl{'y' if n == 1 else 'ies'} of run {run.id} read by "
+    return (f"{run.suite}: {run.model}'s answers include {plural(n, 'reply', 'replies')} of run {run.id} read by "
             f"an older parser (version {versions}; now {PARSER_VERSION}), which the parser now may read otherwise; "
             + again)
