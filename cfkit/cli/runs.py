@@ -339,10 +339,10 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
                 status(f"  it answers {run.replies} of the suite's {run.cases} cases: a report counts the other "
                        f"{run.cases - run.replies} wrong (absent) and marks its row (incomplete).")
             # Replies cut off, empty or unread: the line 'probe run' ends with and 'runs show' repeats.
-            record = get_run(store, run.run_id)
-            if record is not None and (trouble := stored_trouble(ws, store, record)) is not None:
+            record, counts = get_run(store, run.run_id), count_unanswered(store, run.run_id)
+            if record is not None and (trouble := stored_trouble(ws, store, record, counts)) is not None:
                 warn(trouble)
-            empty = count_unanswered(store, run.run_id)[2]
+            empty = counts[2]
             if (run.errors + empty) * 2 > run.requests:
                 short.append(f"{run.run_id}: {run.errors + empty} of {run.requests}")
     if short:
