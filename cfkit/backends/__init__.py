@@ -242,7 +242,7 @@ class Backend:
 
     def warm_up(self) -> None:
         """Called once a run knows it will send, before it plans: start set-up that can go on while the run
-        plans (the openai backend begins importing its HTTP client on a thread). Nothing by default."""
+        plans (on a thread, say, where another CPU can run it). Nothing by default."""
 
     async def check_endpoint(self) -> str | None:
         """Whether the server can be reached, asked once before a run sends: why not, in one line, or None."""

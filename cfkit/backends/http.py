@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from cfkit.backends.aiohttp_import import aiohttp as aiohttp_module, load_certificates, load_certificates_soon
 from cfkit.endpoints import is_loopback
 
 #: The largest response body read (bytes). A chat completion for a probe
@@ -46,47 +47,6 @@ from cfkit.endpoints import is_loopback
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 #: The packages the client is built on (for the run's record and install checks).
 PACKAGES = ("aiohttp", "orjson")
-
-
-def import_in_background() -> None:
-    """Begin importing aiohttp on a daemon thread (once a process), for a run about to plan.
-
-    aiohttp's import builds its two default TLS contexts, reading the system's CA certificates: about 100 ms
-    of C that lets other threads run, so done on a thread it overlaps the run's planning on another core
-    instead of delaying the first request. Whoever needs aiohttp imports it as usual; the import system makes
-    that wait until the thread's import has finished, or, if it failed, import again and raise the error
-    there. Nothing is started when aiohttp is loaded or being loaded already, nor where this process may run
-    on one CPU only (the thread would then only take turns with the planning: measured 1.1× slower to the
-    first request).
-    """
-    import sys
-    import threading
-
-    global _importing
-    if _importing is not None or "aiohttp" in sys.modules or _cpus() < 2:
-        return
-
-    def load() -> None:
-        try:
-            import aiohttp  # noqa: F401
-        except Exception:  # an error is the importer's to raise, in the run's own thread
-            pass
-
-    _importing = threading.Thread(target=load, name="cfkit-import-aiohttp", daemon=True)
-    _importing.start()
-
-
-_importing: Any = None  # the thread of import_in_background, once started
-
-
-def _cpus() -> int:
-    """How many CPUs this process may run on."""
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -244,7 +204,7 @@ def parts_payload(parts: list[bytes]) -> Any:
     """An aiohttp payload that writes ``parts`` one after another, its size their sum (see :meth:`JSONClient.post`)."""
     global _Parts
     if _Parts is None:
-        from aiohttp import payload
+        payload = aiohttp_module().payload
 
         class Parts(payload.Payload):
             _autoclose = True  # bytes in memory: nothing to close; written again as they are on a retry
@@ -310,6 +270,8 @@ class JSONClient:
         self._headers = {"Content-Type": "application/json", "Accept": "application/json",
                          "Accept-Encoding": "identity", **headers}
         self._proxy = env_proxy(self.base_url)
+        #: TLS may be used: an https server, or any proxy (which may be one, or reach one)
+        self._tls = self.base_url.startswith("https:") or self._proxy is not None
         self._session: Any = None
         self._loop: Any = None  # the asyncio loop the session belongs to
 
@@ -317,10 +279,11 @@ class JSONClient:
         """The session of the running event loop (a connection pool cannot cross loops)."""
         import asyncio
 
-        import aiohttp
-
+        aiohttp = aiohttp_module()
         loop = asyncio.get_running_loop()
         if self._session is None or self._loop is not loop or self._session.closed:
+            if self._tls:
+                load_certificates()  # set aside when aiohttp was imported (see cfkit.backends.aiohttp_import)
             # keepalive_timeout below the 5 s after which common servers (uvicorn) drop an idle
             # connection, so a connection the server is about to close is not reused.
             connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=4.0)
@@ -385,8 +348,7 @@ class JSONClient:
         for this attempt (a batch's output file is larger than any reply)."""
         import asyncio
 
-        import aiohttp
-
+        aiohttp = aiohttp_module()
         session = self._session_for_this_loop()
         deadline = self.deadline if deadline is None else deadline
         try:
@@ -403,6 +365,8 @@ class JSONClient:
             return Exchange(None, {}, b"", "ConnectionError", str(exc) or type(exc).__name__)
         except (aiohttp.ClientError, OSError) as exc:  # dropped once connected: the request may have been read
             return Exchange(None, {}, b"", "ConnectionError", str(exc) or type(exc).__name__, abandoned=True)
+        finally:
+            load_certificates_soon()  # set aside at aiohttp's import; for plain HTTP read once an attempt is over
 
     async def _read(self, response: Any, max_bytes: int) -> Exchange:
         status, headers = response.status, response.headers

@@ -176,8 +176,11 @@ class BatchAPI:
 
     async def upload(self, path: Path) -> str:
         """Upload a batch input file (streamed from disk); returns its file id."""
-        import aiohttp
         import orjson
+
+        from cfkit.backends.aiohttp_import import aiohttp as aiohttp_module
+
+        aiohttp = aiohttp_module()
 
         def form() -> tuple[Any, dict]:
             writer = aiohttp.MultipartWriter("form-data")

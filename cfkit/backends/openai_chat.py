@@ -78,7 +78,6 @@ from cfkit.backends.controls import CONTROL_KEYS, extra_body
 from cfkit.backends.http import (
     Exchange,
     JSONClient,
-    import_in_background,
     error_text,
     package_versions,
     rate_limit_reset_seconds,
@@ -184,11 +183,6 @@ class OpenAIBackend(Backend):
     def replicas_in_use(self) -> int:
         """The replicas not left out at start (:func:`~cfkit.backends.replicas.start_notes` says why)."""
         return len(self._pool.in_use()) if self._pool is not None else 1
-
-    def warm_up(self) -> None:
-        """The HTTP client's library is imported on a thread while the run plans (see
-        :func:`cfkit.backends.http.import_in_background`)."""
-        import_in_background()
 
     def set_concurrency(self, per_endpoint: int) -> None:
         """Requests each replica may have in flight."""

@@ -219,7 +219,7 @@ class ProbeJob:
         if finished is not None:
             return _finished_summary(store, backend, suite, setup, finished, on_progress)
         if backend is not None:
-            backend.warm_up()  # e.g. its HTTP client's import, on a thread while this process plans
+            backend.warm_up()  # set-up of its own that can go on while this process plans
         from cfkit.backends import load_backend
         from cfkit.dataset import load_cases
         from cfkit.probe.identity import inputs_digest
