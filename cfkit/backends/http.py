@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from cfkit.backends.aiohttp_import import aiohttp as aiohttp_module, load_certificates, load_certificates_soon
+from cfkit.backends.aiohttp_import import aiohttp as aiohttp_module
 from cfkit.endpoints import is_loopback
 
 #: The largest response body read (bytes). A chat completion for a probe
@@ -270,8 +270,6 @@ class JSONClient:
         self._headers = {"Content-Type": "application/json", "Accept": "application/json",
                          "Accept-Encoding": "identity", **headers}
         self._proxy = env_proxy(self.base_url)
-        #: TLS may be used: an https server, or any proxy (which may be one, or reach one)
-        self._tls = self.base_url.startswith("https:") or self._proxy is not None
         self._session: Any = None
         self._loop: Any = None  # the asyncio loop the session belongs to
 
@@ -282,8 +280,6 @@ class JSONClient:
         aiohttp = aiohttp_module()
         loop = asyncio.get_running_loop()
         if self._session is None or self._loop is not loop or self._session.closed:
-            if self._tls:
-                load_certificates()  # set aside when aiohttp was imported (see cfkit.backends.aiohttp_import)
             # keepalive_timeout below the 5 s after which common servers (uvicorn) drop an idle
             # connection, so a connection the server is about to close is not reused.
             connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=4.0)
@@ -365,8 +361,6 @@ class JSONClient:
             return Exchange(None, {}, b"", "ConnectionError", str(exc) or type(exc).__name__)
         except (aiohttp.ClientError, OSError) as exc:  # dropped once connected: the request may have been read
             return Exchange(None, {}, b"", "ConnectionError", str(exc) or type(exc).__name__, abandoned=True)
-        finally:
-            load_certificates_soon()  # set aside at aiohttp's import; for plain HTTP read once an attempt is over
 
     async def _read(self, response: Any, max_bytes: int) -> Exchange:
         status, headers = response.status, response.headers

@@ -1,11 +1,13 @@
-"""aiohttp imported without waiting for the CA certificates of its default TLS contexts
-(cfkit.backends.aiohttp_import): a plain-HTTP run sends its first request without reading them, an https
-endpoint still verifies its server with them, and the contexts are whole again moments after the first attempt.
+"""aiohttp imported without reading the CA certificates of its default TLS contexts until a TLS connection
+needs them (cfkit.backends.aiohttp_import): a plain-HTTP run never reads them, and any TLS connection made
+through aiohttp in the process, cfkit's or a plug-in's, finds them read first.
 
 Each case runs in a child process: the set-aside only happens at aiohttp's first import in a process."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 import ssl
 import subprocess
@@ -23,13 +25,13 @@ SYSTEM_CAS = ssl.create_default_context().cert_store_stats()["x509_ca"]
 needs_system_cas = pytest.mark.skipif(SYSTEM_CAS == 0, reason="this system has no CA certificates to read")
 
 PRELUDE = """
-import asyncio, json, ssl, sys, threading
+import asyncio, json, socket, ssl, sys, threading
 def cas(context):
     return context.cert_store_stats()["x509_ca"]
-def wait_for_loader():
-    for thread in threading.enumerate():
-        if thread.name == "cfkit-load-certificates":
-            thread.join()
+def closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 """
 
 
@@ -45,88 +47,110 @@ def _child(code: str, *, env_path: Path | None = None) -> dict:
 
 
 @needs_system_cas
-def test_a_plain_http_client_sends_before_reading_certificates_and_they_are_read_after_its_first_attempt():
+def test_a_plain_http_run_sends_and_is_answered_without_reading_certificates():
     found = _child("""
 from support.chat_api_server import ChatServer
 from cfkit.backends.http import JSONClient
 with ChatServer() as server:
     client = JSONClient(server.url, {}, deadline=10)
-    from cfkit.backends.aiohttp_import import aiohttp
-    connector = aiohttp().connector  # the import the client's first attempt would make
-    verified, unverified = connector._SSL_CONTEXT_VERIFIED, connector._SSL_CONTEXT_UNVERIFIED
-    before = [cas(verified), cas(unverified)]
     async def one():
         try:
             return await client.post("/chat/completions", b'{"model": "test-model", "messages": []}')
         finally:
             await client.aclose()
     exchange = asyncio.run(one())
-    wait_for_loader()
-print(json.dumps({"status": exchange.status, "before": before, "after": [cas(verified), cas(unverified)],
-                  "fresh": cas(ssl.create_default_context())}))
+import aiohttp.connector as connector
+print(json.dumps({"status": exchange.status, "read": [cas(connector._SSL_CONTEXT_VERIFIED),
+                                                        cas(connector._SSL_CONTEXT_UNVERIFIED)]}))
 """)
-    assert found["status"] == 200
-    assert found["before"] == [0, 0]  # set aside: the import read none
-    # read afterwards into the same contexts, as the import would have read them
-    assert found["after"] == [found["fresh"], found["fresh"]] and found["fresh"] > 0
+    assert found == {"status": 200, "read": [0, 0]}
 
 
 @needs_system_cas
-def test_an_https_client_reads_the_certificates_before_it_connects():
+@pytest.mark.parametrize("how", ["cfkit's https client", "a plug-in's own aiohttp session", "through a proxy"])
+def test_the_first_tls_connection_reads_the_certificates_before_it_connects(how):
+    # Nothing listens on the port (or the proxy's tunnel closes): the connection fails after aiohttp chose its
+    # TLS context, which is when the certificates must already be in it, as the import would have left them.
     found = _child("""
-from cfkit.backends.http import JSONClient
-client = JSONClient("https://127.0.0.1:9/v1", {}, deadline=10)
-async def session():
-    client._session_for_this_loop()
-    import aiohttp.connector as connector
-    state = [cas(connector._SSL_CONTEXT_VERIFIED), [t.name for t in threading.enumerate()]]
-    await client.aclose()
-    return state
-verified, threads = asyncio.run(session())
-print(json.dumps({"verified": verified, "fresh": cas(ssl.create_default_context()), "threads": threads}))
-""")
-    assert found["verified"] == found["fresh"] > 0
-    assert "cfkit-load-certificates" not in found["threads"]  # read at once, not left to a thread
+how = sys.argv[1] if len(sys.argv) > 1 else %r
+port = closed_port()
+from cfkit.backends.aiohttp_import import aiohttp
+module = aiohttp()
+connector = module.connector
+before = cas(connector._SSL_CONTEXT_VERIFIED)
+async def attempt():
+    if how == "cfkit's https client":
+        from cfkit.backends.http import JSONClient
+        client = JSONClient(f"https://127.0.0.1:{port}/v1", {}, deadline=10)
+        exchange = await client.post("/chat/completions", b"{}")
+        await client.aclose()
+        return exchange.failure
+    proxy = None
+    if how == "through a proxy":  # a proxy that opens the tunnel, then closes it: TLS starts inside it
+        listener = socket.create_server(("127.0.0.1", 0))
+        def tunnel():
+            conn, _ = listener.accept()
+            while b"\\r\\n\\r\\n" not in conn.recv(65536):
+                pass
+            conn.sendall(b"HTTP/1.1 200 Connection established\\r\\n\\r\\n")
+            conn.close()
+        threading.Thread(target=tunnel, daemon=True).start()
+        proxy = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    async with module.ClientSession() as session:
+        try:
+            await session.get(f"https://127.0.0.1:{port}/", proxy=proxy)
+        except module.ClientError as exc:
+            return type(exc).__name__
+failure = asyncio.run(attempt())
+print(json.dumps({"before": before, "after": [cas(connector._SSL_CONTEXT_VERIFIED),
+                                              cas(connector._SSL_CONTEXT_UNVERIFIED)],
+                  "failure": failure}))
+""" % how)
+    assert found["before"] == 0 and found["failure"]
+    assert found["after"] == [SYSTEM_CAS, SYSTEM_CAS]
 
 
-@needs_system_cas
-def test_a_client_through_a_proxy_reads_them_before_it_connects_too():
-    found = _child("""
-import os
-os.environ["HTTPS_PROXY"] = os.environ["HTTP_PROXY"] = "http://127.0.0.1:9"
-from cfkit.backends.http import JSONClient
-client = JSONClient("http://example.org/v1", {}, deadline=10)
-async def session():
-    client._session_for_this_loop()
-    import aiohttp.connector as connector
-    await client.aclose()
-    return cas(connector._SSL_CONTEXT_VERIFIED)
-print(json.dumps({"verified": asyncio.run(session()), "fresh": cas(ssl.create_default_context())}))
-""")
-    assert found["verified"] == found["fresh"] > 0
+STAND_IN = (
+    "import ssl, threading\n"
+    "own = ssl.create_default_context()\n"
+    "others = []\n"
+    "thread = threading.Thread(target=lambda: others.append(ssl.create_default_context()))\n"
+    "thread.start(); thread.join()\n"
+    "other = others[0]\n")
 
 
 @needs_system_cas
 def test_only_contexts_built_by_the_import_on_its_own_thread_are_set_aside(tmp_path):
-    # A stand-in aiohttp whose import builds one default context itself and one on another thread meanwhile:
-    # the other thread's is read as usual; the method is the standard library's again once the import is over.
+    # A stand-in aiohttp whose import builds one default context itself and one on another thread meanwhile,
+    # with a connector that hands its own context out for TLS: the other thread's context is read as usual, the
+    # import's own when the connector first hands one out; the method is the standard library's again after.
     (tmp_path / "aiohttp.py").write_text(
-        "import ssl, threading\n"
-        "own = ssl.create_default_context()\n"
-        "others = []\n"
-        "thread = threading.Thread(target=lambda: others.append(ssl.create_default_context()))\n"
-        "thread.start(); thread.join()\n"
-        "other = others[0]\n")
+        STAND_IN + "class connector:\n    class TCPConnector:\n"
+        "        def _get_ssl_context(self, req):\n            return own if req == 'https' else None\n")
     found = _child("""
-from cfkit.backends.aiohttp_import import aiohttp, load_certificates
+from cfkit.backends.aiohttp_import import aiohttp
 module = aiohttp()
 state = {"own": cas(module.own), "other": cas(module.other),
          "restored": "set_default_verify_paths" not in ssl.SSLContext.__dict__}
-load_certificates()
-state["own after"] = cas(module.own)
+tcp = module.connector.TCPConnector()
+tcp._get_ssl_context("http")
+state["after plain http"] = cas(module.own)
+tcp._get_ssl_context("https")
+state["after tls"] = cas(module.own)
 print(json.dumps(state))
 """, env_path=tmp_path)
-    assert found == {"own": 0, "other": SYSTEM_CAS, "restored": True, "own after": SYSTEM_CAS}
+    assert found == {"own": 0, "other": SYSTEM_CAS, "restored": True, "after plain http": 0,
+                     "after tls": SYSTEM_CAS}
+
+
+@needs_system_cas
+def test_an_aiohttp_without_that_connector_method_gets_its_certificates_at_once(tmp_path):
+    (tmp_path / "aiohttp.py").write_text(STAND_IN)
+    found = _child("""
+from cfkit.backends.aiohttp_import import aiohttp
+print(json.dumps({"own": cas(aiohttp().own)}))
+""", env_path=tmp_path)
+    assert found == {"own": SYSTEM_CAS}
 
 
 def test_a_failed_import_is_raised_and_sets_nothing_aside(tmp_path):
@@ -142,6 +166,22 @@ print(json.dumps({"raised": raised, "restored": "set_default_verify_paths" not i
                   "waiting": len(aiohttp_import._pending)}))
 """, env_path=tmp_path)
     assert found == {"raised": "broken aiohttp for the test", "restored": True, "waiting": 0}
+
+
+def test_the_installed_aiohttp_hands_its_default_contexts_out_in_one_place_only():
+    # What the set-aside rests on: aiohttp's connector module names its two default contexts only where they
+    # are built and in TCPConnector._get_ssl_context. An aiohttp that hands them out elsewhere fails this test
+    # (and would make TLS there fail to verify until the certificates are read).
+    import aiohttp.connector as connector
+
+    tree = ast.parse(inspect.getsource(connector))
+    users = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            if names & {"_SSL_CONTEXT_VERIFIED", "_SSL_CONTEXT_UNVERIFIED"}:
+                users.add(node.name)
+    assert users == {"_get_ssl_context"}
 
 
 def test_cfkit_imports_aiohttp_only_through_the_module_that_sets_certificates_aside():
