@@ -20,28 +20,19 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections import Counter
 from typing import ClassVar
 
 from pydantic import Field
 
 from cfkit.backends import Backend, BackendContext, BackendOptions, Capabilities, KnownAnswer, ProbeRequest, Reply
 from cfkit.errors import UsageError
+from cfkit.majority import majority_answer, majority_choice
 
 RULES = ("always-no", "always-yes", "majority", "random")
 
 
 class BaselineOptions(BackendOptions):
     seed: int = Field(0, description="seed of baseline:random")
-
-
-def majority_choice(gold_labels: Counter) -> tuple[str | None, str | None]:
-    """(majority of "yes"/"no", majority option id of the other cases); ties go to "no" and the lowest id."""
-    yes, no = gold_labels.get("yes", 0), gold_labels.get("no", 0)
-    label = None if yes == no == 0 else ("yes" if yes > no else "no")
-    others = {k: v for k, v in gold_labels.items() if k not in ("yes", "no")}
-    other = min(others, key=lambda k: (-others[k], k)) if others else None
-    return label, other
 
 
 class BaselineBackend(Backend):
@@ -77,10 +68,7 @@ class BaselineBackend(Backend):
         if self.name == "always-no":
             return no_option
         if self.name == "majority":
-            label, other = self._majority
-            if meta.yes_option is None:
-                return other if other in request.option_ids else None
-            return meta.yes_option if label == "yes" else no_option
+            return majority_answer(self._majority, meta.yes_option, request.option_ids)
         key = f"{self.options.seed}\0{meta.case_id}\0{meta.pair_id}\0{meta.condition}".encode()
         rng = random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
         return rng.choice(list(request.option_ids))

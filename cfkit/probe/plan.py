@@ -24,6 +24,7 @@ from cfkit.backends import Capabilities, Generation, ProbeRequest, RequestMeta
 from cfkit.cases import Case, CaseSet, asked_digests
 from cfkit.dataset import load_cases
 from cfkit.errors import CaseError, SpecError, UsageError
+from cfkit.majority import gold_label
 from cfkit import swap
 from cfkit.probe.image_refs import Digests, FileState, ImageRef
 from cfkit.probe.selection import Selection
@@ -111,13 +112,6 @@ class ProbePlan:
         """The pairs the plan asks (counterfactual; none in other suites), each once: what a run keeps when it
         ends, for the report to tell a pair added since from one of a case the run asked."""
         return list(dict.fromkeys(item.pair_id for item in self.items if item.pair_id))
-
-
-def gold_label(case: Case, option_id: str) -> str:
-    """"yes"/"no" for a two-option case's option, else the option id itself."""
-    if case.yes_option is None:
-        return option_id
-    return "yes" if option_id == case.yes_option else "no"
 
 
 class _RequestBuilder:

@@ -29,6 +29,7 @@ from cfkit.report.absent import absent
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.groups import resolve_groups
 from cfkit.report.labels import check_labels, relabel_ega, relabel_sources
+from cfkit.report.majority import note_majority
 from cfkit.report.reviewed import reviewed_gold, reviewed_note
 from cfkit.report.rows import (CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report,
                                coverage_notes)
@@ -131,6 +132,7 @@ def make_report(
     source.note_captions(ws)  # (runs that recorded nothing, and plain predictions files, are not compared)
     source.reviewed_view = reviewed_only
     source.note_cases(gold.cases)
+    note_majority(source, gold)  # a majority baseline's answers rest on every gold label of its suite
     if not source.preds:
         raise NotFoundError(" ".join(a.message for a in source.set_aside if a.empty) or "no predictions to report. "
                             "Run 'cfkit probe run', or pass --predictions FILE.")
