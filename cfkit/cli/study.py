@@ -111,7 +111,10 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     """Run every model of FILE on every suite of FILE; a rerun asks only what is missing.
 
     Runs go at the same time; the runs behind one endpoint share its
-    concurrency and rate. A run that fails does not stop the others. Ctrl-C or
+    concurrency and rate. Before anything is sent, each endpoint is asked
+    for its models (GET /models), as 'study validate' asks: a model whose
+    endpoint does not answer or does not list it is skipped, and says why.
+    A run that fails does not stop the others. Ctrl-C or
     SIGTERM stops cleanly, every reply received kept. Exit status 0 when every
     run is complete and clean, 1 when some are not (the last line names them
     and the command that resumes; or the runs whose replies were cut off at
@@ -134,8 +137,11 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     incomplete = [r for r in result.incomplete if r.state != "submitted"]
     if incomplete:
         names = ", ".join(f"{r.display} {r.suite} ({r.state})" for r in incomplete)
+        # A skipped run was never started: 'study status' only knows it is not; the lines above say why.
+        why = ("The lines above say why" if all(r.state == "skipped" for r in incomplete)
+               else f"'cfkit study status {file}' says why")
         raise RunIncomplete(f"study '{s.name}': {len(incomplete)} of {len(result.runs)} run(s) incomplete: {names}. "
-                            f"'cfkit study status {file}' says why; resume with: {again}")
+                            f"{why}; resume with: {again}")
     if unclean:
         raise CheckFailed(f"study '{s.name}': {len(unclean)} run(s) complete but not clean "
                           f"({', '.join(f'{r.display} {r.suite}' for r in unclean)}): their replies were cut off at "

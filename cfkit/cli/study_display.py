@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from cfkit.plural import plural
 
-ORDER = {"sending": 0, "planning": 1, "waiting": 2, "failed": 3, "interrupted": 4, "incomplete": 5,
+ORDER = {"sending": 0, "planning": 1, "waiting": 2, "failed": 3, "skipped": 3, "interrupted": 4, "incomplete": 5,
          "not planned": 6, "not started": 7, "submitted": 8, "done": 9}
 
 

@@ -90,16 +90,55 @@ def not_listed(study: Study, name: str, listed: dict[str, list[str] | None], onl
     return None
 
 
+@dataclass
+class EndpointCheck:
+    """Every endpoint of a study reached once (:func:`reach`): what each said, and which models cannot be asked."""
+
+    endpoints: dict[str, str | None] = field(default_factory=dict)  # name -> problem, or None when reachable
+    listed: dict[str, list[str] | None] = field(default_factory=dict)  # name -> the model ids it listed
+    notes: list[str] = field(default_factory=list)  # replicas its runs would leave out
+    spared: set[str] = field(default_factory=set)  # endpoints down, but every model asking them has another
+    replicated: set[str] = field(default_factory=set)  # models one of whose replicas answers and lists them
+
+    def refused(self, study: Study, name: str) -> str | None:
+        """Why model ``name``'s runs cannot be asked where the study sends them (its endpoint does not answer, or
+        does not list it), or None."""
+        if name in self.replicated:
+            return None
+        down = [self.endpoints[e] for e, _ in study.endpoints_of(name) if self.endpoints.get(e)]
+        if down:
+            return f"its endpoint is not reachable: {down[0]}"
+        return not_listed(study, name, self.listed)
+
+
+def check_endpoints(study: Study, models=None) -> EndpointCheck:
+    """Reach each endpoint of ``models`` (default: every model of the study) once, and decide for each model
+    with replicas whether one of them answers and lists it (see the module docstring)."""
+    names = list(study.models) if models is None else list(models)
+    result = EndpointCheck()
+    for name in names:
+        for endpoint, settings in study.endpoints_of(name):
+            if endpoint not in result.endpoints:
+                result.endpoints[endpoint], result.listed[endpoint] = reach(settings.url)
+    needed: set[str] = set()  # endpoints some model cannot do without
+    for name in names:
+        ends = [e for e, _ in study.endpoints_of(name)]
+        why = {e: result.endpoints.get(e) or not_listed(study, name, result.listed, e) for e in ends}
+        if len(ends) < 2 or all(why.values()):
+            needed.update(ends)
+            continue
+        result.replicated.add(name)
+        result.notes += [f"model {name}: replica {e} would be left out of its runs ({w})" for e, w in why.items() if w]
+    result.spared = {e for name in result.replicated for e, _ in study.endpoints_of(name) if e not in needed}
+    return result
+
+
 def check_study(ws: Workspace, study: Study, store=None, *, batch: bool = False) -> StudyCheck:
     from cfkit.probe import preview_run
 
-    result = StudyCheck([])
+    reached = check_endpoints(study)
+    result = StudyCheck([], endpoints=dict(reached.endpoints), notes=list(reached.notes), spared=reached.spared)
     labels: dict[str, str] = {}
-    listed: dict[str, list[str] | None] = {}  # endpoint -> the model ids it listed
-    for name in study.models:
-        for endpoint, settings in study.endpoints_of(name):
-            if endpoint not in result.endpoints:
-                result.endpoints[endpoint], listed[endpoint] = reach(settings.url)
     for suite, s in study.suites.items():
         for key in ("cases", "subset"):
             value = getattr(s, key)
@@ -107,24 +146,9 @@ def check_study(ws: Workspace, study: Study, store=None, *, batch: bool = False)
                 path = getattr(selection_of(ws, study, suite), key)
                 if path is None or not path.is_file():
                     result.endpoints.setdefault(f"[suites.{suite}] {key}", f"file {value} not found")
-    needed: set[str] = set()  # endpoints some model cannot do without
-    replicated: set[str] = set()  # models one of whose replicas answers and lists them
-    for name in study.models:
-        ends = [e for e, _ in study.endpoints_of(name)]
-        why = {e: result.endpoints.get(e) or not_listed(study, name, listed, e) for e in ends}
-        if len(ends) < 2 or all(why.values()):
-            needed.update(ends)
-            continue
-        replicated.add(name)
-        result.notes += [f"model {name}: replica {e} would be left out of its runs ({w})" for e, w in why.items() if w]
-    result.spared = {e for name in replicated for e, _ in study.endpoints_of(name) if e not in needed}
     for run in study_runs(study):
         m = study.models[run.model]
-        if run.model not in replicated and any(result.endpoints.get(e) for e, _ in study.endpoints_of(run.model)):
-            result.runs.append(RunCheck(run.model, run.display, run.suite, "its endpoint is not reachable"))
-            continue
-        refused = (None if run.model in replicated else not_listed(study, run.model, listed)) \
-            or replicas_refused(study, run.model)
+        refused = reached.refused(study, run.model) or replicas_refused(study, run.model)
         if refused is not None:
             result.runs.append(RunCheck(run.model, run.display, run.suite, refused))
             continue

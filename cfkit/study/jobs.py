@@ -30,7 +30,8 @@ class StudyRun:
     display: str
     pacing: str  # runs with the same pacing key share one pacer: 'endpoint NAME' or 'model NAME'
     job: ProbeJob | None = None
-    # waiting | planning | sending | done | incomplete | failed | interrupted | submitted; after a stop, a run not
+    # waiting | planning | sending | done | incomplete | failed | interrupted | submitted | skipped (its endpoint
+    # does not answer, or does not list its model: nothing sent); after a stop, a run not
     # begun is named as 'study status' names it (not started, incomplete, …), or "not planned"
     state: str = "waiting"
     error: str | None = None

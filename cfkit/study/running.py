@@ -3,7 +3,10 @@
 1. Each run's start-up checks (:func:`~cfkit.study.jobs.prepare`); a run that
    fails them is marked failed and the others go on.
 2. Each run is planned in turn; a run already finished from the same inputs
-   is done at once (as ``probe run`` finds it), nothing asked.
+   is done at once (as ``probe run`` finds it), nothing asked. Each endpoint
+   of a run left to send is then reached once, as ``study validate`` reaches
+   it (``GET /models``): a run whose endpoint does not answer, or does not
+   list its model, is skipped, nothing of it sent, and says why.
 3. The rest send through
    :func:`cfkit.probe.runner.send_plan`, the runs behind one endpoint sharing
    one :class:`~cfkit.probe.pacing.Pacer`: the endpoint's concurrency, rate
@@ -98,6 +101,8 @@ def _run_study(ws: Workspace, study: Study, store: Store, batch: bool, on_update
                 run.state = "waiting"
                 planned.append((run, got))
             update(runs)
+        planned = _reachable(study, planned)
+        update(runs)
         if planned:
             result.interrupted = _send(study, store, planned, runs, update)
     except KeyboardInterrupt:
@@ -106,6 +111,26 @@ def _run_study(ws: Workspace, study: Study, store: Store, batch: bool, on_update
         _stopped(store, runs, planned)
     update(runs)
     return result
+
+
+def _reachable(study: Study, planned: list) -> list:
+    """The planned runs whose models their endpoints answer for, as ``study validate`` checks it (one
+    ``GET /models`` per endpoint, :func:`cfkit.study.check.check_endpoints`); each other run is skipped, nothing
+    of it sent (every request would fail: a server down, a model it does not serve), and says why."""
+    from cfkit.study.check import check_endpoints
+
+    asked = {run.model for run, _ in planned if study.endpoints_of(run.model)}
+    if not asked:
+        return planned
+    reached = check_endpoints(study, asked)
+    kept = []
+    for run, p in planned:
+        why = reached.refused(study, run.model) if run.model in asked else None
+        if why is None:
+            kept.append((run, p))
+        else:
+            run.state, run.error = "skipped", f"not started, nothing sent: {why}"
+    return kept
 
 
 def _stopped(store: Store, runs: list[StudyRun], planned: list) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cfkit.store import Store, leases
-from support.chat_api_server import ChatServer
+from support.chat_api_server import ChatServer, listing
 from support.probe_runs import _cli_process, many_cases, scripted_answer
 from support.store_sql import table_rows
 from support.workspace import REPO, run_cli
@@ -105,6 +105,7 @@ def _study_process(ws: Path, path: Path) -> subprocess.Popen:
 def test_study_status_names_the_process_sending_a_run_and_after_a_kill_says_it_is_gone(tmp_path):
     ws = many_cases(tmp_path / "ws", 200)  # 15 s of sending at least: room for the checks on a loaded machine
     with ChatServer(scripted_answer, latency=0.3) as server:
+        server.models = listing("model-a")  # study run asks the endpoint for its models first
         path = _study(ws, server.url)
         proc = _study_process(ws, path)
         try:

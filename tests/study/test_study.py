@@ -18,7 +18,7 @@ from cfkit.errors import ConfigError
 from cfkit.probe import RunProgress
 from cfkit.study import load_study
 from cfkit.study.jobs import StudyRun
-from support.chat_api_server import ChatServer, Scripted, completion, first_option
+from support.chat_api_server import ChatServer, Scripted, completion, first_option, listing
 from support.counting_server import Counting
 from support.probe_runs import many_cases
 from support.store_sql import table_rows
@@ -151,6 +151,7 @@ def test_two_models_behind_one_endpoint_never_exceed_its_concurrency_together(tm
     ws = many_cases(tmp_path / "ws", 40)
     script = Counting(0.05, gather=3)
     with ChatServer(script) as chat:
+        chat.models = listing("model-a", "model-b")
         path = two_behind_one(ws, chat.url, concurrency=3)
         result = run_cli(["-w", str(ws), "study", "run", str(path)])
         assert result.exit_code == 0, result.output
@@ -167,6 +168,7 @@ def test_an_endpoint_rate_holds_for_all_its_runs_together(tmp_path):
     ws = many_cases(tmp_path / "ws", 10)
     script = Counting(0.0)
     with ChatServer(script) as chat:
+        chat.models = listing("model-a", "model-b")
         path = two_behind_one(ws, chat.url, concurrency=8, rate=20)
         assert run_cli(["-w", str(ws), "study", "run", str(path)]).exit_code == 0
     assert len(script.starts) == 20
@@ -183,6 +185,7 @@ def test_a_failing_run_does_not_stop_the_others_and_the_exit_names_it(tmp_path):
         return first_option(body, n)
 
     with ChatServer(script) as chat:
+        chat.models = listing("model-a", "model-b")
         path = two_behind_one(ws, chat.url, concurrency=2)
         result = run_cli(["-w", str(ws), "study", "run", str(path)])
     assert result.exit_code == 1
@@ -205,6 +208,7 @@ def test_a_run_whose_replies_are_cut_off_is_complete_but_not_clean(tmp_path):
         return first_option(body, n)
 
     with ChatServer(script) as chat:
+        chat.models = listing("model-a", "model-b")
         path = two_behind_one(ws, chat.url, concurrency=2)
         result = run_cli(["-w", str(ws), "study", "run", str(path)])
     assert result.exit_code == 1
@@ -231,6 +235,7 @@ def test_a_run_answered_by_servers_of_two_models_is_complete_but_not_clean(tmp_p
         return reply
 
     with ChatServer(script) as chat:
+        chat.models = listing("model-a", "model-b")
         path = two_behind_one(ws, chat.url, concurrency=2)
         result = run_cli(["-w", str(ws), "study", "run", str(path)])
     assert result.exit_code == 1
@@ -252,6 +257,7 @@ def test_a_run_whose_server_answered_every_request_as_another_model_is_noted_and
         return reply
 
     with ChatServer(script) as chat:
+        chat.models = listing("model-a", "model-b")
         path = two_behind_one(ws, chat.url, concurrency=2)
         result = run_cli(["-w", str(ws), "study", "run", str(path)])
     assert result.exit_code == 0, result.stderr  # a note, not a failure
@@ -280,6 +286,7 @@ def test_a_study_stopped_in_the_middle_resumes_asking_only_what_is_missing(tmp_p
     ws = many_cases(tmp_path / "ws", 60)
     script = Counting(0.05)
     with ChatServer(script) as chat:
+        chat.models = listing("model-a", "model-b")
         path = two_behind_one(ws, chat.url, concurrency=2, suites=("contextcanvas", "swap"))
         process = _study_process(ws, path)
         deadline = time.monotonic() + 120
@@ -397,6 +404,7 @@ def test_status_says_stale_when_the_inputs_changed_and_a_rerun_asks_the_new_ques
     ws = many_cases(tmp_path / "ws", 4)
     script = Counting(0.0)
     with ChatServer(script) as chat:
+        chat.models = listing("model-a", "model-b")
         path = two_behind_one(ws, chat.url, concurrency=2)
         assert run_cli(["-w", str(ws), "study", "run", str(path)]).exit_code == 0
         assert len(script.bodies) == 8
@@ -417,6 +425,7 @@ def test_a_paper_protocol_model_behind_an_endpoint_takes_the_endpoints_concurren
     ws = many_cases(tmp_path / "ws", 12)
     script = Counting(0.05, gather=6)  # each reply waits until six were in flight at once
     with ChatServer(script) as chat:
+        chat.models = listing("paper-model")
         path = write(ws / "study.toml", f"[endpoints.e]\nurl = '{chat.url}'\nconcurrency = 6\n"
                                         "[models.p]\nmodel = 'openai:paper-model'\nendpoint = 'e'\n"
                                         "protocol = 'paper'\nmax_tokens = 64\n[suites.contextcanvas]\n")

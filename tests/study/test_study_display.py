@@ -12,7 +12,7 @@ import pytest
 from cfkit.cli.study_display import display_lines
 from cfkit.probe import RunProgress
 from cfkit.study.jobs import StudyRun
-from support.chat_api_server import ChatServer, first_option
+from support.chat_api_server import ChatServer, first_option, listing
 from support.probe_runs import many_cases
 
 pytestmark = pytest.mark.timeout(300)
@@ -65,6 +65,7 @@ def test_a_run_a_stop_left_unbegun_is_named_as_study_status_names_it(tmp_path, s
         return first_option(body, n)
 
     with ChatServer(first_only) as chat:
+        chat.models = listing("model-a")
         path = tmp_path / "study.toml"
         path.write_text(f"[models.a]\nmodel = 'openai:model-a'\nendpoint = '{chat.url}'\n"
                         "[suites.contextcanvas]\n[suites.swap]\n")

@@ -72,6 +72,11 @@ def first_option(body: dict[str, Any], n: int) -> Scripted:
     return Scripted(body=completion(answer_json(found.group(1) if found else "A"), model=body.get("model", "test-model")))
 
 
+def listing(*ids: str) -> list[dict[str, Any]]:
+    """What ``GET /models`` lists for a server serving ``ids`` (``ChatServer.models``): ``study run`` asks it first."""
+    return [{"id": i, "object": "model"} for i in ids]
+
+
 class ChatServer(Loopback):
     """The server, its recorded requests, and its script."""
 
