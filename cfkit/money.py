@@ -111,6 +111,17 @@ class Cost:
 
     usd: float | None = None
     unreported: int = 0
+    # Attempts given up after they were sent (a provider may bill them: ``usd`` leaves them out), and what they may
+    # have cost (:func:`abandoned_usd`; None: no priced reply to estimate them by).
+    abandoned: int = 0
+    abandoned_usd: float | None = None
+
+    @classmethod
+    def of_run(cls, record) -> Cost:
+        """A stored run's total cost (a :class:`cfkit.store.runs.RunRecord`), with its abandoned attempts, as
+        ``cfkit runs show`` gives it."""
+        return cls(record.cost_usd, record.cost_unreported, record.abandoned_attempts,
+                   abandoned_usd(record.abandoned_attempts, record.largest_reply_usd))
 
     @property
     def priced(self) -> bool:
@@ -119,11 +130,17 @@ class Cost:
     def __add__(self, other: Cost) -> Cost:
         if not (self.priced or other.priced):
             return Cost()
-        return Cost((self.usd or 0.0) + (other.usd or 0.0), self.unreported + other.unreported)
+        bounds = [c.abandoned_usd for c in (self, other) if c.abandoned]
+        return Cost((self.usd or 0.0) + (other.usd or 0.0), self.unreported + other.unreported,
+                    self.abandoned + other.abandoned, None if None in bounds or not bounds else sum(bounds))
 
     def shown(self, *, short: bool = False) -> str:
-        """As :func:`spent` says it ("" when nothing is priced, for a table's cell)."""
-        return spent(self.usd, self.unreported, short=short) if self.priced else ""
+        """As :func:`spent` says it, with what abandoned attempts may add ("" when nothing is priced, for a
+        table's cell)."""
+        if not self.priced:
+            return ""
+        return spent(self.usd, self.unreported, short=short) + abandoned_note(self.abandoned, self.abandoned_usd,
+                                                                              short=short)
 
 
 def is_count(n: object) -> bool:

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
 from cfkit.errors import CheckFailed, OutputError, RunIncomplete
-from cfkit.money import Cost, spent, usd
+from cfkit.money import Cost, usd
 from cfkit.plural import plural
 from cfkit.vocabulary import REPORT_FORMATS
 
@@ -178,7 +178,10 @@ def _summary(name: str, runs, as_json: bool) -> None:
                      "total": r.summary.total if r.summary else None,
                      "missing": r.summary.missing if r.summary else None,
                      "cost_usd": r.cost.usd, "cost_unreported": r.cost.unreported,  # the run's total
-                     "spent_now_usd": r.spent_now.usd, "spent_now_unreported": r.spent_now.unreported}
+                     "abandoned_attempts": r.cost.abandoned, "abandoned_usd": r.cost.abandoned_usd,
+                     "spent_now_usd": r.spent_now.usd, "spent_now_unreported": r.spent_now.unreported,
+                     "spent_now_abandoned_attempts": r.spent_now.abandoned,
+                     "spent_now_abandoned_usd": r.spent_now.abandoned_usd}
                     for r in runs])
         return
     shown = columns(runs)
@@ -225,8 +228,7 @@ def status_(ws, file: Path, as_json: bool) -> None:
     else:
         for x in states:
             counts = f"{x.done}/{x.total}" if x.total else ""
-            known = x.cost_usd is not None or x.cost_unreported  # a priced run all from cache cost $0.00
-            cost = f"  {spent(x.cost_usd, x.cost_unreported, short=True)}" if known else ""
+            cost = f"  {x.cost.shown(short=True)}" if x.cost.priced else ""  # a priced run all from cache: $0.00
             detail = f"  ({x.detail})" if x.detail else ""
             out.print(escape(f"{x.display:<20} {x.suite:<15} {x.state:<12} {counts:>11}{cost}  {x.run_id or ''}"
                              f"{detail}"), highlight=False, soft_wrap=True)

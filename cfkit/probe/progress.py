@@ -31,7 +31,7 @@ class RunProgress:
     @property
     def spent_now(self) -> Cost:
         """What this invocation spent so far, as far as the server reported token counts."""
-        return Cost(self.cost_usd if self.priced else None, self.unpriced)
+        return Cost(self.cost_usd if self.priced else None, self.unpriced, self.abandoned)  # their bound: at the end
 
     @property
     def run_cost(self) -> Cost:

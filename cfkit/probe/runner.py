@@ -166,7 +166,7 @@ def _settle(store: Store, backend: Backend, plan: ProbePlan, run_id: str, keys: 
         else:
             recorder.reply(item, keys[item.key], cached_reply(hit, backend.priced), fresh=False)
     recorder.flush()
-    earlier = Cost(previous.cost_usd, previous.cost_unreported) if previous is not None else Cost()
+    earlier = Cost.of_run(previous) if previous is not None else Cost()
     return OpenedRun(run_id, keys, recorded, len(plan.items) - len(pending), len(pending) - len(to_send), to_send,
                      recorder, run_notes, earlier)
 

@@ -57,7 +57,8 @@ class StudyRun:
     def spent_now(self) -> Cost:
         """What this invocation spent on the run (nothing for a run it found finished)."""
         if self.summary is not None:
-            return Cost(self.summary.cost_usd, self.summary.cost_unreported)
+            return Cost(self.summary.cost_usd, self.summary.cost_unreported, self.summary.abandoned,
+                        self.summary.abandoned_usd)
         return self.progress.spent_now if self.progress is not None else Cost()
 
 

@@ -198,7 +198,7 @@ def _finish(store: Store, run: StudyRun, summary: RunSummary) -> None:
     run.run_id = summary.run_id
     record = stored_runs.get_run(store, summary.run_id)  # the run's total cost, as 'study status' gives it
     if record is not None:
-        run.stored_cost = Cost(record.cost_usd, record.cost_unreported)
+        run.stored_cost = Cost.of_run(record)
     run.state = "done" if summary.status == "done" and not summary.missing else summary.status
     if run.state == "done" and summary.missing:
         run.state = "incomplete"

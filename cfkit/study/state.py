@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cfkit.errors import CfkitError
+from cfkit.money import Cost
 from cfkit.probe import PlannedRun, RunSummary
 from cfkit.store import Store, leases, runs
 from cfkit.study.file import Study
@@ -47,6 +48,14 @@ class RunState:
     cost_usd: float | None
     detail: str | None = None
     cost_unreported: int = 0  # replies whose cost is not known: cost_usd leaves them out
+    # Attempts given up after they were sent, which a provider may bill (cost_usd leaves them out), and what they
+    # may have cost at most about (None: no priced reply to estimate them by), as 'cfkit runs show' gives them.
+    abandoned_attempts: int = 0
+    abandoned_usd: float | None = None
+
+    @property
+    def cost(self) -> Cost:
+        return Cost(self.cost_usd, self.cost_unreported, self.abandoned_attempts, self.abandoned_usd)
 
 
 def study_status(ws: Workspace, study: Study, store: Store | None) -> list[RunState]:
@@ -61,8 +70,9 @@ def study_status(ws: Workspace, study: Study, store: Store | None) -> list[RunSt
 def _row(run: StudyRun, state: str, record=None, detail: str | None = None, total: int = 0) -> RunState:
     if record is None:
         return RunState(run.model, run.display, run.suite, state, None, 0, total, 0, None, detail)
+    cost = Cost.of_run(record)
     return RunState(run.model, run.display, run.suite, state, record.id, record.n_done, record.n_requests,
-                    record.n_errors, record.cost_usd, detail, record.cost_unreported)
+                    record.n_errors, cost.usd, detail, cost.unreported, cost.abandoned, cost.abandoned_usd)
 
 
 def _state(store: Store | None, run: StudyRun) -> RunState:

@@ -20,7 +20,7 @@ from typing import Any
 
 from cfkit.errors import CfkitError, OutputError
 from cfkit.files import write_bytes_atomic
-from cfkit.money import spent
+from cfkit.money import Cost, abandoned_note, spent
 from cfkit.view.data import FILTERS, Answer, ViewData
 from cfkit.visible import visible
 
@@ -132,7 +132,7 @@ class Site:
                 if GONE in self.data.statuses.values() else None)
         return self._html("runs.html", "index.html", runs=self.data.runs, statuses=self.data.statuses, gone=gone,
                           servers_said=self.data.servers_said,
-                          spent=spent)
+                          spent=spent, cost_of=Cost.of_run, abandoned_note=abandoned_note)
 
     def _report(self) -> Page:
         report, problem = self.data.report
