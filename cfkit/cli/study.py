@@ -264,10 +264,13 @@ def _status_last_line(ws, s, states, left) -> str:
 @click.option("--plot-format", type=click.Choice(("png", "svg", "pdf")), default="png", show_default=True,
               help="Image format of the --plot figures.")
 @click.option("--force", is_flag=True, help="With --plot: replace figure files already in DIR.")
+@click.option("--reviewed-only", is_flag=True,
+              help="Modality: only the cases whose caption a person wrote or reviewed, as 'cfkit report "
+                   "--reviewed-only' (default: [suites.modality] reviewed_only in FILE).")
 @workspace_option
 @click.pass_context
 def report(ctx, ws, file: Path, fmt: str, reference: bool | None, plot_dir: str | None, plot_format: str,
-           force: bool) -> None:
+           force: bool, reviewed_only: bool) -> None:
     """The paper's tables for the study's runs in one report: groups, compare pairs, reference rows.
 
     It is 'cfkit report' on the runs 'cfkit study status' finds for the
@@ -301,7 +304,7 @@ def report(ctx, ws, file: Path, fmt: str, reference: bool | None, plot_dir: str 
                    all_cases=made.all_cases, plot_dir=plot_dir, plot_format=plot_format, force=force,
                    groups_path=None if groups is None else str(groups), workspace_dir=str(ws.root),
                    label_specs=tuple(f"{model}={name}" for model, name in made.renames.items()),
-                   given_notes=tuple(left_out))
+                   given_notes=tuple(left_out), reviewed_only=reviewed_only or made.reviewed_only)
     short = made.short_of_the_study(f"'{_again(ws, s.path.resolve(), 'run')}'")
     if short is not None:  # the report is printed whole; the exit status says it is not the study's
         raise RunIncomplete(f"study '{s.name}': {short}")

@@ -7,7 +7,9 @@ saying the report is not the whole study (exit status 1). Rows are shown under e
 (``display``, else the model as its runs recorded it, as ``cfkit report`` does),
 given to the report as ``--label MODEL=NAME``; the study's groups and compare
 pairs are translated to those names, and its modality suite's subset is the
-report's. A compare pair is made on the contextcanvas cases; a pair one of
+report's, as is its ``reviewed_only`` (the rows over the cases whose captions a
+person wrote or reviewed, as ``cfkit report --reviewed-only``; ``study report
+--reviewed-only`` asks it of a study that asked every case). A compare pair is made on the contextcanvas cases; a pair one of
 whose models has no contextcanvas run in the report is left out and named
 (the rest of the report stands).
 """
@@ -37,6 +39,7 @@ class ReportInputs:
     renames: dict[str, str] = field(default_factory=dict)  # recorded model -> display name, where they differ
     compare_left_out: list[str] = field(default_factory=list)  # a line for each compare pair the report cannot make
     partial: list[RunState] = field(default_factory=list)  # reported runs still incomplete (or running)
+    reviewed_only: bool = False  # the study asks modality of the cases with reviewed captions alone
 
     def short_of_the_study(self, again: str) -> str | None:
         """One line when the report is not the whole study (a run left out, a run reported incomplete, a compare
@@ -98,6 +101,9 @@ def report_inputs(ws: Workspace, study: Study) -> ReportInputs:
 
         chosen = selection_of(ws, study, "modality")
         made.subset, made.all_cases = chosen.subset, chosen.all_cases
+        # A study that asked only the cases with reviewed captions is reported over them (report --reviewed-only):
+        # else the cases it did not ask would be counted wrong.
+        made.reviewed_only = chosen.reviewed_only
     return made
 
 
@@ -121,14 +127,17 @@ def _compare_pairs(study: Study, states: list[RunState], reported: list[RunState
     return made, left_out
 
 
-def study_report(ws: Workspace, study: Study) -> StudyReport:
+def study_report(ws: Workspace, study: Study, *, reviewed_only: bool = False) -> StudyReport:
     """The study's report through :func:`cfkit.report.make_report` (``cfkit study report`` goes through the
-    ``cfkit report`` command with the same inputs, so both print alike)."""
+    ``cfkit report`` command with the same inputs, so both print alike); ``reviewed_only``: the modality rows over
+    the cases whose captions a person wrote or reviewed (``--reviewed-only``; always when the study asked only
+    those)."""
     from cfkit.report import make_report
 
     made = report_inputs(ws, study)
     settings = study.data.report
     result = make_report(ws, run_refs=made.run_ids, compare=made.compare, n_resamples=settings.resamples,
                          seed=settings.seed, groups=made.groups or None, subset=made.subset,
-                         all_cases=made.all_cases, only_named=True, labels=made.renames or None)
+                         all_cases=made.all_cases, only_named=True, labels=made.renames or None,
+                         reviewed_only=reviewed_only or made.reviewed_only)
     return StudyReport(result, made)
