@@ -12,7 +12,8 @@ from cfkit.money import usd
 NAMES_SHOWN = 8
 
 
-def _names(ids) -> str:
+def names(ids) -> str:
+    """The first few of ``ids``, and how many more."""
     ids = list(ids)
     more = f" and {len(ids) - NAMES_SHOWN} more" if len(ids) > NAMES_SHOWN else ""
     return ", ".join(ids[:NAMES_SHOWN]) + more
@@ -25,11 +26,11 @@ def unreviewed_lines(plan) -> list[str]:
     if plan.suite == "counterfactual":
         asked = len({i.pair_id for i in plan.items})
         return [f"{len(plan.unreviewed)} of {asked} pairs use an edit no person has accepted (it passed its own "
-                f"check only): {_names(plan.unreviewed)}. Review them with 'cfkit review', or ask only accepted "
+                f"check only): {names(plan.unreviewed)}. Review them with 'cfkit review', or ask only accepted "
                 "edits with --accepted-only."]
     asked = len({i.case.id for i in plan.items})
     return [f"{len(plan.unreviewed)} of {asked} cases have a caption a model drafted and no person has reviewed: "
-            f"{_names(plan.unreviewed)}. Read them and set 'reviewed: true', or leave them out with --reviewed-only."]
+            f"{names(plan.unreviewed)}. Read them and set 'reviewed: true', or leave them out with --reviewed-only."]
 
 
 def _usd(value: float | None) -> str:
@@ -81,7 +82,7 @@ def render_preview(preview, max_cost: float | None, as_json: bool) -> None:
             ("cost", f"about {_usd(send.cost_in)} for the input (all of it at the input price); at most "
                      f"{_usd(send.cost_max)} if every reply used all its tokens (an estimate)")]
     if plan.left_out:
-        rows.append(("left out", f"{len(plan.left_out)} by the selection ({_names(plan.left_out)})"))
+        rows.append(("left out", f"{len(plan.left_out)} by the selection ({names(plan.left_out)})"))
     for name, value in rows:
         grid.add_row(name, escape(str(value)))
     out.print(grid)

@@ -114,7 +114,9 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     concurrency and rate. Before anything is sent, each endpoint is asked
     for its models (GET /models), as 'study validate' asks: a model whose
     endpoint does not answer or does not list it is skipped, and says why.
-    A run that fails does not stop the others. Ctrl-C or
+    A run that fails does not stop the others. What 'probe run' warns of a
+    run (inputs no person reviewed, pairs or cases skipped) is said of it
+    here too. Ctrl-C or
     SIGTERM stops cleanly, every reply received kept. Exit status 0 when every
     run is complete and clean, 1 when some are not (the last line names them
     and the command that resumes; or the runs whose replies were cut off at
@@ -160,6 +162,7 @@ def _reply_troubles(ws, runs) -> list:
     for r in runs:
         if r.summary is not None:  # a replica left out, or failing, as 'probe run' says it
             r.notes.extend(n for n in r.summary.notes if n.startswith(NOTE_START))
+            r.notes.extend(_asked_lines(r.summary))
         if r.summary is None or r.state != "done":
             continue
         said, failing = reply_lines(ws, r.summary)
@@ -167,6 +170,27 @@ def _reply_troubles(ws, runs) -> list:
         if failing:
             unclean.append(r)
     return unclean
+
+
+def _asked_lines(summary) -> list[str]:
+    """What 'probe run' warns of a run's plan, in the study's terms: inputs no person reviewed that it asked about
+    (drafted captions, edits never accepted), and the pairs (or cases) it left out, each with why."""
+    from cfkit.cli.probe_plan import names
+
+    said = []
+    ids = summary.unreviewed
+    if ids and summary.suite == "counterfactual":
+        said.append(f"asked {plural(len(ids), 'pair')} with an edit no person has accepted (it passed its own check "
+                    f"only): {names(ids)}; review them with 'cfkit review', or ask only accepted edits with "
+                    "'accepted_only = true' in [suites.counterfactual]")
+    elif ids:
+        said.append(f"asked {plural(len(ids), 'case')} with a caption a model drafted and no person has reviewed: "
+                    f"{names(ids)}; read them and set 'reviewed: true', or leave them out: of the report with 'cfkit study "
+                    "report --reviewed-only', of the runs with 'reviewed_only = true' in [suites.modality]")
+    if summary.skipped:
+        shown = [f"{s.pair_id} ({s.reason})" for s in summary.skipped]
+        said.append(f"{plural(len(shown), summary.skipped[0].unit)} skipped: {names(shown)}")
+    return said
 
 
 def _summary(name: str, runs, as_json: bool) -> None:
