@@ -132,6 +132,22 @@ def test_a_case_page_marks_every_answer_the_reports_numbers_leave_out(ws, site):
         assert any(run in entry["message"] for m, run in marked if m == model)
 
 
+def test_the_runs_page_says_of_every_run_whether_the_report_reads_it_and_why_not(ws, site):
+    root, runs = ws
+    data = json.loads(run_cli(["report", "-w", str(root), "--format", "json"]).stdout)
+    read = {r["run"] for r in data["runs_read"]}
+    page = (site / "index.html").read_text()
+    marks = dict(re.findall(r'<tr class="[^"]*">\s*<td><code>([^<]+)</code>.*?<td class="report">(.*?)</td>', page, re.S))
+    listed = json.loads(run_cli(["runs", "list", "-w", str(root), "--json"]).stdout)
+    assert set(marks) == {r["id"] for r in listed}
+    assert {run for run, mark in marks.items() if mark == "read"} == read
+    for model, run in runs.items():  # each left out, with the report's reason
+        assert marks[run] == f'<span class="left-out">{WHY[model]}</span>', (model, marks[run])
+    for r in listed:  # the refused model's other runs are left out too, for the same reason
+        if r["model"] == REFUSED:
+            assert marks[r["id"]] == f'<span class="left-out">{WHY[REFUSED]}</span>'
+
+
 def test_the_pairs_page_marks_the_answers_of_a_model_the_report_leaves_out(site):
     # One answer per model and pair: the counted run's, else the left-out one, which says why in its boxes.
     pairs = (site / "pairs.html").read_text()
