@@ -102,7 +102,10 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     refusal, an answer about an edit that is no longer selected) is counted
     wrong and listed on stderr with the reason (and under "missing" in JSON);
     a row from an incomplete run is marked. By default the newest stored run
-    of each model and suite is read; a smoke test (--limit) whose settings
+    of each model and suite is read, a run of the whole suite before a smoke
+    test (--limit, --cases); a newer run not read is named on stderr with why,
+    and the last table, "Runs read", names the run each row comes from. A
+    smoke test (--limit) whose settings
     (endpoint, --max-tokens, options, protocol) differ from the model's full
     runs is left out, and a model whose full runs differ is left out alone
     (exit 1) until --run says which or --mixed-settings reports it anyway;

@@ -20,7 +20,8 @@ from cfkit.cli.console import status, workspace_option
 def view(ws, export_dir: str | None, force: bool, host: str, port: int, no_browser: bool) -> None:
     """Browse the workspace: runs, the report tables, every case with each model's reply, the counterfactual pairs.
 
-    Pages: runs with their settings and cost; the report with the paper's rows;
+    Pages: runs with their settings, cost and whether the report reads them
+    (if not, why); the report with the paper's rows and the runs they come from;
     cases filtered (wrong, invalid, truncated, swap-inconsistent) with each
     model's reply, parsed answer, parse rule and reasoning; pairs as original |
     edit | difference with each model's answer before and after; a complete

@@ -27,7 +27,8 @@ from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.reference import load_reference, reference_label
 from cfkit.report.rows import (COVERAGE_END, MISSING_REASONS, CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing,
                                ModalityRow, Report)
-from cfkit.report.sources import Sources, choose_runs
+from cfkit.report.choice import choose_runs
+from cfkit.report.sources import Sources
 from cfkit.report.swap import SwapRow, swap_rows
 from cfkit.report.groups import group_label, load_groups, paper_groups, resolve_groups
 from cfkit.report.tables import (INCOMPLETE_MARK, NOT_CLEAN_MARK, PAPER_MARK, UNREVIEWED_MARK, DisplayTable,

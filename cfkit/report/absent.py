@@ -83,10 +83,6 @@ def _added_since(run: RunInfo, unit: str) -> str:
 def selection_flags(run: RunInfo) -> str:
     """The options with which ``run`` asked only part of its suite, as typed (``--limit 5``, ``--cases FILE``,
     ``--reviewed-only``); "a selection" where the run did not record them."""
-    chosen = run.selection or {}
-    flags = [f"--limit {chosen['limit']}"] if chosen.get("limit") else []
-    if isinstance(cases := chosen.get("cases"), dict) and cases.get("path"):
-        flags.append(f"--cases {cases['path']}")
-    if chosen.get("reviewed_only"):
-        flags.append("--reviewed-only")
-    return " ".join(flags) or "a selection"
+    from cfkit.report.choice import selection_flags as flags
+
+    return flags(run.selection)

@@ -33,6 +33,7 @@ from cfkit.report.majority import note_majority
 from cfkit.report.reviewed import reviewed_gold, reviewed_note
 from cfkit.report.rows import (CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report,
                                coverage_notes)
+from cfkit.report.runs_read import runs_read
 from cfkit.report.sources import Sources
 from cfkit.swap import as_listed, swap_problem
 from cfkit.report.shown import store_notes
@@ -84,7 +85,7 @@ def make_report(
     reviewed_only: bool = False,
 ) -> Report:
     """Load gold and predictions (files, the runs named in ``run_refs``, or by default one stored run per model
-    and suite, see :func:`cfkit.report.sources.choose_runs`) and build the report.
+    and suite, see :func:`cfkit.report.choice.choose`) and build the report.
 
     With ``ega``, the report also holds the evidence-grounded accuracy section
     of audit ``audit`` (default: the newest audit in the store). ``groups``
@@ -275,7 +276,7 @@ def build_report(
     return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected,
                   bootstrap={"resamples": n_resamples, "seed": seed, "level": stats.LEVEL},
                   units=collect_units(units.asked, golds, units.reasons), swap=sw_rows, troubles=troubles,
-                  set_aside=list(sources.set_aside))
+                  set_aside=list(sources.set_aside), read=runs_read(sources))
 
 
 class RepeatedAnswer(PredictionError):

@@ -181,7 +181,11 @@ def to_csv(report: Report, *, reference: bool = False) -> str:
     figures (``n``, ``gold_yes_rate``) repeated on each row. Text cells are
     written so that a spreadsheet never runs them as a formula. Rows of section
     ``bootstrap`` (no model) say how every interval was drawn: ``resamples``,
-    ``seed`` (empty: fresh entropy) and ``level``. The units
+    ``seed`` (empty: fresh entropy) and ``level``. Rows of section
+    ``runs_read`` name the run each model's rows of a suite come from
+    (``SUITE.run``, ``SUITE.replies``, ``SUITE.asked``, ``SUITE.newer_not_read``
+    …), rows of section ``set_aside`` the runs left out, each line numbered
+    per model (``0.runs.0``, ``0.message``). The units
     counted wrong for want of an answer are in the JSON's ``missing`` (and on
     stderr).
     """
@@ -202,6 +206,15 @@ def to_csv(report: Report, *, reference: bool = False) -> str:
             write(section, record, "measured")
     # How every interval above was drawn, so that a CSV read on its own still says it (B, seed, level).
     write("bootstrap", {"model": "", **data["bootstrap"]}, "measured")
+    # Which run each row comes from, and the runs left out with why (cfkit.report.runs_read).
+    for record in data["runs_read"]:
+        write("runs_read", {"model": record["model"], record["suite"]: {k: v for k, v in record.items()
+                                                                         if k not in ("model", "suite")}}, "measured")
+    said: dict[str, int] = {}
+    for record in data["set_aside"]:
+        said[record["model"]] = k = said.get(record["model"], -1) + 1
+        write("set_aside", {"model": record["model"], str(k): {k2: v for k2, v in record.items() if k2 != "model"}},
+              "measured")
     if reference:
         tables = load_reference()["tables"]
         for section in sections:

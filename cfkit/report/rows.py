@@ -103,7 +103,8 @@ class Report:
     bootstrap: dict[str, Any] = field(default_factory=dict)  # resamples, seed, level of every interval
     units: list[ModelUnits] = field(default_factory=list)  # per model and suite, every unit the rows count
     troubles: list[ReplyTrouble] = field(default_factory=list)  # replies cut off, or mostly not answers
-    set_aside: list[Any] = field(default_factory=list)  # cfkit.report.sources.SetAside: runs left out, models refused
+    set_aside: list[Any] = field(default_factory=list)  # cfkit.report.choice.SetAside: runs left out, models refused
+    read: list[Any] = field(default_factory=list)  # cfkit.report.runs_read.RunRead: the run of each model and suite
 
     def said(self, *, every_note: bool = False) -> list[str]:
         """What goes with the tables wherever they are shown, as ``cfkit report`` says it on stderr: the runs left
@@ -166,6 +167,7 @@ class Report:
             "units": [u.to_dict() for u in self.units],
             "reply_problems": [t.to_dict() for t in self.troubles],
             "set_aside": [a.to_dict() for a in self.set_aside],
+            "runs_read": [r.to_dict() for r in self.read],
         }
         if self.ega is not None:
             data["ega"] = [row.to_dict() for row in self.ega.rows]

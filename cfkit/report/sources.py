@@ -1,18 +1,12 @@
 """Where a report's predictions come from: files, or stored runs chosen so that nothing is merged silently.
 
-From the store, :func:`choose_runs` takes one run per model and suite: the
-runs named with ``--run`` for their model and suite, and by default the newest
-run of each model and suite. Rows of one model label must come from one set
-of settings (endpoint, generation settings, options, protocol), so a smoke
-test (a ``--limit`` or ``--cases`` run) whose settings differ from the
-model's full runs is left out, and a model whose full runs differ is refused
-alone until ``--run`` says which (or ``--mixed-settings`` reports it anyway);
-either way one line says which runs and what differs, and every other model
-is reported. Among runs with the same settings the newest run of the whole
-suite stands for it (a smoke test only when there is no other). With the
-predictions come what the report needs to say why a unit has no answer: the
-run it came from and whether that run was complete, what it skipped and why,
-what the server said for a failed request, and each pair's selected edit now.
+From the store, :func:`cfkit.report.choice.choose` takes one run per model
+and suite and says which runs it leaves out and why (the rule is that
+module's). With the predictions come what the report needs to say why a unit
+has no answer: the run it came from and whether that run was complete, what
+it skipped and why, what the server said for a failed request, and each
+pair's selected edit now; and, per run read, how many other runs of its model
+and suite are not read.
 """
 from __future__ import annotations
 
@@ -23,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cfkit.errors import NotFoundError, UsageError
 from cfkit.plural import plural
 from cfkit.predictions import Prediction, predictions_from_store
-from cfkit.report.reviewed import partial_run, reviewed_only_run
+from cfkit.report.choice import SetAside, choose
 
 if TYPE_CHECKING:  # the store's owners load only for a report from the store, not from predictions files
     from cfkit.cases import CaseSet
@@ -86,7 +80,9 @@ class Sources:
     runs: dict[tuple[str, str], RunInfo] = field(default_factory=dict)  # (model, suite) -> its run
     details: dict[UnitKey, str] = field(default_factory=dict)  # why a stored reply has no answer
     selected_edits: dict[str, int | None] | None = None  # pair -> its selected edit now; None without a store
-    set_aside: list["SetAside"] = field(default_factory=list)  # runs left out, and models refused, with why
+    set_aside: list[SetAside] = field(default_factory=list)  # runs left out, and models refused, with why
+    others: dict[str, tuple[int, int]] = field(default_factory=dict)  # run read -> (newer, older) runs of its model
+    #                                                                   and suite not read
     stale_captions: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (run, case, condition) -> why
     stale_cases: dict[tuple[str, str], str] = field(default_factory=dict)  # (run, case) -> why: the case was changed
     stale_images: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (run, case, condition) -> why
@@ -257,167 +253,16 @@ class Sources:
                 + (f"#{now}" if now is not None else "none") + " (run the counterfactual suite again)")
 
 
-def setting_values(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's recorded settings (:func:`cfkit.probe.identity.run_settings`) as one flat mapping of the names a
-    line shows them by: ``endpoint``, ``protocol``, each generation setting, ``option NAME``."""
-    values = {"endpoint": settings.get("endpoint"), "protocol": settings.get("protocol") or "default"}
-    values.update({k: v for k, v in (settings.get("generation") or {}).items()})
-    values.update({f"option {k}": v for k, v in (settings.get("identity") or {}).items()})
-    return values
-
-
-def _differences(records: Sequence[RunRecord]) -> list[str]:
-    """Per run, the settings in which it differs from the others (what the refusal shows)."""
-    def flat(record: RunRecord) -> dict[str, Any]:
-        if record.settings_sha256 is None:
-            return {"settings": "not recorded (a run from before cfkit recorded them)"}
-        return setting_values(record.settings)
-
-    flats = [flat(r) for r in records]
-    keys = sorted({k for f in flats for k in f})
-    differing = [k for k in keys if len({repr(f.get(k)) for f in flats}) > 1]
-    return [f"{r.id} ({', '.join(f'{k} {f.get(k)}' for k in differing)})" for r, f in zip(records, flats)]
-
-
-@dataclass(frozen=True)
-class SetAside:
-    """Runs of one model that the report leaves out, and why, in one line."""
-
-    model: str
-    runs: tuple[str, ...]
-    refused: bool  # True: the model has no row at all (its full runs differ); False: only these runs are left out
-    message: str
-    empty: bool = False  # the run has no reply yet: nothing of it to report
-    why: str = ""  # the reason in a few words, where a page marks the left-out runs' answers (``cfkit view``)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "runs": list(self.runs), "refused": self.refused, "message": self.message}
-
-
-def _per_suite(records: Sequence[RunRecord], pinned: Mapping[str, RunRecord] | None = None,
-               reviewed_only: bool = False) -> list[RunRecord]:
-    """One run per suite: the pinned one, else the newest run of the whole suite, else (``reviewed_only``) the
-    newest modality ``--reviewed-only`` run, else the newest run. A full run comes before a ``--reviewed-only``
-    one even in that view: it answered every case the view counts, also those whose captions were reviewed since."""
-    chosen = dict(pinned or {})
-    for suite in dict.fromkeys(r.suite for r in records):
-        if suite not in chosen:
-            of_suite = [r for r in records if r.suite == suite]
-            chosen[suite] = next((r for r in of_suite if not r.subset),
-                                 next((r for r in of_suite if not partial_run(r, reviewed_only)), of_suite[0]))
-    return list(chosen.values())
-
-
-def _newer_reviewed_runs(records: Sequence[RunRecord], chosen: Sequence[RunRecord]) -> list[SetAside]:
-    """A line for a model whose newest modality run is a ``--reviewed-only`` run the report does not read (it
-    reads an older run of the whole suite): what shows it."""
-    modality = next((r for r in chosen if r.suite == "modality"), None)
-    newer = next((r for r in records if r.suite == "modality"), None)
-    if modality is None or newer is None or newer is modality or not reviewed_only_run(newer):
-        return []
-    return [SetAside(newer.model, (newer.id,), False, (
-        f"{newer.model}: its newest modality run {newer.id} asked only the cases whose captions a person wrote or "
-        f"reviewed (--reviewed-only); the rows read its run of the whole suite, {modality.id}, which answered those "
-        "cases too: 'cfkit report --reviewed-only' reports them alone."),
-        why="a --reviewed-only run, read by 'cfkit report --reviewed-only'")]
-
-
-def _newest_of_each_settings(records: Sequence[RunRecord]) -> list[RunRecord]:
-    newest: dict[str | None, RunRecord] = {}
-    for r in records:
-        newest.setdefault(r.settings_sha256, r)
-    return list(newest.values())
-
-
-def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_named: bool = False,
-                reviewed_only: bool = False) -> tuple[list[RunRecord], list[SetAside]]:
-    """The runs a report reads, one per model and suite, and the runs it leaves out with why.
-
-    Per model: the runs named in ``refs`` stand for their suites (two of one
-    model and suite are refused), its other suites take runs with the same
-    settings; a model none names takes, by default, the newest run of each
-    suite when all its runs share their settings. When they do not, a subset
-    run (``--limit``, ``--cases``: a smoke test) whose settings differ from the
-    model's full runs is left out with a line; a model whose full runs differ
-    is refused alone (or, with ``mixed``, reported from the newest run of each
-    suite, with a line). Other models are never dropped, unless
-    ``only_named``: then the runs named in ``refs`` are all there is (a
-    study's report). With ``reviewed_only`` a modality run made with
-    ``--reviewed-only`` stands for the suite where the model has no run of the
-    whole suite; without it, a line names such a run where it is newer than
-    the run read.
-    """
-    from cfkit.store import runs
-
-    pinned: dict[tuple[str, str], RunRecord] = {}
-    for record in (runs.find_run(store, ref) for ref in refs):
-        key = (record.model, record.suite)
-        if key in pinned and pinned[key].id != record.id:
-            raise UsageError(f"--run {pinned[key].id} and --run {record.id} are both {record.model} on the "
-                             f"{record.suite} suite; a report shows one run per model and suite. Keep one.")
-        pinned[key] = record
-    if only_named and pinned:
-        return list(pinned.values()), []
-    # The run used last first: a run resumed after a newer one stands for its settings again.
-    every = sorted(runs.list_runs(store), key=lambda r: r.last_active, reverse=True)
-    by_model: dict[str, list[RunRecord]] = {}
-    for record in every:
-        by_model.setdefault(record.model, []).append(record)
-    chosen: list[RunRecord] = []
-    aside: list[SetAside] = []
-    for model, records in by_model.items():
-        pins = {suite: r for (m, suite), r in pinned.items() if m == model}
-        if pins:
-            same = {r.settings_sha256 for r in pins.values()}
-            picked = _per_suite([r for r in records if r.settings_sha256 in same], pins)
-            chosen += picked
-            left = [r for r in records if r.suite not in {p.suite for p in picked}]
-            if left:
-                shown = _newest_of_each_settings(left)
-                aside.append(SetAside(model, tuple(r.id for r in shown), False, (
-                    f"{model}: left out its {', '.join(dict.fromkeys(r.suite for r in left))} run(s), whose settings "
-                    f"differ from the --run one(s): {'; '.join(_differences([*pins.values(), *shown]))}. Name one "
-                    "with --run to report it."), why="settings other than the --run run(s)"))
-            continue
-        if len({r.settings_sha256 for r in records}) == 1:
-            chosen += (picked := _per_suite(records, reviewed_only=reviewed_only))
-            aside += [] if reviewed_only else _newer_reviewed_runs(records, picked)
-            continue
-        full = [r for r in records if not partial_run(r, reviewed_only)]
-        if full and len({r.settings_sha256 for r in full}) == 1:
-            keep = full[0].settings_sha256
-            chosen += _per_suite([r for r in records if r.settings_sha256 == keep], reviewed_only=reviewed_only)
-            left = _newest_of_each_settings([r for r in records if r.settings_sha256 != keep])
-            aside.append(SetAside(model, tuple(r.id for r in left), False, (
-                f"{model}: left out smoke-test run(s) of part of a suite whose settings differ from its full runs: "
-                f"{'; '.join(_differences([full[0], *left]))}. Report one with --run RUN, or remove it with "
-                "'cfkit runs rm RUN'."), why="a smoke test with other settings than the full runs"))
-            continue
-        listing = "; ".join(_differences(_newest_of_each_settings(records)))
-        if mixed:
-            picked = _per_suite(records)
-            chosen += picked
-            aside.append(SetAside(model, tuple(r.id for r in picked), False, (
-                f"{model}: its rows mix runs of different settings (--mixed-settings): {listing}."),
-                why="runs of different settings, reported anyway (--mixed-settings)"))
-            continue
-        aside.append(SetAside(model, tuple(r.id for r in _newest_of_each_settings(records)), True, (
-            f"model {model} has runs with different settings in {store.path}: {listing}. A report shows one set "
-            f"of settings per model, so it leaves this model out. Choose with --run RUN (repeatable; 'cfkit runs "
-            f"list' shows them), report it anyway with --mixed-settings, or remove the runs you do not want with "
-            f"'cfkit runs rm RUN'."), why="runs of different settings"))
-    return chosen, aside
-
-
 def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_named: bool = False,
                reviewed_only: bool = False) -> Sources:
     """The predictions of the chosen runs, with their run records, failure details, the selected edits and the
-    runs set aside (:func:`choose_runs`)."""
+    runs set aside (:func:`cfkit.report.choice.choose`)."""
     from cfkit.store import runs
 
     from cfkit.store.leases import statuses
 
-    chosen, aside = choose_runs(store, refs, mixed=mixed, only_named=only_named, reviewed_only=reviewed_only)
+    made = choose(store, refs, mixed=mixed, only_named=only_named, reviewed_only=reviewed_only)
+    chosen, aside = made.runs, made.set_aside
     shown = statuses(store, chosen)  # a run marked running whose process is gone is said to be interrupted
     if not chosen and aside:  # every model refused: nothing to show
         raise UsageError(" ".join(a.message for a in aside))
@@ -430,7 +275,8 @@ def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, o
             + (f": {record.notes['stopped']}" if record.notes.get("stopped") else "")
             + "); the report leaves it out until it has one."), empty=True, why="no reply yet"))
     chosen = [r for r in chosen if r.id in answered]
-    sources = Sources(preds=predictions_from_store(store, [r.id for r in chosen]), set_aside=aside)
+    sources = Sources(preds=predictions_from_store(store, [r.id for r in chosen]), set_aside=aside,
+                      others=made.others)
     for record in chosen:
         sources.runs[(record.model, record.suite)] = RunInfo.of(record, shown[record.id])
         for reply in runs.unanswered(store, record.id):

@@ -9,6 +9,7 @@ from cfkit.report import legends
 from cfkit.report.groups import group_label, group_rank, paper_groups
 from cfkit.report.reference import load_reference, reference_label
 from cfkit.report.rows import Report
+from cfkit.report.runs_read import COLUMNS, runs_table
 from cfkit.report.units import flat_rows
 from cfkit.vocabulary import SUITE_CONDITIONS
 
@@ -209,6 +210,9 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
             ["Base → other", "Base", "Other", "Δ", "b/c", "95% CI", "p", "p adj"], caption))
     if data["swap"]:
         tables += _swap_tables(data)
+    if (read := runs_table(report)) is not None:  # the run each row above comes from, and those left out (the EGA
+        tables.append(DisplayTable("runs_read", "Runs read", COLUMNS, read[0], [False] * len(read[0]), read[2],
+                                   read[1]))  # section below counts the audited replies, and says whose)
     if "ega" in data:
         tables += _ega_tables(data, ref)
     return tables
@@ -378,7 +382,7 @@ class TablesView:
             view = Table(title=table.title, title_justify="left", caption_justify="left",
                          caption=Text(table.caption, no_wrap=False, overflow="fold") if table.caption else None)  # no markup; wraps in a pipe too
             for i, name in enumerate(table.columns):
-                text_column = i == 0 or name == "Change"
+                text_column = i == 0 or name in ("Change", "Run")
                 view.add_column(name, justify="left" if text_column else "right", no_wrap=True, overflow="fold")
             heading = None
             for k, (row, published) in enumerate(zip(table.rows, table.published)):

@@ -132,7 +132,7 @@ def planned_state(store: Store, run: StudyRun, planned: PlannedRun) -> RunState:
 def _settings_changed(store: Store, run: StudyRun, recorded) -> str | None:
     """Where the model has a run of this suite with other settings (the study file changed since): which run,
     and what differs, as the report would leave it out; else None."""
-    from cfkit.report.sources import setting_values
+    from cfkit.report.choice import setting_values
 
     earlier = [r for r in runs.list_runs(store) if r.suite == run.suite and r.model == recorded.settings["model"]
                and r.selection == recorded.selection and r.settings_sha256 is not None]

@@ -184,6 +184,20 @@ class ViewData:
                 shown[run] = f"left out of the report: {why}"
         return shown
 
+    @cached_property
+    def in_report(self) -> dict[str, str]:
+        """Per run, what the report makes of it, for the runs page: "read" (numbers of the report come from it), or
+        why not (as :attr:`shown_runs`; a run none of those name is older than a run of its model and suite that
+        stands for it)."""
+        report, _ = self.report
+        if report is None:
+            return {r.id: "not read: the report could not be made (see the report page)" for r in self.runs}
+        counted, shown = report.counted_runs(), self.shown_runs
+        refused = {a.model: a.why for a in report.set_aside if a.refused}
+        return {r.id: "read" if r.id in counted else shown.get(r.id) or (
+            f"left out of the report: {refused[r.model]}" if r.model in refused else
+            "not read: older than the run of its model and suite that stands for it") for r in self.runs}
+
     def pair_runs(self) -> dict[str, str | None]:
         """One counterfactual run per model for the pairs page (whose answers are one per model and pair): the
         run the report counts, else the one it leaves out, with why (as :attr:`shown_runs`)."""

@@ -47,6 +47,8 @@ def _normalise(text: str, replacements: dict[str, str]) -> str:
     for old, new in replacements.items():
         text = text.replace(old, new)
     text = re.sub(r"\d{8}-\d{6}", "<STAMP>", text)  # sheet and view file names
+    # run ids (the report's "Runs read"): their hash covers each image file's modification time
+    text = re.sub(r"\b((?:contextcanvas|counterfactual|modality|swap)-[A-Za-z0-9._-]+?)-[0-9a-f]{8}\b", r"\1-<HASH>", text)
     text = re.sub(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(\+00:00|Z)?", "<TIME>", text)
     text = re.sub(r"\b\d\d-\d\d \d\d:\d\d\b", "<MM-DD HH:MM>", text)  # edits list's 'finished'
     text = re.sub(r"\(\d+\.\d s\)", "(<SECONDS>)", text)

@@ -57,7 +57,7 @@ def paper_json(paper):
 
 def test_json_follows_design_schema(paper_json):
     assert list(paper_json) == ["contextcanvas", "counterfactual", "modality", "compare", "swap", "missing",
-                                "notes", "bootstrap", "units", "reply_problems", "set_aside"]
+                                "notes", "bootstrap", "units", "reply_problems", "set_aside", "runs_read"]
     assert list(paper_json["contextcanvas"][0]) == ["model", "group", "n", "n_binary", "accuracy", "macro_f1", "yes_f1",
                                                     "no_f1", "yes_rate", "gold_yes_rate", "invalid", "accuracy_ci",
                                                     "macro_f1_ci", "yes_f1_ci", "no_f1_ci", "yes_rate_ci",

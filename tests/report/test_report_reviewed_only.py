@@ -83,7 +83,14 @@ def test_a_reviewed_only_run_is_named_by_the_default_report_and_stands_in_the_vi
     assert aside["message"] == line and line in " ".join(stderr.split())
     data, _ = _report(ws, "--reviewed-only")  # the full run answered every case the view counts
     assert (data["modality"][0]["runs"], data["modality"][0]["n"]) == ([full], 2)
-    assert not data["missing"] and not data["set_aside"]
+    assert not data["missing"]
+    # … and the newer run it does not read is named, with why and what reads it (never silently passed over).
+    [aside] = data["set_aside"]
+    assert aside["runs"] == [reviewed] and not aside["refused"]
+    assert aside["message"].startswith(f"baseline:random: a newer modality run, {reviewed} (")
+    assert ("was left out: it asked only the cases whose captions a person wrote or reviewed, which the run of the "
+            f"whole suite read answered too; the rows read {full}") in aside["message"]
+    assert f"'cfkit report --run {reviewed}'" in aside["message"]
     # Without a full run, the view reads the reviewed-only run as the whole suite it counts.
     assert run_cli(["-w", str(ws), "runs", "rm", full]).exit_code == 0
     data, _ = _report(ws, "--reviewed-only")

@@ -84,7 +84,8 @@ def test_empty_and_cut_off_replies_are_loud_in_probe_run_and_report_and_counted_
     assert "openai:cut-model contextcanvas: 3 of 3 replies were cut off at the token limit (8 tokens)" in said
     # The Inv. column: 3 in the two ContextCanvas tables, 2/2 in the option-order accuracy table, for both models
     # (the option-order bias table, the same rows, has no room for it within 100 columns).
-    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in table.stdout.splitlines() if "openai:" in line]
+    scores = table.stdout.split("Runs read", 1)[0]  # the tables of numbers (the last one names the runs read)
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in scores.splitlines() if "openai:" in line]
     cc = [cells for cells in rows if cells[-1] == "3"]
     swap = [cells for cells in rows if cells[-1] == "2/2"]
     assert len(cc) == 4 and len(swap) == 2, table.stdout

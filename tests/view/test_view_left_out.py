@@ -4,7 +4,7 @@ The demo's baselines, plus runs the report does not count: a second full run
 of one model with another token limit (that model is refused: runs of
 different settings), a smoke test of another with other settings (left out),
 and a smoke test of a third with its full runs' settings (the report takes the
-full run). Every answer a case page shows unmarked must be the report's own
+full run, and names the newer smoke test it leaves out). Every answer a case page shows unmarked must be the report's own
 answer for that unit, every answer of the report must be there, and every other
 answer is marked with why, in the exported site and the served view alike.
 """
@@ -28,7 +28,8 @@ REFUSED = "baseline:always-yes"
 SMOKE = "baseline:random"
 SAME_SMOKE = "baseline:majority"
 WHY = {REFUSED: "left out of the report: runs of different settings",
-       SMOKE: "left out of the report: a smoke test with other settings than the full runs"}
+       SMOKE: "left out of the report: a smoke test with other settings than the full runs",
+       SAME_SMOKE: "left out of the report: newer than the run read, but asked only part of the suite"}
 
 
 def _probe(ws: Path, *args: str) -> str:
@@ -118,9 +119,10 @@ def test_a_case_page_marks_every_answer_the_reports_numbers_leave_out(ws, site):
         cells = re.search(rf'href="case-{case}.html">.*?</tr>', listing, re.S).group(0)
         assert [int(n) for n in re.findall(r'<td class="num">(\d+)</td>', cells)[:2]] == right.get(case, [0, 0]), case
     assert set(shown) == set(counted)  # every answer the report counts is on its case page (the full run's too)
-    assert {m for m, _ in marked} == {REFUSED, SMOKE}
+    assert {m for m, _ in marked} == {REFUSED, SMOKE, SAME_SMOKE}
     assert (SMOKE, runs[SMOKE]) in marked and (REFUSED, runs[REFUSED]) in marked
-    assert not any(run == runs[SAME_SMOKE] for _, run in marked)  # its full run stands for it, unmarked
+    # Its full run stands for it; its newer smoke test's answers are shown, marked, never silently dropped.
+    assert {run for m, run in marked if m == SAME_SMOKE} == {runs[SAME_SMOKE]}
     # The report page names each of those models as left out (with the runs its line names), and no other.
     said = re.findall(r"<li>([^<]*)</li>", html.unescape((site / "report.html").read_text()))
     aside = {a["model"]: a for a in data["set_aside"]}
@@ -128,6 +130,22 @@ def test_a_case_page_marks_every_answer_the_reports_numbers_leave_out(ws, site):
     for model, entry in aside.items():
         assert entry["message"] in said
         assert any(run in entry["message"] for m, run in marked if m == model)
+
+
+def test_the_runs_page_says_of_every_run_whether_the_report_reads_it_and_why_not(ws, site):
+    root, runs = ws
+    data = json.loads(run_cli(["report", "-w", str(root), "--format", "json"]).stdout)
+    read = {r["run"] for r in data["runs_read"]}
+    page = (site / "index.html").read_text()
+    marks = dict(re.findall(r'<tr class="[^"]*">\s*<td><code>([^<]+)</code>.*?<td class="report">(.*?)</td>', page, re.S))
+    listed = json.loads(run_cli(["runs", "list", "-w", str(root), "--json"]).stdout)
+    assert set(marks) == {r["id"] for r in listed}
+    assert {run for run, mark in marks.items() if mark == "read"} == read
+    for model, run in runs.items():  # each left out, with the report's reason
+        assert marks[run] == f'<span class="left-out">{WHY[model]}</span>', (model, marks[run])
+    for r in listed:  # the refused model's other runs are left out too, for the same reason
+        if r["model"] == REFUSED:
+            assert marks[r["id"]] == f'<span class="left-out">{WHY[REFUSED]}</span>'
 
 
 def test_the_pairs_page_marks_the_answers_of_a_model_the_report_leaves_out(site):
@@ -184,12 +202,12 @@ def test_the_marks_read_the_same_served_and_exported_and_fit_a_phone(site, serve
             page.goto(base + "case-MX01.html")
             page.screenshot(path=str(shots / f"left-out-{tag}-{width}.png"), full_page=True)
             items = page.locator("ul.left-out li")
-            assert items.count() == 2
-            for k in range(2):  # each line whole inside the window, in a legible size
+            assert items.count() == 3
+            for k in range(3):  # each line whole inside the window, in a legible size
                 box = items.nth(k).bounding_box()
                 assert box["x"] >= 0 and box["x"] + box["width"] <= width, (tag, width, box)
                 assert float(items.nth(k).evaluate("e => parseFloat(getComputedStyle(e).fontSize)")) >= 12
-            assert {items.nth(k).locator("b").inner_text() for k in range(2)} == {REFUSED, SMOKE}
+            assert {items.nth(k).locator("b").inner_text() for k in range(3)} == {REFUSED, SMOKE, SAME_SMOKE}
             marks = page.locator("table#answers td:nth-child(4) span.left-out")
             assert marks.count() >= 2 and all(marks.nth(k).is_visible() for k in range(marks.count()))
             assert set(marks.all_inner_texts()) == set(WHY.values())
