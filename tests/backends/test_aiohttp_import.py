@@ -110,6 +110,43 @@ print(json.dumps({"before": before, "after": [cas(connector._SSL_CONTEXT_VERIFIE
     assert found["after"] == [SYSTEM_CAS, SYSTEM_CAS]
 
 
+TLS = REPO / "tests" / "data" / "tls"
+
+
+def test_an_https_server_trusted_through_ssl_cert_file_is_reached_with_the_certificates_read_first():
+    # A real TLS server on loopback whose self-signed certificate the process trusts through SSL_CERT_FILE, which
+    # the default contexts read only when their certificates are read: the request is answered only if they
+    # were read into aiohttp's verifying context before the handshake.
+    found = _child("""
+import http.server, os
+os.environ["SSL_CERT_FILE"] = %r
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["content-length"]))
+        body = b'{"ok": true}'
+        self.send_response(200); self.send_header("content-length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(%r, %r)
+server.socket = context.wrap_socket(server.socket, server_side=True)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+from cfkit.backends.http import JSONClient
+client = JSONClient(f"https://127.0.0.1:{server.server_address[1]}/v1", {}, deadline=10)
+async def one():
+    try:
+        return await client.post("/chat/completions", b"{}")
+    finally:
+        await client.aclose()
+exchange = asyncio.run(one())
+server.shutdown()
+print(json.dumps({"status": exchange.status, "failure": exchange.failure, "detail": exchange.detail[:200]}))
+""" % (str(TLS / "cert.pem"), str(TLS / "cert.pem"), str(TLS / "key.pem")))
+    assert found["status"] == 200, found
+
+
 STAND_IN = (
     "import ssl, threading\n"
     "own = ssl.create_default_context()\n"
