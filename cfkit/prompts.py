@@ -89,6 +89,11 @@ class Templates:
 _PACKAGED = Path(__file__).parent / "templates"
 
 
+def packaged_template(name: str) -> str:
+    """cfkit's own text of template ``name`` (what is in force where the workspace has none)."""
+    return _packaged_template(name)[0]
+
+
 def _packaged_template(name: str) -> tuple[str, Path]:
     """A packaged template's text and file. Read straight from the package's folder where it is one: what
     importlib.resources gives there too, without its import and its first look-up (10-15 ms of CPU before a run's
@@ -147,14 +152,42 @@ def _check_templates(texts: dict[str, str], sources: dict[str, Path]) -> None:
 def templates_sha256(ws: Workspace) -> str:
     """SHA-256 over the names and bytes of the probe templates in force for ``ws``.
 
-    A run records it, so results made with different prompts are never mixed.
+    Every run records it (the ``templates_sha256`` of its record); what the
+    report compares is the digest of each template a run's requests were
+    rendered from (:func:`template_digests`, kept in the run's notes). A run
+    made before cfkit kept those has only this one.
     """
-    templates = load_templates(ws)
+    return sha256_of_texts(load_templates(ws).texts)
+
+
+def sha256_of_texts(texts: dict[str, str]) -> str:
+    """:func:`templates_sha256` of the probe templates' ``texts`` (name -> text)."""
     digest = hashlib.sha256()
     for name in PROBE_TEMPLATES:
-        data = templates[name].encode("utf-8")
+        data = texts[name].encode("utf-8")
         digest.update(name.encode("utf-8") + b"\0" + str(len(data)).encode("ascii") + b"\0" + data)
     return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=16)
+def prompt_templates(condition: str, n_images: int = 1) -> tuple[str, ...]:
+    """The probe templates a prompt of ``condition`` (text | neutral | evidence | image) with ``n_images`` images
+    is rendered from: the system and user messages and the visual slot's template."""
+    visual = f"visual-{condition}.txt" if condition != "image" else (
+        "visual-image.txt" if n_images == 1 else "visual-images.txt")
+    return "system.txt", "user.txt", visual
+
+
+def template_digest(text: str) -> str:
+    """SHA-256 of what a prompt takes of a template: its text without leading and trailing white space (every
+    prompt strips the filled template, so white space at its ends never reaches a model)."""
+    return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
+
+
+def template_digests(templates: Templates, names: Iterable[str]) -> dict[str, str]:
+    """:func:`template_digest` of each of ``names`` in ``templates``, by name, in :data:`PROBE_TEMPLATES` order."""
+    wanted = set(names)
+    return {name: template_digest(templates[name]) for name in PROBE_TEMPLATES if name in wanted}
 
 
 @functools.lru_cache(maxsize=64)

@@ -28,7 +28,7 @@ from cfkit.majority import gold_label
 from cfkit import swap
 from cfkit.probe.image_refs import Digests, FileState, ImageRef
 from cfkit.probe.selection import Selection
-from cfkit.prompts import load_templates, render_prompt, templates_sha256
+from cfkit.prompts import load_templates, prompt_templates, render_prompt, template_digests, templates_sha256
 from cfkit.store import Store
 from cfkit.vocabulary import MODALITY_CONDITIONS, SUITE_CONDITIONS, SWAP_CONDITIONS
 from cfkit.workspace import Workspace
@@ -102,6 +102,8 @@ class ProbePlan:
     left_out: tuple[str, ...] = field(default=())  # units of the suite the selection left out
     captions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # modality: case -> condition -> digest
     #                                   of the caption texts its prompt shows (cfkit.caption_digests)
+    templates: Mapping[str, str] = field(default_factory=dict)  # each probe template its requests were rendered
+    #                                   from -> its digest (cfkit.prompts.template_digests): what the report compares
 
     def asked(self) -> dict[str, str]:
         """Per case the plan asks, a digest of what a model is shown of it (:func:`cfkit.cases.asked_digests`):
@@ -125,6 +127,7 @@ class _RequestBuilder:
         self.generation = generation
         self.digests = digests
         self.templates = load_templates(ws)
+        self.used: set[tuple[str, ...]] = set()  # the templates each request was rendered from (a few distinct)
         self._schemas: dict[tuple[str, ...], tuple[tuple[str, ...], dict[str, Any]]] = {}  # per option set
 
     def item(self, case: Case, condition: str, *, pair_id: str = "", images: list[Path] | None = None,
@@ -133,6 +136,7 @@ class _RequestBuilder:
         prompt_condition = condition if condition in MODALITY_CONDITIONS else "image"
         prompt = render_prompt(self.ws, case, prompt_condition, images=images, templates=self.templates,
                                caption=caption if condition in ("neutral", "evidence") else None)
+        self.used.add(prompt_templates(prompt_condition, len(prompt.images)))
         option_ids = tuple(case.option_ids)
         if option_ids not in self._schemas:
             self._schemas[option_ids] = (option_ids, answer_schema(option_ids))
@@ -156,6 +160,10 @@ class _RequestBuilder:
         return ProbeItem(case=case, pair_id=pair_id, condition=condition, request=request, edit_id=edit_id,
                          image_sha256=self.digests.sha256(shown[0], resolve=not sent),
                          image_file=self.digests.state(shown[0]))
+
+    def digests_used(self) -> dict[str, str]:
+        """The digest of each template the requests made so far were rendered from."""
+        return template_digests(self.templates, (name for names in self.used for name in names))
 
     def _images(self, paths: list[Path]) -> tuple[ImageRef, ...]:
         if not paths or not self.capabilities.images:
@@ -316,7 +324,7 @@ def plan_suite(ws: Workspace, suite: str, capabilities: Capabilities, *, store: 
     return ProbePlan(suite=suite, items=tuple(items), skipped=tuple(skipped),
                      templates_sha256=templates_sha256(ws), gold_labels=gold, generation=generation,
                      selection=selection, unreviewed=tuple(unreviewed), left_out=tuple(left_out),
-                     captions=captions)
+                     captions=captions, templates=builder.digests_used())
 
 
 def _pair_gold(ws: Workspace, item: ProbeItem) -> str:

@@ -355,6 +355,8 @@ def _open_run(store: Store, run_id: str, backend: Backend, plan: ProbePlan, reco
              "left_out": list(plan.left_out), "backend_notes": sorted({*(backend.notes or ()), *earlier})}
     if plan.captions:  # what each case's caption conditions showed, for the report to compare (cfkit.caption_digests)
         notes["captions"] = {case: dict(digests) for case, digests in plan.captions.items()}
+    if plan.templates:  # each probe template the requests were rendered from, for the report to compare
+        notes["templates"] = dict(plan.templates)
     runs.open_run(store, run_id, model=backend.model, suite=plan.suite, options=options, cfkit_version=__version__,
                   templates_sha256=plan.templates_sha256, n_requests=len(plan.items), notes=notes,
                   recorded=recorded)

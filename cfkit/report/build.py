@@ -134,6 +134,8 @@ def make_report(
     source.reviewed_view = reviewed_only
     source.note_cases(gold.cases)
     note_majority(source, gold)  # a majority baseline's answers rest on every gold label of its suite
+    from cfkit.report.prompts_now import note_templates  # (the templates are read only for a report of runs)
+    template_notes = note_templates(source, ws, gold.cases)  # answers to prompts whose templates changed since
     if not source.preds:
         raise NotFoundError(" ".join(a.message for a in source.set_aside if a.empty) or "no predictions to report. "
                             "Run 'cfkit probe run', or pass --predictions FILE.")
@@ -151,7 +153,7 @@ def make_report(
         if prediction_paths:  # the reading that looks for a repeat names its two lines
             load_predictions(prediction_paths, cases=gold.cases, pairs=gold.pair_cases)
         raise
-    report.notes.extend(reviewed_note(gold) + source.caption_notes(gold.modality_cases) + source.template_notes(ws)
+    report.notes.extend(reviewed_note(gold) + source.caption_notes(gold.modality_cases) + template_notes
                         + source.server_notes() + reread)
     if section is not None:
         report = dataclasses.replace(report, ega=section)

@@ -48,13 +48,15 @@ class RunInfo:
     captions: Mapping[str, Mapping[str, str]] | None = None  # modality: case -> condition -> digest of its caption
     #                                                          texts as asked (None: not recorded, older runs)
     unreviewed: tuple[str, ...] = ()  # cases (pairs) asked with a caption (edit) no person had reviewed
-    templates_sha256: str = ""  # the probe templates the run was asked with ("": not known, an imported run)
+    templates_sha256: str = ""  # one digest over all the probe templates when the run asked ("": not known)
     asked: Mapping[str, str] | None = None  # case -> digest of what the run was shown of it (cfkit.cases.asked_digests;
     #                                         None: not recorded, older runs and peers' files)
     replayed: bool = False  # its replies were read from a file made elsewhere (a replay, an import): cut off there
     left_out: tuple[str, ...] | None = None  # units its selection left out (None: not recorded)
     selection: Mapping[str, Any] | None = None  # how it chose part of the suite (--limit, --cases, --reviewed-only)
     asked_pairs: frozenset[str] | None = None  # the pairs it planned (counterfactual; None: not recorded)
+    templates: Mapping[str, str] | None = None  # each probe template its requests were rendered from -> its digest
+    #                                             (cfkit.report.prompts_now; None: not recorded, older runs)
 
     @classmethod
     def of(cls, record: RunRecord, status: str | None = None) -> "RunInfo":
@@ -69,7 +71,8 @@ class RunInfo:
                    tuple(record.notes.get("unreviewed") or ()), record.templates_sha256 or "",
                    record.notes.get("asked"), record.replayed,
                    tuple(record.notes["left_out"]) if "left_out" in record.notes else None, record.selection,
-                   frozenset(record.notes["asked_pairs"]) if "asked_pairs" in record.notes else None)
+                   frozenset(record.notes["asked_pairs"]) if "asked_pairs" in record.notes else None,
+                   record.notes.get("templates"))
 
 
 @dataclass
@@ -86,6 +89,8 @@ class Sources:
     stale_captions: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (run, case, condition) -> why
     stale_cases: dict[tuple[str, str], str] = field(default_factory=dict)  # (run, case) -> why: the case was changed
     stale_images: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (run, case, condition) -> why
+    stale_prompts: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (run, case, condition) -> why:
+    #                                                   a probe template of its prompt changed (report.prompts_now)
     unreviewed_captions: dict[str, list[str]] = field(default_factory=dict)  # run -> cases whose caption, as asked,
     #                                                                          is still a draft no person reviewed
     reviewed_view: bool = False  # the modality rows count only cases whose captions are reviewed (report --reviewed-only)
@@ -174,9 +179,9 @@ class Sources:
 
     @property
     def any_stale(self) -> bool:
-        """Whether an answer may be stale for another reason than its edit (a caption, a case or an image changed
-        since)."""
-        return bool(self.stale_captions or self.stale_cases or self.stale_images)
+        """Whether an answer may be stale for another reason than its edit (a caption, a case, an image or a
+        probe template changed since)."""
+        return bool(self.stale_captions or self.stale_cases or self.stale_images or self.stale_prompts)
 
     def unreviewed_of(self, model: str) -> frozenset[str]:
         """The cases whose caption, as the model's modality run asked it, is still a draft no person has reviewed."""
@@ -195,25 +200,6 @@ class Sources:
                              "answers stand while its text is unchanged), or leave those cases out of the rows with "
                              "'cfkit report --reviewed-only'.")
         return notes
-
-    def template_notes(self, ws: Workspace) -> list[str]:
-        """A note per suite whose runs were asked with other probe templates than those in force now."""
-        from cfkit.errors import TemplateError
-        from cfkit.prompts import templates_sha256
-
-        try:
-            now = templates_sha256(ws)
-        except TemplateError:
-            now = None
-        older: dict[str, list[str]] = {}
-        for run in self.runs.values():
-            if run.templates_sha256 and run.templates_sha256 != now:
-                older.setdefault(run.suite, []).append(run.id)
-        return [f"{suite}: {plural(len(ids), 'run')} ({', '.join(ids[:5])}{' …' if len(ids) > 5 else ''}) "
-                f"{'was' if len(ids) == 1 else 'were'} asked with other probe templates than "
-                f"{'those in force now' if now else 'can be read now'} ({ws.probes_dir / 'templates'}, else cfkit's "
-                "defaults): the answers are to the older prompts; run the suite again, or restore the templates "
-                "it was asked with." for suite, ids in older.items()]
 
     def server_notes(self) -> list[str]:
         """A note per model whose replies came from servers that named different models, one per model whose
@@ -236,11 +222,13 @@ class Sources:
         return notes
 
     def stale(self, p: Prediction) -> str | None:
-        """Why the answer ``p`` is not about the input as it is now (its case, its image or its caption changed
-        since its run, or an edit no longer selected), or None."""
-        if (self.stale_cases or self.stale_images) and (run := self.runs.get((p.model, p.suite))) is not None:
+        """Why the answer ``p`` is not about the input as it is now (its case, its image, its caption or a
+        template of its prompt changed since its run, or an edit no longer selected), or None."""
+        if (self.stale_cases or self.stale_images or self.stale_prompts) \
+                and (run := self.runs.get((p.model, p.suite))) is not None:
             if (why := self.stale_cases.get((run.id, p.case))
-                    or self.stale_images.get((run.id, p.case, p.condition))) is not None:
+                    or self.stale_images.get((run.id, p.case, p.condition))
+                    or self.stale_prompts.get((run.id, p.case, p.condition))) is not None:
                 return why
         if self.stale_captions and p.suite == "modality" and (run := self.runs.get((p.model, p.suite))) is not None:
             if (why := self.stale_captions.get((run.id, p.case, p.condition))) is not None:

@@ -14,8 +14,8 @@ then its plan and the run id the plan implies. Its state is then
                  the replies it has are not clean either
 ``failed``       its last invocation stopped on an error, or it cannot start here (why is given)
 ``waiting``      provider batches in flight (``probe collect``)
-``stale``        a run with the same settings exists, made from other inputs (cases, captions, edits,
-                 templates changed since): running the study asks the new questions
+``stale``        a run with the same settings exists, made from other inputs (cases, captions, edits, or
+                 the probe templates its own prompts use changed since): running the study asks the new questions
 ``not started``  no run with these settings (the detail names a run of the model's earlier settings, and
                  what changed, where the study file was edited since)
 """

@@ -119,7 +119,8 @@ def test_a_full_export_read_back_says_what_the_run_said(exported, tmp_path, suit
     expected = {"contextcanvas": {"transport", "stale", "cut off"}, "modality": {"absent"},
                 "counterfactual": {"skipped"}, "swap": {"stale", "cut off"}}[suite]
     assert expected <= kinds  # the run has something of each to say
-    assert any("other probe templates" in n for n in original["notes"])
+    # Every answer was rendered from the system template changed since: stale, with the file named.
+    assert any("probes/templates/system.txt has another text" in (m["detail"] or "") for m in original["missing"])
     if suite == "modality":  # T001 was asked with a model's draft caption: the row is marked, a note names it
         _assert_unreviewed(original)
     export = root / f"{suite}.{fmt}"

@@ -98,19 +98,22 @@ def test_a_draft_asked_unreviewed_is_named_from_the_run_and_the_file_now(tiny_ws
     assert len(notes) == 1 and "was asked 2 cases with a caption" in notes[0] and "(T001, T003)" in notes[0]
 
 
-def test_runs_asked_with_other_templates_than_those_now_are_named(asked):
-    """The probe templates are part of every prompt: a report over runs asked with others says so, per suite."""
+def test_runs_asked_with_other_templates_than_those_now_have_their_answers_marked_stale(asked):
+    """The system template is part of every prompt: each answer of both suites' runs is stale once it changes,
+    and stands again when it is restored (tests/report/test_report_templates_stale.py: only the answers whose
+    prompts use a changed template)."""
     assert run_cli(["-w", str(asked), "probe", "run", "-m", "baseline:majority", "-s", "contextcanvas"]).exit_code == 0
-    assert not [n for n in json.loads(_report(asked, "--format", "json").stdout)["notes"] if "templates" in n]
+    assert not json.loads(_report(asked, "--format", "json").stdout)["missing"]
     templates = asked / "probes" / "templates"
     templates.mkdir(parents=True, exist_ok=True)
     (templates / "system.txt").write_text("You judge pictures. Answer with care.\n")
-    notes = [n for n in json.loads(_report(asked, "--format", "json").stdout)["notes"] if "templates" in n]
-    assert sorted(n.split(":")[0] for n in notes) == ["contextcanvas", "modality"]
-    assert all("1 run (" in n and "were asked" not in n for n in notes)
-    assert "asked with other probe templates than those in force now" in _report(asked).stderr
+    data = json.loads(_report(asked, "--format", "json").stdout)
+    assert {(m["suite"], m["reason"]) for m in data["missing"]} == {("contextcanvas", "stale"), ("modality", "stale")}
+    assert len(data["missing"]) == 3 + 3 * 4 and all("system.txt has another text" in m["detail"]
+                                                     for m in data["missing"])
+    assert not [n for n in data["notes"] if "templates" in n]
     (templates / "system.txt").unlink()
-    assert not [n for n in json.loads(_report(asked, "--format", "json").stdout)["notes"] if "templates" in n]
+    assert not json.loads(_report(asked, "--format", "json").stdout)["missing"]
 
 
 def test_a_row_resting_on_unreviewed_drafts_is_marked_wherever_it_is_shown(tiny_ws, tmp_path):
