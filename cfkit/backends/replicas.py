@@ -21,11 +21,13 @@ each reply.
   out, answers 5xx or 429) is backed off — given no request for 1 s, doubling
   with each consecutive failure up to 30 s, or the ``Retry-After`` it named —
   and the request goes to another endpoint at once. An endpoint that answers
-  again is healthy again. When every endpoint is backed off, a request waits
-  for the first to come back. The last endpoint left in a run (the others
-  left out) is never backed off: it is then one server, and each request's
-  own retries and their back-off (``-o backoff``, ``-o max_retries``,
-  ``Retry-After``) pace it, as with a single ``--base-url``.
+  again is healthy again. When every endpoint in use is backed off at
+  once, the back-off no longer holds requests back (there is nowhere better
+  to send them): each request's own retries and their back-off (``-o
+  backoff``, ``-o max_retries``, ``Retry-After``) pace the set, as they pace
+  a single ``--base-url``, so a set whose servers all fail gives up at one
+  server's pace, not after minutes of 30 s back-offs. The last endpoint left
+  in a run (the others left out) is never backed off: it is then one server.
 - **Left out.** An endpoint that refuses the key (401, 403) or says it has no
   such model (404) is left out for the rest of the run while another remains
   (:meth:`ReplicaPool.leave_out`); :meth:`ReplicaPool.notes` says at the end
@@ -96,7 +98,12 @@ class ReplicaPool:
         return [r for r in self.replicas if r.left_out is None]
 
     def _ready(self, now: float) -> list[Replica]:
-        return [r for r in self.in_use() if r.down_until <= now and r.in_flight < self.limit]
+        in_use = self.in_use()
+        if all(r.down_until > now for r in in_use):
+            # Every replica is failing: there is nowhere better to send, so no request waits for a replica's
+            # back-off; each request's own retries pace them, as they pace one server (see the module docstring).
+            return [r for r in in_use if r.in_flight < self.limit]
+        return [r for r in in_use if r.down_until <= now and r.in_flight < self.limit]
 
     async def acquire(self) -> Replica:
         """The endpoint the next attempt goes to (counted in flight until :meth:`release`)."""
@@ -110,7 +117,7 @@ class ReplicaPool:
                 now = time.monotonic()
                 ready = self._ready(now)
                 if ready:
-                    chosen = min(ready, key=lambda r: (r.in_flight, r.failures, self.replicas.index(r)))
+                    chosen = min(ready, key=lambda r: (r.in_flight, r.down_until, self.replicas.index(r)))
                     chosen.in_flight += 1
                     return chosen
                 backed_off = [r.down_until for r in self.in_use() if r.down_until > now]
