@@ -315,8 +315,8 @@ class OpenAIBackend(Backend):
                 retry = await self._wait_or_give_up(retry, f"HTTP {exchange.status}", error_text(exchange.body)[1],
                                                     exchange.headers, where)
             reply = self._reply(completion, time.perf_counter() - started, notes)
-        except TransportError as exc:  # the request failed: its attempts given up once sent may still be billed
-            exc.abandoned = abandoned
+        except BackendError as exc:  # the request failed (or stops the run): its attempts given up once sent
+            exc.abandoned = abandoned   # may still be billed
             raise
         if retry or failovers or abandoned:  # counted per request by the run (cfkit.probe.sending)
             reply = replace(reply, retries=retry, failovers=failovers, abandoned=abandoned)

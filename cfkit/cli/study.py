@@ -220,7 +220,8 @@ def status_(ws, file: Path, as_json: bool) -> None:
         for x in states:
             counts = f"{x.done}/{x.total}" if x.total else ""
             known = x.cost_usd is not None or x.cost_unreported  # a priced run all from cache cost $0.00
-            cost = f"  {spent(x.cost_usd, x.cost_unreported, short=True)}" if known else ""
+            shown = spent(x.cost_usd, x.cost_unreported, short=True, abandoned=x.abandoned, largest=x.largest_reply_usd)
+            cost = f"  {shown}" if known else ""
             detail = f"  ({x.detail})" if x.detail else ""
             out.print(escape(f"{x.display:<20} {x.suite:<15} {x.state:<12} {counts:>11}{cost}  {x.run_id or ''}"
                              f"{detail}"), highlight=False, soft_wrap=True)

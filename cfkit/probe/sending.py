@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from cfkit.backends import Backend, is_async
-from cfkit.errors import ImageError, TransportError
+from cfkit.errors import BackendError, ImageError, TransportError
 from cfkit.money import abandoned_note, abandoned_usd, usd
 from cfkit.plural import plural
 from cfkit.probe.cache_keys import RunKeys
@@ -363,6 +363,12 @@ class Sender:
             self.progress.errors += 1
             self.policy.failed(str(exc))
             self._stop_if_told()
+        except BackendError as exc:  # it stops the run; attempts it gave up once sent may be billed all the same
+            if exc.abandoned:
+                self.progress.abandoned += exc.abandoned
+                if budget is not None:
+                    budget.abandon(exc.abandoned)
+            raise
         finally:
             if budget is not None:
                 budget.in_flight -= 1

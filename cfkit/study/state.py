@@ -47,6 +47,10 @@ class RunState:
     cost_usd: float | None
     detail: str | None = None
     cost_unreported: int = 0  # replies whose cost is not known: cost_usd leaves them out
+    # Attempts given up after they were sent (a provider may bill them: cost_usd leaves them out), and the largest
+    # reply cost each may have cost (None: no priced reply).
+    abandoned: int = 0
+    largest_reply_usd: float | None = None
 
 
 def study_status(ws: Workspace, study: Study, store: Store | None) -> list[RunState]:
@@ -62,7 +66,8 @@ def _row(run: StudyRun, state: str, record=None, detail: str | None = None, tota
     if record is None:
         return RunState(run.model, run.display, run.suite, state, None, 0, total, 0, None, detail)
     return RunState(run.model, run.display, run.suite, state, record.id, record.n_done, record.n_requests,
-                    record.n_errors, record.cost_usd, detail, record.cost_unreported)
+                    record.n_errors, record.cost_usd, detail, record.cost_unreported, record.abandoned_attempts,
+                    record.largest_reply_usd if record.abandoned_attempts else None)
 
 
 def _state(store: Store | None, run: StudyRun) -> RunState:
