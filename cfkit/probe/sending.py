@@ -103,7 +103,7 @@ class Sender:
             return
         self.backend.on_overload = self._overloaded  # the backend says when the server is overloaded
         queue = SharedQueue(self.store, self.run_id, items, self.keys, claim=concurrency * CLAIM,
-                            on_elsewhere=self._elsewhere, owner=self.owner)
+                            on_elsewhere=self._elsewhere, owner=self.owner, on_wait=self._waiting)
         self.recorder.lease_owner = queue.owner
         queue.announce()
         helpers = [asyncio.create_task(queue.keep_alive()), asyncio.create_task(self._commit_when_due())]
@@ -288,6 +288,12 @@ class Sender:
         if self.on_progress:
             self.on_progress(self.progress)
         return key, item, True
+
+    def _waiting(self, line: str) -> None:
+        """Another process holds the leases of the requests left: the progress display says what it waits for."""
+        self.progress.waiting = line
+        if self.on_progress:
+            self.on_progress(self.progress)
 
     def _elsewhere(self, item: ProbeItem) -> None:
         self.progress.done += 1
