@@ -166,7 +166,12 @@ class EditRefused(EditorError):
 
 
 class BackendError(CfkitError):
-    """A model backend failed."""
+    """A model backend failed.
+
+    ``abandoned``: attempts of the request it ended that were given up after they were sent (see
+    :attr:`cfkit.backends.Reply.abandoned`): a provider may bill them, also when the error stops the run."""
+
+    abandoned: int = 0
 
 
 class BackendUnavailable(BackendError):

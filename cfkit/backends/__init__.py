@@ -215,6 +215,9 @@ class Backend:
     #: Set by the runner to a function the backend calls with the Retry-After seconds (or None) when the
     #: server answers 429/503, before it retries: the runner then keeps fewer requests in flight.
     on_overload: Callable[[float | None], None] | None = None
+    # Set by the runner: told, in one line, what a person should hear while the run sends, and how many more
+    # requests may be in flight from now on (a replica back in use: cfkit.backends.replicas).
+    on_news: Callable[[str, int], None] | None = None
     #: The model controls of :mod:`cfkit.backends.controls` it honours (none by default).
     controls: ClassVar[tuple[str, ...]] = ()
     #: The batch-file line format its :meth:`batch_body` writes (``probe run --batch-file``): "openai", or None.

@@ -303,8 +303,8 @@ class AnthropicBackend(Backend):
                     abandoned += reached_server(exc)
                     what = "Timeout" if isinstance(exc, anthropic.APITimeoutError) else "ConnectionError"
                     retry = await self._wait_or_give_up(retry, what, str(exc), None)
-        except TransportError as exc:  # the request failed: its attempts given up once sent may still be billed
-            exc.abandoned = abandoned
+        except BackendError as exc:  # the request failed (or stops the run): its attempts given up once sent
+            exc.abandoned = abandoned   # may still be billed
             raise
         reply = reply_from_message(message.model_dump(mode="json"), time.perf_counter() - started, notes,
                                    prices=self._prices(), where=self.endpoint, writes=self._writes())

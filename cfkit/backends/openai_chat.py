@@ -163,8 +163,10 @@ class OpenAIBackend(Backend):
             self._pool = ReplicaPool([Replica(e.shown, JSONClient(e.url, headers | {"Authorization": e.authorization},
                                                                   deadline=options.timeout)) for e in endpoints])
             # One run, one cache: keyed on the model the servers serve, not on where they are.
-            self.cache_identity = {k: v for k, v in self.cache_identity.items() if k != "base_url"} | \
-                served_model(self._pool.replicas, name, who="openai backend")
+            served = served_model(self._pool.replicas, name, who="openai backend")
+            self.cache_identity = {k: v for k, v in self.cache_identity.items() if k != "base_url"} | served
+            self._pool.name, self._pool.root = name, served.get("root")  # what a replica back in use must serve
+            self._pool.on_back = self._news
             self.notes += tuple(start_notes(self._pool.replicas))
         self.priced = options.price_in is not None and options.price_out is not None
         # Parameters this server refused; later requests leave them out (or use the other token limit).
@@ -173,6 +175,11 @@ class OpenAIBackend(Backend):
         # 3. The HTTP client (it opens its connections on the first request).
         self._client = JSONClient(endpoint.url, headers | {"Authorization": endpoint.authorization},
                                   deadline=options.timeout)
+
+    def _news(self, line: str) -> None:
+        """A replica is back in use: say so, and let -j more requests be in flight (its share)."""
+        if self.on_news is not None:
+            self.on_news(line, self._pool.limit if self._pool is not None else 0)
 
     @property
     def replicas(self) -> int:
@@ -195,6 +202,8 @@ class OpenAIBackend(Backend):
 
     async def aclose(self) -> None:
         await self._client.aclose()
+        if self._pool is not None:
+            await self._pool.aclose()
         for replica in self._pool.replicas if self._pool is not None else ():
             await replica.client.aclose()
 
@@ -315,8 +324,8 @@ class OpenAIBackend(Backend):
                 retry = await self._wait_or_give_up(retry, f"HTTP {exchange.status}", error_text(exchange.body)[1],
                                                     exchange.headers, where)
             reply = self._reply(completion, time.perf_counter() - started, notes)
-        except TransportError as exc:  # the request failed: its attempts given up once sent may still be billed
-            exc.abandoned = abandoned
+        except BackendError as exc:  # the request failed (or stops the run): its attempts given up once sent
+            exc.abandoned = abandoned   # may still be billed
             raise
         if retry or failovers or abandoned:  # counted per request by the run (cfkit.probe.sending)
             reply = replace(reply, retries=retry, failovers=failovers, abandoned=abandoned)

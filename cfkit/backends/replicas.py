@@ -21,15 +21,22 @@ each reply.
   out, answers 5xx or 429) is backed off — given no request for 1 s, doubling
   with each consecutive failure up to 30 s, or the ``Retry-After`` it named —
   and the request goes to another endpoint at once. An endpoint that answers
-  again is healthy again. When every endpoint is backed off, a request waits
-  for the first to come back. The last endpoint left in a run (the others
-  left out) is never backed off: it is then one server, and each request's
-  own retries and their back-off (``-o backoff``, ``-o max_retries``,
-  ``Retry-After``) pace it, as with a single ``--base-url``.
+  again is healthy again. When every endpoint in use is backed off at
+  once, the back-off no longer holds requests back (there is nowhere better
+  to send them): each request's own retries and their back-off (``-o
+  backoff``, ``-o max_retries``, ``Retry-After``) pace the set, as they pace
+  a single ``--base-url``, so a set whose servers all fail gives up at one
+  server's pace, not after minutes of 30 s back-offs. The last endpoint left
+  in a run (the others left out) is never backed off: it is then one server.
 - **Left out.** An endpoint that refuses the key (401, 403) or says it has no
   such model (404) is left out for the rest of the run while another remains
   (:meth:`ReplicaPool.leave_out`); :meth:`ReplicaPool.notes` says at the end
   of the run which endpoints were left out or failed attempts, and why.
+- **Back in use.** An endpoint the start-up check left out (not up yet, or
+  not yet serving the model) is asked again (``GET /models``) every
+  :data:`RECHECK_S` seconds while the run sends; once it lists the model, from
+  the same weights as the others, it takes requests again, and ``on_back``
+  (the runner's) is told so once; its end-of-run note says when it came back.
 
 The pool lives in one event loop at a time (the runner's); its condition is
 made anew when the loop changes, as the HTTP client's session is.
@@ -49,6 +56,8 @@ FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
 #: How long the start-up check waits for each server's model list (seconds).
 MODELS_DEADLINE_S = 15.0
+#: How often an endpoint left out at start-up is asked again whether it serves the model (seconds).
+RECHECK_S = 30.0
 #: How every line about one endpoint of a replica set begins (``runs show`` finds them among a run's notes).
 NOTE_START = "replica "
 
@@ -68,6 +77,7 @@ class Replica:
     left_out: str | None = None  # why it gets no request in this run; None while it is in use
     at_start: bool = False  # left out by the start-up check (said when the run starts)
     last_failure: str = ""  # what its last failed attempt met
+    back_after: float | None = None  # seconds into the run it was put back in use (left out at start-up)
 
 
 class ReplicaPool:
@@ -78,6 +88,12 @@ class ReplicaPool:
         self.limit = limit
         self._condition: Any = None
         self._loop: Any = None
+        self.name: str = ""  # the model the endpoints serve, and the weights (``root``) where the servers report
+        self.root: str | None = None  # them: what a left-out endpoint must serve to be put back (served_model)
+        self.on_back: Any = None  # told, in one line, of each endpoint put back in use (set by the runner)
+        self._started: float | None = None  # when the first request was asked for
+        self._next_check = 0.0
+        self._checking: Any = None  # the re-check under way (an asyncio task)
 
     def set_limit(self, limit: int) -> None:
         """Requests each endpoint may have in flight."""
@@ -96,13 +112,19 @@ class ReplicaPool:
         return [r for r in self.replicas if r.left_out is None]
 
     def _ready(self, now: float) -> list[Replica]:
-        return [r for r in self.in_use() if r.down_until <= now and r.in_flight < self.limit]
+        in_use = self.in_use()
+        if all(r.down_until > now for r in in_use):
+            # Every replica is failing: there is nowhere better to send, so no request waits for a replica's
+            # back-off; each request's own retries pace them, as they pace one server (see the module docstring).
+            return [r for r in in_use if r.in_flight < self.limit]
+        return [r for r in in_use if r.down_until <= now and r.in_flight < self.limit]
 
     async def acquire(self) -> Replica:
         """The endpoint the next attempt goes to (counted in flight until :meth:`release`)."""
         import asyncio
 
         cond = self._cond()
+        self._recheck_when_due()
         async with cond:
             while True:
                 if not self.in_use():
@@ -110,7 +132,7 @@ class ReplicaPool:
                 now = time.monotonic()
                 ready = self._ready(now)
                 if ready:
-                    chosen = min(ready, key=lambda r: (r.in_flight, r.failures, self.replicas.index(r)))
+                    chosen = min(ready, key=lambda r: (r.in_flight, r.down_until, self.replicas.index(r)))
                     chosen.in_flight += 1
                     return chosen
                 backed_off = [r.down_until for r in self.in_use() if r.down_until > now]
@@ -119,6 +141,46 @@ class ReplicaPool:
                     await asyncio.wait_for(cond.wait(), wait)
                 except TimeoutError:
                     pass
+
+    def _recheck_when_due(self) -> None:
+        """Every :data:`RECHECK_S` s, ask the endpoints left out at start-up again (in the background)."""
+        import asyncio
+
+        now = time.monotonic()
+        if self._started is None:
+            self._started, self._next_check = now, now + RECHECK_S
+        if now < self._next_check or (self._checking is not None and not self._checking.done()):
+            return
+        waiting = [r for r in self.replicas if r.at_start and r.left_out is not None]
+        if waiting and self.name:
+            self._next_check = now + RECHECK_S
+            self._checking = asyncio.get_running_loop().create_task(self._recheck(waiting))
+
+    async def _recheck(self, waiting: list[Replica]) -> None:
+        for replica, exchange in await _listings(waiting):
+            entries = model_entries(exchange.body) if exchange.failure is None and exchange.status == 200 else None
+            match = next((e for e in entries or () if e["id"] == self.name), None)
+            root = match.get("root") if match is not None else None
+            if match is None or (self.root is not None and isinstance(root, str) and root != self.root):
+                continue  # still down, or serving something else: asked again later
+            replica.left_out, replica.failures, replica.down_until = None, 0, 0.0
+            replica.back_after = time.monotonic() - (self._started or time.monotonic())
+            if self.on_back is not None:
+                self.on_back(f"{NOTE_START}{replica.shown} answers for '{self.name}' now; it takes requests again "
+                             f"(left out at start: it was not serving the model)")
+        cond = self._cond()
+        async with cond:
+            cond.notify_all()
+
+    async def aclose(self) -> None:
+        """Stop a re-check under way (the run ends)."""
+        import asyncio
+        from contextlib import suppress
+
+        if self._checking is not None and not self._checking.done():
+            self._checking.cancel()
+            with suppress(asyncio.CancelledError, Exception):
+                await self._checking
 
     async def release(self, replica: Replica, *, healthy: bool | None, retry_after: float | None = None,
                       failure: str = "") -> None:
@@ -161,9 +223,15 @@ class ReplicaPool:
     def notes(self) -> list[str]:
         """What to say at the end of a run of the endpoints left out during it and of those that failed attempts
         (each in one line, beginning with :data:`NOTE_START`)."""
+        from cfkit.plural import plural
+
         said = []
         for r in self.replicas:
-            if r.left_out is not None and not r.at_start:
+            if r.back_after is not None:
+                said.append(f"{NOTE_START}{r.shown} was left out at start and put back in use "
+                            f"{r.back_after:.0f} s into the run, when it served the model; it answered "
+                            f"{plural(r.answered, 'request')}")
+            elif r.left_out is not None and not r.at_start:
                 said.append(f"{NOTE_START}{r.shown} was left out during the run ({r.left_out}) after answering "
                             f"{r.answered} request(s); the other replicas answered the rest")
             elif r.failed and not r.at_start:
@@ -252,4 +320,5 @@ def start_notes(replicas: Sequence[Replica]) -> list[str]:
 
     others = plural(sum(r.left_out is None for r in replicas), "other replica", "other replicas")
     return [f"{NOTE_START}{r.shown} is left out of this run ({r.left_out}); its requests go to the {others}"
+            f" until it serves the model (asked again every {RECHECK_S:g} s)"
             for r in replicas if r.at_start]

@@ -161,6 +161,7 @@ class ProgressBar:
         self.width: int | None = None
         self._replaying: float | None = None  # the time Rich's bar is told while it is given the quiet one's state
         self.started = clock()
+        self.said: set[str] = set()  # the waiting lines said (each once)
 
     def __enter__(self) -> "ProgressBar":
         return self
@@ -177,6 +178,11 @@ class ProgressBar:
             self.progress.stop()
 
     def update(self, p) -> None:
+        if p.waiting is not None and p.waiting not in self.said:  # said once, above the bar
+            from cfkit.cli.console import warn
+
+            self.said.add(p.waiting)
+            warn(p.waiting)
         completed, rate, extra = bar_fields(p, self.clock() - self.started)
         if self.task is None and self.quiet is None:
             # Started on the first report, so a run refused at start-up prints its one error line only.

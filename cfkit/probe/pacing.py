@@ -101,6 +101,12 @@ class Pacer:
             self._take(at)
             waiter.set_result(None)
 
+    def widen(self, more: int) -> None:
+        """Allow ``more`` requests in flight from now on (a replica back in use)."""
+        self.limit += more
+        self.level += more
+        self._wake()
+
     async def release(self, *, ok: bool) -> None:
         """A request ended; ``ok`` when it was answered without an overload signal."""
         self.in_flight -= 1

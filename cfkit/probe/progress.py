@@ -27,6 +27,7 @@ class RunProgress:
     elsewhere: int = 0  # requests another process running the same run answered meanwhile
     earlier: Cost = Cost()  # the run's cost as stored when this invocation began: its earlier invocations'
     abandoned: int = 0  # attempts given up after they were sent, in this invocation: cost_usd leaves them out
+    waiting: str | None = None  # what the run waits for, in one line (requests another process holds the leases of)
 
     @property
     def spent_now(self) -> Cost:

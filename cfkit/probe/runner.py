@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from cfkit import __version__
 from cfkit.backends import Backend, as_backend
-from cfkit.errors import Incomplete, UsageError
+from cfkit.errors import BackendError, Incomplete, UsageError
 from cfkit.probe.cache_keys import RunKeys
 from cfkit.probe.identity import library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
 from cfkit.probe.plan import ProbeItem, ProbePlan
@@ -242,6 +242,7 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
     sender.notes.update(opened.notes)
     status = "failed"
     failure: str | None = None
+    stop: BackendError | None = None
     try:
         if opened.to_send:
             await sender.send_all(opened.to_send, concurrency, pacer)
@@ -252,6 +253,7 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
     except BaseException as exc:
         # Recorded with the run, so 'cfkit runs show' says why it stopped.
         failure = f"{type(exc).__name__}: {exc}"
+        stop = exc if isinstance(exc, BackendError) else None
         raise
     finally:
         with suppress(Exception):  # a store that cannot be written says so in close_run
@@ -259,6 +261,8 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
         counts = close_run(store, run_id, status, sender.stopped, {i.key for i in plan.items}, sorted(sender.notes),
                            inputs_sha256, failure, inputs_manifest, asked=plan.asked(),
                            pairs=plan.asked_pairs(), abandoned=progress.abandoned)
+        if stop is not None and backend.priced and progress.sent:  # the stop line says what may be billed
+            stop.args = (f"{stop} {_spent_before_stop(progress, counts['abandoned_usd'])}",)
     return RunSummary(
         run_id=run_id, model=backend.model, suite=plan.suite, status=counts["status"], total=len(plan.items),
         kept=opened.kept, from_cache=opened.from_cache + sender.from_cache, sent=progress.sent, errors=progress.errors,
@@ -270,6 +274,14 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
         cost_unreported=progress.unpriced, replayed_from=backend.replayed_from,
         abandoned=progress.abandoned, abandoned_usd=counts["abandoned_usd"],
     )
+
+
+def _spent_before_stop(progress: RunProgress, abandoned_bound: float | None) -> str:
+    """What a run stopped by its backend spent in this invocation, attempts given up once sent included."""
+    from cfkit.money import abandoned_note, usd
+
+    return (f"(This invocation spent {usd(progress.cost_usd)} before it stopped"
+            f"{abandoned_note(progress.abandoned, abandoned_bound)}.)")
 
 
 def run_identity(backend: Backend, plan: ProbePlan,

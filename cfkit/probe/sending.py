@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from cfkit.backends import Backend, is_async
-from cfkit.errors import ImageError, TransportError
+from cfkit.errors import BackendError, ImageError, TransportError
 from cfkit.money import abandoned_note, abandoned_usd, usd
 from cfkit.plural import plural
 from cfkit.probe.cache_keys import RunKeys
@@ -37,7 +37,7 @@ from cfkit.probe.plan import ProbeItem
 from cfkit.probe.progress import Budget, RunProgress
 from cfkit.probe.recording import Recorder, cached_reply
 from cfkit.probe.sharing import CLAIM, SharedQueue
-from cfkit.probe.stopping import StopPolicy
+from cfkit.probe.stopping import StopPolicy, until_done_or_stopped
 from cfkit.store import digests as digest_table, responses
 
 
@@ -75,6 +75,9 @@ class Sender:
         self.stopped: str | None = None
         self.notes: set[str] = set()
         self.pacer: Pacer | None = None
+        self._own_pacer = True
+        self._queue: SharedQueue | None = None
+        self._added: list[asyncio.Task] = []  # workers started while sending (a replica back in use)
         self.owner: str | None = None  # this process as the run's lease owner (cfkit.probe.sharing)
         self.policy = StopPolicy(backend.endpoint or backend.model)
         self._stopping: asyncio.Event | None = None
@@ -93,6 +96,7 @@ class Sender:
         ``pacer`` is shared with other runs sending to the same endpoint (``cfkit study run``); it then
         bounds the requests in flight of them all together, and ``concurrency`` is its limit.
         """
+        self._own_pacer = pacer is None  # a run's own pacer may widen (a replica back in use); a shared one not
         if pacer is not None:
             concurrency = pacer.limit
         self.pacer = pacer = pacer or Pacer(concurrency)
@@ -102,8 +106,10 @@ class Sender:
             await self._answer_from_cache_alone(items)
             return
         self.backend.on_overload = self._overloaded  # the backend says when the server is overloaded
+        self.backend.on_news = self._waiting  # and what to say while the run sends (a replica back in use)
         queue = SharedQueue(self.store, self.run_id, items, self.keys, claim=concurrency * CLAIM,
-                            on_elsewhere=self._elsewhere, owner=self.owner)
+                            on_elsewhere=self._elsewhere, owner=self.owner, on_wait=self._waiting)
+        self._queue = queue
         self.recorder.lease_owner = queue.owner
         queue.announce()
         helpers = [asyncio.create_task(queue.keep_alive()), asyncio.create_task(self._commit_when_due())]
@@ -118,6 +124,7 @@ class Sender:
             try:
                 await self._until_done_or_stopped(workers)
             except BaseException:
+                workers += self._added
                 for task in workers:
                     task.cancel()
                 await asyncio.gather(*workers, return_exceptions=True)
@@ -234,24 +241,8 @@ class Sender:
             self._stopping.set()
 
     async def _until_done_or_stopped(self, workers: list[asyncio.Task]) -> None:
-        """Wait for the workers; when the policy stops the run, cancel those still waiting (a pause the server
-        asked for can be long) and return. A worker's failure is raised as it is."""
-        everyone = asyncio.gather(*workers)
-        everyone.add_done_callback(_retrieved)  # however it ends (Ctrl-C too), asyncio need not report it as lost
-        stop = asyncio.create_task(self._stopping.wait())
-        try:
-            await asyncio.wait({everyone, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-        if everyone.done():
-            everyone.result()
-            return
-        for task in workers:
-            task.cancel()
-        outcomes = await asyncio.gather(*workers, return_exceptions=True)
-        for outcome in outcomes:
-            if isinstance(outcome, Exception):
-                raise outcome
+        """Wait for the workers, those started meanwhile too (cfkit.probe.stopping.until_done_or_stopped)."""
+        await until_done_or_stopped(workers, self._added, self._stopping)
 
     def _keyed(self, item: ProbeItem, request, shas: tuple) -> tuple[str, ProbeItem]:
         # Not written back into the run's map of keys: that map is read before a request is sent, never after,
@@ -288,6 +279,19 @@ class Sender:
         if self.on_progress:
             self.on_progress(self.progress)
         return key, item, True
+
+    def _waiting(self, line: str, more: int = 0) -> None:
+        """A line the progress display says once: what the run waits for (requests another process holds the
+        leases of), a replica back in use (``more``: the requests it may have in flight, which a run pacing itself
+        adds to its own: more workers, a wider pacer)."""
+        if more > 0 and self._own_pacer and self.pacer is not None and self._queue is not None \
+                and self.stopped is None:
+            self.pacer.widen(more)
+            self._added += [asyncio.create_task(self._worker(self._queue)) for _ in range(more)]
+            self.progress.concurrency = self.pacer.level
+        self.progress.waiting = line
+        if self.on_progress:
+            self.on_progress(self.progress)
 
     def _elsewhere(self, item: ProbeItem) -> None:
         self.progress.done += 1
@@ -363,6 +367,12 @@ class Sender:
             self.progress.errors += 1
             self.policy.failed(str(exc))
             self._stop_if_told()
+        except BackendError as exc:  # it stops the run; attempts it gave up once sent may be billed all the same
+            if exc.abandoned:
+                self.progress.abandoned += exc.abandoned
+                if budget is not None:
+                    budget.abandon(exc.abandoned)
+            raise
         finally:
             if budget is not None:
                 budget.in_flight -= 1
@@ -426,8 +436,3 @@ class _OldObjectsFrozen:
         _OldObjectsFrozen.sending -= 1
         if _OldObjectsFrozen.sending == 0:
             gc.unfreeze()
-
-
-def _retrieved(future: asyncio.Future) -> None:
-    if not future.cancelled():
-        future.exception()

@@ -13,7 +13,10 @@ other process does not try it again in the same breath); a lease whose owner was
 killed is taken over once it expires (:data:`LEASE_S`), or at once when its
 owner was a process on this machine that no longer exists. When nothing else
 is left, a process waits for the requests other processes hold, so each
-process ends with the whole run stored.
+process ends with the whole run stored; it says so once (``on_wait``): how
+many requests, whose leases (host and process id), when they expire, and that
+a gone process's leases are taken over then (Ctrl-C stops waiting, keeping
+what is stored).
 """
 
 from __future__ import annotations
@@ -60,7 +63,8 @@ class SharedQueue:
     """
 
     def __init__(self, store: Store, run_id: str, items: list[ProbeItem], keys: dict, *, claim: int,
-                 on_elsewhere: Callable[[ProbeItem], None] | None = None, owner: str | None = None):
+                 on_elsewhere: Callable[[ProbeItem], None] | None = None, owner: str | None = None,
+                 on_wait: Callable[[str], None] | None = None):
         self.store = store
         self.run_id = run_id
         self.keys = keys
@@ -72,6 +76,9 @@ class SharedQueue:
         self._deferred: dict[tuple, ProbeItem] = {}  # held by another live process
         self._waiting = asyncio.Lock()
         self.elsewhere = 0  # requests another process settled while this one ran
+        self.on_wait = on_wait  # told, once for each set of holders, what this process waits for
+        self._holders: dict[tuple, tuple[str, float]] = {}  # deferred request -> (its lease's owner, expiry)
+        self._said: frozenset[str] = frozenset()
 
     async def next(self) -> ProbeItem | None:
         """The next request to send (its lease held), or None when every request is settled."""
@@ -86,6 +93,7 @@ class SharedQueue:
             async with self._waiting:  # one worker looks; the others wait for what it finds
                 if self._ready or not self._deferred:
                     continue
+                self._say_waiting()
                 await asyncio.sleep(POLL_S)
                 self._claim(list(self._deferred.values()))
 
@@ -117,6 +125,30 @@ class SharedQueue:
                 self._ready.append(item)
             else:
                 self._deferred[item.key] = item
+                lease = held.get(item.key)
+                if lease is not None:
+                    self._holders[item.key] = (lease.owner, lease.expires_at)
+        for key in [k for k in self._holders if k not in self._deferred]:
+            del self._holders[key]
+
+    def _say_waiting(self) -> None:
+        """Tell ``on_wait`` what this process waits for, once for each set of processes holding the leases."""
+        owners = frozenset(owner for owner, _ in self._holders.values())
+        if self.on_wait is None or not owners or owners <= self._said:
+            return
+        self._said |= owners
+        from datetime import datetime, timezone
+
+        from cfkit.plural import plural
+
+        until = max(expires for _, expires in self._holders.values())
+        left = max(0.0, until - time.time())
+        at = datetime.fromtimestamp(until, timezone.utc).strftime("%H:%M:%S UTC")
+        who = " and ".join(leases.owner_words(owner) for owner in sorted(owners))
+        self.on_wait(f"waiting for {plural(len(self._deferred), 'request')} of run {self.run_id} leased by {who}: "
+                     f"it is sending them; this process takes over those still unanswered when the leases expire "
+                     f"(in {left:.0f} s, at {at}; later if that process renews them, as a running one does). If "
+                     "that process is gone, they are taken over then; Ctrl-C stops waiting and keeps what is stored.")
 
     def announce(self) -> None:
         """Say, until :meth:`close`, that this process sends the run (a lease on no request)."""

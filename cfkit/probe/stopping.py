@@ -93,3 +93,36 @@ class StopPolicy:
 
 def _first(message: str) -> str:
     return message.split(": ", 1)[-1][:160]
+
+
+async def until_done_or_stopped(workers: list, added: list, stopping) -> None:
+    """Wait for a run's ``workers`` and for those ``added`` to it meanwhile (a replica back in use); when
+    ``stopping`` (an asyncio.Event) is set, cancel those still waiting (a pause the server asked for can be long)
+    and return. A worker's failure is raised as it is."""
+    import asyncio
+
+    everyone = asyncio.gather(*workers)
+    everyone.add_done_callback(_retrieved)  # however it ends (Ctrl-C too), asyncio need not report it as lost
+    stop = asyncio.create_task(stopping.wait())
+    try:
+        await asyncio.wait({everyone, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+    more = [task for task in added if task not in workers]  # started while these ran
+    if everyone.done():
+        everyone.result()
+        if more:
+            await until_done_or_stopped([*workers, *more], added, stopping)
+        return
+    workers = [*workers, *more]
+    for task in workers:
+        task.cancel()
+    outcomes = await asyncio.gather(*workers, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, Exception):
+            raise outcome
+
+
+def _retrieved(future) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -156,6 +156,13 @@ def owner_host(owner: str) -> str:
     return _parts(owner)[0]
 
 
+def owner_words(owner: str) -> str:
+    """``owner`` as a person reads it: ``process 4242 on gpu-node-7 (cannot be checked from here)``."""
+    host, pid, _ = _parts(owner)
+    where = "this machine" if host == socket.gethostname() else f"{host} (cannot be checked from here)"
+    return f"process {pid or '?'} on {where}"
+
+
 def owner_alive(owner: str) -> bool | None:
     """Whether ``owner``'s process still runs: None where that cannot be told from here (another host, or an
     owner without a start time whose process id exists: it may have been reused)."""

@@ -82,7 +82,8 @@ class ChatServer(Loopback):
 
     URL_PATH = "/v1"
 
-    def __init__(self, script: Callable[[dict[str, Any], int], Scripted] = first_option, *, latency: float = 0.0):
+    def __init__(self, script: Callable[[dict[str, Any], int], Scripted] = first_option, *, latency: float = 0.0,
+                 port: int = 0):
         self.script = script
         self.latency = latency
         self.models: list[dict[str, Any]] = [{"id": "test-model", "object": "model"}]  # what GET /models lists
@@ -132,7 +133,7 @@ class ChatServer(Loopback):
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
                     pass
 
-        self._listen(Handler)
+        self._listen(Handler, port)
 
     @property
     def count(self) -> int:

@@ -12,8 +12,9 @@ class Loopback:
 
     URL_PATH = ""
 
-    def _listen(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    def _listen(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> None:
+        """Listen on ``port`` (0: a free one; another: where a server that was stopped listened)."""
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
