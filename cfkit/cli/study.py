@@ -139,9 +139,11 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     incomplete = [r for r in result.incomplete if r.state != "submitted"]
     if incomplete:
         names = ", ".join(f"{r.display} {r.suite} ({r.state})" for r in incomplete)
-        # A skipped run was never started: 'study status' only knows it is not; the lines above say why.
-        why = ("The lines above say why" if all(r.state == "skipped" for r in incomplete)
-               else f"'cfkit study status {file}' says why")
+        # A skipped run was never started: the lines above say why, and 'study status' says it again (it reaches
+        # the endpoints of the runs not started, as this command did).
+        why = f"'cfkit study status {file}' says why"
+        if all(r.state == "skipped" for r in incomplete):
+            why = f"The lines above say why (and 'cfkit study status {file}' again)"
         raise RunIncomplete(f"study '{s.name}': {len(incomplete)} of {len(result.runs)} run(s) incomplete: {names}. "
                             f"{why}; resume with: {again}")
     if unclean:
@@ -233,8 +235,11 @@ def status_(ws, file: Path, as_json: bool) -> None:
     is complete but not clean; one whose every reply named a model plainly
     not the one asked says so. A run another process is sending says which
     process; one whose process was killed says it is interrupted (its process
-    is gone). Nothing is sent or written. Exit
-    status 0 when every run is done, 1 otherwise.
+    is gone). A run not started whose endpoint does not answer, or does not
+    list its model, says so: 'study run' skips it (each endpoint is asked
+    for its models once, GET /models, as 'study validate' asks). Nothing is
+    sent to a model or written. Exit status 0 when every run is done, 1
+    otherwise.
     """
     from dataclasses import asdict
 
