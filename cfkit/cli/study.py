@@ -130,7 +130,7 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     s = _load(ws, file)
     with open_store(ws.db_path) as store, LiveDisplay(err) as display:
         result = run_study(ws, s, store, batch=batch, on_update=display.update)
-    unclean = _reply_troubles(ws, result.runs)
+    unclean = _reply_troubles(ws, result.runs, _again(ws, s.path.resolve(), "report"))
     _summary(s.name, result.runs, as_json)
     again = _again(ws, s.path.resolve(), "run")
     if result.interrupted:
@@ -153,7 +153,7 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
                           "the lines above say.")
 
 
-def _reply_troubles(ws, runs) -> list:
+def _reply_troubles(ws, runs, report: str) -> list:
     """Note on each finished run whose replies were cut off or mostly lack an answer the line 'probe run' prints
     for it (the likely cause and the command that shows them); the runs that are therefore not clean."""
     from cfkit.cli.probe_replies import reply_lines
@@ -164,7 +164,7 @@ def _reply_troubles(ws, runs) -> list:
     for r in runs:
         if r.summary is not None:  # a replica left out, or failing, as 'probe run' says it
             r.notes.extend(n for n in r.summary.notes if n.startswith(NOTE_START))
-            r.notes.extend(_asked_lines(r.summary))
+            r.notes.extend(_asked_lines(r.summary, report))
         if r.summary is None or r.state != "done":
             continue
         said, failing = reply_lines(ws, r.summary)
@@ -174,9 +174,10 @@ def _reply_troubles(ws, runs) -> list:
     return unclean
 
 
-def _asked_lines(summary) -> list[str]:
+def _asked_lines(summary, report: str) -> list[str]:
     """What 'probe run' warns of a run's plan, in the study's terms: inputs no person reviewed that it asked about
-    (drafted captions, edits never accepted), and the pairs (or cases) it left out, each with why."""
+    (drafted captions, edits never accepted), and the pairs (or cases) it left out, each with why; ``report``: the
+    study's report command, which --reviewed-only is given to."""
     from cfkit.cli.probe_plan import names
 
     said = []
@@ -187,8 +188,8 @@ def _asked_lines(summary) -> list[str]:
                     "'accepted_only = true' in [suites.counterfactual]")
     elif ids:
         said.append(f"asked {plural(len(ids), 'case')} with a caption a model drafted and no person has reviewed: "
-                    f"{names(ids)}; read them and set 'reviewed: true', or leave them out: of the report with 'cfkit study "
-                    "report --reviewed-only', of the runs with 'reviewed_only = true' in [suites.modality]")
+                    f"{names(ids)}; read them and set 'reviewed: true', or leave them out: of the report with '{report} "
+                    "--reviewed-only', of the runs with 'reviewed_only = true' in [suites.modality]")
     if summary.skipped:
         shown = [f"{s.pair_id} ({s.reason})" for s in summary.skipped]
         said.append(f"{plural(len(shown), summary.skipped[0].unit)} skipped: {names(shown)}")
@@ -333,7 +334,8 @@ def report(ctx, ws, file: Path, fmt: str, reference: bool | None, plot_dir: str 
                    all_cases=made.all_cases, plot_dir=plot_dir, plot_format=plot_format, force=force,
                    groups_path=None if groups is None else str(groups), workspace_dir=str(ws.root),
                    label_specs=tuple(f"{model}={name}" for model, name in made.renames.items()),
-                   given_notes=tuple(left_out), reviewed_only=reviewed_only or made.reviewed_only)
+                   given_notes=tuple(left_out), reviewed_only=reviewed_only or made.reviewed_only,
+                   study_file=s.path.resolve())
     short = made.short_of_the_study(f"'{_again(ws, s.path.resolve(), 'run')}'")
     if short is not None:  # the report is printed whole; the exit status says it is not the study's
         raise RunIncomplete(f"study '{s.name}': {short}")

@@ -26,6 +26,7 @@ from cfkit.errors import CaseError, NotFoundError, PredictionError, SpecError, U
 from cfkit.predictions import Prediction, check_predictions, load_predictions
 from cfkit.report import sources as sources_
 from cfkit.report.absent import absent
+from cfkit.report.commands import SINGLE, Commands
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.groups import resolve_groups
 from cfkit.report.labels import check_labels, relabel_ega, relabel_sources
@@ -82,6 +83,7 @@ def make_report(
     only_named: bool = False,
     file_runs: Sequence[FileRun] = (),
     reviewed_only: bool = False,
+    commands: Commands = SINGLE,
 ) -> Report:
     """Load gold and predictions (files, the runs named in ``run_refs``, or by default one stored run per model
     and suite, see :func:`cfkit.report.sources.choose_runs`) and build the report.
@@ -95,7 +97,8 @@ def make_report(
     per suite, every other model is reported too, unless ``only_named``. ``file_runs``: the runs that ``cfkit
     runs export`` files among the predictions record (:func:`cfkit.interop.reporting.predictions_files`), whose
     answers are then checked as a stored run's are. ``reviewed_only``: the modality rows over the cases whose
-    captions a person wrote or reviewed (:mod:`cfkit.report.reviewed`).
+    captions a person wrote or reviewed (:mod:`cfkit.report.reviewed`). ``commands``: the commands its notes
+    recommend (:mod:`cfkit.report.commands`; a study's report names its own).
     """
     gold = load_gold(ws, subset=subset, all_cases=all_cases)
     if reviewed_only:
@@ -130,7 +133,7 @@ def make_report(
             from cfkit.report.shown import older_readings
             reread = older_readings(store, list(source.runs.values()))
     source.note_captions(ws)  # (runs that recorded nothing, and plain predictions files, are not compared)
-    source.reviewed_view = reviewed_only
+    source.reviewed_view, source.commands = reviewed_only, commands
     source.note_cases(gold.cases)
     note_majority(source, gold)  # a majority baseline's answers rest on every gold label of its suite
     if not source.preds:
@@ -215,7 +218,7 @@ def build_report(
     if answers.get("modality"):
         if gold.modality_cases is None:
             raise CaseError(f"modality predictions were given, but {gold.modality_problem}")
-    outside_notes = gold.outside_modality(answers["modality"]) if answers.get("modality") else []
+    outside_notes = gold.outside_modality(answers["modality"], sources.commands) if answers.get("modality") else []
     units = _Units(sources)
     group_of = resolve_groups({model: None for by_model in answers.values() for model in by_model}, groups)
     # 3. the suites
@@ -363,7 +366,7 @@ class _Units:
 
         p = got.get((case, pair, condition))
         if p is None:
-            listed(*absent(run, case, pair, self.sources.reviewed_view))
+            listed(*absent(run, case, pair, self.sources.reviewed_view, self.sources.commands))
             return None
         if p.error == "transport":
             listed("transport", self.sources.details.get((model, suite, case, pair, condition))

@@ -133,11 +133,13 @@ def study_report(ws: Workspace, study: Study, *, reviewed_only: bool = False) ->
     the cases whose captions a person wrote or reviewed (``--reviewed-only``; always when the study asked only
     those)."""
     from cfkit.report import make_report
+    from cfkit.report.commands import Commands
 
     made = report_inputs(ws, study)
     settings = study.data.report
     result = make_report(ws, run_refs=made.run_ids, compare=made.compare, n_resamples=settings.resamples,
                          seed=settings.seed, groups=made.groups or None, subset=made.subset,
                          all_cases=made.all_cases, only_named=True, labels=made.renames or None,
-                         reviewed_only=reviewed_only or made.reviewed_only)
+                         reviewed_only=reviewed_only or made.reviewed_only,
+                         commands=Commands(study.path.resolve(), ws.root))
     return StudyReport(result, made)

@@ -1,0 +1,59 @@
+"""The commands a report's notes recommend work where the notes are shown: under ``cfkit study report`` a note
+names the study report's own command (``cfkit study report FILE --reviewed-only``, ``cfkit study run FILE``), not
+``cfkit report``'s, which would report other runs than the study's (or none); under ``cfkit report`` it names
+``cfkit report``'s."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+import pytest
+
+from support.caption_workspace import write_caption
+from support.probe_runs import add_modality
+from support.workspace import run_cli
+
+pytestmark = pytest.mark.timeout(120)
+
+TEXTS = {"T001": ("A grey field with a darker band.", "The band is dark grey."),
+         "T002": ("A pale gradient from corner to corner.", "The corner is almost white.")}
+LEAVE_OUT = re.compile(r"leave those cases out of the rows with '([^']+)'")
+
+
+def _recommended(notes: list[str]) -> str:
+    found = [m.group(1) for note in notes if (m := LEAVE_OUT.search(note))]
+    assert len(found) == 1, notes
+    return found[0]
+
+
+def test_a_study_reports_notes_recommend_the_study_reports_own_reviewed_only(tiny_ws):
+    from cfkit.study import load_study
+    from cfkit.study.reporting import study_report
+    from cfkit.workspace import load_workspace
+
+    ws = tiny_ws
+    add_modality(ws, ids=tuple(TEXTS))
+    for case, (neutral, evidence) in TEXTS.items():  # T001's caption is a model's draft no person has reviewed
+        write_caption(ws, case, neutral=neutral, evidence=evidence,
+                      **({"author": "openai:drafter", "reviewed": False} if case == "T001" else {}))
+    path = ws / "study.toml"
+    path.write_text("[models.y]\nmodel = 'baseline:always-yes'\n[suites.modality]\n[report]\nresamples = 200\n")
+    assert run_cli(["-w", str(ws), "study", "run", str(path)]).exit_code == 0
+    shown = run_cli(["-w", str(ws), "study", "report", str(path), "--format", "json"], env={"COLUMNS": "400"})
+    assert shown.exit_code == 0, shown.output
+    command = _recommended(json.loads(shown.stdout)["notes"])
+    # Before: 'cfkit report --reviewed-only', which reports every stored run, not the study's.
+    assert command == shlex.join(["cfkit", "-w", str(ws), "study", "report", str(path)]) + " --reviewed-only"
+    assert command in " ".join(shown.stderr.split())  # said on stderr alike
+    # ... and it does what the note says: the rows over the reviewed captions alone.
+    again = run_cli([*shlex.split(command)[1:], "--format", "json"])
+    assert again.exit_code == 0, again.output
+    assert {(r["n"], r["unreviewed"]) for r in json.loads(again.stdout)["modality"]} == {(1, 0)}
+    # The library's study report recommends the same command.
+    made = study_report(load_workspace(ws), load_study(path))
+    assert _recommended(made.report.notes) == command
+    # 'cfkit report' on the same runs names its own.
+    single = run_cli(["-w", str(ws), "report", "--format", "json", "--resamples", "200"])
+    assert _recommended(json.loads(single.stdout)["notes"]) == "cfkit report --reviewed-only"
