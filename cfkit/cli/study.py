@@ -125,12 +125,13 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     """
     from cfkit.cli.study_display import LiveDisplay
     from cfkit.store import open_store
+    from cfkit.report.commands import Commands
     from cfkit.study.running import run_study
 
     s = _load(ws, file)
     with open_store(ws.db_path) as store, LiveDisplay(err) as display:
         result = run_study(ws, s, store, batch=batch, on_update=display.update)
-    unclean = _reply_troubles(ws, result.runs, _again(ws, s.path.resolve(), "report"))
+    unclean = _reply_troubles(ws, result.runs, Commands(s.path.resolve(), ws.root))
     _summary(s.name, result.runs, as_json)
     again = _again(ws, s.path.resolve(), "run")
     if result.interrupted:
@@ -153,7 +154,7 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
                           "the lines above say.")
 
 
-def _reply_troubles(ws, runs, report: str) -> list:
+def _reply_troubles(ws, runs, commands) -> list:
     """Note on each finished run whose replies were cut off or mostly lack an answer the line 'probe run' prints
     for it (the likely cause and the command that shows them); the runs that are therefore not clean."""
     from cfkit.cli.probe_replies import reply_lines
@@ -164,10 +165,10 @@ def _reply_troubles(ws, runs, report: str) -> list:
     for r in runs:
         if r.summary is not None:  # a replica left out, or failing, as 'probe run' says it
             r.notes.extend(n for n in r.summary.notes if n.startswith(NOTE_START))
-            r.notes.extend(_asked_lines(r.summary, report))
+            r.notes.extend(_asked_lines(r.summary, commands.report))
         if r.summary is None or r.state != "done":
             continue
-        said, failing = reply_lines(ws, r.summary)
+        said, failing = reply_lines(ws, r.summary, commands.raise_limit)
         r.notes.extend(line.removeprefix(f"{r.summary.model} {r.summary.suite}: ") for line in failing + said)
         if failing:
             unclean.append(r)

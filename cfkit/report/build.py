@@ -97,8 +97,7 @@ def make_report(
     per suite, every other model is reported too, unless ``only_named``. ``file_runs``: the runs that ``cfkit
     runs export`` files among the predictions record (:func:`cfkit.interop.reporting.predictions_files`), whose
     answers are then checked as a stored run's are. ``reviewed_only``: the modality rows over the cases whose
-    captions a person wrote or reviewed (:mod:`cfkit.report.reviewed`). ``commands``: the commands its notes
-    recommend (:mod:`cfkit.report.commands`; a study's report names its own).
+    captions a person wrote or reviewed (:mod:`cfkit.report.reviewed`). ``commands``: its notes' (a study's own).
     """
     gold = load_gold(ws, subset=subset, all_cases=all_cases)
     if reviewed_only:
@@ -274,7 +273,8 @@ def build_report(
         golds |= {(c.id, "", condition): as_listed(c, condition).gold for c in all_cases if swap_problem(c) is None
                   for condition in SWAP_CONDITIONS}
     golds |= {(p.case, p.pair, "original"): p.original for p in pairs} | {(p.case, p.pair, "edit"): p.edit for p in pairs}
-    troubles = reply_troubles(answers, sources.runs, {key: run.max_tokens for key, run in sources.runs.items()})
+    troubles = reply_troubles(answers, sources.runs, {key: run.max_tokens for key, run in sources.runs.items()},
+                              sources.commands.raise_limit)
     return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected,
                   bootstrap={"resamples": n_resamples, "seed": seed, "level": stats.LEVEL},
                   units=collect_units(units.asked, golds, units.reasons), swap=sw_rows, troubles=troubles,

@@ -50,6 +50,15 @@ class Commands:
             return "'cfkit report --all-cases'"
         return f"'all_cases = true' in [suites.modality] of {self._file}"
 
+    @property
+    def raise_limit(self) -> str:
+        """What raises the token limit of a run whose replies were cut off at it, and asks again (a sentence)."""
+        from cfkit.parse.trouble import RAISE_LIMIT
+
+        if self.study is None:
+            return RAISE_LIMIT
+        return f"Raise the model's max_tokens in {self._file} and run '{self._study('run')}' again"
+
     def rerun(self, model: str, suite: str) -> str:
         """What asks ``model`` on ``suite`` again, quoted."""
         if self.study is None:
