@@ -131,7 +131,7 @@ class Site:
         gone = (f"A run shown as {GONE} was stopped before it could record how it ended; {RESUME}."
                 if GONE in self.data.statuses.values() else None)
         return self._html("runs.html", "index.html", runs=self.data.runs, statuses=self.data.statuses, gone=gone,
-                          servers_said=self.data.servers_said,
+                          servers_said=self.data.servers_said, not_clean=self.data.not_clean,
                           spent=spent, cost_of=Cost.of_run, abandoned_note=abandoned_note)
 
     def _report(self) -> Page:
