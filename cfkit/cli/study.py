@@ -197,6 +197,15 @@ def _asked_lines(summary, report: str) -> list[str]:
     return said
 
 
+def _counts(s) -> dict:
+    """The counts of a run's summary that 'study run --json' gives of each run, as 'probe run --json' gives them
+    (None for a run that did not end here)."""
+    if s is None:
+        return dict.fromkeys(("kept", "from_cache", "sent", "errors", "invalid", "truncated", "empty"))
+    return {"kept": s.kept, "from_cache": s.from_cache, "sent": s.sent, "errors": s.errors, "invalid": s.invalid,
+            "truncated": s.truncated, "empty": s.empty}
+
+
 def _summary(name: str, runs, as_json: bool) -> None:
     from cfkit.cli.study_display import columns, run_line
 
@@ -205,6 +214,8 @@ def _summary(name: str, runs, as_json: bool) -> None:
                      "error": r.error, "notes": r.notes,
                      "total": r.summary.total if r.summary else None,
                      "missing": r.summary.missing if r.summary else None,
+                     # where this invocation's replies came from, and what they lack, as 'probe run --json' says
+                     **_counts(r.summary),
                      "cost_usd": r.cost.usd, "cost_unreported": r.cost.unreported,  # the run's total
                      "abandoned_attempts": r.cost.abandoned, "abandoned_usd": r.cost.abandoned_usd,
                      "spent_now_usd": r.spent_now.usd, "spent_now_unreported": r.spent_now.unreported,
@@ -213,12 +224,17 @@ def _summary(name: str, runs, as_json: bool) -> None:
                     for r in runs])
         return
     shown = columns(runs)
+    ended = [r.summary for r in runs if r.summary is not None]
     for r in runs:
         out.print(escape(run_line(r, 200, error=False, **shown)), highlight=False, soft_wrap=True)
         if r.error:
             warn(f"{r.display} {r.suite}: {r.error}")
         for note in r.notes:
             warn(f"{r.display} {r.suite}: {note}")
+    if ended:  # as 'probe run' says it of one run: what was sent, and what the stored replies and the cache gave
+        status(f"study '{name}': {plural(sum(s.total for s in ended), 'request')} of {plural(len(ended), 'run')} "
+               f"ended here: {sum(s.kept for s in ended)} already stored, {sum(s.from_cache for s in ended)} from "
+               f"cache, {sum(s.sent for s in ended)} sent ({sum(s.errors for s in ended)} failed).")
     if shown["costs"]:
         now = sum((r.spent_now for r in runs), Cost())
         status(f"study '{name}': this invocation spent {now.shown() or usd(0)}; the cost column is each run's "
