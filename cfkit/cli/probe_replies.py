@@ -14,10 +14,11 @@ from dataclasses import dataclass
 __all__ = ["ConditionCounts", "breakdown", "reply_lines", "stored_trouble"]
 
 
-def reply_lines(ws, summary) -> tuple[list[str], list[str]]:
+def reply_lines(ws, summary, again: str | None = None) -> tuple[list[str], list[str]]:
     """The lines on a run's replies: those only said (most without a valid answer: the likely cause and the
     command that shows them; several server builds), and those that make the run not clean, so that the command
-    exits 1 (replies cut off or mostly empty; replies from servers that named different models: cfkit.servers)."""
+    exits 1 (replies cut off or mostly empty; replies from servers that named different models: cfkit.servers).
+    ``again``: what raises the token limit and asks again, where not 'probe run' (a study's runs)."""
     from cfkit.parse.trouble import not_clean, reply_trouble
     from cfkit.servers import asked_name, servers_of
 
@@ -31,7 +32,7 @@ def reply_lines(ws, summary) -> tuple[list[str], list[str]]:
     replies = run.n_done if run is not None else 0  # the replies that came back
     what = f"{summary.model} {summary.suite}"
     line = reply_trouble(what, replies, summary.invalid, summary.empty, summary.truncated, summary.max_tokens, command,
-                         replayed=run is not None and run.replayed)
+                         replayed=run is not None and run.replayed, **({"again": again} if again else {}))
     said, failing = answered_by.lines(what, summary.run_id, asked_name(summary.model, run is not None and run.replayed)), []
     if answered_by.mixed_models:
         failing.append(said.pop(0))

@@ -6,6 +6,7 @@ import atexit
 import gc
 import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -88,6 +89,8 @@ MISSING_SHOWN = 20
 @click.option("--note", "given_notes", multiple=True, hidden=True,
               help="A line to put first among the report's notes (how 'cfkit study report' names the study's runs "
                    "it leaves out, in the JSON and wherever the notes are shown).")
+@click.option("--study-file", "study_file", default=None, hidden=True, type=click.Path(path_type=Path),
+              help="The study file 'cfkit study report' reports: the commands the notes recommend are its.")
 @workspace_option
 def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], compare_specs: tuple[str, ...],
            fmt: str, reference: bool, resamples: int, seed: int, subset: str | None, all_cases: bool, ega: bool,
@@ -95,7 +98,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
            plot_format: str, force: bool, groups_path: str | None, mixed_settings: bool, verbose: bool,
            label_specs: tuple[str, ...], only_named: bool, predictions_format: str = "auto",
            map_path: str | None = None, epoch: int | None = None, given_notes: tuple[str, ...] = (),
-           reviewed_only: bool = False) -> None:
+           reviewed_only: bool = False, study_file: Path | None = None) -> None:
     """Accuracy, Macro-F1, pair accuracy, NCU, modality deltas, paired tests and position bias (swap).
 
     A unit a model gave no usable answer for (no reply, a failed request, a
@@ -126,6 +129,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     one_blas_thread()
     skip_last_collection()
     from cfkit import report as lib
+    from cfkit.report.commands import Commands
     from cfkit.report.labels import labels_from
 
     compare = [lib.parse_compare(spec) for spec in compare_specs]
@@ -155,7 +159,8 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
                                  n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups,
                                  unblind=unblind, subset=subset, all_cases=all_cases, ega_labels=ega_labels,
                                  judge=judge, mixed_settings=mixed_settings, labels=labels_from(renames),
-                                 only_named=only_named, file_runs=file_runs, reviewed_only=reviewed_only)
+                                 only_named=only_named, file_runs=file_runs, reviewed_only=reviewed_only,
+                                 commands=Commands(study_file, ws.root if study_file else None))
     # How each peer's file was read (and a warning where its targets are not the golds) travels with the report:
     # a saved JSON report says what its numbers rest on. Those lines were said above, before the report was built.
     file_notes = [note.removeprefix("warning: ") for note in notes]

@@ -125,12 +125,13 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     """
     from cfkit.cli.study_display import LiveDisplay
     from cfkit.store import open_store
+    from cfkit.report.commands import Commands
     from cfkit.study.running import run_study
 
     s = _load(ws, file)
     with open_store(ws.db_path) as store, LiveDisplay(err) as display:
         result = run_study(ws, s, store, batch=batch, on_update=display.update)
-    unclean = _reply_troubles(ws, result.runs)
+    unclean = _reply_troubles(ws, result.runs, Commands(s.path.resolve(), ws.root))
     _summary(s.name, result.runs, as_json)
     again = _again(ws, s.path.resolve(), "run")
     if result.interrupted:
@@ -139,9 +140,11 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     incomplete = [r for r in result.incomplete if r.state != "submitted"]
     if incomplete:
         names = ", ".join(f"{r.display} {r.suite} ({r.state})" for r in incomplete)
-        # A skipped run was never started: 'study status' only knows it is not; the lines above say why.
-        why = ("The lines above say why" if all(r.state == "skipped" for r in incomplete)
-               else f"'cfkit study status {file}' says why")
+        # A skipped run was never started: the lines above say why, and 'study status' says it again (it reaches
+        # the endpoints of the runs not started, as this command did).
+        why = f"'cfkit study status {file}' says why"
+        if all(r.state == "skipped" for r in incomplete):
+            why = f"The lines above say why (and 'cfkit study status {file}' again)"
         raise RunIncomplete(f"study '{s.name}': {len(incomplete)} of {len(result.runs)} run(s) incomplete: {names}. "
                             f"{why}; resume with: {again}")
     if unclean:
@@ -151,7 +154,7 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
                           "the lines above say.")
 
 
-def _reply_troubles(ws, runs) -> list:
+def _reply_troubles(ws, runs, commands) -> list:
     """Note on each finished run whose replies were cut off or mostly lack an answer the line 'probe run' prints
     for it (the likely cause and the command that shows them); the runs that are therefore not clean."""
     from cfkit.cli.probe_replies import reply_lines
@@ -162,19 +165,20 @@ def _reply_troubles(ws, runs) -> list:
     for r in runs:
         if r.summary is not None:  # a replica left out, or failing, as 'probe run' says it
             r.notes.extend(n for n in r.summary.notes if n.startswith(NOTE_START))
-            r.notes.extend(_asked_lines(r.summary))
+            r.notes.extend(_asked_lines(r.summary, commands.report))
         if r.summary is None or r.state != "done":
             continue
-        said, failing = reply_lines(ws, r.summary)
+        said, failing = reply_lines(ws, r.summary, commands.raise_limit)
         r.notes.extend(line.removeprefix(f"{r.summary.model} {r.summary.suite}: ") for line in failing + said)
         if failing:
             unclean.append(r)
     return unclean
 
 
-def _asked_lines(summary) -> list[str]:
+def _asked_lines(summary, report: str) -> list[str]:
     """What 'probe run' warns of a run's plan, in the study's terms: inputs no person reviewed that it asked about
-    (drafted captions, edits never accepted), and the pairs (or cases) it left out, each with why."""
+    (drafted captions, edits never accepted), and the pairs (or cases) it left out, each with why; ``report``: the
+    study's report command, which --reviewed-only is given to."""
     from cfkit.cli.probe_plan import names
 
     said = []
@@ -185,12 +189,21 @@ def _asked_lines(summary) -> list[str]:
                     "'accepted_only = true' in [suites.counterfactual]")
     elif ids:
         said.append(f"asked {plural(len(ids), 'case')} with a caption a model drafted and no person has reviewed: "
-                    f"{names(ids)}; read them and set 'reviewed: true', or leave them out: of the report with 'cfkit study "
-                    "report --reviewed-only', of the runs with 'reviewed_only = true' in [suites.modality]")
+                    f"{names(ids)}; read them and set 'reviewed: true', or leave them out: of the report with '{report} "
+                    "--reviewed-only', of the runs with 'reviewed_only = true' in [suites.modality]")
     if summary.skipped:
         shown = [f"{s.pair_id} ({s.reason})" for s in summary.skipped]
         said.append(f"{plural(len(shown), summary.skipped[0].unit)} skipped: {names(shown)}")
     return said
+
+
+def _counts(s) -> dict:
+    """The counts of a run's summary that 'study run --json' gives of each run, as 'probe run --json' gives them
+    (None for a run that did not end here)."""
+    if s is None:
+        return dict.fromkeys(("kept", "from_cache", "sent", "errors", "invalid", "truncated", "empty"))
+    return {"kept": s.kept, "from_cache": s.from_cache, "sent": s.sent, "errors": s.errors, "invalid": s.invalid,
+            "truncated": s.truncated, "empty": s.empty}
 
 
 def _summary(name: str, runs, as_json: bool) -> None:
@@ -201,6 +214,8 @@ def _summary(name: str, runs, as_json: bool) -> None:
                      "error": r.error, "notes": r.notes,
                      "total": r.summary.total if r.summary else None,
                      "missing": r.summary.missing if r.summary else None,
+                     # where this invocation's replies came from, and what they lack, as 'probe run --json' says
+                     **_counts(r.summary),
                      "cost_usd": r.cost.usd, "cost_unreported": r.cost.unreported,  # the run's total
                      "abandoned_attempts": r.cost.abandoned, "abandoned_usd": r.cost.abandoned_usd,
                      "spent_now_usd": r.spent_now.usd, "spent_now_unreported": r.spent_now.unreported,
@@ -209,12 +224,17 @@ def _summary(name: str, runs, as_json: bool) -> None:
                     for r in runs])
         return
     shown = columns(runs)
+    ended = [r.summary for r in runs if r.summary is not None]
     for r in runs:
         out.print(escape(run_line(r, 200, error=False, **shown)), highlight=False, soft_wrap=True)
         if r.error:
             warn(f"{r.display} {r.suite}: {r.error}")
         for note in r.notes:
             warn(f"{r.display} {r.suite}: {note}")
+    if ended:  # as 'probe run' says it of one run: what was sent, and what the stored replies and the cache gave
+        status(f"study '{name}': {plural(sum(s.total for s in ended), 'request')} of {plural(len(ended), 'run')} "
+               f"ended here: {sum(s.kept for s in ended)} already stored, {sum(s.from_cache for s in ended)} from "
+               f"cache, {sum(s.sent for s in ended)} sent ({sum(s.errors for s in ended)} failed).")
     if shown["costs"]:
         now = sum((r.spent_now for r in runs), Cost())
         status(f"study '{name}': this invocation spent {now.shown() or usd(0)}; the cost column is each run's "
@@ -233,8 +253,11 @@ def status_(ws, file: Path, as_json: bool) -> None:
     is complete but not clean; one whose every reply named a model plainly
     not the one asked says so. A run another process is sending says which
     process; one whose process was killed says it is interrupted (its process
-    is gone). Nothing is sent or written. Exit
-    status 0 when every run is done, 1 otherwise.
+    is gone). A run not started whose endpoint does not answer, or does not
+    list its model, says so: 'study run' skips it (each endpoint is asked
+    for its models once, GET /models, as 'study validate' asks). Nothing is
+    sent to a model or written. Exit status 0 when every run is done, 1
+    otherwise.
     """
     from dataclasses import asdict
 
@@ -328,7 +351,8 @@ def report(ctx, ws, file: Path, fmt: str, reference: bool | None, plot_dir: str 
                    all_cases=made.all_cases, plot_dir=plot_dir, plot_format=plot_format, force=force,
                    groups_path=None if groups is None else str(groups), workspace_dir=str(ws.root),
                    label_specs=tuple(f"{model}={name}" for model, name in made.renames.items()),
-                   given_notes=tuple(left_out), reviewed_only=reviewed_only or made.reviewed_only)
+                   given_notes=tuple(left_out), reviewed_only=reviewed_only or made.reviewed_only,
+                   study_file=s.path.resolve())
     short = made.short_of_the_study(f"'{_again(ws, s.path.resolve(), 'run')}'")
     if short is not None:  # the report is printed whole; the exit status says it is not the study's
         raise RunIncomplete(f"study '{s.name}': {short}")

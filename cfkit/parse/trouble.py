@@ -16,8 +16,12 @@ def not_clean(truncated: int, empty: int, replies: int) -> bool:
     return truncated > 0 or empty * 2 > replies
 
 
+#: How a line on replies cut off says to ask them again, for a run of 'cfkit probe run'.
+RAISE_LIMIT = "Raise --max-tokens and run again"
+
+
 def reply_trouble(what: str, n: int, invalid: int, empty: int, truncated: int, max_tokens: int | None,
-                  command: str, *, replayed: bool = False) -> str | None:
+                  command: str, *, replayed: bool = False, again: str = RAISE_LIMIT) -> str | None:
     """One sentence naming the likely cause when replies were cut off at the token limit, or when most have no
     valid answer (empty replies, truncated replies, unparsed replies); None when neither.
 
@@ -25,6 +29,8 @@ def reply_trouble(what: str, n: int, invalid: int, empty: int, truncated: int, m
     shows them (``cfkit runs unparsed RUN``). ``replayed``: the replies were made elsewhere and read from a file
     (a replay or an imported run), so they were cut off when they were made, at that harness's limit, and
     ``max_tokens`` (the replaying run's own) is not said: only a new file made with a higher limit mends them.
+    ``again``: what raises the limit and asks again where the line is shown (a study's runs: its file's
+    ``max_tokens`` and ``cfkit study run``, :class:`cfkit.report.commands.Commands`).
     """
     if not n or (not truncated and invalid * 2 <= n):
         return None
@@ -36,8 +42,7 @@ def reply_trouble(what: str, n: int, invalid: int, empty: int, truncated: int, m
                     f"and a replay keeps them as recorded{lacking}. Raise the token limit in the harness that "
                     f"produced them, then replay or import its new file (--max-tokens changes nothing here){see}.")
         limit = f" ({max_tokens} tokens)" if max_tokens else ""
-        return (f"{what}: {truncated} of {n} replies were cut off at the token limit{limit}{lacking}. Raise "
-                f"--max-tokens and run again{see}.")
+        return f"{what}: {truncated} of {n} replies were cut off at the token limit{limit}{lacking}. {again}{see}."
     if empty * 2 >= invalid:
         return (f"{what}: {invalid} of {n} replies have no valid answer, {empty} of them empty: no text came back "
                 f"(check the server's chat template, or whether the model answers only in its reasoning){see}.")

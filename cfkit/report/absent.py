@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cfkit.report.commands import SINGLE, Commands
+
 if TYPE_CHECKING:
     from cfkit.report.sources import RunInfo
 
@@ -29,7 +31,8 @@ def again(run: RunInfo, without: str = "") -> str:
             "which asks it (unchanged requests come from the cache)")
 
 
-def absent(run: RunInfo | None, case: str, pair: str, reviewed_view: bool = False) -> tuple[str, str]:
+def absent(run: RunInfo | None, case: str, pair: str, reviewed_view: bool = False,
+           commands: Commands = SINGLE) -> tuple[str, str]:
     """(reason, detail) of a unit that has no prediction: ``skipped`` (the run said why it did not ask it) or
     ``absent`` (docs/report-schema.md, ``missing``). ``reviewed_view``: the report counts only the cases whose
     captions are reviewed now (``report --reviewed-only``)."""
@@ -47,7 +50,7 @@ def absent(run: RunInfo | None, case: str, pair: str, reviewed_view: bool = Fals
             return "absent", (f"not asked: run {run.id} asked only the cases whose captions were reviewed then "
                               f"(--reviewed-only), and this case's caption was reviewed since; {again(run)}")
         return "absent", f"not asked: run {run.id} asked only part of the suite ({flags})" + (
-            "; 'cfkit report --reviewed-only' reports the cases whose captions a person wrote or reviewed alone"
+            f"; {commands.reviewed_only} reports the cases whose captions a person wrote or reviewed alone"
             if flags == "--reviewed-only" else "")
     if not run.complete:
         return "absent", (f"not answered: run {run.id} is {run.status} ({run.n_done} of {run.n_requests} replies"

@@ -26,6 +26,7 @@ from cfkit.errors import CaseError, NotFoundError, PredictionError, SpecError, U
 from cfkit.predictions import Prediction, check_predictions, load_predictions
 from cfkit.report import sources as sources_
 from cfkit.report.absent import absent
+from cfkit.report.commands import SINGLE, Commands
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.groups import resolve_groups
 from cfkit.report.labels import check_labels, relabel_ega, relabel_sources
@@ -83,24 +84,22 @@ def make_report(
     only_named: bool = False,
     file_runs: Sequence[FileRun] = (),
     reviewed_only: bool = False,
+    commands: Commands = SINGLE,
 ) -> Report:
     """Load gold and predictions (files, the runs named in ``run_refs``, or by default one stored run per model
     and suite, see :func:`cfkit.report.choice.choose`) and build the report.
 
-    With ``ega``, the report also holds the evidence-grounded accuracy section
-    of audit ``audit`` (default: the newest audit in the store). ``groups``
-    maps model labels to groups (a ``--groups`` file); the paper's models get
-    Table 2's groups without it. ``labels`` shows models under other names
-    (``--label MODEL=NAME``, :mod:`cfkit.report.labels`); ``compare`` and
-    ``groups`` name the models by those. ``run_refs`` choose a model's run
+    With ``ega``, the report also holds the evidence-grounded accuracy section of audit ``audit`` (default: the
+    newest audit in the store). ``groups`` maps model labels to groups (a ``--groups`` file); the paper's models
+    get Table 2's groups without it. ``labels`` shows models under other names (``--label MODEL=NAME``,
+    :mod:`cfkit.report.labels`); ``compare`` and ``groups`` name the models by those. ``run_refs`` choose a model's run
     per suite, every other model is reported too, unless ``only_named``. ``file_runs``: the runs that ``cfkit
     runs export`` files among the predictions record (:func:`cfkit.interop.reporting.predictions_files`), whose
     answers are then checked as a stored run's are. ``reviewed_only``: the modality rows over the cases whose
-    captions a person wrote or reviewed (:mod:`cfkit.report.reviewed`).
+    captions a person wrote or reviewed (:mod:`cfkit.report.reviewed`). ``commands``: its notes' (a study's own).
     """
     gold = load_gold(ws, subset=subset, all_cases=all_cases)
-    if reviewed_only:
-        gold = reviewed_gold(ws, gold)
+    gold = reviewed_gold(ws, gold) if reviewed_only else gold
     if prediction_paths and run_refs:
         raise UsageError("--predictions reads files and --run reads stored runs; give one or the other.")
     if prediction_paths:
@@ -122,16 +121,16 @@ def make_report(
         if not ws.db_path.is_file():
             raise NotFoundError(f"no stored runs ({ws.db_path} does not exist). Run 'cfkit probe run' first, "
                                 "or pass --predictions FILE.")
+        from cfkit.report.shown import older_readings
         from cfkit.store import Store
         with Store(ws.db_path) as store:
             source = sources_.from_store(store, run_refs, mixed=mixed_settings, only_named=only_named,
                                          reviewed_only=reviewed_only)
             check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
             source.note_images(store, gold.cases)
-            from cfkit.report.shown import older_readings
             reread = older_readings(store, list(source.runs.values()))
     source.note_captions(ws)  # (runs that recorded nothing, and plain predictions files, are not compared)
-    source.reviewed_view = reviewed_only
+    source.reviewed_view, source.commands = reviewed_only, commands
     source.note_cases(gold.cases)
     note_majority(source, gold)  # a majority baseline's answers rest on every gold label of its suite
     from cfkit.report.prompts_now import note_templates  # (the templates are read only for a report of runs)
@@ -218,7 +217,7 @@ def build_report(
     if answers.get("modality"):
         if gold.modality_cases is None:
             raise CaseError(f"modality predictions were given, but {gold.modality_problem}")
-    outside_notes = gold.outside_modality(answers["modality"]) if answers.get("modality") else []
+    outside_notes = gold.outside_modality(answers["modality"], sources.commands) if answers.get("modality") else []
     units = _Units(sources)
     group_of = resolve_groups({model: None for by_model in answers.values() for model in by_model}, groups)
     # 3. the suites
@@ -274,7 +273,8 @@ def build_report(
         golds |= {(c.id, "", condition): as_listed(c, condition).gold for c in all_cases if swap_problem(c) is None
                   for condition in SWAP_CONDITIONS}
     golds |= {(p.case, p.pair, "original"): p.original for p in pairs} | {(p.case, p.pair, "edit"): p.edit for p in pairs}
-    troubles = reply_troubles(answers, sources.runs, {key: run.max_tokens for key, run in sources.runs.items()})
+    troubles = reply_troubles(answers, sources.runs, {key: run.max_tokens for key, run in sources.runs.items()},
+                              sources.commands.raise_limit)
     return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected,
                   bootstrap={"resamples": n_resamples, "seed": seed, "level": stats.LEVEL},
                   units=collect_units(units.asked, golds, units.reasons), swap=sw_rows, troubles=troubles,
@@ -366,7 +366,7 @@ class _Units:
 
         p = got.get((case, pair, condition))
         if p is None:
-            listed(*absent(run, case, pair, self.sources.reviewed_view))
+            listed(*absent(run, case, pair, self.sources.reviewed_view, self.sources.commands))
             return None
         if p.error == "transport":
             listed("transport", self.sources.details.get((model, suite, case, pair, condition))

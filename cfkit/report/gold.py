@@ -8,6 +8,7 @@ from pathlib import Path
 from cfkit.cases import CaseSet
 from cfkit.dataset import load_cases
 from cfkit.errors import SpecError
+from cfkit.report.commands import SINGLE, Commands
 from cfkit.subsets import missing_subset_message, modality_cases, modality_subset_path
 from cfkit.workspace import Workspace
 
@@ -35,7 +36,8 @@ class Gold:
     def pair_cases(self) -> dict[str, str]:
         return {p.pair: p.case for p in self.pairs.values()}
 
-    def outside_modality(self, answers: dict[str, dict[tuple[str, str, str], object]]) -> list[str]:
+    def outside_modality(self, answers: dict[str, dict[tuple[str, str, str], object]],
+                         commands: Commands = SINGLE) -> list[str]:
         """Leave out of ``answers`` (modality answers by model, each by (case, pair, condition)) those about cases
         outside the modality subset, which Table S9 is not over (a run or a file made with ``--all-cases``, or
         before the subset file changed), and return one note a model that had any."""
@@ -50,7 +52,7 @@ class Gold:
                 cases = sorted({key[0] for key in outside})
                 notes.append(f"modality: {len(outside)} answer(s) of {model} about {len(cases)} case(s) outside the "
                              f"modality subset (first {cases[0]}) are left out of its rows, which are over the subset; "
-                             "'cfkit report --all-cases' scores every case.")
+                             f"{commands.all_cases} scores every case.")
         return notes
 
 

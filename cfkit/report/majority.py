@@ -44,8 +44,8 @@ def note_majority(sources: Sources, gold: Gold) -> None:
                     f"{MAJORITY_MODEL} answered {p.answer}, the majority of the {run.suite} suite's gold labels when "
                     f"run {run.id} asked it; the gold labels now ({gold.cases.path}"
                     + (" and the specs' labels" if run.suite == "counterfactual" else "")
-                    + f") make its answer {expected or 'none'}: run 'cfkit probe run -m {MAJORITY_MODEL} -s "
-                    f"{run.suite}' again")
+                    + f") make its answer {expected or 'none'}: run "
+                    f"{sources.commands.rerun(MAJORITY_MODEL, run.suite)} again")
 
 
 def _labels_now(run: RunInfo, preds: list, gold: Gold) -> Counter:

@@ -18,6 +18,7 @@ from cfkit.errors import NotFoundError, UsageError
 from cfkit.plural import plural
 from cfkit.predictions import Prediction, predictions_from_store
 from cfkit.report.choice import SetAside, choose
+from cfkit.report.commands import SINGLE, Commands
 
 if TYPE_CHECKING:  # the store's owners load only for a report from the store, not from predictions files
     from cfkit.cases import CaseSet
@@ -94,6 +95,7 @@ class Sources:
     unreviewed_captions: dict[str, list[str]] = field(default_factory=dict)  # run -> cases whose caption, as asked,
     #                                                                          is still a draft no person reviewed
     reviewed_view: bool = False  # the modality rows count only cases whose captions are reviewed (report --reviewed-only)
+    commands: Commands = SINGLE  # the commands its notes recommend: cfkit report's, or a study report's
 
     def note_selected_edits(self, store: Store) -> None:
         """Each pair's selected edit now, for the pairs the predictions answer (an answer about another is stale)."""
@@ -198,7 +200,7 @@ class Sources:
                 notes.append(f"modality: {model} was asked {plural(len(cases), 'case')} with a caption a model "
                              f"drafted and no person has reviewed ({shown}); read each and set 'reviewed: true' (its "
                              "answers stand while its text is unchanged), or leave those cases out of the rows with "
-                             "'cfkit report --reviewed-only'.")
+                             f"{self.commands.reviewed_only}.")
         return notes
 
     def server_notes(self) -> list[str]:

@@ -270,8 +270,8 @@ def legends_marks(*, published: bool, incomplete: bool, not_clean: bool = False,
                      "for some units, which are counted wrong (listed under 'missing').")
     if not_clean:
         parts.append(f"Rows marked{NOT_CLEAN_MARK} rest on replies cut off at the token limit, or mostly empty; "
-                     "'cfkit report' says which, how many and what to do (on stderr, and as reply_problems in the "
-                     "JSON report).")
+                     "the report says which, how many and what to do (on stderr, and as reply_problems in the JSON "
+                     "report).")
     if unreviewed:
         parts.append(f"Rows marked{UNREVIEWED_MARK} count Neutral and Evidence answers to captions a model drafted "
                      "and no person has reviewed ('unreviewed' in the JSON: how many cases; stderr names them).")

@@ -19,7 +19,7 @@ from operator import attrgetter, is_
 from typing import Any
 
 from cfkit.predictions import Prediction
-from cfkit.parse.trouble import reply_trouble
+from cfkit.parse.trouble import RAISE_LIMIT, reply_trouble
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,8 @@ _CONDITION, _ANSWER, _ERROR, _TRUNCATED = (attrgetter(name) for name in ("condit
 
 
 def reply_troubles(answers: Mapping[str, Mapping[str, Mapping[Any, Prediction]]],
-                   runs: Mapping[tuple[str, str], Any], max_tokens: Mapping[tuple[str, str], int | None]
-                   ) -> list[ReplyTrouble]:
+                   runs: Mapping[tuple[str, str], Any], max_tokens: Mapping[tuple[str, str], int | None],
+                   again: str = RAISE_LIMIT) -> list[ReplyTrouble]:
     """One record per model and suite whose replies were cut off or are mostly not answers.
 
     ``answers`` is suite → model → predictions; ``runs`` (model, suite) → the
@@ -104,7 +104,7 @@ def reply_troubles(answers: Mapping[str, Mapping[str, Mapping[Any, Prediction]]]
             for condition, (n, invalid, empty, truncated) in groups:
                 what = f"{model} {suite}" + (f" ({condition})" if condition else "")
                 line = reply_trouble(what, n, invalid, empty, truncated, limit, command if invalid else "",
-                                     replayed=run is None or bool(getattr(run, "replayed", False)))
+                                     replayed=run is None or bool(getattr(run, "replayed", False)), again=again)
                 if line:
                     found.append(ReplyTrouble(model, suite, condition, n, invalid, empty, truncated, run_id, line))
                     if condition is None:

@@ -87,8 +87,11 @@ def report_inputs(ws: Workspace, study: Study) -> ReportInputs:
     clash = study.label_clash(labels)
     if clash is not None:
         raise ConfigError(clash)
-    if not reported:
-        raise NotFoundError(f"no run of study {study.name} has replies yet; run 'cfkit study run {study.path}'.")
+    if not reported:  # why each is left out: not started, or stale (replies to inputs changed since), failed, …
+        said = "; ".join(f"{s.display} {s.suite}: {s.state}{f' ({s.detail})' if s.detail else ''}" for s in states[:3])
+        more = f"; and {len(states) - 3} more" if len(states) > 3 else ""
+        raise NotFoundError(f"no run of study {study.name} can be reported from its current inputs ({said}{more}); "
+                            f"run 'cfkit study run {study.path}'.")
     shown = {name: study.models[name].display or label for name, label in labels.items()}
     groups = {shown[name]: m.group for name, m in study.models.items() if m.group and name in labels}
     compare, compare_left_out = _compare_pairs(study, states, reported, shown)
@@ -133,11 +136,13 @@ def study_report(ws: Workspace, study: Study, *, reviewed_only: bool = False) ->
     the cases whose captions a person wrote or reviewed (``--reviewed-only``; always when the study asked only
     those)."""
     from cfkit.report import make_report
+    from cfkit.report.commands import Commands
 
     made = report_inputs(ws, study)
     settings = study.data.report
     result = make_report(ws, run_refs=made.run_ids, compare=made.compare, n_resamples=settings.resamples,
                          seed=settings.seed, groups=made.groups or None, subset=made.subset,
                          all_cases=made.all_cases, only_named=True, labels=made.renames or None,
-                         reviewed_only=reviewed_only or made.reviewed_only)
+                         reviewed_only=reviewed_only or made.reviewed_only,
+                         commands=Commands(study.path.resolve(), ws.root))
     return StudyReport(result, made)

@@ -17,7 +17,12 @@ then its plan and the run id the plan implies. Its state is then
 ``stale``        a run with the same settings exists, made from other inputs (cases, captions, edits, or
                  the probe templates its own prompts use changed since): running the study asks the new questions
 ``not started``  no run with these settings (the detail names a run of the model's earlier settings, and
-                 what changed, where the study file was edited since)
+                 what changed, where the study file was edited since; or why ``study run`` would skip it, nothing
+                 of it sent: its endpoint does not answer, or does not list its model)
+
+Nothing is sent to a model or written. The endpoints of the runs not started
+are reached once each (``GET /models``, no key), as ``study validate`` and
+``study run`` reach them, so a run that ``study run`` skipped says why here too.
 """
 
 from __future__ import annotations
@@ -60,11 +65,31 @@ class RunState:
 
 def study_status(ws: Workspace, study: Study, store: Store | None) -> list[RunState]:
     """Every run of ``study`` with its state (see the module docstring); ``store`` None: no store yet."""
-    states = []
-    for run in study_runs(study):
+    states, runs = [], study_runs(study)
+    for run in runs:
         prepare(ws, study, run)
         states.append(_state(store, run))
-    return states
+    return _unreachable(study, runs, states)
+
+
+def _unreachable(study: Study, runs: list[StudyRun], states: list[RunState]) -> list[RunState]:
+    """The states, with why of each run not started that ``study run`` would skip (and skipped, if it was run):
+    its endpoint does not answer, or does not list its model (the check ``study run`` makes before it sends)."""
+    from dataclasses import replace
+
+    from cfkit.study.check import check_endpoints
+
+    waiting = {run.model for run, x in zip(runs, states, strict=True)
+               if x.state == "not started" and study.endpoints_of(run.model)}
+    if not waiting:
+        return states
+    reached = check_endpoints(study, waiting)
+    said = []
+    for run, x in zip(runs, states, strict=True):
+        why = reached.refused(study, run.model) if run.model in waiting and x.state == "not started" else None
+        said.append(x if why is None else replace(x, detail="; ".join(filter(None, [
+            f"'study run' skips it, nothing of it sent: {why}", x.detail]))))
+    return said
 
 
 def _row(run: StudyRun, state: str, record=None, detail: str | None = None, total: int = 0) -> RunState:

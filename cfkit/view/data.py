@@ -116,6 +116,28 @@ class ViewData:
         return {run_id: lines for run_id, lines in said.items() if lines}
 
     @cached_property
+    def not_clean(self) -> dict[str, str]:
+        """By run id, what ``cfkit runs show`` says of the replies of a run that are not clean (some cut off at the
+        token limit, or most of them empty: :func:`cfkit.parse.trouble.not_clean`), the runs ``study status``
+        calls complete but not clean (or incomplete, "not clean either") and whose rows the report marks."""
+        if not self.runs:
+            return {}
+        from cfkit.parse.trouble import not_clean, reply_trouble
+        from cfkit.store import open_store
+        from cfkit.store.runs import count_unanswered
+
+        said = {}
+        with open_store(self.ws.db_path) as store:
+            for r in self.runs:
+                invalid, truncated, empty = count_unanswered(store, r.id)
+                if not_clean(truncated, empty, r.n_done):
+                    said[r.id] = reply_trouble(
+                        f"{r.model} {r.suite}", r.n_done, invalid, empty, truncated,
+                        (r.settings.get("generation") or {}).get("max_tokens"),
+                        f"cfkit runs unparsed {r.id}" if invalid else "", replayed=r.replayed) or "not clean"
+        return said
+
+    @cached_property
     def cases(self) -> CaseSet | None:
         from cfkit.specs import try_load_cases
 

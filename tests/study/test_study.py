@@ -213,7 +213,7 @@ def test_a_run_whose_replies_are_cut_off_is_complete_but_not_clean(tmp_path):
         result = run_cli(["-w", str(ws), "study", "run", str(path)])
     assert result.exit_code == 1
     assert "b contextcanvas: 4 of 4 replies were cut off at the token limit" in result.stderr
-    assert "--max-tokens" in result.stderr
+    assert "Raise the model's max_tokens in" in result.stderr  # the study file's setting, not probe run's option
     last = result.stderr.strip().splitlines()[-1]
     assert "1 run(s) complete but not clean (b contextcanvas)" in last
     status = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])

@@ -37,6 +37,8 @@ def test_study_run_skips_a_model_its_endpoint_does_not_list_or_whose_endpoint_is
         env = {"OPENAI_API_KEY": "sk-test", "COLUMNS": "200"}
         result = run_cli(["-w", str(ws), "study", "run", str(path), "--json"], env=env)
         asked = {body["model"] for body in chat.requests}
+        status = run_cli(["-w", str(ws), "study", "status", str(path), "--json"], env=env)
+        table = run_cli(["-w", str(ws), "study", "status", str(path)], env=env)
     assert result.exit_code == 1, result.output
     assert asked == {"model-a"}  # nothing sent for the misspelt model (before: every request of it, each a 404)
     runs = {r["model"]: r for r in json.loads(result.stdout)}
@@ -48,11 +50,19 @@ def test_study_run_skips_a_model_its_endpoint_does_not_list_or_whose_endpoint_is
     last = result.stderr.strip().splitlines()[-1]
     assert "2 of 4 run(s) incomplete: typo contextcanvas (skipped), down contextcanvas (skipped)" in last
     assert "The lines above say why" in last
+    assert f"'cfkit study status {path}' again" in last
     # Nothing of a skipped run is stored: 'study status' finds it not started, and the others done.
-    status = run_cli(["-w", str(ws), "study", "status", str(path), "--json"], env=env)
     assert status.exit_code == 1
-    assert {s["model"]: s["state"] for s in json.loads(status.stdout)} == {
+    states = {s["model"]: s for s in json.loads(status.stdout)}
+    assert {m: s["state"] for m, s in states.items()} == {
         "a": "done", "typo": "not started", "down": "not started", "no": "done"}
+    # ... and says why, as 'study run' said it (before: 'not started' and nothing more, while 'study run' pointed
+    # at the lines it had printed): it reaches the endpoints of the runs not started, as 'study run' does.
+    assert states["typo"]["detail"].startswith("'study run' skips it, nothing of it sent: endpoint e")
+    assert "does not list 'modle-a'" in states["typo"]["detail"]
+    assert f"{dead}/models did not answer" in states["down"]["detail"]
+    assert states["a"]["detail"] is None and states["no"]["detail"] is None
+    assert "does not list 'modle-a'" in table.stdout and f"{dead}/models did not answer" in table.stdout
 
 
 def test_a_finished_study_is_not_refused_when_its_servers_are_gone(tiny_ws):

@@ -24,5 +24,6 @@ def test_study_run_names_unreviewed_captions_and_skipped_cases_as_probe_run_does
     assert "have a caption a model drafted and no person has reviewed: T001" in probed
     assert "T003: 3 options; the swap suite asks two-option cases only" in probed
     assert ("m modality: asked 1 case with a caption a model drafted and no person has reviewed: T001; read them and "
-            "set 'reviewed: true'") in said and "'cfkit study report --reviewed-only'" in said
+            "set 'reviewed: true'") in said
+    assert f"of the report with 'cfkit -w {ws} study report {path} --reviewed-only'" in said  # one that works
     assert "m swap: 1 case skipped: T003 (3 options; the swap suite asks two-option cases only" in said
