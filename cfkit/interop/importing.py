@@ -8,8 +8,9 @@ answers as it did before the export, with the status it ended with and the
 requests it planned (an incomplete run stays incomplete, its unanswered
 requests missing), and with what it recorded of what it asked: the pairs or
 cases it skipped and why, the part of the suite it asked, the digest of its
-probe templates, and the cases or pairs it asked with a caption or edit no
-person had reviewed, so that a report says of it what it said before.
+probe templates and of each template its requests were rendered from, and
+the cases or pairs it asked with a caption or edit no person had reviewed,
+so that a report says of it what it said before.
 Records from a peer's file get a run id made from the suite, the model and a
 digest of the records. A run id already in the store is refused before
 anything is written.
@@ -49,7 +50,7 @@ class ImportedRun:
 
 #: Export columns added after peers' files were first imported (see :func:`_run_id`).
 _LATER = ("asked", "captions", "run_status", "run_requests", "run_stopped", "run_skipped", "run_selection",
-          "run_templates", "run_unreviewed")
+          "run_templates", "run_unreviewed", "run_template_digests")
 #: What a run records of each case it was shown (a report compares it with the workspace now).
 _SHOWN = ("asked", "captions")
 
@@ -69,6 +70,8 @@ class RunState:
     templates: str = ""  # the SHA-256 of its probe templates ("": not recorded)
     unreviewed: tuple[str, ...] | None = None  # the cases (pairs) it asked with a caption (edit) no person had
     #                                            reviewed (None: not recorded)
+    template_digests: dict[str, str] | None = None  # each probe template its requests were rendered from -> its
+    #                                                 digest (None: not recorded, a file made before cfkit wrote it)
 
     @property
     def complete(self) -> bool:
@@ -89,9 +92,10 @@ def run_state(group: Sequence[RunRecordRow]) -> RunState:
     selection = next((r.run_selection for r in group if r.run_selection), None)
     templates = next((r.run_templates for r in group if r.run_templates), None) or ""
     unreviewed = next((r.run_unreviewed for r in group if r.run_unreviewed is not None), None)
+    digests = next((r.run_template_digests for r in group if r.run_template_digests), None)
     return RunState(status, max(requests, len(group)), len(group) - errors, errors, stopped,
                     None if skipped is None else tuple(skipped), selection, templates,
-                    None if unreviewed is None else tuple(unreviewed))
+                    None if unreviewed is None else tuple(unreviewed), digests)
 
 
 def shown_notes(group: Sequence[RunRecordRow]) -> dict[str, dict]:
@@ -156,6 +160,8 @@ def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pair
             notes["skipped"] = list(state.skipped)
         if state.unreviewed is not None:
             notes["unreviewed"] = list(state.unreviewed)
+        if state.template_digests:  # each template compared on its own (cfkit.report.prompts_now)
+            notes["templates"] = dict(state.template_digests)
         runs.open_run(store, run_id, model=first.model, suite=first.suite,
                       options={"backend": "replay", "options": {}}, cfkit_version=__version__,
                       templates_sha256=state.templates, n_requests=state.n_requests, notes=notes,
