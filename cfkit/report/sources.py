@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cfkit.errors import NotFoundError, UsageError
 from cfkit.plural import plural
 from cfkit.predictions import Prediction, predictions_from_store
-from cfkit.report.choice import SetAside, choose
+from cfkit.report.choice import SetAside, choose, how_to_answer
 
 if TYPE_CHECKING:  # the store's owners load only for a report from the store, not from predictions files
     from cfkit.cases import CaseSet
@@ -261,7 +261,8 @@ def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, o
         aside.append(SetAside(record.model, (record.id,), False, (
             f"{record.model}: its {record.suite} run {record.id} has no reply yet ({shown[record.id]}"
             + (f": {record.notes['stopped']}" if record.notes.get("stopped") else "")
-            + "); the report leaves it out until it has one."), empty=True, why="no reply yet"))
+            + f"); the report leaves it out until it has one. To get its replies: "
+            f"{how_to_answer(record, shown[record.id])}."), empty=True, why="no reply yet"))
     chosen = [r for r in chosen if r.id in answered]
     sources = Sources(preds=predictions_from_store(store, [r.id for r in chosen]), set_aside=aside,
                       others=made.others)
