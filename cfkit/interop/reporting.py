@@ -121,7 +121,8 @@ def file_runs(rows: Sequence[RunRecordRow], source: str) -> list[FileRun]:
                        skipped=tuple((s["pair_id"], s.get("reason", "")) for s in state.skipped or ()),
                        imported=source, captions=shown.get("captions"), templates_sha256=state.templates,
                        asked=shown.get("asked"), selection=state.selection or None,
-                       unreviewed=state.unreviewed or (), templates=state.template_digests)
+                       unreviewed=state.unreviewed or (), templates=state.template_digests,
+                       replayed=True)  # its replies were made elsewhere, as once imported (a replay run)
         parsers = Counter(r.parser for r in group if r.parser is not None)
         images = tuple((r.case, r.condition, r.image_sha256) for r in group
                        if r.image_sha256 and r.condition != "edit")  # an edit's image is not the case's

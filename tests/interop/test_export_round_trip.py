@@ -242,3 +242,19 @@ def test_an_export_made_before_the_template_digests_reads_as_documented(exported
     said = _said(_report(fresh), "modality")
     assert not [m for m in said["missing"] if "templates/" in (m["detail"] or "")]
     assert [n for n in said["notes"] if "which of them changed since cannot be told" in n]
+
+
+def test_an_export_read_under_another_label_is_a_run_made_elsewhere_as_once_imported(exported, tmp_path):
+    """A report over an export given ``--label`` reads its replies as made elsewhere, as over the run imported with
+    that label: the label need not be the name its servers were asked for, so no note says its replies name a
+    model plainly not the one asked, and the notes and reply problems (their advice too) are those of the import."""
+    ws, ids, root = exported
+    export, label = root / "contextcanvas.jsonl", "openai:renamed-model"
+    over_file = _report(ws, "--predictions", str(export), "--label", label)
+    fresh = _fresh(ws, tmp_path / "fresh")
+    imported = run_cli(["runs", "import", str(export), "-w", str(fresh), "--label", label])
+    assert imported.exit_code == 0, imported.stderr
+    over_import = json.loads(json.dumps(_report(fresh)).replace(str(fresh), str(ws)))
+    assert not [n for n in over_file["notes"] if "as asked" in n]
+    assert over_file["notes"] == over_import["notes"]
+    assert over_file["reply_problems"] == over_import["reply_problems"]
