@@ -31,6 +31,7 @@ from cfkit.interop.records import RunRecordRow
 from cfkit.predictions import check_predictions
 from cfkit.store import Store, responses, runs
 from cfkit.store.responses import CachedResponse
+from cfkit.store.records.runs import asks_part
 from cfkit.store.runs import ReplyFields, ReplyProvenance
 
 
@@ -72,6 +73,8 @@ class RunState:
     #                                            reviewed (None: not recorded)
     template_digests: dict[str, str] | None = None  # each probe template its requests were rendered from -> its
     #                                                 digest (None: not recorded, a file made before cfkit wrote it)
+    asked_whole: bool = False  # its rows name every unit it planned (a row for each request it planned, of the
+    #                            whole suite): the cases (pairs) they answer are all it asked (cfkit.report.absent)
 
     @property
     def complete(self) -> bool:
@@ -93,9 +96,16 @@ def run_state(group: Sequence[RunRecordRow]) -> RunState:
     templates = next((r.run_templates for r in group if r.run_templates), None) or ""
     unreviewed = next((r.run_unreviewed for r in group if r.run_unreviewed is not None), None)
     digests = next((r.run_template_digests for r in group if r.run_template_digests), None)
+    whole = (any(r.run_requests is not None for r in group) and len(group) >= requests
+             and any(r.asked is not None for r in group) and not asks_part(selection or {}))
     return RunState(status, max(requests, len(group)), len(group) - errors, errors, stopped,
                     None if skipped is None else tuple(skipped), selection, templates,
-                    None if unreviewed is None else tuple(unreviewed), digests)
+                    None if unreviewed is None else tuple(unreviewed), digests, whole)
+
+
+def asked_pairs(group: Sequence[RunRecordRow]) -> list[str]:
+    """The pairs the rows answer (of a run whose rows name every unit it planned: the pairs it asked)."""
+    return sorted({r.pair for r in group if r.pair})
 
 
 def shown_notes(group: Sequence[RunRecordRow]) -> dict[str, dict]:
@@ -162,6 +172,10 @@ def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pair
             notes["unreviewed"] = list(state.unreviewed)
         if state.template_digests:  # each template compared on its own (cfkit.report.prompts_now)
             notes["templates"] = dict(state.template_digests)
+        if state.asked_whole:  # every unit it planned has a row: a unit none names was added since
+            notes["asked_whole"] = True
+            if pairs := asked_pairs(group):
+                notes["asked_pairs"] = pairs
         runs.open_run(store, run_id, model=first.model, suite=first.suite,
                       options={"backend": "replay", "options": {}}, cfkit_version=__version__,
                       templates_sha256=state.templates, n_requests=state.n_requests, notes=notes,

@@ -57,6 +57,8 @@ class RunInfo:
     asked_pairs: frozenset[str] | None = None  # the pairs it planned (counterfactual; None: not recorded)
     templates: Mapping[str, str] | None = None  # each probe template its requests were rendered from -> its digest
     #                                             (cfkit.report.prompts_now; None: not recorded, older runs)
+    asked_whole: bool = False  # imported, and its export had a row for every unit it planned (of the whole suite):
+    #                            ``asked`` (``asked_pairs``) name all it planned, as a stored run's do
 
     @classmethod
     def of(cls, record: RunRecord, status: str | None = None) -> "RunInfo":
@@ -72,7 +74,7 @@ class RunInfo:
                    record.notes.get("asked"), record.replayed,
                    tuple(record.notes["left_out"]) if "left_out" in record.notes else None, record.selection,
                    frozenset(record.notes["asked_pairs"]) if "asked_pairs" in record.notes else None,
-                   record.notes.get("templates"))
+                   record.notes.get("templates"), record.notes.get("asked_whole") is True)
 
 
 @dataclass

@@ -174,7 +174,8 @@ def test_a_run_that_recorded_only_its_unreviewed_captions_keeps_them_read_back(e
 
 
 #: Edits to the workspace after the runs, on a copy: the neutral template the runs asked with (a workspace text, so
-#: one digest over all the templates cannot tell which changed), and the caption T001 was asked with.
+#: one digest over all the templates cannot tell which changed), and the caption T001 was asked with; and (below,
+#: "case added") a case no run asked, which a report over the import must say was added since, as over the run.
 EDITS = {"template": ("probes/templates/visual-neutral.txt", " (as the workspace has it)", " (edited since)",
                       "probes/templates/visual-neutral.txt has another text than when run"),
          "caption": ("captions/T001.yaml", "A painted scene", "A painted picture",
@@ -186,6 +187,14 @@ def _edited(ws: Path, target: Path, edit: str) -> Path:
     (:data:`EDITS`) made: the one input changed since that a report marks."""
     shutil.copytree(ws, target)
     (target / "probes" / "templates" / "system.txt").unlink()
+    if edit == "case added":  # a case no run asked: each suite's report says why it has no answer
+        cases = target / "data" / "cases.jsonl"
+        first = json.loads(cases.read_text().splitlines()[0])
+        cases.write_text(cases.read_text() + json.dumps(first | {"id": "T009"}) + "\n")
+        spec = (target / "interventions" / "TX01.yaml").read_text()  # and a pair of a case the runs asked
+        (target / "interventions" / "TX03.yaml").write_text(spec.replace("TX01", "TX03"))
+        shutil.copy(target / "interventions" / "masks" / "TX01.png", target / "interventions" / "masks" / "TX03.png")
+        return target
     name, before, after, _ = EDITS[edit]
     text = (target / name).read_text()
     assert before in text
@@ -194,20 +203,27 @@ def _edited(ws: Path, target: Path, edit: str) -> Path:
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
-@pytest.mark.parametrize("suite, edit", [(suite, "template") for suite in SUITES] + [("modality", "caption")])
+@pytest.mark.parametrize("suite, edit", [(suite, "template") for suite in SUITES] + [("modality", "caption")]
+                         + [(suite, "case added") for suite in SUITES])
 def test_an_export_read_back_after_an_edit_marks_what_the_run_marks(exported, tmp_path, suite, edit, fmt):
     """After the template or caption a run asked with is edited, a report over its export and over the imported run
     marks stale the answers the report over the run marks, with the same reasons, and no other notes: the export
     carries the digest of each template the run's prompts were rendered from (``run_template_digests``), not only
-    the one digest over all of them, which cannot tell which workspace template changed."""
+    the one digest over all of them, which cannot tell which workspace template changed. After a case is added,
+    both say of it what the report over the run says (added since; the command that made the run asks it), not
+    that the run is incomplete or the file lacks it: the export has a row for every request the run planned."""
     ws, ids, root = exported
     edited = _edited(ws, tmp_path / "edited", edit)
     original = _said(_report(edited, "--run", ids[suite], "--only-named"), suite)
-    marked = [m for m in original["missing"] if EDITS[edit][3] in (m["detail"] or "")]
-    if suite == "modality":  # the neutral answer alone was asked with the neutral template and the caption
+    if edit == "case added":  # no run asked it: resuming would not; the command that made the run, run again, does
+        added = [m["detail"] for m in original["missing"] if m["case"] == "T009" or m["pair"] == "TX03"]
+        assert all("added" in d and "run the command that made run" in d for d in added), added
+        assert bool(added) == (suite != "modality")  # (modality asks the cases its subset file names)
+    elif suite == "modality":  # the neutral answer alone was asked with the neutral template and the caption
+        marked = [m for m in original["missing"] if EDITS[edit][3] in (m["detail"] or "")]
         assert [m["condition"] for m in marked] == ["neutral"], original["missing"]
     else:  # the suite's prompts never used the edited template: nothing of it is said
-        assert not marked
+        assert not [m for m in original["missing"] if EDITS[edit][3] in (m["detail"] or "")]
     assert not [n for n in original["notes"] if "cannot be told" in n]
     export = root / f"{suite}.{fmt}"
 
