@@ -8,8 +8,9 @@ answers as it did before the export, with the status it ended with and the
 requests it planned (an incomplete run stays incomplete, its unanswered
 requests missing), and with what it recorded of what it asked: the pairs or
 cases it skipped and why, the part of the suite it asked, the digest of its
-probe templates, and the cases or pairs it asked with a caption or edit no
-person had reviewed, so that a report says of it what it said before.
+probe templates and of each template its requests were rendered from, and
+the cases or pairs it asked with a caption or edit no person had reviewed,
+so that a report says of it what it said before.
 Records from a peer's file get a run id made from the suite, the model and a
 digest of the records. A run id already in the store is refused before
 anything is written.
@@ -30,6 +31,7 @@ from cfkit.interop.records import RunRecordRow
 from cfkit.predictions import check_predictions
 from cfkit.store import Store, responses, runs
 from cfkit.store.responses import CachedResponse
+from cfkit.store.records.runs import asks_part
 from cfkit.store.runs import ReplyFields, ReplyProvenance
 
 
@@ -49,7 +51,7 @@ class ImportedRun:
 
 #: Export columns added after peers' files were first imported (see :func:`_run_id`).
 _LATER = ("asked", "captions", "run_status", "run_requests", "run_stopped", "run_skipped", "run_selection",
-          "run_templates", "run_unreviewed")
+          "run_templates", "run_unreviewed", "run_template_digests")
 #: What a run records of each case it was shown (a report compares it with the workspace now).
 _SHOWN = ("asked", "captions")
 
@@ -69,6 +71,10 @@ class RunState:
     templates: str = ""  # the SHA-256 of its probe templates ("": not recorded)
     unreviewed: tuple[str, ...] | None = None  # the cases (pairs) it asked with a caption (edit) no person had
     #                                            reviewed (None: not recorded)
+    template_digests: dict[str, str] | None = None  # each probe template its requests were rendered from -> its
+    #                                                 digest (None: not recorded, a file made before cfkit wrote it)
+    asked_whole: bool = False  # its rows name every unit it planned (a row for each request it planned, of the
+    #                            whole suite): the cases (pairs) they answer are all it asked (cfkit.report.absent)
 
     @property
     def complete(self) -> bool:
@@ -89,9 +95,17 @@ def run_state(group: Sequence[RunRecordRow]) -> RunState:
     selection = next((r.run_selection for r in group if r.run_selection), None)
     templates = next((r.run_templates for r in group if r.run_templates), None) or ""
     unreviewed = next((r.run_unreviewed for r in group if r.run_unreviewed is not None), None)
+    digests = next((r.run_template_digests for r in group if r.run_template_digests), None)
+    whole = (any(r.run_requests is not None for r in group) and len(group) >= requests
+             and any(r.asked is not None for r in group) and not asks_part(selection or {}))
     return RunState(status, max(requests, len(group)), len(group) - errors, errors, stopped,
                     None if skipped is None else tuple(skipped), selection, templates,
-                    None if unreviewed is None else tuple(unreviewed))
+                    None if unreviewed is None else tuple(unreviewed), digests, whole)
+
+
+def asked_pairs(group: Sequence[RunRecordRow]) -> list[str]:
+    """The pairs the rows answer (of a run whose rows name every unit it planned: the pairs it asked)."""
+    return sorted({r.pair for r in group if r.pair})
 
 
 def shown_notes(group: Sequence[RunRecordRow]) -> dict[str, dict]:
@@ -156,6 +170,12 @@ def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pair
             notes["skipped"] = list(state.skipped)
         if state.unreviewed is not None:
             notes["unreviewed"] = list(state.unreviewed)
+        if state.template_digests:  # each template compared on its own (cfkit.report.prompts_now)
+            notes["templates"] = dict(state.template_digests)
+        if state.asked_whole:  # every unit it planned has a row: a unit none names was added since
+            notes["asked_whole"] = True
+            if pairs := asked_pairs(group):
+                notes["asked_pairs"] = pairs
         runs.open_run(store, run_id, model=first.model, suite=first.suite,
                       options={"backend": "replay", "options": {}}, cfkit_version=__version__,
                       templates_sha256=state.templates, n_requests=state.n_requests, notes=notes,

@@ -14,14 +14,17 @@ a stale answer, and how the run ended (``run_status``, ``run_requests``,
 planned and why it stopped) and what it recorded of what it asked
 (``run_skipped``, the pairs or cases it could not ask and why;
 ``run_selection``, the part of the suite it asked; ``run_templates``, the
-digest of the probe templates it was asked with; ``run_unreviewed``, the
-cases or pairs it asked with a caption or edit no person had reviewed).
+digest of the probe templates it was asked with; ``run_template_digests``,
+the digest of each probe template its requests were rendered from, what a
+report compares template by template; ``run_unreviewed``, the cases or pairs
+it asked with a caption or edit no person had reviewed).
 ``cfkit runs import`` reads it back unchanged.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -79,6 +82,8 @@ class RunRecordRow:
     run_selection: dict[str, Any] | None = None  # the part of the suite the run asked (--limit, --cases, --subset)
     run_templates: str | None = None  # the SHA-256 of the probe templates the run was asked with
     run_unreviewed: list[str] | None = None  # the cases (pairs) the run asked with a caption (edit) no person reviewed
+    run_template_digests: dict[str, str] | None = None  # each probe template its requests were rendered from -> its
+    #                                                      digest (its notes' ``templates``; cfkit.report.prompts_now)
 
     def prediction(self) -> Prediction:
         """The predictions line of this reply (docs/formats.md)."""
@@ -122,6 +127,7 @@ class RunRecordRow:
         values["run_skipped"] = _skipped(values["run_skipped"], where)
         values["run_selection"] = _selection(values["run_selection"], where)
         values["run_unreviewed"] = _unreviewed(values["run_unreviewed"], where)
+        values["run_template_digests"] = _template_digests(values["run_template_digests"], where)
         if values["run_status"] is not None and values["run_status"] not in RUN_STATUSES:
             raise PredictionError(f"{where}: 'run_status' must be one of {', '.join(RUN_STATUSES)}, not "
                                   f"{values['run_status']!r}.")
@@ -146,7 +152,7 @@ _TEXT_FIELDS = ("run", "model", "suite", "case", "pair", "condition", "answer", 
                 "confidence", "detail", "reasoning", "parser", "image_sha256", "server_model", "system_fingerprint",
                 "endpoint", "cache_key", "created_at", "asked", "run_status", "run_stopped", "run_templates")
 #: Columns that hold JSON (in CSV and Parquet, its text).
-JSON_COLUMNS = ("usage", "captions", "run_skipped", "run_selection", "run_unreviewed")
+JSON_COLUMNS = ("usage", "captions", "run_skipped", "run_selection", "run_unreviewed", "run_template_digests")
 
 
 def _json_text(value: Any, name: str, where: str) -> Any:
@@ -185,6 +191,16 @@ def _unreviewed(value: Any, where: str) -> list[str] | None:
     if value is not None and not (isinstance(value, list) and all(isinstance(u, str) for u in value)):
         raise PredictionError(f"{where}: 'run_unreviewed' must be a list of texts (the cases or pairs the run asked "
                               f"with a caption or edit no person had reviewed), not {value!r}.")
+    return value
+
+
+def _template_digests(value: Any, where: str) -> dict[str, str] | None:
+    """The ``run_template_digests`` column: template file name -> the SHA-256 of its text as the run used it."""
+    value = _json_text(value, "run_template_digests", where)
+    if value is not None and not (isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) for k, v in value.items())):
+        raise PredictionError(f"{where}: 'run_template_digests' must be an object of template names and SHA-256 "
+                              f"digests (the probe templates the run's prompts were rendered from), not {value!r}.")
     return value
 
 
@@ -231,6 +247,8 @@ def run_rows(store: Store, run_id: str) -> list[RunRecordRow]:
     skipped = [s for s in run.notes.get("skipped") or () if isinstance(s, dict)] if "skipped" in run.notes else None
     unreviewed = [u for u in run.notes.get("unreviewed") or () if isinstance(u, str)] \
         if "unreviewed" in run.notes else None
+    templates = run.notes.get("templates")
+    templates = dict(templates) if isinstance(templates, dict) and templates else None
     out = []
     for r in replies:
         hit = cache.get(r.cache_key or "")
@@ -245,7 +263,8 @@ def run_rows(store: Store, run_id: str) -> list[RunRecordRow]:
             cost_usd=r.cost_usd, cache_key=r.cache_key, created_at=r.created_at, asked=asked.get(r.case_id),
             captions=captions.get(r.case_id), run_status=run.status, run_requests=run.n_requests,
             run_stopped=stopped or None, run_skipped=skipped, run_selection=run.selection or None,
-            run_templates=run.templates_sha256 or None, run_unreviewed=unreviewed))
+            run_templates=run.templates_sha256 or None, run_unreviewed=unreviewed,
+            run_template_digests=templates))
     return out
 
 

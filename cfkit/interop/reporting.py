@@ -106,7 +106,7 @@ def file_runs(rows: Sequence[RunRecordRow], source: str) -> list[FileRun]:
     name no run, record none): its state and what it was shown, as ``cfkit runs import`` would store them."""
     from collections import Counter
 
-    from cfkit.interop.importing import group_runs, run_state, shown_notes
+    from cfkit.interop.importing import asked_pairs, group_runs, run_state, shown_notes
     from cfkit.report.file_runs import FileRun
     from cfkit.report.sources import RunInfo
     from cfkit.store.records.runs import asks_part
@@ -121,7 +121,10 @@ def file_runs(rows: Sequence[RunRecordRow], source: str) -> list[FileRun]:
                        skipped=tuple((s["pair_id"], s.get("reason", "")) for s in state.skipped or ()),
                        imported=source, captions=shown.get("captions"), templates_sha256=state.templates,
                        asked=shown.get("asked"), selection=state.selection or None,
-                       unreviewed=state.unreviewed or ())
+                       unreviewed=state.unreviewed or (), templates=state.template_digests,
+                       replayed=True,  # its replies were made elsewhere, as once imported (a replay run)
+                       asked_whole=state.asked_whole,
+                       asked_pairs=frozenset(asked_pairs(group)) if state.asked_whole and asked_pairs(group) else None)
         parsers = Counter(r.parser for r in group if r.parser is not None)
         images = tuple((r.case, r.condition, r.image_sha256) for r in group
                        if r.image_sha256 and r.condition != "edit")  # an edit's image is not the case's

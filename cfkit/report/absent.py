@@ -5,7 +5,9 @@ why; ``left_out``, the units its selection (``--limit``, ``--cases``,
 ``--reviewed-only``) left out; and, when an invocation of it ends, ``asked``,
 each case it asked, and ``asked_pairs``, each pair (counterfactual). A unit
 none of them names was added to the suite (the cases file, the specs, the
-modality subset) after the run was planned:
+modality subset) after the run was planned (of an imported run, only where its
+export had a row for every unit it planned, of the whole suite: then the
+units its rows answer are all it asked):
 resuming the run would never ask it, but the command that made the run, run
 again, plans a new run of the suite as it is now (a run's id covers every
 request) and asks it, unchanged requests coming from the cache. Runs that
@@ -42,7 +44,7 @@ def absent(run: RunInfo | None, case: str, pair: str, reviewed_view: bool = Fals
         return "skipped", f"not asked by run {run.id}: {skip}"  # resuming the run would not ask it
     unit = "pair" if pair else "case"
     left_out = run.left_out is not None and (pair or case) in run.left_out
-    if run.imported is None and not left_out and _planned(run, case, pair) is False:
+    if (run.imported is None or run.asked_whole) and not left_out and _planned(run, case, pair) is False:
         return "absent", _added_since(run, unit)
     if run.subset:
         flags = selection_flags(run)

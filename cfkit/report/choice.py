@@ -13,7 +13,12 @@ Every run of a model and suite that is newer than the run read there and is
 not read gets a line saying which, what it asked and how to report it: a
 newer run never loses silently to an older one. The older runs a newer one
 supersedes are counted in the report's list of the runs it read
-(:mod:`cfkit.report.runs_read`).
+(:mod:`cfkit.report.runs_read`). A run with no reply stored yet (batches
+submitted and not collected, a server down from the start) has nothing to
+count: where its model and suite have a run with replies, the newest such run
+(by the same rule) is read, and a line names both and how the newer one gets
+its replies; where none has, the newest is chosen and the report leaves it
+out with a line (:func:`cfkit.report.sources.from_store`).
 """
 from __future__ import annotations
 
@@ -136,6 +141,42 @@ def _newer_runs(records: Sequence[RunRecord], picked: Sequence[RunRecord], *, re
     return lines
 
 
+def _answered_first(records: Sequence[RunRecord], answered: set[str]) -> list[RunRecord]:
+    """``records`` without the runs that have no reply yet, of the suites that have a run with replies: a run
+    with nothing to count never stands for a suite another run has answers for."""
+    suites = {r.suite for r in records if r.id in answered}
+    return [r for r in records if r.id in answered or r.suite not in suites]
+
+
+def how_to_answer(run: RunRecord, status: str) -> str:
+    """How a run with no reply yet gets its replies, by its status as shown (``status``)."""
+    if run.status == "waiting":
+        return f"'cfkit probe collect {run.id}' collects its batches"
+    if run.status == "running" and status == "running":
+        return "a process sends it now; report again when it has replies"
+    return (f"run the command that made it again to resume it ('cfkit probe run -m {run.model} -s {run.suite}' with "
+            "its options, or 'cfkit study run' for a study's run)")
+
+
+def _unanswered_newer(records: Sequence[RunRecord], picked: Sequence[RunRecord], answered: set[str],
+                      statuses: Mapping[str, str], skip: Iterable[str] = ()) -> list[SetAside]:
+    """A line for each run with no reply yet that is newer than the run read for its suite (``records``: the
+    model's runs, the run used last first): which, its state, the run read instead, and how it gets replies."""
+    lines, ids, skip = [], [r.id for r in records], set(skip)
+    for chosen in (r for r in picked if r.suite not in skip and r.id in answered and r.id in ids):
+        for run in records[:ids.index(chosen.id)]:
+            if run.suite != chosen.suite or run.id in answered:
+                continue
+            stopped = run.notes.get("stopped")
+            lines.append(SetAside(run.model, (run.id,), False, (
+                f"{run.model}: its newer {run.suite} run {run.id} ({_asked(run)}) has no reply yet "
+                f"({statuses[run.id]}{f': {stopped}' if isinstance(stopped, str) and stopped else ''}); the rows "
+                f"read {chosen.id} ({_asked(chosen)}, {plural(chosen.n_done, 'reply', 'replies')}) until it has "
+                f"one: {how_to_answer(run, statuses[run.id])}."), empty=True, why="newer than the run read, but "
+                "has no reply yet"))
+    return lines
+
+
 def _newest_of_each_settings(records: Sequence[RunRecord]) -> list[RunRecord]:
     newest: dict[str | None, RunRecord] = {}
     for r in records:
@@ -191,7 +232,7 @@ def choose(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_
     that is not read gets a line (:func:`_newer_runs`): which, what it
     asked, why it is not read and how to report it.
     """
-    from cfkit.store import runs
+    from cfkit.store import leases, runs
 
     pinned: dict[tuple[str, str], RunRecord] = {}
     for record in (runs.find_run(store, ref) for ref in refs):
@@ -204,13 +245,17 @@ def choose(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_
     every = sorted(runs.list_runs(store), key=lambda r: r.last_active, reverse=True)
     if only_named and pinned:
         return Choice(list(pinned.values()), [], _others(every, list(pinned.values())))
+    answered = runs.with_replies(store, [r.id for r in every])
+    empty = [r for r in every if r.id not in answered]
+    shown = leases.statuses(store, empty) if empty else {}
     by_model: dict[str, list[RunRecord]] = {}
     for record in every:
         by_model.setdefault(record.model, []).append(record)
     chosen: list[RunRecord] = []
     aside: list[SetAside] = []
-    for model, records in by_model.items():
-        pins = {suite: r for (m, suite), r in pinned.items() if m == model}
+    for model, all_records in by_model.items():
+        records = _answered_first(all_records, answered)  # a run with no reply yet stands for no suite it can
+        pins = {suite: r for (m, suite), r in pinned.items() if m == model}  # leave to one with replies
         if pins:
             same = {r.settings_sha256 for r in pins.values()}
             picked = _per_suite([r for r in records if r.settings_sha256 in same], pins)
@@ -255,4 +300,7 @@ def choose(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_
             f"of settings per model, so it leaves this model out. Choose with --run RUN (repeatable; 'cfkit runs "
             f"list' shows them), report it anyway with --mixed-settings, or remove the runs you do not want with "
             f"'cfkit runs rm RUN'."), why="runs of different settings"))
+    for model, all_records in by_model.items():  # the runs with no reply yet newer than the run read
+        pins = {suite for (m, suite) in pinned if m == model}
+        aside += _unanswered_newer(all_records, [r for r in chosen if r.model == model], answered, shown, pins)
     return Choice(chosen, aside, _others(every, chosen))

@@ -63,7 +63,10 @@ def _together(first: RunInfo, second: RunInfo) -> RunInfo:
                    complete=first.complete and second.complete, n_requests=first.n_requests + second.n_requests,
                    n_done=first.n_done + second.n_done, imported=f"{first.imported} + {second.imported}",
                    captions=both(first.captions, second.captions), asked=both(first.asked, second.asked),
-                   unreviewed=tuple(dict.fromkeys((*first.unreviewed, *second.unreviewed))))
+                   unreviewed=tuple(dict.fromkeys((*first.unreviewed, *second.unreviewed))),
+                   asked_whole=first.asked_whole and second.asked_whole,
+                   asked_pairs=None if first.asked_pairs is None or second.asked_pairs is None
+                   else first.asked_pairs | second.asked_pairs)
 
 
 def _read_digests(paths: Sequence[str]) -> dict[str, str | None]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cfkit.errors import NotFoundError, UsageError
 from cfkit.plural import plural
 from cfkit.predictions import Prediction, predictions_from_store
-from cfkit.report.choice import SetAside, choose
+from cfkit.report.choice import SetAside, choose, how_to_answer
 from cfkit.report.commands import SINGLE, Commands
 
 if TYPE_CHECKING:  # the store's owners load only for a report from the store, not from predictions files
@@ -58,6 +58,8 @@ class RunInfo:
     asked_pairs: frozenset[str] | None = None  # the pairs it planned (counterfactual; None: not recorded)
     templates: Mapping[str, str] | None = None  # each probe template its requests were rendered from -> its digest
     #                                             (cfkit.report.prompts_now; None: not recorded, older runs)
+    asked_whole: bool = False  # imported, and its export had a row for every unit it planned (of the whole suite):
+    #                            ``asked`` (``asked_pairs``) name all it planned, as a stored run's do
 
     @classmethod
     def of(cls, record: RunRecord, status: str | None = None) -> "RunInfo":
@@ -73,7 +75,7 @@ class RunInfo:
                    record.notes.get("asked"), record.replayed,
                    tuple(record.notes["left_out"]) if "left_out" in record.notes else None, record.selection,
                    frozenset(record.notes["asked_pairs"]) if "asked_pairs" in record.notes else None,
-                   record.notes.get("templates"))
+                   record.notes.get("templates"), record.notes.get("asked_whole") is True)
 
 
 @dataclass
@@ -263,7 +265,8 @@ def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, o
         aside.append(SetAside(record.model, (record.id,), False, (
             f"{record.model}: its {record.suite} run {record.id} has no reply yet ({shown[record.id]}"
             + (f": {record.notes['stopped']}" if record.notes.get("stopped") else "")
-            + "); the report leaves it out until it has one."), empty=True, why="no reply yet"))
+            + f"); the report leaves it out until it has one. To get its replies: "
+            f"{how_to_answer(record, shown[record.id])}."), empty=True, why="no reply yet"))
     chosen = [r for r in chosen if r.id in answered]
     sources = Sources(preds=predictions_from_store(store, [r.id for r in chosen]), set_aside=aside,
                       others=made.others)

@@ -6,8 +6,9 @@ captions) as the report over the run itself.
 The runs are real: the CLI against a loopback Chat Completions server that cuts one reply off at the token limit
 and fails one request; the counterfactual run skips a pair without an edit, the swap run a three-option case, the
 modality run asks part of its suite, one of whose captions is a model's draft no person has reviewed; a second
-modality run is left as a cfkit that kept no caption digests recorded it (its unreviewed cases alone). After the
-runs, a case is reworded and the probe templates changed.
+modality run is left as a cfkit that kept no caption digests recorded it (its unreviewed cases alone). The runs ask
+with the workspace's own ``visual-neutral.txt`` (the modality suite's neutral condition). After the runs, a case is
+reworded and the system template changed; then, on a copy, that workspace template or a caption is edited too.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def exported(tmp_path_factory):
     (ws / "interventions" / "TX02.yaml").write_text(spec.replace("TX01", "TX02").replace("case: T001", "case: T002"))
     shutil.copy(ws / "interventions" / "masks" / "TX01.png", ws / "interventions" / "masks" / "TX02.png")
     (root / "part.txt").write_text("T001\n")
+    (ws / "probes" / "templates").mkdir()  # the runs ask with the workspace's own neutral template
+    neutral = (REPO / "cfkit" / "templates" / "visual-neutral.txt").read_text()
+    (ws / "probes" / "templates" / "visual-neutral.txt").write_text(neutral.rstrip() + " (as the workspace has it)\n")
     ids = {}
     with ChatServer(_script) as server:
         for suite in SUITES:
@@ -72,7 +76,6 @@ def exported(tmp_path_factory):
     # After the runs: T002 reworded, the system template changed.
     cases = ws / "data" / "cases.jsonl"
     cases.write_text(cases.read_text().replace("a winter card?", "a winter greeting card?"))
-    (ws / "probes" / "templates").mkdir()
     system = (REPO / "cfkit" / "templates" / "system.txt").read_text()
     (ws / "probes" / "templates" / "system.txt").write_text(system + "\nAnswer briefly.\n")
     return ws, ids, root
@@ -168,3 +171,106 @@ def test_a_run_that_recorded_only_its_unreviewed_captions_keeps_them_read_back(e
         before.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "run_unreviewed"}) + "\n"
                                   for line in export.read_text().splitlines()))
         assert _said(_report(ws, "--predictions", str(before)), "modality")["rows"][0]["unreviewed"] == 0
+
+
+#: Edits to the workspace after the runs, on a copy: the neutral template the runs asked with (a workspace text, so
+#: one digest over all the templates cannot tell which changed), and the caption T001 was asked with; and (below,
+#: "case added") a case no run asked, which a report over the import must say was added since, as over the run.
+EDITS = {"template": ("probes/templates/visual-neutral.txt", " (as the workspace has it)", " (edited since)",
+                      "probes/templates/visual-neutral.txt has another text than when run"),
+         "caption": ("captions/T001.yaml", "A painted scene", "A painted picture",
+                     "captions/T001.yaml has another neutral text than when run")}
+
+
+def _edited(ws: Path, target: Path, edit: str) -> Path:
+    """A copy of the workspace, its runs and all, with its system template as the runs asked it and ``edit``
+    (:data:`EDITS`) made: the one input changed since that a report marks."""
+    shutil.copytree(ws, target)
+    (target / "probes" / "templates" / "system.txt").unlink()
+    if edit == "case added":  # a case no run asked: each suite's report says why it has no answer
+        cases = target / "data" / "cases.jsonl"
+        first = json.loads(cases.read_text().splitlines()[0])
+        cases.write_text(cases.read_text() + json.dumps(first | {"id": "T009"}) + "\n")
+        spec = (target / "interventions" / "TX01.yaml").read_text()  # and a pair of a case the runs asked
+        (target / "interventions" / "TX03.yaml").write_text(spec.replace("TX01", "TX03"))
+        shutil.copy(target / "interventions" / "masks" / "TX01.png", target / "interventions" / "masks" / "TX03.png")
+        return target
+    name, before, after, _ = EDITS[edit]
+    text = (target / name).read_text()
+    assert before in text
+    (target / name).write_text(text.replace(before, after))
+    return target
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+@pytest.mark.parametrize("suite, edit", [(suite, "template") for suite in SUITES] + [("modality", "caption")]
+                         + [(suite, "case added") for suite in SUITES])
+def test_an_export_read_back_after_an_edit_marks_what_the_run_marks(exported, tmp_path, suite, edit, fmt):
+    """After the template or caption a run asked with is edited, a report over its export and over the imported run
+    marks stale the answers the report over the run marks, with the same reasons, and no other notes: the export
+    carries the digest of each template the run's prompts were rendered from (``run_template_digests``), not only
+    the one digest over all of them, which cannot tell which workspace template changed. After a case is added,
+    both say of it what the report over the run says (added since; the command that made the run asks it), not
+    that the run is incomplete or the file lacks it: the export has a row for every request the run planned."""
+    ws, ids, root = exported
+    edited = _edited(ws, tmp_path / "edited", edit)
+    original = _said(_report(edited, "--run", ids[suite], "--only-named"), suite)
+    if edit == "case added":  # no run asked it: resuming would not; the command that made the run, run again, does
+        added = [m["detail"] for m in original["missing"] if m["case"] == "T009" or m["pair"] == "TX03"]
+        assert all("added" in d and "run the command that made run" in d for d in added), added
+        assert bool(added) == (suite != "modality")  # (modality asks the cases its subset file names)
+    elif suite == "modality":  # the neutral answer alone was asked with the neutral template and the caption
+        marked = [m for m in original["missing"] if EDITS[edit][3] in (m["detail"] or "")]
+        assert [m["condition"] for m in marked] == ["neutral"], original["missing"]
+    else:  # the suite's prompts never used the edited template: nothing of it is said
+        assert not [m for m in original["missing"] if EDITS[edit][3] in (m["detail"] or "")]
+    assert not [n for n in original["notes"] if "cannot be told" in n]
+    export = root / f"{suite}.{fmt}"
+
+    assert _said(_report(edited, "--predictions", str(export)), suite) == original
+
+    fresh = _fresh(edited, tmp_path / "fresh")
+    imported = run_cli(["runs", "import", str(export), "-w", str(fresh)])
+    assert imported.exit_code == 0, imported.stderr
+    assert json.loads(json.dumps(_said(_report(fresh), suite)).replace(str(fresh), str(edited))) == original
+    [run] = table_rows(fresh, "runs")
+    [stored] = [r for r in table_rows(edited, "runs") if r["id"] == ids[suite]]
+    assert json.loads(run["notes"])["templates"] == json.loads(stored["notes"])["templates"]
+
+
+def test_an_export_made_before_the_template_digests_reads_as_documented(exported, tmp_path):
+    """A file without ``run_template_digests`` (made before cfkit wrote it) still imports, and is judged by its one
+    digest over all the templates (docs/report-schema.md, ``stale``): after an edit of a workspace template the
+    run asked with, which changed cannot be told, so its answers are not marked and a note says so."""
+    ws, ids, root = exported
+    edited = _edited(ws, tmp_path / "edited", "template")
+    before = tmp_path / "before.jsonl"
+    before.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "run_template_digests"})
+                              + "\n" for line in (root / "modality.jsonl").read_text().splitlines()))
+    for said in (_said(_report(edited, "--predictions", str(before)), "modality"),):
+        assert not [m for m in said["missing"] if "templates/" in (m["detail"] or "")]
+        assert [n for n in said["notes"] if "which of them changed since cannot be told" in n]
+    fresh = _fresh(edited, tmp_path / "fresh")
+    imported = run_cli(["runs", "import", str(before), "-w", str(fresh)])
+    assert imported.exit_code == 0, imported.stderr
+    [run] = table_rows(fresh, "runs")
+    assert run["id"] == ids["modality"] and "templates" not in json.loads(run["notes"])
+    said = _said(_report(fresh), "modality")
+    assert not [m for m in said["missing"] if "templates/" in (m["detail"] or "")]
+    assert [n for n in said["notes"] if "which of them changed since cannot be told" in n]
+
+
+def test_an_export_read_under_another_label_is_a_run_made_elsewhere_as_once_imported(exported, tmp_path):
+    """A report over an export given ``--label`` reads its replies as made elsewhere, as over the run imported with
+    that label: the label need not be the name its servers were asked for, so no note says its replies name a
+    model plainly not the one asked, and the notes and reply problems (their advice too) are those of the import."""
+    ws, ids, root = exported
+    export, label = root / "contextcanvas.jsonl", "openai:renamed-model"
+    over_file = _report(ws, "--predictions", str(export), "--label", label)
+    fresh = _fresh(ws, tmp_path / "fresh")
+    imported = run_cli(["runs", "import", str(export), "-w", str(fresh), "--label", label])
+    assert imported.exit_code == 0, imported.stderr
+    over_import = json.loads(json.dumps(_report(fresh)).replace(str(fresh), str(ws)))
+    assert not [n for n in over_file["notes"] if "as asked" in n]
+    assert over_file["notes"] == over_import["notes"]
+    assert over_file["reply_problems"] == over_import["reply_problems"]
