@@ -47,7 +47,7 @@ MISSING_SHOWN = 20
               help="Paired ContextCanvas test of two models (repeatable; Bonferroni over all given).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="table: Rich tables laid out like the paper; json: the object of docs/report-schema.md; "
-                   "csv: one number a row; md / latex: the table cells.")
+                   "csv: one number a row; md / latex: the table cells, then the notes that qualify them.")
 @click.option("--reference", is_flag=True, help="Show the paper's published rows beside yours (arXiv 2608.26713).")
 @click.option("--resamples", default=10_000, show_default=True, type=params.resamples(),
               help="Bootstrap resamples for the intervals.")
@@ -166,10 +166,12 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     file_notes = [note.removeprefix("warning: ") for note in notes]
     result.notes[:0] = [*given_notes, *file_notes]
     if units:
-        _print(fmt, lambda: [lib.units_table(result)], lambda: lib.units_json(result), lambda: lib.units_csv(result))
+        _print(fmt, lambda: [lib.units_table(result)], lambda: lib.units_json(result), lambda: lib.units_csv(result),
+               result.said)
     else:
         _print(fmt, lambda: lib.display_tables(result, reference=reference),
-               lambda: lib.to_json(result, reference=reference), lambda: lib.to_csv(result, reference=reference))
+               lambda: lib.to_json(result, reference=reference), lambda: lib.to_csv(result, reference=reference),
+               result.said)
     if plot_dir is not None:
         from cfkit.report.plots import write_plots
 
@@ -189,10 +191,8 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
         from cfkit.errors import Incomplete
 
         raise Incomplete(result.ega.withheld)
-    for line in () if result.ega is None else result.ega.said():
+    for line in () if result.ega is None else result.ega.said():  # (un-blinded, when it is: the last line)
         warn(line)
-    if result.ega is not None and result.ega.unblinded:
-        warn("un-blinded (--unblind): the EGA section is shown while annotators are still labelling.")
     if result.ega is not None and result.ega.pending:
         from cfkit.errors import Incomplete
 
@@ -259,8 +259,9 @@ def _file_label(names: list[str]) -> str | None:
     return names[0] if names else None
 
 
-def _print(fmt: str, tables, as_json, as_csv) -> None:
-    """Write the tables (or the JSON, or the CSV) in the format asked for."""
+def _print(fmt: str, tables, as_json, as_csv, notes) -> None:
+    """Write the tables (or the JSON, or the CSV) in the format asked for; Markdown and LaTeX with ``notes()``
+    (what qualifies the figures, as stderr says it) under the tables, so that a copy of them keeps it."""
     from cfkit import report as lib
 
     if fmt == "table":
@@ -268,8 +269,8 @@ def _print(fmt: str, tables, as_json, as_csv) -> None:
         return
     from cfkit.collector import paused_collection
 
-    writers = {"json": as_json, "csv": as_csv, "md": lambda: lib.markdown_tables(tables()),
-               "latex": lambda: lib.latex_tables(tables())}
+    writers = {"json": as_json, "csv": as_csv, "md": lambda: lib.markdown_tables(tables(), notes()),
+               "latex": lambda: lib.latex_tables(tables(), notes())}
     with paused_collection():  # the JSON of a study's units is many small objects, none in a cycle
         text = writers[fmt]()
     sys.stdout.write(text)

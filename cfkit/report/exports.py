@@ -8,6 +8,7 @@ import html
 import io
 import json
 import re
+from collections.abc import Sequence
 from itertools import repeat
 from json.encoder import encode_basestring
 from operator import add, attrgetter, itemgetter
@@ -185,9 +186,11 @@ def to_csv(report: Report, *, reference: bool = False) -> str:
     ``runs_read`` name the run each model's rows of a suite come from
     (``SUITE.run``, ``SUITE.replies``, ``SUITE.asked``, ``SUITE.newer_not_read``
     …), rows of section ``set_aside`` the runs left out, each line numbered
-    per model (``0.runs.0``, ``0.message``). The units
-    counted wrong for want of an answer are in the JSON's ``missing`` (and on
-    stderr).
+    per model (``0.runs.0``, ``0.message``), and rows of section ``notes``
+    (no model; ``metric`` the line's number from 0) the lines that qualify the
+    figures, :meth:`Report.said`'s, as the Markdown and LaTeX Notes and
+    stderr say them. The units counted wrong for want of an answer are in the
+    JSON's ``missing`` (and, a line per model and reason, among the notes).
     """
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -215,6 +218,9 @@ def to_csv(report: Report, *, reference: bool = False) -> str:
         said[record["model"]] = k = said.get(record["model"], -1) + 1
         write("set_aside", {"model": record["model"], str(k): {k2: v for k2, v in record.items() if k2 != "model"}},
               "measured")
+    # What qualifies the figures above (runs left out, units counted wrong, unreviewed captions, older parsers…),
+    # the lines the Markdown and LaTeX Notes give: a CSV loaded on its own still says what its numbers rest on.
+    write("notes", {"model": "", **{str(k): line for k, line in enumerate(report.said())}}, "measured")
     if reference:
         tables = load_reference()["tables"]
         for section in sections:
@@ -277,11 +283,13 @@ def _grouped(table: DisplayTable) -> list[tuple[str | None, list[str], bool]]:
 
 
 def to_markdown(report: Report, *, reference: bool = False) -> str:
-    """The report's tables in Markdown, each with its legend."""
-    return markdown_tables(display_tables(report, reference=reference))
+    """The report's tables in Markdown, each with its legend, then its notes."""
+    return markdown_tables(display_tables(report, reference=reference), report.said())
 
 
-def markdown_tables(tables: list[DisplayTable]) -> str:
+def markdown_tables(tables: list[DisplayTable], notes: Sequence[str] = ()) -> str:
+    """``tables`` in Markdown, each with its legend; then, under a heading "Notes", a list of ``notes``
+    (:meth:`Report.said`: what qualifies the figures), so that the text pasted elsewhere keeps them."""
     parts = []
     for table in tables:
         columns = table.columns
@@ -295,26 +303,35 @@ def markdown_tables(tables: list[DisplayTable]) -> str:
         if table.caption:
             lines += ["", markdown_escape(table.caption)]
         parts.append("\n".join(lines))
+    if notes:
+        # A line that starts like a heading, quote or list of its own is escaped so that it stays one item's text.
+        items = [re.sub(r"^([#>+=-])", r"\\\1", markdown_escape(note)) for note in notes]
+        parts.append("\n".join(["### Notes", "", *(f"- {item}" for item in items)]))
     return "\n\n".join(parts) + "\n"
 
 
 _LATEX_ESCAPES = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
                   "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
                   "→": r"$\rightarrow$", "Δ": r"$\Delta$", "—": "--", "κ": r"$\kappa$", "−": "$-$", "×": r"$\times$",
-                  "\n": " ", "\r": " "}
+                  "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}", "\n": " ", "\r": " "}
 
 
 def latex_escape(text: str) -> str:
-    """Text for a LaTeX document: special characters escaped, a line break a space (a blank line would end a cell)."""
-    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in visible(text))
+    """Text for a LaTeX document: special characters escaped, a line break a space (a blank line would end a cell),
+    and ``--`` of an option kept two hyphens (LaTeX would set an en dash: ``--limit`` as "–limit")."""
+    shown = visible(text)
+    return "".join("-{}" if ch == "-" and shown[k + 1:k + 2] == "-" else _LATEX_ESCAPES.get(ch, ch)
+                   for k, ch in enumerate(shown))
 
 
 def to_latex(report: Report, *, reference: bool = False) -> str:
-    """One ``table`` environment per section (booktabs rules); published rows in italics."""
-    return latex_tables(display_tables(report, reference=reference))
+    """One ``table`` environment per section (booktabs rules); published rows in italics; then the notes."""
+    return latex_tables(display_tables(report, reference=reference), report.said())
 
 
-def latex_tables(tables: list[DisplayTable]) -> str:
+def latex_tables(tables: list[DisplayTable], notes: Sequence[str] = ()) -> str:
+    """``tables`` as ``table`` environments, each with its legend; then ``notes`` (:meth:`Report.said`: what
+    qualifies the figures) as a ``\\paragraph{Notes}`` and an ``itemize``, which need no package."""
     parts = []
     for table in tables:
         spec = "l" + "r" * (len(table.columns) - 1)
@@ -336,4 +353,7 @@ def latex_tables(tables: list[DisplayTable]) -> str:
             lines.append(rf"\par\footnotesize {latex_escape(table.caption)}")
         lines.append(r"\end{table}")
         parts.append("\n".join(lines))
+    if notes:
+        items = [rf"\item {latex_escape(note)}" for note in notes]
+        parts.append("\n".join([r"\paragraph{Notes}", r"\begin{itemize}", *items, r"\end{itemize}"]))
     return "\n\n".join(parts) + "\n"

@@ -67,6 +67,10 @@ class PendingItem:
     why: str = NO_FINAL  # NO_FINAL, or JUDGE_INVALID, JUDGE_STALE or JUDGE_MISSING (after it with people+judge)
 
 
+#: Said with an EGA section shown while annotators are still labelling (``report --ega --unblind``).
+UNBLINDED = "un-blinded (--unblind): the EGA section is shown while annotators are still labelling."
+
+
 @dataclass(frozen=True)
 class EgaSection:
     audit: str
@@ -86,12 +90,13 @@ class EgaSection:
 
     def said(self) -> list[str]:
         """What goes with the section wherever it is shown (``cfkit report --ega`` says it on stderr): each change
-        in the audit's inputs since planning, and each audited model whose run the report's other tables do not
-        read."""
+        in the audit's inputs since planning, each audited model whose run the report's other tables do not
+        read, a judge's labels answered by more than one model, and that the section is shown un-blinded."""
         return [f"audit {self.audit}: {change} since planning; the EGA section counts the items as they were "
                 "audited, not as the other sections read them now." for change in self.inputs_changed] + [
                 f"audit {self.audit}: {line}; its EGA row counts the audited replies, not the ones the other tables "
-                "count." for line in self.other_runs] + ([self.judge_mixed] if self.judge_mixed else [])
+                "count." for line in self.other_runs] + ([self.judge_mixed] if self.judge_mixed else []) + (
+                [UNBLINDED] if self.unblinded else [])
 
     def beside(self, reported: dict[str, str]) -> EgaSection:
         """The section with ``other_runs`` said against ``reported`` (model -> the ContextCanvas run the report's

@@ -22,7 +22,7 @@ from typing import Any
 from cfkit.errors import MissingExtra, OutputError, UsageError
 from cfkit.files import write_bytes_atomic
 from cfkit.hints import install_hint
-from cfkit.report.figures import SIGNIFICANCE, FigureData, figure_data
+from cfkit.report.figures import SIGNIFICANCE, FigureData, figure_data, shown
 from cfkit.report.rows import Report
 from cfkit.visible import visible
 
@@ -120,7 +120,7 @@ def _models_axis(ax, rows: list[dict[str, Any]], colours: dict[str | None, str])
         positions.append(-y)
         previous = row["group"]
         y += 1
-    ax.set_yticks(positions, [_name(r["model"]) for r in rows])
+    ax.set_yticks(positions, [_name(shown(r)) for r in rows])
     for tick, row in zip(ax.get_yticklabels(), rows):
         tick.set_color(colours[row["group"]])
     ax.set_ylim(min(positions) - 0.7, 0.7)
@@ -133,7 +133,7 @@ def _errors(value: float, low: float | None, high: float | None) -> list[list[fl
 
 def _draw_compare(fig_data: FigureData, Figure):
     rows = fig_data.rows
-    labels = [f"{_name(r['base'])}\n→ {_name(r['other'])}" for r in rows]
+    labels = [f"{_name(shown(r, 'base'))}\n→ {_name(shown(r, 'other'))}" for r in rows]
     fig = Figure(figsize=(COLUMN_WIDTH, 0.85 + 0.17 * max(2, _lines(labels)) * len(rows)), layout="constrained")
     left, right = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [1.15, 1]})
     ys = [-i for i in range(len(rows))]
@@ -165,7 +165,7 @@ def _draw_compare(fig_data: FigureData, Figure):
 def _draw_ncu(fig_data: FigureData, Figure):
     rows = fig_data.rows
     colours = _group_colours(rows)
-    tall = _lines([_name(r["model"]) for r in rows])
+    tall = _lines([_name(shown(r)) for r in rows])
     fig = Figure(figsize=(COLUMN_WIDTH, 1.05 + 0.22 * tall * len(rows)), layout="constrained")
     ax = fig.subplots()
     ys = _models_axis(ax, rows, colours)
@@ -188,7 +188,11 @@ def _draw_modality(fig_data: FigureData, Figure):
     rows = fig_data.rows
     models = list(dict.fromkeys(r["model"] for r in rows))
     conditions = list(dict.fromkeys(r["condition"] for r in rows))
-    fig = Figure(figsize=(COLUMN_WIDTH, 2.3 + 0.14 * ((len(models) + 1) // 2)), layout="constrained")
+    # Each model's name with its marks, on lines of NAME_WIDTH so that two legend columns fit the figure's width.
+    names = {r["model"]: _name(shown(r)) for r in rows}
+    legend_rows = (len(models) + 1) // 2
+    fig = Figure(figsize=(COLUMN_WIDTH, 2.3 + (0.14 + 0.12 * (_lines(list(names.values())) - 1)) * legend_rows),
+                 layout="constrained")
     ax = fig.subplots()
     width = min(0.5, 0.09 * len(models))
     for i, model in enumerate(models):
@@ -200,20 +204,21 @@ def _draw_modality(fig_data: FigureData, Figure):
         errors = [[mine[c]["accuracy"] - mine[c]["ci_low"] for c in conditions],
                   [mine[c]["ci_high"] - mine[c]["accuracy"] for c in conditions]]
         ax.errorbar(xs, values, yerr=errors, color=OKABE_ITO[colour], marker=marker, markersize=3.5, capsize=1.5,
-                    elinewidth=0.8, linewidth=0.9, label=_label(model))
+                    elinewidth=0.8, linewidth=0.9, label=names[model])
     ax.set_xticks(range(len(conditions)), [c.capitalize() for c in conditions])
     ax.set_ylim(*PERCENT_LIMITS)
     ax.set_ylabel("Accuracy (%), 95% CI")
     ax.set_xlabel(f"Condition ({rows[0]['n']} subset cases)")
-    ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, handletextpad=0.3,
-              columnspacing=1.0)
+    # Below the axes, in the layout (names of several lines, with their marks, make it tall).
+    fig.legend(handles=ax.get_legend_handles_labels()[0], loc="outside lower center", ncol=2, frameon=False,
+               handletextpad=0.3, columnspacing=1.0)
     return fig
 
 
 def _draw_contextcanvas(fig_data: FigureData, Figure):
     rows = fig_data.rows
     colours = _group_colours(rows)
-    tall = _lines([_name(r["model"]) for r in rows])
+    tall = _lines([_name(shown(r)) for r in rows])
     fig = Figure(figsize=(COLUMN_WIDTH, 1.3 + 0.2 * (1 + 0.6 * (tall - 1)) * len(rows)), layout="constrained")
     left, right = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [1.2, 1]})
     ys = _models_axis(left, rows, colours)

@@ -109,9 +109,12 @@ class Report:
     def said(self, *, every_note: bool = False) -> list[str]:
         """What goes with the tables wherever they are shown, as ``cfkit report`` says it on stderr: the runs left
         out and why, the units counted wrong for want of an answer (a line per model and reason), replies that
-        are not answers, and what the rows cover beyond those lines (``every_note``: also where they say it)."""
+        are not answers, what the rows cover beyond those lines (``every_note``: also where they say it), and
+        what qualifies the EGA section's rows. The one list the Notes of the Markdown and LaTeX reports, the
+        CSV's ``notes`` rows and the browser view's report page show."""
         return ([a.message for a in self.set_aside] + missing_lines(self.missing) + [t.message for t in self.troubles]
-                + [n for n in self.notes if every_note or not n.endswith(COVERAGE_END)])
+                + [n for n in self.notes if every_note or not n.endswith(COVERAGE_END)]
+                + ([] if self.ega is None else self.ega.said()))
 
     def counted_runs(self) -> set[str]:
         """The stored runs the rows are built from: an answer of any other run is in none of the numbers (its run

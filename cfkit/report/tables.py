@@ -39,7 +39,9 @@ NOT_CLEAN_MARK = " (not clean)"
 UNREVIEWED_MARK = " (unreviewed captions)"
 
 
-def _name(row: dict) -> str:
+def marked_name(row: dict) -> str:
+    """A row's model name with the marks its ``incomplete``, ``not_clean`` and ``unreviewed`` fields call for, as
+    every table and figure shows it."""
     return (row["model"] + (INCOMPLETE_MARK if row.get("incomplete") else "")
             + (NOT_CLEAN_MARK if row.get("not_clean") else "") + (UNREVIEWED_MARK if row.get("unreviewed") else ""))
 
@@ -115,7 +117,7 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
     if data["contextcanvas"]:
         rows, classes = _Rows(), _Rows()
         for r in data["contextcanvas"]:
-            name = _name(r)
+            name = marked_name(r)
             rows.add([name, str(r["n"]), fmt(r["accuracy"]), fmt_opt_ci(r["accuracy_ci"]), fmt(r["macro_f1"]),
                       fmt_opt_ci(r["macro_f1_ci"]), fmt(r["yes_rate"]), str(r["invalid"])], False, r["group"])
             classes.add([name, fmt(r["yes_f1"]), fmt(r["no_f1"]), fmt(r["yes_rate"]), fmt_opt_ci(r["yes_rate_ci"]),
@@ -145,7 +147,7 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
     if data["counterfactual"]:
         rows = _Rows()
         for r in data["counterfactual"]:
-            rows.add([_name(r), fmt(full.get(r["model"])), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
+            rows.add([marked_name(r), fmt(full.get(r["model"])), fmt(r["orig_acc"]), fmt(r["edit_acc"]), fmt(r["pair_acc"]),
                       f"{r['correct']}/{r['reverse']}", str(r["invalid"]), fmt(r["ncu"]), fmt_ci(r["ncu_ci"])],
                      False, r["group"])
         caption = _join(legends.counterfactual(boot), _full_marked([canvas[r["model"]] for r in data["counterfactual"]
@@ -168,11 +170,11 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
         conditions = SUITE_CONDITIONS["modality"]
         rows, deltas = _Rows(), _Rows()
         for r in data["modality"]:
-            rows.add([_name(r), str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions),
+            rows.add([marked_name(r), str(r["n"]), *(fmt(r["accuracy"][c]) for c in conditions),
                       "/".join(str(r["invalid"].get(c, 0)) for c in conditions)], False, r["group"])
             for d in r["deltas"]:
                 # No Inv. here: the modality table above gives it per condition, and 100 columns have no room.
-                deltas.add([_name(r), f"{d['from']} → {d['to']}", fmt_delta(d["delta"]), fmt_ci(d["ci"]),
+                deltas.add([marked_name(r), f"{d['from']} → {d['to']}", fmt_delta(d["delta"]), fmt_ci(d["ci"]),
                             f"{d['b']}/{d['c']}", fmt_p(d["p"]), fmt_p(d["p_adj"])], False, r["group"])
         caption = legends.modality(data["modality"][0]["n"])
         if ref:
@@ -195,7 +197,7 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
         # on its own must say a figure counts missing answers wrong.
         compared = [canvas.get(m, {"model": m}) for r in data["compare"] for m in (r["base"], r["other"])]
         for r in data["compare"]:
-            base, other = (_name(canvas.get(m, {"model": m})) for m in (r["base"], r["other"]))
+            base, other = (marked_name(canvas.get(m, {"model": m})) for m in (r["base"], r["other"]))
             rows.add([f"{base} → {other}", fmt(r["base_acc"]), fmt(r["other_acc"]), fmt_delta(r["delta"]),
                       f"{r['b']}/{r['c']}", fmt_ci(r["ci"]), fmt_p(r["p"]), fmt_p(r["p_adj"])], False, None)
         caption = _join(legends.compare(data["compare"][0]["n"], len(data["compare"]), boot), _marks(compared, False))
@@ -221,7 +223,7 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
 def _swap_tables(data: dict) -> list[DisplayTable]:
     """The position-bias probe: accuracy in each option order with McNemar and the invalid answers; then what the
     answers follow (no room for another column in 100: the first table's Inv. is about the same rows)."""
-    rows = [[_name(r), str(r["n"]), fmt(r["accuracy_original"]), fmt(r["accuracy_swapped"]),
+    rows = [[marked_name(r), str(r["n"]), fmt(r["accuracy_original"]), fmt(r["accuracy_swapped"]),
              f"{r['accuracy_delta']:+.2f}", fmt_ci(r["accuracy_delta_ci"]), f"{r['b']}/{r['c']}", fmt_p(r["p"]),
              f"{r['invalid_original']}/{r['invalid_swapped']}"] for r in data["swap"]]
     accuracy = DisplayTable(
@@ -233,7 +235,7 @@ def _swap_tables(data: dict) -> list[DisplayTable]:
     def ci(values: list[float]) -> str:  # one decimal, so the seven columns fit 100 (exact in JSON)
         return f"[{values[0]:.1f}, {values[1]:.1f}]"
 
-    rows = [[_name(r), fmt(r["consistency"]), ci(r["consistency_ci"]), fmt(r["first_position_rate"]),
+    rows = [[marked_name(r), fmt(r["consistency"]), ci(r["consistency_ci"]), fmt(r["first_position_rate"]),
              ci(r["first_position_rate_ci"]), fmt(r["yes_rate_original"]), fmt(r["yes_rate_swapped"])]
             for r in data["swap"]]
     bias = DisplayTable(
@@ -256,7 +258,7 @@ def _marks(rows: list[dict], reference: bool) -> str:
 def _full_marked(rows: list[dict]) -> str:
     """A caption sentence naming the models whose Full figure is copied from a ContextCanvas row that is marked
     there (incomplete or not clean); '' when none is."""
-    marked = [_name(r) for r in rows if r.get("incomplete") or r.get("not_clean")]
+    marked = [marked_name(r) for r in rows if r.get("incomplete") or r.get("not_clean")]
     if not marked:
         return ""
     return f"Full is each model's ContextCanvas accuracy, and that row is marked for {', '.join(marked)}."

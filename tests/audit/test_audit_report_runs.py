@@ -10,11 +10,14 @@ rows are shown, not left for the reader to find.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 
 from cfkit.audit.items import load_audit
 from cfkit.audit.labelling import update_label
+from cfkit.report import latex_escape
 from cfkit.store import Store
 from support import audit_workspace as aw
 from support.audit_session import cli, plan, ws  # noqa: F401  (fixtures)
@@ -62,6 +65,28 @@ def test_an_ega_row_of_replies_the_other_tables_no_longer_read_says_which_runs(w
         in " ".join(result.stderr.split())
     md = " ".join(cli(ws, "report", "--ega", "--run", newer, "--format", "md", "--resamples", "100").stdout.split())
     assert f"Not the replies the other tables count: {line}; these rows count the audited replies." in md
+    # The line stderr says is among the notes of every format a copy of the tables is made from.
+    said = f"audit {audited['ega_audit']['audit']}: {line}; its EGA row counts the audited replies, not the ones " \
+           "the other tables count."
+    assert f"- {said}" in md.split("### Notes")[1]
+    latex = cli(ws, "report", "--ega", "--run", newer, "--format", "latex", "--resamples", "100").stdout
+    assert rf"\item {latex_escape(said)}" in latex.split(r"\paragraph{Notes}")[1].splitlines()
+    rows = csv.reader(io.StringIO(cli(ws, "report", "--ega", "--run", newer, "--format", "csv", "--resamples",
+                                      "100").stdout))
+    assert said in [r[3] for r in rows if r[0] == "notes"]
+
+
+def test_an_ega_section_shown_unblinded_says_so_with_the_notes(ws):
+    ws, run_ids = ws
+    plan(ws, run_ids)  # nobody has labelled yet
+    line = "un-blinded (--unblind): the EGA section is shown while annotators are still labelling."
+    shown = cli(ws, "report", "--ega", "--unblind", "--format", "md", "--resamples", "100", code=1)
+    assert f"warning: {line}" in shown.stderr.splitlines()  # said once
+    assert shown.stderr.count(line) == 1
+    assert f"- {line}" in shown.stdout.split("### Notes")[1].splitlines()
+    latex = cli(ws, "report", "--ega", "--unblind", "--format", "latex", "--resamples", "100", code=1).stdout
+    assert r"\item un-blinded (-{}-unblind): the EGA section is shown while annotators are still labelling." \
+        in latex.splitlines()
 
 
 def test_an_ega_row_of_a_model_the_other_tables_leave_out_says_so_under_its_shown_name(ws):

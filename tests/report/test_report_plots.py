@@ -158,6 +158,31 @@ def test_hostile_model_names_are_drawn_as_text(tiny_ws, tmp_path):
     assert rows[0]["group"] == "" and rows[0]["group_label"] == "Other models"
 
 
+def test_a_figure_names_a_marked_model_with_its_marks_and_its_csv_carries_them(tiny_ws, tmp_path):
+    # B has no answer for T003 (its row is incomplete); C's replies were cut off at the token limit (not clean).
+    lines = [record("A", "contextcanvas", case, "image", "A") for case in ("T001", "T002", "T003")]
+    lines += [record("B", "contextcanvas", case, "image", "A") for case in ("T001", "T002")]
+    lines += [json.dumps(json.loads(record("C", "contextcanvas", case, "image", "A")) | {"truncated": True})
+              for case in ("T001", "T002", "T003")]
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "figs"
+    result = run_cli(["report", "-w", str(tiny_ws), "--predictions", str(path), "--resamples", "50", "--compare",
+                      "A=B", "--format", "json", "--plot", str(out), "--plot-format", "svg"])
+    assert result.exit_code == 0, result.stderr
+    rows = {r["model"]: r for r in json.loads(result.stdout)["contextcanvas"]}
+    assert [(rows[m]["incomplete"], rows[m]["not_clean"]) for m in "ABC"] == [(False, False), (True, False),
+                                                                              (False, True)]
+    canvas = {r["model"]: (r["incomplete"], r["not_clean"]) for r in _csv(out / "contextcanvas.csv")}
+    assert canvas == {"A": ("false", "false"), "B": ("true", "false"), "C": ("false", "true")}
+    svg = (out / "contextcanvas.svg").read_text()
+    assert "B (incomplete)" in svg and "C (not clean)" in svg and "A (" not in svg
+    compare = _csv(out / "compare.csv")
+    assert [(r["base_incomplete"], r["other_incomplete"], r["other_not_clean"]) for r in compare] == [
+        ("false", "true", "false")]
+    assert "B (incomplete)" in (out / "compare.svg").read_text()
+
+
 def test_plotting_code_imports_matplotlib_only_when_drawing():
     code = "import sys, cfkit.report.plots, cfkit.report.figures; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -171,7 +196,7 @@ PAPER_LONG_NAMES = {"LLaVA-OneVision": "LLaVA-OneVision-1.5-8B-Instruct", "mPLUG
                     "InternVL3": "InternVL3-8B-Instruct", "Qwen3-VL-Instruct": "Qwen3-VL-8B-Instruct"}
 
 
-@pytest.mark.parametrize("names", ["table 2", "longest in the paper"])
+@pytest.mark.parametrize("names", ["table 2", "longest in the paper", "longest, every mark"])
 def test_figures_lay_out_without_cut_or_overlapping_text(paper, tmp_path, names):
     from support.figure_layout import layout_problems
 
@@ -191,7 +216,15 @@ def test_figures_lay_out_without_cut_or_overlapping_text(paper, tmp_path, names)
         renamed[-1].write_text(text)
     pairs = [tuple(renames.get(m, m) for m in arg.split("=")) for arg in compare_args() if "=" in arg]
     report = make_report(load_workspace(ws), renamed, compare=pairs, n_resamples=200)
-    with drawn_figures(figure_data(report)) as drawn:
+    figures = figure_data(report)
+    if names == "longest, every mark":  # each name with every mark a row can carry: the longest labels drawn
+        for figure in figures:
+            for row in figure.rows:
+                for key in ("incomplete", "not_clean", "base_incomplete", "base_not_clean", "other_incomplete",
+                            "other_not_clean", "unreviewed"):
+                    if key in row:
+                        row[key] = True
+    with drawn_figures(figures) as drawn:
         assert sorted(data.name for data, _ in drawn) == sorted(FIGURES)
         problems = {data.name: layout_problems(figure, dpi=DPI) for data, figure in drawn}
     assert problems == {name: [] for name in FIGURES}
