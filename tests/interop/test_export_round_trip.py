@@ -128,13 +128,19 @@ def test_a_full_export_read_back_says_what_the_run_said(exported, tmp_path, suit
         _assert_unreviewed(original)
     export = root / f"{suite}.{fmt}"
 
-    assert _said(_report(ws, "--predictions", str(export)), suite) == original
+    fresh = _read_back_alike(ws, export, suite, original, tmp_path)
 
+
+def _read_back_alike(ws: Path, export: Path, suite: str, original: dict, tmp_path: Path) -> Path:
+    """A report over ``export`` given to --predictions, and over it imported into a fresh workspace (returned),
+    says what the report over the run said: the same words, the workspace's own paths (its cases file, its
+    templates folder) aside."""
+    assert _said(_report(ws, "--predictions", str(export)), suite) == original
     fresh = _fresh(ws, tmp_path / "fresh")
     imported = run_cli(["runs", "import", str(export), "-w", str(fresh)])
     assert imported.exit_code == 0, imported.stderr
-    # The same words, the workspace's own paths (its cases file, its templates folder) aside.
     assert json.loads(json.dumps(_said(_report(fresh), suite)).replace(str(fresh), str(ws))) == original
+    return fresh
 
 
 def _assert_unreviewed(said: dict) -> None:
@@ -227,12 +233,7 @@ def test_an_export_read_back_after_an_edit_marks_what_the_run_marks(exported, tm
     assert not [n for n in original["notes"] if "cannot be told" in n]
     export = root / f"{suite}.{fmt}"
 
-    assert _said(_report(edited, "--predictions", str(export)), suite) == original
-
-    fresh = _fresh(edited, tmp_path / "fresh")
-    imported = run_cli(["runs", "import", str(export), "-w", str(fresh)])
-    assert imported.exit_code == 0, imported.stderr
-    assert json.loads(json.dumps(_said(_report(fresh), suite)).replace(str(fresh), str(edited))) == original
+    fresh = _read_back_alike(edited, export, suite, original, tmp_path)
     [run] = table_rows(fresh, "runs")
     [stored] = [r for r in table_rows(edited, "runs") if r["id"] == ids[suite]]
     assert json.loads(run["notes"])["templates"] == json.loads(stored["notes"])["templates"]
