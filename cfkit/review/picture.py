@@ -4,7 +4,9 @@ The same panels as the terminal view (:mod:`cfkit.review.panels`), at
 :data:`PANEL_PX` pixels on their longer side instead of terminal cells, with
 the header above and the cue, the replacement, the metrics and the check
 below. Text is drawn with Pillow's default font, so it is written in ASCII
-(its glyphs do not cover Δ or ∞).
+(its glyphs do not cover Δ or ∞). A line wider than the picture is wrapped at
+its words (a line after the first indented), and the picture is as tall as its
+lines take: a long cue is drawn whole, never cut.
 """
 
 from __future__ import annotations
@@ -57,30 +59,52 @@ def render_view_png(data: ViewData, *, diff_mode: str = "heat", zoom: int = 0,
         below.insert(0, "mask changed: " + re.sub(r" \(sha256 [^)]*\)", "", data.mask_changed))
     below += [metrics_line(data.check).plain, check_line(data).plain]
     canvas_w = 3 * pw + 4 * _GAP
-    canvas_h = _GAP + _LINE + _GAP + ph + _LINE + _GAP + len(below) * _LINE + _GAP
+    measure = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    heading = _wrap(_ascii(header), measure, font, canvas_w - 2 * _GAP)
+    text = [(line, colour) for entry in below
+            for colour in [(170, 20, 20) if entry.startswith("check: fail") else (20, 20, 20)]
+            for line in _wrap(_ascii(entry), measure, font, canvas_w - 2 * _GAP)]
+    captions = [_wrap(_ascii(label), measure, font, pw) for label in labels]
+    caption_h = max(len(lines) for lines in captions) * _LINE
+    top = _GAP + len(heading) * _LINE + _GAP
+    canvas_h = top + ph + caption_h + _GAP + len(text) * _LINE + _GAP
     canvas = Image.new("RGB", (canvas_w, canvas_h), "white")
     draw = ImageDraw.Draw(canvas)
-    draw.text((_GAP, _GAP), _ascii(header), fill=(20, 20, 20), font=font)
-    top = _GAP + _LINE + _GAP
+    for k, line in enumerate(heading):
+        draw.text((_GAP, _GAP + k * _LINE), line, fill=(20, 20, 20), font=font)
     for k, name in enumerate(PANELS):
         x = _GAP + k * (pw + _GAP)
         pixels = panel(pictures, name, pw, ph, diff_mode=diff_mode, thickness=thickness)
         canvas.paste(Image.fromarray(pixels), (x, top))
-        draw.text((x, top + ph + 2), _ascii(labels[k]), fill=(100, 100, 100), font=font)
-    y = top + ph + _LINE + _GAP
-    for line in below:
-        colour = (170, 20, 20) if line.startswith("check: fail") else (20, 20, 20)
-        draw.text((_GAP, y), _fit(_ascii(line), draw, font, canvas_w - 2 * _GAP), fill=colour, font=font)
+        for n, line in enumerate(captions[k]):
+            draw.text((x, top + ph + 2 + n * _LINE), line, fill=(100, 100, 100), font=font)
+    y = top + ph + caption_h + _GAP
+    for line, colour in text:
+        draw.text((_GAP, y), line, fill=colour, font=font)
         y += _LINE
     return canvas
 
 
-def _fit(text: str, draw: ImageDraw.ImageDraw, font: ImageFont.ImageFont, width: int) -> str:
-    if draw.textlength(text, font=font) <= width:
-        return text
-    while text and draw.textlength(text + "...", font=font) > width:
-        text = text[:-1]
-    return text + "..."
+def _wrap(text: str, draw: ImageDraw.ImageDraw, font: ImageFont.ImageFont, width: int) -> list[str]:
+    """``text`` on as many lines of ``width`` pixels as it takes, broken between words (a word wider than a line
+    folded), each line after the first indented by two spaces; every word is kept."""
+    lines = [""]
+    for word in text.split(" "):
+        line = lines[-1]
+        joined = f"{line} {word}" if line.strip() else line + word
+        if draw.textlength(joined, font=font) <= width:
+            lines[-1] = joined
+            continue
+        if line.strip():
+            lines.append("  ")
+        while draw.textlength(lines[-1] + word, font=font) > width and len(word) > 1:
+            cut = next((k for k in range(len(word) - 1, 0, -1)
+                        if draw.textlength(lines[-1] + word[:k], font=font) <= width), 1)
+            lines[-1] += word[:cut]
+            lines.append("  ")
+            word = word[cut:]
+        lines[-1] += word
+    return [line for line in lines if line.strip()] or [""]
 
 
 def write_view_png(data: ViewData, path: Path, *, diff_mode: str = "heat", zoom: int = 0,

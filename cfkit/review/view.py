@@ -6,9 +6,13 @@ panel, else two — original and one other, flipped with a key — else one), as
 tall as ``max_height`` lets them be beside the text lines. The cue and the
 replacement, which the edit is judged against, wrap at words and are shown
 whole: the pictures give up rows for them down to :data:`MIN_PANEL_ROWS`;
-below that they are cut, saying where the whole text is. Every other line is
-one terminal line (long text ends in an ellipsis), so a view of ``max_height``
-lines never scrolls. Pixels come from :mod:`cfkit.review.panels`.
+below that they are cut, saying where the whole text is. The metrics break
+between two figures and the check, its reasons and the other notes at words,
+onto as many lines as they take; the pictures give up rows for them too, and
+where a view has no room left for some of them its last line says how many
+more lines a taller terminal shows. The header is one line (the title
+shortened first), so a view of ``max_height`` lines never scrolls. Pixels come
+from :mod:`cfkit.review.panels`.
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from cfkit.plural import plural
 from cfkit.terminal.halfblocks import HalfBlockImage, fit_cells
-from cfkit.terminal.paragraph import labelled_lines
+from cfkit.terminal.paragraph import labelled_lines, packed_lines, wrapped_lines
 from cfkit.review.panels import DIFF_MODES, OUTLINE_RGB, PANELS, Pictures, largest_change, panel
 
 __all__ = ["DIFF_MODES", "OUTLINE_RGB", "EditView", "Layout", "ViewData", "largest_change"]
@@ -34,9 +40,9 @@ MIN_PANEL_COLS = {3: 30, 2: 16}
 MAX_PANEL_ROWS = 28
 #: Lines of text around the pictures at their fewest: header, labels, cue, replacement, metrics, check.
 TEXT_LINES = 6
-#: The lines of those that are always one line: header, labels, metrics, check.
-FIXED_LINES = 4
-#: The fewest rows the pictures keep for a long cue or replacement (fewer only when the view has no room for them).
+#: The lines of those that are always one line: the header and the panels' labels.
+FRAME_LINES = 2
+#: The fewest rows the pictures keep for the text under them (fewer only when the view has no room for them).
 MIN_PANEL_ROWS = 6
 
 
@@ -93,22 +99,35 @@ def _fmt(value: float | None, fmt: str, none: str = "n/a") -> str:
     return none if value is None else format(value, fmt)
 
 
-def metrics_line(check: dict[str, Any] | None) -> Text:
-    """``SSIM 0.9871  PSNR 38.2 dB  LPIPS out 0.031 in 0.412  leaks 0.12% (40)  Δ in 0.183`` on one line."""
+def metrics_pieces(check: dict[str, Any] | None) -> list[Text]:
+    """The check's figures, each with its label (``LPIPS out 0.031 in 0.412`` is one): a line breaks between them."""
     if check is None:
-        return Text("not checked yet: run 'cfkit check' (or press g to regenerate)", style="yellow")
+        return [Text("not checked: run 'cfkit check' (or press g to regenerate)", style="yellow")]
     m = check["metrics"]
     psnr = "∞" if m.get("psnr_out") is None and m.get("mse_out") == 0 else _fmt(m.get("psnr_out"), ".1f")
-    text = Text()
-    for label, value in (("SSIM", _fmt(m.get("ssim_out"), ".4f")), ("PSNR", f"{psnr} dB"),
-                         ("LPIPS out", _fmt(m.get("lpips_out"), ".3f")), ("in", _fmt(m.get("lpips_in"), ".3f")),
-                         ("leaks", f"{100 * m.get('leak_share', 0):.2f}% ({m.get('leak_count', 0)})"),
-                         ("Δ in", _fmt(m.get("mad_in"), ".3f"))):
-        if text:
-            text.append("  " if label != "in" else " ")
-        text.append(f"{label} ", style="bold")
-        text.append(value)
-    return text
+    pieces = []
+    for labels in ((("SSIM", _fmt(m.get("ssim_out"), ".4f")),), (("PSNR", f"{psnr} dB"),),
+                   (("LPIPS out", _fmt(m.get("lpips_out"), ".3f")), ("in", _fmt(m.get("lpips_in"), ".3f"))),
+                   (("leaks", f"{100 * m.get('leak_share', 0):.2f}% ({m.get('leak_count', 0)})"),),
+                   (("Δ in", _fmt(m.get("mad_in"), ".3f")),)):
+        piece = Text()
+        for label, value in labels:
+            if piece:
+                piece.append(" ")
+            piece.append(f"{label} ", style="bold")
+            piece.append(value)
+        pieces.append(piece)
+    return pieces
+
+
+def metrics_line(check: dict[str, Any] | None) -> Text:
+    """``SSIM 0.9871  PSNR 38.2 dB  LPIPS out 0.031 in 0.412  leaks 0.12% (40)  Δ in 0.183`` as one line."""
+    return Text("  ").join(metrics_pieces(check))
+
+
+def metrics_lines(check: dict[str, Any] | None, width: int) -> list[Text]:
+    """The metrics line in ``width`` cells: broken between two figures onto as many lines as it takes."""
+    return packed_lines(metrics_pieces(check), width)
 
 
 def check_line(data: ViewData, *, reasons: bool = True) -> Text:
@@ -230,10 +249,12 @@ class EditView:
             names = (PANELS[self.flip % 3],)
         if self.max_height is None:
             max_rows = MAX_PANEL_ROWS
-        else:  # the cue and the replacement whole where the pictures keep MIN_PANEL_ROWS, else those rows
-            room = self.max_height - FIXED_LINES
-            wanted = sum(len(lines) for lines in self._spec_lines(width))
-            max_rows = room - wanted if room - wanted >= MIN_PANEL_ROWS else max(2, min(MIN_PANEL_ROWS, room - 2))
+        else:  # all the text where the pictures keep MIN_PANEL_ROWS, else those rows beside the lines always shown
+            room = self.max_height - FRAME_LINES
+            always, extra = self._tail(width)
+            wanted = sum(len(lines) for lines in self._spec_lines(width)) + len(always) + len(extra)
+            max_rows = (room - wanted if room - wanted >= MIN_PANEL_ROWS
+                        else max(2, min(MIN_PANEL_ROWS, room - 2 - len(always))))
         height, img_width = self.data.original.shape[:2]
         cols, rows = fit_cells(img_width, height, (width - (count - 1)) // count, max_rows)
         return Layout(names, cols, rows)
@@ -254,6 +275,23 @@ class EditView:
         return (labelled_lines("cue: ", d.cue, width, most=to_cue, cut_notes=(f"(full cue: {where})", f"({where})")),
                 labelled_lines("replacement: ", d.replacement, width, most=to_replacement,
                                cut_notes=(f"(full replacement: {where})", f"(in full: {where})", f"({where})")))
+
+    def _tail(self, width: int) -> tuple[list[Text], list[Text]]:
+        """The lines under the cue and the replacement, wrapped at ``width``: those always shown (the metrics, the
+        check) and those shown where there is room (a changed mask, the check's reasons, the judge's flag, the
+        mask's note, the candidates), most useful first."""
+        d = self.data
+        always = metrics_lines(d.check, width) + wrapped_lines(check_line(d, reasons=False), width)
+        extra = [Text(f"  • {reason}", style="red") for reason in (d.check or {}).get("reasons", [])]
+        if d.mask_changed:  # first: the outline and the leaks drawn are not the edit's
+            extra.insert(0, Text.assemble(("mask changed: ", "bold red"), (d.mask_changed, "red")))
+        if d.judge:
+            extra.append(Text.assemble(("judge: ", "bold"), (d.judge, "yellow"), (" (a flag, not a verdict)", "dim")))
+        if d.mask_note:
+            extra.append(Text.assemble(("mask: ", "bold"), (d.mask_note, "yellow")))
+        if len(d.candidate_states) > 1 and len(d.candidate_states) == len(d.candidates):
+            extra.append(candidates_line(d))
+        return always, [line for text in extra for line in wrapped_lines(text, width)]
 
     def _label(self, name: str, pictures: Pictures, last: bool) -> str:
         """A panel's caption; the last one also says how far the view is zoomed."""
@@ -279,39 +317,30 @@ class EditView:
         yield header_line(d, width)
         cells = [HalfBlockImage(panel(pictures, name, layout.cols, 2 * layout.rows, diff_mode=self.diff_mode),
                                 max_cols=layout.cols) for name in layout.panels]
-        labels = [_line(self._label(name, pictures, k == len(layout.panels) - 1), layout.cols, "dim")
+        # A panel's column is as wide as its share of the line, so that its label is whole beside a picture that
+        # the height keeps narrower.
+        column = max(layout.cols, (width - (len(layout.panels) - 1)) // len(layout.panels))
+        labels = [_line(self._label(name, pictures, k == len(layout.panels) - 1), column, "dim")
                   for k, name in enumerate(layout.panels)]
         grid = Table.grid(padding=(0, 1))
         for _ in layout.panels:
-            grid.add_column(width=layout.cols, no_wrap=True)
+            grid.add_column(width=column, no_wrap=True)
         grid.add_row(*cells)
         grid.add_row(*labels)
         yield grid
-        most = None if not fitted else self.max_height - FIXED_LINES - layout.rows
-        cue, replacement = self._spec_lines(width, most)
-        # Lines shown where the terminal has room for them, most useful first.
-        reasons = [Text(f"  • {reason}", style="red") for reason in (d.check or {}).get("reasons", [])]
-        extra = list(reasons)
-        if d.judge:
-            extra.append(Text.assemble(("judge: ", "bold"), (d.judge, "yellow"), (" (a flag, not a verdict)", "dim")))
-        if d.mask_changed:  # first: the outline and the leaks drawn are not the edit's
-            extra.insert(0, Text.assemble(("mask changed: ", "bold red"), (d.mask_changed, "red")))
-        if d.mask_note:
-            extra.append(Text.assemble(("mask: ", "bold"), (d.mask_note, "yellow")))
-        if len(d.candidate_states) > 1 and len(d.candidate_states) == len(d.candidates):
-            extra.append(candidates_line(d))
-        if fitted:
-            room = max(0, self.max_height - self.height(width))
-            yield from cue + replacement
-            yield _line(metrics_line(d.check), width)
-            yield _line(check_line(d, reasons=room < len(reasons)), width)  # the reasons inline when no room
-            for line in extra[:room] if room >= len(reasons) else extra[len(reasons):][:room]:
-                yield _line(line, width)
-        else:
-            yield Group(*cue, *replacement, metrics_line(d.check), check_line(d, reasons=False), *extra)
-
-    def height(self, width: int) -> int:
-        """Lines the view takes at ``width`` when fitted (``max_height`` given)."""
-        rows = self.layout(width).rows
-        cue, replacement = self._spec_lines(width, self.max_height - FIXED_LINES - rows)
-        return rows + FIXED_LINES + len(cue) + len(replacement)
+        always, extra = self._tail(width)
+        if not fitted:
+            cue, replacement = self._spec_lines(width)
+            yield Group(*cue, *replacement, *always, *extra)
+            return
+        left = self.max_height - FRAME_LINES - layout.rows
+        cue, replacement = self._spec_lines(width, left - len(always))
+        yield from cue + replacement
+        tail, spare = always + extra, max(0, left - len(cue) - len(replacement))
+        if len(tail) > spare and spare:  # the last line says what a taller terminal would show
+            hidden = plural(len(tail) - (spare - 1), "more line")
+            note = next((note for note in (f"… {hidden}: a taller terminal shows them", f"… {hidden} (taller term)")
+                         if cell_len(note) <= width), f"… {hidden}")
+            tail = tail[:spare - 1] + [Text(note, style="yellow")]
+        for line in tail[:spare]:
+            yield _line(line, width)

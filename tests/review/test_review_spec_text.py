@@ -16,7 +16,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from cfkit.review.screen import ReviewScreen, ViewState
-from cfkit.review.view import MIN_PANEL_ROWS, EditView, ViewData
+from cfkit.review.view import MIN_PANEL_ROWS, EditView, ViewData, metrics_lines
 from cfkit.specs import load_spec_file
 from cfkit.terminal.paragraph import INDENT, labelled_lines
 from support.edits import add_edit, inside_change, tiny_original
@@ -110,7 +110,11 @@ def test_where_the_pictures_cannot_give_more_the_cue_is_cut_and_says_where_it_is
     styled = drawn(ReviewScreen(view_data(LONG_CUE, spec.replacement), ViewState()), width, height)
     lines = plain_lines(styled)
     assert len(lines) <= height - 1 and all(cell_len(line) <= width for line in lines)
-    assert len(image_rows(styled)) == min(MIN_PANEL_ROWS, height - 2 - 6)  # as tall as the pictures may stay
+    # As tall as the pictures may stay beside the header, the labels, a line of the cue and one of the replacement,
+    # the key bar, the free last line and the metrics and the check whole (at 40 columns 'not checked: …' takes 2).
+    always = len(metrics_lines(None, width)) + 1
+    assert len(image_rows(styled)) == min(MIN_PANEL_ROWS, height - 2 - 4 - always)
+    assert " ".join(line.strip() for line in lines).count("not checked: run 'cfkit check' (or press g to regenerate)")
     cue = field_lines(lines, "cue: ")
     assert cue[-1].endswith(note)
     shown = field(cue, "cue: ").removesuffix(note.removeprefix("…").strip()).strip().removesuffix("…")
