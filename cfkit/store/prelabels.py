@@ -5,7 +5,9 @@ Its SQL lives here and nowhere else (the DDL and migrations:
 its labels never count toward an audit's progress, its agreement or its final
 labels; they are compared with people's and, when asked, fill in for them in
 the EGA section (marked). One row per (audit, item, judge, prompt version,
-criterion), so a second run asks only what is missing.
+criterion), so a second run asks only what is missing. Each row keeps what the judge's replies behind the label
+cost (schema 8; :func:`spending` sums them): a reply that replaces a label (``prelabel --retry-unanswered``) adds
+its cost to the earlier replies', which were paid for too.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from cfkit.store.tables.prelabels import DDL as DDL, MIGRATIONS as MIGRATIONS  #
 
 
 _COLUMNS = ("audit_id", "item_id", "judge", "prompt_version", "criterion", "value", "parse", "prompt", "raw",
-            "server_model", "created_at")
+            "server_model", "created_at", "replies", "priced", "cost_usd", "unreported", "tokens_in", "tokens_out")
 
 
 @dataclass(frozen=True)
@@ -36,18 +38,45 @@ class Prelabel:
     raw: str | None
     server_model: str | None
     created_at: str
+    # What the replies behind the label cost: ``replies`` None when it was stored before cfkit kept this.
+    replies: int | None = None
+    priced: bool | None = None  # the judge was priced (-o price_in/price_out, cfkit.toml [probe.prices])
+    cost_usd: float | None = None  # of the replies that reported a cost (None: none did, or not priced)
+    unreported: int = 0  # replies of a priced judge without a reported cost
+    tokens_in: int | None = None  # None when some reply did not report its token counts
+    tokens_out: int | None = None
 
 
 def _row(row: sqlite3.Row) -> Prelabel:
     values = {c: row[c] for c in _COLUMNS}
-    values["value"] = None if values["value"] is None else bool(values["value"])
+    for flag in ("value", "priced"):
+        values[flag] = None if values[flag] is None else bool(values[flag])
+    values["unreported"] = values["unreported"] or 0
     return Prelabel(**values)
 
 
+def _plus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
+
+
 def save(store: Database, label: Prelabel) -> None:
+    """Store ``label`` (its ``created_at`` set now), replacing the one of the same item, judge, prompt version and
+    criterion; the replaced label's replies and their cost are added to the new one's (they were paid for)."""
     values = asdict(label) | {"created_at": now()}
     values["value"] = None if label.value is None else int(label.value)
+    values["priced"] = None if label.priced is None else int(label.priced)
     with store.transaction() as tx:
+        before = tx.execute("SELECT replies, cost_usd, unreported, tokens_in, tokens_out FROM prelabels WHERE "
+                            "audit_id = ? AND item_id = ? AND judge = ? AND prompt_version = ? AND criterion = ?",
+                            (label.audit_id, label.item_id, label.judge, label.prompt_version,
+                             label.criterion)).fetchone()
+        if before is not None and before[0] is not None and label.replies is not None:
+            values["replies"] = before[0] + label.replies
+            values["unreported"] = (before[2] or 0) + label.unreported
+            values["tokens_in"], values["tokens_out"] = _plus(before[3], label.tokens_in), _plus(before[4],
+                                                                                                 label.tokens_out)
+            if before[1] is not None or label.cost_usd is not None:
+                values["cost_usd"] = (before[1] or 0.0) + (label.cost_usd or 0.0)
         tx.execute(f"INSERT OR REPLACE INTO prelabels ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
                    [values[c] for c in _COLUMNS])
 
@@ -81,3 +110,33 @@ def prompt_versions(store: Database, audit_id: str, judge: str) -> list[str]:
     return [r["prompt_version"] for r in store.query(
         "SELECT DISTINCT prompt_version FROM prelabels WHERE audit_id = ? AND judge = ? ORDER BY prompt_version",
         (audit_id, judge))]
+
+
+@dataclass(frozen=True)
+class JudgeSpending:
+    """What a judge's replies behind its labels of one audit cost, every prompt version's (stale labels too)."""
+
+    labels: int
+    replies: int  # the replies behind the labels whose cost is kept
+    priced: bool  # some label was asked of a priced judge
+    cost_usd: float | None  # of the replies that reported one (None: none did)
+    unreported: int  # replies of a priced judge without a reported cost
+    unpriced: int  # labels asked of the judge while it was not priced
+    not_kept: int  # labels stored before cfkit kept what the judge cost (schema 8)
+    tokens_in: int | None  # None when some reply did not report its token counts
+    tokens_out: int | None
+
+
+def spending(store: Database, audit_id: str, judge: str) -> JudgeSpending:
+    """The sum of what the judge's labels of the audit cost (:class:`JudgeSpending`)."""
+    rows = prelabels(store, audit_id, judge=judge)
+    kept = [r for r in rows if r.replies is not None]
+    costs = [r.cost_usd for r in kept if r.cost_usd is not None]
+    tokens_in = [r.tokens_in for r in kept]
+    tokens_out = [r.tokens_out for r in kept]
+    return JudgeSpending(
+        labels=len(rows), replies=sum(r.replies or 0 for r in kept), priced=any(r.priced for r in kept),
+        cost_usd=sum(costs) if costs else None, unreported=sum(r.unreported for r in kept if r.priced),
+        unpriced=sum(not r.priced for r in kept), not_kept=len(rows) - len(kept),
+        tokens_in=None if None in tokens_in else sum(tokens_in),  # type: ignore[arg-type]
+        tokens_out=None if None in tokens_out else sum(tokens_out))  # type: ignore[arg-type]
