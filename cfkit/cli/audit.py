@@ -91,7 +91,7 @@ def status_(ws, audit_ref, as_json) -> None:
     from cfkit.audit.adjudication import needs_resolution
     from cfkit.audit.items import load_audit, progress
     from cfkit.audit.plan import input_drift
-    from cfkit.judge.prelabel import spending_dict, spending_said
+    from cfkit.judge.costs import spending_dict, spending_said
     from cfkit.store import prelabels
 
     with _open(ws) as store:
@@ -119,7 +119,7 @@ def status_(ws, audit_ref, as_json) -> None:
     for change in drift or ["inputs unchanged since planning"]:
         (warn if drift else status)(change + ("; the audited items keep what was planned" if drift else ""))
     for judge, spend in spends.items():  # its labels never count as an annotator's; what they cost is said here
-        status(spending_said(judge, current.id, spend))
+        status(spending_said(f"judge {judge} on audit {current.id}", spend))
 
 
 @audit.command()
@@ -322,7 +322,8 @@ def agreement(ws, as_json, unblind, resamples, seed, judge, audit_ref) -> None:
     from cfkit.audit.items import load_audit
     from cfkit.cli.audit_judge import judge_agreement_dicts, judge_agreement_table, say_left_out
     from cfkit.cli.audit_tables import agreement_view
-    from cfkit.judge.prelabel import judge_agreement, spending_dict, spending_said
+    from cfkit.judge.costs import spending_dict, spending_said
+    from cfkit.judge.prelabel import judge_agreement
     from cfkit.store import prelabels
 
     with _open(ws) as store:
@@ -341,7 +342,7 @@ def agreement(ws, as_json, unblind, resamples, seed, judge, audit_ref) -> None:
         out.print(agreement_view(result))
         if rows is not None:
             out.print(judge_agreement_table(rows))
-            status(spending_said(judge, current.id, spend))
+            status(spending_said(f"judge {judge} on audit {current.id}", spend))
     if rows is not None:
         say_left_out(judge, current.id, rows)
 

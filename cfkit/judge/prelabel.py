@@ -18,6 +18,7 @@ from cfkit import stats
 from cfkit.audit.items import Audit, blind
 from cfkit.audit.judge_labels import CRITERIA, LEFT_OUT, judge_labels, load_audit_questions
 from cfkit.errors import UsageError
+from cfkit.judge.costs import reply_cost
 from cfkit.judge.questions import MAX_TOKENS, ask_in_turn
 from cfkit.judge.screen import YES_NO
 from cfkit.store import Store, audit_labels, prelabels
@@ -65,18 +66,6 @@ class PrelabelResult:
             self.unpriced += self.priced
         else:
             self.cost_usd = (self.cost_usd or 0.0) + reply.cost_usd
-
-
-def _cost(reply, priced: bool) -> dict[str, Any]:
-    """What one reply cost, as a label keeps it (:class:`cfkit.store.prelabels.Prelabel`)."""
-    from cfkit.money import is_count
-
-    usage = reply.usage or {}
-    tokens = [usage.get(a, usage.get(b)) for a, b in (("prompt_tokens", "input_tokens"),
-                                                        ("completion_tokens", "output_tokens"))]
-    tokens_in, tokens_out = (int(n) if is_count(n) else None for n in tokens)
-    return {"replies": 1, "priced": priced, "cost_usd": reply.cost_usd if priced else None,
-            "unreported": int(priced and reply.cost_usd is None), "tokens_in": tokens_in, "tokens_out": tokens_out}
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
@@ -133,7 +122,7 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
         result.invalid += value is None
         prelabels.save(store, Prelabel(audit.id, job[0], judge, questions.version, job[1], value,
                                        parsed.rule or parsed.error, request.user, reply.raw, reply.server_model, "",
-                                       **_cost(reply, result.priced)))
+                                       **reply_cost(reply, result.priced)))
         result.asked += 1
 
     ask_in_turn(backend, todo, keep, lambda job, exc: result.failed.append(f"{job[0]} {job[1]}: {exc}"), result.came)
@@ -183,45 +172,3 @@ def judge_agreement(ws: Workspace, store: Store, audit: Audit, judge: str, *, n_
                                        mine.mixed(judge)))
     return rows
 
-
-def _not_counted(spend) -> list[str]:
-    """What a judge's cost leaves out (:func:`spending_said`)."""
-    from cfkit.plural import plural
-
-    left_out = []
-    if spend.priced and spend.unpriced:
-        left_out.append(f"{plural(spend.unpriced, 'label')} asked while the judge was not priced")
-    if spend.not_kept:
-        left_out.append(f"{plural(spend.not_kept, 'label')} stored before cfkit kept what the judge cost")
-    if spend.replies:
-        left_out.append("replies cut off at the token limit (not kept)")
-    return left_out
-
-
-def spending_said(judge: str, audit_id: str, spend) -> str:
-    """What the judge's labels of the audit cost (a :class:`cfkit.store.prelabels.JudgeSpending`), in one line that
-    says what it leaves out: 'audit status' and 'audit agreement --judge' say it."""
-    from cfkit.money import spent
-    from cfkit.plural import plural
-
-    said = (f"judge {judge} on audit {audit_id}: {plural(spend.labels, 'label')}"
-            + (f" from {plural(spend.replies, 'reply', 'replies')}" if spend.replies else ""))
-    if spend.replies:
-        if spend.priced:
-            said += f", cost {spent(spend.cost_usd, spend.unreported)}"
-        else:
-            said += (", cost not known: the judge was not priced (give its prices: -o price_in=… -o price_out=…, or "
-                     "cfkit.toml [probe.prices])")
-        if spend.tokens_in is not None and spend.tokens_out is not None:
-            said += f" ({spend.tokens_in:,} tokens in, {spend.tokens_out:,} out)"
-        else:
-            said += " (some replies reported no token counts)"
-    left_out = _not_counted(spend)
-    return said + ("; not counted: " + ", ".join(left_out) if left_out else "")
-
-
-def spending_dict(spend) -> dict[str, Any]:
-    """The same, as ``--json`` gives it: the sums, and ``not_counted``, what they leave out."""
-    from dataclasses import asdict
-
-    return asdict(spend) | {"not_counted": _not_counted(spend)}

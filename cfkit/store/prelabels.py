@@ -16,6 +16,7 @@ import sqlite3
 from dataclasses import asdict, dataclass
 
 from cfkit.store.db import Database, now
+from cfkit.store.records.judge import JudgeSpending, spending_of
 from cfkit.store.tables.prelabels import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
 
@@ -112,31 +113,7 @@ def prompt_versions(store: Database, audit_id: str, judge: str) -> list[str]:
         (audit_id, judge))]
 
 
-@dataclass(frozen=True)
-class JudgeSpending:
-    """What a judge's replies behind its labels of one audit cost, every prompt version's (stale labels too)."""
-
-    labels: int
-    replies: int  # the replies behind the labels whose cost is kept
-    priced: bool  # some label was asked of a priced judge
-    cost_usd: float | None  # of the replies that reported one (None: none did)
-    unreported: int  # replies of a priced judge without a reported cost
-    unpriced: int  # labels asked of the judge while it was not priced
-    not_kept: int  # labels stored before cfkit kept what the judge cost (schema 8)
-    tokens_in: int | None  # None when some reply did not report its token counts
-    tokens_out: int | None
-
 
 def spending(store: Database, audit_id: str, judge: str) -> JudgeSpending:
-    """The sum of what the judge's labels of the audit cost (:class:`JudgeSpending`)."""
-    rows = prelabels(store, audit_id, judge=judge)
-    kept = [r for r in rows if r.replies is not None]
-    costs = [r.cost_usd for r in kept if r.cost_usd is not None]
-    tokens_in = [r.tokens_in for r in kept]
-    tokens_out = [r.tokens_out for r in kept]
-    return JudgeSpending(
-        labels=len(rows), replies=sum(r.replies or 0 for r in kept), priced=any(r.priced for r in kept),
-        cost_usd=sum(costs) if costs else None, unreported=sum(r.unreported for r in kept if r.priced),
-        unpriced=sum(not r.priced for r in kept), not_kept=len(rows) - len(kept),
-        tokens_in=None if None in tokens_in else sum(tokens_in),  # type: ignore[arg-type]
-        tokens_out=None if None in tokens_out else sum(tokens_out))  # type: ignore[arg-type]
+    """What the judge's labels of the audit cost, every prompt version's (stale labels too)."""
+    return spending_of(prelabels(store, audit_id, judge=judge))

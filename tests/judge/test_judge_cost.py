@@ -75,8 +75,8 @@ def test_an_unpriced_judge_says_its_cost_is_not_known_with_its_tokens(audited):
     with ChatServer(_first_reply_unreadable) as server:
         assert _prelabel(ws, server).exit_code == 0
     said = " ".join(cli(ws, "audit", "status").stderr.split())
-    assert (f"{2 * items} labels from {2 * items} replies, cost not known: the judge was not priced (give its "
-            f"prices: -o price_in=… -o price_out=…, or cfkit.toml [probe.prices]) ({200 * items:,} tokens in") in said
+    assert (f"{2 * items} labels from {2 * items} replies, cost not known: the judge was not priced (give the "
+            f"judge's prices: -o price_in=… -o price_out=…, or cfkit.toml [probe.prices]) ({200 * items:,} tokens in") in said
 
 
 def test_a_store_from_before_keeps_its_labels_and_says_their_cost_was_not_kept(audited):
@@ -96,3 +96,29 @@ def test_a_store_from_before_keeps_its_labels_and_says_their_cost_was_not_kept(a
         assert _prelabel(ws, server, *PRICES, "--retry-unanswered").exit_code == 0
     (judge,) = json.loads(cli(ws, "audit", "status", "--json").stdout)["judges"]
     assert (judge["replies"], judge["not_kept"], judge["cost_usd"]) == (1, 2 * items - 1, pytest.approx(0.12))
+
+
+def test_edits_screen_says_what_its_replies_cost_and_keeps_it_with_each_answer(mini_ws):
+    # 'edits screen' said nothing of what its judge cost, and its answers kept no cost.
+    assert run_cli(["-w", str(mini_ws), "edit", "EX01", "--engine", "classical"]).exit_code == 0
+    args = ["-w", str(mini_ws), "edits", "screen", "EX01", "--judge", JUDGE, "-o", "max_retries=0", *PRICES]
+    with ChatServer(lambda body, n: Scripted(body=completion("No."))) as server:
+        first = run_cli([*args, "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
+        asked = server.count
+        again = run_cli([*args, "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
+        assert server.count == asked  # every answer stored: nothing asked again
+    assert first.exit_code == 0, first.stderr
+    cost = asked * 0.12
+    said = " ".join(first.stderr.split())
+    assert (f"this run: {asked} replies, cost ${cost:.2f}; judge {JUDGE}'s stored answers about these edits: "
+            f"{asked} answers from {asked} replies, cost ${cost:.2f} ({100 * asked:,} tokens in, {20 * asked:,} out)"
+            ) in said
+    assert f"this run: nothing asked; judge {JUDGE}'s stored answers about these edits: {asked} answers from " \
+        f"{asked} replies, cost ${cost:.2f}" in " ".join(again.stderr.split())
+    store_as_of(mini_ws / ".cfkit" / "cfkit.db", 7)  # the screens table as schema 7 had it
+    with ChatServer(lambda body, n: Scripted(body=completion("No."))) as server:
+        older = run_cli([*args, "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
+        assert server.count == 0  # every answer kept by the upgrade: nothing asked again
+    assert older.exit_code == 0, older.stderr
+    assert f"{asked} answers; not counted: {asked} answers stored before cfkit kept what the judge cost" \
+        in " ".join(older.stderr.split())
