@@ -91,13 +91,17 @@ def status_(ws, audit_ref, as_json) -> None:
     from cfkit.audit.adjudication import needs_resolution
     from cfkit.audit.items import load_audit, progress
     from cfkit.audit.plan import input_drift
+    from cfkit.judge.costs import spending_dict, spending_said
+    from cfkit.store import prelabels
 
     with _open(ws) as store:
         current = load_audit(store, audit_ref)
         state = progress(store, current)
         open_items = len(needs_resolution(store, current))
         drift = input_drift(ws, store, current.plan)
-    data = {**state.to_dict(), "needs_resolution": open_items, "inputs_changed": drift}
+        spends = {judge: prelabels.spending(store, current.id, judge) for judge in prelabels.judges(store, current.id)}
+    data = {**state.to_dict(), "needs_resolution": open_items, "inputs_changed": drift,
+            "judges": [{"judge": judge, **spending_dict(spend)} for judge, spend in spends.items()]}
     if as_json:
         print_json(data)
         return
@@ -114,6 +118,8 @@ def status_(ws, audit_ref, as_json) -> None:
               + (f"; {open_items} to resolve ('cfkit audit adjudicate --as NAME')" if open_items else ""))
     for change in drift or ["inputs unchanged since planning"]:
         (warn if drift else status)(change + ("; the audited items keep what was planned" if drift else ""))
+    for judge, spend in spends.items():  # its labels never count as an annotator's; what they cost is said here
+        status(spending_said(f"judge {judge} on audit {current.id}", spend))
 
 
 @audit.command()
@@ -316,7 +322,9 @@ def agreement(ws, as_json, unblind, resamples, seed, judge, audit_ref) -> None:
     from cfkit.audit.items import load_audit
     from cfkit.cli.audit_judge import judge_agreement_dicts, judge_agreement_table, say_left_out
     from cfkit.cli.audit_tables import agreement_view
+    from cfkit.judge.costs import spending_dict, spending_said
     from cfkit.judge.prelabel import judge_agreement
+    from cfkit.store import prelabels
 
     with _open(ws) as store:
         current = load_audit(store, audit_ref)
@@ -326,12 +334,15 @@ def agreement(ws, as_json, unblind, resamples, seed, judge, audit_ref) -> None:
                  f"{len(result.audit.items)} items, shown while labelling is under way; keep this from anyone still "
                  "labelling.")
         rows = None if judge is None else judge_agreement(ws, store, current, judge, n_resamples=resamples, seed=seed)
+        spend = None if judge is None else prelabels.spending(store, current.id, judge)
     if as_json:
-        print_json(result.to_dict() | ({} if rows is None else {"judge": judge_agreement_dicts(judge, rows)}))
+        print_json(result.to_dict() | ({} if rows is None else {"judge": judge_agreement_dicts(judge, rows),
+                                                                "judge_cost": spending_dict(spend)}))
     else:
         out.print(agreement_view(result))
         if rows is not None:
             out.print(judge_agreement_table(rows))
+            status(spending_said(f"judge {judge} on audit {current.id}", spend))
     if rows is not None:
         say_left_out(judge, current.id, rows)
 

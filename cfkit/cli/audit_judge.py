@@ -44,11 +44,12 @@ def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, ma
     """
     from cfkit.audit.items import load_audit
     from cfkit.errors import CheckFailed
+    from cfkit.judge.costs import priced_judge
     from cfkit.judge.prelabel import prelabel_audit
     from cfkit.options import parse_option_pairs
     from cfkit.store import open_store
 
-    backend = _priced(ws, judge, parse_option_pairs(options))
+    backend = priced_judge(ws, judge, parse_option_pairs(options))
     with open_store(ws.db_path) as store:
         result = prelabel_audit(ws, store, load_audit(store, audit_ref), backend, judge, max_tokens=max_tokens,
                                 retry_unanswered=retry_unanswered)
@@ -66,22 +67,6 @@ def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, ma
     if result.failed:
         raise CheckFailed(f"{len(result.failed)} request(s) failed or were cut off; run the command again to ask only "
                           "those.")
-
-
-def _priced(ws, judge: str, options: dict):
-    """The judge's backend, priced as 'probe run' prices a model: -o price_in/price_out, cfkit.toml
-    [probe.prices], or the built-in estimate for OpenAI's own API."""
-    from cfkit.backends import load_backend, split_model
-    from cfkit.options import option_names
-    from cfkit.probe.prices import resolve_prices
-
-    backend = load_backend(judge, options)
-    if not {"price_in", "price_out"} <= option_names(type(backend)):
-        return backend
-    prices = resolve_prices(judge, split_model(judge)[1], backend.endpoint, options, ws.config.probe.prices)
-    if prices is None or options.get("price_in") is not None:  # none known, or given (the backend has them)
-        return backend
-    return load_backend(judge, {**options, **prices.options()})
 
 
 #: How the table and stderr name each reason an item is left out (cfkit.audit.judge_labels.LEFT_OUT).

@@ -96,6 +96,12 @@ def warn(message: str) -> None:
     __getattr__("err").print(f"[yellow]warning:[/] {_escape(message)}")
 
 
+def note(message: str) -> None:
+    """Information, good news included (a replica back in use): ``note: ...``, dimmed, as 'cfkit edit' says its
+    notes; not a warning."""
+    __getattr__("err").print(f"note: {_escape(message)}", style="dim")
+
+
 def status(message: str) -> None:
     __getattr__("err").print(_escape(message), style="dim")
 

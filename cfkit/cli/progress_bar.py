@@ -178,11 +178,12 @@ class ProgressBar:
             self.progress.stop()
 
     def update(self, p) -> None:
-        if p.waiting is not None and p.waiting not in self.said:  # said once, above the bar
-            from cfkit.cli.console import warn
+        for line, warning in ((p.waiting, True), (p.news, False)):  # each said once, above the bar
+            if line is not None and line not in self.said:
+                from cfkit.cli.console import note, warn
 
-            self.said.add(p.waiting)
-            warn(p.waiting)
+                self.said.add(line)
+                (warn if warning else note)(line)  # what the run waits for warns; good news is a note
         completed, rate, extra = bar_fields(p, self.clock() - self.started)
         if self.task is None and self.quiet is None:
             # Started on the first report, so a run refused at start-up prints its one error line only.

@@ -37,15 +37,17 @@ def screen(ws, spec_ids: tuple[str, ...], judge: str, options: tuple[str, ...], 
       cfkit edits screen --judge openai:gpt-5.5
       cfkit edits screen CF18 CF20 --judge openai:Qwen/Qwen3-VL-8B-Instruct -o base_url=http://localhost:8000/v1
     """
-    from cfkit.backends import load_backend
     from cfkit.errors import CheckFailed
+    from cfkit.judge.costs import Spent, priced_judge, spending_said
     from cfkit.judge.screen import screen_edits
     from cfkit.options import parse_option_pairs
     from cfkit.store import open_store
+    from cfkit.store.records.judge import spending_of
 
-    backend = load_backend(judge, parse_option_pairs(options))
+    backend = priced_judge(ws, judge, parse_option_pairs(options))  # priced as 'probe run' prices a model
+    spent = Spent()
     with open_store(ws.db_path) as store:
-        results = screen_edits(ws, store, backend, judge, spec_ids, max_tokens=max_tokens)
+        results = screen_edits(ws, store, backend, judge, spec_ids, max_tokens=max_tokens, spent=spent)
     if as_json:
         print_json([r.to_dict() for r in results])
     else:
@@ -66,6 +68,10 @@ def screen(ws, spec_ids: tuple[str, ...], judge: str, options: tuple[str, ...], 
     err.print(f"{counts['doubted']} doubted, {counts['clear']} clear, {counts['incomplete']} incomplete, "
               f"{counts['not screened']} not screened (judge {judge}, questions {version}). A doubt flags an edit "
               "for you to look at ('cfkit review'); it never accepts or rejects one.")
+    answers = [a for r in results for a in r.answers]
+    if spent.replies or answers:  # this run's replies (cut-off ones too), then what every stored answer shown cost
+        stored = spending_said(f"judge {judge}'s stored answers about these edits", spending_of(answers), "answer")
+        err.print(f"this run: {spent.said() if spent.replies else 'nothing asked'}; {stored}.", markup=False)
     unasked = sum(bool(r.failed) for r in results)  # a doubted edit may have failed questions too
     # Not screened is not done where an edit was there to screen (its files could not be read), or where the spec
     # was asked for by id; a spec with no edit yet, among all of them, is only not made yet.

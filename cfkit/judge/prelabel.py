@@ -18,6 +18,7 @@ from cfkit import stats
 from cfkit.audit.items import Audit, blind
 from cfkit.audit.judge_labels import CRITERIA, LEFT_OUT, judge_labels, load_audit_questions
 from cfkit.errors import UsageError
+from cfkit.judge.costs import reply_cost
 from cfkit.judge.questions import MAX_TOKENS, ask_in_turn
 from cfkit.judge.screen import YES_NO
 from cfkit.store import Store, audit_labels, prelabels
@@ -120,7 +121,8 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
         value = None if parsed.answer is None else parsed.answer == "A"
         result.invalid += value is None
         prelabels.save(store, Prelabel(audit.id, job[0], judge, questions.version, job[1], value,
-                                       parsed.rule or parsed.error, request.user, reply.raw, reply.server_model, ""))
+                                       parsed.rule or parsed.error, request.user, reply.raw, reply.server_model, "",
+                                       **reply_cost(reply, result.priced)))
         result.asked += 1
 
     ask_in_turn(backend, todo, keep, lambda job, exc: result.failed.append(f"{job[0]} {job[1]}: {exc}"), result.came)
@@ -169,3 +171,4 @@ def judge_agreement(ws: Workspace, store: Store, audit: Audit, judge: str, *, n_
             rows.append(JudgeAgreement(person.number, criterion, result, len(audit.items), left_out,
                                        mine.mixed(judge)))
     return rows
+

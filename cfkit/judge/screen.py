@@ -19,6 +19,7 @@ import numpy as np
 
 from cfkit.cases import Option
 from cfkit.errors import CfkitError, UsageError
+from cfkit.judge.costs import Spent, reply_cost
 from cfkit.judge.questions import MAX_TOKENS, Question, QuestionSet, ask_in_turn, load_questions
 from cfkit.store import Store, edits, screens
 from cfkit.store.screens import ScreenAnswer
@@ -108,8 +109,9 @@ def screen_request(questions: QuestionSet, question: Question, spec, picture: np
 
 
 def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Sequence[str] = (), *,
-                 max_tokens: int = MAX_TOKENS) -> list[EditScreen]:
-    """Screen the shown edit of each spec (every spec when none are given) with ``backend``; see the module."""
+                 max_tokens: int = MAX_TOKENS, spent: Spent | None = None) -> list[EditScreen]:
+    """Screen the shown edit of each spec (every spec when none are given) with ``backend``; see the module. Each
+    answer keeps what its reply cost; ``spent`` is told of every reply of this call, a cut-off one too."""
     from cfkit.backends import as_backend
     from cfkit.parse import parse_answer
     from cfkit.edit_files import load_edit_images
@@ -120,6 +122,8 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
     capabilities = backend.capabilities
     if capabilities is not None and not capabilities.images:
         raise UsageError(f"judge {judge} cannot see images; screen with a vision-language model.")
+    spent = spent if spent is not None else Spent()
+    spent.priced = bool(backend.priced)
     for spec_id in spec_ids:
         load_spec(ws, spec_id)  # a spec id that names no spec (a typo) is one line before anything is asked
     ids = list(spec_ids) or [p.stem for p in spec_files(ws)]
@@ -165,11 +169,12 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
         parsed = parse_answer(reply.raw, YES_NO, reasoning=reply.reasoning)
         answer = ScreenAnswer(result.edit_id, result.spec_id, judge, questions.version, question.id,
                               question.expected, _ANSWER.get(parsed.answer) if parsed.answer else None,
-                              parsed.rule or parsed.error, request.user, reply.raw, reply.server_model, "")
+                              parsed.rule or parsed.error, request.user, reply.raw, reply.server_model, "",
+                              **reply_cost(reply, spent.priced))
         screens.save(store, answer)
         result.answers.append(answer)
 
-    ask_in_turn(backend, todo, keep, lambda job, exc: job[0].failed.append(f"{job[1].id}: {exc}"))
+    ask_in_turn(backend, todo, keep, lambda job, exc: job[0].failed.append(f"{job[1].id}: {exc}"), spent.came)
     order = {q.id: i for i, q in enumerate(questions.questions)}
     for result in results:
         result.answers.sort(key=lambda a: order.get(a.question, len(order)))

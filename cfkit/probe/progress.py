@@ -28,6 +28,7 @@ class RunProgress:
     earlier: Cost = Cost()  # the run's cost as stored when this invocation began: its earlier invocations'
     abandoned: int = 0  # attempts given up after they were sent, in this invocation: cost_usd leaves them out
     waiting: str | None = None  # what the run waits for, in one line (requests another process holds the leases of)
+    news: str | None = None  # good news, in one line (a replica back in use): said as a note, not a warning
 
     @property
     def spent_now(self) -> Cost:

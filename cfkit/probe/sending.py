@@ -106,7 +106,7 @@ class Sender:
             await self._answer_from_cache_alone(items)
             return
         self.backend.on_overload = self._overloaded  # the backend says when the server is overloaded
-        self.backend.on_news = self._waiting  # and what to say while the run sends (a replica back in use)
+        self.backend.on_news = self._news  # and what to say while the run sends (a replica back in use)
         queue = SharedQueue(self.store, self.run_id, items, self.keys, claim=concurrency * CLAIM,
                             on_elsewhere=self._elsewhere, owner=self.owner, on_wait=self._waiting)
         self._queue = queue
@@ -280,16 +280,23 @@ class Sender:
             self.on_progress(self.progress)
         return key, item, True
 
-    def _waiting(self, line: str, more: int = 0) -> None:
-        """A line the progress display says once: what the run waits for (requests another process holds the
-        leases of), a replica back in use (``more``: the requests it may have in flight, which a run pacing itself
-        adds to its own: more workers, a wider pacer)."""
+    def _news(self, line: str, more: int = 0) -> None:
+        """Good news the progress display says once, as a note: a replica back in use (``more``: the requests it
+        may have in flight, which a run pacing itself adds to its own: more workers, a wider pacer)."""
         if more > 0 and self._own_pacer and self.pacer is not None and self._queue is not None \
                 and self.stopped is None:
             self.pacer.widen(more)
             self._added += [asyncio.create_task(self._worker(self._queue)) for _ in range(more)]
             self.progress.concurrency = self.pacer.level
-        self.progress.waiting = line
+        self._waiting(line, news=True)
+
+    def _waiting(self, line: str, *, news: bool = False) -> None:
+        """A line the progress display says once: what the run waits for (requests another process holds the
+        leases of), as a warning, or good news (``news``), as a note."""
+        if news:
+            self.progress.news = line
+        else:
+            self.progress.waiting = line
         if self.on_progress:
             self.on_progress(self.progress)
 

@@ -5,7 +5,9 @@ Its SQL lives here and nowhere else (the DDL and migrations:
 its labels never count toward an audit's progress, its agreement or its final
 labels; they are compared with people's and, when asked, fill in for them in
 the EGA section (marked). One row per (audit, item, judge, prompt version,
-criterion), so a second run asks only what is missing.
+criterion), so a second run asks only what is missing. Each row keeps what the judge's replies behind the label
+cost (schema 8; :func:`spending` sums them): a reply that replaces a label (``prelabel --retry-unanswered``) adds
+its cost to the earlier replies', which were paid for too.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import sqlite3
 from dataclasses import asdict, dataclass
 
 from cfkit.store.db import Database, now
+from cfkit.store.records.judge import JudgeSpending, spending_of
 from cfkit.store.tables.prelabels import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
 
 _COLUMNS = ("audit_id", "item_id", "judge", "prompt_version", "criterion", "value", "parse", "prompt", "raw",
-            "server_model", "created_at")
+            "server_model", "created_at", "replies", "priced", "cost_usd", "unreported", "tokens_in", "tokens_out")
 
 
 @dataclass(frozen=True)
@@ -36,18 +39,45 @@ class Prelabel:
     raw: str | None
     server_model: str | None
     created_at: str
+    # What the replies behind the label cost: ``replies`` None when it was stored before cfkit kept this.
+    replies: int | None = None
+    priced: bool | None = None  # the judge was priced (-o price_in/price_out, cfkit.toml [probe.prices])
+    cost_usd: float | None = None  # of the replies that reported a cost (None: none did, or not priced)
+    unreported: int = 0  # replies of a priced judge without a reported cost
+    tokens_in: int | None = None  # None when some reply did not report its token counts
+    tokens_out: int | None = None
 
 
 def _row(row: sqlite3.Row) -> Prelabel:
     values = {c: row[c] for c in _COLUMNS}
-    values["value"] = None if values["value"] is None else bool(values["value"])
+    for flag in ("value", "priced"):
+        values[flag] = None if values[flag] is None else bool(values[flag])
+    values["unreported"] = values["unreported"] or 0
     return Prelabel(**values)
 
 
+def _plus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
+
+
 def save(store: Database, label: Prelabel) -> None:
+    """Store ``label`` (its ``created_at`` set now), replacing the one of the same item, judge, prompt version and
+    criterion; the replaced label's replies and their cost are added to the new one's (they were paid for)."""
     values = asdict(label) | {"created_at": now()}
     values["value"] = None if label.value is None else int(label.value)
+    values["priced"] = None if label.priced is None else int(label.priced)
     with store.transaction() as tx:
+        before = tx.execute("SELECT replies, cost_usd, unreported, tokens_in, tokens_out FROM prelabels WHERE "
+                            "audit_id = ? AND item_id = ? AND judge = ? AND prompt_version = ? AND criterion = ?",
+                            (label.audit_id, label.item_id, label.judge, label.prompt_version,
+                             label.criterion)).fetchone()
+        if before is not None and before[0] is not None and label.replies is not None:
+            values["replies"] = before[0] + label.replies
+            values["unreported"] = (before[2] or 0) + label.unreported
+            values["tokens_in"], values["tokens_out"] = _plus(before[3], label.tokens_in), _plus(before[4],
+                                                                                                 label.tokens_out)
+            if before[1] is not None or label.cost_usd is not None:
+                values["cost_usd"] = (before[1] or 0.0) + (label.cost_usd or 0.0)
         tx.execute(f"INSERT OR REPLACE INTO prelabels ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
                    [values[c] for c in _COLUMNS])
 
@@ -81,3 +111,9 @@ def prompt_versions(store: Database, audit_id: str, judge: str) -> list[str]:
     return [r["prompt_version"] for r in store.query(
         "SELECT DISTINCT prompt_version FROM prelabels WHERE audit_id = ? AND judge = ? ORDER BY prompt_version",
         (audit_id, judge))]
+
+
+
+def spending(store: Database, audit_id: str, judge: str) -> JudgeSpending:
+    """What the judge's labels of the audit cost, every prompt version's (stale labels too)."""
+    return spending_of(prelabels(store, audit_id, judge=judge))

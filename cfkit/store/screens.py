@@ -34,6 +34,13 @@ class ScreenAnswer:
     raw: str | None
     server_model: str | None
     created_at: str
+    # What the reply behind the answer cost (schema 8): ``replies`` None when it was stored before cfkit kept this.
+    replies: int | None = None
+    priced: bool | None = None  # the judge was priced (-o price_in/price_out, cfkit.toml [probe.prices])
+    cost_usd: float | None = None  # None: not priced, or no cost reported
+    unreported: int = 0  # 1 when a priced judge's reply reported no cost
+    tokens_in: int | None = None  # None when the reply did not report its token counts
+    tokens_out: int | None = None
 
     @property
     def doubts(self) -> bool:
@@ -45,16 +52,20 @@ class ScreenAnswer:
 
 
 _COLUMNS = ("edit_id", "spec_id", "judge", "prompt_version", "question", "expected", "answer", "parse", "prompt",
-            "raw", "server_model", "created_at")
+            "raw", "server_model", "created_at", "replies", "priced", "cost_usd", "unreported", "tokens_in", "tokens_out")
 
 
 def _row(row: sqlite3.Row) -> ScreenAnswer:
-    return ScreenAnswer(**{c: row[c] for c in _COLUMNS})
+    values = {c: row[c] for c in _COLUMNS}
+    values["priced"] = None if values["priced"] is None else bool(values["priced"])
+    values["unreported"] = values["unreported"] or 0
+    return ScreenAnswer(**values)
 
 
 def save(store: Database, answer: ScreenAnswer) -> None:
     """Store ``answer`` (its ``created_at`` is set now), replacing one for the same edit, judge, version and question."""
     values = asdict(answer) | {"created_at": now()}
+    values["priced"] = None if answer.priced is None else int(answer.priced)
     with store.transaction() as tx:
         tx.execute(f"INSERT OR REPLACE INTO screens ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
                    [values[c] for c in _COLUMNS])

@@ -50,6 +50,7 @@ def test_a_replica_down_at_start_is_put_back_in_use_when_it_comes_up(tmp_path, m
     assert sum(f"replica {late_url} is left out of this run" in line for line in lines) == 1
     back = [line for line in lines if f"replica {late_url} answers for 'test-model' now" in line]
     assert len(back) == 1 and "it takes requests again" in back[0]
+    assert back[0].startswith("note: replica ")  # good news, said as a note (it said "warning: replica ...")
     summary = json.loads(result.stdout)
     note = next(n for n in summary["notes"] if "put back in use" in n)
     assert f"replica {late_url} was left out at start and put back in use" in note

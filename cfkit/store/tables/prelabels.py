@@ -5,7 +5,9 @@ Why it is kept apart: :mod:`cfkit.store.tables`.
 
 from __future__ import annotations
 
-DDL = """
+#: The table as schema 6 made it (a store older than 6 has none yet: its migration creates this, then adds the
+#: columns of schema 8).
+_DDL_6 = """
 CREATE TABLE IF NOT EXISTS prelabels (
     audit_id        TEXT NOT NULL,
     item_id         TEXT NOT NULL,
@@ -22,5 +24,21 @@ CREATE TABLE IF NOT EXISTS prelabels (
 );
 """
 
-#: New in schema 6: created by its DDL.
-MIGRATIONS: dict[int, list[str]] = {}
+#: Schema 8: what the judge's replies behind a label cost, each reply it took (a label's earlier replies, replaced by
+#: 'prelabel --retry-unanswered', included). ``replies`` NULL: stored before cfkit kept this (not known).
+_COST_COLUMNS = (
+    ("replies", "INTEGER"),
+    ("priced", "INTEGER"),  # 1: the judge was priced; 0: not (cost_usd NULL)
+    ("cost_usd", "REAL"),  # NULL when not priced, or when no reply reported a cost
+    ("unreported", "INTEGER"),  # replies of a priced judge without a reported cost
+    ("tokens_in", "INTEGER"),  # as the server reported them; NULL when a reply did not
+    ("tokens_out", "INTEGER"),
+)
+
+DDL = _DDL_6.replace("    PRIMARY KEY", "".join(f"    {name:<15} {kind},\n" for name, kind in _COST_COLUMNS)
+                     + "    PRIMARY KEY")
+
+#: New in schema 6: created by its DDL; schema 8 adds the cost columns.
+MIGRATIONS: dict[int, list[str]] = {
+    8: [_DDL_6, *(f"ALTER TABLE prelabels ADD COLUMN {name} {kind}" for name, kind in _COST_COLUMNS)],
+}

@@ -5,7 +5,9 @@ Why it is kept apart: :mod:`cfkit.store.tables`.
 
 from __future__ import annotations
 
-DDL = """
+#: The table as schema 6 made it (a store older than 6 has none yet: its migration creates this, then adds the
+#: columns of schema 8).
+_DDL_6 = """
 CREATE TABLE IF NOT EXISTS screens (
     edit_id         INTEGER NOT NULL REFERENCES edits(id),
     spec_id         TEXT NOT NULL,
@@ -23,5 +25,15 @@ CREATE TABLE IF NOT EXISTS screens (
 );
 """
 
-#: New in schema 6: created by its DDL.
-MIGRATIONS: dict[int, list[str]] = {}
+#: Schema 8: what the judge's reply behind an answer cost, as the ``prelabels`` table keeps it
+#: (:mod:`cfkit.store.tables.prelabels`); ``replies`` NULL: stored before cfkit kept this (not known).
+_COST_COLUMNS = (("replies", "INTEGER"), ("priced", "INTEGER"), ("cost_usd", "REAL"), ("unreported", "INTEGER"),
+                 ("tokens_in", "INTEGER"), ("tokens_out", "INTEGER"))
+
+DDL = _DDL_6.replace("    PRIMARY KEY", "".join(f"    {name:<15} {kind},\n" for name, kind in _COST_COLUMNS)
+                     + "    PRIMARY KEY")
+
+#: New in schema 6: created by its DDL; schema 8 adds the cost columns.
+MIGRATIONS: dict[int, list[str]] = {
+    8: [_DDL_6, *(f"ALTER TABLE screens ADD COLUMN {name} {kind}" for name, kind in _COST_COLUMNS)],
+}

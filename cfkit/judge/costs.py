@@ -1,0 +1,110 @@
+"""What a judge model's replies cost: what one reply's label or answer keeps, what this invocation spent, and what
+the stored ones of a judge cost, said in one line with what the sum leaves out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cfkit.store.records.judge import JudgeSpending
+
+#: Where a judge's prices are given, said when it has none.
+PRICES_HINT = "give the judge's prices: -o price_in=… -o price_out=…, or cfkit.toml [probe.prices]"
+
+
+def priced_judge(ws, judge: str, options: dict):
+    """The judge's backend, priced as 'probe run' prices a model: -o price_in/price_out, cfkit.toml
+    [probe.prices], or the built-in estimate for OpenAI's own API."""
+    from cfkit.backends import load_backend, split_model
+    from cfkit.options import option_names
+    from cfkit.probe.prices import resolve_prices
+
+    backend = load_backend(judge, options)
+    if not {"price_in", "price_out"} <= option_names(type(backend)):
+        return backend
+    prices = resolve_prices(judge, split_model(judge)[1], backend.endpoint, options, ws.config.probe.prices)
+    if prices is None or options.get("price_in") is not None:  # none known, or given (the backend has them)
+        return backend
+    return load_backend(judge, {**options, **prices.options()})
+
+
+def reply_cost(reply, priced: bool) -> dict[str, Any]:
+    """What one reply cost, as a label or a screening answer keeps it (:class:`cfkit.store.prelabels.Prelabel`,
+    :class:`cfkit.store.screens.ScreenAnswer`)."""
+    from cfkit.money import is_count
+
+    usage = reply.usage or {}
+    tokens = [usage.get(a, usage.get(b)) for a, b in (("prompt_tokens", "input_tokens"),
+                                                        ("completion_tokens", "output_tokens"))]
+    tokens_in, tokens_out = (int(n) if is_count(n) else None for n in tokens)
+    return {"replies": 1, "priced": priced, "cost_usd": reply.cost_usd if priced else None,
+            "unreported": int(priced and reply.cost_usd is None), "tokens_in": tokens_in, "tokens_out": tokens_out}
+
+
+@dataclass
+class Spent:
+    """What one invocation's replies cost, as they come (``came``), a cut-off one too (it was paid for)."""
+
+    priced: bool = False  # the judge's backend prices its replies
+    replies: int = 0
+    cost_usd: float | None = None  # of the priced replies; None when none was priced
+    unpriced: int = 0  # replies of a priced backend that reported no cost
+
+    def came(self, reply) -> None:
+        self.replies += 1
+        if reply.cost_usd is None:
+            self.unpriced += self.priced
+        else:
+            self.cost_usd = (self.cost_usd or 0.0) + reply.cost_usd
+
+    def said(self) -> str:
+        """``N replies, cost $X``, as ``probe run`` says it; or that the judge is not priced."""
+        from cfkit.money import spent
+        from cfkit.plural import plural
+
+        replies = plural(self.replies, "reply", "replies")
+        if not self.priced:
+            return replies if not self.replies else f"{replies}, cost not known ({PRICES_HINT})"
+        return f"{replies}, cost {spent(self.cost_usd, self.unpriced)}"
+
+
+def _not_counted(spend: JudgeSpending, unit: str = "label") -> list[str]:
+    """What a judge's cost leaves out (:func:`spending_said`)."""
+    from cfkit.plural import plural
+
+    left_out = []
+    if spend.priced and spend.unpriced:
+        left_out.append(f"{plural(spend.unpriced, unit)} asked while the judge was not priced")
+    if spend.not_kept:
+        left_out.append(f"{plural(spend.not_kept, unit)} stored before cfkit kept what the judge cost")
+    if spend.replies:
+        left_out.append("replies cut off at the token limit (not kept)")
+    return left_out
+
+
+def spending_said(subject: str, spend: JudgeSpending, unit: str = "label") -> str:
+    """What ``subject`` ("judge J on audit A") cost, in one line that says what it leaves out: 'audit status' and
+    'audit agreement --judge' say it of a judge's labels, 'edits screen' of its answers (``unit``)."""
+    from cfkit.money import spent
+    from cfkit.plural import plural
+
+    said = (f"{subject}: {plural(spend.labels, unit)}"
+            + (f" from {plural(spend.replies, 'reply', 'replies')}" if spend.replies else ""))
+    if spend.replies:
+        if spend.priced:
+            said += f", cost {spent(spend.cost_usd, spend.unreported)}"
+        else:
+            said += f", cost not known: the judge was not priced ({PRICES_HINT})"
+        if spend.tokens_in is not None and spend.tokens_out is not None:
+            said += f" ({spend.tokens_in:,} tokens in, {spend.tokens_out:,} out)"
+        else:
+            said += " (some replies reported no token counts)"
+    left_out = _not_counted(spend, unit)
+    return said + ("; not counted: " + ", ".join(left_out) if left_out else "")
+
+
+def spending_dict(spend: JudgeSpending, unit: str = "label") -> dict[str, Any]:
+    """The same, as ``--json`` gives it: the sums, and ``not_counted``, what they leave out."""
+    from dataclasses import asdict
+
+    return asdict(spend) | {"not_counted": _not_counted(spend, unit)}

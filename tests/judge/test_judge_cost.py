@@ -1,0 +1,124 @@
+"""What the judge's labels cost is kept with them (schema 8) and said later, by 'audit status' and 'audit agreement
+--judge', with what it leaves out; before, 'audit prelabel' said it once and no command could say it again. A store
+from before keeps its labels, and its status says that their cost was not kept."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from support import audit_workspace as aw
+from support.chat_api_server import ChatServer, Scripted, completion
+from support.store_sql import store_as_of, user_version
+from support.workspace import run_cli
+
+JUDGE = "openai:judge-model"
+#: 100 prompt and 20 completion tokens a reply (the loopback server's usage) at $1,000 a million: $0.12 a reply.
+PRICES = ("-o", "price_in=1000", "-o", "price_out=1000")
+
+
+def cli(ws, *args, **kw):
+    return run_cli(["-w", str(ws), *args], **kw)
+
+
+def _first_reply_unreadable(body: dict, n: int) -> Scripted:
+    """The first request gets no valid Yes/No ('Maybe'); every other one 'Yes'."""
+    return Scripted(body=completion("Maybe" if n == 1 else "Yes", model=body["model"]))
+
+
+@pytest.fixture()
+def audited(tmp_path):
+    ws = aw.build(tmp_path / "ws")
+    run_ids = aw.run_models(ws)
+    assert cli(ws, "audit", "plan", "--run", run_ids[aw.GPT], "--run", run_ids[aw.QWEN]).exit_code == 0
+    items = len(json.loads(cli(ws, "audit", "items", "--as", "alice", "--json").stdout))
+    return ws, items
+
+
+def _prelabel(ws, server, *more):
+    return cli(ws, "audit", "prelabel", "--judge", JUDGE, "-o", f"base_url={server.url}", "-o", "max_retries=1",
+               *more, env={"OPENAI_API_KEY": "sk-x"})
+
+
+def test_the_judges_cost_is_kept_with_its_labels_and_said_by_status_and_agreement(audited):
+    ws, items = audited
+    labels = 2 * items
+    with ChatServer(_first_reply_unreadable) as server:
+        first = _prelabel(ws, server, *PRICES)
+        assert first.exit_code == 0, first.stderr
+        again = _prelabel(ws, server, *PRICES, "--retry-unanswered")  # the unreadable one asked again, and paid
+        assert again.exit_code == 0, again.stderr
+        assert server.count == labels + 1
+    status = cli(ws, "audit", "status")
+    assert status.exit_code == 0, status.stderr
+    said = " ".join(status.stderr.split())
+    cost = (labels + 1) * 0.12
+    assert f"judge {JUDGE} on audit" in said
+    assert (f"{labels} labels from {labels + 1} replies, cost ${cost:.2f} ({100 * (labels + 1):,} tokens in, "
+            f"{20 * (labels + 1):,} out); not counted: replies cut off at the token limit (not kept)") in said
+    (judge,) = json.loads(cli(ws, "audit", "status", "--json").stdout)["judges"]
+    assert judge["judge"] == JUDGE and (judge["labels"], judge["replies"], judge["not_kept"]) == (labels, labels + 1, 0)
+    assert judge["cost_usd"] == pytest.approx(cost) and judge["tokens_in"] == 100 * (labels + 1)
+
+    for row in json.loads(cli(ws, "audit", "items", "--as", "alice", "--json").stdout):
+        for person in ("alice", "bob"):
+            assert cli(ws, "audit", "label", row["item"], "--as", person, "--cue", "yes", "--link", "yes").exit_code == 0
+    agreement = cli(ws, "audit", "agreement", "--judge", JUDGE, "--json", "--resamples", "100")
+    assert json.loads(agreement.stdout)["judge_cost"]["cost_usd"] == pytest.approx(cost)
+    shown = cli(ws, "audit", "agreement", "--judge", JUDGE, "--resamples", "100")
+    assert f"cost ${cost:.2f}" in " ".join(shown.stderr.split())
+
+
+def test_an_unpriced_judge_says_its_cost_is_not_known_with_its_tokens(audited):
+    ws, items = audited
+    with ChatServer(_first_reply_unreadable) as server:
+        assert _prelabel(ws, server).exit_code == 0
+    said = " ".join(cli(ws, "audit", "status").stderr.split())
+    assert (f"{2 * items} labels from {2 * items} replies, cost not known: the judge was not priced (give the "
+            f"judge's prices: -o price_in=… -o price_out=…, or cfkit.toml [probe.prices]) ({200 * items:,} tokens in") in said
+
+
+def test_a_store_from_before_keeps_its_labels_and_says_their_cost_was_not_kept(audited):
+    ws, items = audited
+    with ChatServer(_first_reply_unreadable) as server:
+        assert _prelabel(ws, server, *PRICES).exit_code == 0
+    db = ws / ".cfkit" / "cfkit.db"
+    store_as_of(db, 7)  # the prelabels table as schema 7 had it: no cost columns
+    status = cli(ws, "audit", "status", "--json")
+    assert status.exit_code == 0, status.stderr
+    assert user_version(db) == 8
+    (judge,) = json.loads(status.stdout)["judges"]
+    assert (judge["labels"], judge["replies"], judge["not_kept"], judge["cost_usd"]) == (2 * items, 0, 2 * items, None)
+    said = " ".join(cli(ws, "audit", "status").stderr.split())
+    assert f"{2 * items} labels; not counted: {2 * items} labels stored before cfkit kept what the judge cost" in said
+    with ChatServer(_first_reply_unreadable) as server:  # a label asked again now is counted, the others are not
+        assert _prelabel(ws, server, *PRICES, "--retry-unanswered").exit_code == 0
+    (judge,) = json.loads(cli(ws, "audit", "status", "--json").stdout)["judges"]
+    assert (judge["replies"], judge["not_kept"], judge["cost_usd"]) == (1, 2 * items - 1, pytest.approx(0.12))
+
+
+def test_edits_screen_says_what_its_replies_cost_and_keeps_it_with_each_answer(mini_ws):
+    # 'edits screen' said nothing of what its judge cost, and its answers kept no cost.
+    assert run_cli(["-w", str(mini_ws), "edit", "EX01", "--engine", "classical"]).exit_code == 0
+    args = ["-w", str(mini_ws), "edits", "screen", "EX01", "--judge", JUDGE, "-o", "max_retries=0", *PRICES]
+    with ChatServer(lambda body, n: Scripted(body=completion("No."))) as server:
+        first = run_cli([*args, "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
+        asked = server.count
+        again = run_cli([*args, "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
+        assert server.count == asked  # every answer stored: nothing asked again
+    assert first.exit_code == 0, first.stderr
+    cost = asked * 0.12
+    said = " ".join(first.stderr.split())
+    assert (f"this run: {asked} replies, cost ${cost:.2f}; judge {JUDGE}'s stored answers about these edits: "
+            f"{asked} answers from {asked} replies, cost ${cost:.2f} ({100 * asked:,} tokens in, {20 * asked:,} out)"
+            ) in said
+    assert f"this run: nothing asked; judge {JUDGE}'s stored answers about these edits: {asked} answers from " \
+        f"{asked} replies, cost ${cost:.2f}" in " ".join(again.stderr.split())
+    store_as_of(mini_ws / ".cfkit" / "cfkit.db", 7)  # the screens table as schema 7 had it
+    with ChatServer(lambda body, n: Scripted(body=completion("No."))) as server:
+        older = run_cli([*args, "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
+        assert server.count == 0  # every answer kept by the upgrade: nothing asked again
+    assert older.exit_code == 0, older.stderr
+    assert f"{asked} answers; not counted: {asked} answers stored before cfkit kept what the judge cost" \
+        in " ".join(older.stderr.split())
