@@ -61,7 +61,7 @@ def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, ma
              if retry_unanswered else "")
     err.print(f"judge {judge} (questions {result.prompt_version}) on audit {result.audit}: {result.asked} answer(s) "
               f"stored now{again}, {result.stored} already stored{earlier}, {result.invalid} without a valid Yes/No, "
-              f"{len(result.failed)} failed; {result.spending()}.", markup=False)
+              f"{len(result.failed)} failed; {result.spent.said()}.", markup=False)
     for failure in result.failed[:10]:
         err.print(f"  failed: {failure}", markup=False)
     if result.failed:

@@ -18,7 +18,7 @@ from cfkit import stats
 from cfkit.audit.items import Audit, blind
 from cfkit.audit.judge_labels import CRITERIA, LEFT_OUT, judge_labels, load_audit_questions
 from cfkit.errors import UsageError
-from cfkit.judge.costs import reply_cost
+from cfkit.judge.costs import Spent, reply_cost
 from cfkit.judge.questions import MAX_TOKENS, ask_in_turn
 from cfkit.judge.screen import YES_NO
 from cfkit.store import Store, audit_labels, prelabels
@@ -37,36 +37,18 @@ class PrelabelResult:
     stored_invalid: int = 0  # of the stored ones, replies with no valid Yes/No (kept, not asked again)
     asked_again: int = 0  # stored replies with no valid Yes/No asked again (retry_unanswered)
     failed: list[str] = field(default_factory=list)
-    priced: bool = False  # the judge's backend prices its replies (-o price_in/price_out, cfkit.toml [probe.prices])
-    replies: int = 0  # replies that came back this run, cut-off ones included (each was paid for)
-    cost_usd: float | None = None  # what the priced replies of this run cost; None when none was priced
-    unpriced: int = 0  # replies of a priced backend that reported no cost
+    spent: Spent = field(default_factory=Spent)  # what this run's replies cost, cut-off ones included
 
     def to_dict(self) -> dict[str, Any]:
         return {"audit": self.audit, "judge": self.judge, "prompt_version": self.prompt_version, "asked": self.asked,
                 "already_stored": self.stored, "invalid": self.invalid,
                 "already_stored_invalid": self.stored_invalid, "asked_again": self.asked_again,
-                "failed": self.failed, "replies": self.replies, "priced": self.priced, "cost_usd": self.cost_usd,
-                "replies_without_cost": self.unpriced}
+                "failed": self.failed, "replies": self.spent.replies, "priced": self.spent.priced,
+                "cost_usd": self.spent.cost_usd, "replies_without_cost": self.spent.unpriced}
 
     def spending(self) -> str:
         """What this run's replies cost, as ``probe run`` says it; or that the judge is not priced."""
-        from cfkit.money import spent
-        from cfkit.plural import plural
-
-        replies = plural(self.replies, "reply", "replies")
-        if not self.priced:
-            return replies if not self.replies else (f"{replies}, cost not known (give the judge's prices: "
-                                                     "-o price_in=… -o price_out=…, or cfkit.toml [probe.prices])")
-        return f"{replies}, cost {spent(self.cost_usd, self.unpriced)}"
-
-    def came(self, reply) -> None:
-        self.replies += 1
-        if reply.cost_usd is None:
-            self.unpriced += self.priced
-        else:
-            self.cost_usd = (self.cost_usd or 0.0) + reply.cost_usd
-
+        return self.spent.said()
 
 def _fill(text: str, values: dict[str, str]) -> str:
     for key, value in values.items():
@@ -90,7 +72,7 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
     capabilities = backend.capabilities
     if capabilities is not None and not capabilities.images:
         raise UsageError(f"judge {judge} cannot see images; pre-label with a vision-language model.")
-    result = PrelabelResult(audit.id, judge, questions.version, priced=bool(backend.priced))
+    result = PrelabelResult(audit.id, judge, questions.version, spent=Spent(priced=bool(backend.priced)))
     have = {(p.item_id, p.criterion): p.value for p in prelabels.prelabels(store, audit.id, judge=judge)
             if p.prompt_version == questions.version}
     todo = []
@@ -122,10 +104,10 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
         result.invalid += value is None
         prelabels.save(store, Prelabel(audit.id, job[0], judge, questions.version, job[1], value,
                                        parsed.rule or parsed.error, request.user, reply.raw, reply.server_model, "",
-                                       **reply_cost(reply, result.priced)))
+                                       **reply_cost(reply, result.spent.priced)))
         result.asked += 1
 
-    ask_in_turn(backend, todo, keep, lambda job, exc: result.failed.append(f"{job[0]} {job[1]}: {exc}"), result.came)
+    ask_in_turn(backend, todo, keep, lambda job, exc: result.failed.append(f"{job[0]} {job[1]}: {exc}"), result.spent.came)
     return result
 
 
