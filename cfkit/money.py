@@ -64,25 +64,19 @@ def cached_count(n: object, within: object) -> int | None:
     return None
 
 
-def spent(known: float | None, unreported: int, *, short: bool = False, abandoned: int = 0,
-          largest: float | None = None) -> str:
+def spent(known: float | None, unreported: int, *, short: bool = False) -> str:
     """A cost of which ``unreported`` replies' part is not known: ``$0.20`` when every part is, else
     ``at least $0.20: 3 replies without a reported cost`` (``short``: ``at least $0.20``, for a table's cell); "—"
     when nothing is priced (``known`` None and every reply reported). What ``probe run``, ``cfkit runs list/show``,
-    ``study status`` and the view's runs page print.
-
-    ``abandoned`` attempts (given up after they were sent: a provider may bill them) add a note, each counted at
-    ``largest``, the largest reply cost seen (:func:`abandoned_note`); the cost itself stays the replies'."""
+    ``study status`` and the view's runs page print (:meth:`Cost.shown` adds what abandoned attempts may cost)."""
     if known is None and not unreported:
         return "—"
     known = known or 0.0
     if not unreported:
-        shown = usd(known)
-    elif short:
-        shown = f"at least {usd(known)}"
-    else:
-        shown = f"at least {usd(known)}: {plural(unreported, 'reply', 'replies')} without a reported cost"
-    return shown + abandoned_note(abandoned, abandoned_usd(abandoned, largest), short=short) if abandoned else shown
+        return usd(known)
+    if short:
+        return f"at least {usd(known)}"
+    return f"at least {usd(known)}: {plural(unreported, 'reply', 'replies')} without a reported cost"
 
 
 def abandoned_usd(attempts: int, largest: float | None) -> float | None:

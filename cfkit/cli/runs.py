@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from cfkit.cli.console import out, print_json, status, warn, workspace_option
 from cfkit.errors import CheckFailed, OutputError
-from cfkit.money import cost_notes, spent
+from cfkit.money import Cost, cost_notes
 from cfkit.plural import plural
 
 #: Failures listed by 'runs show' before '… and N more' (all of them with --all or --json).
@@ -77,8 +77,7 @@ def list_(ws, as_json: bool) -> None:
 def run_cost(record, *, short: bool = False) -> str:
     """A run's cost as far as known: "—" without prices, "at least …" when some replies' cost is not reported,
     with what attempts abandoned after they were sent may add."""
-    return spent(record.cost_usd, record.cost_unreported, short=short, abandoned=record.abandoned_attempts,
-                 largest=record.largest_reply_usd)
+    return Cost.of_run(record).shown(short=short) or "—"
 
 
 def _failure_groups(failures: list[dict]) -> list[tuple[str, str, list[dict]]]:
