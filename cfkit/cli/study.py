@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import click
@@ -38,7 +37,9 @@ def _load(ws, file: Path):
 
 
 def _again(ws, file: Path, *extra: str) -> str:
-    return shlex.join(["cfkit", "-w", str(ws.root), "study", *extra, str(file)])
+    from cfkit.study.state import study_command
+
+    return study_command(ws.root, file, *extra)
 
 
 @study.command("new")
@@ -262,7 +263,7 @@ def status_(ws, file: Path, as_json: bool) -> None:
     from dataclasses import asdict
 
     from cfkit.store import Store
-    from cfkit.study.state import study_status
+    from cfkit.study.state import status_line, study_status
 
     s = _load(ws, file)
     if ws.db_path.is_file():
@@ -279,25 +280,9 @@ def status_(ws, file: Path, as_json: bool) -> None:
             detail = f"  ({x.detail})" if x.detail else ""
             out.print(escape(f"{x.display:<20} {x.suite:<15} {x.state:<12} {counts:>11}{cost}  {x.run_id or ''}"
                              f"{detail}"), highlight=False, soft_wrap=True)
-    left = [x for x in states if x.state != "done"]
-    if left:
-        raise RunIncomplete(_status_last_line(ws, s, states, left))
-
-
-def _status_last_line(ws, s, states, left) -> str:
-    """What ``study status`` ends with: how many runs are done and what to do; runs another process sends now
-    are named as such, so a second 'study run' is not started unawares (it would share their requests)."""
-    done = f"study '{s.name}': {len(states) - len(left)} of {len(states)} run(s) done"
-    again = _again(ws, s.path.resolve(), "run")
-    sending = [x for x in left if x.state == "running"]
-    if not sending:
-        return f"{done}; continue with: {again}"
-    names = ", ".join(f"{x.display} {x.suite}" for x in sending)
-    share = "a second 'cfkit study run' would share their requests with it, not send them twice"
-    if len(sending) == len(left):
-        return (f"{done}; the rest ({names}) are being sent by another process now; {share}. Check again "
-                f"with: {_again(ws, s.path.resolve(), 'status')}")
-    return f"{done}; {names} being sent by another process now ({share}); continue the rest with: {again}"
+    last = status_line(ws.root, s, states)
+    if last is not None:
+        raise RunIncomplete(last)
 
 
 @study.command("report")
@@ -336,8 +321,7 @@ def report(ctx, ws, file: Path, fmt: str, reference: bool | None, plot_dir: str 
     s = _load(ws, file)
     made = report_inputs(ws, s)
     # Said with the report's notes: on stderr as before, and in the JSON a saved report keeps.
-    left_out = [f"{x.display} {x.suite}: {x.state}{f' ({x.detail})' if x.detail else ''}; left out of the report."
-                for x in made.left_out] + made.compare_left_out
+    left_out = made.left_out_lines()
     settings = s.data.report
     with tempfile.TemporaryDirectory() as tmp:
         groups = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from cfkit.cli.console import status, workspace_option
@@ -17,7 +19,12 @@ from cfkit.cli.console import status, workspace_option
 @click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on (0: a free one).")
 @click.option("--no-browser", is_flag=True, help="Do not open a browser; print the address only.")
-def view(ws, export_dir: str | None, force: bool, host: str, port: int, no_browser: bool) -> None:
+@click.option("--study", "study_files", metavar="FILE", multiple=True,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Add a study page: where each run of the study FILE stands (as 'cfkit study status') and its "
+                   "report (as 'cfkit study report'). Repeatable.")
+def view(ws, export_dir: str | None, force: bool, host: str, port: int, no_browser: bool,
+         study_files: tuple[Path, ...]) -> None:
     """Browse the workspace: runs, the report tables, every case with each model's reply, the counterfactual pairs.
 
     Pages: runs with their settings, cost and whether the report reads them
@@ -25,13 +32,15 @@ def view(ws, export_dir: str | None, force: bool, host: str, port: int, no_brows
     cases filtered (wrong, invalid, truncated, swap-inconsistent) with each
     model's reply, parsed answer, parse rule and reasoning; pairs as original |
     edit | difference with each model's answer before and after; a complete
-    audit's results (an audit still being labelled shows only its progress).
+    audit's results (an audit still being labelled shows only its progress);
+    with --study, each study's runs and its report.
 
     \b
     Examples:
       cfkit view                       # serve on 127.0.0.1 and open the browser
       cfkit view --no-browser --port 8765
       cfkit view --export site/        # the same pages as files; open site/index.html
+      cfkit view --study study.toml    # also a page of the study: its runs' states and its report
     """
     from cfkit.errors import MissingExtra, UsageError
     from cfkit.hints import install_hint
@@ -45,7 +54,13 @@ def view(ws, export_dir: str | None, force: bool, host: str, port: int, no_brows
     from cfkit.view.data import ViewData
     from cfkit.view.site import Site, export
 
-    site = Site(ViewData(ws))
+    studies = ()
+    if study_files:
+        from cfkit.study import load_study
+
+        # As every 'cfkit study' command finds FILE: as given, else in the workspace. A bad file stops here.
+        studies = tuple(load_study(f if f.is_absolute() or f.exists() else ws.root / f) for f in study_files)
+    site = Site(ViewData(ws), studies)
     if export_dir is not None:
         count = export(site, export_dir, overwrite=force)
         status(f"Wrote {count} files to {export_dir}; open {export_dir.rstrip('/')}/index.html in a browser.")

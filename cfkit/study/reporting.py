@@ -41,6 +41,12 @@ class ReportInputs:
     partial: list[RunState] = field(default_factory=list)  # reported runs still incomplete (or running)
     reviewed_only: bool = False  # the study asks modality of the cases with reviewed captions alone
 
+    def left_out_lines(self) -> list[str]:
+        """A line for each run left out of the report (its state, and why) and each compare pair it cannot make,
+        said with the report's notes."""
+        return [f"{x.display} {x.suite}: {x.state}{f' ({x.detail})' if x.detail else ''}; left out of the report."
+                for x in self.left_out] + self.compare_left_out
+
     def short_of_the_study(self, again: str) -> str | None:
         """One line when the report is not the whole study (a run left out, a run reported incomplete, a compare
         pair it cannot make): how many of each, the first few named, and the way on; else None."""
@@ -74,12 +80,15 @@ class StudyReport:
     inputs: ReportInputs
 
 
-def report_inputs(ws: Workspace, study: Study) -> ReportInputs:
-    """The runs the study's report reads (see the module docstring), its groups and compare pairs by label."""
+def report_inputs(ws: Workspace, study: Study, states: list[RunState] | None = None) -> ReportInputs:
+    """The runs the study's report reads (see the module docstring), its groups and compare pairs by label;
+    ``states``: the study's :func:`~cfkit.study.state.study_status` where the caller has it already (it asks the
+    endpoints of runs not started)."""
     if not ws.db_path.is_file():
         raise NotFoundError(f"no stored runs ({ws.db_path} does not exist); run 'cfkit study run {study.path}' first.")
     with Store(ws.db_path) as store:
-        states = study_status(ws, study, store)
+        if states is None:
+            states = study_status(ws, study, store)
         reported = [s for s in states if s.run_id is not None and s.state in ("done", "incomplete", "running")]
         labels: dict[str, str] = {}
         for s in reported:
@@ -130,15 +139,16 @@ def _compare_pairs(study: Study, states: list[RunState], reported: list[RunState
     return made, left_out
 
 
-def study_report(ws: Workspace, study: Study, *, reviewed_only: bool = False) -> StudyReport:
+def study_report(ws: Workspace, study: Study, *, reviewed_only: bool = False,
+                 states: list[RunState] | None = None) -> StudyReport:
     """The study's report through :func:`cfkit.report.make_report` (``cfkit study report`` goes through the
     ``cfkit report`` command with the same inputs, so both print alike); ``reviewed_only``: the modality rows over
     the cases whose captions a person wrote or reviewed (``--reviewed-only``; always when the study asked only
-    those)."""
+    those); ``states``: as :func:`report_inputs` takes them."""
     from cfkit.report import make_report
     from cfkit.report.commands import Commands
 
-    made = report_inputs(ws, study)
+    made = report_inputs(ws, study, states)
     settings = study.data.report
     result = make_report(ws, run_refs=made.run_ids, compare=made.compare, n_resamples=settings.resamples,
                          seed=settings.seed, groups=made.groups or None, subset=made.subset,

@@ -28,6 +28,7 @@ are reached once each (``GET /models``, no key), as ``study validate`` and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from cfkit.errors import CfkitError
 from cfkit.money import Cost
@@ -205,3 +206,30 @@ def _cut_or_empty(truncated: int, empty: int, replies: int) -> str | None:
     if truncated:
         return f"{truncated} of {replies} replies cut off at the token limit"
     return f"{empty} of {replies} replies empty"
+
+
+def study_command(root: Path, file: Path, *extra: str) -> str:
+    """The command line of ``cfkit study EXTRA… FILE`` on the workspace at ``root``, quoted for a shell."""
+    import shlex
+
+    return shlex.join(["cfkit", "-w", str(root), "study", *extra, str(file)])
+
+
+def status_line(root: Path, study: Study, states: list[RunState]) -> str | None:
+    """What ``study status`` ends with when a run is not done (None when all are): how many runs are done and
+    what to do; runs another process sends now are named as such, so a second ``study run`` is not started
+    unawares (it would share their requests)."""
+    left = [x for x in states if x.state != "done"]
+    if not left:
+        return None
+    done = f"study '{study.name}': {len(states) - len(left)} of {len(states)} run(s) done"
+    again = study_command(root, study.path.resolve(), "run")
+    sending = [x for x in left if x.state == "running"]
+    if not sending:
+        return f"{done}; continue with: {again}"
+    names = ", ".join(f"{x.display} {x.suite}" for x in sending)
+    share = "a second 'cfkit study run' would share their requests with it, not send them twice"
+    if len(sending) == len(left):
+        return (f"{done}; the rest ({names}) are being sent by another process now; {share}. Check again "
+                f"with: {study_command(root, study.path.resolve(), 'status')}")
+    return f"{done}; {names} being sent by another process now ({share}); continue the rest with: {again}"

@@ -68,8 +68,9 @@ def _png(image) -> bytes:
 class Site:
     """Every page of one workspace's view (rendered when asked for, each at most once)."""
 
-    def __init__(self, data: ViewData):
+    def __init__(self, data: ViewData, studies: tuple[Any, ...] = ()):
         self.data = data
+        self.studies = studies  # cfkit.study.file.Study of each --study FILE: the study page shows them
         self.env = _environment()
         self._raw: dict[str, tuple[str, Answer]] = {}
 
@@ -81,6 +82,8 @@ class Site:
         fixed: dict[str, Callable[[], Page]] = {"index.html": self._index, "report.html": self._report,
                                                 "pairs.html": self._pairs, "audit.html": self._audit,
                                                 "view.css": self._css}
+        if self.studies:
+            fixed["study.html"] = self._study
         if path in fixed:
             return fixed[path]()
         name, _, ext = path.rpartition(".")
@@ -100,6 +103,8 @@ class Site:
     def paths(self) -> Iterator[str]:
         """Every page's path, for a static export."""
         yield from ("index.html", "report.html", "pairs.html", "audit.html", "view.css")
+        if self.studies:
+            yield "study.html"
         for name in FILTERS:
             for number in range(1, self._page_count(self.data.filtered(name)) + 1):
                 yield f"cases-{name}-{number}.html"
@@ -118,7 +123,7 @@ class Site:
 
     def _html(self, template: str, path: str, **context: Any) -> Page:
         body = self.env.get_template(template).render(ws=self.data.ws, notes=self.data.notes, filters=FILTERS,
-                                                      current=path, **context)
+                                                      current=path, studies=len(self.studies), **context)
         return Page(path, "text/html; charset=utf-8", body.encode("utf-8"))
 
     def _css(self) -> Page:
@@ -134,6 +139,12 @@ class Site:
                           servers_said=self.data.servers_said, in_report=self.data.in_report,
                           not_clean=self.data.not_clean,
                           spent=spent, cost_of=Cost.of_run, abandoned_note=abandoned_note)
+
+    def _study(self) -> Page:
+        from cfkit.view.study import study_shown
+
+        shown = [study_shown(self.data.ws, study) for study in self.studies]
+        return self._html("study.html", "study.html", shown=shown, run_ids={r.id for r in self.data.runs})
 
     def _report(self) -> Page:
         report, problem = self.data.report

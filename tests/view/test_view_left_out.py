@@ -137,7 +137,7 @@ def test_the_runs_page_says_of_every_run_whether_the_report_reads_it_and_why_not
     data = json.loads(run_cli(["report", "-w", str(root), "--format", "json"]).stdout)
     read = {r["run"] for r in data["runs_read"]}
     page = (site / "index.html").read_text()
-    marks = dict(re.findall(r'<tr class="[^"]*">\s*<td><code>([^<]+)</code>.*?<td class="report">(.*?)</td>', page, re.S))
+    marks = dict(re.findall(r'<tr [^>]*>\s*<td><code>([^<]+)</code>.*?<td class="report">(.*?)</td>', page, re.S))
     listed = json.loads(run_cli(["runs", "list", "-w", str(root), "--json"]).stdout)
     assert set(marks) == {r["id"] for r in listed}
     assert {run for run, mark in marks.items() if mark == "read"} == read
