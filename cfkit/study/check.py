@@ -20,8 +20,10 @@ from cfkit.study.file import Study
 from cfkit.study.jobs import model_options, replicas_refused, selection_of, study_runs
 from cfkit.workspace import Workspace
 
-#: Seconds to wait for an endpoint's answer.
+#: Seconds to wait for an endpoint's answer. The endpoints are reached all at once (at most REACH_AT_ONCE), so a
+#: study whose endpoints do not answer waits this long, not this long for each of them.
 REACH_S = 5.0
+REACH_AT_ONCE = 16
 
 
 @dataclass(frozen=True)
@@ -111,15 +113,22 @@ class EndpointCheck:
         return not_listed(study, name, self.listed)
 
 
-def check_endpoints(study: Study, models=None) -> EndpointCheck:
-    """Reach each endpoint of ``models`` (default: every model of the study) once, and decide for each model
-    with replicas whether one of them answers and lists it (see the module docstring)."""
+def check_endpoints(study: Study, models=None, timeout: float = REACH_S) -> EndpointCheck:
+    """Reach each endpoint of ``models`` (default: every model of the study) once, all at once, and decide for
+    each model with replicas whether one of them answers and lists it (see the module docstring)."""
     names = list(study.models) if models is None else list(models)
     result = EndpointCheck()
+    urls: dict[str, str] = {}
     for name in names:
         for endpoint, settings in study.endpoints_of(name):
-            if endpoint not in result.endpoints:
-                result.endpoints[endpoint], result.listed[endpoint] = reach(settings.url)
+            urls.setdefault(endpoint, settings.url)
+    if urls:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(REACH_AT_ONCE, len(urls))) as pool:
+            found = list(pool.map(lambda url: reach(url, timeout), urls.values()))
+        for endpoint, (problem, listed) in zip(urls, found):
+            result.endpoints[endpoint], result.listed[endpoint] = problem, listed
     needed: set[str] = set()  # endpoints some model cannot do without
     for name in names:
         ends = [e for e, _ in study.endpoints_of(name)]
