@@ -29,6 +29,7 @@ def list_(ws, as_json: bool) -> None:
     from dataclasses import asdict
 
     shown: dict[str, str] = {}
+    stand: dict = {}
     if not ws.db_path.is_file():
         records = []  # listing must not create a store
     else:
@@ -39,8 +40,11 @@ def list_(ws, as_json: bool) -> None:
         with open_store(ws.db_path) as store:
             records = list_runs(store)
             shown = statuses(store, records)  # a run marked running whose process is gone says so
+            if records:  # which run the report reads, and stale answers, as the report tells them
+                from cfkit.report.standing import standings
+                stand = standings(ws, store, records)
     if as_json:
-        print_json([asdict(r) | {"shown_status": shown[r.id]} for r in records])
+        print_json([asdict(r) | {"shown_status": shown[r.id], "report": stand[r.id].to_dict()} for r in records])
         return
     if not records:
         status(f"no runs in {ws.root} yet; start one with 'cfkit probe run'.")
@@ -54,24 +58,41 @@ def list_(ws, as_json: bool) -> None:
     title = f"Runs in {escape(str(ws.db_path))}"
     table = Table(title=title, title_justify="left")
     for column, justify in (("run", "left"), ("model", "left"), ("suite", "left"), ("status", "left"),
-                            ("done", "right"), ("errors", "right"), ("cost", "right"), ("started (UTC)", "left")):
+                            ("done", "right"), ("errors", "right"), ("cost", "right"), ("started (UTC)", "left"),
+                            ("report", "left")):
         table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     rows = []
     for r in records:
+        s = stand[r.id]
         rows.append((r.id, escape(r.model), r.suite,
-                     escape(shown[r.id]) + (" (subset)" if r.subset else "") + (" (imported)" if r.imported else ""),
+                     escape(shown[r.id]) + (" (subset)" if r.subset else "") + (" (imported)" if r.imported else "")
+                     + (f" [yellow]({s.stale} stale)[/]" if s.stale else " [yellow](stale?)[/]" if s.stale is None
+                        else ""),
                      f"{r.n_done}/{r.n_requests}", str(r.n_errors), run_cost(r, short=True),
-                     r.started_at[:16].replace("T", " ")))
+                     r.started_at[:16].replace("T", " "), "[bold]read[/]" if s.read else escape(s.short)))
         table.add_row(*rows[-1])
     if out.measure(table, options=out.options.update_width(10_000)).maximum <= out.width:
         out.print(table)
-        return
-    # Too narrow for the table without folding run ids (which are then hard to copy): one run is its
-    # id on a line of its own, whole, and what it holds on the next (the id names its suite and model).
-    out.print(title)
-    for run_id, model, _suite, state, done, errors, cost, started in rows:
-        out.print(run_id, style="bold", soft_wrap=True)
-        out.print(f"  {model}: {state}, {done} replies, {errors} failed, cost {cost}, started {started} UTC")
+    else:
+        # Too narrow for the table without folding run ids (which are then hard to copy): one run is its
+        # id on a line of its own, whole, and what it holds on the next (the id names its suite and model).
+        out.print(title)
+        for run_id, model, _suite, state, done, errors, cost, started, _read in rows:
+            s = stand[run_id]
+            out.print(run_id, style="bold", soft_wrap=True)
+            out.print(f"  {model}: {state}, {done} replies, {errors} failed, cost {cost}, started {started} UTC; "
+                      + ("[bold]read by the report[/]" if s.read else f"report: {escape(s.short)}"))
+    status("report: 'read' marks the run 'cfkit report' reads for its model and suite (older: a newer run "
+           "superseded it; left out: 'cfkit runs show RUN' says why).")
+    for why in {s.stale_why for s in stand.values() if s.stale is None}:  # (a cases file that cannot be read)
+        warn(f"whether the runs' answers are stale was not checked: {why}")
+    stale = [r for r in records if stand[r.id].stale]
+    if len(stale) == 1:
+        warn(stand[stale[0].id].stale_line(stale[0]) or "")
+    elif stale:
+        warn(f"{plural(len(stale), 'run')} have answers stale now (marked 'stale': their case, caption, image, edit, "
+             "gold labels or prompt changed since they ran), which a report counts wrong; 'cfkit runs show RUN' says "
+             "why and what asks them again.")
 
 
 def run_cost(record, *, short: bool = False) -> str:
@@ -126,11 +147,14 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
         n_stored = sum(c.replies for c in counts)
         answered_by = servers_of(servers(store, record.id))
         trouble = None if as_json else stored_trouble(ws, store, record)
+        from cfkit.report.standing import standings
+        from cfkit.store.runs import list_runs
+        stand = standings(ws, store, list_runs(store), check=[record.id])[record.id]
     not_sent = max(record.n_requests - n_stored, 0)
     if as_json:
         print_json({"run": asdict(record), "shown_status": sending.shown() if sending else record.status,
                     "conditions": [asdict(c) for c in counts], "failures": failures,
-                    "not_sent": not_sent, "batches": sent_in,
+                    "not_sent": not_sent, "batches": sent_in, "report": stand.to_dict(),
                     "servers": {"models": answered_by.models, "builds": answered_by.builds,
                                 "other_than_asked": answered_by.other_than(asked_name(record.model, record.replayed))}})
         return
@@ -143,6 +167,10 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
              + (" (a subset of the suite)" if record.subset else "")),
             ("replies", f"{record.n_done}/{record.n_requests}"), ("errors", str(record.n_errors)),
             ("cost", run_cost(record)),
+            ("report", "read: the numbers of 'cfkit report' for this model and suite come from this run" if stand.read
+             else f"not read ({stand.why}); "
+             + (f"the report reads {stand.reads}" if stand.reads else "it reads no run of this model and suite")
+             + f"; 'cfkit report --run {record.id}' reads this one"),
             ("started", record.started_at), ("finished", record.finished_at or "—"),
             ("endpoint", record.endpoint or "—"), ("protocol", record.protocol or "default"),
             ("generation", (", ".join(f"{k} {v}" for k, v in generation.items()) or "not recorded")
@@ -190,6 +218,8 @@ def show(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     out.print(table)
     if trouble is not None:
         out.print(f"[yellow]replies[/] {escape(trouble)}")
+    if (line := stand.stale_line(record)) is not None:  # as the report marks them (cfkit.report.standing)
+        out.print(f"[yellow]stale[/] {escape(line)}")
     asked = asked_name(record.model, record.replayed)
     said = answered_by.lines(f"{record.model} {record.suite}", record.id, asked)
     noted = answered_by.other_than(asked) is not None  # the last line, a note: in yellow
@@ -349,87 +379,7 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
                           "or empty; said above): they are stored, and a report counts them wrong.")
 
 
-#: Characters of a reply's text 'runs unparsed' shows before '… (N more characters)' (all of it with --json).
-TEXT_SHOWN = 2000
+from cfkit.cli.runs_replies import reparse, unparsed  # noqa: E402 - the group's other commands
 
-
-@runs.command()
-@click.argument("run_ref", metavar="RUN")
-@click.option("--all", "everything", is_flag=True,
-              help="Re-read every reply the parser reads, not only those an older parser version read.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-@workspace_option
-def reparse(ws, run_ref: str, everything: bool, as_json: bool) -> None:
-    """Read a run's stored replies again with the current parser; no model is asked.
-
-    Prints how many answers changed and how (old → new, with the rule or the
-    reason), and stores the new readings with the parser's version, so
-    'cfkit report' reflects them. Answers a backend gave already read (replay,
-    baselines) and transport failures are left as they are.
-
-    \b
-    Examples:
-      cfkit runs reparse contextcanvas-gpt-5.5-1a2b3c4d
-      cfkit runs reparse contextcanvas-gpt-5.5 --all
-    """
-    from dataclasses import asdict
-
-    from cfkit.dataset import load_cases
-    from cfkit.probe.reparse import reparse_run
-    from cfkit.store import open_store
-    from cfkit.store.runs import find_run
-
-    cases = load_cases(ws.cases_path, ws.image_root)
-    with open_store(ws.db_path) as store:
-        result = reparse_run(store, cases, find_run(store, run_ref), everything=everything)
-    if as_json:
-        print_json(asdict(result) | {"why": [{"change": change, "count": n} for change, n in result.why()]})
-        return
-    out.print(result.run_id)
-    status(f"re-read {plural(result.reread, 'reply', 'replies')} with parser version {result.parser}: {len(result.changed)} "
-           f"answers changed; {result.current} already read by this version"
-           f"{' (--all reads them again)' if result.current else ''}, {result.not_parsed} not the parser's "
-           "(known answers, refusals, transport failures).")
-    for change, n in result.why():
-        out.print(f"{n} × {escape(change)}")
-    for c in result.changed:
-        out.print(f"  {escape(c.unit)}: {escape(c.old.describe())} → {escape(c.new.describe())}"
-                  + (f": {escape(c.detail)}" if c.detail else ""))
-    if result.missing_case:
-        warn(f"{len(result.missing_case)} case(s) are no longer in {ws.cases_path} and kept their readings: "
-             f"{', '.join(result.missing_case[:8])}{' …' if len(result.missing_case) > 8 else ''}")
-
-
-@runs.command()
-@click.argument("run_ref", metavar="RUN")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (with each reply's whole text).")
-@workspace_option
-def unparsed(ws, run_ref: str, as_json: bool) -> None:
-    """List the replies of a run that gave no answer, with their text.
-
-    Each one shows why no answer was read (ambiguous, conflicting, missing,
-    unparseable, refused) and the reply as stored; control characters in it
-    are shown as visible symbols. Transport failures have no text; 'cfkit
-    runs show' lists them.
-    """
-    from dataclasses import asdict
-
-    from cfkit.probe.reparse import unparsed as unparsed_replies
-    from cfkit.store import open_store
-    from cfkit.store.runs import find_run
-
-    with open_store(ws.db_path) as store:
-        record = find_run(store, run_ref)
-        found = unparsed_replies(store, record)
-    if as_json:
-        print_json([asdict(r) for r in found])
-        return
-    status(f"{plural(len(found), 'reply', 'replies')} of {record.id} gave no answer.")
-    for r in found:
-        unit = " ".join(part for part in (r.case_id, r.pair_id, r.condition) if part)
-        out.print(f"[bold]{escape(unit)}[/]  [red]{escape(r.error or '?')}[/]"
-                  + (f": {escape(r.detail)}" if r.detail else "")
-                  + (" [yellow](cut off at the token limit)[/]" if r.truncated else ""))
-        text = r.raw or ""
-        more = f"\n  … ({len(text) - TEXT_SHOWN:,} more characters; --json shows all)" if len(text) > TEXT_SHOWN else ""
-        out.print("  " + escape(text[:TEXT_SHOWN]).replace("\n", "\n  ") + more)
+runs.add_command(reparse)
+runs.add_command(unparsed)
