@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from cfkit.cases import Case, CaseSet
     from cfkit.report import Report
     from cfkit.report.rows import Missing
+    from cfkit.report.standing import Standing
     from cfkit.store.runs import ReplyRecord, RunRecord
     from cfkit.workspace import Workspace
 
@@ -136,6 +137,18 @@ class ViewData:
                         (r.settings.get("generation") or {}).get("max_tokens"),
                         f"cfkit runs unparsed {r.id}" if invalid else "", replayed=r.replayed) or "not clean"
         return said
+
+    @cached_property
+    def standings(self) -> dict[str, Standing]:
+        """By run id, what ``cfkit runs list`` says of it beside the report: whether the report reads it, and its
+        answers stale now with why (:mod:`cfkit.report.standing`, the report's own checks)."""
+        if not self.runs:
+            return {}
+        from cfkit.report.standing import standings
+        from cfkit.store import open_store
+
+        with open_store(self.ws.db_path) as store:
+            return standings(self.ws, store, self.runs)
 
     @cached_property
     def cases(self) -> CaseSet | None:
