@@ -124,6 +124,7 @@ class ViewData:
         if not self.runs:
             return {}
         from cfkit.parse.trouble import not_clean, reply_trouble
+        from cfkit.report.commands import made_by
         from cfkit.store import open_store
         from cfkit.store.runs import count_unanswered
 
@@ -135,7 +136,8 @@ class ViewData:
                     said[r.id] = reply_trouble(
                         f"{r.model} {r.suite}", r.n_done, invalid, empty, truncated,
                         (r.settings.get("generation") or {}).get("max_tokens"),
-                        f"cfkit runs unparsed {r.id}" if invalid else "", replayed=r.replayed) or "not clean"
+                        f"cfkit runs unparsed {r.id}" if invalid else "", replayed=r.replayed,
+                        again=made_by(r, self.ws.root).raise_limit) or "not clean"
         return said
 
     @cached_property
