@@ -45,13 +45,14 @@ def stored_trouble(ws, store, record, counts: tuple[int, int, int] | None = None
     """The line :func:`reply_lines` starts with, for a stored run ``record`` (``runs show``); None when its
     replies are fine. ``counts``: the run's :func:`~cfkit.store.runs.count_unanswered`, when the caller has them."""
     from cfkit.parse.trouble import reply_trouble
+    from cfkit.report.commands import made_by
     from cfkit.store.runs import count_unanswered
 
     invalid, truncated, empty = counts or count_unanswered(store, record.id)
     command = f"cfkit -w {ws.root} runs unparsed {record.id}" if invalid else ""
     return reply_trouble(f"{record.model} {record.suite}", record.n_done, invalid, empty, truncated,
                          (record.settings.get("generation") or {}).get("max_tokens"), command,
-                         replayed=record.replayed)
+                         replayed=record.replayed, again=made_by(record, ws.root).raise_limit)
 
 
 @dataclass(frozen=True)

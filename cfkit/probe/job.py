@@ -9,6 +9,7 @@ and :mod:`~cfkit.probe.selection`) does not build these classes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from cfkit.workspace import Workspace
 # The backends, their options and the protocol presets (pydantic models, built at import) load in the functions
 # that use them.
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from cfkit.backends import Backend, BackendContext
     from cfkit.cases import CaseSet
     from cfkit.options import Setting
@@ -45,6 +48,7 @@ class _Setup:
     prices: Prices | None
     cacheable: bool
     capabilities: Any
+    study: str | None = None  # the study file whose 'cfkit study run' sends the run (what asks it again)
 
     def context(self, ws: Workspace, suite: str, plan: ProbePlan | None = None) -> BackendContext:
         from cfkit.backends import BackendContext
@@ -53,7 +57,8 @@ class _Setup:
                               root=ws.root, store_dir=ws.store_dir)
 
     def notes(self) -> dict[str, Any]:
-        return {"protocol": self.protocol.record(), "prices": self.prices.record() if self.prices else None}
+        return {"protocol": self.protocol.record(), "prices": self.prices.record() if self.prices else None,
+                **({"study": self.study} if self.study else {})}
 
 
 def _model(model: str | Setting) -> tuple[str, Setting | None]:
@@ -288,15 +293,19 @@ class PlannedRun:
 def prepare_probe(ws: Workspace, model: str | Setting, suite: str, *, options: dict[str, Any] | None = None,
                   concurrency: int | None = None, max_cost: float | None = None, max_tokens: int | None = None,
                   protocol: str | None = None, accepted_only: bool = False,
-                  selection: Selection | None = None) -> ProbeJob:
+                  selection: Selection | None = None, study: Path | None = None) -> ProbeJob:
     """Step 1 of :func:`probe_suite`: the start-up checks and settings, the backend built; nothing written.
 
     A bad option, a missing extra, a bad ``--base-url`` or a missing key stops
-    here, before a store is opened or a progress bar drawn.
+    here, before a store is opened or a progress bar drawn. ``study``: the
+    study file of a ``cfkit study run`` run, kept in its notes so that what it
+    says of the run names the study's commands (:func:`cfkit.report.commands.made_by`).
     """
     selection = selection or Selection(accepted_only=accepted_only)
     model, where = _model(model)
     setup, backend = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency, where)
+    if study is not None:
+        setup = dataclasses.replace(setup, study=str(study.resolve()))
     if max_cost is not None and backend is not None and not backend.priced:
         # Refused here, before anything is looked up: also when the run turns out to be complete already.
         raise UsageError(f"--max-cost needs prices, and {backend.model} has none. Give them as "

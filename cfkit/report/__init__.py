@@ -16,25 +16,39 @@ in ``Report.missing`` with the reason; rows from incomplete runs are marked;
 stored runs are chosen by :mod:`~cfkit.report.sources`, which refuses to merge
 runs of one model with different settings. Display formats print the same cells, produced once by
 :func:`~cfkit.report.tables.display_tables`; JSON follows docs/report-schema.md.
+
+The package names its rooms' objects lazily (a module ``__getattr__``), so a
+command that needs one room (``cfkit runs list`` reads
+:mod:`~cfkit.report.standing`) does not load numpy and the statistics.
 """
 
 from __future__ import annotations
 
-from cfkit.report.build import MODALITY_DELTAS, build_report, make_report, parse_compare
-from cfkit.report.exports import (FORMATS, latex_escape, latex_tables, markdown_escape, markdown_tables, to_csv, to_json,
-                                  to_latex, to_markdown, units_csv, units_json)
-from cfkit.report.gold import Gold, PairGold, load_gold
-from cfkit.report.reference import load_reference, reference_label
-from cfkit.report.rows import (COVERAGE_END, MISSING_REASONS, CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing,
-                               ModalityRow, Report)
-from cfkit.report.choice import choose_runs
-from cfkit.report.sources import Sources
-from cfkit.report.swap import SwapRow, swap_rows
-from cfkit.report.groups import group_label, load_groups, paper_groups, resolve_groups
-from cfkit.report.tables import (INCOMPLETE_MARK, NOT_CLEAN_MARK, PAPER_MARK, UNREVIEWED_MARK, DisplayTable,
-                                 ReportView, TablesView, display_tables, fmt, fmt_ci, fmt_delta, fmt_opt_ci, fmt_p,
-                                 units_table)
-from cfkit.report.units import PAIR_CATEGORIES, ModelUnits, UnitOutcome, flat_rows, pair_category
+from typing import Any
+
+_LAZY = {"MODALITY_DELTAS": "build", "build_report": "build", "make_report": "build", "parse_compare": "build",
+         "choose_runs": "choice", "FORMATS": "exports", "latex_escape": "exports", "latex_tables": "exports",
+         "markdown_escape": "exports", "markdown_tables": "exports", "to_csv": "exports", "to_json": "exports",
+         "to_latex": "exports", "to_markdown": "exports", "units_csv": "exports", "units_json": "exports",
+         "Gold": "gold", "PairGold": "gold", "load_gold": "gold", "group_label": "groups", "load_groups": "groups",
+         "paper_groups": "groups", "resolve_groups": "groups", "load_reference": "reference",
+         "reference_label": "reference", "COVERAGE_END": "rows", "CompareRow": "rows", "ContextCanvasRow": "rows",
+         "CounterfactualRow": "rows", "Delta": "rows", "MISSING_REASONS": "rows", "Missing": "rows",
+         "ModalityRow": "rows", "Report": "rows", "Sources": "sources", "SwapRow": "swap", "swap_rows": "swap",
+         "DisplayTable": "tables", "INCOMPLETE_MARK": "tables", "NOT_CLEAN_MARK": "tables", "PAPER_MARK": "tables",
+         "ReportView": "tables", "TablesView": "tables", "UNREVIEWED_MARK": "tables", "display_tables": "tables",
+         "fmt": "tables", "fmt_ci": "tables", "fmt_delta": "tables", "fmt_opt_ci": "tables", "fmt_p": "tables",
+         "units_table": "tables", "ModelUnits": "units", "PAIR_CATEGORIES": "units", "UnitOutcome": "units",
+         "flat_rows": "units", "pair_category": "units"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"cfkit.report.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'cfkit.report' has no attribute {name!r}")
+
 
 __all__ = [
     "COVERAGE_END", "FORMATS", "INCOMPLETE_MARK", "MISSING_REASONS", "MODALITY_DELTAS", "NOT_CLEAN_MARK", "PAPER_MARK",

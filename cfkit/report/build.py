@@ -30,12 +30,12 @@ from cfkit.report.commands import SINGLE, Commands
 from cfkit.report.gold import Gold, PairGold, load_gold
 from cfkit.report.groups import resolve_groups
 from cfkit.report.labels import check_labels, relabel_ega, relabel_sources
-from cfkit.report.majority import note_majority
 from cfkit.report.reviewed import reviewed_gold, reviewed_note
 from cfkit.report.rows import (CompareRow, ContextCanvasRow, CounterfactualRow, Delta, Missing, ModalityRow, Report,
                                coverage_notes)
 from cfkit.report.runs_read import runs_read
 from cfkit.report.sources import Sources
+from cfkit.report.standing import check_inputs, check_stored
 from cfkit.swap import as_listed, swap_problem
 from cfkit.report.shown import store_notes
 from cfkit.report.swap import swap_notes, swap_rows
@@ -127,14 +127,10 @@ def make_report(
             source = sources_.from_store(store, run_refs, mixed=mixed_settings, only_named=only_named,
                                          reviewed_only=reviewed_only)
             check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
-            source.note_images(store, gold.cases)
+            check_stored(source, store, gold)  # the pairs' selected edits, the images now
             reread = older_readings(store, list(source.runs.values()))
-    source.note_captions(ws)  # (runs that recorded nothing, and plain predictions files, are not compared)
     source.reviewed_view, source.commands = reviewed_only, commands
-    source.note_cases(gold.cases)
-    note_majority(source, gold)  # a majority baseline's answers rest on every gold label of its suite
-    from cfkit.report.prompts_now import note_templates  # (the templates are read only for a report of runs)
-    template_notes = note_templates(source, ws, gold.cases)  # answers to prompts whose templates changed since
+    template_notes = check_inputs(source, ws, gold)  # captions, cases, golds, templates changed since a run
     if not source.preds:
         raise NotFoundError(" ".join(a.message for a in source.set_aside if a.empty) or "no predictions to report. "
                             "Run 'cfkit probe run', or pass --predictions FILE.")

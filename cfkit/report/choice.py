@@ -192,6 +192,7 @@ class Choice:
     runs: list[RunRecord]
     set_aside: list[SetAside]
     others: dict[str, tuple[int, int]]  # run read -> (newer, older) runs of its model and suite not read
+    unanswered: tuple[str, ...] = ()  # runs chosen that have no reply yet, set aside (:func:`read_runs`)
 
 
 def choose_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_named: bool = False,
@@ -304,3 +305,27 @@ def choose(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_
         pins = {suite for (m, suite) in pinned if m == model}
         aside += _unanswered_newer(all_records, [r for r in chosen if r.model == model], answered, shown, pins)
     return Choice(chosen, aside, _others(every, chosen))
+
+
+def read_runs(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_named: bool = False,
+              reviewed_only: bool = False) -> tuple[Choice, dict[str, str]]:
+    """The runs a report reads (:func:`choose`) less those with no reply yet, which have nothing to count: each
+    is set aside with a line saying how it gets its replies (``Choice.unanswered`` names them); and each run
+    chosen, with its status as shown (:func:`cfkit.store.leases.statuses`). ``cfkit report`` and the listings of
+    runs (:mod:`cfkit.report.standing`) both read through here."""
+    from dataclasses import replace
+
+    from cfkit.store import leases, runs
+
+    made = choose(store, refs, mixed=mixed, only_named=only_named, reviewed_only=reviewed_only)
+    shown = leases.statuses(store, made.runs)  # a run marked running whose process is gone is said to be interrupted
+    answered = runs.with_replies(store, [r.id for r in made.runs])
+    aside = list(made.set_aside)
+    for record in (r for r in made.runs if r.id not in answered):  # nothing to count: said, and left out
+        aside.append(SetAside(record.model, (record.id,), False, (
+            f"{record.model}: its {record.suite} run {record.id} has no reply yet ({shown[record.id]}"
+            + (f": {record.notes['stopped']}" if record.notes.get("stopped") else "")
+            + f"); the report leaves it out until it has one. To get its replies: "
+            f"{how_to_answer(record, shown[record.id])}."), empty=True, why="no reply yet"))
+    return replace(made, runs=[r for r in made.runs if r.id in answered], set_aside=aside,
+                   unanswered=tuple(r.id for r in made.runs if r.id not in answered)), shown

@@ -15,6 +15,10 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cfkit.store.runs import RunRecord
 
 
 @dataclass(frozen=True)
@@ -68,3 +72,10 @@ class Commands:
 
 #: ``cfkit report``'s (and the view's).
 SINGLE = Commands()
+
+
+def made_by(run: RunRecord, workspace: Path | None = None) -> Commands:
+    """The commands that ask ``run`` again: a study's (``cfkit study run FILE``, its file's ``max_tokens``) for a
+    run ``cfkit study run`` sent last (its notes name the study file), else ``cfkit probe run``'s."""
+    study = run.notes.get("study")
+    return Commands(Path(study), workspace) if isinstance(study, str) and study else SINGLE

@@ -56,12 +56,16 @@ class Gold:
         return notes
 
 
-def load_gold(ws: Workspace, *, subset: str | Path | None = None, all_cases: bool = False) -> Gold:
-    """Cases, pair golds from the specs, and the modality cases (:func:`cfkit.subsets.modality_cases`)."""
+def load_gold(ws: Workspace, *, subset: str | Path | None = None, all_cases: bool = False,
+              pairs_too: bool = True) -> Gold:
+    """Cases, pair golds from the specs, and the modality cases (:func:`cfkit.subsets.modality_cases`).
+    ``pairs_too`` False: no pair golds, and the specs not read (what marks stale answers needs them only for a
+    majority baseline's counterfactual run: :mod:`cfkit.report.standing`)."""
     cases = load_cases(ws.cases_path, ws.image_root)
     pairs: dict[str, PairGold] = {}
     folder = ws.interventions_dir
-    if not (folder.is_dir() and any(folder.glob("*.yaml"))):  # no spec: the specs' reader (and pydantic) not loaded
+    if not pairs_too or not (folder.is_dir() and any(folder.glob("*.yaml"))):  # no spec: the specs' reader (and
+        # pydantic) not loaded
         return _with_modality(ws, cases, pairs, subset, all_cases)
     from cfkit.specs import load_spec_file, spec_files
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cfkit.errors import NotFoundError, UsageError
 from cfkit.plural import plural
 from cfkit.predictions import Prediction, predictions_from_store
-from cfkit.report.choice import SetAside, choose, how_to_answer
+from cfkit.report.choice import SetAside, read_runs
 from cfkit.report.commands import SINGLE, Commands
 
 if TYPE_CHECKING:  # the store's owners load only for a report from the store, not from predictions files
@@ -247,27 +247,16 @@ class Sources:
 
 def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_named: bool = False,
                reviewed_only: bool = False) -> Sources:
-    """The predictions of the chosen runs, with their run records, failure details, the selected edits and the
-    runs set aside (:func:`cfkit.report.choice.choose`)."""
+    """The predictions of the chosen runs, with their run records, failure details and the runs set aside
+    (:func:`cfkit.report.choice.read_runs`); what is stale among them, :mod:`cfkit.report.standing` tells."""
     from cfkit.store import runs
 
-    from cfkit.store.leases import statuses
-
-    made = choose(store, refs, mixed=mixed, only_named=only_named, reviewed_only=reviewed_only)
+    made, shown = read_runs(store, refs, mixed=mixed, only_named=only_named, reviewed_only=reviewed_only)
     chosen, aside = made.runs, made.set_aside
-    shown = statuses(store, chosen)  # a run marked running whose process is gone is said to be interrupted
-    if not chosen and aside:  # every model refused: nothing to show
+    if not chosen and not made.unanswered and aside:  # every model refused: nothing to show
         raise UsageError(" ".join(a.message for a in aside))
-    if not chosen:
+    if not chosen and not made.unanswered:
         raise NotFoundError(f"no stored runs in {store.path}. Run 'cfkit probe run' first, or pass --predictions FILE.")
-    answered = runs.with_replies(store, [r.id for r in chosen])
-    for record in (r for r in chosen if r.id not in answered):  # nothing to count: said, and left out
-        aside.append(SetAside(record.model, (record.id,), False, (
-            f"{record.model}: its {record.suite} run {record.id} has no reply yet ({shown[record.id]}"
-            + (f": {record.notes['stopped']}" if record.notes.get("stopped") else "")
-            + f"); the report leaves it out until it has one. To get its replies: "
-            f"{how_to_answer(record, shown[record.id])}."), empty=True, why="no reply yet"))
-    chosen = [r for r in chosen if r.id in answered]
     sources = Sources(preds=predictions_from_store(store, [r.id for r in chosen]), set_aside=aside,
                       others=made.others)
     for record in chosen:
@@ -276,5 +265,4 @@ def from_store(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, o
             if reply.detail:
                 key = (record.model, record.suite, reply.case_id, reply.pair_id, reply.condition)
                 sources.details[key] = reply.detail
-    sources.note_selected_edits(store)
     return sources

@@ -131,7 +131,7 @@ def prepare(ws: Workspace, study: Study, run: StudyRun) -> None:
         # The concurrency of a model behind an endpoint is the endpoint's pacer's (shared), not the run's.
         run.job = prepare_probe(ws, m.model, run.suite, options=model_options(study, run.model),
                                 concurrency=m.concurrency, max_tokens=m.max_tokens,
-                                protocol=m.protocol, selection=selection_of(ws, study, run.suite))
+                                protocol=m.protocol, selection=selection_of(ws, study, run.suite), study=study.path)
     except CfkitError as exc:
         run.state, run.error = "failed", str(exc)
 

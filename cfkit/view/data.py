@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from cfkit.cases import Case, CaseSet
     from cfkit.report import Report
     from cfkit.report.rows import Missing
+    from cfkit.report.standing import Standing
     from cfkit.store.runs import ReplyRecord, RunRecord
     from cfkit.workspace import Workspace
 
@@ -123,6 +124,7 @@ class ViewData:
         if not self.runs:
             return {}
         from cfkit.parse.trouble import not_clean, reply_trouble
+        from cfkit.report.commands import made_by
         from cfkit.store import open_store
         from cfkit.store.runs import count_unanswered
 
@@ -134,8 +136,21 @@ class ViewData:
                     said[r.id] = reply_trouble(
                         f"{r.model} {r.suite}", r.n_done, invalid, empty, truncated,
                         (r.settings.get("generation") or {}).get("max_tokens"),
-                        f"cfkit runs unparsed {r.id}" if invalid else "", replayed=r.replayed) or "not clean"
+                        f"cfkit runs unparsed {r.id}" if invalid else "", replayed=r.replayed,
+                        again=made_by(r, self.ws.root).raise_limit) or "not clean"
         return said
+
+    @cached_property
+    def standings(self) -> dict[str, Standing]:
+        """By run id, what ``cfkit runs list`` says of it beside the report: whether the report reads it, and its
+        answers stale now with why (:mod:`cfkit.report.standing`, the report's own checks)."""
+        if not self.runs:
+            return {}
+        from cfkit.report.standing import standings
+        from cfkit.store import open_store
+
+        with open_store(self.ws.db_path) as store:
+            return standings(self.ws, store, self.runs)
 
     @cached_property
     def cases(self) -> CaseSet | None:

@@ -137,7 +137,8 @@ class Site:
                 if GONE in self.data.statuses.values() else None)
         return self._html("runs.html", "index.html", runs=self.data.runs, statuses=self.data.statuses, gone=gone,
                           servers_said=self.data.servers_said, in_report=self.data.in_report,
-                          not_clean=self.data.not_clean,
+                          not_clean=self.data.not_clean, standings=self.data.standings,
+                          fresh={run for run, s in self.data.standings.items() if s.stale == 0},
                           spent=spent, cost_of=Cost.of_run, abandoned_note=abandoned_note)
 
     def _study(self) -> Page:

@@ -50,3 +50,32 @@ def test_the_runs_page_marks_a_run_whose_replies_were_cut_off_as_study_status_an
     said = next(line.removeprefix("replies ") for line in shown.splitlines() if "cut off at the token limit" in line)
     assert "3 of 3 replies were cut off at the token limit" in said
     assert said.replace(f"cfkit -w {ws} runs", "cfkit runs") in html.unescape(page)
+
+
+def test_a_study_run_cut_off_is_told_to_raise_the_study_file_s_max_tokens_not_a_flag_study_run_lacks(tiny_ws, tmp_path):
+    """'cfkit study run' has no --max-tokens: the runs page and 'cfkit runs show' name the study file's max_tokens
+    and the command that asks again, as 'cfkit study report' does (cfkit.report.commands); a run of 'cfkit probe
+    run' keeps --max-tokens."""
+    ws = tiny_ws
+    path = ws / "study.toml"
+    env = {"OPENAI_API_KEY": "sk-test", "COLUMNS": "2000"}
+    with ChatServer(_cut_off) as chat:
+        chat.models = [{"id": "cut", "object": "model"}]
+        path.write_text(f"[endpoints.e]\nurl = '{chat.url}'\n[models.cut]\nmodel = 'openai:cut'\nendpoint = 'e'\n"
+                        "max_tokens = 64\n[suites.contextcanvas]\n")
+        assert run_cli(["-w", str(ws), "study", "run", str(path)], env=env).exit_code == 1
+        alone = run_cli(["-w", str(ws), "probe", "run", "-m", "openai:cut", "-s", "swap", "--base-url",
+                         f"{chat.url}/v1", "--max-tokens", "32"], env=env)
+        assert alone.exit_code == 1, alone.stderr
+    [studied] = [r for r in json.loads(run_cli(["-w", str(ws), "runs", "list", "--json"]).stdout)
+                 if r["suite"] == "contextcanvas"]
+    probed = alone.stdout.strip().splitlines()[-1]
+    assert run_cli(["-w", str(ws), "view", "--export", str(tmp_path / "site")]).exit_code == 0
+    page = html.unescape((tmp_path / "site" / "index.html").read_text())
+    said = re.search(rf'<li id="replies-{studied["id"]}"[^>]*>(.*?)</li>', page, re.S).group(1)
+    again = f"Raise the model's max_tokens in {path} and run 'cfkit -w {ws} study run {path}' again"
+    assert again in said and "--max-tokens" not in said
+    shown = run_cli(["-w", str(ws), "runs", "show", studied["id"]], env={"COLUMNS": "2000"}).stdout
+    assert again in shown and "--max-tokens" not in shown
+    said = re.search(rf'<li id="replies-{probed}"[^>]*>(.*?)</li>', page, re.S).group(1)
+    assert "Raise --max-tokens and run again" in said and "study" not in said
