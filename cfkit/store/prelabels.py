@@ -43,7 +43,7 @@ class Prelabel:
     replies: int | None = None
     priced: bool | None = None  # the judge was priced (-o price_in/price_out, cfkit.toml [probe.prices])
     cost_usd: float | None = None  # of the replies that reported a cost (None: none did, or not priced)
-    unreported: int = 0  # replies of a priced judge without a reported cost
+    unreported: int = 0  # replies without a known cost, of a priced judge's label (earlier unpriced ones too)
     tokens_in: int | None = None  # None when some reply did not report its token counts
     tokens_out: int | None = None
 
@@ -60,20 +60,31 @@ def _plus(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a + b
 
 
+def _unknown(priced: object, replies: int, unreported: int | None) -> int:
+    """How many of ``replies`` have no known cost: those a priced judge's server reported none for, or every one
+    when the judge was not priced."""
+    return (unreported or 0) if priced else replies
+
+
 def save(store: Database, label: Prelabel) -> None:
     """Store ``label`` (its ``created_at`` set now), replacing the one of the same item, judge, prompt version and
-    criterion; the replaced label's replies and their cost are added to the new one's (they were paid for)."""
+    criterion; the replaced label's replies and their cost are added to the new one's (they were paid for). A
+    label asked of a priced judge over one asked while it was not priced keeps the earlier replies as replies
+    without a known cost (``unreported``), so that its cost is never said as exact."""
     values = asdict(label) | {"created_at": now()}
     values["value"] = None if label.value is None else int(label.value)
     values["priced"] = None if label.priced is None else int(label.priced)
     with store.transaction() as tx:
-        before = tx.execute("SELECT replies, cost_usd, unreported, tokens_in, tokens_out FROM prelabels WHERE "
-                            "audit_id = ? AND item_id = ? AND judge = ? AND prompt_version = ? AND criterion = ?",
+        before = tx.execute("SELECT replies, cost_usd, unreported, tokens_in, tokens_out, priced FROM prelabels "
+                            "WHERE audit_id = ? AND item_id = ? AND judge = ? AND prompt_version = ? AND criterion = ?",
                             (label.audit_id, label.item_id, label.judge, label.prompt_version,
                              label.criterion)).fetchone()
         if before is not None and before[0] is not None and label.replies is not None:
             values["replies"] = before[0] + label.replies
-            values["unreported"] = (before[2] or 0) + label.unreported
+            priced = bool(before[5]) or bool(label.priced)
+            values["priced"] = int(priced)
+            values["unreported"] = (_unknown(before[5], before[0], before[2])
+                                    + _unknown(label.priced, label.replies, label.unreported)) if priced else 0
             values["tokens_in"], values["tokens_out"] = _plus(before[3], label.tokens_in), _plus(before[4],
                                                                                                  label.tokens_out)
             if before[1] is not None or label.cost_usd is not None:

@@ -122,3 +122,21 @@ def test_edits_screen_says_what_its_replies_cost_and_keeps_it_with_each_answer(m
     assert older.exit_code == 0, older.stderr
     assert f"{asked} answers; not counted: {asked} answers stored before cfkit kept what the judge cost" \
         in " ".join(older.stderr.split())
+
+
+def test_a_label_asked_again_of_a_priced_judge_keeps_its_unpriced_first_reply_as_not_known(audited):
+    # The unreadable label was asked first while the judge was not priced, then again with prices: the row kept the
+    # second reply's cost and said 'priced', so the total looked exact ($0.12 for 2 replies) and the first reply's
+    # cost, never known, was said nowhere.
+    ws, items = audited
+    with ChatServer(_first_reply_unreadable) as server:
+        assert _prelabel(ws, server).exit_code == 0
+        again = _prelabel(ws, server, *PRICES, "--retry-unanswered")
+        assert again.exit_code == 0, again.stderr
+    (judge,) = json.loads(cli(ws, "audit", "status", "--json").stdout)["judges"]
+    assert (judge["labels"], judge["replies"], judge["unreported"], judge["unpriced"]) == (2 * items, 2 * items + 1,
+                                                                                          1, 2 * items - 1)
+    assert judge["cost_usd"] == pytest.approx(0.12)
+    said = " ".join(cli(ws, "audit", "status").stderr.split())
+    assert (f"{2 * items} labels from {2 * items + 1} replies, cost at least $0.12: 1 reply without a reported cost"
+            ) in said and f"not counted: {2 * items - 1} labels asked while the judge was not priced" in said

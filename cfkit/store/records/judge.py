@@ -15,7 +15,7 @@ class JudgeSpending:
     replies: int  # the replies behind the labels whose cost is kept
     priced: bool  # some label was asked of a priced judge
     cost_usd: float | None  # of the replies that reported one (None: none did)
-    unreported: int  # replies of a priced judge without a reported cost
+    unreported: int  # replies without a known cost on labels of a priced judge (earlier unpriced ones too)
     unpriced: int  # labels asked of the judge while it was not priced
     not_kept: int  # labels stored before cfkit kept what the judge cost (schema 8)
     tokens_in: int | None  # None when some reply did not report its token counts

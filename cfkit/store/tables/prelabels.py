@@ -30,7 +30,7 @@ _COST_COLUMNS = (
     ("replies", "INTEGER"),
     ("priced", "INTEGER"),  # 1: the judge was priced; 0: not (cost_usd NULL)
     ("cost_usd", "REAL"),  # NULL when not priced, or when no reply reported a cost
-    ("unreported", "INTEGER"),  # replies of a priced judge without a reported cost
+    ("unreported", "INTEGER"),  # replies without a known cost on a priced label (earlier unpriced ones too)
     ("tokens_in", "INTEGER"),  # as the server reported them; NULL when a reply did not
     ("tokens_out", "INTEGER"),
 )
