@@ -49,23 +49,49 @@ class Spent:
     replies: int = 0
     cost_usd: float | None = None  # of the priced replies; None when none was priced
     unpriced: int = 0  # replies of a priced backend that reported no cost
+    # Attempts given up after they were sent (a timeout, a connection dropped mid-reply), before a reply came or of a
+    # request that failed: a provider may bill them, ``cost_usd`` leaves them out (as a probe run counts them).
+    abandoned: int = 0
+    largest: float | None = None  # the largest reply cost seen: what each abandoned attempt may have cost at most
 
     def came(self, reply) -> None:
         self.replies += 1
+        self.gave_up(reply.abandoned)
         if reply.cost_usd is None:
             self.unpriced += self.priced
         else:
             self.cost_usd = (self.cost_usd or 0.0) + reply.cost_usd
+            self.largest = max(self.largest or 0.0, reply.cost_usd)
+
+    def gave_up(self, attempts: int) -> None:
+        self.abandoned += attempts
+
+    @property
+    def abandoned_usd(self) -> float | None:
+        """What the abandoned attempts may have cost (:func:`cfkit.money.abandoned_usd`); None: none, or no priced
+        reply to estimate them by."""
+        from cfkit.money import abandoned_usd
+
+        return abandoned_usd(self.abandoned, self.largest)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``--json`` gives it: the sums, and the abandoned attempts with what they may have cost."""
+        return {"replies": self.replies, "priced": self.priced, "cost_usd": self.cost_usd,
+                "replies_without_cost": self.unpriced, "abandoned_attempts": self.abandoned,
+                "abandoned_usd": self.abandoned_usd}
 
     def said(self) -> str:
-        """``N replies, cost $X``, as ``probe run`` says it; or that the judge is not priced."""
-        from cfkit.money import spent
+        """``N replies, cost $X``, as ``probe run`` says it, with what abandoned attempts may add; or that the judge is
+        not priced."""
+        from cfkit.money import abandoned_note, spent
         from cfkit.plural import plural
 
         replies = plural(self.replies, "reply", "replies")
         if not self.priced:
-            return replies if not self.replies else f"{replies}, cost not known ({PRICES_HINT})"
-        return f"{replies}, cost {spent(self.cost_usd, self.unpriced)}"
+            said = replies if not (self.replies or self.abandoned) else f"{replies}, cost not known ({PRICES_HINT})"
+        else:
+            said = f"{replies}, cost {spent(self.cost_usd, self.unpriced)}"
+        return said + abandoned_note(self.abandoned, self.abandoned_usd)
 
 
 def _not_counted(spend: JudgeSpending, unit: str = "label") -> list[str]:

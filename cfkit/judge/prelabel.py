@@ -43,8 +43,7 @@ class PrelabelResult:
         return {"audit": self.audit, "judge": self.judge, "prompt_version": self.prompt_version, "asked": self.asked,
                 "already_stored": self.stored, "invalid": self.invalid,
                 "already_stored_invalid": self.stored_invalid, "asked_again": self.asked_again,
-                "failed": self.failed, "replies": self.spent.replies, "priced": self.spent.priced,
-                "cost_usd": self.spent.cost_usd, "replies_without_cost": self.spent.unpriced}
+                "failed": self.failed, **self.spent.to_dict()}
 
     def spending(self) -> str:
         """What this run's replies cost, as ``probe run`` says it; or that the judge is not priced."""
@@ -107,7 +106,8 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
                                        **reply_cost(reply, result.spent.priced)))
         result.asked += 1
 
-    ask_in_turn(backend, todo, keep, lambda job, exc: result.failed.append(f"{job[0]} {job[1]}: {exc}"), result.spent.came)
+    ask_in_turn(backend, todo, keep, lambda job, exc: result.failed.append(f"{job[0]} {job[1]}: {exc}"),
+                result.spent.came, result.spent.gave_up)
     return result
 
 

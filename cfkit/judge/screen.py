@@ -174,7 +174,8 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
         screens.save(store, answer)
         result.answers.append(answer)
 
-    ask_in_turn(backend, todo, keep, lambda job, exc: job[0].failed.append(f"{job[1].id}: {exc}"), spent.came)
+    ask_in_turn(backend, todo, keep, lambda job, exc: job[0].failed.append(f"{job[1].id}: {exc}"), spent.came,
+                spent.gave_up)
     order = {q.id: i for i, q in enumerate(questions.questions)}
     for result in results:
         result.answers.sort(key=lambda a: order.get(a.question, len(order)))

@@ -140,3 +140,58 @@ def test_a_label_asked_again_of_a_priced_judge_keeps_its_unpriced_first_reply_as
     said = " ".join(cli(ws, "audit", "status").stderr.split())
     assert (f"{2 * items} labels from {2 * items + 1} replies, cost at least $0.12: 1 reply without a reported cost"
             ) in said and f"not counted: {2 * items - 1} labels asked while the judge was not priced" in said
+
+
+def _slow_at(*numbers: int):
+    """Requests ``numbers`` answered after 1.5 s (past a 0.5 s timeout: given up once sent), the rest at once."""
+    return lambda body, n: Scripted(body=completion("No.", model=body.get("model", "m")),
+                                    delay=1.5 if n in numbers else 0.0)
+
+
+def test_the_judges_abandoned_attempts_are_counted_as_a_probe_runs_are(audited):
+    # Attempts that timed out after they were sent (a provider may bill them) were left out of what 'audit prelabel'
+    # said its judge cost, though 'probe run' counts them: request 1 timed out once then came, request 2 (the
+    # server's 3rd and 4th) timed out twice and failed.
+    ws, items = audited
+    with ChatServer(_slow_at(1, 3, 4)) as server:
+        done = _prelabel(ws, server, *PRICES, "-o", "timeout=0.5", "--json")
+    assert done.exit_code == 1  # the request that failed is asked again next run
+    data = json.loads(done.stdout)
+    assert (data["replies"], data["abandoned_attempts"]) == (2 * items - 1, 3)
+    assert data["cost_usd"] == pytest.approx((2 * items - 1) * 0.12) and data["abandoned_usd"] == pytest.approx(0.36)
+    assert f"cost ${(2 * items - 1) * 0.12:.2f}; 3 abandoned attempts may be billed on top: up to ~$0.36." \
+        in " ".join(done.stderr.split())
+    with ChatServer(_slow_at(1, 2)) as server:  # not priced: said, with nothing to estimate them by
+        unpriced = cli(ws, "audit", "prelabel", "--judge", "openai:free-judge", "-o", f"base_url={server.url}",
+                       "-o", "max_retries=1", "-o", "timeout=0.5", env={"OPENAI_API_KEY": "sk-x"})
+    assert unpriced.exit_code == 1
+    assert ("cost not known (give the judge's prices: -o price_in=… -o price_out=…, or cfkit.toml [probe.prices]); "
+            "2 abandoned attempts may be billed on top (no priced reply to estimate them by)") \
+        in " ".join(unpriced.stderr.split())
+
+
+def test_edits_screen_json_gives_what_this_run_and_the_stored_answers_cost(mini_ws):
+    # 'edits screen --json' printed the edits and their answers alone: what the run cost (a cut-off reply, never
+    # stored, and abandoned attempts included) and the stored answers' total were on stderr only.
+    assert run_cli(["-w", str(mini_ws), "edit", "EX01", "--engine", "classical"]).exit_code == 0
+
+    def script(body: dict, n: int) -> Scripted:
+        if n == 1:
+            return Scripted(body=completion("No."), delay=1.5)  # given up once sent, then asked again
+        return Scripted(body=completion("No.", finish_reason="length" if n == 3 else "stop"))
+
+    with ChatServer(script) as server:
+        done = run_cli(["-w", str(mini_ws), "edits", "screen", "EX01", "--judge", JUDGE, "-o", "max_retries=1",
+                        "-o", "timeout=0.5", *PRICES, "-o", f"base_url={server.url}", "--json"],
+                       env={"OPENAI_API_KEY": "sk-x"})
+        asked = server.count
+    assert done.exit_code == 1, done.stderr  # the cut-off reply is asked again next run
+    data = json.loads(done.stdout)
+    replies = asked - 1  # every request but the abandoned attempt got a reply, the cut-off one too
+    assert [e["spec"] for e in data["edits"]] == ["EX01"] and len(data["edits"][0]["answers"]) == replies - 1
+    assert data["this_run"] == {"replies": replies, "priced": True, "cost_usd": pytest.approx(replies * 0.12),
+                                "replies_without_cost": 0, "abandoned_attempts": 1,
+                                "abandoned_usd": pytest.approx(0.12)}
+    stored = data["stored"]
+    assert (stored["labels"], stored["replies"]) == (replies - 1, replies - 1)
+    assert stored["cost_usd"] == pytest.approx((replies - 1) * 0.12) and stored["not_counted"]
