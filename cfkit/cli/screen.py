@@ -41,15 +41,18 @@ def screen(ws, spec_ids: tuple[str, ...], judge: str, options: tuple[str, ...], 
     from cfkit.judge.costs import Spent, priced_judge, spending_dict, spending_said
     from cfkit.judge.screen import screen_edits
     from cfkit.options import parse_option_pairs
-    from cfkit.store import open_store
+    from cfkit.store import open_store, screens
     from cfkit.store.records.judge import spending_of
 
     backend = priced_judge(ws, judge, parse_option_pairs(options))  # priced as 'probe run' prices a model
     spent = Spent()
     with open_store(ws.db_path) as store:
         results = screen_edits(ws, store, backend, judge, spec_ids, max_tokens=max_tokens, spent=spent)
-    answers = [a for r in results for a in r.answers]
-    spend = spending_of(answers)  # what every stored answer shown cost, earlier runs' too
+        answers = [a for r in results for a in r.answers]
+        # What every stored answer shown cost, earlier runs' too, and the replies about these edits not read yet.
+        edit_ids = [r.edit_id for r in results if r.edit_id is not None]
+        spend = spending_of(answers + [a for a in screens.answers(store, edit_ids, judge=judge, pending=True)
+                                       if a.pending and a.prompt_version == results[0].prompt_version])
     if as_json:  # the edits, and what this run and the stored answers about them cost, as the last line says it
         print_json({"edits": [r.to_dict() for r in results], "this_run": spent.to_dict(),
                     "stored": spending_dict(spend, "answer")})

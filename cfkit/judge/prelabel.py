@@ -18,7 +18,7 @@ from cfkit import stats
 from cfkit.audit.items import Audit, blind
 from cfkit.audit.judge_labels import CRITERIA, LEFT_OUT, judge_labels, load_audit_questions
 from cfkit.errors import UsageError
-from cfkit.judge.costs import Spent, reply_cost
+from cfkit.judge.costs import Spent, reply_cost, unread_cost
 from cfkit.judge.questions import MAX_TOKENS, ask_in_turn
 from cfkit.judge.screen import YES_NO
 from cfkit.store import Store, audit_labels, prelabels
@@ -106,8 +106,13 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
                                        **reply_cost(reply, result.spent.priced)))
         result.asked += 1
 
+    def unread(job: tuple[str, str], request, reply, abandoned: int) -> None:  # paid for, no label: its cost kept
+        prelabels.save_unread(store, Prelabel(audit.id, job[0], judge, questions.version, job[1], None, None,
+                                              request.user, reply and reply.raw, reply and reply.server_model, "",
+                                              **unread_cost(reply, abandoned, result.spent.priced)))
+
     ask_in_turn(backend, todo, keep, lambda job, exc: result.failed.append(f"{job[0]} {job[1]}: {exc}"),
-                result.spent.came, result.spent.gave_up)
+                result.spent.came, result.spent.gave_up, unread)
     return result
 
 
