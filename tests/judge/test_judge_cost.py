@@ -260,3 +260,23 @@ def test_a_schema_8_store_says_its_labels_kept_no_cut_off_replies(audited):
             "stored (cfkit did not keep them then)") in " ".join(cli(ws, "audit", "status").stderr.split())
     with ChatServer(_first_reply_unreadable) as server:  # the old rows are labels still: nothing asked again
         assert _prelabel(ws, server, *PRICES).exit_code == 0 and server.count == 0
+
+
+def test_a_cut_off_reply_to_a_label_asked_again_adds_its_cost_and_leaves_the_label(audited):
+    # --retry-unanswered asks the unreadable label again; the reply is cut off: the stored no-label stays as it was
+    # (asked again next time), and the cut-off reply, paid for, is added to its cost.
+    from cfkit.audit.items import load_audit
+    from cfkit.store import open_store, prelabels
+
+    ws, items = audited
+    with ChatServer(_first_reply_unreadable) as server:
+        assert _prelabel(ws, server, *PRICES).exit_code == 0
+    with ChatServer(lambda body, n: Scripted(body=completion("Yes, b", model=body["model"],
+                                                             finish_reason="length"))) as server:
+        assert _prelabel(ws, server, *PRICES, "--retry-unanswered").exit_code == 1 and server.count == 1
+    with open_store(ws / ".cfkit" / "cfkit.db") as store:
+        rows = prelabels.prelabels(store, load_audit(store, None).id, judge=JUDGE, pending=True)
+    (kept,) = [r for r in rows if r.value is None]
+    assert (kept.pending, kept.raw, kept.replies, kept.cut_off, kept.cost_usd) == (False, "Maybe", 2, 1,
+                                                                                   pytest.approx(0.24))
+    assert len(rows) == 2 * items and not any(r.pending for r in rows)
