@@ -38,18 +38,24 @@ def screen(ws, spec_ids: tuple[str, ...], judge: str, options: tuple[str, ...], 
       cfkit edits screen CF18 CF20 --judge openai:Qwen/Qwen3-VL-8B-Instruct -o base_url=http://localhost:8000/v1
     """
     from cfkit.errors import CheckFailed
-    from cfkit.judge.costs import Spent, priced_judge, spending_said
+    from cfkit.judge.costs import Spent, priced_judge, spending_dict, spending_said
     from cfkit.judge.screen import screen_edits
     from cfkit.options import parse_option_pairs
-    from cfkit.store import open_store
+    from cfkit.store import open_store, screens
     from cfkit.store.records.judge import spending_of
 
     backend = priced_judge(ws, judge, parse_option_pairs(options))  # priced as 'probe run' prices a model
     spent = Spent()
     with open_store(ws.db_path) as store:
         results = screen_edits(ws, store, backend, judge, spec_ids, max_tokens=max_tokens, spent=spent)
-    if as_json:
-        print_json([r.to_dict() for r in results])
+        answers = [a for r in results for a in r.answers]
+        # What every stored answer shown cost, earlier runs' too, and the replies about these edits not read yet.
+        edit_ids = [r.edit_id for r in results if r.edit_id is not None]
+        spend = spending_of(answers + [a for a in screens.answers(store, edit_ids, judge=judge, pending=True)
+                                       if a.pending and a.prompt_version == results[0].prompt_version])
+    if as_json:  # the edits, and what this run and the stored answers about them cost, as the last line says it
+        print_json({"edits": [r.to_dict() for r in results], "this_run": spent.to_dict(),
+                    "stored": spending_dict(spend, "answer")})
     else:
         for r in results:
             head = f"{escape(r.spec_id)}" + ("" if r.edit_id is None else f" edit #{r.edit_id}")
@@ -68,10 +74,10 @@ def screen(ws, spec_ids: tuple[str, ...], judge: str, options: tuple[str, ...], 
     err.print(f"{counts['doubted']} doubted, {counts['clear']} clear, {counts['incomplete']} incomplete, "
               f"{counts['not screened']} not screened (judge {judge}, questions {version}). A doubt flags an edit "
               "for you to look at ('cfkit review'); it never accepts or rejects one.")
-    answers = [a for r in results for a in r.answers]
-    if spent.replies or answers:  # this run's replies (cut-off ones too), then what every stored answer shown cost
-        stored = spending_said(f"judge {judge}'s stored answers about these edits", spending_of(answers), "answer")
-        err.print(f"this run: {spent.said() if spent.replies else 'nothing asked'}; {stored}.", markup=False)
+    if spent.replies or spent.abandoned or answers:  # this run's replies (cut-off ones too), then the stored answers'
+        stored = spending_said(f"judge {judge}'s stored answers about these edits", spend, "answer")
+        asked = spent.said() if spent.replies or spent.abandoned else "nothing asked"
+        err.print(f"this run: {asked}; {stored}.", markup=False)
     unasked = sum(bool(r.failed) for r in results)  # a doubted edit may have failed questions too
     # Not screened is not done where an edit was there to screen (its files could not be read), or where the spec
     # was asked for by id; a spec with no edit yet, among all of them, is only not made yet.

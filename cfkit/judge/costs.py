@@ -38,7 +38,17 @@ def reply_cost(reply, priced: bool) -> dict[str, Any]:
                                                         ("completion_tokens", "output_tokens"))]
     tokens_in, tokens_out = (int(n) if is_count(n) else None for n in tokens)
     return {"replies": 1, "priced": priced, "cost_usd": reply.cost_usd if priced else None,
-            "unreported": int(priced and reply.cost_usd is None), "tokens_in": tokens_in, "tokens_out": tokens_out}
+            "unreported": int(priced and reply.cost_usd is None), "tokens_in": tokens_in, "tokens_out": tokens_out,
+            "cut_off": int(reply.truncated), "abandoned": reply.abandoned}
+
+
+def unread_cost(reply, abandoned: int, priced: bool) -> dict[str, Any]:
+    """What a reply that was not read (``reply``, cut off at the token limit) or a lost request's ``abandoned``
+    attempts (``reply`` None) cost, as a pending label or answer keeps it: never an answer, asked again."""
+    if reply is not None:
+        return reply_cost(reply, priced) | {"pending": True}
+    return {"replies": 0, "priced": priced, "cost_usd": None, "unreported": 0, "tokens_in": 0, "tokens_out": 0,
+            "cut_off": 0, "abandoned": abandoned, "pending": True}
 
 
 @dataclass
@@ -49,23 +59,49 @@ class Spent:
     replies: int = 0
     cost_usd: float | None = None  # of the priced replies; None when none was priced
     unpriced: int = 0  # replies of a priced backend that reported no cost
+    # Attempts given up after they were sent (a timeout, a connection dropped mid-reply), before a reply came or of a
+    # request that failed: a provider may bill them, ``cost_usd`` leaves them out (as a probe run counts them).
+    abandoned: int = 0
+    largest: float | None = None  # the largest reply cost seen: what each abandoned attempt may have cost at most
 
     def came(self, reply) -> None:
         self.replies += 1
+        self.gave_up(reply.abandoned)
         if reply.cost_usd is None:
             self.unpriced += self.priced
         else:
             self.cost_usd = (self.cost_usd or 0.0) + reply.cost_usd
+            self.largest = max(self.largest or 0.0, reply.cost_usd)
+
+    def gave_up(self, attempts: int) -> None:
+        self.abandoned += attempts
+
+    @property
+    def abandoned_usd(self) -> float | None:
+        """What the abandoned attempts may have cost (:func:`cfkit.money.abandoned_usd`); None: none, or no priced
+        reply to estimate them by."""
+        from cfkit.money import abandoned_usd
+
+        return abandoned_usd(self.abandoned, self.largest)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``--json`` gives it: the sums, and the abandoned attempts with what they may have cost."""
+        return {"replies": self.replies, "priced": self.priced, "cost_usd": self.cost_usd,
+                "replies_without_cost": self.unpriced, "abandoned_attempts": self.abandoned,
+                "abandoned_usd": self.abandoned_usd}
 
     def said(self) -> str:
-        """``N replies, cost $X``, as ``probe run`` says it; or that the judge is not priced."""
-        from cfkit.money import spent
+        """``N replies, cost $X``, as ``probe run`` says it, with what abandoned attempts may add; or that the judge is
+        not priced."""
+        from cfkit.money import abandoned_note, spent
         from cfkit.plural import plural
 
         replies = plural(self.replies, "reply", "replies")
         if not self.priced:
-            return replies if not self.replies else f"{replies}, cost not known ({PRICES_HINT})"
-        return f"{replies}, cost {spent(self.cost_usd, self.unpriced)}"
+            said = replies if not (self.replies or self.abandoned) else f"{replies}, cost not known ({PRICES_HINT})"
+        else:
+            said = f"{replies}, cost {spent(self.cost_usd, self.unpriced)}"
+        return said + abandoned_note(self.abandoned, self.abandoned_usd)
 
 
 def _not_counted(spend: JudgeSpending, unit: str = "label") -> list[str]:
@@ -77,20 +113,24 @@ def _not_counted(spend: JudgeSpending, unit: str = "label") -> list[str]:
         left_out.append(f"{plural(spend.unpriced, unit)} asked while the judge was not priced")
     if spend.not_kept:
         left_out.append(f"{plural(spend.not_kept, unit)} stored before cfkit kept what the judge cost")
-    if spend.replies:
-        left_out.append("replies cut off at the token limit (not kept)")
+    if spend.cut_off_not_kept:
+        left_out.append(f"replies cut off at the token limit and abandoned attempts before "
+                        f"{plural(spend.cut_off_not_kept, unit)} were stored (cfkit did not keep them then)")
     return left_out
 
 
 def spending_said(subject: str, spend: JudgeSpending, unit: str = "label") -> str:
     """What ``subject`` ("judge J on audit A") cost, in one line that says what it leaves out: 'audit status' and
-    'audit agreement --judge' say it of a judge's labels, 'edits screen' of its answers (``unit``)."""
-    from cfkit.money import spent
+    'audit agreement --judge' say it of a judge's labels, 'edits screen' of its answers (``unit``). Replies cut off
+    at the token limit are counted (paid for, never read) and said; abandoned attempts are said as ``probe run``
+    says them, with what they may add."""
+    from cfkit.money import abandoned_note, spent
     from cfkit.plural import plural
 
     said = (f"{subject}: {plural(spend.labels, unit)}"
-            + (f" from {plural(spend.replies, 'reply', 'replies')}" if spend.replies else ""))
-    if spend.replies:
+            + (f" from {plural(spend.replies, 'reply', 'replies')}" if spend.replies else "")
+            + (f" ({spend.cut_off} cut off at the token limit, not read)" if spend.cut_off else ""))
+    if spend.replies or spend.abandoned:
         if spend.priced:
             said += f", cost {spent(spend.cost_usd, spend.unreported)}"
         else:
@@ -99,6 +139,7 @@ def spending_said(subject: str, spend: JudgeSpending, unit: str = "label") -> st
             said += f" ({spend.tokens_in:,} tokens in, {spend.tokens_out:,} out)"
         else:
             said += " (some replies reported no token counts)"
+        said += abandoned_note(spend.abandoned, spend.abandoned_usd)
     left_out = _not_counted(spend, unit)
     return said + ("; not counted: " + ", ".join(left_out) if left_out else "")
 

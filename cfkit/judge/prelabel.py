@@ -18,7 +18,7 @@ from cfkit import stats
 from cfkit.audit.items import Audit, blind
 from cfkit.audit.judge_labels import CRITERIA, LEFT_OUT, judge_labels, load_audit_questions
 from cfkit.errors import UsageError
-from cfkit.judge.costs import Spent, reply_cost
+from cfkit.judge.costs import Spent, reply_cost, unread_cost
 from cfkit.judge.questions import MAX_TOKENS, ask_in_turn
 from cfkit.judge.screen import YES_NO
 from cfkit.store import Store, audit_labels, prelabels
@@ -43,8 +43,7 @@ class PrelabelResult:
         return {"audit": self.audit, "judge": self.judge, "prompt_version": self.prompt_version, "asked": self.asked,
                 "already_stored": self.stored, "invalid": self.invalid,
                 "already_stored_invalid": self.stored_invalid, "asked_again": self.asked_again,
-                "failed": self.failed, "replies": self.spent.replies, "priced": self.spent.priced,
-                "cost_usd": self.spent.cost_usd, "replies_without_cost": self.spent.unpriced}
+                "failed": self.failed, **self.spent.to_dict()}
 
     def spending(self) -> str:
         """What this run's replies cost, as ``probe run`` says it; or that the judge is not priced."""
@@ -107,7 +106,13 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
                                        **reply_cost(reply, result.spent.priced)))
         result.asked += 1
 
-    ask_in_turn(backend, todo, keep, lambda job, exc: result.failed.append(f"{job[0]} {job[1]}: {exc}"), result.spent.came)
+    def unread(job: tuple[str, str], request, reply, abandoned: int) -> None:  # paid for, no label: its cost kept
+        prelabels.save_unread(store, Prelabel(audit.id, job[0], judge, questions.version, job[1], None, None,
+                                              request.user, reply and reply.raw, reply and reply.server_model, "",
+                                              **unread_cost(reply, abandoned, result.spent.priced)))
+
+    ask_in_turn(backend, todo, keep, lambda job, exc: result.failed.append(f"{job[0]} {job[1]}: {exc}"),
+                result.spent.came, result.spent.gave_up, unread)
     return result
 
 

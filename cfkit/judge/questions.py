@@ -42,10 +42,16 @@ Job = TypeVar("Job")
 
 
 def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, Any, Any], None],
-                failed: Callable[[Job, Exception], None], came: Callable[[Any], None] | None = None) -> None:
+                failed: Callable[[Job, Exception], None], came: Callable[[Any], None] | None = None,
+                gave_up: Callable[[int], None] | None = None,
+                unread: Callable[[Job, Any, Any, int], None] | None = None) -> None:
     """Ask ``backend`` each ``(job, request)`` of ``todo`` in turn (awaiting an async backend, closed at the end):
     ``keep(job, request, reply)`` for each whole reply, ``failed(job, error)`` for each request the transport lost
-    and each reply cut off at the token limit; ``came(reply)`` for every reply, a cut-off one too (it was paid for).
+    and each reply cut off at the token limit; ``came(reply)`` for every reply, a cut-off one too (it was paid for);
+    ``gave_up(attempts)`` for the attempts of a request the transport lost that were given up after they were sent
+    (:attr:`cfkit.errors.TransportError.abandoned`: a provider may bill them; a reply's own are in the reply);
+    ``unread(job, request, reply, attempts)`` for each reply cut off at the token limit (``attempts`` 0: its own are
+    in it) and each lost request with such attempts (``reply`` None), for the caller to keep what they cost.
 
     A cut-off reply is no answer: "Yes, the response names the" may have gone on "… but not the cue, so No", and
     a reasoning model can spend the whole limit before it writes a word. It is never read, so never stored; the
@@ -56,18 +62,27 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
         if came is not None:
             came(reply)
         if reply.truncated:
+            if unread is not None:
+                unread(job, request, reply, 0)
             limit = request.generation.max_tokens
             failed(job, BackendError(f"the reply was cut off at the token limit ({limit} tokens), so it was not "
                                      f"read; raise --max-tokens (now {limit}) and run again"))
         else:
             keep(job, request, reply)
 
+    def lost(job: Job, request, exc: TransportError) -> None:
+        if exc.abandoned and gave_up is not None:
+            gave_up(exc.abandoned)
+        if exc.abandoned and unread is not None:
+            unread(job, request, None, exc.abandoned)
+        failed(job, exc)
+
     if not is_async(backend):
         for job, request in todo:
             try:
                 take(job, request, backend.answer(request))
             except TransportError as exc:
-                failed(job, exc)
+                lost(job, request, exc)
         return
     import asyncio
 
@@ -77,7 +92,7 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
                 try:
                     take(job, request, await backend.answer(request))
                 except TransportError as exc:
-                    failed(job, exc)
+                    lost(job, request, exc)
         finally:
             await backend.aclose()
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from cfkit.cases import Option
 from cfkit.errors import CfkitError, UsageError
-from cfkit.judge.costs import Spent, reply_cost
+from cfkit.judge.costs import Spent, reply_cost, unread_cost
 from cfkit.judge.questions import MAX_TOKENS, Question, QuestionSet, ask_in_turn, load_questions
 from cfkit.store import Store, edits, screens
 from cfkit.store.screens import ScreenAnswer
@@ -174,7 +174,15 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
         screens.save(store, answer)
         result.answers.append(answer)
 
-    ask_in_turn(backend, todo, keep, lambda job, exc: job[0].failed.append(f"{job[1].id}: {exc}"), spent.came)
+    def unread(job: tuple[EditScreen, Question], request, reply, abandoned: int) -> None:  # paid for, no answer
+        result, question = job
+        screens.save_unread(store, ScreenAnswer(result.edit_id, result.spec_id, judge, questions.version, question.id,
+                                                question.expected, None, None, request.user, reply and reply.raw,
+                                                reply and reply.server_model, "",
+                                                **unread_cost(reply, abandoned, spent.priced)))
+
+    ask_in_turn(backend, todo, keep, lambda job, exc: job[0].failed.append(f"{job[1].id}: {exc}"), spent.came,
+                spent.gave_up, unread)
     order = {q.id: i for i, q in enumerate(questions.questions)}
     for result in results:
         result.answers.sort(key=lambda a: order.get(a.question, len(order)))

@@ -115,7 +115,7 @@ def screened(mini_ws, tmp_path):
 def test_blurred_and_wrong_object_edits_are_flagged_and_the_correct_one_is_not(screened):
     _, first, again, asked, _ = screened
     assert first.exit_code == 0, first.stderr
-    states = {r["spec"]: r for r in json.loads(first.stdout)}
+    states = {r["spec"]: r for r in json.loads(first.stdout)["edits"]}
     assert states["EX01"]["state"] == "clear" and states["EX01"]["doubts"] == []
     assert states["EX02"]["state"] == "doubted"
     assert set(states["EX02"]["doubts"]) >= {"edit-shows-replacement", "region-shows-replacement", "edit-looks-natural"}
@@ -278,7 +278,7 @@ def test_questions_whose_requests_fail_leave_the_edit_incomplete_and_a_rerun_ask
         failing["on"] = False
         again = run_cli([*args, "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
     assert first.exit_code == 1 and "3 edit(s) have questions whose requests failed" in first.stderr
-    states = {r["spec"]: r for r in json.loads(first.stdout)}
+    states = {r["spec"]: r for r in json.loads(first.stdout)["edits"]}
     assert {r["state"] for r in states.values()} <= {"incomplete", "doubted"}
     assert all(len(r["failed"]) == 1 and r["failed"][0].startswith("edit-looks-natural: ") for r in states.values())
     assert again.exit_code == 0, again.stderr
@@ -330,12 +330,12 @@ def test_a_reply_cut_off_at_the_token_limit_is_not_read_and_is_asked_again(mini_
         again = run_cli([*args, "--max-tokens", "64", "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
     assert first.exit_code == 1 and "3 edit(s) have questions whose requests failed or whose replies were cut off" \
         in first.stderr
-    states = {r["spec"]: r for r in json.loads(first.stdout)}
+    states = {r["spec"]: r for r in json.loads(first.stdout)["edits"]}
     assert all(r["failed"] == ["edit-looks-natural: the reply was cut off at the token limit (16 tokens), so it was "
                                "not read; raise --max-tokens (now 16) and run again"] for r in states.values())
     assert all(a["question"] != "edit-looks-natural" for r in states.values() for a in r["answers"])
     assert again.exit_code == 0, again.stderr
     assert len(asked) == 18  # five answered whole the first time, the natural-photograph one the second, per edit
     natural = {r["spec"]: [a for a in r["answers"] if a["question"] == "edit-looks-natural"]
-               for r in json.loads(again.stdout)}
+               for r in json.loads(again.stdout)["edits"]}
     assert all(len(found) == 1 for found in natural.values())

@@ -30,10 +30,17 @@ CREATE TABLE IF NOT EXISTS screens (
 _COST_COLUMNS = (("replies", "INTEGER"), ("priced", "INTEGER"), ("cost_usd", "REAL"), ("unreported", "INTEGER"),
                  ("tokens_in", "INTEGER"), ("tokens_out", "INTEGER"))
 
-DDL = _DDL_6.replace("    PRIMARY KEY", "".join(f"    {name:<15} {kind},\n" for name, kind in _COST_COLUMNS)
+#: Schema 9: what the cost columns left out. ``cut_off``: of ``replies``, those cut off at the token limit (never
+#: read); ``abandoned``: attempts given up after they were sent (a timeout, a connection dropped mid-reply), which a
+#: provider may bill; ``pending``: 1 for a row with no reply read yet (only what such replies and attempts cost: no
+#: answer, asked again by the next run). NULL in a row stored before (``cut_off`` NULL: not kept then).
+SPEND_COLUMNS = (("cut_off", "INTEGER"), ("abandoned", "INTEGER"), ("pending", "INTEGER"))
+
+DDL = _DDL_6.replace("    PRIMARY KEY", "".join(f"    {name:<15} {kind},\n" for name, kind in _COST_COLUMNS + SPEND_COLUMNS)
                      + "    PRIMARY KEY")
 
-#: New in schema 6: created by its DDL; schema 8 adds the cost columns.
+#: New in schema 6: created by its DDL; schema 8 adds the cost columns, schema 9 what they left out.
 MIGRATIONS: dict[int, list[str]] = {
     8: [_DDL_6, *(f"ALTER TABLE screens ADD COLUMN {name} {kind}" for name, kind in _COST_COLUMNS)],
+    9: [f"ALTER TABLE screens ADD COLUMN {name} {kind}" for name, kind in SPEND_COLUMNS],
 }
