@@ -389,7 +389,7 @@ class OpenAIBackend(Backend):
             raise UsageError("--batch goes to one server's Batch API; give one --base-url (replicas answer live "
                              "runs).")
 
-        return BatchAPI(self._client, self.endpoint)
+        return BatchAPI(self._client, self.endpoint, model=self.name)
 
     def _refusal_answered(self, exchange: Exchange, body: dict[str, Any]) -> str | None:
         """For a 400/422 that names a parameter we can do without, the note of dropping it; else None.

@@ -10,7 +10,9 @@ do its work; with none left, or when the others serve the name from different
 weights, the run is refused in one line. The model's id (and, where the server
 reports it, the weights it was loaded from, vLLM's ``root``) is then the run's
 identity, and the endpoints are provenance — which one answered is stored with
-each reply.
+each reply. The same reading of a model list (:func:`listed`, :func:`not_listed`,
+:func:`refusal`) checks the one server of ``probe run --batch`` before
+anything is uploaded (:func:`check_served`).
 
 :class:`ReplicaPool` hands each request to an endpoint:
 
@@ -159,7 +161,7 @@ class ReplicaPool:
     async def _recheck(self, waiting: list[Replica]) -> None:
         for replica, exchange in await _listings(waiting):
             entries = model_entries(exchange.body) if exchange.failure is None and exchange.status == 200 else None
-            match = next((e for e in entries or () if e["id"] == self.name), None)
+            match = listed(entries or [], self.name)
             root = match.get("root") if match is not None else None
             if match is None or (self.root is not None and isinstance(root, str) and root != self.root):
                 continue  # still down, or serving something else: asked again later
@@ -254,6 +256,47 @@ def model_entries(body: bytes) -> list[dict[str, Any]] | None:
     return [e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
 
 
+def listed(entries: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """The entry of model ``name`` in a server's model list (:func:`model_entries`), or None: its id is ``name``
+    (or ``models/NAME``, as a provider may list it)."""
+    return next((e for e in entries if e["id"] in (name, f"models/{name}")), None)
+
+
+def not_listed(entries: list[dict[str, Any]], name: str) -> str:
+    """Why a server whose model list is ``entries`` cannot answer for ``name`` (it does not list it): the models
+    it lists, and the nearest of them to ``name`` (a typo)."""
+    from cfkit.suggest import closest
+
+    ids = sorted(e["id"] for e in entries)
+    served = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "") if ids else "nothing"
+    near = closest(name, ids)
+    return f"it serves {served}, not '{name}'" + (f"; did you mean '{near}'?" if near else "")
+
+
+def refusal(who: str, name: str, why: Sequence[tuple[str, str]], *, url_flag: str = "--base-url") -> str:
+    """The one line refusing a run none of whose servers can answer for ``name`` (``why``: each server as shown,
+    and why not), before anything is sent or recorded (``url_flag``: how a run names its server)."""
+    detail = "; ".join(f"{shown}: {reason}" for shown, reason in why)
+    if len(why) == 1:
+        return (f"{who}: {why[0][0]} cannot answer for '{name}' ({why[0][1]}). Nothing was sent. Fix the model's "
+                f"name, or give {url_flag} for a server that serves '{name}'.")
+    return (f"{who}: no replica can answer for '{name}' ({detail}). Nothing was sent. Start the servers, or give "
+            f"--base-url for servers that serve '{name}'.")
+
+
+async def check_served(client: Any, shown: str, name: str, *, who: str) -> None:
+    """Ask one server (``client``, a :class:`~cfkit.backends.http.JSONClient`) which models it serves, as the
+    start-up check of a replica set does (:func:`served_model`), before a batch is submitted to it. Raises
+    :class:`BackendUnavailable` (:func:`refusal`) when it lists its models without ``name``; a server that cannot
+    be asked, or gives no list, is not refused here (the submission itself says what is wrong)."""
+    exchange = await client.request("GET", "/models", deadline=MODELS_DEADLINE_S)
+    if exchange.failure is not None or exchange.status != 200:
+        return
+    entries = model_entries(exchange.body)
+    if entries is not None and listed(entries, name) is None:
+        raise BackendUnavailable(refusal(who, name, [(shown, not_listed(entries, name))]))
+
+
 async def _listings(replicas: Sequence[Replica]) -> list[tuple[Replica, Any]]:
     import asyncio
 
@@ -292,17 +335,14 @@ def served_model(replicas: Sequence[Replica], name: str, *, who: str) -> dict[st
             replica.left_out = f"it did not answer GET /models: {what}: {exchange.detail or 'no detail'}"
         elif (entries := model_entries(exchange.body)) is None:
             replica.left_out = "it answered GET /models without a model list"
-        elif (match := next((e for e in entries if e["id"] == name), None)) is None:
-            served = ", ".join(sorted(e["id"] for e in entries)[:5]) or "nothing"
-            replica.left_out = f"it serves {served}, not '{name}'"
+        elif (match := listed(entries, name)) is None:
+            replica.left_out = not_listed(entries, name)
         if match is None:
             replica.at_start = True
         else:
             found.append((replica, match))
     if not found:
-        detail = "; ".join(f"{r.shown}: {r.left_out}" for r in replicas)
-        raise BackendUnavailable(f"{who}: no replica can answer for '{name}' ({detail}). Start the servers, or give "
-                                 f"--base-url for servers that serve '{name}'.")
+        raise BackendUnavailable(refusal(who, name, [(r.shown, r.left_out or "") for r in replicas]))
     roots = {str(e["root"]) for _, e in found if isinstance(e.get("root"), str)}
     if len(roots) > 1:
         detail = "; ".join(f"{r.shown}: {e.get('root')}" for r, e in found)
