@@ -8,8 +8,6 @@ import json
 import threading
 import time
 
-import pytest
-
 from support.chat_api_server import ChatServer
 from support.probe_runs import many_cases, replicated, replies, scripted_answer
 from support.workspace import run_cli

@@ -12,7 +12,7 @@ import pytest
 from support.anthropic_api_server import AnthropicServer, model
 from support.batch_api_server import BatchServer
 from support.chat_api_server import ChatServer, listing
-from support.probe_runs import FAST, many_cases, replicated, scripted_answer
+from support.probe_runs import FAST, many_cases, scripted_answer
 from support.store_sql import table_rows
 from support.workspace import run_cli
 
