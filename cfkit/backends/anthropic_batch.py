@@ -119,6 +119,34 @@ class MessageBatches:
             await asyncio.sleep(min(8.0, 0.5 * 2 ** attempt))
         raise AssertionError("unreachable")
 
+    async def check_model(self) -> None:
+        """Before a batch is created: refuse, in one line (:func:`~cfkit.backends.replicas.refusal`, with the
+        models it lists: :func:`~cfkit.backends.replicas.not_listed`), a model the server does not have.
+        Anthropic lists its models by dated id only, not by the aliases a run may name, so the model is asked
+        for by name (``GET /v1/models/NAME`` resolves an alias); a 404 there refuses only when the server does
+        list its models (``GET /v1/models``): a proxy without these routes, or any other failure, leaves it to
+        the batch itself."""
+        import anthropic
+
+        from cfkit.backends.replicas import not_listed, refusal
+
+        name, client = self.backend.name, self.backend.client()
+        try:
+            await client.models.retrieve(name)
+            return
+        except anthropic.NotFoundError:
+            pass
+        except (anthropic.APIStatusError, anthropic.APIConnectionError):
+            return
+        try:
+            page = await client.models.list(limit=1000)
+        except (anthropic.APIStatusError, anthropic.APIConnectionError):
+            return
+        entries = [{"id": m.id} for m in page.data if isinstance(m.id, str)]
+        if entries:
+            raise BackendUnavailable(refusal("anthropic backend", name, [(self.endpoint, not_listed(entries, name))],
+                                             url_flag="-o base_url"))
+
     async def upload(self, path: Path) -> str:
         import orjson
 

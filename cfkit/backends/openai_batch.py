@@ -128,10 +128,19 @@ def _info(data: Any, endpoint: str) -> BatchInfo:
 class BatchAPI:
     """The files and batches endpoints of one server, through the backend's pooled client."""
 
-    def __init__(self, client: JSONClient, endpoint: str, *, file_deadline_s: float = FILE_DEADLINE_S):
+    def __init__(self, client: JSONClient, endpoint: str, *, model: str = "", file_deadline_s: float = FILE_DEADLINE_S):
         self.client = client
         self.endpoint = endpoint  # as shown to people (credentials redacted)
+        self.model = model  # the name the batch's lines ask for
         self.file_deadline_s = file_deadline_s  # a whole download, every attempt together
+
+    async def check_model(self) -> None:
+        """Before anything is uploaded: refuse, in one line, a model the server lists its models without (a typo,
+        the wrong server), by the check a replica set's start-up makes
+        (:func:`~cfkit.backends.replicas.check_served`)."""
+        from cfkit.backends.replicas import check_served
+
+        await check_served(self.client, self.endpoint, self.model, who="openai backend")
 
     async def _call(self, what: str, method: str, path: str, prepare: Callable[[], tuple[Any, dict]] | None = None,
                     *, deadline: float = CALL_DEADLINE_S, whole: bool = False, missing_ok: bool = False,

@@ -25,8 +25,9 @@ start-up that they serve the same model, which then keys the cache and the run
 instead of the URL, and spreads requests over them (``-j`` at each). A server
 that cannot be asked or does not list the model is left out (a note says so);
 a failed attempt backs its server off and goes to another at once, without a
-wait; a 401, 403 or 404 leaves its server out while another remains; each
-reply records the server that answered.
+wait; a 401, 403 or 404 leaves its server out while another remains (after a
+404, or at start-up, it is asked again every ``replica_recheck`` seconds and
+put back once it lists the model); each reply records the server that answered.
 
 Retries: 429, 408, 409, 5xx, timeouts, connection errors and malformed bodies
 are retried ``max_retries`` times with jittered exponential backoff, honouring
@@ -166,8 +167,8 @@ class OpenAIBackend(Backend):
             served = served_model(self._pool.replicas, name, who="openai backend")
             self.cache_identity = {k: v for k, v in self.cache_identity.items() if k != "base_url"} | served
             self._pool.name, self._pool.root = name, served.get("root")  # what a replica back in use must serve
-            self._pool.on_back = self._news
-            self.notes += tuple(start_notes(self._pool.replicas))
+            self._pool.on_back, self._pool.recheck_s = self._news, options.replica_recheck
+            self.notes += tuple(start_notes(self._pool.replicas, options.replica_recheck))
         self.priced = options.price_in is not None and options.price_out is not None
         # Parameters this server refused; later requests leave them out (or use the other token limit).
         self._refused: set[str] = {"response_format"} if options.json_schema == "off" else set()
@@ -176,10 +177,11 @@ class OpenAIBackend(Backend):
         self._client = JSONClient(endpoint.url, headers | {"Authorization": endpoint.authorization},
                                   deadline=options.timeout)
 
-    def _news(self, line: str) -> None:
-        """A replica is back in use: say so, and let -j more requests be in flight (its share)."""
+    def _news(self, line: str, widen: bool) -> None:
+        """A replica is back in use: say so, and (``widen``: one the run started without) let -j more requests be
+        in flight (its share)."""
         if self.on_news is not None:
-            self.on_news(line, self._pool.limit if self._pool is not None else 0)
+            self.on_news(line, self._pool.limit if self._pool is not None and widen else 0)
 
     @property
     def replicas(self) -> int:
@@ -348,7 +350,7 @@ class OpenAIBackend(Backend):
         healthy = False if failing else None if exchange.failure is not None or refused else True
         said = error_text(exchange.body or b"")[1] if failing or refused else ""
         if refused:
-            self._pool.leave_out(replica, f"it answered HTTP {status}: {said}")
+            self._pool.leave_out(replica, f"it answered HTTP {status}: {said}", recheck=status == 404)
         await self._pool.release(replica, healthy=healthy,
                                  failure=f"{exchange.failure or f'HTTP {status}'}: {exchange.detail or said}"
                                  if failing else "",
@@ -389,7 +391,7 @@ class OpenAIBackend(Backend):
             raise UsageError("--batch goes to one server's Batch API; give one --base-url (replicas answer live "
                              "runs).")
 
-        return BatchAPI(self._client, self.endpoint)
+        return BatchAPI(self._client, self.endpoint, model=self.name)
 
     def _refusal_answered(self, exchange: Exchange, body: dict[str, Any]) -> str | None:
         """For a 400/422 that names a parameter we can do without, the note of dropping it; else None.

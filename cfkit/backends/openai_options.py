@@ -32,6 +32,10 @@ def openai_options() -> type:
                                  json_schema_extra=_NO_CACHE)
         backoff: float = Field(1.0, ge=0, description="first retry delay in seconds; doubles each retry, jittered",
                                json_schema_extra=_NO_CACHE)
+        replica_recheck: float = Field(30.0, gt=0, le=3600, description="with several --base-url: seconds "
+                                                                        "between asking a replica left out of the "
+                                                                        "run again whether it serves the model",
+                                       json_schema_extra=_NO_CACHE)
         json_schema: Literal["auto", "off"] = Field("auto", description="auto: ask for schema-constrained JSON, "
                                                                         "fall back to text if refused; off: never")
         detail: Literal["auto", "low", "high"] = Field("auto", description="image detail level sent with each image")
@@ -58,6 +62,7 @@ PLAIN_OPTIONS = PlainSpec(
     timeout=PlainField(120.0, plain_number(gt=0, le=3600), cache=False),
     max_retries=PlainField(4, plain_number(ge=0, le=20, integer=True), cache=False),
     backoff=PlainField(1.0, plain_number(ge=0), cache=False),
+    replica_recheck=PlainField(30.0, plain_number(gt=0, le=3600), cache=False),
     json_schema=PlainField("auto", plain_choice("auto", "off")),
     detail=PlainField("auto", plain_choice("auto", "low", "high")),
     token_param=PlainField(None, plain_choice("max_completion_tokens", "max_tokens", optional=True)),

@@ -10,7 +10,9 @@ do its work; with none left, or when the others serve the name from different
 weights, the run is refused in one line. The model's id (and, where the server
 reports it, the weights it was loaded from, vLLM's ``root``) is then the run's
 identity, and the endpoints are provenance — which one answered is stored with
-each reply.
+each reply. The same reading of a model list (:func:`listed`, :func:`not_listed`,
+:func:`refusal`) checks the one server of ``probe run --batch`` before
+anything is uploaded (:func:`check_served`).
 
 :class:`ReplicaPool` hands each request to an endpoint:
 
@@ -29,14 +31,23 @@ each reply.
   server's pace, not after minutes of 30 s back-offs. The last endpoint left
   in a run (the others left out) is never backed off: it is then one server.
 - **Left out.** An endpoint that refuses the key (401, 403) or says it has no
-  such model (404) is left out for the rest of the run while another remains
+  such model (404) is left out while another remains
   (:meth:`ReplicaPool.leave_out`); :meth:`ReplicaPool.notes` says at the end
   of the run which endpoints were left out or failed attempts, and why.
-- **Back in use.** An endpoint the start-up check left out (not up yet, or
-  not yet serving the model) is asked again (``GET /models``) every
-  :data:`RECHECK_S` seconds while the run sends; once it lists the model, from
-  the same weights as the others, it takes requests again, and ``on_back``
-  (the runner's) is told so once; its end-of-run note says when it came back.
+- **Back in use.** An endpoint left out, by the start-up check (not up yet,
+  or not yet serving the model) or during the run for a 404 (a server
+  restarted on other weights says it has no such model until it is restarted
+  on these), is asked again (``GET /models``) every ``recheck_s`` seconds
+  (:data:`RECHECK_S`, the openai backend's ``-o replica_recheck``) while the
+  run sends; once it lists the model, from the same weights as the others, it
+  takes requests again, and ``on_back`` (the runner's) is told so; its
+  end-of-run note says when it came back. Each time one is left out again
+  during the run it waits twice as long before it is asked again, so a server
+  that lists the model but answers 404 for it costs one failed attempt (sent
+  elsewhere at once) ever more rarely. One that refused the key (401, 403)
+  during the run is not asked again: the run's key does not change while it
+  sends, and ``GET /models`` often needs no key, so it would be put back only
+  to refuse again.
 
 The pool lives in one event loop at a time (the runner's); its condition is
 made anew when the loop changes, as the HTTP client's session is.
@@ -56,7 +67,7 @@ FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
 #: How long the start-up check waits for each server's model list (seconds).
 MODELS_DEADLINE_S = 15.0
-#: How often an endpoint left out at start-up is asked again whether it serves the model (seconds).
+#: How often a left-out endpoint is asked again whether it serves the model (seconds; ``-o replica_recheck``).
 RECHECK_S = 30.0
 #: How every line about one endpoint of a replica set begins (``runs show`` finds them among a run's notes).
 NOTE_START = "replica "
@@ -77,7 +88,12 @@ class Replica:
     left_out: str | None = None  # why it gets no request in this run; None while it is in use
     at_start: bool = False  # left out by the start-up check (said when the run starts)
     last_failure: str = ""  # what its last failed attempt met
-    back_after: float | None = None  # seconds into the run it was put back in use (left out at start-up)
+    back_after: float | None = None  # seconds into the run it was last put back in use
+    first_left_out: str | None = None  # why it was first left out during the run (not at start-up)
+    times_out: int = 0  # how often it was left out during the run
+    returns: int = 0  # how often it was put back in use
+    recheck: bool = True  # asked again while left out (not after it refused the run's key)
+    due: float = 0.0  # time.monotonic() from which it is asked again (while left out)
 
 
 class ReplicaPool:
@@ -91,8 +107,9 @@ class ReplicaPool:
         self.name: str = ""  # the model the endpoints serve, and the weights (``root``) where the servers report
         self.root: str | None = None  # them: what a left-out endpoint must serve to be put back (served_model)
         self.on_back: Any = None  # told, in one line, of each endpoint put back in use (set by the runner)
+        self.recheck_s = RECHECK_S  # how often a left-out endpoint is asked again (the backend's option)
         self._started: float | None = None  # when the first request was asked for
-        self._next_check = 0.0
+        self._next_check = float("inf")  # the earliest a left-out endpoint is due to be asked again
         self._checking: Any = None  # the re-check under way (an asyncio task)
 
     def set_limit(self, limit: int) -> None:
@@ -143,31 +160,43 @@ class ReplicaPool:
                     pass
 
     def _recheck_when_due(self) -> None:
-        """Every :data:`RECHECK_S` s, ask the endpoints left out at start-up again (in the background)."""
+        """Ask the left-out endpoints that are due again (in the background): see the module docstring."""
         import asyncio
 
         now = time.monotonic()
         if self._started is None:
-            self._started, self._next_check = now, now + RECHECK_S
+            self._started = now
+            for replica in self.replicas:
+                if replica.left_out is not None:
+                    self._due(replica, now + self.recheck_s)
         if now < self._next_check or (self._checking is not None and not self._checking.done()):
             return
-        waiting = [r for r in self.replicas if r.at_start and r.left_out is not None]
+        waiting = [r for r in self.replicas if r.left_out is not None and r.recheck and r.due <= now]
+        for replica in waiting:  # the next time, should this check not put it back
+            replica.due = now + self.recheck_s * 2 ** max(0, replica.times_out - 1)
+        self._next_check = min((r.due for r in self.replicas if r.left_out is not None and r.recheck),
+                               default=float("inf"))
         if waiting and self.name:
-            self._next_check = now + RECHECK_S
             self._checking = asyncio.get_running_loop().create_task(self._recheck(waiting))
 
+    def _due(self, replica: Replica, when: float) -> None:
+        replica.due = when
+        self._next_check = min(self._next_check, when)
+
     async def _recheck(self, waiting: list[Replica]) -> None:
-        for replica, exchange in await _listings(waiting):
+        for replica, exchange in await _listings(waiting, close=False):
             entries = model_entries(exchange.body) if exchange.failure is None and exchange.status == 200 else None
-            match = next((e for e in entries or () if e["id"] == self.name), None)
+            match = listed(entries or [], self.name)
             root = match.get("root") if match is not None else None
             if match is None or (self.root is not None and isinstance(root, str) and root != self.root):
                 continue  # still down, or serving something else: asked again later
-            replica.left_out, replica.failures, replica.down_until = None, 0, 0.0
+            why, replica.left_out, replica.failures, replica.down_until = replica.left_out, None, 0, 0.0
             replica.back_after = time.monotonic() - (self._started or time.monotonic())
-            if self.on_back is not None:
+            replica.returns += 1
+            if self.on_back is not None:  # more requests in flight only for one the run started without
+                when = "during the run" if replica.times_out else "at start"
                 self.on_back(f"{NOTE_START}{replica.shown} answers for '{self.name}' now; it takes requests again "
-                             f"(left out at start: it was not serving the model)")
+                             f"(left out {when}: {why})", replica.at_start and replica.returns == 1)
         cond = self._cond()
         async with cond:
             cond.notify_all()
@@ -210,10 +239,15 @@ class ReplicaPool:
         now = time.monotonic()
         return any(r is not replica and r.down_until <= now for r in self.in_use())
 
-    def leave_out(self, replica: Replica, why: str) -> bool:
-        """Give ``replica`` no more requests in this run (``why``: what it answered); whether another remains."""
+    def leave_out(self, replica: Replica, why: str, *, recheck: bool = True) -> bool:
+        """Give ``replica`` no requests (``why``: what it answered) until it lists the model again (``recheck``),
+        or for the rest of the run; whether another remains."""
         if replica.left_out is None:
-            replica.left_out = why
+            replica.left_out, replica.recheck = why, recheck
+            replica.times_out += 1
+            replica.first_left_out = replica.first_left_out or why
+            if recheck:
+                self._due(replica, time.monotonic() + self.recheck_s * 2 ** (replica.times_out - 1))
         return bool(self.in_use())
 
     def why_left_out(self) -> str:
@@ -226,14 +260,23 @@ class ReplicaPool:
         from cfkit.plural import plural
 
         said = []
+        every = f"asked again every {self.recheck_s:g} s or less often"
         for r in self.replicas:
-            if r.back_after is not None:
+            if r.times_out and r.left_out is None:
+                said.append(f"{NOTE_START}{r.shown} was left out during the run ({r.first_left_out}) and put back in "
+                            f"use {r.back_after or 0:.0f} s into the run, when it served the model again "
+                            f"({f'left out {r.times_out} times; ' if r.times_out > 1 else ''}{every}); it answered "
+                            f"{plural(r.answered, 'request')}")
+            elif r.times_out:
+                how = (f"put back in use {plural(r.returns, 'time')} when it listed the model again, and left out "
+                       f"again each time; {every}" if r.returns else f"{every}, it did not serve the model again"
+                       if r.recheck else "not asked again: the run's key does not change while it sends")
+                said.append(f"{NOTE_START}{r.shown} was left out during the run ({r.left_out}) after answering "
+                            f"{plural(r.answered, 'request')} ({how}); the other replicas answered the rest")
+            elif r.back_after is not None:
                 said.append(f"{NOTE_START}{r.shown} was left out at start and put back in use "
                             f"{r.back_after:.0f} s into the run, when it served the model; it answered "
                             f"{plural(r.answered, 'request')}")
-            elif r.left_out is not None and not r.at_start:
-                said.append(f"{NOTE_START}{r.shown} was left out during the run ({r.left_out}) after answering "
-                            f"{r.answered} request(s); the other replicas answered the rest")
             elif r.failed and not r.at_start:
                 said.append(f"{NOTE_START}{r.shown} failed {r.failed} attempt(s) (last: {r.last_failure or '?'}) "
                             f"and answered {r.answered}; each failed attempt was sent again")
@@ -254,12 +297,56 @@ def model_entries(body: bytes) -> list[dict[str, Any]] | None:
     return [e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
 
 
-async def _listings(replicas: Sequence[Replica]) -> list[tuple[Replica, Any]]:
+def listed(entries: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """The entry of model ``name`` in a server's model list (:func:`model_entries`), or None: its id is ``name``
+    (or ``models/NAME``, as a provider may list it)."""
+    return next((e for e in entries if e["id"] in (name, f"models/{name}")), None)
+
+
+def not_listed(entries: list[dict[str, Any]], name: str) -> str:
+    """Why a server whose model list is ``entries`` cannot answer for ``name`` (it does not list it): the models
+    it lists, and the nearest of them to ``name`` (a typo)."""
+    from cfkit.suggest import closest
+
+    ids = sorted(e["id"] for e in entries)
+    served = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "") if ids else "nothing"
+    near = closest(name, ids)
+    return f"it serves {served}, not '{name}'" + (f"; did you mean '{near}'?" if near else "")
+
+
+def refusal(who: str, name: str, why: Sequence[tuple[str, str]], *, url_flag: str = "--base-url") -> str:
+    """The one line refusing a run none of whose servers can answer for ``name`` (``why``: each server as shown,
+    and why not), before anything is sent or recorded (``url_flag``: how a run names its server)."""
+    detail = "; ".join(f"{shown}: {reason}" for shown, reason in why)
+    if len(why) == 1:
+        return (f"{who}: {why[0][0]} cannot answer for '{name}' ({why[0][1]}). Nothing was sent. Fix the model's "
+                f"name, or give {url_flag} for a server that serves '{name}'.")
+    return (f"{who}: no replica can answer for '{name}' ({detail}). Nothing was sent. Start the servers, or give "
+            f"--base-url for servers that serve '{name}'.")
+
+
+async def check_served(client: Any, shown: str, name: str, *, who: str) -> None:
+    """Ask one server (``client``, a :class:`~cfkit.backends.http.JSONClient`) which models it serves, as the
+    start-up check of a replica set does (:func:`served_model`), before a batch is submitted to it. Raises
+    :class:`BackendUnavailable` (:func:`refusal`) when it lists its models without ``name``; a server that cannot
+    be asked, or gives no list, is not refused here (the submission itself says what is wrong)."""
+    exchange = await client.request("GET", "/models", deadline=MODELS_DEADLINE_S)
+    if exchange.failure is not None or exchange.status != 200:
+        return
+    entries = model_entries(exchange.body)
+    if entries is not None and listed(entries, name) is None:
+        raise BackendUnavailable(refusal(who, name, [(shown, not_listed(entries, name))]))
+
+
+async def _listings(replicas: Sequence[Replica], *, close: bool = True) -> list[tuple[Replica, Any]]:
+    """Each replica's answer to ``GET /models``; ``close``: its connections closed after (the start-up check's loop
+    ends there), not while the run sends (requests of the run may be in flight to it)."""
     import asyncio
 
     async def one(replica: Replica) -> tuple[Replica, Any]:
         exchange = await replica.client.request("GET", "/models", deadline=MODELS_DEADLINE_S)
-        await replica.client.aclose()  # this loop ends here; the run's loop opens its own connections
+        if close:
+            await replica.client.aclose()  # this loop ends here; the run's loop opens its own connections
         return replica, exchange
 
     return await asyncio.gather(*(one(r) for r in replicas))
@@ -292,17 +379,14 @@ def served_model(replicas: Sequence[Replica], name: str, *, who: str) -> dict[st
             replica.left_out = f"it did not answer GET /models: {what}: {exchange.detail or 'no detail'}"
         elif (entries := model_entries(exchange.body)) is None:
             replica.left_out = "it answered GET /models without a model list"
-        elif (match := next((e for e in entries if e["id"] == name), None)) is None:
-            served = ", ".join(sorted(e["id"] for e in entries)[:5]) or "nothing"
-            replica.left_out = f"it serves {served}, not '{name}'"
+        elif (match := listed(entries, name)) is None:
+            replica.left_out = not_listed(entries, name)
         if match is None:
             replica.at_start = True
         else:
             found.append((replica, match))
     if not found:
-        detail = "; ".join(f"{r.shown}: {r.left_out}" for r in replicas)
-        raise BackendUnavailable(f"{who}: no replica can answer for '{name}' ({detail}). Start the servers, or give "
-                                 f"--base-url for servers that serve '{name}'.")
+        raise BackendUnavailable(refusal(who, name, [(r.shown, r.left_out or "") for r in replicas]))
     roots = {str(e["root"]) for _, e in found if isinstance(e.get("root"), str)}
     if len(roots) > 1:
         detail = "; ".join(f"{r.shown}: {e.get('root')}" for r, e in found)
@@ -314,11 +398,11 @@ def served_model(replicas: Sequence[Replica], name: str, *, who: str) -> dict[st
     return identity
 
 
-def start_notes(replicas: Sequence[Replica]) -> list[str]:
+def start_notes(replicas: Sequence[Replica], recheck_s: float = RECHECK_S) -> list[str]:
     """One line for each endpoint the start-up check left out: which, why, and who does its work."""
     from cfkit.plural import plural
 
     others = plural(sum(r.left_out is None for r in replicas), "other replica", "other replicas")
     return [f"{NOTE_START}{r.shown} is left out of this run ({r.left_out}); its requests go to the {others}"
-            f" until it serves the model (asked again every {RECHECK_S:g} s)"
+            f" until it serves the model (asked again every {recheck_s:g} s)"
             for r in replicas if r.at_start]

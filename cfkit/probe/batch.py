@@ -1,6 +1,9 @@
 """A probe run through a provider's Batch API: ``probe run --batch``, then ``probe collect RUN``.
 
-:func:`submit_batch` plans the run exactly as a live run does and opens it
+:func:`submit_batch` plans the run exactly as a live run does, asks the
+server whether it serves the model (``GET /models``, as a replica set's
+start-up check does: a model it lists its models without is refused in one
+line before anything is recorded, uploaded or created), and opens the run
 (same run id, same stored and cached replies kept); the requests still
 missing are written as batch input files (one line a distinct request, its
 ``custom_id`` the request's cache key; each image read and encoded as its
@@ -216,6 +219,7 @@ def submit_batch(job: Any, store: Store, *, on_plan: Callable | None = None,
     if max_cost is not None and prices is None:
         raise UsageError(f"--max-cost needs prices, and {backend.model} has none. Give them as -o price_in=… "
                          "-o price_out=…, or in cfkit.toml [probe.prices].")
+    asyncio.run(_check_model(backend))  # a model the server does not serve: refused before anything is recorded
     opened = open_and_settle(store, backend, plan, protocol=job.setup.protocol.name, notes=job.setup.notes())
     wanted = {i.key for i in plan.items}
     asked, pairs = plan.asked(), plan.asked_pairs()  # kept with the run (close_run)
@@ -242,6 +246,16 @@ def submit_batch(job: Any, store: Store, *, on_plan: Callable | None = None,
     close_run(store, opened.run_id, status, None, wanted, sorted(opened.notes), asked=asked, pairs=pairs)
     return BatchSubmission(opened.run_id, backend.model, plan.suite, len(plan.items), opened.kept,
                            opened.from_cache, len({r.cache_key for _, rs in files for r in rs}), tuple(ids))
+
+
+async def _check_model(backend: Backend) -> None:
+    """Refuse, in one line, a model the server says it does not serve (``GET /models``: a typo, the wrong server),
+    before a file is uploaded or a batch created: a batch would only fail on it hours later."""
+    api = backend.batch_api()
+    try:
+        await api.check_model()
+    finally:
+        await api.aclose()
 
 
 async def _upload_all(store: Store, run_id: str, backend: Backend,

@@ -8,9 +8,6 @@ import json
 import threading
 import time
 
-import pytest
-
-from cfkit.backends import replicas
 from support.chat_api_server import ChatServer
 from support.probe_runs import many_cases, replicated, replies, scripted_answer
 from support.workspace import run_cli
@@ -18,8 +15,7 @@ from support.workspace import run_cli
 N = 40
 
 
-def test_a_replica_down_at_start_is_put_back_in_use_when_it_comes_up(tmp_path, monkeypatch):
-    monkeypatch.setattr(replicas, "RECHECK_S", 0.1, raising=False)  # asked again every 0.1 s (30 s in a real run)
+def test_a_replica_down_at_start_is_put_back_in_use_when_it_comes_up(tmp_path):
     ws = many_cases(tmp_path / "ws", N)
     with ChatServer(scripted_answer) as stopped:
         port = stopped.httpd.server_address[1]
@@ -35,7 +31,8 @@ def test_a_replica_down_at_start_is_put_back_in_use_when_it_comes_up(tmp_path, m
         starter = threading.Thread(target=start_b_later, daemon=True)
         starter.start()
         try:
-            result = replicated(ws, [a.url, late_url], "-j", "1")
+            # asked again every 0.1 s (30 s by default)
+            result = replicated(ws, [a.url, late_url], "-j", "1", "-o", "replica_recheck=0.1")
         finally:
             starter.join(timeout=30)
             for b in late:
@@ -48,6 +45,7 @@ def test_a_replica_down_at_start_is_put_back_in_use_when_it_comes_up(tmp_path, m
     assert {r["endpoint"] for r in stored} == {a.url, late_url}
     lines = result.stderr.splitlines()
     assert sum(f"replica {late_url} is left out of this run" in line for line in lines) == 1
+    assert sum("(asked again every 0.1 s)" in line for line in lines) == 1  # -o replica_recheck, as it is
     back = [line for line in lines if f"replica {late_url} answers for 'test-model' now" in line]
     assert len(back) == 1 and "it takes requests again" in back[0]
     assert back[0].startswith("note: replica ")  # good news, said as a note (it said "warning: replica ...")
@@ -59,12 +57,11 @@ def test_a_replica_down_at_start_is_put_back_in_use_when_it_comes_up(tmp_path, m
     assert any("put back in use" in n for n in json.loads(shown.stdout)["run"]["notes"]["backend_notes"])
 
 
-def test_a_replica_serving_another_model_is_not_put_back(tmp_path, monkeypatch):
-    monkeypatch.setattr(replicas, "RECHECK_S", 0.05, raising=False)
+def test_a_replica_serving_another_model_is_not_put_back(tmp_path):
     ws = many_cases(tmp_path / "ws", 12)
     with ChatServer(scripted_answer, latency=0.03) as a, ChatServer(scripted_answer) as other:
         other.models = [{"id": "other-model", "object": "model"}]
-        result = replicated(ws, [a.url, other.url], "-j", "1")
+        result = replicated(ws, [a.url, other.url], "-j", "1", "-o", "replica_recheck=0.05")
         assert other.count == 0 and a.count == 12
     assert result.exit_code == 0, result.stderr
     assert "answers for 'test-model' now" not in result.stderr

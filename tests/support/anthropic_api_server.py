@@ -12,7 +12,9 @@ and passed through ``mangle`` when given; a request whose ``custom_id`` is in
 ``POST …/ID/cancel`` makes a batch that has not ended ``canceling``; it ends
 at the next look, each request in ``expire`` ``canceled`` and the others
 answered, as a batch does that answered part before it stopped. A batch in
-``forgotten`` is answered 404.
+``forgotten`` is answered 404. ``GET /v1/models`` and ``GET /v1/models/ID``
+answer from ``models`` (each made by :func:`model`), or 404 while it is None;
+they are not recorded.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ class Scripted:
     error_type: str = "invalid_request_error"
     usage: dict[str, Any] | None = None  # the message's usage (default: 100 input and 20 output tokens)
     delay: float = 0.0  # seconds before the answer goes (past the client's timeout: an abandoned attempt)
+
+
+def model(model_id: str) -> dict[str, Any]:
+    """A model as ``GET /v1/models`` lists it."""
+    return {"id": model_id, "type": "model", "display_name": model_id, "created_at": TIMESTAMP}
 
 
 def user_text(params: dict[str, Any]) -> str:
@@ -88,6 +95,7 @@ class AnthropicServer(Loopback):
         self.batches: dict[str, dict[str, Any]] = {}
         self.forgotten: set[str] = set()
         self.expire: set[str] = set()
+        self.models: list[dict[str, Any]] | None = None  # GET /v1/models (None: no such route, a 404); model()
         self._lock = threading.Lock()
         server = self
 
@@ -126,6 +134,16 @@ class AnthropicServer(Loopback):
                 self._send(404, error_body("not_found_error", f"no route {self.path}"))
 
             def do_GET(self) -> None:  # noqa: N802
+                listed = re.fullmatch(r"/v1/models(?:/([^/?]+))?", self.path.split("?")[0])
+                if listed and server.models is not None:  # not recorded: asked before a batch is created
+                    ids = [m["id"] for m in server.models]
+                    if listed.group(1) is None:
+                        return self._send(200, {"data": server.models, "has_more": False,
+                                                "first_id": ids[0] if ids else None,
+                                                "last_id": ids[-1] if ids else None})
+                    if listed.group(1) in ids:
+                        return self._send(200, next(m for m in server.models if m["id"] == listed.group(1)))
+                    return self._send(404, error_body("not_found_error", f"model: {listed.group(1)}"))
                 n = self._record(None)
                 found = re.fullmatch(r"/v1/messages/batches/([^/?]+)(/results)?", self.path.split("?")[0])
                 if not found or found.group(1) not in server.batches or found.group(1) in server.forgotten:

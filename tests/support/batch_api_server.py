@@ -24,6 +24,9 @@ It runs a real ``ThreadingHTTPServer`` on 127.0.0.1 in a background thread:
   or, with ``list_unanswered`` False, in neither;
 - a batch in ``forgotten`` is answered 404, as one the provider deleted;
 - ``GET /v1/files/{id}/content`` answers a file's bytes;
+- ``GET /v1/models`` answers ``models`` as the model list (as
+  tests/support/chat_api_server.py's ``listing`` makes them), or 404 while
+  it is None;
 - ``POST /v1/chat/completions`` answers live, with the same script (for the
   requests sent again after a batch).
 
@@ -80,6 +83,7 @@ class BatchServer(Loopback):
         self.ends_as = ends_as
         self.list_unanswered = list_unanswered
         self.forgotten: set[str] = set()
+        self.models: list[dict[str, Any]] | None = None  # what GET /models lists (None: no such route, a 404)
         self.refuse_cancel = False
         self.cancel_looks = 1  # looks a cancelling batch takes to end cancelled
         self.files: dict[str, dict[str, Any]] = {}
@@ -105,6 +109,8 @@ class BatchServer(Loopback):
                 kind = "content" if parts[-1] == "content" else "get"
                 if server.hostile == f"html_{kind}":
                     self._send(200, HTML, "text/html")
+                elif parts[-1] == "models" and server.models is not None:
+                    self._json(200, {"object": "list", "data": server.models})
                 elif parts[-3:-1] == ["files", parts[-2]] and parts[-1] == "content" and parts[-2] in server.files:
                     if server.hostile == "drip_content":
                         self._drip(server.files[parts[-2]]["data"])
