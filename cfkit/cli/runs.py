@@ -75,7 +75,7 @@ def list_(ws, as_json: bool) -> None:
             s = stand[run_id]
             out.print(run_id, style="bold", soft_wrap=True)
             out.print(f"  {model}: {state}, {done} replies, {errors} failed, cost {cost}, started {started} UTC; "
-                      + ("[bold]read by the report[/]" if s.read else f"report: {escape(s.short)}"))
+                      + f"report: {'[bold]read[/]' if s.read else escape(s.short)}")
     status("report: 'read' marks the run 'cfkit report' reads for its model and suite (older: a newer run "
            "superseded it; left out: 'cfkit runs show RUN' says why).")
     for why in {s.stale_why for s in stand.values() if s.stale is None}:  # (a cases file that cannot be read)

@@ -54,7 +54,7 @@ def test_runs_list_and_show_name_the_run_the_report_reads_among_several_of_one_m
     assert rows[full].rstrip(" │").endswith("read") and rows[smoke].rstrip(" │").endswith("left out")
     assert "'read' marks the run 'cfkit report' reads" in text.stderr
     narrow = run_cli(["runs", "list", "-w", str(tiny_ws)], env={"COLUMNS": "60"}).stdout
-    assert narrow.split(full, 1)[1].splitlines()[1].endswith("read by the report")
+    assert narrow.split(full, 1)[1].splitlines()[1].endswith("report: read")
 
     shown = run_cli(["runs", "show", smoke, "-w", str(tiny_ws)], env={"COLUMNS": "400"}).stdout
     report_line = next(line for line in shown.splitlines() if line.startswith("report"))
