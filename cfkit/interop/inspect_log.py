@@ -35,6 +35,12 @@ MAX_MEMBER_BYTES = 256 * 1024 * 1024
 MAX_ARCHIVE_BYTES = 4 * 1024 * 1024 * 1024
 
 
+#: The stop reasons of a reply cut off before its end (inspect_ai's ``StopReason``, src/inspect_ai/model/
+#: _model_output.py): at the output token limit, at the model's context window, and "length", which logs written
+#: before inspect_ai renamed it hold (its reader migrates it to max_tokens).
+CUT_OFF = ("max_tokens", "model_length", "length")
+
+
 def _with_inspect(path: Path) -> dict[str, Any] | None:
     try:
         from inspect_ai.log import read_eval_log  # type: ignore[import-not-found]
@@ -220,7 +226,7 @@ def read(path: Path, epoch: int | None = None) -> PeerFile:
         output = _dict(sample.get("output"), where, "'output'")
         choices = output.get("choices") if isinstance(output.get("choices"), list) else []
         raw = None
-        truncated = bool(choices) and isinstance(choices[0], dict) and choices[0].get("stop_reason") == "max_tokens"
+        truncated = bool(choices) and isinstance(choices[0], dict) and choices[0].get("stop_reason") in CUT_OFF
         if choices:
             raw, _ = _content_text(_dict(_dict(choices[0], where, "'output.choices[0]'").get("message"), where,
                                          "'message'").get("content"))

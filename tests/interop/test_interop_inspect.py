@@ -106,3 +106,19 @@ def test_inspect_ai_reads_what_cfkit_writes(tmp_path):
                         str(tmp_path / name)]).exit_code == 0
         log = inspect_log.read_eval_log(str(tmp_path / name))
         assert log.eval.model == "openai:gpt-5.5" and len(log.samples) == 6
+
+
+@pytest.mark.parametrize("stop", ["max_tokens", "model_length", "length"])
+def test_a_reply_cut_off_at_the_token_limit_or_the_context_window_is_marked_cut_off(workspace, tmp_path, stop):
+    """inspect_ai records why generation stopped in ``output.choices[0].stop_reason`` (``StopReason`` in
+    src/inspect_ai/model/_model_output.py): ``max_tokens`` at the output limit, ``model_length`` where the reply
+    filled the model's context window, and ``length`` in logs written before it was renamed max_tokens. Each is a
+    reply cut off before its end, counted as cut off in the report (it was read as whole)."""
+    ws, _ = workspace
+    log = json.loads((DATA / "contextcanvas.json").read_text())
+    log["samples"][0]["output"]["choices"][0]["stop_reason"] = stop
+    path = tmp_path / f"cut-{stop}.json"
+    path.write_text(json.dumps(log))
+    got, _ = report(ws, path)
+    [problem] = got["reply_problems"]
+    assert problem["truncated"] == 1, problem
