@@ -669,3 +669,25 @@ def test_a_vlmevalkit_prediction_a_local_model_failed_to_give_is_a_failed_reques
     assert "1 recorded as failed requests" in stderr and "CUDA out of memory" in stderr, stderr
     assert data["reply_problems"] == []
 
+
+
+def test_an_lmms_eval_sample_of_several_replies_is_refused_not_read_as_its_first(peer_files, tmp_path):
+    """With ``--repeats N`` lmms-eval asks each request N times and keeps every reply in the sample's one request
+    (lmms_eval/evaluator.py: ``cloned_reqs.extend([req] * req.repeats)``, logged as ``"resps": [req.resps ...]``):
+    ``[["A", "B", "A"]]``. cfkit reads one reply per case, so such a file is refused in one line rather than read
+    as its first replies with the others dropped."""
+    ws, files = peer_files
+    lines = [json.loads(line) for line in files["lmms"].read_text().splitlines()]
+    for line in lines:
+        reply = line["resps"][0][0]
+        line["resps"] = [[reply, reply, "I cannot tell."]]
+        line["filtered_resps"] = [[reply, reply, "I cannot tell."]]
+    repeated = tmp_path / "lmms" / files["lmms"].name
+    repeated.parent.mkdir()
+    repeated.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    for command in (["report", "--predictions", str(repeated), "--label", "P"],
+                    ["runs", "import", str(repeated), "--label", "P"]):
+        result = run_cli([*command, "-w", str(ws)])
+        assert result.exit_code == 2 and not result.stdout
+        [line] = result.stderr.strip().splitlines()
+        assert f"{repeated}:1 (doc_id 0): 'resps' holds 3 replies" in line and "--repeats 1" in line, line
