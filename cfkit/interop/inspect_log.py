@@ -12,7 +12,9 @@ zip holding ``header.json`` (the log without samples; an unfinished log has
 sample, compressed with Zstandard by current inspect_ai (read here through the
 ``zstandard`` package) or with deflate by older releases. When ``inspect_ai``
 is installed its ``read_eval_log`` reads the file (any log version it knows);
-otherwise cfkit reads the layout above itself. tests/data/inspect holds logs
+otherwise cfkit reads the layout above itself. A log of a format version
+(``version``) after 2 is refused; a version 1 log's single ``score`` is read
+as its scorer's. tests/data/inspect holds logs
 inspect_ai 0.3.285 wrote.
 """
 
@@ -33,6 +35,12 @@ LOG_VERSION = 2
 #: whole archive; beyond them the archive is refused before it is unpacked (a zip bomb fills memory otherwise).
 MAX_MEMBER_BYTES = 256 * 1024 * 1024
 MAX_ARCHIVE_BYTES = 4 * 1024 * 1024 * 1024
+
+
+#: The stop reasons of a reply cut off before its end (inspect_ai's ``StopReason``, src/inspect_ai/model/
+#: _model_output.py): at the output token limit, at the model's context window, and "length", which logs written
+#: before inspect_ai renamed it hold (its reader migrates it to max_tokens).
+CUT_OFF = ("max_tokens", "model_length", "length")
 
 
 def _with_inspect(path: Path) -> dict[str, Any] | None:
@@ -197,6 +205,18 @@ def _sample_error(error: Any) -> str | None:
     return f"inspect_ai recorded an error that halted the sample: {first[0][:300]}"
 
 
+def _known_version(version: Any, path: Path) -> None:
+    """Refuse a log of a format version cfkit does not know (a later inspect_ai's), rather than read its fields as
+    those of the versions it knows (1 and 2; a log that names none is of version 2, inspect_ai's default)."""
+    if version is None or (isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= LOG_VERSION):
+        return
+    from cfkit.hints import DISTRIBUTION
+
+    raise PredictionError(f"{path}: an inspect_ai eval log of format version {version!r}; cfkit reads versions 1 to "
+                          f"{LOG_VERSION}, so this log is not read rather than misread: a later cfkit may read it "
+                          f"(pip install -U '{DISTRIBUTION}').")
+
+
 def _dict(value: Any, where: str, what: str) -> dict[str, Any]:
     if value is None:
         return {}
@@ -209,6 +229,7 @@ def read(path: Path, epoch: int | None = None) -> PeerFile:
     """An inspect_ai log as a :class:`PeerFile` (the model from the header's ``eval.model``): its samples of
     ``epoch``, which must be given when the eval ran several (``inspect eval --epochs``)."""
     log = _dict(load_log(path), str(path), "the log")
+    _known_version(log.get("version"), path)
     header = _dict(log.get("eval"), str(path), "'eval'")
     if not isinstance(log.get("samples"), list):
         raise PredictionError(f"{path}: the log holds no samples (inspect_ai writes them unless --no-log-samples).")
@@ -220,7 +241,7 @@ def read(path: Path, epoch: int | None = None) -> PeerFile:
         output = _dict(sample.get("output"), where, "'output'")
         choices = output.get("choices") if isinstance(output.get("choices"), list) else []
         raw = None
-        truncated = bool(choices) and isinstance(choices[0], dict) and choices[0].get("stop_reason") == "max_tokens"
+        truncated = bool(choices) and isinstance(choices[0], dict) and choices[0].get("stop_reason") in CUT_OFF
         if choices:
             raw, _ = _content_text(_dict(_dict(choices[0], where, "'output.choices[0]'").get("message"), where,
                                          "'message'").get("content"))
@@ -230,6 +251,8 @@ def read(path: Path, epoch: int | None = None) -> PeerFile:
         texts = sample.get("choices")
         options = {chr(ord("A") + i): str(t) for i, t in enumerate(texts)} if isinstance(texts, list) and texts else None
         scores = sample.get("scores") if isinstance(sample.get("scores"), dict) else None
+        if scores is None and isinstance(sample.get("score"), dict):  # a version 1 log: one scorer's 'score'
+            scores = {"score": sample["score"]}
         limit = sample.get("limit") if isinstance(sample.get("limit"), dict) else None  # the limit that halted it
         if limit is not None and raw and limit.get("type") in ("token", "context"):
             truncated = True  # a reply cut off where a token limit halted the sample

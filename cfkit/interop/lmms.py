@@ -72,6 +72,14 @@ def _first_text(value: Any, where: str = "", field: str = "resps") -> str | None
     return None if value is None else str(value)
 
 
+def _replies(resps: Any) -> int:
+    """How many replies a sample's ``resps`` hold: one list per request, of one reply each, or of N where the task
+    ran with ``--repeats N`` (lmms_eval/evaluator.py copies each request N times and appends each reply to it)."""
+    if not isinstance(resps, list):
+        return 1
+    return sum(len(r) if isinstance(r, list) else 1 for r in resps)
+
+
 def _whole_last_line(line: str, where: str) -> None:
     """Refuse a last line cut short (lmms-eval writes a line and its newline together), saying what to do."""
     try:
@@ -104,6 +112,10 @@ def read(path: Path) -> PeerFile:
         at = f"{where} (doc_id {data['doc_id']})"
         raw = _first_text(data["resps"], at)
         filtered = _first_text(data.get("filtered_resps"), at, "filtered_resps")
+        if (count := _replies(data["resps"])) > 1:
+            raise PredictionError(f"{at}: 'resps' holds {count} replies to this sample (lmms-eval ran the task "
+                                  "with --repeats, or asked it in several requests), and cfkit reads one reply per "
+                                  "case and cannot tell which to take: run the task again with --repeats 1.")
         samples.append(PeerSample(
             sample_id=sample_id, raw=raw, where=at, failed=EMPTY_FAILED if not raw else None,
             target=target_text(data.get("target")),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,11 @@ def table(path: Path) -> list[dict[str, Any]]:
 
 #: What VLMEvalKit's API models return, and its tables hold as the prediction, when every try of a request failed.
 FAIL_MSG = "Failed to obtain answer via API."
+#: What its local models' predictions begin with where generation raised and the run went on (``SKIP_ERR=1``):
+#: ``Failed to obtain answer: {type(err)} {err}`` (vlmeval/inference.py, infer_data).
+SKIP_ERR_MSG = "Failed to obtain answer: "
+#: The folder of one run inside ``outputs/{model}/`` (vlmeval/smp/file.py: build_eval_id, and the older name).
+RUN_FOLDER = re.compile(r"^T\d{8}-\d{6}$|^T\d{8}_G[0-9a-fA-F]+$")
 
 
 def _cell(value: Any) -> str | None:
@@ -87,8 +93,12 @@ def read(path: Path) -> PeerFile:
             except json.JSONDecodeError as exc:
                 raise PredictionError(f"{path}, row {number}: the '{CFKIT_KEY}' column is not JSON ({exc.msg}).") from None
         prediction = _cell(row.get("prediction"))
-        failed = (f"VLMEvalKit recorded '{FAIL_MSG}' in place of a prediction: its request to the model failed"
-                  if prediction is not None and prediction.startswith(FAIL_MSG) else None)
+        failed = None
+        if prediction is not None and prediction.startswith(FAIL_MSG):
+            failed = f"VLMEvalKit recorded '{FAIL_MSG}' in place of a prediction: its request to the model failed"
+        elif prediction is not None and prediction.startswith(SKIP_ERR_MSG):
+            failed = (f"VLMEvalKit recorded '{prediction.splitlines()[0][:200]}' in place of a prediction: the "
+                      "model raised an error and the run went on (SKIP_ERR)")
         samples.append(PeerSample(sample_id=_cell(row["index"]) or "", raw=prediction,
                                   where=f"{path}, row {number} (index {_cell(row['index'])})",
                                   options={k: _cell(row[k]) or "" for k in letters} or None, record=record,
@@ -99,9 +109,12 @@ def read(path: Path) -> PeerFile:
 
 def model_of(path: Path) -> tuple[str | None, str]:
     """The model a prediction table names: its folder's name when the file is ``{folder}_{dataset}`` (VLMEvalKit
-    writes ``outputs/{model}/{model}_{dataset}.xlsx``, and a model or dataset name may hold ``_``), else the
-    file name before its last ``_``."""
+    writes ``outputs/{model}/{run}/{model}_{dataset}.xlsx``, ``{run}`` being ``T{date}-{time}`` or, before,
+    ``T{date}_G{commit}``, and links it into ``outputs/{model}/``; a model or dataset name may hold ``_``), else
+    the file name before its last ``_``."""
     stem, folder = path.stem, path.parent.name
+    if RUN_FOLDER.match(folder):  # outputs/{model}/{run}/{model}_{dataset}: the model is the folder above
+        folder = path.parent.parent.name
     if folder and stem.startswith(f"{folder}_") and len(stem) > len(folder) + 1:
         return folder, f"its folder {folder}/"
     if "_" in stem:

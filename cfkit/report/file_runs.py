@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from cfkit.errors import PredictionError
 from cfkit.report.sources import RunInfo, Sources
 
 if TYPE_CHECKING:
@@ -59,7 +60,8 @@ def _together(first: RunInfo, second: RunInfo) -> RunInfo:
     def both(a: Mapping | None, b: Mapping | None) -> Mapping | None:
         return {**(a or {}), **(b or {})} or None
 
-    return replace(first, id=f"{first.id} + {second.id}", status=second.status if first.complete else first.status,
+    templates = _same_templates(first, second)
+    return replace(first, id=f"{first.id} + {second.id}", templates=templates, status=second.status if first.complete else first.status,
                    complete=first.complete and second.complete, n_requests=first.n_requests + second.n_requests,
                    n_done=first.n_done + second.n_done, imported=f"{first.imported} + {second.imported}",
                    captions=both(first.captions, second.captions), asked=both(first.asked, second.asked),
@@ -67,6 +69,29 @@ def _together(first: RunInfo, second: RunInfo) -> RunInfo:
                    asked_whole=first.asked_whole and second.asked_whole,
                    asked_pairs=None if first.asked_pairs is None or second.asked_pairs is None
                    else first.asked_pairs | second.asked_pairs)
+
+
+def _same_templates(first: RunInfo, second: RunInfo) -> Mapping[str, str] | None:
+    """The templates two runs read as one were asked with (each template's digest, both runs' together), or a
+    refusal where they record other texts for one template, or one records them and the other cannot tell: an
+    answer is stale by its own run's templates (cfkit.report.prompts_now), which one run of both cannot hold."""
+    a, b = first.templates, second.templates
+    if a is not None and b is not None:
+        differ = sorted(n for n in a.keys() & b.keys() if a[n] != b[n])
+        if not differ:
+            return {**a, **b}
+        why = f"{', '.join(differ)} had another text for one than for the other"
+    elif a is None and b is None and first.templates_sha256 == second.templates_sha256:
+        return None
+    elif a is None and b is None:
+        why = "their probe templates had other texts"
+    else:
+        why = (f"{(second if a is not None else first).imported} was written by an earlier cfkit, which recorded no "
+               "digest of each template, so which templates its answers were asked with cannot be told")
+    raise PredictionError(
+        f"{second.imported}: run {second.id} and run {first.id} ({first.imported}) are both of {first.model} on "
+        f"{first.suite}, and two such exports are read as one run, but {why}; report each file on its own, or "
+        "import each with 'cfkit runs import FILE --label NAME' and report them as two models.")
 
 
 def _read_digests(paths: Sequence[str]) -> dict[str, str | None]:

@@ -275,3 +275,40 @@ def test_an_export_read_under_another_label_is_a_run_made_elsewhere_as_once_impo
     assert not [n for n in over_file["notes"] if "as asked" in n]
     assert over_file["notes"] == over_import["notes"]
     assert over_file["reply_problems"] == over_import["reply_problems"]
+
+
+def _split_export(root: Path, tmp_path: Path, later: dict[str, str]) -> tuple[Path, Path]:
+    """The contextcanvas export as two exports of two runs of its model (half its cases each), the second run's
+    template digests updated by ``later`` (as a run made after those templates were changed)."""
+    rows = [json.loads(line) for line in (root / "contextcanvas.jsonl").read_text().splitlines()]
+    half = len(rows) // 2
+    second = [r | {"run": r["run"] + "-later",
+                   "run_template_digests": r["run_template_digests"] | later} for r in rows[half:]]
+    files = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    for path, part in zip(files, (rows[:half], second)):
+        path.write_text("".join(json.dumps(r) + "\n" for r in part))
+    return files
+
+
+def test_two_exports_of_one_model_and_suite_stand_together_only_when_asked_with_the_same_templates(exported,
+                                                                                                     tmp_path):
+    """Two exports of two runs of one model and suite are read as one run of both (docs/report-schema.md): where
+    the second run was asked with another system template than the first (made after it changed), the report
+    cannot judge each answer by its own run's templates from one run, so it refuses in one line rather than
+    judging the second file's answers by the first's templates (which marked them stale, silently). Two runs
+    asked with the same templates still stand together."""
+    from cfkit.prompts import template_digest
+
+    ws, ids, root = exported
+    now = template_digest((ws / "probes" / "templates" / "system.txt").read_text())
+    first, second = _split_export(root, tmp_path, {"system.txt": now})
+    result = run_cli(["report", "-w", str(ws), "--format", "json", "--predictions", str(first), "--predictions",
+                      str(second)])
+    assert result.exit_code != 0 and not result.stdout
+    [line] = result.stderr.strip().splitlines()
+    assert str(second) in line and "system.txt" in line and "--label" in line, line
+    (tmp_path / "alike").mkdir()
+    alike = _split_export(root, tmp_path / "alike", {})
+    said = _report(ws, "--predictions", str(alike[0]), "--predictions", str(alike[1]))
+    assert [r["run"] for r in said["runs_read"] if r["suite"] == "contextcanvas"] == [
+        f"{ids['contextcanvas']} + {ids['contextcanvas']}-later"]

@@ -20,6 +20,7 @@ another environment, are read by tests/interop/test_interop_inspect.py):
 
 from __future__ import annotations
 
+import csv
 import json
 import zipfile
 from pathlib import Path
@@ -518,6 +519,10 @@ def test_an_answer_given_twice_across_formats_names_both_files(peer_files):
 @pytest.mark.parametrize(("relative", "model"), [
     ("outputs/Qwen2-VL-7B_Instruct/Qwen2-VL-7B_Instruct_MMBench_DEV_EN.xlsx", "Qwen2-VL-7B_Instruct"),
     ("elsewhere/InternVL3-8B_ContextCanvas.tsv", "InternVL3-8B"),
+    # The run's own folder inside outputs/{model}/ (vlmeval/smp/file.py: build_eval_id; the older T{date}_G{commit}):
+    # not the file name before its last '_', which is the model and part of the dataset's name.
+    ("outputs/Qwen2-VL-7B/T20260101-120000/Qwen2-VL-7B_MMBench_DEV_EN.xlsx", "Qwen2-VL-7B"),
+    ("outputs/Qwen2-VL-7B/T20250101_G1a2b3c4/Qwen2-VL-7B_MMBench_DEV_EN.tsv", "Qwen2-VL-7B"),
     ("elsewhere/predictions.tsv", None),
 ])
 def test_vlmevalkit_model_names(tmp_path, relative, model):
@@ -640,3 +645,49 @@ def test_the_view_lists_the_cases_cfkit_reads_otherwise_than_the_peer(peer_files
         assert "the imported file's own reading: A" in (site / f"case-{echoed[0]}.html").read_text()
     finally:
         run_cli(["runs", "rm", imported.stdout.strip(), "-w", str(ws)])
+
+
+def test_a_vlmevalkit_prediction_a_local_model_failed_to_give_is_a_failed_request(peer_files, tmp_path):
+    """With SKIP_ERR=1 VLMEvalKit goes on past a local model's error and writes ``Failed to obtain answer: {type}
+    {error}`` as its prediction (vlmeval/inference.py, infer_data), which its own retry counts as failed: a failed
+    request with those words, not a reply that names no option."""
+    ws, files = peer_files
+    book = openpyxl.load_workbook(files["vlmevalkit"], read_only=True)
+    header, *values = [["" if v is None else str(v) for v in row]
+                       for row in book.worksheets[0].iter_rows(values_only=True)]
+    book.close()
+    rows = [dict(zip(header, row)) for row in values]
+    rows[0]["prediction"] = "Failed to obtain answer: <class 'torch.OutOfMemoryError'> CUDA out of memory."
+    path = tmp_path / f"{MODEL}_ContextCanvas.tsv"  # as VLMEvalKit writes a .tsv (PRED_FORMAT=tsv): every cell quoted
+    with path.open("w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=header, delimiter="\t", quoting=csv.QUOTE_ALL)
+        writer.writeheader()
+        writer.writerows(rows)
+    data, stderr = report_json(ws, path)
+    [failed] = [m for m in data["missing"] if m["reason"] == "transport"]
+    assert failed["case"] == rows[0]["index"]
+    assert "1 recorded as failed requests" in stderr and "CUDA out of memory" in stderr, stderr
+    assert data["reply_problems"] == []
+
+
+
+def test_an_lmms_eval_sample_of_several_replies_is_refused_not_read_as_its_first(peer_files, tmp_path):
+    """With ``--repeats N`` lmms-eval asks each request N times and keeps every reply in the sample's one request
+    (lmms_eval/evaluator.py: ``cloned_reqs.extend([req] * req.repeats)``, logged as ``"resps": [req.resps ...]``):
+    ``[["A", "B", "A"]]``. cfkit reads one reply per case, so such a file is refused in one line rather than read
+    as its first replies with the others dropped."""
+    ws, files = peer_files
+    lines = [json.loads(line) for line in files["lmms"].read_text().splitlines()]
+    for line in lines:
+        reply = line["resps"][0][0]
+        line["resps"] = [[reply, reply, "I cannot tell."]]
+        line["filtered_resps"] = [[reply, reply, "I cannot tell."]]
+    repeated = tmp_path / "lmms" / files["lmms"].name
+    repeated.parent.mkdir()
+    repeated.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    for command in (["report", "--predictions", str(repeated), "--label", "P"],
+                    ["runs", "import", str(repeated), "--label", "P"]):
+        result = run_cli([*command, "-w", str(ws)])
+        assert result.exit_code == 2 and not result.stdout
+        [line] = result.stderr.strip().splitlines()
+        assert f"{repeated}:1 (doc_id 0): 'resps' holds 3 replies" in line and "--repeats 1" in line, line

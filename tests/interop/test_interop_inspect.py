@@ -106,3 +106,51 @@ def test_inspect_ai_reads_what_cfkit_writes(tmp_path):
                         str(tmp_path / name)]).exit_code == 0
         log = inspect_log.read_eval_log(str(tmp_path / name))
         assert log.eval.model == "openai:gpt-5.5" and len(log.samples) == 6
+
+
+@pytest.mark.parametrize("stop", ["max_tokens", "model_length", "length"])
+def test_a_reply_cut_off_at_the_token_limit_or_the_context_window_is_marked_cut_off(workspace, tmp_path, stop):
+    """inspect_ai records why generation stopped in ``output.choices[0].stop_reason`` (``StopReason`` in
+    src/inspect_ai/model/_model_output.py): ``max_tokens`` at the output limit, ``model_length`` where the reply
+    filled the model's context window, and ``length`` in logs written before it was renamed max_tokens. Each is a
+    reply cut off before its end, counted as cut off in the report (it was read as whole)."""
+    ws, _ = workspace
+    log = json.loads((DATA / "contextcanvas.json").read_text())
+    log["samples"][0]["output"]["choices"][0]["stop_reason"] = stop
+    path = tmp_path / f"cut-{stop}.json"
+    path.write_text(json.dumps(log))
+    got, _ = report(ws, path)
+    [problem] = got["reply_problems"]
+    assert problem["truncated"] == 1, problem
+
+
+def test_a_log_of_a_format_version_cfkit_does_not_know_is_refused(workspace, tmp_path):
+    """inspect_ai numbers its log format (``EvalLog.version``, 2 today: LOG_SCHEMA_VERSION in
+    src/inspect_ai/_util/constants.py). A log of a later version may hold its replies and errors under other
+    names: it is refused in one line, not read as if it were of a version cfkit knows."""
+    ws, _ = workspace
+    log = json.loads((DATA / "contextcanvas.json").read_text())
+    log["version"] = 3
+    path = tmp_path / "later.json"
+    path.write_text(json.dumps(log))
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(path)])
+    assert result.exit_code == 2 and not result.stdout
+    [line] = result.stderr.strip().splitlines()
+    assert str(path) in line and "format version 3" in line and "pip install -U" in line, line
+
+
+def test_a_version_1_log_s_single_score_is_the_extraction_compared(workspace, tmp_path):
+    """A version 1 log holds one scorer's result as the sample's ``score`` (inspect_ai's reader moves it into
+    ``scores``: EvalSample.migrate_deprecated in src/inspect_ai/log/_log.py); its extraction is compared as a
+    version 2 log's is, not taken for a log without one."""
+    ws, _ = workspace
+    log = json.loads((DATA / "contextcanvas.json").read_text())
+    log["version"] = 1
+    for sample in log["samples"]:
+        sample["score"] = sample.pop("scores")["choice"]
+    path = tmp_path / "version1.json"
+    path.write_text(json.dumps(log))
+    _, stderr = report(ws, path)
+    theirs = {s["id"]: s["score"]["answer"] or None for s in log["samples"]}
+    differ = sum(theirs[case] != answer for case, answer in EXPECTED.items())
+    assert f"{differ} of {len(EXPECTED)} answers differ from the inspect file's own extraction" in stderr, stderr
