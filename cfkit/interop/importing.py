@@ -51,7 +51,7 @@ class ImportedRun:
 
 #: Export columns added after peers' files were first imported (see :func:`_run_id`).
 _LATER = ("asked", "captions", "run_status", "run_requests", "run_stopped", "run_skipped", "run_selection",
-          "run_templates", "run_unreviewed", "run_template_digests")
+          "run_templates", "run_unreviewed", "run_template_digests", "run_left_out")
 #: What a run records of each case it was shown (a report compares it with the workspace now).
 _SHOWN = ("asked", "captions")
 
@@ -73,6 +73,7 @@ class RunState:
     #                                            reviewed (None: not recorded)
     template_digests: dict[str, str] | None = None  # each probe template its requests were rendered from -> its
     #                                                 digest (None: not recorded, a file made before cfkit wrote it)
+    left_out: tuple[str, ...] | None = None  # the units of the suite its selection left out (None: not recorded)
     asked_whole: bool = False  # its rows name every unit it planned (a row for each request it planned, of the
     #                            whole suite): the cases (pairs) they answer are all it asked (cfkit.report.absent)
 
@@ -96,11 +97,15 @@ def run_state(group: Sequence[RunRecordRow]) -> RunState:
     templates = next((r.run_templates for r in group if r.run_templates), None) or ""
     unreviewed = next((r.run_unreviewed for r in group if r.run_unreviewed is not None), None)
     digests = next((r.run_template_digests for r in group if r.run_template_digests), None)
+    left_out = next((r.run_left_out for r in group if r.run_left_out is not None), None)
+    # A row for each request it planned: its rows name every unit it asked. Of a run of part of its suite, that
+    # tells a unit added since only beside the units its selection left out.
     whole = (any(r.run_requests is not None for r in group) and len(group) >= requests
-             and any(r.asked is not None for r in group) and not asks_part(selection or {}))
+             and any(r.asked is not None for r in group) and (not asks_part(selection or {}) or left_out is not None))
     return RunState(status, max(requests, len(group)), len(group) - errors, errors, stopped,
                     None if skipped is None else tuple(skipped), selection, templates,
-                    None if unreviewed is None else tuple(unreviewed), digests, whole)
+                    None if unreviewed is None else tuple(unreviewed), digests,
+                    None if left_out is None else tuple(left_out), whole)
 
 
 def asked_pairs(group: Sequence[RunRecordRow]) -> list[str]:
@@ -172,6 +177,8 @@ def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pair
             notes["unreviewed"] = list(state.unreviewed)
         if state.template_digests:  # each template compared on its own (cfkit.report.prompts_now)
             notes["templates"] = dict(state.template_digests)
+        if state.left_out is not None:  # what its selection left out, not added since
+            notes["left_out"] = list(state.left_out)
         if state.asked_whole:  # every unit it planned has a row: a unit none names was added since
             notes["asked_whole"] = True
             if pairs := asked_pairs(group):

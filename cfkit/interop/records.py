@@ -17,7 +17,9 @@ planned and why it stopped) and what it recorded of what it asked
 digest of the probe templates it was asked with; ``run_template_digests``,
 the digest of each probe template its requests were rendered from, what a
 report compares template by template; ``run_unreviewed``, the cases or pairs
-it asked with a caption or edit no person had reviewed).
+it asked with a caption or edit no person had reviewed; ``run_left_out``, the
+cases or pairs its selection left out, which tells them from units added to
+the suite since).
 ``cfkit runs import`` reads it back unchanged.
 """
 
@@ -84,6 +86,8 @@ class RunRecordRow:
     run_unreviewed: list[str] | None = None  # the cases (pairs) the run asked with a caption (edit) no person reviewed
     run_template_digests: dict[str, str] | None = None  # each probe template its requests were rendered from -> its
     #                                                      digest (its notes' ``templates``; cfkit.report.prompts_now)
+    run_left_out: list[str] | None = None  # the cases (pairs) of the suite its selection left out (its notes'
+    #                                        ``left_out``; None: not recorded)
 
     def prediction(self) -> Prediction:
         """The predictions line of this reply (docs/formats.md)."""
@@ -128,6 +132,7 @@ class RunRecordRow:
         values["run_selection"] = _selection(values["run_selection"], where)
         values["run_unreviewed"] = _unreviewed(values["run_unreviewed"], where)
         values["run_template_digests"] = _template_digests(values["run_template_digests"], where)
+        values["run_left_out"] = _left_out(values["run_left_out"], where)
         if values["run_status"] is not None and values["run_status"] not in RUN_STATUSES:
             raise PredictionError(f"{where}: 'run_status' must be one of {', '.join(RUN_STATUSES)}, not "
                                   f"{values['run_status']!r}.")
@@ -152,7 +157,8 @@ _TEXT_FIELDS = ("run", "model", "suite", "case", "pair", "condition", "answer", 
                 "confidence", "detail", "reasoning", "parser", "image_sha256", "server_model", "system_fingerprint",
                 "endpoint", "cache_key", "created_at", "asked", "run_status", "run_stopped", "run_templates")
 #: Columns that hold JSON (in CSV and Parquet, its text).
-JSON_COLUMNS = ("usage", "captions", "run_skipped", "run_selection", "run_unreviewed", "run_template_digests")
+JSON_COLUMNS = ("usage", "captions", "run_skipped", "run_selection", "run_unreviewed", "run_template_digests",
+                "run_left_out")
 
 
 def _json_text(value: Any, name: str, where: str) -> Any:
@@ -191,6 +197,15 @@ def _unreviewed(value: Any, where: str) -> list[str] | None:
     if value is not None and not (isinstance(value, list) and all(isinstance(u, str) for u in value)):
         raise PredictionError(f"{where}: 'run_unreviewed' must be a list of texts (the cases or pairs the run asked "
                               f"with a caption or edit no person had reviewed), not {value!r}.")
+    return value
+
+
+def _left_out(value: Any, where: str) -> list[str] | None:
+    """The ``run_left_out`` column: a list of case or pair ids."""
+    value = _json_text(value, "run_left_out", where)
+    if value is not None and not (isinstance(value, list) and all(isinstance(u, str) for u in value)):
+        raise PredictionError(f"{where}: 'run_left_out' must be a list of texts (the cases or pairs the run's "
+                              f"selection left out), not {value!r}.")
     return value
 
 
@@ -249,6 +264,8 @@ def run_rows(store: Store, run_id: str) -> list[RunRecordRow]:
         if "unreviewed" in run.notes else None
     templates = run.notes.get("templates")
     templates = dict(templates) if isinstance(templates, dict) and templates else None
+    left_out = [u for u in run.notes.get("left_out") or () if isinstance(u, str)] \
+        if "left_out" in run.notes else None
     out = []
     for r in replies:
         hit = cache.get(r.cache_key or "")
@@ -264,7 +281,7 @@ def run_rows(store: Store, run_id: str) -> list[RunRecordRow]:
             captions=captions.get(r.case_id), run_status=run.status, run_requests=run.n_requests,
             run_stopped=stopped or None, run_skipped=skipped, run_selection=run.selection or None,
             run_templates=run.templates_sha256 or None, run_unreviewed=unreviewed,
-            run_template_digests=templates))
+            run_template_digests=templates, run_left_out=left_out))
     return out
 
 

@@ -122,6 +122,7 @@ def file_runs(rows: Sequence[RunRecordRow], source: str) -> list[FileRun]:
                        imported=source, captions=shown.get("captions"), templates_sha256=state.templates,
                        asked=shown.get("asked"), selection=state.selection or None,
                        unreviewed=state.unreviewed or (), templates=state.template_digests,
+                       left_out=state.left_out,
                        replayed=True,  # its replies were made elsewhere, as once imported (a replay run)
                        asked_whole=state.asked_whole,
                        asked_pairs=frozenset(asked_pairs(group)) if state.asked_whole and asked_pairs(group) else None)

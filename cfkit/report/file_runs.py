@@ -67,6 +67,9 @@ def _together(first: RunInfo, second: RunInfo) -> RunInfo:
                    captions=both(first.captions, second.captions), asked=both(first.asked, second.asked),
                    unreviewed=tuple(dict.fromkeys((*first.unreviewed, *second.unreviewed))),
                    asked_whole=first.asked_whole and second.asked_whole,
+                   # a unit is left out of both only where each file's selection left it out
+                   left_out=None if first.left_out is None or second.left_out is None
+                   else tuple(u for u in first.left_out if u in set(second.left_out)),
                    asked_pairs=None if first.asked_pairs is None or second.asked_pairs is None
                    else first.asked_pairs | second.asked_pairs)
 
