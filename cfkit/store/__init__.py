@@ -45,7 +45,7 @@ from types import ModuleType
 from cfkit.store.db import Database, from_json, now, to_json
 
 #: Bumped whenever an owner adds a migration step.
-SCHEMA_VERSION = 9  # 3: run identity and provenance; 4: the audit tables; 5: replies' length, reasoning, parser; file digests, leases, batches; 6: batches' server_id, screens, prelabels; 7: truncated replies and responses, and the endpoint that answered them; 8: what the judge's prelabel replies cost; 9: the judge's cut-off replies, abandoned attempts and rows of no answer yet
+SCHEMA_VERSION = 9  # 3: run identity and provenance; 4: the audit tables; 5: replies' length, reasoning, parser; file digests, leases, batches; 6: batches' server_id, screens, prelabels; 7: truncated replies and responses, and the endpoint that answered them; 8: what the judge's replies cost (prelabels, screens); 9: the judge's cut-off replies, abandoned attempts and rows of no answer yet
 
 #: The owner modules, in the order their tables are created. Each is imported when first used: a store is
 #: created or migrated from their schema modules alone (cfkit.store.tables, named as the owners are), so
