@@ -130,9 +130,11 @@ class RunRecordRow:
         values["captions"] = _digests(values["captions"], where)
         values["run_skipped"] = _skipped(values["run_skipped"], where)
         values["run_selection"] = _selection(values["run_selection"], where)
-        values["run_unreviewed"] = _unreviewed(values["run_unreviewed"], where)
+        values["run_unreviewed"] = _units(values["run_unreviewed"], "run_unreviewed", "the cases or pairs the run "
+                                          "asked with a caption or edit no person had reviewed", where)
         values["run_template_digests"] = _template_digests(values["run_template_digests"], where)
-        values["run_left_out"] = _left_out(values["run_left_out"], where)
+        values["run_left_out"] = _units(values["run_left_out"], "run_left_out", "the cases or pairs the run's "
+                                        "selection left out", where)
         if values["run_status"] is not None and values["run_status"] not in RUN_STATUSES:
             raise PredictionError(f"{where}: 'run_status' must be one of {', '.join(RUN_STATUSES)}, not "
                                   f"{values['run_status']!r}.")
@@ -191,21 +193,11 @@ def _selection(value: Any, where: str) -> dict[str, Any] | None:
     return value
 
 
-def _unreviewed(value: Any, where: str) -> list[str] | None:
-    """The ``run_unreviewed`` column: a list of case or pair ids."""
-    value = _json_text(value, "run_unreviewed", where)
+def _units(value: Any, column: str, what: str, where: str) -> list[str] | None:
+    """A column that holds a list of case or pair ids (``run_unreviewed``, ``run_left_out``); ``what`` says which."""
+    value = _json_text(value, column, where)
     if value is not None and not (isinstance(value, list) and all(isinstance(u, str) for u in value)):
-        raise PredictionError(f"{where}: 'run_unreviewed' must be a list of texts (the cases or pairs the run asked "
-                              f"with a caption or edit no person had reviewed), not {value!r}.")
-    return value
-
-
-def _left_out(value: Any, where: str) -> list[str] | None:
-    """The ``run_left_out`` column: a list of case or pair ids."""
-    value = _json_text(value, "run_left_out", where)
-    if value is not None and not (isinstance(value, list) and all(isinstance(u, str) for u in value)):
-        raise PredictionError(f"{where}: 'run_left_out' must be a list of texts (the cases or pairs the run's "
-                              f"selection left out), not {value!r}.")
+        raise PredictionError(f"{where}: '{column}' must be a list of texts ({what}), not {value!r}.")
     return value
 
 
