@@ -67,10 +67,11 @@ def probe() -> None:
 @click.option("--batch-file", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="OUT.jsonl",
               help="Write what is missing to OUT.jsonl in the OpenAI batch format for an offline runner (vllm "
                    "run-batch); 'cfkit probe collect RUN --from-file RESULTS.jsonl' stores the results.")
+@click.option("--force", is_flag=True, help="With --batch-file: replace an existing OUT.jsonl.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary (or the plan) as JSON.")
 @workspace_option
 def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, max_tokens, protocol, limit,
-        cases_file, subset, all_cases, accepted_only, reviewed_only, dry_run, batch, batch_file, as_json) -> None:
+        cases_file, subset, all_cases, accepted_only, reviewed_only, dry_run, batch, batch_file, force, as_json) -> None:
     """Run MODEL on SUITE; a rerun sends only what is missing.
 
     Exit status: 0 when every planned request has a stored reply, 1 when the
@@ -117,6 +118,8 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
             raise UsageError(f"{flag} is for the {wanted} suite, not {suite}.")
     if subset is not None and all_cases:
         raise UsageError(f"give --subset {subset} or --all-cases, not both.")
+    if force and batch_file is None:
+        raise UsageError("--force replaces an existing --batch-file OUT.jsonl; give it with --batch-file.")
     selection = Selection(limit=limit, cases=cases_file, accepted_only=accepted_only, reviewed_only=reviewed_only,
                           subset=None if subset is None else _subset(ws, subset), all_cases=all_cases)
     settings = dict(options=options, concurrency=concurrency, max_tokens=max_tokens, protocol=protocol,
@@ -160,7 +163,7 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
         from cfkit.probe.batch_file import write_batch_file
 
         with open_store(ws.db_path) as store:
-            written = write_batch_file(job, store, batch_file, on_plan=_warn_unreviewed)
+            written = write_batch_file(job, store, batch_file, on_plan=_warn_unreviewed, force=force)
         render_written(written, as_json)
         return
     if batch:

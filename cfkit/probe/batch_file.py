@@ -93,8 +93,11 @@ def _batch_body_capable(backend: Backend) -> None:
                          "openai: model (any OpenAI-compatible server, vLLM included).")
 
 
-def write_batch_file(job: Any, store: Store, path: Path, *, on_plan: Any = None) -> WrittenFile:
-    """``cfkit probe run --batch-file PATH``: plan ``job``, write what is missing to ``path``, record the run waiting."""
+def write_batch_file(job: Any, store: Store, path: Path, *, on_plan: Any = None, force: bool = False) -> WrittenFile:
+    """``cfkit probe run --batch-file PATH``: plan ``job``, write what is missing to ``path``, record the run waiting.
+
+    An existing ``path`` is replaced only with ``force``: it may hold the requests another run waits for (the
+    same name given to two suites), and that run could then never be answered from a file."""
     from cfkit.probe.batch import _write_files
     from cfkit.probe.progress import RunSummary
 
@@ -108,6 +111,9 @@ def write_batch_file(job: Any, store: Store, path: Path, *, on_plan: Any = None)
     path = path.expanduser().resolve()
     if not path.parent.is_dir():
         raise UsageError(f"--batch-file {path}: the folder {path.parent} does not exist.")
+    if path.exists() and not force:
+        raise UsageError(f"--batch-file {path} already exists (it may hold the requests of a run still waiting for "
+                         "its results); choose another file name or pass --force to replace it. Nothing was recorded.")
     opened = open_and_settle(store, backend, plan, protocol=job.setup.protocol.name, notes=job.setup.notes())
     wanted = {i.key for i in plan.items}
     asked, pairs = plan.asked(), plan.asked_pairs()  # kept with the run (close_run)

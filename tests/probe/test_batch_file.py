@@ -253,3 +253,26 @@ def test_a_case_changed_after_the_file_was_written_is_said_and_asked_again(many_
         assert again.exit_code == 0, again.stderr
         [line] = (tmp_path / "again.jsonl").read_text().splitlines()
         assert "event 99" in line
+
+
+def test_an_existing_batch_file_is_not_replaced_without_force(many_ws, tmp_path):
+    """Two runs written to one file name: the second would replace the requests the first waits for."""
+    out = tmp_path / "requests.jsonl"
+    with ChatServer(scripted_answer) as server:
+        first = write(many_ws, server.url, out)
+        assert first.exit_code == 0, first.stderr
+        held = out.read_bytes()
+        second = write(many_ws, server.url, out, "--max-tokens", "64")  # other settings: another run
+        assert second.exit_code == 2
+        assert f"--batch-file {out} already exists" in second.stderr and "--force" in second.stderr
+        assert out.read_bytes() == held  # the first run's requests are still there to run
+        listed = json.loads(run_cli(["-w", str(many_ws), "runs", "list", "--json"]).stdout)
+        assert [r["id"] for r in listed] == [first.stdout.strip()]  # nothing of the second was recorded
+        stray = run_cli(["-w", str(many_ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",
+                         "--base-url", server.url, "--force"])
+        assert stray.exit_code == 2 and "--batch-file" in stray.stderr and server.count == 0
+        forced = write(many_ws, server.url, out, "--max-tokens", "64", "--force")
+        assert forced.exit_code == 0, forced.stderr
+        assert forced.stdout.strip() != first.stdout.strip()
+        assert {json.loads(line)["body"]["max_tokens"] for line in out.read_text().splitlines()} == {64}
+        assert server.count == 0
