@@ -71,6 +71,18 @@ def test_a_failure_is_listed_and_does_not_stop_the_others(three_specs: Path, no_
         assert spec in result.stdout  # the summary table has a row for each
 
 
+def test_the_last_line_says_what_takes_each_failed_spec_up_again(three_specs: Path, no_torch):
+    """TX02 got no edit: 'edit --pending' takes it up. TX03's edit failed its check but is saved for a person to
+    accept or reject, so 'edit --pending' passes over it: the line must not send it there."""
+    result = run_cli(["edit", "TX01", "TX02", "TX03", "-w", str(three_specs)])
+    assert result.exit_code == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert "Fix TX02 and run 'cfkit edit --pending'." in last
+    assert "Accept or reject the saved edit of TX03 in 'cfkit review SPEC'" in last
+    assert "make another with 'cfkit edit SPEC'" in last
+    assert batch_ids(load_workspace(three_specs), [], pending=True) == ["TX02"]  # as the line says
+
+
 def test_json_lists_each_spec_and_still_fails(three_specs: Path, no_torch):
     result = run_cli(["edit", "--all", "--json", "-w", str(three_specs)])
     assert result.exit_code == 1
