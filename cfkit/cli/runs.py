@@ -219,7 +219,7 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
     imported, stored = import_file(ws, path, fmt=fmt, map_path=map_path, label=label, epoch=epoch)
     if (line := imported.summary()) is not None:
         status(line)
-    for line in (imported.unfinished_warning(), imported.target_warning()):
+    for line in (imported.unfinished_warning(), imported.left_out_warning(), imported.target_warning()):
         if line is not None:
             warn(line)
     short = []  # runs stored with most requests unanswered: the command then ends with exit status 1

@@ -14,8 +14,10 @@ sample, compressed with Zstandard by current inspect_ai (read here through the
 is installed its ``read_eval_log`` reads the file (any log version it knows);
 otherwise cfkit reads the layout above itself. A log of a format version
 (``version``) after 2 is refused; a version 1 log's single ``score`` is read
-as its scorer's. tests/data/inspect holds logs
-inspect_ai 0.3.285 wrote.
+as its scorer's. A sample invalidated after the eval (``invalidation``) is left out
+(``PeerFile.left_out``); a reply a provider's content filter blocked
+(``stop_reason: content_filter``) or marked a refusal is declined, not an
+answer. tests/data/inspect holds logs inspect_ai 0.3.285 wrote.
 """
 
 from __future__ import annotations
@@ -150,17 +152,42 @@ def _member(archive: zipfile.ZipFile, path: Path, name: str) -> bytes:
     return data
 
 
-def _content_text(content: Any) -> tuple[str | None, str | None]:
-    """A message's text and its reasoning (content is a string or a list of typed parts)."""
+def _content_text(content: Any) -> tuple[str | None, str | None, bool]:
+    """A message's text, its reasoning, and whether a text part is marked a refusal (``ContentText.refusal``, as
+    inspect_ai stores an OpenAI reply's ``refusal``); content is a string or a list of typed parts."""
     if content is None or isinstance(content, str):
-        return content, None
-    texts, reasoning = [], []
+        return content, None, False
+    texts, reasoning, refusal = [], [], False
     for part in content if isinstance(content, list) else []:
         if isinstance(part, dict) and part.get("type") == "text":
             texts.append(part.get("text") or "")
+            refusal = refusal or part.get("refusal") is True
         elif isinstance(part, dict) and part.get("type") == "reasoning":
             reasoning.append(part.get("reasoning") or "")
-    return "".join(texts), ("\n".join(reasoning) or None)
+    return "".join(texts), ("\n".join(reasoning) or None), refusal
+
+
+def _declined(stop_reason: Any, output: dict[str, Any], refusal: bool) -> str | None:
+    """Why a sample's output is not the model's answer but a refusal, else None: a provider's content filter
+    blocked it (``stop_reason: content_filter``; ``output.error`` holds what the provider said, and the content is
+    often its error message), or the reply is marked a refusal."""
+    if stop_reason == "content_filter":
+        said = str(output.get("error") or "").strip().splitlines()
+        return ("the provider's content filter blocked the reply (inspect_ai recorded stop_reason content_filter"
+                + (f": {said[0][:300]})" if said else ")"))
+    if refusal:
+        return "the model refused (inspect_ai recorded its reply as a refusal)"
+    return None
+
+
+def _invalidated(invalidation: Any) -> str:
+    """Why an invalidated sample is left out: who invalidated it, when and why (inspect_ai's ``ProvenanceData``:
+    ``timestamp``, ``author``, ``reason``; src/inspect_ai/log/_edit.py, invalidate_samples)."""
+    said = invalidation if isinstance(invalidation, dict) else {}
+    by = f" by {said['author']}" if said.get("author") else ""
+    on = f" on {str(said['timestamp'])[:10]}" if said.get("timestamp") else ""
+    reason = str(said.get("reason") or "").strip().splitlines()
+    return f"invalidated{by}{on} after the eval" + (f" ({reason[0][:200]})" if reason else "")
 
 
 def _scored_answer(scores: Any) -> str | None:
@@ -233,18 +260,23 @@ def read(path: Path, epoch: int | None = None) -> PeerFile:
     header = _dict(log.get("eval"), str(path), "'eval'")
     if not isinstance(log.get("samples"), list):
         raise PredictionError(f"{path}: the log holds no samples (inspect_ai writes them unless --no-log-samples).")
-    samples = []
+    samples: list[PeerSample] = []
+    left_out: list[tuple[str, str]] = []
     for number, sample in _of_epoch(log["samples"], path, epoch):
         where = f"{path}, sample #{number}"
         sample = _dict(sample, where, "the sample")
         where = f"{path}, sample {sample.get('id')!r} (#{number})"
+        if sample.get("invalidation"):  # invalidated after the eval (inspect_ai's invalidate_samples): not counted
+            left_out.append((where, _invalidated(sample["invalidation"])))
+            continue
         output = _dict(sample.get("output"), where, "'output'")
         choices = output.get("choices") if isinstance(output.get("choices"), list) else []
-        raw = None
-        truncated = bool(choices) and isinstance(choices[0], dict) and choices[0].get("stop_reason") in CUT_OFF
+        raw, reasoning, refusal = None, None, False
+        stop = choices[0].get("stop_reason") if choices and isinstance(choices[0], dict) else None
+        truncated = stop in CUT_OFF
         if choices:
-            raw, _ = _content_text(_dict(_dict(choices[0], where, "'output.choices[0]'").get("message"), where,
-                                         "'message'").get("content"))
+            raw, reasoning, refusal = _content_text(_dict(_dict(choices[0], where, "'output.choices[0]'").get(
+                "message"), where, "'message'").get("content"))
         elif isinstance(output.get("completion"), str):
             raw = output["completion"]
         metadata = _dict(sample.get("metadata"), where, "'metadata'")
@@ -259,7 +291,8 @@ def read(path: Path, epoch: int | None = None) -> PeerFile:
         samples.append(PeerSample(
             sample_id=str(sample.get("id")), raw=raw, where=where, peer_answer=_scored_answer(scores),
             options=options, record=metadata.get(CFKIT_KEY) if isinstance(metadata.get(CFKIT_KEY), dict) else None,
-            truncated=truncated, target=target_text(sample.get("target")),
+            truncated=truncated, target=target_text(sample.get("target")), reasoning=reasoning,
+            declined=_declined(stop, output, refusal),
             failed=_sample_error(sample.get("error")) or (_halted(limit) if limit is not None and not raw else None)))
     dataset = header.get("dataset") if isinstance(header.get("dataset"), dict) else {}
     order = dataset.get("sample_ids")
@@ -268,7 +301,8 @@ def read(path: Path, epoch: int | None = None) -> PeerFile:
         samples.sort(key=lambda s: rank.get(s.sample_id, len(rank)))
     model = header.get("model")
     return PeerFile(path=path, fmt="inspect", model=str(model) if model else None,
-                    model_source="the log header's eval.model", samples=samples, unfinished=_unfinished(log))
+                    model_source="the log header's eval.model", samples=samples, unfinished=_unfinished(log),
+                    left_out=left_out)
 
 
 #: What a log's status says of an eval that did not finish (inspect_ai writes 'success' for one that did).

@@ -26,6 +26,7 @@ from cfkit.interop.sniff import detect, refuse_compressed
 from cfkit.interop.records import COLUMNS, RunRecordRow
 from cfkit.interop.samples import PEER_FORMATS, PeerFile, PeerSample
 from cfkit.parse import PARSER_VERSION, parse_answer
+from cfkit.plural import plural
 
 #: What ``--predictions-format`` and ``runs import --format`` accept.
 READ_FORMATS = ("auto", "native", "export", *PEER_FORMATS)
@@ -73,7 +74,22 @@ class Imported:
     wrong_targets: list[tuple[str, str, str, str]] = field(default_factory=list)
     #: Samples the file records as failed requests (stored as failures, counted wrong): (where, why) of each
     failed: list[tuple[str, str]] = field(default_factory=list)
+    #: Samples the file records as declined (a provider's content filter, a refusal; stored as error 'refused',
+    #: counted wrong): (where, why) of each
+    declined: list[tuple[str, str]] = field(default_factory=list)
     unfinished: str | None = None  # the file says its evaluation did not finish (PeerFile.unfinished)
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # samples not counted (PeerFile.left_out)
+
+    def left_out_warning(self) -> str | None:
+        """A line when the file holds samples it says are not to be counted (inspect_ai: invalidated after the
+        eval): they are left out, and a report counts their cases wrong (absent)."""
+        if not self.left_out:
+            return None
+        where, why = self.left_out[0]
+        return (f"{self.path.name}: {plural(len(self.left_out), 'sample')} left out, not counted as answers: the "
+                f"log marks them invalidated (first: {where}: {why}); a report counts their cases wrong "
+                "(absent). Run them again (inspect eval-retry, or an eval set, which retries a log with "
+                "invalidated samples) and read that log, or uninvalidate them in inspect_ai.")
 
     def unfinished_warning(self) -> str | None:
         """A line when the file says its evaluation did not finish: the cases it holds no sample for were never
@@ -102,6 +118,10 @@ class Imported:
         if self.failed:
             where, why = self.failed[0]
             failed = (f"; {len(self.failed)} recorded as failed requests, counted wrong (first: {where}: {why})")
+        if self.declined:
+            where, why = self.declined[0]
+            failed += (f"; {plural(len(self.declined), 'reply', 'replies')} recorded as declined (refused), "
+                       f"counted wrong (first: {where}: {why})")
         if not self.compared:
             return f"{self.path.name}: {len(self.rows)} replies read with cfkit's parser ({self.fmt} records no " \
                    f"extraction of its own to compare){failed}."
@@ -141,7 +161,12 @@ def _row_of(sample: PeerSample, peer: PeerFile, cases: CaseSet, mapping: Mapping
         return RunRecordRow(run="", model=model, suite="contextcanvas", case=case_id, pair=None, condition="image",
                             answer=None, parse=None, error="transport", raw=sample.raw, reason=None,
                             confidence=None, detail=sample.failed, parser=PARSER_VERSION), None
-    parsed = parse_answer(sample.raw, case.options)
+    if sample.declined is not None:  # not the model's answer: a declined reply, as cfkit records a refusal
+        return RunRecordRow(run="", model=model, suite="contextcanvas", case=case_id, pair=None, condition="image",
+                            answer=None, parse=None, error="refused", raw=sample.raw, reason=None,
+                            confidence=None, detail=sample.declined, reasoning=sample.reasoning,
+                            parser=PARSER_VERSION), None
+    parsed = parse_answer(sample.raw, case.options, reasoning=sample.reasoning)
     row = RunRecordRow(run="", model=model, suite="contextcanvas", case=case_id, pair=None, condition="image",
                        answer=parsed.answer, parse=parsed.rule, error=parsed.error, raw=sample.raw,
                        reason=parsed.reason, confidence=parsed.confidence, detail=parsed.detail or None,
@@ -204,7 +229,8 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
     model = label or peer.model
     if not model:
         raise UsageError(f"{path}: the {fmt} file names no model ({peer.model_source}); give one with --label NAME.")
-    result = Imported(path, fmt, model_source="--label" if label else peer.model_source, unfinished=peer.unfinished)
+    result = Imported(path, fmt, model_source="--label" if label else peer.model_source, unfinished=peer.unfinished,
+                      left_out=list(peer.left_out))
     mapping = mapping or {}
     _one_model(path, [str(s.record.get("model")) for s in peer.samples if s.record and s.record.get("model")], label)
     first_of: dict[str, PeerSample] = {}  # case -> the sample that answered it first
@@ -221,6 +247,8 @@ def read_file(path: Path | str, cases: CaseSet, *, fmt: str = "auto", mapping: M
         result.rows.append(row)
         if sample.failed is not None:
             result.failed.append((sample.where, sample.failed))
+        elif sample.declined is not None:
+            result.declined.append((sample.where, sample.declined))
         case = cases.get(row.case)
         if sample.target is not None and (target := _peer_option(sample.target, case)) is not None:
             result.targets += 1

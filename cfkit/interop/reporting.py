@@ -95,7 +95,7 @@ def as_predictions_files(paths: Sequence[Path | str], cases: CaseSet, *, fmt: st
             runs += file_runs(imported.rows, str(path))
             if (line := imported.summary()) is not None:
                 notes.append(line)
-            for line in (imported.unfinished_warning(), imported.target_warning()):
+            for line in (imported.unfinished_warning(), imported.left_out_warning(), imported.target_warning()):
                 if line is not None:
                     notes.append(f"warning: {line}")
         yield PredictionFiles(out, notes, runs)

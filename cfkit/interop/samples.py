@@ -16,7 +16,7 @@ from typing import Any
 PEER_FORMATS = {
     "inspect": "an inspect_ai eval log (.eval or .json)",
     "lmms": "an lmms-eval per-sample JSONL (--log_samples)",
-    "vlmevalkit": "a VLMEvalKit prediction table (.xlsx, .tsv or .csv)",
+    "vlmevalkit": "a VLMEvalKit prediction table (.xlsx, .tsv or .csv, or .json under PRED_FORMAT=json)",
 }
 
 #: The key under which cfkit's own fields travel in a peer's record (sample metadata, a JSONL key, columns).
@@ -38,6 +38,13 @@ class PeerSample:
     #: VLMEvalKit: its "Failed to obtain answer via API." in place of a prediction). A transport failure, never a
     #: reply that names no option.
     failed: str | None = None
+    #: The peer says a filter of the provider blocked the reply, or the model declined: its words. Stored as a
+    #: declined reply (error ``refused``), as cfkit records one of its own runs (inspect_ai: stop_reason
+    #: content_filter, or a text part marked as a refusal).
+    declined: str | None = None
+    #: Reasoning the peer kept apart from the reply (inspect_ai: reasoning parts; VLMEvalKit: its SPLIT_THINK
+    #: ``thinking`` column); kept with the reading, never graded.
+    reasoning: str | None = None
     target: str | None = None  # the answer the peer held right (inspect: target; lmms: target; VLMEvalKit: answer)
 
 
@@ -53,6 +60,9 @@ class PeerFile:
     extracts: bool = True  # whether the peer's format has an extraction of its own to compare with
     #: The peer says its evaluation did not finish (inspect_ai: a log whose status is not success): its words.
     unfinished: str | None = None
+    #: Samples the file holds but says are not to be counted, left out of the reading: (where, why) of each
+    #: (inspect_ai: a sample invalidated after the eval, its ``invalidation``).
+    left_out: list[tuple[str, str]] = field(default_factory=list)
 
 
 def target_text(value: Any) -> str | None:
