@@ -90,6 +90,37 @@ def _whole_last_line(line: str, where: str) -> None:
                               "the run has ended, or delete this last line to read the samples before it.") from None
 
 
+def _filter_names(samples: Path, first: dict[str, Any], second: dict[str, Any]) -> list[str]:
+    """The names of the task's filters, where the two lines (lm-evaluation-harness writes a line's ``filter``) or
+    the results file beside the samples (its metrics are keyed ``METRIC,FILTER``) record them; else none."""
+    named = [str(line["filter"]) for line in (first, second) if line.get("filter")]
+    if len(set(named)) == 2:
+        return named
+    task = re.match(r"^.*?_samples_(.*)\.jsonl$|^samples_(.*)_\d{4}-\d\d-\d\dT[\d\-.]+\.jsonl$", samples.name)
+    results = results_path(samples)
+    if task is None or results is None:
+        return []
+    try:
+        metrics = json.loads(results.read_text(encoding="utf-8")).get("results", {}).get(task.group(1) or task.group(2))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return []
+    keys = metrics.keys() if isinstance(metrics, dict) else ()
+    return sorted({k.split(",", 1)[1] for k in keys if "," in k and "_stderr," not in k})
+
+
+def _one_line_per_doc(path: Path, at: str, doc_id: Any, first: tuple[int, dict[str, Any]],
+                      second: dict[str, Any]) -> str:
+    """Why a samples file with two lines for one doc is refused: most likely the task has several filters
+    (lmms_eval/evaluator.py logs every doc once per filter key, and names no filter on the line)."""
+    names = _filter_names(path, first[1], second)
+    known = f" ({', '.join(repr(n) for n in names)})" if len(names) > 1 else ""
+    return (f"{at}: a second line for doc_id {doc_id} (the first is line {first[0]}). lmms-eval writes one line "
+            f"per filter for each doc when the task has several filters{known} in its filter_list, without naming "
+            "the filter on the line, so cfkit cannot tell which line is which filter's; it reads one reply per "
+            "case. Run the task with one filter (cfkit reads the raw reply with its own parser: the filter only "
+            "makes the extraction it compares with), or keep one filter's lines of the file.")
+
+
 def read(path: Path) -> PeerFile:
     """A samples JSONL as a :class:`PeerFile`; the model from the results file beside it."""
     try:
@@ -97,6 +128,7 @@ def read(path: Path) -> PeerFile:
     except (OSError, UnicodeDecodeError) as exc:
         raise PredictionError(f"{path}: cannot be read as UTF-8 text ({exc}).") from exc
     samples = []
+    seen: dict[str, tuple[int, dict[str, Any]]] = {}  # doc_id -> (line, sample) of its first line
     lines = text.splitlines()
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
@@ -107,6 +139,10 @@ def read(path: Path) -> PeerFile:
         data = json_value(line, where, PredictionError, hint="An lmms-eval samples file is JSONL.")
         if not isinstance(data, dict) or "doc_id" not in data or "resps" not in data:
             raise PredictionError(f"{where}: an lmms-eval sample has 'doc_id' and 'resps'; this line does not.")
+        if (doc_key := json.dumps(data["doc_id"])) in seen:
+            raise PredictionError(_one_line_per_doc(path, f"{where} (doc_id {data['doc_id']})", data["doc_id"],
+                                                    seen[doc_key], data))
+        seen[doc_key] = (lineno, data)
         doc = data.get("doc") if isinstance(data.get("doc"), dict) else {}
         sample_id = next((str(doc[k]) for k in ID_KEYS if doc.get(k) not in (None, "")), str(data["doc_id"]))
         at = f"{where} (doc_id {data['doc_id']})"

@@ -106,3 +106,33 @@ def test_a_text_part_marked_a_refusal_is_a_declined_reply(ws, tmp_path):
     [missing] = _missing(got, log["samples"][0]["id"])
     assert missing["reason"] == "refused", missing
     assert "the model refused (inspect_ai recorded its reply as a refusal)" in stderr
+
+
+@pytest.fixture(scope="module")
+def peer_files(tmp_path_factory):
+    from support.interop_files import write_peer_files
+
+    return write_peer_files(tmp_path_factory.mktemp("peer-files"))
+
+
+def test_lmms_lines_of_several_filters_are_refused_naming_the_filters(peer_files, tmp_path):
+    """lmms_eval/evaluator.py logs each doc once per filter key of the task (``for filter_key in filter_keys``,
+    then every doc), and the line names no filter; the results file keys its metrics ``METRIC,FILTER``
+    (``exact_match,strict-match``). Refused, saying so, not as 'a second answer for case …'."""
+    ws, files = peer_files
+    lines = [json.loads(line) for line in files["lmms"].read_text().splitlines()][:5]
+    folder = tmp_path / "lmms" / "peer-vlm"
+    folder.mkdir(parents=True)
+    samples = folder / files["lmms"].name
+    filtered = [dict(line, filtered_resps=["A"]) for line in lines]  # the second filter's extraction
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines + filtered))
+    (folder / "20261102_100000_results.json").write_text(json.dumps({
+        "results": {"contextcanvas": {"alias": "contextcanvas", "exact_match,strict-match": 0.4,
+                                      "exact_match_stderr,strict-match": 0.1,
+                                      "exact_match,flexible-extract": 0.6}}, "model_name": "Peer-VLM"}))
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(samples)])
+    assert result.exit_code == 2 and not result.stdout, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert f"{samples}:6 (doc_id 0): a second line for doc_id 0 (the first is line 1)" in line, line
+    assert "several filters ('flexible-extract', 'strict-match') in its filter_list" in line, line
+    assert "Run the task with one filter" in line and "second answer" not in line, line
