@@ -60,6 +60,10 @@ def detect(path: Path) -> str:
             return "export"
         if "suite" in record and "condition" in record:
             return "native"
+    if suffix == ".json" and stripped.startswith("["):
+        # A list of row objects: VLMEvalKit's prediction table saved under PRED_FORMAT=json (an inspect_ai log is
+        # one object); its reader names what it lacks if it is not one.
+        return "vlmevalkit"
     if suffix == ".json" or (stripped.startswith("{") and '"eval"' in head):
         return "inspect"
     # Anything else is read as cfkit's predictions, whose reader names the first line it cannot take.

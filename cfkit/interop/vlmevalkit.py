@@ -1,11 +1,15 @@
 """VLMEvalKit prediction tables: read (``.xlsx``, ``.tsv``, ``.csv``), and written by ``runs export --format vlmevalkit``.
 
-VLMEvalKit's inference writes ``{model}_{dataset}.xlsx`` (newer releases
-``.tsv``) in ``outputs/{model}/``: the dataset's TSV columns — ``index``,
-``question``, one column per option (``A``, ``B``, …), ``answer`` (gold) —
-with the model's raw reply added as ``prediction``
+VLMEvalKit's inference writes ``{model}_{dataset}.xlsx`` (``.tsv`` or
+``.json`` under ``PRED_FORMAT=tsv`` or ``json``: vlmeval/smp/file.py,
+get_pred_file_path) in ``outputs/{model}/``: the dataset's TSV columns —
+``index``, ``question``, one column per option (``A``, ``B``, …), ``answer``
+(gold) — with the model's raw reply added as ``prediction``
 (https://github.com/open-compass/VLMEvalKit, ``vlmeval/inference.py`` and
-``docs/en/Development.md``). The file holds no extraction of its own (that is
+``docs/en/Development.md``). As ``.json`` the table is a list of one object
+per row (``dump``: ``DataFrame.to_dict('records')``; an empty cell is
+``NaN``). Under ``SPLIT_THINK=True`` the reply's ``<think>`` part is split off
+into a ``thinking`` column, read here as the reply's reasoning. The file holds no extraction of its own (that is
 made at evaluation time), so nothing is compared. The model is the folder's
 name when the file is named after it, else the file name before its last
 ``_`` (:func:`model_of`).
@@ -47,10 +51,28 @@ def _open_xlsx(path: Path) -> list[dict[str, Any]]:
     return [dict(zip(header, row)) for row in rows[1:] if any(v is not None for v in row)]
 
 
+def _open_json(path: Path) -> list[dict[str, Any]]:
+    """The rows of a prediction table VLMEvalKit saved as JSON (PRED_FORMAT=json): a list of row objects."""
+    from cfkit.files import json_value
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PredictionError(f"{path}: cannot be read ({exc.strerror}).") from exc
+    rows = json_value(data, str(path), PredictionError, hint="Is it a VLMEvalKit prediction file (PRED_FORMAT=json)?")
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise PredictionError(f"{path}: a VLMEvalKit prediction file saved as JSON (PRED_FORMAT=json) is a list of "
+                              f"one object per row; this one is not. An inspect_ai log is one object with an 'eval' "
+                              "header: give --format inspect if it is one.")
+    return rows
+
+
 def table(path: Path) -> list[dict[str, Any]]:
     """The rows of a prediction table, one dict per row."""
     if path.suffix.lower() == ".xlsx":
         return _open_xlsx(path)
+    if path.suffix.lower() == ".json":
+        return _open_json(path)
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -102,7 +124,8 @@ def read(path: Path) -> PeerFile:
         samples.append(PeerSample(sample_id=_cell(row["index"]) or "", raw=prediction,
                                   where=f"{path}, row {number} (index {_cell(row['index'])})",
                                   options={k: _cell(row[k]) or "" for k in letters} or None, record=record,
-                                  failed=failed, target=_cell(row.get("answer"))))
+                                  failed=failed, target=_cell(row.get("answer")),
+                                  reasoning=_cell(row.get("thinking"))))  # SPLIT_THINK's split-off <think>
     model, source = model_of(path)
     return PeerFile(path=path, fmt="vlmevalkit", model=model, model_source=source, samples=samples, extracts=False)
 
@@ -133,6 +156,10 @@ def write(rows: list[dict[str, Any]], path: Path) -> None:
         records.append([row["id"], row["question"], *[options.get(k, "") for k in letters], row["gold"] or "",
                         FAIL_MSG if failed else row["record"].get("raw") or "",  # as VLMEvalKit writes a failure
                         json.dumps(row["record"], ensure_ascii=False)])
+    if path.suffix.lower() == ".json":  # as VLMEvalKit saves one under PRED_FORMAT=json
+        path.write_text(json.dumps([dict(zip(header, record)) for record in records], ensure_ascii=False, indent=4)
+                        + "\n", encoding="utf-8")
+        return
     if path.suffix.lower() == ".xlsx":
         try:
             import openpyxl

@@ -136,3 +136,97 @@ def test_lmms_lines_of_several_filters_are_refused_naming_the_filters(peer_files
     assert f"{samples}:6 (doc_id 0): a second line for doc_id 0 (the first is line 1)" in line, line
     assert "several filters ('flexible-extract', 'strict-match') in its filter_list" in line, line
     assert "Run the task with one filter" in line and "second answer" not in line, line
+
+
+def _vlmevalkit_json(xlsx: Path, target: Path, split_think: bool) -> list[dict]:
+    """The VLMEvalKit table saved as PRED_FORMAT=json saves it: vlmeval/smp/file.py's dump turns the DataFrame
+    into ``to_dict('records')`` and writes it with ``json.dump(indent=4)``, an empty cell (an option the question
+    lacks) as NaN. Under SPLIT_THINK (vlmeval/inference.py: split_thinking) the prediction keeps what follows
+    ``</think>`` and the ``thinking`` column what the tags held."""
+    import openpyxl
+
+    sheet = openpyxl.load_workbook(xlsx, read_only=True).worksheets[0]
+    header, *rows = [list(r) for r in sheet.iter_rows(values_only=True)]
+    records = []
+    for row in rows:
+        record = dict(zip(header, row)) | {"C": float("nan")}
+        if split_think:
+            said = record["prediction"]
+            thinking = said.split("</think>")[0].split("<think>")[1].strip() if "</think>" in said else ""
+            record["prediction"] = said.split("</think>")[-1].strip()
+            record["thinking"] = thinking
+        records.append(record)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(records, indent=4, ensure_ascii=False))
+    return records
+
+
+def _answers(report: dict) -> dict:
+    return {k: v for k, v in report.items() if k not in ("notes", "runs_read")}
+
+
+def test_a_vlmevalkit_prediction_file_saved_as_json_reads_as_its_table(peer_files, tmp_path):
+    ws, files = peer_files
+    path = tmp_path / "Peer-VLM" / "Peer-VLM_ContextCanvas.json"
+    records = _vlmevalkit_json(files["vlmevalkit"], path, split_think=False)
+    assert "NaN" in path.read_text()  # as Python's json.dump writes pandas' empty cell
+    table, _ = _report(ws, files["vlmevalkit"])
+    got, stderr = _report(ws, path)
+    assert _answers(got) == _answers(table)
+    assert got["contextcanvas"][0]["model"] == "Peer-VLM"
+    assert f"Peer-VLM_ContextCanvas.json: {len(records)} replies read with cfkit's parser (vlmevalkit" in stderr
+
+
+def test_a_json_list_that_is_not_a_vlmevalkit_table_is_refused_saying_what_it_should_be(peer_files, tmp_path):
+    ws, _ = peer_files
+    path = tmp_path / "scores.json"
+    path.write_text(json.dumps([0.5, 0.7]))
+    result = run_cli(["report", "-w", str(ws), "--predictions", str(path)])
+    assert result.exit_code == 2 and not result.stdout, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert "VLMEvalKit prediction file saved as JSON (PRED_FORMAT=json) is a list of one object per row" in line
+    assert "no 'eval' header" not in line, line
+
+
+def test_split_think_s_thinking_column_and_inspect_reasoning_are_kept_as_reasoning(peer_files, tmp_path):
+    ws, files = peer_files
+    path = tmp_path / "think" / "Peer-VLM_ContextCanvas.json"
+    records = _vlmevalkit_json(files["vlmevalkit"], path, split_think=True)
+    thought = [r for r in records if r["thinking"]]
+    assert thought and all("<think>" not in r["prediction"] for r in records)
+    table, _ = _report(ws, files["vlmevalkit"])
+    got, _ = _report(ws, path)
+    assert _answers(got) == _answers(table)  # the same answers: the reasoning is never graded
+    result = run_cli(["-w", str(ws), "runs", "import", str(path), "--label", "thinking"])
+    assert result.exit_code == 0, result.output
+    shown = run_cli(["-w", str(ws), "runs", "export", result.stdout.split()[0], "--format", "jsonl",
+                     "--output", str(tmp_path / "out.jsonl")])
+    assert shown.exit_code == 0, shown.output
+    rows = {r["case"]: r for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
+    assert rows[thought[0]["index"]]["reasoning"] == "weighing both"
+    # inspect_ai keeps a reply's reasoning as a 'reasoning' part of its content (ContentReasoning).
+    def reasoned(sample):
+        sample["output"]["choices"][0]["message"]["content"] = [
+            {"type": "reasoning", "reasoning": "the dress code says black"}, {"type": "text", "text": "ANSWER: B"}]
+
+    log_path, log = _log(tmp_path, "reasoned.json", reasoned)
+    result = run_cli(["-w", str(ws), "runs", "import", str(log_path), "--label", "reasoned"])
+    assert result.exit_code == 0, result.output
+    assert run_cli(["-w", str(ws), "runs", "export", result.stdout.split()[0], "--format", "jsonl", "--output",
+                    str(tmp_path / "log.jsonl")]).exit_code == 0
+    rows = {r["case"]: r for r in map(json.loads, (tmp_path / "log.jsonl").read_text().splitlines())}
+    assert rows[log["samples"][0]["id"]]["reasoning"] == "the dress code says black"
+
+
+def test_runs_export_to_a_json_vlmevalkit_file_writes_what_pred_format_json_writes(peer_files, tmp_path):
+    ws, files = peer_files
+    result = run_cli(["-w", str(ws), "runs", "import", str(files["vlmevalkit"]), "--label", "to-json"])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "to-json_ContextCanvas.json"
+    assert run_cli(["-w", str(ws), "runs", "export", result.stdout.split()[0], "--format", "vlmevalkit",
+                    "--output", str(out)]).exit_code == 0
+    rows = json.loads(out.read_text())  # a list of row objects, not a table with commas in a .json
+    assert isinstance(rows, list) and {"index", "prediction", "A", "B", "answer"} <= set(rows[0])
+    table, _ = _report(ws, files["vlmevalkit"])
+    got, _ = _report(ws, out)
+    assert _answers(got)["contextcanvas"][0]["accuracy"] == _answers(table)["contextcanvas"][0]["accuracy"]
