@@ -5,12 +5,18 @@ task, ``{date}_samples_{task}.jsonl`` beside ``{date}_results.json`` in
 ``OUTPUT/{model}/``; lm-evaluation-harness names them
 ``samples_{task}_{date}.jsonl`` and ``results_{date}.json``
 (https://github.com/EvolvingLMMs-Lab/lmms-eval, ``lmms_eval/loggers/
-evaluation_tracker.py``). A samples line holds ``doc_id``, ``doc`` (the task's
-dataset row), ``target``, ``arguments``, ``resps`` (the raw replies, one list
-per request) and ``filtered_resps`` (after the task's filters: the task's own
-extraction), plus the task's metrics. The results file names the model
-(``model_name``, else ``config.model_args``'s ``pretrained=``, else
-``config.model``).
+evaluation_tracker.py``). A samples line holds ``doc_id``, ``target``, ``resps``
+(the raw replies, one list per request) and ``filtered_resps`` (after the
+task's filters: the task's own extraction), plus the task's metrics. Before
+lmms-eval 0.4 it also held ``doc`` (the task's dataset row, whose id cfkit
+takes) and ``arguments``; since, ``save_results_samples`` drops both (the
+prompt is in ``input``), takes the per-request list off a doc of one request
+(``[[reply]]`` becomes ``[reply]``, ``[value]`` becomes ``value``), and drops
+``resps`` where it equals ``filtered_resps``: the task's filter left the reply
+as it was, so the reply is ``filtered_resps`` and there is no extraction of its
+own to compare. A doc's id is then its ``doc_id`` (``--map`` maps it to a case).
+The results file names the model (``model_name``, else
+``config.model_args``'s ``pretrained=``, else ``config.model``).
 """
 
 from __future__ import annotations
@@ -137,8 +143,9 @@ def read(path: Path) -> PeerFile:
         if lineno == len(lines) and not text.endswith("\n"):
             _whole_last_line(line, where)
         data = json_value(line, where, PredictionError, hint="An lmms-eval samples file is JSONL.")
-        if not isinstance(data, dict) or "doc_id" not in data or "resps" not in data:
-            raise PredictionError(f"{where}: an lmms-eval sample has 'doc_id' and 'resps'; this line does not.")
+        if not isinstance(data, dict) or "doc_id" not in data or not ("resps" in data or "filtered_resps" in data):
+            raise PredictionError(f"{where}: an lmms-eval sample has 'doc_id' and 'resps' (or, from lmms-eval 0.4 "
+                                  "on, 'filtered_resps' alone); this line does not.")
         if (doc_key := json.dumps(data["doc_id"])) in seen:
             raise PredictionError(_one_line_per_doc(path, f"{where} (doc_id {data['doc_id']})", data["doc_id"],
                                                     seen[doc_key], data))
@@ -146,9 +153,12 @@ def read(path: Path) -> PeerFile:
         doc = data.get("doc") if isinstance(data.get("doc"), dict) else {}
         sample_id = next((str(doc[k]) for k in ID_KEYS if doc.get(k) not in (None, "")), str(data["doc_id"]))
         at = f"{where} (doc_id {data['doc_id']})"
-        raw = _first_text(data["resps"], at)
-        filtered = _first_text(data.get("filtered_resps"), at, "filtered_resps")
-        if (count := _replies(data["resps"])) > 1:
+        # No 'resps' (lmms-eval 0.4 on): the filter kept the reply as it was, so the reply is 'filtered_resps' and
+        # the task made no extraction of its own.
+        replies = "resps" if "resps" in data else "filtered_resps"
+        raw = _first_text(data[replies], at, replies)
+        filtered = _first_text(data["filtered_resps"], at, "filtered_resps") if replies == "resps" else None
+        if (count := _replies(data[replies])) > 1:
             raise PredictionError(f"{at}: 'resps' holds {count} replies to this sample (lmms-eval ran the task "
                                   "with --repeats, or asked it in several requests), and cfkit reads one reply per "
                                   "case and cannot tell which to take: run the task again with --repeats 1.")

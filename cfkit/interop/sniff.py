@@ -54,7 +54,7 @@ def detect(path: Path) -> str:
     except (json.JSONDecodeError, RecursionError):
         record = None
     if isinstance(record, dict):
-        if "doc_id" in record and "resps" in record:
+        if "doc_id" in record and ("resps" in record or "filtered_resps" in record):  # (0.4 on: resps may go)
             return "lmms"
         if "run" in record and "suite" in record:
             return "export"
