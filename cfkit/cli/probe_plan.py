@@ -7,6 +7,7 @@ from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, status, warn
 from cfkit.money import usd
+from cfkit.plural import plural
 
 #: Ids named in a warning before '… and N more'.
 NAMES_SHOWN = 8
@@ -89,7 +90,7 @@ def render_preview(preview, max_cost: float | None, as_json: bool) -> None:
     for line in unreviewed_lines(plan):
         warn(line)
     if plan.skipped:
-        warn(f"{len(plan.skipped)} {plan.skipped[0].unit}(s) skipped:")
+        warn(f"{plural(len(plan.skipped), plan.skipped[0].unit)} skipped:")
         for skip in plan.skipped:
             err.print(f"  {escape(skip.pair_id)}: {escape(skip.reason)}")
     if max_cost is not None and send.cost_max is not None and send.cost_max > max_cost:
