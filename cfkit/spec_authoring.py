@@ -45,6 +45,8 @@ class NewSpecs:
     paths: list[Path]
     replaced: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The specs written whose mask file is not there yet (a spec with ``regions`` needs none): the masks to draw.
+    masks_to_draw: list[str] = field(default_factory=list)
 
 
 def case_problem(spec: Spec, cases: CaseSet, where: str) -> InputError | None:
@@ -119,7 +121,9 @@ def new_specs(ws: Workspace, rows: list[tuple[str, Mapping[str, Any]]], *, overw
                               f"{ws.interventions_dir} is writable and the disk has room, then run the command "
                               "again.") from exc
         paths.append(path)
-    return NewSpecs(paths=paths, replaced=existing, notes=notes)
+    to_draw = [spec.id for _, spec in specs
+               if spec.mask and not ws.confined(spec.mask, base=ws.interventions_dir).is_file()]
+    return NewSpecs(paths=paths, replaced=existing, notes=notes, masks_to_draw=to_draw)
 
 
 def _written(paths: list[Path]) -> str:

@@ -21,6 +21,7 @@ from cfkit.audit.masking import mask_identity
 from cfkit.cases import Case, CaseSet
 from cfkit.errors import CaseError, ImageError, NotFoundError, UsageError
 from cfkit.files import read_text
+from cfkit.plural import plural
 from cfkit.store import Store, audit_labels, audits, now, runs, to_json
 from cfkit.store.audits import AuditItem, AuditPlan, ItemImage, content_digest
 from cfkit.store.runs import ReplyRecord, RunRecord
@@ -87,7 +88,7 @@ def plan_audit(ws: Workspace, store: Store, run_refs: Sequence[str], *, cases_fi
         common = [c.id for c in cases if all(c.id in replies[r.id] for r in found)]
         left = len(cases) - len(common)
         if left:
-            notes.append(f"{left} case(s) left out: not answered (or failed in transport) in every run")
+            notes.append(f"{plural(left, 'case')} left out: not answered (or failed in transport) in every run")
         if balanced is not None:
             chosen = _balanced(cases, common, balanced, seed, notes)
             selection = {"mode": "balanced", "n": balanced}
@@ -170,7 +171,7 @@ def _balanced(cases: CaseSet, common: list[str], n: int, seed: int, notes: list[
     rng = np.random.default_rng(seed)
     picked = set(rng.choice(yes, want_yes, replace=False).tolist()) | set(rng.choice(no, want_no, replace=False).tolist())
     if len(binary) < len(common):
-        notes.append(f"--balanced draws from two-option cases only: {len(common) - len(binary)} other case(s) left out")
+        notes.append(f"--balanced draws from two-option cases only: {plural(len(common) - len(binary), 'other case')} left out")
     return [c for c in common if c in picked]
 
 

@@ -278,7 +278,7 @@ class ReplicaPool:
                             f"{r.back_after:.0f} s into the run, when it served the model; it answered "
                             f"{plural(r.answered, 'request')}")
             elif r.failed and not r.at_start:
-                said.append(f"{NOTE_START}{r.shown} failed {r.failed} attempt(s) (last: {r.last_failure or '?'}) "
+                said.append(f"{NOTE_START}{r.shown} failed {plural(r.failed, 'attempt')} (last: {r.last_failure or '?'}) "
                             f"and answered {r.answered}; each failed attempt was sent again")
         return said
 

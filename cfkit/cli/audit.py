@@ -12,6 +12,7 @@ from rich.table import Table
 from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
 from cfkit.errors import OutputError
+from cfkit.plural import plural
 
 YES_NO = click.Choice(["yes", "no"], case_sensitive=False)
 FORMAT = click.Choice(["jsonl", "csv", "label-studio", "argilla"])
@@ -76,8 +77,8 @@ def plan(ws, run_refs, cases_file, balanced, seed, mask, force, as_json) -> None
                     "notes": result.plan.notes})
         return
     out.print(result.plan.id)
-    status(f"{result.items} items: {result.cases} cases × {result.models} runs; {result.masked} self-identifying "
-           f"string(s) masked. Next: 'cfkit audit annotate --as NAME' for each of the two annotators.")
+    status(f"{result.items} items: {result.cases} cases × {result.models} runs; {plural(result.masked, 'self-identifying string')} "
+           f"masked. Next: 'cfkit audit annotate --as NAME' for each of the two annotators.")
     for note in result.plan.notes:
         warn(note)
 
@@ -151,7 +152,7 @@ def annotate(ws, name, item_ref, audit_ref) -> None:
         err.print(f"All {len(current.items)} items are labelled by {name}; change one with "
                   f"'cfkit audit annotate --as {name} --item ITEM'.")
     else:
-        err.print(f"{summary.decisions} decision(s) saved; {summary.remaining} item(s) still to label. "
+        err.print(f"{plural(summary.decisions, 'decision')} saved; {plural(summary.remaining, 'item')} still to label. "
                   f"Run 'cfkit audit annotate --as {name}' to go on.")
 
 
@@ -288,19 +289,19 @@ def import_(ws, path, name, fmt, audit_ref) -> None:
         else:
             result = import_worksheet(store, current, check_annotator(name), path, text, fmt)
     err.print(_import_summary(result, name)
-              + (f"; {result.blank} row(s) without cue and link left out" if result.blank else "")
-              + (f"; {result.adjudicated} row(s) of adjudicated items, unchanged, left as they are"
+              + (f"; {plural(result.blank, 'row')} without cue and link left out" if result.blank else "")
+              + (f"; {plural(result.adjudicated, 'row')} of adjudicated items, unchanged, left as they are"
                  if result.adjudicated else "") + ".")
 
 
 def _import_summary(result, name: str) -> str:
-    """``13 label(s) saved for NAME``, ``13 label(s) of NAME unchanged, nothing saved`` or the counts of each."""
+    """``13 labels saved for NAME``, ``13 labels of NAME unchanged, nothing saved`` or the counts of each."""
     if not result.saved:
-        return f"{result.unchanged} label(s) of {name} unchanged, nothing saved" if result.unchanged else \
+        return f"{plural(result.unchanged, 'label')} of {name} unchanged, nothing saved" if result.unchanged else \
             f"no label saved for {name}"
     if not result.unchanged and not result.changed:
-        return f"{result.new} label(s) saved for {name}"
-    return (f"{result.saved} label(s) saved for {name} ({result.new} new, {result.changed} changed); "
+        return f"{plural(result.new, 'label')} saved for {name}"
+    return (f"{plural(result.saved, 'label')} saved for {name} ({result.new} new, {result.changed} changed); "
             f"{result.unchanged} unchanged")
 
 
@@ -377,7 +378,7 @@ def adjudicate(ws, name, unblind, audit_ref) -> None:
         err.print("Nothing to resolve: no item labelled by both annotators differs or was marked unsure "
                   "(see 'cfkit audit status').")
         return
-    err.print(f"{summary.finished} item(s) resolved; {summary.remaining} still to resolve"
+    err.print(f"{plural(summary.finished, 'item')} resolved; {summary.remaining} still to resolve"
               + (f": run 'cfkit audit adjudicate --as {name}' again to go on." if summary.remaining else "."))
 
 

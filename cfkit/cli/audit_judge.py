@@ -10,6 +10,7 @@ from rich.text import Text
 
 from cfkit.cli import params
 from cfkit.cli.console import err, print_json, warn, workspace_option
+from cfkit.plural import plural
 
 
 @click.command("prelabel")
@@ -59,13 +60,13 @@ def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, ma
                if result.stored_invalid else "")
     again = (f" ({result.asked_again} of them asked again for want of a valid Yes/No)"
              if retry_unanswered else "")
-    err.print(f"judge {judge} (questions {result.prompt_version}) on audit {result.audit}: {result.asked} answer(s) "
+    err.print(f"judge {judge} (questions {result.prompt_version}) on audit {result.audit}: {plural(result.asked, 'answer')} "
               f"stored now{again}, {result.stored} already stored{earlier}, {result.invalid} without a valid Yes/No, "
               f"{len(result.failed)} failed; {result.spent.said()}.", markup=False)
     for failure in result.failed[:10]:
         err.print(f"  failed: {failure}", markup=False)
     if result.failed:
-        raise CheckFailed(f"{len(result.failed)} request(s) failed or were cut off; run the command again to ask only "
+        raise CheckFailed(f"{plural(len(result.failed), 'request')} failed or {'was' if len(result.failed) == 1 else 'were'} cut off; run the command again to ask only "
                           "those.")
 
 

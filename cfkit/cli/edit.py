@@ -11,6 +11,7 @@ from rich.table import Table
 from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, warn, workspace_option
 from cfkit.money import usd
+from cfkit.plural import plural
 from cfkit.store import edits as edits_table
 from cfkit.errors import CheckFailed, NotFoundError, UsageError
 
@@ -135,13 +136,14 @@ def _edit_one(ws, spec_id: str, *, engine: str | None, n: int | None, seed: int 
                       f"composite {_rel(ws, record.composite_path)}  raw {_rel(ws, record.raw_path)}  check: {check}")
     spec_id = outcome.plan.spec_id
     if outcome.check_error is not None:
-        raise CheckFailed(f"the new edit(s) of {spec_id} are saved but not checked ({outcome.check_error}); fix "
+        made = "the new edit" if len(outcome.records) == 1 else f"the {len(outcome.records)} new edits"
+        raise CheckFailed(f"{made} of {spec_id} {'is' if len(outcome.records) == 1 else 'are'} saved but not checked ({outcome.check_error}); fix "
                           f"that, then run 'cfkit check {spec_id}'. An unchecked edit does not stand for the pair.")
     if failures:
         # The edit is saved (a person may still look at it and accept it), but the command did not make what
         # was asked for: an edit that changes the target and keeps everything else.
         why = "; ".join(f"#{edit_id}: {', '.join(reasons)}" for edit_id, reasons in failures.items())
-        raise CheckFailed(f"{len(failures)} of {len(outcome.records)} new edit(s) of {spec_id} did not pass the "
+        raise CheckFailed(f"{len(failures)} of {plural(len(outcome.records), 'new edit')} of {spec_id} did not pass the "
                           f"preservation check ({why}). They are saved but do not stand for the pair unless a "
                           f"person accepts one in 'cfkit review {spec_id}'; or make another with "
                           f"'cfkit edit {spec_id}' (another engine, input, seed or prompt).")

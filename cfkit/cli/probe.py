@@ -308,7 +308,7 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
     if summary.skipped:
         from rich.markup import escape
 
-        warn(f"{len(summary.skipped)} {summary.skipped[0].unit}(s) skipped:")
+        warn(f"{plural(len(summary.skipped), summary.skipped[0].unit)} skipped:")
         for skip in summary.skipped:
             console.err.print(f"  {escape(skip.pair_id)}: {escape(skip.reason)}")
 
@@ -382,7 +382,8 @@ def collect(ws, run_ref: str, wait: bool, poll_s: float, base_url, api_key_env, 
         result = collect_files(ws, cases, run_ref, list(from_files), final, as_json,
                                {"base_url": base_url, "api_key_env": api_key_env})
         return _collect_end(ws, result, None if not (result.missing or result.status != "done") else (
-            f"run {result.run_id}: {result.missing} requests of its batch file(s) have no result yet; collect the "
+            f"run {result.run_id}: {plural(result.missing, 'request')} written to a batch file "
+            f"{'has' if result.missing == 1 else 'have'} no result yet; collect the "
             "remaining result files (or, if no more will come, add --final: what none answered is stored as failed "
             "and the same 'cfkit probe run' with --batch-file writes it to a new file, or without it sends it)."
             if result.missing else

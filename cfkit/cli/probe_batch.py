@@ -6,6 +6,7 @@ from dataclasses import asdict
 
 from cfkit.cli.console import out, print_json, status, warn
 from cfkit.money import usd
+from cfkit.plural import plural
 
 
 def render_submission(submission, as_json: bool) -> None:
@@ -65,7 +66,7 @@ def render_collection(result, as_json: bool) -> None:
     out.print(result.run_id)
     cost = "" if result.cost_usd is None else f", {usd(result.cost_usd)} at batch prices"
     if result.cost_usd is not None and result.cost_unreported:
-        cost = f", at least{cost[1:]} ({result.cost_unreported} result(s) without a reported cost)"
+        cost = f", at least{cost[1:]} ({plural(result.cost_unreported, 'result')} without a reported cost)"
     status(f"{result.status}: {collection_line(result)[len(f'run {result.run_id}: '):].rstrip('.')}{cost}.")
     for batch in result.batches:
         if batch.lost:
@@ -73,8 +74,8 @@ def render_collection(result, as_json: bool) -> None:
                  "forgotten, or --base-url points at another server. If it is gone for good, 'cfkit probe collect "
                  f"{result.run_id} --final' stores its requests as failed so the run can be resumed.")
         elif batch.unanswered:
-            warn(f"batch {batch.id} ended {batch.status}: {batch.answered} result(s) stored, {batch.unanswered} "
-                 f"request(s) never answered ({batch.reason.rstrip('.')}); those are stored as failed, and the same "
+            warn(f"batch {batch.id} ended {batch.status}: {plural(batch.answered, 'result')} stored, "
+                 f"{plural(batch.unanswered, 'request')} never answered ({batch.reason.rstrip('.')}); those are stored as failed, and the same "
                  "'cfkit probe run' sends them again.")
         elif batch.errors:
             status(f"batch {batch.id} {batch.status}: {'; '.join(batch.errors)}")
@@ -133,6 +134,6 @@ def render_file_collection(result, as_json: bool) -> None:
     for problem in result.first_problems:
         status(f"  {problem}")
     if result.changed:
-        warn(f"{result.changed} result(s) answer an earlier version of their case: its question, options or images "
+        warn(f"{plural(result.changed, 'result')} {'answers' if result.changed == 1 else 'answer'} an earlier version of their case: its question, options or images "
              "changed in the cases file after the batch file was written. The report counts them stale; run the "
              "suite again to ask them as they are now (the rest comes from the cache).")

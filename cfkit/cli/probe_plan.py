@@ -7,6 +7,7 @@ from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, status, warn
 from cfkit.money import usd
+from cfkit.plural import plural
 
 #: Ids named in a warning before '… and N more'.
 NAMES_SHOWN = 8
@@ -33,8 +34,12 @@ def unreviewed_lines(plan) -> list[str]:
             f"{names(plan.unreviewed)}. Read them and set 'reviewed: true', or leave them out with --reviewed-only."]
 
 
-def _usd(value: float | None) -> str:
-    return "unknown (no prices)" if value is None else usd(value)
+def _unpriced(preview) -> str:
+    """The cost row of a dry run without prices: not known, and how to give them."""
+    if preview.endpoint is None:
+        return f"none to a provider: {preview.model} runs here, without an endpoint"
+    return (f"not known, since cfkit has no prices for {preview.model}: give them with -o price_in=… -o price_out=… "
+            f"(USD per million tokens), or as input and output under [probe.prices.\"{preview.model}\"] in cfkit.toml")
 
 
 def _prices(prices) -> str:
@@ -77,10 +82,10 @@ def render_preview(preview, max_cost: float | None, as_json: bool) -> None:
             ("input tokens", f"about {send.input_tokens:,} (text at ~4 characters a token, images by OpenAI's "
                              "512-px tile rule; an approximation)"),
             ("output tokens", f"at most {send.max_output_tokens:,}"),
-            ("prices", "none known: give -o price_in=… -o price_out=… or cfkit.toml [probe.prices]"
-             if preview.prices is None else _prices(preview.prices)),
-            ("cost", f"about {_usd(send.cost_in)} for the input (all of it at the input price); at most "
-                     f"{_usd(send.cost_max)} if every reply used all its tokens (an estimate)")]
+            ("prices", f"none known for {preview.model}" if preview.prices is None else _prices(preview.prices)),
+            ("cost", _unpriced(preview) if send.cost_in is None or send.cost_max is None else
+             f"about {usd(send.cost_in)} for the input (all of it at the input price); at most "
+             f"{usd(send.cost_max)} if every reply used all its tokens (an estimate)")]
     if plan.left_out:
         rows.append(("left out", f"{len(plan.left_out)} by the selection ({names(plan.left_out)})"))
     for name, value in rows:
@@ -89,11 +94,11 @@ def render_preview(preview, max_cost: float | None, as_json: bool) -> None:
     for line in unreviewed_lines(plan):
         warn(line)
     if plan.skipped:
-        warn(f"{len(plan.skipped)} {plan.skipped[0].unit}(s) skipped:")
+        warn(f"{plural(len(plan.skipped), plan.skipped[0].unit)} skipped:")
         for skip in plan.skipped:
             err.print(f"  {escape(skip.pair_id)}: {escape(skip.reason)}")
     if max_cost is not None and send.cost_max is not None and send.cost_max > max_cost:
-        warn(f"--max-cost {max_cost:g} is below the most this could cost ({_usd(send.cost_max)}); the run would stop "
+        warn(f"--max-cost {max_cost:g} is below the most this could cost ({usd(send.cost_max)}); the run would stop "
              "when it reaches the limit and could be resumed.")
     if protocol.not_applicable:
         status(f"protocol {protocol.name}: {', '.join(protocol.not_applicable)} do not apply to this backend.")

@@ -14,6 +14,7 @@ from cfkit.cli import params
 from cfkit.cli import console
 from cfkit.cli.console import data_console, status, warn, workspace_option
 from cfkit.errors import UsageError
+from cfkit.plural import plural
 from cfkit.vocabulary import REPORT_FORMATS as FORMATS
 MISSING_SHOWN = 20
 
@@ -176,7 +177,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
         from cfkit.report.plots import write_plots
 
         written = write_plots(result, plot_dir, fmt=plot_format, overwrite=force)
-        status(f"Wrote {len(written)} figure(s) to {plot_dir}: "
+        status(f"Wrote {plural(len(written), 'figure')} to {plot_dir}: "
                + ", ".join(f"{w.image.name} (+ {w.data.name})" for w in written) + ".")
     for aside in result.set_aside:
         warn(aside.message)
@@ -200,9 +201,9 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
 
         pending, judge = result.ega.pending, result.ega.judge
         if result.ega.labels == "people":
-            warn(f"{len(pending)} audited item(s) have no final label yet and are left out of the EGA section:")
+            warn(f"{plural(len(pending), 'audited item')} {'has' if len(pending) == 1 else 'have'} no final label yet and are left out of the EGA section:")
         else:
-            warn(f"{len(pending)} audited item(s) have no label that counts ({result.ega.labels}) and are left out "
+            warn(f"{plural(len(pending), 'audited item')} {'has' if len(pending) == 1 else 'have'} no label that counts ({result.ega.labels}) and are left out "
                  "of the EGA section:")
         for p in pending[:MISSING_SHOWN]:
             warn(f"  {p.model}: case {p.case}, item {p.item}" + ("" if p.why == NO_FINAL else f": {p.why}"))
@@ -221,7 +222,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     if refused:
         from cfkit.errors import Incomplete
 
-        raise Incomplete(f"{len(refused)} model(s) left out for runs with different settings "
+        raise Incomplete(f"{plural(len(refused), 'model')} left out for runs with different settings "
                          f"({', '.join(a.model for a in refused)}); the lines above say which runs and how to choose.")
 
 

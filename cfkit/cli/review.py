@@ -150,8 +150,7 @@ def _once(ws, store, ids: list[str], edit_id: int | None, decision: str | None, 
             if decision:  # decided from the store alone (an accept reads the files), see review.loop.decide
                 decided_on = decide(ws, store, spec_id, edit_id, decision, note, pictures=pictures,
                                     cases=cases).edit_id
-                err.print(f"{spec_id}: edit #{decided_on} {decision}ed" if decision != "skip"
-                          else f"{spec_id}: skipped")
+                err.print(_decided_line(store, spec_id, decided_on, decision), markup=False, highlight=False)
                 if not (show or as_json):
                     continue
             stage = "show"
@@ -182,6 +181,28 @@ def _once(ws, store, ids: list[str], edit_id: int | None, decision: str | None, 
     if as_json:
         print_json(records)
     return left_out
+
+
+def _decided_line(store, spec_id: str, edit_id: int, decision: str) -> str:
+    """``TX01: edit #3 accepted``; an accept of an edit that failed its preservation check, or was never checked,
+    says so, with the check's reasons as the review screen shows them, since the edit now stands for the pair."""
+    from cfkit.store import checks
+
+    if decision == "skip":
+        return f"{spec_id}: skipped"
+    done = f"{spec_id}: edit #{edit_id} {decision}ed"
+    if decision != "accept":
+        return done
+    check = checks.latest(store, edit_id, variant=None)
+    reject = f"reject it with 'cfkit review {spec_id} --edit {edit_id} --reject --note WHY'"
+    if check is None:
+        return (f"{done} without a preservation check, and it now stands for the pair: check it with "
+                f"'cfkit check {spec_id}', or if that was not meant, {reject}.")
+    if check.verdict != "pass":
+        why = "; ".join(check.reasons) or "no reason recorded"
+        return (f"{done} although it failed its preservation check ({why}), and it now stands for the pair: "
+                f"if that was not meant, {reject}.")
+    return done
 
 
 def _left_undone(left_out: list[tuple[str, str]], asked: int) -> Incomplete:

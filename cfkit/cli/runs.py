@@ -231,7 +231,7 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
             if run.status != "done" or run.requests > run.replies:
                 unsent = run.requests - run.replies
                 warn(f"run {run.run_id} is {run.status}, as its file records it"
-                     + (f": {unsent} of its {run.requests} planned request(s) have no reply, which a report counts "
+                     + (f": {unsent} of its {plural(run.requests, 'planned request')} {'has' if unsent == 1 else 'have'} no reply, which a report counts "
                         "wrong (absent)" if unsent else "") + "; 'cfkit runs show' says what it holds.")
             elif run.cases is not None and run.replies < run.cases:
                 status(f"  it answers {run.replies} of the suite's {run.cases} cases: a report counts the other "
@@ -244,7 +244,7 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
             if (run.errors + empty) * 2 > run.requests:
                 short.append(f"{run.run_id}: {run.errors + empty} of {run.requests}")
     if short:
-        raise CheckFailed(f"most requests of {len(short)} imported run(s) got no reply ({'; '.join(short)}: failed, "
+        raise CheckFailed(f"most requests of {plural(len(short), 'imported run')} got no reply ({'; '.join(short)}: failed, "
                           "or empty; said above): they are stored, and a report counts them wrong.")
 
 
@@ -295,7 +295,7 @@ def reparse(ws, run_ref: str, everything: bool, as_json: bool) -> None:
         out.print(f"  {escape(c.unit)}: {escape(c.old.describe())} → {escape(c.new.describe())}"
                   + (f": {escape(c.detail)}" if c.detail else ""))
     if result.missing_case:
-        warn(f"{len(result.missing_case)} case(s) are no longer in {ws.cases_path} and kept their readings: "
+        warn(f"{plural(len(result.missing_case), 'case')} {'is' if len(result.missing_case) == 1 else 'are'} no longer in {ws.cases_path} and kept their readings: "
              f"{', '.join(result.missing_case[:8])}{' …' if len(result.missing_case) > 8 else ''}")
 
 

@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from cfkit.cli.console import out, print_json
 from cfkit.money import Cost, cost_notes
+from cfkit.plural import plural
 
 #: Failures listed by 'runs show' before '… and N more' (all of them with --all or --json).
 FAILURES_SHOWN = 20
@@ -86,7 +87,7 @@ def show_run(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     if imported is not None:  # read from a file, not asked: how cfkit would ask does not apply
         differ = len(imported.get("peer_disagrees") or ())
         source = f"from {imported.get('from')} ({imported.get('format')} file)" + (
-            f"; cfkit reads {differ} answer(s) otherwise than the file's own extraction" if differ else "")
+            f"; cfkit reads {plural(differ, 'answer')} otherwise than the file's own extraction" if differ else "")
         asking = ("endpoint", "protocol", "generation", "selection", "versions", "templates", "options")
         rows = [row for row in rows if row[0] not in asking] + [("imported", source)]
     if answered_by.models or answered_by.builds:  # as the server named itself in its replies
@@ -129,12 +130,12 @@ def show_run(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     for i, line in enumerate(said):
         out.print(f"[{'yellow' if noted and i == len(said) - 1 else 'red'}]servers[/] {escape(line)}")
     if not_sent and sending is not None and sending.live:
-        out.print(f"[yellow]not sent yet[/] {not_sent} planned request(s) have no reply yet; {escape(sending.who())} "
+        out.print(f"[yellow]not sent yet[/] {plural(not_sent, 'planned request')} {'has' if not_sent == 1 else 'have'} no reply yet; {escape(sending.who())} "
                   "is sending the run.")
     elif not_sent:
         why = record.notes.get('stopped') or ("its process is gone" if sending is not None
                                              else "the run stopped before sending them")
-        out.print(f"[red]not sent[/] {not_sent} planned request(s) have no reply at all ({escape(why)}).")
+        out.print(f"[red]not sent[/] {plural(not_sent, 'planned request')} {'has' if not_sent == 1 else 'have'} no reply at all ({escape(why)}).")
     shown = 0
     for error, detail, group in _failure_groups(failures):
         units = group if show_all else group[: max(FAILURES_SHOWN - shown, 1)]

@@ -7,6 +7,7 @@ from rich.markup import escape
 
 from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, workspace_option
+from cfkit.plural import plural
 
 
 @click.command("screen")
@@ -84,10 +85,10 @@ def screen(ws, spec_ids: tuple[str, ...], judge: str, options: tuple[str, ...], 
     unscreened = [r for r in results if r.problem is not None and (spec_ids or r.edit_id is not None)]
     failed = []
     if unasked:
-        failed.append(f"{unasked} edit(s) have questions whose requests failed or whose replies were cut off; run the "
+        failed.append(f"{plural(unasked, 'edit')} {'has' if unasked == 1 else 'have'} questions whose requests failed or whose replies were cut off; run the "
                       "command again to ask only those")
     if unscreened:
-        failed.append(f"{len(unscreened)} spec(s) could not be screened ({', '.join(r.spec_id for r in unscreened)}: "
+        failed.append(f"{plural(len(unscreened), 'spec')} could not be screened ({', '.join(r.spec_id for r in unscreened)}: "
                       "see above)")
     if failed:
         raise CheckFailed("; ".join(failed) + ".")

@@ -209,10 +209,20 @@ def new(ws, spec_id: str | None, case: str | None, title: str | None, cue: str |
         err.print(f"[yellow]note:[/] {escape(note)}")
     for path in written.paths:
         out.print(f"Wrote {escape(str(path))}" + (" (replaced)" if path in written.replaced else ""))
-    first = written.paths[0].stem
-    out.print(f"Next: draw the masks (white = edit) or derive them from edited images made elsewhere "
-              f"('cfkit edits import DIR --derive-masks'), then 'cfkit specs validate"
-              f"{'' if len(written.paths) > 1 else ' ' + first}'.")
+    out.print(_next_step([p.stem for p in written.paths], written.masks_to_draw))
+
+
+def _next_step(ids: list[str], to_draw: list[str]) -> str:
+    """The line after ``specs new``: draw the masks the specs name and lack, else validate and edit."""
+    validate = f"'cfkit specs validate{'' if len(ids) > 1 else ' ' + ids[0]}'"
+    if to_draw:
+        masks = "the masks" if len(to_draw) > 1 else "the mask"
+        which = "" if to_draw == ids else f" of {', '.join(to_draw)}"
+        return (f"Next: draw {masks}{which} (white = edit) or derive {'them' if len(to_draw) > 1 else 'it'} from "
+                f"edited images made elsewhere ('cfkit edits import DIR --derive-masks'), then {validate}.")
+    edit = f"'cfkit edit {' '.join(ids)}'" if len(ids) <= 3 else "'cfkit edit --pending'"
+    given = "the specs give regions or their masks are" if len(ids) > 1 else "the spec gives regions or its mask is"
+    return f"Next: no mask to draw ({given} there): run {validate}, then {edit}."
 
 
 @specs.command()

@@ -92,13 +92,13 @@ def validate(ws, file: Path, batch: bool, as_json: bool) -> None:
         known = [r.cost_max for r in result.runs if r.cost_max is not None]
         total = sum(r.to_send for r in result.runs)
         status(f"study '{s.name}': {len(result.runs)} runs, {total} requests to send"
-               + (f", at most {usd(sum(known))} for the {len(known)} priced run(s)" if known else "") + ".")
+               + (f", at most {usd(sum(known))} for the {plural(len(known), 'priced run')}" if known else "") + ".")
     for note in result.notes:
         warn(note)
     if result.problems:
         for problem in result.problems:
             warn(problem)
-        raise CheckFailed(f"study '{s.name}': {len(result.problems)} problem(s); fix them and validate again.")
+        raise CheckFailed(f"study '{s.name}': {plural(len(result.problems), 'problem')}; fix {'it' if len(result.problems) == 1 else 'them'} and validate again.")
 
 
 @study.command("run")
@@ -146,10 +146,10 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
         why = f"'cfkit study status {file}' says why"
         if all(r.state == "skipped" for r in incomplete):
             why = f"The lines above say why (and 'cfkit study status {file}' again)"
-        raise RunIncomplete(f"study '{s.name}': {len(incomplete)} of {len(result.runs)} run(s) incomplete: {names}. "
+        raise RunIncomplete(f"study '{s.name}': {len(incomplete)} of {plural(len(result.runs), 'run')} incomplete: {names}. "
                             f"{why}; resume with: {again}")
     if unclean:
-        raise CheckFailed(f"study '{s.name}': {len(unclean)} run(s) complete but not clean "
+        raise CheckFailed(f"study '{s.name}': {plural(len(unclean), 'run')} complete but not clean "
                           f"({', '.join(f'{r.display} {r.suite}' for r in unclean)}): their replies were cut off at "
                           "the token limit, are mostly empty, or came from servers that named different models, as "
                           "the lines above say.")

@@ -60,7 +60,7 @@ def display_lines(runs, width: int = 80, height: int = 24) -> list[str]:
     lines = [run_line(r, width, **shown) for r in ordered]
     if len(lines) > rows and done:
         others = [run_line(r, width, **shown) for r in ordered if r.state != "done"]
-        lines = others + [f"{len(done)} run(s) done"]
+        lines = others + [f"{plural(len(done), 'run')} done"]
     if len(lines) > rows:
         lines = lines[:rows - 1] + [f"… {len(lines) - rows + 1} more"]
     return [_cell(headline(runs), width)] + lines

@@ -30,6 +30,7 @@ from typing import Any
 from cfkit.errors import PredictionError
 from cfkit.files import json_value
 from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample, target_text
+from cfkit.plural import plural
 
 #: Log version written (inspect_ai's current EvalLog version).
 LOG_VERSION = 2
@@ -212,8 +213,8 @@ def _of_epoch(samples: list, path: Path, epoch: int | None) -> list[tuple[int, A
                                   f"--epoch N ({', '.join(map(str, epochs))}).")
         return list(enumerate(samples, start=1))
     if epoch not in epochs:
-        raise PredictionError(f"{path}: no sample of epoch {epoch}; the log holds epoch(s) "
-                              f"{', '.join(map(str, epochs)) or 'none'}.")
+        raise PredictionError(f"{path}: no sample of epoch {epoch}; the log holds {plural(len(epochs), 'epoch')}"
+                              + (f" ({', '.join(map(str, epochs))}); choose one with --epoch N." if epochs else "."))
     return [(n, s) for n, s in enumerate(samples, start=1) if epoch_of(s) == epoch]
 
 

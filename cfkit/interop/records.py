@@ -34,6 +34,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cfkit.errors import PredictionError, describe_validation
+from cfkit.plural import plural
 from cfkit.predictions import Prediction
 from cfkit.store import Store, responses, runs
 
@@ -108,7 +109,7 @@ class RunRecordRow:
         """A record from an export (every column of :data:`COLUMNS`; unknown ones refused)."""
         unknown = sorted(set(data) - set(COLUMNS))
         if unknown:
-            raise PredictionError(f"{where}: unknown field(s) {', '.join(unknown)}; a run export has "
+            raise PredictionError(f"{where}: {plural(len(unknown), 'unknown field')} ({', '.join(unknown)}); a run export has "
                                   f"{', '.join(COLUMNS)}.")
         missing = [name for name in ("run", "model", "suite", "case", "condition") if not data.get(name)]
         if missing:

@@ -39,6 +39,7 @@ from cfkit.backends import Backend
 from cfkit.backends.openai_batch import NOT_FOUND
 from cfkit.cases import Case, CaseSet
 from cfkit.errors import TransportError
+from cfkit.plural import plural
 from cfkit.probe.batch_results import BatchResults
 from cfkit.probe.prices import BATCH_PRICE_FACTOR
 from cfkit.probe.recording import Recorder
@@ -225,9 +226,9 @@ def _not_ended(store: Store, cases: CaseSet, record: BatchRecord, recorder: Reco
     if info.status in CANCELLING and answered != 0:
         batches.checked(store, record.id, status=info.status, counts=info.counts or record.counts,
                         errors=info.errors, output_file_id=info.output_file_id, error_file_id=info.error_file_id)
-        held = "some" if answered is None else str(answered)
-        problems.append(f"batch {record.id} was still {info.status} after {CANCEL_WAIT_S:g} s and holds {held} "
-                        f"answered request(s); nothing of it is given up yet: run 'cfkit probe collect "
+        held = "some answered requests" if answered is None else plural(answered, "answered request")
+        problems.append(f"batch {record.id} was still {info.status} after {CANCEL_WAIT_S:g} s and holds {held}"
+                        f"; nothing of it is given up yet: run 'cfkit probe collect "
                         f"{record.run_id} --final' again in a few minutes to store them.")
         return
     _give_up(store, cases, record, recorder, tally, how)

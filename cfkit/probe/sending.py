@@ -152,7 +152,7 @@ class Sender:
                 if pacer.lowest < pacer.limit:
                     ended = "and back up as it recovered" if pacer.level >= pacer.limit else \
                         f"and were {pacer.level} when sending ended"
-                    self.notes.add(f"the server said it was overloaded {pacer.overloads} time(s); requests in "
+                    self.notes.add(f"the server said it was overloaded {plural(pacer.overloads, 'time')}; requests in "
                                    f"flight went down to {pacer.lowest} of {pacer.limit} {ended}")
 
     def _count_retries(self, reply) -> None:

@@ -266,9 +266,11 @@ def choose(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_
             if left:
                 shown = _newest_of_each_settings(left)
                 aside.append(SetAside(model, tuple(r.id for r in shown), False, (
-                    f"{model}: left out its {', '.join(dict.fromkeys(r.suite for r in left))} run(s), whose settings "
-                    f"differ from the --run one(s): {'; '.join(_differences([*pins.values(), *shown]))}. Name one "
-                    "with --run to report it."), why="settings other than the --run run(s)"))
+                    f"{model}: left out its {plural(len(left), 'run')} of "
+                    f"{', '.join(dict.fromkeys(r.suite for r in left))}, whose settings differ from those of the "
+                    f"{plural(len(pins), 'run')} named with --run: "
+                    f"{'; '.join(_differences([*pins.values(), *shown]))}. Name one with --run to report it."),
+                    why="settings other than those of the runs named with --run"))
             continue
         if len({r.settings_sha256 for r in records}) == 1:
             chosen += (picked := _per_suite(records, reviewed_only=reviewed_only))
@@ -279,11 +281,12 @@ def choose(store: Store, refs: Sequence[str] = (), *, mixed: bool = False, only_
             keep = full[0].settings_sha256
             chosen += (picked := _per_suite([r for r in records if r.settings_sha256 == keep],
                                             reviewed_only=reviewed_only))
-            left = _newest_of_each_settings([r for r in records if r.settings_sha256 != keep])
-            aside += _newer_runs(records, picked, reviewed_only=reviewed_only,
-                                 named=[r.id for r in records if r.settings_sha256 != keep])
+            smoke = [r for r in records if r.settings_sha256 != keep]
+            left = _newest_of_each_settings(smoke)
+            aside += _newer_runs(records, picked, reviewed_only=reviewed_only, named=[r.id for r in smoke])
             aside.append(SetAside(model, tuple(r.id for r in left), False, (
-                f"{model}: left out smoke-test run(s) of part of a suite whose settings differ from its full runs: "
+                f"{model}: left out {plural(len(smoke), 'smoke-test run')} of part of a suite whose settings differ "
+                f"from its full runs: "
                 f"{'; '.join(_differences([full[0], *left]))}. Report one with --run RUN, or remove it with "
                 "'cfkit runs rm RUN'."), why="a smoke test with other settings than the full runs"))
             continue

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cfkit import stats
+from cfkit.plural import plural
 from cfkit.report.swap import COVERAGE_END, SwapRow
 from cfkit.report.trouble import ReplyTrouble
 from cfkit.report.units import ModelUnits
@@ -232,7 +233,7 @@ def missing_lines(missing: list[Missing]) -> list[str]:
         where = ", ".join(f"{suite} {n}" for suite, n in suites.items())
         first = units[0]
         example = f"; e.g. {unit_name(first)}: {first.detail}" if first.detail else ""
-        lines.append(f"{model}: {len(units)} unit(s) without a usable answer, counted wrong ({reason}; {where})"
+        lines.append(f"{model}: {plural(len(units), 'unit')} without a usable answer, counted wrong ({reason}; {where})"
                      f"{example}.")
     return lines
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cfkit.plural import plural
 from cfkit.report import legends
 from cfkit.report.groups import group_label, group_rank, paper_groups
 from cfkit.report.reference import load_reference, reference_label
@@ -303,9 +304,9 @@ def _ega_tables(data: dict, ref: dict | None) -> list[DisplayTable]:
     if "withheld" in audit and not ref:
         return []
     caption = (f"{legends.ega()} Audit {audit['audit']}: {audit['cases']} of {audit['planned_cases']} cases have a "
-               f"final label for every model; {audit['pending']} item(s) pending.")
+               f"final label for every model; {plural(audit['pending'], 'item')} pending.")
     if audit.get("labels", "people") != "people":
-        caption += (f" Counted with {audit['labels']} labels: {audit['judge_labelled']} item(s) carry the judge "
+        caption += (f" Counted with {audit['labels']} labels: {plural(audit['judge_labelled'], 'item')} carry the judge "
                     f"model {audit['judge']}'s labels, not a person's.")
     if audit.get("inputs_changed"):
         caption += (f" Since the audit was planned, {'; '.join(audit['inputs_changed'])}: these rows count the "

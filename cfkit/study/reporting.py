@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cfkit.errors import ConfigError, NotFoundError
+from cfkit.plural import plural
 from cfkit.store import Store, runs
 from cfkit.study.file import Study
 from cfkit.study.state import RunState, study_status
@@ -55,12 +56,12 @@ class ReportInputs:
         left_out = self.left_out + [s for s in self.partial if not s.done]
         partial = [s for s in self.partial if s.done]
         if left_out:
-            parts.append(f"{len(left_out)} run(s) left out ({_named(left_out)})")
+            parts.append(f"{plural(len(left_out), 'run')} left out ({_named(left_out)})")
         if partial:
-            parts.append(f"{len(partial)} run(s) reported incomplete, their missing answers counted wrong "
+            parts.append(f"{plural(len(partial), 'run')} reported incomplete, their missing answers counted wrong "
                          f"({_named(partial)})")
         if self.compare_left_out:
-            parts.append(f"{len(self.compare_left_out)} compare pair(s) left out")
+            parts.append(f"{plural(len(self.compare_left_out), 'compare pair')} left out")
         if not parts:
             return None
         return (f"the report is not the whole study: {'; '.join(parts)}, as said above; {again} asks what is "

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from cfkit.errors import CfkitError
 from cfkit.money import Cost
+from cfkit.plural import plural
 from cfkit.probe import PlannedRun, RunSummary
 from cfkit.store import Store, leases, runs
 from cfkit.study.file import Study
@@ -148,7 +149,7 @@ def planned_state(store: Store, run: StudyRun, planned: PlannedRun) -> RunState:
         why = "interrupted by Ctrl-C or SIGTERM; 'study run' resumes it"
     if why is None and record.n_errors:  # each failed on its own: what the server said to the first
         said = next((detail for *_, detail, _, _ in runs.reply_states(store, record.id) if detail), None)
-        why = f"{record.n_errors} request(s) failed" + (f"; the first: {said}" if said else "")
+        why = f"{plural(record.n_errors, 'request')} failed" + (f"; the first: {said}" if said else "")
     _, cut, empty = runs.count_unanswered(store, record.id)  # what the report marks (not clean) is said here too
     trouble = _cut_or_empty(cut, empty, record.n_done)
     return _row(run, "incomplete", record, "; ".join(filter(None, [why, trouble and f"not clean either: {trouble}"]))
@@ -222,7 +223,7 @@ def status_line(root: Path, study: Study, states: list[RunState]) -> str | None:
     left = [x for x in states if x.state != "done"]
     if not left:
         return None
-    done = f"study '{study.name}': {len(states) - len(left)} of {len(states)} run(s) done"
+    done = f"study '{study.name}': {len(states) - len(left)} of {plural(len(states), 'run')} done"
     again = study_command(root, study.path.resolve(), "run")
     sending = [x for x in left if x.state == "running"]
     if not sending:

@@ -99,7 +99,7 @@ def test_balanced_sampling_takes_half_gold_yes_half_gold_no_with_the_seed(ws):
         with Store(ws.db_path) as store:
             cases = sorted({i.case_id for i in audits.items(store, result.plan.id)})
         assert sum(aw.CASES[c][0] == "A" for c in cases) == 2 and len(cases) == 4
-        assert result.plan.notes == ["--balanced draws from two-option cases only: 1 other case(s) left out"]
+        assert result.plan.notes == ["--balanced draws from two-option cases only: 1 other case left out"]
         picks.append(cases)
     assert picks[0] == picks[1]
     with pytest.raises(UsageError, match="needs 5 gold-Yes and 5 gold-No .* there are 4 and 4"):
@@ -118,7 +118,7 @@ def test_a_cases_file_chooses_the_cases_and_every_run_must_have_them(ws):
         _plan(ws, run_ids, cases_file=subset, force=True)
     default = _plan(ws, run_ids, force=True)  # without a file, the case is left out and said
     assert default.cases == 8 and default.plan.notes == [
-        "1 case(s) left out: not answered (or failed in transport) in every run"]
+        "1 case left out: not answered (or failed in transport) in every run"]
 
 
 def test_plans_that_cannot_be_audited_are_refused(ws):

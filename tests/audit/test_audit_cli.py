@@ -71,7 +71,7 @@ def test_the_whole_audit_through_the_cli(ws):
     # The report refuses to pretend while items are pending.
     pending = cli(ws, "report", "--ega", "--format", "json", "--resamples", "200", code=1)
     assert len(json.loads(pending.stdout)["ega_pending"]) == len(disputed)
-    assert f"{len(disputed)} audited item(s) have no final label yet" in pending.stderr
+    assert f"{len(disputed)} audited item{'' if len(disputed) == 1 else 's'} {'has' if len(disputed) == 1 else 'have'} no final label yet" in pending.stderr
     # Adjudication: the disagreements resolved with notes.
     final = {}
     for item in sorted(disputed):
@@ -239,7 +239,7 @@ def test_an_annotate_session_killed_between_two_decisions_resumes_where_it_stopp
         term.press(b"y")
         term.expect(b"3 of 18")
         term.press(b"q")
-        term.expect(b"decision(s) saved")
+        term.expect(b"1 decision saved")
         status = term.finish()
     except BaseException:
         term.kill()
@@ -289,13 +289,13 @@ def test_worksheets_through_the_cli(ws, tmp_path):
     writer.writerows(rows)
     sheet.write_text(out.getvalue())
     result = cli(ws, "audit", "import", str(sheet), "--as", "alice")
-    assert "18 label(s) saved for alice" in result.stderr
+    assert "18 labels saved for alice" in result.stderr
     labels = _alice(ws)
     assert len([lab for lab in labels.values() if lab.complete]) == 18
     assert sum(lab.unsure for lab in labels.values()) == 1 and sum(lab.judgement.cue for lab in labels.values()) == 9
     # The same worksheet again changes nothing and says so; the saved labels (and their times) stay as they are.
     again = cli(ws, "audit", "import", str(sheet), "--as", "alice")
-    assert "18 label(s) of alice unchanged, nothing saved." in again.stderr, again.stderr
+    assert "18 labels of alice unchanged, nothing saved." in again.stderr, again.stderr
     assert _alice(ws) == labels
     # Bob labels five items, then imports his whole sheet with one of the five changed: each count is named.
     bob_sheet = tmp_path / "bob.csv"
@@ -312,10 +312,10 @@ def test_worksheets_through_the_cli(ws, tmp_path):
         bob_sheet.write_text(out.getvalue())
 
     write_bob(5, "yes")
-    assert "5 label(s) saved for bob;" in cli(ws, "audit", "import", str(bob_sheet), "--as", "bob").stderr
+    assert "5 labels saved for bob;" in cli(ws, "audit", "import", str(bob_sheet), "--as", "bob").stderr
     write_bob(18, "no")
     mixed = cli(ws, "audit", "import", str(bob_sheet), "--as", "bob")
-    assert "14 label(s) saved for bob (13 new, 1 changed); 4 unchanged." in mixed.stderr, mixed.stderr
+    assert "14 labels saved for bob (13 new, 1 changed); 4 unchanged." in mixed.stderr, mixed.stderr
     with Store(ws / ".cfkit" / "cfkit.db") as store:
         assert len(audit_labels.labels_by(store, audits.find_plan(store).id, "bob")) == 18  # one row per item
     result = cli(ws, "audit", "import", str(sheet), "--as", "bob", code=2)  # alice's sheet is not bob's labels

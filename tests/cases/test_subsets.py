@@ -94,7 +94,7 @@ def test_a_modality_run_over_every_case_is_reported_over_the_subset_with_a_note(
             assert said == []
         else:
             outside = (len(CASES) - 2) * 4  # four conditions a case
-            assert said == [f"modality: {outside} answer(s) of baseline:always-yes about {len(CASES) - 2} case(s) outside "
+            assert said == [f"modality: {outside} answers of baseline:always-yes about {len(CASES) - 2} cases outside "
                             "the modality subset (first T003) are left out of its rows, which are over the subset; "
                             "'cfkit report --all-cases' scores every case."], report["notes"]
             assert said[0] in reported.stderr

@@ -222,6 +222,34 @@ def test_specs_new_from_a_yaml_list_and_a_csv(tiny_ws: Path, tmp_path: Path):
     assert "CF05" in run_cli(["specs", "list", "-w", str(tiny_ws)]).stdout
 
 
+def test_specs_new_says_the_next_step_that_applies(tiny_ws: Path, tmp_path: Path):
+    """Specs that give regions (or name a mask already drawn) need no mask file: the last line does not ask for one."""
+    regions = tmp_path / "regions.yaml"
+    regions.write_text("".join(f"- id: {i}\n  case: T001\n  title: t\n  cue: c\n  replacement: r\n"
+                               "  regions: [{box: [0.1, 0.1, 0.5, 0.5]}]\n" for i in ("CF10", "CF11"))
+                       + "- id: CF12\n  case: T001\n  title: t\n  cue: c\n  replacement: r\n"
+                         "  mask: masks/TX01.png\n")
+    done = run_cli(["specs", "new", "--from", str(regions), "-w", str(tiny_ws)])
+    assert done.exit_code == 0, done.stderr
+    # Before: "Next: draw the masks (white = edit) …", for specs that have no mask file to draw.
+    assert done.stdout.strip().splitlines()[-1] == (
+        "Next: no mask to draw (the specs give regions or their masks are there): run 'cfkit specs validate', "
+        "then 'cfkit edit CF10 CF11 CF12'.")
+    assert run_cli(["specs", "validate", "-w", str(tiny_ws)]).exit_code == 0
+    # Of several, the line names only the specs whose mask is still to draw.
+    listed = tmp_path / "pairs.yaml"
+    listed.write_text(SPECS_YAML)
+    mixed = run_cli(["specs", "new", "--from", str(listed), "-w", str(tiny_ws)])
+    assert mixed.exit_code == 0, mixed.stderr
+    assert mixed.stdout.strip().splitlines()[-1] == (
+        "Next: draw the mask of CF05 (white = edit) or derive it from edited images made elsewhere "
+        "('cfkit edits import DIR --derive-masks'), then 'cfkit specs validate'.")
+    one = run_cli(["specs", "new", "--id", "CF13", "--case", "T001", "--title", "t", "--cue", "c",
+                   "--replacement", "r", "-w", str(tiny_ws)])
+    assert one.stdout.strip().splitlines()[-1].startswith("Next: draw the mask (white = edit)")
+    assert one.stdout.strip().endswith("then 'cfkit specs validate CF13'.")
+
+
 def test_specs_new_from_a_file_writes_nothing_unless_every_spec_is_valid(tiny_ws: Path, tmp_path: Path):
     bad = tmp_path / "pairs.yaml"
     bad.write_text(SPECS_YAML + "- id: CF09\n  case: T002\n  title: t\n  cue: c\n  replacement: r\n"

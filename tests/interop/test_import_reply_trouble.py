@@ -88,7 +88,7 @@ def test_the_import_says_what_its_replies_are_in_the_words_runs_show_uses(peer_f
     run_id, stderr = _imported(ws, path, f"peer-{kind}", status=1 if kind == "empty" else 0)
     if kind == "empty":
         stderr, last = stderr.split("error: ")
-        assert last.startswith(f"most requests of 1 imported run(s) got no reply ({run_id}: 60 of 100: ")
+        assert last.startswith(f"most requests of 1 imported run got no reply ({run_id}: 60 of 100: ")
     else:
         assert "error" not in stderr
 

@@ -130,7 +130,7 @@ def test_a_request_the_peer_records_as_failed_is_a_failed_request_not_a_reply(pe
     data, stderr = report_json(ws, path)
     failed = [m for m in data["missing"] if m["reason"] == "transport"]
     assert len(failed) == 2 and failed[0]["case"] == first
-    assert "2 unit(s) without a usable answer, counted wrong (transport; contextcanvas 2)" in stderr
+    assert "2 units without a usable answer, counted wrong (transport; contextcanvas 2)" in stderr
     assert f"2 recorded as failed requests, counted wrong (first: {path}" in stderr and said in stderr
     assert data["reply_problems"] == []  # two failed requests are not empty replies
     imported = run_cli(["runs", "import", str(path), "-w", str(ws), "--label", f"failed-{peer}"])
@@ -257,7 +257,7 @@ def test_imported_peer_run_is_reported_like_the_file(peer_files, tmp_path):
     assert "done (imported)" in next(line for line in listed.stdout.splitlines() if run_id in line)
     # 'runs show' says where the answers came from, not how cfkit would have asked for them.
     shown = run_cli(["runs", "show", run_id, "-w", str(ws)], env={"COLUMNS": "200"}).stdout
-    assert (f"imported  from {files['lmms']} (lmms file); cfkit reads 10 answer(s) otherwise than the file's own "
+    assert (f"imported  from {files['lmms']} (lmms file); cfkit reads 10 answers otherwise than the file's own "
             "extraction") in shown
     assert "protocol" not in shown and "the whole suite" not in shown
     from_store = run_cli(["report", "-w", str(ws), "--run", run_id, "--format", "json", "--resamples", "200"])
@@ -345,7 +345,7 @@ def test_an_inspect_log_of_several_epochs_is_read_one_epoch_at_a_time(peer_files
     assert row["yes_rate"] == pytest.approx(100 * 100 / row["n_binary"])
     assert row["yes_rate"] != first["contextcanvas"][0]["yes_rate"]
     none = run_cli(["report", "-w", str(ws), "--predictions", str(epochs), "--epoch", "3"])
-    assert none.exit_code == 2 and "no sample of epoch 3; the log holds epoch(s) 1, 2." in none.stderr
+    assert none.exit_code == 2 and "no sample of epoch 3; the log holds 2 epochs (1, 2); choose one with --epoch N." in none.stderr
     other = run_cli(["report", "-w", str(ws), "--predictions", str(files["lmms"]), "--epoch", "1"])
     assert other.exit_code == 2 and "--epoch chooses an epoch of an inspect_ai log" in other.stderr
     stored = run_cli(["runs", "import", str(epochs), "-w", str(ws), "--epoch", "2", "--label", "epoch-2"])
@@ -476,7 +476,7 @@ def test_an_export_record_of_the_wrong_shape_is_one_line(stored, tmp_path):
     rows = export_rows(ws, run_id)
     for change, expected in (({"case": ["N000"]}, "'case' must be text"), ({"condition": "sideways"}, "condition"),
                              ({"usage": [1]}, "'usage' must be an object"), ({"edit_id": "seven"}, "whole number"),
-                             ({"colour": "red"}, "unknown field(s) colour"),
+                             ({"colour": "red"}, "1 unknown field (colour)"),
                              ({"run_status": "finished"}, "'run_status' must be one of done, incomplete"),
                              ({"run_requests": -1}, "'run_requests' must be a count")):
         path = tmp_path / "run.jsonl"

@@ -86,7 +86,7 @@ def label_in_tools(ws, tmp_path, fmt, run_ids):
         filled = tmp_path / f"{name}-{fmt}-done.json"
         filled.write_text(json.dumps(labelled))
         result = cli(ws, "audit", "import", str(filled), "--as", name, "--format", fmt)
-        assert "18 label(s) saved" in result.stderr
+        assert "18 labels saved" in result.stderr
 
 
 def outcome(ws):
@@ -141,7 +141,7 @@ def test_argilla_rows_flattened_by_to_list_are_read(planned, tmp_path):
                      "cue.responses": [yn(cue)], "cue.responses.users": ["u-7"],
                      "link.responses": [yn(link)], "link.responses.users": ["u-7"]})
     exported.write_text(json.dumps(rows))
-    assert "18 label(s) saved" in cli(ws, "audit", "import", str(exported), "--as", "alice", "--format",
+    assert "18 labels saved" in cli(ws, "audit", "import", str(exported), "--as", "alice", "--format",
                                       "argilla").stderr
     items = {i["item"]: i for i in json.loads(cli(ws, "audit", "items", "--as", "alice", "--json").stdout)}
     assert {k: (v["label"]["cue"], v["label"]["link"]) for k, v in items.items()} == \

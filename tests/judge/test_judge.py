@@ -277,7 +277,7 @@ def test_questions_whose_requests_fail_leave_the_edit_incomplete_and_a_rerun_ask
         first = run_cli([*args, "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
         failing["on"] = False
         again = run_cli([*args, "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
-    assert first.exit_code == 1 and "3 edit(s) have questions whose requests failed" in first.stderr
+    assert first.exit_code == 1 and "3 edits have questions whose requests failed" in first.stderr
     states = {r["spec"]: r for r in json.loads(first.stdout)["edits"]}
     assert {r["state"] for r in states.values()} <= {"incomplete", "doubted"}
     assert all(len(r["failed"]) == 1 and r["failed"][0].startswith("edit-looks-natural: ") for r in states.values())
@@ -298,7 +298,7 @@ def test_a_spec_that_could_not_be_screened_is_not_done(mini_ws):
         every = run_cli([*args, *url], env=env)  # EX02 and EX03 have no edit yet: not made, nothing failed
         assert every.exit_code == 0, every.stderr
         asked = run_cli([*args, *url, "EX02"], env=env)
-        assert asked.exit_code == 1 and "1 spec(s) could not be screened (EX02" in asked.stderr
+        assert asked.exit_code == 1 and "1 spec could not be screened (EX02" in asked.stderr
         typo = run_cli([*args, *url, "EX01", "EX9"], env=env)
         assert typo.exit_code == 2 and typo.stderr.strip().splitlines() == [
             f"error: no spec 'EX9' in {mini_ws / 'interventions'}. (specs there: EX01, EX02, EX03). "
@@ -307,7 +307,7 @@ def test_a_spec_that_could_not_be_screened_is_not_done(mini_ws):
         shutil.rmtree(mini_ws / ".cfkit" / "edits" / "EX01")
         gone = run_cli([*args, "-o", f"base_url={server.url}", "--judge", "openai:other-judge"], env=env)
         assert gone.exit_code == 1 and "EX01 edit #1: not screened" in gone.stdout
-        assert "1 spec(s) could not be screened (EX01" in gone.stderr
+        assert "1 spec could not be screened (EX01" in gone.stderr
         assert len(server.requests) == sent  # nothing was asked about an edit that could not be read
 
 
@@ -328,7 +328,7 @@ def test_a_reply_cut_off_at_the_token_limit_is_not_read_and_is_asked_again(mini_
     with ChatServer(script) as server:
         first = run_cli([*args, "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
         again = run_cli([*args, "--max-tokens", "64", "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
-    assert first.exit_code == 1 and "3 edit(s) have questions whose requests failed or whose replies were cut off" \
+    assert first.exit_code == 1 and "3 edits have questions whose requests failed or whose replies were cut off" \
         in first.stderr
     states = {r["spec"]: r for r in json.loads(first.stdout)["edits"]}
     assert all(r["failed"] == ["edit-looks-natural: the reply was cut off at the token limit (16 tokens), so it was "

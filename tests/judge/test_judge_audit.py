@@ -163,7 +163,7 @@ def test_items_the_judge_left_without_a_label_are_said_with_why_and_how_to_fill_
     # The second run asks only the failed request, and says that the two stored non-answers stay.
     assert again.exit_code == 1 and "(2 without a valid Yes/No, not asked again: --retry-unanswered asks them)" \
         in again.stderr
-    assert "0 answer(s) stored now" in again.stderr and "1 failed" in again.stderr
+    assert "0 answers stored now" in again.stderr and "1 failed" in again.stderr
     result = cli(ws, "report", "--ega", "--ega-labels", "judge", "--judge", judge, "--format", "json",
                  "--resamples", "100")
     assert result.exit_code == 1

@@ -198,7 +198,7 @@ def test_retry_unanswered_asks_again_only_the_replies_without_a_yes_no(half_labe
     done = json.loads(again.stdout)
     assert done["asked_again"] == 2 and done["asked"] == 2 and done["already_stored"] == 2 * len(rows) - 2
     assert done["already_stored_invalid"] == 0 and done["invalid"] == 0
-    assert "2 answer(s) stored now (2 of them asked again for want of a valid Yes/No)" in again.stderr
+    assert "2 answers stored now (2 of them asked again for want of a valid Yes/No)" in again.stderr
     assert {(_response(b), CUE_QUESTION in user_text(b)) for b in asked} == shy
     _, after = _store_labels(ws, JUDGE, version)
     kept = {(p.item_id, p.criterion): p for p in before if p.value is not None}

@@ -138,5 +138,5 @@ def test_a_peers_file_through_the_api_says_how_its_readings_differ(tmp_path):
     assert report.models == [MODEL]
     assert any("10 of 100 answers differ from the lmms file's own extraction" in n for n in report.notes)
     # What 'cfkit report' says with its tables is in the notes too: the 201 cases the file leaves out.
-    assert f"{MODEL}: 201 unit(s) without a usable answer, counted wrong (absent; contextcanvas 201)" in " ".join(
+    assert f"{MODEL}: 201 units without a usable answer, counted wrong (absent; contextcanvas 201)" in " ".join(
         report.notes)

@@ -61,7 +61,7 @@ def test_the_readme_study_example_runs_as_written(tmp_path: Path) -> None:
     assert re.search(r"tiny  modality: 24 requests, 24 to send\ntiny  swap: 10 requests, 10 to send\n"
                      r"study 'study': 12 runs, 67 requests to send\.", out), out[-3000:]
     # The random model's replies are cut off every time: run says so and names the runs, as the README says.
-    assert "4 run(s) complete but not clean" in out
+    assert "4 runs complete but not clean" in out
     assert out.count("replies were cut off at the token limit") >= 4
     assert re.search(r"tiny\s+swap\s+done\s+10/10", out)  # status, and (counterfactual: found by its plan) why
     assert re.search(r"tiny\s+counterfactual\s+done\s+6/6 .*\(complete but not clean: 6 of 6 replies cut off", out)

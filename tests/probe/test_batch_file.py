@@ -248,7 +248,7 @@ def test_a_case_changed_after_the_file_was_written_is_said_and_asked_again(many_
         cases.write_text(cases.read_text().replace("Is picture 3 suitable for event 3?",
                                                    "Is picture 3 suitable for event 99?"))
         collected = collect(many_ws, run_id, results, json_out=False)
-        assert "1 result(s) answer an earlier version of their case" in collected.stderr
+        assert "1 result answers an earlier version of their case" in collected.stderr
         again = write(many_ws, server.url, tmp_path / "again.jsonl")  # the suite again: only the changed case
         assert again.exit_code == 0, again.stderr
         [line] = (tmp_path / "again.jsonl").read_text().splitlines()

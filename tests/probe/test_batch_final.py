@@ -47,7 +47,7 @@ def test_a_batch_that_ends_with_requests_unanswered_stores_them_as_failed_and_th
         assert result.exit_code == 1
         # One line for the batch: how it ended, how many it left unanswered and why, and what happens next.
         said = [line for line in result.stderr.splitlines() if f"batch {batch_id} ended {ends_as}" in line]
-        assert len(said) == 1 and ": 2 result(s) stored, 1 request(s) never answered (" in said[0]
+        assert len(said) == 1 and ": 2 results stored, 1 request never answered (" in said[0]
         assert "stored as failed, and the same 'cfkit probe run' sends them again" in said[0]
         assert "1 planned requests have no reply" in result.stderr
         stored = {r["case_id"]: r for r in replies(tiny_ws, sub["run_id"])}

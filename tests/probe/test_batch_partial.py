@@ -44,7 +44,7 @@ def test_final_cancels_a_running_batch_and_stores_what_it_answered_before_it_sto
         assert final.exit_code == 1
         assert server.calls("POST", f"/batches/{batch_id}/cancel") == 1
         [line] = [line for line in said_of(final, batch_id) if "never answered" in line]
-        assert f"batch {batch_id} ended cancelled: 2 result(s) stored, 1 request(s) never answered (" in line
+        assert f"batch {batch_id} ended cancelled: 2 results stored, 1 request never answered (" in line
         assert "the same 'cfkit probe run' sends them again" in line
         stored = {r["case_id"]: r for r in replies(tiny_ws, sub["run_id"])}
         assert stored["T001"]["answer"] == "A" and stored["T002"]["answer"] == "A"
@@ -72,7 +72,7 @@ def test_final_leaves_a_batch_still_cancelling_waiting_while_it_holds_answers_an
         first = collect(tiny_ws, run_id, "--final")
         assert first.exit_code == 1
         [line] = [line for line in said_of(first, batch_id) if "still cancelling" in line]
-        assert "holds 2 answered request(s); nothing of it is given up yet" in line
+        assert "holds 2 answered requests; nothing of it is given up yet" in line
         assert f"run 'cfkit probe collect {run_id} --final' again in a few minutes to store them" in line
         assert replies(tiny_ws, run_id) == []  # nothing thrown away, nothing stored as failed
         [row] = table_rows(tiny_ws, "batches")
@@ -81,7 +81,7 @@ def test_final_leaves_a_batch_still_cancelling_waiting_while_it_holds_answers_an
         # Once the cancel has ended it, the same command stores what it answered; it is not cancelled twice.
         again = collect(tiny_ws, run_id, "--final")
         assert again.exit_code == 1
-        assert any("ended cancelled: 2 result(s) stored, 1 request(s) never answered" in line
+        assert any("ended cancelled: 2 results stored, 1 request never answered" in line
                    for line in said_of(again, batch_id))
         assert server.calls("POST", "/cancel") == 1
         assert sorted((r["case_id"], r["error"]) for r in replies(tiny_ws, run_id)) == [
@@ -136,7 +136,7 @@ def test_a_message_batch_that_ended_part_way_keeps_its_succeeded_results(tiny_ws
         result = collect(tiny_ws, sub["run_id"], *(["--final"] if final else []))
         assert result.exit_code == 1
         [line] = [line for line in said_of(result, batch_id) if "never answered" in line]
-        assert f"batch {batch_id} ended {ended}: 2 result(s) stored, 1 request(s) never answered ({words}" in line
+        assert f"batch {batch_id} ended {ended}: 2 results stored, 1 request never answered ({words}" in line
         stored = {r["case_id"]: r for r in replies(tiny_ws, sub["run_id"])}
         assert stored["T001"]["answer"] == "A" and stored["T002"]["answer"] == "A"
         assert stored["T003"]["error"] == "transport" and words in stored["T003"]["detail"]

@@ -107,6 +107,31 @@ def test_dry_run_counts_what_is_stored_and_cached(tiny_ws):
     assert plan["prices"] is None and plan["to_send"]["cost_max_usd_approx"] is None  # a local server: no guess
 
 
+def test_a_dry_run_without_prices_says_the_cost_is_not_known_and_how_to_give_prices(tiny_ws):
+    with ChatServer(scripted_answer) as server:
+        table = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",
+                         "--base-url", server.url, *FAST, "--dry-run"], env={"COLUMNS": "300"})
+        assert server.count == 0
+    assert table.exit_code == 0, table.stderr
+    text = " ".join(table.stdout.split())
+    # Before: "about unknown (no prices) for the input …; at most unknown (no prices) if every reply …".
+    assert "unknown (no prices)" not in text
+    assert ("cost not known, since cfkit has no prices for openai:test-model: give them with -o price_in=… "
+            "-o price_out=… (USD per million tokens), or as input and output under "
+            '[probe.prices."openai:test-model"] in cfkit.toml') in text, text
+    assert "prices none known for openai:test-model" in text
+    # Given them, the same dry run prices the requests.
+    priced = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",
+                      "--base-url", "http://127.0.0.1:9/v1", *FAST, "--dry-run", "-o", "price_in=1",
+                      "-o", "price_out=2"], env={"COLUMNS": "300"})
+    assert priced.exit_code == 0 and "cost about $" in " ".join(priced.stdout.split()), priced.stdout
+    # A model that runs here, without an endpoint, costs no provider anything.
+    local = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-no", "-s", "contextcanvas",
+                     "--dry-run"], env={"COLUMNS": "300"})
+    assert "cost none to a provider: baseline:always-no runs here, without an endpoint" in " ".join(
+        local.stdout.split()), local.stdout
+
+
 def test_max_cost_works_with_prices_from_cfkit_toml(tiny_ws):
     config = tiny_ws / "cfkit.toml"
     config.write_text(config.read_text() + '\n[probe.prices."openai:test-model"]\ninput = 1000.0\noutput = 0.0\n')

@@ -122,7 +122,7 @@ def test_the_dry_run_and_the_summary_count_the_skipped_cases(tiny_ws):
     assert plan["requests"] == 4 and [s["case"] for s in plan["skipped"]] == ["T003"]
     ran = cli(tiny_ws, "probe", "run", "-m", "baseline:always-no", "-s", "swap")
     assert ran.exit_code == 0, ran.stderr
-    assert "1 case(s) skipped" in ran.stderr and "T003: 3 options" in ran.stderr
+    assert "1 case skipped" in ran.stderr and "T003: 3 options" in ran.stderr
 
 
 # ── runs against a real HTTP server ──────────────────────────────────────

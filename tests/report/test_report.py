@@ -403,7 +403,7 @@ def test_missing_predictions_count_wrong_and_are_listed(paper, tmp_path):
     assert data["missing"] == [unit | {"condition": "original"}, unit | {"condition": "edit"}]
     assert row["incomplete"] is True
     said = " ".join(result.stderr.split())
-    assert ("GPT-5.2: 2 unit(s) without a usable answer, counted wrong (absent; counterfactual 2); e.g. case "
+    assert ("GPT-5.2: 2 units without a usable answer, counted wrong (absent; counterfactual 2); e.g. case "
             f"{PAIR_CASES[0]} pair CF01: no prediction for this unit.") in said
     assert "condition original" not in said  # each unit only under -v
     table = run_cli(cli_args(ws, [src], "--resamples", "200", "-v"), env={"COLUMNS": "200"})
@@ -512,8 +512,8 @@ def test_units_of_a_dead_endpoint_a_budget_stop_and_a_replay_gap_are_listed_with
     table = run_cli(["report", "-w", str(tiny_ws)], env={"COLUMNS": "200"})
     assert table.exit_code == 0
     warned = " ".join(table.stderr.split())
-    assert "openai:dead-model: 3 unit(s) without a usable answer, counted wrong (transport; contextcanvas 3)" in warned
-    assert "openai:budget-model: 2 unit(s) without a usable answer, counted wrong (absent; contextcanvas 2)" in warned
+    assert "openai:dead-model: 3 units without a usable answer, counted wrong (transport; contextcanvas 3)" in warned
+    assert "openai:budget-model: 2 units without a usable answer, counted wrong (absent; contextcanvas 2)" in warned
     # One line per model and reason, and no per-unit lines without -v.
     assert len([line for line in table.stderr.splitlines() if line.startswith("warning:")]) == 3
     assert "openai:dead-model (incomplete)" in table.stdout

@@ -65,7 +65,7 @@ def test_an_answer_to_a_caption_edited_or_removed_since_the_run_is_stale_not_cre
     # Every view says so: the mark on the row, the line on stderr.
     table = _report(asked, "--label", "baseline:random=Rand")
     assert "Rand (incomplete)" in table.stdout
-    assert "5 unit(s) without a usable answer, counted wrong (stale; modality 5)" in table.stderr
+    assert "5 units without a usable answer, counted wrong (stale; modality 5)" in table.stderr
     assert "| baseline:random (incomplete) |" in _report(asked, "--format", "md").stdout
     # The suite run again on the captions as they are now: nothing stale.
     write_caption(asked, "T003", neutral="A smooth field of colour.", evidence="The colour shifts evenly.")

@@ -47,7 +47,7 @@ def _number(text: str):
 def test_every_figure_is_a_png_one_column_wide(plotted):
     folder, _, stderr = plotted
     assert sorted(p.name for p in folder.iterdir()) == sorted(f"{n}.{e}" for n in FIGURES for e in ("png", "csv"))
-    assert "Wrote 4 figure(s)" in stderr
+    assert "Wrote 4 figures" in stderr
     colours = {tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in OKABE_ITO.values()}
     for name in FIGURES:
         with Image.open(folder / f"{name}.png") as image:

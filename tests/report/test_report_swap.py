@@ -196,7 +196,7 @@ def test_a_failed_request_is_listed_under_missing_and_marks_the_row(mini_ws):
         ("swap", "MX02", "swapped-order", "transport")]
     assert "overloaded" in data["missing"][0]["detail"]
     assert row["consistency"] == 0.0 and row["first_position_rate"] == 90.0  # 9 of 10 answers, all first-listed
-    assert "openai:test-model: 1 unit(s) without a usable answer, counted wrong" in " ".join(result.stderr.split())
+    assert "openai:test-model: 1 unit without a usable answer, counted wrong" in " ".join(result.stderr.split())
 
 
 def test_the_bias_table_says_when_null_answers_are_in_its_shares(mini_ws):

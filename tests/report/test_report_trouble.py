@@ -241,7 +241,7 @@ def test_a_smoke_test_with_other_settings_is_left_out_with_one_line_and_every_mo
     assert [(a["model"], a["refused"]) for a in data["set_aside"]] == [("openai:test-model", True)]
     lines = [line for line in _flat(refused.stderr).split("warning: ") if "openai:test-model has runs" in line]
     assert len(lines) == 1 and other_id in lines[0] and full_id in lines[0] and "--mixed-settings" in lines[0]
-    assert "1 model(s) left out for runs with different settings (openai:test-model)" in _flat(refused.stderr)
+    assert "1 model left out for runs with different settings (openai:test-model)" in _flat(refused.stderr)
     # --run chooses for its model and suite; the other model stays, the swap run of other settings is named.
     chosen = _report_json(tiny_ws, "--run", other_id)
     assert chosen.exit_code == 0, chosen.stderr
@@ -295,7 +295,7 @@ def test_a_pair_skipped_for_a_rejected_edit_a_failed_check_or_no_edit_says_so_in
     # On stderr: one line for the model and reason, not one per unit; each unit under -v.
     table = run_cli(["-w", str(tiny_ws), "report", "--resamples", "50"], env={"COLUMNS": "250"})
     warned = [line for line in table.stderr.splitlines() if line.startswith("warning:")]
-    assert len(warned) == 1 and "baseline:always-yes: 6 unit(s) without a usable answer" in warned[0]
+    assert len(warned) == 1 and "baseline:always-yes: 6 units without a usable answer" in warned[0]
     assert "(skipped; counterfactual 6)" in warned[0]
     verbose = run_cli(["-w", str(tiny_ws), "report", "--resamples", "50", "-v"], env={"COLUMNS": "250"})
     assert "pair TX03, condition edit: skipped (not asked by run" in " ".join(verbose.stderr.split())

@@ -190,7 +190,7 @@ def test_a_failing_run_does_not_stop_the_others_and_the_exit_names_it(tmp_path):
         result = run_cli(["-w", str(ws), "study", "run", str(path)])
     assert result.exit_code == 1
     last = result.stderr.strip().splitlines()[-1]
-    assert "1 of 3 run(s) incomplete" in last and "b contextcanvas" in last and "study run" in last
+    assert "1 of 3 runs incomplete" in last and "b contextcanvas" in last and "study run" in last
     status = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])
     states = {(s["model"], s["state"]) for s in json.loads(status.stdout)}
     assert states == {("a", "done"), ("b", "incomplete"), ("no", "done")}
@@ -215,7 +215,7 @@ def test_a_run_whose_replies_are_cut_off_is_complete_but_not_clean(tmp_path):
     assert "b contextcanvas: 4 of 4 replies were cut off at the token limit" in result.stderr
     assert "Raise the model's max_tokens in" in result.stderr  # the study file's setting, not probe run's option
     last = result.stderr.strip().splitlines()[-1]
-    assert "1 run(s) complete but not clean (b contextcanvas)" in last
+    assert "1 run complete but not clean (b contextcanvas)" in last
     status = run_cli(["-w", str(ws), "study", "status", str(path), "--json"])
     assert {s["state"] for s in json.loads(status.stdout)} == {"done"}  # nothing is missing: every reply stored
     # … and status says which run is not clean, as 'study run' did (its exit status is about what is missing).
@@ -240,7 +240,7 @@ def test_a_run_answered_by_servers_of_two_models_is_complete_but_not_clean(tmp_p
         result = run_cli(["-w", str(ws), "study", "run", str(path)])
     assert result.exit_code == 1
     assert "b contextcanvas: the replies came from servers that said they were 2 different models" in result.stderr
-    assert "1 run(s) complete but not clean (b contextcanvas)" in result.stderr.strip().splitlines()[-1]
+    assert "1 run complete but not clean (b contextcanvas)" in result.stderr.strip().splitlines()[-1]
     status = json.loads(run_cli(["-w", str(ws), "study", "status", str(path), "--json"]).stdout)
     details = {(s["model"], s["suite"]): s["detail"] for s in status}
     assert details.pop(("b", "contextcanvas")).startswith("complete but not clean: the replies came from servers "
@@ -354,7 +354,7 @@ def test_the_live_display_fits_80_by_24_with_forty_runs():
     assert len(lines) <= 23 and all(len(line) <= 80 for line in lines)
     assert lines[0].startswith("study: 10/40 runs done")
     assert any("sending" in line and "/1204" in line and "failed" in line for line in lines)
-    assert lines[-1].startswith("… ") or "run(s) done" in lines[-1]
+    assert lines[-1].startswith("… ") or " done" in lines[-1]
 
 
 def test_batch_submits_where_the_backend_has_a_batch_api_and_a_rerun_collects(tmp_path):

@@ -38,7 +38,7 @@ def test_a_compare_pair_whose_model_has_no_contextcanvas_run_is_left_out_with_a_
     # The report is printed whole, and its exit status and last line say it is not the whole study.
     assert shown.exit_code == 1, shown.stderr
     assert shown.stderr.splitlines()[-1].startswith("error: study 'study': the report is not the whole study: ")
-    assert "1 compare pair(s) left out" in shown.stderr.splitlines()[-1]
+    assert "1 compare pair left out" in shown.stderr.splitlines()[-1]
     assert "--compare" not in shown.stderr
     line = next(x for x in shown.stderr.splitlines() if "compare base vs other" in x)
     assert "other has no contextcanvas run with replies (not started)" in line and str(path) in line
@@ -111,7 +111,7 @@ def test_a_model_whose_settings_changed_in_the_study_file_says_which_run_has_the
         assert states[("base", suite)]["state"] == "done" and states[("base", suite)]["detail"] is None
     shown = run_cli(["-w", str(ws), "study", "report", str(path), "--format", "json"])
     assert shown.exit_code == 1 and f"run {old['swap']} has other settings" in shown.stderr
-    assert "2 run(s) left out (other contextcanvas: not started, other swap: not started)" in shown.stderr
+    assert "2 runs left out (other contextcanvas: not started, other swap: not started)" in shown.stderr
     assert "baseline:majority" not in {r["model"] for r in json.loads(shown.stdout)["swap"]}
 
 
@@ -141,8 +141,8 @@ def test_a_report_with_a_run_incomplete_and_a_model_whose_server_is_down_says_so
         last = shown.stderr.splitlines()[-1]
         assert "the report is not the whole study" in last and "study run" in last
         # 'study run' skipped the model whose server is down (nothing sent), so its run was never started.
-        assert "1 run(s) left out (down contextcanvas: not started)" in last
-        assert "1 run(s) reported incomplete, their missing answers counted wrong (served contextcanvas" in last
+        assert "1 run left out (down contextcanvas: not started)" in last
+        assert "1 run reported incomplete, their missing answers counted wrong (served contextcanvas" in last
         rows = {r["model"] for r in json.loads(shown.stdout)["contextcanvas"]}
         assert rows == {"openai:served", "baseline:always-no"}  # nothing else of the report is lost
         failing["on"] = False

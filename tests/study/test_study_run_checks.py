@@ -48,7 +48,7 @@ def test_study_run_skips_a_model_its_endpoint_does_not_list_or_whose_endpoint_is
     assert runs["down"]["error"].startswith("not started, nothing sent: its endpoint is not reachable")
     assert f"{dead}/models did not answer" in runs["down"]["error"]
     last = result.stderr.strip().splitlines()[-1]
-    assert "2 of 4 run(s) incomplete: typo contextcanvas (skipped), down contextcanvas (skipped)" in last
+    assert "2 of 4 runs incomplete: typo contextcanvas (skipped), down contextcanvas (skipped)" in last
     assert "The lines above say why" in last
     assert f"'cfkit study status {path}' again" in last
     # Nothing of a skipped run is stored: 'study status' finds it not started, and the others done.

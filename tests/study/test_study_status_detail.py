@@ -34,8 +34,8 @@ def test_an_incomplete_run_whose_replies_were_cut_off_says_both(tiny_ws):
     assert status.exit_code == 1
     [row] = json.loads(status.stdout)
     assert (row["state"], row["done"], row["total"], row["failed"]) == ("incomplete", 2, 3, 1)
-    # Before: only "1 request(s) failed; …", while the report marked the row (not clean) for the reply cut off.
-    assert row["detail"].startswith("1 request(s) failed; the first: HTTP 500")
+    # Before: only "1 request failed; …", while the report marked the row (not clean) for the reply cut off.
+    assert row["detail"].startswith("1 request failed; the first: HTTP 500")
     assert row["detail"].endswith("; not clean either: 1 of 2 replies cut off at the token limit")
     shown = run_cli(["-w", str(tiny_ws), "report", "--format", "md", "--resamples", "50"])
     assert "| openai:test-model (incomplete) (not clean) |" in shown.stdout

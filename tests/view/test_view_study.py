@@ -70,7 +70,7 @@ def test_the_study_page_gives_each_run_its_state_as_study_status_does(study_site
     assert [state for state, _ in rows] == [s["state"].replace(" ", "-") for s in states]
     assert [s["state"] for s in states] == ["done", "incomplete", "not started"]
     by_state = {state: _text(row) for state, row in rows}
-    assert "2/3" in by_state["incomplete"] and "1 request(s) failed" in by_state["incomplete"]
+    assert "2/3" in by_state["incomplete"] and "1 request failed" in by_state["incomplete"]
     assert "Flaky <v1> & co" in by_state["incomplete"] and "openai:test-model" in by_state["incomplete"]
     # A run never started says why, as study status does: its endpoint does not answer.
     assert "not reachable" in by_state["not-started"] and "—" in by_state["not-started"]
@@ -81,7 +81,7 @@ def test_the_study_page_gives_each_run_its_state_as_study_status_does(study_site
         assert f'id="run-{run_id}"' in (site / "index.html").read_text()
     # The line study status ends with, and the commands that go on.
     last = said.strip().splitlines()[-1].removeprefix("error: ")
-    assert last in text and last.startswith("study 'pilot': 1 of 3 run(s) done; continue with: cfkit -w")
+    assert last in text and last.startswith("study 'pilot': 1 of 3 runs done; continue with: cfkit -w")
     assert f"cfkit -w {root} study report {root / 'study.toml'}" in text
 
 
@@ -98,8 +98,8 @@ def test_the_study_page_shows_the_study_report_with_its_names_and_what_it_leaves
         assert model in section
     # What study report says on stderr with its tables: the run left out, the incomplete run, and its last line.
     assert "offline contextcanvas: not started" in section and "left out of the report" in section
-    assert "the report is not the whole study: 1 run(s) left out" in section
-    assert "1 run(s) reported incomplete" in section
+    assert "the report is not the whole study: 1 run left out" in section
+    assert "1 run reported incomplete" in section
 
 
 def test_the_study_link_is_in_every_page_with_a_study_and_in_none_without(study_site, tmp_path):
