@@ -117,7 +117,7 @@ def standings(ws: Workspace, store: Store, records: Sequence[RunRecord],
 def _stale(ws: Workspace, store: Store, records: Sequence[RunRecord]) -> dict[str, tuple[int | None, str]]:
     """Per run: its answers stale now and the first one's reason, as a report reading it would mark them. A
     report reads one run per model and suite, so the runs are checked in layers of one run per model and suite."""
-    from cfkit.predictions import predictions_from_store
+    from cfkit.predictions import unit_predictions
     from cfkit.report.gold import load_gold
     from cfkit.report.sources import RunInfo, Sources
     from cfkit.store.runs import with_replies
@@ -136,7 +136,7 @@ def _stale(ws: Workspace, store: Store, records: Sequence[RunRecord]) -> dict[st
     gold = load_gold(ws, pairs_too=any(r.model == MAJORITY_MODEL and r.suite == "counterfactual"  # pairs' golds:
                                        for layer in layers for r in layer.values()))  # the specs read only then
     for layer in layers:
-        source = Sources(preds=predictions_from_store(store, [r.id for r in layer.values()]))
+        source = Sources(preds=unit_predictions(store, [r.id for r in layer.values()]))
         source.runs = {key: RunInfo.of(r) for key, r in layer.items()}
         check_stored(source, store, gold)
         check_inputs(source, ws, gold)

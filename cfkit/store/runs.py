@@ -262,6 +262,13 @@ def replies(store: Database, run_id: str) -> list[ReplyRecord]:
     return [_reply(r) for r in store.query(f"{_REPLIES} WHERE run_id = ? ORDER BY rowid", (run_id,))]
 
 
+def reply_units(store: Database, run_id: str) -> list[tuple]:
+    """(case, pair, condition, answer, parse rule, error, edit id, image digest) of a run's replies in the order
+    they were stored: what tells a stale answer, without the raw replies and what is stored beside them."""
+    return store.query("SELECT case_id, pair_id, condition, answer, parse, error, edit_id, image_sha256 "
+                       "FROM replies WHERE run_id = ? ORDER BY rowid", (run_id,))
+
+
 def reply_states(store: Database, run_id: str) -> list[tuple[ReplyKey, bool, str | None, str | None, bool, bool]]:
     """(key, has an answer, error, a transport failure's detail, stopped at the token limit, no text at all) of
     a run's replies in the order they were stored: what closing a run counts, without every raw reply."""
