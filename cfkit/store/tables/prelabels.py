@@ -24,9 +24,9 @@ CREATE TABLE IF NOT EXISTS prelabels (
 );
 """
 
-#: Schema 8: what the judge's replies behind a label cost, each reply it took (a label's earlier replies, replaced by
+#: Schema 8: what the judge's replies behind a label cost (the screens table keeps the same of an answer), each reply it took (a label's earlier replies, replaced by
 #: 'prelabel --retry-unanswered', included). ``replies`` NULL: stored before cfkit kept this (not known).
-_COST_COLUMNS = (
+COST_COLUMNS = (
     ("replies", "INTEGER"),
     ("priced", "INTEGER"),  # 1: the judge was priced; 0: not (cost_usd NULL)
     ("cost_usd", "REAL"),  # NULL when not priced, or when no reply reported a cost
@@ -41,11 +41,11 @@ _COST_COLUMNS = (
 #: answer, asked again by the next run). NULL in a row stored before (``cut_off`` NULL: not kept then).
 SPEND_COLUMNS = (("cut_off", "INTEGER"), ("abandoned", "INTEGER"), ("pending", "INTEGER"))
 
-DDL = _DDL_6.replace("    PRIMARY KEY", "".join(f"    {name:<15} {kind},\n" for name, kind in _COST_COLUMNS + SPEND_COLUMNS)
+DDL = _DDL_6.replace("    PRIMARY KEY", "".join(f"    {name:<15} {kind},\n" for name, kind in COST_COLUMNS + SPEND_COLUMNS)
                      + "    PRIMARY KEY")
 
 #: New in schema 6: created by its DDL; schema 8 adds the cost columns, schema 9 what they left out.
 MIGRATIONS: dict[int, list[str]] = {
-    8: [_DDL_6, *(f"ALTER TABLE prelabels ADD COLUMN {name} {kind}" for name, kind in _COST_COLUMNS)],
+    8: [_DDL_6, *(f"ALTER TABLE prelabels ADD COLUMN {name} {kind}" for name, kind in COST_COLUMNS)],
     9: [f"ALTER TABLE prelabels ADD COLUMN {name} {kind}" for name, kind in SPEND_COLUMNS],
 }

@@ -5,6 +5,8 @@ Why it is kept apart: :mod:`cfkit.store.tables`.
 
 from __future__ import annotations
 
+from cfkit.store.tables.prelabels import COST_COLUMNS, SPEND_COLUMNS
+
 #: The table as schema 6 made it (a store older than 6 has none yet: its migration creates this, then adds the
 #: columns of schema 8).
 _DDL_6 = """
@@ -25,22 +27,12 @@ CREATE TABLE IF NOT EXISTS screens (
 );
 """
 
-#: Schema 8: what the judge's reply behind an answer cost, as the ``prelabels`` table keeps it
-#: (:mod:`cfkit.store.tables.prelabels`); ``replies`` NULL: stored before cfkit kept this (not known).
-_COST_COLUMNS = (("replies", "INTEGER"), ("priced", "INTEGER"), ("cost_usd", "REAL"), ("unreported", "INTEGER"),
-                 ("tokens_in", "INTEGER"), ("tokens_out", "INTEGER"))
-
-#: Schema 9: what the cost columns left out. ``cut_off``: of ``replies``, those cut off at the token limit (never
-#: read); ``abandoned``: attempts given up after they were sent (a timeout, a connection dropped mid-reply), which a
-#: provider may bill; ``pending``: 1 for a row with no reply read yet (only what such replies and attempts cost: no
-#: answer, asked again by the next run). NULL in a row stored before (``cut_off`` NULL: not kept then).
-SPEND_COLUMNS = (("cut_off", "INTEGER"), ("abandoned", "INTEGER"), ("pending", "INTEGER"))
-
-DDL = _DDL_6.replace("    PRIMARY KEY", "".join(f"    {name:<15} {kind},\n" for name, kind in _COST_COLUMNS + SPEND_COLUMNS)
+DDL = _DDL_6.replace("    PRIMARY KEY", "".join(f"    {name:<15} {kind},\n" for name, kind in COST_COLUMNS + SPEND_COLUMNS)
                      + "    PRIMARY KEY")
 
-#: New in schema 6: created by its DDL; schema 8 adds the cost columns, schema 9 what they left out.
+#: New in schema 6: created by its DDL; schema 8 adds the cost columns, schema 9 what they left out (the columns
+#: the prelabels table has: what the judge's replies cost, cfkit.store.tables.prelabels).
 MIGRATIONS: dict[int, list[str]] = {
-    8: [_DDL_6, *(f"ALTER TABLE screens ADD COLUMN {name} {kind}" for name, kind in _COST_COLUMNS)],
+    8: [_DDL_6, *(f"ALTER TABLE screens ADD COLUMN {name} {kind}" for name, kind in COST_COLUMNS)],
     9: [f"ALTER TABLE screens ADD COLUMN {name} {kind}" for name, kind in SPEND_COLUMNS],
 }
