@@ -33,7 +33,7 @@ def study() -> None:
 def _load(ws, file: Path):
     from cfkit.study import load_study
 
-    return load_study(file if file.is_absolute() or file.exists() else ws.root / file)
+    return load_study(file, ws.root)
 
 
 def _again(ws, file: Path, *extra: str) -> str:

@@ -58,8 +58,7 @@ def view(ws, export_dir: str | None, force: bool, host: str, port: int, no_brows
     if study_files:
         from cfkit.study import load_study
 
-        # As every 'cfkit study' command finds FILE: as given, else in the workspace. A bad file stops here.
-        studies = tuple(load_study(f if f.is_absolute() or f.exists() else ws.root / f) for f in study_files)
+        studies = tuple(load_study(f, ws.root) for f in study_files)  # a bad file stops here, nothing written
     site = Site(ViewData(ws), studies)
     if export_dir is not None:
         count = export(site, export_dir, overwrite=force)

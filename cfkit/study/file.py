@@ -219,9 +219,13 @@ def _valid_name(name: str) -> bool:
     return re.match(_NAME, name) is not None
 
 
-def load_study(path: Path | str) -> Study:
-    """Read and check a study file; raises :class:`ConfigError` naming the file and the first problem."""
+def load_study(path: Path | str, root: Path | None = None) -> Study:
+    """Read and check a study file; raises :class:`ConfigError` naming the file and the first problem. ``root``:
+    the workspace folder, where a relative ``path`` not found from the current folder is looked for (as every
+    ``cfkit study`` command and ``cfkit view --study`` find it)."""
     path = Path(path)
+    if root is not None and not path.is_absolute() and not path.exists():
+        path = root / path
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
