@@ -45,8 +45,7 @@ class ReportInputs:
     def left_out_lines(self) -> list[str]:
         """A line for each run left out of the report (its state, and why) and each compare pair it cannot make,
         said with the report's notes."""
-        return [f"{x.display} {x.suite}: {x.state}{f' ({x.detail})' if x.detail else ''}; left out of the report."
-                for x in self.left_out] + self.compare_left_out
+        return [f"{x.said}; left out of the report." for x in self.left_out] + self.compare_left_out
 
     def short_of_the_study(self, again: str) -> str | None:
         """One line when the report is not the whole study (a run left out, a run reported incomplete, a compare
@@ -98,7 +97,7 @@ def report_inputs(ws: Workspace, study: Study, states: list[RunState] | None = N
     if clash is not None:
         raise ConfigError(clash)
     if not reported:  # why each is left out: not started, or stale (replies to inputs changed since), failed, …
-        said = "; ".join(f"{s.display} {s.suite}: {s.state}{f' ({s.detail})' if s.detail else ''}" for s in states[:3])
+        said = "; ".join(s.said for s in states[:3])
         more = f"; and {len(states) - 3} more" if len(states) > 3 else ""
         raise NotFoundError(f"no run of study {study.name} can be reported from its current inputs ({said}{more}); "
                             f"run 'cfkit study run {study.path}'.")

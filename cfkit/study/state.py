@@ -64,6 +64,11 @@ class RunState:
     def cost(self) -> Cost:
         return Cost(self.cost_usd, self.cost_unreported, self.abandoned_attempts, self.abandoned_usd)
 
+    @property
+    def said(self) -> str:
+        """The run as a line names it: model, suite, state and why ("qwen contextcanvas: stale (…)")."""
+        return f"{self.display} {self.suite}: {self.state}" + (f" ({self.detail})" if self.detail else "")
+
 
 def study_status(ws: Workspace, study: Study, store: Store | None) -> list[RunState]:
     """Every run of ``study`` with its state (see the module docstring); ``store`` None: no store yet."""
