@@ -7,7 +7,6 @@ A crash or a full disk mid-write leaves the previous file intact.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +33,8 @@ def atomic_writer(path: Path, *, overwrite: bool = True) -> Iterator[BinaryIO]:
     ``overwrite=False`` an existing file is refused (``FileExistsError``). If the
     block raises, nothing is left behind.
     """
+    import tempfile  # here: it brings shutil and the compressors, which a probe run does not need to start
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
