@@ -171,8 +171,7 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
                               question.expected, _ANSWER.get(parsed.answer) if parsed.answer else None,
                               parsed.rule or parsed.error, request.user, reply.raw, reply.server_model, "",
                               **reply_cost(reply, spent.priced))
-        screens.save(store, answer)
-        result.answers.append(answer)
+        result.answers.append(screens.save(store, answer))  # as stored: a pending row's cost added to it
 
     def unread(job: tuple[EditScreen, Question], request, reply, abandoned: int) -> None:  # paid for, no answer
         result, question = job
