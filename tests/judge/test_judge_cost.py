@@ -193,7 +193,7 @@ def test_edits_screen_json_gives_what_this_run_and_the_stored_answers_cost(mini_
     assert [e["spec"] for e in data["edits"]] == ["EX01"] and len(data["edits"][0]["answers"]) == replies - 1
     assert data["this_run"] == {"replies": replies, "priced": True, "cost_usd": pytest.approx(replies * 0.12),
                                 "replies_without_cost": 0, "abandoned_attempts": 1,
-                                "abandoned_usd": pytest.approx(0.12)}
+                                "abandoned_usd": pytest.approx(0.12), "stopped": None, "not_asked": 0}
     stored = data["stored"]  # the cut-off reply and the abandoned attempt are kept too, in a pending row
     assert (stored["labels"], stored["replies"], stored["cut_off"], stored["abandoned"]) == (replies - 1, replies, 1, 1)
     assert stored["cost_usd"] == pytest.approx(replies * 0.12) and stored["not_counted"] == []
