@@ -60,11 +60,14 @@ def prelabel(ws, judge: str, options: tuple[str, ...], audit_ref: str | None, ma
                if result.stored_invalid else "")
     again = (f" ({result.asked_again} of them asked again for want of a valid Yes/No)"
              if retry_unanswered else "")
+    untried = f", {result.spent.untried} not asked (the judge stopped)" if result.spent.stop is not None else ""
     err.print(f"judge {judge} (questions {result.prompt_version}) on audit {result.audit}: {plural(result.asked, 'answer')} "
               f"stored now{again}, {result.stored} already stored{earlier}, {result.invalid} without a valid Yes/No, "
-              f"{len(result.failed)} failed; {result.spent.said()}.", markup=False)
+              f"{len(result.failed)} failed{untried}; {result.spent.said()}.", markup=False)
     for failure in result.failed[:10]:
         err.print(f"  failed: {failure}", markup=False)
+    if result.spent.stop is not None:  # a key refused, Ctrl-C: said now, after what was stored and spent
+        raise result.spent.stop
     if result.failed:
         raise CheckFailed(f"{plural(len(result.failed), 'request')} failed or {'was' if len(result.failed) == 1 else 'were'} cut off; run the command again to ask only "
                           "those.")

@@ -75,10 +75,15 @@ def screen(ws, spec_ids: tuple[str, ...], judge: str, options: tuple[str, ...], 
     err.print(f"{counts['doubted']} doubted, {counts['clear']} clear, {counts['incomplete']} incomplete, "
               f"{counts['not screened']} not screened (judge {judge}, questions {version}). A doubt flags an edit "
               "for you to look at ('cfkit review'); it never accepts or rejects one.")
-    if spent.replies or spent.abandoned or answers:  # this run's replies (cut-off ones too), then the stored answers'
+    # This run's replies (cut-off ones too), then the stored answers'; said also when the asking stopped.
+    if spent.replies or spent.abandoned or answers or spent.stop is not None:
         stored = spending_said(f"judge {judge}'s stored answers about these edits", spend, "answer")
         asked = spent.said() if spent.replies or spent.abandoned else "nothing asked"
+        if spent.stop is not None:
+            asked += f", {plural(spent.untried, 'question')} not asked (the judge stopped)"
         err.print(f"this run: {asked}; {stored}.", markup=False)
+    if spent.stop is not None:  # a key refused, Ctrl-C: said now, after what was stored and spent
+        raise spent.stop
     unasked = sum(bool(r.failed) for r in results)  # a doubted edit may have failed questions too
     # Not screened is not done where an edit was there to screen (its files could not be read), or where the spec
     # was asked for by id; a spec with no edit yet, among all of them, is only not made yet.

@@ -63,6 +63,13 @@ class Spent:
     # request that failed: a provider may bill them, ``cost_usd`` leaves them out (as a probe run counts them).
     abandoned: int = 0
     largest: float | None = None  # the largest reply cost seen: what each abandoned attempt may have cost at most
+    # What stopped the asking before its end (a key refused, a server that kept failing, Ctrl-C), returned by
+    # :func:`cfkit.judge.questions.ask_in_turn`: the command raises it once it has said what was done and spent.
+    stop: BaseException | None = None
+    untried: int = 0  # requests not asked because the asking stopped
+
+    def not_asked(self, job: object = None) -> None:
+        self.untried += 1
 
     def came(self, reply) -> None:
         self.replies += 1
@@ -88,7 +95,14 @@ class Spent:
         """As ``--json`` gives it: the sums, and the abandoned attempts with what they may have cost."""
         return {"replies": self.replies, "priced": self.priced, "cost_usd": self.cost_usd,
                 "replies_without_cost": self.unpriced, "abandoned_attempts": self.abandoned,
-                "abandoned_usd": self.abandoned_usd}
+                "abandoned_usd": self.abandoned_usd, "stopped": self.stopped_why, "not_asked": self.untried}
+
+    @property
+    def stopped_why(self) -> str | None:
+        """Why the asking stopped before its end, as the command's last line says it; None when it did not."""
+        if self.stop is None:
+            return None
+        return str(self.stop) if not isinstance(self.stop, KeyboardInterrupt) else "interrupted"
 
     def said(self) -> str:
         """``N replies, cost $X``, as ``probe run`` says it, with what abandoned attempts may add; or that the judge is

@@ -59,6 +59,8 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
                    max_tokens: int = MAX_TOKENS, retry_unanswered: bool = False) -> PrelabelResult:
     """Ask ``backend`` the cue and link question of every item not yet labelled by this judge and prompt version
     (each reply at most ``max_tokens`` long; one cut off there is a failure, asked again by the next run).
+    What stops the asking before its end (a key refused, Ctrl-C) is not raised but kept in ``result.spent.stop``
+    with what was done before it, for the caller to say and then raise.
 
     A stored reply with no valid Yes/No is kept and not asked again, unless ``retry_unanswered``: then it is
     asked again, and replaced by the new reply once one comes (a failed request leaves it as it was)."""
@@ -111,8 +113,9 @@ def prelabel_audit(ws: Workspace, store: Store, audit: Audit, backend, judge: st
                                               request.user, reply and reply.raw, reply and reply.server_model, "",
                                               **unread_cost(reply, abandoned, result.spent.priced)))
 
-    ask_in_turn(backend, todo, keep, lambda job, exc: result.failed.append(f"{job[0]} {job[1]}: {exc}"),
-                result.spent.came, result.spent.gave_up, unread)
+    result.spent.stop = ask_in_turn(backend, todo, keep,
+                                    lambda job, exc: result.failed.append(f"{job[0]} {job[1]}: {exc}"),
+                                    result.spent.came, result.spent.gave_up, unread, result.spent.not_asked)
     return result
 
 

@@ -44,7 +44,8 @@ Job = TypeVar("Job")
 def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, Any, Any], None],
                 failed: Callable[[Job, Exception], None], came: Callable[[Any], None] | None = None,
                 gave_up: Callable[[int], None] | None = None,
-                unread: Callable[[Job, Any, Any, int], None] | None = None) -> None:
+                unread: Callable[[Job, Any, Any, int], None] | None = None,
+                untried: Callable[[Job], None] | None = None) -> BaseException | None:
     """Ask ``backend`` each ``(job, request)`` of ``todo`` in turn (awaiting an async backend, closed at the end):
     ``keep(job, request, reply)`` for each whole reply, ``failed(job, error)`` for each request the transport lost
     and each reply cut off at the token limit; ``came(reply)`` for every reply, a cut-off one too (it was paid for);
@@ -55,10 +56,23 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
 
     A cut-off reply is no answer: "Yes, the response names the" may have gone on "… but not the cue, so No", and
     a reasoning model can spend the whole limit before it writes a word. It is never read, so never stored; the
-    next run asks it again (with a larger ``--max-tokens`` if the limit was the cause)."""
+    next run asks it again (with a larger ``--max-tokens`` if the limit was the cause).
+
+    What stops the asking is returned, not raised, once what was done is told: a backend error that is no
+    transport failure (a key refused, no such model), a server that keeps failing
+    (:class:`cfkit.probe.stopping.StopPolicy`, as it stops a probe run: a :class:`~cfkit.errors.BackendError`),
+    or Ctrl-C (SIGTERM too: a :class:`KeyboardInterrupt`). The attempts of the request it ended that were given up
+    once sent go to ``gave_up`` and ``unread`` as a lost request's, and ``untried(job)`` is told of each job not
+    asked. The caller says what was done and spent, then raises it."""
     from cfkit.backends import TransportError, is_async
+    from cfkit.probe.runner import stopped_by_sigterm_as_by_ctrl_c
+    from cfkit.probe.stopping import StopPolicy
+
+    policy = StopPolicy(backend.endpoint or backend.model)
+    asked = 0  # the jobs of todo done with, in order
 
     def take(job: Job, request, reply) -> None:
+        policy.answered()
         if came is not None:
             came(reply)
         if reply.truncated:
@@ -70,33 +84,70 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
         else:
             keep(job, request, reply)
 
-    def lost(job: Job, request, exc: TransportError) -> None:
+    def lost(job: Job, request, exc: BackendError) -> None:
         if exc.abandoned and gave_up is not None:
             gave_up(exc.abandoned)
         if exc.abandoned and unread is not None:
             unread(job, request, None, exc.abandoned)
-        failed(job, exc)
+        if isinstance(exc, TransportError):
+            failed(job, exc)
+            policy.failed(str(exc))
 
-    if not is_async(backend):
-        for job, request in todo:
+    def stopped(exc: BaseException) -> BaseException:
+        if isinstance(exc, BackendError) and not isinstance(exc, TransportError) and asked < len(todo):
+            lost(*todo[asked], exc)  # the request it ended: its attempts sent before are kept, it is not asked
+        if untried is not None:
+            for job, _ in todo[asked:]:
+                untried(job)
+        return exc
+
+    def why_stop() -> BackendError | None:
+        if policy.reason is None:
+            return None
+        return BackendError(f"the judge stopped asking: {policy.reason}; run the command again to ask the rest.")
+
+    with stopped_by_sigterm_as_by_ctrl_c():
+        if not is_async(backend):
             try:
-                take(job, request, backend.answer(request))
-            except TransportError as exc:
-                lost(job, request, exc)
-        return
-    import asyncio
+                for job, request in todo:
+                    try:
+                        reply = backend.answer(request)
+                    except TransportError as exc:
+                        lost(job, request, exc)
+                    else:
+                        take(job, request, reply)
+                    asked += 1
+                    if (stop := why_stop()) is not None:
+                        return stopped(stop)
+            except (BackendError, KeyboardInterrupt) as exc:
+                return stopped(exc)
+            return None
+        import asyncio
 
-    async def ask_all() -> None:
+        async def ask_all() -> BaseException | None:
+            nonlocal asked
+            try:
+                for job, request in todo:
+                    try:
+                        reply = await backend.answer(request)
+                    except TransportError as exc:
+                        lost(job, request, exc)
+                    else:
+                        take(job, request, reply)
+                    asked += 1
+                    if (stop := why_stop()) is not None:
+                        return stop
+            except BackendError as exc:
+                return exc
+            finally:
+                await backend.aclose()
+            return None
+
         try:
-            for job, request in todo:
-                try:
-                    take(job, request, await backend.answer(request))
-                except TransportError as exc:
-                    lost(job, request, exc)
-        finally:
-            await backend.aclose()
-
-    asyncio.run(ask_all())
+            stop = asyncio.run(ask_all())
+        except KeyboardInterrupt as exc:  # Ctrl-C cancels the request in flight; asyncio.run raises it then
+            return stopped(exc)
+        return None if stop is None else stopped(stop)
 
 
 def load_questions(ws: Workspace) -> QuestionSet:

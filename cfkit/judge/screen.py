@@ -111,7 +111,9 @@ def screen_request(questions: QuestionSet, question: Question, spec, picture: np
 def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Sequence[str] = (), *,
                  max_tokens: int = MAX_TOKENS, spent: Spent | None = None) -> list[EditScreen]:
     """Screen the shown edit of each spec (every spec when none are given) with ``backend``; see the module. Each
-    answer keeps what its reply cost; ``spent`` is told of every reply of this call, a cut-off one too."""
+    answer keeps what its reply cost; ``spent`` is told of every reply of this call, a cut-off one too. What stops
+    the asking before its end (a key refused, Ctrl-C) is not raised but kept in ``spent.stop``, each question it left
+    unasked a failure of its edit, for the caller to say what was done and spent and then raise it."""
     from cfkit.backends import as_backend
     from cfkit.parse import parse_answer
     from cfkit.edit_files import load_edit_images
@@ -171,8 +173,7 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
                               question.expected, _ANSWER.get(parsed.answer) if parsed.answer else None,
                               parsed.rule or parsed.error, request.user, reply.raw, reply.server_model, "",
                               **reply_cost(reply, spent.priced))
-        screens.save(store, answer)
-        result.answers.append(answer)
+        result.answers.append(screens.save(store, answer))  # as stored: a pending row's cost added to it
 
     def unread(job: tuple[EditScreen, Question], request, reply, abandoned: int) -> None:  # paid for, no answer
         result, question = job
@@ -181,8 +182,12 @@ def screen_edits(ws: Workspace, store: Store, backend, judge: str, spec_ids: Seq
                                                 reply and reply.server_model, "",
                                                 **unread_cost(reply, abandoned, spent.priced)))
 
-    ask_in_turn(backend, todo, keep, lambda job, exc: job[0].failed.append(f"{job[1].id}: {exc}"), spent.came,
-                spent.gave_up, unread)
+    def untried(job: tuple[EditScreen, Question]) -> None:
+        spent.not_asked()
+        job[0].failed.append(f"{job[1].id}: not asked (the judge stopped)")
+
+    spent.stop = ask_in_turn(backend, todo, keep, lambda job, exc: job[0].failed.append(f"{job[1].id}: {exc}"),
+                             spent.came, spent.gave_up, unread, untried)
     order = {q.id: i for i, q in enumerate(questions.questions)}
     for result in results:
         result.answers.sort(key=lambda a: order.get(a.question, len(order)))

@@ -83,15 +83,17 @@ def _key(answer: ScreenAnswer) -> tuple:
     return answer.edit_id, answer.judge, answer.prompt_version, answer.question
 
 
-def save(store: Database, answer: ScreenAnswer) -> None:
+def save(store: Database, answer: ScreenAnswer) -> ScreenAnswer:
     """Store ``answer`` (its ``created_at`` is set now), replacing one for the same edit, judge, version and
-    question, or its pending row, whose replies, attempts and their cost are added to the answer's."""
+    question, or its pending row, whose replies, attempts and their cost are added to the answer's; the answer as
+    stored (with them) is returned."""
     values = _values(answer)
     with store.transaction() as tx:
         before = tx.execute(f"SELECT {', '.join(COST_FIELDS)} FROM screens WHERE {_KEY}", _key(answer)).fetchone()
         values |= merged(before, values)
         tx.execute(f"INSERT OR REPLACE INTO screens ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
                    [values[c] for c in _COLUMNS])
+        return _row(tx.execute(f"SELECT * FROM screens WHERE {_KEY}", _key(answer)).fetchone())
 
 
 def save_unread(store: Database, answer: ScreenAnswer) -> None:

@@ -193,7 +193,7 @@ def test_edits_screen_json_gives_what_this_run_and_the_stored_answers_cost(mini_
     assert [e["spec"] for e in data["edits"]] == ["EX01"] and len(data["edits"][0]["answers"]) == replies - 1
     assert data["this_run"] == {"replies": replies, "priced": True, "cost_usd": pytest.approx(replies * 0.12),
                                 "replies_without_cost": 0, "abandoned_attempts": 1,
-                                "abandoned_usd": pytest.approx(0.12)}
+                                "abandoned_usd": pytest.approx(0.12), "stopped": None, "not_asked": 0}
     stored = data["stored"]  # the cut-off reply and the abandoned attempt are kept too, in a pending row
     assert (stored["labels"], stored["replies"], stored["cut_off"], stored["abandoned"]) == (replies - 1, replies, 1, 1)
     assert stored["cost_usd"] == pytest.approx(replies * 0.12) and stored["not_counted"] == []
@@ -280,3 +280,25 @@ def test_a_cut_off_reply_to_a_label_asked_again_adds_its_cost_and_leaves_the_lab
     assert (kept.pending, kept.raw, kept.replies, kept.cut_off, kept.cost_usd) == (False, "Maybe", 2, 1,
                                                                                    pytest.approx(0.24))
     assert len(rows) == 2 * items and not any(r.pending for r in rows)
+
+
+def test_edits_screen_counts_a_pending_rows_cost_in_the_answer_that_takes_it_over(mini_ws):
+    # The first run's first question timed out twice once sent and failed: its attempts are kept in a pending row.
+    # The next run's answer takes the row over in the store, but the run said (and gave in --json) the answer as it
+    # was read, without them: "6 answers from 6 replies" and no abandoned attempt, though the store kept two.
+    assert run_cli(["-w", str(mini_ws), "edit", "EX01", "--engine", "classical"]).exit_code == 0
+    args = ["-w", str(mini_ws), "edits", "screen", "EX01", "--judge", JUDGE, *PRICES, "--json"]
+    with ChatServer(lambda body, n: Scripted(body=completion("No."), delay=1.5 if n in (1, 2) else 0.0)) as server:
+        first = run_cli([*args, "-o", f"base_url={server.url}", "-o", "max_retries=1", "-o", "timeout=0.5"],
+                        env={"OPENAI_API_KEY": "sk-x"})
+    assert first.exit_code == 1 and json.loads(first.stdout)["stored"]["abandoned"] == 2
+    with ChatServer(lambda body, n: Scripted(body=completion("No."))) as server:
+        again = run_cli([*args, "-o", f"base_url={server.url}"], env={"OPENAI_API_KEY": "sk-x"})
+        assert server.count == 1
+    data = json.loads(again.stdout)
+    stored = data["stored"]
+    assert (stored["labels"], stored["replies"], stored["abandoned"]) == (6, 6, 2)
+    assert stored["abandoned_usd"] == pytest.approx(0.24)
+    (taken,) = [a for a in data["edits"][0]["answers"] if a["abandoned"]]
+    assert (taken["replies"], taken["abandoned"]) == (1, 2)
+    assert "2 abandoned attempts may be billed on top" in " ".join(again.stderr.split())
