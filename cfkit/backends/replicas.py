@@ -359,14 +359,16 @@ def refusal(who: str, name: str, why: Sequence[tuple[str, str]], *, url_flag: st
             f"--base-url for servers that serve '{name}'.")
 
 
-async def check_served(client: Any, shown: str, name: str, *, who: str) -> None:
+async def check_served(client: Any, shown: str, name: str, *, who: str) -> str | None:
     """Ask one server (``client``, a :class:`~cfkit.backends.http.JSONClient`) which models it serves, as the
     start-up check of a replica set does (:func:`served_model`), before a batch is submitted to it. Raises
     :class:`BackendUnavailable` (:func:`refusal`) when it lists its models without ``name``; a server that cannot
-    be asked, or gives no list, is not refused here (the submission itself says what is wrong)."""
+    be asked, or gives no list, is not refused here (the submission itself says what is wrong): why the model
+    could not be checked is returned (:meth:`cfkit.backends.batch_api.BatchAPI.check_model`), else None."""
     reading = read_exchange(await client.request("GET", "/models", deadline=MODELS_DEADLINE_S), name)
     if reading.listed and reading.why is not None:
         raise BackendUnavailable(refusal(who, name, [(shown, reading.why)]))
+    return None if reading.listed else f"{shown}: {reading.why}"
 
 
 async def _listings(replicas: Sequence[Replica], *, close: bool = True) -> list[tuple[Replica, Any]]:
