@@ -266,6 +266,12 @@ class Backend:
         """The request body of ``request`` as a line of a batch file or job carries it."""
         raise NotImplementedError(f"{type(self).__name__} writes no batch lines")
 
+    def reply_from_completion(self, completion: dict[str, Any], *, price_factor: float = 1.0) -> Reply:
+        """A reply read from what a batch answered for one request (a result line's ``response.body``), its cost
+        ``price_factor`` times the live prices. A backend with :meth:`batch_api` defines it and :meth:`batch_body`
+        (:func:`batch_members_missing`)."""
+        raise NotImplementedError(f"{type(self).__name__} reads no batch results")
+
 
 def _backend_options() -> type:
     from cfkit.options import PluginOptions
@@ -410,6 +416,14 @@ def has_batch_api(backend: Any) -> bool:
     return type(as_backend(backend)).batch_api is not Backend.batch_api
 
 
+def batch_members_missing(backend: Any) -> list[str]:
+    """What a backend with a batch API leaves to :class:`Backend`'s defaults that a batch needs: writing its
+    lines (``batch_body``) and reading its results (``reply_from_completion``)."""
+    kind = type(as_backend(backend))
+    return [name for name, own, base in (("batch_body()", kind.batch_body, Backend.batch_body), (
+        "reply_from_completion()", kind.reply_from_completion, Backend.reply_from_completion)) if own is base]
+
+
 def _listed_options(cls: type) -> list[OptionField]:
     """A backend's own options, then the model controls it takes (:mod:`cfkit.backends.controls`)."""
     from cfkit.backends.controls import ModelControls
@@ -426,7 +440,7 @@ def is_async(backend: Backend) -> bool:
 __all__ = [
     "Backend", "BackendContext", "BackendInfo", "BackendOptions", "Capabilities", "Generation", "ImageData",
     "KnownAnswer", "ProbeRequest", "Reply", "RequestMeta", "TransportError", "as_backend", "backend_class",
-    "has_batch_api",
+    "batch_members_missing", "has_batch_api",
     "cache_options",
     "check_installed", "describe_backends", "load_backend", "missing_requirement", "parse_option_pairs",
     "split_model",

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from cfkit.backends.openai_batch import NOT_FOUND, BatchInfo
+from cfkit.backends.batch_api import NOT_FOUND, BatchAPI, BatchInfo
 from cfkit.errors import BackendUnavailable, TransportError
 
 ATTEMPTS = 4
@@ -89,7 +89,7 @@ def _line(raw: bytes) -> bytes:
     return orjson.dumps({"custom_id": entry["custom_id"], "error": words})
 
 
-class MessageBatches:
+class MessageBatches(BatchAPI):
     """The Message Batches of an :class:`~cfkit.backends.anthropic_messages.AnthropicBackend`'s server."""
 
     def __init__(self, backend: Any):
@@ -119,33 +119,39 @@ class MessageBatches:
             await asyncio.sleep(min(8.0, 0.5 * 2 ** attempt))
         raise AssertionError("unreachable")
 
-    async def check_model(self) -> None:
+    async def check_model(self) -> str | None:
         """Before a batch is created: refuse, in one line (:func:`~cfkit.backends.replicas.refusal`, with the
         models it lists: :func:`~cfkit.backends.replicas.not_listed`), a model the server does not have.
         Anthropic lists its models by dated id only, not by the aliases a run may name, so the model is asked
         for by name (``GET /v1/models/NAME`` resolves an alias); a 404 there refuses only when the server does
         list its models (``GET /v1/models``): a proxy without these routes, or any other failure, leaves it to
-        the batch itself."""
+        the batch itself, and why the model could not be checked is returned (None: it was)."""
         import anthropic
 
         from cfkit.backends.replicas import not_listed, refusal
 
         name, client = self.backend.name, self.backend.client()
+
+        def failed(what: str, exc: Exception) -> str:
+            code = exc.status_code if isinstance(exc, anthropic.APIStatusError) else None
+            return f"{self.endpoint}: {what} {f'answered HTTP {code}' if code else 'did not answer'}"
+
         try:
             await client.models.retrieve(name)
-            return
+            return None
         except anthropic.NotFoundError:
             pass
-        except (anthropic.APIStatusError, anthropic.APIConnectionError):
-            return
+        except (anthropic.APIStatusError, anthropic.APIConnectionError) as exc:
+            return failed(f"GET /v1/models/{name}", exc)
         try:
             page = await client.models.list(limit=1000)
-        except (anthropic.APIStatusError, anthropic.APIConnectionError):
-            return
+        except (anthropic.APIStatusError, anthropic.APIConnectionError) as exc:
+            return failed("GET /v1/models", exc)
         entries = [{"id": m.id} for m in page.data if isinstance(m.id, str)]
         if entries:
             raise BackendUnavailable(refusal("anthropic backend", name, [(self.endpoint, not_listed(entries, name))],
                                              url_flag="-o base_url"))
+        return f"{self.endpoint}: it answered 404 for '{name}' and lists no models"
 
     async def upload(self, path: Path) -> str:
         import orjson

@@ -42,17 +42,14 @@ import asyncio
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cfkit.backends.batch_api import FILE_DEADLINE_S, FINAL, NOT_FOUND, BatchAPI, BatchInfo
 from cfkit.backends.http import Exchange, JSONClient, error_text, retry_after_seconds
 from cfkit.errors import BackendUnavailable, TransportError
 
-#: Statuses after which a batch changes no more.
-FINAL = frozenset({"completed", "failed", "expired", "cancelled"})
-#: The status of a batch the server answers 404 for: it no longer knows it (or the URL is not its server's).
-NOT_FOUND = "not found"
+__all__ = ["FINAL", "NOT_FOUND", "BatchInfo", "OpenAIBatches"]  # FINAL, NOT_FOUND, BatchInfo: cfkit.backends.batch_api's
 #: The documented limits of one batch input file.
 MAX_LINES = 50_000
 MAX_FILE_BYTES = 200 * 1024 * 1024
@@ -61,9 +58,6 @@ ENDPOINT = "/v1/chat/completions"
 #: Attempts per call, and the largest output file read (bytes).
 ATTEMPTS = 4
 MAX_OUTPUT_BYTES = 2 * 1024 ** 3
-#: Seconds an upload or a download of a whole file may take, all its attempts together (``probe collect
-#: --timeout`` changes it for downloads).
-FILE_DEADLINE_S = 1800.0
 #: Seconds any other call may take, all its attempts together.
 CALL_DEADLINE_S = 300.0
 #: What a server-chosen id may be: OpenAI's look like ``batch_6721…`` and ``file-abc…``.
@@ -92,23 +86,6 @@ def _json(exchange: Exchange, what: str, endpoint: str) -> Any:
                              f"{start!r}); a proxy or login page may be in the way. Check --base-url.") from None
 
 
-@dataclass(frozen=True)
-class BatchInfo:
-    """A batch as the server describes it."""
-
-    id: str
-    status: str
-    input_file_id: str | None = None
-    output_file_id: str | None = None
-    error_file_id: str | None = None
-    counts: dict[str, int] = field(default_factory=dict)  # total, completed, failed
-    errors: tuple[str, ...] = ()  # why the batch itself failed (validation errors), in the server's words
-
-    @property
-    def final(self) -> bool:
-        return self.status in FINAL
-
-
 def _info(data: Any, endpoint: str) -> BatchInfo:
     if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not isinstance(data.get("status"), str):
         raise TransportError(f"{endpoint} answered a batch request with something that is not a batch object.")
@@ -125,7 +102,7 @@ def _info(data: Any, endpoint: str) -> BatchInfo:
                      counts={k: int(v) for k, v in counts.items() if isinstance(v, int)}, errors=messages)
 
 
-class BatchAPI:
+class OpenAIBatches(BatchAPI):
     """The files and batches endpoints of one server, through the backend's pooled client."""
 
     def __init__(self, client: JSONClient, endpoint: str, *, model: str = "", file_deadline_s: float = FILE_DEADLINE_S):
@@ -134,13 +111,13 @@ class BatchAPI:
         self.model = model  # the name the batch's lines ask for
         self.file_deadline_s = file_deadline_s  # a whole download, every attempt together
 
-    async def check_model(self) -> None:
+    async def check_model(self) -> str | None:
         """Before anything is uploaded: refuse, in one line, a model the server lists its models without (a typo,
         the wrong server), by the check a replica set's start-up makes
-        (:func:`~cfkit.backends.replicas.check_served`)."""
+        (:func:`~cfkit.backends.replicas.check_served`); why it could not tell, where the server gave no list."""
         from cfkit.backends.replicas import check_served
 
-        await check_served(self.client, self.endpoint, self.model, who="openai backend")
+        return await check_served(self.client, self.endpoint, self.model, who="openai backend")
 
     async def _call(self, what: str, method: str, path: str, prepare: Callable[[], tuple[Any, dict]] | None = None,
                     *, deadline: float = CALL_DEADLINE_S, whole: bool = False, missing_ok: bool = False,

@@ -385,13 +385,13 @@ class OpenAIBackend(Backend):
 
     def batch_api(self) -> Any:
         """The files and batches endpoints of this backend's server, with its key (:mod:`cfkit.backends.openai_batch`)."""
-        from cfkit.backends.openai_batch import BatchAPI
+        from cfkit.backends.openai_batch import OpenAIBatches
 
         if self._pool is not None:
             raise UsageError("--batch goes to one server's Batch API; give one --base-url (replicas answer live "
                              "runs).")
 
-        return BatchAPI(self._client, self.endpoint, model=self.name)
+        return OpenAIBatches(self._client, self.endpoint, model=self.name)
 
     def _refusal_answered(self, exchange: Exchange, body: dict[str, Any]) -> str | None:
         """For a 400/422 that names a parameter we can do without, the note of dropping it; else None.

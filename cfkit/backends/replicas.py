@@ -10,9 +10,11 @@ do its work; with none left, or when the others serve the name from different
 weights, the run is refused in one line. The model's id (and, where the server
 reports it, the weights it was loaded from, vLLM's ``root``) is then the run's
 identity, and the endpoints are provenance — which one answered is stored with
-each reply. The same reading of a model list (:func:`listed`, :func:`not_listed`,
-:func:`refusal`) checks the one server of ``probe run --batch`` before
-anything is uploaded (:func:`check_served`).
+each reply. The same reading of a server's answer to ``GET /models``
+(:func:`read_listing`: listed, not listed, no list, no answer; :func:`refusal`)
+checks the one server of ``probe run --batch`` before anything is uploaded
+(:func:`check_served`), and the endpoints of a study (``cfkit study validate``,
+``status``, ``run``: :mod:`cfkit.study.check`), in the same words.
 
 :class:`ReplicaPool` hands each request to an endpoint:
 
@@ -185,8 +187,7 @@ class ReplicaPool:
 
     async def _recheck(self, waiting: list[Replica]) -> None:
         for replica, exchange in await _listings(waiting, close=False):
-            entries = model_entries(exchange.body) if exchange.failure is None and exchange.status == 200 else None
-            match = listed(entries or [], self.name)
+            match = read_exchange(exchange, self.name).entry
             root = match.get("root") if match is not None else None
             if match is None or (self.root is not None and isinstance(root, str) and root != self.root):
                 continue  # still down, or serving something else: asked again later
@@ -314,6 +315,39 @@ def not_listed(entries: list[dict[str, Any]], name: str) -> str:
     return f"it serves {served}, not '{name}'" + (f"; did you mean '{near}'?" if near else "")
 
 
+@dataclass(frozen=True)
+class Listing:
+    """What one answer to ``GET /models`` says of a model (:func:`read_listing`)."""
+
+    entry: dict[str, Any] | None = None  # the model's entry, where the server lists it
+    why: str | None = None  # why the server cannot answer for the model, where it does not list it
+    listed: bool = False  # it answered a model list: a ``why`` is certain (not a server that could not tell)
+
+
+def read_listing(status: int | None, body: bytes, name: str, *, failure: str | None = None,
+                 detail: str = "") -> Listing:
+    """The one reading of a server's answer to ``GET /models`` for model ``name`` (``status`` and ``body``, or the
+    ``failure`` and ``detail`` of an attempt that got no answer): it lists the model (:func:`listed`), lists others
+    or none (:func:`not_listed`), answers without a model list, or does not answer. Every check of a model list
+    (replicas, ``--batch``, a study's endpoints) reads it here, so the same answer is said in the same words."""
+    if failure is not None or status != 200:
+        if failure is None:
+            from cfkit.backends.http import error_text
+
+            detail = " ".join(error_text(body)[1].split())[:200]
+        return Listing(why=f"it did not answer GET /models: {failure or f'HTTP {status}'}: {detail or 'no detail'}")
+    entries = model_entries(body)
+    if entries is None:
+        return Listing(why="it answered GET /models without a model list")
+    entry = listed(entries, name)
+    return Listing(entry, None if entry is not None else not_listed(entries, name), listed=True)
+
+
+def read_exchange(exchange: Any, name: str) -> Listing:
+    """:func:`read_listing` of an :class:`~cfkit.backends.http.Exchange`."""
+    return read_listing(exchange.status, exchange.body, name, failure=exchange.failure, detail=exchange.detail)
+
+
 def refusal(who: str, name: str, why: Sequence[tuple[str, str]], *, url_flag: str = "--base-url") -> str:
     """The one line refusing a run none of whose servers can answer for ``name`` (``why``: each server as shown,
     and why not), before anything is sent or recorded (``url_flag``: how a run names its server)."""
@@ -325,17 +359,16 @@ def refusal(who: str, name: str, why: Sequence[tuple[str, str]], *, url_flag: st
             f"--base-url for servers that serve '{name}'.")
 
 
-async def check_served(client: Any, shown: str, name: str, *, who: str) -> None:
+async def check_served(client: Any, shown: str, name: str, *, who: str) -> str | None:
     """Ask one server (``client``, a :class:`~cfkit.backends.http.JSONClient`) which models it serves, as the
     start-up check of a replica set does (:func:`served_model`), before a batch is submitted to it. Raises
     :class:`BackendUnavailable` (:func:`refusal`) when it lists its models without ``name``; a server that cannot
-    be asked, or gives no list, is not refused here (the submission itself says what is wrong)."""
-    exchange = await client.request("GET", "/models", deadline=MODELS_DEADLINE_S)
-    if exchange.failure is not None or exchange.status != 200:
-        return
-    entries = model_entries(exchange.body)
-    if entries is not None and listed(entries, name) is None:
-        raise BackendUnavailable(refusal(who, name, [(shown, not_listed(entries, name))]))
+    be asked, or gives no list, is not refused here (the submission itself says what is wrong): why the model
+    could not be checked is returned (:meth:`cfkit.backends.batch_api.BatchAPI.check_model`), else None."""
+    reading = read_exchange(await client.request("GET", "/models", deadline=MODELS_DEADLINE_S), name)
+    if reading.listed and reading.why is not None:
+        raise BackendUnavailable(refusal(who, name, [(shown, reading.why)]))
+    return None if reading.listed else f"{shown}: {reading.why}"
 
 
 async def _listings(replicas: Sequence[Replica], *, close: bool = True) -> list[tuple[Replica, Any]]:
@@ -373,14 +406,8 @@ def served_model(replicas: Sequence[Replica], name: str, *, who: str) -> dict[st
     every endpoint is left out, or those that serve ``name`` serve it from different weights."""
     found: list[tuple[Replica, dict[str, Any]]] = []
     for replica, exchange in _run_now(_listings(replicas)):
-        match = None
-        if exchange.failure is not None or exchange.status != 200:
-            what = exchange.failure or f"HTTP {exchange.status}"
-            replica.left_out = f"it did not answer GET /models: {what}: {exchange.detail or 'no detail'}"
-        elif (entries := model_entries(exchange.body)) is None:
-            replica.left_out = "it answered GET /models without a model list"
-        elif (match := listed(entries, name)) is None:
-            replica.left_out = not_listed(entries, name)
+        reading = read_exchange(exchange, name)
+        match, replica.left_out = reading.entry, reading.why
         if match is None:
             replica.at_start = True
         else:

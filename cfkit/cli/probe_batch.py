@@ -19,6 +19,8 @@ def render_submission(submission, as_json: bool) -> None:
             out.print(summary.run_id)
             status(f"{summary.status}: every one of {summary.total} requests already has a reply; nothing to send.")
         return
+    for note in submission.notes:  # the model not checked before the batch was submitted (also in the JSON)
+        warn(note)
     if as_json:
         print_json(asdict(submission) | {"status": "waiting" if submission.batch_ids else "done"})
         return

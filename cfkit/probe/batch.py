@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cfkit.backends import Backend, has_batch_api, load_backend
-from cfkit.backends.openai_batch import NOT_FOUND
+from cfkit.backends import Backend, batch_members_missing, has_batch_api, load_backend
+from cfkit.backends.batch_api import NOT_FOUND, batch_api_of, unchecked
 from cfkit.cases import CaseSet
-from cfkit.errors import NotFoundError, OutputError, UsageError
+from cfkit.errors import NotFoundError, OutputError, PluginError, UsageError
 from cfkit.money import usd
 from cfkit.probe.batch_collect import _Asked as _Asked, gather, new_tally
 from cfkit.probe.sending_images import SendingImages
@@ -68,6 +68,7 @@ class BatchSubmission:
     submitted: int  # distinct requests sent in batches
     batch_ids: tuple[str, ...]
     finished: RunSummary | None = None  # the run was already complete: nothing was submitted
+    notes: tuple[str, ...] = ()  # told once when it was submitted (the model not checked first), kept with the run
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,10 @@ def _batch_capable(backend: Backend) -> None:
     if not has_batch_api(backend):
         raise UsageError(f"--batch needs a backend with a batch API (openai:…); {backend.model} has none. "
                          "Run it without --batch.")
+    missing = batch_members_missing(backend)
+    if missing:  # its batches could be paid for and never read: refused before anything is sent
+        raise PluginError(f"{backend.model} has a batch API but defines no {' and no '.join(missing)} (see "
+                          "'Adding a backend' in the README); nothing was sent. Run it without --batch.")
 
 
 class _BatchFile:
@@ -219,8 +224,10 @@ def submit_batch(job: Any, store: Store, *, on_plan: Callable | None = None,
     if max_cost is not None and prices is None:
         raise UsageError(f"--max-cost needs prices, and {backend.model} has none. Give them as -o price_in=… "
                          "-o price_out=…, or in cfkit.toml [probe.prices].")
-    asyncio.run(_check_model(backend))  # a model the server does not serve: refused before anything is recorded
+    # A model the server does not serve: refused before anything is recorded; one the API could not check: said.
+    said = tuple(unchecked(backend.model, why) for why in [asyncio.run(_check_model(backend))] if why)
     opened = open_and_settle(store, backend, plan, protocol=job.setup.protocol.name, notes=job.setup.notes())
+    opened.notes.update(said)
     wanted = {i.key for i in plan.items}
     asked, pairs = plan.asked(), plan.asked_pairs()  # kept with the run (close_run)
     if max_cost is not None:
@@ -245,22 +252,24 @@ def submit_batch(job: Any, store: Store, *, on_plan: Callable | None = None,
     status = "waiting" if ids else "done"
     close_run(store, opened.run_id, status, None, wanted, sorted(opened.notes), asked=asked, pairs=pairs)
     return BatchSubmission(opened.run_id, backend.model, plan.suite, len(plan.items), opened.kept,
-                           opened.from_cache, len({r.cache_key for _, rs in files for r in rs}), tuple(ids))
+                           opened.from_cache, len({r.cache_key for _, rs in files for r in rs}), tuple(ids),
+                           notes=said)
 
 
-async def _check_model(backend: Backend) -> None:
+async def _check_model(backend: Backend) -> str | None:
     """Refuse, in one line, a model the server says it does not serve (``GET /models``: a typo, the wrong server),
-    before a file is uploaded or a batch created: a batch would only fail on it hours later."""
-    api = backend.batch_api()
+    before a file is uploaded or a batch created: a batch would only fail on it hours later. Why the batch API
+    could not check it (:meth:`cfkit.backends.batch_api.BatchAPI.check_model`), or None."""
+    api = batch_api_of(backend)
     try:
-        await api.check_model()
+        return await api.check_model()
     finally:
         await api.aclose()
 
 
 async def _upload_all(store: Store, run_id: str, backend: Backend,
                       files: list[tuple[Path, list[BatchRequest]]]) -> list[str]:
-    api = backend.batch_api()
+    api = batch_api_of(backend)
     ids = []
     try:
         for path, carried in files:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from cfkit.backends import Backend
-from cfkit.backends.openai_batch import NOT_FOUND
+from cfkit.backends.batch_api import NOT_FOUND, batch_api_of, can_cancel
 from cfkit.cases import Case, CaseSet
 from cfkit.errors import TransportError
 from cfkit.plural import plural
@@ -83,7 +83,7 @@ async def gather(store: Store, cases: CaseSet, waiting: list[BatchRecord], backe
     failed, cost, unreported, given_up, why (batch -> (failed, first reason, answered)), and said (the notes the
     stored replies carry beyond the backend's own, e.g. cached input priced at the input rate). ``on_wait`` hears
     when collect waits for a cancel to end."""
-    api = backend.batch_api()
+    api = batch_api_of(backend)
     if file_deadline_s is not None:
         api.file_deadline_s = file_deadline_s
     tally = new_tally()
@@ -178,12 +178,12 @@ async def _cancel(api: Any, record: BatchRecord, info: Any,
     of it in words."""
     if info.status in CANCELLING:
         how = f"it was {info.status} already"
-    elif (cancel := getattr(api, "cancel", None)) is None:
+    elif not can_cancel(api):
         return info, (f"it was {info.status}, and this backend's batch API cannot cancel it: it may still run and be "
                       "billed; cancel it in the provider's console")
     else:
         try:
-            after = await cancel(record.provider_id)
+            after = await api.cancel(record.provider_id)
         except TransportError as exc:
             now = await _look_again(api, record) or info  # it may have ended meanwhile (a cancel refused so)
             if now.final:

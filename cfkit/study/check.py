@@ -2,13 +2,18 @@
 what the study would ask (and cost, where prices are known); nothing is sent to a model or written.
 
 An endpoint is reached with one ``GET {url}/models`` carrying no key (a server
-that answers at all, even 401, is reachable; a key is never sent here). When
+that answers at all, even 401, is reachable; a key is never sent here). Its
+answer is read for each model by the reading ``probe run`` makes of it
+(:func:`cfkit.backends.replicas.read_listing`), and said in its words. When
 it answers with its list of models, a model the study asks of it that is not
-in the list is a problem of each of its runs (a typo, or the wrong server),
-named with the models it lists, before a request is sent. A model with replicas
-(several endpoints) needs one of them to answer and list it: the others are
-left out of its runs, as ``probe run`` leaves them out, and said in a note, not
-a problem (an endpoint no other model needs alone).
+in the list (or an empty list) is a problem of each of its runs (a typo, or the
+wrong server), named with the models it lists, before a request is sent, as
+``probe run --batch`` refuses it. A model with replicas (several endpoints)
+needs one of them to answer and list it: the others (not listing it, answering
+without a model list or with an error status) are left out of its runs, as
+``probe run`` leaves them out, and said in a note, not a problem (an endpoint no
+other model needs alone). A 401 or 403 says nothing of the model here (no key
+was sent): such an endpoint is taken as serving it.
 """
 
 from __future__ import annotations
@@ -51,44 +56,65 @@ class StudyCheck:
         return found + [f"{r.display} on {r.suite}: {r.problem}" for r in self.runs if r.problem]
 
 
-def reach(url: str, timeout: float = REACH_S) -> tuple[str | None, list[str] | None]:
-    """(None when ``url`` answers ``GET /models`` with any HTTP status, else why not in a few words; the model
-    ids it listed, None when it gave no list)."""
+@dataclass(frozen=True)
+class Answer:
+    """An endpoint's answer to ``GET /models`` (read for each model by :func:`~cfkit.backends.replicas.read_listing`)."""
+
+    status: int
+    body: bytes
+
+
+#: Statuses that say nothing of the models an endpoint serves when no key is sent (a key is never sent here).
+NO_KEY = (401, 403)
+
+
+def reach(url: str, timeout: float = REACH_S) -> tuple[str | None, Answer | None]:
+    """(None when ``url`` answers ``GET /models`` with any HTTP status, else why not in a few words; its answer,
+    None when it gave none)."""
     import urllib.error
     import urllib.request
-
-    from cfkit.backends.replicas import model_entries
 
     target = url.rstrip("/") + "/models"
     try:
         with urllib.request.urlopen(urllib.request.Request(target, method="GET"), timeout=timeout) as answer:
-            body = answer.read()
-    except urllib.error.HTTPError:
-        return None, None  # it answered
+            return None, Answer(answer.status, answer.read())
+    except urllib.error.HTTPError as exc:  # it answered
+        try:
+            body = exc.read()
+        except OSError:
+            body = b""
+        return None, Answer(exc.code, body)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return f"{target} did not answer ({reason}); start the server or fix the url", None
-    entries = model_entries(body)
-    return None, None if entries is None else [e["id"] for e in entries]
 
 
-def not_listed(study: Study, name: str, listed: dict[str, list[str] | None], only: str | None = None) -> str | None:
-    """Why model ``name`` would not be answered by an endpoint of it (``only``: that one) that listed its models
-    without it; else None (a provider may list its models as ``models/NAME``)."""
+def why_not(study: Study, name: str, endpoint: str, answers: dict[str, Answer | None]) -> tuple[str | None, bool]:
+    """(Why ``endpoint`` cannot answer for model ``name``, in the words ``probe run`` uses for the same answer, or
+    None; whether that is certain: it answered a model list without the model, as ``probe run --batch`` refuses)."""
+    from cfkit.backends.replicas import read_listing
     from cfkit.servers import asked_name
-    from cfkit.suggest import closest
 
-    asked = asked_name(study.models[name].model)
+    answer = answers.get(endpoint)
+    if answer is None or answer.status in NO_KEY:
+        return None, False
+    reading = read_listing(answer.status, answer.body, asked_name(study.models[name].model) or name)
+    return reading.why, reading.listed
+
+
+def not_listed(study: Study, name: str, answers: dict[str, Answer | None]) -> str | None:
+    """Why model ``name`` would not be answered by an endpoint of it that listed its models without it, else
+    None (a provider may list its models as ``models/NAME``)."""
+    from cfkit.servers import asked_name
+
+    asked = asked_name(study.models[name].model) or name
     for endpoint, settings in study.endpoints_of(name):
-        ids = listed.get(endpoint)
-        if not ids or asked in ids or f"models/{asked}" in ids or only not in (None, endpoint):
+        why, certain = why_not(study, name, endpoint, answers)
+        if why is None or not certain:
             continue
-        near = closest(asked, ids)
-        shown = ", ".join(sorted(ids)[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
         where = endpoint if endpoint == settings.url else f"{endpoint} ({settings.url})"
-        return (f"endpoint {where} does not list '{asked}' among its models (GET /models lists {shown})"
-                f"{f'; did you mean {near!r}?' if near else ''}; fix the model's name or its endpoint, or load "
-                "the model on that server first")
+        return (f"endpoint {where} cannot answer for '{asked}' ({why}); fix the model's name or its endpoint, or "
+                "load the model on that server first")
     return None
 
 
@@ -97,7 +123,7 @@ class EndpointCheck:
     """Every endpoint of a study reached once (:func:`reach`): what each said, and which models cannot be asked."""
 
     endpoints: dict[str, str | None] = field(default_factory=dict)  # name -> problem, or None when reachable
-    listed: dict[str, list[str] | None] = field(default_factory=dict)  # name -> the model ids it listed
+    answers: dict[str, Answer | None] = field(default_factory=dict)  # name -> its answer to GET /models
     notes: list[str] = field(default_factory=list)  # replicas its runs would leave out
     spared: set[str] = field(default_factory=set)  # endpoints down, but every model asking them has another
     replicated: set[str] = field(default_factory=set)  # models one of whose replicas answers and lists them
@@ -107,10 +133,20 @@ class EndpointCheck:
         does not list it), or None."""
         if name in self.replicated:
             return None
-        down = [self.endpoints[e] for e, _ in study.endpoints_of(name) if self.endpoints.get(e)]
+        ends = [e for e, _ in study.endpoints_of(name)]
+        if len(ends) > 1:  # replicas, none of which would answer (check_endpoints): as probe run refuses them
+            from cfkit.servers import asked_name
+
+            why = [(e, self.endpoints.get(e) or why_not(study, name, e, self.answers)[0]) for e in ends]
+            if not all(w for _, w in why):
+                return None  # not reached (a model check_endpoints was not asked about)
+            return (f"no replica can answer for '{asked_name(study.models[name].model) or name}' "
+                    f"({'; '.join(f'{e}: {w}' for e, w in why)}); start the servers, or fix the model's name or its "
+                    "endpoints")
+        down = [self.endpoints[e] for e in ends if self.endpoints.get(e)]
         if down:
             return f"its endpoint is not reachable: {down[0]}"
-        return not_listed(study, name, self.listed)
+        return not_listed(study, name, self.answers)
 
 
 def check_endpoints(study: Study, models=None, timeout: float = REACH_S) -> EndpointCheck:
@@ -127,12 +163,12 @@ def check_endpoints(study: Study, models=None, timeout: float = REACH_S) -> Endp
 
         with ThreadPoolExecutor(max_workers=min(REACH_AT_ONCE, len(urls))) as pool:
             found = list(pool.map(lambda url: reach(url, timeout), urls.values()))
-        for endpoint, (problem, listed) in zip(urls, found):
-            result.endpoints[endpoint], result.listed[endpoint] = problem, listed
+        for endpoint, (problem, answer) in zip(urls, found):
+            result.endpoints[endpoint], result.answers[endpoint] = problem, answer
     needed: set[str] = set()  # endpoints some model cannot do without
     for name in names:
         ends = [e for e, _ in study.endpoints_of(name)]
-        why = {e: result.endpoints.get(e) or not_listed(study, name, result.listed, e) for e in ends}
+        why = {e: result.endpoints.get(e) or why_not(study, name, e, result.answers)[0] for e in ends}
         if len(ends) < 2 or all(why.values()):
             needed.update(ends)
             continue

@@ -183,6 +183,7 @@ def _submit(store: Store, run: StudyRun) -> None:
 
     submission = submit_batch(run.job, store)
     run.run_id = submission.run_id
+    run.notes.extend(submission.notes)  # the model not checked before the batch was submitted
     if submission.finished is not None:
         _finish(store, run, submission.finished)
     else:

@@ -105,11 +105,11 @@ def test_validate_names_a_model_its_endpoint_does_not_list_before_anything_is_se
     problems = answer["problems"]
     assert len(problems) == 2, problems  # one model, on two suites
     typo = [p for p in problems if p.startswith("typo on ")]
-    assert len(typo) == 2 and all(f"endpoint e ({chat.url}) does not list 'modle-a'" in p
+    assert len(typo) == 2 and all(f"endpoint e ({chat.url}) cannot answer for 'modle-a' (it serves model-a, models/model-c, not 'modle-a'" in p
                                   and "did you mean 'model-a'" in p for p in typo), typo
     # A model with replicas needs one that lists it; the others would be left out of its runs, as probe run does.
     (note,) = answer["notes"]
-    assert note.startswith("model other: replica e would be left out of its runs") and "does not list 'model-b'" in note
+    assert note.startswith("model other: replica e would be left out of its runs") and "(it serves model-a, models/model-c, not 'model-b';" in note
 
 
 def test_validate_passes_a_model_one_of_whose_replicas_is_down_and_says_which_is_left_out(tmp_path):
@@ -131,7 +131,7 @@ def test_validate_passes_a_model_one_of_whose_replicas_is_down_and_says_which_is
         # Every replica down: the model's runs cannot run.
         path.write_text(path.read_text().replace(f"url='{chat.url}'", f"url='http://127.0.0.1:{free_port()}/v1'"))
         down = run_cli(["-w", str(ws), "study", "validate", str(path)])
-    assert down.exit_code == 1 and "its endpoint is not reachable" in down.stdout
+    assert down.exit_code == 1 and "no replica can answer for 'model-a' (up: " in down.stdout
 
 
 # -- running -------------------------------------------------------------------

@@ -39,4 +39,4 @@ def test_endpoints_that_do_not_answer_are_waited_for_together(tmp_path):
     assert list(checked.endpoints) == [a.url, b.url, c.url]  # in the study's order, each with why
     for url in (a.url, b.url, c.url):
         assert checked.endpoints[url].startswith(f"{url}/models did not answer (timed out)")
-        assert checked.listed[url] is None
+        assert checked.answers[url] is None

@@ -44,7 +44,7 @@ def test_study_run_skips_a_model_its_endpoint_does_not_list_or_whose_endpoint_is
     runs = {r["model"]: r for r in json.loads(result.stdout)}
     assert {m: r["state"] for m, r in runs.items()} == {"a": "done", "typo": "skipped", "down": "skipped",
                                                         "no": "done"}
-    assert "does not list 'modle-a'" in runs["typo"]["error"] and "did you mean 'model-a'" in runs["typo"]["error"]
+    assert "cannot answer for 'modle-a' (it serves model-a, not 'modle-a'" in runs["typo"]["error"] and "did you mean 'model-a'" in runs["typo"]["error"]
     assert runs["down"]["error"].startswith("not started, nothing sent: its endpoint is not reachable")
     assert f"{dead}/models did not answer" in runs["down"]["error"]
     last = result.stderr.strip().splitlines()[-1]
@@ -59,10 +59,10 @@ def test_study_run_skips_a_model_its_endpoint_does_not_list_or_whose_endpoint_is
     # ... and says why, as 'study run' said it (before: 'not started' and nothing more, while 'study run' pointed
     # at the lines it had printed): it reaches the endpoints of the runs not started, as 'study run' does.
     assert states["typo"]["detail"].startswith("'study run' skips it, nothing of it sent: endpoint e")
-    assert "does not list 'modle-a'" in states["typo"]["detail"]
+    assert "cannot answer for 'modle-a' (it serves model-a, not 'modle-a'" in states["typo"]["detail"]
     assert f"{dead}/models did not answer" in states["down"]["detail"]
     assert states["a"]["detail"] is None and states["no"]["detail"] is None
-    assert "does not list 'modle-a'" in table.stdout and f"{dead}/models did not answer" in table.stdout
+    assert "cannot answer for 'modle-a' (it serves model-a, not 'modle-a'" in table.stdout and f"{dead}/models did not answer" in table.stdout
 
 
 def test_a_finished_study_is_not_refused_when_its_servers_are_gone(tiny_ws):
