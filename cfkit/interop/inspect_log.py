@@ -17,7 +17,10 @@ otherwise cfkit reads the layout above itself. A log of a format version
 as its scorer's. A sample invalidated after the eval (``invalidation``) is left out
 (``PeerFile.left_out``); a reply a provider's content filter blocked
 (``stop_reason: content_filter``) or marked a refusal is declined, not an
-answer. tests/data/inspect holds logs inspect_ai 0.3.285 wrote.
+answer. A request the provider refused for its length (``stop_reason:
+model_length`` with the provider's ``error``, or with no completion at all)
+is a failed request, no reply; a reply the limit cut (text present) is cut
+off. tests/data/inspect holds logs inspect_ai 0.3.285 wrote.
 """
 
 from __future__ import annotations
@@ -181,6 +184,24 @@ def _declined(stop_reason: Any, output: dict[str, Any], refusal: bool) -> str | 
     return None
 
 
+def _refused_for_length(stop_reason: Any, output: dict[str, Any], raw: str | None, reasoning: str | None) -> str | None:
+    """Why a sample whose stop reason says "cut off" holds no reply at all, else None: the provider refused the
+    request for its length (OpenAI's ``context_length_exceeded``, Anthropic's "prompt is too long"), which
+    inspect_ai records not as a sample error but as an output of ``stop_reason: model_length`` made from the
+    provider's words (``ModelOutput.from_content``: its ``error`` where the provider module sets one, no usage)
+    and no completion. A reply the model wrote and the limit cut (text or reasoning present, or output tokens
+    counted) is cut off, not this."""
+    if stop_reason not in CUT_OFF:
+        return None
+    said = str(output.get("error") or "").strip().splitlines()
+    usage = output.get("usage") if isinstance(output.get("usage"), dict) else {}
+    wrote = (raw or "").strip() or (reasoning or "").strip() or (usage.get("output_tokens") or 0) > 0
+    if not said and (stop_reason != "model_length" or wrote):
+        return None
+    return ("the provider refused the request for its length before the model replied (inspect_ai recorded "
+            f"stop_reason {stop_reason} with " + (f"the error: {said[0][:300]})" if said else "no completion)"))
+
+
 def _invalidated(invalidation: Any) -> str:
     """Why an invalidated sample is left out: who invalidated it, when and why (inspect_ai's ``ProvenanceData``:
     ``timestamp``, ``author``, ``reason``; src/inspect_ai/log/_edit.py, invalidate_samples)."""
@@ -289,12 +310,16 @@ def read(path: Path, epoch: int | None = None) -> PeerFile:
         limit = sample.get("limit") if isinstance(sample.get("limit"), dict) else None  # the limit that halted it
         if limit is not None and raw and limit.get("type") in ("token", "context"):
             truncated = True  # a reply cut off where a token limit halted the sample
+        refused = _refused_for_length(stop, output, raw, reasoning)
+        if refused is not None:  # no reply was produced: a failed request, not a reply cut off
+            truncated = False
         samples.append(PeerSample(
             sample_id=str(sample.get("id")), raw=raw, where=where, peer_answer=_scored_answer(scores),
             options=options, record=metadata.get(CFKIT_KEY) if isinstance(metadata.get(CFKIT_KEY), dict) else None,
             truncated=truncated, target=target_text(sample.get("target")), reasoning=reasoning,
             declined=_declined(stop, output, refusal),
-            failed=_sample_error(sample.get("error")) or (_halted(limit) if limit is not None and not raw else None)))
+            failed=_sample_error(sample.get("error")) or refused
+            or (_halted(limit) if limit is not None and not raw else None)))
     dataset = header.get("dataset") if isinstance(header.get("dataset"), dict) else {}
     order = dataset.get("sample_ids")
     if isinstance(order, list):  # the dataset's order (an .eval archive, and inspect_ai's reader, may hold another)

@@ -117,7 +117,8 @@ class Imported:
         failed = ""
         if self.failed:
             where, why = self.failed[0]
-            failed = (f"; {len(self.failed)} recorded as failed requests, counted wrong (first: {where}: {why})")
+            failed = (f"; {plural(len(self.failed), 'recorded as failed request', 'recorded as failed requests')}, "
+                      f"counted wrong (first: {where}: {why})")
         if self.declined:
             where, why = self.declined[0]
             failed += (f"; {plural(len(self.declined), 'reply', 'replies')} recorded as declined (refused), "

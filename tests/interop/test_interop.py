@@ -666,7 +666,7 @@ def test_a_vlmevalkit_prediction_a_local_model_failed_to_give_is_a_failed_reques
     data, stderr = report_json(ws, path)
     [failed] = [m for m in data["missing"] if m["reason"] == "transport"]
     assert failed["case"] == rows[0]["index"]
-    assert "1 recorded as failed requests" in stderr and "CUDA out of memory" in stderr, stderr
+    assert "1 recorded as failed request, counted" in stderr and "CUDA out of memory" in stderr, stderr
     assert data["reply_problems"] == []
 
 
