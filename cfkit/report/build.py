@@ -368,8 +368,9 @@ class _Units:
             listed("transport", self.sources.details.get((model, suite, case, pair, condition))
                    or "the request failed and has no reply")
             return None
-        if p.error == "refused":
-            listed("refused", (p.raw or p.reason or "the model declined")[:200])
+        if p.error == "refused":  # why it declined, as 'runs show' and the view say it: its detail, not its text
+            listed("refused", self.sources.details.get((model, suite, case, pair, condition))
+                   or "the model declined to answer")
             return None
         stale = self.sources.stale(p)
         if stale:
