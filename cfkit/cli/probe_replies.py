@@ -51,7 +51,7 @@ def stored_trouble(ws, store, record, counts: tuple[int, int, int] | None = None
     invalid, truncated, empty = counts or count_unanswered(store, record.id)
     command = f"cfkit -w {ws.root} runs unparsed {record.id}" if invalid else ""
     return reply_trouble(f"{record.model} {record.suite}", record.n_done, invalid, empty, truncated,
-                         (record.settings.get("generation") or {}).get("max_tokens"), command,
+                         record.made_with_max_tokens, command, made_with=record.made_with_max_tokens,
                          replayed=record.replayed, again=made_by(record, ws.root).raise_limit)
 
 

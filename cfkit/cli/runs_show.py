@@ -87,7 +87,9 @@ def show_run(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     if imported is not None:  # read from a file, not asked: how cfkit would ask does not apply
         differ = len(imported.get("peer_disagrees") or ())
         source = f"from {imported.get('from')} ({imported.get('format')} file)" + (
-            f"; cfkit reads {plural(differ, 'answer')} otherwise than the file's own extraction" if differ else "")
+            f"; cfkit reads {plural(differ, 'answer')} otherwise than the file's own extraction" if differ else "") + (
+            f"; its replies were made with max_tokens {record.made_with_max_tokens}"
+            if record.made_with_max_tokens else "")
         asking = ("endpoint", "protocol", "generation", "selection", "versions", "templates", "options")
         rows = [row for row in rows if row[0] not in asking] + [("imported", source)]
     if answered_by.models or answered_by.builds:  # as the server named itself in its replies

@@ -8,9 +8,10 @@ answers as it did before the export, with the status it ended with and the
 requests it planned (an incomplete run stays incomplete, its unanswered
 requests missing), and with what it recorded of what it asked: the pairs or
 cases it skipped and why, the part of the suite it asked, the digest of its
-probe templates and of each template its requests were rendered from, and
-the cases or pairs it asked with a caption or edit no person had reviewed,
-so that a report says of it what it said before.
+probe templates and of each template its requests were rendered from, the
+cases or pairs it asked with a caption or edit no person had reviewed, and
+the token limit its replies were made with, so that a report says of it what
+it said before.
 Records from a peer's file get a run id made from the suite, the model and a
 digest of the records. A run id already in the store is refused before
 anything is written.
@@ -51,7 +52,7 @@ class ImportedRun:
 
 #: Export columns added after peers' files were first imported (see :func:`_run_id`).
 _LATER = ("asked", "captions", "run_status", "run_requests", "run_stopped", "run_skipped", "run_selection",
-          "run_templates", "run_unreviewed", "run_template_digests", "run_left_out")
+          "run_templates", "run_unreviewed", "run_template_digests", "run_left_out", "run_max_tokens")
 #: What a run records of each case it was shown (a report compares it with the workspace now).
 _SHOWN = ("asked", "captions")
 
@@ -76,6 +77,7 @@ class RunState:
     left_out: tuple[str, ...] | None = None  # the units of the suite its selection left out (None: not recorded)
     asked_whole: bool = False  # its rows name every unit it planned (a row for each request it planned, of the
     #                            whole suite): the cases (pairs) they answer are all it asked (cfkit.report.absent)
+    max_tokens: int | None = None  # the token limit its replies were made with (None: not recorded)
 
     @property
     def complete(self) -> bool:
@@ -98,6 +100,7 @@ def run_state(group: Sequence[RunRecordRow]) -> RunState:
     unreviewed = next((r.run_unreviewed for r in group if r.run_unreviewed is not None), None)
     digests = next((r.run_template_digests for r in group if r.run_template_digests), None)
     left_out = next((r.run_left_out for r in group if r.run_left_out is not None), None)
+    max_tokens = next((r.run_max_tokens for r in group if r.run_max_tokens is not None), None)
     # A row for each request it planned: its rows name every unit it asked. Of a run of part of its suite, that
     # tells a unit added since only beside the units its selection left out.
     whole = (any(r.run_requests is not None for r in group) and len(group) >= requests
@@ -105,7 +108,7 @@ def run_state(group: Sequence[RunRecordRow]) -> RunState:
     return RunState(status, max(requests, len(group)), len(group) - errors, errors, stopped,
                     None if skipped is None else tuple(skipped), selection, templates,
                     None if unreviewed is None else tuple(unreviewed), digests,
-                    None if left_out is None else tuple(left_out), whole)
+                    None if left_out is None else tuple(left_out), whole, max_tokens)
 
 
 def asked_pairs(group: Sequence[RunRecordRow]) -> list[str]:
@@ -162,6 +165,8 @@ def import_rows(store: Store, rows: Sequence[RunRecordRow], cases: CaseSet, pair
         first = group[0]
         state = run_state(group)
         notes: dict = {"imported": {"from": source, "format": fmt}}
+        if state.max_tokens is not None:  # the limit its replies were made (and cut off) with
+            notes["imported"]["max_tokens"] = state.max_tokens
         peers = disagreements or {}
         keys = [(r.case, r.pair or "", r.condition) for r in group]
         differ = [{"case": c, "pair": p, "condition": k, "peer": peers[(c, p, k)]} for c, p, k in keys

@@ -19,7 +19,8 @@ the digest of each probe template its requests were rendered from, what a
 report compares template by template; ``run_unreviewed``, the cases or pairs
 it asked with a caption or edit no person had reviewed; ``run_left_out``, the
 cases or pairs its selection left out, which tells them from units added to
-the suite since).
+the suite since; ``run_max_tokens``, the token limit its replies were made
+with, which a line on replies cut off names).
 ``cfkit runs import`` reads it back unchanged.
 """
 
@@ -89,6 +90,7 @@ class RunRecordRow:
     #                                                      digest (its notes' ``templates``; cfkit.report.prompts_now)
     run_left_out: list[str] | None = None  # the cases (pairs) of the suite its selection left out (its notes'
     #                                        ``left_out``; None: not recorded)
+    run_max_tokens: int | None = None  # the token limit its replies were made with (RunRecord.made_with_max_tokens)
 
     def prediction(self) -> Prediction:
         """The predictions line of this reply (docs/formats.md)."""
@@ -115,7 +117,7 @@ class RunRecordRow:
         if missing:
             raise PredictionError(f"{where}: no {', '.join(missing)}; every record of a run export names them.")
         values = {name: data.get(name) for name in COLUMNS}
-        for name in ("edit_id", "raw_chars", "run_requests", *TOKEN_FIELDS):
+        for name in ("edit_id", "raw_chars", "run_requests", "run_max_tokens", *TOKEN_FIELDS):
             if values[name] is not None:
                 values[name] = _integer(values[name], name, where)
         for name in ("latency_s", "cost_usd"):
@@ -141,6 +143,9 @@ class RunRecordRow:
                                   f"{values['run_status']!r}.")
         if values["run_requests"] is not None and values["run_requests"] < 0:
             raise PredictionError(f"{where}: 'run_requests' must be a count, not {values['run_requests']}.")
+        if values["run_max_tokens"] is not None and values["run_max_tokens"] < 1:
+            raise PredictionError(f"{where}: 'run_max_tokens' must be a token limit of 1 or more, not "
+                                  f"{values['run_max_tokens']}.")
         for name in _TEXT_FIELDS:
             if values[name] is not None and not isinstance(values[name], str):
                 raise PredictionError(f"{where}: '{name}' must be text, not {type(values[name]).__name__}.")
@@ -274,7 +279,7 @@ def run_rows(store: Store, run_id: str) -> list[RunRecordRow]:
             captions=captions.get(r.case_id), run_status=run.status, run_requests=run.n_requests,
             run_stopped=stopped or None, run_skipped=skipped, run_selection=run.selection or None,
             run_templates=run.templates_sha256 or None, run_unreviewed=unreviewed,
-            run_template_digests=templates, run_left_out=left_out))
+            run_template_digests=templates, run_left_out=left_out, run_max_tokens=run.made_with_max_tokens))
     return out
 
 

@@ -124,7 +124,7 @@ def file_runs(rows: Sequence[RunRecordRow], source: str) -> list[FileRun]:
                        unreviewed=state.unreviewed or (), templates=state.template_digests,
                        left_out=state.left_out,
                        replayed=True,  # its replies were made elsewhere, as once imported (a replay run)
-                       asked_whole=state.asked_whole,
+                       asked_whole=state.asked_whole, max_tokens=state.max_tokens,
                        asked_pairs=frozenset(asked_pairs(group)) if state.asked_whole and asked_pairs(group) else None)
         parsers = Counter(r.parser for r in group if r.parser is not None)
         images = tuple((r.case, r.condition, r.image_sha256) for r in group

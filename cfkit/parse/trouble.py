@@ -21,14 +21,17 @@ RAISE_LIMIT = "Raise --max-tokens and run again"
 
 
 def reply_trouble(what: str, n: int, invalid: int, empty: int, truncated: int, max_tokens: int | None,
-                  command: str, *, replayed: bool = False, again: str = RAISE_LIMIT) -> str | None:
+                  command: str, *, replayed: bool = False, again: str = RAISE_LIMIT,
+                  made_with: int | None = None) -> str | None:
     """One sentence naming the likely cause when replies were cut off at the token limit, or when most have no
     valid answer (empty replies, truncated replies, unparsed replies); None when neither.
 
     ``what`` names the model and suite (or condition), ``n`` the replies counted and ``command`` the one that
     shows them (``cfkit runs unparsed RUN``). ``replayed``: the replies were made elsewhere and read from a file
     (a replay or an imported run), so they were cut off when they were made, at that harness's limit, and
-    ``max_tokens`` (the replaying run's own) is not said: only a new file made with a higher limit mends them.
+    ``max_tokens`` (the replaying run's own) is not said, but ``made_with`` is, the limit they were made with
+    where it is known (a run imported from a cfkit export records it): only a new file made with a higher limit
+    mends them.
     ``again``: what raises the limit and asks again where the line is shown (a study's runs: its file's
     ``max_tokens`` and ``cfkit study run``, :class:`cfkit.report.commands.Commands`).
     """
@@ -38,7 +41,8 @@ def reply_trouble(what: str, n: int, invalid: int, empty: int, truncated: int, m
     if truncated and truncated * 2 >= invalid - empty or not invalid:
         lacking = f"; {invalid} of {n} have no valid answer" if invalid else "; each still gave a valid answer"
         if replayed:
-            return (f"{what}: {truncated} of {n} replies were cut off at the token limit when they were made, "
+            made = f" ({made_with} tokens)" if made_with else ""
+            return (f"{what}: {truncated} of {n} replies were cut off at the token limit{made} when they were made, "
                     f"and a replay keeps them as recorded{lacking}. Raise the token limit in the harness that "
                     f"produced them, then replay or import its new file (--max-tokens changes nothing here){see}.")
         limit = f" ({max_tokens} tokens)" if max_tokens else ""

@@ -43,7 +43,7 @@ class RunInfo:
     n_requests: int
     n_done: int
     stopped: str | None
-    max_tokens: int | None = None  # the run's token limit
+    max_tokens: int | None = None  # the token limit its replies were made with (RunRecord.made_with_max_tokens)
     skipped: tuple[tuple[str, str], ...] = ()  # (pair or case, why the run did not ask it)
     imported: str | None = None  # the file a run imported from another harness was read from
     captions: Mapping[str, Mapping[str, str]] | None = None  # modality: case -> condition -> digest of its caption
@@ -69,7 +69,7 @@ class RunInfo:
         source = (record.imported or {}).get("from")
         return cls(record.id, record.model, record.suite, status or record.status, record.complete, record.subset,
                    record.n_requests, record.n_done, record.notes.get("stopped"),
-                   (record.settings.get("generation") or {}).get("max_tokens"), skipped,
+                   record.made_with_max_tokens, skipped,
                    str(source) if source else None, record.notes.get("captions"),
                    tuple(record.notes.get("unreviewed") or ()), record.templates_sha256 or "",
                    record.notes.get("asked"), record.replayed,

@@ -83,7 +83,8 @@ def reply_troubles(answers: Mapping[str, Mapping[str, Mapping[Any, Prediction]]]
     """One record per model and suite whose replies were cut off or are mostly not answers.
 
     ``answers`` is suite → model → predictions; ``runs`` (model, suite) → the
-    run (with an ``id``) they came from; ``max_tokens`` the run's token limit.
+    run (with an ``id``) they came from; ``max_tokens`` the token limit the replies were made with, where known
+    (:attr:`~cfkit.report.sources.RunInfo.max_tokens`: never a replaying run's own).
     Replies of a predictions file (no run) or of a replayed or imported run
     were made elsewhere: their line says to raise the limit there.
     When a suite's replies as a whole are fine, each of its conditions is
@@ -104,7 +105,8 @@ def reply_troubles(answers: Mapping[str, Mapping[str, Mapping[Any, Prediction]]]
             for condition, (n, invalid, empty, truncated) in groups:
                 what = f"{model} {suite}" + (f" ({condition})" if condition else "")
                 line = reply_trouble(what, n, invalid, empty, truncated, limit, command if invalid else "",
-                                     replayed=run is None or bool(getattr(run, "replayed", False)), again=again)
+                                     replayed=run is None or bool(getattr(run, "replayed", False)), again=again,
+                                     made_with=limit)
                 if line:
                     found.append(ReplyTrouble(model, suite, condition, n, invalid, empty, truncated, run_id, line))
                     if condition is None:

@@ -135,8 +135,8 @@ class ViewData:
                 if not_clean(truncated, empty, r.n_done):
                     said[r.id] = reply_trouble(
                         f"{r.model} {r.suite}", r.n_done, invalid, empty, truncated,
-                        (r.settings.get("generation") or {}).get("max_tokens"),
-                        f"cfkit runs unparsed {r.id}" if invalid else "", replayed=r.replayed,
+                        r.made_with_max_tokens, f"cfkit runs unparsed {r.id}" if invalid else "",
+                        replayed=r.replayed, made_with=r.made_with_max_tokens,
                         again=made_by(r, self.ws.root).raise_limit) or "not clean"
         return said
 

@@ -90,6 +90,19 @@ class RunRecord:
     def replayed(self) -> bool:  # its replies were read from a file made elsewhere (replay:, runs import)
         return "replay" in (self.settings.get("backend"), self.options.get("backend"))
 
+    @property
+    def made_with_max_tokens(self) -> int | None:
+        """The token limit its replies were made with, where known: a run that asked a model, its own
+        (``settings.generation.max_tokens``); a run ``runs import`` stored from a cfkit export, the exported run's
+        (``notes.imported.max_tokens``); a replay's own limit is not the one its replies were cut at: None."""
+        if self.imported is not None:
+            found = self.imported.get("max_tokens")
+        elif self.replayed:
+            return None
+        else:
+            found = (self.settings.get("generation") or {}).get("max_tokens")
+        return found if isinstance(found, int) and not isinstance(found, bool) and found > 0 else None
+
 
 @dataclass(frozen=True)
 class ReplyRecord:
