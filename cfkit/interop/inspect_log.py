@@ -18,9 +18,9 @@ as its scorer's. A sample invalidated after the eval (``invalidation``) is left 
 (``PeerFile.left_out``); a reply a provider's content filter blocked
 (``stop_reason: content_filter``) or marked a refusal is declined, not an
 answer. A request the provider refused for its length (``stop_reason:
-model_length`` with the provider's ``error``, or with no completion at all)
-is a failed request, no reply; a reply the limit cut (text present) is cut
-off. tests/data/inspect holds logs inspect_ai 0.3.285 wrote.
+model_length``, the provider's words as the content or its ``error``, no
+usage) is a failed request, no reply; a reply the limit cut (output tokens
+counted) is cut off. tests/data/inspect holds logs inspect_ai 0.3.285 wrote.
 """
 
 from __future__ import annotations
@@ -187,19 +187,21 @@ def _declined(stop_reason: Any, output: dict[str, Any], refusal: bool) -> str | 
 def _refused_for_length(stop_reason: Any, output: dict[str, Any], raw: str | None, reasoning: str | None) -> str | None:
     """Why a sample whose stop reason says "cut off" holds no reply at all, else None: the provider refused the
     request for its length (OpenAI's ``context_length_exceeded``, Anthropic's "prompt is too long"), which
-    inspect_ai records not as a sample error but as an output of ``stop_reason: model_length`` made from the
-    provider's words (``ModelOutput.from_content``: its ``error`` where the provider module sets one, no usage)
-    and no completion. A reply the model wrote and the limit cut (text or reasoning present, or output tokens
-    counted) is cut off, not this."""
+    inspect_ai records not as a sample error but as an output it makes itself, ``ModelOutput.from_content``
+    (``openai_handle_bad_request`` in src/inspect_ai/model/_providers/util/): ``stop_reason: model_length``, the
+    provider's words as the content (and in ``error`` where a provider module sets one), and no usage, which every
+    reply a provider returns carries. A reply the model wrote and a limit cut (output tokens counted, or reasoning
+    present) is cut off, not this."""
     if stop_reason not in CUT_OFF:
         return None
     said = str(output.get("error") or "").strip().splitlines()
-    usage = output.get("usage") if isinstance(output.get("usage"), dict) else {}
-    wrote = (raw or "").strip() or (reasoning or "").strip() or (usage.get("output_tokens") or 0) > 0
-    if not said and (stop_reason != "model_length" or wrote):
+    usage = output.get("usage")
+    made = isinstance(usage, dict) and (usage.get("output_tokens") or 0) > 0
+    if not said and (stop_reason != "model_length" or made or (reasoning or "").strip()):
         return None
+    words = said or (raw or "").strip().splitlines()
     return ("the provider refused the request for its length before the model replied (inspect_ai recorded "
-            f"stop_reason {stop_reason} with " + (f"the error: {said[0][:300]})" if said else "no completion)"))
+            f"stop_reason {stop_reason} with " + (f"the words: {words[0][:300]})" if words else "no completion)"))
 
 
 def _invalidated(invalidation: Any) -> str:

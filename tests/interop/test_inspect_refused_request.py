@@ -28,8 +28,9 @@ def ws(tmp_path_factory):
 
 
 def _refused_log(tmp_path: Path, style: str) -> tuple[Path, str]:
-    """The inspect_ai 0.3.285 log with its first sample's request refused for its length: ``empty`` (no
-    completion, no usage), ``error`` (the provider's words as the content and in ``output.error``)."""
+    """The inspect_ai 0.3.285 log with its first sample's request refused for its length, as
+    ``ModelOutput.from_content`` makes it (no usage): ``empty`` (no completion), ``words`` (the provider's words as
+    the content: openai_handle_bad_request), ``error`` (the words also in ``output.error``)."""
     log = json.loads((DATA / "contextcanvas.json").read_text())
     sample = log["samples"][0]
     content = "" if style == "empty" else SAID
@@ -43,7 +44,7 @@ def _refused_log(tmp_path: Path, style: str) -> tuple[Path, str]:
     return path, sample["id"]
 
 
-@pytest.mark.parametrize("style", ["empty", "error"])
+@pytest.mark.parametrize("style", ["empty", "words", "error"])
 def test_a_request_refused_for_its_length_is_a_failed_request_not_a_cut_off_reply(ws, tmp_path, style):
     path, case = _refused_log(tmp_path, style)
     result = run_cli(["report", "-w", str(ws), "--predictions", str(path), "--format", "json", "--resamples", "200"])
@@ -56,6 +57,8 @@ def test_a_request_refused_for_its_length_is_a_failed_request_not_a_cut_off_repl
     assert f"1 recorded as failed request, counted wrong (first: {path}, sample '{case}' (#1): {why}" in stderr, stderr
     if style == "error":
         assert f"context_length_exceeded: {SAID[:40]}" in stderr
+    if style == "words":
+        assert SAID[:40] in stderr  # the provider's words, as inspect_ai kept them in the content
     # Stored by runs import as a failed request, its reason kept as the reply's detail.
     imported = run_cli(["-w", str(ws), "runs", "import", str(path), "--label", f"refused-{style}"])
     assert imported.exit_code == 0, imported.output
@@ -66,7 +69,7 @@ def test_a_request_refused_for_its_length_is_a_failed_request_not_a_cut_off_repl
 
 
 def test_a_reply_the_context_window_cut_stays_cut_off(ws, tmp_path):
-    """Text present, stop_reason model_length, no error: the model wrote a reply that the window cut."""
+    """Text and usage present, stop_reason model_length, no error: the model wrote a reply that the window cut."""
     log = json.loads((DATA / "contextcanvas.json").read_text())
     log["samples"][0]["output"]["choices"][0]["stop_reason"] = "model_length"
     path = tmp_path / "cut.json"
