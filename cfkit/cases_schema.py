@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, 
 from pydantic.dataclasses import dataclass
 
 from cfkit.case_rules import case_id_problem, control_character_problem, image_path_problem
+from cfkit.plural import plural
 
 
 
@@ -97,7 +98,7 @@ class CaseModel:
         if self.yes_option is not None:
             if len(ids) != 2:
                 raise ValueError(
-                    f"yes_option is only for two-option cases; this case has {len(ids)} options, remove yes_option"
+                    f"yes_option is only for two-option cases; this case has {plural(len(ids), 'option')}, remove yes_option"
                 )
             if self.yes_option not in ids:
                 raise ValueError(f"yes_option '{self.yes_option}' is not among the option ids {ids}")

@@ -123,7 +123,7 @@ def run_demo(out: Path | None = None, *, on_step: Callable[[DemoStep], None] | N
                 summary = probe_suite(ws, store, model, suite)
                 sent += summary.sent
                 result.notes.extend(f"{suite}: pair {s.pair_id} skipped ({s.reason})" for s in summary.skipped)
-    step("probe runs", f"{len(DEMO_MODELS)} baselines × {len(DEMO_SUITES)} suites, {sent} requests", t)
+    step("probe runs", f"{plural(len(DEMO_MODELS), 'baseline')} × {plural(len(DEMO_SUITES), 'suite')}, {plural(sent, 'request')}", t)
 
     # 5. Report and contact sheet.
     t = time.perf_counter()

@@ -49,6 +49,7 @@ from cfkit.files import write_bytes_atomic
 from cfkit.images import read_image
 from cfkit.edit_files import lpips_scorer, refuse_stray_edit_files, spec_thresholds, store_checks
 from cfkit.masks import load_mask
+from cfkit.plural import plural
 from cfkit.preserve import EditImages, LpipsScorer, Thresholds, check_images
 from cfkit.cases import CaseSet
 from cfkit.specs import load_spec, try_load_cases
@@ -174,7 +175,7 @@ def _prepare(ws: Workspace, spec_id: str, cases: Callable[[], CaseSet], *, engin
     source_path = cases_set.image_paths(case)[0]  # the case's first image is edited
     notes: list[str] = []
     if len(case.images) > 1:
-        notes.append(f"case {case.id} has {len(case.images)} images; the first, {case.images[0]}, is edited")
+        notes.append(f"case {case.id} has {plural(len(case.images), 'image')}; the first, {case.images[0]}, is edited")
     source_bytes, image = read_image(source_path, what=f"case {case.id} image")  # one read: decoded and hashed
     source = np.asarray(image)
     size = (source.shape[1], source.shape[0])

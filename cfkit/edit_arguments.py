@@ -17,6 +17,7 @@ from typing import Any
 from cfkit.editors import Editor, auto_chain, editor_class, load_editor
 from cfkit.errors import OptionError, UsageError
 from cfkit.options import OptionValues, Setting, blamed
+from cfkit.plural import plural
 from cfkit.specs import Spec
 from cfkit.workspace import EditConfig
 
@@ -126,4 +127,4 @@ def check_candidates(name: str, n: int) -> None:
         return
     if most == 1:
         raise UsageError(f"engine '{name}' makes one image per call; give 1.")
-    raise UsageError(f"engine '{name}' makes at most {most} images per call; give {most} or fewer.")
+    raise UsageError(f"engine '{name}' makes at most {plural(most, 'image')} per call; give {most} or fewer.")

@@ -38,6 +38,7 @@ from cfkit.edit import EditOutcome, make_edit
 from cfkit.errors import CfkitError, InputError, NotFoundError, SpecError
 from cfkit.mask_derive import DerivedMask, DerivedMaskFile, aligned_edit, derive_mask, source_image, write_derived_mask
 from cfkit.masks import mask_file
+from cfkit.plural import plural
 from cfkit.specs import Spec, load_spec, spec_path
 from cfkit.store import Store, edits, reviews
 from cfkit.workspace import Workspace
@@ -177,7 +178,7 @@ def import_edits(ws: Workspace, folder: Path, *, derive_masks: bool = False, ove
             copies[f.path] = original
     for spec_id, group in by_spec.items():
         if len(group) > MAX_CANDIDATES:
-            problems.append(InputError(f"spec {spec_id} has {len(group)} different files in {folder.name}; at most "
+            problems.append(InputError(f"spec {spec_id} has {plural(len(group), 'different file')} in {folder.name}; at most "
                                        f"{MAX_CANDIDATES} candidates a spec are imported at once (as with 'cfkit edit "
                                        "-n'). Import them in smaller folders."))
     to_derive: dict[str, DerivedMask] = {}
@@ -251,7 +252,7 @@ def _refuse(problems: list[InputError], folder: Path) -> None:
     if len(problems) == 1:
         raise type(first)(f"{first} Nothing was imported.")
     rest = "; ".join(str(p) for p in problems[1:])
-    raise type(first)(f"{len(problems)} problems in {folder}, nothing was imported: {first} Also: {rest}")
+    raise type(first)(f"{plural(len(problems), 'problem')} in {folder}, nothing was imported: {first} Also: {rest}")
 
 
 def _already_there(ws: Workspace, files: list[ImportFile], again: bool) -> dict[Path, ImportResult]:

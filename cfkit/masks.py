@@ -19,6 +19,7 @@ from PIL import Image, ImageDraw
 
 from cfkit.cases import CaseSet
 from cfkit.errors import CfkitError, SpecError
+from cfkit.plural import plural
 from cfkit.specs import Region, Spec
 from cfkit.workspace import Workspace
 
@@ -127,7 +128,7 @@ def load_mask(ws: Workspace, spec: Spec, size: tuple[int, int]) -> Mask:
     binary = np.where(gray > 127, 255, 0).astype(np.uint8)
     if not binary.any() and gray.any():  # painted, but in a grey that reads as keep: not "no white pixels"
         raise SpecError(
-            f"spec {spec.id}: mask {path} has {np.count_nonzero(gray)} grey pixels (at most {int(gray.max())} of "
+            f"spec {spec.id}: mask {path} has {plural(np.count_nonzero(gray), 'grey pixel')} (at most {int(gray.max())} of "
             f"255) and none above 127, the level from which a pixel counts as edit. Paint the region to edit "
             f"in white."
         )

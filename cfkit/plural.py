@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 
-def plural(count: int, noun: str, many: str | None = None) -> str:
-    """``count`` and ``noun`` in the right number; ``many`` when the plural is not ``noun + 's'``."""
-    return f"{count} {noun if count == 1 else (many or noun + 's')}"
+def plural(count: int, noun: str, many: str | None = None, *, spec: str = "") -> str:
+    """``count`` and ``noun`` in the right number; ``many`` when the plural is not ``noun + 's'``; ``spec`` formats
+    the count (``spec=","``: ``12,345 bytes``)."""
+    return f"{count:{spec}} {noun if count == 1 else (many or noun + 's')}"
+
+
+def plural_list(counts: list[int], noun: str, many: str | None = None) -> str:
+    """Several counts of one noun, the noun in the number of the last: ``1 pair``, ``3, 4 pairs``."""
+    return "".join(f"{c}, " for c in counts[:-1]) + plural(counts[-1], noun, many)

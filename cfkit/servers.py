@@ -102,12 +102,12 @@ class Servers:
             if run_id else "'cfkit runs export RUN --format csv' shows each reply's server_model and endpoint"
         out = []
         if self.mixed_models:
-            out.append(f"{what}: the replies came from servers that said they were {len(self.models)} different "
-                       f"models: {self.models_phrase()}, so the answers are not one model's. Serve the same model "
+            out.append(f"{what}: the replies came from servers that said they were "
+                       f"{plural(len(self.models), 'different model')}: {self.models_phrase()}, so the answers are not one model's. Serve the same model "
                        f"at every endpoint; {see}; then 'cfkit runs rm {run_id or 'RUN'} --drop-cached' and ask "
                        "again (the cache would answer with the same replies).")
         if self.mixed_builds:
-            out.append(f"{what}: the replies came from {len(self.builds)} server builds (system_fingerprint "
+            out.append(f"{what}: the replies came from {plural(len(self.builds), 'server build')} (system_fingerprint "
                        f"{self.builds_phrase()}); answers may differ between builds.")
         other = self.other_than(asked)
         if other is not None:

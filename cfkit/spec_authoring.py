@@ -28,6 +28,7 @@ from typing import Any
 from cfkit.cases import CaseSet
 from cfkit.errors import CaseError, InputError, OutputError, SpecError
 from cfkit.files import csv_dict_reader, csv_problem, json_value, read_text, write_text_atomic
+from cfkit.plural import plural
 from cfkit.specs import Spec, build_spec, dump_spec, spec_path, try_load_cases
 from cfkit.workspace import Workspace
 from cfkit.yamlfile import load_yaml
@@ -137,7 +138,7 @@ def _raise_all(problems: list[InputError]) -> None:
     if len(problems) == 1:
         raise first
     rest = "; ".join(str(p) for p in problems[1:])
-    raise type(first)(f"{len(problems)} problems, nothing was written: {first} Also: {rest}")
+    raise type(first)(f"{plural(len(problems), 'problem')}, nothing was written: {first} Also: {rest}")
 
 
 # ── reading a file of specs ────────────────────────────────────────────────

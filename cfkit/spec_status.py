@@ -15,6 +15,7 @@ from cfkit.cases import CaseSet
 from cfkit.errors import CfkitError, ImageError, InputError, SpecError
 from cfkit.images import open_image
 from cfkit.masks import LOCAL_MASK_MAX, derived_mask_state, load_mask, mask_coverage_standalone, mask_file
+from cfkit.plural import plural
 from cfkit.specs import (Spec, compress_ids, expected_ids, load_spec, load_spec_file, spec_files, spec_path,
                          try_load_cases)
 from cfkit.workspace import Workspace
@@ -122,7 +123,7 @@ def validate_spec(ws: Workspace, path: Path, cases: CaseSet | None) -> SpecRepor
             return report
     case = cases.get(spec.case)
     if len(case.images) != 1:
-        report.add("warning", f"{path}: case {case.id} has {len(case.images)} images; the first is edited.")
+        report.add("warning", f"{path}: case {case.id} has {plural(len(case.images), 'image')}; the first is edited.")
     image_path = cases.image_paths(case)[0]
     try:
         image = open_image(image_path, what=f"case {case.id} image")

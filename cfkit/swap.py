@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 
 from cfkit.cases import Case, CaseSet, Option
+from cfkit.plural import plural
 from cfkit.vocabulary import ORIGINAL_ORDER, SWAP_CONDITIONS, SWAPPED_ORDER
 
 __all__ = ["ORIGINAL_ORDER", "SWAPPED_ORDER", "SWAP_CONDITIONS", "answer_text", "as_listed", "swap_case_ids",
@@ -38,10 +39,10 @@ __all__ = ["ORIGINAL_ORDER", "SWAPPED_ORDER", "SWAP_CONDITIONS", "answer_text", 
 def swap_problem(case: Case) -> str | None:
     """Why the swap suite does not ask ``case`` (a phrase that follows "the case has"), or None when it does."""
     if len(case.options) != 2:
-        return (f"{len(case.options)} options; the swap suite asks two-option cases only "
+        return (f"{plural(len(case.options), 'option')}; the swap suite asks two-option cases only "
                 "(three-option cases are not rotated)")
     if len(case.images) != 1:
-        return f"{len(case.images)} images (the paired-image case); the swap suite asks single-image cases"
+        return f"{plural(len(case.images), 'image')} (the paired-image case); the swap suite asks single-image cases"
     if case.yes_option is None:
         return "no yes_option, so no Yes rate in either order; add yes_option to the case to ask it"
     if case.options[0].text == case.options[1].text:

@@ -43,7 +43,8 @@ Keys
   m         type a note (Enter alone keeps the note you have)
   b / s     back to the previous item / skip to the next one
   j k ↓ ↑   scroll the text; space and PgDn scroll a page
-  g         the annotation guideline        ?  this help
+  g         the annotation guideline
+  ?         this help
   q         quit: every decision is saved already; run it again to resume
 
 In the guideline and this help, j/k scroll; any other key closes them."""

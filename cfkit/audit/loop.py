@@ -22,6 +22,7 @@ from cfkit.audit.adjudication import agreed_answer, needs_resolution, resolve_it
 from cfkit.audit.agreement import LabelPair
 from cfkit.audit.guideline import GUIDELINE, HELP
 from cfkit.audit.items import Audit, annotator_order, blind, check_annotator
+from cfkit.plural import plural
 from cfkit.terminal.keys import RESIZE, KeySource, follow_terminal_size, terminal_problem, too_small
 from cfkit.audit.labelling import LabelState, state_of, update_label
 from cfkit.audit.view import ADJUDICATE_KEYS, ANNOTATE_KEYS, AuditView, Screen
@@ -172,7 +173,7 @@ def annotate(ws: Workspace, store: Store, audit: Audit, name: str, keys: KeySour
     name = check_annotator(name)
     people = [a.name for a in audit_labels.annotators(store, audit.id)]
     if name not in people and len(people) >= audit.plan.annotators:
-        raise UsageError(f"audit {audit.id} already has its {audit.plan.annotators} annotators and '{name}' is not one "
+        raise UsageError(f"audit {audit.id} already has its {plural(audit.plan.annotators, 'annotator')} and '{name}' is not one "
                          "of them; annotate under your own name, or adjudicate with 'cfkit audit adjudicate'.")
     summary = SessionSummary()
     mode = _Annotating(store, audit, name, summary)

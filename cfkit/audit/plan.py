@@ -133,7 +133,7 @@ def _refuse_unfinished(store: Store, force: bool) -> None:
     items = audits.items(store, latest.id)
     final = audit_labels.finals(store, latest.id)
     if len(final) < len(items):
-        raise UsageError(f"audit {latest.id} is not finished ({len(final)} of {len(items)} items have a final label); "
+        raise UsageError(f"audit {latest.id} is not finished ({len(final)} of {plural(len(items), 'item')} have a final label); "
                          "finish it, or pass --force to plan another (commands then act on the newest unless given "
                          "--audit ID).")
 

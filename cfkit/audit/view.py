@@ -12,6 +12,7 @@ but the viewer's own (adjudication shows the two labels as "Annotator 1/2").
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,23 +93,63 @@ def _flag(value: bool | None) -> tuple[str, str]:
     return ("yes", "bold green") if value else ("no", "bold red")
 
 
-def label_line(state: LabelState, *, focus: str | None, parser_correct: bool | None = None) -> Text:
-    """``answer correct: yes (parser)  ▶ cue: ?  link: ?  unsure  note: …``"""
+def _label_phrases(state: LabelState, *, focus: str | None, parser_correct: bool | None,
+                   short: bool) -> list[tuple[str, Text]]:
+    """(the gap before it, a phrase) of the label line; a line breaks only between two phrases (a note's words
+    are phrases of their own, so a long note wraps as prose). ``short``: the same flags in fewer words."""
     judgement = state.judgement
-    text = Text("answer correct: ", style="bold")
-    text.append(*_flag(judgement.answer_ok))
+    answer = Text("answer: " if short else "answer correct: ", style="bold")
+    answer.append(*_flag(judgement.answer_ok))
     if parser_correct is not None:
-        text.append(" (as parsed)" if judgement.answer_ok == parser_correct else " (overridden)", style="dim")
+        agrees = judgement.answer_ok == parser_correct
+        said = ("(parsed)" if agrees else "(changed)") if short else ("(as parsed)" if agrees else "(overridden)")
+        answer.append(" " + said, style="dim")
+    phrases = [("", answer)]
     for name, value in (("cue", judgement.cue), ("link", judgement.link)):
         marker = "▶ " if focus == name else "  "
-        text.append(f"  {marker}{name}: ", style="bold reverse" if focus == name else "bold")
-        text.append(*_flag(value))
+        phrase = Text(f"{marker}{name}: ", style="bold reverse" if focus == name else "bold")
+        phrase.append(*_flag(value))
+        phrases.append(("  ", phrase))
     if state.unsure:
-        text.append("  unsure", style="bold yellow")
+        phrases.append(("  ", Text("unsure", style="bold yellow")))
     if state.note:
-        text.append("  note: ", style="bold")
-        text.append(visible(state.note).replace("\n", " "))
-    return text
+        words = visible(state.note).split()
+        phrases.append(("  ", Text.assemble(("note:", "bold"), f" {words[0]}" if words else "")))
+        phrases += [(" ", Text(word)) for word in words[1:]]
+    return phrases
+
+
+def _packed(phrases: list[tuple[str, Text]], width: int) -> list[Text]:
+    lines = [Text()]
+    for gap, phrase in phrases:
+        if lines[-1] and lines[-1].cell_len + len(gap) + phrase.cell_len > width:
+            lines.append(Text())
+        if lines[-1]:
+            lines[-1].append(gap)
+        lines[-1].append_text(phrase)
+    return lines
+
+
+def label_lines(state: LabelState, *, focus: str | None, parser_correct: bool | None = None, width: int,
+                rows: int = 2) -> list[Text]:
+    """``answer correct: yes (as parsed)  ▶ cue: ?  link: ?  unsure  note: …`` on at most ``rows`` lines of
+    ``width``, in fewer words where the long ones do not fit, never parting a flag from its name; a note too long
+    for the room left ends in "…"."""
+    for room, short in ((1, False), (1, True), (rows, False), (rows, True)):
+        lines = _packed(_label_phrases(state, focus=focus, parser_correct=parser_correct, short=short), width)
+        if len(lines) <= room and all(line.cell_len <= width for line in lines):
+            return lines
+    if len(lines) > rows:
+        lines = lines[:rows]
+        lines[-1].append(" …")
+    for line in lines:
+        line.truncate(width, overflow="ellipsis")
+    return lines
+
+
+def label_line(state: LabelState, *, focus: str | None, parser_correct: bool | None = None) -> Text:
+    """``answer correct: yes (as parsed)  ▶ cue: ?  link: ?  unsure  note: …`` on one line."""
+    return _packed(_label_phrases(state, focus=focus, parser_correct=parser_correct, short=False), 10**6)[0]
 
 
 def document(screen: Screen) -> Group:
@@ -159,6 +200,26 @@ def options_text(item: BlindItem) -> Text:
     return text
 
 
+def header_line(s: Screen, width: int) -> Text:
+    """``item 7f3a9c21 · case MX01 · 3 of 40   you: alice · 12 of 40 labelled``, in fewer letters where the frame
+    is narrow (``3/40``, then without the words item and case, then without the annotator's name), cut only when
+    not even that fits."""
+    def line(labels: bool, short: bool, person: bool) -> Text:
+        def count(said: str) -> str:
+            return said.replace(" of ", "/") if short else said
+        return Text.assemble(("item " if labels else "", "dim"), (s.item.id, "bold cyan"),
+                             (f" · {'case ' if labels else ''}{visible(s.item.case_id)}", ""),
+                             (f" · {count(s.position)}", ""),
+                             (f"   {s.person} · {count(s.progress)}" if person else f" · {count(s.progress)}", "dim"),
+                             no_wrap=True, overflow="ellipsis")
+    for labels, short, person in ((True, False, True), (True, True, True), (False, True, True), (False, True, False)):
+        header = line(labels, short, person)
+        if header.cell_len <= width:
+            return header
+    header.truncate(width, overflow="ellipsis")
+    return header
+
+
 class AuditView:
     """One frame of the annotation (or adjudication) session, exactly ``height`` lines at most."""
 
@@ -169,9 +230,9 @@ class AuditView:
     def footer(self, console: Console, width: int) -> list[list[Segment]]:
         s = self.screen
         options = _at(console.options, width)
-        status = console.render_lines(label_line(s.state, focus=s.focus,
-                                                 parser_correct=None if s.others else s.item.parser_correct),
-                                      options, pad=True)[:2]
+        said = label_lines(s.state, focus=s.focus, parser_correct=None if s.others else s.item.parser_correct,
+                           width=width)
+        status = [line for text in said for line in console.render_lines(text, options, pad=True)]
         message = console.render_lines(s.message or Text(""), options, pad=True)[:2]
         bar = KeyBar(s.keys, key_style="bold", label_style="dim", rows=KEY_ROWS).lines(width)
         keys = [line for text in bar for line in console.render_lines(text, options, pad=True)]
@@ -196,9 +257,7 @@ class AuditView:
         width = options.max_width
         footer = self.footer(console, width)
         frame = layout(width, self.height, len(footer))
-        header = Text.assemble(("item ", "dim"), (s.item.id, "bold cyan"), (f" · case {visible(s.item.case_id)}", ""),
-                               (f" · {s.position}", ""), (f"   {s.person} · {s.progress}", "dim"),
-                               no_wrap=True, overflow="ellipsis")
+        header = header_line(s, width)
         lines = console.render_lines(header, _at(options, width), pad=True)[:1]
         lines += self._body(console, options, frame)
         lines += footer
@@ -210,7 +269,8 @@ class AuditView:
         s = self.screen
         if s.overlay is not None:
             full = frame.left + frame.right + (2 if frame.left else 0)
-            text = console.render_lines(Text(s.overlay), _at(options, full), pad=True)
+            text = [line for part in overlay_lines(s.overlay, full)
+                    for line in console.render_lines(part, _at(options, full), pad=True)]
             return _scrolled(console, options, text, frame.body, s.scroll, full)
         if frame.left:
             left = self._pictures(console, options, frame.left, frame.body)
@@ -244,6 +304,42 @@ class AuditView:
                 lines += console.render_lines(Text(f"image {n + 1} of {len(s.images)}", style="dim"), opts, pad=True)
         lines += [[]] + option_lines
         return lines[:height]
+
+
+#: A line of the help or the guideline that starts a term: the term, two spaces or more, its description.
+_TERM = re.compile(r"^(\s*\S(?:.*?\S)?\s{2,})(\S.*)$")
+
+
+def overlay_lines(overlay: str, width: int) -> list[Text]:
+    """The help or the guideline reflowed to ``width``: a term's description wraps under its first line (never
+    back under the term), a paragraph wraps at a word; the text's own line breaks inside either are joined."""
+    blocks: list[tuple[str, list[str]] | None] = []
+    for line in overlay.splitlines():
+        last = blocks[-1] if blocks else None
+        if not line.strip():
+            blocks.append(None)
+        elif (last is not None and last[0].strip() and line.startswith(" " * len(last[0]))
+              and not line[len(last[0])].isspace()):
+            last[1].append(line.strip())  # the description of the term above, continued
+        elif (term := _TERM.match(line)) is not None:
+            blocks.append((term.group(1), [term.group(2)]))
+        elif last is not None and not last[0]:
+            last[1].append(line.strip())  # the paragraph above, continued
+        else:
+            blocks.append(("", [line.strip()]))
+    console = Console(width=max(1, width), no_color=True)
+    lines: list[Text] = []
+    for block in blocks:
+        if block is None:
+            lines.append(Text(""))
+            continue
+        head, parts = block
+        indent = len(head) if width - len(head) >= 16 else 0
+        wrapped = Text(" ".join(parts) if indent else (head + " ".join(parts)).strip()).wrap(console, width - indent)
+        for n, part in enumerate(wrapped):
+            part.rstrip()
+            lines.append((Text(head if n == 0 else " " * indent) + part) if indent else part)
+    return lines
 
 
 def _scrolled(console: Console, options: ConsoleOptions, lines: list[list[Segment]], height: int, scroll: int,

@@ -50,6 +50,7 @@ from cfkit.backends.controls import extra_body
 from cfkit.backends.openai_wire import (CACHED_AT_FULL_NOTE, MAX_STORED_CHARS, UNREPORTED_NOTE, TokenPrices,
                                         b64encode, capped, token_prices)
 from cfkit.money import AT_ASSUMED_RATE, cached_count, is_count, token_cost
+from cfkit.plural import plural
 from cfkit.endpoints import ANTHROPIC, PLACEHOLDER_KEY, redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, OptionError
 from cfkit.hints import install_hint
@@ -345,7 +346,7 @@ class AnthropicBackend(Backend):
         wait = retry_after_seconds(headers)
         delay = wait if wait is not None else self.options.backoff * (2.0 ** retry) * random.uniform(0.5, 1.0)
         if retry >= self.options.max_retries or delay > MAX_RETRY_AFTER_S:
-            raise TransportError(f"{what} from {self.endpoint} after {retry + 1} attempts: {detail}")
+            raise TransportError(f"{what} from {self.endpoint} after {plural(retry + 1, 'attempt')}: {detail}")
         await asyncio.sleep(delay)
         return retry + 1
 

@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 
 from cfkit.backends.aiohttp_import import aiohttp as aiohttp_module
 from cfkit.endpoints import is_loopback
+from cfkit.plural import plural
 
 #: The largest response body read (bytes). A chat completion for a probe
 #: question is a few KiB; even a long reasoning trace stays far below this.
@@ -375,7 +376,7 @@ class JSONClient:
         if declared is not None and declared > max_bytes:
             response.close()  # drop the connection rather than read what will be thrown away
             return Exchange(status, headers, b"", "response too large",
-                            f"the body declares {declared:,} bytes, over the {cap}", retriable=False, abandoned=True)
+                            f"the body declares {plural(declared, 'byte', spec=',')}, over the {cap}", retriable=False, abandoned=True)
         if declared is not None:
             return Exchange(status, headers, await response.read())
         chunks, size = [], 0
@@ -384,7 +385,7 @@ class JSONClient:
             if size > max_bytes:
                 response.close()
                 return Exchange(status, headers, b"", "response too large",
-                                f"the body was cut off after {size:,} bytes, over the {cap}", retriable=False,
+                                f"the body was cut off after {plural(size, 'byte', spec=',')}, over the {cap}", retriable=False,
                                 abandoned=True)
             chunks.append(chunk)
         return Exchange(status, headers, b"".join(chunks))

@@ -89,6 +89,7 @@ from cfkit.backends.openai_wire import (MAX_STORED_CHARS, body_parts, error_stat
 from cfkit.backends.replicas import Replica, ReplicaPool, served_model, start_notes
 from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, UsageError
+from cfkit.plural import plural
 from cfkit.hints import install_hint
 from cfkit.backends.openai_options import PLAIN_OPTIONS, openai_options
 from cfkit.options import LazyModel, PlainSpec
@@ -420,7 +421,7 @@ class OpenAIBackend(Backend):
         """Sleep before the next attempt and return the new retry count, or raise when none is left."""
         delay = self._delay(retry, headers)
         if retry >= self.options.max_retries or delay > MAX_RETRY_AFTER_S:
-            raise TransportError(f"{what} from {where} after {retry + 1} attempts: {detail}")
+            raise TransportError(f"{what} from {where} after {plural(retry + 1, 'attempt')}: {detail}")
         import asyncio
 
         await asyncio.sleep(delay)

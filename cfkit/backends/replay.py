@@ -26,6 +26,7 @@ from cfkit.backends import (
     BackendContext, BackendOptions, Capabilities, KnownAnswer, ProbeRequest, Reply, TransportError,
 )
 from cfkit.errors import OptionError, PredictionError
+from cfkit.plural import plural
 
 
 class ReplayOptions(BackendOptions):
@@ -61,7 +62,7 @@ class ReplayBackend(Backend):
                                  f"Models there: {', '.join(models) or 'none'}.")
             predictions = [p for p in predictions if p.model == options.model]
         elif len(models) > 1:
-            raise OptionError(f"replay file {path} holds {len(models)} models ({', '.join(models)}); "
+            raise OptionError(f"replay file {path} holds {plural(len(models), 'model')} ({', '.join(models)}); "
                              "choose one with -o model=NAME.")
         self.name = name
         self.model = options.label or options.model or (models[0] if models else f"{self.kind}:{name}")

@@ -264,9 +264,10 @@ class ReplicaPool:
         every = f"asked again every {self.recheck_s:g} s or less often"
         for r in self.replicas:
             if r.times_out and r.left_out is None:
+                times = f"left out {plural(r.times_out, 'time')}; " if r.times_out > 1 else ""
                 said.append(f"{NOTE_START}{r.shown} was left out during the run ({r.first_left_out}) and put back in "
                             f"use {r.back_after or 0:.0f} s into the run, when it served the model again "
-                            f"({f'left out {r.times_out} times; ' if r.times_out > 1 else ''}{every}); it answered "
+                            f"({times}{every}); it answered "
                             f"{plural(r.answered, 'request')}")
             elif r.times_out:
                 how = (f"put back in use {plural(r.returns, 'time')} when it listed the model again, and left out "

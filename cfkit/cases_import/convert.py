@@ -17,6 +17,7 @@ from cfkit.files import CSV_CELL_LIMIT
 from cfkit.errors import CaseError, ImageError
 from cfkit.cases_import.mapping import DEFAULT_COLUMNS, NUMBERED, column_suffix
 from cfkit.cases_import.sources import SourceTable, normalize_column
+from cfkit.plural import plural
 
 _IMAGE_EXT = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp", "GIF": ".gif", "BMP": ".bmp", "TIFF": ".tif"}
 _YES, _NO = "yes", "no"
@@ -83,7 +84,7 @@ class RowConverter:
         for column in self.fields.get(name, ()):
             value = _missing_to_none(row.get(column))
             if value.__class__ is str and len(value) > self.max_cell:
-                raise _RowProblem(f"field '{name}' (column '{column}') holds {len(value):,} characters, more than "
+                raise _RowProblem(f"field '{name}' (column '{column}') holds {plural(len(value), 'character', spec=',')}, more than "
                                   f"the {self.max_cell:,} one value may hold; shorten it, or pass --max-cell "
                                   f"{len(value)} if it really is that long.", name)
             values.append(value)

@@ -13,6 +13,7 @@ from typing import Any
 
 from cfkit.errors import CaseError
 from cfkit.files import CSV_CELL_LIMIT, csv_problem, csv_reader, json_value
+from cfkit.plural import plural
 
 #: Source kinds and the file endings that select them (a folder is a ``datasets`` folder).
 KINDS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl",
@@ -137,7 +138,7 @@ def _lines(source: Path, max_line: int) -> Iterator[str]:
                 return
             number += 1
             if len(raw) > max_line and not raw.endswith(b"\n"):
-                raise CaseError(f"{source}:{number}: the line is longer than {max_line:,} bytes, more than a case "
+                raise CaseError(f"{source}:{number}: the line is longer than {plural(max_line, 'byte', spec=',')}, more than a case "
                                 "can hold; is the file a table of cases? (--max-cell raises the bound.)")
             try:
                 yield raw.decode("utf-8")
@@ -181,7 +182,7 @@ class _CsvRows:
                 continue
             number += 1
             if len(cells) != len(header):
-                raise CaseError(f"{self.source} row {number}: {len(cells)} cells but the header has {len(header)}; "
+                raise CaseError(f"{self.source} row {number}: {plural(len(cells), 'cell')} but the header has {len(header)}; "
                                 "quote cells that contain the delimiter.")
             yield number, {h: (c if c.strip() else None) for h, c in zip(header, cells)}
 

@@ -77,7 +77,7 @@ def plan(ws, run_refs, cases_file, balanced, seed, mask, force, as_json) -> None
                     "notes": result.plan.notes})
         return
     out.print(result.plan.id)
-    status(f"{result.items} items: {result.cases} cases × {result.models} runs; {plural(result.masked, 'self-identifying string')} "
+    status(f"{plural(result.items, 'item')}: {plural(result.cases, 'case')} × {plural(result.models, 'run')}; {plural(result.masked, 'self-identifying string')} "
            f"masked. Next: 'cfkit audit annotate --as NAME' for each of the two annotators.")
     for note in result.plan.notes:
         warn(note)
@@ -106,7 +106,7 @@ def status_(ws, audit_ref, as_json) -> None:
     if as_json:
         print_json(data)
         return
-    out.print(f"[bold]{current.id}[/] · {data['items']} items ({data['cases']} cases × {data['models']} runs) · "
+    out.print(f"[bold]{current.id}[/] · {plural(data['items'], 'item')} ({plural(data['cases'], 'case')} × {plural(data['models'], 'run')}) · "
               f"planned {data['created_at']} · seed {data['seed']}")
     table = Table("annotator", "labelled", "started", "unsure", box=None)
     for person in state.annotators:
@@ -149,7 +149,7 @@ def annotate(ws, name, item_ref, audit_ref) -> None:
         with TerminalKeys(out) as keys:
             summary = session(ws, store, current, name, keys, out, start=start, refused=_refused)
     if summary.remaining == 0:
-        err.print(f"All {len(current.items)} items are labelled by {name}; change one with "
+        err.print(f"All {plural(len(current.items), 'item')} are labelled by {name}; change one with "
                   f"'cfkit audit annotate --as {name} --item ITEM'.")
     else:
         err.print(f"{plural(summary.decisions, 'decision')} saved; {plural(summary.remaining, 'item')} still to label. "
@@ -258,7 +258,7 @@ def export_(ws, name, fmt, output, force, audit_ref) -> None:
         write_text_atomic(output, text, overwrite=force)
     except FileExistsError:
         raise OutputError(f"{output} already exists; choose another file name or pass --force to replace it.") from None
-    status(f"wrote {output} ({len(current.items)} items)")
+    status(f"wrote {output} ({plural(len(current.items), 'item')})")
 
 
 @audit.command("import")
@@ -332,7 +332,7 @@ def agreement(ws, as_json, unblind, resamples, seed, judge, audit_ref) -> None:
         result = audit_agreement(store, current, unblind=unblind, n_resamples=resamples, seed=seed)
         if len(result.pairs) < len(result.audit.items):
             warn(f"un-blinded (--unblind): both annotators' labels over {len(result.pairs)} of "
-                 f"{len(result.audit.items)} items, shown while labelling is under way; keep this from anyone still "
+                 f"{plural(len(result.audit.items), 'item')}, shown while labelling is under way; keep this from anyone still "
                  "labelling.")
         rows = None if judge is None else judge_agreement(ws, store, current, judge, n_resamples=resamples, seed=seed)
         spend = None if judge is None else prelabels.spending(store, current.id, judge)

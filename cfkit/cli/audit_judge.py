@@ -128,7 +128,7 @@ def say_left_out(judge: str, audit_id: str, rows) -> None:
         warn(mixed)
     for row in rows:
         if row.n < row.items:
-            warn(f"judge {judge} against Annotator {row.annotator} on {row.criterion}: {row.n} of {row.items} items "
+            warn(f"judge {judge} against Annotator {row.annotator} on {row.criterion}: {row.n} of {plural(row.items, 'item')} "
                  f"of audit {audit_id}; left out: {_left_out(row)}.")
     judged = {why for row in rows for why, count in row.left_out.items() if count and why != "no_person_label"}
     if not judged:

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cfkit.audit.agreement import AuditAgreement, LabelPair
+from cfkit.plural import plural
 
 CRITERION_NAMES = {"answer": "answer", "cue": "cue", "link": "link", "ega": "EGA"}
 
@@ -27,7 +28,7 @@ def _short(pair: LabelPair, which: int) -> str:
 def agreement_view(result: AuditAgreement) -> Group:
     data = result.to_dict()
     table = Table(title=f"Agreement before adjudication · audit {result.audit.id} · "
-                        f"{len(result.pairs)} items labelled by both", title_justify="left",
+                        f"{plural(len(result.pairs), 'item')} labelled by both", title_justify="left",
                   caption="answer: the answer is correct; cue: the decisive cue is identified; link: the cue is "
                           "linked to the use; EGA: all three. 2×2: yes-yes yes-no / no-yes no-no (Annotator 1 "
                           "first). κ Cohen's, AC1 Gwet's; 95% percentile bootstrap over items.",

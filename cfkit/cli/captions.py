@@ -186,4 +186,4 @@ def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[
     err.print(f"{counts['written']} drafted, {counts['kept']} kept, {counts['failed']} failed. "
               "Next: read each draft, add its evidence, set 'reviewed: true', run 'cfkit captions lint'.")
     if counts["failed"]:
-        raise CheckFailed(f"{counts['failed']} drafts failed; run the command again to retry them.")
+        raise CheckFailed(f"{plural(counts['failed'], 'draft')} failed; run the command again to retry them.")

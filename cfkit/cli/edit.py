@@ -136,7 +136,7 @@ def _edit_one(ws, spec_id: str, *, engine: str | None, n: int | None, seed: int 
                       f"composite {_rel(ws, record.composite_path)}  raw {_rel(ws, record.raw_path)}  check: {check}")
     spec_id = outcome.plan.spec_id
     if outcome.check_error is not None:
-        made = "the new edit" if len(outcome.records) == 1 else f"the {len(outcome.records)} new edits"
+        made = "the new edit" if len(outcome.records) == 1 else f"the {plural(len(outcome.records), 'new edit')}"
         raise CheckFailed(f"{made} of {spec_id} {'is' if len(outcome.records) == 1 else 'are'} saved but not checked ({outcome.check_error}); fix "
                           f"that, then run 'cfkit check {spec_id}'. An unchecked edit does not stand for the pair.")
     if failures:

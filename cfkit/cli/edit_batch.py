@@ -8,6 +8,7 @@ from rich.table import Table
 from cfkit.cli.console import err, out, print_json, warn
 from cfkit.cli.progress import engine_spinner
 from cfkit.errors import CheckFailed, CfkitError
+from cfkit.plural import plural
 
 STATUS_STYLE = {"made": "green", "check failed": "red", "failed": "red", "kept": "cyan"}
 
@@ -55,7 +56,7 @@ def edit_batch(ws, spec_ids: list[str], *, all_specs: bool, pending: bool, engin
         for result in batch.failed:
             err.print(f"  [red]{result.spec_id}[/]: {escape(_why(result))}")
         names = ", ".join(r.spec_id for r in batch.failed)
-        raise CheckFailed(f"{len(batch.failed)} of {len(batch.results)} specs did not end with an edit that passed "
+        raise CheckFailed(f"{len(batch.failed)} of {plural(len(batch.results), 'spec')} did not end with an edit that passed "
                           f"its check ({names}); see above. {_next_steps(batch.failed)}")
     if batch.count("made"):
         err.print("Next: cfkit review --pending", style="dim")
@@ -180,7 +181,7 @@ def _dry_run(ws, ids: list[str], **kwargs) -> None:
         err.print("dry run: nothing was sent and nothing was written.", style="dim")
     if problems:
         first = problems[0][1]
-        raise type(first)(f"{len(problems)} of {len(ids)} specs cannot be edited as asked "
+        raise type(first)(f"{len(problems)} of {plural(len(ids), 'spec')} cannot be edited as asked "
                           f"({', '.join(s for s, _ in problems)}); see above.") if len(problems) > 1 else first
 
 
@@ -226,7 +227,7 @@ def render_import(run, *, as_json: bool) -> None:
     err.print(f"{len(outcome.results)} file{'s' if len(outcome.results) != 1 else ''}: {counts}.", style="dim")
     if outcome.failed:
         names = ", ".join(r.file.path.name for r in outcome.failed)
-        raise CheckFailed(f"{len(outcome.failed)} of {len(outcome.results)} files did not become an edit that "
+        raise CheckFailed(f"{len(outcome.failed)} of {plural(len(outcome.results), 'file')} did not become an edit that "
                           f"passed its check ({names}); see above.")
     if outcome.count("imported"):
         err.print("Next: cfkit review --pending", style="dim")

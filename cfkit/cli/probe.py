@@ -278,7 +278,7 @@ def _incomplete_line(summary, command: str) -> str:
         why.append(f"{summary.not_sent} not sent ({summary.stopped or 'the run stopped before sending them'})")
     counted = ("Reports count them wrong and list them" if summary.missing < summary.total
                else "Reports leave the run out until it has a reply")  # nothing of it to read yet
-    return (f"run {summary.run_id} is incomplete: {summary.missing} of {summary.total} planned requests have no "
+    return (f"run {summary.run_id} is incomplete: {summary.missing} of {plural(summary.total, 'planned request')} have no "
             f"reply: {'; '.join(why)}. {counted}. 'cfkit runs show {summary.run_id}' "
             f"lists each one; resume with: {command}")
 

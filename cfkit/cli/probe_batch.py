@@ -17,7 +17,7 @@ def render_submission(submission, as_json: bool) -> None:
             print_json({"run_id": summary.run_id, "status": summary.status, "submitted": 0, "batches": []})
         else:
             out.print(summary.run_id)
-            status(f"{summary.status}: every one of {summary.total} requests already has a reply; nothing to send.")
+            status(f"{summary.status}: every one of {plural(summary.total, 'request')} already has a reply; nothing to send.")
         return
     for note in submission.notes:  # the model not checked before the batch was submitted (also in the JSON)
         warn(note)
@@ -26,11 +26,11 @@ def render_submission(submission, as_json: bool) -> None:
         return
     out.print(submission.run_id)
     if not submission.batch_ids:
-        status(f"done: {submission.total} requests; {submission.kept} already stored, {submission.from_cache} "
+        status(f"done: {plural(submission.total, 'request')}; {submission.kept} already stored, {submission.from_cache} "
                "from cache; nothing left to send.")
         return
-    status(f"waiting: {submission.total} requests; {submission.kept} already stored, {submission.from_cache} from "
-           f"cache, {submission.submitted} sent in {len(submission.batch_ids)} batch(es) "
+    status(f"waiting: {plural(submission.total, 'request')}; {submission.kept} already stored, {submission.from_cache} from "
+           f"cache, {submission.submitted} sent in {plural(len(submission.batch_ids), 'batch', 'batches')} "
            f"({', '.join(submission.batch_ids)}), answered within 24 hours at batch prices. Collect the results "
            f"with: cfkit probe collect {submission.run_id}")
 
@@ -38,19 +38,19 @@ def render_submission(submission, as_json: bool) -> None:
 def collection_line(result, *, final: bool = False) -> str:
     """One line: what was stored, what is still running or lost, what is missing (``final``: the command's last
     line, with what to do next)."""
-    parts = [f"{result.stored} results stored now" + (f" ({result.failed} not answered by the batch)"
+    parts = [f"{plural(result.stored, 'result')} stored now" + (f" ({result.failed} not answered by the batch)"
                                                        if result.failed else "")]
     if result.given_up:
-        parts.append(f"{result.given_up} requests of batches given up stored as failed (--final)")
+        parts.append(f"{plural(result.given_up, 'request')} of batches given up stored as failed (--final)")
     if result.running:
         states = ", ".join(f"{b.id} {b.status}" + (f" {b.counts.get('completed', 0)}/{b.counts.get('total', '?')}"
                                                    if b.counts else "") for b in result.running)
-        parts.append(f"{len(result.running)} batch(es) still running ({states})")
+        parts.append(f"{plural(len(result.running), 'batch', 'batches')} still running ({states})")
     if result.lost:
         lost = ", ".join(b.id for b in result.lost)
-        parts.append(f"{len(result.lost)} batch(es) the provider no longer knows ({lost})")
+        parts.append(f"{plural(len(result.lost), 'batch', 'batches')} the provider no longer knows ({lost})")
     if not result.waiting and result.missing:
-        parts.append(f"{result.missing} planned requests have no reply (run the same 'cfkit probe run' again to "
+        parts.append(f"{plural(result.missing, 'planned request')} {'has' if result.missing == 1 else 'have'} no reply (run the same 'cfkit probe run' again to "
                      "send them)")
     line = f"run {result.run_id}: " + "; ".join(parts)
     if final and result.running:
@@ -95,10 +95,10 @@ def render_written(written, as_json: bool) -> None:
         return
     out.print(written.run_id)
     if written.path is None:
-        status(f"done: {written.total} requests; {written.kept} already stored, {written.from_cache} from cache; "
+        status(f"done: {plural(written.total, 'request')}; {written.kept} already stored, {written.from_cache} from cache; "
                "nothing left to write.")
         return
-    status(f"waiting: {written.total} requests; {written.kept} already stored, {written.from_cache} from cache, "
+    status(f"waiting: {plural(written.total, 'request')}; {written.kept} already stored, {written.from_cache} from cache, "
            f"{written.lines} written to {written.path}. Run it (e.g. vllm run-batch -i {written.path.name} -o "
            f"results.jsonl --model NAME), then: cfkit probe collect {written.run_id} --from-file results.jsonl")
 
@@ -123,15 +123,18 @@ def render_file_collection(result, as_json: bool) -> None:
         print_json(asdict(result))
         return
     out.print(result.run_id)
-    parts = [f"{result.lines} lines read", f"{result.stored} results stored"]
-    for count, what in ((result.failed, "of them failures (error lines)"), (result.already, "already stored"),
-                        (result.malformed, "malformed lines skipped"), (result.unknown, "lines of another run "
-                                                                                       "skipped"),
-                        (result.gone, "lines for cases no longer in the cases file skipped"),
-                        (result.missing, "requests still without a result"),
-                        (result.closed, "requests no file answered stored as failures (--final)")):
+    parts = [f"{plural(result.lines, 'line')} read", f"{plural(result.stored, 'result')} stored"]
+    # (count, what one of them is, what several are, what is said of them): "1 malformed line skipped".
+    for count, one, many, said in (
+            (result.failed, "of them a failure (an error line)", "of them failures (error lines)", ""),
+            (result.already, "already stored", "already stored", ""),
+            (result.malformed, "malformed line", "malformed lines", " skipped"),
+            (result.unknown, "line", "lines", " of another run skipped"),
+            (result.gone, "line", "lines", " for cases no longer in the cases file skipped"),
+            (result.missing, "request", "requests", " still without a result"),
+            (result.closed, "request", "requests", " no file answered, stored as failed (--final)")):
         if count:
-            parts.append(f"{count} {what}")
+            parts.append(plural(count, one, many) + said)
     status(f"{result.status}: {', '.join(parts)}.")
     for problem in result.first_problems:
         status(f"  {problem}")

@@ -26,11 +26,11 @@ def unreviewed_lines(plan) -> list[str]:
         return []
     if plan.suite == "counterfactual":
         asked = len({i.pair_id for i in plan.items})
-        return [f"{len(plan.unreviewed)} of {asked} pairs use an edit no person has accepted (it passed its own "
+        return [f"{len(plan.unreviewed)} of {plural(asked, 'pair')} use an edit no person has accepted (it passed its own "
                 f"check only): {names(plan.unreviewed)}. Review them with 'cfkit review', or ask only accepted "
                 "edits with --accepted-only."]
     asked = len({i.case.id for i in plan.items})
-    return [f"{len(plan.unreviewed)} of {asked} cases have a caption a model drafted and no person has reviewed: "
+    return [f"{len(plan.unreviewed)} of {plural(asked, 'case')} have a caption a model drafted and no person has reviewed: "
             f"{names(plan.unreviewed)}. Read them and set 'reviewed: true', or leave them out with --reviewed-only."]
 
 

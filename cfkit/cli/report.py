@@ -217,7 +217,7 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
                             f"{judge} --retry-unanswered' asks it again; a person's final label of the item counts "
                             "under --ega-labels people+judge"))
             if any(what in p.why for p in pending)]
-        raise Incomplete(f"the EGA section covers {result.ega.cases} of {result.ega.planned_cases} audited cases; "
+        raise Incomplete(f"the EGA section covers {result.ega.cases} of {plural(result.ega.planned_cases, 'audited case')}; "
                          + "; ".join(fixes) + ".")
     if refused:
         from cfkit.errors import Incomplete

@@ -281,7 +281,7 @@ def sheet(ws, spec_ids: tuple[str, ...], output: Path | None, models: tuple[str,
 
     written = write_sheet(ws, list(spec_ids), output, overwrite=force, models=list(models),
                           prediction_paths=list(prediction_paths))
-    out.print(f"Wrote {written.html} and {written.png} ({written.pairs} pairs).")
+    out.print(f"Wrote {written.html} and {written.png} ({plural(written.pairs, 'pair')}).")
     for note in written.notes:
         err.print(note, style="dim")
 

@@ -74,7 +74,7 @@ def list_(ws, as_json: bool) -> None:
         for run_id, model, _suite, state, done, errors, cost, started, _read in rows:
             s = stand[run_id]
             out.print(run_id, style="bold", soft_wrap=True)
-            out.print(f"  {model}: {state}, {done} replies, {errors} failed, cost {cost}, started {started} UTC; "
+            out.print(f"  {model}: {state}, {plural(done, 'reply', 'replies')}, {errors} failed, cost {cost}, started {started} UTC; "
                       + f"report: {'[bold]read[/]' if s.read else escape(s.short)}")
     status("report: 'read' marks the run 'cfkit report' reads for its model and suite (older: a newer run "
            "superseded it; left out: 'cfkit runs show RUN' says why).")
@@ -172,7 +172,7 @@ def export(ws, run_ref: str, fmt: str, output: str | None, force: bool) -> None:
             from cfkit.store.leases import statuses
             with open_store(ws.db_path) as store:
                 shown = statuses(store, [record])[record.id]
-        warn(f"run {record.id} is {shown} ({record.n_done}/{record.n_requests} replies, "
+        warn(f"run {record.id} is {shown} ({record.n_done}/{plural(record.n_requests, 'reply', 'replies')}, "
              f"{record.n_errors} failed); the export holds what it has.")
     if result.text is not None:
         click.echo(result.text, nl=False)
@@ -226,7 +226,7 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
     with open_store(ws.db_path) as store:
         for run in stored:
             out.print(run.run_id)
-            status(f"stored run {run.run_id} ({escape(run.model)}, {run.suite}): {run.replies} replies"
+            status(f"stored run {run.run_id} ({escape(run.model)}, {run.suite}): {plural(run.replies, 'reply', 'replies')}"
                    + (f", {run.errors} failed" if run.errors else "") + ".")
             if run.status != "done" or run.requests > run.replies:
                 unsent = run.requests - run.replies
@@ -234,7 +234,7 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
                      + (f": {unsent} of its {plural(run.requests, 'planned request')} {'has' if unsent == 1 else 'have'} no reply, which a report counts "
                         "wrong (absent)" if unsent else "") + "; 'cfkit runs show' says what it holds.")
             elif run.cases is not None and run.replies < run.cases:
-                status(f"  it answers {run.replies} of the suite's {run.cases} cases: a report counts the other "
+                status(f"  it answers {run.replies} of the suite's {plural(run.cases, 'case')}: a report counts the other "
                        f"{run.cases - run.replies} wrong (absent) and marks its row (incomplete).")
             # Replies cut off, empty or unread: the line 'probe run' ends with and 'runs show' repeats.
             record, counts = get_run(store, run.run_id), count_unanswered(store, run.run_id)
@@ -330,5 +330,5 @@ def unparsed(ws, run_ref: str, as_json: bool) -> None:
                   + (f": {escape(r.detail)}" if r.detail else "")
                   + (" [yellow](cut off at the token limit)[/]" if r.truncated else ""))
         text = r.raw or ""
-        more = f"\n  … ({len(text) - TEXT_SHOWN:,} more characters; --json shows all)" if len(text) > TEXT_SHOWN else ""
+        more = f"\n  … ({plural(len(text) - TEXT_SHOWN, 'more character', spec=',')}; --json shows all)" if len(text) > TEXT_SHOWN else ""
         out.print("  " + escape(text[:TEXT_SHOWN]).replace("\n", "\n  ") + more)

@@ -11,6 +11,7 @@ from rich.table import Table
 from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, warn, workspace_option
 from cfkit.errors import InputRejected
+from cfkit.plural import plural
 
 
 @click.group()
@@ -295,6 +296,6 @@ def validate(ws, spec_ids: tuple[str, ...], as_json: bool) -> None:
                 style = {"error": "red", "warning": "yellow", "note": "dim"}[f.level]
                 err.print(f"  [{style}]{f.level}:[/] {escape(f.message)}")
         bad = sum(not r.ok for r in reports)
-        out.print(f"{len(reports) - bad} of {len(reports)} specs valid.")
+        out.print(f"{len(reports) - bad} of {plural(len(reports), 'spec')} valid.")
     if any(not r.ok for r in reports):
         raise InputRejected("")  # each problem is listed above

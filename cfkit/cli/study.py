@@ -91,7 +91,7 @@ def validate(ws, file: Path, batch: bool, as_json: bool) -> None:
             out.print(f"{escape(r.display)}  {r.suite}: {escape(what)}", highlight=False, soft_wrap=True)
         known = [r.cost_max for r in result.runs if r.cost_max is not None]
         total = sum(r.to_send for r in result.runs)
-        status(f"study '{s.name}': {len(result.runs)} runs, {total} requests to send"
+        status(f"study '{s.name}': {plural(len(result.runs), 'run')}, {plural(total, 'request')} to send"
                + (f", at most {usd(sum(known))} for the {plural(len(known), 'priced run')}" if known else "") + ".")
     for note in result.notes:
         warn(note)

@@ -71,10 +71,10 @@ def headline(runs) -> str:
     (or were found finished); a run waiting its turn has no count of its replies yet, so it is left out, and
     the line says so, until every run is counted."""
     counted = [r.progress for r in runs if r.progress is not None]
-    head = f"study: {sum(r.state == 'done' for r in runs)}/{len(runs)} runs done"
+    head = f"study: {sum(r.state == 'done' for r in runs)}/{plural(len(runs), 'run')} done"
     if not counted:
         return head
-    requests = f"{sum(p.done for p in counted)}/{sum(p.total for p in counted)} requests"
+    requests = f"{sum(p.done for p in counted)}/{plural(sum(p.total for p in counted), 'request')}"
     if len(counted) == len(runs):
         return f"{head}, {requests}"
     return f"{head}, {requests} of the {plural(len(counted), 'run')} started"

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from cfkit.cli.console import status, workspace_option
+from cfkit.plural import plural
 
 
 @click.command()
@@ -62,7 +63,7 @@ def view(ws, export_dir: str | None, force: bool, host: str, port: int, no_brows
     site = Site(ViewData(ws), studies)
     if export_dir is not None:
         count = export(site, export_dir, overwrite=force)
-        status(f"Wrote {count} files to {export_dir}; open {export_dir.rstrip('/')}/index.html in a browser.")
+        status(f"Wrote {plural(count, 'file')} to {export_dir}; open {export_dir.rstrip('/')}/index.html in a browser.")
         return
     from cfkit.view.server import make_server
 

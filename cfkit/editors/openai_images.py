@@ -42,6 +42,7 @@ from cfkit.endpoints import Endpoint, resolve_endpoint
 from cfkit.errors import (EditRefused, EditorError, EditorTransport, EditorUnavailable, ImageError, SpecError, UsageError)
 from cfkit.hints import install_hint
 from cfkit.images import decode_image, png_bytes
+from cfkit.plural import plural
 
 #: The API's limit for the mask upload (bytes).
 MASK_MAX_BYTES = 4 * 1024 * 1024
@@ -276,10 +277,10 @@ class OpenAIEditor(Editor):
                 "the masked region is too small. Enlarge it in the spec's mask."
             )
         if len(mask_png) >= MASK_MAX_BYTES:
-            raise ImageError(f"openai: the mask PNG is {len(mask_png):,} bytes; the API takes under 4 MB. "
+            raise ImageError(f"openai: the mask PNG is {plural(len(mask_png), 'byte', spec=',')}; the API takes under 4 MB. "
                              "Lower max_pixels or simplify the mask.")
         if len(image_png) >= IMAGE_MAX_BYTES:
-            raise ImageError(f"openai: the image PNG is {len(image_png):,} bytes; the API takes under 50 MB. "
+            raise ImageError(f"openai: the image PNG is {plural(len(image_png), 'byte', spec=',')}; the API takes under 50 MB. "
                              "Lower max_pixels.")
 
     def _call_with_retries(self, openai, client, request: EditRequest, plan: SizePlan, image_png: bytes,
@@ -322,7 +323,7 @@ class OpenAIEditor(Editor):
             if attempt + 1 < attempts:
                 time.sleep(wait)
         raise EditorTransport(
-            f"openai: gave up after {attempts} attempts; last: {last}. Check the network and OPENAI_BASE_URL, "
+            f"openai: gave up after {plural(attempts, 'attempt')}; last: {last}. Check the network and OPENAI_BASE_URL, "
             "or try again later."
         ) from cause
 

@@ -70,7 +70,7 @@ def _check_sizes(archive: zipfile.ZipFile, path: Path) -> None:
     sizes = {info.filename: info.file_size for info in archive.infolist()}
     big = next((n for n, size in sizes.items() if size > MAX_MEMBER_BYTES), None)
     if big is not None or sum(sizes.values()) > MAX_ARCHIVE_BYTES:
-        what = f"member {big} unpacks to {sizes[big]:,} bytes" if big else f"it unpacks to {sum(sizes.values()):,} bytes"
+        what = f"member {big} unpacks to {plural(sizes[big], 'byte', spec=',')}" if big else f"it unpacks to {plural(sum(sizes.values()), 'byte', spec=',')}"
         raise PredictionError(f"{path}: {what}, more than an eval log holds ({MAX_MEMBER_BYTES:,} a member, "
                               f"{MAX_ARCHIVE_BYTES:,} in all); refused unread.")
 
@@ -151,7 +151,7 @@ def _member(archive: zipfile.ZipFile, path: Path, name: str) -> bytes:
     except zstandard.ZstdError as exc:
         raise PredictionError(f"{path}:{name}: a damaged Zstandard member ({exc}).") from None
     if len(data) != info.file_size:
-        raise PredictionError(f"{path}:{name}: unpacks to {len(data):,} bytes, not the {info.file_size:,} its "
+        raise PredictionError(f"{path}:{name}: unpacks to {plural(len(data), 'byte', spec=',')}, not the {info.file_size:,} its "
                               "zip entry says; refused.")
     return data
 
@@ -231,7 +231,7 @@ def _of_epoch(samples: list, path: Path, epoch: int | None) -> list[tuple[int, A
     epochs = sorted({e for e in map(epoch_of, samples) if isinstance(e, int)})
     if epoch is None:
         if len(epochs) > 1:
-            raise PredictionError(f"{path}: the log holds {len(epochs)} epochs of each sample (the eval ran "
+            raise PredictionError(f"{path}: the log holds {plural(len(epochs), 'epoch')} of each sample (the eval ran "
                                   f"--epochs {len(epochs)}), and cfkit reads one reply per case; choose one with "
                                   f"--epoch N ({', '.join(map(str, epochs))}).")
         return list(enumerate(samples, start=1))

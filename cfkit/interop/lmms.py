@@ -29,6 +29,7 @@ from typing import Any
 from cfkit.errors import PredictionError
 from cfkit.files import json_value
 from cfkit.interop.samples import CFKIT_KEY, PeerFile, PeerSample, target_text
+from cfkit.plural import plural
 
 #: Why an empty lmms-eval reply is a failed request: the words each such sample is stored with.
 EMPTY_FAILED = ("lmms-eval recorded an empty reply, which is what its API models write when every try of a request "
@@ -159,7 +160,7 @@ def read(path: Path) -> PeerFile:
         raw = _first_text(data[replies], at, replies)
         filtered = _first_text(data["filtered_resps"], at, "filtered_resps") if replies == "resps" else None
         if (count := _replies(data[replies])) > 1:
-            raise PredictionError(f"{at}: 'resps' holds {count} replies to this sample (lmms-eval ran the task "
+            raise PredictionError(f"{at}: 'resps' holds {plural(count, 'reply', 'replies')} to this sample (lmms-eval ran the task "
                                   "with --repeats, or asked it in several requests), and cfkit reads one reply per "
                                   "case and cannot tell which to take: run the task again with --repeats 1.")
         samples.append(PeerSample(

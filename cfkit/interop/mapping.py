@@ -96,7 +96,7 @@ class Imported:
         asked, and a report counts them wrong (absent)."""
         if self.unfinished is None:
             return None
-        return (f"{self.path.name}: {self.unfinished}; its {len(self.rows)} samples are read as a run that did "
+        return (f"{self.path.name}: {self.unfinished}; its {plural(len(self.rows), 'sample')} are read as a run that did "
                 "not finish (incomplete), and a report counts the cases it never reached wrong (absent).")
 
     def target_warning(self) -> str | None:
@@ -105,7 +105,7 @@ class Imported:
         if not self.wrong_targets:
             return None
         where, target, case, gold = self.wrong_targets[0]
-        return (f"{self.path.name}: {len(self.wrong_targets)} of {self.targets} samples hold a target that is not "
+        return (f"{self.path.name}: {len(self.wrong_targets)} of {plural(self.targets, 'sample')} hold a target that is not "
                 f"their case's gold (first: {where}, target {target}, case {case}'s gold {gold}); check that its "
                 "ids map to these cases (--map) and that it is of this cases file: its answers are scored against "
                 "the cases' golds.")
@@ -124,9 +124,9 @@ class Imported:
             failed += (f"; {plural(len(self.declined), 'reply', 'replies')} recorded as declined (refused), "
                        f"counted wrong (first: {where}: {why})")
         if not self.compared:
-            return f"{self.path.name}: {len(self.rows)} replies read with cfkit's parser ({self.fmt} records no " \
+            return f"{self.path.name}: {plural(len(self.rows), 'reply', 'replies')} read with cfkit's parser ({self.fmt} records no " \
                    f"extraction of its own to compare){failed}."
-        return (f"{self.path.name}: {len(self.rows)} replies read with cfkit's parser; {self.differ} of "
+        return (f"{self.path.name}: {plural(len(self.rows), 'reply', 'replies')} read with cfkit's parser; {self.differ} of "
                 f"{self.compared} answers differ from the {self.fmt} file's own extraction{failed}.")
 
 
@@ -182,7 +182,7 @@ def _one_model(path: Path, models: list[str], label: str | None) -> None:
     names = sorted(set(models))
     if label is not None and len(names) > 1:
         raise UsageError(f"{path}: --label names the one model of a file, but this one holds the answers of "
-                         f"{len(names)} models ({', '.join(names)}); drop --label to keep each model's name, or "
+                         f"{plural(len(names), 'model')} ({', '.join(names)}); drop --label to keep each model's name, or "
                          "split the file by model.")
 
 

@@ -150,7 +150,7 @@ def spending_said(subject: str, spend: JudgeSpending, unit: str = "label") -> st
         else:
             said += f", cost not known: the judge was not priced ({PRICES_HINT})"
         if spend.tokens_in is not None and spend.tokens_out is not None:
-            said += f" ({spend.tokens_in:,} tokens in, {spend.tokens_out:,} out)"
+            said += f" ({plural(spend.tokens_in, 'token', spec=',')} in, {spend.tokens_out:,} out)"
         else:
             said += " (some replies reported no token counts)"
         said += abandoned_note(spend.abandoned, spend.abandoned_usd)

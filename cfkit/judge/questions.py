@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from cfkit.errors import BackendError, TemplateError
+from cfkit.plural import plural
 from cfkit.prompts import JudgeTemplates, load_judge_templates  # noqa: F401  (re-exported for the judges)
 from cfkit.workspace import Workspace
 
@@ -79,7 +80,7 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
             if unread is not None:
                 unread(job, request, reply, 0)
             limit = request.generation.max_tokens
-            failed(job, BackendError(f"the reply was cut off at the token limit ({limit} tokens), so it was not "
+            failed(job, BackendError(f"the reply was cut off at the token limit ({plural(limit, 'token')}), so it was not "
                                      f"read; raise --max-tokens (now {limit}) and run again"))
         else:
             keep(job, request, reply)

@@ -8,6 +8,7 @@ from cfkit.parse.prose import leading
 from cfkit.parse.result import Findings, Reading, Rule
 from cfkit.parse.text import GRADED_CAP, normalize, window
 from cfkit.parse.vocabulary import Vocabulary, text_key
+from cfkit.plural import plural
 
 #: Keys read as the answer of a JSON object (compared case-insensitively, ignoring spaces at the ends).
 ANSWER_KEYS = ("answer", "final_answer", "final answer", "finalanswer", "choice", "option", "selected_option",
@@ -86,7 +87,7 @@ def _read_several(values: list, vocab: Vocabulary, *, rule: Rule, key: str) -> R
     if len(answers) > 1:
         return Reading(None, rule, f"'{key}' lists several answers: {', '.join(answers[:3])}", error="conflicting")
     if answers and len(values) <= 20 and all(r is not None and r.answer == answers[0] for r in items):
-        return Reading(answers[0], rule, f"'{key}' lists {answers[0]} {len(values)} times")
+        return Reading(answers[0], rule, f"'{key}' lists {answers[0]} {plural(len(values), 'time')}")
     return Reading(None, rule, f"'{key}' is {_short(values)}, not one of the options {', '.join(vocab.ids)}",
                    error="unparseable")
 
@@ -117,6 +118,6 @@ def _read_string(value: str, vocab: Vocabulary, *, rule: Rule, key: str) -> Read
 def _short(value: Any) -> str:
     """A value as shown in a detail: at most 60 characters; containers by size (repr may recurse too deep)."""
     if isinstance(value, (list, dict)):
-        return f"a {'list' if isinstance(value, list) else 'object'} of {len(value)} items"
+        return f"a {'list' if isinstance(value, list) else 'object'} of {plural(len(value), 'item')}"
     shown = value if isinstance(value, str) else repr(value)
     return shown if len(shown) <= 60 else shown[:57] + "…"

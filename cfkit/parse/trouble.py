@@ -6,6 +6,8 @@ name the likely cause in the same words.
 
 from __future__ import annotations
 
+from cfkit.plural import plural
+
 __all__ = ["not_clean", "reply_trouble"]
 
 
@@ -41,14 +43,15 @@ def reply_trouble(what: str, n: int, invalid: int, empty: int, truncated: int, m
     if truncated and truncated * 2 >= invalid - empty or not invalid:
         lacking = f"; {invalid} of {n} have no valid answer" if invalid else "; each still gave a valid answer"
         if replayed:
-            made = f" ({made_with} tokens)" if made_with else ""
-            return (f"{what}: {truncated} of {n} replies were cut off at the token limit{made} when they were made, "
+            made = f" ({plural(made_with, 'token')})" if made_with else ""
+            return (f"{what}: {truncated} of {plural(n, 'reply', 'replies')} were cut off at the token limit{made} "
+                    "when they were made, "
                     f"and a replay keeps them as recorded{lacking}. Raise the token limit in the harness that "
                     f"produced them, then replay or import its new file (--max-tokens changes nothing here){see}.")
-        limit = f" ({max_tokens} tokens)" if max_tokens else ""
-        return f"{what}: {truncated} of {n} replies were cut off at the token limit{limit}{lacking}. {again}{see}."
+        limit = f" ({plural(max_tokens, 'token')})" if max_tokens else ""
+        return f"{what}: {truncated} of {plural(n, 'reply', 'replies')} were cut off at the token limit{limit}{lacking}. {again}{see}."
     if empty * 2 >= invalid:
-        return (f"{what}: {invalid} of {n} replies have no valid answer, {empty} of them empty: no text came back "
+        return (f"{what}: {invalid} of {plural(n, 'reply', 'replies')} have no valid answer, {empty} of them empty: no text came back "
                 f"(check the server's chat template, or whether the model answers only in its reasoning){see}.")
-    return (f"{what}: {invalid} of {n} replies have no valid answer; the parser found no option in most of them "
+    return (f"{what}: {invalid} of {plural(n, 'reply', 'replies')} have no valid answer; the parser found no option in most of them "
             f"({empty} empty, {truncated} cut off at the token limit){see}.")

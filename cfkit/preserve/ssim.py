@@ -35,6 +35,7 @@ import numpy as np
 from scipy.ndimage import uniform_filter
 
 from cfkit.errors import ImageError
+from cfkit.plural import plural
 from cfkit.preserve.regions import SSIM_WINDOW
 
 #: Constants of Wang et al. (2004), as scikit-image uses them, for 8-bit images.
@@ -120,7 +121,7 @@ def ssim_means(original: np.ndarray, outputs: Sequence[np.ndarray], region: np.n
     if count == 0:
         return [None] * len(outputs)
     if min(height, width) < window:
-        raise ImageError(f"the image is {width}x{height}; SSIM needs at least {window}x{window} pixels. "
+        raise ImageError(f"the image is {width}x{height}; SSIM needs at least {window}x{plural(window, 'pixel')}. "
                          "Check a larger image.")
     half = window // 2
     rows = rows or strip_rows(height, width)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cfkit.plural import plural
 from cfkit.preserve.metrics import Metrics
 from cfkit.preserve.thresholds import Thresholds
 from cfkit.vocabulary import verdict_label
@@ -31,7 +32,7 @@ def judge(metrics: Metrics, thresholds: Thresholds) -> Verdict:
         reasons.append(f"PSNR outside the mask {metrics.psnr_out:.2f} dB < {t.psnr_out_min} dB")
     if metrics.leak_share > t.leak_max:
         reasons.append(f"{100 * metrics.leak_share:.2f}% of the keep region changed by more than "
-                       f"{t.leak_delta}/255 (limit {100 * t.leak_max:.2f}%) in {metrics.leak_count} places")
+                       f"{t.leak_delta}/255 (limit {100 * t.leak_max:.2f}%) in {plural(metrics.leak_count, 'place')}")
     if metrics.lpips_out is not None and metrics.lpips_out > t.lpips_out_max:
         reasons.append(f"LPIPS outside the mask {metrics.lpips_out:.4f} > {t.lpips_out_max}")
     if metrics.mad_in is not None and metrics.mad_in < t.mad_in_min:

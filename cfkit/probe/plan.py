@@ -26,6 +26,7 @@ from cfkit.dataset import load_cases
 from cfkit.errors import CaseError, SpecError, UsageError
 from cfkit.majority import gold_label
 from cfkit import swap
+from cfkit.plural import plural
 from cfkit.probe.image_refs import Digests, FileState, ImageRef
 from cfkit.probe.selection import Selection
 from cfkit.prompts import load_templates, prompt_templates, render_prompt, template_digests, templates_sha256
@@ -351,7 +352,7 @@ def _counterfactual(ws: Workspace, store: Store, cases: CaseSet, builder: _Reque
             continue
         case = cases.get(spec.case)
         if len(case.images) != 1:
-            yield spec.id, [], SkippedPair(spec.id, f"case {case.id} has {len(case.images)} images; pairs edit one "
+            yield spec.id, [], SkippedPair(spec.id, f"case {case.id} has {plural(len(case.images), 'image')}; pairs edit one "
                                                     "image"), False
             continue
         edit = edits.selected(store, spec.id, require_accepted=accepted_only)

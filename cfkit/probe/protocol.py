@@ -36,6 +36,7 @@ from typing import Any
 from cfkit.backends import Generation
 from cfkit.backends.controls import NO_CONTROLS, applied
 from cfkit.errors import UsageError
+from cfkit.plural import plural
 
 PROTOCOLS = ("default", "paper")
 PAPER_SOURCE = "AesCanvas supplement, Section S2.4.1 (arXiv 2608.26713)"
@@ -111,7 +112,7 @@ def resolve_protocol(name: str, *, remote: bool, model_name: str, option_names: 
         raise UsageError(f"--protocol paper sets --max-tokens {limit} for {model_name}; drop --max-tokens "
                          f"{max_tokens} or the preset.")
     if concurrency is not None and wanted_concurrency is not None and concurrency != wanted_concurrency:
-        raise UsageError(f"--protocol paper sends {wanted_concurrency} requests at once; drop -j {concurrency} "
+        raise UsageError(f"--protocol paper sends {plural(wanted_concurrency, 'request')} at once; drop -j {concurrency} "
                          "or the preset.")
     chosen: dict[str, Any] = {}
     for key, value in wanted_options.items():

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 
+from cfkit.plural import plural
 from cfkit.probe.pacing import MAX_PAUSE_S
 
 #: Requests in a row that failed on the connection (after their retries) before the run stops.
@@ -59,13 +60,13 @@ class StopPolicy:
             self.connection_failures += 1
             self.overload_failures = 0
             if self.connection_failures >= CONNECTION_LIMIT:
-                self._stop(f"{self.connection_failures} requests in a row could not reach {self.endpoint} "
+                self._stop(f"{plural(self.connection_failures, 'request')} in a row could not reach {self.endpoint} "
                            f"({_first(message)}); check that the server is up and --base-url is right")
         elif message.startswith(_OVERLOAD):
             self.overload_failures += 1
             self.connection_failures = 0
             if self.overload_failures >= OVERLOAD_LIMIT:
-                self._stop(f"{self.overload_failures} requests in a row were refused as overloaded by "
+                self._stop(f"{plural(self.overload_failures, 'request')} in a row were refused as overloaded by "
                            f"{self.endpoint}; wait until it accepts requests again (or lower -j)")
         else:  # the server answered, if not usefully: it is there
             self.connection_failures = self.overload_failures = 0

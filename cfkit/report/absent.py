@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cfkit.plural import plural
 from cfkit.report.commands import SINGLE, Commands
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def absent(run: RunInfo | None, case: str, pair: str, reviewed_view: bool = Fals
             f"; {commands.reviewed_only} reports the cases whose captions a person wrote or reviewed alone"
             if flags == "--reviewed-only" else "")
     if not run.complete:
-        return "absent", (f"not answered: run {run.id} is {run.status} ({run.n_done} of {run.n_requests} replies"
+        return "absent", (f"not answered: run {run.id} is {run.status} ({run.n_done} of {plural(run.n_requests, 'reply', 'replies')}"
                           + (f"; {run.stopped}" if run.stopped else "") + ")")
     if run.imported is not None:
         return "absent", (f"not in {run.imported}, the file imported as run {run.id}: it holds no answer for this "
@@ -81,7 +82,7 @@ def _added_since(run: RunInfo, unit: str) -> str:
                 f"only part of the suite ({flags}); {again(run, flags)}")
     if not run.complete:
         return (f"not asked: the {unit} was added to the suite after run {run.id} was planned, so resuming that "
-                f"{run.status} run ({run.n_done} of {run.n_requests} replies) would not ask it; {again(run)}")
+                f"{run.status} run ({run.n_done} of {plural(run.n_requests, 'reply', 'replies')}) would not ask it; {again(run)}")
     return f"not asked by run {run.id}: the {unit} was not part of the suite then (added since); {again(run)}"
 
 

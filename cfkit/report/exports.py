@@ -329,13 +329,39 @@ def to_latex(report: Report, *, reference: bool = False) -> str:
     return latex_tables(display_tables(report, reference=reference), report.said())
 
 
+#: The width the LaTeX tables are fitted to: an article's text column at 10 pt (345 pt).
+LATEX_WIDTH_PT = 345.0
+#: The sizes a table is tried in, largest first: (the size command, its scale, the column gap \tabcolsep in pt).
+LATEX_SIZES = (("", 1.0, 6.0), (r"\small", 0.9, 4.0), (r"\footnotesize", 0.8, 3.0), (r"\scriptsize", 0.7, 2.0),
+               (r"\tiny", 0.5, 1.5))
+#: About how wide a character of Computer Modern is at 10 pt (a little over, so the estimate errs wide).
+_NARROW, _WIDE = frozenset("ijlt.,:;'!|fr()[]-"), frozenset("mwMW%")
+
+
+def _text_pt(text: str) -> float:
+    return sum(3.9 if ch in _NARROW else 8.4 if ch in _WIDE else 3.4 if ch == " " else 7.6 if ch.isupper() else 5.1
+               for ch in visible(text))
+
+
+def _latex_size(table: DisplayTable) -> tuple[str, float]:
+    """The largest size (and column gap) in which ``table`` fits :data:`LATEX_WIDTH_PT`; the smallest else."""
+    cells = [table.columns] + [row for heading, row, _ in _grouped(table) if heading is None]
+    natural = [max(_text_pt(row[k]) for row in cells if k < len(row)) for k in range(len(table.columns))]
+    for size, scale, gap in LATEX_SIZES:
+        if sum(natural) * scale + 2 * gap * len(natural) <= LATEX_WIDTH_PT:
+            break
+    return size, gap
+
+
 def latex_tables(tables: list[DisplayTable], notes: Sequence[str] = ()) -> str:
     """``tables`` as ``table`` environments, each with its legend; then ``notes`` (:meth:`Report.said`: what
     qualifies the figures) as a ``\\paragraph{Notes}`` and an ``itemize``, which need no package."""
     parts = []
     for table in tables:
         spec = "l" + "r" * (len(table.columns) - 1)
+        size, gap = _latex_size(table)  # fitted to an article's column: a smaller size, a narrower gap
         lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{latex_escape(table.title)}}}",
+                 rf"{size}\setlength{{\tabcolsep}}{{{gap:g}pt}}" if size else "",
                  rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
                  " & ".join(latex_escape(c) for c in table.columns) + r" \\", r"\midrule"]
         for heading, row, published in _grouped(table):
@@ -352,7 +378,7 @@ def latex_tables(tables: list[DisplayTable], notes: Sequence[str] = ()) -> str:
         if table.caption:
             lines.append(rf"\par\footnotesize {latex_escape(table.caption)}")
         lines.append(r"\end{table}")
-        parts.append("\n".join(lines))
+        parts.append("\n".join(line for line in lines if line))
     if notes:
         items = [rf"\item {latex_escape(note)}" for note in notes]
         parts.append("\n".join([r"\paragraph{Notes}", r"\begin{itemize}", *items, r"\end{itemize}"]))

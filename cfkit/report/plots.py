@@ -22,6 +22,7 @@ from typing import Any
 from cfkit.errors import MissingExtra, OutputError, UsageError
 from cfkit.files import write_bytes_atomic
 from cfkit.hints import install_hint
+from cfkit.plural import plural, plural_list
 from cfkit.report.figures import SIGNIFICANCE, FigureData, figure_data, shown
 from cfkit.report.rows import Report
 from cfkit.visible import visible
@@ -179,7 +180,7 @@ def _draw_ncu(fig_data: FigureData, Figure):
                 va="bottom", fontsize=6.5, fontweight="bold")
     ax.axvline(0, color="#888888", linewidth=0.6, linestyle="--", zorder=0)
     n_pairs = sorted({r["n_pairs"] for r in rows})
-    ax.set_xlabel(f"NCU = 100 × (C − R) / pairs, over {', '.join(map(str, n_pairs))} pairs\npaired 95% CI")
+    ax.set_xlabel(f"NCU = 100 × (C − R) / pairs, over {plural_list(n_pairs, 'pair')}\npaired 95% CI")
     _legend_on_top(fig, _group_handles(rows, colours), 3)
     return fig
 
@@ -208,7 +209,7 @@ def _draw_modality(fig_data: FigureData, Figure):
     ax.set_xticks(range(len(conditions)), [c.capitalize() for c in conditions])
     ax.set_ylim(*PERCENT_LIMITS)
     ax.set_ylabel("Accuracy (%), 95% CI")
-    ax.set_xlabel(f"Condition ({rows[0]['n']} subset cases)")
+    ax.set_xlabel(f"Condition ({plural(rows[0]['n'], 'subset case')})")
     # Below the axes, in the layout (names of several lines, with their marks, make it tall).
     fig.legend(handles=ax.get_legend_handles_labels()[0], loc="outside lower center", ncol=2, frameon=False,
                handletextpad=0.3, columnspacing=1.0)
@@ -239,7 +240,7 @@ def _draw_contextcanvas(fig_data: FigureData, Figure):
                    textcoords="offset points", ha=side[0], va="top", fontsize=6)
     for ax in (left, right):
         ax.set_xlim(*PERCENT_LIMITS)
-    left.set_xlabel(f"% ({rows[0]['n']} cases;\nF1 on {rows[0]['n_binary']})")
+    left.set_xlabel(f"% ({plural(rows[0]['n'], 'case')};\nF1 on {rows[0]['n_binary']})")
     right.set_xlabel(f"Yes rate (%)\non {rows[0]['n_binary']}")
     right.tick_params(axis="y", length=0)
     metrics = left.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]

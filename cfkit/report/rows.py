@@ -202,7 +202,7 @@ def coverage_notes(missing: list[Missing], gold: Gold, cc_rows: list, cf_rows: l
     notes = []
     n_pairs = len(gold.pairs)
     if cf_rows and expected_pairs is not None and n_pairs < expected_pairs:
-        notes.append(f"counterfactual: the workspace has {n_pairs} of the {expected_pairs} pairs it expects "
+        notes.append(f"counterfactual: the workspace has {n_pairs} of the {plural(expected_pairs, 'pair')} it expects "
                      f"([workspace] pairs = {expected_pairs}); every counterfactual figure is over "
                      f"{n_pairs} pair{'s' if n_pairs != 1 else ''}.")
     gaps: dict[tuple[str, str], set] = {}

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from cfkit import stats
 from cfkit.cases import Case, CaseSet
 from cfkit.errors import CaseError, PredictionError
+from cfkit.plural import plural
 from cfkit.swap import answer_text, swap_case_ids, swap_problem
 from cfkit.vocabulary import ORIGINAL_ORDER, SWAPPED_ORDER
 
@@ -110,7 +111,7 @@ def swap_notes(missing: list, rows: list[SwapRow]) -> list[str]:
         lacking = len({m.case for m in missing if m.model == row.model and m.suite == SUITE})
         if lacking:
             notes.append(f"{SUITE}: {row.model} has usable answers in both orders for {row.scores.n - lacking} of "
-                         f"the {row.scores.n} cases; " + COVERAGE_END)
+                         f"the {plural(row.scores.n, 'case')}; " + COVERAGE_END)
     return notes
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cfkit.plural import plural
+from cfkit.plural import plural, plural_list
 from cfkit.report import legends
 from cfkit.report.groups import group_label, group_rank, paper_groups
 from cfkit.report.reference import load_reference, reference_label
@@ -163,7 +163,7 @@ def display_tables(report: Report, *, reference: bool = False) -> list[DisplayTa
                                         ref["tableS7"]["n_pairs"], report.expected.get("counterfactual")),
                             _notes(report, "counterfactual"))
         n_pairs = {r["n_pairs"] for r in data["counterfactual"]}
-        title = f"Counterfactual pairs (as in Table S7; {', '.join(map(str, sorted(n_pairs)))} pairs)"
+        title = f"Counterfactual pairs (as in Table S7; {plural_list(sorted(n_pairs), 'pair')})"
         tables.append(rows.table("counterfactual", title,
                                  ["Model", "Full", "Orig.", "Edit", "Pair", "C/R", "Inv.", "NCU", "95% CI"],
                                  _join(caption, _marks(data["counterfactual"], reference))))
@@ -303,7 +303,7 @@ def _ega_tables(data: dict, ref: dict | None) -> list[DisplayTable]:
     audit = data["ega_audit"]
     if "withheld" in audit and not ref:
         return []
-    caption = (f"{legends.ega()} Audit {audit['audit']}: {audit['cases']} of {audit['planned_cases']} cases have a "
+    caption = (f"{legends.ega()} Audit {audit['audit']}: {audit['cases']} of {plural(audit['planned_cases'], 'case')} have a "
                f"final label for every model; {plural(audit['pending'], 'item')} pending.")
     if audit.get("labels", "people") != "people":
         caption += (f" Counted with {audit['labels']} labels: {plural(audit['judge_labelled'], 'item')} carry the judge "

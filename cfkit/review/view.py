@@ -162,27 +162,40 @@ def candidates_line(data: ViewData) -> Text:
     return text
 
 
+def _header_status(data: ViewData, short: bool) -> Text:
+    """``  cand 2/3  not selected (#12 is)  [1 of 3]``; ``short``: the same in fewer letters
+    (``  2/3  #12 is selected  [1/3]``)."""
+    status = Text()
+    if data.candidate:
+        status.append(f"  {data.candidate}" if short else f"  cand {data.candidate}", style="bold")
+    if data.selected:
+        status.append("  selected", style="green")
+    elif data.selected_id is not None:
+        status.append(f"  #{data.selected_id} is selected" if short else f"  not selected (#{data.selected_id} is)",
+                      style="yellow")
+    else:
+        status.append("  none selected", style="yellow")
+    if data.position:
+        position = data.position.replace(" of ", "/") if short else data.position
+        status.append(f"  [{position}]", style="dim")
+    return status
+
+
 def header_line(data: ViewData, width: int) -> Text:
     """``EX03 · Foreground stars removed  #3 composite · classical  cand 1/2  selected  [1 of 3]``, fitted to ``width``.
 
     The spec id, the edit, its candidate number, whether it is selected and the
-    position always show; the title comes next (shortened when it must be), the
-    engine only where there is room for both.
+    position always show, in fewer letters where the frame is narrow (never cut
+    mid-phrase); the title comes next (shortened when it must be), the engine
+    only where there is room for both.
     """
-    edit = Text(f"  #{data.edit_id} {data.variant}", style="bold")
-    engine = Text(f" · {data.engine}" + (f" {data.model}" if data.model else ""), style="dim")
-    status = Text()
-    if data.candidate:
-        status.append(f"  cand {data.candidate}", style="bold")
-    if data.selected:
-        status.append("  selected", style="green")
-    elif data.selected_id is not None:
-        status.append(f"  not selected (#{data.selected_id} is)", style="yellow")
-    else:
-        status.append("  none selected", style="yellow")
-    if data.position:
-        status.append(f"  [{data.position}]", style="dim")
     line = Text(data.spec_id, style="bold cyan")
+    for edit, status in ((Text(f"  #{data.edit_id} {data.variant}", style="bold"), _header_status(data, False)),
+                         (Text(f"  #{data.edit_id} {data.variant}", style="bold"), _header_status(data, True)),
+                         (Text(f"  #{data.edit_id}", style="bold"), _header_status(data, True))):
+        if line.cell_len + edit.cell_len + status.cell_len <= width:
+            break
+    engine = Text(f" · {data.engine}" + (f" {data.model}" if data.model else ""), style="dim")
     title = Text(f" · {data.title}")
     room = width - line.cell_len - edit.cell_len - status.cell_len
     show_engine = room >= title.cell_len + engine.cell_len

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cfkit.plural import plural
 from cfkit.stats.answers import as_flags
 from cfkit.stats.bootstrap import LEVEL, N_RESAMPLES, SEED, Interval, Resamples, sum_statistic_intervals
 
@@ -72,7 +73,7 @@ def _labels(first: Sequence[bool] | np.ndarray, second: Sequence[bool] | np.ndar
     a = as_flags(first, "first")
     b = as_flags(second, "second")
     if a.shape != b.shape:
-        raise ValueError(f"first has {a.size} labels but second has {b.size}; give one per item from each annotator")
+        raise ValueError(f"first has {plural(a.size, 'label')} but second has {b.size}; give one per item from each annotator")
     if a.size == 0:
         raise ValueError("agreement needs at least one item labelled by both annotators")
     return a, b
@@ -143,7 +144,7 @@ def agreement(
     reason = None
     if kappa is None:
         label = "yes" if table.yes_yes else "no"
-        items = "the one item" if table.n == 1 else f"all {table.n} items"
+        items = "the one item" if table.n == 1 else f"all {plural(table.n, 'item')}"
         reason = f"{raters} labelled {items} '{label}': chance agreement is 1, so κ is 0/0; AC1 stays defined"
         kappa_ci = None
     return Agreement(

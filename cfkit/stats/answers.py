@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cfkit.plural import plural
+
 
 def as_answers(values: Sequence[str | None] | np.ndarray) -> np.ndarray:
     """Answers (option ids, texts or None) as a 1-D object array, one entry per unit (a 1-D object array is
@@ -28,7 +30,7 @@ def correct_mask(predicted: Sequence[str | None], gold: Sequence[str | None]) ->
     pred = as_answers(predicted)
     ref = as_answers(gold)
     if pred.shape != ref.shape:
-        raise ValueError(f"predicted has {pred.shape[0]} entries but gold has {ref.shape[0]}; give one per unit")
+        raise ValueError(f"predicted has {plural(pred.shape[0], 'entry', 'entries')} but gold has {ref.shape[0]}; give one per unit")
     # Compared a whole column at a time (numpy calls == on each pair of objects in C): ``p is not None and p == g``.
     return np.equal(pred, ref).astype(bool) & np.not_equal(pred, None).astype(bool)
 

@@ -33,6 +33,8 @@ from typing import cast
 
 import numpy as np
 
+from cfkit.plural import plural
+
 #: Bootstrap defaults of docs/metrics.md: B = 10,000 resamples, seed 0, 95 % level.
 N_RESAMPLES = 10_000
 SEED = 0
@@ -164,7 +166,7 @@ class Resamples:
         """
         values = _as_matrix(values)
         if values.shape[1] != self.n:
-            raise ValueError(f"values have {values.shape[1]} units but the resamples were drawn over {self.n}")
+            raise ValueError(f"values have {plural(values.shape[1], 'unit')} but the resamples were drawn over {self.n}")
         exact32 = float(np.abs(values).max(initial=0.0)) * self.n < _EXACT32 and bool((np.trunc(values) == values).all())
         columns = np.ascontiguousarray(values.T, dtype=np.float32 if exact32 else float)
         blocks = self._count_blocks32() if exact32 else self.count_blocks()

@@ -21,6 +21,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from cfkit.errors import UsageError
+from cfkit.plural import plural
 from cfkit.store.db import Database, now
 from cfkit.store.tables.audit_labels import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
@@ -116,7 +117,7 @@ def _take_place(tx: sqlite3.Connection, audit_id: str, name: str, places: int) -
         return
     taken = tx.execute("SELECT COUNT(*) FROM audit_annotators WHERE audit_id = ?", (audit_id,)).fetchone()[0]
     if taken >= places:
-        raise UsageError(f"audit {audit_id} already has its {places} annotators and '{name}' is not one of them; "
+        raise UsageError(f"audit {audit_id} already has its {plural(places, 'annotator')} and '{name}' is not one of them; "
                          "label under your own annotator name, or resolve disagreements with "
                          f"'cfkit audit adjudicate --as {name}'.")
     tx.execute("INSERT INTO audit_annotators (audit_id, name, number, joined_at) VALUES (?, ?, ?, ?)",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cfkit.errors import NotFoundError, UsageError
+from cfkit.plural import plural
 from cfkit.store.db import Database, from_json, to_json
 from cfkit.store.tables.audits import DDL as DDL, MIGRATIONS as MIGRATIONS  # the schema (cfkit.store.tables)
 
@@ -150,7 +151,7 @@ def find_plan(store: Database, ref: str | None = None) -> AuditPlan:
     if not rows:
         known = ", ".join(p.id for p in list_plans(store)[:5]) or "none yet"
         raise NotFoundError(f"no audit '{ref}' in {store.path} (audits: {known}).")
-    raise UsageError(f"audit '{ref}' matches {len(rows)} audits; give more of the id.")
+    raise UsageError(f"audit '{ref}' matches {plural(len(rows), 'audit')}; give more of the id.")
 
 
 def items(store: Database, audit_id: str) -> list[AuditItem]:
@@ -171,4 +172,4 @@ def find_item(store: Database, audit_id: str, ref: str) -> AuditItem:
         return _item((exact or rows)[0])
     if not rows:
         raise NotFoundError(f"no item '{ref}' in audit {audit_id}; list them with 'cfkit audit items --as NAME'.")
-    raise UsageError(f"item '{ref}' matches {len(rows)} items of audit {audit_id}; give more of the id.")
+    raise UsageError(f"item '{ref}' matches {plural(len(rows), 'item')} of audit {audit_id}; give more of the id.")

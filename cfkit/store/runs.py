@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cfkit.errors import NotFoundError, UsageError
+from cfkit.plural import plural
 from cfkit.store.db import Database, from_json, now, placeholders, to_json
 from cfkit.store.records.runs import (  # the records (cfkit.store.records.runs), read and written here
     ReplyFields as ReplyFields, ReplyKey as ReplyKey, ReplyProvenance as ReplyProvenance, ReplyRecord as ReplyRecord,
@@ -183,7 +184,7 @@ def find_run(store: Database, ref: str) -> RunRecord:
         raise NotFoundError(f"no run '{ref}' in {store.path}.{hint or f' Recent runs: {listing}.'} "
                             "See 'cfkit runs list'.")
     shown = ", ".join(r["id"] for r in rows[:5]) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
-    raise UsageError(f"run '{ref}' matches {len(rows)} runs ({shown}); give more of the id.")
+    raise UsageError(f"run '{ref}' matches {plural(len(rows), 'run')} ({shown}); give more of the id.")
 
 
 def latest_run_ids(store: Database) -> list[str]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from cfkit.errors import CfkitError, UsageError
 from cfkit.money import Cost
+from cfkit.plural import plural
 from cfkit.probe import ProbeJob, RunProgress, RunSummary, Selection, prepare_probe
 from cfkit.study.file import Study
 from cfkit.workspace import Workspace
@@ -107,7 +108,7 @@ def replicas_refused(study: Study, name: str) -> str | None:
     field = check_installed(split_model(study.models[name].model)[0]).Options.model_fields.get("base_url")
     if field is not None and "list" in str(field.annotation):
         return None
-    return (f"model '{name}' lists {len(endpoints)} endpoints (replicas), and this cfkit's "
+    return (f"model '{name}' lists {plural(len(endpoints), 'endpoint')} (replicas), and this cfkit's "
             f"{study.models[name].model.split(':', 1)[0]} backend takes one base URL; give one endpoint.")
 
 

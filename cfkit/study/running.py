@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from cfkit.backends import has_batch_api
 from cfkit.errors import CfkitError, ConfigError, Incomplete
+from cfkit.plural import plural
 from cfkit.probe import RunSummary
 from cfkit.store import Store
 from cfkit.study.file import Study
@@ -220,10 +221,10 @@ def _collect(store: Store, run: StudyRun, p) -> bool:
     if collected.waiting:
         run.state = "waiting"
         if collected.running:
-            run.notes.append(f"{len(collected.running)} batch(es) still running; 'cfkit study run' again later "
+            run.notes.append(f"{plural(len(collected.running), 'batch', 'batches')} still running; 'cfkit study run' again later "
                              f"collects them (or 'cfkit probe collect {run.run_id} --wait')")
         if collected.lost:
-            run.notes.append(f"{len(collected.lost)} batch(es) the provider no longer knows (HTTP 404); if they are "
+            run.notes.append(f"{plural(len(collected.lost), 'batch', 'batches')} the provider no longer knows (HTTP 404); if they are "
                              f"gone for good, 'cfkit probe collect {run.run_id} --final' stores their requests as "
                              "failed, and 'cfkit study run' then sends them again")
         return False

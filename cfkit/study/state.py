@@ -136,7 +136,7 @@ def planned_state(store: Store, run: StudyRun, planned: PlannedRun) -> RunState:
         if same:
             newest = max(same, key=lambda r: r.last_active)
             return _row(run, "stale", newest, f"its inputs changed since run {newest.id}; "
-                        f"'study run' asks the {total} questions of the new inputs")
+                        f"'study run' asks the {plural(total, 'question')} of the new inputs")
         return _row(run, "not started", total=total, detail=_settings_changed(store, run, recorded))
     if record.complete:  # (so no transport failure among its replies: each is one that came back)
         _, cut, empty = runs.count_unanswered(store, run_id)
@@ -197,7 +197,7 @@ def _not_clean(answered_by, truncated: int, empty: int, replies: int) -> str | N
     from servers that said they were different models, :mod:`cfkit.servers`)."""
     if answered_by.mixed_models:
         return (f"complete but not clean: the replies came from servers that said they were "
-                f"{len(answered_by.models)} different models: {answered_by.models_phrase()}")
+                f"{plural(len(answered_by.models), 'different model')}: {answered_by.models_phrase()}")
     trouble = _cut_or_empty(truncated, empty, replies)
     return trouble and f"complete but not clean: {trouble}"
 
@@ -210,8 +210,8 @@ def _cut_or_empty(truncated: int, empty: int, replies: int) -> str | None:
     if not not_clean(truncated, empty, replies):
         return None
     if truncated:
-        return f"{truncated} of {replies} replies cut off at the token limit"
-    return f"{empty} of {replies} replies empty"
+        return f"{truncated} of {plural(replies, 'reply', 'replies')} cut off at the token limit"
+    return f"{empty} of {plural(replies, 'reply', 'replies')} empty"
 
 
 def study_command(root: Path, file: Path, *extra: str) -> str:

@@ -16,6 +16,7 @@ import numpy as np
 from cfkit.errors import ConfigError, WeightsError
 from cfkit.hints import install_hint
 from cfkit.files import write_bytes_atomic
+from cfkit.plural import plural
 from cfkit.weights.locations import ALEXNET_FILE, ALEXNET_URL, CONNECT_TIMEOUT, FETCH_URL_ENV, IMPORTED_FILE, WEIGHTS_DIR_ENV, _HASH_IN_NAME, weights_dir
 from cfkit.weights.reading import read_alexnet_features
 from cfkit.weights.verify import Verification, _VerificationCache, _checksum_verification, file_sha256, fingerprint, judge_fingerprint, refusal
@@ -201,7 +202,7 @@ def _download(url: str, sink_path: Path, expected: str | None, progress: Progres
     from cfkit.watchdog import Watchdog
 
     def too_slow(done: int) -> WeightsError:
-        return WeightsError(f"the download of {url} took longer than {deadline_s:g} s in all ({done} bytes so far); "
+        return WeightsError(f"the download of {url} took longer than {deadline_s:g} s in all ({plural(done, 'byte')} so far); "
                             "nothing was saved. Run it again where the server is faster, give more time with "
                             f"--timeout, or {import_hint()}.")
 
@@ -225,7 +226,7 @@ def _download(url: str, sink_path: Path, expected: str | None, progress: Progres
                 except (OSError, http.client.HTTPException) as exc:  # the connection dropped or stalled mid-way
                     if dog.fired:
                         raise too_slow(done) from exc
-                    raise WeightsError(f"the download of {url} broke off after {done} bytes ({exc}); nothing was "
+                    raise WeightsError(f"the download of {url} broke off after {plural(done, 'byte')} ({exc}); nothing was "
                                        "saved. Run the command again.") from exc
                 if dog.fired:
                     raise too_slow(done)
@@ -242,7 +243,7 @@ def _download(url: str, sink_path: Path, expected: str | None, progress: Progres
                 if progress is not None:
                     progress(done, total)
     if total is not None and done != total:
-        raise WeightsError(f"the download of {url} stopped at {done} of {total} bytes; nothing was saved. "
+        raise WeightsError(f"the download of {url} stopped at {done} of {plural(total, 'byte')}; nothing was saved. "
                            "Run the command again.")
     sha256 = digest.hexdigest()
     if expected is not None and not sha256.startswith(expected):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 
 from cfkit.errors import ConfigError
+from cfkit.plural import plural
 from cfkit.weights.locations import hf_hub_cache_dir, weights_dir
 from cfkit.weights.reading import check_backbone_readable
 from cfkit.weights.verify import Verification, cached_verification, refusal, verify_backbone
@@ -153,5 +154,5 @@ def _hf_models(cache: Path) -> tuple[list[CachedModel], str | None]:
         revisions = [CachedRevision(r.commit_hash, sorted(r.refs), r.size_on_disk)
                      for r in sorted(repo.revisions, key=lambda r: r.commit_hash)]
         models.append(CachedModel(repo.repo_id, kind, revisions, repo.size_on_disk))
-    note = f"{len(info.warnings)} unreadable entries skipped ({info.warnings[0]})" if info.warnings else None
+    note = f"{plural(len(info.warnings), 'unreadable entry', 'unreadable entries')} skipped ({info.warnings[0]})" if info.warnings else None
     return models, note

@@ -16,6 +16,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from cfkit.errors import ConfigError
+from cfkit.plural import plural
 from cfkit.weights.locations import ALEXNET_FEATURES, _CONV_INDEX, _SDIST_MEMBER
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ class _TooLarge(ValueError):
 
 
 def _mib(size: int) -> str:
-    return f"{size / (1 << 20):,.0f} MiB" if size >= 1 << 20 else f"{size:,} bytes"
+    return f"{size / (1 << 20):,.0f} MiB" if size >= 1 << 20 else f"{plural(size, 'byte', spec=',')}"
 
 
 @contextmanager

@@ -33,7 +33,9 @@ def test_after_a_resize_the_frame_has_the_new_size_and_starts_with_the_item(ws, 
     assert summary.decisions == 0
     assert len(first) == 23 and first[0].startswith("item ")
     assert len(resized) == lines - 1, resized  # the last line stays free for the cursor
-    assert resized[0].startswith("item ") and all(cell_len(line.rstrip()) <= columns for line in resized)
+    item_id = first[0].split()[1]  # a narrow frame's header drops the word "item" before it cuts anything
+    assert resized[0].startswith((f"item {item_id} ", f"{item_id} "))
+    assert all(cell_len(line.rstrip()) <= columns for line in resized)
     assert "y/n answer" in "\n".join(resized[-3:])  # the keys at the foot of the new frame
 
 

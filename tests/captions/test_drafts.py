@@ -124,7 +124,7 @@ def test_draft_failure_writes_nothing_and_exits_1(cws, chat):
     result = draft_cli(cws, server, "T001")
     assert result.exit_code == 1
     assert "T001: not drafted: the request failed: HTTP 500" in result.stdout
-    assert "1 drafts failed" in result.stderr
+    assert "1 draft failed" in result.stderr
     assert not (cws / "captions" / "T001.yaml").exists()
     empty = chat([(200, "   ")])
     result = draft_cli(cws, empty, "T001")

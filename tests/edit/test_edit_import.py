@@ -125,7 +125,7 @@ def test_a_failed_check_is_listed_and_exits_1(tiny_ws: Path, tmp_path: Path, no_
     save(source(tiny_ws), edits / "TX01.png")  # no change at all: the check's change-inside test fails
     result = run_cli(["edits", "import", str(edits), "-w", str(tiny_ws)])
     assert result.exit_code == 1
-    assert "TX01.png → TX01 check failed" in result.stderr and "1 of 1 files" in result.stderr
+    assert "TX01.png → TX01 check failed" in result.stderr and "1 of 1 file" in result.stderr
     assert [r["status"] for r in rows(tiny_ws)] == ["ok"]  # recorded all the same
 
 

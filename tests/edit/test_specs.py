@@ -26,7 +26,7 @@ def test_specs_list_shows_coverage_and_authored_count(tiny_ws: Path):
 def test_specs_validate_ok(tiny_ws: Path):
     result = run_cli(["specs", "validate", "-w", str(tiny_ws)])
     assert result.exit_code == 0, result.output
-    assert "1 of 1 specs valid" in result.stdout
+    assert "1 of 1 spec valid" in result.stdout
 
 
 def test_specs_new_refuses_to_overwrite(tiny_ws: Path):

@@ -11,7 +11,7 @@ from support.workspace import REPO
 PACKAGE = REPO / "cfkit"
 
 #: A noun (or a placeholder standing for one, as in ``f"{unit}(s)"``) written with "(s)".
-PLURAL_S = re.compile(r"[\w}]\(s\)")
+PLURAL_S = re.compile(r"[\w}]\((?:s|es)\)")
 
 #: (module path under cfkit/, the text as this test reads it) -> why "(s)" is right there. A count is at hand in
 #: nearly every message, and where none is, a rewording reads better; add an entry only with its reason.
@@ -78,3 +78,109 @@ def test_the_scan_sees_the_ways_a_message_is_written(tmp_path):
                       '    d = "no count: file(s)"\n'
                       '    e = f"{n} runs"\n', encoding="utf-8")
     assert [line for line, _ in sorted(plural_s_literals(sample))] == [4, 5, 7, 8]
+
+
+# ── a count written by hand before its noun: f"{n} requests" reads "1 requests" when n is 1 ──────────────
+
+#: Words ending in "s" that follow a placeholder without being a plural noun: verbs whose subject is the
+#: placeholder (f"{path} is missing", f"{model} holds …") and other small words.
+NOT_NOUNS = frozenset("""
+    as is was has does its this his thus plus us yes vs less unless across always perhaps whereas
+    appears answers asks belongs carries counts declares defines does doubts exists gives holds lacks lists matches
+    names needs reads records rejects reports resolves says scores sets splits stays takes unpacks verifies waits writes
+""".split())
+#: Words that, right after a placeholder, show that what follows is not the placeholder's noun.
+NOT_MODIFIERS = frozenset("""
+    a an the and or nor but of in on at to for from with by as into onto than that this these those its their his
+    her our your is was are were be been has have had not no so if then when where which who whose while
+""".split())
+#: A placeholder's text, then one optional modifier ("new", "planned", "more"), then a plural noun.
+COUNTED = re.compile(r"^ (?:([a-z][a-z-]*) )?([a-z][a-z-]*s)(?![\w'-])")
+#: In a plain string (a str.format or %-template): the placeholder, then the same.
+TEMPLATE = re.compile(r"(\{[^{}]*\}|%[-+ #0-9.]*[dis])(?= )")
+
+#: (module path under cfkit/, the placeholder's code, the noun) -> why the count there is never 1 or the
+#: placeholder is no count. Add an entry only with its reason; a count that can be 1 goes through plural().
+COUNT_ALLOWED: dict[tuple[str, str, str], str] = {
+    ("backends/anthropic_messages.py", "MAX_STORED_CHARS", "characters"): "a constant in the tens of thousands",
+    ("backends/openai_wire.py", "MAX_STORED_CHARS", "characters"): "a constant in the tens of thousands",
+    ("images.py", "MAX_PIXELS", "pixels"): "a constant in the millions",
+    ("parse/decision.py", "GRADED_CAP // 2", "characters"): "half a constant in the thousands",
+    ("weights/reading.py", "MAX_MEMBERS", "members"): "a constant in the thousands",
+    ("edit_import.py", "MAX_CANDIDATES", "candidates"): "a constant (100)",
+    ("files.py", "csv.field_size_limit()", "characters"): "cfkit raises the csv module's limit to megabytes",
+    ("audit/plan.py", "AUDIT_SUITE", "replies"): "a suite's name ('the contextcanvas replies'), not a count",
+    ("report/tables.py", "audit['labels']", "labels"): "whose labels ('judge', 'people'), not a count",
+    ("cli/probe_plan.py", "preview.model", "runs"): "a verb: 'MODEL runs here'",
+    ("cli/probe_replies.py", "ws.root", "runs"): "the command 'cfkit -w ROOT runs unparsed'",
+    ("edit_arguments.py", "spec.id", "engines"): "the key 'spec ID engines.ENGINE'",
+    ("spec_status.py", "spec.id", "engines"): "the key 'spec ID engines.ENGINE'",
+}
+
+
+def _words_only(node: ast.AST) -> bool:
+    """A placeholder that writes words, not a number: ``{'has' if n == 1 else 'have'}`` or ``{plural(n, 'run')}``."""
+    if isinstance(node, ast.IfExp):
+        return all(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in (node.body, node.orelse))
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "plural"
+
+
+def _noun_after(text: str) -> str | None:
+    """The plural noun ``text`` (what follows a placeholder) starts with, if it starts with one."""
+    match = COUNTED.match(text)
+    if match is None:
+        return None
+    modifier, noun = match.groups()
+    if modifier in NOT_MODIFIERS or modifier in NOT_NOUNS or noun in NOT_NOUNS or len(noun) < 3:
+        return None
+    return noun
+
+
+def hand_counted(path: Path) -> list[tuple[int, str, str]]:
+    """(line, placeholder, noun) of each placeholder in ``path`` that a plural noun follows, docstrings aside."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _docstrings(tree)
+    inside_fstrings = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            for value, after in zip(node.values, node.values[1:]):
+                if (isinstance(value, ast.FormattedValue) and isinstance(after, ast.Constant)
+                        and not _words_only(value.value) and (noun := _noun_after(after.value))):
+                    found.append((after.lineno, ast.unparse(value.value), noun))
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip
+              and id(node) not in inside_fstrings):
+            for match in TEMPLATE.finditer(node.value):
+                if noun := _noun_after(node.value[match.end():]):
+                    found.append((node.lineno, match.group(1), noun))
+    return found
+
+
+def test_no_count_is_written_by_hand_before_its_noun():
+    found = {(str(path.relative_to(PACKAGE)), code, noun): line
+             for path in sorted(PACKAGE.rglob("*.py")) for line, code, noun in hand_counted(path)}
+    wrong = [f"cfkit/{where}:{line}: {{{code}}} {noun}" for (where, code, noun), line in sorted(found.items())
+             if (where, code, noun) not in COUNT_ALLOWED]
+    assert not wrong, ("a count written as f'{n} requests' reads '1 requests' when n is 1: write it with "
+                       "cfkit.plural.plural (plural(n, 'request')); where the value is never 1 or is no count, "
+                       "allow it in COUNT_ALLOWED with a reason:\n" + "\n".join(wrong))
+    stale = [key for key in COUNT_ALLOWED if key not in found]
+    assert not stale, f"COUNT_ALLOWED names placeholders no longer in cfkit; remove them: {stale}"
+
+
+def test_the_count_scan_sees_hand_written_plurals(tmp_path):
+    """f-strings, a modifier before the noun, str.format and %-templates; not verbs, words or plural() itself."""
+    sample = tmp_path / "sample.py"
+    sample.write_text('"""About {n} requests."""\n'
+                      'def f(n, path, x):\n'
+                      '    a = f"{n} requests failed"\n'
+                      '    b = f"{len(x)} new edits"\n'
+                      '    c = "{} cases".format(n)\n'
+                      '    d = "%d pairs" % n\n'
+                      '    e = f"{path} is missing; {path} holds nothing"\n'
+                      '    g = f"{plural(n, \'run\')} runs"\n'
+                      '    h = f"{\'has\' if n == 1 else \'have\'} questions"\n'
+                      '    i = f"{n} of them; took {n} s; {n} in this"\n'
+                      '    j = f"{n:,} bytes"\n', encoding="utf-8")
+    assert [(line, noun) for line, _, noun in sorted(hand_counted(sample))] == [
+        (3, "requests"), (4, "edits"), (5, "cases"), (6, "pairs"), (11, "bytes")]

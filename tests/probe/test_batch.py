@@ -47,7 +47,7 @@ def test_a_batch_run_submits_cache_keyed_lines_and_collect_stores_them_like_live
         assert table_rows(tiny_ws, "runs", "status") == [{"status": "waiting"}]
         # While the batch runs: exit 1, what is running, how to go on; nothing stored yet.
         early = collect(tiny_ws, run_id)
-        assert early.exit_code == 1 and "1 batch(es) still running" in early.stderr
+        assert early.exit_code == 1 and "1 batch still running" in early.stderr
         assert f"Run 'cfkit probe collect {run_id}' again later, or add --wait." in early.stderr
         assert replies(tiny_ws) == []
         done = collect(tiny_ws, run_id, "--wait", "--poll", "1", "--json")
@@ -108,7 +108,7 @@ def test_a_run_with_batches_in_flight_is_not_sent_live_nor_batched_again(tiny_ws
         for extra in ([], ["--batch"]):
             again = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",
                              "--base-url", server.url, *FAST, *extra])
-            assert again.exit_code == 1 and f"has 1 batch(es) in flight" in again.stderr
+            assert again.exit_code == 1 and f"has 1 batch in flight" in again.stderr
             assert f"cfkit probe collect {run_id}" in again.stderr
         assert server.calls("POST", "/chat/completions") == 0 and server.calls("POST", "/batches") == 1
 

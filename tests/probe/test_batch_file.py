@@ -116,7 +116,7 @@ def test_lines_of_another_run_and_missing_files_are_told_apart(many_ws, tmp_path
     results.write_text(results.read_text() + stranger + "\n")
     text = collect(many_ws, run_id, results, json_out=False)
     assert text.exit_code == 0, text.stderr
-    assert "1 lines of another run skipped" in text.stderr and f"is no request of run {run_id}" in text.stderr
+    assert "1 line of another run skipped" in text.stderr and f"is no request of run {run_id}" in text.stderr
     gone = collect(many_ws, run_id, tmp_path / "nowhere.jsonl")
     assert gone.exit_code == 2 and "nowhere.jsonl" in gone.stderr and "cannot be read" in gone.stderr
 
@@ -215,7 +215,7 @@ def test_a_case_dropped_from_the_cases_file_is_not_waited_for(many_ws, tmp_path)
     cases.write_text("".join(cases.read_text().splitlines(keepends=True)[:-1]))  # the last case removed
     collected = collect(many_ws, run_id, results, json_out=False)
     assert collected.exit_code == 0, collected.stderr
-    assert f"done: {N} lines read, {N - 1} results stored, 1 lines for cases no longer in the cases file skipped." \
+    assert f"done: {N} lines read, {N - 1} results stored, 1 line for cases no longer in the cases file skipped." \
         in collected.stderr
     shown = json.loads(run_cli(["-w", str(many_ws), "runs", "show", run_id, "--json"]).stdout)["run"]
     assert shown["status"] == "done"

@@ -49,7 +49,7 @@ def test_a_batch_that_ends_with_requests_unanswered_stores_them_as_failed_and_th
         said = [line for line in result.stderr.splitlines() if f"batch {batch_id} ended {ends_as}" in line]
         assert len(said) == 1 and ": 2 results stored, 1 request never answered (" in said[0]
         assert "stored as failed, and the same 'cfkit probe run' sends them again" in said[0]
-        assert "1 planned requests have no reply" in result.stderr
+        assert "1 planned request has no reply" in result.stderr
         stored = {r["case_id"]: r for r in replies(tiny_ws, sub["run_id"])}
         assert stored["T001"]["answer"] == "A" and stored["T002"]["answer"] == "A"  # the partial output is kept
         why = f"batch_{ends_as}" if listed else f"the batch ended {ends_as} without answering it"
@@ -78,7 +78,7 @@ def test_final_gives_up_on_batches_still_running_or_lost_and_the_run_resumes_wit
         [line] = [line for line in plain.stderr.splitlines() if f"batch {lost}:" in line]
         assert f"the provider has no such batch (HTTP 404: No batch found with id '{lost}'.)" in line
         assert f"'cfkit probe collect {run_id} --final'" in line
-        assert f"1 batch(es) the provider no longer knows ({lost})" in plain.stderr
+        assert f"1 batch the provider no longer knows ({lost})" in plain.stderr
         assert plain.stderr.rstrip().endswith("the same 'cfkit probe run' then sends it again.")
         assert [r["case_id"] for r in replies(tiny_ws, run_id)] == ["T001"]
         assert batch_rows(tiny_ws)[lost]["status"] == "not found" and batch_rows(tiny_ws)[lost]["collected_at"] is None
@@ -106,8 +106,8 @@ def test_final_cancels_a_running_batch_stores_what_it_answered_gives_up_the_lost
         final = collect(tiny_ws, run_id, "--final")
         assert final.exit_code == 1
         # The running batch is cancelled; it answered its request before it stopped, and that answer is stored.
-        assert "2 results stored now; 1 requests of batches given up stored as failed (--final)" in final.stderr
-        assert "1 planned requests have no reply (run the same 'cfkit probe run' again" in final.stderr
+        assert "2 results stored now; 1 request of batches given up stored as failed (--final)" in final.stderr
+        assert "1 planned request has no reply (run the same 'cfkit probe run' again" in final.stderr
         assert f"batch {running} cancelled: it was in_progress; the provider was asked to cancel it" in final.stderr
         assert server.calls("POST", f"/batches/{running}/cancel") == 1
         assert server.calls("POST", "/cancel") == 1  # neither the ended batch nor the lost one

@@ -90,7 +90,7 @@ def test_counterfactual_warns_about_pairs_whose_edit_no_person_accepted(tiny_ws)
     result = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s", "counterfactual"])
     assert result.exit_code == 0, result.stderr
     warned = " ".join(result.stderr.split())
-    assert "1 of 1 pairs use an edit no person has accepted (it passed its own check only): TX01" in warned
+    assert "1 of 1 pair use an edit no person has accepted (it passed its own check only): TX01" in warned
     assert "--accepted-only" in warned
     only = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s", "counterfactual",
                     "--accepted-only"])

@@ -36,7 +36,7 @@ def test_the_headline_counts_the_requests_of_the_runs_started_and_says_so_while_
     for run in runs[4:]:  # every run counted: the requests are the study's
         run.state, run.progress = "sending", RunProgress(total=60, done=0)
     assert display_lines(runs, 80, 24)[0] == "study: 2/6 runs done, 63/185 requests"
-    assert display_lines([_run("c", "swap", "planning")], 80, 24)[0] == "study: 0/1 runs done"
+    assert display_lines([_run("c", "swap", "planning")], 80, 24)[0] == "study: 0/1 run done"
 
 
 def test_the_headline_of_a_large_study_says_whose_requests_it_counts_in_80_columns():
