@@ -31,6 +31,7 @@ names what failed, the bad value, what is allowed and what to do next.
     │   └── EditRefused       the editor declined the request (content policy)
     └── BackendError          a model backend failed or cannot run here
         ├── BackendUnavailable
+        ├── QuotaRefused      the provider refused for quota or billing: no retry can help (stops the run, exit 2)
         └── TransportError    one request failed after retries (recorded; retried next run)
 
 An unreadable model reply is not an exception: cfkit.parse returns no answer
@@ -176,6 +177,15 @@ class BackendError(CfkitError):
 
 class BackendUnavailable(BackendError):
     """A model backend cannot run here (no key, no package, no weights)."""
+
+    exit_code = 2
+
+
+class QuotaRefused(BackendError):
+    """The provider refused a request because the account has no credit or quota left (or billing is not set up).
+
+    No retry can help, so it is not retried: it stops the run as a refused key does (exit status 2); the replies
+    already stored are kept, and the same command asks the rest once the account has credit."""
 
     exit_code = 2
 

@@ -12,6 +12,7 @@ Exceptions a backend raises (all from :mod:`cfkit.errors`):
 
     BackendError
     ├── BackendUnavailable   cannot run here: no key, no package, no weights (stops the run)
+    ├── QuotaRefused         the account cannot pay: no credit or quota (stops the run; cfkit.backends.billing)
     └── TransportError       one request failed after its retries (recorded, retried next run)
 
 Any other ``BackendError`` stops the run: it means every request would fail

@@ -41,7 +41,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cfkit.backends.batch_api import NOT_FOUND, BatchAPI, BatchInfo
-from cfkit.errors import BackendUnavailable, TransportError
+from cfkit.backends.billing import billing_refusal, refusal_line, sdk_said
+from cfkit.errors import BackendUnavailable, QuotaRefused, TransportError
 
 ATTEMPTS = 4
 _STATUS = {"in_progress": "in_progress", "canceling": "cancelling", "ended": "completed"}
@@ -107,6 +108,9 @@ class MessageBatches(BatchAPI):
             except anthropic.APIStatusError as exc:
                 if missing_ok and exc.status_code == 404:
                     return None
+                if billing_refusal(exc.status_code, getattr(exc, "body", None), str(exc.message)):
+                    raise QuotaRefused(refusal_line("anthropic backend", self.endpoint, exc.status_code,
+                                                    f"while {what}: {sdk_said(exc)}")) from exc
                 if exc.status_code in (401, 403):
                     raise BackendUnavailable(f"anthropic backend: {self.endpoint} refused the key while {what} "
                                              f"(HTTP {exc.status_code}).") from exc

@@ -17,7 +17,9 @@ it does not retry: cfkit retries 408, 409, 429, 5xx (529 "overloaded"
 included), timeouts and connection errors ``max_retries`` times with jittered
 exponential backoff, honouring ``Retry-After`` (and telling ``on_overload``
 of a 429/529), within one deadline per attempt (``timeout``); 401/403 stop the
-run (the key), 404 stops it (the model), other 4xx fail the request. Attempts
+run (the key), 404 stops it (the model), and so does, at once, an answer that the
+account cannot pay ("credit balance is too low", a 402 or ``billing_error``:
+:mod:`cfkit.backends.billing`); other 4xx fail the request. Attempts
 given up after the request reached the server (a timeout once connected, a
 connection dropped mid-reply) are counted in ``Reply.abandoned``, or the
 ``TransportError``'s: a provider may bill them.
@@ -46,13 +48,14 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from cfkit.backends import Backend, BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, TransportError, cache_options
+from cfkit.backends.billing import billing_refusal, refusal_line, sdk_said
 from cfkit.backends.controls import extra_body
 from cfkit.backends.openai_wire import (CACHED_AT_FULL_NOTE, MAX_STORED_CHARS, UNREPORTED_NOTE, TokenPrices,
                                         b64encode, capped, token_prices)
 from cfkit.money import AT_ASSUMED_RATE, cached_count, is_count, token_cost
 from cfkit.plural import plural
 from cfkit.endpoints import ANTHROPIC, PLACEHOLDER_KEY, redact_url, resolve_endpoint
-from cfkit.errors import BackendError, BackendUnavailable, OptionError
+from cfkit.errors import BackendError, BackendUnavailable, OptionError, QuotaRefused
 from cfkit.hints import install_hint
 
 #: Stop reasons of a reply cut off before its end: the token limit, or the model's context window filled up.
@@ -324,6 +327,8 @@ class AnthropicBackend(Backend):
     async def _after_status(self, exc: Any, retry: int) -> int:
         status = exc.status_code
         message = " ".join(str(getattr(exc, "message", exc)).split())[:300]
+        if billing_refusal(status, getattr(exc, "body", None), message):  # "credit balance is too low": no retry can help
+            raise QuotaRefused(refusal_line("anthropic backend", self.endpoint, status, sdk_said(exc)))
         if status in (401, 403):
             raise BackendUnavailable(f"anthropic backend: {self.endpoint} refused the key (HTTP {status}: {message}). "
                                      "Check the key in the environment variable, or -o api_key_env.")

@@ -26,7 +26,9 @@ deleted or forgot it, or the URL is another server's) rather than raised, so
 Each call is retried (a connection error, a timeout, 429, 5xx) up to
 :data:`ATTEMPTS` times, honouring ``Retry-After``, within one total deadline
 for all its attempts together; 401/403 means the key
-(:class:`BackendUnavailable`), anything else that fails is a
+(:class:`BackendUnavailable`), an answer that the account cannot pay (HTTP 402,
+``insufficient_quota``: :mod:`cfkit.backends.billing`) is a :class:`QuotaRefused`
+at once, anything else that fails is a
 :class:`TransportError` (nothing is lost: the batch ids are in the store and
 ``cfkit probe collect`` can be run again).
 
@@ -46,8 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from cfkit.backends.batch_api import FILE_DEADLINE_S, FINAL, NOT_FOUND, BatchAPI, BatchInfo
+from cfkit.backends.billing import billing_refusal, refusal_line
 from cfkit.backends.http import Exchange, JSONClient, error_text, retry_after_seconds
-from cfkit.errors import BackendUnavailable, TransportError
+from cfkit.errors import BackendUnavailable, QuotaRefused, TransportError
 
 __all__ = ["FINAL", "NOT_FOUND", "BatchInfo", "OpenAIBatches"]  # FINAL, NOT_FOUND, BatchInfo: cfkit.backends.batch_api's
 #: The documented limits of one batch input file.
@@ -149,6 +152,9 @@ class OpenAIBatches(BatchAPI):
                 wait = 2.0 ** attempt
             else:
                 message = error_text(exchange.body)[1]
+                if billing_refusal(exchange.status, exchange.body, message):  # no retry can help
+                    raise QuotaRefused(refusal_line("openai batch", self.endpoint, exchange.status,
+                                                    f"while {what}: {message}"))
                 if exchange.status in (401, 403):
                     raise BackendUnavailable(f"openai batch: {self.endpoint} refused the key (HTTP {exchange.status}: "
                                              f"{message}). Check the key, or --api-key-env.")

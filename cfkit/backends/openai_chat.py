@@ -37,7 +37,9 @@ least until a rate limit the reply says is used up resets (OpenAI's
 ``on_overload`` first (the runner lowers its concurrency); a 400 or 422 naming a
 parameter the request can do without (``response_format``, ``temperature``, the
 output-token limit's name) is answered by dropping or renaming it, once per
-backend, and noted; 401/403 stop the run (the key), 404 stops it (the model);
+backend, and noted; 401/403 stop the run (the key), 404 stops it (the model),
+and so does, at its first attempt, an answer that the account cannot pay (HTTP 402,
+or an error naming ``insufficient_quota`` or billing: :mod:`cfkit.backends.billing`);
 other 4xx, redirects and bodies over the cap fail the request without a retry.
 Attempts given up after the request was sent (timeouts once connected, connections
 dropped mid-reply, bodies thrown away) are counted in ``Reply.abandoned``, or the
@@ -75,6 +77,7 @@ from cfkit.backends import (
     TransportError,
     cache_options,
 )
+from cfkit.backends.billing import billing_refusal
 from cfkit.backends.controls import CONTROL_KEYS, extra_body
 from cfkit.backends.http import (
     Exchange,
@@ -312,6 +315,8 @@ class OpenAIBackend(Backend):
                         retry = await self._wait_or_give_up(retry, "malformed response body", str(exc), None, where)
                         continue
                     meant = error_status(completion)  # a proxy's 200 carrying a rate limit or a server error
+                    if meant is None and billing_refusal(200, completion):  # …or saying the account cannot pay
+                        meant = 402
                     if meant is None:
                         break
                     exchange = replace(exchange, status=meant)  # retried (and told as an overload) as that status

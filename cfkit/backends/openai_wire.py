@@ -202,13 +202,18 @@ def reply_from_completion(completion: dict[str, Any], latency: float, notes: lis
 def raise_unless_retriable(exchange: Any, where: str, model: str,
                            on_overload: Callable[[float | None], None] | None) -> None:
     """Raise for an error status of ``exchange`` (:class:`cfkit.backends.http.Exchange`) that retrying cannot
-    mend (``model``: the name asked for); tell ``on_overload`` of a 429/503."""
+    mend (``model``: the name asked for): a billing refusal (:mod:`cfkit.backends.billing`), the key, the model,
+    a redirect, another 4xx; tell ``on_overload`` of a 429/503."""
     from cfkit.backends.http import error_text, server_wait
     from cfkit.endpoints import redact_url
-    from cfkit.errors import BackendError, BackendUnavailable
+    from cfkit.errors import BackendError, BackendUnavailable, QuotaRefused
+
+    from cfkit.backends.billing import billing_refusal, refusal_line
 
     status = exchange.status
     message = error_text(exchange.body)[1]
+    if billing_refusal(status, exchange.body, message):  # no credit or quota left: no retry can help
+        raise QuotaRefused(refusal_line("openai backend", where, status, message))
     if status in (401, 403):
         raise BackendUnavailable(
             f"openai backend: {where} refused the key (HTTP {status}: {message}). "

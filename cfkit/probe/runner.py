@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from cfkit import __version__
 from cfkit.backends import Backend, as_backend
-from cfkit.errors import BackendError, Incomplete, UsageError
+from cfkit.errors import BackendError, Incomplete, QuotaRefused, UsageError
 from cfkit.plural import plural
 from cfkit.probe.cache_keys import RunKeys
 from cfkit.probe.identity import library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
@@ -264,6 +264,8 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
                            pairs=plan.asked_pairs(), abandoned=progress.abandoned)
         if stop is not None and backend.priced and progress.sent:  # the stop line says what may be billed
             stop.args = (f"{stop} {_spent_before_stop(progress, counts['abandoned_usd'])}",)
+        if isinstance(stop, QuotaRefused):  # the line says what was kept, and how to go on once there is credit
+            stop.args = (f"{stop} {_kept_after_refusal(run_id, progress.done, len(plan.items))}",)
     return RunSummary(
         run_id=run_id, model=backend.model, suite=plan.suite, status=counts["status"], total=len(plan.items),
         kept=opened.kept, from_cache=opened.from_cache + sender.from_cache, sent=progress.sent, errors=progress.errors,
@@ -275,6 +277,13 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
         cost_unreported=progress.unpriced, replayed_from=backend.replayed_from,
         abandoned=progress.abandoned, abandoned_usd=counts["abandoned_usd"],
     )
+
+
+def _kept_after_refusal(run_id: str, stored: int, total: int) -> str:
+    """What a run stopped by a billing refusal kept, and how it goes on (the same command asks only the rest)."""
+    from cfkit.plural import plural
+
+    return f"Run {run_id} keeps its {plural(stored, 'stored reply', 'stored replies')} of {total}; {total - stored} missing."
 
 
 def _spent_before_stop(progress: RunProgress, abandoned_bound: float | None) -> str:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cfkit.backends import has_batch_api
-from cfkit.errors import CfkitError, ConfigError, Incomplete
+from cfkit.errors import CfkitError, ConfigError, Incomplete, QuotaRefused
 from cfkit.plural import plural
 from cfkit.probe import RunSummary
 from cfkit.store import Store
@@ -235,7 +235,9 @@ def _send(study: Study, store: Store, planned, runs: list[StudyRun], update: Upd
     """Send every planned run at once (one pacer per endpoint); True when a signal stopped them."""
     pacers = make_pacers(study, [r for r, _ in planned])
 
-    async def one(run: StudyRun, p) -> None:
+    async def one(run: StudyRun, p) -> bool:
+        """Send one run; True when its provider refused it for quota or billing (the model's other runs would be
+        refused too: they are not started)."""
         from cfkit.probe.runner import send_plan
 
         run.state = "sending"
@@ -258,18 +260,21 @@ def _send(study: Study, store: Store, planned, runs: list[StudyRun], update: Upd
             except Incomplete:  # batches in flight: collect what has ended, then send what they left
                 if not await asyncio.to_thread(_collect, store, run, p):
                     update(runs)
-                    return
+                    return False
                 summary = await send()
         except asyncio.CancelledError:
             run.state = "interrupted"
             raise
         except CfkitError as exc:
             run.state, run.error = "failed", str(exc)
+            update(runs)
+            return isinstance(exc, QuotaRefused)
         except Exception as exc:  # one run's unexpected failure must not stop the others
             run.state, run.error = "failed", f"{type(exc).__name__}: {exc}"
         else:
             _finish(store, run, summary)
         update(runs)
+        return False
 
     async def main() -> bool:
         loop = asyncio.get_running_loop()
@@ -278,8 +283,15 @@ def _send(study: Study, store: Store, planned, runs: list[StudyRun], update: Upd
             by_model.setdefault(run.model, []).append((run, p))
 
         async def in_turn(model_runs) -> None:
+            refused: StudyRun | None = None  # the run whose provider refused this model for quota or billing
             for run, p in model_runs:
-                await one(run, p)
+                if refused is not None:  # the same account: every request would be refused; the others go on
+                    run.state, run.error = "skipped", (
+                        f"not started, nothing sent: the provider refused {refused.display}'s {refused.suite} run "
+                        "for quota or billing; add credit to the account, then run the same command again")
+                    update(runs)
+                elif await one(run, p):
+                    refused = run
 
         tasks = [asyncio.create_task(in_turn(model_runs)) for model_runs in by_model.values()]
         stopped = asyncio.Event()

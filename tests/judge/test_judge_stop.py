@@ -96,24 +96,32 @@ def test_prelabel_stopped_by_a_refused_key_says_and_keeps_what_it_spent(audited)
 
 def test_prelabel_stops_when_the_quota_is_spent_and_says_what_it_spent(audited):
     # OpenAI answers 429 insufficient_quota to every request once the quota is spent; the judge went on asking
-    # every item (each after its retries) and only then said one failure per item.
+    # (each request after its retries, as an overload) until five failed in a row, and said a server overloaded.
+    # Now the first refusal stops it, asked once, with the line that says the account cannot pay.
     ws, labels = audited
     quota = error_body("You exceeded your current quota, please check your plan and billing details.",
                        kind="insufficient_quota")
     with ChatServer(_answers_then(2, 429, quota)) as server:
-        stopped = cli(ws, "audit", "prelabel", "--judge", JUDGE, "-o", f"base_url={server.url}", "-o", "max_retries=0",
-                      *PRICES, "--json", env=KEY)
+        stopped = cli(ws, "audit", "prelabel", "--judge", JUDGE, "-o", f"base_url={server.url}", "-o", "max_retries=2",
+                      "-o", "backoff=0.01", *PRICES, "--json", env=KEY)
         asked = server.count
-    assert asked == 2 + 5 < labels  # five refused in a row stop it, as they stop a probe run
-    assert stopped.exit_code == 1, stopped.stderr
+    assert asked == 2 + 1  # the refused request asked once: not retried
+    assert stopped.exit_code == 2, stopped.stderr  # as a refused key: the account is the user's to fix
     data = json.loads(stopped.stdout)
-    assert (data["asked"], data["replies"], len(data["failed"]), data["not_asked"]) == (2, 2, 5, labels - asked)
+    assert (data["asked"], data["replies"], len(data["failed"]), data["not_asked"]) == (2, 2, 0, labels - 2)
     assert data["cost_usd"] == pytest.approx(0.24)
-    assert "5 requests in a row were refused as overloaded" in data["stopped"]
+    assert "refused the request for quota or billing (HTTP 429: You exceeded your current quota" in data["stopped"]
     text = said(stopped)
-    assert f"5 failed, {labels - asked} not asked (the judge stopped); 2 replies, cost $0.24." in text
-    assert "error: the judge stopped asking: 5 requests in a row were refused as overloaded" in text
+    assert f"0 failed, {labels - 2} not asked (the judge stopped); 2 replies, cost $0.24." in text
+    assert "then run the same command again: what was answered is kept, and only the rest is asked." in text
     assert _status(ws)["cost_usd"] == pytest.approx(0.24)
+    # Credit added: the same command asks only the questions not answered.
+    with ChatServer(_answers_then(labels, 429, quota)) as server:
+        again = cli(ws, "audit", "prelabel", "--judge", JUDGE, "-o", f"base_url={server.url}", *PRICES, "--json",
+                    env=KEY)
+        assert server.count == labels - 2
+    assert again.exit_code == 0, again.stderr
+    assert json.loads(again.stdout)["already_stored"] == 2
 
 
 def test_prelabel_stops_when_the_server_goes_away_and_keeps_what_it_paid(audited):

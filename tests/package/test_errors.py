@@ -50,7 +50,8 @@ def test_no_input_error_is_raised_as_the_base_class():
 def test_exit_codes():
     for cls in CLASSES:
         expected = 2 if issubclass(cls, errors.InputError) or cls in (errors.EditorUnavailable,
-                                                                      errors.BackendUnavailable) else 1
+                                                                      errors.BackendUnavailable,
+                                                                      errors.QuotaRefused) else 1
         assert cls.exit_code == expected, cls.__name__
 
 

@@ -23,6 +23,8 @@ It runs a real ``ThreadingHTTPServer`` on 127.0.0.1 in a background thread:
   ``expire`` in the output file, those in the error file (``batch_cancelled``)
   or, with ``list_unanswered`` False, in neither;
 - a batch in ``forgotten`` is answered 404, as one the provider deleted;
+- ``refuse_create`` (a status and a body) answers every ``POST /v1/batches``
+  (an account that cannot pay, say);
 - ``GET /v1/files/{id}/content`` answers a file's bytes;
 - ``GET /v1/models`` answers ``models`` as the model list (as
   tests/support/chat_api_server.py's ``listing`` makes them), or 404 while
@@ -85,6 +87,7 @@ class BatchServer(Loopback):
         self.forgotten: set[str] = set()
         self.models: list[dict[str, Any]] | None = None  # what GET /models lists (None: no such route, a 404)
         self.refuse_cancel = False
+        self.refuse_create: tuple[int, dict[str, Any]] | None = None  # (status, body) answered to POST /batches
         self.cancel_looks = 1  # looks a cancelling batch takes to end cancelled
         self.files: dict[str, dict[str, Any]] = {}
         self.batches: dict[str, dict[str, Any]] = {}
@@ -134,6 +137,8 @@ class BatchServer(Loopback):
                     self._json(*server._cancel(path.split("/")[-2]))
                 elif path.endswith("/files"):
                     self._json(*server._upload(self.headers.get("content-type", ""), data))
+                elif path.endswith("/batches") and server.refuse_create is not None:
+                    self._json(*server.refuse_create)
                 elif path.endswith("/batches"):
                     self._json(*server._create(json.loads(data)))
                 elif path.endswith("/chat/completions"):

@@ -1,0 +1,84 @@
+"""A provider's answer that the account cannot pay: no credit, no quota, billing not set up.
+
+No retry mends it (the account must be topped up), so the backends raise
+:class:`~cfkit.errors.QuotaRefused` at once (with :func:`refusal_line`): it stops the run (or the judge, or a
+batch's submission) as a refused key does, instead of each request being retried
+and counted failed. A plain rate limit (HTTP 429 with ``rate_limit_exceeded``, or
+no code) is not this: it is retried as before.
+
+What providers answer (seen, or documented):
+
+* OpenAI: HTTP 429 (sometimes 400 or 403) with ``code``/``type``
+  ``insufficient_quota`` ("You exceeded your current quota, please check your
+  plan and billing details"), ``billing_hard_limit_reached``,
+  ``billing_not_active``;
+* Anthropic: HTTP 400 ``invalid_request_error`` "Your credit balance is too low
+  to access the Anthropic API", or a ``billing_error``;
+* OpenAI-compatible gateways (OpenRouter, DeepSeek, …): HTTP 402 Payment
+  Required ("Insufficient credits", "Insufficient Balance").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Error codes and types by which a provider says the account cannot pay.
+BILLING_KINDS = frozenset({"insufficient_quota", "billing_hard_limit_reached", "billing_not_active",
+                           "billing_error", "insufficient_credits", "insufficient_balance", "payment_required"})
+
+#: What a provider's error message says when the account is out of credit (compared in lower case).
+BILLING_PHRASES = ("exceeded your current quota", "credit balance is too low", "insufficient credit",
+                   "insufficient balance", "insufficient_quota")
+
+
+def _error_object(body: Any) -> dict[str, Any] | None:
+    """The error object of an error body (bytes of JSON, or already decoded), or None."""
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        import orjson
+
+        try:
+            body = orjson.loads(bytes(body))
+        except orjson.JSONDecodeError:
+            return None
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error", body)
+    return error if isinstance(error, dict) else None
+
+
+def billing_refusal(status: int | None, body: Any, message: str = "") -> bool:
+    """Whether an error answer (HTTP ``status``, its ``body``: bytes or decoded JSON; ``message``: what the server
+    said, when read already) says the account has no credit or quota left. HTTP 402 always does; a 4xx or a 200
+    (a proxy's error object) does when its error code or type names billing or quota, or its message says so."""
+    if status == 402:
+        return True
+    if status is None or not (status == 200 or 400 <= status < 500):
+        return False
+    error = _error_object(body)
+    said = [message]
+    if error is not None:
+        kinds = {str(error.get(field)).lower() for field in ("code", "type") if error.get(field) is not None}
+        if kinds & BILLING_KINDS:
+            return True
+        if isinstance(error.get("message"), str):
+            said.append(error["message"])
+    text = " ".join(said).lower()
+    return any(phrase in text for phrase in BILLING_PHRASES)
+
+
+def refusal_line(who: str, where: str, status: int | None, message: str) -> str:
+    """The line of the :class:`~cfkit.errors.QuotaRefused` that stops a run on a billing refusal: who refused,
+    what it said, and what to do."""
+    answered = f"HTTP {status}" if status is not None else "an error object"
+    return (f"{who}: {where} refused the request for quota or billing ({answered}: {message.rstrip('.')}): "
+            "the account has no credit or quota left, so it was not retried. Add credit to the account "
+            "(or use a key of one that has it), then run the same command again: what was answered is "
+            "kept, and only the rest is asked.")
+
+
+def sdk_said(exc: Any) -> str:
+    """What the server said in an SDK's status error (Anthropic's): its error object's message, else the SDK's line
+    (short)."""
+    error = _error_object(getattr(exc, "body", None))
+    text = error.get("message") if error is not None else None
+    return " ".join(str(text if isinstance(text, str) and text else getattr(exc, "message", exc)).split())[:300]
