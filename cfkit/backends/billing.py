@@ -55,6 +55,8 @@ def billing_refusal(status: int | None, body: Any, message: str = "") -> bool:
     if status is None or not (status == 200 or 400 <= status < 500):
         return False
     error = _error_object(body)
+    if status == 200 and not (isinstance(body, dict) and body.get("error") is error):
+        return False  # a 200 says so only in an error object: a completion's own fields are not read as one
     said = [message]
     if error is not None:
         kinds = {str(error.get(field)).lower() for field in ("code", "type") if error.get(field) is not None}

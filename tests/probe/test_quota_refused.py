@@ -171,3 +171,16 @@ def test_a_quota_refusal_at_batch_create_stops_the_submission_at_once_and_a_reru
         submitted = run(ws, server.url, "--batch", "--json")
         assert submitted.exit_code == 0, submitted.output
         assert server.calls("POST", "/batches") == 2
+
+
+def test_a_completion_is_not_read_as_a_billing_refusal_by_its_own_fields():
+    """A 200 says the account cannot pay only in an error object: a completion whose fields or reply happen to use
+    the words ("type", "message", a model explaining quotas) is a reply, kept as one."""
+    from cfkit.backends.billing import billing_refusal
+
+    completion = {"id": "c1", "object": "chat.completion", "type": "billing_error", "message": QUOTA,
+                  "choices": [{"index": 0, "finish_reason": "stop",
+                               "message": {"role": "assistant", "content": f"B. ({QUOTA})"}}]}
+    assert not billing_refusal(200, completion)
+    assert billing_refusal(200, {**completion, "error": {"message": QUOTA, "code": "insufficient_quota"}})
+    assert billing_refusal(429, {"type": "error", "error": {"type": "billing_error", "message": "no"}})
