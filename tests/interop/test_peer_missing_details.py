@@ -93,3 +93,19 @@ def test_a_peer_s_failed_and_declined_samples_say_the_same_read_directly_or_impo
     assert said.exit_code == 0, said.output
     case, (reason, words) = next(iter(WORDS[fmt].items()))
     assert f"e.g. case {case}: {words}" in " ".join(said.stderr.split()), said.stderr
+
+
+def test_a_case_the_imported_file_lacks_is_said_to_be_missing_from_it_beside_a_failed_sample(peers):
+    """An imported file's run that ended with failed samples is not complete (a failed request), but the cases
+    its file does not hold were never asked of it: they are missing from the file, not 'not answered' by a run
+    that 'is done'."""
+    root, ws, files = peers
+    own = root / "ws-absent"
+    shutil.copytree(ws, own)
+    imported = run_cli(["-w", str(own), "runs", "import", str(files["vlmevalkit"])])
+    assert imported.exit_code == 0, imported.output
+    run_id = imported.stdout.split()[0]
+    stored = _report("-w", str(own))
+    details = {m["detail"] for m in stored["missing"] if m["reason"] == "absent"}
+    assert details == {f"not in {files['vlmevalkit']}, the file imported as run {run_id}: it holds no answer for "
+                       "this case; import a file that covers the suite"}, details
