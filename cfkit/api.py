@@ -206,9 +206,10 @@ class Workspace:
 
         pairs = [lib.parse_compare(spec) for spec in compare]
         with predictions_files(self._ws, [str(p) for p in predictions], fmt=predictions_format, map_path=map_path,
-                               label=label, epoch=epoch) as (paths, reading, file_runs):
+                               label=label, epoch=epoch) as (paths, reading, file_runs, details):
             result = lib.make_report(self._ws, paths, run_refs=list(runs), compare=pairs, n_resamples=resamples,
-                                     seed=seed, ega=ega, audit=audit, groups=groups, file_runs=file_runs)
+                                     seed=seed, ega=ega, audit=audit, groups=groups, file_runs=file_runs,
+                                     file_details=details)
         return Report(result, reading)
 
     def frame(self, section: Section, **report_options: Any) -> "pd.DataFrame":

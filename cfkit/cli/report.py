@@ -153,14 +153,14 @@ def report(ws, prediction_paths: tuple[str, ...], run_refs: tuple[str, ...], com
     # A study's report builds a few hundred thousand objects and keeps them to the end, none in a cycle: the cycle
     # collector would walk them again and again for nothing (it comes back when the report is built).
     with paused_collection(), predictions_files(ws, prediction_paths, fmt=predictions_format, map_path=map_path,
-                                                label=label, epoch=epoch) as (paths, notes, file_runs):
+                                                label=label, epoch=epoch) as (paths, notes, file_runs, details):
         for note in notes:  # how a peer's file was read; a warning when its targets are not the cases' golds
             warn(note.removeprefix("warning: ")) if note.startswith("warning: ") else status(note)
         result = lib.make_report(ws, paths, run_refs=list(run_refs), compare=compare,
                                  n_resamples=resamples, seed=seed, ega=ega, audit=audit_ref, groups=groups,
                                  unblind=unblind, subset=subset, all_cases=all_cases, ega_labels=ega_labels,
                                  judge=judge, mixed_settings=mixed_settings, labels=labels_from(renames),
-                                 only_named=only_named, file_runs=file_runs, reviewed_only=reviewed_only,
+                                 only_named=only_named, file_runs=file_runs, file_details=details, reviewed_only=reviewed_only,
                                  commands=Commands(study_file, ws.root if study_file else None))
     # How each peer's file was read (and a warning where its targets are not the golds) travels with the report:
     # a saved JSON report says what its numbers rest on. Those lines were said above, before the report was built.

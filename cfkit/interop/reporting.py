@@ -5,7 +5,11 @@ the replies, what its run was shown of each case, the image each reply was
 asked with, the parser version of each reading and how the run ended: the
 report reads them as it reads a stored run's (:class:`~cfkit.report.file_runs.FileRun`),
 so an answer about a case changed since is stale and an incomplete run is
-marked so, as they are once the file is imported.
+marked so, as they are once the file is imported. What any converted file
+(a run export or a peer's own: inspect_ai, lmms-eval, VLMEvalKit) says of a
+reply that gave no answer (the server's words on a failed request, a peer's
+words for a failed or declined sample) is the unit's detail under the report's
+``missing``, as it is once the file is imported (:func:`reply_details`).
 """
 
 from __future__ import annotations
@@ -25,16 +29,18 @@ if TYPE_CHECKING:
     from cfkit.cases import CaseSet
     from cfkit.interop.records import RunRecordRow
     from cfkit.report.file_runs import FileRun
+    from cfkit.report.sources import UnitKey
 
 
 class PredictionFiles(NamedTuple):
     """What a report reads for its ``--predictions``: predictions JSONL files (peers' files and run exports
-    converted), a line per converted file on how cfkit's readings compare with the peer's, and the runs the run
-    exports among them record."""
+    converted), a line per converted file on how cfkit's readings compare with the peer's, the runs the run
+    exports among them record, and what the converted files say of each reply that gave no answer."""
 
     paths: list[Path]
     notes: list[str]
     runs: list[FileRun]
+    details: dict[UnitKey, str]
 
 
 @contextlib.contextmanager
@@ -47,11 +53,11 @@ def predictions_files(ws: Workspace, paths: Sequence[str | Path], *, fmt: str = 
         if fmt != "auto" or map_path or label or epoch is not None:
             raise UsageError("--predictions-format, --map, --label and --epoch describe --predictions files; give "
                              "--predictions.")
-        yield PredictionFiles([], [], [])
+        yield PredictionFiles([], [], [], {})
         return
     kinds = {detect(Path(p)) if fmt == "auto" else fmt for p in paths}
     if kinds == {"native"} and not map_path and not label and epoch is None:
-        yield PredictionFiles([Path(p) for p in paths], [], [])
+        yield PredictionFiles([Path(p) for p in paths], [], [], {})
         return
     from cfkit.dataset import load_cases
     from cfkit.interop.mapping import load_map
@@ -67,12 +73,13 @@ def as_predictions_files(paths: Sequence[Path | str], cases: CaseSet, *, fmt: st
                          mapping: Mapping[str, str] | None = None, label: str | None = None,
                          epoch: int | None = None) -> Iterator[PredictionFiles]:
     """Predictions JSONL files for ``paths`` of any supported format, a line per converted file on how cfkit's
-    readings compare with the peer's, and the runs the run exports among them record. Native files are passed
-    through; the others are converted into a temporary folder that lives as long as the context."""
+    readings compare with the peer's, the runs the run exports among them record and what the converted files say
+    of each reply that gave no answer (:class:`PredictionFiles`). Native files are passed through; the others are converted into a temporary folder that lives as long as the context."""
     with tempfile.TemporaryDirectory(prefix="cfkit-interop-") as folder:
         out: list[Path] = []
         notes: list[str] = []
         runs: list[FileRun] = []
+        details: dict[UnitKey, str] = {}
         seen: dict[tuple, str] = {}  # an answer given twice is named by the files it came from, not the copies
         for number, path in enumerate(paths):
             path = Path(path)
@@ -93,12 +100,13 @@ def as_predictions_files(paths: Sequence[Path | str], cases: CaseSet, *, fmt: st
             target.write_text(dump_predictions(preds), encoding="utf-8")
             out.append(target)
             runs += file_runs(imported.rows, str(path))
+            details.update(reply_details(imported.rows))
             if (line := imported.summary()) is not None:
                 notes.append(line)
             for line in (imported.unfinished_warning(), imported.left_out_warning(), imported.target_warning()):
                 if line is not None:
                     notes.append(f"warning: {line}")
-        yield PredictionFiles(out, notes, runs)
+        yield PredictionFiles(out, notes, runs, details)
 
 
 def file_runs(rows: Sequence[RunRecordRow], source: str) -> list[FileRun]:
@@ -129,10 +137,17 @@ def file_runs(rows: Sequence[RunRecordRow], source: str) -> list[FileRun]:
         parsers = Counter(r.parser for r in group if r.parser is not None)
         images = tuple((r.case, r.condition, r.image_sha256) for r in group
                        if r.image_sha256 and r.condition != "edit")  # an edit's image is not the case's
-        details = tuple(((r.case, r.pair or "", r.condition), r.detail) for r in group
-                        if r.answer is None and r.detail)  # what the server said of a failed request, and the like
-        found.append(FileRun(info, tuple(sorted(parsers.items())), images, details))
+        found.append(FileRun(info, tuple(sorted(parsers.items())), images))
     return found
+
+
+def reply_details(rows: Sequence[RunRecordRow]) -> dict[UnitKey, str]:
+    """What the rows say of each reply that gave no answer, by unit (model, suite, case, pair or '', condition): the
+    server's words on a failed request, a peer's words for a failed or declined sample (inspect_ai's sample error, a
+    content filter's reason, VLMEvalKit's 'Failed to obtain answer'), a parser's reason; as ``cfkit runs import``
+    stores them (each reply's ``detail``), whether the rows name a run (an export) or not (a peer's own file)."""
+    return {(r.model, r.suite, r.case, r.pair or "", r.condition): r.detail for r in rows
+            if r.answer is None and r.detail}
 
 
 def _once(seen: dict[tuple, str], pred, source: str) -> None:

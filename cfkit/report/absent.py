@@ -55,7 +55,9 @@ def absent(run: RunInfo | None, case: str, pair: str, reviewed_view: bool = Fals
         return "absent", f"not asked: run {run.id} asked only part of the suite ({flags})" + (
             f"; {commands.reviewed_only} reports the cases whose captions a person wrote or reviewed alone"
             if flags == "--reviewed-only" else "")
-    if not run.complete:
+    # An imported run that ended (done) has a row for every request it planned, failed ones too: a unit without
+    # one was never in its file, whatever its failed requests make of 'complete'.
+    if not run.complete and not (run.imported is not None and run.status == "done"):
         return "absent", (f"not answered: run {run.id} is {run.status} ({run.n_done} of {plural(run.n_requests, 'reply', 'replies')}"
                           + (f"; {run.stopped}" if run.stopped else "") + ")")
     if run.imported is not None:

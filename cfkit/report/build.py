@@ -83,6 +83,7 @@ def make_report(
     labels: Mapping[str, str] | None = None,
     only_named: bool = False,
     file_runs: Sequence[FileRun] = (),
+    file_details: Mapping[sources_.UnitKey, str] | None = None,
     reviewed_only: bool = False,
     commands: Commands = SINGLE,
 ) -> Report:
@@ -95,8 +96,10 @@ def make_report(
     :mod:`cfkit.report.labels`); ``compare`` and ``groups`` name the models by those. ``run_refs`` choose a model's run
     per suite, every other model is reported too, unless ``only_named``. ``file_runs``: the runs that ``cfkit
     runs export`` files among the predictions record (:func:`cfkit.interop.reporting.predictions_files`), whose
-    answers are then checked as a stored run's are. ``reviewed_only``: the modality rows over the cases whose
-    captions a person wrote or reviewed (:mod:`cfkit.report.reviewed`). ``commands``: its notes' (a study's own).
+    answers are then checked as a stored run's are; ``file_details``: what the converted files say of each reply
+    that gave no answer (:func:`cfkit.interop.reporting.reply_details`), as a stored run's replies do.
+    ``reviewed_only``: the modality rows over the cases whose captions a person wrote or reviewed
+    (:mod:`cfkit.report.reviewed`). ``commands``: its notes' (a study's own).
     """
     gold = load_gold(ws, subset=subset, all_cases=all_cases)
     gold = reviewed_gold(ws, gold) if reviewed_only else gold
@@ -108,6 +111,7 @@ def make_report(
         from cfkit.report.file_runs import note_file_images, note_file_runs
         from cfkit.report.shown import file_older_readings
         note_file_runs(source, file_runs)  # the runs 'runs export' files record: stale answers, incomplete runs
+        source.details.update(file_details or {})  # a peer's words for a failed or declined sample, and the like
         reread = file_older_readings(list(file_runs))  # a plain predictions file's readings carry no parser version
         if ws.db_path.is_file():  # answers about edits can still be checked against the pairs' selected edits
             from cfkit.store import Store, digests  # (the store's modules: only where there is one)

@@ -24,22 +24,21 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class FileRun:
     """A run as an export file records it: what a report reads of a stored run (:meth:`RunInfo.of`), the parser
-    versions that read its replies, and the image each reply was asked with."""
+    versions that read its replies, and the image each reply was asked with (what its rows say of each reply that
+    gave no answer, the report reads of any converted file: :func:`cfkit.interop.reporting.reply_details`)."""
 
     info: RunInfo
     parsers: tuple[tuple[str, int], ...] = ()  # (parser version, replies it read), for the replies a parser read
     images: tuple[tuple[str, str, str], ...] = ()  # (case, condition, SHA-256 of the case's image as sent)
-    details: tuple[tuple[tuple[str, str, str], str], ...] = ()  # ((case, pair or '', condition), why no answer)
 
 
 def note_file_runs(sources: Sources, file_runs: Sequence[FileRun]) -> None:
-    """Take the runs the export files record as the runs of their rows in ``sources``, with what was said of each
-    reply that gave no answer; two runs of one model and suite (two files) stand together, as one run of both."""
+    """Take the runs the export files record as the runs of their rows in ``sources``; two runs of one model and
+    suite (two files) stand together, as one run of both."""
     for run in file_runs:
         key = (run.info.model, run.info.suite)
         known = sources.runs.get(key)
         sources.runs[key] = run.info if known is None or known.id == run.info.id else _together(known, run.info)
-        sources.details.update(((*key, *unit), detail) for unit, detail in run.details)
 
 
 def note_file_images(sources: Sources, file_runs: Sequence[FileRun], cases: CaseSet,
