@@ -325,7 +325,8 @@ def latex_escape(text: str) -> str:
 
 
 def to_latex(report: Report, *, reference: bool = False) -> str:
-    """One ``table`` environment per section (booktabs rules); published rows in italics; then the notes."""
+    """One ``table`` environment per section (booktabs rules; a ``longtable`` where longer than a page); published
+    rows in italics; then the notes."""
     return latex_tables(display_tables(report, reference=reference), report.said())
 
 
@@ -353,28 +354,74 @@ def _latex_size(table: DisplayTable) -> tuple[str, float]:
     return size, gap
 
 
+#: The height the LaTeX tables are fitted to: an article's text at 10 pt on letter paper (550 pt; A4's is taller).
+LATEX_HEIGHT_PT = 550.0
+#: A row's height (pt) in each size of :data:`LATEX_SIZES`: that size's baseline skip, a tabular row's strut.
+_ROW_PT = {"": 12.0, r"\small": 11.0, r"\footnotesize": 9.5, r"\scriptsize": 8.0, r"\tiny": 6.0}
+#: The caption above a table (its skip and a line or two), its rules, and what a float page keeps free.
+_TABLE_FIXED_PT = 60.0
+#: What a file with a table longer than a page needs, said in its first line.
+LONGTABLE_NEEDS = r"% Needs \usepackage{booktabs} and \usepackage{longtable} (a table longer than a page breaks" \
+                  " across pages, its header repeated)."
+
+
+def _longer_than_a_page(table: DisplayTable, size: str) -> bool:
+    """Whether ``table`` set in ``size``, with its caption and legend, would be taller than
+    :data:`LATEX_HEIGHT_PT` (erring tall): a float that size would run off the page, its last rows lost."""
+    grouped = _grouped(table)
+    rules = 5.0 * sum(1 for heading, _, _ in grouped if heading is not None)  # a \midrule above each heading
+    legend = 0 if not table.caption else 1 + int(_text_pt(table.caption) * 0.8 // LATEX_WIDTH_PT)
+    height = _TABLE_FIXED_PT + rules + (1 + len(grouped)) * _ROW_PT[size] + legend * _ROW_PT[r"\footnotesize"]
+    return height > LATEX_HEIGHT_PT
+
+
+def _latex_body(table: DisplayTable) -> list[str]:
+    """The lines of ``table``'s rows: a heading (over a rule) before each model group, published rows in italics."""
+    lines = []
+    for heading, row, published in _grouped(table):
+        if heading is not None:
+            if lines and lines[-1] != r"\midrule":
+                lines.append(r"\midrule")
+            lines.append(rf"\multicolumn{{{len(table.columns)}}}{{l}}{{\textbf{{{latex_escape(heading)}}}}} \\")
+            continue
+        cells = [latex_escape(c) for c in row]
+        if published:
+            cells = [rf"\textit{{{c}}}" for c in cells]
+        lines.append(" & ".join(cells) + r" \\")
+    return lines
+
+
+def _long_table(table: DisplayTable, size: str, gap: float) -> list[str]:
+    """``table`` as a ``longtable``: it breaks across pages, each page's part under the caption (marked
+    "(continued)" after the first) and the header; set in ``size`` (the caption too), then its legend."""
+    title, header = latex_escape(table.title), " & ".join(latex_escape(c) for c in table.columns) + r" \\"
+    spec = "l" + "r" * (len(table.columns) - 1)
+    return [r"\begingroup", rf"{size}\setlength{{\tabcolsep}}{{{gap:g}pt}}" if size else "",
+            rf"\begin{{longtable}}{{{spec}}}", rf"\caption{{{title}}} \\", r"\toprule", header, r"\midrule",
+            r"\endfirsthead", rf"\caption[]{{{title} (continued)}} \\", r"\toprule", header, r"\midrule",
+            r"\endhead", r"\bottomrule", r"\endfoot", *_latex_body(table),
+            r"\end{longtable}", rf"\par\footnotesize {latex_escape(table.caption)}" if table.caption else "",
+            r"\par", r"\endgroup"]
+
+
 def latex_tables(tables: list[DisplayTable], notes: Sequence[str] = ()) -> str:
     """``tables`` as ``table`` environments, each with its legend; then ``notes`` (:meth:`Report.said`: what
-    qualifies the figures) as a ``\\paragraph{Notes}`` and an ``itemize``, which need no package."""
-    parts = []
+    qualifies the figures) as a ``\\paragraph{Notes}`` and an ``itemize``, which need no package. A table whose
+    rows cannot fit on a page (:data:`LATEX_HEIGHT_PT`) is a ``longtable`` instead, which breaks across pages
+    with its caption and header repeated; the file then starts with a comment that it needs that package."""
+    parts, long = [], False
     for table in tables:
         spec = "l" + "r" * (len(table.columns) - 1)
         size, gap = _latex_size(table)  # fitted to an article's column: a smaller size, a narrower gap
+        if _longer_than_a_page(table, size):
+            long = True
+            parts.append("\n".join(line for line in _long_table(table, size, gap) if line))
+            continue
         lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{latex_escape(table.title)}}}",
                  rf"{size}\setlength{{\tabcolsep}}{{{gap:g}pt}}" if size else "",
                  rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
                  " & ".join(latex_escape(c) for c in table.columns) + r" \\", r"\midrule"]
-        for heading, row, published in _grouped(table):
-            if heading is not None:
-                if lines[-1] != r"\midrule":
-                    lines.append(r"\midrule")
-                lines.append(rf"\multicolumn{{{len(table.columns)}}}{{l}}{{\textbf{{{latex_escape(heading)}}}}} \\")
-                continue
-            cells = [latex_escape(c) for c in row]
-            if published:
-                cells = [rf"\textit{{{c}}}" for c in cells]
-            lines.append(" & ".join(cells) + r" \\")
-        lines += [r"\bottomrule", r"\end{tabular}"]
+        lines += [*_latex_body(table), r"\bottomrule", r"\end{tabular}"]
         if table.caption:
             lines.append(rf"\par\footnotesize {latex_escape(table.caption)}")
         lines.append(r"\end{table}")
@@ -382,4 +429,4 @@ def latex_tables(tables: list[DisplayTable], notes: Sequence[str] = ()) -> str:
     if notes:
         items = [rf"\item {latex_escape(note)}" for note in notes]
         parts.append("\n".join([r"\paragraph{Notes}", r"\begin{itemize}", *items, r"\end{itemize}"]))
-    return "\n\n".join(parts) + "\n"
+    return (LONGTABLE_NEEDS + "\n" if long else "") + "\n\n".join(parts) + "\n"
