@@ -133,7 +133,7 @@ def make_report(
             check_predictions(source.preds, f"store {ws.db_path}", cases=gold.cases, pairs=gold.pair_cases)
             check_stored(source, store, gold)  # the pairs' selected edits, the images now
             reread = older_readings(store, list(source.runs.values()))
-    source.reviewed_view, source.commands = reviewed_only, commands
+    source.reviewed_view, source.commands, source.workspace = reviewed_only, commands, ws.root
     template_notes = check_inputs(source, ws, gold)  # captions, cases, golds, templates changed since a run
     if not source.preds:
         raise NotFoundError(" ".join(a.message for a in source.set_aside if a.empty) or "no predictions to report. "
@@ -274,7 +274,7 @@ def build_report(
                   for condition in SWAP_CONDITIONS}
     golds |= {(p.case, p.pair, "original"): p.original for p in pairs} | {(p.case, p.pair, "edit"): p.edit for p in pairs}
     troubles = reply_troubles(answers, sources.runs, {key: run.max_tokens for key, run in sources.runs.items()},
-                              sources.commands.raise_limit)
+                              sources.raise_limit)
     return Report(cc_rows, cf_rows, md_rows, cmp_rows, units.missing, notes=notes, expected=expected,
                   bootstrap={"resamples": n_resamples, "seed": seed, "level": stats.LEVEL},
                   units=collect_units(units.asked, golds, units.reasons), swap=sw_rows, troubles=troubles,

@@ -18,9 +18,11 @@ from cfkit.errors import NotFoundError, UsageError
 from cfkit.plural import plural
 from cfkit.predictions import Prediction, predictions_from_store
 from cfkit.report.choice import SetAside, read_runs
-from cfkit.report.commands import SINGLE, Commands
+from cfkit.report.commands import SINGLE, Commands, made_by
 
 if TYPE_CHECKING:  # the store's owners load only for a report from the store, not from predictions files
+    from pathlib import Path
+
     from cfkit.cases import CaseSet
     from cfkit.store import Store
     from cfkit.store.runs import RunRecord
@@ -60,6 +62,7 @@ class RunInfo:
     #                                             (cfkit.report.prompts_now; None: not recorded, older runs)
     asked_whole: bool = False  # imported, and its export had a row for every unit it planned (of the whole suite):
     #                            ``asked`` (``asked_pairs``) name all it planned, as a stored run's do
+    study: Path | None = None  # the study file of the 'cfkit study run' that sent it last (None: 'cfkit probe run')
 
     @classmethod
     def of(cls, record: RunRecord, status: str | None = None) -> "RunInfo":
@@ -75,7 +78,8 @@ class RunInfo:
                    record.notes.get("asked"), record.replayed,
                    tuple(record.notes["left_out"]) if "left_out" in record.notes else None, record.selection,
                    frozenset(record.notes["asked_pairs"]) if "asked_pairs" in record.notes else None,
-                   record.notes.get("templates"), record.notes.get("asked_whole") is True)
+                   record.notes.get("templates"), record.notes.get("asked_whole") is True,
+                   made_by(record).study)
 
 
 @dataclass
@@ -98,6 +102,15 @@ class Sources:
     #                                                                          is still a draft no person reviewed
     reviewed_view: bool = False  # the modality rows count only cases whose captions are reviewed (report --reviewed-only)
     commands: Commands = SINGLE  # the commands its notes recommend: cfkit report's, or a study report's
+    workspace: Path | None = None  # the workspace's folder, as a study's commands name it
+
+    def raise_limit(self, run: RunInfo | None) -> str:
+        """What raises ``run``'s token limit and asks it again: the study report's commands under ``cfkit study
+        report``; else the commands that made the run (a study's file and ``cfkit study run`` for a run a study
+        sent, as ``runs show`` and the view say it: :func:`cfkit.report.commands.made_by`), else probe run's."""
+        if self.commands.study is None and run is not None and run.study:
+            return Commands(run.study, self.workspace).raise_limit
+        return self.commands.raise_limit
 
     def note_selected_edits(self, store: Store) -> None:
         """Each pair's selected edit now, for the pairs the predictions answer (an answer about another is stale)."""

@@ -12,7 +12,7 @@ requests, runs that stopped) are counted under ``missing`` instead.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from itertools import compress, repeat
 from operator import attrgetter, is_
@@ -79,12 +79,14 @@ _CONDITION, _ANSWER, _ERROR, _TRUNCATED = (attrgetter(name) for name in ("condit
 
 def reply_troubles(answers: Mapping[str, Mapping[str, Mapping[Any, Prediction]]],
                    runs: Mapping[tuple[str, str], Any], max_tokens: Mapping[tuple[str, str], int | None],
-                   again: str = RAISE_LIMIT) -> list[ReplyTrouble]:
+                   again: str | Callable[[Any], str] = RAISE_LIMIT) -> list[ReplyTrouble]:
     """One record per model and suite whose replies were cut off or are mostly not answers.
 
     ``answers`` is suite → model → predictions; ``runs`` (model, suite) → the
     run (with an ``id``) they came from; ``max_tokens`` the token limit the replies were made with, where known
     (:attr:`~cfkit.report.sources.RunInfo.max_tokens`: never a replaying run's own).
+    ``again``: what raises the limit and asks again, or what says it of each run (its study's commands for a run a
+    study sent: :meth:`cfkit.report.sources.Sources.raise_limit`).
     Replies of a predictions file (no run) or of a replayed or imported run
     were made elsewhere: their line says to raise the limit there.
     When a suite's replies as a whole are fine, each of its conditions is
@@ -105,7 +107,8 @@ def reply_troubles(answers: Mapping[str, Mapping[str, Mapping[Any, Prediction]]]
             for condition, (n, invalid, empty, truncated) in groups:
                 what = f"{model} {suite}" + (f" ({condition})" if condition else "")
                 line = reply_trouble(what, n, invalid, empty, truncated, limit, command if invalid else "",
-                                     replayed=run is None or bool(getattr(run, "replayed", False)), again=again,
+                                     replayed=run is None or bool(getattr(run, "replayed", False)),
+                                     again=again(run) if callable(again) else again,
                                      made_with=limit)
                 if line:
                     found.append(ReplyTrouble(model, suite, condition, n, invalid, empty, truncated, run_id, line))

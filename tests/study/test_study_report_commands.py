@@ -1,7 +1,7 @@
 """The commands a report's notes recommend work where the notes are shown: under ``cfkit study report`` a note
 names the study report's own command (``cfkit study report FILE --reviewed-only``, ``cfkit study run FILE``), not
 ``cfkit report``'s, which would report other runs than the study's (or none); under ``cfkit report`` it names
-``cfkit report``'s."""
+``cfkit report``'s, and what asks a run again is what made it (a study's run: its file and ``cfkit study run``)."""
 
 from __future__ import annotations
 
@@ -87,8 +87,12 @@ def test_a_studys_cut_off_replies_say_to_raise_the_study_files_max_tokens_and_ru
         problems = json.loads(shown.stdout)["reply_problems"]
         assert len(problems) == 1 and advice in problems[0]["message"]
         assert advice in " ".join(shown.stderr.split())
-        # 'cfkit report' on the same run names its own option.
-        assert "Raise --max-tokens and run again" in json.loads(single.stdout)["reply_problems"][0]["message"]
+        # 'cfkit report' on the same run says what made it, as 'runs show' and the view do: not '--max-tokens',
+        # an option neither 'study run' nor the study file has.
+        assert advice in json.loads(single.stdout)["reply_problems"][0]["message"]
+        assert advice in " ".join(single.stderr.split())
+        shown_run = run_cli(["-w", str(ws), "runs", "show", json.loads(single.stdout)["reply_problems"][0]["run"]])
+        assert advice in " ".join(shown_run.stdout.split())
         # ... and doing what the study's line says mends it: the study asks again with the higher limit.
         write(128)
         again = run_cli(["-w", str(ws), "study", "run", str(path)], env=env)
