@@ -73,6 +73,9 @@ class Site:
         self.studies = studies  # cfkit.study.file.Study of each --study FILE: the study page shows them
         self.env = _environment()
         self._raw: dict[str, tuple[str, Answer]] = {}
+        from cfkit.view.study import RecentChecks
+
+        self._checks = RecentChecks()  # the study page's check of its servers, reused while recent
 
     # ── routing ─────────────────────────────────────────────────────────────
 
@@ -144,8 +147,9 @@ class Site:
     def _study(self) -> Page:
         from cfkit.view.study import study_shown
 
-        shown = [study_shown(self.data.ws, study) for study in self.studies]
-        return self._html("study.html", "study.html", shown=shown, run_ids={r.id for r in self.data.runs})
+        shown = [study_shown(self.data.ws, study, self._checks) for study in self.studies]
+        return self._html("study.html", "study.html", shown=shown, run_ids={r.id for r in self.data.runs},
+                          keep_s=self._checks.keep_s)
 
     def _report(self) -> Page:
         report, problem = self.data.report
