@@ -134,6 +134,7 @@ class Site:
         return Page("view.css", "text/css; charset=utf-8", css)
 
     def _index(self) -> Page:
+        from cfkit.report.standing import stale_groups
         from cfkit.store.leases import GONE, RESUME
 
         gone = (f"A run shown as {GONE} was stopped before it could record how it ended; {RESUME}."
@@ -142,7 +143,7 @@ class Site:
                           servers_said=self.data.servers_said, in_report=self.data.in_report,
                           not_clean=self.data.not_clean, standings=self.data.standings,
                           fresh={run for run, s in self.data.standings.items() if s.stale == 0},
-                          spent=spent, cost_of=Cost.of_run, abandoned_note=abandoned_note)
+                          spent=spent, cost_of=Cost.of_run, abandoned_note=abandoned_note, stale_groups=stale_groups)
 
     def _study(self) -> Page:
         from cfkit.view.study import study_shown

@@ -68,3 +68,18 @@ def test_an_export_says_when_its_servers_were_checked(mute_study, tmp_path):
     made = run_cli(["-w", str(root), "view", "--study", "study.toml", "--export", str(tmp_path / "site")])
     assert made.exit_code == 0, made.stderr
     assert CHECKED.search(" ".join((tmp_path / "site" / "study.html").read_text().split()))
+
+
+def test_the_check_time_fits_the_window(mute_study, tmp_path, browser):
+    root, _ = mute_study
+    made = run_cli(["-w", str(root), "view", "--study", "study.toml", "--export", str(tmp_path / "site")])
+    assert made.exit_code == 0, made.stderr
+    for width in (1280, 390):
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        page.goto((tmp_path / "site" / "study.html").as_uri())
+        said = page.locator("p.checked")
+        assert CHECKED.search(said.inner_text())
+        box = said.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, (width, box)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width  # the page never scrolls sideways
+        page.close()
