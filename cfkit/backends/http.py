@@ -69,6 +69,9 @@ class Exchange:
     #: Given up after the request was sent (a timeout once connected, a connection dropped or a body cut off
     #: mid-reply, a response thrown away): the server may have generated a reply, and a provider billed it.
     abandoned: bool = False
+    #: The attempt got no answer at all (:mod:`cfkit.backends.no_answer`: connection refused, host not known,
+    #: unreachable, timed out), which :func:`~cfkit.backends.no_answer.no_answer` words; None otherwise.
+    no_answer: str | None = None
 
 
 def package_versions() -> dict[str, str]:
@@ -305,8 +308,8 @@ class JSONClient:
         host is not known; None when a connection opens, or when the check cannot tell (through a proxy, or
         a slow network, which the requests' own deadlines handle)."""
         import asyncio
-        import errno
-        import socket
+
+        from cfkit.backends.no_answer import TIMED_OUT, kind_of, no_answer
 
         parts = urlsplit(self.base_url)
         if self._proxy is not None or not parts.hostname:
@@ -316,21 +319,10 @@ class JSONClient:
         except ValueError:
             return None
         try:
-            try:
-                _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
-            except OSError as exc:  # several addresses (::1 and 127.0.0.1), each refused: one OSError for all
-                if type(exc) is OSError and f"[Errno {errno.ECONNREFUSED}]" in str(exc):
-                    raise ConnectionRefusedError(errno.ECONNREFUSED, str(exc)) from exc
-                raise
-        except ConnectionRefusedError:
-            return (f"nothing is listening at {shown} (connection refused): start the server (e.g. 'transformers "
-                    "serve' or 'vllm serve'), or give the right --base-url")
-        except socket.gaierror:
-            return f"the host of {shown} is not known (DNS): check --base-url and the network"
-        except TimeoutError:
-            return None
-        except OSError as exc:  # network unreachable, no route
-            return f"{shown} cannot be reached ({exc.strerror or exc}): check the network and --base-url"
+            _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
+        except OSError as exc:  # refused, host not known, network unreachable, no route; a timeout
+            kind = kind_of(exc)
+            return None if kind == TIMED_OUT else no_answer(shown, kind, detail=exc.strerror or str(exc))
         writer.close()
         try:
             await writer.wait_closed()
@@ -345,6 +337,8 @@ class JSONClient:
         for this attempt (a batch's output file is larger than any reply)."""
         import asyncio
 
+        from cfkit.backends.no_answer import NO_HOST, TIMED_OUT, kind_of
+
         aiohttp = aiohttp_module()
         session = self._session_for_this_loop()
         deadline = self.deadline if deadline is None else deadline
@@ -355,11 +349,12 @@ class JSONClient:
                     return await self._read(response, self.max_bytes if max_bytes is None else max_bytes)
         except TimeoutError as exc:  # also aiohttp's own timeouts, which subclass it
             return Exchange(None, {}, b"", "Timeout", f"no complete response within {deadline:g} s",
-                            abandoned=not _while_connecting(exc))
+                            abandoned=not _while_connecting(exc), no_answer=TIMED_OUT)
         except aiohttp.ClientPayloadError as exc:
             return Exchange(None, {}, b"", "ConnectionError", f"the response body was cut off ({exc})", abandoned=True)
         except aiohttp.ClientConnectorError as exc:  # refused, unknown host, TLS: nothing reached the server
-            return Exchange(None, {}, b"", "ConnectionError", str(exc) or type(exc).__name__)
+            kind = NO_HOST if isinstance(exc, aiohttp.ClientConnectorDNSError) else kind_of(exc.os_error)
+            return Exchange(None, {}, b"", "ConnectionError", str(exc) or type(exc).__name__, no_answer=kind)
         except (aiohttp.ClientError, OSError) as exc:  # dropped once connected: the request may have been read
             return Exchange(None, {}, b"", "ConnectionError", str(exc) or type(exc).__name__, abandoned=True)
 

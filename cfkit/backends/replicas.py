@@ -187,7 +187,7 @@ class ReplicaPool:
 
     async def _recheck(self, waiting: list[Replica]) -> None:
         for replica, exchange in await _listings(waiting, close=False):
-            match = read_exchange(exchange, self.name).entry
+            match = read_exchange(exchange, self.name, replica.shown).entry
             root = match.get("root") if match is not None else None
             if match is None or (self.root is not None and isinstance(root, str) and root != self.root):
                 continue  # still down, or serving something else: asked again later
@@ -326,11 +326,17 @@ class Listing:
 
 
 def read_listing(status: int | None, body: bytes, name: str, *, failure: str | None = None,
-                 detail: str = "") -> Listing:
+                 detail: str = "", unanswered: str | None = None, shown: str = "the server") -> Listing:
     """The one reading of a server's answer to ``GET /models`` for model ``name`` (``status`` and ``body``, or the
     ``failure`` and ``detail`` of an attempt that got no answer): it lists the model (:func:`listed`), lists others
     or none (:func:`not_listed`), answers without a model list, or does not answer. Every check of a model list
-    (replicas, ``--batch``, a study's endpoints) reads it here, so the same answer is said in the same words."""
+    (replicas, ``--batch``, a study's endpoints) reads it here, so the same answer is said in the same words. An
+    attempt that got no answer at all (``unanswered``: its kind, :mod:`cfkit.backends.no_answer`) is said as
+    ``probe run``'s start-up check and a study say it (server ``shown``)."""
+    if unanswered is not None:
+        from cfkit.backends.no_answer import no_answer
+
+        return Listing(why=no_answer(shown, unanswered, detail=detail, seconds=MODELS_DEADLINE_S))
     if failure is not None or status != 200:
         if failure is None:
             from cfkit.backends.http import error_text
@@ -344,9 +350,10 @@ def read_listing(status: int | None, body: bytes, name: str, *, failure: str | N
     return Listing(entry, None if entry is not None else not_listed(entries, name), listed=True)
 
 
-def read_exchange(exchange: Any, name: str) -> Listing:
-    """:func:`read_listing` of an :class:`~cfkit.backends.http.Exchange`."""
-    return read_listing(exchange.status, exchange.body, name, failure=exchange.failure, detail=exchange.detail)
+def read_exchange(exchange: Any, name: str, shown: str = "the server") -> Listing:
+    """:func:`read_listing` of an :class:`~cfkit.backends.http.Exchange` from server ``shown``."""
+    return read_listing(exchange.status, exchange.body, name, failure=exchange.failure, detail=exchange.detail,
+                        unanswered=exchange.no_answer, shown=shown)
 
 
 def refusal(who: str, name: str, why: Sequence[tuple[str, str]], *, url_flag: str = "--base-url") -> str:
@@ -366,7 +373,7 @@ async def check_served(client: Any, shown: str, name: str, *, who: str) -> str |
     :class:`BackendUnavailable` (:func:`refusal`) when it lists its models without ``name``; a server that cannot
     be asked, or gives no list, is not refused here (the submission itself says what is wrong): why the model
     could not be checked is returned (:meth:`cfkit.backends.batch_api.BatchAPI.check_model`), else None."""
-    reading = read_exchange(await client.request("GET", "/models", deadline=MODELS_DEADLINE_S), name)
+    reading = read_exchange(await client.request("GET", "/models", deadline=MODELS_DEADLINE_S), name, shown)
     if reading.listed and reading.why is not None:
         raise BackendUnavailable(refusal(who, name, [(shown, reading.why)]))
     return None if reading.listed else f"{shown}: {reading.why}"
@@ -407,7 +414,7 @@ def served_model(replicas: Sequence[Replica], name: str, *, who: str) -> dict[st
     every endpoint is left out, or those that serve ``name`` serve it from different weights."""
     found: list[tuple[Replica, dict[str, Any]]] = []
     for replica, exchange in _run_now(_listings(replicas)):
-        reading = read_exchange(exchange, name)
+        reading = read_exchange(exchange, name, replica.shown)
         match, replica.left_out = reading.entry, reading.why
         if match is None:
             replica.at_start = True

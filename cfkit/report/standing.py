@@ -149,3 +149,47 @@ def _stale(ws: Workspace, store: Store, records: Sequence[RunRecord]) -> dict[st
                 n, first = counts[run_id]
                 counts[run_id] = ((n or 0) + 1, first or f"case {p.case}: {why}")
     return counts
+
+
+#: How many runs a line of runs stale for one reason names; the others are counted (and listed under it).
+NAMED_RUNS = 3
+
+
+@dataclass(frozen=True)
+class StaleGroup:
+    """The runs stale now for one reason (or whose staleness could not be checked, for one reason): one line for
+    them all (:meth:`line`), as a case changed under many runs makes them all stale alike."""
+
+    why: str  # the first stale answer's reason, the same for each of them (its run said as "each run"), or why
+    # they were not checked
+    checked: bool
+    runs: tuple[RunRecord, ...]
+    stale: tuple[int, ...]  # each run's answers stale now (0 where not checked)
+
+    def line(self, shown: Standing | None = None) -> str:
+        """One line: the reason once, how many runs and answers, and the first :data:`NAMED_RUNS` runs. A group of
+        one run is said as ``cfkit runs show`` says it (``shown``: its standing)."""
+        if len(self.runs) == 1 and shown is not None:
+            return shown.stale_line(self.runs[0]) or ""
+        ids = [r.id for r in self.runs]
+        named = ", ".join(ids[:NAMED_RUNS]) + (f" and {len(ids) - NAMED_RUNS} more" if len(ids) > NAMED_RUNS else "")
+        runs = f"{plural(len(ids), 'run')} ({named})"
+        if not self.checked:
+            return f"{runs}: whether their answers are stale was not checked: {self.why}"
+        counts = set(self.stale)
+        each = (f"{plural(self.stale[0], 'answer')} stale now in each" if len(counts) == 1
+                else f"{plural(sum(self.stale), 'answer')} stale now ({min(counts)} to {max(counts)} a run)")
+        return f"{runs}: {each} (a report counts them wrong); e.g. {self.why}."
+
+
+def stale_groups(runs: Sequence[RunRecord], shown: dict[str, Standing]) -> list[StaleGroup]:
+    """The runs of ``runs`` with answers stale now (or not checked), grouped by the reason said for them, in the
+    order of each group's first run."""
+    groups: dict[tuple[bool, str], list[RunRecord]] = {}
+    for r in runs:
+        s = shown[r.id]
+        if s.stale is None or s.stale:  # a reason names the run that asked ("since run RUN asked it")
+            why = s.stale_why.replace(f"run {r.id}", "each run").replace(r.id, "each run")
+            groups.setdefault((s.stale is not None, why), []).append(r)
+    return [StaleGroup(why, checked, tuple(rs), tuple(shown[r.id].stale or 0 for r in rs))
+            for (checked, why), rs in groups.items()]

@@ -64,13 +64,16 @@ class Answer:
     body: bytes
 
 
+#: Where a study's endpoint's url is fixed, in the words for an endpoint that does not answer.
+STUDY_URL = "the endpoint's url in the study file"
+
 #: Statuses that say nothing of the models an endpoint serves when no key is sent (a key is never sent here).
 NO_KEY = (401, 403)
 
 
 def reach(url: str, timeout: float = REACH_S) -> tuple[str | None, Answer | None]:
-    """(None when ``url`` answers ``GET /models`` with any HTTP status, else why not in a few words; its answer,
-    None when it gave none)."""
+    """(None when ``url`` answers ``GET /models`` with any HTTP status, else why not, in the words ``probe run``
+    uses for the same failure (:func:`cfkit.backends.no_answer.no_answer`); its answer, None when it gave none)."""
     import urllib.error
     import urllib.request
 
@@ -84,9 +87,13 @@ def reach(url: str, timeout: float = REACH_S) -> tuple[str | None, Answer | None
         except OSError:
             body = b""
         return None, Answer(exc.code, body)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return f"{target} did not answer ({reason}); start the server or fix the url", None
+    except (urllib.error.URLError, OSError, ValueError) as exc:  # no answer at all: said as probe run says it
+        from cfkit.backends.no_answer import kind_of, no_answer
+        from cfkit.endpoints import redact_url
+
+        detail = str(exc.reason) if isinstance(exc, urllib.error.URLError) else str(exc)
+        return no_answer(redact_url(url.rstrip("/")), kind_of(exc), detail=detail, seconds=timeout,
+                         url=STUDY_URL), None
 
 
 def why_not(study: Study, name: str, endpoint: str, answers: dict[str, Answer | None]) -> tuple[str | None, bool]:

@@ -70,16 +70,18 @@ class RunState:
         return f"{self.display} {self.suite}: {self.state}" + (f" ({self.detail})" if self.detail else "")
 
 
-def study_status(ws: Workspace, study: Study, store: Store | None) -> list[RunState]:
-    """Every run of ``study`` with its state (see the module docstring); ``store`` None: no store yet."""
+def study_status(ws: Workspace, study: Study, store: Store | None, *, reach=None) -> list[RunState]:
+    """Every run of ``study`` with its state (see the module docstring); ``store`` None: no store yet. ``reach``:
+    how the endpoints of the runs not started are checked (``reach(study, models)``, an
+    :class:`~cfkit.study.check.EndpointCheck`), :func:`~cfkit.study.check.check_endpoints` unless told."""
     states, runs = [], study_runs(study)
     for run in runs:
         prepare(ws, study, run)
         states.append(_state(store, run))
-    return _unreachable(study, runs, states)
+    return _unreachable(study, runs, states, reach)
 
 
-def _unreachable(study: Study, runs: list[StudyRun], states: list[RunState]) -> list[RunState]:
+def _unreachable(study: Study, runs: list[StudyRun], states: list[RunState], reach=None) -> list[RunState]:
     """The states, with why of each run not started that ``study run`` would skip (and skipped, if it was run):
     its endpoint does not answer, or does not list its model (the check ``study run`` makes before it sends)."""
     from dataclasses import replace
@@ -90,7 +92,7 @@ def _unreachable(study: Study, runs: list[StudyRun], states: list[RunState]) -> 
                if x.state == "not started" and study.endpoints_of(run.model)}
     if not waiting:
         return states
-    reached = check_endpoints(study, waiting)
+    reached = (reach or check_endpoints)(study, waiting)
     said = []
     for run, x in zip(runs, states, strict=True):
         why = reached.refused(study, run.model) if run.model in waiting and x.state == "not started" else None

@@ -73,6 +73,9 @@ class Site:
         self.studies = studies  # cfkit.study.file.Study of each --study FILE: the study page shows them
         self.env = _environment()
         self._raw: dict[str, tuple[str, Answer]] = {}
+        from cfkit.view.study import RecentChecks
+
+        self._checks = RecentChecks()  # the study page's check of its servers, reused while recent
 
     # ── routing ─────────────────────────────────────────────────────────────
 
@@ -131,6 +134,7 @@ class Site:
         return Page("view.css", "text/css; charset=utf-8", css)
 
     def _index(self) -> Page:
+        from cfkit.report.standing import stale_groups
         from cfkit.store.leases import GONE, RESUME
 
         gone = (f"A run shown as {GONE} was stopped before it could record how it ended; {RESUME}."
@@ -139,13 +143,14 @@ class Site:
                           servers_said=self.data.servers_said, in_report=self.data.in_report,
                           not_clean=self.data.not_clean, standings=self.data.standings,
                           fresh={run for run, s in self.data.standings.items() if s.stale == 0},
-                          spent=spent, cost_of=Cost.of_run, abandoned_note=abandoned_note)
+                          spent=spent, cost_of=Cost.of_run, abandoned_note=abandoned_note, stale_groups=stale_groups)
 
     def _study(self) -> Page:
         from cfkit.view.study import study_shown
 
-        shown = [study_shown(self.data.ws, study) for study in self.studies]
-        return self._html("study.html", "study.html", shown=shown, run_ids={r.id for r in self.data.runs})
+        shown = [study_shown(self.data.ws, study, self._checks) for study in self.studies]
+        return self._html("study.html", "study.html", shown=shown, run_ids={r.id for r in self.data.runs},
+                          keep_s=self._checks.keep_s)
 
     def _report(self) -> Page:
         report, problem = self.data.report

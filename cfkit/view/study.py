@@ -10,15 +10,22 @@ page reads the workspace's newest runs instead, which may be other runs.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from cfkit.errors import CfkitError
 
 if TYPE_CHECKING:
+    from cfkit.study.check import EndpointCheck
     from cfkit.study.file import Study
     from cfkit.study.state import RunState
     from cfkit.workspace import Workspace
+
+#: Seconds a check of a study's servers is reused: the page loaded again within them asks no server (one that
+#: does not answer holds each check for its time limit, 5 s), and says when they were checked.
+KEEP_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -35,18 +42,44 @@ class StudyShown:
     said: list[str]  # the lines that qualify the tables, as study report says them on stderr
     short: str | None  # the study report's last line when the report is not the whole study
     problem: str | None  # why there is no report (no run can be reported yet), or None
+    checked: datetime | None = None  # when the servers of its runs not started were asked; None: none was
 
 
-def study_shown(ws: Workspace, study: Study) -> StudyShown:
-    """``study`` as the page shows it: its runs' states and its report (nothing sent to a model or written)."""
+class RecentChecks:
+    """:func:`cfkit.study.check.check_endpoints` of each study, its answer reused for ``keep_s`` seconds (the same
+    study, the same runs not started), and when each answer used was made: the served page, loaded again and again,
+    asks the servers once in ``keep_s``."""
+
+    def __init__(self, keep_s: float | None = None):
+        self.keep_s = KEEP_S if keep_s is None else keep_s
+        self._kept: dict[tuple[str, frozenset[str]], tuple[float, datetime, EndpointCheck]] = {}
+        self.used: dict[str, datetime] = {}  # study file -> when the check it was last shown with was made
+
+    def check(self, study: Study, models) -> EndpointCheck:
+        from cfkit.study.check import check_endpoints
+
+        key = (str(study.path), frozenset(models))
+        kept = self._kept.get(key)
+        if kept is None or time.monotonic() - kept[0] >= self.keep_s:
+            began, at = time.monotonic(), datetime.now().astimezone()
+            kept = self._kept[key] = (began, at, check_endpoints(study, models))
+        self.used[key[0]] = kept[1]
+        return kept[2]
+
+
+def study_shown(ws: Workspace, study: Study, checks: RecentChecks | None = None) -> StudyShown:
+    """``study`` as the page shows it: its runs' states and its report (nothing sent to a model or written);
+    ``checks``: its servers' check, reused while recent (a new one by default)."""
     from cfkit.store import Store
     from cfkit.study.state import status_line, study_command, study_status
 
+    checks = checks if checks is not None else RecentChecks()
+    checks.used.pop(str(study.path), None)
     if ws.db_path.is_file():
         with Store(ws.db_path) as store:
-            states = study_status(ws, study, store)
+            states = study_status(ws, study, store, reach=checks.check)
     else:
-        states = study_status(ws, study, None)
+        states = study_status(ws, study, None, reach=checks.check)
     file = study.path.resolve()
     commands = {verb: study_command(ws.root, file, verb) for verb in ("status", "run", "report")}
     tables, said, short, problem = [], [], None, None
@@ -62,4 +95,5 @@ def study_shown(ws: Workspace, study: Study) -> StudyShown:
         said = made.inputs.left_out_lines() + made.report.said()
         short = made.inputs.short_of_the_study(f"'{commands['run']}'")
     return StudyShown(study.name, str(file), {name: m.model for name, m in study.models.items()}, states,
-                      status_line(ws.root, study, states), commands, tables, said, short, problem)
+                      status_line(ws.root, study, states), commands, tables, said, short, problem,
+                      checks.used.get(str(study.path)))

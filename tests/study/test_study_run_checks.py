@@ -46,7 +46,7 @@ def test_study_run_skips_a_model_its_endpoint_does_not_list_or_whose_endpoint_is
                                                         "no": "done"}
     assert "cannot answer for 'modle-a' (it serves model-a, not 'modle-a'" in runs["typo"]["error"] and "did you mean 'model-a'" in runs["typo"]["error"]
     assert runs["down"]["error"].startswith("not started, nothing sent: its endpoint is not reachable")
-    assert f"{dead}/models did not answer" in runs["down"]["error"]
+    assert f"nothing is listening at {dead} (connection refused)" in runs["down"]["error"]
     last = result.stderr.strip().splitlines()[-1]
     assert "2 of 4 runs incomplete: typo contextcanvas (skipped), down contextcanvas (skipped)" in last
     assert "The lines above say why" in last
@@ -60,9 +60,9 @@ def test_study_run_skips_a_model_its_endpoint_does_not_list_or_whose_endpoint_is
     # at the lines it had printed): it reaches the endpoints of the runs not started, as 'study run' does.
     assert states["typo"]["detail"].startswith("'study run' skips it, nothing of it sent: endpoint e")
     assert "cannot answer for 'modle-a' (it serves model-a, not 'modle-a'" in states["typo"]["detail"]
-    assert f"{dead}/models did not answer" in states["down"]["detail"]
+    assert f"nothing is listening at {dead} (connection refused)" in states["down"]["detail"]
     assert states["a"]["detail"] is None and states["no"]["detail"] is None
-    assert "cannot answer for 'modle-a' (it serves model-a, not 'modle-a'" in table.stdout and f"{dead}/models did not answer" in table.stdout
+    assert "cannot answer for 'modle-a' (it serves model-a, not 'modle-a'" in table.stdout and f"nothing is listening at {dead} (connection refused)" in table.stdout
 
 
 def test_a_finished_study_is_not_refused_when_its_servers_are_gone(tiny_ws):

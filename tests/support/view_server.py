@@ -9,14 +9,15 @@ from pathlib import Path
 
 
 @contextmanager
-def serving(root: Path) -> Iterator[str]:
-    """The view of the workspace at ``root`` on a loopback port: its URL while the block runs."""
+def serving(root: Path, studies: tuple = ()) -> Iterator[str]:
+    """The view of the workspace at ``root`` (with the page of each study in ``studies``, loaded study files) on a
+    loopback port: its URL while the block runs."""
     from cfkit.view.data import ViewData
     from cfkit.view.server import make_server
     from cfkit.view.site import Site
     from cfkit.workspace import load_workspace
 
-    server = make_server(Site(ViewData(load_workspace(root))))
+    server = make_server(Site(ViewData(load_workspace(root)), studies))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

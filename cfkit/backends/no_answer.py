@@ -1,0 +1,55 @@
+"""The words for a server that gave no answer at all: nothing listens on its port, its host is not known, it did
+not answer in time, or the network has no way to it.
+
+One function words it (:func:`no_answer`), from the kind of failure (:func:`kind_of`, read from the exception the
+connection raised), for every check that asks a server before anything is sent: ``probe run``'s start-up check
+(:meth:`cfkit.backends.http.JSONClient.endpoint_problem`), a replica left out because its ``GET /models`` got no
+answer (:func:`cfkit.backends.replicas.read_listing`), and a study's endpoint check
+(:func:`cfkit.study.check.reach`). The same failure is said in the same words; only how the url is fixed differs
+(``--base-url``, or the endpoint's url in the study file).
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+
+REFUSED = "connection refused"
+TIMED_OUT = "timed out"
+NO_HOST = "host not known"
+UNREACHABLE = "unreachable"
+
+
+def kind_of(exc: BaseException) -> str:
+    """Which of :data:`REFUSED`, :data:`TIMED_OUT`, :data:`NO_HOST` or :data:`UNREACHABLE` a failure to get an
+    answer is: ``exc`` as a socket, asyncio, or urllib (its ``reason``) call raised
+    it (aiohttp's: :meth:`cfkit.backends.http.JSONClient.request` reads it)."""
+    from urllib.error import URLError
+
+    if isinstance(exc, URLError) and isinstance(exc.reason, BaseException):
+        return kind_of(exc.reason)
+    if isinstance(exc, socket.gaierror):
+        return NO_HOST
+    if isinstance(exc, TimeoutError):
+        return TIMED_OUT
+    # several addresses (::1 and 127.0.0.1), each refused: asyncio raises one OSError for all of them
+    if isinstance(exc, ConnectionRefusedError) or f"[Errno {errno.ECONNREFUSED}]" in str(exc):
+        return REFUSED
+    return UNREACHABLE
+
+
+def no_answer(shown: str, kind: str, *, detail: str = "", seconds: float | None = None,
+              url: str = "--base-url") -> str:
+    """The one line for server ``shown`` (as people see it) giving no answer of ``kind`` (:func:`kind_of`):
+    ``detail`` what the system said (for :data:`UNREACHABLE`), ``seconds`` how long it was waited for
+    (:data:`TIMED_OUT`), ``url`` where its url is set, to fix it."""
+    if kind == REFUSED:
+        return (f"nothing is listening at {shown} (connection refused): start the server (e.g. 'transformers "
+                f"serve' or 'vllm serve'), or fix {url}")
+    if kind == NO_HOST:
+        return f"the host of {shown} is not known (DNS): check {url} and the network"
+    if kind == TIMED_OUT:
+        within = f" within {seconds:g} s" if seconds is not None else ""
+        return (f"{shown} did not answer{within} (timed out): check that the server is up and not stuck, "
+                f"that no firewall drops the connection, and {url}")
+    return f"{shown} cannot be reached ({detail or 'no detail'}): check the network and {url}"
