@@ -16,12 +16,16 @@ from cfkit.captions import Caption, caption_path, dump_caption, parse_caption
 from cfkit.cases import Case
 from cfkit.errors import CaptionError, UsageError
 from cfkit.files import read_text
+from cfkit.plural import plural
+from cfkit.judge.costs import Spent
 from cfkit.lint import Finding, lint_caption, verdict_terms
 from cfkit.prompts import Templates, fill_slots, load_templates
 from cfkit.subsets import select_cases, workspace_cases
 from cfkit.workspace import Workspace
 
 DRAFT_TEMPLATES: tuple[str, ...] = ("draft-system.txt", "draft-user.txt")
+#: The token limit of a draft's reply.
+DRAFT_MAX_TOKENS = 400
 _IMAGES_PHRASE = {1: "the attached image", 2: "the two attached images, the first image and then the second image,"}
 
 
@@ -50,7 +54,7 @@ def draft_request(ws: Workspace, case: Case, templates: Templates | None = None)
     user = fill_slots(templates["draft-user.txt"], {"images": _IMAGES_PHRASE[len(images)]})
     return ProbeRequest(
         system=templates["draft-system.txt"].strip(), user=user.strip(), images=images, option_ids=(),
-        schema=None, generation=Generation(temperature=0.0, max_tokens=400),
+        schema=None, generation=Generation(temperature=0.0, max_tokens=DRAFT_MAX_TOKENS),
         meta=RequestMeta(suite="captions", case_id=case.id, pair_id="", condition="draft"),
     )
 
@@ -76,21 +80,30 @@ def _kept_message(existing: Caption | None) -> str:
 
 
 def draft_captions(ws: Workspace, backend, case_ids: Iterable[str] = (), *, subset: str | Path | None = None,
-                   redraft: bool = False, all_cases: bool = False) -> list[DraftResult]:
+                   redraft: bool = False, all_cases: bool = False, spent: Spent | None = None) -> list[DraftResult]:
     """Ask ``backend`` for a neutral description of each selected case and save it as an unreviewed draft.
 
     A caption already on disk is kept, except an unreviewed model draft when
     ``redraft`` is set; a human caption is never replaced. Each draft is linted
     and its findings returned; the evidence text is left for the reviewer, who
     knows the decisive cue. A request that fails is reported and the others go on.
+
+    ``spent`` sums what this invocation's replies cost, and the attempts sent and given up (a timeout, a request
+    in flight at Ctrl-C) that a provider may bill. What stops the drafting before its end (a key refused, a quota
+    spent, a server that keeps failing, Ctrl-C or SIGTERM) is set as ``spent.stop`` rather than raised, each
+    draft written before it kept on disk and each case not asked reported as such: the caller says what was
+    written and spent, then raises it.
     """
     from cfkit.backends import as_backend
 
     backend = as_backend(backend)
-    from cfkit.backends import TransportError, is_async
+    from cfkit.backends import TransportError
     from cfkit.files import write_text_atomic
+    from cfkit.judge.questions import ask_in_turn
 
     # 1. Check the inputs.
+    spent = spent if spent is not None else Spent()
+    spent.priced = bool(backend.priced)
     capabilities = backend.capabilities
     if capabilities is not None and not capabilities.images:
         raise UsageError(f"backend {backend.model} cannot see images; draft with a vision-language model "
@@ -136,26 +149,22 @@ def draft_captions(ws: Workspace, backend, case_ids: Iterable[str] = (), *, subs
         return DraftResult(case.id, path, "written", message, findings)
 
     def failed(case: Case, exc: Exception) -> DraftResult:
-        return DraftResult(case.id, caption_path(ws, case.id), "failed", f"not drafted: the request failed: {exc}")
+        if not isinstance(exc, TransportError):  # a reply cut off at the token limit: never saved as a caption
+            why = (f"the reply was cut off at the token limit ({plural(DRAFT_MAX_TOKENS, 'token')}), so it was not saved; "
+                   "run the command again, or write this caption by hand.")
+        else:
+            why = f"the request failed: {exc}"
+        return DraftResult(case.id, caption_path(ws, case.id), "failed", f"not drafted: {why}")
 
-    if is_async(backend):
-        import asyncio
+    def keep(case: Case, request, reply) -> None:
+        results[case.id] = save(case, reply)
 
-        async def ask_all() -> None:
-            try:
-                for case in todo:
-                    try:
-                        results[case.id] = save(case, await backend.answer(draft_request(ws, case, templates)))
-                    except TransportError as exc:
-                        results[case.id] = failed(case, exc)
-            finally:
-                await backend.aclose()
+    def not_asked(case: Case) -> None:
+        spent.not_asked(case)
+        results[case.id] = DraftResult(case.id, caption_path(ws, case.id), "failed",
+                                       "not drafted: not asked (the drafting stopped).")
 
-        asyncio.run(ask_all())
-    else:
-        for case in todo:
-            try:
-                results[case.id] = save(case, backend.answer(draft_request(ws, case, templates)))
-            except TransportError as exc:
-                results[case.id] = failed(case, exc)
+    spent.stop = ask_in_turn(backend, [(case, draft_request(ws, case, templates)) for case in todo], keep,
+                             lambda case, exc: results.__setitem__(case.id, failed(case, exc)), spent.came,
+                             spent.gave_up, untried=not_asked)
     return [results[i] for i in ids]

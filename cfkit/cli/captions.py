@@ -11,6 +11,8 @@ from cfkit.cli.console import err, out, print_json, status, workspace_option
 from cfkit.errors import OutputError, UsageError
 from cfkit.plural import plural
 
+#: Where a drafting model's prices are given, said when it has none.
+PRICES_HINT = "give the model's prices: -o price_in=… -o price_out=…, or cfkit.toml [probe.prices]"
 CONDITION_CHOICE = click.Choice(["text", "neutral", "evidence", "image"])
 
 
@@ -161,29 +163,41 @@ def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[
     The model sees only the image(s) and instructions that forbid names and
     verdicts. Drafts are saved with author = the model and reviewed: false, and
     linted; the evidence text is left to the reviewer. Existing captions are kept.
+    The model is priced as 'probe run' prices one, and the last line says what
+    this invocation spent. Stopped part-way (a key refused, an account without
+    credit, a server gone, Ctrl-C or SIGTERM), every draft written is kept, the
+    cases not asked are listed, and what was spent is said (a request in flight
+    counts as an attempt a provider may bill); run it again to draft the rest.
 
     \b
     Example:
       cfkit captions draft --model openai:gpt-5.5 HB084 HB120
     """
-    from cfkit.backends import load_backend
     from cfkit.options import Setting, blamed, parse_option_pairs
     from cfkit.drafts import draft_captions
     from cfkit.errors import CheckFailed
+    from cfkit.judge.costs import Spent, priced_judge
 
     model = Setting.of(model_spec, "--model", ws.config.probe.model, "[probe] model")
     if not model.value:
         raise UsageError("no model given; pass --model KIND:NAME (e.g. openai:gpt-5.5) or set [probe] model in cfkit.toml.")
-    with blamed(model):
-        backend = load_backend(model.value, parse_option_pairs(options))
-    results = draft_captions(ws, backend, case_ids, subset=subset, redraft=redraft, all_cases=all_cases)
+    with blamed(model):  # priced as 'probe run' prices a model
+        backend = priced_judge(ws, model.value, parse_option_pairs(options))
+    spent = Spent()
+    results = draft_captions(ws, backend, case_ids, subset=subset, redraft=redraft, all_cases=all_cases, spent=spent)
     style = {"written": "green", "kept": "dim", "failed": "red"}
     for r in results:
         out.print(f"{r.case}: [{style[r.status]}]{escape(r.message)}[/]")
         for f in r.findings:
             out.print(f"  [yellow]{f.level}[/] {escape(f.describe(ws.root))}")
     counts = {s: sum(r.status == s for r in results) for s in style}
-    err.print(f"{counts['written']} drafted, {counts['kept']} kept, {counts['failed']} failed. "
-              "Next: read each draft, add its evidence, set 'reviewed: true', run 'cfkit captions lint'.")
+    # What this invocation spent, also when the drafting stopped: every draft written before the stop is kept.
+    asked = spent.said(PRICES_HINT) if spent.replies or spent.abandoned else "nothing asked"
+    untried = f", {spent.untried} not asked (the drafting stopped)" if spent.stop is not None else ""
+    err.print(f"{counts['written']} drafted, {counts['kept']} kept, {counts['failed'] - spent.untried} failed{untried}; "
+              f"{asked}. "
+              "Next: read each draft, add its evidence, set 'reviewed: true', run 'cfkit captions lint'.", markup=False)
+    if spent.stop is not None:  # a key refused, a quota spent, Ctrl-C: said now, after what was written and spent
+        raise spent.stop
     if counts["failed"]:
         raise CheckFailed(f"{plural(counts['failed'], 'draft')} failed; run the command again to retry them.")

@@ -120,8 +120,10 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
         raise UsageError(f"give --subset {subset} or --all-cases, not both.")
     if force and batch_file is None:
         raise UsageError("--force replaces an existing --batch-file OUT.jsonl; give it with --batch-file.")
+    if subset is not None:
+        from cfkit.subsets import resolve_subset  # only where one is named: it loads the file helpers
     selection = Selection(limit=limit, cases=cases_file, accepted_only=accepted_only, reviewed_only=reviewed_only,
-                          subset=None if subset is None else _subset(ws, subset), all_cases=all_cases)
+                          subset=None if subset is None else resolve_subset(ws, subset), all_cases=all_cases)
     settings = dict(options=options, concurrency=concurrency, max_tokens=max_tokens, protocol=protocol,
                     selection=selection)
     if dry_run:
@@ -175,19 +177,18 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
         render_submission(submission, as_json)
         return
     from cfkit.cli.progress_bar import ProgressBar
+    from cfkit.probe.progress import RunInterrupted  # (the runner is loaded only where a request is sent)
 
     with open_store(ws.db_path) as store:
-        with ProgressBar(suite) as bar:
-            summary = job.run(store, on_progress=bar.update, on_plan=_warn_unreviewed)
+        try:
+            with ProgressBar(suite) as bar:
+                summary = job.run(store, on_progress=bar.update, on_plan=_warn_unreviewed)
+        except RunInterrupted as stop:  # what was received and spent (in flight: abandoned), then the stop's line
+            _render_summary(stop.summary, as_json, said=job.notes)
+            raise
         job.remember(store, key, summary)
     _after_run(ws, summary, job.notes, as_json, model, suite, pairs, url_flags, api_key_env, concurrency, max_tokens,
                protocol, limit, cases_file, accepted_only, reviewed_only, max_cost)
-
-
-def _subset(ws, subset: str):
-    from cfkit.subsets import resolve_subset  # only where one is named: it loads the file helpers
-
-    return resolve_subset(ws, subset)
 
 
 def _shortcut(ws, key: str, suite: str):

@@ -122,7 +122,7 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     run is complete and clean, 1 when some are not (the last line names them
     and the command that resumes; or the runs whose replies were cut off at
     the token limit, are mostly empty, or came from servers that said they
-    were different models), 130 when interrupted.
+    were different models), 130 after Ctrl-C, 143 after SIGTERM.
     """
     from cfkit.cli.study_display import LiveDisplay
     from cfkit.store import open_store
@@ -137,7 +137,7 @@ def run(ws, file: Path, batch: bool, as_json: bool) -> None:
     again = _again(ws, s.path.resolve(), "run")
     if result.interrupted:
         warn(f"interrupted; every reply received is saved. Resume with: {again}")
-        raise click.exceptions.Exit(130)  # ended by the CLI's entry point, like every exit status
+        raise click.exceptions.Exit(result.exit_code)  # 130, or 143 after SIGTERM; ended by the CLI's entry point
     incomplete = [r for r in result.incomplete if r.state != "submitted"]
     if incomplete:
         names = ", ".join(f"{r.display} {r.suite} ({r.state})" for r in incomplete)

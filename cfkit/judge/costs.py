@@ -104,15 +104,15 @@ class Spent:
             return None
         return str(self.stop) if not isinstance(self.stop, KeyboardInterrupt) else "interrupted"
 
-    def said(self) -> str:
-        """``N replies, cost $X``, as ``probe run`` says it, with what abandoned attempts may add; or that the judge is
-        not priced."""
+    def said(self, prices_hint: str = PRICES_HINT) -> str:
+        """``N replies, cost $X``, as ``probe run`` says it, with what abandoned attempts may add; or that the model is
+        not priced, and ``prices_hint``: where its prices are given."""
         from cfkit.money import abandoned_note, spent
         from cfkit.plural import plural
 
         replies = plural(self.replies, "reply", "replies")
         if not self.priced:
-            said = replies if not (self.replies or self.abandoned) else f"{replies}, cost not known ({PRICES_HINT})"
+            said = replies if not (self.replies or self.abandoned) else f"{replies}, cost not known ({prices_hint})"
         else:
             said = f"{replies}, cost {spent(self.cost_usd, self.unpriced)}"
         return said + abandoned_note(self.abandoned, self.abandoned_usd)

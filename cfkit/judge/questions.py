@@ -63,14 +63,16 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
     transport failure (a key refused, no such model), a server that keeps failing
     (:class:`cfkit.probe.stopping.StopPolicy`, as it stops a probe run: a :class:`~cfkit.errors.BackendError`),
     or Ctrl-C (SIGTERM too: a :class:`KeyboardInterrupt`). The attempts of the request it ended that were given up
-    once sent go to ``gave_up`` and ``unread`` as a lost request's, and ``untried(job)`` is told of each job not
-    asked. The caller says what was done and spent, then raises it."""
+    once sent go to ``gave_up`` and ``unread`` as a lost request's; so does the request Ctrl-C or SIGTERM found in
+    flight, as one attempt (it was sent: a provider may bill it). ``untried(job)`` is told of each job not asked.
+    The caller says what was done and spent, then raises it."""
     from cfkit.backends import TransportError, is_async
     from cfkit.probe.runner import stopped_by_sigterm_as_by_ctrl_c
     from cfkit.probe.stopping import StopPolicy
 
     policy = StopPolicy(backend.endpoint or backend.model)
     asked = 0  # the jobs of todo done with, in order
+    sending = False  # todo[asked] is sent and its reply not come: what Ctrl-C cancels then may be billed
 
     def take(job: Job, request, reply) -> None:
         policy.answered()
@@ -97,6 +99,10 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
     def stopped(exc: BaseException) -> BaseException:
         if isinstance(exc, BackendError) and not isinstance(exc, TransportError) and asked < len(todo):
             lost(*todo[asked], exc)  # the request it ended: its attempts sent before are kept, it is not asked
+        elif isinstance(exc, KeyboardInterrupt) and sending and asked < len(todo):
+            cancelled = BackendError("cancelled in flight")
+            cancelled.abandoned = 1  # sent, then given up: an abandoned attempt, as a timeout's is
+            lost(*todo[asked], cancelled)
         if untried is not None:
             for job, _ in todo[asked:]:
                 untried(job)
@@ -111,11 +117,14 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
         if not is_async(backend):
             try:
                 for job, request in todo:
+                    sending = True
                     try:
                         reply = backend.answer(request)
                     except TransportError as exc:
+                        sending = False
                         lost(job, request, exc)
                     else:
+                        sending = False
                         take(job, request, reply)
                     asked += 1
                     if (stop := why_stop()) is not None:
@@ -126,14 +135,17 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
         import asyncio
 
         async def ask_all() -> BaseException | None:
-            nonlocal asked
+            nonlocal asked, sending
             try:
                 for job, request in todo:
+                    sending = True
                     try:
                         reply = await backend.answer(request)
                     except TransportError as exc:
+                        sending = False
                         lost(job, request, exc)
                     else:
+                        sending = False
                         take(job, request, reply)
                     asked += 1
                     if (stop := why_stop()) is not None:

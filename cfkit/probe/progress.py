@@ -127,3 +127,13 @@ class RunSummary:
     def missing(self) -> int:
         """Planned requests without a stored reply: what keeps the run from being complete."""
         return self.failed + self.not_sent
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped an open run: ``summary`` is what it received and spent (its requests in flight as
+    abandoned attempts: a provider may bill them), said before the exit status ``exit_code`` (130; 143: SIGTERM).
+    Here, not in the runner, so that a command can catch it without loading the runner."""
+
+    def __init__(self, summary: RunSummary, exit_code: int):
+        super().__init__()
+        self.summary, self.exit_code = summary, exit_code

@@ -44,7 +44,7 @@ from cfkit.plural import plural
 from cfkit.probe.cache_keys import RunKeys
 from cfkit.probe.identity import library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
 from cfkit.probe.plan import ProbeItem, ProbePlan
-from cfkit.probe.progress import Budget, RunProgress, RunSummary
+from cfkit.probe.progress import Budget, RunInterrupted, RunProgress, RunSummary
 from cfkit.store import Store, batches, responses, runs
 from cfkit.money import Cost, abandoned_usd, cost_notes
 from cfkit.store.runs import RunRecord, RunSettings
@@ -80,8 +80,8 @@ def stopped_by_sigterm_as_by_ctrl_c() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-__all__ = ["OpenedRun", "RunProgress", "RunSummary", "Terminated", "close_run", "open_and_settle", "run_identity",
-           "run_probe", "send_plan", "stopped_by_sigterm_as_by_ctrl_c"]
+__all__ = ["OpenedRun", "RunInterrupted", "RunProgress", "RunSummary", "Terminated", "close_run", "open_and_settle",
+           "run_identity", "run_probe", "send_plan", "stopped_by_sigterm_as_by_ctrl_c"]
 
 
 @dataclass
@@ -205,22 +205,30 @@ def run_probe(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: i
 
     import asyncio
 
+    ended: list[RunSummary] = []  # what an interrupted run received and spent
     with stopped_by_sigterm_as_by_ctrl_c():
-        return asyncio.run(send_plan(store, backend, plan, concurrency=concurrency, max_cost=max_cost,
-                                     on_progress=on_progress, inputs_sha256=inputs_sha256, protocol=protocol,
-                                     notes=notes, inputs_manifest=inputs_manifest))
+        try:
+            return asyncio.run(send_plan(store, backend, plan, concurrency=concurrency, max_cost=max_cost,
+                                         on_progress=on_progress, inputs_sha256=inputs_sha256, protocol=protocol,
+                                         notes=notes, inputs_manifest=inputs_manifest, on_interrupted=ended.append))
+        except KeyboardInterrupt as exc:
+            if not ended:
+                raise
+            raise RunInterrupted(ended[0], getattr(exc, "exit_code", 130)) from None
 
 
 async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurrency: int,
                     max_cost: float | None = None, on_progress: Callable[[RunProgress], None] | None = None,
                     inputs_sha256: str | None = None, protocol: str | None = None, notes: dict[str, Any] | None = None,
-                    inputs_manifest: dict[str, Any] | None = None, pacer: Pacer | None = None) -> RunSummary:
+                    inputs_manifest: dict[str, Any] | None = None, pacer: Pacer | None = None,
+                    on_interrupted: Callable[[RunSummary], None] | None = None) -> RunSummary:
     """Steps 2–4 of :func:`run_probe` inside a running event loop, so several runs can send at once.
 
     ``pacer`` is shared with the other runs that send to the same endpoint
     (``cfkit study run``); without it the run paces itself at ``concurrency``.
     A cancelled run (Ctrl-C, SIGTERM) is recorded as interrupted with every
-    reply received so far, and the cancellation goes on.
+    reply received so far (its requests in flight as abandoned attempts), told
+    to ``on_interrupted`` as a summary, and the cancellation goes on.
     """
     import asyncio
 
@@ -244,13 +252,14 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
     status = "failed"
     failure: str | None = None
     stop: BackendError | None = None
+    cancelled: BaseException | None = None
     try:
         if opened.to_send:
             await sender.send_all(opened.to_send, concurrency, pacer)
         status = "done"
-    except (KeyboardInterrupt, asyncio.CancelledError):
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
         status = "interrupted"
-        raise
+        cancelled = exc
     except BaseException as exc:
         # Recorded with the run, so 'cfkit runs show' says why it stopped.
         failure = f"{type(exc).__name__}: {exc}"
@@ -266,7 +275,7 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
             stop.args = (f"{stop} {_spent_before_stop(progress, counts['abandoned_usd'])}",)
         if isinstance(stop, QuotaRefused):  # the line says what was kept, and how to go on once there is credit
             stop.args = (f"{stop} {_kept_after_refusal(run_id, progress.done, len(plan.items))}",)
-    return RunSummary(
+    summary = RunSummary(
         run_id=run_id, model=backend.model, suite=plan.suite, status=counts["status"], total=len(plan.items),
         kept=opened.kept, from_cache=opened.from_cache + sender.from_cache, sent=progress.sent, errors=progress.errors,
         invalid=counts["invalid"], truncated=counts["truncated"], empty=counts["empty"],
@@ -277,6 +286,11 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
         cost_unreported=progress.unpriced, replayed_from=backend.replayed_from,
         abandoned=progress.abandoned, abandoned_usd=counts["abandoned_usd"],
     )
+    if cancelled is not None:
+        if on_interrupted is not None:
+            on_interrupted(summary)
+        raise cancelled
+    return summary
 
 
 def _kept_after_refusal(run_id: str, stored: int, total: int) -> str:

@@ -357,10 +357,12 @@ class Sender:
                     key, item, answered = self._from_cache(item, request, shas)
                     if answered:
                         return True
-                if self._async:
-                    reply = await self.backend.answer(request)
-                else:
-                    reply = await asyncio.to_thread(self.backend.answer, request)
+                try:
+                    reply = await (self.backend.answer(request) if self._async
+                                   else asyncio.to_thread(self.backend.answer, request))
+                except asyncio.CancelledError:  # in flight at Ctrl-C or SIGTERM: sent, so a provider may bill it
+                    self.progress.abandoned += 1
+                    raise
             finally:
                 self._images.release(item.request)
         except (TransportError, ImageError) as exc:  # recorded, and sent again on the next run

@@ -50,6 +50,7 @@ class StudyResult:
 
     runs: list[StudyRun]
     interrupted: bool = False
+    exit_code: int = 130  # once interrupted: 130 after Ctrl-C, 143 after SIGTERM, as a process ended by it
 
     @property
     def incomplete(self) -> list[StudyRun]:
@@ -67,7 +68,9 @@ def run_study(ws: Workspace, study: Study, store: Store, *, batch: bool = False,
 def _term_interrupts():
     """SIGTERM stops the checks and the planning as Ctrl-C does (while sending, the event loop takes both)."""
     def interrupt(_sig, _frame):
-        raise KeyboardInterrupt
+        from cfkit.probe.runner import Terminated
+
+        raise Terminated()
 
     try:
         previous = signal.signal(signal.SIGTERM, interrupt)
@@ -105,9 +108,12 @@ def _run_study(ws: Workspace, study: Study, store: Store, batch: bool, on_update
         planned = _reachable(study, planned)
         update(runs)
         if planned:
-            result.interrupted = _send(study, store, planned, runs, update)
-    except KeyboardInterrupt:
-        result.interrupted = True
+            signalled = _send(study, store, planned, runs, update)
+            result.interrupted, result.exit_code = signalled is not None, signalled or 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated) while checking or planning
+        from cfkit.probe.runner import Terminated
+
+        result.interrupted, result.exit_code = True, exc.exit_code if isinstance(exc, Terminated) else 130
     if result.interrupted:
         _stopped(store, runs, planned)
     update(runs)
@@ -231,8 +237,9 @@ def _collect(store: Store, run: StudyRun, p) -> bool:
     return True
 
 
-def _send(study: Study, store: Store, planned, runs: list[StudyRun], update: Update) -> bool:
-    """Send every planned run at once (one pacer per endpoint); True when a signal stopped them."""
+def _send(study: Study, store: Store, planned, runs: list[StudyRun], update: Update) -> int | None:
+    """Send every planned run at once (one pacer per endpoint); when a signal stopped them, the exit status it
+    gives (130 after SIGINT, 143 after SIGTERM), else None."""
     pacers = make_pacers(study, [r for r, _ in planned])
 
     async def one(run: StudyRun, p) -> bool:
@@ -247,13 +254,14 @@ def _send(study: Study, store: Store, planned, runs: list[StudyRun], update: Upd
             update(runs)
 
         job = run.job
+        ended: list[RunSummary] = []  # what the run received and spent when a signal stopped it
 
         async def send() -> RunSummary:
             return await send_plan(store, p.backend, p.plan, concurrency=pacers[run.pacing].limit,
                                    on_progress=progress, inputs_sha256=p.inputs.sha256 if p.inputs else None,
                                    inputs_manifest=p.inputs.manifest if p.inputs else None,
                                    protocol=job.setup.protocol.name, notes=job.setup.notes(),
-                                   pacer=pacers[run.pacing])
+                                   pacer=pacers[run.pacing], on_interrupted=ended.append)
         try:
             try:
                 summary = await send()
@@ -264,6 +272,8 @@ def _send(study: Study, store: Store, planned, runs: list[StudyRun], update: Upd
                 summary = await send()
         except asyncio.CancelledError:
             run.state = "interrupted"
+            if ended:  # its cost line then counts the requests in flight, with what they may have cost
+                run.summary = ended[0]
             raise
         except CfkitError as exc:
             run.state, run.error = "failed", str(exc)
@@ -276,7 +286,7 @@ def _send(study: Study, store: Store, planned, runs: list[StudyRun], update: Upd
         update(runs)
         return False
 
-    async def main() -> bool:
+    async def main() -> int | None:
         loop = asyncio.get_running_loop()
         by_model: dict[str, list] = {}
         for run, p in planned:
@@ -294,16 +304,16 @@ def _send(study: Study, store: Store, planned, runs: list[StudyRun], update: Upd
                     refused = run
 
         tasks = [asyncio.create_task(in_turn(model_runs)) for model_runs in by_model.values()]
-        stopped = asyncio.Event()
+        stopped: list[int] = []  # the signal that stopped the sending
 
-        def stop() -> None:
-            stopped.set()
+        def stop(sig: int) -> None:
+            stopped.append(sig)
             for task in tasks:
                 task.cancel()
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
-                loop.add_signal_handler(sig, stop)
+                loop.add_signal_handler(sig, stop, sig)
             except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
                 pass
         try:
@@ -314,6 +324,6 @@ def _send(study: Study, store: Store, planned, runs: list[StudyRun], update: Upd
                     loop.remove_signal_handler(sig)
                 except (NotImplementedError, RuntimeError, ValueError):
                     pass
-        return stopped.is_set()
+        return 128 + stopped[0] if stopped else None
 
     return asyncio.run(main())

@@ -217,8 +217,12 @@ def test_prelabel_interrupted_says_what_it_spent_and_keeps_it(audited, stop, sta
     assert proc.returncode == status, stderr
     data = json.loads(stdout)
     assert (data["asked"], data["replies"], data["stopped"], data["not_asked"]) == (3, 3, "interrupted", labels - 3)
+    # The fourth request was sent when the signal came: a provider may bill it, so it counts as an abandoned attempt.
+    assert data["abandoned_attempts"] == 1 and data["abandoned_usd"] == pytest.approx(0.12)
     text = " ".join(stderr.split())
-    assert f"{labels - 3} not asked (the judge stopped); 3 replies, cost $0.36." in text
+    assert (f"{labels - 3} not asked (the judge stopped); 3 replies, cost $0.36; 1 abandoned attempt may be billed "
+            "on top: up to ~$0.12.") in text
     assert "interrupted; everything saved before the interruption is kept" in text and "Traceback" not in text
-    judge = _status(ws)
-    assert (judge["labels"], judge["replies"]) == (3, 3) and judge["cost_usd"] == pytest.approx(0.36)
+    judge = _status(ws)  # kept for the next invocation's totals, as a timed-out attempt is
+    assert (judge["labels"], judge["replies"], judge["abandoned"]) == (3, 3, 1)
+    assert judge["cost_usd"] == pytest.approx(0.36)

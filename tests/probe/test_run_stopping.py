@@ -252,3 +252,44 @@ def test_a_name_whose_every_address_refuses_is_a_dead_port_too(monkeypatch):
     client = JSONClient("http://localhost:8000/v1", {}, deadline=5)
     assert asyncio.run(client.endpoint_problem("http://localhost:8000/v1")).startswith(
         "nothing is listening at http://localhost:8000/v1 (connection refused)")
+
+
+@pytest.mark.parametrize(("stop", "status", "as_json"), [("SIGINT", 130, True), ("SIGTERM", 143, False)])
+def test_an_interrupted_run_says_what_it_spent_counting_the_requests_in_flight(tmp_path, stop, status, as_json):
+    """Before, Ctrl-C or SIGTERM left the error line alone: no summary, no --json, nothing of what was spent, and
+    the requests in flight (sent: a provider may bill them) were counted nowhere."""
+    import signal
+
+    from support.chat_api_server import ChatServer
+    from support.probe_runs import _cli_process, scripted_answer
+
+    def script(body, n):  # 100 + 20 tokens at $1,000 a million: $0.12 a reply; from the 5th on, none comes
+        reply = scripted_answer(body, n)
+        reply.delay = 30.0 if n > 4 else 0.0
+        return reply
+
+    ws = many_cases(tmp_path / "ws", 10)
+    with ChatServer(script) as server:
+        proc = _cli_process(ws, server.url, "-j", "3", "-o", "price_in=1000", "-o", "price_out=1000",
+                            *(["--json"] if as_json else []))
+        deadline = time.monotonic() + 60
+        while server.count < 7 and time.monotonic() < deadline:  # four answered, three hanging
+            time.sleep(0.02)
+        time.sleep(0.3)
+        assert proc.poll() is None, "the run ended before it could be stopped"
+        proc.send_signal(getattr(signal, stop))
+        stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == status, stderr
+    text = " ".join(stderr.split())
+    assert text.endswith("interrupted; everything saved before the interruption is kept. Run the command again to "
+                         "resume.") and "Traceback" not in text
+    if as_json:
+        summary = json.loads(stdout)
+        assert (summary["status"], summary["sent"], summary["abandoned"], summary["missing"]) == ("interrupted", 4, 3, 6)
+        assert summary["cost_usd"] == pytest.approx(0.48) and summary["abandoned_usd"] == pytest.approx(0.36)
+    else:
+        assert ("interrupted: 10 requests; 0 already stored, 0 from cache, 4 sent (0 failed, $0.48; 3 abandoned "
+                "attempts may be billed on top: up to ~$0.36)") in text
+    run_id = json.loads(stdout)["run_id"] if as_json else stdout.strip()
+    shown = " ".join(run_cli(["-w", str(ws), "runs", "show", run_id]).stdout.split())
+    assert "3 abandoned attempts may be billed on top: up to ~$0.36" in shown  # kept with the run
