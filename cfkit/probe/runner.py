@@ -295,8 +295,6 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
 
 def _kept_after_refusal(run_id: str, stored: int, total: int) -> str:
     """What a run stopped by a billing refusal kept, and how it goes on (the same command asks only the rest)."""
-    from cfkit.plural import plural
-
     return f"Run {run_id} keeps its {plural(stored, 'stored reply', 'stored replies')} of {total}; {total - stored} missing."
 
 
