@@ -108,7 +108,15 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
                 untried(job)
         return exc
 
-    def why_stop() -> BackendError | None:
+    def settle(job: Job, request, reply) -> BackendError | None:
+        """The reply (or the transport failure) of the request in flight told; what stops the asking now, if any."""
+        nonlocal asked, sending
+        sending = False
+        if isinstance(reply, TransportError):
+            lost(job, request, reply)
+        else:
+            take(job, request, reply)
+        asked += 1
         if policy.reason is None:
             return None
         return BackendError(f"the judge stopped asking: {policy.reason}; run the command again to ask the rest.")
@@ -121,13 +129,8 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
                     try:
                         reply = backend.answer(request)
                     except TransportError as exc:
-                        sending = False
-                        lost(job, request, exc)
-                    else:
-                        sending = False
-                        take(job, request, reply)
-                    asked += 1
-                    if (stop := why_stop()) is not None:
+                        reply = exc
+                    if (stop := settle(job, request, reply)) is not None:
                         return stopped(stop)
             except (BackendError, KeyboardInterrupt) as exc:
                 return stopped(exc)
@@ -135,20 +138,15 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
         import asyncio
 
         async def ask_all() -> BaseException | None:
-            nonlocal asked, sending
+            nonlocal sending
             try:
                 for job, request in todo:
                     sending = True
                     try:
                         reply = await backend.answer(request)
                     except TransportError as exc:
-                        sending = False
-                        lost(job, request, exc)
-                    else:
-                        sending = False
-                        take(job, request, reply)
-                    asked += 1
-                    if (stop := why_stop()) is not None:
+                        reply = exc
+                    if (stop := settle(job, request, reply)) is not None:
                         return stop
             except BackendError as exc:
                 return exc
