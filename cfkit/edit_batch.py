@@ -80,6 +80,14 @@ def needs_edit(store: Store, spec_id: str) -> bool:
     return True
 
 
+def pending_among(ws: Workspace, spec_ids: list[str]) -> list[str]:
+    """Those of ``spec_ids`` that ``--pending`` would take up (all of them when there is no store yet)."""
+    if not ws.db_path.is_file():
+        return list(spec_ids)
+    with Store(ws.db_path) as store:
+        return [spec_id for spec_id in spec_ids if needs_edit(store, spec_id)]
+
+
 def in_shard(position: int, shard: tuple[int, int] | None) -> bool:
     """Whether the spec at ``position`` (0-based, in the full list) belongs to shard ``(i, n)`` (1-based i)."""
     return shard is None or position % shard[1] == shard[0] - 1

@@ -134,7 +134,7 @@ class OpenAIBackend(Backend):
         if not urls or len(urls) == 1:
             options = options.model_copy(update={"base_url": urls[0] if urls else None})
         endpoints = [resolve_endpoint(url, options.api_key_env, who="openai backend", url_flag="--base-url",
-                                      key_flag="--api-key-env") for url in urls or [None]]
+                                      key_flag="--api-key-env (-o api_key_env=NAME where the command has no --api-key-env)") for url in urls or [None]]
         for endpoint in endpoints:
             if endpoint.key_problem is not None:
                 raise BackendUnavailable(f"openai backend: {endpoint.key_problem}")

@@ -57,7 +57,7 @@ def edit_batch(ws, spec_ids: list[str], *, all_specs: bool, pending: bool, engin
             err.print(f"  [red]{result.spec_id}[/]: {escape(_why(result))}")
         names = ", ".join(r.spec_id for r in batch.failed)
         raise CheckFailed(f"{len(batch.failed)} of {plural(len(batch.results), 'spec')} did not end with an edit that passed "
-                          f"its check ({names}); see above. {_next_steps(batch.failed)}")
+                          f"its check ({names}); see above. {_next_steps(ws, batch.failed)}")
     if batch.count("made"):
         err.print("Next: cfkit review --pending", style="dim")
 
@@ -101,12 +101,16 @@ def _checks_text(result) -> str:
     return ", ".join(short_verdict(outcome.verdicts.get(r.id)) for r in outcome.records)
 
 
-def _next_steps(failed: list) -> str:
-    """What to do next: a spec that got no edit is left to 'edit --pending'; one whose edit failed its check is
+def _next_steps(ws, failed: list) -> str:
+    """What to do next: a spec that got no edit is left to 'edit --pending' unless an earlier edit of it still
+    stands (not rejected: '--pending' passes over it, so it is named); one whose edit failed its check is
     not (the saved edit waits for a person, who may accept it), so it needs a review or an edit of its own."""
+    from cfkit.edit_batch import pending_among
+
     unmade = [r.spec_id for r in failed if r.status == "failed"]
     unchecked = [r.spec_id for r in failed if r.status == "check failed"]
-    steps = [f"Fix {', '.join(unmade)} and run 'cfkit edit --pending'."] if unmade else []
+    again = "'cfkit edit --pending'" if pending_among(ws, unmade) == unmade else f"'cfkit edit {' '.join(unmade)}'"
+    steps = [f"Fix {', '.join(unmade)} and run {again}."] if unmade else []
     if unchecked:
         steps.append(f"Accept or reject the saved edit of {', '.join(unchecked)} in 'cfkit review SPEC' "
                      "('edit --pending' takes a spec up again once its edits are rejected), or make another "

@@ -70,7 +70,10 @@ def export_run(ws: Workspace, run_ref: str, fmt: str, output: str | None, *, for
 
 def _atomic(path: Path, write, *, companion: bool = False) -> None:
     """Write through a temporary file in the same folder, then rename over ``path`` (and its lmms companion)."""
+    from cfkit.files import FILE_MODE
+
     handle, name = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=path.suffix, dir=path.parent)
+    os.fchmod(handle, FILE_MODE)  # what open() would give, as every file cfkit writes; mkstemp alone gives 0600
     os.close(handle)
     tmp = Path(name)
     try:

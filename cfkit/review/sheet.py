@@ -232,8 +232,15 @@ def render_html(pairs: list[SheetPair], *, title: str = "cfkit contact sheet") -
 
 
 def default_sheet_path(ws: Workspace) -> Path:
+    """``sheets/sheet-STAMP.html``, or ``sheet-STAMP-2.html`` … when a sheet of the same second is there (two
+    sheets made within a second must not refuse over a name nobody gave)."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return ws.store_dir / "sheets" / f"sheet-{stamp}.html"
+    folder = ws.store_dir / "sheets"
+    path, k = folder / f"sheet-{stamp}.html", 1
+    while path.exists() or path.with_suffix(".png").exists():
+        k += 1
+        path = folder / f"sheet-{stamp}-{k}.html"
+    return path
 
 
 def write_sheet(ws: Workspace, spec_ids: list[str], output: Path | None = None, *, overwrite: bool = False,

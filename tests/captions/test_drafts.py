@@ -139,3 +139,17 @@ def test_draft_refuses_a_backend_without_images(cws):
     assert "cannot see images" in result.stderr
     no_model = run_cli(["-w", str(cws), "captions", "draft", "T001"])
     assert no_model.exit_code == 2 and "no model given" in no_model.stderr
+
+
+def test_a_missing_key_names_an_option_captions_draft_takes(cws, tmp_path):
+    """'captions draft' has no --api-key-env: the line about a missing key must name what it does take
+    (-o api_key_env=NAME), and following it gets past that line."""
+    pytest.importorskip("aiohttp", reason="the openai extra is not installed: pip install 'cfkit-probes[openai]'")
+    no_key = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None}
+    result = run_cli(["-w", str(cws), "captions", "draft", "--model", "openai:gpt-5.5", "T001"], env=no_key)
+    assert result.exit_code == 2
+    assert "-o api_key_env=NAME" in result.stderr, result.stderr
+    followed = run_cli(["-w", str(cws), "captions", "draft", "--model", "openai:gpt-5.5", "-o", "api_key_env=CFKIT_T_KEY",
+                        "T001"], env=no_key | {"CFKIT_T_KEY": None})
+    assert followed.exit_code == 2 and "$CFKIT_T_KEY is not set" in followed.stderr, followed.stderr
+    assert "No such option" not in followed.stderr

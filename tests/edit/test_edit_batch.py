@@ -83,6 +83,19 @@ def test_the_last_line_says_what_takes_each_failed_spec_up_again(three_specs: Pa
     assert batch_ids(load_workspace(three_specs), [], pending=True) == ["TX02"]  # as the line says
 
 
+def test_a_failed_spec_whose_earlier_edit_stands_is_named_not_sent_to_pending(three_specs: Path, no_torch):
+    """TX01 already has an edit no review rejected, so 'edit --pending' passes over it: when a new edit of it
+    fails, the last line names the command that takes it up again, not --pending (which says 'Nothing pending')."""
+    ws = str(three_specs)
+    run_cli(["edit", "--all", "-w", ws])
+    no_key = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None}
+    result = run_cli(["edit", "TX01", "TX02", "--engine", "openai", "-w", ws], env=no_key)
+    assert result.exit_code == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert "Fix TX01, TX02 and run 'cfkit edit TX01 TX02'." in last, last
+    assert batch_ids(load_workspace(three_specs), [], pending=True) == ["TX02"]  # --pending would skip TX01
+
+
 def test_json_lists_each_spec_and_still_fails(three_specs: Path, no_torch):
     result = run_cli(["edit", "--all", "--json", "-w", str(three_specs)])
     assert result.exit_code == 1

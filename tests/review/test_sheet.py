@@ -140,6 +140,26 @@ def test_existing_sheet_is_kept_unless_forced(sheet_ws, tmp_path):
     assert run_cli(["sheet", "--output", str(tmp_path / "x.png"), "-w", str(sheet_ws)]).exit_code == 2
 
 
+def test_sheets_made_within_one_second_each_get_a_name_of_their_own(sheet_ws):
+    """The default name is stamped to the second: a 'cfkit sheet' in the second of an earlier sheet must not be
+    refused over a file name nobody gave, nor replace that sheet."""
+    from datetime import datetime, timedelta, timezone
+
+    sheets = sheet_ws / ".cfkit" / "sheets"
+    sheets.mkdir(parents=True, exist_ok=True)
+    start = datetime.now(timezone.utc)
+    earlier = [sheets / f"sheet-{(start + timedelta(seconds=k)).strftime('%Y%m%d-%H%M%S')}.html" for k in range(5)]
+    for path in earlier:  # the sheets of this second and the next four, as if made just now
+        path.write_text("earlier sheet")
+        path.with_suffix(".png").write_bytes(b"earlier png")
+    made = run_cli(["sheet", "-w", str(sheet_ws)])
+    assert made.exit_code == 0, made.stderr
+    assert all(p.read_text() == "earlier sheet" and p.with_suffix(".png").read_bytes() == b"earlier png"
+               for p in earlier)
+    new = [p for p in sheets.glob("*.html") if p not in earlier]
+    assert len(new) == 1 and new[0].with_suffix(".png").is_file() and new[0].name.endswith("-2.html")
+
+
 def test_spec_without_edit_is_listed_without_pictures(tiny_ws, tmp_path):
     out = tmp_path / "empty.html"
     result = run_cli(["sheet", "--output", str(out), "-w", str(tiny_ws)])
