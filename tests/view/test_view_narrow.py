@@ -3,8 +3,8 @@
 A workspace under a long folder path, a case id of 63 characters with nowhere to break, a question holding a
 long URL, runs under long model names (a replay, a served model whose requests fail with a long error and whose
 replies run on, a model whose server never answers) and a study whose file and name are long: at 390 px the study
-page and the long case's page scrolled sideways (a heading holding the name). Tables scroll in their own
-box; the page itself never does.
+page and the long case's page scrolled sideways (a heading holding the name), and the case list's long id pushed
+its row's numbers out of sight. Tables scroll in their own box; the page itself never does.
 """
 
 from __future__ import annotations
@@ -119,3 +119,15 @@ def test_no_page_scrolls_sideways_with_long_names(long_site, browser, width):
     page.close()
     assert wide == []
 
+
+def test_a_long_case_id_leaves_its_rows_numbers_in_sight_on_a_phone(long_site, browser):
+    # The id had nowhere to break: its column took the whole width of the box, and every row's Right and Wrong
+    # were out of sight to the right. It wraps in its cell now, as does a long URL in a question.
+    _, site = long_site
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.goto((site / "cases-all-1.html").as_uri())
+    box = page.locator("div.scroll:has(#cases)").evaluate("e => e.getBoundingClientRect().right")
+    link = page.locator(f'#cases a[href="case-{CASE}.html"]').evaluate("e => e.getBoundingClientRect().right")
+    right = page.locator("#cases tbody tr:last-child td.num").first.evaluate("e => e.getBoundingClientRect().right")
+    page.close()
+    assert link <= box and right <= box
