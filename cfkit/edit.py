@@ -44,23 +44,22 @@ import numpy as np
 from cfkit.composite import COMPOSITE_DILATE_PX, COMPOSITE_FEATHER_PX, composite, labelled_png
 from cfkit.edit_arguments import SpecEngine, edit_arguments, spec_engines
 from cfkit.editors import EditRequest, EditResult
-from cfkit.errors import (CaseError, CfkitError, EditRefused, EditorError, EditorTransport, EditorUnavailable, ImageError, SpecError, UsageError)
+from cfkit.errors import (CfkitError, EditRefused, EditorError, EditorKeyRefused, EditorTransport, EditorUnavailable,
+                          ImageError, QuotaRefused, SpecError, UsageError)
 from cfkit.files import write_bytes_atomic
 from cfkit.images import read_image
-from cfkit.edit_files import lpips_scorer, refuse_stray_edit_files, spec_thresholds, store_checks
+from cfkit.edit_files import refuse_stray_edit_files, spec_thresholds, store_checks
+from cfkit.edit_session import EditSession, EditSpend, Scorer, held_stop  # noqa: F401 (EditSpend: for callers)
 from cfkit.masks import load_mask
 from cfkit.plural import plural
-from cfkit.preserve import EditImages, LpipsScorer, Thresholds, check_images
+from cfkit.preserve import EditImages, Thresholds, check_images
 from cfkit.cases import CaseSet
-from cfkit.specs import load_spec, try_load_cases
+from cfkit.specs import load_spec
 from cfkit.store import Store, edits, now, reviews
 from cfkit.store.checks import CheckResult
 from cfkit.store.edits import LABEL, EditRecord, NewEdit
 from cfkit.workspace import Workspace
 
-
-#: The LPIPS scorer (None: unavailable) with the note stored with each check, or why the check cannot run.
-Scorer = tuple[LpipsScorer | None, str] | CfkitError
 
 #: Entered around each engine call with the spec id, the engine's name and its model (a spinner, a timer).
 EngineCall = Callable[[str, str, "str | None"], AbstractContextManager[Any]]
@@ -238,62 +237,6 @@ def make_edit(ws: Workspace, spec_id: str, *, engine: str | None = None, n: int 
         return _edit_with(prep, shared.scorer(), shared, again=again, engine_call=engine_call)
 
 
-class EditSession:
-    """What the edits of one command share, each taken from the workspace once: the cases, the LPIPS scorer
-    and one store connection (opened when first needed: a dry run, or an edit refused before anything is
-    recorded, creates no store). ``cfkit edit CF01 … CF36`` makes all its edits in one session."""
-    # The workspace is kept only to take these three from it when first needed.
-
-    def __init__(self, ws: Workspace):
-        self._ws = ws
-        self._path = ws.db_path
-        self._store: Store | None = None
-        self._cases: CaseSet | None = None
-        self._scorer: Scorer | None = None
-
-    def accepted(self, spec_id: str) -> int | None:
-        """The edit of ``spec_id`` a person accepted, if any (None without a store)."""
-        store = self.existing()
-        return None if store is None else reviews.accepted_edit_id(store, spec_id)
-
-    def cases(self) -> CaseSet:
-        if self._cases is None:
-            cases = try_load_cases(self._ws)
-            if cases is None:
-                raise CaseError(f"cases file {self._ws.cases_path} is missing; set [dataset] cases in "
-                                f"{self._ws.config_path}.")
-            self._cases = cases
-        return self._cases
-
-    def scorer(self) -> Scorer:
-        """The LPIPS scorer and the note stored with each check, or the error that keeps the check from
-        running (the edit is made and saved all the same)."""
-        if self._scorer is None:
-            try:
-                self._scorer = lpips_scorer(self._ws)
-            except CfkitError as exc:
-                self._scorer = exc
-        return self._scorer
-
-    def existing(self) -> Store | None:
-        """The store when it is already there, else None."""
-        return self.store if self._store is not None or self._path.is_file() else None
-
-    @property
-    def store(self) -> Store:
-        if self._store is None:
-            self._store = Store(self._path)
-        return self._store
-
-    def __enter__(self) -> "EditSession":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
-
-
 def _edit_with(prep: _Prepared, scorer: Scorer, span: EditSession, *, again: bool,
                engine_call: EngineCall | None) -> EditOutcome:
     plan = prep.plan
@@ -316,29 +259,30 @@ def _edit_with(prep: _Prepared, scorer: Scorer, span: EditSession, *, again: boo
         last = index == len(plan.engines) - 1
         started = now()
         editor = prep.engines[name].editor
+        paid = type(editor).paid  # a call the service bills: counted, answered or not
+        sending = False
         try:
             with engine_call(plan.spec_id, name, editor.model) if engine_call else nullcontext():
+                sending = paid
                 result = editor.edit(prep.request)
+                sending = False
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: a paid call in flight was sent, so it may be billed
+            if sending:
+                span.spend.sent(name)
+                span.spend.in_flight += 1
+            raise
         except EditorUnavailable as exc:
             attempts.append(Attempt(name, "unavailable", str(exc)))
             continue
-        except EditorTransport as exc:
-            attempts.append(Attempt(name, "unreachable", str(exc)))
-            if last:
-                edit_id = _record_without_output(span.store, prep, name, "failed", str(exc), attempts, started)
-                raise EditorTransport(f"{exc} (recorded as edit #{edit_id}, failed)") from exc
+        except CfkitError as exc:
+            if paid and isinstance(exc, (EditorError, QuotaRefused)):  # sent (an unavailable engine sent nothing)
+                span.spend.sent(name)
+                span.spend.unanswered += 1
+            _engine_failed(exc, span, prep, name, attempts, started, last)
             continue
-        except EditRefused as exc:
-            attempts.append(Attempt(name, "refused", str(exc)))
-            edit_id = _record_without_output(span.store, prep, name, "refused", str(exc), attempts, started)
-            raise EditRefused(
-                f"{exc} Recorded as edit #{edit_id} (refused); no other engine was tried. "
-                f"Rephrase the prompt in interventions/{plan.spec_id}.yaml or choose another --engine."
-            ) from exc
-        except EditorError as exc:
-            attempts.append(Attempt(name, "failed", str(exc)))
-            edit_id = _record_without_output(span.store, prep, name, "failed", str(exc), attempts, started)
-            raise EditorError(f"{exc} (recorded as edit #{edit_id}, failed)") from exc
+        if paid:
+            span.spend.sent(name)
+            span.spend.came(len(result.images), result.usage)
         attempts.append(Attempt(name, "used"))
         break
     if result is None:
@@ -351,17 +295,48 @@ def _edit_with(prep: _Prepared, scorer: Scorer, span: EditSession, *, again: boo
         raise EditorUnavailable(attempts[0].reason or "the engine cannot run here")
     used = attempts[-1].engine
 
-    # 4. Save each candidate with its provenance.
+    # 4. Save each candidate with its provenance: received (and paid for), so Ctrl-C or SIGTERM waits for it.
     self_notes = list(plan.notes) + list(result.notes)
-    saved = [_save_candidate(span.store, prep, used, result, raw, candidate, attempts, started, self_notes)
-             for candidate, raw in enumerate(result.images)]
+    saved = []
+    with held_stop():
+        for candidate, raw in enumerate(result.images):
+            saved.append(_save_candidate(span.store, prep, used, result, raw, candidate, attempts, started,
+                                         self_notes))
+            span.spend.saved.append((plan.spec_id, saved[-1][0].id))
 
     # 5. Check each new edit from the arrays in hand, and store the checks.
     results, check_error = _run_checks(span.store, prep, scorer, saved)
+    span.spend.checked.update(results)
     verdicts = {edit_id: r.label for edit_id, rows in results.items()
                 if (r := next((c for c in rows if c.variant == "composite"), None)) is not None}
     return EditOutcome(plan=plan, records=[record for record, _ in saved], attempts=attempts, notes=self_notes,
                        checks=results, check_error=check_error, verdicts=verdicts)
+
+
+def _engine_failed(exc: CfkitError, span: EditSession, prep: _Prepared, name: str, attempts: list[Attempt],
+                   started: str, last: bool) -> None:
+    """Record how engine ``name`` failed with ``exc``: returns when the chain goes on to its next engine (a
+    service unreachable), else raises (a refusal, a failure, a refused key or an account without credit stop it)."""
+    plan = prep.plan
+    if isinstance(exc, EditorTransport):
+        attempts.append(Attempt(name, "unreachable", str(exc)))
+        if last:
+            edit_id = _record_without_output(span.store, prep, name, "failed", str(exc), attempts, started)
+            raise EditorTransport(f"{exc} (recorded as edit #{edit_id}, failed)") from exc
+        return
+    if isinstance(exc, EditRefused):
+        attempts.append(Attempt(name, "refused", str(exc)))
+        edit_id = _record_without_output(span.store, prep, name, "refused", str(exc), attempts, started)
+        raise EditRefused(
+            f"{exc} Recorded as edit #{edit_id} (refused); no other engine was tried. "
+            f"Rephrase the prompt in interventions/{plan.spec_id}.yaml or choose another --engine."
+        ) from exc
+    if isinstance(exc, EditorError):
+        attempts.append(Attempt(name, "failed", str(exc)))
+        edit_id = _record_without_output(span.store, prep, name, "failed", str(exc), attempts, started)
+        kind = EditorKeyRefused if isinstance(exc, EditorKeyRefused) else EditorError  # a refused key stops a batch
+        raise kind(f"{exc} (recorded as edit #{edit_id}, failed)") from exc
+    raise exc  # an account without credit (QuotaRefused), an input the engine refused: nothing to record
 
 
 def _fallback_text(attempts: list[Attempt]) -> str | None:

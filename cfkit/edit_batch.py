@@ -6,6 +6,11 @@ keeps going when one fails: each spec ends as one :class:`SpecEdit` — made
 (and its check passed), check failed, failed (with the error), or kept (an
 accepted edit stays, unless ``again``). The arguments that hold for every spec
 (engines, candidates, option keys) are checked once, before the first spec.
+What no later spec can fare better against stops the batch instead: a refused
+key (:class:`~cfkit.errors.EditorKeyRefused`), an account without credit
+(:class:`~cfkit.errors.QuotaRefused`), Ctrl-C or SIGTERM (the spec it found
+``interrupted``); the specs after it are ``not asked``, and the stop is kept as
+``BatchOutcome.stop`` for the caller to raise once it said what was made and spent.
 
 :func:`settings_of` reads back how an edit was made — engine, model, the
 options it was asked for — so that "regenerate" in the review makes another
@@ -22,8 +27,9 @@ from typing import Any
 
 from cfkit.edit import EditOutcome, EditSession, EngineCall, make_edit
 from cfkit.edit_arguments import edit_arguments
+from cfkit.edit_session import EditSpend
 from cfkit.editors import editor_class
-from cfkit.errors import CfkitError, PluginError, SpecError, UsageError
+from cfkit.errors import CfkitError, EditorKeyRefused, PluginError, QuotaRefused, SpecError, UsageError
 from cfkit.specs import load_spec, spec_files, spec_path
 from cfkit.store import Store, edits, reviews
 from cfkit.store.edits import EditRecord
@@ -35,7 +41,7 @@ class SpecEdit:
     """How one spec of a batch ended."""
 
     spec_id: str
-    status: str  # made | check failed | failed | kept
+    status: str  # made | check failed | failed | kept | interrupted | not asked
     outcome: EditOutcome | None = None
     error: CfkitError | None = None
     kept: int | None = None  # the accepted edit that was kept
@@ -43,7 +49,7 @@ class SpecEdit:
 
     @property
     def failed(self) -> bool:
-        return self.status in ("failed", "check failed")
+        return self.status in ("failed", "check failed", "interrupted")
 
     def as_dict(self) -> dict[str, Any]:
         outcome = self.outcome
@@ -59,6 +65,8 @@ class BatchOutcome:
     """Every spec of a batch, in the order they ran."""
 
     results: list[SpecEdit] = field(default_factory=list)
+    spend: EditSpend = field(default_factory=EditSpend)  # what its calls to a paid engine came to
+    stop: BaseException | None = None  # what stopped it before its last spec (raised by the caller)
 
     @property
     def failed(self) -> list[SpecEdit]:
@@ -125,7 +133,8 @@ def make_edits(ws: Workspace, spec_ids: list[str], *, engine: str | None = None,
                seed: int | None = None, model: str | None = None, options: Mapping[str, Any] | None = None,
                again: bool = False, engine_call: EngineCall | None = None,
                progress: Callable[[int, int, SpecEdit], None] | None = None) -> BatchOutcome:
-    """Edit each spec of ``spec_ids`` in turn; a failure is recorded and the next spec runs.
+    """Edit each spec of ``spec_ids`` in turn; a failure is recorded and the next spec runs, except one that stops
+    them all (a refused key, no credit, Ctrl-C or SIGTERM: ``BatchOutcome.stop``, see the module's docstring).
 
     The arguments are those of :func:`cfkit.edit.make_edit` (``--input`` names
     one file, so it has no place in a batch). ``progress(i, total, result)`` is
@@ -136,29 +145,47 @@ def make_edits(ws: Workspace, spec_ids: list[str], *, engine: str | None = None,
     batch = BatchOutcome()
     total = len(spec_ids)
     # One session: the cases, the LPIPS scorer and the store connection are taken once for every spec.
-    with EditSession(ws) as session:
+    with EditSession(ws, batch.spend) as session:
         for index, spec_id in enumerate(spec_ids, start=1):
             started = time.monotonic()
-            # 2. An accepted edit stays unless more candidates are asked for.
-            kept = session.accepted(spec_id) if not again else None
-            if kept is not None:
-                result = SpecEdit(spec_id, "kept", kept=kept)
+            try:
+                result = _edit_spec(ws, session, spec_id, started, engine=engine, n=n, seed=seed, model=model,
+                                    options=options, again=again, engine_call=engine_call)
+            except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: what was saved is kept, the rest not asked
+                result = SpecEdit(spec_id, "interrupted", seconds=time.monotonic() - started)
+                batch.stop = exc
             else:
-                # 3. The edit, its files and its check; any cfkit error ends this spec only.
-                try:
-                    outcome = make_edit(ws, spec_id, engine=engine, n=n, seed=seed, model=model, options=options,
-                                        again=again, engine_call=engine_call, session=session)
-                except CfkitError as exc:
-                    result = SpecEdit(spec_id, "failed", error=exc, seconds=time.monotonic() - started)
-                else:
-                    passed = outcome.check_error is None and all(
-                        (outcome.verdicts.get(r.id) or "").startswith("pass") for r in outcome.records)
-                    result = SpecEdit(spec_id, "made" if passed else "check failed", outcome=outcome,
-                                      seconds=time.monotonic() - started)
+                if isinstance(result.error, (QuotaRefused, EditorKeyRefused)):
+                    batch.stop = result.error  # no later spec fares better against a refused key or no credit
             batch.results.append(result)
-            if progress is not None:
-                progress(index, total, result)
+            try:
+                if progress is not None:
+                    progress(index, total, result)
+            except KeyboardInterrupt as exc:
+                batch.stop = batch.stop or exc
+            if batch.stop is not None:
+                batch.results.extend(SpecEdit(later, "not asked") for later in spec_ids[index:])
+                break
     return batch
+
+
+def _edit_spec(ws: Workspace, session: EditSession, spec_id: str, started: float, *, again: bool,
+               **kwargs: Any) -> SpecEdit:
+    """How one spec of a batch ends; any cfkit error ends this spec only (the caller stops at the few that
+    stop every spec)."""
+    # 2. An accepted edit stays unless more candidates are asked for.
+    kept = session.accepted(spec_id) if not again else None
+    if kept is not None:
+        return SpecEdit(spec_id, "kept", kept=kept)
+    # 3. The edit, its files and its check.
+    try:
+        outcome = make_edit(ws, spec_id, again=again, session=session, **kwargs)
+    except CfkitError as exc:
+        return SpecEdit(spec_id, "failed", error=exc, seconds=time.monotonic() - started)
+    passed = outcome.check_error is None and all(
+        (outcome.verdicts.get(r.id) or "").startswith("pass") for r in outcome.records)
+    return SpecEdit(spec_id, "made" if passed else "check failed", outcome=outcome,
+                    seconds=time.monotonic() - started)
 
 
 # ── one more like an edit ──────────────────────────────────────────────────

@@ -28,7 +28,8 @@ names what failed, the bad value, what is allowed and what to do next.
     ├── EditorError           an image editor failed or cannot run here
     │   ├── EditorUnavailable the editor cannot run on this machine
     │   ├── EditorTransport   the editor's service stayed unreachable after retries
-    │   └── EditRefused       the editor declined the request (content policy)
+    │   ├── EditRefused       the editor declined the request (content policy)
+    │   └── EditorKeyRefused  the editor's service refused the key: stops a batch of edits (exit 2)
     └── BackendError          a model backend failed or cannot run here
         ├── BackendUnavailable
         ├── QuotaRefused      the provider refused for quota or billing: no retry can help (stops the run, exit 2)
@@ -164,6 +165,13 @@ class EditorTransport(EditorError):
 
 class EditRefused(EditorError):
     """An image editor declined the request under its content policy; never retried."""
+
+
+class EditorKeyRefused(EditorError):
+    """An image editor's service refused the key (HTTP 401/403): no other spec can fare better, so a batch of
+    edits stops at it (exit status 2), as an account without credit (:class:`QuotaRefused`) stops it."""
+
+    exit_code = 2
 
 
 class BackendError(CfkitError):

@@ -13,7 +13,7 @@ from cfkit.cli.console import err, out, print_json, warn, workspace_option
 from cfkit.money import usd
 from cfkit.plural import plural
 from cfkit.store import edits as edits_table
-from cfkit.errors import CheckFailed, NotFoundError, UsageError
+from cfkit.errors import CfkitError, CheckFailed, NotFoundError, UsageError
 
 
 def _rel(ws, path: Path | None) -> str:
@@ -57,6 +57,10 @@ def edit(ws, spec_ids: tuple[str, ...], all_specs: bool, pending: bool, shard: s
     mask. Provenance goes to the workspace store; the API key never does.
     Several specs run in one process, each on its own progress line, with a
     summary at the end; a spec that fails does not stop the others (exit 1).
+    A refused key or an account without credit stops the batch (exit 2), as
+    Ctrl-C (130) and SIGTERM (143) do: every edit received is kept, and the last
+    lines say which were saved and what the calls to a paid engine came to (a
+    call in flight counted as one that may be billed).
 
     \b
     Examples:
@@ -69,8 +73,17 @@ def edit(ws, spec_ids: tuple[str, ...], all_specs: bool, pending: bool, shard: s
       cfkit edit --pending                  every spec without a usable edit
     """
     from cfkit.options import parse_option_pairs
+    from cfkit.probe.runner import stopped_by_sigterm_as_by_ctrl_c
 
     options = parse_option_pairs(pairs)
+    with stopped_by_sigterm_as_by_ctrl_c():  # SIGTERM stops an edit as Ctrl-C does: what was saved said, exit 143
+        _edit(ws, spec_ids, all_specs=all_specs, pending=pending, shard=shard, engine=engine, model=model, n=n,
+              seed=seed, input_path=input_path, options=options, again=again, dry_run=dry_run, as_json=as_json)
+
+
+def _edit(ws, spec_ids: tuple[str, ...], *, all_specs: bool, pending: bool, shard: str | None, engine: str | None,
+          model: str | None, n: int | None, seed: int | None, input_path: Path | None, options: dict, again: bool,
+          dry_run: bool, as_json: bool) -> None:
     parts = _shard(shard) if shard is not None else None
     if parts is not None and len(spec_ids) == 1 and not (all_specs or pending):
         raise UsageError(f"--shard {shard} splits a batch; give --all, --pending or several spec ids.")
@@ -110,7 +123,19 @@ def _edit_one(ws, spec_id: str, *, engine: str | None, n: int | None, seed: int 
             return
         _print_plan(ws, plan)
         return
-    outcome = make_edit(ws, spec_id, again=again, engine_call=engine_spinner, **kwargs)
+    from cfkit.cli.edit_batch import raise_stop, said_spend
+    from cfkit.edit import EditSession
+
+    with EditSession(ws) as session:
+        try:
+            outcome = make_edit(ws, spec_id, again=again, engine_call=engine_spinner, session=session, **kwargs)
+        except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: what was spent and saved, then exit 130/143
+            said_spend(session.spend)
+            raise_stop(stop, session.spend, "" if session.spend.saved else f" Run 'cfkit edit {spec_id}' to make it.")
+        except CfkitError:  # a key refused, no credit, a server gone: what this invocation spent, then the line
+            said_spend(session.spend)
+            raise
+    said_spend(session.spend)
     for attempt in outcome.attempts:
         if attempt.outcome != "used":
             warn(f"{attempt.engine} {attempt.outcome}: {attempt.reason}")

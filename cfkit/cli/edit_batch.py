@@ -10,7 +10,8 @@ from cfkit.cli.progress import engine_spinner
 from cfkit.errors import CheckFailed, CfkitError
 from cfkit.plural import plural
 
-STATUS_STYLE = {"made": "green", "check failed": "red", "failed": "red", "kept": "cyan"}
+STATUS_STYLE = {"made": "green", "check failed": "red", "failed": "red", "kept": "cyan", "interrupted": "red",
+                "not asked": "yellow"}
 
 
 def edit_batch(ws, spec_ids: list[str], *, all_specs: bool, pending: bool, engine: str | None, n: int | None,
@@ -50,8 +51,14 @@ def edit_batch(ws, spec_ids: list[str], *, all_specs: bool, pending: bool, engin
         print_json([r.as_dict() for r in batch.results])
     else:
         out.print(_summary(batch))
-    counts = ", ".join(f"{batch.count(s)} {s}" for s in ("made", "check failed", "failed", "kept") if batch.count(s))
+    counts = ", ".join(f"{batch.count(s)} {s}" for s in STATUS_STYLE if batch.count(s))
     err.print(f"{len(batch.results)} spec{'s' if len(batch.results) != 1 else ''}: {counts}.", style="dim")
+    said_spend(batch.spend)
+    if batch.stop is not None:  # a refused key, no credit, Ctrl-C or SIGTERM: said now, after what was made and spent
+        unasked = [r.spec_id for r in batch.results if r.status in ("not asked", "interrupted")]
+        rest = (f" Not edited: {', '.join(unasked)}; 'cfkit edit --pending' edits them (and any other spec without "
+                "a usable edit), not those made here." if unasked else "")
+        raise_stop(batch.stop, batch.spend, rest)
     if batch.failed:
         for result in batch.failed:
             err.print(f"  [red]{result.spec_id}[/]: {escape(_why(result))}")
@@ -60,6 +67,33 @@ def edit_batch(ws, spec_ids: list[str], *, all_specs: bool, pending: bool, engin
                           f"its check ({names}); see above. {_next_steps(ws, batch.failed)}")
     if batch.count("made"):
         err.print("Next: cfkit review --pending", style="dim")
+
+
+def said_spend(spend) -> None:
+    """The line saying what this invocation's calls to a paid engine came to (none for a local engine)."""
+    line = spend.line()
+    if line is not None:
+        err.print(line + ".", style="dim", markup=False)
+
+
+def raise_stop(stop: BaseException, spend, rest: str = "") -> None:
+    """End the command with what stopped it: Ctrl-C (exit 130) or SIGTERM (143) in one line saying which edits
+    it saved (and which of them it did not check), or the refusal (a key, no credit: exit 2) with ``rest``."""
+    if not isinstance(stop, KeyboardInterrupt):
+        raise type(stop)(f"{stop}{rest}") from stop
+    import click
+
+    from cfkit.cli.console import error
+
+    code = getattr(stop, "exit_code", 130)  # 143 after SIGTERM (cfkit.probe.runner.Terminated)
+    saved = ", ".join(f"#{edit_id}" for _, edit_id in spend.saved)
+    unchecked = spend.unchecked()
+    kept = (f"every edit received is saved ({saved})" if saved else "no edit was received, nothing was lost")
+    if unchecked:
+        specs = " ".join(dict.fromkeys(spec for spec, _ in unchecked))
+        kept += (f"; {', '.join(f'#{e}' for _, e in unchecked)} not checked yet: run 'cfkit check {specs}'")
+    error(f"{'stopped by SIGTERM' if code == 143 else 'interrupted (Ctrl-C)'}; {kept}.{rest}")
+    raise click.exceptions.Exit(code)
 
 
 def _lpips_note(outcome) -> str | None:
@@ -134,6 +168,8 @@ def _line(result) -> str:
         return f"{head}: accepted edit #{result.kept} stays (pass --again to add candidates)"
     if result.status == "failed":
         return f"{head}: {escape(str(result.error))}"
+    if result.outcome is None:  # interrupted, not asked
+        return head
     outcome = result.outcome
     engine = engine_text(outcome.engine, outcome.records[0].model)
     return f"{head} {_edits_text(result)} {escape(engine)} · {escape(_checks_text(result))} · {result.seconds:.1f} s"
@@ -150,7 +186,7 @@ def _summary(batch) -> Table:
         check = _checks_text(result) if result.status != "failed" else escape(str(result.error))
         table.add_row(result.spec_id, f"[{STATUS_STYLE[result.status]}]{result.status}[/]", _edits_text(result),
                       escape(engine), escape(check) if result.status != "failed" else check,
-                      f"{result.seconds:.1f} s" if result.status != "kept" else "")
+                      f"{result.seconds:.1f} s" if result.status not in ("kept", "not asked") else "")
     if any("*" in _checks_text(r) for r in batch.results):
         table.caption, table.caption_justify = "* checked without LPIPS", "left"
     return table

@@ -101,7 +101,8 @@ class Editor:
     options (the constructor takes one validated instance);
     ``max_candidates``, how many images one call may make (1 for a
     deterministic engine); ``auto_rank``, its place in ``--engine auto``
-    (lower first; None keeps it out). An engine may also offer
+    (lower first; None keeps it out); ``paid``, whether a service bills its
+    calls (``cfkit edit`` then counts them and says what it spent). An engine may also offer
     ``describe(request) -> dict`` (what it would send, for ``--dry-run``) and
     ``check(request)`` (input checks that must fail before anything is
     written); neither may call a service or write a file. ``model`` names
@@ -113,6 +114,7 @@ class Editor:
     Options: ClassVar[type[EditorOptions]]
     max_candidates: ClassVar[int] = 1
     auto_rank: ClassVar[int | None] = None
+    paid: ClassVar[bool] = False
     model: str | None = None
 
     def edit(self, request: EditRequest) -> EditResult:

@@ -23,7 +23,10 @@ loopback. The key is never recorded; the base URL is, with credentials redacted.
 The SDK's own retries are off; this module retries 408, 409, 429, 5xx,
 timeouts and connection errors ``max_retries`` times with exponential backoff,
 and raises :class:`~cfkit.errors.EditorTransport` after that. A
-``moderation_blocked`` refusal raises :class:`~cfkit.errors.EditRefused` at once.
+``moderation_blocked`` refusal raises :class:`~cfkit.errors.EditRefused` at once; a refused key (401/403)
+:class:`~cfkit.errors.EditorKeyRefused`, and an account without credit or quota (429 ``insufficient_quota``,
+400 ``billing_hard_limit_reached``, :mod:`cfkit.backends.billing`) :class:`~cfkit.errors.QuotaRefused`, both at
+once: no retry, and no later spec of a batch, can fare better.
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ from pydantic import Field
 
 from cfkit.editors import Editor, EditorOptions, EditRequest, EditResult, resize_mask, resize_rgb
 from cfkit.endpoints import Endpoint, resolve_endpoint
-from cfkit.errors import (EditRefused, EditorError, EditorTransport, EditorUnavailable, ImageError, SpecError, UsageError)
+from cfkit.backends.billing import billing_refusal
+from cfkit.errors import (EditRefused, EditorError, EditorKeyRefused, EditorTransport, EditorUnavailable, ImageError,
+                          QuotaRefused, SpecError, UsageError)
 from cfkit.hints import install_hint
 from cfkit.images import decode_image, png_bytes
 from cfkit.plural import plural
@@ -157,6 +162,7 @@ class OpenAIEditor(Editor):
     name: ClassVar[str] = "openai"
     max_candidates: ClassVar[int] = 10  # the images API makes at most 10 images per call
     auto_rank: ClassVar[int | None] = 10  # tried first by --engine auto
+    paid: ClassVar[bool] = True  # the images API bills each call
 
     class Options(EditorOptions):
         model: str = Field("gpt-image-2", description="image model")
@@ -298,13 +304,15 @@ class OpenAIEditor(Editor):
             try:
                 return client.images.edit(**kwargs)
             except openai.BadRequestError as exc:
+                self._refuse_billing(exc)
                 if _is_moderation_block(exc):
                     raise EditRefused(f"openai refused the edit (moderation_blocked): {_api_message(exc)}") from exc
                 raise EditorError(f"openai: request rejected (400 {exc.code or ''}): {_api_message(exc)}") from exc
-            except openai.AuthenticationError as exc:
-                raise EditorError(f"openai: {self.endpoint().shown} rejected the key (401). Check the variable that "
-                                  "holds it (OPENAI_API_KEY for the official API, -o api_key_env for any other "
-                                  "server) and the base URL.") from exc
+            except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+                self._refuse_billing(exc)  # a 403 may say "billing_not_active"
+                raise EditorKeyRefused(f"openai: {self.endpoint().shown} rejected the key ({exc.status_code}). Check "
+                                       "the variable that holds it (OPENAI_API_KEY for the official API, -o api_key_env "
+                                       "for any other server) and the base URL.") from exc
             except openai.APITimeoutError as exc:
                 last = f"timed out after {self.timeout:g} s"
                 wait = self._wait(attempt, None)
@@ -314,6 +322,7 @@ class OpenAIEditor(Editor):
                 wait = self._wait(attempt, None)
                 cause = exc
             except openai.APIStatusError as exc:
+                self._refuse_billing(exc)  # 429 insufficient_quota is no rate limit: waiting does not mend it
                 if exc.status_code not in (408, 409, 429) and exc.status_code < 500:
                     raise EditorError(f"openai: request failed ({exc.status_code} {exc.code or ''}): "
                                       f"{_api_message(exc)}") from exc
@@ -326,6 +335,14 @@ class OpenAIEditor(Editor):
             f"openai: gave up after {plural(attempts, 'attempt')}; last: {last}. Check the network and OPENAI_BASE_URL, "
             "or try again later."
         ) from cause
+
+    def _refuse_billing(self, exc) -> None:
+        """Raise :class:`QuotaRefused` when ``exc`` (an API status error) says the account has no credit or quota."""
+        if billing_refusal(exc.status_code, getattr(exc, "body", None), _api_message(exc)):
+            raise QuotaRefused(f"openai: {self.endpoint().shown} refused the request for quota or billing "
+                               f"(HTTP {exc.status_code}: {_api_message(exc).rstrip('.')}): the account has no credit or "
+                               "quota left, so it was not retried. Add credit to the account (or use a key of one "
+                               "that has it), then edit again.") from exc
 
     def _wait(self, attempt: int, retry_after: str | None) -> float:
         wait = self.backoff * (2 ** attempt)

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from cfkit.editors import EditRequest
 from cfkit.editors.openai_images import OpenAIEditor, plan_size, upload_png
-from cfkit.errors import EditorError, EditorTransport, EditorUnavailable, EditRefused, OptionError
+from cfkit.errors import (EditorError, EditorKeyRefused, EditorTransport, EditorUnavailable, EditRefused, OptionError,
+                          QuotaRefused)
 from cfkit.images import png_bytes
 from support.workspace import gradient_image, run_cli, tree_snapshot
 from support.images_api_server import REPLY_COLOUR, ImagesAPI, serve
@@ -180,6 +181,20 @@ def test_moderation_block_is_a_refusal_and_not_retried(api):
     assert len(api.requests) == 1
 
 
+@pytest.mark.parametrize("reply", [
+    (429, {"error": {"message": "You exceeded your current quota, please check your plan and billing details.",
+                     "type": "insufficient_quota", "code": "insufficient_quota"}}),
+    (400, {"error": {"message": "Billing hard limit has been reached", "type": "invalid_request_error",
+                     "code": "billing_hard_limit_reached"}}),
+    (403, {"error": {"message": "Billing is not active", "code": "billing_not_active"}}),
+], ids=["429-insufficient_quota", "400-billing_hard_limit_reached", "403-billing_not_active"])
+def test_an_account_without_credit_is_refused_at_once_not_retried(api, reply):
+    api.script = [reply, None, None]
+    with pytest.raises(QuotaRefused, match=r"refused the request for quota or billing .*not retried"):
+        OpenAIEditor(OpenAIEditor.Options(backoff=0, max_retries=3)).edit(_request())
+    assert len(api.requests) == 1
+
+
 def test_timeouts_are_retried_then_a_transport_failure(api):
     api.script = [1.0, 1.0]
     with pytest.raises(EditorTransport, match=r"gave up after 2 attempts; last: timed out after 0.3 s"):
@@ -200,7 +215,8 @@ def test_client_errors_fail_at_once_with_the_reason(api, reply, expected):
     with pytest.raises(EditorError) as info:
         OpenAIEditor(OpenAIEditor.Options(backoff=0)).edit(_request())
     assert expected in str(info.value)
-    assert type(info.value) is EditorError  # neither retried nor treated as "cannot run here"
+    # neither retried nor treated as "cannot run here"; a refused key is one no later spec can fare better against
+    assert type(info.value) is (EditorKeyRefused if reply[0] == 401 else EditorError)
     assert len(api.requests) == 1
     assert SECRET not in str(info.value) and OFFICIAL_SECRET not in str(info.value)
 

@@ -51,7 +51,8 @@ def test_exit_codes():
     for cls in CLASSES:
         expected = 2 if issubclass(cls, errors.InputError) or cls in (errors.EditorUnavailable,
                                                                       errors.BackendUnavailable,
-                                                                      errors.QuotaRefused) else 1
+                                                                      errors.QuotaRefused,
+                                                                      errors.EditorKeyRefused) else 1
         assert cls.exit_code == expected, cls.__name__
 
 
