@@ -191,8 +191,8 @@ def resolve_endpoint(base_url: str | None, api_key_env: str | None, *, who: str,
     key = env.get(key_env, "").strip() if key_env is not None else None
     key_problem = None
     if key_env is not None and not key:
-        hint = "" if api_key_env else f" or name another variable with {key_flag}"
-        key_problem = f"${key_env} is not set; export your key in it{hint} (server {shown})."
+        key_problem = f"${key_env} is not set; export your key in it or name another variable with {key_flag} " \
+                      f"(server {shown})."
     if key and credentials is not None:
         raise OptionError(f"{who}: {shown} carries credentials in the URL and ${key_env} holds a key; keep one.")
     return Endpoint(url=url, shown=shown, official=official, key_env=key_env, key=key or None,

@@ -40,6 +40,7 @@ from cfkit import registry
 from cfkit.errors import BackendUnavailable, TransportError, UsageError
 from cfkit.hints import install_hint
 from cfkit.images import ImageData
+from cfkit.option_words import PLAIN, OptionWords
 from cfkit.options import OptionField, identity_options, option_fields, parse_option_pairs, validate_plugin_options
 
 if TYPE_CHECKING:
@@ -176,13 +177,15 @@ class BackendContext:
     """What the runner tells a backend at construction: the suite and its gold-label distribution.
 
     ``gold_labels`` counts "yes"/"no" for two-option cases and the option id
-    for the others; only ``baseline:majority`` reads it.
+    for the others; only ``baseline:majority`` reads it. ``words``: how the
+    command that built the backend sets its options, for its hints.
     """
 
     suite: str | None = None
     gold_labels: Counter = field(default_factory=Counter)
     root: Path | None = None  # folder relative names (replay files) are resolved against
     store_dir: Path | None = None  # the workspace's store folder, for a backend's own small caches (file hashes)
+    words: OptionWords = PLAIN  # what a hint tells the user to type for an option (cfkit.option_words)
 
 
 class Backend:
@@ -441,8 +444,6 @@ def is_async(backend: Backend) -> bool:
 __all__ = [
     "Backend", "BackendContext", "BackendInfo", "BackendOptions", "Capabilities", "Generation", "ImageData",
     "KnownAnswer", "ProbeRequest", "Reply", "RequestMeta", "TransportError", "as_backend", "backend_class",
-    "batch_members_missing", "has_batch_api",
-    "cache_options",
-    "check_installed", "describe_backends", "load_backend", "missing_requirement", "parse_option_pairs",
-    "split_model",
+    "batch_members_missing", "has_batch_api", "cache_options", "check_installed", "describe_backends",
+    "load_backend", "missing_requirement", "parse_option_pairs", "split_model",
 ]

@@ -96,6 +96,7 @@ class MessageBatches(BatchAPI):
     def __init__(self, backend: Any):
         self.backend = backend
         self.endpoint = backend.endpoint
+        self.words = backend.words  # how the command that built the backend sets an option, for hints
         self._requests: dict[str, list[dict[str, Any]]] = {}
 
     async def _call(self, what: str, call: Any, *, missing_ok: bool = False) -> Any:
@@ -154,7 +155,7 @@ class MessageBatches(BatchAPI):
         entries = [{"id": m.id} for m in page.data if isinstance(m.id, str)]
         if entries:
             raise BackendUnavailable(refusal("anthropic backend", name, [(self.endpoint, not_listed(entries, name))],
-                                             url_flag="-o base_url"))
+                                             url_flag=self.words.of("base_url")))
         return f"{self.endpoint}: it answered 404 for '{name}' and lists no models"
 
     async def upload(self, path: Path) -> str:

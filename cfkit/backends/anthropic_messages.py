@@ -213,13 +213,15 @@ class AnthropicBackend(Backend):
     controls: ClassVar[tuple[str, ...]] = ("temperature", "top_p", "max_completion_tokens", "extra_body")
 
     def __init__(self, name: str, options: AnthropicOptions, context: BackendContext | None = None):
+        self.words = words = (context or BackendContext()).words  # how the command sets an option, for hints
         endpoint = resolve_endpoint(options.base_url, options.api_key_env, who="anthropic backend",
-                                    url_flag="-o base_url", key_flag="-o api_key_env", provider=ANTHROPIC)
+                                    url_flag=words.of("base_url"), key_flag=words.of("api_key_env"),
+                                    provider=ANTHROPIC)
         if endpoint.key_problem is not None:
             raise BackendUnavailable(f"anthropic backend: {endpoint.key_problem}")
         if endpoint.credentials is not None:
             raise OptionError(f"anthropic backend: {endpoint.shown} carries credentials in the URL; give the key "
-                              "in a variable named with -o api_key_env instead.")
+                              f"in a variable named with {words.of('api_key_env')} instead.")
         sdk = _sdk_version()
         if sdk is None:
             raise BackendUnavailable(f"anthropic backend: the anthropic SDK is not installed. Run: "
@@ -331,7 +333,7 @@ class AnthropicBackend(Backend):
             raise QuotaRefused(refusal_line("anthropic backend", self.endpoint, status, sdk_said(exc)))
         if status in (401, 403):
             raise BackendUnavailable(f"anthropic backend: {self.endpoint} refused the key (HTTP {status}: {message}). "
-                                     "Check the key in the environment variable, or -o api_key_env.")
+                                     f"Check the key in the environment variable, or {self.words.of('api_key_env')}.")
         if status == 404:
             raise BackendError(f"anthropic backend: {self.endpoint} has no model '{self.name}' (HTTP 404: {message}).")
         if not (status in (408, 409, 429) or status >= 500):

@@ -51,6 +51,7 @@ from cfkit.backends.batch_api import FILE_DEADLINE_S, FINAL, NOT_FOUND, BatchAPI
 from cfkit.backends.billing import billing_refusal, refusal_line
 from cfkit.backends.http import Exchange, JSONClient, error_text, retry_after_seconds
 from cfkit.errors import BackendUnavailable, QuotaRefused, TransportError
+from cfkit.option_words import PLAIN, OptionWords
 
 __all__ = ["FINAL", "NOT_FOUND", "BatchInfo", "OpenAIBatches"]  # FINAL, NOT_FOUND, BatchInfo: cfkit.backends.batch_api's
 #: The documented limits of one batch input file.
@@ -73,7 +74,7 @@ def server_id(value: Any, what: str, endpoint: str) -> str:
         return value
     shown = repr(value)[:80]
     raise TransportError(f"{endpoint} answered a {what} id that is not a plain id ({shown}); cfkit does not put it "
-                         "in a request path. Check --base-url: is this the provider's API?")
+                         f"in a request path. Check the base URL ({endpoint}): is this the provider's API?")
 
 
 def _json(exchange: Exchange, what: str, endpoint: str) -> Any:
@@ -86,7 +87,7 @@ def _json(exchange: Exchange, what: str, endpoint: str) -> Any:
         start = exchange.body[:60].decode("utf-8", "replace").split("\n")[0].strip()
         kind = exchange.headers.get("content-type", "no content type") if exchange.headers else "no content type"
         raise TransportError(f"{endpoint} answered {what} with HTTP {exchange.status} but not JSON ({kind}: "
-                             f"{start!r}); a proxy or login page may be in the way. Check --base-url.") from None
+                             f"{start!r}); a proxy or login page may be in the way. Check the base URL.") from None
 
 
 def _info(data: Any, endpoint: str) -> BatchInfo:
@@ -108,8 +109,10 @@ def _info(data: Any, endpoint: str) -> BatchInfo:
 class OpenAIBatches(BatchAPI):
     """The files and batches endpoints of one server, through the backend's pooled client."""
 
-    def __init__(self, client: JSONClient, endpoint: str, *, model: str = "", file_deadline_s: float = FILE_DEADLINE_S):
+    def __init__(self, client: JSONClient, endpoint: str, *, model: str = "", file_deadline_s: float = FILE_DEADLINE_S,
+                 words: OptionWords = PLAIN):
         self.client = client
+        self.words = words  # how the command that built the backend sets an option, for hints
         self.endpoint = endpoint  # as shown to people (credentials redacted)
         self.model = model  # the name the batch's lines ask for
         self.file_deadline_s = file_deadline_s  # a whole download, every attempt together
@@ -120,7 +123,8 @@ class OpenAIBatches(BatchAPI):
         (:func:`~cfkit.backends.replicas.check_served`); why it could not tell, where the server gave no list."""
         from cfkit.backends.replicas import check_served
 
-        return await check_served(self.client, self.endpoint, self.model, who="openai backend")
+        return await check_served(self.client, self.endpoint, self.model, who="openai backend",
+                                  url_flag=self.words.of("base_url"))
 
     async def _call(self, what: str, method: str, path: str, prepare: Callable[[], tuple[Any, dict]] | None = None,
                     *, deadline: float = CALL_DEADLINE_S, whole: bool = False, missing_ok: bool = False,
@@ -157,7 +161,7 @@ class OpenAIBatches(BatchAPI):
                                                     f"while {what}: {message}"))
                 if exchange.status in (401, 403):
                     raise BackendUnavailable(f"openai batch: {self.endpoint} refused the key (HTTP {exchange.status}: "
-                                             f"{message}). Check the key, or --api-key-env.")
+                                             f"{message}). Check the key, or {self.words.of('api_key_env')}.")
                 last = f"HTTP {exchange.status}: {message}"
                 if not (exchange.status in (408, 409, 429) or exchange.status >= 500):
                     break

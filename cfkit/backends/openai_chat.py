@@ -133,8 +133,10 @@ class OpenAIBackend(Backend):
         urls = list(dict.fromkeys(options.base_url)) if isinstance(options.base_url, list) else [options.base_url]
         if not urls or len(urls) == 1:
             options = options.model_copy(update={"base_url": urls[0] if urls else None})
-        endpoints = [resolve_endpoint(url, options.api_key_env, who="openai backend", url_flag="--base-url",
-                                      key_flag="--api-key-env (-o api_key_env=NAME where the command has no --api-key-env)") for url in urls or [None]]
+        words = (context or BackendContext()).words  # how the command that built it sets an option, for hints
+        self.words = words
+        endpoints = [resolve_endpoint(url, options.api_key_env, who="openai backend", url_flag=words.of("base_url"),
+                                      key_flag=words.of("api_key_env")) for url in urls or [None]]
         for endpoint in endpoints:
             if endpoint.key_problem is not None:
                 raise BackendUnavailable(f"openai backend: {endpoint.key_problem}")
@@ -168,7 +170,7 @@ class OpenAIBackend(Backend):
             self._pool = ReplicaPool([Replica(e.shown, JSONClient(e.url, headers | {"Authorization": e.authorization},
                                                                   deadline=options.timeout)) for e in endpoints])
             # One run, one cache: keyed on the model the servers serve, not on where they are.
-            served = served_model(self._pool.replicas, name, who="openai backend")
+            served = served_model(self._pool.replicas, name, who="openai backend", url_flag=words.of("base_url"))
             self.cache_identity = {k: v for k, v in self.cache_identity.items() if k != "base_url"} | served
             self._pool.name, self._pool.root = name, served.get("root")  # what a replica back in use must serve
             self._pool.on_back, self._pool.recheck_s = self._news, options.replica_recheck
@@ -325,7 +327,7 @@ class OpenAIBackend(Backend):
                     notes.append(note)
                     continue
                 if replica is None or replica.left_out is None or not self._pool.in_use():  # type: ignore[union-attr]
-                    raise_unless_retriable(exchange, where, self.name, self.on_overload)
+                    raise_unless_retriable(exchange, where, self.name, self.on_overload, self.words)
                 if self._fail_over(replica, failovers):
                     failovers += 1
                     continue
@@ -394,10 +396,10 @@ class OpenAIBackend(Backend):
         from cfkit.backends.openai_batch import OpenAIBatches
 
         if self._pool is not None:
-            raise UsageError("--batch goes to one server's Batch API; give one --base-url (replicas answer live "
-                             "runs).")
+            raise UsageError(f"--batch goes to one server's Batch API; give one {self.words.of('base_url')} "
+                             "(replicas answer live runs).")
 
-        return OpenAIBatches(self._client, self.endpoint, model=self.name)
+        return OpenAIBatches(self._client, self.endpoint, model=self.name, words=self.words)
 
     def _refusal_answered(self, exchange: Exchange, body: dict[str, Any]) -> str | None:
         """For a 400/422 that names a parameter we can do without, the note of dropping it; else None.

@@ -20,6 +20,7 @@ from typing import Any
 
 from cfkit.backends import Reply, TransportError
 from cfkit.money import AT_INPUT_RATE, cached_count, token_cost
+from cfkit.option_words import PLAIN, OptionWords
 
 #: The longest reply text stored (characters); a longer one is cut, its full length kept in ``raw_chars``.
 MAX_STORED_CHARS = 256 * 1024
@@ -200,10 +201,11 @@ def reply_from_completion(completion: dict[str, Any], latency: float, notes: lis
 
 
 def raise_unless_retriable(exchange: Any, where: str, model: str,
-                           on_overload: Callable[[float | None], None] | None) -> None:
+                           on_overload: Callable[[float | None], None] | None, words: OptionWords = PLAIN) -> None:
     """Raise for an error status of ``exchange`` (:class:`cfkit.backends.http.Exchange`) that retrying cannot
     mend (``model``: the name asked for): a billing refusal (:mod:`cfkit.backends.billing`), the key, the model,
-    a redirect, another 4xx; tell ``on_overload`` of a 429/503."""
+    a redirect, another 4xx; tell ``on_overload`` of a 429/503. ``words``: how the command that built the
+    backend sets an option (its hints name that)."""
     from cfkit.backends.http import error_text, server_wait
     from cfkit.endpoints import redact_url
     from cfkit.errors import BackendError, BackendUnavailable, QuotaRefused
@@ -217,7 +219,7 @@ def raise_unless_retriable(exchange: Any, where: str, model: str,
     if status in (401, 403):
         raise BackendUnavailable(
             f"openai backend: {where} refused the key (HTTP {status}: {message}). "
-            "Check the key in the environment variable, or --api-key-env."
+            f"Check the key in the environment variable, or {words.of('api_key_env')}."
         )
     if status == 404:
         raise BackendError(
@@ -227,7 +229,7 @@ def raise_unless_retriable(exchange: Any, where: str, model: str,
     if 300 <= status < 400:
         location = redact_url(exchange.headers.get("location", "?"))
         raise TransportError(f"HTTP {status} from {where}: redirects are not followed; give the "
-                             f"address it points to ({location}) as --base-url.")
+                             f"address it points to ({location}) as {words.of('base_url')}.")
     if not (status in (408, 409, 429) or status >= 500):
         raise TransportError(f"HTTP {status} from {where}: {message}")
     if status in (429, 503) and on_overload is not None:

@@ -364,10 +364,10 @@ def refusal(who: str, name: str, why: Sequence[tuple[str, str]], *, url_flag: st
         return (f"{who}: {why[0][0]} cannot answer for '{name}' ({why[0][1]}). Nothing was sent. Fix the model's "
                 f"name, or give {url_flag} for a server that serves '{name}'.")
     return (f"{who}: no replica can answer for '{name}' ({detail}). Nothing was sent. Start the servers, or give "
-            f"--base-url for servers that serve '{name}'.")
+            f"{url_flag} for servers that serve '{name}'.")
 
 
-async def check_served(client: Any, shown: str, name: str, *, who: str) -> str | None:
+async def check_served(client: Any, shown: str, name: str, *, who: str, url_flag: str = "--base-url") -> str | None:
     """Ask one server (``client``, a :class:`~cfkit.backends.http.JSONClient`) which models it serves, as the
     start-up check of a replica set does (:func:`served_model`), before a batch is submitted to it. Raises
     :class:`BackendUnavailable` (:func:`refusal`) when it lists its models without ``name``; a server that cannot
@@ -375,7 +375,7 @@ async def check_served(client: Any, shown: str, name: str, *, who: str) -> str |
     could not be checked is returned (:meth:`cfkit.backends.batch_api.BatchAPI.check_model`), else None."""
     reading = read_exchange(await client.request("GET", "/models", deadline=MODELS_DEADLINE_S), name, shown)
     if reading.listed and reading.why is not None:
-        raise BackendUnavailable(refusal(who, name, [(shown, reading.why)]))
+        raise BackendUnavailable(refusal(who, name, [(shown, reading.why)], url_flag=url_flag))
     return None if reading.listed else f"{shown}: {reading.why}"
 
 
@@ -407,7 +407,7 @@ def _run_now(coroutine: Any) -> Any:
         return pool.submit(asyncio.run, coroutine).result()
 
 
-def served_model(replicas: Sequence[Replica], name: str, *, who: str) -> dict[str, str]:
+def served_model(replicas: Sequence[Replica], name: str, *, who: str, url_flag: str = "--base-url") -> dict[str, str]:
     """The identity of model ``name`` as the endpoints serve it: ``{"served_model": id}`` plus ``root`` where
     the servers report one. An endpoint that cannot be asked or does not list ``name`` is left out
     (:attr:`Replica.left_out`, :attr:`Replica.at_start`). Raises :class:`BackendUnavailable` (one line) when
@@ -421,7 +421,7 @@ def served_model(replicas: Sequence[Replica], name: str, *, who: str) -> dict[st
         else:
             found.append((replica, match))
     if not found:
-        raise BackendUnavailable(refusal(who, name, [(r.shown, r.left_out or "") for r in replicas]))
+        raise BackendUnavailable(refusal(who, name, [(r.shown, r.left_out or "") for r in replicas], url_flag=url_flag))
     roots = {str(e["root"]) for _, e in found if isinstance(e.get("root"), str)}
     if len(roots) > 1:
         detail = "; ".join(f"{r.shown}: {e.get('root')}" for r, e in found)

@@ -39,11 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cfkit.backends import Backend, batch_members_missing, has_batch_api, load_backend
+from cfkit.backends import Backend, BackendContext, batch_members_missing, has_batch_api, load_backend
 from cfkit.backends.batch_api import NOT_FOUND, batch_api_of, unchecked
 from cfkit.cases import CaseSet
 from cfkit.errors import NotFoundError, OutputError, PluginError, UsageError
 from cfkit.money import usd
+from cfkit.option_words import COLLECT
 from cfkit.probe.batch_collect import _Asked as _Asked, gather, new_tally
 from cfkit.probe.sending_images import SendingImages
 from cfkit.probe.plan import ProbeItem
@@ -293,7 +294,8 @@ def collect_backend(run: RunRecord, overrides: dict[str, Any]) -> Backend:
     if "***@" in str(options.get("base_url") or ""):
         raise UsageError(f"run {run.id} was made with credentials in its base URL, which cfkit did not keep; "
                          "give the URL again with --base-url.")
-    backend = load_backend(run.model, options)
+    # 'cfkit probe collect' takes --base-url and --api-key-env: its hints name them.
+    backend = load_backend(run.model, options, context=BackendContext(words=COLLECT))
     _batch_capable(backend)
     return backend
 

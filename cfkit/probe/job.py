@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cfkit.errors import NotFoundError, UsageError
+from cfkit.option_words import OptionWords, probe_run_words
 from cfkit.probe.prices import BATCH_PRICE_FACTOR, Prices, resolve_prices
 from cfkit.probe.progress import RunProgress, RunSummary
 from cfkit.probe.selection import Selection
@@ -49,12 +50,14 @@ class _Setup:
     cacheable: bool
     capabilities: Any
     study: str | None = None  # the study file whose 'cfkit study run' sends the run (what asks it again)
+    words: OptionWords | None = None  # how the command sets an option, for the backend's hints (None: probe run's)
 
     def context(self, ws: Workspace, suite: str, plan: ProbePlan | None = None) -> BackendContext:
         from cfkit.backends import BackendContext
 
         return BackendContext(suite=suite, gold_labels=plan.gold_labels if plan is not None else Counter(),
-                              root=ws.root, store_dir=ws.store_dir)
+                              root=ws.root, store_dir=ws.store_dir,
+                              words=self.words or probe_run_words(self.model.partition(':')[0]))
 
     def notes(self) -> dict[str, Any]:
         return {"protocol": self.protocol.record(), "prices": self.prices.record() if self.prices else None,
@@ -70,7 +73,7 @@ def _model(model: str | Setting) -> tuple[str, Setting | None]:
 
 def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], protocol: str | None,
            max_tokens: int | None, concurrency: int | None,
-           where: Setting | None = None) -> tuple[_Setup, Backend | None]:
+           where: Setting | None = None, words: OptionWords | None = None) -> tuple[_Setup, Backend | None]:
     """Start-up checks and settings: the extra is installed, the preset resolves, the backend can be built
     (a key, local weights), and prices are known where the backend takes them. Nothing is recorded.
     ``where`` says where ``model`` came from (a flag or cfkit.toml), for a refusal of its kind."""
@@ -88,7 +91,7 @@ def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], proto
                               model_name=name, option_names=fields, max_tokens=max_tokens, concurrency=concurrency,
                               options=options, controls=controls)
     options = {**options, **preset.options}
-    setup = _Setup(model, options, preset, None, cls.capabilities.cacheable, cls.capabilities)
+    setup = _Setup(model, options, preset, None, cls.capabilities.cacheable, cls.capabilities, words=words)
     backend = None
     # Backends that need the plan's gold labels (a majority baseline) are built after planning, still before
     # a run is opened; the others now, so their checks (a key, local weights) come before any planning.
@@ -100,7 +103,7 @@ def _setup(ws: Workspace, model: str, suite: str, options: dict[str, Any], proto
             _takes_cache_writes(prices, fields, model, kind)
             options = {**options, **prices.options()}
             backend = load_backend(model, options, context=setup.context(ws, suite))
-        setup = _Setup(model, options, preset, prices, setup.cacheable, setup.capabilities)
+        setup = dataclasses.replace(setup, options=options, prices=prices)
     return setup, backend
 
 
@@ -293,17 +296,19 @@ class PlannedRun:
 def prepare_probe(ws: Workspace, model: str | Setting, suite: str, *, options: dict[str, Any] | None = None,
                   concurrency: int | None = None, max_cost: float | None = None, max_tokens: int | None = None,
                   protocol: str | None = None, accepted_only: bool = False,
-                  selection: Selection | None = None, study: Path | None = None) -> ProbeJob:
+                  selection: Selection | None = None, study: Path | None = None,
+                  words: OptionWords | None = None) -> ProbeJob:
     """Step 1 of :func:`probe_suite`: the start-up checks and settings, the backend built; nothing written.
 
     A bad option, a missing extra, a bad ``--base-url`` or a missing key stops
     here, before a store is opened or a progress bar drawn. ``study``: the
     study file of a ``cfkit study run`` run, kept in its notes so that what it
-    says of the run names the study's commands (:func:`cfkit.report.commands.made_by`).
+    says of the run names the study's commands (:func:`cfkit.report.commands.made_by`). ``words``: how the
+    command sets an option (probe run's flags unless told; a study's file), for the backend's hints.
     """
     selection = selection or Selection(accepted_only=accepted_only)
     model, where = _model(model)
-    setup, backend = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency, where)
+    setup, backend = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency, where, words)
     if study is not None:
         setup = dataclasses.replace(setup, study=str(study.resolve()))
     if max_cost is not None and backend is not None and not backend.priced:
@@ -356,7 +361,8 @@ class RunPreview:
 def preview_run(ws: Workspace, store: Store | None, model: str | Setting, suite: str, *,
                 options: dict[str, Any] | None = None, concurrency: int | None = None,
                 max_tokens: int | None = None, protocol: str | None = None,
-                selection: Selection | None = None, batch: bool = False) -> RunPreview:
+                selection: Selection | None = None, batch: bool = False,
+                words: OptionWords | None = None) -> RunPreview:
     """The dry run: the same checks and plan as :func:`probe_suite`, and what would be sent; nothing is sent or
     written. ``store`` may be None when the workspace has none yet. With ``batch`` the cost is at batch
     prices (:data:`~cfkit.probe.prices.BATCH_PRICE_FACTOR`)."""
@@ -367,7 +373,7 @@ def preview_run(ws: Workspace, store: Store | None, model: str | Setting, suite:
 
     selection = selection or Selection()
     model, where = _model(model)
-    setup, _ = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency, where)
+    setup, _ = _setup(ws, model, suite, dict(options or {}), protocol, max_tokens, concurrency, where, words)
     plan = _plan(ws, store, setup, suite, selection, digests=Digests(store, remember=False))
     backend = load_backend(model, setup.options, context=setup.context(ws, suite, plan))
     run_id, keys, recorded = run_identity(backend, plan, setup.protocol.name)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from cfkit.errors import CfkitError
 from cfkit.study.file import Study
-from cfkit.study.jobs import model_options, replicas_refused, selection_of, study_runs
+from cfkit.study.jobs import model_options, replicas_refused, selection_of, study_runs, words_of
 from cfkit.workspace import Workspace
 
 #: Seconds to wait for an endpoint's answer. The endpoints are reached all at once (at most REACH_AT_ONCE), so a
@@ -207,7 +207,8 @@ def check_study(ws: Workspace, study: Study, store=None, *, batch: bool = False)
         try:
             preview = preview_run(ws, store, m.model, run.suite, options=model_options(study, run.model),
                                   concurrency=m.concurrency, max_tokens=m.max_tokens,
-                                  protocol=m.protocol, selection=selection_of(ws, study, run.suite), batch=batch)
+                                  protocol=m.protocol, selection=selection_of(ws, study, run.suite), batch=batch,
+                                  words=words_of(study, run.model))
         except CfkitError as exc:
             result.runs.append(RunCheck(run.model, run.display, run.suite, str(exc)))
             continue

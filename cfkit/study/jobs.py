@@ -19,6 +19,7 @@ from cfkit.study.file import Study
 from cfkit.workspace import Workspace
 
 if TYPE_CHECKING:
+    from cfkit.option_words import OptionWords
     from cfkit.probe.pacing import Pacer
 
 
@@ -98,6 +99,15 @@ def model_options(study: Study, name: str) -> dict[str, Any]:
     return options
 
 
+def words_of(study: Study, name: str) -> OptionWords:
+    """Where the study file sets model ``name``'s options: what a hint of its backend tells the user to set."""
+    from cfkit.option_words import study_words
+
+    endpoints = study.endpoints_of(name)
+    endpoint = endpoints[0][0] if endpoints else None
+    return study_words(study.path.resolve(), name, endpoint, endpoint in study.data.endpoints, len(endpoints) > 1)
+
+
 def replicas_refused(study: Study, name: str) -> str | None:
     """Why model ``name``'s several endpoints cannot be used here (its backend takes one base URL), or None."""
     endpoints = study.endpoints_of(name)
@@ -132,7 +142,8 @@ def prepare(ws: Workspace, study: Study, run: StudyRun) -> None:
         # The concurrency of a model behind an endpoint is the endpoint's pacer's (shared), not the run's.
         run.job = prepare_probe(ws, m.model, run.suite, options=model_options(study, run.model),
                                 concurrency=m.concurrency, max_tokens=m.max_tokens,
-                                protocol=m.protocol, selection=selection_of(ws, study, run.suite), study=study.path)
+                                protocol=m.protocol, selection=selection_of(ws, study, run.suite), study=study.path,
+                                words=words_of(study, run.model))
     except CfkitError as exc:
         run.state, run.error = "failed", str(exc)
 

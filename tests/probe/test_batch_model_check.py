@@ -84,7 +84,7 @@ def test_a_message_batch_for_a_model_anthropic_does_not_have_is_refused_before_i
         (line,) = refused.stderr.strip().splitlines()
         assert "anthropic backend:" in line and "cannot answer for 'claude-tset'" in line
         assert "did you mean 'claude-test'?" in line and "Nothing was sent." in line
-        assert "give -o base_url for a server" in line
+        assert "give -o base_url=URL for a server" in line  # (probe run has no --base-url for it)
         assert server.batches == {} and no_runs(tiny_ws)
         sent = claude_batch(tiny_ws, server.url, "claude-test")
         assert sent.exit_code == 0, sent.stderr

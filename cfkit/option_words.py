@@ -1,0 +1,79 @@
+"""How the user sets a backend option in the command that built the backend: what a hint may tell them to type.
+
+One backend serves several commands, and each takes its options its own way:
+``cfkit probe run`` has ``--base-url``, ``--api-key-env`` and ``--max-tokens``;
+the judge commands (``audit prelabel``, ``edits screen``) have ``--max-tokens``
+and ``-o KEY=VALUE``; ``captions draft`` has ``-o KEY=VALUE`` only; under
+``cfkit study run`` and ``study validate`` nothing is typed at all, the study
+file says it (``api_key_env`` in an ``[endpoints.NAME]`` table, ``max_tokens``
+in a ``[models.NAME]`` table). A backend's messages name an option through the
+:class:`OptionWords` it was built with (``BackendContext.words``), so a hint
+names what works where it is shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: What a value looks like in ``-o KEY=VALUE`` for the options hints name.
+_VALUE = {"api_key_env": "NAME", "base_url": "URL", "max_tokens": "N"}
+
+
+@dataclass(frozen=True)
+class OptionWords:
+    """``flags``: option key -> what the user types for it here (``--api-key-env``); any other key is
+    ``-o KEY=VALUE``, which every command that builds a backend takes, unless ``otherwise`` says how."""
+
+    flags: Mapping[str, str] = field(default_factory=dict)
+    otherwise: str | None = None  # "{key}" filled in: how a key not in ``flags`` is set (a study's model options)
+
+    def of(self, key: str) -> str:
+        """How option ``key`` is set where the backend was built."""
+        if key in self.flags:
+            return self.flags[key]
+        if self.otherwise is not None:
+            return self.otherwise.replace("{key}", key)
+        return f"-o {key}={_VALUE.get(key, 'VALUE')}"
+
+
+#: A command with ``-o KEY=VALUE`` and nothing else for a backend's options (captions draft, a library caller).
+PLAIN = OptionWords()
+
+#: ``cfkit probe collect``: ``--base-url`` and ``--api-key-env`` for the run it collects, whatever its backend.
+COLLECT = OptionWords({"base_url": "--base-url", "api_key_env": "--api-key-env"})
+
+
+def probe_run_words(kind: str) -> OptionWords:
+    """``cfkit probe run``'s for a model of backend ``kind``: ``--max-tokens``, and ``--base-url`` and
+    ``--api-key-env`` for an ``openai:`` model only (the command refuses them for any other)."""
+    if kind == "openai":
+        return OptionWords({**COLLECT.flags, "max_tokens": "--max-tokens"})
+    return OptionWords({"max_tokens": "--max-tokens"})
+
+#: The judge commands: ``--max-tokens`` of their own, the rest as ``-o KEY=VALUE``.
+JUDGE = OptionWords({"max_tokens": "--max-tokens"})
+
+
+def study_words(file: Path, model: str, endpoint: str | None, named: bool, replicas: bool = False) -> OptionWords:
+    """Where study file ``file`` sets the options of its model ``model`` (``[models.MODEL]``), behind
+    ``endpoint`` (a name, or a URL; the first of several where ``replicas``) or none; ``named``: the endpoint is
+    an ``[endpoints.NAME]`` table."""
+    where = f"of {file}"
+    model_table = f"[models.{model}]"
+    if replicas:
+        key = f'api_key_env = "NAME" in the [endpoints.NAME] tables its endpoints name {where}'
+        url = f"endpoint in {model_table} {where}"
+    elif endpoint is not None and named:
+        key = f'api_key_env = "NAME" in [endpoints.{endpoint}] {where}'
+        url = f"url in [endpoints.{endpoint}] {where}"
+    elif endpoint is not None:
+        key = (f'api_key_env = "NAME" in an [endpoints.NAME] table (with url = "{endpoint}") {where}, named as '
+               f"the endpoint of {model_table}")
+        url = f"endpoint in {model_table} {where}"
+    else:
+        key = f'options = {{ api_key_env = "NAME" }} in {model_table} {where}'
+        url = f"an endpoint in {model_table} {where}"
+    return OptionWords({"api_key_env": key, "base_url": url, "max_tokens": f"max_tokens in {model_table} {where}"},
+                       otherwise=f"{{key}} in the options of {model_table} {where}")
