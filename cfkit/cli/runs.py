@@ -78,15 +78,18 @@ def list_(ws, as_json: bool) -> None:
                       + f"report: {'[bold]read[/]' if s.read else escape(s.short)}")
     status("report: 'read' marks the run 'cfkit report' reads for its model and suite (older: a newer run "
            "superseded it; left out: 'cfkit runs show RUN' says why).")
-    for why in {s.stale_why for s in stand.values() if s.stale is None}:  # (a cases file that cannot be read)
-        warn(f"whether the runs' answers are stale was not checked: {why}")
-    stale = [r for r in records if stand[r.id].stale]
-    if len(stale) == 1:
-        warn(stand[stale[0].id].stale_line(stale[0]) or "")
-    elif stale:
+    # Stale answers (or not checked: a cases file that cannot be read), one line for the runs of each reason, as
+    # the view says them: a case changed under many runs is said once, the runs counted and the first few named.
+    from cfkit.report.standing import stale_groups
+
+    flagged = [r for r in records if stand[r.id].stale is None or stand[r.id].stale]
+    stale = [r for r in flagged if stand[r.id].stale]
+    if len(stale) > 1:
         warn(f"{plural(len(stale), 'run')} have answers stale now (marked 'stale': their case, caption, image, edit, "
-             "gold labels or prompt changed since they ran), which a report counts wrong; 'cfkit runs show RUN' says "
-             "why and what asks them again.")
+             "gold labels or prompt changed since they ran), which a report counts wrong; the lines below say why; "
+             "'cfkit runs show RUN' says what asks a run again.")
+    for group in stale_groups(flagged, stand):
+        warn(group.line(stand[group.runs[0].id]))
 
 
 def run_cost(record, *, short: bool = False) -> str:

@@ -106,6 +106,7 @@ def test_a_cases_file_that_cannot_be_read_leaves_staleness_unchecked_and_says_so
     result = run_cli(["runs", "list", "-w", str(tiny_ws)], env={"COLUMNS": "300"})
     assert result.exit_code == 0 and run_id in result.stdout  # the runs are still listed
     assert "(stale?)" in result.stdout
-    assert "whether the runs' answers are stale was not checked" in result.stderr and "cases.jsonl" in result.stderr
+    said = " ".join(result.stderr.split())  # said for the run, as 'runs show' and the view say it
+    assert f"{run_id}: whether its answers are stale was not checked" in said and "cases.jsonl" in said
     listed = _listed(tiny_ws)
     assert listed[run_id]["report"]["stale"]["answers"] is None
