@@ -40,7 +40,7 @@ class DraftResult:
     findings: tuple[Finding, ...] = ()
 
 
-def draft_request(ws: Workspace, case: Case, templates: Templates | None = None):
+def draft_request(ws: Workspace, case: Case, templates: Templates | None = None, max_tokens: int = DRAFT_MAX_TOKENS):
     """The :class:`~cfkit.backends.ProbeRequest` asking for a neutral description of ``case``'s image(s).
 
     Only the images go to the model: no question, options, title or creator,
@@ -54,7 +54,7 @@ def draft_request(ws: Workspace, case: Case, templates: Templates | None = None)
     user = fill_slots(templates["draft-user.txt"], {"images": _IMAGES_PHRASE[len(images)]})
     return ProbeRequest(
         system=templates["draft-system.txt"].strip(), user=user.strip(), images=images, option_ids=(),
-        schema=None, generation=Generation(temperature=0.0, max_tokens=DRAFT_MAX_TOKENS),
+        schema=None, generation=Generation(temperature=0.0, max_tokens=max_tokens),
         meta=RequestMeta(suite="captions", case_id=case.id, pair_id="", condition="draft"),
     )
 
@@ -80,7 +80,8 @@ def _kept_message(existing: Caption | None) -> str:
 
 
 def draft_captions(ws: Workspace, backend, case_ids: Iterable[str] = (), *, subset: str | Path | None = None,
-                   redraft: bool = False, all_cases: bool = False, spent: Spent | None = None) -> list[DraftResult]:
+                   redraft: bool = False, all_cases: bool = False, spent: Spent | None = None,
+                   max_tokens: int = DRAFT_MAX_TOKENS) -> list[DraftResult]:
     """Ask ``backend`` for a neutral description of each selected case and save it as an unreviewed draft.
 
     A caption already on disk is kept, except an unreviewed model draft when
@@ -150,8 +151,8 @@ def draft_captions(ws: Workspace, backend, case_ids: Iterable[str] = (), *, subs
 
     def failed(case: Case, exc: Exception) -> DraftResult:
         if not isinstance(exc, TransportError):  # a reply cut off at the token limit: never saved as a caption
-            why = (f"the reply was cut off at the token limit ({plural(DRAFT_MAX_TOKENS, 'token')}), so it was not saved; "
-                   "run the command again, or write this caption by hand.")
+            why = (f"the reply was cut off at the token limit ({plural(max_tokens, 'token')}), so it was not saved; "
+                   f"raise --max-tokens (now {max_tokens}) and run again, or write this caption by hand.")
         else:
             why = f"the request failed: {exc}"
         return DraftResult(case.id, caption_path(ws, case.id), "failed", f"not drafted: {why}")
@@ -164,7 +165,7 @@ def draft_captions(ws: Workspace, backend, case_ids: Iterable[str] = (), *, subs
         results[case.id] = DraftResult(case.id, caption_path(ws, case.id), "failed",
                                        "not drafted: not asked (the drafting stopped).")
 
-    spent.stop = ask_in_turn(backend, [(case, draft_request(ws, case, templates)) for case in todo], keep,
+    spent.stop = ask_in_turn(backend, [(case, draft_request(ws, case, templates, max_tokens)) for case in todo], keep,
                              lambda case, exc: results.__setitem__(case.id, failed(case, exc)), spent.came,
                              spent.gave_up, untried=not_asked)
     return [results[i] for i in ids]

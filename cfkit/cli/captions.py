@@ -154,10 +154,11 @@ def show(ws, case_id: str, conditions: tuple[str, ...], as_json: bool) -> None:
               help="Case ids, one a line (default: the configured [probe] modality_subset).")
 @click.option("--all-cases", is_flag=True, help="Every case of the cases file instead of the subset.")
 @click.option("--redraft", is_flag=True, help="Replace unreviewed model drafts (never human or reviewed captions).")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=400, show_default=True,
+              help="Token limit of each draft's reply (a reasoning model may need more).")
 @workspace_option
 def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[str, ...], subset: str | None,
-          all_cases: bool,
-          redraft: bool) -> None:
+          all_cases: bool, redraft: bool, max_tokens: int) -> None:
     """Draft neutral captions with a vision-language model, for a person to review.
 
     The model sees only the image(s) and instructions that forbid names and
@@ -184,7 +185,8 @@ def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[
     with blamed(model):  # priced as 'probe run' prices a model
         backend = priced_judge(ws, model.value, parse_option_pairs(options))
     spent = Spent()
-    results = draft_captions(ws, backend, case_ids, subset=subset, redraft=redraft, all_cases=all_cases, spent=spent)
+    results = draft_captions(ws, backend, case_ids, subset=subset, redraft=redraft, all_cases=all_cases, spent=spent,
+                             max_tokens=max_tokens)
     style = {"written": "green", "kept": "dim", "failed": "red"}
     for r in results:
         out.print(f"{r.case}: [{style[r.status]}]{escape(r.message)}[/]")

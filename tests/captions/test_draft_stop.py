@@ -100,3 +100,29 @@ def test_draft_interrupted_keeps_the_drafts_and_counts_the_request_in_flight(bar
             "attempt may be billed on top: up to ~$0.12.") in text
     assert text.endswith("interrupted; everything saved before the interruption is kept. Run the command again to "
                          "resume.") and "Traceback" not in text
+
+
+def test_a_draft_cut_off_at_the_token_limit_names_an_option_captions_draft_takes(bare):
+    """A reasoning model may spend a draft's whole token limit: the line says to raise --max-tokens, which
+    captions draft takes, and a draft asked again with more room is written."""
+    from cfkit.cli.captions import draft
+    from cfkit.drafts import DRAFT_MAX_TOKENS
+
+    assert {p.name: p.default for p in draft.params}["max_tokens"] == DRAFT_MAX_TOKENS  # one default, said twice
+    asked = []
+
+    def script(request: dict, n: int) -> Scripted:  # cut off below 64 tokens, a whole draft with room
+        asked.append(request["max_tokens"])
+        if request["max_tokens"] < 64:
+            return Scripted(body=completion("Thinking about the wall", model=request["model"], finish_reason="length"))
+        return Scripted(body=completion("A plain grey picture of a wall.", model=request["model"]))
+
+    with ChatServer(script) as server:
+        args = ["-w", str(bare), "captions", "draft", "--model", "openai:tiny-vlm", "-o", f"base_url={server.url}",
+                "T001"]
+        short = run_cli([*args, "--max-tokens", "16"], env=KEY)
+        assert short.exit_code == 1 and _drafts(bare) == []  # a cut-off draft is not saved
+        assert "raise --max-tokens (now 16) and run again" in _said(short.stdout + short.stderr)
+        roomy = run_cli([*args, "--max-tokens", "128"], env=KEY)
+    assert roomy.exit_code == 0, roomy.output
+    assert _drafts(bare) == ["T001"] and asked == [16, 128]
