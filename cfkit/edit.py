@@ -278,11 +278,13 @@ def _edit_with(prep: _Prepared, scorer: Scorer, span: EditSession, *, again: boo
             if paid and isinstance(exc, (EditorError, QuotaRefused)):  # sent (an unavailable engine sent nothing)
                 span.spend.sent(name)
                 span.spend.unanswered += 1
+                span.spend.abandoned += exc.abandoned if isinstance(exc, EditorError) else 0
             _engine_failed(exc, span, prep, name, attempts, started, last)
             continue
         if paid:
             span.spend.sent(name)
             span.spend.came(len(result.images), result.usage)
+            span.spend.abandoned += result.abandoned  # attempts given up once sent before the reply came
         attempts.append(Attempt(name, "used"))
         break
     if result is None:
@@ -322,7 +324,8 @@ def _engine_failed(exc: CfkitError, span: EditSession, prep: _Prepared, name: st
         attempts.append(Attempt(name, "unreachable", str(exc)))
         if last:
             edit_id = _record_without_output(span.store, prep, name, "failed", str(exc), attempts, started)
-            raise EditorTransport(f"{exc} (recorded as edit #{edit_id}, failed)") from exc
+            raise EditorTransport(f"{exc} (recorded as edit #{edit_id}, failed)", failure=exc.failure, endpoint=exc.endpoint,
+                                  abandoned=exc.abandoned) from exc
         return
     if isinstance(exc, EditRefused):
         attempts.append(Attempt(name, "refused", str(exc)))

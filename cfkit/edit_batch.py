@@ -8,7 +8,10 @@ accepted edit stays, unless ``again``). The arguments that hold for every spec
 (engines, candidates, option keys) are checked once, before the first spec.
 What no later spec can fare better against stops the batch instead: a refused
 key (:class:`~cfkit.errors.EditorKeyRefused`), an account without credit
-(:class:`~cfkit.errors.QuotaRefused`), Ctrl-C or SIGTERM (the spec it found
+(:class:`~cfkit.errors.QuotaRefused`), a server that is gone or keeps timing
+out (specs in a row whose call failed on the connection after its retries, as
+:class:`cfkit.probe.stopping.StopPolicy` stops a probe run: an
+:class:`~cfkit.errors.EditorTransport`), Ctrl-C or SIGTERM (the spec it found
 ``interrupted``); the specs after it are ``not asked``, and the stop is kept as
 ``BatchOutcome.stop`` for the caller to raise once it said what was made and spent.
 
@@ -29,7 +32,8 @@ from cfkit.edit import EditOutcome, EditSession, EngineCall, make_edit
 from cfkit.edit_arguments import edit_arguments
 from cfkit.edit_session import EditSpend
 from cfkit.editors import editor_class
-from cfkit.errors import CfkitError, EditorKeyRefused, PluginError, QuotaRefused, SpecError, UsageError
+from cfkit.errors import (CfkitError, EditorError, EditorKeyRefused, EditorTransport, EditorUnavailable, PluginError,
+                          QuotaRefused, SpecError, UsageError)
 from cfkit.specs import load_spec, spec_files, spec_path
 from cfkit.store import Store, edits, reviews
 from cfkit.store.edits import EditRecord
@@ -143,6 +147,7 @@ def make_edits(ws: Workspace, spec_ids: list[str], *, engine: str | None = None,
     # 1. What holds for every spec, checked once (a bad engine name must not fail 36 times).
     edit_arguments(ws.config.edit, engine=engine, n=n, model=model, options=options)
     batch = BatchOutcome()
+    server = _ServerWatch()
     total = len(spec_ids)
     # One session: the cases, the LPIPS scorer and the store connection are taken once for every spec.
     with EditSession(ws, batch.spend) as session:
@@ -157,6 +162,8 @@ def make_edits(ws: Workspace, spec_ids: list[str], *, engine: str | None = None,
             else:
                 if isinstance(result.error, (QuotaRefused, EditorKeyRefused)):
                     batch.stop = result.error  # no later spec fares better against a refused key or no credit
+                elif (gone := server.told(result)) is not None:
+                    batch.stop = gone  # the server is not there, or keeps timing out: the next spec learns nothing
             batch.results.append(result)
             try:
                 if progress is not None:
@@ -167,6 +174,36 @@ def make_edits(ws: Workspace, spec_ids: list[str], *, engine: str | None = None,
                 batch.results.extend(SpecEdit(later, "not asked") for later in spec_ids[index:])
                 break
     return batch
+
+
+class _ServerWatch:
+    """Whether an engine's server is gone, as a probe run learns it (:class:`cfkit.probe.stopping.StopPolicy`, the
+    same counts): a spec whose call failed on the connection after its retries (refused, reset, timed out) counts
+    one, a spec whose call was answered (images, or a refusal: the server is there) resets the count."""
+
+    def __init__(self):
+        self.policy = None  # made at the first transport failure, which names the server
+
+    def told(self, result: SpecEdit) -> EditorTransport | None:
+        """What stops the batch after ``result``, if anything now does."""
+        from cfkit.probe.stopping import StopPolicy
+
+        exc = result.error
+        if isinstance(exc, EditorTransport):
+            if self.policy is None:
+                self.policy = StopPolicy(exc.endpoint or "the engine's server", lower=None,
+                                         url_flag="the engine's base_url (-o base_url, or OPENAI_BASE_URL)")
+            self.policy.failed(exc.failure)
+        elif self.policy is not None and (result.outcome is not None or _answered(exc)):
+            self.policy.answered()
+        if self.policy is None or self.policy.reason is None:
+            return None
+        return EditorTransport(f"the edits stopped: {self.policy.reason}.", endpoint=self.policy.endpoint)
+
+
+def _answered(exc: CfkitError | None) -> bool:
+    """Whether an engine's server answered the call that ended in ``exc`` (a refusal, a request it rejected)."""
+    return isinstance(exc, EditorError) and not isinstance(exc, (EditorTransport, EditorUnavailable))
 
 
 def _edit_spec(ws: Workspace, session: EditSession, spec_id: str, started: float, *, again: bool,

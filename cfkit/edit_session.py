@@ -41,6 +41,7 @@ class EditSpend:
     largest: int = 0  # the most tokens one answered call reported: what a call in flight may cost at most
     unanswered: int = 0  # calls that ended with an error after they were sent (refused, failed, server gone)
     in_flight: int = 0  # calls Ctrl-C or SIGTERM found sent and unanswered: a service may bill them
+    abandoned: int = 0  # attempts of calls given up after they were sent (a timeout once sent): may be billed too
     saved: list[tuple[str, int]] = field(default_factory=list)  # (spec id, edit id) of every edit written
     checked: set[int] = field(default_factory=set)  # the saved edits whose checks are stored
 
@@ -73,11 +74,25 @@ class EditSpend:
             parts[0] += f", {told}" + (f" ({plural(self.untold, 'answer')} without usage)" if self.untold else "")
         if self.unanswered:
             parts.append(f"{self.unanswered} ended with an error")
+        if self.abandoned:
+            bound = (f"up to ~{plural(self.abandoned * self.largest, 'token', spec=',')}" if self.largest
+                     else "no answered call to estimate them by")
+            parts.append(f"{plural(self.abandoned, 'abandoned attempt')} (given up once sent) may be billed on top: "
+                         f"{bound}")
         if self.in_flight:
             bound = f"up to ~{plural(self.largest, 'token', spec=',')}" if self.largest else "no answered call to estimate it by"
             parts.append(f"{self.in_flight} in flight at the stop may be billed on top: {bound}")
         return (f"spent: {plural(self.calls, 'call')} to {', '.join(self.engines)} ({'; '.join(parts)}); "
                 "no price in dollars is known for them")
+
+    def as_dict(self) -> dict[str, Any]:
+        """What :meth:`line` says, for ``--json``: ``abandoned_tokens_up_to`` is None when no answered call
+        reported its tokens to estimate the abandoned attempts (and a call in flight) by."""
+        may = self.abandoned + self.in_flight
+        return {"engines": list(self.engines), "calls": self.calls, "answered": self.answered, "images": self.images,
+                "tokens": self.tokens, "answers_without_usage": self.untold, "ended_with_error": self.unanswered,
+                "abandoned_attempts": self.abandoned, "in_flight": self.in_flight,
+                "may_be_billed_tokens_up_to": (may * self.largest if self.largest else None) if may else 0}
 
     def unchecked(self) -> list[tuple[str, int]]:
         return [(spec, edit_id) for spec, edit_id in self.saved if edit_id not in self.checked]

@@ -150,7 +150,14 @@ class WeightsError(CfkitError):
 
 
 class EditorError(CfkitError):
-    """An image editor failed."""
+    """An image editor failed.
+
+    ``abandoned``: attempts of the call it ended that were given up after they were sent (a timeout once the
+    request was out, a connection dropped before the reply): a service may bill them though nothing came back."""
+
+    def __init__(self, message: str = "", *, abandoned: int = 0):
+        super().__init__(message)
+        self.abandoned = abandoned
 
 
 class EditorUnavailable(EditorError):
@@ -160,7 +167,18 @@ class EditorUnavailable(EditorError):
 
 
 class EditorTransport(EditorError):
-    """An image editor's service could not be reached or kept failing after its retries."""
+    """An image editor's service could not be reached or kept failing after its retries.
+
+    ``failure`` says how its last attempt failed, opening as :class:`cfkit.probe.stopping.StopPolicy` reads a
+    backend's TransportError (``ConnectionError: …``, ``Timeout: …``, ``HTTP 503: …``), for a batch of edits to
+    stop as a probe run does; ``endpoint`` is the server (credentials redacted), when the engine names one;
+    ``abandoned`` as for :class:`EditorError`."""
+
+    def __init__(self, message: str = "", *, failure: str = "ConnectionError", endpoint: str | None = None,
+                 abandoned: int = 0):
+        super().__init__(message, abandoned=abandoned)
+        self.failure = failure
+        self.endpoint = endpoint
 
 
 class EditRefused(EditorError):

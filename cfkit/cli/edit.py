@@ -58,9 +58,11 @@ def edit(ws, spec_ids: tuple[str, ...], all_specs: bool, pending: bool, shard: s
     Several specs run in one process, each on its own progress line, with a
     summary at the end; a spec that fails does not stop the others (exit 1).
     A refused key or an account without credit stops the batch (exit 2), as
-    Ctrl-C (130) and SIGTERM (143) do: every edit received is kept, and the last
-    lines say which were saved and what the calls to a paid engine came to (a
-    call in flight counted as one that may be billed).
+    Ctrl-C (130) and SIGTERM (143) do, and a server gone or never answering
+    (3 specs in a row unreached after their retries, exit 1): every edit
+    received is kept, and the last lines say which were saved and what the
+    calls to a paid engine came to (attempts given up once sent and a call in
+    flight counted as ones that may be billed).
 
     \b
     Examples:

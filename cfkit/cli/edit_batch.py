@@ -7,7 +7,7 @@ from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, warn
 from cfkit.cli.progress import engine_spinner
-from cfkit.errors import CheckFailed, CfkitError
+from cfkit.errors import CheckFailed, CfkitError, EditorTransport
 from cfkit.plural import plural
 
 STATUS_STYLE = {"made": "green", "check failed": "red", "failed": "red", "kept": "cyan", "interrupted": "red",
@@ -48,17 +48,15 @@ def edit_batch(ws, spec_ids: list[str], *, all_specs: bool, pending: bool, engin
     batch = make_edits(ws, ids, engine=engine, n=n, seed=seed, model=model, options=options, again=again,
                        engine_call=engine_spinner, progress=progress)
     if as_json:
-        print_json([r.as_dict() for r in batch.results])
+        print_json({"specs": [r.as_dict() for r in batch.results], "spent": batch.spend.as_dict(),
+                    "stopped": _stopped(batch.stop)})
     else:
         out.print(_summary(batch))
     counts = ", ".join(f"{batch.count(s)} {s}" for s in STATUS_STYLE if batch.count(s))
     err.print(f"{len(batch.results)} spec{'s' if len(batch.results) != 1 else ''}: {counts}.", style="dim")
     said_spend(batch.spend)
-    if batch.stop is not None:  # a refused key, no credit, Ctrl-C or SIGTERM: said now, after what was made and spent
-        unasked = [r.spec_id for r in batch.results if r.status in ("not asked", "interrupted")]
-        rest = (f" Not edited: {', '.join(unasked)}; 'cfkit edit --pending' edits them (and any other spec without "
-                "a usable edit), not those made here." if unasked else "")
-        raise_stop(batch.stop, batch.spend, rest)
+    if batch.stop is not None:  # a refused key, no credit, a server gone, Ctrl-C or SIGTERM: said after what was spent
+        raise_stop(batch.stop, batch.spend, _not_edited(ws, batch))
     if batch.failed:
         for result in batch.failed:
             err.print(f"  [red]{result.spec_id}[/]: {escape(_why(result))}")
@@ -94,6 +92,35 @@ def raise_stop(stop: BaseException, spend, rest: str = "") -> None:
         kept += (f"; {', '.join(f'#{e}' for _, e in unchecked)} not checked yet: run 'cfkit check {specs}'")
     error(f"{'stopped by SIGTERM' if code == 143 else 'interrupted (Ctrl-C)'}; {kept}.{rest}")
     raise click.exceptions.Exit(code)
+
+
+def _not_edited(ws, batch) -> str:
+    """What follows the line of a stopped batch: the specs it did not edit, and the command that edits them."""
+    from cfkit.edit_batch import pending_among
+
+    unasked = [r.spec_id for r in batch.results if r.status in ("not asked", "interrupted")]
+    if not isinstance(batch.stop, EditorTransport):
+        return (f" Not edited: {', '.join(unasked)}; 'cfkit edit --pending' edits them (and any other spec without "
+                "a usable edit), not those made here." if unasked else "")
+    lost = [r.spec_id for r in batch.results if isinstance(r.error, EditorTransport)]
+    said = "; ".join(part for part in (f"{', '.join(lost)} failed (recorded)" if lost else "",
+                                       f"{', '.join(unasked)} not asked" if unasked else "") if part)
+    todo = lost + unasked
+    again = "'cfkit edit --pending'" if pending_among(ws, todo) == todo else f"'cfkit edit {' '.join(todo)}'"
+    done = len(batch.results) - len(todo)
+    kept = "every edit received is saved" if batch.spend.saved else "no edit was received"
+    return (f" {done} of {plural(len(batch.results), 'spec')} done, {kept}. Not edited: {said}; "
+            f"once the server answers, run {again} to edit them" + (" (and any other spec without a usable edit)"
+                                                                      if again.endswith("--pending'") else "") + ".")
+
+
+def _stopped(stop: BaseException | None) -> str | None:
+    """Why a batch stopped before its last spec, for ``--json`` (None: it did not)."""
+    if stop is None:
+        return None
+    if isinstance(stop, KeyboardInterrupt):
+        return "stopped by SIGTERM" if getattr(stop, "exit_code", 130) == 143 else "interrupted (Ctrl-C)"
+    return str(stop)
 
 
 def _lpips_note(outcome) -> str | None:

@@ -82,7 +82,10 @@ class EditResult:
     ``params`` lists every setting that shaped the output (no secrets);
     ``seed`` is the seed the engine actually used for the first image (image
     ``i`` used ``seed + i``), or None when the engine takes no seed;
-    ``usage`` and ``cost_usd`` are filled only when the service reports them.
+    ``usage`` and ``cost_usd`` are filled only when the service reports them;
+    ``abandoned`` counts the attempts of the call given up after they were sent
+    (a timeout once the request was out) before this reply came: a service may
+    bill them too.
     """
 
     images: tuple[np.ndarray, ...]
@@ -92,6 +95,7 @@ class EditResult:
     usage: dict[str, Any] | None = None
     cost_usd: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    abandoned: int = 0
 
 
 class Editor:

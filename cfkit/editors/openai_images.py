@@ -235,7 +235,7 @@ class OpenAIEditor(Editor):
         # 3. Call, with retries for transient failures only.
         client = openai.OpenAI(api_key=endpoint.key or "-", base_url=endpoint.url, timeout=self.timeout,
                                max_retries=0, default_headers={"Authorization": endpoint.authorization})
-        response = self._call_with_retries(openai, client, request, plan, image_png, mask_png)
+        response, abandoned = self._call_with_retries(openai, client, request, plan, image_png, mask_png)
 
         # 4. Decode and map each reply back to the source's exact size.
         images = []
@@ -261,7 +261,7 @@ class OpenAIEditor(Editor):
         if request.seed is not None:
             notes.append("the images API takes no seed; --seed was not used")
         return EditResult(images=tuple(images), model=self.model, params=params, seed=None, usage=usage,
-                          notes=tuple(notes))
+                          notes=tuple(notes), abandoned=abandoned)
 
     def _params(self, request: EditRequest, plan: SizePlan, endpoint: Endpoint) -> dict:
         params = {"size": plan.size_param, "padded": f"{plan.padded[0]}x{plan.padded[1]}", "n": request.n,
@@ -299,41 +299,49 @@ class OpenAIEditor(Editor):
         if self.input_fidelity and not flexible_sizes(self.model):
             kwargs["input_fidelity"] = self.input_fidelity
         attempts = self.max_retries + 1
-        last = "no attempt made"
+        last, failure, abandoned = "no attempt made", "ConnectionError", 0
         for attempt in range(attempts):
             try:
-                return client.images.edit(**kwargs)
+                return client.images.edit(**kwargs), abandoned
             except openai.BadRequestError as exc:
                 self._refuse_billing(exc)
                 if _is_moderation_block(exc):
-                    raise EditRefused(f"openai refused the edit (moderation_blocked): {_api_message(exc)}") from exc
-                raise EditorError(f"openai: request rejected (400 {exc.code or ''}): {_api_message(exc)}") from exc
+                    raise EditRefused(f"openai refused the edit (moderation_blocked): {_api_message(exc)}",
+                                      abandoned=abandoned) from exc
+                raise EditorError(f"openai: request rejected (400 {exc.code or ''}): {_api_message(exc)}",
+                                  abandoned=abandoned) from exc
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 self._refuse_billing(exc)  # a 403 may say "billing_not_active"
-                raise EditorKeyRefused(f"openai: {self.endpoint().shown} rejected the key ({exc.status_code}). Check "
-                                       "the variable that holds it (OPENAI_API_KEY for the official API, -o api_key_env "
-                                       "for any other server) and the base URL.") from exc
+                raise EditorKeyRefused(
+                    f"openai: {self.endpoint().shown} rejected the key ({exc.status_code}). Check the variable that "
+                    "holds it (OPENAI_API_KEY for the official API, -o api_key_env for any other server) and the "
+                    "base URL.", abandoned=abandoned) from exc
             except openai.APITimeoutError as exc:
                 last = f"timed out after {self.timeout:g} s"
+                failure = f"Timeout: {last}"
+                abandoned += _sent(exc)
                 wait = self._wait(attempt, None)
                 cause = exc
             except openai.APIConnectionError as exc:
                 last = f"could not connect ({exc.__cause__ or exc})"
+                failure = f"ConnectionError: {last}"
+                abandoned += _sent(exc)
                 wait = self._wait(attempt, None)
                 cause = exc
             except openai.APIStatusError as exc:
                 self._refuse_billing(exc)  # 429 insufficient_quota is no rate limit: waiting does not mend it
                 if exc.status_code not in (408, 409, 429) and exc.status_code < 500:
                     raise EditorError(f"openai: request failed ({exc.status_code} {exc.code or ''}): "
-                                      f"{_api_message(exc)}") from exc
-                last = f"HTTP {exc.status_code}: {_api_message(exc)}"
+                                      f"{_api_message(exc)}", abandoned=abandoned) from exc
+                last = failure = f"HTTP {exc.status_code}: {_api_message(exc)}"
                 wait = self._wait(attempt, exc.response.headers.get("retry-after"))
                 cause = exc
             if attempt + 1 < attempts:
                 time.sleep(wait)
+        given_up = f" ({abandoned} given up after the request was sent)" if abandoned else ""
         raise EditorTransport(
-            f"openai: gave up after {plural(attempts, 'attempt')}; last: {last}. Check the network and OPENAI_BASE_URL, "
-            "or try again later."
+            f"openai: gave up after {plural(attempts, 'attempt')}{given_up}; last: {last}. Check the network and "
+            "OPENAI_BASE_URL, or try again later.", failure=failure, endpoint=self.endpoint().shown, abandoned=abandoned,
         ) from cause
 
     def _refuse_billing(self, exc) -> None:
@@ -352,6 +360,15 @@ class OpenAIEditor(Editor):
             except ValueError:
                 pass
         return wait
+
+
+def _sent(exc) -> int:
+    """1 when the attempt that failed with ``exc`` (an SDK timeout or connection error) had sent its request: a
+    timeout waiting for the reply, a connection dropped once open; 0 when it never got a connection (refused, no
+    such host, a connect or pool timeout). One the SDK does not place counts as sent, the side a bill is safe on."""
+    # Read by class name: the SDK raises them from its HTTP client (httpx, or the httpx2 of some releases).
+    names = {kind.__name__ for kind in type(exc.__cause__).__mro__} if exc.__cause__ is not None else set()
+    return 0 if names & {"ConnectError", "ConnectTimeout", "PoolTimeout"} else 1
 
 
 def _api_message(exc) -> str:

@@ -42,8 +42,10 @@ _OVERLOAD = ("HTTP 429", "HTTP 503", "HTTP 529")  # 529: Anthropic's "overloaded
 class StopPolicy:
     """Counts what a run meets; :attr:`reason` is set once it should stop sending (see the module docstring)."""
 
-    def __init__(self, endpoint: str):
+    def __init__(self, endpoint: str, *, url_flag: str = "--base-url", lower: str | None = "-j"):
         self.endpoint = endpoint
+        self.url_flag = url_flag  # what sets the server, named in the line that stops a run that cannot reach it
+        self.lower = lower  # the flag that sends fewer requests at once, if the command has one
         self.reason: str | None = None
         self.connection_failures = 0
         self.overload_failures = 0
@@ -61,13 +63,14 @@ class StopPolicy:
             self.overload_failures = 0
             if self.connection_failures >= CONNECTION_LIMIT:
                 self._stop(f"{plural(self.connection_failures, 'request')} in a row could not reach {self.endpoint} "
-                           f"({_first(message)}); check that the server is up and --base-url is right")
+                           f"({_first(message)}); check that the server is up and {self.url_flag} is right")
         elif message.startswith(_OVERLOAD):
             self.overload_failures += 1
             self.connection_failures = 0
             if self.overload_failures >= OVERLOAD_LIMIT:
                 self._stop(f"{plural(self.overload_failures, 'request')} in a row were refused as overloaded by "
-                           f"{self.endpoint}; wait until it accepts requests again (or lower -j)")
+                           f"{self.endpoint}; wait until it accepts requests again"
+                           + (f" (or lower {self.lower})" if self.lower else ""))
         else:  # the server answered, if not usefully: it is there
             self.connection_failures = self.overload_failures = 0
 

@@ -100,8 +100,10 @@ def test_json_lists_each_spec_and_still_fails(three_specs: Path, no_torch):
     result = run_cli(["edit", "--all", "--json", "-w", str(three_specs)])
     assert result.exit_code == 1
     data = json.loads(result.stdout)
-    assert [(d["spec"], d["status"]) for d in data] == [("TX01", "made"), ("TX02", "failed"), ("TX03", "check failed")]
-    assert data[0]["edits"][0]["check"].startswith("pass") and "no operation" in data[1]["error"]
+    specs = data["specs"]
+    assert [(d["spec"], d["status"]) for d in specs] == [("TX01", "made"), ("TX02", "failed"), ("TX03", "check failed")]
+    assert specs[0]["edits"][0]["check"].startswith("pass") and "no operation" in specs[1]["error"]
+    assert data["spent"]["calls"] == 0 and data["stopped"] is None  # a local engine: nothing billed
 
 
 def test_accepted_specs_are_kept_and_pending_means_no_usable_edit(three_specs: Path, no_torch):

@@ -197,9 +197,12 @@ def test_an_account_without_credit_is_refused_at_once_not_retried(api, reply):
 
 def test_timeouts_are_retried_then_a_transport_failure(api):
     api.script = [1.0, 1.0]
-    with pytest.raises(EditorTransport, match=r"gave up after 2 attempts; last: timed out after 0.3 s"):
+    with pytest.raises(EditorTransport, match=r"gave up after 2 attempts \(2 given up after the request was sent\); "
+                                              r"last: timed out after 0.3 s") as info:
         OpenAIEditor(OpenAIEditor.Options(backoff=0, max_retries=1, timeout=0.3)).edit(_request())
     assert len(api.requests) == 2
+    # both were sent, then given up: a service may bill them; the failure reads as a probe run's transport failure
+    assert info.value.abandoned == 2 and info.value.failure == "Timeout: timed out after 0.3 s"
 
 
 @pytest.mark.parametrize("reply, expected", [

@@ -95,11 +95,14 @@ def serve(api: ImagesAPI):
             api.requests.append(rec)
             status, payload = api.reply(rec)
             data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting (a timeout it was set)
+                pass
 
         def log_message(self, *args):  # keep test output quiet
             pass
@@ -107,3 +110,58 @@ def serve(api: ImagesAPI):
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     return f"http://127.0.0.1:{server.server_address[1]}/v1", server
+
+
+class SilentServer:
+    """A real server on 127.0.0.1 that accepts each connection, reads what is sent, and never answers: every
+    request to it times out once sent. ``connections`` counts those it accepted. Use as a context manager."""
+
+    def __init__(self):
+        import socket
+
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self._socket.settimeout(0.05)
+        self._held: list = []
+        self._done = threading.Event()
+        self.connections = 0
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}/v1"
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        import socket
+
+        while not self._done.is_set():
+            try:
+                conn, _ = self._socket.accept()
+            except (TimeoutError, socket.timeout, OSError):
+                continue
+            self.connections += 1
+            self._held.append(conn)
+            threading.Thread(target=self._drain, args=(conn,), daemon=True).start()
+
+    def _drain(self, conn) -> None:
+        try:
+            while not self._done.is_set() and conn.recv(65536):
+                pass
+        except OSError:
+            pass
+
+    def __enter__(self) -> "SilentServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
+        for conn in self._held:
+            conn.close()
+        self._socket.close()
+
+
+def unused_port_url() -> str:
+    """The base URL of a loopback port nothing listens on (bound, then closed): a connection to it is refused."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
