@@ -70,7 +70,8 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
     from cfkit.probe.runner import stopped_by_sigterm_as_by_ctrl_c
     from cfkit.probe.stopping import StopPolicy
 
-    policy = StopPolicy(backend.endpoint or backend.model)
+    # The judges and captions draft set the server with -o base_url=URL and ask one request at a time (no -j).
+    policy = StopPolicy(backend.endpoint or backend.model, url_flag="-o base_url=URL", lower=None)
     asked = 0  # the jobs of todo done with, in order
     sending = False  # todo[asked] is sent and its reply not come: what Ctrl-C cancels then may be billed
 

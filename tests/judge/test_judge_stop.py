@@ -143,6 +143,7 @@ def test_prelabel_stops_when_the_server_goes_away_and_keeps_what_it_paid(audited
     assert (data["asked"], data["replies"], data["not_asked"]) == (2, 2, labels - asked)
     assert "3 requests in a row could not reach" in data["stopped"]
     assert "error: the judge stopped asking: 3 requests in a row could not reach" in said(stopped)
+    assert "-o base_url=URL is right" in data["stopped"] and "--base-url" not in data["stopped"]  # what it takes
     judge = _status(ws)
     assert (judge["labels"], judge["replies"], judge["abandoned"]) == (2, 2, data["abandoned_attempts"])
 
