@@ -68,14 +68,17 @@ def billing_refusal(status: int | None, body: Any, message: str = "") -> bool:
     return any(phrase in text for phrase in BILLING_PHRASES)
 
 
-def refusal_line(who: str, where: str, status: int | None, message: str) -> str:
+#: What a run does once the account has credit again (``refusal_line``'s default ``then``).
+ASK_THE_REST = "run the same command again: what was answered is kept, and only the rest is asked"
+
+
+def refusal_line(who: str, where: str, status: int | None, message: str, then: str = ASK_THE_REST) -> str:
     """The line of the :class:`~cfkit.errors.QuotaRefused` that stops a run on a billing refusal: who refused,
-    what it said, and what to do."""
+    what it said, and what to do (``then``: what to run once the account has credit)."""
     answered = f"HTTP {status}" if status is not None else "an error object"
     return (f"{who}: {where} refused the request for quota or billing ({answered}: {message.rstrip('.')}): "
             "the account has no credit or quota left, so it was not retried. Add credit to the account "
-            "(or use a key of one that has it), then run the same command again: what was answered is "
-            "kept, and only the rest is asked.")
+            f"(or use a key of one that has it), then {then}.")
 
 
 def sdk_said(exc: Any) -> str:

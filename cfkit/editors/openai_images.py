@@ -42,7 +42,7 @@ from pydantic import Field
 
 from cfkit.editors import Editor, EditorOptions, EditRequest, EditResult, resize_mask, resize_rgb
 from cfkit.endpoints import Endpoint, resolve_endpoint
-from cfkit.backends.billing import billing_refusal
+from cfkit.backends.billing import billing_refusal, refusal_line
 from cfkit.errors import (EditRefused, EditorError, EditorKeyRefused, EditorTransport, EditorUnavailable, ImageError,
                           QuotaRefused, SpecError, UsageError)
 from cfkit.hints import install_hint
@@ -347,10 +347,8 @@ class OpenAIEditor(Editor):
     def _refuse_billing(self, exc) -> None:
         """Raise :class:`QuotaRefused` when ``exc`` (an API status error) says the account has no credit or quota."""
         if billing_refusal(exc.status_code, getattr(exc, "body", None), _api_message(exc)):
-            raise QuotaRefused(f"openai: {self.endpoint().shown} refused the request for quota or billing "
-                               f"(HTTP {exc.status_code}: {_api_message(exc).rstrip('.')}): the account has no credit or "
-                               "quota left, so it was not retried. Add credit to the account (or use a key of one "
-                               "that has it), then edit again.") from exc
+            raise QuotaRefused(refusal_line("openai", self.endpoint().shown, exc.status_code, _api_message(exc),
+                                            then="edit again")) from exc
 
     def _wait(self, attempt: int, retry_after: str | None) -> float:
         wait = self.backoff * (2 ** attempt)
