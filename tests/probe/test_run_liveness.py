@@ -77,7 +77,7 @@ def test_a_killed_probe_run_is_shown_as_interrupted_everywhere_with_the_way_to_r
     # The view's runs page says it too (it showed the stored "running" for a process long gone).
     assert run_cli(["-w", str(ws), "view", "--export", str(tmp_path / "site")]).exit_code == 0
     page = (tmp_path / "site" / "index.html").read_text()
-    assert f"<td>{GONE}" in page and "<td>running" not in page, page
+    assert f'<td data-label="Status">{GONE}' in page and '<td data-label="Status">running' not in page, page
 
     exported = run_cli(["-w", str(ws), "runs", "export", run["id"], "--output", str(tmp_path / "run.jsonl")])
     assert exported.exit_code == 0 and f"is {GONE}" in " ".join(exported.stderr.split()), exported.stderr

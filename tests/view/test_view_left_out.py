@@ -60,10 +60,10 @@ def site(ws) -> Path:
 
 def _rows(page: str) -> list[dict[str, str]]:
     """Each row of a case page's answers: its class, model, suite, condition, pair, answer cell and run."""
-    table = page.split('<table id="answers">', 1)[1].split("</table>", 1)[0]
+    table = page.split('<table id="answers" class="cards">', 1)[1].split("</table>", 1)[0]
     rows = []
     for cls, body in re.findall(r'<tr class="([^"]*)">(.*?)</tr>', table, re.S):
-        cells = re.findall(r"<td>(.*?)</td>", body, re.S)
+        cells = re.findall(r'<td data-label="[^"]*">(.*?)</td>', body, re.S)
         pair = re.search(r'<span class="tag">([^<]*)</span>', cells[2])
         model, _, tag = cells[0].partition("<br>")
         rows.append({"class": cls, "model": model, "tag": tag, "suite": cells[1],
@@ -137,7 +137,7 @@ def test_the_runs_page_says_of_every_run_whether_the_report_reads_it_and_why_not
     data = json.loads(run_cli(["report", "-w", str(root), "--format", "json"]).stdout)
     read = {r["run"] for r in data["runs_read"]}
     page = (site / "index.html").read_text()
-    marks = dict(re.findall(r'<tr [^>]*>\s*<td><code>([^<]+)</code>.*?<td class="report">(.*?)</td>', page, re.S))
+    marks = dict(re.findall(r'<tr [^>]*>\s*<td[^>]*><code>([^<]+)</code>.*?<td[^>]* class="report">(.*?)</td>', page, re.S))
     listed = json.loads(run_cli(["runs", "list", "-w", str(root), "--json"]).stdout)
     assert set(marks) == {r["id"] for r in listed}
     assert {run for run, mark in marks.items() if mark == "read"} == read

@@ -131,3 +131,35 @@ def test_a_long_case_id_leaves_its_rows_numbers_in_sight_on_a_phone(long_site, b
     right = page.locator("#cases tbody tr:last-child td.num").first.evaluate("e => e.getBoundingClientRect().right")
     page.close()
     assert link <= box and right <= box
+
+
+RECORD_TABLES = {"index.html": "#runs", f"case-{CASE}.html": "#answers", "case-MX01.html": "#missing",
+                 "study.html": "table.study-runs"}
+
+
+def _cells(page, table):
+    return page.locator(f"{table} tbody td").evaluate_all(
+        """cells => cells.map(td => ({label: td.dataset.label, right: td.getBoundingClientRect().right,
+            display: getComputedStyle(td).display, before: getComputedStyle(td, '::before').content,
+            box: td.closest('div.scroll').getBoundingClientRect().right}))""")
+
+
+def test_record_tables_show_every_column_on_a_phone_under_its_name(long_site, browser):
+    # A table of records on a phone scrolled in its box, and what a reader looks for (a run's status, an answer's
+    # reason, a study run's state) was the column out of sight to the right. Each row is now a block on a phone,
+    # each cell under its column's name; on a desktop the table keeps its columns.
+    _, site = long_site
+    for width in (390, 1280):
+        page = browser.new_page(viewport={"width": width, "height": 844})
+        for name, table in RECORD_TABLES.items():
+            page.goto((site / name).as_uri())
+            headers = page.locator(f"{table} thead th").all_inner_texts()
+            cells = _cells(page, table)
+            assert cells and len(cells) % len(headers) == 0, (name, len(cells), headers)
+            assert [c["label"] for c in cells[:len(headers)]] == [h.strip() for h in headers], name
+            if width == 390:
+                assert all(c["display"] == "block" and c["right"] <= c["box"] + 0.5 for c in cells), name
+                assert all(c["before"] == f'"{c["label"]}: "' for c in cells), (name, cells[0]["before"])
+            else:
+                assert all(c["display"] == "table-cell" and c["before"] in ("none", "normal") for c in cells), name
+        page.close()

@@ -24,7 +24,7 @@ def _cut_off(body, n):
 
 
 def _row(page: str, run_id: str) -> str:
-    return re.search(rf"<tr[^>]*>\s*<td><code>{run_id}</code>.*?</tr>", page, re.S).group(0)
+    return re.search(rf"<tr[^>]*>\s*<td[^>]*><code>{run_id}</code>.*?</tr>", page, re.S).group(0)
 
 
 def test_the_runs_page_marks_a_run_whose_replies_were_cut_off_as_study_status_and_the_report_do(tiny_ws, tmp_path):

@@ -132,7 +132,7 @@ def test_the_case_list_counts_every_unit_the_report_counts(study):
         cells = re.findall(r'<td class="num">(\d+)</td>', re.search(rf'href="case-{case}.html">.*?</tr>', listing,
                                                                        re.S).group(0))
         page = (site / f"case-{case}.html").read_text()
-        answers = page.split('<table id="answers">', 1)[1].split("</table>", 1)[0].count("<tr class=")
+        answers = page.split('<table id="answers" class="cards">', 1)[1].split("</table>", 1)[0].count("<tr class=")
         assert [int(n) for n in cells] == [*units[case], answers], case
         missing = [m for m in data["missing"] if m["case"] == case]
         if missing:
@@ -172,9 +172,9 @@ def test_the_pairs_page_shows_every_answer_the_report_counts_as_it_counts_it(stu
 
 def test_the_runs_page_shows_each_runs_counts_and_status_as_runs_list_does(study):
     page = (study["site"] / "index.html").read_text()
-    assert len(study["runs"]) == page.count("<td><code>")
+    assert len(study["runs"]) == page.count('<td data-label="Run"><code>')
     for run in study["runs"]:
-        row = re.search(rf"<td><code>{re.escape(run['id'])}</code>.*?</tr>", page, re.S).group(0)
+        row = re.search(rf'<td data-label="Run"><code>{re.escape(run["id"])}</code>.*?</tr>', page, re.S).group(0)
         cells = [_text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
         assert cells[3].startswith(run["shown_status"]), (run["id"], cells[3])
         assert cells[4:6] == [f"{run['n_done']}/{run['n_requests']}", str(run["n_errors"])], run["id"]

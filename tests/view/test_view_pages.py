@@ -60,7 +60,7 @@ def test_each_pairs_answer_says_right_or_wrong_in_a_mark_with_its_legend(site):
 def test_a_replys_line_on_the_case_page_has_no_empty_separator(site):
     # A failed request has no raw reply: its line read 'HTTP 500 … overloaded · · run …'.
     for path in sorted(site.glob("case-*.html")):
-        answers = path.read_text().split('<table id="answers">', 1)[-1]
+        answers = path.read_text().split('<table id="answers" class="cards">', 1)[-1]
         lines = [line for line in re.findall(r"<small>(.*?)</small></td>", answers, re.S) if "run <code>" in line]
         assert lines and len(lines) == answers.count("<tr class="), path.name  # one a reply
         for line in lines:

@@ -60,7 +60,7 @@ def test_the_runs_page_says_a_cost_is_at_least_and_which_runs_servers_named_othe
     assert run.exit_code == 1 and "2 different models" in run.stderr  # as cfkit.servers says it
     record = next(r for r in _runs(ws) if r["model"] == "openai:test-model")
     page = (_export(ws, tmp_path / "site") / "index.html").read_text()
-    row = re.search(rf"<tr[^>]*>\s*<td><code>{record['id']}</code>.*?</tr>", page, re.S).group(0)
+    row = re.search(rf"<tr[^>]*>\s*<td[^>]*><code>{record['id']}</code>.*?</tr>", page, re.S).group(0)
     listed = run_cli(["runs", "list", "-w", str(ws)], env={"COLUMNS": "200"}).stdout
     cost = re.search(r"at least \$[0-9.]+", listed).group(0)
     assert cost in row and "3 replies without a reported cost" in row  # not the known part alone, as if all
@@ -71,8 +71,8 @@ def test_the_runs_page_says_a_cost_is_at_least_and_which_runs_servers_named_othe
     assert said and all(line.strip() in html.unescape(page) for line in said)
     # A run without prices still shows no cost, and one with every cost reported no "at least".
     baseline = next(r for r in _runs(ws) if r["model"] == "baseline:random" and r["suite"] == "contextcanvas")
-    row = re.search(rf"<tr[^>]*>\s*<td><code>{baseline['id']}</code>.*?</tr>", page, re.S).group(0)
-    assert '<td class="num">—</td>' in row and "servers differ" not in row
+    row = re.search(rf"<tr[^>]*>\s*<td[^>]*><code>{baseline['id']}</code>.*?</tr>", page, re.S).group(0)
+    assert '<td data-label="Cost" class="num">—</td>' in row and "servers differ" not in row
 
 
 def _change_what_was_asked(ws: Path) -> None:
@@ -90,10 +90,10 @@ def _change_what_was_asked(ws: Path) -> None:
 
 def _answer_rows(page: str) -> list[tuple[str, str, str, str, str]]:
     """(class, model, suite, condition with its pair tag, answer cell) of each row of a case page's answers."""
-    table = page.split('<table id="answers">', 1)[1].split("</table>", 1)[0]
+    table = page.split('<table id="answers" class="cards">', 1)[1].split("</table>", 1)[0]
     rows = []
     for cls, body in re.findall(r'<tr class="([^"]*)">(.*?)</tr>', table, re.S):
-        cells = re.findall(r"<td>(.*?)</td>", body, re.S)
+        cells = re.findall(r'<td data-label="[^"]*">(.*?)</td>', body, re.S)
         rows.append((cls, cells[0], cells[1], re.sub(r"<[^>]+>", "", cells[2]).strip(), cells[3]))
     return rows
 

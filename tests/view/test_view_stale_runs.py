@@ -19,7 +19,7 @@ def _probe(ws: Path, model: str) -> str:
 
 
 def _row(page: str, run_id: str) -> str:
-    return re.search(rf"<tr[^>]*>\s*<td><code>{run_id}</code>.*?</tr>", page, re.S).group(0)
+    return re.search(rf"<tr[^>]*>\s*<td[^>]*><code>{run_id}</code>.*?</tr>", page, re.S).group(0)
 
 
 def test_the_runs_page_marks_the_runs_whose_answers_a_changed_case_made_stale(tiny_ws, tmp_path):
