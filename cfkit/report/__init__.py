@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-_LAZY = {"MODALITY_DELTAS": "build", "build_report": "build", "make_report": "build", "parse_compare": "build",
+_LAZY = {"MODALITY_DELTAS": "sections", "build_report": "build", "make_report": "build", "parse_compare": "build",
          "choose_runs": "choice", "FORMATS": "exports", "latex_escape": "exports", "latex_tables": "exports",
          "markdown_escape": "exports", "markdown_tables": "exports", "to_csv": "exports", "to_json": "exports",
          "to_latex": "exports", "to_markdown": "exports", "units_csv": "exports", "units_json": "exports",
