@@ -47,15 +47,15 @@ class StudyShown:
 
 class RecentChecks:
     """:func:`cfkit.study.check.check_endpoints` of each study, its answer reused for ``keep_s`` seconds (the same
-    study, the same runs not started), and when each answer used was made: the served page, loaded again and again,
-    asks the servers once in ``keep_s``."""
+    study, the same runs not started): the served page, loaded again and again, asks the servers once in
+    ``keep_s``."""
 
     def __init__(self, keep_s: float | None = None):
         self.keep_s = KEEP_S if keep_s is None else keep_s
         self._kept: dict[tuple[str, frozenset[str]], tuple[float, datetime, EndpointCheck]] = {}
-        self.used: dict[str, datetime] = {}  # study file -> when the check it was last shown with was made
 
-    def check(self, study: Study, models) -> EndpointCheck:
+    def check(self, study: Study, models) -> tuple[EndpointCheck, datetime]:
+        """The check of ``models``' servers and when it was made (now, or within ``keep_s``)."""
         from cfkit.study.check import check_endpoints
 
         key = (str(study.path), frozenset(models))
@@ -63,8 +63,7 @@ class RecentChecks:
         if kept is None or time.monotonic() - kept[0] >= self.keep_s:
             began, at = time.monotonic(), datetime.now().astimezone()
             kept = self._kept[key] = (began, at, check_endpoints(study, models))
-        self.used[key[0]] = kept[1]
-        return kept[2]
+        return kept[2], kept[1]
 
 
 def study_shown(ws: Workspace, study: Study, checks: RecentChecks | None = None) -> StudyShown:
@@ -74,12 +73,18 @@ def study_shown(ws: Workspace, study: Study, checks: RecentChecks | None = None)
     from cfkit.study.state import status_line, study_command, study_status
 
     checks = checks if checks is not None else RecentChecks()
-    checks.used.pop(str(study.path), None)
+    checked: list[datetime] = []  # when the check this page shows was made (none when no server was asked)
+
+    def reach(study: Study, models) -> EndpointCheck:
+        check, at = checks.check(study, models)
+        checked.append(at)
+        return check
+
     if ws.db_path.is_file():
         with Store(ws.db_path) as store:
-            states = study_status(ws, study, store, reach=checks.check)
+            states = study_status(ws, study, store, reach=reach)
     else:
-        states = study_status(ws, study, None, reach=checks.check)
+        states = study_status(ws, study, None, reach=reach)
     file = study.path.resolve()
     commands = {verb: study_command(ws.root, file, verb) for verb in ("status", "run", "report")}
     tables, said, short, problem = [], [], None, None
@@ -96,4 +101,4 @@ def study_shown(ws: Workspace, study: Study, checks: RecentChecks | None = None)
         short = made.inputs.short_of_the_study(f"'{commands['run']}'")
     return StudyShown(study.name, str(file), {name: m.model for name, m in study.models.items()}, states,
                       status_line(ws.root, study, states), commands, tables, said, short, problem,
-                      checks.used.get(str(study.path)))
+                      checked[-1] if checked else None)
