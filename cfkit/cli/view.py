@@ -60,14 +60,13 @@ def view(ws, export_dir: str | None, force: bool, host: str, port: int, no_brows
         from cfkit.study import load_study
 
         studies = tuple(load_study(f, ws.root) for f in study_files)  # a bad file stops here, nothing written
-    site = Site(ViewData(ws), studies)
     if export_dir is not None:
-        count = export(site, export_dir, overwrite=force)
+        count = export(Site(ViewData(ws), studies), export_dir, overwrite=force)
         status(f"Wrote {plural(count, 'file')} to {export_dir}; open {export_dir.rstrip('/')}/index.html in a browser.")
         return
     from cfkit.view.server import make_server
 
-    server = make_server(site, host, port)
+    server = make_server(ws, studies, host, port)
     address = f"http://{host}:{server.server_address[1]}/"
     status(f"Serving {ws.root} at {address} (read-only; Ctrl-C to stop).")
     if not no_browser:

@@ -14,6 +14,7 @@ The runs page lists every run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -74,10 +75,13 @@ class Answer:
 
 @dataclass
 class ViewData:
-    """The workspace as the view reads it (loaded lazily, once per process)."""
+    """The workspace as the view reads it (loaded lazily, once per reading: the served view makes a new
+    reading when the workspace changed, :mod:`cfkit.view.fresh`)."""
 
     ws: Workspace
     notes: list[str] = field(default_factory=list)
+    # When this reading was made, in local time (each page says it).
+    read_at: datetime = field(default_factory=lambda: datetime.now().astimezone())
 
     @cached_property
     def runs(self) -> list[RunRecord]:

@@ -1,5 +1,8 @@
 """The view served on loopback: the standard library's threading HTTP server, GET and HEAD only.
 
+Each page comes from the workspace's latest reading (:class:`cfkit.view.fresh.Current`): a page loaded again
+after a run added replies, or an input changed, shows the change.
+
 Every answer carries a Content-Security-Policy that allows nothing but the
 view's own stylesheet and images (no script, no request off the machine),
 and ``nosniff`` so a reply's raw text is never taken for HTML.
@@ -11,15 +14,29 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
+from typing import TYPE_CHECKING, Any
+
 from cfkit.errors import UsageError
-from cfkit.view.site import Site
+from cfkit.view.fresh import RECHECK_S, Current
+
+if TYPE_CHECKING:
+    from cfkit.workspace import Workspace
 
 #: The policy of every page (the pages also carry it in a meta element, for the static export).
 CSP = "default-src 'none'; img-src 'self'; style-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 
-def make_server(site: Site, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    """A server for ``site`` bound to ``host``:``port`` (0: a free port); call ``serve_forever`` to answer."""
+def make_server(ws: Workspace, studies: tuple[Any, ...] = (), host: str = "127.0.0.1", port: int = 0, *,
+                recheck_s: float = RECHECK_S) -> ThreadingHTTPServer:
+    """A server of the view of ``ws`` (with a page of each loaded study file in ``studies``) bound to
+    ``host``:``port`` (0: a free port), reading the workspace again when it changed (looked at at most every
+    ``recheck_s``); call ``serve_forever`` to answer."""
+    from cfkit.view.data import ViewData
+    from cfkit.view.site import Site
+    from cfkit.view.study import RecentChecks
+
+    checks = RecentChecks()  # one for every reading: the study page's check is reused across them while recent
+    current = Current(ws, lambda: Site(ViewData(ws), studies, checks), recheck_s=recheck_s)
     lock = threading.Lock()  # the site renders lazily and caches; one page at a time
 
     class Handler(BaseHTTPRequestHandler):
@@ -40,7 +57,7 @@ def make_server(site: Site, host: str = "127.0.0.1", port: int = 0) -> Threading
                 self.end_headers()
                 return
             with lock:
-                page = site.page(path) if "/" not in path.lstrip("/") else None
+                page = current.site().page(path) if "/" not in path.lstrip("/") else None
             if page is None:
                 status, content_type, data = 404, "text/plain; charset=utf-8", b"not found\n"
             else:

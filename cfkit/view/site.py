@@ -68,14 +68,15 @@ def _png(image) -> bytes:
 class Site:
     """Every page of one workspace's view (rendered when asked for, each at most once)."""
 
-    def __init__(self, data: ViewData, studies: tuple[Any, ...] = ()):
+    def __init__(self, data: ViewData, studies: tuple[Any, ...] = (), checks: Any = None):
         self.data = data
         self.studies = studies  # cfkit.study.file.Study of each --study FILE: the study page shows them
         self.env = _environment()
         self._raw: dict[str, tuple[str, Answer]] = {}
         from cfkit.view.study import RecentChecks
 
-        self._checks = RecentChecks()  # the study page's check of its servers, reused while recent
+        # The study page's check of its servers, reused while recent (by the next reading's site too).
+        self._checks = checks if checks is not None else RecentChecks()
 
     # ── routing ─────────────────────────────────────────────────────────────
 
@@ -126,7 +127,8 @@ class Site:
 
     def _html(self, template: str, path: str, **context: Any) -> Page:
         body = self.env.get_template(template).render(ws=self.data.ws, notes=self.data.notes, filters=FILTERS,
-                                                      current=path, studies=len(self.studies), **context)
+                                                      current=path, studies=len(self.studies),
+                                                      read_at=self.data.read_at, **context)
         return Page(path, "text/html; charset=utf-8", body.encode("utf-8"))
 
     def _css(self) -> Page:

@@ -9,15 +9,14 @@ from pathlib import Path
 
 
 @contextmanager
-def serving(root: Path, studies: tuple = ()) -> Iterator[str]:
+def serving(root: Path, studies: tuple = (), **options) -> Iterator[str]:
     """The view of the workspace at ``root`` (with the page of each study in ``studies``, loaded study files) on a
-    loopback port: its URL while the block runs."""
-    from cfkit.view.data import ViewData
+    loopback port, as ``cfkit view`` serves it (``options``: make_server's, such as ``recheck_s``): its URL while
+    the block runs."""
     from cfkit.view.server import make_server
-    from cfkit.view.site import Site
     from cfkit.workspace import load_workspace
 
-    server = make_server(Site(ViewData(load_workspace(root)), studies))
+    server = make_server(load_workspace(root), studies, **options)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
