@@ -89,7 +89,8 @@ from cfkit.backends.http import (
 )
 from cfkit.backends.openai_wire import (MAX_STORED_CHARS, body_parts, error_status, image_base64,
                                         raise_unless_retriable, reply_from_completion, slot, token_prices)
-from cfkit.backends.replicas import Replica, ReplicaPool, served_model, start_notes
+from cfkit.backends.replica_notes import end_notes, start_notes
+from cfkit.backends.replicas import Replica, ReplicaPool, served_model
 from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, UsageError
 from cfkit.plural import plural
@@ -196,7 +197,7 @@ class OpenAIBackend(Backend):
 
     @property
     def replicas_in_use(self) -> int:
-        """The replicas not left out at start (:func:`~cfkit.backends.replicas.start_notes` says why)."""
+        """The replicas not left out at start (:func:`~cfkit.backends.replica_notes.start_notes` says why)."""
         return len(self._pool.in_use()) if self._pool is not None else 1
 
     def set_concurrency(self, per_endpoint: int) -> None:
@@ -206,7 +207,7 @@ class OpenAIBackend(Backend):
 
     def run_notes(self) -> list[str]:
         """At the end of a run: the replicas left out during it, or that failed attempts (see the pool)."""
-        return self._pool.notes() if self._pool is not None else []
+        return end_notes(self._pool.replicas, self._pool.recheck_s) if self._pool is not None else []
 
     async def aclose(self) -> None:
         await self._client.aclose()

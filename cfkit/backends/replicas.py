@@ -34,7 +34,7 @@ checks the one server of ``probe run --batch`` before anything is uploaded
   in a run (the others left out) is never backed off: it is then one server.
 - **Left out.** An endpoint that refuses the key (401, 403) or says it has no
   such model (404) is left out while another remains
-  (:meth:`ReplicaPool.leave_out`); :meth:`ReplicaPool.notes` says at the end
+  (:meth:`ReplicaPool.leave_out`); :func:`cfkit.backends.replica_notes.end_notes` says at the end
   of the run which endpoints were left out or failed attempts, and why.
 - **Back in use.** An endpoint left out, by the start-up check (not up yet,
   or not yet serving the model) or during the run for a 404 (a server
@@ -255,35 +255,6 @@ class ReplicaPool:
         """``URL: why; URL: why`` of the endpoints left out."""
         return "; ".join(f"{r.shown}: {r.left_out}" for r in self.replicas if r.left_out is not None)
 
-    def notes(self) -> list[str]:
-        """What to say at the end of a run of the endpoints left out during it and of those that failed attempts
-        (each in one line, beginning with :data:`NOTE_START`)."""
-        from cfkit.plural import plural
-
-        said = []
-        every = f"asked again every {self.recheck_s:g} s or less often"
-        for r in self.replicas:
-            if r.times_out and r.left_out is None:
-                times = f"left out {plural(r.times_out, 'time')}; " if r.times_out > 1 else ""
-                said.append(f"{NOTE_START}{r.shown} was left out during the run ({r.first_left_out}) and put back in "
-                            f"use {r.back_after or 0:.0f} s into the run, when it served the model again "
-                            f"({times}{every}); it answered "
-                            f"{plural(r.answered, 'request')}")
-            elif r.times_out:
-                how = (f"put back in use {plural(r.returns, 'time')} when it listed the model again, and left out "
-                       f"again each time; {every}" if r.returns else f"{every}, it did not serve the model again"
-                       if r.recheck else "not asked again: the run's key does not change while it sends")
-                said.append(f"{NOTE_START}{r.shown} was left out during the run ({r.left_out}) after answering "
-                            f"{plural(r.answered, 'request')} ({how}); the other replicas answered the rest")
-            elif r.back_after is not None:
-                said.append(f"{NOTE_START}{r.shown} was left out at start and put back in use "
-                            f"{r.back_after:.0f} s into the run, when it served the model; it answered "
-                            f"{plural(r.answered, 'request')}")
-            elif r.failed and not r.at_start:
-                said.append(f"{NOTE_START}{r.shown} failed {plural(r.failed, 'attempt')} (last: {r.last_failure or '?'}) "
-                            f"and answered {r.answered}; each failed attempt was sent again")
-        return said
-
 
 def model_entries(body: bytes) -> list[dict[str, Any]] | None:
     """The entries (each with a text ``id``) of a ``GET /models`` answer, or None when it holds no model list."""
@@ -431,13 +402,3 @@ def served_model(replicas: Sequence[Replica], name: str, *, who: str, url_flag: 
     if roots:
         identity["root"] = roots.pop()
     return identity
-
-
-def start_notes(replicas: Sequence[Replica], recheck_s: float = RECHECK_S) -> list[str]:
-    """One line for each endpoint the start-up check left out: which, why, and who does its work."""
-    from cfkit.plural import plural
-
-    others = plural(sum(r.left_out is None for r in replicas), "other replica", "other replicas")
-    return [f"{NOTE_START}{r.shown} is left out of this run ({r.left_out}); its requests go to the {others}"
-            f" until it serves the model (asked again every {recheck_s:g} s)"
-            for r in replicas if r.at_start]
