@@ -70,15 +70,28 @@ def billing_refusal(status: int | None, body: Any, message: str = "") -> bool:
 
 #: What a run does once the account has credit again (``refusal_line``'s default ``then``).
 ASK_THE_REST = "run the same command again: what was answered is kept, and only the rest is asked"
+#: What to do about an account that cannot pay (each line about one ends so, with what to run then).
+ADD_CREDIT = "Add credit to the account (or use a key of one that has it), then "
+
+
+def said(status: int | None, message: str) -> str:
+    """What a billing refusal said, as every line about one gives it: ``(HTTP 429: …): the account has no credit
+    or quota left`` (``status`` None: an error object, as a proxy's 200 or a batch result carries it)."""
+    answered = f"HTTP {status}" if status is not None else "an error object"
+    return f"({answered}: {message.rstrip('.')}): the account has no credit or quota left"
 
 
 def refusal_line(who: str, where: str, status: int | None, message: str, then: str = ASK_THE_REST) -> str:
     """The line of the :class:`~cfkit.errors.QuotaRefused` that stops a run on a billing refusal: who refused,
     what it said, and what to do (``then``: what to run once the account has credit)."""
-    answered = f"HTTP {status}" if status is not None else "an error object"
-    return (f"{who}: {where} refused the request for quota or billing ({answered}: {message.rstrip('.')}): "
-            "the account has no credit or quota left, so it was not retried. Add credit to the account "
-            f"(or use a key of one that has it), then {then}.")
+    return (f"{who}: {where} refused the request for quota or billing {said(status, message)}, so it was not "
+            f"retried. {ADD_CREDIT}{then}.")
+
+
+def left_out_why(status: int | None, message: str) -> str:
+    """Why a replica that refused a request for quota or billing is left out of the run (its line and the run's
+    notes: :mod:`cfkit.backends.replicas`)."""
+    return f"it refused a request for quota or billing {said(status, message)}"
 
 
 def sdk_said(exc: Any) -> str:

@@ -26,7 +26,8 @@ def end_notes(replicas: Sequence[Replica], recheck_s: float = RECHECK_S) -> list
         elif r.times_out:
             how = (f"put back in use {plural(r.returns, 'time')} when it listed the model again, and left out "
                    f"again each time; {every}" if r.returns else f"{every}, it did not serve the model again"
-                   if r.recheck else "not asked again: the run's key does not change while it sends")
+                   if r.recheck else "not asked again: an account without credit gets none while the run sends"
+                   if r.unpaid else "not asked again: the run's key does not change while it sends")
             said.append(f"{NOTE_START}{r.shown} was left out during the run ({r.left_out}) after answering "
                         f"{plural(r.answered, 'request')} ({how}); the other replicas answered the rest")
         elif r.back_after is not None:
