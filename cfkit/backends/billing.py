@@ -100,3 +100,40 @@ def sdk_said(exc: Any) -> str:
     error = _error_object(getattr(exc, "body", None))
     text = error.get("message") if error is not None else None
     return " ".join(str(text if isinstance(text, str) and text else getattr(exc, "message", exc)).split())[:300]
+
+
+def result_refusal(status: int | None, body: Any, error: Any) -> tuple[int | None, str] | None:
+    """What one result of a batch says when the account could not pay for its request: (its HTTP status, or None
+    for an error object; the provider's message), else None. ``error``: the line's error (OpenAI's ``{"code",
+    "message"}``; an Anthropic result ``errored``, as :mod:`cfkit.backends.anthropic_batch` writes it, ``{"code":
+    its error type, "message"}``; vLLM's nested ``{"error": {…}}``, or a string); ``status`` and ``body``: its
+    ``response`` (an error status whose body names billing or quota: :func:`billing_refusal`)."""
+    if isinstance(error, dict):
+        inner = error.get("error") if isinstance(error.get("error"), dict) else error
+        message = inner.get("message") if isinstance(inner.get("message"), str) else ""
+        # An error object has no HTTP status of its own: it is read as a 4xx's error body would be.
+        if billing_refusal(400, {"error": {"code": inner.get("code"), "type": inner.get("type"), "message": message}}):
+            return None, " ".join(message.split())[:300] or str(inner.get("code") or inner.get("type"))
+    elif isinstance(error, str) and billing_refusal(400, {"error": {"message": error}}):
+        return None, " ".join(error.split())[:300]
+    if isinstance(status, int) and status != 200 and billing_refusal(status, body):
+        inner = _error_object(body) or {}
+        message = inner.get("message") if isinstance(inner.get("message"), str) else ""
+        return status, " ".join(message.split())[:300] or "no message"
+    return None
+
+
+#: What ``probe collect`` says to run once the account has credit again (the failed requests are sent again).
+ASK_THE_FAILED = ("run the same 'cfkit probe run' again: what was answered is kept, and only the requests without "
+                  "a reply are asked")
+
+
+def unpaid_results_line(where: str, count: int, status: int | None, message: str,
+                        then: str = ASK_THE_FAILED) -> str:
+    """The one line said when the results of a batch (``where``: which) say the account could not pay for
+    ``count`` of its requests (``status`` and ``message``: the first one's, :func:`result_refusal`): they are
+    stored as failed, and ``then`` asks them again."""
+    from cfkit.plural import plural
+
+    return (f"{where}: the provider refused {plural(count, 'request')} for quota or billing {said(status, message)}; "
+            f"{'it is' if count == 1 else 'they are'} stored as failed (not answered). {ADD_CREDIT}{then}.")
