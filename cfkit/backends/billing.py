@@ -70,15 +70,28 @@ def billing_refusal(status: int | None, body: Any, message: str = "") -> bool:
 
 #: What a run does once the account has credit again (``refusal_line``'s default ``then``).
 ASK_THE_REST = "run the same command again: what was answered is kept, and only the rest is asked"
+#: What to do about an account that cannot pay (each line about one ends so, with what to run then).
+ADD_CREDIT = "Add credit to the account (or use a key of one that has it), then "
+
+
+def said(status: int | None, message: str) -> str:
+    """What a billing refusal said, as every line about one gives it: ``(HTTP 429: …): the account has no credit
+    or quota left`` (``status`` None: an error object, as a proxy's 200 or a batch result carries it)."""
+    answered = f"HTTP {status}" if status is not None else "an error object"
+    return f"({answered}: {message.rstrip('.')}): the account has no credit or quota left"
 
 
 def refusal_line(who: str, where: str, status: int | None, message: str, then: str = ASK_THE_REST) -> str:
     """The line of the :class:`~cfkit.errors.QuotaRefused` that stops a run on a billing refusal: who refused,
     what it said, and what to do (``then``: what to run once the account has credit)."""
-    answered = f"HTTP {status}" if status is not None else "an error object"
-    return (f"{who}: {where} refused the request for quota or billing ({answered}: {message.rstrip('.')}): "
-            "the account has no credit or quota left, so it was not retried. Add credit to the account "
-            f"(or use a key of one that has it), then {then}.")
+    return (f"{who}: {where} refused the request for quota or billing {said(status, message)}, so it was not "
+            f"retried. {ADD_CREDIT}{then}.")
+
+
+def left_out_why(status: int | None, message: str) -> str:
+    """Why a replica that refused a request for quota or billing is left out of the run (its line and the run's
+    notes: :mod:`cfkit.backends.replicas`)."""
+    return f"it refused a request for quota or billing {said(status, message)}"
 
 
 def sdk_said(exc: Any) -> str:
@@ -87,3 +100,40 @@ def sdk_said(exc: Any) -> str:
     error = _error_object(getattr(exc, "body", None))
     text = error.get("message") if error is not None else None
     return " ".join(str(text if isinstance(text, str) and text else getattr(exc, "message", exc)).split())[:300]
+
+
+def result_refusal(status: int | None, body: Any, error: Any) -> tuple[int | None, str] | None:
+    """What one result of a batch says when the account could not pay for its request: (its HTTP status, or None
+    for an error object; the provider's message), else None. ``error``: the line's error (OpenAI's ``{"code",
+    "message"}``; an Anthropic result ``errored``, as :mod:`cfkit.backends.anthropic_batch` writes it, ``{"code":
+    its error type, "message"}``; vLLM's nested ``{"error": {…}}``, or a string); ``status`` and ``body``: its
+    ``response`` (an error status whose body names billing or quota: :func:`billing_refusal`)."""
+    if isinstance(error, dict):
+        inner = error.get("error") if isinstance(error.get("error"), dict) else error
+        message = inner.get("message") if isinstance(inner.get("message"), str) else ""
+        # An error object has no HTTP status of its own: it is read as a 4xx's error body would be.
+        if billing_refusal(400, {"error": {"code": inner.get("code"), "type": inner.get("type"), "message": message}}):
+            return None, " ".join(message.split())[:300] or str(inner.get("code") or inner.get("type"))
+    elif isinstance(error, str) and billing_refusal(400, {"error": {"message": error}}):
+        return None, " ".join(error.split())[:300]
+    if isinstance(status, int) and status != 200 and billing_refusal(status, body):
+        inner = _error_object(body) or {}
+        message = inner.get("message") if isinstance(inner.get("message"), str) else ""
+        return status, " ".join(message.split())[:300] or "no message"
+    return None
+
+
+#: What ``probe collect`` says to run once the account has credit again (the failed requests are sent again).
+ASK_THE_FAILED = ("run the same 'cfkit probe run' again: what was answered is kept, and only the requests without "
+                  "a reply are asked")
+
+
+def unpaid_results_line(where: str, count: int, status: int | None, message: str,
+                        then: str = ASK_THE_FAILED) -> str:
+    """The one line said when the results of a batch (``where``: which) say the account could not pay for
+    ``count`` of its requests (``status`` and ``message``: the first one's, :func:`result_refusal`): they are
+    stored as failed, and ``then`` asks them again."""
+    from cfkit.plural import plural
+
+    return (f"{where}: the provider refused {plural(count, 'request')} for quota or billing {said(status, message)}; "
+            f"{'it is' if count == 1 else 'they are'} stored as failed (not answered). {ADD_CREDIT}{then}.")

@@ -25,8 +25,9 @@ start-up that they serve the same model, which then keys the cache and the run
 instead of the URL, and spreads requests over them (``-j`` at each). A server
 that cannot be asked or does not list the model is left out (a note says so);
 a failed attempt backs its server off and goes to another at once, without a
-wait; a 401, 403 or 404 leaves its server out while another remains (after a
-404, or at start-up, it is asked again every ``replica_recheck`` seconds and
+wait; a 401, 403, 404 or an answer that its account cannot pay (billing, below)
+leaves its server out while another remains, its request sent to another at once
+(after a 404, or at start-up, it is asked again every ``replica_recheck`` s and
 put back once it lists the model); each reply records the server that answered.
 
 Retries: 429, 408, 409, 5xx, timeouts, connection errors and malformed bodies
@@ -39,7 +40,7 @@ parameter the request can do without (``response_format``, ``temperature``, the
 output-token limit's name) is answered by dropping or renaming it, once per
 backend, and noted; 401/403 stop the run (the key), 404 stops it (the model),
 and so does, at its first attempt, an answer that the account cannot pay (HTTP 402,
-or an error naming ``insufficient_quota`` or billing: :mod:`cfkit.backends.billing`);
+or an error naming ``insufficient_quota`` or billing: :mod:`cfkit.backends.billing`; of replicas, the last one's);
 other 4xx, redirects and bodies over the cap fail the request without a retry.
 Attempts given up after the request was sent (timeouts once connected, connections
 dropped mid-reply, bodies thrown away) are counted in ``Reply.abandoned``, or the
@@ -89,7 +90,8 @@ from cfkit.backends.http import (
 )
 from cfkit.backends.openai_wire import (MAX_STORED_CHARS, body_parts, error_status, image_base64,
                                         raise_unless_retriable, reply_from_completion, slot, token_prices)
-from cfkit.backends.replicas import Replica, ReplicaPool, served_model, start_notes
+from cfkit.backends.replica_notes import end_notes, start_notes
+from cfkit.backends.replicas import Replica, ReplicaPool, served_model
 from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, UsageError
 from cfkit.plural import plural
@@ -196,7 +198,7 @@ class OpenAIBackend(Backend):
 
     @property
     def replicas_in_use(self) -> int:
-        """The replicas not left out at start (:func:`~cfkit.backends.replicas.start_notes` says why)."""
+        """The replicas not left out at start (:func:`~cfkit.backends.replica_notes.start_notes` says why)."""
         return len(self._pool.in_use()) if self._pool is not None else 1
 
     def set_concurrency(self, per_endpoint: int) -> None:
@@ -206,7 +208,7 @@ class OpenAIBackend(Backend):
 
     def run_notes(self) -> list[str]:
         """At the end of a run: the replicas left out during it, or that failed attempts (see the pool)."""
-        return self._pool.notes() if self._pool is not None else []
+        return end_notes(self._pool.replicas, self._pool.recheck_s) if self._pool is not None else []
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -307,7 +309,8 @@ class OpenAIBackend(Backend):
                         continue
                     retry = await self._wait_or_give_up(retry, exchange.failure, exchange.detail, None, where)
                     continue
-                if 200 <= exchange.status < 300:
+                answered = 200 <= exchange.status < 300  # (the pool counted it answered)
+                if answered:
                     try:
                         completion = orjson.loads(exchange.body)
                         if not isinstance(completion, dict):
@@ -326,6 +329,10 @@ class OpenAIBackend(Backend):
                 if note is not None:
                     notes.append(note)
                     continue
+                if replica is not None and billing_refusal(exchange.status, exchange.body):  # its account cannot pay:
+                    if not self._pool.unpaid(replica, None if answered else exchange.status,  # left out (a 200:
+                                             error_text(exchange.body)[1], counted=answered):  # an error object)
+                        raise self._pool.none_left()  # the last one: QuotaRefused
                 if replica is None or replica.left_out is None or not self._pool.in_use():  # type: ignore[union-attr]
                     raise_unless_retriable(exchange, where, self.name, self.on_overload, self.words)
                 if self._fail_over(replica, failovers):
@@ -352,12 +359,14 @@ class OpenAIBackend(Backend):
             await self._pool.release(replica, healthy=None)
             raise
         status = exchange.status
-        failing = (exchange.failure is not None and exchange.retriable) or \
-            (status is not None and (status in (408, 429) or status >= 500))
-        refused = status in (401, 403, 404)  # no key it takes, or no such model there: not asked again
+        # An account that cannot pay is no failing server (answer() leaves it out: _unpaid).
+        unpaid = status is not None and status != 200 and billing_refusal(status, exchange.body)
+        failing = not unpaid and ((exchange.failure is not None and exchange.retriable) or
+                                  (status is not None and (status in (408, 429) or status >= 500)))
+        refused = unpaid or status in (401, 403, 404)  # no key it takes, no such model there, not paid
         healthy = False if failing else None if exchange.failure is not None or refused else True
         said = error_text(exchange.body or b"")[1] if failing or refused else ""
-        if refused:
+        if refused and not unpaid:
             self._pool.leave_out(replica, f"it answered HTTP {status}: {said}", recheck=status == 404)
         await self._pool.release(replica, healthy=healthy,
                                  failure=f"{exchange.failure or f'HTTP {status}'}: {exchange.detail or said}"
@@ -366,10 +375,11 @@ class OpenAIBackend(Backend):
         return exchange, replica
 
     def _fail_over(self, replica: Replica | None, failovers: int) -> bool:
-        """Whether a failed attempt goes straight to another replica (no wait, no retry counted): there is one
-        up, and this request has not yet failed over twice per replica."""
-        return replica is not None and self._pool is not None and failovers < 2 * len(self._pool.replicas) \
-            and self._pool.another_is_up(replica)
+        """Whether a failed attempt goes straight to another replica (no wait, no retry counted): its replica is
+        left out now (another remains), or there is one up and this request has not yet failed over twice per
+        replica."""
+        return replica is not None and self._pool is not None and (replica.left_out is not None or (
+            failovers < 2 * len(self._pool.replicas) and self._pool.another_is_up(replica)))
 
     async def check_endpoint(self) -> str | None:
         """Why no request can reach the server (nothing listening, unknown host), or None; asked once before a

@@ -32,10 +32,14 @@ checks the one server of ``probe run --batch`` before anything is uploaded
   a single ``--base-url``, so a set whose servers all fail gives up at one
   server's pace, not after minutes of 30 s back-offs. The last endpoint left
   in a run (the others left out) is never backed off: it is then one server.
-- **Left out.** An endpoint that refuses the key (401, 403) or says it has no
-  such model (404) is left out while another remains
-  (:meth:`ReplicaPool.leave_out`); :meth:`ReplicaPool.notes` says at the end
-  of the run which endpoints were left out or failed attempts, and why.
+- **Left out.** An endpoint that refuses the key (401, 403), says it has no
+  such model (404) or refuses a request for quota or billing (its account
+  cannot pay: HTTP 402, ``insufficient_quota``…, :mod:`cfkit.backends.billing`)
+  is left out while another remains, and the request it refused goes to
+  another at once (no retry counted; :meth:`ReplicaPool.leave_out`,
+  :meth:`ReplicaPool.unpaid`); :func:`cfkit.backends.replica_notes.end_notes`
+  says at the end of the run which endpoints were left out or failed
+  attempts, and why.
 - **Back in use.** An endpoint left out, by the start-up check (not up yet,
   or not yet serving the model) or during the run for a 404 (a server
   restarted on other weights says it has no such model until it is restarted
@@ -49,7 +53,10 @@ checks the one server of ``probe run --batch`` before anything is uploaded
   elsewhere at once) ever more rarely. One that refused the key (401, 403)
   during the run is not asked again: the run's key does not change while it
   sends, and ``GET /models`` often needs no key, so it would be put back only
-  to refuse again.
+  to refuse again; nor is one that refused for quota or billing (its model
+  list does not say when the account has credit again). When the last endpoint
+  in use refuses for quota or billing, the run stops with
+  :class:`~cfkit.errors.QuotaRefused` (exit 2), as one server's would.
 
 The pool lives in one event loop at a time (the runner's); its condition is
 made anew when the loop changes, as the HTTP client's session is.
@@ -62,7 +69,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cfkit.errors import BackendError, BackendUnavailable
+from cfkit.errors import BackendError, BackendUnavailable, QuotaRefused
 
 #: First back-off of a failing endpoint, and the longest (seconds).
 FIRST_BACKOFF_S = 1.0
@@ -94,7 +101,8 @@ class Replica:
     first_left_out: str | None = None  # why it was first left out during the run (not at start-up)
     times_out: int = 0  # how often it was left out during the run
     returns: int = 0  # how often it was put back in use
-    recheck: bool = True  # asked again while left out (not after it refused the run's key)
+    recheck: bool = True  # asked again while left out (not after it refused the run's key, or to be paid)
+    unpaid: bool = False  # left out for a refusal for quota or billing (cfkit.backends.billing)
     due: float = 0.0  # time.monotonic() from which it is asked again (while left out)
 
 
@@ -147,7 +155,7 @@ class ReplicaPool:
         async with cond:
             while True:
                 if not self.in_use():
-                    raise BackendError(f"openai backend: every replica was left out ({self.why_left_out()}).")
+                    raise self.none_left()
                 now = time.monotonic()
                 ready = self._ready(now)
                 if ready:
@@ -240,49 +248,40 @@ class ReplicaPool:
         now = time.monotonic()
         return any(r is not replica and r.down_until <= now for r in self.in_use())
 
-    def leave_out(self, replica: Replica, why: str, *, recheck: bool = True) -> bool:
+    def leave_out(self, replica: Replica, why: str, *, recheck: bool = True, unpaid: bool = False) -> bool:
         """Give ``replica`` no requests (``why``: what it answered) until it lists the model again (``recheck``),
-        or for the rest of the run; whether another remains."""
+        or for the rest of the run (also when it refused for quota or billing: ``unpaid``); whether another
+        remains."""
         if replica.left_out is None:
-            replica.left_out, replica.recheck = why, recheck
+            replica.left_out, replica.recheck, replica.unpaid = why, recheck and not unpaid, unpaid
             replica.times_out += 1
             replica.first_left_out = replica.first_left_out or why
             if recheck:
                 self._due(replica, time.monotonic() + self.recheck_s * 2 ** (replica.times_out - 1))
         return bool(self.in_use())
 
+    def unpaid(self, replica: Replica, status: int | None, message: str, *, counted: bool = False) -> bool:
+        """Leave ``replica`` out for the rest of the run: it refused a request for quota or billing (HTTP
+        ``status``, ``message``; ``counted``: in a 200, which :meth:`release` took for an answer); whether another
+        remains."""
+        from cfkit.backends.billing import left_out_why
+
+        replica.answered -= counted
+        return self.leave_out(replica, left_out_why(status, message), unpaid=True)
+
+    def none_left(self) -> BackendError:
+        """The error that stops the run once every endpoint is left out: :class:`QuotaRefused` (exit 2, in
+        :mod:`cfkit.backends.billing`'s words) when one was left out for quota or billing."""
+        if any(r.unpaid for r in self.replicas):
+            from cfkit.backends.billing import ADD_CREDIT, ASK_THE_REST
+
+            return QuotaRefused(f"openai backend: every replica was left out ({self.why_left_out()}). "
+                                f"{ADD_CREDIT}{ASK_THE_REST}.")
+        return BackendError(f"openai backend: every replica was left out ({self.why_left_out()}).")
+
     def why_left_out(self) -> str:
         """``URL: why; URL: why`` of the endpoints left out."""
         return "; ".join(f"{r.shown}: {r.left_out}" for r in self.replicas if r.left_out is not None)
-
-    def notes(self) -> list[str]:
-        """What to say at the end of a run of the endpoints left out during it and of those that failed attempts
-        (each in one line, beginning with :data:`NOTE_START`)."""
-        from cfkit.plural import plural
-
-        said = []
-        every = f"asked again every {self.recheck_s:g} s or less often"
-        for r in self.replicas:
-            if r.times_out and r.left_out is None:
-                times = f"left out {plural(r.times_out, 'time')}; " if r.times_out > 1 else ""
-                said.append(f"{NOTE_START}{r.shown} was left out during the run ({r.first_left_out}) and put back in "
-                            f"use {r.back_after or 0:.0f} s into the run, when it served the model again "
-                            f"({times}{every}); it answered "
-                            f"{plural(r.answered, 'request')}")
-            elif r.times_out:
-                how = (f"put back in use {plural(r.returns, 'time')} when it listed the model again, and left out "
-                       f"again each time; {every}" if r.returns else f"{every}, it did not serve the model again"
-                       if r.recheck else "not asked again: the run's key does not change while it sends")
-                said.append(f"{NOTE_START}{r.shown} was left out during the run ({r.left_out}) after answering "
-                            f"{plural(r.answered, 'request')} ({how}); the other replicas answered the rest")
-            elif r.back_after is not None:
-                said.append(f"{NOTE_START}{r.shown} was left out at start and put back in use "
-                            f"{r.back_after:.0f} s into the run, when it served the model; it answered "
-                            f"{plural(r.answered, 'request')}")
-            elif r.failed and not r.at_start:
-                said.append(f"{NOTE_START}{r.shown} failed {plural(r.failed, 'attempt')} (last: {r.last_failure or '?'}) "
-                            f"and answered {r.answered}; each failed attempt was sent again")
-        return said
 
 
 def model_entries(body: bytes) -> list[dict[str, Any]] | None:
@@ -431,13 +430,3 @@ def served_model(replicas: Sequence[Replica], name: str, *, who: str, url_flag: 
     if roots:
         identity["root"] = roots.pop()
     return identity
-
-
-def start_notes(replicas: Sequence[Replica], recheck_s: float = RECHECK_S) -> list[str]:
-    """One line for each endpoint the start-up check left out: which, why, and who does its work."""
-    from cfkit.plural import plural
-
-    others = plural(sum(r.left_out is None for r in replicas), "other replica", "other replicas")
-    return [f"{NOTE_START}{r.shown} is left out of this run ({r.left_out}); its requests go to the {others}"
-            f" until it serves the model (asked again every {recheck_s:g} s)"
-            for r in replicas if r.at_start]

@@ -50,7 +50,9 @@ def collection_line(result, *, final: bool = False) -> str:
         lost = ", ".join(b.id for b in result.lost)
         parts.append(f"{plural(len(result.lost), 'batch', 'batches')} the provider no longer knows ({lost})")
     if not result.waiting and result.missing:
-        parts.append(f"{plural(result.missing, 'planned request')} {'has' if result.missing == 1 else 'have'} no reply (run the same 'cfkit probe run' again to "
+        unpaid = f"{result.unpaid} of them refused for quota or billing: add credit to the account, then " \
+            if result.unpaid else ""
+        parts.append(f"{plural(result.missing, 'planned request')} {'has' if result.missing == 1 else 'have'} no reply ({unpaid}run the same 'cfkit probe run' again to "
                      "send them)")
     line = f"run {result.run_id}: " + "; ".join(parts)
     if final and result.running:
@@ -85,6 +87,8 @@ def render_collection(result, as_json: bool) -> None:
         warn(problem)
     for note in result.notes:
         warn(note)
+    if result.unpaid_line:  # the account could not pay for some requests: said once, not once a request
+        warn(result.unpaid_line)
 
 
 def render_written(written, as_json: bool) -> None:
@@ -138,6 +142,8 @@ def render_file_collection(result, as_json: bool) -> None:
     status(f"{result.status}: {', '.join(parts)}.")
     for problem in result.first_problems:
         status(f"  {problem}")
+    if result.unpaid_line:  # the account could not pay for some requests: said once, not once a line
+        warn(result.unpaid_line)
     if result.changed:
         warn(f"{plural(result.changed, 'result')} {'answers' if result.changed == 1 else 'answer'} an earlier version of their case: its question, options or images "
              "changed in the cases file after the batch file was written. The report counts them stale; run the "

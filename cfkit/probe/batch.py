@@ -112,6 +112,8 @@ class Collection:
     cost_unreported: int = 0  # results stored now without a known cost (no usable token counts): not in cost_usd
     given_up: int = 0  # with --final: requests of batches not waited for any more, stored as failed
     notes: tuple[str, ...] = ()  # what the results stored now said of their cost (cached input at the input price …)
+    unpaid: int = 0  # of ``failed``, the requests the provider refused for quota or billing (the account cannot pay)
+    unpaid_line: str | None = None  # the one line saying so (cfkit.backends.billing.unpaid_results_line)
 
     @property
     def waiting(self) -> tuple[BatchState, ...]:
@@ -326,7 +328,18 @@ def collect_batches(store: Store, cases: CaseSet, run: RunRecord, backend: Backe
                       tally["cost"] if backend.priced else None, tuple(problems), counts["invalid"],
                       counts["truncated"], counts["empty"], (run.settings.get("generation") or {}).get("max_tokens"),
                       run.model, run.suite, tally["unreported"] if backend.priced else 0, tally["given_up"],
-                      tuple(sorted(said)))
+                      tuple(sorted(said)), tally["unpaid"], _unpaid_line(run.id, tally))
+
+
+def _unpaid_line(run_id: str, tally: dict[str, Any]) -> str | None:
+    """The one line saying that the account could not pay for requests of the batches read now, or None."""
+    if not tally["unpaid"]:
+        return None
+    from cfkit.backends.billing import unpaid_results_line
+
+    ids = tally["unpaid_in"]
+    where = f"run {run_id}, {'batch' if len(ids) == 1 else 'batches'} {', '.join(ids)}"
+    return unpaid_results_line(where, tally["unpaid"], *tally["unpaid_said"])
 
 
 def collect_run(store: Store, cases: CaseSet, run: RunRecord, *, overrides: dict[str, Any] | None = None,

@@ -5,7 +5,9 @@ that has ended is read (its output and error files) and each result stored
 through :class:`~cfkit.probe.recording.Recorder` as a live reply is; a request
 it did not answer (an error line, a batch that expired, was cancelled or
 failed, an output file that leaves it out) is stored as a transport failure
-with the provider's words, which the next ``probe run`` sends again. A batch
+with the provider's words, which the next ``probe run`` sends again (those
+whose result says the account could not pay are counted, for ``probe collect``
+to say once in :mod:`cfkit.backends.billing`'s words). A batch
 the provider answers 404 for (:data:`~cfkit.backends.openai_batch.NOT_FOUND`)
 is recorded so and left uncollected.
 
@@ -72,7 +74,8 @@ class _Asked:
 
 def new_tally() -> dict[str, Any]:
     """The counts of a collect that has stored nothing yet (see :func:`gather`)."""
-    return {"stored": 0, "failed": 0, "cost": 0.0, "unreported": 0, "given_up": 0, "why": {}, "said": set()}
+    return {"stored": 0, "failed": 0, "cost": 0.0, "unreported": 0, "given_up": 0, "why": {}, "said": set(),
+            "unpaid": 0, "unpaid_said": None, "unpaid_in": []}
 
 
 async def gather(store: Store, cases: CaseSet, waiting: list[BatchRecord], backend: Backend, recorder: Recorder,
@@ -80,8 +83,10 @@ async def gather(store: Store, cases: CaseSet, waiting: list[BatchRecord], backe
                    on_wait: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Ask the provider about each of ``waiting``; store what has ended (and, ``final``, cancel the rest, store
     what they answered before they stopped, and give up on what cannot be read). Returns the counts: stored,
-    failed, cost, unreported, given_up, why (batch -> (failed, first reason, answered)), and said (the notes the
-    stored replies carry beyond the backend's own, e.g. cached input priced at the input rate). ``on_wait`` hears
+    failed, cost, unreported, given_up, why (batch -> (failed, first reason, answered)), said (the notes the
+    stored replies carry beyond the backend's own, e.g. cached input priced at the input rate), and unpaid (of the
+    failed, those whose result says the account could not pay), unpaid_said (the first one's status and words)
+    and unpaid_in (their batches). ``on_wait`` hears
     when collect waits for a cancel to end."""
     api = batch_api_of(backend)
     if file_deadline_s is not None:
@@ -161,6 +166,10 @@ async def _read_ended(store: Store, cases: CaseSet, record: BatchRecord, info: A
             recorder.transport(unit, asked.cache_key, f"batch {record.id}: {error or why}")
             failed += 1
             first = first or (error or why)
+            if asked.cache_key in read.unpaid:  # the account could not pay for it: said once (probe collect)
+                tally["unpaid"] += 1
+                tally["unpaid_said"] = tally["unpaid_said"] or read.unpaid[asked.cache_key]
+                tally["unpaid_in"] += [record.id] if record.id not in tally["unpaid_in"] else []
         tally["stored"] += 1
     recorder.flush()
     batches.collected(store, record.id)

@@ -18,7 +18,10 @@ question showed, the server's model id, and the result file's name as the
 answering endpoint). It is tolerant line by line: a line that is not JSON or
 has no ``custom_id`` is counted as malformed, a ``custom_id`` that is no request
 of the run as unknown, an error line is stored as a transport failure with its
-words (the next ``probe run`` sends it again); nothing else stops it. It can be
+words (the next ``probe run`` sends it again), and the error lines saying the
+account could not pay (``insufficient_quota``, billing:
+:func:`cfkit.backends.billing.result_refusal`) are counted and said in one line;
+nothing else stops it. It can be
 run again, with the same files or others (the parts of a file split ``N``
 ways): a request that already has a reply is left as it is, one that failed
 is stored again when a file answers it. A batch is marked collected once each
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from cfkit.backends import Backend, as_backend
+from cfkit.backends.billing import result_refusal, unpaid_results_line
 from cfkit.cases import CaseSet, asked_digests
 from cfkit.errors import NotFoundError, TransportError, UsageError
 from cfkit.probe.recording import Recorder
@@ -46,6 +50,9 @@ from cfkit.store.runs import RunRecord
 
 #: The ``endpoint`` of a batch that is a file written for an offline runner.
 FILE_ENDPOINT = "offline batch file"
+#: What to run once the account that could not pay for requests of a result file has credit again.
+FILE_THEN = ("run the same 'cfkit probe run' again (with --batch-file it writes only the requests without a reply "
+             "to a new file; without it, it sends them)")
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,8 @@ class FileCollection:
     closed: int = 0  # with --final: requests no result file answered, stored as failures
     gone: int = 0  # lines for cases no longer in the cases file (not stored, not waited for)
     changed: int = 0  # answers stored now about a case changed since the file was written (the report: stale)
+    unpaid: int = 0  # of ``failed``, those whose lines say the account could not pay (quota or billing)
+    unpaid_line: str | None = None  # the one line saying so (cfkit.backends.billing.unpaid_results_line)
 
 
 def _batch_body_capable(backend: Backend) -> None:
@@ -225,6 +234,7 @@ def collect_from_files(store: Store, cases: CaseSet, run: RunRecord, backend: Ba
     outcome: dict = {}  # request -> whether it holds an answer now (a failure a later line answered counts once)
     problems: list[str] = []
     errors: list[str] = []
+    unpaid: dict = {}  # request -> (status, words) of a line saying the account could not pay for it
     try:
         for path, entries in read:
             for number, entry in entries:
@@ -266,6 +276,11 @@ def collect_from_files(store: Store, cases: CaseSet, run: RunRecord, backend: Ba
                     else:
                         recorder.transport(unit, request.cache_key, f"{path.name} line {number}: {error}")
                         errors = errors or [f"{path.name} line {number}: {error}"]  # the first error's words
+                        refused = result_refusal(status, body, entry.get("error"))
+                        if refused is not None:  # the account could not pay for it: said once
+                            unpaid[request.key] = refused
+                        else:
+                            unpaid.pop(request.key, None)
                     outcome[request.key] = reply is not None
     finally:
         recorder.flush()
@@ -281,13 +296,16 @@ def collect_from_files(store: Store, cases: CaseSet, run: RunRecord, backend: Ba
     counts = close_run(store, run.id, "waiting" if still else "done", None, wanted,
                        list(run.notes.get("backend_notes", [])))
     failed = sum(1 for answer in outcome.values() if not answer)
+    refused = [unpaid[key] for key, answer in outcome.items() if not answer and key in unpaid]
     then, now = run.notes.get("asked") or {}, asked_digests(cases)  # what the file asked; the cases as they are
     changed = sum(1 for (case_id, *_), answer in outcome.items() if answer and then.get(case_id, now[case_id])
                   != now[case_id])
     return FileCollection(run.id, lines, len(outcome), failed, already, malformed, unknown, missing, counts["status"],
                           tuple(problems[:3] + errors[:1]), counts["invalid"], counts["truncated"], counts["empty"],
                           (run.settings.get("generation") or {}).get("max_tokens"), run.model, run.suite, closed,
-                          gone, changed)
+                          gone, changed, len(refused), unpaid_results_line(
+                              f"run {run.id}, {', '.join(p.name for p in paths)}", len(refused), *refused[0],
+                              then=FILE_THEN) if refused else None)
 
 
 def _close(recorder: Recorder, cases: CaseSet, written: list, answered: set) -> int:

@@ -7,7 +7,10 @@ and counted as a failure of the request whose ``custom_id`` it still shows
 ``custom_id`` answered twice keeps its first answer; one the batch never
 carried is left out; a file in which no line is a result (a proxy's or a
 login page) is refused whole, so nothing of it is stored and collecting can
-be run again.
+be run again. A result saying the account could not pay for its request
+(``insufficient_quota``, an Anthropic ``billing_error`` or "credit balance is
+too low": :func:`cfkit.backends.billing.result_refusal`) is kept in
+:attr:`BatchResults.unpaid`, for ``probe collect`` to say once.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cfkit.backends.billing import result_refusal
 from cfkit.errors import TransportError
 
 
@@ -37,6 +41,8 @@ class BatchResults:
         self.bad_lines: list[str] = []  # "file F line N" of lines without a readable custom_id
         self.problems: list[str] = []
         self._where: dict[str, str] = {}
+        # custom_id -> (HTTP status or None, the provider's words) of a result saying the account could not pay
+        self.unpaid: dict[str, tuple[int | None, str]] = {}
 
     @property
     def unread(self) -> str | None:
@@ -82,8 +88,11 @@ class BatchResults:
                 self.problems.append(f"batch {self.batch}: {where} answers a request {self._where[custom_id]} "
                                      "answered already; the first answer is kept.")
                 continue
-            self.found[custom_id] = _result(entry)
+            self.found[custom_id] = status, body, _ = _result(entry)
             self._where[custom_id] = where
+            refused = result_refusal(status, body, entry.get("error"))  # the account could not pay for it
+            if refused is not None:
+                self.unpaid[custom_id] = refused
             self.broken.pop(custom_id, None)
 
 
