@@ -1,12 +1,13 @@
 """What the edits of one ``cfkit edit`` share, and what they came to when it is stopped part-way.
 
 :class:`EditSession` holds the cases, the LPIPS scorer and one store
-connection, each taken from the workspace once. :class:`EditSpend` counts the
-calls this invocation made to an engine a service bills (``Editor.paid``: the
-openai engine), the images they brought, and a call the stop found in flight
-(sent, so the service may bill it). :func:`held_stop` keeps Ctrl-C and SIGTERM
-from cutting off the saving of images already received and paid for: the stop
-is raised once they are written and recorded.
+connection, each taken from the workspace once, and asks a remote engine's
+server whether it answers before the engine's call (:meth:`EditSession.unanswered`).
+:class:`EditSpend` counts the calls this invocation made to an engine a service
+bills (``Editor.paid``: the openai engine), the images they brought, and a call
+the stop found in flight (sent, so the service may bill it). :func:`held_stop`
+keeps Ctrl-C and SIGTERM from cutting off the saving of images already
+received and paid for: the stop is raised once they are written and recorded.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from cfkit.cases import CaseSet
 from cfkit.edit_files import lpips_scorer
+from cfkit.editors import EngineServer
 from cfkit.errors import CaseError, CfkitError
 from cfkit.plural import plural
 from cfkit.preserve import LpipsScorer
@@ -111,6 +113,7 @@ class EditSession:
         self._store: Store | None = None
         self._cases: CaseSet | None = None
         self._scorer: Scorer | None = None
+        self._unanswered: dict[str, str] = {}  # server url -> why it gave no answer
         self.spend = spend if spend is not None else EditSpend()
 
     def accepted(self, spec_id: str) -> int | None:
@@ -136,6 +139,21 @@ class EditSession:
             except CfkitError as exc:
                 self._scorer = exc
         return self._scorer
+
+    def unanswered(self, server: EngineServer | None) -> str | None:
+        """Why an engine's ``server`` gives no answer at all (:func:`cfkit.backends.no_answer.connect_problem`),
+        asked before each call to it, or None. One that gave none is not asked again in this session: the
+        next specs of an ``auto`` batch fall back at once."""
+        if server is None:
+            return None
+        if server.url not in self._unanswered:
+            from cfkit.backends.no_answer import connect_problem
+
+            problem = connect_problem(server.url, server.shown, timeout=server.timeout, url=server.fix)
+            if problem is None:
+                return None
+            self._unanswered[server.url] = problem
+        return self._unanswered[server.url]
 
     def existing(self) -> Store | None:
         """The store when it is already there, else None."""

@@ -16,7 +16,10 @@ Failures an engine raises, and what ``auto`` does with them:
 - :class:`~cfkit.errors.EditorUnavailable` — cannot run here (no key, package or
   weights): ``auto`` tries the next engine.
 - :class:`~cfkit.errors.EditorTransport` — the service stayed unreachable after
-  the engine's retries: ``auto`` tries the next engine.
+  the engine's retries: ``auto`` tries the next engine. So does
+  :class:`~cfkit.errors.EditorUnanswered`, raised by ``cfkit edit`` itself when
+  the engine's server (:meth:`Editor.server`) gives no answer to the connection
+  tried before its call: nothing is sent.
 - :class:`~cfkit.errors.EditRefused` — a content-policy refusal: recorded and
   shown, never retried and never replaced by another engine.
 - :class:`~cfkit.errors.EditorError` — anything else: the edit fails.
@@ -76,6 +79,19 @@ class EditRequest:
 
 
 @dataclass(frozen=True)
+class EngineServer:
+    """The server an engine's calls go to, for ``cfkit edit`` to check that it answers before the first call
+    (:meth:`Editor.server`): ``url`` its address (http or https, without credentials), ``shown`` the same as people
+    see it (credentials redacted), ``fix`` where the user sets it (named in the line when it does not answer),
+    ``timeout`` how many seconds the check waits for a connection."""
+
+    url: str
+    shown: str
+    fix: str
+    timeout: float = 5.0
+
+
+@dataclass(frozen=True)
 class EditResult:
     """The raw outputs of one call, each ``(H, W, 3)`` uint8 at the source's exact size.
 
@@ -109,7 +125,11 @@ class Editor:
     calls (``cfkit edit`` then counts them and says what it spent). An engine may also offer
     ``describe(request) -> dict`` (what it would send, for ``--dry-run``) and
     ``check(request)`` (input checks that must fail before anything is
-    written); neither may call a service or write a file. ``model`` names
+    written); neither may call a service or write a file. An engine that
+    calls a server offers ``server()``, the :class:`EngineServer` its calls
+    go to: ``cfkit edit`` opens one connection to it before the engine's
+    first call (:func:`cfkit.backends.no_answer.connect_problem`) and sends
+    nothing when none opens. ``model`` names
     the model it uses, or is None. An engine class that does not subclass this
     one still works: :func:`editor_class` gives it these defaults.
     """
@@ -130,6 +150,11 @@ class Editor:
 
     def check(self, request: EditRequest) -> None:
         """Checks of ``request`` that must fail before anything is written; none by default."""
+
+    def server(self) -> EngineServer | None:
+        """The server the engine's calls go to, checked to answer before its first call; None (the default):
+        it calls no server, nothing is checked."""
+        return None
 
 
 def editor_class(name: str) -> type:

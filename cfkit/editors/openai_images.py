@@ -40,8 +40,8 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from cfkit.editors import Editor, EditorOptions, EditRequest, EditResult, resize_mask, resize_rgb
-from cfkit.endpoints import Endpoint, resolve_endpoint
+from cfkit.editors import Editor, EditorOptions, EditRequest, EditResult, EngineServer, resize_mask, resize_rgb
+from cfkit.endpoints import BASE_URL_ENV, Endpoint, resolve_endpoint
 from cfkit.backends.billing import billing_refusal, refusal_line
 from cfkit.errors import (EditRefused, EditorError, EditorKeyRefused, EditorTransport, EditorUnavailable, ImageError,
                           QuotaRefused, SpecError, UsageError)
@@ -56,6 +56,9 @@ IMAGE_MAX_BYTES = 50 * 1024 * 1024
 #: zlib level of the uploaded PNGs: about half the CPU of Pillow's default (6) on a photograph for about a
 #: tenth more bytes; an upload that would pass the API's limit is encoded again at the strongest level.
 UPLOAD_PNG_LEVEL = 1
+#: The longest the check before the first call waits for a connection to the server (seconds; less when the
+#: engine's own ``timeout`` is shorter).
+CHECK_TIMEOUT_S = 5.0
 #: Sizes every GPT image model accepts; used for models without free sizing.
 STANDARD_SIZES = ((1024, 1024), (1536, 1024), (1024, 1536))
 
@@ -202,6 +205,19 @@ class OpenAIEditor(Editor):
     def check(self, request: EditRequest) -> None:
         """Refuse a bad base URL, or a key bound for plain http, before anything is written."""
         self.endpoint()
+
+    def server(self) -> EngineServer | None:
+        """The images API server, checked to answer before the first call; None when the call could not be
+        made anyway (no key, no SDK: :meth:`edit` says so without sending)."""
+        import importlib.util
+        import os
+
+        endpoint = self.endpoint()
+        if endpoint.key_problem is not None or importlib.util.find_spec("openai") is None:
+            return None
+        fix = (f"${BASE_URL_ENV} (or -o base_url=URL)" if not self.options.base_url and os.environ.get(BASE_URL_ENV)
+               else f"-o base_url=URL (or base_url in cfkit.toml's [edit.engines.{self.name}])")
+        return EngineServer(endpoint.url, endpoint.shown, fix, timeout=min(CHECK_TIMEOUT_S, self.timeout))
 
     def describe(self, request: EditRequest) -> dict:
         """What :meth:`edit` would send, computed without sending anything (for --dry-run)."""
