@@ -44,7 +44,7 @@ import numpy as np
 
 from cfkit.composite import COMPOSITE_DILATE_PX, COMPOSITE_FEATHER_PX, composite, labelled_png
 from cfkit.edit_arguments import SpecEngine, edit_arguments, spec_engines
-from cfkit.editors import EditRequest, EditResult
+from cfkit.editors import EditRequest, EditResult, sent_before_stop
 from cfkit.errors import (CfkitError, EditRefused, EditorError, EditorKeyRefused, EditorTransport, EditorUnanswered,
                           EditorUnavailable, ImageError, QuotaRefused, SpecError, UsageError)
 from cfkit.files import write_bytes_atomic
@@ -271,10 +271,9 @@ def _edit_with(prep: _Prepared, scorer: Scorer, span: EditSession, *, again: boo
                 sending = paid
                 result = editor.edit(prep.request)
                 sending = False
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: a paid call in flight was sent, so it may be billed
+        except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: what the paid call had sent may be billed
             if sending:
-                span.spend.sent(name)
-                span.spend.in_flight += 1
+                span.spend.stopped(name, sent_before_stop(stop))
             raise
         except EditorUnavailable as exc:
             attempts.append(Attempt(name, "unavailable", str(exc)))

@@ -4,9 +4,10 @@
 connection, each taken from the workspace once, and asks a remote engine's
 server whether it answers before the engine's call (:meth:`EditSession.unanswered`).
 :class:`EditSpend` counts the calls this invocation made to an engine a service
-bills (``Editor.paid``: the openai engine), the images they brought, and a call
-the stop found in flight (sent, so the service may bill it). :func:`held_stop`
-keeps Ctrl-C and SIGTERM from cutting off the saving of images already
+bills (``Editor.paid``: the openai engine), the images they brought, and what a
+stop cut off: a call in flight and the attempts it (or a call stopped between
+its attempts) had given up once sent, all of which the service may bill.
+:func:`held_stop` keeps Ctrl-C and SIGTERM from cutting off the saving of images already
 received and paid for: the stop is raised once they are written and recorded.
 """
 
@@ -43,6 +44,7 @@ class EditSpend:
     largest: int = 0  # the most tokens one answered call reported: what a call in flight may cost at most
     unanswered: int = 0  # calls that ended with an error after they were sent (refused, failed, server gone)
     in_flight: int = 0  # calls Ctrl-C or SIGTERM found sent and unanswered: a service may bill them
+    between: int = 0  # calls Ctrl-C or SIGTERM stopped between their attempts (nothing out; see ``abandoned``)
     abandoned: int = 0  # attempts of calls given up after they were sent (a timeout once sent): may be billed too
     saved: list[tuple[str, int]] = field(default_factory=list)  # (spec id, edit id) of every edit written
     checked: set[int] = field(default_factory=set)  # the saved edits whose checks are stored
@@ -50,6 +52,20 @@ class EditSpend:
     def sent(self, engine: str) -> None:
         if engine not in self.engines:
             self.engines.append(engine)
+
+    def stopped(self, engine: str, sent: tuple[int, bool] | None) -> None:
+        """A call to paid ``engine`` that Ctrl-C or SIGTERM cut off: ``sent`` is what it had sent, as the engine
+        said (:func:`cfkit.editors.sent_before_stop`: attempts given up once sent, whether one was out), None
+        when it did not say: one call in flight, the side a bill is safe on."""
+        abandoned, out = (0, True) if sent is None else sent
+        if not (abandoned or out):
+            return  # nothing had gone out yet
+        self.sent(engine)
+        self.abandoned += abandoned
+        if out:
+            self.in_flight += 1
+        else:
+            self.between += 1
 
     def came(self, images: int, usage: dict[str, Any] | None) -> None:
         self.answered += 1
@@ -63,7 +79,7 @@ class EditSpend:
 
     @property
     def calls(self) -> int:
-        return self.answered + self.unanswered + self.in_flight
+        return self.answered + self.unanswered + self.in_flight + self.between
 
     def line(self) -> str | None:
         """``spent: 2 calls to openai (1 answered: 2 images, 4,050 tokens; 1 in flight at the stop may be billed
@@ -76,6 +92,8 @@ class EditSpend:
             parts[0] += f", {told}" + (f" ({plural(self.untold, 'answer')} without usage)" if self.untold else "")
         if self.unanswered:
             parts.append(f"{self.unanswered} ended with an error")
+        if self.between:
+            parts.append(f"{self.between} stopped between its attempts")
         if self.abandoned:
             bound = (f"up to ~{plural(self.abandoned * self.largest, 'token', spec=',')}" if self.largest
                      else "no answered call to estimate them by")
@@ -94,6 +112,7 @@ class EditSpend:
         return {"engines": list(self.engines), "calls": self.calls, "answered": self.answered, "images": self.images,
                 "tokens": self.tokens, "answers_without_usage": self.untold, "ended_with_error": self.unanswered,
                 "abandoned_attempts": self.abandoned, "in_flight": self.in_flight,
+                "stopped_between_attempts": self.between,
                 "may_be_billed_tokens_up_to": (may * self.largest if self.largest else None) if may else 0}
 
     def unchecked(self) -> list[tuple[str, int]]:

@@ -157,6 +157,19 @@ class Editor:
         return None
 
 
+def stopped_sending(stop: KeyboardInterrupt, *, abandoned: int, out: bool) -> None:
+    """Mark ``stop`` (Ctrl-C or SIGTERM, met inside an engine's call) with what the call had sent: ``abandoned``
+    attempts given up once sent (a timeout once the request was out), and whether an attempt was ``out`` (sent,
+    its reply not come); the engine then raises it on. ``cfkit edit`` counts both as ones the service may bill
+    (:func:`sent_before_stop`); a stop that a paid engine did not mark counts as one call in flight."""
+    stop.cfkit_sent = (abandoned, out)  # type: ignore[attr-defined]
+
+
+def sent_before_stop(stop: BaseException) -> tuple[int, bool] | None:
+    """What :func:`stopped_sending` marked ``stop`` with: (attempts given up once sent, one out), or None."""
+    return getattr(stop, "cfkit_sent", None)
+
+
 def editor_class(name: str) -> type:
     """The class registered as ``name``; unknown names list what is installed."""
     if name == "auto":

@@ -40,7 +40,8 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from cfkit.editors import Editor, EditorOptions, EditRequest, EditResult, EngineServer, resize_mask, resize_rgb
+from cfkit.editors import (Editor, EditorOptions, EditRequest, EditResult, EngineServer, resize_mask, resize_rgb,
+                           stopped_sending)
 from cfkit.endpoints import BASE_URL_ENV, Endpoint, resolve_endpoint
 from cfkit.backends.billing import billing_refusal, refusal_line
 from cfkit.errors import (EditRefused, EditorError, EditorKeyRefused, EditorTransport, EditorUnavailable, ImageError,
@@ -241,10 +242,14 @@ class OpenAIEditor(Editor):
             raise UsageError(f"openai: -n {request.n} is out of range; the images API makes 1 to 10 images per call.")
 
         # 2. Build and check the uploads.
-        plan = self.plan(request.size)
-        image_png = upload_png(plan.image_to_send(request.image), IMAGE_MAX_BYTES)
-        mask_rgba = plan.mask_to_send(request.mask)
-        mask_png = upload_png(mask_rgba, MASK_MAX_BYTES)
+        try:
+            plan = self.plan(request.size)
+            image_png = upload_png(plan.image_to_send(request.image), IMAGE_MAX_BYTES)
+            mask_rgba = plan.mask_to_send(request.mask)
+            mask_png = upload_png(mask_rgba, MASK_MAX_BYTES)
+        except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM before anything was sent
+            stopped_sending(stop, abandoned=0, out=False)
+            raise
         self._check_uploads(plan, image_png, mask_rgba, mask_png)
         params = self._params(request, plan, endpoint)
 
@@ -319,6 +324,9 @@ class OpenAIEditor(Editor):
         for attempt in range(attempts):
             try:
                 return client.images.edit(**kwargs), abandoned
+            except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM with this attempt out, and those given up before
+                stopped_sending(stop, abandoned=abandoned, out=True)
+                raise
             except openai.BadRequestError as exc:
                 self._refuse_billing(exc)
                 if _is_moderation_block(exc):
@@ -353,7 +361,11 @@ class OpenAIEditor(Editor):
                 wait = self._wait(attempt, exc.response.headers.get("retry-after"))
                 cause = exc
             if attempt + 1 < attempts:
-                time.sleep(wait)
+                try:
+                    time.sleep(wait)
+                except KeyboardInterrupt as stop:  # between attempts: none out, those given up before counted
+                    stopped_sending(stop, abandoned=abandoned, out=False)
+                    raise
         given_up = f" ({abandoned} given up after the request was sent)" if abandoned else ""
         raise EditorTransport(
             f"openai: gave up after {plural(attempts, 'attempt')}{given_up}; last: {last}. Check the network and "

@@ -103,7 +103,7 @@ def test_json_carries_the_spending_and_why_it_stopped(tiny_ws, api):
         ("TX01", "made"), ("TX02", "failed"), ("TX03", "failed"), ("TX04", "failed"), ("TX05", "not asked")]
     assert data["spent"] == {"engines": ["openai"], "calls": 4, "answered": 1, "images": 1, "tokens": 4050,
                              "answers_without_usage": 0, "ended_with_error": 3, "abandoned_attempts": 6,
-                             "in_flight": 0, "may_be_billed_tokens_up_to": 6 * 4050}
+                             "in_flight": 0, "stopped_between_attempts": 0, "may_be_billed_tokens_up_to": 6 * 4050}
     assert data["stopped"].startswith("the edits stopped: 3 requests in a row could not reach")
 
 
