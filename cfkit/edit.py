@@ -9,7 +9,8 @@
    asked to (``again``) — the accepted edit stays selected either way;
 3. run the engine, or the ``auto`` chain (:func:`cfkit.editors.auto_chain`),
    falling back only when an engine cannot run here or its service stayed
-   unreachable, never after a refusal;
+   unreachable, never after a refusal; a remote engine's server is asked for a
+   connection first (``Editor.server``), and nothing is sent when none opens;
 4. for every candidate, write the raw output and a composite (the source's own
    pixels outside a slightly dilated mask, :mod:`cfkit.composite`) atomically
    under ``<store>/edits/SPEC/<id>-raw.png`` / ``<id>-composite.png``, both at
@@ -43,9 +44,9 @@ import numpy as np
 
 from cfkit.composite import COMPOSITE_DILATE_PX, COMPOSITE_FEATHER_PX, composite, labelled_png
 from cfkit.edit_arguments import SpecEngine, edit_arguments, spec_engines
-from cfkit.editors import EditRequest, EditResult
-from cfkit.errors import (CfkitError, EditRefused, EditorError, EditorKeyRefused, EditorTransport, EditorUnavailable,
-                          ImageError, QuotaRefused, SpecError, UsageError)
+from cfkit.editors import EditRequest, EditResult, sent_before_stop
+from cfkit.errors import (CfkitError, EditRefused, EditorError, EditorKeyRefused, EditorTransport, EditorUnanswered,
+                          EditorUnavailable, ImageError, QuotaRefused, SpecError, UsageError)
 from cfkit.files import write_bytes_atomic
 from cfkit.images import read_image
 from cfkit.edit_files import refuse_stray_edit_files, spec_thresholds, store_checks
@@ -259,6 +260,10 @@ def _edit_with(prep: _Prepared, scorer: Scorer, span: EditSession, *, again: boo
         last = index == len(plan.engines) - 1
         started = now()
         editor = prep.engines[name].editor
+        unanswered = span.unanswered(editor.server())  # nothing is sent to a server that gives no answer
+        if unanswered is not None:
+            attempts.append(Attempt(name, "unreachable", f"{name}: {unanswered}"))
+            continue
         paid = type(editor).paid  # a call the service bills: counted, answered or not
         sending = False
         try:
@@ -266,10 +271,9 @@ def _edit_with(prep: _Prepared, scorer: Scorer, span: EditSession, *, again: boo
                 sending = paid
                 result = editor.edit(prep.request)
                 sending = False
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: a paid call in flight was sent, so it may be billed
+        except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: what the paid call had sent may be billed
             if sending:
-                span.spend.sent(name)
-                span.spend.in_flight += 1
+                span.spend.stopped(name, sent_before_stop(stop))
             raise
         except EditorUnavailable as exc:
             attempts.append(Attempt(name, "unavailable", str(exc)))
@@ -288,12 +292,16 @@ def _edit_with(prep: _Prepared, scorer: Scorer, span: EditSession, *, again: boo
         attempts.append(Attempt(name, "used"))
         break
     if result is None:
+        # The last engine's server gave no answer (nothing was sent, nothing recorded), or none could run here.
+        kind = EditorUnanswered if attempts[-1].outcome == "unreachable" else EditorUnavailable
         tried = " ".join(f"({i}) {a.reason.rstrip('.')}." for i, a in enumerate(attempts, start=1))
         if len(plan.engines) > 1:
             configured = [name for name in prep.spec_engines if name not in plan.engines]
             other = (f" or use an engine the spec configures: 'cfkit edit {plan.spec_id} --engine {configured[0]}'"
                      if configured else "")
-            raise EditorUnavailable(f"auto: no engine could run here. Tried {tried} Fix one of them{other}.")
+            raise kind(f"auto: no engine could run here. Tried {tried} Fix one of them{other}.")
+        if kind is EditorUnanswered:
+            raise EditorUnanswered(f"{attempts[0].reason}; nothing was sent.")
         raise EditorUnavailable(attempts[0].reason or "the engine cannot run here")
     used = attempts[-1].engine
 

@@ -8,7 +8,9 @@ accepted edit stays, unless ``again``). The arguments that hold for every spec
 (engines, candidates, option keys) are checked once, before the first spec.
 What no later spec can fare better against stops the batch instead: a refused
 key (:class:`~cfkit.errors.EditorKeyRefused`), an account without credit
-(:class:`~cfkit.errors.QuotaRefused`), a server that is gone or keeps timing
+(:class:`~cfkit.errors.QuotaRefused`), a server that gives no answer to the
+check before a spec's call (:class:`~cfkit.errors.EditorUnanswered`: that spec
+sent nothing, so it is ``not asked`` too), a server that is gone or keeps timing
 out (specs in a row whose call failed on the connection after its retries, as
 :class:`cfkit.probe.stopping.StopPolicy` stops a probe run: an
 :class:`~cfkit.errors.EditorTransport`), Ctrl-C or SIGTERM (the spec it found
@@ -32,8 +34,8 @@ from cfkit.edit import EditOutcome, EditSession, EngineCall, make_edit
 from cfkit.edit_arguments import edit_arguments
 from cfkit.edit_session import EditSpend
 from cfkit.editors import editor_class
-from cfkit.errors import (CfkitError, EditorError, EditorKeyRefused, EditorTransport, EditorUnavailable, PluginError,
-                          QuotaRefused, SpecError, UsageError)
+from cfkit.errors import (CfkitError, EditorError, EditorKeyRefused, EditorTransport, EditorUnanswered,
+                          EditorUnavailable, PluginError, QuotaRefused, SpecError, UsageError)
 from cfkit.specs import load_spec, spec_files, spec_path
 from cfkit.store import Store, edits, reviews
 from cfkit.store.edits import EditRecord
@@ -160,8 +162,8 @@ def make_edits(ws: Workspace, spec_ids: list[str], *, engine: str | None = None,
                 result = SpecEdit(spec_id, "interrupted", seconds=time.monotonic() - started)
                 batch.stop = exc
             else:
-                if isinstance(result.error, (QuotaRefused, EditorKeyRefused)):
-                    batch.stop = result.error  # no later spec fares better against a refused key or no credit
+                if isinstance(result.error, (QuotaRefused, EditorKeyRefused, EditorUnanswered)):
+                    batch.stop = result.error  # no later spec fares better: a refused key, no credit, no server
                 elif (gone := server.told(result)) is not None:
                     batch.stop = gone  # the server is not there, or keeps timing out: the next spec learns nothing
             batch.results.append(result)
@@ -217,6 +219,8 @@ def _edit_spec(ws: Workspace, session: EditSession, spec_id: str, started: float
     # 3. The edit, its files and its check.
     try:
         outcome = make_edit(ws, spec_id, again=again, session=session, **kwargs)
+    except EditorUnanswered as exc:  # its server gave no answer: nothing was sent for it
+        return SpecEdit(spec_id, "not asked", error=exc, seconds=time.monotonic() - started)
     except CfkitError as exc:
         return SpecEdit(spec_id, "failed", error=exc, seconds=time.monotonic() - started)
     passed = outcome.check_error is None and all(

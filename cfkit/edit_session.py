@@ -1,12 +1,14 @@
 """What the edits of one ``cfkit edit`` share, and what they came to when it is stopped part-way.
 
 :class:`EditSession` holds the cases, the LPIPS scorer and one store
-connection, each taken from the workspace once. :class:`EditSpend` counts the
-calls this invocation made to an engine a service bills (``Editor.paid``: the
-openai engine), the images they brought, and a call the stop found in flight
-(sent, so the service may bill it). :func:`held_stop` keeps Ctrl-C and SIGTERM
-from cutting off the saving of images already received and paid for: the stop
-is raised once they are written and recorded.
+connection, each taken from the workspace once, and asks a remote engine's
+server whether it answers before the engine's call (:meth:`EditSession.unanswered`).
+:class:`EditSpend` counts the calls this invocation made to an engine a service
+bills (``Editor.paid``: the openai engine), the images they brought, and what a
+stop cut off: a call in flight and the attempts it (or a call stopped between
+its attempts) had given up once sent, all of which the service may bill.
+:func:`held_stop` keeps Ctrl-C and SIGTERM from cutting off the saving of images already
+received and paid for: the stop is raised once they are written and recorded.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from cfkit.cases import CaseSet
 from cfkit.edit_files import lpips_scorer
+from cfkit.editors import EngineServer
 from cfkit.errors import CaseError, CfkitError
 from cfkit.plural import plural
 from cfkit.preserve import LpipsScorer
@@ -41,6 +44,7 @@ class EditSpend:
     largest: int = 0  # the most tokens one answered call reported: what a call in flight may cost at most
     unanswered: int = 0  # calls that ended with an error after they were sent (refused, failed, server gone)
     in_flight: int = 0  # calls Ctrl-C or SIGTERM found sent and unanswered: a service may bill them
+    between: int = 0  # calls Ctrl-C or SIGTERM stopped between their attempts (nothing out; see ``abandoned``)
     abandoned: int = 0  # attempts of calls given up after they were sent (a timeout once sent): may be billed too
     saved: list[tuple[str, int]] = field(default_factory=list)  # (spec id, edit id) of every edit written
     checked: set[int] = field(default_factory=set)  # the saved edits whose checks are stored
@@ -48,6 +52,20 @@ class EditSpend:
     def sent(self, engine: str) -> None:
         if engine not in self.engines:
             self.engines.append(engine)
+
+    def stopped(self, engine: str, sent: tuple[int, bool] | None) -> None:
+        """A call to paid ``engine`` that Ctrl-C or SIGTERM cut off: ``sent`` is what it had sent, as the engine
+        said (:func:`cfkit.editors.sent_before_stop`: attempts given up once sent, whether one was out), None
+        when it did not say: one call in flight, the side a bill is safe on."""
+        abandoned, out = (0, True) if sent is None else sent
+        if not (abandoned or out):
+            return  # nothing had gone out yet
+        self.sent(engine)
+        self.abandoned += abandoned
+        if out:
+            self.in_flight += 1
+        else:
+            self.between += 1
 
     def came(self, images: int, usage: dict[str, Any] | None) -> None:
         self.answered += 1
@@ -61,7 +79,7 @@ class EditSpend:
 
     @property
     def calls(self) -> int:
-        return self.answered + self.unanswered + self.in_flight
+        return self.answered + self.unanswered + self.in_flight + self.between
 
     def line(self) -> str | None:
         """``spent: 2 calls to openai (1 answered: 2 images, 4,050 tokens; 1 in flight at the stop may be billed
@@ -74,6 +92,8 @@ class EditSpend:
             parts[0] += f", {told}" + (f" ({plural(self.untold, 'answer')} without usage)" if self.untold else "")
         if self.unanswered:
             parts.append(f"{self.unanswered} ended with an error")
+        if self.between:
+            parts.append(f"{self.between} stopped between its attempts")
         if self.abandoned:
             bound = (f"up to ~{plural(self.abandoned * self.largest, 'token', spec=',')}" if self.largest
                      else "no answered call to estimate them by")
@@ -92,6 +112,7 @@ class EditSpend:
         return {"engines": list(self.engines), "calls": self.calls, "answered": self.answered, "images": self.images,
                 "tokens": self.tokens, "answers_without_usage": self.untold, "ended_with_error": self.unanswered,
                 "abandoned_attempts": self.abandoned, "in_flight": self.in_flight,
+                "stopped_between_attempts": self.between,
                 "may_be_billed_tokens_up_to": (may * self.largest if self.largest else None) if may else 0}
 
     def unchecked(self) -> list[tuple[str, int]]:
@@ -111,6 +132,7 @@ class EditSession:
         self._store: Store | None = None
         self._cases: CaseSet | None = None
         self._scorer: Scorer | None = None
+        self._unanswered: dict[str, str] = {}  # server url -> why it gave no answer
         self.spend = spend if spend is not None else EditSpend()
 
     def accepted(self, spec_id: str) -> int | None:
@@ -136,6 +158,21 @@ class EditSession:
             except CfkitError as exc:
                 self._scorer = exc
         return self._scorer
+
+    def unanswered(self, server: EngineServer | None) -> str | None:
+        """Why an engine's ``server`` gives no answer at all (:func:`cfkit.backends.no_answer.connect_problem`),
+        asked before each call to it, or None. One that gave none is not asked again in this session: the
+        next specs of an ``auto`` batch fall back at once."""
+        if server is None:
+            return None
+        if server.url not in self._unanswered:
+            from cfkit.backends.no_answer import connect_problem
+
+            problem = connect_problem(server.url, server.shown, timeout=server.timeout, url=server.fix)
+            if problem is None:
+                return None
+            self._unanswered[server.url] = problem
+        return self._unanswered[server.url]
 
     def existing(self) -> Store | None:
         """The store when it is already there, else None."""

@@ -28,6 +28,7 @@ names what failed, the bad value, what is allowed and what to do next.
     ├── EditorError           an image editor failed or cannot run here
     │   ├── EditorUnavailable the editor cannot run on this machine
     │   ├── EditorTransport   the editor's service stayed unreachable after retries
+    │   │   └── EditorUnanswered  its server gave no answer before the call: nothing sent
     │   ├── EditRefused       the editor declined the request (content policy)
     │   └── EditorKeyRefused  the editor's service refused the key: stops a batch of edits (exit 2)
     └── BackendError          a model backend failed or cannot run here
@@ -179,6 +180,13 @@ class EditorTransport(EditorError):
         super().__init__(message, abandoned=abandoned)
         self.failure = failure
         self.endpoint = endpoint
+
+
+class EditorUnanswered(EditorTransport):
+    """An image editor's server gave no answer at all to the check before the engine's first call (nothing
+    listening, host not known, no connection in time: :func:`cfkit.backends.no_answer.connect_problem`). Nothing
+    was sent and nothing is recorded; ``auto`` tries its next engine, and a batch of edits stops at once (exit
+    status 1, as ``probe run`` stops for the same)."""
 
 
 class EditRefused(EditorError):

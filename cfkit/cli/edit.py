@@ -62,7 +62,9 @@ def edit(ws, spec_ids: tuple[str, ...], all_specs: bool, pending: bool, shard: s
     (3 specs in a row unreached after their retries, exit 1): every edit
     received is kept, and the last lines say which were saved and what the
     calls to a paid engine came to (attempts given up once sent and a call in
-    flight counted as ones that may be billed).
+    flight counted as ones that may be billed). A remote engine's server is
+    tried with one connection before each call: when none opens, nothing is
+    sent (exit 1; auto falls back to its next engine; --dry-run tries none).
 
     \b
     Examples:

@@ -102,7 +102,7 @@ def _not_edited(ws, batch) -> str:
     if not isinstance(batch.stop, EditorTransport):
         return (f" Not edited: {', '.join(unasked)}; 'cfkit edit --pending' edits them (and any other spec without "
                 "a usable edit), not those made here." if unasked else "")
-    lost = [r.spec_id for r in batch.results if isinstance(r.error, EditorTransport)]
+    lost = [r.spec_id for r in batch.results if r.status == "failed" and isinstance(r.error, EditorTransport)]
     said = "; ".join(part for part in (f"{', '.join(lost)} failed (recorded)" if lost else "",
                                        f"{', '.join(unasked)} not asked" if unasked else "") if part)
     todo = lost + unasked

@@ -16,7 +16,10 @@ Failures an engine raises, and what ``auto`` does with them:
 - :class:`~cfkit.errors.EditorUnavailable` — cannot run here (no key, package or
   weights): ``auto`` tries the next engine.
 - :class:`~cfkit.errors.EditorTransport` — the service stayed unreachable after
-  the engine's retries: ``auto`` tries the next engine.
+  the engine's retries: ``auto`` tries the next engine. So does
+  :class:`~cfkit.errors.EditorUnanswered`, raised by ``cfkit edit`` itself when
+  the engine's server (:meth:`Editor.server`) gives no answer to the connection
+  tried before its call: nothing is sent.
 - :class:`~cfkit.errors.EditRefused` — a content-policy refusal: recorded and
   shown, never retried and never replaced by another engine.
 - :class:`~cfkit.errors.EditorError` — anything else: the edit fails.
@@ -76,6 +79,19 @@ class EditRequest:
 
 
 @dataclass(frozen=True)
+class EngineServer:
+    """The server an engine's calls go to, for ``cfkit edit`` to check that it answers before the first call
+    (:meth:`Editor.server`): ``url`` its address (http or https, without credentials), ``shown`` the same as people
+    see it (credentials redacted), ``fix`` where the user sets it (named in the line when it does not answer),
+    ``timeout`` how many seconds the check waits for a connection."""
+
+    url: str
+    shown: str
+    fix: str
+    timeout: float = 5.0
+
+
+@dataclass(frozen=True)
 class EditResult:
     """The raw outputs of one call, each ``(H, W, 3)`` uint8 at the source's exact size.
 
@@ -109,7 +125,11 @@ class Editor:
     calls (``cfkit edit`` then counts them and says what it spent). An engine may also offer
     ``describe(request) -> dict`` (what it would send, for ``--dry-run``) and
     ``check(request)`` (input checks that must fail before anything is
-    written); neither may call a service or write a file. ``model`` names
+    written); neither may call a service or write a file. An engine that
+    calls a server offers ``server()``, the :class:`EngineServer` its calls
+    go to: ``cfkit edit`` opens one connection to it before the engine's
+    first call (:func:`cfkit.backends.no_answer.connect_problem`) and sends
+    nothing when none opens. ``model`` names
     the model it uses, or is None. An engine class that does not subclass this
     one still works: :func:`editor_class` gives it these defaults.
     """
@@ -130,6 +150,24 @@ class Editor:
 
     def check(self, request: EditRequest) -> None:
         """Checks of ``request`` that must fail before anything is written; none by default."""
+
+    def server(self) -> EngineServer | None:
+        """The server the engine's calls go to, checked to answer before its first call; None (the default):
+        it calls no server, nothing is checked."""
+        return None
+
+
+def stopped_sending(stop: KeyboardInterrupt, *, abandoned: int, out: bool) -> None:
+    """Mark ``stop`` (Ctrl-C or SIGTERM, met inside an engine's call) with what the call had sent: ``abandoned``
+    attempts given up once sent (a timeout once the request was out), and whether an attempt was ``out`` (sent,
+    its reply not come); the engine then raises it on. ``cfkit edit`` counts both as ones the service may bill
+    (:func:`sent_before_stop`); a stop that a paid engine did not mark counts as one call in flight."""
+    stop.cfkit_sent = (abandoned, out)  # type: ignore[attr-defined]
+
+
+def sent_before_stop(stop: BaseException) -> tuple[int, bool] | None:
+    """What :func:`stopped_sending` marked ``stop`` with: (attempts given up once sent, one out), or None."""
+    return getattr(stop, "cfkit_sent", None)
 
 
 def editor_class(name: str) -> type:

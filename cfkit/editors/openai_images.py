@@ -40,8 +40,9 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from cfkit.editors import Editor, EditorOptions, EditRequest, EditResult, resize_mask, resize_rgb
-from cfkit.endpoints import Endpoint, resolve_endpoint
+from cfkit.editors import (Editor, EditorOptions, EditRequest, EditResult, EngineServer, resize_mask, resize_rgb,
+                           stopped_sending)
+from cfkit.endpoints import BASE_URL_ENV, Endpoint, resolve_endpoint
 from cfkit.backends.billing import billing_refusal, refusal_line
 from cfkit.errors import (EditRefused, EditorError, EditorKeyRefused, EditorTransport, EditorUnavailable, ImageError,
                           QuotaRefused, SpecError, UsageError)
@@ -56,6 +57,9 @@ IMAGE_MAX_BYTES = 50 * 1024 * 1024
 #: zlib level of the uploaded PNGs: about half the CPU of Pillow's default (6) on a photograph for about a
 #: tenth more bytes; an upload that would pass the API's limit is encoded again at the strongest level.
 UPLOAD_PNG_LEVEL = 1
+#: The longest the check before the first call waits for a connection to the server (seconds; less when the
+#: engine's own ``timeout`` is shorter).
+CHECK_TIMEOUT_S = 5.0
 #: Sizes every GPT image model accepts; used for models without free sizing.
 STANDARD_SIZES = ((1024, 1024), (1536, 1024), (1024, 1536))
 
@@ -203,6 +207,19 @@ class OpenAIEditor(Editor):
         """Refuse a bad base URL, or a key bound for plain http, before anything is written."""
         self.endpoint()
 
+    def server(self) -> EngineServer | None:
+        """The images API server, checked to answer before the first call; None when the call could not be
+        made anyway (no key, no SDK: :meth:`edit` says so without sending)."""
+        import importlib.util
+        import os
+
+        endpoint = self.endpoint()
+        if endpoint.key_problem is not None or importlib.util.find_spec("openai") is None:
+            return None
+        fix = (f"${BASE_URL_ENV} (or -o base_url=URL)" if not self.options.base_url and os.environ.get(BASE_URL_ENV)
+               else f"-o base_url=URL (or base_url in cfkit.toml's [edit.engines.{self.name}])")
+        return EngineServer(endpoint.url, endpoint.shown, fix, timeout=min(CHECK_TIMEOUT_S, self.timeout))
+
     def describe(self, request: EditRequest) -> dict:
         """What :meth:`edit` would send, computed without sending anything (for --dry-run)."""
         return {"model": self.model, "size": self.plan(request.size).size_param, "quality": self.quality,
@@ -225,10 +242,14 @@ class OpenAIEditor(Editor):
             raise UsageError(f"openai: -n {request.n} is out of range; the images API makes 1 to 10 images per call.")
 
         # 2. Build and check the uploads.
-        plan = self.plan(request.size)
-        image_png = upload_png(plan.image_to_send(request.image), IMAGE_MAX_BYTES)
-        mask_rgba = plan.mask_to_send(request.mask)
-        mask_png = upload_png(mask_rgba, MASK_MAX_BYTES)
+        try:
+            plan = self.plan(request.size)
+            image_png = upload_png(plan.image_to_send(request.image), IMAGE_MAX_BYTES)
+            mask_rgba = plan.mask_to_send(request.mask)
+            mask_png = upload_png(mask_rgba, MASK_MAX_BYTES)
+        except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM before anything was sent
+            stopped_sending(stop, abandoned=0, out=False)
+            raise
         self._check_uploads(plan, image_png, mask_rgba, mask_png)
         params = self._params(request, plan, endpoint)
 
@@ -303,6 +324,9 @@ class OpenAIEditor(Editor):
         for attempt in range(attempts):
             try:
                 return client.images.edit(**kwargs), abandoned
+            except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM with this attempt out, and those given up before
+                stopped_sending(stop, abandoned=abandoned, out=True)
+                raise
             except openai.BadRequestError as exc:
                 self._refuse_billing(exc)
                 if _is_moderation_block(exc):
@@ -337,7 +361,11 @@ class OpenAIEditor(Editor):
                 wait = self._wait(attempt, exc.response.headers.get("retry-after"))
                 cause = exc
             if attempt + 1 < attempts:
-                time.sleep(wait)
+                try:
+                    time.sleep(wait)
+                except KeyboardInterrupt as stop:  # between attempts: none out, those given up before counted
+                    stopped_sending(stop, abandoned=abandoned, out=False)
+                    raise
         given_up = f" ({abandoned} given up after the request was sent)" if abandoned else ""
         raise EditorTransport(
             f"openai: gave up after {plural(attempts, 'attempt')}{given_up}; last: {last}. Check the network and "

@@ -169,3 +169,51 @@ def test_images_received_are_written_before_a_stop_is_raised(sig, kind):
             written.append("image")
     assert written == ["image"]
     assert getattr(info.value, "exit_code", 130) == (143 if sig == signal.SIGTERM else 130)
+
+
+# ── a stop while the engine retries: every attempt sent is counted ─────────────
+
+
+def _retrying(ws: Path, *, timeout: float, backoff: float) -> Path:
+    config = ws / "cfkit.toml"
+    config.write_text(config.read_text().replace("backoff = 0\n", f"backoff = {backoff}\ntimeout = {timeout}\n"))
+    return ws
+
+
+def _stop_after(proc: subprocess.Popen, api: ImagesAPI, requests: int, wait: float, sig: int) -> tuple[int, str]:
+    deadline = time.monotonic() + 60
+    while len(api.requests) < requests:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the request never came"
+        time.sleep(0.02)
+    time.sleep(wait)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    return proc.returncode, stderr
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_a_stop_in_flight_after_an_attempt_timed_out_counts_both(api, three, sig, code):
+    """The first attempt is given up once sent (timed out), the second is out when the stop comes: both may be
+    billed. Before, only the one in flight was counted."""
+    api.script = [2.0, 30.0]
+    proc = _start(_retrying(three, timeout=1.0, backoff=0), api.url, ["TX01"])
+    status, stderr = _stop_after(proc, api, 2, 0.2, sig)
+    assert status == code, stderr
+    assert ("spent: 1 call to openai (0 answered; 1 abandoned attempt (given up once sent) may be billed on top: no "
+            "answered call to estimate them by; 1 in flight at the stop may be billed on top: no answered call to "
+            "estimate it by)") in stderr, stderr
+    assert _rows(three) == []
+
+
+def test_a_stop_between_attempts_counts_those_sent_and_none_in_flight(api, three):
+    """Stopped while the engine waits to retry: the attempt it gave up once sent may be billed; nothing is in
+    flight. Before, the attempt was not counted and an attempt in flight was, that was never sent."""
+    api.script = [2.0]
+    proc = _start(_retrying(three, timeout=0.3, backoff=30), api.url, ["--all"])
+    status, stderr = _stop_after(proc, api, 1, 0.8, signal.SIGTERM)  # 0.3 s to time out, then the 30 s wait
+    assert status == 143, stderr
+    assert len(api.requests) == 1
+    assert ("spent: 1 call to openai (0 answered; 1 stopped between its attempts; 1 abandoned attempt (given up once "
+            "sent) may be billed on top: no answered call to estimate them by)") in stderr, stderr
+    assert "1 interrupted, 2 not asked" in stderr

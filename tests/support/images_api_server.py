@@ -165,3 +165,37 @@ def unused_port_url() -> str:
     with socket.create_server(("127.0.0.1", 0)) as sock:
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
+
+
+class FullListener:
+    """A real listener on 127.0.0.1 that accepts nothing, its queue filled: a new connection to it never opens
+    (the system drops its SYN), as with a firewall that drops packets or a host that is not there. Use as a
+    context manager."""
+
+    def __init__(self, fillers: int = 8):
+        import socket
+
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(0)
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}/v1"
+        self._fillers = fillers
+        self._held: list = []
+
+    def __enter__(self) -> "FullListener":
+        import socket
+
+        for _ in range(self._fillers):  # the queue holds one or two; the rest wait in SYN-SENT
+            conn = socket.socket()
+            conn.setblocking(False)
+            try:
+                conn.connect(self._socket.getsockname())
+            except BlockingIOError:
+                pass
+            self._held.append(conn)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for conn in self._held:
+            conn.close()
+        self._socket.close()
