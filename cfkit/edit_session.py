@@ -168,7 +168,8 @@ class EditSession:
         if server.url not in self._unanswered:
             from cfkit.backends.no_answer import connect_problem
 
-            problem = connect_problem(server.url, server.shown, timeout=server.timeout, url=server.fix)
+            problem = connect_problem(server.url, server.shown, timeout=server.timeout, url=server.fix,
+                                      start=server.start)
             if problem is None:
                 return None
             self._unanswered[server.url] = problem

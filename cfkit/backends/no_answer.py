@@ -39,14 +39,18 @@ def kind_of(exc: BaseException) -> str:
     return UNREACHABLE
 
 
+#: The servers a model's requests usually go to, named where nothing listens.
+MODEL_SERVERS = "the server (e.g. 'transformers serve' or 'vllm serve')"
+
+
 def no_answer(shown: str, kind: str, *, detail: str = "", seconds: float | None = None,
-              url: str = "--base-url") -> str:
+              url: str = "--base-url", start: str = MODEL_SERVERS) -> str:
     """The one line for server ``shown`` (as people see it) giving no answer of ``kind`` (:func:`kind_of`):
     ``detail`` what the system said (for :data:`UNREACHABLE`), ``seconds`` how long it was waited for
-    (:data:`TIMED_OUT`), ``url`` where its url is set, to fix it."""
+    (:data:`TIMED_OUT`), ``url`` where its url is set, to fix it, ``start`` the server to start where nothing
+    listens."""
     if kind == REFUSED:
-        return (f"nothing is listening at {shown} (connection refused): start the server (e.g. 'transformers "
-                f"serve' or 'vllm serve'), or fix {url}")
+        return f"nothing is listening at {shown} (connection refused): start {start}, or fix {url}"
     if kind == NO_HOST:
         return f"the host of {shown} is not known (DNS): check {url} and the network"
     if kind == TIMED_OUT:
@@ -57,9 +61,10 @@ def no_answer(shown: str, kind: str, *, detail: str = "", seconds: float | None 
 
 
 
-def connect_problem(address: str, shown: str, *, timeout: float, url: str = "--base-url") -> str | None:
+def connect_problem(address: str, shown: str, *, timeout: float, url: str = "--base-url",
+                    start: str = MODEL_SERVERS) -> str | None:
     """Why the server at ``address`` (an http(s) base URL, shown as ``shown``) gives no answer at all, in the words
-    of :func:`no_answer` (``url``: where its url is set), or None when a connection opens within ``timeout``
+    of :func:`no_answer` (``url``: where its url is set, ``start``: the server to start), or None when a connection opens within ``timeout``
     seconds, or when the check cannot tell (a proxy carries the requests, the address names no host or port).
 
     One TCP connection, closed at once, nothing sent: a server that would answer 401 or 404 answers, and so does
@@ -84,5 +89,6 @@ def connect_problem(address: str, shown: str, *, timeout: float, url: str = "--b
     try:
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as exc:  # refused, host not known, network unreachable, no route; timed out
-        return no_answer(shown, kind_of(exc), detail=exc.strerror or str(exc), seconds=timeout, url=url)
+        return no_answer(shown, kind_of(exc), detail=exc.strerror or str(exc), seconds=timeout, url=url,
+                         start=start)
     return None

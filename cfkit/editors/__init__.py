@@ -83,12 +83,14 @@ class EngineServer:
     """The server an engine's calls go to, for ``cfkit edit`` to check that it answers before the first call
     (:meth:`Editor.server`): ``url`` its address (http or https, without credentials), ``shown`` the same as people
     see it (credentials redacted), ``fix`` where the user sets it (named in the line when it does not answer),
-    ``timeout`` how many seconds the check waits for a connection."""
+    ``timeout`` how many seconds the check waits for a connection, ``start`` what to start where nothing listens
+    there."""
 
     url: str
     shown: str
     fix: str
     timeout: float = 5.0
+    start: str = "the server of the images API there (POST /images/edits)"
 
 
 @dataclass(frozen=True)

@@ -81,8 +81,8 @@ def test_one_spec_stops_in_one_line_and_records_nothing(tiny_ws):
     assert elapsed < 5, elapsed
     assert _rows(ws) == []
     assert result.stderr.strip().splitlines() == [
-        f"error: openai: nothing is listening at {url} (connection refused): start the server (e.g. 'transformers serve' "
-        f"or 'vllm serve'), or fix {FIX}; nothing was sent."]
+        f"error: openai: nothing is listening at {url} (connection refused): start the server of the images API there "
+        f"(POST /images/edits), or fix {FIX}; nothing was sent."]
 
 
 def test_the_line_names_openai_base_url_when_the_server_came_from_it(tiny_ws, monkeypatch):
