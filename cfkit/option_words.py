@@ -27,14 +27,15 @@ class OptionWords:
     ``-o KEY=VALUE``, which every command that builds a backend takes, unless ``otherwise`` says how."""
 
     flags: Mapping[str, str] = field(default_factory=dict)
-    otherwise: str | None = None  # "{key}" filled in: how a key not in ``flags`` is set (a study's model options)
+    otherwise: str | None = None  # "{key}", "{value}" filled in: how a key not in ``flags`` is set (a study's model
+    #                               options, an edit engine's ``-o ENGINE.KEY=VALUE``)
 
     def of(self, key: str) -> str:
         """How option ``key`` is set where the backend was built."""
         if key in self.flags:
             return self.flags[key]
         if self.otherwise is not None:
-            return self.otherwise.replace("{key}", key)
+            return self.otherwise.replace("{key}", key).replace("{value}", _VALUE.get(key, "VALUE"))
         return f"-o {key}={_VALUE.get(key, 'VALUE')}"
 
 
@@ -51,6 +52,23 @@ def probe_run_words(kind: str) -> OptionWords:
     if kind == "openai":
         return OptionWords({**COLLECT.flags, "max_tokens": "--max-tokens"})
     return OptionWords({"max_tokens": "--max-tokens"})
+
+
+def key_refused(who: str, where: str, status: int, said: str, words: OptionWords) -> str:
+    """The one line for a server's refusal of the key (HTTP 401/403), whichever backend or batch API met it:
+    ``who`` ("anthropic backend"), the server ``where`` (as shown), what it ``said`` (may be empty), and how to
+    name the variable holding another key in the command that built the backend (``words``)."""
+    said = f": {said}" if said else ""
+    return (f"{who}: {where} refused the key (HTTP {status}{said}). Check the key in its environment variable, "
+            f"or name another variable with {words.of('api_key_env')}.")
+
+
+def engine_words(engine: str) -> OptionWords:
+    """``cfkit edit``'s for the options of edit engine ``engine``: ``-o ENGINE.KEY=VALUE``, which names the engine
+    whether the edit runs it alone (``--engine openai``) or in ``--engine auto``'s chain, where a bare
+    ``-o KEY=VALUE`` is refused."""
+    return OptionWords(otherwise=f"-o {engine}.{{key}}={{value}}")
+
 
 #: The judge commands: ``--max-tokens`` of their own, the rest as ``-o KEY=VALUE``.
 JUDGE = OptionWords({"max_tokens": "--max-tokens"})

@@ -51,7 +51,7 @@ from cfkit.backends.batch_api import FILE_DEADLINE_S, FINAL, NOT_FOUND, BatchAPI
 from cfkit.backends.billing import billing_refusal, refusal_line
 from cfkit.backends.http import Exchange, JSONClient, error_text, retry_after_seconds
 from cfkit.errors import BackendUnavailable, QuotaRefused, TransportError
-from cfkit.option_words import PLAIN, OptionWords
+from cfkit.option_words import PLAIN, OptionWords, key_refused
 
 __all__ = ["FINAL", "NOT_FOUND", "BatchInfo", "OpenAIBatches"]  # FINAL, NOT_FOUND, BatchInfo: cfkit.backends.batch_api's
 #: The documented limits of one batch input file.
@@ -160,8 +160,8 @@ class OpenAIBatches(BatchAPI):
                     raise QuotaRefused(refusal_line("openai batch", self.endpoint, exchange.status,
                                                     f"while {what}: {message}"))
                 if exchange.status in (401, 403):
-                    raise BackendUnavailable(f"openai batch: {self.endpoint} refused the key (HTTP {exchange.status}: "
-                                             f"{message}). Check the key, or {self.words.of('api_key_env')}.")
+                    raise BackendUnavailable(key_refused("openai batch", self.endpoint, exchange.status,
+                                                         f"while {what}: {message}", self.words))
                 last = f"HTTP {exchange.status}: {message}"
                 if not (exchange.status in (408, 409, 429) or exchange.status >= 500):
                     break

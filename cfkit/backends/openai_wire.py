@@ -20,7 +20,7 @@ from typing import Any
 
 from cfkit.backends import Reply, TransportError
 from cfkit.money import AT_INPUT_RATE, cached_count, token_cost
-from cfkit.option_words import PLAIN, OptionWords
+from cfkit.option_words import PLAIN, OptionWords, key_refused
 
 #: The longest reply text stored (characters); a longer one is cut, its full length kept in ``raw_chars``.
 MAX_STORED_CHARS = 256 * 1024
@@ -217,10 +217,7 @@ def raise_unless_retriable(exchange: Any, where: str, model: str,
     if billing_refusal(status, exchange.body, message):  # no credit or quota left: no retry can help
         raise QuotaRefused(refusal_line("openai backend", where, status, message))
     if status in (401, 403):
-        raise BackendUnavailable(
-            f"openai backend: {where} refused the key (HTTP {status}: {message}). "
-            f"Check the key in the environment variable, or {words.of('api_key_env')}."
-        )
+        raise BackendUnavailable(key_refused("openai backend", where, status, message, words))
     if status == 404:
         raise BackendError(
             f"openai backend: {where} has no model '{model}' (HTTP 404: {message}). "

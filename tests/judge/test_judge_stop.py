@@ -79,7 +79,7 @@ def test_prelabel_stopped_by_a_refused_key_says_and_keeps_what_it_spent(audited)
     assert (f"3 answers stored now, 0 already stored, 0 without a valid Yes/No, 0 failed, {labels - 3} not asked "
             "(the judge stopped); 3 replies, cost $0.36; 1 abandoned attempt may be billed on top: up to ~$0.12."
             ) in text
-    assert text.endswith("Check the key in the environment variable, or -o api_key_env=NAME.")  # the error, last (the
+    assert text.endswith("Check the key in its environment variable, or name another variable with -o api_key_env=NAME.")  # the error, last (the
     # judge commands have no --api-key-env: the hint names what this command takes)
     assert text.count("error:") == 1 and "Traceback" not in text
     # What was paid is in the store: the three labels and the abandoned attempt (a pending row, no label).
@@ -181,7 +181,7 @@ def test_edits_screen_stopped_by_a_refused_key_says_and_keeps_what_it_spent(edit
     assert ("this run: 2 replies, cost $0.24; 1 abandoned attempt may be billed on top: up to ~$0.12, 4 questions not "
             f"asked (the judge stopped); judge {JUDGE}'s stored answers about these edits: 2 answers from 2 replies, "
             "cost $0.24") in text
-    assert text.endswith("Check the key in the environment variable, or -o api_key_env=NAME.")
+    assert text.endswith("Check the key in its environment variable, or name another variable with -o api_key_env=NAME.")
 
     with ChatServer(lambda body, n: Scripted(body=completion("No."))) as server:
         again = run_cli(["-w", str(ws), "edits", "screen", "EX01", "--judge", JUDGE, "-o", f"base_url={server.url}",
