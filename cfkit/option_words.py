@@ -54,11 +54,15 @@ def probe_run_words(kind: str) -> OptionWords:
     return OptionWords({"max_tokens": "--max-tokens"})
 
 
-def key_refused(who: str, where: str, status: int, said: str, words: OptionWords) -> str:
-    """The one line for a server's refusal of the key (HTTP 401/403), whichever backend or batch API met it:
-    ``who`` ("anthropic backend"), the server ``where`` (as shown), what it ``said`` (may be empty), and how to
-    name the variable holding another key in the command that built the backend (``words``)."""
+def key_refused(who: str, where: str, status: int, said: str, words: OptionWords, *, sent: bool = True) -> str:
+    """The one line for a server's refusal of the key (HTTP 401/403), whichever backend, batch API or engine met
+    it: ``who`` ("anthropic backend"), the server ``where`` (as shown), what it ``said`` (may be empty), and how to
+    name the variable holding a key in the command that built the backend (``words``). ``sent``: a key (or URL
+    credentials) went with the request; when none did, the line says so rather than "check the key"."""
     said = f": {said}" if said else ""
+    if not sent:
+        return (f"{who}: {where} wants a key (HTTP {status}{said}), and none was sent to it; name the variable "
+                f"holding its key with {words.of('api_key_env')}.")
     return (f"{who}: {where} refused the key (HTTP {status}{said}). Check the key in its environment variable, "
             f"or name another variable with {words.of('api_key_env')}.")
 

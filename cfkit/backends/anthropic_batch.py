@@ -115,7 +115,8 @@ class MessageBatches(BatchAPI):
                                                     f"while {what}: {sdk_said(exc)}")) from exc
                 if exc.status_code in (401, 403):
                     raise BackendUnavailable(key_refused("anthropic backend", self.endpoint, exc.status_code,
-                                                         f"while {what}: {sdk_said(exc)}", self.words)) from exc
+                                                         f"while {what}: {sdk_said(exc)}", self.words,
+                                                         sent=self.backend.key_sent)) from exc
                 if not (exc.status_code in (408, 409, 429) or exc.status_code >= 500) or attempt == ATTEMPTS - 1:
                     raise TransportError(f"{self.endpoint} while {what}: HTTP {exc.status_code}: "
                                          f"{' '.join(str(exc.message).split())[:300]}") from exc

@@ -233,6 +233,7 @@ class AnthropicBackend(Backend):
             else options
         self.endpoint = endpoint.shown
         self.official = endpoint.official
+        self.key_sent = endpoint.key is not None  # else the placeholder goes: for the 401 line
         self.notes = endpoint.notes
         self.versions = {"anthropic": sdk}
         self.on_overload: Callable[[float | None], None] | None = None
@@ -329,11 +330,12 @@ class AnthropicBackend(Backend):
 
     async def _after_status(self, exc: Any, retry: int) -> int:
         status = exc.status_code
-        message = " ".join(str(getattr(exc, "message", exc)).split())[:300]
+        message = sdk_said(exc)  # the server's words, not the SDK's "Error code: 401 - {...}"
         if billing_refusal(status, getattr(exc, "body", None), message):  # "credit balance is too low": no retry can help
             raise QuotaRefused(refusal_line("anthropic backend", self.endpoint, status, sdk_said(exc)))
         if status in (401, 403):
-            raise BackendUnavailable(key_refused("anthropic backend", self.endpoint, status, message, self.words))
+            raise BackendUnavailable(key_refused("anthropic backend", self.endpoint, status, message, self.words,
+                                                 sent=self.key_sent))
         if status == 404:
             raise BackendError(f"anthropic backend: {self.endpoint} has no model '{self.name}' (HTTP 404: {message}).")
         if not (status in (408, 409, 429) or status >= 500):

@@ -110,8 +110,9 @@ class OpenAIBatches(BatchAPI):
     """The files and batches endpoints of one server, through the backend's pooled client."""
 
     def __init__(self, client: JSONClient, endpoint: str, *, model: str = "", file_deadline_s: float = FILE_DEADLINE_S,
-                 words: OptionWords = PLAIN):
+                 words: OptionWords = PLAIN, key_sent: bool = True):
         self.client = client
+        self.key_sent = key_sent  # a key goes with each call (else a 401 says none was sent)
         self.words = words  # how the command that built the backend sets an option, for hints
         self.endpoint = endpoint  # as shown to people (credentials redacted)
         self.model = model  # the name the batch's lines ask for
@@ -161,7 +162,8 @@ class OpenAIBatches(BatchAPI):
                                                     f"while {what}: {message}"))
                 if exchange.status in (401, 403):
                     raise BackendUnavailable(key_refused("openai batch", self.endpoint, exchange.status,
-                                                         f"while {what}: {message}", self.words))
+                                                         f"while {what}: {message}", self.words,
+                                                         sent=self.key_sent))
                 last = f"HTTP {exchange.status}: {message}"
                 if not (exchange.status in (408, 409, 429) or exchange.status >= 500):
                     break

@@ -316,8 +316,10 @@ class OpenAIEditor(Editor):
                                   abandoned=abandoned) from exc
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 self._refuse_billing(exc)  # a 403 may say "billing_not_active"
-                raise EditorKeyRefused(key_refused("openai", self.endpoint().shown, exc.status_code,
-                                                   _api_message(exc), WORDS), abandoned=abandoned) from exc
+                endpoint = self.endpoint()
+                raise EditorKeyRefused(key_refused("openai", endpoint.shown, exc.status_code, _api_message(exc),
+                                                   WORDS, sent=bool(endpoint.key or endpoint.credentials)),
+                                       abandoned=abandoned) from exc
             except openai.APITimeoutError as exc:
                 last = f"timed out after {self.timeout:g} s"
                 failure = f"Timeout: {last}"

@@ -207,8 +207,8 @@ def test_timeouts_are_retried_then_a_transport_failure(api):
 
 @pytest.mark.parametrize("reply, expected", [
     ((401, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}),
-     "refused the key (HTTP 401: Incorrect API key provided). Check the key in its environment variable, or name "
-     "another variable with -o openai.api_key_env=NAME."),
+     "wants a key (HTTP 401: Incorrect API key provided), and none was sent to it; name the variable holding its "
+     "key with -o openai.api_key_env=NAME."),  # $OPENAI_API_KEY goes to the official API only
     ((400, {"error": {"message": "Invalid size '7x7'", "code": "invalid_value"}}),
      "request rejected (400 invalid_value): Invalid size '7x7'"),
     ((404, {"error": {"message": "The model 'gpt-image-9' does not exist", "code": "model_not_found"}}),

@@ -466,7 +466,7 @@ def test_cli_errors_are_one_line_with_exit_2(tiny_ws):
 def test_rejected_key_marks_the_run_failed(tiny_ws):
     with ChatServer(lambda body, n: Scripted(401, error_body("bad key", kind="invalid_api_key"))) as server:
         result = openai_run(tiny_ws, server.url)
-    assert result.exit_code == 2 and "refused the key" in result.stderr
+    assert result.exit_code == 2 and "wants a key (HTTP 401: bad key), and none was sent to it" in result.stderr
     listed = json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout)
     assert listed[0]["status"] == "failed"
 
