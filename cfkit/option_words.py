@@ -81,21 +81,21 @@ JUDGE = OptionWords({"max_tokens": "--max-tokens"})
 def study_words(file: Path, model: str, endpoint: str | None, named: bool, replicas: bool = False) -> OptionWords:
     """Where study file ``file`` sets the options of its model ``model`` (``[models.MODEL]``), behind
     ``endpoint`` (a name, or a URL; the first of several where ``replicas``) or none; ``named``: the endpoint is
-    an ``[endpoints.NAME]`` table."""
+    an ``[endpoints.NAME]`` table, which holds the key (``api_key_env``); behind a URL, or none, the key is the
+    model's option."""
     where = f"of {file}"
     model_table = f"[models.{model}]"
-    if replicas:
+    key = f'options = {{ api_key_env = "NAME" }} in {model_table} {where}'
+    url = f"endpoint in {model_table} {where}"
+    if replicas and named:
         key = f'api_key_env = "NAME" in the [endpoints.NAME] tables its endpoints name {where}'
-        url = f"endpoint in {model_table} {where}"
+        url = f"endpoints in {model_table} {where}"
+    elif replicas:
+        url = f"endpoints in {model_table} {where}"
     elif endpoint is not None and named:
         key = f'api_key_env = "NAME" in [endpoints.{endpoint}] {where}'
         url = f"url in [endpoints.{endpoint}] {where}"
-    elif endpoint is not None:
-        key = (f'api_key_env = "NAME" in an [endpoints.NAME] table (with url = "{endpoint}") {where}, named as '
-               f"the endpoint of {model_table}")
-        url = f"endpoint in {model_table} {where}"
-    else:
-        key = f'options = {{ api_key_env = "NAME" }} in {model_table} {where}'
+    elif endpoint is None:
         url = f"an endpoint in {model_table} {where}"
     return OptionWords({"api_key_env": key, "base_url": url, "max_tokens": f"max_tokens in {model_table} {where}"},
                        otherwise=f"{{key}} in the options of {model_table} {where}")
