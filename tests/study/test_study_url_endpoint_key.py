@@ -31,6 +31,10 @@ def test_a_url_endpoint_takes_the_models_api_key_env(tiny_ws):
     with ChatServer(first_option) as chat:
         chat.models, chat.key = [{"id": "m", "object": "model"}], "s3cret"
         path = _study(tiny_ws, chat.url)
+        warned = _study_cli(tiny_ws, "validate", path)  # its GET /models wanted a key too: said, before any run
+        assert (f"warning: model behind: endpoint {chat.url} wants a key (HTTP 401 to a request without one), and "
+                f'the study sends it none; name the variable holding its key with options = {{ api_key_env = "NAME" '
+                f"}} in [models.behind] of {path.resolve()}") in " ".join(warned.output.split()), warned.output
         refused = _study_cli(tiny_ws, "run", path)
         assert refused.exit_code != 0 and chat.requests == [], refused.output
         said = " ".join(refused.output.split())
@@ -41,7 +45,7 @@ def test_a_url_endpoint_takes_the_models_api_key_env(tiny_ws):
 
         _study(tiny_ws, chat.url, "options = { api_key_env = 'CFKIT_TEST_KEY' }\n")
         checked = _study_cli(tiny_ws, "validate", path)
-        assert checked.exit_code == 0, checked.output
+        assert checked.exit_code == 0 and "wants a key" not in checked.output, checked.output
         ran = _study_cli(tiny_ws, "run", path)
         assert ran.exit_code == 0, ran.output
         assert chat.requests and all(h["authorization"] == "Bearer s3cret" for h in chat.headers)
