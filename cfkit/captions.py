@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cfkit.cases import check_case_id
 from cfkit.errors import CaptionError, describe_validation
 from cfkit.files import read_text
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 from cfkit.workspace import Workspace
 from cfkit.yamlfile import load_yaml
 
@@ -90,7 +90,8 @@ def require_captions(ws: Workspace, case_ids: list[str]) -> None:
     named = ", ".join(shown) + (f", … (the first {NAMED_MISSING})" if len(missing) > len(shown) else "")
     draft = "cfkit captions draft --model KIND:NAME" + ("".join(f" {c}" for c in missing)
                                                        if len(missing) == len(shown) else "")
-    raise CaptionError(f"{len(missing)} of {plural(len(case_ids), 'selected case')} have no caption in {ws.captions_dir} "
+    raise CaptionError(f"{len(missing)} of {plural(len(case_ids), 'selected case')} "
+                       f"{agree(len(missing), 'have')} no caption in {ws.captions_dir} "
                        f"({named}). Write them (neutral, evidence, author, reviewed) or have a model draft them with "
                        f"'{draft}'; 'cfkit captions lint' lists them.")
 

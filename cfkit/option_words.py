@@ -27,14 +27,15 @@ class OptionWords:
     ``-o KEY=VALUE``, which every command that builds a backend takes, unless ``otherwise`` says how."""
 
     flags: Mapping[str, str] = field(default_factory=dict)
-    otherwise: str | None = None  # "{key}" filled in: how a key not in ``flags`` is set (a study's model options)
+    otherwise: str | None = None  # "{key}", "{value}" filled in: how a key not in ``flags`` is set (a study's model
+    #                               options, an edit engine's ``-o ENGINE.KEY=VALUE``)
 
     def of(self, key: str) -> str:
         """How option ``key`` is set where the backend was built."""
         if key in self.flags:
             return self.flags[key]
         if self.otherwise is not None:
-            return self.otherwise.replace("{key}", key)
+            return self.otherwise.replace("{key}", key).replace("{value}", _VALUE.get(key, "VALUE"))
         return f"-o {key}={_VALUE.get(key, 'VALUE')}"
 
 
@@ -52,6 +53,27 @@ def probe_run_words(kind: str) -> OptionWords:
         return OptionWords({**COLLECT.flags, "max_tokens": "--max-tokens"})
     return OptionWords({"max_tokens": "--max-tokens"})
 
+
+def key_refused(who: str, where: str, status: int, said: str, words: OptionWords, *, sent: bool = True) -> str:
+    """The one line for a server's refusal of the key (HTTP 401/403), whichever backend, batch API or engine met
+    it: ``who`` ("anthropic backend"), the server ``where`` (as shown), what it ``said`` (may be empty), and how to
+    name the variable holding a key in the command that built the backend (``words``). ``sent``: a key (or URL
+    credentials) went with the request; when none did, the line says so rather than "check the key"."""
+    said = f": {said}" if said else ""
+    if not sent:
+        return (f"{who}: {where} wants a key (HTTP {status}{said}), and none was sent to it; name the variable "
+                f"holding its key with {words.of('api_key_env')}.")
+    return (f"{who}: {where} refused the key (HTTP {status}{said}). Check the key in its environment variable, "
+            f"or name another variable with {words.of('api_key_env')}.")
+
+
+def engine_words(engine: str) -> OptionWords:
+    """``cfkit edit``'s for the options of edit engine ``engine``: ``-o ENGINE.KEY=VALUE``, which names the engine
+    whether the edit runs it alone (``--engine openai``) or in ``--engine auto``'s chain, where a bare
+    ``-o KEY=VALUE`` is refused."""
+    return OptionWords(otherwise=f"-o {engine}.{{key}}={{value}}")
+
+
 #: The judge commands: ``--max-tokens`` of their own, the rest as ``-o KEY=VALUE``.
 JUDGE = OptionWords({"max_tokens": "--max-tokens"})
 
@@ -59,21 +81,21 @@ JUDGE = OptionWords({"max_tokens": "--max-tokens"})
 def study_words(file: Path, model: str, endpoint: str | None, named: bool, replicas: bool = False) -> OptionWords:
     """Where study file ``file`` sets the options of its model ``model`` (``[models.MODEL]``), behind
     ``endpoint`` (a name, or a URL; the first of several where ``replicas``) or none; ``named``: the endpoint is
-    an ``[endpoints.NAME]`` table."""
+    an ``[endpoints.NAME]`` table, which holds the key (``api_key_env``); behind a URL, or none, the key is the
+    model's option."""
     where = f"of {file}"
     model_table = f"[models.{model}]"
-    if replicas:
+    key = f'options = {{ api_key_env = "NAME" }} in {model_table} {where}'
+    url = f"endpoint in {model_table} {where}"
+    if replicas and named:
         key = f'api_key_env = "NAME" in the [endpoints.NAME] tables its endpoints name {where}'
-        url = f"endpoint in {model_table} {where}"
+        url = f"endpoints in {model_table} {where}"
+    elif replicas:
+        url = f"endpoints in {model_table} {where}"
     elif endpoint is not None and named:
         key = f'api_key_env = "NAME" in [endpoints.{endpoint}] {where}'
         url = f"url in [endpoints.{endpoint}] {where}"
-    elif endpoint is not None:
-        key = (f'api_key_env = "NAME" in an [endpoints.NAME] table (with url = "{endpoint}") {where}, named as '
-               f"the endpoint of {model_table}")
-        url = f"endpoint in {model_table} {where}"
-    else:
-        key = f'options = {{ api_key_env = "NAME" }} in {model_table} {where}'
+    elif endpoint is None:
         url = f"an endpoint in {model_table} {where}"
     return OptionWords({"api_key_env": key, "base_url": url, "max_tokens": f"max_tokens in {model_table} {where}"},
                        otherwise=f"{{key}} in the options of {model_table} {where}")

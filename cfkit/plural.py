@@ -1,4 +1,4 @@
-"""Counts in messages: ``1 pair``, ``2 pairs``, never ``1 pairs``."""
+"""Counts in messages: ``1 pair``, ``2 pairs``, never ``1 pairs``; and the verb after a count: ``1 of 3 has``."""
 
 from __future__ import annotations
 
@@ -12,3 +12,13 @@ def plural(count: int, noun: str, many: str | None = None, *, spec: str = "") ->
 def plural_list(counts: list[int], noun: str, many: str | None = None) -> str:
     """Several counts of one noun, the noun in the number of the last: ``1 pair``, ``3, 4 pairs``."""
     return "".join(f"{c}, " for c in counts[:-1]) + plural(counts[-1], noun, many)
+
+
+#: The plural verbs messages write after a count, and their form with a subject of one.
+_ONE = {"have": "has", "are": "is", "were": "was", "do": "does"}
+
+
+def agree(count: int, verb: str) -> str:
+    """Plural ``verb`` (have, are, were, do) agreeing with a subject of ``count``: ``1 of 3 replies has``,
+    ``2 of 3 replies have``."""
+    return _ONE[verb] if count == 1 else verb

@@ -17,7 +17,7 @@ from typing import Any
 from cfkit import stats
 from cfkit.audit.items import Audit, label_dict
 from cfkit.errors import Incomplete
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 from cfkit.store import Store, audit_labels
 from cfkit.store.audit_labels import Judgement, Label
 from cfkit.store.audits import AuditItem
@@ -120,7 +120,8 @@ def audit_agreement(store: Store, audit: Audit, *, unblind: bool = False, n_resa
     if not pairs:
         raise Incomplete(f"audit {audit.id}: no item is labelled by both annotators yet; see 'cfkit audit status'.")
     if len(pairs) < len(audit.items) and not unblind:
-        raise Incomplete(f"audit {audit.id}: {len(pairs)} of {plural(len(audit.items), 'item')} are labelled by both "
+        raise Incomplete(f"audit {audit.id}: {len(pairs)} of {plural(len(audit.items), 'item')} "
+                         f"{agree(len(pairs), 'are')} labelled by both "
                          "annotators, and the agreement shows each one's labels and notes; see 'cfkit audit status' "
                          "for progress, or pass --unblind to un-blind now.")
     resamples = stats.Resamples(len(pairs), n_resamples=n_resamples, seed=seed)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from cfkit.errors import Incomplete, UsageError
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 from cfkit.store import Store, audit_labels, audits
 from cfkit.store.audit_labels import Final, Judgement, Label
 from cfkit.store.audits import AuditItem, AuditPlan
@@ -149,7 +149,8 @@ def check_blind(store: Store, audit: Audit, what: str, *, unblind: bool) -> bool
     if done >= audit.planned_labels:
         return False
     if not unblind:
-        raise Incomplete(f"audit {audit.id}: {done} of {plural(audit.planned_labels, 'planned label')} are in, so {what} would "
+        raise Incomplete(f"audit {audit.id}: {done} of {plural(audit.planned_labels, 'planned label')} "
+                         f"{agree(done, 'are')} in, so {what} would "
                          "un-blind annotators still at work; see 'cfkit audit status' for progress, or pass "
                          "--unblind to un-blind now.")
     return True

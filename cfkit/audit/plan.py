@@ -21,7 +21,7 @@ from cfkit.audit.masking import mask_identity
 from cfkit.cases import Case, CaseSet
 from cfkit.errors import CaseError, ImageError, NotFoundError, UsageError
 from cfkit.files import read_text
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 from cfkit.store import Store, audit_labels, audits, now, runs, to_json
 from cfkit.store.audits import AuditItem, AuditPlan, ItemImage, content_digest
 from cfkit.store.runs import ReplyRecord, RunRecord
@@ -133,7 +133,8 @@ def _refuse_unfinished(store: Store, force: bool) -> None:
     items = audits.items(store, latest.id)
     final = audit_labels.finals(store, latest.id)
     if len(final) < len(items):
-        raise UsageError(f"audit {latest.id} is not finished ({len(final)} of {plural(len(items), 'item')} have a final label); "
+        raise UsageError(f"audit {latest.id} is not finished ({len(final)} of {plural(len(items), 'item')} "
+                         f"{agree(len(final), 'have')} a final label); "
                          "finish it, or pass --force to plan another (commands then act on the newest unless given "
                          "--audit ID).")
 

@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 from cfkit.backends.batch_api import NOT_FOUND, BatchAPI, BatchInfo
 from cfkit.backends.billing import billing_refusal, refusal_line, sdk_said
 from cfkit.errors import BackendUnavailable, QuotaRefused, TransportError
+from cfkit.option_words import key_refused
 
 ATTEMPTS = 4
 _STATUS = {"in_progress": "in_progress", "canceling": "cancelling", "ended": "completed"}
@@ -113,8 +114,9 @@ class MessageBatches(BatchAPI):
                     raise QuotaRefused(refusal_line("anthropic backend", self.endpoint, exc.status_code,
                                                     f"while {what}: {sdk_said(exc)}")) from exc
                 if exc.status_code in (401, 403):
-                    raise BackendUnavailable(f"anthropic backend: {self.endpoint} refused the key while {what} "
-                                             f"(HTTP {exc.status_code}).") from exc
+                    raise BackendUnavailable(key_refused("anthropic backend", self.endpoint, exc.status_code,
+                                                         f"while {what}: {sdk_said(exc)}", self.words,
+                                                         sent=self.backend.key_sent)) from exc
                 if not (exc.status_code in (408, 409, 429) or exc.status_code >= 500) or attempt == ATTEMPTS - 1:
                     raise TransportError(f"{self.endpoint} while {what}: HTTP {exc.status_code}: "
                                          f"{' '.join(str(exc.message).split())[:300]}") from exc

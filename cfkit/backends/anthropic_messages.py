@@ -57,6 +57,7 @@ from cfkit.plural import plural
 from cfkit.endpoints import ANTHROPIC, PLACEHOLDER_KEY, redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, OptionError, QuotaRefused
 from cfkit.hints import install_hint
+from cfkit.option_words import key_refused
 
 #: Stop reasons of a reply cut off before its end: the token limit, or the model's context window filled up.
 CUT_OFF = ("max_tokens", "model_context_window_exceeded")
@@ -232,6 +233,7 @@ class AnthropicBackend(Backend):
             else options
         self.endpoint = endpoint.shown
         self.official = endpoint.official
+        self.key_sent = endpoint.key is not None  # else the placeholder goes: for the 401 line
         self.notes = endpoint.notes
         self.versions = {"anthropic": sdk}
         self.on_overload: Callable[[float | None], None] | None = None
@@ -328,12 +330,12 @@ class AnthropicBackend(Backend):
 
     async def _after_status(self, exc: Any, retry: int) -> int:
         status = exc.status_code
-        message = " ".join(str(getattr(exc, "message", exc)).split())[:300]
+        message = sdk_said(exc)  # the server's words, not the SDK's "Error code: 401 - {...}"
         if billing_refusal(status, getattr(exc, "body", None), message):  # "credit balance is too low": no retry can help
             raise QuotaRefused(refusal_line("anthropic backend", self.endpoint, status, sdk_said(exc)))
         if status in (401, 403):
-            raise BackendUnavailable(f"anthropic backend: {self.endpoint} refused the key (HTTP {status}: {message}). "
-                                     f"Check the key in the environment variable, or {self.words.of('api_key_env')}.")
+            raise BackendUnavailable(key_refused("anthropic backend", self.endpoint, status, message, self.words,
+                                                 sent=self.key_sent))
         if status == 404:
             raise BackendError(f"anthropic backend: {self.endpoint} has no model '{self.name}' (HTTP 404: {message}).")
         if not (status in (408, 409, 429) or status >= 500):

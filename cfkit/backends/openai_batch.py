@@ -51,7 +51,7 @@ from cfkit.backends.batch_api import FILE_DEADLINE_S, FINAL, NOT_FOUND, BatchAPI
 from cfkit.backends.billing import billing_refusal, refusal_line
 from cfkit.backends.http import Exchange, JSONClient, error_text, retry_after_seconds
 from cfkit.errors import BackendUnavailable, QuotaRefused, TransportError
-from cfkit.option_words import PLAIN, OptionWords
+from cfkit.option_words import PLAIN, OptionWords, key_refused
 
 __all__ = ["FINAL", "NOT_FOUND", "BatchInfo", "OpenAIBatches"]  # FINAL, NOT_FOUND, BatchInfo: cfkit.backends.batch_api's
 #: The documented limits of one batch input file.
@@ -110,8 +110,9 @@ class OpenAIBatches(BatchAPI):
     """The files and batches endpoints of one server, through the backend's pooled client."""
 
     def __init__(self, client: JSONClient, endpoint: str, *, model: str = "", file_deadline_s: float = FILE_DEADLINE_S,
-                 words: OptionWords = PLAIN):
+                 words: OptionWords = PLAIN, key_sent: bool = True):
         self.client = client
+        self.key_sent = key_sent  # a key goes with each call (else a 401 says none was sent)
         self.words = words  # how the command that built the backend sets an option, for hints
         self.endpoint = endpoint  # as shown to people (credentials redacted)
         self.model = model  # the name the batch's lines ask for
@@ -160,8 +161,9 @@ class OpenAIBatches(BatchAPI):
                     raise QuotaRefused(refusal_line("openai batch", self.endpoint, exchange.status,
                                                     f"while {what}: {message}"))
                 if exchange.status in (401, 403):
-                    raise BackendUnavailable(f"openai batch: {self.endpoint} refused the key (HTTP {exchange.status}: "
-                                             f"{message}). Check the key, or {self.words.of('api_key_env')}.")
+                    raise BackendUnavailable(key_refused("openai batch", self.endpoint, exchange.status,
+                                                         f"while {what}: {message}", self.words,
+                                                         sent=self.key_sent))
                 last = f"HTTP {exchange.status}: {message}"
                 if not (exchange.status in (408, 409, 429) or exchange.status >= 500):
                     break

@@ -159,6 +159,7 @@ class OpenAIBackend(Backend):
         self.endpoints = tuple(shown)
         self.base_url = endpoint.shown
         self.official = endpoint.official
+        self.key_sent = any(e.key or e.credentials for e in endpoints)  # else the placeholder goes: for the 401 line
         self.notes = tuple(dict.fromkeys(n for e in endpoints for n in e.notes))  # e.g. a withheld $OPENAI_API_KEY
         # Told of every 429/503 before the retry, with the Retry-After (the runner lowers its concurrency).
         self.on_overload: Callable[[float | None], None] | None = None
@@ -334,7 +335,8 @@ class OpenAIBackend(Backend):
                                              error_text(exchange.body)[1], counted=answered):  # an error object)
                         raise self._pool.none_left()  # the last one: QuotaRefused
                 if replica is None or replica.left_out is None or not self._pool.in_use():  # type: ignore[union-attr]
-                    raise_unless_retriable(exchange, where, self.name, self.on_overload, self.words)
+                    raise_unless_retriable(exchange, where, self.name, self.on_overload, self.words,
+                                           key_sent=self.key_sent)
                 if self._fail_over(replica, failovers):
                     failovers += 1
                     continue
@@ -409,7 +411,8 @@ class OpenAIBackend(Backend):
             raise UsageError(f"--batch goes to one server's Batch API; give one {self.words.of('base_url')} "
                              "(replicas answer live runs).")
 
-        return OpenAIBatches(self._client, self.endpoint, model=self.name, words=self.words)
+        return OpenAIBatches(self._client, self.endpoint, model=self.name, words=self.words,
+                             key_sent=self.key_sent)
 
     def _refusal_answered(self, exchange: Exchange, body: dict[str, Any]) -> str | None:
         """For a 400/422 that names a parameter we can do without, the note of dropping it; else None.

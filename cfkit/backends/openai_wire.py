@@ -20,7 +20,7 @@ from typing import Any
 
 from cfkit.backends import Reply, TransportError
 from cfkit.money import AT_INPUT_RATE, cached_count, token_cost
-from cfkit.option_words import PLAIN, OptionWords
+from cfkit.option_words import PLAIN, OptionWords, key_refused
 
 #: The longest reply text stored (characters); a longer one is cut, its full length kept in ``raw_chars``.
 MAX_STORED_CHARS = 256 * 1024
@@ -201,11 +201,12 @@ def reply_from_completion(completion: dict[str, Any], latency: float, notes: lis
 
 
 def raise_unless_retriable(exchange: Any, where: str, model: str,
-                           on_overload: Callable[[float | None], None] | None, words: OptionWords = PLAIN) -> None:
+                           on_overload: Callable[[float | None], None] | None, words: OptionWords = PLAIN, *,
+                           key_sent: bool = True) -> None:
     """Raise for an error status of ``exchange`` (:class:`cfkit.backends.http.Exchange`) that retrying cannot
     mend (``model``: the name asked for): a billing refusal (:mod:`cfkit.backends.billing`), the key, the model,
     a redirect, another 4xx; tell ``on_overload`` of a 429/503. ``words``: how the command that built the
-    backend sets an option (its hints name that)."""
+    backend sets an option (its hints name that); ``key_sent``: a key went with the request."""
     from cfkit.backends.http import error_text, server_wait
     from cfkit.endpoints import redact_url
     from cfkit.errors import BackendError, BackendUnavailable, QuotaRefused
@@ -217,10 +218,7 @@ def raise_unless_retriable(exchange: Any, where: str, model: str,
     if billing_refusal(status, exchange.body, message):  # no credit or quota left: no retry can help
         raise QuotaRefused(refusal_line("openai backend", where, status, message))
     if status in (401, 403):
-        raise BackendUnavailable(
-            f"openai backend: {where} refused the key (HTTP {status}: {message}). "
-            f"Check the key in the environment variable, or {words.of('api_key_env')}."
-        )
+        raise BackendUnavailable(key_refused("openai backend", where, status, message, words, sent=key_sent))
     if status == 404:
         raise BackendError(
             f"openai backend: {where} has no model '{model}' (HTTP 404: {message}). "

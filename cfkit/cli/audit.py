@@ -12,7 +12,7 @@ from rich.table import Table
 from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
 from cfkit.errors import OutputError
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 
 YES_NO = click.Choice(["yes", "no"], case_sensitive=False)
 FORMAT = click.Choice(["jsonl", "csv", "label-studio", "argilla"])
@@ -149,7 +149,8 @@ def annotate(ws, name, item_ref, audit_ref) -> None:
         with TerminalKeys(out) as keys:
             summary = session(ws, store, current, name, keys, out, start=start, refused=_refused)
     if summary.remaining == 0:
-        err.print(f"All {plural(len(current.items), 'item')} are labelled by {name}; change one with "
+        err.print(f"All {plural(len(current.items), 'item')} "
+                  f"{agree(len(current.items), 'are')} labelled by {name}; change one with "
                   f"'cfkit audit annotate --as {name} --item ITEM'.")
     else:
         err.print(f"{plural(summary.decisions, 'decision')} saved; {plural(summary.remaining, 'item')} still to label. "

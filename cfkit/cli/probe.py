@@ -11,7 +11,7 @@ from cfkit.cli import console  # its consoles (Rich) are made when first printed
 from cfkit.cli.console import print_json, status, warn, workspace_option
 from cfkit.errors import RunIncomplete, UsageError
 from cfkit.money import abandoned_note, spent, usd
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 from cfkit.vocabulary import MAX_CONCURRENCY, SUITES
 
 SUITE_CHOICE = click.Choice(SUITES)
@@ -279,7 +279,8 @@ def _incomplete_line(summary, command: str) -> str:
         why.append(f"{summary.not_sent} not sent ({summary.stopped or 'the run stopped before sending them'})")
     counted = ("Reports count them wrong and list them" if summary.missing < summary.total
                else "Reports leave the run out until it has a reply")  # nothing of it to read yet
-    return (f"run {summary.run_id} is incomplete: {summary.missing} of {plural(summary.total, 'planned request')} have no "
+    return (f"run {summary.run_id} is incomplete: {summary.missing} of {plural(summary.total, 'planned request')} "
+            f"{agree(summary.missing, 'have')} no "
             f"reply: {'; '.join(why)}. {counted}. 'cfkit runs show {summary.run_id}' "
             f"lists each one; resume with: {command}")
 

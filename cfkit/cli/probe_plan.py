@@ -7,7 +7,7 @@ from rich.table import Table
 
 from cfkit.cli.console import err, out, print_json, status, warn
 from cfkit.money import usd
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 
 #: Ids named in a warning before '… and N more'.
 NAMES_SHOWN = 8
@@ -30,7 +30,8 @@ def unreviewed_lines(plan) -> list[str]:
                 f"check only): {names(plan.unreviewed)}. Review them with 'cfkit review', or ask only accepted "
                 "edits with --accepted-only."]
     asked = len({i.case.id for i in plan.items})
-    return [f"{len(plan.unreviewed)} of {plural(asked, 'case')} have a caption a model drafted and no person has reviewed: "
+    return [f"{len(plan.unreviewed)} of {plural(asked, 'case')} "
+            f"{agree(len(plan.unreviewed), 'have')} a caption a model drafted and no person has reviewed: "
             f"{names(plan.unreviewed)}. Read them and set 'reviewed: true', or leave them out with --reviewed-only."]
 
 
@@ -101,5 +102,6 @@ def render_preview(preview, max_cost: float | None, as_json: bool) -> None:
         warn(f"--max-cost {max_cost:g} is below the most this could cost ({usd(send.cost_max)}); the run would stop "
              "when it reaches the limit and could be resumed.")
     if protocol.not_applicable:
-        status(f"protocol {protocol.name}: {', '.join(protocol.not_applicable)} do not apply to this backend.")
+        status(f"protocol {protocol.name}: {', '.join(protocol.not_applicable)} "
+               f"{agree(len(protocol.not_applicable), 'do')} not apply to this backend.")
     status("dry run: nothing was sent and nothing was written.")

@@ -8,7 +8,7 @@ from rich.markup import escape
 from cfkit.cli.console import out, print_json, status, warn, workspace_option
 from cfkit.errors import CheckFailed, OutputError
 from cfkit.money import Cost
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 
 @click.group()
 def runs() -> None:
@@ -85,7 +85,8 @@ def list_(ws, as_json: bool) -> None:
     flagged = [r for r in records if stand[r.id].stale is None or stand[r.id].stale]
     stale = [r for r in flagged if stand[r.id].stale]
     if len(stale) > 1:
-        warn(f"{plural(len(stale), 'run')} have answers stale now (marked 'stale': their case, caption, image, edit, "
+        warn(f"{plural(len(stale), 'run')} "
+             f"{agree(len(stale), 'have')} answers stale now (marked 'stale': their case, caption, image, edit, "
              "gold labels or prompt changed since they ran), which a report counts wrong; the lines below say why; "
              "'cfkit runs show RUN' says what asks a run again.")
     for group in stale_groups(flagged, stand):

@@ -49,6 +49,10 @@ from cfkit.errors import (EditRefused, EditorError, EditorKeyRefused, EditorTran
 from cfkit.hints import install_hint
 from cfkit.images import decode_image, png_bytes
 from cfkit.plural import plural
+from cfkit.option_words import engine_words, key_refused
+
+#: How ``cfkit edit`` sets this engine's options, for hints: ``-o openai.KEY=VALUE`` works alone and in a chain.
+WORDS = engine_words("openai")
 
 #: The API's limit for the mask upload (bytes).
 MASK_MAX_BYTES = 4 * 1024 * 1024
@@ -201,7 +205,7 @@ class OpenAIEditor(Editor):
     def endpoint(self) -> Endpoint:
         """Where the edit goes and which key it carries; raises OptionError for a refused configuration."""
         return resolve_endpoint(self.options.base_url, self.options.api_key_env, who="openai",
-                                url_flag="-o base_url", key_flag="-o api_key_env")
+                                url_flag=WORDS.of("base_url"), key_flag=WORDS.of("api_key_env"))
 
     def check(self, request: EditRequest) -> None:
         """Refuse a bad base URL, or a key bound for plain http, before anything is written."""
@@ -229,7 +233,7 @@ class OpenAIEditor(Editor):
         # 1. Can it run here? (cheap checks before importing the SDK)
         endpoint = self.endpoint()
         if endpoint.key_problem is not None:
-            hint = "" if self.options.api_key_env else " (or name another variable with -o api_key_env)"
+            hint = "" if self.options.api_key_env else f" (or name another variable with {WORDS.of('api_key_env')})"
             raise EditorUnavailable(
                 f"openai: {endpoint.key_env} is not set. Export your key{hint}; it is read from the environment "
                 "and never saved. Or choose --engine diffusers or classical."
@@ -336,10 +340,10 @@ class OpenAIEditor(Editor):
                                   abandoned=abandoned) from exc
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 self._refuse_billing(exc)  # a 403 may say "billing_not_active"
-                raise EditorKeyRefused(
-                    f"openai: {self.endpoint().shown} rejected the key ({exc.status_code}). Check the variable that "
-                    "holds it (OPENAI_API_KEY for the official API, -o api_key_env for any other server) and the "
-                    "base URL.", abandoned=abandoned) from exc
+                endpoint = self.endpoint()
+                raise EditorKeyRefused(key_refused("openai", endpoint.shown, exc.status_code, _api_message(exc),
+                                                   WORDS, sent=bool(endpoint.key or endpoint.credentials)),
+                                       abandoned=abandoned) from exc
             except openai.APITimeoutError as exc:
                 last = f"timed out after {self.timeout:g} s"
                 failure = f"Timeout: {last}"

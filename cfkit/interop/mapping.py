@@ -26,7 +26,7 @@ from cfkit.interop.sniff import detect, refuse_compressed
 from cfkit.interop.records import COLUMNS, RunRecordRow
 from cfkit.interop.samples import PEER_FORMATS, PeerFile, PeerSample
 from cfkit.parse import PARSER_VERSION, parse_answer
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 
 #: What ``--predictions-format`` and ``runs import --format`` accept.
 READ_FORMATS = ("auto", "native", "export", *PEER_FORMATS)
@@ -96,7 +96,8 @@ class Imported:
         asked, and a report counts them wrong (absent)."""
         if self.unfinished is None:
             return None
-        return (f"{self.path.name}: {self.unfinished}; its {plural(len(self.rows), 'sample')} are read as a run that did "
+        return (f"{self.path.name}: {self.unfinished}; its {plural(len(self.rows), 'sample')} "
+                f"{agree(len(self.rows), 'are')} read as a run that did "
                 "not finish (incomplete), and a report counts the cases it never reached wrong (absent).")
 
     def target_warning(self) -> str | None:

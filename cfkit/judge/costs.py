@@ -120,7 +120,7 @@ class Spent:
 
 def _not_counted(spend: JudgeSpending, unit: str = "label") -> list[str]:
     """What a judge's cost leaves out (:func:`spending_said`)."""
-    from cfkit.plural import plural
+    from cfkit.plural import agree, plural
 
     left_out = []
     if spend.priced and spend.unpriced:
@@ -129,7 +129,8 @@ def _not_counted(spend: JudgeSpending, unit: str = "label") -> list[str]:
         left_out.append(f"{plural(spend.not_kept, unit)} stored before cfkit kept what the judge cost")
     if spend.cut_off_not_kept:
         left_out.append(f"replies cut off at the token limit and abandoned attempts before "
-                        f"{plural(spend.cut_off_not_kept, unit)} were stored (cfkit did not keep them then)")
+                        f"{plural(spend.cut_off_not_kept, unit)} "
+                        f"{agree(spend.cut_off_not_kept, 'were')} stored (cfkit did not keep them then)")
     return left_out
 
 

@@ -6,7 +6,7 @@ name the likely cause in the same words.
 
 from __future__ import annotations
 
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 
 __all__ = ["not_clean", "reply_trouble"]
 
@@ -41,17 +41,22 @@ def reply_trouble(what: str, n: int, invalid: int, empty: int, truncated: int, m
         return None
     see = f"; '{command}' shows them" if command else ""
     if truncated and truncated * 2 >= invalid - empty or not invalid:
-        lacking = f"; {invalid} of {n} have no valid answer" if invalid else "; each still gave a valid answer"
+        lacking = (f"; {invalid} of {n} {agree(invalid, 'have')} no valid answer" if invalid
+                   else "; each still gave a valid answer")
         if replayed:
             made = f" ({plural(made_with, 'token')})" if made_with else ""
-            return (f"{what}: {truncated} of {plural(n, 'reply', 'replies')} were cut off at the token limit{made} "
+            return (f"{what}: {truncated} of {plural(n, 'reply', 'replies')} "
+                    f"{agree(truncated, 'were')} cut off at the token limit{made} "
                     "when they were made, "
                     f"and a replay keeps them as recorded{lacking}. Raise the token limit in the harness that "
                     f"produced them, then replay or import its new file (--max-tokens changes nothing here){see}.")
         limit = f" ({plural(max_tokens, 'token')})" if max_tokens else ""
-        return f"{what}: {truncated} of {plural(n, 'reply', 'replies')} were cut off at the token limit{limit}{lacking}. {again}{see}."
+        return (f"{what}: {truncated} of {plural(n, 'reply', 'replies')} "
+                f"{agree(truncated, 'were')} cut off at the token limit{limit}{lacking}. {again}{see}.")
     if empty * 2 >= invalid:
-        return (f"{what}: {invalid} of {plural(n, 'reply', 'replies')} have no valid answer, {empty} of them empty: no text came back "
+        return (f"{what}: {invalid} of {plural(n, 'reply', 'replies')} "
+                f"{agree(invalid, 'have')} no valid answer, {empty} of them empty: no text came back "
                 f"(check the server's chat template, or whether the model answers only in its reasoning){see}.")
-    return (f"{what}: {invalid} of {plural(n, 'reply', 'replies')} have no valid answer; the parser found no option in most of them "
+    return (f"{what}: {invalid} of {plural(n, 'reply', 'replies')} "
+            f"{agree(invalid, 'have')} no valid answer; the parser found no option in most of them "
             f"({empty} empty, {truncated} cut off at the token limit){see}.")

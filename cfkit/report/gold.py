@@ -8,7 +8,7 @@ from pathlib import Path
 from cfkit.cases import CaseSet
 from cfkit.dataset import load_cases
 from cfkit.errors import SpecError
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 from cfkit.report.commands import SINGLE, Commands
 from cfkit.subsets import missing_subset_message, modality_cases, modality_subset_path
 from cfkit.workspace import Workspace
@@ -52,7 +52,8 @@ class Gold:
             if outside:
                 cases = sorted({key[0] for key in outside})
                 notes.append(f"modality: {plural(len(outside), 'answer')} of {model} about {plural(len(cases), 'case')} outside the "
-                             f"modality subset (first {cases[0]}) are left out of its rows, which are over the subset; "
+                             f"modality subset (first {cases[0]}) "
+                             f"{agree(len(outside), 'are')} left out of its rows, which are over the subset; "
                              f"{commands.all_cases} scores every case.")
         return notes
 

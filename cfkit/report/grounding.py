@@ -26,7 +26,7 @@ from cfkit.audit.agreement import agreement_dict, label_pairs, pair_agreement
 from cfkit.audit.items import labels_in, load_audit
 from cfkit.audit.plan import input_drift
 from cfkit.errors import UsageError
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 from cfkit.store import Store, audit_labels, prelabels
 from cfkit.store.audit_labels import Judgement
 
@@ -193,7 +193,8 @@ def ega_section(store: Store, audit_ref: str | None = None, *, n_resamples: int 
     if done < audit.planned_labels and not unblind:
         cases_n = len({i.case_id for i in audit.items})
         return EgaSection(audit.id, 0, cases_n, [], [], withheld=(
-            f"audit {audit.id}: {done} of {plural(audit.planned_labels, 'planned label')} are in, so the EGA section is "
+            f"audit {audit.id}: {done} of {plural(audit.planned_labels, 'planned label')} "
+            f"{agree(done, 'are')} in, so the EGA section is "
             "withheld (it would tie items to models while annotators are still labelling); see 'cfkit audit "
             "status' for progress, or pass --unblind to show it now."))
     models = [r["model"] for r in audit.plan.inputs["runs"]]  # the order the runs were given

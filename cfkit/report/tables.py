@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cfkit.plural import plural, plural_list
+from cfkit.plural import agree, plural, plural_list
 from cfkit.report import legends
 from cfkit.report.groups import group_label, group_rank, paper_groups
 from cfkit.report.reference import load_reference, reference_label
@@ -303,7 +303,8 @@ def _ega_tables(data: dict, ref: dict | None) -> list[DisplayTable]:
     audit = data["ega_audit"]
     if "withheld" in audit and not ref:
         return []
-    caption = (f"{legends.ega()} Audit {audit['audit']}: {audit['cases']} of {plural(audit['planned_cases'], 'case')} have a "
+    caption = (f"{legends.ega()} Audit {audit['audit']}: {audit['cases']} of {plural(audit['planned_cases'], 'case')} "
+               f"{agree(audit['cases'], 'have')} a "
                f"final label for every model; {plural(audit['pending'], 'item')} pending.")
     if audit.get("labels", "people") != "people":
         caption += (f" Counted with {audit['labels']} labels: {plural(audit['judge_labelled'], 'item')} carry the judge "

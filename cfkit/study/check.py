@@ -218,4 +218,24 @@ def check_study(ws: Workspace, study: Study, store=None, *, batch: bool = False)
     clash = study.label_clash(labels)
     if clash is not None:
         result.study.append(clash)
+    result.notes += keyless(study, reached.answers)
     return result
+
+
+def keyless(study: Study, answers: dict[str, Answer | None]) -> list[str]:
+    """A line for each model that sends no key to an endpoint whose model list wanted one (401/403 to the
+    keyless GET /models): its runs would be refused the same way, so the line says where the study file names
+    the key's variable."""
+    lines = []
+    for name in study.models:
+        found = study.endpoints_of(name)
+        if not found or found[0][1].api_key_env:
+            continue
+        wanting = [(e, answer.status) for e, _ in found
+                   if (answer := answers.get(e)) is not None and answer.status in NO_KEY]
+        if wanting:
+            endpoint, status = wanting[0]
+            lines.append(f"model {name}: endpoint {endpoint} wants a key (HTTP {status} to a request without one), "
+                         f"and the study sends it none; name the variable holding its key with "
+                         f"{words_of(study, name).of('api_key_env')}")
+    return lines

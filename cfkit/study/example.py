@@ -31,7 +31,7 @@ group = "baselines"
 
 # [models.qwen-base]
 # model = "openai:Qwen/Qwen3-VL-8B-Instruct"
-# endpoint = "local"           # a name from [endpoints], or a URL
+# endpoint = "local"           # a name from [endpoints], or a URL (whose key: options = {{ api_key_env = "MY_KEY" }})
 # protocol = "paper"           # default | paper (the supplement's settings)
 # max_tokens = 512
 # options = {{ timeout = 120 }}  # backend options, as -o KEY=VALUE ('cfkit probe backends' lists them)

@@ -9,8 +9,9 @@ A TOML file in the workspace (docs/formats.md, "Study file"). Tables:
 ``[models.NAME]``     ``model`` (KIND:NAME), ``endpoint`` (a name above or a
                       URL) or ``endpoints`` (a list: replicas of the model,
                       where the backend spreads requests over several
-                      servers), ``options``,
-                      ``protocol``, ``max_tokens``, ``display``, ``group``
+                      servers), ``options`` (``api_key_env`` among them
+                      only where the endpoints are URLs: a table says its
+                      own key), ``protocol``, ``max_tokens``, ``display``, ``group``
 ``[suites.NAME]``     one table per suite asked; ``limit``, ``cases``,
                       ``subset``, ``all_cases``, ``reviewed_only``,
                       ``accepted_only``, as on ``probe run``
@@ -121,8 +122,9 @@ class Study:
         """``(endpoint name, its settings)`` for each endpoint of model ``name`` (none for a local model)."""
         model = self.models[name]
         given = [model.endpoint] if model.endpoint else list(model.endpoints or [])
-        return [(g, self.data.endpoints[g]) if g in self.data.endpoints
-                else (g, Endpoint(url=g, concurrency=model.concurrency or 4)) for g in given]
+        return [(g, self.data.endpoints[g]) if g in self.data.endpoints  # a URL: the key is the model's option
+                else (g, Endpoint(url=g, concurrency=model.concurrency or 4,
+                                  api_key_env=model.options.get("api_key_env"))) for g in given]
 
     def endpoint_of(self, name: str) -> tuple[str, Endpoint] | None:
         """The endpoint model ``name`` is paced by: its one endpoint, or its replicas as one (their names joined
@@ -190,10 +192,14 @@ def _check(path: Path, data: StudyFile) -> None:
         if named and model.concurrency is not None and named[0] in data.endpoints:
             raise ConfigError(f"{where}: model '{name}' sets 'concurrency', but its endpoint '{named[0]}' sets how "
                               "many requests are in flight; set it there.")
-        clash = {"base_url", "api_key_env"} & set(model.options)
-        if named and clash:
-            raise ConfigError(f"{where}: model '{name}' sets option '{sorted(clash)[0]}' and an endpoint; the "
-                              "endpoint says where the server is. Keep one.")
+        if named and "base_url" in model.options:
+            raise ConfigError(f"{where}: model '{name}' sets option 'base_url' and an endpoint; the endpoint says "
+                              "where the server is. Keep one.")
+        tables = [e for e in named if e in data.endpoints]
+        if tables and "api_key_env" in model.options:  # a URL endpoint has no key of its own: the model's option
+            raise ConfigError(f"{where}: model '{name}' sets option 'api_key_env', and its endpoint '{tables[0]}' "
+                              f"is an [endpoints.{tables[0]}] table, which says the key of every model behind it; "
+                              f"set api_key_env there and drop it from the model's options.")
     displays: dict[str, str] = {}
     for name, model in data.models.items():
         shown = model.display or name

@@ -96,7 +96,9 @@ def test_retries_overload_then_answers_and_a_refused_key_stops(tiny_ws):
     assert "1 of 3 requests sent succeeded only after retrying (1 retry in all)" in json.loads(result.stdout)["notes"]
     with AnthropicServer(lambda p, n: Scripted(401, "invalid x-api-key", error_type="authentication_error")) as s:
         refused = claude(tiny_ws, s.url, "contextcanvas", "-o", "temperature=0.5")
-    assert refused.exit_code == 2 and "refused the key" in refused.stderr
+    # no key went to this server ($ANTHROPIC_API_KEY goes only to Anthropic's): the line says so, and what to type
+    assert refused.exit_code == 2 and "wants a key (HTTP 401: invalid x-api-key), and none was sent to it; name " \
+        "the variable holding its key with -o api_key_env=NAME." in " ".join(refused.stderr.split()), refused.stderr
 
 
 def test_cost_reasoning_refusal_and_controls(tiny_ws):

@@ -161,11 +161,19 @@ def test_timeout_is_retried_then_reported():
     assert server.count == 2
 
 
-def test_rejected_key_stops_with_backend_unavailable():
+@pytest.mark.parametrize("key, said", [
+    (None, "wants a key (HTTP 401: bad key), and none was sent to it; name the variable holding its key with "
+           "-o api_key_env=NAME."),
+    ("CFKIT_TEST_KEY", "refused the key (HTTP 401: bad key). Check the key in its environment variable, or name "
+                       "another variable with -o api_key_env=NAME."),
+], ids=["no key sent", "a key sent"])
+def test_rejected_key_stops_with_backend_unavailable(monkeypatch, key, said):
+    monkeypatch.setenv("CFKIT_TEST_KEY", "wrong")
     with ChatServer(lambda body, n: Scripted(401, error_body("bad key", kind="invalid_api_key"))) as server:
-        with pytest.raises(BackendUnavailable, match="refused the key"):
-            ask(backend(server.url))
+        with pytest.raises(BackendUnavailable) as info:
+            ask(backend(server.url, api_key_env=key))
     assert server.count == 1
+    assert str(info.value) == f"openai backend: {server.url} {said}"
 
 
 def test_unknown_model_is_a_backend_error():

@@ -43,7 +43,9 @@ def _said(text: str) -> str:
 
 
 @pytest.mark.parametrize(("status", "body", "words"), [
-    (401, error_body("Incorrect API key provided", kind="invalid_api_key"), "refused the key (HTTP 401"),
+    (401, error_body("Incorrect API key provided", kind="invalid_api_key"),
+     "wants a key (HTTP 401: Incorrect API key provided), and none was sent to it; name the variable holding its "
+     "key with -o api_key_env=NAME."),  # $OPENAI_API_KEY is not sent here; captions draft takes -o, not --api-key-env
     (429, error_body("You exceeded your current quota, please check your plan and billing details.",
                      kind="insufficient_quota"), "refused the request for quota or billing (HTTP 429"),
 ])

@@ -163,7 +163,7 @@ def test_cli_build_refuses_when_captions_are_missing(cws):
     (cws / "captions" / "T003.yaml").unlink()
     result = run_cli(["-w", str(cws), "captions", "build", "--all-cases"])
     assert result.exit_code == 2
-    assert "1 of 4 selected cases have no caption" in result.stderr and "T003" in result.stderr
+    assert "1 of 4 selected cases has no caption" in result.stderr and "T003" in result.stderr
     assert run_cli(["-w", str(cws), "captions", "build", "--all-cases", "--condition", "image"]).exit_code == 0
 
 

@@ -207,7 +207,8 @@ def test_timeouts_are_retried_then_a_transport_failure(api):
 
 @pytest.mark.parametrize("reply, expected", [
     ((401, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}),
-     "rejected the key (401)"),
+     "wants a key (HTTP 401: Incorrect API key provided), and none was sent to it; name the variable holding its "
+     "key with -o openai.api_key_env=NAME."),  # $OPENAI_API_KEY goes to the official API only
     ((400, {"error": {"message": "Invalid size '7x7'", "code": "invalid_value"}}),
      "request rejected (400 invalid_value): Invalid size '7x7'"),
     ((404, {"error": {"message": "The model 'gpt-image-9' does not exist", "code": "model_not_found"}}),
@@ -248,7 +249,7 @@ def test_a_custom_server_never_receives_openai_api_key_and_the_withholding_is_no
     assert headers == ["Bearer cfkit-no-key", f"Bearer {SECRET}"]
     assert all(OFFICIAL_SECRET not in json.dumps(r.headers) for r in api.requests)
     (note,) = [n for n in result.notes if "OPENAI_API_KEY" in n]
-    assert note.startswith(f"$OPENAI_API_KEY was not sent to {api.url}") and "-o api_key_env" in note
+    assert note.startswith(f"$OPENAI_API_KEY was not sent to {api.url}") and "-o openai.api_key_env=NAME" in note
     assert not [n for n in with_key.notes if "OPENAI_API_KEY" in n]
 
 

@@ -15,7 +15,7 @@ from support.chat_api_server import Scripted, completion, error_body, user_text
 from support.probe_runs import openai_run
 from support.workspace import run_cli, write_workspace
 
-CUT = "replies were cut off at the token limit (64 tokens)"
+CUT = "1 of 2 replies was cut off at the token limit (64 tokens)"
 
 
 def _script(body, n) -> Scripted:

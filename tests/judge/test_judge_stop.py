@@ -68,7 +68,8 @@ def test_prelabel_stopped_by_a_refused_key_says_and_keeps_what_it_spent(audited)
     with ChatServer(_answers_then(3, 401, error_body("Incorrect API key provided", kind="invalid_api_key"),
                                   slow=(4,))) as server:
         stopped = cli(ws, "audit", "prelabel", "--judge", JUDGE, "-o", f"base_url={server.url}", "-o", "timeout=0.5",
-                      "-o", "max_retries=1", *PRICES, "--json", env=KEY)
+                      "-o", "max_retries=1", "-o", "api_key_env=JUDGE_KEY", *PRICES, "--json",
+                      env=KEY | {"JUDGE_KEY": "wrong"})
         assert server.count == 5
     assert stopped.exit_code == 2, stopped.stderr  # the key: the user's to fix
     data = json.loads(stopped.stdout)
@@ -79,7 +80,7 @@ def test_prelabel_stopped_by_a_refused_key_says_and_keeps_what_it_spent(audited)
     assert (f"3 answers stored now, 0 already stored, 0 without a valid Yes/No, 0 failed, {labels - 3} not asked "
             "(the judge stopped); 3 replies, cost $0.36; 1 abandoned attempt may be billed on top: up to ~$0.12."
             ) in text
-    assert text.endswith("Check the key in the environment variable, or -o api_key_env=NAME.")  # the error, last (the
+    assert text.endswith("Check the key in its environment variable, or name another variable with -o api_key_env=NAME.")  # the error, last (the
     # judge commands have no --api-key-env: the hint names what this command takes)
     assert text.count("error:") == 1 and "Traceback" not in text
     # What was paid is in the store: the three labels and the abandoned attempt (a pending row, no label).
@@ -174,14 +175,14 @@ def test_edits_screen_stopped_by_a_refused_key_says_and_keeps_what_it_spent(edit
     assert sum("not asked (the judge stopped)" in f for f in edit["failed"]) == 4
     run = data["this_run"]
     assert (run["replies"], run["abandoned_attempts"], run["not_asked"]) == (2, 1, 4)
-    assert run["cost_usd"] == pytest.approx(0.24) and "refused the key (HTTP 401" in run["stopped"]
+    assert run["cost_usd"] == pytest.approx(0.24) and "wants a key (HTTP 401" in run["stopped"]  # none was sent
     stored = data["stored"]  # the abandoned attempt of the stopped request is kept, in a pending row
     assert (stored["labels"], stored["replies"], stored["abandoned"]) == (2, 2, 1)
     text = said(stopped)
     assert ("this run: 2 replies, cost $0.24; 1 abandoned attempt may be billed on top: up to ~$0.12, 4 questions not "
             f"asked (the judge stopped); judge {JUDGE}'s stored answers about these edits: 2 answers from 2 replies, "
             "cost $0.24") in text
-    assert text.endswith("Check the key in the environment variable, or -o api_key_env=NAME.")
+    assert text.endswith("none was sent to it; name the variable holding its key with -o api_key_env=NAME.")
 
     with ChatServer(lambda body, n: Scripted(body=completion("No."))) as server:
         again = run_cli(["-w", str(ws), "edits", "screen", "EX01", "--judge", JUDGE, "-o", f"base_url={server.url}",

@@ -85,7 +85,7 @@ def test_the_scan_sees_the_ways_a_message_is_written(tmp_path):
 #: Words ending in "s" that follow a placeholder without being a plural noun: verbs whose subject is the
 #: placeholder (f"{path} is missing", f"{model} holds …") and other small words.
 NOT_NOUNS = frozenset("""
-    as is was has does its this his thus plus us yes vs less unless across always perhaps whereas
+    as is was has does its this his thus plus us yes vs less unless across always perhaps whereas wants
     appears answers asks belongs carries counts declares defines does doubts exists gives holds lacks lists matches
     names needs reads records rejects reports resolves says scores sets splits stays takes unpacks verifies waits writes
 """.split())
@@ -184,3 +184,82 @@ def test_the_count_scan_sees_hand_written_plurals(tmp_path):
                       '    j = f"{n:,} bytes"\n', encoding="utf-8")
     assert [(line, noun) for line, _, noun in sorted(hand_counted(sample))] == [
         (3, "requests"), (4, "edits"), (5, "cases"), (6, "pairs"), (11, "bytes")]
+
+
+# ── the verb after a count: "1 of 3 replies have" reads wrong when the count is 1 ─────────────────────────
+
+#: A verb that agrees with its count: after "{plural(n, 'run')}" or "{done} of {total}", write it with
+#: cfkit.plural.agree ("{agree(n, 'have')}"), or a conditional of two words.
+VERB = re.compile(r"^ (have|has|are|is|were|was|do|does)(?![\w'-])")
+PLURAL_VERBS = frozenset({"have", "are", "were", "do"})
+
+#: (module path under cfkit/, the count's code, the verb) -> why the verb there needs no agreement. Add an entry
+#: only with its reason.
+VERB_ALLOWED: dict[tuple[str, str, str], str] = {}
+
+
+def _is_plural_call(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "plural"
+
+
+def fixed_verbs(path: Path) -> list[tuple[int, str, str]]:
+    """(line, the count's code, verb) of each fixed verb written right after a count in an f-string of ``path``:
+    after ``{plural(...)}``, or a plural verb after ``{N} of {M}`` (it agrees with N; "edit {id} of {spec} is" is
+    no count)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.JoinedStr):
+            continue
+        values = node.values
+        for i, (value, after) in enumerate(zip(values, values[1:])):
+            if not (isinstance(value, ast.FormattedValue) and isinstance(after, ast.Constant)):
+                continue
+            match = VERB.match(after.value)
+            if match is None:
+                continue
+            counted = (i >= 2 and isinstance(values[i - 1], ast.Constant) and values[i - 1].value.endswith(" of ")
+                       and isinstance(values[i - 2], ast.FormattedValue))
+            if counted and match.group(1) in PLURAL_VERBS:
+                found.append((after.lineno, ast.unparse(values[i - 2].value), match.group(1)))
+            elif _is_plural_call(value.value):
+                found.append((after.lineno, ast.unparse(value.value), match.group(1)))
+    return found
+
+
+def test_a_verb_after_a_count_agrees_with_it():
+    found = {(str(path.relative_to(PACKAGE)), code, verb): line
+             for path in sorted(PACKAGE.rglob("*.py")) for line, code, verb in fixed_verbs(path)}
+    wrong = [f"cfkit/{where}:{line}: {{{code}}} {verb}" for (where, code, verb), line in sorted(found.items())
+             if (where, code, verb) not in VERB_ALLOWED]
+    assert not wrong, ("a verb after a count reads '1 of 3 replies have' when the count is 1: write it with "
+                       "cfkit.plural.agree (f\"{done} of {plural(n, 'reply', 'replies')} {agree(done, 'have')}\"); "
+                       "where it needs no agreement, allow it in VERB_ALLOWED with a reason:\n" + "\n".join(wrong))
+    stale = [key for key in VERB_ALLOWED if key not in found]
+    assert not stale, f"VERB_ALLOWED names verbs no longer in cfkit; remove them: {stale}"
+
+
+def test_the_verb_scan_sees_a_fixed_verb_after_a_count(tmp_path):
+    """After plural() and after "{N} of {M}", across implicit concatenation; not an agreed verb, nor a verb whose
+    subject is not a count ("{path} is"), nor "have" as part of a longer word."""
+    sample = tmp_path / "sample.py"
+    sample.write_text('def f(n, done, path, x):\n'
+                      '    a = f"{plural(n, \'run\')} have stale answers"\n'
+                      '    b = (f"{done} of {plural(n, \'reply\', \'replies\')} "\n'
+                      '         "were cut off")\n'
+                      '    c = f"; {done} of {n} have no valid answer"\n'
+                      '    d = f"{done} of {plural(n, \'item\')} {agree(done, \'are\')} in"\n'
+                      '    e = f"{path} is missing; {x} have"\n'
+                      '    g = f"{plural(n, \'run\')} haven\'t; {plural(n, \'run\')} isolated"\n'
+                      '    h = f"{plural(n, \'case\')} is"\n'
+                      '    i = f"edit {x} of {path} is gone"\n', encoding="utf-8")
+    assert [(line, verb) for line, _, verb in sorted(fixed_verbs(sample))] == [
+        (2, "have"), (3, "were"), (5, "have"), (9, "is")]
+
+
+def test_agree():
+    from cfkit.plural import agree, plural
+
+    assert [f"{done} of {plural(3, 'reply', 'replies')} {agree(done, 'have')} no answer" for done in (1, 2)] == [
+        "1 of 3 replies has no answer", "2 of 3 replies have no answer"]
+    assert [agree(n, verb) for n in (0, 1) for verb in ("are", "were", "do")] == [
+        "are", "were", "do", "is", "was", "does"]

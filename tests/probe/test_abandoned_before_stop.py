@@ -37,7 +37,7 @@ def test_an_attempt_abandoned_before_a_401_stop_counts_in_the_stop_line_the_run_
         assert chat.count == 4
     assert result.exit_code == 2
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
-    assert "refused the key (HTTP 401" in line
+    assert "wants a key (HTTP 401" in line  # (no key was sent to this server)
     assert "This invocation spent $0.24 before it stopped; 1 abandoned attempt may be billed on top: up to ~$0.12" \
         in line
     [listed] = json.loads(run_cli(["-w", str(ws), "runs", "list", "--json"]).stdout)

@@ -166,7 +166,7 @@ def test_transport_failures_are_recorded_and_retried_on_the_next_run(tiny_ws):
     with ChatServer(broken_for_t002) as server:
         first = openai_run(tiny_ws, server.url)
         assert first.exit_code == 1
-        assert "1 of 3 planned requests have no reply: 1 failed (HTTP 503" in first.stderr
+        assert "1 of 3 planned requests has no reply: 1 failed (HTTP 503" in first.stderr
         assert server.count == 2 + 3  # T001, T003 once; T002 three times (two retries)
         failed = [r for r in replies(tiny_ws) if r["case_id"] == "T002"][0]
         assert failed["answer"] is None and failed["error"] == "transport" and "HTTP 503" in failed["detail"]
@@ -466,7 +466,7 @@ def test_cli_errors_are_one_line_with_exit_2(tiny_ws):
 def test_rejected_key_marks_the_run_failed(tiny_ws):
     with ChatServer(lambda body, n: Scripted(401, error_body("bad key", kind="invalid_api_key"))) as server:
         result = openai_run(tiny_ws, server.url)
-    assert result.exit_code == 2 and "refused the key" in result.stderr
+    assert result.exit_code == 2 and "wants a key (HTTP 401: bad key), and none was sent to it" in result.stderr
     listed = json.loads(run_cli(["-w", str(tiny_ws), "runs", "list", "--json"]).stdout)
     assert listed[0]["status"] == "failed"
 
@@ -614,7 +614,7 @@ def test_a_replay_keeps_what_each_recorded_reply_said_of_itself(tiny_ws, tmp_pat
     replayed = run_cli(["-w", str(replay_ws), "probe", "run", "-m", f"replay:{exported}", "-s", "contextcanvas",
                         "--json"])
     assert replayed.exit_code == 1, replayed.stderr
-    assert json.loads(replayed.stdout)["truncated"] == 1 and "1 of 3 replies were cut off" in replayed.stderr
+    assert json.loads(replayed.stdout)["truncated"] == 1 and "1 of 3 replies was cut off" in replayed.stderr
     again = {r["case_id"]: r for r in replies(replay_ws)}
     first = {r["case_id"]: r for r in replies(tiny_ws, run_id)}
     for field in ("truncated", "server_model", "reasoning", "answer", "raw"):

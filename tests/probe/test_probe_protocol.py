@@ -110,7 +110,7 @@ def test_modality_warns_about_drafted_captions_and_reviewed_only_leaves_them_out
     result = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-no", "-s", "modality", "--json"])
     assert result.exit_code == 0
     warned = " ".join(result.stderr.split())
-    assert "1 of 2 cases have a caption a model drafted and no person has reviewed: T002" in warned
+    assert "1 of 2 cases has a caption a model drafted and no person has reviewed: T002" in warned
     assert "--reviewed-only" in warned
     reviewed = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-no", "-s", "modality",
                         "--reviewed-only", "--json"])

@@ -64,7 +64,7 @@ def test_a_refused_key_under_study_run_names_the_study_files_setting(tiny_ws):
                          "--base-url", chat.url, "--api-key-env", "CFKIT_TEST_KEY", "-o", "max_retries=0"], env=env)
     assert result.exit_code != 0
     assert "refused the key" in result.output, result.output
-    assert f'or api_key_env = "NAME" in [endpoints.local] of {path.resolve()}' in result.output, result.output
+    assert f'or name another variable with api_key_env = "NAME" in [endpoints.local] of {path.resolve()}' in result.output, result.output
     assert "--api-key-env" not in result.output
-    assert probe.exit_code != 0 and "refused the key" in probe.output and "or --api-key-env." in probe.output, \
+    assert probe.exit_code != 0 and "refused the key" in probe.output and "name another variable with --api-key-env." in probe.output, \
         probe.output

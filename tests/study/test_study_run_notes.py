@@ -21,7 +21,7 @@ def test_study_run_names_unreviewed_captions_and_skipped_cases_as_probe_run_does
     # probe run says these of the same plans (the reference).
     probed = " ".join(run_cli(["-w", str(ws), "probe", "run", "-m", "baseline:random", "-s", "modality"]).stderr.split()
                       + run_cli(["-w", str(ws), "probe", "run", "-m", "baseline:random", "-s", "swap"]).stderr.split())
-    assert "have a caption a model drafted and no person has reviewed: T001" in probed
+    assert "1 of 2 cases has a caption a model drafted and no person has reviewed: T001" in probed
     assert "T003: 3 options; the swap suite asks two-option cases only" in probed
     assert ("m modality: asked 1 case with a caption a model drafted and no person has reviewed: T001; read them and "
             "set 'reviewed: true'") in said

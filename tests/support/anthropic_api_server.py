@@ -14,7 +14,9 @@ at the next look, each request in ``expire`` ``canceled`` and the others
 answered, as a batch does that answered part before it stopped. A batch in
 ``forgotten`` is answered 404. ``GET /v1/models`` and ``GET /v1/models/ID``
 answer from ``models`` (each made by :func:`model`), or 404 while it is None;
-they are not recorded.
+they are not recorded. While ``refuse_key`` is a status (401, 403), every
+request is answered with it and an ``authentication_error``, as a server
+that refuses the key does (recorded all the same).
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ class AnthropicServer(Loopback):
         self.forgotten: set[str] = set()
         self.expire: set[str] = set()
         self.models: list[dict[str, Any]] | None = None  # GET /v1/models (None: no such route, a 404); model()
+        self.refuse_key: int | None = None  # a status every request is answered with while set (the key refused)
         self._lock = threading.Lock()
         server = self
 
@@ -114,6 +117,8 @@ class AnthropicServer(Loopback):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 n = self._record(body)
+                if server.refuse_key is not None:
+                    return self._send(server.refuse_key, error_body("authentication_error", "invalid x-api-key"))
                 path = self.path.split("?")[0].rstrip("/")
                 if path == "/v1/messages":
                     reply = server.script(body, n)
@@ -134,6 +139,9 @@ class AnthropicServer(Loopback):
                 self._send(404, error_body("not_found_error", f"no route {self.path}"))
 
             def do_GET(self) -> None:  # noqa: N802
+                if server.refuse_key is not None:
+                    self._record(None)
+                    return self._send(server.refuse_key, error_body("authentication_error", "invalid x-api-key"))
                 listed = re.fullmatch(r"/v1/models(?:/([^/?]+))?", self.path.split("?")[0])
                 if listed and server.models is not None:  # not recorded: asked before a batch is created
                     ids = [m["id"] for m in server.models]

@@ -5,6 +5,8 @@ It runs a real ``ThreadingHTTPServer`` on 127.0.0.1 in a background thread
 to ``…/chat/completions`` is recorded (body and headers) and answered by a
 ``script``: a function of the parsed request and its 1-based number that
 returns a :class:`Scripted` response (status, JSON body, headers, delay).
+While ``key`` is set, a request (a model list too) without ``Bearer KEY`` is
+answered 401, as a server that wants a key does, and counted in ``refused``.
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ class ChatServer(Loopback):
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.paths: list[str] = []  # the path of each POST to …/chat/completions
+        self.key: str | None = None  # while set, a request without "Bearer KEY" is refused (401), not recorded
+        self.refused = 0  # how many were
         self._lock = threading.Lock()
         server = self
 
@@ -99,7 +103,18 @@ class ChatServer(Loopback):
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
 
+            def _refused(self) -> bool:
+                """Whether the request lacks the key ``server.key`` (then it is answered 401, as a server does)."""
+                if server.key is None or self.headers.get("authorization") == f"Bearer {server.key}":
+                    return False
+                with server._lock:
+                    server.refused += 1
+                self._send(Scripted(401, error_body("Incorrect API key provided", kind="invalid_api_key")))
+                return True
+
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                if self._refused():
+                    return
                 if self.path.rstrip("/").endswith("/models"):
                     self._send(Scripted(body={"object": "list", "data": server.models}))
                 else:
@@ -108,6 +123,8 @@ class ChatServer(Loopback):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if self._refused():
+                    return
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(Scripted(404, error_body(f"no route {self.path}")))
                     return
