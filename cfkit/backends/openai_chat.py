@@ -6,18 +6,14 @@ Images go as base64 data URLs; the answer is constrained with a JSON-schema
 ``response_format`` when the server accepts it, and asked for as plain text
 when the server rejects that parameter (the reply records the fallback).
 
-Base URL and key follow the one endpoint policy of :mod:`cfkit.endpoints`:
-``OPENAI_API_KEY`` goes only to the official host over https, any other server
-gets only the variable named by ``api_key_env`` (a placeholder otherwise), no
-key travels over plain http except to loopback, and credentials in the URL are
-redacted wherever the URL is recorded (``endpoint``, ``options``, the cache
-identity, messages).
+Base URL and key follow the one endpoint policy of :mod:`cfkit.endpoints`: ``OPENAI_API_KEY`` goes only to the
+official host over https, any other server gets only the variable named by ``api_key_env`` (a placeholder
+otherwise), no key travels over plain http except to loopback, and credentials in the URL are redacted wherever
+the URL is recorded (``endpoint``, ``options``, the cache identity, messages).
 
-Requests go straight over HTTP (:mod:`cfkit.backends.http`: one pooled
-aiohttp session, keep-alive, a total deadline per attempt, a 4 MiB cap on the
-response); each JSON body is encoded once with orjson, and the reply is read
-from the decoded JSON without building SDK models. The ``openai`` package is
-not used here (the image editor still uses it).
+Requests go straight over HTTP (:mod:`cfkit.backends.http`: one pooled aiohttp session, keep-alive, a total
+deadline per attempt, a 4 MiB cap on the response); each JSON body is encoded once with orjson, and the reply is
+read from the decoded JSON without building SDK models (no ``openai`` package here; the image editor uses it).
 
 Replicas: ``base_url`` may name several servers of one model (``--base-url``
 repeated, ``[probe] base_urls``); :mod:`cfkit.backends.replicas` checks at
