@@ -22,7 +22,7 @@ from support.workspace import MINI, run_cli
 
 pytestmark = pytest.mark.timeout(300)
 
-READ_AT = re.compile(r"read at\s+(\d\d:\d\d:\d\d) on (\d{4}-\d\d-\d\d)")
+READ_AT = re.compile(r"read at\s+(\d\d:\d\d:\d\d)(?: [^ ]+)? on (\d{4}-\d\d-\d\d)")
 
 
 def _get(url: str) -> str:
