@@ -22,7 +22,8 @@ account cannot pay ("credit balance is too low", a 402 or ``billing_error``:
 :mod:`cfkit.backends.billing`); other 4xx fail the request. Attempts
 given up after the request reached the server (a timeout once connected, a
 connection dropped mid-reply) are counted in ``Reply.abandoned``, or the
-``TransportError``'s: a provider may bill them.
+``TransportError``'s: a provider may bill them; a request cancelled (Ctrl-C,
+SIGTERM) carries what it had sent on the cancellation (:mod:`cfkit.backends.attempts`).
 
 Model controls: temperature, top_p, the token limit and ``extra_body`` (the
 Messages API has no seed, and its reasoning is set through ``extra_body``'s
@@ -38,7 +39,6 @@ Message Batches (:mod:`cfkit.backends.anthropic_batch`) serve ``--batch`` and
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -48,12 +48,12 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from cfkit.backends import Backend, BackendContext, BackendOptions, Capabilities, ProbeRequest, Reply, TransportError, cache_options
+from cfkit.backends.attempts import Attempts
 from cfkit.backends.billing import billing_refusal, refusal_line, sdk_said
 from cfkit.backends.controls import extra_body
 from cfkit.backends.openai_wire import (CACHED_AT_FULL_NOTE, MAX_STORED_CHARS, UNREPORTED_NOTE, TokenPrices,
                                         b64encode, capped, token_prices)
 from cfkit.money import AT_ASSUMED_RATE, cached_count, is_count, token_cost
-from cfkit.plural import plural
 from cfkit.endpoints import ANTHROPIC, PLACEHOLDER_KEY, redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, OptionError, QuotaRefused
 from cfkit.hints import install_hint
@@ -61,8 +61,6 @@ from cfkit.option_words import key_refused
 
 #: Stop reasons of a reply cut off before its end: the token limit, or the model's context window filled up.
 CUT_OFF = ("max_tokens", "model_context_window_exceeded")
-#: A server asking to wait longer than this is treated as a failure, not waited for.
-MAX_RETRY_AFTER_S = 120.0
 _NO_CACHE = {"cache": False}
 
 
@@ -282,6 +280,8 @@ class AnthropicBackend(Backend):
         return params
 
     async def answer(self, request: ProbeRequest) -> Reply:
+        import asyncio
+
         import anthropic
 
         params = self.batch_body(request)
@@ -291,14 +291,14 @@ class AnthropicBackend(Backend):
         extra = {k: v for k, v in params.items() if k not in known}
         notes: list[str] = list(self.notes)
         started = time.perf_counter()
-        retry = abandoned = 0  # abandoned: attempts given up once sent (Reply.abandoned)
+        tried = Attempts()  # retries, attempts given up once sent (Reply.abandoned)
         client = self.client()
         try:
             while True:
                 if self._temperature_refused:
                     extra.pop("temperature", None)
                 try:
-                    message = await client.messages.create(**known, extra_body=extra or None)
+                    message = await tried.send(client.messages.create(**known, extra_body=extra or None))
                     break
                 except anthropic.APIStatusError as exc:
                     if exc.status_code == 400 and "temperature" in extra and "temperature" in str(exc.message) \
@@ -306,18 +306,21 @@ class AnthropicBackend(Backend):
                         self._temperature_refused = True  # a model that takes no sampling settings: its default
                         notes.append(f"server refused temperature={extra['temperature']:g}; it used its default")
                         continue
-                    retry = await self._after_status(exc, retry)
+                    await self._after_status(exc, tried)
                 except anthropic.APIConnectionError as exc:  # timeouts included
-                    abandoned += reached_server(exc)
+                    tried.abandoned += reached_server(exc)
                     what = "Timeout" if isinstance(exc, anthropic.APITimeoutError) else "ConnectionError"
-                    retry = await self._wait_or_give_up(retry, what, str(exc), None)
+                    await self._wait_or_give_up(tried, what, str(exc), None)
         except BackendError as exc:  # the request failed (or stops the run): its attempts given up once sent
-            exc.abandoned = abandoned   # may still be billed
+            exc.abandoned = tried.abandoned   # may still be billed
+            raise
+        except (asyncio.CancelledError, KeyboardInterrupt) as stop:  # Ctrl-C, SIGTERM: what it had sent may be
+            tried.stopped(stop)  # billed (an attempt out was marked so as it was sent; here: between attempts)
             raise
         reply = reply_from_message(message.model_dump(mode="json"), time.perf_counter() - started, notes,
                                    prices=self._prices(), where=self.endpoint, writes=self._writes())
-        if retry or abandoned:  # counted per request by the run
-            reply = replace(reply, retries=retry, abandoned=abandoned)
+        if tried.retry or tried.abandoned:  # counted per request by the run
+            reply = replace(reply, retries=tried.retry, abandoned=tried.abandoned)
         return reply
 
     def _prices(self, factor: float = 1.0) -> TokenPrices | None:
@@ -328,7 +331,7 @@ class AnthropicBackend(Backend):
         given = (self.options.price_cache_write, self.options.price_cache_write_1h)
         return (None if given[0] is None else given[0] * factor, None if given[1] is None else given[1] * factor)
 
-    async def _after_status(self, exc: Any, retry: int) -> int:
+    async def _after_status(self, exc: Any, tried: Attempts) -> None:
         status = exc.status_code
         message = sdk_said(exc)  # the server's words, not the SDK's "Error code: 401 - {...}"
         if billing_refusal(status, getattr(exc, "body", None), message):  # "credit balance is too low": no retry can help
@@ -345,19 +348,10 @@ class AnthropicBackend(Backend):
             from cfkit.backends.http import retry_after_seconds
 
             self.on_overload(retry_after_seconds(headers))
-        return await self._wait_or_give_up(retry, f"HTTP {status}", message, headers)
+        await self._wait_or_give_up(tried, f"HTTP {status}", message, headers)
 
-    async def _wait_or_give_up(self, retry: int, what: str, detail: str, headers: Any) -> int:
-        import asyncio
-
-        from cfkit.backends.http import retry_after_seconds
-
-        wait = retry_after_seconds(headers)
-        delay = wait if wait is not None else self.options.backoff * (2.0 ** retry) * random.uniform(0.5, 1.0)
-        if retry >= self.options.max_retries or delay > MAX_RETRY_AFTER_S:
-            raise TransportError(f"{what} from {self.endpoint} after {plural(retry + 1, 'attempt')}: {detail}")
-        await asyncio.sleep(delay)
-        return retry + 1
+    async def _wait_or_give_up(self, tried: Attempts, what: str, detail: str, headers: Any) -> None:
+        await tried.wait_or_give_up(self.options, what, detail, headers, self.endpoint, until_reset=False)
 
     # -- Message Batches (cfkit.backends.anthropic_batch) ----------------------
 

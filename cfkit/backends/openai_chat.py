@@ -28,7 +28,7 @@ put back once it lists the model); each reply records the server that answered.
 
 Retries: 429, 408, 409, 5xx, timeouts, connection errors and malformed bodies
 are retried ``max_retries`` times with jittered exponential backoff, honouring
-``Retry-After`` (up to :data:`MAX_RETRY_AFTER_S`) or, without one, waiting at
+``Retry-After`` (up to :data:`~cfkit.backends.attempts.MAX_RETRY_AFTER_S`) or, without one, waiting at
 least until a rate limit the reply says is used up resets (OpenAI's
 ``x-ratelimit-remaining-*`` "0" and ``x-ratelimit-reset-*``), and a 429 or 503 is told to
 ``on_overload`` first (the runner lowers its concurrency); a 400 or 422 naming a
@@ -40,7 +40,10 @@ or an error naming ``insufficient_quota`` or billing: :mod:`cfkit.backends.billi
 other 4xx, redirects and bodies over the cap fail the request without a retry.
 Attempts given up after the request was sent (timeouts once connected, connections
 dropped mid-reply, bodies thrown away) are counted in ``Reply.abandoned``, or the
-``TransportError``'s when the request fails: a provider may bill them.
+``TransportError``'s when the request fails: a provider may bill them. A request
+cancelled (Ctrl-C, SIGTERM) carries what it had sent on the cancellation, with
+whether an attempt was out or it waited to retry (:mod:`cfkit.backends.attempts`,
+which also waits between attempts).
 A 200 whose body is an error object naming a rate limit or a server error
 (some proxies answer so) is handled as that status.
 
@@ -58,7 +61,6 @@ beside the answer (``reasoning_content``, or ``reasoning``) goes to
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -74,6 +76,7 @@ from cfkit.backends import (
     TransportError,
     cache_options,
 )
+from cfkit.backends.attempts import Attempts
 from cfkit.backends.billing import billing_refusal
 from cfkit.backends.controls import CONTROL_KEYS, extra_body
 from cfkit.backends.http import (
@@ -81,7 +84,6 @@ from cfkit.backends.http import (
     JSONClient,
     error_text,
     package_versions,
-    rate_limit_reset_seconds,
     retry_after_seconds,
 )
 from cfkit.backends.openai_wire import (MAX_STORED_CHARS, body_parts, error_status, image_base64,
@@ -90,7 +92,6 @@ from cfkit.backends.replica_notes import end_notes, start_notes
 from cfkit.backends.replicas import Replica, ReplicaPool, served_model
 from cfkit.endpoints import redact_url, resolve_endpoint
 from cfkit.errors import BackendError, BackendUnavailable, UsageError
-from cfkit.plural import plural
 from cfkit.hints import install_hint
 from cfkit.backends.openai_options import PLAIN_OPTIONS, openai_options
 from cfkit.options import LazyModel, PlainSpec
@@ -99,9 +100,6 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     OpenAIOptions = BaseModel
-
-#: A server asking to wait longer than this is treated as a failure, not waited for.
-MAX_RETRY_AFTER_S = 120.0
 
 #: A run's endpoint when its model has several (they are provenance; each reply records the one that answered).
 REPLICAS_ENDPOINT = "replicas"
@@ -255,14 +253,6 @@ class OpenAIBackend(Backend):
             }
         return body
 
-    def _delay(self, retry: int, headers: Any) -> float:
-        wait = retry_after_seconds(headers)
-        if wait is not None:
-            return wait
-        backoff = self.options.backoff * (2.0 ** retry) * random.uniform(0.5, 1.0)
-        reset = rate_limit_reset_seconds(headers)  # a limit used up: no sooner than it resets
-        return backoff if reset is None else max(backoff, reset)
-
     def _drop_refused(self, error: str, body: dict[str, Any]) -> str | None:
         """When a 400 names a parameter we can do without, stop sending it; returns the note to record."""
         if "response_format" in body and "response_format" in error:
@@ -280,12 +270,14 @@ class OpenAIBackend(Backend):
         return None
 
     async def answer(self, request: ProbeRequest) -> Reply:
+        import asyncio
+
         import orjson
 
         content = self._content(request, slots=True)
         notes: list[str] = list(self.notes)
         started = time.perf_counter()
-        retry = failovers = abandoned = 0  # abandoned: attempts given up once sent (Reply.abandoned)
+        tried = Attempts()  # retries, failovers, attempts given up once sent (Reply.abandoned)
         encoded_for: tuple | None = None
         try:
             while True:
@@ -295,16 +287,16 @@ class OpenAIBackend(Backend):
                     body = self._body(request, content)
                     data = body_parts(orjson.dumps(body), request.images)
                     encoded_for = state
-                exchange, replica = await self._post(data)
+                exchange, replica = await self._post(data, tried)
                 where = replica.shown if replica is not None else self.endpoint
                 if exchange.failure is not None:
-                    abandoned += exchange.abandoned
+                    tried.abandoned += exchange.abandoned
                     if not exchange.retriable:
                         raise TransportError(f"{exchange.failure} from {where}: {exchange.detail}")
-                    if self._fail_over(replica, failovers):
-                        failovers += 1
+                    if self._fail_over(replica, tried.failovers):
+                        tried.failovers += 1
                         continue
-                    retry = await self._wait_or_give_up(retry, exchange.failure, exchange.detail, None, where)
+                    await tried.wait_or_give_up(self.options, exchange.failure, exchange.detail, None, where)
                     continue
                 answered = 200 <= exchange.status < 300  # (the pool counted it answered)
                 if answered:
@@ -313,8 +305,8 @@ class OpenAIBackend(Backend):
                         if not isinstance(completion, dict):
                             raise ValueError(f"a JSON {type(completion).__name__}, not an object")
                     except ValueError as exc:  # a proxy's HTML page, a cut-off body: retried, then left for next run
-                        abandoned += 1  # a whole response the server may have generated, thrown away
-                        retry = await self._wait_or_give_up(retry, "malformed response body", str(exc), None, where)
+                        tried.abandoned += 1  # a whole response the server may have generated, thrown away
+                        await tried.wait_or_give_up(self.options, "malformed response body", str(exc), None, where)
                         continue
                     meant = error_status(completion)  # a proxy's 200 carrying a rate limit or a server error
                     if meant is None and billing_refusal(200, completion):  # …or saying the account cannot pay
@@ -333,26 +325,29 @@ class OpenAIBackend(Backend):
                 if replica is None or replica.left_out is None or not self._pool.in_use():  # type: ignore[union-attr]
                     raise_unless_retriable(exchange, where, self.name, self.on_overload, self.words,
                                            key_sent=self.key_sent)
-                if self._fail_over(replica, failovers):
-                    failovers += 1
+                if self._fail_over(replica, tried.failovers):
+                    tried.failovers += 1
                     continue
-                retry = await self._wait_or_give_up(retry, f"HTTP {exchange.status}", error_text(exchange.body)[1],
-                                                    exchange.headers, where)
+                await tried.wait_or_give_up(self.options, f"HTTP {exchange.status}", error_text(exchange.body)[1],
+                                            exchange.headers, where)
             reply = self._reply(completion, time.perf_counter() - started, notes)
         except BackendError as exc:  # the request failed (or stops the run): its attempts given up once sent
-            exc.abandoned = abandoned   # may still be billed
+            exc.abandoned = tried.abandoned   # may still be billed
             raise
-        if retry or failovers or abandoned:  # counted per request by the run (cfkit.probe.sending)
-            reply = replace(reply, retries=retry, failovers=failovers, abandoned=abandoned)
+        except (asyncio.CancelledError, KeyboardInterrupt) as stop:  # Ctrl-C, SIGTERM: what it had sent may be
+            tried.stopped(stop)  # billed (an attempt out was marked so as it was sent; here: between attempts)
+            raise
+        if tried.retry or tried.failovers or tried.abandoned:  # counted per request by the run (cfkit.probe.sending)
+            reply = replace(reply, retries=tried.retry, failovers=tried.failovers, abandoned=tried.abandoned)
         return replace(reply, endpoint=where) if replica is not None else reply
 
-    async def _post(self, data: list[bytes]) -> tuple[Exchange, Replica | None]:
+    async def _post(self, data: list[bytes], tried: Attempts) -> tuple[Exchange, Replica | None]:
         """One attempt: at the one endpoint, or at the replica the pool picks (which it then tells the outcome)."""
         if self._pool is None:
-            return await self._client.post("/chat/completions", data), None
+            return await tried.send(self._client.post("/chat/completions", data)), None
         replica = await self._pool.acquire()
         try:
-            exchange = await replica.client.post("/chat/completions", data)
+            exchange = await tried.send(replica.client.post("/chat/completions", data))
         except BaseException:
             await self._pool.release(replica, healthy=None)
             raise
@@ -432,16 +427,6 @@ class OpenAIBackend(Backend):
     def _user_controls(body: dict[str, Any]) -> list[str]:
         builtin = {"model", "messages", "temperature", "max_tokens", "max_completion_tokens", "response_format"}
         return [key for key in body if key not in builtin]
-
-    async def _wait_or_give_up(self, retry: int, what: str, detail: str, headers: Any, where: str) -> int:
-        """Sleep before the next attempt and return the new retry count, or raise when none is left."""
-        delay = self._delay(retry, headers)
-        if retry >= self.options.max_retries or delay > MAX_RETRY_AFTER_S:
-            raise TransportError(f"{what} from {where} after {plural(retry + 1, 'attempt')}: {detail}")
-        import asyncio
-
-        await asyncio.sleep(delay)
-        return retry + 1
 
     def _reply(self, completion: dict[str, Any], latency: float, notes: list[str], *,
                price_factor: float = 1.0) -> Reply:

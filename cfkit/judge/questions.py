@@ -63,10 +63,11 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
     transport failure (a key refused, no such model), a server that keeps failing
     (:class:`cfkit.probe.stopping.StopPolicy`, as it stops a probe run: a :class:`~cfkit.errors.BackendError`),
     or Ctrl-C (SIGTERM too: a :class:`KeyboardInterrupt`). The attempts of the request it ended that were given up
-    once sent go to ``gave_up`` and ``unread`` as a lost request's; so does the request Ctrl-C or SIGTERM found in
-    flight, as one attempt (it was sent: a provider may bill it). ``untried(job)`` is told of each job not asked.
+    once sent go to ``gave_up`` and ``unread`` as a lost request's; so do those of the request Ctrl-C or SIGTERM
+    stopped, with the attempt it found out (sent: a provider may bill it; none while it waited to retry). ``untried(job)`` is told of each job not asked.
     The caller says what was done and spent, then raises it."""
     from cfkit.backends import TransportError, is_async
+    from cfkit.backends.attempts import billable, sent_before_stop
     from cfkit.probe.runner import stopped_by_sigterm_as_by_ctrl_c
     from cfkit.probe.stopping import StopPolicy
 
@@ -74,6 +75,7 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
     policy = StopPolicy(backend.endpoint or backend.model, url_flag="-o base_url=URL", lower=None)
     asked = 0  # the jobs of todo done with, in order
     sending = False  # todo[asked] is sent and its reply not come: what Ctrl-C cancels then may be billed
+    cut_off = (0, True)  # what the request Ctrl-C or SIGTERM stopped had sent (cfkit.backends.attempts)
 
     def take(job: Job, request, reply) -> None:
         policy.answered()
@@ -100,9 +102,10 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
     def stopped(exc: BaseException) -> BaseException:
         if isinstance(exc, BackendError) and not isinstance(exc, TransportError) and asked < len(todo):
             lost(*todo[asked], exc)  # the request it ended: its attempts sent before are kept, it is not asked
-        elif isinstance(exc, KeyboardInterrupt) and sending and asked < len(todo):
+        elif isinstance(exc, KeyboardInterrupt) and sending and asked < len(todo) and billable(cut_off):
             cancelled = BackendError("cancelled in flight")
-            cancelled.abandoned = 1  # sent, then given up: an abandoned attempt, as a timeout's is
+            # its attempts given up once sent, and the one out (none while it waited to retry): abandoned attempts,
+            cancelled.abandoned = billable(cut_off)  # as a timeout's are
             lost(*todo[asked], cancelled)
         if untried is not None:
             for job, _ in todo[asked:]:
@@ -131,6 +134,9 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
                         reply = backend.answer(request)
                     except TransportError as exc:
                         reply = exc
+                    except KeyboardInterrupt as interrupt:
+                        cut_off = sent_before_stop(interrupt)
+                        raise
                     if (stop := settle(job, request, reply)) is not None:
                         return stopped(stop)
             except (BackendError, KeyboardInterrupt) as exc:
@@ -139,7 +145,7 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
         import asyncio
 
         async def ask_all() -> BaseException | None:
-            nonlocal sending
+            nonlocal sending, cut_off
             try:
                 for job, request in todo:
                     sending = True
@@ -147,6 +153,9 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
                         reply = await backend.answer(request)
                     except TransportError as exc:
                         reply = exc
+                    except (asyncio.CancelledError, KeyboardInterrupt) as interrupt:  # asyncio.run raises Ctrl-C
+                        cut_off = sent_before_stop(interrupt)  # once it cancelled it: what it had sent is known only here
+                        raise
                     if (stop := settle(job, request, reply)) is not None:
                         return stop
             except BackendError as exc:

@@ -81,8 +81,11 @@ class BatchState:
     counts: dict[str, Any]
     collected: bool
     errors: tuple[str, ...] = ()
-    unanswered: int = 0  # of its requests, those it ended without answering, stored as failed by this collect
-    reason: str = ""  # why the first of them has no answer, in the provider's words
+    # Of its requests, those it ended without answering, stored as failed by this collect, and why the first of them
+    # has no answer, in the provider's words: those refused for quota or billing left out (said once for the run:
+    # Collection.unpaid_line)
+    unanswered: int = 0
+    reason: str = ""
     answered: int = 0  # with unanswered: those it did answer (also before it expired or was cancelled), stored
 
     @property
@@ -304,11 +307,12 @@ def collect_backend(run: RunRecord, overrides: dict[str, Any]) -> Backend:
 
 def collect_batches(store: Store, cases: CaseSet, run: RunRecord, backend: Backend, *,
                     file_deadline_s: float | None = None, final: bool = False,
-                    on_wait: Callable[[str], None] | None = None) -> Collection:
+                    on_wait: Callable[[str], None] | None = None, then: str | None = None) -> Collection:
     """``cfkit probe collect RUN``: store the results of every batch of ``run`` that has ended (each result file
     downloaded within ``file_deadline_s`` seconds, every attempt together); ``final``: cancel the others where
     still running and store what they answered before they stopped, give up on the rest (their requests stored as
-    failed), so the run can be resumed. ``on_wait`` hears when it waits for a cancel to end."""
+    failed), so the run can be resumed. ``on_wait`` hears when it waits for a cancel to end; ``then``: what the
+    line of results refused for quota or billing says to run once the account has credit (else the same probe run)."""
     waiting = batches.uncollected(store, run.id)
     everything = batches.for_run(store, run.id)
     recorder = Recorder(store, run.id, cache_as=backend if backend.capabilities.cacheable else None)
@@ -328,10 +332,10 @@ def collect_batches(store: Store, cases: CaseSet, run: RunRecord, backend: Backe
                       tally["cost"] if backend.priced else None, tuple(problems), counts["invalid"],
                       counts["truncated"], counts["empty"], (run.settings.get("generation") or {}).get("max_tokens"),
                       run.model, run.suite, tally["unreported"] if backend.priced else 0, tally["given_up"],
-                      tuple(sorted(said)), tally["unpaid"], _unpaid_line(run.id, tally))
+                      tuple(sorted(said)), tally["unpaid"], _unpaid_line(run.id, tally, then))
 
 
-def _unpaid_line(run_id: str, tally: dict[str, Any]) -> str | None:
+def _unpaid_line(run_id: str, tally: dict[str, Any], then: str | None = None) -> str | None:
     """The one line saying that the account could not pay for requests of the batches read now, or None."""
     if not tally["unpaid"]:
         return None
@@ -339,18 +343,18 @@ def _unpaid_line(run_id: str, tally: dict[str, Any]) -> str | None:
 
     ids = tally["unpaid_in"]
     where = f"run {run_id}, {'batch' if len(ids) == 1 else 'batches'} {', '.join(ids)}"
-    return unpaid_results_line(where, tally["unpaid"], *tally["unpaid_said"])
+    return unpaid_results_line(where, tally["unpaid"], *tally["unpaid_said"], **({"then": then} if then else {}))
 
 
 def collect_run(store: Store, cases: CaseSet, run: RunRecord, *, overrides: dict[str, Any] | None = None,
                 wait: bool = False, poll_s: float = 60.0, file_deadline_s: float | None = None,
                 on_check: Callable[[Collection], None] | None = None, final: bool = False,
-                on_wait: Callable[[str], None] | None = None) -> Collection:
+                on_wait: Callable[[str], None] | None = None, then: str | None = None) -> Collection:
     """``cfkit probe collect RUN``: collect once, or (``wait``) again every ``poll_s`` seconds while batches
     are still running (Ctrl-C stops; nothing stored is lost, and ``probe collect`` goes on from there; a batch
     the provider no longer knows is not waited for). ``final`` gives up on the batches that have not ended
     (:func:`collect_batches`). ``on_check`` sees each look but the last; ``overrides`` replace recorded backend
-    options."""
+    options; ``then`` as for :func:`collect_batches`."""
     if final and wait:
         raise UsageError("--final stops waiting for the batches that have not ended, and --wait waits for them; "
                          "give one of the two.")
@@ -360,7 +364,7 @@ def collect_run(store: Store, cases: CaseSet, run: RunRecord, *, overrides: dict
     backend = collect_backend(run, overrides or {})
     while True:
         result = collect_batches(store, cases, run, backend, file_deadline_s=file_deadline_s, final=final,
-                                 on_wait=on_wait)
+                                 on_wait=on_wait, then=then)
         if not wait or not result.running:
             return result
         if on_check:

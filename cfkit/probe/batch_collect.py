@@ -83,7 +83,8 @@ async def gather(store: Store, cases: CaseSet, waiting: list[BatchRecord], backe
                    on_wait: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Ask the provider about each of ``waiting``; store what has ended (and, ``final``, cancel the rest, store
     what they answered before they stopped, and give up on what cannot be read). Returns the counts: stored,
-    failed, cost, unreported, given_up, why (batch -> (failed, first reason, answered)), said (the notes the
+    failed, cost, unreported, given_up, why (batch -> (failed for another reason than billing, the first one's reason,
+    answered)), said (the notes the
     stored replies carry beyond the backend's own, e.g. cached input priced at the input rate), and unpaid (of the
     failed, those whose result says the account could not pay), unpaid_said (the first one's status and words)
     and unpaid_in (their batches). ``on_wait`` hears
@@ -143,8 +144,8 @@ async def _read_ended(store: Store, cases: CaseSet, record: BatchRecord, info: A
     problems.extend(read.problems)
     why = ("; ".join(info.errors) or read.unread or f"the batch ended {info.status} without answering it"
            + (" (cancelled by --final)" if how else ""))
-    failed = 0
-    first = ""
+    failed = unpaid = 0
+    first = ""  # why the first request failed that the account could pay for (the others: said once, in their line)
     for asked in record.requests:
         if asked.case_id not in cases:
             continue  # the case left the cases file; the run keeps no reply for it
@@ -165,17 +166,19 @@ async def _read_ended(store: Store, cases: CaseSet, record: BatchRecord, info: A
         else:
             recorder.transport(unit, asked.cache_key, f"batch {record.id}: {error or why}")
             failed += 1
-            first = first or (error or why)
             if asked.cache_key in read.unpaid:  # the account could not pay for it: said once (probe collect)
+                unpaid += 1
                 tally["unpaid"] += 1
                 tally["unpaid_said"] = tally["unpaid_said"] or read.unpaid[asked.cache_key]
                 tally["unpaid_in"] += [record.id] if record.id not in tally["unpaid_in"] else []
+            else:
+                first = first or (error or why)
         tally["stored"] += 1
     recorder.flush()
     batches.collected(store, record.id)
     tally["failed"] += failed
-    if failed:
-        tally["why"][record.id] = (failed, first, sum(1 for a in record.requests if a.case_id in cases) - failed)
+    if failed > unpaid:  # the batch's own line: the requests it did not answer for another reason than billing
+        tally["why"][record.id] = (failed - unpaid, first, sum(1 for a in record.requests if a.case_id in cases) - failed)
     if record.input_path:
         Path(record.input_path).unlink(missing_ok=True)
 

@@ -275,12 +275,12 @@ def collect_from_files(store: Store, cases: CaseSet, run: RunRecord, backend: Ba
                         settled.add(request.key)
                     else:
                         recorder.transport(unit, request.cache_key, f"{path.name} line {number}: {error}")
-                        errors = errors or [f"{path.name} line {number}: {error}"]  # the first error's words
                         refused = result_refusal(status, body, entry.get("error"))
-                        if refused is not None:  # the account could not pay for it: said once
+                        if refused is not None:  # the account could not pay for it: said once, in its own line
                             unpaid[request.key] = refused
                         else:
                             unpaid.pop(request.key, None)
+                            errors = errors or [f"{path.name} line {number}: {error}"]  # the first error's words
                     outcome[request.key] = reply is not None
     finally:
         recorder.flush()

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from cfkit.backends import Backend, is_async
+from cfkit.backends.attempts import billable, sent_before_stop
 from cfkit.errors import BackendError, ImageError, TransportError
 from cfkit.money import abandoned_note, abandoned_usd, usd
 from cfkit.plural import plural
@@ -360,8 +361,9 @@ class Sender:
                 try:
                     reply = await (self.backend.answer(request) if self._async
                                    else asyncio.to_thread(self.backend.answer, request))
-                except asyncio.CancelledError:  # in flight at Ctrl-C or SIGTERM: sent, so a provider may bill it
-                    self.progress.abandoned += 1
+                except (asyncio.CancelledError, KeyboardInterrupt) as stop:  # Ctrl-C, SIGTERM: its attempts given up
+                    # once sent and the one out (none while it waited to retry) may be billed (cfkit.backends.attempts)
+                    self.progress.abandoned += billable(sent_before_stop(stop))
                     raise
             finally:
                 self._images.release(item.request)

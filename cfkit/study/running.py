@@ -213,7 +213,11 @@ def _finish(store: Store, run: StudyRun, summary: RunSummary) -> None:
 
 
 def _collect(store: Store, run: StudyRun, p) -> bool:
-    """Collect the run's batches as far as they have ended; True when none is left in flight."""
+    """Collect the run's batches as far as they have ended; True when none is left in flight. Results the provider
+    refused for quota or billing are said once (``probe collect``'s line); with none left in flight they stop the
+    run as a live refusal does (:class:`QuotaRefused`): its requests without a reply are not sent to an account
+    that cannot pay."""
+    from cfkit.backends.billing import ASK_THE_REST
     from cfkit.dataset import load_cases
     from cfkit.probe.batch import collect_run
     from cfkit.probe.runner import run_identity
@@ -223,7 +227,11 @@ def _collect(store: Store, run: StudyRun, p) -> bool:
     record = stored_runs.get_run(store, run.run_id)
     ws = run.job.ws
     with Store(store.path) as own:  # this thread's own connection; the event loop's stays with the loop
-        collected = collect_run(own, load_cases(ws.cases_path, ws.image_root), record)
+        collected = collect_run(own, load_cases(ws.cases_path, ws.image_root), record, then=ASK_THE_REST)
+    if collected.unpaid_line and not collected.waiting:
+        raise QuotaRefused(collected.unpaid_line)
+    if collected.unpaid_line:
+        run.notes.append(collected.unpaid_line)
     if collected.waiting:
         run.state = "waiting"
         if collected.running:

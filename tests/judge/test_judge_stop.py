@@ -229,3 +229,40 @@ def test_prelabel_interrupted_says_what_it_spent_and_keeps_it(audited, stop, sta
     judge = _status(ws)  # kept for the next invocation's totals, as a timed-out attempt is
     assert (judge["labels"], judge["replies"], judge["abandoned"]) == (3, 3, 1)
     assert judge["cost_usd"] == pytest.approx(0.36)
+
+
+@pytest.mark.parametrize(("stop", "status", "fourth", "requests", "abandoned"), [
+    ("SIGINT", 130, Scripted(body=[]), 5, 2),  # thrown away (a whole response), then the retry out: both may be billed
+    ("SIGTERM", 143, Scripted(body=[]), 5, 2),
+    ("SIGTERM", 143, Scripted(503, error_body("busy", kind="server_error"), headers={"retry-after": "30"}), 4, 0),
+], ids=["ctrl-c-retry-out", "sigterm-retry-out", "sigterm-waiting-to-retry"])
+def test_prelabel_interrupted_while_retrying_counts_what_the_request_had_sent(audited, stop, status, fourth, requests,
+                                                                            abandoned):
+    """The fourth request's first attempt is thrown away and its retry hangs, or it waits 30 s to retry after a 503
+    (nothing out). Before, the stop counted one abandoned attempt either way."""
+    ws, labels = audited
+
+    def script(body: dict, n: int) -> Scripted:
+        if n == 4:
+            return fourth
+        return Scripted(body=completion("Yes", model=body["model"]), delay=20.0 if n > 4 else 0.0)
+
+    with ChatServer(script) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cfkit", "-w", str(ws), "audit", "prelabel", "--judge", JUDGE, "-o",
+             f"base_url={server.url}", "-o", "backoff=0.01", *PRICES, "--json"],
+            env=os.environ | {"PYTHONPATH": str(REPO), **KEY}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, preexec_fn=_as_in_a_terminal)
+        deadline = time.monotonic() + 60
+        while server.count < requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)
+        assert proc.poll() is None, "prelabel ended before it could be stopped"
+        proc.send_signal(getattr(signal, stop))
+        stdout, stderr = proc.communicate(timeout=30)
+        assert server.count == requests, stderr
+    assert proc.returncode == status, stderr
+    data = json.loads(stdout)
+    assert (data["asked"], data["replies"], data["stopped"], data["not_asked"]) == (3, 3, "interrupted", labels - 3)
+    assert data["abandoned_attempts"] == abandoned, data
+    assert _status(ws)["abandoned"] == abandoned  # kept for the next invocation's totals

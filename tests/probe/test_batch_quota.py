@@ -138,3 +138,57 @@ def test_a_result_file_with_quota_errors_given_to_from_file_says_so_once(tmp_pat
     as_json = json.loads(run_cli(["-w", str(ws), "probe", "collect", run_id, "--from-file", str(results),
                                   "--json"]).stdout)
     assert as_json["failed"] == 2 and as_json["unpaid"] == 2
+
+
+@pytest.mark.parametrize("other", [False, True], ids=["only-billing", "and-a-server-error"])
+def test_collect_says_results_refused_for_billing_in_their_line_only_not_again_as_never_answered(tmp_path, other):
+    """Before, the batch's own line said the same two requests again: "2 requests never answered (HTTP 429: You
+    exceeded your current quota …)", beside the line that says they were refused for quota or billing. Now that
+    line counts only the requests left unanswered for another reason, with that reason's words."""
+    ws = many_cases(tmp_path / "ws", 6)
+
+    def script(body, n):
+        number = picture(user_text(body))
+        if number in (2, 4):
+            return Scripted(429, {"error": INSUFFICIENT})
+        if number == 5 and other:
+            return Scripted(500, {"error": {"message": "The server had an error", "type": "server_error"}})
+        return scripted_answer(body, n)
+
+    with BatchServer(script, polls=1) as server:
+        sent = probe_run(ws, server.url, "--batch", "--json")
+        assert sent.exit_code == 0, sent.output
+        run_id = json.loads(sent.stdout)["run_id"]
+        collected = run_cli(["-w", str(ws), "probe", "collect", run_id])
+    assert collected.exit_code == 1, collected.output
+    text = collected.stderr
+    assert text.count("You exceeded your current quota") == 1, text  # the billing line alone says it
+    assert "the provider refused 2 requests for quota or billing (HTTP 429" in text
+    never = [line for line in text.splitlines() if "never answered" in line]
+    if other:
+        assert len(never) == 1 and "1 request never answered (HTTP 500: The server had an error)" in never[0], text
+        assert "3 results stored" in never[0]  # those the batch answered
+    else:
+        assert never == [], text
+
+
+def test_a_result_file_says_its_first_failure_that_was_not_refused_for_billing(tmp_path):
+    """``--from-file`` listed the first failed line under the counts, the quota refusal the billing line says."""
+    ws = many_cases(tmp_path / "ws", 4)
+    out = tmp_path / "requests.jsonl"
+    written = run_cli(["-w", str(ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",
+                       "--base-url", "http://127.0.0.1:9/v1", "--batch-file", str(out)])
+    assert written.exit_code == 0, written.output
+    lines = []
+    for number, request in enumerate(json.loads(line) for line in out.read_text().splitlines()):
+        error = {"code": "insufficient_quota", "message": QUOTA} if number == 0 else \
+            {"code": "server_error", "message": "The model crashed"} if number == 2 else None
+        body = None if error else scripted_answer(request["body"], number).body
+        lines.append({"id": f"batch_req_{number}", "custom_id": request["custom_id"], "error": error,
+                      "response": None if error else {"status_code": 200, "request_id": f"r{number}", "body": body}})
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    collected = run_cli(["-w", str(ws), "probe", "collect", written.stdout.strip(), "--from-file", str(results)])
+    assert collected.exit_code == 1, collected.output
+    assert collected.stderr.count("You exceeded your current quota") == 1, collected.stderr
+    assert "results.jsonl line 3: " in collected.stderr and "The model crashed" in collected.stderr

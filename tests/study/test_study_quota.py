@@ -56,3 +56,43 @@ def test_a_quota_refusal_ends_that_models_runs_only_and_the_same_command_resumes
         assert again.exit_code == 0, again.output
         assert {r["state"] for r in json.loads(again.stdout)} == {"done"}
         assert not any(r["model"] == "paid" and r["sent"] for r in json.loads(again.stdout))
+
+
+def test_a_studys_batch_results_refused_for_billing_are_said_once_and_not_sent_again_live(tmp_path):
+    """``study run`` collecting a batch whose results say the account could not pay said nothing of them (``probe
+    collect``'s line was dropped), then sent those requests live to the same account, to be refused again. Now the
+    run says the billing line once, as its error (the run failed, as on a refusal live), sends nothing more, and the
+    same command asks them once paid."""
+    from support.batch_api_server import BatchServer
+
+    ws = many_cases(tmp_path / "ws", 4)
+    account = {"paid": False}
+
+    def script(body, n):
+        if not account["paid"] and ("picture 2 " in user_text(body) or "picture 3 " in user_text(body)):
+            return Scripted(429, QUOTA)
+        return scripted_answer(body, n)
+
+    with BatchServer(script, polls=1) as server:
+        path = ws / "study.toml"
+        path.write_text(f"[models.api]\nmodel = 'openai:test-model'\nendpoint = '{server.url}'\n"
+                        "options = {max_retries = 1, backoff = 0.01}\n[suites.contextcanvas]\n")
+        submitted = run_cli(["-w", str(ws), "study", "run", str(path), "--batch", "--json"])
+        assert submitted.exit_code == 0, submitted.output
+        collected = run_cli(["-w", str(ws), "study", "run", str(path)])
+        assert server.calls("POST", "/chat/completions") == 0, collected.output  # nothing sent live
+        assert collected.exit_code == 1, collected.output
+        text = " ".join(collected.stderr.split())
+        assert text.count("You exceeded your current quota") == 1, text  # said once
+        assert ("the provider refused 2 requests for quota or billing (HTTP 429: You exceeded your current quota, "
+                "please check your plan and billing details): the account has no credit or quota left; they are "
+                "stored as failed (not answered). Add credit to the account (or use a key of one that has it), then "
+                "run the same command again: what was answered is kept") in text
+        assert "never answered" not in text
+        assert "api contextcanvas (failed)" in text
+
+        account["paid"] = True
+        again = run_cli(["-w", str(ws), "study", "run", str(path), "--json"])
+        assert again.exit_code == 0, again.output
+        assert server.calls("POST", "/chat/completions") == 2  # only the two refused
+        assert [r["state"] for r in json.loads(again.stdout)] == ["done"]
