@@ -44,9 +44,9 @@ import numpy as np
 
 from cfkit.composite import COMPOSITE_DILATE_PX, COMPOSITE_FEATHER_PX, composite, labelled_png
 from cfkit.edit_arguments import SpecEngine, edit_arguments, spec_engines
-from cfkit.editors import EditRequest, EditResult, sent_before_stop
+from cfkit.editors import EditRequest, EditResult
 from cfkit.errors import (CfkitError, EditRefused, EditorError, EditorKeyRefused, EditorTransport, EditorUnanswered,
-                          EditorUnavailable, ImageError, QuotaRefused, SpecError, UsageError)
+                          EditorUnavailable, ImageError, QuotaRefused, SpecError, UsageError, sent_before_stop)
 from cfkit.files import write_bytes_atomic
 from cfkit.images import read_image
 from cfkit.edit_files import refuse_stray_edit_files, spec_thresholds, store_checks
@@ -273,7 +273,7 @@ def _edit_with(prep: _Prepared, scorer: Scorer, span: EditSession, *, again: boo
                 sending = False
         except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: what the paid call had sent may be billed
             if sending:
-                span.spend.stopped(name, sent_before_stop(stop))
+                span.spend.stopped(name, sent_before_stop(stop, unmarked=None))
             raise
         except EditorUnavailable as exc:
             attempts.append(Attempt(name, "unavailable", str(exc)))

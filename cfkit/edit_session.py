@@ -55,7 +55,7 @@ class EditSpend:
 
     def stopped(self, engine: str, sent: tuple[int, bool] | None) -> None:
         """A call to paid ``engine`` that Ctrl-C or SIGTERM cut off: ``sent`` is what it had sent, as the engine
-        said (:func:`cfkit.editors.sent_before_stop`: attempts given up once sent, whether one was out), None
+        said (:func:`cfkit.errors.sent_before_stop`: attempts given up once sent, whether one was out), None
         when it did not say: one call in flight, the side a bill is safe on."""
         abandoned, out = (0, True) if sent is None else sent
         if not (abandoned or out):

@@ -239,6 +239,23 @@ _UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
 _MISSING = ("missing", "missing_argument")
 
 
+def stopped_sending(stop: BaseException, *, abandoned: int, out: bool) -> None:
+    """Mark ``stop`` (asyncio's cancellation, or Ctrl-C/SIGTERM as ``KeyboardInterrupt``, met inside a backend's
+    request or an edit engine's call) with what it had sent: ``abandoned`` attempts given up once sent, and whether
+    an attempt was ``out`` (sent, its reply not come) rather than the stop falling between attempts. The first mark
+    stays (the innermost place knows best); the caller re-raises the stop."""
+    if sent_before_stop(stop, unmarked=None) is None:
+        stop.cfkit_sent = (abandoned, out)  # type: ignore[attr-defined]
+
+
+def sent_before_stop(stop: BaseException, *, unmarked: tuple[int, bool] | None = (0, True)
+                     ) -> tuple[int, bool] | None:
+    """What :func:`stopped_sending` marked ``stop`` with: (attempts given up once sent, whether one was out); for a
+    stop nothing marked, ``unmarked``: by default one attempt out (what did not say may have sent it), the side a
+    bill is safe on."""
+    return stop.__dict__.get("cfkit_sent", unmarked)
+
+
 def describe_validation(exc: ValidationError, model: type | None = None) -> str:
     """One line for the first problem pydantic found in a record: field, problem, fix.
 

@@ -8,9 +8,9 @@ up after they were sent (``Reply.abandoned``, a ``BackendError``'s
 waited out until it resets) and marks a stop met inside the request: asyncio's
 cancellation (how ``probe run``, ``study run``, the judges and ``captions
 draft`` stop a request at Ctrl-C or SIGTERM) or a ``KeyboardInterrupt``. The
-mark (:func:`stopped_sending`) says what the request had sent: the attempts
+mark (:func:`cfkit.errors.stopped_sending`) says what the request had sent: the attempts
 given up once sent, and whether one was out (sent, its reply not come) or the
-stop came between attempts (nothing out); :func:`sent_before_stop` reads it,
+stop came between attempts (nothing out); :func:`cfkit.errors.sent_before_stop` reads it,
 and says one attempt out for a stop no backend marked, the side a bill is safe on.
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from cfkit.backends.http import rate_limit_reset_seconds, retry_after_seconds
-from cfkit.errors import TransportError
+from cfkit.errors import TransportError, stopped_sending
 from cfkit.plural import plural
 
 #: A server asking to wait longer than this is treated as a failure, not waited for.
@@ -30,22 +30,8 @@ MAX_RETRY_AFTER_S = 120.0
 T = TypeVar("T")
 
 
-def stopped_sending(stop: BaseException, *, abandoned: int, out: bool) -> None:
-    """Mark ``stop`` (a cancellation or Ctrl-C/SIGTERM met inside a backend's request) with what the request had
-    sent: ``abandoned`` attempts given up once sent, and whether an attempt was ``out``. The first mark stays (the
-    innermost place knows best)."""
-    if sent_before_stop(stop, unmarked=None) is None:
-        stop.cfkit_sent = (abandoned, out)  # type: ignore[attr-defined]
-
-
-def sent_before_stop(stop: BaseException, *, unmarked: tuple[int, bool] | None = (0, True)) -> tuple[int, bool] | None:
-    """What :func:`stopped_sending` marked ``stop`` with: (attempts given up once sent, whether one was out); for a
-    stop no backend marked, ``unmarked``: one attempt out (a backend that does not say may have sent it)."""
-    return stop.__dict__.get("cfkit_sent", unmarked)
-
-
 def billable(sent: tuple[int, bool]) -> int:
-    """The attempts a request stopped with ``sent`` (:func:`sent_before_stop`) may be billed for: those given up
+    """The attempts a request stopped with ``sent`` (:func:`cfkit.errors.sent_before_stop`) may be billed for: those given up
     once sent, and the one out."""
     return sent[0] + sent[1]
 

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 import numpy as np
 from PIL import Image
 
-from cfkit.errors import SpecError, UsageError
+from cfkit.errors import SpecError, UsageError, stopped_sending  # noqa: F401 (engines mark a stop with it)
 from cfkit.options import OptionField, OptionValues, PluginOptions, option_fields, validate_options
 from cfkit.registry import EDITORS, load, plugins, with_defaults
 
@@ -157,19 +157,6 @@ class Editor:
         """The server the engine's calls go to, checked to answer before its first call; None (the default):
         it calls no server, nothing is checked."""
         return None
-
-
-def stopped_sending(stop: KeyboardInterrupt, *, abandoned: int, out: bool) -> None:
-    """Mark ``stop`` (Ctrl-C or SIGTERM, met inside an engine's call) with what the call had sent: ``abandoned``
-    attempts given up once sent (a timeout once the request was out), and whether an attempt was ``out`` (sent,
-    its reply not come); the engine then raises it on. ``cfkit edit`` counts both as ones the service may bill
-    (:func:`sent_before_stop`); a stop that a paid engine did not mark counts as one call in flight."""
-    stop.cfkit_sent = (abandoned, out)  # type: ignore[attr-defined]
-
-
-def sent_before_stop(stop: BaseException) -> tuple[int, bool] | None:
-    """What :func:`stopped_sending` marked ``stop`` with: (attempts given up once sent, one out), or None."""
-    return getattr(stop, "cfkit_sent", None)
 
 
 def editor_class(name: str) -> type:

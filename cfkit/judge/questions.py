@@ -67,7 +67,8 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
     stopped, with the attempt it found out (sent: a provider may bill it; none while it waited to retry). ``untried(job)`` is told of each job not asked.
     The caller says what was done and spent, then raises it."""
     from cfkit.backends import TransportError, is_async
-    from cfkit.backends.attempts import billable, sent_before_stop
+    from cfkit.backends.attempts import billable
+    from cfkit.errors import sent_before_stop
     from cfkit.probe.runner import stopped_by_sigterm_as_by_ctrl_c
     from cfkit.probe.stopping import StopPolicy
 

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from cfkit.backends import Backend, is_async
-from cfkit.backends.attempts import billable, sent_before_stop
-from cfkit.errors import BackendError, ImageError, TransportError
+from cfkit.backends.attempts import billable
+from cfkit.errors import BackendError, ImageError, TransportError, sent_before_stop
 from cfkit.money import abandoned_note, abandoned_usd, usd
 from cfkit.plural import plural
 from cfkit.probe.cache_keys import RunKeys
