@@ -11,9 +11,9 @@ weights, the run is refused in one line. The model's id (and, where the server
 reports it, the weights it was loaded from, vLLM's ``root``) is then the run's
 identity, and the endpoints are provenance — which one answered is stored with
 each reply. The same reading of a server's answer to ``GET /models``
-(:func:`read_listing`: listed, not listed, no list, no answer; :func:`refusal`)
+(:func:`cfkit.backends.model_lists.read_listing`: listed, not listed, no list, no answer; :func:`~cfkit.backends.model_lists.refusal`)
 checks the one server of ``probe run --batch`` before anything is uploaded
-(:func:`check_served`), and the endpoints of a study (``cfkit study validate``,
+(:func:`~cfkit.backends.model_lists.check_served`), and the endpoints of a study (``cfkit study validate``,
 ``status``, ``run``: :mod:`cfkit.study.check`), in the same words.
 
 :class:`ReplicaPool` hands each request to an endpoint:
@@ -69,13 +69,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cfkit.backends.model_lists import MODELS_DEADLINE_S, read_exchange, refusal
 from cfkit.errors import BackendError, BackendUnavailable, QuotaRefused
 
 #: First back-off of a failing endpoint, and the longest (seconds).
 FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
-#: How long the start-up check waits for each server's model list (seconds).
-MODELS_DEADLINE_S = 15.0
 #: How often a left-out endpoint is asked again whether it serves the model (seconds; ``-o replica_recheck``).
 RECHECK_S = 30.0
 #: How every line about one endpoint of a replica set begins (``runs show`` finds them among a run's notes).
@@ -282,100 +281,6 @@ class ReplicaPool:
     def why_left_out(self) -> str:
         """``URL: why; URL: why`` of the endpoints left out."""
         return "; ".join(f"{r.shown}: {r.left_out}" for r in self.replicas if r.left_out is not None)
-
-
-def model_entries(body: bytes) -> list[dict[str, Any]] | None:
-    """The entries (each with a text ``id``) of a ``GET /models`` answer, or None when it holds no model list."""
-    import orjson
-
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    entries = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        return None
-    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
-
-
-def listed(entries: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
-    """The entry of model ``name`` in a server's model list (:func:`model_entries`), or None: its id is ``name``
-    (or ``models/NAME``, as a provider may list it)."""
-    return next((e for e in entries if e["id"] in (name, f"models/{name}")), None)
-
-
-def not_listed(entries: list[dict[str, Any]], name: str) -> str:
-    """Why a server whose model list is ``entries`` cannot answer for ``name`` (it does not list it): the models
-    it lists, and the nearest of them to ``name`` (a typo)."""
-    from cfkit.suggest import closest
-
-    ids = sorted(e["id"] for e in entries)
-    served = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "") if ids else "nothing"
-    near = closest(name, ids)
-    return f"it serves {served}, not '{name}'" + (f"; did you mean '{near}'?" if near else "")
-
-
-@dataclass(frozen=True)
-class Listing:
-    """What one answer to ``GET /models`` says of a model (:func:`read_listing`)."""
-
-    entry: dict[str, Any] | None = None  # the model's entry, where the server lists it
-    why: str | None = None  # why the server cannot answer for the model, where it does not list it
-    listed: bool = False  # it answered a model list: a ``why`` is certain (not a server that could not tell)
-
-
-def read_listing(status: int | None, body: bytes, name: str, *, failure: str | None = None,
-                 detail: str = "", unanswered: str | None = None, shown: str = "the server") -> Listing:
-    """The one reading of a server's answer to ``GET /models`` for model ``name`` (``status`` and ``body``, or the
-    ``failure`` and ``detail`` of an attempt that got no answer): it lists the model (:func:`listed`), lists others
-    or none (:func:`not_listed`), answers without a model list, or does not answer. Every check of a model list
-    (replicas, ``--batch``, a study's endpoints) reads it here, so the same answer is said in the same words. An
-    attempt that got no answer at all (``unanswered``: its kind, :mod:`cfkit.backends.no_answer`) is said as
-    ``probe run``'s start-up check and a study say it (server ``shown``)."""
-    if unanswered is not None:
-        from cfkit.backends.no_answer import no_answer
-
-        return Listing(why=no_answer(shown, unanswered, detail=detail, seconds=MODELS_DEADLINE_S))
-    if failure is not None or status != 200:
-        if failure is None:
-            from cfkit.backends.http import error_text
-
-            detail = " ".join(error_text(body)[1].split())[:200]
-        return Listing(why=f"it did not answer GET /models: {failure or f'HTTP {status}'}: {detail or 'no detail'}")
-    entries = model_entries(body)
-    if entries is None:
-        return Listing(why="it answered GET /models without a model list")
-    entry = listed(entries, name)
-    return Listing(entry, None if entry is not None else not_listed(entries, name), listed=True)
-
-
-def read_exchange(exchange: Any, name: str, shown: str = "the server") -> Listing:
-    """:func:`read_listing` of an :class:`~cfkit.backends.http.Exchange` from server ``shown``."""
-    return read_listing(exchange.status, exchange.body, name, failure=exchange.failure, detail=exchange.detail,
-                        unanswered=exchange.no_answer, shown=shown)
-
-
-def refusal(who: str, name: str, why: Sequence[tuple[str, str]], *, url_flag: str = "--base-url") -> str:
-    """The one line refusing a run none of whose servers can answer for ``name`` (``why``: each server as shown,
-    and why not), before anything is sent or recorded (``url_flag``: how a run names its server)."""
-    detail = "; ".join(f"{shown}: {reason}" for shown, reason in why)
-    if len(why) == 1:
-        return (f"{who}: {why[0][0]} cannot answer for '{name}' ({why[0][1]}). Nothing was sent. Fix the model's "
-                f"name, or give {url_flag} for a server that serves '{name}'.")
-    return (f"{who}: no replica can answer for '{name}' ({detail}). Nothing was sent. Start the servers, or give "
-            f"{url_flag} for servers that serve '{name}'.")
-
-
-async def check_served(client: Any, shown: str, name: str, *, who: str, url_flag: str = "--base-url") -> str | None:
-    """Ask one server (``client``, a :class:`~cfkit.backends.http.JSONClient`) which models it serves, as the
-    start-up check of a replica set does (:func:`served_model`), before a batch is submitted to it. Raises
-    :class:`BackendUnavailable` (:func:`refusal`) when it lists its models without ``name``; a server that cannot
-    be asked, or gives no list, is not refused here (the submission itself says what is wrong): why the model
-    could not be checked is returned (:meth:`cfkit.backends.batch_api.BatchAPI.check_model`), else None."""
-    reading = read_exchange(await client.request("GET", "/models", deadline=MODELS_DEADLINE_S), name, shown)
-    if reading.listed and reading.why is not None:
-        raise BackendUnavailable(refusal(who, name, [(shown, reading.why)], url_flag=url_flag))
-    return None if reading.listed else f"{shown}: {reading.why}"
 
 
 async def _listings(replicas: Sequence[Replica], *, close: bool = True) -> list[tuple[Replica, Any]]:
