@@ -7,12 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cfkit.errors import BackendUnavailable
 
+if TYPE_CHECKING:
+    from cfkit.option_words import OptionWords
+
 #: How long a check waits for each server's model list (seconds).
 MODELS_DEADLINE_S = 15.0
+#: The statuses of a server that refuses the key a request carried, or wants one it did not.
+KEY_REFUSED = (401, 403)
 
 
 def model_entries(body: bytes) -> list[dict[str, Any]] | None:
@@ -53,6 +58,8 @@ class Listing:
     entry: dict[str, Any] | None = None  # the model's entry, where the server lists it
     why: str | None = None  # why the server cannot answer for the model, where it does not list it
     listed: bool = False  # it answered a model list: a ``why`` is certain (not a server that could not tell)
+    status: int | None = None  # the HTTP status of an answer that was no model list (401: a key refused)
+    said: str = ""  # what such an answer said (its error message)
 
 
 def read_listing(status: int | None, body: bytes, name: str, *, failure: str | None = None,
@@ -72,7 +79,8 @@ def read_listing(status: int | None, body: bytes, name: str, *, failure: str | N
             from cfkit.backends.http import error_text
 
             detail = " ".join(error_text(body)[1].split())[:200]
-        return Listing(why=f"it did not answer GET /models: {failure or f'HTTP {status}'}: {detail or 'no detail'}")
+        return Listing(why=f"it did not answer GET /models: {failure or f'HTTP {status}'}: {detail or 'no detail'}",
+                       status=None if failure is not None else status, said=detail)
     entries = model_entries(body)
     if entries is None:
         return Listing(why="it answered GET /models without a model list")
@@ -95,6 +103,36 @@ def refusal(who: str, name: str, why: Sequence[tuple[str, str]], *, url_flag: st
                 f"name, or give {url_flag} for a server that serves '{name}'.")
     return (f"{who}: no replica can answer for '{name}' ({detail}). Nothing was sent. Start the servers, or give "
             f"{url_flag} for servers that serve '{name}'.")
+
+
+def none_serve(who: str, name: str, readings: Sequence[tuple[str, Listing]], *, url_flag: str,
+               words: OptionWords | None = None, key_sent: bool | None = None) -> str:
+    """The one line refusing a replica set none of whose servers can answer for ``name`` (``readings``: each
+    server as shown, and its :class:`Listing`), with the fix its servers' answers call for: every server refused
+    the key (HTTP 401/403): the key, said as :func:`cfkit.option_words.key_refused` says it, with the option that
+    names its variable (``words``; ``key_sent``: a key went with the requests, None: not known); every server
+    listed its models without ``name``: the model's name; else those fixes its servers call for, with starting
+    the servers and ``url_flag`` (how the command names its servers)."""
+    from cfkit.option_words import PLAIN, key_refused
+
+    words = words or PLAIN
+    shown = ", ".join(where for where, _ in readings)
+    keys = [r for _, r in readings if r.status in KEY_REFUSED]
+    if len(keys) == len(readings):
+        status = "/".join(dict.fromkeys(str(r.status) for r in keys))
+        said = keys[0].said if len({r.said for r in keys}) == 1 else ""
+        return key_refused(who, f"every replica ({shown})", status, said, words, sent=key_sent, several=True)
+    detail = "; ".join(f"{where}: {r.why}" for where, r in readings)
+    if all(r.listed for _, r in readings):
+        return (f"{who}: no replica can answer for '{name}' ({detail}). Nothing was sent. Fix the model's name, or "
+                f"give {url_flag} for servers that serve '{name}'.")
+    fixes = ["start the servers"] if any(not r.listed and r.status not in KEY_REFUSED for _, r in readings) else []
+    if any(r.listed for _, r in readings):
+        fixes.append("fix the model's name")
+    if keys:
+        fixes.append(f"check the key (its variable is named with {words.of('api_key_env')})")
+    return (f"{who}: no replica can answer for '{name}' ({detail}). Nothing was sent. "
+            f"{', '.join(fixes).capitalize()}, or give {url_flag} for servers that serve '{name}'.")
 
 
 async def check_served(client: Any, shown: str, name: str, *, who: str, url_flag: str = "--base-url") -> str | None:

@@ -7,11 +7,14 @@ with one cache. :func:`served_model` asks each server which models it serves
 asked (nothing listening, an error status, no model list) or does not list the
 model is left out of the run, in one line saying which and why, and the others
 do its work; with none left, or when the others serve the name from different
-weights, the run is refused in one line. The model's id (and, where the server
+weights, the run is refused in one line, with the fix the servers' answers call
+for (the key, where every one refused it: 401/403; the model's name, where
+every one lists other models; starting them, where they gave no list). The model's id (and, where the server
 reports it, the weights it was loaded from, vLLM's ``root``) is then the run's
 identity, and the endpoints are provenance — which one answered is stored with
 each reply. The same reading of a server's answer to ``GET /models``
-(:func:`cfkit.backends.model_lists.read_listing`: listed, not listed, no list, no answer; :func:`~cfkit.backends.model_lists.refusal`)
+(:func:`cfkit.backends.model_lists.read_listing`: listed, not listed, no list,
+no answer; :func:`~cfkit.backends.model_lists.none_serve`)
 checks the one server of ``probe run --batch`` before anything is uploaded
 (:func:`~cfkit.backends.model_lists.check_served`), and the endpoints of a study (``cfkit study validate``,
 ``status``, ``run``: :mod:`cfkit.study.check`), in the same words.
@@ -67,10 +70,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cfkit.backends.model_lists import MODELS_DEADLINE_S, read_exchange, refusal
+from cfkit.backends.model_lists import MODELS_DEADLINE_S, none_serve, read_exchange
 from cfkit.errors import BackendError, BackendUnavailable, QuotaRefused
+
+if TYPE_CHECKING:
+    from cfkit.option_words import OptionWords
 
 #: First back-off of a failing endpoint, and the longest (seconds).
 FIRST_BACKOFF_S = 1.0
@@ -311,21 +317,27 @@ def _run_now(coroutine: Any) -> Any:
         return pool.submit(asyncio.run, coroutine).result()
 
 
-def served_model(replicas: Sequence[Replica], name: str, *, who: str, url_flag: str = "--base-url") -> dict[str, str]:
+def served_model(replicas: Sequence[Replica], name: str, *, who: str, url_flag: str = "--base-url",
+                 words: OptionWords | None = None, key_sent: bool | None = None) -> dict[str, str]:
     """The identity of model ``name`` as the endpoints serve it: ``{"served_model": id}`` plus ``root`` where
     the servers report one. An endpoint that cannot be asked or does not list ``name`` is left out
-    (:attr:`Replica.left_out`, :attr:`Replica.at_start`). Raises :class:`BackendUnavailable` (one line) when
-    every endpoint is left out, or those that serve ``name`` serve it from different weights."""
+    (:attr:`Replica.left_out`, :attr:`Replica.at_start`). Raises :class:`BackendUnavailable` (one line,
+    :func:`~cfkit.backends.model_lists.none_serve`: the key where every endpoint refused it, named with ``words``
+    of the command that built the backend, ``url_flag`` without them; the model's name where every endpoint lists
+    others) when every endpoint is left out, or those that serve ``name`` serve it from different weights."""
     found: list[tuple[Replica, dict[str, Any]]] = []
+    readings = []
     for replica, exchange in _run_now(_listings(replicas)):
         reading = read_exchange(exchange, name, replica.shown)
+        readings.append((replica.shown, reading))
         match, replica.left_out = reading.entry, reading.why
         if match is None:
             replica.at_start = True
         else:
             found.append((replica, match))
     if not found:
-        raise BackendUnavailable(refusal(who, name, [(r.shown, r.left_out or "") for r in replicas], url_flag=url_flag))
+        raise BackendUnavailable(none_serve(who, name, readings, words=words, key_sent=key_sent,
+                                            url_flag=words.of("base_url") if words is not None else url_flag))
     roots = {str(e["root"]) for _, e in found if isinstance(e.get("root"), str)}
     if len(roots) > 1:
         detail = "; ".join(f"{r.shown}: {e.get('root')}" for r, e in found)
