@@ -2,8 +2,8 @@
 
 One backend serves several commands, and each takes its options its own way:
 ``cfkit probe run`` has ``--base-url``, ``--api-key-env`` and ``--max-tokens``;
-the judge commands (``audit prelabel``, ``edits screen``) have ``--max-tokens``
-and ``-o KEY=VALUE``; ``captions draft`` has ``-o KEY=VALUE`` only; under
+the judge commands (``audit prelabel``, ``edits screen``) and ``captions draft``
+have ``--max-tokens`` and ``-o KEY=VALUE``; under
 ``cfkit study run`` and ``study validate`` nothing is typed at all, the study
 file says it (``api_key_env`` in an ``[endpoints.NAME]`` table, ``max_tokens``
 in a ``[models.NAME]`` table). A backend's messages name an option through the
@@ -39,7 +39,7 @@ class OptionWords:
         return f"-o {key}={_VALUE.get(key, 'VALUE')}"
 
 
-#: A command with ``-o KEY=VALUE`` and nothing else for a backend's options (captions draft, a library caller).
+#: A command with ``-o KEY=VALUE`` and nothing else for a backend's options (a library caller).
 PLAIN = OptionWords()
 
 #: ``cfkit probe collect``: ``--base-url`` and ``--api-key-env`` for the run it collects, whatever its backend.
@@ -82,7 +82,8 @@ def engine_words(engine: str) -> OptionWords:
     return OptionWords(otherwise=f"-o {engine}.{{key}}={{value}}")
 
 
-#: The judge commands: ``--max-tokens`` of their own, the rest as ``-o KEY=VALUE``.
+#: The judge commands (``audit prelabel``, ``edits screen``) and ``captions draft``: ``--max-tokens`` of their own,
+#: the rest as ``-o KEY=VALUE`` (``-o base_url=URL``, ``-o api_key_env=NAME``).
 JUDGE = OptionWords({"max_tokens": "--max-tokens"})
 
 

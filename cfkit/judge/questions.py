@@ -67,11 +67,12 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
     flight, as one attempt (it was sent: a provider may bill it). ``untried(job)`` is told of each job not asked.
     The caller says what was done and spent, then raises it."""
     from cfkit.backends import TransportError, is_async
+    from cfkit.option_words import JUDGE
     from cfkit.probe.runner import stopped_by_sigterm_as_by_ctrl_c
     from cfkit.probe.stopping import StopPolicy
 
     # The judges and captions draft set the server with -o base_url=URL and ask one request at a time (no -j).
-    policy = StopPolicy(backend.endpoint or backend.model, url_flag="-o base_url=URL", lower=None)
+    policy = StopPolicy(backend.endpoint or backend.model, url_flag=JUDGE.of("base_url"), lower=None)
     asked = 0  # the jobs of todo done with, in order
     sending = False  # todo[asked] is sent and its reply not come: what Ctrl-C cancels then may be billed
 
@@ -84,7 +85,7 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
                 unread(job, request, reply, 0)
             limit = request.generation.max_tokens
             failed(job, BackendError(f"the reply was cut off at the token limit ({plural(limit, 'token')}), so it was not "
-                                     f"read; raise --max-tokens (now {limit}) and run again"))
+                                     f"read; raise {JUDGE.of('max_tokens')} (now {limit}) and run again"))
         else:
             keep(job, request, reply)
 
