@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from cfkit.cli.console import err, out, print_json, status, workspace_option
 from cfkit.errors import OutputError, UsageError
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 
 #: Where a drafting model's prices are given, said when it has none.
 PRICES_HINT = "give the model's prices: -o price_in=… -o price_out=…, or cfkit.toml [probe.prices]"
@@ -204,4 +204,5 @@ def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[
     if spent.stop is not None:  # a key refused, a quota spent, Ctrl-C: said now, after what was written and spent
         raise spent.stop
     if counts["failed"]:
-        raise CheckFailed(f"{plural(counts['failed'], 'draft')} failed; run the command again to retry them.")
+        raise CheckFailed(f"{plural(counts['failed'], 'draft')} failed; run the command again to retry "
+                          f"{agree(counts['failed'], 'them')}.")
