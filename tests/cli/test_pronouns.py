@@ -72,3 +72,15 @@ def test_deciding_one_pending_edit_unseen_says_it(tiny_ws):
     assert refused.stderr.strip() == ("error: --pending --accept would accept the pending edit of 1 spec (TX01) "
                                       "without showing it; add --yes to do so, or look first with 'cfkit review "
                                       "--pending'.")
+
+
+def test_one_reply_without_a_valid_answer_is_it_not_them():
+    from cfkit.parse.trouble import reply_trouble
+
+    assert reply_trouble("m s", 1, 1, 1, 0, 512, "cfkit runs unparsed R") == (
+        "m s: 1 of 1 reply has no valid answer, and it is empty: no text came back (check the server's chat "
+        "template, or whether the model answers only in its reasoning); 'cfkit runs unparsed R' shows it.")
+    assert reply_trouble("m s", 1, 1, 0, 0, 512, "") == (
+        "m s: 1 of 1 reply has no valid answer; the parser found no option in it (0 empty, 0 cut off at the token "
+        "limit).")
+    assert "2 of 3 replies have no valid answer, 2 of them empty" in reply_trouble("m s", 3, 2, 2, 0, 512, "")
