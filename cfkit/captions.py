@@ -88,12 +88,13 @@ def require_captions(ws: Workspace, case_ids: list[str]) -> None:
         return
     shown = missing[:NAMED_MISSING]
     named = ", ".join(shown) + (f", … (the first {NAMED_MISSING})" if len(missing) > len(shown) else "")
+    them = agree(len(missing), "them")
     draft = "cfkit captions draft --model KIND:NAME" + ("".join(f" {c}" for c in missing)
                                                        if len(missing) == len(shown) else "")
     raise CaptionError(f"{len(missing)} of {plural(len(case_ids), 'selected case')} "
                        f"{agree(len(missing), 'have')} no caption in {ws.captions_dir} "
-                       f"({named}). Write them (neutral, evidence, author, reviewed) or have a model draft them with "
-                       f"'{draft}'; 'cfkit captions lint' lists them.")
+                       f"({named}). Write {them} (neutral, evidence, author, reviewed) or have a model draft {them} "
+                       f"with '{draft}'; 'cfkit captions lint' lists {them}.")
 
 
 def dump_caption(caption: Caption) -> str:

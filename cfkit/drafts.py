@@ -19,6 +19,7 @@ from cfkit.files import read_text
 from cfkit.plural import plural
 from cfkit.judge.costs import Spent
 from cfkit.lint import Finding, lint_caption, verdict_terms
+from cfkit.option_words import JUDGE
 from cfkit.prompts import Templates, fill_slots, load_templates
 from cfkit.subsets import select_cases, workspace_cases
 from cfkit.workspace import Workspace
@@ -152,7 +153,7 @@ def draft_captions(ws: Workspace, backend, case_ids: Iterable[str] = (), *, subs
     def failed(case: Case, exc: Exception) -> DraftResult:
         if not isinstance(exc, TransportError):  # a reply cut off at the token limit: never saved as a caption
             why = (f"the reply was cut off at the token limit ({plural(max_tokens, 'token')}), so it was not saved; "
-                   f"raise --max-tokens (now {max_tokens}) and run again, or write this caption by hand.")
+                   f"raise {JUDGE.of('max_tokens')} (now {max_tokens}) and run again, or write this caption by hand.")
         else:
             why = f"the request failed: {exc}"
         return DraftResult(case.id, caption_path(ws, case.id), "failed", f"not drafted: {why}")

@@ -2,8 +2,8 @@
 
 One backend serves several commands, and each takes its options its own way:
 ``cfkit probe run`` has ``--base-url``, ``--api-key-env`` and ``--max-tokens``;
-the judge commands (``audit prelabel``, ``edits screen``) have ``--max-tokens``
-and ``-o KEY=VALUE``; ``captions draft`` has ``-o KEY=VALUE`` only; under
+the judge commands (``audit prelabel``, ``edits screen``) and ``captions draft``
+have ``--max-tokens`` and ``-o KEY=VALUE``; under
 ``cfkit study run`` and ``study validate`` nothing is typed at all, the study
 file says it (``api_key_env`` in an ``[endpoints.NAME]`` table, ``max_tokens``
 in a ``[models.NAME]`` table). A backend's messages name an option through the
@@ -39,7 +39,7 @@ class OptionWords:
         return f"-o {key}={_VALUE.get(key, 'VALUE')}"
 
 
-#: A command with ``-o KEY=VALUE`` and nothing else for a backend's options (captions draft, a library caller).
+#: A command with ``-o KEY=VALUE`` and nothing else for a backend's options (a library caller).
 PLAIN = OptionWords()
 
 #: ``cfkit probe collect``: ``--base-url`` and ``--api-key-env`` for the run it collects, whatever its backend.
@@ -54,17 +54,25 @@ def probe_run_words(kind: str) -> OptionWords:
     return OptionWords({"max_tokens": "--max-tokens"})
 
 
-def key_refused(who: str, where: str, status: int, said: str, words: OptionWords, *, sent: bool = True) -> str:
-    """The one line for a server's refusal of the key (HTTP 401/403), whichever backend, batch API or engine met
-    it: ``who`` ("anthropic backend"), the server ``where`` (as shown), what it ``said`` (may be empty), and how to
-    name the variable holding a key in the command that built the backend (``words``). ``sent``: a key (or URL
-    credentials) went with the request; when none did, the line says so rather than "check the key"."""
+def key_refused(who: str, where: str, status: int | str, said: str, words: OptionWords, *, sent: bool | None = True,
+                several: bool = False) -> str:
+    """The one line for a server's refusal of the key (HTTP 401/403), whichever backend, batch API, engine or
+    replica set met it: ``who`` ("anthropic backend"), the server ``where`` (as shown; ``several``: servers, "every
+    replica (A, B)"), what it ``said`` (may be empty), and how to name the variable holding a key in the command
+    that built the backend (``words``). ``sent``: a key (or URL credentials) went with the request; when none did,
+    the line says so rather than "check the key"; None: not known here, the line says both."""
     said = f": {said}" if said else ""
+    it, its = ("them", "their") if several else ("it", "its")
+    flag = words.of("api_key_env")
+    if sent is None:
+        return (f"{who}: {where} refused the request for want of a key (HTTP {status}{said}): none was sent to "
+                f"{it}, or not the right one. Name the variable holding {its} key with {flag}, and check the key "
+                "in it.")
     if not sent:
-        return (f"{who}: {where} wants a key (HTTP {status}{said}), and none was sent to it; name the variable "
-                f"holding its key with {words.of('api_key_env')}.")
+        return (f"{who}: {where} wants a key (HTTP {status}{said}), and none was sent to {it}; name the variable "
+                f"holding {its} key with {flag}.")
     return (f"{who}: {where} refused the key (HTTP {status}{said}). Check the key in its environment variable, "
-            f"or name another variable with {words.of('api_key_env')}.")
+            f"or name another variable with {flag}.")
 
 
 def engine_words(engine: str) -> OptionWords:
@@ -74,7 +82,8 @@ def engine_words(engine: str) -> OptionWords:
     return OptionWords(otherwise=f"-o {engine}.{{key}}={{value}}")
 
 
-#: The judge commands: ``--max-tokens`` of their own, the rest as ``-o KEY=VALUE``.
+#: The judge commands (``audit prelabel``, ``edits screen``) and ``captions draft``: ``--max-tokens`` of their own,
+#: the rest as ``-o KEY=VALUE`` (``-o base_url=URL``, ``-o api_key_env=NAME``).
 JUDGE = OptionWords({"max_tokens": "--max-tokens"})
 
 

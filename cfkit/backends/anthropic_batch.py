@@ -127,15 +127,15 @@ class MessageBatches(BatchAPI):
         raise AssertionError("unreachable")
 
     async def check_model(self) -> str | None:
-        """Before a batch is created: refuse, in one line (:func:`~cfkit.backends.replicas.refusal`, with the
-        models it lists: :func:`~cfkit.backends.replicas.not_listed`), a model the server does not have.
+        """Before a batch is created: refuse, in one line (:func:`~cfkit.backends.model_lists.refusal`, with the
+        models it lists: :func:`~cfkit.backends.model_lists.not_listed`), a model the server does not have.
         Anthropic lists its models by dated id only, not by the aliases a run may name, so the model is asked
         for by name (``GET /v1/models/NAME`` resolves an alias); a 404 there refuses only when the server does
         list its models (``GET /v1/models``): a proxy without these routes, or any other failure, leaves it to
         the batch itself, and why the model could not be checked is returned (None: it was)."""
         import anthropic
 
-        from cfkit.backends.replicas import not_listed, refusal
+        from cfkit.backends.model_lists import not_listed, refusal
 
         name, client = self.backend.name, self.backend.client()
 

@@ -4,7 +4,7 @@ not answer in time, or the network has no way to it.
 One function words it (:func:`no_answer`), from the kind of failure (:func:`kind_of`, read from the exception the
 connection raised), for every check that asks a server before anything is sent: ``probe run``'s start-up check
 (:meth:`cfkit.backends.http.JSONClient.endpoint_problem`), a replica left out because its ``GET /models`` got no
-answer (:func:`cfkit.backends.replicas.read_listing`), a study's endpoint check
+answer (:func:`cfkit.backends.model_lists.read_listing`), a study's endpoint check
 (:func:`cfkit.study.check.reach`), and ``cfkit edit``'s check of a remote engine's server before its first call
 (:func:`connect_problem`). The same failure is said in the same words; only how the url is fixed differs
 (``--base-url``, the endpoint's url in the study file, an engine's ``-o base_url=URL``).

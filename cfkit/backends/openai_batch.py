@@ -121,8 +121,8 @@ class OpenAIBatches(BatchAPI):
     async def check_model(self) -> str | None:
         """Before anything is uploaded: refuse, in one line, a model the server lists its models without (a typo,
         the wrong server), by the check a replica set's start-up makes
-        (:func:`~cfkit.backends.replicas.check_served`); why it could not tell, where the server gave no list."""
-        from cfkit.backends.replicas import check_served
+        (:func:`~cfkit.backends.model_lists.check_served`); why it could not tell, where the server gave no list."""
+        from cfkit.backends.model_lists import check_served
 
         return await check_served(self.client, self.endpoint, self.model, who="openai backend",
                                   url_flag=self.words.of("base_url"))

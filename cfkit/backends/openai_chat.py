@@ -167,7 +167,7 @@ class OpenAIBackend(Backend):
             self._pool = ReplicaPool([Replica(e.shown, JSONClient(e.url, headers | {"Authorization": e.authorization},
                                                                   deadline=options.timeout)) for e in endpoints])
             # One run, one cache: keyed on the model the servers serve, not on where they are.
-            served = served_model(self._pool.replicas, name, who="openai backend", url_flag=words.of("base_url"))
+            served = served_model(self._pool.replicas, name, who="openai backend", words=words, key_sent=self.key_sent)
             self.cache_identity = {k: v for k, v in self.cache_identity.items() if k != "base_url"} | served
             self._pool.name, self._pool.root = name, served.get("root")  # what a replica back in use must serve
             self._pool.on_back, self._pool.recheck_s = self._news, options.replica_recheck

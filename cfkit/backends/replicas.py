@@ -7,13 +7,16 @@ with one cache. :func:`served_model` asks each server which models it serves
 asked (nothing listening, an error status, no model list) or does not list the
 model is left out of the run, in one line saying which and why, and the others
 do its work; with none left, or when the others serve the name from different
-weights, the run is refused in one line. The model's id (and, where the server
+weights, the run is refused in one line, with the fix the servers' answers call
+for (the key, where every one refused it: 401/403; the model's name, where
+every one lists other models; starting them, where they gave no list). The model's id (and, where the server
 reports it, the weights it was loaded from, vLLM's ``root``) is then the run's
 identity, and the endpoints are provenance — which one answered is stored with
 each reply. The same reading of a server's answer to ``GET /models``
-(:func:`read_listing`: listed, not listed, no list, no answer; :func:`refusal`)
+(:func:`cfkit.backends.model_lists.read_listing`: listed, not listed, no list,
+no answer; :func:`~cfkit.backends.model_lists.none_serve`)
 checks the one server of ``probe run --batch`` before anything is uploaded
-(:func:`check_served`), and the endpoints of a study (``cfkit study validate``,
+(:func:`~cfkit.backends.model_lists.check_served`), and the endpoints of a study (``cfkit study validate``,
 ``status``, ``run``: :mod:`cfkit.study.check`), in the same words.
 
 :class:`ReplicaPool` hands each request to an endpoint:
@@ -67,15 +70,17 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cfkit.backends.model_lists import MODELS_DEADLINE_S, none_serve, read_exchange
 from cfkit.errors import BackendError, BackendUnavailable, QuotaRefused
+
+if TYPE_CHECKING:
+    from cfkit.option_words import OptionWords
 
 #: First back-off of a failing endpoint, and the longest (seconds).
 FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
-#: How long the start-up check waits for each server's model list (seconds).
-MODELS_DEADLINE_S = 15.0
 #: How often a left-out endpoint is asked again whether it serves the model (seconds; ``-o replica_recheck``).
 RECHECK_S = 30.0
 #: How every line about one endpoint of a replica set begins (``runs show`` finds them among a run's notes).
@@ -284,100 +289,6 @@ class ReplicaPool:
         return "; ".join(f"{r.shown}: {r.left_out}" for r in self.replicas if r.left_out is not None)
 
 
-def model_entries(body: bytes) -> list[dict[str, Any]] | None:
-    """The entries (each with a text ``id``) of a ``GET /models`` answer, or None when it holds no model list."""
-    import orjson
-
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    entries = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        return None
-    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
-
-
-def listed(entries: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
-    """The entry of model ``name`` in a server's model list (:func:`model_entries`), or None: its id is ``name``
-    (or ``models/NAME``, as a provider may list it)."""
-    return next((e for e in entries if e["id"] in (name, f"models/{name}")), None)
-
-
-def not_listed(entries: list[dict[str, Any]], name: str) -> str:
-    """Why a server whose model list is ``entries`` cannot answer for ``name`` (it does not list it): the models
-    it lists, and the nearest of them to ``name`` (a typo)."""
-    from cfkit.suggest import closest
-
-    ids = sorted(e["id"] for e in entries)
-    served = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "") if ids else "nothing"
-    near = closest(name, ids)
-    return f"it serves {served}, not '{name}'" + (f"; did you mean '{near}'?" if near else "")
-
-
-@dataclass(frozen=True)
-class Listing:
-    """What one answer to ``GET /models`` says of a model (:func:`read_listing`)."""
-
-    entry: dict[str, Any] | None = None  # the model's entry, where the server lists it
-    why: str | None = None  # why the server cannot answer for the model, where it does not list it
-    listed: bool = False  # it answered a model list: a ``why`` is certain (not a server that could not tell)
-
-
-def read_listing(status: int | None, body: bytes, name: str, *, failure: str | None = None,
-                 detail: str = "", unanswered: str | None = None, shown: str = "the server") -> Listing:
-    """The one reading of a server's answer to ``GET /models`` for model ``name`` (``status`` and ``body``, or the
-    ``failure`` and ``detail`` of an attempt that got no answer): it lists the model (:func:`listed`), lists others
-    or none (:func:`not_listed`), answers without a model list, or does not answer. Every check of a model list
-    (replicas, ``--batch``, a study's endpoints) reads it here, so the same answer is said in the same words. An
-    attempt that got no answer at all (``unanswered``: its kind, :mod:`cfkit.backends.no_answer`) is said as
-    ``probe run``'s start-up check and a study say it (server ``shown``)."""
-    if unanswered is not None:
-        from cfkit.backends.no_answer import no_answer
-
-        return Listing(why=no_answer(shown, unanswered, detail=detail, seconds=MODELS_DEADLINE_S))
-    if failure is not None or status != 200:
-        if failure is None:
-            from cfkit.backends.http import error_text
-
-            detail = " ".join(error_text(body)[1].split())[:200]
-        return Listing(why=f"it did not answer GET /models: {failure or f'HTTP {status}'}: {detail or 'no detail'}")
-    entries = model_entries(body)
-    if entries is None:
-        return Listing(why="it answered GET /models without a model list")
-    entry = listed(entries, name)
-    return Listing(entry, None if entry is not None else not_listed(entries, name), listed=True)
-
-
-def read_exchange(exchange: Any, name: str, shown: str = "the server") -> Listing:
-    """:func:`read_listing` of an :class:`~cfkit.backends.http.Exchange` from server ``shown``."""
-    return read_listing(exchange.status, exchange.body, name, failure=exchange.failure, detail=exchange.detail,
-                        unanswered=exchange.no_answer, shown=shown)
-
-
-def refusal(who: str, name: str, why: Sequence[tuple[str, str]], *, url_flag: str = "--base-url") -> str:
-    """The one line refusing a run none of whose servers can answer for ``name`` (``why``: each server as shown,
-    and why not), before anything is sent or recorded (``url_flag``: how a run names its server)."""
-    detail = "; ".join(f"{shown}: {reason}" for shown, reason in why)
-    if len(why) == 1:
-        return (f"{who}: {why[0][0]} cannot answer for '{name}' ({why[0][1]}). Nothing was sent. Fix the model's "
-                f"name, or give {url_flag} for a server that serves '{name}'.")
-    return (f"{who}: no replica can answer for '{name}' ({detail}). Nothing was sent. Start the servers, or give "
-            f"{url_flag} for servers that serve '{name}'.")
-
-
-async def check_served(client: Any, shown: str, name: str, *, who: str, url_flag: str = "--base-url") -> str | None:
-    """Ask one server (``client``, a :class:`~cfkit.backends.http.JSONClient`) which models it serves, as the
-    start-up check of a replica set does (:func:`served_model`), before a batch is submitted to it. Raises
-    :class:`BackendUnavailable` (:func:`refusal`) when it lists its models without ``name``; a server that cannot
-    be asked, or gives no list, is not refused here (the submission itself says what is wrong): why the model
-    could not be checked is returned (:meth:`cfkit.backends.batch_api.BatchAPI.check_model`), else None."""
-    reading = read_exchange(await client.request("GET", "/models", deadline=MODELS_DEADLINE_S), name, shown)
-    if reading.listed and reading.why is not None:
-        raise BackendUnavailable(refusal(who, name, [(shown, reading.why)], url_flag=url_flag))
-    return None if reading.listed else f"{shown}: {reading.why}"
-
-
 async def _listings(replicas: Sequence[Replica], *, close: bool = True) -> list[tuple[Replica, Any]]:
     """Each replica's answer to ``GET /models``; ``close``: its connections closed after (the start-up check's loop
     ends there), not while the run sends (requests of the run may be in flight to it)."""
@@ -406,21 +317,27 @@ def _run_now(coroutine: Any) -> Any:
         return pool.submit(asyncio.run, coroutine).result()
 
 
-def served_model(replicas: Sequence[Replica], name: str, *, who: str, url_flag: str = "--base-url") -> dict[str, str]:
+def served_model(replicas: Sequence[Replica], name: str, *, who: str, url_flag: str = "--base-url",
+                 words: OptionWords | None = None, key_sent: bool | None = None) -> dict[str, str]:
     """The identity of model ``name`` as the endpoints serve it: ``{"served_model": id}`` plus ``root`` where
     the servers report one. An endpoint that cannot be asked or does not list ``name`` is left out
-    (:attr:`Replica.left_out`, :attr:`Replica.at_start`). Raises :class:`BackendUnavailable` (one line) when
-    every endpoint is left out, or those that serve ``name`` serve it from different weights."""
+    (:attr:`Replica.left_out`, :attr:`Replica.at_start`). Raises :class:`BackendUnavailable` (one line,
+    :func:`~cfkit.backends.model_lists.none_serve`: the key where every endpoint refused it, named with ``words``
+    of the command that built the backend, ``url_flag`` without them; the model's name where every endpoint lists
+    others) when every endpoint is left out, or those that serve ``name`` serve it from different weights."""
     found: list[tuple[Replica, dict[str, Any]]] = []
+    readings = []
     for replica, exchange in _run_now(_listings(replicas)):
         reading = read_exchange(exchange, name, replica.shown)
+        readings.append((replica.shown, reading))
         match, replica.left_out = reading.entry, reading.why
         if match is None:
             replica.at_start = True
         else:
             found.append((replica, match))
     if not found:
-        raise BackendUnavailable(refusal(who, name, [(r.shown, r.left_out or "") for r in replicas], url_flag=url_flag))
+        raise BackendUnavailable(none_serve(who, name, readings, words=words, key_sent=key_sent,
+                                            url_flag=words.of("base_url") if words is not None else url_flag))
     roots = {str(e["root"]) for _, e in found if isinstance(e.get("root"), str)}
     if len(roots) > 1:
         detail = "; ".join(f"{r.shown}: {e.get('root')}" for r, e in found)

@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from cfkit.cli.console import err, out, print_json, status, workspace_option
 from cfkit.errors import OutputError, UsageError
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 
 #: Where a drafting model's prices are given, said when it has none.
 PRICES_HINT = "give the model's prices: -o price_in=… -o price_out=…, or cfkit.toml [probe.prices]"
@@ -177,13 +177,15 @@ def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[
     from cfkit.options import Setting, blamed, parse_option_pairs
     from cfkit.drafts import draft_captions
     from cfkit.errors import CheckFailed
-    from cfkit.judge.costs import Spent, priced_judge
+    from cfkit.judge.costs import Spent, priced_judge, token_option
 
     model = Setting.of(model_spec, "--model", ws.config.probe.model, "[probe] model")
     if not model.value:
         raise UsageError("no model given; pass --model KIND:NAME (e.g. openai:gpt-5.5) or set [probe] model in cfkit.toml.")
+    given = parse_option_pairs(options)
+    token_option(given)  # a token limit as -o: refused before blamed() would blame it on the model
     with blamed(model):  # priced as 'probe run' prices a model
-        backend = priced_judge(ws, model.value, parse_option_pairs(options))
+        backend = priced_judge(ws, model.value, given)
     spent = Spent()
     results = draft_captions(ws, backend, case_ids, subset=subset, redraft=redraft, all_cases=all_cases, spent=spent,
                              max_tokens=max_tokens)
@@ -202,4 +204,5 @@ def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[
     if spent.stop is not None:  # a key refused, a quota spent, Ctrl-C: said now, after what was written and spent
         raise spent.stop
     if counts["failed"]:
-        raise CheckFailed(f"{plural(counts['failed'], 'draft')} failed; run the command again to retry them.")
+        raise CheckFailed(f"{plural(counts['failed'], 'draft')} failed; run the command again to retry "
+                          f"{agree(counts['failed'], 'them')}.")

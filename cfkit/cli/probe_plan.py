@@ -26,13 +26,15 @@ def unreviewed_lines(plan) -> list[str]:
         return []
     if plan.suite == "counterfactual":
         asked = len({i.pair_id for i in plan.items})
-        return [f"{len(plan.unreviewed)} of {plural(asked, 'pair')} use an edit no person has accepted (it passed its own "
-                f"check only): {names(plan.unreviewed)}. Review them with 'cfkit review', or ask only accepted "
-                "edits with --accepted-only."]
+        n = len(plan.unreviewed)
+        return [f"{n} of {plural(asked, 'pair')} {agree(n, 'use')} an edit no person has accepted (it passed its own "
+                f"check only): {names(plan.unreviewed)}. Review {agree(n, 'them')} with 'cfkit review', or ask only "
+                "accepted edits with --accepted-only."]
     asked = len({i.case.id for i in plan.items})
     return [f"{len(plan.unreviewed)} of {plural(asked, 'case')} "
             f"{agree(len(plan.unreviewed), 'have')} a caption a model drafted and no person has reviewed: "
-            f"{names(plan.unreviewed)}. Read them and set 'reviewed: true', or leave them out with --reviewed-only."]
+            f"{names(plan.unreviewed)}. Read {agree(len(plan.unreviewed), 'them')} and set 'reviewed: true', or "
+            f"leave {agree(len(plan.unreviewed), 'them')} out with --reviewed-only."]
 
 
 def _unpriced(preview) -> str:

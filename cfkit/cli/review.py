@@ -10,7 +10,7 @@ from rich.text import Text
 from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, workspace_option
 from cfkit.errors import CfkitError, Incomplete, NotFoundError, UsageError
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 
 
 @click.command()
@@ -114,13 +114,14 @@ def _confirm_unseen(ids: list[str], decision: str, yes: bool) -> None:
     """Deciding every pending edit at once decides edits nobody has looked at: ask, or need --yes."""
     import sys
 
-    what = f"{decision} the pending edit of {len(ids)} spec{'s' if len(ids) != 1 else ''} ({', '.join(ids)})"
+    what = f"{decision} the pending edit of {plural(len(ids), 'spec')} ({', '.join(ids)})"
+    them = agree(len(ids), "them")
     if yes:
         return
     if not sys.stdin.isatty():
-        raise UsageError(f"--pending --{decision} would {what} without showing them; add --yes to do so, "
+        raise UsageError(f"--pending --{decision} would {what} without showing {them}; add --yes to do so, "
                          "or look first with 'cfkit review --pending'.")
-    if not click.confirm(f"{what[0].upper()}{what[1:]} without looking at them?", default=False, err=True):
+    if not click.confirm(f"{what[0].upper()}{what[1:]} without looking at {them}?", default=False, err=True):
         raise Incomplete("nothing decided; the edits stay pending.")
 
 

@@ -10,7 +10,7 @@ from rich.markup import escape
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
 from cfkit.errors import CheckFailed, OutputError, RunIncomplete
 from cfkit.money import Cost, usd
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 from cfkit.vocabulary import REPORT_FORMATS
 
 FILE = click.argument("file", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
@@ -186,11 +186,13 @@ def _asked_lines(summary, report: str) -> list[str]:
     ids = summary.unreviewed
     if ids and summary.suite == "counterfactual":
         said.append(f"asked {plural(len(ids), 'pair')} with an edit no person has accepted (it passed its own check "
-                    f"only): {names(ids)}; review them with 'cfkit review', or ask only accepted edits with "
+                    f"only): {names(ids)}; review {agree(len(ids), 'them')} with 'cfkit review', or ask only "
+                    "accepted edits with "
                     "'accepted_only = true' in [suites.counterfactual]")
     elif ids:
         said.append(f"asked {plural(len(ids), 'case')} with a caption a model drafted and no person has reviewed: "
-                    f"{names(ids)}; read them and set 'reviewed: true', or leave them out: of the report with '{report} "
+                    f"{names(ids)}; read {agree(len(ids), 'them')} and set 'reviewed: true', or leave "
+                    f"{agree(len(ids), 'them')} out: of the report with '{report} "
                     "--reviewed-only', of the runs with 'reviewed_only = true' in [suites.modality]")
     if summary.skipped:
         shown = [f"{s.pair_id} ({s.reason})" for s in summary.skipped]

@@ -12,20 +12,43 @@ from cfkit.store.records.judge import JudgeSpending
 PRICES_HINT = "give the judge's prices: -o price_in=… -o price_out=…, or cfkit.toml [probe.prices]"
 
 
-def priced_judge(ws, judge: str, options: dict):
+def priced_judge(ws, judge: str, options: dict, words=None):
     """The judge's backend, priced as 'probe run' prices a model: -o price_in/price_out, cfkit.toml
-    [probe.prices], or the built-in estimate for OpenAI's own API."""
-    from cfkit.backends import load_backend, split_model
+    [probe.prices], or the built-in estimate for OpenAI's own API. Built with ``words`` (default
+    :data:`cfkit.option_words.JUDGE`: the judge and drafting commands' ``--max-tokens`` and ``-o KEY=VALUE``), so
+    that its hints name what the command takes; a token limit given as ``-o`` is refused (:func:`token_option`)."""
+    from cfkit.backends import BackendContext, load_backend, split_model
+    from cfkit.option_words import JUDGE
     from cfkit.options import option_names
     from cfkit.probe.prices import resolve_prices
 
-    backend = load_backend(judge, options)
+    words = words or JUDGE
+    token_option(options, words)
+    context = BackendContext(words=words)
+    backend = load_backend(judge, options, context=context)
     if not {"price_in", "price_out"} <= option_names(type(backend)):
         return backend
     prices = resolve_prices(judge, split_model(judge)[1], backend.endpoint, options, ws.config.probe.prices)
     if prices is None or options.get("price_in") is not None:  # none known, or given (the backend has them)
         return backend
-    return load_backend(judge, {**options, **prices.options()})
+    return load_backend(judge, {**options, **prices.options()}, context=context)
+
+
+#: The ``-o`` keys a user may try for the token limit of a reply, which these commands take as ``--max-tokens``.
+TOKEN_KEYS = ("max_tokens", "max_completion_tokens")
+
+
+def token_option(options: dict, words=None) -> None:
+    """Refuse a reply's token limit given as ``-o max_tokens=N`` or ``-o max_completion_tokens=N`` to a judge or
+    drafting command, naming the option the command takes for it (``words``; it was refused as an unknown option of
+    the backend, with a list of the others, which never named ``--max-tokens``)."""
+    from cfkit.errors import OptionError
+    from cfkit.option_words import JUDGE
+
+    for key in TOKEN_KEYS:
+        if key in options:
+            raise OptionError(f"-o {key}={options[key]}: the token limit of each reply is set here with "
+                              f"{(words or JUDGE).of('max_tokens')} {options[key]}, not as a backend option.")
 
 
 def reply_cost(reply, priced: bool) -> dict[str, Any]:

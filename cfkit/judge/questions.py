@@ -69,11 +69,12 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
     from cfkit.backends import TransportError, is_async
     from cfkit.backends.attempts import billable
     from cfkit.errors import sent_before_stop
+    from cfkit.option_words import JUDGE
     from cfkit.probe.runner import stopped_by_sigterm_as_by_ctrl_c
     from cfkit.probe.stopping import StopPolicy
 
     # The judges and captions draft set the server with -o base_url=URL and ask one request at a time (no -j).
-    policy = StopPolicy(backend.endpoint or backend.model, url_flag="-o base_url=URL", lower=None)
+    policy = StopPolicy(backend.endpoint or backend.model, url_flag=JUDGE.of("base_url"), lower=None)
     asked = 0  # the jobs of todo done with, in order
     sending = False  # todo[asked] is sent and its reply not come: what Ctrl-C cancels then may be billed
     cut_off = (0, True)  # what the request Ctrl-C or SIGTERM stopped had sent (cfkit.backends.attempts)
@@ -87,7 +88,7 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
                 unread(job, request, reply, 0)
             limit = request.generation.max_tokens
             failed(job, BackendError(f"the reply was cut off at the token limit ({plural(limit, 'token')}), so it was not "
-                                     f"read; raise --max-tokens (now {limit}) and run again"))
+                                     f"read; raise {JUDGE.of('max_tokens')} (now {limit}) and run again"))
         else:
             keep(job, request, reply)
 

@@ -39,7 +39,7 @@ def reply_trouble(what: str, n: int, invalid: int, empty: int, truncated: int, m
     """
     if not n or (not truncated and invalid * 2 <= n):
         return None
-    see = f"; '{command}' shows them" if command else ""
+    see = f"; '{command}' shows {agree(max(invalid, truncated), 'them')}" if command else ""
     if truncated and truncated * 2 >= invalid - empty or not invalid:
         lacking = (f"; {invalid} of {n} {agree(invalid, 'have')} no valid answer" if invalid
                    else "; each still gave a valid answer")
@@ -55,8 +55,10 @@ def reply_trouble(what: str, n: int, invalid: int, empty: int, truncated: int, m
                 f"{agree(truncated, 'were')} cut off at the token limit{limit}{lacking}. {again}{see}.")
     if empty * 2 >= invalid:
         return (f"{what}: {invalid} of {plural(n, 'reply', 'replies')} "
-                f"{agree(invalid, 'have')} no valid answer, {empty} of them empty: no text came back "
+                f"{agree(invalid, 'have')} no valid answer, "
+                f"{'and it is empty' if invalid == 1 else f'{empty} of them empty'}: no text came back "
                 f"(check the server's chat template, or whether the model answers only in its reasoning){see}.")
     return (f"{what}: {invalid} of {plural(n, 'reply', 'replies')} "
-            f"{agree(invalid, 'have')} no valid answer; the parser found no option in most of them "
+            f"{agree(invalid, 'have')} no valid answer; the parser found no option in "
+            f"{'it' if invalid == 1 else 'most of them'} "
             f"({empty} empty, {truncated} cut off at the token limit){see}.")

@@ -4,7 +4,7 @@ what the study would ask (and cost, where prices are known); nothing is sent to 
 An endpoint is reached with one ``GET {url}/models`` carrying no key (a server
 that answers at all, even 401, is reachable; a key is never sent here). Its
 answer is read for each model by the reading ``probe run`` makes of it
-(:func:`cfkit.backends.replicas.read_listing`), and said in its words. When
+(:func:`cfkit.backends.model_lists.read_listing`), and said in its words. When
 it answers with its list of models, a model the study asks of it that is not
 in the list (or an empty list) is a problem of each of its runs (a typo, or the
 wrong server), named with the models it lists, before a request is sent, as
@@ -58,7 +58,7 @@ class StudyCheck:
 
 @dataclass(frozen=True)
 class Answer:
-    """An endpoint's answer to ``GET /models`` (read for each model by :func:`~cfkit.backends.replicas.read_listing`)."""
+    """An endpoint's answer to ``GET /models`` (read for each model by :func:`~cfkit.backends.model_lists.read_listing`)."""
 
     status: int
     body: bytes
@@ -99,7 +99,7 @@ def reach(url: str, timeout: float = REACH_S) -> tuple[str | None, Answer | None
 def why_not(study: Study, name: str, endpoint: str, answers: dict[str, Answer | None]) -> tuple[str | None, bool]:
     """(Why ``endpoint`` cannot answer for model ``name``, in the words ``probe run`` uses for the same answer, or
     None; whether that is certain: it answered a model list without the model, as ``probe run --batch`` refuses)."""
-    from cfkit.backends.replicas import read_listing
+    from cfkit.backends.model_lists import read_listing
     from cfkit.servers import asked_name
 
     answer = answers.get(endpoint)

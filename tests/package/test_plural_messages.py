@@ -263,3 +263,10 @@ def test_agree():
         "1 of 3 replies has no answer", "2 of 3 replies have no answer"]
     assert [agree(n, verb) for n in (0, 1) for verb in ("are", "were", "do")] == [
         "are", "were", "do", "is", "was", "does"]
+
+
+def test_agree_gives_the_pronoun_for_one():
+    from cfkit.plural import agree
+
+    assert [agree(n, word) for n in (1, 2) for word in ("them", "they", "their", "use")] == [
+        "it", "it", "its", "uses", "them", "they", "their", "use"]

@@ -90,8 +90,8 @@ def test_counterfactual_warns_about_pairs_whose_edit_no_person_accepted(tiny_ws)
     result = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s", "counterfactual"])
     assert result.exit_code == 0, result.stderr
     warned = " ".join(result.stderr.split())
-    assert "1 of 1 pair use an edit no person has accepted (it passed its own check only): TX01" in warned
-    assert "--accepted-only" in warned
+    assert ("1 of 1 pair uses an edit no person has accepted (it passed its own check only): TX01. Review it with "
+            "'cfkit review', or ask only accepted edits with --accepted-only.") in warned
     only = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-yes", "-s", "counterfactual",
                     "--accepted-only"])
     assert only.exit_code == 2 and "every pair was skipped" in only.stderr
@@ -110,8 +110,8 @@ def test_modality_warns_about_drafted_captions_and_reviewed_only_leaves_them_out
     result = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-no", "-s", "modality", "--json"])
     assert result.exit_code == 0
     warned = " ".join(result.stderr.split())
-    assert "1 of 2 cases has a caption a model drafted and no person has reviewed: T002" in warned
-    assert "--reviewed-only" in warned
+    assert ("1 of 2 cases has a caption a model drafted and no person has reviewed: T002. Read it and set "
+            "'reviewed: true', or leave it out with --reviewed-only.") in warned
     reviewed = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "baseline:always-no", "-s", "modality",
                         "--reviewed-only", "--json"])
     summary = json.loads(reviewed.stdout)

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from cfkit.backends import replicas
+from cfkit.backends import model_lists, replicas
 from cfkit.backends.no_answer import NO_HOST, REFUSED, TIMED_OUT, no_answer
 from cfkit.study import load_study
 from cfkit.study.check import STUDY_URL, check_endpoints
@@ -59,7 +59,8 @@ def test_nothing_listening_is_said_alike_by_a_study_and_probe_run(tmp_path):
 
 
 def test_a_server_that_never_answers_is_said_alike_with_the_time_waited(tmp_path, monkeypatch):
-    monkeypatch.setattr(replicas, "MODELS_DEADLINE_S", 1.0)
+    monkeypatch.setattr(replicas, "MODELS_DEADLINE_S", 1.0)  # what the check waits
+    monkeypatch.setattr(model_lists, "MODELS_DEADLINE_S", 1.0)  # what its reading says it waited
     with HostileServer(lambda body: silent) as mute:
         started = time.monotonic()
         said = study_says(tmp_path, mute.url, timeout=1.0)
@@ -67,7 +68,7 @@ def test_a_server_that_never_answers_is_said_alike_with_the_time_waited(tmp_path
         exchange = replicas._run_now(replicas._listings([replicas.Replica(mute.url, _client(mute.url))]))
     assert said == no_answer(mute.url, TIMED_OUT, seconds=1.0, url=STUDY_URL)
     assert said.startswith(f"{mute.url} did not answer within 1 s (timed out)")
-    reading = replicas.read_exchange(exchange[0][1], "test-model", mute.url)
+    reading = model_lists.read_exchange(exchange[0][1], "test-model", mute.url)
     assert reading.why == no_answer(mute.url, TIMED_OUT, seconds=1.0)
     assert what(reading.why) == what(said)
 
@@ -81,7 +82,7 @@ def test_a_host_not_known_is_told_apart(tmp_path):
 
     assert asyncio.run(_client(url).endpoint_problem(url)) == no_answer(url, NO_HOST)  # probe run's start-up check
     exchange = replicas._run_now(replicas._listings([replicas.Replica(url, _client(url))]))
-    assert replicas.read_exchange(exchange[0][1], "m", url).why == no_answer(url, NO_HOST)
+    assert model_lists.read_exchange(exchange[0][1], "m", url).why == no_answer(url, NO_HOST)
 
 
 def _client(url: str):

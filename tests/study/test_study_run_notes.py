@@ -21,9 +21,10 @@ def test_study_run_names_unreviewed_captions_and_skipped_cases_as_probe_run_does
     # probe run says these of the same plans (the reference).
     probed = " ".join(run_cli(["-w", str(ws), "probe", "run", "-m", "baseline:random", "-s", "modality"]).stderr.split()
                       + run_cli(["-w", str(ws), "probe", "run", "-m", "baseline:random", "-s", "swap"]).stderr.split())
-    assert "1 of 2 cases has a caption a model drafted and no person has reviewed: T001" in probed
+    assert ("1 of 2 cases has a caption a model drafted and no person has reviewed: T001. Read it and set "
+            "'reviewed: true', or leave it out with --reviewed-only.") in probed
     assert "T003: 3 options; the swap suite asks two-option cases only" in probed
-    assert ("m modality: asked 1 case with a caption a model drafted and no person has reviewed: T001; read them and "
-            "set 'reviewed: true'") in said
+    assert ("m modality: asked 1 case with a caption a model drafted and no person has reviewed: T001; read it and "
+            "set 'reviewed: true', or leave it out: of the report") in said
     assert f"of the report with 'cfkit -w {ws} study report {path} --reviewed-only'" in said  # one that works
     assert "m swap: 1 case skipped: T003 (3 options; the swap suite asks two-option cases only" in said
