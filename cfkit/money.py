@@ -86,16 +86,23 @@ def abandoned_usd(attempts: int, largest: float | None) -> float | None:
     return attempts * largest if attempts and largest else None
 
 
-def abandoned_note(attempts: int, bound: float | None, *, short: bool = False) -> str:
+def abandoned_note(attempts: int, bound: float | None, *, short: bool = False, priced: bool = True) -> str:
     """What follows a cost when ``attempts`` were given up after they were sent, which may have cost ``bound``
     (:func:`abandoned_usd`): ``; 8 abandoned attempts may be billed on top: up to ~$0.96`` (``short``:
-    `` + up to ~$0.96 abandoned``); "" for none."""
+    `` + up to ~$0.96 abandoned``); "" for none. ``priced`` False (a run without prices): the count alone,
+    ``; 8 abandoned attempts may be billed`` (``short``: `` + 8 abandoned``), after :data:`NO_PRICES`."""
     if not attempts:
         return ""
     if short:
         return f" + up to ~{usd(bound)} abandoned" if bound is not None else f" + {attempts} abandoned"
+    if not priced:
+        return f"; {plural(attempts, 'abandoned attempt')} may be billed"
     what = f"{plural(attempts, 'abandoned attempt')} may be billed on top"
     return f"; {what}: up to ~{usd(bound)}" if bound is not None else f"; {what} (no priced reply to estimate them by)"
+
+
+#: What stands for the cost of a run without prices whose abandoned attempts are still said (:meth:`Cost.shown`).
+NO_PRICES = "no prices known"
 
 
 @dataclass(frozen=True)
@@ -113,8 +120,10 @@ class Cost:
     @classmethod
     def of_run(cls, record) -> Cost:
         """A stored run's total cost (a :class:`cfkit.store.runs.RunRecord`), with its abandoned attempts, as
-        ``cfkit runs show`` gives it."""
-        return cls(record.cost_usd, record.cost_unreported, record.abandoned_attempts,
+        ``cfkit runs show`` gives it: $0.00 so far for a priced run no reply of which carries a cost (stopped or
+        failed before one came: its stored ``cost_usd`` may be NULL), not "no cost"."""
+        known = record.cost_usd if record.cost_usd is not None else 0.0 if record.priced else None
+        return cls(known, record.cost_unreported, record.abandoned_attempts,
                    abandoned_usd(record.abandoned_attempts, record.largest_reply_usd))
 
     @property
@@ -122,17 +131,24 @@ class Cost:
         return self.usd is not None or self.unreported > 0
 
     def __add__(self, other: Cost) -> Cost:
-        if not (self.priced or other.priced):
-            return Cost()
+        if not (self.priced or other.priced):  # no prices: the abandoned attempts are still counted
+            return Cost(abandoned=self.abandoned + other.abandoned)
         bounds = [c.abandoned_usd for c in (self, other) if c.abandoned]
         return Cost((self.usd or 0.0) + (other.usd or 0.0), self.unreported + other.unreported,
                     self.abandoned + other.abandoned, None if None in bounds or not bounds else sum(bounds))
 
+    def to_dict(self) -> dict[str, object]:
+        """For ``--json``: the fields, and the cost as :meth:`shown` says it (None: nothing to say)."""
+        return {"usd": self.usd, "unreported": self.unreported, "abandoned_attempts": self.abandoned,
+                "abandoned_usd": self.abandoned_usd, "shown": self.shown() or None}
+
     def shown(self, *, short: bool = False) -> str:
-        """As :func:`spent` says it, with what abandoned attempts may add ("" when nothing is priced, for a
-        table's cell)."""
+        """As :func:`spent` says it, with what abandoned attempts may add; without prices, only the abandoned
+        attempts (``no prices known; 2 abandoned attempts may be billed``, short ``no prices known + 2
+        abandoned``), and "" when there are none (for a table's cell)."""
         if not self.priced:
-            return ""
+            return NO_PRICES + abandoned_note(self.abandoned, None, short=short, priced=False) \
+                if self.abandoned else ""
         return spent(self.usd, self.unreported, short=short) + abandoned_note(self.abandoned, self.abandoned_usd,
                                                                               short=short)
 

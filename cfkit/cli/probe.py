@@ -10,7 +10,7 @@ from cfkit.cli import params
 from cfkit.cli import console  # its consoles (Rich) are made when first printed to
 from cfkit.cli.console import print_json, status, warn, workspace_option
 from cfkit.errors import RunIncomplete, UsageError
-from cfkit.money import abandoned_note, spent, usd
+from cfkit.money import Cost
 from cfkit.plural import agree, plural
 from cfkit.vocabulary import MAX_CONCURRENCY, SUITES
 
@@ -294,9 +294,10 @@ def _render_summary(summary, as_json: bool, said: tuple[str, ...] = ()) -> None:
         print_json(asdict(summary) | {"missing": summary.missing})
     else:
         console.out.print(summary.run_id)
-        cost = "" if summary.cost_usd is None else f", {spent(summary.cost_usd, summary.cost_unreported)}"
-        if summary.cost_usd is not None:  # attempts given up once sent: a provider may bill them on top
-            cost += abandoned_note(summary.abandoned, summary.abandoned_usd)
+        # What it spent, with the attempts given up once sent (a provider may bill them, priced or not), as
+        # 'cfkit runs show' says the run's cost.
+        cost = Cost(summary.cost_usd, summary.cost_unreported, summary.abandoned, summary.abandoned_usd).shown()
+        cost = f", {cost}" if cost else ""
         shared = f", {summary.elsewhere} answered by another process" if summary.elsewhere else ""
         how = "sent" if summary.replayed_from is None else f"read from {summary.replayed_from}"
         status(f"{summary.status}: {plural(summary.total, 'request')}; {summary.kept} already stored, "

@@ -38,7 +38,8 @@ def list_(ws, as_json: bool) -> None:
                 from cfkit.report.standing import standings
                 stand = standings(ws, store, records)
     if as_json:
-        print_json([asdict(r) | {"shown_status": shown[r.id], "report": stand[r.id].to_dict()} for r in records])
+        print_json([asdict(r) | {"shown_status": shown[r.id], "report": stand[r.id].to_dict(),
+                                 "cost": Cost.of_run(r).to_dict()} for r in records])  # as the table says it
         return
     if not records:
         status(f"no runs in {ws.root} yet; start one with 'cfkit probe run'.")

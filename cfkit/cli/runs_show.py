@@ -57,6 +57,7 @@ def show_run(ws, run_ref: str, show_all: bool, as_json: bool) -> None:
     not_sent = max(record.n_requests - n_stored, 0)
     if as_json:
         print_json({"run": asdict(record), "shown_status": sending.shown() if sending else record.status,
+                    "cost": Cost.of_run(record).to_dict(),  # as the text says it
                     "conditions": [asdict(c) for c in counts], "failures": failures,
                     "not_sent": not_sent, "batches": sent_in, "report": stand.to_dict(),
                     "servers": {"models": answered_by.models, "builds": answered_by.builds,

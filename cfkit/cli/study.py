@@ -240,7 +240,9 @@ def _summary(name: str, runs, as_json: bool) -> None:
                f"cache, {sum(s.sent for s in ended)} sent ({sum(s.errors for s in ended)} failed).")
     if shown["costs"]:
         now = sum((r.spent_now for r in runs), Cost())
-        status(f"study '{name}': this invocation spent {now.shown() or usd(0)}; the cost column is each run's "
+        said = (f"this invocation spent {now.shown() or usd(0)}" if now.priced or not now.abandoned
+                else f"this invocation's cost: {now.shown()}")  # no prices: its abandoned attempts
+        status(f"study '{name}': {said}; the cost column is each run's "
                "total, as 'cfkit study status' and 'cfkit runs show' give it.")
 
 
@@ -278,7 +280,8 @@ def status_(ws, file: Path, as_json: bool) -> None:
     else:
         for x in states:
             counts = f"{x.done}/{x.total}" if x.total else ""
-            cost = f"  {x.cost.shown(short=True)}" if x.cost.priced else ""  # a priced run all from cache: $0.00
+            cost = x.cost.shown(short=True)  # a priced run all from cache: $0.00; unpriced: abandoned attempts
+            cost = f"  {cost}" if cost else ""
             detail = f"  ({x.detail})" if x.detail else ""
             out.print(escape(f"{x.display:<20} {x.suite:<15} {x.state:<12} {counts:>11}{cost}  {x.run_id or ''}"
                              f"{detail}"), highlight=False, soft_wrap=True)

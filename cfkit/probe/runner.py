@@ -271,8 +271,8 @@ async def send_plan(store: Store, backend: Backend, plan: ProbePlan, *, concurre
         counts = close_run(store, run_id, status, sender.stopped, {i.key for i in plan.items}, sorted(sender.notes),
                            inputs_sha256, failure, inputs_manifest, asked=plan.asked(),
                            pairs=plan.asked_pairs(), abandoned=progress.abandoned)
-        if stop is not None and backend.priced and progress.sent:  # the stop line says what may be billed
-            stop.args = (f"{stop} {_spent_before_stop(progress, counts['abandoned_usd'])}",)
+        if stop is not None and (backend.priced and progress.sent or progress.abandoned):  # what may be billed
+            stop.args = (f"{stop} {_spent_before_stop(progress, counts['abandoned_usd'], backend.priced)}",)
         if isinstance(stop, QuotaRefused):  # the line says what was kept, and how to go on once there is credit
             stop.args = (f"{stop} {_kept_after_refusal(run_id, progress.done, len(plan.items))}",)
     summary = RunSummary(
@@ -298,10 +298,13 @@ def _kept_after_refusal(run_id: str, stored: int, total: int) -> str:
     return f"Run {run_id} keeps its {plural(stored, 'stored reply', 'stored replies')} of {total}; {total - stored} missing."
 
 
-def _spent_before_stop(progress: RunProgress, abandoned_bound: float | None) -> str:
-    """What a run stopped by its backend spent in this invocation, attempts given up once sent included."""
+def _spent_before_stop(progress: RunProgress, abandoned_bound: float | None, priced: bool) -> str:
+    """What a run stopped by its backend spent in this invocation, attempts given up once sent included (without
+    prices, only those: a provider may bill them all the same)."""
     from cfkit.money import abandoned_note, usd
 
+    if not priced:
+        return f"(Before it stopped: {Cost(abandoned=progress.abandoned).shown()}.)"
     return (f"(This invocation spent {usd(progress.cost_usd)} before it stopped"
             f"{abandoned_note(progress.abandoned, abandoned_bound)}.)")
 

@@ -114,8 +114,9 @@ def finish_run(store: Database, run_id: str, *, status: str, n_done: int, n_erro
             notes = {**notes, "cost_unreported": tx.execute(
                 "SELECT COUNT(*) FROM replies WHERE run_id = ? AND cost_usd IS NULL AND error IS NOT 'transport'",
                 (run_id,)).fetchone()[0], "largest_reply_usd": total[2]}
-        # Replies stored without prices keep the cost recorded before.
-        cost_sql = "?" if total[1] else "cost_usd"
+        # Replies stored without prices keep the cost recorded before; a priced invocation that stored no reply
+        # with a cost (stopped or failed before one came) records $0.00 known, not no cost (RunRecord.priced).
+        cost_sql = "?" if total[1] else "COALESCE(cost_usd, 0.0)" if notes.get("prices") else "cost_usd"
         params = (status, now(), n_done, n_errors, *((total[0],) if total[1] else ()), to_json(notes),
                   inputs_sha256, error, to_json(inputs_manifest) if inputs_manifest else None, run_id)
         tx.execute(f"UPDATE runs SET status = ?, finished_at = ?, n_done = ?, n_errors = ?, cost_usd = {cost_sql}, "

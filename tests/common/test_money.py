@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cfkit.money import cached_count, token_cost, usd
+from cfkit.money import Cost, cached_count, token_cost, usd
 
 
 @pytest.mark.parametrize("value, shown", [
@@ -51,3 +51,13 @@ def test_cached_input_is_priced_at_the_cached_price_and_the_rest_at_the_input_pr
 ])
 def test_a_cached_count_is_a_whole_number_within_the_input(n, within, counted):
     assert cached_count(n, within) == counted
+
+
+def test_attempts_abandoned_without_prices_are_counted_and_said_in_a_sum():
+    """A run without prices: its abandoned attempts are still said (the count, no dollar figure), and a sum of
+    such costs (a study's invocation) keeps them (before, the sum of two unpriced costs dropped them)."""
+    total = Cost(abandoned=2) + Cost(abandoned=1) + Cost()
+    assert (total.priced, total.abandoned) == (False, 3)
+    assert total.shown() == "no prices known; 3 abandoned attempts may be billed"
+    assert total.shown(short=True) == "no prices known + 3 abandoned"
+    assert Cost().shown() == ""  # nothing to say

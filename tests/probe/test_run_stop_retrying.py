@@ -24,7 +24,7 @@ pytest.importorskip("aiohttp", reason="the openai extra is not installed: pip in
 from support.chat_api_server import ChatServer, Scripted, error_body
 from support.probe_runs import _as_in_a_terminal, many_cases, scripted_answer
 from support.store_sql import table_rows
-from support.workspace import REPO
+from support.workspace import REPO, run_cli
 
 THROWN_AWAY = Scripted(body=[])  # a 200 whose body is no completion: read, thrown away, retried
 HANGS = 30.0
@@ -87,3 +87,8 @@ def test_a_stop_while_waiting_to_retry_counts_those_sent_and_none_out(tmp_path, 
     assert f"interrupted: 1 request; 0 already stored, 0 from cache, {said};" in stderr, stderr
     notes = json.loads(table_rows(ws, "runs", "notes")[0]["notes"] or "{}")
     assert notes.get("abandoned_attempts", 0) == before  # kept with the run as said
+    # The stored run's cost says the same (before: "cost —", the attempts dropped: no priced reply came).
+    (listed,) = json.loads(run_cli(["-w", str(ws), "runs", "list", "--json"]).stdout)
+    shown = run_cli(["-w", str(ws), "runs", "show", listed["id"]], env={"COLUMNS": "300"})
+    assert f"cost {said.split('failed, ')[1][:-1]}" in " ".join(shown.stdout.split()), shown.stdout
+    assert listed["cost"]["shown"] == said.split("failed, ")[1][:-1]

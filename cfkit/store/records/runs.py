@@ -68,6 +68,12 @@ class RunRecord:
         return found if isinstance(found, int) else 0
 
     @property
+    def priced(self) -> bool:
+        """Whether the run is priced: a reply of it carries a cost, or its newest invocation had prices (a run
+        stopped or failed before any reply came is priced all the same: it spent $0.00 that is known)."""
+        return self.cost_usd is not None or self.cost_unreported > 0 or bool(self.notes.get("prices"))
+
+    @property
     def abandoned_attempts(self) -> int:
         """Attempts given up after they were sent (timeouts, connections dropped mid-reply), over the run's
         invocations: a provider may bill them, and ``cost_usd`` leaves them out."""
