@@ -45,7 +45,7 @@ def test_final_cancels_a_running_batch_and_stores_what_it_answered_before_it_sto
         assert server.calls("POST", f"/batches/{batch_id}/cancel") == 1
         [line] = [line for line in said_of(final, batch_id) if "never answered" in line]
         assert f"batch {batch_id} ended cancelled: 2 results stored, 1 request never answered (" in line
-        assert "the same 'cfkit probe run' sends them again" in line
+        assert "); it is stored as failed, and the same 'cfkit probe run' sends it again." in line
         stored = {r["case_id"]: r for r in replies(tiny_ws, sub["run_id"])}
         assert stored["T001"]["answer"] == "A" and stored["T002"]["answer"] == "A"
         why = "batch_cancelled" if listed else "the batch ended cancelled without answering it (cancelled by --final)"
