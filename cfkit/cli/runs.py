@@ -227,6 +227,7 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
         if line is not None:
             warn(line)
     short = []  # runs stored with most requests unanswered: the command then ends with exit status 1
+    unanswered = 0  # how many requests of those runs got no reply
     with open_store(ws.db_path) as store:
         for run in stored:
             out.print(run.run_id)
@@ -247,9 +248,11 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
             empty = counts[2]
             if (run.errors + empty) * 2 > run.requests:
                 short.append(f"{run.run_id}: {run.errors + empty} of {run.requests}")
+                unanswered += run.errors + empty
     if short:
-        raise CheckFailed(f"most requests of {plural(len(short), 'imported run')} got no reply ({'; '.join(short)}: failed, "
-                          "or empty; said above): they are stored, and a report counts them wrong.")
+        raise CheckFailed(f"most requests of {plural(len(short), 'imported run')} got no reply ({'; '.join(short)}: "
+                          f"failed, or empty; said above): {agree(unanswered, 'they')} {agree(unanswered, 'are')} "
+                          f"stored, and a report counts {agree(unanswered, 'them')} wrong.")
 
 
 #: Characters of a reply's text 'runs unparsed' shows before '… (N more characters)' (all of it with --json).
