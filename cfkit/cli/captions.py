@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from cfkit.cli.console import err, out, print_json, status, workspace_option
+from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
 from cfkit.errors import OutputError, UsageError
 from cfkit.plural import agree, plural
 
@@ -191,6 +191,8 @@ def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[
         given["base_url"] = base_url
     with blamed(model):  # priced as 'probe run' prices a model
         backend = priced_judge(ws, model.value, given)
+    for note in backend.notes:  # as probe run says them: a replica left out at start-up, a key withheld …
+        warn(note)
     spent = Spent()
     results = draft_captions(ws, backend, case_ids, subset=subset, redraft=redraft, all_cases=all_cases, spent=spent,
                              max_tokens=max_tokens)

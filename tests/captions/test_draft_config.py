@@ -6,6 +6,7 @@ case images), or stopped on a missing key, while ``probe run`` reached the local
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,17 @@ def test_o_base_url_overrides_the_configured_servers(bare):
         drafted = run_cli(["-w", str(bare), "captions", "draft", "-o", f"base_url={given.url}", "T001"], env=ENV)
         assert drafted.exit_code == 0, drafted.stderr
         assert (configured.count, given.count) == (0, 1)
+
+
+def test_a_replica_left_out_at_start_up_is_said_as_probe_run_says_it(bare):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    with ChatServer(described) as live:
+        live.models = listing("tiny-vlm")
+        _configure(bare, dead, live.url)
+        drafted = run_cli(["-w", str(bare), "captions", "draft", "T001"], env=ENV)
+        assert drafted.exit_code == 0, drafted.stderr
+        assert live.count == 1
+    said = " ".join(drafted.stderr.split())
+    assert f"warning: replica {dead} is left out" in said, said
