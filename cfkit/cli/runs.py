@@ -302,8 +302,9 @@ def reparse(ws, run_ref: str, everything: bool, as_json: bool) -> None:
         out.print(f"  {escape(c.unit)}: {escape(c.old.describe())} → {escape(c.new.describe())}"
                   + (f": {escape(c.detail)}" if c.detail else ""))
     if result.missing_case:
-        warn(f"{plural(len(result.missing_case), 'case')} {'is' if len(result.missing_case) == 1 else 'are'} no longer in {ws.cases_path} and kept their readings: "
-             f"{', '.join(result.missing_case[:8])}{' …' if len(result.missing_case) > 8 else ''}")
+        gone = len(result.missing_case)
+        warn(f"{plural(gone, 'case')} {agree(gone, 'are')} no longer in {ws.cases_path} and kept "
+             f"{agree(gone, 'their')} readings: {', '.join(result.missing_case[:8])}{' …' if len(result.missing_case) > 8 else ''}")
 
 
 @runs.command()
