@@ -131,7 +131,7 @@ class Imported:
             return f"{self.path.name}: {plural(len(self.rows), 'reply', 'replies')} read with cfkit's parser ({self.fmt} records no " \
                    f"extraction of its own to compare){failed}."
         return (f"{self.path.name}: {plural(len(self.rows), 'reply', 'replies')} read with cfkit's parser; {self.differ} of "
-                f"{self.compared} answers differ from the {self.fmt} file's own extraction{failed}.")
+                f"{self.compared} answers {'differs' if self.differ == 1 else 'differ'} from the {self.fmt} file's own extraction{failed}.")
 
 
 def _peer_option(value: str | None, case: Case) -> str | None:
