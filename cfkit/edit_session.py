@@ -22,7 +22,7 @@ from cfkit.cases import CaseSet
 from cfkit.edit_files import lpips_scorer
 from cfkit.editors import EngineServer
 from cfkit.errors import CaseError, CfkitError
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 from cfkit.preserve import LpipsScorer
 from cfkit.specs import try_load_cases
 from cfkit.store import Store, reviews
@@ -103,7 +103,7 @@ class EditSpend:
             bound = f"up to ~{plural(self.largest, 'token', spec=',')}" if self.largest else "no answered call to estimate it by"
             parts.append(f"{self.in_flight} in flight at the stop may be billed on top: {bound}")
         return (f"spent: {plural(self.calls, 'call')} to {', '.join(self.engines)} ({'; '.join(parts)}); "
-                "no price in dollars is known for them")
+                f"no price in dollars is known for {agree(self.calls, 'them')}")
 
     def as_dict(self) -> dict[str, Any]:
         """What :meth:`line` says, for ``--json``: ``abandoned_tokens_up_to`` is None when no answered call

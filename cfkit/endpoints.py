@@ -197,3 +197,13 @@ def resolve_endpoint(base_url: str | None, api_key_env: str | None, *, who: str,
         raise OptionError(f"{who}: {shown} carries credentials in the URL and ${key_env} holds a key; keep one.")
     return Endpoint(url=url, shown=shown, official=official, key_env=key_env, key=key or None,
                     credentials=credentials, key_problem=key_problem, notes=tuple(notes))
+
+
+def configured_base_url(base_urls: list[str], model: str, options: Mapping[str, object]) -> str | list[str] | None:
+    """The ``base_url`` option an ``openai:`` model gets from cfkit.toml's ``[probe] base_urls`` when the command
+    names no server (``options`` has no ``base_url``): one URL, or the list of replicas (the backend spreads its
+    requests over them); None where the backend's default applies. ``probe run`` and ``captions draft`` both ask
+    here, so a model configured for a local server is never sent to the default one by either."""
+    if not model.startswith("openai:") or "base_url" in options or not base_urls:
+        return None
+    return base_urls[0] if len(base_urls) == 1 else list(base_urls)

@@ -291,8 +291,9 @@ def import_(ws, path, name, fmt, audit_ref) -> None:
             result = import_worksheet(store, current, check_annotator(name), path, text, fmt)
     err.print(_import_summary(result, name)
               + (f"; {plural(result.blank, 'row')} without cue and link left out" if result.blank else "")
-              + (f"; {plural(result.adjudicated, 'row')} of adjudicated items, unchanged, left as they are"
-                 if result.adjudicated else "") + ".")
+              + (f"; {plural(result.adjudicated, 'row')} of adjudicated items, unchanged, left as "
+                 f"{agree(result.adjudicated, 'they')} {agree(result.adjudicated, 'are')}" if result.adjudicated
+                 else "") + ".")
 
 
 def _import_summary(result, name: str) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from cfkit.cli.console import err, out, print_json, status, workspace_option
+from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
 from cfkit.errors import OutputError, UsageError
 from cfkit.plural import agree, plural
 
@@ -149,7 +149,8 @@ def show(ws, case_id: str, conditions: tuple[str, ...], as_json: bool) -> None:
 @click.option("-m", "--model", "model_spec", metavar="KIND:NAME", default=None,
               help="Vision-language backend, e.g. openai:gpt-5.5 (default: [probe] model in cfkit.toml).")
 @click.option("-o", "--option", "options", metavar="KEY=VALUE", multiple=True,
-              help="Backend option (repeatable), e.g. -o base_url=http://localhost:8000/v1.")
+              help="Backend option (repeatable), e.g. -o base_url=http://localhost:8000/v1 (without "
+                   "base_url: the servers of [probe] base_urls, as for probe run).")
 @click.option("--subset", metavar="FILE", default=None,
               help="Case ids, one a line (default: the configured [probe] modality_subset).")
 @click.option("--all-cases", is_flag=True, help="Every case of the cases file instead of the subset.")
@@ -174,8 +175,9 @@ def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[
     Example:
       cfkit captions draft --model openai:gpt-5.5 HB084 HB120
     """
-    from cfkit.options import Setting, blamed, parse_option_pairs
     from cfkit.drafts import draft_captions
+    from cfkit.endpoints import configured_base_url
+    from cfkit.options import Setting, blamed, parse_option_pairs
     from cfkit.errors import CheckFailed
     from cfkit.judge.costs import Spent, priced_judge, token_option
 
@@ -184,8 +186,13 @@ def draft(ws, case_ids: tuple[str, ...], model_spec: str | None, options: tuple[
         raise UsageError("no model given; pass --model KIND:NAME (e.g. openai:gpt-5.5) or set [probe] model in cfkit.toml.")
     given = parse_option_pairs(options)
     token_option(given)  # a token limit as -o: refused before blamed() would blame it on the model
+    # The server(s) 'probe run' sends this model to: [probe] base_urls, unless -o base_url names one.
+    if (base_url := configured_base_url(list(ws.config.probe.base_urls), model.value, given)) is not None:
+        given["base_url"] = base_url
     with blamed(model):  # priced as 'probe run' prices a model
         backend = priced_judge(ws, model.value, given)
+    for note in backend.notes:  # as probe run says them: a replica left out at start-up, a key withheld …
+        warn(note)
     spent = Spent()
     results = draft_captions(ws, backend, case_ids, subset=subset, redraft=redraft, all_cases=all_cases, spent=spent,
                              max_tokens=max_tokens)

@@ -12,7 +12,7 @@ from rich.table import Table
 from cfkit.cli import params
 from cfkit.cli.console import err, out, print_json, status, warn, workspace_option
 from cfkit.errors import ImageError, InputRejected, NotFoundError, SpecError, UsageError
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 
 
 def _num(value: float | None, fmt: str, none: str = "—") -> str:
@@ -84,7 +84,8 @@ def check(ws, spec_ids: tuple[str, ...], all_specs: bool, edit_id: int | None, l
                                else "."))
     if failed:
         raise CheckFailed(f"{len(failed)} of {plural(len(groups), 'edit')} failed the preservation check "
-                          f"({', '.join(failed)}); see the reasons above, then re-edit or review them.")
+                          f"({', '.join(failed)}); see the reasons above, then re-edit or review "
+                          f"{agree(len(failed), 'them')}.")
 
 
 def _decisive(group):

@@ -8,7 +8,7 @@ from rich.table import Table
 from cfkit.cli.console import err, out, print_json, warn
 from cfkit.cli.progress import engine_spinner
 from cfkit.errors import CheckFailed, CfkitError, EditorTransport
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 
 STATUS_STYLE = {"made": "green", "check failed": "red", "failed": "red", "kept": "cyan", "interrupted": "red",
                 "not asked": "yellow"}
@@ -100,8 +100,8 @@ def _not_edited(ws, batch) -> str:
 
     unasked = [r.spec_id for r in batch.results if r.status in ("not asked", "interrupted")]
     if not isinstance(batch.stop, EditorTransport):
-        return (f" Not edited: {', '.join(unasked)}; 'cfkit edit --pending' edits them (and any other spec without "
-                "a usable edit), not those made here." if unasked else "")
+        return (f" Not edited: {', '.join(unasked)}; 'cfkit edit --pending' edits {agree(len(unasked), 'them')} "
+                "(and any other spec without a usable edit), not those made here." if unasked else "")
     lost = [r.spec_id for r in batch.results if r.status == "failed" and isinstance(r.error, EditorTransport)]
     said = "; ".join(part for part in (f"{', '.join(lost)} failed (recorded)" if lost else "",
                                        f"{', '.join(unasked)} not asked" if unasked else "") if part)
@@ -110,8 +110,8 @@ def _not_edited(ws, batch) -> str:
     done = len(batch.results) - len(todo)
     kept = "every edit received is saved" if batch.spend.saved else "no edit was received"
     return (f" {done} of {plural(len(batch.results), 'spec')} done, {kept}. Not edited: {said}; "
-            f"once the server answers, run {again} to edit them" + (" (and any other spec without a usable edit)"
-                                                                      if again.endswith("--pending'") else "") + ".")
+            f"once the server answers, run {again} to edit {agree(len(todo), 'them')}"
+            + (" (and any other spec without a usable edit)" if again.endswith("--pending'") else "") + ".")
 
 
 def _stopped(stop: BaseException | None) -> str | None:

@@ -91,6 +91,7 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
       cfkit probe run -m openai:gpt-5.5 -s swap                             position bias: both option orders
       cfkit probe run -m openai:gpt-5.5 -s contextcanvas --batch            then: cfkit probe collect RUN
     """
+    from cfkit.endpoints import configured_base_url
     from cfkit.options import Setting, parse_option_pairs
     from cfkit.probe.selection import Selection
     from cfkit.store import open_store
@@ -101,9 +102,8 @@ def run(ws, model, suite, pairs, url_flags, api_key_env, concurrency, max_cost, 
                          "in cfkit.toml.")
     model = given.value
     options = parse_option_pairs(pairs)
-    base_urls = list(url_flags) or (list(ws.config.probe.base_urls) if model.startswith("openai:") and
-                                    "base_url" not in options else [])
-    base_url = (base_urls[0] if len(base_urls) == 1 else base_urls) if base_urls else None
+    base_url = ((url_flags[0] if len(url_flags) == 1 else list(url_flags)) if url_flags else
+                configured_base_url(list(ws.config.probe.base_urls), model, options))
     for flag, key, value in (("--base-url", "base_url", base_url), ("--api-key-env", "api_key_env", api_key_env)):
         if value is not None:
             if not model.startswith("openai:"):

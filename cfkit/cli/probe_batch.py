@@ -6,7 +6,7 @@ from dataclasses import asdict
 
 from cfkit.cli.console import out, print_json, status, warn
 from cfkit.money import usd
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 
 
 def render_submission(submission, as_json: bool) -> None:
@@ -49,11 +49,11 @@ def collection_line(result, *, final: bool = False) -> str:
     if result.lost:
         lost = ", ".join(b.id for b in result.lost)
         parts.append(f"{plural(len(result.lost), 'batch', 'batches')} the provider no longer knows ({lost})")
-    if not result.waiting and result.missing:
-        unpaid = f"{result.unpaid} of them refused for quota or billing: add credit to the account, then " \
-            if result.unpaid else ""
-        parts.append(f"{plural(result.missing, 'planned request')} {'has' if result.missing == 1 else 'have'} no reply ({unpaid}run the same 'cfkit probe run' again to "
-                     "send them)")
+    if not result.waiting and (missing := result.missing):
+        unpaid = (f"{'it was' if missing == 1 else f'{result.unpaid} of them'} refused for quota or billing: add "
+                  "credit to the account, then " if result.unpaid else "")
+        parts.append(f"{plural(missing, 'planned request')} {agree(missing, 'have')} no reply ({unpaid}run the same "
+                     f"'cfkit probe run' again to send {agree(missing, 'them')})")
     line = f"run {result.run_id}: " + "; ".join(parts)
     if final and result.running:
         line += f". Run 'cfkit probe collect {result.run_id}' again later, or add --wait"
@@ -79,8 +79,9 @@ def render_collection(result, as_json: bool) -> None:
                  f"{result.run_id} --final' stores its requests as failed so the run can be resumed.")
         elif batch.unanswered:
             warn(f"batch {batch.id} ended {batch.status}: {plural(batch.answered, 'result')} stored, "
-                 f"{plural(batch.unanswered, 'request')} never answered ({batch.reason.rstrip('.')}); those are stored as failed, and the same "
-                 "'cfkit probe run' sends them again.")
+                 f"{plural(batch.unanswered, 'request')} never answered ({batch.reason.rstrip('.')}); "
+                 f"{agree(batch.unanswered, 'they')} {agree(batch.unanswered, 'are')} stored as failed, and the "
+                 f"same 'cfkit probe run' sends {agree(batch.unanswered, 'them')} again.")
         elif batch.errors:
             status(f"batch {batch.id} {batch.status}: {'; '.join(batch.errors)}")
     for problem in result.problems:
@@ -144,7 +145,9 @@ def render_file_collection(result, as_json: bool) -> None:
         status(f"  {problem}")
     if result.unpaid_line:  # the account could not pay for some requests: said once, not once a line
         warn(result.unpaid_line)
-    if result.changed:
-        warn(f"{plural(result.changed, 'result')} {'answers' if result.changed == 1 else 'answer'} an earlier version of their case: its question, options or images "
-             "changed in the cases file after the batch file was written. The report counts them stale; run the "
-             "suite again to ask them as they are now (the rest comes from the cache).")
+    if changed := result.changed:
+        warn(f"{plural(changed, 'result')} {'answers' if changed == 1 else 'answer'} an earlier version of "
+             f"{agree(changed, 'their')} case: its question, options or images changed in the cases file after the "
+             f"batch file was written. The report counts {agree(changed, 'them')} stale; run the suite again to ask "
+             f"{'that case as it is' if changed == 1 else 'those cases as they are'} now (the rest comes from the "
+             "cache).")

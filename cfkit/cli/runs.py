@@ -228,6 +228,7 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
         if line is not None:
             warn(line)
     short = []  # runs stored with most requests unanswered: the command then ends with exit status 1
+    unanswered = 0  # how many requests of those runs got no reply
     with open_store(ws.db_path) as store:
         for run in stored:
             out.print(run.run_id)
@@ -248,9 +249,11 @@ def import_(ws, path: str, fmt: str, map_path: str | None, label: str | None, ep
             empty = counts[2]
             if (run.errors + empty) * 2 > run.requests:
                 short.append(f"{run.run_id}: {run.errors + empty} of {run.requests}")
+                unanswered += run.errors + empty
     if short:
-        raise CheckFailed(f"most requests of {plural(len(short), 'imported run')} got no reply ({'; '.join(short)}: failed, "
-                          "or empty; said above): they are stored, and a report counts them wrong.")
+        raise CheckFailed(f"most requests of {plural(len(short), 'imported run')} got no reply ({'; '.join(short)}: "
+                          f"failed, or empty; said above): {agree(unanswered, 'they')} {agree(unanswered, 'are')} "
+                          f"stored, and a report counts {agree(unanswered, 'them')} wrong.")
 
 
 #: Characters of a reply's text 'runs unparsed' shows before '… (N more characters)' (all of it with --json).
@@ -300,8 +303,9 @@ def reparse(ws, run_ref: str, everything: bool, as_json: bool) -> None:
         out.print(f"  {escape(c.unit)}: {escape(c.old.describe())} → {escape(c.new.describe())}"
                   + (f": {escape(c.detail)}" if c.detail else ""))
     if result.missing_case:
-        warn(f"{plural(len(result.missing_case), 'case')} {'is' if len(result.missing_case) == 1 else 'are'} no longer in {ws.cases_path} and kept their readings: "
-             f"{', '.join(result.missing_case[:8])}{' …' if len(result.missing_case) > 8 else ''}")
+        gone = len(result.missing_case)
+        warn(f"{plural(gone, 'case')} {agree(gone, 'are')} no longer in {ws.cases_path} and kept "
+             f"{agree(gone, 'their')} readings: {', '.join(result.missing_case[:8])}{' …' if len(result.missing_case) > 8 else ''}")
 
 
 @runs.command()

@@ -86,10 +86,12 @@ class Imported:
         if not self.left_out:
             return None
         where, why = self.left_out[0]
-        return (f"{self.path.name}: {plural(len(self.left_out), 'sample')} left out, not counted as answers: the "
-                f"log marks them invalidated (first: {where}: {why}); a report counts their cases wrong "
-                "(absent). Run them again (inspect eval-retry, or an eval set, which retries a log with "
-                "invalidated samples) and read that log, or uninvalidate them in inspect_ai.")
+        n = len(self.left_out)
+        them, cases = agree(n, "them"), "its case" if n == 1 else "their cases"
+        return (f"{self.path.name}: {plural(n, 'sample')} left out, not counted as answers: the "
+                f"log marks {them} invalidated (first: {where}: {why}); a report counts {cases} wrong "
+                f"(absent). Run {them} again (inspect eval-retry, or an eval set, which retries a log with "
+                f"invalidated samples) and read that log, or uninvalidate {them} in inspect_ai.")
 
     def unfinished_warning(self) -> str | None:
         """A line when the file says its evaluation did not finish: the cases it holds no sample for were never
@@ -106,8 +108,9 @@ class Imported:
         if not self.wrong_targets:
             return None
         where, target, case, gold = self.wrong_targets[0]
-        return (f"{self.path.name}: {len(self.wrong_targets)} of {plural(self.targets, 'sample')} hold a target that is not "
-                f"their case's gold (first: {where}, target {target}, case {case}'s gold {gold}); check that its "
+        wrong = len(self.wrong_targets)
+        return (f"{self.path.name}: {wrong} of {plural(self.targets, 'sample')} {'holds' if wrong == 1 else 'hold'} "
+                f"a target that is not {agree(wrong, 'their')} case's gold (first: {where}, target {target}, case {case}'s gold {gold}); check that its "
                 "ids map to these cases (--map) and that it is of this cases file: its answers are scored against "
                 "the cases' golds.")
 
@@ -128,7 +131,7 @@ class Imported:
             return f"{self.path.name}: {plural(len(self.rows), 'reply', 'replies')} read with cfkit's parser ({self.fmt} records no " \
                    f"extraction of its own to compare){failed}."
         return (f"{self.path.name}: {plural(len(self.rows), 'reply', 'replies')} read with cfkit's parser; {self.differ} of "
-                f"{self.compared} answers differ from the {self.fmt} file's own extraction{failed}.")
+                f"{self.compared} answers {'differs' if self.differ == 1 else 'differ'} from the {self.fmt} file's own extraction{failed}.")
 
 
 def _peer_option(value: str | None, case: Case) -> str | None:

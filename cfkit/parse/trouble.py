@@ -47,9 +47,9 @@ def reply_trouble(what: str, n: int, invalid: int, empty: int, truncated: int, m
             made = f" ({plural(made_with, 'token')})" if made_with else ""
             return (f"{what}: {truncated} of {plural(n, 'reply', 'replies')} "
                     f"{agree(truncated, 'were')} cut off at the token limit{made} "
-                    "when they were made, "
-                    f"and a replay keeps them as recorded{lacking}. Raise the token limit in the harness that "
-                    f"produced them, then replay or import its new file (--max-tokens changes nothing here){see}.")
+                    f"when {agree(truncated, 'they')} {agree(truncated, 'were')} made, and a replay keeps "
+                    f"{agree(truncated, 'them')} as recorded{lacking}. Raise the token limit in the harness that "
+                    f"produced {agree(truncated, 'them')}, then replay or import its new file (--max-tokens changes nothing here){see}.")
         limit = f" ({plural(max_tokens, 'token')})" if max_tokens else ""
         return (f"{what}: {truncated} of {plural(n, 'reply', 'replies')} "
                 f"{agree(truncated, 'were')} cut off at the token limit{limit}{lacking}. {again}{see}.")

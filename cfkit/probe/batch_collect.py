@@ -41,7 +41,7 @@ from cfkit.backends import Backend
 from cfkit.backends.batch_api import NOT_FOUND, batch_api_of, can_cancel
 from cfkit.cases import Case, CaseSet
 from cfkit.errors import TransportError
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 from cfkit.probe.batch_results import BatchResults
 from cfkit.probe.prices import BATCH_PRICE_FACTOR
 from cfkit.probe.recording import Recorder
@@ -241,7 +241,8 @@ def _not_ended(store: Store, cases: CaseSet, record: BatchRecord, recorder: Reco
         held = "some answered requests" if answered is None else plural(answered, "answered request")
         problems.append(f"batch {record.id} was still {info.status} after {CANCEL_WAIT_S:g} s and holds {held}"
                         f"; nothing of it is given up yet: run 'cfkit probe collect "
-                        f"{record.run_id} --final' again in a few minutes to store them.")
+                        f"{record.run_id} --final' again in a few minutes to store "
+                        f"{'them' if answered is None else agree(answered, 'them')}.")
         return
     _give_up(store, cases, record, recorder, tally, how)
 

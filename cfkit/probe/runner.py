@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from cfkit import __version__
 from cfkit.backends import Backend, as_backend
 from cfkit.errors import BackendError, Incomplete, QuotaRefused, UsageError
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 from cfkit.probe.cache_keys import RunKeys
 from cfkit.probe.identity import library_versions, requests_sha256, run_id_for, run_settings, settings_sha256
 from cfkit.probe.plan import ProbeItem, ProbePlan
@@ -120,8 +120,8 @@ def open_and_settle(store: Store, backend: Backend, plan: ProbePlan, *, protocol
                          f"them with 'cfkit probe collect {run_id} --from-file RESULTS.jsonl' (add --final if some "
                          "never came: what no file answered is then sent again) before running it again.")
     if waiting:
-        raise Incomplete(f"run {run_id} has {plural(len(waiting), 'batch', 'batches')} in flight ({waiting[0].status}); collect their "
-                         f"results with 'cfkit probe collect {run_id}' before running it again.")
+        raise Incomplete(f"run {run_id} has {plural(len(waiting), 'batch', 'batches')} in flight "
+                         f"({waiting[0].status}); collect {agree(len(waiting), 'their')} results with 'cfkit probe collect {run_id}' before running it again.")
     previous = runs.get_run(store, run_id)
     _open_run(store, run_id, backend, plan, recorded, notes or {}, previous)
     if owner is not None:

@@ -29,7 +29,7 @@ from cfkit.backends import Backend, is_async
 from cfkit.backends.attempts import billable
 from cfkit.errors import BackendError, ImageError, TransportError, sent_before_stop
 from cfkit.money import abandoned_note, abandoned_usd, usd
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 from cfkit.probe.cache_keys import RunKeys
 from cfkit.probe.image_refs import ImageRef
 from cfkit.probe.sending_images import SendingImages
@@ -173,8 +173,8 @@ class Sender:
             notes.append(f"{self.retried} of {plural(sent, 'request')} sent succeeded only after retrying "
                          f"({plural(self.retries, 'retry', 'retries')} in all)")
         if self.failed_over:
-            notes.append(f"{self.failed_over} of {plural(sent, 'request')} sent got their answer from another replica "
-                         f"after a failed attempt ({plural(self.failovers, 'failed attempt')} in all)")
+            notes.append(f"{self.failed_over} of {plural(sent, 'request')} sent got "
+                         f"{agree(self.failed_over, 'their')} answer from another replica after a failed attempt ({plural(self.failovers, 'failed attempt')} in all)")
         return notes
 
     def _remember_learned(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 
 if TYPE_CHECKING:
     from cfkit.store import Store
@@ -65,8 +65,9 @@ def older_note(run: Any, rows: list[tuple[Any, int]], source: str | None = None)
 
     n = sum(count for _, count in rows)
     versions = ", ".join(str(parser) for parser, _ in rows)
-    again = (f"'cfkit runs reparse {run.id}' reads them again and says what changed." if source is None else
-             f"'cfkit runs import {source}' then 'cfkit runs reparse {run.id}' read them again and say what "
+    them = agree(n, "them")
+    again = (f"'cfkit runs reparse {run.id}' reads {them} again and says what changed." if source is None else
+             f"'cfkit runs import {source}' then 'cfkit runs reparse {run.id}' read {them} again and say what "
              "changed.")
     return (f"{run.suite}: {run.model}'s answers include {plural(n, 'reply', 'replies')} of run {run.id} read by "
             f"an older parser (version {versions}; now {PARSER_VERSION}), which the parser now may read otherwise; "

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cfkit.errors import CfkitError
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 
 if TYPE_CHECKING:
     from cfkit.report.gold import Gold
@@ -175,11 +175,12 @@ class StaleGroup:
         named = ", ".join(ids[:NAMED_RUNS]) + (f" and {len(ids) - NAMED_RUNS} more" if len(ids) > NAMED_RUNS else "")
         runs = f"{plural(len(ids), 'run')} ({named})"
         if not self.checked:
-            return f"{runs}: whether their answers are stale was not checked: {self.why}"
+            return f"{runs}: whether {agree(len(ids), 'their')} answers are stale was not checked: {self.why}"
         counts = set(self.stale)
-        each = (f"{plural(self.stale[0], 'answer')} stale now in each" if len(counts) == 1
+        each = (f"{plural(self.stale[0], 'answer')} stale now" + (" in each" if len(ids) > 1 else "")
+                if len(counts) == 1
                 else f"{plural(sum(self.stale), 'answer')} stale now ({min(counts)} to {max(counts)} a run)")
-        return f"{runs}: {each} (a report counts them wrong); e.g. {self.why}."
+        return f"{runs}: {each} (a report counts {agree(sum(self.stale), 'them')} wrong); e.g. {self.why}."
 
 
 def stale_groups(runs: Sequence[RunRecord], shown: dict[str, Standing]) -> list[StaleGroup]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cfkit.errors import ConfigError, NotFoundError
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 from cfkit.store import Store, runs
 from cfkit.study.file import Study
 from cfkit.study.state import RunState, study_status
@@ -57,7 +57,8 @@ class ReportInputs:
         if left_out:
             parts.append(f"{plural(len(left_out), 'run')} left out ({_named(left_out)})")
         if partial:
-            parts.append(f"{plural(len(partial), 'run')} reported incomplete, their missing answers counted wrong "
+            parts.append(f"{plural(len(partial), 'run')} reported incomplete, {agree(len(partial), 'their')} "
+                         "missing answers counted wrong "
                          f"({_named(partial)})")
         if self.compare_left_out:
             parts.append(f"{plural(len(self.compare_left_out), 'compare pair')} left out")

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from cfkit.backends import has_batch_api
 from cfkit.errors import CfkitError, ConfigError, Incomplete, QuotaRefused
-from cfkit.plural import plural
+from cfkit.plural import agree, plural
 from cfkit.probe import RunSummary
 from cfkit.store import Store
 from cfkit.study.file import Study
@@ -234,13 +234,14 @@ def _collect(store: Store, run: StudyRun, p) -> bool:
         run.notes.append(collected.unpaid_line)
     if collected.waiting:
         run.state = "waiting"
-        if collected.running:
-            run.notes.append(f"{plural(len(collected.running), 'batch', 'batches')} still running; 'cfkit study run' again later "
-                             f"collects them (or 'cfkit probe collect {run.run_id} --wait')")
-        if collected.lost:
-            run.notes.append(f"{plural(len(collected.lost), 'batch', 'batches')} the provider no longer knows (HTTP 404); if they are "
-                             f"gone for good, 'cfkit probe collect {run.run_id} --final' stores their requests as "
-                             "failed, and 'cfkit study run' then sends them again")
+        if running := len(collected.running):
+            run.notes.append(f"{plural(running, 'batch', 'batches')} still running; 'cfkit study run' again later "
+                             f"collects {agree(running, 'them')} (or 'cfkit probe collect {run.run_id} --wait')")
+        if lost := len(collected.lost):
+            run.notes.append(f"{plural(lost, 'batch', 'batches')} the provider no longer knows (HTTP 404); if "
+                             f"{agree(lost, 'they')} {agree(lost, 'are')} gone for good, 'cfkit probe collect "
+                             f"{run.run_id} --final' stores {agree(lost, 'their')} requests as failed, and 'cfkit "
+                             "study run' then sends them again")
         return False
     return True
 

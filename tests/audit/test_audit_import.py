@@ -25,6 +25,7 @@ from cfkit.errors import LabelError
 from cfkit.interop.annotation import export_tasks, import_tasks
 from cfkit.store import Store, audit_labels
 from cfkit.workspace import load_workspace
+from support.workspace import run_cli
 
 
 
@@ -122,3 +123,20 @@ def test_a_worksheet_imported_again_after_adjudication_keeps_the_resolution_and_
         assert _snapshot(store, audit, "alice") == before
         final = audit_labels.finals(store, audit.id)[disputed.id]
         assert (final.basis, final.judgement.link) == ("resolved", False)
+
+
+@pytest.mark.parametrize("resolved, said", [(1, "1 row of adjudicated items, unchanged, left as it is."),
+                                            (2, "2 rows of adjudicated items, unchanged, left as they are.")])
+def test_import_says_the_adjudicated_rows_it_left_in_the_number_of_their_count(audit_ws, tmp_path, resolved, said):
+    with Store(audit_ws.db_path) as store:
+        audit = load_audit(store)
+        for item in audit.items:
+            update_label(store, audit, item, "alice", cue=True, link=True)
+            update_label(store, audit, item, "bob", cue=True, link=item not in audit.items[-resolved:])
+        for item in audit.items[-resolved:]:
+            resolve_item(store, audit, item, "carol", cue=True, link=False, note="the link is not made")
+        sheet = tmp_path / "alice.csv"
+        sheet.write_text(export_worksheet(store, audit, "alice", "csv"))
+    result = run_cli(["-w", str(audit_ws.root), "audit", "import", str(sheet), "--as", "alice"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.rstrip().endswith(said), result.stderr

@@ -101,10 +101,11 @@ def test_an_endpoint_that_starts_failing_is_backed_off_and_the_other_answers(man
     # failing endpoint twice before the other answers it).
     notes = [n for n in json.loads(result.stdout)["notes"] if "another replica" in n]
     [said] = notes
-    found = re.fullmatch(rf"(\d+) of {N} requests sent got their answer from another replica after a failed attempt "
-                         r"\((\d+) failed attempts? in all\)", said)
+    found = re.fullmatch(rf"(\d+) of {N} requests sent got (its|their) answer from another replica after a failed "
+                         r"attempt \((\d+) failed attempts? in all\)", said)
     assert found is not None, said
-    requests, attempts = int(found.group(1)), int(found.group(2))
+    requests, attempts = int(found.group(1)), int(found.group(3))
+    assert found.group(2) == ("its" if requests == 1 else "their"), said
     assert 1 <= requests <= attempts <= a.count - 3
 
 

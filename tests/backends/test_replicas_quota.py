@@ -55,7 +55,9 @@ def test_a_replica_whose_account_cannot_pay_is_left_out_and_the_other_answers_ev
     assert "the account has no credit or quota left" in line
     assert "after answering 0 requests" in line and "not asked again" in line
     assert any(f"replica {empty.url} was left out during the run" in n for n in summary["notes"])
-    assert any("got their answer from another replica after a failed attempt" in n for n in summary["notes"])
+    [over] = [n for n in summary["notes"] if "from another replica after a failed attempt" in n]
+    assert over.startswith(f"{empty.count} of {N} requests sent got {'its' if empty.count == 1 else 'their'} answer "
+                           "from another replica"), over
     text = " ".join(run_cli(["-w", str(ws), "runs", "show", summary["run_id"]]).stdout.split())
     assert f"replicas replica {empty.url} was left out during the run (it refused a request for quota or billing" \
         in text
@@ -104,3 +106,14 @@ def test_a_study_model_with_an_endpoint_whose_account_cannot_pay_runs_on_the_oth
     text = " ".join(result.output.split())
     assert f"replica {empty.url} was left out during the run (it refused a request for quota or billing (HTTP 402:" \
         in text
+
+
+def test_one_request_answered_by_the_other_replica_is_said_in_the_singular(tmp_path):
+    ws = many_cases(tmp_path / "ws", N)
+    with ChatServer(scripted_answer) as good, ChatServer(refusing(UNPAID["402"])) as empty:
+        result = replicated(ws, [empty.url, good.url], "-j", "1")
+        assert empty.count == 1  # one request in flight at a time: the replica refuses one, then is left out
+    assert result.exit_code == 0, result.output
+    [over] = [n for n in json.loads(result.stdout)["notes"] if "from another replica" in n]
+    assert over == (f"1 of {N} requests sent got its answer from another replica after a failed attempt "
+                    "(1 failed attempt in all)")

@@ -95,7 +95,9 @@ def test_an_export_made_before_the_column_reads_as_before(stored, tmp_path):
     before = tmp_path / "before.jsonl"
     before.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "run_max_tokens"}) + "\n" for r in rows))
     [problem] = _report(ws, "--predictions", str(before))["reply_problems"]
-    assert "cut off at the token limit when they were made" in problem["message"], problem
+    assert ("1 of 2 replies was cut off at the token limit when it was made, and a replay keeps it as recorded"
+            in problem["message"]), problem
+    assert "Raise the token limit in the harness that produced it, then" in problem["message"], problem
     bad = tmp_path / "bad.jsonl"
     bad.write_text("".join(json.dumps(r | {"run_max_tokens": "lots"}) + "\n" for r in rows))
     result = run_cli(["report", "-w", str(ws), "--predictions", str(bad)])

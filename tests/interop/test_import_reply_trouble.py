@@ -47,6 +47,15 @@ def _inspect_empty(source: Path, target: Path, count: int) -> Path:
     return target
 
 
+def _inspect_one_empty(source: Path, target: Path) -> Path:
+    """The inspect_ai log cut down to its first sample, whose reply is empty."""
+    log = json.loads(source.read_text())
+    log["samples"] = log["samples"][:1]
+    log["samples"][0]["output"]["choices"][0]["message"]["content"] = [{"type": "text", "text": ""}]
+    target.write_text(json.dumps(log))
+    return target
+
+
 def _inspect_cut(source: Path, target: Path, count: int) -> Path:
     log = json.loads(source.read_text())
     for sample in log["samples"][:count]:
@@ -89,6 +98,7 @@ def test_the_import_says_what_its_replies_are_in_the_words_runs_show_uses(peer_f
     if kind == "empty":
         stderr, last = stderr.split("error: ")
         assert last.startswith(f"most requests of 1 imported run got no reply ({run_id}: 60 of 100: ")
+        assert last.rstrip().endswith("said above): they are stored, and a report counts them wrong."), last
     else:
         assert "error" not in stderr
 
@@ -103,3 +113,12 @@ def test_a_clean_file_is_stored_without_the_line(peer_files):
     run_id, stderr = _imported(ws, files["lmms"], "peer-clean")
     assert "warning" not in stderr and "no valid answer" not in stderr and "cut off" not in stderr, stderr
     assert run_id in _flat(run_cli(["-w", str(ws), "runs", "list"], env={"COLUMNS": "400"}).stdout)
+
+
+def test_a_run_of_one_empty_reply_is_said_in_the_singular(peer_files, tmp_path):
+    ws, files = peer_files
+    path = _inspect_one_empty(files["inspect-json"], tmp_path / "2026-11-02T10-00-00_contextcanvas_one.json")
+    run_id, stderr = _imported(ws, path, "peer-one", status=1)
+    last = stderr.split("error: ")[-1]
+    assert last == (f"most requests of 1 imported run got no reply ({run_id}: 1 of 1: failed, or empty; said above): "
+                    "it is stored, and a report counts it wrong."), last

@@ -691,3 +691,12 @@ def test_an_lmms_eval_sample_of_several_replies_is_refused_not_read_as_its_first
         assert result.exit_code == 2 and not result.stdout
         [line] = result.stderr.strip().splitlines()
         assert f"{repeated}:1 (doc_id 0): 'resps' holds 3 replies" in line and "--repeats 1" in line, line
+
+
+def test_the_target_line_agrees_with_how_many_samples_it_names(tmp_path):
+    from cfkit.interop.mapping import Imported
+
+    one = Imported(tmp_path / "s.jsonl", "lmms", targets=9, wrong_targets=[("line 3", "B", "T003", "A")])
+    assert one.target_warning().startswith("s.jsonl: 1 of 9 samples holds a target that is not its case's gold")
+    two = Imported(tmp_path / "s.jsonl", "lmms", targets=9, wrong_targets=[("line 3", "B", "T003", "A")] * 2)
+    assert two.target_warning().startswith("s.jsonl: 2 of 9 samples hold a target that is not their case's gold")

@@ -50,7 +50,8 @@ def test_a_log_inspect_ai_wrote_gives_the_native_report(workspace, name):
     theirs = {s["id"]: s["scores"]["choice"]["answer"] or None for s in samples}
     differ = sum(theirs[case] != answer for case, answer in EXPECTED.items())
     assert 0 < differ < len(EXPECTED)
-    assert f"{differ} of {len(EXPECTED)} answers differ from the inspect file's own extraction" in stderr
+    verb = "differs" if differ == 1 else "differ"
+    assert f"{differ} of {len(EXPECTED)} answers {verb} from the inspect file's own extraction" in stderr
 
 
 def test_the_log_is_real_inspect_output():
@@ -153,4 +154,5 @@ def test_a_version_1_log_s_single_score_is_the_extraction_compared(workspace, tm
     _, stderr = report(ws, path)
     theirs = {s["id"]: s["score"]["answer"] or None for s in log["samples"]}
     differ = sum(theirs[case] != answer for case, answer in EXPECTED.items())
-    assert f"{differ} of {len(EXPECTED)} answers differ from the inspect file's own extraction" in stderr, stderr
+    verb = "differs" if differ == 1 else "differ"
+    assert f"{differ} of {len(EXPECTED)} answers {verb} from the inspect file's own extraction" in stderr, stderr

@@ -56,10 +56,14 @@ def test_an_invalidated_inspect_sample_is_not_counted_as_an_answer(ws, tmp_path)
     got, stderr = _report(ws, path)
     [missing] = _missing(got, case)
     assert missing["reason"] == "absent", missing
-    assert ("invalidated.json: 1 sample left out, not counted as answers: the log marks them invalidated "
+    assert ("invalidated.json: 1 sample left out, not counted as answers: the log marks it invalidated "
             f"(first: {path}, sample '{case}' (#1): invalidated by jdoe on 2026-11-03 after the eval (the image "
             "failed to load in the sandbox))") in stderr, stderr
     assert "inspect eval-retry" in stderr
+    assert "1 of 11 answers differs from the inspect file's own extraction" in stderr, stderr
+    flat = " ".join(stderr.split())
+    assert "a report counts its case wrong (absent). Run it again (inspect eval-retry" in flat, flat
+    assert "or uninvalidate it in inspect_ai." in flat, flat
     assert "11 replies read with cfkit's parser" in stderr  # 12 samples, one left out
     assert any("invalidated" in note for note in got["notes"]), got["notes"]
 

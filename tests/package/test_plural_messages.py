@@ -119,10 +119,11 @@ COUNT_ALLOWED: dict[tuple[str, str, str], str] = {
 
 
 def _words_only(node: ast.AST) -> bool:
-    """A placeholder that writes words, not a number: ``{'has' if n == 1 else 'have'}`` or ``{plural(n, 'run')}``."""
+    """A placeholder that writes words, not a number: ``{'has' if n == 1 else 'have'}``, ``{plural(n, 'run')}`` or
+    ``{agree(n, 'their')}``."""
     if isinstance(node, ast.IfExp):
         return all(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in (node.body, node.orelse))
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "plural"
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("plural", "agree")
 
 
 def _noun_after(text: str) -> str | None:
@@ -181,7 +182,8 @@ def test_the_count_scan_sees_hand_written_plurals(tmp_path):
                       '    g = f"{plural(n, \'run\')} runs"\n'
                       '    h = f"{\'has\' if n == 1 else \'have\'} questions"\n'
                       '    i = f"{n} of them; took {n} s; {n} in this"\n'
-                      '    j = f"{n:,} bytes"\n', encoding="utf-8")
+                      '    j = f"{n:,} bytes"\n'
+                      '    k = f"collect {agree(n, \'their\')} results"\n', encoding="utf-8")
     assert [(line, noun) for line, _, noun in sorted(hand_counted(sample))] == [
         (3, "requests"), (4, "edits"), (5, "cases"), (6, "pairs"), (11, "bytes")]
 

@@ -346,8 +346,20 @@ def test_cli_failed_check_exits_1_and_lists_reasons(tiny_ws, no_lpips):
     result = run_cli(["check", "--all", "-w", str(tiny_ws)])
     assert result.exit_code == 1
     assert "too little change inside the mask" in result.stderr
-    assert "1 of 1 edit failed" in result.stderr
+    assert ("1 of 1 edit failed the preservation check (TX01); see the reasons above, then re-edit or review it."
+            in " ".join(result.stderr.split()))
     assert "Traceback" not in result.stderr
+
+
+def test_cli_two_failed_checks_are_said_in_the_plural(tiny_ws, no_lpips):
+    spec = (tiny_ws / "interventions" / "TX01.yaml").read_text()
+    (tiny_ws / "interventions" / "TX02.yaml").write_text(spec.replace("id: TX01", "id: TX02"))
+    for spec_id in ("TX01", "TX02"):
+        add_edit(tiny_ws, spec_id, tiny_original(tiny_ws))  # no-op "edits"
+    result = run_cli(["check", "--all", "-w", str(tiny_ws)])
+    assert result.exit_code == 1
+    assert ("2 of 2 edits failed the preservation check (TX01, TX02); see the reasons above, then re-edit or review "
+            "them.") in " ".join(result.stderr.split())
 
 
 def test_cli_user_errors_exit_2_in_one_line(tiny_ws, tmp_path, no_lpips):

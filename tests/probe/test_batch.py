@@ -109,7 +109,7 @@ def test_a_run_with_batches_in_flight_is_not_sent_live_nor_batched_again(tiny_ws
             again = run_cli(["-w", str(tiny_ws), "probe", "run", "-m", "openai:test-model", "-s", "contextcanvas",
                              "--base-url", server.url, *FAST, *extra])
             assert again.exit_code == 1 and f"has 1 batch in flight" in again.stderr
-            assert f"cfkit probe collect {run_id}" in again.stderr
+            assert f"; collect its results with 'cfkit probe collect {run_id}' before" in again.stderr
         assert server.calls("POST", "/chat/completions") == 0 and server.calls("POST", "/batches") == 1
 
 

@@ -248,11 +248,28 @@ def test_a_case_changed_after_the_file_was_written_is_said_and_asked_again(many_
         cases.write_text(cases.read_text().replace("Is picture 3 suitable for event 3?",
                                                    "Is picture 3 suitable for event 99?"))
         collected = collect(many_ws, run_id, results, json_out=False)
-        assert "1 result answers an earlier version of their case" in collected.stderr
+        assert ("1 result answers an earlier version of its case: its question, options or images changed in the "
+                "cases file after the batch file was written. The report counts it stale; run the suite again to ask "
+                "that case as it is now (the rest comes from the cache).") in " ".join(collected.stderr.split())
         again = write(many_ws, server.url, tmp_path / "again.jsonl")  # the suite again: only the changed case
         assert again.exit_code == 0, again.stderr
         [line] = (tmp_path / "again.jsonl").read_text().splitlines()
         assert "event 99" in line
+
+
+def test_two_results_of_changed_cases_are_said_in_the_plural(many_ws, tmp_path):
+    out = tmp_path / "requests.jsonl"
+    with ChatServer(scripted_answer) as server:
+        run_id = write(many_ws, server.url, out).stdout.strip()
+        results = tmp_path / "results.jsonl"
+        offline(out, results)
+        cases = many_ws / "data" / "cases.jsonl"
+        cases.write_text(cases.read_text().replace("for event 3?", "for event 99?").replace("for event 4?",
+                                                                                         "for event 98?"))
+        collected = collect(many_ws, run_id, results, json_out=False)
+    assert ("2 results answer an earlier version of their case: its question, options or images changed in the "
+            "cases file after the batch file was written. The report counts them stale; run the suite again to ask "
+            "those cases as they are now") in " ".join(collected.stderr.split())
 
 
 def test_an_existing_batch_file_is_not_replaced_without_force(many_ws, tmp_path):

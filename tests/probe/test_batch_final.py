@@ -10,7 +10,7 @@ import pytest
 
 from support.batch_api_server import BatchServer
 from support.chat_api_server import user_text
-from support.probe_runs import FAST, replies, scripted_answer
+from support.probe_runs import FAST, many_cases, replies, scripted_answer
 from support.store_sql import table_rows
 from support.workspace import run_cli
 
@@ -35,6 +35,21 @@ def batch_rows(ws):
     return {row["id"]: row for row in table_rows(ws, "batches")}
 
 
+def test_two_requests_a_batch_left_unanswered_are_said_in_the_plural(tmp_path):
+    ws = many_cases(tmp_path / "ws", 3)
+    with BatchServer(scripted_answer, polls=1, ends_as="expired") as server:
+        sub = batch_run(ws, server.url)
+        [batch_id] = sub["batch_ids"]
+        server.expire = {line["custom_id"] for line in server.lines()
+                         if "Is picture 1 " not in user_text(line["body"])}
+        result = collect(ws, sub["run_id"])
+        assert result.exit_code == 1
+        [said] = [line for line in result.stderr.splitlines() if f"batch {batch_id} ended expired" in line]
+        assert ": 1 result stored, 2 requests never answered (" in said
+        assert "); they are stored as failed, and the same 'cfkit probe run' sends them again." in said
+        assert "2 planned requests have no reply (run the same 'cfkit probe run' again to send them)" in result.stderr
+
+
 @pytest.mark.parametrize("ends_as, listed", [("cancelled", True), ("cancelled", False), ("failed", True),
                                              ("expired", False)])
 def test_a_batch_that_ends_with_requests_unanswered_stores_them_as_failed_and_the_next_run_sends_only_them(
@@ -48,8 +63,8 @@ def test_a_batch_that_ends_with_requests_unanswered_stores_them_as_failed_and_th
         # One line for the batch: how it ended, how many it left unanswered and why, and what happens next.
         said = [line for line in result.stderr.splitlines() if f"batch {batch_id} ended {ends_as}" in line]
         assert len(said) == 1 and ": 2 results stored, 1 request never answered (" in said[0]
-        assert "stored as failed, and the same 'cfkit probe run' sends them again" in said[0]
-        assert "1 planned request has no reply" in result.stderr
+        assert "); it is stored as failed, and the same 'cfkit probe run' sends it again." in said[0]
+        assert "1 planned request has no reply (run the same 'cfkit probe run' again to send it)" in result.stderr
         stored = {r["case_id"]: r for r in replies(tiny_ws, sub["run_id"])}
         assert stored["T001"]["answer"] == "A" and stored["T002"]["answer"] == "A"  # the partial output is kept
         why = f"batch_{ends_as}" if listed else f"the batch ended {ends_as} without answering it"

@@ -45,7 +45,7 @@ def test_final_cancels_a_running_batch_and_stores_what_it_answered_before_it_sto
         assert server.calls("POST", f"/batches/{batch_id}/cancel") == 1
         [line] = [line for line in said_of(final, batch_id) if "never answered" in line]
         assert f"batch {batch_id} ended cancelled: 2 results stored, 1 request never answered (" in line
-        assert "the same 'cfkit probe run' sends them again" in line
+        assert "); it is stored as failed, and the same 'cfkit probe run' sends it again." in line
         stored = {r["case_id"]: r for r in replies(tiny_ws, sub["run_id"])}
         assert stored["T001"]["answer"] == "A" and stored["T002"]["answer"] == "A"
         why = "batch_cancelled" if listed else "the batch ended cancelled without answering it (cancelled by --final)"
@@ -57,6 +57,22 @@ def test_final_cancels_a_running_batch_and_stores_what_it_answered_before_it_sto
                         "--base-url", server.url, *FAST, "--json"])
         assert live.exit_code == 0, live.stderr
         assert json.loads(live.stdout)["sent"] == 1 and server.calls("POST", "/chat/completions") == 1
+
+
+def test_a_batch_still_cancelling_with_one_answer_is_said_in_the_singular(tiny_ws, monkeypatch):
+    import cfkit.probe.batch_collect as collecting
+
+    monkeypatch.setattr(collecting, "CANCEL_WAIT_S", 0.0)
+    with BatchServer(scripted_answer, polls=50) as server:
+        sub = openai_batch(tiny_ws, server.url)
+        run_id, [batch_id] = sub["run_id"], sub["batch_ids"]
+        server.expire = {line["custom_id"] for line in server.lines() if "spring fair" not in user_text(line["body"])}
+        server.cancel_looks = 3
+        first = collect(tiny_ws, run_id, "--final")
+        assert first.exit_code == 1
+        [line] = [line for line in said_of(first, batch_id) if "still cancelling" in line]
+        assert (f"holds 1 answered request; nothing of it is given up yet: run 'cfkit probe collect {run_id} --final' "
+                "again in a few minutes to store it.") in line, line
 
 
 def test_final_leaves_a_batch_still_cancelling_waiting_while_it_holds_answers_and_reads_them_once_it_ends(

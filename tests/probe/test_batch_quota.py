@@ -58,7 +58,8 @@ def test_openai_batch_lines_refused_for_quota_are_said_once_counted_and_asked_ag
         assert "the account has no credit or quota left; they are stored as failed (not answered)" in line
         assert ADD_CREDIT in line
         last = collected.stderr.strip().splitlines()[-1]
-        assert "3 planned requests have no reply (2 of them refused for quota or billing: add credit" in last
+        assert ("3 planned requests have no reply (2 of them refused for quota or billing: add credit to the account, "
+                "then run the same 'cfkit probe run' again to send them)") in last
         as_json = json.loads(run_cli(["-w", str(ws), "probe", "collect", run_id, "--json"]).stdout)
         assert as_json["unpaid"] == 0  # nothing read again: said when the batch was read
         failed = [r for r in replies(ws, run_id) if r["error"] is not None]
@@ -72,6 +73,24 @@ def test_openai_batch_lines_refused_for_quota_are_said_once_counted_and_asked_ag
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["unpaid"] == 0
     assert all(r["error"] is None for r in replies(ws, run_id))
+
+
+def test_one_request_refused_for_quota_is_said_in_the_singular(tmp_path):
+    ws = many_cases(tmp_path / "ws", 3)
+
+    def script(body, n):
+        if picture(user_text(body)) == 2:
+            return Scripted(429, {"error": INSUFFICIENT})
+        return scripted_answer(body, n)
+
+    with BatchServer(script, polls=1) as server:
+        sent = probe_run(ws, server.url, "--batch", "--json")
+        assert sent.exit_code == 0, sent.output
+        collected = run_cli(["-w", str(ws), "probe", "collect", json.loads(sent.stdout)["run_id"]])
+    assert collected.exit_code == 1, collected.output
+    last = collected.stderr.strip().splitlines()[-1]
+    assert ("1 planned request has no reply (it was refused for quota or billing: add credit to the account, then "
+            "run the same 'cfkit probe run' again to send it)") in last, last
 
 
 @pytest.mark.parametrize("kind, words", [

@@ -123,3 +123,25 @@ def test_a_report_over_readings_of_an_older_parser_says_so_until_they_are_read_a
                      f"reparse {run_id}' reads them again and says what changed."]
     assert run_cli(["-w", str(tiny_ws), "runs", "reparse", run_id]).exit_code == 0
     assert not [n for n in report(tiny_ws)["notes"] if "older parser" in n]
+
+
+def test_one_reply_of_an_older_parser_is_said_in_the_singular(tiny_ws):
+    with ChatServer(scripted) as server:
+        assert openai_run(tiny_ws, server.url).exit_code == 0
+    [run_id] = [r["id"] for r in table_rows(tiny_ws / ".cfkit" / "cfkit.db", "runs", "id")]
+    update_rows(tiny_ws / ".cfkit" / "cfkit.db", "replies", {"parser": "1"}, {"case_id": "T001"})
+    older = [n for n in report(tiny_ws)["notes"] if "older parser" in n]
+    assert older == [f"contextcanvas: openai:test-model's answers include 1 reply of run {run_id} read by an older "
+                     f"parser (version 1; now {PARSER_VERSION}), which the parser now may read otherwise; 'cfkit runs "
+                     f"reparse {run_id}' reads it again and says what changed."]
+
+
+def test_a_case_gone_from_the_cases_file_is_said_in_the_number_of_its_count(tiny_ws):
+    with ChatServer(scripted) as server:
+        assert openai_run(tiny_ws, server.url).exit_code == 0
+    run_id = _as_version_1(tiny_ws)
+    cases = tiny_ws / "data" / "cases.jsonl"
+    cases.write_text("".join(line + "\n" for line in cases.read_text().splitlines() if '"T003"' not in line))
+    result = run_cli(["-w", str(tiny_ws), "runs", "reparse", run_id])
+    said = " ".join(result.stderr.split())
+    assert "1 case is no longer in" in said and "and kept its readings: T003" in said, said

@@ -52,3 +52,21 @@ def test_runs_list_says_a_single_stale_run_as_runs_show_does(tiny_ws):
     err = " ".join(listed.stderr.split())
     assert f"{run_id}: 1 answer stale now (a report counts it wrong); e.g. case T002" in err
     assert "have answers stale now" not in err
+
+
+def test_a_group_line_of_one_run_agrees_with_its_counts(tiny_ws):
+    """Both callers say a group of one run as 'runs show' does; the group's own line, asked for one, still agrees."""
+    from cfkit.report.standing import StaleGroup
+    from cfkit.store import Store
+    from cfkit.store.runs import get_run
+
+    run_id = _probe(tiny_ws, "baseline:always-yes")
+    with Store(tiny_ws / ".cfkit" / "cfkit.db") as store:
+        record = get_run(store, run_id)
+    assert StaleGroup("case T002 changed", True, (record,), (1,)).line() == (
+        f"1 run ({run_id}): 1 answer stale now (a report counts it wrong); e.g. case T002 changed.")
+    assert StaleGroup("it was never run", False, (record,), (0,)).line() == (
+        f"1 run ({run_id}): whether its answers are stale was not checked: it was never run")
+    assert StaleGroup("case T002 changed", True, (record, record), (1, 1)).line() == (
+        f"2 runs ({run_id}, {run_id}): 1 answer stale now in each (a report counts them wrong); e.g. case T002 "
+        "changed.")

@@ -377,6 +377,23 @@ def test_batch_submits_where_the_backend_has_a_batch_api_and_a_rerun_collects(tm
         assert server.calls("POST", "/chat/completions") == 0  # every answer came from the batch
 
 
+def test_a_batch_still_running_is_said_with_what_collects_it(tmp_path):
+    from support.batch_api_server import BatchServer
+
+    ws = many_cases(tmp_path / "ws", 2)
+    with BatchServer(first_option, polls=10) as server:
+        path = write(ws / "study.toml", f"[models.api]\nmodel = 'openai:test-model'\nendpoint = '{server.url}'\n"
+                                        "[suites.contextcanvas]\n")
+        submitted = run_cli(["-w", str(ws), "study", "run", str(path), "--batch", "--json"])
+        assert submitted.exit_code == 0, submitted.output
+        [run_id] = [r["run_id"] for r in json.loads(submitted.stdout)]
+        again = run_cli(["-w", str(ws), "study", "run", str(path), "--json"])
+        [row] = json.loads(again.stdout)
+        assert row["state"] == "waiting"
+        assert (f"1 batch still running; 'cfkit study run' again later collects it (or 'cfkit probe collect {run_id} "
+                "--wait')") in row["notes"]
+
+
 def test_a_batch_the_provider_lost_is_said_with_the_way_out_and_after_final_the_study_resends_its_requests(
         tmp_path):
     from support.batch_api_server import BatchServer
@@ -392,7 +409,9 @@ def test_a_batch_the_provider_lost_is_said_with_the_way_out_and_after_final_the_
         lost = run_cli(["-w", str(ws), "study", "run", str(path), "--json"])
         [row] = json.loads(lost.stdout)
         assert row["state"] == "waiting" and not any("still running" in note for note in row["notes"])
-        assert any(f"'cfkit probe collect {run_id} --final'" in note for note in row["notes"])
+        assert (f"1 batch the provider no longer knows (HTTP 404); if it is gone for good, 'cfkit probe collect "
+                f"{run_id} --final' stores its requests as failed, and 'cfkit study run' then sends them again"
+                in row["notes"])
         assert run_cli(["-w", str(ws), "probe", "collect", run_id, "--final"]).exit_code == 1
         resumed = run_cli(["-w", str(ws), "study", "run", str(path), "--json"])
         assert resumed.exit_code == 0, resumed.output

@@ -142,7 +142,7 @@ def test_a_report_with_a_run_incomplete_and_a_model_whose_server_is_down_says_so
         assert "the report is not the whole study" in last and "study run" in last
         # 'study run' skipped the model whose server is down (nothing sent), so its run was never started.
         assert "1 run left out (down contextcanvas: not started)" in last
-        assert "1 run reported incomplete, their missing answers counted wrong (served contextcanvas" in last
+        assert "1 run reported incomplete, its missing answers counted wrong (served contextcanvas" in last
         rows = {r["model"] for r in json.loads(shown.stdout)["contextcanvas"]}
         assert rows == {"openai:served", "baseline:always-no"}  # nothing else of the report is lost
         failing["on"] = False
