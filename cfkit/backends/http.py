@@ -303,9 +303,10 @@ class JSONClient:
         copied whole once more to join it."""
         return await self.request("POST", path, parts_payload(body) if type(body) is list else body)
 
-    async def endpoint_problem(self, shown: str, *, timeout: float = CHECK_TIMEOUT_S) -> str | None:
-        """Why nothing can be sent to the server (``shown`` as people see it): nothing listens on its port, its
-        host is not known; None when a connection opens, or when the check cannot tell (through a proxy, or
+    async def endpoint_problem(self, shown: str, *, timeout: float = CHECK_TIMEOUT_S,
+                               url: str = "--base-url") -> str | None:
+        """Why nothing can be sent to the server (``shown`` as people see it; ``url``: where the command sets it):
+        nothing listens on its port, its host is not known; None when a connection opens, or when the check cannot tell (through a proxy, or
         a slow network, which the requests' own deadlines handle)."""
         import asyncio
 
@@ -322,7 +323,7 @@ class JSONClient:
             _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
         except OSError as exc:  # refused, host not known, network unreachable, no route; a timeout
             kind = kind_of(exc)
-            return None if kind == TIMED_OUT else no_answer(shown, kind, detail=exc.strerror or str(exc))
+            return None if kind == TIMED_OUT else no_answer(shown, kind, detail=exc.strerror or str(exc), url=url)
         writer.close()
         try:
             await writer.wait_closed()

@@ -63,17 +63,18 @@ class Listing:
 
 
 def read_listing(status: int | None, body: bytes, name: str, *, failure: str | None = None,
-                 detail: str = "", unanswered: str | None = None, shown: str = "the server") -> Listing:
+                 detail: str = "", unanswered: str | None = None, shown: str = "the server",
+                 url: str = "--base-url") -> Listing:
     """The one reading of a server's answer to ``GET /models`` for model ``name`` (``status`` and ``body``, or the
     ``failure`` and ``detail`` of an attempt that got no answer): it lists the model (:func:`listed`), lists others
     or none (:func:`not_listed`), answers without a model list, or does not answer. Every check of a model list
     (replicas, ``--batch``, a study's endpoints) reads it here, so the same answer is said in the same words. An
     attempt that got no answer at all (``unanswered``: its kind, :mod:`cfkit.backends.no_answer`) is said as
-    ``probe run``'s start-up check and a study say it (server ``shown``)."""
+    ``probe run``'s start-up check and a study say it (server ``shown``; ``url``: where the command sets it)."""
     if unanswered is not None:
         from cfkit.backends.no_answer import no_answer
 
-        return Listing(why=no_answer(shown, unanswered, detail=detail, seconds=MODELS_DEADLINE_S))
+        return Listing(why=no_answer(shown, unanswered, detail=detail, seconds=MODELS_DEADLINE_S, url=url))
     if failure is not None or status != 200:
         if failure is None:
             from cfkit.backends.http import error_text
@@ -88,10 +89,10 @@ def read_listing(status: int | None, body: bytes, name: str, *, failure: str | N
     return Listing(entry, None if entry is not None else not_listed(entries, name), listed=True)
 
 
-def read_exchange(exchange: Any, name: str, shown: str = "the server") -> Listing:
+def read_exchange(exchange: Any, name: str, shown: str = "the server", *, url: str = "--base-url") -> Listing:
     """:func:`read_listing` of an :class:`~cfkit.backends.http.Exchange` from server ``shown``."""
     return read_listing(exchange.status, exchange.body, name, failure=exchange.failure, detail=exchange.detail,
-                        unanswered=exchange.no_answer, shown=shown)
+                        unanswered=exchange.no_answer, shown=shown, url=url)
 
 
 def refusal(who: str, name: str, why: Sequence[tuple[str, str]], *, url_flag: str = "--base-url") -> str:

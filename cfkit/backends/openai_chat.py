@@ -378,9 +378,9 @@ class OpenAIBackend(Backend):
         """Why no request can reach the server (nothing listening, unknown host), or None; asked once before a
         run sends (cfkit.probe.stopping)."""
         if self._pool is None:
-            return await self._client.endpoint_problem(self.endpoint)
+            return await self._client.endpoint_problem(self.endpoint, url=self.words.of("base_url"))
         # Replicas: the run can go on while one of them answers (the pool backs off those that do not).
-        problems = [await r.client.endpoint_problem(r.shown) for r in self._pool.in_use()]
+        problems = [await r.client.endpoint_problem(r.shown, url=self.words.of("base_url")) for r in self._pool.in_use()]
         return None if any(p is None for p in problems) else "; ".join(p for p in problems if p)
 
     # -- the Batch API (cfkit.backends.openai_batch) ----------------------------

@@ -327,8 +327,9 @@ def served_model(replicas: Sequence[Replica], name: str, *, who: str, url_flag: 
     others) when every endpoint is left out, or those that serve ``name`` serve it from different weights."""
     found: list[tuple[Replica, dict[str, Any]]] = []
     readings = []
+    url_flag = words.of("base_url") if words is not None else url_flag
     for replica, exchange in _run_now(_listings(replicas)):
-        reading = read_exchange(exchange, name, replica.shown)
+        reading = read_exchange(exchange, name, replica.shown, url=url_flag)
         readings.append((replica.shown, reading))
         match, replica.left_out = reading.entry, reading.why
         if match is None:
@@ -336,8 +337,7 @@ def served_model(replicas: Sequence[Replica], name: str, *, who: str, url_flag: 
         else:
             found.append((replica, match))
     if not found:
-        raise BackendUnavailable(none_serve(who, name, readings, words=words, key_sent=key_sent,
-                                            url_flag=words.of("base_url") if words is not None else url_flag))
+        raise BackendUnavailable(none_serve(who, name, readings, words=words, key_sent=key_sent, url_flag=url_flag))
     roots = {str(e["root"]) for _, e in found if isinstance(e.get("root"), str)}
     if len(roots) > 1:
         detail = "; ".join(f"{r.shown}: {e.get('root')}" for r, e in found)

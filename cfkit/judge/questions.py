@@ -59,7 +59,8 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
     a reasoning model can spend the whole limit before it writes a word. It is never read, so never stored; the
     next run asks it again (with a larger ``--max-tokens`` if the limit was the cause).
 
-    What stops the asking is returned, not raised, once what was done is told: a backend error that is no
+    What stops the asking is returned, not raised, once what was done is told: a server that gives no answer to the
+    connection tried before the first request (the backend's ``check_endpoint``, as ``probe run`` tries it), a backend error that is no
     transport failure (a key refused, no such model), a server that keeps failing
     (:class:`cfkit.probe.stopping.StopPolicy`, as it stops a probe run: a :class:`~cfkit.errors.BackendError`),
     or Ctrl-C (SIGTERM too: a :class:`KeyboardInterrupt`). The attempts of the request it ended that were given up
@@ -149,6 +150,11 @@ def ask_in_turn(backend, todo: Sequence[tuple[Job, Any]], keep: Callable[[Job, A
         async def ask_all() -> BaseException | None:
             nonlocal sending, cut_off
             try:
+                # The server is tried once before the first request, as probe run tries it: nothing listening, or
+                # a host not known, stops the asking before anything is sent (every job not asked).
+                problem = await backend.check_endpoint() if todo else None
+                if problem is not None:
+                    return BackendError(f"{problem}; nothing was sent.")
                 for job, request in todo:
                     sending = True
                     try:

@@ -94,3 +94,4 @@ def test_a_replica_left_out_at_start_up_is_said_as_probe_run_says_it(bare):
         assert live.count == 1
     said = " ".join(drafted.stderr.split())
     assert f"warning: replica {dead} is left out" in said, said
+    assert "fix -o base_url=URL" in said and "--base-url" not in said  # what captions draft takes

@@ -144,7 +144,8 @@ Behaviour = Callable[..., None]
 
 
 class HostileServer:
-    """``choose(body_bytes)`` picks the behaviour of each request; ``count`` requests were received."""
+    """``choose(body_bytes)`` picks the behaviour of each request; ``count`` requests were received (a connection
+    closed before it sent a request line is none)."""
 
     def __init__(self, choose: Callable[[bytes], Behaviour]):
         self.count = 0
@@ -155,8 +156,12 @@ class HostileServer:
             def handle(self) -> None:
                 deadline = time.monotonic() + HANDLER_LIFETIME_S
                 length = 0
+                first = True
                 while True:
                     line = self.rfile.readline(65537)
+                    if first and line == b"":  # a connection closed before any request (a check that one opens)
+                        return
+                    first = False
                     if line in (b"\r\n", b"\n", b""):
                         break
                     name, _, value = line.decode("latin-1").partition(":")
