@@ -133,7 +133,7 @@ def unpaid_results_line(where: str, count: int, status: int | None, message: str
     """The one line said when the results of a batch (``where``: which) say the account could not pay for
     ``count`` of its requests (``status`` and ``message``: the first one's, :func:`result_refusal`): they are
     stored as failed, and ``then`` asks them again."""
-    from cfkit.plural import plural
+    from cfkit.plural import agree, plural
 
     return (f"{where}: the provider refused {plural(count, 'request')} for quota or billing {said(status, message)}; "
-            f"{'it is' if count == 1 else 'they are'} stored as failed (not answered). {ADD_CREDIT}{then}.")
+            f"{agree(count, 'they')} {agree(count, 'are')} stored as failed (not answered). {ADD_CREDIT}{then}.")

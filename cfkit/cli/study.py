@@ -98,7 +98,7 @@ def validate(ws, file: Path, batch: bool, as_json: bool) -> None:
     if result.problems:
         for problem in result.problems:
             warn(problem)
-        raise CheckFailed(f"study '{s.name}': {plural(len(result.problems), 'problem')}; fix {'it' if len(result.problems) == 1 else 'them'} and validate again.")
+        raise CheckFailed(f"study '{s.name}': {plural(len(result.problems), 'problem')}; fix {agree(len(result.problems), 'them')} and validate again.")
 
 
 @study.command("run")

@@ -339,11 +339,11 @@ def _unpaid_line(run_id: str, tally: dict[str, Any], then: str | None = None) ->
     """The one line saying that the account could not pay for requests of the batches read now, or None."""
     if not tally["unpaid"]:
         return None
-    from cfkit.backends.billing import unpaid_results_line
+    from cfkit.backends.billing import ASK_THE_FAILED, unpaid_results_line
 
     ids = tally["unpaid_in"]
     where = f"run {run_id}, {'batch' if len(ids) == 1 else 'batches'} {', '.join(ids)}"
-    return unpaid_results_line(where, tally["unpaid"], *tally["unpaid_said"], **({"then": then} if then else {}))
+    return unpaid_results_line(where, tally["unpaid"], *tally["unpaid_said"], then=then or ASK_THE_FAILED)
 
 
 def collect_run(store: Store, cases: CaseSet, run: RunRecord, *, overrides: dict[str, Any] | None = None,

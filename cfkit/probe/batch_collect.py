@@ -170,7 +170,8 @@ async def _read_ended(store: Store, cases: CaseSet, record: BatchRecord, info: A
                 unpaid += 1
                 tally["unpaid"] += 1
                 tally["unpaid_said"] = tally["unpaid_said"] or read.unpaid[asked.cache_key]
-                tally["unpaid_in"] += [record.id] if record.id not in tally["unpaid_in"] else []
+                if record.id not in tally["unpaid_in"]:
+                    tally["unpaid_in"].append(record.id)
             else:
                 first = first or (error or why)
         tally["stored"] += 1

@@ -74,7 +74,7 @@ class Standing:
             return f"{run.id}: whether its answers are stale was not checked: {self.stale_why}"
         if not self.stale:
             return None
-        return (f"{run.id}: {plural(self.stale, 'answer')} stale now (a report counts {'it' if self.stale == 1 else 'them'}"
+        return (f"{run.id}: {plural(self.stale, 'answer')} stale now (a report counts {agree(self.stale, 'them')}"
                 f" wrong); e.g. {self.stale_why}.")
 
 
